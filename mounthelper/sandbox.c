@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox of the mount daemon (see sandbox.h for the steps and the caller's contract).
+ *
+ * Everything that can fail for an ordinary reason (user lookup, building the filter,
+ * opening /dev/null, checking the descriptors to keep) happens first, while the caller can
+ * still unmount; the irreversible steps follow in the only order that works: the mount
+ * namespace and the bounding set need CAP_SYS_ADMIN and CAP_SETPCAP, so they come before
+ * the uid change; securebits keep the capabilities across setresuid, so they are cleared
+ * explicitly afterwards; seccomp comes last, as it forbids the calls the other steps make.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/fuse.h>
+#include <linux/securebits.h>
+#include <pwd.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sandbox.h"
+
+/* A daemon keeps the image, /dev/fuse and perhaps a status pipe: a few at most. */
+#define MAX_KEEP_FDS 16
+
+/* Candidates for the mount point of the empty root, in our private copy of the tree only. */
+static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" };
+
+#define LOCKED_SECUREBITS                                                          \
+	(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |           \
+	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |                 \
+	 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
+
+/*
+ * Calls allowed without condition: the FUSE loop (read a request from /dev/fuse, writev
+ * the reply, poll it when the session ends), pread of the image, malloc and thread stacks
+ * (brk, mmap family, madvise), locks and condition variables (futex), thread start and end
+ * (set_robust_list, rseq, rt_sigprocmask, exit; glibc installs its setxid and cancel
+ * handlers with rt_sigaction at the first pthread_create and pthread_cancel, and libfuse
+ * cancels its workers when the loop ends), sleeping and clocks, stdio on stderr (fstat
+ * through newfstatat below). Calls with a condition are added in add_guarded_rules.
+ */
+static const int allowed_calls[] = {
+	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(pread64), SCMP_SYS(preadv),
+	SCMP_SYS(write), SCMP_SYS(writev),
+	SCMP_SYS(close), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(fstat),
+	SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(madvise), SCMP_SYS(mremap),
+	SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(rseq),
+	SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(restart_syscall),
+	SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
+	SCMP_SYS(getpid), SCMP_SYS(gettid),
+	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime),
+	SCMP_SYS(gettimeofday),
+	SCMP_SYS(exit), SCMP_SYS(exit_group),
+};
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode)
+{
+	if (!strcmp(s, "on"))
+		*mode = STP_SANDBOX_ON;
+	else if (!strcmp(s, "log"))
+		*mode = STP_SANDBOX_LOG;
+	else if (!strcmp(s, "off"))
+		*mode = STP_SANDBOX_OFF;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* unshare(CLONE_NEWNS) and per-thread credentials need one thread; /proc tells. */
+static int check_single_threaded(char *err, size_t errlen)
+{
+	char line[128];
+	long threads = 1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return 0; /* no /proc: trust the caller */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %ld", &threads) == 1)
+			break;
+	fclose(f);
+	if (threads != 1)
+		return fail(err, errlen, -EBUSY,
+			    "sandbox: %ld threads already run; it must be entered before any starts",
+			    threads);
+	return 0;
+}
+
+static int lookup_user(const char *name, uid_t *uid, gid_t *gid, bool *found)
+{
+	char buf[16384];
+	struct passwd pw, *res = NULL;
+	int rc = getpwnam_r(name, &pw, buf, sizeof(buf), &res);
+
+	*found = false;
+	if (rc && rc != ENOENT && rc != ESRCH)
+		return -rc;
+	if (res) {
+		*uid = pw.pw_uid;
+		*gid = pw.pw_gid;
+		*found = true;
+	}
+	return 0;
+}
+
+/* The user named in the options, else "stipple", else "nobody". Never root. */
+static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+{
+	const char *want = name ? name : "stipple";
+	bool found;
+	int rc = lookup_user(want, uid, gid, &found);
+
+	if (!rc && !found && !name) {
+		want = "nobody";
+		rc = lookup_user(want, uid, gid, &found);
+	}
+	if (rc)
+		return fail(err, errlen, rc, "sandbox: looking up user '%s': %s", want,
+			    strerror(-rc));
+	if (!found)
+		return fail(err, errlen, -ENOENT, "sandbox: user '%s' does not exist", want);
+	if (*uid == 0 || *gid == 0)
+		return fail(err, errlen, -EINVAL,
+			    "sandbox: user '%s' has uid or gid 0; choose an unprivileged user", want);
+	return 0;
+}
+
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned count,
+		    const struct scmp_arg_cmp *cmp)
+{
+	return seccomp_rule_add_array(ctx, action, nr, count, cmp);
+}
+
+/*
+ * clone3 passes its flags in memory the filter cannot read: answering ENOSYS makes glibc
+ * fall back to clone, whose flags it can. Thread stacks and malloc never need PROT_EXEC,
+ * so no page becomes executable. libfuse's only ioctl clones the /dev/fuse channel. fstat
+ * reaches the kernel as newfstatat(fd, "", AT_EMPTY_PATH). tgkill (abort, raise) only
+ * reaches our own threads.
+ */
+static int add_guarded_rules(scmp_filter_ctx ctx)
+{
+	struct scmp_arg_cmp thread = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD);
+	struct scmp_arg_cmp no_exec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
+	struct scmp_arg_cmp fuse_clone =
+		SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE);
+	struct scmp_arg_cmp empty_path =
+		SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH);
+	struct scmp_arg_cmp own_pid = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid());
+	int rc;
+
+	rc = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0, NULL);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, &thread);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1, &no_exec);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, &no_exec);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, &fuse_clone);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 1, &empty_path);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, &own_pid);
+	return rc;
+}
+
+/* Built before any irreversible step, loaded last. */
+static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *err,
+			size_t errlen)
+{
+	uint32_t deny = mode == STP_SANDBOX_LOG ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
+	scmp_filter_ctx ctx = seccomp_init(deny);
+	int rc;
+
+	if (!ctx)
+		return fail(err, errlen, -ENOMEM, "sandbox: seccomp_init failed");
+	/* Another ABI (i386 int 0x80, x32) would bypass the rules: kill in every mode. */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	for (size_t i = 0; !rc && i < sizeof(allowed_calls) / sizeof(allowed_calls[0]); i++)
+		rc = add_rule(ctx, SCMP_ACT_ALLOW, allowed_calls[i], 0, NULL);
+	if (!rc)
+		rc = add_guarded_rules(ctx);
+	if (rc) {
+		seccomp_release(ctx);
+		return fail(err, errlen, rc, "sandbox: building the seccomp filter: %s",
+			    strerror(-rc));
+	}
+	*out = ctx;
+	return 0;
+}
+
+static int compare_ints(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Sorted copy of the descriptors above 2 to keep; each must be open. Returns the count. */
+static int collect_keep_fds(const struct stp_sandbox_opts *opts, int *keep, char *err,
+			    size_t errlen)
+{
+	size_t n = 0;
+
+	if (opts->nkeep > MAX_KEEP_FDS)
+		return fail(err, errlen, -EINVAL, "sandbox: %zu descriptors to keep (at most %d)",
+			    opts->nkeep, MAX_KEEP_FDS);
+	for (size_t i = 0; i < opts->nkeep; i++) {
+		int fd = opts->keep_fds[i];
+
+		if (fd < 0 || fcntl(fd, F_GETFD) < 0)
+			return fail(err, errlen, -EBADF,
+				    "sandbox: descriptor %d to keep is not open", fd);
+		if (fd > 2)
+			keep[n++] = fd;
+	}
+	qsort(keep, n, sizeof(*keep), compare_ints);
+	return (int)n;
+}
+
+static int close_fd_range(unsigned int lo, unsigned int hi)
+{
+	if (lo > hi)
+		return 0;
+	if (!close_range(lo, hi, 0))
+		return 0;
+	if (errno != ENOSYS)
+		return -errno;
+	/* Kernel older than 5.9: close one by one up to the descriptor limit. */
+	long max = sysconf(_SC_OPEN_MAX);
+
+	for (long fd = lo; fd <= (long)hi && fd < max; fd++)
+		close((int)fd);
+	return 0;
+}
+
+/* Everything from 3 up, except KEEP (sorted, may hold duplicates). */
+static int close_other_fds(const int *keep, int nkeep)
+{
+	unsigned int lo = 3;
+	int rc;
+
+	for (int i = 0; i < nkeep; i++) {
+		unsigned int fd = (unsigned int)keep[i];
+
+		if (fd < lo)
+			continue;
+		rc = close_fd_range(lo, fd - 1);
+		if (rc)
+			return rc;
+		lo = fd + 1;
+	}
+	return close_fd_range(lo, ~0u);
+}
+
+/* 0 and 1 (and 2 unless KEEP_STDERR) onto NULLFD, which is then closed unless it is one of them. */
+static int point_stdio_at(int nullfd, bool keep_stderr)
+{
+	int last = keep_stderr ? 1 : 2;
+
+	for (int fd = 0; fd <= last; fd++)
+		if (fd != nullfd && dup2(nullfd, fd) < 0)
+			return -errno;
+	if (nullfd > 2)
+		close(nullfd);
+	return 0;
+}
+
+static int pivot_into(const char *dir, char *err, size_t errlen)
+{
+	if (chdir(dir))
+		return fail(err, errlen, -errno, "sandbox: chdir %s: %s", dir, strerror(errno));
+	/* The old root ends up stacked on "."; detaching it drops every other mount. */
+	if (syscall(SYS_pivot_root, ".", "."))
+		return fail(err, errlen, -errno, "sandbox: pivot_root into %s: %s", dir,
+			    strerror(errno));
+	if (umount2(".", MNT_DETACH))
+		return fail(err, errlen, -errno, "sandbox: detaching the old root: %s",
+			    strerror(errno));
+	if (chdir("/"))
+		return fail(err, errlen, -errno, "sandbox: chdir /: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * A private copy of the mount tree, then an empty read-only tmpfs as its root. The copy
+ * of the FUSE mount goes with the old root, so the host's umount still ends the daemon.
+ */
+static int enter_empty_root(char *err, size_t errlen)
+{
+	const unsigned long flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	const char *base = NULL;
+
+	if (unshare(CLONE_NEWNS))
+		return fail(err, errlen, -errno, "sandbox: unshare(CLONE_NEWNS): %s",
+			    strerror(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return fail(err, errlen, -errno, "sandbox: making / private: %s", strerror(errno));
+	for (size_t i = 0; !base && i < sizeof(empty_root_bases) / sizeof(empty_root_bases[0]); i++)
+		if (!mount("stipple-sandbox", empty_root_bases[i], "tmpfs", flags,
+			   "mode=0555,size=4k,nr_inodes=1"))
+			base = empty_root_bases[i];
+	if (!base)
+		return fail(err, errlen, -errno, "sandbox: mounting an empty tmpfs on %s: %s",
+			    empty_root_bases[0], strerror(errno));
+	return pivot_into(base, err, errlen);
+}
+
+/* Needs CAP_SETPCAP, hence before the uid change. */
+static int drop_bounding_set(char *err, size_t errlen)
+{
+	cap_value_t max = cap_max_bits();
+
+	for (cap_value_t cap = 0; cap < max; cap++)
+		if (cap_drop_bound(cap) && errno != EINVAL)
+			return fail(err, errlen, -errno, "sandbox: dropping capability %d from the "
+				    "bounding set: %s", cap, strerror(errno));
+	return 0;
+}
+
+static int switch_user(uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	uid_t ruid, euid, suid;
+
+	if (setgroups(0, NULL))
+		return fail(err, errlen, -errno, "sandbox: setgroups: %s", strerror(errno));
+	if (setresgid(gid, gid, gid))
+		return fail(err, errlen, -errno, "sandbox: setresgid %u: %s", (unsigned)gid,
+			    strerror(errno));
+	if (setresuid(uid, uid, uid))
+		return fail(err, errlen, -errno, "sandbox: setresuid %u: %s", (unsigned)uid,
+			    strerror(errno));
+	if (getresuid(&ruid, &euid, &suid) || ruid != uid || euid != uid || suid != uid)
+		return fail(err, errlen, -EPERM, "sandbox: the uid did not change to %u",
+			    (unsigned)uid);
+	return 0;
+}
+
+/* Dropping needs no privilege, so this runs for root and for users alike. */
+static int clear_capabilities(char *err, size_t errlen)
+{
+	cap_t none;
+	int rc = 0;
+
+	if (CAP_AMBIENT_SUPPORTED() && cap_reset_ambient())
+		return fail(err, errlen, -errno, "sandbox: clearing the ambient set: %s",
+			    strerror(errno));
+	none = cap_init();
+	if (!none)
+		return fail(err, errlen, -ENOMEM, "sandbox: cap_init failed");
+	if (cap_set_proc(none))
+		rc = fail(err, errlen, -errno, "sandbox: clearing capabilities: %s",
+			  strerror(errno));
+	cap_free(none);
+	return rc;
+}
+
+/* The steps that need root: namespace, bounding set, securebits, identity. */
+static int drop_privilege(uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	int rc = enter_empty_root(err, errlen);
+
+	if (!rc)
+		rc = drop_bounding_set(err, errlen);
+	if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
+		rc = fail(err, errlen, -errno, "sandbox: locking securebits: %s", strerror(errno));
+	if (!rc)
+		rc = switch_user(uid, gid, err, errlen);
+	return rc;
+}
+
+static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter, char *err,
+		   size_t errlen)
+{
+	int rc = privileged ? drop_privilege(uid, gid, err, errlen) : 0;
+
+	if (!rc)
+		rc = clear_capabilities(err, errlen);
+	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		rc = fail(err, errlen, -errno, "sandbox: setting no_new_privs: %s",
+			  strerror(errno));
+	if (!rc) {
+		rc = seccomp_load(filter);
+		if (rc)
+			fail(err, errlen, rc, "sandbox: loading the seccomp filter: %s",
+			     strerror(-rc));
+	}
+	return rc;
+}
+
+int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen)
+{
+	int keep[MAX_KEEP_FDS];
+	scmp_filter_ctx filter = NULL;
+	bool privileged = geteuid() == 0;
+	uid_t uid = 0;
+	gid_t gid = 0;
+	int nkeep, nullfd = -1, rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (opts->mode == STP_SANDBOX_OFF)
+		return 0;
+	rc = check_single_threaded(err, errlen);
+	if (rc)
+		return rc;
+	nkeep = collect_keep_fds(opts, keep, err, errlen);
+	if (nkeep < 0)
+		return nkeep;
+	if (privileged) {
+		rc = resolve_user(opts->user, &uid, &gid, err, errlen);
+		if (rc)
+			return rc;
+	}
+	rc = build_filter(opts->mode, &filter, err, errlen);
+	if (rc)
+		return rc;
+	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nullfd < 0) {
+		rc = fail(err, errlen, -errno, "sandbox: opening /dev/null: %s", strerror(errno));
+		goto out;
+	}
+
+	/* From here on nothing can be undone. */
+	rc = point_stdio_at(nullfd, opts->keep_stderr);
+	if (rc) {
+		fail(err, errlen, rc, "sandbox: pointing 0-2 at /dev/null: %s", strerror(-rc));
+		goto out;
+	}
+	rc = close_other_fds(keep, nkeep);
+	if (rc) {
+		fail(err, errlen, rc, "sandbox: closing descriptors: %s", strerror(-rc));
+		goto out;
+	}
+	rc = confine(privileged, uid, gid, filter, err, errlen);
+out:
+	seccomp_release(filter);
+	return rc;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox of the mount daemon. Once the image and /dev/fuse are open and the FUSE
+ * mount exists, the daemon gives up everything it will not need again before it decodes a
+ * byte of the (untrusted) image:
+ *
+ *   1. descriptors: all closed except KEEP_FDS; 0 and 1 (and 2 unless KEEP_STDERR) point
+ *      at /dev/null;
+ *   2. files: a private mount namespace whose root is an empty read-only tmpfs, the old
+ *      root detached (so no copy of the FUSE mount survives in it, and the host's umount
+ *      still ends the daemon);
+ *   3. identity: the bounding set emptied, securebits locked, supplementary groups
+ *      dropped, real/effective/saved uid and gid set to the sandbox user;
+ *   4. capabilities: permitted, effective, inheritable and ambient sets cleared;
+ *   5. no_new_privs, then a seccomp filter that allows only the calls of the FUSE loop,
+ *      the decoder and the worker threads (see sandbox.c for the list and the reasons).
+ *
+ * Steps 2 and 3 need root and are skipped when the process is not root (a user's mount
+ * through fusermount3): then the ambient set and any capability held are still cleared,
+ * and no_new_privs and seccomp still apply.
+ *
+ * Consequences for the caller:
+ *   - capabilities, no_new_privs and seccomp are per thread and inherited only by threads
+ *     created later: call stp_sandbox_enter while the process has a single thread, before
+ *     fuse_session_loop_mt() or any worker starts;
+ *   - after it, the process can open no file (no /dev/fuse clone: clone_fd must stay 0),
+ *     make no socket (no syslog), exec or fork nothing, and cannot unmount: when the loop
+ *     ends for another reason than the host's umount, just exit (the mount then answers
+ *     ENOTCONN until unmounted);
+ *   - the daemon can still write to stderr when KEEP_STDERR is set (foreground debugging).
+ */
+#ifndef STP_SANDBOX_H
+#define STP_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum stp_sandbox_mode {
+	STP_SANDBOX_ON,		/* all steps; a call outside the filter kills the process */
+	STP_SANDBOX_LOG,	/* all steps; such a call is allowed and logged (type=1326) */
+	STP_SANDBOX_OFF,	/* nothing: stp_sandbox_enter() returns 0 at once */
+};
+
+struct stp_sandbox_opts {
+	enum stp_sandbox_mode mode;
+	/* NULL: "stipple" if that user exists, else "nobody". Must not resolve to uid 0.
+	 * Ignored when the process is not root. */
+	const char *user;
+	/* Descriptors that stay open (the image, /dev/fuse, a status pipe). Values below 3
+	 * are ignored: 0-2 are always reopened on /dev/null (2 kept if KEEP_STDERR). The
+	 * array is read during the call only. */
+	const int *keep_fds;
+	size_t nkeep;
+	bool keep_stderr;
+};
+
+/*
+ * Confines the calling process as described above. The process must be single-threaded
+ * (-EBUSY otherwise). Returns 0, or a negative errno with a one-line message in ERR
+ * (ERRLEN bytes, always terminated).
+ *
+ * Errors found before anything irreversible (unknown or root user, bad options, the
+ * filter cannot be built, /dev/null cannot be opened) leave the process as it was, so the
+ * caller can still unmount. A later failure (e.g. unshare or pivot_root refused) leaves
+ * the process partly confined and outside the host's mount namespace: the caller cannot
+ * unmount any more and should exit with an error.
+ *
+ * Not thread-safe (by design: it must run before any thread exists).
+ */
+int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
+
+/* Parses "on", "log", "off" into MODE. Returns 0 or -EINVAL (MODE untouched). */
+int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode);
+
+#endif

@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox through the library: each case forks a child that enters the sandbox and
+ * then makes one call; a forbidden call must kill the child with SIGSYS, an allowed one
+ * must still work. The parent also reads a confined child's /proc entries (capabilities,
+ * no_new_privs, seccomp, uid, descriptors, mounts). Needs root: exits 77 (skip) otherwise.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox.h"
+
+#define SKIP 77
+/* Exit codes of a probe child. */
+#define PROBE_OK 0
+#define PROBE_CALL_RETURNED 3
+#define PROBE_ENTER_FAILED 4
+#define PROBE_WRONG 5
+
+static const char scratch_text[] = "stipple sandbox test: bytes read through a kept fd\n";
+static int scratch_fd = -1;
+static int failures;
+
+static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void report(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s - ", ok ? "ok" : "not ok");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	if (!ok)
+		failures++;
+}
+
+/* In a child: enter the sandbox keeping the scratch file and EXTRA. */
+static int enter(enum stp_sandbox_mode mode, const int *extra, size_t nextra)
+{
+	int keep[8] = { scratch_fd };
+	struct stp_sandbox_opts opts = { .mode = mode, .keep_fds = keep, .nkeep = 1 + nextra };
+	char err[256];
+	int rc;
+
+	memcpy(keep + 1, extra, nextra * sizeof(*extra));
+	rc = stp_sandbox_enter(&opts, err, sizeof(err));
+	if (rc)
+		dprintf(2, "stp_sandbox_enter: %d: %s\n", rc, err);
+	return rc;
+}
+
+/* The probes: each returns the child's exit code (when it is not killed). */
+
+static int probe_execve(void)
+{
+	char *argv[] = { "/bin/true", NULL };
+
+	execve("/bin/true", argv, (char *[]){ NULL });
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_socket(void)
+{
+	return socket(AF_INET, SOCK_STREAM, 0) >= 0 ? PROBE_OK : PROBE_CALL_RETURNED;
+}
+
+static int probe_open(void)
+{
+	open("/etc/passwd", O_RDONLY);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_ptrace(void)
+{
+	ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_mount(void)
+{
+	mount("none", "/", "tmpfs", 0, NULL);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_fork(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(0);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_other_ioctl(void)
+{
+	int n;
+
+	ioctl(scratch_fd, FIONREAD, &n);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_exec_mapping(void)
+{
+	mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_clone3(void)
+{
+	long rc = syscall(SYS_clone3, NULL, (size_t)0);
+
+	return rc == -1 && errno == ENOSYS ? PROBE_OK : PROBE_WRONG;
+}
+
+static int probe_pread(void)
+{
+	char buf[sizeof(scratch_text)];
+	ssize_t n = pread(scratch_fd, buf, sizeof(buf), 0);
+
+	if (n != (ssize_t)sizeof(scratch_text) - 1 || memcmp(buf, scratch_text, (size_t)n))
+		return PROBE_WRONG;
+	return PROBE_OK;
+}
+
+static int probe_malloc(void)
+{
+	size_t len = 64u << 20;
+	unsigned char *p = malloc(len);
+
+	if (!p)
+		return PROBE_WRONG;
+	memset(p, 0xa5, len);
+	p = realloc(p, 2 * len);
+	if (!p || p[len - 1] != 0xa5)
+		return PROBE_WRONG;
+	free(p);
+	return PROBE_OK;
+}
+
+static void *thread_main(void *arg)
+{
+	uintptr_t i = (uintptr_t)arg;
+	void *p = malloc(1 << 20); /* a new arena: glibc asks for the CPU count */
+
+	if (!p || probe_pread())
+		return (void *)1;
+	memset(p, (int)i, 1 << 20);
+	free(p);
+	return NULL;
+}
+
+static int probe_threads(void)
+{
+	pthread_t t[8];
+	void *res;
+	int bad = 0;
+
+	for (uintptr_t i = 0; i < 8; i++)
+		if (pthread_create(&t[i], NULL, thread_main, (void *)i))
+			return PROBE_WRONG;
+	for (int i = 0; i < 8; i++)
+		if (pthread_join(t[i], &res) || res)
+			bad = 1;
+	return bad ? PROBE_WRONG : PROBE_OK;
+}
+
+static int probe_stderr(void)
+{
+	fprintf(stderr, "written to /dev/null\n");
+	return write(2, "x", 1) == 1 ? PROBE_OK : PROBE_WRONG;
+}
+
+static pid_t spawn_probe(enum stp_sandbox_mode mode, bool as_user, int (*probe)(void))
+{
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	if (as_user && setresuid(65534, 65534, 65534))
+		_exit(PROBE_ENTER_FAILED);
+	if (enter(mode, NULL, 0))
+		_exit(PROBE_ENTER_FAILED);
+	_exit(probe());
+}
+
+static const char *describe(int status, char *buf, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, len, "exit %d", WEXITSTATUS(status));
+	return buf;
+}
+
+static void expect(const char *what, enum stp_sandbox_mode mode, bool as_user,
+		   int (*probe)(void), bool killed)
+{
+	int status;
+	char desc[64];
+	pid_t pid = spawn_probe(mode, as_user, probe);
+	const char *who = as_user ? "user" : "root";
+	const char *m = mode == STP_SANDBOX_LOG ? "log" : "on";
+
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		report(false, "%s (%s, %s): fork/wait failed", what, who, m);
+		return;
+	}
+	if (killed)
+		report(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
+		       "%s (%s, sandbox=%s) is killed by SIGSYS: %s", what, who, m,
+		       describe(status, desc, sizeof(desc)));
+	else
+		report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+		       "%s (%s, sandbox=%s) works: %s", what, who, m,
+		       describe(status, desc, sizeof(desc)));
+}
+
+static void test_forbidden(bool as_user)
+{
+	expect("execve", STP_SANDBOX_ON, as_user, probe_execve, true);
+	expect("socket", STP_SANDBOX_ON, as_user, probe_socket, true);
+	expect("open", STP_SANDBOX_ON, as_user, probe_open, true);
+	expect("ptrace", STP_SANDBOX_ON, as_user, probe_ptrace, true);
+	expect("mount", STP_SANDBOX_ON, as_user, probe_mount, true);
+	expect("fork", STP_SANDBOX_ON, as_user, probe_fork, true);
+	expect("ioctl FIONREAD", STP_SANDBOX_ON, as_user, probe_other_ioctl, true);
+	expect("mmap PROT_EXEC", STP_SANDBOX_ON, as_user, probe_exec_mapping, true);
+}
+
+static void test_allowed(bool as_user)
+{
+	expect("clone3 answers ENOSYS", STP_SANDBOX_ON, as_user, probe_clone3, false);
+	expect("pread of a kept fd", STP_SANDBOX_ON, as_user, probe_pread, false);
+	expect("malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
+	expect("pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
+	expect("stderr", STP_SANDBOX_ON, as_user, probe_stderr, false);
+}
+
+/* Under sandbox=log a denied call goes through (and is logged by the kernel). */
+static void test_log_mode(void)
+{
+	expect("socket", STP_SANDBOX_LOG, false, probe_socket, false);
+	expect("pthread_create", STP_SANDBOX_LOG, false, probe_threads, false);
+}
+
+/* "Name:\tvalue" of /proc/PID/task/TID/status (or /proc/PID/status when TID is 0). */
+static bool proc_field(pid_t pid, pid_t tid, const char *name, char *out, size_t len)
+{
+	char path[64], line[256];
+	size_t n = strlen(name);
+	bool found = false;
+	FILE *f;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, name, n) || line[n] != ':')
+			continue;
+		snprintf(out, len, "%s", line + n + 1 + strspn(line + n + 1, " \t"));
+		out[strcspn(out, "\n")] = '\0';
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+static void check_thread(pid_t pid, pid_t tid, bool as_root)
+{
+	static const char *const zero_caps[] = { "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb" };
+	char v[128];
+
+	for (size_t i = 0; i < sizeof(zero_caps) / sizeof(zero_caps[0]); i++) {
+		bool bnd = !strcmp(zero_caps[i], "CapBnd");
+
+		if (bnd && !as_root)
+			continue; /* a user cannot empty it; no_new_privs makes it moot */
+		report(proc_field(pid, tid, zero_caps[i], v, sizeof(v)) &&
+		       !strcmp(v, "0000000000000000"), "thread %d: %s is 0 (%s)", tid,
+		       zero_caps[i], v);
+	}
+	report(proc_field(pid, tid, "NoNewPrivs", v, sizeof(v)) && !strcmp(v, "1"),
+	       "thread %d: NoNewPrivs 1 (%s)", tid, v);
+	report(proc_field(pid, tid, "Seccomp", v, sizeof(v)) && !strcmp(v, "2"),
+	       "thread %d: Seccomp 2 (%s)", tid, v);
+	report(proc_field(pid, tid, "Uid", v, sizeof(v)) && !strcmp(v, "65534\t65534\t65534\t65534"),
+	       "thread %d: uid 65534 everywhere (%s)", tid, v);
+	if (as_root) {
+		report(proc_field(pid, tid, "Gid", v, sizeof(v)) &&
+		       !strcmp(v, "65534\t65534\t65534\t65534"), "thread %d: gid 65534 (%s)", tid, v);
+		report(proc_field(pid, tid, "Groups", v, sizeof(v)) && !strcmp(v, ""),
+		       "thread %d: no supplementary groups (%s)", tid, v);
+	}
+}
+
+static void check_threads(pid_t pid, bool as_root)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d) {
+		report(false, "open %s: %s", path, strerror(errno));
+		return;
+	}
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			check_thread(pid, atoi(e->d_name), as_root);
+			n++;
+		}
+	closedir(d);
+	report(n == 2, "the confined child runs 2 threads (%d)", n);
+}
+
+/* Every open descriptor is /dev/null (0-2) or one of KEEP. */
+static void check_fds(pid_t pid, const int *keep, size_t nkeep, int dropped)
+{
+	char dir[64], path[384], target[256];
+	struct dirent *e;
+	DIR *d;
+	bool seen_dropped = false;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+	d = opendir(dir);
+	if (!d) {
+		report(false, "open %s: %s", dir, strerror(errno));
+		return;
+	}
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		bool kept = false;
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		target[n < 0 ? 0 : n] = '\0';
+		for (size_t i = 0; i < nkeep; i++)
+			kept |= keep[i] == fd;
+		seen_dropped |= fd == dropped;
+		if (fd <= 2)
+			report(!strcmp(target, "/dev/null"), "fd %d is /dev/null (%s)", fd, target);
+		else
+			report(kept, "fd %d (%s) was asked to be kept", fd, target);
+	}
+	closedir(d);
+	report(!seen_dropped, "fd %d, not kept, is closed", dropped);
+}
+
+/* The root is an empty tmpfs and the only mount of the namespace. */
+static void check_mounts(pid_t pid)
+{
+	char path[64], line[512];
+	int lines = 0, entries = 0;
+	bool tmpfs_root = false;
+	struct dirent *e;
+	FILE *f;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", pid);
+	f = fopen(path, "re");
+	if (!f) {
+		report(false, "open %s: %s", path, strerror(errno));
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		lines++;
+		tmpfs_root |= strstr(line, " / / ") && strstr(line, " - tmpfs ");
+	}
+	fclose(f);
+	report(lines == 1 && tmpfs_root, "one mount, a tmpfs on / (%d mounts)", lines);
+
+	snprintf(path, sizeof(path), "/proc/%d/root", pid);
+	d = opendir(path);
+	if (!d) {
+		report(false, "open %s: %s", path, strerror(errno));
+		return;
+	}
+	while ((e = readdir(d)))
+		entries += e->d_name[0] != '.';
+	closedir(d);
+	report(entries == 0, "the root is empty (%d entries)", entries);
+}
+
+static void *park(void *arg)
+{
+	int fd = *(int *)arg;
+	char c;
+
+	return read(fd, &c, 1) == 1 ? NULL : (void *)1;
+}
+
+/*
+ * A child enters the sandbox, starts a thread, says it is ready and waits; meanwhile the
+ * parent reads its /proc entries.
+ */
+static void test_confined_state(bool as_root)
+{
+	int ready[2], go[2], dropped, status;
+	pid_t pid;
+	char c;
+
+	if (pipe(ready) || pipe(go)) {
+		report(false, "pipe: %s", strerror(errno));
+		return;
+	}
+	dropped = open("/dev/zero", O_RDONLY);
+	pid = fork();
+	if (pid == 0) {
+		int keep[] = { ready[1], go[0] };
+		pthread_t t;
+
+		if (!as_root && setresuid(65534, 65534, 65534))
+			_exit(PROBE_ENTER_FAILED);
+		if (enter(STP_SANDBOX_ON, keep, 2))
+			_exit(PROBE_ENTER_FAILED);
+		if (pthread_create(&t, NULL, park, &go[0]))
+			_exit(PROBE_WRONG);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(PROBE_WRONG);
+		pthread_join(t, NULL);
+		_exit(PROBE_OK);
+	}
+	close(ready[1]);
+	close(go[0]);
+	if (read(ready[0], &c, 1) == 1) {
+		int keep[] = { scratch_fd, ready[1], go[0] };
+
+		check_threads(pid, as_root);
+		check_fds(pid, keep, 3, dropped);
+		if (as_root)
+			check_mounts(pid);
+	} else {
+		report(false, "the child (%s) did not get ready", as_root ? "root" : "user");
+	}
+	if (write(go[1], "g", 1) != 1)
+		kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+	       "the confined child (%s) exits 0 (status %#x)", as_root ? "root" : "user", status);
+	close(ready[0]);
+	close(go[1]);
+	close(dropped);
+}
+
+/* Runs ENTER in a child and checks the result and that nothing changed. */
+static void expect_refusal(const char *what, struct stp_sandbox_opts *opts, int want_rc,
+			   bool threaded)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char err[256], v[64];
+		pthread_t t;
+		int blocker[2];
+		int rc;
+
+		if (threaded && (pipe(blocker) || pthread_create(&t, NULL, park, &blocker[0])))
+			_exit(PROBE_WRONG);
+		rc = stp_sandbox_enter(opts, err, sizeof(err));
+		if (rc != want_rc || !err[0]) {
+			printf("# %s: rc %d, message '%s'\n", what, rc, err);
+			_exit(PROBE_WRONG);
+		}
+		printf("# %s: %s\n", what, err);
+		fflush(stdout);
+		/* Nothing irreversible happened: no filter, descriptors still open. */
+		if (!proc_field(getpid(), 0, "Seccomp", v, sizeof(v)) || strcmp(v, "0"))
+			_exit(PROBE_WRONG);
+		if (fcntl(scratch_fd, F_GETFD) < 0 || getuid() != 0)
+			_exit(PROBE_WRONG);
+		_exit(PROBE_OK);
+	}
+	report(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == PROBE_OK, "%s is refused with %d, process unchanged",
+	       what, want_rc);
+}
+
+static void test_refusals(void)
+{
+	int closed_fd = 1000;
+	struct stp_sandbox_opts unknown = { .mode = STP_SANDBOX_ON, .user = "no-such-user-x" };
+	struct stp_sandbox_opts root = { .mode = STP_SANDBOX_ON, .user = "root" };
+	struct stp_sandbox_opts bad_fd = { .mode = STP_SANDBOX_ON, .keep_fds = &closed_fd,
+					   .nkeep = 1 };
+	struct stp_sandbox_opts on = { .mode = STP_SANDBOX_ON };
+
+	expect_refusal("an unknown user", &unknown, -ENOENT, false);
+	expect_refusal("user root", &root, -EINVAL, false);
+	expect_refusal("a closed fd to keep", &bad_fd, -EBADF, false);
+	expect_refusal("a second thread", &on, -EBUSY, true);
+}
+
+/* sandbox=off changes nothing. */
+static void test_off(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct stp_sandbox_opts off = { .mode = STP_SANDBOX_OFF };
+		char err[64], v[64];
+
+		if (stp_sandbox_enter(&off, err, sizeof(err)))
+			_exit(PROBE_ENTER_FAILED);
+		if (!proc_field(getpid(), 0, "Seccomp", v, sizeof(v)) || strcmp(v, "0"))
+			_exit(PROBE_WRONG);
+		_exit(fcntl(scratch_fd, F_GETFD) >= 0 && getuid() == 0 ? PROBE_OK : PROBE_WRONG);
+	}
+	report(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == PROBE_OK, "sandbox=off changes nothing");
+}
+
+static void test_parse_mode(void)
+{
+	enum stp_sandbox_mode m = STP_SANDBOX_OFF;
+
+	report(!stp_sandbox_parse_mode("on", &m) && m == STP_SANDBOX_ON, "parse 'on'");
+	report(!stp_sandbox_parse_mode("log", &m) && m == STP_SANDBOX_LOG, "parse 'log'");
+	report(!stp_sandbox_parse_mode("off", &m) && m == STP_SANDBOX_OFF, "parse 'off'");
+	report(stp_sandbox_parse_mode("On", &m) == -EINVAL && m == STP_SANDBOX_OFF,
+	       "refuse 'On'");
+	report(stp_sandbox_parse_mode("", &m) == -EINVAL, "refuse ''");
+}
+
+static int make_scratch_file(void)
+{
+	char path[] = "/tmp/stipple-sandbox-XXXXXX";
+	int fd = mkstemp(path);
+
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	if (write(fd, scratch_text, sizeof(scratch_text) - 1) != sizeof(scratch_text) - 1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int main(void)
+{
+	struct passwd *pw;
+	bool stipple_user;
+
+	test_parse_mode();
+	if (geteuid() != 0) {
+		printf("# not root: the sandbox tests need root, skipped\n");
+		return SKIP;
+	}
+	stipple_user = getpwnam("stipple") != NULL;
+	pw = getpwnam("nobody");
+	if (stipple_user || !pw || pw->pw_uid != 65534 || pw->pw_gid != 65534) {
+		printf("# expects no 'stipple' user and nobody = 65534; skipped\n");
+		return SKIP;
+	}
+	scratch_fd = make_scratch_file();
+	if (scratch_fd < 0) {
+		perror("scratch file");
+		return 1;
+	}
+	test_forbidden(false);
+	test_allowed(false);
+	test_forbidden(true);
+	test_allowed(true);
+	test_log_mode();
+	test_confined_state(true);
+	test_confined_state(false);
+	test_refusals();
+	test_off();
+	printf("%d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}
