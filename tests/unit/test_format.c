@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Golden byte vectors for the on-disk records of common/format.h. Each expected image of
+ * a record is written by hand from the field tables (offset, size, little-endian), never
+ * from the encoder's output, so a change to the format fails here until the tables in
+ * man/stipple.5, format.c and this file agree again. Then every decoder is fed the
+ * bytes back, and the superblock decoder is fed damaged and unsupported variants.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "format.h"
+#include "log.h"
+
+static int failures;
+
+#define CHECK(cond)                                                              \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,   \
+				__LINE__, #cond);                                \
+			failures++;                                              \
+		}                                                                \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                                   \
+	do {                                                                             \
+		uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                         \
+		if (a_ != b_) {                                                          \
+			fprintf(stderr, "%s:%d: %s = %" PRId64 " (%#" PRIx64 "), "       \
+				"expected %" PRId64 " (%#" PRIx64 ")\n", __FILE__, __LINE__,   \
+				#a, (int64_t)a_, a_, (int64_t)b_, b_);                   \
+			failures++;                                                      \
+		}                                                                        \
+	} while (0)
+
+/* Compares an encoded record with its expected bytes, naming the first bad offset. */
+static void check_bytes(const char *what, const uint8_t *got, const uint8_t *want, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (got[i] != want[i]) {
+			fprintf(stderr, "%s: byte %zu is %#04x, expected %#04x\n", what, i, got[i],
+				want[i]);
+			failures++;
+			return;
+		}
+	}
+}
+
+/* The little-endian bytes of V, LEN of them, at OUT + OFF: used only to re-seal a
+ * superblock after a test changed one field; the golden vectors are written out. */
+static void put_le(uint8_t *out, size_t off, uint64_t v, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		out[off + i] = (uint8_t)(v >> (8 * i));
+}
+
+static void test_checksum(void)
+{
+	/* XXH3-64 with seed 0: published reference values. */
+	CHECK_EQ(stp_checksum("", 0), 0x2d06800538d394c2ull);
+	CHECK_EQ(stp_checksum("abc", 3), 0x78af5f94892f3950ull);
+}
+
+/* Superblock: every field with distinct bytes so that a swapped or shifted field shows. */
+static const struct stp_superblock golden_sb = {
+	.version = 1,
+	.feat_compat = 0x8000000000000001ull, /* compat bits: unknown ones are fine */
+	.feat_ro_compat = 0,
+	.feat_incompat = STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86,
+	.block_log = 20,
+	.data_size = 0x123456789ull,
+	.block_count = 0x1235, /* ceil(0x123456789 / 1 MiB) */
+	.hot_size = 0xabcdef,
+	.meta_offset = 0x1122334455ull,
+	.meta_stored_size = 0x10203,
+	.meta_size = 0x40506,
+	.meta_checksum = 0xfedcba9876543210ull,
+	.meta_codec = STP_CODEC_ZSTD,
+	.dict_offset = 0x100,
+	.dict_size = 0x7070,
+	.dict_checksum = 0x0123456789abcdefull,
+	.image_size = 0x20000000000ull,
+	.inode_count = 0xc0ffee,
+};
+
+/* Offsets: magic 0 (8), version 8 (4), superblock size 12 (4), feat_compat 16 (8),
+ * feat_ro_compat 24 (8), feat_incompat 32 (8), block_log 40 (4), reserved 44 (4),
+ * data_size 48 (8), block_count 56 (8), hot_size 64 (8), meta_offset 72 (8),
+ * meta_stored_size 80 (8), meta_size 88 (8), meta_checksum 96 (8), meta_codec 104 (4),
+ * reserved 108 (4), dict_offset 112 (8), dict_size 120 (8), dict_checksum 128 (8),
+ * image_size 136 (8), inode_count 144 (4), reserved 148..247 zero,
+ * checksum 248 (8) = XXH3-64 of bytes 0..247. */
+static const uint8_t golden_sb_bytes[STP_SB_SIZE] = {
+	'S', 'T', 'I', 'P', 'P', 'L', 'E', 0,
+	[8] = 0x01, 0x00, 0x00, 0x00,
+	[12] = 0x00, 0x01, 0x00, 0x00,
+	[16] = 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80,
+	[24] = 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[32] = 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[40] = 0x14, 0x00, 0x00, 0x00,
+	[44] = 0x00, 0x00, 0x00, 0x00,
+	[48] = 0x89, 0x67, 0x45, 0x23, 0x01, 0x00, 0x00, 0x00,
+	[56] = 0x35, 0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[64] = 0xef, 0xcd, 0xab, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[72] = 0x55, 0x44, 0x33, 0x22, 0x11, 0x00, 0x00, 0x00,
+	[80] = 0x03, 0x02, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[88] = 0x06, 0x05, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[96] = 0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe,
+	[104] = 0x01, 0x00, 0x00, 0x00,
+	[112] = 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[120] = 0x70, 0x70, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[128] = 0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01,
+	[136] = 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+	[144] = 0xee, 0xff, 0xc0, 0x00,
+	/* 248..255: the checksum, filled in by seal() */
+};
+
+#define SB_CHECKSUM_OFF 248u
+
+static void seal(uint8_t sb[STP_SB_SIZE])
+{
+	put_le(sb, SB_CHECKSUM_OFF, XXH3_64bits(sb, SB_CHECKSUM_OFF), 8);
+}
+
+static void golden_sb_sealed(uint8_t out[STP_SB_SIZE])
+{
+	memcpy(out, golden_sb_bytes, STP_SB_SIZE);
+	seal(out);
+}
+
+static void test_sb_encode(void)
+{
+	uint8_t want[STP_SB_SIZE], got[STP_SB_SIZE];
+
+	golden_sb_sealed(want);
+	memset(got, 0xaa, sizeof(got));
+	stp_sb_encode(&golden_sb, got);
+	check_bytes("superblock", got, want, STP_SB_SIZE);
+}
+
+static void test_sb_decode(void)
+{
+	uint8_t in[STP_SB_SIZE];
+	struct stp_superblock sb;
+	uint64_t bad = 99;
+
+	golden_sb_sealed(in);
+	memset(&sb, 0x5a, sizeof(sb));
+	CHECK_EQ(stp_sb_decode(in, &sb, &bad), 0);
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(sb.version, golden_sb.version);
+	CHECK_EQ(sb.feat_compat, golden_sb.feat_compat);
+	CHECK_EQ(sb.feat_ro_compat, golden_sb.feat_ro_compat);
+	CHECK_EQ(sb.feat_incompat, golden_sb.feat_incompat);
+	CHECK_EQ(sb.block_log, golden_sb.block_log);
+	CHECK_EQ(sb.data_size, golden_sb.data_size);
+	CHECK_EQ(sb.block_count, golden_sb.block_count);
+	CHECK_EQ(sb.hot_size, golden_sb.hot_size);
+	CHECK_EQ(sb.meta_offset, golden_sb.meta_offset);
+	CHECK_EQ(sb.meta_stored_size, golden_sb.meta_stored_size);
+	CHECK_EQ(sb.meta_size, golden_sb.meta_size);
+	CHECK_EQ(sb.meta_checksum, golden_sb.meta_checksum);
+	CHECK_EQ(sb.meta_codec, golden_sb.meta_codec);
+	CHECK_EQ(sb.dict_offset, golden_sb.dict_offset);
+	CHECK_EQ(sb.dict_size, golden_sb.dict_size);
+	CHECK_EQ(sb.dict_checksum, golden_sb.dict_checksum);
+	CHECK_EQ(sb.image_size, golden_sb.image_size);
+	CHECK_EQ(sb.inode_count, golden_sb.inode_count);
+}
+
+/* Decodes IN after changing LEN bytes at OFF to V (and re-sealing when RESEAL):
+ * returns the decoder's result, *bad the feature it reported. */
+static int decode_changed(size_t off, uint64_t v, size_t len, int reseal, uint64_t *bad)
+{
+	uint8_t in[STP_SB_SIZE];
+	struct stp_superblock sb;
+
+	golden_sb_sealed(in);
+	put_le(in, off, v, len);
+	if (reseal)
+		seal(in);
+	return stp_sb_decode(in, &sb, bad);
+}
+
+static void test_sb_rejects(void)
+{
+	uint64_t bad;
+
+	/* Damage. */
+	CHECK_EQ(decode_changed(0, 'X', 1, 1, &bad), -EUCLEAN);          /* magic */
+	CHECK_EQ(decode_changed(7, 1, 1, 1, &bad), -EUCLEAN);            /* magic's NUL */
+	CHECK_EQ(decode_changed(48, 0x8a, 1, 0, &bad), -EUCLEAN);        /* checksum */
+	CHECK_EQ(decode_changed(249, 0x00, 1, 0, &bad), -EUCLEAN);       /* checksum itself */
+	CHECK_EQ(decode_changed(12, 255, 4, 1, &bad), -EUCLEAN);         /* record size */
+	CHECK_EQ(decode_changed(40, 15, 4, 1, &bad), -EUCLEAN);          /* block_log < 64K */
+	CHECK_EQ(decode_changed(40, 31, 4, 1, &bad), -EUCLEAN);          /* block_log > 1G */
+	CHECK_EQ(decode_changed(40, 64, 4, 1, &bad), -EUCLEAN);          /* shift overflow */
+	CHECK_EQ(decode_changed(56, 0x1234, 8, 1, &bad), -EUCLEAN);      /* block_count */
+	CHECK_EQ(decode_changed(64, 0x123456790ull, 8, 1, &bad), -EUCLEAN); /* hot > data */
+	CHECK_EQ(decode_changed(72, 8, 8, 1, &bad), -EUCLEAN);           /* meta in the sb */
+	CHECK_EQ(decode_changed(80, 0x20000000000ull, 8, 1, &bad), -EUCLEAN); /* meta past end */
+	CHECK_EQ(decode_changed(104, 7, 4, 1, &bad), -EUCLEAN);          /* meta codec */
+	CHECK_EQ(decode_changed(144, 0, 4, 1, &bad), -EUCLEAN);          /* no root inode */
+
+	/* Valid but unsupported: named by the bit that is not known. */
+	CHECK_EQ(decode_changed(8, 2, 4, 1, &bad), -EPROTONOSUPPORT);    /* version too new */
+	CHECK_EQ(decode_changed(32, 0x23, 8, 1, &bad), -EPROTONOSUPPORT);
+	CHECK_EQ(bad, 1ull << 5);
+	CHECK_EQ(decode_changed(32, 0x8000000000000003ull, 8, 1, &bad), -EPROTONOSUPPORT);
+	CHECK_EQ(bad, 1ull << 63);
+	CHECK_EQ(decode_changed(24, 0x10, 8, 1, &bad), -EPROTONOSUPPORT); /* ro_compat */
+	CHECK_EQ(bad, 0x10);
+
+	/* Every known incompatible feature is accepted; compat bits never matter. */
+	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN, 8, 1, &bad), 0);
+	CHECK_EQ(decode_changed(16, ~0ull, 8, 1, &bad), 0);
+}
+
+/* Metadata header: magic 0 (4) "META", inode_count 4, dirent_count 8, extent_count 12,
+ * xattr_count 16, block_count 20 (u32 each), strings_size 24 (8), then the offsets of
+ * the inode 32, dirent 40, extent 48, xattr 56, block 64 and string 72 tables (u64),
+ * reserved 80..95 zero. */
+static const struct stp_meta_header golden_mh = {
+	.inode_count = 3, .dirent_count = 2, .extent_count = 1, .xattr_count = 4,
+	.block_count = 5, .strings_size = 0x21,
+	.inode_off = 96, .dirent_off = 288, .extent_off = 312, .xattr_off = 336,
+	.block_off = 400, .strings_off = 520,
+};
+
+static const uint8_t golden_mh_bytes[STP_META_HDR_SIZE] = {
+	[0] = 'M', 'E', 'T', 'A',
+	[4] = 0x03, 0x00, 0x00, 0x00,
+	[8] = 0x02, 0x00, 0x00, 0x00,
+	[12] = 0x01, 0x00, 0x00, 0x00,
+	[16] = 0x04, 0x00, 0x00, 0x00,
+	[20] = 0x05, 0x00, 0x00, 0x00,
+	[24] = 0x21, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[32] = 0x60, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[40] = 0x20, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[48] = 0x38, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[56] = 0x50, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[64] = 0x90, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[72] = 0x08, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+#define GOLDEN_META_LEN (520 + 0x21)
+
+static int mh_decode_changed(size_t off, uint64_t v, size_t len, size_t meta_len)
+{
+	uint8_t in[STP_META_HDR_SIZE];
+	struct stp_meta_header h;
+
+	memcpy(in, golden_mh_bytes, sizeof(in));
+	put_le(in, off, v, len);
+	return stp_meta_header_decode(in, meta_len, &h);
+}
+
+static void test_meta_header(void)
+{
+	uint8_t got[STP_META_HDR_SIZE];
+	struct stp_meta_header h;
+
+	CHECK_EQ(STP_META_MAGIC, 0x4154454d); /* "META" read as little-endian */
+	memset(got, 0xaa, sizeof(got));
+	stp_meta_header_encode(&golden_mh, got);
+	check_bytes("metadata header", got, golden_mh_bytes, sizeof(got));
+
+	memset(&h, 0x5a, sizeof(h));
+	CHECK_EQ(stp_meta_header_decode(golden_mh_bytes, GOLDEN_META_LEN, &h), 0);
+	CHECK_EQ(h.inode_count, 3);
+	CHECK_EQ(h.dirent_count, 2);
+	CHECK_EQ(h.extent_count, 1);
+	CHECK_EQ(h.xattr_count, 4);
+	CHECK_EQ(h.block_count, 5);
+	CHECK_EQ(h.strings_size, 0x21);
+	CHECK_EQ(h.inode_off, 96);
+	CHECK_EQ(h.dirent_off, 288);
+	CHECK_EQ(h.extent_off, 312);
+	CHECK_EQ(h.xattr_off, 336);
+	CHECK_EQ(h.block_off, 400);
+	CHECK_EQ(h.strings_off, 520);
+
+	CHECK_EQ(mh_decode_changed(0, 'm', 1, GOLDEN_META_LEN), -EUCLEAN);      /* magic */
+	CHECK_EQ(mh_decode_changed(0, 'M', 1, GOLDEN_META_LEN - 1), -EUCLEAN);  /* strings cut */
+	CHECK_EQ(mh_decode_changed(0, 'M', 1, STP_META_HDR_SIZE - 1), -EUCLEAN);
+	CHECK_EQ(mh_decode_changed(32, 64, 8, GOLDEN_META_LEN), -EUCLEAN);      /* in header */
+	CHECK_EQ(mh_decode_changed(40, 289, 8, GOLDEN_META_LEN), -EUCLEAN);     /* unaligned */
+	CHECK_EQ(mh_decode_changed(64, 1ull << 40, 8, GOLDEN_META_LEN), -EUCLEAN);
+	CHECK_EQ(mh_decode_changed(64, ~7ull, 8, GOLDEN_META_LEN), -EUCLEAN);   /* wraps */
+	CHECK_EQ(mh_decode_changed(4, 0xffffffff, 4, GOLDEN_META_LEN), -EUCLEAN); /* count */
+	CHECK_EQ(mh_decode_changed(24, ~0ull, 8, GOLDEN_META_LEN), -EUCLEAN);
+}
+
+/* Inode: mode 0, uid 4, gid 8, nlink 12 (u32), mtime_sec 16 (s64), mtime_nsec 24,
+ * xattr_count 28 (u32), size 32, data 40 (u64), count 48, xattr_first 52, parent 56
+ * (u32), reserved 60..63 zero. */
+static void test_inode(void)
+{
+	const struct stp_inode ino = {
+		.mode = 0104755, .uid = 1000, .gid = 0x10203, .nlink = 3,
+		.mtime_sec = -31536000, .mtime_nsec = 999999999, .size = 0x1122334455667788ull,
+		.data = 0x99, .count = 0x0a0b, .xattr_first = 0x0c0d0e, .xattr_count = 7,
+		.parent = 0x42,
+	};
+	static const uint8_t want[STP_INODE_SIZE] = {
+		[0] = 0xed, 0x89, 0x00, 0x00,                           /* 0104755 */
+		[4] = 0xe8, 0x03, 0x00, 0x00,
+		[8] = 0x03, 0x02, 0x01, 0x00,
+		[12] = 0x03, 0x00, 0x00, 0x00,
+		[16] = 0x80, 0xcc, 0x1e, 0xfe, 0xff, 0xff, 0xff, 0xff,  /* -31536000 */
+		[24] = 0xff, 0xc9, 0x9a, 0x3b,                           /* 999999999 */
+		[28] = 0x07, 0x00, 0x00, 0x00,
+		[32] = 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+		[40] = 0x99, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+		[48] = 0x0b, 0x0a, 0x00, 0x00,
+		[52] = 0x0e, 0x0d, 0x0c, 0x00,
+		[56] = 0x42, 0x00, 0x00, 0x00,
+	};
+	uint8_t got[STP_INODE_SIZE];
+	struct stp_inode back;
+
+	memset(got, 0xaa, sizeof(got));
+	stp_inode_encode(&ino, got);
+	check_bytes("inode", got, want, sizeof(want));
+	memset(&back, 0x5a, sizeof(back));
+	stp_inode_decode(want, &back);
+	CHECK_EQ(back.mode, ino.mode);
+	CHECK_EQ(back.uid, ino.uid);
+	CHECK_EQ(back.gid, ino.gid);
+	CHECK_EQ(back.nlink, ino.nlink);
+	CHECK(back.mtime_sec == -31536000);
+	CHECK_EQ(back.mtime_nsec, ino.mtime_nsec);
+	CHECK_EQ(back.size, ino.size);
+	CHECK_EQ(back.data, ino.data);
+	CHECK_EQ(back.count, ino.count);
+	CHECK_EQ(back.xattr_first, ino.xattr_first);
+	CHECK_EQ(back.xattr_count, ino.xattr_count);
+	CHECK_EQ(back.parent, ino.parent);
+}
+
+/* Directory entry: ino 0 (u32), name_off 4 (u32), name_len 8 (u16), dtype 10 (u8),
+ * reserved 11 zero. */
+static void test_dirent(void)
+{
+	const struct stp_dirent d = { .ino = 0x01020304, .name_off = 0xa0b0c0, .name_len = 255,
+				      .dtype = 10 /* DT_LNK */ };
+	static const uint8_t want[STP_DIRENT_SIZE] = {
+		0x04, 0x03, 0x02, 0x01, 0xc0, 0xb0, 0xa0, 0x00, 0xff, 0x00, 0x0a, 0x00,
+	};
+	uint8_t got[STP_DIRENT_SIZE];
+	struct stp_dirent back;
+
+	memset(got, 0xaa, sizeof(got));
+	stp_dirent_encode(&d, got);
+	check_bytes("dirent", got, want, sizeof(want));
+	memset(&back, 0x5a, sizeof(back));
+	stp_dirent_decode(want, &back);
+	CHECK_EQ(back.ino, d.ino);
+	CHECK_EQ(back.name_off, d.name_off);
+	CHECK_EQ(back.name_len, d.name_len);
+	CHECK_EQ(back.dtype, d.dtype);
+}
+
+/* Extent: file_off 0, stream_off 8, length 16 (u64 each). */
+static void test_extent(void)
+{
+	const struct stp_extent e = { .file_off = 0x10000, .stream_off = 0x123456789abull,
+				      .length = 0xfffffffff0ull };
+	static const uint8_t want[STP_EXTENT_SIZE] = {
+		0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
+		0xab, 0x89, 0x67, 0x45, 0x23, 0x01, 0x00, 0x00,
+		0xf0, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00,
+	};
+	uint8_t got[STP_EXTENT_SIZE];
+	struct stp_extent back;
+
+	memset(got, 0xaa, sizeof(got));
+	stp_extent_encode(&e, got);
+	check_bytes("extent", got, want, sizeof(want));
+	memset(&back, 0x5a, sizeof(back));
+	stp_extent_decode(want, &back);
+	CHECK_EQ(back.file_off, e.file_off);
+	CHECK_EQ(back.stream_off, e.stream_off);
+	CHECK_EQ(back.length, e.length);
+}
+
+/* Extended attribute: name_off 0, value_off 4, value_len 8 (u32), name_len 12 (u16),
+ * reserved 14..15 zero. */
+static void test_xattr(void)
+{
+	const struct stp_xattr x = { .name_off = 0x11, .value_off = 0x2233,
+				     .value_len = 0x10000, .name_len = 0x1ff };
+	static const uint8_t want[STP_XATTR_SIZE] = {
+		0x11, 0x00, 0x00, 0x00, 0x33, 0x22, 0x00, 0x00,
+		0x00, 0x00, 0x01, 0x00, 0xff, 0x01, 0x00, 0x00,
+	};
+	uint8_t got[STP_XATTR_SIZE];
+	struct stp_xattr back;
+
+	memset(got, 0xaa, sizeof(got));
+	stp_xattr_encode(&x, got);
+	check_bytes("xattr", got, want, sizeof(want));
+	memset(&back, 0x5a, sizeof(back));
+	stp_xattr_decode(want, &back);
+	CHECK_EQ(back.name_off, x.name_off);
+	CHECK_EQ(back.value_off, x.value_off);
+	CHECK_EQ(back.value_len, x.value_len);
+	CHECK_EQ(back.name_len, x.name_len);
+}
+
+/* Block table entry: offset 0 (u64), stored_size 8 (u32), codec 12 (u8), filter 13 (u8),
+ * reserved 14..15 zero, checksum 16 (u64). */
+static void test_blockent(void)
+{
+	const struct stp_blockent b = { .offset = 0x0807060504030201ull, .stored_size = 0x2000001,
+					.codec = STP_CODEC_ZSTD_DICT, .filter = STP_FILTER_ARM64,
+					.checksum = 0xdeadbeefcafef00dull };
+	static const uint8_t want[STP_BLOCKENT_SIZE] = {
+		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+		0x01, 0x00, 0x00, 0x02,
+		0x02, 0x02, 0x00, 0x00,
+		0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde,
+	};
+	uint8_t got[STP_BLOCKENT_SIZE];
+	struct stp_blockent back;
+
+	memset(got, 0xaa, sizeof(got));
+	stp_blockent_encode(&b, got);
+	check_bytes("block entry", got, want, sizeof(want));
+	memset(&back, 0x5a, sizeof(back));
+	stp_blockent_decode(want, &back);
+	CHECK_EQ(back.offset, b.offset);
+	CHECK_EQ(back.stored_size, b.stored_size);
+	CHECK_EQ(back.codec, b.codec);
+	CHECK_EQ(back.filter, b.filter);
+	CHECK_EQ(back.checksum, b.checksum);
+}
+
+/* The codes stored on disk for codecs and filters never move. */
+static void test_enum_values(void)
+{
+	CHECK_EQ(STP_CODEC_RAW, 0);
+	CHECK_EQ(STP_CODEC_ZSTD, 1);
+	CHECK_EQ(STP_CODEC_ZSTD_DICT, 2);
+	CHECK_EQ(STP_FILTER_NONE, 0);
+	CHECK_EQ(STP_FILTER_X86, 1);
+	CHECK_EQ(STP_FILTER_ARM64, 2);
+	CHECK_EQ(STP_FEAT_INCOMPAT_DICT, 1);
+	CHECK_EQ(STP_FEAT_INCOMPAT_BCJ_X86, 2);
+	CHECK_EQ(STP_FEAT_INCOMPAT_BCJ_ARM64, 4);
+	CHECK_EQ(STP_FORMAT_VERSION, 1);
+	CHECK_EQ(STP_BLOCK_LOG_MIN, 16);
+	CHECK_EQ(STP_BLOCK_LOG_MAX, 30);
+	CHECK(!memcmp(STP_MAGIC, "STIPPLE\0", STP_MAGIC_LEN));
+}
+
+int main(void)
+{
+	stp_log_set_handler(NULL);
+	test_checksum();
+	test_enum_values();
+	test_sb_encode();
+	test_sb_decode();
+	test_sb_rejects();
+	test_meta_header();
+	test_inode();
+	test_dirent();
+	test_extent();
+	test_xattr();
+	test_blockent();
+	if (failures) {
+		fprintf(stderr, "test_format: %d failures\n", failures);
+		return 1;
+	}
+	printf("test_format: all checks passed\n");
+	return 0;
+}
