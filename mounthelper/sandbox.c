@@ -9,6 +9,7 @@
  * the uid change; securebits keep the capabilities across setresuid, so they are cleared
  * explicitly afterwards; seccomp comes last, as it forbids the calls the other steps make.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -216,6 +217,16 @@ static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *
 	}
 	*out = ctx;
 	return 0;
+}
+
+/*
+ * glibc loads libgcc_s the first time a thread is cancelled (libfuse cancels its workers
+ * when the loop ends) and aborts if it cannot; inside the sandbox it cannot open files.
+ * Once loaded, glibc finds it by name without opening anything. Never unloaded.
+ */
+static void preload_unwinder(void)
+{
+	dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
 }
 
 static int compare_ints(const void *a, const void *b)
@@ -444,6 +455,7 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	rc = build_filter(opts->mode, &filter, err, errlen);
 	if (rc)
 		return rc;
+	preload_unwinder();
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nullfd < 0) {
 		rc = fail(err, errlen, -errno, "sandbox: opening /dev/null: %s", strerror(errno));
