@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/* mkstipple: build an image from a directory tree. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "format.h"
+#include "meta.h"
+#include "order.h"
+#include "output.h"
+#include "pack.h"
+#include "scan.h"
+#include "util.h"
+
+#define DEFAULT_LEVEL 19
+#define DEFAULT_BLOCK_LOG 25 /* 32 MiB */
+#define META_LEVEL 19
+
+struct options {
+	const char *source, *image, *hot_list;
+	struct pack_opts pack;
+	int quiet;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: mkstipple [OPTIONS] SOURCE IMAGE\n"
+		"Build a compressed read-only image of the directory SOURCE.\n\n"
+		"  -l, --level N         zstd level, 1-22 (default %d)\n"
+		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
+		"      --hot-list FILE   files read at start-up, stored first, in order\n"
+		"      --no-bcj          do not filter machine code before compression\n"
+		"  -t, --threads N       compression threads (default: online CPUs)\n"
+		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
+		"  -q, --quiet           print nothing but errors\n"
+		"  -h, --help            show this help\n"
+		"  -V, --version         show the version\n\n"
+		"Neither --threads nor --memory changes the image. See mkstipple(1).\n",
+		DEFAULT_LEVEL);
+}
+
+static int bad_option(const char *opt, const char *val, const char *why)
+{
+	fprintf(stderr, "mkstipple: %s %s: %s\n", opt, val, why);
+	return 2;
+}
+
+static int parse_block_size(const char *val, unsigned *log)
+{
+	uint64_t v;
+
+	if (stp_parse_size(val, &v) || v == 0 || (v & (v - 1)))
+		return bad_option("--block-size", val, "not a power of two");
+	*log = (unsigned)__builtin_ctzll(v);
+	if (*log < STP_BLOCK_LOG_MIN || *log > STP_BLOCK_LOG_MAX)
+		return bad_option("--block-size", val, "must be from 64K to 1G");
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "level", required_argument, NULL, 'l' },
+		{ "block-size", required_argument, NULL, 'b' },
+		{ "hot-list", required_argument, NULL, 'H' },
+		{ "no-bcj", no_argument, NULL, 'B' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "memory", required_argument, NULL, 'm' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 }
+	};
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t v;
+	int c, rc = 0;
+
+	o->pack = (struct pack_opts){ .level = DEFAULT_LEVEL, .block_log = DEFAULT_BLOCK_LOG,
+				      .threads = cpus > 0 ? (unsigned)cpus : 1, .bcj = 1 };
+	while (!rc && (c = getopt_long(argc, argv, "l:b:t:m:qhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (stp_parse_uint(optarg, 1, (uint64_t)ZSTD_maxCLevel(), &v))
+				return bad_option("--level", optarg, "must be from 1 to 22");
+			o->pack.level = (int)v;
+			break;
+		case 'b': rc = parse_block_size(optarg, &o->pack.block_log); break;
+		case 'H': o->hot_list = optarg; break;
+		case 'B': o->pack.bcj = 0; break;
+		case 't':
+			if (stp_parse_uint(optarg, 1, 1024, &v))
+				return bad_option("--threads", optarg, "must be from 1 to 1024");
+			o->pack.threads = (unsigned)v;
+			break;
+		case 'm':
+			if (stp_parse_size(optarg, &v) || v == 0)
+				return bad_option("--memory", optarg, "not a size (e.g. 512M)");
+			o->pack.memory = v;
+			break;
+		case 'q': o->quiet = 1; break;
+		case 'h': usage(stdout); exit(0);
+		case 'V': printf("mkstipple %s\n", STP_VERSION); exit(0);
+		default: usage(stderr); return 2;
+		}
+	}
+	if (rc)
+		return rc;
+	if (argc - optind != 2) {
+		usage(stderr);
+		return 2;
+	}
+	o->source = argv[optind];
+	o->image = argv[optind + 1];
+	o->pack.progress = !o->quiet && isatty(STDERR_FILENO);
+	return 0;
+}
+
+/* Compresses the metadata (stored raw when that is no larger) and writes it at *pos. */
+static int write_metadata(const struct tree *t, const struct pack_result *r, int fd,
+			  struct stp_superblock *sb)
+{
+	uint8_t *meta, *z = NULL;
+	size_t len, zlen = 0;
+	int rc = meta_build(t, r->blocks, r->nblocks, &meta, &len);
+
+	if (rc)
+		return rc;
+	z = malloc(ZSTD_compressBound(len));
+	if (z)
+		zlen = ZSTD_compress(z, ZSTD_compressBound(len), meta, len, META_LEVEL);
+	if (z && !ZSTD_isError(zlen) && zlen < len) {
+		sb->meta_codec = STP_CODEC_ZSTD;
+	} else {
+		sb->meta_codec = STP_CODEC_RAW;
+		free(z);
+		z = meta;
+		meta = NULL;
+		zlen = len;
+	}
+	sb->meta_offset = r->end;
+	sb->meta_stored_size = zlen;
+	sb->meta_size = len;
+	sb->meta_checksum = stp_checksum(z, zlen);
+	sb->image_size = r->end + zlen;
+	rc = stp_pwrite_full(fd, z, zlen, r->end);
+	free(meta);
+	free(z);
+	return rc;
+}
+
+static int write_image(const struct options *o, struct tree *t, struct node **order,
+		       size_t nhot, struct output *out, uint64_t *image_size)
+{
+	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
+				     .block_log = o->pack.block_log };
+	struct pack_result r;
+	uint8_t raw[STP_SB_SIZE];
+	int rc = pack_files(order, t->nfiles, nhot, out->fd, STP_SB_SIZE, &o->pack, &r);
+
+	if (rc)
+		return rc;
+	sb.data_size = r.data_size;
+	sb.block_count = r.nblocks;
+	sb.hot_size = r.hot_size;
+	sb.feat_incompat = r.feat_incompat;
+	sb.inode_count = t->ninodes;
+	rc = write_metadata(t, &r, out->fd, &sb);
+	if (!rc) {
+		stp_sb_encode(&sb, raw);
+		rc = stp_pwrite_full(out->fd, raw, sizeof(raw), 0);
+	}
+	if (!rc && ftruncate(out->fd, (off_t)sb.image_size))
+		rc = -errno;
+	free(r.blocks);
+	*image_size = sb.image_size;
+	return rc;
+}
+
+static void summary(const struct options *o, const struct tree *t, uint64_t image_size,
+		    uint64_t t0)
+{
+	char in[32], img[32];
+	double secs = (double)(stp_now_ns() - t0) / 1e9;
+
+	if (o->quiet)
+		return;
+	printf("%s: %zu files, %u inodes, %s in, %s image (%.1f%%), %.1f s\n", o->image,
+	       t->nfiles, t->ninodes, stp_human_size(t->file_bytes, in, sizeof(in)),
+	       stp_human_size(image_size, img, sizeof(img)),
+	       t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	struct tree t;
+	struct output out = { .fd = -1 };
+	struct node **order = NULL;
+	uint64_t t0 = stp_now_ns(), image_size = 0;
+	size_t nhot = 0;
+	int rc = parse_args(argc, argv, &o);
+
+	if (rc)
+		return rc;
+	rc = scan_tree(o.source, &t);
+	if (!rc)
+		rc = order_files(&t, o.hot_list, &order, &nhot);
+	if (!rc)
+		rc = output_open(o.image, &out);
+	if (!rc)
+		rc = write_image(&o, &t, order, nhot, &out, &image_size);
+	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
+		fprintf(stderr, "mkstipple: %s: writing failed: %s\n", o.image, strerror(-rc));
+	if (!rc)
+		rc = output_commit(&out);
+	output_abort(&out);
+	if (!rc)
+		summary(&o, &t, image_size, t0);
+	free(order);
+	scan_tree_free(&t);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Packing file data into compressed blocks. The main thread reads files into block
+ * slots; workers compress full slots; the main thread writes them back in block order.
+ */
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_estimateCCtxSize_usingCCtxParams */
+#include "pack.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "util.h"
+
+#define STAGE_SIZE (1u << 20)
+#define PAGE 4096u
+#define HOLE_MIN (64u << 10) /* zero runs at least this long take no space */
+
+struct slot {
+	uint8_t *in, *out;
+	size_t len;          /* bytes filled */
+	size_t stored_len;
+	uint8_t codec;
+	uint64_t checksum;
+	int state;           /* protected by packer.lock */
+	int err;
+};
+
+enum { SLOT_FREE, SLOT_QUEUED, SLOT_DONE };
+
+struct packer {
+	const struct pack_opts *o;
+	size_t block_size;
+	int fd;
+	uint64_t pos;            /* image offset of the next block */
+	uint64_t stream;         /* stream bytes so far */
+	struct slot *slots;
+	unsigned nslots, nworkers;
+	pthread_t *workers;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t submitted, taken, written; /* block counters; protected by lock */
+	int shutdown;                       /* protected by lock */
+	struct stp_blockent *blocks;
+	uint64_t blocks_cap;
+	uint8_t *stage;
+	uint64_t total_in, done_in;
+};
+
+static int file_error(const char *path, int err, const char *what)
+{
+	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
+	return -err;
+}
+
+static ZSTD_CCtx_params *make_params(const struct pack_opts *o)
+{
+	ZSTD_CCtx_params *p = ZSTD_createCCtxParams();
+	unsigned wlog = o->block_log;
+
+	if (!p)
+		return NULL;
+	ZSTD_CCtxParams_init(p, o->level);
+	if (wlog > ZSTD_WINDOWLOG_MAX_64)
+		wlog = ZSTD_WINDOWLOG_MAX_64;
+	ZSTD_CCtxParams_setParameter(p, ZSTD_c_windowLog, (int)wlog);
+	ZSTD_CCtxParams_setParameter(p, ZSTD_c_checksumFlag, 0);
+	ZSTD_CCtxParams_setParameter(p, ZSTD_c_contentSizeFlag, 1);
+	ZSTD_CCtxParams_setParameter(p, ZSTD_c_dictIDFlag, 0);
+	return p;
+}
+
+void pack_memory_cost(const struct pack_opts *o, uint64_t *per_block, uint64_t *per_worker)
+{
+	ZSTD_CCtx_params *p = make_params(o);
+
+	*per_block = 2ull << o->block_log;
+	*per_worker = p ? ZSTD_estimateCCtxSize_usingCCtxParams(p) : 0;
+	ZSTD_freeCCtxParams(p);
+}
+
+/* Compresses one slot; raw when compression does not shrink it. */
+static void compress_slot(ZSTD_CCtx *cctx, struct slot *s)
+{
+	size_t n = ZSTD_compress2(cctx, s->out, s->len, s->in, s->len);
+
+	if (ZSTD_isError(n) || n >= s->len) {
+		s->codec = STP_CODEC_RAW;
+		s->stored_len = s->len;
+		s->checksum = stp_checksum(s->in, s->len);
+	} else {
+		s->codec = STP_CODEC_ZSTD;
+		s->stored_len = n;
+		s->checksum = stp_checksum(s->out, n);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct packer *p = arg;
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	ZSTD_CCtx_params *params = make_params(p->o);
+	int err = (!cctx || !params ||
+		   ZSTD_isError(ZSTD_CCtx_setParametersUsingCCtxParams(cctx, params))) ? -ENOMEM : 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct slot *s;
+
+		while (p->taken == p->submitted && !p->shutdown)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (p->taken == p->submitted)
+			break;
+		s = &p->slots[p->taken++ % p->nslots];
+		pthread_mutex_unlock(&p->lock);
+		s->err = err;
+		if (!err)
+			compress_slot(cctx, s);
+		pthread_mutex_lock(&p->lock);
+		s->state = SLOT_DONE;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&p->lock);
+	ZSTD_freeCCtx(cctx);
+	ZSTD_freeCCtxParams(params);
+	return NULL;
+}
+
+static void progress(struct packer *p)
+{
+	char a[32], b[32];
+
+	if (!p->o->progress)
+		return;
+	fprintf(stderr, "\rmkstipple: %llu blocks written, %s of %s read   ",
+		(unsigned long long)p->written, stp_human_size(p->done_in, a, sizeof(a)),
+		stp_human_size(p->total_in, b, sizeof(b)));
+}
+
+/* Writes the oldest submitted block once a worker has compressed it. */
+static int write_oldest(struct packer *p)
+{
+	struct slot *s = &p->slots[p->written % p->nslots];
+	struct stp_blockent *be;
+	int rc;
+
+	pthread_mutex_lock(&p->lock);
+	while (s->state != SLOT_DONE)
+		pthread_cond_wait(&p->cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	if (s->err)
+		return s->err;
+	rc = stp_pwrite_full(p->fd, s->codec == STP_CODEC_RAW ? s->in : s->out, s->stored_len,
+			     p->pos);
+	if (rc)
+		return rc;
+	if (p->written == p->blocks_cap) {
+		uint64_t cap = p->blocks_cap ? p->blocks_cap * 2 : 64;
+		struct stp_blockent *grown = realloc(p->blocks, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		p->blocks = grown;
+		p->blocks_cap = cap;
+	}
+	be = &p->blocks[p->written];
+	*be = (struct stp_blockent){ .offset = p->pos, .stored_size = (uint32_t)s->stored_len,
+				     .codec = s->codec, .filter = STP_FILTER_NONE,
+				     .checksum = s->checksum };
+	p->pos += s->stored_len;
+	pthread_mutex_lock(&p->lock);
+	s->state = SLOT_FREE;
+	s->len = 0;
+	p->written++;
+	pthread_mutex_unlock(&p->lock);
+	progress(p);
+	return 0;
+}
+
+/* The slot being filled, waiting for it to be written out first if needed. */
+static int filling_slot(struct packer *p, struct slot **out)
+{
+	struct slot *s = &p->slots[p->submitted % p->nslots];
+
+	if (s->state != SLOT_FREE) {
+		int rc = write_oldest(p);
+
+		if (rc)
+			return rc;
+	}
+	if (!s->in) {
+		s->in = malloc(p->block_size);
+		s->out = malloc(p->block_size);
+		if (!s->in || !s->out)
+			return -ENOMEM;
+	}
+	*out = s;
+	return 0;
+}
+
+static void submit(struct packer *p, struct slot *s)
+{
+	pthread_mutex_lock(&p->lock);
+	s->state = SLOT_QUEUED;
+	p->submitted++;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Appends LEN bytes to the stream (DATA NULL: zeros). */
+static int stream_append(struct packer *p, const uint8_t *data, size_t len)
+{
+	while (len) {
+		struct slot *s;
+		size_t n;
+		int rc = filling_slot(p, &s);
+
+		if (rc)
+			return rc;
+		n = p->block_size - s->len < len ? p->block_size - s->len : len;
+		if (data)
+			memcpy(s->in + s->len, data, n);
+		else
+			memset(s->in + s->len, 0, n);
+		s->len += n;
+		p->stream += n;
+		len -= n;
+		if (data)
+			data += n;
+		if (s->len == p->block_size)
+			submit(p, s);
+	}
+	return 0;
+}
+
+static int add_extent(struct node *f, uint64_t file_off, uint64_t stream_off, uint64_t len)
+{
+	struct stp_extent *last = f->nextents ? &f->extents[f->nextents - 1] : NULL;
+	struct stp_extent *grown;
+
+	if (last && last->file_off + last->length == file_off &&
+	    last->stream_off + last->length == stream_off) {
+		last->length += len;
+		return 0;
+	}
+	grown = realloc(f->extents, (f->nextents + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	f->extents = grown;
+	f->extents[f->nextents++] = (struct stp_extent){ file_off, stream_off, len };
+	return 0;
+}
+
+/* Stores LEN file bytes at FILE_OFF (DATA NULL: zeros) as stream bytes. */
+static int emit(struct packer *p, struct node *f, const uint8_t *data, uint64_t file_off, size_t len)
+{
+	int rc = add_extent(f, file_off, p->stream, len);
+
+	return rc ? rc : stream_append(p, data, len);
+}
+
+static int is_zero(const uint8_t *b, size_t len)
+{
+	static const uint8_t zeros[PAGE];
+
+	return memcmp(b, zeros, len) == 0;
+}
+
+/* A pending run of zeros: a hole when long enough, else stored. */
+static int flush_zeros(struct packer *p, struct node *f, uint64_t start, uint64_t *pending)
+{
+	int rc = 0;
+
+	if (*pending && *pending < HOLE_MIN)
+		rc = emit(p, f, NULL, start, (size_t)*pending);
+	*pending = 0;
+	return rc;
+}
+
+static int changed(struct node *f, const struct stat *now)
+{
+	return now->st_size != f->st.st_size || now->st_mtim.tv_sec != f->st.st_mtim.tv_sec ||
+	       now->st_mtim.tv_nsec != f->st.st_mtim.tv_nsec;
+}
+
+static int pack_stage(struct packer *p, struct node *f, size_t n, uint64_t off, uint64_t *zeros)
+{
+	for (size_t i = 0; i < n; i += PAGE) {
+		size_t len = n - i < PAGE ? n - i : PAGE;
+		uint64_t at = off + i;
+		int rc = 0;
+
+		if (is_zero(p->stage + i, len)) {
+			*zeros += len;
+			continue;
+		}
+		rc = flush_zeros(p, f, at - *zeros, zeros);
+		if (!rc)
+			rc = emit(p, f, p->stage + i, at, len);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int read_file(struct packer *p, struct node *f, int fd)
+{
+	uint64_t size = (uint64_t)f->st.st_size, off = 0, zeros = 0;
+	XXH3_state_t *h = f->hashed ? XXH3_createState() : NULL;
+	int rc = 0;
+
+	if (h)
+		XXH3_128bits_reset(h);
+	while (off < size && !rc) {
+		size_t want = size - off < STAGE_SIZE ? (size_t)(size - off) : STAGE_SIZE;
+		ssize_t n = pread(fd, p->stage, want, (off_t)off);
+
+		if (n < 0)
+			rc = errno == EINTR ? 0 : file_error(f->path, errno, "reading");
+		else if (n == 0)
+			rc = file_error(f->path, EAGAIN, "file shrank while it was read");
+		else {
+			if (h)
+				XXH3_128bits_update(h, p->stage, (size_t)n);
+			rc = pack_stage(p, f, (size_t)n, off, &zeros);
+			off += (uint64_t)n;
+			p->done_in += (uint64_t)n;
+		}
+	}
+	if (!rc && zeros)
+		rc = flush_zeros(p, f, size - zeros, &zeros);
+	if (!rc && h) {
+		XXH128_hash_t d = XXH3_128bits_digest(h);
+
+		if (d.low64 != f->hash[0] || d.high64 != f->hash[1])
+			rc = file_error(f->path, EAGAIN, "file changed while it was read");
+	}
+	XXH3_freeState(h);
+	return rc;
+}
+
+static int pack_file(struct packer *p, struct node *f)
+{
+	struct stat after;
+	char probe;
+	int fd, rc;
+
+	if (f->same_as) {
+		size_t bytes = f->same_as->nextents * sizeof(*f->extents);
+
+		f->extents = malloc(bytes ? bytes : 1);
+		if (!f->extents)
+			return -ENOMEM;
+		memcpy(f->extents, f->same_as->extents, bytes);
+		f->nextents = f->same_as->nextents;
+		p->done_in += (uint64_t)f->st.st_size;
+		return 0;
+	}
+	fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return file_error(f->path, errno, "opening");
+	rc = read_file(p, f, fd);
+	if (!rc && (fstat(fd, &after) || changed(f, &after) ||
+		    pread(fd, &probe, 1, f->st.st_size) > 0))
+		rc = file_error(f->path, EAGAIN, "file changed while it was read");
+	close(fd);
+	return rc;
+}
+
+/* Files of equal size are hashed; later copies of identical content point at the first. */
+struct sized { struct node *n; size_t pos; };
+
+static int cmp_sized(const void *a, const void *b)
+{
+	const struct sized *x = a, *y = b;
+
+	if (x->n->st.st_size != y->n->st.st_size)
+		return x->n->st.st_size < y->n->st.st_size ? -1 : 1;
+	if (x->n->hashed && y->n->hashed) {
+		int c = memcmp(x->n->hash, y->n->hash, sizeof(x->n->hash));
+
+		if (c)
+			return c;
+	}
+	return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int hash_file(struct node *f, uint8_t *buf)
+{
+	XXH3_state_t *h = XXH3_createState();
+	int fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+	uint64_t off = 0;
+
+	if (!h || fd < 0) {
+		rc = fd < 0 ? file_error(f->path, errno, "opening") : -ENOMEM;
+		goto out;
+	}
+	XXH3_128bits_reset(h);
+	for (;;) {
+		ssize_t n = pread(fd, buf, STAGE_SIZE, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = file_error(f->path, errno, "reading");
+			goto out;
+		}
+		if (n == 0)
+			break;
+		XXH3_128bits_update(h, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	XXH128_hash_t d = XXH3_128bits_digest(h);
+	f->hash[0] = d.low64;
+	f->hash[1] = d.high64;
+	f->hashed = 1;
+out:
+	if (fd >= 0)
+		close(fd);
+	XXH3_freeState(h);
+	return rc;
+}
+
+static int find_duplicates(struct node **order, size_t n, uint8_t *buf)
+{
+	struct sized *v = malloc((n ? n : 1) * sizeof(*v));
+	int rc = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct sized){ order[i], i };
+	qsort(v, n, sizeof(*v), cmp_sized);
+	for (size_t i = 0; i < n && !rc; i++) {
+		int same_size = (i > 0 && v[i].n->st.st_size == v[i - 1].n->st.st_size) ||
+				(i + 1 < n && v[i].n->st.st_size == v[i + 1].n->st.st_size);
+
+		if (same_size && v[i].n->st.st_size > 0)
+			rc = hash_file(v[i].n, buf);
+	}
+	qsort(v, n, sizeof(*v), cmp_sized); /* now equal contents sit together, first first */
+	for (size_t i = 1; i < n && !rc; i++) {
+		struct node *a = v[i - 1].n, *b = v[i].n;
+
+		if (a->hashed && b->hashed && a->st.st_size == b->st.st_size &&
+		    !memcmp(a->hash, b->hash, sizeof(a->hash)))
+			b->same_as = a->same_as ? a->same_as : a;
+	}
+	free(v);
+	return rc;
+}
+
+static int start_workers(struct packer *p)
+{
+	p->workers = calloc(p->nworkers, sizeof(*p->workers));
+	if (!p->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		int rc = pthread_create(&p->workers[i], NULL, worker_main, p);
+
+		if (rc) {
+			p->nworkers = i;
+			return -rc;
+		}
+	}
+	return 0;
+}
+
+static void stop_workers(struct packer *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->shutdown = 1;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nworkers; i++)
+		pthread_join(p->workers[i], NULL);
+	free(p->workers);
+}
+
+/* Slots and workers that fit the memory cap: -ENOMEM when not even one block fits. */
+static int plan_parallelism(struct packer *p)
+{
+	uint64_t per_block, per_worker;
+	const struct pack_opts *o = p->o;
+
+	pack_memory_cost(o, &per_block, &per_worker);
+	p->nworkers = o->threads ? o->threads : 1;
+	p->nslots = p->nworkers + 1;
+	while (o->memory && p->nslots > 1 &&
+	       p->nslots * per_block + p->nworkers * per_worker > o->memory) {
+		p->nslots--;
+		if (p->nworkers > p->nslots)
+			p->nworkers = p->nslots;
+	}
+	if (o->memory && per_block + per_worker > o->memory) {
+		char need[32];
+
+		fprintf(stderr, "mkstipple: --memory is below the %s one block needs at this "
+			"block size and level\n", stp_human_size(per_block + per_worker, need, sizeof(need)));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int pack_all(struct packer *p, struct node **order, size_t n, size_t nhot,
+		    struct pack_result *r)
+{
+	int rc = find_duplicates(order, n, p->stage);
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = pack_file(p, order[i]);
+		if (i + 1 == nhot)
+			r->hot_size = p->stream;
+	}
+	if (!rc && p->slots[p->submitted % p->nslots].len)
+		submit(p, &p->slots[p->submitted % p->nslots]);
+	while (!rc && p->written < p->submitted)
+		rc = write_oldest(p);
+	return rc;
+}
+
+int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t start,
+	       const struct pack_opts *o, struct pack_result *r)
+{
+	struct packer p = { .o = o, .block_size = (size_t)1 << o->block_log, .fd = fd,
+			    .pos = start };
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	for (size_t i = 0; i < n; i++)
+		p.total_in += (uint64_t)order[i]->st.st_size;
+	rc = plan_parallelism(&p);
+	if (rc)
+		return rc;
+	pthread_mutex_init(&p.lock, NULL);
+	pthread_cond_init(&p.cond, NULL);
+	p.slots = calloc(p.nslots, sizeof(*p.slots));
+	p.stage = malloc(STAGE_SIZE);
+	rc = (!p.slots || !p.stage) ? -ENOMEM : start_workers(&p);
+	if (!rc)
+		rc = pack_all(&p, order, n, nhot, r);
+	if (p.workers)
+		stop_workers(&p);
+	if (o->progress)
+		fputc('\n', stderr);
+	for (unsigned i = 0; p.slots && i < p.nslots; i++) {
+		free(p.slots[i].in);
+		free(p.slots[i].out);
+	}
+	free(p.slots);
+	free(p.stage);
+	pthread_mutex_destroy(&p.lock);
+	pthread_cond_destroy(&p.cond);
+	if (rc) {
+		free(p.blocks);
+		return rc;
+	}
+	r->data_size = p.stream;
+	r->nblocks = p.written;
+	r->blocks = p.blocks;
+	r->end = p.pos;
+	return 0;
+}

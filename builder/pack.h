@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Packing file data: files are read in stream order into blocks, identical files are
+ * stored once, long runs of zeros become holes, and blocks are compressed in parallel
+ * and written in order. Each block is compressed alone with fixed parameters, so the
+ * output does not depend on the thread count or the memory cap. Not thread-safe itself
+ * (it runs its own workers).
+ */
+#ifndef MKSTP_PACK_H
+#define MKSTP_PACK_H
+
+#include <stdint.h>
+
+#include "format.h"
+#include "scan.h"
+
+struct pack_opts {
+	int level;
+	unsigned block_log;
+	unsigned threads;
+	uint64_t memory;   /* 0: no cap */
+	int bcj;           /* try BCJ filters on blocks holding machine code */
+	int progress;      /* draw progress on stderr */
+};
+
+struct pack_result {
+	uint64_t data_size;   /* stream bytes */
+	uint64_t hot_size;    /* stream bytes of the hot files */
+	uint64_t nblocks;
+	struct stp_blockent *blocks; /* caller frees */
+	uint64_t end;         /* first free image offset after the blocks */
+	uint64_t feat_incompat;
+};
+
+/* Packs ORDER[0..n) (the first NHOT are hot) into FD from offset START. Sets each file's
+ * extents. Errors are printed with the path; returns 0 or -errno. */
+int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t start,
+	       const struct pack_opts *o, struct pack_result *r);
+
+/* Bytes the packer holds per block in flight and per worker at these settings. */
+void pack_memory_cost(const struct pack_opts *o, uint64_t *per_block, uint64_t *per_worker);
+
+#endif

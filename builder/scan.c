@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/* Scanning the source tree. */
+#include "scan.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+static int fail(const char *path, int err, const char *what)
+{
+	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
+	return -err;
+}
+
+static int cmp_xattr(const void *a, const void *b)
+{
+	return strcmp(((const struct xattr_kv *)a)->name, ((const struct xattr_kv *)b)->name);
+}
+
+static int read_xattr_value(struct node *n, struct xattr_kv *kv)
+{
+	ssize_t len = lgetxattr(n->path, kv->name, NULL, 0);
+
+	for (int tries = 0; len >= 0 && tries < 4; tries++) {
+		kv->value = malloc(len ? (size_t)len : 1);
+		if (!kv->value)
+			return -ENOMEM;
+		ssize_t got = lgetxattr(n->path, kv->name, kv->value, (size_t)len);
+		if (got >= 0) {
+			kv->len = (size_t)got;
+			return 0;
+		}
+		free(kv->value);
+		kv->value = NULL;
+		if (errno != ERANGE)
+			break;
+		len = lgetxattr(n->path, kv->name, NULL, 0); /* grew meanwhile */
+	}
+	return fail(n->path, errno, "reading extended attribute");
+}
+
+static int read_xattrs(struct node *n)
+{
+	ssize_t len = llistxattr(n->path, NULL, 0);
+	char *names, *p;
+	int rc = 0;
+
+	if (len < 0)
+		return errno == ENOTSUP ? 0 : fail(n->path, errno, "listing extended attributes");
+	if (len == 0)
+		return 0;
+	names = malloc((size_t)len);
+	if (!names)
+		return -ENOMEM;
+	len = llistxattr(n->path, names, (size_t)len);
+	if (len < 0) {
+		rc = fail(n->path, errno, "listing extended attributes");
+		goto out;
+	}
+	for (p = names; p < names + len; p += strlen(p) + 1) {
+		struct xattr_kv *kv, *grown = realloc(n->xattrs, (n->nxattrs + 1) * sizeof(*grown));
+
+		if (!grown) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		n->xattrs = grown;
+		kv = &n->xattrs[n->nxattrs];
+		kv->name = strdup(p);
+		kv->value = NULL;
+		if (!kv->name) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		n->nxattrs++;
+		rc = read_xattr_value(n, kv);
+		if (rc)
+			goto out;
+	}
+	qsort(n->xattrs, n->nxattrs, sizeof(*n->xattrs), cmp_xattr);
+out:
+	free(names);
+	return rc;
+}
+
+static int read_link(struct node *n)
+{
+	size_t cap = (size_t)n->st.st_size + 1;
+	ssize_t len;
+
+	if (cap < 64 || cap > 4096)
+		cap = 4096;
+	n->link_target = malloc(cap);
+	if (!n->link_target)
+		return -ENOMEM;
+	len = readlink(n->path, n->link_target, cap);
+	if (len < 0)
+		return fail(n->path, errno, "reading symlink");
+	if ((size_t)len >= cap || len == 0)
+		return fail(n->path, ENAMETOOLONG, "reading symlink");
+	n->link_target[len] = 0;
+	return 0;
+}
+
+static struct node *node_new(struct node *parent, const char *name)
+{
+	struct node *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return NULL;
+	if (parent) {
+		size_t plen = strlen(parent->path);
+
+		n->path = malloc(plen + strlen(name) + 2);
+		if (n->path)
+			sprintf(n->path, "%s%s%s", parent->path,
+				parent->path[plen - 1] == '/' ? "" : "/", name);
+		n->name = n->path ? n->path + strlen(n->path) - strlen(name) : NULL;
+	} else {
+		n->path = strdup(name);
+		n->name = "";
+	}
+	if (!n->path) {
+		free(n);
+		return NULL;
+	}
+	n->name_len = strlen(n->name);
+	n->parent = parent;
+	n->primary = n;
+	return n;
+}
+
+static int cmp_child(const void *a, const void *b)
+{
+	const struct node *x = *(struct node *const *)a, *y = *(struct node *const *)b;
+	size_t l = x->name_len < y->name_len ? x->name_len : y->name_len;
+	int c = memcmp(x->name, y->name, l);
+
+	return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+static int scan_node(struct node *n);
+
+static int add_child(struct node *dir, const char *name, size_t *cap)
+{
+	struct node *c;
+
+	if (strlen(name) > STP_NAME_MAX)
+		return fail(dir->path, ENAMETOOLONG, name);
+	if (dir->nchildren == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		struct node **grown = realloc(dir->children, ncap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		dir->children = grown;
+		*cap = ncap;
+	}
+	c = node_new(dir, name);
+	if (!c)
+		return -ENOMEM;
+	dir->children[dir->nchildren++] = c;
+	return 0;
+}
+
+static int scan_dir(struct node *n)
+{
+	DIR *d = opendir(n->path);
+	struct dirent *de;
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!d)
+		return fail(n->path, errno, "opening directory");
+	for (errno = 0; (de = readdir(d)); errno = 0) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		rc = add_child(n, de->d_name, &cap);
+		if (rc)
+			break;
+	}
+	if (!rc && errno)
+		rc = fail(n->path, errno, "reading directory");
+	closedir(d);
+	if (rc)
+		return rc;
+	qsort(n->children, n->nchildren, sizeof(*n->children), cmp_child);
+	for (size_t i = 0; i < n->nchildren && !rc; i++)
+		rc = scan_node(n->children[i]);
+	return rc;
+}
+
+static int scan_node(struct node *n)
+{
+	int rc;
+
+	if (lstat(n->path, &n->st))
+		return fail(n->path, errno, "stat");
+	rc = read_xattrs(n);
+	if (rc)
+		return rc;
+	if (S_ISLNK(n->st.st_mode))
+		return read_link(n);
+	if (S_ISDIR(n->st.st_mode))
+		return scan_dir(n);
+	return 0;
+}
+
+/* Hard links: sort candidates by (dev, ino, inode order) and point each to its first. */
+static int cmp_devino(const void *a, const void *b)
+{
+	const struct node *x = *(struct node *const *)a, *y = *(struct node *const *)b;
+
+	if (x->st.st_dev != y->st.st_dev)
+		return x->st.st_dev < y->st.st_dev ? -1 : 1;
+	if (x->st.st_ino != y->st.st_ino)
+		return x->st.st_ino < y->st.st_ino ? -1 : 1;
+	return (x->ino > y->ino) - (x->ino < y->ino);
+}
+
+/* Breadth-first order: every node gets a provisional number in ->ino. */
+static int list_bfs(struct tree *t, struct node ***out, size_t *count)
+{
+	size_t cap = 1024, n = 0, head = 0;
+	struct node **q = malloc(cap * sizeof(*q));
+
+	if (!q)
+		return -ENOMEM;
+	q[n++] = t->root;
+	while (head < n) {
+		struct node *cur = q[head];
+
+		cur->ino = (uint32_t)head++;
+		for (size_t i = 0; i < cur->nchildren; i++) {
+			if (n == cap) {
+				struct node **grown = realloc(q, (cap *= 2) * sizeof(*q));
+
+				if (!grown) {
+					free(q);
+					return -ENOMEM;
+				}
+				q = grown;
+			}
+			q[n++] = cur->children[i];
+		}
+	}
+	if (n > UINT32_MAX / 2) {
+		free(q);
+		return fail(t->root->path, EFBIG, "too many entries");
+	}
+	*out = q;
+	*count = n;
+	return 0;
+}
+
+static void fold_hard_links(struct node **all, size_t n)
+{
+	struct node **cand = malloc(n * sizeof(*cand));
+	size_t m = 0;
+
+	if (!cand)
+		return; /* without the table every name keeps its own inode: still correct data */
+	for (size_t i = 0; i < n; i++)
+		if (!S_ISDIR(all[i]->st.st_mode) && all[i]->st.st_nlink > 1)
+			cand[m++] = all[i];
+	qsort(cand, m, sizeof(*cand), cmp_devino);
+	for (size_t i = 1; i < m; i++)
+		if (cand[i]->st.st_dev == cand[i - 1]->st.st_dev &&
+		    cand[i]->st.st_ino == cand[i - 1]->st.st_ino)
+			cand[i]->primary = cand[i - 1]->primary;
+	free(cand);
+}
+
+static int number_inodes(struct tree *t, struct node **all, size_t n)
+{
+	t->inodes = malloc(n * sizeof(*t->inodes));
+	t->files = malloc(n * sizeof(*t->files));
+	if (!t->inodes || !t->files)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct node *x = all[i];
+
+		if (x->primary != x) {
+			x->primary->nlink++;
+			continue;
+		}
+		x->ino = t->ninodes;
+		t->inodes[t->ninodes++] = x;
+		x->nlink = S_ISDIR(x->st.st_mode) ? 2 : 1;
+		if (S_ISDIR(x->st.st_mode) && x->parent)
+			x->parent->nlink++;
+		if (S_ISREG(x->st.st_mode)) {
+			t->files[t->nfiles++] = x;
+			t->file_bytes += (uint64_t)x->st.st_size;
+		}
+	}
+	return 0;
+}
+
+int scan_tree(const char *source, struct tree *t)
+{
+	struct node **all = NULL;
+	size_t n = 0;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->root = node_new(NULL, source);
+	if (!t->root)
+		return -ENOMEM;
+	rc = scan_node(t->root);
+	if (!rc && !S_ISDIR(t->root->st.st_mode)) {
+		fprintf(stderr, "mkstipple: %s: not a directory\n", source);
+		rc = -ENOTDIR;
+	}
+	if (!rc)
+		rc = list_bfs(t, &all, &n);
+	if (!rc) {
+		fold_hard_links(all, n);
+		rc = number_inodes(t, all, n);
+	}
+	free(all);
+	return rc;
+}
+
+static void node_free(struct node *n)
+{
+	for (size_t i = 0; i < n->nchildren; i++)
+		node_free(n->children[i]);
+	for (size_t i = 0; i < n->nxattrs; i++) {
+		free(n->xattrs[i].name);
+		free(n->xattrs[i].value);
+	}
+	free(n->xattrs);
+	free(n->children);
+	free(n->link_target);
+	free(n->extents);
+	free(n->path);
+	free(n);
+}
+
+void scan_tree_free(struct tree *t)
+{
+	if (t->root)
+		node_free(t->root);
+	free(t->inodes);
+	free(t->files);
+	memset(t, 0, sizeof(*t));
+}

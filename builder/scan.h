@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Scanning the source tree into memory: every entry with its attributes, link target and
+ * extended attributes, children sorted by name, hard links folded onto one inode. Not
+ * thread-safe; the tree is owned by the caller (scan_tree_free).
+ */
+#ifndef MKSTP_SCAN_H
+#define MKSTP_SCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "format.h"
+
+struct xattr_kv {
+	char *name;
+	void *value;
+	size_t len;
+};
+
+struct node {
+	char *path;            /* full source path, for messages and reading */
+	const char *name;      /* last component (points into path); "" for the root */
+	size_t name_len;
+	struct stat st;
+	struct node *parent;
+	struct node **children; /* directories: sorted by name bytes */
+	size_t nchildren;
+	struct node *primary;  /* hard links: the node that carries the inode (self if none) */
+	char *link_target;     /* symlinks */
+	struct xattr_kv *xattrs; /* sorted by name */
+	size_t nxattrs;
+	uint32_t ino;          /* image inode number (primary nodes) */
+	uint32_t nlink;        /* names in the image (primary nodes); dirs: 2 + subdirs */
+	/* regular files, filled by the packer */
+	struct stp_extent *extents;
+	uint32_t nextents;
+	int hot;               /* listed in the hot list */
+	uint64_t hash[2];      /* content hash, when another file has the same size */
+	int hashed;
+	struct node *same_as;  /* identical content stored earlier in the stream */
+};
+
+struct tree {
+	struct node *root;
+	struct node **inodes;  /* primary nodes by inode number; inodes[0] is the root */
+	uint32_t ninodes;
+	struct node **files;   /* primary regular files, in inode order */
+	size_t nfiles;
+	uint64_t file_bytes;   /* sum of regular file sizes */
+};
+
+/* Scans SOURCE (a directory). Errors are printed with the path; returns 0 or -errno. */
+int scan_tree(const char *source, struct tree *out);
+void scan_tree_free(struct tree *t);
+
+#endif

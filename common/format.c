@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/* Encoding and decoding of every on-disk record, field by field (see stipple.5). */
+#include "format.h"
+
+#include <errno.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "log.h"
+
+uint64_t stp_checksum(const void *p, size_t len)
+{
+	return XXH3_64bits(p, len);
+}
+
+/* Superblock field offsets. */
+enum {
+	SB_MAGIC = 0, SB_VERSION = 8, SB_SIZE = 12, SB_FEAT_COMPAT = 16, SB_FEAT_RO = 24,
+	SB_FEAT_INCOMPAT = 32, SB_BLOCK_LOG = 40, SB_FLAGS = 44, SB_DATA_SIZE = 48,
+	SB_BLOCK_COUNT = 56, SB_HOT_SIZE = 64, SB_META_OFF = 72, SB_META_STORED = 80,
+	SB_META_SIZE = 88, SB_META_SUM = 96, SB_META_CODEC = 104, SB_DICT_OFF = 112,
+	SB_DICT_SIZE = 120, SB_DICT_SUM = 128, SB_IMAGE_SIZE = 136, SB_INODE_COUNT = 144,
+	SB_CHECKSUM = 248,
+};
+
+void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE])
+{
+	memset(out, 0, STP_SB_SIZE);
+	memcpy(out + SB_MAGIC, STP_MAGIC, STP_MAGIC_LEN);
+	stp_put32(out + SB_VERSION, sb->version);
+	stp_put32(out + SB_SIZE, STP_SB_SIZE);
+	stp_put64(out + SB_FEAT_COMPAT, sb->feat_compat);
+	stp_put64(out + SB_FEAT_RO, sb->feat_ro_compat);
+	stp_put64(out + SB_FEAT_INCOMPAT, sb->feat_incompat);
+	stp_put32(out + SB_BLOCK_LOG, sb->block_log);
+	stp_put64(out + SB_DATA_SIZE, sb->data_size);
+	stp_put64(out + SB_BLOCK_COUNT, sb->block_count);
+	stp_put64(out + SB_HOT_SIZE, sb->hot_size);
+	stp_put64(out + SB_META_OFF, sb->meta_offset);
+	stp_put64(out + SB_META_STORED, sb->meta_stored_size);
+	stp_put64(out + SB_META_SIZE, sb->meta_size);
+	stp_put64(out + SB_META_SUM, sb->meta_checksum);
+	stp_put32(out + SB_META_CODEC, sb->meta_codec);
+	stp_put64(out + SB_DICT_OFF, sb->dict_offset);
+	stp_put64(out + SB_DICT_SIZE, sb->dict_size);
+	stp_put64(out + SB_DICT_SUM, sb->dict_checksum);
+	stp_put64(out + SB_IMAGE_SIZE, sb->image_size);
+	stp_put32(out + SB_INODE_COUNT, sb->inode_count);
+	stp_put64(out + SB_CHECKSUM, stp_checksum(out, SB_CHECKSUM));
+}
+
+static int sb_check_sizes(const struct stp_superblock *sb)
+{
+	uint64_t bs;
+
+	if (sb->block_log < STP_BLOCK_LOG_MIN || sb->block_log > STP_BLOCK_LOG_MAX)
+		return -EUCLEAN;
+	bs = 1ull << sb->block_log;
+	if (sb->block_count != (sb->data_size + bs - 1) / bs || sb->hot_size > sb->data_size)
+		return -EUCLEAN;
+	if (sb->meta_offset < STP_SB_SIZE || sb->meta_offset > sb->image_size ||
+	    sb->meta_stored_size > sb->image_size - sb->meta_offset)
+		return -EUCLEAN;
+	if (sb->dict_size && (sb->dict_offset < STP_SB_SIZE || sb->dict_offset > sb->image_size ||
+			      sb->dict_size > sb->image_size - sb->dict_offset))
+		return -EUCLEAN;
+	if (sb->meta_codec > STP_CODEC_ZSTD || sb->inode_count == 0)
+		return -EUCLEAN;
+	return 0;
+}
+
+int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint64_t *bad_feature)
+{
+	uint64_t unknown;
+
+	*bad_feature = 0;
+	if (memcmp(in + SB_MAGIC, STP_MAGIC, STP_MAGIC_LEN))
+		return -EUCLEAN;
+	if (stp_le64(in + SB_CHECKSUM) != stp_checksum(in, SB_CHECKSUM))
+		return -EUCLEAN;
+	if (stp_le32(in + SB_SIZE) != STP_SB_SIZE)
+		return -EUCLEAN;
+	sb->version = stp_le32(in + SB_VERSION);
+	if (sb->version != STP_FORMAT_VERSION)
+		return -EPROTONOSUPPORT;
+	sb->feat_compat = stp_le64(in + SB_FEAT_COMPAT);
+	sb->feat_ro_compat = stp_le64(in + SB_FEAT_RO);
+	sb->feat_incompat = stp_le64(in + SB_FEAT_INCOMPAT);
+	unknown = (sb->feat_incompat & ~STP_FEAT_INCOMPAT_KNOWN) |
+		  (sb->feat_ro_compat & ~STP_FEAT_RO_COMPAT_KNOWN);
+	if (unknown) {
+		*bad_feature = unknown & -unknown;
+		return -EPROTONOSUPPORT;
+	}
+	sb->block_log = stp_le32(in + SB_BLOCK_LOG);
+	sb->data_size = stp_le64(in + SB_DATA_SIZE);
+	sb->block_count = stp_le64(in + SB_BLOCK_COUNT);
+	sb->hot_size = stp_le64(in + SB_HOT_SIZE);
+	sb->meta_offset = stp_le64(in + SB_META_OFF);
+	sb->meta_stored_size = stp_le64(in + SB_META_STORED);
+	sb->meta_size = stp_le64(in + SB_META_SIZE);
+	sb->meta_checksum = stp_le64(in + SB_META_SUM);
+	sb->meta_codec = stp_le32(in + SB_META_CODEC);
+	sb->dict_offset = stp_le64(in + SB_DICT_OFF);
+	sb->dict_size = stp_le64(in + SB_DICT_SIZE);
+	sb->dict_checksum = stp_le64(in + SB_DICT_SUM);
+	sb->image_size = stp_le64(in + SB_IMAGE_SIZE);
+	sb->inode_count = stp_le32(in + SB_INODE_COUNT);
+	return sb_check_sizes(sb);
+}
+
+/* Metadata header field offsets. */
+enum {
+	MH_MAGIC = 0, MH_INODES = 4, MH_DIRENTS = 8, MH_EXTENTS = 12, MH_XATTRS = 16,
+	MH_BLOCKS = 20, MH_STRINGS_SIZE = 24, MH_INODE_OFF = 32, MH_DIRENT_OFF = 40,
+	MH_EXTENT_OFF = 48, MH_XATTR_OFF = 56, MH_BLOCK_OFF = 64, MH_STRINGS_OFF = 72,
+};
+
+void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_META_HDR_SIZE])
+{
+	memset(out, 0, STP_META_HDR_SIZE);
+	stp_put32(out + MH_MAGIC, STP_META_MAGIC);
+	stp_put32(out + MH_INODES, h->inode_count);
+	stp_put32(out + MH_DIRENTS, h->dirent_count);
+	stp_put32(out + MH_EXTENTS, h->extent_count);
+	stp_put32(out + MH_XATTRS, h->xattr_count);
+	stp_put32(out + MH_BLOCKS, h->block_count);
+	stp_put64(out + MH_STRINGS_SIZE, h->strings_size);
+	stp_put64(out + MH_INODE_OFF, h->inode_off);
+	stp_put64(out + MH_DIRENT_OFF, h->dirent_off);
+	stp_put64(out + MH_EXTENT_OFF, h->extent_off);
+	stp_put64(out + MH_XATTR_OFF, h->xattr_off);
+	stp_put64(out + MH_BLOCK_OFF, h->block_off);
+	stp_put64(out + MH_STRINGS_OFF, h->strings_off);
+}
+
+/* A table of COUNT records of SIZE bytes at OFF must sit after the header, 8-aligned,
+ * inside LEN bytes. */
+static int table_fits(uint64_t off, uint64_t count, uint64_t size, size_t len)
+{
+	return off >= STP_META_HDR_SIZE && off % 8 == 0 && off <= len &&
+	       count <= (len - off) / size;
+}
+
+int stp_meta_header_decode(const uint8_t *in, size_t meta_len, struct stp_meta_header *h)
+{
+	if (meta_len < STP_META_HDR_SIZE || stp_le32(in + MH_MAGIC) != STP_META_MAGIC)
+		return -EUCLEAN;
+	h->inode_count = stp_le32(in + MH_INODES);
+	h->dirent_count = stp_le32(in + MH_DIRENTS);
+	h->extent_count = stp_le32(in + MH_EXTENTS);
+	h->xattr_count = stp_le32(in + MH_XATTRS);
+	h->block_count = stp_le32(in + MH_BLOCKS);
+	h->strings_size = stp_le64(in + MH_STRINGS_SIZE);
+	h->inode_off = stp_le64(in + MH_INODE_OFF);
+	h->dirent_off = stp_le64(in + MH_DIRENT_OFF);
+	h->extent_off = stp_le64(in + MH_EXTENT_OFF);
+	h->xattr_off = stp_le64(in + MH_XATTR_OFF);
+	h->block_off = stp_le64(in + MH_BLOCK_OFF);
+	h->strings_off = stp_le64(in + MH_STRINGS_OFF);
+	if (!table_fits(h->inode_off, h->inode_count, STP_INODE_SIZE, meta_len) ||
+	    !table_fits(h->dirent_off, h->dirent_count, STP_DIRENT_SIZE, meta_len) ||
+	    !table_fits(h->extent_off, h->extent_count, STP_EXTENT_SIZE, meta_len) ||
+	    !table_fits(h->xattr_off, h->xattr_count, STP_XATTR_SIZE, meta_len) ||
+	    !table_fits(h->block_off, h->block_count, STP_BLOCKENT_SIZE, meta_len) ||
+	    !table_fits(h->strings_off, h->strings_size, 1, meta_len))
+		return -EUCLEAN;
+	return 0;
+}
+
+void stp_inode_encode(const struct stp_inode *ino, uint8_t out[STP_INODE_SIZE])
+{
+	memset(out, 0, STP_INODE_SIZE);
+	stp_put32(out + 0, ino->mode);
+	stp_put32(out + 4, ino->uid);
+	stp_put32(out + 8, ino->gid);
+	stp_put32(out + 12, ino->nlink);
+	stp_put64(out + 16, (uint64_t)ino->mtime_sec);
+	stp_put32(out + 24, ino->mtime_nsec);
+	stp_put32(out + 28, ino->xattr_count);
+	stp_put64(out + 32, ino->size);
+	stp_put64(out + 40, ino->data);
+	stp_put32(out + 48, ino->count);
+	stp_put32(out + 52, ino->xattr_first);
+	stp_put32(out + 56, ino->parent);
+}
+
+void stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino)
+{
+	ino->mode = stp_le32(in + 0);
+	ino->uid = stp_le32(in + 4);
+	ino->gid = stp_le32(in + 8);
+	ino->nlink = stp_le32(in + 12);
+	ino->mtime_sec = (int64_t)stp_le64(in + 16);
+	ino->mtime_nsec = stp_le32(in + 24);
+	ino->xattr_count = stp_le32(in + 28);
+	ino->size = stp_le64(in + 32);
+	ino->data = stp_le64(in + 40);
+	ino->count = stp_le32(in + 48);
+	ino->xattr_first = stp_le32(in + 52);
+	ino->parent = stp_le32(in + 56);
+}
+
+void stp_dirent_encode(const struct stp_dirent *d, uint8_t out[STP_DIRENT_SIZE])
+{
+	stp_put32(out + 0, d->ino);
+	stp_put32(out + 4, d->name_off);
+	stp_put16(out + 8, d->name_len);
+	out[10] = d->dtype;
+	out[11] = 0;
+}
+
+void stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d)
+{
+	d->ino = stp_le32(in + 0);
+	d->name_off = stp_le32(in + 4);
+	d->name_len = stp_le16(in + 8);
+	d->dtype = in[10];
+}
+
+void stp_extent_encode(const struct stp_extent *e, uint8_t out[STP_EXTENT_SIZE])
+{
+	stp_put64(out + 0, e->file_off);
+	stp_put64(out + 8, e->stream_off);
+	stp_put64(out + 16, e->length);
+}
+
+void stp_extent_decode(const uint8_t in[STP_EXTENT_SIZE], struct stp_extent *e)
+{
+	e->file_off = stp_le64(in + 0);
+	e->stream_off = stp_le64(in + 8);
+	e->length = stp_le64(in + 16);
+}
+
+void stp_xattr_encode(const struct stp_xattr *x, uint8_t out[STP_XATTR_SIZE])
+{
+	stp_put32(out + 0, x->name_off);
+	stp_put32(out + 4, x->value_off);
+	stp_put32(out + 8, x->value_len);
+	stp_put16(out + 12, x->name_len);
+	stp_put16(out + 14, 0);
+}
+
+void stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x)
+{
+	x->name_off = stp_le32(in + 0);
+	x->value_off = stp_le32(in + 4);
+	x->value_len = stp_le32(in + 8);
+	x->name_len = stp_le16(in + 12);
+}
+
+void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_SIZE])
+{
+	stp_put64(out + 0, b->offset);
+	stp_put32(out + 8, b->stored_size);
+	out[12] = b->codec;
+	out[13] = b->filter;
+	stp_put16(out + 14, 0);
+	stp_put64(out + 16, b->checksum);
+}
+
+void stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b)
+{
+	b->offset = stp_le64(in + 0);
+	b->stored_size = stp_le32(in + 8);
+	b->codec = in[12];
+	b->filter = in[13];
+	b->checksum = stp_le64(in + 16);
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stipple on-disk format: constants, the decoded form of each record, and the
+ * functions that encode and decode them field by field. This is the only place that
+ * knows byte offsets; man/stipple.5 documents the same tables. All integers are
+ * little-endian.
+ *
+ * Decoders take untrusted bytes and never read past the length they are given; they
+ * return 0 or -EUCLEAN (damaged) / -EPROTONOSUPPORT (valid but unsupported). Encoders
+ * write exactly the record size. Every function here is pure and thread-safe.
+ */
+#ifndef STP_FORMAT_H
+#define STP_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STP_MAGIC "STIPPLE\0"
+#define STP_MAGIC_LEN 8
+#define STP_FORMAT_VERSION 1u
+
+#define STP_SB_SIZE 256u           /* superblock, at offset 0 of the image */
+#define STP_META_HDR_SIZE 96u      /* header of the decoded metadata */
+#define STP_META_MAGIC 0x4154454du /* the bytes "META" */
+#define STP_INODE_SIZE 64u
+#define STP_DIRENT_SIZE 12u
+#define STP_EXTENT_SIZE 24u
+#define STP_XATTR_SIZE 16u
+#define STP_BLOCKENT_SIZE 24u
+
+#define STP_BLOCK_LOG_MIN 16u /* 64 KiB */
+#define STP_BLOCK_LOG_MAX 30u /* 1 GiB */
+#define STP_NAME_MAX 255u
+#define STP_ROOT_INO 0u
+
+/* Feature bits. An image that sets an incompatible bit we do not know is refused. */
+#define STP_FEAT_INCOMPAT_DICT (1ull << 0)     /* blocks may use the stored dictionary */
+#define STP_FEAT_INCOMPAT_BCJ_X86 (1ull << 1)  /* blocks may be x86-64 BCJ filtered */
+#define STP_FEAT_INCOMPAT_BCJ_ARM64 (1ull << 2)/* blocks may be AArch64 BCJ filtered */
+#define STP_FEAT_INCOMPAT_KNOWN \
+	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64)
+#define STP_FEAT_RO_COMPAT_KNOWN 0ull
+
+/* How a stored block or the metadata is encoded. */
+enum stp_codec { STP_CODEC_RAW = 0, STP_CODEC_ZSTD = 1, STP_CODEC_ZSTD_DICT = 2 };
+/* Filter applied to a block before compression, undone after decompression. */
+enum stp_filter { STP_FILTER_NONE = 0, STP_FILTER_X86 = 1, STP_FILTER_ARM64 = 2 };
+
+struct stp_superblock {
+	uint32_t version;
+	uint64_t feat_compat, feat_ro_compat, feat_incompat;
+	uint32_t block_log;     /* block size = 1 << block_log */
+	uint64_t data_size;     /* bytes in the uncompressed data stream */
+	uint64_t block_count;   /* = ceil(data_size / block size) */
+	uint64_t hot_size;      /* the first hot_size stream bytes are the hot region */
+	uint64_t meta_offset, meta_stored_size, meta_size, meta_checksum;
+	uint32_t meta_codec;
+	uint64_t dict_offset, dict_size, dict_checksum;
+	uint64_t image_size;    /* the whole file: a shorter file is truncated */
+	uint32_t inode_count;
+};
+
+/* Header of the decoded metadata: where each table starts and how many records it has. */
+struct stp_meta_header {
+	uint32_t inode_count, dirent_count, extent_count, xattr_count, block_count;
+	uint64_t strings_size;
+	uint64_t inode_off, dirent_off, extent_off, xattr_off, block_off, strings_off;
+};
+
+struct stp_inode {
+	uint32_t mode, uid, gid, nlink;
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+	uint64_t size;   /* file bytes, link target length, or directory entry count */
+	uint64_t data;   /* REG: first extent; DIR: first dirent; LNK: strings offset; CHR/BLK: rdev */
+	uint32_t count;  /* REG: extent count; DIR: dirent count */
+	uint32_t xattr_first, xattr_count;
+	uint32_t parent; /* DIR: the directory that lists it (root: itself) */
+};
+
+struct stp_dirent {
+	uint32_t ino;
+	uint32_t name_off;
+	uint16_t name_len;
+	uint8_t dtype; /* DT_* of the target */
+};
+
+/* A run of file bytes stored in the data stream. File bytes no extent covers read as 0. */
+struct stp_extent {
+	uint64_t file_off, stream_off, length;
+};
+
+struct stp_xattr {
+	uint32_t name_off, value_off, value_len;
+	uint16_t name_len;
+};
+
+struct stp_blockent {
+	uint64_t offset;      /* of the stored bytes in the image file */
+	uint32_t stored_size;
+	uint8_t codec, filter;
+	uint64_t checksum;    /* XXH3-64 of the stored bytes */
+};
+
+/* Little-endian field access. */
+static inline uint16_t stp_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t stp_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t stp_le64(const uint8_t *p) { return stp_le32(p) | (uint64_t)stp_le32(p + 4) << 32; }
+static inline void stp_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void stp_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void stp_put64(uint8_t *p, uint64_t v)
+{
+	stp_put32(p, (uint32_t)v);
+	stp_put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Superblock. decode checks magic, checksum, version, sizes and feature bits; on an
+ * unknown incompatible feature it returns -EPROTONOSUPPORT and sets *bad_feature. */
+void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE]);
+int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint64_t *bad_feature);
+
+void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_META_HDR_SIZE]);
+/* Checks every table lies inside meta_len bytes, aligned, without overlap of the header. */
+int stp_meta_header_decode(const uint8_t *in, size_t meta_len, struct stp_meta_header *h);
+
+void stp_inode_encode(const struct stp_inode *ino, uint8_t out[STP_INODE_SIZE]);
+void stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino);
+void stp_dirent_encode(const struct stp_dirent *d, uint8_t out[STP_DIRENT_SIZE]);
+void stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d);
+void stp_extent_encode(const struct stp_extent *e, uint8_t out[STP_EXTENT_SIZE]);
+void stp_extent_decode(const uint8_t in[STP_EXTENT_SIZE], struct stp_extent *e);
+void stp_xattr_encode(const struct stp_xattr *x, uint8_t out[STP_XATTR_SIZE]);
+void stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x);
+void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_SIZE]);
+void stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b);
+
+/* XXH3-64 of a byte range: the checksum of every checksummed part of an image. */
+uint64_t stp_checksum(const void *p, size_t len);
+
+#endif

@@ -1,0 +1,515 @@
+/* SPDX-License-Identifier: MIT */
+/* The image reader: superblock, metadata tables, path lookup and block decoding. */
+#include "image.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "bcj.h"
+#include "log.h"
+#include "util.h"
+
+#define META_SIZE_MAX (4ull << 30)
+#define SYMLINK_MAX 4095u
+
+struct stp_image {
+	int fd;
+	char *path;
+	struct stp_superblock sb;
+	struct stp_meta_header mh;
+	uint8_t *meta;       /* decoded metadata, meta_len bytes */
+	size_t meta_len;
+	ZSTD_DDict *ddict;   /* NULL without a dictionary */
+};
+
+/* Feature names for messages about images we cannot read. */
+static const char *feature_name(uint64_t bit)
+{
+	switch (bit) {
+	case STP_FEAT_INCOMPAT_DICT: return "dictionary";
+	case STP_FEAT_INCOMPAT_BCJ_X86: return "bcj-x86";
+	case STP_FEAT_INCOMPAT_BCJ_ARM64: return "bcj-arm64";
+	default: return "unknown";
+	}
+}
+
+static int read_superblock(struct stp_image *img)
+{
+	uint8_t raw[STP_SB_SIZE];
+	uint64_t bad = 0;
+	struct stat st;
+	int rc;
+
+	if (fstat(img->fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+		stp_log(STP_LOG_ERR, "%s: not a regular file", img->path);
+		return -EINVAL;
+	}
+	rc = stp_pread_full(img->fd, raw, sizeof(raw), 0);
+	if (rc == -EIO)
+		return STP_CORRUPT(img->path, "shorter than a superblock");
+	if (rc)
+		return rc;
+	rc = stp_sb_decode(raw, &img->sb, &bad);
+	if (rc == -EPROTONOSUPPORT) {
+		if (bad)
+			stp_log(STP_LOG_ERR, "%s: uses feature bit %d (%s) that this stipple does not support",
+				img->path, __builtin_ctzll(bad), feature_name(bad));
+		else
+			stp_log(STP_LOG_ERR, "%s: format version %u is newer than this stipple reads (%u)",
+				img->path, img->sb.version, STP_FORMAT_VERSION);
+		return rc;
+	}
+	if (rc)
+		return STP_CORRUPT(img->path, memcmp(raw, STP_MAGIC, STP_MAGIC_LEN) ?
+			"not a stipple image (bad magic)" : "superblock checksum or fields invalid");
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < img->sb.image_size)
+		return STP_CORRUPT(img->path, "truncated: %llu bytes of %llu",
+				   (unsigned long long)st.st_size,
+				   (unsigned long long)img->sb.image_size);
+	return 0;
+}
+
+/* Reads LEN stored bytes at OFF into a new buffer and checks them against SUM. */
+static int read_checked(struct stp_image *img, uint64_t off, uint64_t len, uint64_t sum,
+			const char *what, uint8_t **out)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	rc = stp_pread_full(img->fd, buf, len, off);
+	if (rc == -EIO)
+		rc = STP_CORRUPT(img->path, "%s lies past the end of the file", what);
+	else if (!rc && stp_checksum(buf, len) != sum)
+		rc = STP_CORRUPT(img->path, "%s checksum mismatch", what);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	return 0;
+}
+
+static int load_metadata(struct stp_image *img)
+{
+	const struct stp_superblock *sb = &img->sb;
+	uint8_t *stored;
+	int rc;
+
+	if (sb->meta_size < STP_META_HDR_SIZE || sb->meta_size > META_SIZE_MAX)
+		return STP_CORRUPT(img->path, "metadata size %llu out of range",
+				   (unsigned long long)sb->meta_size);
+	rc = read_checked(img, sb->meta_offset, sb->meta_stored_size, sb->meta_checksum,
+			  "metadata", &stored);
+	if (rc)
+		return rc;
+	if (sb->meta_codec == STP_CODEC_RAW) {
+		if (sb->meta_stored_size != sb->meta_size) {
+			free(stored);
+			return STP_CORRUPT(img->path, "raw metadata size mismatch");
+		}
+		img->meta = stored;
+	} else {
+		size_t n;
+
+		img->meta = malloc(sb->meta_size);
+		if (!img->meta) {
+			free(stored);
+			return -ENOMEM;
+		}
+		n = ZSTD_decompress(img->meta, sb->meta_size, stored, sb->meta_stored_size);
+		free(stored);
+		if (ZSTD_isError(n) || n != sb->meta_size)
+			return STP_CORRUPT(img->path, "metadata does not decompress: %s",
+					   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
+	}
+	img->meta_len = sb->meta_size;
+	if (stp_meta_header_decode(img->meta, img->meta_len, &img->mh))
+		return STP_CORRUPT(img->path, "metadata header invalid");
+	if (img->mh.inode_count != sb->inode_count || img->mh.block_count != sb->block_count)
+		return STP_CORRUPT(img->path, "metadata counts disagree with the superblock");
+	return 0;
+}
+
+static int load_dictionary(struct stp_image *img)
+{
+	uint8_t *dict;
+	int rc;
+
+	if (!img->sb.dict_size)
+		return 0;
+	rc = read_checked(img, img->sb.dict_offset, img->sb.dict_size, img->sb.dict_checksum,
+			  "dictionary", &dict);
+	if (rc)
+		return rc;
+	img->ddict = ZSTD_createDDict(dict, img->sb.dict_size);
+	free(dict);
+	if (!img->ddict)
+		return STP_CORRUPT(img->path, "dictionary does not load");
+	return 0;
+}
+
+int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
+{
+	struct stp_image *img = calloc(1, sizeof(*img));
+	int rc = -ENOMEM;
+
+	if (!img) {
+		close(fd);
+		return -ENOMEM;
+	}
+	img->fd = fd;
+	img->path = strdup(path);
+	if (!img->path)
+		goto fail;
+	rc = read_superblock(img);
+	if (!rc)
+		rc = load_metadata(img);
+	if (!rc)
+		rc = load_dictionary(img);
+	if (!rc)
+		rc = stp_image_inode(img, STP_ROOT_INO, &(struct stp_inode){ 0 });
+	if (rc)
+		goto fail;
+	*out = img;
+	return 0;
+fail:
+	stp_image_close(img);
+	return rc;
+}
+
+int stp_image_open(const char *path, struct stp_image **out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	return stp_image_open_fd(fd, path, out);
+}
+
+void stp_image_close(struct stp_image *img)
+{
+	if (!img)
+		return;
+	if (img->fd >= 0)
+		close(img->fd);
+	ZSTD_freeDDict(img->ddict);
+	free(img->meta);
+	free(img->path);
+	free(img);
+}
+
+const struct stp_superblock *stp_image_sb(const struct stp_image *img) { return &img->sb; }
+const char *stp_image_path(const struct stp_image *img) { return img->path; }
+int stp_image_fd(const struct stp_image *img) { return img->fd; }
+uint32_t stp_image_block_size(const struct stp_image *img) { return 1u << img->sb.block_log; }
+size_t stp_image_meta_bytes(const struct stp_image *img) { return img->meta_len; }
+
+unsigned stp_mode_dtype(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return DT_REG;
+	case S_IFDIR: return DT_DIR;
+	case S_IFLNK: return DT_LNK;
+	case S_IFCHR: return DT_CHR;
+	case S_IFBLK: return DT_BLK;
+	case S_IFIFO: return DT_FIFO;
+	case S_IFSOCK: return DT_SOCK;
+	default: return DT_UNKNOWN;
+	}
+}
+
+/* True when [first, first + count) lies inside a table of TOTAL records. */
+static int range_ok(uint64_t first, uint64_t count, uint64_t total)
+{
+	return first <= total && count <= total - first;
+}
+
+static int inode_check(const struct stp_image *img, uint32_t ino, const struct stp_inode *in)
+{
+	const struct stp_meta_header *mh = &img->mh;
+
+	if (in->mtime_nsec >= 1000000000u || in->nlink == 0 ||
+	    !range_ok(in->xattr_first, in->xattr_count, mh->xattr_count))
+		return STP_CORRUPT(img->path, "inode %u: attributes out of range", ino);
+	switch (in->mode & S_IFMT) {
+	case S_IFREG:
+		if (!range_ok(in->data, in->count, mh->extent_count))
+			return STP_CORRUPT(img->path, "inode %u: extents out of range", ino);
+		return 0;
+	case S_IFDIR:
+		if (!range_ok(in->data, in->count, mh->dirent_count) || in->size != in->count ||
+		    in->parent >= mh->inode_count)
+			return STP_CORRUPT(img->path, "inode %u: directory entries out of range", ino);
+		return 0;
+	case S_IFLNK:
+		if (in->size == 0 || in->size > SYMLINK_MAX ||
+		    !range_ok(in->data, in->size, mh->strings_size))
+			return STP_CORRUPT(img->path, "inode %u: link target out of range", ino);
+		return 0;
+	case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+		return 0;
+	default:
+		return STP_CORRUPT(img->path, "inode %u: unknown type %#o", ino, in->mode & S_IFMT);
+	}
+}
+
+int stp_image_inode(const struct stp_image *img, uint32_t ino, struct stp_inode *out)
+{
+	if (ino >= img->mh.inode_count)
+		return STP_CORRUPT(img->path, "inode %u out of range", ino);
+	stp_inode_decode(img->meta + img->mh.inode_off + (uint64_t)ino * STP_INODE_SIZE, out);
+	if (ino == STP_ROOT_INO && !S_ISDIR(out->mode))
+		return STP_CORRUPT(img->path, "the root is not a directory");
+	return inode_check(img, ino, out);
+}
+
+static const char *strings(const struct stp_image *img)
+{
+	return (const char *)img->meta + img->mh.strings_off;
+}
+
+static int name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > STP_NAME_MAX || memchr(name, '/', len) || memchr(name, 0, len))
+		return 0;
+	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, uint32_t index,
+		     struct stp_dirent *out, const char **name)
+{
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	if (index >= dir->count)
+		return -ENOENT;
+	stp_dirent_decode(img->meta + img->mh.dirent_off + (dir->data + index) * STP_DIRENT_SIZE,
+			  out);
+	if (out->ino >= img->mh.inode_count || out->ino == STP_ROOT_INO ||
+	    !range_ok(out->name_off, out->name_len, img->mh.strings_size))
+		return STP_CORRUPT(img->path, "directory entry %llu out of range",
+				   (unsigned long long)(dir->data + index));
+	*name = strings(img) + out->name_off;
+	if (!name_ok(*name, out->name_len))
+		return STP_CORRUPT(img->path, "directory entry %llu has an invalid name",
+				   (unsigned long long)(dir->data + index));
+	return 0;
+}
+
+/* Names sort as bytes, a shorter name before the longer one it begins. */
+static int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	if (c)
+		return c;
+	return (alen > blen) - (alen < blen);
+}
+
+int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
+		     uint32_t *ino)
+{
+	struct stp_inode d;
+	uint32_t lo = 0, hi;
+	int rc = stp_image_inode(img, dir, &d);
+
+	if (rc)
+		return rc;
+	if (!S_ISDIR(d.mode))
+		return -ENOTDIR;
+	hi = d.count;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		struct stp_dirent de;
+		const char *n;
+		int c;
+
+		rc = stp_image_dirent(img, &d, mid, &de, &n);
+		if (rc)
+			return rc;
+		c = name_cmp(name, len, n, de.name_len);
+		if (c == 0) {
+			*ino = de.ino;
+			return 0;
+		}
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -ENOENT;
+}
+
+int stp_image_resolve(const struct stp_image *img, const char *path, uint32_t *ino)
+{
+	uint32_t cur = STP_ROOT_INO;
+
+	while (*path) {
+		const char *end = strchrnul(path, '/');
+		size_t len = (size_t)(end - path);
+		int rc = 0;
+
+		if (len == 2 && path[0] == '.' && path[1] == '.') {
+			struct stp_inode d;
+
+			rc = stp_image_inode(img, cur, &d);
+			cur = d.parent;
+		} else if (len && !(len == 1 && path[0] == '.')) {
+			rc = stp_image_lookup(img, cur, path, len, &cur);
+		}
+		if (rc)
+			return rc;
+		path = *end ? end + 1 : end;
+	}
+	*ino = cur;
+	return 0;
+}
+
+int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inode,
+		       const char **target, size_t *len)
+{
+	if (!S_ISLNK(inode->mode))
+		return -EINVAL;
+	*target = strings(img) + inode->data;
+	*len = inode->size;
+	return 0;
+}
+
+int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
+		    const char **name, size_t *name_len, const void **value, size_t *value_len)
+{
+	struct stp_xattr x;
+
+	if (index >= inode->xattr_count)
+		return -ENOENT;
+	stp_xattr_decode(img->meta + img->mh.xattr_off +
+			 ((uint64_t)inode->xattr_first + index) * STP_XATTR_SIZE, &x);
+	if (x.name_len == 0 || !range_ok(x.name_off, x.name_len, img->mh.strings_size) ||
+	    !range_ok(x.value_off, x.value_len, img->mh.strings_size))
+		return STP_CORRUPT(img->path, "extended attribute %llu out of range",
+				   (unsigned long long)inode->xattr_first + index);
+	*name = strings(img) + x.name_off;
+	*name_len = x.name_len;
+	*value = strings(img) + x.value_off;
+	*value_len = x.value_len;
+	return 0;
+}
+
+int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
+		     struct stp_extent *out)
+{
+	if (index >= inode->count)
+		return -ENOENT;
+	stp_extent_decode(img->meta + img->mh.extent_off +
+			  (inode->data + index) * STP_EXTENT_SIZE, out);
+	if (out->length == 0 || !range_ok(out->stream_off, out->length, img->sb.data_size) ||
+	    !range_ok(out->file_off, out->length, inode->size))
+		return STP_CORRUPT(img->path, "extent %llu out of range",
+				   (unsigned long long)(inode->data + index));
+	return 0;
+}
+
+size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
+{
+	uint64_t bs = 1ull << img->sb.block_log, start = block * bs;
+
+	if (block >= img->sb.block_count)
+		return 0;
+	return (size_t)(img->sb.data_size - start < bs ? img->sb.data_size - start : bs);
+}
+
+int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out)
+{
+	size_t size = stp_image_block_decoded_size(img, block);
+
+	if (block >= img->sb.block_count)
+		return -EINVAL;
+	stp_blockent_decode(img->meta + img->mh.block_off + block * STP_BLOCKENT_SIZE, out);
+	if (out->offset < STP_SB_SIZE || !range_ok(out->offset, out->stored_size, img->sb.image_size) ||
+	    out->codec > STP_CODEC_ZSTD_DICT || out->filter > STP_FILTER_ARM64 ||
+	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
+	    (out->codec == STP_CODEC_ZSTD_DICT && !img->ddict) ||
+	    out->stored_size > ZSTD_compressBound(size))
+		return STP_CORRUPT(img->path, "block %llu: table entry invalid",
+				   (unsigned long long)block);
+	return 0;
+}
+
+/* One decompression context per thread, freed when the thread exits. */
+static pthread_key_t dctx_key;
+static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
+
+static void dctx_free(void *p) { ZSTD_freeDCtx(p); }
+static void dctx_key_create(void) { pthread_key_create(&dctx_key, dctx_free); }
+
+static ZSTD_DCtx *thread_dctx(void)
+{
+	ZSTD_DCtx *d;
+
+	pthread_once(&dctx_once, dctx_key_create);
+	d = pthread_getspecific(dctx_key);
+	if (!d) {
+		d = ZSTD_createDCtx();
+		if (d && pthread_setspecific(dctx_key, d)) {
+			ZSTD_freeDCtx(d);
+			d = NULL;
+		}
+	}
+	return d;
+}
+
+static int decompress(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
+		      const void *src, void *out, size_t size)
+{
+	ZSTD_DCtx *d = thread_dctx();
+	size_t n;
+
+	if (!d)
+		return -ENOMEM;
+	if (be->codec == STP_CODEC_ZSTD_DICT)
+		n = ZSTD_decompress_usingDDict(d, out, size, src, be->stored_size, img->ddict);
+	else
+		n = ZSTD_decompressDCtx(d, out, size, src, be->stored_size);
+	if (ZSTD_isError(n) || n != size)
+		return STP_CORRUPT(img->path, "block %llu does not decompress: %s",
+				   (unsigned long long)block,
+				   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
+	return 0;
+}
+
+int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
+{
+	struct stp_blockent be;
+	size_t size = stp_image_block_decoded_size(img, block);
+	uint8_t *stored;
+	int rc = stp_image_block(img, block, &be);
+
+	if (rc)
+		return rc;
+	stored = be.codec == STP_CODEC_RAW ? out : malloc(be.stored_size);
+	if (!stored)
+		return -ENOMEM;
+	rc = stp_pread_full(img->fd, stored, be.stored_size, be.offset);
+	if (rc == -EIO)
+		rc = STP_CORRUPT(img->path, "block %llu lies past the end of the file",
+				 (unsigned long long)block);
+	else if (!rc && stp_checksum(stored, be.stored_size) != be.checksum)
+		rc = STP_CORRUPT(img->path, "block %llu: checksum mismatch", (unsigned long long)block);
+	if (!rc && be.codec != STP_CODEC_RAW)
+		rc = decompress(img, block, &be, stored, out, size);
+	if (stored != out)
+		free(stored);
+	if (!rc && be.filter != STP_FILTER_NONE)
+		rc = stp_bcj_apply(be.filter, out, size, block << img->sb.block_log, 0);
+	return rc;
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading an image: open it, look up paths, decode inodes, directory entries, link
+ * targets and extended attributes, and decode data blocks.
+ *
+ * An opened image is immutable: every function taking a const struct stp_image * is
+ * thread-safe, and all file reads use pread(). Records are decoded from the metadata on
+ * each call and checked against its bounds; a record that points outside the image is
+ * reported (STP_CORRUPT) and gives -EUCLEAN. Functions return 0 or a negative errno.
+ */
+#ifndef STP_IMAGE_H
+#define STP_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "format.h"
+
+struct stp_image;
+
+/* Opens PATH read-only, checks the superblock, loads and checks the metadata and the
+ * dictionary. On success *out is owned by the caller (stp_image_close). -EUCLEAN: damaged;
+ * -EPROTONOSUPPORT: newer format or unknown feature (logged with its name). */
+int stp_image_open(const char *path, struct stp_image **out);
+/* Same, on an open descriptor the image takes ownership of (closed even on failure). */
+int stp_image_open_fd(int fd, const char *path, struct stp_image **out);
+void stp_image_close(struct stp_image *img);
+
+const struct stp_superblock *stp_image_sb(const struct stp_image *img);
+const char *stp_image_path(const struct stp_image *img);
+int stp_image_fd(const struct stp_image *img);
+uint32_t stp_image_block_size(const struct stp_image *img);
+/* Bytes of decoded metadata held in memory. */
+size_t stp_image_meta_bytes(const struct stp_image *img);
+
+/* Inodes are numbered 0 (the root) to inode_count - 1. */
+int stp_image_inode(const struct stp_image *img, uint32_t ino, struct stp_inode *out);
+
+/* Entry INDEX (0-based, in name order) of directory DIR. The name is not NUL-terminated:
+ * *name points into the image's metadata and lives as long as the image. */
+int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, uint32_t index,
+		     struct stp_dirent *out, const char **name);
+/* Looks NAME (LEN bytes) up in directory DIR by binary search: -ENOENT, -ENOTDIR. */
+int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
+		     uint32_t *ino);
+/* Resolves a slash-separated path from the root without following symlinks. */
+int stp_image_resolve(const struct stp_image *img, const char *path, uint32_t *ino);
+
+/* The target of symlink INODE: *target points into the metadata, *len bytes, no NUL. */
+int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inode,
+		       const char **target, size_t *len);
+
+/* Extended attribute INDEX of INODE; name and value point into the metadata. */
+int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
+		    const char **name, size_t *name_len, const void **value, size_t *value_len);
+
+/* Extent INDEX of regular file INODE, checked to lie inside the data stream. */
+int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
+		     struct stp_extent *out);
+
+/* The block table entry of block BLOCK, and its decoded size. */
+int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out);
+size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block);
+
+/* Reads, checks and decodes block BLOCK into OUT, which holds at least block-size bytes.
+ * Thread-safe (each thread keeps its own decompression context). -EUCLEAN: checksum
+ * mismatch or undecodable data, logged with the block number; -EIO: read error. */
+int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out);
+
+/* Type of an inode, as the DT_* of dirent.h. */
+unsigned stp_mode_dtype(uint32_t mode);
+
+#endif

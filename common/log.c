@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static void log_stderr(enum stp_log_level level, const char *msg)
+{
+	(void)level;
+	fprintf(stderr, "%s\n", msg);
+}
+
+static stp_log_fn handler = log_stderr;
+
+void stp_log_set_handler(stp_log_fn fn) { handler = fn; }
+
+static void log_va(enum stp_log_level level, const char *prefix, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	int n = 0;
+
+	if (!handler)
+		return;
+	if (prefix)
+		n = snprintf(msg, sizeof(msg), "%s", prefix);
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		n = 0;
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	handler(level, msg);
+}
+
+void stp_log(enum stp_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_va(level, NULL, fmt, ap);
+	va_end(ap);
+}
+
+int stp_log_corrupt(const char *path, const char *file, int line, const char *fmt, ...)
+{
+	char prefix[512];
+	va_list ap;
+
+	snprintf(prefix, sizeof(prefix), "%s: damaged image (%s:%d): ", path ? path : "?", file, line);
+	va_start(ap, fmt);
+	log_va(STP_LOG_ERR, prefix, fmt, ap);
+	va_end(ap);
+	return -EUCLEAN;
+}

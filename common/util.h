@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers shared by the programs: parsing sizes and counts given on the command
+ * line, and complete pread/pwrite. All thread-safe; return 0 or a negative errno.
+ */
+#ifndef STP_UTIL_H
+#define STP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* "64K", "32M", "1G", "4096": bytes, with binary suffixes K, M, G, T (optionally "iB"). */
+int stp_parse_size(const char *s, uint64_t *out);
+/* A decimal integer in [min, max]. */
+int stp_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* Reads exactly LEN bytes at OFF: -EIO on a short read (end of file), else -errno. */
+int stp_pread_full(int fd, void *buf, size_t len, uint64_t off);
+int stp_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/* "12.3 MiB" into BUF. */
+const char *stp_human_size(uint64_t bytes, char *buf, size_t len);
+/* Monotonic clock in nanoseconds. */
+uint64_t stp_now_ns(void);
+
+#endif

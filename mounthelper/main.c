@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* `stipple`: dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+	{ "mount", stp_cmd_mount, "serve an image through FUSE" },
+	{ "info", stp_cmd_info, "show the superblock and what the image holds" },
+	{ "ls", stp_cmd_ls, "list a directory of the image" },
+	{ "cat", stp_cmd_cat, "write a file of the image to standard output" },
+	{ "extract", stp_cmd_extract, "restore the tree into a directory" },
+	{ "check", stp_cmd_check, "verify every checksum and the metadata" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: stipple COMMAND [OPTIONS] IMAGE ...\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		fprintf(out, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+	fprintf(out, "\n'stipple COMMAND --help' describes one command; see stipple(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("stipple %s\n", STP_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		if (!strcmp(argv[1], subcommands[i].name))
+			return subcommands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "stipple: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
