@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "image.h"
+#include "log.h"
+
+static const char *log_prefix_name = "";
+static char **cli_argv;
+
+static void cli_log(enum stp_log_level level, const char *msg)
+{
+	if (level > STP_LOG_WARN)
+		return;
+	fprintf(stderr, "stipple %s: %s\n", log_prefix_name, msg);
+}
+
+void stp_cli_init(const struct stp_cli *cli, char **argv)
+{
+	cli_argv = argv;
+	log_prefix_name = cli->name;
+	stp_log_set_handler(cli_log);
+	optind = 1;
+	opterr = 0; /* stp_cli_other_option() says what was wrong */
+}
+
+static void print_help(const struct stp_cli *cli)
+{
+	printf("usage: stipple %s %s\n\n%s\n\noptions:\n", cli->name, cli->synopsis, cli->summary);
+	if (cli->options)
+		fputs(cli->options, stdout);
+	printf("  -h, --help     show this help and exit\n"
+	       "  -V, --version  show the version and exit\n"
+	       "\nSee stipple(1).\n");
+}
+
+static void usage_hint(const struct stp_cli *cli)
+{
+	fprintf(stderr, "usage: stipple %s %s\nTry 'stipple %s --help'.\n", cli->name,
+		cli->synopsis, cli->name);
+}
+
+int stp_cli_other_option(const struct stp_cli *cli, int opt)
+{
+	switch (opt) {
+	case 'h':
+		print_help(cli);
+		return STP_EXIT_OK;
+	case 'V':
+		printf("stipple %s\n", STP_VERSION);
+		return STP_EXIT_OK;
+	default:
+		/* getopt leaves the offending word just before optind */
+		stp_cli_error(cli, "unknown option, or an option without its value: '%s'",
+			      optind > 0 ? cli_argv[optind - 1] : "?");
+		break;
+	}
+	usage_hint(cli);
+	return STP_EXIT_USAGE;
+}
+
+int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max)
+{
+	int n = argc - optind;
+
+	if (n >= min && n <= max)
+		return 0;
+	stp_cli_error(cli, n < min ? "missing operand" : "too many operands");
+	usage_hint(cli);
+	return STP_EXIT_USAGE;
+}
+
+void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "stipple %s: ", cli->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
+		     const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "stipple %s: %s: ", cli->name, image);
+	if (path)
+		fprintf(stderr, "%s: ", path);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+const char *stp_cli_strerror(int err)
+{
+	switch (err) {
+	case -EUCLEAN:
+		return "damaged image";
+	case -EPROTONOSUPPORT:
+		return "unsupported format version or feature";
+	default:
+		return strerror(err < 0 ? -err : err);
+	}
+}
+
+int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
+{
+	int err = stp_image_open(image, out);
+
+	if (err)
+		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_cli_strerror(err));
+	return err;
+}
+
+/* Next component of *P (slashes skipped); its length in *LEN, NULL at the end. */
+static const char *next_component(const char **p, size_t *len)
+{
+	const char *s = *p;
+
+	while (*s == '/')
+		s++;
+	if (!*s)
+		return NULL;
+	*len = strcspn(s, "/");
+	*p = s + *len;
+	return s;
+}
+
+static int resolve_step(const struct stp_image *img, uint32_t *ino, const char *name,
+			size_t len)
+{
+	struct stp_inode inode;
+	int err;
+
+	if (len == 1 && name[0] == '.')
+		return 0;
+	if (len == 2 && name[0] == '.' && name[1] == '.') {
+		err = stp_image_inode(img, *ino, &inode);
+		if (!err && !S_ISDIR(inode.mode))
+			err = -ENOTDIR;
+		if (!err)
+			*ino = inode.parent;
+		return err;
+	}
+	return stp_image_lookup(img, *ino, name, len, ino);
+}
+
+int stp_cli_resolve(const struct stp_cli *cli, const struct stp_image *img, const char *path,
+		    uint32_t *ino)
+{
+	const char *p = path, *name;
+	size_t len;
+	int err;
+
+	*ino = STP_ROOT_INO;
+	while ((name = next_component(&p, &len))) {
+		err = resolve_step(img, ino, name, len);
+		if (err) {
+			stp_cli_problem(cli, stp_image_path(img), path, "%s",
+					err == -ENOTDIR ? "a component is not a directory"
+							: stp_cli_strerror(err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+void stp_cli_mode_string(uint32_t mode, char out[11])
+{
+	static const char rwx[] = "rwxrwxrwx";
+	char type;
+
+	switch (mode & S_IFMT) {
+	case S_IFDIR: type = 'd'; break;
+	case S_IFLNK: type = 'l'; break;
+	case S_IFCHR: type = 'c'; break;
+	case S_IFBLK: type = 'b'; break;
+	case S_IFIFO: type = 'p'; break;
+	case S_IFSOCK: type = 's'; break;
+	case S_IFREG: type = '-'; break;
+	default: type = '?'; break;
+	}
+	out[0] = type;
+	for (int i = 0; i < 9; i++)
+		out[1 + i] = (mode & (0400u >> i)) ? rwx[i] : '-';
+	if (mode & S_ISUID)
+		out[3] = (mode & S_IXUSR) ? 's' : 'S';
+	if (mode & S_ISGID)
+		out[6] = (mode & S_IXGRP) ? 's' : 'S';
+	if (mode & S_ISVTX)
+		out[9] = (mode & S_IXOTH) ? 't' : 'T';
+	out[10] = '\0';
+}
+
+/* --- the tree walk --- */
+
+void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "stipple %s: %s: %s: ", w->cli->name, w->image, path);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	w->problems++;
+}
+
+static int name_is_safe(const char *name, size_t len)
+{
+	if (len == 0 || len > STP_NAME_MAX || memchr(name, '/', len) || memchr(name, '\0', len))
+		return 0;
+	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+/* Appends "/NAME" to the walk's path; -ENAMETOOLONG leaves it unchanged. */
+static int path_push(struct stp_walk *w, const char *name, size_t len)
+{
+	size_t base = w->path_len == 1 ? 0 : w->path_len; /* the root is "/" */
+
+	if (base + 1 + len >= sizeof(w->path))
+		return -ENAMETOOLONG;
+	w->path[base] = '/';
+	memcpy(w->path + base + 1, name, len);
+	w->path_len = base + 1 + len;
+	w->path[w->path_len] = '\0';
+	return 0;
+}
+
+static void path_pop(struct stp_walk *w, size_t old_len)
+{
+	w->path_len = old_len;
+	w->path[old_len] = '\0';
+}
+
+static int bit_test_set(uint8_t *bits, uint32_t i)
+{
+	int was = bits[i / 8] >> (i % 8) & 1;
+
+	bits[i / 8] |= (uint8_t)(1u << (i % 8));
+	return was;
+}
+
+static int walk_entry(struct stp_walk *w, struct stp_walk_entry *e);
+
+static int walk_children(struct stp_walk *w, const struct stp_walk_entry *parent)
+{
+	for (uint32_t i = 0; i < parent->inode.count; i++) {
+		struct stp_walk_entry e = { .dir = parent->ino, .depth = parent->depth + 1 };
+		struct stp_dirent d;
+		const char *name;
+		size_t old_len = w->path_len;
+		int err;
+
+		err = stp_image_dirent(w->img, &parent->inode, i, &d, &name);
+		if (err) {
+			stp_walk_problem(w, w->path, "entry %u: %s", i, stp_cli_strerror(err));
+			return 0; /* the rest of this directory is likely as bad */
+		}
+		if (!name_is_safe(name, d.name_len)) {
+			stp_walk_problem(w, w->path, "entry %u has a name that is unsafe or invalid", i);
+			continue;
+		}
+		if (path_push(w, name, d.name_len)) {
+			stp_walk_problem(w, w->path, "entry %u: path longer than %d bytes", i,
+					 STP_WALK_PATH_MAX);
+			continue;
+		}
+		e.ino = d.ino;
+		e.dtype = d.dtype;
+		e.name = w->path + w->path_len - d.name_len;
+		e.name_len = d.name_len;
+		err = walk_entry(w, &e);
+		path_pop(w, old_len);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int walk_entry(struct stp_walk *w, struct stp_walk_entry *e)
+{
+	int err;
+
+	e->path = w->path;
+	err = stp_image_inode(w->img, e->ino, &e->inode);
+	if (err) {
+		stp_walk_problem(w, w->path, "inode %u: %s", e->ino, stp_cli_strerror(err));
+		return 0;
+	}
+	if (S_ISDIR(e->inode.mode) && bit_test_set(w->dir_seen, e->ino)) {
+		stp_walk_problem(w, w->path, "directory inode %u reached twice (a cycle)", e->ino);
+		return 0;
+	}
+	err = w->enter(w, e);
+	if (err < 0 || err == STP_WALK_SKIP || !S_ISDIR(e->inode.mode))
+		return err < 0 ? err : 0;
+	err = walk_children(w, e);
+	if (err < 0)
+		return err;
+	return w->leave ? w->leave(w, e) : 0;
+}
+
+int stp_walk_tree(struct stp_walk *w)
+{
+	const struct stp_superblock *sb = stp_image_sb(w->img);
+	struct stp_walk_entry root = { .ino = STP_ROOT_INO, .dir = STP_ROOT_INO, .name = "",
+				       .dtype = DT_DIR };
+	int err;
+
+	w->problems = 0;
+	w->dir_seen = calloc((size_t)sb->inode_count / 8 + 1, 1);
+	if (!w->dir_seen)
+		return -ENOMEM;
+	strcpy(w->path, "/");
+	w->path_len = 1;
+	err = stp_image_inode(w->img, STP_ROOT_INO, &root.inode);
+	if (err) {
+		stp_walk_problem(w, "/", "root inode: %s", stp_cli_strerror(err));
+		err = 0;
+	} else if (!S_ISDIR(root.inode.mode)) {
+		stp_walk_problem(w, "/", "the root is not a directory");
+	} else {
+		err = walk_entry(w, &root);
+	}
+	free(w->dir_seen);
+	w->dir_seen = NULL;
+	return err;
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the reader subcommands (info, ls, cat, extract, check) share: option handling
+ * with --help and --version, messages that name the command, the image and the path,
+ * opening an image, and a walk of the image's tree that survives a damaged image.
+ *
+ * Single-threaded: these helpers keep no global state except the log handler that
+ * stp_cli_init() installs. Functions return 0 or a negative errno unless they say
+ * otherwise; the ones that print say so.
+ */
+#ifndef STP_CLI_H
+#define STP_CLI_H
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "format.h"
+
+struct stp_image;
+
+/* Exit statuses of a subcommand (see commands.h). */
+enum { STP_EXIT_OK = 0, STP_EXIT_FAIL = 1, STP_EXIT_USAGE = 2 };
+
+/* Describes one subcommand for its messages and its --help text. */
+struct stp_cli {
+	const char *name;     /* "ls" */
+	const char *synopsis; /* "[-l] IMAGE [PATH]" */
+	const char *summary;  /* one sentence */
+	const char *options;  /* the command's own options, one per line, or NULL */
+};
+
+/* Options every subcommand accepts; put them into its getopt tables. */
+#define STP_CLI_SHORTOPTS "hV"
+#define STP_CLI_LONGOPTS { "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' }
+
+/* Installs a log handler that prefixes the library's messages with "stipple NAME: ",
+ * and resets getopt for ARGV. Call first. */
+void stp_cli_init(const struct stp_cli *cli, char **argv);
+
+/* Handles an option character the command did not: -h/--help and -V/--version print
+ * and give 0, anything else prints a usage hint and gives 2. Returns the exit status. */
+int stp_cli_other_option(const struct stp_cli *cli, int opt);
+
+/* Checks that MIN to MAX operands follow the options; prints a usage hint otherwise.
+ * Returns 0, or the exit status 2. */
+int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max);
+
+/* "stipple NAME: message" on stderr. */
+void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* "stipple NAME: IMAGE: PATH: message" on stderr; PATH may be NULL. */
+void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
+		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* What an errno from the library means to a user ("damaged image" for -EUCLEAN). */
+const char *stp_cli_strerror(int err);
+
+/* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
+int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);
+
+/* Resolves PATH ("/a/b", "a/b/", "/" or "") in the image; prints a message naming
+ * PATH and the image on failure. */
+int stp_cli_resolve(const struct stp_cli *cli, const struct stp_image *img, const char *path,
+		    uint32_t *ino);
+
+/* The device number of a character or block device inode: the format stores the major
+ * in the high 32 bits of data and the minor in the low 32 bits. */
+static inline uint32_t stp_cli_rdev_major(const struct stp_inode *in) { return (uint32_t)(in->data >> 32); }
+static inline uint32_t stp_cli_rdev_minor(const struct stp_inode *in) { return (uint32_t)in->data; }
+
+/* "drwxr-xr-x" from a mode, into OUT (11 bytes with the NUL). */
+void stp_cli_mode_string(uint32_t mode, char out[11]);
+
+/*
+ * The tree walk. Directories are visited depth first, entries in the order the image
+ * stores them. A directory reached a second time (a cycle or a hard-linked directory),
+ * an entry or inode that cannot be decoded, a bad name or a path longer than PATH_MAX
+ * is reported with stp_cli_problem(), counted in problems, and skipped with what lies
+ * below it; the walk then goes on.
+ */
+#define STP_WALK_PATH_MAX 4096
+
+struct stp_walk_entry {
+	const char *path;     /* "/" for the root, else "/a/b": NUL-terminated */
+	const char *name;     /* last component, NUL-terminated ("" for the root) */
+	size_t name_len;
+	uint32_t ino, dir;    /* the inode and the directory listing it (root: 0, 0) */
+	uint8_t dtype;        /* what the directory entry says (root: DT_DIR) */
+	unsigned depth;       /* 0 for the root */
+	struct stp_inode inode;
+};
+
+struct stp_walk;
+/* Returns 0 to go on, STP_WALK_SKIP (from enter, on a directory) to skip what lies
+ * below it and its leave call, or a negative errno to stop the walk. */
+typedef int (*stp_walk_fn)(struct stp_walk *w, const struct stp_walk_entry *e);
+#define STP_WALK_SKIP 1
+
+struct stp_walk {
+	/* set by the caller */
+	const struct stp_cli *cli;
+	const struct stp_image *img;
+	const char *image;       /* path for messages */
+	stp_walk_fn enter;       /* every entry, a directory before its children */
+	stp_walk_fn leave;       /* a directory after its children; may be NULL */
+	void *ctx;
+	/* kept by the walk */
+	unsigned long problems;
+	uint8_t *dir_seen;       /* one bit per inode */
+	char path[STP_WALK_PATH_MAX];
+	size_t path_len;
+};
+
+/* Walks the whole tree. Returns 0 when it reached the end (look at problems), or the
+ * negative errno a callback stopped it with, or -ENOMEM. */
+int stp_walk_tree(struct stp_walk *w);
+
+/* Reports a problem found at entry E the way the walk does, and counts it. */
+void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif
