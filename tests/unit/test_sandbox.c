@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "sandbox.h"
 
@@ -185,6 +186,72 @@ static int probe_threads(void)
 	return bad ? PROBE_WRONG : PROBE_OK;
 }
 
+static void *wait_forever(void *arg)
+{
+	for (;;)
+		sleep(1); /* a cancellation point the filter allows (pause is not) */
+	return arg;
+}
+
+/* libfuse cancels its workers when the loop ends: glibc then needs libgcc_s. */
+static int probe_cancel(void)
+{
+	pthread_t t;
+	void *res;
+
+	if (pthread_create(&t, NULL, wait_forever, NULL) || pthread_cancel(t) ||
+	    pthread_join(t, &res))
+		return PROBE_WRONG;
+	return res == PTHREAD_CANCELED ? PROBE_OK : PROBE_WRONG;
+}
+
+/* A zstd frame made before the sandbox, decoded inside it as the daemon does. */
+static void *frame;
+static size_t frame_len, plain_len = 32u << 20;
+
+static int make_frame(void)
+{
+	unsigned char *plain = malloc(plain_len);
+	size_t cap = ZSTD_compressBound(plain_len);
+
+	frame = malloc(cap);
+	if (!plain || !frame)
+		return -1;
+	for (size_t i = 0; i < plain_len; i++)
+		plain[i] = (unsigned char)(i * 2654435761u >> 24) & 0x0f;
+	frame_len = ZSTD_compress(frame, cap, plain, plain_len, 1);
+	free(plain);
+	return ZSTD_isError(frame_len) ? -1 : 0;
+}
+
+static void *decode_frame(void *arg)
+{
+	unsigned char *out = malloc(plain_len);
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	size_t n;
+	bool ok;
+
+	if (!out || !dctx)
+		return (void *)1;
+	n = ZSTD_decompressDCtx(dctx, out, plain_len, frame, frame_len);
+	ok = n == plain_len && out[12345] == ((unsigned char)(12345 * 2654435761u >> 24) & 0x0f);
+	ZSTD_freeDCtx(dctx);
+	free(out);
+	return ok ? NULL : (void *)1;
+}
+
+static int probe_zstd(void)
+{
+	pthread_t t[2];
+	void *r0, *r1;
+
+	if (pthread_create(&t[0], NULL, decode_frame, NULL) ||
+	    pthread_create(&t[1], NULL, decode_frame, NULL) || pthread_join(t[0], &r0) ||
+	    pthread_join(t[1], &r1))
+		return PROBE_WRONG;
+	return !r0 && !r1 && !decode_frame(NULL) ? PROBE_OK : PROBE_WRONG;
+}
+
 static int probe_stderr(void)
 {
 	fprintf(stderr, "written to /dev/null\n");
@@ -255,6 +322,8 @@ static void test_allowed(bool as_user)
 	expect("malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
 	expect("pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
 	expect("stderr", STP_SANDBOX_ON, as_user, probe_stderr, false);
+	expect("pthread_cancel", STP_SANDBOX_ON, as_user, probe_cancel, false);
+	expect("zstd decoding in threads", STP_SANDBOX_ON, as_user, probe_zstd, false);
 }
 
 /* Under sandbox=log a denied call goes through (and is logged by the kernel). */
@@ -585,8 +654,8 @@ int main(void)
 		return SKIP;
 	}
 	scratch_fd = make_scratch_file();
-	if (scratch_fd < 0) {
-		perror("scratch file");
+	if (scratch_fd < 0 || make_frame()) {
+		perror("scratch file or zstd frame");
 		return 1;
 	}
 	test_forbidden(false);
