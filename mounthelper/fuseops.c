@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: MIT */
+#include "fuseops.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+#include "cache.h"
+#include "fileread.h"
+#include "format.h"
+#include "image.h"
+#include "log.h"
+#include "mountopts.h"
+
+/* "Forever": libfuse and the kernel clamp it to the largest timeout they can hold. */
+#define FOREVER (100.0 * 365 * 24 * 3600)
+/* Pieces (block slices and holes) a read is answered from without copying; more than
+ * that and it is copied through stp_file_read. */
+#define READ_PIECES 32
+
+/* Holes are answered from here. Never written, so it costs no memory. */
+static char zeros[STP_MAX_READ];
+
+static struct stp_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* The kernel sees a damaged image as an I/O error. */
+static int to_errno(int err)
+{
+	if (err == -EUCLEAN || err == -EPROTONOSUPPORT)
+		return EIO;
+	return -err;
+}
+
+static int image_ino(fuse_ino_t ino, uint32_t *out)
+{
+	if (ino < FUSE_ROOT_ID || ino - 1 > UINT32_MAX)
+		return -ESTALE;
+	*out = (uint32_t)(ino - 1);
+	return 0;
+}
+
+static int load_inode(const struct stp_fs *fs, fuse_ino_t ino, uint32_t *n, struct stp_inode *out)
+{
+	int err = image_ino(ino, n);
+
+	return err ? err : stp_image_inode(fs->img, *n, out);
+}
+
+static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = stp_fuseops_ino(n);
+	st->st_mode = inode->mode;
+	st->st_nlink = inode->nlink;
+	st->st_uid = inode->uid;
+	st->st_gid = inode->gid;
+	if (S_ISREG(inode->mode) || S_ISLNK(inode->mode))
+		st->st_size = (off_t)inode->size;
+	if (S_ISREG(inode->mode))
+		st->st_blocks = (blkcnt_t)((inode->size + 511) / 512);
+	if (S_ISCHR(inode->mode) || S_ISBLK(inode->mode))
+		st->st_rdev = makedev((uint32_t)(inode->data >> 32), (uint32_t)inode->data);
+	st->st_mtim.tv_sec = inode->mtime_sec;
+	st->st_mtim.tv_nsec = inode->mtime_nsec;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+}
+
+static void fill_entry(uint32_t n, const struct stp_inode *inode, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = stp_fuseops_ino(n);
+	e->entry_timeout = FOREVER;
+	e->attr_timeout = FOREVER;
+	fill_stat(n, inode, &e->attr);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct stp_fs *fs = userdata;
+
+	/* Must equal the max_read= mount option (stp_mountopts_finish) or INIT fails. */
+	conn->max_read = STP_MAX_READ;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* Attributes never change: cached pages must never be dropped because of them. */
+	if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA)
+		conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
+	/* When the kernel can open without asking, it keeps the page cache and the cached
+	 * listing by itself: answering ENOSYS once saves a round trip on every later open. */
+	fs->no_open = conn->capable & FUSE_CAP_NO_OPEN_SUPPORT;
+	fs->no_opendir = conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	struct stp_inode inode;
+	uint32_t dir, n;
+	int err = image_ino(parent, &dir);
+
+	if (!err)
+		err = stp_image_lookup(fs->img, dir, name, strlen(name), &n);
+	if (err == -ENOENT) {
+		/* ino 0 with a timeout: the kernel remembers that NAME does not exist */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = FOREVER;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (!err)
+		err = stp_image_inode(fs->img, n, &inode);
+	if (err) {
+		fuse_reply_err(req, to_errno(err));
+		return;
+	}
+	fill_entry(n, &inode, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stp_inode inode;
+	struct stat st;
+	uint32_t n;
+	int err = load_inode(fs_of(req), ino, &n, &inode);
+
+	if (err) {
+		fuse_reply_err(req, to_errno(err));
+		return;
+	}
+	fill_stat(n, &inode, &st);
+	fuse_reply_attr(req, &st, FOREVER);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct stp_inode inode;
+	const char *target;
+	char *copy = NULL;
+	size_t len;
+	uint32_t n;
+	int err = load_inode(fs, ino, &n, &inode);
+
+	if (!err && !S_ISLNK(inode.mode))
+		err = -EINVAL;
+	if (!err)
+		err = stp_image_readlink(fs->img, &inode, &target, &len);
+	if (!err)
+		copy = strndup(target, len);
+	if (!err && !copy)
+		err = -ENOMEM;
+	if (err)
+		fuse_reply_err(req, to_errno(err));
+	else
+		fuse_reply_readlink(req, copy);
+	free(copy);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (fs_of(req)->no_open) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0); /* nothing is held per open */
+}
+
+/* The pieces a read is answered from: pinned cache blocks and runs of zeros. */
+struct read_plan {
+	struct iovec iov[READ_PIECES];
+	struct stp_block_ref ref[READ_PIECES];
+	unsigned niov, nref;
+};
+
+static void plan_release(struct stp_fs *fs, struct read_plan *p)
+{
+	for (unsigned i = 0; i < p->nref; i++)
+		stp_cache_release(fs->cache, &p->ref[i]);
+	p->nref = 0;
+	p->niov = 0;
+}
+
+static int plan_add(struct read_plan *p, const void *base, size_t len)
+{
+	if (p->niov == READ_PIECES)
+		return -E2BIG;
+	p->iov[p->niov].iov_base = (void *)base;
+	p->iov[p->niov].iov_len = len;
+	p->niov++;
+	return 0;
+}
+
+static int plan_zeros(struct read_plan *p, size_t len)
+{
+	for (size_t n; len; len -= n) {
+		n = len < sizeof(zeros) ? len : sizeof(zeros);
+		if (plan_add(p, zeros, n))
+			return -E2BIG;
+	}
+	return 0;
+}
+
+/* Adds up to LEN bytes at stream offset STREAM from the block holding it, pinned. Returns
+ * the bytes added (the rest lies in the next block) or a negative errno. */
+static ssize_t plan_stream(struct stp_fs *fs, struct read_plan *p, uint32_t n, uint64_t stream,
+			   size_t len)
+{
+	uint64_t block = stream >> fs->block_log;
+	size_t in = (size_t)(stream & ((UINT64_C(1) << fs->block_log) - 1));
+	struct stp_block_ref *ref = p->nref ? &p->ref[p->nref - 1] : NULL;
+	int err;
+
+	if (!ref || ref->block != block) {
+		if (p->nref == READ_PIECES)
+			return -E2BIG;
+		ref = &p->ref[p->nref];
+		err = stp_cache_get(fs->cache, block, ref);
+		if (err) {
+			stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
+				stp_image_path(fs->img), n, (unsigned long long)block, strerror(-err));
+			return err;
+		}
+		p->nref++;
+	}
+	if (in >= ref->size)
+		return STP_CORRUPT(stp_image_path(fs->img), "inode %u: offset %zu past block %llu (%zu bytes)",
+				   n, in, (unsigned long long)block, ref->size);
+	if (len > ref->size - in)
+		len = ref->size - in;
+	err = plan_add(p, ref->data + in, len);
+	return err ? err : (ssize_t)len;
+}
+
+/* Index of the first extent of INODE that ends after file offset OFF. */
+static int first_extent(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
+			uint32_t *out)
+{
+	uint32_t lo = 0, hi = inode->count;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		struct stp_extent e;
+		int err = stp_image_extent(img, inode, mid, &e);
+
+		if (err)
+			return err;
+		if (e.file_off + e.length <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*out = lo;
+	return 0;
+}
+
+/* Maps [OFF, OFF + LEN) of file INODE (N) onto pinned blocks and zeros. */
+static int plan_read(struct stp_fs *fs, struct read_plan *p, uint32_t n,
+		     const struct stp_inode *inode, uint64_t off, size_t len)
+{
+	uint64_t end = off + len;
+	uint32_t i;
+	int err = first_extent(fs->img, inode, off, &i);
+
+	while (!err && off < end) {
+		struct stp_extent e = { .file_off = end };
+		uint64_t stop;
+		ssize_t got;
+
+		if (i < inode->count)
+			err = stp_image_extent(fs->img, inode, i, &e);
+		if (err)
+			break;
+		if (e.file_off > off) {
+			stop = e.file_off < end ? e.file_off : end;
+			err = plan_zeros(p, (size_t)(stop - off));
+			off = stop;
+			continue;
+		}
+		if (e.file_off + e.length <= off) {
+			err = STP_CORRUPT(stp_image_path(fs->img), "inode %u: extent %u out of order", n, i);
+			break;
+		}
+		stop = e.file_off + e.length < end ? e.file_off + e.length : end;
+		got = plan_stream(fs, p, n, e.stream_off + (off - e.file_off), (size_t)(stop - off));
+		if (got < 0)
+			err = (int)got;
+		else
+			off += (uint64_t)got;
+		if (off == e.file_off + e.length)
+			i++;
+	}
+	return err;
+}
+
+/* The slow path for reads in many pieces: one copy through the library. */
+static int read_copied(struct stp_fs *fs, fuse_req_t req, const struct stp_inode *inode,
+		       uint64_t off, size_t len)
+{
+	char *buf = malloc(len);
+	ssize_t got;
+
+	if (!buf)
+		return -ENOMEM;
+	got = stp_file_read(fs->img, fs->cache, inode, off, len, buf);
+	if (got >= 0)
+		fuse_reply_buf(req, buf, (size_t)got);
+	free(buf);
+	return got < 0 ? (int)got : 0;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct read_plan plan = { .niov = 0 };
+	struct stp_inode inode;
+	uint32_t n;
+	int err = load_inode(fs, ino, &n, &inode);
+
+	if (!err && !S_ISREG(inode.mode))
+		err = -EISDIR;
+	if (!err && (off < 0 || (uint64_t)off >= inode.size)) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (!err) {
+		if (size > inode.size - (uint64_t)off)
+			size = (size_t)(inode.size - (uint64_t)off);
+		err = plan_read(fs, &plan, n, &inode, (uint64_t)off, size);
+		if (!err)
+			fuse_reply_iov(req, plan.iov, (int)plan.niov);
+		plan_release(fs, &plan);
+	}
+	if (err == -E2BIG)
+		err = read_copied(fs, req, &inode, (uint64_t)off, size);
+	if (err)
+		fuse_reply_err(req, to_errno(err));
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (fs_of(req)->no_opendir) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* Entry I of directory DIR (N): ".", "..", then the image's entries. NAME gets the name. */
+static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode *dir, uint64_t i,
+		     char name[STP_NAME_MAX + 1], uint32_t *ino, unsigned *dtype)
+{
+	struct stp_dirent d;
+	const char *s;
+	int err;
+
+	if (i < 2) {
+		strcpy(name, i ? ".." : ".");
+		*ino = i ? dir->parent : n;
+		*dtype = DT_DIR;
+		return 0;
+	}
+	err = stp_image_dirent(fs->img, dir, (uint32_t)(i - 2), &d, &s);
+	if (err)
+		return err;
+	memcpy(name, s, d.name_len);
+	name[d.name_len] = '\0';
+	*ino = d.ino;
+	*dtype = d.dtype;
+	return 0;
+}
+
+/* Adds entry I to BUF; *NEED is the space it takes (more than ROOM: it did not fit). */
+static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
+		     const struct stp_inode *dir, uint64_t i, bool plus, char *buf, size_t room,
+		     size_t *need)
+{
+	char name[STP_NAME_MAX + 1];
+	struct fuse_entry_param e;
+	struct stp_inode inode;
+	unsigned dtype;
+	uint32_t ino;
+	int err = dir_entry(fs, n, dir, i, name, &ino, &dtype);
+
+	if (err)
+		return err;
+	if (!plus) {
+		memset(&e.attr, 0, sizeof(e.attr));
+		e.attr.st_ino = stp_fuseops_ino(ino);
+		e.attr.st_mode = DTTOIF(dtype);
+		*need = fuse_add_direntry(req, buf, room, name, &e.attr, (off_t)(i + 1));
+		return 0;
+	}
+	err = stp_image_inode(fs->img, ino, &inode);
+	if (err)
+		return err;
+	fill_entry(ino, &inode, &e);
+	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
+	return 0;
+}
+
+/* Offsets: entry I is followed by offset I + 1, so OFF is the next entry to send. */
+static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct stp_inode dir;
+	char *buf = NULL;
+	size_t used = 0, need;
+	uint32_t n;
+	int err = load_inode(fs, ino, &n, &dir);
+
+	if (!err && !S_ISDIR(dir.mode))
+		err = -ENOTDIR;
+	if (!err && !(buf = malloc(size)))
+		err = -ENOMEM;
+	for (uint64_t i = off < 0 ? 0 : (uint64_t)off; !err && i < (uint64_t)dir.count + 2; i++) {
+		err = add_entry(fs, req, n, &dir, i, plus, buf + used, size - used, &need);
+		if (err || need > size - used)
+			break;
+		used += need;
+	}
+	if (err)
+		fuse_reply_err(req, to_errno(err));
+	else
+		fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	read_dir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	read_dir(req, ino, size, off, true);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	const struct stp_superblock *sb = stp_image_sb(fs_of(req)->img);
+	struct statvfs st;
+
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = 4096;
+	st.f_frsize = 4096;
+	st.f_blocks = (fsblkcnt_t)((sb->image_size + 4095) / 4096);
+	st.f_files = sb->inode_count;
+	st.f_namemax = STP_NAME_MAX;
+	fuse_reply_statfs(req, &st);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct stp_inode inode;
+	size_t len = strlen(name), name_len, value_len;
+	const char *xname;
+	const void *value;
+	uint32_t n;
+	int err = load_inode(fs, ino, &n, &inode);
+
+	for (uint32_t i = 0; !err && i < inode.xattr_count; i++) {
+		err = stp_image_xattr(fs->img, &inode, i, &xname, &name_len, &value, &value_len);
+		if (err || name_len != len || memcmp(xname, name, len))
+			continue;
+		if (!size)
+			fuse_reply_xattr(req, value_len);
+		else if (size < value_len)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, value, value_len);
+		return;
+	}
+	fuse_reply_err(req, err ? to_errno(err) : ENODATA);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct stp_inode inode;
+	size_t total = 0, name_len, value_len;
+	const char *xname;
+	const void *value;
+	char *buf = NULL;
+	uint32_t n;
+	int err = load_inode(fs, ino, &n, &inode);
+
+	for (uint32_t i = 0; !err && i < inode.xattr_count; i++) {
+		err = stp_image_xattr(fs->img, &inode, i, &xname, &name_len, &value, &value_len);
+		total += name_len + 1;
+	}
+	if (!err && size && size < total)
+		err = -ERANGE;
+	if (!err && size && !(buf = malloc(total ? total : 1)))
+		err = -ENOMEM;
+	for (uint32_t i = 0, used = 0; !err && buf && i < inode.xattr_count; i++) {
+		err = stp_image_xattr(fs->img, &inode, i, &xname, &name_len, &value, &value_len);
+		if (err)
+			break;
+		memcpy(buf + used, xname, name_len);
+		buf[used + name_len] = '\0';
+		used += (uint32_t)name_len + 1;
+	}
+	if (err)
+		fuse_reply_err(req, to_errno(err));
+	else if (!size)
+		fuse_reply_xattr(req, total);
+	else
+		fuse_reply_buf(req, buf, total);
+	free(buf);
+}
+
+const struct fuse_lowlevel_ops stp_fuseops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.readlink = op_readlink,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_release,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+};

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mount.stipple, the mount(8) helper (also installed as mount.fuse.stipple):
+ *   mount.stipple SOURCE DIR [-s] [-f] [-n] [-v] [-o OPTS] [-t TYPE] [-N NS]
+ * Exit status as mount(8) expects: 0 mounted, 1 bad invocation, 32 mount failure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "mountopts.h"
+
+#define PROG "mount.stipple"
+#define EXIT_USAGE 1
+#define EXIT_MOUNT_FAILED 32
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: " PROG " IMAGE DIR [-s] [-f] [-n] [-v] [-o OPTIONS] [-t TYPE] [-N NS]\n"
+		"Called by mount(8) for `mount -t stipple` and `mount -t fuse.stipple`; see\n"
+		"mount.stipple(8). -f checks without mounting, -s drops unknown options.\n");
+}
+
+/* -N: mount inside another mount namespace, given as a pid or a path. */
+static int enter_namespace(const char *ns)
+{
+	char path[64];
+	const char *p = ns;
+	int fd, err = 0;
+
+	if (strspn(ns, "0123456789") == strlen(ns)) {
+		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", ns);
+		p = path;
+	}
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNS))
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (err)
+		fprintf(stderr, PROG ": namespace %s: %s\n", ns, strerror(-err));
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	struct stp_mount_opts o;
+	char err[256];
+	int status = 0;
+
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		usage(stdout);
+		return 0;
+	}
+	stp_mountopts_init(&o);
+	if (stp_mountopts_parse_helper(&o, argc, argv, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s\n", err);
+		usage(stderr);
+		status = EXIT_USAGE;
+	} else if (stp_mountopts_finish(&o, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s\n", err);
+		status = EXIT_MOUNT_FAILED;
+	} else if (o.ns && enter_namespace(o.ns)) {
+		status = EXIT_MOUNT_FAILED;
+	} else {
+		if (o.verbose)
+			fprintf(stderr, PROG ": %s on %s, options %s, cache budget %u blocks\n", o.image_path,
+				o.mountpoint, o.fuse_opts, o.cache_budget);
+		if (o.fake)
+			status = stp_daemon_check(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
+		else
+			status = stp_daemon_run(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
+	}
+	stp_mountopts_free(&o);
+	return status;
+}

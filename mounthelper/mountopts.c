@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+#include "mountopts.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util.h"
+
+/* Meant for mount(8) and fstab, never for the filesystem. "ro" and "rw" are dropped too:
+ * the mount is always read-only. */
+static const char *const mount8_only[] = {
+	"defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser",
+	"owner", "group", "ro", "rw", NULL,
+};
+
+/* Kernel mount flags and libfuse options that a stipple mount accepts as they are. */
+static const char *const fuse_flags[] = {
+	"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "dirsync",
+	"atime", "noatime", "diratime", "nodiratime", "relatime", "norelatime",
+	"strictatime", "nostrictatime", "lazytime", "nolazytime",
+	"default_permissions", "auto_unmount", "debug", NULL,
+};
+static const char *const fuse_valued[] = {
+	"context", "fscontext", "defcontext", "rootcontext", NULL,
+};
+/* Set by stp_mountopts_finish; a user's value is ignored. */
+static const char *const forced_valued[] = { "fsname", "subtype", "max_read", NULL };
+
+static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
+}
+
+static bool in_list(const char *const *list, const char *s, size_t len)
+{
+	for (; *list; list++)
+		if (strlen(*list) == len && !memcmp(*list, s, len))
+			return true;
+	return false;
+}
+
+void stp_mountopts_init(struct stp_mount_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->cache_budget = STP_CACHE_BUDGET_DEFAULT;
+	o->warm_workers = STP_WARM_WORKERS_DEFAULT;
+	o->sandbox = STP_SANDBOX_ON;
+}
+
+void stp_mountopts_free(struct stp_mount_opts *o)
+{
+	free(o->image);
+	free(o->image_path);
+	free(o->mountpoint);
+	free(o->record);
+	free(o->sandbox_user);
+	free(o->ns);
+	free(o->passthrough);
+	free(o->fuse_opts);
+	stp_mountopts_init(o);
+}
+
+/* Appends S to *LIST after a comma, escaping the characters libfuse's parser splits on. */
+static int append_escaped(char **list, const char *s)
+{
+	size_t old = *list ? strlen(*list) : 0;
+	char *p = realloc(*list, old + 2 * strlen(s) + 2);
+
+	if (!p)
+		return -ENOMEM;
+	*list = p;
+	p += old;
+	if (old)
+		*p++ = ',';
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*p++ = '\\';
+		*p++ = *s;
+	}
+	*p = '\0';
+	return 0;
+}
+
+static int replace_string(char **field, const char *value)
+{
+	char *copy = strdup(value);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+static int parse_count(const char *name, const char *value, uint64_t min, uint64_t max,
+		       uint32_t *out, char *err, size_t errlen)
+{
+	uint64_t v;
+
+	if (stp_parse_uint(value, min, max, &v))
+		return fail(err, errlen, -EINVAL, "option %s=%s: expected a whole number from %llu to %llu",
+			    name, value, (unsigned long long)min, (unsigned long long)max);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_sandbox(struct stp_mount_opts *o, const char *value, char *err, size_t errlen)
+{
+	if (stp_sandbox_parse_mode(value, &o->sandbox))
+		return fail(err, errlen, -EINVAL, "option sandbox=%s: expected on, log or off", value);
+	return 0;
+}
+
+/* stipple's own settings: 1 if NAME was one, 0 if not, or a negative errno. */
+static int parse_own(struct stp_mount_opts *o, const char *name, const char *value, char *err,
+		     size_t errlen)
+{
+	if (!strcmp(name, "cache_budget")) {
+		if (value && !strcmp(value, "0"))
+			return fail(err, errlen, -EINVAL,
+				    "option cache_budget=0: the cache must hold at least 1 block");
+		return parse_count(name, value ? value : "", 1, STP_CACHE_BUDGET_MAX, &o->cache_budget,
+				   err, errlen) ?: 1;
+	}
+	if (!strcmp(name, "warm_workers"))
+		return parse_count(name, value ? value : "", 0, STP_WARM_WORKERS_MAX, &o->warm_workers,
+				   err, errlen) ?: 1;
+	if (!strcmp(name, "sandbox"))
+		return parse_sandbox(o, value ? value : "", err, errlen) ?: 1;
+	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {
+		if (!value || !*value)
+			return fail(err, errlen, -EINVAL, "option %s= needs a value", name);
+		return replace_string(!strcmp(name, "record") ? &o->record : &o->sandbox_user, value) ?: 1;
+	}
+	return 0;
+}
+
+/* Sorts one unescaped option into its kind. */
+static int parse_one(struct stp_mount_opts *o, const char *opt, char *err, size_t errlen)
+{
+	const char *eq = strchr(opt, '=');
+	size_t name_len = eq ? (size_t)(eq - opt) : strlen(opt);
+	char name[64];
+	int ret;
+
+	if (!*opt || in_list(mount8_only, opt, strlen(opt)) || !strncasecmp(opt, "x-", 2) ||
+	    !strncmp(opt, "comment=", 8))
+		return 0;
+	if (name_len < sizeof(name)) {
+		memcpy(name, opt, name_len);
+		name[name_len] = '\0';
+		ret = parse_own(o, name, eq ? eq + 1 : NULL, err, errlen);
+		if (ret)
+			return ret < 0 ? ret : 0;
+	}
+	if (!eq && !strcmp(opt, "allow_other")) {
+		o->allow_other = true;
+		return 0;
+	}
+	if (eq && in_list(forced_valued, opt, name_len))
+		return 0;
+	if ((!eq && in_list(fuse_flags, opt, name_len)) || (eq && in_list(fuse_valued, opt, name_len)))
+		return append_escaped(&o->passthrough, opt);
+	if (o->sloppy)
+		return 0;
+	return fail(err, errlen, -EINVAL, "unknown mount option '%s'", opt);
+}
+
+int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *err,
+			     size_t errlen)
+{
+	char *tok = malloc(strlen(list) + 1);
+	bool quoted = false;
+	size_t n = 0;
+	int ret = 0;
+
+	if (!tok)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	for (const char *p = list;; p++) {
+		if (*p == '\\' && p[1]) {
+			tok[n++] = *++p;
+			continue;
+		}
+		if (*p == '"') {
+			quoted = !quoted;
+			continue;
+		}
+		if (*p && (*p != ',' || quoted)) {
+			tok[n++] = *p;
+			continue;
+		}
+		tok[n] = '\0';
+		ret = parse_one(o, tok, err, errlen);
+		n = 0;
+		if (ret || !*p)
+			break;
+	}
+	free(tok);
+	if (!ret && quoted)
+		ret = fail(err, errlen, -EINVAL, "unbalanced quote in mount options '%s'", list);
+	return ret;
+}
+
+/* -o lists are parsed after the whole argv, so -s applies wherever it stands. */
+int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, char *err,
+			       size_t errlen)
+{
+	const char *lists[32];
+	int nlists = 0, c, ret;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt(argc, argv, "-sfnvo:t:N:")) != -1) {
+		switch (c) {
+		case 1:
+			if (!o->image)
+				ret = replace_string(&o->image, optarg);
+			else if (!o->mountpoint)
+				ret = replace_string(&o->mountpoint, optarg);
+			else
+				return fail(err, errlen, -EINVAL, "unexpected argument '%s'", optarg);
+			if (ret)
+				return fail(err, errlen, ret, "out of memory");
+			break;
+		case 's': o->sloppy = true; break;
+		case 'f': o->fake = true; break;
+		case 'n': break; /* there is no mtab to write */
+		case 'v': o->verbose = true; break;
+		case 't': break; /* fuse.stipple or stipple: either way, us */
+		case 'o':
+			if (nlists == (int)(sizeof(lists) / sizeof(lists[0])))
+				return fail(err, errlen, -EINVAL, "too many -o options");
+			lists[nlists++] = optarg;
+			break;
+		case 'N':
+			if (replace_string(&o->ns, optarg))
+				return fail(err, errlen, -ENOMEM, "out of memory");
+			break;
+		default:
+			if (optopt && strchr("otN", optopt))
+				return fail(err, errlen, -EINVAL, "option -%c needs a value", optopt);
+			return fail(err, errlen, -EINVAL, "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (!o->mountpoint)
+		return fail(err, errlen, -EINVAL, "expected SOURCE and DIR");
+	for (int i = 0; i < nlists; i++) {
+		ret = stp_mountopts_parse_list(o, lists[i], err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int build_fuse_opts(struct stp_mount_opts *o)
+{
+	char *fsname = NULL;
+	int n;
+
+	if (append_escaped(&fsname, o->image_path))
+		return -ENOMEM;
+	free(o->fuse_opts);
+	n = asprintf(&o->fuse_opts, "ro,fsname=%s,subtype=stipple,max_read=%u%s%s%s", fsname,
+		     STP_MAX_READ, o->allow_other ? ",allow_other,default_permissions" : "",
+		     o->passthrough ? "," : "", o->passthrough ? o->passthrough : "");
+	free(fsname);
+	if (n < 0) {
+		o->fuse_opts = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
+{
+	char *path;
+
+	if (!o->image || !o->mountpoint)
+		return fail(err, errlen, -EINVAL, "expected an image and a mount point");
+	path = realpath(o->image, NULL);
+	if (!path)
+		return fail(err, errlen, -errno, "%s: %s", o->image, strerror(errno));
+	free(o->image_path);
+	o->image_path = path;
+	if (build_fuse_opts(o))
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	return 0;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mount options: the argv of a mount(8) helper, `-o` option lists, and the option string
+ * handed to libfuse.
+ *
+ * An option list is split into three kinds. Options meant for mount(8) itself (defaults,
+ * auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*, comment=) are
+ * dropped. stipple's own settings (cache_budget=, warm_workers=, record=, sandbox=,
+ * sandbox_user=) fill the fields below. Known kernel and libfuse mount options are kept for
+ * libfuse; anything else is an error, or dropped under the helper's -s (sloppy).
+ * stp_mountopts_finish() then forces read-only, fsname=IMAGE, subtype=stipple and max_read,
+ * and adds default_permissions to allow_other.
+ *
+ * Functions return 0 or a negative errno; on failure ERR (ERRLEN bytes) holds a message
+ * naming the culprit. The struct owns every string in it (stp_mountopts_free). None of these
+ * functions keeps global state; a struct is not shared between threads while it is parsed.
+ */
+#ifndef STP_MOUNTOPTS_H
+#define STP_MOUNTOPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sandbox.h"
+
+#define STP_CACHE_BUDGET_DEFAULT 8u
+#define STP_CACHE_BUDGET_MAX (1u << 20)
+/* Warming (issue 5) picks the default by measurement; until then it is only stored. */
+#define STP_WARM_WORKERS_DEFAULT 4u
+#define STP_WARM_WORKERS_MAX 256u
+/* Largest read the kernel may send: libfuse's 256-page limit. Passed as max_read=. */
+#define STP_MAX_READ (1u << 20)
+
+struct stp_mount_opts {
+	char *image;          /* SOURCE as given */
+	char *image_path;     /* absolute, set by stp_mountopts_finish */
+	char *mountpoint;
+	uint32_t cache_budget;
+	uint32_t warm_workers;
+	char *record;         /* hot list to write when the mount ends, or NULL */
+	enum stp_sandbox_mode sandbox;
+	char *sandbox_user;   /* NULL: the sandbox's default */
+	bool foreground;      /* stipple mount -f: no fork */
+	bool allow_other;
+	bool fake;            /* helper -f: check everything, mount nothing */
+	bool sloppy;          /* helper -s: drop unknown options */
+	bool verbose;         /* helper -v */
+	char *ns;             /* helper -N: mount namespace (pid or path) */
+	char *passthrough;    /* kept options for libfuse, comma-separated, or NULL */
+	char *fuse_opts;      /* the full list for libfuse, set by stp_mountopts_finish */
+};
+
+/* Defaults: cache budget 8, sandbox on, nothing else set. */
+void stp_mountopts_init(struct stp_mount_opts *o);
+void stp_mountopts_free(struct stp_mount_opts *o);
+
+/* Parses one comma-separated list as given to -o. A comma inside double quotes or after a
+ * backslash does not split. -EINVAL: a bad value or (unless o->sloppy) an unknown option. */
+int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *err,
+			     size_t errlen);
+
+/* Parses a mount(8) helper argv: SOURCE DIR [-s] [-f] [-n] [-v] [-o OPTS] [-t TYPE]
+ * [-N NS]. -EINVAL on a usage error. Does not finish. */
+int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, char *err,
+			       size_t errlen);
+
+/* Resolves the image path (-ENOENT etc. when it does not exist) and builds o->fuse_opts. */
+int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen);
+
+#endif
