@@ -253,24 +253,33 @@ static int bit_test_set(uint8_t *bits, uint32_t i)
 
 static int walk_entry(struct stp_walk *w, struct stp_walk_entry *e);
 
+/* Entries that fail one after another: the directory's range itself is likely bad. */
+#define WALK_BAD_ENTRIES_MAX 8
+
 static int walk_children(struct stp_walk *w, const struct stp_walk_entry *parent)
 {
+	unsigned bad_in_a_row = 0;
+
 	for (uint32_t i = 0; i < parent->inode.count; i++) {
-		struct stp_walk_entry e = { .dir = parent->ino, .depth = parent->depth + 1 };
+		struct stp_walk_entry e = { .dir = parent->ino, .index = i, .depth = parent->depth + 1 };
 		struct stp_dirent d;
 		const char *name;
 		size_t old_len = w->path_len;
 		int err;
 
 		err = stp_image_dirent(w->img, &parent->inode, i, &d, &name);
+		if (!err && !name_is_safe(name, d.name_len))
+			err = -EUCLEAN;
 		if (err) {
-			stp_walk_problem(w, w->path, "entry %u: %s", i, stp_cli_strerror(err));
-			return 0; /* the rest of this directory is likely as bad */
+			stp_walk_problem(w, w->path, "entry %u: %s", i,
+					 err == -EUCLEAN ? "damaged or unsafe name"
+							 : stp_cli_strerror(err));
+			if (++bad_in_a_row < WALK_BAD_ENTRIES_MAX)
+				continue;
+			stp_cli_problem(w->cli, w->image, w->path, "skipping the rest of the directory");
+			return 0;
 		}
-		if (!name_is_safe(name, d.name_len)) {
-			stp_walk_problem(w, w->path, "entry %u has a name that is unsafe or invalid", i);
-			continue;
-		}
+		bad_in_a_row = 0;
 		if (path_push(w, name, d.name_len)) {
 			stp_walk_problem(w, w->path, "entry %u: path longer than %d bytes", i,
 					 STP_WALK_PATH_MAX);

@@ -86,6 +86,7 @@ struct stp_walk_entry {
 	const char *name;     /* last component, NUL-terminated ("" for the root) */
 	size_t name_len;
 	uint32_t ino, dir;    /* the inode and the directory listing it (root: 0, 0) */
+	uint32_t index;       /* of the entry in its directory */
 	uint8_t dtype;        /* what the directory entry says (root: DT_DIR) */
 	unsigned depth;       /* 0 for the root */
 	struct stp_inode inode;

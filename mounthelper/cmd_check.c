@@ -31,6 +31,7 @@ struct check {
 	uint32_t *names;       /* per inode: directory entries naming it */
 	uint32_t *subdirs;     /* per directory inode: its subdirectories */
 	uint8_t *bad_block;    /* per block: failed to decode */
+	struct last_name *last; /* per depth */
 	uint64_t blocks_bad, entries;
 	unsigned long problems; /* found outside the walk */
 };
@@ -82,6 +83,14 @@ static void check_blocks(struct check *c)
 	free(buf);
 }
 
+/* The last name seen at each depth, to check that a directory's entries ascend. */
+struct last_name {
+	uint32_t dir;
+	uint16_t len;
+	char name[STP_NAME_MAX];
+};
+#define CHECK_DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
+
 static int names_in_order(const char *a, size_t alen, const char *b, size_t blen)
 {
 	int r = memcmp(a, b, alen < blen ? alen : blen);
@@ -89,27 +98,20 @@ static int names_in_order(const char *a, size_t alen, const char *b, size_t blen
 	return r < 0 || (r == 0 && alen < blen);
 }
 
-/* The entries of directory E: sorted and unique, types matching their inodes. */
-static void check_dirents(struct stp_walk *w, const struct stp_walk_entry *e)
+/* Entry E against its previous sibling, and its type against its inode's. */
+static void check_dirent(struct stp_walk *w, const struct stp_walk_entry *e)
 {
-	const char *prev = NULL, *name;
-	size_t prev_len = 0;
-	struct stp_dirent d;
-	struct stp_inode child;
+	struct check *c = w->ctx;
+	struct last_name *last = &c->last[e->depth];
 
-	for (uint32_t i = 0; i < e->inode.count; i++) {
-		if (stp_image_dirent(w->img, &e->inode, i, &d, &name))
-			return; /* the walk reports it */
-		if (prev && !names_in_order(prev, prev_len, name, d.name_len))
-			stp_walk_problem(w, e->path, "entry %u (%.*s) is out of order or a duplicate",
-					 i, (int)d.name_len, name);
-		if (!stp_image_inode(w->img, d.ino, &child) &&
-		    stp_mode_dtype(child.mode) != d.dtype)
-			stp_walk_problem(w, e->path, "entry %.*s: its type differs from its inode's",
-					 (int)d.name_len, name);
-		prev = name;
-		prev_len = d.name_len;
-	}
+	if (e->index > 0 && last->dir == e->dir &&
+	    !names_in_order(last->name, last->len, e->name, e->name_len))
+		stp_walk_problem(w, e->path, "entry %u is out of order or a duplicate", e->index);
+	last->dir = e->dir;
+	last->len = (uint16_t)e->name_len;
+	memcpy(last->name, e->name, e->name_len);
+	if (stp_mode_dtype(e->inode.mode) != e->dtype)
+		stp_walk_problem(w, e->path, "the directory entry's type differs from the inode's");
 }
 
 static void check_directory(struct stp_walk *w, const struct stp_walk_entry *e)
@@ -124,7 +126,6 @@ static void check_directory(struct stp_walk *w, const struct stp_walk_entry *e)
 				 e->inode.size, e->inode.count);
 	if (e->depth > 0)
 		c->subdirs[e->dir]++;
-	check_dirents(w, e);
 }
 
 static void check_extent_blocks(struct stp_walk *w, const struct stp_walk_entry *e,
@@ -226,6 +227,7 @@ static int check_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 	if (e->depth > 0) {
 		c->names[e->ino]++;
 		c->entries++;
+		check_dirent(w, e);
 	}
 	if (c->names[e->ino] <= 1)
 		check_inode(w, e);
@@ -285,7 +287,8 @@ static int check_tree(struct check *c, unsigned long *problems)
 
 	c->names = calloc(n, sizeof(*c->names));
 	c->subdirs = calloc(n, sizeof(*c->subdirs));
-	if (!c->names || !c->subdirs)
+	c->last = calloc(CHECK_DEPTH_MAX, sizeof(*c->last));
+	if (!c->names || !c->subdirs || !c->last)
 		return -ENOMEM;
 	err = stp_walk_tree(&walk);
 	if (err)
@@ -333,6 +336,7 @@ static int check_run(const char *image)
 		print_summary(&c);
 	free(c.names);
 	free(c.subdirs);
+	free(c.last);
 	free(c.bad_block);
 	stp_image_close(img);
 	return err || problems ? STP_EXIT_FAIL : STP_EXIT_OK;

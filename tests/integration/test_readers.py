@@ -3,10 +3,12 @@
 damaged ones (flipped bytes in the superblock, the metadata and a data block; a truncated
 file)."""
 
+import ctypes
 import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import time
 
@@ -396,3 +398,153 @@ def test_missing_image(cmd, tmp_path):
     r = stipple_text(cmd, missing)
     assert_fails_cleanly(r, missing, cmd)
     assert "No such file" in r.stderr
+
+
+# crafted images: metadata rewritten to hold what no real tree can (cycles, bad names,
+# duplicate names), with valid checksums, so that only the readers' own checks stand in
+# the way. The layout follows common/format.c and stipple(5).
+
+class CraftedImage:
+    """An image's decoded metadata, editable, written back raw with fresh checksums."""
+
+    _xxh = ctypes.CDLL("libxxhash.so.0")
+    _xxh.XXH3_64bits.restype = ctypes.c_uint64
+    _xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    _zstd = ctypes.CDLL("libzstd.so.1")
+    _zstd.ZSTD_decompress.restype = ctypes.c_size_t
+    _zstd.ZSTD_decompress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                      ctypes.c_size_t]
+
+    def __init__(self, image):
+        self.data = bytearray(read_file(image))
+        meta_off, stored, size = struct.unpack_from("<QQQ", self.data, 72)
+        codec, = struct.unpack_from("<I", self.data, 104)
+        raw = bytes(self.data[meta_off:meta_off + stored])
+        if codec == 1:
+            out = ctypes.create_string_buffer(size)
+            n = self._zstd.ZSTD_decompress(out, size, raw, len(raw))
+            assert n == size, "metadata did not decode"
+            raw = out.raw
+        self.meta = bytearray(raw)
+        self.image_size, = struct.unpack_from("<Q", self.data, 136)
+        self.inode_off, self.dirent_off = struct.unpack_from("<QQ", self.meta, 32)
+        self.strings_off, = struct.unpack_from("<Q", self.meta, 72)
+
+    def inode(self, ino):
+        mode, = struct.unpack_from("<I", self.meta, self.inode_off + 64 * ino)
+        first, count = struct.unpack_from("<QI", self.meta, self.inode_off + 64 * ino + 40)
+        return mode, first, count
+
+    def _dirents(self, dir_ino):
+        _, first, count = self.inode(dir_ino)
+        for k in range(first, first + count):
+            off = self.dirent_off + 12 * k
+            ino, name_off, name_len = struct.unpack_from("<IIH", self.meta, off)
+            start = self.strings_off + name_off
+            yield off, ino, start, bytes(self.meta[start:start + name_len])
+
+    def lookup(self, path):
+        ino = 0
+        for part in filter(None, path.split("/")):
+            ino = next(i for _, i, _, n in self._dirents(ino) if n == part.encode())
+        return ino
+
+    def set_target(self, dirpath, name, ino):
+        """Points entry NAME of DIRPATH at inode INO."""
+        off = next(o for o, _, _, n in self._dirents(self.lookup(dirpath)) if n == name.encode())
+        struct.pack_into("<I", self.meta, off, ino)
+
+    def rename(self, dirpath, name, new):
+        """Overwrites the bytes of entry NAME with NEW, of the same length."""
+        assert len(new) == len(name)
+        start = next(s for _, _, s, n in self._dirents(self.lookup(dirpath))
+                     if n == name.encode())
+        self.meta[start:start + len(new)] = new.encode()
+
+    def write(self, path):
+        data = self.data[:self.image_size] + self.meta
+        struct.pack_into("<QQQQ", data, 72, self.image_size, len(self.meta), len(self.meta),
+                         self._xxh.XXH3_64bits(bytes(self.meta), len(self.meta)))
+        struct.pack_into("<I", data, 104, 0)  # raw metadata
+        struct.pack_into("<Q", data, 136, len(data))
+        struct.pack_into("<Q", data, 248, self._xxh.XXH3_64bits(bytes(data[:248]), 248))
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
+def crafted(tmp_path, make, edit):
+    src = tmp_path / "src"
+    src.mkdir()
+    make(src)
+    img = CraftedImage(build_image(src, tmp_path / "sound.stipple", *FAST))
+    edit(img)
+    return img.write(tmp_path / "crafted.stipple")
+
+
+def test_crafted_rewrite_keeps_a_sound_image_sound(tmp_path, stipple):
+    """The crafting itself (raw metadata, new checksums) yields a valid image."""
+    def make(src):
+        (src / "d").mkdir()
+        (src / "d" / "f").write_bytes(b"data")
+    image = crafted(tmp_path, make, lambda img: None)
+    assert stipple_text("check", image).returncode == 0
+    out = tmp_path / "out"
+    assert stipple_text("extract", image, out).returncode == 0
+    assert_same_tree(tmp_path / "src", out)
+
+
+def test_crafted_directory_cycle(tmp_path, stipple):
+    def make(src):
+        (src / "a" / "b" / "c").mkdir(parents=True)
+        (src / "a" / "b" / "c" / "f").write_bytes(b"leaf")
+
+    image = crafted(tmp_path, make, lambda img: img.set_target("a/b", "c", img.lookup("a")))
+    r = stipple_text("check", image)
+    assert_fails_cleanly(r, image, "check of a cycle")
+    assert "reached twice" in r.stderr
+    out = tmp_path / "out"
+    r = stipple_text("extract", image, out)
+    assert_fails_cleanly(r, image, "extract of a cycle")
+    assert "/a/b/c: directory inode" in r.stderr
+    assert sorted(os.listdir(out / "a" / "b")) == []
+    assert stipple_text("ls", image, "a/b/c/b/c/b").returncode == 0  # a loop, but finite
+
+
+@pytest.mark.parametrize("bad", ["..", ".", "a/"])
+def test_crafted_unsafe_names(tmp_path, stipple, bad):
+    def make(src):
+        (src / "d").mkdir()
+        (src / "d" / ("x" * len(bad))).write_bytes(b"escape attempt")
+        (src / "d" / "ok").write_bytes(b"fine")
+
+    image = crafted(tmp_path, make, lambda img: img.rename("d", "x" * len(bad), bad))
+    before = sorted(os.listdir(tmp_path))
+    out = tmp_path / "out"
+    r = stipple_text("extract", image, out)
+    assert_fails_cleanly(r, image, "extract of a name %r" % bad)
+    assert sorted(os.listdir(tmp_path)) == sorted(before + ["out"])
+    assert os.listdir(out / "d") == ["ok"]
+    assert stipple_text("check", image).returncode == 1
+
+
+def test_crafted_duplicate_name_cannot_redirect_through_a_symlink(tmp_path, stipple):
+    """A symlink 'lnk' to a directory outside, then a directory also named 'lnk': the
+    second must not be created through the first."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def make(src):
+        os.symlink(outside, src / "lnk")
+        (src / "lnl").mkdir()
+        (src / "lnl" / "payload").write_bytes(b"must not land outside")
+
+    image = crafted(tmp_path, make, lambda img: img.rename("", "lnl", "lnk"))
+    out = tmp_path / "out"
+    r = stipple_text("extract", image, out)
+    assert_fails_cleanly(r, image, "extract of a duplicate name")
+    assert os.listdir(outside) == []
+    assert os.path.islink(out / "lnk")
+    r = stipple_text("check", image)
+    assert_fails_cleanly(r, image, "check of a duplicate name")
+    assert "out of order or a duplicate" in r.stderr
