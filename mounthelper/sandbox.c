@@ -162,7 +162,10 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned count
 
 /*
  * clone3 passes its flags in memory the filter cannot read: answering ENOSYS makes glibc
- * fall back to clone, whose flags it can. Thread stacks and malloc never need PROT_EXEC,
+ * fall back to clone, whose flags it can. Opening a file fails with EACCES rather than
+ * killing: glibc opens a few system files lazily (malloc reads
+ * /proc/sys/vm/overcommit_memory the first time a thread's arena shrinks) and copes when
+ * it cannot; the daemon itself opens nothing after the sandbox. Thread stacks and malloc never need PROT_EXEC,
  * so no page becomes executable. libfuse's only ioctl clones the /dev/fuse channel. fstat
  * reaches the kernel as newfstatat(fd, "", AT_EMPTY_PATH). tgkill (abort, raise) only
  * reaches our own threads.
@@ -179,6 +182,10 @@ static int add_guarded_rules(scmp_filter_ctx ctx)
 	int rc;
 
 	rc = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0, NULL);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0, NULL);
+	if (!rc)
+		rc = add_rule(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0, NULL);
 	if (!rc)
 		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, &thread);
 	if (!rc)

@@ -1,0 +1,358 @@
+# SPDX-License-Identifier: MIT
+"""The sandbox of a running mount daemon, seen from outside: every thread holds no
+capability, has no_new_privs and a seccomp filter, runs as an unprivileged user, keeps
+only /dev/fuse, the image and /dev/null open, and sees an empty root; the mount still
+serves the tree; umount still ends the daemon; sandbox=log denies nothing in a session of
+reads; sandbox=off and sandbox_user= do what they say; a bad sandbox user fails the mount
+and leaves nothing mounted. Both `stipple mount` and `mount.stipple` are covered."""
+
+import concurrent.futures
+import contextlib
+import os
+import pwd
+import random
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import (MOUNT_STIPPLE, STIPPLE, _need, build_image, is_mounted, mount_image,
+                      run, unmount)
+
+FAST = ("--level", "3", "--block-size", "256K")
+CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox tests mount as root")
+
+
+# A small tree: sizes around page and block edges, several blocks, nesting, a symlink.
+
+
+def make_small_tree(root):
+    rnd = random.Random(4)
+    files = {
+        "empty": b"",
+        "one": b"x",
+        "page": rnd.randbytes(4096),
+        "page+1": rnd.randbytes(4097),
+        "sub/noise": rnd.randbytes(700_000),
+        "sub/deeper/text": b"stipple sandbox line\n" * 60_000,
+        "sub/deeper/small": b"hello\n",
+    }
+    for i in range(40):
+        files["many/f%02d" % i] = (b"%d " % i) * (i * 500)
+    for rel, data in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    os.symlink("sub/deeper/small", os.path.join(root, "link"))
+    return files
+
+
+@pytest.fixture(scope="module")
+def small_image(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sandbox")
+    tree = base / "tree"
+    files = make_small_tree(tree)
+    image = build_image(tree, base / "small.stipple", *FAST)
+    return {"tree": tree, "files": files, "image": str(image)}
+
+
+@contextlib.contextmanager
+def helper_mount(image, *options):
+    """mount.stipple IMAGE DIR -o OPTIONS, as mount(8) would run it; always unmounts."""
+    mountpoint = tempfile.mkdtemp(prefix="stipple-sbx-")
+    try:
+        args = [_need(MOUNT_STIPPLE), image, mountpoint]
+        if options:
+            args += ["-o", ",".join(options)]
+        r = run(args, timeout=60)
+        assert r.returncode == 0, "mount.stipple exited %d:\n%s" % (r.returncode, r.stderr)
+        deadline = time.monotonic() + 10
+        while not is_mounted(mountpoint):
+            assert time.monotonic() < deadline, "%s is not mounted" % mountpoint
+            time.sleep(0.05)
+        yield mountpoint
+    finally:
+        unmount(mountpoint)
+        with contextlib.suppress(OSError):
+            os.rmdir(mountpoint)
+
+
+def stipple_mount(image, *options):
+    args = ["-o", ",".join(options)] if options else []
+    return mount_image(image, None, *args)
+
+
+MOUNTERS = {"stipple mount": stipple_mount, "mount.stipple": helper_mount}
+
+
+@pytest.fixture(params=sorted(MOUNTERS))
+def mounter(request):
+    return MOUNTERS[request.param]
+
+
+# The daemon, found by what it holds open.
+
+
+def fd_targets(pid):
+    out = {}
+    fd_dir = "/proc/%d/fd" % pid
+    for name in os.listdir(fd_dir):
+        with contextlib.suppress(OSError):
+            out[int(name)] = os.readlink(os.path.join(fd_dir, name))
+    return out
+
+
+def daemon_pid(image):
+    """The one process that holds IMAGE open (the daemon; mkstipple has exited)."""
+    image = os.path.realpath(image)
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if image in fd_targets(int(name)).values():
+                found.append(int(name))
+    assert len(found) == 1, "processes holding %s open: %s" % (image, found)
+    return found[0]
+
+
+def status_fields(path):
+    fields = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
+def thread_status(pid):
+    tasks = "/proc/%d/task" % pid
+    return {int(t): status_fields(os.path.join(tasks, t, "status")) for t in os.listdir(tasks)}
+
+
+def is_gone(pid):
+    try:
+        return status_fields("/proc/%d/status" % pid)["State"].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not is_gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def read_all(mountpoint, files):
+    """Reads every file through the mount, in parallel so that the loop starts threads."""
+    def read(rel):
+        with open(os.path.join(mountpoint, rel), "rb") as f:
+            return rel, f.read()
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        return dict(pool.map(read, sorted(files) * 2))
+
+
+def assert_serves(mountpoint, image_info):
+    files = image_info["files"]
+    got = read_all(mountpoint, files)
+    bad = [rel for rel, data in files.items() if got[rel] != data]
+    assert not bad, "files read back wrong through the mount: %s" % bad
+    assert os.readlink(os.path.join(mountpoint, "link")) == "sub/deeper/small"
+    with open(os.path.join(mountpoint, "link"), "rb") as f:
+        assert f.read() == b"hello\n"
+    assert sorted(os.listdir(mountpoint)) == sorted(os.listdir(image_info["tree"]))
+    assert sorted(os.listdir(os.path.join(mountpoint, "many"))) == sorted(
+        os.listdir(os.path.join(image_info["tree"], "many")))
+    assert not os.path.exists(os.path.join(mountpoint, "no-such-file"))
+
+
+def assert_confined(pid, image, uid=None, root_started=True):
+    threads = thread_status(pid)
+    assert len(threads) >= 2, "the loop runs a single thread: %s" % sorted(threads)
+    for tid, st in threads.items():
+        where = "daemon %d thread %d" % (pid, tid)
+        for field in CAP_FIELDS:
+            if field == "CapBnd" and not root_started:
+                continue  # only root can empty it; no_new_privs makes it moot
+            assert int(st[field], 16) == 0, "%s: %s %s" % (where, field, st[field])
+        assert st["NoNewPrivs"] == "1", "%s: NoNewPrivs %s" % (where, st["NoNewPrivs"])
+        assert st["Seccomp"] == "2", "%s: Seccomp %s" % (where, st["Seccomp"])
+        uids = [int(u) for u in st["Uid"].split()]
+        gids = [int(g) for g in st["Gid"].split()]
+        assert 0 not in uids, "%s: Uid %s" % (where, st["Uid"])
+        assert 0 not in gids, "%s: Gid %s" % (where, st["Gid"])
+        if uid is not None:
+            assert uids == [uid] * 4, "%s: Uid %s, expected %d" % (where, st["Uid"], uid)
+        if root_started:
+            assert st["Groups"] == "", "%s: Groups %s" % (where, st["Groups"])
+
+    targets = fd_targets(pid)
+    allowed = {"/dev/null", "/dev/fuse", os.path.realpath(image)}
+    stray = {fd: t for fd, t in targets.items() if t not in allowed}
+    assert not stray, "daemon %d holds more than /dev/fuse, the image and /dev/null: %s" % (
+        pid, stray)
+    assert "/dev/fuse" in targets.values() and os.path.realpath(image) in targets.values()
+    assert all(targets.get(fd) == "/dev/null" for fd in (0, 1, 2)), targets
+
+
+def assert_empty_root(pid):
+    with open("/proc/%d/mountinfo" % pid) as f:
+        mounts = f.read().splitlines()
+    assert len(mounts) == 1, "daemon %d sees %d mounts:\n%s" % (
+        pid, len(mounts), "\n".join(mounts[:20]))
+    assert " / / " in mounts[0] and " - tmpfs " in mounts[0], mounts[0]
+    assert os.listdir("/proc/%d/root" % pid) == []
+
+
+def sandbox_records(pid):
+    """Kernel audit records of seccomp (type=1326) for PID; None when dmesg is unreadable."""
+    r = run(["dmesg"], timeout=60)
+    if r.returncode != 0:
+        return None
+    pattern = re.compile(r"type=1326 .* pid=%d " % pid)
+    return [line for line in r.stdout.splitlines() if pattern.search(line)]
+
+
+def default_sandbox_uid():
+    for name in ("stipple", "nobody"):
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name).pw_uid
+    pytest.skip("neither a 'stipple' nor a 'nobody' user")
+
+
+# The tests
+
+
+def test_daemon_is_confined(small_image, mounter):
+    image = small_image["image"]
+    with mounter(image) as mnt:
+        pid = daemon_pid(image)
+        assert_serves(mnt, small_image)
+        assert_confined(pid, image, uid=default_sandbox_uid())
+        assert_empty_root(pid)
+        assert not is_gone(pid)
+    assert wait_gone(pid), "daemon %d still runs after umount" % pid
+
+
+def test_umount_ends_daemon(small_image, mounter):
+    image = small_image["image"]
+    with mounter(image) as mnt:
+        pid = daemon_pid(image)
+        assert_serves(mnt, small_image)
+        r = run(["umount", mnt], timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert wait_gone(pid), "daemon %d still runs after umount" % pid
+        assert not is_mounted(mnt)
+    records = sandbox_records(pid)
+    assert not records, "the filter denied calls:\n%s" % "\n".join(records)
+
+
+def test_log_mode_denies_nothing(small_image, mounter):
+    """sandbox=log allows and logs what the filter lacks: a session of reads, listings,
+    failed lookups and the umount must log nothing."""
+    image = small_image["image"]
+    with mounter(image, "sandbox=log") as mnt:
+        pid = daemon_pid(image)
+        assert_confined(pid, image)
+        for _ in range(3):
+            assert_serves(mnt, small_image)
+        for dirpath, dirnames, filenames in os.walk(mnt):
+            for name in filenames + dirnames:
+                os.lstat(os.path.join(dirpath, name))
+        assert run(["umount", mnt], timeout=60).returncode == 0
+        assert wait_gone(pid)
+    records = sandbox_records(pid)
+    if records is None:
+        pytest.skip("dmesg is not readable")
+    assert not records, "calls outside the filter:\n%s" % "\n".join(records)
+
+
+def test_sandbox_off(small_image, mounter):
+    image = small_image["image"]
+    with mounter(image, "sandbox=off") as mnt:
+        pid = daemon_pid(image)
+        assert_serves(mnt, small_image)
+        st = status_fields("/proc/%d/status" % pid)
+        assert st["Seccomp"] == "0" and st["NoNewPrivs"] == "0", st
+        assert st["Uid"].split() == ["0"] * 4, st["Uid"]
+    assert wait_gone(pid)
+
+
+def test_sandbox_user(small_image, mounter):
+    try:
+        user = pwd.getpwnam("daemon")
+    except KeyError:
+        pytest.skip("no 'daemon' user")
+    image = small_image["image"]
+    with mounter(image, "sandbox_user=daemon") as mnt:
+        pid = daemon_pid(image)
+        assert_serves(mnt, small_image)
+        assert_confined(pid, image, uid=user.pw_uid)
+        gids = status_fields("/proc/%d/status" % pid)["Gid"].split()
+        assert gids == [str(user.pw_gid)] * 4, gids
+
+
+@pytest.mark.parametrize("program", ["stipple", "mount.stipple"])
+def test_unknown_sandbox_user_fails_and_unmounts(small_image, program, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = small_image["image"]
+    if program == "stipple":
+        args = [_need(STIPPLE), "mount", "-o", "sandbox_user=no-such-user-x", image, mnt]
+    else:
+        args = [_need(MOUNT_STIPPLE), image, mnt, "-o", "sandbox_user=no-such-user-x"]
+    try:
+        r = run(args, timeout=60)
+        assert r.returncode != 0, "mounted with an unknown sandbox user"
+        if program == "mount.stipple":
+            assert r.returncode == 32, r.returncode
+        assert "no-such-user-x" in r.stderr, r.stderr
+        assert not is_mounted(mnt), "a failed sandbox left %s mounted" % mnt
+        assert os.listdir(mnt) == []
+    finally:
+        unmount(mnt)
+
+
+def test_unprivileged_mount_is_confined(small_image):
+    """A user's `stipple mount` through fusermount3: no namespace or uid change, but no
+    capability, no_new_privs and the filter all the same."""
+    st = os.stat("/dev/fuse")
+    if not st.st_mode & stat.S_IROTH or not st.st_mode & stat.S_IWOTH:
+        pytest.skip("/dev/fuse is not open to users on this machine")
+    if not shutil.which("fusermount3") or not shutil.which("setpriv"):
+        pytest.skip("needs fusermount3 and setpriv")
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    base = tempfile.mkdtemp(prefix="stipple-sbx-user-")
+    try:
+        os.chmod(base, 0o755)
+        image = os.path.join(base, "img.stipple")
+        shutil.copy(small_image["image"], image)
+        os.chmod(image, 0o644)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        os.chown(mnt, 65534, 65534)
+        r = run(as_nobody + [_need(STIPPLE), "mount", image, mnt], timeout=60)
+        assert r.returncode == 0, r.stderr
+        pid = daemon_pid(image)
+        for rel, data in small_image["files"].items():
+            got = subprocess.run(as_nobody + ["cat", os.path.join(mnt, rel)],
+                                 stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+            assert got.returncode == 0 and got.stdout == data, (rel, got.stderr)
+        assert_confined(pid, image, uid=65534, root_started=False)
+        r = run(as_nobody + ["fusermount3", "-u", mnt], timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert wait_gone(pid), "daemon %d still runs after fusermount3 -u" % pid
+    finally:
+        unmount(os.path.join(base, "mnt"))
+        shutil.rmtree(base, ignore_errors=True)
