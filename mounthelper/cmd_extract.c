@@ -370,7 +370,7 @@ static int leave_dir(struct stp_walk *w, const struct stp_walk_entry *e)
 /* DIR must be absent (it is created) or an empty directory: never merge into a tree. */
 static int open_destination(const char *dest)
 {
-	struct dirent *d;
+	struct dirent *d = NULL;
 	DIR *dir;
 	int fd;
 

@@ -548,3 +548,42 @@ def test_crafted_duplicate_name_cannot_redirect_through_a_symlink(tmp_path, stip
     r = stipple_text("check", image)
     assert_fails_cleanly(r, image, "check of a duplicate name")
     assert "out of order or a duplicate" in r.stderr
+
+
+def test_crafted_link_count_and_unreachable_inode(tmp_path, stipple):
+    """Entry b made to name a's inode: a's link count is wrong, b's inode unreachable."""
+    def make(src):
+        (src / "d").mkdir()
+        (src / "d" / "a").write_bytes(b"first")
+        (src / "d" / "b").write_bytes(b"second")
+
+    holder = {}
+
+    def edit(img):
+        holder["b"] = img.lookup("d/b")
+        img.set_target("d", "b", img.lookup("d/a"))
+
+    image = crafted(tmp_path, make, edit)
+    r = stipple_text("check", image)
+    assert_fails_cleanly(r, image, "check of a wrong link count")
+    assert "inode %d is not reached from the root" % holder["b"] in r.stderr, r.stderr
+    assert "/d/a: link count 1, but 2 names" in r.stderr, r.stderr
+
+
+def test_crafted_extent_past_the_file_size(tmp_path, stipple):
+    def make(src):
+        (src / "f").write_bytes(os.urandom(10000))
+        (src / "g").write_bytes(b"fine")
+
+    def edit(img):
+        struct.pack_into("<Q", img.meta, img.inode_off + 64 * img.lookup("f") + 32, 5000)
+
+    image = crafted(tmp_path, make, edit)
+    r = stipple_text("check", image)
+    assert_fails_cleanly(r, image, "check of an extent past the size")
+    assert "/f: extent 0" in r.stderr, r.stderr
+    out = tmp_path / "out"
+    r = stipple_text("extract", image, out)
+    assert_fails_cleanly(r, image, "extract of an extent past the size")
+    assert "/f:" in r.stderr
+    assert sorted(os.listdir(out)) == ["g"]
