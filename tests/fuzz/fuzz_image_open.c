@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: an image opened from arbitrary bytes, then every inode, directory entry,
+ * link target, xattr and extent walked, paths resolved and blocks decoded.
+ *
+ * Each input is tried twice: as given, and with the superblock and metadata checksums
+ * recomputed, so that mutations get past the checksums to the parsers behind them.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "fuzz.h"
+#include "image.h"
+#include "log.h"
+#include "util.h"
+
+#define MAX_INODES 4096u
+#define MAX_ENTRIES 4096u
+#define MAX_BLOCKS 16u
+#define MAX_BLOCK_SIZE (4u << 20)
+
+static volatile uint64_t sink; /* keeps the reads of every returned byte */
+
+static void touch(const void *p, size_t len)
+{
+	sink ^= stp_checksum(p, len);
+}
+
+static void walk_dir(const struct stp_image *img, uint32_t ino, const struct stp_inode *dir)
+{
+	for (uint32_t i = 0; i < dir->count && i < MAX_ENTRIES; i++) {
+		struct stp_dirent de;
+		const char *name;
+		uint32_t found;
+
+		if (stp_image_dirent(img, dir, i, &de, &name))
+			continue;
+		FUZZ_ASSERT(de.name_len > 0 && de.name_len <= STP_NAME_MAX);
+		FUZZ_ASSERT(!memchr(name, '/', de.name_len));
+		FUZZ_ASSERT(de.ino < stp_image_sb(img)->inode_count);
+		touch(name, de.name_len);
+		if (!stp_image_lookup(img, ino, name, de.name_len, &found))
+			FUZZ_ASSERT(found < stp_image_sb(img)->inode_count);
+	}
+}
+
+static void walk_inode(const struct stp_image *img, uint32_t ino, const struct stp_inode *in)
+{
+	const char *name, *target;
+	const void *value;
+	size_t name_len, value_len, len;
+	struct stp_extent ext;
+
+	for (uint32_t i = 0; i < in->xattr_count && i < MAX_ENTRIES; i++) {
+		if (stp_image_xattr(img, in, i, &name, &name_len, &value, &value_len))
+			continue;
+		touch(name, name_len);
+		touch(value, value_len);
+	}
+	switch (stp_mode_dtype(in->mode)) {
+	case DT_DIR:
+		walk_dir(img, ino, in);
+		break;
+	case DT_LNK:
+		if (!stp_image_readlink(img, in, &target, &len))
+			touch(target, len);
+		break;
+	case DT_REG:
+		for (uint32_t i = 0; i < in->count && i < MAX_ENTRIES; i++)
+			if (!stp_image_extent(img, in, i, &ext))
+				FUZZ_ASSERT(ext.length && ext.file_off + ext.length <= in->size);
+		break;
+	}
+}
+
+static void decode_blocks(const struct stp_image *img)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	uint32_t bs = stp_image_block_size(img);
+	void *buf;
+
+	if (bs > MAX_BLOCK_SIZE)
+		return;
+	buf = malloc(bs);
+	if (!buf)
+		return;
+	for (uint64_t b = 0; b < sb->block_count && b < MAX_BLOCKS; b++) {
+		struct stp_blockent be;
+
+		FUZZ_ASSERT(stp_image_block_decoded_size(img, b) <= bs);
+		if (stp_image_block(img, b, &be))
+			continue;
+		if (!stp_image_decode_block(img, b, buf))
+			touch(buf, stp_image_block_decoded_size(img, b));
+	}
+	free(buf);
+}
+
+static void walk(const struct stp_image *img)
+{
+	static const char *const paths[] = { "", ".", "..", "a", "a/b/../c", "../../x", "x/",
+					     "//", "lib/python3.11/os.py" };
+	uint32_t count = stp_image_sb(img)->inode_count, ino;
+
+	for (uint32_t i = 0; i < count && i < MAX_INODES; i++) {
+		struct stp_inode in;
+
+		if (!stp_image_inode(img, i, &in))
+			walk_inode(img, i, &in);
+	}
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		if (!stp_image_resolve(img, paths[i], &ino))
+			FUZZ_ASSERT(ino < count);
+	decode_blocks(img);
+}
+
+static void open_and_walk(const uint8_t *data, size_t size)
+{
+	struct stp_image *img;
+	int fd = memfd_create("stipple-fuzz", MFD_CLOEXEC);
+
+	if (fd < 0)
+		abort();
+	if (size && stp_pwrite_full(fd, data, size, 0))
+		abort();
+	if (stp_image_open_fd(fd, "fuzz-input", &img))
+		return;
+	walk(img);
+	stp_image_close(img);
+}
+
+/* Recomputes the checksums a mutation broke: of the superblock (the last 8 of its bytes)
+ * and of the metadata and dictionary when they lie inside the input. */
+static int reseal(uint8_t *buf, size_t size)
+{
+	struct stp_superblock sb;
+	uint64_t bad;
+
+	if (size < STP_SB_SIZE)
+		return 0;
+	stp_put64(buf + STP_SB_SIZE - 8, stp_checksum(buf, STP_SB_SIZE - 8));
+	if (stp_sb_decode(buf, &sb, &bad))
+		return 0;
+	if (sb.meta_offset <= size && sb.meta_stored_size <= size - sb.meta_offset)
+		sb.meta_checksum = stp_checksum(buf + sb.meta_offset, sb.meta_stored_size);
+	if (sb.dict_offset <= size && sb.dict_size <= size - sb.dict_offset)
+		sb.dict_checksum = stp_checksum(buf + sb.dict_offset, sb.dict_size);
+	stp_sb_encode(&sb, buf);
+	return 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *copy;
+
+	stp_log_set_handler(NULL);
+	open_and_walk(data, size);
+	copy = malloc(size ? size : 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, data, size);
+	if (reseal(copy, size) && memcmp(copy, data, size))
+		open_and_walk(copy, size);
+	free(copy);
+	return 0;
+}

@@ -1,0 +1,339 @@
+# SPDX-License-Identifier: MIT
+"""mkstipple: round trips through `stipple extract`, reproducible images, and how bad
+input, interruption and a changing tree are refused without leaving files behind."""
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import (MKSTIPPLE, PYTHON_LIB, build_image, extract_image, require_command,
+                      run)
+import treeutil
+
+FAST = ("--level", "3", "--block-size", "64K")
+
+
+def assert_same_tree(src, dst, **kw):
+    diffs = treeutil.compare_trees(src, dst, **kw)
+    assert not diffs, "%d differences between %s and %s:\n%s" % (
+        len(diffs), src, dst, "\n".join(diffs[:60]))
+
+
+def assert_empty_dir(path, what):
+    left = sorted(os.listdir(path))
+    assert not left, "%s left files in %s: %s" % (what, path, left)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# Round trips
+
+
+def test_round_trip_generated_tree(gen_tree, image_of, tmp_path):
+    image = image_of(gen_tree, *FAST)
+    out = extract_image(image, tmp_path / "out")
+    assert_same_tree(gen_tree, out)
+
+
+def test_round_trip_generated_tree_large_blocks(gen_tree, image_of, tmp_path):
+    """One block holds the whole stream; the default block size."""
+    image = image_of(gen_tree, "--level", "1")
+    out = extract_image(image, tmp_path / "out")
+    assert_same_tree(gen_tree, out)
+
+
+def test_round_trip_python_lib(image_of, tmp_path):
+    image = image_of(PYTHON_LIB, "--level", "3", "--block-size", "4M")
+    out = extract_image(image, tmp_path / "out")
+    assert_same_tree(PYTHON_LIB, out)
+
+
+def test_default_settings_python_lib(image_of, stipple, tmp_path):
+    """The defaults (level 19, 32 MiB blocks) build, compress well and read back."""
+    image = image_of(PYTHON_LIB)
+    size = os.path.getsize(image)
+    source = treeutil.tree_bytes(PYTHON_LIB)
+    print("default image: %d bytes for %d bytes of files (%.3f)" % (size, source, size / source))
+    assert size < source / 3, "image of %d bytes for %d bytes of files" % (size, source)
+    r = run([stipple, "check", image])
+    require_command(r, "stipple check")
+    assert r.returncode == 0, r.stderr
+    out = extract_image(image, tmp_path / "out")
+    assert_same_tree(PYTHON_LIB, out)
+
+
+def test_empty_source_directory(image_of, tmp_path):
+    src = tmp_path / "empty"
+    src.mkdir()
+    os.utime(src, ns=(treeutil.T0, treeutil.T0))
+    image = image_of(src, *FAST)
+    out = extract_image(image, tmp_path / "out")
+    assert_same_tree(src, out)
+
+
+def test_quiet_is_silent_and_default_prints_summary(mkstipple, gen_tree, tmp_path):
+    r = run([mkstipple, "--quiet", *FAST, gen_tree, tmp_path / "q.stipple"], check=True)
+    assert r.stdout == "" and r.stderr == "", "--quiet printed:\n%s%s" % (r.stdout, r.stderr)
+    r = run([mkstipple, *FAST, gen_tree, tmp_path / "v.stipple"], check=True)
+    text = (r.stdout + r.stderr).lower()
+    assert "files" in text, "no summary (files, bytes, ratio, time) printed:\n" + text
+    assert read_file(tmp_path / "q.stipple") == read_file(tmp_path / "v.stipple")
+
+
+@pytest.mark.parametrize("arg", ["--help", "--version"])
+def test_help_and_version(mkstipple, arg):
+    r = run([mkstipple, arg])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip(), "%s printed nothing on stdout" % arg
+
+
+# Reproducible images
+
+
+def test_same_image_whatever_threads_and_memory(mkstipple, tmp_path):
+    common = ("--level", "3", "--block-size", "1M")
+    images = {}
+    for name, extra in [("t1", ("--threads", "1")), ("t2", ("--threads", "2")),
+                        ("t2-again", ("--threads", "2")),
+                        ("one-slot", ("--threads", "2", "--memory", "4M")),
+                        ("t4-mem", ("--threads", "4", "--memory", "64M"))]:
+        images[name] = build_image(PYTHON_LIB, tmp_path / (name + ".stipple"), *common, *extra)
+    want = read_file(images["t1"])
+    for name, path in images.items():
+        assert read_file(path) == want, "%s differs from the --threads 1 image" % name
+
+
+def test_same_image_whatever_threads_generated(gen_tree, tmp_path):
+    a = build_image(gen_tree, tmp_path / "a.stipple", *FAST, "--threads", "1")
+    b = build_image(gen_tree, tmp_path / "b.stipple", *FAST, "--threads", "2", "--memory", "2M")
+    assert read_file(a) == read_file(b)
+
+
+def test_memory_smaller_than_one_block(mkstipple, gen_tree, tmp_path):
+    """--memory below what one block needs (two 32 MiB buffers): either the same image as
+    without it, or a clear refusal naming --memory and no file left behind."""
+    ref = build_image(gen_tree, tmp_path / "ref.stipple", "--level", "1", "--block-size", "32M")
+    out = tmp_path / "out"
+    out.mkdir()
+    image = out / "small.stipple"
+    r = run([mkstipple, "--quiet", "--level", "1", "--block-size", "32M", "--memory", "16M",
+             gen_tree, image])
+    if r.returncode == 0:
+        assert read_file(image) == read_file(ref)
+    else:
+        assert "memory" in r.stderr, "refusal does not name --memory: " + r.stderr
+        assert_empty_dir(out, "refused build")
+
+
+# Bad input
+
+
+def expect_failure(mkstipple, args, out, *names):
+    """Runs mkstipple ARGS, expecting a non-zero exit, a message that names one of NAMES,
+    and nothing left in OUT (where IMAGE was to be written)."""
+    r = run([mkstipple, *args], timeout=300)
+    assert r.returncode != 0, "mkstipple %s succeeded" % " ".join(map(str, args))
+    assert r.returncode < 128 and r.returncode > 0, "crashed: exit %d\n%s" % (r.returncode, r.stderr)
+    assert r.stderr.strip(), "no message on stderr"
+    assert any(str(n) in r.stderr for n in names), "message does not name %s:\n%s" % (
+        " or ".join(map(str, names)), r.stderr)
+    assert_empty_dir(out, "failed build")
+    return r
+
+
+@pytest.fixture
+def out(tmp_path):
+    d = tmp_path / "out"
+    d.mkdir()
+    return d
+
+
+def test_missing_source(mkstipple, out, tmp_path):
+    src = tmp_path / "no-such-dir"
+    expect_failure(mkstipple, [src, out / "x.stipple"], out, src)
+
+
+def test_source_not_a_directory(mkstipple, out, tmp_path):
+    src = tmp_path / "file"
+    src.write_bytes(b"not a directory")
+    expect_failure(mkstipple, [src, out / "x.stipple"], out, src)
+
+
+def test_image_in_missing_directory(mkstipple, gen_tree, out):
+    image = out / "missing" / "x.stipple"
+    expect_failure(mkstipple, [*FAST, gen_tree, image], out, image, out / "missing")
+
+
+@pytest.mark.parametrize("value", ["100K", "32K", "0", "2G", "abc", "64Q", "-64K"])
+def test_bad_block_size(mkstipple, gen_tree, out, value):
+    expect_failure(mkstipple, ["--block-size", value, gen_tree, out / "x.stipple"], out,
+                   "block-size", value)
+
+
+@pytest.mark.parametrize("value", ["23", "100", "abc", "3x", ""])
+def test_bad_level(mkstipple, gen_tree, out, value):
+    expect_failure(mkstipple, ["--level", value, gen_tree, out / "x.stipple"], out, "level")
+
+
+@pytest.mark.parametrize("option,value", [("--threads", "0"), ("--threads", "x"),
+                                          ("--memory", "lots"), ("--memory", "0")])
+def test_bad_threads_or_memory(mkstipple, gen_tree, out, option, value):
+    expect_failure(mkstipple, [option, value, gen_tree, out / "x.stipple"], out, option[2:])
+
+
+@pytest.mark.parametrize("args", [[], ["only-one"], ["a", "b", "c"], ["--bogus", "a", "b"]])
+def test_usage_errors(mkstipple, out, args):
+    r = run([mkstipple, *args])
+    assert r.returncode != 0 and r.returncode < 128
+    assert r.stderr.strip(), "no usage message"
+    assert_empty_dir(out, "usage error")
+
+
+@contextlib.contextmanager
+def world_dir():
+    """A directory under /tmp that the user nobody can enter (pytest's tmp_path cannot)."""
+    d = tempfile.mkdtemp(prefix="stipple-nobody-")
+    os.chmod(d, 0o755)
+    try:
+        yield d
+    finally:
+        run(["chmod", "-R", "u+rwx", d])
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def as_nobody(cmd):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run mkstipple as an unprivileged user")
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *map(str, cmd)]
+
+
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_unreadable_entry(mkstipple, kind):
+    with world_dir() as d:
+        src = os.path.join(d, "src")
+        os.makedirs(os.path.join(src, "sub"))
+        with open(os.path.join(src, "ok.txt"), "w") as f:
+            f.write("readable\n")
+        bad = os.path.join(src, "sub", "secret")
+        if kind == "file":
+            with open(bad, "w") as f:
+                f.write("root only\n")
+            os.chmod(bad, 0o000)
+        else:
+            os.mkdir(bad)
+            with open(os.path.join(bad, "inside"), "w") as f:
+                f.write("hidden\n")
+            os.chmod(bad, 0o000)
+        out = os.path.join(d, "out")
+        os.mkdir(out)
+        os.chown(out, 65534, 65534)
+        r = run(as_nobody([MKSTIPPLE, *FAST, src, os.path.join(out, "x.stipple")]))
+        if r.returncode == 0:
+            pytest.fail("mkstipple as nobody read an unreadable %s" % kind)
+        assert r.returncode < 128, "crashed: exit %d\n%s" % (r.returncode, r.stderr)
+        assert "sub/secret" in r.stderr, "message does not name %s:\n%s" % (bad, r.stderr)
+        assert_empty_dir(out, "failed build")
+
+
+def test_image_directory_not_writable(mkstipple):
+    with world_dir() as d:
+        src = os.path.join(d, "src")
+        os.mkdir(src)
+        with open(os.path.join(src, "f"), "w") as f:
+            f.write("x\n")
+        out = os.path.join(d, "out")
+        os.mkdir(out)  # owned by root: nobody cannot create the image or a temp file
+        image = os.path.join(out, "x.stipple")
+        r = run(as_nobody([MKSTIPPLE, *FAST, src, image]))
+        assert 0 < r.returncode < 128, "exit %d\n%s" % (r.returncode, r.stderr)
+        assert out in r.stderr, "message does not name %s:\n%s" % (image, r.stderr)
+        assert_empty_dir(out, "failed build")
+
+
+def test_full_disk(mkstipple, tmp_path):
+    """An image that does not fit: an error naming the image, nothing left behind."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "noise").write_bytes(os.urandom(4 << 20))
+    out = tmp_path / "small-fs"
+    out.mkdir()
+    r = run(["mount", "-t", "tmpfs", "-o", "size=1m", "stipple-test", out])
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: " + r.stderr)
+    try:
+        image = out / "x.stipple"
+        r = run([mkstipple, *FAST, src, image])
+        assert 0 < r.returncode < 128, "exit %d\n%s" % (r.returncode, r.stderr)
+        assert str(out) in r.stderr, "message does not name %s:\n%s" % (image, r.stderr)
+        assert_empty_dir(out, "build on a full disk")
+    finally:
+        run(["umount", "-l", out])
+
+
+# Interruption and a changing tree
+
+
+def wait_for_file(directory, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.listdir(directory):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_build_leaves_nothing(mkstipple, out, sig):
+    image = out / "x.stipple"
+    p = subprocess.Popen([mkstipple, "--quiet", "--level", "19", "--block-size", "1M",
+                          "--threads", "1", PYTHON_LIB, image], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for_file(out, 10)  # the temporary file exists: the build is under way
+        time.sleep(0.5)
+        assert p.poll() is None, "the build ended before it could be interrupted"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode != 0, "interrupted build exited 0"
+    assert_empty_dir(out, "interrupted build (%s)" % sig.name)
+
+
+def test_file_growing_while_read(mkstipple, tmp_path, out):
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(20):
+        (src / ("before-%02d" % i)).write_bytes(os.urandom(256 << 10))
+    growing = src / "growing.log"
+    growing.write_bytes(os.urandom(8 << 20))
+    writer = subprocess.Popen(
+        ["/usr/bin/python3", "-c",
+         "import sys, time, os\n"
+         "f = open(sys.argv[1], 'ab', buffering=0)\n"
+         "for _ in range(20000):\n"
+         "    f.write(os.urandom(4096)); time.sleep(0.002)\n", growing],
+        stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)
+        r = run([mkstipple, "--level", "19", "--block-size", "1M", src, out / "x.stipple"])
+    finally:
+        writer.kill()
+        writer.wait()
+    assert r.returncode != 0, "a file growing while read went unnoticed"
+    assert r.returncode < 128, "crashed: exit %d\n%s" % (r.returncode, r.stderr)
+    assert "growing.log" in r.stderr, "message does not name the file:\n" + r.stderr
+    assert_empty_dir(out, "build of a changing tree")
