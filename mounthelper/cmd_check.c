@@ -36,9 +36,9 @@ struct check {
 	unsigned long problems; /* found outside the walk */
 };
 
-static void check_problem(struct check *c, const char *fmt, const char *what)
+static void check_problem(struct check *c, const char *what)
 {
-	stp_cli_problem(&check_cli, c->image, NULL, fmt, what);
+	stp_cli_problem(&check_cli, c->image, NULL, "%s", what);
 	c->problems++;
 }
 
@@ -49,11 +49,11 @@ static void check_file_size(struct check *c)
 	if (fstat(stp_image_fd(c->img), &st))
 		return;
 	if ((uint64_t)st.st_size < c->sb->image_size)
-		check_problem(c, "%s", "the file is shorter than the image: truncated");
+		check_problem(c, "the file is shorter than the image: truncated");
 	else if ((uint64_t)st.st_size > c->sb->image_size)
-		check_problem(c, "%s", "the file has bytes past the end of the image");
+		check_problem(c, "the file has bytes past the end of the image");
 	if (c->sb->hot_size > c->sb->data_size)
-		check_problem(c, "%s", "the hot region is larger than the data");
+		check_problem(c, "the hot region is larger than the data");
 }
 
 static void check_blocks(struct check *c)
@@ -61,7 +61,7 @@ static void check_blocks(struct check *c)
 	void *buf = malloc(stp_image_block_size(c->img));
 
 	if (!buf) {
-		check_problem(c, "%s", "out of memory for a block");
+		check_problem(c, "out of memory for a block");
 		return;
 	}
 	for (uint64_t b = 0; b < c->sb->block_count; b++) {
