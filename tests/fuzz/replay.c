@@ -8,11 +8,13 @@
  * cut short at a few lengths, then with each byte in turn inverted (every byte of inputs
  * up to 16 KiB, evenly spaced ones beyond), a deterministic sweep of the mutations a
  * fuzzer tries first. Exits 0 when every run returned, 1 when no input was found; a
- * broken promise aborts.
+ * broken promise aborts, and so does an allocation above ALLOC_MAX (as libFuzzer's
+ * -malloc_limit_mb does): a few bytes of image must not make a reader reserve gigabytes.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,32 @@
 #define FLIP_ALL_UP_TO (16u << 10)
 #define FLIPS_MAX 16384u
 
+#define ALLOC_MAX (1ull << 30)
+
 static unsigned long runs;
+static const char *current_path;  /* the input being replayed, and its mutation */
+static char current_change[64];
+
+/* Names the input that made the target abort. */
+static void report_current(int sig)
+{
+	fprintf(stderr, "replay: failed on %s, %s\n", current_path ? current_path : "?",
+		current_change);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Every malloc of the process (the library's and zstd's too) goes through this limit. */
+void *__libc_malloc(size_t size);
+void *malloc(size_t size)
+{
+	if (size > ALLOC_MAX) {
+		fprintf(stderr, "replay: malloc(%zu) is above the %llu-byte limit\n", size,
+			(unsigned long long)ALLOC_MAX);
+		abort();
+	}
+	return __libc_malloc(size);
+}
 
 static void run(const uint8_t *data, size_t size)
 {
@@ -33,20 +60,28 @@ static void run(const uint8_t *data, size_t size)
 	runs++;
 }
 
+static void run_cut(const uint8_t *data, size_t size)
+{
+	snprintf(current_change, sizeof(current_change), "cut to %zu bytes", size);
+	run(data, size);
+}
+
 static void sweep(uint8_t *data, size_t size)
 {
 	static const size_t cuts[] = { 0, 1, 8, 255, 256, 257, 4096 };
 	size_t step = size <= FLIP_ALL_UP_TO ? 1 : size / FLIPS_MAX + 1;
 
+	snprintf(current_change, sizeof(current_change), "as stored");
 	run(data, size);
 	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
 		if (cuts[i] < size)
-			run(data, cuts[i]);
+			run_cut(data, cuts[i]);
 	if (size > 1) {
-		run(data, size / 2);
-		run(data, size - 1);
+		run_cut(data, size / 2);
+		run_cut(data, size - 1);
 	}
 	for (size_t i = 0; i < size; i += step) {
+		snprintf(current_change, sizeof(current_change), "byte %zu inverted", i);
 		data[i] ^= 0xff;
 		run(data, size);
 		data[i] ^= 0xff;
@@ -100,7 +135,9 @@ static int replay_file(const char *path)
 		return rc;
 	}
 	fprintf(stderr, "%s (%zu bytes)\n", path, size);
+	current_path = path;
 	sweep(data, size);
+	current_path = NULL;
 	free(data);
 	return 1;
 }
@@ -148,6 +185,10 @@ int main(int argc, char **argv)
 {
 	int inputs = 0;
 
+	signal(SIGABRT, report_current);
+	signal(SIGSEGV, report_current);
+	signal(SIGBUS, report_current);
+	signal(SIGFPE, report_current);
 	for (int i = 1; i < argc; i++) {
 		int rc = replay_path(argv[i]);
 
