@@ -110,7 +110,7 @@ static int check_single_threaded(char *err, size_t errlen)
 	fclose(f);
 	if (threads != 1)
 		return fail(err, errlen, -EBUSY,
-			    "sandbox: %ld threads already run; it must be entered before any starts",
+			    "%ld threads already run; it must be entered before any starts",
 			    threads);
 	return 0;
 }
@@ -144,13 +144,13 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
 		rc = lookup_user(want, uid, gid, &found);
 	}
 	if (rc)
-		return fail(err, errlen, rc, "sandbox: looking up user '%s': %s", want,
+		return fail(err, errlen, rc, "looking up user '%s': %s", want,
 			    strerror(-rc));
 	if (!found)
-		return fail(err, errlen, -ENOENT, "sandbox: user '%s' does not exist", want);
+		return fail(err, errlen, -ENOENT, "user '%s' does not exist", want);
 	if (*uid == 0 || *gid == 0)
 		return fail(err, errlen, -EINVAL,
-			    "sandbox: user '%s' has uid or gid 0; choose an unprivileged user", want);
+			    "user '%s' has uid or gid 0; choose an unprivileged user", want);
 	return 0;
 }
 
@@ -210,7 +210,7 @@ static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *
 	int rc;
 
 	if (!ctx)
-		return fail(err, errlen, -ENOMEM, "sandbox: seccomp_init failed");
+		return fail(err, errlen, -ENOMEM, "seccomp_init failed");
 	/* Another ABI (i386 int 0x80, x32) would bypass the rules: kill in every mode. */
 	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	for (size_t i = 0; !rc && i < sizeof(allowed_calls) / sizeof(allowed_calls[0]); i++)
@@ -219,7 +219,7 @@ static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *
 		rc = add_guarded_rules(ctx);
 	if (rc) {
 		seccomp_release(ctx);
-		return fail(err, errlen, rc, "sandbox: building the seccomp filter: %s",
+		return fail(err, errlen, rc, "building the seccomp filter: %s",
 			    strerror(-rc));
 	}
 	*out = ctx;
@@ -250,14 +250,14 @@ static int collect_keep_fds(const struct stp_sandbox_opts *opts, int *keep, char
 	size_t n = 0;
 
 	if (opts->nkeep > MAX_KEEP_FDS)
-		return fail(err, errlen, -EINVAL, "sandbox: %zu descriptors to keep (at most %d)",
+		return fail(err, errlen, -EINVAL, "%zu descriptors to keep (at most %d)",
 			    opts->nkeep, MAX_KEEP_FDS);
 	for (size_t i = 0; i < opts->nkeep; i++) {
 		int fd = opts->keep_fds[i];
 
 		if (fd < 0 || fcntl(fd, F_GETFD) < 0)
 			return fail(err, errlen, -EBADF,
-				    "sandbox: descriptor %d to keep is not open", fd);
+				    "descriptor %d to keep is not open", fd);
 		if (fd > 2)
 			keep[n++] = fd;
 	}
@@ -316,16 +316,16 @@ static int point_stdio_at(int nullfd, bool keep_stderr)
 static int pivot_into(const char *dir, char *err, size_t errlen)
 {
 	if (chdir(dir))
-		return fail(err, errlen, -errno, "sandbox: chdir %s: %s", dir, strerror(errno));
+		return fail(err, errlen, -errno, "chdir %s: %s", dir, strerror(errno));
 	/* The old root ends up stacked on "."; detaching it drops every other mount. */
 	if (syscall(SYS_pivot_root, ".", "."))
-		return fail(err, errlen, -errno, "sandbox: pivot_root into %s: %s", dir,
+		return fail(err, errlen, -errno, "pivot_root into %s: %s", dir,
 			    strerror(errno));
 	if (umount2(".", MNT_DETACH))
-		return fail(err, errlen, -errno, "sandbox: detaching the old root: %s",
+		return fail(err, errlen, -errno, "detaching the old root: %s",
 			    strerror(errno));
 	if (chdir("/"))
-		return fail(err, errlen, -errno, "sandbox: chdir /: %s", strerror(errno));
+		return fail(err, errlen, -errno, "chdir /: %s", strerror(errno));
 	return 0;
 }
 
@@ -339,16 +339,16 @@ static int enter_empty_root(char *err, size_t errlen)
 	const char *base = NULL;
 
 	if (unshare(CLONE_NEWNS))
-		return fail(err, errlen, -errno, "sandbox: unshare(CLONE_NEWNS): %s",
+		return fail(err, errlen, -errno, "unshare(CLONE_NEWNS): %s",
 			    strerror(errno));
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		return fail(err, errlen, -errno, "sandbox: making / private: %s", strerror(errno));
+		return fail(err, errlen, -errno, "making / private: %s", strerror(errno));
 	for (size_t i = 0; !base && i < sizeof(empty_root_bases) / sizeof(empty_root_bases[0]); i++)
 		if (!mount("stipple-sandbox", empty_root_bases[i], "tmpfs", flags,
 			   "mode=0555,size=4k,nr_inodes=1"))
 			base = empty_root_bases[i];
 	if (!base)
-		return fail(err, errlen, -errno, "sandbox: mounting an empty tmpfs on %s: %s",
+		return fail(err, errlen, -errno, "mounting an empty tmpfs on %s: %s",
 			    empty_root_bases[0], strerror(errno));
 	return pivot_into(base, err, errlen);
 }
@@ -360,7 +360,7 @@ static int drop_bounding_set(char *err, size_t errlen)
 
 	for (cap_value_t cap = 0; cap < max; cap++)
 		if (cap_drop_bound(cap) && errno != EINVAL)
-			return fail(err, errlen, -errno, "sandbox: dropping capability %d from the "
+			return fail(err, errlen, -errno, "dropping capability %d from the "
 				    "bounding set: %s", cap, strerror(errno));
 	return 0;
 }
@@ -370,15 +370,15 @@ static int switch_user(uid_t uid, gid_t gid, char *err, size_t errlen)
 	uid_t ruid, euid, suid;
 
 	if (setgroups(0, NULL))
-		return fail(err, errlen, -errno, "sandbox: setgroups: %s", strerror(errno));
+		return fail(err, errlen, -errno, "setgroups: %s", strerror(errno));
 	if (setresgid(gid, gid, gid))
-		return fail(err, errlen, -errno, "sandbox: setresgid %u: %s", (unsigned)gid,
+		return fail(err, errlen, -errno, "setresgid %u: %s", (unsigned)gid,
 			    strerror(errno));
 	if (setresuid(uid, uid, uid))
-		return fail(err, errlen, -errno, "sandbox: setresuid %u: %s", (unsigned)uid,
+		return fail(err, errlen, -errno, "setresuid %u: %s", (unsigned)uid,
 			    strerror(errno));
 	if (getresuid(&ruid, &euid, &suid) || ruid != uid || euid != uid || suid != uid)
-		return fail(err, errlen, -EPERM, "sandbox: the uid did not change to %u",
+		return fail(err, errlen, -EPERM, "the uid did not change to %u",
 			    (unsigned)uid);
 	return 0;
 }
@@ -390,13 +390,13 @@ static int clear_capabilities(char *err, size_t errlen)
 	int rc = 0;
 
 	if (CAP_AMBIENT_SUPPORTED() && cap_reset_ambient())
-		return fail(err, errlen, -errno, "sandbox: clearing the ambient set: %s",
+		return fail(err, errlen, -errno, "clearing the ambient set: %s",
 			    strerror(errno));
 	none = cap_init();
 	if (!none)
-		return fail(err, errlen, -ENOMEM, "sandbox: cap_init failed");
+		return fail(err, errlen, -ENOMEM, "cap_init failed");
 	if (cap_set_proc(none))
-		rc = fail(err, errlen, -errno, "sandbox: clearing capabilities: %s",
+		rc = fail(err, errlen, -errno, "clearing capabilities: %s",
 			  strerror(errno));
 	cap_free(none);
 	return rc;
@@ -410,7 +410,7 @@ static int drop_privilege(uid_t uid, gid_t gid, char *err, size_t errlen)
 	if (!rc)
 		rc = drop_bounding_set(err, errlen);
 	if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
-		rc = fail(err, errlen, -errno, "sandbox: locking securebits: %s", strerror(errno));
+		rc = fail(err, errlen, -errno, "locking securebits: %s", strerror(errno));
 	if (!rc)
 		rc = switch_user(uid, gid, err, errlen);
 	return rc;
@@ -424,12 +424,12 @@ static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
 	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		rc = fail(err, errlen, -errno, "sandbox: setting no_new_privs: %s",
+		rc = fail(err, errlen, -errno, "setting no_new_privs: %s",
 			  strerror(errno));
 	if (!rc) {
 		rc = seccomp_load(filter);
 		if (rc)
-			fail(err, errlen, rc, "sandbox: loading the seccomp filter: %s",
+			fail(err, errlen, rc, "loading the seccomp filter: %s",
 			     strerror(-rc));
 	}
 	return rc;
@@ -465,19 +465,19 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	preload_unwinder();
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nullfd < 0) {
-		rc = fail(err, errlen, -errno, "sandbox: opening /dev/null: %s", strerror(errno));
+		rc = fail(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
 		goto out;
 	}
 
 	/* From here on nothing can be undone. */
 	rc = point_stdio_at(nullfd, opts->keep_stderr);
 	if (rc) {
-		fail(err, errlen, rc, "sandbox: pointing 0-2 at /dev/null: %s", strerror(-rc));
+		fail(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));
 		goto out;
 	}
 	rc = close_other_fds(keep, nkeep);
 	if (rc) {
-		fail(err, errlen, rc, "sandbox: closing descriptors: %s", strerror(-rc));
+		fail(err, errlen, rc, "closing descriptors: %s", strerror(-rc));
 		goto out;
 	}
 	rc = confine(privileged, uid, gid, filter, err, errlen);

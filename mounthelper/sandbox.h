@@ -23,10 +23,12 @@
  *   - capabilities, no_new_privs and seccomp are per thread and inherited only by threads
  *     created later: call stp_sandbox_enter while the process has a single thread, before
  *     fuse_session_loop_mt() or any worker starts;
- *   - after it, the process can open no file (no /dev/fuse clone: clone_fd must stay 0),
- *     make no socket (no syslog), exec or fork nothing, and cannot unmount: when the loop
- *     ends for another reason than the host's umount, just exit (the mount then answers
- *     ENOTCONN until unmounted);
+ *   - after it, the process can open no file (open fails with EACCES; libfuse's clone_fd
+ *     must stay 0; a file to write later, e.g. a hot list, is opened before and kept),
+ *     make no socket (no syslog), exec or fork nothing (either kills it), and cannot
+ *     unmount: when the loop ends for another reason than the host's umount, do not call
+ *     fuse_session_unmount (its umount2 and fusermount3 fallbacks would be killed), just
+ *     exit (the mount then answers ENOTCONN until unmounted);
  *   - the daemon can still write to stderr when KEEP_STDERR is set (foreground debugging).
  */
 #ifndef STP_SANDBOX_H
@@ -57,7 +59,8 @@ struct stp_sandbox_opts {
 /*
  * Confines the calling process as described above. The process must be single-threaded
  * (-EBUSY otherwise). Returns 0, or a negative errno with a one-line message in ERR
- * (ERRLEN bytes, always terminated).
+ * (ERRLEN bytes, always terminated) naming the step that failed, for the caller to prefix
+ * with "sandbox: " or the like.
  *
  * Errors found before anything irreversible (unknown or root user, bad options, the
  * filter cannot be built, /dev/null cannot be opened) leave the process as it was, so the
