@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+#include "bcj.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <string.h>
+
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+/* rel32 operands that the x86 filter touches have 0x00 or 0xFF as their high byte. */
+static inline int x86_is_sign_byte(uint8_t b)
+{
+	return (uint8_t)(b + 1) <= 1;
+}
+
+static inline uint32_t x86_sext25(uint32_t v)
+{
+	return (v & 0x01000000u) ? (v | 0xFE000000u) : (v & 0x01FFFFFFu);
+}
+
+/*
+ * Adds OFF to the operand V (subtracts when decoding). When an E8/E9 left alone GUARD
+ * bytes before this opcode has its fourth operand byte inside V (at byte 3 - GUARD),
+ * that byte must not become 0x00/0xFF, or the decoder would judge that opcode
+ * differently: flip the bytes up to it and convert again until it is not. The decoder
+ * retraces the same walk backwards; it ends because the start value has no such byte.
+ */
+static uint32_t x86_convert(uint32_t v, uint32_t off, unsigned guard, int encode)
+{
+	unsigned shift = 8 * (3 - guard);
+	uint32_t w;
+
+	for (;;) {
+		w = encode ? v + off : v - off;
+		if (!guard || !x86_is_sign_byte((uint8_t)(w >> shift)))
+			return x86_sext25(w);
+		v = w ^ ((UINT32_C(1) << (shift + 8)) - 1);
+	}
+}
+
+void stp_bcj_x86(uint8_t *buf, size_t size, uint64_t pos, int encode)
+{
+	/* Bit d: the byte d back was an E8/E9 left alone (SKIPPED), whose fourth operand
+	 * byte was 0x00/0xFF (SIGN). Bit 0 is the current opcode. */
+	unsigned skipped = 0, sign = 0, guard;
+	size_t i = 0, last = 0, gap;
+	uint32_t v;
+
+	if (size < 5)
+		return;
+	while (i <= size - 5) {
+		if ((buf[i] & 0xFE) != 0xE8) {
+			i++;
+			continue;
+		}
+		gap = i - last;
+		last = i;
+		if (gap > 3) {
+			skipped = sign = 0;
+		} else {
+			skipped = (skipped << gap) & 0xE;
+			sign = (sign << gap) & 0xE;
+		}
+		/* Convert only with at most one opcode left alone in the last three bytes. */
+		if (!sign && x86_is_sign_byte(buf[i + 4]) && !(skipped & (skipped - 1))) {
+			guard = skipped ? (unsigned)__builtin_ctz(skipped) : 0;
+			v = x86_convert(get_le32(buf + i + 1), (uint32_t)(pos + i + 5), guard,
+					encode);
+			put_le32(buf + i + 1, v);
+			skipped = sign = 0;
+			i += 5;
+			continue;
+		}
+		skipped |= 1;
+		if (x86_is_sign_byte(buf[i + 4]))
+			sign |= 1;
+		i++;
+	}
+}
+
+/* BL: imm26 counts instructions. */
+static inline uint32_t arm64_bl(uint32_t insn, uint64_t addr, int encode)
+{
+	uint32_t d = (uint32_t)(addr >> 2);
+	uint32_t imm = encode ? insn + d : insn - d;
+
+	return 0x94000000u | (imm & 0x03FFFFFFu);
+}
+
+/* ADRP: 21-bit page offset in immhi (bits 23..5) and immlo (bits 30..29). Far targets
+ * are rare and would only add noise: only offsets within +-2^17 pages change. */
+static inline uint32_t arm64_adrp(uint32_t insn, uint64_t addr, int encode)
+{
+	uint32_t imm = ((insn >> 29) & 3) | ((insn >> 3) & 0x001FFFFCu);
+	uint32_t page = (uint32_t)(addr >> 12);
+
+	if ((imm + 0x00020000u) & 0x001C0000u)
+		return insn;
+	imm = (encode ? imm + page : imm - page) & 0x0003FFFFu;
+	if (imm & 0x00020000u)
+		imm |= 0x001C0000u;
+	return (insn & 0x9000001Fu) | (imm & 3) << 29 | (imm >> 2) << 5;
+}
+
+void stp_bcj_arm64(uint8_t *buf, size_t size, uint64_t pos, int encode)
+{
+	size_t i = (size_t)(-pos & 3);
+	uint32_t insn;
+
+	for (; i + 4 <= size; i += 4) {
+		insn = get_le32(buf + i);
+		if ((insn & 0xFC000000u) == 0x94000000u)
+			put_le32(buf + i, arm64_bl(insn, pos + i, encode));
+		else if ((insn & 0x9F000000u) == 0x90000000u)
+			put_le32(buf + i, arm64_adrp(insn, pos + i, encode));
+	}
+}
+
+int stp_bcj_apply(unsigned filter, uint8_t *buf, size_t size, uint64_t pos, int encode)
+{
+	switch (filter) {
+	case STP_FILTER_NONE:
+		return 0;
+	case STP_FILTER_X86:
+		stp_bcj_x86(buf, size, pos, encode);
+		return 0;
+	case STP_FILTER_ARM64:
+		stp_bcj_arm64(buf, size, pos, encode);
+		return 0;
+	default:
+		return -EPROTONOSUPPORT;
+	}
+}
+
+static unsigned elf_get16(const uint8_t *p, int big_endian)
+{
+	return big_endian ? (unsigned)p[0] << 8 | p[1] : (unsigned)p[1] << 8 | p[0];
+}
+
+enum stp_filter stp_bcj_elf_filter(const uint8_t *head, size_t len)
+{
+	unsigned type, machine;
+	int big_endian;
+
+	if (len < EI_NIDENT + 4 || memcmp(head, ELFMAG, SELFMAG))
+		return STP_FILTER_NONE;
+	if (head[EI_DATA] != ELFDATA2LSB && head[EI_DATA] != ELFDATA2MSB)
+		return STP_FILTER_NONE;
+	big_endian = head[EI_DATA] == ELFDATA2MSB;
+	type = elf_get16(head + EI_NIDENT, big_endian);
+	machine = elf_get16(head + EI_NIDENT + 2, big_endian);
+	if (type != ET_EXEC && type != ET_DYN)
+		return STP_FILTER_NONE;
+	switch (machine) {
+	case EM_386:
+	case EM_X86_64:
+		return STP_FILTER_X86;
+	case EM_AARCH64:
+		return STP_FILTER_ARM64;
+	default:
+		return STP_FILTER_NONE;
+	}
+}

@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * BCJ filters: hand-computed vectors that pin the definition, and round trips on real
+ * binaries (cut into blocks at odd stream positions), random and instruction-dense data
+ * and every tiny size.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcj.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                        \
+	do {                                                                    \
+		checks++;                                                       \
+		if (!(cond)) {                                                  \
+			failures++;                                             \
+			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                           \
+			fputc('\n', stderr);                                    \
+		}                                                               \
+	} while (0)
+
+typedef void (*bcj_fn)(uint8_t *buf, size_t size, uint64_t pos, int encode);
+
+/* xorshift64*: reproducible test data. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+static void fill_random(uint8_t *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)rng();
+}
+
+/* Bytes where E8/E9 and 0x00/0xFF are common, so every rule of the x86 scan is hit. */
+static void fill_x86_dense(uint8_t *buf, size_t len)
+{
+	static const uint8_t pick[] = { 0xE8, 0xE9, 0x00, 0xFF, 0x01, 0xFE, 0xE8, 0x00 };
+
+	for (size_t i = 0; i < len; i++) {
+		uint64_t r = rng();
+		buf[i] = (r & 0x30) ? pick[r & 7] : (uint8_t)(r >> 8);
+	}
+}
+
+/* Little-endian words, most of them BL or ADRP (near and far). */
+static void fill_arm64_dense(uint8_t *buf, size_t len)
+{
+	for (size_t i = 0; i + 4 <= len; i += 4) {
+		uint32_t w = (uint32_t)rng();
+
+		switch (rng() % 4) {
+		case 0:
+			w = 0x94000000u | (w & 0x03FFFFFFu);
+			break;
+		case 1:
+			w = 0x90000000u | (w & 0x6FFFFFFFu);
+			break;
+		case 2: /* ADRP within +-512 MiB: immhi bits 23..21 equal */
+			w = 0x90000000u | (w & 0x601FFFFFu) | ((w & 0x00100000u) ? 0x00E00000u : 0);
+			break;
+		}
+		memcpy(buf + i, &w, 4);
+	}
+	for (size_t i = len & ~(size_t)3; i < len; i++)
+		buf[i] = (uint8_t)rng();
+}
+
+/* Encodes a copy of SRC; returns how many bytes changed; checks decode gives SRC back. */
+static size_t round_trip(const char *what, bcj_fn fn, const uint8_t *src, size_t len,
+			 uint64_t pos)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+	size_t changed = 0;
+
+	if (!buf)
+		abort();
+	memcpy(buf, src, len);
+	fn(buf, len, pos, 1);
+	for (size_t i = 0; i < len; i++)
+		changed += buf[i] != src[i];
+	fn(buf, len, pos, 0);
+	CHECK(memcmp(buf, src, len) == 0, "%s: %zu bytes at %llu", what, len,
+	      (unsigned long long)pos);
+	free(buf);
+	return changed;
+}
+
+static void check_vector(const char *what, bcj_fn fn, const uint8_t *in, const uint8_t *out,
+			 size_t len, uint64_t pos)
+{
+	uint8_t buf[64];
+
+	memcpy(buf, in, len);
+	fn(buf, len, pos, 1);
+	CHECK(memcmp(buf, out, len) == 0, "%s: encoded bytes differ", what);
+	fn(buf, len, pos, 0);
+	CHECK(memcmp(buf, in, len) == 0, "%s: decoded bytes differ", what);
+}
+
+static void test_x86_vectors(void)
+{
+	/* At 0x1000: call +0x10 -> 0x1016; jmp -0x10 -> 0xFFB; call with high byte 0x78 is
+	 * no rel32 we touch; call -0x2000 at 0x1010 -> -0xFEB. */
+	static const uint8_t in1[] = { 0x90, 0xE8, 0x10, 0x00, 0x00, 0x00, 0xE9, 0xF0, 0xFF,
+				       0xFF, 0xFF, 0xE8, 0x12, 0x34, 0x56, 0x78, 0xE8, 0x00,
+				       0xE0, 0xFF, 0xFF };
+	static const uint8_t out1[] = { 0x90, 0xE8, 0x16, 0x10, 0x00, 0x00, 0xE9, 0xFB, 0x0F,
+					0x00, 0x00, 0xE8, 0x12, 0x34, 0x56, 0x78, 0xE8, 0x15,
+					0xF0, 0xFF, 0xFF };
+	/* Opcode 0 is left alone (its fourth operand byte, 0xFE, is no sign byte); the call
+	 * at 1 would turn that byte into 0xFF (0x00FEFFFA + 6 = 0x00FF0000), so its low
+	 * three bytes are flipped and it converts again: 0x0000FFFF + 6 = 0x00010005. */
+	static const uint8_t in2[] = { 0xE8, 0xE8, 0xFA, 0xFF, 0xFE, 0x00 };
+	static const uint8_t out2[] = { 0xE8, 0xE8, 0x05, 0x00, 0x01, 0x00 };
+	/* Two opcodes left alone in the three bytes before the one at 2: no conversion. */
+	static const uint8_t in3[] = { 0xE8, 0xE8, 0xE8, 0x11, 0x22, 0x33, 0x00, 0x00 };
+	static const uint8_t in3b[] = { 0x90, 0x90, 0xE8, 0x11, 0x22, 0x33, 0x00, 0x00 };
+	static const uint8_t out3b[] = { 0x90, 0x90, 0xE8, 0x18, 0x22, 0x33, 0x00, 0x00 };
+	/* The opcode at 2 is left alone although its fourth operand byte is 0x00; that
+	 * blocks the one at 5, three bytes later. */
+	static const uint8_t in4[] = { 0xE8, 0xE8, 0xE8, 0x11, 0x22, 0xE8, 0x00, 0x44, 0x55, 0x00 };
+	static const uint8_t in4b[] = { 0x90, 0x90, 0x90, 0x11, 0x22, 0xE8, 0x00, 0x44, 0x55, 0x00 };
+	static const uint8_t out4b[] = { 0x90, 0x90, 0x90, 0x11, 0x22, 0xE8, 0x0A, 0x44, 0x55, 0x00 };
+	/* The address is taken modulo 2^32: 0x1'0000'0000 + 0x20 behaves as 0x20. */
+	static const uint8_t in5[] = { 0xE8, 0x00, 0x00, 0x00, 0x00 };
+	static const uint8_t out5[] = { 0xE8, 0x25, 0x00, 0x00, 0x00 };
+
+	check_vector("x86 calls", stp_bcj_x86, in1, out1, sizeof(in1), 0x1000);
+	check_vector("x86 guard", stp_bcj_x86, in2, out2, sizeof(in2), 0);
+	check_vector("x86 two left alone", stp_bcj_x86, in3, in3, sizeof(in3), 0);
+	check_vector("x86 one opcode", stp_bcj_x86, in3b, out3b, sizeof(in3b), 0);
+	check_vector("x86 sign left alone", stp_bcj_x86, in4, in4, sizeof(in4), 0);
+	check_vector("x86 no history", stp_bcj_x86, in4b, out4b, sizeof(in4b), 0);
+	check_vector("x86 pos mod 2^32", stp_bcj_x86, in5, out5, sizeof(in5), 0x100000020ull);
+	/* The last four bytes never start a conversion. */
+	check_vector("x86 too short", stp_bcj_x86, in5, in5, 4, 0);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void test_arm64_vectors(void)
+{
+	/* Words at 0x1000.., pinned by hand from the encodings:
+	 * bl +0x40 -> imm 0x10 + 0x400; bl -4 at 0x1004 -> (0x3FFFFFF + 0x401) mod 2^26;
+	 * adrp x3, +1 page at 0x1008 -> +2 (immlo 2); adrp x1, +2^18 pages: too far, kept;
+	 * adrp x2, -1 page at 0x1010 -> 0; nop kept. */
+	static const uint32_t in_w[] = { 0x94000010u, 0x97FFFFFFu, 0xB0000003u,
+					 0x90200001u, 0xF0FFFFE2u, 0xD503201Fu };
+	static const uint32_t out_w[] = { 0x94000410u, 0x94000400u, 0xD0000003u,
+					  0x90200001u, 0x90000002u, 0xD503201Fu };
+	uint8_t in[sizeof(in_w) + 3], out[sizeof(in_w) + 3];
+	size_t n = sizeof(in_w) / 4;
+
+	for (size_t i = 0; i < n; i++) {
+		put32(in + 4 * i, in_w[i]);
+		put32(out + 4 * i, out_w[i]);
+	}
+	check_vector("arm64 words", stp_bcj_arm64, in, out, 4 * n, 0x1000);
+	/* Words sit at absolute multiples of 4: at 0x1002, the BL is at buffer offset 2
+	 * (address 0x1004) and the partial words at both ends are kept. */
+	memset(in, 0x94, sizeof(in));
+	memset(out, 0x94, sizeof(out));
+	put32(in + 2, 0x94000010u);
+	put32(out + 2, 0x94000411u);
+	check_vector("arm64 alignment", stp_bcj_arm64, in, out, 9, 0x1002);
+	/* BL uses address bits 2..27 and ADRP bits 12..29: bit 32 changes nothing. */
+	put32(in, 0x94000010u);
+	put32(out, 0x94000410u);
+	check_vector("arm64 pos bit 32", stp_bcj_arm64, in, out, 4, 0x100001000ull);
+}
+
+static void test_tiny_sizes(void)
+{
+	uint8_t buf[16];
+
+	for (int round = 0; round < 2000; round++) {
+		if (round % 2)
+			fill_x86_dense(buf, sizeof(buf));
+		else
+			fill_arm64_dense(buf, sizeof(buf));
+		for (size_t len = 0; len <= 16; len++) {
+			uint64_t pos = rng() % 4096;
+			round_trip("x86 tiny", stp_bcj_x86, buf, len, pos);
+			round_trip("arm64 tiny", stp_bcj_arm64, buf, len, pos);
+		}
+	}
+}
+
+static void test_random(void)
+{
+	size_t len = 3u << 20;
+	uint8_t *buf = malloc(len);
+	static const uint64_t positions[] = { 0, 1, 3, 4095, 0xFFFFFFFEull, 0x123456789ull };
+
+	if (!buf)
+		abort();
+	for (size_t i = 0; i < sizeof(positions) / sizeof(positions[0]); i++) {
+		fill_random(buf, len);
+		round_trip("x86 random", stp_bcj_x86, buf, len - i, positions[i]);
+		round_trip("arm64 random", stp_bcj_arm64, buf, len - i, positions[i]);
+		fill_x86_dense(buf, len);
+		CHECK(round_trip("x86 dense", stp_bcj_x86, buf, len - i, positions[i]) > len / 20,
+		      "x86 dense data barely changed");
+		/* instructions at absolute multiples of 4 */
+		fill_arm64_dense(buf + (-positions[i] & 3), len - 3);
+		CHECK(round_trip("arm64 dense", stp_bcj_arm64, buf, len - i, positions[i]) >
+			      len / 4, "arm64 dense data barely changed");
+	}
+	/* Decoding bytes that no encoder produced must still end and stay in bounds. */
+	fill_x86_dense(buf, len);
+	stp_bcj_x86(buf, len, 77, 0);
+	fill_arm64_dense(buf, len);
+	stp_bcj_arm64(buf, len, 77, 0);
+	free(buf);
+}
+
+/* Arm64 is stateless: filtering in pieces cut at multiples of 4 gives the same bytes. */
+static void test_arm64_cuts(void)
+{
+	size_t len = 1u << 20, off, n;
+	uint8_t *whole = malloc(len), *pieces = malloc(len);
+	uint64_t pos = 0x7FFFF000ull;
+
+	if (!whole || !pieces)
+		abort();
+	fill_arm64_dense(whole, len);
+	memcpy(pieces, whole, len);
+	stp_bcj_arm64(whole, len, pos, 1);
+	for (off = 0; off < len; off += n) {
+		n = 4 * (1 + rng() % 5000);
+		if (n > len - off)
+			n = len - off;
+		stp_bcj_arm64(pieces + off, n, pos + off, 1);
+	}
+	CHECK(memcmp(whole, pieces, len) == 0, "arm64 result depends on the cuts");
+	free(whole);
+	free(pieces);
+}
+
+static uint8_t *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET)) {
+		buf = malloc((size_t)n);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+		*len = (size_t)n;
+	}
+	fclose(f);
+	return buf;
+}
+
+/* A binary filtered block by block as the image does: each block at its stream position,
+ * the file starting at an odd position inside the stream. */
+static void test_binary(const char *path, size_t block)
+{
+	uint64_t file_pos = 1000003; /* where the file starts in the stream */
+	size_t len, off, n, changed = 0;
+	uint8_t *data = read_file(path, &len);
+
+	if (!data) {
+		printf("skip %s: not readable\n", path);
+		return;
+	}
+	CHECK(stp_bcj_elf_filter(data, len) == STP_FILTER_X86, "%s: not taken for x86", path);
+	for (off = 0; off < len; off += n) {
+		/* blocks cut at stream offsets that are multiples of BLOCK */
+		n = block - (size_t)((file_pos + off) % block);
+		if (n > len - off)
+			n = len - off;
+		changed += round_trip(path, stp_bcj_x86, data + off, n, file_pos + off);
+		round_trip(path, stp_bcj_arm64, data + off, n, file_pos + off);
+	}
+	/* compiled x86-64 code has a call every few dozen bytes */
+	CHECK(changed > len / 100, "%s: x86 filter changed only %zu of %zu bytes", path,
+	      changed, len);
+	free(data);
+}
+
+static void test_binaries(void)
+{
+	static const char *const paths[] = {
+		"/usr/bin/python3.11",
+		"/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+		"/usr/lib/x86_64-linux-gnu/libzstd.so.1",
+		"/usr/lib/x86_64-linux-gnu/libc.so.6",
+		"/usr/bin/ls",
+	};
+	static const size_t blocks[] = { 65536, 1u << 20, 32u << 20 };
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		test_binary(paths[i], blocks[i % 3]);
+}
+
+static void elf_header(uint8_t *h, unsigned type, unsigned machine, int big_endian)
+{
+	memset(h, 0, 64);
+	memcpy(h, ELFMAG, SELFMAG);
+	h[EI_CLASS] = ELFCLASS64;
+	h[EI_DATA] = big_endian ? ELFDATA2MSB : ELFDATA2LSB;
+	h[EI_VERSION] = EV_CURRENT;
+	h[16 + !big_endian] = (uint8_t)(type >> 8);
+	h[16 + big_endian] = (uint8_t)type;
+	h[18 + !big_endian] = (uint8_t)(machine >> 8);
+	h[18 + big_endian] = (uint8_t)machine;
+}
+
+static void test_elf_filter(void)
+{
+	uint8_t h[64];
+
+	elf_header(h, ET_DYN, EM_X86_64, 0);
+	CHECK(stp_bcj_elf_filter(h, sizeof(h)) == STP_FILTER_X86, "x86-64 shared object");
+	CHECK(stp_bcj_elf_filter(h, 19) == STP_FILTER_NONE, "truncated header");
+	elf_header(h, ET_EXEC, EM_386, 0);
+	CHECK(stp_bcj_elf_filter(h, sizeof(h)) == STP_FILTER_X86, "i386 executable");
+	elf_header(h, ET_EXEC, EM_AARCH64, 0);
+	CHECK(stp_bcj_elf_filter(h, sizeof(h)) == STP_FILTER_ARM64, "aarch64 executable");
+	elf_header(h, ET_DYN, EM_AARCH64, 1);
+	CHECK(stp_bcj_elf_filter(h, sizeof(h)) == STP_FILTER_ARM64, "aarch64_be shared object");
+	elf_header(h, ET_REL, EM_X86_64, 0);
+	CHECK(stp_bcj_elf_filter(h, sizeof(h)) == STP_FILTER_NONE, "relocatable object");
+	elf_header(h, ET_CORE, EM_X86_64, 0);
+	CHECK(stp_bcj_elf_filter(h, sizeof(h)) == STP_FILTER_NONE, "core file");
+	elf_header(h, ET_DYN, EM_RISCV, 0);
+	CHECK(stp_bcj_elf_filter(h, sizeof(h)) == STP_FILTER_NONE, "riscv");
+	CHECK(stp_bcj_elf_filter((const uint8_t *)"!<arch>\n", 8) == STP_FILTER_NONE, "ar");
+	CHECK(stp_bcj_elf_filter(h, 0) == STP_FILTER_NONE, "empty");
+}
+
+static void test_apply(void)
+{
+	/* a call at 0, then a BL at 8 */
+	uint8_t a[] = { 0xE8, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0x94 }, b[sizeof(a)];
+
+	memcpy(b, a, sizeof(a));
+	CHECK(stp_bcj_apply(STP_FILTER_NONE, b, sizeof(b), 0, 1) == 0 &&
+		      !memcmp(a, b, sizeof(a)), "none changes nothing");
+	CHECK(stp_bcj_apply(STP_FILTER_X86, b, sizeof(b), 0, 1) == 0 && b[1] == 5 &&
+		      b[8] == 0x10, "x86");
+	memcpy(b, a, sizeof(a));
+	CHECK(stp_bcj_apply(STP_FILTER_ARM64, b, sizeof(b), 4, 1) == 0 && b[1] == 0 &&
+		      b[8] == 0x13, "arm64");
+	CHECK(stp_bcj_apply(3, b, sizeof(b), 0, 1) == -EPROTONOSUPPORT, "unknown filter");
+}
+
+int main(void)
+{
+	test_x86_vectors();
+	test_arm64_vectors();
+	test_tiny_sizes();
+	test_random();
+	test_arm64_cuts();
+	test_binaries();
+	test_elf_filter();
+	test_apply();
+	printf("%d passed, %d failed\n", checks - failures, failures);
+	return failures ? 1 : 0;
+}
