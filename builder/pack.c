@@ -16,6 +16,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "bcj.h"
 #include "util.h"
 
 #define STAGE_SIZE (1u << 20)
@@ -26,8 +27,10 @@ struct slot {
 	uint8_t *in, *out;
 	size_t len;          /* bytes filled */
 	size_t stored_len;
-	uint8_t codec;
+	uint8_t codec, filter;
 	uint64_t checksum;
+	uint64_t block;      /* its number in the stream */
+	uint64_t code[3];    /* bytes of machine code by enum stp_filter */
 	int state;           /* protected by packer.lock */
 	int err;
 };
@@ -51,6 +54,13 @@ struct packer {
 	uint64_t blocks_cap;
 	uint8_t *stage;
 	uint64_t total_in, done_in;
+	unsigned filters;    /* bit per enum stp_filter written */
+};
+
+/* What a worker owns: its context and, with BCJ, room for the filtered attempt. */
+struct worker {
+	ZSTD_CCtx *cctx;
+	uint8_t *fin, *fout;
 };
 
 static int file_error(const char *path, int err, const char *what)
@@ -82,14 +92,17 @@ void pack_memory_cost(const struct pack_opts *o, uint64_t *per_block, uint64_t *
 
 	*per_block = 2ull << o->block_log;
 	*per_worker = p ? ZSTD_estimateCCtxSize_usingCCtxParams(p) : 0;
+	if (o->bcj)
+		*per_worker += 2ull << o->block_log;
 	ZSTD_freeCCtxParams(p);
 }
 
 /* Compresses one slot; raw when compression does not shrink it. */
-static void compress_slot(ZSTD_CCtx *cctx, struct slot *s)
+static void compress_plain(ZSTD_CCtx *cctx, struct slot *s)
 {
 	size_t n = ZSTD_compress2(cctx, s->out, s->len, s->in, s->len);
 
+	s->filter = STP_FILTER_NONE;
 	if (ZSTD_isError(n) || n >= s->len) {
 		s->codec = STP_CODEC_RAW;
 		s->stored_len = s->len;
@@ -101,13 +114,48 @@ static void compress_slot(ZSTD_CCtx *cctx, struct slot *s)
 	}
 }
 
+/* A block holding machine code is compressed both ways and the smaller kept, so BCJ
+ * never makes an image larger. */
+static int compress_filtered(struct worker *w, struct slot *s, unsigned block_log)
+{
+	unsigned filter = s->code[STP_FILTER_ARM64] > s->code[STP_FILTER_X86] ?
+			  STP_FILTER_ARM64 : STP_FILTER_X86;
+	size_t n;
+
+	if (!w->fin) {
+		w->fin = malloc((size_t)1 << block_log);
+		w->fout = malloc((size_t)1 << block_log);
+		if (!w->fin || !w->fout)
+			return -ENOMEM;
+	}
+	memcpy(w->fin, s->in, s->len);
+	stp_bcj_apply(filter, w->fin, s->len, s->block << block_log, 1);
+	n = ZSTD_compress2(w->cctx, w->fout, s->len, w->fin, s->len);
+	if (ZSTD_isError(n) || n >= s->stored_len)
+		return 0;
+	memcpy(s->out, w->fout, n);
+	s->codec = STP_CODEC_ZSTD;
+	s->filter = (uint8_t)filter;
+	s->stored_len = n;
+	s->checksum = stp_checksum(s->out, n);
+	return 0;
+}
+
+static int compress_slot(struct packer *p, struct worker *w, struct slot *s)
+{
+	compress_plain(w->cctx, s);
+	if (p->o->bcj && (s->code[STP_FILTER_X86] || s->code[STP_FILTER_ARM64]))
+		return compress_filtered(w, s, p->o->block_log);
+	return 0;
+}
+
 static void *worker_main(void *arg)
 {
 	struct packer *p = arg;
-	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	struct worker w = { .cctx = ZSTD_createCCtx() };
 	ZSTD_CCtx_params *params = make_params(p->o);
-	int err = (!cctx || !params ||
-		   ZSTD_isError(ZSTD_CCtx_setParametersUsingCCtxParams(cctx, params))) ? -ENOMEM : 0;
+	int err = (!w.cctx || !params ||
+		   ZSTD_isError(ZSTD_CCtx_setParametersUsingCCtxParams(w.cctx, params))) ? -ENOMEM : 0;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -119,16 +167,16 @@ static void *worker_main(void *arg)
 			break;
 		s = &p->slots[p->taken++ % p->nslots];
 		pthread_mutex_unlock(&p->lock);
-		s->err = err;
-		if (!err)
-			compress_slot(cctx, s);
+		s->err = err ? err : compress_slot(p, &w, s);
 		pthread_mutex_lock(&p->lock);
 		s->state = SLOT_DONE;
 		pthread_cond_broadcast(&p->cond);
 	}
 	pthread_mutex_unlock(&p->lock);
-	ZSTD_freeCCtx(cctx);
+	ZSTD_freeCCtx(w.cctx);
 	ZSTD_freeCCtxParams(params);
+	free(w.fin);
+	free(w.fout);
 	return NULL;
 }
 
@@ -171,12 +219,14 @@ static int write_oldest(struct packer *p)
 	}
 	be = &p->blocks[p->written];
 	*be = (struct stp_blockent){ .offset = p->pos, .stored_size = (uint32_t)s->stored_len,
-				     .codec = s->codec, .filter = STP_FILTER_NONE,
+				     .codec = s->codec, .filter = s->filter,
 				     .checksum = s->checksum };
 	p->pos += s->stored_len;
+	p->filters |= 1u << s->filter;
 	pthread_mutex_lock(&p->lock);
 	s->state = SLOT_FREE;
 	s->len = 0;
+	memset(s->code, 0, sizeof(s->code));
 	p->written++;
 	pthread_mutex_unlock(&p->lock);
 	progress(p);
@@ -208,13 +258,13 @@ static void submit(struct packer *p, struct slot *s)
 {
 	pthread_mutex_lock(&p->lock);
 	s->state = SLOT_QUEUED;
-	p->submitted++;
+	s->block = p->submitted++;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Appends LEN bytes to the stream (DATA NULL: zeros). */
-static int stream_append(struct packer *p, const uint8_t *data, size_t len)
+/* Appends LEN bytes to the stream (DATA NULL: zeros) of a file suited to FILTER. */
+static int stream_append(struct packer *p, const uint8_t *data, size_t len, unsigned filter)
 {
 	while (len) {
 		struct slot *s;
@@ -229,6 +279,7 @@ static int stream_append(struct packer *p, const uint8_t *data, size_t len)
 		else
 			memset(s->in + s->len, 0, n);
 		s->len += n;
+		s->code[filter] += n;
 		p->stream += n;
 		len -= n;
 		if (data)
@@ -262,7 +313,7 @@ static int emit(struct packer *p, struct node *f, const uint8_t *data, uint64_t 
 {
 	int rc = add_extent(f, file_off, p->stream, len);
 
-	return rc ? rc : stream_append(p, data, len);
+	return rc ? rc : stream_append(p, data, len, f->filter);
 }
 
 static int is_zero(const uint8_t *b, size_t len)
@@ -565,5 +616,9 @@ int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t star
 	r->nblocks = p.written;
 	r->blocks = p.blocks;
 	r->end = p.pos;
+	if (p.filters & 1u << STP_FILTER_X86)
+		r->feat_incompat |= STP_FEAT_INCOMPAT_BCJ_X86;
+	if (p.filters & 1u << STP_FILTER_ARM64)
+		r->feat_incompat |= STP_FEAT_INCOMPAT_BCJ_ARM64;
 	return 0;
 }

@@ -4,11 +4,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+
+#include "bcj.h"
 
 static int fail(const char *path, int err, const char *what)
 {
@@ -194,6 +197,23 @@ static int scan_dir(struct node *n)
 	return rc;
 }
 
+/* Machine code is told by its ELF header; the packer filters blocks that hold it. */
+static int read_filter(struct node *n)
+{
+	uint8_t head[64];
+	int fd = open(n->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t len;
+
+	if (fd < 0)
+		return fail(n->path, errno, "opening");
+	len = pread(fd, head, sizeof(head), 0);
+	close(fd);
+	if (len < 0)
+		return fail(n->path, errno, "reading");
+	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
+	return 0;
+}
+
 static int scan_node(struct node *n)
 {
 	int rc;
@@ -207,6 +227,8 @@ static int scan_node(struct node *n)
 		return read_link(n);
 	if (S_ISDIR(n->st.st_mode))
 		return scan_dir(n);
+	if (S_ISREG(n->st.st_mode) && n->st.st_size >= 64)
+		return read_filter(n);
 	return 0;
 }
 

@@ -37,6 +37,7 @@ struct node {
 	struct stp_extent *extents;
 	uint32_t nextents;
 	int hot;               /* listed in the hot list */
+	uint8_t filter;        /* enum stp_filter that suits its machine code */
 	uint64_t hash[2];      /* content hash, when another file has the same size */
 	int hashed;
 	struct node *same_as;  /* identical content stored earlier in the stream */
