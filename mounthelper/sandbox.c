@@ -154,50 +154,46 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
 	return 0;
 }
 
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned count,
-		    const struct scmp_arg_cmp *cmp)
-{
-	return seccomp_rule_add_array(ctx, action, nr, count, cmp);
-}
-
 /*
- * clone3 passes its flags in memory the filter cannot read: answering ENOSYS makes glibc
- * fall back to clone, whose flags it can. Opening a file fails with EACCES rather than
- * killing: glibc opens a few system files lazily (malloc reads
- * /proc/sys/vm/overcommit_memory the first time a thread's arena shrinks) and copes when
- * it cannot; the daemon itself opens nothing after the sandbox. Thread stacks and malloc never need PROT_EXEC,
- * so no page becomes executable. libfuse's only ioctl clones the /dev/fuse channel. fstat
- * reaches the kernel as newfstatat(fd, "", AT_EMPTY_PATH). tgkill (abort, raise) only
- * reaches our own threads.
+ * Calls answered with an errno, or allowed only with some arguments (anything else falls
+ * to the default action):
+ *   - clone3 passes its flags in memory the filter cannot read: ENOSYS makes glibc fall
+ *     back to clone, whose flags it can, and clone is allowed only for threads;
+ *   - opening a file fails with EACCES rather than killing: glibc opens a few system files
+ *     lazily (malloc reads /proc/sys/vm/overcommit_memory the first time a thread's arena
+ *     shrinks) and copes when it cannot; the daemon itself opens nothing once confined;
+ *   - thread stacks and malloc never need PROT_EXEC: no page becomes executable;
+ *   - libfuse's only ioctl clones the /dev/fuse channel;
+ *   - fstat reaches the kernel as newfstatat(fd, "", AT_EMPTY_PATH);
+ *   - tgkill (pthread_cancel, abort) only reaches our own threads.
  */
 static int add_guarded_rules(scmp_filter_ctx ctx)
 {
-	struct scmp_arg_cmp thread = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD);
-	struct scmp_arg_cmp no_exec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
-	struct scmp_arg_cmp fuse_clone =
-		SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE);
-	struct scmp_arg_cmp empty_path =
-		SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH);
-	struct scmp_arg_cmp own_pid = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid());
-	int rc;
+	const struct {
+		uint32_t action;
+		int nr;
+		unsigned int ncmp;
+		struct scmp_arg_cmp cmp;
+	} rules[] = {
+		{ SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0, { 0 } },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+		  SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD) },
+		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0, { 0 } },
+		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0, { 0 } },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0) },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0) },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+		  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE) },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 1,
+		  SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH) },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+		  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()) },
+	};
+	int rc = 0;
 
-	rc = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0, NULL);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0, NULL);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0, NULL);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, &thread);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1, &no_exec);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, &no_exec);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, &fuse_clone);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 1, &empty_path);
-	if (!rc)
-		rc = add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, &own_pid);
+	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
+		rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr, rules[i].ncmp,
+					    rules[i].ncmp ? &rules[i].cmp : NULL);
 	return rc;
 }
 
@@ -214,7 +210,7 @@ static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *
 	/* Another ABI (i386 int 0x80, x32) would bypass the rules: kill in every mode. */
 	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	for (size_t i = 0; !rc && i < sizeof(allowed_calls) / sizeof(allowed_calls[0]); i++)
-		rc = add_rule(ctx, SCMP_ACT_ALLOW, allowed_calls[i], 0, NULL);
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed_calls[i], 0);
 	if (!rc)
 		rc = add_guarded_rules(ctx);
 	if (rc) {

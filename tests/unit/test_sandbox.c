@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -123,6 +125,31 @@ static int probe_other_ioctl(void)
 
 	ioctl(scratch_fd, FIONREAD, &n);
 	return PROBE_CALL_RETURNED;
+}
+
+static int probe_stat_path(void)
+{
+	struct stat st;
+
+	stat("/", &st);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_fstat(void)
+{
+	struct stat st;
+
+	return !fstat(scratch_fd, &st) && st.st_size == sizeof(scratch_text) - 1 ? PROBE_OK
+										 : PROBE_WRONG;
+}
+
+/* Allowed by the filter; the kernel then refuses it on a file that is not /dev/fuse. */
+static int probe_fuse_clone_ioctl(void)
+{
+	uint32_t master = (uint32_t)scratch_fd;
+
+	return ioctl(scratch_fd, FUSE_DEV_IOC_CLONE, &master) < 0 && errno == ENOTTY
+		       ? PROBE_OK : PROBE_WRONG;
 }
 
 static int probe_exec_mapping(void)
@@ -336,6 +363,7 @@ static void test_forbidden(bool as_user)
 	expect("fork", STP_SANDBOX_ON, as_user, probe_fork, true);
 	expect("ioctl FIONREAD", STP_SANDBOX_ON, as_user, probe_other_ioctl, true);
 	expect("mmap PROT_EXEC", STP_SANDBOX_ON, as_user, probe_exec_mapping, true);
+	expect("stat of a path", STP_SANDBOX_ON, as_user, probe_stat_path, true);
 }
 
 static void test_allowed(bool as_user)
@@ -343,6 +371,8 @@ static void test_allowed(bool as_user)
 	expect("open answers EACCES", STP_SANDBOX_ON, as_user, probe_open, false);
 	expect("clone3 answers ENOSYS", STP_SANDBOX_ON, as_user, probe_clone3, false);
 	expect("pread of a kept fd", STP_SANDBOX_ON, as_user, probe_pread, false);
+	expect("fstat of a kept fd", STP_SANDBOX_ON, as_user, probe_fstat, false);
+	expect("ioctl FUSE_DEV_IOC_CLONE", STP_SANDBOX_ON, as_user, probe_fuse_clone_ioctl, false);
 	expect("malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
 	expect("pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
 	expect("stderr", STP_SANDBOX_ON, as_user, probe_stderr, false);
