@@ -300,13 +300,14 @@ static int close_other_fds(const int *keep, int nkeep)
 static int point_stdio_at(int nullfd, bool keep_stderr)
 {
 	int last = keep_stderr ? 1 : 2;
+	int rc = 0;
 
-	for (int fd = 0; fd <= last; fd++)
+	for (int fd = 0; !rc && fd <= last; fd++)
 		if (fd != nullfd && dup2(nullfd, fd) < 0)
-			return -errno;
+			rc = -errno;
 	if (nullfd > 2)
 		close(nullfd);
-	return 0;
+	return rc;
 }
 
 static int pivot_into(const char *dir, char *err, size_t errlen)
@@ -438,7 +439,7 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	bool privileged = geteuid() == 0;
 	uid_t uid = 0;
 	gid_t gid = 0;
-	int nkeep, nullfd = -1, rc;
+	int nkeep, nullfd, rc;
 
 	if (err && errlen)
 		err[0] = '\0';
