@@ -1,0 +1,482 @@
+# SPDX-License-Identifier: MIT
+"""The mount: `stipple mount` and the mount(8) helper, mounted for real and compared with
+the source trees byte by byte and attribute by attribute."""
+
+import contextlib
+import errno
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import (MOUNT_STIPPLE, PYTHON_LIB, STIPPLE, build_image, is_mounted,
+                      mount_image, run, unmount)
+import treeutil
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+
+PYTHON = "/usr/bin/python3.11"
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+def daemon_pids(mountpoint):
+    """Pids of stipple daemons whose command line names MOUNTPOINT."""
+    want = os.fsencode(os.path.realpath(mountpoint))
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and b"stipple" in os.path.basename(args[0]) and any(
+                os.path.realpath(a) == want for a in args[1:] if a):
+            pids.append(int(d))
+    return pids
+
+
+def wait_gone(pids, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(os.path.exists("/proc/%d" % p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_mounted(path, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not is_mounted(path):
+        assert time.monotonic() < deadline, "%s is not mounted" % path
+        time.sleep(0.05)
+
+
+def mount_fields(path):
+    """(fstype, source) of the mount at PATH from /proc/self/mountinfo."""
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ")
+            if left.split()[4] == path:
+                fstype, source = right.split()[:2]
+                return fstype, source
+    return None
+
+
+class Foreground:
+    """A `stipple mount -f` daemon whose stderr goes to a file, readable at any time."""
+
+    def __init__(self, log_path):
+        self.log_path = log_path
+        self.proc = None
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+
+@contextlib.contextmanager
+def foreground_mount(image, mountpoint, *args):
+    """`stipple mount -f ARGS IMAGE MOUNTPOINT`: yields a Foreground once the mount is
+    live, and always unmounts and waits for the daemon."""
+    fg = Foreground(os.path.join(tempfile.mkdtemp(prefix="stipple-log-"), "stderr"))
+    with open(fg.log_path, "wb") as err:
+        fg.proc = subprocess.Popen([STIPPLE, "mount", "-f", *args, image, mountpoint],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=err)
+    try:
+        deadline = time.monotonic() + 10
+        while not is_mounted(mountpoint):
+            if fg.proc.poll() is not None:
+                pytest.fail("stipple mount -f exited %d: %s" % (fg.proc.returncode, fg.log()))
+            assert time.monotonic() < deadline, "%s is not mounted" % mountpoint
+            time.sleep(0.05)
+        yield fg
+    finally:
+        unmount(mountpoint)
+        try:
+            fg.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fg.proc.kill()
+            fg.proc.wait()
+
+
+def noise_tree(root, count=24, size=256 << 10):
+    """Incompressible files (every block of them stored as it is) plus a text file."""
+    os.makedirs(root)
+    for i in range(count):
+        with open(os.path.join(root, "noise-%02d" % i), "wb") as f:
+            f.write(random.Random(i).randbytes(size))
+    with open(os.path.join(root, "text"), "wb") as f:
+        f.write(b"plain text, compressible " * 4000)
+    return root
+
+
+def blocks_of(image):
+    """[(offset, stored size)] from `stipple info --blocks`."""
+    r = run([STIPPLE, "info", "--blocks", image], check=True)
+    rows = re.findall(r"^(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\S+", r.stdout, re.M)
+    return [(int(off), int(stored)) for _, off, stored, _ in rows]
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# ---- fixtures --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gen_image(gen_tree, tmp_path_factory):
+    """The generated tree in 64 KiB blocks: many blocks, files across block edges."""
+    image = tmp_path_factory.mktemp("gen-image") / "gen.stipple"
+    return build_image(gen_tree, image, "--level", "3", "--block-size", "64K")
+
+
+@pytest.fixture(scope="module")
+def stdlib_image(tmp_path_factory):
+    image = tmp_path_factory.mktemp("stdlib-image") / "python3.11.stipple"
+    return build_image(PYTHON_LIB, image, "--level", "3", "--block-size", "1M")
+
+
+@pytest.fixture
+def mountpoint(tmp_path):
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield str(path)
+    unmount(str(path))
+
+
+@pytest.fixture(scope="module")
+def helper_in_sbin():
+    """mount(8) looks for helpers only in /sbin: install mount.stipple and the
+    mount.fuse.stipple link there for the test, and put back what was there before."""
+    if not os.access(MOUNT_STIPPLE, os.X_OK):
+        pytest.skip("%s is not built" % MOUNT_STIPPLE)
+    names = ["/sbin/mount.stipple", "/sbin/mount.fuse.stipple"]
+    saved = {}
+    for n in names:
+        if os.path.lexists(n):
+            saved[n] = n + ".saved-by-test"
+            os.rename(n, saved[n])
+    try:
+        shutil.copy(MOUNT_STIPPLE, names[0])
+        os.symlink("mount.stipple", names[1])
+        yield names[0]
+    finally:
+        for n in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(n)
+            if n in saved:
+                os.rename(saved[n], n)
+
+
+# ---- the trees, entry by entry ---------------------------------------------------------
+
+def test_generated_tree_matches_source(gen_tree, gen_image, gen_tree_info):
+    with mount_image(gen_image) as mnt:
+        diffs = treeutil.compare_trees(gen_tree, mnt)
+        assert not diffs, "\n".join(diffs[:50])
+        # every kind of entry really is there
+        st = os.lstat(os.path.join(mnt, "special", "fifo"))
+        assert (st.st_mode & 0o170000) == 0o010000
+        assert os.lstat(os.path.join(mnt, "hard", "one")).st_nlink == 3
+        assert os.readlink(os.path.join(mnt, "links", "dangling")) == "does/not/exist"
+        if gen_tree_info["trusted"]:
+            assert os.getxattr(os.path.join(mnt, "xattrs", "file"),
+                               "trusted.stipple") == b"trusted value"
+        # hard links: one inode number for the three names
+        ino = {os.lstat(os.path.join(mnt, p)).st_ino for p in ("hard/one", "hard/two", "a/three")}
+        assert len(ino) == 1
+        # a read-only mount
+        with pytest.raises(OSError) as e:
+            open(os.path.join(mnt, "files", "new"), "wb")
+        assert e.value.errno == errno.EROFS
+        assert os.statvfs(mnt).f_flag & os.ST_RDONLY
+
+
+def test_missing_names_and_errors(gen_image):
+    with mount_image(gen_image) as mnt:
+        for _ in range(2):  # the second time from the kernel's negative entry
+            assert not os.path.exists(os.path.join(mnt, "no-such-file"))
+        with pytest.raises(NotADirectoryError):
+            os.listdir(os.path.join(mnt, "files", "empty"))
+        with pytest.raises(OSError) as e:
+            os.getxattr(os.path.join(mnt, "xattrs", "file"), "user.absent")
+        assert e.value.errno == errno.ENODATA
+        assert sorted(os.listdir(os.path.join(mnt, "many")))[:2] == ["entry-00000",
+                                                                     "entry-00001"]
+        assert len(os.listdir(os.path.join(mnt, "many"))) == treeutil.MANY
+
+
+def test_stdlib_matches_source(stdlib_image):
+    with mount_image(stdlib_image) as mnt:
+        diffs = treeutil.compare_trees(PYTHON_LIB, mnt)
+        assert not diffs, "\n".join(diffs[:50])
+
+
+def test_python_imports_from_mount(stdlib_image, tmp_path):
+    prefix = tmp_path / "prefix"
+    lib = prefix / "lib" / "python3.11"
+    lib.mkdir(parents=True)
+    with mount_image(stdlib_image, lib) as mnt:
+        code = ("import json, email, email.parser, sqlite3, asyncio, decimal, os, sys;"
+                "print(json.__file__); print(os.__file__); print(sys.prefix);"
+                "print(json.dumps({'a': [1, 2]}));"
+                "print(sqlite3.connect(':memory:').execute('select 40 + 2').fetchone()[0])")
+        env = {"PYTHONHOME": str(prefix), "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+        r = run([PYTHON, "-s", "-c", code], env=env, check=True)  # not -I: it ignores PYTHONHOME
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith(mnt + "/json/"), lines
+        assert lines[1] == mnt + "/os.py"
+        assert lines[2] == str(prefix)
+        assert lines[3] == '{"a": [1, 2]}'
+        assert lines[4] == "42"
+
+
+# ---- mount(8) ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fstype", ["fuse.stipple", "stipple"])
+def test_mount_t(helper_in_sbin, gen_tree, gen_image, mountpoint, fstype):
+    r = run(["mount", "-t", fstype, "-o", "nofail,_netdev,x-test=1,cache_budget=2",
+             gen_image, mountpoint])
+    assert r.returncode == 0, r.stderr
+    wait_mounted(mountpoint)
+    fs, source = mount_fields(mountpoint)
+    assert fs == "fuse.stipple"
+    assert source == os.path.realpath(gen_image)
+    assert file_bytes(os.path.join(mountpoint, "files", "large")) == \
+        file_bytes(os.path.join(gen_tree, "files", "large"))
+    pids = daemon_pids(mountpoint)
+    assert pids
+    assert run(["umount", mountpoint]).returncode == 0
+    assert wait_gone(pids), "the daemon outlived umount"
+
+
+def test_fstab_file(helper_in_sbin, gen_tree, gen_image, mountpoint, tmp_path):
+    fstab = tmp_path / "fstab"
+    fstab.write_text("# test\n%s %s fuse.stipple defaults,nofail,allow_other,cache_budget=1,"
+                     "comment=x-gvfs 0 0\n" % (gen_image, mountpoint))
+    r = run(["mount", "-T", fstab, mountpoint])
+    assert r.returncode == 0, r.stderr
+    wait_mounted(mountpoint)
+    assert mount_fields(mountpoint)[0] == "fuse.stipple"
+    with open("/proc/self/mountinfo") as f:
+        line = next(ln for ln in f if ln.split()[4] == os.path.realpath(mountpoint))
+    assert "ro" in line.split()[5].split(","), line
+    assert "allow_other" in line.split(" - ")[1].split()[2].split(","), line
+    assert file_bytes(os.path.join(mountpoint, "a", "b", "mid.txt")) == b"in the middle\n"
+    assert os.listdir(os.path.join(mountpoint, "links"))
+    run(["umount", mountpoint], check=True)
+    assert not is_mounted(mountpoint)
+
+
+def test_helper_fake_and_errors(helper_in_sbin, gen_image, mountpoint, tmp_path):
+    r = run([MOUNT_STIPPLE, gen_image, mountpoint, "-f", "-v"])
+    assert r.returncode == 0, r.stderr
+    assert not is_mounted(mountpoint)
+    r = run([MOUNT_STIPPLE, gen_image, mountpoint, "-o", "bogus_option"])
+    assert r.returncode != 0 and "bogus_option" in r.stderr
+    r = run([MOUNT_STIPPLE, gen_image, mountpoint, "-o", "cache_budget=0"])
+    assert r.returncode != 0 and "cache_budget" in r.stderr
+    r = run([MOUNT_STIPPLE, gen_image, str(tmp_path / "missing")])
+    assert r.returncode == 32 and "missing" in r.stderr
+    r = run(["mount", "-t", "stipple", str(tmp_path / "no-image"), mountpoint])
+    assert r.returncode == 32, r.stderr
+    assert not is_mounted(mountpoint)
+
+
+def test_junk_image(mountpoint, tmp_path):
+    junk = tmp_path / "junk.stipple"
+    junk.write_bytes(b"this is not an image\n" * 100)
+    r = run([MOUNT_STIPPLE, junk, mountpoint])
+    assert r.returncode == 32
+    assert str(junk.name) in r.stderr and "not a stipple image" in r.stderr
+    r = run([STIPPLE, "mount", junk, mountpoint])
+    assert r.returncode != 0
+    assert str(junk.name) in r.stderr and "not a stipple image" in r.stderr
+    assert not is_mounted(mountpoint)
+
+
+def test_cache_budget_zero_refused(gen_image, mountpoint):
+    r = run([STIPPLE, "mount", "--cache-budget", "0", gen_image, mountpoint])
+    assert r.returncode != 0
+    assert "--cache-budget 0" in r.stderr and "at least 1" in r.stderr
+    assert not is_mounted(mountpoint)
+
+
+# ---- concurrency, damage, the daemon's life --------------------------------------------
+
+@pytest.mark.parametrize("budget", ["8", "1"])
+def test_concurrent_random_reads(gen_tree, gen_image, budget):
+    files = []
+    for dirpath, _, names in os.walk(os.path.join(gen_tree, "files")):
+        for n in names:
+            rel = os.path.relpath(os.path.join(dirpath, n), gen_tree)
+            files.append((rel, file_bytes(os.path.join(gen_tree, rel))))
+    errors = []
+
+    def reader(seed, mnt):
+        rnd = random.Random(seed)
+        try:
+            for i in range(150):
+                rel, data = rnd.choice(files)
+                fd = os.open(os.path.join(mnt, rel), os.O_RDONLY)
+                try:
+                    if i % 10 == 0:  # send the next reads to the daemon, not the page cache
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    off = rnd.randrange(len(data) + 1)
+                    n = rnd.choice([1, 100, 4096, 70000, 1 << 20])
+                    got = os.pread(fd, n, off)
+                    if got != data[off:off + n]:
+                        errors.append("%s: %d bytes at %d differ" % (rel, n, off))
+                finally:
+                    os.close(fd)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append("%s: %r" % (seed, e))
+
+    with mount_image(gen_image, None, "--cache-budget", budget) as mnt:
+        threads = [threading.Thread(target=reader, args=(s, mnt)) for s in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, "\n".join(errors[:20])
+
+
+def test_damaged_block_gives_eio(tmp_path):
+    src = noise_tree(str(tmp_path / "src"))
+    image = build_image(src, tmp_path / "damaged.stipple", "--level", "3", "--block-size", "64K")
+    blocks = blocks_of(image)
+    assert len(blocks) > 20
+    off, stored = blocks[len(blocks) // 2]
+    with open(image, "r+b") as f:
+        f.seek(off + stored // 2)
+        b = f.read(1)
+        f.seek(off + stored // 2)
+        f.write(bytes([b[0] ^ 0xFF]))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    failed, good = [], []
+    with foreground_mount(image, str(mnt)) as fg:
+        for name in sorted(os.listdir(src)):
+            try:
+                data = file_bytes(os.path.join(mnt, name))
+            except OSError as e:
+                assert e.errno == errno.EIO, e
+                failed.append(name)
+                continue
+            assert data == file_bytes(os.path.join(src, name)), name
+            good.append(name)
+        # the damage stays: reading again fails again, the rest still reads
+        for name in failed:
+            with pytest.raises(OSError):
+                file_bytes(os.path.join(mnt, name))
+        assert file_bytes(os.path.join(mnt, "text")) == file_bytes(os.path.join(src, "text"))
+    assert 1 <= len(failed) <= 2, failed
+    assert len(good) >= len(os.listdir(src)) - 2
+    assert re.search(r"block %d\b" % (len(blocks) // 2), fg.log()), fg.log()
+
+
+def test_umount_ends_daemon(gen_image, mountpoint):
+    r = run([STIPPLE, "mount", gen_image, mountpoint], check=True)
+    assert is_mounted(mountpoint), "stipple mount returned before the mount was live"
+    assert r.stdout == ""
+    pids = daemon_pids(mountpoint)
+    assert len(pids) == 1
+    assert os.listdir(mountpoint)
+    run(["umount", mountpoint], check=True)
+    assert wait_gone(pids), "the daemon outlived umount"
+    # fusermount3 -u as well
+    run([STIPPLE, "mount", gen_image, mountpoint], check=True)
+    pids = daemon_pids(mountpoint)
+    run(["fusermount3", "-u", mountpoint], check=True)
+    assert wait_gone(pids)
+
+
+def test_kill9_then_enotconn(gen_image, mountpoint):
+    run([STIPPLE, "mount", gen_image, mountpoint], check=True)
+    pids = daemon_pids(mountpoint)
+    assert len(pids) == 1
+    os.kill(pids[0], signal.SIGKILL)
+    assert wait_gone(pids)
+    for path in (mountpoint, os.path.join(mountpoint, "files")):
+        with pytest.raises(OSError) as e:
+            os.listdir(path)
+        assert e.value.errno == errno.ENOTCONN
+    run(["umount", mountpoint], check=True)
+    assert not is_mounted(mountpoint)
+    assert os.listdir(mountpoint) == []
+
+
+def test_foreground_stays(gen_image, mountpoint):
+    with foreground_mount(gen_image, mountpoint) as fg:
+        assert fg.proc.poll() is None
+        assert os.listdir(mountpoint)
+    assert fg.proc.returncode == 0, fg.log()
+
+
+def test_unprivileged_user_mount(gen_tree, gen_image, tmp_path):
+    """A user's mount goes through fusermount3."""
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv is missing")
+    if not os.stat("/dev/fuse").st_mode & 0o006:
+        pytest.skip("/dev/fuse is not open to other users on this machine")
+    home = tempfile.mkdtemp(prefix="stipple-user-")
+    try:
+        os.chmod(home, 0o755)
+        image = os.path.join(home, "gen.stipple")
+        shutil.copy(gen_image, image)
+        os.chmod(image, 0o644)
+        mnt = os.path.join(home, "mnt")
+        os.mkdir(mnt)
+        os.chown(mnt, 65534, 65534)
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        r = run(as_nobody + [STIPPLE, "mount", image, mnt])
+        assert r.returncode == 0, r.stderr
+        try:
+            assert is_mounted(mnt)
+            r = run(as_nobody + ["cat", os.path.join(mnt, "files", "text-65537")], check=True)
+            assert r.stdout.encode() == file_bytes(os.path.join(gen_tree, "files", "text-65537"))
+            pids = daemon_pids(mnt)
+            run(as_nobody + ["fusermount3", "-u", mnt], check=True)
+            assert wait_gone(pids)
+        finally:
+            unmount(mnt)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_kernel_caches_replies(gen_image, mountpoint):
+    """Lookups (failed ones too), attributes, listings, opens and file pages are asked for
+    once: doing it all again sends the daemon no request at all, except IOCTL: Python's
+    open() asks isatty(), and the kernel forwards every ioctl of a FUSE file."""
+    def workload():
+        assert not os.path.exists(os.path.join(mountpoint, "a", "nothing-here"))
+        assert sorted(os.listdir(os.path.join(mountpoint, "a", "b"))) == ["c", "mid.txt"]
+        assert file_bytes(os.path.join(mountpoint, "a", "b", "mid.txt")) == b"in the middle\n"
+        assert os.stat(os.path.join(mountpoint, "files", "large")).st_size > 0
+        assert os.readlink(os.path.join(mountpoint, "links", "relative")) == "../files/text-100"
+        assert os.path.isfile(os.path.join(mountpoint, "links", "relative"))
+
+    with foreground_mount(gen_image, mountpoint, "-o", "debug") as fg:
+        workload()
+        time.sleep(0.2)
+        first = re.findall(r"opcode: (\w+)", fg.log())
+        for _ in range(3):
+            workload()
+        time.sleep(0.2)
+        again = [op for op in re.findall(r"opcode: (\w+)", fg.log())[len(first):]
+                 if op != "IOCTL"]
+    assert "LOOKUP" in first and "READ" in first, first
+    assert again == [], again
