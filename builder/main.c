@@ -154,13 +154,13 @@ static int write_metadata(const struct tree *t, const struct pack_result *r, int
 }
 
 static int write_image(const struct options *o, struct tree *t, struct node **order,
-		       size_t nhot, struct output *out, uint64_t *image_size)
+		       size_t count, size_t nhot, struct output *out, uint64_t *image_size)
 {
 	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
 				     .block_log = o->pack.block_log };
 	struct pack_result r;
 	uint8_t raw[STP_SB_SIZE];
-	int rc = pack_files(order, t->nfiles, nhot, out->fd, STP_SB_SIZE, &o->pack, &r);
+	int rc = pack_files(order, count, nhot, out->fd, STP_SB_SIZE, &o->pack, &r);
 
 	if (rc)
 		return rc;
@@ -202,18 +202,18 @@ int main(int argc, char **argv)
 	struct output out = { .fd = -1 };
 	struct node **order = NULL;
 	uint64_t t0 = stp_now_ns(), image_size = 0;
-	size_t nhot = 0;
+	size_t nhot = 0, count = 0;
 	int rc = parse_args(argc, argv, &o);
 
 	if (rc)
 		return rc;
 	rc = scan_tree(o.source, &t);
 	if (!rc)
-		rc = order_files(&t, o.hot_list, &order, &nhot);
+		rc = order_files(&t, o.hot_list, &order, &nhot, &count);
 	if (!rc)
 		rc = output_open(o.image, &out);
 	if (!rc)
-		rc = write_image(&o, &t, order, nhot, &out, &image_size);
+		rc = write_image(&o, &t, order, count, nhot, &out, &image_size);
 	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
 		fprintf(stderr, "mkstipple: %s: writing failed: %s\n", o.image, strerror(-rc));
 	if (!rc)

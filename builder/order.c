@@ -55,13 +55,14 @@ static struct node *find_path(struct tree *t, char *path)
 	return cur->primary;
 }
 
-/* Undoes the escapes the recorder writes (\\, \t, \n) in place; cuts the ranges off. */
-static void hot_line_path(char *line)
+/* Undoes the escapes the recorder writes (\\, \t, \n) in place; cuts the ranges off
+ * and returns them (NULL when there are none). */
+static char *hot_line_path(char *line)
 {
 	char *tab = strchr(line, '\t'), *r = line, *w = line;
 
 	if (tab)
-		*tab = 0;
+		*tab++ = 0;
 	while (*r) {
 		if (*r == '\\' && r[1]) {
 			r++;
@@ -72,6 +73,57 @@ static void hot_line_path(char *line)
 		}
 	}
 	*w = 0;
+	return tab;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct hot_range *x = a, *y = b;
+
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Parses "START-END,START-END" into N's sorted, merged ranges, clamped to its size. A
+ * list that covers the whole file means the whole file. Returns -EINVAL when malformed. */
+static int parse_ranges(struct node *n, const char *s)
+{
+	uint64_t size = (uint64_t)n->st.st_size;
+	size_t k = 0;
+
+	n->nhot_ranges = 0;
+	for (const char *c = s; *c; c++)
+		k += *c == ',';
+	free(n->hot_ranges);
+	n->hot_ranges = malloc((k + 1) * sizeof(*n->hot_ranges));
+	if (!n->hot_ranges)
+		return -ENOMEM;
+	while (*s) {
+		unsigned long long a, b;
+		int used = 0;
+
+		if (sscanf(s, "%llu-%llu%n", &a, &b, &used) != 2 || b < a || (s[used] && s[used] != ','))
+			return -EINVAL;
+		s += used + (s[used] == ',');
+		if (a < size && b > a)
+			n->hot_ranges[n->nhot_ranges++] = (struct hot_range){ a, b < size ? b : size };
+	}
+	qsort(n->hot_ranges, n->nhot_ranges, sizeof(*n->hot_ranges), cmp_range);
+	k = 0;
+	for (size_t i = 0; i < n->nhot_ranges; i++) {
+		if (k && n->hot_ranges[i].start <= n->hot_ranges[k - 1].end) {
+			if (n->hot_ranges[i].end > n->hot_ranges[k - 1].end)
+				n->hot_ranges[k - 1].end = n->hot_ranges[i].end;
+		} else {
+			n->hot_ranges[k++] = n->hot_ranges[i];
+		}
+	}
+	n->nhot_ranges = k;
+	if (k == 0 || (k == 1 && n->hot_ranges[0].start == 0 && n->hot_ranges[0].end == size)) {
+		free(n->hot_ranges);
+		n->hot_ranges = NULL;
+		n->nhot_ranges = 0;
+	}
+	return 0;
 }
 
 static int read_hot_list(struct tree *t, const char *list, struct node **out, size_t *n)
@@ -88,32 +140,44 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 	}
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		struct node *node;
+		char *ranges, *path;
 
 		lineno++;
 		if (len && line[len - 1] == '\n')
 			line[--len] = 0;
 		if (!len || line[0] == '#')
 			continue;
-		hot_line_path(line);
-		node = find_path(t, line);
+		ranges = hot_line_path(line);
+		path = strdup(line);
+		node = path ? find_path(t, path) : NULL;
+		free(path);
 		if (!node || !S_ISREG(node->st.st_mode)) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: %s, skipped\n", list, lineno, line,
 				node ? "not a regular file" : "not in the tree");
 			continue;
 		}
-		if (!node->hot) {
-			node->hot = 1;
-			out[(*n)++] = node;
+		if (node->hot)
+			continue;
+		if (ranges && parse_ranges(node, ranges)) {
+			fprintf(stderr, "mkstipple: %s:%u: malformed ranges, reading the whole file\n",
+				list, lineno);
+			free(node->hot_ranges);
+			node->hot_ranges = NULL;
+			node->nhot_ranges = 0;
 		}
+		node->hot = 1;
+		out[(*n)++] = node;
 	}
 	free(line);
 	fclose(f);
 	return 0;
 }
 
-int order_files(struct tree *t, const char *hot_list, struct node ***out, size_t *nhot)
+int order_files(struct tree *t, const char *hot_list, struct node ***out, size_t *nhot,
+		size_t *count)
 {
-	struct node **order = malloc((t->nfiles ? t->nfiles : 1) * sizeof(*order));
+	/* a file read only in part at start-up appears twice: its hot part, then the rest */
+	struct node **order = malloc((t->nfiles ? 2 * t->nfiles : 1) * sizeof(*order));
 	size_t n = 0;
 	int rc;
 
@@ -128,9 +192,10 @@ int order_files(struct tree *t, const char *hot_list, struct node ***out, size_t
 	}
 	*nhot = n;
 	for (size_t i = 0; i < t->nfiles; i++)
-		if (!t->files[i]->hot)
+		if (!t->files[i]->hot || t->files[i]->hot_ranges)
 			order[n++] = t->files[i];
 	qsort(order + *nhot, n - *nhot, sizeof(*order), cmp_similar);
 	*out = order;
+	*count = n;
 	return 0;
 }

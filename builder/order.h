@@ -11,9 +11,12 @@
 
 #include "scan.h"
 
-/* Fills *out (caller frees) with every primary regular file of T in stream order; the
- * first *nhot of them are the hot region. HOT_LIST may be NULL. A hot list that cannot
- * be read is an error; a listed path missing from the tree is a warning. */
-int order_files(struct tree *t, const char *hot_list, struct node ***out, size_t *nhot);
+/* Fills *out (caller frees) with *count entries: every primary regular file of T in
+ * stream order; the first *nhot of them are the hot region. A hot file with ranges
+ * (node->hot_ranges) appears twice: in the hot region for its ranges, and later for the
+ * rest. HOT_LIST may be NULL. A hot list that cannot be read is an error; a listed path
+ * missing from the tree is a warning. */
+int order_files(struct tree *t, const char *hot_list, struct node ***out, size_t *nhot,
+		size_t *count);
 
 #endif

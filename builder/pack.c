@@ -360,16 +360,15 @@ static int pack_stage(struct packer *p, struct node *f, size_t n, uint64_t off, 
 	return 0;
 }
 
-static int read_file(struct packer *p, struct node *f, int fd)
+/* Packs file bytes [OFF, END), hashing them into H when given. */
+static int read_span(struct packer *p, struct node *f, int fd, uint64_t off, uint64_t end,
+		     XXH3_state_t *h)
 {
-	uint64_t size = (uint64_t)f->st.st_size, off = 0, zeros = 0;
-	XXH3_state_t *h = f->hashed ? XXH3_createState() : NULL;
+	uint64_t zeros = 0;
 	int rc = 0;
 
-	if (h)
-		XXH3_128bits_reset(h);
-	while (off < size && !rc) {
-		size_t want = size - off < STAGE_SIZE ? (size_t)(size - off) : STAGE_SIZE;
+	while (off < end && !rc) {
+		size_t want = end - off < STAGE_SIZE ? (size_t)(end - off) : STAGE_SIZE;
 		ssize_t n = pread(fd, p->stage, want, (off_t)off);
 
 		if (n < 0)
@@ -385,7 +384,18 @@ static int read_file(struct packer *p, struct node *f, int fd)
 		}
 	}
 	if (!rc && zeros)
-		rc = flush_zeros(p, f, size - zeros, &zeros);
+		rc = flush_zeros(p, f, end - zeros, &zeros);
+	return rc;
+}
+
+static int read_file(struct packer *p, struct node *f, int fd)
+{
+	XXH3_state_t *h = f->hashed ? XXH3_createState() : NULL;
+	int rc;
+
+	if (h)
+		XXH3_128bits_reset(h);
+	rc = read_span(p, f, fd, 0, (uint64_t)f->st.st_size, h);
 	if (!rc && h) {
 		XXH128_hash_t d = XXH3_128bits_digest(h);
 
@@ -396,7 +406,50 @@ static int read_file(struct packer *p, struct node *f, int fd)
 	return rc;
 }
 
-static int pack_file(struct packer *p, struct node *f)
+/* A file read only in part at start-up: its hot ranges, or (REST) everything else. */
+static int read_parts(struct packer *p, struct node *f, int fd, int rest)
+{
+	uint64_t pos = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < f->nhot_ranges && !rc; i++) {
+		const struct hot_range *r = &f->hot_ranges[i];
+
+		rc = rest ? read_span(p, f, fd, pos, r->start, NULL)
+			  : read_span(p, f, fd, r->start, r->end, NULL);
+		pos = r->end;
+	}
+	if (!rc && rest)
+		rc = read_span(p, f, fd, pos, (uint64_t)f->st.st_size, NULL);
+	return rc;
+}
+
+static int cmp_extent(const void *a, const void *b)
+{
+	const struct stp_extent *x = a, *y = b;
+
+	return (x->file_off > y->file_off) - (x->file_off < y->file_off);
+}
+
+/* The hot part and the rest were packed apart: sort and join the extents. */
+static void sort_extents(struct node *f)
+{
+	uint32_t k = 0;
+
+	qsort(f->extents, f->nextents, sizeof(*f->extents), cmp_extent);
+	for (uint32_t i = 0; i < f->nextents; i++) {
+		struct stp_extent *last = k ? &f->extents[k - 1] : NULL;
+
+		if (last && last->file_off + last->length == f->extents[i].file_off &&
+		    last->stream_off + last->length == f->extents[i].stream_off)
+			last->length += f->extents[i].length;
+		else
+			f->extents[k++] = f->extents[i];
+	}
+	f->nextents = k;
+}
+
+static int pack_file(struct packer *p, struct node *f, int in_hot)
 {
 	struct stat after;
 	char probe;
@@ -416,7 +469,9 @@ static int pack_file(struct packer *p, struct node *f)
 	fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return file_error(f->path, errno, "opening");
-	rc = read_file(p, f, fd);
+	rc = f->hot_ranges ? read_parts(p, f, fd, !in_hot) : read_file(p, f, fd);
+	if (!rc && f->hot_ranges && !in_hot)
+		sort_extents(f);
 	if (!rc && (fstat(fd, &after) || changed(f, &after) ||
 		    pread(fd, &probe, 1, f->st.st_size) > 0))
 		rc = file_error(f->path, EAGAIN, "file changed while it was read");
@@ -485,8 +540,12 @@ static int find_duplicates(struct node **order, size_t n, uint8_t *buf)
 
 	if (!v)
 		return -ENOMEM;
+	size_t m = 0;
+
 	for (size_t i = 0; i < n; i++)
-		v[i] = (struct sized){ order[i], i };
+		if (!order[i]->hot_ranges) /* packed in two parts: never shared */
+			v[m++] = (struct sized){ order[i], i };
+	n = m;
 	qsort(v, n, sizeof(*v), cmp_sized);
 	for (size_t i = 0; i < n && !rc; i++) {
 		int same_size = (i > 0 && v[i].n->st.st_size == v[i - 1].n->st.st_size) ||
@@ -565,7 +624,7 @@ static int pack_all(struct packer *p, struct node **order, size_t n, size_t nhot
 	int rc = find_duplicates(order, n, p->stage);
 
 	for (size_t i = 0; i < n && !rc; i++) {
-		rc = pack_file(p, order[i]);
+		rc = pack_file(p, order[i], i < nhot);
 		if (i + 1 == nhot)
 			r->hot_size = p->stream;
 	}
@@ -585,7 +644,8 @@ int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t star
 
 	memset(r, 0, sizeof(*r));
 	for (size_t i = 0; i < n; i++)
-		p.total_in += (uint64_t)order[i]->st.st_size;
+		if (!order[i]->hot_ranges || i >= nhot)
+			p.total_in += (uint64_t)order[i]->st.st_size;
 	rc = plan_parallelism(&p);
 	if (rc)
 		return rc;

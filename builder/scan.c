@@ -360,6 +360,7 @@ static void node_free(struct node *n)
 	free(n->children);
 	free(n->link_target);
 	free(n->extents);
+	free(n->hot_ranges);
 	free(n->path);
 	free(n);
 }

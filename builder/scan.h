@@ -19,6 +19,11 @@ struct xattr_kv {
 	size_t len;
 };
 
+/* A part of a file, in file bytes: [start, end). */
+struct hot_range {
+	uint64_t start, end;
+};
+
 struct node {
 	char *path;            /* full source path, for messages and reading */
 	const char *name;      /* last component (points into path); "" for the root */
@@ -37,6 +42,8 @@ struct node {
 	struct stp_extent *extents;
 	uint32_t nextents;
 	int hot;               /* listed in the hot list */
+	struct hot_range *hot_ranges; /* the parts start-up reads; NULL: the whole file */
+	size_t nhot_ranges;
 	uint8_t filter;        /* enum stp_filter that suits its machine code */
 	uint64_t hash[2];      /* content hash, when another file has the same size */
 	int hashed;

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/* The hot list recorder. */
+#include "record.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "image.h"
+
+#define STRIPES 64
+#define PAGE 4096u
+
+struct range {
+	uint64_t start, end;
+};
+
+struct file_rec {
+	uint64_t first;        /* order of first access, 0: never read */
+	struct range *ranges;  /* sorted, disjoint, not adjacent */
+	uint32_t n, cap;
+};
+
+struct stp_recorder {
+	const struct stp_image *img;
+	uint32_t ninodes;
+	struct file_rec *files;          /* by inode; each protected by its stripe */
+	pthread_mutex_t stripe[STRIPES];
+	uint64_t next_seq;               /* atomic */
+};
+
+int stp_record_new(const struct stp_image *img, struct stp_recorder **out)
+{
+	struct stp_recorder *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->img = img;
+	r->ninodes = stp_image_sb(img)->inode_count;
+	r->files = calloc(r->ninodes, sizeof(*r->files));
+	if (!r->files) {
+		free(r);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_init(&r->stripe[i], NULL);
+	*out = r;
+	return 0;
+}
+
+void stp_record_free(struct stp_recorder *r)
+{
+	if (!r)
+		return;
+	for (uint32_t i = 0; i < r->ninodes; i++)
+		free(r->files[i].ranges);
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_destroy(&r->stripe[i]);
+	free(r->files);
+	free(r);
+}
+
+/* Merges [s, e) into the sorted ranges of F. Reads mostly extend the last range. */
+static int add_range(struct file_rec *f, uint64_t s, uint64_t e)
+{
+	uint32_t i = f->n, j;
+
+	while (i > 0 && f->ranges[i - 1].start > e)
+		i--;
+	/* ranges [j, i) touch [s, e) */
+	j = i;
+	while (j > 0 && f->ranges[j - 1].end >= s)
+		j--;
+	if (j < i) {
+		s = s < f->ranges[j].start ? s : f->ranges[j].start;
+		e = e > f->ranges[i - 1].end ? e : f->ranges[i - 1].end;
+		f->ranges[j] = (struct range){ s, e };
+		memmove(&f->ranges[j + 1], &f->ranges[i], (f->n - i) * sizeof(*f->ranges));
+		f->n -= i - j - 1;
+		return 0;
+	}
+	if (f->n == f->cap) {
+		uint32_t cap = f->cap ? f->cap * 2 : 4;
+		struct range *grown = realloc(f->ranges, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		f->ranges = grown;
+		f->cap = cap;
+	}
+	memmove(&f->ranges[i + 1], &f->ranges[i], (f->n - i) * sizeof(*f->ranges));
+	f->ranges[i] = (struct range){ s, e };
+	f->n++;
+	return 0;
+}
+
+void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_t len)
+{
+	pthread_mutex_t *lock;
+	struct file_rec *f;
+	uint64_t s = off & ~(uint64_t)(PAGE - 1), e = (off + len + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+
+	if (!r || ino >= r->ninodes || !len)
+		return;
+	f = &r->files[ino];
+	lock = &r->stripe[ino % STRIPES];
+	pthread_mutex_lock(lock);
+	if (!f->first)
+		f->first = __atomic_add_fetch(&r->next_seq, 1, __ATOMIC_RELAXED);
+	add_range(f, s, e); /* out of memory: the list misses a range, nothing worse */
+	pthread_mutex_unlock(lock);
+}
+
+/* Paths of the recorded inodes, found by walking the tree once. */
+struct walk {
+	struct stp_recorder *r;
+	char **paths;
+	char buf[8192];
+};
+
+static void walk_dir(struct walk *w, uint32_t dir_ino, size_t len, unsigned depth)
+{
+	struct stp_inode dir;
+
+	if (depth > 256 || stp_image_inode(w->r->img, dir_ino, &dir) || !S_ISDIR(dir.mode))
+		return;
+	for (uint32_t i = 0; i < dir.count; i++) {
+		struct stp_dirent de;
+		const char *name;
+		size_t n;
+
+		if (stp_image_dirent(w->r->img, &dir, i, &de, &name))
+			continue;
+		n = len + (len ? 1 : 0) + de.name_len;
+		if (n >= sizeof(w->buf))
+			continue;
+		if (len)
+			w->buf[len] = '/';
+		memcpy(w->buf + n - de.name_len, name, de.name_len);
+		w->buf[n] = 0;
+		if (de.dtype == DT_DIR)
+			walk_dir(w, de.ino, n, depth + 1);
+		else if (w->r->files[de.ino].first && !w->paths[de.ino])
+			w->paths[de.ino] = strdup(w->buf);
+		w->buf[len] = 0;
+	}
+}
+
+static void write_escaped(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '\t' || *s == '\n') {
+			fputc('\\', f);
+			fputc(*s == '\t' ? 't' : *s == '\n' ? 'n' : '\\', f);
+		} else {
+			fputc(*s, f);
+		}
+	}
+}
+
+static int cmp_first(const void *a, const void *b, void *arg)
+{
+	const struct file_rec *files = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (files[x].first > files[y].first) - (files[x].first < files[y].first);
+}
+
+static void write_lines(struct stp_recorder *r, char **paths, uint32_t *order, uint32_t n, FILE *f)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		const struct file_rec *rec = &r->files[order[k]];
+
+		if (!paths[order[k]])
+			continue;
+		write_escaped(f, paths[order[k]]);
+		for (uint32_t i = 0; i < rec->n; i++)
+			fprintf(f, "%c%llu-%llu", i ? ',' : '\t',
+				(unsigned long long)rec->ranges[i].start,
+				(unsigned long long)rec->ranges[i].end);
+		fputc('\n', f);
+	}
+}
+
+int stp_record_write(struct stp_recorder *r, int fd)
+{
+	struct walk *w = calloc(1, sizeof(*w));
+	uint32_t *order = malloc(r->ninodes * sizeof(*order)), n = 0;
+	FILE *f = NULL;
+	int rc = -ENOMEM;
+
+	if (!w || !order || !(w->paths = calloc(r->ninodes, sizeof(char *))))
+		goto out;
+	w->r = r;
+	walk_dir(w, STP_ROOT_INO, 0, 0);
+	for (uint32_t i = 0; i < r->ninodes; i++)
+		if (r->files[i].first)
+			order[n++] = i;
+	qsort_r(order, n, sizeof(*order), cmp_first, r->files);
+	f = fdopen(fd, "w");
+	if (!f) {
+		rc = -errno;
+		goto out;
+	}
+	write_lines(r, w->paths, order, n, f);
+	rc = fclose(f) ? -errno : 0;
+out:
+	for (uint32_t i = 0; w && w->paths && i < r->ninodes; i++)
+		free(w->paths[i]);
+	if (w)
+		free(w->paths);
+	free(w);
+	free(order);
+	return rc;
+}

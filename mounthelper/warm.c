@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Warming the hot region. The plan (which hot file bytes lie in which block) is built
+ * once at start; workers then take blocks in order, decode them through the cache, push
+ * the bytes of files the kernel knows into its page cache, and hold each block until its
+ * hot pages are in the page cache or have been read. A store thread pushes a file's
+ * warmed bytes when the kernel first learns of the file.
+ */
+#include "warm.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cache.h"
+#include "fuseops.h"
+#include "image.h"
+#include "log.h"
+
+#define PAGE 4096u
+#define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
+#define HOLD_WAIT_NS 50000000ll  /* how long a full warmer waits for reads to free a block */
+#define QUEUE_LEN 4096u
+#define LINGER_NS 1000000000ll   /* after warming, how long held blocks wait for a reader */
+
+/* Hot bytes of one file inside one block. */
+struct seg {
+	uint32_t ino;
+	uint64_t file_off, stream_off, len, file_size;
+};
+
+enum bstate { B_PENDING, B_DECODING, B_HELD, B_RELEASED };
+
+struct wblock {
+	struct stp_block_ref ref;  /* B_HELD: the warmer's pin */
+	enum bstate state;         /* protected by lock */
+	uint32_t pages_left;       /* atomic: hot pages neither stored nor read */
+	uint32_t first_seg, nsegs; /* its segments in segs[] */
+};
+
+struct stp_warmer {
+	struct stp_fs *fs;
+	unsigned block_log;
+	uint64_t hot_size, nblocks;
+	struct seg *segs;          /* by stream offset, none crossing a block edge */
+	uint32_t nsegs;
+	uint32_t *by_ino, *ino_first; /* segs of inode i: by_ino[ino_first[i] .. ino_first[i+1]) */
+	uint32_t ninodes;
+	uint8_t *known;            /* atomic, by inode: the kernel has it */
+	uint8_t *page_done;        /* atomic, by hot page */
+	struct wblock *blocks;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;       /* a block was let go, the queue grew, or stop */
+	uint64_t next, warmed, held; /* protected by lock */
+	unsigned running;          /* workers still warming; protected by lock */
+	int stop;                  /* protected by lock */
+	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
+	unsigned qhead, qlen;
+	uint64_t stored_bytes;     /* atomic */
+
+	unsigned nworkers;
+	pthread_t *threads;        /* nworkers workers, then the store thread */
+	unsigned nthreads;
+};
+
+static int add_seg(struct stp_warmer *w, uint32_t *cap, const struct seg *s)
+{
+	if (w->nsegs == *cap) {
+		uint32_t ncap = *cap ? *cap * 2 : 256;
+		struct seg *grown = realloc(w->segs, ncap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		w->segs = grown;
+		*cap = ncap;
+	}
+	w->segs[w->nsegs++] = *s;
+	return 0;
+}
+
+/* Adds the hot part of one extent, cut at block edges. */
+static int add_extent(struct stp_warmer *w, uint32_t *cap, uint32_t ino, uint64_t size,
+		      const struct stp_extent *e)
+{
+	uint64_t off = e->stream_off, end = e->stream_off + e->length, bs = 1ull << w->block_log;
+
+	if (end > w->hot_size)
+		end = w->hot_size;
+	while (off < end) {
+		uint64_t stop = ((off >> w->block_log) + 1) * bs;
+		struct seg s = { ino, e->file_off + (off - e->stream_off), off, 0, size };
+
+		s.len = (stop < end ? stop : end) - off;
+		if (add_seg(w, cap, &s))
+			return -ENOMEM;
+		off += s.len;
+	}
+	return 0;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	return (x->stream_off > y->stream_off) - (x->stream_off < y->stream_off);
+}
+
+static int collect_segs(struct stp_warmer *w)
+{
+	const struct stp_image *img = w->fs->img;
+	uint32_t cap = 0;
+
+	for (uint32_t i = 0; i < w->ninodes; i++) {
+		struct stp_inode in;
+
+		if (stp_image_inode(img, i, &in) || !S_ISREG(in.mode))
+			continue;
+		for (uint32_t x = 0; x < in.count; x++) {
+			struct stp_extent e;
+
+			if (stp_image_extent(img, &in, x, &e))
+				break;
+			if (e.stream_off < w->hot_size && add_extent(w, &cap, i, in.size, &e))
+				return -ENOMEM;
+		}
+	}
+	qsort(w->segs, w->nsegs, sizeof(*w->segs), cmp_seg);
+	return 0;
+}
+
+/* Segment numbers grouped by inode, in stream order within each inode. */
+static int fill_by_ino(struct stp_warmer *w)
+{
+	uint32_t *next = malloc((w->ninodes ? w->ninodes : 1) * sizeof(*next));
+
+	if (!next)
+		return -ENOMEM;
+	memcpy(next, w->ino_first, w->ninodes * sizeof(*next));
+	for (uint32_t s = 0; s < w->nsegs; s++)
+		w->by_ino[next[w->segs[s].ino]++] = s;
+	free(next);
+	return 0;
+}
+
+/* Per-inode index (a counting sort) and per-block segment ranges and page counts. */
+static int index_segs(struct stp_warmer *w)
+{
+	uint64_t hot_pages = (w->hot_size + PAGE - 1) / PAGE, bs = 1ull << w->block_log;
+
+	w->ino_first = calloc(w->ninodes + 1, sizeof(*w->ino_first));
+	w->by_ino = malloc((w->nsegs ? w->nsegs : 1) * sizeof(*w->by_ino));
+	w->known = calloc(w->ninodes, 1);
+	w->page_done = calloc(hot_pages ? hot_pages : 1, 1);
+	w->blocks = calloc(w->nblocks, sizeof(*w->blocks));
+	if (!w->ino_first || !w->by_ino || !w->known || !w->page_done || !w->blocks)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < w->nsegs; s++)
+		w->ino_first[w->segs[s].ino + 1]++;
+	for (uint32_t i = 0; i < w->ninodes; i++)
+		w->ino_first[i + 1] += w->ino_first[i];
+	if (fill_by_ino(w))
+		return -ENOMEM;
+	for (uint64_t k = 0, s = 0; k < w->nblocks; k++) {
+		uint64_t end = (k + 1) * bs < w->hot_size ? (k + 1) * bs : w->hot_size;
+
+		w->blocks[k].first_seg = (uint32_t)s;
+		while (s < w->nsegs && w->segs[s].stream_off < end)
+			s++;
+		w->blocks[k].nsegs = (uint32_t)(s - w->blocks[k].first_seg);
+		w->blocks[k].pages_left = (uint32_t)((end - k * bs + PAGE - 1) / PAGE);
+	}
+	return 0;
+}
+
+/* Lets go of block K (lock held): its pin moves to *ref for the caller to release. */
+static int unhold_locked(struct stp_warmer *w, uint64_t k, struct stp_block_ref *ref)
+{
+	if (w->blocks[k].state != B_HELD)
+		return 0;
+	w->blocks[k].state = B_RELEASED;
+	*ref = w->blocks[k].ref;
+	w->held--;
+	pthread_cond_broadcast(&w->cond);
+	return 1;
+}
+
+/* K's hot bytes are all in the page cache: nothing needs the block any more. */
+static void block_consumed(struct stp_warmer *w, uint64_t k)
+{
+	struct stp_block_ref ref;
+	int had;
+
+	pthread_mutex_lock(&w->lock);
+	had = unhold_locked(w, k, &ref);
+	pthread_mutex_unlock(&w->lock);
+	if (had) {
+		stp_cache_release(w->fs->cache, &ref);
+		stp_cache_drop(w->fs->cache, k);
+	}
+}
+
+static void mark_pages(struct stp_warmer *w, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len < w->hot_size ? off + len : w->hot_size;
+
+	for (uint64_t p = off / PAGE; p * PAGE < end; p++) {
+		uint64_t k = (p * PAGE) >> w->block_log;
+
+		if (__atomic_exchange_n(&w->page_done[p], 1, __ATOMIC_RELAXED))
+			continue;
+		if (__atomic_sub_fetch(&w->blocks[k].pages_left, 1, __ATOMIC_ACQ_REL) == 0)
+			block_consumed(w, k);
+	}
+}
+
+void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
+{
+	if (w && off < w->hot_size && len)
+		mark_pages(w, off, len);
+}
+
+/* Pushes the whole pages of S (from block data BASE) into the kernel's page cache. */
+static void store_seg(struct stp_warmer *w, const struct seg *s, const uint8_t *base)
+{
+	uint64_t end = s->file_off + s->len;
+	uint64_t a = (s->file_off + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	uint64_t b = end == s->file_size ? end : end & ~(uint64_t)(PAGE - 1);
+	const uint8_t *data = base + (s->stream_off & ((1ull << w->block_log) - 1)) + (a - s->file_off);
+
+	for (uint64_t off = a; off < b;) {
+		size_t n = b - off < STORE_CHUNK ? (size_t)(b - off) : STORE_CHUNK;
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+
+		bv.buf[0].mem = (void *)(data + (off - a));
+		if (fuse_lowlevel_notify_store(w->fs->se, stp_fuseops_ino(s->ino), (off_t)off, &bv, 0))
+			return; /* the kernel forgot the inode, or the mount is going: reads serve it */
+		__atomic_add_fetch(&w->stored_bytes, n, __ATOMIC_RELAXED);
+		off += n;
+	}
+	if (b > a)
+		mark_pages(w, s->stream_off + (a - s->file_off), b - a);
+}
+
+/* Stores every segment of block K whose file the kernel knows. */
+static void store_block(struct stp_warmer *w, uint64_t k)
+{
+	struct stp_block_ref ref;
+	const struct wblock *b = &w->blocks[k];
+
+	if (stp_cache_get(w->fs->cache, k, &ref)) /* our own pin: stores may let K go */
+		return;
+	for (uint32_t i = b->first_seg; i < b->first_seg + b->nsegs; i++)
+		if (__atomic_load_n(&w->known[w->segs[i].ino], __ATOMIC_ACQUIRE))
+			store_seg(w, &w->segs[i], ref.data);
+	stp_cache_release(w->fs->cache, &ref);
+}
+
+static void store_inode(struct stp_warmer *w, uint32_t ino)
+{
+	for (uint32_t i = w->ino_first[ino]; i < w->ino_first[ino + 1]; i++) {
+		const struct seg *s = &w->segs[w->by_ino[i]];
+		uint64_t k = s->stream_off >> w->block_log;
+		struct stp_block_ref ref;
+		int held;
+
+		pthread_mutex_lock(&w->lock);
+		held = w->blocks[k].state == B_HELD;
+		pthread_mutex_unlock(&w->lock);
+		/* a block not warmed yet is stored by its worker, which sees the inode known */
+		if (held && !stp_cache_get(w->fs->cache, k, &ref)) {
+			store_seg(w, s, ref.data);
+			stp_cache_release(w->fs->cache, &ref);
+		}
+	}
+}
+
+void stp_warm_note_known(struct stp_warmer *w, uint32_t ino)
+{
+	if (!w || ino >= w->ninodes || __atomic_exchange_n(&w->known[ino], 1, __ATOMIC_ACQ_REL))
+		return;
+	if (w->ino_first[ino] == w->ino_first[ino + 1])
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (w->qlen < QUEUE_LEN) {
+		w->queue[(w->qhead + w->qlen++) % QUEUE_LEN] = ino;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void deadline_in(struct timespec *ts, long long ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (ts->tv_nsec + ns) / 1000000000ll;
+	ts->tv_nsec = (ts->tv_nsec + ns) % 1000000000ll;
+}
+
+/* Lock held. Waits while the warmer holds a full budget; when reads free nothing in time,
+ * the oldest held block goes back to the cache's LRU (still cached, just not held). */
+static void wait_for_room(struct stp_warmer *w, uint32_t budget, struct stp_block_ref *ref,
+			  int *unheld)
+{
+	struct timespec ts;
+
+	deadline_in(&ts, HOLD_WAIT_NS);
+	while (!w->stop && w->held >= budget) {
+		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
+			continue;
+		for (uint64_t k = 0; k < w->next; k++)
+			if (unhold_locked(w, k, ref)) {
+				*unheld = 1;
+				return;
+			}
+	}
+}
+
+static void warm_one(struct stp_warmer *w, uint64_t k)
+{
+	struct stp_block_ref ref;
+	int rc = stp_cache_get(w->fs->cache, k, &ref);
+
+	pthread_mutex_lock(&w->lock);
+	w->warmed++;
+	if (rc) {
+		w->blocks[k].state = B_RELEASED;
+		pthread_mutex_unlock(&w->lock);
+		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->fs->img),
+			(unsigned long long)k, strerror(-rc));
+		return;
+	}
+	w->blocks[k].ref = ref;
+	w->blocks[k].state = B_HELD;
+	w->held++;
+	pthread_mutex_unlock(&w->lock);
+	store_block(w, k);
+	if (__atomic_load_n(&w->blocks[k].pages_left, __ATOMIC_ACQUIRE) == 0)
+		block_consumed(w, k);
+}
+
+static void *worker_main(void *arg)
+{
+	struct stp_warmer *w = arg;
+	struct stp_cache_stats st;
+
+	stp_cache_stats(w->fs->cache, &st);
+	for (;;) {
+		struct stp_block_ref ref;
+		int unheld = 0;
+		uint64_t k;
+
+		pthread_mutex_lock(&w->lock);
+		wait_for_room(w, st.budget, &ref, &unheld);
+		if (unheld) {
+			pthread_mutex_unlock(&w->lock);
+			stp_cache_release(w->fs->cache, &ref);
+			continue;
+		}
+		if (w->stop || w->next >= w->nblocks)
+			break;
+		k = w->next++;
+		w->blocks[k].state = B_DECODING;
+		pthread_mutex_unlock(&w->lock);
+		warm_one(w, k);
+	}
+	w->running--;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Lock held: every block still held goes back to the cache's LRU, where the budget
+ * decides how long it stays. */
+static void unhold_all_locked(struct stp_warmer *w)
+{
+	for (uint64_t k = 0; k < w->nblocks; k++) {
+		struct stp_block_ref ref;
+
+		if (unhold_locked(w, k, &ref)) {
+			pthread_mutex_unlock(&w->lock);
+			stp_cache_release(w->fs->cache, &ref);
+			pthread_mutex_lock(&w->lock);
+		}
+	}
+}
+
+/* Stores files as the kernel learns of them. Once warming is over, held blocks wait
+ * LINGER_NS after the last such file for their readers, then go back to the cache. */
+static void *store_main(void *arg)
+{
+	struct stp_warmer *w = arg;
+	struct timespec linger = { 0 };
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop && (w->running || w->held || w->qlen)) {
+		uint32_t ino;
+
+		if (!w->qlen) {
+			struct timespec ts;
+
+			if (w->running) {
+				deadline_in(&ts, HOLD_WAIT_NS);
+			} else {
+				if (!linger.tv_sec)
+					deadline_in(&linger, LINGER_NS);
+				ts = linger;
+			}
+			if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT &&
+			    !w->running && ts.tv_sec == linger.tv_sec && ts.tv_nsec == linger.tv_nsec)
+				unhold_all_locked(w);
+			continue;
+		}
+		linger.tv_sec = 0;
+		ino = w->queue[w->qhead];
+		w->qhead = (w->qhead + 1) % QUEUE_LEN;
+		w->qlen--;
+		pthread_mutex_unlock(&w->lock);
+		store_inode(w, ino);
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static int start_threads(struct stp_warmer *w)
+{
+	w->threads = calloc(w->nworkers + 1, sizeof(*w->threads));
+	if (!w->threads)
+		return -ENOMEM;
+	w->running = w->nworkers;
+	for (unsigned i = 0; i <= w->nworkers; i++) {
+		int rc = pthread_create(&w->threads[i], NULL, i < w->nworkers ? worker_main : store_main, w);
+
+		if (rc) {
+			pthread_mutex_lock(&w->lock);
+			w->running -= w->nworkers - (i < w->nworkers ? i : w->nworkers);
+			w->stop = 1;
+			pthread_mutex_unlock(&w->lock);
+			return -rc;
+		}
+		w->nthreads = i + 1;
+	}
+	return 0;
+}
+
+static void warmer_free(struct stp_warmer *w)
+{
+	free(w->segs);
+	free(w->by_ino);
+	free(w->ino_first);
+	free(w->known);
+	free(w->page_done);
+	free(w->blocks);
+	free(w->threads);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w);
+}
+
+int stp_warm_start(struct stp_fs *fs, unsigned workers, struct stp_warmer **out)
+{
+	const struct stp_superblock *sb = stp_image_sb(fs->img);
+	struct stp_warmer *w;
+	pthread_condattr_t ca;
+	int rc;
+
+	*out = NULL;
+	if (!workers || !sb->hot_size)
+		return 0;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->fs = fs;
+	w->block_log = sb->block_log;
+	w->hot_size = sb->hot_size;
+	w->nblocks = (sb->hot_size + (1ull << sb->block_log) - 1) >> sb->block_log;
+	w->ninodes = sb->inode_count;
+	w->nworkers = workers;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = collect_segs(w);
+	if (!rc)
+		rc = index_segs(w);
+	if (!rc)
+		rc = start_threads(w);
+	if (rc) {
+		stp_warm_stop(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+void stp_warm_stop(struct stp_warmer *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = 1;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned i = 0; i < w->nthreads; i++)
+		pthread_join(w->threads[i], NULL);
+	for (uint64_t k = 0; k < w->nblocks; k++)
+		if (w->blocks && w->blocks[k].state == B_HELD)
+			stp_cache_release(w->fs->cache, &w->blocks[k].ref);
+	warmer_free(w);
+}
+
+void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!w) {
+		out->done = 1;
+		return;
+	}
+	pthread_mutex_lock(&w->lock);
+	out->hot_blocks = w->nblocks;
+	out->warmed = w->warmed;
+	out->held = w->held;
+	out->workers = w->nworkers;
+	out->done = w->warmed == w->nblocks;
+	pthread_mutex_unlock(&w->lock);
+	out->stored_bytes = __atomic_load_n(&w->stored_bytes, __ATOMIC_RELAXED);
+}

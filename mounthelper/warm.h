@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Warming: at mount, workers decode the image's hot region in order with several blocks
+ * in flight, so that the blocks an application reads at start-up are ready before it asks.
+ * A warmed block's hot bytes go into the kernel's page cache (fuse_lowlevel_notify_store)
+ * for every file the kernel already knows; a block is let go as soon as its hot bytes are
+ * in the page cache or have been read, and the warmer never holds more blocks than the
+ * cache budget, so memory stays within (workers + budget) blocks.
+ *
+ * stp_warm_start() must run after the sandbox is in place (it starts threads). The note
+ * functions are called from the FUSE request threads and are thread-safe and cheap;
+ * stp_warm_status() is thread-safe. Functions return 0 or a negative errno.
+ */
+#ifndef STP_WARM_H
+#define STP_WARM_H
+
+#include <stdint.h>
+
+struct stp_fs;
+struct stp_warmer;
+
+struct stp_warm_status {
+	uint64_t hot_blocks;   /* blocks in the hot region */
+	uint64_t warmed;       /* of those, decoded (or failed) so far */
+	uint64_t held;         /* decoded blocks the warmer holds now */
+	uint64_t stored_bytes; /* pushed into the page cache */
+	unsigned workers;
+	int done;              /* every hot block has been warmed */
+};
+
+/* Starts WORKERS threads over FS's hot region (none when WORKERS is 0 or the image has no
+ * hot region: *out is then NULL). FS must outlive the warmer. */
+int stp_warm_start(struct stp_fs *fs, unsigned workers, struct stp_warmer **out);
+/* Stops the workers, lets go of every block and frees the warmer. NULL is fine. */
+void stp_warm_stop(struct stp_warmer *w);
+
+/* The kernel now knows image inode INO (a lookup or readdirplus answered it). */
+void stp_warm_note_known(struct stp_warmer *w, uint32_t ino);
+/* A read was answered from stream bytes [OFF, OFF + LEN). */
+void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len);
+
+void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out);
+
+#endif
