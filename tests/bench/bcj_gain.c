@@ -6,11 +6,30 @@
  * filter's encode and decode speed. The filter is chosen by the ELF header unless
  * --x86 or --arm64 forces one; each filtered block is also decoded and compared.
  * --offset puts the file at that stream position (to see what misalignment costs).
+ * --emit writes the filtered blocks of the files to stdout instead (bcj_xz_check.sh
+ * compares them with xz's filters).
  *
  *   cc -O2 -Icommon tests/bench/bcj_gain.c common/bcj.c -lzstd -o bcj_gain
- *   bcj_gain [--level N] [--block-size BYTES] [--offset BYTES] [--x86|--arm64] FILE...
+ *   bcj_gain [--level N] [--block-size BYTES] [--offset BYTES] [--x86|--arm64] [--emit]
+ *            FILE...
  *
  * Exits 1 when a file cannot be read or a round trip fails.
+ *
+ * Measured on Debian 12 (zstd 1.5.4, level 19, one block per file, window covering it):
+ *   python3.11 (x86-64)       2,235,481 -> 2,097,236  -6.2%
+ *   libpython3.11.so          2,197,437 -> 2,083,385  -5.2%
+ *   libcrypto.so.3            1,642,302 -> 1,536,831  -6.4%
+ *   libz3.so.4                7,703,002 -> 6,792,575 -11.8%
+ *   libclang-14.so            6,748,213 -> 6,101,673  -9.6%
+ *   libx265.so.199            1,180,816 -> 1,161,261  -1.7%
+ *   librsvg-2.so              2,906,002 -> 2,854,734  -1.8%
+ *   libLLVM-15.so (32 MiB blocks) 25,412,467 -> 24,760,058 -2.6%
+ *   libc.a (forced x86)         923,173 ->   962,846  +4.3%
+ *   libpython3.11.a (forced)  2,681,260 -> 2,894,363  +7.9%
+ *   python3.11 (arm64)        2,124,638 -> 2,008,871  -5.5%
+ *   libcrypto.so.3 (arm64)    1,510,871 -> 1,431,990  -5.2%; the same file placed 2 bytes
+ *                             off a multiple of 4 in the stream: +1.3% (level 9)
+ * The filters run at 1.3-4 GB/s per core.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +45,7 @@ struct opts {
 	size_t block;  /* 0: the whole file */
 	uint64_t offset; /* stream position of the file's first byte */
 	int force;     /* enum stp_filter, or -1 to pick by ELF header */
+	int emit;      /* write the filtered bytes instead of measuring */
 };
 
 struct result {
@@ -135,16 +155,23 @@ static int measure_file(ZSTD_CCtx *cctx, const char *path, const struct opts *o)
 	off = 0;
 	do {
 		n = o->block && len - off > o->block ? o->block : len - off;
-		if (measure_block(cctx, data + off, n, o->offset + off, filter, o->level, &r)) {
+		if (o->emit) {
+			stp_bcj_apply(filter, data + off, n, o->offset + off, 1);
+			fwrite(data + off, 1, n, stdout);
+		} else if (measure_block(cctx, data + off, n, o->offset + off, filter,
+					 o->level, &r)) {
 			fprintf(stderr, "bcj_gain: %s: round trip failed at %zu\n", path, off);
 			free(data);
 			return 1;
 		}
 		off += n;
 	} while (off < len);
-	printf("%-48s %5s %11zu %11zu %11zu %+7.2f%% %7.0f %7.0f\n", path, filter_name(filter),
-	       len, r.plain, r.filtered, 100.0 * ((double)r.filtered - r.plain) / r.plain,
-	       len / (r.enc_ns / 1e3), len / (r.dec_ns / 1e3));
+	if (!o->emit)
+		printf("%-48s %5s %11zu %11zu %11zu %+7.2f%% %7.0f %7.0f\n", path,
+		       filter_name(filter),
+		       len, r.plain, r.filtered,
+		       100.0 * ((double)r.filtered - r.plain) / r.plain, len / (r.enc_ns / 1e3),
+		       len / (r.dec_ns / 1e3));
 	free(data);
 	return 0;
 }
@@ -156,6 +183,10 @@ int main(int argc, char **argv)
 	int i, status = 0;
 
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--")) {
+			i++;
+			break;
+		}
 		if (!strcmp(argv[i], "--level") && i + 1 < argc)
 			o.level = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--block-size") && i + 1 < argc)
@@ -166,6 +197,8 @@ int main(int argc, char **argv)
 			o.force = STP_FILTER_X86;
 		else if (!strcmp(argv[i], "--arm64"))
 			o.force = STP_FILTER_ARM64;
+		else if (!strcmp(argv[i], "--emit"))
+			o.emit = 1;
 		else {
 			fprintf(stderr, "bcj_gain: unknown option %s\n", argv[i]);
 			return 2;
@@ -173,11 +206,12 @@ int main(int argc, char **argv)
 	}
 	if (i == argc || !cctx) {
 		fprintf(stderr, "usage: bcj_gain [--level N] [--block-size BYTES] "
-				"[--offset BYTES] [--x86|--arm64] FILE...\n");
+				"[--offset BYTES] [--x86|--arm64] [--emit] FILE...\n");
 		return 2;
 	}
-	printf("%-48s %5s %11s %11s %11s %8s %7s %7s\n", "file", "bcj", "bytes",
-	       "zstd", "bcj+zstd", "change", "enc MB/s", "dec MB/s");
+	if (!o.emit)
+		printf("%-48s %5s %11s %11s %11s %8s %7s %7s\n", "file", "bcj", "bytes",
+		       "zstd", "bcj+zstd", "change", "enc MB/s", "dec MB/s");
 	for (; i < argc; i++)
 		status |= measure_file(cctx, argv[i], &o);
 	ZSTD_freeCCtx(cctx);
