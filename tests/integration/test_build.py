@@ -4,6 +4,7 @@ input, interruption and a changing tree are refused without leaving files behind
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -78,6 +79,44 @@ def test_empty_source_directory(image_of, tmp_path):
     image = image_of(src, *FAST)
     out = extract_image(image, tmp_path / "out")
     assert_same_tree(src, out)
+
+
+def stream_bytes(stipple, image):
+    """The uncompressed data stream size `stipple info` reports."""
+    r = run([stipple, "info", image], check=True)
+    m = re.search(r"data size:\s+(\d+)", r.stdout)
+    assert m, "no 'data size:' line in stipple info:\n" + r.stdout
+    return int(m.group(1))
+
+
+def test_zero_runs_take_no_space(stipple, image_of, tmp_path):
+    """Runs of zeros, sparse or written, are not stored in the data stream."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "sparse", "wb") as f:
+        f.write(b"head" * 1024)
+        f.truncate(256 << 20)
+        f.seek(-4096, os.SEEK_END)
+        f.write(b"tail" * 1024)
+    with open(src / "written", "wb") as f:
+        f.write(b"x" * 10000 + bytes(16 << 20) + b"y" * 10000)
+    image = image_of(src, "--level", "3", "--block-size", "1M")
+    assert stream_bytes(stipple, image) < 1 << 20
+    out = extract_image(image, tmp_path / "out")
+    assert_same_tree(src, out)
+
+
+def test_image_inside_source_is_not_packed(stipple, tmp_path):
+    """Building into the source tree, twice: the image never holds itself (nor the
+    temporary file it is written to)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"a file\n")
+    image = src / "self.stipple"
+    for attempt in (1, 2):
+        build_image(src, image, *FAST)
+        r = run([stipple, "ls", image], check=True)
+        assert r.stdout.split() == ["a"], "build %d packed %s" % (attempt, r.stdout.split())
 
 
 def test_quiet_is_silent_and_default_prints_summary(mkstipple, gen_tree, tmp_path):
