@@ -13,5 +13,6 @@ int stp_cmd_cat(int argc, char **argv);
 int stp_cmd_extract(int argc, char **argv);
 int stp_cmd_check(int argc, char **argv);
 int stp_cmd_mount(int argc, char **argv);
+int stp_cmd_bench(int argc, char **argv);
 
 #endif

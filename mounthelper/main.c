@@ -18,6 +18,7 @@ static const struct subcommand subcommands[] = {
 	{ "cat", stp_cmd_cat, "write a file of the image to standard output" },
 	{ "extract", stp_cmd_extract, "restore the tree into a directory" },
 	{ "check", stp_cmd_check, "verify every checksum and the metadata" },
+	{ "bench", stp_cmd_bench, "time reads through the library, without FUSE" },
 };
 
 static void usage(FILE *out)
