@@ -376,3 +376,27 @@ def test_file_growing_while_read(mkstipple, tmp_path, out):
     assert r.returncode < 128, "crashed: exit %d\n%s" % (r.returncode, r.stderr)
     assert "growing.log" in r.stderr, "message does not name the file:\n" + r.stderr
     assert_empty_dir(out, "build of a changing tree")
+
+
+def test_interrupted_rebuild_keeps_previous_image(mkstipple, gen_tree, out):
+    """A rebuild over an existing IMAGE that is interrupted leaves the old image whole."""
+    image = build_image(gen_tree, out / "x.stipple", *FAST)
+    before = read_file(image)
+    p = subprocess.Popen([mkstipple, "--quiet", "--level", "19", "--block-size", "1M",
+                          "--threads", "1", PYTHON_LIB, image], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while len(os.listdir(out)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # until the temporary file appears beside the image
+        time.sleep(0.5)
+        assert p.poll() is None, "the build ended before it could be interrupted"
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode != 0
+    assert sorted(os.listdir(out)) == ["x.stipple"], "left: %s" % sorted(os.listdir(out))
+    assert read_file(image) == before, "the previous image was changed"
