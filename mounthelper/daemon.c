@@ -159,6 +159,17 @@ static int run_loop(struct stp_fs *fs)
 	return ret < 0 ? ret : 0;
 }
 
+/* Seen only in the foreground: a background daemon has no stderr. */
+static void log_cache_stats(const struct stp_fs *fs)
+{
+	struct stp_cache_stats st;
+
+	stp_cache_stats(fs->cache, &st);
+	stp_log(STP_LOG_INFO, "%s: block cache: %llu hits, %llu misses, %llu blocks decoded, %llu failed",
+		fs->opts->image, (unsigned long long)st.hits, (unsigned long long)st.misses,
+		(unsigned long long)st.decoded, (unsigned long long)st.failures);
+}
+
 static void report_live(const struct reporter *r)
 {
 	struct status_msg live = { .err = 0 };
@@ -213,6 +224,7 @@ static int serve(const struct stp_mount_opts *o, struct stp_image *img, const st
 	report_live(r);
 	err = run_loop(&fs);
 	fuse_remove_signal_handlers(fs.se);
+	log_cache_stats(&fs);
 out:
 	if (must_unmount)
 		fuse_session_unmount(fs.se);

@@ -19,6 +19,9 @@ static const char *const mount8_only[] = {
 	"owner", "group", "ro", "rw", NULL,
 };
 
+/* The same with a value: libmount passes user=NAME for a user's fstab mount. */
+static const char *const mount8_valued[] = { "comment", "user", "uhelper", NULL };
+
 /* Kernel mount flags and libfuse options that a stipple mount accepts as they are. */
 static const char *const fuse_flags[] = {
 	"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "dirsync",
@@ -160,7 +163,7 @@ static int parse_one(struct stp_mount_opts *o, const char *opt, char *err, size_
 	int ret;
 
 	if (!*opt || in_list(mount8_only, opt, strlen(opt)) || !strncasecmp(opt, "x-", 2) ||
-	    !strncmp(opt, "comment=", 8))
+	    (eq && in_list(mount8_valued, opt, name_len)))
 		return 0;
 	if (name_len < sizeof(name)) {
 		memcpy(name, opt, name_len);

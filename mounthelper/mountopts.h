@@ -4,8 +4,8 @@
  * handed to libfuse.
  *
  * An option list is split into three kinds. Options meant for mount(8) itself (defaults,
- * auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*, comment=) are
- * dropped. stipple's own settings (cache_budget=, warm_workers=, record=, sandbox=,
+ * auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*, comment=, user=,
+ * uhelper=) are dropped. stipple's own settings (cache_budget=, warm_workers=, record=, sandbox=,
  * sandbox_user=) fill the fields below. Known kernel and libfuse mount options are kept for
  * libfuse; anything else is an error, or dropped under the helper's -s (sloppy).
  * stp_mountopts_finish() then forces read-only, fsname=IMAGE, subtype=stipple and max_read,

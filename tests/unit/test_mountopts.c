@@ -86,7 +86,7 @@ static void test_mount8_options_dropped(void)
 
 	CHECK(parse_helper(&o, err, image, "/mnt", "-o",
 			   "defaults,auto,noauto,nofail,_netdev,user,users,nouser,x-systemd.automount,"
-			   "X-mount.mkdir,comment=\"a,b\",rw,ro", NULL) == 0);
+			   "X-mount.mkdir,comment=\"a,b\",user=alice,uhelper=udisks2,rw,ro", NULL) == 0);
 	CHECK(o.passthrough == NULL);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
 	CHECK(strncmp(o.fuse_opts, "ro,", 3) == 0);
