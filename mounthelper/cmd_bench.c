@@ -482,17 +482,51 @@ static int cache_warm(struct bench *b)
 	return 0;
 }
 
+/* The data blocks that bytes [OFF, OFF + LEN) of file F lie in; 0 when none (a hole). */
+static int read_blocks(const struct bench *b, const struct bench_file *f, uint64_t off,
+		       uint64_t len, uint64_t *first, uint64_t *last)
+{
+	unsigned log = stp_image_sb(b->img)->block_log;
+	int found = 0;
+
+	for (uint32_t i = 0; i < f->inode.count; i++) {
+		struct stp_extent e;
+		uint64_t from, to;
+
+		if (stp_image_extent(b->img, &f->inode, i, &e))
+			break;
+		from = e.file_off > off ? e.file_off : off;
+		to = e.file_off + e.length < off + len ? e.file_off + e.length : off + len;
+		if (from >= to)
+			continue;
+		from = (e.stream_off + (from - e.file_off)) >> log;
+		to = (e.stream_off + (to - e.file_off) - 1) >> log;
+		if (!found || from < *first)
+			*first = from;
+		if (!found || to > *last)
+			*last = to;
+		found = 1;
+	}
+	return found;
+}
+
 /* Prints the first failed read, naming the file and the blocks it touches. */
 static int report_failure(const struct bench *b)
 {
 	for (uint32_t i = 0; i < b->o->threads; i++) {
 		const struct worker *w = &b->workers[i];
+		const struct bench_file *f = &b->files.v[w->err_file];
+		uint64_t first = 0, last = 0;
+		char where[64] = "";
 
 		if (!w->err)
 			continue;
-		stp_cli_problem(&bench_cli, b->image, b->files.v[w->err_file].path,
-				"cannot read %" PRIu64 " bytes at offset %" PRIu64 ": %s", w->err_len,
-				w->err_off, stp_cli_strerror(w->err));
+		if (read_blocks(b, f, w->err_off, w->err_len, &first, &last))
+			snprintf(where, sizeof(where), first == last ? " (data block %" PRIu64 ")"
+				 : " (data blocks %" PRIu64 " to %" PRIu64 ")", first, last);
+		stp_cli_problem(&bench_cli, b->image, f->path,
+				"cannot read %" PRIu64 " bytes at offset %" PRIu64 "%s: %s", w->err_len,
+				w->err_off, where, stp_cli_strerror(w->err));
 		return w->err;
 	}
 	return 0;
