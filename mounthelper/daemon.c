@@ -212,6 +212,11 @@ static int serve(const struct stp_mount_opts *o, struct stp_image *img, const st
 	must_unmount = true;
 	if (!o->foreground && (err = detach_stdio(r)))
 		goto out;
+	/* a daemon holds no directory busy (the mount point is absolute) */
+	if (!o->foreground && chdir("/"))
+		err = report(r, -errno, "chdir /: %s", strerror(errno));
+	if (err)
+		goto out;
 	if (fuse_set_signal_handlers(fs.se)) {
 		err = report(r, -EIO, "cannot install signal handlers");
 		goto out;

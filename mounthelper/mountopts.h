@@ -35,7 +35,7 @@
 struct stp_mount_opts {
 	char *image;          /* SOURCE as given */
 	char *image_path;     /* absolute, set by stp_mountopts_finish */
-	char *mountpoint;
+	char *mountpoint;     /* absolute after stp_mountopts_finish */
 	uint32_t cache_budget;
 	uint32_t warm_workers;
 	char *record;         /* hot list to write when the mount ends, or NULL */
@@ -65,7 +65,8 @@ int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *e
 int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, char *err,
 			       size_t errlen);
 
-/* Resolves the image path (-ENOENT etc. when it does not exist) and builds o->fuse_opts. */
+/* Resolves the image path and the mount point to absolute paths (-ENOENT etc. when one
+ * does not exist) and builds o->fuse_opts. */
 int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen);
 
 #endif

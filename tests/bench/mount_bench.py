@@ -127,20 +127,28 @@ def tree_read(setup, kind):
         os.rmdir(mnt)
 
 
-def python_runs(setup, kind, repeat):
-    """(first run on a fresh mount, [later runs on the same mount])."""
-    prefix = tempfile.mkdtemp(dir=setup.work, prefix="prefix-")
-    lib = os.path.join(prefix, "lib", "python3.11")
-    os.makedirs(lib)
-    env = {"PYTHONHOME": prefix, "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+def python_round(setup, kinds, repeat):
+    """Mounts the tree every KINDS way at once, each under its own prefix; times the first
+    Python start from each fresh mount, then REPEAT more starts per kind, alternating the
+    kinds so that a drift in the machine's load hits them alike. Returns
+    ({kind: first}, {kind: [later]})."""
+    first, later = {}, {k: [] for k in kinds}
     cmd = [PYTHON, "-s", "-c", IMPORTS]
-    try:
-        with setup.mounted(kind, lib):
-            first = time_cmd(cmd, env)
-            again = [time_cmd(cmd, env) for _ in range(repeat)]
-            return first, again
-    finally:
-        shutil.rmtree(prefix, ignore_errors=True)
+    with contextlib.ExitStack() as stack:
+        envs = {}
+        for k in kinds:
+            prefix = tempfile.mkdtemp(dir=setup.work, prefix="prefix-")
+            stack.callback(shutil.rmtree, prefix, True)
+            lib = os.path.join(prefix, "lib", "python3.11")
+            os.makedirs(lib)
+            stack.enter_context(setup.mounted(k, lib))
+            envs[k] = {"PYTHONHOME": prefix, "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+        for k in kinds:
+            first[k] = time_cmd(cmd, envs[k])
+        for _ in range(repeat):
+            for k in kinds:
+                later[k].append(time_cmd(cmd, envs[k]))
+    return first, later
 
 
 def fmt(v, base):
@@ -174,10 +182,11 @@ def main():
     for run in range(a.runs):
         for k in a.only:  # interleaved, so drift hits every kind alike
             read[k].append(tree_read(setup, k))
-            if python_ok:
-                first, later = python_runs(setup, k, a.repeat)
-                fresh[k].append(first)
-                again[k] += later
+        if python_ok:
+            first, later = python_round(setup, a.only, a.repeat)
+            for k in a.only:
+                fresh[k].append(first[k])
+                again[k] += later[k]
         print("run %d/%d done" % (run + 1, a.runs), file=sys.stderr)
 
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731

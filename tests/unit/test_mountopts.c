@@ -43,8 +43,8 @@ static void test_helper_defaults(void)
 	struct stp_mount_opts o;
 	char err[256], want[256];
 
-	CHECK(parse_helper(&o, err, image, "/mnt", "-o", "rw", NULL) == 0);
-	CHECK(!strcmp(o.image, image) && !strcmp(o.mountpoint, "/mnt"));
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "rw", NULL) == 0);
+	CHECK(!strcmp(o.image, image) && !strcmp(o.mountpoint, "/tmp"));
 	CHECK(o.cache_budget == STP_CACHE_BUDGET_DEFAULT);
 	CHECK(o.sandbox == STP_SANDBOX_ON);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
@@ -62,20 +62,20 @@ static void test_helper_flags(void)
 
 	/* options before the positionals, as some callers order them */
 	CHECK(parse_helper(&o, err, "-s", "-f", "-n", "-v", "-t", "fuse.stipple", "-N", "1234",
-			   image, "/mnt", NULL) == 0);
+			   image, "/tmp", NULL) == 0);
 	CHECK(o.sloppy && o.fake && o.verbose);
 	CHECK(o.ns && !strcmp(o.ns, "1234"));
-	CHECK(!strcmp(o.mountpoint, "/mnt"));
+	CHECK(!strcmp(o.mountpoint, "/tmp"));
 	stp_mountopts_free(&o);
 
 	CHECK(parse_helper(&o, err, image, NULL) == -EINVAL);
 	stp_mountopts_free(&o);
-	CHECK(parse_helper(&o, err, image, "/mnt", "/extra", NULL) == -EINVAL);
+	CHECK(parse_helper(&o, err, image, "/tmp", "/extra", NULL) == -EINVAL);
 	CHECK(strstr(err, "/extra") != NULL);
 	stp_mountopts_free(&o);
-	CHECK(parse_helper(&o, err, image, "/mnt", "-x", NULL) == -EINVAL);
+	CHECK(parse_helper(&o, err, image, "/tmp", "-x", NULL) == -EINVAL);
 	stp_mountopts_free(&o);
-	CHECK(parse_helper(&o, err, image, "/mnt", "-o", NULL) == -EINVAL);
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", NULL) == -EINVAL);
 	stp_mountopts_free(&o);
 }
 
@@ -84,7 +84,7 @@ static void test_mount8_options_dropped(void)
 	struct stp_mount_opts o;
 	char err[256];
 
-	CHECK(parse_helper(&o, err, image, "/mnt", "-o",
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o",
 			   "defaults,auto,noauto,nofail,_netdev,user,users,nouser,x-systemd.automount,"
 			   "X-mount.mkdir,comment=\"a,b\",user=alice,uhelper=udisks2,rw,ro", NULL) == 0);
 	CHECK(o.passthrough == NULL);
@@ -99,7 +99,7 @@ static void test_own_options(void)
 	struct stp_mount_opts o;
 	char err[256];
 
-	CHECK(parse_helper(&o, err, image, "/mnt", "-o",
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o",
 			   "cache_budget=3,warm_workers=0,record=/tmp/hot.list,sandbox=log,"
 			   "sandbox_user=nobody", NULL) == 0);
 	CHECK(o.cache_budget == 3 && o.warm_workers == 0);
@@ -128,7 +128,7 @@ static void test_fuse_options(void)
 	struct stp_mount_opts o;
 	char err[256];
 
-	CHECK(parse_helper(&o, err, image, "/mnt", "-o", "allow_other,nosuid,nodev",
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "allow_other,nosuid,nodev",
 			   "-o", "noatime,fsname=other,subtype=evil,max_read=4096", NULL) == 0);
 	CHECK(o.allow_other);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
@@ -144,7 +144,7 @@ static void test_fuse_options(void)
 	stp_mountopts_free(&o);
 
 	/* -s anywhere makes unknown options harmless */
-	CHECK(parse_helper(&o, err, image, "/mnt", "-o", "bogus,nodev", "-s", NULL) == 0);
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "bogus,nodev", "-s", NULL) == 0);
 	CHECK(o.passthrough && !strcmp(o.passthrough, "nodev"));
 	stp_mountopts_free(&o);
 }
@@ -163,7 +163,7 @@ static void test_escaping(void)
 		fclose(f);
 	stp_mountopts_init(&o);
 	o.image = strdup(path);
-	o.mountpoint = strdup("/mnt");
+	o.mountpoint = strdup("/tmp");
 	CHECK(stp_mountopts_parse_list(&o, "context=\"u:r:t:s0:c1,c2\"", err, sizeof(err)) == 0);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
 	snprintf(want, sizeof(want), "fsname=%s/a\\,b\\\\c.img,", dir);
@@ -176,9 +176,16 @@ static void test_escaping(void)
 	stp_mountopts_init(&o);
 	CHECK(stp_mountopts_parse_list(&o, "comment=\"open", err, sizeof(err)) == -EINVAL);
 	o.image = strdup("/nonexistent/image.stipple");
-	o.mountpoint = strdup("/mnt");
+	o.mountpoint = strdup("/tmp");
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -ENOENT);
 	CHECK(strstr(err, "/nonexistent/image.stipple") != NULL);
+	stp_mountopts_free(&o);
+
+	stp_mountopts_init(&o);
+	o.image = strdup(image);
+	o.mountpoint = strdup("/nonexistent/mnt");
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, "mount point /nonexistent/mnt") != NULL);
 	stp_mountopts_free(&o);
 }
 
