@@ -143,7 +143,7 @@ def test_same_image_whatever_threads_and_memory(mkstipple, tmp_path):
     images = {}
     for name, extra in [("t1", ("--threads", "1")), ("t2", ("--threads", "2")),
                         ("t2-again", ("--threads", "2")),
-                        ("one-slot", ("--threads", "2", "--memory", "4M")),
+                        ("small-memory", ("--threads", "2", "--memory", "8M")),
                         ("t4-mem", ("--threads", "4", "--memory", "64M"))]:
         images[name] = build_image(PYTHON_LIB, tmp_path / (name + ".stipple"), *common, *extra)
     want = read_file(images["t1"])
