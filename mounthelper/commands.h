@@ -13,6 +13,7 @@ int stp_cmd_cat(int argc, char **argv);
 int stp_cmd_extract(int argc, char **argv);
 int stp_cmd_check(int argc, char **argv);
 int stp_cmd_mount(int argc, char **argv);
+int stp_cmd_status(int argc, char **argv);
 int stp_cmd_bench(int argc, char **argv);
 
 #endif

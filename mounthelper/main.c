@@ -13,6 +13,7 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
 	{ "mount", stp_cmd_mount, "serve an image through FUSE" },
+	{ "status", stp_cmd_status, "show warming, cache use and memory of a mount" },
 	{ "info", stp_cmd_info, "show the superblock and what the image holds" },
 	{ "ls", stp_cmd_ls, "list a directory of the image" },
 	{ "cat", stp_cmd_cat, "write a file of the image to standard output" },

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* The status text of a mount. */
+#include "status.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "fuseops.h"
+#include "image.h"
+#include "warm.h"
+
+struct text {
+	char *buf;
+	size_t len, used;
+	int overflow;
+};
+
+static void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(t->buf + t->used, t->len - t->used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= t->len - t->used)
+		t->overflow = 1;
+	else
+		t->used += (size_t)n;
+}
+
+int stp_status_format(const struct stp_fs *fs, char *buf, size_t len)
+{
+	struct text t = { buf, len, 0, 0 };
+	struct stp_cache_stats cs;
+	struct stp_warm_status ws;
+
+	if (!len)
+		return -ERANGE;
+	buf[0] = 0;
+	stp_cache_stats(fs->cache, &cs);
+	stp_warm_status(fs->warmer, &ws);
+	add(&t, "image=%s\npid=%d\nblock_size=%u\nmetadata_bytes=%zu\n", stp_image_path(fs->img),
+	    (int)getpid(), stp_image_block_size(fs->img), stp_image_meta_bytes(fs->img));
+	add(&t, "cache_budget=%u\ncache_resident=%u\ncache_pinned=%u\ncache_hits=%llu\n"
+		"cache_misses=%llu\nblocks_decoded=%llu\n", cs.budget, cs.resident, cs.pinned,
+	    (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+	    (unsigned long long)cs.decoded);
+	add(&t, "warm_workers=%u\nhot_blocks=%llu\nwarmed=%llu\nwarm_held=%llu\n"
+		"warm_stored_bytes=%llu\nwarm_done=%d\n", ws.workers,
+	    (unsigned long long)ws.hot_blocks, (unsigned long long)ws.warmed,
+	    (unsigned long long)ws.held, (unsigned long long)ws.stored_bytes, ws.done);
+	return t.overflow ? -ERANGE : (int)t.used;
+}
