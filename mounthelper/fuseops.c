@@ -239,7 +239,8 @@ static ssize_t plan_stream(struct stp_fs *fs, struct read_plan *p, uint32_t n, u
 		err = stp_cache_get(fs->cache, block, ref);
 		if (err) {
 			stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
-				stp_image_path(fs->img), n, (unsigned long long)block, strerror(-err));
+				stp_image_path(fs->img), n, (unsigned long long)block,
+				err == -EUCLEAN ? "damaged" : strerrordesc_np(-err));
 			return err;
 		}
 		p->nref++;
