@@ -25,7 +25,7 @@
 
 #define INPUT_MAX (16u << 20)
 #define FLIP_ALL_UP_TO (16u << 10)
-#define FLIPS_MAX 16384u
+#define FLIPS_MAX 4096u
 
 #define ALLOC_MAX (1ull << 30)
 
@@ -42,7 +42,18 @@ static void report_current(int sig)
 	raise(sig);
 }
 
-/* Every malloc of the process (the library's and zstd's too) goes through this limit. */
+#if defined(__SANITIZE_ADDRESS__)
+#define REPLAY_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REPLAY_SANITIZED 1
+#endif
+#endif
+
+/* Every malloc of the process (the library's and zstd's too) goes through this limit.
+ * Sanitizers bring their own allocator: there, ASAN_OPTIONS=max_allocation_size_mb=1024
+ * does the same. */
+#ifndef REPLAY_SANITIZED
 void *__libc_malloc(size_t size);
 void *malloc(size_t size)
 {
@@ -53,6 +64,7 @@ void *malloc(size_t size)
 	}
 	return __libc_malloc(size);
 }
+#endif
 
 static void run(const uint8_t *data, size_t size)
 {
