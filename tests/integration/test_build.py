@@ -125,7 +125,54 @@ def test_quiet_is_silent_and_default_prints_summary(mkstipple, gen_tree, tmp_pat
     r = run([mkstipple, *FAST, gen_tree, tmp_path / "v.stipple"], check=True)
     text = (r.stdout + r.stderr).lower()
     assert "files" in text, "no summary (files, bytes, ratio, time) printed:\n" + text
+    assert "\r" not in text, "progress display written to a pipe: %r" % text[:200]
     assert read_file(tmp_path / "q.stipple") == read_file(tmp_path / "v.stipple")
+
+
+def test_progress_only_on_a_terminal(mkstipple, gen_tree, tmp_path):
+    """A terminal on stderr gets a progress display, --quiet silences it, and the image
+    does not change."""
+    import pty
+
+    outputs = {}
+    for name, extra in [("tty", ()), ("quiet", ("--quiet",))]:
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.Popen([mkstipple, *extra, *FAST, gen_tree, tmp_path / (name + ".stipple")],
+                                 stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+            os.close(slave)
+            chunks = []
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the last writer closed the terminal
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            assert p.wait(timeout=300) == 0, b"".join(chunks).decode(errors="replace")
+        finally:
+            os.close(master)
+        outputs[name] = b"".join(chunks)
+    progress = outputs["tty"].replace(b"\r\n", b"\n")
+    assert b"\r" in progress, "no progress redrawn on a terminal: %r" % progress[:200]
+    assert outputs["quiet"] == b"", "--quiet printed on a terminal: %r" % outputs["quiet"][:200]
+    assert read_file(tmp_path / "tty.stipple") == read_file(tmp_path / "quiet.stipple")
+
+
+def test_no_bcj(stipple, image_of, tmp_path):
+    """--no-bcj: no filtered block and no feature bit; the files read back either way."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for prog in ("/usr/bin/true", "/usr/bin/ls", "/usr/bin/sleep"):
+        shutil.copy2(prog, src)
+    for args in [(), ("--no-bcj",)]:
+        image = image_of(src, "--level", "3", "--block-size", "64K", *args)
+        info = run([stipple, "info", image], check=True).stdout
+        if args:
+            assert re.search(r"features:\s+none", info), info
+        out = extract_image(image, tmp_path / ("out%d" % len(args)))
+        assert_same_tree(src, out)
 
 
 @pytest.mark.parametrize("arg", ["--help", "--version"])
@@ -154,6 +201,18 @@ def test_same_image_whatever_threads_and_memory(mkstipple, tmp_path):
 def test_same_image_whatever_threads_generated(gen_tree, tmp_path):
     a = build_image(gen_tree, tmp_path / "a.stipple", *FAST, "--threads", "1")
     b = build_image(gen_tree, tmp_path / "b.stipple", *FAST, "--threads", "2", "--memory", "2M")
+    assert read_file(a) == read_file(b)
+
+
+def test_same_image_from_a_copy(gen_tree, tmp_path):
+    """The image depends on the tree's contents and attributes only, not on inode
+    numbers, directory order on disk or where the tree lies."""
+    copy = tmp_path / "copy"
+    r = run(["cp", "-a", gen_tree, copy])
+    assert r.returncode == 0, r.stderr
+    assert not treeutil.compare_trees(gen_tree, copy), "cp -a did not copy faithfully"
+    a = build_image(gen_tree, tmp_path / "a.stipple", *FAST)
+    b = build_image(copy, tmp_path / "b.stipple", *FAST)
     assert read_file(a) == read_file(b)
 
 
