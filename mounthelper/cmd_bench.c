@@ -77,7 +77,6 @@ struct bench;
 
 struct worker {
 	struct bench *b;
-	unsigned index;
 	pthread_t thread;
 	uint64_t rng[4];
 	size_t file_first, file_end; /* sequential: the files this thread reads */
@@ -398,7 +397,6 @@ static int workers_alloc(struct bench *b)
 		struct worker *w = &b->workers[i];
 
 		w->b = b;
-		w->index = i;
 		w->buf = malloc(b->o->read_size);
 		w->latency = malloc((w->planned ? w->planned : 1) * sizeof(*w->latency));
 		if (b->o->print_reads)
