@@ -27,6 +27,7 @@ struct stp_block_ref {
 
 struct stp_cache_stats {
 	uint64_t hits, misses, decoded, decoded_bytes, failures;
+	uint64_t decode_ns;  /* time spent reading, checking and decoding blocks */
 	uint32_t resident, pinned, budget;
 };
 
