@@ -54,6 +54,24 @@ def unmount(path):
         time.sleep(0.02)
 
 
+def mounts_under(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return [m for m in (line.split()[4] for line in f)
+                if m == path or m.startswith(path + "/")]
+
+
+def safe_rmtree(path):
+    """Removes PATH unless something is still mounted in it: never delete through a
+    mount (the plain kind is a bind mount of the real tree)."""
+    left = mounts_under(path)
+    if left:
+        print("mount_bench: not removing %s: %s still mounted" % (path, ", ".join(left)),
+              file=sys.stderr)
+        return
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def wait_mounted(path):
     deadline = time.monotonic() + 20
     while not is_mounted(path):
@@ -95,7 +113,7 @@ class Setup:
     def mounted(self, kind, where):
         """Mounts the tree the KIND way on WHERE (an empty directory), fresh."""
         if kind == "plain":
-            sh(["mount", "--bind", self.args.tree, where])
+            sh(["mount", "-o", "bind,ro", self.args.tree, where])  # read-only: never harm the tree
         elif kind == "stipple":
             sh([self.stipple, "mount", "--cache-budget", str(self.args.cache_budget),
                 self.image, where])
@@ -138,7 +156,7 @@ def python_round(setup, kinds, repeat):
         envs = {}
         for k in kinds:
             prefix = tempfile.mkdtemp(dir=setup.work, prefix="prefix-")
-            stack.callback(shutil.rmtree, prefix, True)
+            stack.callback(safe_rmtree, prefix)
             lib = os.path.join(prefix, "lib", "python3.11")
             os.makedirs(lib)
             stack.enter_context(setup.mounted(k, lib))
@@ -204,7 +222,7 @@ def main():
         print("\nstipple / squashfuse_ll, tree read: %.2fx"
               % (med(read["stipple"]) / med(read["squashfuse_ll"])))
     if not a.work:
-        shutil.rmtree(setup.work, ignore_errors=True)
+        safe_rmtree(setup.work)
 
 
 if __name__ == "__main__":
