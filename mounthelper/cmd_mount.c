@@ -12,18 +12,23 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: stipple mount IMAGE DIR [--cache-budget N] [-o OPTIONS] [-f]\n"
+		"usage: stipple mount IMAGE DIR [--cache-budget N] [--warm-workers N]\n"
+		"                               [--record FILE] [-o OPTIONS] [-f]\n"
 		"\n"
 		"Mounts IMAGE read-only on DIR and returns once the mount is live, leaving the\n"
 		"daemon in the background. `umount DIR` or `fusermount3 -u DIR` ends it.\n"
 		"\n"
 		"  --cache-budget N   decoded blocks kept in memory (default %u, at least 1)\n"
+		"  --warm-workers N   blocks of the hot region decoded at once at mount\n"
+		"                     (default %u; 0 turns warming off)\n"
+		"  --record FILE      write the files read, with their ranges, to FILE as a\n"
+		"                     hot list when the mount ends (mkstipple --hot-list)\n"
 		"  -o OPTIONS         mount options, comma-separated, as in mount.stipple(8):\n"
 		"                     allow_other, nosuid, nodev, noexec, cache_budget=N,\n"
 		"                     sandbox=on|log|off, sandbox_user=NAME, ...\n"
 		"  -f, --foreground   stay in the foreground; diagnostics go to stderr\n"
 		"  -h, --help         show this help\n",
-		STP_CACHE_BUDGET_DEFAULT);
+		STP_CACHE_BUDGET_DEFAULT, STP_WARM_WORKERS_DEFAULT);
 }
 
 static int set_cache_budget(struct stp_mount_opts *o, const char *arg)
@@ -48,11 +53,13 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "cache-budget", required_argument, NULL, 'c' },
+		{ "warm-workers", required_argument, NULL, 'w' },
+		{ "record", required_argument, NULL, 'r' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char err[256];
+	char err[256], opt[4200];
 	int c;
 
 	optind = 0;
@@ -61,6 +68,18 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 		case 'c':
 			if (set_cache_budget(o, optarg))
 				return 2;
+			break;
+		case 'w':
+		case 'r':
+			/* the same checks as the -o spelling */
+			snprintf(opt, sizeof(opt), "%s=%s", c == 'w' ? "warm_workers" : "record", optarg);
+			if (strchr(optarg, ',') ||
+			    stp_mountopts_parse_list(o, opt, err, sizeof(err))) {
+				fprintf(stderr, "stipple mount: --%s %s: %s\n",
+					c == 'w' ? "warm-workers" : "record", optarg,
+					strchr(optarg, ',') ? "no commas, please" : err);
+				return 2;
+			}
 			break;
 		case 'o':
 			if (stp_mountopts_parse_list(o, optarg, err, sizeof(err))) {

@@ -17,7 +17,9 @@
 #include "image.h"
 #include "log.h"
 #include "mountopts.h"
+#include "record.h"
 #include "sandbox.h"
+#include "warm.h"
 
 /* What the daemon tells the waiting parent, once: 0 when the mount is live, else the
  * errno and the reason. */
@@ -118,14 +120,20 @@ static int detach_stdio(const struct reporter *r)
 
 /* After the mount (it needs the mount privileges) and before the loop starts any thread
  * (capabilities, no_new_privs and seccomp are per thread). */
-static int enter_sandbox(const struct stp_fs *fs, const struct reporter *r)
+static int enter_sandbox(const struct stp_fs *fs, const struct reporter *r, int record_fd)
 {
-	const int keep[] = { fuse_session_fd(fs->se), stp_image_fd(fs->img), r->fd };
+	int keep[4] = { fuse_session_fd(fs->se), stp_image_fd(fs->img) };
+	size_t nkeep = 2;
+
+	if (r->fd >= 0)
+		keep[nkeep++] = r->fd;
+	if (record_fd >= 0)
+		keep[nkeep++] = record_fd;
 	struct stp_sandbox_opts so = {
 		.mode = fs->opts->sandbox,
 		.user = fs->opts->sandbox_user,
 		.keep_fds = keep,
-		.nkeep = r->fd >= 0 ? 3 : 2,
+		.nkeep = nkeep,
 		.keep_stderr = fs->opts->foreground,
 	};
 	char err[256];
@@ -182,6 +190,35 @@ static void report_live(const struct reporter *r)
 	close(r->fd);
 }
 
+/* The hot list file is opened before the mount: once confined, no file can be opened. */
+static int open_record(const struct stp_mount_opts *o, struct stp_fs *fs, const struct reporter *r,
+		       int *fd)
+{
+	int err;
+
+	*fd = -1;
+	if (!o->record)
+		return 0;
+	*fd = open(o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (*fd < 0)
+		return report(r, -errno, "%s: %s", o->record, strerror(errno));
+	err = stp_record_new(fs->img, &fs->recorder);
+	return err ? report(r, err, "%s: %s", o->record, strerror(-err)) : 0;
+}
+
+/* Written as the mount ends; a moment after umount returns, when the daemon exits. */
+static void write_record(const struct stp_fs *fs, int fd)
+{
+	int err;
+
+	if (fd < 0)
+		return;
+	err = stp_record_write(fs->recorder, fd);
+	close(fd);
+	if (err)
+		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s", fs->opts->record, strerror(-err));
+}
+
 /* Mount, confine, tell the parent, serve. Takes ownership of IMG. */
 static int serve(const struct stp_mount_opts *o, struct stp_image *img, const struct reporter *r)
 {
@@ -193,8 +230,11 @@ static int serve(const struct stp_mount_opts *o, struct stp_image *img, const st
 	/* Set while this process may (and must) unmount on its way out. Once confined, it
 	 * can no longer: the host's umount is what ends the mount. */
 	bool must_unmount = false;
-	int err;
+	int record_fd = -1, err;
 
+	err = open_record(o, &fs, r, &record_fd);
+	if (err)
+		goto out;
 	err = stp_cache_new(img, o->cache_budget, &fs.cache);
 	if (err) {
 		report(r, err, "cannot create the block cache: %s", strerror(-err));
@@ -221,16 +261,29 @@ static int serve(const struct stp_mount_opts *o, struct stp_image *img, const st
 		err = report(r, -EIO, "cannot install signal handlers");
 		goto out;
 	}
-	err = enter_sandbox(&fs, r);
+	err = enter_sandbox(&fs, r, record_fd);
 	if (err)
 		goto out;
 	must_unmount = o->sandbox == STP_SANDBOX_OFF;
-	/* Issue 5: the warmer starts here, inside the sandbox, before the loop. */
+	/* confined first: the workers are threads, and confinement is per thread */
+	err = stp_warm_start(&fs, o->warm_workers, &fs.warmer);
+	if (err) {
+		report(r, err, "cannot start warming: %s", strerror(-err));
+		goto out;
+	}
 	report_live(r);
 	err = run_loop(&fs);
 	fuse_remove_signal_handlers(fs.se);
+	stp_warm_stop(fs.warmer);
+	fs.warmer = NULL;
+	write_record(&fs, record_fd);
+	record_fd = -1; /* closed by the write */
 	log_cache_stats(&fs);
 out:
+	stp_warm_stop(fs.warmer);
+	if (record_fd >= 0)
+		close(record_fd);
+	stp_record_free(fs.recorder);
 	if (must_unmount)
 		fuse_session_unmount(fs.se);
 	if (fs.se)
@@ -313,8 +366,5 @@ int stp_daemon_run(const struct stp_mount_opts *o, const char *prog)
 		stp_image_close(img);
 		return err;
 	}
-	if (o->record)
-		fprintf(stderr, "%s: record=%s: recording is not implemented yet, ignored\n", prog,
-			o->record);
 	return o->foreground ? serve(o, img, &r) : run_background(o, prog, img);
 }

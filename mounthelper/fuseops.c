@@ -17,6 +17,9 @@
 #include "image.h"
 #include "log.h"
 #include "mountopts.h"
+#include "record.h"
+#include "status.h"
+#include "warm.h"
 
 /* "Forever": libfuse and the kernel clamp it to the largest timeout they can hold. */
 #define FOREVER (100.0 * 365 * 24 * 3600)
@@ -126,6 +129,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	fill_entry(n, &inode, &e);
 	fuse_reply_entry(req, &e);
+	stp_warm_note_known(fs->warmer, n);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -250,6 +254,7 @@ static ssize_t plan_stream(struct stp_fs *fs, struct read_plan *p, uint32_t n, u
 				   n, in, (unsigned long long)block, ref->size);
 	if (len > ref->size - in)
 		len = ref->size - in;
+	stp_warm_note_read(fs->warmer, stream, len);
 	err = plan_add(p, ref->data + in, len);
 	return err ? err : (ssize_t)len;
 }
@@ -349,6 +354,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!err) {
 		if (size > inode.size - (uint64_t)off)
 			size = (size_t)(inode.size - (uint64_t)off);
+		stp_record_read(fs->recorder, n, (uint64_t)off, size);
 		err = plan_read(fs, &plan, n, &inode, (uint64_t)off, size);
 		if (!err)
 			fuse_reply_iov(req, plan.iov, (int)plan.niov);
@@ -421,6 +427,8 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		return err;
 	fill_entry(ino, &inode, &e);
 	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
+	if (*need <= room)
+		stp_warm_note_known(fs->warmer, ino);
 	return 0;
 }
 
@@ -477,6 +485,22 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &st);
 }
 
+/* The mount's status, asked by `stipple status` as a hidden attribute of the root. */
+static void reply_status(struct stp_fs *fs, fuse_req_t req, size_t size)
+{
+	char buf[4096];
+	int len = stp_status_format(fs, buf, sizeof(buf));
+
+	if (len < 0)
+		fuse_reply_err(req, -len);
+	else if (!size)
+		fuse_reply_xattr(req, (size_t)len);
+	else if (size < (size_t)len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)len);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct stp_fs *fs = fs_of(req);
@@ -487,6 +511,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	uint32_t n;
 	int err = load_inode(fs, ino, &n, &inode);
 
+	if (ino == FUSE_ROOT_ID && !strcmp(name, STP_STATUS_XATTR)) {
+		reply_status(fs, req, size);
+		return;
+	}
 	for (uint32_t i = 0; !err && i < inode.xattr_count; i++) {
 		err = stp_image_xattr(fs->img, &inode, i, &xname, &name_len, &value, &value_len);
 		if (err || name_len != len || memcmp(xname, name, len))

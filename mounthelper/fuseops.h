@@ -28,6 +28,7 @@ struct stp_image;
 struct stp_cache;
 struct stp_mount_opts;
 struct stp_warmer;
+struct stp_recorder;
 
 /* One mount: the session's userdata. The daemon fills it before the session is created and
  * owns everything it points to; the loop only reads it, except where noted. */
@@ -36,7 +37,8 @@ struct stp_fs {
 	struct stp_cache *cache;
 	const struct stp_mount_opts *opts;
 	struct fuse_session *se;   /* set before the loop starts */
-	struct stp_warmer *warmer; /* warming at mount (issue 5); NULL while there is none */
+	struct stp_warmer *warmer; /* warming at mount; NULL when off or done with */
+	struct stp_recorder *recorder; /* --record: the reads to list; NULL when off */
 	uint32_t block_log;        /* of the image: block = stream offset >> block_log */
 	/* Written by the init handler, which runs before any other request. */
 	bool no_open;              /* the kernel opens files without asking: no round trip */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "image.h"
 
@@ -186,11 +187,28 @@ static void write_lines(struct stp_recorder *r, char **paths, uint32_t *order, u
 	}
 }
 
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int stp_record_write(struct stp_recorder *r, int fd)
 {
 	struct walk *w = calloc(1, sizeof(*w));
 	uint32_t *order = malloc(r->ninodes * sizeof(*order)), n = 0;
 	FILE *f = NULL;
+	char *text = NULL;
+	size_t len = 0;
 	int rc = -ENOMEM;
 
 	if (!w || !order || !(w->paths = calloc(r->ninodes, sizeof(char *))))
@@ -201,14 +219,14 @@ int stp_record_write(struct stp_recorder *r, int fd)
 		if (r->files[i].first)
 			order[n++] = i;
 	qsort_r(order, n, sizeof(*order), cmp_first, r->files);
-	f = fdopen(fd, "w");
-	if (!f) {
-		rc = -errno;
+	/* built in memory, then written with write(): the sandbox allows little else */
+	f = open_memstream(&text, &len);
+	if (!f)
 		goto out;
-	}
 	write_lines(r, w->paths, order, n, f);
-	rc = fclose(f) ? -errno : 0;
+	rc = fclose(f) ? -ENOMEM : write_all(fd, text, len);
 out:
+	free(text);
 	for (uint32_t i = 0; w && w->paths && i < r->ninodes; i++)
 		free(w->paths[i]);
 	if (w)

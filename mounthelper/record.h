@@ -23,7 +23,8 @@ void stp_record_free(struct stp_recorder *r);
 /* A read of LEN bytes at OFF of regular file INO (image inode number). */
 void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_t len);
 
-/* Writes the hot list to FD (opened before the sandbox closed the file system). */
+/* Writes the hot list to FD (opened before the sandbox closed the file system), which
+ * stays open. */
 int stp_record_write(struct stp_recorder *r, int fd);
 
 #endif

@@ -50,7 +50,8 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
  * (set_robust_list, rseq, rt_sigprocmask, exit; glibc installs its setxid and cancel
  * handlers with rt_sigaction at the first pthread_create and pthread_cancel, and libfuse
  * cancels its workers when the loop ends), sleeping and clocks, stdio on stderr (fstat
- * through newfstatat below). Calls with a condition are added in add_guarded_rules.
+ * through newfstatat below), and sysinfo, which glibc's qsort asks for the memory size
+ * (the warmer sorts its plan). Calls with a condition are added in add_guarded_rules.
  */
 static const int allowed_calls[] = {
 	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(pread64), SCMP_SYS(preadv),
@@ -63,7 +64,7 @@ static const int allowed_calls[] = {
 	SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
 	SCMP_SYS(getpid), SCMP_SYS(gettid),
 	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime),
-	SCMP_SYS(gettimeofday),
+	SCMP_SYS(gettimeofday), SCMP_SYS(sysinfo),
 	SCMP_SYS(exit), SCMP_SYS(exit_group),
 };
 

@@ -24,7 +24,7 @@
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
 #define HOLD_WAIT_NS 50000000ll  /* how long a full warmer waits for reads to free a block */
 #define QUEUE_LEN 4096u
-#define LINGER_NS 1000000000ll   /* after warming, how long held blocks wait for a reader */
+#define LINGER_NS 30000000000ll  /* after warming, how long held blocks wait for a reader */
 
 /* Hot bytes of one file inside one block. */
 struct seg {
@@ -237,7 +237,7 @@ static void store_seg(struct stp_warmer *w, const struct seg *s, const uint8_t *
 
 		bv.buf[0].mem = (void *)(data + (off - a));
 		if (fuse_lowlevel_notify_store(w->fs->se, stp_fuseops_ino(s->ino), (off_t)off, &bv, 0))
-			return; /* the kernel forgot the inode, or the mount is going: reads serve it */
+			return; /* the kernel forgot the inode, or the mount is going: reads serve it */ /* the kernel forgot the inode, or the mount is going: reads serve it */
 		__atomic_add_fetch(&w->stored_bytes, n, __ATOMIC_RELAXED);
 		off += n;
 	}
@@ -347,6 +347,8 @@ static void *worker_main(void *arg)
 	struct stp_cache_stats st;
 
 	stp_cache_stats(w->fs->cache, &st);
+	/* one block of the budget stays free for reads outside the hot region */
+	st.budget = st.budget > 1 ? st.budget - 1 : 1;
 	for (;;) {
 		struct stp_block_ref ref;
 		int unheld = 0;
@@ -408,8 +410,9 @@ static void *store_main(void *arg)
 					deadline_in(&linger, LINGER_NS);
 				ts = linger;
 			}
-			if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT &&
-			    !w->running && ts.tv_sec == linger.tv_sec && ts.tv_nsec == linger.tv_nsec)
+			if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
+				linger.tv_sec = 0; /* something happened: wait afresh */
+			else if (!w->running && ts.tv_sec == linger.tv_sec && ts.tv_nsec == linger.tv_nsec)
 				unhold_all_locked(w);
 			continue;
 		}
