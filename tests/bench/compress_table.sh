@@ -3,6 +3,7 @@
 # The size and time table (run by hand, not part of the test suite):
 #
 #   tests/bench/compress_table.sh [TREE]                  (TREE: /usr/lib/python3.11)
+#   tests/bench/compress_table.sh --table RAW [TREE]      (the table from a kept RAW file)
 #
 # Builds TREE with mkstipple at every block size of $BLOCKS and level of $LEVELS, with and
 # without BCJ (--no-bcj), and beside it with mksquashfs zstd-19 1M, mksquashfs xz 1M with
@@ -14,7 +15,8 @@
 # (one thread per online CPU).
 #
 # Environment: REPEAT (3), BLOCKS ("1M 4M 32M 64M"), LEVELS ("3 9 19"), OTHERS (1: also
-# build with the other tools), RAW (a file to keep every measurement in), STIPPLE_BUILD
+# build with the other tools), THREADS (1: also build with --threads 1), RAW (a file to
+# keep every measurement in; --table summarises one, even of an unfinished run), STIPPLE_BUILD
 # (default <repo>/build; mkstipple must already be built), TMPDIR.
 # Needs: /usr/bin/time (time), mksquashfs (squashfs-tools), mkfs.erofs (erofs-utils),
 # zstd, xz, tar.
@@ -49,19 +51,27 @@ if [ "${1:-}" = --build-one ]; then
 	exit
 fi
 
+table_only=
+if [ "${1:-}" = --table ]; then
+	table_only=${2:?usage: compress_table.sh --table RAW [TREE]}
+	shift 2
+fi
+
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-builddir=$(cd "${STIPPLE_BUILD:-$repo/build}" && pwd) || die "no build directory"
+builddir=${STIPPLE_BUILD:-$repo/build}
+builddir=$(cd "$builddir" 2>/dev/null && pwd || echo "$builddir")
 mkstipple=$builddir/builder/mkstipple
 tree=${1:-/usr/lib/python3.11}
 repeat=${REPEAT:-3}
 blocks=${BLOCKS:-1M 4M 32M 64M}
 levels=${LEVELS:-3 9 19}
 others=${OTHERS:-1}
+threads=${THREADS:-1}
 
 [ -d "$tree" ] || die "$tree: not a directory"
-[ -x "$mkstipple" ] || die "$mkstipple: not built (ninja -C $builddir)"
+[ -n "$table_only" ] || [ -x "$mkstipple" ] || die "$mkstipple: not built (ninja -C $builddir)"
 [ -x /usr/bin/time ] || die "/usr/bin/time missing (apt-get install time)"
-if [ "$others" = 1 ]; then
+if [ "$others" = 1 ] && [ -z "$table_only" ]; then
 	for tool in mksquashfs mkfs.erofs zstd xz tar; do
 		command -v $tool >/dev/null || die "$tool missing"
 	done
@@ -83,7 +93,7 @@ for b in $blocks; do
 	done
 done
 # --threads 1 against the default, where there are many blocks and where there are few
-for b in 1M 32M; do
+[ "$threads" = 1 ] && for b in 1M 32M; do
 	printf 'st:%s:19:bcj:t1\tmkstipple %s level 19 --threads 1\n' "$b" "$b" >>"$jobs"
 done
 if [ "$others" = 1 ]; then
@@ -107,6 +117,10 @@ measure() {
 
 input=$(find "$tree" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
 files=$(find "$tree" -type f | wc -l)
+if [ -n "$table_only" ]; then
+	raw=$table_only
+	echo "tree: $tree ($input bytes in $files files); measurements from $raw"
+else
 echo "tree: $tree ($input bytes in $files files), $(nproc) online CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$repeat rounds of $(wc -l <"$jobs") builds; medians of time and peak memory"
 for round in $(seq 1 "$repeat"); do
@@ -117,6 +131,7 @@ for round in $(seq 1 "$repeat"); do
 done
 [ -t 2 ] && printf '\r%60s\r' '' >&2
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 echo
 
 awk -v input="$input" -v nproc="$(nproc)" -F '\t' '
@@ -130,26 +145,32 @@ FNR == NR { order[++njobs] = $1; label[$1] = $2; next }
 {
 	split($0, f, " ")
 	id = f[1]
+	if (!(id in label)) next
 	if (id in size && size[id] != f[2]) varies[id] = 1
 	size[id] = f[2]; secs[id] = secs[id] " " f[3]; kb[id] = kb[id] " " f[4]
 }
 END {
-	for (i = 1; i <= njobs; i++) { id = order[i]; t[id] = median(secs[id]); m[id] = median(kb[id]) }
-	ref = ("tarzst" in size) ? size["tarzst"] : 0
-	fmt = "%-32s %13s %7s %8s %9s %9s\n"
-	printf fmt, "build", "image bytes", "% tree", "x tarzst", "time s", "peak MiB"
 	for (i = 1; i <= njobs; i++) {
 		id = order[i]
+		if (!(id in size)) { delete label[id]; continue }
+		t[id] = median(secs[id]); m[id] = median(kb[id]); runs[id] = split(secs[id], v, " ")
+	}
+	ref = ("tarzst" in size) ? size["tarzst"] : 0
+	fmt = "%-32s %13s %7s %8s %9s %9s %4s\n"
+	printf fmt, "build", "image bytes", "% tree", "x tarzst", "time s", "peak MiB", "runs"
+	for (i = 1; i <= njobs; i++) {
+		id = order[i]
+		if (!(id in label)) continue
 		printf fmt, label[id] (id in varies ? " (size varied!)" : ""), size[id],
 			sprintf("%.2f", 100 * size[id] / input),
 			ref ? sprintf("%.3f", size[id] / ref) : "-", sprintf("%.2f", t[id]),
-			sprintf("%.0f", m[id] / 1024)
+			sprintf("%.0f", m[id] / 1024), runs[id]
 	}
 	print ""
 	print "--level 3 against --level 19 (build time, target >= 10x):"
 	for (i = 1; i <= njobs; i++) {
 		id = order[i]
-		if (split(id, p, ":") != 4 || p[1] != "st" || p[3] != 19) continue
+		if (split(id, p, ":") != 4 || p[1] != "st" || p[3] != 19 || !(id in t)) continue
 		fast = "st:" p[2] ":3:" p[4]
 		if (!(fast in t)) continue
 		r = t[fast] > 0 ? t[id] / t[fast] : 0
@@ -160,7 +181,7 @@ END {
 	printf "--threads 1 against the default (%d threads):\n", nproc
 	for (i = 1; i <= njobs; i++) {
 		id = order[i]
-		if (id !~ /:t1$/) continue
+		if (id !~ /:t1$/ || !(id in t)) continue
 		all = substr(id, 1, length(id) - 3)
 		if (!(all in t)) continue
 		printf "  %-5s level 19: 1 thread %7.2f s, %d threads %7.2f s: %.2fx faster, peak %s -> %s MiB\n",
