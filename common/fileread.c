@@ -10,28 +10,6 @@
 #include "image.h"
 #include "log.h"
 
-/* Index of the first extent that ends after OFF (extents are sorted by file offset). */
-static int first_extent_after(const struct stp_image *img, const struct stp_inode *inode,
-			      uint64_t off, uint32_t *index)
-{
-	uint32_t lo = 0, hi = inode->count;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		struct stp_extent e;
-		int rc = stp_image_extent(img, inode, mid, &e);
-
-		if (rc)
-			return rc;
-		if (e.file_off + e.length <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*index = lo;
-	return 0;
-}
-
 /* Copies LEN stream bytes starting at STREAM_OFF into OUT, block by block. */
 static int copy_stream(const struct stp_image *img, struct stp_cache *cache, uint64_t stream_off,
 		       size_t len, uint8_t *out)
@@ -75,7 +53,7 @@ ssize_t stp_file_read(const struct stp_image *img, struct stp_cache *cache,
 	if (off >= inode->size)
 		return 0;
 	end = inode->size - off < len ? inode->size : off + len;
-	rc = first_extent_after(img, inode, off, &i);
+	rc = stp_image_extent_find(img, inode, off, &i);
 	if (rc)
 		return rc;
 	for (; i < inode->count && pos < end; i++) {

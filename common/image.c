@@ -419,6 +419,27 @@ int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode,
 	return 0;
 }
 
+int stp_image_extent_find(const struct stp_image *img, const struct stp_inode *inode,
+			  uint64_t off, uint32_t *index)
+{
+	uint32_t lo = 0, hi = inode->count;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		struct stp_extent e;
+		int rc = stp_image_extent(img, inode, mid, &e);
+
+		if (rc)
+			return rc;
+		if (e.file_off + e.length <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*index = lo;
+	return 0;
+}
+
 size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
 {
 	uint64_t bs = 1ull << img->sb.block_log, start = block * bs;

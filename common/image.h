@@ -59,6 +59,11 @@ int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, 
 int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
 		     struct stp_extent *out);
 
+/* Index of the first extent of INODE that ends after file offset OFF (inode->count when
+ * none does): extents are sorted by file offset. */
+int stp_image_extent_find(const struct stp_image *img, const struct stp_inode *inode,
+			  uint64_t off, uint32_t *index);
+
 /* The block table entry of block BLOCK, and its decoded size. */
 int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out);
 size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block);

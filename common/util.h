@@ -17,6 +17,8 @@ int stp_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* Reads exactly LEN bytes at OFF: -EIO on a short read (end of file), else -errno. */
 int stp_pread_full(int fd, void *buf, size_t len, uint64_t off);
 int stp_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/* Writes all LEN bytes to a pipe, terminal or file position: 0 or -errno. */
+int stp_write_full(int fd, const void *buf, size_t len);
 /* "12.3 MiB" into BUF. */
 const char *stp_human_size(uint64_t bytes, char *buf, size_t len);
 /* Monotonic clock in nanoseconds. */

@@ -8,6 +8,7 @@
 
 #include "cache.h"
 #include "cli.h"
+#include "util.h"
 #include "commands.h"
 #include "fileread.h"
 #include "image.h"
@@ -20,22 +21,6 @@ static const struct stp_cli cat_cli = {
 };
 
 #define CAT_CHUNK (1u << 20)
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 /* Copies the file's bytes to standard output; prints what failed. */
 static int copy_file(const struct stp_image *img, const char *path, const struct stp_inode *inode)
@@ -55,7 +40,7 @@ static int copy_file(const struct stp_image *img, const char *path, const struct
 					stp_cli_strerror(err));
 			break;
 		}
-		err = write_all(STDOUT_FILENO, buf, (size_t)n);
+		err = stp_write_full(STDOUT_FILENO, buf, (size_t)n);
 		if (err)
 			stp_cli_error(&cat_cli, "writing to standard output: %s",
 				      stp_cli_strerror(err));

@@ -259,35 +259,13 @@ static ssize_t plan_stream(struct stp_fs *fs, struct read_plan *p, uint32_t n, u
 	return err ? err : (ssize_t)len;
 }
 
-/* Index of the first extent of INODE that ends after file offset OFF. */
-static int first_extent(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
-			uint32_t *out)
-{
-	uint32_t lo = 0, hi = inode->count;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		struct stp_extent e;
-		int err = stp_image_extent(img, inode, mid, &e);
-
-		if (err)
-			return err;
-		if (e.file_off + e.length <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*out = lo;
-	return 0;
-}
-
 /* Maps [OFF, OFF + LEN) of file INODE (N) onto pinned blocks and zeros. */
 static int plan_read(struct stp_fs *fs, struct read_plan *p, uint32_t n,
 		     const struct stp_inode *inode, uint64_t off, size_t len)
 {
 	uint64_t end = off + len;
 	uint32_t i;
-	int err = first_extent(fs->img, inode, off, &i);
+	int err = stp_image_extent_find(fs->img, inode, off, &i);
 
 	while (!err && off < end) {
 		struct stp_extent e = { .file_off = end };

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "util.h"
 
 #define STRIPES 64
 #define PAGE 4096u
@@ -187,21 +188,6 @@ static void write_lines(struct stp_recorder *r, char **paths, uint32_t *order, u
 	}
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int stp_record_write(struct stp_recorder *r, int fd)
 {
 	struct walk *w = calloc(1, sizeof(*w));
@@ -224,7 +210,7 @@ int stp_record_write(struct stp_recorder *r, int fd)
 	if (!f)
 		goto out;
 	write_lines(r, w->paths, order, n, f);
-	rc = fclose(f) ? -ENOMEM : write_all(fd, text, len);
+	rc = fclose(f) ? -ENOMEM : stp_write_full(fd, text, len);
 out:
 	free(text);
 	for (uint32_t i = 0; w && w->paths && i < r->ninodes; i++)
