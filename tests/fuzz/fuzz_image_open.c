@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: an image opened from arbitrary bytes, then every inode, directory entry,
- * link target, xattr and extent walked, paths resolved and blocks decoded.
+ * link target, xattr and extent walked, paths resolved, blocks decoded and files read
+ * through the block cache.
  *
  * Each input is tried twice: as given, and with the superblock and metadata checksums
  * recomputed, so that mutations get past the checksums to the parsers behind them.
@@ -13,6 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cache.h"
+#include "fileread.h"
 #include "format.h"
 #include "fuzz.h"
 #include "image.h"
@@ -23,6 +26,8 @@
 #define MAX_ENTRIES 4096u
 #define MAX_BLOCKS 16u
 #define MAX_BLOCK_SIZE (4u << 20)
+#define MAX_FILE_READ (1u << 20)   /* bytes read of each file */
+#define READ_CHUNK 40000u          /* not a power of two: reads straddle blocks */
 
 static volatile uint64_t sink; /* keeps the reads of every returned byte */
 
@@ -49,7 +54,31 @@ static void walk_dir(const struct stp_image *img, uint32_t ino, const struct stp
 	}
 }
 
-static void walk_inode(const struct stp_image *img, uint32_t ino, const struct stp_inode *in)
+/* Reads a file through CACHE in uneven chunks: never more than asked, never past its size,
+ * and all of it (up to MAX_FILE_READ) unless the image is found damaged. */
+static void read_file(const struct stp_image *img, struct stp_cache *cache,
+		      const struct stp_inode *in)
+{
+	static uint8_t buf[READ_CHUNK];
+	uint64_t off = 0;
+	ssize_t n;
+
+	while (off < MAX_FILE_READ) {
+		n = stp_file_read(img, cache, in, off, sizeof(buf), buf);
+		if (n < 0)
+			return;
+		FUZZ_ASSERT((size_t)n <= sizeof(buf));
+		if (n == 0)
+			break;
+		touch(buf, (size_t)n);
+		off += (uint64_t)n;
+		FUZZ_ASSERT(off <= in->size);
+	}
+	FUZZ_ASSERT(off >= MAX_FILE_READ || off == in->size);
+}
+
+static void walk_inode(const struct stp_image *img, struct stp_cache *cache, uint32_t ino,
+		       const struct stp_inode *in)
 {
 	const char *name, *target;
 	const void *value;
@@ -74,6 +103,8 @@ static void walk_inode(const struct stp_image *img, uint32_t ino, const struct s
 		for (uint32_t i = 0; i < in->count && i < MAX_ENTRIES; i++)
 			if (!stp_image_extent(img, in, i, &ext))
 				FUZZ_ASSERT(ext.length && ext.file_off + ext.length <= in->size);
+		if (cache)
+			read_file(img, cache, in);
 		break;
 	}
 }
@@ -106,13 +137,17 @@ static void walk(const struct stp_image *img)
 	static const char *const paths[] = { "", ".", "..", "a", "a/b/../c", "../../x", "x/",
 					     "//", "lib/python3.11/os.py" };
 	uint32_t count = stp_image_sb(img)->inode_count, ino;
+	struct stp_cache *cache = NULL;
 
+	if (stp_image_block_size(img) <= MAX_BLOCK_SIZE && stp_cache_new(img, 2, &cache))
+		cache = NULL;
 	for (uint32_t i = 0; i < count && i < MAX_INODES; i++) {
 		struct stp_inode in;
 
 		if (!stp_image_inode(img, i, &in))
-			walk_inode(img, i, &in);
+			walk_inode(img, cache, i, &in);
 	}
+	stp_cache_free(cache);
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		if (!stp_image_resolve(img, paths[i], &ino))
 			FUZZ_ASSERT(ino < count);
