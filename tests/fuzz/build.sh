@@ -3,7 +3,7 @@
 # Builds the fuzz targets for libFuzzer with clang, AddressSanitizer and UBSan:
 #
 #   tests/fuzz/build.sh [OUTDIR]            (default build-fuzz/)
-#   build-fuzz/fuzz_image_open -max_len=65536 -rss_limit_mb=2048 \
+#   build-fuzz/fuzz_image_open -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
 #       work-corpus/ tests/fuzz/corpus/image_open/
 #
 # Not part of the test suite: the replay_* unit tests run the stored corpus without
