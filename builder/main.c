@@ -195,10 +195,24 @@ static void summary(const struct options *o, const struct tree *t, uint64_t imag
 	       t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
 }
 
+/* Scans the source, leaving out the image being written and the one it replaces, so
+ * that an image built inside its own source never packs itself. */
+static int scan_own_output(const struct options *o, const struct output *out, struct tree *t)
+{
+	struct stat skip[2];
+	size_t n = 0;
+
+	if (!fstat(out->fd, &skip[n]))
+		n++;
+	if (!stat(o->image, &skip[n]) && S_ISREG(skip[n].st_mode))
+		n++;
+	return scan_tree(o->source, skip, n, t);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
-	struct tree t;
+	struct tree t = { 0 };
 	struct output out = { .fd = -1 };
 	struct node **order = NULL;
 	uint64_t t0 = stp_now_ns(), image_size = 0;
@@ -207,11 +221,11 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc;
-	rc = scan_tree(o.source, &t);
+	rc = output_open(o.image, &out);
+	if (!rc)
+		rc = scan_own_output(&o, &out, &t);
 	if (!rc)
 		rc = order_files(&t, o.hot_list, &order, &nhot, &count);
-	if (!rc)
-		rc = output_open(o.image, &out);
 	if (!rc)
 		rc = write_image(&o, &t, order, count, nhot, &out, &image_size);
 	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)

@@ -147,6 +147,21 @@ static int cmp_child(const void *a, const void *b)
 }
 
 static int scan_node(struct node *n);
+static void node_free(struct node *n);
+
+/* Files left out of the scan; set for the duration of scan_tree(). */
+static const struct stat *skip_list;
+static size_t skip_count;
+
+#define SKIPPED 1 /* scan_node: the entry is one of skip_list */
+
+static int skipped(const struct stat *st)
+{
+	for (size_t i = 0; i < skip_count; i++)
+		if (st->st_dev == skip_list[i].st_dev && st->st_ino == skip_list[i].st_ino)
+			return 1;
+	return 0;
+}
 
 static int add_child(struct node *dir, const char *name, size_t *cap)
 {
@@ -192,8 +207,17 @@ static int scan_dir(struct node *n)
 	if (rc)
 		return rc;
 	qsort(n->children, n->nchildren, sizeof(*n->children), cmp_child);
-	for (size_t i = 0; i < n->nchildren && !rc; i++)
+	for (size_t i = 0; i < n->nchildren && !rc; i++) {
 		rc = scan_node(n->children[i]);
+		if (rc == SKIPPED) {
+			node_free(n->children[i]);
+			memmove(&n->children[i], &n->children[i + 1],
+				(n->nchildren - i - 1) * sizeof(*n->children));
+			n->nchildren--;
+			i--;
+			rc = 0;
+		}
+	}
 	return rc;
 }
 
@@ -220,6 +244,8 @@ static int scan_node(struct node *n)
 
 	if (lstat(n->path, &n->st))
 		return fail(n->path, errno, "stat");
+	if (n->parent && skipped(&n->st))
+		return SKIPPED;
 	rc = read_xattrs(n);
 	if (rc)
 		return rc;
@@ -323,7 +349,7 @@ static int number_inodes(struct tree *t, struct node **all, size_t n)
 	return 0;
 }
 
-int scan_tree(const char *source, struct tree *t)
+int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct tree *t)
 {
 	struct node **all = NULL;
 	size_t n = 0;
@@ -333,7 +359,11 @@ int scan_tree(const char *source, struct tree *t)
 	t->root = node_new(NULL, source);
 	if (!t->root)
 		return -ENOMEM;
+	skip_list = skip;
+	skip_count = nskip;
 	rc = scan_node(t->root);
+	skip_list = NULL;
+	skip_count = 0;
 	if (!rc && !S_ISDIR(t->root->st.st_mode)) {
 		fprintf(stderr, "mkstipple: %s: not a directory\n", source);
 		rc = -ENOTDIR;

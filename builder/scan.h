@@ -59,8 +59,10 @@ struct tree {
 	uint64_t file_bytes;   /* sum of regular file sizes */
 };
 
-/* Scans SOURCE (a directory). Errors are printed with the path; returns 0 or -errno. */
-int scan_tree(const char *source, struct tree *out);
+/* Scans SOURCE (a directory), leaving out the files SKIP[0..NSKIP) name by device and
+ * inode (the image being written, when it lies inside SOURCE). Errors are printed with
+ * the path; returns 0 or -errno. */
+int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct tree *out);
 void scan_tree_free(struct tree *t);
 
 #endif
