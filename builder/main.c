@@ -153,6 +153,16 @@ static int write_metadata(const struct tree *t, const struct pack_result *r, int
 	return rc;
 }
 
+/* Stores the dictionary after the blocks, where the metadata would have gone. */
+static int write_dictionary(struct pack_result *r, int fd, struct stp_superblock *sb)
+{
+	sb->dict_offset = r->end;
+	sb->dict_size = r->dict_size;
+	sb->dict_checksum = stp_checksum(r->dict, r->dict_size);
+	r->end += r->dict_size;
+	return stp_pwrite_full(fd, r->dict, r->dict_size, sb->dict_offset);
+}
+
 static int write_image(const struct options *o, struct tree *t, struct node **order,
 		       size_t count, size_t nhot, struct output *out, uint64_t *image_size)
 {
@@ -169,7 +179,10 @@ static int write_image(const struct options *o, struct tree *t, struct node **or
 	sb.hot_size = r.hot_size;
 	sb.feat_incompat = r.feat_incompat;
 	sb.inode_count = t->ninodes;
-	rc = write_metadata(t, &r, out->fd, &sb);
+	if (r.dict)
+		rc = write_dictionary(&r, out->fd, &sb);
+	if (!rc)
+		rc = write_metadata(t, &r, out->fd, &sb);
 	if (!rc) {
 		stp_sb_encode(&sb, raw);
 		rc = stp_pwrite_full(out->fd, raw, sizeof(raw), 0);
@@ -177,6 +190,7 @@ static int write_image(const struct options *o, struct tree *t, struct node **or
 	if (!rc && ftruncate(out->fd, (off_t)sb.image_size))
 		rc = -errno;
 	free(r.blocks);
+	free(r.dict);
 	*image_size = sb.image_size;
 	return rc;
 }

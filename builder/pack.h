@@ -30,14 +30,22 @@ struct pack_result {
 	struct stp_blockent *blocks; /* caller frees */
 	uint64_t end;         /* first free image offset after the blocks */
 	uint64_t feat_incompat;
+	uint8_t *dict;        /* the dictionary blocks were compressed with, to store once
+			       * after them; NULL: none. Caller frees */
+	size_t dict_size;
+	uint64_t dict_gain;   /* bytes the dictionary saved in the blocks (kept or not) */
+	uint64_t dict_blocks; /* blocks that use it */
 };
 
 /* Packs ORDER[0..n) (the first NHOT are hot) into FD from offset START. Sets each file's
- * extents. Errors are printed with the path; returns 0 or -errno. */
+ * extents. Below DICT_BLOCK_LOG_LIMIT it trains a dictionary and keeps it only when it
+ * makes the image smaller. Errors are printed with the path; returns 0 or -errno. */
 int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t start,
 	       const struct pack_opts *o, struct pack_result *r);
 
-/* Bytes the packer holds per block in flight and per worker at these settings. */
-void pack_memory_cost(const struct pack_opts *o, uint64_t *per_block, uint64_t *per_worker);
+/* Bytes the packer holds per block in flight and per worker at these settings, with or
+ * without (DICT 0) a dictionary. The dictionary's own tables come once on top. */
+void pack_memory_cost(const struct pack_opts *o, int dict, uint64_t *per_block,
+		      uint64_t *per_worker);
 
 #endif
