@@ -15,7 +15,7 @@
 # (one thread per online CPU).
 #
 # Environment: REPEAT (3), BLOCKS ("1M 4M 32M 64M"), LEVELS ("3 9 19"), OTHERS (1: also
-# build with the other tools), THREADS (1: also build with --threads 1), RAW (a file to
+# build with the other tools, 0: not, or some of "sqzstd sqxz erofs tarzst tarxz"), THREADS (1: also build with --threads 1), RAW (a file to
 # keep every measurement in; --table summarises one, even of an unfinished run), STIPPLE_BUILD
 # (default <repo>/build; mkstipple must already be built), TMPDIR.
 # Needs: /usr/bin/time (time), mksquashfs (squashfs-tools), mkfs.erofs (erofs-utils),
@@ -66,12 +66,14 @@ repeat=${REPEAT:-3}
 blocks=${BLOCKS:-1M 4M 32M 64M}
 levels=${LEVELS:-3 9 19}
 others=${OTHERS:-1}
+[ "$others" = 1 ] && others="sqzstd sqxz erofs tarzst tarxz"
+[ "$others" = 0 ] && others=
 threads=${THREADS:-1}
 
 [ -d "$tree" ] || die "$tree: not a directory"
 [ -n "$table_only" ] || [ -x "$mkstipple" ] || die "$mkstipple: not built (ninja -C $builddir)"
 [ -x /usr/bin/time ] || die "/usr/bin/time missing (apt-get install time)"
-if [ "$others" = 1 ] && [ -z "$table_only" ]; then
+if [ -n "$others" ] && [ -z "$table_only" ]; then
 	for tool in mksquashfs mkfs.erofs zstd xz tar; do
 		command -v $tool >/dev/null || die "$tool missing"
 	done
@@ -96,13 +98,16 @@ done
 [ "$threads" = 1 ] && for b in 1M 32M; do
 	printf 'st:%s:19:bcj:t1\tmkstipple %s level 19 --threads 1\n' "$b" "$b" >>"$jobs"
 done
-if [ "$others" = 1 ]; then
-	printf 'sqzstd\tmksquashfs zstd-19 1M\n' >>"$jobs"
-	printf 'sqxz\tmksquashfs xz 1M -Xbcj x86\n' >>"$jobs"
-	printf 'erofs\tmkfs.erofs -zlz4hc\n' >>"$jobs"
-	printf 'tarzst\ttar | zstd -19 --long=27\n' >>"$jobs"
-	printf 'tarxz\ttar | xz -9e\n' >>"$jobs"
-fi
+for other in $others; do
+	case $other in
+	sqzstd) printf 'sqzstd\tmksquashfs zstd-19 1M\n' ;;
+	sqxz) printf 'sqxz\tmksquashfs xz 1M -Xbcj x86\n' ;;
+	erofs) printf 'erofs\tmkfs.erofs -zlz4hc\n' ;;
+	tarzst) printf 'tarzst\ttar | zstd -19 --long=27\n' ;;
+	tarxz) printf 'tarxz\ttar | xz -9e\n' ;;
+	*) die "OTHERS: unknown build $other" ;;
+	esac >>"$jobs"
+done
 
 # Runs build ID once under GNU time; appends "ID SIZE SECONDS KBYTES" to $raw.
 measure() {
