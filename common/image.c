@@ -16,7 +16,7 @@
 #include "log.h"
 #include "util.h"
 
-#define META_SIZE_MAX (4ull << 30)
+#define META_SIZE_MAX (1ull << 30) /* some ten million entries */
 #define SYMLINK_MAX 4095u
 
 struct stp_image {
@@ -100,6 +100,52 @@ static int read_checked(struct stp_image *img, uint64_t off, uint64_t len, uint6
 	return 0;
 }
 
+/* Decompresses the metadata into a buffer that grows only as output arrives, so that a
+ * forged meta_size cannot make a small image ask for gigabytes up front. */
+static int inflate_metadata(struct stp_image *img, const uint8_t *stored)
+{
+	const struct stp_superblock *sb = &img->sb;
+	ZSTD_DStream *ds = ZSTD_createDStream();
+	ZSTD_inBuffer in = { stored, sb->meta_stored_size, 0 };
+	ZSTD_outBuffer out = { NULL, 0, 0 };
+	size_t cap = sb->meta_stored_size * 4 + (64u << 10), ret = 1;
+	int rc = 0;
+
+	if (!ds)
+		return -ENOMEM;
+	/* one byte beyond meta_size tells a longer frame from one that just fits */
+	while (ret != 0 && rc == 0 && out.pos <= sb->meta_size) {
+		if (out.pos == out.size) {
+			void *grown;
+
+			cap = out.size ? out.size * 2 : cap;
+			out.size = cap < sb->meta_size + 1 ? cap : sb->meta_size + 1;
+			grown = realloc(out.dst, out.size);
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			out.dst = grown;
+		}
+		ret = ZSTD_decompressStream(ds, &out, &in);
+		if (ZSTD_isError(ret))
+			rc = STP_CORRUPT(img->path, "metadata does not decompress: %s",
+					 ZSTD_getErrorName(ret));
+		else if (ret && in.pos == in.size && out.pos < out.size)
+			rc = STP_CORRUPT(img->path, "metadata truncated");
+	}
+	ZSTD_freeDStream(ds);
+	if (!rc && (out.pos != sb->meta_size || in.pos != in.size))
+		rc = STP_CORRUPT(img->path, "metadata is %zu bytes, not the stated %llu", out.pos,
+				 (unsigned long long)sb->meta_size);
+	if (rc) {
+		free(out.dst);
+		return rc;
+	}
+	img->meta = out.dst;
+	return 0;
+}
+
 static int load_metadata(struct stp_image *img)
 {
 	const struct stp_superblock *sb = &img->sb;
@@ -120,18 +166,10 @@ static int load_metadata(struct stp_image *img)
 		}
 		img->meta = stored;
 	} else {
-		size_t n;
-
-		img->meta = malloc(sb->meta_size);
-		if (!img->meta) {
-			free(stored);
-			return -ENOMEM;
-		}
-		n = ZSTD_decompress(img->meta, sb->meta_size, stored, sb->meta_stored_size);
+		rc = inflate_metadata(img, stored);
 		free(stored);
-		if (ZSTD_isError(n) || n != sb->meta_size)
-			return STP_CORRUPT(img->path, "metadata does not decompress: %s",
-					   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
+		if (rc)
+			return rc;
 	}
 	img->meta_len = sb->meta_size;
 	if (stp_meta_header_decode(img->meta, img->meta_len, &img->mh))
