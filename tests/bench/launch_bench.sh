@@ -10,6 +10,9 @@
 # squashfs and erofs. Prints medians over RUNS fresh mounts with ratios to the plain
 # folder, the daemon's peak and settled memory, and a sweep of --warm-workers.
 #
+# Images already in WORKDIR are used as they are (base.stp, hot.stp, hot-whole.stp,
+# hot3.stp and hotw3.stp, the last two ranges and whole files at --level 3).
+#
 # Every image file stays in the page cache between runs, as the folder's files do: what
 # is measured is what a mount adds, not disk speed.
 #
@@ -94,6 +97,9 @@ measure "stipple, fresh mount straight away" stp_mount "$work/hot.stp"
 measure "stipple, fresh mount after warming" warmed_mount "$work/hot.stp"
 measure "stipple, whole-file hot list, straight away" stp_mount "$work/hot-whole.stp"
 measure "stipple, no hot list" stp_mount "$work/base.stp"
+# ranges against whole files, both at --level 3 when those images are there
+[ -f "$work/hot3.stp" ] && measure "stipple, ranges, level 3, straight away" stp_mount "$work/hot3.stp"
+[ -f "$work/hotw3.stp" ] && measure "stipple, whole files, level 3, straight away" stp_mount "$work/hotw3.stp"
 measure "stipple, hot list, --warm-workers 0" stp_mount "$work/hot.stp" --warm-workers 0
 if [ -z "${SKIP_OTHERS:-}" ]; then
 	measure "squashfuse_ll" squashfuse_ll "$work/tree.sqfs" "$mnt"
