@@ -56,7 +56,10 @@ static int sb_check_sizes(const struct stp_superblock *sb)
 	if (sb->block_log < STP_BLOCK_LOG_MIN || sb->block_log > STP_BLOCK_LOG_MAX)
 		return -EUCLEAN;
 	bs = 1ull << sb->block_log;
-	if (sb->block_count != (sb->data_size + bs - 1) / bs || sb->hot_size > sb->data_size)
+	/* block_count = ceil(data_size / bs), checked without overflow; the metadata holds
+	 * block numbers in 32 bits */
+	if (sb->block_count > UINT32_MAX || sb->data_size / bs != sb->block_count -
+	    (sb->data_size % bs != 0) || sb->hot_size > sb->data_size)
 		return -EUCLEAN;
 	if (sb->meta_offset < STP_SB_SIZE || sb->meta_offset > sb->image_size ||
 	    sb->meta_stored_size > sb->image_size - sb->meta_offset)

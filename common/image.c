@@ -113,6 +113,9 @@ static int inflate_metadata(struct stp_image *img, const uint8_t *stored)
 
 	if (!ds)
 		return -ENOMEM;
+	/* the window cannot usefully exceed the metadata: bound what the frame may ask for */
+	ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax,
+			       sb->meta_size > (1u << 10) ? 64 - __builtin_clzll(sb->meta_size - 1) : 10);
 	/* one byte beyond meta_size tells a longer frame from one that just fits */
 	while (ret != 0 && rc == 0 && out.pos <= sb->meta_size) {
 		if (out.pos == out.size) {
@@ -401,6 +404,8 @@ int stp_image_resolve(const struct stp_image *img, const char *path, uint32_t *i
 			struct stp_inode d;
 
 			rc = stp_image_inode(img, cur, &d);
+			if (!rc && !S_ISDIR(d.mode))
+				rc = -ENOTDIR;
 			cur = d.parent;
 		} else if (len && !(len == 1 && path[0] == '.')) {
 			rc = stp_image_lookup(img, cur, path, len, &cur);
@@ -498,6 +503,10 @@ int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_bloc
 	    out->codec > STP_CODEC_ZSTD_DICT || out->filter > STP_FILTER_ARM64 ||
 	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
 	    (out->codec == STP_CODEC_ZSTD_DICT && !img->ddict) ||
+	    (out->filter == STP_FILTER_X86 && !(img->sb.feat_incompat & STP_FEAT_INCOMPAT_BCJ_X86)) ||
+	    (out->filter == STP_FILTER_ARM64 &&
+	     !(img->sb.feat_incompat & STP_FEAT_INCOMPAT_BCJ_ARM64)) ||
+	    (out->codec == STP_CODEC_ZSTD_DICT && !(img->sb.feat_incompat & STP_FEAT_INCOMPAT_DICT)) ||
 	    out->stored_size > ZSTD_compressBound(size))
 		return STP_CORRUPT(img->path, "block %llu: table entry invalid",
 				   (unsigned long long)block);
