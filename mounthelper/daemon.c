@@ -266,11 +266,11 @@ static int serve(const struct stp_mount_opts *o, struct stp_image *img, const st
 		goto out;
 	must_unmount = o->sandbox == STP_SANDBOX_OFF;
 	/* confined first: the workers are threads, and confinement is per thread */
+	/* the mount exists and this process can no longer unmount it: without warming it
+	 * still serves every byte, so a failure here is logged, not fatal */
 	err = stp_warm_start(&fs, o->warm_workers, &fs.warmer);
-	if (err) {
-		report(r, err, "cannot start warming: %s", strerror(-err));
-		goto out;
-	}
+	if (err)
+		stp_log(STP_LOG_ERR, "%s: warming off: %s", o->image, strerror(-err));
 	report_live(r);
 	err = run_loop(&fs);
 	fuse_remove_signal_handlers(fs.se);

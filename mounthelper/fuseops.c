@@ -96,8 +96,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/* Attributes never change: cached pages must never be dropped because of them. */
-	if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA)
+	if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA) {
 		conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
+		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA; /* the kernel prefers auto when both are set */
+	}
 	/* When the kernel can open without asking, it keeps the page cache and the cached
 	 * listing by itself: answering ENOSYS once saves a round trip on every later open. */
 	fs->no_open = conn->capable & FUSE_CAP_NO_OPEN_SUPPORT;

@@ -63,10 +63,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		usage(stderr);
 		status = EXIT_USAGE;
+	} else if (o.ns && enter_namespace(o.ns)) {
+		/* paths are the target namespace's: resolve them there */
+		status = EXIT_MOUNT_FAILED;
 	} else if (stp_mountopts_finish(&o, err, sizeof(err))) {
 		fprintf(stderr, PROG ": %s\n", err);
-		status = EXIT_MOUNT_FAILED;
-	} else if (o.ns && enter_namespace(o.ns)) {
 		status = EXIT_MOUNT_FAILED;
 	} else {
 		if (o.verbose)

@@ -22,12 +22,17 @@ static const char *const mount8_only[] = {
 /* The same with a value: libmount passes user=NAME for a user's fstab mount. */
 static const char *const mount8_valued[] = { "comment", "user", "uhelper", NULL };
 
+/* Access-time flags: libfuse 3.14 refuses all but atime/noatime, and a read-only image
+ * keeps no access times anyway, so they are dropped like mount(8)'s own options. */
+static const char *const atime_flags[] = {
+	"diratime", "nodiratime", "relatime", "norelatime", "strictatime", "nostrictatime",
+	"lazytime", "nolazytime", NULL,
+};
+
 /* Kernel mount flags and libfuse options that a stipple mount accepts as they are. */
 static const char *const fuse_flags[] = {
 	"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "dirsync",
-	"atime", "noatime", "diratime", "nodiratime", "relatime", "norelatime",
-	"strictatime", "nostrictatime", "lazytime", "nolazytime",
-	"default_permissions", "auto_unmount", "debug", NULL,
+	"atime", "noatime", "default_permissions", "auto_unmount", "debug", NULL,
 };
 static const char *const fuse_valued[] = {
 	"context", "fscontext", "defcontext", "rootcontext", NULL,
@@ -162,7 +167,8 @@ static int parse_one(struct stp_mount_opts *o, const char *opt, char *err, size_
 	char name[64];
 	int ret;
 
-	if (!*opt || in_list(mount8_only, opt, strlen(opt)) || !strncasecmp(opt, "x-", 2) ||
+	if (!*opt || in_list(mount8_only, opt, strlen(opt)) ||
+	    in_list(atime_flags, opt, strlen(opt)) || !strncasecmp(opt, "x-", 2) ||
 	    (eq && in_list(mount8_valued, opt, name_len)))
 		return 0;
 	if (name_len < sizeof(name)) {

@@ -121,6 +121,7 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 struct walk {
 	struct stp_recorder *r;
 	char **paths;
+	uint8_t *dir_seen;   /* by inode: a damaged image may list a directory twice */
 	char buf[8192];
 };
 
@@ -128,8 +129,10 @@ static void walk_dir(struct walk *w, uint32_t dir_ino, size_t len, unsigned dept
 {
 	struct stp_inode dir;
 
-	if (depth > 256 || stp_image_inode(w->r->img, dir_ino, &dir) || !S_ISDIR(dir.mode))
+	if (depth > 256 || w->dir_seen[dir_ino] || stp_image_inode(w->r->img, dir_ino, &dir) ||
+	    !S_ISDIR(dir.mode))
 		return;
+	w->dir_seen[dir_ino] = 1;
 	for (uint32_t i = 0; i < dir.count; i++) {
 		struct stp_dirent de;
 		const char *name;
@@ -197,7 +200,8 @@ int stp_record_write(struct stp_recorder *r, int fd)
 	size_t len = 0;
 	int rc = -ENOMEM;
 
-	if (!w || !order || !(w->paths = calloc(r->ninodes, sizeof(char *))))
+	if (!w || !order || !(w->paths = calloc(r->ninodes, sizeof(char *))) ||
+	    !(w->dir_seen = calloc(r->ninodes, 1)))
 		goto out;
 	w->r = r;
 	walk_dir(w, STP_ROOT_INO, 0, 0);
@@ -215,8 +219,10 @@ out:
 	free(text);
 	for (uint32_t i = 0; w && w->paths && i < r->ninodes; i++)
 		free(w->paths[i]);
-	if (w)
+	if (w) {
 		free(w->paths);
+		free(w->dir_seen);
+	}
 	free(w);
 	free(order);
 	return rc;
