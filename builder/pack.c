@@ -665,7 +665,12 @@ static int pack_all(struct packer *p, struct node **order, size_t n, size_t nhot
 	int rc = 0;
 
 	for (size_t i = 0; i < n && !rc; i++) {
-		rc = pack_file(p, order[i], i < nhot);
+		/* in the hot region each file starts on a page of the stream, so that a stream
+		 * page belongs to one file: the mount tracks what it warmed by page */
+		if (i < nhot && p->stream % PAGE)
+			rc = stream_append(p, NULL, PAGE - p->stream % PAGE, STP_FILTER_NONE);
+		if (!rc)
+			rc = pack_file(p, order[i], i < nhot);
 		if (i + 1 == nhot)
 			r->hot_size = p->stream;
 	}

@@ -264,6 +264,25 @@ int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref
 	return 0;
 }
 
+int stp_cache_get_resident(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
+{
+	struct entry *e;
+
+	if (block >= stp_image_sb(c->img)->block_count)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	e = c->slots[block];
+	if (!e || e->state != ENTRY_READY) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOENT;
+	}
+	pin(c, e);
+	c->stats.hits++;
+	pthread_mutex_unlock(&c->lock);
+	fill_ref(e, ref);
+	return 0;
+}
+
 void stp_cache_release(struct stp_cache *c, struct stp_block_ref *ref)
 {
 	struct entry *e = ref->entry, *freed = NULL;

@@ -38,8 +38,11 @@ void stp_cache_free(struct stp_cache *cache);
 /* Pins block BLOCK, decoding it if needed (once, whoever asks). A block that failed to
  * decode is not cached: the next request tries again. -EUCLEAN, -EIO, -ENOMEM. */
 int stp_cache_get(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
+/* Pins block BLOCK only if it is decoded and resident: -ENOENT otherwise, never decodes. */
+int stp_cache_get_resident(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
 void stp_cache_release(struct stp_cache *cache, struct stp_block_ref *ref);
-/* Drops block BLOCK once no one holds it (warming: its bytes are elsewhere now). */
+/* Drops block BLOCK once no one holds it (warming: its bytes are elsewhere now). A block
+ * still being decoded is left alone. */
 void stp_cache_drop(struct stp_cache *cache, uint64_t block);
 /* True when BLOCK is decoded and resident (a hint: it may be evicted right after). */
 int stp_cache_contains(struct stp_cache *cache, uint64_t block);

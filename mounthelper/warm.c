@@ -22,8 +22,8 @@
 
 #define PAGE 4096u
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
-#define HOLD_WAIT_NS 50000000ll  /* how long a full warmer waits for reads to free a block */
-#define QUEUE_LEN 4096u
+#define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
+#define QUEUE_LEN 65536u          /* inodes waiting for a store; more are not stored */
 #define LINGER_NS 30000000000ll  /* after warming, how long held blocks wait for a reader */
 
 /* Hot bytes of one file inside one block. */
@@ -223,6 +223,20 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 		mark_pages(w, off, len);
 }
 
+/* The kernel makes the inode of a lookup after our reply reaches it, in the caller's
+ * context: a store that races ahead gets ENOENT, and is tried once more a moment later. */
+static int store_chunk(struct stp_warmer *w, uint32_t ino, uint64_t off, struct fuse_bufvec *bv)
+{
+	struct timespec nap = { 0, 2000000 };
+	int rc = fuse_lowlevel_notify_store(w->fs->se, stp_fuseops_ino(ino), (off_t)off, bv, 0);
+
+	if (rc == -ENOENT) {
+		nanosleep(&nap, NULL);
+		rc = fuse_lowlevel_notify_store(w->fs->se, stp_fuseops_ino(ino), (off_t)off, bv, 0);
+	}
+	return rc;
+}
+
 /* Pushes the whole pages of S (from block data BASE) into the kernel's page cache. */
 static void store_seg(struct stp_warmer *w, const struct seg *s, const uint8_t *base)
 {
@@ -231,13 +245,15 @@ static void store_seg(struct stp_warmer *w, const struct seg *s, const uint8_t *
 	uint64_t b = end == s->file_size ? end : end & ~(uint64_t)(PAGE - 1);
 	const uint8_t *data = base + (s->stream_off & ((1ull << w->block_log) - 1)) + (a - s->file_off);
 
+	if (w->fs->recorder)
+		return; /* recording: a page read from the page cache would never reach the recorder */
 	for (uint64_t off = a; off < b;) {
 		size_t n = b - off < STORE_CHUNK ? (size_t)(b - off) : STORE_CHUNK;
 		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
 
 		bv.buf[0].mem = (void *)(data + (off - a));
-		if (fuse_lowlevel_notify_store(w->fs->se, stp_fuseops_ino(s->ino), (off_t)off, &bv, 0))
-			return; /* the kernel forgot the inode, or the mount is going: reads serve it */ /* the kernel forgot the inode, or the mount is going: reads serve it */
+		if (store_chunk(w, s->ino, off, &bv))
+			return; /* the kernel forgot the inode, or the mount is going: reads serve it */
 		__atomic_add_fetch(&w->stored_bytes, n, __ATOMIC_RELAXED);
 		off += n;
 	}
@@ -251,7 +267,8 @@ static void store_block(struct stp_warmer *w, uint64_t k)
 	struct stp_block_ref ref;
 	const struct wblock *b = &w->blocks[k];
 
-	if (stp_cache_get(w->fs->cache, k, &ref)) /* our own pin: stores may let K go */
+	/* our own pin: stores may let K go; never a second decode */
+	if (stp_cache_get_resident(w->fs->cache, k, &ref))
 		return;
 	for (uint32_t i = b->first_seg; i < b->first_seg + b->nsegs; i++)
 		if (__atomic_load_n(&w->known[w->segs[i].ino], __ATOMIC_ACQUIRE))
@@ -270,8 +287,9 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 		pthread_mutex_lock(&w->lock);
 		held = w->blocks[k].state == B_HELD;
 		pthread_mutex_unlock(&w->lock);
-		/* a block not warmed yet is stored by its worker, which sees the inode known */
-		if (held && !stp_cache_get(w->fs->cache, k, &ref)) {
+		/* a block not warmed yet is stored by its worker, which sees the inode known; one
+		 * let go meanwhile is not decoded again for this */
+		if (held && !stp_cache_get_resident(w->fs->cache, k, &ref)) {
 			store_seg(w, s, ref.data);
 			stp_cache_release(w->fs->cache, &ref);
 		}
