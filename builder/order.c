@@ -118,7 +118,9 @@ static int parse_ranges(struct node *n, const char *s)
 		}
 	}
 	n->nhot_ranges = k;
-	if (k == 0 || (k == 1 && n->hot_ranges[0].start == 0 && n->hot_ranges[0].end == size)) {
+	if (k == 0)
+		return -ERANGE; /* every range past the end: the file shrank since recording */
+	if ((k == 1 && n->hot_ranges[0].start == 0 && n->hot_ranges[0].end == size)) {
 		free(n->hot_ranges);
 		n->hot_ranges = NULL;
 		n->nhot_ranges = 0;
@@ -133,6 +135,7 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 	size_t cap = 0;
 	ssize_t len;
 	unsigned lineno = 0;
+	int rc;
 
 	if (!f) {
 		fprintf(stderr, "mkstipple: %s: %s\n", list, strerror(errno));
@@ -158,7 +161,16 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 		}
 		if (node->hot)
 			continue;
-		if (ranges && parse_ranges(node, ranges)) {
+		rc = ranges ? parse_ranges(node, ranges) : 0;
+		if (rc == -ERANGE) {
+			fprintf(stderr, "mkstipple: %s:%u: %s: every range lies past its end, skipped\n",
+				list, lineno, line);
+			free(node->hot_ranges);
+			node->hot_ranges = NULL;
+			node->nhot_ranges = 0;
+			continue;
+		}
+		if (rc) {
 			fprintf(stderr, "mkstipple: %s:%u: malformed ranges, reading the whole file\n",
 				list, lineno);
 			free(node->hot_ranges);

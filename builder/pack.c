@@ -432,6 +432,8 @@ static int read_file(struct packer *p, struct node *f, int fd)
 	XXH3_state_t *h = f->hashed ? XXH3_createState() : NULL;
 	int rc;
 
+	if (f->hashed && !h)
+		return -ENOMEM; /* the hash proves the file did not change since it was compared */
 	if (h)
 		XXH3_128bits_reset(h);
 	rc = read_span(p, f, fd, 0, (uint64_t)f->st.st_size, h);
@@ -497,6 +499,9 @@ static int pack_file(struct packer *p, struct node *f, int in_hot)
 	if (f->same_as) {
 		size_t bytes = f->same_as->nextents * sizeof(*f->extents);
 
+		/* compared byte for byte earlier: it must not have changed since */
+		if (lstat(f->path, &after) || changed(f, &after))
+			return file_error(f->path, EAGAIN, "file changed while it was read");
 		f->extents = malloc(bytes ? bytes : 1);
 		if (!f->extents)
 			return -ENOMEM;
@@ -572,6 +577,35 @@ out:
 	return rc;
 }
 
+/* 1 when files A and B hold the same bytes, 0 when not, or -errno. BUF holds two
+ * halves of STAGE_SIZE / 2. */
+static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
+{
+	size_t half = STAGE_SIZE / 2;
+	int fa = open(a->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fb = open(b->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	uint64_t off = 0;
+	int rc = 1;
+
+	if (fa < 0 || fb < 0)
+		rc = file_error(fa < 0 ? a->path : b->path, errno, "opening");
+	while (rc == 1 && off < (uint64_t)a->st.st_size) {
+		ssize_t na = pread(fa, buf, half, (off_t)off), nb = pread(fb, buf + half, half, (off_t)off);
+
+		if (na < 0 || nb < 0)
+			rc = file_error(na < 0 ? a->path : b->path, errno, "reading");
+		else if (na != nb || na == 0 || memcmp(buf, buf + half, (size_t)na))
+			rc = 0;
+		else
+			off += (uint64_t)na;
+	}
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return rc;
+}
+
 static int find_duplicates(struct node **order, size_t n, uint8_t *buf)
 {
 	struct sized *v = malloc((n ? n : 1) * sizeof(*v));
@@ -598,8 +632,15 @@ static int find_duplicates(struct node **order, size_t n, uint8_t *buf)
 		struct node *a = v[i - 1].n, *b = v[i].n;
 
 		if (a->hashed && b->hashed && a->st.st_size == b->st.st_size &&
-		    !memcmp(a->hash, b->hash, sizeof(a->hash)))
-			b->same_as = a->same_as ? a->same_as : a;
+		    !memcmp(a->hash, b->hash, sizeof(a->hash))) {
+			struct node *first = a->same_as ? a->same_as : a;
+
+			/* XXH3 is no proof against a crafted tree: compare the bytes */
+			rc = same_bytes(first, b, buf);
+			if (rc > 0)
+				b->same_as = first;
+			rc = rc < 0 ? rc : 0;
+		}
 	}
 	free(v);
 	return rc;

@@ -305,13 +305,13 @@ static int list_bfs(struct tree *t, struct node ***out, size_t *count)
 	return 0;
 }
 
-static void fold_hard_links(struct node **all, size_t n)
+static int fold_hard_links(struct node **all, size_t n)
 {
 	struct node **cand = malloc(n * sizeof(*cand));
 	size_t m = 0;
 
 	if (!cand)
-		return; /* without the table every name keeps its own inode: still correct data */
+		return -ENOMEM; /* the image must not depend on the memory at hand */
 	for (size_t i = 0; i < n; i++)
 		if (!S_ISDIR(all[i]->st.st_mode) && all[i]->st.st_nlink > 1)
 			cand[m++] = all[i];
@@ -321,6 +321,7 @@ static void fold_hard_links(struct node **all, size_t n)
 		    cand[i]->st.st_ino == cand[i - 1]->st.st_ino)
 			cand[i]->primary = cand[i - 1]->primary;
 	free(cand);
+	return 0;
 }
 
 static int number_inodes(struct tree *t, struct node **all, size_t n)
@@ -371,8 +372,9 @@ int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct 
 	if (!rc)
 		rc = list_bfs(t, &all, &n);
 	if (!rc) {
-		fold_hard_links(all, n);
-		rc = number_inodes(t, all, n);
+		rc = fold_hard_links(all, n);
+		if (!rc)
+			rc = number_inodes(t, all, n);
 	}
 	free(all);
 	return rc;
