@@ -166,11 +166,12 @@ END {
 	for (i = 1; i <= njobs; i++) {
 		id = order[i]
 		if (!(id in label)) continue
-		printf fmt, label[id] (id in varies ? " (size varied!)" : ""), size[id],
+		printf fmt, label[id], size[id] (id in varies ? "*" : ""),
 			sprintf("%.2f", 100 * size[id] / input),
 			ref ? sprintf("%.3f", size[id] / ref) : "-", sprintf("%.2f", t[id]),
 			sprintf("%.0f", m[id] / 1024), runs[id]
 	}
+	for (id in varies) { print "* the image size varied between runs (did the tree change?): the last run is shown"; break }
 	print ""
 	print "--level 3 against --level 19 (build time, target >= 10x):"
 	for (i = 1; i <= njobs; i++) {
