@@ -85,6 +85,12 @@ static int cmp_range(const void *a, const void *b)
 
 /* Parses "START-END,START-END" into N's sorted, merged ranges, clamped to its size. A
  * list that covers the whole file means the whole file. Returns -EINVAL when malformed. */
+/* Recorded ranges are widened by this much on each side: a launch whose read-ahead falls
+ * a little differently from the recorded one still finds its pages in the hot region.
+ * Measured on the Blender tree: a replay read 182 pages outside the recorded ranges, 90%
+ * of them within 100 KiB of one, and each such page cost the decode of a cold block. */
+#define RANGE_MARGIN (128u << 10)
+
 static int parse_ranges(struct node *n, const char *s)
 {
 	uint64_t size = (uint64_t)n->st.st_size;
@@ -104,8 +110,12 @@ static int parse_ranges(struct node *n, const char *s)
 		if (sscanf(s, "%llu-%llu%n", &a, &b, &used) != 2 || b < a || (s[used] && s[used] != ','))
 			return -EINVAL;
 		s += used + (s[used] == ',');
-		if (a < size && b > a)
-			n->hot_ranges[n->nhot_ranges++] = (struct hot_range){ a, b < size ? b : size };
+		if (a < size && b > a) {
+			b = b < size ? b : size;
+			a = a > RANGE_MARGIN ? (a - RANGE_MARGIN) & ~4095ull : 0;
+			b = size - b > RANGE_MARGIN ? b + RANGE_MARGIN : size;
+			n->hot_ranges[n->nhot_ranges++] = (struct hot_range){ a, b };
+		}
 	}
 	qsort(n->hot_ranges, n->nhot_ranges, sizeof(*n->hot_ranges), cmp_range);
 	k = 0;

@@ -20,7 +20,7 @@ static void usage(FILE *out)
 		"\n"
 		"  --cache-budget N   decoded blocks kept in memory (default %u, at least 1)\n"
 		"  --warm-workers N   blocks of the hot region decoded at once at mount\n"
-		"                     (default %u; 0 turns warming off)\n"
+		"                     (default: one per CPU, here %u; 0 turns warming off)\n"
 		"  --record FILE      write the files read, with their ranges, to FILE as a\n"
 		"                     hot list when the mount ends (mkstipple --hot-list)\n"
 		"  -o OPTIONS         mount options, comma-separated, as in mount.stipple(8):\n"
@@ -28,7 +28,7 @@ static void usage(FILE *out)
 		"                     sandbox=on|log|off, sandbox_user=NAME, ...\n"
 		"  -f, --foreground   stay in the foreground; diagnostics go to stderr\n"
 		"  -h, --help         show this help\n",
-		STP_CACHE_BUDGET_DEFAULT, STP_WARM_WORKERS_DEFAULT);
+		STP_CACHE_BUDGET_DEFAULT, stp_mountopts_default_workers());
 }
 
 static int set_cache_budget(struct stp_mount_opts *o, const char *arg)

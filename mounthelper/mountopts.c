@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 #include "util.h"
@@ -63,11 +64,20 @@ static bool in_list(const char *const *list, const char *s, size_t len)
 	return false;
 }
 
+unsigned stp_mountopts_default_workers(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (cpus < 1)
+		return 1;
+	return cpus > STP_WARM_WORKERS_CAP ? STP_WARM_WORKERS_CAP : (unsigned)cpus;
+}
+
 void stp_mountopts_init(struct stp_mount_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->cache_budget = STP_CACHE_BUDGET_DEFAULT;
-	o->warm_workers = STP_WARM_WORKERS_DEFAULT;
+	o->warm_workers = stp_mountopts_default_workers();
 	o->sandbox = STP_SANDBOX_ON;
 }
 
