@@ -150,7 +150,7 @@ int stp_cmd_status(int argc, char **argv)
 			wait = 1;
 		} else if (opt == 't') {
 			timeout = strtod(optarg, &end);
-			if (*end || timeout <= 0) {
+			if (*end || !(timeout > 0)) { /* NaN too */
 				stp_cli_error(&cli, "--timeout %s: not a positive number of seconds", optarg);
 				return STP_EXIT_USAGE;
 			}
