@@ -703,6 +703,7 @@ static int plan_parallelism(struct packer *p)
 static int pack_all(struct packer *p, struct node **order, size_t n, size_t nhot,
 		    struct pack_result *r)
 {
+	struct slot *last;
 	int rc = 0;
 
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -715,8 +716,11 @@ static int pack_all(struct packer *p, struct node **order, size_t n, size_t nhot
 		if (i + 1 == nhot)
 			r->hot_size = p->stream;
 	}
-	if (!rc && p->slots[p->submitted % p->nslots].len)
-		submit(p, &p->slots[p->submitted % p->nslots]);
+	/* the slot after the last one submitted holds a partial last block, if any; when the
+	 * data ended on a block edge it may still be a full block waiting to be written */
+	last = &p->slots[p->submitted % p->nslots];
+	if (!rc && last->state == SLOT_FREE && last->len)
+		submit(p, last);
 	while (!rc && p->written < p->submitted)
 		rc = write_oldest(p);
 	return rc;

@@ -56,6 +56,7 @@ struct stp_warmer {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* a block was let go, the queue grew, or stop */
 	uint64_t next, warmed, held; /* protected by lock */
+	uint64_t decoding;         /* blocks taken, not yet held; protected by lock */
 	unsigned running;          /* workers still warming; protected by lock */
 	int stop;                  /* protected by lock */
 	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
@@ -325,7 +326,7 @@ static void wait_for_room(struct stp_warmer *w, uint32_t budget, struct stp_bloc
 	struct timespec ts;
 
 	deadline_in(&ts, HOLD_WAIT_NS);
-	while (!w->stop && w->held >= budget) {
+	while (!w->stop && w->held + w->decoding >= budget) {
 		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
 			continue;
 		for (uint64_t k = 0; k < w->next; k++)
@@ -342,6 +343,7 @@ static void warm_one(struct stp_warmer *w, uint64_t k)
 	int rc = stp_cache_get(w->fs->cache, k, &ref);
 
 	pthread_mutex_lock(&w->lock);
+	w->decoding--;
 	w->warmed++;
 	if (rc) {
 		w->blocks[k].state = B_RELEASED;
@@ -373,6 +375,8 @@ static void *worker_main(void *arg)
 		uint64_t k;
 
 		pthread_mutex_lock(&w->lock);
+		if (w->stop || w->next >= w->nblocks)
+			break; /* nothing left to warm: never let a held block go for room */
 		wait_for_room(w, st.budget, &ref, &unheld);
 		if (unheld) {
 			pthread_mutex_unlock(&w->lock);
@@ -383,6 +387,7 @@ static void *worker_main(void *arg)
 			break;
 		k = w->next++;
 		w->blocks[k].state = B_DECODING;
+		w->decoding++;
 		pthread_mutex_unlock(&w->lock);
 		warm_one(w, k);
 	}
