@@ -16,7 +16,8 @@ static const struct stp_cli cli = {
 	.name = "status",
 	.synopsis = "[--wait] [--timeout SECONDS] DIR",
 	.summary = "Show the image, warming progress, cache use and memory of the mount at DIR.",
-	.options = "  -w, --wait             return once warming is done\n"
+	.options = "  -w, --wait             return once warming is done, or holds all the\n"
+		   "                         cache budget allows before the application reads\n"
 		   "  -t, --timeout SECONDS  with --wait, give up after this long (exit 1)\n",
 };
 
@@ -106,7 +107,9 @@ static void show(const char *text)
 	else
 		printf("warming:   %llu of %llu hot blocks%s, %llu held, %s into the page cache "
 		       "(%llu workers)\n", num(text, "warmed"), num(text, "hot_blocks"),
-		       num(text, "warm_done") ? " (done)" : "", num(text, "warm_held"),
+		       num(text, "warm_done") ? " (done)" :
+		       num(text, "warm_full") ? " (budget full: the rest as reads free blocks)" : "",
+		       num(text, "warm_held"),
 		       stp_human_size(num(text, "warm_stored_bytes"), a, sizeof(a)),
 		       num(text, "warm_workers"));
 }
@@ -121,7 +124,8 @@ static int wait_done(const char *dir, char *buf, double timeout)
 
 		if (rc)
 			return rc;
-		if (num(buf, "warm_done") || !num(buf, "warm_workers"))
+		/* full: as warm as the budget allows until the application reads */
+		if (num(buf, "warm_done") || num(buf, "warm_full") || !num(buf, "warm_workers"))
 			return 0;
 		if (timeout > 0 && (double)(stp_now_ns() - start) / 1e9 > timeout) {
 			stp_cli_error(&cli, "%s: warming not done after %g s", dir, timeout);

@@ -52,8 +52,8 @@ int stp_status_format(const struct stp_fs *fs, char *buf, size_t len)
 	    (unsigned long long)cs.hits, (unsigned long long)cs.misses,
 	    (unsigned long long)cs.decoded);
 	add(&t, "warm_workers=%u\nhot_blocks=%llu\nwarmed=%llu\nwarm_held=%llu\n"
-		"warm_stored_bytes=%llu\nwarm_done=%d\n", fs->opts->warm_workers,
+		"warm_stored_bytes=%llu\nwarm_done=%d\nwarm_full=%d\n", fs->opts->warm_workers,
 	    (unsigned long long)ws.hot_blocks, (unsigned long long)ws.warmed,
-	    (unsigned long long)ws.held, (unsigned long long)ws.stored_bytes, ws.done);
+	    (unsigned long long)ws.held, (unsigned long long)ws.stored_bytes, ws.done, ws.full);
 	return t.overflow ? -ERANGE : (int)t.used;
 }

@@ -57,11 +57,13 @@ struct stp_warmer {
 	pthread_cond_t cond;       /* a block was let go, the queue grew, or stop */
 	uint64_t next, warmed, held; /* protected by lock */
 	uint64_t decoding;         /* blocks taken, not yet held; protected by lock */
+	unsigned idle_full;        /* workers waiting on a full budget with no reads; lock */
 	unsigned running;          /* workers still warming; protected by lock */
 	int stop;                  /* protected by lock */
 	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
 	unsigned qhead, qlen;
 	uint64_t stored_bytes;     /* atomic */
+	uint64_t reads;            /* atomic: reads answered, whatever their block */
 
 	unsigned nworkers;
 	pthread_t *threads;        /* nworkers workers, then the store thread */
@@ -220,7 +222,10 @@ static void mark_pages(struct stp_warmer *w, uint64_t off, uint64_t len)
 
 void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 {
-	if (w && off < w->hot_size && len)
+	if (!w)
+		return;
+	__atomic_add_fetch(&w->reads, 1, __ATOMIC_RELAXED);
+	if (off < w->hot_size && len)
 		mark_pages(w, off, len);
 }
 
@@ -318,23 +323,40 @@ static void deadline_in(struct timespec *ts, long long ns)
 	ts->tv_nsec = (ts->tv_nsec + ns) % 1000000000ll;
 }
 
-/* Lock held. Waits while the warmer holds a full budget; when reads free nothing in time,
- * the oldest held block goes back to the cache's LRU (still cached, just not held). */
+/* Lock held. Waits while the warmer holds a full budget. While nothing reads (the
+ * application has not started), it keeps the first blocks of the region and waits; when
+ * reads go on but free nothing in time, the oldest held block goes back to the cache's
+ * LRU (still cached, just not held) so that warming moves on. */
 static void wait_for_room(struct stp_warmer *w, uint32_t budget, struct stp_block_ref *ref,
 			  int *unheld)
 {
+	uint64_t reads = __atomic_load_n(&w->reads, __ATOMIC_RELAXED);
 	struct timespec ts;
+	int idle = 0;
 
 	deadline_in(&ts, HOLD_WAIT_NS);
 	while (!w->stop && w->held + w->decoding >= budget) {
+		uint64_t now;
+
 		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
 			continue;
-		for (uint64_t k = 0; k < w->next; k++)
-			if (unhold_locked(w, k, ref)) {
-				*unheld = 1;
-				return;
-			}
+		deadline_in(&ts, HOLD_WAIT_NS);
+		now = __atomic_load_n(&w->reads, __ATOMIC_RELAXED);
+		if (now == reads) {
+			/* idle: the first blocks are the ones worth keeping */
+			w->idle_full += !idle;
+			idle = 1;
+			continue;
+		}
+		reads = now;
+		w->idle_full -= idle;
+		idle = 0;
+		for (uint64_t k = 0; k < w->next && !*unheld; k++)
+			*unheld = unhold_locked(w, k, ref);
+		if (*unheld)
+			break;
 	}
+	w->idle_full -= idle;
 }
 
 static void warm_one(struct stp_warmer *w, uint64_t k)
@@ -552,6 +574,7 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	out->held = w->held;
 	out->workers = w->nworkers;
 	out->done = w->warmed == w->nblocks;
+	out->full = !out->done && w->idle_full > 0;
 	pthread_mutex_unlock(&w->lock);
 	out->stored_bytes = __atomic_load_n(&w->stored_bytes, __ATOMIC_RELAXED);
 }

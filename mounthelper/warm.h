@@ -26,6 +26,9 @@ struct stp_warm_status {
 	uint64_t stored_bytes; /* pushed into the page cache */
 	unsigned workers;
 	int done;              /* every hot block has been warmed */
+	int full;              /* not done, but holding all the budget allows until reads
+				* free a block: as warm as the mount can be before the
+				* application starts */
 };
 
 /* Starts WORKERS threads over FS's hot region (none when WORKERS is 0 or the image has no
