@@ -89,20 +89,6 @@ static void log_prefixed(enum stp_log_level level, const char *msg)
 	fprintf(stderr, "%s: %s\n", log_prog, msg);
 }
 
-int stp_daemon_check(const struct stp_mount_opts *o, const char *prog)
-{
-	struct stp_image *img;
-	int err;
-
-	log_prog = prog;
-	stp_log_set_handler(log_prefixed);
-	err = open_image(o, prog, &img);
-
-	if (err)
-		return err;
-	stp_image_close(img);
-	return check_mountpoint(o, prog);
-}
 
 /* A daemon keeps no terminal. The sandbox allows no socket, so there is no syslog:
  * diagnostics of a background mount are lost; run with -f to see them. */
@@ -350,21 +336,40 @@ static int run_background(const struct stp_mount_opts *o, const char *prog, stru
 	return wait_daemon(fds[0], pid, prog);
 }
 
-int stp_daemon_run(const struct stp_mount_opts *o, const char *prog)
+/* What both a mount and its check need: messages prefixed with PROG, the image opened,
+ * the mount point checked. On success *img is the caller's. */
+static int prepare(const struct stp_mount_opts *o, const char *prog, struct stp_image **img)
 {
-	struct reporter r = { .prog = prog, .fd = -1 };
-	struct stp_image *img;
 	int err;
 
 	log_prog = prog;
 	stp_log_set_handler(log_prefixed);
-	err = open_image(o, prog, &img);
+	err = open_image(o, prog, img);
 	if (err)
 		return err;
 	err = check_mountpoint(o, prog);
-	if (err) {
+	if (err)
+		stp_image_close(*img);
+	return err;
+}
+
+int stp_daemon_check(const struct stp_mount_opts *o, const char *prog)
+{
+	struct stp_image *img;
+	int err = prepare(o, prog, &img);
+
+	if (!err)
 		stp_image_close(img);
+	return err;
+}
+
+int stp_daemon_run(const struct stp_mount_opts *o, const char *prog)
+{
+	struct reporter r = { .prog = prog, .fd = -1 };
+	struct stp_image *img;
+	int err = prepare(o, prog, &img);
+
+	if (err)
 		return err;
-	}
 	return o->foreground ? serve(o, img, &r) : run_background(o, prog, img);
 }
