@@ -16,8 +16,10 @@
 #
 # Environment: REPEAT (3), BLOCKS ("1M 4M 32M 64M"), LEVELS ("3 9 19"), OTHERS (1: also
 # build with the other tools, 0: not, or some of "sqzstd sqxz erofs tarzst tarxz"), THREADS (1: also build with --threads 1), RAW (a file to
-# keep every measurement in; --table summarises one, even of an unfinished run), STIPPLE_BUILD
-# (default <repo>/build; mkstipple must already be built), TMPDIR.
+# keep every measurement in; --table summarises one, even of an unfinished run), ONLY (run
+# only these build ids, e.g. "st:32M:19:nobcj sqxz", to finish a run that was cut short),
+# STIPPLE_BUILD (default <repo>/build; mkstipple must already be built), MKSTIPPLE (the
+# program itself, to run a copy under another name), TMPDIR.
 # Needs: /usr/bin/time (time), mksquashfs (squashfs-tools), mkfs.erofs (erofs-utils),
 # zstd, xz, tar.
 set -eu
@@ -60,7 +62,7 @@ fi
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${STIPPLE_BUILD:-$repo/build}
 builddir=$(cd "$builddir" 2>/dev/null && pwd || echo "$builddir")
-mkstipple=$builddir/builder/mkstipple
+mkstipple=${MKSTIPPLE:-$builddir/builder/mkstipple}
 tree=${1:-/usr/lib/python3.11}
 repeat=${REPEAT:-3}
 blocks=${BLOCKS:-1M 4M 32M 64M}
@@ -108,6 +110,13 @@ for other in $others; do
 	*) die "OTHERS: unknown build $other" ;;
 	esac >>"$jobs"
 done
+
+if [ -n "${ONLY:-}" ]; then
+	for id in $ONLY; do
+		grep "^$id	" "$jobs" || die "ONLY: no build $id"
+	done >"$jobs.only"
+	mv "$jobs.only" "$jobs"
+fi
 
 # Runs build ID once under GNU time; appends "ID SIZE SECONDS KBYTES" to $raw.
 measure() {
