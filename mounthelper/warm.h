@@ -34,7 +34,8 @@ struct stp_warm_status {
 /* Starts WORKERS threads over FS's hot region (none when WORKERS is 0 or the image has no
  * hot region: *out is then NULL). FS must outlive the warmer. */
 int stp_warm_start(struct stp_fs *fs, unsigned workers, struct stp_warmer **out);
-/* Stops the workers, lets go of every block and frees the warmer. NULL is fine. */
+/* Stops the workers, lets go of every block and frees the warmer. NULL is fine. Call it
+ * only once no request thread can reach the note functions (the FUSE loop has ended). */
 void stp_warm_stop(struct stp_warmer *w);
 
 /* The kernel now knows image inode INO (a lookup or readdirplus answered it). */
