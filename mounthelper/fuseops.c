@@ -300,6 +300,23 @@ static int plan_read(struct stp_fs *fs, struct read_plan *p, uint32_t n,
 	return err;
 }
 
+/* Tells the warmer which stream bytes answered [OFF, END) of INODE. */
+static void note_stream(struct stp_fs *fs, const struct stp_inode *inode, uint64_t off,
+			uint64_t end)
+{
+	uint32_t i;
+
+	if (!fs->warmer || stp_image_extent_find(fs->img, inode, off, &i))
+		return;
+	for (struct stp_extent e; i < inode->count && !stp_image_extent(fs->img, inode, i, &e) &&
+	     e.file_off < end; i++) {
+		uint64_t from = e.file_off > off ? e.file_off : off;
+		uint64_t to = e.file_off + e.length < end ? e.file_off + e.length : end;
+
+		stp_warm_note_read(fs->warmer, e.stream_off + (from - e.file_off), to - from);
+	}
+}
+
 /* The slow path for reads in many pieces: one copy through the library. */
 static int read_copied(struct stp_fs *fs, fuse_req_t req, const struct stp_inode *inode,
 		       uint64_t off, size_t len)
@@ -310,8 +327,10 @@ static int read_copied(struct stp_fs *fs, fuse_req_t req, const struct stp_inode
 	if (!buf)
 		return -ENOMEM;
 	got = stp_file_read(fs->img, fs->cache, inode, off, len, buf);
-	if (got >= 0)
+	if (got >= 0) {
 		fuse_reply_buf(req, buf, (size_t)got);
+		note_stream(fs, inode, off, off + (uint64_t)got);
+	}
 	free(buf);
 	return got < 0 ? (int)got : 0;
 }
