@@ -16,12 +16,21 @@ uint64_t stp_checksum(const void *p, size_t len)
 /* Superblock field offsets. */
 enum {
 	SB_MAGIC = 0, SB_VERSION = 8, SB_SIZE = 12, SB_FEAT_COMPAT = 16, SB_FEAT_RO = 24,
-	SB_FEAT_INCOMPAT = 32, SB_BLOCK_LOG = 40, SB_FLAGS = 44, SB_DATA_SIZE = 48,
+	SB_FEAT_INCOMPAT = 32, SB_BLOCK_LOG = 40, SB_RESERVED = 44, SB_DATA_SIZE = 48,
 	SB_BLOCK_COUNT = 56, SB_HOT_SIZE = 64, SB_META_OFF = 72, SB_META_STORED = 80,
 	SB_META_SIZE = 88, SB_META_SUM = 96, SB_META_CODEC = 104, SB_DICT_OFF = 112,
 	SB_DICT_SIZE = 120, SB_DICT_SUM = 128, SB_IMAGE_SIZE = 136, SB_INODE_COUNT = 144,
-	SB_CHECKSUM = 248,
+	SB_TAIL = 148, SB_CHECKSUM = 248,
 };
+
+/* True when LEN bytes at P are all zero: reserved space, refused otherwise. */
+static int zeroed(const uint8_t *p, size_t len)
+{
+	while (len--)
+		if (*p++)
+			return 0;
+	return 1;
+}
 
 void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE])
 {
@@ -81,7 +90,8 @@ int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint
 		return -EUCLEAN;
 	if (stp_le64(in + SB_CHECKSUM) != stp_checksum(in, SB_CHECKSUM))
 		return -EUCLEAN;
-	if (stp_le32(in + SB_SIZE) != STP_SB_SIZE)
+	if (stp_le32(in + SB_SIZE) != STP_SB_SIZE || !zeroed(in + SB_RESERVED, 4) ||
+	    !zeroed(in + SB_TAIL, SB_CHECKSUM - SB_TAIL))
 		return -EUCLEAN;
 	sb->version = stp_le32(in + SB_VERSION);
 	if (sb->version != STP_FORMAT_VERSION)
@@ -117,6 +127,7 @@ enum {
 	MH_MAGIC = 0, MH_INODES = 4, MH_DIRENTS = 8, MH_EXTENTS = 12, MH_XATTRS = 16,
 	MH_BLOCKS = 20, MH_STRINGS_SIZE = 24, MH_INODE_OFF = 32, MH_DIRENT_OFF = 40,
 	MH_EXTENT_OFF = 48, MH_XATTR_OFF = 56, MH_BLOCK_OFF = 64, MH_STRINGS_OFF = 72,
+	MH_RESERVED = 80,
 };
 
 void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_META_HDR_SIZE])
@@ -147,7 +158,8 @@ static int table_fits(uint64_t off, uint64_t count, uint64_t size, size_t len)
 
 int stp_meta_header_decode(const uint8_t *in, size_t meta_len, struct stp_meta_header *h)
 {
-	if (meta_len < STP_META_HDR_SIZE || stp_le32(in + MH_MAGIC) != STP_META_MAGIC)
+	if (meta_len < STP_META_HDR_SIZE || stp_le32(in + MH_MAGIC) != STP_META_MAGIC ||
+	    !zeroed(in + MH_RESERVED, STP_META_HDR_SIZE - MH_RESERVED))
 		return -EUCLEAN;
 	h->inode_count = stp_le32(in + MH_INODES);
 	h->dirent_count = stp_le32(in + MH_DIRENTS);
@@ -188,7 +200,7 @@ void stp_inode_encode(const struct stp_inode *ino, uint8_t out[STP_INODE_SIZE])
 	stp_put32(out + 56, ino->parent);
 }
 
-void stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino)
+int stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino)
 {
 	ino->mode = stp_le32(in + 0);
 	ino->uid = stp_le32(in + 4);
@@ -202,6 +214,7 @@ void stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino)
 	ino->count = stp_le32(in + 48);
 	ino->xattr_first = stp_le32(in + 52);
 	ino->parent = stp_le32(in + 56);
+	return zeroed(in + 60, 4) ? 0 : -EUCLEAN;
 }
 
 void stp_dirent_encode(const struct stp_dirent *d, uint8_t out[STP_DIRENT_SIZE])
@@ -213,12 +226,13 @@ void stp_dirent_encode(const struct stp_dirent *d, uint8_t out[STP_DIRENT_SIZE])
 	out[11] = 0;
 }
 
-void stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d)
+int stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d)
 {
 	d->ino = stp_le32(in + 0);
 	d->name_off = stp_le32(in + 4);
 	d->name_len = stp_le16(in + 8);
 	d->dtype = in[10];
+	return in[11] ? -EUCLEAN : 0;
 }
 
 void stp_extent_encode(const struct stp_extent *e, uint8_t out[STP_EXTENT_SIZE])
@@ -244,12 +258,13 @@ void stp_xattr_encode(const struct stp_xattr *x, uint8_t out[STP_XATTR_SIZE])
 	stp_put16(out + 14, 0);
 }
 
-void stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x)
+int stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x)
 {
 	x->name_off = stp_le32(in + 0);
 	x->value_off = stp_le32(in + 4);
 	x->value_len = stp_le32(in + 8);
 	x->name_len = stp_le16(in + 12);
+	return zeroed(in + 14, 2) ? 0 : -EUCLEAN;
 }
 
 void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_SIZE])
@@ -262,11 +277,12 @@ void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_
 	stp_put64(out + 16, b->checksum);
 }
 
-void stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b)
+int stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b)
 {
 	b->offset = stp_le64(in + 0);
 	b->stored_size = stp_le32(in + 8);
 	b->codec = in[12];
 	b->filter = in[13];
 	b->checksum = stp_le64(in + 16);
+	return zeroed(in + 14, 2) ? 0 : -EUCLEAN;
 }

@@ -131,15 +131,17 @@ void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_MET
 int stp_meta_header_decode(const uint8_t *in, size_t meta_len, struct stp_meta_header *h);
 
 void stp_inode_encode(const struct stp_inode *ino, uint8_t out[STP_INODE_SIZE]);
-void stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino);
+/* The record decoders below return -EUCLEAN when a reserved byte is not zero: a later
+ * format may give those bytes a meaning this reader would miss. */
+int stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino);
 void stp_dirent_encode(const struct stp_dirent *d, uint8_t out[STP_DIRENT_SIZE]);
-void stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d);
+int stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d);
 void stp_extent_encode(const struct stp_extent *e, uint8_t out[STP_EXTENT_SIZE]);
 void stp_extent_decode(const uint8_t in[STP_EXTENT_SIZE], struct stp_extent *e);
 void stp_xattr_encode(const struct stp_xattr *x, uint8_t out[STP_XATTR_SIZE]);
-void stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x);
+int stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x);
 void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_SIZE]);
-void stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b);
+int stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b);
 
 /* XXH3-64 of a byte range: the checksum of every checksummed part of an image. */
 uint64_t stp_checksum(const void *p, size_t len);

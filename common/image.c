@@ -309,7 +309,8 @@ int stp_image_inode(const struct stp_image *img, uint32_t ino, struct stp_inode 
 {
 	if (ino >= img->mh.inode_count)
 		return STP_CORRUPT(img->path, "inode %u out of range", ino);
-	stp_inode_decode(img->meta + img->mh.inode_off + (uint64_t)ino * STP_INODE_SIZE, out);
+	if (stp_inode_decode(img->meta + img->mh.inode_off + (uint64_t)ino * STP_INODE_SIZE, out))
+		return STP_CORRUPT(img->path, "inode %u: reserved bytes set", ino);
 	if (ino == STP_ROOT_INO && !S_ISDIR(out->mode))
 		return STP_CORRUPT(img->path, "the root is not a directory");
 	return inode_check(img, ino, out);
@@ -334,9 +335,9 @@ int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, u
 		return -ENOTDIR;
 	if (index >= dir->count)
 		return -ENOENT;
-	stp_dirent_decode(img->meta + img->mh.dirent_off + (dir->data + index) * STP_DIRENT_SIZE,
-			  out);
-	if (out->ino >= img->mh.inode_count || out->ino == STP_ROOT_INO ||
+	if (stp_dirent_decode(img->meta + img->mh.dirent_off + (dir->data + index) * STP_DIRENT_SIZE,
+			      out) ||
+	    out->ino >= img->mh.inode_count || out->ino == STP_ROOT_INO ||
 	    !range_ok(out->name_off, out->name_len, img->mh.strings_size))
 		return STP_CORRUPT(img->path, "directory entry %llu out of range",
 				   (unsigned long long)(dir->data + index));
@@ -435,9 +436,9 @@ int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, 
 
 	if (index >= inode->xattr_count)
 		return -ENOENT;
-	stp_xattr_decode(img->meta + img->mh.xattr_off +
-			 ((uint64_t)inode->xattr_first + index) * STP_XATTR_SIZE, &x);
-	if (x.name_len == 0 || !range_ok(x.name_off, x.name_len, img->mh.strings_size) ||
+	if (stp_xattr_decode(img->meta + img->mh.xattr_off +
+			     ((uint64_t)inode->xattr_first + index) * STP_XATTR_SIZE, &x) ||
+	    x.name_len == 0 || !range_ok(x.name_off, x.name_len, img->mh.strings_size) ||
 	    !range_ok(x.value_off, x.value_len, img->mh.strings_size))
 		return STP_CORRUPT(img->path, "extended attribute %llu out of range",
 				   (unsigned long long)inode->xattr_first + index);
@@ -498,8 +499,8 @@ int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_bloc
 
 	if (block >= img->sb.block_count)
 		return -EINVAL;
-	stp_blockent_decode(img->meta + img->mh.block_off + block * STP_BLOCKENT_SIZE, out);
-	if (out->offset < STP_SB_SIZE || !range_ok(out->offset, out->stored_size, img->sb.image_size) ||
+	if (stp_blockent_decode(img->meta + img->mh.block_off + block * STP_BLOCKENT_SIZE, out) ||
+	    out->offset < STP_SB_SIZE || !range_ok(out->offset, out->stored_size, img->sb.image_size) ||
 	    out->codec > STP_CODEC_ZSTD_DICT || out->filter > STP_FILTER_ARM64 ||
 	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
 	    (out->codec == STP_CODEC_ZSTD_DICT && !img->ddict) ||

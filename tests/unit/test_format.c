@@ -198,6 +198,9 @@ static void test_sb_rejects(void)
 	CHECK_EQ(decode_changed(12, 255, 4, 1, &bad), -EUCLEAN);         /* record size */
 	CHECK_EQ(decode_changed(40, 15, 4, 1, &bad), -EUCLEAN);          /* block_log < 64K */
 	CHECK_EQ(decode_changed(40, 31, 4, 1, &bad), -EUCLEAN);          /* block_log > 1G */
+	CHECK_EQ(decode_changed(44, 1, 4, 1, &bad), -EUCLEAN);           /* reserved 44..47 */
+	CHECK_EQ(decode_changed(148, 1, 1, 1, &bad), -EUCLEAN);          /* reserved 148.. */
+	CHECK_EQ(decode_changed(247, 1, 1, 1, &bad), -EUCLEAN);          /* ..247 */
 	CHECK_EQ(decode_changed(40, 64, 4, 1, &bad), -EUCLEAN);          /* shift overflow */
 	CHECK_EQ(decode_changed(56, 0x1234, 8, 1, &bad), -EUCLEAN);      /* block_count */
 	CHECK_EQ(decode_changed(64, 0x123456790ull, 8, 1, &bad), -EUCLEAN); /* hot > data */
@@ -293,6 +296,8 @@ static void test_meta_header(void)
 	CHECK_EQ(mh_decode_changed(64, ~7ull, 8, GOLDEN_META_LEN), -EUCLEAN);   /* wraps */
 	CHECK_EQ(mh_decode_changed(4, 0xffffffff, 4, GOLDEN_META_LEN), -EUCLEAN); /* count */
 	CHECK_EQ(mh_decode_changed(24, ~0ull, 8, GOLDEN_META_LEN), -EUCLEAN);
+	CHECK_EQ(mh_decode_changed(80, 1, 1, GOLDEN_META_LEN), -EUCLEAN);  /* reserved 80.. */
+	CHECK_EQ(mh_decode_changed(95, 1, 1, GOLDEN_META_LEN), -EUCLEAN);  /* ..95 */
 }
 
 /* Inode: mode 0, uid 4, gid 8, nlink 12 (u32), mtime_sec 16 (s64), mtime_nsec 24,
@@ -458,6 +463,36 @@ static void test_enum_values(void)
 	CHECK(!memcmp(STP_MAGIC, "STIPPLE\0", STP_MAGIC_LEN));
 }
 
+/* A reserved byte that is not zero makes a record damaged: a later format may give it
+ * a meaning this reader would miss. */
+static void test_reserved_bytes(void)
+{
+	uint8_t rec[STP_INODE_SIZE] = { 0 };
+	struct stp_inode ino;
+	struct stp_dirent d;
+	struct stp_xattr x;
+	struct stp_blockent b;
+
+	CHECK_EQ(stp_inode_decode(rec, &ino), 0);
+	rec[60] = 1;
+	CHECK_EQ(stp_inode_decode(rec, &ino), -EUCLEAN);
+	rec[60] = 0;
+	rec[63] = 0x80;
+	CHECK_EQ(stp_inode_decode(rec, &ino), -EUCLEAN);
+	memset(rec, 0, sizeof(rec));
+	CHECK_EQ(stp_dirent_decode(rec, &d), 0);
+	rec[11] = 1;
+	CHECK_EQ(stp_dirent_decode(rec, &d), -EUCLEAN);
+	memset(rec, 0, sizeof(rec));
+	CHECK_EQ(stp_xattr_decode(rec, &x), 0);
+	rec[15] = 1;
+	CHECK_EQ(stp_xattr_decode(rec, &x), -EUCLEAN);
+	memset(rec, 0, sizeof(rec));
+	CHECK_EQ(stp_blockent_decode(rec, &b), 0);
+	rec[14] = 1;
+	CHECK_EQ(stp_blockent_decode(rec, &b), -EUCLEAN);
+}
+
 int main(void)
 {
 	stp_log_set_handler(NULL);
@@ -472,6 +507,7 @@ int main(void)
 	test_extent();
 	test_xattr();
 	test_blockent();
+	test_reserved_bytes();
 	if (failures) {
 		fprintf(stderr, "test_format: %d failures\n", failures);
 		return 1;
