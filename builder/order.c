@@ -33,11 +33,8 @@ static struct node *find_path(struct tree *t, char *path)
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
 			const struct node *c = cur->children[mid];
-			size_t l = len < c->name_len ? len : c->name_len;
-			int r = memcmp(part, c->name, l);
+			int r = stp_name_cmp(part, len, c->name, c->name_len);
 
-			if (!r)
-				r = (len > c->name_len) - (len < c->name_len);
 			if (!r) {
 				lo = mid;
 				break;

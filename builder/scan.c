@@ -140,10 +140,8 @@ static struct node *node_new(struct node *parent, const char *name)
 static int cmp_child(const void *a, const void *b)
 {
 	const struct node *x = *(struct node *const *)a, *y = *(struct node *const *)b;
-	size_t l = x->name_len < y->name_len ? x->name_len : y->name_len;
-	int c = memcmp(x->name, y->name, l);
 
-	return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+	return stp_name_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
 static int scan_node(struct node *n);

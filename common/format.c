@@ -13,6 +13,13 @@ uint64_t stp_checksum(const void *p, size_t len)
 	return XXH3_64bits(p, len);
 }
 
+int stp_name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
 /* Superblock field offsets. */
 enum {
 	SB_MAGIC = 0, SB_VERSION = 8, SB_SIZE = 12, SB_FEAT_COMPAT = 16, SB_FEAT_RO = 24,

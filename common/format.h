@@ -143,6 +143,10 @@ int stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x);
 void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_SIZE]);
 int stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b);
 
+/* The order of names in a directory: as bytes, a shorter name before the longer one it
+ * begins. Negative, zero or positive, as memcmp. */
+int stp_name_cmp(const char *a, size_t alen, const char *b, size_t blen);
+
 /* XXH3-64 of a byte range: the checksum of every checksummed part of an image. */
 uint64_t stp_checksum(const void *p, size_t len);
 

@@ -348,16 +348,6 @@ int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, u
 	return 0;
 }
 
-/* Names sort as bytes, a shorter name before the longer one it begins. */
-static int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-	int c = memcmp(a, b, alen < blen ? alen : blen);
-
-	if (c)
-		return c;
-	return (alen > blen) - (alen < blen);
-}
-
 int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
 		     uint32_t *ino)
 {
@@ -379,7 +369,7 @@ int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name
 		rc = stp_image_dirent(img, &d, mid, &de, &n);
 		if (rc)
 			return rc;
-		c = name_cmp(name, len, n, de.name_len);
+		c = stp_name_cmp(name, len, n, de.name_len);
 		if (c == 0) {
 			*ino = de.ino;
 			return 0;

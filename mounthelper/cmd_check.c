@@ -91,13 +91,6 @@ struct last_name {
 };
 #define CHECK_DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
 
-static int names_in_order(const char *a, size_t alen, const char *b, size_t blen)
-{
-	int r = memcmp(a, b, alen < blen ? alen : blen);
-
-	return r < 0 || (r == 0 && alen < blen);
-}
-
 /* Entry E against its previous sibling, and its type against its inode's. */
 static void check_dirent(struct stp_walk *w, const struct stp_walk_entry *e)
 {
@@ -105,7 +98,7 @@ static void check_dirent(struct stp_walk *w, const struct stp_walk_entry *e)
 	struct last_name *last = &c->last[e->depth];
 
 	if (e->index > 0 && last->dir == e->dir &&
-	    !names_in_order(last->name, last->len, e->name, e->name_len))
+	    stp_name_cmp(last->name, last->len, e->name, e->name_len) >= 0)
 		stp_walk_problem(w, e->path, "entry %u is out of order or a duplicate", e->index);
 	last->dir = e->dir;
 	last->len = (uint16_t)e->name_len;
