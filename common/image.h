@@ -44,7 +44,9 @@ int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, u
 /* Looks NAME (LEN bytes) up in directory DIR by binary search: -ENOENT, -ENOTDIR. */
 int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
 		     uint32_t *ino);
-/* Resolves a slash-separated path from the root without following symlinks. */
+/* Resolves a slash-separated path from the root without following symlinks: empty
+ * components and "." are skipped, ".." goes to the directory's parent (-ENOTDIR after
+ * a non-directory). */
 int stp_image_resolve(const struct stp_image *img, const char *path, uint32_t *ino);
 
 /* The target of symlink INODE: *target points into the metadata, *len bytes, no NUL. */

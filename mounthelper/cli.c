@@ -122,57 +122,16 @@ int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image 
 	return err;
 }
 
-/* Next component of *P (slashes skipped); its length in *LEN, NULL at the end. */
-static const char *next_component(const char **p, size_t *len)
-{
-	const char *s = *p;
-
-	while (*s == '/')
-		s++;
-	if (!*s)
-		return NULL;
-	*len = strcspn(s, "/");
-	*p = s + *len;
-	return s;
-}
-
-static int resolve_step(const struct stp_image *img, uint32_t *ino, const char *name,
-			size_t len)
-{
-	struct stp_inode inode;
-	int err;
-
-	if (len == 1 && name[0] == '.')
-		return 0;
-	if (len == 2 && name[0] == '.' && name[1] == '.') {
-		err = stp_image_inode(img, *ino, &inode);
-		if (!err && !S_ISDIR(inode.mode))
-			err = -ENOTDIR;
-		if (!err)
-			*ino = inode.parent;
-		return err;
-	}
-	return stp_image_lookup(img, *ino, name, len, ino);
-}
-
 int stp_cli_resolve(const struct stp_cli *cli, const struct stp_image *img, const char *path,
 		    uint32_t *ino)
 {
-	const char *p = path, *name;
-	size_t len;
-	int err;
+	int err = stp_image_resolve(img, path, ino);
 
-	*ino = STP_ROOT_INO;
-	while ((name = next_component(&p, &len))) {
-		err = resolve_step(img, ino, name, len);
-		if (err) {
-			stp_cli_problem(cli, stp_image_path(img), path, "%s",
-					err == -ENOTDIR ? "a component is not a directory"
-							: stp_cli_strerror(err));
-			return err;
-		}
-	}
-	return 0;
+	if (err)
+		stp_cli_problem(cli, stp_image_path(img), path, "%s",
+				err == -ENOTDIR ? "a component is not a directory"
+						: stp_cli_strerror(err));
+	return err;
 }
 
 void stp_cli_mode_string(uint32_t mode, char out[11])
@@ -214,13 +173,6 @@ void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...
 	va_end(ap);
 	fputc('\n', stderr);
 	w->problems++;
-}
-
-static int name_is_safe(const char *name, size_t len)
-{
-	if (len == 0 || len > STP_NAME_MAX || memchr(name, '/', len) || memchr(name, '\0', len))
-		return 0;
-	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
 }
 
 /* Appends "/NAME" to the walk's path; -ENAMETOOLONG leaves it unchanged. */
@@ -267,9 +219,8 @@ static int walk_children(struct stp_walk *w, const struct stp_walk_entry *parent
 		size_t old_len = w->path_len;
 		int err;
 
+		/* the library refuses empty names, '/', NUL, "." and ".." */
 		err = stp_image_dirent(w->img, &parent->inode, i, &d, &name);
-		if (!err && !name_is_safe(name, d.name_len))
-			err = -EUCLEAN;
 		if (err) {
 			stp_walk_problem(w, w->path, "entry %u: %s", i,
 					 err == -EUCLEAN ? "damaged or unsafe name"
