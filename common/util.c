@@ -75,12 +75,11 @@ int stp_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-int stp_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+/* Writes all LEN bytes, at OFF, or at the file position when AT_POS is false. */
+static int write_all(int fd, const char *p, size_t len, uint64_t off, int at_pos)
 {
-	const char *p = buf;
-
 	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		ssize_t n = at_pos ? pwrite(fd, p, len, (off_t)off) : write(fd, p, len);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -94,22 +93,14 @@ int stp_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+int stp_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	return write_all(fd, buf, len, off, 1);
+}
+
 int stp_write_full(int fd, const void *buf, size_t len)
 {
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return write_all(fd, buf, len, 0, 0);
 }
 
 const char *stp_human_size(uint64_t bytes, char *buf, size_t len)
