@@ -20,10 +20,7 @@ import treeutil
 FAST = ("--level", "3", "--block-size", "64K")
 
 
-def assert_same_tree(src, dst, **kw):
-    diffs = treeutil.compare_trees(src, dst, **kw)
-    assert not diffs, "%d differences between %s and %s:\n%s" % (
-        len(diffs), src, dst, "\n".join(diffs[:60]))
+assert_same_tree = treeutil.assert_same_tree
 
 
 def assert_empty_dir(path, what):

@@ -18,14 +18,9 @@ import treeutil
 SMALL = ("--level", "3", "--block-size", "64K")
 # Parts of the standard library with their bytecode and native modules: about 10 MB.
 SUBTREES = ["email", "json", "asyncio", "unittest", "xml", "http", "encodings", "lib-dynload"]
-IS_ROOT = os.geteuid() == 0
-NON_ROOT_IGNORE = dict(ignore={"uid", "gid"}, ignore_xattrs=("trusted.", "security."))
 
 
-def assert_same_tree(src, dst):
-    diffs = treeutil.compare_trees(src, dst, **({} if IS_ROOT else NON_ROOT_IGNORE))
-    assert not diffs, "%d differences between %s and %s:\n%s" % (
-        len(diffs), src, dst, "\n".join(diffs[:60]))
+assert_same_tree = treeutil.assert_same_tree
 
 
 def read_file(path):

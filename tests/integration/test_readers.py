@@ -20,13 +20,10 @@ import treeutil
 FAST = ("--level", "3", "--block-size", "64K")
 IS_ROOT = os.geteuid() == 0
 # What a copy made without root cannot hold.
-NON_ROOT_IGNORE = dict(ignore={"uid", "gid"}, ignore_xattrs=("trusted.", "security."))
+NON_ROOT_IGNORE = treeutil.NON_ROOT_IGNORE
 
 
-def assert_same_tree(src, dst):
-    diffs = treeutil.compare_trees(src, dst, **({} if IS_ROOT else NON_ROOT_IGNORE))
-    assert not diffs, "%d differences between %s and %s:\n%s" % (
-        len(diffs), src, dst, "\n".join(diffs[:60]))
+assert_same_tree = treeutil.assert_same_tree
 
 
 def stipple_bytes(*args):
