@@ -13,7 +13,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: stipple mount IMAGE DIR [--cache-budget N] [--warm-workers N]\n"
-		"                               [--record FILE] [-o OPTIONS] [-f]\n"
+		"                               [--no-prime] [--record FILE] [-o OPTIONS] [-f]\n"
 		"\n"
 		"Mounts IMAGE read-only on DIR and returns once the mount is live, leaving the\n"
 		"daemon in the background. `umount DIR` or `fusermount3 -u DIR` ends it.\n"
@@ -21,6 +21,8 @@ static void usage(FILE *out)
 		"  --cache-budget N   decoded blocks kept in memory (default %u, at least 1)\n"
 		"  --warm-workers N   blocks of the hot region decoded at once at mount\n"
 		"                     (default: one per CPU, here %u; 0 turns warming off)\n"
+		"  --no-prime         return at once, without looking up the hot region's\n"
+		"                     files first so that warming can fill the page cache\n"
 		"  --record FILE      write the files read, with their ranges, to FILE as a\n"
 		"                     hot list when the mount ends (mkstipple --hot-list)\n"
 		"  -o OPTIONS         mount options, comma-separated, as in mount.stipple(8):\n"
@@ -55,6 +57,7 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 		{ "cache-budget", required_argument, NULL, 'c' },
 		{ "warm-workers", required_argument, NULL, 'w' },
 		{ "record", required_argument, NULL, 'r' },
+		{ "no-prime", no_argument, NULL, 'p' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -87,6 +90,7 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'p': o->no_prime = true; break;
 		case 'f': o->foreground = true; break;
 		case 'h': usage(stdout); return -1;
 		default: usage(stderr); return 2;

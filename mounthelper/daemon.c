@@ -17,6 +17,7 @@
 #include "image.h"
 #include "log.h"
 #include "mountopts.h"
+#include "prime.h"
 #include "record.h"
 #include "sandbox.h"
 #include "warm.h"
@@ -307,10 +308,26 @@ static int wait_daemon(int fd, pid_t pid, const char *prog)
 	return -EIO;
 }
 
+/* The mount is live: the files of the hot region are looked up before mount returns,
+ * unless asked not to or nothing would warm them (no warming, or a recording mount,
+ * which stores no page). In the foreground there is no mounting process to do it. */
+static void prime(const struct stp_mount_opts *o, const char *prog, const struct stp_image *img)
+{
+	struct stp_prime_stats st;
+	int err;
+
+	if (!o->warm_workers || o->record || o->no_prime)
+		return;
+	err = stp_prime_mount(img, o->mountpoint, &st);
+	if (err)
+		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", prog, o->mountpoint,
+			strerror(-err));
+}
+
 static int run_background(const struct stp_mount_opts *o, const char *prog, struct stp_image *img)
 {
 	struct reporter r = { .prog = prog };
-	int fds[2];
+	int fds[2], err;
 	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC)) {
@@ -327,13 +344,17 @@ static int run_background(const struct stp_mount_opts *o, const char *prog, stru
 		_exit(serve(o, img, &r) ? 1 : 0);
 	}
 	close(fds[1]);
-	stp_image_close(img);
 	if (pid < 0) {
 		fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
 		close(fds[0]);
+		stp_image_close(img);
 		return -EAGAIN;
 	}
-	return wait_daemon(fds[0], pid, prog);
+	err = wait_daemon(fds[0], pid, prog);
+	if (!err)
+		prime(o, prog, img);
+	stp_image_close(img);
+	return err;
 }
 
 /* What both a mount and its check need: messages prefixed with PROG, the image opened,

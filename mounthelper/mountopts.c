@@ -159,6 +159,12 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	if (!strcmp(name, "warm_workers"))
 		return parse_count(name, value ? value : "", 0, STP_WARM_WORKERS_MAX, &o->warm_workers,
 				   err, errlen) ?: 1;
+	if (!strcmp(name, "noprime")) {
+		if (value)
+			return fail(err, errlen, -EINVAL, "option noprime takes no value");
+		o->no_prime = true;
+		return 1;
+	}
 	if (!strcmp(name, "sandbox"))
 		return parse_sandbox(o, value ? value : "", err, errlen) ?: 1;
 	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {

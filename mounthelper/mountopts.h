@@ -5,8 +5,8 @@
  *
  * An option list is split into three kinds. Options meant for mount(8) itself (defaults,
  * auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*, comment=, user=,
- * uhelper=) are dropped. stipple's own settings (cache_budget=, warm_workers=, record=, sandbox=,
- * sandbox_user=) fill the fields below. Known kernel and libfuse mount options are kept for
+ * uhelper=) are dropped. stipple's own settings (cache_budget=, warm_workers=, noprime, record=,
+ * sandbox=, sandbox_user=) fill the fields below. Known kernel and libfuse mount options are kept for
  * libfuse; anything else is an error, or dropped under the helper's -s (sloppy).
  * stp_mountopts_finish() then forces read-only, fsname=IMAGE, subtype=stipple and max_read,
  * and adds default_permissions to allow_other.
@@ -40,6 +40,7 @@ struct stp_mount_opts {
 	char *mountpoint;     /* absolute after stp_mountopts_finish */
 	uint32_t cache_budget;
 	uint32_t warm_workers;
+	bool no_prime;        /* the hot files are not looked up at mount (prime.h) */
 	char *record;         /* hot list to write when the mount ends, or NULL */
 	enum stp_sandbox_mode sandbox;
 	char *sandbox_user;   /* NULL: the sandbox's default */

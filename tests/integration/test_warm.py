@@ -857,7 +857,10 @@ def test_reads_during_warming(warm_tree, warm_image, budget):
 
 @needs_root
 def test_held_blocks_let_go_once_read(warm_image):
-    with live_mount(warm_image, "--warm-workers", "2", "--cache-budget", "64") as (mnt, _):
+    """Without priming, no hot file is known to the kernel until it is read: warmed
+    blocks are held until then, and let go once every hot page has been read."""
+    with live_mount(warm_image, "--warm-workers", "2", "--cache-budget", "64",
+                    "--no-prime") as (mnt, _):
         assert status(mnt, "--wait").returncode == 0
         assert raw_status(mnt)["warm_held"] > 0
         for rel in hot_names():
@@ -929,7 +932,8 @@ def hot_blocks_of_warm():
 def test_pages_of_files_looked_up_after_warming_go_into_the_page_cache(warm_image):
     """The store follows the lookup reply, and the kernel makes the inode only once the
     reply reaches it: a store that comes too early is tried again."""
-    with live_mount(warm_image, "--warm-workers", "2", "--cache-budget", "64") as (mnt, _):
+    with live_mount(warm_image, "--warm-workers", "2", "--cache-budget", "64",
+                    "-o", "noprime") as (mnt, _):
         assert status(mnt, "--wait").returncode == 0
         held = raw_status(mnt)["warm_held"]
         assert held > hot_blocks_of_warm() // 2
@@ -937,6 +941,52 @@ def test_pages_of_files_looked_up_after_warming_go_into_the_page_cache(warm_imag
             os.stat(os.path.join(mnt, rel))
         wait_for(lambda: raw_status(mnt)["warm_stored_bytes"] > hot_size_of_warm() * 0.5, 5,
                  "little stored into the page cache: %s" % raw_status(mnt))
+
+
+def fincore_bytes(path):
+    """Bytes of PATH in the page cache (util-linux fincore: mincore on a mapping, which
+    reads nothing)."""
+    r = run(["fincore", "--bytes", "--noheadings", "--output", "RES", path])
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.strip())
+
+
+@needs_root
+def test_priming_fills_the_page_cache_before_any_access(warm_image):
+    """The mount looks the hot files up before it returns, so warming pushes every hot
+    page into the page cache with nobody reading: one worker and a budget of one block
+    finish (each block is let go once stored), the pages are resident before the first
+    read, and reading the hot parts afterwards decodes nothing and gives the files'
+    bytes."""
+    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _):
+        r = status(mnt, "--wait", "--timeout", "60")
+        assert r.returncode == 0 and "(done)" in r.stdout, r.stdout + r.stderr
+        st = raw_status(mnt)
+        assert st["warm_held"] == 0, st
+        # all but the pages cut at block edges inside a file
+        assert st["warm_stored_bytes"] > hot_size_of_warm() * 0.8, st
+        for rel in ("hot/f00", "hot/f07"):
+            size = len(WARM_FILES[rel])
+            resident = fincore_bytes(os.path.join(mnt, rel))
+            assert resident >= size - 2 * PAGE, "%s: %d of %d bytes resident" % (rel, resident, size)
+        decoded = st["blocks_decoded"]
+        read_hot_parts(mnt)
+        again = raw_status(mnt)["blocks_decoded"] - decoded
+        assert again <= hot_blocks_of_warm() // 8, "%d of %d hot blocks decoded again" % (
+            again, hot_blocks_of_warm())
+
+
+@needs_root
+@pytest.mark.parametrize("how", [("--no-prime",), ("-o", "noprime"), ("--warm-workers", "0")])
+def test_unprimed_mount_stores_nothing_before_a_lookup(warm_image, how):
+    """Without priming (or without warming) the kernel learns of no hot file, so nothing
+    can be stored until the application looks files up (and a lookup stores at once, so
+    there is no asking the page cache afterwards)."""
+    args = ("--warm-workers", "2", "--cache-budget", "64") + how
+    with live_mount(warm_image, *args) as (mnt, _):
+        assert status(mnt, "--wait", "--timeout", "60").returncode == 0
+        assert raw_status(mnt)["warm_stored_bytes"] == 0
+        assert read_whole(mnt, "hot/f00") == WARM_FILES["hot/f00"]
 
 
 @needs_root
@@ -988,8 +1038,10 @@ def test_status_of_something_else(warm_image, tmp_path):
 def test_status_wait_timeout(warm_image):
     """One worker and a budget of one block, with no reader to let go of the block it
     holds: it waits for room before each next block, so warming takes a long while and
-    --timeout gives up. Reading every hot page lets it finish."""
-    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _):
+    --timeout gives up. Reading every hot page lets it finish. (Unprimed: a primed mount
+    stores every block and never waits.)"""
+    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1",
+                    "--no-prime") as (mnt, _):
         start = time.monotonic()
         r = status(mnt, "--wait", "--timeout", "0.2")
         took = time.monotonic() - start
@@ -1029,7 +1081,7 @@ def mem_image(tmp_path_factory):
 def test_warming_memory_is_bounded(mem_image, workers, budget):
     """VmHWM of the daemon stays within its baseline plus (workers + budget) blocks plus
     a fixed allowance, while the warmer is full and then while one reader reads the hot
-    files.
+    files. Unprimed, so that warmed blocks stay held until read: the worst case.
 
     The baseline is measured on a mount of the same image without warming and before any
     read: it holds the decoded metadata, libfuse's buffers and the program. On top of it,
@@ -1052,8 +1104,8 @@ def test_warming_memory_is_bounded(mem_image, workers, budget):
         base = vm_kb(pid)["VmHWM"]
     bound = base + ((workers + budget + 2) * MEM_BS >> 10) + 1024
     full = max(budget - 1, 1)  # the warmer leaves one block of the budget to readers
-    with live_mount(image, "--warm-workers", str(workers),
-                    "--cache-budget", str(budget)) as (mnt, pid):
+    with live_mount(image, "--warm-workers", str(workers), "--cache-budget", str(budget),
+                    "--no-prime") as (mnt, pid):
         wait_for(lambda: raw_status(mnt)["warm_held"] >= full, 30,
                  "the warmer never filled its budget: %s" % raw_status(mnt))
         time.sleep(1.3)  # with nobody reading, it lets its oldest block go and goes on

@@ -101,8 +101,8 @@ static void test_own_options(void)
 
 	CHECK(parse_helper(&o, err, image, "/tmp", "-o",
 			   "cache_budget=3,warm_workers=0,record=/tmp/hot.list,sandbox=log,"
-			   "sandbox_user=nobody", NULL) == 0);
-	CHECK(o.cache_budget == 3 && o.warm_workers == 0);
+			   "sandbox_user=nobody,noprime", NULL) == 0);
+	CHECK(o.cache_budget == 3 && o.warm_workers == 0 && o.no_prime);
 	CHECK(o.record && !strcmp(o.record, "/tmp/hot.list"));
 	CHECK(o.sandbox == STP_SANDBOX_LOG);
 	CHECK(o.sandbox_user && !strcmp(o.sandbox_user, "nobody"));
@@ -118,6 +118,9 @@ static void test_own_options(void)
 	CHECK(stp_mountopts_parse_list(&o, "sandbox=maybe", err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "sandbox=maybe") != NULL);
 	CHECK(stp_mountopts_parse_list(&o, "record=", err, sizeof(err)) == -EINVAL);
+	CHECK(!o.no_prime);
+	CHECK(stp_mountopts_parse_list(&o, "noprime=1", err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "noprime") != NULL);
 	CHECK(stp_mountopts_parse_list(&o, "sandbox=off", err, sizeof(err)) == 0);
 	CHECK(o.sandbox == STP_SANDBOX_OFF);
 	stp_mountopts_free(&o);

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Priming: once a mount with warming is live, the process that mounted it looks up every
+ * file of the hot region through the mount, in the order the files come in the region.
+ * The kernel then knows those files before the application starts: the application's
+ * lookups of them are answered from the dentry cache without a round trip, and the
+ * warmer can push their pages into the page cache as soon as their blocks are decoded
+ * (the kernel takes pages only for inodes it knows), instead of after the application
+ * has already asked for them.
+ *
+ * This runs in the mounting process, not in the daemon: the confined daemon has no path
+ * to its own mount (its root is an empty tmpfs) and, running as another user, may not be
+ * let in. Only lookups are made (fstatat), never a read.
+ *
+ * Not thread-safe: one call at a time per image. Returns 0 or a negative errno.
+ */
+#ifndef STP_PRIME_H
+#define STP_PRIME_H
+
+#include <stdint.h>
+
+struct stp_image;
+
+struct stp_prime_stats {
+	uint32_t files;  /* files of the hot region with a path */
+	uint32_t primed; /* looked up through the mount */
+	uint32_t failed; /* the lookup failed (the mount went away, or access was refused) */
+};
+
+/* Looks up the files of IMG's hot region under MOUNTPOINT, where IMG is mounted. Nothing
+ * to do (0, all counts 0) when IMG has no hot region. -ENOMEM; an error opening
+ * MOUNTPOINT. Failed lookups are counted, not returned: priming only saves time. */
+int stp_prime_mount(const struct stp_image *img, const char *mountpoint,
+		    struct stp_prime_stats *st);
+
+#endif
