@@ -78,23 +78,33 @@ launch "$tree" >/dev/null # warm the folder's page cache
 for _ in $(seq "$runs"); do plain_runs+=("$(launch "$tree")"); done
 result[plain]=$(printf '%s\n' "${plain_runs[@]}" | median)
 
-measure() { # NAME MOUNT-COMMAND... ; sets result[NAME] and result[NAME-second]
-	local name=$1 times=() seconds=()
+# Sets result[NAME], result[NAME-second] and result[NAME-mount] (how long the mount
+# command took: priming happens there). A plain launch after each round keeps the plain
+# median taken over the whole run, beside everything else.
+measure() { # NAME MOUNT-COMMAND...
+	local name=$1 times=() seconds=() mounts=() t0
 	shift
 	for _ in $(seq "$runs"); do
+		t0=$(date +%s.%N)
 		"$@"
+		mounts+=("$(echo "$(date +%s.%N) - $t0" | bc -l)")
 		times+=("$(launch "$mnt")")
 		seconds+=("$(launch "$mnt")")
 		umount "$mnt"
+		plain_runs+=("$(launch "$tree")")
 	done
 	result[$name]=$(printf '%s\n' "${times[@]}" | median)
 	result[$name-second]=$(printf '%s\n' "${seconds[@]}" | median)
+	result[$name-mount]=$(printf '%s\n' "${mounts[@]}" | median)
 }
 
 warmed_mount() { stp_mount "$@" && "$st" status --wait "$mnt" >/dev/null; }
+unprimed_warmed_mount() { warmed_mount "$@" --no-prime; }
 
 measure "stipple, fresh mount straight away" stp_mount "$work/hot.stp"
 measure "stipple, fresh mount after warming" warmed_mount "$work/hot.stp"
+measure "stipple, unprimed, straight away" stp_mount "$work/hot.stp" --no-prime
+measure "stipple, unprimed, after warming" unprimed_warmed_mount "$work/hot.stp"
 measure "stipple, whole-file hot list, straight away" stp_mount "$work/hot-whole.stp"
 measure "stipple, no hot list" stp_mount "$work/base.stp"
 # ranges against whole files, both at --level 3 when those images are there
@@ -121,15 +131,18 @@ settled=$(awk '/VmRSS/ { print $2 / 1024 }' "/proc/$pid/status")
 umount "$mnt"
 
 # --- report -------------------------------------------------------------------------
-plain=${result[plain]}
-printf '\n%-46s %8s %7s %9s %7s\n' "launch (median of $runs)" "first" "ratio" "second" "ratio"
-printf '%-46s %8.3f %7.2f\n' "plain folder" "$plain" 1
+plain=$(printf '%s\n' "${plain_runs[@]}" | median)
+printf '\n%-46s %8s %7s %9s %7s %7s\n' "launch (median of $runs)" "first" "ratio" "second" \
+	"ratio" "mount"
+printf '%-46s %8.3f %7.2f   (median of %d plain launches through the run)\n' "plain folder" \
+	"$plain" 1 "${#plain_runs[@]}"
 for key in "${!result[@]}"; do
-	case $key in plain|*-second) continue ;; esac
+	case $key in plain|*-second|*-mount) continue ;; esac
 	first=${result[$key]}
 	second=${result[$key-second]}
-	printf '%-46s %8.3f %7.2f %9.3f %7.2f\n' "$key" "$first" \
-		"$(echo "$first / $plain" | bc -l)" "$second" "$(echo "$second / $plain" | bc -l)"
+	printf '%-46s %8.3f %7.2f %9.3f %7.2f %7.3f\n' "$key" "$first" \
+		"$(echo "$first / $plain" | bc -l)" "$second" "$(echo "$second / $plain" | bc -l)" \
+		"${result[$key-mount]}"
 done | sort
 printf '\nimages: '
 ls -l "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }'
