@@ -27,8 +27,8 @@
 #define STP_CACHE_BUDGET_DEFAULT 8u
 #define STP_CACHE_BUDGET_MAX (1u << 20)
 /* Warming workers by default: one per online CPU, at most this many. Measured on the
- * Blender tree on 2 CPUs, 2 workers launched fastest (1, 4 and 8 were slower); more
- * workers than CPUs only hold more blocks. */
+ * Blender tree on 2 CPUs: 1 worker was clearly slower, 2, 4 and 8 within noise of each
+ * other; more workers than CPUs only hold more blocks. */
 #define STP_WARM_WORKERS_CAP 12u
 #define STP_WARM_WORKERS_MAX 256u
 /* Largest read the kernel may send: libfuse's 256-page limit. Passed as max_read=. */
