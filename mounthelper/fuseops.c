@@ -261,60 +261,53 @@ static ssize_t plan_stream(struct stp_fs *fs, struct read_plan *p, uint32_t n, u
 	return err ? err : (ssize_t)len;
 }
 
+struct plan_ctx {
+	struct stp_fs *fs;
+	struct read_plan *plan;
+	uint32_t n;
+};
+
+static int plan_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
+{
+	struct plan_ctx *c = arg;
+
+	(void)file_off;
+	if (stream_off == STP_FILE_HOLE)
+		return plan_zeros(c->plan, (size_t)len);
+	while (len) {
+		ssize_t got = plan_stream(c->fs, c->plan, c->n, stream_off, (size_t)len);
+
+		if (got < 0)
+			return (int)got;
+		stream_off += (uint64_t)got;
+		len -= (uint64_t)got;
+	}
+	return 0;
+}
+
 /* Maps [OFF, OFF + LEN) of file INODE (N) onto pinned blocks and zeros. */
 static int plan_read(struct stp_fs *fs, struct read_plan *p, uint32_t n,
 		     const struct stp_inode *inode, uint64_t off, size_t len)
 {
-	uint64_t end = off + len;
-	uint32_t i;
-	int err = stp_image_extent_find(fs->img, inode, off, &i);
+	struct plan_ctx c = { fs, p, n };
 
-	while (!err && off < end) {
-		struct stp_extent e = { .file_off = end };
-		uint64_t stop;
-		ssize_t got;
+	return stp_file_walk(fs->img, inode, off, len, plan_piece, &c);
+}
 
-		if (i < inode->count)
-			err = stp_image_extent(fs->img, inode, i, &e);
-		if (err)
-			break;
-		if (e.file_off > off) {
-			stop = e.file_off < end ? e.file_off : end;
-			err = plan_zeros(p, (size_t)(stop - off));
-			off = stop;
-			continue;
-		}
-		if (e.file_off + e.length <= off) {
-			err = STP_CORRUPT(stp_image_path(fs->img), "inode %u: extent %u out of order", n, i);
-			break;
-		}
-		stop = e.file_off + e.length < end ? e.file_off + e.length : end;
-		got = plan_stream(fs, p, n, e.stream_off + (off - e.file_off), (size_t)(stop - off));
-		if (got < 0)
-			err = (int)got;
-		else
-			off += (uint64_t)got;
-		if (off == e.file_off + e.length)
-			i++;
-	}
-	return err;
+static int note_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
+{
+	(void)file_off;
+	if (stream_off != STP_FILE_HOLE)
+		stp_warm_note_read(arg, stream_off, len);
+	return 0;
 }
 
 /* Tells the warmer which stream bytes answered [OFF, END) of INODE. */
 static void note_stream(struct stp_fs *fs, const struct stp_inode *inode, uint64_t off,
 			uint64_t end)
 {
-	uint32_t i;
-
-	if (!fs->warmer || stp_image_extent_find(fs->img, inode, off, &i))
-		return;
-	for (struct stp_extent e; i < inode->count && !stp_image_extent(fs->img, inode, i, &e) &&
-	     e.file_off < end; i++) {
-		uint64_t from = e.file_off > off ? e.file_off : off;
-		uint64_t to = e.file_off + e.length < end ? e.file_off + e.length : end;
-
-		stp_warm_note_read(fs->warmer, e.stream_off + (from - e.file_off), to - from);
-	}
+	if (fs->warmer)
+		stp_file_walk(fs->img, inode, off, end - off, note_piece, fs->warmer);
 }
 
 /* The slow path for reads in many pieces: one copy through the library. */
