@@ -206,6 +206,57 @@ static void write_record(const struct stp_fs *fs, int fd)
 		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s", fs->opts->record, strerror(-err));
 }
 
+/* Before the mount: the hot list to record into, the block cache, the session. */
+static int prepare_fs(const struct stp_mount_opts *o, struct stp_fs *fs, const struct reporter *r,
+		      int *record_fd)
+{
+	int err = open_record(o, fs, r, record_fd);
+
+	if (err)
+		return err;
+	err = stp_cache_new(fs->img, o->cache_budget, &fs->cache);
+	if (err)
+		return report(r, err, "cannot create the block cache: %s", strerror(-err));
+	fs->se = new_session(fs, r);
+	return fs->se ? 0 : -EINVAL;
+}
+
+/* What a daemon gives up once the mount exists: its terminal and its directory (the
+ * mount point is absolute, and a daemon holds no directory busy); signals now end the
+ * loop. */
+static int detach(const struct stp_mount_opts *o, struct fuse_session *se,
+		  const struct reporter *r)
+{
+	int err = o->foreground ? 0 : detach_stdio(r);
+
+	if (!err && !o->foreground && chdir("/"))
+		err = report(r, -errno, "chdir /: %s", strerror(errno));
+	if (!err && fuse_set_signal_handlers(se))
+		err = report(r, -EIO, "cannot install signal handlers");
+	return err;
+}
+
+/* Confined (it starts threads, and confinement is per thread), the mount is live: warm
+ * it, tell the parent, serve until it is unmounted, then write the hot list. The mount
+ * exists and this process may no longer unmount it: without warming it still serves
+ * every byte, so a warming failure is logged, not fatal. */
+static int serve_confined(struct stp_fs *fs, const struct reporter *r, int *record_fd)
+{
+	int err = stp_warm_start(fs, fs->opts->warm_workers, &fs->warmer);
+
+	if (err)
+		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, strerror(-err));
+	report_live(r);
+	err = run_loop(fs);
+	fuse_remove_signal_handlers(fs->se);
+	stp_warm_stop(fs->warmer);
+	fs->warmer = NULL;
+	write_record(fs, *record_fd);
+	*record_fd = -1; /* closed by the write */
+	log_cache_stats(fs);
+	return err;
+}
+
 /* Mount, confine, tell the parent, serve. Takes ownership of IMG. */
 static int serve(const struct stp_mount_opts *o, struct stp_image *img, const struct reporter *r)
 {
@@ -219,54 +270,19 @@ static int serve(const struct stp_mount_opts *o, struct stp_image *img, const st
 	bool must_unmount = false;
 	int record_fd = -1, err;
 
-	err = open_record(o, &fs, r, &record_fd);
-	if (err)
-		goto out;
-	err = stp_cache_new(img, o->cache_budget, &fs.cache);
-	if (err) {
-		report(r, err, "cannot create the block cache: %s", strerror(-err));
-		goto out;
-	}
-	fs.se = new_session(&fs, r);
-	if (!fs.se) {
-		err = -EINVAL;
-		goto out;
-	}
-	if (fuse_session_mount(fs.se, o->mountpoint)) {
+	err = prepare_fs(o, &fs, r, &record_fd);
+	if (!err && fuse_session_mount(fs.se, o->mountpoint))
 		err = report(r, -EIO, "cannot mount %s on %s", o->image, o->mountpoint);
-		goto out;
+	else if (!err)
+		must_unmount = true;
+	if (!err)
+		err = detach(o, fs.se, r);
+	if (!err)
+		err = enter_sandbox(&fs, r, record_fd);
+	if (!err) {
+		must_unmount = o->sandbox == STP_SANDBOX_OFF;
+		err = serve_confined(&fs, r, &record_fd);
 	}
-	must_unmount = true;
-	if (!o->foreground && (err = detach_stdio(r)))
-		goto out;
-	/* a daemon holds no directory busy (the mount point is absolute) */
-	if (!o->foreground && chdir("/"))
-		err = report(r, -errno, "chdir /: %s", strerror(errno));
-	if (err)
-		goto out;
-	if (fuse_set_signal_handlers(fs.se)) {
-		err = report(r, -EIO, "cannot install signal handlers");
-		goto out;
-	}
-	err = enter_sandbox(&fs, r, record_fd);
-	if (err)
-		goto out;
-	must_unmount = o->sandbox == STP_SANDBOX_OFF;
-	/* confined first: the workers are threads, and confinement is per thread */
-	/* the mount exists and this process can no longer unmount it: without warming it
-	 * still serves every byte, so a failure here is logged, not fatal */
-	err = stp_warm_start(&fs, o->warm_workers, &fs.warmer);
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: warming off: %s", o->image, strerror(-err));
-	report_live(r);
-	err = run_loop(&fs);
-	fuse_remove_signal_handlers(fs.se);
-	stp_warm_stop(fs.warmer);
-	fs.warmer = NULL;
-	write_record(&fs, record_fd);
-	record_fd = -1; /* closed by the write */
-	log_cache_stats(&fs);
-out:
 	stp_warm_stop(fs.warmer);
 	if (record_fd >= 0)
 		close(record_fd);
