@@ -56,7 +56,8 @@ int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, ui
 		if (e.file_off >= end)
 			e.file_off = end; /* past the range: what is left is a hole */
 		else if (e.file_off + e.length <= off)
-			return STP_CORRUPT(stp_image_path(img), "extents of a file out of order");
+			return STP_CORRUPT(stp_image_path(img), "extent %llu out of order",
+					   (unsigned long long)(inode->data + i));
 		from = e.file_off > off ? e.file_off : off;
 		if (from > off)
 			rc = fn(ctx, off, STP_FILE_HOLE, from - off);

@@ -8,11 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "image.h"
+
+/* Lookups take well under a millisecond each; past this, priming gives up. */
+#define PRIME_DEADLINE_MS 10000
 
 /* A file of the hot region: where its first hot byte lies, and its path in the pool. */
 struct hot_file {
@@ -161,23 +169,86 @@ static int build_plan(struct plan *p)
 	return err;
 }
 
-/* The lookups themselves; the first sign that the mount is gone ends them. */
+/* Looks PATH up under ROOT without leaving it: no symlink, no "..", no other mount is
+ * followed, whatever a damaged image says (an O_PATH open sends no FUSE_OPEN). The file
+ * found must be image inode INO. Returns 0 or a negative errno. */
+static int look_up(int root, const char *path, uint32_t ino)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	struct stat sb;
+	int err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb))
+		err = -errno;
+	else if (sb.st_ino != (ino_t)ino + 1) /* FUSE inode numbers are the image's plus 1 */
+		err = -ESTALE;
+	close(fd);
+	return err;
+}
+
+/* The lookups themselves. The first sign that the mount is gone, or is not the image
+ * the plan was made from, or that the kernel cannot confine the walk, ends them. */
 static void look_up_all(const struct plan *p, int root, struct stp_prime_stats *st)
 {
 	for (uint32_t i = 0; i < p->nfiles; i++) {
-		struct stat sb;
+		int err;
 
 		if (p->files[i].path == UINT32_MAX)
 			continue;
 		st->files++;
-		if (!fstatat(root, p->pool + p->files[i].path, &sb, AT_SYMLINK_NOFOLLOW)) {
+		err = look_up(root, p->pool + p->files[i].path, p->files[i].ino);
+		if (!err) {
 			st->primed++;
 			continue;
 		}
 		st->failed++;
-		if (errno == ENOTCONN || errno == ECONNABORTED)
+		if (err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS)
 			break;
 	}
+}
+
+/* Runs the lookups in a child, which is killed if they take longer than PRIME_DEADLINE_MS:
+ * a FUSE request waits until it is answered, and a stopped daemon never answers. The
+ * child's counts come back through a pipe. */
+static int look_up_bounded(const struct plan *p, int root, struct stp_prime_stats *st)
+{
+	struct pollfd pfd = { .events = POLLIN };
+	int fds[2], status, ready;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		look_up_all(p, root, st);
+		_exit(write(fds[1], st, sizeof(*st)) == (ssize_t)sizeof(*st) ? 0 : 1);
+	}
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return -errno;
+	}
+	pfd.fd = fds[0];
+	do
+		ready = poll(&pfd, 1, PRIME_DEADLINE_MS);
+	while (ready < 0 && errno == EINTR);
+	if (ready <= 0 || read(fds[0], st, sizeof(*st)) != (ssize_t)sizeof(*st)) {
+		kill(pid, SIGKILL);
+		memset(st, 0, sizeof(*st));
+		ready = 0;
+	}
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return ready > 0 ? 0 : -ETIMEDOUT;
 }
 
 /* The root of a FUSE mount (our root is FUSE_ROOT_ID, its st_ino). */
@@ -209,7 +280,7 @@ int stp_prime_mount(const struct stp_image *img, const char *mountpoint,
 			err = -ESTALE; /* something else is there now: look nothing up */
 			close(root);
 		} else {
-			look_up_all(&p, root, st);
+			err = look_up_bounded(&p, root, st);
 			close(root);
 		}
 	}

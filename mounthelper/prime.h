@@ -10,7 +10,12 @@
  *
  * This runs in the mounting process, not in the daemon: the confined daemon has no path
  * to its own mount (its root is an empty tmpfs) and, running as another user, may not be
- * let in. Only lookups are made (fstatat), never a read.
+ * let in. Only lookups are made (openat2 with O_PATH, then fstat), never a read. The
+ * image is untrusted: each path is resolved beneath the mount's root with no symlink,
+ * ".." or other mount followed, the file found must carry the inode the plan expects,
+ * and the lookups run in a child that is killed after 10 s, so a damaged image or a
+ * daemon that stops answering can neither lead the (often privileged) caller outside the
+ * mount nor hold mount(8) up.
  *
  * Not thread-safe: one call at a time per image. Returns 0 or a negative errno.
  */
@@ -29,7 +34,9 @@ struct stp_prime_stats {
 
 /* Looks up the files of IMG's hot region under MOUNTPOINT, where IMG is mounted. Nothing
  * to do (0, all counts 0) when IMG has no hot region. -ENOMEM; an error opening
- * MOUNTPOINT. Failed lookups are counted, not returned: priming only saves time. */
+ * MOUNTPOINT; -ESTALE when MOUNTPOINT is not the root of a FUSE mount; -ETIMEDOUT when
+ * the lookups took too long (then the counts are 0). Failed lookups are counted, not
+ * returned: priming only saves time. */
 int stp_prime_mount(const struct stp_image *img, const char *mountpoint,
 		    struct stp_prime_stats *st);
 
