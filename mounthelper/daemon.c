@@ -329,12 +329,11 @@ static int wait_daemon(int fd, pid_t pid, const char *prog)
  * which stores no page). In the foreground there is no mounting process to do it. */
 static void prime(const struct stp_mount_opts *o, const char *prog, const struct stp_image *img)
 {
-	struct stp_prime_stats st;
 	int err;
 
 	if (!o->warm_workers || o->record || o->no_prime)
 		return;
-	err = stp_prime_mount(img, o->mountpoint, &st);
+	err = stp_prime_mount(img, o->mountpoint);
 	if (err)
 		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", prog, o->mountpoint,
 			strerror(-err));

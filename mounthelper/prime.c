@@ -195,20 +195,14 @@ static int look_up(int root, const char *path, uint32_t ino)
 
 /* The lookups themselves. The first sign that the mount is gone, or is not the image
  * the plan was made from, or that the kernel cannot confine the walk, ends them. */
-static void look_up_all(const struct plan *p, int root, struct stp_prime_stats *st)
+static void look_up_all(const struct plan *p, int root)
 {
 	for (uint32_t i = 0; i < p->nfiles; i++) {
 		int err;
 
 		if (p->files[i].path == UINT32_MAX)
 			continue;
-		st->files++;
 		err = look_up(root, p->pool + p->files[i].path, p->files[i].ino);
-		if (!err) {
-			st->primed++;
-			continue;
-		}
-		st->failed++;
 		if (err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS)
 			break;
 	}
@@ -216,8 +210,8 @@ static void look_up_all(const struct plan *p, int root, struct stp_prime_stats *
 
 /* Runs the lookups in a child, which is killed if they take longer than PRIME_DEADLINE_MS:
  * a FUSE request waits until it is answered, and a stopped daemon never answers. The
- * child's counts come back through a pipe. */
-static int look_up_bounded(const struct plan *p, int root, struct stp_prime_stats *st)
+ * pipe closes when the child exits. */
+static int look_up_bounded(const struct plan *p, int root)
 {
 	struct pollfd pfd = { .events = POLLIN };
 	int fds[2], status, ready;
@@ -228,8 +222,8 @@ static int look_up_bounded(const struct plan *p, int root, struct stp_prime_stat
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		look_up_all(p, root, st);
-		_exit(write(fds[1], st, sizeof(*st)) == (ssize_t)sizeof(*st) ? 0 : 1);
+		look_up_all(p, root);
+		_exit(0);
 	}
 	close(fds[1]);
 	if (pid < 0) {
@@ -240,11 +234,8 @@ static int look_up_bounded(const struct plan *p, int root, struct stp_prime_stat
 	do
 		ready = poll(&pfd, 1, PRIME_DEADLINE_MS);
 	while (ready < 0 && errno == EINTR);
-	if (ready <= 0 || read(fds[0], st, sizeof(*st)) != (ssize_t)sizeof(*st)) {
+	if (ready <= 0)
 		kill(pid, SIGKILL);
-		memset(st, 0, sizeof(*st));
-		ready = 0;
-	}
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
@@ -261,13 +252,11 @@ static int is_fuse_root(int fd)
 	       st.st_ino == 1;
 }
 
-int stp_prime_mount(const struct stp_image *img, const char *mountpoint,
-		    struct stp_prime_stats *st)
+int stp_prime_mount(const struct stp_image *img, const char *mountpoint)
 {
 	struct plan p = { .img = img, .hot_size = stp_image_sb(img)->hot_size };
 	int root, err = 0;
 
-	memset(st, 0, sizeof(*st));
 	if (!p.hot_size)
 		return 0;
 	err = build_plan(&p);
@@ -280,7 +269,7 @@ int stp_prime_mount(const struct stp_image *img, const char *mountpoint,
 			err = -ESTALE; /* something else is there now: look nothing up */
 			close(root);
 		} else {
-			err = look_up_bounded(&p, root, st);
+			err = look_up_bounded(&p, root);
 			close(root);
 		}
 	}

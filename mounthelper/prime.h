@@ -22,22 +22,14 @@
 #ifndef STP_PRIME_H
 #define STP_PRIME_H
 
-#include <stdint.h>
 
 struct stp_image;
 
-struct stp_prime_stats {
-	uint32_t files;  /* files of the hot region with a path */
-	uint32_t primed; /* looked up through the mount */
-	uint32_t failed; /* the lookup failed (the mount went away, or access was refused) */
-};
-
-/* Looks up the files of IMG's hot region under MOUNTPOINT, where IMG is mounted. Nothing
- * to do (0, all counts 0) when IMG has no hot region. -ENOMEM; an error opening
- * MOUNTPOINT; -ESTALE when MOUNTPOINT is not the root of a FUSE mount; -ETIMEDOUT when
- * the lookups took too long (then the counts are 0). Failed lookups are counted, not
- * returned: priming only saves time. */
-int stp_prime_mount(const struct stp_image *img, const char *mountpoint,
-		    struct stp_prime_stats *st);
+/* Looks up the files of IMG's hot region under MOUNTPOINT, where IMG is mounted (nothing
+ * to do without a hot region). -ENOMEM; an error opening MOUNTPOINT; -ESTALE when
+ * MOUNTPOINT is not the root of a FUSE mount; -ETIMEDOUT when the lookups took too long.
+ * A lookup that fails is not an error (priming only saves time): it ends the lookups
+ * when it shows the mount gone or not the image's. */
+int stp_prime_mount(const struct stp_image *img, const char *mountpoint);
 
 #endif

@@ -267,11 +267,7 @@ def damaged(gen_image, tmp_path):
     number, offset, stored = blocks[len(blocks) // 2]
     bad = tmp_path / "damaged.stipple"
     shutil.copyfile(gen_image, bad)
-    with open(bad, "r+b") as f:
-        f.seek(offset + stored // 2)
-        byte = f.read(1)
-        f.seek(offset + stored // 2)
-        f.write(bytes([byte[0] ^ 0x5A]))
+    treeutil.flip_byte(bad, offset + stored // 2)
     return bad, number
 
 

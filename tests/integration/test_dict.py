@@ -153,11 +153,7 @@ def damaged(dict_image, tmp_path):
     offset, size = dictionary(dict_image)
     bad = tmp_path / "bad-dict.stipple"
     shutil.copyfile(dict_image, bad)
-    with open(bad, "r+b") as f:
-        f.seek(offset + size // 2)
-        byte = f.read(1)
-        f.seek(offset + size // 2)
-        f.write(bytes([byte[0] ^ 0x5A]))
+    treeutil.flip_byte(bad, offset + size // 2)
     return bad
 
 

@@ -360,11 +360,7 @@ def test_damaged_block_gives_eio(tmp_path):
     blocks = blocks_of(image)
     assert len(blocks) > 20
     off, stored = blocks[len(blocks) // 2]
-    with open(image, "r+b") as f:
-        f.seek(off + stored // 2)
-        b = f.read(1)
-        f.seek(off + stored // 2)
-        f.write(bytes([b[0] ^ 0xFF]))
+    treeutil.flip_byte(image, off + stored // 2, 0xFF)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     failed, good = [], []

@@ -307,12 +307,7 @@ def damaged_copy(image, tmp_path, where):
     if where == "truncated":
         os.truncate(bad, os.path.getsize(image) * 2 // 3)
         return bad
-    off = damage_offset(image, where)
-    with open(bad, "r+b") as f:
-        f.seek(off)
-        byte = f.read(1)
-        f.seek(off)
-        f.write(bytes([byte[0] ^ 0x5A]))
+    treeutil.flip_byte(bad, damage_offset(image, where))
     return bad
 
 

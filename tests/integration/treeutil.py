@@ -396,3 +396,12 @@ def assert_same_tree(src, dst, **kw):
     diffs = compare_trees(src, dst, **kw)
     assert not diffs, "%d differences between %s and %s:\n%s" % (
         len(diffs), src, dst, "\n".join(diffs[:60]))
+
+
+def flip_byte(path, offset, mask=0x5A):
+    """Damages PATH in place: the byte at OFFSET is XORed with MASK."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ mask]))
