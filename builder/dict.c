@@ -24,27 +24,16 @@
  * every sample several times over, taking seconds for little difference. */
 #define TRAIN_LEVEL 3
 
-/* The files as one stream, read forward. */
+/* The pieces as one stream, read forward. */
 struct sampler {
-	struct node **files;
-	size_t nfiles, cur;   /* cur: the file holding position cur_start.. */
+	const struct piece *pieces;
+	size_t npieces, cur;  /* cur: the piece holding position cur_start.. */
 	uint64_t total, cur_start;
 };
 
-static int collect_files(struct node **order, size_t n, size_t nhot, struct sampler *s)
+static uint64_t piece_len(const struct piece *pc)
 {
-	s->files = malloc((n ? n : 1) * sizeof(*s->files));
-	if (!s->files)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		struct node *f = order[i];
-
-		if (f->st.st_size <= 0 || (f->hot_ranges && i >= nhot))
-			continue;
-		s->files[s->nfiles++] = f;
-		s->total += (uint64_t)f->st.st_size;
-	}
-	return 0;
+	return pc->end - pc->start;
 }
 
 /* Reads up to LEN stream bytes at POS (not before the previous call's POS) into BUF;
@@ -52,31 +41,33 @@ static int collect_files(struct node **order, size_t n, size_t nhot, struct samp
 static int sampler_read(struct sampler *s, uint64_t pos, uint8_t *buf, size_t len, size_t *got)
 {
 	*got = 0;
-	while (s->cur < s->nfiles &&
-	       s->cur_start + (uint64_t)s->files[s->cur]->st.st_size <= pos)
-		s->cur_start += (uint64_t)s->files[s->cur++]->st.st_size;
-	for (size_t i = s->cur; i < s->nfiles && *got < len; i++) {
-		struct node *f = s->files[i];
-		uint64_t start = i == s->cur ? pos - s->cur_start : 0;
+	while (s->cur < s->npieces && s->cur_start + piece_len(&s->pieces[s->cur]) <= pos)
+		s->cur_start += piece_len(&s->pieces[s->cur++]);
+	for (size_t i = s->cur; i < s->npieces && *got < len; i++) {
+		const struct piece *pc = &s->pieces[i];
+		uint64_t skip = i == s->cur ? pos - s->cur_start : 0;
 		size_t want = len - *got;
-		int fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int fd;
 		ssize_t r;
 
+		if (!piece_len(pc))
+			continue;
+		fd = open(pc->file->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
 			int err = errno;
 
-			fprintf(stderr, "mkstipple: %s: opening: %s\n", f->path, strerror(err));
+			fprintf(stderr, "mkstipple: %s: opening: %s\n", pc->file->path, strerror(err));
 			return -err;
 		}
-		if ((uint64_t)f->st.st_size - start < want)
-			want = (size_t)((uint64_t)f->st.st_size - start);
+		if (piece_len(pc) - skip < want)
+			want = (size_t)(piece_len(pc) - skip);
 		do
-			r = pread(fd, buf + *got, want, (off_t)start);
+			r = pread(fd, buf + *got, want, (off_t)(pc->start + skip));
 		while (r < 0 && errno == EINTR);
 		if (r < 0) {
 			int err = errno;
 
-			fprintf(stderr, "mkstipple: %s: reading: %s\n", f->path, strerror(err));
+			fprintf(stderr, "mkstipple: %s: reading: %s\n", pc->file->path, strerror(err));
 			close(fd);
 			return -err;
 		}
@@ -117,10 +108,10 @@ static int take_samples(struct sampler *s, unsigned block_log, uint8_t **buf, si
 	return rc;
 }
 
-int dict_train(struct node **order, size_t n, size_t nhot, unsigned block_log,
-	       uint8_t **dict, size_t *len)
+int dict_train(const struct piece *order, size_t n, unsigned block_log, uint8_t **dict,
+	       size_t *len)
 {
-	struct sampler s = { 0 };
+	struct sampler s = { .pieces = order, .npieces = n };
 	ZDICT_fastCover_params_t params = {
 		.d = 8, .f = 20, .steps = 4, .nbThreads = 1, .accel = 1,
 		.zParams = { .compressionLevel = TRAIN_LEVEL, .notificationLevel = 0 },
@@ -128,8 +119,10 @@ int dict_train(struct node **order, size_t n, size_t nhot, unsigned block_log,
 	uint8_t *samples = NULL, *out = NULL;
 	size_t *sizes = NULL, made;
 	unsigned count = 0;
-	int rc = collect_files(order, n, nhot, &s);
+	int rc = 0;
 
+	for (size_t i = 0; i < n; i++)
+		s.total += piece_len(&order[i]);
 	*dict = NULL;
 	*len = 0;
 	if (rc || s.total < INPUT_MIN)
@@ -151,6 +144,5 @@ out:
 	free(out);
 	free(samples);
 	free(sizes);
-	free(s.files);
 	return rc;
 }

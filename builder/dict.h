@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "scan.h"
+#include "order.h"
 
 /* Blocks of 1 << DICT_BLOCK_LOG_LIMIT bytes and more get no dictionary. Measured on
  * /usr/lib/python3.11 at level 19, what a 112 KiB dictionary saves in the blocks: 64K
@@ -18,12 +18,12 @@
  * 2M nothing. */
 #define DICT_BLOCK_LOG_LIMIT 19u
 
-/* Trains a dictionary on samples of the files ORDER[0..n) in stream order, the first NHOT
- * being the hot region (a file listed twice, for its hot ranges and after, is sampled once). The result depends only on the
- * file bytes, their order and BLOCK_LOG. On success *dict is owned by the caller (free)
+/* Trains a dictionary on samples of the pieces ORDER[0..n), the files' bytes as the
+ * stream will hold them. The result depends only on the file bytes, their order and
+ * BLOCK_LOG. On success *dict is owned by the caller (free)
  * and holds *len bytes; *dict is NULL when the tree is too small or too uniform to train
  * on. Read errors are printed with the path. Returns 0 or -errno. */
-int dict_train(struct node **order, size_t n, size_t nhot, unsigned block_log, uint8_t **dict,
+int dict_train(const struct piece *order, size_t n, unsigned block_log, uint8_t **dict,
 	       size_t *len);
 
 #endif

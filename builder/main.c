@@ -163,7 +163,7 @@ static int write_dictionary(struct pack_result *r, int fd, struct stp_superblock
 	return stp_pwrite_full(fd, r->dict, r->dict_size, sb->dict_offset);
 }
 
-static int write_image(const struct options *o, struct tree *t, struct node **order,
+static int write_image(const struct options *o, struct tree *t, const struct piece *order,
 		       size_t count, size_t nhot, struct output *out, uint64_t *image_size)
 {
 	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
@@ -228,7 +228,7 @@ int main(int argc, char **argv)
 	struct options o = { 0 };
 	struct tree t = { 0 };
 	struct output out = { .fd = -1 };
-	struct node **order = NULL;
+	struct piece *order = NULL;
 	uint64_t t0 = stp_now_ns(), image_size = 0;
 	size_t nhot = 0, count = 0;
 	int rc = parse_args(argc, argv, &o);

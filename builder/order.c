@@ -7,16 +7,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Machine code sorts apart from everything else, so that the blocks the packer filters
- * hold little else; within each kind, path order keeps a package's files side by side,
- * which measured better than grouping by extension (see mkstipple(1)). */
+/* After the hot region: the files that are not machine code, then the bytes of machine
+ * code files around their code (symbol tables, strings, data), then the code itself, by
+ * kind, so that the blocks the packer filters hold code and little else. */
+enum group { GROUP_PLAIN, GROUP_NEAR_CODE, GROUP_X86, GROUP_ARM64 };
+
+static enum group piece_group(const struct piece *p)
+{
+	const struct node *f = p->file;
+
+	if (f->filter == STP_FILTER_NONE)
+		return GROUP_PLAIN;
+	if (p->start < f->code_start || p->end > f->code_end)
+		return GROUP_NEAR_CODE;
+	return f->filter == STP_FILTER_ARM64 ? GROUP_ARM64 : GROUP_X86;
+}
+
+/* Within a group, path order keeps a package's files side by side, which measured better
+ * than grouping by extension or by content type (see mkstipple(1)). */
 static int cmp_similar(const void *a, const void *b)
 {
-	const struct node *x = *(struct node *const *)a, *y = *(struct node *const *)b;
+	const struct piece *x = a, *y = b;
+	enum group gx = piece_group(x), gy = piece_group(y);
+	int c;
 
-	if (x->filter != y->filter)
-		return x->filter < y->filter ? -1 : 1;
-	return strcmp(x->path, y->path);
+	if (gx != gy)
+		return gx < gy ? -1 : 1;
+	c = x->file == y->file ? 0 : strcmp(x->file->path, y->file->path);
+	if (c)
+		return c;
+	return (x->start > y->start) - (x->start < y->start);
 }
 
 /* Looks up a tree-relative PATH component by component (children are sorted). */
@@ -192,29 +212,77 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 	return 0;
 }
 
-int order_files(struct tree *t, const char *hot_list, struct node ***out, size_t *nhot,
-		size_t *count)
+/* Adds [A, B) of F, cut where its code begins and where it ends. */
+static void add_cut(struct piece *v, size_t *n, struct node *f, uint64_t a, uint64_t b)
 {
-	/* a file read only in part at start-up appears twice: its hot part, then the rest */
-	struct node **order = malloc((t->nfiles ? 2 * t->nfiles : 1) * sizeof(*order));
-	size_t n = 0;
-	int rc;
+	const uint64_t cut[2] = { f->code_start, f->code_end };
 
-	if (!order)
-		return -ENOMEM;
-	if (hot_list) {
-		rc = read_hot_list(t, hot_list, order, &n);
-		if (rc) {
-			free(order);
-			return rc;
+	for (int i = 0; i < 2 && f->filter != STP_FILTER_NONE; i++) {
+		if (cut[i] > a && cut[i] < b) {
+			v[(*n)++] = (struct piece){ f, a, cut[i] };
+			a = cut[i];
 		}
 	}
+	if (a < b)
+		v[(*n)++] = (struct piece){ f, a, b };
+}
+
+/* Adds the pieces of F that follow the hot region: what its hot ranges leave, if any. */
+static void add_rest(struct piece *v, size_t *n, struct node *f)
+{
+	uint64_t pos = 0, size = (uint64_t)f->st.st_size;
+
+	if (!size && !f->hot) {
+		v[(*n)++] = (struct piece){ f, 0, 0 }; /* still checked for having grown */
+		return;
+	}
+	if (f->hot && !f->hot_ranges)
+		return;
+	for (size_t i = 0; i < f->nhot_ranges; i++) {
+		add_cut(v, n, f, pos, f->hot_ranges[i].start);
+		pos = f->hot_ranges[i].end;
+	}
+	add_cut(v, n, f, pos, size);
+}
+
+static void add_hot(struct piece *v, size_t *n, struct node *f)
+{
+	if (!f->hot_ranges) {
+		v[(*n)++] = (struct piece){ f, 0, (uint64_t)f->st.st_size };
+		return;
+	}
+	for (size_t i = 0; i < f->nhot_ranges; i++)
+		v[(*n)++] = (struct piece){ f, f->hot_ranges[i].start, f->hot_ranges[i].end };
+}
+
+int order_files(struct tree *t, const char *hot_list, struct piece **out, size_t *nhot,
+		size_t *count)
+{
+	struct node **hot = malloc((t->nfiles ? t->nfiles : 1) * sizeof(*hot));
+	struct piece *v = NULL;
+	size_t nh = 0, cap = 0, n = 0;
+	int rc = hot ? 0 : -ENOMEM;
+
+	if (!rc && hot_list)
+		rc = read_hot_list(t, hot_list, hot, &nh);
+	/* each range may leave a gap before it, each gap cut twice at the code's edges */
+	for (size_t i = 0; i < t->nfiles && !rc; i++)
+		cap += 3 + 4 * t->files[i]->nhot_ranges;
+	v = rc ? NULL : malloc((cap ? cap : 1) * sizeof(*v));
+	if (!rc && !v)
+		rc = -ENOMEM;
+	for (size_t i = 0; i < nh && !rc; i++)
+		add_hot(v, &n, hot[i]);
 	*nhot = n;
-	for (size_t i = 0; i < t->nfiles; i++)
-		if (!t->files[i]->hot || t->files[i]->hot_ranges)
-			order[n++] = t->files[i];
-	qsort(order + *nhot, n - *nhot, sizeof(*order), cmp_similar);
-	*out = order;
+	for (size_t i = 0; i < t->nfiles && !rc; i++)
+		add_rest(v, &n, t->files[i]);
+	free(hot);
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	qsort(v + *nhot, n - *nhot, sizeof(*v), cmp_similar);
+	*out = v;
 	*count = n;
 	return 0;
 }

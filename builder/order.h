@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The order of file data in the stream: the hot list's files first, in its order, then
- * the rest grouped so that similar content sits together. Deterministic: depends only on
- * the tree and the hot list. Not thread-safe.
+ * the rest grouped so that similar content sits together, programs cut so that their
+ * code sits apart from their tables and data. Deterministic: depends only on the tree
+ * and the hot list. Not thread-safe.
  */
 #ifndef MKSTP_ORDER_H
 #define MKSTP_ORDER_H
@@ -11,12 +12,20 @@
 
 #include "scan.h"
 
-/* Fills *out (caller frees) with *count entries: every primary regular file of T in
- * stream order; the first *nhot of them are the hot region. A hot file with ranges
- * (node->hot_ranges) appears twice: in the hot region for its ranges, and later for the
- * rest. HOT_LIST may be NULL. A hot list that cannot be read is an error; a listed path
- * missing from the tree is a warning. */
-int order_files(struct tree *t, const char *hot_list, struct node ***out, size_t *nhot,
+/* A run of one file's bytes, [start, end), as it goes into the stream. */
+struct piece {
+	struct node *file;
+	uint64_t start, end;
+};
+
+/* Fills *out (caller frees) with *count pieces that together hold every byte of every
+ * primary regular file of T once, in stream order; the first *nhot of them are the hot
+ * region. A file is one piece unless the hot list names ranges of it (those go to the
+ * hot region, the rest later) or it is machine code whose code lies within it (the code
+ * sorts apart from its other bytes). An empty file is one empty piece. HOT_LIST may be
+ * NULL. A hot list that cannot be read is an error; a listed path missing from the tree
+ * is a warning. */
+int order_files(struct tree *t, const char *hot_list, struct piece **out, size_t *nhot,
 		size_t *count);
 
 #endif

@@ -347,12 +347,24 @@ static int add_extent(struct node *f, uint64_t file_off, uint64_t stream_off, ui
 	return 0;
 }
 
-/* Stores LEN file bytes at FILE_OFF (DATA NULL: zeros) as stream bytes. */
+/* Stores LEN file bytes at FILE_OFF (DATA NULL: zeros) as stream bytes, counting those
+ * within the file's code as machine code. */
 static int emit(struct packer *p, struct node *f, const uint8_t *data, uint64_t file_off, size_t len)
 {
+	uint64_t end = file_off + len, a = file_off, b = end;
 	int rc = add_extent(f, file_off, p->stream, len);
 
-	return rc ? rc : stream_append(p, data, len, f->filter);
+	if (f->filter != STP_FILTER_NONE) {
+		a = f->code_start > a ? (f->code_start < end ? f->code_start : end) : a;
+		b = f->code_end < b ? (f->code_end > a ? f->code_end : a) : b;
+	}
+	if (!rc && a > file_off)
+		rc = stream_append(p, data, a - file_off, STP_FILTER_NONE);
+	if (!rc && b > a)
+		rc = stream_append(p, data ? data + (a - file_off) : NULL, b - a, f->filter);
+	if (!rc && end > b)
+		rc = stream_append(p, data ? data + (b - file_off) : NULL, end - b, STP_FILTER_NONE);
+	return rc;
 }
 
 static int is_zero(const uint8_t *b, size_t len)
@@ -447,24 +459,6 @@ static int read_file(struct packer *p, struct node *f, int fd)
 	return rc;
 }
 
-/* A file read only in part at start-up: its hot ranges, or (REST) everything else. */
-static int read_parts(struct packer *p, struct node *f, int fd, int rest)
-{
-	uint64_t pos = 0;
-	int rc = 0;
-
-	for (size_t i = 0; i < f->nhot_ranges && !rc; i++) {
-		const struct hot_range *r = &f->hot_ranges[i];
-
-		rc = rest ? read_span(p, f, fd, pos, r->start, NULL)
-			  : read_span(p, f, fd, r->start, r->end, NULL);
-		pos = r->end;
-	}
-	if (!rc && rest)
-		rc = read_span(p, f, fd, pos, (uint64_t)f->st.st_size, NULL);
-	return rc;
-}
-
 static int cmp_extent(const void *a, const void *b)
 {
 	const struct stp_extent *x = a, *y = b;
@@ -472,7 +466,7 @@ static int cmp_extent(const void *a, const void *b)
 	return (x->file_off > y->file_off) - (x->file_off < y->file_off);
 }
 
-/* The hot part and the rest were packed apart: sort and join the extents. */
+/* Pieces of a file are packed apart: sort and join its extents. */
 static void sort_extents(struct node *f)
 {
 	uint32_t k = 0;
@@ -490,32 +484,39 @@ static void sort_extents(struct node *f)
 	f->nextents = k;
 }
 
-static int pack_file(struct packer *p, struct node *f, int in_hot)
+/* A copy of a file packed earlier takes its extents, once every piece is packed. */
+static int take_copy(struct packer *p, struct node *f)
 {
+	size_t bytes = f->same_as->nextents * sizeof(*f->extents);
+	struct stat after;
+
+	/* compared byte for byte earlier: it must not have changed since */
+	if (lstat(f->path, &after) || changed(f, &after))
+		return file_error(f->path, EAGAIN, "file changed while it was read");
+	f->extents = malloc(bytes ? bytes : 1);
+	if (!f->extents)
+		return -ENOMEM;
+	memcpy(f->extents, f->same_as->extents, bytes);
+	f->nextents = f->same_as->nextents;
+	p->done_in += (uint64_t)f->st.st_size;
+	return 0;
+}
+
+static int pack_piece(struct packer *p, const struct piece *pc)
+{
+	struct node *f = pc->file;
 	struct stat after;
 	char probe;
 	int fd, rc;
 
-	if (f->same_as) {
-		size_t bytes = f->same_as->nextents * sizeof(*f->extents);
-
-		/* compared byte for byte earlier: it must not have changed since */
-		if (lstat(f->path, &after) || changed(f, &after))
-			return file_error(f->path, EAGAIN, "file changed while it was read");
-		f->extents = malloc(bytes ? bytes : 1);
-		if (!f->extents)
-			return -ENOMEM;
-		memcpy(f->extents, f->same_as->extents, bytes);
-		f->nextents = f->same_as->nextents;
-		p->done_in += (uint64_t)f->st.st_size;
+	if (f->same_as)
 		return 0;
-	}
 	fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return file_error(f->path, errno, "opening");
-	rc = f->hot_ranges ? read_parts(p, f, fd, !in_hot) : read_file(p, f, fd);
-	if (!rc && f->hot_ranges && !in_hot)
-		sort_extents(f);
+	/* a file read whole is hashed again when it was hashed to find copies */
+	rc = pc->start == 0 && pc->end == (uint64_t)f->st.st_size ?
+	     read_file(p, f, fd) : read_span(p, f, fd, pc->start, pc->end, NULL);
 	if (!rc && (fstat(fd, &after) || changed(f, &after) ||
 		    pread(fd, &probe, 1, f->st.st_size) > 0))
 		rc = file_error(f->path, EAGAIN, "file changed while it was read");
@@ -606,7 +607,7 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 	return rc;
 }
 
-static int find_duplicates(struct node **order, size_t n, uint8_t *buf)
+static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf)
 {
 	struct sized *v = malloc((n ? n : 1) * sizeof(*v));
 	int rc = 0;
@@ -615,9 +616,11 @@ static int find_duplicates(struct node **order, size_t n, uint8_t *buf)
 		return -ENOMEM;
 	size_t m = 0;
 
+	/* each file by its first byte's piece; a file with hot ranges is never shared, as
+	 * its ranges must stay in the hot region */
 	for (size_t i = 0; i < n; i++)
-		if (!order[i]->hot_ranges) /* packed in two parts: never shared */
-			v[m++] = (struct sized){ order[i], i };
+		if (order[i].start == 0 && !order[i].file->hot_ranges)
+			v[m++] = (struct sized){ order[i].file, i };
 	n = m;
 	qsort(v, n, sizeof(*v), cmp_sized);
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -700,7 +703,25 @@ static int plan_parallelism(struct packer *p)
 	return 0;
 }
 
-static int pack_all(struct packer *p, struct node **order, size_t n, size_t nhot,
+/* Copies take their extents, and files packed in pieces get theirs sorted. */
+static int finish_files(struct packer *p, const struct piece *order, size_t n)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct node *f = order[i].file;
+
+		if (order[i].start != 0)
+			continue; /* every file has exactly one piece from its first byte */
+		if (f->same_as)
+			rc = take_copy(p, f);
+		else
+			sort_extents(f);
+	}
+	return rc;
+}
+
+static int pack_all(struct packer *p, const struct piece *order, size_t n, size_t nhot,
 		    struct pack_result *r)
 {
 	struct slot *last;
@@ -709,13 +730,15 @@ static int pack_all(struct packer *p, struct node **order, size_t n, size_t nhot
 	for (size_t i = 0; i < n && !rc; i++) {
 		/* in the hot region each file starts on a page of the stream, so that a stream
 		 * page belongs to one file: the mount tracks what it warmed by page */
-		if (i < nhot && p->stream % PAGE)
+		if (i < nhot && p->stream % PAGE && (!i || order[i - 1].file != order[i].file))
 			rc = stream_append(p, NULL, PAGE - p->stream % PAGE, STP_FILTER_NONE);
 		if (!rc)
-			rc = pack_file(p, order[i], i < nhot);
+			rc = pack_piece(p, &order[i]);
 		if (i + 1 == nhot)
 			r->hot_size = p->stream;
 	}
+	if (!rc)
+		rc = finish_files(p, order, n);
 	/* the slot after the last one submitted holds a partial last block, if any; when the
 	 * data ended on a block edge it may still be a full block waiting to be written */
 	last = &p->slots[p->submitted % p->nslots];
@@ -742,7 +765,7 @@ static int make_cdict(struct packer *p, const uint8_t *dict, size_t len)
 }
 
 /* One pass over the files with DICT (NULL: none). */
-static int pack_once(struct node **order, size_t n, size_t nhot, int fd, uint64_t start,
+static int pack_once(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
 		     const struct pack_opts *o, const uint8_t *dict, size_t dict_len,
 		     struct pack_result *r)
 {
@@ -752,8 +775,7 @@ static int pack_once(struct node **order, size_t n, size_t nhot, int fd, uint64_
 
 	memset(r, 0, sizeof(*r));
 	for (size_t i = 0; i < n; i++)
-		if (!order[i]->hot_ranges || i >= nhot)
-			p.total_in += (uint64_t)order[i]->st.st_size;
+		p.total_in += order[i].end - order[i].start;
 	if (!rc)
 		rc = plan_parallelism(&p);
 	if (rc) {
@@ -798,12 +820,12 @@ static int pack_once(struct node **order, size_t n, size_t nhot, int fd, uint64_
 }
 
 /* Forgets what a pass stored, for another pass. */
-static void reset_extents(struct node **order, size_t n)
+static void reset_extents(const struct piece *order, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		free(order[i]->extents);
-		order[i]->extents = NULL;
-		order[i]->nextents = 0;
+		free(order[i].file->extents);
+		order[i].file->extents = NULL;
+		order[i].file->nextents = 0;
 	}
 }
 
@@ -816,7 +838,7 @@ static void reset_extents(struct node **order, size_t n)
  * packed again without it. Either way the image is never larger than without it, and
  * the choice depends on nothing but the tree and the options that shape the image.
  */
-int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t start,
+int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
 	       const struct pack_opts *o, struct pack_result *r)
 {
 	uint8_t *dict = NULL, *buf = malloc(STAGE_SIZE);
@@ -827,7 +849,7 @@ int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t star
 	free(buf);
 	memset(r, 0, sizeof(*r));
 	if (!rc && o->block_log < DICT_BLOCK_LOG_LIMIT)
-		rc = dict_train(order, n, nhot, o->block_log, &dict, &dict_len);
+		rc = dict_train(order, n, o->block_log, &dict, &dict_len);
 	if (rc)
 		return rc;
 	rc = pack_once(order, n, nhot, fd, start, o, dict, dict_len, r);

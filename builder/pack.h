@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "order.h"
 #include "scan.h"
 
 struct pack_opts {
@@ -37,10 +38,10 @@ struct pack_result {
 	uint64_t dict_blocks; /* blocks that use it */
 };
 
-/* Packs ORDER[0..n) (the first NHOT are hot) into FD from offset START. Sets each file's
- * extents. Below DICT_BLOCK_LOG_LIMIT it trains a dictionary and keeps it only when it
+/* Packs the pieces ORDER[0..n) (the first NHOT are hot) into FD from offset START. Sets
+ * each file's extents, sorted by file offset. Below DICT_BLOCK_LOG_LIMIT it trains a dictionary and keeps it only when it
  * makes the image smaller. Errors are printed with the path; returns 0 or -errno. */
-int pack_files(struct node **order, size_t n, size_t nhot, int fd, uint64_t start,
+int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
 	       const struct pack_opts *o, struct pack_result *r);
 
 /* Bytes the packer holds per block in flight and per worker at these settings, with or

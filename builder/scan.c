@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bcj.h"
+#include "elfcode.h"
 
 static int fail(const char *path, int err, const char *what)
 {
@@ -219,21 +220,28 @@ static int scan_dir(struct node *n)
 	return rc;
 }
 
-/* Machine code is told by its ELF header; the packer filters blocks that hold it. */
+/* Machine code is told by its ELF header, and found by its section table; the packer
+ * filters the blocks that hold it. A table that cannot be used makes the whole file code. */
 static int read_filter(struct node *n)
 {
 	uint8_t head[64];
-	int fd = open(n->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(n->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
 	ssize_t len;
 
 	if (fd < 0)
 		return fail(n->path, errno, "opening");
 	len = pread(fd, head, sizeof(head), 0);
-	close(fd);
 	if (len < 0)
-		return fail(n->path, errno, "reading");
-	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
-	return 0;
+		rc = -errno;
+	else
+		n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
+	if (!rc && n->filter != STP_FILTER_NONE) {
+		n->code_start = 0;
+		n->code_end = (uint64_t)n->st.st_size;
+		rc = elf_code_span(fd, (uint64_t)n->st.st_size, &n->code_start, &n->code_end);
+	}
+	close(fd);
+	return rc < 0 ? fail(n->path, -rc, "reading") : 0;
 }
 
 static int scan_node(struct node *n)

@@ -45,6 +45,7 @@ struct node {
 	struct hot_range *hot_ranges; /* the parts start-up reads; NULL: the whole file */
 	size_t nhot_ranges;
 	uint8_t filter;        /* enum stp_filter that suits its machine code */
+	uint64_t code_start, code_end; /* the bytes holding that code (filter set) */
 	uint64_t hash[2];      /* content hash, when another file has the same size */
 	int hashed;
 	struct node *same_as;  /* identical content stored earlier in the stream */

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import time
@@ -15,6 +16,7 @@ import pytest
 
 from conftest import (MKSTIPPLE, PYTHON_LIB, build_image, extract_image, require_command,
                       run)
+from imageutil import CraftedImage
 import treeutil
 
 FAST = ("--level", "3", "--block-size", "64K")
@@ -170,6 +172,68 @@ def test_no_bcj(stipple, image_of, tmp_path):
             assert re.search(r"features:\s+none", info), info
         out = extract_image(image, tmp_path / ("out%d" % len(args)))
         assert_same_tree(src, out)
+
+
+def elf_code_span(path):
+    """[start, end) of the sections of a little-endian ELF64 file that hold instructions,
+    read here with struct, apart from mkstipple's own reader."""
+    data = read_file(path)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    entsize, count = struct.unpack_from("<HH", data, 0x3a)
+    spans = []
+    for i in range(count):
+        _, kind, flags, _, off, size = struct.unpack_from("<IIQQQQ", data, shoff + i * entsize)
+        if kind != 8 and flags & 4 and size:  # not SHT_NOBITS, SHF_EXECINSTR
+            spans.append((off, off + size))
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def stream_runs(meta, name, inside=None):
+    """Stream [start, end) of file NAME's extents; with INSIDE = (a, b), only those of file
+    bytes within it, and a check that no extent straddles its edges."""
+    runs = []
+    for file_off, stream_off, length in meta.extents(meta.lookup(name)):
+        if inside:
+            a, b = inside
+            within = a <= file_off and file_off + length <= b
+            assert within or file_off + length <= a or file_off >= b, \
+                "%s: extent %d+%d straddles its code %d-%d" % (name, file_off, length, a, b)
+            if not within:
+                continue
+        runs.append((stream_off, stream_off + length))
+    return runs
+
+
+def test_machine_code_sorts_apart(image_of, tmp_path):
+    """After plain files come the other bytes of programs (headers, symbols, data), then
+    their code; a program whose section table cannot be read counts as code whole; a hot
+    program stays whole in the hot region. Every file reads back as it was."""
+    src = tmp_path / "src"
+    src.mkdir()
+    progs = ("ls", "true", "sleep", "cp")
+    for prog in progs:
+        shutil.copy2("/usr/bin/" + prog, src)
+    damaged = bytearray(read_file("/usr/bin/true"))
+    struct.pack_into("<Q", damaged, 0x28, len(damaged) + 4096)  # section table past the end
+    (src / "damaged").write_bytes(bytes(damaged))
+    (src / "notes.txt").write_bytes(b"plain text, not machine code\n" * 4000)
+    (tmp_path / "hot.txt").write_text("cp\n")
+    image = image_of(src, "--hot-list", str(tmp_path / "hot.txt"), *FAST)
+    meta = CraftedImage(image)
+    spans = {p: elf_code_span(src / p) for p in progs}
+
+    code = [r for p in progs[:3] for r in stream_runs(meta, p, spans[p])]
+    code += stream_runs(meta, "damaged")
+    near = [r for p in progs[:3] for r in stream_runs(meta, p)
+            if r not in stream_runs(meta, p, spans[p])]
+    plain = stream_runs(meta, "notes.txt")
+    hot = stream_runs(meta, "cp")
+    assert len(hot) == 1 and hot[0][0] == 0, "the hot program was cut or moved: %r" % hot
+    assert all(len(stream_runs(meta, p, spans[p])) >= 1 for p in progs[:3])
+    assert max(e for _, e in hot) <= min(s for s, _ in plain)
+    assert max(e for _, e in plain) <= min(s for s, _ in near)
+    assert max(e for _, e in near) <= min(s for s, _ in code)
+    assert_same_tree(src, extract_image(image, tmp_path / "out"))
 
 
 @pytest.mark.parametrize("arg", ["--help", "--version"])

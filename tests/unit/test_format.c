@@ -15,16 +15,7 @@
 #include "format.h"
 #include "log.h"
 
-static int failures;
-
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,   \
-				__LINE__, #cond);                                \
-			failures++;                                              \
-		}                                                                \
-	} while (0)
+#include "check.h"
 
 #define CHECK_EQ(a, b)                                                                   \
 	do {                                                                             \

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/* Finding the machine code in an ELF file, so that it can be filtered apart from the
+ * symbol tables, strings and data around it. */
+#include "elfcode.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A section table larger than this is not one a linker wrote: 64Ki entries of 64 bytes. */
+#define TABLE_MAX (65536u * sizeof(Elf64_Shdr))
+
+struct reader {
+	int wide, big_endian; /* ELFCLASS64, ELFDATA2MSB */
+};
+
+static uint64_t get(const struct reader *r, const uint8_t *p, unsigned len)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < len; i++)
+		v |= (uint64_t)p[r->big_endian ? len - 1 - i : i] << (8 * i);
+	return v;
+}
+
+static int read_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0; /* shorter than its header says: not an ELF file we can use */
+		got += (size_t)n;
+	}
+	return 1;
+}
+
+/* Widens [*start, *end) by each section of TABLE[0..count) that is code in the file. */
+static int scan_sections(const struct reader *r, const uint8_t *table, uint64_t count,
+			 unsigned entsize, uint64_t size, uint64_t *start, uint64_t *end)
+{
+	int found = 0;
+
+	for (uint64_t i = 0; i < count; i++) {
+		const uint8_t *sh = table + i * entsize;
+		uint64_t type = get(r, sh + 4, 4);
+		uint64_t flags = r->wide ? get(r, sh + 8, 8) : get(r, sh + 8, 4);
+		uint64_t off = r->wide ? get(r, sh + 24, 8) : get(r, sh + 16, 4);
+		uint64_t len = r->wide ? get(r, sh + 32, 8) : get(r, sh + 20, 4);
+
+		if (type == SHT_NOBITS || !(flags & SHF_EXECINSTR) || !len || off > size ||
+		    len > size - off)
+			continue;
+		if (!found || off < *start)
+			*start = off;
+		if (!found || off + len > *end)
+			*end = off + len;
+		found = 1;
+	}
+	return found;
+}
+
+int elf_code_span(int fd, uint64_t size, uint64_t *start, uint64_t *end)
+{
+	uint8_t head[sizeof(Elf64_Ehdr)];
+	struct reader r;
+	uint64_t shoff, count, bytes;
+	unsigned entsize;
+	uint8_t *table;
+	int rc;
+
+	rc = size < sizeof(Elf32_Ehdr) ? 0 : read_full(fd, head, sizeof(Elf32_Ehdr), 0);
+	if (rc <= 0)
+		return rc;
+	if (memcmp(head, ELFMAG, SELFMAG))
+		return 0;
+	r.wide = head[EI_CLASS] == ELFCLASS64;
+	r.big_endian = head[EI_DATA] == ELFDATA2MSB;
+	if (r.wide) {
+		rc = size < sizeof(Elf64_Ehdr) ? 0 : read_full(fd, head, sizeof(Elf64_Ehdr), 0);
+		if (rc <= 0)
+			return rc;
+	}
+	shoff = r.wide ? get(&r, head + 0x28, 8) : get(&r, head + 0x20, 4);
+	entsize = (unsigned)get(&r, head + (r.wide ? 0x3a : 0x2e), 2);
+	count = get(&r, head + (r.wide ? 0x3c : 0x30), 2);
+	bytes = count * entsize;
+	/* count 0 with a table means more than 0xff00 sections: not worth following */
+	if (!count || entsize < (r.wide ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr)) ||
+	    bytes > TABLE_MAX || shoff > size || bytes > size - shoff)
+		return 0;
+	table = malloc(bytes);
+	if (!table)
+		return -ENOMEM;
+	rc = read_full(fd, table, bytes, shoff);
+	if (rc > 0)
+		rc = scan_sections(&r, table, count, entsize, size, start, end);
+	free(table);
+	return rc;
+}
