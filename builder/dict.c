@@ -31,9 +31,10 @@ struct sampler {
 	uint64_t total, cur_start;
 };
 
+/* Bytes of PC the stream holds: none for a copy of a file stored earlier. */
 static uint64_t piece_len(const struct piece *pc)
 {
-	return pc->end - pc->start;
+	return pc->file->same_as ? 0 : pc->end - pc->start;
 }
 
 /* Reads up to LEN stream bytes at POS (not before the previous call's POS) into BUF;
@@ -125,7 +126,7 @@ int dict_train(const struct piece *order, size_t n, unsigned block_log, uint8_t 
 		s.total += piece_len(&order[i]);
 	*dict = NULL;
 	*len = 0;
-	if (rc || s.total < INPUT_MIN)
+	if (s.total < INPUT_MIN)
 		goto out;
 	rc = take_samples(&s, block_log, &samples, &sizes, &count);
 	out = rc ? NULL : malloc(DICT_CAPACITY);

@@ -19,7 +19,7 @@
 #define DICT_BLOCK_LOG_LIMIT 19u
 
 /* Trains a dictionary on samples of the pieces ORDER[0..n), the files' bytes as the
- * stream will hold them. The result depends only on the file bytes, their order and
+ * stream will hold them (copies found by the packer left out). The result depends only on the file bytes, their order and
  * BLOCK_LOG. On success *dict is owned by the caller (free)
  * and holds *len bytes; *dict is NULL when the tree is too small or too uniform to train
  * on. Read errors are printed with the path. Returns 0 or -errno. */

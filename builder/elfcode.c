@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A section table larger than this is not one a linker wrote: 64Ki entries of 64 bytes. */
+/* The most section table mkstipple reads: 64Ki entries of a 64-bit header's size. */
 #define TABLE_MAX (65536u * sizeof(Elf64_Shdr))
 
 struct reader {
@@ -43,12 +43,14 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off)
 	return 1;
 }
 
-/* Widens [*start, *end) by each section of TABLE[0..count) that is code in the file. */
-static int scan_sections(const struct reader *r, const uint8_t *table, uint64_t count,
-			 unsigned entsize, uint64_t size, uint64_t *start, uint64_t *end)
+/* Sets [*start, *end) to the span of the sections of TABLE[0..count) that are code in
+ * the file, or to an empty span when none is. */
+static void scan_sections(const struct reader *r, const uint8_t *table, uint64_t count,
+			  unsigned entsize, uint64_t size, uint64_t *start, uint64_t *end)
 {
 	int found = 0;
 
+	*start = *end = 0;
 	for (uint64_t i = 0; i < count; i++) {
 		const uint8_t *sh = table + i * entsize;
 		uint64_t type = get(r, sh + 4, 4);
@@ -65,7 +67,6 @@ static int scan_sections(const struct reader *r, const uint8_t *table, uint64_t 
 			*end = off + len;
 		found = 1;
 	}
-	return found;
 }
 
 int elf_code_span(int fd, uint64_t size, uint64_t *start, uint64_t *end)
@@ -77,24 +78,21 @@ int elf_code_span(int fd, uint64_t size, uint64_t *start, uint64_t *end)
 	uint8_t *table;
 	int rc;
 
-	rc = size < sizeof(Elf32_Ehdr) ? 0 : read_full(fd, head, sizeof(Elf32_Ehdr), 0);
+	rc = size < sizeof(head) ? 0 : read_full(fd, head, sizeof(head), 0);
 	if (rc <= 0)
 		return rc;
-	if (memcmp(head, ELFMAG, SELFMAG))
+	if (memcmp(head, ELFMAG, SELFMAG) ||
+	    (head[EI_CLASS] != ELFCLASS32 && head[EI_CLASS] != ELFCLASS64) ||
+	    (head[EI_DATA] != ELFDATA2LSB && head[EI_DATA] != ELFDATA2MSB))
 		return 0;
 	r.wide = head[EI_CLASS] == ELFCLASS64;
 	r.big_endian = head[EI_DATA] == ELFDATA2MSB;
-	if (r.wide) {
-		rc = size < sizeof(Elf64_Ehdr) ? 0 : read_full(fd, head, sizeof(Elf64_Ehdr), 0);
-		if (rc <= 0)
-			return rc;
-	}
 	shoff = r.wide ? get(&r, head + 0x28, 8) : get(&r, head + 0x20, 4);
 	entsize = (unsigned)get(&r, head + (r.wide ? 0x3a : 0x2e), 2);
 	count = get(&r, head + (r.wide ? 0x3c : 0x30), 2);
 	bytes = count * entsize;
 	/* count 0 with a table means more than 0xff00 sections: not worth following */
-	if (!count || entsize < (r.wide ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr)) ||
+	if (!count || !shoff || entsize < (r.wide ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr)) ||
 	    bytes > TABLE_MAX || shoff > size || bytes > size - shoff)
 		return 0;
 	table = malloc(bytes);
@@ -102,7 +100,7 @@ int elf_code_span(int fd, uint64_t size, uint64_t *start, uint64_t *end)
 		return -ENOMEM;
 	rc = read_full(fd, table, bytes, shoff);
 	if (rc > 0)
-		rc = scan_sections(&r, table, count, entsize, size, start, end);
+		scan_sections(&r, table, count, entsize, size, start, end);
 	free(table);
 	return rc;
 }

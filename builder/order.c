@@ -265,9 +265,12 @@ int order_files(struct tree *t, const char *hot_list, struct piece **out, size_t
 
 	if (!rc && hot_list)
 		rc = read_hot_list(t, hot_list, hot, &nh);
-	/* each range may leave a gap before it, each gap cut twice at the code's edges */
-	for (size_t i = 0; i < t->nfiles && !rc; i++)
-		cap += 3 + 4 * t->files[i]->nhot_ranges;
+	/* K hot ranges leave up to K + 1 gaps, and the code's two edges cut two more */
+	for (size_t i = 0; i < t->nfiles && !rc; i++) {
+		const struct node *f = t->files[i];
+
+		cap += f->nhot_ranges ? 2 * f->nhot_ranges + 3 : f->filter ? 3 : 1;
+	}
 	v = rc ? NULL : malloc((cap ? cap : 1) * sizeof(*v));
 	if (!rc && !v)
 		rc = -ENOMEM;

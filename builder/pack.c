@@ -391,12 +391,14 @@ static int changed(struct node *f, const struct stat *now)
 	       now->st_mtim.tv_nsec != f->st.st_mtim.tv_nsec;
 }
 
+/* Looks for zeros a file page at a time, whatever offset a piece starts at. */
 static int pack_stage(struct packer *p, struct node *f, size_t n, uint64_t off, uint64_t *zeros)
 {
-	for (size_t i = 0; i < n; i += PAGE) {
-		size_t len = n - i < PAGE ? n - i : PAGE;
+	for (size_t i = 0, len; i < n; i += len) {
 		uint64_t at = off + i;
 		int rc = 0;
+
+		len = PAGE - at % PAGE < n - i ? PAGE - at % PAGE : n - i;
 
 		if (is_zero(p->stage + i, len)) {
 			*zeros += len;
@@ -471,6 +473,8 @@ static void sort_extents(struct node *f)
 {
 	uint32_t k = 0;
 
+	if (f->nextents < 2)
+		return;
 	qsort(f->extents, f->nextents, sizeof(*f->extents), cmp_extent);
 	for (uint32_t i = 0; i < f->nextents; i++) {
 		struct stp_extent *last = k ? &f->extents[k - 1] : NULL;
@@ -496,7 +500,8 @@ static int take_copy(struct packer *p, struct node *f)
 	f->extents = malloc(bytes ? bytes : 1);
 	if (!f->extents)
 		return -ENOMEM;
-	memcpy(f->extents, f->same_as->extents, bytes);
+	if (bytes)
+		memcpy(f->extents, f->same_as->extents, bytes);
 	f->nextents = f->same_as->nextents;
 	p->done_in += (uint64_t)f->st.st_size;
 	return 0;
@@ -542,7 +547,8 @@ static int cmp_sized(const void *a, const void *b)
 	return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-static int hash_file(struct node *f, uint8_t *buf)
+/* Hashes F's bytes into OUT, reading through BUF (STAGE_SIZE bytes). */
+static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 {
 	XXH3_state_t *h = XXH3_createState();
 	int fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
@@ -568,9 +574,8 @@ static int hash_file(struct node *f, uint8_t *buf)
 		off += (uint64_t)n;
 	}
 	XXH128_hash_t d = XXH3_128bits_digest(h);
-	f->hash[0] = d.low64;
-	f->hash[1] = d.high64;
-	f->hashed = 1;
+	out[0] = d.low64;
+	out[1] = d.high64;
 out:
 	if (fd >= 0)
 		close(fd);
@@ -627,8 +632,10 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf)
 		int same_size = (i > 0 && v[i].n->st.st_size == v[i - 1].n->st.st_size) ||
 				(i + 1 < n && v[i].n->st.st_size == v[i + 1].n->st.st_size);
 
-		if (same_size && v[i].n->st.st_size > 0)
-			rc = hash_file(v[i].n, buf);
+		if (same_size && v[i].n->st.st_size > 0) {
+			rc = hash_file(v[i].n, buf, v[i].n->hash);
+			v[i].n->hashed = !rc;
+		}
 	}
 	qsort(v, n, sizeof(*v), cmp_sized); /* now equal contents sit together, first first */
 	for (size_t i = 1; i < n && !rc; i++) {
@@ -640,8 +647,10 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf)
 
 			/* XXH3 is no proof against a crafted tree: compare the bytes */
 			rc = same_bytes(first, b, buf);
-			if (rc > 0)
+			if (rc > 0) {
 				b->same_as = first;
+				first->copied = 1;
+			}
 			rc = rc < 0 ? rc : 0;
 		}
 	}
@@ -703,7 +712,20 @@ static int plan_parallelism(struct packer *p)
 	return 0;
 }
 
-/* Copies take their extents, and files packed in pieces get theirs sorted. */
+/* A file read whole was hashed as it was packed; one packed in pieces that others copy
+ * is hashed again, since its copies' bytes were compared with what it held then. */
+static int check_copied(struct packer *p, struct node *f)
+{
+	uint64_t now[2];
+	int rc = hash_file(f, p->stage, now);
+
+	if (!rc && memcmp(now, f->hash, sizeof(now)))
+		rc = file_error(f->path, EAGAIN, "file changed while it was read");
+	return rc;
+}
+
+/* Copies take their extents, and files packed in pieces get theirs sorted. Originals
+ * come before their copies in ORDER, so their extents are final when copied. */
 static int finish_files(struct packer *p, const struct piece *order, size_t n)
 {
 	int rc = 0;
@@ -713,10 +735,13 @@ static int finish_files(struct packer *p, const struct piece *order, size_t n)
 
 		if (order[i].start != 0)
 			continue; /* every file has exactly one piece from its first byte */
-		if (f->same_as)
+		if (f->same_as) {
 			rc = take_copy(p, f);
-		else
-			sort_extents(f);
+			continue;
+		}
+		sort_extents(f);
+		if (f->copied && order[i].end != (uint64_t)f->st.st_size)
+			rc = check_copied(p, f);
 	}
 	return rc;
 }
@@ -732,6 +757,10 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 		 * page belongs to one file: the mount tracks what it warmed by page */
 		if (i < nhot && p->stream % PAGE && (!i || order[i - 1].file != order[i].file))
 			rc = stream_append(p, NULL, PAGE - p->stream % PAGE, STP_FILTER_NONE);
+		/* AArch64 instructions are 4-byte words, and the filter finds them by stream
+		 * position: keep a program's bytes where its file offsets put them, mod 4 */
+		if (!rc && order[i].file->filter == STP_FILTER_ARM64)
+			rc = stream_append(p, NULL, (order[i].start - p->stream) & 3, STP_FILTER_NONE);
 		if (!rc)
 			rc = pack_piece(p, &order[i]);
 		if (i + 1 == nhot)

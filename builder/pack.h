@@ -39,8 +39,9 @@ struct pack_result {
 };
 
 /* Packs the pieces ORDER[0..n) (the first NHOT are hot) into FD from offset START. Sets
- * each file's extents, sorted by file offset. Below DICT_BLOCK_LOG_LIMIT it trains a dictionary and keeps it only when it
- * makes the image smaller. Errors are printed with the path; returns 0 or -errno. */
+ * each file's extents, sorted by file offset. Below DICT_BLOCK_LOG_LIMIT it trains a
+ * dictionary and keeps it only when it makes the image smaller. Errors are printed with
+ * the path; returns 0 or -errno. */
 int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
 	       const struct pack_opts *o, struct pack_result *r);
 

@@ -221,7 +221,8 @@ static int scan_dir(struct node *n)
 }
 
 /* Machine code is told by its ELF header, and found by its section table; the packer
- * filters the blocks that hold it. A table that cannot be used makes the whole file code. */
+ * filters the blocks that hold it. A table that cannot be used makes the whole file
+ * code; a table without code in the file (a debug file) makes it none. */
 static int read_filter(struct node *n)
 {
 	uint8_t head[64];
@@ -231,17 +232,21 @@ static int read_filter(struct node *n)
 	if (fd < 0)
 		return fail(n->path, errno, "opening");
 	len = pread(fd, head, sizeof(head), 0);
-	if (len < 0)
-		rc = -errno;
-	else
-		n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
-	if (!rc && n->filter != STP_FILTER_NONE) {
+	if (len < 0) {
+		rc = fail(n->path, errno, "reading");
+		close(fd);
+		return rc;
+	}
+	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
+	if (n->filter != STP_FILTER_NONE) {
 		n->code_start = 0;
 		n->code_end = (uint64_t)n->st.st_size;
 		rc = elf_code_span(fd, (uint64_t)n->st.st_size, &n->code_start, &n->code_end);
+		if (rc > 0 && n->code_start == n->code_end)
+			n->filter = STP_FILTER_NONE; /* no code in the file: a debug file, say */
 	}
 	close(fd);
-	return rc < 0 ? fail(n->path, -rc, "reading") : 0;
+	return rc < 0 ? fail(n->path, -rc, "reading its section table") : 0;
 }
 
 static int scan_node(struct node *n)

@@ -49,6 +49,7 @@ struct node {
 	uint64_t hash[2];      /* content hash, when another file has the same size */
 	int hashed;
 	struct node *same_as;  /* identical content stored earlier in the stream */
+	int copied;            /* some later file is the same as this one */
 };
 
 struct tree {

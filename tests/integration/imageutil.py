@@ -43,6 +43,12 @@ class CraftedImage:
         return [struct.unpack_from("<QQQ", self.meta, ext_off + 24 * k)
                 for k in range(first, first + count)]
 
+    def block_filters(self):
+        """The filter of each block, in block order."""
+        count, = struct.unpack_from("<I", self.meta, 20)
+        block_off, = struct.unpack_from("<Q", self.meta, 64)
+        return [self.meta[block_off + 24 * k + 13] for k in range(count)]
+
     def inode(self, ino):
         mode, = struct.unpack_from("<I", self.meta, self.inode_off + 64 * ino)
         first, count = struct.unpack_from("<QI", self.meta, self.inode_off + 64 * ino + 40)

@@ -4,6 +4,7 @@ input, interruption and a changing tree are refused without leaving files behind
 
 import contextlib
 import os
+import platform
 import re
 import shutil
 import signal
@@ -206,33 +207,62 @@ def stream_runs(meta, name, inside=None):
 
 def test_machine_code_sorts_apart(image_of, tmp_path):
     """After plain files come the other bytes of programs (headers, symbols, data), then
-    their code; a program whose section table cannot be read counts as code whole; a hot
-    program stays whole in the hot region. Every file reads back as it was."""
+    their code, and only blocks of code are filtered; a program whose section table
+    cannot be read counts as code whole; a hot program stays whole in the hot region, a
+    program hot in part keeps the rest of its code with the others; a copy of a program
+    takes its extents. Every file reads back as it was."""
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("needs programs of a kind mkstipple filters")
+    progs = ("ls", "true", "sleep", "cp", "bash")
+    if len({read_file("/usr/bin/" + p) for p in progs}) < len(progs):
+        pytest.skip("these programs are one multi-call binary here")
     src = tmp_path / "src"
     src.mkdir()
-    progs = ("ls", "true", "sleep", "cp")
     for prog in progs:
         shutil.copy2("/usr/bin/" + prog, src)
+    shutil.copy2("/usr/bin/ls", src / "ls-copy")
+    # a program whose data, past its code, is x86 calls to one place: the filter would
+    # shrink it, so a block of it filtered means the data was counted as code
+    calls = bytearray(read_file("/usr/bin/true"))
+    for _ in range(40000):
+        calls += b"\xe8" + struct.pack("<i", (1 << 20) - len(calls) - 5)
+    (src / "calls").write_bytes(bytes(calls))
     damaged = bytearray(read_file("/usr/bin/true"))
     struct.pack_into("<Q", damaged, 0x28, len(damaged) + 4096)  # section table past the end
     (src / "damaged").write_bytes(bytes(damaged))
     (src / "notes.txt").write_bytes(b"plain text, not machine code\n" * 4000)
-    (tmp_path / "hot.txt").write_text("cp\n")
+    (src / "empty").write_bytes(b"")
+    (tmp_path / "hot.txt").write_text("cp\nbash\t0-100\n")
     image = image_of(src, "--hot-list", str(tmp_path / "hot.txt"), *FAST)
     meta = CraftedImage(image)
-    spans = {p: elf_code_span(src / p) for p in progs}
+    cut = ("ls", "true", "sleep", "calls")
+    spans = {p: elf_code_span(src / p) for p in progs + cut}
 
-    code = [r for p in progs[:3] for r in stream_runs(meta, p, spans[p])]
+    code = [r for p in cut for r in stream_runs(meta, p, spans[p])]
     code += stream_runs(meta, "damaged")
-    near = [r for p in progs[:3] for r in stream_runs(meta, p)
+    near = [r for p in cut for r in stream_runs(meta, p)
             if r not in stream_runs(meta, p, spans[p])]
     plain = stream_runs(meta, "notes.txt")
     hot = stream_runs(meta, "cp")
     assert len(hot) == 1 and hot[0][0] == 0, "the hot program was cut or moved: %r" % hot
-    assert all(len(stream_runs(meta, p, spans[p])) >= 1 for p in progs[:3])
+    assert all(stream_runs(meta, p, spans[p]) for p in cut)
+    bash = meta.extents(meta.lookup("bash"))  # (file_off, stream_off, length), by file_off
+    last_code = next(x for x in bash if x[0] < spans["bash"][1] <= x[0] + x[2])
+    assert bash[0][0] == 0 and bash[0][1] < plain[0][0], "bash's hot range not in the hot region"
+    assert last_code[1] >= max(e for _, e in near), "the rest of bash's code is not with the code"
     assert max(e for _, e in hot) <= min(s for s, _ in plain)
     assert max(e for _, e in plain) <= min(s for s, _ in near)
     assert max(e for _, e in near) <= min(s for s, _ in code)
+    assert meta.extents(meta.lookup("ls-copy")) == meta.extents(meta.lookup("ls"))
+    assert meta.extents(meta.lookup("empty")) == []
+
+    block = 64 << 10
+    filters = meta.block_filters()
+    hot_end = max(hot[0][1], bash[0][1] + bash[0][2])
+    near_end = max(e for _, e in near)
+    assert not any(filters[hot_end // block + 1:near_end // block]), \
+        "a block of plain files or program tables was filtered: %r" % filters
+    assert any(filters[near_end // block + 1:]), "no block of code was filtered: %r" % filters
     assert_same_tree(src, extract_image(image, tmp_path / "out"))
 
 

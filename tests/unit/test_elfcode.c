@@ -90,27 +90,63 @@ static void test_both_classes_and_orders(void)
 	}
 }
 
+/* A table mkstipple cannot use leaves the span alone: the caller counts it all as code. */
+static void check_unusable(const uint8_t *f, size_t size)
+{
+	uint64_t a, b;
+
+	CHECK(span_of(f, size, &a, &b) == 0 && a == 7777 && b == 7777);
+}
+
 static void test_unusable_tables(void)
 {
 	const size_t size = 0x1000;
-	uint64_t a, b;
 	uint8_t *f;
 
 	f = make_elf(1, 0, usual, 7, size - 64, size); /* table runs past the end */
-	CHECK(span_of(f, size, &a, &b) == 0 && a == 7777 && b == 7777);
+	check_unusable(f, size);
 	free(f);
 	f = make_elf(1, 0, usual, 7, 0x800, size);
+	put(f + 0x28, size + 64, 8, 0); /* table starts past the end */
+	check_unusable(f, size);
+	put(f + 0x28, 0, 8, 0); /* no table offset */
+	check_unusable(f, size);
+	put(f + 0x28, 0x800, 8, 0);
 	put(f + 0x3a, 32, 2, 0); /* entries smaller than a section header */
-	CHECK(span_of(f, size, &a, &b) == 0);
+	check_unusable(f, size);
 	put(f + 0x3a, 64, 2, 0);
 	put(f + 0x3c, 0, 2, 0); /* no sections (or too many to count) */
-	CHECK(span_of(f, size, &a, &b) == 0);
-	free(f);
-	f = make_elf(1, 0, usual, 2, 0x800, size); /* no code among them */
-	CHECK(span_of(f, size, &a, &b) == 0);
-	CHECK(span_of(f, 40, &a, &b) == 0);  /* shorter than its header */
+	check_unusable(f, size);
+	put(f + 0x3c, 7, 2, 0);
+	f[EI_CLASS] = 3; /* neither 32- nor 64-bit */
+	check_unusable(f, size);
+	f[EI_CLASS] = ELFCLASS64;
+	check_unusable(f, 40); /* shorter than its header */
 	f[0] = 'X';
-	CHECK(span_of(f, size, &a, &b) == 0); /* not ELF at all */
+	check_unusable(f, size); /* not ELF at all */
+	free(f);
+}
+
+static void test_sections_without_code(void)
+{
+	/* a debug file: .text is NOBITS, the rest is not code */
+	static const struct section debug[] = {
+		{ SHT_NULL, 0, 0, 0 },
+		{ SHT_NOBITS, SHF_ALLOC | SHF_EXECINSTR, 0x100, 0x4000 },
+		{ SHT_PROGBITS, 0, 0x100, 0x600 },
+	};
+	/* a size that wraps around when added to its offset */
+	static const struct section wrap[] = {
+		{ SHT_PROGBITS, SHF_EXECINSTR, 0x200, UINT64_MAX - 0x100 },
+		{ SHT_PROGBITS, SHF_EXECINSTR, 0x300, 0x10 },
+	};
+	uint64_t a, b;
+	uint8_t *f = make_elf(1, 0, debug, 3, 0x800, 0x800 + 3 * 64);
+
+	CHECK(span_of(f, 0x800 + 3 * 64, &a, &b) == 1 && a == b);
+	free(f);
+	f = make_elf(1, 0, wrap, 2, 0x800, 0x800 + 2 * 64);
+	CHECK(span_of(f, 0x800 + 2 * 64, &a, &b) == 1 && a == 0x300 && b == 0x310);
 	free(f);
 }
 
@@ -133,6 +169,7 @@ int main(void)
 {
 	test_both_classes_and_orders();
 	test_unusable_tables();
+	test_sections_without_code();
 	test_own_executable();
 	if (failures)
 		fprintf(stderr, "%d checks failed\n", failures);
