@@ -24,6 +24,7 @@ struct options {
 	const char *source, *image, *hot_list;
 	struct pack_opts pack;
 	int quiet;
+	int code_apart;
 };
 
 static void usage(FILE *out)
@@ -35,6 +36,7 @@ static void usage(FILE *out)
 		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
 		"      --no-bcj          do not filter machine code before compression\n"
+		"      --code-apart      store programs' code apart from their tables and data\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
 		"  -q, --quiet           print nothing but errors\n"
@@ -69,6 +71,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "block-size", required_argument, NULL, 'b' },
 		{ "hot-list", required_argument, NULL, 'H' },
 		{ "no-bcj", no_argument, NULL, 'B' },
+		{ "code-apart", no_argument, NULL, 'C' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -92,6 +95,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'b': rc = parse_block_size(optarg, &o->pack.block_log); break;
 		case 'H': o->hot_list = optarg; break;
 		case 'B': o->pack.bcj = 0; break;
+		case 'C': o->code_apart = 1; break;
 		case 't':
 			if (stp_parse_uint(optarg, 1, 1024, &v))
 				return bad_option("--threads", optarg, "must be from 1 to 1024");
@@ -239,7 +243,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = scan_own_output(&o, &out, &t);
 	if (!rc)
-		rc = order_files(&t, o.hot_list, &order, &nhot, &count);
+		rc = order_files(&t, o.hot_list, o.code_apart, &order, &nhot, &count);
 	if (!rc)
 		rc = write_image(&o, &t, order, count, nhot, &out, &image_size);
 	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)

@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* After the hot region: the files that are not machine code, then the bytes of machine
- * code files around their code (symbol tables, strings, data), then the code itself, by
- * kind, so that the blocks the packer filters hold code and little else. */
+/* After the hot region: the files that are not machine code, then programs by kind, so
+ * that the blocks the packer filters hold code and little else. Programs cut at their
+ * code (CODE_APART) have their other bytes (symbol tables, strings, data) before all
+ * the code: smaller, but a cold read of one program then decodes two distant blocks. */
 enum group { GROUP_PLAIN, GROUP_NEAR_CODE, GROUP_X86, GROUP_ARM64 };
 
 static enum group piece_group(const struct piece *p)
@@ -18,8 +19,8 @@ static enum group piece_group(const struct piece *p)
 
 	if (f->filter == STP_FILTER_NONE)
 		return GROUP_PLAIN;
-	if (p->start < f->code_start || p->end > f->code_end)
-		return GROUP_NEAR_CODE;
+	if (p->end <= f->code_start || p->start >= f->code_end)
+		return GROUP_NEAR_CODE; /* holds none of the code */
 	return f->filter == STP_FILTER_ARM64 ? GROUP_ARM64 : GROUP_X86;
 }
 
@@ -212,12 +213,13 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 	return 0;
 }
 
-/* Adds [A, B) of F, cut where its code begins and where it ends. */
-static void add_cut(struct piece *v, size_t *n, struct node *f, uint64_t a, uint64_t b)
+/* Adds [A, B) of F, cut where its code begins and where it ends when CODE_APART. */
+static void add_cut(struct piece *v, size_t *n, struct node *f, uint64_t a, uint64_t b,
+		    int code_apart)
 {
 	const uint64_t cut[2] = { f->code_start, f->code_end };
 
-	for (int i = 0; i < 2 && f->filter != STP_FILTER_NONE; i++) {
+	for (int i = 0; i < 2 && code_apart && f->filter != STP_FILTER_NONE; i++) {
 		if (cut[i] > a && cut[i] < b) {
 			v[(*n)++] = (struct piece){ f, a, cut[i] };
 			a = cut[i];
@@ -228,7 +230,7 @@ static void add_cut(struct piece *v, size_t *n, struct node *f, uint64_t a, uint
 }
 
 /* Adds the pieces of F that follow the hot region: what its hot ranges leave, if any. */
-static void add_rest(struct piece *v, size_t *n, struct node *f)
+static void add_rest(struct piece *v, size_t *n, struct node *f, int code_apart)
 {
 	uint64_t pos = 0, size = (uint64_t)f->st.st_size;
 
@@ -239,10 +241,10 @@ static void add_rest(struct piece *v, size_t *n, struct node *f)
 	if (f->hot && !f->hot_ranges)
 		return;
 	for (size_t i = 0; i < f->nhot_ranges; i++) {
-		add_cut(v, n, f, pos, f->hot_ranges[i].start);
+		add_cut(v, n, f, pos, f->hot_ranges[i].start, code_apart);
 		pos = f->hot_ranges[i].end;
 	}
-	add_cut(v, n, f, pos, size);
+	add_cut(v, n, f, pos, size, code_apart);
 }
 
 static void add_hot(struct piece *v, size_t *n, struct node *f)
@@ -255,8 +257,8 @@ static void add_hot(struct piece *v, size_t *n, struct node *f)
 		v[(*n)++] = (struct piece){ f, f->hot_ranges[i].start, f->hot_ranges[i].end };
 }
 
-int order_files(struct tree *t, const char *hot_list, struct piece **out, size_t *nhot,
-		size_t *count)
+int order_files(struct tree *t, const char *hot_list, int code_apart, struct piece **out,
+		size_t *nhot, size_t *count)
 {
 	struct node **hot = malloc((t->nfiles ? t->nfiles : 1) * sizeof(*hot));
 	struct piece *v = NULL;
@@ -278,7 +280,7 @@ int order_files(struct tree *t, const char *hot_list, struct piece **out, size_t
 		add_hot(v, &n, hot[i]);
 	*nhot = n;
 	for (size_t i = 0; i < t->nfiles && !rc; i++)
-		add_rest(v, &n, t->files[i]);
+		add_rest(v, &n, t->files[i], code_apart);
 	free(hot);
 	if (rc) {
 		free(v);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The order of file data in the stream: the hot list's files first, in its order, then
- * the rest grouped so that similar content sits together, programs cut so that their
- * code sits apart from their tables and data. Deterministic: depends only on the tree
- * and the hot list. Not thread-safe.
+ * the rest grouped so that similar content sits together; on request, programs cut so
+ * that their code sits apart from their tables and data. Deterministic: depends only on
+ * the tree, the hot list and that choice. Not thread-safe.
  */
 #ifndef MKSTP_ORDER_H
 #define MKSTP_ORDER_H
@@ -21,11 +21,11 @@ struct piece {
 /* Fills *out (caller frees) with *count pieces that together hold every byte of every
  * primary regular file of T once, in stream order; the first *nhot of them are the hot
  * region. A file is one piece unless the hot list names ranges of it (those go to the
- * hot region, the rest later) or it is machine code whose code lies within it (the code
- * sorts apart from its other bytes). An empty file is one empty piece. HOT_LIST may be
- * NULL. A hot list that cannot be read is an error; a listed path missing from the tree
- * is a warning. */
-int order_files(struct tree *t, const char *hot_list, struct piece **out, size_t *nhot,
-		size_t *count);
+ * hot region, the rest later) or, with CODE_APART, it is machine code whose code lies
+ * within it (the code sorts apart from its other bytes). An empty file is one empty
+ * piece. HOT_LIST may be NULL. A hot list that cannot be read is an error; a listed path
+ * missing from the tree is a warning. */
+int order_files(struct tree *t, const char *hot_list, int code_apart, struct piece **out,
+		size_t *nhot, size_t *count);
 
 #endif

@@ -205,9 +205,9 @@ def stream_runs(meta, name, inside=None):
     return runs
 
 
-def test_machine_code_sorts_apart(image_of, tmp_path):
-    """After plain files come the other bytes of programs (headers, symbols, data), then
-    their code, and only blocks of code are filtered; a program whose section table
+def test_code_apart(image_of, tmp_path):
+    """--code-apart: after plain files come the other bytes of programs (headers, symbols,
+    data), then their code, and only blocks of code are filtered; a program whose section table
     cannot be read counts as code whole; a hot program stays whole in the hot region, a
     program hot in part keeps the rest of its code with the others; a copy of a program
     takes its extents. Every file reads back as it was."""
@@ -233,7 +233,7 @@ def test_machine_code_sorts_apart(image_of, tmp_path):
     (src / "notes.txt").write_bytes(b"plain text, not machine code\n" * 4000)
     (src / "empty").write_bytes(b"")
     (tmp_path / "hot.txt").write_text("cp\nbash\t0-100\n")
-    image = image_of(src, "--hot-list", str(tmp_path / "hot.txt"), *FAST)
+    image = image_of(src, "--hot-list", str(tmp_path / "hot.txt"), "--code-apart", *FAST)
     meta = CraftedImage(image)
     cut = ("ls", "true", "sleep", "calls")
     spans = {p: elf_code_span(src / p) for p in progs + cut}
@@ -263,6 +263,30 @@ def test_machine_code_sorts_apart(image_of, tmp_path):
     assert not any(filters[hot_end // block + 1:near_end // block]), \
         "a block of plain files or program tables was filtered: %r" % filters
     assert any(filters[near_end // block + 1:]), "no block of code was filtered: %r" % filters
+    assert_same_tree(src, extract_image(image, tmp_path / "out"))
+
+
+def test_programs_stay_whole_by_default(image_of, tmp_path):
+    """Without --code-apart each program is stored whole, after the files that are not
+    machine code, so that a cold read of one program decodes one place."""
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("needs programs of a kind mkstipple filters")
+    progs = ("ls", "true", "sleep")
+    if len({read_file("/usr/bin/" + p) for p in progs}) < len(progs):
+        pytest.skip("these programs are one multi-call binary here")
+    src = tmp_path / "src"
+    src.mkdir()
+    for prog in progs:
+        shutil.copy2("/usr/bin/" + prog, src)
+    (src / "notes.txt").write_bytes(b"plain text, not machine code\n" * 4000)
+    image = image_of(src, *FAST)
+    meta = CraftedImage(image)
+    plain = stream_runs(meta, "notes.txt")
+    for prog in progs:
+        runs = stream_runs(meta, prog)
+        assert len(runs) == 1, "%s was cut: %r" % (prog, runs)
+        assert runs[0][1] - runs[0][0] == os.path.getsize(src / prog)
+        assert runs[0][0] >= max(e for _, e in plain)
     assert_same_tree(src, extract_image(image, tmp_path / "out"))
 
 
