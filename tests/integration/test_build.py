@@ -205,21 +205,28 @@ def stream_runs(meta, name, inside=None):
     return runs
 
 
-def test_code_apart(image_of, tmp_path):
-    """--code-apart: after plain files come the other bytes of programs (headers, symbols,
-    data), then their code, and only blocks of code are filtered; a program whose section table
-    cannot be read counts as code whole; a hot program stays whole in the hot region, a
-    program hot in part keeps the rest of its code with the others; a copy of a program
-    takes its extents. Every file reads back as it was."""
+def program_tree(tmp_path, progs):
+    """tmp_path/src holding copies of the programs PROGS of /usr/bin; skips the test where
+    they are not of a kind mkstipple filters, or are one multi-call binary."""
     if platform.machine() not in ("x86_64", "aarch64"):
         pytest.skip("needs programs of a kind mkstipple filters")
-    progs = ("ls", "true", "sleep", "cp", "bash")
     if len({read_file("/usr/bin/" + p) for p in progs}) < len(progs):
         pytest.skip("these programs are one multi-call binary here")
     src = tmp_path / "src"
     src.mkdir()
     for prog in progs:
         shutil.copy2("/usr/bin/" + prog, src)
+    return src
+
+
+def test_code_apart(image_of, tmp_path):
+    """--code-apart: after plain files come the other bytes of programs (headers, symbols,
+    data), then their code, and only blocks of code are filtered; a program whose section table
+    cannot be read counts as code whole; a hot program stays whole in the hot region, a
+    program hot in part keeps the rest of its code with the others; a copy of a program
+    takes its extents. Every file reads back as it was."""
+    progs = ("ls", "true", "sleep", "cp", "bash")
+    src = program_tree(tmp_path, progs)
     shutil.copy2("/usr/bin/ls", src / "ls-copy")
     # a program whose data, past its code, is x86 calls to one place: the filter would
     # shrink it, so a block of it filtered means the data was counted as code
@@ -269,15 +276,8 @@ def test_code_apart(image_of, tmp_path):
 def test_programs_stay_whole_by_default(image_of, tmp_path):
     """Without --code-apart each program is stored whole, after the files that are not
     machine code, so that a cold read of one program decodes one place."""
-    if platform.machine() not in ("x86_64", "aarch64"):
-        pytest.skip("needs programs of a kind mkstipple filters")
     progs = ("ls", "true", "sleep")
-    if len({read_file("/usr/bin/" + p) for p in progs}) < len(progs):
-        pytest.skip("these programs are one multi-call binary here")
-    src = tmp_path / "src"
-    src.mkdir()
-    for prog in progs:
-        shutil.copy2("/usr/bin/" + prog, src)
+    src = program_tree(tmp_path, progs)
     (src / "notes.txt").write_bytes(b"plain text, not machine code\n" * 4000)
     image = image_of(src, *FAST)
     meta = CraftedImage(image)
