@@ -14,12 +14,14 @@
 # against --level 19 (the target is >= 10x faster) and --threads 1 against the default
 # (one thread per online CPU).
 #
-# Environment: REPEAT (3), BLOCKS ("1M 4M 32M 64M"), LEVELS ("3 9 19"), OTHERS (1: also
-# build with the other tools, 0: not, or some of "sqzstd sqxz erofs tarzst tarxz"), THREADS (1: also build with --threads 1), RAW (a file to
-# keep every measurement in; --table summarises one, even of an unfinished run), ONLY (run
-# only these build ids, e.g. "st:32M:19:nobcj sqxz", to finish a run that was cut short),
-# STIPPLE_BUILD (default <repo>/build; mkstipple must already be built), MKSTIPPLE (the
-# program itself, to run a copy under another name), TMPDIR.
+# Environment: REPEAT (3), BLOCKS ("1M 4M 32M 64M"), LEVELS ("3 9 19"), CODE_APART (1: also
+# build every block size and level with --code-apart), OTHERS (1: also build with the
+# other tools, 0: not, or some of "sqzstd sqxz erofs tarzst tarxz"), THREADS (1: also
+# build with --threads 1), RAW (a file to keep every measurement in; --table summarises
+# one, even of an unfinished run), ONLY (run only these build ids, e.g.
+# "st:32M:19:nobcj sqxz", to finish a run that was cut short), STIPPLE_BUILD (default
+# <repo>/build; mkstipple must already be built), MKSTIPPLE (the program itself, to run
+# a copy under another name), TMPDIR.
 # Needs: /usr/bin/time (time), mksquashfs (squashfs-tools), mkfs.erofs (erofs-utils),
 # zstd, xz, tar.
 set -eu
@@ -35,6 +37,7 @@ build() {
 		args="--quiet --block-size $2 --level $3"
 		[ "$4" = nobcj ] && args="$args --no-bcj"
 		[ "${5:-}" = t1 ] && args="$args --threads 1"
+		[ "${5:-}" = ca ] && args="$args --code-apart"
 		"$mkstipple" $args "$tree" "$out" ;;
 	sqzstd) mksquashfs "$tree" "$out" -comp zstd -Xcompression-level 19 -b 1M \
 			-noappend -no-progress -quiet ;;
@@ -96,6 +99,12 @@ for b in $blocks; do
 		printf 'st:%s:%s:nobcj\tmkstipple %s level %s --no-bcj\n' "$b" "$l" "$b" "$l" >>"$jobs"
 	done
 done
+# --code-apart beside each default-filter build
+[ "${CODE_APART:-0}" = 1 ] && for b in $blocks; do
+	for l in $levels; do
+		printf 'st:%s:%s:bcj:ca\tmkstipple %s level %s --code-apart\n' "$b" "$l" "$b" "$l"
+	done
+done >>"$jobs"
 # --threads 1 against the default, where there are many blocks and where there are few
 [ "$threads" = 1 ] && for b in 1M 32M; do
 	printf 'st:%s:19:bcj:t1\tmkstipple %s level 19 --threads 1\n' "$b" "$b" >>"$jobs"
