@@ -199,8 +199,8 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 			continue;
 		}
 		if (rc) {
-			fprintf(stderr, "mkstipple: %s:%u: malformed ranges, reading the whole file\n",
-				list, lineno);
+			fprintf(stderr, "mkstipple: %s:%u: %s: malformed ranges, reading the whole "
+				"file\n", list, lineno, line);
 			free(node->hot_ranges);
 			node->hot_ranges = NULL;
 			node->nhot_ranges = 0;

@@ -352,12 +352,19 @@ static int add_extent(struct node *f, uint64_t file_off, uint64_t stream_off, ui
 static int emit(struct packer *p, struct node *f, const uint8_t *data, uint64_t file_off, size_t len)
 {
 	uint64_t end = file_off + len, a = file_off, b = end;
-	int rc = add_extent(f, file_off, p->stream, len);
+	int rc = 0;
 
 	if (f->filter != STP_FILTER_NONE) {
 		a = f->code_start > a ? (f->code_start < end ? f->code_start : end) : a;
 		b = f->code_end < b ? (f->code_end > a ? f->code_end : a) : b;
 	}
+	/* AArch64 instructions are 4-byte words, and the filter finds them by stream
+	 * position: code goes where its file offset puts it, mod 4, whatever a piece's
+	 * start or a hole left out before it */
+	if (f->filter == STP_FILTER_ARM64 && b > a)
+		rc = stream_append(p, NULL, (file_off - p->stream) & 3, STP_FILTER_NONE);
+	if (!rc)
+		rc = add_extent(f, file_off, p->stream, len);
 	if (!rc && a > file_off)
 		rc = stream_append(p, data, a - file_off, STP_FILTER_NONE);
 	if (!rc && b > a)
@@ -757,10 +764,6 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 		 * page belongs to one file: the mount tracks what it warmed by page */
 		if (i < nhot && p->stream % PAGE && (!i || order[i - 1].file != order[i].file))
 			rc = stream_append(p, NULL, PAGE - p->stream % PAGE, STP_FILTER_NONE);
-		/* AArch64 instructions are 4-byte words, and the filter finds them by stream
-		 * position: keep a program's bytes where its file offsets put them, mod 4 */
-		if (!rc && order[i].file->filter == STP_FILTER_ARM64)
-			rc = stream_append(p, NULL, (order[i].start - p->stream) & 3, STP_FILTER_NONE);
 		if (!rc)
 			rc = pack_piece(p, &order[i]);
 		if (i + 1 == nhot)

@@ -219,12 +219,13 @@ STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")
 
 
 def kernel_log():
-    """(timestamp, line) of each kernel log line with a timestamp; None if unreadable."""
+    """(timestamp, line) of each kernel log line; None if unreadable or without times."""
     r = run(["dmesg"], timeout=60)
     if r.returncode != 0:
         return None
-    return [(float(m.group(1)), line) for line in r.stdout.splitlines()
-            for m in [STAMP.match(line)] if m]
+    lines = r.stdout.splitlines()
+    stamped = [(float(m.group(1)), line) for line in lines for m in [STAMP.match(line)] if m]
+    return None if lines and not stamped else stamped  # no times: cannot tell new from old
 
 
 def kernel_log_time():
@@ -275,6 +276,8 @@ def test_umount_ends_daemon(small_image, mounter):
         assert wait_gone(pid), "daemon %d still runs after umount" % pid
         assert not is_mounted(mnt)
     records = sandbox_records(pid, since)
+    if records is None:
+        pytest.skip("dmesg is not readable")
     assert not records, "the filter denied calls:\n%s" % "\n".join(records)
 
 

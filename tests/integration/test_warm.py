@@ -626,7 +626,8 @@ def test_hot_list_malformed_ranges_mean_the_whole_file(noise_tree, tmp_path, ran
     lst = write_list(tmp_path / "bad.list", [b"n1", b"big\t" + ranges])
     image = tmp_path / "bad.stipple"
     warnings = build(noise_tree, image, *FAST, "--hot-list", lst)
-    assert "mkstipple: %s:2: malformed ranges, reading the whole file" % lst in warnings, warnings
+    assert "mkstipple: %s:2: big: malformed ranges, reading the whole file" % lst in warnings, \
+        warnings
     assert hot_size(image) == laid_out([len(read_bytes(os.path.join(noise_tree, "n1"))), 100_000])
 
 
