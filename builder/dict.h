@@ -19,10 +19,10 @@
 #define DICT_BLOCK_LOG_LIMIT 19u
 
 /* Trains a dictionary on samples of the pieces ORDER[0..n), the files' bytes as the
- * stream will hold them (copies found by the packer left out). The result depends only on the file bytes, their order and
- * BLOCK_LOG. On success *dict is owned by the caller (free)
- * and holds *len bytes; *dict is NULL when the tree is too small or too uniform to train
- * on. Read errors are printed with the path. Returns 0 or -errno. */
+ * stream will hold them (copies found by the packer left out). The result depends only
+ * on the file bytes, their order and BLOCK_LOG. On success *dict is owned by the caller
+ * (free) and holds *len bytes; *dict is NULL when the tree is too small or too uniform
+ * to train on. Read errors are printed with the path. Returns 0 or -errno. */
 int dict_train(const struct piece *order, size_t n, unsigned block_log, uint8_t **dict,
 	       size_t *len);
 

@@ -7,7 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "util.h"
 
 /* The most section table mkstipple reads: 64Ki entries of a 64-bit header's size. */
 #define TABLE_MAX (65536u * sizeof(Elf64_Shdr))
@@ -23,24 +24,6 @@ static uint64_t get(const struct reader *r, const uint8_t *p, unsigned len)
 	for (unsigned i = 0; i < len; i++)
 		v |= (uint64_t)p[r->big_endian ? len - 1 - i : i] << (8 * i);
 	return v;
-}
-
-static int read_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return 0; /* shorter than its header says: not an ELF file we can use */
-		got += (size_t)n;
-	}
-	return 1;
 }
 
 /* Sets [*start, *end) to the span of the sections of TABLE[0..count) that are code in
@@ -69,19 +52,16 @@ static void scan_sections(const struct reader *r, const uint8_t *table, uint64_t
 	}
 }
 
-int elf_code_span(int fd, uint64_t size, uint64_t *start, uint64_t *end)
+int elf_code_span(int fd, const uint8_t head[ELF_HEAD_SIZE], uint64_t size, uint64_t *start,
+		  uint64_t *end)
 {
-	uint8_t head[sizeof(Elf64_Ehdr)];
 	struct reader r;
 	uint64_t shoff, count, bytes;
 	unsigned entsize;
 	uint8_t *table;
 	int rc;
 
-	rc = size < sizeof(head) ? 0 : read_full(fd, head, sizeof(head), 0);
-	if (rc <= 0)
-		return rc;
-	if (memcmp(head, ELFMAG, SELFMAG) ||
+	if (size < ELF_HEAD_SIZE || memcmp(head, ELFMAG, SELFMAG) ||
 	    (head[EI_CLASS] != ELFCLASS32 && head[EI_CLASS] != ELFCLASS64) ||
 	    (head[EI_DATA] != ELFDATA2LSB && head[EI_DATA] != ELFDATA2MSB))
 		return 0;
@@ -98,9 +78,10 @@ int elf_code_span(int fd, uint64_t size, uint64_t *start, uint64_t *end)
 	table = malloc(bytes);
 	if (!table)
 		return -ENOMEM;
-	rc = read_full(fd, table, bytes, shoff);
-	if (rc > 0)
+	rc = stp_pread_full(fd, table, bytes, shoff);
+	if (!rc)
 		scan_sections(&r, table, count, entsize, size, start, end);
 	free(table);
-	return rc;
+	/* a file shorter than its table says (it shrank): no usable table */
+	return rc == -EIO ? 0 : rc ? rc : 1;
 }

@@ -225,7 +225,7 @@ static int scan_dir(struct node *n)
  * code; a table without code in the file (a debug file) makes it none. */
 static int read_filter(struct node *n)
 {
-	uint8_t head[64];
+	uint8_t head[ELF_HEAD_SIZE];
 	int fd = open(n->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
 	ssize_t len;
 
@@ -241,7 +241,9 @@ static int read_filter(struct node *n)
 	if (n->filter != STP_FILTER_NONE) {
 		n->code_start = 0;
 		n->code_end = (uint64_t)n->st.st_size;
-		rc = elf_code_span(fd, (uint64_t)n->st.st_size, &n->code_start, &n->code_end);
+		if (len == sizeof(head))
+			rc = elf_code_span(fd, head, (uint64_t)n->st.st_size, &n->code_start,
+					   &n->code_end);
 		if (rc > 0 && n->code_start == n->code_end)
 			n->filter = STP_FILTER_NONE; /* no code in the file: a debug file, say */
 	}

@@ -75,11 +75,11 @@ int stp_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Writes all LEN bytes, at OFF, or at the file position when AT_POS is false. */
-static int write_all(int fd, const char *p, size_t len, uint64_t off, int at_pos)
+/* Writes all LEN bytes at OFF when AT_OFF, else at the file position. */
+static int write_all(int fd, const char *p, size_t len, uint64_t off, int at_off)
 {
 	while (len) {
-		ssize_t n = at_pos ? pwrite(fd, p, len, (off_t)off) : write(fd, p, len);
+		ssize_t n = at_off ? pwrite(fd, p, len, (off_t)off) : write(fd, p, len);
 
 		if (n < 0) {
 			if (errno == EINTR)

@@ -22,7 +22,6 @@
 #ifndef STP_PRIME_H
 #define STP_PRIME_H
 
-
 struct stp_image;
 
 /* Looks up the files of IMG's hot region under MOUNTPOINT, where IMG is mounted (nothing
