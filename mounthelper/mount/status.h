@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The state of a running mount, as `stipple status` shows it. The daemon answers a
- * getxattr of STP_STATUS_XATTR on the mount's root (not listed by listxattr) with
- * "key=value" lines; the daemon can open no socket or file once confined, and this needs
- * neither. Keys: image, pid, block_size, metadata_bytes, cache_budget, cache_resident,
+ * The state of a running mount, as `stipple status` shows it (common/mountstatus.h says
+ * how it is asked). Keys: image, pid, block_size, metadata_bytes, cache_budget, cache_resident,
  * cache_pinned, cache_hits, cache_misses, blocks_decoded, warm_workers, hot_blocks,
  * warmed, warm_held, warm_stored_bytes, warm_done.
  *
@@ -14,7 +12,7 @@
 
 #include <stddef.h>
 
-#define STP_STATUS_XATTR "user.stipple.status"
+#include "mountstatus.h"
 
 struct stp_fs;
 

@@ -480,7 +480,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 /* The mount's status, asked by `stipple status` as a hidden attribute of the root. */
 static void reply_status(struct stp_fs *fs, fuse_req_t req, size_t size)
 {
-	char buf[4096];
+	char buf[STP_STATUS_MAX];
 	int len = stp_status_format(fs, buf, sizeof(buf));
 
 	if (len < 0)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* stipple status: what a running mount is doing (see status.h for how it is asked). */
+/* stipple status: what a running mount is doing (see mountstatus.h for how it is asked). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "status.h"
+#include "mountstatus.h"
 #include "util.h"
 
 static const struct stp_cli cli = {
@@ -21,7 +21,6 @@ static const struct stp_cli cli = {
 		   "  -t, --timeout SECONDS  with --wait, give up after this long (exit 1)\n",
 };
 
-#define STATUS_MAX 4096
 
 /* The value of KEY in the status text, or NULL. */
 static const char *field(const char *text, const char *key, char *out, size_t len)
@@ -91,7 +90,7 @@ static void daemon_memory(unsigned long long pid, char *rss, char *peak, size_t 
 
 static void show(const char *text)
 {
-	char image[STATUS_MAX], rss[32], peak[32], a[32], b[32];
+	char image[STP_STATUS_MAX], rss[32], peak[32], a[32], b[32];
 	unsigned long long pid = num(text, "pid"), bs = num(text, "block_size");
 
 	daemon_memory(pid, rss, peak, sizeof(rss));
@@ -120,7 +119,7 @@ static int wait_done(const char *dir, char *buf, double timeout)
 	struct timespec nap = { 0, 20 * 1000 * 1000 };
 
 	for (;;) {
-		int rc = query(dir, buf, STATUS_MAX);
+		int rc = query(dir, buf, STP_STATUS_MAX);
 
 		if (rc)
 			return rc;
@@ -142,7 +141,7 @@ int stp_cmd_status(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		STP_CLI_LONGOPTS, { 0 }
 	};
-	char buf[STATUS_MAX];
+	char buf[STP_STATUS_MAX];
 	double timeout = 0;
 	int wait = 0, opt, rc;
 
