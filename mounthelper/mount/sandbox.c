@@ -165,7 +165,6 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
  *     shrinks) and copes when it cannot; the daemon itself opens nothing once confined;
  *   - thread stacks and malloc never need PROT_EXEC: no page becomes executable;
  *   - libfuse's only ioctl clones the /dev/fuse channel;
- *   - fstat reaches the kernel as newfstatat(fd, "", AT_EMPTY_PATH);
  *   - tgkill (pthread_cancel, abort) only reaches our own threads.
  */
 static int add_guarded_rules(scmp_filter_ctx ctx)
@@ -185,8 +184,6 @@ static int add_guarded_rules(scmp_filter_ctx ctx)
 		{ SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 		  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE) },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 1,
-		  SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 		  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()) },
 	};
@@ -196,6 +193,22 @@ static int add_guarded_rules(scmp_filter_ctx ctx)
 		rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr, rules[i].ncmp,
 					    rules[i].ncmp ? &rules[i].cmp : NULL);
 	return rc;
+}
+
+/*
+ * fstat reaches the kernel as newfstatat(fd, "", AT_EMPTY_PATH). The path itself is in
+ * memory the filter cannot read, so the rule asks for exactly that flag and a dirfd that
+ * is a descriptor (bit 31 of the 32-bit fd clear: not AT_FDCWD): stat(2) and lstat(2) of a
+ * path are refused, and a path given with AT_EMPTY_PATH is looked up from a held
+ * descriptor, which the confined processes hold only on files (a relative path fails with
+ * ENOTDIR), or from their root (the empty tmpfs, when they have one). glibc 2.36's fstat
+ * does not use statx; statx stays forbidden.
+ */
+static int add_fstatat_rule(scmp_filter_ctx ctx)
+{
+	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 2,
+				SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0),
+				SCMP_A3_32(SCMP_CMP_EQ, AT_EMPTY_PATH));
 }
 
 /* Built before any irreversible step, loaded last. */
@@ -214,6 +227,8 @@ static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed_calls[i], 0);
 	if (!rc)
 		rc = add_guarded_rules(ctx);
+	if (!rc)
+		rc = add_fstatat_rule(ctx);
 	if (rc) {
 		seccomp_release(ctx);
 		return fail(err, errlen, rc, "building the seccomp filter: %s",
@@ -480,6 +495,101 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	}
 	rc = confine(privileged, uid, gid, filter, err, errlen);
 out:
+	seccomp_release(filter);
+	return rc;
+}
+
+/*
+ * The priming child's filter: lookups beneath a directory it holds, fstat, and the pipe.
+ * openat2 passes RESOLVE_BENEATH in memory the filter cannot read, so that part is the
+ * caller's; the filter refuses a lookup from the working directory (dirfd AT_FDCWD or any
+ * negative value: bit 31 of the 32-bit fd set) and every other way to name a file.
+ */
+static int build_lookup_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *err,
+			       size_t errlen)
+{
+	static const int plain[] = {
+		SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(fstat),
+		SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise),
+		SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(clock_gettime),
+		SCMP_SYS(rt_sigreturn), SCMP_SYS(restart_syscall),
+		SCMP_SYS(exit), SCMP_SYS(exit_group),
+	};
+	const struct scmp_arg_cmp fd_nonneg = SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0);
+	uint32_t deny = mode == STP_SANDBOX_LOG ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
+	scmp_filter_ctx ctx = seccomp_init(deny);
+	int rc;
+
+	if (!ctx)
+		return fail(err, errlen, -ENOMEM, "seccomp_init failed");
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	for (size_t i = 0; !rc && i < sizeof(plain) / sizeof(plain[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, plain[i], 0);
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 1, fd_nonneg);
+	if (!rc)
+		rc = add_fstatat_rule(ctx);
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (rc) {
+		seccomp_release(ctx);
+		return fail(err, errlen, rc, "building the seccomp filter: %s",
+			    strerror(-rc));
+	}
+	*out = ctx;
+	return 0;
+}
+
+/* Whether this process may drop from the bounding set and set securebits. */
+static bool has_setpcap(void)
+{
+	cap_t caps = cap_get_proc();
+	cap_flag_value_t v = CAP_CLEAR;
+
+	if (caps) {
+		cap_get_flag(caps, CAP_SETPCAP, CAP_EFFECTIVE, &v);
+		cap_free(caps);
+	}
+	return v == CAP_SET;
+}
+
+int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen)
+{
+	scmp_filter_ctx filter = NULL;
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (mode == STP_SANDBOX_OFF)
+		return 0;
+	rc = check_single_threaded(err, errlen);
+	if (!rc)
+		rc = build_lookup_filter(mode, &filter, err, errlen);
+	if (rc)
+		return rc;
+
+	/* From here on nothing can be undone. uid 0 keeps its uid: securebits then keep it
+	 * from regaining capabilities (NOROOT) at an exec, which the filter forbids too. */
+	if (has_setpcap()) {
+		rc = drop_bounding_set(err, errlen);
+		if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
+			rc = fail(err, errlen, -errno, "locking securebits: %s",
+				  strerror(errno));
+	}
+	if (!rc)
+		rc = clear_capabilities(err, errlen);
+	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		rc = fail(err, errlen, -errno, "setting no_new_privs: %s", strerror(errno));
+	if (!rc) {
+		rc = seccomp_load(filter);
+		if (rc)
+			fail(err, errlen, rc, "loading the seccomp filter: %s",
+			     strerror(-rc));
+	}
 	seccomp_release(filter);
 	return rc;
 }

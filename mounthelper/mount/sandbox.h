@@ -72,6 +72,34 @@ struct stp_sandbox_opts {
  */
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
 
+/*
+ * Confines a freshly forked, single-threaded child of the mounting process whose only work
+ * is lookups beneath a directory descriptor it already holds (openat2 with RESOLVE_BENEATH,
+ * fstat, close) and reads and writes on descriptors it holds (a pipe). It keeps its uid
+ * and gid (the kernel lets only the mount's owner into a FUSE mount without allow_other),
+ * and gives up the rest:
+ *
+ *   1. when it holds CAP_SETPCAP (root): the bounding set emptied and securebits locked
+ *      (NOROOT and friends), so that uid 0 regains no capability;
+ *   2. permitted, effective, inheritable and ambient sets cleared;
+ *   3. no_new_privs, then a seccomp filter allowing only: openat2 and newfstatat
+ *      (AT_EMPTY_PATH only) from a descriptor (not AT_FDCWD), fstat, close, read, write,
+ *      poll, brk/mmap/mprotect without PROT_EXEC, munmap, mremap, madvise,
+ *      clock_gettime, rt_sigreturn, restart_syscall, exit, exit_group. Anything else
+ *      kills the process (STP_SANDBOX_ON) or is logged and allowed (STP_SANDBOX_LOG).
+ *
+ * The filter cannot read openat2's struct open_how: passing RESOLVE_BENEATH (and
+ * RESOLVE_NO_MAGICLINKS) is the caller's part. Descriptors are left alone: close what the
+ * child must not have (the image, /dev/fuse) before the call. STP_SANDBOX_OFF: returns 0
+ * at once.
+ *
+ * Returns 0, or a negative errno with a one-line message in ERR, as stp_sandbox_enter: a
+ * second thread (-EBUSY) or a filter that cannot be built leaves the process as it was;
+ * a later failure leaves it partly confined, and the caller should _exit.
+ * Not thread-safe (it must run before any thread exists).
+ */
+int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen);
+
 /* Parses "on", "log", "off" into MODE. Returns 0 or -EINVAL (MODE untouched). */
 int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode);
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
@@ -133,6 +134,24 @@ static int probe_stat_path(void)
 
 	stat("/", &st);
 	return PROBE_CALL_RETURNED;
+}
+
+/* AT_EMPTY_PATH does not make a path lookup from the working directory acceptable. */
+static int probe_empty_path_flag_cwd(void)
+{
+	struct stat st;
+
+	fstatat(AT_FDCWD, "/etc/passwd", &st, AT_EMPTY_PATH);
+	return PROBE_CALL_RETURNED;
+}
+
+/* From a held file an absolute path is allowed by the filter, and finds the empty root. */
+static int probe_empty_path_flag_abs(void)
+{
+	struct stat st;
+
+	return fstatat(scratch_fd, "/etc/passwd", &st, AT_EMPTY_PATH) < 0 && errno == ENOENT
+		       ? PROBE_OK : PROBE_WRONG;
 }
 
 static int probe_fstat(void)
@@ -364,6 +383,8 @@ static void test_forbidden(bool as_user)
 	expect("ioctl FIONREAD", STP_SANDBOX_ON, as_user, probe_other_ioctl, true);
 	expect("mmap PROT_EXEC", STP_SANDBOX_ON, as_user, probe_exec_mapping, true);
 	expect("stat of a path", STP_SANDBOX_ON, as_user, probe_stat_path, true);
+	expect("fstatat(AT_FDCWD, path, AT_EMPTY_PATH)", STP_SANDBOX_ON, as_user,
+	       probe_empty_path_flag_cwd, true);
 }
 
 static void test_allowed(bool as_user)
@@ -676,6 +697,228 @@ static void test_parse_mode(void)
 	report(stp_sandbox_parse_mode("", &m) == -EINVAL, "refuse ''");
 }
 
+/*
+ * The priming child's confinement: a directory held open, lookups beneath it through
+ * openat2, and nothing else.
+ */
+static char lookup_dir[] = "/tmp/stipple-lookups-XXXXXX";
+static int lookup_dirfd = -1;
+static const char lookup_text[] = "beneath the held directory\n";
+
+static int make_lookup_dir(void)
+{
+	char path[sizeof(lookup_dir) + 8];
+	int fd;
+
+	if (!mkdtemp(lookup_dir) || chmod(lookup_dir, 0755))
+		return -1;
+	snprintf(path, sizeof(path), "%s/f", lookup_dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, lookup_text, sizeof(lookup_text) - 1) != sizeof(lookup_text) - 1)
+		return -1;
+	close(fd);
+	lookup_dirfd = open(lookup_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return lookup_dirfd < 0 ? -1 : 0;
+}
+
+static void remove_lookup_dir(void)
+{
+	char path[sizeof(lookup_dir) + 8];
+
+	snprintf(path, sizeof(path), "%s/f", lookup_dir);
+	unlink(path);
+	rmdir(lookup_dir);
+	close(lookup_dirfd);
+}
+
+static long open_beneath(int dirfd, const char *name)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+
+	return syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+}
+
+static int probe_lookup_beneath(void)
+{
+	char buf[64];
+	struct stat st;
+	long fd = open_beneath(lookup_dirfd, "f");
+	ssize_t n;
+
+	if (fd < 0 || fstat((int)fd, &st) || st.st_size != sizeof(lookup_text) - 1)
+		return PROBE_WRONG;
+	n = read((int)fd, buf, sizeof(buf));
+	if (n != (ssize_t)sizeof(lookup_text) - 1 || memcmp(buf, lookup_text, (size_t)n) || close((int)fd))
+		return PROBE_WRONG;
+	/* RESOLVE_BENEATH, not the filter, refuses an escape */
+	if (open_beneath(lookup_dirfd, "../f") >= 0 || errno != EXDEV)
+		return PROBE_WRONG;
+	return PROBE_OK;
+}
+
+static int probe_lookup_malloc(void)
+{
+	void *p = malloc(8 << 20);
+
+	if (!p)
+		return PROBE_WRONG;
+	memset(p, 1, 8 << 20);
+	free(p);
+	return PROBE_OK;
+}
+
+static int probe_open_passwd(void)
+{
+	open("/etc/passwd", O_RDONLY);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_openat2_cwd(void)
+{
+	open_beneath(AT_FDCWD, "etc/passwd");
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_stat_passwd(void)
+{
+	struct stat st;
+
+	stat("/etc/passwd", &st);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_open_works(void)
+{
+	int fd = open("/etc/passwd", O_RDONLY);
+
+	return fd >= 0 && !close(fd) ? PROBE_OK : PROBE_WRONG;
+}
+
+static int probe_pid(void)
+{
+	getpid();
+	return PROBE_CALL_RETURNED;
+}
+
+static pid_t spawn_lookup_probe(enum stp_sandbox_mode mode, bool as_user, int (*probe)(void))
+{
+	char err[256];
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	if (as_user && setresuid(65534, 65534, 65534))
+		_exit(PROBE_ENTER_FAILED);
+	if (stp_sandbox_confine_lookups(mode, err, sizeof(err))) {
+		dprintf(2, "stp_sandbox_confine_lookups: %s\n", err);
+		_exit(PROBE_ENTER_FAILED);
+	}
+	_exit(probe());
+}
+
+static void expect_lookup(const char *what, enum stp_sandbox_mode mode, bool as_user,
+			  int (*probe)(void), bool killed)
+{
+	int status;
+	char desc[64];
+	pid_t pid = spawn_lookup_probe(mode, as_user, probe);
+	const char *who = as_user ? "user" : "root";
+
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		report(false, "lookups: %s (%s): fork/wait failed", what, who);
+		return;
+	}
+	if (killed)
+		report(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
+		       "lookups: %s (%s) is killed by SIGSYS: %s", what, who,
+		       describe(status, desc, sizeof(desc)));
+	else
+		report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+		       "lookups: %s (%s) works: %s", what, who, describe(status, desc, sizeof(desc)));
+}
+
+static void check_lookup_state(pid_t pid, bool as_root)
+{
+	static const char *const zero_caps[] = { "CapInh", "CapPrm", "CapEff", "CapAmb" };
+	char v[128];
+
+	for (size_t i = 0; i < sizeof(zero_caps) / sizeof(zero_caps[0]); i++)
+		report(proc_field(pid, 0, zero_caps[i], v, sizeof(v)) && !strcmp(v, "0000000000000000"),
+		       "lookups (%s): %s is 0 (%s)", as_root ? "root" : "user", zero_caps[i], v);
+	if (as_root)
+		report(proc_field(pid, 0, "CapBnd", v, sizeof(v)) && !strcmp(v, "0000000000000000"),
+		       "lookups (root): CapBnd is 0 (%s)", v);
+	report(proc_field(pid, 0, "NoNewPrivs", v, sizeof(v)) && !strcmp(v, "1"),
+	       "lookups (%s): NoNewPrivs 1 (%s)", as_root ? "root" : "user", v);
+	report(proc_field(pid, 0, "Seccomp", v, sizeof(v)) && !strcmp(v, "2"),
+	       "lookups (%s): Seccomp 2 (%s)", as_root ? "root" : "user", v);
+	/* the uid stays: only the mount's owner may enter a FUSE mount */
+	report(proc_field(pid, 0, "Uid", v, sizeof(v)) &&
+	       !strcmp(v, as_root ? "0\t0\t0\t0" : "65534\t65534\t65534\t65534"),
+	       "lookups (%s): uid kept (%s)", as_root ? "root" : "user", v);
+}
+
+/* The confined child does its lookups, then waits while the parent reads its /proc. */
+static void test_lookup_state(bool as_root)
+{
+	int ready[2], go[2], status;
+	pid_t pid;
+	char c, err[256];
+
+	if (pipe(ready) || pipe(go)) {
+		report(false, "pipe: %s", strerror(errno));
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (!as_root && setresuid(65534, 65534, 65534))
+			_exit(PROBE_ENTER_FAILED);
+		if (stp_sandbox_confine_lookups(STP_SANDBOX_ON, err, sizeof(err)))
+			_exit(PROBE_ENTER_FAILED);
+		if (probe_lookup_beneath() != PROBE_OK)
+			_exit(PROBE_WRONG);
+		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(PROBE_WRONG);
+		_exit(PROBE_OK);
+	}
+	close(ready[1]);
+	close(go[0]);
+	if (read(ready[0], &c, 1) == 1)
+		check_lookup_state(pid, as_root);
+	else
+		report(false, "lookups (%s): the child did not get ready", as_root ? "root" : "user");
+	if (write(go[1], "g", 1) != 1)
+		kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+	       "lookups (%s): the child exits 0 (status %#x)", as_root ? "root" : "user", status);
+	close(ready[0]);
+	close(go[1]);
+}
+
+static void test_lookups(void)
+{
+	for (int u = 0; u < 2; u++) {
+		bool as_user = u;
+
+		expect_lookup("openat2 beneath, fstat, read, close", STP_SANDBOX_ON, as_user,
+			      probe_lookup_beneath, false);
+		expect_lookup("malloc 8 MiB", STP_SANDBOX_ON, as_user, probe_lookup_malloc, false);
+		expect_lookup("open /etc/passwd", STP_SANDBOX_ON, as_user, probe_open_passwd, true);
+		expect_lookup("openat2 from AT_FDCWD", STP_SANDBOX_ON, as_user, probe_openat2_cwd, true);
+		expect_lookup("stat /etc/passwd", STP_SANDBOX_ON, as_user, probe_stat_passwd, true);
+		expect_lookup("socket", STP_SANDBOX_ON, as_user, probe_socket, true);
+		expect_lookup("getpid", STP_SANDBOX_ON, as_user, probe_pid, true);
+		expect_lookup("execve", STP_SANDBOX_ON, as_user, probe_execve, true);
+		test_lookup_state(!as_user);
+	}
+	expect_lookup("socket under sandbox=log", STP_SANDBOX_LOG, false, probe_socket, false);
+	expect_lookup("open under sandbox=off", STP_SANDBOX_OFF, false, probe_open_works, false);
+}
+
 static int make_scratch_file(void)
 {
 	char path[] = "/tmp/stipple-sandbox-XXXXXX";
@@ -714,6 +957,8 @@ int main(void)
 	}
 	test_forbidden(false);
 	test_allowed(false);
+	expect("fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) finds the empty root",
+	       STP_SANDBOX_ON, false, probe_empty_path_flag_abs, false);
 	test_forbidden(true);
 	test_allowed(true);
 	test_log_mode();
@@ -721,6 +966,12 @@ int main(void)
 	test_confined_state(false);
 	test_refusals();
 	test_off();
+	if (make_lookup_dir()) {
+		perror("lookup directory");
+		return 1;
+	}
+	test_lookups();
+	remove_lookup_dir();
 	printf("%d failure(s)\n", failures);
 	return failures ? 1 : 0;
 }
