@@ -165,7 +165,10 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
  *     shrinks) and copes when it cannot; the daemon itself opens nothing once confined;
  *   - thread stacks and malloc never need PROT_EXEC: no page becomes executable;
  *   - libfuse's only ioctl clones the /dev/fuse channel;
- *   - tgkill (pthread_cancel, abort) only reaches our own threads.
+ *   - tgkill (pthread_cancel, abort) only reaches our own threads;
+ *   - prctl only names the calling thread: libfuse 3.17 and later call
+ *     pthread_setname_np(pthread_self(), "fuse_worker") in each worker, which glibc turns
+ *     into prctl(PR_SET_NAME) (naming another thread writes /proc/.../comm: open, EACCES).
  */
 static int add_guarded_rules(scmp_filter_ctx ctx)
 {
@@ -184,6 +187,7 @@ static int add_guarded_rules(scmp_filter_ctx ctx)
 		{ SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 		  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE) },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0_32(SCMP_CMP_EQ, PR_SET_NAME) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 		  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()) },
 	};

@@ -22,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -241,6 +242,29 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* What libfuse 3.17's workers do first (glibc: prctl(PR_SET_NAME) for the caller). */
+static void *name_self(void *arg)
+{
+	(void)arg;
+	return pthread_setname_np(pthread_self(), "fuse_worker") ? (void *)1 : NULL;
+}
+
+static int probe_setname(void)
+{
+	pthread_t t;
+	void *res = (void *)1;
+
+	if (pthread_create(&t, NULL, name_self, NULL) || pthread_join(t, &res) || res)
+		return PROBE_WRONG;
+	return name_self(NULL) ? PROBE_WRONG : PROBE_OK;
+}
+
+static int probe_other_prctl(void)
+{
+	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	return PROBE_CALL_RETURNED;
+}
+
 static int probe_threads(void)
 {
 	pthread_t t[8];
@@ -383,6 +407,7 @@ static void test_forbidden(bool as_user)
 	expect("ioctl FIONREAD", STP_SANDBOX_ON, as_user, probe_other_ioctl, true);
 	expect("mmap PROT_EXEC", STP_SANDBOX_ON, as_user, probe_exec_mapping, true);
 	expect("stat of a path", STP_SANDBOX_ON, as_user, probe_stat_path, true);
+	expect("prctl(PR_SET_DUMPABLE)", STP_SANDBOX_ON, as_user, probe_other_prctl, true);
 	expect("fstatat(AT_FDCWD, path, AT_EMPTY_PATH)", STP_SANDBOX_ON, as_user,
 	       probe_empty_path_flag_cwd, true);
 }
@@ -398,6 +423,8 @@ static void test_allowed(bool as_user)
 	expect("pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
 	expect("stderr", STP_SANDBOX_ON, as_user, probe_stderr, false);
 	expect("pthread_cancel", STP_SANDBOX_ON, as_user, probe_cancel, false);
+	expect("pthread_setname_np (libfuse 3.17 workers)", STP_SANDBOX_ON, as_user,
+	       probe_setname, false);
 	expect("zstd decoding in threads", STP_SANDBOX_ON, as_user, probe_zstd, false);
 }
 
@@ -560,6 +587,7 @@ static void *park(void *arg)
 	int fd = *(int *)arg;
 	char c;
 
+	pthread_setname_np(pthread_self(), "fuse_worker");
 	return read(fd, &c, 1) == 1 ? NULL : (void *)1;
 }
 
