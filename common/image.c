@@ -40,42 +40,47 @@ static const char *feature_name(uint64_t bit)
 	}
 }
 
-static int read_superblock(struct stp_image *img)
+int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *sb)
 {
 	uint8_t raw[STP_SB_SIZE];
 	uint64_t bad = 0;
 	struct stat st;
 	int rc;
 
-	if (fstat(img->fd, &st))
+	if (fstat(fd, &st))
 		return -errno;
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-		stp_log(STP_LOG_ERR, "%s: not a regular file", img->path);
+		stp_log(STP_LOG_ERR, "%s: not a regular file", path);
 		return -EINVAL;
 	}
-	rc = stp_pread_full(img->fd, raw, sizeof(raw), 0);
+	rc = stp_pread_full(fd, raw, sizeof(raw), 0);
 	if (rc == -EIO)
-		return STP_CORRUPT(img->path, "shorter than a superblock");
+		return STP_CORRUPT(path, "shorter than a superblock");
 	if (rc)
 		return rc;
-	rc = stp_sb_decode(raw, &img->sb, &bad);
+	rc = stp_sb_decode(raw, sb, &bad);
 	if (rc == -EPROTONOSUPPORT) {
 		if (bad)
 			stp_log(STP_LOG_ERR, "%s: uses feature bit %d (%s) that this stipple does not support",
-				img->path, __builtin_ctzll(bad), feature_name(bad));
+				path, __builtin_ctzll(bad), feature_name(bad));
 		else
 			stp_log(STP_LOG_ERR, "%s: format version %u is newer than this stipple reads (%u)",
-				img->path, img->sb.version, STP_FORMAT_VERSION);
+				path, sb->version, STP_FORMAT_VERSION);
 		return rc;
 	}
 	if (rc)
-		return STP_CORRUPT(img->path, memcmp(raw, STP_MAGIC, STP_MAGIC_LEN) ?
+		return STP_CORRUPT(path, memcmp(raw, STP_MAGIC, STP_MAGIC_LEN) ?
 			"not a stipple image (bad magic)" : "superblock checksum or fields invalid");
-	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < img->sb.image_size)
-		return STP_CORRUPT(img->path, "truncated: %llu bytes of %llu",
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < sb->image_size)
+		return STP_CORRUPT(path, "truncated: %llu bytes of %llu",
 				   (unsigned long long)st.st_size,
-				   (unsigned long long)img->sb.image_size);
+				   (unsigned long long)sb->image_size);
 	return 0;
+}
+
+static int read_superblock(struct stp_image *img)
+{
+	return stp_image_read_superblock(img->fd, img->path, &img->sb);
 }
 
 /* Reads LEN stored bytes at OFF into a new buffer and checks them against SUM. */
@@ -255,6 +260,7 @@ const char *stp_image_path(const struct stp_image *img) { return img->path; }
 int stp_image_fd(const struct stp_image *img) { return img->fd; }
 uint32_t stp_image_block_size(const struct stp_image *img) { return 1u << img->sb.block_log; }
 size_t stp_image_meta_bytes(const struct stp_image *img) { return img->meta_len; }
+const struct stp_meta_header *stp_image_meta_header(const struct stp_image *img) { return &img->mh; }
 
 unsigned stp_mode_dtype(uint32_t mode)
 {

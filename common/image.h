@@ -19,6 +19,13 @@
 
 struct stp_image;
 
+/* Reads the 256-byte superblock from FD and checks it field by field, and against the
+ * size of the file (a regular file or a block device). Reads nothing else: this is all a
+ * privileged process does with an untrusted image before it hands it to the sandbox.
+ * PATH is for messages. -EUCLEAN, -EPROTONOSUPPORT (reported), -EINVAL (not a regular
+ * file or block device), or a read error. */
+int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *sb);
+
 /* Opens PATH read-only, checks the superblock, loads and checks the metadata and the
  * dictionary. On success *out is owned by the caller (stp_image_close). -EUCLEAN: damaged;
  * -EPROTONOSUPPORT: newer format or unknown feature (logged with its name). */
@@ -33,6 +40,8 @@ int stp_image_fd(const struct stp_image *img);
 uint32_t stp_image_block_size(const struct stp_image *img);
 /* Bytes of decoded metadata held in memory. */
 size_t stp_image_meta_bytes(const struct stp_image *img);
+/* The header of the decoded metadata: the tables' record counts. */
+const struct stp_meta_header *stp_image_meta_header(const struct stp_image *img);
 
 /* Inodes are numbered 0 (the root) to inode_count - 1. */
 int stp_image_inode(const struct stp_image *img, uint32_t ino, struct stp_inode *out);

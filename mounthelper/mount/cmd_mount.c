@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "daemon.h"
+#include "monitor.h"
 #include "mountopts.h"
 #include "util.h"
 
@@ -118,7 +118,7 @@ int stp_cmd_mount(int argc, char **argv)
 	stp_mountopts_init(&o);
 	ret = parse_args(&o, argc, argv);
 	if (!ret)
-		ret = stp_daemon_run(&o, "stipple mount") ? 1 : 0;
+		ret = stp_monitor_mount(&o, "stipple mount") ? 1 : 0;
 	stp_mountopts_free(&o);
 	return ret < 0 ? 0 : ret;
 }

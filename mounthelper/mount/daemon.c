@@ -3,142 +3,210 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cache.h"
 #include "fuseops.h"
 #include "image.h"
 #include "log.h"
+#include "monproto.h"
 #include "mountopts.h"
 #include "prime.h"
 #include "record.h"
 #include "sandbox.h"
 #include "warm.h"
 
-/* What the daemon tells the waiting parent, once: 0 when the mount is live, else the
- * errno and the reason. */
-struct status_msg {
-	int32_t err;
-	char msg[500];
-};
-
-/* Where the daemon reports failure before it is live: the parent's pipe, or stderr. */
-struct reporter {
+struct stp_daemon {
+	struct stp_fs fs;
 	const char *prog;
-	int fd; /* status pipe, -1 in the foreground */
+	int monitor_fd;   /* until the mount is live and the plan sent, else -1 */
+	int record_fd;
 };
 
-static int report(const struct reporter *r, int err, const char *fmt, ...)
+/* Where library messages go: to the monitor while it waits (the daemon has no terminal),
+ * then to stderr, which is /dev/null unless in the foreground. Set from one thread
+ * before any other starts. */
+static const char *log_prog;
+static int log_monitor_fd = -1;
+
+static void log_handler(enum stp_log_level level, const char *msg)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "%s: %s", log_prog, msg);
+
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	if (log_monitor_fd < 0 || stp_msg_send(log_monitor_fd, STP_MSG_LOG, line, (size_t)n))
+		fprintf(stderr, "%s\n", line);
+}
+
+/* The mount cannot go live: the monitor prints the reason and unmounts. */
+static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static int report(const struct reporter *r, int err, const char *fmt, ...)
+static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
 {
-	struct status_msg m = { .err = err };
+	char text[480];
+	int n = snprintf(text, sizeof(text), "%s: ", d->prog);
 	va_list ap;
-	int n;
 
-	n = snprintf(m.msg, sizeof(m.msg), "%s: ", r->prog);
 	va_start(ap, fmt);
-	vsnprintf(m.msg + n, sizeof(m.msg) - (size_t)n, fmt, ap);
+	vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
 	va_end(ap);
-	if (r->fd < 0)
-		fprintf(stderr, "%s\n", m.msg);
-	else if (write(r->fd, &m, sizeof(m)) != sizeof(m))
-		return err; /* the parent is gone: no one to tell */
+	if (d->monitor_fd < 0 || stp_msg_send_failed(d->monitor_fd, err, text))
+		fprintf(stderr, "%s\n", text);
 	return err;
 }
 
-static int open_image(const struct stp_mount_opts *o, const char *prog, struct stp_image **img)
+int stp_daemon_new(const struct stp_mount_opts *o, const char *prog, struct stp_daemon **out)
 {
-	int err = stp_image_open(o->image_path, img);
+	struct stp_daemon *d = calloc(1, sizeof(*d));
+	char *argv[] = { (char *)prog, "-o", o->fuse_opts, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 
-	if (err == -EUCLEAN)
-		fprintf(stderr, "%s: %s: not a stipple image, or a damaged one\n", prog, o->image);
-	else if (err == -EPROTONOSUPPORT)
-		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", prog, o->image);
-	else if (err)
-		fprintf(stderr, "%s: %s: %s\n", prog, o->image, strerror(-err));
-	return err;
-}
-
-static int check_mountpoint(const struct stp_mount_opts *o, const char *prog)
-{
-	struct stat st;
-
-	if (stat(o->mountpoint, &st)) {
-		fprintf(stderr, "%s: mount point %s: %s\n", prog, o->mountpoint, strerror(errno));
-		return -errno;
+	if (!d)
+		return -ENOMEM;
+	d->fs.opts = o;
+	d->prog = prog;
+	d->monitor_fd = d->record_fd = -1;
+	d->fs.se = fuse_session_new(&args, &stp_fuseops, sizeof(stp_fuseops), &d->fs);
+	if (!d->fs.se) {
+		fprintf(stderr, "%s: libfuse refused the options '%s'\n", prog, o->fuse_opts);
+		free(d);
+		return -EINVAL;
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "%s: mount point %s: not a directory\n", prog, o->mountpoint);
-		return -ENOTDIR;
-	}
+	*out = d;
 	return 0;
 }
 
-static const char *log_prog;
-
-static void log_prefixed(enum stp_log_level level, const char *msg)
+struct fuse_session *stp_daemon_session(struct stp_daemon *d)
 {
-	fprintf(stderr, "%s: %s\n", log_prog, msg);
+	return d->fs.se;
 }
 
+void stp_daemon_free(struct stp_daemon *d)
+{
+	if (!d)
+		return;
+	stp_warm_stop(d->fs.warmer);
+	stp_record_free(d->fs.recorder);
+	if (d->fs.se)
+		fuse_session_destroy(d->fs.se);
+	stp_cache_free(d->fs.cache);
+	stp_image_close((struct stp_image *)d->fs.img);
+	if (d->record_fd >= 0)
+		close(d->record_fd);
+	if (d->monitor_fd >= 0)
+		close(d->monitor_fd);
+	free(d);
+}
 
-/* A daemon keeps no terminal. The sandbox allows no socket, so there is no syslog:
- * diagnostics of a background mount are lost; run with -f to see them. */
-static int detach_stdio(const struct reporter *r)
+/* A daemon keeps no terminal (the sandbox does this too, but not when it is off). */
+static int detach_stdio(struct stp_daemon *d)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (fd < 0)
-		return report(r, -errno, "/dev/null: %s", strerror(errno));
+		return fail(d, -errno, "/dev/null: %s", strerror(errno));
 	for (int i = 0; i < 3; i++)
 		dup2(fd, i);
 	close(fd);
 	return 0;
 }
 
-/* After the mount (it needs the mount privileges) and before the loop starts any thread
- * (capabilities, no_new_privs and seccomp are per thread). */
-static int enter_sandbox(const struct stp_fs *fs, const struct reporter *r, int record_fd)
+/* Not privileged, but done before the filter forbids it: the terminal and the working
+ * directory (a daemon holds neither), the signals that end the loop, and the memory it
+ * may use. */
+static int detach(struct stp_daemon *d, uint64_t mem_limit)
 {
-	int keep[4] = { fuse_session_fd(fs->se), stp_image_fd(fs->img) };
-	size_t nkeep = 2;
+	struct rlimit rl = { mem_limit, mem_limit };
+	int err = d->fs.opts->foreground ? 0 : detach_stdio(d);
 
-	if (r->fd >= 0)
-		keep[nkeep++] = r->fd;
-	if (record_fd >= 0)
-		keep[nkeep++] = record_fd;
+	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when the daemon writes to it */
+	if (err)
+		return err;
+	if (!d->fs.opts->foreground && chdir("/"))
+		return fail(d, -errno, "chdir /: %s", strerror(errno));
+	if (fuse_set_signal_handlers(d->fs.se))
+		return fail(d, -EIO, "cannot install signal handlers");
+	if (mem_limit && setrlimit(RLIMIT_DATA, &rl))
+		return fail(d, -errno, "limiting memory to %llu bytes: %s",
+			    (unsigned long long)mem_limit, strerror(errno));
+	return 0;
+}
+
+/* Before the loop starts any thread: capabilities, no_new_privs and seccomp are per
+ * thread. */
+static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
+{
+	int keep[] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, fds->record };
 	struct stp_sandbox_opts so = {
-		.mode = fs->opts->sandbox,
-		.user = fs->opts->sandbox_user,
+		.mode = d->fs.opts->sandbox,
+		.user = d->fs.opts->sandbox_user,
 		.keep_fds = keep,
-		.nkeep = nkeep,
-		.keep_stderr = fs->opts->foreground,
+		.nkeep = fds->record >= 0 ? 4 : 3,
+		.keep_stderr = d->fs.opts->foreground,
 	};
 	char err[256];
 	int ret = stp_sandbox_enter(&so, err, sizeof(err));
 
-	return ret ? report(r, ret, "sandbox: %s", err) : 0;
+	return ret ? fail(d, ret, "sandbox: %s", err) : 0;
 }
 
-static struct fuse_session *new_session(struct stp_fs *fs, const struct reporter *r)
+/* The first look past the superblock: confined, like everything after it. */
+static int open_image(struct stp_daemon *d, int fd)
 {
-	char *argv[] = { (char *)r->prog, "-o", fs->opts->fuse_opts, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
-	struct fuse_session *se;
+	const struct stp_mount_opts *o = d->fs.opts;
+	struct stp_image *img;
+	int err = stp_image_open_fd(fd, o->image_path, &img);
 
-	se = fuse_session_new(&args, &stp_fuseops, sizeof(stp_fuseops), fs);
-	if (!se)
-		report(r, -EINVAL, "libfuse refused the options '%s'", fs->opts->fuse_opts);
-	return se;
+	if (err == -EUCLEAN)
+		return fail(d, err, "%s: not a stipple image, or a damaged one", o->image);
+	if (err == -EPROTONOSUPPORT)
+		return fail(d, err, "%s: made by a newer stipple (unsupported format)", o->image);
+	if (err)
+		return fail(d, err, "%s: %s", o->image, strerror(-err));
+	d->fs.img = img;
+	d->fs.block_log = stp_image_sb(img)->block_log;
+	return 0;
+}
+
+/* The block cache and the recorder: they size themselves from the image. */
+static int prepare_fs(struct stp_daemon *d)
+{
+	const struct stp_mount_opts *o = d->fs.opts;
+	int err = stp_cache_new(d->fs.img, o->cache_budget, &d->fs.cache);
+
+	if (err)
+		return fail(d, err, "cannot create the block cache: %s", strerror(-err));
+	if (o->record && (err = stp_record_new(d->fs.img, &d->fs.recorder)))
+		return fail(d, err, "%s: %s", o->record, strerror(-err));
+	return 0;
+}
+
+/* Live: the monitor may return. It gets the priming plan first when it waits for one;
+ * from then on diagnostics go to stderr. */
+static void report_live(struct stp_daemon *d)
+{
+	int err = stp_msg_send(d->monitor_fd, STP_MSG_LIVE, NULL, 0);
+
+	if (!err && stp_prime_wanted(d->fs.opts)) {
+		err = stp_prime_send_plan(d->fs.img, d->monitor_fd);
+		if (err && err != -EPIPE)
+			stp_log(STP_LOG_WARN, "%s: no priming plan: %s", d->fs.opts->image,
+				strerror(-err));
+	}
+	log_monitor_fd = -1;
+	close(d->monitor_fd);
+	d->monitor_fd = -1;
 }
 
 static int run_loop(struct stp_fs *fs)
@@ -151,7 +219,7 @@ static int run_loop(struct stp_fs *fs)
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
 	ret = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 /* Seen only in the foreground: a background daemon has no stderr. */
@@ -165,247 +233,58 @@ static void log_cache_stats(const struct stp_fs *fs)
 		(unsigned long long)st.decoded, (unsigned long long)st.failures);
 }
 
-static void report_live(const struct reporter *r)
-{
-	struct status_msg live = { .err = 0 };
-
-	if (r->fd < 0)
-		return;
-	/* a parent that went away needs no answer */
-	if (write(r->fd, &live, sizeof(live)) != sizeof(live))
-		live.err = -EPIPE;
-	close(r->fd);
-}
-
-/* The hot list file is opened before the mount: once confined, no file can be opened. */
-static int open_record(const struct stp_mount_opts *o, struct stp_fs *fs, const struct reporter *r,
-		       int *fd)
-{
-	int err;
-
-	*fd = -1;
-	if (!o->record)
-		return 0;
-	*fd = open(o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (*fd < 0)
-		return report(r, -errno, "%s: %s", o->record, strerror(errno));
-	err = stp_record_new(fs->img, &fs->recorder);
-	return err ? report(r, err, "%s: %s", o->record, strerror(-err)) : 0;
-}
-
 /* Written as the mount ends; a moment after umount returns, when the daemon exits. */
-static void write_record(const struct stp_fs *fs, int fd)
+static void write_record(struct stp_daemon *d)
 {
 	int err;
 
-	if (fd < 0)
+	if (d->record_fd < 0 || !d->fs.recorder)
 		return;
-	err = stp_record_write(fs->recorder, fd);
-	close(fd);
+	err = stp_record_write(d->fs.recorder, d->record_fd);
 	if (err)
-		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s", fs->opts->record, strerror(-err));
+		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s", d->fs.opts->record,
+			strerror(-err));
 }
 
-/* Before the mount: the hot list to record into, the block cache, the session. */
-static int prepare_fs(const struct stp_mount_opts *o, struct stp_fs *fs, const struct reporter *r,
-		      int *record_fd)
+/* Confined, the mount is live: warm it, tell the monitor, serve until the mount ends.
+ * Without warming it still serves every byte, so a warming failure is logged, not fatal.
+ * The loop returns 0 when the host unmounted, a signal number when a signal ended it. */
+static int serve_confined(struct stp_daemon *d)
 {
-	int err = open_record(o, fs, r, record_fd);
-
-	if (err)
-		return err;
-	err = stp_cache_new(fs->img, o->cache_budget, &fs->cache);
-	if (err)
-		return report(r, err, "cannot create the block cache: %s", strerror(-err));
-	fs->se = new_session(fs, r);
-	return fs->se ? 0 : -EINVAL;
-}
-
-/* What a daemon gives up once the mount exists: its terminal and its directory (the
- * mount point is absolute, and a daemon holds no directory busy); signals now end the
- * loop. */
-static int detach(const struct stp_mount_opts *o, struct fuse_session *se,
-		  const struct reporter *r)
-{
-	int err = o->foreground ? 0 : detach_stdio(r);
-
-	if (!err && !o->foreground && chdir("/"))
-		err = report(r, -errno, "chdir /: %s", strerror(errno));
-	if (!err && fuse_set_signal_handlers(se))
-		err = report(r, -EIO, "cannot install signal handlers");
-	return err;
-}
-
-/* Confined (it starts threads, and confinement is per thread), the mount is live: warm
- * it, tell the parent, serve until it is unmounted, then write the hot list. The mount
- * exists and this process may no longer unmount it: without warming it still serves
- * every byte, so a warming failure is logged, not fatal. */
-static int serve_confined(struct stp_fs *fs, const struct reporter *r, int *record_fd)
-{
+	struct stp_fs *fs = &d->fs;
 	int err = stp_warm_start(fs, fs->opts->warm_workers, &fs->warmer);
 
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, strerror(-err));
-	report_live(r);
+	report_live(d);
 	err = run_loop(fs);
 	fuse_remove_signal_handlers(fs->se);
 	stp_warm_stop(fs->warmer);
 	fs->warmer = NULL;
-	write_record(fs, *record_fd);
-	*record_fd = -1; /* closed by the write */
+	write_record(d);
 	log_cache_stats(fs);
 	return err;
 }
 
-/* Mount, confine, tell the parent, serve. Takes ownership of IMG. */
-static int serve(const struct stp_mount_opts *o, struct stp_image *img, const struct reporter *r)
+int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uint64_t mem_limit)
 {
-	struct stp_fs fs = {
-		.img = img,
-		.opts = o,
-		.block_log = stp_image_sb(img)->block_log,
-	};
-	/* Set while this process may (and must) unmount on its way out. Once confined, it
-	 * can no longer: the host's umount is what ends the mount. */
-	bool must_unmount = false;
-	int record_fd = -1, err;
+	int err, status;
 
-	err = prepare_fs(o, &fs, r, &record_fd);
-	if (!err && fuse_session_mount(fs.se, o->mountpoint))
-		err = report(r, -EIO, "cannot mount %s on %s", o->image, o->mountpoint);
-	else if (!err)
-		must_unmount = true;
+	d->monitor_fd = fds->monitor;
+	d->record_fd = fds->record;
+	log_prog = d->prog;
+	log_monitor_fd = fds->monitor;
+	stp_log_set_handler(log_handler);
+	err = detach(d, mem_limit);
 	if (!err)
-		err = detach(o, fs.se, r);
-	if (!err)
-		err = enter_sandbox(&fs, r, record_fd);
-	if (!err) {
-		must_unmount = o->sandbox == STP_SANDBOX_OFF;
-		err = serve_confined(&fs, r, &record_fd);
-	}
-	stp_warm_stop(fs.warmer);
-	if (record_fd >= 0)
-		close(record_fd);
-	stp_record_free(fs.recorder);
-	if (must_unmount)
-		fuse_session_unmount(fs.se);
-	if (fs.se)
-		fuse_session_destroy(fs.se);
-	stp_cache_free(fs.cache);
-	stp_image_close(img);
-	return err;
-}
-
-/* The parent's side: the daemon's verdict, or its exit status if it died first. */
-static int wait_daemon(int fd, pid_t pid, const char *prog)
-{
-	struct status_msg m;
-	ssize_t n;
-	int status;
-
-	do
-		n = read(fd, &m, sizeof(m));
-	while (n < 0 && errno == EINTR);
-	close(fd);
-	if (n == (ssize_t)sizeof(m)) {
-		if (m.err)
-			fprintf(stderr, "%s\n", m.msg);
-		if (m.err)
-			waitpid(pid, &status, 0);
-		return m.err;
-	}
-	if (waitpid(pid, &status, 0) < 0)
-		status = 0;
-	if (WIFSIGNALED(status))
-		fprintf(stderr, "%s: the daemon died of signal %d before the mount was live\n", prog,
-			WTERMSIG(status));
+		err = enter_sandbox(d, fds);
+	if (err)
+		close(fds->image);
 	else
-		fprintf(stderr, "%s: the daemon exited before the mount was live\n", prog);
-	return -EIO;
-}
-
-/* The mount is live: the files of the hot region are looked up before mount returns,
- * unless asked not to or nothing would warm them (no warming, or a recording mount,
- * which stores no page). In the foreground there is no mounting process to do it. */
-static void prime(const struct stp_mount_opts *o, const char *prog, const struct stp_image *img)
-{
-	int err;
-
-	if (!o->warm_workers || o->record || o->no_prime)
-		return;
-	err = stp_prime_mount(img, o->mountpoint);
-	if (err)
-		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", prog, o->mountpoint,
-			strerror(-err));
-}
-
-static int run_background(const struct stp_mount_opts *o, const char *prog, struct stp_image *img)
-{
-	struct reporter r = { .prog = prog };
-	int fds[2], err;
-	pid_t pid;
-
-	if (pipe2(fds, O_CLOEXEC)) {
-		fprintf(stderr, "%s: pipe: %s\n", prog, strerror(errno));
-		stp_image_close(img);
-		return -errno;
-	}
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		close(fds[0]);
-		setsid();
-		r.fd = fds[1];
-		_exit(serve(o, img, &r) ? 1 : 0);
-	}
-	close(fds[1]);
-	if (pid < 0) {
-		fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
-		close(fds[0]);
-		stp_image_close(img);
-		return -EAGAIN;
-	}
-	err = wait_daemon(fds[0], pid, prog);
+		err = open_image(d, fds->image);
 	if (!err)
-		prime(o, prog, img);
-	stp_image_close(img);
-	return err;
-}
-
-/* What both a mount and its check need: messages prefixed with PROG, the image opened,
- * the mount point checked. On success *img is the caller's. */
-static int prepare(const struct stp_mount_opts *o, const char *prog, struct stp_image **img)
-{
-	int err;
-
-	log_prog = prog;
-	stp_log_set_handler(log_prefixed);
-	err = open_image(o, prog, img);
-	if (err)
-		return err;
-	err = check_mountpoint(o, prog);
-	if (err)
-		stp_image_close(*img);
-	return err;
-}
-
-int stp_daemon_check(const struct stp_mount_opts *o, const char *prog)
-{
-	struct stp_image *img;
-	int err = prepare(o, prog, &img);
-
-	if (!err)
-		stp_image_close(img);
-	return err;
-}
-
-int stp_daemon_run(const struct stp_mount_opts *o, const char *prog)
-{
-	struct reporter r = { .prog = prog, .fd = -1 };
-	struct stp_image *img;
-	int err = prepare(o, prog, &img);
-
-	if (err)
-		return err;
-	return o->foreground ? serve(o, img, &r) : run_background(o, prog, img);
+		err = prepare_fs(d);
+	status = !err && serve_confined(d) == 0 ? STP_DAEMON_UNMOUNTED : STP_DAEMON_FAILED;
+	stp_daemon_free(d);
+	return status;
 }

@@ -1,25 +1,47 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The mount daemon: opens the image, mounts it, confines itself, and serves requests until
- * the mount goes away (umount, fusermount3 -u, or SIGTERM/SIGINT/SIGHUP).
+ * The confined daemon: in the child the monitor forks, it confines itself first, then
+ * opens the image from the descriptor it was handed (the first time any byte past the
+ * superblock is parsed), builds the cache, starts warming, tells the monitor the mount is
+ * live (monproto.h), sends the priming plan, and serves requests until the mount goes
+ * away (umount, fusermount3 -u, or SIGTERM/SIGINT/SIGHUP).
  *
- * Not thread-safe: called once, from main, before any thread exists.
+ * Not thread-safe: called from one thread, before any other exists.
  */
 #ifndef STP_DAEMON_H
 #define STP_DAEMON_H
 
+#include <stdint.h>
+
 struct stp_mount_opts;
+struct stp_daemon;
+struct fuse_session;
 
-/* Serves OPTS (after stp_mountopts_finish). Messages go to stderr prefixed with PROG.
- *
- * In the background (the default) the process forks; the parent returns 0 only once the
- * daemon reports the mount live, or a negative errno when the image, the mount point, the
- * mount or the sandbox failed (the reason already printed). The daemon never returns.
- *
- * With opts->foreground, no fork: returns when the mount ends, 0 or a negative errno. */
-int stp_daemon_run(const struct stp_mount_opts *opts, const char *prog);
+/* What the monitor hands the daemon. The daemon owns the descriptors from
+ * stp_daemon_serve on. */
+struct stp_daemon_fds {
+	int image;    /* the image, opened read-only, superblock checked */
+	int record;   /* the hot list to write at the end, or -1 */
+	int monitor;  /* this end of the monitor's socket */
+};
 
-/* Only the checks: the image opens and the mount point is a directory (helper -f). */
-int stp_daemon_check(const struct stp_mount_opts *opts, const char *prog);
+/* Exit statuses of the daemon process. */
+#define STP_DAEMON_UNMOUNTED 0 /* the host unmounted it: nothing left to do */
+#define STP_DAEMON_FAILED 1    /* it failed, or a signal ended it: the mount may be left */
+
+/* A daemon for OPTS whose session is created but not mounted (the monitor mounts it:
+ * stp_daemon_session). Messages are prefixed with PROG. -EINVAL when libfuse refuses the
+ * options (said on stderr), -ENOMEM. */
+int stp_daemon_new(const struct stp_mount_opts *opts, const char *prog, struct stp_daemon **out);
+struct fuse_session *stp_daemon_session(struct stp_daemon *d);
+
+/* Confines the process (keeping FDS and the session's), allows it at most MEM_LIMIT bytes
+ * of data (RLIMIT_DATA; 0: no limit), then serves the mounted session until it ends, and
+ * frees D. Failures before the mount is live are sent to the monitor. Returns the exit
+ * status for the process: one of the two above. */
+int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uint64_t mem_limit);
+
+/* Frees a daemon that was never served. */
+void stp_daemon_free(struct stp_daemon *d);
 
 #endif

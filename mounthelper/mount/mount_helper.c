@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "monitor.h"
 #include "mountopts.h"
 
 #define PROG "mount.stipple"
@@ -74,9 +74,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, PROG ": %s on %s, options %s, cache budget %u blocks\n", o.image_path,
 				o.mountpoint, o.fuse_opts, o.cache_budget);
 		if (o.fake)
-			status = stp_daemon_check(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
+			status = stp_monitor_check(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
 		else
-			status = stp_daemon_run(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
+			status = stp_monitor_mount(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
 	}
 	stp_mountopts_free(&o);
 	return status;

@@ -5,22 +5,31 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdlib.h>
-#include <string.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fuseops.h"
 #include "image.h"
+#include "monproto.h"
+#include "mountopts.h"
+#include "treewalk.h"
+#include "util.h"
 
-/* Lookups take well under a millisecond each; past this, priming gives up. */
-#define PRIME_DEADLINE_MS 10000
+int stp_prime_wanted(const struct stp_mount_opts *o)
+{
+	return o->warm_workers && !o->record && !o->no_prime && !o->foreground;
+}
+
+/* ---- The plan: daemon side, confined. ---- */
 
 /* A file of the hot region: where its first hot byte lies, and its path in the pool. */
 struct hot_file {
@@ -39,9 +48,10 @@ struct plan {
 	size_t pool_len, pool_cap;
 };
 
-/* The lowest stream offset of INODE's extents inside the hot region, or UINT64_MAX. */
-static uint64_t first_hot_byte(const struct plan *p, const struct stp_inode *inode)
+/* Files whose extents reach into the hot region, with the lowest such stream offset. */
+static int note_hot_file(void *ctx, uint32_t ino, const struct stp_inode *inode)
 {
+	struct plan *p = ctx;
 	uint64_t first = UINT64_MAX;
 
 	for (uint32_t x = 0; x < inode->count; x++) {
@@ -52,27 +62,9 @@ static uint64_t first_hot_byte(const struct plan *p, const struct stp_inode *ino
 		if (e.stream_off < p->hot_size && e.stream_off < first)
 			first = e.stream_off;
 	}
-	return first;
-}
-
-static int collect_files(struct plan *p, uint32_t ninodes)
-{
-	p->slot = malloc((ninodes ? ninodes : 1) * sizeof(*p->slot));
-	p->files = malloc((ninodes ? ninodes : 1) * sizeof(*p->files));
-	if (!p->slot || !p->files)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < ninodes; i++) {
-		struct stp_inode in;
-		uint64_t first;
-
-		p->slot[i] = UINT32_MAX;
-		if (stp_image_inode(p->img, i, &in) || !S_ISREG(in.mode))
-			continue;
-		first = first_hot_byte(p, &in);
-		if (first == UINT64_MAX)
-			continue;
-		p->slot[i] = p->nfiles;
-		p->files[p->nfiles++] = (struct hot_file){ first, i, UINT32_MAX };
+	if (first != UINT64_MAX) {
+		p->slot[ino] = p->nfiles;
+		p->files[p->nfiles++] = (struct hot_file){ first, ino, UINT32_MAX };
 	}
 	return 0;
 }
@@ -90,58 +82,22 @@ static int pool_add(struct plan *p, const char *s, size_t len, uint32_t *off)
 		p->pool = grown;
 		p->pool_cap = cap;
 	}
-	memcpy(p->pool + p->pool_len, s, len);
-	p->pool[p->pool_len + len] = '\0';
+	memcpy(p->pool + p->pool_len, s, len + 1);
 	*off = (uint32_t)p->pool_len;
 	p->pool_len += len + 1;
 	return 0;
 }
 
-/* A name the kernel could look up: the image is untrusted. */
-static int name_ok(const char *name, size_t len)
+/* The first path found for each hot file (a hard link has several). */
+static int note_hot_path(void *ctx, const struct stp_tree_entry *e)
 {
-	if (!len || (len == 1 && name[0] == '.') || (len == 2 && !memcmp(name, "..", 2)))
+	struct plan *p = ctx;
+	struct hot_file *f;
+
+	if (e->dtype != DT_REG || p->slot[e->ino] == UINT32_MAX)
 		return 0;
-	return !memchr(name, '/', len) && !memchr(name, '\0', len);
-}
-
-/* Directory DIR, at PATH (LEN bytes, empty for the root): finds the paths of its hot
- * files and walks its subdirectories. Each directory is walked once (VISITED), so a
- * damaged image with a loop cannot trap the walk; too deep a path is left out. */
-static int walk_dir(struct plan *p, uint32_t dir, char *path, size_t len, uint8_t *visited)
-{
-	struct stp_inode in;
-	int err = 0;
-
-	if (dir >= stp_image_sb(p->img)->inode_count || visited[dir] ||
-	    stp_image_inode(p->img, dir, &in) || !S_ISDIR(in.mode))
-		return 0;
-	visited[dir] = 1;
-	for (uint32_t i = 0; !err && i < in.count; i++) {
-		struct stp_dirent de;
-		const char *name;
-		size_t n;
-
-		if (stp_image_dirent(p->img, &in, i, &de, &name))
-			break;
-		n = len + (len > 0) + de.name_len;
-		if (!name_ok(name, de.name_len) || n >= PATH_MAX)
-			continue;
-		if (len)
-			path[len] = '/';
-		memcpy(path + len + (len > 0), name, de.name_len);
-		path[n] = '\0';
-		if (de.dtype == DT_DIR) {
-			err = walk_dir(p, de.ino, path, n, visited);
-		} else if (de.dtype == DT_REG && de.ino < stp_image_sb(p->img)->inode_count &&
-			   p->slot[de.ino] != UINT32_MAX) {
-			struct hot_file *f = &p->files[p->slot[de.ino]];
-
-			if (f->path == UINT32_MAX)
-				err = pool_add(p, path, n, &f->path);
-		}
-	}
-	return err;
+	f = &p->files[p->slot[e->ino]];
+	return f->path == UINT32_MAX ? pool_add(p, e->path, e->path_len, &f->path) : 0;
 }
 
 static int cmp_first(const void *a, const void *b)
@@ -155,23 +111,170 @@ static int cmp_first(const void *a, const void *b)
 
 static int build_plan(struct plan *p)
 {
-	uint32_t ninodes = stp_image_sb(p->img)->inode_count;
-	uint8_t *visited = calloc(ninodes ? ninodes : 1, 1);
-	char *path = malloc(PATH_MAX);
-	int err = visited && path ? collect_files(p, ninodes) : -ENOMEM;
+	uint32_t n = stp_image_sb(p->img)->inode_count;
+	int err;
 
+	p->slot = malloc((n ? n : 1) * sizeof(*p->slot));
+	p->files = malloc((n ? n : 1) * sizeof(*p->files));
+	if (!p->slot || !p->files)
+		return -ENOMEM;
+	memset(p->slot, 0xff, n * sizeof(*p->slot));
+	err = stp_treewalk_files(p->img, note_hot_file, p);
 	if (!err && p->nfiles)
-		err = walk_dir(p, 0, path, 0, visited);
-	free(visited);
-	free(path);
+		err = stp_treewalk_tree(p->img, note_hot_path, p);
 	if (!err)
 		qsort(p->files, p->nfiles, sizeof(*p->files), cmp_first);
 	return err;
 }
 
+/* Entries: uint32 inode, uint16 path length, the path (no NUL), packed in messages. */
+static int send_entries(const struct plan *p, int fd)
+{
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	size_t used = 0;
+	int err = buf ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; !err && i < p->nfiles; i++) {
+		const char *path = p->files[i].path == UINT32_MAX ? NULL : p->pool + p->files[i].path;
+		uint16_t len = path ? (uint16_t)strlen(path) : 0;
+		uint32_t ino = p->files[i].ino;
+
+		if (!path)
+			continue;
+		if (used + 6 + len > STP_MSG_MAX) {
+			err = stp_msg_send(fd, STP_MSG_PRIME, buf, used);
+			used = 0;
+		}
+		memcpy(buf + used, &ino, 4);
+		memcpy(buf + used + 4, &len, 2);
+		memcpy(buf + used + 6, path, len);
+		used += 6 + len;
+	}
+	if (!err && used)
+		err = stp_msg_send(fd, STP_MSG_PRIME, buf, used);
+	free(buf);
+	return err;
+}
+
+int stp_prime_send_plan(const struct stp_image *img, int fd)
+{
+	struct plan p = { .img = img, .hot_size = stp_image_sb(img)->hot_size };
+	int err = 0, end;
+
+	if (p.hot_size)
+		err = build_plan(&p);
+	if (!err)
+		err = send_entries(&p, fd);
+	end = stp_msg_send(fd, STP_MSG_PRIME_END, NULL, 0);
+	free(p.slot);
+	free(p.files);
+	free(p.pool);
+	return err ? err : end;
+}
+
+/* ---- The lookups: monitor side. ---- */
+
+struct stp_prime_list {
+	uint32_t *ino;
+	uint32_t *path;   /* offsets into pool */
+	uint32_t n, cap;
+	char *pool;
+	size_t pool_len, pool_cap;
+};
+
+/* A path the kernel could look up beneath a directory: relative, no empty component. */
+static int path_ok(const char *s, size_t len)
+{
+	if (!len || len >= PATH_MAX || s[0] == '/' || s[len - 1] == '/' || memchr(s, '\0', len))
+		return 0;
+	return !memmem(s, len, "//", 2);
+}
+
+static int list_grow(struct stp_prime_list *l, size_t len)
+{
+	if (l->n == l->cap) {
+		uint32_t cap = l->cap ? l->cap * 2 : 256;
+		uint32_t *ino = reallocarray(l->ino, cap, sizeof(*ino));
+
+		if (ino)
+			l->ino = ino;
+		uint32_t *path = ino ? reallocarray(l->path, cap, sizeof(*path)) : NULL;
+
+		if (!path)
+			return -ENOMEM;
+		l->path = path;
+		l->cap = cap;
+	}
+	if (l->pool_len + len + 1 > l->pool_cap) {
+		size_t cap = l->pool_cap ? l->pool_cap * 2 : 65536;
+		char *pool;
+
+		while (cap < l->pool_len + len + 1)
+			cap *= 2;
+		pool = realloc(l->pool, cap);
+		if (!pool)
+			return -ENOMEM;
+		l->pool = pool;
+		l->pool_cap = cap;
+	}
+	return 0;
+}
+
+static int list_add_one(struct stp_prime_list *l, uint32_t ino, const char *s, size_t len)
+{
+	int err;
+
+	if (l->n >= STP_PRIME_MAX_FILES || l->pool_len + len + 1 > STP_PRIME_MAX_BYTES)
+		return 0;
+	err = list_grow(l, len);
+	if (err)
+		return err;
+	memcpy(l->pool + l->pool_len, s, len);
+	l->pool[l->pool_len + len] = '\0';
+	l->ino[l->n] = ino;
+	l->path[l->n++] = (uint32_t)l->pool_len;
+	l->pool_len += len + 1;
+	return 0;
+}
+
+int stp_prime_list_add(struct stp_prime_list **lp, const void *payload, size_t len)
+{
+	const uint8_t *p = payload, *end = p + len;
+
+	if (!*lp && !(*lp = calloc(1, sizeof(**lp))))
+		return -ENOMEM;
+	while (p < end) {
+		uint32_t ino;
+		uint16_t n;
+		int err;
+
+		if (end - p < 6)
+			return -EPROTO;
+		memcpy(&ino, p, 4);
+		memcpy(&n, p + 4, 2);
+		if ((size_t)(end - p - 6) < n || !path_ok((const char *)p + 6, n))
+			return -EPROTO;
+		err = list_add_one(*lp, ino, (const char *)p + 6, n);
+		if (err)
+			return err;
+		p += 6 + n;
+	}
+	return 0;
+}
+
+void stp_prime_list_free(struct stp_prime_list *l)
+{
+	if (!l)
+		return;
+	free(l->ino);
+	free(l->path);
+	free(l->pool);
+	free(l);
+}
+
 /* Looks PATH up under ROOT without leaving it: no symlink, no "..", no other mount is
- * followed, whatever a damaged image says (an O_PATH open sends no FUSE_OPEN). The file
- * found must be image inode INO. Returns 0 or a negative errno. */
+ * followed (an O_PATH open sends no FUSE_OPEN). The file found must be image inode INO.
+ * Returns 0 or a negative errno. */
 static int look_up(int root, const char *path, uint32_t ino)
 {
 	struct open_how how = {
@@ -187,34 +290,44 @@ static int look_up(int root, const char *path, uint32_t ino)
 		return -errno;
 	if (fstat(fd, &sb))
 		err = -errno;
-	else if (sb.st_ino != (ino_t)ino + 1) /* FUSE inode numbers are the image's plus 1 */
+	else if (sb.st_ino != stp_fuseops_ino(ino))
 		err = -ESTALE;
 	close(fd);
 	return err;
 }
 
-/* The lookups themselves. The first sign that the mount is gone, or is not the image
- * the plan was made from, or that the kernel cannot confine the walk, ends them. */
-static void look_up_all(const struct plan *p, int root)
+/* The first sign that the mount is gone, or is not the image the plan was made from, or
+ * that the kernel cannot confine the walk, ends the lookups. */
+static void look_up_all(const struct stp_prime_list *l, int root)
 {
-	for (uint32_t i = 0; i < p->nfiles; i++) {
-		int err;
+	for (uint32_t i = 0; i < l->n; i++) {
+		int err = look_up(root, l->pool + l->path[i], l->ino[i]);
 
-		if (p->files[i].path == UINT32_MAX)
-			continue;
-		err = look_up(root, p->pool + p->files[i].path, p->files[i].ino);
 		if (err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS)
 			break;
 	}
 }
 
-/* Runs the lookups in a child, which is killed if they take longer than PRIME_DEADLINE_MS:
- * a FUSE request waits until it is answered, and a stopped daemon never answers. The
- * pipe closes when the child exits. */
-static int look_up_bounded(const struct plan *p, int root)
+/* The child: confined before its first lookup, or it looks nothing up. */
+static _Noreturn void lookup_child(const struct stp_prime_list *l, int root, int done_fd,
+				   enum stp_sandbox_mode mode)
+{
+	char err[256];
+
+	if (stp_sandbox_confine_lookups(mode, err, sizeof(err)))
+		_exit(1);
+	look_up_all(l, root);
+	close(done_fd);
+	_exit(0);
+}
+
+/* Runs the lookups in a child, killed at DEADLINE_NS: a FUSE request waits until it is
+ * answered, and a stopped daemon never answers. The pipe closes when the child exits. */
+static int look_up_bounded(const struct stp_prime_list *l, int root, enum stp_sandbox_mode mode,
+			   int64_t deadline_ns)
 {
 	struct pollfd pfd = { .events = POLLIN };
-	int fds[2], status, ready;
+	int fds[2], status, ready = 0;
 	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC))
@@ -222,8 +335,7 @@ static int look_up_bounded(const struct plan *p, int root)
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		look_up_all(p, root);
-		_exit(0);
+		lookup_child(l, root, fds[1], mode);
 	}
 	close(fds[1]);
 	if (pid < 0) {
@@ -231,9 +343,15 @@ static int look_up_bounded(const struct plan *p, int root)
 		return -errno;
 	}
 	pfd.fd = fds[0];
-	do
-		ready = poll(&pfd, 1, PRIME_DEADLINE_MS);
-	while (ready < 0 && errno == EINTR);
+	for (;;) {
+		int64_t left = deadline_ns - (int64_t)stp_now_ns();
+
+		if (left <= 0)
+			break;
+		ready = poll(&pfd, 1, (int)((left + 999999) / 1000000));
+		if (ready >= 0 || errno != EINTR)
+			break;
+	}
 	if (ready <= 0)
 		kill(pid, SIGKILL);
 	close(fds[0]);
@@ -249,32 +367,21 @@ static int is_fuse_root(int fd)
 	struct stat st;
 
 	return !fstatfs(fd, &fs) && fs.f_type == FUSE_SUPER_MAGIC && !fstat(fd, &st) &&
-	       st.st_ino == 1;
+	       st.st_ino == FUSE_ROOT_ID;
 }
 
-int stp_prime_mount(const struct stp_image *img, const char *mountpoint)
+int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,
+		  enum stp_sandbox_mode mode, int64_t deadline_ns)
 {
-	struct plan p = { .img = img, .hot_size = stp_image_sb(img)->hot_size };
-	int root, err = 0;
+	int root, err;
 
-	if (!p.hot_size)
+	if (!l || !l->n)
 		return 0;
-	err = build_plan(&p);
-	if (!err && p.nfiles) {
-		/* held only while priming: an open descriptor keeps the mount busy */
-		root = open(mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (root < 0) {
-			err = -errno;
-		} else if (!is_fuse_root(root)) {
-			err = -ESTALE; /* something else is there now: look nothing up */
-			close(root);
-		} else {
-			err = look_up_bounded(&p, root);
-			close(root);
-		}
-	}
-	free(p.slot);
-	free(p.files);
-	free(p.pool);
+	/* held only while priming: an open descriptor keeps the mount busy */
+	root = open(mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	err = is_fuse_root(root) ? look_up_bounded(l, root, mode, deadline_ns) : -ESTALE;
+	close(root);
 	return err;
 }

@@ -1,34 +1,63 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Priming: once a mount with warming is live, the process that mounted it looks up every
- * file of the hot region through the mount, in the order the files come in the region.
- * The kernel then knows those files before the application starts: the application's
- * lookups of them are answered from the dentry cache without a round trip, and the
- * warmer can push their pages into the page cache as soon as their blocks are decoded
- * (the kernel takes pages only for inodes it knows), instead of after the application
- * has already asked for them.
+ * Priming: once a mount with warming is live, every file of the hot region is looked up
+ * through the mount, in the order the files come in the region, before mount returns. The
+ * kernel then knows those files before the application starts: its lookups of them are
+ * answered from the dentry cache, and the warmer can push their pages into the page cache
+ * as soon as their blocks are decoded (the kernel takes pages only for inodes it knows).
  *
- * This runs in the mounting process, not in the daemon: the confined daemon has no path
- * to its own mount (its root is an empty tmpfs) and, running as another user, may not be
- * let in. Only lookups are made (openat2 with O_PATH, then fstat), never a read. The
- * image is untrusted: each path is resolved beneath the mount's root with no symlink,
- * ".." or other mount followed, the file found must carry the inode the plan expects,
- * and the lookups run in a child that is killed after 10 s, so a damaged image or a
- * daemon that stops answering can neither lead the (often privileged) caller outside the
- * mount nor hold mount(8) up.
+ * Two halves, on either side of the trust boundary:
+ *   - the plan: the confined daemon, which alone reads the image, lists the hot files
+ *     (inode and path) and sends them to the monitor (monproto.h, PRIME messages);
+ *   - the lookups: the monitor, which has a path to the mount (the daemon's root is an
+ *     empty tmpfs), forks a child that confines itself (stp_sandbox_confine_lookups: no
+ *     capability, no_new_privs, a filter of its own) before its first lookup, resolves
+ *     each path beneath the mount's root with no symlink, ".." or other mount followed,
+ *     checks the inode found, and is killed at a deadline. Only lookups are made (openat2
+ *     with O_PATH, then fstat), never a read.
  *
- * Not thread-safe: one call at a time per image. Returns 0 or a negative errno.
+ * Not thread-safe: one call at a time per plan or list. Functions return 0 or a negative
+ * errno.
  */
 #ifndef STP_PRIME_H
 #define STP_PRIME_H
 
-struct stp_image;
+#include <stddef.h>
+#include <stdint.h>
 
-/* Looks up the files of IMG's hot region under MOUNTPOINT, where IMG is mounted (nothing
- * to do without a hot region). -ENOMEM; an error opening MOUNTPOINT; -ESTALE when
- * MOUNTPOINT is not the root of a FUSE mount; -ETIMEDOUT when the lookups took too long.
- * A lookup that fails is not an error (priming only saves time): it ends the lookups
- * when it shows the mount gone or not the image's. */
-int stp_prime_mount(const struct stp_image *img, const char *mountpoint);
+#include "sandbox.h"
+
+struct stp_image;
+struct stp_mount_opts;
+
+/* Whether a mount with these options primes: warming on, not recording (a recording mount
+ * stores no page), not asked not to, and a mounting process waits for it (not -f). The
+ * monitor and the daemon decide alike from the same options. */
+int stp_prime_wanted(const struct stp_mount_opts *o);
+
+/* Daemon side. Lists IMG's hot files and sends them to FD as PRIME messages, then
+ * PRIME_END. The work is linear in the metadata (treewalk.h). -EUCLEAN when the walk
+ * found the image damaged (PRIME_END is still sent), -ENOMEM, or a send error. */
+int stp_prime_send_plan(const struct stp_image *img, int fd);
+
+/* Monitor side: the files to look up, as received. */
+struct stp_prime_list;
+
+/* Adds the entries of one PRIME payload to *L (allocated on first use). Each entry must be
+ * a relative path of at most PATH_MAX - 1 bytes without NUL or empty component; -EPROTO
+ * otherwise. Past STP_PRIME_MAX_FILES entries or STP_PRIME_MAX_BYTES of paths, more are
+ * dropped: priming only saves time. */
+int stp_prime_list_add(struct stp_prime_list **l, const void *payload, size_t len);
+void stp_prime_list_free(struct stp_prime_list *l);
+
+#define STP_PRIME_MAX_FILES (1u << 20)
+#define STP_PRIME_MAX_BYTES (64u << 20)
+
+/* Looks up the files of L under MOUNTPOINT, which must be the root of a FUSE mount
+ * (-ESTALE otherwise), in a confined child (MODE as the daemon's sandbox), killed at
+ * DEADLINE_NS (CLOCK_MONOTONIC): -ETIMEDOUT. A lookup that fails is not an error; the
+ * first that shows the mount gone or not the image's ends the lookups. */
+int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,
+		  enum stp_sandbox_mode mode, int64_t deadline_ns);
 
 #endif

@@ -105,7 +105,7 @@ def image_of(tmp_path):
 
 def is_mounted(path):
     path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
+    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
         return any(line.split()[4] == path for line in f)
 
 

@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The privileged side of a mount (monitor.h). Every call made with privilege is in this
+ * file, except the sandbox's own dropping of it (sandbox.c) and libfuse's mount:
+ *
+ *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
+ *   stat(mount point), open(hot list)         before the fork
+ *   fork                                       the daemon: fuse_session_mount, then it
+ *                                              confines itself (daemon.c)
+ *   recvmsg, poll                              the daemon's messages, with a deadline
+ *   kill, waitpid, umount2 / fusermount3 -u    after a failure
+ *   open(mount point), fork                    priming, in a child confined first (prime.c)
+ */
+#include "monitor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fuseops.h"
+#include "image.h"
+#include "log.h"
+#include "monproto.h"
+#include "mountopts.h"
+#include "prime.h"
+#include "util.h"
+
+/* Besides blocks and metadata, what a daemon may allocate: its threads' stacks, libfuse's
+ * request buffers, zstd contexts, the warming and priming plans. */
+#define MEM_SLACK (256ull << 20)
+
+struct monitor {
+	const struct stp_mount_opts *o;
+	const char *prog;
+	struct stp_superblock sb;
+	uint64_t mem_limit;   /* RLIMIT_DATA of the daemon */
+	int image_fd, record_fd;
+	bool mounted;         /* the daemon said the FUSE mount exists */
+	int64_t deadline;     /* CLOCK_MONOTONIC ns */
+};
+
+static const char *log_prog;
+
+static void log_prefixed(enum stp_log_level level, const char *msg)
+{
+	fprintf(stderr, "%s: %s\n", log_prog, msg);
+}
+
+/* The image, and its superblock: all of it the monitor reads. O_NONBLOCK: a FIFO named
+ * as the image must not hang the mount (it is then refused as not a regular file). */
+static int open_image(struct monitor *m)
+{
+	const struct stp_mount_opts *o = m->o;
+	int err;
+
+	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (m->image_fd < 0) {
+		err = -errno;
+		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, strerror(errno));
+		return err;
+	}
+	err = stp_image_read_superblock(m->image_fd, o->image_path, &m->sb);
+	if (err == -EUCLEAN)
+		fprintf(stderr, "%s: %s: not a stipple image, or a damaged one\n", m->prog, o->image);
+	else if (err == -EPROTONOSUPPORT)
+		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", m->prog,
+			o->image);
+	else if (err && err != -EINVAL) /* -EINVAL: not a file, already said */
+		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, strerror(-err));
+	return err;
+}
+
+/* What the daemon may hold follows from the options and the superblock (cache.h, warm.h):
+ * the budget's blocks, one per warming worker and one more, the metadata as it inflates
+ * (the stored copy and the growing buffer), the dictionary. A mount that could take more
+ * than half of this machine's memory is refused; the rest becomes the daemon's
+ * RLIMIT_DATA, so that a forged image meets a clear error, never the host's OOM killer. */
+static int check_memory(struct monitor *m)
+{
+	const struct stp_superblock *sb = &m->sb;
+	uint64_t blocks = (uint64_t)m->o->cache_budget + m->o->warm_workers + 1;
+	uint64_t need = (blocks << sb->block_log) + 3 * sb->meta_size + sb->meta_stored_size +
+			2 * sb->dict_size + MEM_SLACK;
+	struct sysinfo si;
+
+	if (!sysinfo(&si) && need > (uint64_t)si.totalram * si.mem_unit / 2) {
+		fprintf(stderr, "%s: %s: this mount may need %llu MiB (%llu blocks of %u KiB and "
+			"%llu MiB of metadata), more than half of this machine's memory; lower "
+			"cache_budget= or warm_workers=\n", m->prog, m->o->image,
+			(unsigned long long)(need >> 20), (unsigned long long)blocks,
+			(1u << sb->block_log) >> 10, (unsigned long long)(sb->meta_size >> 20));
+		return -ENOMEM;
+	}
+	m->mem_limit = need;
+	return 0;
+}
+
+static int check_mountpoint(const struct monitor *m)
+{
+	struct stat st;
+
+	if (stat(m->o->mountpoint, &st)) {
+		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, m->o->mountpoint, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "%s: mount point %s: not a directory\n", m->prog, m->o->mountpoint);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+/* The hot list file is opened here: the confined daemon can open nothing. */
+static int open_record(struct monitor *m)
+{
+	m->record_fd = -1;
+	if (!m->o->record)
+		return 0;
+	m->record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (m->record_fd < 0) {
+		fprintf(stderr, "%s: %s: %s\n", m->prog, m->o->record, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
+{
+	int err;
+
+	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1 };
+	log_prog = prog;
+	stp_log_set_handler(log_prefixed);
+	err = open_image(m);
+	if (!err)
+		err = check_memory(m);
+	if (!err)
+		err = check_mountpoint(m);
+	return err;
+}
+
+static void release(struct monitor *m)
+{
+	if (m->image_fd >= 0)
+		close(m->image_fd);
+	if (m->record_fd >= 0)
+		close(m->record_fd);
+	m->image_fd = m->record_fd = -1;
+}
+
+int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
+{
+	struct monitor m;
+	int err = prepare(&m, o, prog);
+
+	release(&m);
+	return err;
+}
+
+/* The daemon's process: mount while still privileged, say so, then hand over to the
+ * daemon, which confines itself before it reads the image. */
+static _Noreturn void run_daemon(struct monitor *m, int fd)
+{
+	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd };
+	struct stp_daemon *d;
+	char text[480];
+
+	if (!m->o->foreground)
+		setsid();
+	if (stp_daemon_new(m->o, m->prog, &d)) {
+		snprintf(text, sizeof(text), "%s: libfuse refused the options '%s'", m->prog,
+			 m->o->fuse_opts);
+		stp_msg_send_failed(fd, -EINVAL, text);
+		_exit(STP_DAEMON_FAILED);
+	}
+	if (fuse_session_mount(stp_daemon_session(d), m->o->mountpoint)) {
+		snprintf(text, sizeof(text), "%s: cannot mount %s on %s", m->prog, m->o->image,
+			 m->o->mountpoint);
+		stp_msg_send_failed(fd, -EIO, text);
+		stp_daemon_free(d);
+		_exit(STP_DAEMON_FAILED);
+	}
+	stp_msg_send(fd, STP_MSG_MOUNTED, NULL, 0);
+	_exit(stp_daemon_serve(d, &fds, m->mem_limit));
+}
+
+/* The daemon's text, which may carry bytes of the image: no control character reaches
+ * the terminal. */
+static void print_text(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], stderr);
+	fputc('\n', stderr);
+}
+
+/* The daemon died or broke the protocol before the mount was live. */
+static int daemon_lost(const struct monitor *m, pid_t pid)
+{
+	int status = 0;
+
+	if (waitpid(pid, &status, 0) < 0)
+		status = 0;
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "%s: the daemon died of signal %d before the mount was live\n",
+			m->prog, WTERMSIG(status));
+	else
+		fprintf(stderr, "%s: the daemon exited before the mount was live\n", m->prog);
+	return -EIO;
+}
+
+/* Reads the daemon's messages until it says LIVE (0) or FAILED (its errno), dies, or the
+ * deadline passes. */
+static int wait_live(struct monitor *m, pid_t pid, int fd, uint8_t *buf)
+{
+	for (;;) {
+		uint32_t type;
+		size_t len;
+		int32_t err;
+		int rc = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len);
+
+		if (rc == -ETIMEDOUT) {
+			fprintf(stderr, "%s: %s: the daemon did not answer within %d s\n", m->prog,
+				m->o->image, STP_MOUNT_DEADLINE_MS / 1000);
+			return rc;
+		}
+		if (rc)
+			return daemon_lost(m, pid);
+		switch (type) {
+		case STP_MSG_MOUNTED:
+			m->mounted = true;
+			break;
+		case STP_MSG_LOG:
+			print_text((const char *)buf, len);
+			break;
+		case STP_MSG_FAILED:
+			if (len < sizeof(err))
+				return daemon_lost(m, pid);
+			memcpy(&err, buf, sizeof(err));
+			print_text((const char *)buf + sizeof(err), len - sizeof(err));
+			return err < 0 && err > -4096 ? err : -EIO;
+		case STP_MSG_LIVE:
+			return 0;
+		default:
+			return daemon_lost(m, pid);
+		}
+	}
+}
+
+/* After a failure the mount must not stay behind, answering ENOTCONN. */
+static void unmount(const struct monitor *m)
+{
+	pid_t pid;
+
+	if (!m->mounted)
+		return;
+	if (geteuid() == 0 && !umount2(m->o->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW))
+		return;
+	/* a user's mount goes through fusermount3, as it was made */
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-q", "-z", m->o->mountpoint, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+}
+
+/* The daemon is done for: stop it, then undo the mount. */
+static void abandon(struct monitor *m, pid_t pid)
+{
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	unmount(m);
+}
+
+/* The plan the daemon sends after LIVE, then the lookups. Priming only saves time: what
+ * goes wrong is a warning. */
+static void prime(struct monitor *m, int fd, uint8_t *buf)
+{
+	struct stp_prime_list *list = NULL;
+	uint32_t type;
+	size_t len;
+	int err;
+
+	while (!(err = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len))) {
+		if (type == STP_MSG_LOG)
+			print_text((const char *)buf, len);
+		else if (type == STP_MSG_PRIME)
+			err = stp_prime_list_add(&list, buf, len);
+		else
+			err = type == STP_MSG_PRIME_END ? 0 : -EPROTO;
+		if (err || type == STP_MSG_PRIME_END)
+			break;
+	}
+	if (!err)
+		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline);
+	if (err)
+		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", m->prog,
+			m->o->mountpoint, strerror(-err));
+	stp_prime_list_free(list);
+}
+
+static volatile sig_atomic_t forwarded;
+static pid_t daemon_pid;
+
+static void forward_signal(int sig)
+{
+	forwarded = 1;
+	kill(daemon_pid, sig);
+}
+
+/* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
+ * and unmounts unless the host already did. */
+static int stay(struct monitor *m, pid_t pid)
+{
+	struct sigaction sa = { .sa_handler = forward_signal };
+	int status = 0;
+
+	daemon_pid = pid;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == STP_DAEMON_UNMOUNTED)
+		return 0;
+	unmount(m);
+	return forwarded && WIFEXITED(status) ? 0 : -EIO;
+}
+
+static int supervise(struct monitor *m, pid_t pid, int fd)
+{
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	int err = buf ? wait_live(m, pid, fd, buf) : -ENOMEM;
+
+	if (err)
+		abandon(m, pid);
+	else if (stp_prime_wanted(m->o))
+		prime(m, fd, buf);
+	free(buf);
+	close(fd);
+	return err || !m->o->foreground ? err : stay(m, pid);
+}
+
+int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
+{
+	struct monitor m;
+	int err = prepare(&m, o, prog), sv[2];
+	pid_t pid;
+
+	if (!err)
+		err = open_record(&m);
+	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		err = -errno;
+	if (err) {
+		release(&m);
+		return err;
+	}
+	fflush(NULL);
+	m.deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		run_daemon(&m, sv[1]);
+	}
+	close(sv[1]);
+	release(&m);
+	if (pid < 0) {
+		fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+		close(sv[0]);
+		return -EAGAIN;
+	}
+	return supervise(&m, pid, sv[0]);
+}

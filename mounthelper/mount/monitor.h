@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The monitor: the only code of a mount that runs with privilege. It opens the image and
+ * checks its 256-byte superblock field by field (nothing more of the image is parsed
+ * here), checks the mount point, opens the hot list to record into, forks the daemon
+ * (which mounts while still privileged, then confines itself before it reads any other
+ * byte of the image), reads the daemon's messages (monproto.h) with a deadline, unmounts
+ * after a failure, and runs the priming lookups in a confined child of its own (prime.h).
+ *
+ * Called once from main, before any thread exists; not thread-safe.
+ */
+#ifndef STP_MONITOR_H
+#define STP_MONITOR_H
+
+struct stp_mount_opts;
+
+/* How long a mount may take to go live, or be refused, and then be primed. */
+#define STP_MOUNT_DEADLINE_MS 10000
+
+/* Mounts OPTS (after stp_mountopts_finish). Messages go to stderr prefixed with PROG.
+ * In the background (the default) it returns 0 once the daemon reports the mount live
+ * and priming is done, or a negative errno with the reason printed: the image, the mount
+ * point, the mount, the sandbox or the daemon failed, or it did not answer within the
+ * deadline (it is then killed and the mount undone). With opts->foreground it stays
+ * until the daemon exits, and unmounts unless the host already did. */
+int stp_monitor_mount(const struct stp_mount_opts *opts, const char *prog);
+
+/* Only the checks the monitor makes (mount(8)'s -f, fake): the superblock, the memory
+ * the mount may need, the mount point. 0 or a negative errno, the reason printed. */
+int stp_monitor_check(const struct stp_mount_opts *opts, const char *prog);
+
+#endif
