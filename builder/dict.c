@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <zdict.h>
 
+#include "source.h"
+
 #define DICT_CAPACITY (112u << 10)          /* zstd's usual size */
 #define SAMPLE_BUDGET (100u * DICT_CAPACITY) /* zstd's advice: about 100x the dictionary */
 #define SAMPLE_MAX (16u << 10)               /* a few thousand samples, not a few hundred */
@@ -53,13 +55,9 @@ static int sampler_read(struct sampler *s, uint64_t pos, uint8_t *buf, size_t le
 
 		if (!piece_len(pc))
 			continue;
-		fd = open(pc->file->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0) {
-			int err = errno;
-
-			fprintf(stderr, "mkstipple: %s: opening: %s\n", pc->file->path, strerror(err));
-			return -err;
-		}
+		fd = source_open_file(pc->file);
+		if (fd < 0)
+			return fd;
 		if (piece_len(pc) - skip < want)
 			want = (size_t)(piece_len(pc) - skip);
 		do

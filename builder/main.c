@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -14,6 +15,7 @@
 #include "output.h"
 #include "pack.h"
 #include "scan.h"
+#include "source.h"
 #include "util.h"
 
 #define DEFAULT_LEVEL 19
@@ -227,6 +229,17 @@ static int scan_own_output(const struct options *o, const struct output *out, st
 	return scan_tree(o->source, skip, n, t);
 }
 
+/* The scan holds a descriptor per directory level: allow what the hard limit permits. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
@@ -239,6 +252,7 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc;
+	raise_fd_limit();
 	rc = output_open(o.image, &out);
 	if (!rc)
 		rc = scan_own_output(&o, &out, &t);
@@ -251,6 +265,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = output_commit(&out);
 	output_abort(&out);
+	source_close();
 	if (!rc)
 		summary(&o, &t, image_size, t0);
 	free(order);

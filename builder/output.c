@@ -32,6 +32,32 @@ static void catch_signals(void)
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
+	/* past RLIMIT_FSIZE a write fails with EFBIG, reported and cleaned up like ENOSPC,
+	 * instead of a signal that kills the build and leaves the temporary file */
+	signal(SIGXFSZ, SIG_IGN);
+}
+
+/* Makes the rename durable: the directory holding IMAGE is synced too. Filesystems that
+ * cannot sync a directory (EINVAL) are not an error. */
+static int sync_parent(const char *image)
+{
+	char *dir = strdup(image), *slash;
+	int fd, rc = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (!slash)
+		strcpy(dir, ".");
+	else
+		slash[slash == dir] = '\0'; /* "/x" keeps "/" */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (fsync(fd) && errno != EINVAL && errno != EROFS))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return rc;
 }
 
 int output_open(const char *image, struct output *o)
@@ -65,10 +91,11 @@ int output_open(const char *image, struct output *o)
 int output_commit(struct output *o)
 {
 	mode_t mask = umask(0);
+	int err;
 
 	umask(mask);
 	if (fchmod(o->fd, 0666 & ~mask) || fsync(o->fd) || close(o->fd)) {
-		int err = errno;
+		err = errno;
 
 		o->fd = -1;
 		fprintf(stderr, "mkstipple: %s: %s\n", o->final, strerror(err));
@@ -76,7 +103,7 @@ int output_commit(struct output *o)
 	}
 	o->fd = -1;
 	if (rename(o->temp, o->final)) {
-		int err = errno;
+		err = errno;
 
 		fprintf(stderr, "mkstipple: %s: cannot rename into place: %s\n", o->final,
 			strerror(err));
@@ -85,7 +112,11 @@ int output_commit(struct output *o)
 	pending_temp = NULL;
 	free(o->temp);
 	o->temp = NULL;
-	return 0;
+	err = sync_parent(o->final);
+	if (err)
+		fprintf(stderr, "mkstipple: %s: renamed into place, but syncing its directory "
+			"failed: %s\n", o->final, strerror(-err));
+	return err;
 }
 
 void output_abort(struct output *o)

@@ -16,7 +16,8 @@ struct output {
 
 /* Creates the temporary file. Errors are printed with the path; returns 0 or -errno. */
 int output_open(const char *image, struct output *o);
-/* Syncs, sets the mode from the umask and renames over IMAGE. */
+/* Syncs, sets the mode from the umask, renames over IMAGE and syncs its directory.
+ * SIGXFSZ is ignored from output_open on, so a write past RLIMIT_FSIZE fails with EFBIG. */
 int output_commit(struct output *o);
 /* Removes the temporary file. Safe after a commit or a failed open. */
 void output_abort(struct output *o);

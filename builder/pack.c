@@ -18,6 +18,7 @@
 
 #include "bcj.h"
 #include "dict.h"
+#include "source.h"
 #include "util.h"
 
 #define STAGE_SIZE (1u << 20)
@@ -392,12 +393,6 @@ static int flush_zeros(struct packer *p, struct node *f, uint64_t start, uint64_
 	return rc;
 }
 
-static int changed(struct node *f, const struct stat *now)
-{
-	return now->st_size != f->st.st_size || now->st_mtim.tv_sec != f->st.st_mtim.tv_sec ||
-	       now->st_mtim.tv_nsec != f->st.st_mtim.tv_nsec;
-}
-
 /* Looks for zeros a file page at a time, whatever offset a piece starts at. */
 static int pack_stage(struct packer *p, struct node *f, size_t n, uint64_t off, uint64_t *zeros)
 {
@@ -462,7 +457,7 @@ static int read_file(struct packer *p, struct node *f, int fd)
 		XXH128_hash_t d = XXH3_128bits_digest(h);
 
 		if (d.low64 != f->hash[0] || d.high64 != f->hash[1])
-			rc = file_error(f->path, EAGAIN, "file changed while it was read");
+			rc = source_changed(f->path);
 	}
 	XXH3_freeState(h);
 	return rc;
@@ -502,8 +497,12 @@ static int take_copy(struct packer *p, struct node *f)
 	struct stat after;
 
 	/* compared byte for byte earlier: it must not have changed since */
-	if (lstat(f->path, &after) || changed(f, &after))
-		return file_error(f->path, EAGAIN, "file changed while it was read");
+	int rc = source_stat(f, &after);
+
+	if (rc)
+		return rc;
+	if (!source_same(&f->st, &after))
+		return source_changed(f->path);
 	f->extents = malloc(bytes ? bytes : 1);
 	if (!f->extents)
 		return -ENOMEM;
@@ -523,15 +522,15 @@ static int pack_piece(struct packer *p, const struct piece *pc)
 
 	if (f->same_as)
 		return 0;
-	fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = source_open_file(f);
 	if (fd < 0)
-		return file_error(f->path, errno, "opening");
+		return fd;
 	/* a file read whole is hashed again when it was hashed to find copies */
 	rc = pc->start == 0 && pc->end == (uint64_t)f->st.st_size ?
 	     read_file(p, f, fd) : read_span(p, f, fd, pc->start, pc->end, NULL);
-	if (!rc && (fstat(fd, &after) || changed(f, &after) ||
+	if (!rc && (fstat(fd, &after) || !source_same(&f->st, &after) ||
 		    pread(fd, &probe, 1, f->st.st_size) > 0))
-		rc = file_error(f->path, EAGAIN, "file changed while it was read");
+		rc = source_changed(f->path);
 	close(fd);
 	return rc;
 }
@@ -558,11 +557,11 @@ static int cmp_sized(const void *a, const void *b)
 static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 {
 	XXH3_state_t *h = XXH3_createState();
-	int fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+	int fd = h ? source_open_file(f) : -ENOMEM, rc = 0;
 	uint64_t off = 0;
 
-	if (!h || fd < 0) {
-		rc = fd < 0 ? file_error(f->path, errno, "opening") : -ENOMEM;
+	if (fd < 0) {
+		rc = fd;
 		goto out;
 	}
 	XXH3_128bits_reset(h);
@@ -595,13 +594,13 @@ out:
 static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 {
 	size_t half = STAGE_SIZE / 2;
-	int fa = open(a->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	int fb = open(b->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fa = source_open_file(a);
+	int fb = fa < 0 ? -EBADF : source_open_file(b);
 	uint64_t off = 0;
 	int rc = 1;
 
 	if (fa < 0 || fb < 0)
-		rc = file_error(fa < 0 ? a->path : b->path, errno, "opening");
+		rc = fa < 0 ? fa : fb;
 	while (rc == 1 && off < (uint64_t)a->st.st_size) {
 		ssize_t na = pread(fa, buf, half, (off_t)off), nb = pread(fb, buf + half, half, (off_t)off);
 
@@ -727,7 +726,7 @@ static int check_copied(struct packer *p, struct node *f)
 	int rc = hash_file(f, p->stage, now);
 
 	if (!rc && memcmp(now, f->hash, sizeof(now)))
-		rc = file_error(f->path, EAGAIN, "file changed while it was read");
+		rc = source_changed(f->path);
 	return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include "bcj.h"
 #include "elfcode.h"
+#include "source.h"
 
 static int fail(const char *path, int err, const char *what)
 {
@@ -25,15 +26,33 @@ static int cmp_xattr(const void *a, const void *b)
 	return strcmp(((const struct xattr_kv *)a)->name, ((const struct xattr_kv *)b)->name);
 }
 
-static int read_xattr_value(struct node *n, struct xattr_kv *kv)
+/* Where extended attributes are read: a directory's own descriptor, or for the others
+ * (which are not opened: symlinks, devices, FIFOs) the name beneath the parent's
+ * descriptor, reached through /proc since the xattr calls have no *at form. */
+struct xsrc {
+	int fd;           /* >= 0: use it */
+	const char *path; /* else this path, not following its last component */
+};
+
+static ssize_t x_list(const struct xsrc *x, char *buf, size_t len)
 {
-	ssize_t len = lgetxattr(n->path, kv->name, NULL, 0);
+	return x->fd >= 0 ? flistxattr(x->fd, buf, len) : llistxattr(x->path, buf, len);
+}
+
+static ssize_t x_get(const struct xsrc *x, const char *name, void *buf, size_t len)
+{
+	return x->fd >= 0 ? fgetxattr(x->fd, name, buf, len) : lgetxattr(x->path, name, buf, len);
+}
+
+static int read_xattr_value(struct node *n, const struct xsrc *x, struct xattr_kv *kv)
+{
+	ssize_t len = x_get(x, kv->name, NULL, 0);
 
 	for (int tries = 0; len >= 0 && tries < 4; tries++) {
 		kv->value = malloc(len ? (size_t)len : 1);
 		if (!kv->value)
 			return -ENOMEM;
-		ssize_t got = lgetxattr(n->path, kv->name, kv->value, (size_t)len);
+		ssize_t got = x_get(x, kv->name, kv->value, (size_t)len);
 		if (got >= 0) {
 			kv->len = (size_t)got;
 			return 0;
@@ -42,14 +61,14 @@ static int read_xattr_value(struct node *n, struct xattr_kv *kv)
 		kv->value = NULL;
 		if (errno != ERANGE)
 			break;
-		len = lgetxattr(n->path, kv->name, NULL, 0); /* grew meanwhile */
+		len = x_get(x, kv->name, NULL, 0); /* grew meanwhile */
 	}
 	return fail(n->path, errno, "reading extended attribute");
 }
 
-static int read_xattrs(struct node *n)
+static int read_xattrs(struct node *n, const struct xsrc *x)
 {
-	ssize_t len = llistxattr(n->path, NULL, 0);
+	ssize_t len = x_list(x, NULL, 0);
 	char *names, *p;
 	int rc = 0;
 
@@ -60,7 +79,7 @@ static int read_xattrs(struct node *n)
 	names = malloc((size_t)len);
 	if (!names)
 		return -ENOMEM;
-	len = llistxattr(n->path, names, (size_t)len);
+	len = x_list(x, names, (size_t)len);
 	if (len < 0) {
 		rc = fail(n->path, errno, "listing extended attributes");
 		goto out;
@@ -81,7 +100,7 @@ static int read_xattrs(struct node *n)
 			goto out;
 		}
 		n->nxattrs++;
-		rc = read_xattr_value(n, kv);
+		rc = read_xattr_value(n, x, kv);
 		if (rc)
 			goto out;
 	}
@@ -91,7 +110,24 @@ out:
 	return rc;
 }
 
-static int read_link(struct node *n)
+/* The xattrs of N, which is NAME in DIRFD and not opened. Without /proc, the full path
+ * is the only way left. */
+static int read_xattrs_at(struct node *n, int dirfd)
+{
+	static int have_proc = -1;
+	char path[64 + STP_NAME_MAX];
+	struct xsrc x = { .fd = -1, .path = n->path };
+
+	if (have_proc < 0)
+		have_proc = access("/proc/self/fd", X_OK) == 0;
+	if (have_proc) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, n->name);
+		x.path = path;
+	}
+	return read_xattrs(n, &x);
+}
+
+static int read_link(struct node *n, int dirfd)
 {
 	size_t cap = (size_t)n->st.st_size + 1;
 	ssize_t len;
@@ -101,7 +137,9 @@ static int read_link(struct node *n)
 	n->link_target = malloc(cap);
 	if (!n->link_target)
 		return -ENOMEM;
-	len = readlink(n->path, n->link_target, cap);
+	len = readlinkat(dirfd, n->name, n->link_target, cap);
+	if (len < 0 && errno == EINVAL)
+		return source_changed(n->path); /* no longer a symlink */
 	if (len < 0)
 		return fail(n->path, errno, "reading symlink");
 	if ((size_t)len >= cap || len == 0)
@@ -145,7 +183,7 @@ static int cmp_child(const void *a, const void *b)
 	return stp_name_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
-static int scan_node(struct node *n);
+static int scan_node(struct node *n, int dirfd);
 static void node_free(struct node *n);
 
 /* Files left out of the scan; set for the duration of scan_tree(). */
@@ -184,15 +222,21 @@ static int add_child(struct node *dir, const char *name, size_t *cap)
 	return 0;
 }
 
-static int scan_dir(struct node *n)
+/* Lists directory N, open as FD, and scans its children beneath FD. */
+static int scan_dir(struct node *n, int fd)
 {
-	DIR *d = opendir(n->path);
+	int lfd = dup(fd);
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
 	struct dirent *de;
 	size_t cap = 0;
 	int rc = 0;
 
-	if (!d)
-		return fail(n->path, errno, "opening directory");
+	if (!d) {
+		rc = fail(n->path, errno, "opening directory");
+		if (lfd >= 0)
+			close(lfd);
+		return rc;
+	}
 	for (errno = 0; (de = readdir(d)); errno = 0) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -207,7 +251,7 @@ static int scan_dir(struct node *n)
 		return rc;
 	qsort(n->children, n->nchildren, sizeof(*n->children), cmp_child);
 	for (size_t i = 0; i < n->nchildren && !rc; i++) {
-		rc = scan_node(n->children[i]);
+		rc = scan_node(n->children[i], fd);
 		if (rc == SKIPPED) {
 			node_free(n->children[i]);
 			memmove(&n->children[i], &n->children[i + 1],
@@ -223,14 +267,14 @@ static int scan_dir(struct node *n)
 /* Machine code is told by its ELF header, and found by its section table; the packer
  * filters the blocks that hold it. A table that cannot be used makes the whole file
  * code; a table without code in the file (a debug file) makes it none. */
-static int read_filter(struct node *n)
+static int read_filter(struct node *n, int dirfd)
 {
 	uint8_t head[ELF_HEAD_SIZE];
-	int fd = open(n->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+	int fd = source_openat_file(dirfd, n->name, n->path, &n->st), rc = 0;
 	ssize_t len;
 
 	if (fd < 0)
-		return fail(n->path, errno, "opening");
+		return fd;
 	len = pread(fd, head, sizeof(head), 0);
 	if (len < 0) {
 		rc = fail(n->path, errno, "reading");
@@ -251,24 +295,61 @@ static int read_filter(struct node *n)
 	return rc < 0 ? fail(n->path, -rc, "reading its section table") : 0;
 }
 
-static int scan_node(struct node *n)
+/* A directory is opened beneath its parent, checked to be the one just looked at, and
+ * scanned through its own descriptor, held while its children are. */
+static int scan_subdir(struct node *n, int dirfd)
+{
+	struct xsrc x = { .fd = openat(dirfd, n->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+				       O_NOCTTY | O_CLOEXEC) };
+	struct stat st;
+	int rc;
+
+	if (x.fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+		return source_changed(n->path);
+	if (x.fd < 0)
+		return fail(n->path, errno, "opening directory");
+	if (fstat(x.fd, &st))
+		rc = fail(n->path, errno, "stat");
+	else if (st.st_dev != n->st.st_dev || st.st_ino != n->st.st_ino)
+		rc = source_changed(n->path);
+	else
+		rc = read_xattrs(n, &x);
+	if (!rc)
+		rc = scan_dir(n, x.fd);
+	close(x.fd);
+	return rc;
+}
+
+/* Scans N, which is N->name in DIRFD. */
+static int scan_node(struct node *n, int dirfd)
 {
 	int rc;
 
-	if (lstat(n->path, &n->st))
+	if (fstatat(dirfd, n->name, &n->st, AT_SYMLINK_NOFOLLOW))
 		return fail(n->path, errno, "stat");
-	if (n->parent && skipped(&n->st))
+	if (skipped(&n->st))
 		return SKIPPED;
-	rc = read_xattrs(n);
+	if (S_ISDIR(n->st.st_mode))
+		return scan_subdir(n, dirfd);
+	rc = read_xattrs_at(n, dirfd);
 	if (rc)
 		return rc;
 	if (S_ISLNK(n->st.st_mode))
-		return read_link(n);
-	if (S_ISDIR(n->st.st_mode))
-		return scan_dir(n);
+		return read_link(n, dirfd);
 	if (S_ISREG(n->st.st_mode) && n->st.st_size >= 64)
-		return read_filter(n);
+		return read_filter(n, dirfd);
 	return 0;
+}
+
+static int scan_root(struct node *root)
+{
+	struct xsrc x = { .fd = source_open_root(root->path, &root->st) };
+	int rc;
+
+	if (x.fd < 0)
+		return x.fd;
+	rc = read_xattrs(root, &x);
+	return rc ? rc : scan_dir(root, x.fd);
 }
 
 /* Hard links: sort candidates by (dev, ino, inode order) and point each to its first. */
@@ -375,13 +456,9 @@ int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct 
 		return -ENOMEM;
 	skip_list = skip;
 	skip_count = nskip;
-	rc = scan_node(t->root);
+	rc = scan_root(t->root);
 	skip_list = NULL;
 	skip_count = 0;
-	if (!rc && !S_ISDIR(t->root->st.st_mode)) {
-		fprintf(stderr, "mkstipple: %s: not a directory\n", source);
-		rc = -ENOTDIR;
-	}
 	if (!rc)
 		rc = list_bfs(t, &all, &n);
 	if (!rc) {

@@ -25,7 +25,7 @@ struct hot_range {
 };
 
 struct node {
-	char *path;            /* full source path, for messages and reading */
+	char *path;            /* full source path, for messages only (source.h opens) */
 	const char *name;      /* last component (points into path); "" for the root */
 	size_t name_len;
 	struct stat st;
@@ -61,9 +61,10 @@ struct tree {
 	uint64_t file_bytes;   /* sum of regular file sizes */
 };
 
-/* Scans SOURCE (a directory), leaving out the files SKIP[0..NSKIP) name by device and
- * inode (the image being written, when it lies inside SOURCE). Errors are printed with
- * the path; returns 0 or -errno. */
+/* Scans SOURCE (a directory, not a symlink), leaving out the files SKIP[0..NSKIP) name by
+ * device and inode (the image being written, when it lies inside SOURCE). Every entry is
+ * reached beneath its parent's descriptor; SOURCE's stays open in source.h for reading
+ * the files later. Errors are printed with the path; returns 0 or -errno. */
 int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct tree *out);
 void scan_tree_free(struct tree *t);
 

@@ -32,7 +32,8 @@ static const struct stp_cli extract_cli = {
 	.name = "extract",
 	.synopsis = "IMAGE DIR",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
-		   "directory.\nOwners are restored when run as root.",
+		   "directory.\nAs root, owners and modes are restored exactly; otherwise the umask\n"
+		   "applies and setuid and setgid bits are dropped.",
 	.options = NULL,
 };
 
@@ -49,7 +50,8 @@ struct extract {
 	struct stp_cache *cache;
 	char *buf;                    /* COPY_CHUNK bytes */
 	uint32_t block_size;
-	int restore_owners;
+	int restore_owners;           /* root: owners and modes exactly, as tar -p */
+	mode_t umask;                 /* otherwise the umask applies to every mode */
 	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR */
 	char **first_name;            /* per inode with nlink > 1: its first path, or &link_failed */
 	unsigned long warnings;
@@ -126,6 +128,16 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e, in
 	return 0;
 }
 
+/* As tar does: root restores the stored mode whole; anyone else gets it less the umask
+ * and without setuid and setgid, which on the user's own files would let whoever runs
+ * them act as that user, by the image's choice and not the user's. */
+static mode_t mode_of(const struct extract *x, const struct stp_inode *in)
+{
+	if (x->restore_owners)
+		return in->mode & 07777;
+	return in->mode & 01777 & ~x->umask;
+}
+
 /* Owner, xattrs, mode, times of an entry open as FD (a file or a directory). Owner first:
  * chown clears setuid bits and file capabilities. */
 static int restore_attrs_fd(struct stp_walk *w, const struct stp_walk_entry *e, int fd)
@@ -140,7 +152,7 @@ static int restore_attrs_fd(struct stp_walk *w, const struct stp_walk_entry *e, 
 	err = restore_xattrs(w, e, fd, -1);
 	if (err)
 		return err;
-	if (fchmod(fd, in->mode & 07777))
+	if (fchmod(fd, mode_of(x, in)))
 		return fail(w, e, "cannot set the mode of", -errno);
 	if (futimens(fd, ts))
 		return fail(w, e, "cannot set the times of", -errno);
@@ -161,7 +173,7 @@ static int restore_attrs_at(struct stp_walk *w, const struct stp_walk_entry *e, 
 	if (err)
 		return err;
 	/* the name was just created by us and is not a symlink: chmod cannot follow one */
-	if (!S_ISLNK(in->mode) && fchmodat(dirfd, e->name, in->mode & 07777, 0))
+	if (!S_ISLNK(in->mode) && fchmodat(dirfd, e->name, mode_of(x, in), 0))
 		return fail(w, e, "cannot set the mode of", -errno);
 	if (utimensat(dirfd, e->name, ts, AT_SYMLINK_NOFOLLOW))
 		return fail(w, e, "cannot set the times of", -errno);
@@ -445,10 +457,12 @@ static int extract_tree(struct extract *x)
 
 static int extract_run(const char *image, const char *dest)
 {
-	struct extract x = { .image = image, .dest = dest, .restore_owners = geteuid() == 0 };
+	struct extract x = { .image = image, .dest = dest, .restore_owners = geteuid() == 0,
+			     .umask = umask(0) };
 	struct stp_image *img;
 	int status;
 
+	umask(x.umask);
 	if (stp_cli_open(&extract_cli, image, &img))
 		return STP_EXIT_FAIL;
 	x.img = img;

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/* Opening the source tree beneath directory descriptors checked against the scan. */
+#include "source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
+#define FILE_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+
+static int root_fd = -1;
+/* The last directory reached: files are read in runs from one directory. */
+static const struct node *cached_dir;
+static int cached_fd = -1;
+
+static int fail(const char *path, int err, const char *what)
+{
+	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
+	return -err;
+}
+
+int source_changed(const char *path)
+{
+	fprintf(stderr, "mkstipple: %s: changed during the build\n", path);
+	return -EAGAIN;
+}
+
+int source_same(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       (a->st_mode & S_IFMT) == (b->st_mode & S_IFMT) && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int source_open_root(const char *source, struct stat *st)
+{
+	int fd = open(source, DIR_FLAGS);
+
+	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
+		fprintf(stderr, "mkstipple: %s: not a directory\n", source);
+		return -ENOTDIR;
+	}
+	if (fd < 0)
+		return fail(source, errno, "opening directory");
+	if (fstat(fd, st)) {
+		int err = errno;
+
+		close(fd);
+		return fail(source, err, "stat");
+	}
+	source_close();
+	root_fd = fd;
+	return fd;
+}
+
+/* Opens directory D beneath PARENT and checks it is the one scanned. */
+static int open_dir_at(int parent, const struct node *d)
+{
+	int fd = openat(parent, d->name, DIR_FLAGS);
+	struct stat st;
+
+	if (fd < 0) {
+		if (errno == ENOTDIR || errno == ELOOP) {
+			fprintf(stderr, "mkstipple: %s: changed during the build: no longer a "
+				"directory (a symlink is not followed)\n", d->path);
+			return -EAGAIN;
+		}
+		return fail(d->path, errno, "opening directory");
+	}
+	if (fstat(fd, &st)) {
+		int err = errno;
+
+		close(fd);
+		return fail(d->path, err, "stat");
+	}
+	if (st.st_dev != d->st.st_dev || st.st_ino != d->st.st_ino) {
+		close(fd);
+		return source_changed(d->path);
+	}
+	return fd;
+}
+
+static void set_cache(const struct node *dir, int fd)
+{
+	if (cached_fd >= 0)
+		close(cached_fd);
+	cached_dir = dir;
+	cached_fd = fd;
+}
+
+int source_dir_fd(const struct node *dir)
+{
+	const struct node **chain;
+	const struct node *n;
+	size_t depth = 0, i;
+	int fd;
+
+	if (root_fd < 0)
+		return -EBADF;
+	if (!dir->parent)
+		return root_fd;
+	if (dir == cached_dir)
+		return cached_fd;
+	/* walk down from the root or from the cached directory when it is an ancestor */
+	for (n = dir; n->parent && n != cached_dir; n = n->parent)
+		depth++;
+	chain = malloc(depth * sizeof(*chain));
+	if (!chain)
+		return -ENOMEM;
+	i = depth;
+	for (n = dir; i > 0; n = n->parent)
+		chain[--i] = n;
+	fd = n == cached_dir && n->parent ? cached_fd : root_fd;
+	for (i = 0; i < depth; i++) {
+		int next = open_dir_at(fd, chain[i]);
+
+		if (fd != root_fd && fd != cached_fd)
+			close(fd);
+		if (next < 0) {
+			fd = next;
+			break;
+		}
+		fd = next;
+	}
+	free(chain);
+	if (fd < 0)
+		return fd;
+	set_cache(dir, fd);
+	return fd;
+}
+
+int source_openat_file(int dirfd, const char *name, const char *path, const struct stat *want)
+{
+	int fd = openat(dirfd, name, FILE_FLAGS);
+	struct stat st;
+
+	if (fd < 0 && errno == ELOOP) {
+		fprintf(stderr, "mkstipple: %s: changed during the build: now a symbolic link, "
+			"not followed\n", path);
+		return -EAGAIN;
+	}
+	if (fd < 0)
+		return fail(path, errno, "opening");
+	if (fstat(fd, &st)) {
+		int err = errno;
+
+		close(fd);
+		return fail(path, err, "stat");
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		fprintf(stderr, "mkstipple: %s: changed during the build: no longer a regular "
+			"file\n", path);
+		return -EAGAIN;
+	}
+	if (!source_same(want, &st)) {
+		close(fd);
+		return source_changed(path);
+	}
+	/* reads must block as for any file; O_NONBLOCK only kept a FIFO's open from hanging */
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
+		int err = errno;
+
+		close(fd);
+		return fail(path, err, "opening");
+	}
+	return fd;
+}
+
+int source_open_file(const struct node *f)
+{
+	int dirfd = f->parent ? source_dir_fd(f->parent) : -EISDIR;
+
+	return dirfd < 0 ? dirfd : source_openat_file(dirfd, f->name, f->path, &f->st);
+}
+
+int source_stat(const struct node *n, struct stat *st)
+{
+	int dirfd = n->parent ? source_dir_fd(n->parent) : root_fd;
+
+	if (dirfd < 0)
+		return dirfd;
+	if (!n->parent ? fstat(dirfd, st) : fstatat(dirfd, n->name, st, AT_SYMLINK_NOFOLLOW))
+		return fail(n->path, errno, "stat");
+	return 0;
+}
+
+void source_close(void)
+{
+	set_cache(NULL, -1);
+	if (root_fd >= 0)
+		close(root_fd);
+	root_fd = -1;
+}
