@@ -397,7 +397,7 @@ int stp_mountopts_check_user(const struct stp_mount_opts *o, char *err, size_t e
 	for (const char *const *f = flags; *f; f++)
 		if (o->passthrough && !mnt_optstr_get_option(o->passthrough, *f, NULL, NULL))
 			return fail(err, errlen, -EPERM,
-				    "option %s: refused for a user's mount (fusermount3 mounts nosuid,nodev for users)",
+				    "option %s: refused for a user's mount (fusermount3 always mounts nosuid,nodev for users)",
 				    *f);
 	if (o->sandbox != STP_SANDBOX_ON)
 		return fail(err, errlen, -EPERM,
