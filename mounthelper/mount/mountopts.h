@@ -7,12 +7,13 @@
  * quotes; a backslash is an ordinary character. Options meant for mount(8) itself
  * (defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*,
  * comment=, user=, uhelper=) are dropped; user, users, owner and group (mount(8) runs us
- * for a user) mark the mount as a user's. stipple's own settings (cache_budget=, warm_workers=, noprime, record=,
- * sandbox=, sandbox_user=) fill the fields below. Known kernel and libfuse mount options are kept for
- * libfuse as written, quotes included (the kernel's option parser keeps a quoted comma and
- * removes the quotes; libfuse's own splits at every comma that no backslash escapes, so
- * the string for libfuse escapes commas and backslashes); stipple's own values lose their
- * quotes. Anything else is an error, or dropped under the helper's -s (sloppy).
+ * for a user) mark the mount as a user's. stipple's own settings (cache_budget=,
+ * warm_workers=, noprime, record=, sandbox=, sandbox_user=) fill the fields below, their
+ * values without quotes. Known kernel and libfuse options are kept for libfuse as
+ * written, quotes included: the kernel's parser keeps a quoted comma and removes the
+ * quotes, while libfuse's splits at every comma no backslash escapes, so commas and
+ * backslashes are escaped for it. Anything else is an error, or dropped under the
+ * helper's -s (sloppy).
  * stp_mountopts_finish() then forces read-only, fsname=IMAGE, subtype=stipple and max_read,
  * and adds default_permissions to allow_other.
  *
