@@ -2,12 +2,14 @@
 /*
  * mount.stipple, the mount(8) helper (also installed as mount.fuse.stipple):
  *   mount.stipple SOURCE DIR [-s] [-f] [-n] [-v] [-o OPTS] [-t TYPE] [-N NS]
- * Exit status as mount(8) expects: 0 mounted, 1 bad invocation, 32 mount failure.
+ * Exit status as mount(8) expects: 0 mounted, 1 bad invocation (or run setuid), 32 mount
+ * failure (an option refused for a user's mount among them).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
+#include <sys/auxv.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,6 +50,14 @@ static int enter_namespace(const char *ns)
 	return err;
 }
 
+/* mount(8) runs helpers with the caller's own ids (it drops its setuid before the exec), so
+ * a helper whose ids differ, or that the kernel marks secure (AT_SECURE: setuid, setgid or
+ * file capabilities), was made setuid by someone: nothing in it is meant for that. */
+static bool run_setuid(void)
+{
+	return getuid() != geteuid() || getgid() != getegid() || getauxval(AT_SECURE);
+}
+
 int main(int argc, char **argv)
 {
 	struct stp_mount_opts o;
@@ -58,11 +68,21 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (run_setuid()) {
+		fprintf(stderr, PROG ": refusing to run setuid or setgid (uid %u, euid %u, gid %u, egid %u):"
+			" users mount through mount(8) and fusermount3, see mount.stipple(8)\n",
+			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(), (unsigned)getegid());
+		return EXIT_USAGE;
+	}
 	stp_mountopts_init(&o);
 	if (stp_mountopts_parse_helper(&o, argc, argv, err, sizeof(err))) {
 		fprintf(stderr, PROG ": %s\n", err);
 		usage(stderr);
 		status = EXIT_USAGE;
+	} else if (stp_mountopts_check_user(&o, err, sizeof(err))) {
+		/* before -N: a refused namespace is never entered */
+		fprintf(stderr, PROG ": %s\n", err);
+		status = EXIT_MOUNT_FAILED;
 	} else if (o.ns && enter_namespace(o.ns)) {
 		/* paths are the target namespace's: resolve them there */
 		status = EXIT_MOUNT_FAILED;

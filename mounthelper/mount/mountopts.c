@@ -11,13 +11,15 @@
 #include <unistd.h>
 #include <strings.h>
 
+#include <libmount.h>
+
 #include "util.h"
 
 /* Meant for mount(8) and fstab, never for the filesystem. "ro" and "rw" are dropped too:
- * the mount is always read-only. */
+ * the mount is always read-only. user, users, owner and group are taken apart (take_mount8). */
 static const char *const mount8_only[] = {
-	"defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser",
-	"owner", "group", "ro", "rw", NULL,
+	"defaults", "auto", "noauto", "nofail", "_netdev", "nouser", "nousers", "noowner",
+	"nogroup", "ro", "rw", NULL,
 };
 
 /* The same with a value: libmount passes user=NAME for a user's fstab mount. */
@@ -79,6 +81,7 @@ void stp_mountopts_init(struct stp_mount_opts *o)
 	o->cache_budget = STP_CACHE_BUDGET_DEFAULT;
 	o->warm_workers = stp_mountopts_default_workers();
 	o->sandbox = STP_SANDBOX_ON;
+	o->restricted = geteuid() != 0;
 }
 
 void stp_mountopts_free(struct stp_mount_opts *o)
@@ -175,70 +178,158 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	return 0;
 }
 
-/* Sorts one unescaped option into its kind. */
-static int parse_one(struct stp_mount_opts *o, const char *opt, char *err, size_t errlen)
-{
-	const char *eq = strchr(opt, '=');
-	size_t name_len = eq ? (size_t)(eq - opt) : strlen(opt);
-	char name[64];
-	int ret;
+/* An option as libmount found it: NAME (NAMESZ bytes), then VAL (VALSZ bytes) or no
+ * value (VAL NULL); TEXT is the whole option, NUL-terminated, quotes kept. */
+struct opt {
+	const char *name;
+	size_t namesz;
+	const char *val;
+	size_t valsz;
+	const char *text;
+};
 
-	if (!*opt || in_list(mount8_only, opt, strlen(opt)) ||
-	    in_list(atime_flags, opt, strlen(opt)) || !strncasecmp(opt, "x-", 2) ||
-	    (eq && in_list(mount8_valued, opt, name_len)))
+static bool is(const struct opt *op, const char *name)
+{
+	return strlen(name) == op->namesz && !memcmp(op->name, name, op->namesz);
+}
+
+static int unknown(struct stp_mount_opts *o, const struct opt *op, char *err, size_t errlen)
+{
+	if (o->sloppy)
 		return 0;
-	if (name_len < sizeof(name)) {
-		memcpy(name, opt, name_len);
-		name[name_len] = '\0';
-		ret = parse_own(o, name, eq ? eq + 1 : NULL, err, errlen);
+	return fail(err, errlen, -EINVAL, "unknown mount option '%s'", op->text);
+}
+
+/* libmount's userspace map: options for mount(8). A few tell that mount(8) runs us on
+ * behalf of a user (mount(8) passes user=NAME for a `user` line). */
+static int take_mount8(struct stp_mount_opts *o, const struct opt *op, char *err,
+		       size_t errlen)
+{
+	if (is(op, "user") || is(op, "users") || is(op, "owner") || is(op, "group")) {
+		o->user_mount = o->restricted = true;
+		return 0;
+	}
+	if (!op->val && in_list(mount8_only, op->name, op->namesz))
+		return 0;
+	if (op->val && in_list(mount8_valued, op->name, op->namesz))
+		return 0;
+	if (!strncasecmp(op->name, "x-", 2))
+		return 0;
+	return unknown(o, op, err, errlen); /* loop=, offset=, helper=...: not ours */
+}
+
+/* libmount's Linux map: the MS_* flags. */
+static int take_vfs(struct stp_mount_opts *o, const struct opt *op, char *err, size_t errlen)
+{
+	if (op->val)
+		return unknown(o, op, err, errlen);
+	if (in_list(mount8_only, op->name, op->namesz) ||
+	    in_list(atime_flags, op->name, op->namesz))
+		return 0;
+	if (in_list(fuse_flags, op->name, op->namesz))
+		return append_escaped(&o->passthrough, op->text);
+	return unknown(o, op, err, errlen); /* bind, remount, mand, nosymfollow... */
+}
+
+/* Our own values, quotes removed as the kernel removes them from its own. */
+static char *unquote(const struct opt *op)
+{
+	char *s = malloc(op->valsz + 1), *d = s;
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < op->valsz; i++)
+		if (op->val[i] != '"')
+			*d++ = op->val[i];
+	*d = '\0';
+	return s;
+}
+
+/* Everything else: stipple's settings, then libfuse's and the kernel's. */
+static int take_fs(struct stp_mount_opts *o, const struct opt *op, char *err, size_t errlen)
+{
+	char name[64], *value = NULL;
+	int ret = 0;
+
+	if (op->namesz < sizeof(name)) {
+		memcpy(name, op->name, op->namesz);
+		name[op->namesz] = '\0';
+		if (op->val && !(value = unquote(op)))
+			return fail(err, errlen, -ENOMEM, "out of memory");
+		ret = parse_own(o, name, value, err, errlen);
+		free(value);
 		if (ret)
 			return ret < 0 ? ret : 0;
 	}
-	if (!eq && !strcmp(opt, "allow_other")) {
+	if (!op->val && is(op, "allow_other")) {
 		o->allow_other = true;
 		return 0;
 	}
-	if (eq && in_list(forced_valued, opt, name_len))
+	if (op->val && in_list(forced_valued, op->name, op->namesz))
 		return 0;
-	if ((!eq && in_list(fuse_flags, opt, name_len)) || (eq && in_list(fuse_valued, opt, name_len)))
-		return append_escaped(&o->passthrough, opt);
-	if (o->sloppy)
-		return 0;
-	return fail(err, errlen, -EINVAL, "unknown mount option '%s'", opt);
+	if ((!op->val && in_list(fuse_flags, op->name, op->namesz)) ||
+	    (op->val && in_list(fuse_valued, op->name, op->namesz)))
+		return append_escaped(&o->passthrough, op->text);
+	return unknown(o, op, err, errlen);
+}
+
+typedef int (*take_fn)(struct stp_mount_opts *, const struct opt *, char *, size_t);
+
+/* Hands each option of LIST (one of mnt_split_optstr's, may be NULL) to TAKE. */
+static int each_option(struct stp_mount_opts *o, char *list, take_fn take, char *err,
+		       size_t errlen)
+{
+	char *next = list, *name, *val;
+	size_t namesz, valsz;
+	int ret = 0, rc = 0;
+
+	while (list && !ret && !(rc = mnt_optstr_next_option(&next, &name, &namesz, &val, &valsz))) {
+		struct opt op = { name, namesz, val, valsz, NULL };
+		size_t len = val ? (size_t)(val + valsz - name) : namesz;
+		char *text = strndup(name, len);
+
+		if (!text)
+			return fail(err, errlen, -ENOMEM, "out of memory");
+		op.text = text;
+		ret = take(o, &op, err, errlen);
+		if (ret == -ENOMEM)
+			fail(err, errlen, ret, "out of memory");
+		free(text);
+	}
+	if (!ret && list && rc < 0)
+		ret = fail(err, errlen, -EINVAL, "cannot parse mount options '%s'", list);
+	return ret;
+}
+
+/* libmount treats every double quote as opening or closing a quoted part, and stops at an
+ * open one without a word: an odd count is refused here. */
+static bool quotes_balanced(const char *list)
+{
+	size_t n = 0;
+
+	for (; *list; list++)
+		n += *list == '"';
+	return n % 2 == 0;
 }
 
 int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *err,
 			     size_t errlen)
 {
-	char *tok = malloc(strlen(list) + 1);
-	bool quoted = false;
-	size_t n = 0;
-	int ret = 0;
+	char *user = NULL, *vfs = NULL, *fs = NULL;
+	int ret;
 
-	if (!tok)
+	if (!quotes_balanced(list))
+		return fail(err, errlen, -EINVAL, "unbalanced quote in mount options '%s'", list);
+	if (mnt_split_optstr(list, &user, &vfs, &fs, 0, 0))
 		return fail(err, errlen, -ENOMEM, "out of memory");
-	for (const char *p = list;; p++) {
-		if (*p == '\\' && p[1]) {
-			tok[n++] = *++p;
-			continue;
-		}
-		if (*p == '"') {
-			quoted = !quoted;
-			continue;
-		}
-		if (*p && (*p != ',' || quoted)) {
-			tok[n++] = *p;
-			continue;
-		}
-		tok[n] = '\0';
-		ret = parse_one(o, tok, err, errlen);
-		n = 0;
-		if (ret || !*p)
-			break;
-	}
-	free(tok);
-	if (!ret && quoted)
-		ret = fail(err, errlen, -EINVAL, "unbalanced quote in mount options '%s'", list);
+	ret = each_option(o, user, take_mount8, err, errlen);
+	if (!ret)
+		ret = each_option(o, vfs, take_vfs, err, errlen);
+	if (!ret)
+		ret = each_option(o, fs, take_fs, err, errlen);
+	free(user);
+	free(vfs);
+	free(fs);
 	return ret;
 }
 
@@ -293,6 +384,40 @@ int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, 
 	return 0;
 }
 
+/* A user's mount: fusermount3 forces nosuid and nodev on every mount it makes for a user,
+ * so suid and dev are refused rather than silently lost; the daemon of a user's mount is
+ * always confined. On a user's fstab line the options are root's, but the daemon runs as
+ * whoever mounts: it must not write a file where root said (record=). */
+int stp_mountopts_check_user(const struct stp_mount_opts *o, char *err, size_t errlen)
+{
+	static const char *const flags[] = { "suid", "dev", NULL };
+
+	if (!o->restricted)
+		return 0;
+	for (const char *const *f = flags; *f; f++)
+		if (o->passthrough && !mnt_optstr_get_option(o->passthrough, *f, NULL, NULL))
+			return fail(err, errlen, -EPERM,
+				    "option %s: refused for a user's mount (fusermount3 always mounts nosuid,nodev for users)",
+				    *f);
+	if (o->sandbox != STP_SANDBOX_ON)
+		return fail(err, errlen, -EPERM,
+			    "option sandbox=%s: refused for a user's mount: its daemon is always confined",
+			    o->sandbox == STP_SANDBOX_LOG ? "log" : "off");
+	if (o->sandbox_user)
+		return fail(err, errlen, -EPERM,
+			    "option sandbox_user=%s: refused for a user's mount: its daemon runs as that user",
+			    o->sandbox_user);
+	if (o->ns)
+		return fail(err, errlen, -EPERM,
+			    "option -N %s: refused for a user's mount: it mounts in the user's namespace",
+			    o->ns);
+	if (o->user_mount && o->record)
+		return fail(err, errlen, -EPERM,
+			    "option record=%s: refused on a user, users, owner or group line: the daemon would write it as whoever mounts",
+			    o->record);
+	return 0;
+}
+
 static int build_fuse_opts(struct stp_mount_opts *o)
 {
 	char *fsname = NULL;
@@ -316,8 +441,13 @@ int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
 {
 	char *path;
 
+	int ret;
+
 	if (!o->image || !o->mountpoint)
 		return fail(err, errlen, -EINVAL, "expected an image and a mount point");
+	ret = stp_mountopts_check_user(o, err, errlen);
+	if (ret)
+		return ret;
 	path = realpath(o->image, NULL);
 	if (!path)
 		return fail(err, errlen, -errno, "%s: %s", o->image, strerror(errno));

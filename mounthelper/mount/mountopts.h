@@ -3,11 +3,17 @@
  * Mount options: the argv of a mount(8) helper, `-o` option lists, and the option string
  * handed to libfuse.
  *
- * An option list is split into three kinds. Options meant for mount(8) itself (defaults,
- * auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*, comment=, user=,
- * uhelper=) are dropped. stipple's own settings (cache_budget=, warm_workers=, noprime, record=,
- * sandbox=, sandbox_user=) fill the fields below. Known kernel and libfuse mount options are kept for
- * libfuse; anything else is an error, or dropped under the helper's -s (sloppy).
+ * An option list is split by libmount as mount(8) splits it: at commas outside double
+ * quotes; a backslash is an ordinary character. Options meant for mount(8) itself
+ * (defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*,
+ * comment=, user=, uhelper=) are dropped; user, users, owner and group (mount(8) runs us
+ * for a user) mark the mount as a user's. stipple's own settings (cache_budget=,
+ * warm_workers=, noprime, record=, sandbox=, sandbox_user=) fill the fields below, their
+ * values without quotes. Known kernel and libfuse options are kept for libfuse as
+ * written, quotes included: the kernel's parser keeps a quoted comma and removes the
+ * quotes, while libfuse's splits at every comma no backslash escapes, so commas and
+ * backslashes are escaped for it. Anything else is an error, or dropped under the
+ * helper's -s (sloppy).
  * stp_mountopts_finish() then forces read-only, fsname=IMAGE, subtype=stipple and max_read,
  * and adds default_permissions to allow_other.
  *
@@ -52,17 +58,21 @@ struct stp_mount_opts {
 	char *ns;             /* helper -N: mount namespace (pid or path) */
 	char *passthrough;    /* kept options for libfuse, comma-separated, or NULL */
 	char *fuse_opts;      /* the full list for libfuse, set by stp_mountopts_finish */
+	bool restricted;      /* a user's mount: not root, or user_mount (stp_mountopts_check_user) */
+	bool user_mount;      /* user, users, owner or group given: mount(8) runs us for a user */
 };
 
 /* The default number of warming workers on this machine. */
 unsigned stp_mountopts_default_workers(void);
 
-/* Defaults: cache budget 8, warming workers as above, sandbox on, nothing else set. */
+/* Defaults: cache budget 8, warming workers as above, sandbox on, restricted when the
+ * effective uid is not 0, nothing else set. */
 void stp_mountopts_init(struct stp_mount_opts *o);
 void stp_mountopts_free(struct stp_mount_opts *o);
 
-/* Parses one comma-separated list as given to -o. A comma inside double quotes or after a
- * backslash does not split. -EINVAL: a bad value or (unless o->sloppy) an unknown option. */
+/* Parses one comma-separated list as given to -o. A comma inside double quotes does not
+ * split. -EINVAL: a bad value, an unbalanced quote or (unless o->sloppy) an unknown
+ * option. */
 int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *err,
 			     size_t errlen);
 
@@ -71,8 +81,14 @@ int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *e
 int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, char *err,
 			       size_t errlen);
 
-/* Resolves the image path and the mount point to absolute paths (-ENOENT etc. when one
- * does not exist) and builds o->fuse_opts. */
+/* For a restricted mount, refuses suid, dev, sandbox=off and sandbox=log, sandbox_user=
+ * and -N, and on a user's line (user_mount) record= too: -EPERM with the option named.
+ * 0 otherwise. Call it after every option is parsed; stp_mountopts_finish calls it. */
+int stp_mountopts_check_user(const struct stp_mount_opts *o, char *err, size_t errlen);
+
+/* Refuses what stp_mountopts_check_user refuses (-EPERM), then resolves the image path
+ * and the mount point to absolute paths (-ENOENT etc. when one does not exist) and builds
+ * o->fuse_opts. */
 int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen);
 
 #endif

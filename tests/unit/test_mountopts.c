@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fuse_opt.h>
+
 #include "mountopts.h"
 
 #include "check.h"
@@ -28,6 +30,68 @@ static int parse_helper(struct stp_mount_opts *o, char *err, const char *first, 
 	argv[argc] = NULL;
 	stp_mountopts_init(o);
 	return stp_mountopts_parse_helper(o, argc, argv, err, 256);
+}
+
+/* The options libfuse 3.14's own parser (fuse_opt_parse, as fuse_session_new and the
+ * mount code use it) finds in a -o list: an independent reader of o->fuse_opts. */
+struct fuse_seen {
+	char opts[16][256];
+	int n;
+};
+
+static int collect_opt(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct fuse_seen *seen = data;
+
+	(void)outargs;
+	if (key == FUSE_OPT_KEY_OPT && seen->n < 16)
+		snprintf(seen->opts[seen->n++], sizeof(seen->opts[0]), "%s", arg);
+	return 0;
+}
+
+static void libfuse_options(const char *list, struct fuse_seen *seen)
+{
+	char *argv[] = { "test", "-o", (char *)list, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+
+	memset(seen, 0, sizeof(*seen));
+	CHECK(fuse_opt_parse(&args, seen, NULL, collect_opt) == 0);
+	fuse_opt_free_args(&args);
+}
+
+static const char *seen_with_prefix(const struct fuse_seen *seen, const char *prefix)
+{
+	for (int i = 0; i < seen->n; i++)
+		if (!strncmp(seen->opts[i], prefix, strlen(prefix)))
+			return seen->opts[i];
+	return NULL;
+}
+
+/* How the kernel's LSM option parser splits a mount's data: at commas outside double
+ * quotes, which it then removes from the value. Returns the number of options. */
+static int kernel_split(const char *data, char out[][256], int max)
+{
+	int n = 0;
+	size_t len = 0;
+	bool quoted = false;
+
+	for (const char *p = data;; p++) {
+		if (*p == '"') {
+			quoted = !quoted;
+			continue;
+		}
+		if (*p && (*p != ',' || quoted)) {
+			if (n < max && len < 255)
+				out[n][len++] = *p;
+			continue;
+		}
+		if (n < max)
+			out[n][len] = '\0';
+		n++;
+		len = 0;
+		if (!*p)
+			return n;
+	}
 }
 
 static void test_helper_defaults(void)
@@ -147,7 +211,8 @@ static void test_fuse_options(void)
 static void test_escaping(void)
 {
 	struct stp_mount_opts o;
-	char dir[] = "/tmp/stp-opts-XXXXXX", path[128], err[256], want[256];
+	char dir[] = "/tmp/stp-opts-XXXXXX", path[128], err[256], want[256], kern[4][256];
+	struct fuse_seen seen;
 	FILE *f;
 
 	CHECK(mkdtemp(dir) != NULL);
@@ -159,17 +224,33 @@ static void test_escaping(void)
 	stp_mountopts_init(&o);
 	o.image = strdup(path);
 	o.mountpoint = strdup("/tmp");
-	CHECK(stp_mountopts_parse_list(&o, "context=\"u:r:t:s0:c1,c2\"", err, sizeof(err)) == 0);
+	CHECK(stp_mountopts_parse_list(&o, "context=\"system_u:object_r:tmp_t:s0:c1,c2\",nodev",
+				       err, sizeof(err)) == 0);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
 	snprintf(want, sizeof(want), "fsname=%s/a\\,b\\\\c.img,", dir);
 	CHECK(strstr(o.fuse_opts, want) != NULL);
-	CHECK(strstr(o.fuse_opts, ",context=u:r:t:s0:c1\\,c2") != NULL);
+	/* the quotes stay, the comma is escaped for libfuse */
+	CHECK(strstr(o.fuse_opts, ",context=\"system_u:object_r:tmp_t:s0:c1\\,c2\"") != NULL);
+	/* libfuse gets the option back whole, and the kernel one value with both categories */
+	libfuse_options(o.fuse_opts, &seen);
+	snprintf(want, sizeof(want), "fsname=%s/a,b\\c.img", dir);
+	CHECK(seen_with_prefix(&seen, "fsname=") && !strcmp(seen_with_prefix(&seen, "fsname="), want));
+	CHECK(seen_with_prefix(&seen, "context=") &&
+	      !strcmp(seen_with_prefix(&seen, "context="), "context=\"system_u:object_r:tmp_t:s0:c1,c2\""));
+	CHECK(seen_with_prefix(&seen, "c2") == NULL);
+	if (seen_with_prefix(&seen, "context=")) {
+		CHECK(kernel_split(seen_with_prefix(&seen, "context="), kern, 4) == 1);
+		CHECK(!strcmp(kern[0], "context=system_u:object_r:tmp_t:s0:c1,c2"));
+	}
 	stp_mountopts_free(&o);
 	unlink(path);
 	rmdir(dir);
 
 	stp_mountopts_init(&o);
 	CHECK(stp_mountopts_parse_list(&o, "comment=\"open", err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "unbalanced quote") != NULL);
+	CHECK(stp_mountopts_parse_list(&o, "nodev,context=\"a,b", err, sizeof(err)) == -EINVAL);
+	CHECK(o.passthrough == NULL);
 	o.image = strdup("/nonexistent/image.stipple");
 	o.mountpoint = strdup("/tmp");
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -ENOENT);
@@ -182,6 +263,140 @@ static void test_escaping(void)
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -ENOENT);
 	CHECK(strstr(err, "mount point /nonexistent/mnt") != NULL);
 	stp_mountopts_free(&o);
+}
+
+/* A quoted comma never makes an option of its own: not allow_other without
+ * default_permissions, not anything else. */
+static void test_quoted_comma_stays_in_its_value(void)
+{
+	struct stp_mount_opts o;
+	char err[256], kern[4][256];
+	struct fuse_seen seen;
+
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "context=\"x,allow_other\"", NULL) == 0);
+	CHECK(!o.allow_other);
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
+	CHECK(strstr(o.fuse_opts, "default_permissions") == NULL);
+	libfuse_options(o.fuse_opts, &seen);
+	CHECK(seen_with_prefix(&seen, "allow_other") == NULL);
+	CHECK(seen_with_prefix(&seen, "context=") &&
+	      !strcmp(seen_with_prefix(&seen, "context="), "context=\"x,allow_other\""));
+	if (seen_with_prefix(&seen, "context=")) {
+		CHECK(kernel_split(seen_with_prefix(&seen, "context="), kern, 4) == 1);
+		CHECK(!strcmp(kern[0], "context=x,allow_other"));
+	}
+	stp_mountopts_free(&o);
+
+	/* a backslash is an ordinary character: libfuse must not read \101 as 'A' */
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "context=u\\101,fscontext=\"a\\,b\"", NULL) == 0);
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
+	libfuse_options(o.fuse_opts, &seen);
+	CHECK(seen_with_prefix(&seen, "context=") &&
+	      !strcmp(seen_with_prefix(&seen, "context="), "context=u\\101"));
+	CHECK(seen_with_prefix(&seen, "fscontext=") &&
+	      !strcmp(seen_with_prefix(&seen, "fscontext="), "fscontext=\"a\\,b\""));
+	CHECK(seen_with_prefix(&seen, "b\"") == NULL);
+	stp_mountopts_free(&o);
+
+	/* stipple's own values lose their quotes, as the kernel's do */
+	stp_mountopts_init(&o);
+	CHECK(stp_mountopts_parse_list(&o, "record=\"/tmp/a,b.list\",cache_budget=\"3\"", err,
+				       sizeof(err)) == 0);
+	CHECK(o.record && !strcmp(o.record, "/tmp/a,b.list"));
+	CHECK(o.cache_budget == 3 && o.passthrough == NULL);
+	/* empty items, as mount(8) allows them */
+	CHECK(stp_mountopts_parse_list(&o, ",nodev,,noexec,", err, sizeof(err)) == 0);
+	CHECK(o.passthrough && !strcmp(o.passthrough, "nodev,noexec"));
+	/* libmount's other userspace and kernel options are not ours */
+	CHECK(stp_mountopts_parse_list(&o, "loop", err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "'loop'") != NULL);
+	CHECK(stp_mountopts_parse_list(&o, "bind", err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "'bind'") != NULL);
+	CHECK(stp_mountopts_parse_list(&o, "users=x", err, sizeof(err)) == -EINVAL);
+	stp_mountopts_free(&o);
+}
+
+/* Parses LIST for a mount that is RESTRICTED (or not) and returns the user check. */
+static int check_list(bool restricted, const char *list, char *err, bool *user_mount)
+{
+	struct stp_mount_opts o;
+	int ret;
+
+	stp_mountopts_init(&o);
+	o.restricted = restricted;
+	ret = stp_mountopts_parse_list(&o, list, err, 256);
+	CHECK(ret == 0);
+	if (user_mount)
+		*user_mount = o.user_mount;
+	ret = stp_mountopts_check_user(&o, err, 256);
+	stp_mountopts_free(&o);
+	return ret;
+}
+
+static void test_user_line_refusals(void)
+{
+	static const struct { const char *list, *named; } refused[] = {
+		{ "user=alice,suid", "option suid:" },
+		{ "users,dev", "option dev:" },
+		{ "owner,record=/tmp/hot.list", "option record=/tmp/hot.list:" },
+		{ "group,sandbox=off", "option sandbox=off:" },
+		{ "user,sandbox=log", "option sandbox=log:" },
+		{ "sandbox_user=daemon,user", "option sandbox_user=daemon:" },
+		/* options after the user option, and before it, are refused alike */
+		{ "suid,user=alice", "option suid:" },
+	};
+	struct stp_mount_opts o;
+	char err[256];
+	bool user_mount;
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		err[0] = '\0';
+		CHECK(check_list(false, refused[i].list, err, &user_mount) == -EPERM);
+		CHECK(user_mount);
+		if (!strstr(err, refused[i].named) || !strstr(err, "refused"))
+			fprintf(stderr, "%s: '%s'\n", refused[i].list, err);
+		CHECK(strstr(err, refused[i].named) != NULL && strstr(err, "refused") != NULL);
+	}
+	/* what mount(8) passes for a plain user line is fine */
+	CHECK(check_list(false, "nosuid,nodev,noexec,user=alice,cache_budget=2", err, &user_mount) == 0);
+	CHECK(user_mount);
+	CHECK(check_list(false, "user,exec,noprime,sandbox=on", err, NULL) == 0);
+	CHECK(check_list(false, "nouser,suid,dev,record=/tmp/x,sandbox=off", err, &user_mount) == 0);
+	CHECK(!user_mount);
+
+	/* -N from the helper's argv */
+	CHECK(parse_helper(&o, err, image, "/tmp", "-N", "1", "-o", "users", NULL) == 0);
+	CHECK(o.restricted && stp_mountopts_check_user(&o, err, sizeof(err)) == -EPERM);
+	CHECK(strstr(err, "-N 1") != NULL);
+	stp_mountopts_free(&o);
+
+	/* finish refuses too, so `stipple mount` gets the same answer */
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "user=alice,dev", NULL) == 0);
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -EPERM);
+	CHECK(strstr(err, "option dev:") != NULL && o.fuse_opts == NULL);
+	stp_mountopts_free(&o);
+}
+
+static void test_not_root_refusals(void)
+{
+	struct stp_mount_opts o;
+	char err[256];
+	bool user_mount;
+
+	stp_mountopts_init(&o);
+	CHECK(o.restricted == (geteuid() != 0) && !o.user_mount);
+	stp_mountopts_free(&o);
+
+	CHECK(check_list(true, "suid", err, NULL) == -EPERM && strstr(err, "option suid:"));
+	CHECK(check_list(true, "nosuid,dev", err, NULL) == -EPERM && strstr(err, "option dev:"));
+	CHECK(check_list(true, "sandbox=off", err, NULL) == -EPERM && strstr(err, "sandbox=off"));
+	CHECK(check_list(true, "sandbox=log", err, NULL) == -EPERM && strstr(err, "sandbox=log"));
+	CHECK(check_list(true, "sandbox_user=daemon", err, NULL) == -EPERM &&
+	      strstr(err, "sandbox_user=daemon"));
+	/* a user's own `stipple mount --record` writes the user's own file */
+	CHECK(check_list(true, "record=/tmp/hot.list,nodev,nosuid,exec", err, &user_mount) == 0);
+	CHECK(!user_mount);
+	CHECK(check_list(false, "suid,dev,sandbox=off,sandbox_user=daemon", err, NULL) == 0);
 }
 
 int main(void)
@@ -201,6 +416,9 @@ int main(void)
 	test_own_options();
 	test_fuse_options();
 	test_escaping();
+	test_quoted_comma_stays_in_its_value();
+	test_user_line_refusals();
+	test_not_root_refusals();
 	unlink(image);
 	if (failures)
 		fprintf(stderr, "%d checks failed\n", failures);
