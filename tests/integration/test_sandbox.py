@@ -177,14 +177,17 @@ def assert_serves(mountpoint, image_info):
     assert not os.path.exists(os.path.join(mountpoint, "no-such-file"))
 
 
-def assert_confined(pid, image, uid=None, root_started=True):
+def assert_confined(pid, image, uid=None, root_started=True, bounding_empty=None):
+    """BOUNDING_EMPTY (default: ROOT_STARTED): the bounding set must be empty too."""
+    if bounding_empty is None:
+        bounding_empty = root_started
     threads = thread_status(pid)
     assert len(threads) >= 2, "the loop runs a single thread: %s" % sorted(threads)
     for tid, st in threads.items():
         where = "daemon %d thread %d" % (pid, tid)
         for field in CAP_FIELDS:
-            if field == "CapBnd" and not root_started:
-                continue  # only root can empty it; no_new_privs makes it moot
+            if field == "CapBnd" and not bounding_empty:
+                continue  # only root or a user namespace can empty it; no_new_privs makes it moot
             assert int(st[field], 16) == 0, "%s: %s %s" % (where, field, st[field])
         assert st["NoNewPrivs"] == "1", "%s: NoNewPrivs %s" % (where, st["NoNewPrivs"])
         assert st["Seccomp"] == "2", "%s: Seccomp %s" % (where, st["Seccomp"])
@@ -348,15 +351,32 @@ def test_unknown_sandbox_user_fails_and_unmounts(small_image, program, tmp_path)
         unmount(mnt)
 
 
+@contextlib.contextmanager
+def fuse_open_to_users():
+    """/dev/fuse readable and writable by everyone for the duration, its mode restored."""
+    mode = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
+    os.chmod("/dev/fuse", mode | 0o666)
+    try:
+        yield
+    finally:
+        os.chmod("/dev/fuse", mode)
+
+
+def users_may_unshare():
+    """Whether uid 65534 may create a user namespace here (then its daemon has one)."""
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "unshare", "--user", "true"], capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
 def test_unprivileged_mount_is_confined(small_image):
-    """A user's `stipple mount` through fusermount3: no namespace or uid change, but no
-    capability, no_new_privs and the filter all the same."""
-    st = os.stat("/dev/fuse")
-    if not st.st_mode & stat.S_IROTH or not st.st_mode & stat.S_IWOTH:
-        pytest.skip("/dev/fuse is not open to users on this machine")
+    """A user's `stipple mount` through fusermount3: no uid change, but no capability,
+    no_new_privs and the filter all the same, and, where the kernel lets users create
+    user namespaces, an empty root in a namespace of its own."""
     if not shutil.which("fusermount3") or not shutil.which("setpriv"):
         pytest.skip("needs fusermount3 and setpriv")
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    userns = users_may_unshare()
     base = tempfile.mkdtemp(prefix="stipple-sbx-user-")
     try:
         os.chmod(base, 0o755)
@@ -366,17 +386,23 @@ def test_unprivileged_mount_is_confined(small_image):
         mnt = os.path.join(base, "mnt")
         os.mkdir(mnt)
         os.chown(mnt, 65534, 65534)
-        r = run(as_nobody + [_need(STIPPLE), "mount", image, mnt], timeout=60)
-        assert r.returncode == 0, r.stderr
-        pid = daemon_pid(image)
-        for rel, data in small_image["files"].items():
-            got = subprocess.run(as_nobody + ["cat", os.path.join(mnt, rel)],
-                                 stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-            assert got.returncode == 0 and got.stdout == data, (rel, got.stderr)
-        assert_confined(pid, image, uid=65534, root_started=False)
-        r = run(as_nobody + ["fusermount3", "-u", mnt], timeout=60)
-        assert r.returncode == 0, r.stderr
-        assert wait_gone(pid), "daemon %d still runs after fusermount3 -u" % pid
+        with fuse_open_to_users():
+            r = run(as_nobody + [_need(STIPPLE), "mount", image, mnt], timeout=60)
+            assert r.returncode == 0, r.stderr
+            if userns:
+                assert "user namespace" not in r.stderr, r.stderr
+            pid = daemon_pid(image)
+            for rel, data in small_image["files"].items():
+                got = subprocess.run(as_nobody + ["cat", os.path.join(mnt, rel)],
+                                     stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                assert got.returncode == 0 and got.stdout == data, (rel, got.stderr)
+            # inside its user namespace the daemon could empty its bounding set too
+            assert_confined(pid, image, uid=65534, root_started=False, bounding_empty=userns)
+            if userns:
+                assert_empty_root(pid)
+            r = run(as_nobody + ["fusermount3", "-u", mnt], timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert wait_gone(pid), "daemon %d still runs after fusermount3 -u" % pid
     finally:
         unmount(os.path.join(base, "mnt"))
         shutil.rmtree(base, ignore_errors=True)
