@@ -33,7 +33,7 @@ static const char *const atime_flags[] = {
 /* Kernel mount flags and libfuse options that a stipple mount accepts as they are. */
 static const char *const fuse_flags[] = {
 	"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "dirsync",
-	"atime", "noatime", "default_permissions", "auto_unmount", "debug", NULL,
+	"atime", "noatime", "default_permissions", "debug", NULL,
 };
 static const char *const fuse_valued[] = {
 	"context", "fscontext", "defcontext", "rootcontext", NULL,
@@ -200,6 +200,10 @@ static int parse_one(struct stp_mount_opts *o, const char *opt, char *err, size_
 	}
 	if (eq && in_list(forced_valued, opt, name_len))
 		return 0;
+	if (!eq && !strcmp(opt, "auto_unmount"))
+		return fail(err, errlen, -EINVAL, "option auto_unmount is refused: it needs a socket "
+			    "to fusermount3 that the sandbox closes, so it would do nothing; after "
+			    "a crash, unmount with umount or fusermount3 -u");
 	if ((!eq && in_list(fuse_flags, opt, name_len)) || (eq && in_list(fuse_valued, opt, name_len)))
 		return append_escaped(&o->passthrough, opt);
 	if (o->sloppy)

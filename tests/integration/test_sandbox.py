@@ -351,6 +351,27 @@ def test_unknown_sandbox_user_fails_and_unmounts(small_image, program, tmp_path)
         unmount(mnt)
 
 
+@pytest.mark.parametrize("program", ["stipple", "mount.stipple"])
+def test_auto_unmount_is_refused(small_image, program, tmp_path):
+    """auto_unmount depends on a socket to fusermount3 that confinement closes (fusermount3
+    then sees a live mount and leaves): refused before anything is mounted."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = small_image["image"]
+    if program == "stipple":
+        args = [_need(STIPPLE), "mount", "-o", "auto_unmount", image, mnt]
+    else:
+        args = [_need(MOUNT_STIPPLE), image, mnt, "-o", "ro,auto_unmount"]
+    try:
+        r = run(args, timeout=60)
+        assert r.returncode != 0, "mounted with auto_unmount"
+        assert "option auto_unmount is refused" in r.stderr, r.stderr
+        assert "fusermount3" in r.stderr, r.stderr
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt)
+
+
 @contextlib.contextmanager
 def fuse_open_to_users():
     """/dev/fuse readable and writable by everyone for the duration, its mode restored."""
