@@ -270,6 +270,7 @@ static int serve(const struct stp_mount_opts *o, struct stp_image *img, const st
 	bool must_unmount = false;
 	int record_fd = -1, err;
 
+	stp_sandbox_warn(o->sandbox, o->sandbox_user); /* while stderr is still the user's */
 	err = prepare_fs(o, &fs, r, &record_fd);
 	if (!err && fuse_session_mount(fs.se, o->mountpoint))
 		err = report(r, -EIO, "cannot mount %s on %s", o->image, o->mountpoint);

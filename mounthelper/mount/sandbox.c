@@ -135,7 +135,21 @@ static int lookup_user(const char *name, uid_t *uid, gid_t *gid, bool *found)
 	return 0;
 }
 
-/* The user named in the options, else "stipple", else "nobody". Never root. */
+/* Each warning is given once per process: by stp_sandbox_warn, else by the sandbox. */
+static bool warned_user, warned_userns;
+
+static void warn_shared_user(void)
+{
+	if (warned_user)
+		return;
+	warned_user = true;
+	stp_log(STP_LOG_WARN, "warning: sandbox: no user 'stipple', so the daemon runs as the "
+		"shared 'nobody', whose other processes may signal or trace it; create the user "
+		"with systemd-sysusers (or adduser --system --group --no-create-home stipple)");
+}
+
+/* The user named in the options, else "stipple", else "nobody" (with a warning). Never
+ * root. */
 static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, size_t errlen)
 {
 	const char *want = name ? name : "stipple";
@@ -145,6 +159,8 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
 	if (!rc && !found && !name) {
 		want = "nobody";
 		rc = lookup_user(want, uid, gid, &found);
+		if (!rc && found)
+			warn_shared_user();
 	}
 	if (rc)
 		return fail(err, errlen, rc, "looking up user '%s': %s", want,
@@ -539,6 +555,30 @@ static int probe_user_namespace(void)
 	return userns_probe;
 }
 
+static void warn_no_userns(void)
+{
+	if (warned_userns || !probe_user_namespace())
+		return;
+	warned_userns = true;
+	stp_log(STP_LOG_WARN, "warning: sandbox: no user namespace (%s): the daemon keeps its "
+		"view of the host's files; it is still confined by the filter", userns_why);
+}
+
+void stp_sandbox_warn(enum stp_sandbox_mode mode, const char *user)
+{
+	uid_t uid;
+	gid_t gid;
+	bool found;
+
+	if (mode == STP_SANDBOX_OFF)
+		return;
+	if (geteuid() != 0)
+		warn_no_userns();
+	else if (!user && !lookup_user("stipple", &uid, &gid, &found) && !found &&
+		 !lookup_user("nobody", &uid, &gid, &found) && found)
+		warn_shared_user();
+}
+
 static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter, char *err,
 		   size_t errlen)
 {
@@ -591,10 +631,8 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	if (rc)
 		return rc;
 	preload_unwinder();
-	if (!privileged && probe_user_namespace())
-		stp_log(STP_LOG_WARN, "warning: sandbox: no user namespace (%s): the daemon "
-			"keeps its view of the host's files; it is still confined by the filter",
-			userns_why);
+	if (!privileged)
+		warn_no_userns();
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nullfd < 0) {
 		rc = fail(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));

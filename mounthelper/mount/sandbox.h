@@ -73,6 +73,16 @@ struct stp_sandbox_opts {
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
 
 /*
+ * Gives, through stp_log (STP_LOG_WARN), the warnings stp_sandbox_enter would give for the
+ * same MODE and USER: root's daemon falling back to the shared "nobody" because there is
+ * no "stipple" user, a user's daemon that may not create a user namespace (found by
+ * trying in a child). For a daemon to call while its stderr is still the user's, before
+ * it detaches; stp_sandbox_enter then does not repeat them. Errors (an unknown user) are
+ * left to stp_sandbox_enter. Not thread-safe.
+ */
+void stp_sandbox_warn(enum stp_sandbox_mode mode, const char *user);
+
+/*
  * Confines a freshly forked, single-threaded child of the mounting process whose only work
  * is lookups beneath a directory descriptor it already holds (openat2 with RESOLVE_BENEATH,
  * fstat, close) and reads and writes on descriptors it holds (a pipe). It keeps its uid

@@ -8,6 +8,7 @@ and leaves nothing mounted. Both `stipple mount` and `mount.stipple` are covered
 
 import concurrent.futures
 import contextlib
+import grp
 import os
 import pwd
 import random
@@ -368,6 +369,83 @@ def test_auto_unmount_is_refused(small_image, program, tmp_path):
         assert "option auto_unmount is refused" in r.stderr, r.stderr
         assert "fusermount3" in r.stderr, r.stderr
         assert not is_mounted(mnt)
+    finally:
+        unmount(mnt)
+
+
+def user_exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+@pytest.fixture
+def stipple_user():
+    """The dedicated 'stipple' system user, created if missing and then removed again."""
+    created = False
+    if not user_exists("stipple"):
+        if not shutil.which("useradd"):
+            pytest.skip("needs useradd")
+        r = run(["useradd", "--system", "--user-group", "--no-create-home",
+                 "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "stipple"],
+                timeout=60)
+        assert r.returncode == 0, r.stderr
+        created = True
+    try:
+        yield pwd.getpwnam("stipple")
+    finally:
+        if created:
+            run(["userdel", "stipple"], timeout=60)
+            with contextlib.suppress(KeyError):
+                grp.getgrnam("stipple")
+                run(["groupdel", "stipple"], timeout=60)
+
+
+def background_mount(program, image, mnt, *options):
+    if program == "stipple":
+        args = [_need(STIPPLE), "mount"] + (["-o", ",".join(options)] if options else [])
+        return run(args + [image, mnt], timeout=60)
+    args = [_need(MOUNT_STIPPLE), image, mnt] + (["-o", ",".join(options)] if options else [])
+    return run(args, timeout=60)
+
+
+@pytest.mark.parametrize("program", ["stipple", "mount.stipple"])
+def test_dedicated_user_by_default(small_image, program, tmp_path, stipple_user):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = small_image["image"]
+    try:
+        r = background_mount(program, image, mnt)
+        assert r.returncode == 0, r.stderr
+        assert "nobody" not in r.stderr, r.stderr
+        pid = daemon_pid(image)
+        assert_serves(str(mnt), small_image)
+        assert_confined(pid, image, uid=stipple_user.pw_uid)
+        gids = status_fields("/proc/%d/status" % pid)["Gid"].split()
+        assert gids == [str(stipple_user.pw_gid)] * 4, gids
+    finally:
+        unmount(mnt)
+
+
+@pytest.mark.parametrize("program", ["stipple", "mount.stipple"])
+def test_nobody_fallback_warns(small_image, program, tmp_path):
+    """Without a 'stipple' user the daemon runs as nobody, and says so before it detaches:
+    the warning reaches the user of a background mount."""
+    if user_exists("stipple"):
+        pytest.skip("this machine has a 'stipple' user")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = small_image["image"]
+    try:
+        r = background_mount(program, image, mnt)
+        assert r.returncode == 0, r.stderr
+        assert "warning: sandbox: no user 'stipple'" in r.stderr, r.stderr
+        assert "'nobody'" in r.stderr and "systemd-sysusers" in r.stderr, r.stderr
+        assert r.stderr.count("no user 'stipple'") == 1, r.stderr
+        pid = daemon_pid(image)
+        assert_confined(pid, image, uid=pwd.getpwnam("nobody").pw_uid)
     finally:
         unmount(mnt)
 
