@@ -445,6 +445,7 @@ def test_nobody_fallback_warns(small_image, program, tmp_path):
         assert "'nobody'" in r.stderr and "systemd-sysusers" in r.stderr, r.stderr
         assert r.stderr.count("no user 'stipple'") == 1, r.stderr
         pid = daemon_pid(image)
+        assert_serves(str(mnt), small_image)  # the loop starts its threads
         assert_confined(pid, image, uid=pwd.getpwnam("nobody").pw_uid)
     finally:
         unmount(mnt)
