@@ -275,6 +275,7 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 	log_prog = d->prog;
 	log_monitor_fd = fds->monitor;
 	stp_log_set_handler(log_handler);
+	stp_sandbox_warn(d->fs.opts->sandbox, d->fs.opts->sandbox_user); /* stderr is the user's */
 	err = detach(d, mem_limit);
 	if (!err)
 		err = enter_sandbox(d, fds);

@@ -35,7 +35,7 @@ static const char *const atime_flags[] = {
 /* Kernel mount flags and libfuse options that a stipple mount accepts as they are. */
 static const char *const fuse_flags[] = {
 	"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "dirsync",
-	"atime", "noatime", "default_permissions", "auto_unmount", "debug", NULL,
+	"atime", "noatime", "default_permissions", "debug", NULL,
 };
 static const char *const fuse_valued[] = {
 	"context", "fscontext", "defcontext", "rootcontext", NULL,
@@ -267,6 +267,10 @@ static int take_fs(struct stp_mount_opts *o, const struct opt *op, char *err, si
 	}
 	if (op->val && in_list(forced_valued, op->name, op->namesz))
 		return 0;
+	if (!op->val && op->namesz == 12 && !memcmp(op->name, "auto_unmount", 12))
+		return fail(err, errlen, -EINVAL, "option auto_unmount is refused: it needs a socket "
+			    "to fusermount3 that the sandbox closes, so it would do nothing; after "
+			    "a crash, unmount with umount or fusermount3 -u");
 	if ((!op->val && in_list(fuse_flags, op->name, op->namesz)) ||
 	    (op->val && in_list(fuse_valued, op->name, op->namesz)))
 		return append_escaped(&o->passthrough, op->text);

@@ -28,8 +28,10 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "sandbox.h"
 
 /* A daemon keeps the image, /dev/fuse and perhaps a status pipe: a few at most. */
@@ -133,7 +135,21 @@ static int lookup_user(const char *name, uid_t *uid, gid_t *gid, bool *found)
 	return 0;
 }
 
-/* The user named in the options, else "stipple", else "nobody". Never root. */
+/* Each warning is given once per process: by stp_sandbox_warn, else by the sandbox. */
+static bool warned_user, warned_userns;
+
+static void warn_shared_user(void)
+{
+	if (warned_user)
+		return;
+	warned_user = true;
+	stp_log(STP_LOG_WARN, "warning: sandbox: no user 'stipple', so the daemon runs as the "
+		"shared 'nobody', whose other processes may signal or trace it; create the user "
+		"with systemd-sysusers (or adduser --system --group --no-create-home stipple)");
+}
+
+/* The user named in the options, else "stipple", else "nobody" (with a warning). Never
+ * root. */
 static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, size_t errlen)
 {
 	const char *want = name ? name : "stipple";
@@ -143,6 +159,8 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
 	if (!rc && !found && !name) {
 		want = "nobody";
 		rc = lookup_user(want, uid, gid, &found);
+		if (!rc && found)
+			warn_shared_user();
 	}
 	if (rc)
 		return fail(err, errlen, rc, "looking up user '%s': %s", want,
@@ -433,10 +451,143 @@ static int drop_privilege(uid_t uid, gid_t gid, char *err, size_t errlen)
 	return rc;
 }
 
+static int write_proc_file(const char *path, const char *text, char *err, size_t errlen)
+{
+	size_t len = strlen(text);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return fail(err, errlen, -errno, "opening %s: %s", path, strerror(errno));
+	n = write(fd, text, len);
+	if (n != (ssize_t)len) {
+		int rc = n < 0 ? -errno : -EIO;
+
+		close(fd);
+		return fail(err, errlen, rc, "writing %s: %s", path, strerror(-rc));
+	}
+	close(fd);
+	return 0;
+}
+
+/*
+ * A user namespace in which the process keeps its own uid and gid (mapped onto
+ * themselves), then the private empty root as for root. setgroups must be denied before
+ * an unprivileged process may write gid_map. Inside, the process holds every capability
+ * over what the namespace owns, which is what the mount namespace, the tmpfs and
+ * pivot_root need; the bounding set and securebits go too, and the capabilities are
+ * cleared afterwards like root's.
+ */
+static int enter_user_namespace(char *err, size_t errlen)
+{
+	char map[64];
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	/* A process that changed its uid is not dumpable, and then its /proc files belong to
+	 * root, maps included: dumpable while they are written. */
+	int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+	int rc;
+
+	if (unshare(CLONE_NEWUSER))
+		return fail(err, errlen, -errno, "unshare(CLONE_NEWUSER): %s", strerror(errno));
+	if (dumpable == 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
+		return fail(err, errlen, -errno, "PR_SET_DUMPABLE: %s", strerror(errno));
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	rc = write_proc_file("/proc/self/uid_map", map, err, errlen);
+	if (!rc)
+		rc = write_proc_file("/proc/self/setgroups", "deny\n", err, errlen);
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	if (!rc)
+		rc = write_proc_file("/proc/self/gid_map", map, err, errlen);
+	if (dumpable == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) && !rc)
+		rc = fail(err, errlen, -errno, "PR_SET_DUMPABLE: %s", strerror(errno));
+	if (!rc)
+		rc = enter_empty_root(err, errlen);
+	if (!rc)
+		rc = drop_bounding_set(err, errlen);
+	if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
+		rc = fail(err, errlen, -errno, "locking securebits: %s", strerror(errno));
+	return rc;
+}
+
+/*
+ * Whether the kernel lets this process build its namespaces (unprivileged user namespaces
+ * may be off: Debian's kernel.unprivileged_userns_clone, user.max_user_namespaces, an LSM).
+ * Tried in a child first, because a failure half-way would leave this process in a user
+ * namespace it cannot leave. Cached: asked once per process.
+ */
+static int userns_probe = 1; /* 1: not asked yet */
+static char userns_why[160];
+
+static int probe_user_namespace(void)
+{
+	int pipefd[2], status = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (userns_probe != 1)
+		return userns_probe;
+	if (pipe2(pipefd, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid == 0) {
+		char why[sizeof(userns_why)] = "";
+		int rc = enter_user_namespace(why, sizeof(why));
+
+		if (rc && write(pipefd[1], why, strlen(why)) < 0)
+			rc = -EIO;
+		_exit(rc ? 1 : 0);
+	}
+	close(pipefd[1]);
+	if (pid < 0) {
+		close(pipefd[0]);
+		return -errno;
+	}
+	n = read(pipefd[0], userns_why, sizeof(userns_why) - 1);
+	userns_why[n > 0 ? n : 0] = '\0';
+	close(pipefd[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		status = 1 << 8;
+	userns_probe = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+	if (userns_probe && !userns_why[0])
+		snprintf(userns_why, sizeof(userns_why), "the trial child failed (status %#x)",
+			 status);
+	return userns_probe;
+}
+
+static void warn_no_userns(void)
+{
+	if (warned_userns || !probe_user_namespace())
+		return;
+	warned_userns = true;
+	stp_log(STP_LOG_WARN, "warning: sandbox: no user namespace (%s): the daemon keeps its "
+		"view of the host's files; it is still confined by the filter", userns_why);
+}
+
+void stp_sandbox_warn(enum stp_sandbox_mode mode, const char *user)
+{
+	uid_t uid;
+	gid_t gid;
+	bool found;
+
+	if (mode == STP_SANDBOX_OFF)
+		return;
+	if (geteuid() != 0)
+		warn_no_userns();
+	else if (!user && !lookup_user("stipple", &uid, &gid, &found) && !found &&
+		 !lookup_user("nobody", &uid, &gid, &found) && found)
+		warn_shared_user();
+}
+
 static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter, char *err,
 		   size_t errlen)
 {
-	int rc = privileged ? drop_privilege(uid, gid, err, errlen) : 0;
+	int rc = 0;
+
+	if (privileged)
+		rc = drop_privilege(uid, gid, err, errlen);
+	else if (!probe_user_namespace())
+		rc = enter_user_namespace(err, errlen);
 
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
@@ -480,6 +631,8 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	if (rc)
 		return rc;
 	preload_unwinder();
+	if (!privileged)
+		warn_no_userns();
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nullfd < 0) {
 		rc = fail(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));

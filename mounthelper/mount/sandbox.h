@@ -15,9 +15,11 @@
  *   5. no_new_privs, then a seccomp filter that allows only the calls of the FUSE loop,
  *      the decoder and the worker threads (see sandbox.c for the list and the reasons).
  *
- * Steps 2 and 3 need root and are skipped when the process is not root (a user's mount
- * through fusermount3): then the ambient set and any capability held are still cleared,
- * and no_new_privs and seccomp still apply.
+ * Not root (a user's mount through fusermount3), the uid stays. Step 2 then runs inside a
+ * new user namespace that maps the process's own uid and gid (setgroups denied), where
+ * the bounding set is emptied and securebits locked too; it is tried in a child first,
+ * and where the kernel refuses user namespaces it is skipped with a warning (stp_log).
+ * Steps 4 and 5 always apply.
  *
  * Consequences for the caller:
  *   - capabilities, no_new_privs and seccomp are per thread and inherited only by threads
@@ -29,7 +31,9 @@
  *     unmount: when the loop ends for another reason than the host's umount, do not call
  *     fuse_session_unmount (its umount2 and fusermount3 fallbacks would be killed), just
  *     exit (the mount then answers ENOTCONN until unmounted);
- *   - the daemon can still write to stderr when KEEP_STDERR is set (foreground debugging).
+ *   - the daemon can still write to stderr when KEEP_STDERR is set (foreground debugging);
+ *   - no socket survives, so libfuse's auto_unmount (a socket to fusermount3) cannot work:
+ *     the option parser refuses it.
  */
 #ifndef STP_SANDBOX_H
 #define STP_SANDBOX_H
@@ -45,8 +49,8 @@ enum stp_sandbox_mode {
 
 struct stp_sandbox_opts {
 	enum stp_sandbox_mode mode;
-	/* NULL: "stipple" if that user exists, else "nobody". Must not resolve to uid 0.
-	 * Ignored when the process is not root. */
+	/* NULL: "stipple" if that user exists, else "nobody" (with a warning through
+	 * stp_log). Must not resolve to uid 0. Ignored when the process is not root. */
 	const char *user;
 	/* Descriptors that stay open (the image, /dev/fuse, a status pipe). Values below 3
 	 * are ignored: 0-2 are always reopened on /dev/null (2 kept if KEEP_STDERR). The
@@ -68,9 +72,20 @@ struct stp_sandbox_opts {
  * the process partly confined and outside the host's mount namespace: the caller cannot
  * unmount any more and should exit with an error.
  *
+ * Not root, it forks once (a child that tries the user namespace and exits at once).
  * Not thread-safe (by design: it must run before any thread exists).
  */
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
+
+/*
+ * Gives, through stp_log (STP_LOG_WARN), the warnings stp_sandbox_enter would give for the
+ * same MODE and USER: root's daemon falling back to the shared "nobody" because there is
+ * no "stipple" user, a user's daemon that may not create a user namespace (found by
+ * trying in a child). For a daemon to call while its stderr is still the user's, before
+ * it detaches; stp_sandbox_enter then does not repeat them. Errors (an unknown user) are
+ * left to stp_sandbox_enter. Not thread-safe.
+ */
+void stp_sandbox_warn(enum stp_sandbox_mode mode, const char *user);
 
 /*
  * Confines a freshly forked, single-threaded child of the mounting process whose only work

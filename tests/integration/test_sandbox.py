@@ -8,6 +8,7 @@ and leaves nothing mounted. Both `stipple mount` and `mount.stipple` are covered
 
 import concurrent.futures
 import contextlib
+import grp
 import os
 import pwd
 import random
@@ -177,14 +178,17 @@ def assert_serves(mountpoint, image_info):
     assert not os.path.exists(os.path.join(mountpoint, "no-such-file"))
 
 
-def assert_confined(pid, image, uid=None, root_started=True):
+def assert_confined(pid, image, uid=None, root_started=True, bounding_empty=None):
+    """BOUNDING_EMPTY (default: ROOT_STARTED): the bounding set must be empty too."""
+    if bounding_empty is None:
+        bounding_empty = root_started
     threads = thread_status(pid)
     assert len(threads) >= 2, "the loop runs a single thread: %s" % sorted(threads)
     for tid, st in threads.items():
         where = "daemon %d thread %d" % (pid, tid)
         for field in CAP_FIELDS:
-            if field == "CapBnd" and not root_started:
-                continue  # only root can empty it; no_new_privs makes it moot
+            if field == "CapBnd" and not bounding_empty:
+                continue  # only root or a user namespace can empty it; no_new_privs makes it moot
             assert int(st[field], 16) == 0, "%s: %s %s" % (where, field, st[field])
         assert st["NoNewPrivs"] == "1", "%s: NoNewPrivs %s" % (where, st["NoNewPrivs"])
         assert st["Seccomp"] == "2", "%s: Seccomp %s" % (where, st["Seccomp"])
@@ -348,15 +352,131 @@ def test_unknown_sandbox_user_fails_and_unmounts(small_image, program, tmp_path)
         unmount(mnt)
 
 
+@pytest.mark.parametrize("program", ["stipple", "mount.stipple"])
+def test_auto_unmount_is_refused(small_image, program, tmp_path):
+    """auto_unmount depends on a socket to fusermount3 that confinement closes (fusermount3
+    then sees a live mount and leaves): refused before anything is mounted."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = small_image["image"]
+    if program == "stipple":
+        args = [_need(STIPPLE), "mount", "-o", "auto_unmount", image, mnt]
+    else:
+        args = [_need(MOUNT_STIPPLE), image, mnt, "-o", "ro,auto_unmount"]
+    try:
+        r = run(args, timeout=60)
+        assert r.returncode != 0, "mounted with auto_unmount"
+        assert "option auto_unmount is refused" in r.stderr, r.stderr
+        assert "fusermount3" in r.stderr, r.stderr
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt)
+
+
+def user_exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+@pytest.fixture
+def stipple_user():
+    """The dedicated 'stipple' system user, created if missing and then removed again."""
+    created = False
+    if not user_exists("stipple"):
+        if not shutil.which("useradd"):
+            pytest.skip("needs useradd")
+        r = run(["useradd", "--system", "--user-group", "--no-create-home",
+                 "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "stipple"],
+                timeout=60)
+        assert r.returncode == 0, r.stderr
+        created = True
+    try:
+        yield pwd.getpwnam("stipple")
+    finally:
+        if created:
+            run(["userdel", "stipple"], timeout=60)
+            with contextlib.suppress(KeyError):
+                grp.getgrnam("stipple")
+                run(["groupdel", "stipple"], timeout=60)
+
+
+def background_mount(program, image, mnt, *options):
+    if program == "stipple":
+        args = [_need(STIPPLE), "mount"] + (["-o", ",".join(options)] if options else [])
+        return run(args + [image, mnt], timeout=60)
+    args = [_need(MOUNT_STIPPLE), image, mnt] + (["-o", ",".join(options)] if options else [])
+    return run(args, timeout=60)
+
+
+@pytest.mark.parametrize("program", ["stipple", "mount.stipple"])
+def test_dedicated_user_by_default(small_image, program, tmp_path, stipple_user):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = small_image["image"]
+    try:
+        r = background_mount(program, image, mnt)
+        assert r.returncode == 0, r.stderr
+        assert "nobody" not in r.stderr, r.stderr
+        pid = daemon_pid(image)
+        assert_serves(str(mnt), small_image)
+        assert_confined(pid, image, uid=stipple_user.pw_uid)
+        gids = status_fields("/proc/%d/status" % pid)["Gid"].split()
+        assert gids == [str(stipple_user.pw_gid)] * 4, gids
+    finally:
+        unmount(mnt)
+
+
+@pytest.mark.parametrize("program", ["stipple", "mount.stipple"])
+def test_nobody_fallback_warns(small_image, program, tmp_path):
+    """Without a 'stipple' user the daemon runs as nobody, and says so before it detaches:
+    the warning reaches the user of a background mount."""
+    if user_exists("stipple"):
+        pytest.skip("this machine has a 'stipple' user")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = small_image["image"]
+    try:
+        r = background_mount(program, image, mnt)
+        assert r.returncode == 0, r.stderr
+        assert "warning: sandbox: no user 'stipple'" in r.stderr, r.stderr
+        assert "'nobody'" in r.stderr and "systemd-sysusers" in r.stderr, r.stderr
+        assert r.stderr.count("no user 'stipple'") == 1, r.stderr
+        pid = daemon_pid(image)
+        assert_serves(str(mnt), small_image)  # the loop starts its threads
+        assert_confined(pid, image, uid=pwd.getpwnam("nobody").pw_uid)
+    finally:
+        unmount(mnt)
+
+
+@contextlib.contextmanager
+def fuse_open_to_users():
+    """/dev/fuse readable and writable by everyone for the duration, its mode restored."""
+    mode = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
+    os.chmod("/dev/fuse", mode | 0o666)
+    try:
+        yield
+    finally:
+        os.chmod("/dev/fuse", mode)
+
+
+def users_may_unshare():
+    """Whether uid 65534 may create a user namespace here (then its daemon has one)."""
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "unshare", "--user", "true"], capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
 def test_unprivileged_mount_is_confined(small_image):
-    """A user's `stipple mount` through fusermount3: no namespace or uid change, but no
-    capability, no_new_privs and the filter all the same."""
-    st = os.stat("/dev/fuse")
-    if not st.st_mode & stat.S_IROTH or not st.st_mode & stat.S_IWOTH:
-        pytest.skip("/dev/fuse is not open to users on this machine")
+    """A user's `stipple mount` through fusermount3: no uid change, but no capability,
+    no_new_privs and the filter all the same, and, where the kernel lets users create
+    user namespaces, an empty root in a namespace of its own."""
     if not shutil.which("fusermount3") or not shutil.which("setpriv"):
         pytest.skip("needs fusermount3 and setpriv")
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    userns = users_may_unshare()
     base = tempfile.mkdtemp(prefix="stipple-sbx-user-")
     try:
         os.chmod(base, 0o755)
@@ -366,17 +486,23 @@ def test_unprivileged_mount_is_confined(small_image):
         mnt = os.path.join(base, "mnt")
         os.mkdir(mnt)
         os.chown(mnt, 65534, 65534)
-        r = run(as_nobody + [_need(STIPPLE), "mount", image, mnt], timeout=60)
-        assert r.returncode == 0, r.stderr
-        pid = daemon_pid(image)
-        for rel, data in small_image["files"].items():
-            got = subprocess.run(as_nobody + ["cat", os.path.join(mnt, rel)],
-                                 stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-            assert got.returncode == 0 and got.stdout == data, (rel, got.stderr)
-        assert_confined(pid, image, uid=65534, root_started=False)
-        r = run(as_nobody + ["fusermount3", "-u", mnt], timeout=60)
-        assert r.returncode == 0, r.stderr
-        assert wait_gone(pid), "daemon %d still runs after fusermount3 -u" % pid
+        with fuse_open_to_users():
+            r = run(as_nobody + [_need(STIPPLE), "mount", image, mnt], timeout=60)
+            assert r.returncode == 0, r.stderr
+            if userns:
+                assert "user namespace" not in r.stderr, r.stderr
+            pid = daemon_pid(image)
+            for rel, data in small_image["files"].items():
+                got = subprocess.run(as_nobody + ["cat", os.path.join(mnt, rel)],
+                                     stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                assert got.returncode == 0 and got.stdout == data, (rel, got.stderr)
+            # inside its user namespace the daemon could empty its bounding set too
+            assert_confined(pid, image, uid=65534, root_started=False, bounding_empty=userns)
+            if userns:
+                assert_empty_root(pid)
+            r = run(as_nobody + ["fusermount3", "-u", mnt], timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert wait_gone(pid), "daemon %d still runs after fusermount3 -u" % pid
     finally:
         unmount(os.path.join(base, "mnt"))
         shutil.rmtree(base, ignore_errors=True)
