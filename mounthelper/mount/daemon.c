@@ -259,10 +259,14 @@ static int serve_confined(struct stp_daemon *d)
 	report_live(d);
 	err = run_loop(fs);
 	fuse_remove_signal_handlers(fs->se);
-	stp_warm_stop(fs->warmer);
-	fs->warmer = NULL;
 	write_record(d);
 	log_cache_stats(fs);
+	if (stp_warm_stop(fs->warmer)) {
+		/* a warming thread is stuck in the kernel: only exiting frees it */
+		stp_log(STP_LOG_WARN, "%s: warming did not stop; exiting", fs->opts->image);
+		_exit(err == 0 ? STP_DAEMON_UNMOUNTED : STP_DAEMON_FAILED);
+	}
+	fs->warmer = NULL;
 	return err;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "treewalk.h"
 #include "util.h"
 
 #define STRIPES 64
@@ -87,9 +88,10 @@ static int add_range(struct file_rec *f, uint64_t s, uint64_t e)
 	}
 	if (f->n == f->cap) {
 		uint32_t cap = f->cap ? f->cap * 2 : 4;
-		struct range *grown = realloc(f->ranges, cap * sizeof(*grown));
+		struct range *grown;
 
-		if (!grown)
+		if (f->cap > UINT32_MAX / 2 ||
+		    !(grown = reallocarray(f->ranges, cap, sizeof(*grown))))
 			return -ENOMEM;
 		f->ranges = grown;
 		f->cap = cap;
@@ -117,42 +119,21 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 	pthread_mutex_unlock(lock);
 }
 
-/* Paths of the recorded inodes, found by walking the tree once. */
-struct walk {
-	struct stp_recorder *r;
+/* Paths of the recorded inodes, by inode. */
+struct named {
+	const struct stp_recorder *r;
 	char **paths;
-	uint8_t *dir_seen;   /* by inode: a damaged image may list a directory twice */
-	char buf[8192];
 };
 
-static void walk_dir(struct walk *w, uint32_t dir_ino, size_t len, unsigned depth)
+/* The first path of each recorded inode (a hard link has several). */
+static int note_path(void *ctx, const struct stp_tree_entry *e)
 {
-	struct stp_inode dir;
+	struct named *nm = ctx;
 
-	if (depth > 256 || w->dir_seen[dir_ino] || stp_image_inode(w->r->img, dir_ino, &dir) ||
-	    !S_ISDIR(dir.mode))
-		return;
-	w->dir_seen[dir_ino] = 1;
-	for (uint32_t i = 0; i < dir.count; i++) {
-		struct stp_dirent de;
-		const char *name;
-		size_t n;
-
-		if (stp_image_dirent(w->r->img, &dir, i, &de, &name))
-			continue;
-		n = len + (len ? 1 : 0) + de.name_len;
-		if (n >= sizeof(w->buf))
-			continue;
-		if (len)
-			w->buf[len] = '/';
-		memcpy(w->buf + n - de.name_len, name, de.name_len);
-		w->buf[n] = 0;
-		if (de.dtype == DT_DIR)
-			walk_dir(w, de.ino, n, depth + 1);
-		else if (w->r->files[de.ino].first && !w->paths[de.ino])
-			w->paths[de.ino] = strdup(w->buf);
-		w->buf[len] = 0;
-	}
+	if (e->dtype == DT_DIR || !nm->r->files[e->ino].first || nm->paths[e->ino])
+		return 0;
+	nm->paths[e->ino] = strdup(e->path);
+	return nm->paths[e->ino] ? 0 : -ENOMEM;
 }
 
 static void write_escaped(FILE *f, const char *s)
@@ -193,37 +174,32 @@ static void write_lines(struct stp_recorder *r, char **paths, uint32_t *order, u
 
 int stp_record_write(struct stp_recorder *r, int fd)
 {
-	struct walk *w = calloc(1, sizeof(*w));
-	uint32_t *order = malloc(r->ninodes * sizeof(*order)), n = 0;
+	struct named nm = { r, calloc(r->ninodes ? r->ninodes : 1, sizeof(char *)) };
+	uint32_t *order = reallocarray(NULL, r->ninodes ? r->ninodes : 1, sizeof(*order)), n = 0;
 	FILE *f = NULL;
 	char *text = NULL;
 	size_t len = 0;
-	int rc = -ENOMEM;
+	int rc = nm.paths && order ? stp_treewalk_tree(r->img, note_path, &nm) : -ENOMEM;
 
-	if (!w || !order || !(w->paths = calloc(r->ninodes, sizeof(char *))) ||
-	    !(w->dir_seen = calloc(r->ninodes, 1)))
+	if (rc)
 		goto out;
-	w->r = r;
-	walk_dir(w, STP_ROOT_INO, 0, 0);
 	for (uint32_t i = 0; i < r->ninodes; i++)
 		if (r->files[i].first)
 			order[n++] = i;
 	qsort_r(order, n, sizeof(*order), cmp_first, r->files);
 	/* built in memory, then written with write(): the sandbox allows little else */
 	f = open_memstream(&text, &len);
-	if (!f)
+	if (!f) {
+		rc = -ENOMEM;
 		goto out;
-	write_lines(r, w->paths, order, n, f);
+	}
+	write_lines(r, nm.paths, order, n, f);
 	rc = fclose(f) ? -ENOMEM : stp_write_full(fd, text, len);
 out:
 	free(text);
-	for (uint32_t i = 0; w && w->paths && i < r->ninodes; i++)
-		free(w->paths[i]);
-	if (w) {
-		free(w->paths);
-		free(w->dir_seen);
-	}
-	free(w);
+	for (uint32_t i = 0; nm.paths && i < r->ninodes; i++)
+		free(nm.paths[i]);
+	free(nm.paths);
 	free(order);
 	return rc;
 }

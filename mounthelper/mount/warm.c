@@ -19,12 +19,16 @@
 #include "fuseops.h"
 #include "image.h"
 #include "log.h"
+#include "treewalk.h"
 
 #define PAGE 4096u
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
 #define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
 #define QUEUE_LEN 65536u          /* inodes waiting for a store; more are not stored */
 #define LINGER_NS 30000000000ll  /* after warming, how long held blocks wait for a reader */
+/* How long stopping waits for a thread: one blocked in notify_store, on a page that a
+ * read the ended loop will never answer holds locked, never returns. */
+#define STOP_WAIT_S 2
 
 /* Hot bytes of one file inside one block. */
 struct seg {
@@ -67,16 +71,17 @@ struct stp_warmer {
 
 	unsigned nworkers;
 	pthread_t *threads;        /* nworkers workers, then the store thread */
-	unsigned nthreads;
+	unsigned nthreads, joined;
 };
 
 static int add_seg(struct stp_warmer *w, uint32_t *cap, const struct seg *s)
 {
 	if (w->nsegs == *cap) {
 		uint32_t ncap = *cap ? *cap * 2 : 256;
-		struct seg *grown = realloc(w->segs, ncap * sizeof(*grown));
+		struct seg *grown;
 
-		if (!grown)
+		if (*cap > UINT32_MAX / 2 ||
+		    !(grown = reallocarray(w->segs, ncap, sizeof(*grown))))
 			return -ENOMEM;
 		w->segs = grown;
 		*cap = ncap;
@@ -112,27 +117,35 @@ static int cmp_seg(const void *a, const void *b)
 	return (x->stream_off > y->stream_off) - (x->stream_off < y->stream_off);
 }
 
+struct collect {
+	struct stp_warmer *w;
+	uint32_t cap;
+};
+
+static int collect_file(void *ctx, uint32_t ino, const struct stp_inode *in)
+{
+	struct collect *c = ctx;
+
+	for (uint32_t x = 0; x < in->count; x++) {
+		struct stp_extent e;
+
+		if (stp_image_extent(c->w->fs->img, in, x, &e))
+			break;
+		if (e.stream_off < c->w->hot_size && add_extent(c->w, &c->cap, ino, in->size, &e))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The hot segments of every file, by stream offset; the walk bounds the work. */
 static int collect_segs(struct stp_warmer *w)
 {
-	const struct stp_image *img = w->fs->img;
-	uint32_t cap = 0;
+	struct collect c = { w, 0 };
+	int rc = stp_treewalk_files(w->fs->img, collect_file, &c);
 
-	for (uint32_t i = 0; i < w->ninodes; i++) {
-		struct stp_inode in;
-
-		if (stp_image_inode(img, i, &in) || !S_ISREG(in.mode))
-			continue;
-		for (uint32_t x = 0; x < in.count; x++) {
-			struct stp_extent e;
-
-			if (stp_image_extent(img, &in, x, &e))
-				break;
-			if (e.stream_off < w->hot_size && add_extent(w, &cap, i, in.size, &e))
-				return -ENOMEM;
-		}
-	}
-	qsort(w->segs, w->nsegs, sizeof(*w->segs), cmp_seg);
-	return 0;
+	if (!rc)
+		qsort(w->segs, w->nsegs, sizeof(*w->segs), cmp_seg);
+	return rc;
 }
 
 /* Segment numbers grouped by inode, in stream order within each inode. */
@@ -545,20 +558,38 @@ int stp_warm_start(struct stp_fs *fs, unsigned workers, struct stp_warmer **out)
 	return 0;
 }
 
-void stp_warm_stop(struct stp_warmer *w)
+/* Joins every thread by DEADLINE; -ETIMEDOUT when one is still running. */
+static int join_threads(struct stp_warmer *w, const struct timespec *deadline)
 {
+	int rc = 0;
+
+	for (; w->joined < w->nthreads; w->joined++) {
+		rc = pthread_timedjoin_np(w->threads[w->joined], NULL, deadline);
+		if (rc)
+			return -rc;
+	}
+	return 0;
+}
+
+int stp_warm_stop(struct stp_warmer *w)
+{
+	struct timespec deadline;
+
 	if (!w)
-		return;
+		return 0;
 	pthread_mutex_lock(&w->lock);
 	w->stop = 1;
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
-	for (unsigned i = 0; i < w->nthreads; i++)
-		pthread_join(w->threads[i], NULL);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += STOP_WAIT_S;
+	if (join_threads(w, &deadline))
+		return -ETIMEDOUT; /* left as it is: a thread still uses it */
 	for (uint64_t k = 0; k < w->nblocks; k++)
 		if (w->blocks && w->blocks[k].state == B_HELD)
 			stp_cache_release(w->fs->cache, &w->blocks[k].ref);
 	warmer_free(w);
+	return 0;
 }
 
 void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)

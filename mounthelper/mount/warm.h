@@ -35,8 +35,11 @@ struct stp_warm_status {
  * hot region: *out is then NULL). FS must outlive the warmer. */
 int stp_warm_start(struct stp_fs *fs, unsigned workers, struct stp_warmer **out);
 /* Stops the workers, lets go of every block and frees the warmer. NULL is fine. Call it
- * only once no request thread can reach the note functions (the FUSE loop has ended). */
-void stp_warm_stop(struct stp_warmer *w);
+ * only once no request thread can reach the note functions (the FUSE loop has ended).
+ * -ETIMEDOUT when a thread did not end within a few seconds (one can block for ever in
+ * the kernel once the loop no longer answers): the warmer is then left allocated, its
+ * cache and image must not be freed, and the process should just exit. */
+int stp_warm_stop(struct stp_warmer *w);
 
 /* The kernel now knows image inode INO (a lookup or readdirplus answered it). */
 void stp_warm_note_known(struct stp_warmer *w, uint32_t ino);
