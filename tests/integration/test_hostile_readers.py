@@ -11,7 +11,7 @@ import errno
 import json
 import os
 import re
-import struct
+import subprocess
 
 import pytest
 
@@ -26,7 +26,7 @@ def stipple(*args, timeout=60):
 
 
 def stipple_bytes(*args, timeout=60):
-    import subprocess
+    """Runs stipple ARGS; stdout and stderr as bytes."""
     return subprocess.run([STIPPLE, *map(os.fspath, args)], stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=timeout)
 
@@ -205,7 +205,6 @@ def test_xattr_beyond_linux_bounds_is_damage(xattr_image, tmp_path, change):
 def test_xattr_at_linux_bounds_is_accepted(xattr_image, tmp_path):
     img = HostileImage(xattr_image)
     rec, = img.xattr_records("/x")
-    _, _, _, name_len = img.xattr(rec)
     img.set_xattr(rec, 0, 0, 65536, 255)  # names and values may share pool bytes
     good = img.write(tmp_path / "edge.stipple")
     r = stipple("check", good)
@@ -247,6 +246,7 @@ def no_raw_control(out):
 
 @pytest.fixture(scope="module")
 def names_image(tmp_path_factory, stipple_built):
+    """Placeholder names (the lengths of the crafted ones), a link and a directory."""
     root = tmp_path_factory.mktemp("names")
     src = root / "src"
     (src / "names").mkdir(parents=True)
