@@ -25,9 +25,9 @@ enum {
 	SB_MAGIC = 0, SB_VERSION = 8, SB_SIZE = 12, SB_FEAT_COMPAT = 16, SB_FEAT_RO = 24,
 	SB_FEAT_INCOMPAT = 32, SB_BLOCK_LOG = 40, SB_RESERVED = 44, SB_DATA_SIZE = 48,
 	SB_BLOCK_COUNT = 56, SB_HOT_SIZE = 64, SB_META_OFF = 72, SB_META_STORED = 80,
-	SB_META_SIZE = 88, SB_META_SUM = 96, SB_META_CODEC = 104, SB_DICT_OFF = 112,
-	SB_DICT_SIZE = 120, SB_DICT_SUM = 128, SB_IMAGE_SIZE = 136, SB_INODE_COUNT = 144,
-	SB_TAIL = 148, SB_CHECKSUM = 248,
+	SB_META_SIZE = 88, SB_META_SUM = 96, SB_META_CODEC = 104, SB_RESERVED2 = 108,
+	SB_DICT_OFF = 112, SB_DICT_SIZE = 120, SB_DICT_SUM = 128, SB_IMAGE_SIZE = 136,
+	SB_INODE_COUNT = 144, SB_TAIL = 148, SB_CHECKSUM = 248,
 };
 
 /* True when LEN bytes at P are all zero: reserved space, refused otherwise. */
@@ -65,41 +65,92 @@ void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE])
 	stp_put64(out + SB_CHECKSUM, stp_checksum(out, SB_CHECKSUM));
 }
 
-static int sb_check_sizes(const struct stp_superblock *sb)
+/* The largest of the bytes the metadata needs for its header and either table whose
+ * length the superblock fixes: inodes and block entries (tables may share bytes, so
+ * the sum is not a bound). Counts are at most 2^32, so nothing here overflows. */
+static uint64_t meta_size_min(const struct stp_superblock *sb)
+{
+	uint64_t inodes = (uint64_t)sb->inode_count * STP_INODE_SIZE;
+	uint64_t blocks = sb->block_count * STP_BLOCKENT_SIZE;
+
+	return STP_META_HDR_SIZE + (inodes > blocks ? inodes : blocks);
+}
+
+/* True when LEN bytes at OFF lie after the superblock and end within IMAGE_SIZE. */
+static int range_in_image(uint64_t off, uint64_t len, uint64_t image_size)
+{
+	return off >= STP_SB_SIZE && off <= image_size && len <= image_size - off;
+}
+
+/* The size and range rules of stipple(5), in its order: NULL, or the one that fails. */
+static const char *sb_check_sizes(const struct stp_superblock *sb)
 {
 	uint64_t bs;
 
 	if (sb->block_log < STP_BLOCK_LOG_MIN || sb->block_log > STP_BLOCK_LOG_MAX)
-		return -EUCLEAN;
+		return "block_log out of range";
 	bs = 1ull << sb->block_log;
 	/* block_count = ceil(data_size / bs), checked without overflow; the metadata holds
 	 * block numbers in 32 bits */
 	if (sb->block_count > UINT32_MAX || sb->data_size / bs != sb->block_count -
-	    (sb->data_size % bs != 0) || sb->hot_size > sb->data_size)
-		return -EUCLEAN;
-	if (sb->meta_offset < STP_SB_SIZE || sb->meta_offset > sb->image_size ||
-	    sb->meta_stored_size > sb->image_size - sb->meta_offset)
-		return -EUCLEAN;
-	if (sb->dict_size && (sb->dict_offset < STP_SB_SIZE || sb->dict_offset > sb->image_size ||
-			      sb->dict_size > sb->image_size - sb->dict_offset))
-		return -EUCLEAN;
-	if (sb->meta_codec > STP_CODEC_ZSTD || sb->inode_count == 0)
-		return -EUCLEAN;
-	return 0;
+	    (sb->data_size % bs != 0))
+		return "block_count does not match data_size";
+	if (sb->hot_size > sb->data_size)
+		return "hot_size exceeds data_size";
+	if (sb->inode_count == 0)
+		return "no inodes";
+	if (sb->meta_codec > STP_CODEC_ZSTD)
+		return "unknown metadata codec";
+	if (!range_in_image(sb->meta_offset, sb->meta_stored_size, sb->image_size))
+		return "metadata lies outside image_size";
+	if (sb->meta_size > STP_META_SIZE_MAX)
+		return "metadata size above 1 GiB";
+	if (sb->meta_size < meta_size_min(sb))
+		return "metadata size too small for inode_count and block_count";
+	if (sb->meta_codec == STP_CODEC_RAW && sb->meta_stored_size != sb->meta_size)
+		return "raw metadata: stored size differs from decoded size";
+	/* a zstd frame: no compressor makes one longer than this (ZSTD_compressBound), and
+	 * none decodes to more than STP_ZSTD_RATIO_MAX times its length */
+	if (sb->meta_codec == STP_CODEC_ZSTD &&
+	    sb->meta_stored_size > sb->meta_size + (sb->meta_size >> 8) + 64)
+		return "stored metadata larger than zstd makes it";
+	if (sb->meta_codec == STP_CODEC_ZSTD &&
+	    sb->meta_size / STP_ZSTD_RATIO_MAX > sb->meta_stored_size)
+		return "metadata size more than its stored size can decode to";
+	if (sb->dict_size > STP_DICT_SIZE_MAX)
+		return "dictionary above 16 MiB";
+	if (sb->dict_size && !range_in_image(sb->dict_offset, sb->dict_size, sb->image_size))
+		return "dictionary lies outside image_size";
+	return NULL;
 }
 
-int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint64_t *bad_feature)
+/* The fixed fields: magic, checksum, record size and reserved bytes. */
+static const char *sb_check_frame(const uint8_t in[STP_SB_SIZE])
+{
+	if (memcmp(in + SB_MAGIC, STP_MAGIC, STP_MAGIC_LEN))
+		return "not a stipple image (bad magic)";
+	if (stp_le64(in + SB_CHECKSUM) != stp_checksum(in, SB_CHECKSUM))
+		return "superblock checksum mismatch";
+	if (stp_le32(in + SB_SIZE) != STP_SB_SIZE)
+		return "superblock size is not 256";
+	if (!zeroed(in + SB_RESERVED, 4) || !zeroed(in + SB_RESERVED2, 4) ||
+	    !zeroed(in + SB_TAIL, SB_CHECKSUM - SB_TAIL))
+		return "superblock reserved bytes not zero";
+	return NULL;
+}
+
+int stp_sb_decode_reason(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb,
+			 uint64_t *bad_feature, const char **reason)
 {
 	uint64_t unknown;
+	const char *why;
 
 	*bad_feature = 0;
-	if (memcmp(in + SB_MAGIC, STP_MAGIC, STP_MAGIC_LEN))
+	*reason = NULL;
+	if ((why = sb_check_frame(in))) {
+		*reason = why;
 		return -EUCLEAN;
-	if (stp_le64(in + SB_CHECKSUM) != stp_checksum(in, SB_CHECKSUM))
-		return -EUCLEAN;
-	if (stp_le32(in + SB_SIZE) != STP_SB_SIZE || !zeroed(in + SB_RESERVED, 4) ||
-	    !zeroed(in + SB_TAIL, SB_CHECKSUM - SB_TAIL))
-		return -EUCLEAN;
+	}
 	sb->version = stp_le32(in + SB_VERSION);
 	if (sb->version != STP_FORMAT_VERSION)
 		return -EPROTONOSUPPORT;
@@ -126,7 +177,15 @@ int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint
 	sb->dict_checksum = stp_le64(in + SB_DICT_SUM);
 	sb->image_size = stp_le64(in + SB_IMAGE_SIZE);
 	sb->inode_count = stp_le32(in + SB_INODE_COUNT);
-	return sb_check_sizes(sb);
+	*reason = sb_check_sizes(sb);
+	return *reason ? -EUCLEAN : 0;
+}
+
+int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint64_t *bad_feature)
+{
+	const char *reason;
+
+	return stp_sb_decode_reason(in, sb, bad_feature, &reason);
 }
 
 /* Metadata header field offsets. */

@@ -33,6 +33,19 @@
 #define STP_NAME_MAX 255u
 #define STP_ROOT_INO 0u
 
+/* Bounds a reader puts on what the superblock promises, before it allocates anything.
+ * Decoded metadata: some ten million entries; a stored dictionary: mkstipple trains
+ * 112 KiB ones, and zstd's own tools advise about 100 KiB; 16 MiB leaves room for any
+ * other writer while keeping what an image can make a reader hold small. */
+#define STP_META_SIZE_MAX (1ull << 30)
+#define STP_DICT_SIZE_MAX (16ull << 20)
+/* A zstd frame yields at most 128 KiB per block of at least 4 bytes (an RLE block):
+ * no frame of N bytes decodes to more than N * 32768 bytes. */
+#define STP_ZSTD_RATIO_MAX 32768u
+/* Extended attributes as Linux bounds them (XATTR_NAME_MAX, XATTR_SIZE_MAX). */
+#define STP_XATTR_NAME_MAX 255u
+#define STP_XATTR_VALUE_MAX 65536u
+
 /* Feature bits. An image that sets an incompatible bit we do not know is refused. */
 #define STP_FEAT_INCOMPAT_DICT (1ull << 0)     /* blocks may use the stored dictionary */
 #define STP_FEAT_INCOMPAT_BCJ_X86 (1ull << 1)  /* blocks may be x86-64 BCJ filtered */
@@ -121,10 +134,15 @@ static inline void stp_put64(uint8_t *p, uint64_t v)
 	stp_put32(p + 4, (uint32_t)(v >> 32));
 }
 
-/* Superblock. decode checks magic, checksum, version, sizes and feature bits; on an
- * unknown incompatible feature it returns -EPROTONOSUPPORT and sets *bad_feature. */
+/* Superblock. decode checks magic, checksum, reserved bytes, version, feature bits and
+ * that every range and size it states is consistent and fits in image_size (the rules
+ * of stipple(5)); on an unknown incompatible feature it returns -EPROTONOSUPPORT and sets
+ * *bad_feature. decode_reason does the same and, on -EUCLEAN, points *reason at a
+ * static string saying which rule failed. */
 void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE]);
 int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint64_t *bad_feature);
+int stp_sb_decode_reason(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb,
+			 uint64_t *bad_feature, const char **reason);
 
 void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_META_HDR_SIZE]);
 /* Checks every table lies inside meta_len bytes, aligned, without overlap of the header. */

@@ -16,7 +16,6 @@
 #include "log.h"
 #include "util.h"
 
-#define META_SIZE_MAX (1ull << 30) /* some ten million entries */
 #define SYMLINK_MAX 4095u
 
 struct stp_image {
@@ -40,10 +39,34 @@ static const char *feature_name(uint64_t bit)
 	}
 }
 
+/* The file must hold all IMAGE_SIZE bytes before anything sized by the superblock is
+ * allocated or read: a regular file by its size, a block device (whose st_size is 0)
+ * by a read of the last byte. */
+static int check_file_size(int fd, const char *path, const struct stp_superblock *sb,
+			   const struct stat *st)
+{
+	uint8_t last;
+	int rc;
+
+	if (S_ISREG(st->st_mode)) {
+		if ((uint64_t)st->st_size >= sb->image_size)
+			return 0;
+		return STP_CORRUPT(path, "truncated: %llu bytes of %llu",
+				   (unsigned long long)st->st_size,
+				   (unsigned long long)sb->image_size);
+	}
+	rc = stp_pread_full(fd, &last, 1, sb->image_size - 1);
+	if (rc == -EIO)
+		return STP_CORRUPT(path, "truncated: the device is shorter than %llu bytes",
+				   (unsigned long long)sb->image_size);
+	return rc;
+}
+
 int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *sb)
 {
 	uint8_t raw[STP_SB_SIZE];
 	uint64_t bad = 0;
+	const char *why;
 	struct stat st;
 	int rc;
 
@@ -58,7 +81,7 @@ int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *s
 		return STP_CORRUPT(path, "shorter than a superblock");
 	if (rc)
 		return rc;
-	rc = stp_sb_decode(raw, sb, &bad);
+	rc = stp_sb_decode_reason(raw, sb, &bad, &why);
 	if (rc == -EPROTONOSUPPORT) {
 		if (bad)
 			stp_log(STP_LOG_ERR, "%s: uses feature bit %d (%s) that this stipple does not support",
@@ -69,13 +92,8 @@ int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *s
 		return rc;
 	}
 	if (rc)
-		return STP_CORRUPT(path, memcmp(raw, STP_MAGIC, STP_MAGIC_LEN) ?
-			"not a stipple image (bad magic)" : "superblock checksum or fields invalid");
-	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < sb->image_size)
-		return STP_CORRUPT(path, "truncated: %llu bytes of %llu",
-				   (unsigned long long)st.st_size,
-				   (unsigned long long)sb->image_size);
-	return 0;
+		return STP_CORRUPT(path, "%s", why);
+	return check_file_size(fd, path, sb, &st);
 }
 
 static int read_superblock(struct stp_image *img)
@@ -160,19 +178,13 @@ static int load_metadata(struct stp_image *img)
 	uint8_t *stored;
 	int rc;
 
-	if (sb->meta_size < STP_META_HDR_SIZE || sb->meta_size > META_SIZE_MAX)
-		return STP_CORRUPT(img->path, "metadata size %llu out of range",
-				   (unsigned long long)sb->meta_size);
+	/* stp_sb_decode bounded meta_stored_size and meta_size, and the file holds them */
 	rc = read_checked(img, sb->meta_offset, sb->meta_stored_size, sb->meta_checksum,
 			  "metadata", &stored);
 	if (rc)
 		return rc;
 	if (sb->meta_codec == STP_CODEC_RAW) {
-		if (sb->meta_stored_size != sb->meta_size) {
-			free(stored);
-			return STP_CORRUPT(img->path, "raw metadata size mismatch");
-		}
-		img->meta = stored;
+		img->meta = stored; /* meta_stored_size == meta_size, checked */
 	} else {
 		rc = inflate_metadata(img, stored);
 		free(stored);
@@ -194,6 +206,7 @@ static int load_dictionary(struct stp_image *img)
 
 	if (!img->sb.dict_size)
 		return 0;
+	/* at most STP_DICT_SIZE_MAX, inside the file: checked with the superblock */
 	rc = read_checked(img, img->sb.dict_offset, img->sb.dict_size, img->sb.dict_checksum,
 			  "dictionary", &dict);
 	if (rc)
@@ -202,6 +215,21 @@ static int load_dictionary(struct stp_image *img)
 	free(dict);
 	if (!img->ddict)
 		return STP_CORRUPT(img->path, "dictionary does not load");
+	return 0;
+}
+
+/* Every block's stored bytes must lie in the image and suit its codec, as the block
+ * table promises: found at open rather than on the read that needs the block. Linear
+ * in the table, which the metadata holds. */
+static int check_block_table(struct stp_image *img)
+{
+	for (uint64_t b = 0; b < img->sb.block_count; b++) {
+		struct stp_blockent be;
+		int rc = stp_image_block(img, b, &be);
+
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -223,6 +251,8 @@ int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
 		rc = load_metadata(img);
 	if (!rc)
 		rc = load_dictionary(img);
+	if (!rc)
+		rc = check_block_table(img);
 	if (!rc)
 		rc = stp_image_inode(img, STP_ROOT_INO, &(struct stp_inode){ 0 });
 	if (rc)
@@ -425,19 +455,29 @@ int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inod
 	return 0;
 }
 
+/* What Linux accepts of an attribute: a NUL would cut the name short in listxattr's
+ * list, and getxattr and listxattr cannot return more than these. */
+static int xattr_ok(const char *name, const struct stp_xattr *x)
+{
+	return x->name_len <= STP_XATTR_NAME_MAX && !memchr(name, 0, x->name_len) &&
+	       x->value_len <= STP_XATTR_VALUE_MAX;
+}
+
 int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
 		    const char **name, size_t *name_len, const void **value, size_t *value_len)
 {
+	unsigned long long n = (unsigned long long)inode->xattr_first + index;
 	struct stp_xattr x;
 
 	if (index >= inode->xattr_count)
 		return -ENOENT;
-	if (stp_xattr_decode(img->meta + img->mh.xattr_off +
-			     ((uint64_t)inode->xattr_first + index) * STP_XATTR_SIZE, &x) ||
+	if (stp_xattr_decode(img->meta + img->mh.xattr_off + n * STP_XATTR_SIZE, &x) ||
 	    x.name_len == 0 || !range_ok(x.name_off, x.name_len, img->mh.strings_size) ||
 	    !range_ok(x.value_off, x.value_len, img->mh.strings_size))
-		return STP_CORRUPT(img->path, "extended attribute %llu out of range",
-				   (unsigned long long)inode->xattr_first + index);
+		return STP_CORRUPT(img->path, "extended attribute %llu out of range", n);
+	if (!xattr_ok(strings(img) + x.name_off, &x))
+		return STP_CORRUPT(img->path, "extended attribute %llu: name or value too long, "
+				   "or a NUL in the name", n);
 	*name = strings(img) + x.name_off;
 	*name_len = x.name_len;
 	*value = strings(img) + x.value_off;
@@ -504,7 +544,8 @@ int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_bloc
 	    (out->filter == STP_FILTER_ARM64 &&
 	     !(img->sb.feat_incompat & STP_FEAT_INCOMPAT_BCJ_ARM64)) ||
 	    (out->codec == STP_CODEC_ZSTD_DICT && !(img->sb.feat_incompat & STP_FEAT_INCOMPAT_DICT)) ||
-	    out->stored_size > ZSTD_compressBound(size))
+	    out->stored_size > ZSTD_compressBound(size) ||
+	    (out->codec != STP_CODEC_RAW && out->stored_size < size / STP_ZSTD_RATIO_MAX))
 		return STP_CORRUPT(img->path, "block %llu: table entry invalid",
 				   (unsigned long long)block);
 	return 0;

@@ -14,11 +14,85 @@
 static const char *log_prefix_name = "";
 static char **cli_argv;
 
+/* Length of the valid UTF-8 sequence at S (LEN bytes left), or 0; *cp its code point. */
+static size_t utf8_seq(const unsigned char *s, size_t len, uint32_t *cp)
+{
+	static const uint32_t min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+	size_t n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+	uint32_t c;
+
+	if (n == 0 || s[0] >= 0xf8 || n > len)
+		return 0;
+	c = s[0] & (0x7fu >> n);
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	/* overlong forms, UTF-16 surrogates and what lies past Unicode are not UTF-8 */
+	if (c < min[n] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
+		return 0;
+	*cp = c;
+	return n;
+}
+
+static void put_octal(FILE *f, const unsigned char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "\\%03o", s[i]);
+}
+
+void stp_cli_put_escaped(FILE *f, const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	while (len) {
+		uint32_t cp = 0;
+		size_t n = 1;
+
+		if (s[0] < 0x20 || s[0] == 0x7f || s[0] == '\\') {
+			put_octal(f, s, 1);
+		} else if (s[0] < 0x80) {
+			fputc(s[0], f);
+		} else if (!(n = utf8_seq(s, len, &cp))) {
+			n = 1;
+			put_octal(f, s, 1);
+		} else if (cp <= 0x9f) {
+			put_octal(f, s, n); /* C1 control, as CSI (U+009B) */
+		} else {
+			fwrite(s, 1, n, f);
+		}
+		s += n;
+		len -= n;
+	}
+}
+
+static void put_escaped_str(FILE *f, const char *s)
+{
+	stp_cli_put_escaped(f, s, strlen(s));
+}
+
+/* FMT formatted and escaped, on F; a message too large to format is cut. */
+static void vput_escaped(FILE *f, const char *fmt, va_list ap)
+{
+	char *msg;
+	int n = vasprintf(&msg, fmt, ap);
+
+	if (n < 0) {
+		fputs("(message lost: out of memory)", f);
+		return;
+	}
+	stp_cli_put_escaped(f, msg, (size_t)n);
+	free(msg);
+}
+
 static void cli_log(enum stp_log_level level, const char *msg)
 {
 	if (level > STP_LOG_WARN)
 		return;
-	fprintf(stderr, "stipple %s: %s\n", log_prefix_name, msg);
+	fprintf(stderr, "stipple %s: ", log_prefix_name);
+	put_escaped_str(stderr, msg);
+	fputc('\n', stderr);
 }
 
 void stp_cli_init(const struct stp_cli *cli, char **argv)
@@ -82,7 +156,7 @@ void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
 
 	fprintf(stderr, "stipple %s: ", cli->name);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vput_escaped(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -92,11 +166,15 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 {
 	va_list ap;
 
-	fprintf(stderr, "stipple %s: %s: ", cli->name, image);
-	if (path)
-		fprintf(stderr, "%s: ", path);
+	fprintf(stderr, "stipple %s: ", cli->name);
+	put_escaped_str(stderr, image);
+	fputs(": ", stderr);
+	if (path) {
+		put_escaped_str(stderr, path);
+		fputs(": ", stderr);
+	}
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vput_escaped(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -167,9 +245,13 @@ void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...
 {
 	va_list ap;
 
-	fprintf(stderr, "stipple %s: %s: %s: ", w->cli->name, w->image, path);
+	fprintf(stderr, "stipple %s: ", w->cli->name);
+	put_escaped_str(stderr, w->image);
+	fputs(": ", stderr);
+	put_escaped_str(stderr, path);
+	fputs(": ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vput_escaped(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 	w->problems++;

@@ -47,6 +47,19 @@ int stp_cli_other_option(const struct stp_cli *cli, int opt);
  * Returns 0, or the exit status 2. */
 int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max);
 
+/*
+ * Names, link targets, paths and any text from an image or a mount may hold bytes that
+ * a terminal acts on. Everything the readers print of them goes through this one rule,
+ * always (as tar(1) lists names), whether or not the output is a terminal: each byte
+ * of a C0 control (0x00-0x1f), of DEL (0x7f), of a C1 control (U+0080-U+009F) written
+ * in UTF-8, of a sequence that is not valid UTF-8 (overlong, surrogate, past U+10FFFF,
+ * cut short), and each backslash becomes a backslash and three octal digits ("\012"
+ * for a newline, "\134" for a backslash), so the output is unambiguous and reversible.
+ * Valid UTF-8 is written as it is.
+ */
+void stp_cli_put_escaped(FILE *f, const char *s, size_t len);
+
+/* The messages below escape the image, the path and the formatted text by that rule. */
 /* "stipple NAME: message" on stderr. */
 void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

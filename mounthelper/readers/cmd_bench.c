@@ -162,9 +162,12 @@ static int add_file(struct stp_walk *w, const struct stp_walk_entry *e)
 		return 0;
 	t->seen[e->ino / 8] |= (uint8_t)(1u << (e->ino % 8));
 	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 256;
-		struct bench_file *v = realloc(t->v, cap * sizeof(*v));
+		size_t cap;
+		struct bench_file *v;
 
+		if (__builtin_mul_overflow(t->cap ? t->cap : 128, 2, &cap))
+			return -ENOMEM;
+		v = reallocarray(t->v, cap, sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		t->v = v;
@@ -221,7 +224,12 @@ static int files_collect(struct bench *b)
 	qsort(t->v, t->n, sizeof(*t->v), by_stream_order);
 	for (size_t i = 0; i < t->n; i++) {
 		t->v[i].start = t->bytes;
-		t->bytes += t->v[i].inode.size;
+		/* sizes are the image's word: a sum that wraps would misplace every read */
+		if (__builtin_add_overflow(t->bytes, t->v[i].inode.size, &t->bytes)) {
+			stp_cli_problem(&bench_cli, b->image, t->v[i].path,
+					"file sizes add up to more than 2^64 bytes");
+			return -EOVERFLOW;
+		}
 	}
 	if (!t->bytes) {
 		stp_cli_problem(&bench_cli, b->image, NULL, "no file bytes to read");
@@ -278,6 +286,11 @@ static int timed_read(struct worker *w, size_t file, uint64_t off, uint64_t len)
 	if (cache_misses(b->cache) != misses)
 		w->decode_ns += ns;
 	sum = stp_checksum(w->buf, (size_t)len);
+	if (w->done >= w->planned) { /* the plan was sized for every read: never past it */
+		w->err = -EOVERFLOW;
+		atomic_store_explicit(&b->stop, 1, memory_order_relaxed);
+		return w->err;
+	}
 	if (w->records)
 		w->records[w->done] = (struct read_record){ .off = off, .checksum = sum,
 							    .file = (uint32_t)file, .len = (uint32_t)len };
@@ -352,11 +365,13 @@ static uint64_t chunks_of(uint64_t size, uint64_t chunk)
 }
 
 /* Sequential: thread I reads the files whose start lies in the I-th equal share of the
- * bytes, so each thread reads its own stretch of the stream. */
-static void plan_sequential(struct bench *b)
+ * bytes, so each thread reads its own stretch of the stream. Every read is recorded,
+ * so the reads of all threads together are bounded as --reads is: -E2BIG beyond. */
+static int plan_sequential(struct bench *b)
 {
 	const struct file_table *t = &b->files;
 	uint32_t threads = b->o->threads;
+	uint64_t total = 0;
 	size_t f = 0;
 
 	for (uint32_t i = 0; i < threads; i++) {
@@ -364,10 +379,21 @@ static void plan_sequential(struct bench *b)
 		uint64_t end = (uint64_t)((unsigned __int128)t->bytes * (i + 1) / threads);
 
 		w->file_first = f;
-		while (f < t->n && (i + 1 == threads || t->v[f].start < end))
-			w->planned += chunks_of(t->v[f++].inode.size, b->o->read_size);
+		while (f < t->n && (i + 1 == threads || t->v[f].start < end)) {
+			uint64_t n = chunks_of(t->v[f++].inode.size, b->o->read_size);
+
+			if (__builtin_add_overflow(w->planned, n, &w->planned) ||
+			    __builtin_add_overflow(total, n, &total) || total > BENCH_READS_MAX) {
+				stp_cli_problem(&bench_cli, b->image, NULL, "reading every file in "
+						"%" PRIu64 "-byte reads takes more than %llu reads; "
+						"use a larger --read-size", b->o->read_size,
+						BENCH_READS_MAX);
+				return -E2BIG;
+			}
+		}
 		w->file_end = f;
 	}
+	return 0;
 }
 
 static void plan_random(struct bench *b)
@@ -382,25 +408,34 @@ static void plan_random(struct bench *b)
 	}
 }
 
+/* An array of N elements of SIZE bytes (at least one), or NULL when it cannot be had. */
+static void *alloc_array(uint64_t n, size_t size)
+{
+	return n > SIZE_MAX ? NULL : reallocarray(NULL, n ? (size_t)n : 1, size);
+}
+
 static int workers_alloc(struct bench *b)
 {
 	uint32_t threads = b->o->threads;
+	int err;
 
 	b->workers = calloc(threads, sizeof(*b->workers));
 	if (!b->workers)
 		return -ENOMEM;
-	if (b->o->sequential)
-		plan_sequential(b);
-	else
+	if (b->o->sequential) {
+		if ((err = plan_sequential(b)))
+			return err;
+	} else {
 		plan_random(b);
+	}
 	for (uint32_t i = 0; i < threads; i++) {
 		struct worker *w = &b->workers[i];
 
 		w->b = b;
 		w->buf = malloc(b->o->read_size);
-		w->latency = malloc((w->planned ? w->planned : 1) * sizeof(*w->latency));
+		w->latency = alloc_array(w->planned, sizeof(*w->latency));
 		if (b->o->print_reads)
-			w->records = malloc((w->planned ? w->planned : 1) * sizeof(*w->records));
+			w->records = alloc_array(w->planned, sizeof(*w->records));
 		if (!w->buf || !w->latency || (b->o->print_reads && !w->records))
 			return -ENOMEM;
 	}
@@ -557,8 +592,8 @@ static int summarize(const struct bench *b, struct summary *s)
 	uint64_t *all, total = 0, k = 0, sum = 0;
 
 	for (uint32_t i = 0; i < b->o->threads; i++)
-		total += b->workers[i].done;
-	all = malloc((total ? total : 1) * sizeof(*all));
+		total += b->workers[i].done; /* each at most its planned reads: no overflow */
+	all = alloc_array(total, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
 	memset(s, 0, sizeof(*s));
@@ -781,10 +816,10 @@ static int bench_prepare(struct bench *b)
 	err = stp_cache_new(b->img, b->o->budget, &b->cache);
 	if (!err)
 		err = workers_alloc(b);
-	if (err) {
+	if (err && err != -E2BIG) /* a plan too large said so itself */
 		stp_cli_error(&bench_cli, "%s", stp_cli_strerror(err));
+	if (err)
 		return err;
-	}
 	return b->o->warm ? cache_warm(b) : 0;
 }
 

@@ -2,6 +2,7 @@
 /* `stipple info`: the superblock, the sizes, and what the tree holds. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -107,7 +108,9 @@ static void print_superblock(const struct stp_image *img)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
 
-	printf("%-18s %s\n", "image:", stp_image_path(img));
+	printf("%-18s ", "image:");
+	stp_cli_put_escaped(stdout, stp_image_path(img), strlen(stp_image_path(img)));
+	putchar('\n');
 	printf("%-18s %u\n", "format version:", sb->version);
 	print_features(sb);
 	print_size("block size:", stp_image_block_size(img));

@@ -43,7 +43,8 @@ static void print_size_field(const struct stp_inode *inode)
 		printf(" %10" PRIu64, inode->size);
 }
 
-/* NAME is LEN bytes and may come straight from the image's metadata (no NUL). */
+/* NAME is LEN bytes and may come straight from the image's metadata (no NUL). Names
+ * and targets are escaped (stp_cli_put_escaped): the image chose their bytes. */
 static void print_entry(struct ls_state *st, const char *name, size_t len,
 			const struct stp_inode *inode)
 {
@@ -56,7 +57,7 @@ static void print_entry(struct ls_state *st, const char *name, size_t len,
 		print_time(inode->mtime_sec);
 		putchar(' ');
 	}
-	fwrite(name, 1, len, stdout);
+	stp_cli_put_escaped(stdout, name, len);
 	if (st->long_format && S_ISLNK(inode->mode)) {
 		const char *target;
 		size_t tlen;
@@ -67,7 +68,7 @@ static void print_entry(struct ls_state *st, const char *name, size_t len,
 			fputs("?", stdout);
 			st->failed = 1;
 		} else {
-			fwrite(target, 1, tlen, stdout);
+			stp_cli_put_escaped(stdout, target, tlen);
 		}
 	}
 	putchar('\n');

@@ -94,7 +94,13 @@ static void show(const char *text)
 	unsigned long long pid = num(text, "pid"), bs = num(text, "block_size");
 
 	daemon_memory(pid, rss, peak, sizeof(rss));
-	printf("image:     %s\n", field(text, "image", image, sizeof(image)) ? image : "?");
+	/* the text comes from the daemon, which reads the image: escape what it names */
+	fputs("image:     ", stdout);
+	if (field(text, "image", image, sizeof(image)))
+		stp_cli_put_escaped(stdout, image, strlen(image));
+	else
+		putchar('?');
+	putchar('\n');
 	printf("daemon:    pid %llu, memory %s (peak %s)\n", pid, rss, peak);
 	printf("metadata:  %s\n", stp_human_size(num(text, "metadata_bytes"), a, sizeof(a)));
 	printf("cache:     %llu of %llu blocks of %s held, %llu in use; %llu hits, %llu misses\n",

@@ -90,3 +90,123 @@ class CraftedImage:
         with open(path, "wb") as f:
             f.write(data)
         return path
+
+
+# --- the superblock, field by field (stipple(5), SUPERBLOCK) ---
+
+SB_FIELDS = {
+    "version": (8, "<I"), "sb_size": (12, "<I"), "feat_compat": (16, "<Q"),
+    "feat_ro_compat": (24, "<Q"), "feat_incompat": (32, "<Q"), "block_log": (40, "<I"),
+    "data_size": (48, "<Q"), "block_count": (56, "<Q"), "hot_size": (64, "<Q"),
+    "meta_offset": (72, "<Q"), "meta_stored_size": (80, "<Q"), "meta_size": (88, "<Q"),
+    "meta_checksum": (96, "<Q"), "meta_codec": (104, "<I"), "dict_offset": (112, "<Q"),
+    "dict_size": (120, "<Q"), "dict_checksum": (128, "<Q"), "image_size": (136, "<Q"),
+    "inode_count": (144, "<I"),
+}
+
+
+def xxh3(data):
+    return CraftedImage._xxh.XXH3_64bits(bytes(data), len(data))
+
+
+def superblock(data):
+    """The superblock fields of image bytes DATA, as a dict."""
+    return {k: struct.unpack_from(f, data, off)[0] for k, (off, f) in SB_FIELDS.items()}
+
+
+def reseal(data):
+    """Recomputes the superblock checksum (bytes 248..255, XXH3-64 of bytes 0..247)."""
+    struct.pack_into("<Q", data, 248, xxh3(data[:248]))
+    return data
+
+
+def patch_superblock(src, dst, raw=None, pad=0, **fields):
+    """Copies image SRC to DST with the named superblock fields set, RAW ({offset:
+    bytes}) written over the superblock, PAD zero bytes appended, and the superblock
+    re-sealed. Returns DST."""
+    data = bytearray(read_file(src)) + bytes(pad)
+    for name, value in fields.items():
+        off, f = SB_FIELDS[name]
+        struct.pack_into(f, data, off, value)
+    for off, b in (raw or {}).items():
+        data[off:off + len(b)] = b
+    reseal(data)
+    with open(dst, "wb") as f:
+        f.write(data)
+    return dst
+
+
+class HostileImage(CraftedImage):
+    """A CraftedImage with the edits the hostile-input tests make: inode sizes, link
+    targets, extended attribute records and block table entries."""
+
+    def inode_field(self, ino, off, fmt, value):
+        """Sets the field at OFF (struct FMT) of inode INO's 64-byte record."""
+        struct.pack_into(fmt, self.meta, self.inode_off + 64 * ino + off, value)
+
+    def rename_bytes(self, dirpath, name, new):
+        """Overwrites the bytes of entry NAME (bytes) of DIRPATH with NEW, of the same
+        length; DIRPATH's components are looked up as UTF-8."""
+        assert len(new) == len(name)
+        start = next(s for _, _, s, n in self._dirents(self.lookup(dirpath)) if n == name)
+        self.meta[start:start + len(new)] = new
+
+    def set_size(self, path, size):
+        self.inode_field(self.lookup(path), 32, "<Q", size)
+
+    def set_link_target(self, path, new):
+        """Overwrites the target bytes of symlink PATH with NEW, of the same length."""
+        ino = self.lookup(path)
+        size, data = struct.unpack_from("<QQ", self.meta, self.inode_off + 64 * ino + 32)
+        assert len(new) == size
+        start = self.strings_off + data
+        self.meta[start:start + size] = new
+
+    def xattr_records(self, path):
+        """Offsets in the metadata of the extended attribute records of PATH."""
+        ino = self.lookup(path)
+        count, = struct.unpack_from("<I", self.meta, self.inode_off + 64 * ino + 28)
+        first, = struct.unpack_from("<I", self.meta, self.inode_off + 64 * ino + 52)
+        xattr_off, = struct.unpack_from("<Q", self.meta, 56)
+        return [xattr_off + 16 * k for k in range(first, first + count)]
+
+    def xattr(self, rec):
+        """(name_off, value_off, value_len, name_len) of the record at REC."""
+        return struct.unpack_from("<IIIH", self.meta, rec)
+
+    def set_xattr(self, rec, name_off, value_off, value_len, name_len):
+        struct.pack_into("<IIIH", self.meta, rec, name_off, value_off, value_len, name_len)
+
+    def block_codecs(self):
+        """The codec of each block, in block order."""
+        count, = struct.unpack_from("<I", self.meta, 20)
+        block_off, = struct.unpack_from("<Q", self.meta, 64)
+        return [self.meta[block_off + 24 * k + 12] for k in range(count)]
+
+    def strings_size(self):
+        return struct.unpack_from("<Q", self.meta, 24)[0]
+
+    def set_block(self, block, offset=None, stored_size=None):
+        """Changes the offset or stored size of block BLOCK's table entry."""
+        block_off, = struct.unpack_from("<Q", self.meta, 64)
+        rec = block_off + 24 * block
+        if offset is not None:
+            struct.pack_into("<Q", self.meta, rec, offset)
+        if stored_size is not None:
+            struct.pack_into("<I", self.meta, rec + 8, stored_size)
+
+
+def escape_name(name):
+    """NAME (bytes) as stipple(1) prints names: each byte of a C0 or C1 control, of DEL,
+    of a backslash or of a sequence that is not UTF-8 as a backslash and three octal
+    digits. Written apart from the C code, on Python's own UTF-8 decoder."""
+    out = []
+    for ch in name.decode("utf-8", "surrogateescape"):
+        c = ord(ch)
+        if 0xdc80 <= c <= 0xdcff:  # a byte the decoder could not take
+            out.append("\\%03o" % (c - 0xdc00))
+        elif c < 0x20 or 0x7f <= c <= 0x9f or ch == "\\":
+            out.extend("\\%03o" % b for b in ch.encode())
+        else:
+            out.append(ch)
+    return "".join(out).encode("utf-8", "surrogateescape")

@@ -9,10 +9,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "format.h"
+#include "image.h"
 #include "log.h"
 
 #include "check.h"
@@ -68,7 +71,7 @@ static const struct stp_superblock golden_sb = {
 	.hot_size = 0xabcdef,
 	.meta_offset = 0x1122334455ull,
 	.meta_stored_size = 0x10203,
-	.meta_size = 0x40506,
+	.meta_size = 0x30405060, /* room for 0xc0ffee inodes, less than 1 GiB */
 	.meta_checksum = 0xfedcba9876543210ull,
 	.meta_codec = STP_CODEC_ZSTD,
 	.dict_offset = 0x100,
@@ -99,7 +102,7 @@ static const uint8_t golden_sb_bytes[STP_SB_SIZE] = {
 	[64] = 0xef, 0xcd, 0xab, 0x00, 0x00, 0x00, 0x00, 0x00,
 	[72] = 0x55, 0x44, 0x33, 0x22, 0x11, 0x00, 0x00, 0x00,
 	[80] = 0x03, 0x02, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
-	[88] = 0x06, 0x05, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00,
+	[88] = 0x60, 0x50, 0x40, 0x30, 0x00, 0x00, 0x00, 0x00,
 	[96] = 0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe,
 	[104] = 0x01, 0x00, 0x00, 0x00,
 	[112] = 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -190,6 +193,8 @@ static void test_sb_rejects(void)
 	CHECK_EQ(decode_changed(40, 15, 4, 1, &bad), -EUCLEAN);          /* block_log < 64K */
 	CHECK_EQ(decode_changed(40, 31, 4, 1, &bad), -EUCLEAN);          /* block_log > 1G */
 	CHECK_EQ(decode_changed(44, 1, 4, 1, &bad), -EUCLEAN);           /* reserved 44..47 */
+	CHECK_EQ(decode_changed(108, 1, 1, 1, &bad), -EUCLEAN);          /* reserved 108.. */
+	CHECK_EQ(decode_changed(111, 0x80, 1, 1, &bad), -EUCLEAN);       /* ..111 */
 	CHECK_EQ(decode_changed(148, 1, 1, 1, &bad), -EUCLEAN);          /* reserved 148.. */
 	CHECK_EQ(decode_changed(247, 1, 1, 1, &bad), -EUCLEAN);          /* ..247 */
 	CHECK_EQ(decode_changed(40, 64, 4, 1, &bad), -EUCLEAN);          /* shift overflow */
@@ -212,6 +217,85 @@ static void test_sb_rejects(void)
 	/* Every known incompatible feature is accepted; compat bits never matter. */
 	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN, 8, 1, &bad), 0);
 	CHECK_EQ(decode_changed(16, ~0ull, 8, 1, &bad), 0);
+}
+
+/* Decodes the golden superblock with N fields changed (offset, value, length), re-sealed;
+ * *why is the rule the decoder names. */
+struct sb_change { size_t off; uint64_t v; size_t len; };
+
+static int decode_fields(const struct sb_change *c, size_t n, const char **why)
+{
+	uint8_t in[STP_SB_SIZE];
+	struct stp_superblock sb;
+	uint64_t bad;
+
+	golden_sb_sealed(in);
+	for (size_t i = 0; i < n; i++)
+		put_le(in, c[i].off, c[i].v, c[i].len);
+	seal(in);
+	return stp_sb_decode_reason(in, &sb, &bad, why);
+}
+
+#define DECODE(why, ...)                                                             \
+	decode_fields((const struct sb_change[]){ __VA_ARGS__ },                       \
+		      sizeof((const struct sb_change[]){ __VA_ARGS__ }) /                 \
+			      sizeof(struct sb_change), (why))
+
+/* What the superblock promises must fit in the image and in what a reader will
+ * allocate: each rule at its edge, accepted on one side and refused on the other. The
+ * golden superblock: meta at 0x1122334455, 0x10203 stored, 0x30405060 decoded, zstd;
+ * dictionary at 0x100, 0x7070 bytes; image_size 2^41; 0xc0ffee inodes; 0x1235 blocks. */
+static void test_sb_bounds(void)
+{
+	const uint64_t image = 0x20000000000ull, meta = 0x30405060, inodes_min = 96 + 64 * 0xc0ffeeull;
+	const char *why;
+
+	CHECK_EQ(DECODE(&why, { 108, 1, 1 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "superblock reserved bytes not zero"));
+	/* metadata inside image_size, without overflow */
+	CHECK_EQ(DECODE(&why, { 136, 0x1122334455ull + 0x10203 - 1, 8 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "metadata lies outside image_size"));
+	CHECK_EQ(DECODE(&why, { 136, 0x1122334455ull + 0x10203, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 72, ~0ull - 4, 8 }), -EUCLEAN);
+	CHECK_EQ(DECODE(&why, { 80, ~0ull, 8 }), -EUCLEAN);
+	CHECK_EQ(DECODE(&why, { 72, 255, 8 }), -EUCLEAN);                 /* in the superblock */
+	CHECK_EQ(DECODE(&why, { 72, 256, 8 }), 0);
+	/* decoded metadata: at most 1 GiB, at least what the inodes and blocks need */
+	CHECK_EQ(DECODE(&why, { 88, (1ull << 30) + 1, 8 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "metadata size above 1 GiB"));
+	CHECK_EQ(DECODE(&why, { 88, 1ull << 30, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 88, inodes_min - 1, 8 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "metadata size too small for inode_count and block_count"));
+	CHECK_EQ(DECODE(&why, { 88, inodes_min, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 144, 1, 4 }, { 88, 96 + 24 * 0x1235 - 1, 8 }), -EUCLEAN);
+	CHECK_EQ(DECODE(&why, { 144, 1, 4 }, { 88, 96 + 24 * 0x1235, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 144, 1, 4 }, { 56, 0, 8 }, { 48, 0, 8 }, { 64, 0, 8 },
+			{ 80, 100, 8 }, { 88, 159, 8 }), -EUCLEAN);      /* one inode: 96 + 64 */
+	CHECK(why && !strcmp(why, "metadata size too small for inode_count and block_count"));
+	CHECK_EQ(DECODE(&why, { 144, 1, 4 }, { 56, 0, 8 }, { 48, 0, 8 }, { 64, 0, 8 },
+			{ 80, 100, 8 }, { 88, 160, 8 }), 0);
+	/* raw metadata is its own size; a zstd frame neither too long nor too short */
+	CHECK_EQ(DECODE(&why, { 104, 0, 4 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "raw metadata: stored size differs from decoded size"));
+	CHECK_EQ(DECODE(&why, { 104, 0, 4 }, { 80, meta, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 80, meta / 32768 - 1, 8 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "metadata size more than its stored size can decode to"));
+	CHECK_EQ(DECODE(&why, { 80, meta / 32768, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 80, meta + meta / 256 + 65, 8 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "stored metadata larger than zstd makes it"));
+	CHECK_EQ(DECODE(&why, { 80, meta + meta / 256 + 64, 8 }), 0);
+	/* the dictionary: at most 16 MiB, after the superblock, inside image_size */
+	CHECK_EQ(DECODE(&why, { 120, (16ull << 20) + 1, 8 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "dictionary above 16 MiB"));
+	CHECK_EQ(DECODE(&why, { 120, 16ull << 20, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 112, 255, 8 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "dictionary lies outside image_size"));
+	CHECK_EQ(DECODE(&why, { 112, image - 0x7070 + 1, 8 }), -EUCLEAN);
+	CHECK_EQ(DECODE(&why, { 112, image - 0x7070, 8 }), 0);
+	CHECK_EQ(DECODE(&why, { 112, ~0ull, 8 }, { 120, 0x8000, 8 }), -EUCLEAN);
+	CHECK_EQ(DECODE(&why, { 112, ~0ull, 8 }, { 120, 0, 8 }), 0); /* no dictionary */
+	CHECK_EQ(DECODE(&why, { 0, 'X', 1 }), -EUCLEAN);
+	CHECK(why && !strcmp(why, "not a stipple image (bad magic)"));
 }
 
 /* Metadata header: magic 0 (4) "META", inode_count 4, dirent_count 8, extent_count 12,
@@ -484,6 +568,184 @@ static void test_reserved_bytes(void)
 	CHECK_EQ(stp_blockent_decode(rec, &b), -EUCLEAN);
 }
 
+/* --- whole images, built by hand, opened through the reader --- */
+
+/* The last message the library logged, to check what an open says. */
+static char last_log[512];
+
+static void keep_log(enum stp_log_level level, const char *msg)
+{
+	(void)level;
+	snprintf(last_log, sizeof(last_log), "%s", msg);
+}
+
+struct xattr_spec {
+	const char *name;
+	size_t name_len, value_len;
+};
+
+#define IMG_MAX (300u << 10)
+
+/* An image of a root directory (mode 040755, nlink 2) holding the extended attributes
+ * X[0..n) (values of 'v' bytes), raw metadata right after the superblock, and, when
+ * BLOCK_OFF is not 0, one 1-byte data block whose table entry says offset BLOCK_OFF and
+ * STORED bytes, codec 1 (its byte sits at 256, before the metadata). Every field is put
+ * at the offset stipple(5) gives. Returns the image size (the superblock's image_size). */
+static size_t hand_image(uint8_t *img, const struct xattr_spec *x, unsigned n,
+			 uint64_t block_off, uint32_t stored)
+{
+	unsigned blocks = block_off != 0;
+	size_t meta_off = 256 + blocks, xoff = 160, boff = xoff + 16 * n, soff = boff + 24 * blocks;
+	uint8_t *m = img + meta_off;
+	size_t str = 0, len;
+
+	memset(img, 0, IMG_MAX);
+	if (blocks)
+		img[256] = 'd';
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *rec = m + xoff + 16 * i;
+
+		put_le(rec, 0, str, 4);                        /* name_off */
+		memcpy(m + soff + str, x[i].name, x[i].name_len);
+		str += x[i].name_len;
+		put_le(rec, 4, str, 4);                        /* value_off */
+		put_le(rec, 8, x[i].value_len, 4);             /* value_len */
+		put_le(rec, 12, x[i].name_len, 2);             /* name_len */
+		memset(m + soff + str, 'v', x[i].value_len);
+		str += x[i].value_len;
+	}
+	if (blocks) {
+		put_le(m + boff, 0, block_off, 8);
+		put_le(m + boff, 8, stored, 4);
+		m[boff + 12] = 1;                              /* zstd */
+		put_le(m + boff, 16, XXH3_64bits(img + 256, 1), 8);
+	}
+	len = soff + str;
+	memcpy(m, "META", 4);
+	put_le(m, 4, 1, 4);                                    /* inodes */
+	put_le(m, 16, n, 4);                                   /* xattrs */
+	put_le(m, 20, blocks, 4);                              /* blocks */
+	put_le(m, 24, str, 8);                                 /* strings_size */
+	put_le(m, 32, 96, 8);                                  /* inode table */
+	put_le(m, 40, xoff, 8);                                /* dirents: none */
+	put_le(m, 48, xoff, 8);                                /* extents: none */
+	put_le(m, 56, xoff, 8);
+	put_le(m, 64, boff, 8);
+	put_le(m, 72, soff, 8);
+	put_le(m + 96, 0, 040755, 4);                          /* root: mode */
+	put_le(m + 96, 12, 2, 4);                              /* nlink */
+	put_le(m + 96, 28, n, 4);                              /* xattr_count */
+	memcpy(img, "STIPPLE", 8);
+	put_le(img, 8, 1, 4);
+	put_le(img, 12, 256, 4);
+	put_le(img, 40, 16, 4);                                /* 64 KiB blocks */
+	put_le(img, 48, blocks, 8);                            /* data_size */
+	put_le(img, 56, blocks, 8);                            /* block_count */
+	put_le(img, 72, meta_off, 8);
+	put_le(img, 80, len, 8);
+	put_le(img, 88, len, 8);
+	put_le(img, 96, XXH3_64bits(m, len), 8);
+	put_le(img, 136, meta_off + len, 8);
+	put_le(img, 144, 1, 4);
+	seal(img);
+	return meta_off + len;
+}
+
+/* Writes FILE_LEN bytes of IMG to a temporary file and opens it: the open's result. */
+static int open_bytes(const uint8_t *img, size_t file_len, struct stp_image **out)
+{
+	char path[] = "/tmp/test_format.XXXXXX";
+	int fd = mkstemp(path), rc;
+
+	if (fd < 0 || write(fd, img, file_len) != (ssize_t)file_len) {
+		perror("test_format: temporary image");
+		exit(1);
+	}
+	close(fd);
+	last_log[0] = 0;
+	rc = stp_image_open(path, out);
+	unlink(path);
+	return rc;
+}
+
+/* Attribute 0 of the root of an image holding X alone: the reader's result. */
+static int xattr_of(const struct xattr_spec *x)
+{
+	static uint8_t img[IMG_MAX];
+	struct stp_image *im;
+	struct stp_inode root;
+	const char *name;
+	const void *value;
+	size_t nlen, vlen;
+	int rc = open_bytes(img, hand_image(img, x, 1, 0, 0), &im);
+
+	if (rc)
+		return rc;
+	rc = stp_image_inode(im, STP_ROOT_INO, &root);
+	if (!rc)
+		rc = stp_image_xattr(im, &root, 0, &name, &nlen, &value, &vlen);
+	if (!rc && (nlen != x->name_len || memcmp(name, x->name, nlen) || vlen != x->value_len ||
+		    (vlen && ((const uint8_t *)value)[vlen - 1] != 'v')))
+		rc = -EINVAL;
+	stp_image_close(im);
+	return rc;
+}
+
+/* Linux bounds names to 255 bytes without NUL and values to 64 KiB: an image that
+ * exceeds them is damaged, not passed on to listxattr or getxattr. */
+static void test_image_xattr_bounds(void)
+{
+	static char longest[257];
+
+	memset(longest, 'n', 256);
+	memcpy(longest, "user.", 5);
+	CHECK_EQ(xattr_of(&(struct xattr_spec){ "user.a", 6, 3 }), 0);
+	CHECK_EQ(xattr_of(&(struct xattr_spec){ "user.a", 6, 0 }), 0);
+	CHECK_EQ(xattr_of(&(struct xattr_spec){ longest, 255, 65536 }), 0);
+	CHECK_EQ(xattr_of(&(struct xattr_spec){ longest, 256, 1 }), -EUCLEAN);
+	CHECK(strstr(last_log, "extended attribute 0: name or value too long"));
+	CHECK_EQ(xattr_of(&(struct xattr_spec){ "user.a", 6, 65537 }), -EUCLEAN);
+	CHECK_EQ(xattr_of(&(struct xattr_spec){ "user.a\0b", 8, 1 }), -EUCLEAN);
+	CHECK_EQ(xattr_of(&(struct xattr_spec){ "\0user.a", 7, 1 }), -EUCLEAN);
+}
+
+/* A file shorter than the superblock's image_size, or a block table entry pointing
+ * past it, is refused when the image is opened. */
+static void test_image_open_bounds(void)
+{
+	static uint8_t img[IMG_MAX];
+	struct stp_image *im = NULL;
+	size_t len = hand_image(img, NULL, 0, 0, 0);
+
+	CHECK_EQ(open_bytes(img, len, &im), 0);
+	stp_image_close(im);
+	CHECK_EQ(open_bytes(img, len - 1, &im), -EUCLEAN);
+	CHECK(strstr(last_log, "truncated"));
+	/* image_size 1 TiB, stated consistently, in a file of a few hundred bytes */
+	put_le(img, 136, 1ull << 40, 8);
+	seal(img);
+	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
+	CHECK(strstr(last_log, "truncated"));
+	/* the 108..111 reserved bytes, on a sound image */
+	len = hand_image(img, NULL, 0, 0, 0);
+	img[109] = 1;
+	seal(img);
+	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
+	CHECK(strstr(last_log, "superblock reserved bytes not zero"));
+
+	len = hand_image(img, NULL, 0, 256, 1);
+	CHECK_EQ(open_bytes(img, len, &im), 0);
+	stp_image_close(im);
+	len = hand_image(img, NULL, 0, 256, 64);
+	CHECK_EQ(open_bytes(img, len, &im), 0);
+	stp_image_close(im);
+	len = hand_image(img, NULL, 0, len - 8, 9);             /* one byte past the end */
+	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
+	CHECK(strstr(last_log, "block 0: table entry invalid"));
+	len = hand_image(img, NULL, 0, 255, 1);                 /* inside the superblock */
+	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
+}
+
 int main(void)
 {
 	stp_log_set_handler(NULL);
@@ -492,6 +754,7 @@ int main(void)
 	test_sb_encode();
 	test_sb_decode();
 	test_sb_rejects();
+	test_sb_bounds();
 	test_meta_header();
 	test_inode();
 	test_dirent();
@@ -499,6 +762,9 @@ int main(void)
 	test_xattr();
 	test_blockent();
 	test_reserved_bytes();
+	stp_log_set_handler(keep_log);
+	test_image_xattr_bounds();
+	test_image_open_bounds();
 	if (failures) {
 		fprintf(stderr, "test_format: %d failures\n", failures);
 		return 1;

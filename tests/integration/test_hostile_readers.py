@@ -1,0 +1,374 @@
+# SPDX-License-Identifier: MIT
+"""Hostile images against the readers: superblocks that promise more than the file
+holds (refused at open, naming the rule), extended attributes beyond Linux's bounds,
+names, link targets and status text with terminal control bytes (escaped, stipple(1)),
+and file sizes crafted to wrap the arithmetic of `stipple bench --sequential`.
+
+Every crafted image starts from a real one built by mkstipple and is changed field by
+field with imageutil (stipple(5) offsets); expected output is computed in Python."""
+
+import errno
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import STIPPLE, build_image, run
+from imageutil import HostileImage, escape_name, patch_superblock, read_file, superblock
+
+FAST = ("--level", "3", "--block-size", "64K")
+
+
+def stipple(*args, timeout=60):
+    return run([STIPPLE, *args], timeout=timeout)
+
+
+def stipple_bytes(*args, timeout=60):
+    """Runs stipple ARGS; stdout and stderr as bytes."""
+    return subprocess.run([STIPPLE, *map(os.fspath, args)], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=timeout)
+
+
+def assert_refused(r, image, reason):
+    """R (a finished run) failed on IMAGE as damaged, giving REASON."""
+    assert r.returncode == 1, "exit %d:\n%s%s" % (r.returncode, r.stdout, r.stderr)
+    assert os.fspath(image) in r.stderr and "damaged image" in r.stderr, r.stderr
+    assert reason in r.stderr, r.stderr
+    assert r.stdout == "", r.stdout
+
+
+@pytest.fixture(scope="module")
+def small_image(tmp_path_factory, stipple_built):
+    """An image of a few files, one of them 200 KiB of text (several 64 KiB blocks,
+    zstd-compressed)."""
+    root = tmp_path_factory.mktemp("hostile")
+    src = root / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"alpha\n")
+    (src / "big").write_bytes(b"hello stipple %d\n" % 7 * 13000)
+    (src / "dir").mkdir()
+    (src / "dir" / "b").write_bytes(b"beta\n")
+    return build_image(src, root / "small.stipple", *FAST)
+
+
+@pytest.fixture(scope="module")
+def stipple_built():
+    if not os.access(STIPPLE, os.X_OK):
+        pytest.skip("%s is not built" % STIPPLE)
+
+
+# --- item: a header that promises more than the image can hold ---
+
+
+def test_reserved_bytes_108_to_111(small_image, tmp_path):
+    bad = patch_superblock(small_image, tmp_path / "r.stipple", raw={110: b"\x01"})
+    assert_refused(stipple("info", bad), bad, "superblock reserved bytes not zero")
+
+
+def test_image_size_past_the_file_is_truncated(small_image, tmp_path):
+    size = os.path.getsize(small_image)
+    bad = patch_superblock(small_image, tmp_path / "t.stipple", image_size=size + (1 << 40))
+    assert_refused(stipple("ls", bad), bad, "truncated: %d bytes of %d" % (size, size + (1 << 40)))
+
+
+def test_metadata_range_that_wraps(small_image, tmp_path):
+    bad = patch_superblock(small_image, tmp_path / "w.stipple", meta_offset=(1 << 64) - 16)
+    assert_refused(stipple("ls", bad), bad, "metadata lies outside image_size")
+    bad = patch_superblock(small_image, tmp_path / "w2.stipple", meta_stored_size=(1 << 64) - 1)
+    assert_refused(stipple("ls", bad), bad, "metadata lies outside image_size")
+
+
+def test_metadata_in_the_superblock(small_image, tmp_path):
+    bad = patch_superblock(small_image, tmp_path / "s.stipple", meta_offset=128)
+    assert_refused(stipple("ls", bad), bad, "metadata lies outside image_size")
+
+
+def test_metadata_too_small_for_its_inodes(small_image, tmp_path):
+    sb = superblock(read_file(small_image))
+    bad = patch_superblock(small_image, tmp_path / "m.stipple",
+                           meta_size=96 + 64 * sb["inode_count"] - 1)
+    assert_refused(stipple("ls", bad), bad,
+                   "metadata size too small for inode_count and block_count")
+
+
+def test_metadata_above_one_gib(small_image, tmp_path):
+    bad = patch_superblock(small_image, tmp_path / "g.stipple", meta_size=(1 << 30) + 8)
+    assert_refused(stipple("ls", bad), bad, "metadata size above 1 GiB")
+
+
+def test_metadata_bomb_beyond_what_zstd_can_decode(small_image, tmp_path):
+    sb = superblock(read_file(small_image))
+    assert sb["meta_codec"] == 1
+    bad = patch_superblock(small_image, tmp_path / "z.stipple",
+                           meta_size=sb["meta_stored_size"] * 32768 + 32768)
+    assert_refused(stipple("ls", bad), bad,
+                   "metadata size more than its stored size can decode to")
+
+
+def test_raw_metadata_of_another_size(small_image, tmp_path):
+    bad = patch_superblock(small_image, tmp_path / "raw.stipple", meta_codec=0)
+    assert_refused(stipple("ls", bad), bad, "raw metadata: stored size differs")
+
+
+def test_dictionary_above_16_mib_is_not_read(small_image, tmp_path):
+    """The file really holds 16 MiB + 1 byte at dict_offset: the bound, not the file
+    size, refuses it, before anything is allocated for it."""
+    size = os.path.getsize(small_image)
+    pad = (16 << 20) + 1
+    bad = patch_superblock(small_image, tmp_path / "d.stipple", pad=pad, dict_offset=size,
+                           dict_size=pad, image_size=size + pad)
+    assert_refused(stipple("ls", bad), bad, "dictionary above 16 MiB")
+    good = patch_superblock(small_image, tmp_path / "d2.stipple", pad=pad - 1,
+                            dict_offset=size, dict_size=pad - 1, image_size=size + pad - 1)
+    assert_refused(stipple("ls", good), good, "dictionary checksum mismatch")
+
+
+def test_dictionary_past_image_size(small_image, tmp_path):
+    size = os.path.getsize(small_image)
+    bad = patch_superblock(small_image, tmp_path / "dp.stipple", dict_offset=size - 10,
+                           dict_size=11)
+    assert_refused(stipple("ls", bad), bad, "dictionary lies outside image_size")
+
+
+def test_block_past_the_end_refused_at_open(small_image, tmp_path):
+    """ls reads no block, yet a block table entry that points past the image refuses
+    the image when it is opened."""
+    img = HostileImage(small_image)
+    img.set_block(1, offset=1 << 40)
+    bad = img.write(tmp_path / "b.stipple")
+    r = stipple("ls", bad)
+    assert_refused(r, bad, "block 1: table entry invalid")
+
+
+def test_block_that_zstd_cannot_decode_to_its_size(small_image, tmp_path):
+    """A zstd block of 64 KiB needs at least 2 stored bytes (65536 / 32768)."""
+    img = HostileImage(small_image)
+    assert img.block_codecs()[0] == 1
+    img.set_block(0, stored_size=1)
+    bad = img.write(tmp_path / "b1.stipple")
+    assert_refused(stipple("ls", bad), bad, "block 0: table entry invalid")
+
+
+def test_crafted_sound_image_still_reads(small_image, tmp_path):
+    """The rewritten image (raw metadata, fresh checksums) is sound: what the tests above
+    refuse is their one change."""
+    good = HostileImage(small_image).write(tmp_path / "ok.stipple")
+    r = stipple("check", good)
+    assert r.returncode == 0, r.stderr
+    r = stipple("ls", good, "/dir")
+    assert r.returncode == 0 and r.stdout == "b\n", r.stderr
+
+
+# --- item: extended attributes beyond Linux's bounds ---
+
+
+@pytest.fixture(scope="module")
+def xattr_image(tmp_path_factory, stipple_built):
+    """An image whose file x has one attribute and whose string pool holds more than
+    64 KiB (long symlink targets), so that a value of 65537 bytes still lies in it."""
+    root = tmp_path_factory.mktemp("xattr")
+    src = root / "src"
+    src.mkdir()
+    (src / "x").write_bytes(b"x\n")
+    os.setxattr(src / "x", "user.abcdef", b"value")
+    for i in range(20):
+        os.symlink("t" * 4000 + "%02d" % i, src / ("l%02d" % i))
+    return build_image(src, root / "x.stipple", *FAST)
+
+
+def crafted_xattr(xattr_image, path, change):
+    img = HostileImage(xattr_image)
+    rec, = img.xattr_records("/x")
+    name_off, value_off, value_len, name_len = img.xattr(rec)
+    assert img.strings_size() > 70000
+    if change == "nul":
+        start = img.strings_off + name_off
+        img.meta[start:start + name_len] = b"user.a\0cdef"
+    elif change == "long-name":
+        img.set_xattr(rec, 0, value_off, value_len, 256)
+    elif change == "long-value":
+        img.set_xattr(rec, name_off, 0, 65537, name_len)
+    return img.write(path)
+
+
+@pytest.mark.parametrize("change", ["nul", "long-name", "long-value"])
+def test_xattr_beyond_linux_bounds_is_damage(xattr_image, tmp_path, change):
+    bad = crafted_xattr(xattr_image, tmp_path / ("%s.stipple" % change), change)
+    r = stipple("check", bad)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "extended attribute 0: name or value too long, or a NUL in the name" in r.stderr, \
+        r.stderr
+
+
+def test_xattr_at_linux_bounds_is_accepted(xattr_image, tmp_path):
+    img = HostileImage(xattr_image)
+    rec, = img.xattr_records("/x")
+    img.set_xattr(rec, 0, 0, 65536, 255)  # names and values may share pool bytes
+    good = img.write(tmp_path / "edge.stipple")
+    r = stipple("check", good)
+    assert "extended attribute" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("change", ["nul", "long-value"])
+def test_xattr_beyond_bounds_never_reaches_listxattr(xattr_image, tmp_path, mounted, change):
+    bad = crafted_xattr(xattr_image, tmp_path / ("m-%s.stipple" % change), change)
+    with mounted(bad) as mnt:
+        with pytest.raises(OSError) as e:
+            os.listxattr(os.path.join(mnt, "x"))
+        assert e.value.errno == errno.EIO, e.value
+        with pytest.raises(OSError) as e:
+            os.getxattr(os.path.join(mnt, "x"), "user.abcdef")
+        assert e.value.errno == errno.EIO, e.value
+
+
+# --- item: control bytes in names, targets and status text ---
+
+# name in the source tree (placeholder) -> the bytes the crafted image gives it
+CRAFTED = {
+    "n1x": b"a\nb",
+    "n2-xxxxxxxxx": b"\x1b[31mred\x1b[0m",
+    "n3-xxxx": b"c1-\xc2\x9b2J",
+    "n4-xxx": b"bad-\xff\xfe",
+    "n5-x": b"del\x7f",
+    "n6-xxxx": b"\xe2\x80\xae-rlo",  # valid UTF-8 (U+202E), printed as it is
+}
+TARGET = b"\x1b]0;pwn\x07"
+
+
+def no_raw_control(out):
+    """OUT holds no C0 control but newlines, no DEL, no C1 control, no invalid UTF-8."""
+    assert not re.search(rb"[\x00-\x09\x0b-\x1f\x7f]", out), out
+    text = out.decode("utf-8")  # raises on invalid UTF-8
+    assert not re.search("[\x80-\x9f]", text), out
+
+
+@pytest.fixture(scope="module")
+def names_image(tmp_path_factory, stipple_built):
+    """Placeholder names (the lengths of the crafted ones), a link and a directory."""
+    root = tmp_path_factory.mktemp("names")
+    src = root / "src"
+    (src / "names").mkdir(parents=True)
+    for name in CRAFTED:
+        (src / "names" / name).write_bytes(b"x")
+    (src / "names" / "back\\slash").write_bytes(b"x")
+    os.symlink("T" * len(TARGET), src / "link")
+    (src / "dir-xxxx").mkdir()
+    (src / "dir-xxxx" / "child").write_bytes(b"c")
+    return build_image(src, root / "names.stipple", *FAST)
+
+
+def crafted_names(names_image):
+    """The names image with the CRAFTED names and the link TARGET put in."""
+    img = HostileImage(names_image)
+    for name, new in CRAFTED.items():
+        img.rename_bytes("/names", name.encode(), new)
+    img.set_link_target("/link", TARGET)
+    return img
+
+
+def test_ls_escapes_names(names_image, tmp_path):
+    image = crafted_names(names_image).write(tmp_path / "n.stipple")
+    r = stipple_bytes("ls", image, "/names")
+    assert r.returncode == 0, r.stderr
+    no_raw_control(r.stdout)
+    names = sorted([n.encode() for n in CRAFTED] + [b"back\\slash"])
+    want = [escape_name(CRAFTED.get(n.decode(), n)) for n in names]
+    assert r.stdout == b"".join(n + b"\n" for n in want)
+    assert b"a\\012b\n" in r.stdout and b"\\033[31mred\\033[0m\n" in r.stdout
+    assert b"back\\134slash\n" in r.stdout and "\u202e".encode() in r.stdout
+
+
+def test_ls_long_escapes_link_targets(names_image, tmp_path):
+    image = crafted_names(names_image).write(tmp_path / "l.stipple")
+    r = stipple_bytes("ls", "-l", image, "/")
+    assert r.returncode == 0, r.stderr
+    no_raw_control(r.stdout)
+    line, = [x for x in r.stdout.split(b"\n") if x.startswith(b"l")]
+    assert line.endswith(b" link -> \\033]0;pwn\\007"), line
+
+
+def test_info_escapes_image_path_and_problem_paths(names_image, tmp_path):
+    img = crafted_names(names_image)
+    # a directory named with an escape sequence, holding an entry named with a '/'
+    img.rename_bytes("/", b"dir-xxxx", b"d\x1b[2J\x1b[H")
+    img.rename_bytes("/d\x1b[2J\x1b[H", b"child", b"ch/ld")
+    image = img.write(os.path.join(os.fsencode(tmp_path), b"img-\x1b[31m.stipple"))
+    r = stipple_bytes("info", image)
+    assert r.returncode == 1, r.stderr
+    no_raw_control(r.stdout)
+    no_raw_control(r.stderr)
+    assert b"image:" in r.stdout and b"img-\\033[31m.stipple\n" in r.stdout
+    assert b"img-\\033[31m.stipple: /d\\033[2J\\033[H: entry 0: damaged or unsafe name" \
+        in r.stderr, r.stderr
+
+
+def test_messages_escape_the_path_operand(small_image):
+    r = stipple_bytes("ls", small_image, "no\x1bsuch")
+    assert r.returncode == 1
+    no_raw_control(r.stderr)
+    assert b"no\\033such" in r.stderr, r.stderr
+
+
+def test_status_escapes_the_image_path(small_image, tmp_path, mounted):
+    # valid UTF-8 throughout: conftest reads /proc/self/mountinfo as text
+    odd = os.path.join(os.fsencode(tmp_path), b"st-\x1b[31m\t\xc2\x9b.stipple")
+    with open(odd, "wb") as f:
+        f.write(read_file(small_image))
+    with mounted(odd) as mnt:
+        r = stipple_bytes("status", mnt)
+    assert r.returncode == 0, r.stderr
+    no_raw_control(r.stdout)
+    line, = [x for x in r.stdout.split(b"\n") if x.startswith(b"image:")]
+    assert line.endswith(b"st-\\033[31m\\011\\302\\233.stipple"), line
+
+
+# --- item: bench --sequential with sizes that wrap ---
+
+
+@pytest.fixture(scope="module")
+def bench_image(tmp_path_factory, stipple_built):
+    root = tmp_path_factory.mktemp("bench")
+    src = root / "src"
+    src.mkdir()
+    for name in ("f1", "f2", "f3"):
+        (src / name).write_bytes(name.encode() * 1000)
+    return build_image(src, root / "b.stipple", *FAST)
+
+
+def sized(bench_image, path, sizes):
+    img = HostileImage(bench_image)
+    for name, size in sizes.items():
+        img.set_size("/" + name, size)
+    return img.write(path)
+
+
+def test_bench_sizes_that_wrap_are_refused(bench_image, tmp_path):
+    """2^63 + 6 and 2^63 - 3 bytes: the sum wraps to 3 and, in 1-byte reads, so would
+    the number of reads planned."""
+    bad = sized(bench_image, tmp_path / "wrap.stipple",
+                {"f1": (1 << 63) + 6, "f2": (1 << 63) - 3})
+    for args in (["--sequential", "--read-size", "1"], ["--sequential"], []):
+        r = stipple("bench", *args, bad, timeout=30)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert "file sizes add up to more than 2^64 bytes" in r.stderr, r.stderr
+        assert r.stdout == ""
+
+
+def test_bench_plan_too_large_is_refused(bench_image, tmp_path):
+    """Sizes that do not wrap, but whose reads could not all be recorded."""
+    bad = sized(bench_image, tmp_path / "huge.stipple", {"f1": 1 << 62})
+    r = stipple("bench", "--sequential", "--threads", "2", bad, timeout=30)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "in 4096-byte reads takes more than 1000000000 reads; use a larger --read-size" \
+        in r.stderr, r.stderr
+    assert "Argument list too long" not in r.stderr
+
+
+def test_bench_sequential_still_reads_every_byte(bench_image):
+    r = stipple("bench", "--sequential", "--read-size", "7", "--threads", "2", "--json",
+                bench_image)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert (j["bytes"], j["reads"]) == (6000, 3 * -(-2000 // 7)), j
