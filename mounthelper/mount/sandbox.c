@@ -233,9 +233,12 @@ static int add_fstatat_rule(scmp_filter_ctx ctx)
 				SCMP_A3_32(SCMP_CMP_EQ, AT_EMPTY_PATH));
 }
 
-/* Built before any irreversible step, loaded last. */
-static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *err,
-			size_t errlen)
+typedef int (*rules_fn)(scmp_filter_ctx ctx);
+
+/* A filter denying by MODE's action, allowing CALLS outright and what RULES adds. Another
+ * ABI (i386 int 0x80, x32) would bypass the rules: it is killed in every mode. */
+static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncalls, rules_fn rules,
+		      scmp_filter_ctx *out, char *err, size_t errlen)
 {
 	uint32_t deny = mode == STP_SANDBOX_LOG ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
 	scmp_filter_ctx ctx = seccomp_init(deny);
@@ -243,21 +246,27 @@ static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *
 
 	if (!ctx)
 		return fail(err, errlen, -ENOMEM, "seccomp_init failed");
-	/* Another ABI (i386 int 0x80, x32) would bypass the rules: kill in every mode. */
 	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (size_t i = 0; !rc && i < sizeof(allowed_calls) / sizeof(allowed_calls[0]); i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed_calls[i], 0);
+	for (size_t i = 0; !rc && i < ncalls; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, calls[i], 0);
 	if (!rc)
-		rc = add_guarded_rules(ctx);
+		rc = rules(ctx);
 	if (!rc)
 		rc = add_fstatat_rule(ctx);
 	if (rc) {
 		seccomp_release(ctx);
-		return fail(err, errlen, rc, "building the seccomp filter: %s",
-			    strerror(-rc));
+		return fail(err, errlen, rc, "building the seccomp filter: %s", strerror(-rc));
 	}
 	*out = ctx;
 	return 0;
+}
+
+/* The daemon's filter. Built before any irreversible step, loaded last. */
+static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *err,
+			size_t errlen)
+{
+	return new_filter(mode, allowed_calls, sizeof(allowed_calls) / sizeof(allowed_calls[0]),
+			  add_guarded_rules, out, err, errlen);
 }
 
 /*
@@ -662,6 +671,20 @@ out:
  * caller's; the filter refuses a lookup from the working directory (dirfd AT_FDCWD or any
  * negative value: bit 31 of the 32-bit fd set) and every other way to name a file.
  */
+static int add_lookup_rules(scmp_filter_ctx ctx)
+{
+	const struct scmp_arg_cmp fd_nonneg = SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0);
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 1, fd_nonneg);
+
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	return rc;
+}
+
 static int build_lookup_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *err,
 			       size_t errlen)
 {
@@ -672,33 +695,9 @@ static int build_lookup_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out,
 		SCMP_SYS(rt_sigreturn), SCMP_SYS(restart_syscall),
 		SCMP_SYS(exit), SCMP_SYS(exit_group),
 	};
-	const struct scmp_arg_cmp fd_nonneg = SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0);
-	uint32_t deny = mode == STP_SANDBOX_LOG ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
-	scmp_filter_ctx ctx = seccomp_init(deny);
-	int rc;
 
-	if (!ctx)
-		return fail(err, errlen, -ENOMEM, "seccomp_init failed");
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (size_t i = 0; !rc && i < sizeof(plain) / sizeof(plain[0]); i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, plain[i], 0);
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 1, fd_nonneg);
-	if (!rc)
-		rc = add_fstatat_rule(ctx);
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (rc) {
-		seccomp_release(ctx);
-		return fail(err, errlen, rc, "building the seccomp filter: %s",
-			    strerror(-rc));
-	}
-	*out = ctx;
-	return 0;
+	return new_filter(mode, plain, sizeof(plain) / sizeof(plain[0]), add_lookup_rules, out,
+			  err, errlen);
 }
 
 /* Whether this process may drop from the bounding set and set securebits. */
