@@ -80,7 +80,7 @@ void stp_mountopts_init(struct stp_mount_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->cache_budget = STP_CACHE_BUDGET_DEFAULT;
 	o->warm_workers = stp_mountopts_default_workers();
-	o->sandbox = STP_SANDBOX_ON;
+	o->sandbox = STP_SANDBOX_DEFAULT;
 	o->restricted = geteuid() != 0;
 }
 
@@ -403,7 +403,7 @@ int stp_mountopts_check_user(const struct stp_mount_opts *o, char *err, size_t e
 			return fail(err, errlen, -EPERM,
 				    "option %s: refused for a user's mount (fusermount3 always mounts nosuid,nodev for users)",
 				    *f);
-	if (o->sandbox != STP_SANDBOX_ON)
+	if (o->sandbox != STP_SANDBOX_DEFAULT)
 		return fail(err, errlen, -EPERM,
 			    "option sandbox=%s: refused for a user's mount: its daemon is always confined",
 			    o->sandbox == STP_SANDBOX_LOG ? "log" : "off");

@@ -30,6 +30,11 @@
 
 #include "sandbox.h"
 
+/* The mode without sandbox=: on, unless built for a logging test run (meson_options.txt). */
+#ifndef STP_SANDBOX_DEFAULT
+#define STP_SANDBOX_DEFAULT STP_SANDBOX_ON
+#endif
+
 #define STP_CACHE_BUDGET_DEFAULT 8u
 #define STP_CACHE_BUDGET_MAX (1u << 20)
 /* Warming workers by default: one per online CPU, at most this many. Measured on the

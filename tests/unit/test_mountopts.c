@@ -102,7 +102,7 @@ static void test_helper_defaults(void)
 	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "rw", NULL) == 0);
 	CHECK(!strcmp(o.image, image) && !strcmp(o.mountpoint, "/tmp"));
 	CHECK(o.cache_budget == STP_CACHE_BUDGET_DEFAULT);
-	CHECK(o.sandbox == STP_SANDBOX_ON);
+	CHECK(o.sandbox == STP_SANDBOX_DEFAULT);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
 	snprintf(want, sizeof(want), "ro,fsname=%s,subtype=stipple,max_read=%u", o.image_path,
 		 STP_MAX_READ);
