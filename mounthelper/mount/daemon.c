@@ -214,7 +214,7 @@ static int prepare_fs(const struct stp_mount_opts *o, struct stp_fs *fs, const s
 
 	if (err)
 		return err;
-	err = stp_cache_new(fs->img, o->cache_budget, &fs->cache);
+	err = stp_cache_new(fs->img, o->cache_budget, o->warm_workers + 1, &fs->cache);
 	if (err)
 		return report(r, err, "cannot create the block cache: %s", strerror(-err));
 	fs->se = new_session(fs, r);

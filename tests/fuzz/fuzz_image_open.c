@@ -139,7 +139,7 @@ static void walk(const struct stp_image *img)
 	uint32_t count = stp_image_sb(img)->inode_count, ino;
 	struct stp_cache *cache = NULL;
 
-	if (stp_image_block_size(img) <= MAX_BLOCK_SIZE && stp_cache_new(img, 2, &cache))
+	if (stp_image_block_size(img) <= MAX_BLOCK_SIZE && stp_cache_new(img, 2, 1, &cache))
 		cache = NULL;
 	for (uint32_t i = 0; i < count && i < MAX_INODES; i++) {
 		struct stp_inode in;
