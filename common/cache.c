@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The block cache: one mutex guards the slot table, the LRU list, the buffer count and
- * the counters; decoding happens outside it. */
+ * the counters; decoding happens outside it. Buffers are mapped and unmapped directly,
+ * never taken from malloc: a freed block goes back to the system at once, instead of
+ * staying in the arena of the thread that freed it, so resident memory follows the
+ * count. */
 #include "cache.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "image.h"
 #include "util.h"
@@ -18,9 +22,12 @@ struct entry {
 	int error;              /* ENTRY_FAILED: why */
 	uint32_t refs;          /* holders and waiters; protected by cache->lock */
 	int drop;               /* free at the last release instead of caching */
-	uint8_t *data;          /* one of the counted buffers (NULL until decode allocates it) */
+	uint8_t *data;          /* one of the counted buffers (NULL until decode maps it) */
 	size_t size;            /* decoded bytes */
-	size_t alloc;           /* bytes allocated at data: a reused buffer may be larger */
+	size_t alloc;           /* bytes mapped at data: a reused buffer may be larger */
+	uint8_t *in;            /* ENTRY_LOADING, compressed: a second buffer, for the input */
+	size_t in_alloc;
+	int in_counted;         /* in is counted (even while not mapped yet) */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY */
 };
 
@@ -36,6 +43,7 @@ struct stp_cache {
 	struct entry *lru_head, *lru_tail; /* unpinned ready entries, most recent first */
 	uint32_t resident;        /* ready entries, pinned or not */
 	uint32_t pinned;
+	uint32_t idle;            /* entries on the LRU list */
 	uint32_t buffers;         /* buffers that exist or are promised to a decode, the
 				   * spare included; never above max_buffers; lock */
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
@@ -62,6 +70,8 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	c->img = img;
 	c->budget = budget;
 	c->max_buffers = extra > UINT32_MAX - budget ? UINT32_MAX : budget + extra;
+	if (c->max_buffers < 2)
+		c->max_buffers = 2; /* a compressed block's decode takes two */
 	c->full = (size_t)1 << stp_image_sb(img)->block_log;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->done, NULL);
@@ -70,9 +80,22 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	return 0;
 }
 
+static uint8_t *buf_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void buf_unmap(uint8_t *p, size_t len)
+{
+	if (p)
+		munmap(p, len);
+}
+
 static void entry_free(struct entry *e)
 {
-	free(e->data);
+	buf_unmap(e->data, e->alloc);
 	free(e);
 }
 
@@ -87,7 +110,7 @@ void stp_cache_free(struct stp_cache *c)
 		if (c->slots[i])
 			entry_free(c->slots[i]);
 	free(c->slots);
-	free(c->spare);
+	buf_unmap(c->spare, c->full);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->done);
 	pthread_cond_destroy(&c->room);
@@ -105,6 +128,7 @@ static void lru_unlink(struct stp_cache *c, struct entry *e)
 	else
 		c->lru_tail = e->prev;
 	e->prev = e->next = NULL;
+	c->idle--;
 }
 
 static void lru_push(struct stp_cache *c, struct entry *e)
@@ -116,6 +140,7 @@ static void lru_push(struct stp_cache *c, struct entry *e)
 	else
 		c->lru_tail = e;
 	c->lru_head = e;
+	c->idle++;
 }
 
 /* Removes a ready, unpinned entry from the cache; its buffer is still counted. */
@@ -126,44 +151,62 @@ static void evict(struct stp_cache *c, struct entry *e)
 	c->resident--;
 }
 
-/* Lock held. Gives fresh entry E a buffer within the bound: the spare, a new one (E->data
- * stays NULL: decode allocates it), or the least recently used idle block's, whose entry
- * goes to *VICTIM for the caller to free. Returns 0 when every buffer is pinned or
- * loading. */
-static int take_buffer(struct stp_cache *c, struct entry *e, struct entry **victim)
+/* Lock held: how many buffers a get could have now. */
+static uint32_t available(const struct stp_cache *c)
+{
+	return (c->spare != NULL) + (c->max_buffers - c->buffers) + c->idle;
+}
+
+/* Lock held, available() > 0. Gives a fresh entry a buffer within the bound: the spare,
+ * a new one (*DATA stays NULL: decode maps it), or the least recently used idle block's,
+ * whose entry is chained on *VICTIMS for the caller to free. */
+static void take_buffer(struct stp_cache *c, uint8_t **data, size_t *alloc,
+			struct entry **victims)
 {
 	struct entry *v = c->lru_tail;
 
 	if (c->spare) {
-		e->data = c->spare;
-		e->alloc = c->full;
+		*data = c->spare;
+		*alloc = c->full;
 		c->spare = NULL;
 	} else if (c->buffers < c->max_buffers) {
 		if (++c->buffers > c->stats.peak_buffers)
 			c->stats.peak_buffers = c->buffers;
-	} else if (v) {
-		evict(c, v);
-		e->data = v->data;
-		e->alloc = v->alloc;
-		v->data = NULL;
-		*victim = v;
 	} else {
-		return 0;
+		evict(c, v);
+		*data = v->data;
+		*alloc = v->alloc;
+		v->data = NULL;
+		v->next = *victims;
+		*victims = v;
 	}
-	return 1;
 }
 
 /* Lock held. A buffer is no longer used: it becomes the spare (a full one, when there is
- * none), or it is uncounted and returned for the caller to free outside the lock. */
+ * none), or it is returned for the caller to give to buf_drop, counted until then (else
+ * a buffer being unmapped and one being mapped meanwhile would both be resident). */
 static uint8_t *put_buffer(struct stp_cache *c, uint8_t *data, size_t alloc)
 {
-	pthread_cond_broadcast(&c->room);
 	if (data && !c->spare && alloc == c->full) {
 		c->spare = data;
-		return NULL;
+		data = NULL;
+	} else if (!data) {
+		c->buffers--; /* counted, never mapped */
 	}
-	c->buffers--;
+	pthread_cond_broadcast(&c->room);
 	return data;
+}
+
+/* Outside the lock: unmaps a buffer that put_buffer returned, then stops counting it. */
+static void buf_drop(struct stp_cache *c, uint8_t *data, size_t alloc)
+{
+	if (!data)
+		return;
+	buf_unmap(data, alloc);
+	pthread_mutex_lock(&c->lock);
+	c->buffers--;
+	pthread_cond_broadcast(&c->room);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* Lock held. Puts E's buffer back and chains E (taken out of the cache) before CHAIN. */
@@ -188,12 +231,14 @@ static struct entry *trim(struct stp_cache *c)
 	return freed;
 }
 
-static void free_chain(struct entry *e)
+/* Outside the lock: frees entries taken out of the cache, dropping their buffers. */
+static void free_chain(struct stp_cache *c, struct entry *e)
 {
 	while (e) {
 		struct entry *next = e->next;
 
-		entry_free(e);
+		buf_drop(c, e->data, e->alloc);
+		free(e);
 		e = next;
 	}
 }
@@ -206,35 +251,42 @@ static void pin(struct stp_cache *c, struct entry *e)
 	}
 }
 
-/* Outside the lock: fills E's buffer, allocating it first when it has none or a smaller
- * one (the count already holds it). */
-static int decode(struct stp_cache *c, struct entry *e)
+/* Outside the lock: makes *DATA a buffer of at least LEN bytes (the count holds it). */
+static int buf_fit(uint8_t **data, size_t *alloc, size_t len)
 {
+	if (*data && *alloc >= len)
+		return 0;
+	buf_unmap(*data, *alloc);
+	*alloc = len ? len : 1;
+	*data = buf_map(*alloc);
+	if (!*data)
+		*alloc = 0;
+	return *data ? 0 : -ENOMEM;
+}
+
+/* Outside the lock: fills E's buffer, a compressed block through E's input buffer. */
+static int decode(struct stp_cache *c, struct entry *e, size_t stored)
+{
+	int rc;
+
 	e->size = stp_image_block_decoded_size(c->img, e->block);
-	if (!e->data || e->alloc < e->size) {
-		free(e->data);
-		e->alloc = e->size ? e->size : 1;
-		e->data = malloc(e->alloc);
-		if (!e->data)
-			return -ENOMEM;
-	}
-	return stp_image_decode_block(c->img, e->block, e->data);
+	rc = buf_fit(&e->data, &e->alloc, e->size);
+	if (!rc && stored) /* a full one at least, to become the spare afterwards */
+		rc = buf_fit(&e->in, &e->in_alloc, stored > c->full ? stored : c->full);
+	return rc ? rc : stp_image_decode_block_via(c->img, e->block, e->data, e->in);
 }
 
 /* Called with the lock held by the thread that decoded E. A failed entry leaves the
  * cache and gives back its buffer: the caller frees what is returned, outside the lock. */
-static uint8_t *finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t ns)
+static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t ns)
 {
-	uint8_t *gone = NULL;
-
 	c->stats.decode_ns += ns;
 	if (rc) {
 		e->state = ENTRY_FAILED;
 		e->error = rc;
 		c->slots[e->block] = NULL;
 		c->stats.failures++;
-		gone = put_buffer(c, e->data, e->alloc);
-		e->data = NULL;
+		e->data = put_buffer(c, e->data, e->alloc);
 	} else {
 		e->state = ENTRY_READY;
 		c->resident++;
@@ -242,8 +294,10 @@ static uint8_t *finish_load(struct stp_cache *c, struct entry *e, int rc, uint64
 		c->stats.decoded++;
 		c->stats.decoded_bytes += e->size;
 	}
+	if (e->in_counted)
+		e->in = put_buffer(c, e->in, e->in_alloc);
+	e->in_counted = 0;
 	pthread_cond_broadcast(&c->done);
-	return gone;
 }
 
 static void fill_ref(struct entry *e, struct stp_block_ref *ref)
@@ -281,11 +335,14 @@ static int join(struct stp_cache *c, struct entry *e, struct stp_block_ref *ref)
 	return 0;
 }
 
-/* Lock held, released on return: decodes BLOCK into fresh entry E, which holds a buffer. */
-static int load(struct stp_cache *c, struct entry *e, uint64_t block, struct stp_block_ref *ref)
+/* Lock held, released on return: decodes BLOCK into fresh entry E, which holds its
+ * buffers (two for a compressed block of STORED input bytes). */
+static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t stored,
+		struct stp_block_ref *ref)
 {
-	struct entry *freed;
-	uint8_t *gone;
+	struct entry *freed = NULL;
+	uint8_t *in, *gone = NULL;
+	size_t in_len, gone_len = 0;
 	uint64_t t0;
 	int rc;
 
@@ -297,25 +354,48 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, struct stp
 	pthread_mutex_unlock(&c->lock);
 
 	t0 = stp_now_ns();
-	rc = decode(c, e);
+	rc = decode(c, e, stored);
 
 	pthread_mutex_lock(&c->lock);
-	gone = finish_load(c, e, rc, stp_now_ns() - t0);
+	finish_load(c, e, rc, stp_now_ns() - t0);
+	in = e->in;
+	in_len = e->in_alloc;
+	e->in = NULL;
 	if (rc) {
-		rc = leave_failed(c, e);
-		free(gone);
-		return rc;
+		gone = e->data; /* uncounted now: unmapped here, not by the last waiter */
+		gone_len = e->alloc;
+		e->data = NULL;
+	} else {
+		freed = trim(c);
 	}
-	freed = trim(c);
 	pthread_mutex_unlock(&c->lock);
-	free_chain(freed);
+	buf_drop(c, in, in_len);
+	buf_drop(c, gone, gone_len);
+	free_chain(c, freed);
+	if (rc) {
+		pthread_mutex_lock(&c->lock);
+		return leave_failed(c, e);
+	}
 	fill_ref(e, ref);
 	return 0;
 }
 
+/* Lock held: the buffers a decode of BLOCK takes (2 when compressed: its input too) and
+ * *STORED, the input's size; 0 and the error when its table entry is bad. */
+static int buffers_for(struct stp_cache *c, uint64_t block, size_t *stored, int *rc)
+{
+	struct stp_blockent be;
+
+	*rc = stp_image_block(c->img, block, &be);
+	*stored = !*rc && be.codec != STP_CODEC_RAW ? be.stored_size : 0;
+	return *rc ? 0 : *stored ? 2 : 1;
+}
+
 int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
 {
-	struct entry *e, *fresh = NULL, *victim = NULL;
+	struct entry *e, *fresh = NULL, *victims = NULL;
+	uint32_t need = 0;
+	size_t stored = 0;
 	int waited = 0, rc;
 
 	if (block >= stp_image_sb(c->img)->block_count)
@@ -328,20 +408,31 @@ int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref
 			free(fresh);
 			return rc;
 		}
+		if (!need && !(need = buffers_for(c, block, &stored, &rc)))
+			break;
 		if (!fresh && !(fresh = calloc(1, sizeof(*fresh)))) {
-			pthread_mutex_unlock(&c->lock);
-			return -ENOMEM;
+			rc = -ENOMEM;
+			break;
 		}
-		if (take_buffer(c, fresh, &victim))
+		if (available(c) >= need)
 			break;
 		/* every buffer is pinned or loading: holders release them without waiting */
 		c->stats.waits += !waited;
 		waited = 1;
 		pthread_cond_wait(&c->room, &c->lock);
 	}
-	rc = load(c, fresh, block, ref);
-	if (victim)
-		entry_free(victim);
+	if (!need || !fresh) {
+		pthread_mutex_unlock(&c->lock);
+		free(fresh);
+		return rc;
+	}
+	take_buffer(c, &fresh->data, &fresh->alloc, &victims);
+	if (need == 2) {
+		take_buffer(c, &fresh->in, &fresh->in_alloc, &victims);
+		fresh->in_counted = 1;
+	}
+	rc = load(c, fresh, block, stored, ref);
+	free_chain(c, victims);
 	return rc;
 }
 
@@ -385,7 +476,7 @@ void stp_cache_release(struct stp_cache *c, struct stp_block_ref *ref)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	free_chain(freed);
+	free_chain(c, freed);
 }
 
 void stp_cache_drop(struct stp_cache *c, uint64_t block)
@@ -405,7 +496,7 @@ void stp_cache_drop(struct stp_cache *c, uint64_t block)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	free_chain(freed);
+	free_chain(c, freed);
 }
 
 int stp_cache_contains(struct stp_cache *c, uint64_t block)

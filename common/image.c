@@ -548,6 +548,12 @@ static int decompress(const struct stp_image *img, uint64_t block, const struct 
 
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
 {
+	return stp_image_decode_block_via(img, block, out, NULL);
+}
+
+int stp_image_decode_block_via(const struct stp_image *img, uint64_t block, void *out,
+			       void *given)
+{
 	struct stp_blockent be;
 	size_t size = stp_image_block_decoded_size(img, block);
 	uint8_t *stored;
@@ -555,7 +561,7 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 
 	if (rc)
 		return rc;
-	stored = be.codec == STP_CODEC_RAW ? out : malloc(be.stored_size);
+	stored = be.codec == STP_CODEC_RAW ? out : given ? given : malloc(be.stored_size);
 	if (!stored)
 		return -ENOMEM;
 	rc = stp_pread_full(img->fd, stored, be.stored_size, be.offset);
@@ -566,7 +572,7 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 		rc = STP_CORRUPT(img->path, "block %llu: checksum mismatch", (unsigned long long)block);
 	if (!rc && be.codec != STP_CODEC_RAW)
 		rc = decompress(img, block, &be, stored, out, size);
-	if (stored != out)
+	if (stored != out && stored != given)
 		free(stored);
 	if (!rc && be.filter != STP_FILTER_NONE)
 		rc = stp_bcj_apply(be.filter, out, size, block << img->sb.block_log, 0);

@@ -74,6 +74,11 @@ size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
  * Thread-safe (each thread keeps its own decompression context). -EUCLEAN: checksum
  * mismatch or undecodable data, logged with the block number; -EIO: read error. */
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out);
+/* The same, reading a compressed block's stored bytes into GIVEN, which the caller
+ * provides with room for the stored_size of stp_image_block (unused for a raw block), so
+ * that the caller accounts for that memory too. */
+int stp_image_decode_block_via(const struct stp_image *img, uint64_t block, void *out,
+			       void *given);
 
 /* Type of an inode, as the DT_* of dirent.h. */
 unsigned stp_mode_dtype(uint32_t mode);

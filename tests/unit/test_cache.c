@@ -7,7 +7,8 @@
  * and a block that fails to decode must give its buffer back.
  *
  * The image is written here field by field with the format.c encoders, its blocks stored
- * raw, so that nothing but common/ is under test. Every stream byte is a hash of its
+ * raw but block 0, compressed (its decode takes a second buffer for the input), so that
+ * nothing but common/ is under test. Every stream byte is a hash of its
  * offset: a wrong block or a wrong offset inside one shows.
  */
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "cache.h"
 #include "fileread.h"
@@ -73,15 +75,16 @@ static int write_all(int fd, const void *p, size_t len)
 	return write(fd, p, len) == (ssize_t)len ? 0 : -1;
 }
 
-/* Superblock, the raw blocks, then raw metadata: header, 2 inodes (the root, empty, and
- * the file), 2 extents, the block table, no strings. */
+/* Superblock, the raw blocks, block 0 compressed, then raw metadata: header, 2 inodes
+ * (the root, empty, and the file), 2 extents, the block table, no strings. */
 static int write_image(int fd)
 {
 	enum { INODE_OFF = STP_META_HDR_SIZE, EXTENT_OFF = INODE_OFF + 2 * STP_INODE_SIZE,
 	       BLOCK_OFF = EXTENT_OFF + 2 * STP_EXTENT_SIZE,
 	       META_SIZE = BLOCK_OFF + NBLOCKS * STP_BLOCKENT_SIZE };
-	static uint8_t data[DATA_SIZE];
+	static uint8_t data[DATA_SIZE], zblock[BS + BS / 64 + 1024];
 	uint8_t sb_raw[STP_SB_SIZE], meta[META_SIZE] = { 0 };
+	size_t zlen;
 	struct stp_meta_header mh = {
 		.inode_count = 2, .extent_count = 2, .block_count = NBLOCKS,
 		.inode_off = INODE_OFF, .dirent_off = EXTENT_OFF, .extent_off = EXTENT_OFF,
@@ -96,13 +99,17 @@ static int write_image(int fd)
 	};
 	struct stp_superblock sb = {
 		.version = STP_FORMAT_VERSION, .block_log = BLOCK_LOG, .data_size = DATA_SIZE,
-		.block_count = NBLOCKS, .meta_offset = STP_SB_SIZE + DATA_SIZE,
-		.meta_stored_size = META_SIZE, .meta_size = META_SIZE, .meta_codec = STP_CODEC_RAW,
-		.image_size = STP_SB_SIZE + DATA_SIZE + META_SIZE, .inode_count = 2,
+		.block_count = NBLOCKS, .meta_stored_size = META_SIZE, .meta_size = META_SIZE,
+		.meta_codec = STP_CODEC_RAW, .inode_count = 2,
 	};
 
 	for (uint64_t s = 0; s < DATA_SIZE; s++)
 		data[s] = stream_byte(s);
+	zlen = ZSTD_compress(zblock, sizeof(zblock), data, BS, 1);
+	if (ZSTD_isError(zlen))
+		return -1;
+	sb.meta_offset = STP_SB_SIZE + DATA_SIZE + zlen;
+	sb.image_size = sb.meta_offset + META_SIZE;
 	stp_meta_header_encode(&mh, meta);
 	stp_inode_encode(&root, meta + INODE_OFF);
 	stp_inode_encode(&file, meta + INODE_OFF + STP_INODE_SIZE);
@@ -116,12 +123,19 @@ static int write_image(int fd)
 			.checksum = stp_checksum(data + start, len) ^ (b == BAD_BLOCK),
 		};
 
+		if (b == 0) {
+			be.offset = STP_SB_SIZE + DATA_SIZE;
+			be.stored_size = (uint32_t)zlen;
+			be.codec = STP_CODEC_ZSTD;
+			be.checksum = stp_checksum(zblock, zlen);
+		}
+
 		stp_blockent_encode(&be, meta + BLOCK_OFF + b * STP_BLOCKENT_SIZE);
 	}
 	sb.meta_checksum = stp_checksum(meta, META_SIZE);
 	stp_sb_encode(&sb, sb_raw);
 	return write_all(fd, sb_raw, sizeof(sb_raw)) || write_all(fd, data, DATA_SIZE) ||
-	       write_all(fd, meta, META_SIZE) ? -1 : 0;
+	       write_all(fd, zblock, zlen) || write_all(fd, meta, META_SIZE) ? -1 : 0;
 }
 
 static struct stp_image *open_image(void)
@@ -294,7 +308,9 @@ static void test_wait(const struct stp_image *img)
 	pthread_t t;
 
 	CHECK(stp_cache_new(img, 1, 1, &wt.cache) == 0);
-	CHECK(stp_cache_get(wt.cache, 0, &a) == 0 && block_right(&a, 0));
+	CHECK(stp_cache_get(wt.cache, 0, &a) == 0 && block_right(&a, 0)); /* compressed */
+	stp_cache_stats(wt.cache, &st);
+	CHECK(st.peak_buffers == 2); /* the block and its input */
 	CHECK(stp_cache_get(wt.cache, 1, &b) == 0 && block_right(&b, 1));
 	CHECK(stp_cache_get_resident(wt.cache, 2, &c) == -ENOENT);
 	CHECK(stp_cache_get_resident(wt.cache, 1, &c) == 0 && c.data == b.data);
