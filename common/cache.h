@@ -4,11 +4,14 @@
  * blocks. A block several threads want at once is decoded by one of them while the others
  * wait. Blocks in use are pinned and never evicted.
  *
- * Memory is bounded: at most BUDGET + EXTRA decoded-block buffers exist at any time,
- * counting pinned blocks, blocks being decoded, idle cached blocks and the one spare
- * buffer kept for reuse; each buffer is at most one block (stp_image_block_size). Idle
- * blocks beyond BUDGET are evicted as soon as they are released. A get that needs a
- * buffer when all of them are pinned or loading waits until a release frees one.
+ * Memory is bounded: at most max(BUDGET + EXTRA, 2) block buffers exist at any time,
+ * counting pinned blocks, blocks being decoded, the stored bytes of a compressed block
+ * being decoded (its decode takes two buffers at once), idle cached blocks and the one
+ * spare buffer kept for reuse. A buffer is one block (stp_image_block_size), or a
+ * compressed block's stored size when that is larger (at most ZSTD_compressBound of a
+ * block). Buffers are mapped and unmapped directly, so resident memory follows the count.
+ * Idle blocks beyond BUDGET are evicted as soon as they are released. A get that needs
+ * buffers when all are pinned or loading waits until releases free enough.
  *
  * Hence the caller's rule: a thread that asks for a block while it holds pins may wait
  * forever unless the pins held that way, by all threads together, stay below
@@ -42,12 +45,12 @@ struct stp_cache_stats {
 	uint32_t resident, pinned, budget;
 	uint32_t buffers;      /* block buffers that exist now, the spare included */
 	uint32_t peak_buffers; /* the most that ever existed at once */
-	uint32_t max_buffers;  /* BUDGET + EXTRA: the bound on both */
+	uint32_t max_buffers;  /* max(BUDGET + EXTRA, 2): the bound on both */
 };
 
 /* BUDGET: idle decoded blocks kept, at least 1 (-EINVAL otherwise). EXTRA: buffers
- * allowed beyond the budget for blocks pinned at once, e.g. one per thread that reads
- * while the budget is full of pinned blocks (BUDGET + EXTRA is capped at UINT32_MAX).
+ * allowed beyond the budget for blocks pinned or decoded at once, e.g. one per thread that
+ * decodes while the budget is full of pinned blocks (the total is capped at UINT32_MAX).
  * *out is the caller's to free. */
 int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 		  struct stp_cache **out);
