@@ -2,8 +2,22 @@
 /*
  * The block cache: decoded blocks held in least-recently-used order, up to a budget of
  * blocks. A block several threads want at once is decoded by one of them while the others
- * wait. Blocks in use are pinned and never evicted; the budget can be exceeded only by
- * pinned blocks.
+ * wait. Blocks in use are pinned and never evicted.
+ *
+ * Memory is bounded: at most BUDGET + EXTRA block buffers exist at any time, counting
+ * pinned blocks, blocks being decoded, idle cached blocks and the one spare buffer kept
+ * for reuse. A buffer is stp_image_block_buffer_size() bytes: a block decodes in place,
+ * its stored bytes read into the buffer's end. Buffers are mapped and unmapped directly,
+ * so resident memory follows the count. Idle blocks beyond BUDGET are evicted as soon as
+ * they are released. A get that needs a buffer when all are pinned or loading waits
+ * until a release frees one.
+ *
+ * Hence the caller's rule: pins held by threads that may wait for something else (a
+ * get, a lock, or the kernel: a page-cache store waits for a page that a read in flight
+ * holds locked, and that read may be waiting here) must, all together, stay below
+ * BUDGET + EXTRA, so that a reader always finds a buffer in the end. A thread that holds
+ * one pin at a time, and waits for nothing while it holds it, never waits for ever.
+ * stp_cache_get_resident never allocates and never waits.
  *
  * All functions are thread-safe. The cache does not own the image, which must outlive it.
  * Functions return 0 or a negative errno.
@@ -28,15 +42,26 @@ struct stp_block_ref {
 struct stp_cache_stats {
 	uint64_t hits, misses, decoded, decoded_bytes, failures;
 	uint64_t decode_ns;  /* time spent reading, checking and decoding blocks */
+	uint64_t waits;      /* gets that waited for a buffer */
 	uint32_t resident, pinned, budget;
+	uint32_t buffers;      /* block buffers that exist now, the spare included */
+	uint32_t peak_buffers; /* the most that ever existed at once */
+	uint32_t max_buffers;  /* BUDGET + EXTRA: the bound on both */
 };
 
-/* BUDGET is in blocks, at least 1 (-EINVAL otherwise). *out is the caller's to free. */
-int stp_cache_new(const struct stp_image *img, uint32_t budget, struct stp_cache **out);
+/* BUDGET: idle decoded blocks kept, at least 1 (-EINVAL otherwise). EXTRA: buffers
+ * allowed beyond the budget for blocks pinned or decoded at once, e.g. one per thread that
+ * decodes while the budget is full of pinned blocks (the total is capped at UINT32_MAX).
+ * *out is the caller's to free. */
+int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
+		  struct stp_cache **out);
+/* No block may be pinned any more. */
 void stp_cache_free(struct stp_cache *cache);
 
-/* Pins block BLOCK, decoding it if needed (once, whoever asks). A block that failed to
- * decode is not cached: the next request tries again. -EUCLEAN, -EIO, -ENOMEM. */
+/* Pins block BLOCK, decoding it if needed (once, whoever asks), waiting for a buffer when
+ * all BUDGET + EXTRA are pinned or loading (see the rule above). A block that failed to
+ * decode is not cached: the next request tries again. -EINVAL (no such block), -EUCLEAN,
+ * -EIO, -ENOMEM. */
 int stp_cache_get(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
 /* Pins block BLOCK only if it is decoded and resident: -ENOENT otherwise, never decodes. */
 int stp_cache_get_resident(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_decompressionMargin, for in-place decoding */
 #include <zstd.h>
 
 #include "bcj.h"
@@ -574,6 +575,8 @@ static ZSTD_DCtx *thread_dctx(void)
 	return d;
 }
 
+/* Decompresses SRC into OUT (SIZE bytes) with the thread's context; SRC may lie at the end
+ * of OUT's buffer (in place, stp_image_block_buffer_size). */
 static int decompress(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
 		      const void *src, void *out, size_t size)
 {
@@ -582,9 +585,9 @@ static int decompress(const struct stp_image *img, uint64_t block, const struct 
 
 	if (!d)
 		return -ENOMEM;
-	if (be->codec == STP_CODEC_ZSTD_DICT)
-		n = ZSTD_decompress_usingDDict(d, out, size, src, be->stored_size, img->ddict);
-	else
+	/* through ZSTD_decompressDCtx either way: the one call in-place decoding supports */
+	n = ZSTD_DCtx_refDDict(d, be->codec == STP_CODEC_ZSTD_DICT ? img->ddict : NULL);
+	if (!ZSTD_isError(n))
 		n = ZSTD_decompressDCtx(d, out, size, src, be->stored_size);
 	if (ZSTD_isError(n) || n != size)
 		return STP_CORRUPT(img->path, "block %llu does not decompress: %s",
@@ -593,16 +596,54 @@ static int decompress(const struct stp_image *img, uint64_t block, const struct 
 	return 0;
 }
 
+size_t stp_image_block_buffer_size(const struct stp_image *img)
+{
+	size_t bs = (size_t)1 << img->sb.block_log;
+
+	return bs + ZSTD_DECOMPRESSION_MARGIN(bs, ZSTD_BLOCKSIZE_MAX);
+}
+
+/* Where the stored bytes of BE go: at the end of OUT (LEN bytes) when zstd can decode them
+ * in place there, else (a frame no builder writes) in a buffer of their own. */
+static uint8_t *stored_place(const struct stp_blockent *be, uint8_t *out, size_t len)
+{
+	if (be->codec == STP_CODEC_RAW)
+		return out;
+	if (be->stored_size <= len)
+		return out + len - be->stored_size;
+	return malloc(be->stored_size);
+}
+
+/* In place needs SIZE plus the frame's margin before the input: else move the input out. */
+static int check_in_place(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
+			  uint8_t **stored, uint8_t *out, size_t len, size_t size)
+{
+	size_t margin = ZSTD_decompressionMargin(*stored, be->stored_size);
+	uint8_t *own;
+
+	if (ZSTD_isError(margin))
+		return STP_CORRUPT(img->path, "block %llu does not decompress: %s",
+				   (unsigned long long)block, ZSTD_getErrorName(margin));
+	if (*stored < out || *stored >= out + len || (size <= len && margin <= len - size))
+		return 0;
+	own = malloc(be->stored_size);
+	if (!own)
+		return -ENOMEM;
+	memcpy(own, *stored, be->stored_size);
+	*stored = own;
+	return 0;
+}
+
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
 {
+	size_t len = stp_image_block_buffer_size(img), size = stp_image_block_decoded_size(img, block);
 	struct stp_blockent be;
-	size_t size = stp_image_block_decoded_size(img, block);
 	uint8_t *stored;
 	int rc = stp_image_block(img, block, &be);
 
 	if (rc)
 		return rc;
-	stored = be.codec == STP_CODEC_RAW ? out : malloc(be.stored_size);
+	stored = stored_place(&be, out, len);
 	if (!stored)
 		return -ENOMEM;
 	rc = stp_pread_full(img->fd, stored, be.stored_size, be.offset);
@@ -612,8 +653,10 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 	else if (!rc && stp_checksum(stored, be.stored_size) != be.checksum)
 		rc = STP_CORRUPT(img->path, "block %llu: checksum mismatch", (unsigned long long)block);
 	if (!rc && be.codec != STP_CODEC_RAW)
+		rc = check_in_place(img, block, &be, &stored, out, len, size);
+	if (!rc && be.codec != STP_CODEC_RAW)
 		rc = decompress(img, block, &be, stored, out, size);
-	if (stored != out)
+	if (stored < (uint8_t *)out || stored >= (uint8_t *)out + len)
 		free(stored);
 	if (!rc && be.filter != STP_FILTER_NONE)
 		rc = stp_bcj_apply(be.filter, out, size, block << img->sb.block_log, 0);

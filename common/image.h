@@ -79,9 +79,15 @@ int stp_image_extent_find(const struct stp_image *img, const struct stp_inode *i
 int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out);
 size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block);
 
-/* Reads, checks and decodes block BLOCK into OUT, which holds at least block-size bytes.
- * Thread-safe (each thread keeps its own decompression context). -EUCLEAN: checksum
- * mismatch or undecodable data, logged with the block number; -EIO: read error. */
+/* Bytes of a buffer for stp_image_decode_block: a full block and the margin zstd needs to
+ * decompress in place. */
+size_t stp_image_block_buffer_size(const struct stp_image *img);
+
+/* Reads, checks and decodes block BLOCK into OUT, which holds stp_image_block_buffer_size()
+ * bytes: the stored bytes are read into its end and decoded in place, so that one buffer
+ * is all a decode takes. The decoded bytes start at OUT. Thread-safe (each thread keeps
+ * its own decompression context). -EUCLEAN: checksum mismatch or undecodable data,
+ * logged with the block number; -EIO: read error; -ENOMEM. */
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out);
 
 /* Type of an inode, as the DT_* of dirent.h. */

@@ -183,7 +183,7 @@ static int open_image(struct stp_daemon *d, int fd)
 static int prepare_fs(struct stp_daemon *d)
 {
 	const struct stp_mount_opts *o = d->fs.opts;
-	int err = stp_cache_new(d->fs.img, o->cache_budget, &d->fs.cache);
+	int err = stp_cache_new(d->fs.img, o->cache_budget, o->warm_workers + 1, &d->fs.cache);
 
 	if (err)
 		return fail(d, err, "cannot create the block cache: %s", strerror(-err));

@@ -23,8 +23,8 @@
 
 /* "Forever": libfuse and the kernel clamp it to the largest timeout they can hold. */
 #define FOREVER (100.0 * 365 * 24 * 3600)
-/* Pieces (block slices and holes) a read is answered from without copying; more than
- * that and it is copied through stp_file_read. */
+/* Pieces (slices of one block, and holes) a read is answered from without copying; more
+ * than that and it is copied. */
 #define READ_PIECES 32
 
 /* Holes are answered from here. Never written, so it costs no memory. */
@@ -193,153 +193,161 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0); /* nothing is held per open */
 }
 
-/* The pieces a read is answered from: pinned cache blocks and runs of zeros. */
-struct read_plan {
+/* A read being answered. It pins one block at a time: while its stream bytes lie in one
+ * block it points into that block (and into zeros for holes); at the first byte of
+ * another block, or past READ_PIECES pieces, it copies what it has into a reply buffer
+ * and goes on copying, block by block. A reader never waits for a buffer while it holds a
+ * pin, as stp_cache_get's rule asks. */
+struct read_reply {
+	struct stp_fs *fs;
+	uint32_t n;               /* the inode, for messages */
+	uint64_t off;             /* the file offset of the reply's first byte */
+	size_t len;
+	struct stp_block_ref ref; /* the pinned block, when ref.entry */
 	struct iovec iov[READ_PIECES];
-	struct stp_block_ref ref[READ_PIECES];
-	unsigned niov, nref;
+	unsigned niov;
+	uint8_t *buf;             /* copying: the reply's LEN bytes */
 };
 
-static void plan_release(struct stp_fs *fs, struct read_plan *p)
+/* Stops pointing into the block: the pieces so far are copied into a reply buffer. */
+static int reply_to_copy(struct read_reply *r)
 {
-	for (unsigned i = 0; i < p->nref; i++)
-		stp_cache_release(fs->cache, &p->ref[i]);
-	p->nref = 0;
-	p->niov = 0;
-}
+	size_t at = 0;
 
-static int plan_add(struct read_plan *p, const void *base, size_t len)
-{
-	if (p->niov == READ_PIECES)
-		return -E2BIG;
-	p->iov[p->niov].iov_base = (void *)base;
-	p->iov[p->niov].iov_len = len;
-	p->niov++;
+	r->buf = malloc(r->len);
+	if (!r->buf)
+		return -ENOMEM;
+	for (unsigned i = 0; i < r->niov; i++) {
+		memcpy(r->buf + at, r->iov[i].iov_base, r->iov[i].iov_len);
+		at += r->iov[i].iov_len;
+	}
+	r->niov = 0;
 	return 0;
 }
 
-static int plan_zeros(struct read_plan *p, size_t len)
+/* Adds LEN bytes from BASE, at file offset FILE_OFF of the reply. */
+static int reply_add(struct read_reply *r, uint64_t file_off, const void *base, size_t len)
 {
-	for (size_t n; len; len -= n) {
+	if (!r->buf && r->niov == READ_PIECES) {
+		int err = reply_to_copy(r);
+
+		if (err)
+			return err;
+	}
+	if (r->buf) {
+		memcpy(r->buf + (file_off - r->off), base, len);
+		return 0;
+	}
+	r->iov[r->niov].iov_base = (void *)base;
+	r->iov[r->niov].iov_len = len;
+	r->niov++;
+	return 0;
+}
+
+static int reply_zeros(struct read_reply *r, uint64_t file_off, size_t len)
+{
+	for (size_t n; len; len -= n, file_off += n) {
+		int err = 0;
+
 		n = len < sizeof(zeros) ? len : sizeof(zeros);
-		if (plan_add(p, zeros, n))
-			return -E2BIG;
+		if (r->buf)
+			memset(r->buf + (file_off - r->off), 0, n);
+		else
+			err = reply_add(r, file_off, zeros, n);
+		if (err)
+			return err;
 	}
 	return 0;
 }
 
-/* Adds up to LEN bytes at stream offset STREAM from the block holding it, pinned. Returns
- * the bytes added (the rest lies in the next block) or a negative errno. */
-static ssize_t plan_stream(struct stp_fs *fs, struct read_plan *p, uint32_t n, uint64_t stream,
-			   size_t len)
+/* Pins BLOCK, letting go of the block pinned before: a second block means copying. */
+static int reply_pin(struct read_reply *r, uint64_t block)
 {
-	uint64_t block = stream >> fs->block_log;
-	size_t in = (size_t)(stream & ((UINT64_C(1) << fs->block_log) - 1));
-	struct stp_block_ref *ref = p->nref ? &p->ref[p->nref - 1] : NULL;
 	int err;
 
-	if (!ref || ref->block != block) {
-		if (p->nref == READ_PIECES)
-			return -E2BIG;
-		ref = &p->ref[p->nref];
-		err = stp_cache_get(fs->cache, block, ref);
-		if (err) {
-			stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
-				stp_image_path(fs->img), n, (unsigned long long)block,
-				err == -EUCLEAN ? "damaged" : strerrordesc_np(-err));
+	if (r->ref.entry && r->ref.block == block)
+		return 0;
+	if (r->ref.entry) {
+		if (!r->buf && (err = reply_to_copy(r)))
 			return err;
-		}
-		p->nref++;
+		stp_cache_release(r->fs->cache, &r->ref);
 	}
-	if (in >= ref->size)
-		return STP_CORRUPT(stp_image_path(fs->img), "inode %u: offset %zu past block %llu (%zu bytes)",
-				   n, in, (unsigned long long)block, ref->size);
-	if (len > ref->size - in)
-		len = ref->size - in;
-	stp_warm_note_read(fs->warmer, stream, len);
-	err = plan_add(p, ref->data + in, len);
+	err = stp_cache_get(r->fs->cache, block, &r->ref);
+	if (err)
+		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
+			stp_image_path(r->fs->img), r->n, (unsigned long long)block,
+			err == -EUCLEAN ? "damaged" : strerrordesc_np(-err));
+	return err;
+}
+
+/* Adds up to LEN bytes at stream offset STREAM (file offset FILE_OFF) from the block
+ * holding it. Returns the bytes added (the rest lies in the next block) or a negative
+ * errno. */
+static ssize_t reply_stream(struct read_reply *r, uint64_t file_off, uint64_t stream, size_t len)
+{
+	uint64_t block = stream >> r->fs->block_log;
+	size_t in = (size_t)(stream & ((UINT64_C(1) << r->fs->block_log) - 1));
+	int err = reply_pin(r, block);
+
+	if (err)
+		return err;
+	if (in >= r->ref.size)
+		return STP_CORRUPT(stp_image_path(r->fs->img), "inode %u: offset %zu past block %llu (%zu bytes)",
+				   r->n, in, (unsigned long long)block, r->ref.size);
+	if (len > r->ref.size - in)
+		len = r->ref.size - in;
+	stp_warm_note_read(r->fs->warmer, stream, len);
+	err = reply_add(r, file_off, r->ref.data + in, len);
 	return err ? err : (ssize_t)len;
 }
 
-struct plan_ctx {
-	struct stp_fs *fs;
-	struct read_plan *plan;
-	uint32_t n;
-};
-
-static int plan_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
+static int reply_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
 {
-	struct plan_ctx *c = arg;
+	struct read_reply *r = arg;
 
-	(void)file_off;
 	if (stream_off == STP_FILE_HOLE)
-		return plan_zeros(c->plan, (size_t)len);
+		return reply_zeros(r, file_off, (size_t)len);
 	while (len) {
-		ssize_t got = plan_stream(c->fs, c->plan, c->n, stream_off, (size_t)len);
+		ssize_t got = reply_stream(r, file_off, stream_off, (size_t)len);
 
 		if (got < 0)
 			return (int)got;
+		file_off += (uint64_t)got;
 		stream_off += (uint64_t)got;
 		len -= (uint64_t)got;
 	}
 	return 0;
 }
 
-/* Maps [OFF, OFF + LEN) of file INODE (N) onto pinned blocks and zeros. */
-static int plan_read(struct stp_fs *fs, struct read_plan *p, uint32_t n,
-		     const struct stp_inode *inode, uint64_t off, size_t len)
+/* Answers [OFF, OFF + LEN) of file INODE (N), LEN > 0 and within the file. */
+static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
+		      const struct stp_inode *inode, uint64_t off, size_t len)
 {
-	struct plan_ctx c = { fs, p, n };
+	struct read_reply r = { .fs = fs, .n = n, .off = off, .len = len };
+	int err = stp_file_walk(fs->img, inode, off, len, reply_piece, &r);
 
-	return stp_file_walk(fs->img, inode, off, len, plan_piece, &c);
-}
-
-static int note_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
-{
-	(void)file_off;
-	if (stream_off != STP_FILE_HOLE)
-		stp_warm_note_read(arg, stream_off, len);
-	return 0;
-}
-
-/* Tells the warmer which stream bytes answered [OFF, END) of INODE. */
-static void note_stream(struct stp_fs *fs, const struct stp_inode *inode, uint64_t off,
-			uint64_t end)
-{
-	if (fs->warmer)
-		stp_file_walk(fs->img, inode, off, end - off, note_piece, fs->warmer);
-}
-
-/* The slow path for reads in many pieces: one copy through the library. */
-static int read_copied(struct stp_fs *fs, fuse_req_t req, const struct stp_inode *inode,
-		       uint64_t off, size_t len)
-{
-	char *buf = malloc(len);
-	ssize_t got;
-
-	if (!buf)
-		return -ENOMEM;
-	got = stp_file_read(fs->img, fs->cache, inode, off, len, buf);
-	if (got >= 0) {
-		fuse_reply_buf(req, buf, (size_t)got);
-		note_stream(fs, inode, off, off + (uint64_t)got);
-	}
-	free(buf);
-	return got < 0 ? (int)got : 0;
+	if (r.buf)
+		stp_cache_release(fs->cache, &r.ref); /* copied: the reply needs no block */
+	if (!err && r.buf)
+		fuse_reply_buf(req, (const char *)r.buf, len);
+	else if (!err)
+		fuse_reply_iov(req, r.iov, (int)r.niov);
+	stp_cache_release(fs->cache, &r.ref);
+	free(r.buf);
+	return err;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct stp_fs *fs = fs_of(req);
-	struct read_plan plan = { .niov = 0 };
 	struct stp_inode inode;
 	uint32_t n;
 	int err = load_inode(fs, ino, &n, &inode);
 
 	if (!err && !S_ISREG(inode.mode))
 		err = -EISDIR;
-	if (!err && (off < 0 || (uint64_t)off >= inode.size)) {
+	if (!err && (off < 0 || (uint64_t)off >= inode.size || !size)) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
@@ -347,13 +355,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (size > inode.size - (uint64_t)off)
 			size = (size_t)(inode.size - (uint64_t)off);
 		stp_record_read(fs->recorder, n, (uint64_t)off, size);
-		err = plan_read(fs, &plan, n, &inode, (uint64_t)off, size);
-		if (!err)
-			fuse_reply_iov(req, plan.iov, (int)plan.niov);
-		plan_release(fs, &plan);
+		err = read_reply(fs, req, n, &inode, (uint64_t)off, size);
 	}
-	if (err == -E2BIG)
-		err = read_copied(fs, req, &inode, (uint64_t)off, size);
 	if (err)
 		fuse_reply_err(req, to_errno(err));
 }

@@ -813,7 +813,7 @@ static int bench_prepare(struct bench *b)
 	err = files_collect(b);
 	if (err)
 		return err;
-	err = stp_cache_new(b->img, b->o->budget, &b->cache);
+	err = stp_cache_new(b->img, b->o->budget, b->o->threads, &b->cache);
 	if (!err)
 		err = workers_alloc(b);
 	if (err && err != -E2BIG) /* a plan too large said so itself */

@@ -28,7 +28,7 @@ static int copy_file(const struct stp_image *img, const char *path, const struct
 	struct stp_cache *cache = NULL;
 	char *buf = malloc(CAT_CHUNK);
 	uint64_t off = 0;
-	int err = buf ? stp_cache_new(img, 2, &cache) : -ENOMEM;
+	int err = buf ? stp_cache_new(img, 2, 1, &cache) : -ENOMEM;
 
 	while (!err && off < inode->size) {
 		ssize_t n = stp_file_read(img, cache, inode, off, CAT_CHUNK, buf);

@@ -58,7 +58,7 @@ static void check_file_size(struct check *c)
 
 static void check_blocks(struct check *c)
 {
-	void *buf = malloc(stp_image_block_size(c->img));
+	void *buf = malloc(stp_image_block_buffer_size(c->img));
 
 	if (!buf) {
 		check_problem(c, "out of memory for a block");

@@ -438,7 +438,7 @@ static int extract_tree(struct extract *x)
 
 	x->first_name = calloc(inodes ? inodes : 1, sizeof(*x->first_name));
 	x->buf = malloc(COPY_CHUNK);
-	err = x->first_name && x->buf ? stp_cache_new(x->img, EXTRACT_CACHE_BLOCKS, &x->cache)
+	err = x->first_name && x->buf ? stp_cache_new(x->img, EXTRACT_CACHE_BLOCKS, 1, &x->cache)
 				       : -ENOMEM;
 	if (!err)
 		err = stp_walk_tree(&walk);

@@ -117,7 +117,7 @@ static void decode_blocks(const struct stp_image *img)
 
 	if (bs > MAX_BLOCK_SIZE)
 		return;
-	buf = malloc(bs);
+	buf = malloc(stp_image_block_buffer_size(img));
 	if (!buf)
 		return;
 	for (uint64_t b = 0; b < sb->block_count && b < MAX_BLOCKS; b++) {
@@ -139,7 +139,7 @@ static void walk(const struct stp_image *img)
 	uint32_t count = stp_image_sb(img)->inode_count, ino;
 	struct stp_cache *cache = NULL;
 
-	if (stp_image_block_size(img) <= MAX_BLOCK_SIZE && stp_cache_new(img, 2, &cache))
+	if (stp_image_block_size(img) <= MAX_BLOCK_SIZE && stp_cache_new(img, 2, 1, &cache))
 		cache = NULL;
 	for (uint32_t i = 0; i < count && i < MAX_INODES; i++) {
 		struct stp_inode in;
