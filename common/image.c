@@ -317,7 +317,8 @@ static int inode_check(const struct stp_image *img, uint32_t ino, const struct s
 {
 	const struct stp_meta_header *mh = &img->mh;
 
-	if (in->mtime_nsec >= 1000000000u || in->nlink == 0 ||
+	/* bits above type and permissions would reach the kernel, which has no room for them */
+	if (in->mtime_nsec >= 1000000000u || in->nlink == 0 || (in->mode & ~(S_IFMT | 07777)) ||
 	    !range_ok(in->xattr_first, in->xattr_count, mh->xattr_count))
 		return STP_CORRUPT(img->path, "inode %u: attributes out of range", ino);
 	switch (in->mode & S_IFMT) {
@@ -375,6 +376,7 @@ int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, u
 	if (stp_dirent_decode(img->meta + img->mh.dirent_off + (dir->data + index) * STP_DIRENT_SIZE,
 			      out) ||
 	    out->ino >= img->mh.inode_count || out->ino == STP_ROOT_INO ||
+	    out->dtype == DT_UNKNOWN || stp_mode_dtype(DTTOIF(out->dtype)) != out->dtype ||
 	    !range_ok(out->name_off, out->name_len, img->mh.strings_size))
 		return STP_CORRUPT(img->path, "directory entry %llu out of range",
 				   (unsigned long long)(dir->data + index));
@@ -451,6 +453,10 @@ int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inod
 {
 	if (!S_ISLNK(inode->mode))
 		return -EINVAL;
+	/* a NUL would cut the target short wherever it is used as a C string */
+	if (memchr(strings(img) + inode->data, 0, inode->size))
+		return STP_CORRUPT(img->path, "link target at %llu holds a NUL",
+				   (unsigned long long)inode->data);
 	*target = strings(img) + inode->data;
 	*len = inode->size;
 	return 0;

@@ -1,29 +1,49 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Builds the fuzz targets for libFuzzer with clang, AddressSanitizer and UBSan:
+# Builds fuzz targets for libFuzzer with clang, AddressSanitizer and UBSan:
 #
-#   tests/fuzz/build.sh [OUTDIR]            (default build-fuzz/)
-#   build-fuzz/fuzz_image_open -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-#       work-corpus/ tests/fuzz/corpus/image_open/
+#   tests/fuzz/build.sh OUTDIR [TARGET...]     (default: every tests/fuzz/fuzz_*.c)
 #
-# Not part of the test suite: the replay_* unit tests run the stored corpus without
-# libFuzzer. New inputs worth keeping (crashes once fixed, new coverage) go into
-# tests/fuzz/corpus/<target>/.
+# OUTDIR/fuzz_TARGET is the fuzzer. tests/bench/fuzz.sh builds and runs one; the
+# replay_* unit tests (meson.build) run the stored corpus without libFuzzer.
+# CC (default clang) and EXTRA_CFLAGS (e.g. -DFUZZ_STRICT_XATTR) are taken from the
+# environment.
 set -eu
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:-$repo/build-fuzz}
+out=${1:?usage: build.sh OUTDIR [TARGET...]}
+shift
 cc=${CC:-clang}
-mkdir -p "$out"
+mount=$repo/mounthelper/mount
+
+# The sources a target needs besides fuzz_TARGET.c, reseal.c and common/: the same
+# lists as fuzz_targets in meson.build. A new target (the warming and priming plans
+# come next) gets a line here and there.
+sources_of() {
+	case $1 in
+	fuseops) echo "$repo/tests/fuzz/fuse_shim.c $mount/fuseops.c $mount/warm.c $mount/record.c $mount/status.c" ;;
+	*) ;;
+	esac
+}
+
+if [ $# -eq 0 ]; then
+	for src in "$repo"/tests/fuzz/fuzz_*.c; do
+		name=$(basename "$src" .c)
+		set -- "$@" "${name#fuzz_}"
+	done
+fi
 
 flags="-g -O1 -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DSTP_VERSION=\"fuzz\"
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-	-I$repo/common -I$repo/tests/fuzz"
+	-I$repo/common -I$repo/tests/fuzz -I$mount $(pkg-config --cflags fuse3) ${EXTRA_CFLAGS:-}"
 libs="$(pkg-config --libs libzstd libxxhash) -lpthread"
+mkdir -p "$out"
 
-for src in "$repo"/tests/fuzz/fuzz_*.c; do
-	name=$(basename "$src" .c)
-	echo "building $out/$name" >&2
-	# shellcheck disable=SC2086 # flags and libs are word lists
-	$cc $flags -o "$out/$name" "$src" "$repo"/common/*.c $libs
+for name; do
+	src=$repo/tests/fuzz/fuzz_$name.c
+	[ -f "$src" ] || { echo "build.sh: no target $name ($src)" >&2; exit 2; }
+	echo "building $out/fuzz_$name" >&2
+	# shellcheck disable=SC2046,SC2086 # word lists
+	$cc $flags -o "$out/fuzz_$name" "$src" "$repo/tests/fuzz/reseal.c" $(sources_of "$name") \
+		"$repo"/common/*.c $libs
 done

@@ -15,6 +15,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* reseal.c, linked into every target that takes a whole image. */
+/* Recomputes the checksums a mutation broke: of the superblock (its last 8 bytes) and of
+ * the metadata and dictionary when they lie inside BUF, so that mutations get past the
+ * checksums to the parsers behind them. Returns 1 when BUF holds a decodable superblock. */
+int fuzz_reseal(uint8_t *buf, size_t size);
+/* A memfd holding DATA, for stp_image_open_fd (which takes it over). Aborts on failure. */
+int fuzz_image_fd(const uint8_t *data, size_t size);
+
 /* A broken promise: report it and crash so that the fuzzer keeps the input. */
 #define FUZZ_ASSERT(cond)                                                                \
 	do {                                                                             \

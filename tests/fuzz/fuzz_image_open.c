@@ -157,36 +157,11 @@ static void walk(const struct stp_image *img)
 static void open_and_walk(const uint8_t *data, size_t size)
 {
 	struct stp_image *img;
-	int fd = memfd_create("stipple-fuzz", MFD_CLOEXEC);
 
-	if (fd < 0)
-		abort();
-	if (size && stp_pwrite_full(fd, data, size, 0))
-		abort();
-	if (stp_image_open_fd(fd, "fuzz-input", &img))
+	if (stp_image_open_fd(fuzz_image_fd(data, size), "fuzz-input", &img))
 		return;
 	walk(img);
 	stp_image_close(img);
-}
-
-/* Recomputes the checksums a mutation broke: of the superblock (the last 8 of its bytes)
- * and of the metadata and dictionary when they lie inside the input. */
-static int reseal(uint8_t *buf, size_t size)
-{
-	struct stp_superblock sb;
-	uint64_t bad;
-
-	if (size < STP_SB_SIZE)
-		return 0;
-	stp_put64(buf + STP_SB_SIZE - 8, stp_checksum(buf, STP_SB_SIZE - 8));
-	if (stp_sb_decode(buf, &sb, &bad))
-		return 0;
-	if (sb.meta_offset <= size && sb.meta_stored_size <= size - sb.meta_offset)
-		sb.meta_checksum = stp_checksum(buf + sb.meta_offset, sb.meta_stored_size);
-	if (sb.dict_offset <= size && sb.dict_size <= size - sb.dict_offset)
-		sb.dict_checksum = stp_checksum(buf + sb.dict_offset, sb.dict_size);
-	stp_sb_encode(&sb, buf);
-	return 1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -199,7 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!copy)
 		return 0;
 	memcpy(copy, data, size);
-	if (reseal(copy, size) && memcmp(copy, data, size))
+	if (fuzz_reseal(copy, size) && memcmp(copy, data, size))
 		open_and_walk(copy, size);
 	free(copy);
 	return 0;
