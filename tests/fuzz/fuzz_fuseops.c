@@ -518,7 +518,7 @@ static void serve(struct stp_image *img)
 	struct walker *w;
 	int fd;
 
-	if (stp_image_block_size(img) > MAX_BLOCK_SIZE || stp_cache_new(img, 2, &fs.cache))
+	if (stp_image_block_size(img) > MAX_BLOCK_SIZE || stp_cache_new(img, 1, 1, &fs.cache))
 		return;
 	fs.block_log = stp_image_sb(img)->block_log;
 	if (stp_record_new(img, &fs.recorder))
