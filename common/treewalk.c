@@ -38,6 +38,7 @@ struct frame {
 	struct stp_inode dir;
 	uint32_t ino, next;
 	uint32_t parent, index; /* the directory listing it, its entry's index there */
+	uint32_t bad;           /* entries in a row that did not decode */
 	uint8_t dtype;
 	size_t path_len, name_len;
 };
@@ -129,7 +130,7 @@ static int problem(struct tree *t, enum stp_tree_damage what, uint32_t ino, int 
 	const struct frame *f = &t->stack[t->depth - 1];
 	struct stp_tree_problem p = { what, PATH(t), t->buf, f->ino, f->next - 1, ino, err };
 
-	if (what == STP_TREE_BAD_ENTRY || what == STP_TREE_TOO_LONG)
+	if (what == STP_TREE_BAD_ENTRY || what == STP_TREE_TOO_LONG || what == STP_TREE_ABANDONED)
 		PATH(t)[f->path_len] = '\0';
 	return t->ops->problem ? t->ops->problem(t->ctx, &p) : 0;
 }
@@ -164,8 +165,13 @@ static int next_entry(struct tree *t, struct stp_tree_entry *e)
 	if (!t->budget--)
 		return STP_CORRUPT(stp_image_path(t->img), "directories share entry records");
 	rc = stp_image_dirent(t->img, &f->dir, f->next++, &de, &name);
-	if (rc)
-		return problem(t, STP_TREE_BAD_ENTRY, 0, rc) ?: ENTRY_SKIPPED;
+	if (rc) {
+		rc = problem(t, STP_TREE_BAD_ENTRY, 0, rc);
+		if (rc || !t->ops->problem || ++f->bad < STP_TREEWALK_BAD_RUN)
+			return rc ?: ENTRY_SKIPPED;
+		return problem(t, STP_TREE_ABANDONED, 0, 0) ?: STP_TREEWALK_SKIP;
+	}
+	f->bad = 0;
 	len = f->path_len + (f->path_len > 0) + de.name_len;
 	if (len >= t->path_max)
 		return problem(t, STP_TREE_TOO_LONG, de.ino, -ENAMETOOLONG) ?: ENTRY_SKIPPED;

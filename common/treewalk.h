@@ -57,11 +57,17 @@ enum stp_tree_damage {
 	STP_TREE_TOO_LONG,   /* entry INDEX of DIR: its path would reach path_max bytes */
 	STP_TREE_BAD_INODE,  /* the inode INO of the entry does not decode (ERR) */
 	STP_TREE_REVISIT,    /* directory INO reached a second time (a cycle, a hard link) */
+	STP_TREE_ABANDONED,  /* DIR: STP_TREEWALK_BAD_RUN entries in a row did not decode,
+			      * so its range itself is likely bad: the rest is skipped */
 };
+
+/* With a problem callback, entries of a directory that fail one after another and
+ * make it abandoned. */
+#define STP_TREEWALK_BAD_RUN 8
 
 struct stp_tree_problem {
 	enum stp_tree_damage what;
-	/* BAD_ENTRY, TOO_LONG: the directory's paths; else the entry's (as in stp_tree_entry) */
+	/* BAD_ENTRY, TOO_LONG, ABANDONED: the directory's paths; else the entry's */
 	const char *path, *rooted;
 	uint32_t dir, index, ino;
 	int err;
@@ -84,7 +90,8 @@ struct stp_treewalk_ops {
  * once. Whether an entry is a directory to descend into is its inode's type with
  * ops->inodes, else the directory entry's. A damaged entry, an entry whose inode does
  * not decode (with ops->inodes), a path that would reach path_max, and a directory
- * reached again are passed to ops->problem and skipped with what lies below them.
+ * reached again are passed to ops->problem and skipped with what lies below them; so is
+ * the rest of an abandoned directory.
  * Iterative: no recursion on the image's depth. Returns 0, a callback's negative value
  * (or another non-SKIP value of enter or leave), -ENOMEM, or -EUCLEAN when more entries
  * were met than the directory entry table holds. */

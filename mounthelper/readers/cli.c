@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check.h"
 #include "image.h"
 #include "log.h"
 #include "treewalk.h"
@@ -182,14 +183,7 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 
 const char *stp_cli_strerror(int err)
 {
-	switch (err) {
-	case -EUCLEAN:
-		return "damaged image";
-	case -EPROTONOSUPPORT:
-		return "unsupported format version or feature";
-	default:
-		return strerror(err < 0 ? -err : err);
-	}
+	return stp_check_strerror(err);
 }
 
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
@@ -258,16 +252,12 @@ void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...
 	w->problems++;
 }
 
-/* Entries that fail one after another: the directory's range itself is likely bad. */
-#define WALK_BAD_ENTRIES_MAX 8
-
 static void walk_entry_of(struct stp_walk *w, const struct stp_tree_entry *t,
 			  struct stp_walk_entry *e)
 {
 	*e = (struct stp_walk_entry){ .path = t->rooted, .name = t->name, .name_len = t->name_len,
 				      .ino = t->ino, .dir = t->dir, .index = t->index,
 				      .dtype = t->dtype, .depth = t->depth, .inode = *t->inode };
-	w->bad_dir = UINT32_MAX; /* an entry decoded: the run of bad ones is over */
 }
 
 static int walk_enter(void *ctx, const struct stp_tree_entry *t)
@@ -293,33 +283,13 @@ static int walk_leave(void *ctx, const struct stp_tree_entry *t)
 static int walk_damage(void *ctx, const struct stp_tree_problem *p)
 {
 	struct stp_walk *w = ctx;
+	char msg[128];
 
-	switch (p->what) {
-	case STP_TREE_BAD_ENTRY:
-		stp_walk_problem(w, p->rooted, "entry %u: %s", p->index,
-				 p->err == -EUCLEAN ? "damaged or unsafe name"
-						    : stp_cli_strerror(p->err));
-		if (w->bad_dir != p->dir) {
-			w->bad_dir = p->dir;
-			w->bad_in_a_row = 0;
-		}
-		if (++w->bad_in_a_row < WALK_BAD_ENTRIES_MAX)
-			return 0;
-		stp_cli_problem(w->cli, w->image, p->rooted, "skipping the rest of the directory");
-		w->bad_dir = UINT32_MAX;
-		return STP_TREEWALK_SKIP;
-	case STP_TREE_TOO_LONG:
-		stp_walk_problem(w, p->rooted, "entry %u: path longer than %d bytes", p->index,
-				 STP_WALK_PATH_MAX);
-		break;
-	case STP_TREE_BAD_INODE:
-		stp_walk_problem(w, p->rooted, "inode %u: %s", p->ino, stp_cli_strerror(p->err));
-		break;
-	case STP_TREE_REVISIT:
-		stp_walk_problem(w, p->rooted, "directory inode %u reached twice (a cycle)", p->ino);
-		break;
-	}
-	w->bad_dir = UINT32_MAX;
+	stp_check_tree_problem(p, msg, sizeof(msg));
+	if (p->what == STP_TREE_ABANDONED)
+		stp_cli_problem(w->cli, w->image, p->rooted, "%s", msg); /* not counted */
+	else
+		stp_walk_problem(w, p->rooted, "%s", msg);
 	return 0;
 }
 
@@ -336,7 +306,6 @@ int stp_walk_tree(struct stp_walk *w)
 	int err;
 
 	w->problems = 0;
-	w->bad_dir = UINT32_MAX;
 	err = stp_image_inode(w->img, STP_ROOT_INO, &root.inode);
 	if (err) {
 		stp_walk_problem(w, "/", "root inode: %s", stp_cli_strerror(err));

@@ -122,7 +122,6 @@ struct stp_walk {
 	void *ctx;
 	/* kept by the walk */
 	unsigned long problems;
-	uint32_t bad_dir, bad_in_a_row; /* the run of entries of a directory that failed */
 };
 
 /* Walks the whole tree. Returns 0 when it reached the end (look at problems), or the
