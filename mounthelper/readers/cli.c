@@ -38,6 +38,15 @@ static size_t utf8_seq(const unsigned char *s, size_t len, uint32_t *cp)
 	return n;
 }
 
+size_t stp_cli_utf8_len(const char *s, size_t len)
+{
+	uint32_t cp;
+
+	if (!len)
+		return 0;
+	return (unsigned char)s[0] < 0x80 ? 1 : utf8_seq((const unsigned char *)s, len, &cp);
+}
+
 static void put_octal(FILE *f, const unsigned char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -60,6 +60,10 @@ int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max);
  */
 void stp_cli_put_escaped(FILE *f, const char *s, size_t len);
 
+/* Length of the valid UTF-8 sequence at S (LEN bytes left; 1 for ASCII), or 0 when the
+ * bytes there are not UTF-8, by the rule above. */
+size_t stp_cli_utf8_len(const char *s, size_t len);
+
 /* The messages below escape the image, the path and the formatted text by that rule. */
 /* "stipple NAME: message" on stderr. */
 void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
