@@ -172,11 +172,9 @@ void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
-		     const char *fmt, ...)
+static void vproblem(const struct stp_cli *cli, const char *image, const char *path,
+		     const char *fmt, va_list ap)
 {
-	va_list ap;
-
 	fprintf(stderr, "stipple %s: ", cli->name);
 	put_escaped_str(stderr, image);
 	fputs(": ", stderr);
@@ -184,10 +182,18 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 		put_escaped_str(stderr, path);
 		fputs(": ", stderr);
 	}
-	va_start(ap, fmt);
 	vput_escaped(stderr, fmt, ap);
-	va_end(ap);
 	fputc('\n', stderr);
+}
+
+void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
+		     const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vproblem(cli, image, path, fmt, ap);
+	va_end(ap);
 }
 
 const char *stp_cli_strerror(int err)
@@ -249,15 +255,9 @@ void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...
 {
 	va_list ap;
 
-	fprintf(stderr, "stipple %s: ", w->cli->name);
-	put_escaped_str(stderr, w->image);
-	fputs(": ", stderr);
-	put_escaped_str(stderr, path);
-	fputs(": ", stderr);
 	va_start(ap, fmt);
-	vput_escaped(stderr, fmt, ap);
+	vproblem(w->cli, w->image, path, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	w->problems++;
 }
 
