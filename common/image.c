@@ -145,9 +145,12 @@ static int inflate_metadata(struct stp_image *img, const uint8_t *stored)
 		if (out.pos == out.size) {
 			void *grown;
 
-			cap = out.size ? out.size * 2 : cap;
+			if (out.size && __builtin_mul_overflow(out.size, 2, &cap)) {
+				rc = -ENOMEM;
+				break;
+			}
 			out.size = cap < sb->meta_size + 1 ? cap : sb->meta_size + 1;
-			grown = realloc(out.dst, out.size);
+			grown = reallocarray(out.dst, out.size, 1);
 			if (!grown) {
 				rc = -ENOMEM;
 				break;

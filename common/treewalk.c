@@ -33,21 +33,29 @@ int stp_treewalk_files(const struct stp_image *img, stp_files_fn fn, void *ctx)
 	return 0;
 }
 
-/* A directory being walked: its inode, the next entry, where its path ends. */
+/* A directory being walked: its inode, the next entry, and what its own entry said. */
 struct frame {
 	struct stp_inode dir;
 	uint32_t ino, next;
-	size_t path_len;
+	uint32_t parent, index; /* the directory listing it, its entry's index there */
+	uint32_t bad;           /* entries in a row that did not decode */
+	uint8_t dtype;
+	size_t path_len, name_len;
 };
 
 struct tree {
 	const struct stp_image *img;
+	const struct stp_treewalk_ops *ops;
+	void *ctx;
 	uint8_t *seen;        /* one bit per inode: directories entered */
 	struct frame *stack;
 	size_t depth, cap;
 	uint64_t budget;      /* directory entries left to visit */
-	char path[PATH_MAX];
+	size_t path_max;
+	char buf[PATH_MAX + 1]; /* "/" and then the relative path */
 };
+
+#define PATH(t) ((t)->buf + 1)
 
 static int seen_once(struct tree *t, uint32_t ino)
 {
@@ -59,85 +67,191 @@ static int seen_once(struct tree *t, uint32_t ino)
 	return 1;
 }
 
-/* Pushes directory INO, whose path is the first PATH_LEN bytes of t->path. */
-static int push(struct tree *t, uint32_t ino, size_t path_len)
+/* Grows the stack for one more frame. */
+static int reserve(struct tree *t)
+{
+	struct frame *grown;
+	size_t cap;
+
+	if (t->depth < t->cap)
+		return 0;
+	if (__builtin_mul_overflow(t->cap ? t->cap : 8, 2, &cap))
+		return -ENOMEM;
+	grown = reallocarray(t->stack, cap, sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	t->stack = grown;
+	t->cap = cap;
+	return 0;
+}
+
+/* Pushes directory E (the root when E is NULL), whose inode is IN or, when IN is NULL,
+ * decoded here; a non-directory is not pushed. */
+static int push(struct tree *t, const struct stp_tree_entry *e, const struct stp_inode *in)
 {
 	struct frame *f;
+	int rc = reserve(t);
 
-	if (!seen_once(t, ino))
-		return 0;
-	if (t->depth == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct frame *grown = reallocarray(t->stack, cap, sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		t->stack = grown;
-		t->cap = cap;
-	}
+	if (rc)
+		return rc;
 	f = &t->stack[t->depth];
-	if (stp_image_inode(t->img, ino, &f->dir) || !S_ISDIR(f->dir.mode))
+	if (in)
+		f->dir = *in;
+	else if (stp_image_inode(t->img, e ? e->ino : STP_ROOT_INO, &f->dir))
 		return 0;
-	f->ino = ino;
-	f->next = 0;
-	f->path_len = path_len;
+	if (!S_ISDIR(f->dir.mode))
+		return 0;
+	*f = (struct frame){ .dir = f->dir, .ino = e ? e->ino : STP_ROOT_INO };
+	if (e) {
+		f->parent = e->dir;
+		f->index = e->index;
+		f->dtype = e->dtype;
+		f->path_len = e->path_len;
+		f->name_len = e->name_len;
+	}
 	t->depth++;
 	return 0;
 }
 
-/* The next entry of the top directory into E; 1 when there was one, 0 when the
- * directory is done, or a negative errno. */
+/* Terminates the path at LEN bytes and describes the entry of frame F. */
+static void frame_entry(struct tree *t, const struct frame *f, struct stp_tree_entry *e)
+{
+	PATH(t)[f->path_len] = '\0';
+	*e = (struct stp_tree_entry){
+		.path = PATH(t), .path_len = f->path_len, .ino = f->ino, .dir = f->parent,
+		.dtype = f->dtype, .depth = (unsigned)t->depth - 1, .rooted = t->buf,
+		.name = PATH(t) + f->path_len - f->name_len, .name_len = f->name_len,
+		.index = f->index, .inode = t->ops->inodes ? &f->dir : NULL,
+	};
+}
+
+static int problem(struct tree *t, enum stp_tree_damage what, uint32_t ino, int err)
+{
+	const struct frame *f = &t->stack[t->depth - 1];
+	struct stp_tree_problem p = { what, PATH(t), t->buf, f->ino, f->next - 1, ino, err };
+
+	if (what == STP_TREE_BAD_ENTRY || what == STP_TREE_TOO_LONG || what == STP_TREE_ABANDONED)
+		PATH(t)[f->path_len] = '\0';
+	return t->ops->problem ? t->ops->problem(t->ctx, &p) : 0;
+}
+
+/* Pops the top directory, after its leave call. */
+static int pop(struct tree *t)
+{
+	struct stp_tree_entry e;
+	int rc = 0;
+
+	if (t->depth > 1 && t->ops->leave) {
+		frame_entry(t, &t->stack[t->depth - 1], &e);
+		rc = t->ops->leave(t->ctx, &e);
+	}
+	t->depth--;
+	return rc;
+}
+
+/* next_entry found no entry to visit, and the walk goes on. */
+#define ENTRY_SKIPPED 2
+
+/* The next entry of the top directory, named in the path buffer, into E: 0 when there
+ * was one, ENTRY_SKIPPED, or what the problem callback said. */
 static int next_entry(struct tree *t, struct stp_tree_entry *e)
 {
 	struct frame *f = &t->stack[t->depth - 1];
 	struct stp_dirent de;
 	const char *name;
 	size_t len;
+	int rc;
 
-	while (f->next < f->dir.count) {
-		if (!t->budget--)
-			return STP_CORRUPT(stp_image_path(t->img),
-					   "directories share entry records");
-		if (stp_image_dirent(t->img, &f->dir, f->next++, &de, &name))
-			continue;
-		len = f->path_len + (f->path_len > 0) + de.name_len;
-		if (len >= sizeof(t->path))
-			continue;
-		if (f->path_len)
-			t->path[f->path_len] = '/';
-		memcpy(t->path + len - de.name_len, name, de.name_len);
-		t->path[len] = '\0';
-		*e = (struct stp_tree_entry){ t->path, len, de.ino, f->ino, de.dtype,
-					      (unsigned)t->depth };
-		return 1;
+	if (!t->budget--)
+		return STP_CORRUPT(stp_image_path(t->img), "directories share entry records");
+	rc = stp_image_dirent(t->img, &f->dir, f->next++, &de, &name);
+	if (rc) {
+		rc = problem(t, STP_TREE_BAD_ENTRY, 0, rc);
+		if (rc || !t->ops->problem || ++f->bad < STP_TREEWALK_BAD_RUN)
+			return rc ?: ENTRY_SKIPPED;
+		return problem(t, STP_TREE_ABANDONED, 0, 0) ?: STP_TREEWALK_SKIP;
 	}
+	f->bad = 0;
+	len = f->path_len + (f->path_len > 0) + de.name_len;
+	if (len >= t->path_max)
+		return problem(t, STP_TREE_TOO_LONG, de.ino, -ENAMETOOLONG) ?: ENTRY_SKIPPED;
+	if (f->path_len)
+		PATH(t)[f->path_len] = '/';
+	memcpy(PATH(t) + len - de.name_len, name, de.name_len);
+	PATH(t)[len] = '\0';
+	*e = (struct stp_tree_entry){ PATH(t), len, de.ino, f->ino, de.dtype,
+				      (unsigned)t->depth, t->buf, PATH(t) + len - de.name_len,
+				      de.name_len, f->next - 1, NULL };
 	return 0;
+}
+
+/* Visits entry E of the top directory: its inode, the once-only rule, enter, descent. */
+static int visit(struct tree *t, struct stp_tree_entry *e)
+{
+	struct stp_inode in;
+	int is_dir = e->dtype == DT_DIR, rc;
+
+	if (t->ops->inodes) {
+		rc = stp_image_inode(t->img, e->ino, &in);
+		if (rc)
+			return problem(t, STP_TREE_BAD_INODE, e->ino, rc);
+		e->inode = &in;
+		is_dir = S_ISDIR(in.mode);
+	}
+	if (is_dir && !seen_once(t, e->ino))
+		return problem(t, STP_TREE_REVISIT, e->ino, 0);
+	rc = t->ops->enter(t->ctx, e);
+	if (rc == STP_TREEWALK_SKIP)
+		return 0;
+	if (!rc && is_dir)
+		rc = push(t, e, e->inode);
+	return rc;
+}
+
+int stp_treewalk(const struct stp_image *img, const struct stp_treewalk_ops *ops, void *ctx)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	struct tree *t = calloc(1, sizeof(*t));
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	*t = (struct tree){ .img = img, .ops = ops, .ctx = ctx,
+			    .budget = stp_image_meta_header(img)->dirent_count,
+			    .path_max = ops->path_max && ops->path_max < PATH_MAX ? ops->path_max
+										  : PATH_MAX };
+	t->buf[0] = '/';
+	t->seen = calloc(sb->inode_count / 8 + 1, 1);
+	rc = t->seen ? 0 : -ENOMEM;
+	if (!rc && seen_once(t, STP_ROOT_INO))
+		rc = push(t, NULL, NULL);
+	while (!rc && t->depth) {
+		struct frame *f = &t->stack[t->depth - 1];
+		struct stp_tree_entry e;
+
+		if (f->next >= f->dir.count) {
+			rc = pop(t);
+			continue;
+		}
+		rc = next_entry(t, &e);
+		if (rc == 0)
+			rc = visit(t, &e);
+		if (rc == ENTRY_SKIPPED)
+			rc = 0;
+		if (rc == STP_TREEWALK_SKIP) {
+			t->stack[t->depth - 1].next = t->stack[t->depth - 1].dir.count;
+			rc = 0;
+		}
+	}
+	free(t->seen);
+	free(t->stack);
+	free(t);
+	return rc;
 }
 
 int stp_treewalk_tree(const struct stp_image *img, stp_tree_fn fn, void *ctx)
 {
-	const struct stp_superblock *sb = stp_image_sb(img);
-	struct tree t = { .img = img,
-			  .budget = stp_image_meta_header(img)->dirent_count };
-	int rc;
+	const struct stp_treewalk_ops ops = { .enter = fn };
 
-	t.seen = calloc(sb->inode_count / 8 + 1, 1);
-	rc = t.seen ? push(&t, STP_ROOT_INO, 0) : -ENOMEM;
-	while (!rc && t.depth) {
-		struct stp_tree_entry e;
-
-		rc = next_entry(&t, &e);
-		if (rc == 0) {
-			t.depth--;
-			continue;
-		}
-		if (rc < 0)
-			break;
-		rc = fn(ctx, &e);
-		if (!rc && e.dtype == DT_DIR)
-			rc = push(&t, e.ino, e.path_len);
-	}
-	free(t.seen);
-	free(t.stack);
-	return rc;
+	return stp_treewalk(img, &ops, ctx);
 }

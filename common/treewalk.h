@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Walks over a whole image whose cost is bounded by its metadata, whatever the image says:
- * every caller that plans over all files (warming, priming, recording) goes through these.
+ * every caller that goes over all files (warming, priming, recording, and the readers'
+ * ls -R, extract, info, check) goes through these.
  *
  * Each extent record belongs to one regular file and each directory entry record to one
  * directory (stipple(5)), so a walk visits at most extent_count extents and dirent_count
@@ -28,24 +29,76 @@ typedef int (*stp_files_fn)(void *ctx, uint32_t ino, const struct stp_inode *ino
  * extent table holds. */
 int stp_treewalk_files(const struct stp_image *img, stp_files_fn fn, void *ctx);
 
-/* One entry reached from the root. PATH is relative to the root ("a/b"), NUL-terminated,
- * valid during the call only. */
+/* One entry reached from the root. PATH is relative to the root ("a/b"), ROOTED the same
+ * with a leading slash ("/a/b"); both NUL-terminated, valid during the call only (NAME,
+ * the last component, points into them). */
 struct stp_tree_entry {
 	const char *path;
 	size_t path_len;
 	uint32_t ino, dir;   /* the entry's inode and the directory listing it */
 	uint8_t dtype;       /* as the directory entry says */
 	unsigned depth;      /* 1 for an entry of the root */
+	const char *rooted;
+	const char *name;
+	size_t name_len;
+	uint32_t index;      /* of the entry in its directory */
+	/* the entry's inode, with stp_treewalk_ops.inodes set; NULL otherwise */
+	const struct stp_inode *inode;
 };
+
+/* Returned by an enter callback on a directory: do not walk what lies below it. */
+#define STP_TREEWALK_SKIP 1
 
 typedef int (*stp_tree_fn)(void *ctx, const struct stp_tree_entry *e);
 
-/* Visits every entry reachable from the root, depth first, each directory's entries in
- * name order, each directory once (one reached again through a damaged image is not
- * walked again). An entry that does not decode, or whose path would exceed PATH_MAX - 1
- * bytes, is skipped with what lies below it. Iterative: no recursion on the image's depth.
- * Returns 0, FN's value, -ENOMEM, or -EUCLEAN when more entries were met than the
- * directory entry table holds. */
+/* What the walk met and skipped. */
+enum stp_tree_damage {
+	STP_TREE_BAD_ENTRY,  /* entry INDEX of DIR does not decode (ERR) */
+	STP_TREE_TOO_LONG,   /* entry INDEX of DIR: its path would reach path_max bytes */
+	STP_TREE_BAD_INODE,  /* the inode INO of the entry does not decode (ERR) */
+	STP_TREE_REVISIT,    /* directory INO reached a second time (a cycle, a hard link) */
+	STP_TREE_ABANDONED,  /* DIR: STP_TREEWALK_BAD_RUN entries in a row did not decode,
+			      * so its range itself is likely bad: the rest is skipped */
+};
+
+/* With a problem callback, entries of a directory that fail one after another and
+ * make it abandoned. */
+#define STP_TREEWALK_BAD_RUN 8
+
+struct stp_tree_problem {
+	enum stp_tree_damage what;
+	/* BAD_ENTRY, TOO_LONG, ABANDONED: the directory's paths; else the entry's */
+	const char *path, *rooted;
+	uint32_t dir, index, ino;
+	int err;
+};
+
+/* Returns 0 to go on, STP_TREEWALK_SKIP to skip the rest of the directory being read
+ * (its leave call still comes), or a negative errno that ends the walk. */
+typedef int (*stp_tree_problem_fn)(void *ctx, const struct stp_tree_problem *p);
+
+struct stp_treewalk_ops {
+	stp_tree_fn enter;           /* every entry, a directory before its entries */
+	stp_tree_fn leave;           /* a directory after its entries; may be NULL */
+	stp_tree_problem_fn problem; /* may be NULL: damage is then skipped silently */
+	size_t path_max;             /* relative paths stay below it; 0: PATH_MAX */
+	int inodes;                  /* decode each entry's inode before enter */
+};
+
+/* Visits every entry reachable from the root (not the root itself), depth first, each
+ * directory's entries in the order the image stores them (name order), each directory
+ * once. Whether an entry is a directory to descend into is its inode's type with
+ * ops->inodes, else the directory entry's. A damaged entry, an entry whose inode does
+ * not decode (with ops->inodes), a path that would reach path_max, and a directory
+ * reached again are passed to ops->problem and skipped with what lies below them; so is
+ * the rest of an abandoned directory.
+ * Iterative: no recursion on the image's depth. Returns 0, a callback's negative value
+ * (or another non-SKIP value of enter or leave), -ENOMEM, or -EUCLEAN when more entries
+ * were met than the directory entry table holds. */
+int stp_treewalk(const struct stp_image *img, const struct stp_treewalk_ops *ops, void *ctx);
+
+/* stp_treewalk with FN as enter and nothing else: FN's non-zero value ends the walk
+ * (STP_TREEWALK_SKIP on a directory skips it). */
 int stp_treewalk_tree(const struct stp_image *img, stp_tree_fn fn, void *ctx);
 
 #endif

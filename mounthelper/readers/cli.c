@@ -8,8 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check.h"
 #include "image.h"
 #include "log.h"
+#include "treewalk.h"
 
 static const char *log_prefix_name = "";
 static char **cli_argv;
@@ -34,6 +36,15 @@ static size_t utf8_seq(const unsigned char *s, size_t len, uint32_t *cp)
 		return 0;
 	*cp = c;
 	return n;
+}
+
+size_t stp_cli_utf8_len(const char *s, size_t len)
+{
+	uint32_t cp;
+
+	if (!len)
+		return 0;
+	return (unsigned char)s[0] < 0x80 ? 1 : utf8_seq((const unsigned char *)s, len, &cp);
 }
 
 static void put_octal(FILE *f, const unsigned char *s, size_t n)
@@ -161,11 +172,9 @@ void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
-		     const char *fmt, ...)
+static void vproblem(const struct stp_cli *cli, const char *image, const char *path,
+		     const char *fmt, va_list ap)
 {
-	va_list ap;
-
 	fprintf(stderr, "stipple %s: ", cli->name);
 	put_escaped_str(stderr, image);
 	fputs(": ", stderr);
@@ -173,22 +182,23 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 		put_escaped_str(stderr, path);
 		fputs(": ", stderr);
 	}
-	va_start(ap, fmt);
 	vput_escaped(stderr, fmt, ap);
-	va_end(ap);
 	fputc('\n', stderr);
+}
+
+void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
+		     const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vproblem(cli, image, path, fmt, ap);
+	va_end(ap);
 }
 
 const char *stp_cli_strerror(int err)
 {
-	switch (err) {
-	case -EUCLEAN:
-		return "damaged image";
-	case -EPROTONOSUPPORT:
-		return "unsupported format version or feature";
-	default:
-		return strerror(err < 0 ? -err : err);
-	}
+	return stp_check_strerror(err);
 }
 
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
@@ -245,137 +255,78 @@ void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...
 {
 	va_list ap;
 
-	fprintf(stderr, "stipple %s: ", w->cli->name);
-	put_escaped_str(stderr, w->image);
-	fputs(": ", stderr);
-	put_escaped_str(stderr, path);
-	fputs(": ", stderr);
 	va_start(ap, fmt);
-	vput_escaped(stderr, fmt, ap);
+	vproblem(w->cli, w->image, path, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	w->problems++;
 }
 
-/* Appends "/NAME" to the walk's path; -ENAMETOOLONG leaves it unchanged. */
-static int path_push(struct stp_walk *w, const char *name, size_t len)
+static void walk_entry_of(struct stp_walk *w, const struct stp_tree_entry *t,
+			  struct stp_walk_entry *e)
 {
-	size_t base = w->path_len == 1 ? 0 : w->path_len; /* the root is "/" */
-
-	if (base + 1 + len >= sizeof(w->path))
-		return -ENAMETOOLONG;
-	w->path[base] = '/';
-	memcpy(w->path + base + 1, name, len);
-	w->path_len = base + 1 + len;
-	w->path[w->path_len] = '\0';
-	return 0;
+	*e = (struct stp_walk_entry){ .path = t->rooted, .name = t->name, .name_len = t->name_len,
+				      .ino = t->ino, .dir = t->dir, .index = t->index,
+				      .dtype = t->dtype, .depth = t->depth, .inode = *t->inode };
 }
 
-static void path_pop(struct stp_walk *w, size_t old_len)
+static int walk_enter(void *ctx, const struct stp_tree_entry *t)
 {
-	w->path_len = old_len;
-	w->path[old_len] = '\0';
-}
-
-static int bit_test_set(uint8_t *bits, uint32_t i)
-{
-	int was = bits[i / 8] >> (i % 8) & 1;
-
-	bits[i / 8] |= (uint8_t)(1u << (i % 8));
-	return was;
-}
-
-static int walk_entry(struct stp_walk *w, struct stp_walk_entry *e);
-
-/* Entries that fail one after another: the directory's range itself is likely bad. */
-#define WALK_BAD_ENTRIES_MAX 8
-
-static int walk_children(struct stp_walk *w, const struct stp_walk_entry *parent)
-{
-	unsigned bad_in_a_row = 0;
-
-	for (uint32_t i = 0; i < parent->inode.count; i++) {
-		struct stp_walk_entry e = { .dir = parent->ino, .index = i, .depth = parent->depth + 1 };
-		struct stp_dirent d;
-		const char *name;
-		size_t old_len = w->path_len;
-		int err;
-
-		/* the library refuses empty names, '/', NUL, "." and ".." */
-		err = stp_image_dirent(w->img, &parent->inode, i, &d, &name);
-		if (err) {
-			stp_walk_problem(w, w->path, "entry %u: %s", i,
-					 err == -EUCLEAN ? "damaged or unsafe name"
-							 : stp_cli_strerror(err));
-			if (++bad_in_a_row < WALK_BAD_ENTRIES_MAX)
-				continue;
-			stp_cli_problem(w->cli, w->image, w->path, "skipping the rest of the directory");
-			return 0;
-		}
-		bad_in_a_row = 0;
-		if (path_push(w, name, d.name_len)) {
-			stp_walk_problem(w, w->path, "entry %u: path longer than %d bytes", i,
-					 STP_WALK_PATH_MAX);
-			continue;
-		}
-		e.ino = d.ino;
-		e.dtype = d.dtype;
-		e.name = w->path + w->path_len - d.name_len;
-		e.name_len = d.name_len;
-		err = walk_entry(w, &e);
-		path_pop(w, old_len);
-		if (err < 0)
-			return err;
-	}
-	return 0;
-}
-
-static int walk_entry(struct stp_walk *w, struct stp_walk_entry *e)
-{
+	struct stp_walk *w = ctx;
+	struct stp_walk_entry e;
 	int err;
 
-	e->path = w->path;
-	err = stp_image_inode(w->img, e->ino, &e->inode);
-	if (err) {
-		stp_walk_problem(w, w->path, "inode %u: %s", e->ino, stp_cli_strerror(err));
-		return 0;
-	}
-	if (S_ISDIR(e->inode.mode) && bit_test_set(w->dir_seen, e->ino)) {
-		stp_walk_problem(w, w->path, "directory inode %u reached twice (a cycle)", e->ino);
-		return 0;
-	}
-	err = w->enter(w, e);
-	if (err < 0 || err == STP_WALK_SKIP || !S_ISDIR(e->inode.mode))
-		return err < 0 ? err : 0;
-	err = walk_children(w, e);
-	if (err < 0)
-		return err;
-	return w->leave ? w->leave(w, e) : 0;
+	walk_entry_of(w, t, &e);
+	err = w->enter(w, &e);
+	return err < 0 || err == STP_WALK_SKIP ? err : 0;
 }
 
+static int walk_leave(void *ctx, const struct stp_tree_entry *t)
+{
+	struct stp_walk *w = ctx;
+	struct stp_walk_entry e;
+
+	walk_entry_of(w, t, &e);
+	return w->leave ? w->leave(w, &e) : 0;
+}
+
+static int walk_damage(void *ctx, const struct stp_tree_problem *p)
+{
+	struct stp_walk *w = ctx;
+	char msg[128];
+
+	stp_check_tree_problem(p, msg, sizeof(msg));
+	if (p->what == STP_TREE_ABANDONED)
+		stp_cli_problem(w->cli, w->image, p->rooted, "%s", msg); /* not counted */
+	else
+		stp_walk_problem(w, p->rooted, "%s", msg);
+	return 0;
+}
+
+/* The root, which common's walk does not visit: its enter, the walk, its leave. */
 int stp_walk_tree(struct stp_walk *w)
 {
-	const struct stp_superblock *sb = stp_image_sb(w->img);
-	struct stp_walk_entry root = { .ino = STP_ROOT_INO, .dir = STP_ROOT_INO, .name = "",
-				       .dtype = DT_DIR };
+	/* rooted paths stay below STP_WALK_PATH_MAX bytes with their NUL */
+	static const struct stp_treewalk_ops ops = {
+		.enter = walk_enter, .leave = walk_leave, .problem = walk_damage,
+		.path_max = STP_WALK_PATH_MAX - 1, .inodes = 1,
+	};
+	struct stp_walk_entry root = { .path = "/", .name = "", .ino = STP_ROOT_INO,
+				       .dir = STP_ROOT_INO, .dtype = DT_DIR };
 	int err;
 
 	w->problems = 0;
-	w->dir_seen = calloc((size_t)sb->inode_count / 8 + 1, 1);
-	if (!w->dir_seen)
-		return -ENOMEM;
-	strcpy(w->path, "/");
-	w->path_len = 1;
 	err = stp_image_inode(w->img, STP_ROOT_INO, &root.inode);
 	if (err) {
 		stp_walk_problem(w, "/", "root inode: %s", stp_cli_strerror(err));
-		err = 0;
-	} else if (!S_ISDIR(root.inode.mode)) {
-		stp_walk_problem(w, "/", "the root is not a directory");
-	} else {
-		err = walk_entry(w, &root);
+		return 0;
 	}
-	free(w->dir_seen);
-	w->dir_seen = NULL;
-	return err;
+	err = w->enter(w, &root);
+	if (err < 0 || err == STP_WALK_SKIP)
+		return err < 0 ? err : 0;
+	err = stp_treewalk(w->img, &ops, w);
+	if (err == STP_WALK_SKIP)
+		err = 0;
+	if (err)
+		return err;
+	return w->leave ? w->leave(w, &root) : 0;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 
 #include "format.h"
+#include "treewalk.h"
 
 struct stp_image;
 
@@ -59,6 +60,10 @@ int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max);
  */
 void stp_cli_put_escaped(FILE *f, const char *s, size_t len);
 
+/* Length of the valid UTF-8 sequence at S (LEN bytes left; 1 for ASCII), or 0 when the
+ * bytes there are not UTF-8, by the rule above. */
+size_t stp_cli_utf8_len(const char *s, size_t len);
+
 /* The messages below escape the image, the path and the formatted text by that rule. */
 /* "stipple NAME: message" on stderr. */
 void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
@@ -86,8 +91,8 @@ static inline uint32_t stp_cli_rdev_minor(const struct stp_inode *in) { return (
 void stp_cli_mode_string(uint32_t mode, char out[11]);
 
 /*
- * The tree walk. Directories are visited depth first, entries in the order the image
- * stores them. A directory reached a second time (a cycle or a hard-linked directory),
+ * The tree walk: common/treewalk.h's, with the root, messages and a count of problems.
+ * Directories are visited depth first, entries in the order the image stores them. A directory reached a second time (a cycle or a hard-linked directory),
  * an entry or inode that cannot be decoded, a bad name or a path longer than PATH_MAX
  * is reported with stp_cli_problem(), counted in problems, and skipped with what lies
  * below it; the walk then goes on.
@@ -109,7 +114,7 @@ struct stp_walk;
 /* Returns 0 to go on, STP_WALK_SKIP (from enter, on a directory) to skip what lies
  * below it and its leave call, or a negative errno to stop the walk. */
 typedef int (*stp_walk_fn)(struct stp_walk *w, const struct stp_walk_entry *e);
-#define STP_WALK_SKIP 1
+#define STP_WALK_SKIP STP_TREEWALK_SKIP
 
 struct stp_walk {
 	/* set by the caller */
@@ -121,9 +126,6 @@ struct stp_walk {
 	void *ctx;
 	/* kept by the walk */
 	unsigned long problems;
-	uint8_t *dir_seen;       /* one bit per inode */
-	char path[STP_WALK_PATH_MAX];
-	size_t path_len;
 };
 
 /* Walks the whole tree. Returns 0 when it reached the end (look at problems), or the

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/* The strict mode: every block decoded, the whole tree walked (check.h). */
+#include "check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "image.h"
+#include "log.h"
+#include "treewalk.h"
+
+/* Paths as the readers print them: "/a/b", below 4096 bytes with the NUL. */
+#define CHECK_PATH_MAX 4096
+/* A path of CHECK_PATH_MAX bytes has at most half as many components. */
+#define CHECK_DEPTH_MAX (CHECK_PATH_MAX / 2 + 1)
+
+/* The last name seen at each depth, to check that a directory's entries ascend. */
+struct last_name {
+	uint32_t dir;
+	uint16_t len;
+	char name[STP_NAME_MAX];
+};
+
+struct checker {
+	const struct stp_image *img;
+	const struct stp_superblock *sb;
+	stp_check_report_fn fn;
+	void *ctx;
+	struct stp_check_counts *counts;
+	uint64_t walk_problems;
+	uint32_t *names;       /* per inode: directory entries naming it */
+	uint32_t *subdirs;     /* per directory inode: its subdirectories */
+	uint8_t *bad_block;    /* per block: failed to decode */
+	struct last_name *last; /* per depth */
+};
+
+const char *stp_check_strerror(int err)
+{
+	const char *s;
+
+	switch (err) {
+	case -EUCLEAN:
+		return "damaged image";
+	case -EPROTONOSUPPORT:
+		return "unsupported format version or feature";
+	default:
+		s = strerrordesc_np(err < 0 ? -err : err);
+		return s ? s : "unknown error";
+	}
+}
+
+const char *stp_check_tree_problem(const struct stp_tree_problem *p, char *buf, size_t len)
+{
+	switch (p->what) {
+	case STP_TREE_BAD_ENTRY:
+		snprintf(buf, len, "entry %u: %s", p->index,
+			 p->err == -EUCLEAN ? "damaged or unsafe name" : stp_check_strerror(p->err));
+		break;
+	case STP_TREE_TOO_LONG:
+		snprintf(buf, len, "entry %u: path longer than %d bytes", p->index, CHECK_PATH_MAX);
+		break;
+	case STP_TREE_BAD_INODE:
+		snprintf(buf, len, "inode %u: %s", p->ino, stp_check_strerror(p->err));
+		break;
+	case STP_TREE_REVISIT:
+		snprintf(buf, len, "directory inode %u reached twice (a cycle)", p->ino);
+		break;
+	case STP_TREE_ABANDONED:
+		snprintf(buf, len, "skipping the rest of the directory");
+		break;
+	}
+	return buf;
+}
+
+static void __attribute__((format(printf, 3, 4)))
+report(struct checker *c, const char *path, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->fn(c->ctx, path, msg);
+	c->counts->problems++;
+	if (path)
+		c->walk_problems++;
+}
+
+static void check_blocks(struct checker *c, void *buf)
+{
+	for (uint64_t b = 0; b < c->sb->block_count; b++) {
+		int err = stp_image_decode_block(c->img, b, buf);
+
+		if (err) {
+			report(c, NULL, "data block %" PRIu64 ": %s", b, stp_check_strerror(err));
+			c->bad_block[b] = 1;
+		}
+	}
+}
+
+/* A run of table records [first, first + count) owned by inode INO. */
+struct range {
+	uint64_t first;
+	uint32_t count, ino;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+/* Each extent record belongs to one file, each entry record to one directory. */
+static void check_ranges_apart(struct checker *c, struct range *r, size_t n, const char *what)
+{
+	qsort(r, n, sizeof(*r), cmp_range);
+	for (size_t i = 1, owner = 0; i < n; i++) {
+		if (r[i].first < r[owner].first + r[owner].count)
+			report(c, NULL, "inodes %u and %u share %s records", r[owner].ino, r[i].ino,
+			       what);
+		if (r[i].first + r[i].count > r[owner].first + r[owner].count)
+			owner = i;
+	}
+}
+
+static int check_ownership(struct checker *c)
+{
+	struct range *files = reallocarray(NULL, c->sb->inode_count, sizeof(*files));
+	struct range *dirs = reallocarray(NULL, c->sb->inode_count, sizeof(*dirs));
+	size_t nf = 0, nd = 0;
+
+	if (!files || !dirs) {
+		free(files);
+		free(dirs);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < c->sb->inode_count; i++) {
+		struct stp_inode in;
+
+		if (stp_image_inode(c->img, i, &in) || !in.count)
+			continue;
+		if (S_ISREG(in.mode))
+			files[nf++] = (struct range){ in.data, in.count, i };
+		else if (S_ISDIR(in.mode))
+			dirs[nd++] = (struct range){ in.data, in.count, i };
+	}
+	check_ranges_apart(c, files, nf, "extent");
+	check_ranges_apart(c, dirs, nd, "directory entry");
+	free(files);
+	free(dirs);
+	return 0;
+}
+
+/* Entry E against its previous sibling, and its type against its inode's. */
+static void check_dirent(struct checker *c, const struct stp_tree_entry *e)
+{
+	struct last_name *last = &c->last[e->depth];
+
+	if (e->index > 0 && last->dir == e->dir &&
+	    stp_name_cmp(last->name, last->len, e->name, e->name_len) >= 0)
+		report(c, e->rooted, "entry %u is out of order or a duplicate", e->index);
+	last->dir = e->dir;
+	last->len = (uint16_t)e->name_len;
+	memcpy(last->name, e->name, e->name_len);
+	if (stp_mode_dtype(e->inode->mode) != e->dtype)
+		report(c, e->rooted, "the directory entry's type differs from the inode's");
+}
+
+static void check_extent_blocks(struct checker *c, const char *path, const struct stp_extent *x)
+{
+	uint32_t bs = stp_image_block_size(c->img);
+
+	for (uint64_t b = x->stream_off / bs; b <= (x->stream_off + x->length - 1) / bs; b++)
+		if (c->bad_block[b])
+			report(c, path, "its data lies in damaged block %" PRIu64, b);
+}
+
+/* stp_image_extent checked each extent's bounds; the order is left. */
+static void check_extents(struct checker *c, const char *path, const struct stp_inode *in)
+{
+	uint64_t end = 0;
+
+	for (uint32_t i = 0; i < in->count; i++) {
+		struct stp_extent x;
+		int err = stp_image_extent(c->img, in, i, &x);
+
+		if (err) {
+			report(c, path, "extent %u: %s", i, stp_check_strerror(err));
+			return;
+		}
+		if (x.file_off < end)
+			report(c, path, "extent %u overlaps or precedes extent %u", i, i - 1);
+		check_extent_blocks(c, path, &x);
+		end = x.file_off + x.length;
+	}
+}
+
+static void check_symlink(struct checker *c, const char *path, const struct stp_inode *in)
+{
+	const char *target;
+	size_t len;
+
+	if (!stp_image_readlink(c->img, in, &target, &len) && memchr(target, '\0', len))
+		report(c, path, "symlink target holds a NUL byte");
+}
+
+static void check_xattrs(struct checker *c, const char *path, const struct stp_inode *in)
+{
+	for (uint32_t i = 0; i < in->xattr_count; i++) {
+		const char *name;
+		const void *value;
+		size_t nlen, vlen;
+		int err = stp_image_xattr(c->img, in, i, &name, &nlen, &value, &vlen);
+
+		if (err)
+			report(c, path, "extended attribute %u: %s", i, stp_check_strerror(err));
+	}
+}
+
+/* What inode IN holds, checked the first time a name reaches it; DIR lists it. */
+static void check_inode(struct checker *c, const char *path, uint32_t dir,
+			const struct stp_inode *in)
+{
+	check_xattrs(c, path, in);
+	if (S_ISDIR(in->mode) && in->parent != dir)
+		report(c, path, "parent is inode %u, but it is listed in inode %u", in->parent,
+		       dir);
+	else if (S_ISREG(in->mode))
+		check_extents(c, path, in);
+	else if (S_ISLNK(in->mode))
+		check_symlink(c, path, in);
+}
+
+static int check_entry(void *ctx, const struct stp_tree_entry *e)
+{
+	struct checker *c = ctx;
+
+	c->names[e->ino]++;
+	c->counts->entries++;
+	check_dirent(c, e);
+	if (S_ISDIR(e->inode->mode))
+		c->subdirs[e->dir]++;
+	if (c->names[e->ino] <= 1)
+		check_inode(c, e->rooted, e->dir, e->inode);
+	return 0;
+}
+
+static int tree_problem(void *ctx, const struct stp_tree_problem *p)
+{
+	struct checker *c = ctx;
+	char msg[128];
+
+	stp_check_tree_problem(p, msg, sizeof(msg));
+	if (p->what == STP_TREE_ABANDONED) {
+		c->fn(c->ctx, p->rooted, msg);
+		return 0;
+	}
+	report(c, p->rooted, "%s", msg);
+	return 0;
+}
+
+static int link_count_ok(const struct checker *c, uint32_t ino, const struct stp_inode *in)
+{
+	if (S_ISDIR(in->mode))
+		return in->nlink == 1 || in->nlink == 2 + c->subdirs[ino];
+	return in->nlink == c->names[ino];
+}
+
+/* The second walk, only when link counts are wrong: name each such inode once. */
+static void report_link_count(struct checker *c, const char *path, uint32_t ino,
+			      const struct stp_inode *in)
+{
+	if (!c->names[ino] && ino != STP_ROOT_INO)
+		return; /* reported already */
+	if (!link_count_ok(c, ino, in))
+		report(c, path, "link count %u, but %u %s", in->nlink,
+		       S_ISDIR(in->mode) ? c->subdirs[ino] : c->names[ino],
+		       S_ISDIR(in->mode) ? "subdirectories" : "names");
+	c->names[ino] = 0;
+}
+
+static int link_count_entry(void *ctx, const struct stp_tree_entry *e)
+{
+	report_link_count(ctx, e->rooted, e->ino, e->inode);
+	return 0;
+}
+
+/* Unreachable inodes; returns whether any link count is wrong. */
+static int check_reachability(struct checker *c)
+{
+	int wrong = 0;
+
+	for (uint32_t i = 0; i < c->sb->inode_count; i++) {
+		struct stp_inode in;
+
+		if (i == STP_ROOT_INO || c->names[i]) {
+			if (!stp_image_inode(c->img, i, &in) && !link_count_ok(c, i, &in))
+				wrong = 1;
+			continue;
+		}
+		report(c, NULL, "inode %u is not reached from the root", i);
+	}
+	return wrong;
+}
+
+static int check_tree(struct checker *c)
+{
+	struct stp_treewalk_ops ops = { .enter = check_entry, .problem = tree_problem,
+					.path_max = CHECK_PATH_MAX - 1, .inodes = 1 };
+	struct stp_inode root;
+	int err = stp_image_inode(c->img, STP_ROOT_INO, &root); /* checked at open */
+
+	if (err)
+		return err;
+	check_inode(c, "/", STP_ROOT_INO, &root);
+	err = stp_treewalk(c->img, &ops, c);
+	if (err || c->walk_problems || !check_reachability(c))
+		return err;
+	report_link_count(c, "/", STP_ROOT_INO, &root);
+	ops.enter = link_count_entry;
+	return stp_treewalk(c->img, &ops, c);
+}
+
+int stp_image_check_all(const struct stp_image *img, stp_check_report_fn fn, void *ctx,
+			struct stp_check_counts *counts)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	struct checker c = { .img = img, .sb = sb, .fn = fn, .ctx = ctx, .counts = counts };
+	void *buf = malloc(stp_image_block_buffer_size(img));
+	int err = -ENOMEM;
+
+	*counts = (struct stp_check_counts){ 0 };
+	c.names = calloc(sb->inode_count, sizeof(*c.names));
+	c.subdirs = calloc(sb->inode_count, sizeof(*c.subdirs));
+	c.bad_block = calloc(sb->block_count + 1, 1);
+	c.last = calloc(CHECK_DEPTH_MAX, sizeof(*c.last));
+	if (buf && c.names && c.subdirs && c.bad_block && c.last) {
+		check_blocks(&c, buf);
+		err = check_ownership(&c);
+		if (!err)
+			err = check_tree(&c);
+	}
+	free(buf);
+	free(c.names);
+	free(c.subdirs);
+	free(c.bad_block);
+	free(c.last);
+	return err;
+}
