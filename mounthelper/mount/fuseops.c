@@ -71,7 +71,7 @@ static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st
 	if (S_ISREG(inode->mode))
 		st->st_blocks = (blkcnt_t)((inode->size + 511) / 512);
 	if (S_ISCHR(inode->mode) || S_ISBLK(inode->mode))
-		st->st_rdev = makedev((uint32_t)(inode->data >> 32), (uint32_t)inode->data);
+		st->st_rdev = makedev(stp_rdev_major(inode->data), stp_rdev_minor(inode->data));
 	st->st_mtim.tv_sec = inode->mtime_sec;
 	st->st_mtim.tv_nsec = inode->mtime_nsec;
 	st->st_atim = st->st_mtim;

@@ -11,12 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "image.h"
 #include "treewalk.h"
 #include "util.h"
 
 #define STRIPES 64
-#define PAGE 4096u
 
 struct range {
 	uint64_t start, end;
@@ -106,7 +106,8 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 {
 	pthread_mutex_t *lock;
 	struct file_rec *f;
-	uint64_t s = off & ~(uint64_t)(PAGE - 1), e = (off + len + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	uint64_t s = off & ~(uint64_t)(STP_HOT_PAGE - 1);
+	uint64_t e = (off + len + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1);
 
 	if (!r || ino >= r->ninodes || !len)
 		return;
