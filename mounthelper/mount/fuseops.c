@@ -19,6 +19,7 @@
 #include "mountopts.h"
 #include "record.h"
 #include "status.h"
+#include "util.h"
 #include "warm.h"
 
 /* "Forever": libfuse and the kernel clamp it to the largest timeout they can hold. */
@@ -246,7 +247,7 @@ static ssize_t plan_stream(struct stp_fs *fs, struct read_plan *p, uint32_t n, u
 		if (err) {
 			stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
 				stp_image_path(fs->img), n, (unsigned long long)block,
-				err == -EUCLEAN ? "damaged" : strerrordesc_np(-err));
+				stp_strerror(err));
 			return err;
 		}
 		p->nref++;

@@ -21,6 +21,7 @@
 #include "image.h"
 #include "log.h"
 #include "treewalk.h"
+#include "util.h"
 
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
 #define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
@@ -384,7 +385,7 @@ static void warm_one(struct stp_warmer *w, uint64_t k)
 		w->blocks[k].state = B_RELEASED;
 		pthread_mutex_unlock(&w->lock);
 		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->fs->img),
-			(unsigned long long)k, strerror(-rc));
+			(unsigned long long)k, stp_strerror(rc));
 		return;
 	}
 	w->blocks[k].ref = ref;
