@@ -143,15 +143,15 @@ int order_parse_ranges(struct node *n, const char *s)
 	fit_ranges(n, in, count);
 	free(in);
 	merge_ranges(n);
-	if (n->nhot_ranges == 0)
-		return -ERANGE; /* every range past the end: the file shrank since recording */
-	if (n->nhot_ranges == 1 && n->hot_ranges[0].start == 0 &&
-	    n->hot_ranges[0].end == (uint64_t)n->st.st_size) {
+	/* none left: every range lay past the end (the file shrank since recording) */
+	rc = n->nhot_ranges ? 0 : -ERANGE;
+	if (rc || (n->nhot_ranges == 1 && n->hot_ranges[0].start == 0 &&
+		   n->hot_ranges[0].end == (uint64_t)n->st.st_size)) {
 		free(n->hot_ranges);
 		n->hot_ranges = NULL;
 		n->nhot_ranges = 0;
 	}
-	return 0;
+	return rc;
 }
 
 static int read_hot_list(struct tree *t, const char *list, struct node **out, size_t *n)
@@ -192,17 +192,11 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 		if (rc == -ERANGE) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: every range lies past its end, skipped\n",
 				list, lineno, line);
-			free(node->hot_ranges);
-			node->hot_ranges = NULL;
-			node->nhot_ranges = 0;
 			continue;
 		}
 		if (rc) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: malformed ranges, reading the whole "
 				"file\n", list, lineno, line);
-			free(node->hot_ranges);
-			node->hot_ranges = NULL;
-			node->nhot_ranges = 0;
 		}
 		node->hot = 1;
 		out[(*n)++] = node;
