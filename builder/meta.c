@@ -97,7 +97,7 @@ static void put_body(struct writer *w, const struct node *n, struct stp_inode *i
 		break;
 	case S_IFCHR:
 	case S_IFBLK:
-		in->data = (uint64_t)major(n->st.st_rdev) << 32 | minor(n->st.st_rdev);
+		in->data = stp_rdev_pack(major(n->st.st_rdev), minor(n->st.st_rdev));
 		break;
 	}
 }

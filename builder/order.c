@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Ordering file data: hot list first, then similar files together. */
 #include "order.h"
+#include "order_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "format.h"
+#include "hotlist.h"
 
 /* After the hot region: the files that are not machine code, then programs by kind, so
  * that the blocks the packer filters hold code and little else. Programs cut at their
@@ -73,27 +77,6 @@ static struct node *find_path(struct tree *t, char *path)
 	return cur->primary;
 }
 
-/* Undoes the escapes the recorder writes (\\, \t, \n) in place; cuts the ranges off
- * and returns them (NULL when there are none). */
-static char *hot_line_path(char *line)
-{
-	char *tab = strchr(line, '\t'), *r = line, *w = line;
-
-	if (tab)
-		*tab++ = 0;
-	while (*r) {
-		if (*r == '\\' && r[1]) {
-			r++;
-			*w++ = *r == 't' ? '\t' : *r == 'n' ? '\n' : *r;
-			r++;
-		} else {
-			*w++ = *r++;
-		}
-	}
-	*w = 0;
-	return tab;
-}
-
 static int cmp_range(const void *a, const void *b)
 {
 	const struct hot_range *x = a, *y = b;
@@ -101,42 +84,35 @@ static int cmp_range(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
-/* Parses "START-END,START-END" into N's sorted, merged ranges, clamped to its size. A
- * list that covers the whole file means the whole file. Returns -EINVAL when malformed. */
 /* Recorded ranges are widened by this much on each side: a launch whose read-ahead falls
  * a little differently from the recorded one still finds its pages in the hot region.
  * Measured on the Blender tree: a replay read 182 pages outside the recorded ranges, 90%
  * of them within 100 KiB of one, and each such page cost the decode of a cold block. */
 #define RANGE_MARGIN (128u << 10)
 
-static int parse_ranges(struct node *n, const char *s)
+/* Keeps the ranges of IN that start inside the file, widened and clamped to its size. */
+static void fit_ranges(struct node *n, const struct stp_hot_range *in, size_t count)
 {
 	uint64_t size = (uint64_t)n->st.st_size;
+
+	for (size_t i = 0; i < count; i++) {
+		uint64_t a = in[i].start, b = in[i].end;
+
+		if (a >= size || b <= a)
+			continue;
+		b = b < size ? b : size;
+		a = a > RANGE_MARGIN ? (a - RANGE_MARGIN) & ~(uint64_t)(STP_HOT_PAGE - 1) : 0;
+		b = size - b > RANGE_MARGIN ? b + RANGE_MARGIN : size;
+		n->hot_ranges[n->nhot_ranges++] = (struct hot_range){ a, b };
+	}
+}
+
+/* Sorts and merges N's ranges in place. */
+static void merge_ranges(struct node *n)
+{
 	size_t k = 0;
 
-	n->nhot_ranges = 0;
-	for (const char *c = s; *c; c++)
-		k += *c == ',';
-	free(n->hot_ranges);
-	n->hot_ranges = malloc((k + 1) * sizeof(*n->hot_ranges));
-	if (!n->hot_ranges)
-		return -ENOMEM;
-	while (*s) {
-		unsigned long long a, b;
-		int used = 0;
-
-		if (sscanf(s, "%llu-%llu%n", &a, &b, &used) != 2 || b < a || (s[used] && s[used] != ','))
-			return -EINVAL;
-		s += used + (s[used] == ',');
-		if (a < size && b > a) {
-			b = b < size ? b : size;
-			a = a > RANGE_MARGIN ? (a - RANGE_MARGIN) & ~4095ull : 0;
-			b = size - b > RANGE_MARGIN ? b + RANGE_MARGIN : size;
-			n->hot_ranges[n->nhot_ranges++] = (struct hot_range){ a, b };
-		}
-	}
 	qsort(n->hot_ranges, n->nhot_ranges, sizeof(*n->hot_ranges), cmp_range);
-	k = 0;
 	for (size_t i = 0; i < n->nhot_ranges; i++) {
 		if (k && n->hot_ranges[i].start <= n->hot_ranges[k - 1].end) {
 			if (n->hot_ranges[i].end > n->hot_ranges[k - 1].end)
@@ -146,14 +122,36 @@ static int parse_ranges(struct node *n, const char *s)
 		}
 	}
 	n->nhot_ranges = k;
-	if (k == 0)
-		return -ERANGE; /* every range past the end: the file shrank since recording */
-	if ((k == 1 && n->hot_ranges[0].start == 0 && n->hot_ranges[0].end == size)) {
+}
+
+int order_parse_ranges(struct node *n, const char *s)
+{
+	struct stp_hot_range *in;
+	size_t count;
+	int rc = stp_hotlist_parse_ranges(s, &in, &count);
+
+	free(n->hot_ranges);
+	n->hot_ranges = NULL;
+	n->nhot_ranges = 0;
+	if (rc)
+		return rc;
+	n->hot_ranges = reallocarray(NULL, count ? count : 1, sizeof(*n->hot_ranges));
+	if (!n->hot_ranges) {
+		free(in);
+		return -ENOMEM;
+	}
+	fit_ranges(n, in, count);
+	free(in);
+	merge_ranges(n);
+	/* none left: every range lay past the end (the file shrank since recording) */
+	rc = n->nhot_ranges ? 0 : -ERANGE;
+	if (rc || (n->nhot_ranges == 1 && n->hot_ranges[0].start == 0 &&
+		   n->hot_ranges[0].end == (uint64_t)n->st.st_size)) {
 		free(n->hot_ranges);
 		n->hot_ranges = NULL;
 		n->nhot_ranges = 0;
 	}
-	return 0;
+	return rc;
 }
 
 static int read_hot_list(struct tree *t, const char *list, struct node **out, size_t *n)
@@ -166,8 +164,9 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 	int rc;
 
 	if (!f) {
-		fprintf(stderr, "mkstipple: %s: %s\n", list, strerror(errno));
-		return -errno;
+		rc = -errno;
+		fprintf(stderr, "mkstipple: %s: %s\n", list, strerror(-rc));
+		return rc;
 	}
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		struct node *node;
@@ -178,7 +177,7 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 			line[--len] = 0;
 		if (!len || line[0] == '#')
 			continue;
-		ranges = hot_line_path(line);
+		ranges = stp_hotlist_split(line);
 		path = strdup(line);
 		node = path ? find_path(t, path) : NULL;
 		free(path);
@@ -189,21 +188,15 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 		}
 		if (node->hot)
 			continue;
-		rc = ranges ? parse_ranges(node, ranges) : 0;
+		rc = ranges ? order_parse_ranges(node, ranges) : 0;
 		if (rc == -ERANGE) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: every range lies past its end, skipped\n",
 				list, lineno, line);
-			free(node->hot_ranges);
-			node->hot_ranges = NULL;
-			node->nhot_ranges = 0;
 			continue;
 		}
 		if (rc) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: malformed ranges, reading the whole "
 				"file\n", list, lineno, line);
-			free(node->hot_ranges);
-			node->hot_ranges = NULL;
-			node->nhot_ranges = 0;
 		}
 		node->hot = 1;
 		out[(*n)++] = node;

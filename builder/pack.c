@@ -18,11 +18,12 @@
 
 #include "bcj.h"
 #include "dict.h"
+#include "format.h"
 #include "source.h"
 #include "util.h"
 
 #define STAGE_SIZE (1u << 20)
-#define PAGE 4096u
+#define ZERO_STEP 4096u /* holes are looked for a file page at a time */
 #define HOLE_MIN (64u << 10) /* zero runs at least this long take no space */
 
 struct slot {
@@ -377,7 +378,7 @@ static int emit(struct packer *p, struct node *f, const uint8_t *data, uint64_t 
 
 static int is_zero(const uint8_t *b, size_t len)
 {
-	static const uint8_t zeros[PAGE];
+	static const uint8_t zeros[ZERO_STEP];
 
 	return memcmp(b, zeros, len) == 0;
 }
@@ -400,7 +401,7 @@ static int pack_stage(struct packer *p, struct node *f, size_t n, uint64_t off, 
 		uint64_t at = off + i;
 		int rc = 0;
 
-		len = PAGE - at % PAGE < n - i ? PAGE - at % PAGE : n - i;
+		len = ZERO_STEP - at % ZERO_STEP < n - i ? ZERO_STEP - at % ZERO_STEP : n - i;
 
 		if (is_zero(p->stage + i, len)) {
 			*zeros += len;
@@ -761,8 +762,9 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 	for (size_t i = 0; i < n && !rc; i++) {
 		/* in the hot region each file starts on a page of the stream, so that a stream
 		 * page belongs to one file: the mount tracks what it warmed by page */
-		if (i < nhot && p->stream % PAGE && (!i || order[i - 1].file != order[i].file))
-			rc = stream_append(p, NULL, PAGE - p->stream % PAGE, STP_FILTER_NONE);
+		if (i < nhot && p->stream % STP_HOT_PAGE && (!i || order[i - 1].file != order[i].file))
+			rc = stream_append(p, NULL, STP_HOT_PAGE - p->stream % STP_HOT_PAGE,
+					   STP_FILTER_NONE);
 		if (!rc)
 			rc = pack_piece(p, &order[i]);
 		if (i + 1 == nhot)

@@ -32,6 +32,10 @@
 #define STP_BLOCK_LOG_MAX 30u /* 1 GiB */
 #define STP_NAME_MAX 255u
 #define STP_ROOT_INO 0u
+/* The page of the hot region: there each file starts at a multiple of it in the stream,
+ * so that one stream page holds bytes of one file (stipple(5), HOT REGION). The mount
+ * warms and tracks the region, and records reads, in these pages. */
+#define STP_HOT_PAGE 4096u
 
 /* Bounds a reader puts on what the superblock promises, before it allocates anything.
  * Decoded metadata: some ten million entries; a stored dictionary: mkstipple trains
@@ -133,6 +137,15 @@ static inline void stp_put64(uint8_t *p, uint64_t v)
 	stp_put32(p, (uint32_t)v);
 	stp_put32(p + 4, (uint32_t)(v >> 32));
 }
+
+/* The device number of a character or block device inode, as its data field holds it
+ * (stipple(5)): the major in the high 32 bits, the minor in the low 32. */
+static inline uint64_t stp_rdev_pack(uint32_t major, uint32_t minor)
+{
+	return (uint64_t)major << 32 | minor;
+}
+static inline uint32_t stp_rdev_major(uint64_t data) { return (uint32_t)(data >> 32); }
+static inline uint32_t stp_rdev_minor(uint64_t data) { return (uint32_t)data; }
 
 /* Superblock. decode checks magic, checksum, reserved bytes, version, feature bits and
  * that every range and size it states is consistent and fits in image_size (the rules

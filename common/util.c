@@ -120,6 +120,16 @@ const char *stp_human_size(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
+const char *stp_strerror(int err)
+{
+	const char *desc;
+
+	if (err == -EUCLEAN)
+		return "damaged image";
+	desc = strerrordesc_np(err < 0 ? -err : err);
+	return desc ? desc : "unknown error";
+}
+
 uint64_t stp_now_ns(void)
 {
 	struct timespec ts;

@@ -21,6 +21,10 @@ int stp_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int stp_write_full(int fd, const void *buf, size_t len);
 /* "12.3 MiB" into BUF. */
 const char *stp_human_size(uint64_t bytes, char *buf, size_t len);
+/* What negative errno ERR means, for a message to a user: "damaged image" for -EUCLEAN
+ * (what the library returns for a corrupt image), the C library's description otherwise.
+ * Thread-safe, unlike strerror(): the text is static and never rewritten. */
+const char *stp_strerror(int err);
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
 

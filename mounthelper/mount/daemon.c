@@ -20,6 +20,7 @@
 #include "prime.h"
 #include "record.h"
 #include "sandbox.h"
+#include "util.h"
 #include "warm.h"
 
 struct stp_daemon {
@@ -115,7 +116,7 @@ static int detach_stdio(struct stp_daemon *d)
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (fd < 0)
-		return fail(d, -errno, "/dev/null: %s", strerror(errno));
+		return fail(d, -errno, "/dev/null: %s", stp_strerror(-errno));
 	for (int i = 0; i < 3; i++)
 		dup2(fd, i);
 	close(fd);
@@ -134,12 +135,12 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
 	if (err)
 		return err;
 	if (!d->fs.opts->foreground && chdir("/"))
-		return fail(d, -errno, "chdir /: %s", strerror(errno));
+		return fail(d, -errno, "chdir /: %s", stp_strerror(-errno));
 	if (fuse_set_signal_handlers(d->fs.se))
 		return fail(d, -EIO, "cannot install signal handlers");
 	if (mem_limit && setrlimit(RLIMIT_DATA, &rl))
 		return fail(d, -errno, "limiting memory to %llu bytes: %s",
-			    (unsigned long long)mem_limit, strerror(errno));
+			    (unsigned long long)mem_limit, stp_strerror(-errno));
 	return 0;
 }
 
@@ -173,7 +174,7 @@ static int open_image(struct stp_daemon *d, int fd)
 	if (err == -EPROTONOSUPPORT)
 		return fail(d, err, "%s: made by a newer stipple (unsupported format)", o->image);
 	if (err)
-		return fail(d, err, "%s: %s", o->image, strerror(-err));
+		return fail(d, err, "%s: %s", o->image, stp_strerror(err));
 	d->fs.img = img;
 	d->fs.block_log = stp_image_sb(img)->block_log;
 	return 0;
@@ -186,9 +187,9 @@ static int prepare_fs(struct stp_daemon *d)
 	int err = stp_cache_new(d->fs.img, o->cache_budget, o->warm_workers + 1, &d->fs.cache);
 
 	if (err)
-		return fail(d, err, "cannot create the block cache: %s", strerror(-err));
+		return fail(d, err, "cannot create the block cache: %s", stp_strerror(err));
 	if (o->record && (err = stp_record_new(d->fs.img, &d->fs.recorder)))
-		return fail(d, err, "%s: %s", o->record, strerror(-err));
+		return fail(d, err, "%s: %s", o->record, stp_strerror(err));
 	return 0;
 }
 
@@ -202,7 +203,7 @@ static void report_live(struct stp_daemon *d)
 		err = stp_prime_send_plan(d->fs.img, d->monitor_fd);
 		if (err && err != -EPIPE)
 			stp_log(STP_LOG_WARN, "%s: no priming plan: %s", d->fs.opts->image,
-				strerror(-err));
+				stp_strerror(err));
 	}
 	log_monitor_fd = -1;
 	close(d->monitor_fd);
@@ -243,7 +244,7 @@ static void write_record(struct stp_daemon *d)
 	err = stp_record_write(d->fs.recorder, d->record_fd);
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s", d->fs.opts->record,
-			strerror(-err));
+			stp_strerror(err));
 }
 
 /* Confined, the mount is live: warm it, tell the monitor, serve until the mount ends.
@@ -255,7 +256,7 @@ static int serve_confined(struct stp_daemon *d)
 	int err = stp_warm_start(fs, fs->opts->warm_workers, &fs->warmer);
 
 	if (err)
-		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, strerror(-err));
+		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));
 	report_live(d);
 	err = run_loop(fs);
 	fuse_remove_signal_handlers(fs->se);

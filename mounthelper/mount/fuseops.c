@@ -19,6 +19,7 @@
 #include "mountopts.h"
 #include "record.h"
 #include "status.h"
+#include "util.h"
 #include "warm.h"
 
 /* "Forever": libfuse and the kernel clamp it to the largest timeout they can hold. */
@@ -71,7 +72,7 @@ static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st
 	if (S_ISREG(inode->mode))
 		st->st_blocks = (blkcnt_t)((inode->size + 511) / 512);
 	if (S_ISCHR(inode->mode) || S_ISBLK(inode->mode))
-		st->st_rdev = makedev((uint32_t)(inode->data >> 32), (uint32_t)inode->data);
+		st->st_rdev = makedev(stp_rdev_major(inode->data), stp_rdev_minor(inode->data));
 	st->st_mtim.tv_sec = inode->mtime_sec;
 	st->st_mtim.tv_nsec = inode->mtime_nsec;
 	st->st_atim = st->st_mtim;
@@ -276,7 +277,7 @@ static int reply_pin(struct read_reply *r, uint64_t block)
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
 			stp_image_path(r->fs->img), r->n, (unsigned long long)block,
-			err == -EUCLEAN ? "damaged" : strerrordesc_np(-err));
+			stp_strerror(err));
 	return err;
 }
 

@@ -67,7 +67,7 @@ static int open_image(struct monitor *m)
 	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (m->image_fd < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, strerror(errno));
+		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(-errno));
 		return err;
 	}
 	err = stp_image_read_superblock(m->image_fd, o->image_path, &m->sb);
@@ -77,7 +77,7 @@ static int open_image(struct monitor *m)
 		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", m->prog,
 			o->image);
 	else if (err && err != -EINVAL) /* -EINVAL: not a file, already said */
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, strerror(-err));
+		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(err));
 	return err;
 }
 
@@ -111,7 +111,8 @@ static int check_mountpoint(const struct monitor *m)
 	struct stat st;
 
 	if (stat(m->o->mountpoint, &st)) {
-		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, m->o->mountpoint, strerror(errno));
+		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, m->o->mountpoint,
+			stp_strerror(-errno));
 		return -errno;
 	}
 	if (!S_ISDIR(st.st_mode)) {
@@ -129,7 +130,7 @@ static int open_record(struct monitor *m)
 		return 0;
 	m->record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (m->record_fd < 0) {
-		fprintf(stderr, "%s: %s: %s\n", m->prog, m->o->record, strerror(errno));
+		fprintf(stderr, "%s: %s: %s\n", m->prog, m->o->record, stp_strerror(-errno));
 		return -errno;
 	}
 	return 0;
@@ -309,7 +310,7 @@ static void prime(struct monitor *m, int fd, uint8_t *buf)
 		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline);
 	if (err)
 		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", m->prog,
-			m->o->mountpoint, strerror(-err));
+			m->o->mountpoint, stp_strerror(err));
 	stp_prime_list_free(list);
 }
 
@@ -380,7 +381,7 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 	close(sv[1]);
 	release(&m);
 	if (pid < 0) {
-		fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+		fprintf(stderr, "%s: fork: %s\n", prog, stp_strerror(-errno));
 		close(sv[0]);
 		return -EAGAIN;
 	}

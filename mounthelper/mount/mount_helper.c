@@ -16,6 +16,7 @@
 
 #include "monitor.h"
 #include "mountopts.h"
+#include "util.h"
 
 #define PROG "mount.stipple"
 #define EXIT_USAGE 1
@@ -46,7 +47,7 @@ static int enter_namespace(const char *ns)
 	if (fd >= 0)
 		close(fd);
 	if (err)
-		fprintf(stderr, PROG ": namespace %s: %s\n", ns, strerror(-err));
+		fprintf(stderr, PROG ": namespace %s: %s\n", ns, stp_strerror(err));
 	return err;
 }
 

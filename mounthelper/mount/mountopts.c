@@ -454,13 +454,14 @@ int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
 		return ret;
 	path = realpath(o->image, NULL);
 	if (!path)
-		return fail(err, errlen, -errno, "%s: %s", o->image, strerror(errno));
+		return fail(err, errlen, -errno, "%s: %s", o->image, stp_strerror(-errno));
 	free(o->image_path);
 	o->image_path = path;
 	/* Absolute, so that the daemon can leave its working directory. */
 	path = realpath(o->mountpoint, NULL);
 	if (!path)
-		return fail(err, errlen, -errno, "mount point %s: %s", o->mountpoint, strerror(errno));
+		return fail(err, errlen, -errno, "mount point %s: %s", o->mountpoint,
+			    stp_strerror(-errno));
 	free(o->mountpoint);
 	o->mountpoint = path;
 	if (build_fuse_opts(o))

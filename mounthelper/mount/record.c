@@ -11,20 +11,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format.h"
+#include "hotlist.h"
 #include "image.h"
 #include "treewalk.h"
 #include "util.h"
 
 #define STRIPES 64
-#define PAGE 4096u
-
-struct range {
-	uint64_t start, end;
-};
 
 struct file_rec {
 	uint64_t first;        /* order of first access, 0: never read */
-	struct range *ranges;  /* sorted, disjoint, not adjacent */
+	struct stp_hot_range *ranges; /* sorted, disjoint, not adjacent */
 	uint32_t n, cap;
 };
 
@@ -81,14 +78,14 @@ static int add_range(struct file_rec *f, uint64_t s, uint64_t e)
 	if (j < i) {
 		s = s < f->ranges[j].start ? s : f->ranges[j].start;
 		e = e > f->ranges[i - 1].end ? e : f->ranges[i - 1].end;
-		f->ranges[j] = (struct range){ s, e };
+		f->ranges[j] = (struct stp_hot_range){ s, e };
 		memmove(&f->ranges[j + 1], &f->ranges[i], (f->n - i) * sizeof(*f->ranges));
 		f->n -= i - j - 1;
 		return 0;
 	}
 	if (f->n == f->cap) {
 		uint32_t cap = f->cap ? f->cap * 2 : 4;
-		struct range *grown;
+		struct stp_hot_range *grown;
 
 		if (f->cap > UINT32_MAX / 2 ||
 		    !(grown = reallocarray(f->ranges, cap, sizeof(*grown))))
@@ -97,7 +94,7 @@ static int add_range(struct file_rec *f, uint64_t s, uint64_t e)
 		f->cap = cap;
 	}
 	memmove(&f->ranges[i + 1], &f->ranges[i], (f->n - i) * sizeof(*f->ranges));
-	f->ranges[i] = (struct range){ s, e };
+	f->ranges[i] = (struct stp_hot_range){ s, e };
 	f->n++;
 	return 0;
 }
@@ -106,7 +103,8 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 {
 	pthread_mutex_t *lock;
 	struct file_rec *f;
-	uint64_t s = off & ~(uint64_t)(PAGE - 1), e = (off + len + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	uint64_t s = off & ~(uint64_t)(STP_HOT_PAGE - 1);
+	uint64_t e = (off + len + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1);
 
 	if (!r || ino >= r->ninodes || !len)
 		return;
@@ -136,18 +134,6 @@ static int note_path(void *ctx, const struct stp_tree_entry *e)
 	return nm->paths[e->ino] ? 0 : -ENOMEM;
 }
 
-static void write_escaped(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '\t' || *s == '\n') {
-			fputc('\\', f);
-			fputc(*s == '\t' ? 't' : *s == '\n' ? 'n' : '\\', f);
-		} else {
-			fputc(*s, f);
-		}
-	}
-}
-
 static int cmp_first(const void *a, const void *b, void *arg)
 {
 	const struct file_rec *files = arg;
@@ -163,12 +149,7 @@ static void write_lines(struct stp_recorder *r, char **paths, uint32_t *order, u
 
 		if (!paths[order[k]])
 			continue;
-		write_escaped(f, paths[order[k]]);
-		for (uint32_t i = 0; i < rec->n; i++)
-			fprintf(f, "%c%llu-%llu", i ? ',' : '\t',
-				(unsigned long long)rec->ranges[i].start,
-				(unsigned long long)rec->ranges[i].end);
-		fputc('\n', f);
+		stp_hotlist_put(f, paths[order[k]], rec->ranges, rec->n); /* fclose reports */
 	}
 }
 

@@ -16,12 +16,13 @@
 #include <time.h>
 
 #include "cache.h"
+#include "format.h"
 #include "fuseops.h"
 #include "image.h"
 #include "log.h"
 #include "treewalk.h"
+#include "util.h"
 
-#define PAGE 4096u
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
 #define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
 #define QUEUE_LEN 65536u          /* inodes waiting for a store; more are not stored */
@@ -165,7 +166,7 @@ static int fill_by_ino(struct stp_warmer *w)
 /* Per-inode index (a counting sort) and per-block segment ranges and page counts. */
 static int index_segs(struct stp_warmer *w)
 {
-	uint64_t hot_pages = (w->hot_size + PAGE - 1) / PAGE, bs = 1ull << w->block_log;
+	uint64_t hot_pages = (w->hot_size + STP_HOT_PAGE - 1) / STP_HOT_PAGE, bs = 1ull << w->block_log;
 
 	w->ino_first = calloc(w->ninodes + 1, sizeof(*w->ino_first));
 	w->by_ino = malloc((w->nsegs ? w->nsegs : 1) * sizeof(*w->by_ino));
@@ -187,7 +188,7 @@ static int index_segs(struct stp_warmer *w)
 		while (s < w->nsegs && w->segs[s].stream_off < end)
 			s++;
 		w->blocks[k].nsegs = (uint32_t)(s - w->blocks[k].first_seg);
-		w->blocks[k].pages_left = (uint32_t)((end - k * bs + PAGE - 1) / PAGE);
+		w->blocks[k].pages_left = (uint32_t)((end - k * bs + STP_HOT_PAGE - 1) / STP_HOT_PAGE);
 	}
 	return 0;
 }
@@ -223,8 +224,8 @@ static void mark_pages(struct stp_warmer *w, uint64_t off, uint64_t len)
 {
 	uint64_t end = off + len < w->hot_size ? off + len : w->hot_size;
 
-	for (uint64_t p = off / PAGE; p * PAGE < end; p++) {
-		uint64_t k = (p * PAGE) >> w->block_log;
+	for (uint64_t p = off / STP_HOT_PAGE; p * STP_HOT_PAGE < end; p++) {
+		uint64_t k = (p * STP_HOT_PAGE) >> w->block_log;
 
 		if (__atomic_exchange_n(&w->page_done[p], 1, __ATOMIC_RELAXED))
 			continue;
@@ -260,8 +261,8 @@ static int store_chunk(struct stp_warmer *w, uint32_t ino, uint64_t off, struct 
 static void store_seg(struct stp_warmer *w, const struct seg *s, const uint8_t *base)
 {
 	uint64_t end = s->file_off + s->len;
-	uint64_t a = (s->file_off + PAGE - 1) & ~(uint64_t)(PAGE - 1);
-	uint64_t b = end == s->file_size ? end : end & ~(uint64_t)(PAGE - 1);
+	uint64_t a = (s->file_off + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1);
+	uint64_t b = end == s->file_size ? end : end & ~(uint64_t)(STP_HOT_PAGE - 1);
 	const uint8_t *data = base + (s->stream_off & ((1ull << w->block_log) - 1)) + (a - s->file_off);
 
 	if (w->fs->recorder)
@@ -384,7 +385,7 @@ static void warm_one(struct stp_warmer *w, uint64_t k)
 		w->blocks[k].state = B_RELEASED;
 		pthread_mutex_unlock(&w->lock);
 		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->fs->img),
-			(unsigned long long)k, strerror(-rc));
+			(unsigned long long)k, stp_strerror(rc));
 		return;
 	}
 	w->blocks[k].ref = ref;

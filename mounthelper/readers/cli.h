@@ -82,10 +82,15 @@ int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image 
 int stp_cli_resolve(const struct stp_cli *cli, const struct stp_image *img, const char *path,
 		    uint32_t *ino);
 
-/* The device number of a character or block device inode: the format stores the major
- * in the high 32 bits of data and the minor in the low 32 bits. */
-static inline uint32_t stp_cli_rdev_major(const struct stp_inode *in) { return (uint32_t)(in->data >> 32); }
-static inline uint32_t stp_cli_rdev_minor(const struct stp_inode *in) { return (uint32_t)in->data; }
+/* The device number of a character or block device inode (format.h). */
+static inline uint32_t stp_cli_rdev_major(const struct stp_inode *in)
+{
+	return stp_rdev_major(in->data);
+}
+static inline uint32_t stp_cli_rdev_minor(const struct stp_inode *in)
+{
+	return stp_rdev_minor(in->data);
+}
 
 /* "drwxr-xr-x" from a mode, into OUT (11 bytes with the NUL). */
 void stp_cli_mode_string(uint32_t mode, char out[11]);

@@ -119,7 +119,7 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e, in
 			continue;
 		if (xattr_refused(errno)) {
 			fprintf(stderr, "stipple extract: %s%s: extended attribute %s not restored: %s\n",
-				x->dest, e->path, name, strerror(errno));
+				x->dest, e->path, name, stp_strerror(-errno));
 			x->warnings++;
 			continue;
 		}
@@ -291,7 +291,7 @@ static int extract_node(struct stp_walk *w, const struct stp_walk_entry *e, int 
 		return 0;
 	if (errno == EPERM && rdev) {
 		fprintf(stderr, "stipple extract: %s%s: device not created: %s\n", x->dest,
-			e->path, strerror(errno));
+			e->path, stp_strerror(-errno));
 		x->warnings++;
 		return 1;
 	}
@@ -387,12 +387,12 @@ static int open_destination(const char *dest)
 	int fd;
 
 	if (mkdir(dest, 0700) && errno != EEXIST) {
-		stp_cli_error(&extract_cli, "cannot create %s: %s", dest, strerror(errno));
+		stp_cli_error(&extract_cli, "cannot create %s: %s", dest, stp_strerror(-errno));
 		return -1;
 	}
 	fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		stp_cli_error(&extract_cli, "cannot open %s: %s", dest, strerror(errno));
+		stp_cli_error(&extract_cli, "cannot open %s: %s", dest, stp_strerror(-errno));
 		return -1;
 	}
 	dir = fdopendir(dup(fd));
@@ -401,7 +401,7 @@ static int open_destination(const char *dest)
 			break;
 	if (!dir || d) {
 		stp_cli_error(&extract_cli, "%s: %s", dest,
-			      dir ? "exists and is not empty" : strerror(errno));
+			      dir ? "exists and is not empty" : stp_strerror(-errno));
 		close(fd);
 		fd = -1;
 	}

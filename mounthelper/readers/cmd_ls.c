@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "util.h"
 
 static const struct stp_cli ls_cli = {
 	.name = "ls",
@@ -118,7 +119,7 @@ static int ls_run(const char *image, const char *path, int long_format)
 			print_entry(&st, path, strlen(path), &inode);
 	}
 	if (fflush(stdout) || ferror(stdout)) {
-		stp_cli_error(&ls_cli, "writing to standard output: %s", strerror(errno));
+		stp_cli_error(&ls_cli, "writing to standard output: %s", stp_strerror(-errno));
 		st.failed = 1;
 	}
 	stp_image_close(img);

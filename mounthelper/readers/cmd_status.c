@@ -58,7 +58,7 @@ static int query(const char *dir, char *buf, size_t len)
 		if (err == ENODATA || err == ENOTSUP)
 			stp_cli_error(&cli, "%s: not a stipple mount", dir);
 		else
-			stp_cli_error(&cli, "%s: %s", dir, strerror(err));
+			stp_cli_error(&cli, "%s: %s", dir, stp_strerror(-err));
 		return -err;
 	}
 	buf[n] = 0;

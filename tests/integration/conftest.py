@@ -3,9 +3,11 @@
 
 The programs come from $STIPPLE_BUILD (default <repo>/build), which tests/run builds.
 Fixtures: mkstipple, stipple, mount_stipple (paths), gen_tree (a session-wide tree from
-treeutil.make_tree, never to be modified), gen_tree_info, image_of (builds an image into
-tmp_path), and mounted (a context manager that mounts an image and always unmounts).
-Helpers importable by tests: run(), build_image(), mount_image(), require_extract().
+treeutil.make_tree, never to be modified), gen_tree_info, gen_image (that tree in 64 KiB
+blocks, session-wide, never to be modified), image_of (builds an image into tmp_path), and
+mounted (a context manager that mounts an image and always unmounts).
+Helpers importable by tests: run(), read_file(), build_image(), mount_image(),
+require_extract().
 """
 
 import contextlib
@@ -39,6 +41,12 @@ def run(cmd, timeout=600, check=False, **kw):
         assert r.returncode == 0, "%s exited %d:\n%s%s" % (
             " ".join(cmd), r.returncode, r.stdout[-2000:], r.stderr[-4000:])
     return r
+
+
+def read_file(path):
+    """The bytes of the file at PATH."""
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _need(path):
@@ -87,6 +95,14 @@ def build_image(tree, image, *args, timeout=900):
     run([_need(MKSTIPPLE), "--quiet", *args, tree, image], timeout=timeout, check=True)
     assert os.path.isfile(image), "mkstipple succeeded but wrote no %s" % image
     return image
+
+
+@pytest.fixture(scope="session")
+def gen_image(gen_tree, tmp_path_factory):
+    """The generated tree in 64 KiB blocks: many blocks, files across block edges. Shared
+    by the session: do not modify."""
+    image = tmp_path_factory.mktemp("gen-image") / "gen.stipple"
+    return build_image(gen_tree, image, "--level", "3", "--block-size", "64K")
 
 
 @pytest.fixture

@@ -4,10 +4,70 @@ field as common/format.c lays it out and stipple(5) documents it."""
 import ctypes
 import struct
 
+from conftest import read_file
 
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
+
+# --- the on-disk records, each field named once: (offset, struct format) in its record,
+# as stipple(5) tables them (common/format.c encodes them); little-endian throughout ---
+
+SB_SIZE = 256
+SB_FIELDS = {
+    "version": (8, "<I"), "sb_size": (12, "<I"), "feat_compat": (16, "<Q"),
+    "feat_ro_compat": (24, "<Q"), "feat_incompat": (32, "<Q"), "block_log": (40, "<I"),
+    "data_size": (48, "<Q"), "block_count": (56, "<Q"), "hot_size": (64, "<Q"),
+    "meta_offset": (72, "<Q"), "meta_stored_size": (80, "<Q"), "meta_size": (88, "<Q"),
+    "meta_checksum": (96, "<Q"), "meta_codec": (104, "<I"), "dict_offset": (112, "<Q"),
+    "dict_size": (120, "<Q"), "dict_checksum": (128, "<Q"), "image_size": (136, "<Q"),
+    "inode_count": (144, "<I"),
+    "checksum": (248, "<Q"),  # XXH3-64 of the 248 bytes before it
+}
+META_FIELDS = {
+    "magic": (0, "<I"), "inode_count": (4, "<I"), "dirent_count": (8, "<I"),
+    "extent_count": (12, "<I"), "xattr_count": (16, "<I"), "block_count": (20, "<I"),
+    "strings_size": (24, "<Q"), "inode_off": (32, "<Q"), "dirent_off": (40, "<Q"),
+    "extent_off": (48, "<Q"), "xattr_off": (56, "<Q"), "block_off": (64, "<Q"),
+    "strings_off": (72, "<Q"),
+}
+INODE_SIZE = 64
+INODE_FIELDS = {
+    "mode": (0, "<I"), "uid": (4, "<I"), "gid": (8, "<I"), "nlink": (12, "<I"),
+    "mtime_sec": (16, "<q"), "mtime_nsec": (24, "<I"), "xattr_count": (28, "<I"),
+    "size": (32, "<Q"), "data": (40, "<Q"), "count": (48, "<I"), "xattr_first": (52, "<I"),
+    "parent": (56, "<I"),
+}
+DIRENT_SIZE = 12
+DIRENT_FIELDS = {"ino": (0, "<I"), "name_off": (4, "<I"), "name_len": (8, "<H"),
+                 "dtype": (10, "<B")}
+EXTENT_SIZE = 24
+EXTENT_FIELDS = {"file_off": (0, "<Q"), "stream_off": (8, "<Q"), "length": (16, "<Q")}
+XATTR_SIZE = 16
+XATTR_FIELDS = {"name_off": (0, "<I"), "value_off": (4, "<I"), "value_len": (8, "<I"),
+                "name_len": (12, "<H")}
+BLOCKENT_SIZE = 24
+BLOCKENT_FIELDS = {"offset": (0, "<Q"), "stored_size": (8, "<I"), "codec": (12, "<B"),
+                   "filter": (13, "<B"), "checksum": (16, "<Q")}
+XATTR_ORDER = ("name_off", "value_off", "value_len", "name_len")
+CODEC_RAW, CODEC_ZSTD = 0, 1
+
+
+# --- mkstipple's layout choices the tests predict an image from: each stated once here,
+# after the C definition named beside it (change both together) ---
+
+HOT_PAGE = 4096            # common/format.h STP_HOT_PAGE: hot files start on a stream page
+HOLE_MIN = 64 << 10        # builder/pack.c HOLE_MIN: zero runs this long are holes
+RANGE_MARGIN = 128 << 10   # builder/order.c RANGE_MARGIN: hot ranges widened by this
+
+
+def get(fields, name, buf, base=0):
+    """Field NAME of the record at BASE of BUF."""
+    off, f = fields[name]
+    return struct.unpack_from(f, buf, base + off)[0]
+
+
+def put(fields, name, buf, value, base=0):
+    """Sets field NAME of the record at BASE of BUF."""
+    off, f = fields[name]
+    struct.pack_into(f, buf, base + off, value)
 
 
 class CraftedImage:
@@ -23,43 +83,62 @@ class CraftedImage:
 
     def __init__(self, image):
         self.data = bytearray(read_file(image))
-        meta_off, stored, size = struct.unpack_from("<QQQ", self.data, 72)
-        codec, = struct.unpack_from("<I", self.data, 104)
+        sb = superblock(self.data)
+        meta_off, stored, size = sb["meta_offset"], sb["meta_stored_size"], sb["meta_size"]
         raw = bytes(self.data[meta_off:meta_off + stored])
-        if codec == 1:
+        if sb["meta_codec"] == CODEC_ZSTD:
             out = ctypes.create_string_buffer(size)
             n = self._zstd.ZSTD_decompress(out, size, raw, len(raw))
             assert n == size, "metadata did not decode"
             raw = out.raw
         self.meta = bytearray(raw)
-        self.image_size, = struct.unpack_from("<Q", self.data, 136)
-        self.inode_off, self.dirent_off = struct.unpack_from("<QQ", self.meta, 32)
-        self.strings_off, = struct.unpack_from("<Q", self.meta, 72)
+        self.image_size = sb["image_size"]
+        self.inode_off = self.header("inode_off")
+        self.dirent_off = self.header("dirent_off")
+        self.strings_off = self.header("strings_off")
+
+    def header(self, name):
+        """Field NAME of the metadata header."""
+        return get(META_FIELDS, name, self.meta)
+
+    def inode_at(self, ino):
+        """Where inode INO's record starts in the metadata."""
+        return self.inode_off + INODE_SIZE * ino
+
+    def inode_get(self, ino, name):
+        return get(INODE_FIELDS, name, self.meta, self.inode_at(ino))
+
+    def inode_put(self, ino, name, value):
+        put(INODE_FIELDS, name, self.meta, value, self.inode_at(ino))
 
     def extents(self, ino):
         """The extents (file_off, stream_off, length) of regular file INO."""
         _, first, count = self.inode(ino)
-        ext_off, = struct.unpack_from("<Q", self.meta, 48)
-        return [struct.unpack_from("<QQQ", self.meta, ext_off + 24 * k)
+        base = self.header("extent_off")
+        return [tuple(get(EXTENT_FIELDS, f, self.meta, base + EXTENT_SIZE * k)
+                      for f in ("file_off", "stream_off", "length"))
                 for k in range(first, first + count)]
 
     def block_filters(self):
         """The filter of each block, in block order."""
-        count, = struct.unpack_from("<I", self.meta, 20)
-        block_off, = struct.unpack_from("<Q", self.meta, 64)
-        return [self.meta[block_off + 24 * k + 13] for k in range(count)]
+        return self._block_field("filter")
+
+    def _block_field(self, name):
+        base = self.header("block_off")
+        return [get(BLOCKENT_FIELDS, name, self.meta, base + BLOCKENT_SIZE * k)
+                for k in range(self.header("block_count"))]
 
     def inode(self, ino):
-        mode, = struct.unpack_from("<I", self.meta, self.inode_off + 64 * ino)
-        first, count = struct.unpack_from("<QI", self.meta, self.inode_off + 64 * ino + 40)
-        return mode, first, count
+        """(mode, data, count) of inode INO."""
+        return tuple(self.inode_get(ino, f) for f in ("mode", "data", "count"))
 
     def _dirents(self, dir_ino):
         _, first, count = self.inode(dir_ino)
         for k in range(first, first + count):
-            off = self.dirent_off + 12 * k
-            ino, name_off, name_len = struct.unpack_from("<IIH", self.meta, off)
-            start = self.strings_off + name_off
+            off = self.dirent_off + DIRENT_SIZE * k
+            ino = get(DIRENT_FIELDS, "ino", self.meta, off)
+            name_len = get(DIRENT_FIELDS, "name_len", self.meta, off)
+            start = self.strings_off + get(DIRENT_FIELDS, "name_off", self.meta, off)
             yield off, ino, start, bytes(self.meta[start:start + name_len])
 
     def lookup(self, path):
@@ -71,7 +150,7 @@ class CraftedImage:
     def set_target(self, dirpath, name, ino):
         """Points entry NAME of DIRPATH at inode INO."""
         off = next(o for o, _, _, n in self._dirents(self.lookup(dirpath)) if n == name.encode())
-        struct.pack_into("<I", self.meta, off, ino)
+        put(DIRENT_FIELDS, "ino", self.meta, ino, off)
 
     def rename(self, dirpath, name, new):
         """Overwrites the bytes of entry NAME with NEW, of the same length."""
@@ -82,27 +161,14 @@ class CraftedImage:
 
     def write(self, path):
         data = self.data[:self.image_size] + self.meta
-        struct.pack_into("<QQQQ", data, 72, self.image_size, len(self.meta), len(self.meta),
-                         self._xxh.XXH3_64bits(bytes(self.meta), len(self.meta)))
-        struct.pack_into("<I", data, 104, 0)  # raw metadata
-        struct.pack_into("<Q", data, 136, len(data))
-        struct.pack_into("<Q", data, 248, self._xxh.XXH3_64bits(bytes(data[:248]), 248))
+        for name, value in (("meta_offset", self.image_size), ("meta_stored_size", len(self.meta)),
+                            ("meta_size", len(self.meta)), ("meta_checksum", xxh3(self.meta)),
+                            ("meta_codec", CODEC_RAW), ("image_size", len(data))):
+            put(SB_FIELDS, name, data, value)
+        reseal(data)
         with open(path, "wb") as f:
             f.write(data)
         return path
-
-
-# --- the superblock, field by field (stipple(5), SUPERBLOCK) ---
-
-SB_FIELDS = {
-    "version": (8, "<I"), "sb_size": (12, "<I"), "feat_compat": (16, "<Q"),
-    "feat_ro_compat": (24, "<Q"), "feat_incompat": (32, "<Q"), "block_log": (40, "<I"),
-    "data_size": (48, "<Q"), "block_count": (56, "<Q"), "hot_size": (64, "<Q"),
-    "meta_offset": (72, "<Q"), "meta_stored_size": (80, "<Q"), "meta_size": (88, "<Q"),
-    "meta_checksum": (96, "<Q"), "meta_codec": (104, "<I"), "dict_offset": (112, "<Q"),
-    "dict_size": (120, "<Q"), "dict_checksum": (128, "<Q"), "image_size": (136, "<Q"),
-    "inode_count": (144, "<I"),
-}
 
 
 def xxh3(data):
@@ -111,12 +177,13 @@ def xxh3(data):
 
 def superblock(data):
     """The superblock fields of image bytes DATA, as a dict."""
-    return {k: struct.unpack_from(f, data, off)[0] for k, (off, f) in SB_FIELDS.items()}
+    return {k: get(SB_FIELDS, k, data) for k in SB_FIELDS if k != "checksum"}
 
 
 def reseal(data):
-    """Recomputes the superblock checksum (bytes 248..255, XXH3-64 of bytes 0..247)."""
-    struct.pack_into("<Q", data, 248, xxh3(data[:248]))
+    """Recomputes the superblock checksum (XXH3-64 of the bytes before it)."""
+    off = SB_FIELDS["checksum"][0]
+    put(SB_FIELDS, "checksum", data, xxh3(data[:off]))
     return data
 
 
@@ -126,8 +193,7 @@ def patch_superblock(src, dst, raw=None, pad=0, **fields):
     re-sealed. Returns DST."""
     data = bytearray(read_file(src)) + bytes(pad)
     for name, value in fields.items():
-        off, f = SB_FIELDS[name]
-        struct.pack_into(f, data, off, value)
+        put(SB_FIELDS, name, data, value)
     for off, b in (raw or {}).items():
         data[off:off + len(b)] = b
     reseal(data)
@@ -140,9 +206,6 @@ class HostileImage(CraftedImage):
     """A CraftedImage with the edits the hostile-input tests make: inode sizes, link
     targets, extended attribute records and block table entries."""
 
-    def inode_field(self, ino, off, fmt, value):
-        """Sets the field at OFF (struct FMT) of inode INO's 64-byte record."""
-        struct.pack_into(fmt, self.meta, self.inode_off + 64 * ino + off, value)
 
     def rename_bytes(self, dirpath, name, new):
         """Overwrites the bytes of entry NAME (bytes) of DIRPATH with NEW, of the same
@@ -152,12 +215,12 @@ class HostileImage(CraftedImage):
         self.meta[start:start + len(new)] = new
 
     def set_size(self, path, size):
-        self.inode_field(self.lookup(path), 32, "<Q", size)
+        self.inode_put(self.lookup(path), "size", size)
 
     def set_link_target(self, path, new):
         """Overwrites the target bytes of symlink PATH with NEW, of the same length."""
         ino = self.lookup(path)
-        size, data = struct.unpack_from("<QQ", self.meta, self.inode_off + 64 * ino + 32)
+        size, data = self.inode_get(ino, "size"), self.inode_get(ino, "data")
         assert len(new) == size
         start = self.strings_off + data
         self.meta[start:start + size] = new
@@ -165,35 +228,32 @@ class HostileImage(CraftedImage):
     def xattr_records(self, path):
         """Offsets in the metadata of the extended attribute records of PATH."""
         ino = self.lookup(path)
-        count, = struct.unpack_from("<I", self.meta, self.inode_off + 64 * ino + 28)
-        first, = struct.unpack_from("<I", self.meta, self.inode_off + 64 * ino + 52)
-        xattr_off, = struct.unpack_from("<Q", self.meta, 56)
-        return [xattr_off + 16 * k for k in range(first, first + count)]
+        count, first = self.inode_get(ino, "xattr_count"), self.inode_get(ino, "xattr_first")
+        base = self.header("xattr_off")
+        return [base + XATTR_SIZE * k for k in range(first, first + count)]
 
     def xattr(self, rec):
         """(name_off, value_off, value_len, name_len) of the record at REC."""
-        return struct.unpack_from("<IIIH", self.meta, rec)
+        return tuple(get(XATTR_FIELDS, f, self.meta, rec) for f in XATTR_ORDER)
 
     def set_xattr(self, rec, name_off, value_off, value_len, name_len):
-        struct.pack_into("<IIIH", self.meta, rec, name_off, value_off, value_len, name_len)
+        for f, v in zip(XATTR_ORDER, (name_off, value_off, value_len, name_len)):
+            put(XATTR_FIELDS, f, self.meta, v, rec)
 
     def block_codecs(self):
         """The codec of each block, in block order."""
-        count, = struct.unpack_from("<I", self.meta, 20)
-        block_off, = struct.unpack_from("<Q", self.meta, 64)
-        return [self.meta[block_off + 24 * k + 12] for k in range(count)]
+        return self._block_field("codec")
 
     def strings_size(self):
-        return struct.unpack_from("<Q", self.meta, 24)[0]
+        return self.header("strings_size")
 
     def set_block(self, block, offset=None, stored_size=None):
         """Changes the offset or stored size of block BLOCK's table entry."""
-        block_off, = struct.unpack_from("<Q", self.meta, 64)
-        rec = block_off + 24 * block
+        rec = self.header("block_off") + BLOCKENT_SIZE * block
         if offset is not None:
-            struct.pack_into("<Q", self.meta, rec, offset)
+            put(BLOCKENT_FIELDS, "offset", self.meta, offset, rec)
         if stored_size is not None:
-            struct.pack_into("<I", self.meta, rec + 8, stored_size)
+            put(BLOCKENT_FIELDS, "stored_size", self.meta, stored_size, rec)
 
 
 def escape_name(name):

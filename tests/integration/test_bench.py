@@ -102,11 +102,6 @@ def inode_sizes(files, keys):
     return {keys[p]: s for p, s in files.items()}
 
 
-@pytest.fixture(scope="module")
-def gen_image(gen_tree, tmp_path_factory, stipple):
-    return build_image(gen_tree, tmp_path_factory.mktemp("bench") / "gen.stipple", *FAST)
-
-
 # the read sequence
 
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from conftest import (MKSTIPPLE, PYTHON_LIB, build_image, extract_image, require_command,
-                      run)
+from conftest import (MKSTIPPLE, PYTHON_LIB, build_image, extract_image, read_file,
+                      require_command, run)
 from imageutil import CraftedImage
 import treeutil
 
@@ -30,11 +30,6 @@ assert_same_tree = treeutil.assert_same_tree
 def assert_empty_dir(path, what):
     left = sorted(os.listdir(path))
     assert not left, "%s left files in %s: %s" % (what, path, left)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 # Round trips

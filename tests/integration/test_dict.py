@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from conftest import MKSTIPPLE, PYTHON_LIB, STIPPLE, build_image, extract_image, require_command, run
+from conftest import (MKSTIPPLE, PYTHON_LIB, STIPPLE, build_image, extract_image, read_file,
+                      require_command, run)
 import treeutil
 
 SMALL = ("--level", "3", "--block-size", "64K")
@@ -21,11 +22,6 @@ SUBTREES = ["email", "json", "asyncio", "unittest", "xml", "http", "encodings", 
 
 
 assert_same_tree = treeutil.assert_same_tree
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def info(image):

@@ -137,13 +137,6 @@ def file_bytes(path):
 # ---- fixtures --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def gen_image(gen_tree, tmp_path_factory):
-    """The generated tree in 64 KiB blocks: many blocks, files across block edges."""
-    image = tmp_path_factory.mktemp("gen-image") / "gen.stipple"
-    return build_image(gen_tree, image, "--level", "3", "--block-size", "64K")
-
-
-@pytest.fixture(scope="module")
 def stdlib_image(tmp_path_factory):
     image = tmp_path_factory.mktemp("stdlib-image") / "python3.11.stipple"
     return build_image(PYTHON_LIB, image, "--level", "3", "--block-size", "1M")

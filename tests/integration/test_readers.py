@@ -7,13 +7,12 @@ import os
 import re
 import shutil
 import stat
-import struct
 import subprocess
 import time
 
 import pytest
 
-from conftest import PYTHON_LIB, STIPPLE, build_image, require_command, run
+from conftest import PYTHON_LIB, STIPPLE, build_image, read_file, require_command, run
 import treeutil
 from imageutil import CraftedImage, escape_name
 
@@ -46,16 +45,6 @@ def assert_fails_cleanly(r, image, what):
     assert r.returncode == 1, "%s exited %d (want 1):\n%s" % (what, r.returncode, r.stderr)
     assert os.fspath(image) in r.stderr, "%s: no message naming %s:\n%s" % (
         what, image, r.stderr)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-@pytest.fixture(scope="module")
-def gen_image(gen_tree, tmp_path_factory, stipple):
-    return build_image(gen_tree, tmp_path_factory.mktemp("readers") / "gen.stipple", *FAST)
 
 
 @pytest.fixture(scope="module")
@@ -497,7 +486,7 @@ def test_crafted_extent_past_the_file_size(tmp_path, stipple):
         (src / "g").write_bytes(b"fine")
 
     def edit(img):
-        struct.pack_into("<Q", img.meta, img.inode_off + 64 * img.lookup("f") + 32, 5000)
+        img.inode_put(img.lookup("f"), "size", 5000)
 
     image = crafted(tmp_path, make, edit)
     r = stipple_text("check", image)

@@ -23,30 +23,16 @@ import time
 
 import pytest
 
-from conftest import (MKSTIPPLE, MOUNT_STIPPLE, PYTHON_LIB, REPO, STIPPLE, is_mounted,
+from conftest import (MKSTIPPLE, MOUNT_STIPPLE, PYTHON_LIB, STIPPLE, is_mounted,
                       mount_image, run, unmount)
+from imageutil import HOLE_MIN, HOT_PAGE, RANGE_MARGIN
 import treeutil
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting tests need root")
 
 
-def builder_constant(source, name, default):
-    """The value of `#define NAME (EXPR)` in builder/SOURCE, where EXPR is numbers, u
-    suffixes, << and parentheses; DEFAULT when it is not defined. The expected layout of
-    an image follows the builder's own constants."""
-    with open(os.path.join(REPO, "builder", source)) as f:
-        m = re.search(r"^#define\s+%s\s+([^/\n]+)" % name, f.read(), re.M)
-    if not m:
-        return default
-    expr = re.sub(r"(\d+)u\b", r"\1", m.group(1).strip())
-    assert re.fullmatch(r"[\d\s()<+*]+", expr), expr
-    return eval(expr)  # noqa: S307 - digits and operators only, checked above
-
-
-PAGE = 4096
-HOLE_MIN = builder_constant("pack.c", "HOLE_MIN", 64 << 10)  # zero runs this long: holes
-RANGE_MARGIN = builder_constant("order.c", "RANGE_MARGIN", 0)  # hot ranges widened by this
+PAGE = HOT_PAGE
 BS = 64 << 10               # block size of the small images: a hot region of many blocks
 FAST = ("--level", "3", "--block-size", "64K")
 STATUS_XATTR = "user.stipple.status"

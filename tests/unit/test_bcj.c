@@ -12,18 +12,7 @@
 
 #include "bcj.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		checks++;                                                       \
-		if (!(cond)) {                                                  \
-			failures++;                                             \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                           \
-			fputc('\n', stderr);                                    \
-		}                                                               \
-	} while (0)
+#include "check.h"
 
 typedef void (*bcj_fn)(uint8_t *buf, size_t size, uint64_t pos, int encode);
 
@@ -283,7 +272,7 @@ static void test_binary(const char *path, size_t block)
 	uint8_t *data = read_file(path, &len);
 
 	if (!data) {
-		printf("skip %s: not readable\n", path);
+		printf("# skip %s: not readable\n", path);
 		return;
 	}
 	CHECK(stp_bcj_elf_filter(data, len) == STP_FILTER_X86, "%s: not taken for x86", path);
@@ -370,14 +359,13 @@ static void test_apply(void)
 
 int main(void)
 {
-	test_x86_vectors();
-	test_arm64_vectors();
-	test_tiny_sizes();
-	test_random();
-	test_arm64_cuts();
-	test_binaries();
-	test_elf_filter();
-	test_apply();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures ? 1 : 0;
+	RUN(test_x86_vectors);
+	RUN(test_arm64_vectors);
+	RUN(test_tiny_sizes);
+	RUN(test_random);
+	RUN(test_arm64_cuts);
+	RUN(test_binaries);
+	RUN(test_elf_filter);
+	RUN(test_apply);
+	return tap_done();
 }

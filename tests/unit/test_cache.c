@@ -264,7 +264,7 @@ static void test_load(const struct stp_image *img, uint32_t extra)
 		CHECK(w[i].bad == 0);
 	}
 	stp_cache_stats(cache, &st);
-	printf("extra %u: peak %u of %u buffers, %llu decoded, %llu waits\n", extra,
+	fprintf(stderr, "extra %u: peak %u of %u buffers, %llu decoded, %llu waits\n", extra,
 	       st.peak_buffers, st.max_buffers, (unsigned long long)st.decoded,
 	       (unsigned long long)st.waits);
 	CHECK(st.max_buffers == 1 + extra);
@@ -348,19 +348,27 @@ static void test_wait(const struct stp_image *img)
 	stp_cache_free(wt.cache);
 }
 
-int main(void)
+static struct stp_image *image;
+
+static void test_budget_zero(void)
 {
-	struct stp_image *img;
 	struct stp_cache *cache;
 
+	CHECK(stp_cache_new(image, 0, 4, &cache) == -EINVAL);
+}
+
+static void test_waits(void) { test_wait(image); }
+static void test_load_extra1(void) { test_load(image, 1); }
+static void test_load_extra3(void) { test_load(image, 3); }
+
+int main(void)
+{
 	stp_log_set_handler(quiet_log);
-	img = open_image();
-	CHECK(stp_cache_new(img, 0, 4, &cache) == -EINVAL);
-	test_wait(img);
-	test_load(img, 1);
-	test_load(img, 3);
-	stp_image_close(img);
-	if (failures)
-		fprintf(stderr, "%d checks failed\n", failures);
-	return failures ? 1 : 0;
+	image = open_image();
+	RUN(test_budget_zero);
+	RUN(test_waits);
+	RUN(test_load_extra1);
+	RUN(test_load_extra3);
+	stp_image_close(image);
+	return tap_done();
 }

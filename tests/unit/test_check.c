@@ -143,7 +143,7 @@ static void expect_one(const struct model *m, const char *want)
 
 static void quiet(enum stp_log_level level, const char *msg) { (void)level; (void)msg; }
 
-int main(void)
+static void test_check_all(void)
 {
 	struct stp_check_counts n;
 	struct model m;
@@ -201,7 +201,10 @@ int main(void)
 	m.nx = 0;
 	expect_one(&m, "/a/again: directory inode 1 reached twice (a cycle)");
 
-	if (failures)
-		fprintf(stderr, "test_check: %d checks failed\n", failures);
-	return failures != 0;
+}
+
+int main(void)
+{
+	RUN(test_check_all);
+	return tap_done();
 }

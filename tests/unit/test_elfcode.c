@@ -169,11 +169,9 @@ static void test_own_executable(void)
 
 int main(void)
 {
-	test_both_classes_and_orders();
-	test_unusable_tables();
-	test_sections_without_code();
-	test_own_executable();
-	if (failures)
-		fprintf(stderr, "%d checks failed\n", failures);
-	return failures ? 1 : 0;
+	RUN(test_both_classes_and_orders);
+	RUN(test_unusable_tables);
+	RUN(test_sections_without_code);
+	RUN(test_own_executable);
+	return tap_done();
 }

@@ -749,26 +749,21 @@ static void test_image_open_bounds(void)
 int main(void)
 {
 	stp_log_set_handler(NULL);
-	test_checksum();
-	test_enum_values();
-	test_sb_encode();
-	test_sb_decode();
-	test_sb_rejects();
-	test_sb_bounds();
-	test_meta_header();
-	test_inode();
-	test_dirent();
-	test_extent();
-	test_xattr();
-	test_blockent();
-	test_reserved_bytes();
+	RUN(test_checksum);
+	RUN(test_enum_values);
+	RUN(test_sb_encode);
+	RUN(test_sb_decode);
+	RUN(test_sb_rejects);
+	RUN(test_sb_bounds);
+	RUN(test_meta_header);
+	RUN(test_inode);
+	RUN(test_dirent);
+	RUN(test_extent);
+	RUN(test_xattr);
+	RUN(test_blockent);
+	RUN(test_reserved_bytes);
 	stp_log_set_handler(keep_log);
-	test_image_xattr_bounds();
-	test_image_open_bounds();
-	if (failures) {
-		fprintf(stderr, "test_format: %d failures\n", failures);
-		return 1;
-	}
-	printf("test_format: all checks passed\n");
-	return 0;
+	RUN(test_image_xattr_bounds);
+	RUN(test_image_open_bounds);
+	return tap_done();
 }

@@ -410,17 +410,15 @@ int main(void)
 		return 1;
 	}
 	close(fd);
-	test_helper_defaults();
-	test_helper_flags();
-	test_mount8_options_dropped();
-	test_own_options();
-	test_fuse_options();
-	test_escaping();
-	test_quoted_comma_stays_in_its_value();
-	test_user_line_refusals();
-	test_not_root_refusals();
+	RUN(test_helper_defaults);
+	RUN(test_helper_flags);
+	RUN(test_mount8_options_dropped);
+	RUN(test_own_options);
+	RUN(test_fuse_options);
+	RUN(test_escaping);
+	RUN(test_quoted_comma_stays_in_its_value);
+	RUN(test_user_line_refusals);
+	RUN(test_not_root_refusals);
 	unlink(image);
-	if (failures)
-		fprintf(stderr, "%d checks failed\n", failures);
-	return failures ? 1 : 0;
+	return tap_done();
 }

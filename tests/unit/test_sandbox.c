@@ -3,7 +3,8 @@
  * The sandbox through the library: each case forks a child that enters the sandbox and
  * then makes one call; a forbidden call must kill the child with SIGSYS (open and clone3
  * must fail with EACCES and ENOSYS), an allowed one must still work. The parent also reads a confined child's /proc entries (capabilities,
- * no_new_privs, seccomp, uid, descriptors, mounts). Needs root: exits 77 (skip) otherwise.
+ * no_new_privs, seccomp, uid, descriptors, mounts). Each check is one TAP case; without
+ * root, all but the option parsing are skipped.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,7 +36,8 @@
 
 #include "sandbox.h"
 
-#define SKIP 77
+#include "check.h"
+
 /* Exit codes of a probe child. */
 #define PROBE_OK 0
 #define PROBE_CALL_RETURNED 3
@@ -44,7 +46,6 @@
 
 static const char scratch_text[] = "stipple sandbox test: bytes read through a kept fd\n";
 static int scratch_fd = -1;
-static int failures;
 /* Whether uid 65534 may create a user namespace here (then a user's sandbox has one). */
 static bool user_namespaces;
 
@@ -52,16 +53,13 @@ static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 
 
 static void report(bool ok, const char *fmt, ...)
 {
+	char name[512];
 	va_list ap;
 
-	printf("%s - ", ok ? "ok" : "not ok");
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vsnprintf(name, sizeof(name), fmt, ap);
 	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-	if (!ok)
-		failures++;
+	tap_result(ok, name);
 }
 
 /* In a child: enter the sandbox keeping the scratch file and EXTRA. */
@@ -1019,13 +1017,13 @@ int main(void)
 
 	test_parse_mode();
 	if (geteuid() != 0) {
-		printf("# not root: the sandbox tests need root, skipped\n");
-		return SKIP;
+		tap_result(1, "the sandbox itself # SKIP needs root");
+		return tap_done();
 	}
 	pw = getpwnam("nobody");
 	if (!pw || pw->pw_uid != 65534 || pw->pw_gid != 65534) {
-		printf("# expects nobody = 65534; skipped\n");
-		return SKIP;
+		tap_result(1, "the sandbox itself # SKIP expects nobody = 65534");
+		return tap_done();
 	}
 	user_namespaces = users_may_unshare();
 	scratch_fd = make_scratch_file();
@@ -1051,6 +1049,5 @@ int main(void)
 	}
 	test_lookups();
 	remove_lookup_dir();
-	printf("%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return tap_done();
 }

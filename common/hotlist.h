@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hot list's text, written by the mount's recorder and read by mkstipple --hot-list:
+ * one file a line, its path with backslash escapes for backslash, tab and newline
+ * ("\\", "\t", "\n"), then optionally a tab and the byte ranges read, START-END (END
+ * exclusive) separated by commas. Any path without a NUL byte survives the round trip.
+ *
+ * Pure functions, thread-safe; they return 0 or a negative errno. Whatever they
+ * allocate belongs to the caller.
+ */
+#ifndef STP_HOTLIST_H
+#define STP_HOTLIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct stp_hot_range {
+	uint64_t start, end;
+};
+
+/* Writes one line to F: PATH escaped, then the N ranges R (none: the path alone), then
+ * a newline. -EIO when F reports an error. */
+int stp_hotlist_put(FILE *f, const char *path, const struct stp_hot_range *r, size_t n);
+
+/* Splits LINE (its newline already cut) in place: the path part is unescaped and ended
+ * with a NUL at LINE. Returns what follows the tab (the ranges), or NULL when the line
+ * has none. A backslash before any other byte stands for that byte; one at the end of
+ * the path is kept. */
+char *stp_hotlist_split(char *line);
+
+/* Parses the ranges text S ("0-4096,8192-12288"; "" is no range) into *out (malloc'ed,
+ * NULL when *n is 0), in the order written. -EINVAL when S is malformed: not decimal
+ * digits, END before START, a number past 2^64 - 1, an empty item (a single comma at the
+ * end is allowed); -ENOMEM. */
+int stp_hotlist_parse_ranges(const char *s, struct stp_hot_range **out, size_t *n);
+
+#endif

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hot-list recorder (mounthelper/mount/record.c) through its API, over an image made
+ * in memory (memimage.h): reads are rounded out to pages and merged with the ranges they
+ * touch or meet, files come out in the order of their first read, and paths are escaped.
+ * Each expected list is written out by hand.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "image.h"
+#include "log.h"
+#include "record.h"
+
+#include "check.h"
+#include "memimage.h"
+
+static const struct mem_file files[] = {
+	{ "a", 1 << 20, NULL, 0 },
+	{ "b\tc", 1 << 20, NULL, 0 },
+	{ "d", 1 << 20, NULL, 0 },
+	{ "unread", 100, NULL, 0 },
+};
+enum { A = 1, BC = 2, D = 3 }; /* "unread" is never read: never listed */
+
+static struct stp_image *img;
+
+/* The list a recorder writes after READS (inode, offset, length, ...; inode 0 ends). */
+static char *list_after(const uint64_t *reads)
+{
+	struct stp_recorder *r;
+	int fd = memfd_create("hot-list", MFD_CLOEXEC);
+	off_t len;
+	char *text;
+
+	if (fd < 0 || stp_record_new(img, &r))
+		abort();
+	for (; reads[0]; reads += 3)
+		stp_record_read(r, (uint32_t)reads[0], reads[1], reads[2]);
+	CHECK(stp_record_write(r, fd) == 0);
+	stp_record_free(r);
+	len = lseek(fd, 0, SEEK_END);
+	text = calloc(1, (size_t)len + 1);
+	if (!text || stp_pread_full(fd, text, (size_t)len, 0))
+		abort();
+	close(fd);
+	return text;
+}
+
+static void expect(const uint64_t *reads, const char *want)
+{
+	char *got = list_after(reads);
+
+	CHECK(!strcmp(got, want), "list:\n%s\nexpected:\n%s", got, want);
+	free(got);
+}
+
+static void test_pages(void)
+{
+	expect((const uint64_t[]){ A, 0, 1, 0 }, "a\t0-4096\n");
+	expect((const uint64_t[]){ A, 4095, 2, 0 }, "a\t0-8192\n");
+	expect((const uint64_t[]){ A, 8192, 4096, 0 }, "a\t8192-12288\n");
+	/* nothing read: nothing listed; an inode past the table is ignored */
+	expect((const uint64_t[]){ A, 100, 0, 99, 0, 1, 0 }, "");
+}
+
+static void test_merging(void)
+{
+	/* extending the last range, and a read that meets it */
+	expect((const uint64_t[]){ A, 0, 4096, A, 4096, 4096, A, 6000, 10000, 0 },
+	       "a\t0-16384\n");
+	/* before the first, between two, after the last, kept apart */
+	expect((const uint64_t[]){ A, 40960, 1, A, 81920, 1, A, 0, 1, A, 61440, 1, A, 200000, 1, 0 },
+	       "a\t0-4096,40960-45056,61440-65536,81920-86016,196608-200704\n");
+	/* one read spanning three ranges and the gaps between */
+	expect((const uint64_t[]){ A, 0, 1, A, 20480, 1, A, 40960, 1, A, 4096, 40000, 0 },
+	       "a\t0-45056\n");
+	/* one meeting the range before it and touching the one after */
+	expect((const uint64_t[]){ A, 0, 4096, A, 16384, 4096, A, 4096, 12289, 0 },
+	       "a\t0-20480\n");
+	/* many ranges: the table grows */
+	expect((const uint64_t[]){ A, 9 * 8192, 1, A, 8 * 8192, 1, A, 7 * 8192, 1, A, 6 * 8192, 1,
+				   A, 5 * 8192, 1, A, 4 * 8192, 1, A, 3 * 8192, 1, A, 2 * 8192, 1,
+				   A, 8192, 1, A, 0, 1, 0 },
+	       "a\t0-4096,8192-12288,16384-20480,24576-28672,32768-36864,40960-45056,"
+	       "49152-53248,57344-61440,65536-69632,73728-77824\n");
+}
+
+static void test_order_and_escapes(void)
+{
+	expect((const uint64_t[]){ D, 0, 1, BC, 8192, 1, A, 0, 1, D, 4096, 1, BC, 0, 1, 0 },
+	       "d\t0-8192\nb\\tc\t0-4096,8192-12288\na\t0-4096\n");
+}
+
+int main(void)
+{
+	stp_log_set_handler(NULL);
+	if (mem_image_open(files, 4, 0, &img)) {
+		printf("Bail out! the hand-made image does not open\n");
+		return 1;
+	}
+	RUN(test_pages);
+	RUN(test_merging);
+	RUN(test_order_and_escapes);
+	stp_image_close(img);
+	return tap_done();
+}
