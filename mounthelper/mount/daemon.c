@@ -253,7 +253,9 @@ static void write_record(struct stp_daemon *d)
 static int serve_confined(struct stp_daemon *d)
 {
 	struct stp_fs *fs = &d->fs;
-	int err = stp_warm_start(fs, fs->opts->warm_workers, &fs->warmer);
+	int err = stp_warm_start(fs->img, fs->cache,
+				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL,
+				 fs->opts->warm_workers, &fs->warmer);
 
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));

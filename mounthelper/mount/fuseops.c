@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "fuseops.h"
+#include "fuseino.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,17 +45,10 @@ static int to_errno(int err)
 	return -err;
 }
 
-static int image_ino(fuse_ino_t ino, uint32_t *out)
-{
-	if (ino < FUSE_ROOT_ID || ino - 1 > UINT32_MAX)
-		return -ESTALE;
-	*out = (uint32_t)(ino - 1);
-	return 0;
-}
 
 static int load_inode(const struct stp_fs *fs, fuse_ino_t ino, uint32_t *n, struct stp_inode *out)
 {
-	int err = image_ino(ino, n);
+	int err = stp_fuseino_image(ino, n);
 
 	return err ? err : stp_image_inode(fs->img, *n, out);
 }
@@ -62,7 +56,7 @@ static int load_inode(const struct stp_fs *fs, fuse_ino_t ino, uint32_t *n, stru
 static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_ino = stp_fuseops_ino(n);
+	st->st_ino = stp_fuseino_of(n);
 	st->st_mode = inode->mode;
 	st->st_nlink = inode->nlink;
 	st->st_uid = inode->uid;
@@ -82,7 +76,7 @@ static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st
 static void fill_entry(uint32_t n, const struct stp_inode *inode, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = stp_fuseops_ino(n);
+	e->ino = stp_fuseino_of(n);
 	e->entry_timeout = FOREVER;
 	e->attr_timeout = FOREVER;
 	fill_stat(n, inode, &e->attr);
@@ -113,7 +107,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e;
 	struct stp_inode inode;
 	uint32_t dir, n;
-	int err = image_ino(parent, &dir);
+	int err = stp_fuseino_image(parent, &dir);
 
 	if (!err)
 		err = stp_image_lookup(fs->img, dir, name, strlen(name), &n);
@@ -413,7 +407,7 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		return err;
 	if (!plus) {
 		memset(&e.attr, 0, sizeof(e.attr));
-		e.attr.st_ino = stp_fuseops_ino(ino);
+		e.attr.st_ino = stp_fuseino_of(ino);
 		e.attr.st_mode = DTTOIF(dtype);
 		*need = fuse_add_direntry(req, buf, room, name, &e.attr, (off_t)(i + 1));
 		return 0;
@@ -485,7 +479,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void reply_status(struct stp_fs *fs, fuse_req_t req, size_t size)
 {
 	char buf[STP_STATUS_MAX];
-	int len = stp_status_format(fs, buf, sizeof(buf));
+	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->opts->warm_workers, buf,
+				    sizeof(buf));
 
 	if (len < 0)
 		fuse_reply_err(req, -len);

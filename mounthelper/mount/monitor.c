@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "fuseops.h"
+#include "fuseapi.h"
 #include "image.h"
 #include "log.h"
 #include "monproto.h"

@@ -67,6 +67,13 @@ struct stp_mount_opts {
 	bool user_mount;      /* user, users, owner or group given: mount(8) runs us for a user */
 };
 
+/* Whether warming may push pages into the page cache: not while recording, since a
+ * read the page cache answers never reaches the daemon, and the hot list would miss it. */
+static inline bool stp_mountopts_stores_pages(const struct stp_mount_opts *o)
+{
+	return !o->record;
+}
+
 /* The default number of warming workers on this machine. */
 unsigned stp_mountopts_default_workers(void);
 

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fuseops.h"
+#include "fuseino.h"
 #include "image.h"
 #include "monproto.h"
 #include "mountopts.h"
@@ -26,7 +26,7 @@
 
 int stp_prime_wanted(const struct stp_mount_opts *o)
 {
-	return o->warm_workers && !o->record && !o->no_prime && !o->foreground;
+	return o->warm_workers && stp_mountopts_stores_pages(o) && !o->no_prime && !o->foreground;
 }
 
 /* ---- The plan: daemon side, confined. ---- */
@@ -290,7 +290,7 @@ static int look_up(int root, const char *path, uint32_t ino)
 		return -errno;
 	if (fstat(fd, &sb))
 		err = -errno;
-	else if (sb.st_ino != stp_fuseops_ino(ino))
+	else if (sb.st_ino != stp_fuseino_of(ino))
 		err = -ESTALE;
 	close(fd);
 	return err;
@@ -360,14 +360,14 @@ static int look_up_bounded(const struct stp_prime_list *l, int root, enum stp_sa
 	return ready > 0 ? 0 : -ETIMEDOUT;
 }
 
-/* The root of a FUSE mount (our root is FUSE_ROOT_ID, its st_ino). */
+/* The root of a FUSE mount whose root has our root's inode number. */
 static int is_fuse_root(int fd)
 {
 	struct statfs fs;
 	struct stat st;
 
 	return !fstatfs(fd, &fs) && fs.f_type == FUSE_SUPER_MAGIC && !fstat(fd, &st) &&
-	       st.st_ino == FUSE_ROOT_ID;
+	       st.st_ino == stp_fuseino_of(STP_ROOT_INO);
 }
 
 int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,

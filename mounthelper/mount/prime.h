@@ -30,8 +30,9 @@
 struct stp_image;
 struct stp_mount_opts;
 
-/* Whether a mount with these options primes: warming on, not recording (a recording mount
- * stores no page), not asked not to, and a mounting process waits for it (not -f). The
+/* Whether a mount with these options primes: warming on and storing pages (priming only
+ * lets the kernel take them), not asked not to, and a mounting process waits for it (not
+ * -f). The
  * monitor and the daemon decide alike from the same options. */
 int stp_prime_wanted(const struct stp_mount_opts *o);
 

@@ -8,9 +8,7 @@
 #include <unistd.h>
 
 #include "cache.h"
-#include "fuseops.h"
 #include "image.h"
-#include "mountopts.h"
 #include "warm.h"
 
 struct text {
@@ -34,7 +32,8 @@ static void add(struct text *t, const char *fmt, ...)
 		t->used += (size_t)n;
 }
 
-int stp_status_format(const struct stp_fs *fs, char *buf, size_t len)
+int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
+		      struct stp_warmer *warmer, unsigned workers_set, char *buf, size_t len)
 {
 	struct text t = { buf, len, 0, 0 };
 	struct stp_cache_stats cs;
@@ -43,16 +42,18 @@ int stp_status_format(const struct stp_fs *fs, char *buf, size_t len)
 	if (!len)
 		return -ERANGE;
 	buf[0] = 0;
-	stp_cache_stats(fs->cache, &cs);
-	stp_warm_status(fs->warmer, &ws);
-	add(&t, "image=%s\npid=%d\nblock_size=%u\nmetadata_bytes=%zu\n", stp_image_path(fs->img),
-	    (int)getpid(), stp_image_block_size(fs->img), stp_image_meta_bytes(fs->img));
+	stp_cache_stats(cache, &cs);
+	stp_warm_status(warmer, &ws);
+	add(&t, "image=%s\npid=%d\nblock_size=%u\nmetadata_bytes=%zu\n", stp_image_path(img),
+	    (int)getpid(), stp_image_block_size(img), stp_image_meta_bytes(img));
 	add(&t, "cache_budget=%u\ncache_resident=%u\ncache_pinned=%u\ncache_hits=%llu\n"
 		"cache_misses=%llu\nblocks_decoded=%llu\n", cs.budget, cs.resident, cs.pinned,
 	    (unsigned long long)cs.hits, (unsigned long long)cs.misses,
 	    (unsigned long long)cs.decoded);
+	add(&t, "warm_workers_set=%u\nhot_bytes=%llu\n", workers_set,
+	    (unsigned long long)stp_image_sb(img)->hot_size);
 	add(&t, "warm_workers=%u\nhot_blocks=%llu\nwarmed=%llu\nwarm_held=%llu\n"
-		"warm_stored_bytes=%llu\nwarm_done=%d\nwarm_full=%d\n", fs->opts->warm_workers,
+		"warm_stored_bytes=%llu\nwarm_done=%d\nwarm_full=%d\n", ws.workers,
 	    (unsigned long long)ws.hot_blocks, (unsigned long long)ws.warmed,
 	    (unsigned long long)ws.held, (unsigned long long)ws.stored_bytes, ws.done, ws.full);
 	return t.overflow ? -ERANGE : (int)t.used;

@@ -2,8 +2,10 @@
 /*
  * The state of a running mount, as `stipple status` shows it (common/mountstatus.h says
  * how it is asked). Keys: image, pid, block_size, metadata_bytes, cache_budget, cache_resident,
- * cache_pinned, cache_hits, cache_misses, blocks_decoded, warm_workers, hot_blocks,
- * warmed, warm_held, warm_stored_bytes, warm_done.
+ * cache_pinned, cache_hits, cache_misses, blocks_decoded, warm_workers_set (as the options
+ * asked), hot_bytes (the image's hot region), warm_workers (the workers warming really
+ * runs with: 0 when it is off or failed to start), hot_blocks, warmed, warm_held,
+ * warm_stored_bytes, warm_done, warm_full.
  *
  * stp_status_format() is thread-safe.
  */
@@ -14,9 +16,14 @@
 
 #include "mountstatus.h"
 
-struct stp_fs;
+struct stp_image;
+struct stp_cache;
+struct stp_warmer;
 
-/* Writes the status text into BUF (LEN bytes); returns its length, or -ERANGE. */
-int stp_status_format(const struct stp_fs *fs, char *buf, size_t len);
+/* Writes the status of the mount of IMG, served through CACHE and warmed by WARMER (NULL
+ * when off) where the options asked for WORKERS_SET workers, into BUF (LEN bytes);
+ * returns its length, or -ERANGE. */
+int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
+		      struct stp_warmer *warmer, unsigned workers_set, char *buf, size_t len);
 
 #endif

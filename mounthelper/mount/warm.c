@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Warming the hot region. The plan (which hot file bytes lie in which block) is built
- * once at start; workers then take blocks in order, decode them through the cache, push
+ * Warming the hot region. The plan (warmplan.h: which hot file bytes lie in which block)
+ * is built once at start; workers then take blocks in order, decode them through the cache, push
  * the bytes of files the kernel knows into its page cache, and hold each block until its
  * hot pages are in the page cache or have been read. A store thread pushes a file's
  * warmed bytes when the kernel first learns of the file.
@@ -17,10 +17,11 @@
 
 #include "cache.h"
 #include "format.h"
-#include "fuseops.h"
+#include "fuseapi.h"
+#include "fuseino.h"
 #include "image.h"
 #include "log.h"
-#include "treewalk.h"
+#include "warmplan.h"
 #include "util.h"
 
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
@@ -31,28 +32,21 @@
  * read the ended loop will never answer holds locked, never returns. */
 #define STOP_WAIT_S 2
 
-/* Hot bytes of one file inside one block. */
-struct seg {
-	uint32_t ino;
-	uint64_t file_off, stream_off, len, file_size;
-};
-
 enum bstate { B_PENDING, B_DECODING, B_HELD, B_RELEASED };
 
 struct wblock {
 	struct stp_block_ref ref;  /* B_HELD: the warmer's pin */
 	enum bstate state;         /* protected by lock */
 	uint32_t pages_left;       /* atomic: hot pages neither stored nor read */
-	uint32_t first_seg, nsegs; /* its segments in segs[] */
 };
 
 struct stp_warmer {
-	struct stp_fs *fs;
-	unsigned block_log;
+	const struct stp_image *img;
+	struct stp_cache *cache;
+	struct fuse_session *se;   /* NULL: pages are never stored */
+	struct stp_warm_plan plan;
+	unsigned block_log;        /* the plan's, copied for brevity */
 	uint64_t hot_size, nblocks;
-	struct seg *segs;          /* by stream offset, none crossing a block edge */
-	uint32_t nsegs;
-	uint32_t *by_ino, *ino_first; /* segs of inode i: by_ino[ino_first[i] .. ino_first[i+1]) */
 	uint32_t ninodes;
 	uint8_t *known;            /* atomic, by inode: the kernel has it */
 	uint8_t *page_done;        /* atomic, by hot page */
@@ -75,121 +69,18 @@ struct stp_warmer {
 	unsigned nthreads, joined;
 };
 
-static int add_seg(struct stp_warmer *w, uint32_t *cap, const struct seg *s)
+/* The warmer's own state beside the plan: known inodes, stored pages, block states. */
+static int alloc_state(struct stp_warmer *w)
 {
-	if (w->nsegs == *cap) {
-		uint32_t ncap = *cap ? *cap * 2 : 256;
-		struct seg *grown;
+	uint64_t hot_pages = (w->hot_size + STP_HOT_PAGE - 1) / STP_HOT_PAGE;
 
-		if (*cap > UINT32_MAX / 2 ||
-		    !(grown = reallocarray(w->segs, ncap, sizeof(*grown))))
-			return -ENOMEM;
-		w->segs = grown;
-		*cap = ncap;
-	}
-	w->segs[w->nsegs++] = *s;
-	return 0;
-}
-
-/* Adds the hot part of one extent, cut at block edges. */
-static int add_extent(struct stp_warmer *w, uint32_t *cap, uint32_t ino, uint64_t size,
-		      const struct stp_extent *e)
-{
-	uint64_t off = e->stream_off, end = e->stream_off + e->length, bs = 1ull << w->block_log;
-
-	if (end > w->hot_size)
-		end = w->hot_size;
-	while (off < end) {
-		uint64_t stop = ((off >> w->block_log) + 1) * bs;
-		struct seg s = { ino, e->file_off + (off - e->stream_off), off, 0, size };
-
-		s.len = (stop < end ? stop : end) - off;
-		if (add_seg(w, cap, &s))
-			return -ENOMEM;
-		off += s.len;
-	}
-	return 0;
-}
-
-static int cmp_seg(const void *a, const void *b)
-{
-	const struct seg *x = a, *y = b;
-
-	return (x->stream_off > y->stream_off) - (x->stream_off < y->stream_off);
-}
-
-struct collect {
-	struct stp_warmer *w;
-	uint32_t cap;
-};
-
-static int collect_file(void *ctx, uint32_t ino, const struct stp_inode *in)
-{
-	struct collect *c = ctx;
-
-	for (uint32_t x = 0; x < in->count; x++) {
-		struct stp_extent e;
-
-		if (stp_image_extent(c->w->fs->img, in, x, &e))
-			break;
-		if (e.stream_off < c->w->hot_size && add_extent(c->w, &c->cap, ino, in->size, &e))
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/* The hot segments of every file, by stream offset; the walk bounds the work. */
-static int collect_segs(struct stp_warmer *w)
-{
-	struct collect c = { w, 0 };
-	int rc = stp_treewalk_files(w->fs->img, collect_file, &c);
-
-	if (!rc)
-		qsort(w->segs, w->nsegs, sizeof(*w->segs), cmp_seg);
-	return rc;
-}
-
-/* Segment numbers grouped by inode, in stream order within each inode. */
-static int fill_by_ino(struct stp_warmer *w)
-{
-	uint32_t *next = malloc((w->ninodes ? w->ninodes : 1) * sizeof(*next));
-
-	if (!next)
-		return -ENOMEM;
-	memcpy(next, w->ino_first, w->ninodes * sizeof(*next));
-	for (uint32_t s = 0; s < w->nsegs; s++)
-		w->by_ino[next[w->segs[s].ino]++] = s;
-	free(next);
-	return 0;
-}
-
-/* Per-inode index (a counting sort) and per-block segment ranges and page counts. */
-static int index_segs(struct stp_warmer *w)
-{
-	uint64_t hot_pages = (w->hot_size + STP_HOT_PAGE - 1) / STP_HOT_PAGE, bs = 1ull << w->block_log;
-
-	w->ino_first = calloc(w->ninodes + 1, sizeof(*w->ino_first));
-	w->by_ino = malloc((w->nsegs ? w->nsegs : 1) * sizeof(*w->by_ino));
-	w->known = calloc(w->ninodes, 1);
+	w->known = calloc(w->ninodes ? w->ninodes : 1, 1);
 	w->page_done = calloc(hot_pages ? hot_pages : 1, 1);
-	w->blocks = calloc(w->nblocks, sizeof(*w->blocks));
-	if (!w->ino_first || !w->by_ino || !w->known || !w->page_done || !w->blocks)
+	w->blocks = calloc(w->nblocks ? w->nblocks : 1, sizeof(*w->blocks));
+	if (!w->known || !w->page_done || !w->blocks)
 		return -ENOMEM;
-	for (uint32_t s = 0; s < w->nsegs; s++)
-		w->ino_first[w->segs[s].ino + 1]++;
-	for (uint32_t i = 0; i < w->ninodes; i++)
-		w->ino_first[i + 1] += w->ino_first[i];
-	if (fill_by_ino(w))
-		return -ENOMEM;
-	for (uint64_t k = 0, s = 0; k < w->nblocks; k++) {
-		uint64_t end = (k + 1) * bs < w->hot_size ? (k + 1) * bs : w->hot_size;
-
-		w->blocks[k].first_seg = (uint32_t)s;
-		while (s < w->nsegs && w->segs[s].stream_off < end)
-			s++;
-		w->blocks[k].nsegs = (uint32_t)(s - w->blocks[k].first_seg);
-		w->blocks[k].pages_left = (uint32_t)((end - k * bs + STP_HOT_PAGE - 1) / STP_HOT_PAGE);
-	}
+	for (uint64_t k = 0; k < w->nblocks; k++)
+		w->blocks[k].pages_left = w->plan.block_pages[k];
 	return 0;
 }
 
@@ -215,8 +106,8 @@ static void block_consumed(struct stp_warmer *w, uint64_t k)
 	had = unhold_locked(w, k, &ref);
 	pthread_mutex_unlock(&w->lock);
 	if (had) {
-		stp_cache_release(w->fs->cache, &ref);
-		stp_cache_drop(w->fs->cache, k);
+		stp_cache_release(w->cache, &ref);
+		stp_cache_drop(w->cache, k);
 	}
 }
 
@@ -248,25 +139,25 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 static int store_chunk(struct stp_warmer *w, uint32_t ino, uint64_t off, struct fuse_bufvec *bv)
 {
 	struct timespec nap = { 0, 2000000 };
-	int rc = fuse_lowlevel_notify_store(w->fs->se, stp_fuseops_ino(ino), (off_t)off, bv, 0);
+	int rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
 
 	if (rc == -ENOENT) {
 		nanosleep(&nap, NULL);
-		rc = fuse_lowlevel_notify_store(w->fs->se, stp_fuseops_ino(ino), (off_t)off, bv, 0);
+		rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
 	}
 	return rc;
 }
 
 /* Pushes the whole pages of S (from block data BASE) into the kernel's page cache. */
-static void store_seg(struct stp_warmer *w, const struct seg *s, const uint8_t *base)
+static void store_seg(struct stp_warmer *w, const struct stp_warm_seg *s, const uint8_t *base)
 {
 	uint64_t end = s->file_off + s->len;
 	uint64_t a = (s->file_off + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1);
 	uint64_t b = end == s->file_size ? end : end & ~(uint64_t)(STP_HOT_PAGE - 1);
 	const uint8_t *data = base + (s->stream_off & ((1ull << w->block_log) - 1)) + (a - s->file_off);
 
-	if (w->fs->recorder)
-		return; /* recording: a page read from the page cache would never reach the recorder */
+	if (!w->se)
+		return;
 	for (uint64_t off = a; off < b;) {
 		size_t n = b - off < STORE_CHUNK ? (size_t)(b - off) : STORE_CHUNK;
 		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
@@ -284,22 +175,24 @@ static void store_seg(struct stp_warmer *w, const struct seg *s, const uint8_t *
 /* Stores every segment of block K whose file the kernel knows. */
 static void store_block(struct stp_warmer *w, uint64_t k)
 {
+	const struct stp_warm_plan *p = &w->plan;
 	struct stp_block_ref ref;
-	const struct wblock *b = &w->blocks[k];
 
 	/* our own pin: stores may let K go; never a second decode */
-	if (stp_cache_get_resident(w->fs->cache, k, &ref))
+	if (stp_cache_get_resident(w->cache, k, &ref))
 		return;
-	for (uint32_t i = b->first_seg; i < b->first_seg + b->nsegs; i++)
-		if (__atomic_load_n(&w->known[w->segs[i].ino], __ATOMIC_ACQUIRE))
-			store_seg(w, &w->segs[i], ref.data);
-	stp_cache_release(w->fs->cache, &ref);
+	for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
+		if (__atomic_load_n(&w->known[p->segs[i].ino], __ATOMIC_ACQUIRE))
+			store_seg(w, &p->segs[i], ref.data);
+	stp_cache_release(w->cache, &ref);
 }
 
 static void store_inode(struct stp_warmer *w, uint32_t ino)
 {
-	for (uint32_t i = w->ino_first[ino]; i < w->ino_first[ino + 1]; i++) {
-		const struct seg *s = &w->segs[w->by_ino[i]];
+	const struct stp_warm_plan *p = &w->plan;
+
+	for (uint32_t i = p->ino_first[ino]; i < p->ino_first[ino + 1]; i++) {
+		const struct stp_warm_seg *s = &p->segs[p->by_ino[i]];
 		uint64_t k = s->stream_off >> w->block_log;
 		struct stp_block_ref ref;
 		int held;
@@ -309,9 +202,9 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 		pthread_mutex_unlock(&w->lock);
 		/* a block not warmed yet is stored by its worker, which sees the inode known; one
 		 * let go meanwhile is not decoded again for this */
-		if (held && !stp_cache_get_resident(w->fs->cache, k, &ref)) {
+		if (held && !stp_cache_get_resident(w->cache, k, &ref)) {
 			store_seg(w, s, ref.data);
-			stp_cache_release(w->fs->cache, &ref);
+			stp_cache_release(w->cache, &ref);
 		}
 	}
 }
@@ -320,7 +213,7 @@ void stp_warm_note_known(struct stp_warmer *w, uint32_t ino)
 {
 	if (!w || ino >= w->ninodes || __atomic_exchange_n(&w->known[ino], 1, __ATOMIC_ACQ_REL))
 		return;
-	if (w->ino_first[ino] == w->ino_first[ino + 1])
+	if (w->plan.ino_first[ino] == w->plan.ino_first[ino + 1])
 		return;
 	pthread_mutex_lock(&w->lock);
 	if (w->qlen < QUEUE_LEN) {
@@ -376,7 +269,7 @@ static void wait_for_room(struct stp_warmer *w, uint32_t budget, struct stp_bloc
 static void warm_one(struct stp_warmer *w, uint64_t k)
 {
 	struct stp_block_ref ref;
-	int rc = stp_cache_get(w->fs->cache, k, &ref);
+	int rc = stp_cache_get(w->cache, k, &ref);
 
 	pthread_mutex_lock(&w->lock);
 	w->decoding--;
@@ -384,7 +277,7 @@ static void warm_one(struct stp_warmer *w, uint64_t k)
 	if (rc) {
 		w->blocks[k].state = B_RELEASED;
 		pthread_mutex_unlock(&w->lock);
-		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->fs->img),
+		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->img),
 			(unsigned long long)k, stp_strerror(rc));
 		return;
 	}
@@ -402,7 +295,7 @@ static void *worker_main(void *arg)
 	struct stp_warmer *w = arg;
 	struct stp_cache_stats st;
 
-	stp_cache_stats(w->fs->cache, &st);
+	stp_cache_stats(w->cache, &st);
 	/* one block of the budget stays free for reads outside the hot region */
 	st.budget = st.budget > 1 ? st.budget - 1 : 1;
 	for (;;) {
@@ -416,7 +309,7 @@ static void *worker_main(void *arg)
 		wait_for_room(w, st.budget, &ref, &unheld);
 		if (unheld) {
 			pthread_mutex_unlock(&w->lock);
-			stp_cache_release(w->fs->cache, &ref);
+			stp_cache_release(w->cache, &ref);
 			continue;
 		}
 		if (w->stop || w->next >= w->nblocks)
@@ -442,7 +335,7 @@ static void unhold_all_locked(struct stp_warmer *w)
 
 		if (unhold_locked(w, k, &ref)) {
 			pthread_mutex_unlock(&w->lock);
-			stp_cache_release(w->fs->cache, &ref);
+			stp_cache_release(w->cache, &ref);
 			pthread_mutex_lock(&w->lock);
 		}
 	}
@@ -510,9 +403,7 @@ static int start_threads(struct stp_warmer *w)
 
 static void warmer_free(struct stp_warmer *w)
 {
-	free(w->segs);
-	free(w->by_ino);
-	free(w->ino_first);
+	stp_warm_plan_free(&w->plan);
 	free(w->known);
 	free(w->page_done);
 	free(w->blocks);
@@ -522,33 +413,35 @@ static void warmer_free(struct stp_warmer *w)
 	free(w);
 }
 
-int stp_warm_start(struct stp_fs *fs, unsigned workers, struct stp_warmer **out)
+int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
+		   unsigned workers, struct stp_warmer **out)
 {
-	const struct stp_superblock *sb = stp_image_sb(fs->img);
 	struct stp_warmer *w;
 	pthread_condattr_t ca;
 	int rc;
 
 	*out = NULL;
-	if (!workers || !sb->hot_size)
+	if (!workers || !stp_image_sb(img)->hot_size)
 		return 0;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->fs = fs;
-	w->block_log = sb->block_log;
-	w->hot_size = sb->hot_size;
-	w->nblocks = (sb->hot_size + (1ull << sb->block_log) - 1) >> sb->block_log;
-	w->ninodes = sb->inode_count;
+	w->img = img;
+	w->cache = cache;
+	w->se = se;
 	w->nworkers = workers;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	rc = collect_segs(w);
+	rc = stp_warm_plan_build(img, &w->plan);
+	w->block_log = w->plan.block_log;
+	w->hot_size = w->plan.hot_size;
+	w->nblocks = w->plan.nblocks;
+	w->ninodes = w->plan.ninodes;
 	if (!rc)
-		rc = index_segs(w);
+		rc = alloc_state(w);
 	if (!rc)
 		rc = start_threads(w);
 	if (rc) {
@@ -588,7 +481,7 @@ int stp_warm_stop(struct stp_warmer *w)
 		return -ETIMEDOUT; /* left as it is: a thread still uses it */
 	for (uint64_t k = 0; k < w->nblocks; k++)
 		if (w->blocks && w->blocks[k].state == B_HELD)
-			stp_cache_release(w->fs->cache, &w->blocks[k].ref);
+			stp_cache_release(w->cache, &w->blocks[k].ref);
 	warmer_free(w);
 	return 0;
 }

@@ -16,7 +16,9 @@
 
 #include <stdint.h>
 
-struct stp_fs;
+struct stp_image;
+struct stp_cache;
+struct fuse_session;
 struct stp_warmer;
 
 struct stp_warm_status {
@@ -31,9 +33,13 @@ struct stp_warm_status {
 				* application starts */
 };
 
-/* Starts WORKERS threads over FS's hot region (none when WORKERS is 0 or the image has no
- * hot region: *out is then NULL). FS must outlive the warmer. */
-int stp_warm_start(struct stp_fs *fs, unsigned workers, struct stp_warmer **out);
+/* Starts WORKERS threads over IMG's hot region (none when WORKERS is 0 or the image has no
+ * hot region: *out is then NULL), decoding through CACHE and pushing pages into the page
+ * cache of session SE. With SE NULL nothing is stored: a recording mount must see every
+ * read, and a page served from the page cache never reaches the daemon. IMG, CACHE and
+ * SE must outlive the warmer. */
+int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
+		   unsigned workers, struct stp_warmer **out);
 /* Stops the workers, lets go of every block and frees the warmer. NULL is fine. Call it
  * only once no request thread can reach the note functions (the FUSE loop has ended).
  * -ETIMEDOUT when a thread did not end within a few seconds (one can block for ever in

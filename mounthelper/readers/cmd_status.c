@@ -108,7 +108,8 @@ static void show(const char *text)
 	       stp_human_size(bs, b, sizeof(b)), num(text, "cache_pinned"),
 	       num(text, "cache_hits"), num(text, "cache_misses"));
 	if (!num(text, "warm_workers") || !num(text, "hot_blocks"))
-		printf("warming:   off (%s)\n", num(text, "warm_workers") ? "no hot region" : "no workers");
+		printf("warming:   off (%s)\n", !num(text, "warm_workers_set") ? "no workers" :
+		       !num(text, "hot_bytes") ? "no hot region" : "it did not start");
 	else
 		printf("warming:   %llu of %llu hot blocks%s, %llu held, %s into the page cache "
 		       "(%llu workers)\n", num(text, "warmed"), num(text, "hot_blocks"),

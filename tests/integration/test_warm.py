@@ -514,7 +514,9 @@ def test_record_options_and_errors(rec_tree, tmp_path):
         try:
             text = status_text(str(mnt))
             pid = int(re.search(r"pid (\d+)", text).group(1))
-            assert raw_status(str(mnt))["warm_workers"] == 3
+            status = raw_status(str(mnt))
+            assert status["warm_workers_set"] == 3
+            assert status["warm_workers"] == 0  # no hot region: warming never started
             assert read_whole(str(mnt), "app/util.py") == REC_FILES[b"app/util.py"]
         finally:
             unmount(str(mnt))

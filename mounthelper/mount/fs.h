@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One mount, as the FUSE operations see it: the session's userdata. The daemon owns it and
+ * everything it points to, fills it before the loop starts, and frees it after; the
+ * operations only read it, except where noted. Only the daemon and fuseops.c include this:
+ * warming, recording and status take what they need as arguments.
+ */
+#ifndef STP_FS_H
+#define STP_FS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct stp_image;
+struct stp_cache;
+struct stp_mount_opts;
+struct stp_warmer;
+struct stp_recorder;
+struct fuse_session;
+
+struct stp_fs {
+	const struct stp_image *img;
+	struct stp_cache *cache;
+	const struct stp_mount_opts *opts;
+	struct fuse_session *se;   /* set before the loop starts */
+	struct stp_warmer *warmer; /* warming at mount; NULL when off or done with */
+	struct stp_recorder *recorder; /* --record: the reads to list; NULL when off */
+	uint32_t block_log;        /* of the image: block = stream offset >> block_log */
+	/* Written by the init handler, which runs before any other request. */
+	bool no_open;              /* the kernel opens files without asking: no round trip */
+	bool no_opendir;           /* the same for directories */
+};
+
+#endif

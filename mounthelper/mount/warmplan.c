@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+#include "warmplan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "image.h"
+#include "treewalk.h"
+
+struct collect {
+	const struct stp_image *img;
+	struct stp_warm_plan *p;
+	uint32_t cap;
+};
+
+static int add_seg(struct collect *c, const struct stp_warm_seg *s)
+{
+	struct stp_warm_plan *p = c->p;
+
+	if (p->nsegs == c->cap) {
+		uint32_t cap = c->cap ? c->cap * 2 : 256;
+		struct stp_warm_seg *grown;
+
+		if (c->cap > UINT32_MAX / 2 || !(grown = reallocarray(p->segs, cap, sizeof(*grown))))
+			return -ENOMEM;
+		p->segs = grown;
+		c->cap = cap;
+	}
+	p->segs[p->nsegs++] = *s;
+	return 0;
+}
+
+/* Adds the hot part of one extent, cut at block edges. */
+static int add_extent(struct collect *c, uint32_t ino, uint64_t size, const struct stp_extent *e)
+{
+	const struct stp_warm_plan *p = c->p;
+	uint64_t off = e->stream_off, end = e->stream_off + e->length, bs = 1ull << p->block_log;
+
+	if (end > p->hot_size)
+		end = p->hot_size;
+	while (off < end) {
+		uint64_t stop = ((off >> p->block_log) + 1) * bs;
+		struct stp_warm_seg s = { ino, e->file_off + (off - e->stream_off), off, 0, size };
+		int rc;
+
+		s.len = (stop < end ? stop : end) - off;
+		rc = add_seg(c, &s);
+		if (rc)
+			return rc;
+		off += s.len;
+	}
+	return 0;
+}
+
+static int collect_file(void *ctx, uint32_t ino, const struct stp_inode *in)
+{
+	struct collect *c = ctx;
+
+	for (uint32_t x = 0; x < in->count; x++) {
+		struct stp_extent e;
+		int rc;
+
+		if (stp_image_extent(c->img, in, x, &e))
+			break;
+		if (e.stream_off < c->p->hot_size && (rc = add_extent(c, ino, in->size, &e)))
+			return rc;
+	}
+	return 0;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct stp_warm_seg *x = a, *y = b;
+
+	return (x->stream_off > y->stream_off) - (x->stream_off < y->stream_off);
+}
+
+/* Segment numbers grouped by inode (a counting sort), in stream order within each. */
+static int index_by_inode(struct stp_warm_plan *p)
+{
+	uint32_t *next;
+
+	p->ino_first = calloc((size_t)p->ninodes + 1, sizeof(*p->ino_first));
+	p->by_ino = reallocarray(NULL, p->nsegs ? p->nsegs : 1, sizeof(*p->by_ino));
+	next = reallocarray(NULL, p->ninodes ? p->ninodes : 1, sizeof(*next));
+	if (!p->ino_first || !p->by_ino || !next) {
+		free(next);
+		return -ENOMEM;
+	}
+	for (uint32_t s = 0; s < p->nsegs; s++)
+		p->ino_first[p->segs[s].ino + 1]++;
+	for (uint32_t i = 0; i < p->ninodes; i++)
+		p->ino_first[i + 1] += p->ino_first[i];
+	memcpy(next, p->ino_first, p->ninodes * sizeof(*next));
+	for (uint32_t s = 0; s < p->nsegs; s++)
+		p->by_ino[next[p->segs[s].ino]++] = s;
+	free(next);
+	return 0;
+}
+
+/* Each block's first segment and its count of hot pages. */
+static int index_by_block(struct stp_warm_plan *p)
+{
+	uint64_t bs = 1ull << p->block_log;
+	uint32_t s = 0;
+
+	p->block_first = reallocarray(NULL, p->nblocks + 1, sizeof(*p->block_first));
+	p->block_pages = reallocarray(NULL, p->nblocks ? p->nblocks : 1, sizeof(*p->block_pages));
+	if (!p->block_first || !p->block_pages)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < p->nblocks; k++) {
+		uint64_t end = (k + 1) * bs < p->hot_size ? (k + 1) * bs : p->hot_size;
+
+		p->block_first[k] = s;
+		while (s < p->nsegs && p->segs[s].stream_off < end)
+			s++;
+		p->block_pages[k] = (uint32_t)((end - k * bs + STP_HOT_PAGE - 1) / STP_HOT_PAGE);
+	}
+	p->block_first[p->nblocks] = s;
+	return 0;
+}
+
+int stp_warm_plan_build(const struct stp_image *img, struct stp_warm_plan *p)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	struct collect c = { img, p, 0 };
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	p->block_log = sb->block_log;
+	p->hot_size = sb->hot_size < sb->data_size ? sb->hot_size : sb->data_size;
+	p->nblocks = (p->hot_size + (1ull << sb->block_log) - 1) >> sb->block_log;
+	p->ninodes = sb->inode_count;
+	rc = p->hot_size ? stp_treewalk_files(img, collect_file, &c) : 0;
+	if (!rc)
+		qsort(p->segs, p->nsegs, sizeof(*p->segs), cmp_seg);
+	if (!rc)
+		rc = index_by_inode(p);
+	if (!rc)
+		rc = index_by_block(p);
+	return rc;
+}
+
+void stp_warm_plan_free(struct stp_warm_plan *p)
+{
+	free(p->segs);
+	free(p->by_ino);
+	free(p->ino_first);
+	free(p->block_first);
+	free(p->block_pages);
+	memset(p, 0, sizeof(*p));
+}

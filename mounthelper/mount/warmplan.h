@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The warming plan: which bytes of which files each block of the hot region holds. Built
+ * once from the image inside the sandbox, read-only afterwards (any number of threads may
+ * read it). Its size and the work to build it are linear in the metadata: the files are
+ * visited through stp_treewalk_files, and a segment is a file's hot extent cut at block
+ * edges.
+ */
+#ifndef STP_WARMPLAN_H
+#define STP_WARMPLAN_H
+
+#include <stdint.h>
+
+struct stp_image;
+
+/* Hot bytes of one file inside one block. */
+struct stp_warm_seg {
+	uint32_t ino;
+	uint64_t file_off, stream_off, len;
+	uint64_t file_size;     /* the file's: its last page may be partial */
+};
+
+struct stp_warm_plan {
+	unsigned block_log;
+	uint64_t hot_size, nblocks;   /* the hot region, and the blocks that hold it */
+	uint32_t ninodes;
+	struct stp_warm_seg *segs;    /* by stream offset, none crossing a block edge */
+	uint32_t nsegs;
+	/* segments of inode i: segs[by_ino[ino_first[i]] .. by_ino[ino_first[i + 1] - 1]], in
+	 * stream order */
+	uint32_t *by_ino, *ino_first;
+	/* segments of block k: segs[block_first[k] .. block_first[k + 1] - 1] */
+	uint32_t *block_first;
+	uint32_t *block_pages;        /* hot pages (STP_HOT_PAGE) of block k */
+};
+
+/* Builds IMG's plan into *P (zeroed first; freed with stp_warm_plan_free even on
+ * failure). An image without a hot region gets an empty plan. -ENOMEM, or -EUCLEAN when
+ * the walk over the files found the image damaged. */
+int stp_warm_plan_build(const struct stp_image *img, struct stp_warm_plan *p);
+void stp_warm_plan_free(struct stp_warm_plan *p);
+
+#endif
