@@ -22,6 +22,8 @@ mount=$repo/mounthelper/mount
 sources_of() {
 	case $1 in
 	fuseops) echo "$repo/tests/fuzz/fuse_shim.c $mount/fuseops.c $mount/warm.c $mount/warmplan.c $mount/record.c $mount/status.c" ;;
+	warm_plan) echo "$mount/warmplan.c" ;;
+	prime_plan) echo "$mount/prime.c $mount/monproto.c" ;;
 	*) ;;
 	esac
 }
