@@ -10,6 +10,7 @@
 
 #include "format.h"
 #include "hotlist.h"
+#include "util.h"
 
 /* After the hot region: the files that are not machine code, then programs by kind, so
  * that the blocks the packer filters hold code and little else. Programs cut at their
@@ -44,37 +45,42 @@ static int cmp_similar(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
-/* Looks up a tree-relative PATH component by component (children are sorted). */
-static struct node *find_path(struct tree *t, char *path)
+/* The child of CUR named NAME (LEN bytes), or NULL: children are sorted. */
+static struct node *child_named(const struct node *cur, const char *name, size_t len)
+{
+	size_t lo = 0, hi = cur->nchildren;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int r = stp_name_cmp(name, len, cur->children[mid]->name, cur->children[mid]->name_len);
+
+		if (!r)
+			return cur->children[mid];
+		if (r < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* Looks up a tree-relative PATH as the readers resolve one (stp_path_next). */
+static struct node *find_path(struct tree *t, const char *path)
 {
 	struct node *cur = t->root;
+	enum stp_path_part part;
+	const char *name;
+	size_t len;
 
-	for (char *save = NULL, *part = strtok_r(path, "/", &save); part;
-	     part = strtok_r(NULL, "/", &save)) {
-		size_t lo = 0, hi = cur->nchildren, len = strlen(part);
-
-		if (!strcmp(part, "."))
-			continue;
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			const struct node *c = cur->children[mid];
-			int r = stp_name_cmp(part, len, c->name, c->name_len);
-
-			if (!r) {
-				lo = mid;
-				break;
-			}
-			if (r < 0)
-				hi = mid;
-			else
-				lo = mid + 1;
-		}
-		if (lo >= cur->nchildren || cur->children[lo]->name_len != len ||
-		    memcmp(cur->children[lo]->name, part, len))
+	while (cur && (part = stp_path_next(&path, &name, &len)) != STP_PATH_END) {
+		if (part == STP_PATH_PARENT)
+			cur = cur->parent ? cur->parent : cur;
+		else if (!S_ISDIR(cur->st.st_mode))
 			return NULL;
-		cur = cur->children[lo];
+		else
+			cur = child_named(cur, name, len);
 	}
-	return cur->primary;
+	return cur ? cur->primary : NULL;
 }
 
 static int cmp_range(const void *a, const void *b)
@@ -170,7 +176,7 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 	}
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		struct node *node;
-		char *ranges, *path;
+		char *ranges;
 
 		lineno++;
 		if (len && line[len - 1] == '\n')
@@ -178,9 +184,7 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 		if (!len || line[0] == '#')
 			continue;
 		ranges = stp_hotlist_split(line);
-		path = strdup(line);
-		node = path ? find_path(t, path) : NULL;
-		free(path);
+		node = find_path(t, line);
 		if (!node || !S_ISREG(node->st.st_mode)) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: %s, skipped\n", list, lineno, line,
 				node ? "not a regular file" : "not in the tree");

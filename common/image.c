@@ -427,25 +427,25 @@ int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name
 int stp_image_resolve(const struct stp_image *img, const char *path, uint32_t *ino)
 {
 	uint32_t cur = STP_ROOT_INO;
+	enum stp_path_part part;
+	const char *name;
+	size_t len;
 
-	while (*path) {
-		const char *end = strchrnul(path, '/');
-		size_t len = (size_t)(end - path);
-		int rc = 0;
+	while ((part = stp_path_next(&path, &name, &len)) != STP_PATH_END) {
+		struct stp_inode d;
+		int rc;
 
-		if (len == 2 && path[0] == '.' && path[1] == '.') {
-			struct stp_inode d;
-
+		if (part == STP_PATH_PARENT) {
 			rc = stp_image_inode(img, cur, &d);
 			if (!rc && !S_ISDIR(d.mode))
 				rc = -ENOTDIR;
-			cur = d.parent;
-		} else if (len && !(len == 1 && path[0] == '.')) {
-			rc = stp_image_lookup(img, cur, path, len, &cur);
+			if (!rc)
+				cur = d.parent;
+		} else {
+			rc = stp_image_lookup(img, cur, name, len, &cur);
 		}
 		if (rc)
 			return rc;
-		path = *end ? end + 1 : end;
 	}
 	*ino = cur;
 	return 0;

@@ -137,3 +137,28 @@ uint64_t stp_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+enum stp_path_part stp_path_next(const char **path, const char **name, size_t *len)
+{
+	const char *p = *path;
+
+	for (;;) {
+		const char *end;
+
+		while (*p == '/')
+			p++;
+		if (!*p) {
+			*path = p;
+			return STP_PATH_END;
+		}
+		end = strchrnul(p, '/');
+		*name = p;
+		*len = (size_t)(end - p);
+		*path = end;
+		if (*len == 1 && p[0] == '.') {
+			p = end;
+			continue;
+		}
+		return *len == 2 && p[0] == '.' && p[1] == '.' ? STP_PATH_PARENT : STP_PATH_NAME;
+	}
+}

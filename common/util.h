@@ -25,6 +25,12 @@ const char *stp_human_size(uint64_t bytes, char *buf, size_t len);
  * (what the library returns for a corrupt image), the C library's description otherwise.
  * Thread-safe, unlike strerror(): the text is static and never rewritten. */
 const char *stp_strerror(int err);
+/* The path rule every reader and mkstipple's hot list share: components are separated by
+ * slashes, empty ones and "." are skipped, ".." means the parent (the root's is itself).
+ * Returns the next component of *PATH (*NAME, *LEN bytes, not NUL-terminated) and moves
+ * *PATH past it: STP_PATH_NAME, STP_PATH_PARENT for "..", or STP_PATH_END. */
+enum stp_path_part { STP_PATH_END, STP_PATH_NAME, STP_PATH_PARENT };
+enum stp_path_part stp_path_next(const char **path, const char **name, size_t *len);
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
 
