@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include "fuseapi.h"
 #include "mountopts.h"
 
 #include <errno.h>

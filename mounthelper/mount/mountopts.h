@@ -42,8 +42,6 @@
  * other; more workers than CPUs only hold more blocks. */
 #define STP_WARM_WORKERS_CAP 12u
 #define STP_WARM_WORKERS_MAX 256u
-/* Largest read the kernel may send: libfuse's 256-page limit. Passed as max_read=. */
-#define STP_MAX_READ (1u << 20)
 
 struct stp_mount_opts {
 	char *image;          /* SOURCE as given */

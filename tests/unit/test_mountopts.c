@@ -9,6 +9,7 @@
 
 #include <fuse_opt.h>
 
+#include "fuseapi.h"
 #include "mountopts.h"
 
 #include "check.h"
