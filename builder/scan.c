@@ -15,12 +15,6 @@
 #include "elfcode.h"
 #include "source.h"
 
-static int fail(const char *path, int err, const char *what)
-{
-	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
-	return -err;
-}
-
 static int cmp_xattr(const void *a, const void *b)
 {
 	return strcmp(((const struct xattr_kv *)a)->name, ((const struct xattr_kv *)b)->name);
@@ -63,7 +57,7 @@ static int read_xattr_value(struct node *n, const struct xsrc *x, struct xattr_k
 			break;
 		len = x_get(x, kv->name, NULL, 0); /* grew meanwhile */
 	}
-	return fail(n->path, errno, "reading extended attribute");
+	return source_fail(n->path, errno, "reading extended attribute");
 }
 
 static int read_xattrs(struct node *n, const struct xsrc *x)
@@ -73,7 +67,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 	int rc = 0;
 
 	if (len < 0)
-		return errno == ENOTSUP ? 0 : fail(n->path, errno, "listing extended attributes");
+		return errno == ENOTSUP ? 0 : source_fail(n->path, errno, "listing extended attributes");
 	if (len == 0)
 		return 0;
 	names = malloc((size_t)len);
@@ -81,7 +75,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 		return -ENOMEM;
 	len = x_list(x, names, (size_t)len);
 	if (len < 0) {
-		rc = fail(n->path, errno, "listing extended attributes");
+		rc = source_fail(n->path, errno, "listing extended attributes");
 		goto out;
 	}
 	for (p = names; p < names + len; p += strlen(p) + 1) {
@@ -141,9 +135,9 @@ static int read_link(struct node *n, int dirfd)
 	if (len < 0 && errno == EINVAL)
 		return source_changed(n->path); /* no longer a symlink */
 	if (len < 0)
-		return fail(n->path, errno, "reading symlink");
+		return source_fail(n->path, errno, "reading symlink");
 	if ((size_t)len >= cap || len == 0)
-		return fail(n->path, ENAMETOOLONG, "reading symlink");
+		return source_fail(n->path, ENAMETOOLONG, "reading symlink");
 	n->link_target[len] = 0;
 	return 0;
 }
@@ -205,7 +199,7 @@ static int add_child(struct node *dir, const char *name, size_t *cap)
 	struct node *c;
 
 	if (strlen(name) > STP_NAME_MAX)
-		return fail(dir->path, ENAMETOOLONG, name);
+		return source_fail(dir->path, ENAMETOOLONG, name);
 	if (dir->nchildren == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 16;
 		struct node **grown = realloc(dir->children, ncap * sizeof(*grown));
@@ -232,7 +226,7 @@ static int scan_dir(struct node *n, int fd)
 	int rc = 0;
 
 	if (!d) {
-		rc = fail(n->path, errno, "opening directory");
+		rc = source_fail(n->path, errno, "opening directory");
 		if (lfd >= 0)
 			close(lfd);
 		return rc;
@@ -245,7 +239,7 @@ static int scan_dir(struct node *n, int fd)
 			break;
 	}
 	if (!rc && errno)
-		rc = fail(n->path, errno, "reading directory");
+		rc = source_fail(n->path, errno, "reading directory");
 	closedir(d);
 	if (rc)
 		return rc;
@@ -277,7 +271,7 @@ static int read_filter(struct node *n, int dirfd)
 		return fd;
 	len = pread(fd, head, sizeof(head), 0);
 	if (len < 0) {
-		rc = fail(n->path, errno, "reading");
+		rc = source_fail(n->path, errno, "reading");
 		close(fd);
 		return rc;
 	}
@@ -292,7 +286,7 @@ static int read_filter(struct node *n, int dirfd)
 			n->filter = STP_FILTER_NONE; /* no code in the file: a debug file, say */
 	}
 	close(fd);
-	return rc < 0 ? fail(n->path, -rc, "reading its section table") : 0;
+	return rc < 0 ? source_fail(n->path, -rc, "reading its section table") : 0;
 }
 
 /* A directory is opened beneath its parent, checked to be the one just looked at, and
@@ -307,9 +301,9 @@ static int scan_subdir(struct node *n, int dirfd)
 	if (x.fd < 0 && (errno == ENOTDIR || errno == ELOOP))
 		return source_changed(n->path);
 	if (x.fd < 0)
-		return fail(n->path, errno, "opening directory");
+		return source_fail(n->path, errno, "opening directory");
 	if (fstat(x.fd, &st))
-		rc = fail(n->path, errno, "stat");
+		rc = source_fail(n->path, errno, "stat");
 	else if (st.st_dev != n->st.st_dev || st.st_ino != n->st.st_ino)
 		rc = source_changed(n->path);
 	else
@@ -326,7 +320,7 @@ static int scan_node(struct node *n, int dirfd)
 	int rc;
 
 	if (fstatat(dirfd, n->name, &n->st, AT_SYMLINK_NOFOLLOW))
-		return fail(n->path, errno, "stat");
+		return source_fail(n->path, errno, "stat");
 	if (skipped(&n->st))
 		return SKIPPED;
 	if (S_ISDIR(n->st.st_mode))
@@ -392,7 +386,7 @@ static int list_bfs(struct tree *t, struct node ***out, size_t *count)
 	}
 	if (n > UINT32_MAX / 2) {
 		free(q);
-		return fail(t->root->path, EFBIG, "too many entries");
+		return source_fail(t->root->path, EFBIG, "too many entries");
 	}
 	*out = q;
 	*count = n;

@@ -17,7 +17,7 @@ static int root_fd = -1;
 static const struct node *cached_dir;
 static int cached_fd = -1;
 
-static int fail(const char *path, int err, const char *what)
+int source_fail(const char *path, int err, const char *what)
 {
 	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
 	return -err;
@@ -46,12 +46,12 @@ int source_open_root(const char *source, struct stat *st)
 		return -ENOTDIR;
 	}
 	if (fd < 0)
-		return fail(source, errno, "opening directory");
+		return source_fail(source, errno, "opening directory");
 	if (fstat(fd, st)) {
 		int err = errno;
 
 		close(fd);
-		return fail(source, err, "stat");
+		return source_fail(source, err, "stat");
 	}
 	source_close();
 	root_fd = fd;
@@ -70,13 +70,13 @@ static int open_dir_at(int parent, const struct node *d)
 				"directory (a symlink is not followed)\n", d->path);
 			return -EAGAIN;
 		}
-		return fail(d->path, errno, "opening directory");
+		return source_fail(d->path, errno, "opening directory");
 	}
 	if (fstat(fd, &st)) {
 		int err = errno;
 
 		close(fd);
-		return fail(d->path, err, "stat");
+		return source_fail(d->path, err, "stat");
 	}
 	if (st.st_dev != d->st.st_dev || st.st_ino != d->st.st_ino) {
 		close(fd);
@@ -145,12 +145,12 @@ int source_openat_file(int dirfd, const char *name, const char *path, const stru
 		return -EAGAIN;
 	}
 	if (fd < 0)
-		return fail(path, errno, "opening");
+		return source_fail(path, errno, "opening");
 	if (fstat(fd, &st)) {
 		int err = errno;
 
 		close(fd);
-		return fail(path, err, "stat");
+		return source_fail(path, err, "stat");
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
@@ -169,7 +169,7 @@ int source_openat_file(int dirfd, const char *name, const char *path, const stru
 		int err = errno;
 
 		close(fd);
-		return fail(path, err, "opening");
+		return source_fail(path, err, "opening");
 	}
 	return fd;
 }
@@ -188,7 +188,7 @@ int source_stat(const struct node *n, struct stat *st)
 	if (dirfd < 0)
 		return dirfd;
 	if (!n->parent ? fstat(dirfd, st) : fstatat(dirfd, n->name, st, AT_SYMLINK_NOFOLLOW))
-		return fail(n->path, errno, "stat");
+		return source_fail(n->path, errno, "stat");
 	return 0;
 }
 

@@ -34,6 +34,8 @@ int source_stat(const struct node *n, struct stat *st);
 int source_same(const struct stat *scanned, const struct stat *now);
 /* Reports that PATH changed since the scan; returns -EAGAIN. */
 int source_changed(const char *path);
+/* Reports "mkstipple: PATH: WHAT: <errno ERR's text>" and returns -ERR. */
+int source_fail(const char *path, int err, const char *what);
 /* Closes the descriptors kept. */
 void source_close(void);
 

@@ -14,6 +14,7 @@
 #include "image.h"
 #include "log.h"
 #include "treewalk.h"
+#include "util.h"
 
 /* Paths as the readers print them: "/a/b", below 4096 bytes with the NUL. */
 #define CHECK_PATH_MAX 4096
@@ -40,33 +41,18 @@ struct checker {
 	struct last_name *last; /* per depth */
 };
 
-const char *stp_check_strerror(int err)
-{
-	const char *s;
-
-	switch (err) {
-	case -EUCLEAN:
-		return "damaged image";
-	case -EPROTONOSUPPORT:
-		return "unsupported format version or feature";
-	default:
-		s = strerrordesc_np(err < 0 ? -err : err);
-		return s ? s : "unknown error";
-	}
-}
-
 const char *stp_check_tree_problem(const struct stp_tree_problem *p, char *buf, size_t len)
 {
 	switch (p->what) {
 	case STP_TREE_BAD_ENTRY:
 		snprintf(buf, len, "entry %u: %s", p->index,
-			 p->err == -EUCLEAN ? "damaged or unsafe name" : stp_check_strerror(p->err));
+			 p->err == -EUCLEAN ? "damaged or unsafe name" : stp_strerror(p->err));
 		break;
 	case STP_TREE_TOO_LONG:
 		snprintf(buf, len, "entry %u: path longer than %d bytes", p->index, CHECK_PATH_MAX);
 		break;
 	case STP_TREE_BAD_INODE:
-		snprintf(buf, len, "inode %u: %s", p->ino, stp_check_strerror(p->err));
+		snprintf(buf, len, "inode %u: %s", p->ino, stp_strerror(p->err));
 		break;
 	case STP_TREE_REVISIT:
 		snprintf(buf, len, "directory inode %u reached twice (a cycle)", p->ino);
@@ -99,7 +85,7 @@ static void check_blocks(struct checker *c, void *buf)
 		int err = stp_image_decode_block(c->img, b, buf);
 
 		if (err) {
-			report(c, NULL, "data block %" PRIu64 ": %s", b, stp_check_strerror(err));
+			report(c, NULL, "data block %" PRIu64 ": %s", b, stp_strerror(err));
 			c->bad_block[b] = 1;
 		}
 	}
@@ -193,7 +179,7 @@ static void check_extents(struct checker *c, const char *path, const struct stp_
 		int err = stp_image_extent(c->img, in, i, &x);
 
 		if (err) {
-			report(c, path, "extent %u: %s", i, stp_check_strerror(err));
+			report(c, path, "extent %u: %s", i, stp_strerror(err));
 			return;
 		}
 		if (x.file_off < end)
@@ -221,7 +207,7 @@ static void check_xattrs(struct checker *c, const char *path, const struct stp_i
 		int err = stp_image_xattr(c->img, in, i, &name, &nlen, &value, &vlen);
 
 		if (err)
-			report(c, path, "extended attribute %u: %s", i, stp_check_strerror(err));
+			report(c, path, "extended attribute %u: %s", i, stp_strerror(err));
 	}
 }
 

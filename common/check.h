@@ -42,11 +42,6 @@ struct stp_check_counts {
 int stp_image_check_all(const struct stp_image *img, stp_check_report_fn fn, void *ctx,
 			struct stp_check_counts *counts);
 
-/* What a negative errno from the library means to a user: "damaged image" for -EUCLEAN,
- * "unsupported format version or feature" for -EPROTONOSUPPORT, else the errno's
- * description. A static string. */
-const char *stp_check_strerror(int err);
-
 /* The words for a problem the tree walk met ("entry 3: damaged or unsafe name"), into
  * BUF of LEN bytes. Returns BUF. */
 const char *stp_check_tree_problem(const struct stp_tree_problem *p, char *buf, size_t len);

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -124,8 +125,10 @@ const char *stp_strerror(int err)
 {
 	const char *desc;
 
-	if (err == -EUCLEAN)
+	if (err == -EUCLEAN || err == EUCLEAN)
 		return "damaged image";
+	if (err == -EPROTONOSUPPORT || err == EPROTONOSUPPORT)
+		return "unsupported format version or feature";
 	desc = strerrordesc_np(err < 0 ? -err : err);
 	return desc ? desc : "unknown error";
 }
@@ -161,4 +164,16 @@ enum stp_path_part stp_path_next(const char **path, const char **name, size_t *l
 		}
 		return *len == 2 && p[0] == '.' && p[1] == '.' ? STP_PATH_PARENT : STP_PATH_NAME;
 	}
+}
+
+int stp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
 }

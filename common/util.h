@@ -21,8 +21,9 @@ int stp_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int stp_write_full(int fd, const void *buf, size_t len);
 /* "12.3 MiB" into BUF. */
 const char *stp_human_size(uint64_t bytes, char *buf, size_t len);
-/* What negative errno ERR means, for a message to a user: "damaged image" for -EUCLEAN
- * (what the library returns for a corrupt image), the C library's description otherwise.
+/* What errno ERR (negative or not) means, for a message to a user: "damaged image" for
+ * EUCLEAN (what the library returns for a corrupt image), "unsupported format version or
+ * feature" for EPROTONOSUPPORT, the C library's description otherwise.
  * Thread-safe, unlike strerror(): the text is static and never rewritten. */
 const char *stp_strerror(int err);
 /* The path rule every reader and mkstipple's hot list share: components are separated by
@@ -31,6 +32,11 @@ const char *stp_strerror(int err);
  * *PATH past it: STP_PATH_NAME, STP_PATH_PARENT for "..", or STP_PATH_END. */
 enum stp_path_part { STP_PATH_END, STP_PATH_NAME, STP_PATH_PARENT };
 enum stp_path_part stp_path_next(const char **path, const char **name, size_t *len);
+/* Writes the formatted message into ERR (ERRLEN bytes, always terminated; nothing when
+ * ERR is NULL or ERRLEN 0) and returns RC: for functions that hand their caller a
+ * negative errno and the sentence that explains it. */
+int stp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
 

@@ -44,21 +44,6 @@ static const char *const fuse_valued[] = {
 /* Set by stp_mountopts_finish; a user's value is ignored. */
 static const char *const forced_valued[] = { "fsname", "subtype", "max_read", NULL };
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
-
 static bool in_list(const char *const *list, const char *s, size_t len)
 {
 	for (; *list; list++)
@@ -136,7 +121,7 @@ static int parse_count(const char *name, const char *value, uint64_t min, uint64
 	uint64_t v;
 
 	if (stp_parse_uint(value, min, max, &v))
-		return fail(err, errlen, -EINVAL, "option %s=%s: expected a whole number from %llu to %llu",
+		return stp_errf(err, errlen, -EINVAL, "option %s=%s: expected a whole number from %llu to %llu",
 			    name, value, (unsigned long long)min, (unsigned long long)max);
 	*out = (uint32_t)v;
 	return 0;
@@ -145,7 +130,7 @@ static int parse_count(const char *name, const char *value, uint64_t min, uint64
 static int parse_sandbox(struct stp_mount_opts *o, const char *value, char *err, size_t errlen)
 {
 	if (stp_sandbox_parse_mode(value, &o->sandbox))
-		return fail(err, errlen, -EINVAL, "option sandbox=%s: expected on, log or off", value);
+		return stp_errf(err, errlen, -EINVAL, "option sandbox=%s: expected on, log or off", value);
 	return 0;
 }
 
@@ -155,7 +140,7 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 {
 	if (!strcmp(name, "cache_budget")) {
 		if (value && !strcmp(value, "0"))
-			return fail(err, errlen, -EINVAL,
+			return stp_errf(err, errlen, -EINVAL,
 				    "option cache_budget=0: the cache must hold at least 1 block");
 		return parse_count(name, value ? value : "", 1, STP_CACHE_BUDGET_MAX, &o->cache_budget,
 				   err, errlen) ?: 1;
@@ -165,7 +150,7 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 				   err, errlen) ?: 1;
 	if (!strcmp(name, "noprime")) {
 		if (value)
-			return fail(err, errlen, -EINVAL, "option noprime takes no value");
+			return stp_errf(err, errlen, -EINVAL, "option noprime takes no value");
 		o->no_prime = true;
 		return 1;
 	}
@@ -173,7 +158,7 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 		return parse_sandbox(o, value ? value : "", err, errlen) ?: 1;
 	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {
 		if (!value || !*value)
-			return fail(err, errlen, -EINVAL, "option %s= needs a value", name);
+			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
 		return replace_string(!strcmp(name, "record") ? &o->record : &o->sandbox_user, value) ?: 1;
 	}
 	return 0;
@@ -198,7 +183,7 @@ static int unknown(struct stp_mount_opts *o, const struct opt *op, char *err, si
 {
 	if (o->sloppy)
 		return 0;
-	return fail(err, errlen, -EINVAL, "unknown mount option '%s'", op->text);
+	return stp_errf(err, errlen, -EINVAL, "unknown mount option '%s'", op->text);
 }
 
 /* libmount's userspace map: options for mount(8). A few tell that mount(8) runs us on
@@ -256,7 +241,7 @@ static int take_fs(struct stp_mount_opts *o, const struct opt *op, char *err, si
 		memcpy(name, op->name, op->namesz);
 		name[op->namesz] = '\0';
 		if (op->val && !(value = unquote(op)))
-			return fail(err, errlen, -ENOMEM, "out of memory");
+			return stp_errf(err, errlen, -ENOMEM, "out of memory");
 		ret = parse_own(o, name, value, err, errlen);
 		free(value);
 		if (ret)
@@ -269,7 +254,7 @@ static int take_fs(struct stp_mount_opts *o, const struct opt *op, char *err, si
 	if (op->val && in_list(forced_valued, op->name, op->namesz))
 		return 0;
 	if (!op->val && op->namesz == 12 && !memcmp(op->name, "auto_unmount", 12))
-		return fail(err, errlen, -EINVAL, "option auto_unmount is refused: it needs a socket "
+		return stp_errf(err, errlen, -EINVAL, "option auto_unmount is refused: it needs a socket "
 			    "to fusermount3 that the sandbox closes, so it would do nothing; after "
 			    "a crash, unmount with umount or fusermount3 -u");
 	if ((!op->val && in_list(fuse_flags, op->name, op->namesz)) ||
@@ -294,15 +279,15 @@ static int each_option(struct stp_mount_opts *o, char *list, take_fn take, char 
 		char *text = strndup(name, len);
 
 		if (!text)
-			return fail(err, errlen, -ENOMEM, "out of memory");
+			return stp_errf(err, errlen, -ENOMEM, "out of memory");
 		op.text = text;
 		ret = take(o, &op, err, errlen);
 		if (ret == -ENOMEM)
-			fail(err, errlen, ret, "out of memory");
+			stp_errf(err, errlen, ret, "out of memory");
 		free(text);
 	}
 	if (!ret && list && rc < 0)
-		ret = fail(err, errlen, -EINVAL, "cannot parse mount options '%s'", list);
+		ret = stp_errf(err, errlen, -EINVAL, "cannot parse mount options '%s'", list);
 	return ret;
 }
 
@@ -324,9 +309,9 @@ int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *e
 	int ret;
 
 	if (!quotes_balanced(list))
-		return fail(err, errlen, -EINVAL, "unbalanced quote in mount options '%s'", list);
+		return stp_errf(err, errlen, -EINVAL, "unbalanced quote in mount options '%s'", list);
 	if (mnt_split_optstr(list, &user, &vfs, &fs, 0, 0))
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return stp_errf(err, errlen, -ENOMEM, "out of memory");
 	ret = each_option(o, user, take_mount8, err, errlen);
 	if (!ret)
 		ret = each_option(o, vfs, take_vfs, err, errlen);
@@ -355,9 +340,9 @@ int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, 
 			else if (!o->mountpoint)
 				ret = replace_string(&o->mountpoint, optarg);
 			else
-				return fail(err, errlen, -EINVAL, "unexpected argument '%s'", optarg);
+				return stp_errf(err, errlen, -EINVAL, "unexpected argument '%s'", optarg);
 			if (ret)
-				return fail(err, errlen, ret, "out of memory");
+				return stp_errf(err, errlen, ret, "out of memory");
 			break;
 		case 's': o->sloppy = true; break;
 		case 'f': o->fake = true; break;
@@ -366,21 +351,21 @@ int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, 
 		case 't': break; /* fuse.stipple or stipple: either way, us */
 		case 'o':
 			if (nlists == (int)(sizeof(lists) / sizeof(lists[0])))
-				return fail(err, errlen, -EINVAL, "too many -o options");
+				return stp_errf(err, errlen, -EINVAL, "too many -o options");
 			lists[nlists++] = optarg;
 			break;
 		case 'N':
 			if (replace_string(&o->ns, optarg))
-				return fail(err, errlen, -ENOMEM, "out of memory");
+				return stp_errf(err, errlen, -ENOMEM, "out of memory");
 			break;
 		default:
 			if (optopt && strchr("otN", optopt))
-				return fail(err, errlen, -EINVAL, "option -%c needs a value", optopt);
-			return fail(err, errlen, -EINVAL, "unknown option '%s'", argv[optind - 1]);
+				return stp_errf(err, errlen, -EINVAL, "option -%c needs a value", optopt);
+			return stp_errf(err, errlen, -EINVAL, "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (!o->mountpoint)
-		return fail(err, errlen, -EINVAL, "expected SOURCE and DIR");
+		return stp_errf(err, errlen, -EINVAL, "expected SOURCE and DIR");
 	for (int i = 0; i < nlists; i++) {
 		ret = stp_mountopts_parse_list(o, lists[i], err, errlen);
 		if (ret)
@@ -401,23 +386,23 @@ int stp_mountopts_check_user(const struct stp_mount_opts *o, char *err, size_t e
 		return 0;
 	for (const char *const *f = flags; *f; f++)
 		if (o->passthrough && !mnt_optstr_get_option(o->passthrough, *f, NULL, NULL))
-			return fail(err, errlen, -EPERM,
+			return stp_errf(err, errlen, -EPERM,
 				    "option %s: refused for a user's mount (fusermount3 always mounts nosuid,nodev for users)",
 				    *f);
 	if (o->sandbox != STP_SANDBOX_DEFAULT)
-		return fail(err, errlen, -EPERM,
+		return stp_errf(err, errlen, -EPERM,
 			    "option sandbox=%s: refused for a user's mount: its daemon is always confined",
 			    o->sandbox == STP_SANDBOX_LOG ? "log" : "off");
 	if (o->sandbox_user)
-		return fail(err, errlen, -EPERM,
+		return stp_errf(err, errlen, -EPERM,
 			    "option sandbox_user=%s: refused for a user's mount: its daemon runs as that user",
 			    o->sandbox_user);
 	if (o->ns)
-		return fail(err, errlen, -EPERM,
+		return stp_errf(err, errlen, -EPERM,
 			    "option -N %s: refused for a user's mount: it mounts in the user's namespace",
 			    o->ns);
 	if (o->user_mount && o->record)
-		return fail(err, errlen, -EPERM,
+		return stp_errf(err, errlen, -EPERM,
 			    "option record=%s: refused on a user, users, owner or group line: the daemon would write it as whoever mounts",
 			    o->record);
 	return 0;
@@ -449,23 +434,23 @@ int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
 	int ret;
 
 	if (!o->image || !o->mountpoint)
-		return fail(err, errlen, -EINVAL, "expected an image and a mount point");
+		return stp_errf(err, errlen, -EINVAL, "expected an image and a mount point");
 	ret = stp_mountopts_check_user(o, err, errlen);
 	if (ret)
 		return ret;
 	path = realpath(o->image, NULL);
 	if (!path)
-		return fail(err, errlen, -errno, "%s: %s", o->image, stp_strerror(-errno));
+		return stp_errf(err, errlen, -errno, "%s: %s", o->image, stp_strerror(-errno));
 	free(o->image_path);
 	o->image_path = path;
 	/* Absolute, so that the daemon can leave its working directory. */
 	path = realpath(o->mountpoint, NULL);
 	if (!path)
-		return fail(err, errlen, -errno, "mount point %s: %s", o->mountpoint,
+		return stp_errf(err, errlen, -errno, "mount point %s: %s", o->mountpoint,
 			    stp_strerror(-errno));
 	free(o->mountpoint);
 	o->mountpoint = path;
 	if (build_fuse_opts(o))
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return stp_errf(err, errlen, -ENOMEM, "out of memory");
 	return 0;
 }

@@ -33,6 +33,7 @@
 
 #include "log.h"
 #include "sandbox.h"
+#include "util.h"
 
 /* A daemon keeps the image, /dev/fuse and perhaps a status pipe: a few at most. */
 #define MAX_KEEP_FDS 16
@@ -70,21 +71,6 @@ static const int allowed_calls[] = {
 	SCMP_SYS(exit), SCMP_SYS(exit_group),
 };
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode)
 {
 	if (!strcmp(s, "on"))
@@ -112,7 +98,7 @@ static int check_single_threaded(char *err, size_t errlen)
 			break;
 	fclose(f);
 	if (threads != 1)
-		return fail(err, errlen, -EBUSY,
+		return stp_errf(err, errlen, -EBUSY,
 			    "%ld threads already run; it must be entered before any starts",
 			    threads);
 	return 0;
@@ -163,12 +149,12 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
 			warn_shared_user();
 	}
 	if (rc)
-		return fail(err, errlen, rc, "looking up user '%s': %s", want,
+		return stp_errf(err, errlen, rc, "looking up user '%s': %s", want,
 			    strerror(-rc));
 	if (!found)
-		return fail(err, errlen, -ENOENT, "user '%s' does not exist", want);
+		return stp_errf(err, errlen, -ENOENT, "user '%s' does not exist", want);
 	if (*uid == 0 || *gid == 0)
-		return fail(err, errlen, -EINVAL,
+		return stp_errf(err, errlen, -EINVAL,
 			    "user '%s' has uid or gid 0; choose an unprivileged user", want);
 	return 0;
 }
@@ -245,7 +231,7 @@ static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncall
 	int rc;
 
 	if (!ctx)
-		return fail(err, errlen, -ENOMEM, "seccomp_init failed");
+		return stp_errf(err, errlen, -ENOMEM, "seccomp_init failed");
 	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	for (size_t i = 0; !rc && i < ncalls; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, calls[i], 0);
@@ -255,7 +241,7 @@ static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncall
 		rc = add_fstatat_rule(ctx);
 	if (rc) {
 		seccomp_release(ctx);
-		return fail(err, errlen, rc, "building the seccomp filter: %s", strerror(-rc));
+		return stp_errf(err, errlen, rc, "building the seccomp filter: %s", strerror(-rc));
 	}
 	*out = ctx;
 	return 0;
@@ -293,13 +279,13 @@ static int collect_keep_fds(const struct stp_sandbox_opts *opts, int *keep, char
 	size_t n = 0;
 
 	if (opts->nkeep > MAX_KEEP_FDS)
-		return fail(err, errlen, -EINVAL, "%zu descriptors to keep (at most %d)",
+		return stp_errf(err, errlen, -EINVAL, "%zu descriptors to keep (at most %d)",
 			    opts->nkeep, MAX_KEEP_FDS);
 	for (size_t i = 0; i < opts->nkeep; i++) {
 		int fd = opts->keep_fds[i];
 
 		if (fd < 0 || fcntl(fd, F_GETFD) < 0)
-			return fail(err, errlen, -EBADF,
+			return stp_errf(err, errlen, -EBADF,
 				    "descriptor %d to keep is not open", fd);
 		if (fd > 2)
 			keep[n++] = fd;
@@ -360,16 +346,16 @@ static int point_stdio_at(int nullfd, bool keep_stderr)
 static int pivot_into(const char *dir, char *err, size_t errlen)
 {
 	if (chdir(dir))
-		return fail(err, errlen, -errno, "chdir %s: %s", dir, strerror(errno));
+		return stp_errf(err, errlen, -errno, "chdir %s: %s", dir, strerror(errno));
 	/* The old root ends up stacked on "."; detaching it drops every other mount. */
 	if (syscall(SYS_pivot_root, ".", "."))
-		return fail(err, errlen, -errno, "pivot_root into %s: %s", dir,
+		return stp_errf(err, errlen, -errno, "pivot_root into %s: %s", dir,
 			    strerror(errno));
 	if (umount2(".", MNT_DETACH))
-		return fail(err, errlen, -errno, "detaching the old root: %s",
+		return stp_errf(err, errlen, -errno, "detaching the old root: %s",
 			    strerror(errno));
 	if (chdir("/"))
-		return fail(err, errlen, -errno, "chdir /: %s", strerror(errno));
+		return stp_errf(err, errlen, -errno, "chdir /: %s", strerror(errno));
 	return 0;
 }
 
@@ -383,16 +369,16 @@ static int enter_empty_root(char *err, size_t errlen)
 	const char *base = NULL;
 
 	if (unshare(CLONE_NEWNS))
-		return fail(err, errlen, -errno, "unshare(CLONE_NEWNS): %s",
+		return stp_errf(err, errlen, -errno, "unshare(CLONE_NEWNS): %s",
 			    strerror(errno));
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		return fail(err, errlen, -errno, "making / private: %s", strerror(errno));
+		return stp_errf(err, errlen, -errno, "making / private: %s", strerror(errno));
 	for (size_t i = 0; !base && i < sizeof(empty_root_bases) / sizeof(empty_root_bases[0]); i++)
 		if (!mount("stipple-sandbox", empty_root_bases[i], "tmpfs", flags,
 			   "mode=0555,size=4k,nr_inodes=1"))
 			base = empty_root_bases[i];
 	if (!base)
-		return fail(err, errlen, -errno, "mounting an empty tmpfs on %s: %s",
+		return stp_errf(err, errlen, -errno, "mounting an empty tmpfs on %s: %s",
 			    empty_root_bases[0], strerror(errno));
 	return pivot_into(base, err, errlen);
 }
@@ -404,7 +390,7 @@ static int drop_bounding_set(char *err, size_t errlen)
 
 	for (cap_value_t cap = 0; cap < max; cap++)
 		if (cap_drop_bound(cap) && errno != EINVAL)
-			return fail(err, errlen, -errno, "dropping capability %d from the "
+			return stp_errf(err, errlen, -errno, "dropping capability %d from the "
 				    "bounding set: %s", cap, strerror(errno));
 	return 0;
 }
@@ -414,15 +400,15 @@ static int switch_user(uid_t uid, gid_t gid, char *err, size_t errlen)
 	uid_t ruid, euid, suid;
 
 	if (setgroups(0, NULL))
-		return fail(err, errlen, -errno, "setgroups: %s", strerror(errno));
+		return stp_errf(err, errlen, -errno, "setgroups: %s", strerror(errno));
 	if (setresgid(gid, gid, gid))
-		return fail(err, errlen, -errno, "setresgid %u: %s", (unsigned)gid,
+		return stp_errf(err, errlen, -errno, "setresgid %u: %s", (unsigned)gid,
 			    strerror(errno));
 	if (setresuid(uid, uid, uid))
-		return fail(err, errlen, -errno, "setresuid %u: %s", (unsigned)uid,
+		return stp_errf(err, errlen, -errno, "setresuid %u: %s", (unsigned)uid,
 			    strerror(errno));
 	if (getresuid(&ruid, &euid, &suid) || ruid != uid || euid != uid || suid != uid)
-		return fail(err, errlen, -EPERM, "the uid did not change to %u",
+		return stp_errf(err, errlen, -EPERM, "the uid did not change to %u",
 			    (unsigned)uid);
 	return 0;
 }
@@ -434,13 +420,13 @@ static int clear_capabilities(char *err, size_t errlen)
 	int rc = 0;
 
 	if (CAP_AMBIENT_SUPPORTED() && cap_reset_ambient())
-		return fail(err, errlen, -errno, "clearing the ambient set: %s",
+		return stp_errf(err, errlen, -errno, "clearing the ambient set: %s",
 			    strerror(errno));
 	none = cap_init();
 	if (!none)
-		return fail(err, errlen, -ENOMEM, "cap_init failed");
+		return stp_errf(err, errlen, -ENOMEM, "cap_init failed");
 	if (cap_set_proc(none))
-		rc = fail(err, errlen, -errno, "clearing capabilities: %s",
+		rc = stp_errf(err, errlen, -errno, "clearing capabilities: %s",
 			  strerror(errno));
 	cap_free(none);
 	return rc;
@@ -454,7 +440,7 @@ static int drop_privilege(uid_t uid, gid_t gid, char *err, size_t errlen)
 	if (!rc)
 		rc = drop_bounding_set(err, errlen);
 	if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
-		rc = fail(err, errlen, -errno, "locking securebits: %s", strerror(errno));
+		rc = stp_errf(err, errlen, -errno, "locking securebits: %s", strerror(errno));
 	if (!rc)
 		rc = switch_user(uid, gid, err, errlen);
 	return rc;
@@ -467,13 +453,13 @@ static int write_proc_file(const char *path, const char *text, char *err, size_t
 	ssize_t n;
 
 	if (fd < 0)
-		return fail(err, errlen, -errno, "opening %s: %s", path, strerror(errno));
+		return stp_errf(err, errlen, -errno, "opening %s: %s", path, strerror(errno));
 	n = write(fd, text, len);
 	if (n != (ssize_t)len) {
 		int rc = n < 0 ? -errno : -EIO;
 
 		close(fd);
-		return fail(err, errlen, rc, "writing %s: %s", path, strerror(-rc));
+		return stp_errf(err, errlen, rc, "writing %s: %s", path, strerror(-rc));
 	}
 	close(fd);
 	return 0;
@@ -498,9 +484,9 @@ static int enter_user_namespace(char *err, size_t errlen)
 	int rc;
 
 	if (unshare(CLONE_NEWUSER))
-		return fail(err, errlen, -errno, "unshare(CLONE_NEWUSER): %s", strerror(errno));
+		return stp_errf(err, errlen, -errno, "unshare(CLONE_NEWUSER): %s", strerror(errno));
 	if (dumpable == 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
-		return fail(err, errlen, -errno, "PR_SET_DUMPABLE: %s", strerror(errno));
+		return stp_errf(err, errlen, -errno, "PR_SET_DUMPABLE: %s", strerror(errno));
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
 	rc = write_proc_file("/proc/self/uid_map", map, err, errlen);
 	if (!rc)
@@ -509,13 +495,13 @@ static int enter_user_namespace(char *err, size_t errlen)
 	if (!rc)
 		rc = write_proc_file("/proc/self/gid_map", map, err, errlen);
 	if (dumpable == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) && !rc)
-		rc = fail(err, errlen, -errno, "PR_SET_DUMPABLE: %s", strerror(errno));
+		rc = stp_errf(err, errlen, -errno, "PR_SET_DUMPABLE: %s", strerror(errno));
 	if (!rc)
 		rc = enter_empty_root(err, errlen);
 	if (!rc)
 		rc = drop_bounding_set(err, errlen);
 	if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
-		rc = fail(err, errlen, -errno, "locking securebits: %s", strerror(errno));
+		rc = stp_errf(err, errlen, -errno, "locking securebits: %s", strerror(errno));
 	return rc;
 }
 
@@ -601,12 +587,12 @@ static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
 	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		rc = fail(err, errlen, -errno, "setting no_new_privs: %s",
+		rc = stp_errf(err, errlen, -errno, "setting no_new_privs: %s",
 			  strerror(errno));
 	if (!rc) {
 		rc = seccomp_load(filter);
 		if (rc)
-			fail(err, errlen, rc, "loading the seccomp filter: %s",
+			stp_errf(err, errlen, rc, "loading the seccomp filter: %s",
 			     strerror(-rc));
 	}
 	return rc;
@@ -644,19 +630,19 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 		warn_no_userns();
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nullfd < 0) {
-		rc = fail(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
+		rc = stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
 		goto out;
 	}
 
 	/* From here on nothing can be undone. */
 	rc = point_stdio_at(nullfd, opts->keep_stderr);
 	if (rc) {
-		fail(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));
+		stp_errf(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));
 		goto out;
 	}
 	rc = close_other_fds(keep, nkeep);
 	if (rc) {
-		fail(err, errlen, rc, "closing descriptors: %s", strerror(-rc));
+		stp_errf(err, errlen, rc, "closing descriptors: %s", strerror(-rc));
 		goto out;
 	}
 	rc = confine(privileged, uid, gid, filter, err, errlen);
@@ -733,17 +719,17 @@ int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t er
 	if (has_setpcap()) {
 		rc = drop_bounding_set(err, errlen);
 		if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
-			rc = fail(err, errlen, -errno, "locking securebits: %s",
+			rc = stp_errf(err, errlen, -errno, "locking securebits: %s",
 				  strerror(errno));
 	}
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
 	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		rc = fail(err, errlen, -errno, "setting no_new_privs: %s", strerror(errno));
+		rc = stp_errf(err, errlen, -errno, "setting no_new_privs: %s", strerror(errno));
 	if (!rc) {
 		rc = seccomp_load(filter);
 		if (rc)
-			fail(err, errlen, rc, "loading the seccomp filter: %s",
+			stp_errf(err, errlen, rc, "loading the seccomp filter: %s",
 			     strerror(-rc));
 	}
 	seccomp_release(filter);

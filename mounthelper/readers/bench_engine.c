@@ -128,7 +128,7 @@ static int files_collect(struct bench *b)
 	err = t->seen ? stp_walk_tree(&walk) : -ENOMEM;
 	if (err) {
 		stp_cli_problem(b->cli, b->image, NULL, "listing the files: %s",
-				stp_cli_strerror(err));
+				stp_strerror(err));
 		return err;
 	}
 	if (walk.problems)
@@ -387,7 +387,7 @@ int bench_workers_run(struct bench *b)
 		err = -pthread_create(&b->workers[started].thread, NULL, worker_main,
 				      &b->workers[started]);
 		if (err) {
-			stp_cli_error(b->cli, "cannot start a thread: %s", stp_cli_strerror(err));
+			stp_cli_error(b->cli, "cannot start a thread: %s", stp_strerror(err));
 			atomic_store(&b->stop, 1);
 			break;
 		}
@@ -419,7 +419,7 @@ static int cache_warm(struct bench *b)
 
 		if (err) {
 			stp_cli_problem(b->cli, b->image, NULL, "warming block %" PRIu64 ": %s",
-					i, stp_cli_strerror(err));
+					i, stp_strerror(err));
 			return err;
 		}
 		stp_cache_release(b->cache, &ref);
@@ -471,7 +471,7 @@ int bench_report_failure(const struct bench *b)
 				 : " (data blocks %" PRIu64 " to %" PRIu64 ")", first, last);
 		stp_cli_problem(b->cli, b->image, f->path,
 				"cannot read %" PRIu64 " bytes at offset %" PRIu64 "%s: %s", w->err_len,
-				w->err_off, where, stp_cli_strerror(w->err));
+				w->err_off, where, stp_strerror(w->err));
 		return w->err;
 	}
 	return 0;
@@ -539,7 +539,7 @@ int bench_prepare(struct bench *b)
 	if (!err)
 		err = workers_alloc(b);
 	if (err && err != -E2BIG) /* a plan too large said so itself */
-		stp_cli_error(b->cli, "%s", stp_cli_strerror(err));
+		stp_cli_error(b->cli, "%s", stp_strerror(err));
 	if (err)
 		return err;
 	return b->o->warm ? cache_warm(b) : 0;

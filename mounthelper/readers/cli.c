@@ -196,17 +196,12 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 	va_end(ap);
 }
 
-const char *stp_cli_strerror(int err)
-{
-	return stp_check_strerror(err);
-}
-
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
 {
 	int err = stp_image_open(image, out);
 
 	if (err)
-		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_cli_strerror(err));
+		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
 	return err;
 }
 
@@ -218,7 +213,7 @@ int stp_cli_resolve(const struct stp_cli *cli, const struct stp_image *img, cons
 	if (err)
 		stp_cli_problem(cli, stp_image_path(img), path, "%s",
 				err == -ENOTDIR ? "a component is not a directory"
-						: stp_cli_strerror(err));
+						: stp_strerror(err));
 	return err;
 }
 
@@ -317,7 +312,7 @@ int stp_walk_tree(struct stp_walk *w)
 	w->problems = 0;
 	err = stp_image_inode(w->img, STP_ROOT_INO, &root.inode);
 	if (err) {
-		stp_walk_problem(w, "/", "root inode: %s", stp_cli_strerror(err));
+		stp_walk_problem(w, "/", "root inode: %s", stp_strerror(err));
 		return 0;
 	}
 	err = w->enter(w, &root);

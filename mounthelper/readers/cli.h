@@ -18,6 +18,7 @@
 
 #include "format.h"
 #include "treewalk.h"
+#include "util.h"
 
 struct stp_image;
 
@@ -71,8 +72,6 @@ void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
 /* "stipple NAME: IMAGE: PATH: message" on stderr; PATH may be NULL. */
 void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
 		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* What an errno from the library means to a user ("damaged image" for -EUCLEAN). */
-const char *stp_cli_strerror(int err);
 
 /* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);

@@ -46,14 +46,14 @@ static int bench_run(const char *image, const struct bench_opts *o)
 	if (!err)
 		err = bench_report_failure(&b);
 	if (!err && (err = bench_summarize(&b, &s)))
-		stp_cli_error(&bench_cli, "%s", stp_cli_strerror(err));
+		stp_cli_error(&bench_cli, "%s", stp_strerror(err));
 	if (!err) {
 		if (o->print_reads)
 			bench_print_reads(&b);
 		if (!o->json)
 			bench_print_text(&b, &s);
 		else if ((err = bench_print_json(&b, &s)))
-			stp_cli_error(&bench_cli, "%s", stp_cli_strerror(err));
+			stp_cli_error(&bench_cli, "%s", stp_strerror(err));
 	}
 	bench_free(&b);
 	pthread_mutex_destroy(&b.go_lock);

@@ -37,13 +37,13 @@ static int copy_file(const struct stp_image *img, const char *path, const struct
 			err = n < 0 ? (int)n : -EIO;
 			stp_cli_problem(&cat_cli, stp_image_path(img), path,
 					"cannot read at offset %" PRIu64 ": %s", off,
-					stp_cli_strerror(err));
+					stp_strerror(err));
 			break;
 		}
 		err = stp_write_full(STDOUT_FILENO, buf, (size_t)n);
 		if (err)
 			stp_cli_error(&cat_cli, "writing to standard output: %s",
-				      stp_cli_strerror(err));
+				      stp_strerror(err));
 		off += (uint64_t)n;
 	}
 	if (err == -ENOMEM)
@@ -77,7 +77,7 @@ static int cat_run(const char *image, const char *path)
 		goto out;
 	err = stp_image_inode(img, ino, &inode);
 	if (err) {
-		stp_cli_problem(&cat_cli, image, path, "%s", stp_cli_strerror(err));
+		stp_cli_problem(&cat_cli, image, path, "%s", stp_strerror(err));
 		goto out;
 	}
 	if (!S_ISREG(inode.mode)) {

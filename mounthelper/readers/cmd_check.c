@@ -61,7 +61,7 @@ static int check_run(const char *image)
 	err = stp_image_check_all(img, print_problem, (void *)image, &n);
 	problems += n.problems;
 	if (err)
-		stp_cli_problem(&check_cli, image, NULL, "check stopped: %s", stp_cli_strerror(err));
+		stp_cli_problem(&check_cli, image, NULL, "check stopped: %s", stp_strerror(err));
 	else if (problems)
 		stp_cli_problem(&check_cli, image, NULL, "%lu problems found", problems);
 	else

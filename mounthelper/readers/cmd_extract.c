@@ -70,7 +70,7 @@ static int fail(struct stp_walk *w, const struct stp_walk_entry *e, const char *
 	struct extract *x = w->ctx;
 
 	stp_walk_problem(w, e->path, "%s %s%s: %s", what, x->dest, e->path,
-			 stp_cli_strerror(err));
+			 stp_strerror(err));
 	return err;
 }
 
@@ -108,7 +108,7 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e, in
 
 		if (err || nlen == 0 || nlen > STP_NAME_MAX || memchr(n, '\0', nlen)) {
 			stp_walk_problem(w, e->path, "extended attribute %u: %s", i,
-					 stp_cli_strerror(err ? err : -EUCLEAN));
+					 stp_strerror(err ? err : -EUCLEAN));
 			continue;
 		}
 		memcpy(name, n, nlen);
@@ -202,7 +202,7 @@ static int copy_extent(struct stp_walk *w, const struct stp_walk_entry *e,
 
 			stp_walk_problem(w, e->path, "cannot read block %" PRIu64 " (file offset %"
 					 PRIu64 "): %s; not extracted", stream / x->block_size,
-					 ext->file_off + done, stp_cli_strerror(err));
+					 ext->file_off + done, stp_strerror(err));
 			return err;
 		}
 		err = stp_pwrite_full(fd, x->buf, (size_t)n, ext->file_off + done);
@@ -226,7 +226,7 @@ static int write_content(struct stp_walk *w, const struct stp_walk_entry *e, int
 
 		if (err) {
 			stp_walk_problem(w, e->path, "extent %u: %s; not extracted", i,
-					 stp_cli_strerror(err));
+					 stp_strerror(err));
 			return err;
 		}
 		err = copy_extent(w, e, &ext, fd);
@@ -266,7 +266,7 @@ static int extract_symlink(struct stp_walk *w, const struct stp_walk_entry *e, i
 	if (!err && (len == 0 || memchr(target, '\0', len)))
 		err = -EUCLEAN;
 	if (err) {
-		stp_walk_problem(w, e->path, "symlink target: %s", stp_cli_strerror(err));
+		stp_walk_problem(w, e->path, "symlink target: %s", stp_strerror(err));
 		return err;
 	}
 	copy = strndup(target, len);
@@ -444,7 +444,7 @@ static int extract_tree(struct extract *x)
 		err = stp_walk_tree(&walk);
 	if (err)
 		stp_cli_problem(&extract_cli, x->image, NULL, "extraction stopped: %s",
-				stp_cli_strerror(err));
+				stp_strerror(err));
 	else if (walk.problems)
 		stp_cli_problem(&extract_cli, x->image, NULL, "%lu entries not extracted or "
 				"incomplete in %s", walk.problems, x->dest);

@@ -180,13 +180,13 @@ static int info_run(const char *image, int list_blocks)
 	walk.img = img;
 	err = stp_walk_tree(&walk);
 	if (err) {
-		stp_cli_problem(&info_cli, image, NULL, "%s", stp_cli_strerror(err));
+		stp_cli_problem(&info_cli, image, NULL, "%s", stp_strerror(err));
 		goto out;
 	}
 	print_superblock(img);
 	print_counts(&counts, stp_image_sb(img)->image_size);
 	if (list_blocks && (err = print_blocks(img))) {
-		stp_cli_problem(&info_cli, image, NULL, "block table: %s", stp_cli_strerror(err));
+		stp_cli_problem(&info_cli, image, NULL, "block table: %s", stp_strerror(err));
 		goto out;
 	}
 	status = walk.problems ? STP_EXIT_FAIL : STP_EXIT_OK;

@@ -87,7 +87,7 @@ static void list_directory(struct ls_state *st, const char *path, const struct s
 			err = stp_image_inode(st->img, d.ino, &inode);
 		if (err) {
 			stp_cli_problem(&ls_cli, st->image, path, "entry %u: %s", i,
-					stp_cli_strerror(err));
+					stp_strerror(err));
 			st->failed = 1;
 			continue;
 		}
@@ -110,7 +110,7 @@ static int ls_run(const char *image, const char *path, int long_format)
 	if (!err) {
 		err = stp_image_inode(img, ino, &inode);
 		if (err)
-			stp_cli_problem(&ls_cli, image, path, "%s", stp_cli_strerror(err));
+			stp_cli_problem(&ls_cli, image, path, "%s", stp_strerror(err));
 	}
 	if (!err) {
 		if (S_ISDIR(inode.mode))
