@@ -23,6 +23,11 @@ int fuzz_reseal(uint8_t *buf, size_t size);
 /* A memfd holding DATA, for stp_image_open_fd (which takes it over). Aborts on failure. */
 int fuzz_image_fd(const uint8_t *data, size_t size);
 
+/* Runs FN on DATA as given, then (when that changes anything) on a copy resealed by
+ * fuzz_reseal, with the library's messages silenced. */
+typedef void (*fuzz_image_fn)(const uint8_t *data, size_t size);
+void fuzz_as_given_and_resealed(const uint8_t *data, size_t size, fuzz_image_fn fn);
+
 /* A broken promise: report it and crash so that the fuzzer keeps the input. */
 #define FUZZ_ASSERT(cond)                                                                \
 	do {                                                                             \

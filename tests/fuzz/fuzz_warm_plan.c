@@ -78,16 +78,6 @@ static void plan(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t *copy;
-
-	stp_log_set_handler(NULL);
-	plan(data, size);
-	copy = malloc(size ? size : 1);
-	if (!copy)
-		return 0;
-	memcpy(copy, data, size);
-	if (fuzz_reseal(copy, size) && memcmp(copy, data, size))
-		plan(copy, size);
-	free(copy);
+	fuzz_as_given_and_resealed(data, size, plan);
 	return 0;
 }
