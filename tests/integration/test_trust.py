@@ -6,6 +6,7 @@ memory, and whatever fails is unmounted."""
 import os
 import re
 import shutil
+import signal
 import struct
 import time
 
@@ -190,3 +191,40 @@ def test_shared_extents_cannot_stall_the_mount(tmp_path, mnt):
     pids = daemon_pids(mnt)
     run(["umount", mnt], check=True)
     assert wait_gone(pids)
+
+
+def test_daemon_that_does_not_answer_is_killed_and_unmounted(tmp_path, mnt):
+    """The inner image lies on an outer stipple mount whose daemon is stopped: the monitor
+    reads the inner superblock from the page cache, the inner daemon's first read past it
+    never returns. The mount gives up at the deadline, undoes itself, and says why."""
+    inner_src = tmp_path / "inner-src"
+    inner_src.mkdir()
+    (inner_src / "noise").write_bytes(os.urandom(8 << 20))
+    outer_src = tmp_path / "outer-src"
+    outer_src.mkdir()
+    build_image(str(inner_src), str(outer_src / "inner.stipple"), "--level", "1",
+                "--block-size", "1M")
+    outer = build_image(str(outer_src), str(tmp_path / "outer.stipple"), "--level", "1",
+                        "--block-size", "1M")
+    outer_mnt = tmp_path / "outer-mnt"
+    outer_mnt.mkdir()
+    # allow_other: the inner daemon reads as the sandbox user, not as root
+    r = run([STIPPLE, "mount", "--warm-workers", "0", "-o", "allow_other", outer, str(outer_mnt)])
+    assert r.returncode == 0, r.stderr
+    pids = daemon_pids(str(outer_mnt))
+    try:
+        inner = str(outer_mnt / "inner.stipple")
+        with open(inner, "rb") as f:
+            assert f.read(4096)[:8] == b"STIPPLE\0"  # now in the page cache
+        os.kill(pids[0], signal.SIGSTOP)
+        t0 = time.monotonic()
+        r = run([STIPPLE, "mount", inner, mnt], timeout=60)
+        took = time.monotonic() - t0
+        assert r.returncode == 1, r.stderr
+        assert "the daemon did not answer within 10 s" in r.stderr, r.stderr
+        assert DEADLINE - 1 < took < DEADLINE + 5, took
+        assert not is_mounted(mnt)
+        assert not daemon_pids(mnt)
+    finally:
+        os.kill(pids[0], signal.SIGCONT)
+        unmount(str(outer_mnt))
