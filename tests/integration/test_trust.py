@@ -184,6 +184,7 @@ def test_shared_extents_cannot_stall_the_mount(tmp_path, mnt):
     r = run([STIPPLE, "mount", crafted, mnt], timeout=120)
     took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
+    print("shared extents: the mount took %.2f s" % took)
     assert took < DEADLINE, "the mount took %.1f s" % took
     assert len(os.listdir(mnt)) == 4000
     st = run([STIPPLE, "status", mnt], check=True).stdout
@@ -228,3 +229,37 @@ def test_daemon_that_does_not_answer_is_killed_and_unmounted(tmp_path, mnt):
     finally:
         os.kill(pids[0], signal.SIGCONT)
         unmount(str(outer_mnt))
+
+
+def vm_hwm(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(l.split()[1]) << 10 for l in f if l.startswith("VmHWM:"))
+
+
+def test_decompression_bomb_stays_within_the_bound(tmp_path, mnt):
+    """512 MiB that compress to a few KiB, in 256 MiB blocks, warmed and read whole: the
+    mount is live at once and the daemon's peak memory stays within (cache budget +
+    workers + 1) blocks plus the metadata and 40 MiB for code, stacks and buffers."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "bomb", "wb") as f:
+        chunk = b"stipple " * (1 << 17)  # 1 MiB, not zeros: no hole
+        for _ in range(512):
+            f.write(chunk)
+    hot = tmp_path / "hot"
+    hot.write_text("bomb\n")
+    image = build_image(str(src), str(tmp_path / "bomb.stipple"), "--level", "1",
+                        "--block-size", "256M", "--hot-list", str(hot))
+    assert os.path.getsize(image) < 1 << 20
+    t0 = time.monotonic()
+    r = run([STIPPLE, "mount", "--cache-budget", "1", "--warm-workers", "1", image, mnt])
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < DEADLINE
+    pid = daemon_pids(mnt)[0]
+    with open(os.path.join(mnt, "bomb"), "rb") as f:
+        for _ in range(512):
+            assert f.read(1 << 20) == chunk
+    block_log, stored, size, dict_size = sb_fields(image)
+    bound = (1 + 1 + 1) * (1 << block_log) + size + (40 << 20)
+    print("daemon VmHWM %d MiB, bound %d MiB" % (vm_hwm(pid) >> 20, bound >> 20))
+    assert vm_hwm(pid) <= bound, (vm_hwm(pid) >> 20, bound >> 20)
