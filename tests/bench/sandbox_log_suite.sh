@@ -3,8 +3,9 @@
 # Runs the whole test suite with a build whose mounts default to sandbox=log, then lists
 # every system call the sandboxes denied meanwhile (kernel audit records type=1326 from
 # stipple's processes). A call the filter is missing shows here instead of killing a
-# daemon in the field. Tests that check that a denied call kills fail in this build:
-# their failures are expected; the count of denials at the end is the result.
+# daemon in the field. Tests that check that a denied call kills, or that users are
+# refused sandbox=log, fail in this build: their failures are expected; the count of
+# denials at the end is the result.
 #   tests/bench/sandbox_log_suite.sh [PYTEST ARGS...]
 # Run as root, by hand (not in CI): it takes as long as the suite.
 set -u
