@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,7 +35,8 @@ struct stp_daemon {
  * then to stderr, which is /dev/null unless in the foreground. Set from one thread
  * before any other starts. */
 static const char *log_prog;
-static int log_monitor_fd = -1;
+static int log_monitor_fd = -1;      /* protected by log_lock: warming threads log too */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void log_handler(enum stp_log_level level, const char *msg)
 {
@@ -45,8 +47,10 @@ static void log_handler(enum stp_log_level level, const char *msg)
 		return;
 	if ((size_t)n >= sizeof(line))
 		n = sizeof(line) - 1;
+	pthread_mutex_lock(&log_lock);
 	if (log_monitor_fd < 0 || stp_msg_send(log_monitor_fd, STP_MSG_LOG, line, (size_t)n))
 		fprintf(stderr, "%s\n", line);
+	pthread_mutex_unlock(&log_lock);
 }
 
 /* The mount cannot go live: the monitor prints the reason and unmounts. */
@@ -184,7 +188,7 @@ static int open_image(struct stp_daemon *d, int fd)
 static int prepare_fs(struct stp_daemon *d)
 {
 	const struct stp_mount_opts *o = d->fs.opts;
-	int err = stp_cache_new(d->fs.img, o->cache_budget, o->warm_workers + 1, &d->fs.cache);
+	int err = stp_cache_new(d->fs.img, o->cache_budget, stp_mountopts_cache_extra(o), &d->fs.cache);
 
 	if (err)
 		return fail(d, err, "cannot create the block cache: %s", stp_strerror(err));
@@ -205,7 +209,9 @@ static void report_live(struct stp_daemon *d)
 			stp_log(STP_LOG_WARN, "%s: no priming plan: %s", d->fs.opts->image,
 				stp_strerror(err));
 	}
+	pthread_mutex_lock(&log_lock);
 	log_monitor_fd = -1;
+	pthread_mutex_unlock(&log_lock);
 	close(d->monitor_fd);
 	d->monitor_fd = -1;
 }

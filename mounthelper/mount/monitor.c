@@ -8,8 +8,13 @@
  *   fork                                       the daemon: fuse_session_mount, then it
  *                                              confines itself (daemon.c)
  *   recvmsg, poll                              the daemon's messages, with a deadline
- *   kill, waitpid, umount2 / fusermount3 -u    after a failure
+ *   pidfd_send_signal, waitpid                 the daemon, killed when it fails or is late
+ *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
+ *     (or fusermount3 -u)                      beneath the parent opened before the fork
  *   open(mount point), fork                    priming, in a child confined first (prime.c)
+ *
+ * SIGINT, SIGTERM and SIGHUP wait until the mount is live or undone (at most the
+ * deadline), so that an interrupted mount never stays half made.
  */
 #include "monitor.h"
 
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -32,6 +38,7 @@
 #include "image.h"
 #include "log.h"
 #include "monproto.h"
+#include "mountinfo.h"
 #include "mountopts.h"
 #include "prime.h"
 #include "util.h"
@@ -46,8 +53,16 @@ struct monitor {
 	struct stp_superblock sb;
 	uint64_t mem_limit;   /* RLIMIT_DATA of the daemon */
 	int image_fd, record_fd;
+	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
+	const char *base;     /* the mount point's last component */
+	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */
+	pid_t pid;            /* the daemon */
+	int pidfd;            /* the daemon, for signals that cannot reach a reused pid */
+	bool reaped;          /* the daemon was waited for: never signal it again */
+	int status;           /* its wait status, once reaped */
 	bool mounted;         /* the daemon said the FUSE mount exists */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
+	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
 
 static const char *log_prog;
@@ -89,7 +104,7 @@ static int open_image(struct monitor *m)
 static int check_memory(struct monitor *m)
 {
 	const struct stp_superblock *sb = &m->sb;
-	uint64_t blocks = (uint64_t)m->o->cache_budget + m->o->warm_workers + 1;
+	uint64_t blocks = (uint64_t)m->o->cache_budget + stp_mountopts_cache_extra(m->o);
 	uint64_t need = (blocks << sb->block_log) + 3 * sb->meta_size + sb->meta_stored_size +
 			2 * sb->dict_size + MEM_SLACK;
 	struct sysinfo si;
@@ -140,7 +155,8 @@ static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char
 {
 	int err;
 
-	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1 };
+	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1,
+			       .parent_fd = -1, .pidfd = -1 };
 	log_prog = prog;
 	stp_log_set_handler(log_prefixed);
 	err = open_image(m);
@@ -151,6 +167,7 @@ static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char
 	return err;
 }
 
+/* What the daemon takes over: the parent keeps none of it. */
 static void release(struct monitor *m)
 {
 	if (m->image_fd >= 0)
@@ -158,6 +175,27 @@ static void release(struct monitor *m)
 	if (m->record_fd >= 0)
 		close(m->record_fd);
 	m->image_fd = m->record_fd = -1;
+}
+
+/* Where an unmount will look: the parent directory as it is now (a path swapped later
+ * for a symlink cannot redirect root's umount2), and what is mounted there already. */
+static int remember_mountpoint(struct monitor *m)
+{
+	const char *mp = m->o->mountpoint, *slash = strrchr(mp, '/');
+	char *parent = slash && slash != mp ? strndup(mp, (size_t)(slash - mp)) : strdup("/");
+	int top;
+
+	if (!parent)
+		return -ENOMEM;
+	m->base = slash ? slash + 1 : mp;
+	m->parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	free(parent);
+	if (m->parent_fd < 0) {
+		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, mp, stp_strerror(-errno));
+		return -errno;
+	}
+	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
+	return 0;
 }
 
 int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
@@ -177,6 +215,8 @@ static _Noreturn void run_daemon(struct monitor *m, int fd)
 	struct stp_daemon *d;
 	char text[480];
 
+	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
+	close(m->parent_fd);
 	if (!m->o->foreground)
 		setsid();
 	if (stp_daemon_new(m->o, m->prog, &d)) {
@@ -196,25 +236,49 @@ static _Noreturn void run_daemon(struct monitor *m, int fd)
 	_exit(stp_daemon_serve(d, &fds, m->mem_limit));
 }
 
+/* What the daemon may say before the mount is live, all messages together: a daemon
+ * made to chatter must not hold mount(8) up on a slow terminal. */
+#define LOG_MAX (16u << 10)
+
 /* The daemon's text, which may carry bytes of the image: no control character reaches
  * the terminal. */
 static void print_text(const char *s, size_t len)
 {
+	static size_t said;
+
+	if (said >= LOG_MAX)
+		return;
+	said += len;
 	for (size_t i = 0; i < len; i++)
 		fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], stderr);
 	fputc('\n', stderr);
 }
 
-/* The daemon died or broke the protocol before the mount was live. */
-static int daemon_lost(const struct monitor *m, pid_t pid)
+/* Waits for the daemon, killing it first when asked; once only. */
+static void reap(struct monitor *m, bool kill_first)
 {
-	int status = 0;
+	if (m->reaped)
+		return;
+	if (kill_first && (m->pidfd < 0 || syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0)))
+		kill(m->pid, SIGKILL);
+	while (waitpid(m->pid, &m->status, 0) < 0 && errno == EINTR)
+		;
+	m->reaped = true;
+}
 
-	if (waitpid(pid, &status, 0) < 0)
-		status = 0;
-	if (WIFSIGNALED(status))
+/* The daemon died or broke the protocol before the mount was live: it is stopped (a
+ * daemon that closed its end may still be running) and the reason told. */
+static int daemon_lost(struct monitor *m)
+{
+	bool gone = waitpid(m->pid, &m->status, WNOHANG) == m->pid;
+
+	m->reaped = m->reaped || gone;
+	reap(m, true);
+	if (!gone)
+		fprintf(stderr, "%s: the daemon broke off before the mount was live\n", m->prog);
+	else if (WIFSIGNALED(m->status))
 		fprintf(stderr, "%s: the daemon died of signal %d before the mount was live\n",
-			m->prog, WTERMSIG(status));
+			m->prog, WTERMSIG(m->status));
 	else
 		fprintf(stderr, "%s: the daemon exited before the mount was live\n", m->prog);
 	return -EIO;
@@ -222,7 +286,7 @@ static int daemon_lost(const struct monitor *m, pid_t pid)
 
 /* Reads the daemon's messages until it says LIVE (0) or FAILED (its errno), dies, or the
  * deadline passes. */
-static int wait_live(struct monitor *m, pid_t pid, int fd, uint8_t *buf)
+static int wait_live(struct monitor *m, int fd, uint8_t *buf)
 {
 	for (;;) {
 		uint32_t type;
@@ -236,7 +300,7 @@ static int wait_live(struct monitor *m, pid_t pid, int fd, uint8_t *buf)
 			return rc;
 		}
 		if (rc)
-			return daemon_lost(m, pid);
+			return daemon_lost(m);
 		switch (type) {
 		case STP_MSG_MOUNTED:
 			m->mounted = true;
@@ -246,28 +310,47 @@ static int wait_live(struct monitor *m, pid_t pid, int fd, uint8_t *buf)
 			break;
 		case STP_MSG_FAILED:
 			if (len < sizeof(err))
-				return daemon_lost(m, pid);
+				return daemon_lost(m);
 			memcpy(&err, buf, sizeof(err));
 			print_text((const char *)buf + sizeof(err), len - sizeof(err));
 			return err < 0 && err > -4096 ? err : -EIO;
 		case STP_MSG_LIVE:
 			return 0;
 		default:
-			return daemon_lost(m, pid);
+			return daemon_lost(m);
 		}
 	}
 }
 
-/* After a failure the mount must not stay behind, answering ENOTCONN. */
-static void unmount(const struct monitor *m)
+/* Whether there is a mount of ours to undo: the daemon said so, or (killed between
+ * mount(2) and its message) mountinfo shows one more than before. Either way only when
+ * the top mount at the mount point is ours. */
+static bool ours_to_unmount(const struct monitor *m)
+{
+	unsigned count;
+	int top;
+
+	if (stp_mountinfo_ours(m->o->mountpoint, m->o->image_path, &count, &top) || !top)
+		return false;
+	return m->mounted || count > m->mounts_before;
+}
+
+/* Root unmounts beneath the parent opened before the fork; a user's mount goes through
+ * fusermount3, as it was made (it does the same). */
+static void unmount_ours(const struct monitor *m)
 {
 	pid_t pid;
+	int cwd;
 
-	if (!m->mounted)
-		return;
-	if (geteuid() == 0 && !umount2(m->o->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW))
-		return;
-	/* a user's mount goes through fusermount3, as it was made */
+	if (geteuid() == 0 && (cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		int done = !fchdir(m->parent_fd) && !umount2(m->base, MNT_DETACH | UMOUNT_NOFOLLOW);
+
+		if (fchdir(cwd))
+			done = 0;
+		close(cwd);
+		if (done)
+			return;
+	}
 	pid = fork();
 	if (pid == 0) {
 		execlp("fusermount3", "fusermount3", "-u", "-q", "-z", m->o->mountpoint, (char *)NULL);
@@ -278,20 +361,29 @@ static void unmount(const struct monitor *m)
 			;
 }
 
-/* The daemon is done for: stop it, then undo the mount. */
-static void abandon(struct monitor *m, pid_t pid)
+/* Reads what the daemon said before it went: a MOUNTED still queued counts. */
+static void drain(struct monitor *m, int fd, uint8_t *buf)
 {
-	kill(pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	unmount(m);
+	uint32_t type;
+	size_t len;
+
+	while (!stp_msg_recv(fd, 0, &type, buf, STP_MSG_MAX, &len))
+		m->mounted = m->mounted || type == STP_MSG_MOUNTED;
 }
 
-/* The plan the daemon sends after LIVE, then the lookups. Priming only saves time: what
- * goes wrong is a warning. */
-static void prime(struct monitor *m, int fd, uint8_t *buf)
+/* The daemon is done for: stop it, then undo the mount if one of ours is there. */
+static void abandon(struct monitor *m, int fd, uint8_t *buf)
 {
-	struct stp_prime_list *list = NULL;
+	reap(m, true);
+	if (fd >= 0 && buf)
+		drain(m, fd, buf);
+	if (ours_to_unmount(m))
+		unmount_ours(m);
+}
+
+/* The plan the daemon sends after LIVE. */
+static int receive_plan(struct monitor *m, int fd, uint8_t *buf, struct stp_prime_list **list)
+{
 	uint32_t type;
 	size_t len;
 	int err;
@@ -300,90 +392,154 @@ static void prime(struct monitor *m, int fd, uint8_t *buf)
 		if (type == STP_MSG_LOG)
 			print_text((const char *)buf, len);
 		else if (type == STP_MSG_PRIME)
-			err = stp_prime_list_add(&list, buf, len);
+			err = stp_prime_list_add(list, buf, len);
 		else
 			err = type == STP_MSG_PRIME_END ? 0 : -EPROTO;
 		if (err || type == STP_MSG_PRIME_END)
 			break;
 	}
+	return err;
+}
+
+/* The plan, then the lookups. Priming only saves time: what goes wrong is a warning,
+ * unless it shows the daemon gone or not answering: then the mount is undone. */
+static int prime(struct monitor *m, int fd, uint8_t *buf)
+{
+	struct stp_prime_list *list = NULL;
+	pid_t stuck = 0;
+	int err = receive_plan(m, fd, buf, &list);
+
 	if (!err)
-		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline);
+		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
+	stp_prime_list_free(list);
+	if (err == -ETIMEDOUT) {
+		fprintf(stderr, "%s: %s: the daemon did not answer within %d s\n", m->prog,
+			m->o->image, STP_MOUNT_DEADLINE_MS / 1000);
+		abandon(m, -1, NULL); /* the connection goes with it, and frees the child */
+		if (stuck)
+			while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
+				;
+		return err;
+	}
+	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
+		m->reaped = true;
+		fprintf(stderr, "%s: the daemon ended as the mount went live\n", m->prog);
+		abandon(m, -1, NULL);
+		return -EIO;
+	}
 	if (err)
 		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", m->prog,
 			m->o->mountpoint, stp_strerror(err));
-	stp_prime_list_free(list);
+	return 0;
 }
 
 static volatile sig_atomic_t forwarded;
-static pid_t daemon_pid;
+static int forward_pidfd = -1;
+static pid_t forward_pid;
 
 static void forward_signal(int sig)
 {
 	forwarded = 1;
-	kill(daemon_pid, sig);
+	if (forward_pidfd < 0 || syscall(SYS_pidfd_send_signal, forward_pidfd, sig, NULL, 0))
+		kill(forward_pid, sig);
 }
 
 /* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
  * and unmounts unless the host already did. */
-static int stay(struct monitor *m, pid_t pid)
+static int stay(struct monitor *m)
 {
 	struct sigaction sa = { .sa_handler = forward_signal };
-	int status = 0;
 
-	daemon_pid = pid;
+	forward_pid = m->pid;
+	forward_pidfd = m->pidfd;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == STP_DAEMON_UNMOUNTED)
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	reap(m, false);
+	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
 		return 0;
-	unmount(m);
-	return forwarded && WIFEXITED(status) ? 0 : -EIO;
+	if (ours_to_unmount(m))
+		unmount_ours(m);
+	return forwarded && WIFEXITED(m->status) ? 0 : -EIO;
 }
 
-static int supervise(struct monitor *m, pid_t pid, int fd)
+static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err = buf ? wait_live(m, pid, fd, buf) : -ENOMEM;
+	int err = buf ? wait_live(m, fd, buf) : -ENOMEM;
 
 	if (err)
-		abandon(m, pid);
+		abandon(m, fd, buf);
 	else if (stp_prime_wanted(m->o))
-		prime(m, fd, buf);
+		err = prime(m, fd, buf);
 	free(buf);
 	close(fd);
-	return err || !m->o->foreground ? err : stay(m, pid);
+	return err || !m->o->foreground ? err : stay(m);
+}
+
+/* The signals that end a mount wait while it is being made: the daemon gets the mask
+ * back, and the monitor takes them once the mount is live or undone. A broken pipe on
+ * stderr must not kill the monitor half way; SIGCHLD must not be ignored (waitpid). */
+static void hold_signals(struct monitor *m)
+{
+	sigset_t ending;
+
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGCHLD, SIG_DFL);
+	sigemptyset(&ending);
+	sigaddset(&ending, SIGINT);
+	sigaddset(&ending, SIGTERM);
+	sigaddset(&ending, SIGHUP);
+	sigprocmask(SIG_BLOCK, &ending, &m->saved_mask);
+}
+
+static int start_daemon(struct monitor *m, int sv[2])
+{
+	fflush(NULL);
+	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	m->pid = fork();
+	if (m->pid == 0) {
+		close(sv[0]);
+		sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+		run_daemon(m, sv[1]);
+	}
+	close(sv[1]);
+	release(m);
+	if (m->pid < 0) {
+		fprintf(stderr, "%s: fork: %s\n", m->prog, stp_strerror(-errno));
+		close(sv[0]);
+		return -EAGAIN;
+	}
+	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
+	return 0;
 }
 
 int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 {
 	struct monitor m;
 	int err = prepare(&m, o, prog), sv[2];
-	pid_t pid;
 
 	if (!err)
 		err = open_record(&m);
+	if (!err)
+		err = remember_mountpoint(&m);
 	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		err = -errno;
 	if (err) {
 		release(&m);
+		if (m.parent_fd >= 0)
+			close(m.parent_fd);
 		return err;
 	}
-	fflush(NULL);
-	m.deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
-	pid = fork();
-	if (pid == 0) {
-		close(sv[0]);
-		run_daemon(&m, sv[1]);
-	}
-	close(sv[1]);
-	release(&m);
-	if (pid < 0) {
-		fprintf(stderr, "%s: fork: %s\n", prog, stp_strerror(-errno));
-		close(sv[0]);
-		return -EAGAIN;
-	}
-	return supervise(&m, pid, sv[0]);
+	hold_signals(&m);
+	err = start_daemon(&m, sv);
+	if (!err)
+		err = supervise(&m, sv[0]);
+	if (m.pidfd >= 0)
+		close(m.pidfd);
+	close(m.parent_fd);
+	sigprocmask(SIG_SETMASK, &m.saved_mask, NULL);
+	return err;
 }

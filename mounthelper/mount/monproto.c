@@ -36,21 +36,20 @@ int stp_msg_send_failed(int fd, int err, const char *text)
 	return stp_msg_send(fd, STP_MSG_FAILED, buf, sizeof(e) + n);
 }
 
-/* Waits for FD to be readable until DEADLINE_NS. */
+/* Waits for FD to be readable until DEADLINE_NS (a deadline passed still looks once). */
 static int wait_readable(int fd, int64_t deadline_ns)
 {
 	for (;;) {
 		int64_t left = deadline_ns - (int64_t)stp_now_ns();
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int n;
+		int n = poll(&p, 1, left > 0 ? (int)((left + 999999) / 1000000) : 0);
 
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(&p, 1, (int)((left + 999999) / 1000000));
 		if (n > 0)
 			return 0;
 		if (n < 0 && errno != EINTR)
 			return -errno;
+		if (n == 0 && left <= 0)
+			return -ETIMEDOUT;
 	}
 }
 

@@ -40,7 +40,8 @@ int stp_msg_send(int fd, uint32_t type, const void *payload, size_t len);
 /* Sends FAILED with ERR and the formatted text. */
 int stp_msg_send_failed(int fd, int err, const char *text);
 
-/* Waits for the next message until DEADLINE_NS (CLOCK_MONOTONIC). On success *TYPE is
+/* Waits for the next message until DEADLINE_NS (CLOCK_MONOTONIC; one already passed
+ * takes only what is queued). On success *TYPE is
  * its type and its payload fills BUF (CAP >= STP_MSG_MAX bytes), *LEN bytes. -ETIMEDOUT;
  * -EPIPE when the daemon closed its end (or died); -EPROTO for a datagram too short or
  * too long. */

@@ -72,6 +72,16 @@ static inline bool stp_mountopts_stores_pages(const struct stp_mount_opts *o)
 	return !o->record;
 }
 
+/* Block buffers the daemon's cache may hold beyond the budget: one per warming worker
+ * and one for the readers. The warmer's blocks (max(budget - 1, 1) held or decoding, and
+ * one pinned by each worker and by its store thread while the kernel takes its pages)
+ * must leave the readers a buffer, or a read the page-cache store waits for could wait
+ * for the store: with a budget of 1, that takes one more. */
+static inline uint32_t stp_mountopts_cache_extra(const struct stp_mount_opts *o)
+{
+	return o->warm_workers + 1 + (o->cache_budget == 1 && o->warm_workers);
+}
+
 /* The default number of warming workers on this machine. */
 unsigned stp_mountopts_default_workers(void);
 

@@ -308,58 +308,6 @@ static void look_up_all(const struct stp_prime_list *l, int root)
 	}
 }
 
-/* The child: confined before its first lookup, or it looks nothing up. */
-static _Noreturn void lookup_child(const struct stp_prime_list *l, int root, int done_fd,
-				   enum stp_sandbox_mode mode)
-{
-	char err[256];
-
-	if (stp_sandbox_confine_lookups(mode, err, sizeof(err)))
-		_exit(1);
-	look_up_all(l, root);
-	close(done_fd);
-	_exit(0);
-}
-
-/* Runs the lookups in a child, killed at DEADLINE_NS: a FUSE request waits until it is
- * answered, and a stopped daemon never answers. The pipe closes when the child exits. */
-static int look_up_bounded(const struct stp_prime_list *l, int root, enum stp_sandbox_mode mode,
-			   int64_t deadline_ns)
-{
-	struct pollfd pfd = { .events = POLLIN };
-	int fds[2], status, ready = 0;
-	pid_t pid;
-
-	if (pipe2(fds, O_CLOEXEC))
-		return -errno;
-	pid = fork();
-	if (pid == 0) {
-		close(fds[0]);
-		lookup_child(l, root, fds[1], mode);
-	}
-	close(fds[1]);
-	if (pid < 0) {
-		close(fds[0]);
-		return -errno;
-	}
-	pfd.fd = fds[0];
-	for (;;) {
-		int64_t left = deadline_ns - (int64_t)stp_now_ns();
-
-		if (left <= 0)
-			break;
-		ready = poll(&pfd, 1, (int)((left + 999999) / 1000000));
-		if (ready >= 0 || errno != EINTR)
-			break;
-	}
-	if (ready <= 0)
-		kill(pid, SIGKILL);
-	close(fds[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return ready > 0 ? 0 : -ETIMEDOUT;
-}
-
 /* The root of a FUSE mount whose root has our root's inode number. */
 static int is_fuse_root(int fd)
 {
@@ -370,18 +318,92 @@ static int is_fuse_root(int fd)
 	       st.st_ino == stp_fuseino_of(STP_ROOT_INO);
 }
 
-int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,
-		  enum stp_sandbox_mode mode, int64_t deadline_ns)
+/* Every descriptor but A and B (both above 2) is closed: the child holds nothing else. */
+static void keep_only(int a, int b)
 {
-	int root, err;
+	int lo = a < b ? a : b, hi = a < b ? b : a;
 
+	close_range(3, (unsigned)lo - 1, 0);
+	close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+	close_range((unsigned)hi + 1, ~0u, 0);
+}
+
+/* Exit statuses of the lookup child. */
+enum { LOOKED_UP = 0, NOT_CONFINED = 1, NOT_OURS = 2 };
+
+/* The child: confined before its first request to the mount (the statfs and stat that
+ * check it is ours are requests too), or it sends none. */
+static _Noreturn void lookup_child(const struct stp_prime_list *l, int root, int done_fd,
+				   enum stp_sandbox_mode mode)
+{
+	char err[256];
+
+	keep_only(root, done_fd);
+	if (stp_sandbox_confine_lookups(mode, err, sizeof(err)))
+		_exit(NOT_CONFINED);
+	if (!is_fuse_root(root))
+		_exit(NOT_OURS);
+	look_up_all(l, root);
+	_exit(LOOKED_UP);
+}
+
+/* Waits for the child until DEADLINE_NS; then kills it. A child whose request the daemon
+ * has read waits for the answer whatever the signal: *STUCK is then its pid, for the
+ * caller to reap once the daemon (and with it the connection) is gone. */
+static int wait_child(pid_t pid, int done_fd, int64_t deadline_ns, pid_t *stuck)
+{
+	struct pollfd pfd = { .fd = done_fd, .events = POLLIN };
+	int status, ready = 0;
+
+	for (;;) {
+		int64_t left = deadline_ns - (int64_t)stp_now_ns();
+
+		if (left <= 0)
+			break;
+		ready = poll(&pfd, 1, (int)((left + 999999) / 1000000));
+		if (ready >= 0 || errno != EINTR)
+			break;
+	}
+	if (ready <= 0) {
+		kill(pid, SIGKILL);
+		usleep(100000);
+		if (waitpid(pid, &status, WNOHANG) != pid)
+			*stuck = pid;
+		return -ETIMEDOUT;
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == NOT_CONFINED)
+		return -EPERM;
+	return WEXITSTATUS(status) == NOT_OURS ? -ESTALE : 0;
+}
+
+int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,
+		  enum stp_sandbox_mode mode, int64_t deadline_ns, pid_t *stuck)
+{
+	int root, fds[2], err;
+	pid_t pid;
+
+	*stuck = 0;
 	if (!l || !l->n)
 		return 0;
-	/* held only while priming: an open descriptor keeps the mount busy */
+	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy) */
 	root = open(mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return -errno;
-	err = is_fuse_root(root) ? look_up_bounded(l, root, mode, deadline_ns) : -ESTALE;
+	if (pipe2(fds, O_CLOEXEC)) {
+		err = -errno;
+		close(root);
+		return err;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		lookup_child(l, root, fds[1], mode);
+	}
+	close(fds[1]);
 	close(root);
+	err = pid < 0 ? -errno : wait_child(pid, fds[0], deadline_ns, stuck);
+	close(fds[0]);
 	return err;
 }

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sandbox.h"
 
@@ -54,11 +55,14 @@ void stp_prime_list_free(struct stp_prime_list *l);
 #define STP_PRIME_MAX_FILES (1u << 20)
 #define STP_PRIME_MAX_BYTES (64u << 20)
 
-/* Looks up the files of L under MOUNTPOINT, which must be the root of a FUSE mount
- * (-ESTALE otherwise), in a confined child (MODE as the daemon's sandbox), killed at
- * DEADLINE_NS (CLOCK_MONOTONIC): -ETIMEDOUT. A lookup that fails is not an error; the
- * first that shows the mount gone or not the image's ends the lookups. */
+/* Looks up the files of L under MOUNTPOINT in a child confined first (MODE as the daemon's
+ * sandbox), which checks, confined, that MOUNTPOINT is the root of a FUSE mount (-ESTALE
+ * otherwise) and is killed at DEADLINE_NS (CLOCK_MONOTONIC): -ETIMEDOUT. A child that
+ * waits for an answer the daemon never gives outlives SIGKILL: *STUCK is then its pid, to
+ * reap after the daemon is stopped (else 0). -EPERM: the child could not confine itself
+ * and looked nothing up. A lookup that fails is not an error; the first that shows the
+ * mount gone or not the image's ends the lookups. */
 int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,
-		  enum stp_sandbox_mode mode, int64_t deadline_ns);
+		  enum stp_sandbox_mode mode, int64_t deadline_ns, pid_t *stuck);
 
 #endif

@@ -676,6 +676,7 @@ static int build_lookup_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out,
 {
 	static const int plain[] = {
 		SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(fstat),
+		SCMP_SYS(fstatfs), /* the child checks, confined, that the mount is a FUSE one */
 		SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise),
 		SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(clock_gettime),
 		SCMP_SYS(rt_sigreturn), SCMP_SYS(restart_syscall),
