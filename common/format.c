@@ -27,7 +27,8 @@ enum {
 	SB_BLOCK_COUNT = 56, SB_HOT_SIZE = 64, SB_META_OFF = 72, SB_META_STORED = 80,
 	SB_META_SIZE = 88, SB_META_SUM = 96, SB_META_CODEC = 104, SB_RESERVED2 = 108,
 	SB_DICT_OFF = 112, SB_DICT_SIZE = 120, SB_DICT_SUM = 128, SB_IMAGE_SIZE = 136,
-	SB_INODE_COUNT = 144, SB_TAIL = 148, SB_CHECKSUM = 248,
+	SB_INODE_COUNT = 144, SB_SIG_OFF = 148, SB_SIG_SIZE = 156, SB_TAIL = 164,
+	SB_CHECKSUM = 248,
 };
 
 /* True when LEN bytes at P are all zero: reserved space, refused otherwise. */
@@ -62,6 +63,8 @@ void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE])
 	stp_put64(out + SB_DICT_SUM, sb->dict_checksum);
 	stp_put64(out + SB_IMAGE_SIZE, sb->image_size);
 	stp_put32(out + SB_INODE_COUNT, sb->inode_count);
+	stp_put64(out + SB_SIG_OFF, sb->sig_offset);
+	stp_put64(out + SB_SIG_SIZE, sb->sig_size);
 	stp_put64(out + SB_CHECKSUM, stp_checksum(out, SB_CHECKSUM));
 }
 
@@ -124,6 +127,27 @@ static const char *sb_check_sizes(const struct stp_superblock *sb)
 	return NULL;
 }
 
+/* The signature block, when the feature bit says there is one, comes last: after the
+ * metadata and the dictionary (and so the data), ending at image_size. sb_check_sizes
+ * bounded the counts, so nothing here overflows. */
+static const char *sb_check_signature(const struct stp_superblock *sb)
+{
+	if (!(sb->feat_compat & STP_FEAT_COMPAT_SIGNED)) {
+		if (sb->sig_offset || sb->sig_size)
+			return "signature fields set on an unsigned image";
+		return NULL;
+	}
+	if (sb->sig_size != stp_sig_size(sb->block_count))
+		return "signature size does not match block_count";
+	if (sb->sig_offset < STP_SB_SIZE || sb->sig_size > sb->image_size ||
+	    sb->sig_offset != sb->image_size - sb->sig_size)
+		return "signature block does not end the image";
+	if (sb->meta_offset + sb->meta_stored_size > sb->sig_offset ||
+	    (sb->dict_size && sb->dict_offset + sb->dict_size > sb->sig_offset))
+		return "signature block overlaps the metadata or the dictionary";
+	return NULL;
+}
+
 /* The fixed fields: magic, checksum, record size and reserved bytes. */
 static const char *sb_check_frame(const uint8_t in[STP_SB_SIZE])
 {
@@ -177,7 +201,11 @@ int stp_sb_decode_reason(const uint8_t in[STP_SB_SIZE], struct stp_superblock *s
 	sb->dict_checksum = stp_le64(in + SB_DICT_SUM);
 	sb->image_size = stp_le64(in + SB_IMAGE_SIZE);
 	sb->inode_count = stp_le32(in + SB_INODE_COUNT);
+	sb->sig_offset = stp_le64(in + SB_SIG_OFF);
+	sb->sig_size = stp_le64(in + SB_SIG_SIZE);
 	*reason = sb_check_sizes(sb);
+	if (!*reason)
+		*reason = sb_check_signature(sb);
 	return *reason ? -EUCLEAN : 0;
 }
 
@@ -186,6 +214,37 @@ int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint
 	const char *reason;
 
 	return stp_sb_decode_reason(in, sb, bad_feature, &reason);
+}
+
+/* Signature block header field offsets. */
+enum {
+	SG_MAGIC = 0, SG_HASH_ALG = 8, SG_RESERVED = 12, SG_KEY_ID = 16, SG_SIG = 48,
+	SG_NHASHES = 112,
+};
+_Static_assert(SG_SIG == STP_SIG_SIG_OFFSET, "the root hash skips the signature");
+
+void stp_sighdr_encode(const struct stp_sighdr *h, uint8_t out[STP_SIG_HDR_SIZE])
+{
+	memset(out, 0, STP_SIG_HDR_SIZE);
+	memcpy(out + SG_MAGIC, STP_SIG_MAGIC, 8);
+	stp_put32(out + SG_HASH_ALG, h->hash_alg);
+	memcpy(out + SG_KEY_ID, h->key_id, STP_SIG_KEY_ID_LEN);
+	memcpy(out + SG_SIG, h->sig, STP_SIG_LEN);
+	stp_put64(out + SG_NHASHES, h->nhashes);
+}
+
+int stp_sighdr_decode(const uint8_t in[STP_SIG_HDR_SIZE], const struct stp_superblock *sb,
+		      struct stp_sighdr *h)
+{
+	if (memcmp(in + SG_MAGIC, STP_SIG_MAGIC, 8) || !zeroed(in + SG_RESERVED, 4))
+		return -EUCLEAN;
+	h->hash_alg = stp_le32(in + SG_HASH_ALG);
+	memcpy(h->key_id, in + SG_KEY_ID, STP_SIG_KEY_ID_LEN);
+	memcpy(h->sig, in + SG_SIG, STP_SIG_LEN);
+	h->nhashes = stp_le64(in + SG_NHASHES);
+	if (h->nhashes != sb->block_count + 2)
+		return -EUCLEAN;
+	return h->hash_alg == STP_SIG_HASH_SHA256 ? 0 : -EPROTONOSUPPORT;
 }
 
 /* Metadata header field offsets. */

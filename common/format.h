@@ -57,6 +57,23 @@
 #define STP_FEAT_INCOMPAT_KNOWN \
 	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64)
 #define STP_FEAT_RO_COMPAT_KNOWN 0ull
+/* A compatible bit: a reader that does not know it reads the image with XXH3 alone. */
+#define STP_FEAT_COMPAT_SIGNED (1ull << 0)     /* a signature block ends the image */
+
+/* The signature block (stipple(5), SIGNATURE BLOCK): a fixed header of
+ * STP_SIG_HDR_SIZE bytes, then nhashes hashes of STP_SIG_HASH_LEN bytes. */
+#define STP_SIG_MAGIC "STPSIGN1"
+#define STP_SIG_HDR_SIZE 120u
+#define STP_SIG_HASH_LEN 32u
+#define STP_SIG_KEY_ID_LEN 32u
+#define STP_SIG_LEN 64u            /* an Ed25519 signature */
+#define STP_SIG_HASH_SHA256 1u
+/* Where the signature lies in the header: the root hash covers the rest. */
+#define STP_SIG_SIG_OFFSET 48u
+/* The hashes before the blocks': the metadata's, then the dictionary's. */
+#define STP_SIG_HASH_META 0u
+#define STP_SIG_HASH_DICT 1u
+#define STP_SIG_HASH_BLOCK0 2u
 
 /* How a stored block or the metadata is encoded. */
 enum stp_codec { STP_CODEC_RAW = 0, STP_CODEC_ZSTD = 1, STP_CODEC_ZSTD_DICT = 2 };
@@ -75,6 +92,15 @@ struct stp_superblock {
 	uint64_t dict_offset, dict_size, dict_checksum;
 	uint64_t image_size;    /* the whole file: a shorter file is truncated */
 	uint32_t inode_count;
+	uint64_t sig_offset, sig_size; /* the signature block; both 0 when unsigned */
+};
+
+/* The fixed header of the signature block. */
+struct stp_sighdr {
+	uint32_t hash_alg;                   /* STP_SIG_HASH_SHA256 */
+	uint8_t key_id[STP_SIG_KEY_ID_LEN];  /* SHA-256 of the raw public key */
+	uint8_t sig[STP_SIG_LEN];            /* Ed25519 signature of the root hash */
+	uint64_t nhashes;                    /* block_count + 2 */
 };
 
 /* Header of the decoded metadata: where each table starts and how many records it has. */
@@ -156,6 +182,19 @@ void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE]);
 int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint64_t *bad_feature);
 int stp_sb_decode_reason(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb,
 			 uint64_t *bad_feature, const char **reason);
+
+/* Bytes of the signature block of an image of BLOCK_COUNT blocks. */
+static inline uint64_t stp_sig_size(uint64_t block_count)
+{
+	return STP_SIG_HDR_SIZE + (block_count + 2) * STP_SIG_HASH_LEN;
+}
+
+/* The signature block's header. decode checks the magic, the reserved bytes, that the
+ * hash is one this reader knows (-EPROTONOSUPPORT otherwise) and that nhashes is
+ * block_count + 2 of SB (whose decoder bounded sig_size by the same rule). */
+void stp_sighdr_encode(const struct stp_sighdr *h, uint8_t out[STP_SIG_HDR_SIZE]);
+int stp_sighdr_decode(const uint8_t in[STP_SIG_HDR_SIZE], const struct stp_superblock *sb,
+		      struct stp_sighdr *h);
 
 void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_META_HDR_SIZE]);
 /* Checks every table lies inside meta_len bytes, aligned, without overlap of the header. */

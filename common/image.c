@@ -15,6 +15,7 @@
 
 #include "bcj.h"
 #include "log.h"
+#include "sign.h"
 #include "util.h"
 
 #define SYMLINK_MAX 4095u
@@ -27,6 +28,9 @@ struct stp_image {
 	uint8_t *meta;       /* decoded metadata, meta_len bytes */
 	size_t meta_len;
 	ZSTD_DDict *ddict;   /* NULL without a dictionary */
+	int is_signed;       /* the signature block's header decoded */
+	uint8_t signer[STP_SIG_KEY_ID_LEN];
+	uint8_t *hashes;     /* opened verified: the signed hashes (stipple(5)), else NULL */
 };
 
 /* Feature names for messages about images we cannot read. */
@@ -102,9 +106,19 @@ static int read_superblock(struct stp_image *img)
 	return stp_image_read_superblock(img->fd, img->path, &img->sb);
 }
 
-/* Reads LEN stored bytes at OFF into a new buffer and checks them against SUM. */
+/* Opened verified, the signed hash number INDEX must be that of LEN bytes at P. */
+static int hash_ok(const struct stp_image *img, uint64_t index, const void *p, size_t len)
+{
+	uint8_t h[STP_SIG_HASH_LEN];
+
+	stp_sign_hash(p, len, h);
+	return !memcmp(h, img->hashes + index * STP_SIG_HASH_LEN, STP_SIG_HASH_LEN);
+}
+
+/* Reads LEN stored bytes at OFF into a new buffer and checks them against SUM, and,
+ * opened verified, against hash number HASH. */
 static int read_checked(struct stp_image *img, uint64_t off, uint64_t len, uint64_t sum,
-			const char *what, uint8_t **out)
+			uint64_t hash, const char *what, uint8_t **out)
 {
 	uint8_t *buf = malloc(len ? len : 1);
 	int rc;
@@ -116,6 +130,8 @@ static int read_checked(struct stp_image *img, uint64_t off, uint64_t len, uint6
 		rc = STP_CORRUPT(img->path, "%s lies past the end of the file", what);
 	else if (!rc && stp_checksum(buf, len) != sum)
 		rc = STP_CORRUPT(img->path, "%s checksum mismatch", what);
+	else if (!rc && img->hashes && !hash_ok(img, hash, buf, len))
+		rc = STP_CORRUPT(img->path, "%s does not match its signed hash", what);
 	if (rc) {
 		free(buf);
 		return rc;
@@ -184,7 +200,7 @@ static int load_metadata(struct stp_image *img)
 
 	/* stp_sb_decode bounded meta_stored_size and meta_size, and the file holds them */
 	rc = read_checked(img, sb->meta_offset, sb->meta_stored_size, sb->meta_checksum,
-			  "metadata", &stored);
+			  STP_SIG_HASH_META, "metadata", &stored);
 	if (rc)
 		return rc;
 	if (sb->meta_codec == STP_CODEC_RAW) {
@@ -208,11 +224,18 @@ static int load_dictionary(struct stp_image *img)
 	uint8_t *dict;
 	int rc;
 
-	if (!img->sb.dict_size)
+	static const uint8_t none[STP_SIG_HASH_LEN];
+
+	if (!img->sb.dict_size) {
+		/* a signer hashes an absent dictionary as zeros: anything else is forged */
+		if (img->hashes && memcmp(img->hashes + STP_SIG_HASH_DICT * STP_SIG_HASH_LEN, none,
+					  sizeof(none)))
+			return STP_CORRUPT(img->path, "signed hash of an absent dictionary is not zero");
 		return 0;
+	}
 	/* at most STP_DICT_SIZE_MAX, inside the file: checked with the superblock */
 	rc = read_checked(img, img->sb.dict_offset, img->sb.dict_size, img->sb.dict_checksum,
-			  "dictionary", &dict);
+			  STP_SIG_HASH_DICT, "dictionary", &dict);
 	if (rc)
 		return rc;
 	img->ddict = ZSTD_createDDict(dict, img->sb.dict_size);
@@ -237,7 +260,73 @@ static int check_block_table(struct stp_image *img)
 	return 0;
 }
 
-int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
+/* The header of the signature block, read for every signed image: stp_image_signer. */
+static int read_sighdr(struct stp_image *img, struct stp_sighdr *h)
+{
+	uint8_t raw[STP_SIG_HDR_SIZE];
+	int rc = stp_pread_full(img->fd, raw, sizeof(raw), img->sb.sig_offset);
+
+	if (rc == -EIO)
+		return STP_CORRUPT(img->path, "signature block lies past the end of the file");
+	if (rc)
+		return rc;
+	rc = stp_sighdr_decode(raw, &img->sb, h);
+	if (rc == -EUCLEAN)
+		return STP_CORRUPT(img->path, "signature block header invalid");
+	img->is_signed = 1;
+	memcpy(img->signer, h->key_id, sizeof(img->signer));
+	return rc; /* -EPROTONOSUPPORT: a hash this stipple does not know */
+}
+
+/* Reads the whole signature block and checks the signature (KEY NULL: only its form),
+ * keeping the hashes. Nothing the metadata says is read before this. */
+static int read_signature(struct stp_image *img, const struct stp_pubkey *key)
+{
+	uint8_t raw_sb[STP_SB_SIZE], root[STP_SIG_HASH_SIZE], *sig;
+	char want[65], got[65];
+	struct stp_sighdr h;
+	int rc = read_sighdr(img, &h);
+
+	if (rc == -EPROTONOSUPPORT)
+		stp_log(STP_LOG_ERR, "%s: signed with hash algorithm %u, which this stipple does "
+			"not know", img->path, h.hash_alg);
+	if (rc)
+		return rc;
+	if (key && memcmp(h.key_id, key->id, sizeof(h.key_id))) {
+		stp_log(STP_LOG_ERR, "%s: signed by key %s, not by key %s", img->path,
+			stp_sign_key_hex(h.key_id, got), stp_sign_key_hex(key->id, want));
+		return -EKEYREJECTED;
+	}
+	/* sig_size: bounded by block_count, which the metadata's 1 GiB bound limits */
+	sig = malloc(img->sb.sig_size);
+	if (!sig)
+		return -ENOMEM;
+	rc = stp_pread_full(img->fd, raw_sb, sizeof(raw_sb), 0);
+	if (!rc)
+		rc = stp_pread_full(img->fd, sig, img->sb.sig_size, img->sb.sig_offset);
+	if (rc == -EIO)
+		rc = STP_CORRUPT(img->path, "signature block lies past the end of the file");
+	if (!rc && key) {
+		stp_sign_root_hash(raw_sb, sig, img->sb.sig_size, root);
+		rc = stp_sign_check(key, root, sig + STP_SIG_SIG_OFFSET);
+		if (rc == -EKEYREJECTED)
+			stp_log(STP_LOG_ERR, "%s: the signature by key %s does not match the image",
+				img->path, stp_sign_key_hex(key->id, want));
+	}
+	if (rc) {
+		free(sig);
+		return rc;
+	}
+	/* the hashes follow the header: keep them where they are */
+	memmove(sig, sig + STP_SIG_HDR_SIZE, img->sb.sig_size - STP_SIG_HDR_SIZE);
+	img->hashes = sig;
+	return 0;
+}
+
+/* The open both entry points share; VERIFY says whether the hashes are checked, with
+ * KEY (or NULL: integrity alone). */
+static int open_image(int fd, const char *path, int verify, const struct stp_pubkey *key,
+		      struct stp_image **out)
 {
 	struct stp_image *img = calloc(1, sizeof(*img));
 	int rc = -ENOMEM;
@@ -251,6 +340,15 @@ int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
 	if (!img->path)
 		goto fail;
 	rc = read_superblock(img);
+	if (!rc && verify && !(img->sb.feat_compat & STP_FEAT_COMPAT_SIGNED)) {
+		stp_log(STP_LOG_ERR, "%s: the image is not signed", path);
+		rc = -ENOKEY;
+	}
+	if (!rc && verify)
+		rc = read_signature(img, key);
+	else if (!rc && img->sb.feat_compat & STP_FEAT_COMPAT_SIGNED &&
+		 (rc = read_sighdr(img, &(struct stp_sighdr){ 0 })) == -EPROTONOSUPPORT)
+		rc = 0; /* an unknown hash: readable, as an unsigned image is */
 	if (!rc)
 		rc = load_metadata(img);
 	if (!rc)
@@ -266,6 +364,30 @@ int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
 fail:
 	stp_image_close(img);
 	return rc;
+}
+
+int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
+{
+	return open_image(fd, path, 0, NULL, out);
+}
+
+int stp_image_open_verified(int fd, const char *path, const struct stp_pubkey *key,
+			    struct stp_image **out)
+{
+	return open_image(fd, path, 1, key, out);
+}
+
+int stp_image_signer(const struct stp_image *img, uint8_t id[32])
+{
+	if (!img->is_signed)
+		return 0;
+	memcpy(id, img->signer, sizeof(img->signer));
+	return 1;
+}
+
+int stp_image_verified(const struct stp_image *img)
+{
+	return img->hashes != NULL;
 }
 
 int stp_image_open(const char *path, struct stp_image **out)
@@ -285,6 +407,7 @@ void stp_image_close(struct stp_image *img)
 		close(img->fd);
 	ZSTD_freeDDict(img->ddict);
 	free(img->meta);
+	free(img->hashes);
 	free(img->path);
 	free(img);
 }
@@ -539,6 +662,12 @@ size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
 	return (size_t)(img->sb.data_size - start < bs ? img->sb.data_size - start : bs);
 }
 
+/* Where stored blocks must end: before the signature block when there is one. */
+static uint64_t data_end(const struct stp_image *img)
+{
+	return img->sb.feat_compat & STP_FEAT_COMPAT_SIGNED ? img->sb.sig_offset : img->sb.image_size;
+}
+
 int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out)
 {
 	size_t size = stp_image_block_decoded_size(img, block);
@@ -546,7 +675,7 @@ int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_bloc
 	if (block >= img->sb.block_count)
 		return -EINVAL;
 	if (stp_blockent_decode(img->meta + img->mh.block_off + block * STP_BLOCKENT_SIZE, out) ||
-	    out->offset < STP_SB_SIZE || !range_ok(out->offset, out->stored_size, img->sb.image_size) ||
+	    out->offset < STP_SB_SIZE || !range_ok(out->offset, out->stored_size, data_end(img)) ||
 	    out->codec > STP_CODEC_ZSTD_DICT || out->filter > STP_FILTER_ARM64 ||
 	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
 	    (out->codec == STP_CODEC_ZSTD_DICT && !img->ddict) ||
@@ -643,6 +772,22 @@ static int check_in_place(const struct stp_image *img, uint64_t block, const str
 	return 0;
 }
 
+/* The signed hash, when opened verified, stands for the checksum: it is the stronger. */
+static int check_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
+			const uint8_t *stored)
+{
+	if (img->hashes) {
+		if (!hash_ok(img, STP_SIG_HASH_BLOCK0 + block, stored, be->stored_size))
+			return STP_CORRUPT(img->path, "block %llu does not match its signed hash",
+					   (unsigned long long)block);
+		return 0;
+	}
+	if (stp_checksum(stored, be->stored_size) != be->checksum)
+		return STP_CORRUPT(img->path, "block %llu: checksum mismatch",
+				   (unsigned long long)block);
+	return 0;
+}
+
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
 {
 	size_t len = stp_image_block_buffer_size(img), size = stp_image_block_decoded_size(img, block);
@@ -659,8 +804,8 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 	if (rc == -EIO)
 		rc = STP_CORRUPT(img->path, "block %llu lies past the end of the file",
 				 (unsigned long long)block);
-	else if (!rc && stp_checksum(stored, be.stored_size) != be.checksum)
-		rc = STP_CORRUPT(img->path, "block %llu: checksum mismatch", (unsigned long long)block);
+	else if (!rc)
+		rc = check_stored(img, block, &be, stored);
 	if (!rc && be.codec != STP_CODEC_RAW)
 		rc = check_in_place(img, block, &be, &stored, out, len, size);
 	if (!rc && be.codec != STP_CODEC_RAW)

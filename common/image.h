@@ -32,6 +32,26 @@ int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *s
 int stp_image_open(const char *path, struct stp_image **out);
 /* Same, on an open descriptor the image takes ownership of (closed even on failure). */
 int stp_image_open_fd(int fd, const char *path, struct stp_image **out);
+/*
+ * stp_image_open_fd, but the image must be signed by KEY: the signature block is read and
+ * the signature checked over the superblock and the hashes BEFORE the metadata or the
+ * dictionary is read or parsed; those are then checked against their hashes, and every
+ * later stp_image_decode_block checks the block's stored bytes against its hash
+ * (mismatch: STP_CORRUPT, -EUCLEAN, so a mount answers EIO). -ENOKEY: the image is not
+ * signed; -EKEYREJECTED: signed by another key, or the signature is bad (reported with
+ * stp_log, naming the key id in hex). Takes FD over like stp_image_open_fd.
+ * KEY NULL checks integrity alone: every hash as above, but not who signed them (what
+ * `stipple check` does without a key). Call stp_sign_init() first where a sandbox
+ * follows.
+ */
+struct stp_pubkey;
+int stp_image_open_verified(int fd, const char *path, const struct stp_pubkey *key,
+			    struct stp_image **out);
+/* Whether IMG is signed, and by which key id (for stipple info). 1 or 0. The id is what
+ * the signature block says: only an image opened verified with a key has proved it. */
+int stp_image_signer(const struct stp_image *img, uint8_t id[32]);
+/* Whether IMG's parts are checked against the signed hashes (opened verified). */
+int stp_image_verified(const struct stp_image *img);
 void stp_image_close(struct stp_image *img);
 
 const struct stp_superblock *stp_image_sb(const struct stp_image *img);
@@ -86,7 +106,8 @@ size_t stp_image_block_buffer_size(const struct stp_image *img);
 /* Reads, checks and decodes block BLOCK into OUT, which holds stp_image_block_buffer_size()
  * bytes: the stored bytes are read into its end and decoded in place, so that one buffer
  * is all a decode takes. The decoded bytes start at OUT. Thread-safe (each thread keeps
- * its own decompression context). -EUCLEAN: checksum mismatch or undecodable data,
+ * its own decompression context). -EUCLEAN: checksum mismatch (or, opened verified,
+ * hash mismatch) or undecodable data,
  * logged with the block number; -EIO: read error; -ENOMEM. */
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out);
 

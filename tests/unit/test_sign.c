@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/* Keys, the root hash and signatures (common/sign.c), independent of any image. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "format.h"
+#include "sign.h"
+
+#define CHECK_EQ(a, b) CHECK((a) == (b), "%lld != %lld", (long long)(a), (long long)(b))
+
+/* SHA-256 test vector of FIPS 180-2 ("abc"). */
+static void test_hash(void)
+{
+	static const uint8_t abc[32] = {
+		0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40, 0xde, 0x5d, 0xae,
+		0x22, 0x23, 0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61,
+		0xf2, 0x00, 0x15, 0xad,
+	};
+	uint8_t h[32];
+
+	stp_sign_hash("abc", 3, h);
+	CHECK(!memcmp(h, abc, 32));
+}
+
+/* A signature block of 3 blocks (5 hashes) and a superblock, made as stp_sign_image
+ * makes them. */
+#define NHASH 5u
+#define SIG_SIZE (STP_SIG_HDR_SIZE + NHASH * STP_SIG_HASH_LEN)
+
+struct signed_bytes {
+	uint8_t sb[STP_SB_SIZE];
+	uint8_t sig[SIG_SIZE];
+};
+
+static void make_signed(const struct stp_seckey *key, struct signed_bytes *s)
+{
+	struct stp_superblock sb = { .version = 1, .feat_compat = STP_FEAT_COMPAT_SIGNED,
+				     .block_log = 16, .data_size = 3 << 16, .block_count = 3,
+				     .meta_offset = 4096, .meta_stored_size = 200, .meta_size = 200,
+				     .inode_count = 1, .sig_offset = 8192, .sig_size = SIG_SIZE,
+				     .image_size = 8192 + SIG_SIZE };
+	struct stp_sighdr h = { .hash_alg = STP_SIG_HASH_SHA256, .nhashes = NHASH };
+	struct stp_pubkey pub;
+	uint8_t root[32];
+
+	stp_sign_seckey_pubkey(key, &pub);
+	memcpy(h.key_id, pub.id, 32);
+	stp_sb_encode(&sb, s->sb);
+	for (unsigned i = 0; i < NHASH; i++)
+		stp_sign_hash(&i, sizeof(i), s->sig + STP_SIG_HDR_SIZE + i * STP_SIG_HASH_LEN);
+	stp_sighdr_encode(&h, s->sig);
+	stp_sign_root_hash(s->sb, s->sig, SIG_SIZE, root);
+	CHECK_EQ(stp_sign_root(key, root, h.sig), 0);
+	memcpy(s->sig + STP_SIG_SIG_OFFSET, h.sig, STP_SIG_LEN);
+}
+
+/* 0 when S carries a valid signature by PUB over its bytes. */
+static int check_signed(const struct stp_pubkey *pub, const struct signed_bytes *s)
+{
+	uint8_t root[32];
+
+	stp_sign_root_hash(s->sb, s->sig, SIG_SIZE, root);
+	return stp_sign_check(pub, root, s->sig + STP_SIG_SIG_OFFSET);
+}
+
+static void test_round_trip(void)
+{
+	struct stp_seckey *key = NULL, *again = NULL;
+	struct stp_pubkey pub, parsed;
+	struct stp_superblock sb;
+	struct stp_sighdr h;
+	struct signed_bytes s;
+	char *pem = NULL;
+	size_t len;
+	uint64_t bad;
+
+	CHECK_EQ(stp_sign_init(), 0);
+	CHECK_EQ(stp_sign_keygen(&key), 0);
+	if (!key)
+		return;
+	stp_sign_seckey_pubkey(key, &pub);
+	/* the PEM texts parse back to the same key */
+	CHECK_EQ(stp_sign_pubkey_pem(key, &pem, &len), 0);
+	CHECK(pem && strstr(pem, "-----BEGIN PUBLIC KEY-----"));
+	CHECK_EQ(stp_sign_parse_pubkey(pem, len, &parsed), 0);
+	CHECK(!memcmp(&parsed, &pub, sizeof(pub)));
+	CHECK_EQ(stp_sign_parse_pubkey(pem, len / 2, &parsed), -EINVAL);
+	free(pem);
+	CHECK_EQ(stp_sign_seckey_pem(key, &pem, &len), 0);
+	CHECK(pem && strstr(pem, "-----BEGIN PRIVATE KEY-----"));
+	CHECK_EQ(stp_sign_parse_seckey(pem, len, &again), 0);
+	CHECK_EQ(stp_sign_parse_pubkey(pem, len, &parsed), -EINVAL); /* not a public key */
+	free(pem);
+	if (again) {
+		stp_sign_seckey_pubkey(again, &parsed);
+		CHECK(!memcmp(&parsed, &pub, sizeof(pub)));
+	}
+	stp_sign_seckey_free(again);
+
+	make_signed(key, &s);
+	CHECK_EQ(stp_sb_decode(s.sb, &sb, &bad), 0);
+	CHECK_EQ(stp_sighdr_decode(s.sig, &sb, &h), 0);
+	CHECK(!memcmp(h.key_id, pub.id, 32));
+	CHECK_EQ(check_signed(&pub, &s), 0);
+	/* Ed25519 is deterministic: the same bytes sign the same way */
+	{
+		struct signed_bytes t;
+
+		make_signed(key, &t);
+		CHECK(!memcmp(&s, &t, sizeof(s)));
+	}
+	stp_sign_seckey_free(key);
+}
+
+/* A flipped bit anywhere the root hash covers, or in the signature, is refused; the
+ * superblock checksum (248..255) is XXH3's business, outside the root hash. */
+static void test_flips(void)
+{
+	struct stp_seckey *key = NULL, *other = NULL;
+	struct stp_pubkey pub, opub;
+	struct signed_bytes s, t;
+	unsigned refused = 0, total = 0;
+
+	CHECK_EQ(stp_sign_keygen(&key), 0);
+	CHECK_EQ(stp_sign_keygen(&other), 0);
+	if (!key || !other)
+		return;
+	stp_sign_seckey_pubkey(key, &pub);
+	stp_sign_seckey_pubkey(other, &opub);
+	make_signed(key, &s);
+	CHECK_EQ(check_signed(&opub, &s), -EKEYREJECTED);   /* another key */
+	for (size_t i = 0; i < STP_SB_SIZE - 8 + SIG_SIZE; i++) {
+		uint8_t bit = (uint8_t)(1u << (i % 8));
+
+		t = s;
+		if (i < STP_SB_SIZE - 8)
+			t.sb[i] ^= bit;
+		else
+			t.sig[i - (STP_SB_SIZE - 8)] ^= bit;
+		total++;
+		if (check_signed(&pub, &t) == -EKEYREJECTED)
+			refused++;
+		else
+			CHECK(0, "a flip of byte %zu was accepted", i);
+	}
+	CHECK_EQ(refused, total);
+	stp_sign_seckey_free(key);
+	stp_sign_seckey_free(other);
+}
+
+int main(void)
+{
+	RUN(test_hash);
+	RUN(test_round_trip);
+	RUN(test_flips);
+	return tap_done();
+}
