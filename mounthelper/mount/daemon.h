@@ -14,15 +14,18 @@
 #include <stdint.h>
 
 struct stp_mount_opts;
+struct stp_pubkey;
 struct stp_daemon;
 struct fuse_session;
 
 /* What the monitor hands the daemon. The daemon owns the descriptors from
- * stp_daemon_serve on. */
+ * stp_daemon_serve on; the keys stay the monitor's (a copy in the forked process). */
 struct stp_daemon_fds {
 	int image;    /* the image, opened read-only, superblock checked */
 	int record;   /* the hot list to write at the end, or -1 */
 	int monitor;  /* this end of the monitor's socket */
+	const struct stp_pubkey *keys; /* verify: the image must be signed by one of these */
+	unsigned nkeys;                /* 0: no verification */
 };
 
 /* Exit statuses of the daemon process. */
