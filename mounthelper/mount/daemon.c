@@ -189,7 +189,7 @@ static int pick_key(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 			return 0;
 		}
 	stp_sign_key_hex(h.key_id, have);
-	if (fds->nkeys == 1)
+	if (o->verify_key)
 		return fail(d, -EKEYREJECTED, "%s: signed by key %s, not by the key of %s (%s)",
 			    o->image, have, o->verify_key, stp_sign_key_hex(fds->keys[0].id, want));
 	return fail(d, -EKEYREJECTED, "%s: signed by key %s, which is none of the %u trusted keys in %s",
