@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* mkstipple: build an image from a directory tree. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +11,13 @@
 #include <zstd.h>
 
 #include "format.h"
+#include "image.h"
 #include "meta.h"
 #include "order.h"
 #include "output.h"
 #include "pack.h"
 #include "scan.h"
+#include "sign.h"
 #include "source.h"
 #include "util.h"
 
@@ -23,7 +26,8 @@
 #define META_LEVEL 19
 
 struct options {
-	const char *source, *image, *hot_list;
+	const char *source, *image, *hot_list, *sign_key;
+	struct stp_seckey *key;
 	struct pack_opts pack;
 	int quiet;
 	int code_apart;
@@ -39,6 +43,7 @@ static void usage(FILE *out)
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
 		"      --no-bcj          do not filter machine code before compression\n"
 		"      --code-apart      store programs' code apart from their tables and data\n"
+		"      --sign SECKEY     sign the image with this Ed25519 key (stipple keygen)\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
 		"  -q, --quiet           print nothing but errors\n"
@@ -74,6 +79,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "hot-list", required_argument, NULL, 'H' },
 		{ "no-bcj", no_argument, NULL, 'B' },
 		{ "code-apart", no_argument, NULL, 'C' },
+		{ "sign", required_argument, NULL, 'S' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -98,6 +104,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'H': o->hot_list = optarg; break;
 		case 'B': o->pack.bcj = 0; break;
 		case 'C': o->code_apart = 1; break;
+		case 'S': o->sign_key = optarg; break;
 		case 't':
 			if (stp_parse_uint(optarg, 1, 1024, &v))
 				return bad_option("--threads", optarg, "must be from 1 to 1024");
@@ -215,6 +222,51 @@ static void summary(const struct options *o, const struct tree *t, uint64_t imag
 	       t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
 }
 
+/* Loads the signing key before anything is built: a bad key costs nothing. */
+static int load_key(struct options *o)
+{
+	int rc;
+
+	if (!o->sign_key)
+		return 0;
+	rc = stp_sign_load_seckey(o->sign_key, &o->key);
+	if (rc == -EINVAL)
+		fprintf(stderr, "mkstipple: --sign %s: not an unencrypted Ed25519 secret key "
+			"in PEM (see stipple keygen)\n", o->sign_key);
+	else if (rc)
+		fprintf(stderr, "mkstipple: --sign %s: %s\n", o->sign_key, strerror(-rc));
+	return rc ? 2 : 0;
+}
+
+/* Signs the complete unsigned image in the temporary file: the same bytes `stipple
+ * sign` gives, since both take them from stp_sign_image. */
+static int sign_output(const struct options *o, const struct output *out, uint64_t *image_size)
+{
+	struct stp_image *img;
+	uint8_t sb[STP_SB_SIZE], *block;
+	size_t len;
+	uint64_t keep;
+	int fd = open(out->temp, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = stp_image_open_fd(fd, out->temp, &img);
+	if (rc)
+		return rc;
+	rc = stp_sign_image(img, o->key, sb, &block, &len, &keep);
+	stp_image_close(img);
+	if (rc)
+		return rc;
+	rc = stp_pwrite_full(out->fd, block, len, keep);
+	if (!rc)
+		rc = stp_pwrite_full(out->fd, sb, sizeof(sb), 0);
+	if (!rc && ftruncate(out->fd, (off_t)(keep + len)))
+		rc = -errno;
+	free(block);
+	*image_size = keep + len;
+	return rc;
+}
+
 /* Scans the source, leaving out the image being written and the one it replaces, so
  * that an image built inside its own source never packs itself. */
 static int scan_own_output(const struct options *o, const struct output *out, struct tree *t)
@@ -250,7 +302,7 @@ int main(int argc, char **argv)
 	size_t nhot = 0, count = 0;
 	int rc = parse_args(argc, argv, &o);
 
-	if (rc)
+	if (rc || (rc = load_key(&o)))
 		return rc;
 	raise_fd_limit();
 	rc = output_open(o.image, &out);
@@ -260,6 +312,9 @@ int main(int argc, char **argv)
 		rc = order_files(&t, o.hot_list, o.code_apart, &order, &nhot, &count);
 	if (!rc)
 		rc = write_image(&o, &t, order, count, nhot, &out, &image_size);
+	if (!rc && o.key && (rc = sign_output(&o, &out, &image_size)) && rc != -ENOSPC &&
+	    rc != -EIO && rc != -EDQUOT && rc != -EFBIG)
+		fprintf(stderr, "mkstipple: %s: signing failed: %s\n", o.image, strerror(-rc));
 	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
 		fprintf(stderr, "mkstipple: %s: writing failed: %s\n", o.image, strerror(-rc));
 	if (!rc)
@@ -269,6 +324,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		summary(&o, &t, image_size, t0);
 	free(order);
+	stp_sign_seckey_free(o.key);
 	scan_tree_free(&t);
 	return rc ? 1 : 0;
 }

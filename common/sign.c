@@ -3,7 +3,9 @@
 #include "sign.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/bio.h>
@@ -178,6 +180,49 @@ int stp_sign_pubkey_pem(const struct stp_seckey *key, char **pem, size_t *len)
 	return rc;
 }
 
+#define KEY_FILE_MAX (64u << 10)
+
+/* Reads the key file at PATH into BUF (KEY_FILE_MAX bytes): its length, or -errno. */
+static ssize_t read_key_file(const char *path, char *buf)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	size_t len = 0;
+	ssize_t n = 1;
+
+	if (fd < 0)
+		return -errno;
+	while (len < KEY_FILE_MAX && (n = read(fd, buf + len, KEY_FILE_MAX - len)) > 0)
+		len += (size_t)n;
+	if (n < 0)
+		n = -errno;
+	else if (len == KEY_FILE_MAX)
+		n = -EFBIG;
+	close(fd);
+	return n < 0 ? n : (ssize_t)len;
+}
+
+int stp_sign_load_seckey(const char *path, struct stp_seckey **out)
+{
+	char *buf = malloc(KEY_FILE_MAX);
+	ssize_t n = buf ? read_key_file(path, buf) : -ENOMEM;
+	int rc = n < 0 ? (int)n : stp_sign_parse_seckey(buf, (size_t)n, out);
+
+	if (buf)
+		OPENSSL_cleanse(buf, KEY_FILE_MAX);
+	free(buf);
+	return rc;
+}
+
+int stp_sign_load_pubkey(const char *path, struct stp_pubkey *key)
+{
+	char *buf = malloc(KEY_FILE_MAX);
+	ssize_t n = buf ? read_key_file(path, buf) : -ENOMEM;
+	int rc = n < 0 ? (int)n : stp_sign_parse_pubkey(buf, (size_t)n, key);
+
+	free(buf);
+	return rc;
+}
+
 char *stp_sign_key_hex(const uint8_t id[32], char out[65])
 {
 	static const char digits[] = "0123456789abcdef";
@@ -285,6 +330,10 @@ static int hash_parts(const struct stp_image *img, uint8_t *hashes)
 		if (!rc)
 			rc = hash_range(img, be.offset, be.stored_size, buf,
 					hashes + (STP_SIG_HASH_BLOCK0 + b) * STP_SIG_HASH_LEN);
+		/* a signature must not vouch for a block that is already damaged */
+		if (!rc && stp_checksum(buf, be.stored_size) != be.checksum)
+			rc = STP_CORRUPT(stp_image_path(img), "block %llu: checksum mismatch",
+					 (unsigned long long)b);
 	}
 	free(buf);
 	return rc;

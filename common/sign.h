@@ -53,6 +53,11 @@ void stp_sign_seckey_pubkey(const struct stp_seckey *key, struct stp_pubkey *pub
 int stp_sign_seckey_pem(const struct stp_seckey *key, char **pem, size_t *len);
 int stp_sign_pubkey_pem(const struct stp_seckey *key, char **pem, size_t *len);
 
+/* A key file at PATH (at most 64 KiB of PEM) through the parsers above: -errno of the
+ * read, -EFBIG, or -EINVAL (not such a key). */
+int stp_sign_load_seckey(const char *path, struct stp_seckey **out);
+int stp_sign_load_pubkey(const char *path, struct stp_pubkey *key);
+
 /* The key id as 64 lowercase hex digits and a NUL. Returns OUT. */
 char *stp_sign_key_hex(const uint8_t id[32], char out[65]);
 

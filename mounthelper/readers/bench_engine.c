@@ -530,7 +530,8 @@ int bench_prepare(struct bench *b)
 {
 	int err;
 
-	if (stp_cli_open(b->cli, b->image, &b->img))
+	if (b->o->key ? stp_cli_open_verified(b->cli, b->image, b->o->key, &b->img)
+		      : stp_cli_open(b->cli, b->image, &b->img))
 		return -EIO;
 	err = files_collect(b);
 	if (err)

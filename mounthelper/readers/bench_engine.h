@@ -26,10 +26,13 @@
 #define BENCH_READ_SIZE_MAX (1ull << 30)
 #define BENCH_THREADS_MAX 256u
 
+struct stp_pubkey;
+
 struct bench_opts {
 	uint64_t reads, read_size, seed;
 	uint32_t threads, budget;
 	int json, sequential, warm, print_reads;
+	const struct stp_pubkey *key; /* open verified with this key, or NULL */
 };
 
 /* A regular file of the image, each inode once. */

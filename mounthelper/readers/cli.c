@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "check.h"
 #include "image.h"
+#include "sign.h"
 #include "log.h"
 #include "treewalk.h"
 
@@ -202,6 +204,44 @@ int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image 
 
 	if (err)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
+	return err;
+}
+
+/* What a failed verified open means, beyond what the library logged. */
+static const char *verify_error(int err)
+{
+	switch (err) {
+	case -ENOKEY: return "the image is not signed";
+	case -EKEYREJECTED: return "the signature is not valid for this key";
+	default: return stp_strerror(err);
+	}
+}
+
+int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
+			  const struct stp_pubkey *key, struct stp_image **out)
+{
+	int fd = open(image, O_RDONLY | O_CLOEXEC), err;
+
+	if (fd < 0) {
+		err = -errno;
+		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
+		return err;
+	}
+	err = stp_image_open_verified(fd, image, key, out);
+	/* the library named the image and the keys for these two */
+	if (err && err != -ENOKEY && err != -EKEYREJECTED)
+		stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
+	return err;
+}
+
+int stp_cli_load_pubkey(const struct stp_cli *cli, const char *path, struct stp_pubkey *key)
+{
+	int err = stp_sign_load_pubkey(path, key);
+
+	if (err == -EINVAL)
+		stp_cli_error(cli, "%s: not an Ed25519 public key in PEM", path);
+	else if (err)
+		stp_cli_error(cli, "%s: %s", path, stp_strerror(err));
 	return err;
 }
 

@@ -76,6 +76,14 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 /* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);
 
+struct stp_pubkey;
+/* The same, opened verified (image.h): every hash checked, and with KEY (NULL: any
+ * signer, integrity alone) the signature. */
+int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
+			  const struct stp_pubkey *key, struct stp_image **out);
+/* Loads the public key file PATH; on failure prints why (naming PATH). */
+int stp_cli_load_pubkey(const struct stp_cli *cli, const char *path, struct stp_pubkey *key);
+
 /* Resolves PATH ("/a/b", "a/b/", "/" or "") in the image; prints a message naming
  * PATH and the image on failure. */
 int stp_cli_resolve(const struct stp_cli *cli, const struct stp_image *img, const char *path,

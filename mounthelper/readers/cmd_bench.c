@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "sign.h"
 #include "util.h"
 
 static const struct stp_cli bench_cli = {
@@ -28,6 +29,8 @@ static const struct stp_cli bench_cli = {
 		"  -c, --cache-budget N   decoded blocks the cache keeps (default 8)\n"
 		"      --warm             decode blocks into the cache before timing\n"
 		"      --sequential       read every file once, in image order, instead\n"
+		"      --key PUBKEY       open the image verified: every block checked against\n"
+		"                         the hashes PUBKEY signed\n"
 		"  -j, --json             print the report as one JSON object\n"
 		"      --print-reads      list every read after the run (a debugging aid)\n",
 };
@@ -79,7 +82,9 @@ static int parse_count(const char *name, const char *arg, uint64_t min, uint64_t
 	return err;
 }
 
-enum { OPT_SEED = 256, OPT_WARM, OPT_SEQUENTIAL, OPT_PRINT_READS };
+enum { OPT_SEED = 256, OPT_WARM, OPT_SEQUENTIAL, OPT_PRINT_READS, OPT_KEY };
+
+static struct stp_pubkey bench_key;
 
 static int parse_option(int opt, struct bench_opts *o)
 {
@@ -106,6 +111,11 @@ static int parse_option(int opt, struct bench_opts *o)
 	case OPT_SEQUENTIAL: o->sequential = 1; return 0;
 	case 'j': o->json = 1; return 0;
 	case OPT_PRINT_READS: o->print_reads = 1; return 0;
+	case OPT_KEY:
+		if (stp_cli_load_pubkey(&bench_cli, optarg, &bench_key))
+			return -EINVAL;
+		o->key = &bench_key;
+		return 0;
 	default: return 1;
 	}
 }
@@ -122,6 +132,7 @@ int stp_cmd_bench(int argc, char **argv)
 		{ "sequential", no_argument, NULL, OPT_SEQUENTIAL },
 		{ "json", no_argument, NULL, 'j' },
 		{ "print-reads", no_argument, NULL, OPT_PRINT_READS },
+		{ "key", required_argument, NULL, OPT_KEY },
 		STP_CLI_LONGOPTS, { 0 },
 	};
 	struct bench_opts o = { .reads = 10000, .read_size = 4096, .seed = 1, .threads = 1,

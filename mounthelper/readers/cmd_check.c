@@ -4,22 +4,28 @@
  * metadata, the dictionary and every block table entry; stp_image_check_all (common/
  * check.h) then decodes every data block and walks the whole tree for what the
  * checksums cannot tell. This file adds what only the file can: bytes past the image.
+ * A signed image is opened verified: the signed hashes are checked as each part is
+ * read, with --key the signature as well.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "sign.h"
 
 static const struct stp_cli check_cli = {
 	.name = "check",
-	.synopsis = "IMAGE",
+	.synopsis = "[--key PUBKEY] IMAGE",
 	.summary = "Verify every checksum of IMAGE, decode every data block, and check that\n"
-		   "the metadata is consistent. Exits 1 and names each problem if any.",
-	.options = NULL,
+		   "the metadata is consistent. Exits 1 and names each problem if any.\n"
+		   "A signed image has every signed hash checked too.",
+	.options = "  -k, --key PUBKEY   also check that the signature is PUBKEY's\n",
 };
 
 static void print_problem(void *ctx, const char *path, const char *msg)
@@ -40,22 +46,49 @@ static unsigned long check_trailing_bytes(const struct stp_image *img, const cha
 	return 1;
 }
 
-static void print_summary(const char *image, const struct stp_superblock *sb,
-			  const struct stp_check_counts *n)
+static void print_summary(const char *image, const struct stp_image *img,
+			  const struct stp_check_counts *n, int keyed)
 {
+	const struct stp_superblock *sb = stp_image_sb(img);
+	uint8_t id[32];
+	char hex[65];
+
 	printf("%s: OK: %u inodes, %" PRIu64 " entries, %" PRIu64 " blocks, %" PRIu64
-	       " bytes of data verified\n", image, sb->inode_count, n->entries, sb->block_count,
+	       " bytes of data verified", image, sb->inode_count, n->entries, sb->block_count,
 	       sb->data_size);
+	if (stp_image_verified(img) && stp_image_signer(img, id))
+		printf("; signed hashes match%s%s", keyed ? ", signed by key " : "",
+		       keyed ? stp_sign_key_hex(id, hex) : "");
+	putchar('\n');
 }
 
-static int check_run(const char *image)
+/* A signed image is opened verified, so that every hash is checked; with KEY, the
+ * signature too (and an unsigned image fails). */
+static int check_open(const char *image, const struct stp_pubkey *key, struct stp_image **img)
+{
+	struct stp_superblock sb;
+	int fd, err;
+
+	if (key)
+		return stp_cli_open_verified(&check_cli, image, key, img);
+	fd = open(image, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return stp_cli_open(&check_cli, image, img); /* says why */
+	err = stp_image_read_superblock(fd, image, &sb);
+	close(fd);
+	if (!err && sb.feat_compat & STP_FEAT_COMPAT_SIGNED)
+		return stp_cli_open_verified(&check_cli, image, NULL, img);
+	return stp_cli_open(&check_cli, image, img);
+}
+
+static int check_run(const char *image, const struct stp_pubkey *key)
 {
 	struct stp_check_counts n;
 	struct stp_image *img;
 	unsigned long problems;
 	int err;
 
-	if (stp_cli_open(&check_cli, image, &img))
+	if (check_open(image, key, &img))
 		return STP_EXIT_FAIL;
 	problems = check_trailing_bytes(img, image);
 	err = stp_image_check_all(img, print_problem, (void *)image, &n);
@@ -65,20 +98,30 @@ static int check_run(const char *image)
 	else if (problems)
 		stp_cli_problem(&check_cli, image, NULL, "%lu problems found", problems);
 	else
-		print_summary(image, stp_image_sb(img), &n);
+		print_summary(image, img, &n, key != NULL);
 	stp_image_close(img);
 	return err || problems ? STP_EXIT_FAIL : STP_EXIT_OK;
 }
 
 int stp_cmd_check(int argc, char **argv)
 {
-	static const struct option longopts[] = { STP_CLI_LONGOPTS, { 0 } };
+	static const struct option longopts[] = {
+		{ "key", required_argument, NULL, 'k' }, STP_CLI_LONGOPTS, { 0 },
+	};
+	struct stp_pubkey key;
+	const char *keyfile = NULL;
 	int opt, status;
 
 	stp_cli_init(&check_cli, argv);
-	while ((opt = getopt_long(argc, argv, STP_CLI_SHORTOPTS, longopts, NULL)) != -1)
-		return stp_cli_other_option(&check_cli, opt);
+	while ((opt = getopt_long(argc, argv, "k:" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+		if (opt == 'k')
+			keyfile = optarg;
+		else
+			return stp_cli_other_option(&check_cli, opt);
+	}
 	if ((status = stp_cli_operands(&check_cli, argc, 1, 1)))
 		return status;
-	return check_run(argv[optind]);
+	if (keyfile && stp_cli_load_pubkey(&check_cli, keyfile, &key))
+		return STP_EXIT_FAIL;
+	return check_run(argv[optind], keyfile ? &key : NULL);
 }

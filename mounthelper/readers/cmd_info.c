@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "sign.h"
 #include "util.h"
 
 static const struct stp_cli info_cli = {
@@ -97,11 +98,25 @@ static void print_features(const struct stp_superblock *sb)
 		printf(" incompat:%#" PRIx64, rest);
 	if (sb->feat_ro_compat)
 		printf(" ro-compat:%#" PRIx64, sb->feat_ro_compat);
-	if (sb->feat_compat)
-		printf(" compat:%#" PRIx64, sb->feat_compat);
+	if (sb->feat_compat & STP_FEAT_COMPAT_SIGNED)
+		printf(" signed");
+	if (sb->feat_compat & ~STP_FEAT_COMPAT_SIGNED)
+		printf(" compat:%#" PRIx64, (uint64_t)(sb->feat_compat & ~STP_FEAT_COMPAT_SIGNED));
 	if (!sb->feat_incompat && !sb->feat_ro_compat && !sb->feat_compat)
 		printf(" none");
 	printf("\n");
+}
+
+/* The key id the signature block names: who claims to have signed, not a proof. */
+static void print_signer(const struct stp_image *img)
+{
+	uint8_t id[32];
+	char hex[65];
+
+	if (stp_image_signer(img, id))
+		printf("%-18s yes, key %s\n", "signed:", stp_sign_key_hex(id, hex));
+	else
+		printf("%-18s no\n", "signed:");
 }
 
 static void print_superblock(const struct stp_image *img)
@@ -123,6 +138,7 @@ static void print_superblock(const struct stp_image *img)
 	       sb->dict_size);
 	print_size("hot region:", sb->hot_size);
 	printf("%-18s %u\n", "inodes:", sb->inode_count);
+	print_signer(img);
 }
 
 static void print_counts(const struct tree_counts *c, uint64_t image_size)

@@ -15,5 +15,8 @@ int stp_cmd_check(int argc, char **argv);
 int stp_cmd_mount(int argc, char **argv);
 int stp_cmd_status(int argc, char **argv);
 int stp_cmd_bench(int argc, char **argv);
+int stp_cmd_keygen(int argc, char **argv);
+int stp_cmd_sign(int argc, char **argv);
+int stp_cmd_verify(int argc, char **argv);
 
 #endif

@@ -20,6 +20,9 @@ static const struct subcommand subcommands[] = {
 	{ "extract", stp_cmd_extract, "restore the tree into a directory" },
 	{ "check", stp_cmd_check, "verify every checksum and the metadata" },
 	{ "bench", stp_cmd_bench, "time reads through the library, without FUSE" },
+	{ "keygen", stp_cmd_keygen, "make an Ed25519 key pair for signing images" },
+	{ "sign", stp_cmd_sign, "sign an image in place with a secret key" },
+	{ "verify", stp_cmd_verify, "check an image's signature and every hash" },
 };
 
 static void usage(FILE *out)

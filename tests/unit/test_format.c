@@ -62,7 +62,7 @@ static void test_checksum(void)
 /* Superblock: every field with distinct bytes so that a swapped or shifted field shows. */
 static const struct stp_superblock golden_sb = {
 	.version = 1,
-	.feat_compat = 0x8000000000000001ull, /* compat bits: unknown ones are fine */
+	.feat_compat = 0x8000000000000002ull, /* compat bits: unknown ones are fine */
 	.feat_ro_compat = 0,
 	.feat_incompat = STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86,
 	.block_log = 20,
@@ -86,13 +86,14 @@ static const struct stp_superblock golden_sb = {
  * data_size 48 (8), block_count 56 (8), hot_size 64 (8), meta_offset 72 (8),
  * meta_stored_size 80 (8), meta_size 88 (8), meta_checksum 96 (8), meta_codec 104 (4),
  * reserved 108 (4), dict_offset 112 (8), dict_size 120 (8), dict_checksum 128 (8),
- * image_size 136 (8), inode_count 144 (4), reserved 148..247 zero,
+ * image_size 136 (8), inode_count 144 (4), sig_offset 148 (8), sig_size 156 (8),
+ * reserved 164..247 zero,
  * checksum 248 (8) = XXH3-64 of bytes 0..247. */
 static const uint8_t golden_sb_bytes[STP_SB_SIZE] = {
 	'S', 'T', 'I', 'P', 'P', 'L', 'E', 0,
 	[8] = 0x01, 0x00, 0x00, 0x00,
 	[12] = 0x00, 0x01, 0x00, 0x00,
-	[16] = 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80,
+	[16] = 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80,
 	[24] = 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 	[32] = 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 	[40] = 0x14, 0x00, 0x00, 0x00,
@@ -195,7 +196,9 @@ static void test_sb_rejects(void)
 	CHECK_EQ(decode_changed(44, 1, 4, 1, &bad), -EUCLEAN);           /* reserved 44..47 */
 	CHECK_EQ(decode_changed(108, 1, 1, 1, &bad), -EUCLEAN);          /* reserved 108.. */
 	CHECK_EQ(decode_changed(111, 0x80, 1, 1, &bad), -EUCLEAN);       /* ..111 */
-	CHECK_EQ(decode_changed(148, 1, 1, 1, &bad), -EUCLEAN);          /* reserved 148.. */
+	CHECK_EQ(decode_changed(148, 1, 1, 1, &bad), -EUCLEAN);          /* sig_offset, unsigned */
+	CHECK_EQ(decode_changed(163, 1, 1, 1, &bad), -EUCLEAN);          /* sig_size, unsigned */
+	CHECK_EQ(decode_changed(164, 1, 1, 1, &bad), -EUCLEAN);          /* reserved 164.. */
 	CHECK_EQ(decode_changed(247, 1, 1, 1, &bad), -EUCLEAN);          /* ..247 */
 	CHECK_EQ(decode_changed(40, 64, 4, 1, &bad), -EUCLEAN);          /* shift overflow */
 	CHECK_EQ(decode_changed(56, 0x1234, 8, 1, &bad), -EUCLEAN);      /* block_count */
@@ -216,7 +219,115 @@ static void test_sb_rejects(void)
 
 	/* Every known incompatible feature is accepted; compat bits never matter. */
 	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN, 8, 1, &bad), 0);
-	CHECK_EQ(decode_changed(16, ~0ull, 8, 1, &bad), 0);
+	CHECK_EQ(decode_changed(16, ~0ull & ~STP_FEAT_COMPAT_SIGNED, 8, 1, &bad), 0);
+	/* but the signed bit needs its signature block */
+	CHECK_EQ(decode_changed(16, STP_FEAT_COMPAT_SIGNED, 8, 1, &bad), -EUCLEAN);
+}
+
+/* The golden superblock, signed: 0x1235 blocks give a signature block of
+ * 120 + 32 * 0x1237 = 0x24758 bytes, which ends the 2^41-byte image. */
+#define GOLD_SIG_SIZE 0x24758ull
+#define GOLD_SIG_OFF (0x20000000000ull - GOLD_SIG_SIZE)
+
+static void golden_signed(uint8_t out[STP_SB_SIZE])
+{
+	static const uint8_t fields[] = {
+		/* 148: sig_offset */ 0xa8, 0xb8, 0xfd, 0xff, 0xff, 0x01, 0x00, 0x00,
+		/* 156: sig_size */ 0x58, 0x47, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00,
+	};
+
+	memcpy(out, golden_sb_bytes, STP_SB_SIZE);
+	out[16] = 0x03;
+	memcpy(out + 148, fields, sizeof(fields));
+	seal(out);
+}
+
+static void test_sb_signed(void)
+{
+	struct stp_superblock want = golden_sb, sb;
+	uint8_t gold[STP_SB_SIZE], got[STP_SB_SIZE];
+	const char *why;
+	uint64_t bad;
+
+	want.feat_compat |= STP_FEAT_COMPAT_SIGNED;
+	want.sig_offset = GOLD_SIG_OFF;
+	want.sig_size = GOLD_SIG_SIZE;
+	CHECK_EQ(stp_sig_size(0x1235), GOLD_SIG_SIZE);
+	golden_signed(gold);
+	stp_sb_encode(&want, got);
+	check_bytes("signed superblock", got, gold, STP_SB_SIZE);
+	CHECK_EQ(stp_sb_decode_reason(gold, &sb, &bad, &why), 0);
+	CHECK_EQ(sb.sig_offset, GOLD_SIG_OFF);
+	CHECK_EQ(sb.sig_size, GOLD_SIG_SIZE);
+	/* each bound at its edge */
+	memcpy(got, gold, sizeof(got));
+	put_le(got, 156, GOLD_SIG_SIZE + 32, 8);
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	CHECK(why && !strcmp(why, "signature size does not match block_count"));
+	memcpy(got, gold, sizeof(got));
+	put_le(got, 148, GOLD_SIG_OFF - 1, 8);               /* ends before image_size */
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	CHECK(why && !strcmp(why, "signature block does not end the image"));
+	memcpy(got, gold, sizeof(got));
+	put_le(got, 136, GOLD_SIG_SIZE + 255, 8);            /* would start in the superblock */
+	put_le(got, 148, 255, 8);
+	put_le(got, 72, 256, 8);
+	put_le(got, 112, 256, 8);
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	memcpy(got, gold, sizeof(got));
+	put_le(got, 112, GOLD_SIG_OFF - 0x7070 + 1, 8);      /* dictionary overlaps it */
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	CHECK(why && !strcmp(why, "signature block overlaps the metadata or the dictionary"));
+	put_le(got, 112, GOLD_SIG_OFF - 0x7070, 8);          /* ends where it starts */
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), 0);
+	memcpy(got, gold, sizeof(got));
+	put_le(got, 72, GOLD_SIG_OFF - 0x10203 + 1, 8);      /* metadata overlaps it */
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	memcpy(got, gold, sizeof(got));
+	got[200] = 1;                                        /* reserved, signed or not */
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+}
+
+/* Signature block header: magic 0 (8), hash algorithm 8 (4), reserved 12 (4), key id
+ * 16 (32), signature 48 (64), number of hashes 112 (8). */
+static void test_sighdr(void)
+{
+	struct stp_superblock sb = { .block_count = 3 };
+	struct stp_sighdr h = { .hash_alg = 1, .nhashes = 5 }, d;
+	uint8_t want[STP_SIG_HDR_SIZE] = { 'S', 'T', 'P', 'S', 'I', 'G', 'N', '1', [8] = 1,
+					   [112] = 5 }, got[STP_SIG_HDR_SIZE];
+
+	for (int i = 0; i < 32; i++)
+		want[16 + i] = h.key_id[i] = (uint8_t)(0xa0 + i);
+	for (int i = 0; i < 64; i++)
+		want[48 + i] = h.sig[i] = (uint8_t)(0x10 + i);
+	memset(got, 0xee, sizeof(got));
+	stp_sighdr_encode(&h, got);
+	check_bytes("signature block header", got, want, sizeof(want));
+	memset(&d, 0x55, sizeof(d));
+	CHECK_EQ(stp_sighdr_decode(want, &sb, &d), 0);
+	CHECK_EQ(d.hash_alg, 1);
+	CHECK_EQ(d.nhashes, 5);
+	CHECK(!memcmp(d.key_id, h.key_id, 32) && !memcmp(d.sig, h.sig, 64));
+	memcpy(got, want, sizeof(got));
+	got[7] = '2';
+	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), -EUCLEAN);       /* magic */
+	memcpy(got, want, sizeof(got));
+	got[15] = 1;
+	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), -EUCLEAN);       /* reserved */
+	memcpy(got, want, sizeof(got));
+	got[112] = 4;
+	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), -EUCLEAN);       /* nhashes != blocks + 2 */
+	memcpy(got, want, sizeof(got));
+	got[8] = 2;
+	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), -EPROTONOSUPPORT); /* unknown hash */
 }
 
 /* Decodes the golden superblock with N fields changed (offset, value, length), re-sealed;
@@ -755,6 +866,8 @@ int main(void)
 	RUN(test_sb_decode);
 	RUN(test_sb_rejects);
 	RUN(test_sb_bounds);
+	RUN(test_sb_signed);
+	RUN(test_sighdr);
 	RUN(test_meta_header);
 	RUN(test_inode);
 	RUN(test_dirent);

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `stipple sign IMAGE SECKEY`: sign a built image without rebuilding it. The signed image
+ * is the old one's bytes with a new superblock and a signature block at the end (an
+ * already signed image loses its old signature block); it is written to a temporary
+ * file beside IMAGE, synced, and renamed over IMAGE, whose directory is then synced, as
+ * mkstipple writes. IMAGE is either the old image or the signed one, never half of each.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "image.h"
+#include "sign.h"
+#include "util.h"
+
+static const struct stp_cli sign_cli = {
+	.name = "sign",
+	.synopsis = "IMAGE SECKEY",
+	.summary = "Sign IMAGE in place with the Ed25519 secret key SECKEY (stipple keygen),\n"
+		   "replacing any signature it has.",
+	.options = NULL,
+};
+
+/* Copies LEN bytes from IN to OUT, both at offset 0 onwards. */
+static int copy_prefix(int in, int out, uint64_t len)
+{
+	loff_t ioff = 0, ooff = 0;
+	static char buf[1 << 16];
+
+	while ((uint64_t)ioff < len) {
+		ssize_t n = copy_file_range(in, &ioff, out, &ooff, len - (uint64_t)ioff, 0);
+
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return -EIO; /* the image shrank under us */
+		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+			return -errno;
+		/* no in-kernel copy between these files: by hand */
+		for (; (uint64_t)ioff < len; ioff += n) {
+			size_t want = len - (uint64_t)ioff < sizeof(buf) ? len - (uint64_t)ioff : sizeof(buf);
+			int err = stp_pread_full(in, buf, want, (uint64_t)ioff);
+
+			if (!err)
+				err = stp_pwrite_full(out, buf, want, (uint64_t)ioff);
+			if (err)
+				return err;
+			n = (ssize_t)want;
+		}
+	}
+	return 0;
+}
+
+/* The directory holding PATH, synced so that the rename lasts. */
+static int sync_dir_of(const char *path)
+{
+	char *dir = strdup(path), *slash;
+	int fd, err = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (!slash)
+		strcpy(dir, ".");
+	else
+		slash[slash == dir] = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (fsync(fd) && errno != EINVAL && errno != EROFS))
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return err;
+}
+
+/* Writes the signed image into TEMP's descriptor FD. */
+static int write_signed(const struct stp_image *img, const struct stp_seckey *key, int fd,
+			mode_t mode)
+{
+	uint8_t sb[STP_SB_SIZE], *block;
+	uint64_t keep;
+	size_t len;
+	int err = stp_sign_image(img, key, sb, &block, &len, &keep);
+
+	if (err)
+		return err;
+	err = copy_prefix(stp_image_fd(img), fd, keep);
+	if (!err)
+		err = stp_pwrite_full(fd, sb, sizeof(sb), 0);
+	if (!err)
+		err = stp_pwrite_full(fd, block, len, keep);
+	free(block);
+	if (!err && (fchmod(fd, mode) || fsync(fd)))
+		err = -errno;
+	return err;
+}
+
+static int sign_image_file(const char *image, const struct stp_image *img,
+			   const struct stp_seckey *key)
+{
+	struct stat st;
+	char *temp;
+	int fd, err;
+
+	if (fstat(stp_image_fd(img), &st) || !S_ISREG(st.st_mode)) {
+		stp_cli_problem(&sign_cli, image, NULL, "not a regular file");
+		return -EINVAL;
+	}
+	if (asprintf(&temp, "%s.tmp.XXXXXX", image) < 0)
+		return -ENOMEM;
+	fd = mkostemp(temp, O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		stp_cli_problem(&sign_cli, image, NULL, "cannot create a file beside it: %s",
+				stp_strerror(err));
+		free(temp);
+		return err;
+	}
+	err = write_signed(img, key, fd, st.st_mode & 07777);
+	if (close(fd) && !err)
+		err = -errno;
+	if (!err && rename(temp, image))
+		err = -errno;
+	if (err) {
+		stp_cli_problem(&sign_cli, image, NULL, "signing failed: %s", stp_strerror(err));
+		unlink(temp);
+	} else if ((err = sync_dir_of(image))) {
+		stp_cli_problem(&sign_cli, image, NULL, "signed, but syncing its directory failed: %s",
+				stp_strerror(err));
+	}
+	free(temp);
+	return err;
+}
+
+static int sign_run(const char *image, const char *keyfile)
+{
+	struct stp_seckey *key;
+	struct stp_pubkey pub;
+	struct stp_image *img;
+	char hex[65];
+	int err = stp_sign_load_seckey(keyfile, &key);
+
+	if (err) {
+		stp_cli_error(&sign_cli, "%s: %s", keyfile, err == -EINVAL ?
+			      "not an unencrypted Ed25519 secret key in PEM" : stp_strerror(err));
+		return STP_EXIT_FAIL;
+	}
+	if (!stp_cli_open(&sign_cli, image, &img)) {
+		err = sign_image_file(image, img, key);
+		stp_image_close(img);
+	} else {
+		err = -EUCLEAN;
+	}
+	stp_sign_seckey_pubkey(key, &pub);
+	stp_sign_seckey_free(key);
+	if (err)
+		return STP_EXIT_FAIL;
+	printf("%s: signed with key %s\n", image, stp_sign_key_hex(pub.id, hex));
+	return STP_EXIT_OK;
+}
+
+int stp_cmd_sign(int argc, char **argv)
+{
+	static const struct option longopts[] = { STP_CLI_LONGOPTS, { 0 } };
+	int opt, status;
+
+	stp_cli_init(&sign_cli, argv);
+	while ((opt = getopt_long(argc, argv, STP_CLI_SHORTOPTS, longopts, NULL)) != -1)
+		return stp_cli_other_option(&sign_cli, opt);
+	if ((status = stp_cli_operands(&sign_cli, argc, 2, 2)))
+		return status;
+	return sign_run(argv[optind], argv[optind + 1]);
+}
