@@ -183,6 +183,29 @@ def test_stipple_mount_verify_option(signed):
         assert_tree(m, signed)
 
 
+def test_keygen_and_sign_then_mount(signed, tmp_path):
+    """stipple keygen and stipple sign: the image mounts with their key, and is the same,
+    byte for byte, as this file's signer makes with that key."""
+    sec, pub = str(tmp_path / "k.key"), str(tmp_path / "k.pub")
+    r = run([STIPPLE, "keygen", sec, pub])
+    if r.returncode != 0 and "unknown command" in r.stderr:
+        pytest.skip("no stipple keygen in this build")
+    assert r.returncode == 0, r.stderr
+    image = str(tmp_path / "s.stipple")
+    shutil.copy(signed["unsigned"], image)
+    run([STIPPLE, "sign", image, sec], check=True)
+    key = Key.__new__(Key)
+    key.private = serialization.load_pem_private_key(read_file(sec), None)
+    raw = key.private.public_key().public_bytes(serialization.Encoding.Raw,
+                                                serialization.PublicFormat.Raw)
+    key.id = hashlib.sha256(raw).hexdigest()
+    assert read_file(image) == read_file(sign(signed["unsigned"], str(tmp_path / "p.stipple"), key))
+    with mount_image(image, None, "--verify", pub) as m:
+        assert_tree(m, signed)
+    r = run([STIPPLE, "mount", "--verify", signed["key"].pub, image, str(tmp_path)])
+    assert r.returncode == 1 and key.id in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("prog", ["stipple", "mount.stipple"])
 def test_unsigned_image_refused(signed, mnt, prog):
     err = refused(prog, signed["unsigned"], mnt, "verify=" + signed["key"].pub)
