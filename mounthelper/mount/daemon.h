@@ -2,7 +2,8 @@
 /*
  * The confined daemon: in the child the monitor forks, it confines itself first, then
  * opens the image from the descriptor it was handed (the first time any byte past the
- * superblock is parsed), builds the cache, starts warming, tells the monitor the mount is
+ * superblock is parsed; with keys, verified: the signature is checked before the metadata
+ * is parsed, and every block as it is decoded), builds the cache, starts warming, tells the monitor the mount is
  * live (monproto.h), sends the priming plan, and serves requests until the mount goes
  * away (umount, fusermount3 -u, or SIGTERM/SIGINT/SIGHUP).
  *
