@@ -8,12 +8,12 @@
 #include "monitor.h"
 #include "mountopts.h"
 
-static char mount_options[1024];
+static char mount_options[2048];
 
 static const struct stp_cli mount_cli = {
 	.name = "mount",
 	.synopsis = "[--cache-budget N] [--warm-workers N] [--no-prime] [--record FILE]\n"
-		    "                     [-o OPTIONS] [-f] IMAGE DIR",
+		    "                     [--verify PUBKEY] [-o OPTIONS] [-f] IMAGE DIR",
 	.summary = "Mounts IMAGE read-only on DIR and returns once the mount is live, leaving the\n"
 		   "daemon in the background. `umount DIR` or `fusermount3 -u DIR` ends it.",
 	.options = mount_options,
@@ -30,6 +30,9 @@ static void describe_options(void)
 		 "                     files first so that warming can fill the page cache\n"
 		 "  --record FILE      write the files read, with their ranges, to FILE as a\n"
 		 "                     hot list when the mount ends (mkstipple --hot-list)\n"
+		 "  --verify PUBKEY    refuse IMAGE unless it is signed by this public key (PEM),\n"
+		 "                     and check every block read against the signed hashes;\n"
+		 "                     -o verify uses the trusted keys in " STP_TRUSTED_KEYS_DIR "\n"
 		 "  -o OPTIONS         mount options, comma-separated, as in mount.stipple(8):\n"
 		 "                     allow_other, nosuid, nodev, noexec, cache_budget=N,\n"
 		 "                     sandbox=on|log|off, sandbox_user=NAME, ...\n"
@@ -37,7 +40,7 @@ static void describe_options(void)
 		 STP_CACHE_BUDGET_DEFAULT, stp_mountopts_default_workers());
 }
 
-/* --cache-budget, --warm-workers, --record: the -o option NAME, with its checks. */
+/* --cache-budget, --warm-workers, --record, --verify: the -o option NAME, with its checks. */
 static int set_option(struct stp_mount_opts *o, const char *flag, const char *name,
 		      const char *value)
 {
@@ -65,6 +68,7 @@ static int parse_option(struct stp_mount_opts *o, int c, const char *arg)
 	case 'c': return set_option(o, "cache-budget", "cache_budget", arg);
 	case 'w': return set_option(o, "warm-workers", "warm_workers", arg);
 	case 'r': return set_option(o, "record", "record", arg);
+	case 'k': return set_option(o, "verify", "verify", arg);
 	case 'o':
 		if (stp_mountopts_parse_list(o, arg, err, sizeof(err))) {
 			stp_cli_error(&mount_cli, "%s", err);
@@ -86,6 +90,7 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 		{ "cache-budget", required_argument, NULL, 'c' },
 		{ "warm-workers", required_argument, NULL, 'w' },
 		{ "record", required_argument, NULL, 'r' },
+		{ "verify", required_argument, NULL, 'k' },
 		{ "no-prime", no_argument, NULL, 'p' },
 		{ "foreground", no_argument, NULL, 'f' },
 		STP_CLI_LONGOPTS, { 0 },

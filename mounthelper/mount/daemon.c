@@ -21,6 +21,7 @@
 #include "prime.h"
 #include "record.h"
 #include "sandbox.h"
+#include "sign.h"
 #include "util.h"
 #include "warm.h"
 
@@ -166,19 +167,88 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	return ret ? fail(d, ret, "sandbox: %s", err) : 0;
 }
 
-/* The first look past the superblock: confined, like everything after it. */
-static int open_image(struct stp_daemon *d, int fd)
+/* verify: the key the signature block names, among the monitor's. A key of another
+ * publisher is refused here, naming both ids; the library checks the signature. */
+static int pick_key(struct stp_daemon *d, const struct stp_daemon_fds *fds,
+		    const struct stp_pubkey **key)
 {
 	const struct stp_mount_opts *o = d->fs.opts;
-	struct stp_image *img;
-	int err = stp_image_open_fd(fd, o->image_path, &img);
+	uint8_t raw[STP_SIG_HDR_SIZE];
+	struct stp_superblock sb;
+	struct stp_sighdr h;
+	char have[65], want[65];
+	int err = stp_image_read_superblock(fds->image, o->image_path, &sb);
+
+	if (!err && !(sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
+		return fail(d, -ENOKEY, "%s: not signed, and verify= asks for a signature", o->image);
+	if (!err)
+		err = stp_pread_full(fds->image, raw, sizeof(raw), sb.sig_offset);
+	if (!err)
+		err = stp_sighdr_decode(raw, &sb, &h);
+	if (err)
+		return fail(d, err, "%s: signature block: %s", o->image, stp_strerror(err));
+	for (unsigned i = 0; i < fds->nkeys; i++)
+		if (!memcmp(fds->keys[i].id, h.key_id, sizeof(h.key_id))) {
+			*key = &fds->keys[i];
+			return 0;
+		}
+	stp_sign_key_hex(h.key_id, have);
+	if (o->verify_key)
+		return fail(d, -EKEYREJECTED, "%s: signed by key %s, not by the key of %s (%s)",
+			    o->image, have, o->verify_key, stp_sign_key_hex(fds->keys[0].id, want));
+	return fail(d, -EKEYREJECTED, "%s: signed by key %s, which is none of the %u trusted keys in %s",
+		    o->image, have, fds->nkeys, STP_TRUSTED_KEYS_DIR);
+}
+
+/* Why the image cannot be opened, for the monitor to print. */
+static int open_failed(struct stp_daemon *d, int err)
+{
+	const char *image = d->fs.opts->image;
 
 	if (err == -EUCLEAN)
-		return fail(d, err, "%s: not a stipple image, or a damaged one", o->image);
+		return fail(d, err, "%s: not a stipple image, or a damaged one", image);
 	if (err == -EPROTONOSUPPORT)
-		return fail(d, err, "%s: made by a newer stipple (unsupported format)", o->image);
+		return fail(d, err, "%s: made by a newer stipple (unsupported format)", image);
+	return fail(d, err, "%s: %s", image, stp_strerror(err));
+}
+
+/* The signature is checked over the superblock and the hashes before the metadata or the
+ * dictionary is parsed; from then on the library checks every block as it decodes it. */
+static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
+			 struct stp_image **img)
+{
+	const char *image = d->fs.opts->image;
+	const struct stp_pubkey *key = NULL;
+	char id[65];
+	int err = pick_key(d, fds, &key);
+
+	if (err) {
+		close(fds->image);
+		return err;
+	}
+	err = stp_image_open_verified(fds->image, d->fs.opts->image_path, key, img);
+	if (err == -EKEYREJECTED)
+		return fail(d, err, "%s: bad signature: the image is not the one key %s signed",
+			    image, stp_sign_key_hex(key->id, id));
+	if (err == -ENOKEY)
+		return fail(d, err, "%s: not signed, and verify= asks for a signature", image);
+	if (err == -EUCLEAN)
+		return fail(d, err, "%s: damaged, or changed since it was signed", image);
+	return err ? open_failed(d, err) : 0;
+}
+
+/* The first look past the superblock: confined, like everything after it. */
+static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
+{
+	struct stp_image *img;
+	int err;
+
+	if (fds->nkeys)
+		err = open_verified(d, fds, &img);
+	else if ((err = stp_image_open_fd(fds->image, d->fs.opts->image_path, &img)))
+		err = open_failed(d, err);
 	if (err)
-		return fail(d, err, "%s: %s", o->image, stp_strerror(err));
+		return err;
 	d->fs.img = img;
 	d->fs.block_log = stp_image_sb(img)->block_log;
 	return 0;
@@ -290,12 +360,14 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 	stp_log_set_handler(log_handler);
 	stp_sandbox_warn(d->fs.opts->sandbox, d->fs.opts->sandbox_user); /* stderr is the user's */
 	err = detach(d, mem_limit);
+	if (!err && fds->nkeys && (err = stp_sign_init()))
+		fail(d, err, "cannot set up OpenSSL to check the signature: %s", stp_strerror(err));
 	if (!err)
 		err = enter_sandbox(d, fds);
 	if (err)
 		close(fds->image);
 	else
-		err = open_image(d, fds->image);
+		err = open_image(d, fds);
 	if (!err)
 		err = prepare_fs(d);
 	status = !err && serve_confined(d) == 0 ? STP_DAEMON_UNMOUNTED : STP_DAEMON_FAILED;

@@ -2,7 +2,8 @@
 /*
  * The confined daemon: in the child the monitor forks, it confines itself first, then
  * opens the image from the descriptor it was handed (the first time any byte past the
- * superblock is parsed), builds the cache, starts warming, tells the monitor the mount is
+ * superblock is parsed; with keys, verified: the signature is checked before the metadata
+ * is parsed, and every block as it is decoded), builds the cache, starts warming, tells the monitor the mount is
  * live (monproto.h), sends the priming plan, and serves requests until the mount goes
  * away (umount, fusermount3 -u, or SIGTERM/SIGINT/SIGHUP).
  *
@@ -14,15 +15,18 @@
 #include <stdint.h>
 
 struct stp_mount_opts;
+struct stp_pubkey;
 struct stp_daemon;
 struct fuse_session;
 
 /* What the monitor hands the daemon. The daemon owns the descriptors from
- * stp_daemon_serve on. */
+ * stp_daemon_serve on; the keys stay the monitor's (a copy in the forked process). */
 struct stp_daemon_fds {
 	int image;    /* the image, opened read-only, superblock checked */
 	int record;   /* the hot list to write at the end, or -1 */
 	int monitor;  /* this end of the monitor's socket */
+	const struct stp_pubkey *keys; /* verify: the image must be signed by one of these */
+	unsigned nkeys;                /* 0: no verification */
 };
 
 /* Exit statuses of the daemon process. */

@@ -4,6 +4,7 @@
  * file, except the sandbox's own dropping of it (sandbox.c) and libfuse's mount:
  *
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
+ *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
  *   stat(mount point), open(hot list)         before the fork
  *   fork                                       the daemon: fuse_session_mount, then it
  *                                              confines itself (daemon.c)
@@ -18,6 +19,7 @@
  */
 #include "monitor.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -41,11 +43,16 @@
 #include "mountinfo.h"
 #include "mountopts.h"
 #include "prime.h"
+#include "sign.h"
 #include "util.h"
 
 /* Besides blocks and metadata, what a daemon may allocate: its threads' stacks, libfuse's
  * request buffers, zstd contexts, the warming and priming plans. */
 #define MEM_SLACK (256ull << 20)
+
+/* verify: what the monitor reads of trusted configuration, at most. */
+#define KEY_FILE_MAX (64u << 10)
+#define KEYS_MAX 64u
 
 struct monitor {
 	const struct stp_mount_opts *o;
@@ -60,6 +67,8 @@ struct monitor {
 	int pidfd;            /* the daemon, for signals that cannot reach a reused pid */
 	bool reaped;          /* the daemon was waited for: never signal it again */
 	int status;           /* its wait status, once reaped */
+	struct stp_pubkey *keys; /* verify: the keys the image may be signed by */
+	unsigned nkeys;
 	bool mounted;         /* the daemon said the FUSE mount exists */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
@@ -151,6 +160,113 @@ static int open_record(struct monitor *m)
 	return 0;
 }
 
+/* One public key file, NAME at DIRFD (SHOWN in messages): a regular file of at most
+ * KEY_FILE_MAX bytes, reached without following a symbolic link, holding a PEM Ed25519
+ * public key. */
+static int read_key(const struct monitor *m, int dirfd, const char *name, const char *shown,
+		    struct stp_pubkey *key)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+	char *text = NULL;
+	struct stat st;
+	ssize_t n = -1;
+	int err;
+
+	if (fd < 0) {
+		err = -errno;
+		fprintf(stderr, "%s: public key %s: %s\n", m->prog, shown,
+			err == -ELOOP ? "a symbolic link (refused)" : stp_strerror(err));
+		return err;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
+		fprintf(stderr, "%s: public key %s: not a regular file of at most %u KiB\n",
+			m->prog, shown, KEY_FILE_MAX >> 10);
+		close(fd);
+		return -EINVAL;
+	}
+	text = malloc(KEY_FILE_MAX);
+	if (text)
+		n = read(fd, text, KEY_FILE_MAX);
+	err = n < 0 ? (text ? -errno : -ENOMEM) : stp_sign_parse_pubkey(text, (size_t)n, key);
+	if (err == -EINVAL)
+		fprintf(stderr, "%s: public key %s: not a PEM Ed25519 public key (BEGIN PUBLIC KEY)\n",
+			m->prog, shown);
+	else if (err)
+		fprintf(stderr, "%s: public key %s: %s\n", m->prog, shown, stp_strerror(err));
+	free(text);
+	close(fd);
+	return err;
+}
+
+static int is_key_name(const struct dirent *e)
+{
+	size_t len = strlen(e->d_name);
+
+	return e->d_name[0] != '.' && len > 4 && !strcmp(e->d_name + len - 4, ".pub");
+}
+
+/* verify without a value: every *.pub of STP_TRUSTED_KEYS_DIR, in name order. */
+static int read_trusted_keys(struct monitor *m)
+{
+	int dirfd = open(STP_TRUSTED_KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0, n;
+	struct dirent **names = NULL;
+	char shown[512];
+
+	if (dirfd < 0) {
+		err = -errno;
+		fprintf(stderr, "%s: verify: no trusted keys: %s: %s\n", m->prog,
+			STP_TRUSTED_KEYS_DIR, stp_strerror(err));
+		return err;
+	}
+	n = scandirat(dirfd, ".", &names, is_key_name, alphasort);
+	if (n < 0) {
+		err = -errno;
+		fprintf(stderr, "%s: verify: %s: %s\n", m->prog, STP_TRUSTED_KEYS_DIR,
+			stp_strerror(err));
+	} else if (n == 0 || (unsigned)n > KEYS_MAX) {
+		fprintf(stderr, "%s: verify: %s holds %d keys (*.pub); it must hold 1 to %u\n",
+			m->prog, STP_TRUSTED_KEYS_DIR, n, KEYS_MAX);
+		err = n ? -E2BIG : -ENOKEY;
+	} else if (!(m->keys = calloc((size_t)n, sizeof(*m->keys)))) {
+		err = -ENOMEM;
+	}
+	for (int i = 0; !err && i < n; i++) {
+		snprintf(shown, sizeof(shown), "%s/%s", STP_TRUSTED_KEYS_DIR, names[i]->d_name);
+		err = read_key(m, dirfd, names[i]->d_name, shown, &m->keys[m->nkeys]);
+		m->nkeys += !err;
+	}
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	close(dirfd);
+	return err;
+}
+
+/* verify=PUBKEY or verify: the keys are read before the image, as the caller's own
+ * configuration; the image's signature is checked by the daemon. */
+static int read_keys(struct monitor *m)
+{
+	if (!m->o->verify)
+		return 0;
+	if (!m->o->verify_key)
+		return read_trusted_keys(m);
+	m->keys = calloc(1, sizeof(*m->keys));
+	if (!m->keys)
+		return -ENOMEM;
+	m->nkeys = 1;
+	return read_key(m, AT_FDCWD, m->o->verify_key, m->o->verify_key, m->keys);
+}
+
+/* All the superblock can tell: a signature block is there or not. */
+static int check_signed(const struct monitor *m)
+{
+	if (!m->o->verify || (m->sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
+		return 0;
+	fprintf(stderr, "%s: %s: not signed, and verify= asks for a signature\n", m->prog,
+		m->o->image);
+	return -ENOKEY;
+}
+
 static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
 {
 	int err;
@@ -159,7 +275,11 @@ static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char
 			       .parent_fd = -1, .pidfd = -1 };
 	log_prog = prog;
 	stp_log_set_handler(log_prefixed);
-	err = open_image(m);
+	err = read_keys(m);
+	if (!err)
+		err = open_image(m);
+	if (!err)
+		err = check_signed(m);
 	if (!err)
 		err = check_memory(m);
 	if (!err)
@@ -175,6 +295,9 @@ static void release(struct monitor *m)
 	if (m->record_fd >= 0)
 		close(m->record_fd);
 	m->image_fd = m->record_fd = -1;
+	free(m->keys);
+	m->keys = NULL;
+	m->nkeys = 0;
 }
 
 /* Where an unmount will look: the parent directory as it is now (a path swapped later
@@ -211,7 +334,7 @@ int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
  * daemon, which confines itself before it reads the image. */
 static _Noreturn void run_daemon(struct monitor *m, int fd)
 {
-	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd };
+	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd, m->keys, m->nkeys };
 	struct stp_daemon *d;
 	char text[480];
 

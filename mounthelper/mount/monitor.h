@@ -2,7 +2,8 @@
 /*
  * The monitor: the only code of a mount that runs with privilege. It opens the image and
  * checks its 256-byte superblock field by field (nothing more of the image is parsed
- * here), checks the mount point, opens the hot list to record into, forks the daemon
+ * here; with verify it reads the public keys, and refuses a superblock without the signed
+ * bit), checks the mount point, opens the hot list to record into, forks the daemon
  * (which mounts while still privileged, then confines itself before it reads any other
  * byte of the image), reads the daemon's messages (monproto.h) with a deadline, unmounts
  * after a failure, and runs the priming lookups in a confined child of its own (prime.h).
@@ -25,8 +26,8 @@ struct stp_mount_opts;
  * until the daemon exits, and unmounts unless the host already did. */
 int stp_monitor_mount(const struct stp_mount_opts *opts, const char *prog);
 
-/* Only the checks the monitor makes (mount(8)'s -f, fake): the superblock, the memory
- * the mount may need, the mount point. 0 or a negative errno, the reason printed. */
+/* Only the checks the monitor makes (mount(8)'s -f, fake): the keys, the superblock,
+ * the memory the mount may need, the mount point. 0 or a negative errno, the reason printed. */
 int stp_monitor_check(const struct stp_mount_opts *opts, const char *prog);
 
 #endif

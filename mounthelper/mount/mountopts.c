@@ -77,6 +77,7 @@ void stp_mountopts_free(struct stp_mount_opts *o)
 	free(o->mountpoint);
 	free(o->record);
 	free(o->sandbox_user);
+	free(o->verify_key);
 	free(o->ns);
 	free(o->passthrough);
 	free(o->fuse_opts);
@@ -134,6 +135,22 @@ static int parse_sandbox(struct stp_mount_opts *o, const char *value, char *err,
 	return 0;
 }
 
+/* verify: the trusted keys; verify=PUBKEY: that key alone (the last one given wins). */
+static int parse_verify(struct stp_mount_opts *o, const char *value, char *err, size_t errlen)
+{
+	o->verify = true;
+	if (!value) {
+		free(o->verify_key);
+		o->verify_key = NULL;
+		return 0;
+	}
+	if (!*value)
+		return stp_errf(err, errlen, -EINVAL,
+			    "option verify= needs a public key file (or no '=' for the keys in "
+			    STP_TRUSTED_KEYS_DIR ")");
+	return replace_string(&o->verify_key, value);
+}
+
 /* stipple's own settings: 1 if NAME was one, 0 if not, or a negative errno. */
 static int parse_own(struct stp_mount_opts *o, const char *name, const char *value, char *err,
 		     size_t errlen)
@@ -156,6 +173,8 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	}
 	if (!strcmp(name, "sandbox"))
 		return parse_sandbox(o, value ? value : "", err, errlen) ?: 1;
+	if (!strcmp(name, "verify"))
+		return parse_verify(o, value, err, errlen) ?: 1;
 	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {
 		if (!value || !*value)
 			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);

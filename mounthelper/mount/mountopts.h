@@ -43,6 +43,10 @@
 #define STP_WARM_WORKERS_CAP 12u
 #define STP_WARM_WORKERS_MAX 256u
 
+/* `verify` without a value: the image must be signed by one of the public keys here
+ * (*.pub, PEM), which the monitor reads as trusted configuration. */
+#define STP_TRUSTED_KEYS_DIR "/etc/stipple/keys"
+
 struct stp_mount_opts {
 	char *image;          /* SOURCE as given */
 	char *image_path;     /* absolute, set by stp_mountopts_finish */
@@ -53,6 +57,8 @@ struct stp_mount_opts {
 	char *record;         /* hot list to write when the mount ends, or NULL */
 	enum stp_sandbox_mode sandbox;
 	char *sandbox_user;   /* NULL: the sandbox's default */
+	bool verify;          /* the image must be signed: by verify_key, or by a trusted key */
+	char *verify_key;     /* verify=PUBKEY, or NULL: the keys of STP_TRUSTED_KEYS_DIR */
 	bool foreground;      /* stipple mount -f: no fork */
 	bool allow_other;
 	bool fake;            /* helper -f: check everything, mount nothing */

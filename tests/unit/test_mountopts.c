@@ -183,6 +183,36 @@ static void test_own_options(void)
 	stp_mountopts_free(&o);
 }
 
+static int check_list(bool restricted, const char *list, char *err, bool *user_mount);
+
+static void test_verify_options(void)
+{
+	struct stp_mount_opts o;
+	char err[256];
+
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "verify=/etc/k.pub,nodev", NULL) == 0);
+	CHECK(o.verify && o.verify_key && !strcmp(o.verify_key, "/etc/k.pub"));
+	CHECK(o.passthrough && !strcmp(o.passthrough, "nodev"));
+	/* the last one wins: verify alone means the trusted keys */
+	CHECK(stp_mountopts_parse_list(&o, "verify", err, sizeof(err)) == 0);
+	CHECK(o.verify && o.verify_key == NULL);
+	CHECK(stp_mountopts_parse_list(&o, "verify=\"/a,b.pub\"", err, sizeof(err)) == 0);
+	CHECK(o.verify_key && !strcmp(o.verify_key, "/a,b.pub"));
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
+	CHECK(strstr(o.fuse_opts, "verify") == NULL);
+	stp_mountopts_free(&o);
+	CHECK(!o.verify && !o.verify_key);
+
+	stp_mountopts_init(&o);
+	CHECK(stp_mountopts_parse_list(&o, "verify=", err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "verify=") && strstr(err, STP_TRUSTED_KEYS_DIR));
+	stp_mountopts_free(&o);
+
+	/* a user's mount may ask for a signature: the key is read with the user's rights */
+	CHECK(check_list(true, "verify=/home/u/k.pub,nosuid", err, NULL) == 0);
+	CHECK(check_list(false, "user=alice,verify", err, NULL) == 0);
+}
+
 static void test_fuse_options(void)
 {
 	struct stp_mount_opts o;
@@ -415,6 +445,7 @@ int main(void)
 	RUN(test_helper_flags);
 	RUN(test_mount8_options_dropped);
 	RUN(test_own_options);
+	RUN(test_verify_options);
 	RUN(test_fuse_options);
 	RUN(test_escaping);
 	RUN(test_quoted_comma_stays_in_its_value);
