@@ -38,7 +38,7 @@ fi
 flags="-g -O1 -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DSTP_VERSION=\"fuzz\"
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 	-I$repo/common -I$repo/tests/fuzz -I$mount $(pkg-config --cflags fuse3) ${EXTRA_CFLAGS:-}"
-libs="$(pkg-config --libs libzstd libxxhash) -lpthread"
+libs="$(pkg-config --libs libzstd libxxhash libcrypto) -lpthread"
 mkdir -p "$out"
 
 for name; do
