@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "ending.h"
 #include "fuseops.h"
 #include "image.h"
 #include "log.h"
@@ -30,6 +31,7 @@ struct stp_daemon {
 	const char *prog;
 	int monitor_fd;   /* until the mount is live and the plan sent, else -1 */
 	int record_fd;
+	int ending_fds[2]; /* the pipe the ending signals write to (ending.h) */
 };
 
 /* Where library messages go: to the monitor while it waits (the daemon has no terminal),
@@ -141,8 +143,9 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
 		return err;
 	if (!d->fs.opts->foreground && chdir("/"))
 		return fail(d, -errno, "chdir /: %s", stp_strerror(-errno));
-	if (fuse_set_signal_handlers(d->fs.se))
-		return fail(d, -EIO, "cannot install signal handlers");
+	err = stp_ending_install(d->ending_fds);
+	if (err)
+		return fail(d, err, "cannot install signal handlers: %s", stp_strerror(err));
 	if (mem_limit && setrlimit(RLIMIT_DATA, &rl))
 		return fail(d, -errno, "limiting memory to %llu bytes: %s",
 			    (unsigned long long)mem_limit, stp_strerror(-errno));
@@ -153,12 +156,13 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
  * thread. */
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
-	int keep[] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, fds->record };
+	int keep[] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
+		       d->ending_fds[1], fds->record };
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
 		.keep_fds = keep,
-		.nkeep = fds->record >= 0 ? 4 : 3,
+		.nkeep = fds->record >= 0 ? 6 : 5,
 		.keep_stderr = d->fs.opts->foreground,
 	};
 	char err[256];
@@ -325,7 +329,7 @@ static void write_record(struct stp_daemon *d)
 
 /* Confined, the mount is live: warm it, tell the monitor, serve until the mount ends.
  * Without warming it still serves every byte, so a warming failure is logged, not fatal.
- * The loop returns 0 when the host unmounted, a signal number when a signal ended it. */
+ * Returns 0 when the host unmounted, 1 when a signal (or a loop error) ended the mount. */
 static int serve_confined(struct stp_daemon *d)
 {
 	struct stp_fs *fs = &d->fs;
@@ -336,8 +340,12 @@ static int serve_confined(struct stp_daemon *d)
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));
 	report_live(d);
+	err = stp_ending_start(fs->se, fs->warmer);
+	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
+		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,
+			stp_strerror(err));
 	err = run_loop(fs);
-	fuse_remove_signal_handlers(fs->se);
+	err = stp_ending_finish() || err;
 	write_record(d);
 	log_cache_stats(fs);
 	if (stp_warm_stop(fs->warmer)) {

@@ -465,7 +465,7 @@ static int join_threads(struct stp_warmer *w, const struct timespec *deadline)
 	return 0;
 }
 
-int stp_warm_stop(struct stp_warmer *w)
+int stp_warm_halt(struct stp_warmer *w)
 {
 	struct timespec deadline;
 
@@ -477,7 +477,14 @@ int stp_warm_stop(struct stp_warmer *w)
 	pthread_mutex_unlock(&w->lock);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += STOP_WAIT_S;
-	if (join_threads(w, &deadline))
+	return join_threads(w, &deadline);
+}
+
+int stp_warm_stop(struct stp_warmer *w)
+{
+	if (!w)
+		return 0;
+	if (stp_warm_halt(w))
 		return -ETIMEDOUT; /* left as it is: a thread still uses it */
 	for (uint64_t k = 0; k < w->nblocks; k++)
 		if (w->blocks && w->blocks[k].state == B_HELD)

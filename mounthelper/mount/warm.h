@@ -40,6 +40,11 @@ struct stp_warm_status {
  * SE must outlive the warmer. */
 int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
 		   unsigned workers, struct stp_warmer **out);
+/* Stops the workers and waits for them (a few seconds at most: -ETIMEDOUT), but keeps the
+ * warmer, whose note functions still work: for a mount that ends while the loop still
+ * answers requests, since a worker's page-cache store may wait for a read that only the
+ * loop can answer. Idempotent; NULL is fine. */
+int stp_warm_halt(struct stp_warmer *w);
 /* Stops the workers, lets go of every block and frees the warmer. NULL is fine. Call it
  * only once no request thread can reach the note functions (the FUSE loop has ended).
  * -ETIMEDOUT when a thread did not end within a few seconds (one can block for ever in

@@ -3,11 +3,13 @@
 confined daemon reads the rest, hostile images cannot hang the mount or take the host's
 memory, and whatever fails is unmounted."""
 
+import errno
 import os
 import re
 import shutil
 import signal
 import struct
+import subprocess
 import time
 
 import pytest
@@ -263,3 +265,34 @@ def test_decompression_bomb_stays_within_the_bound(tmp_path, mnt):
     bound = (1 + 1 + 1) * (1 << block_log) + size + (40 << 20)
     print("daemon VmHWM %d MiB, bound %d MiB" % (vm_hwm(pid) >> 20, bound >> 20))
     assert vm_hwm(pid) <= bound, (vm_hwm(pid) >> 20, bound >> 20)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
+def test_signal_ends_a_warming_mount(tmp_path, mnt, sig):
+    """A signal while warming pushes pages and a reader reads: the daemon stops warming
+    while it still answers, then ends; the mount answers ENOTCONN and umount works."""
+    src = tmp_path / "src"
+    src.mkdir()
+    names = []
+    for i in range(48):
+        (src / ("f%02d" % i)).write_bytes(os.urandom(1 << 20))
+        names.append("f%02d" % i)
+    hot = tmp_path / "hot"
+    hot.write_text("".join(n + "\n" for n in names))
+    image = build_image(str(src), str(tmp_path / "warm.stipple"), "--level", "1",
+                        "--block-size", "4M", "--hot-list", str(hot))
+    r = run([STIPPLE, "mount", "--cache-budget", "2", "--warm-workers", "2", image, mnt])
+    assert r.returncode == 0, r.stderr
+    pid = daemon_pids(mnt)[0]
+    reader = subprocess.Popen(["cat"] + [os.path.join(mnt, n) for n in names],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.05)
+    os.kill(pid, sig)
+    assert wait_gone([pid], timeout=10), "the daemon outlived %s" % sig.name
+    reader.wait(timeout=20)
+    with pytest.raises(OSError) as e:
+        os.listdir(mnt)
+    assert e.value.errno == errno.ENOTCONN
+    assert run(["umount", mnt], timeout=20).returncode == 0
+    assert not is_mounted(mnt)

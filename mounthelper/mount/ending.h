@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How a mount ends on SIGINT, SIGTERM or SIGHUP. libfuse's own handlers end the loop at
+ * once; but a warming worker may then be waiting in the kernel to store a page that a
+ * read in flight holds locked, a read only the loop can answer: the worker, the daemon
+ * and the host's umount would wait for ever. So the handlers only wake a thread of ours,
+ * which stops warming while the loop still answers requests, and then ends the loop.
+ *
+ * One per process, for the daemon: stp_ending_install before the sandbox (it needs a
+ * pipe and the handlers), stp_ending_start once confined, stp_ending_finish after the
+ * loop. Not thread-safe beyond that order. Functions return 0 or a negative errno.
+ */
+#ifndef STP_ENDING_H
+#define STP_ENDING_H
+
+#include <stdbool.h>
+
+struct fuse_session;
+struct stp_warmer;
+
+/* The pipe the handlers write to, and the handlers. *FDS gets the pipe's two ends, which
+ * the sandbox must keep. */
+int stp_ending_install(int fds[2]);
+
+/* Starts the thread that, on a signal, halts WARMER (NULL is fine) and ends SE's loop,
+ * which must then run in the calling thread. */
+int stp_ending_start(struct fuse_session *se, struct stp_warmer *warmer);
+
+/* After the loop: stops the thread; true when a signal ended the mount (the mount is
+ * still there), false when the host unmounted it. */
+bool stp_ending_finish(void);
+
+#endif
