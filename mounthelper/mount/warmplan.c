@@ -134,7 +134,7 @@ int stp_warm_plan_build(const struct stp_image *img, struct stp_warm_plan *p)
 	p->nblocks = (p->hot_size + (1ull << sb->block_log) - 1) >> sb->block_log;
 	p->ninodes = sb->inode_count;
 	rc = p->hot_size ? stp_treewalk_files(img, collect_file, &c) : 0;
-	if (!rc)
+	if (!rc && p->nsegs)
 		qsort(p->segs, p->nsegs, sizeof(*p->segs), cmp_seg);
 	if (!rc)
 		rc = index_by_inode(p);
