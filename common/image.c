@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -743,32 +744,38 @@ size_t stp_image_block_buffer_size(const struct stp_image *img)
 
 /* Where the stored bytes of BE go: at the end of OUT (LEN bytes) when zstd can decode them
  * in place there, else (a frame no builder writes) in a buffer of their own. */
-static uint8_t *stored_place(const struct stp_blockent *be, uint8_t *out, size_t len)
+/* Where the stored bytes of BE go: at the end of OUT (LEN bytes) when zstd can decode them
+ * in place there, else (a frame no builder writes) in a buffer of their own: *OWN then. */
+static uint8_t *stored_place(const struct stp_blockent *be, uint8_t *out, size_t len, bool *own)
 {
+	*own = false;
 	if (be->codec == STP_CODEC_RAW)
 		return out;
 	if (be->stored_size <= len)
 		return out + len - be->stored_size;
-	return malloc(be->stored_size);
+	*own = true;
+	return malloc(be->stored_size ? be->stored_size : 1);
 }
 
-/* In place needs SIZE plus the frame's margin before the input: else move the input out. */
+/* In place needs SIZE plus the frame's margin before the input: else move the input to a
+ * buffer of its own (*OWN). */
 static int check_in_place(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
-			  uint8_t **stored, uint8_t *out, size_t len, size_t size)
+			  uint8_t **stored, bool *own, size_t len, size_t size)
 {
 	size_t margin = ZSTD_decompressionMargin(*stored, be->stored_size);
-	uint8_t *own;
+	uint8_t *copy;
 
 	if (ZSTD_isError(margin))
 		return STP_CORRUPT(img->path, "block %llu does not decompress: %s",
 				   (unsigned long long)block, ZSTD_getErrorName(margin));
-	if (*stored < out || *stored >= out + len || (size <= len && margin <= len - size))
+	if (*own || (size <= len && margin <= len - size))
 		return 0;
-	own = malloc(be->stored_size);
-	if (!own)
+	copy = malloc(be->stored_size ? be->stored_size : 1);
+	if (!copy)
 		return -ENOMEM;
-	memcpy(own, *stored, be->stored_size);
-	*stored = own;
+	memcpy(copy, *stored, be->stored_size);
+	*stored = copy;
+	*own = true;
 	return 0;
 }
 
@@ -793,11 +800,12 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 	size_t len = stp_image_block_buffer_size(img), size = stp_image_block_decoded_size(img, block);
 	struct stp_blockent be;
 	uint8_t *stored;
+	bool own;
 	int rc = stp_image_block(img, block, &be);
 
 	if (rc)
 		return rc;
-	stored = stored_place(&be, out, len);
+	stored = stored_place(&be, out, len, &own);
 	if (!stored)
 		return -ENOMEM;
 	rc = stp_pread_full(img->fd, stored, be.stored_size, be.offset);
@@ -807,10 +815,10 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 	else if (!rc)
 		rc = check_stored(img, block, &be, stored);
 	if (!rc && be.codec != STP_CODEC_RAW)
-		rc = check_in_place(img, block, &be, &stored, out, len, size);
+		rc = check_in_place(img, block, &be, &stored, &own, len, size);
 	if (!rc && be.codec != STP_CODEC_RAW)
 		rc = decompress(img, block, &be, stored, out, size);
-	if (stored < (uint8_t *)out || stored >= (uint8_t *)out + len)
+	if (own)
 		free(stored);
 	if (!rc && be.filter != STP_FILTER_NONE)
 		rc = stp_bcj_apply(be.filter, out, size, block << img->sb.block_log, 0);
