@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The temporary image file and its removal on failure or signal. */
 #include "output.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,29 +36,6 @@ static void catch_signals(void)
 	/* past RLIMIT_FSIZE a write fails with EFBIG, reported and cleaned up like ENOSPC,
 	 * instead of a signal that kills the build and leaves the temporary file */
 	signal(SIGXFSZ, SIG_IGN);
-}
-
-/* Makes the rename durable: the directory holding IMAGE is synced too. Filesystems that
- * cannot sync a directory (EINVAL) are not an error. */
-static int sync_parent(const char *image)
-{
-	char *dir = strdup(image), *slash;
-	int fd, rc = 0;
-
-	if (!dir)
-		return -ENOMEM;
-	slash = strrchr(dir, '/');
-	if (!slash)
-		strcpy(dir, ".");
-	else
-		slash[slash == dir] = '\0'; /* "/x" keeps "/" */
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || (fsync(fd) && errno != EINVAL && errno != EROFS))
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-	return rc;
 }
 
 int output_open(const char *image, struct output *o)
@@ -112,7 +90,7 @@ int output_commit(struct output *o)
 	pending_temp = NULL;
 	free(o->temp);
 	o->temp = NULL;
-	err = sync_parent(o->final);
+	err = stp_sync_parent_dir(o->final);
 	if (err)
 		fprintf(stderr, "mkstipple: %s: renamed into place, but syncing its directory "
 			"failed: %s\n", o->final, strerror(-err));

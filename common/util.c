@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -175,5 +176,26 @@ int stp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 		vsnprintf(err, errlen, fmt, ap);
 		va_end(ap);
 	}
+	return rc;
+}
+
+int stp_sync_parent_dir(const char *path)
+{
+	char *dir = strdup(path), *slash;
+	int fd, rc = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (!slash)
+		strcpy(dir, ".");
+	else
+		slash[slash == dir] = '\0'; /* "/x" keeps "/" */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (fsync(fd) && errno != EINVAL && errno != EROFS))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
 	return rc;
 }

@@ -37,6 +37,9 @@ enum stp_path_part stp_path_next(const char **path, const char **name, size_t *l
  * negative errno and the sentence that explains it. */
 int stp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Syncs the directory that holds PATH, so that a rename into it lasts; a file system
+ * that cannot sync a directory (EINVAL, EROFS) is not an error. 0 or -errno. */
+int stp_sync_parent_dir(const char *path);
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
 

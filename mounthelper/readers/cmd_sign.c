@@ -58,28 +58,6 @@ static int copy_prefix(int in, int out, uint64_t len)
 	return 0;
 }
 
-/* The directory holding PATH, synced so that the rename lasts. */
-static int sync_dir_of(const char *path)
-{
-	char *dir = strdup(path), *slash;
-	int fd, err = 0;
-
-	if (!dir)
-		return -ENOMEM;
-	slash = strrchr(dir, '/');
-	if (!slash)
-		strcpy(dir, ".");
-	else
-		slash[slash == dir] = '\0';
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || (fsync(fd) && errno != EINVAL && errno != EROFS))
-		err = -errno;
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-	return err;
-}
-
 /* Writes the signed image into TEMP's descriptor FD. */
 static int write_signed(const struct stp_image *img, const struct stp_seckey *key, int fd,
 			mode_t mode)
@@ -131,7 +109,7 @@ static int sign_image_file(const char *image, const struct stp_image *img,
 	if (err) {
 		stp_cli_problem(&sign_cli, image, NULL, "signing failed: %s", stp_strerror(err));
 		unlink(temp);
-	} else if ((err = sync_dir_of(image))) {
+	} else if ((err = stp_sync_parent_dir(image))) {
 		stp_cli_problem(&sign_cli, image, NULL, "signed, but syncing its directory failed: %s",
 				stp_strerror(err));
 	}
