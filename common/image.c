@@ -15,6 +15,7 @@
 #include <zstd.h>
 
 #include "bcj.h"
+#include "hasher.h"
 #include "log.h"
 #include "sign.h"
 #include "util.h"
@@ -715,9 +716,10 @@ static ZSTD_DCtx *thread_dctx(void)
 }
 
 /* Decompresses SRC into OUT (SIZE bytes) with the thread's context; SRC may lie at the end
- * of OUT's buffer (in place, stp_image_block_buffer_size). */
-static int decompress(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
-		      const void *src, void *out, size_t size)
+ * of OUT's buffer (in place, stp_image_block_buffer_size). On a bad frame, *WHY says why
+ * and -EUCLEAN is returned, for the caller to report. */
+static int zstd_decode(const struct stp_image *img, const struct stp_blockent *be,
+		       const void *src, void *out, size_t size, const char **why)
 {
 	ZSTD_DCtx *d = thread_dctx();
 	size_t n;
@@ -728,11 +730,22 @@ static int decompress(const struct stp_image *img, uint64_t block, const struct 
 	n = ZSTD_DCtx_refDDict(d, be->codec == STP_CODEC_ZSTD_DICT ? img->ddict : NULL);
 	if (!ZSTD_isError(n))
 		n = ZSTD_decompressDCtx(d, out, size, src, be->stored_size);
-	if (ZSTD_isError(n) || n != size)
+	if (!ZSTD_isError(n) && n == size)
+		return 0;
+	*why = ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size";
+	return -EUCLEAN;
+}
+
+static int decompress(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
+		      const void *src, void *out, size_t size)
+{
+	const char *why;
+	int rc = zstd_decode(img, be, src, out, size, &why);
+
+	if (rc == -EUCLEAN)
 		return STP_CORRUPT(img->path, "block %llu does not decompress: %s",
-				   (unsigned long long)block,
-				   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
-	return 0;
+				   (unsigned long long)block, why);
+	return rc;
 }
 
 size_t stp_image_block_buffer_size(const struct stp_image *img)
@@ -795,31 +808,85 @@ static int check_stored(const struct stp_image *img, uint64_t block, const struc
 	return 0;
 }
 
+/* Reads block BLOCK's stored bytes into BUF. */
+static int read_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
+		       uint8_t *buf)
+{
+	int rc = stp_pread_full(img->fd, buf, be->stored_size, be->offset);
+
+	if (rc == -EIO)
+		return STP_CORRUPT(img->path, "block %llu lies past the end of the file",
+				   (unsigned long long)block);
+	return rc;
+}
+
+/* Opened verified, a compressed block is read into a buffer of its own and hashed on
+ * the hasher's thread while this one decodes it (in place, zstd would overwrite the
+ * input being hashed); OUT counts only once the hash matches. */
+static int decode_verified(const struct stp_image *img, uint64_t block,
+			   const struct stp_blockent *be, void *out, size_t size)
+{
+	uint8_t *stored = malloc(be->stored_size ? be->stored_size : 1);
+	uint8_t h[STP_SIG_HASH_SIZE];
+	int rc;
+
+	if (!stored)
+		return -ENOMEM;
+	rc = read_stored(img, block, be, stored);
+	if (!rc) {
+		const char *why = NULL;
+
+		stp_hasher_start(stored, be->stored_size);
+		rc = zstd_decode(img, be, stored, out, size, &why);
+		stp_hasher_wait(h);
+		/* damage shows as a wrong hash first, whatever the decoder made of it */
+		if (memcmp(h, img->hashes + (STP_SIG_HASH_BLOCK0 + block) * STP_SIG_HASH_LEN,
+			   STP_SIG_HASH_LEN))
+			rc = STP_CORRUPT(img->path, "block %llu does not match its signed hash",
+					 (unsigned long long)block);
+		else if (rc == -EUCLEAN)
+			rc = STP_CORRUPT(img->path, "block %llu does not decompress: %s",
+					 (unsigned long long)block, why);
+	}
+	free(stored);
+	return rc;
+}
+
+/* Reads block BLOCK's stored bytes at the end of OUT (LEN bytes), checks them and decodes
+ * them there. */
+static int decode_in_place(const struct stp_image *img, uint64_t block,
+			   const struct stp_blockent *be, void *out, size_t len, size_t size)
+{
+	bool own;
+	uint8_t *stored = stored_place(be, out, len, &own);
+	int rc;
+
+	if (!stored)
+		return -ENOMEM;
+	rc = read_stored(img, block, be, stored);
+	if (!rc)
+		rc = check_stored(img, block, be, stored);
+	if (!rc && be->codec != STP_CODEC_RAW)
+		rc = check_in_place(img, block, be, &stored, &own, len, size);
+	if (!rc && be->codec != STP_CODEC_RAW)
+		rc = decompress(img, block, be, stored, out, size);
+	if (own)
+		free(stored);
+	return rc;
+}
+
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
 {
 	size_t len = stp_image_block_buffer_size(img), size = stp_image_block_decoded_size(img, block);
 	struct stp_blockent be;
-	uint8_t *stored;
-	bool own;
 	int rc = stp_image_block(img, block, &be);
 
 	if (rc)
 		return rc;
-	stored = stored_place(&be, out, len, &own);
-	if (!stored)
-		return -ENOMEM;
-	rc = stp_pread_full(img->fd, stored, be.stored_size, be.offset);
-	if (rc == -EIO)
-		rc = STP_CORRUPT(img->path, "block %llu lies past the end of the file",
-				 (unsigned long long)block);
-	else if (!rc)
-		rc = check_stored(img, block, &be, stored);
-	if (!rc && be.codec != STP_CODEC_RAW)
-		rc = check_in_place(img, block, &be, &stored, &own, len, size);
-	if (!rc && be.codec != STP_CODEC_RAW)
-		rc = decompress(img, block, &be, stored, out, size);
-	if (own)
-		free(stored);
+	if (img->hashes && be.codec != STP_CODEC_RAW)
+		rc = decode_verified(img, block, &be, out, size);
+	else
+		rc = decode_in_place(img, block, &be, out, len, size);
 	if (!rc && be.filter != STP_FILTER_NONE)
 		rc = stp_bcj_apply(be.filter, out, size, block << img->sb.block_log, 0);
 	return rc;

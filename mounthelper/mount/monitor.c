@@ -34,6 +34,7 @@
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "daemon.h"
 #include "fuseapi.h"
@@ -116,6 +117,10 @@ static int check_memory(struct monitor *m)
 	uint64_t blocks = (uint64_t)m->o->cache_budget + stp_mountopts_cache_extra(m->o);
 	uint64_t need = (blocks << sb->block_log) + 3 * sb->meta_size + sb->meta_stored_size +
 			2 * sb->dict_size + MEM_SLACK;
+
+	/* verified, each decode in flight holds its block's stored bytes apart (image.c) */
+	if (m->o->verify)
+		need += blocks * ZSTD_COMPRESSBOUND((uint64_t)1 << sb->block_log);
 	struct sysinfo si;
 
 	if (!sysinfo(&si) && need > (uint64_t)si.totalram * si.mem_unit / 2) {

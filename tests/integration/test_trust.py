@@ -32,6 +32,16 @@ def sb_fields(image):
     return block_log, stored, size, dict_size
 
 
+def daemon_data_limit(mountpoint):
+    """(soft, hard) RLIMIT_DATA of the one daemon serving MOUNTPOINT."""
+    pids = daemon_pids(mountpoint)
+    assert len(pids) == 1
+    with open("/proc/%d/limits" % pids[0]) as f:
+        line = next(l for l in f if l.startswith("Max data size"))
+    soft, hard = line.split()[3:5]
+    return int(soft), int(hard)
+
+
 @pytest.fixture
 def small_image(tmp_path):
     src = tmp_path / "src"
@@ -116,14 +126,9 @@ def test_daemon_data_limit_follows_options(small_image, mnt):
     inflates, the dictionary, and 256 MiB for stacks, buffers and plans (monitor.c)."""
     r = run([STIPPLE, "mount", "--cache-budget", "3", "--warm-workers", "2", small_image, mnt])
     assert r.returncode == 0, r.stderr
-    pids = daemon_pids(mnt)
-    assert len(pids) == 1
-    with open("/proc/%d/limits" % pids[0]) as f:
-        line = next(l for l in f if l.startswith("Max data size"))
-    soft, hard = line.split()[3:5]
     block_log, stored, size, dict_size = sb_fields(small_image)
     want = (6 << block_log) + 3 * size + stored + 2 * dict_size + (256 << 20)
-    assert int(soft) == int(hard) == want, line
+    assert daemon_data_limit(mnt) == (want, want)
 
 
 def test_mount_that_could_take_half_the_memory_is_refused(tmp_path, mnt):

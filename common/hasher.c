@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/* One helper thread per calling thread, handed one hash at a time. */
+#include "hasher.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* SHA-256 needs little stack; a small one keeps many helpers cheap under RLIMIT_DATA. */
+#define HELPER_STACK (256u << 10)
+
+enum job_state { JOB_IDLE, JOB_QUEUED, JOB_DONE, JOB_QUIT };
+
+struct hasher {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* state changed, either way */
+	pthread_t thread;
+	bool threaded;       /* the helper runs; else hashes are made inline */
+	enum job_state state;
+	const void *p;
+	size_t len;
+	uint8_t digest[STP_SIG_HASH_SIZE];
+};
+
+static pthread_key_t hasher_key;
+static pthread_once_t hasher_once = PTHREAD_ONCE_INIT;
+
+static void *helper_main(void *arg)
+{
+	struct hasher *h = arg;
+
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		while (h->state != JOB_QUEUED && h->state != JOB_QUIT)
+			pthread_cond_wait(&h->cond, &h->lock);
+		if (h->state == JOB_QUIT)
+			break;
+		pthread_mutex_unlock(&h->lock);
+		stp_sign_hash(h->p, h->len, h->digest);
+		pthread_mutex_lock(&h->lock);
+		h->state = JOB_DONE;
+		pthread_cond_broadcast(&h->cond);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+/* The calling thread exits: its helper goes with it. */
+static void hasher_free(void *arg)
+{
+	struct hasher *h = arg;
+
+	if (h->threaded) {
+		pthread_mutex_lock(&h->lock);
+		h->state = JOB_QUIT;
+		pthread_cond_broadcast(&h->cond);
+		pthread_mutex_unlock(&h->lock);
+		pthread_join(h->thread, NULL);
+	}
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+static void hasher_key_create(void)
+{
+	pthread_key_create(&hasher_key, hasher_free);
+}
+
+/* The helper takes no signals: the caller's handlers expect them on threads they know. */
+static bool start_helper(struct hasher *h)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int err;
+
+	if (pthread_attr_init(&attr))
+		return false;
+	pthread_attr_setstacksize(&attr, HELPER_STACK);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&h->thread, &attr, helper_main, h);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return err == 0;
+}
+
+/* This thread's hasher, made at its first use; NULL when out of memory. */
+static struct hasher *my_hasher(void)
+{
+	struct hasher *h;
+
+	pthread_once(&hasher_once, hasher_key_create);
+	h = pthread_getspecific(hasher_key);
+	if (h)
+		return h;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->cond, NULL);
+	h->threaded = start_helper(h);
+	if (pthread_setspecific(hasher_key, h)) {
+		hasher_free(h);
+		return NULL;
+	}
+	return h;
+}
+
+/* With no hasher at all, the hash is made inline into this thread's fallback. */
+static __thread uint8_t inline_digest[STP_SIG_HASH_SIZE];
+
+void stp_hasher_start(const void *p, size_t len)
+{
+	struct hasher *h = my_hasher();
+
+	if (!h) {
+		stp_sign_hash(p, len, inline_digest);
+		return;
+	}
+	if (!h->threaded) {
+		stp_sign_hash(p, len, h->digest);
+		h->state = JOB_DONE;
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	h->p = p;
+	h->len = len;
+	h->state = JOB_QUEUED;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+}
+
+void stp_hasher_wait(uint8_t out[STP_SIG_HASH_SIZE])
+{
+	struct hasher *h = pthread_getspecific(hasher_key);
+
+	if (!h) {
+		memcpy(out, inline_digest, STP_SIG_HASH_SIZE);
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	while (h->state == JOB_QUEUED)
+		pthread_cond_wait(&h->cond, &h->lock);
+	memcpy(out, h->digest, STP_SIG_HASH_SIZE);
+	h->state = JOB_IDLE;
+	pthread_mutex_unlock(&h->lock);
+}
