@@ -118,6 +118,8 @@ static int match_comps(char *const *comps, size_t n, const char *path)
 	if (!n)
 		return !*path;
 	if (!strcmp(comps[0], "**")) {
+		if (n == 1) /* what a directory holds, not itself (as git has it) */
+			return *path != 0;
 		for (;;) {
 			if (match_comps(comps + 1, n - 1, path))
 				return 1;

@@ -4,10 +4,13 @@
  * FNM_PERIOD, backslash escapes) matched against an entry's path from the source root,
  * written without a leading "/" or "./". A pattern without "/" (trailing ones aside) is
  * matched against the last component, at any depth; one with "/" against the whole path,
- * component by component, so "*" never crosses a "/", while a component "**" matches any
- * number of components, none included. A leading "/" or "./" anchors a single name at the
- * root ("/build"); a trailing "/" makes a pattern match directories only. The caller owns a struct exclude, zeroed to begin with and released with
- * exclude_free; matching only reads it and is thread-safe.
+ * component by component, so "*" never crosses a "/". A component "**" matches any
+ * number of components, none included, except as the last one, where it needs one at
+ * least: "dir" followed by "/" and "**" leaves out what dir holds and keeps dir itself
+ * (as git has it). A leading "/" or "./" anchors a single name at the root ("/build");
+ * a trailing "/" makes a pattern match directories only. The caller owns a struct
+ * exclude, zeroed to begin with and released with exclude_free; matching only reads it
+ * and is thread-safe.
  */
 #ifndef MKSTP_EXCLUDE_H
 #define MKSTP_EXCLUDE_H
