@@ -119,7 +119,7 @@ static int parse_tree_option(int c, const char *val, struct options *o)
 		rc = exclude_add(&o->exclude, val);
 		if (rc == -EINVAL)
 			return bad_option("--exclude", val, "matches no path");
-		return rc ? 1 : 0;
+		return rc ? bad_option("--exclude", val, strerror(-rc)) : 0;
 	case OPT_EXCLUDE_FROM: return exclude_load(&o->exclude, val) ? 2 : 0;
 	case OPT_ONE_FS: o->scan.one_file_system = 1; return 0;
 	case OPT_NO_XATTRS: o->scan.no_xattrs = 1; return 0;
