@@ -233,8 +233,8 @@ static const char *rel_path(const struct node *n)
 	return n->path + root_len + (n->path[root_len - 1] != '/');
 }
 
-/* 1 when entry DE of directory N (open as FD) is excluded; REL is a buffer for its path,
- * with N's path from the root and a '/' already in it up to REL_LEN. */
+/* 1 when entry DE of the directory open as FD is excluded; REL is a buffer for its path,
+ * holding the directory's path from the root and a '/' up to REL_LEN. */
 static int excluded(const struct dirent *de, int fd, char *rel, size_t rel_len)
 {
 	int is_dir = de->d_type == DT_DIR;
