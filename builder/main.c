@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "attrs.h"
+#include "exclude.h"
 #include "format.h"
 #include "image.h"
 #include "meta.h"
@@ -29,6 +31,10 @@ struct options {
 	const char *source, *image, *hot_list, *sign_key;
 	struct stp_seckey *key;
 	struct pack_opts pack;
+	struct attr_opts attrs;
+	struct exclude exclude;
+	struct scan_opts scan;
+	int all_root;
 	int quiet;
 	int code_apart;
 };
@@ -46,6 +52,14 @@ static void usage(FILE *out)
 		"      --sign SECKEY     sign the image with this Ed25519 key (stipple keygen)\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
+		"      --all-root        every entry owned by uid 0, gid 0\n"
+		"      --uid N, --gid N  every entry owned by this numeric id (over --all-root)\n"
+		"      --mtime T         every mtime T: seconds, @seconds or YYYY-MM-DD[THH:MM:SS]\n"
+		"                        (UTC); else mtimes past $SOURCE_DATE_EPOCH are clamped\n"
+		"      --exclude PATTERN leave out paths matching this glob (repeatable)\n"
+		"      --exclude-from FILE  leave out paths matching the globs in FILE\n"
+		"      --one-file-system do not enter directories on other file systems\n"
+		"      --no-xattrs       store no extended attributes\n"
 		"  -q, --quiet           print nothing but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n\n"
@@ -71,6 +85,59 @@ static int parse_block_size(const char *val, unsigned *log)
 	return 0;
 }
 
+/* Options with no short form. */
+enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
+       OPT_ONE_FS, OPT_NO_XATTRS };
+
+static int parse_id(const char *opt, const char *val, int64_t *id)
+{
+	uint64_t v;
+
+	/* (uid_t)-1 means "unchanged" to chown(2): no file can have it */
+	if (stp_parse_uint(val, 0, UINT32_MAX - 1, &v))
+		return bad_option(opt, val, "not a numeric id from 0 to 4294967294");
+	*id = (int64_t)v;
+	return 0;
+}
+
+/* The options that decide owners, times and what is left out. */
+static int parse_tree_option(int c, const char *val, struct options *o)
+{
+	int rc;
+
+	switch (c) {
+	case OPT_ALL_ROOT: o->all_root = 1; return 0;
+	case OPT_UID: return parse_id("--uid", val, &o->attrs.uid);
+	case OPT_GID: return parse_id("--gid", val, &o->attrs.gid);
+	case OPT_MTIME:
+		if (attrs_parse_time(val, &o->attrs.mtime))
+			return bad_option("--mtime", val, "not seconds since the epoch, @seconds "
+					  "or a date YYYY-MM-DD[THH:MM:SS[Z]] from 1970 on");
+		o->attrs.set_mtime = 1;
+		return 0;
+	case OPT_EXCLUDE:
+		rc = exclude_add(&o->exclude, val);
+		if (rc == -EINVAL)
+			return bad_option("--exclude", val, "matches no path");
+		return rc ? bad_option("--exclude", val, strerror(-rc)) : 0;
+	case OPT_EXCLUDE_FROM: return exclude_load(&o->exclude, val) ? 2 : 0;
+	case OPT_ONE_FS: o->scan.one_file_system = 1; return 0;
+	case OPT_NO_XATTRS: o->scan.no_xattrs = 1; return 0;
+	}
+	return 2;
+}
+
+/* --uid and --gid win over --all-root, whatever the order. */
+static int finish_tree_options(struct options *o)
+{
+	if (o->all_root && o->attrs.uid < 0)
+		o->attrs.uid = 0;
+	if (o->all_root && o->attrs.gid < 0)
+		o->attrs.gid = 0;
+	o->scan.exclude = &o->exclude;
+	return attrs_load_env(&o->attrs) ? 2 : 0;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -82,6 +149,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "sign", required_argument, NULL, 'S' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "memory", required_argument, NULL, 'm' },
+		{ "all-root", no_argument, NULL, OPT_ALL_ROOT },
+		{ "uid", required_argument, NULL, OPT_UID },
+		{ "gid", required_argument, NULL, OPT_GID },
+		{ "mtime", required_argument, NULL, OPT_MTIME },
+		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
+		{ "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM },
+		{ "one-file-system", no_argument, NULL, OPT_ONE_FS },
+		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -93,6 +168,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 	o->pack = (struct pack_opts){ .level = DEFAULT_LEVEL, .block_log = DEFAULT_BLOCK_LOG,
 				      .threads = cpus > 0 ? (unsigned)cpus : 1, .bcj = 1 };
+	o->attrs = ATTR_OPTS_NONE;
 	while (!rc && (c = getopt_long(argc, argv, "l:b:t:m:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
@@ -118,10 +194,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'q': o->quiet = 1; break;
 		case 'h': usage(stdout); exit(0);
 		case 'V': printf("mkstipple %s\n", STP_VERSION); exit(0);
-		default: usage(stderr); return 2;
+		case '?': usage(stderr); return 2;
+		default: rc = parse_tree_option(c, optarg, o); break;
 		}
 	}
-	if (rc)
+	if (rc || (rc = finish_tree_options(o)))
 		return rc;
 	if (argc - optind != 2) {
 		usage(stderr);
@@ -187,6 +264,7 @@ static int write_image(const struct options *o, struct tree *t, const struct pie
 
 	if (rc)
 		return rc;
+	attrs_apply(t, &o->attrs); /* only now: the packer compared each file's mtime */
 	sb.data_size = r.data_size;
 	sb.block_count = r.nblocks;
 	sb.hot_size = r.hot_size;
@@ -278,7 +356,7 @@ static int scan_own_output(const struct options *o, const struct output *out, st
 		n++;
 	if (!stat(o->image, &skip[n]) && S_ISREG(skip[n].st_mode))
 		n++;
-	return scan_tree(o->source, skip, n, t);
+	return scan_tree(o->source, skip, n, &o->scan, t);
 }
 
 /* The scan holds a descriptor per directory level: allow what the hard limit permits. */
@@ -325,6 +403,7 @@ int main(int argc, char **argv)
 		summary(&o, &t, image_size, t0);
 	free(order);
 	stp_sign_seckey_free(o.key);
+	exclude_free(&o.exclude);
 	scan_tree_free(&t);
 	return rc ? 1 : 0;
 }

@@ -60,12 +60,17 @@ static int read_xattr_value(struct node *n, const struct xsrc *x, struct xattr_k
 	return source_fail(n->path, errno, "reading extended attribute");
 }
 
+static const struct scan_opts *scan_opts; /* set for the duration of scan_tree() */
+
 static int read_xattrs(struct node *n, const struct xsrc *x)
 {
-	ssize_t len = x_list(x, NULL, 0);
+	ssize_t len;
 	char *names, *p;
 	int rc = 0;
 
+	if (scan_opts->no_xattrs)
+		return 0;
+	len = x_list(x, NULL, 0);
 	if (len < 0)
 		return errno == ENOTSUP ? 0 : source_fail(n->path, errno, "listing extended attributes");
 	if (len == 0)
@@ -216,13 +221,41 @@ static int add_child(struct node *dir, const char *name, size_t *cap)
 	return 0;
 }
 
+/* The source root's device and the length of its path, for scan_opts; set by scan_tree. */
+static dev_t root_dev;
+static size_t root_len;
+
+/* N's path from the source root ("" for the root): node_new joins with one '/'. */
+static const char *rel_path(const struct node *n)
+{
+	if (!n->parent)
+		return "";
+	return n->path + root_len + (n->path[root_len - 1] != '/');
+}
+
+/* 1 when entry DE of the directory open as FD is excluded; REL is a buffer for its path,
+ * holding the directory's path from the root and a '/' up to REL_LEN. */
+static int excluded(const struct dirent *de, int fd, char *rel, size_t rel_len)
+{
+	int is_dir = de->d_type == DT_DIR;
+	struct stat st;
+
+	if (strlen(de->d_name) > STP_NAME_MAX)
+		return 0; /* add_child refuses it */
+	strcpy(rel + rel_len, de->d_name);
+	if (de->d_type == DT_UNKNOWN && !fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+		is_dir = S_ISDIR(st.st_mode);
+	return exclude_match(scan_opts->exclude, rel, is_dir);
+}
+
 /* Lists directory N, open as FD, and scans its children beneath FD. */
 static int scan_dir(struct node *n, int fd)
 {
 	int lfd = dup(fd);
 	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
 	struct dirent *de;
-	size_t cap = 0;
+	size_t cap = 0, rel_len = 0;
+	char *rel = NULL;
 	int rc = 0;
 
 	if (!d) {
@@ -231,13 +264,29 @@ static int scan_dir(struct node *n, int fd)
 			close(lfd);
 		return rc;
 	}
+	if (scan_opts->exclude && scan_opts->exclude->count) {
+		const char *dir = rel_path(n);
+
+		rel_len = strlen(dir);
+		rel = malloc(rel_len + STP_NAME_MAX + 2);
+		if (!rel) {
+			closedir(d);
+			return -ENOMEM;
+		}
+		memcpy(rel, dir, rel_len);
+		if (rel_len)
+			rel[rel_len++] = '/';
+	}
 	for (errno = 0; (de = readdir(d)); errno = 0) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (rel && excluded(de, fd, rel, rel_len))
 			continue;
 		rc = add_child(n, de->d_name, &cap);
 		if (rc)
 			break;
 	}
+	free(rel);
 	if (!rc && errno)
 		rc = source_fail(n->path, errno, "reading directory");
 	closedir(d);
@@ -308,7 +357,8 @@ static int scan_subdir(struct node *n, int dirfd)
 		rc = source_changed(n->path);
 	else
 		rc = read_xattrs(n, &x);
-	if (!rc)
+	/* a mount point is kept, empty */
+	if (!rc && !(scan_opts->one_file_system && st.st_dev != root_dev))
 		rc = scan_dir(n, x.fd);
 	close(x.fd);
 	return rc;
@@ -342,6 +392,7 @@ static int scan_root(struct node *root)
 
 	if (x.fd < 0)
 		return x.fd;
+	root_dev = root->st.st_dev;
 	rc = read_xattrs(root, &x);
 	return rc ? rc : scan_dir(root, x.fd);
 }
@@ -438,8 +489,10 @@ static int number_inodes(struct tree *t, struct node **all, size_t n)
 	return 0;
 }
 
-int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct tree *t)
+int scan_tree(const char *source, const struct stat *skip, size_t nskip,
+	      const struct scan_opts *opts, struct tree *t)
 {
+	static const struct scan_opts none;
 	struct node **all = NULL;
 	size_t n = 0;
 	int rc;
@@ -450,9 +503,12 @@ int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct 
 		return -ENOMEM;
 	skip_list = skip;
 	skip_count = nskip;
+	scan_opts = opts ? opts : &none;
+	root_len = strlen(source);
 	rc = scan_root(t->root);
 	skip_list = NULL;
 	skip_count = 0;
+	scan_opts = NULL;
 	if (!rc)
 		rc = list_bfs(t, &all, &n);
 	if (!rc) {

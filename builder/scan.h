@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "exclude.h"
 #include "format.h"
 
 struct xattr_kv {
@@ -61,11 +62,25 @@ struct tree {
 	uint64_t file_bytes;   /* sum of regular file sizes */
 };
 
+/* What the scan leaves out, for a directory and an archive alike; all zero: nothing.
+ * EXCLUDE: entries whose path from the source root it matches (exclude.h) are not in the
+ * tree, and an excluded directory is never opened, so its contents go with it.
+ * ONE_FILE_SYSTEM: a directory on another device than the source root is kept, with its
+ * attributes and no entries (as tar --one-file-system keeps a mount point); other types
+ * are kept whatever their device. NO_XATTRS: no extended attribute is read or stored. */
+struct scan_opts {
+	const struct exclude *exclude;
+	int one_file_system;
+	int no_xattrs;
+};
+
 /* Scans SOURCE (a directory, not a symlink), leaving out the files SKIP[0..NSKIP) name by
- * device and inode (the image being written, when it lies inside SOURCE). Every entry is
- * reached beneath its parent's descriptor; SOURCE's stays open in source.h for reading
- * the files later. Errors are printed with the path; returns 0 or -errno. */
-int scan_tree(const char *source, const struct stat *skip, size_t nskip, struct tree *out);
+ * device and inode (the image being written, when it lies inside SOURCE) and what OPTS
+ * says (NULL: nothing; read during the call only). Every entry is reached beneath its
+ * parent's descriptor; SOURCE's stays open in source.h for reading the files later.
+ * Errors are printed with the path; returns 0 or -errno. */
+int scan_tree(const char *source, const struct stat *skip, size_t nskip,
+	      const struct scan_opts *opts, struct tree *out);
 void scan_tree_free(struct tree *t);
 
 #endif

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which paths a --exclude pattern leaves out (builder/exclude.c), and how --mtime values
+ * are read (builder/attrs.c). The expected answers follow the rules of mkstipple(1):
+ * a pattern without '/' matches the last component at any depth, one with '/' the whole
+ * path from the root, '*' never crossing a '/' there and a "**" component matching any
+ * number of components (at least one when it ends the pattern); a trailing '/' matches
+ * directories only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attrs.h"
+#include "exclude.h"
+
+#include "check.h"
+
+/* 1 when PATTERN leaves out PATH (a directory when IS_DIR). */
+static int leaves_out(const char *pattern, const char *path, int is_dir)
+{
+	struct exclude ex = { 0 };
+	int rc = exclude_add(&ex, pattern), m;
+
+	CHECK(rc == 0, "exclude_add '%s': %d", pattern, rc);
+	m = exclude_match(&ex, path, is_dir);
+	exclude_free(&ex);
+	return m;
+}
+
+#define OUT(p, path) CHECK(leaves_out(p, path, 0) == 1, "'%s' should leave out %s", p, path)
+#define IN(p, path) CHECK(leaves_out(p, path, 0) == 0, "'%s' should keep %s", p, path)
+
+static void test_basename(void)
+{
+	OUT("*.o", "x.o");
+	OUT("*.o", "a/b/x.o");
+	IN("*.o", "a/b/x.oo");
+	IN("*.o", "x.o/y"); /* the directory x.o is left out, not checked here */
+	OUT("*", ".hidden");          /* no FNM_PERIOD, as tar */
+	OUT("[ab]?", "dir/b1");
+	OUT("\\*", "d/*");
+	IN("\\*", "d/x");
+	OUT("a b", "x/a b");
+}
+
+static void test_path(void)
+{
+	OUT("usr/share", "usr/share");
+	IN("usr/share", "x/usr/share");   /* anchored at the root */
+	IN("usr/share", "usr/share2");
+	OUT("usr/*/doc", "usr/share/doc");
+	IN("usr/*/doc", "usr/a/b/doc");   /* '*' does not cross '/' */
+	OUT("/.git", ".git");
+	IN("/.git", "sub/.git");
+	OUT("./.git", ".git");
+	OUT("usr//share", "usr/share");
+	OUT("*/x", "a/x");
+	IN("*/x", "x");
+}
+
+static void test_double_star(void)
+{
+	OUT("**/x", "x");
+	OUT("**/x", "a/b/c/x");
+	OUT("a/**/x", "a/x");
+	OUT("a/**/x", "a/b/c/x");
+	IN("a/**/x", "b/a/x");
+	OUT("a/**", "a/b");
+	OUT("a/**", "a/b/c");
+	IN("a/**", "a");           /* the directory stays, empty */
+	OUT("**", "a");            /* no '/': any last component */
+	OUT("a/**/**/x", "a/q/x");
+	OUT("a/**b/x", "a/cb/x"); /* "**" inside a component is two '*' */
+	IN("a/**b/x", "a/c/b/x");
+}
+
+static void test_dir_only(void)
+{
+	CHECK(leaves_out("build/", "a/build", 1), "build/ on a directory");
+	CHECK(!leaves_out("build/", "a/build", 0), "build/ on a file");
+	CHECK(leaves_out("a/build/", "a/build", 1), "a/build/ on a directory");
+	CHECK(!leaves_out("a/build/", "a/build", 0), "a/build/ on a file");
+	CHECK(leaves_out("build", "a/build", 1), "build on a directory");
+}
+
+static void test_refused_and_many(void)
+{
+	struct exclude ex = { 0 };
+
+	CHECK(exclude_add(&ex, "") == -EINVAL);
+	CHECK(exclude_add(&ex, "/") == -EINVAL);
+	CHECK(exclude_add(&ex, "./") == -EINVAL);
+	CHECK(ex.count == 0);
+	CHECK(!exclude_match(&ex, "x", 0), "empty list");
+	CHECK(!exclude_match(NULL, "x", 0), "no list");
+	CHECK(exclude_add(&ex, "*.o") == 0);
+	CHECK(exclude_add(&ex, "doc/*") == 0);
+	CHECK(exclude_match(&ex, "a.o", 0));
+	CHECK(exclude_match(&ex, "doc/a", 0));
+	CHECK(!exclude_match(&ex, "doc", 1));
+	exclude_free(&ex);
+	CHECK(ex.count == 0 && ex.pats == NULL);
+}
+
+static void test_load(void)
+{
+	char path[] = "/tmp/test_exclude.XXXXXX";
+	struct exclude ex = { 0 };
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fputs("# comment\n\n*.tmp\n#*.c\ncache/\n", f);
+	fclose(f);
+	CHECK(exclude_load(&ex, path) == 0);
+	unlink(path);
+	CHECK(ex.count == 2, "%zu patterns", ex.count);
+	CHECK(exclude_match(&ex, "a/b.tmp", 0));
+	CHECK(!exclude_match(&ex, "b.c", 0), "a comment is no pattern");
+	CHECK(!exclude_match(&ex, "# comment", 0));
+	CHECK(exclude_match(&ex, "x/cache", 1));
+	exclude_free(&ex);
+	CHECK(exclude_load(&ex, "/nonexistent/exclude-list") == -ENOENT);
+}
+
+static void test_mtime(void)
+{
+	int64_t t = -1;
+
+	CHECK(attrs_parse_time("0", &t) == 0 && t == 0);
+	CHECK(attrs_parse_time("1700000000", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("@1700000000", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("2023-11-14", &t) == 0 && t == 1699920000, "%lld", (long long)t);
+	CHECK(attrs_parse_time("2023-11-14T22:13:20", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("2023-11-14T22:13:20Z", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("2024-02-29", &t) == 0 && t == 1709164800);
+	CHECK(attrs_parse_time("2023-02-29", &t) == -EINVAL);
+	CHECK(attrs_parse_time("1969-12-31", &t) == -EINVAL);
+	CHECK(attrs_parse_time("2023-11-14T25:00:00", &t) == -EINVAL);
+	CHECK(attrs_parse_time("2023-11-14T22:13", &t) == -EINVAL);
+	CHECK(attrs_parse_time("2023-11-14Z", &t) == -EINVAL);
+	CHECK(attrs_parse_time("-1", &t) == -EINVAL);
+	CHECK(attrs_parse_time("1.5", &t) == -EINVAL);
+	CHECK(attrs_parse_time("", &t) == -EINVAL);
+	CHECK(attrs_parse_time("@", &t) == -EINVAL);
+	CHECK(attrs_parse_time(" 5", &t) == -EINVAL);
+}
+
+int main(void)
+{
+	RUN(test_basename);
+	RUN(test_path);
+	RUN(test_double_star);
+	RUN(test_dir_only);
+	RUN(test_refused_and_many);
+	RUN(test_load);
+	RUN(test_mtime);
+	return tap_done();
+}
