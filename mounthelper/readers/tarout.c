@@ -523,7 +523,8 @@ static void abort_output(struct tarout *t)
 	t->fd = -1;
 }
 
-static struct archive *new_writer(struct tarout *t)
+/* BINARY: names as their bytes, whatever the locale, when C.UTF-8 is missing. */
+static struct archive *new_writer(struct tarout *t, int binary)
 {
 	struct archive *a = archive_write_new();
 
@@ -532,6 +533,8 @@ static struct archive *new_writer(struct tarout *t)
 	/* xattrs as SCHILY.xattr alone: GNU tar reads those and warns on LIBARCHIVE.xattr */
 	if (archive_write_set_format_pax(a) != ARCHIVE_OK ||
 	    archive_write_set_format_option(a, "pax", "xattrheader", "SCHILY") != ARCHIVE_OK ||
+	    (binary && archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY")
+		       != ARCHIVE_OK) ||
 	    archive_write_set_bytes_per_block(a, TAR_BLOCK) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(a, TAR_BLOCK) != ARCHIVE_OK ||
 	    archive_write_open2(a, t, NULL, write_out, NULL, NULL) != ARCHIVE_OK) {
@@ -550,7 +553,7 @@ static void free_names(char **names, uint32_t count)
 }
 
 /* The walk and the archive's end; returns 0 when every entry was written. */
-static int write_tree(struct tarout *t)
+static int write_tree(struct tarout *t, int binary)
 {
 	uint32_t inodes = stp_image_sb(t->img)->inode_count;
 	struct stp_walk walk = { .cli = t->cli, .img = t->img, .image = t->image,
@@ -565,7 +568,7 @@ static int write_tree(struct tarout *t)
 	else
 		err = stp_cache_new(t->img, TAR_CACHE_BLOCKS, 1, &t->cache);
 	if (!err)
-		err = (t->a = new_writer(t)) ? 0 : -EIO;
+		err = (t->a = new_writer(t, binary)) ? 0 : -EIO;
 	if (!err)
 		err = stp_walk_tree(&walk);
 	if (!err && !walk.problems && archive_write_close(t->a) != ARCHIVE_OK)
@@ -616,7 +619,7 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 	utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
 	if (utf8)
 		old = uselocale(utf8);
-	err = write_tree(&t);
+	err = write_tree(&t, !utf8);
 	if (utf8) {
 		uselocale(old);
 		freelocale(utf8);
