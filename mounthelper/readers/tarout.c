@@ -552,6 +552,26 @@ static void free_names(char **names, uint32_t count)
 	free(names);
 }
 
+/* The last word of a failed export: the output's error, or how the walk ended and what
+became of the output. Problems met on the way are reported already. */
+static void report_failure(const struct tarout *t, int err, unsigned long problems)
+{
+	const char *left = t->temp ? "nothing written to" : "the archive is incomplete on";
+
+	if (t->out_err)
+		stp_cli_error(t->cli, "%s: cannot write: %s", t->dest, stp_strerror(t->out_err));
+	else if (!t->a && err == -EIO)
+		return; /* the writer could not be set up: said already */
+	else if (!problems && err == -EIO)
+		stp_cli_error(t->cli, "%s: %s", t->dest, archive_error_string(t->a));
+	else if (problems)
+		stp_cli_problem(t->cli, t->image, NULL, "tar export failed: %lu problem%s; %s %s",
+				problems, problems == 1 ? "" : "s", left, t->dest);
+	else
+		stp_cli_problem(t->cli, t->image, NULL, "tar export failed: %s; %s %s",
+				stp_strerror(err), left, t->dest);
+}
+
 /* The walk and the archive's end; returns 0 when every entry was written. */
 static int write_tree(struct tarout *t, int binary)
 {
@@ -573,16 +593,8 @@ static int write_tree(struct tarout *t, int binary)
 		err = stp_walk_tree(&walk);
 	if (!err && !walk.problems && archive_write_close(t->a) != ARCHIVE_OK)
 		err = t->out_err ? t->out_err : -EIO;
-	if (t->out_err)
-		stp_cli_error(t->cli, "%s: cannot write: %s", t->dest, stp_strerror(t->out_err));
-	else if (err == -EIO && t->a && !walk.problems)
-		stp_cli_error(t->cli, "%s: %s", t->dest, archive_error_string(t->a));
-	else if (err && err != -EIO)
-		stp_cli_problem(t->cli, t->image, NULL, "tar export stopped: %s",
-				stp_strerror(err));
-	else if (walk.problems)
-		stp_cli_problem(t->cli, t->image, NULL, "%lu entries could not be written; "
-				"no tar written to %s", walk.problems, t->dest);
+	if (err || walk.problems)
+		report_failure(t, err, walk.problems);
 	if (t->a) {
 		t->out_err = t->out_err ? t->out_err : -ECANCELED; /* nothing more goes out */
 		archive_write_free(t->a);

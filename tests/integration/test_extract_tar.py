@@ -433,6 +433,7 @@ def test_damaged_block_fails_and_leaves_no_file(small_image, tmp_path):
     r = export(bad, out, stdin=subprocess.DEVNULL)
     assert r.returncode == 1, r.stderr
     assert re.search(r"bad\.stipple: /data: cannot read block %d" % number, r.stderr), r.stderr
+    assert "tar export failed: 1 problem; nothing written to %s" % out in r.stderr, r.stderr
     assert out.read_bytes() == b"the previous archive"
     assert leftovers(tmp_path) == []
     out.unlink()
@@ -473,6 +474,7 @@ def test_malformed_acl_is_refused(small_image, tmp_path, change):
     assert r.returncode == 1, r.stderr
     assert "acl.stipple: /acl: extended attribute system.posix_acl_access: malformed ACL" \
         in r.stderr, r.stderr
+    assert "nothing written to %s" % out in r.stderr, r.stderr
     assert not out.exists() and leftovers(tmp_path) == []
 
 
