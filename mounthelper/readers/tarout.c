@@ -400,9 +400,9 @@ static int write_header(struct stp_walk *w, const struct stp_walk_entry *e)
 	struct tarout *t = w->ctx;
 	int r = archive_write_header(t->a, t->entry);
 
-	if (r == ARCHIVE_WARN) /* a name that is not UTF-8 is written as bytes */
-		stp_cli_problem(t->cli, t->image, e->path, "warning: %s",
-				archive_error_string(t->a));
+	if (r == ARCHIVE_WARN) /* a name or target that is not UTF-8 */
+		stp_cli_problem(t->cli, t->image, e->path, "warning: %s; written as its bytes "
+				"(hdrcharset=BINARY)", archive_error_string(t->a));
 	else if (r != ARCHIVE_OK)
 		return archive_failed(w, e->path);
 	return 0;
