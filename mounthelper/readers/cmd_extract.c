@@ -26,15 +26,17 @@
 #include "commands.h"
 #include "fileread.h"
 #include "image.h"
+#include "tarout.h"
 #include "util.h"
 
 static const struct stp_cli extract_cli = {
 	.name = "extract",
-	.synopsis = "IMAGE DIR",
+	.synopsis = "IMAGE DIR\n       stipple extract --tar IMAGE [FILE|-]",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
 		   "directory.\nAs root, owners and modes are restored exactly; otherwise the umask\n"
-		   "applies and setuid and setgid bits are dropped.",
-	.options = NULL,
+		   "applies and setuid and setgid bits are dropped. With --tar, write the tree\n"
+		   "as a pax tar archive to FILE, or to standard output (never a terminal).",
+	.options = "  -t, --tar      write a pax tar archive instead of a directory\n",
 };
 
 #define COPY_CHUNK (1u << 20)
@@ -483,13 +485,21 @@ static int extract_run(const char *image, const char *dest)
 
 int stp_cmd_extract(int argc, char **argv)
 {
-	static const struct option longopts[] = { STP_CLI_LONGOPTS, { 0 } };
-	int opt, status;
+	static const struct option longopts[] = {
+		{ "tar", no_argument, NULL, 't' }, STP_CLI_LONGOPTS, { 0 }
+	};
+	int opt, status, tar = 0;
 
 	stp_cli_init(&extract_cli, argv);
-	while ((opt = getopt_long(argc, argv, STP_CLI_SHORTOPTS, longopts, NULL)) != -1)
-		return stp_cli_other_option(&extract_cli, opt);
-	if ((status = stp_cli_operands(&extract_cli, argc, 2, 2)))
+	while ((opt = getopt_long(argc, argv, "t" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+		if (opt == 't')
+			tar = 1;
+		else
+			return stp_cli_other_option(&extract_cli, opt);
+	}
+	if ((status = stp_cli_operands(&extract_cli, argc, tar ? 1 : 2, 2)))
 		return status;
+	if (tar)
+		return stp_tarout_run(&extract_cli, argv[optind], argv[optind + 1]);
 	return extract_run(argv[optind], argv[optind + 1]);
 }
