@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "output.h"
 #include "sign.h"
 #include "util.h"
 
@@ -58,9 +59,8 @@ static int copy_prefix(int in, int out, uint64_t len)
 	return 0;
 }
 
-/* Writes the signed image into TEMP's descriptor FD. */
-static int write_signed(const struct stp_image *img, const struct stp_seckey *key, int fd,
-			mode_t mode)
+/* Writes the signed image into FD. */
+static int write_signed(const struct stp_image *img, const struct stp_seckey *key, int fd)
 {
 	uint8_t sb[STP_SB_SIZE], *block;
 	uint64_t keep;
@@ -75,45 +75,32 @@ static int write_signed(const struct stp_image *img, const struct stp_seckey *ke
 	if (!err)
 		err = stp_pwrite_full(fd, block, len, keep);
 	free(block);
-	if (!err && (fchmod(fd, mode) || fsync(fd)))
-		err = -errno;
 	return err;
 }
 
 static int sign_image_file(const char *image, const struct stp_image *img,
 			   const struct stp_seckey *key)
 {
+	struct stp_output out;
+	const char *step = NULL;
 	struct stat st;
-	char *temp;
-	int fd, err;
+	int err;
 
 	if (fstat(stp_image_fd(img), &st) || !S_ISREG(st.st_mode)) {
 		stp_cli_problem(&sign_cli, image, NULL, "not a regular file");
 		return -EINVAL;
 	}
-	if (asprintf(&temp, "%s.tmp.XXXXXX", image) < 0)
-		return -ENOMEM;
-	fd = mkostemp(temp, O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		stp_cli_problem(&sign_cli, image, NULL, "cannot create a file beside it: %s",
-				stp_strerror(err));
-		free(temp);
-		return err;
+	err = stp_output_open(image, &out, &step);
+	if (!err) {
+		err = write_signed(img, key, out.fd);
+		if (err)
+			step = "signing failed";
+		else
+			err = stp_output_commit(&out, st.st_mode & 07777, &step);
 	}
-	err = write_signed(img, key, fd, st.st_mode & 07777);
-	if (close(fd) && !err)
-		err = -errno;
-	if (!err && rename(temp, image))
-		err = -errno;
-	if (err) {
-		stp_cli_problem(&sign_cli, image, NULL, "signing failed: %s", stp_strerror(err));
-		unlink(temp);
-	} else if ((err = stp_sync_parent_dir(image))) {
-		stp_cli_problem(&sign_cli, image, NULL, "signed, but syncing its directory failed: %s",
-				stp_strerror(err));
-	}
-	free(temp);
+	if (err)
+		stp_cli_problem(&sign_cli, image, NULL, "%s: %s", step, stp_strerror(err));
+	stp_output_abort(&out);
 	return err;
 }
 

@@ -27,6 +27,7 @@
 #include "fileread.h"
 #include "image.h"
 #include "log.h"
+#include "output.h"
 #include "util.h"
 
 #define TAR_CACHE_BLOCKS 4
@@ -43,7 +44,8 @@ struct tarout {
 	const struct stp_image *img;
 	const char *image;
 	const char *dest;          /* for messages: FILE or "standard output" */
-	char *temp;                /* the temporary FILE while it exists */
+	struct stp_output out;     /* FILE while it is written */
+	int to_file;
 	int fd;
 	int out_err;               /* the output's first write error (negative errno) */
 	struct stp_cache *cache;
@@ -56,32 +58,6 @@ struct tarout {
 	int holes;                 /* the current file has a hole */
 	void *zeros;               /* ZERO_CHUNK zero bytes: holes, which the writer skips */
 };
-
-/* The temporary file a signal removes; set only while it exists. */
-static char *volatile pending_temp;
-
-static void on_signal(int sig)
-{
-	char *temp = pending_temp;
-
-	if (temp)
-		unlink(temp);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static void catch_signals(void)
-{
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
-	/* a closed pipe or RLIMIT_FSIZE: a write error reported and cleaned up, not a kill */
-	signal(SIGPIPE, SIG_IGN);
-	signal(SIGXFSZ, SIG_IGN);
-}
 
 static la_ssize_t write_out(struct archive *a, void *ctx, const void *buf, size_t len)
 {
@@ -447,7 +423,8 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 /* FILE is absent or replaced; standard output must not be a terminal. */
 static int open_output(struct tarout *t, const char *dest)
 {
-	struct stat st;
+	const char *step;
+	int err;
 
 	if (!dest || !strcmp(dest, "-")) {
 		if (isatty(STDOUT_FILENO)) {
@@ -460,66 +437,36 @@ static int open_output(struct tarout *t, const char *dest)
 		return 0;
 	}
 	t->dest = dest;
-	if (!stat(dest, &st) && S_ISDIR(st.st_mode)) {
-		stp_cli_error(t->cli, "%s: is a directory", dest);
+	err = stp_output_open(dest, &t->out, &step);
+	if (err) {
+		stp_cli_error(t->cli, "%s: %s: %s", dest, step, stp_strerror(err));
+		stp_output_abort(&t->out);
 		return STP_EXIT_FAIL;
 	}
-	if (asprintf(&t->temp, "%s.tmp.XXXXXX", dest) < 0) {
-		t->temp = NULL;
-		stp_cli_error(t->cli, "%s", stp_strerror(-ENOMEM));
-		return STP_EXIT_FAIL;
-	}
-	t->fd = mkostemp(t->temp, O_CLOEXEC);
-	if (t->fd < 0) {
-		stp_cli_error(t->cli, "%s: cannot create: %s", dest, stp_strerror(-errno));
-		free(t->temp);
-		t->temp = NULL;
-		return STP_EXIT_FAIL;
-	}
-	pending_temp = t->temp;
+	t->to_file = 1;
+	t->fd = t->out.fd;
 	return 0;
 }
 
 /* Gives the temporary file its final name; reports and returns an error otherwise. */
 static int commit_output(struct tarout *t)
 {
-	mode_t mask = umask(0);
-	int err = 0;
+	const char *step;
+	int err;
 
-	umask(mask);
-	if (!t->temp)
+	if (!t->to_file)
 		return 0;
-	if (fchmod(t->fd, 0666 & ~mask) || fsync(t->fd))
-		err = -errno;
-	if (close(t->fd) && !err)
-		err = -errno;
+	err = stp_output_commit(&t->out, stp_output_default_mode(), &step);
 	t->fd = -1;
-	if (!err && rename(t->temp, t->dest))
-		err = -errno;
-	if (err) {
-		stp_cli_error(t->cli, "%s: %s", t->dest, stp_strerror(err));
-		return err;
-	}
-	pending_temp = NULL;
-	free(t->temp);
-	t->temp = NULL;
-	err = stp_sync_parent_dir(t->dest);
 	if (err)
-		stp_cli_error(t->cli, "%s: written, but syncing its directory failed: %s",
-			      t->dest, stp_strerror(err));
+		stp_cli_error(t->cli, "%s: %s: %s", t->dest, step, stp_strerror(err));
 	return err;
 }
 
 static void abort_output(struct tarout *t)
 {
-	if (t->temp) {
-		if (t->fd >= 0)
-			close(t->fd);
-		pending_temp = NULL;
-		unlink(t->temp);
-		free(t->temp);
-		t->temp = NULL;
-	}
+	if (t->to_file)
+		stp_output_abort(&t->out);
 	t->fd = -1;
 }
 
@@ -556,7 +503,7 @@ static void free_names(char **names, uint32_t count)
 became of the output. Problems met on the way are reported already. */
 static void report_failure(const struct tarout *t, int err, unsigned long problems)
 {
-	const char *left = t->temp ? "nothing written to" : "the archive is incomplete on";
+	const char *left = t->out.temp ? "nothing written to" : "the archive is incomplete on";
 
 	if (t->out_err)
 		stp_cli_error(t->cli, "%s: cannot write: %s", t->dest, stp_strerror(t->out_err));
@@ -621,7 +568,7 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 		return STP_EXIT_FAIL;
 	t.img = img;
 	t.block_log = stp_image_sb(img)->block_log;
-	catch_signals();
+	signal(SIGPIPE, SIG_IGN); /* a closed pipe: a write error, reported */
 	status = open_output(&t, dest);
 	if (status) {
 		stp_image_close(img);
@@ -638,8 +585,7 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 	}
 	if (!err)
 		err = commit_output(&t);
-	if (err)
-		abort_output(&t);
+	abort_output(&t);
 	stp_image_close(img);
 	return err ? STP_EXIT_FAIL : STP_EXIT_OK;
 }
