@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* mkstipple: build an image from a directory tree. */
 #include <errno.h>
+#include <libgen.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "archive_in.h"
 #include "format.h"
 #include "image.h"
 #include "meta.h"
@@ -37,7 +39,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: mkstipple [OPTIONS] SOURCE IMAGE\n"
-		"Build a compressed read-only image of the directory SOURCE.\n\n"
+		"Build a compressed read-only image of SOURCE: a directory, a tar, cpio or zip\n"
+		"archive (plain or compressed), or - for an archive on standard input.\n\n"
 		"  -l, --level N         zstd level, 1-22 (default %d)\n"
 		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
@@ -281,6 +284,49 @@ static int scan_own_output(const struct options *o, const struct output *out, st
 	return scan_tree(o->source, skip, n, t);
 }
 
+/* SOURCE_DATE_EPOCH, when set: the time of the directories an archive implies. */
+static int source_date_epoch(int64_t *epoch)
+{
+	const char *v = getenv("SOURCE_DATE_EPOCH");
+	uint64_t n;
+
+	*epoch = 0;
+	if (!v || !*v)
+		return 0;
+	if (stp_parse_uint(v, 0, INT64_MAX, &n)) {
+		fprintf(stderr, "mkstipple: SOURCE_DATE_EPOCH=%s: not a number of seconds\n", v);
+		return -EINVAL;
+	}
+	*epoch = (int64_t)n;
+	return 0;
+}
+
+/* SOURCE is an archive when it is "-" or a file that is not a directory; the spool of a
+ * stream goes beside the image. */
+static int read_source(const struct options *o, const struct output *out, struct tree *t,
+		       struct archive_source *src)
+{
+	struct stat st;
+	char *copy, *dir;
+	int64_t epoch;
+	int rc;
+
+	if (strcmp(o->source, "-") && (stat(o->source, &st) || S_ISDIR(st.st_mode)))
+		return scan_own_output(o, out, t);
+	rc = source_date_epoch(&epoch);
+	if (rc)
+		return rc;
+	copy = strdup(o->image);
+	if (!copy)
+		return -ENOMEM;
+	dir = dirname(copy);
+	rc = archive_tree(o->source, dir, epoch, NULL, t, src);
+	free(copy);
+	if (!rc)
+		source_use_archive(src->fd, src->spool_fd);
+	return rc;
+}
+
 /* The scan holds a descriptor per directory level: allow what the hard limit permits. */
 static void raise_fd_limit(void)
 {
@@ -297,6 +343,7 @@ int main(int argc, char **argv)
 	struct options o = { 0 };
 	struct tree t = { 0 };
 	struct output out = { .fd = -1 };
+	struct archive_source src = { .fd = -1, .spool_fd = -1 };
 	struct piece *order = NULL;
 	uint64_t t0 = stp_now_ns(), image_size = 0;
 	size_t nhot = 0, count = 0;
@@ -307,7 +354,7 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	rc = output_open(o.image, &out);
 	if (!rc)
-		rc = scan_own_output(&o, &out, &t);
+		rc = read_source(&o, &out, &t, &src);
 	if (!rc)
 		rc = order_files(&t, o.hot_list, o.code_apart, &order, &nhot, &count);
 	if (!rc)
@@ -321,6 +368,7 @@ int main(int argc, char **argv)
 		rc = output_commit(&out);
 	output_abort(&out);
 	source_close();
+	archive_source_close(&src);
 	if (!rc)
 		summary(&o, &t, image_size, t0);
 	free(order);
