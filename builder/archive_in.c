@@ -6,6 +6,8 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,16 @@ static int fail_archive(const struct reader *r)
 	int err = archive_errno(r->a);
 
 	return fail(r, msg ? msg : "unreadable archive", err > 0 ? err : EINVAL);
+}
+
+static int not_an_archive(const struct reader *r)
+{
+	const char *msg = archive_error_string(r->a);
+
+	fprintf(stderr, "mkstipple: %s: not an archive mkstipple reads (tar, cpio or zip; plain "
+		"or compressed with gzip, bzip2, xz or zstd)%s%s\n", r->name, msg ? ": " : "",
+		msg ? msg : "");
+	return -EINVAL;
 }
 
 /* --- nodes by relative path --- */
@@ -323,6 +335,29 @@ static void put_le(uint8_t *p, uint64_t v, unsigned bytes)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* A named ACL entry's id: the one the archive gives, else the name's on this machine, as
+ * tar resolves it when extracting. */
+static int acl_id(struct reader *r, int user, int qual, const char *name, uint32_t *id)
+{
+	char what[128];
+
+	if (qual >= 0) {
+		*id = (uint32_t)qual;
+		return 0;
+	}
+	if (name && user && getpwnam(name)) {
+		*id = (uint32_t)getpwnam(name)->pw_uid;
+		return 0;
+	}
+	if (name && !user && getgrnam(name)) {
+		*id = (uint32_t)getgrnam(name)->gr_gid;
+		return 0;
+	}
+	snprintf(what, sizeof(what), "its ACL names %s %.64s, unknown here", user ? "user" : "group",
+		 name ? name : "(none)");
+	return fail(r, what, EINVAL);
+}
+
 static int acl_xattr(struct reader *r, struct archive_entry *e, struct node *n, int type,
 		     const char *name)
 {
@@ -349,7 +384,15 @@ static int acl_xattr(struct reader *r, struct archive_entry *e, struct node *n, 
 			continue;
 		v[k].tag = ktag;
 		v[k].perm = (uint16_t)(perm & 7);
-		v[k].id = ktag == 0x02 || ktag == 0x08 ? (uint32_t)qual : ACL_UNDEFINED_ID;
+		v[k].id = ACL_UNDEFINED_ID;
+		if (ktag == 0x02 || ktag == 0x08) {
+			rc = acl_id(r, ktag == 0x02, qual, ename, &v[k].id);
+			if (rc) {
+				free(v);
+				free(buf);
+				return rc;
+			}
+		}
 		k++;
 	}
 	qsort(v, k, sizeof(*v), cmp_acl);
@@ -363,6 +406,23 @@ static int acl_xattr(struct reader *r, struct archive_entry *e, struct node *n, 
 	free(v);
 	free(buf);
 	return rc;
+}
+
+/* With an access ACL that has a mask, the kernel's mode holds the mask in the group bits,
+ * where libarchive, reading the ACL, put the owning group's: as the file had it. */
+static void mask_into_mode(struct node *n)
+{
+	for (size_t i = 0; i < n->nxattrs; i++) {
+		const uint8_t *p = n->xattrs[i].value;
+		size_t len = n->xattrs[i].len;
+
+		if (strcmp(n->xattrs[i].name, "system.posix_acl_access") || len < 4 ||
+		    (len - 4) % ACL_ENTRY_SIZE || p[0] != ACL_XATTR_VERSION || p[1] || p[2] || p[3])
+			continue;
+		for (size_t at = 4; at < len; at += ACL_ENTRY_SIZE)
+			if (p[at] == 0x10 && !p[at + 1])
+				n->st.st_mode = (n->st.st_mode & ~(mode_t)070) | (mode_t)((p[at + 2] & 7) << 3);
+	}
 }
 
 static int cmp_xattr(const void *a, const void *b)
@@ -387,9 +447,25 @@ static int read_xattrs(struct reader *r, struct archive_entry *e, struct node *n
 		rc = acl_xattr(r, e, n, ARCHIVE_ENTRY_ACL_TYPE_ACCESS, "system.posix_acl_access");
 	if (!rc)
 		rc = acl_xattr(r, e, n, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, "system.posix_acl_default");
+	mask_into_mode(n);
 	if (n->nxattrs > 1)
 		qsort(n->xattrs, n->nxattrs, sizeof(*n->xattrs), cmp_xattr);
 	return rc;
+}
+
+/* Before 3.8, libarchive read a pax time before 1970 with a fraction, "-S.F", as -S + F
+ * instead of -(S + F) (libarchive#2562). */
+static void mtime_of(const struct reader *r, struct archive_entry *e, struct timespec *ts)
+{
+	int fmt = archive_format(r->a);
+
+	ts->tv_sec = (time_t)archive_entry_mtime(e);
+	ts->tv_nsec = archive_entry_mtime_nsec(e);
+	if (ts->tv_sec < 0 && ts->tv_nsec > 0 && archive_version_number() < 3008000 &&
+	    (fmt == ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE || fmt == ARCHIVE_FORMAT_TAR_PAX_RESTRICTED)) {
+		ts->tv_sec -= 1;
+		ts->tv_nsec = 1000000000L - ts->tv_nsec;
+	}
 }
 
 static int set_attrs(struct reader *r, struct archive_entry *e, struct node *n)
@@ -401,9 +477,10 @@ static int set_attrs(struct reader *r, struct archive_entry *e, struct node *n)
 	n->st.st_mode = archive_entry_mode(e) & (S_IFMT | 07777);
 	n->st.st_uid = (uid_t)uid;
 	n->st.st_gid = (gid_t)gid;
-	n->st.st_mtim.tv_sec = archive_entry_mtime_is_set(e) ? archive_entry_mtime(e) :
-			       (time_t)r->epoch;
-	n->st.st_mtim.tv_nsec = archive_entry_mtime_is_set(e) ? archive_entry_mtime_nsec(e) : 0;
+	n->st.st_mtim.tv_sec = (time_t)r->epoch;
+	n->st.st_mtim.tv_nsec = 0;
+	if (archive_entry_mtime_is_set(e))
+		mtime_of(r, e, &n->st.st_mtim);
 	n->st.st_size = 0;
 	n->st.st_rdev = 0;
 	if (S_ISCHR(n->st.st_mode) || S_ISBLK(n->st.st_mode))
@@ -650,12 +727,13 @@ static struct archive *open_archive(struct reader *r)
 	archive_read_support_format_gnutar(a);
 	archive_read_support_format_cpio(a);
 	archive_read_support_format_zip(a);
+	r->a = a;
 	if (archive_read_open_fd(a, r->fd, READ_BLOCK) != ARCHIVE_OK) {
-		fail_archive(r);
+		not_an_archive(r);
 		archive_read_free(a);
-		return NULL;
+		r->a = NULL;
 	}
-	return a;
+	return r->a;
 }
 
 static int read_entries(struct reader *r)
@@ -670,10 +748,7 @@ static int read_entries(struct reader *r)
 		if (got == ARCHIVE_EOF)
 			break;
 		if (got != ARCHIVE_OK && got != ARCHIVE_WARN) {
-			if (!count && !r->entry)
-				fail(r, "not an archive mkstipple reads (tar, cpio or zip; plain or "
-				     "compressed with gzip, bzip2, xz or zstd)", EINVAL);
-			return fail_archive(r);
+			return !count && !r->entry ? not_an_archive(r) : fail_archive(r);
 		}
 		free(r->entry);
 		r->entry = entry_string(archive_entry_pathname(e), archive_entry_pathname_utf8(e));
