@@ -527,3 +527,70 @@ def test_acls_from_tar_text_are_the_kernels_bytes(tmp_path, full_tree, mounted):
                     checked += 1
                 assert os.lstat(os.path.join(mnt, rel)).st_mode == os.lstat(src).st_mode, rel
     assert checked >= 1
+
+
+@needs_root
+def test_tar_semantics(tmp_path, mounted):
+    """Later entries replace earlier ones, a directory over a directory keeps its
+    children, leading '/' and './' go, '.' is the root, and unlisted parents are 0755,
+    root's, dated SOURCE_DATE_EPOCH."""
+    tar = tmp_path / "t.tar"
+
+    def d(name, mode, mtime, uid=0):
+        i = file_info(name, 0, type=tarfile.DIRTYPE, mode=mode, mtime=mtime, uid=uid, gid=uid)
+        return (i, None)
+
+    write_tar(tar, [
+        d("./", 0o750, 1000, uid=7),
+        (file_info("/abs/file", 3, mode=0o600, mtime=2000), b"one"),
+        d("keep", 0o700, 3000),
+        (file_info("keep/child", 5, mtime=4000), b"child"),
+        (file_info("./abs/file", 3, mode=0o644, mtime=5000), b"two"),
+        d("keep/", 0o755, 6000, uid=9),
+        (file_info("deep/er/leaf", 4, mtime=7000), b"leaf"),
+        (file_info("swap", 4, mtime=8000), b"file"),
+        (file_info("swap", 0, type=tarfile.SYMTYPE, linkname="keep/child", mtime=9000), None),
+    ])
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1234567890")
+    image = tmp_path / "t.stp"
+    r = run([MKSTIPPLE, "--quiet", *FAST, tar, image], env=env)
+    assert r.returncode == 0, r.stderr
+    with mounted(image) as mnt:
+        st = os.lstat(mnt)
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_mtime) == (0o750, 7, 1000)
+        assert sorted(os.listdir(mnt)) == ["abs", "deep", "keep", "swap"]
+        assert open(os.path.join(mnt, "abs/file"), "rb").read() == b"two"
+        st = os.lstat(os.path.join(mnt, "abs/file"))
+        assert (stat.S_IMODE(st.st_mode), st.st_mtime) == (0o644, 5000)
+        st = os.lstat(os.path.join(mnt, "keep"))
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_mtime) == (0o755, 9, 6000)
+        assert os.listdir(os.path.join(mnt, "keep")) == ["child"]
+        for implied in ("abs", "deep", "deep/er"):
+            st = os.lstat(os.path.join(mnt, implied))
+            assert (st.st_mode, st.st_uid, st.st_gid, st.st_mtime) == \
+                (stat.S_IFDIR | 0o755, 0, 0, 1234567890), implied
+        assert os.readlink(os.path.join(mnt, "swap")) == "keep/child"
+
+
+def test_directory_not_empty_is_not_replaced(tmp_path):
+    tar = tmp_path / "t.tar"
+    write_tar(tar, [(file_info("dir/file", 1), b"x"), (file_info("dir", 1), b"y")])
+    assert_refused(tmp_path, tar, str(tar), "dir", "not empty")
+
+
+def test_entry_beneath_a_file(tmp_path):
+    tar = tmp_path / "t.tar"
+    write_tar(tar, [(file_info("f", 1), b"x"), (file_info("f/g", 1), b"y")])
+    assert_refused(tmp_path, tar, str(tar), "f/g", "not a directory")
+
+
+def test_stream_leaves_nothing_beside_the_image(tmp_path):
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "f").write_bytes(os.urandom(100000))
+    out = tmp_path / "out"
+    out.mkdir()
+    tar = tmp_path / "t.tar"
+    run(["tar", "-C", root, "-cf", tar, "."], check=True)
+    build("-", out / "s.stp", stdin=tar)
+    assert os.listdir(out) == ["s.stp"]
