@@ -524,6 +524,15 @@ static int spool_fail(const struct reader *r, int err)
 	return -err;
 }
 
+/* Zeros are not written: the spool is written once, and what was not written reads as
+ * zeros, so a file of zeros stored in full costs no disk space there. */
+static int all_zero(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	return p[0] == 0 && !memcmp(p, p + 1, len - 1);
+}
+
 /* Copies the entry's bytes to the spool's end, leaving holes where the archive has them;
  * the entry's size is what the archive says or, when it does not say, what came. */
 static int spool_data(struct reader *r, struct archive_entry *e, struct data_rec *d)
@@ -544,7 +553,8 @@ static int spool_data(struct reader *r, struct archive_entry *e, struct data_rec
 			return fail_archive(r);
 		if (off < 0 || (uint64_t)off > UINT64_MAX / 2)
 			return fail(r, "a data block lies out of range", EINVAL);
-		if (len && (rc = stp_pwrite_full(r->spool_fd, buf, len, base + (uint64_t)off)))
+		if (len && !all_zero(buf, len) &&
+		    (rc = stp_pwrite_full(r->spool_fd, buf, len, base + (uint64_t)off)))
 			return spool_fail(r, -rc);
 		if ((uint64_t)off + len > end)
 			end = (uint64_t)off + len;
