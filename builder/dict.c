@@ -50,27 +50,28 @@ static int sampler_read(struct sampler *s, uint64_t pos, uint8_t *buf, size_t le
 		const struct piece *pc = &s->pieces[i];
 		uint64_t skip = i == s->cur ? pos - s->cur_start : 0;
 		size_t want = len - *got;
-		int fd;
+		struct source_file sf;
 		ssize_t r;
+		int rc;
 
 		if (!piece_len(pc))
 			continue;
-		fd = source_open_file(pc->file);
-		if (fd < 0)
-			return fd;
+		rc = source_file_open(pc->file, &sf);
+		if (rc)
+			return rc;
 		if (piece_len(pc) - skip < want)
 			want = (size_t)(piece_len(pc) - skip);
 		do
-			r = pread(fd, buf + *got, want, (off_t)(pc->start + skip));
+			r = source_file_pread(&sf, buf + *got, want, pc->start + skip);
 		while (r < 0 && errno == EINTR);
 		if (r < 0) {
 			int err = errno;
 
 			fprintf(stderr, "mkstipple: %s: reading: %s\n", pc->file->path, strerror(err));
-			close(fd);
+			source_file_close(&sf);
 			return -err;
 		}
-		close(fd);
+		source_file_close(&sf);
 		*got += (size_t)r;
 		if ((size_t)r < want)
 			break;

@@ -52,8 +52,8 @@ static void scan_sections(const struct reader *r, const uint8_t *table, uint64_t
 	}
 }
 
-int elf_code_span(int fd, const uint8_t head[ELF_HEAD_SIZE], uint64_t size, uint64_t *start,
-		  uint64_t *end)
+int elf_code_span(int fd, uint64_t base, const uint8_t head[ELF_HEAD_SIZE], uint64_t size,
+		  uint64_t *start, uint64_t *end)
 {
 	struct reader r;
 	uint64_t shoff, count, bytes;
@@ -78,7 +78,7 @@ int elf_code_span(int fd, const uint8_t head[ELF_HEAD_SIZE], uint64_t size, uint
 	table = malloc(bytes);
 	if (!table)
 		return -ENOMEM;
-	rc = stp_pread_full(fd, table, bytes, shoff);
+	rc = stp_pread_full(fd, table, bytes, base + shoff);
 	if (!rc)
 		scan_sections(&r, table, count, entsize, size, start, end);
 	free(table);

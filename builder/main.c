@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* mkstipple: build an image from a directory tree. */
 #include <errno.h>
+#include <libgen.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "archive_in.h"
 #include "attrs.h"
 #include "exclude.h"
 #include "format.h"
@@ -43,7 +45,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: mkstipple [OPTIONS] SOURCE IMAGE\n"
-		"Build a compressed read-only image of the directory SOURCE.\n\n"
+		"Build a compressed read-only image of SOURCE: a directory, a tar, cpio or zip\n"
+		"archive (plain or compressed), or - for an archive on standard input.\n\n"
 		"  -l, --level N         zstd level, 1-22 (default %d)\n"
 		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
@@ -254,7 +257,7 @@ static int write_dictionary(struct pack_result *r, int fd, struct stp_superblock
 }
 
 static int write_image(const struct options *o, struct tree *t, const struct piece *order,
-		       size_t count, size_t nhot, struct output *out, uint64_t *image_size)
+		       size_t count, size_t nhot, struct stp_output *out, uint64_t *image_size)
 {
 	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
 				     .block_log = o->pack.block_log };
@@ -318,7 +321,7 @@ static int load_key(struct options *o)
 
 /* Signs the complete unsigned image in the temporary file: the same bytes `stipple
  * sign` gives, since both take them from stp_sign_image. */
-static int sign_output(const struct options *o, const struct output *out, uint64_t *image_size)
+static int sign_output(const struct options *o, const struct stp_output *out, uint64_t *image_size)
 {
 	struct stp_image *img;
 	uint8_t sb[STP_SB_SIZE], *block;
@@ -347,7 +350,7 @@ static int sign_output(const struct options *o, const struct output *out, uint64
 
 /* Scans the source, leaving out the image being written and the one it replaces, so
  * that an image built inside its own source never packs itself. */
-static int scan_own_output(const struct options *o, const struct output *out, struct tree *t)
+static int scan_own_output(const struct options *o, const struct stp_output *out, struct tree *t)
 {
 	struct stat skip[2];
 	size_t n = 0;
@@ -357,6 +360,52 @@ static int scan_own_output(const struct options *o, const struct output *out, st
 	if (!stat(o->image, &skip[n]) && S_ISREG(skip[n].st_mode))
 		n++;
 	return scan_tree(o->source, skip, n, &o->scan, t);
+}
+
+/* SOURCE is an archive when it is "-" or a file that is not a directory; the spool of a
+ * stream goes beside the image. */
+static int read_source(const struct options *o, const struct stp_output *out, struct tree *t,
+		       struct archive_source *src)
+{
+	/* the directories an archive implies are as old as SOURCE_DATE_EPOCH says */
+	int64_t epoch = o->attrs.clamp ? o->attrs.clamp_to : 0;
+	struct stat st;
+	char *copy, *dir;
+	int rc;
+
+	if (strcmp(o->source, "-") && (stat(o->source, &st) || S_ISDIR(st.st_mode)))
+		return scan_own_output(o, out, t);
+	copy = strdup(o->image);
+	if (!copy)
+		return -ENOMEM;
+	dir = dirname(copy);
+	rc = archive_tree(o->source, dir, epoch, &o->scan, t, src);
+	free(copy);
+	if (!rc)
+		source_use_archive(src->fd, src->spool_fd);
+	return rc;
+}
+
+static int open_output(const char *image, struct stp_output *out)
+{
+	const char *step;
+	int rc = stp_output_open(image, out, &step);
+
+	if (rc == -EISDIR)
+		fprintf(stderr, "mkstipple: %s: is a directory\n", image);
+	else if (rc)
+		fprintf(stderr, "mkstipple: %s: %s: %s\n", image, step, strerror(-rc));
+	return rc;
+}
+
+static int commit_output(struct stp_output *out)
+{
+	const char *step;
+	int rc = stp_output_commit(out, stp_output_default_mode(), &step);
+
+	if (rc)
+		fprintf(stderr, "mkstipple: %s: %s: %s\n", out->final, step, strerror(-rc));
+	return rc;
 }
 
 /* The scan holds a descriptor per directory level: allow what the hard limit permits. */
@@ -374,7 +423,8 @@ int main(int argc, char **argv)
 {
 	struct options o = { 0 };
 	struct tree t = { 0 };
-	struct output out = { .fd = -1 };
+	struct stp_output out = { .fd = -1 };
+	struct archive_source src = { .fd = -1, .spool_fd = -1 };
 	struct piece *order = NULL;
 	uint64_t t0 = stp_now_ns(), image_size = 0;
 	size_t nhot = 0, count = 0;
@@ -383,9 +433,9 @@ int main(int argc, char **argv)
 	if (rc || (rc = load_key(&o)))
 		return rc;
 	raise_fd_limit();
-	rc = output_open(o.image, &out);
+	rc = open_output(o.image, &out);
 	if (!rc)
-		rc = scan_own_output(&o, &out, &t);
+		rc = read_source(&o, &out, &t, &src);
 	if (!rc)
 		rc = order_files(&t, o.hot_list, o.code_apart, &order, &nhot, &count);
 	if (!rc)
@@ -396,9 +446,10 @@ int main(int argc, char **argv)
 	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
 		fprintf(stderr, "mkstipple: %s: writing failed: %s\n", o.image, strerror(-rc));
 	if (!rc)
-		rc = output_commit(&out);
-	output_abort(&out);
+		rc = commit_output(&out);
+	stp_output_abort(&out);
 	source_close();
+	archive_source_close(&src);
 	if (!rc)
 		summary(&o, &t, image_size, t0);
 	free(order);

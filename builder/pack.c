@@ -417,15 +417,15 @@ static int pack_stage(struct packer *p, struct node *f, size_t n, uint64_t off, 
 }
 
 /* Packs file bytes [OFF, END), hashing them into H when given. */
-static int read_span(struct packer *p, struct node *f, int fd, uint64_t off, uint64_t end,
-		     XXH3_state_t *h)
+static int read_span(struct packer *p, struct node *f, const struct source_file *sf,
+		     uint64_t off, uint64_t end, XXH3_state_t *h)
 {
 	uint64_t zeros = 0;
 	int rc = 0;
 
 	while (off < end && !rc) {
 		size_t want = end - off < STAGE_SIZE ? (size_t)(end - off) : STAGE_SIZE;
-		ssize_t n = pread(fd, p->stage, want, (off_t)off);
+		ssize_t n = source_file_pread(sf, p->stage, want, off);
 
 		if (n < 0)
 			rc = errno == EINTR ? 0 : file_error(f->path, errno, "reading");
@@ -444,7 +444,7 @@ static int read_span(struct packer *p, struct node *f, int fd, uint64_t off, uin
 	return rc;
 }
 
-static int read_file(struct packer *p, struct node *f, int fd)
+static int read_file(struct packer *p, struct node *f, const struct source_file *sf)
 {
 	XXH3_state_t *h = f->hashed ? XXH3_createState() : NULL;
 	int rc;
@@ -453,7 +453,7 @@ static int read_file(struct packer *p, struct node *f, int fd)
 		return -ENOMEM; /* the hash proves the file did not change since it was compared */
 	if (h)
 		XXH3_128bits_reset(h);
-	rc = read_span(p, f, fd, 0, (uint64_t)f->st.st_size, h);
+	rc = read_span(p, f, sf, 0, (uint64_t)f->st.st_size, h);
 	if (!rc && h) {
 		XXH128_hash_t d = XXH3_128bits_digest(h);
 
@@ -517,22 +517,20 @@ static int take_copy(struct packer *p, struct node *f)
 static int pack_piece(struct packer *p, const struct piece *pc)
 {
 	struct node *f = pc->file;
-	struct stat after;
-	char probe;
-	int fd, rc;
+	struct source_file sf;
+	int rc;
 
 	if (f->same_as)
 		return 0;
-	fd = source_open_file(f);
-	if (fd < 0)
-		return fd;
+	rc = source_file_open(f, &sf);
+	if (rc)
+		return rc;
 	/* a file read whole is hashed again when it was hashed to find copies */
 	rc = pc->start == 0 && pc->end == (uint64_t)f->st.st_size ?
-	     read_file(p, f, fd) : read_span(p, f, fd, pc->start, pc->end, NULL);
-	if (!rc && (fstat(fd, &after) || !source_same(&f->st, &after) ||
-		    pread(fd, &probe, 1, f->st.st_size) > 0))
+	     read_file(p, f, &sf) : read_span(p, f, &sf, pc->start, pc->end, NULL);
+	if (!rc && !source_file_unchanged(&sf))
 		rc = source_changed(f->path);
-	close(fd);
+	source_file_close(&sf);
 	return rc;
 }
 
@@ -558,16 +556,15 @@ static int cmp_sized(const void *a, const void *b)
 static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 {
 	XXH3_state_t *h = XXH3_createState();
-	int fd = h ? source_open_file(f) : -ENOMEM, rc = 0;
+	struct source_file sf = { .fd = -1 };
+	int rc = h ? source_file_open(f, &sf) : -ENOMEM;
 	uint64_t off = 0;
 
-	if (fd < 0) {
-		rc = fd;
+	if (rc)
 		goto out;
-	}
 	XXH3_128bits_reset(h);
 	for (;;) {
-		ssize_t n = pread(fd, buf, STAGE_SIZE, (off_t)off);
+		ssize_t n = source_file_pread(&sf, buf, STAGE_SIZE, off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -584,8 +581,7 @@ static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 	out[0] = d.low64;
 	out[1] = d.high64;
 out:
-	if (fd >= 0)
-		close(fd);
+	source_file_close(&sf);
 	XXH3_freeState(h);
 	return rc;
 }
@@ -595,15 +591,16 @@ out:
 static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 {
 	size_t half = STAGE_SIZE / 2;
-	int fa = source_open_file(a);
-	int fb = fa < 0 ? -EBADF : source_open_file(b);
+	struct source_file fa = { .fd = -1 }, fb = { .fd = -1 };
 	uint64_t off = 0;
-	int rc = 1;
+	int rc = source_file_open(a, &fa);
 
-	if (fa < 0 || fb < 0)
-		rc = fa < 0 ? fa : fb;
+	if (!rc)
+		rc = source_file_open(b, &fb);
+	rc = rc ? rc : 1;
 	while (rc == 1 && off < (uint64_t)a->st.st_size) {
-		ssize_t na = pread(fa, buf, half, (off_t)off), nb = pread(fb, buf + half, half, (off_t)off);
+		ssize_t na = source_file_pread(&fa, buf, half, off);
+		ssize_t nb = source_file_pread(&fb, buf + half, half, off);
 
 		if (na < 0 || nb < 0)
 			rc = file_error(na < 0 ? a->path : b->path, errno, "reading");
@@ -612,10 +609,8 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 		else
 			off += (uint64_t)na;
 	}
-	if (fa >= 0)
-		close(fa);
-	if (fb >= 0)
-		close(fb);
+	source_file_close(&fa);
+	source_file_close(&fb);
 	return rc;
 }
 

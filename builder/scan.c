@@ -14,6 +14,7 @@
 #include "bcj.h"
 #include "elfcode.h"
 #include "source.h"
+#include "tree.h"
 
 static int cmp_xattr(const void *a, const void *b)
 {
@@ -147,43 +148,9 @@ static int read_link(struct node *n, int dirfd)
 	return 0;
 }
 
-static struct node *node_new(struct node *parent, const char *name)
-{
-	struct node *n = calloc(1, sizeof(*n));
 
-	if (!n)
-		return NULL;
-	if (parent) {
-		size_t plen = strlen(parent->path);
-
-		n->path = malloc(plen + strlen(name) + 2);
-		if (n->path)
-			sprintf(n->path, "%s%s%s", parent->path,
-				parent->path[plen - 1] == '/' ? "" : "/", name);
-		n->name = n->path ? n->path + strlen(n->path) - strlen(name) : NULL;
-	} else {
-		n->path = strdup(name);
-		n->name = "";
-	}
-	if (!n->path) {
-		free(n);
-		return NULL;
-	}
-	n->name_len = strlen(n->name);
-	n->parent = parent;
-	n->primary = n;
-	return n;
-}
-
-static int cmp_child(const void *a, const void *b)
-{
-	const struct node *x = *(struct node *const *)a, *y = *(struct node *const *)b;
-
-	return stp_name_cmp(x->name, x->name_len, y->name, y->name_len);
-}
 
 static int scan_node(struct node *n, int dirfd);
-static void node_free(struct node *n);
 
 /* Files left out of the scan; set for the duration of scan_tree(). */
 static const struct stat *skip_list;
@@ -199,27 +166,6 @@ static int skipped(const struct stat *st)
 	return 0;
 }
 
-static int add_child(struct node *dir, const char *name, size_t *cap)
-{
-	struct node *c;
-
-	if (strlen(name) > STP_NAME_MAX)
-		return source_fail(dir->path, ENAMETOOLONG, name);
-	if (dir->nchildren == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 16;
-		struct node **grown = realloc(dir->children, ncap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		dir->children = grown;
-		*cap = ncap;
-	}
-	c = node_new(dir, name);
-	if (!c)
-		return -ENOMEM;
-	dir->children[dir->nchildren++] = c;
-	return 0;
-}
 
 /* The source root's device and the length of its path, for scan_opts; set by scan_tree. */
 static dev_t root_dev;
@@ -282,7 +228,7 @@ static int scan_dir(struct node *n, int fd)
 			continue;
 		if (rel && excluded(de, fd, rel, rel_len))
 			continue;
-		rc = add_child(n, de->d_name, &cap);
+		rc = tree_add_child(n, de->d_name, &cap);
 		if (rc)
 			break;
 	}
@@ -292,11 +238,11 @@ static int scan_dir(struct node *n, int fd)
 	closedir(d);
 	if (rc)
 		return rc;
-	qsort(n->children, n->nchildren, sizeof(*n->children), cmp_child);
+	tree_sort_children(n);
 	for (size_t i = 0; i < n->nchildren && !rc; i++) {
 		rc = scan_node(n->children[i], fd);
 		if (rc == SKIPPED) {
-			node_free(n->children[i]);
+			tree_node_free(n->children[i]);
 			memmove(&n->children[i], &n->children[i + 1],
 				(n->nchildren - i - 1) * sizeof(*n->children));
 			n->nchildren--;
@@ -310,32 +256,36 @@ static int scan_dir(struct node *n, int fd)
 /* Machine code is told by its ELF header, and found by its section table; the packer
  * filters the blocks that hold it. A table that cannot be used makes the whole file
  * code; a table without code in the file (a debug file) makes it none. */
-static int read_filter(struct node *n, int dirfd)
+int scan_read_filter(struct node *n, int fd, uint64_t base)
 {
 	uint8_t head[ELF_HEAD_SIZE];
-	int fd = source_openat_file(dirfd, n->name, n->path, &n->st), rc = 0;
-	ssize_t len;
+	ssize_t len = pread(fd, head, sizeof(head), (off_t)base);
+	int rc = 0;
 
-	if (fd < 0)
-		return fd;
-	len = pread(fd, head, sizeof(head), 0);
-	if (len < 0) {
-		rc = source_fail(n->path, errno, "reading");
-		close(fd);
-		return rc;
-	}
+	if (len < 0)
+		return source_fail(n->path, errno, "reading");
 	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
 	if (n->filter != STP_FILTER_NONE) {
 		n->code_start = 0;
 		n->code_end = (uint64_t)n->st.st_size;
 		if (len == sizeof(head))
-			rc = elf_code_span(fd, head, (uint64_t)n->st.st_size, &n->code_start,
+			rc = elf_code_span(fd, base, head, (uint64_t)n->st.st_size, &n->code_start,
 					   &n->code_end);
 		if (rc > 0 && n->code_start == n->code_end)
 			n->filter = STP_FILTER_NONE; /* no code in the file: a debug file, say */
 	}
-	close(fd);
 	return rc < 0 ? source_fail(n->path, -rc, "reading its section table") : 0;
+}
+
+static int read_filter(struct node *n, int dirfd)
+{
+	int fd = source_openat_file(dirfd, n->name, n->path, &n->st), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = scan_read_filter(n, fd, 0);
+	close(fd);
+	return rc;
 }
 
 /* A directory is opened beneath its parent, checked to be the one just looked at, and
@@ -397,108 +347,18 @@ static int scan_root(struct node *root)
 	return rc ? rc : scan_dir(root, x.fd);
 }
 
-/* Hard links: sort candidates by (dev, ino, inode order) and point each to its first. */
-static int cmp_devino(const void *a, const void *b)
-{
-	const struct node *x = *(struct node *const *)a, *y = *(struct node *const *)b;
 
-	if (x->st.st_dev != y->st.st_dev)
-		return x->st.st_dev < y->st.st_dev ? -1 : 1;
-	if (x->st.st_ino != y->st.st_ino)
-		return x->st.st_ino < y->st.st_ino ? -1 : 1;
-	return (x->ino > y->ino) - (x->ino < y->ino);
-}
 
-/* Breadth-first order: every node gets a provisional number in ->ino. */
-static int list_bfs(struct tree *t, struct node ***out, size_t *count)
-{
-	size_t cap = 1024, n = 0, head = 0;
-	struct node **q = malloc(cap * sizeof(*q));
 
-	if (!q)
-		return -ENOMEM;
-	q[n++] = t->root;
-	while (head < n) {
-		struct node *cur = q[head];
-
-		cur->ino = (uint32_t)head++;
-		for (size_t i = 0; i < cur->nchildren; i++) {
-			if (n == cap) {
-				struct node **grown = realloc(q, (cap *= 2) * sizeof(*q));
-
-				if (!grown) {
-					free(q);
-					return -ENOMEM;
-				}
-				q = grown;
-			}
-			q[n++] = cur->children[i];
-		}
-	}
-	if (n > UINT32_MAX / 2) {
-		free(q);
-		return source_fail(t->root->path, EFBIG, "too many entries");
-	}
-	*out = q;
-	*count = n;
-	return 0;
-}
-
-static int fold_hard_links(struct node **all, size_t n)
-{
-	struct node **cand = malloc(n * sizeof(*cand));
-	size_t m = 0;
-
-	if (!cand)
-		return -ENOMEM; /* the image must not depend on the memory at hand */
-	for (size_t i = 0; i < n; i++)
-		if (!S_ISDIR(all[i]->st.st_mode) && all[i]->st.st_nlink > 1)
-			cand[m++] = all[i];
-	qsort(cand, m, sizeof(*cand), cmp_devino);
-	for (size_t i = 1; i < m; i++)
-		if (cand[i]->st.st_dev == cand[i - 1]->st.st_dev &&
-		    cand[i]->st.st_ino == cand[i - 1]->st.st_ino)
-			cand[i]->primary = cand[i - 1]->primary;
-	free(cand);
-	return 0;
-}
-
-static int number_inodes(struct tree *t, struct node **all, size_t n)
-{
-	t->inodes = malloc(n * sizeof(*t->inodes));
-	t->files = malloc(n * sizeof(*t->files));
-	if (!t->inodes || !t->files)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		struct node *x = all[i];
-
-		if (x->primary != x) {
-			x->primary->nlink++;
-			continue;
-		}
-		x->ino = t->ninodes;
-		t->inodes[t->ninodes++] = x;
-		x->nlink = S_ISDIR(x->st.st_mode) ? 2 : 1;
-		if (S_ISDIR(x->st.st_mode) && x->parent)
-			x->parent->nlink++;
-		if (S_ISREG(x->st.st_mode)) {
-			t->files[t->nfiles++] = x;
-			t->file_bytes += (uint64_t)x->st.st_size;
-		}
-	}
-	return 0;
-}
 
 int scan_tree(const char *source, const struct stat *skip, size_t nskip,
 	      const struct scan_opts *opts, struct tree *t)
 {
 	static const struct scan_opts none;
-	struct node **all = NULL;
-	size_t n = 0;
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	t->root = node_new(NULL, source);
+	t->root = tree_node_new(NULL, source);
 	if (!t->root)
 		return -ENOMEM;
 	skip_list = skip;
@@ -509,39 +369,5 @@ int scan_tree(const char *source, const struct stat *skip, size_t nskip,
 	skip_list = NULL;
 	skip_count = 0;
 	scan_opts = NULL;
-	if (!rc)
-		rc = list_bfs(t, &all, &n);
-	if (!rc) {
-		rc = fold_hard_links(all, n);
-		if (!rc)
-			rc = number_inodes(t, all, n);
-	}
-	free(all);
-	return rc;
-}
-
-static void node_free(struct node *n)
-{
-	for (size_t i = 0; i < n->nchildren; i++)
-		node_free(n->children[i]);
-	for (size_t i = 0; i < n->nxattrs; i++) {
-		free(n->xattrs[i].name);
-		free(n->xattrs[i].value);
-	}
-	free(n->xattrs);
-	free(n->children);
-	free(n->link_target);
-	free(n->extents);
-	free(n->hot_ranges);
-	free(n->path);
-	free(n);
-}
-
-void scan_tree_free(struct tree *t)
-{
-	if (t->root)
-		node_free(t->root);
-	free(t->inodes);
-	free(t->files);
-	memset(t, 0, sizeof(*t));
+	return rc ? rc : tree_finish(t);
 }

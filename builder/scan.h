@@ -39,6 +39,8 @@ struct node {
 	size_t nxattrs;
 	uint32_t ino;          /* image inode number (primary nodes) */
 	uint32_t nlink;        /* names in the image (primary nodes); dirs: 2 + subdirs */
+	uint64_t data_off;     /* archives: where the file's bytes begin (source.h) */
+	int in_spool;          /* archives: in the spool, not in the archive */
 	/* regular files, filled by the packer */
 	struct stp_extent *extents;
 	uint32_t nextents;
@@ -81,6 +83,10 @@ struct scan_opts {
  * Errors are printed with the path; returns 0 or -errno. */
 int scan_tree(const char *source, const struct stat *skip, size_t nskip,
 	      const struct scan_opts *opts, struct tree *out);
+/* Frees T's nodes and arrays (tree.c), whichever source built it. */
 void scan_tree_free(struct tree *t);
+/* Sets N's filter and code span from its bytes, which begin at BASE in FD (a regular
+ * file of at least 64 bytes). Errors are printed with N's path; 0 or -errno. */
+int scan_read_filter(struct node *n, int fd, uint64_t base);
 
 #endif

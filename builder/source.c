@@ -13,6 +13,9 @@
 #define FILE_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
 
 static int root_fd = -1;
+static int archive_fd = -1; /* an archive's descriptors, not owned here */
+static int spool_fd = -1;
+static int from_archive;
 /* The last directory reached: files are read in runs from one directory. */
 static const struct node *cached_dir;
 static int cached_fd = -1;
@@ -183,6 +186,10 @@ int source_open_file(const struct node *f)
 
 int source_stat(const struct node *n, struct stat *st)
 {
+	if (from_archive) {
+		*st = n->st;
+		return 0;
+	}
 	int dirfd = n->parent ? source_dir_fd(n->parent) : root_fd;
 
 	if (dirfd < 0)
@@ -192,8 +199,60 @@ int source_stat(const struct node *n, struct stat *st)
 	return 0;
 }
 
+void source_use_archive(int archive, int spool)
+{
+	source_close();
+	archive_fd = archive;
+	spool_fd = spool;
+	from_archive = 1;
+}
+
+int source_file_open(const struct node *f, struct source_file *sf)
+{
+	*sf = (struct source_file){ .node = f, .fd = archive_fd, .size = (uint64_t)f->st.st_size };
+	if (from_archive) {
+		sf->fd = f->in_spool ? spool_fd : archive_fd;
+		sf->base = f->data_off;
+		return sf->fd < 0 ? -EBADF : 0;
+	}
+	sf->fd = source_open_file(f);
+	sf->owned = 1;
+	return sf->fd < 0 ? sf->fd : 0;
+}
+
+ssize_t source_file_pread(const struct source_file *sf, void *buf, size_t len, uint64_t off)
+{
+	if (!sf->owned) {
+		if (off >= sf->size)
+			return 0;
+		if (len > sf->size - off)
+			len = (size_t)(sf->size - off);
+	}
+	return pread(sf->fd, buf, len, (off_t)(sf->base + off));
+}
+
+int source_file_unchanged(const struct source_file *sf)
+{
+	struct stat now;
+	char probe;
+
+	if (!sf->owned)
+		return 1;
+	return !fstat(sf->fd, &now) && source_same(&sf->node->st, &now) &&
+	       pread(sf->fd, &probe, 1, sf->node->st.st_size) <= 0;
+}
+
+void source_file_close(struct source_file *sf)
+{
+	if (sf->owned && sf->fd >= 0)
+		close(sf->fd);
+	sf->fd = -1;
+}
+
 void source_close(void)
 {
+	archive_fd = spool_fd = -1;
+	from_archive = 0;
 	set_cache(NULL, -1);
 	if (root_fd >= 0)
 		close(root_fd);

@@ -7,11 +7,17 @@
  * scan saw: a symlink, a FIFO or another file put in its place is refused, never read.
  * One source per process; not thread-safe (only the main thread reads the tree).
  * Every function that fails prints a message naming the path and returns -errno.
+ *
+ * An archive is the other kind of source (source_use_archive): a file's bytes lie in the
+ * archive itself or in the spool archive.c filled, at the node's data_off. Nothing else
+ * writes there, so the change checks always pass.
  */
 #ifndef MKSTP_SOURCE_H
 #define MKSTP_SOURCE_H
 
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include "scan.h"
 
@@ -36,6 +42,29 @@ int source_same(const struct stat *scanned, const struct stat *now);
 int source_changed(const char *path);
 /* Reports "mkstipple: PATH: WHAT: <errno ERR's text>" and returns -ERR. */
 int source_fail(const char *path, int err, const char *what);
+/* One regular file opened for reading: its byte 0 is at BASE in FD. */
+struct source_file {
+	const struct node *node;
+	int fd;
+	int owned;         /* FD is the file's own (a directory's file), closed on close */
+	uint64_t base;
+	uint64_t size;     /* archives: reads stop here, where the next entry's bytes begin */
+};
+
+/* Opens regular file F of the tree (source_open_file, or its place in the archive).
+ * 0 or -errno. */
+int source_file_open(const struct node *f, struct source_file *sf);
+/* pread of file bytes [OFF, OFF + LEN): bytes read, 0 at the end, or -1 with errno. */
+ssize_t source_file_pread(const struct source_file *sf, void *buf, size_t len, uint64_t off);
+/* 1 when the file is still the one scanned, with nothing past its scanned size (always
+ * for an archive); 0 when it changed. */
+int source_file_unchanged(const struct source_file *sf);
+void source_file_close(struct source_file *sf);
+/* Makes the tree's files come from ARCHIVE or, for nodes with in_spool, SPOOL (either may
+ * be -1 when unused; both owned by the caller and kept open until source_close):
+ * source_file_open gives the descriptor at the node's data_off, and source_stat gives
+ * the node's own attributes. */
+void source_use_archive(int archive, int spool);
 /* Closes the descriptors kept. */
 void source_close(void);
 

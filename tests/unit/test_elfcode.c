@@ -61,7 +61,7 @@ static int span_of(const uint8_t *bytes, size_t len, uint64_t *start, uint64_t *
 	}
 	unlink(path);
 	*start = *end = 7777; /* left alone when nothing is found */
-	rc = elf_code_span(fd, bytes, len, start, end);
+	rc = elf_code_span(fd, 0, bytes, len, start, end);
 	close(fd);
 	return rc;
 }
@@ -162,7 +162,7 @@ static void test_own_executable(void)
 		exit(2);
 	}
 	CHECK(fread(head, 1, sizeof(head), self) == sizeof(head));
-	CHECK(elf_code_span(fileno(self), head, (uint64_t)st.st_size, &a, &b) == 1);
+	CHECK(elf_code_span(fileno(self), 0, head, (uint64_t)st.st_size, &a, &b) == 1);
 	CHECK(0 < a && a < b && b < (uint64_t)st.st_size);
 	fclose(self);
 }

@@ -1,0 +1,878 @@
+/* SPDX-License-Identifier: MIT */
+/* Reading an archive into the tree, through libarchive. */
+#include "archive_in.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "exclude.h"
+#include "format.h"
+#include "source.h"
+#include "tree.h"
+#include "util.h"
+
+#define READ_BLOCK (128u * 1024)
+#define XATTR_NAME_MAX_LEN 255u
+#define XATTR_VALUE_MAX_LEN 65536u
+
+/* Where an inode's bytes are; hard links share one, so data carried by a later link (as
+ * cpio stores it) reaches every name. Indexed by the nodes' st_ino. */
+struct data_rec {
+	uint64_t off, size;
+	int in_spool;
+};
+
+struct reader {
+	const char *name;      /* the archive as messages name it */
+	struct archive *a;
+	int fd, seekable;
+	const char *spool_dir;
+	int spool_fd;
+	uint64_t spool_end;    /* bytes the spool holds */
+	int used_in_place;
+	int64_t epoch;
+	const struct scan_opts *opts; /* never NULL */
+	struct tree *t;
+	size_t root_len;       /* strlen(t->root->path): a node's relative path follows it */
+	struct node **slots;   /* every node by relative path, open addressing */
+	size_t nslots, nnodes;
+	struct data_rec *recs; /* by st_ino */
+	size_t nrecs, caprecs;
+	char *entry;           /* the current entry's path as the archive gives it */
+};
+
+static int fail(const struct reader *r, const char *what, int err)
+{
+	if (r->entry)
+		fprintf(stderr, "mkstipple: %s: %s: %s\n", r->name, r->entry, what);
+	else
+		fprintf(stderr, "mkstipple: %s: %s\n", r->name, what);
+	return -err;
+}
+
+static int fail_archive(const struct reader *r)
+{
+	const char *msg = archive_error_string(r->a);
+	int err = archive_errno(r->a);
+
+	return fail(r, msg ? msg : "unreadable archive", err > 0 ? err : EINVAL);
+}
+
+static int not_an_archive(const struct reader *r)
+{
+	const char *msg = archive_error_string(r->a);
+
+	fprintf(stderr, "mkstipple: %s: not an archive mkstipple reads (tar, cpio or zip; plain "
+		"or compressed with gzip, bzip2, xz or zstd)%s%s\n", r->name, msg ? ": " : "",
+		msg ? msg : "");
+	return -EINVAL;
+}
+
+/* --- nodes by relative path --- */
+
+static const char *relpath(const struct reader *r, const struct node *n)
+{
+	return n->parent ? n->path + r->root_len + 1 : "";
+}
+
+static size_t hash_path(const char *s)
+{
+	size_t h = 1469598103934665603u;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211u;
+	return h;
+}
+
+static struct node **slot_of(const struct reader *r, const char *path)
+{
+	size_t i = hash_path(path) & (r->nslots - 1);
+
+	while (r->slots[i] && strcmp(relpath(r, r->slots[i]), path))
+		i = (i + 1) & (r->nslots - 1);
+	return &r->slots[i];
+}
+
+static struct node *lookup(const struct reader *r, const char *path)
+{
+	return *slot_of(r, path);
+}
+
+static int remember(struct reader *r, struct node *n)
+{
+	if ((r->nnodes + 1) * 2 > r->nslots) {
+		size_t old = r->nslots;
+		struct node **was = r->slots;
+
+		r->nslots = old ? old * 2 : 1024;
+		r->slots = calloc(r->nslots, sizeof(*r->slots));
+		if (!r->slots) {
+			r->slots = was;
+			r->nslots = old;
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < old; i++)
+			if (was[i])
+				*slot_of(r, relpath(r, was[i])) = was[i];
+		free(was);
+	}
+	*slot_of(r, relpath(r, n)) = n;
+	r->nnodes++;
+	return 0;
+}
+
+/* A new inode identity for N: an st_ino of its own and a record for its bytes. */
+static int new_inode(struct reader *r, struct node *n)
+{
+	if (r->nrecs == r->caprecs) {
+		size_t cap = r->caprecs ? r->caprecs * 2 : 1024;
+		struct data_rec *grown = realloc(r->recs, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		r->recs = grown;
+		r->caprecs = cap;
+	}
+	r->recs[r->nrecs] = (struct data_rec){ 0 };
+	n->st.st_dev = 0;
+	n->st.st_ino = (ino_t)r->nrecs++;
+	n->st.st_nlink = 1;
+	return 0;
+}
+
+static void implicit_dir(const struct reader *r, struct node *n)
+{
+	n->st.st_mode = S_IFDIR | 0755;
+	n->st.st_uid = n->st.st_gid = 0;
+	n->st.st_mtim.tv_sec = (time_t)r->epoch;
+	n->st.st_mtim.tv_nsec = 0;
+}
+
+/* tree_add_child's array capacity for N children: 16, then doubled when full. */
+static size_t child_cap(size_t n)
+{
+	size_t cap = 16;
+
+	if (!n)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	return cap;
+}
+
+static int add_node(struct reader *r, struct node *dir, const char *name, struct node **out)
+{
+	size_t cap = child_cap(dir->nchildren);
+	int rc = tree_add_child(dir, name, &cap);
+	struct node *n;
+
+	if (rc)
+		return rc;
+	n = dir->children[dir->nchildren - 1];
+	rc = remember(r, n);
+	if (!rc)
+		rc = new_inode(r, n);
+	*out = n;
+	return rc;
+}
+
+/* The node for relative path PATH's parent, making the directories not yet there. */
+static int parent_of(struct reader *r, char *path, struct node **out)
+{
+	struct node *dir = r->t->root;
+	char *p = path, *slash;
+	int rc = 0;
+
+	while (!rc && (slash = strchr(p, '/'))) {
+		struct node *n;
+
+		*slash = 0;
+		n = lookup(r, path);
+		if (!n && !(rc = add_node(r, dir, p, &n)))
+			implicit_dir(r, n);
+		if (!rc && !S_ISDIR(n->st.st_mode)) {
+			char what[64 + 4096];
+
+			snprintf(what, sizeof(what), "refused: %s is not a directory", path);
+			rc = fail(r, what, ENOTDIR);
+		}
+		*slash = '/';
+		dir = n;
+		p = slash + 1;
+	}
+	*out = dir;
+	return rc;
+}
+
+/* Rewrites RAW in place as a path from the root: no leading "/", no "." or empty
+ * components; "" is the root. -EINVAL (printed) for a ".." component. */
+static int normalize(struct reader *r, char *raw)
+{
+	char *in = raw, *out = raw;
+
+	while (*in) {
+		size_t len = strcspn(in, "/");
+
+		if (len == 2 && in[0] == '.' && in[1] == '.')
+			return fail(r, "refused: the path has a \"..\" component", EINVAL);
+		if (len && !(len == 1 && in[0] == '.')) {
+			if (out != raw)
+				*out++ = '/';
+			memmove(out, in, len);
+			out += len;
+		}
+		in += len;
+		while (*in == '/')
+			in++;
+	}
+	*out = 0;
+	return 0;
+}
+
+static char *entry_string(const char *mbs, const char *utf8)
+{
+	const char *s = mbs ? mbs : utf8;
+
+	return s ? strdup(s) : NULL;
+}
+
+/* --- what an entry records --- */
+
+static void drop_xattrs(struct node *n)
+{
+	for (size_t i = 0; i < n->nxattrs; i++) {
+		free(n->xattrs[i].name);
+		free(n->xattrs[i].value);
+	}
+	free(n->xattrs);
+	n->xattrs = NULL;
+	n->nxattrs = 0;
+}
+
+static void free_inode(struct node *n)
+{
+	drop_xattrs(n);
+	free(n->link_target);
+	n->link_target = NULL;
+}
+
+static int add_xattr(struct node *n, const char *name, const void *value, size_t len)
+{
+	struct xattr_kv *kv, *grown;
+
+	for (size_t i = 0; i < n->nxattrs; i++)
+		if (!strcmp(n->xattrs[i].name, name)) {
+			free(n->xattrs[i].name);
+			free(n->xattrs[i].value);
+			n->xattrs[i] = n->xattrs[--n->nxattrs]; /* a later value wins */
+			break;
+		}
+	grown = realloc(n->xattrs, (n->nxattrs + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	n->xattrs = grown;
+	kv = &n->xattrs[n->nxattrs];
+	kv->name = strdup(name);
+	kv->value = malloc(len ? len : 1);
+	kv->len = len;
+	if (!kv->name || !kv->value) {
+		free(kv->name);
+		free(kv->value);
+		return -ENOMEM;
+	}
+	memcpy(kv->value, value, len);
+	n->nxattrs++;
+	return 0;
+}
+
+static int has_xattr(const struct node *n, const char *name)
+{
+	for (size_t i = 0; i < n->nxattrs; i++)
+		if (!strcmp(n->xattrs[i].name, name))
+			return 1;
+	return 0;
+}
+
+/* The kernel's POSIX ACL xattr value (include/uapi/linux/posix_acl_xattr.h): a
+ * little-endian u32 version 2, then per entry u16 tag, u16 perm, u32 id, in the
+ * order the kernel checks: by tag, then by id. */
+#define ACL_XATTR_VERSION 2u
+#define ACL_ENTRY_SIZE 8u
+#define ACL_UNDEFINED_ID 0xffffffffu
+
+struct acl_ent {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+
+static int cmp_acl(const void *a, const void *b)
+{
+	const struct acl_ent *x = a, *y = b;
+
+	if (x->tag != y->tag)
+		return x->tag < y->tag ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+static uint16_t kernel_acl_tag(int tag)
+{
+	switch (tag) {
+	case ARCHIVE_ENTRY_ACL_USER_OBJ: return 0x01;
+	case ARCHIVE_ENTRY_ACL_USER: return 0x02;
+	case ARCHIVE_ENTRY_ACL_GROUP_OBJ: return 0x04;
+	case ARCHIVE_ENTRY_ACL_GROUP: return 0x08;
+	case ARCHIVE_ENTRY_ACL_MASK: return 0x10;
+	case ARCHIVE_ENTRY_ACL_OTHER: return 0x20;
+	default: return 0;
+	}
+}
+
+static void put_le(uint8_t *p, uint64_t v, unsigned bytes)
+{
+	for (unsigned i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A named ACL entry's id: the one the archive gives, else the name's on this machine, as
+ * tar resolves it when extracting. */
+static int acl_id(struct reader *r, int user, int qual, const char *name, uint32_t *id)
+{
+	char what[128];
+
+	if (qual >= 0) {
+		*id = (uint32_t)qual;
+		return 0;
+	}
+	if (name && user && getpwnam(name)) {
+		*id = (uint32_t)getpwnam(name)->pw_uid;
+		return 0;
+	}
+	if (name && !user && getgrnam(name)) {
+		*id = (uint32_t)getgrnam(name)->gr_gid;
+		return 0;
+	}
+	snprintf(what, sizeof(what), "its ACL names %s %.64s, unknown here", user ? "user" : "group",
+		 name ? name : "(none)");
+	return fail(r, what, EINVAL);
+}
+
+static int acl_xattr(struct reader *r, struct archive_entry *e, struct node *n, int type,
+		     const char *name)
+{
+	int count = archive_entry_acl_reset(e, type), etype, perm, tag, qual, rc;
+	struct acl_ent *v;
+	const char *ename;
+	uint8_t *buf;
+	size_t k = 0;
+
+	if (count <= 0 || has_xattr(n, name))
+		return 0;
+	v = calloc((size_t)count, sizeof(*v));
+	buf = malloc(4 + (size_t)count * ACL_ENTRY_SIZE);
+	if (!v || !buf) {
+		free(v);
+		free(buf);
+		return -ENOMEM;
+	}
+	while (k < (size_t)count &&
+	       archive_entry_acl_next(e, type, &etype, &perm, &tag, &qual, &ename) == ARCHIVE_OK) {
+		uint16_t ktag = kernel_acl_tag(tag);
+
+		if (!ktag)
+			continue;
+		v[k].tag = ktag;
+		v[k].perm = (uint16_t)(perm & 7);
+		v[k].id = ACL_UNDEFINED_ID;
+		if (ktag == 0x02 || ktag == 0x08) {
+			rc = acl_id(r, ktag == 0x02, qual, ename, &v[k].id);
+			if (rc) {
+				free(v);
+				free(buf);
+				return rc;
+			}
+		}
+		k++;
+	}
+	qsort(v, k, sizeof(*v), cmp_acl);
+	put_le(buf, ACL_XATTR_VERSION, 4);
+	for (size_t i = 0; i < k; i++) {
+		put_le(buf + 4 + i * ACL_ENTRY_SIZE, v[i].tag, 2);
+		put_le(buf + 6 + i * ACL_ENTRY_SIZE, v[i].perm, 2);
+		put_le(buf + 8 + i * ACL_ENTRY_SIZE, v[i].id, 4);
+	}
+	rc = add_xattr(n, name, buf, 4 + k * ACL_ENTRY_SIZE);
+	free(v);
+	free(buf);
+	return rc;
+}
+
+/* With an access ACL that has a mask, the kernel's mode holds the mask in the group bits,
+ * where libarchive, reading the ACL, put the owning group's: as the file had it. */
+static void mask_into_mode(struct node *n)
+{
+	for (size_t i = 0; i < n->nxattrs; i++) {
+		const uint8_t *p = n->xattrs[i].value;
+		size_t len = n->xattrs[i].len;
+
+		if (strcmp(n->xattrs[i].name, "system.posix_acl_access") || len < 4 ||
+		    (len - 4) % ACL_ENTRY_SIZE || p[0] != ACL_XATTR_VERSION || p[1] || p[2] || p[3])
+			continue;
+		for (size_t at = 4; at < len; at += ACL_ENTRY_SIZE)
+			if (p[at] == 0x10 && !p[at + 1])
+				n->st.st_mode = (n->st.st_mode & ~(mode_t)070) | (mode_t)((p[at + 2] & 7) << 3);
+	}
+}
+
+static int cmp_xattr(const void *a, const void *b)
+{
+	return strcmp(((const struct xattr_kv *)a)->name, ((const struct xattr_kv *)b)->name);
+}
+
+static int read_xattrs(struct reader *r, struct archive_entry *e, struct node *n)
+{
+	const char *name;
+	const void *value;
+	size_t len;
+	int rc = 0;
+
+	archive_entry_xattr_reset(e);
+	while (!rc && archive_entry_xattr_next(e, &name, &value, &len) == ARCHIVE_OK) {
+		if (!name || !*name || strlen(name) > XATTR_NAME_MAX_LEN || len > XATTR_VALUE_MAX_LEN)
+			return fail(r, "an extended attribute's name or value is too long", EINVAL);
+		rc = add_xattr(n, name, value, len);
+	}
+	if (!rc)
+		rc = acl_xattr(r, e, n, ARCHIVE_ENTRY_ACL_TYPE_ACCESS, "system.posix_acl_access");
+	if (!rc)
+		rc = acl_xattr(r, e, n, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, "system.posix_acl_default");
+	mask_into_mode(n);
+	if (n->nxattrs > 1)
+		qsort(n->xattrs, n->nxattrs, sizeof(*n->xattrs), cmp_xattr);
+	return rc;
+}
+
+/* Before 3.8, libarchive read a pax time before 1970 with a fraction, "-S.F", as -S + F
+ * instead of -(S + F) (libarchive#2562). */
+static void mtime_of(const struct reader *r, struct archive_entry *e, struct timespec *ts)
+{
+	int fmt = archive_format(r->a);
+
+	ts->tv_sec = (time_t)archive_entry_mtime(e);
+	ts->tv_nsec = archive_entry_mtime_nsec(e);
+	if (ts->tv_sec < 0 && ts->tv_nsec > 0 && archive_version_number() < 3008000 &&
+	    (fmt == ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE || fmt == ARCHIVE_FORMAT_TAR_PAX_RESTRICTED)) {
+		ts->tv_sec -= 1;
+		ts->tv_nsec = 1000000000L - ts->tv_nsec;
+	}
+}
+
+static int set_attrs(struct reader *r, struct archive_entry *e, struct node *n)
+{
+	int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
+	int rc;
+
+	if (uid < 0 || uid > UINT32_MAX - 1 || gid < 0 || gid > UINT32_MAX - 1)
+		return fail(r, "the owner is out of range", ERANGE);
+	n->st.st_mode = archive_entry_mode(e) & (S_IFMT | 07777);
+	n->st.st_uid = (uid_t)uid;
+	n->st.st_gid = (gid_t)gid;
+	n->st.st_mtim.tv_sec = (time_t)r->epoch;
+	n->st.st_mtim.tv_nsec = 0;
+	if (archive_entry_mtime_is_set(e))
+		mtime_of(r, e, &n->st.st_mtim);
+	n->st.st_size = 0;
+	n->st.st_rdev = 0;
+	if (S_ISCHR(n->st.st_mode) || S_ISBLK(n->st.st_mode))
+		n->st.st_rdev = makedev(archive_entry_rdevmajor(e), archive_entry_rdevminor(e));
+	if (S_ISLNK(n->st.st_mode)) {
+		n->link_target = entry_string(archive_entry_symlink(e), archive_entry_symlink_utf8(e));
+		if (!n->link_target || !*n->link_target)
+			return fail(r, "a symbolic link without a target", EINVAL);
+		if (strlen(n->link_target) >= 4096)
+			return fail(r, "the symbolic link's target is too long", ENAMETOOLONG);
+		n->st.st_size = (off_t)strlen(n->link_target);
+	}
+	rc = read_xattrs(r, e, n); /* read even so: an ACL's mask is the mode's group bits */
+	if (!rc && r->opts->no_xattrs)
+		drop_xattrs(n);
+	return rc;
+}
+
+/* --- file bytes --- */
+
+static int open_spool(struct reader *r)
+{
+	char *tmpl;
+
+	r->spool_fd = open(r->spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (r->spool_fd >= 0)
+		return 0;
+	if (asprintf(&tmpl, "%s/.mkstipple-spool.XXXXXX", r->spool_dir) < 0)
+		return -ENOMEM;
+	r->spool_fd = mkostemp(tmpl, O_CLOEXEC);
+	if (r->spool_fd >= 0)
+		unlink(tmpl);
+	else
+		fprintf(stderr, "mkstipple: %s: creating the spool for %s: %s\n", r->spool_dir,
+			r->name, strerror(errno));
+	free(tmpl);
+	return r->spool_fd >= 0 ? 0 : -errno;
+}
+
+static int spool_fail(const struct reader *r, int err)
+{
+	fprintf(stderr, "mkstipple: %s: writing the spool for %s: %s\n", r->spool_dir, r->name,
+		strerror(err));
+	return -err;
+}
+
+/* Zeros are not written: the spool is written once, and what was not written reads as
+ * zeros, so a file of zeros stored in full costs no disk space there. */
+static int all_zero(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	return p[0] == 0 && !memcmp(p, p + 1, len - 1);
+}
+
+/* Copies the entry's bytes to the spool's end, leaving holes where the archive has them;
+ * the entry's size is what the archive says or, when it does not say, what came. */
+static int spool_data(struct reader *r, struct archive_entry *e, struct data_rec *d)
+{
+	uint64_t base = r->spool_end, end = 0;
+	const void *buf;
+	size_t len;
+	la_int64_t off;
+	int rc;
+
+	if (r->spool_fd < 0 && (rc = open_spool(r)))
+		return rc;
+	for (;;) {
+		rc = archive_read_data_block(r->a, &buf, &len, &off);
+		if (rc == ARCHIVE_EOF)
+			break;
+		if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+			return fail_archive(r);
+		if (off < 0 || (uint64_t)off > UINT64_MAX / 2)
+			return fail(r, "a data block lies out of range", EINVAL);
+		if (len && !all_zero(buf, len) &&
+		    (rc = stp_pwrite_full(r->spool_fd, buf, len, base + (uint64_t)off)))
+			return spool_fail(r, -rc);
+		if ((uint64_t)off + len > end)
+			end = (uint64_t)off + len;
+	}
+	if (archive_entry_size_is_set(e) && (uint64_t)archive_entry_size(e) > end)
+		end = (uint64_t)archive_entry_size(e); /* a hole at the end */
+	if (base + end > r->spool_end && ftruncate(r->spool_fd, (off_t)(base + end)))
+		return spool_fail(r, errno);
+	r->spool_end = base + end;
+	*d = (struct data_rec){ .off = base, .size = end, .in_spool = 1 };
+	return 0;
+}
+
+/* The bytes of a plain tar or cpio lie in the archive, after the header just read. */
+static int in_place(const struct reader *r, struct archive_entry *e)
+{
+	int fmt = archive_format(r->a) & ARCHIVE_FORMAT_BASE_MASK;
+
+	return r->seekable && archive_filter_count(r->a) == 1 &&
+	       (fmt == ARCHIVE_FORMAT_TAR || fmt == ARCHIVE_FORMAT_CPIO) &&
+	       archive_entry_size_is_set(e) && archive_entry_sparse_count(e) == 0;
+}
+
+static int read_data(struct reader *r, struct archive_entry *e, struct node *n)
+{
+	struct data_rec *d = &r->recs[n->st.st_ino];
+	int64_t size = archive_entry_size(e);
+
+	if (archive_entry_size_is_set(e) && size < 0)
+		return fail(r, "a negative size", EINVAL);
+	if (!in_place(r, e))
+		return spool_data(r, e, d);
+	*d = (struct data_rec){ .off = (uint64_t)archive_filter_bytes(r->a, 0),
+				.size = (uint64_t)size };
+	r->used_in_place = 1;
+	return 0;
+}
+
+/* --- entries --- */
+
+static void copy_stat_of_link(struct node *n, const struct node *target)
+{
+	n->st = target->st;
+}
+
+static int copy_xattrs(struct node *n, const struct node *from)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < from->nxattrs && !rc; i++)
+		rc = add_xattr(n, from->xattrs[i].name, from->xattrs[i].value, from->xattrs[i].len);
+	return rc;
+}
+
+/* N, already in the tree, is about to take a new entry of type MODE. */
+static int may_replace(struct reader *r, struct node *n, mode_t mode)
+{
+	if (!n->parent && !S_ISDIR(mode))
+		return fail(r, "refused: the root must be a directory", EINVAL);
+	if (S_ISDIR(n->st.st_mode) && !S_ISDIR(mode) && n->nchildren)
+		return fail(r, "refused: it would replace a directory that is not empty", ENOTEMPTY);
+	return 0;
+}
+
+/* 1 when --exclude leaves PATH (relative, normalized) out: it, or a directory above it,
+ * matches, as a directory scan never descends into an excluded directory. */
+static int left_out(const struct reader *r, char *path, int is_dir)
+{
+	const struct exclude *ex = r->opts->exclude;
+	int out = 0;
+
+	if (!ex || !*path)
+		return 0;
+	for (char *slash = strchr(path, '/'); slash && !out; slash = strchr(slash + 1, '/')) {
+		*slash = 0;
+		out = exclude_match(ex, path, 1);
+		*slash = '/';
+	}
+	return out || exclude_match(ex, path, is_dir);
+}
+
+/* The node a hard link names, which must be in the tree already and not a directory. */
+static int link_target(struct reader *r, const char *hl, struct node **out)
+{
+	char *path = strdup(hl), what[64 + 4096];
+	int rc = path ? normalize(r, path) : -ENOMEM;
+
+	if (!rc && !(*out = lookup(r, path))) {
+		snprintf(what, sizeof(what), "refused: a hard link to %s, which %s", path,
+			 left_out(r, path, 0) ? "--exclude leaves out" :
+			 "the archive has not (yet) listed");
+		rc = fail(r, what, EINVAL);
+	}
+	if (!rc && S_ISDIR((*out)->st.st_mode))
+		rc = fail(r, "refused: a hard link to a directory", EINVAL);
+	free(path);
+	return rc;
+}
+
+/* A hard link: N takes TARGET's inode (and the link's bytes, when it carries them). */
+static int link_entry(struct reader *r, struct archive_entry *e, struct node *n,
+		      struct node *target)
+{
+	int rc;
+
+	copy_stat_of_link(n, target);
+	n->st.st_nlink = 2;
+	target->st.st_nlink = 2;
+	rc = copy_xattrs(n, target);
+	if (!rc && target->link_target && !(n->link_target = strdup(target->link_target)))
+		rc = -ENOMEM;
+	if (!rc && S_ISREG(target->st.st_mode) && archive_entry_size_is_set(e) &&
+	    archive_entry_size(e) > 0)
+		rc = read_data(r, e, n); /* cpio: the last link carries the bytes */
+	return rc;
+}
+
+static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
+{
+	const char *hl = archive_entry_hardlink(e) ? archive_entry_hardlink(e) :
+			 archive_entry_hardlink_utf8(e);
+	mode_t mode = hl ? S_IFREG : archive_entry_filetype(e);
+	struct node *n, *dir, *target = NULL;
+	int rc;
+
+	if (!hl && !(S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode) || S_ISCHR(mode) ||
+		     S_ISBLK(mode) || S_ISFIFO(mode) || S_ISSOCK(mode)))
+		return fail(r, "an entry of unknown type", EINVAL);
+	rc = normalize(r, path);
+	if (!rc && left_out(r, path, S_ISDIR(mode)))
+		return 0;
+	if (!rc && hl)
+		rc = link_target(r, hl, &target);
+	if (rc)
+		return rc;
+	n = lookup(r, path);
+	if (n && n == target)
+		return 0; /* a link to itself changes nothing */
+	if (!n) {
+		rc = parent_of(r, path, &dir);
+		if (!rc)
+			rc = add_node(r, dir, strrchr(path, '/') ? strrchr(path, '/') + 1 : path, &n);
+		if (rc)
+			return rc;
+	} else if ((rc = may_replace(r, n, mode))) {
+		return rc;
+	}
+	free_inode(n);
+	if (hl)
+		return link_entry(r, e, n, target);
+	rc = new_inode(r, n);
+	if (!rc)
+		rc = set_attrs(r, e, n);
+	if (!rc && S_ISREG(n->st.st_mode))
+		rc = read_data(r, e, n);
+	return rc;
+}
+
+/* Every regular file takes its inode's bytes, and programs their filter. */
+static int finish_files(struct reader *r)
+{
+	for (size_t i = 0; i < r->nslots; i++) {
+		struct node *n = r->slots[i];
+		struct data_rec *d;
+		int rc;
+
+		if (!n)
+			continue;
+		if (S_ISDIR(n->st.st_mode))
+			tree_sort_children(n);
+		if (!S_ISREG(n->st.st_mode))
+			continue;
+		d = &r->recs[n->st.st_ino];
+		if (d->size > (uint64_t)INT64_MAX)
+			return fail(r, "a file is too large", EFBIG);
+		n->st.st_size = (off_t)d->size;
+		n->data_off = d->off;
+		n->in_spool = d->in_spool;
+		if (d->size >= 64) {
+			rc = scan_read_filter(n, d->in_spool ? r->spool_fd : r->fd, d->off);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static struct archive *open_archive(struct reader *r)
+{
+	struct archive *a = archive_read_new();
+
+	if (!a)
+		return NULL;
+	archive_read_support_filter_gzip(a);
+	archive_read_support_filter_bzip2(a);
+	archive_read_support_filter_xz(a);
+	archive_read_support_filter_lzma(a);
+	archive_read_support_filter_zstd(a);
+	archive_read_support_format_tar(a);
+	archive_read_support_format_gnutar(a);
+	archive_read_support_format_cpio(a);
+	archive_read_support_format_zip(a);
+	r->a = a;
+	if (archive_read_open_fd(a, r->fd, READ_BLOCK) != ARCHIVE_OK) {
+		not_an_archive(r);
+		archive_read_free(a);
+		r->a = NULL;
+	}
+	return r->a;
+}
+
+static int read_entries(struct reader *r)
+{
+	struct archive_entry *e;
+	size_t count = 0;
+	int rc = 0;
+
+	for (;;) {
+		int got = archive_read_next_header(r->a, &e);
+
+		if (got == ARCHIVE_EOF)
+			break;
+		if (got != ARCHIVE_OK && got != ARCHIVE_WARN) {
+			return !count && !r->entry ? not_an_archive(r) : fail_archive(r);
+		}
+		free(r->entry);
+		r->entry = entry_string(archive_entry_pathname(e), archive_entry_pathname_utf8(e));
+		if (!r->entry)
+			return fail(r, "an entry without a path", EINVAL);
+		char *path = strdup(r->entry);
+
+		if (!path)
+			return -ENOMEM;
+		rc = apply_entry(r, e, path);
+		free(path);
+		if (rc)
+			return rc;
+		count++;
+	}
+	free(r->entry);
+	r->entry = NULL;
+	if (!count)
+		return fail(r, "no entries: an empty archive, or not an archive", EINVAL);
+	return 0;
+}
+
+int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
+		 const struct scan_opts *opts, struct tree *t, struct archive_source *src)
+{
+	static const struct scan_opts none;
+	struct reader r = { .name = strcmp(path, "-") ? path : "standard input",
+			    .spool_dir = spool_dir, .spool_fd = -1, .epoch = epoch,
+			    .opts = opts ? opts : &none, .t = t };
+	struct stat st;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	src->fd = src->spool_fd = -1;
+	r.fd = strcmp(path, "-") ? open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC) : STDIN_FILENO;
+	if (r.fd < 0)
+		return source_fail(path, errno, "opening");
+	if (fstat(r.fd, &st)) {
+		rc = source_fail(path, errno, "stat");
+		goto out;
+	}
+	r.seekable = r.fd != STDIN_FILENO && S_ISREG(st.st_mode);
+	t->root = tree_node_new(NULL, path);
+	rc = t->root ? remember(&r, t->root) : -ENOMEM;
+	if (!rc) {
+		r.root_len = strlen(t->root->path);
+		implicit_dir(&r, t->root);
+		rc = new_inode(&r, t->root);
+	}
+	if (!rc && !(r.a = open_archive(&r)))
+		rc = -EINVAL;
+	if (!rc)
+		rc = read_entries(&r);
+	if (!rc)
+		rc = finish_files(&r);
+	if (!rc)
+		rc = tree_finish(t);
+out:
+	if (r.a)
+		archive_read_free(r.a);
+	free(r.entry);
+	free(r.slots);
+	free(r.recs);
+	if (!rc && r.used_in_place) {
+		src->fd = r.fd;
+		r.fd = -1;
+	}
+	if (!rc) {
+		src->spool_fd = r.spool_fd;
+		r.spool_fd = -1;
+	}
+	if (r.fd > STDIN_FILENO)
+		close(r.fd);
+	if (r.spool_fd >= 0)
+		close(r.spool_fd);
+	return rc;
+}
+
+void archive_source_close(struct archive_source *src)
+{
+	if (src->fd >= 0)
+		close(src->fd);
+	if (src->spool_fd >= 0)
+		close(src->spool_fd);
+	src->fd = src->spool_fd = -1;
+}
