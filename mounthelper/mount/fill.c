@@ -30,8 +30,10 @@
 struct piece {
 	uint64_t file_off, stream_off, file_size;
 	uint32_t ino, len;
-	uint32_t next, prev; /* the block's list; next also chains the free list */
+	uint32_t next, prev; /* the block's list; next also chains the free list; in a job's
+			      * copy, next is the record's index */
 	uint32_t next_of_ino;
+	uint32_t pushed;     /* all its pages went in once: not again while the file is known */
 };
 
 enum job_kind { JOB_BLOCK, JOB_FILE };
@@ -61,7 +63,7 @@ struct stp_filler {
 	struct job queue[STP_FILL_QUEUE];
 	unsigned qhead, qlen;
 	int stop;
-	struct stp_fill_status st; /* counters, lock (stored_bytes, store_ns: the thread's) */
+	struct stp_fill_status st; /* counters, lock (stored_bytes, cpu_ns: the thread's) */
 
 	pthread_t thread;
 	int started, joined;
@@ -239,7 +241,7 @@ static int store(struct stp_filler *f, uint32_t ino, uint64_t off, const uint8_t
 /* Pushes the whole pages of P from its block's data BASE, at most BUDGET bytes; returns
  * the bytes pushed. A page cut by the block's edge is left to reads, and so is the last
  * page of a piece unless the file ends there. */
-static uint64_t push_piece(struct stp_filler *f, const struct piece *p, const uint8_t *base,
+static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t *base,
 			   uint64_t budget, int retry)
 {
 	uint64_t end = p->file_off + p->len;
@@ -247,9 +249,14 @@ static uint64_t push_piece(struct stp_filler *f, const struct piece *p, const ui
 	uint64_t b = end == p->file_size ? end : end & ~(uint64_t)(PAGE - 1);
 	const uint8_t *data = base + (p->stream_off & ((UINT64_C(1) << f->block_log) - 1)) +
 			      (a - p->file_off);
-	uint64_t done = 0;
+	uint64_t done = 0, want;
 
-	if (b > a && b - a > budget)
+	if (b <= a) {
+		p->pushed = 1; /* nothing whole to push */
+		return 0;
+	}
+	want = b - a;
+	if (want > budget)
 		b = a + (budget & ~(uint64_t)(PAGE - 1));
 	while (a + done < b) {
 		size_t n = b - a - done < STORE_CHUNK ? (size_t)(b - a - done) : STORE_CHUNK;
@@ -258,10 +265,11 @@ static uint64_t push_piece(struct stp_filler *f, const struct piece *p, const ui
 			break; /* forgotten, or the mount is going: reads serve it */
 		done += n;
 	}
+	p->pushed = done == want;
 	return done;
 }
 
-/* Lock held: copies the pieces of a job into a new array (*N of them). */
+/* Lock held: copies the pieces of a job not pushed yet into a new array (*N of them). */
 static struct piece *collect(struct stp_filler *f, const struct job *j, uint32_t *n)
 {
 	uint32_t count = 0, first = j->kind == JOB_BLOCK ? f->block_head[j->id] : f->ino_head[j->id];
@@ -269,18 +277,22 @@ static struct piece *collect(struct stp_filler *f, const struct job *j, uint32_t
 
 	for (uint32_t i = first; i != NONE;
 	     i = j->kind == JOB_BLOCK ? f->pool[i].next : f->pool[i].next_of_ino)
-		count++;
+		count += !f->pool[i].pushed;
 	*n = 0;
 	if (!count || !(out = malloc(count * sizeof(*out))))
 		return NULL;
 	for (uint32_t i = first; i != NONE;
-	     i = j->kind == JOB_BLOCK ? f->pool[i].next : f->pool[i].next_of_ino)
-		out[(*n)++] = f->pool[i];
+	     i = j->kind == JOB_BLOCK ? f->pool[i].next : f->pool[i].next_of_ino) {
+		if (f->pool[i].pushed)
+			continue;
+		out[*n] = f->pool[i];
+		out[(*n)++].next = i;
+	}
 	return out;
 }
 
 /* One job, outside the lock: blocks are pinned only if still resident, one at a time. */
-static uint64_t run_job(struct stp_filler *f, const struct job *j, const struct piece *ps,
+static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece *ps,
 			uint32_t n)
 {
 	uint64_t left = STP_FILL_BLOCK_BYTES, pushed;
@@ -298,6 +310,28 @@ static uint64_t run_job(struct stp_filler *f, const struct job *j, const struct 
 	}
 	stp_cache_release(f->cache, &ref);
 	return STP_FILL_BLOCK_BYTES - left;
+}
+
+/* Lock held: records the pieces a job pushed whole, unless forgotten meanwhile (a record
+ * reused since for the same file and stream bytes is the same piece). */
+static void mark_pushed(struct stp_filler *f, const struct piece *ps, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct piece *p = &f->pool[ps[i].next];
+
+		if (ps[i].pushed && p->ino == ps[i].ino && p->stream_off == ps[i].stream_off &&
+		    f->lookups[p->ino])
+			p->pushed = 1;
+	}
+}
+
+/* The filler's own CPU time, system time included: what the pushes cost. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void *fill_main(void *arg)
@@ -323,12 +357,13 @@ static void *fill_main(void *arg)
 		f->st.jobs++;
 		ps = collect(f, &j, &n);
 		pthread_mutex_unlock(&f->lock);
-		t0 = stp_now_ns();
+		t0 = thread_cpu_ns();
 		bytes = ps ? run_job(f, &j, ps, n) : 0;
-		free(ps);
 		pthread_mutex_lock(&f->lock);
+		mark_pushed(f, ps, n);
+		free(ps);
 		f->st.stored_bytes += bytes;
-		f->st.store_ns += stp_now_ns() - t0;
+		f->st.cpu_ns += thread_cpu_ns() - t0;
 	}
 	pthread_mutex_unlock(&f->lock);
 	return NULL;

@@ -42,7 +42,7 @@ struct stp_fill_status {
 	uint64_t jobs;          /* blocks and files taken from the queue */
 	uint64_t dropped;       /* jobs dropped: the queue was full, or the index was */
 	uint64_t stored_bytes;  /* pushed into the page cache */
-	uint64_t store_ns;      /* spent in the pushes (wall time of the filler thread) */
+	uint64_t cpu_ns;        /* CPU time (user and system) the filler spent on jobs */
 	uint64_t known;         /* regular files the kernel holds now */
 	uint64_t pieces;        /* index records now (one per known file per block) */
 };

@@ -62,9 +62,9 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	add(&t, "warm_ahead=%llu\ncache_waits=%llu\n", (unsigned long long)ws.ahead,
 	    (unsigned long long)cs.waits);
 	add(&t, "fill=%d\nfill_jobs=%llu\nfill_dropped=%llu\nfill_stored_bytes=%llu\n"
-		"fill_store_ns=%llu\nfill_known=%llu\nfill_pieces=%llu\n", filler != NULL,
+		"fill_cpu_ns=%llu\nfill_known=%llu\nfill_pieces=%llu\n", filler != NULL,
 	    (unsigned long long)fs.jobs, (unsigned long long)fs.dropped,
-	    (unsigned long long)fs.stored_bytes, (unsigned long long)fs.store_ns,
+	    (unsigned long long)fs.stored_bytes, (unsigned long long)fs.cpu_ns,
 	    (unsigned long long)fs.known, (unsigned long long)fs.pieces);
 	return t.overflow ? -ERANGE : (int)t.used;
 }
