@@ -300,13 +300,18 @@ static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece 
 
 	for (uint32_t i = 0; i < n && left; i++) {
 		uint64_t k = ps[i].stream_off >> f->block_log;
+		uint64_t in = ps[i].stream_off & ((UINT64_C(1) << f->block_log) - 1);
 
 		if (ref.entry && ref.block != k)
 			stp_cache_release(f->cache, &ref);
 		if (!ref.entry && stp_cache_get_resident(f->cache, k, &ref))
 			continue;
+		if (in + ps[i].len > ref.size)
+			continue; /* extents past the block's bytes: a read reports the damage */
 		pushed = push_piece(f, &ps[i], ref.data, left, j->kind == JOB_FILE);
 		left -= pushed;
+		if (j->kind == JOB_FILE && !ps[i].pushed && left)
+			break; /* the kernel does not have the file (any more) */
 	}
 	stp_cache_release(f->cache, &ref);
 	return STP_FILL_BLOCK_BYTES - left;
