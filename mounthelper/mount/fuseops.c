@@ -127,7 +127,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	fill_entry(n, &inode, &e);
 	stp_fill_note_lookup(fs->filler, n, &inode); /* before a forget can follow */
-	fuse_reply_entry(req, &e);
+	if (fuse_reply_entry(req, &e)) {
+		stp_fill_note_forget(fs->filler, n, 1); /* the kernel never got it */
+		return;
+	}
 	stp_warm_note_known(fs->warmer, n);
 }
 
