@@ -295,6 +295,7 @@ static void fill_ref(struct entry *e, struct stp_block_ref *ref)
 	ref->data = e->data;
 	ref->size = e->size;
 	ref->block = e->block;
+	ref->fresh = 0;
 	ref->entry = e;
 }
 
@@ -362,6 +363,7 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, struct stp
 		return leave_failed(c, e);
 	}
 	fill_ref(e, ref);
+	ref->fresh = 1;
 	return 0;
 }
 

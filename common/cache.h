@@ -36,6 +36,7 @@ struct stp_block_ref {
 	const uint8_t *data;
 	size_t size;
 	uint64_t block;
+	int fresh;   /* this get decoded the block (the others found it, or joined its decode) */
 	void *entry; /* private */
 };
 

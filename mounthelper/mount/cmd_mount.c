@@ -12,8 +12,8 @@ static char mount_options[2048];
 
 static const struct stp_cli mount_cli = {
 	.name = "mount",
-	.synopsis = "[--cache-budget N] [--warm-workers N] [--no-prime] [--record FILE]\n"
-		    "                     [--verify PUBKEY] [-o OPTIONS] [-f] IMAGE DIR",
+	.synopsis = "[--cache-budget N] [--warm-workers N] [--no-prime] [--no-fill]\n"
+		    "                     [--record FILE] [--verify PUBKEY] [-o OPTIONS] [-f] IMAGE DIR",
 	.summary = "Mounts IMAGE read-only on DIR and returns once the mount is live, leaving the\n"
 		   "daemon in the background. `umount DIR` or `fusermount3 -u DIR` ends it.",
 	.options = mount_options,
@@ -28,6 +28,8 @@ static void describe_options(void)
 		 "                     (default: one per CPU, here %u; 0 turns warming off)\n"
 		 "  --no-prime         return at once, without looking up the hot region's\n"
 		 "                     files first so that warming can fill the page cache\n"
+		 "  --no-fill          a block decoded for a read gives the page cache only the\n"
+		 "                     bytes read, not the other pages it holds of known files\n"
 		 "  --record FILE      write the files read, with their ranges, to FILE as a\n"
 		 "                     hot list when the mount ends (mkstipple --hot-list)\n"
 		 "  --verify PUBKEY    refuse IMAGE unless it is signed by this public key (PEM),\n"
@@ -76,6 +78,7 @@ static int parse_option(struct stp_mount_opts *o, int c, const char *arg)
 		}
 		return 0;
 	case 'p': o->no_prime = true; return 0;
+	case 'n': o->no_fill = true; return 0;
 	case 'f': o->foreground = true; return 0;
 	default:
 		status = stp_cli_other_option(&mount_cli, c);
@@ -92,6 +95,7 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 		{ "record", required_argument, NULL, 'r' },
 		{ "verify", required_argument, NULL, 'k' },
 		{ "no-prime", no_argument, NULL, 'p' },
+		{ "no-fill", no_argument, NULL, 'n' },
 		{ "foreground", no_argument, NULL, 'f' },
 		STP_CLI_LONGOPTS, { 0 },
 	};

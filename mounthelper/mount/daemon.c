@@ -14,6 +14,7 @@
 
 #include "cache.h"
 #include "ending.h"
+#include "fill.h"
 #include "fuseops.h"
 #include "image.h"
 #include "log.h"
@@ -105,6 +106,7 @@ void stp_daemon_free(struct stp_daemon *d)
 	if (!d)
 		return;
 	stp_warm_stop(d->fs.warmer);
+	stp_fill_stop(d->fs.filler);
 	stp_record_free(d->fs.recorder);
 	if (d->fs.se)
 		fuse_session_destroy(d->fs.se);
@@ -339,8 +341,11 @@ static int serve_confined(struct stp_daemon *d)
 
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));
+	if (stp_mountopts_fills(fs->opts) && (err = stp_fill_start(fs->img, fs->cache, fs->se,
+								    &fs->filler)))
+		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 	report_live(d);
-	err = stp_ending_start(fs->se, fs->warmer);
+	err = stp_ending_start(fs->se, fs->warmer, fs->filler);
 	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
 		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,
 			stp_strerror(err));
@@ -348,12 +353,13 @@ static int serve_confined(struct stp_daemon *d)
 	err = stp_ending_finish() || err;
 	write_record(d);
 	log_cache_stats(fs);
-	if (stp_warm_stop(fs->warmer)) {
-		/* a warming thread is stuck in the kernel: only exiting frees it */
-		stp_log(STP_LOG_WARN, "%s: warming did not stop; exiting", fs->opts->image);
+	if (stp_warm_stop(fs->warmer) | stp_fill_stop(fs->filler)) {
+		/* a warming or filling thread is stuck in the kernel: only exiting frees it */
+		stp_log(STP_LOG_WARN, "%s: warming or filling did not stop; exiting", fs->opts->image);
 		_exit(err == 0 ? STP_DAEMON_UNMOUNTED : STP_DAEMON_FAILED);
 	}
 	fs->warmer = NULL;
+	fs->filler = NULL;
 	return err;
 }
 

@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include "fuseapi.h"
+#include "fill.h"
 #include "warm.h"
 
 static int pipe_fds[2] = { -1, -1 };
 static struct fuse_session *session;
 static struct stp_warmer *warmer;
+static struct stp_filler *filler;
 static pthread_t thread;
 static bool started;
 static pid_t loop_tid;                 /* the thread that runs the loop */
@@ -77,6 +79,7 @@ static void *ending_main(void *arg)
 		return NULL;
 	signalled = 1;
 	stp_warm_halt(warmer); /* the loop still answers the reads its stores wait for */
+	stp_fill_halt(filler);
 	fuse_session_exit(session);
 	/* again until the loop is over: a wake-up just before it waits would be lost */
 	while (!loop_over) {
@@ -86,12 +89,13 @@ static void *ending_main(void *arg)
 	return NULL;
 }
 
-int stp_ending_start(struct fuse_session *se, struct stp_warmer *w)
+int stp_ending_start(struct fuse_session *se, struct stp_warmer *w, struct stp_filler *f)
 {
 	int rc;
 
 	session = se;
 	warmer = w;
+	filler = f;
 	loop_tid = (pid_t)syscall(SYS_gettid);
 	rc = pthread_create(&thread, NULL, ending_main, NULL);
 	started = rc == 0;

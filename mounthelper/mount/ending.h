@@ -4,7 +4,8 @@
  * once; but a warming worker may then be waiting in the kernel to store a page that a
  * read in flight holds locked, a read only the loop can answer: the worker, the daemon
  * and the host's umount would wait for ever. So the handlers only wake a thread of ours,
- * which stops warming while the loop still answers requests, and then ends the loop.
+ * which stops warming and filling (their stores wait in the same way) while the loop still
+ * answers requests, and then ends the loop.
  *
  * One per process, for the daemon: stp_ending_install before the sandbox (it needs a
  * pipe and the handlers), stp_ending_start once confined, stp_ending_finish after the
@@ -17,14 +18,16 @@
 
 struct fuse_session;
 struct stp_warmer;
+struct stp_filler;
 
 /* The pipe the handlers write to, and the handlers. *FDS gets the pipe's two ends, which
  * the sandbox must keep. */
 int stp_ending_install(int fds[2]);
 
-/* Starts the thread that, on a signal, halts WARMER (NULL is fine) and ends SE's loop,
- * which must then run in the calling thread. */
-int stp_ending_start(struct fuse_session *se, struct stp_warmer *warmer);
+/* Starts the thread that, on a signal, halts WARMER and FILLER (NULL is fine) and ends
+ * SE's loop, which must then run in the calling thread. */
+int stp_ending_start(struct fuse_session *se, struct stp_warmer *warmer,
+		     struct stp_filler *filler);
 
 /* After the loop: stops the thread; true when a signal ended the mount (the mount is
  * still there), false when the host unmounted it. */

@@ -15,6 +15,7 @@ struct stp_image;
 struct stp_cache;
 struct stp_mount_opts;
 struct stp_warmer;
+struct stp_filler;
 struct stp_recorder;
 struct fuse_session;
 
@@ -24,6 +25,7 @@ struct stp_fs {
 	const struct stp_mount_opts *opts;
 	struct fuse_session *se;   /* set before the loop starts */
 	struct stp_warmer *warmer; /* warming at mount; NULL when off or done with */
+	struct stp_filler *filler; /* page-cache filling from reads' blocks; NULL when off */
 	struct stp_recorder *recorder; /* --record: the reads to list; NULL when off */
 	uint32_t block_log;        /* of the image: block = stream offset >> block_log */
 	/* Written by the init handler, which runs before any other request. */

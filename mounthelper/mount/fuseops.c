@@ -14,6 +14,7 @@
 
 #include "cache.h"
 #include "fileread.h"
+#include "fill.h"
 #include "format.h"
 #include "image.h"
 #include "log.h"
@@ -125,8 +126,32 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	fill_entry(n, &inode, &e);
-	fuse_reply_entry(req, &e);
+	stp_fill_note_lookup(fs->filler, n, &inode); /* before a forget can follow */
+	if (fuse_reply_entry(req, &e)) {
+		stp_fill_note_forget(fs->filler, n, 1); /* the kernel never got it */
+		return;
+	}
 	stp_warm_note_known(fs->warmer, n);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	uint32_t n;
+
+	if (!stp_fuseino_image(ino, &n))
+		stp_fill_note_forget(fs_of(req)->filler, n, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct stp_fs *fs = fs_of(req);
+	uint32_t n;
+
+	for (size_t i = 0; i < count; i++)
+		if (!stp_fuseino_image(forgets[i].ino, &n))
+			stp_fill_note_forget(fs->filler, n, forgets[i].nlookup);
+	fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -255,6 +280,23 @@ static int reply_zeros(struct read_reply *r, uint64_t file_off, size_t len)
 	return 0;
 }
 
+/* Gets BLOCK from the cache. One not resident is decoded here, or joined: warming
+ * starts no other block meanwhile, and a block decoded here fills the page cache. */
+static int reply_get(struct read_reply *r, uint64_t block)
+{
+	struct stp_fs *fs = r->fs;
+	int begun, err;
+
+	if (stp_cache_contains(fs->cache, block))
+		return stp_cache_get(fs->cache, block, &r->ref);
+	begun = stp_warm_demand_begin(fs->warmer, block);
+	err = stp_cache_get(fs->cache, block, &r->ref);
+	stp_warm_demand_end(fs->warmer, begun, !err && r->ref.fresh);
+	if (!err && r->ref.fresh)
+		stp_fill_note_decoded(fs->filler, block);
+	return err;
+}
+
 /* Pins BLOCK, letting go of the block pinned before: a second block means copying. */
 static int reply_pin(struct read_reply *r, uint64_t block)
 {
@@ -267,7 +309,7 @@ static int reply_pin(struct read_reply *r, uint64_t block)
 			return err;
 		stp_cache_release(r->fs->cache, &r->ref);
 	}
-	err = stp_cache_get(r->fs->cache, block, &r->ref);
+	err = reply_get(r, block);
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
 			stp_image_path(r->fs->img), r->n, (unsigned long long)block,
@@ -419,6 +461,8 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
 	if (*need <= room)
 		stp_warm_note_known(fs->warmer, ino);
+	if (*need <= room && i >= 2) /* the kernel counts no lookup of "." and ".." */
+		stp_fill_note_lookup(fs->filler, ino, &inode);
 	return 0;
 }
 
@@ -479,8 +523,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void reply_status(struct stp_fs *fs, fuse_req_t req, size_t size)
 {
 	char buf[STP_STATUS_MAX];
-	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->opts->warm_workers, buf,
-				    sizeof(buf));
+	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->filler,
+				    fs->opts->warm_workers, buf, sizeof(buf));
 
 	if (len < 0)
 		fuse_reply_err(req, -len);
@@ -560,6 +604,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 const struct fuse_lowlevel_ops stp_fuseops = {
 	.init = op_init,
 	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
 	.getattr = op_getattr,
 	.readlink = op_readlink,
 	.open = op_open,

@@ -4,7 +4,8 @@
  *
  * Inode numbers as fuseino.h says. The image never changes, so every reply asks the kernel to cache it for
  * good: entries (negative ones too), attributes, file pages, directory listings and link
- * targets. Nothing is allocated per lookup or per open, so forget needs no handler.
+ * targets. Lookups and forgets are counted for the filler (fill.h), which keeps an index
+ * of the regular files the kernel holds; nothing is allocated per open.
  *
  * Every operation may run on any thread of libfuse's multithreaded loop at once: they read
  * the immutable image and the thread-safe block cache only. Handlers reply themselves and

@@ -165,10 +165,10 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	if (!strcmp(name, "warm_workers"))
 		return parse_count(name, value ? value : "", 0, STP_WARM_WORKERS_MAX, &o->warm_workers,
 				   err, errlen) ?: 1;
-	if (!strcmp(name, "noprime")) {
+	if (!strcmp(name, "noprime") || !strcmp(name, "nofill")) {
 		if (value)
-			return stp_errf(err, errlen, -EINVAL, "option noprime takes no value");
-		o->no_prime = true;
+			return stp_errf(err, errlen, -EINVAL, "option %s takes no value", name);
+		*(!strcmp(name, "noprime") ? &o->no_prime : &o->no_fill) = true;
 		return 1;
 	}
 	if (!strcmp(name, "sandbox"))

@@ -8,7 +8,7 @@
  * (defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*,
  * comment=, user=, uhelper=) are dropped; user, users, owner and group (mount(8) runs us
  * for a user) mark the mount as a user's. stipple's own settings (cache_budget=,
- * warm_workers=, noprime, record=, sandbox=, sandbox_user=) fill the fields below, their
+ * warm_workers=, noprime, nofill, record=, sandbox=, sandbox_user=) fill the fields below, their
  * values without quotes. Known kernel and libfuse options are kept for libfuse as
  * written, quotes included: the kernel's parser keeps a quoted comma and removes the
  * quotes, while libfuse's splits at every comma no backslash escapes, so commas and
@@ -54,6 +54,7 @@ struct stp_mount_opts {
 	uint32_t cache_budget;
 	uint32_t warm_workers;
 	bool no_prime;        /* the hot files are not looked up at mount (prime.h) */
+	bool no_fill;         /* blocks reads decode do not fill the page cache (fill.h) */
 	char *record;         /* hot list to write when the mount ends, or NULL */
 	enum stp_sandbox_mode sandbox;
 	char *sandbox_user;   /* NULL: the sandbox's default */
@@ -78,11 +79,19 @@ static inline bool stp_mountopts_stores_pages(const struct stp_mount_opts *o)
 	return !o->record;
 }
 
+/* Whether blocks that reads decode fill the page cache: as above, and unless nofill. */
+static inline bool stp_mountopts_fills(const struct stp_mount_opts *o)
+{
+	return stp_mountopts_stores_pages(o) && !o->no_fill;
+}
+
 /* Block buffers the daemon's cache may hold beyond the budget: one per warming worker
  * and one for the readers. The warmer's blocks (max(budget - 1, 1) held or decoding, and
  * one pinned by each worker and by its store thread while the kernel takes its pages)
  * must leave the readers a buffer, or a read the page-cache store waits for could wait
- * for the store: with a budget of 1, that takes one more. */
+ * for the store: with a budget of 1, that takes one more. The filler pins one resident
+ * block at a time, which may wait in a store too: with the warmer's, that makes at most
+ * max(budget - 1, 1) + 1 buffers, still fewer than budget + extra. */
 static inline uint32_t stp_mountopts_cache_extra(const struct stp_mount_opts *o)
 {
 	return o->warm_workers + 1 + (o->cache_budget == 1 && o->warm_workers);

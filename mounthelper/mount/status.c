@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "fill.h"
 #include "image.h"
 #include "warm.h"
 
@@ -33,17 +34,19 @@ static void add(struct text *t, const char *fmt, ...)
 }
 
 int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
-		      struct stp_warmer *warmer, unsigned workers_set, char *buf, size_t len)
+		      struct stp_warmer *warmer, struct stp_filler *filler, unsigned workers_set, char *buf, size_t len)
 {
 	struct text t = { buf, len, 0, 0 };
 	struct stp_cache_stats cs;
 	struct stp_warm_status ws;
+	struct stp_fill_status fs;
 
 	if (!len)
 		return -ERANGE;
 	buf[0] = 0;
 	stp_cache_stats(cache, &cs);
 	stp_warm_status(warmer, &ws);
+	stp_fill_status(filler, &fs);
 	add(&t, "image=%s\npid=%d\nblock_size=%u\nmetadata_bytes=%zu\n", stp_image_path(img),
 	    (int)getpid(), stp_image_block_size(img), stp_image_meta_bytes(img));
 	add(&t, "cache_budget=%u\ncache_resident=%u\ncache_pinned=%u\ncache_hits=%llu\n"
@@ -56,5 +59,12 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 		"warm_stored_bytes=%llu\nwarm_done=%d\nwarm_full=%d\n", ws.workers,
 	    (unsigned long long)ws.hot_blocks, (unsigned long long)ws.warmed,
 	    (unsigned long long)ws.held, (unsigned long long)ws.stored_bytes, ws.done, ws.full);
+	add(&t, "warm_ahead=%llu\ncache_waits=%llu\n", (unsigned long long)ws.ahead,
+	    (unsigned long long)cs.waits);
+	add(&t, "fill=%d\nfill_jobs=%llu\nfill_dropped=%llu\nfill_stored_bytes=%llu\n"
+		"fill_cpu_ns=%llu\nfill_known=%llu\nfill_pieces=%llu\n", filler != NULL,
+	    (unsigned long long)fs.jobs, (unsigned long long)fs.dropped,
+	    (unsigned long long)fs.stored_bytes, (unsigned long long)fs.cpu_ns,
+	    (unsigned long long)fs.known, (unsigned long long)fs.pieces);
 	return t.overflow ? -ERANGE : (int)t.used;
 }

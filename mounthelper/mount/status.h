@@ -5,7 +5,10 @@
  * cache_pinned, cache_hits, cache_misses, blocks_decoded, warm_workers_set (as the options
  * asked), hot_bytes (the image's hot region), warm_workers (the workers warming really
  * runs with: 0 when it is off or failed to start), hot_blocks, warmed, warm_held,
- * warm_stored_bytes, warm_done, warm_full.
+ * warm_stored_bytes, warm_done, warm_full, warm_ahead (hot blocks reads decoded
+ * themselves before warming took them), cache_waits (gets that waited for a buffer),
+ * fill (1 when on), fill_jobs, fill_dropped, fill_stored_bytes, fill_cpu_ns,
+ * fill_known, fill_pieces (fill.h).
  *
  * stp_status_format() is thread-safe.
  */
@@ -19,11 +22,12 @@
 struct stp_image;
 struct stp_cache;
 struct stp_warmer;
+struct stp_filler;
 
-/* Writes the status of the mount of IMG, served through CACHE and warmed by WARMER (NULL
- * when off) where the options asked for WORKERS_SET workers, into BUF (LEN bytes);
+/* Writes the status of the mount of IMG, served through CACHE, warmed by WARMER and
+ * filled by FILLER (NULL when off) where the options asked for WORKERS_SET workers, into BUF (LEN bytes);
  * returns its length, or -ERANGE. */
 int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
-		      struct stp_warmer *warmer, unsigned workers_set, char *buf, size_t len);
+		      struct stp_warmer *warmer, struct stp_filler *filler, unsigned workers_set, char *buf, size_t len);
 
 #endif

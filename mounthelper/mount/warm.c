@@ -58,6 +58,8 @@ struct stp_warmer {
 	uint64_t decoding;         /* blocks taken, not yet held; protected by lock */
 	unsigned idle_full;        /* workers waiting on a full budget with no reads; lock */
 	unsigned running;          /* workers still warming; protected by lock */
+	unsigned demand;           /* reads decoding a block themselves now; lock */
+	uint64_t ahead;            /* hot blocks a read decoded before warming took them; lock */
 	int stop;                  /* protected by lock */
 	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
 	unsigned qhead, qlen;
@@ -223,6 +225,34 @@ void stp_warm_note_known(struct stp_warmer *w, uint32_t ino)
 	pthread_mutex_unlock(&w->lock);
 }
 
+int stp_warm_demand_begin(struct stp_warmer *w, uint64_t block)
+{
+	int pending;
+
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	pending = block < w->nblocks && w->blocks[block].state == B_PENDING;
+	/* a read that joins a worker's decode waits for its own block: warming goes on */
+	if (block >= w->nblocks || w->blocks[block].state != B_DECODING)
+		w->demand++;
+	else
+		pending = -1;
+	pthread_mutex_unlock(&w->lock);
+	return pending;
+}
+
+void stp_warm_demand_end(struct stp_warmer *w, int begun, int decoded)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (begun >= 0 && --w->demand == 0)
+		pthread_cond_broadcast(&w->cond);
+	w->ahead += begun == 1 && decoded;
+	pthread_mutex_unlock(&w->lock);
+}
+
 static void deadline_in(struct timespec *ts, long long ns)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -312,6 +342,9 @@ static void *worker_main(void *arg)
 			stp_cache_release(w->cache, &ref);
 			continue;
 		}
+		/* a read decoding its own block goes first: no new block meanwhile */
+		while (!w->stop && w->demand)
+			pthread_cond_wait(&w->cond, &w->lock);
 		if (w->stop || w->next >= w->nblocks)
 			break;
 		k = w->next++;
@@ -505,6 +538,7 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	out->warmed = w->warmed;
 	out->held = w->held;
 	out->workers = w->nworkers;
+	out->ahead = w->ahead;
 	out->done = w->warmed == w->nblocks;
 	out->full = !out->done && w->idle_full > 0;
 	pthread_mutex_unlock(&w->lock);

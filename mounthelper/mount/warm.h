@@ -26,6 +26,7 @@ struct stp_warm_status {
 	uint64_t warmed;       /* of those, decoded (or failed) so far */
 	uint64_t held;         /* decoded blocks the warmer holds now */
 	uint64_t stored_bytes; /* pushed into the page cache */
+	uint64_t ahead;        /* hot blocks reads decoded themselves before warming took them */
 	unsigned workers;
 	int done;              /* every hot block has been warmed */
 	int full;              /* not done, but holding all the budget allows until reads
@@ -56,6 +57,14 @@ int stp_warm_stop(struct stp_warmer *w);
 void stp_warm_note_known(struct stp_warmer *w, uint32_t ino);
 /* A read was answered from stream bytes [OFF, OFF + LEN). */
 void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len);
+
+/* A read misses BLOCK and is about to get it from the cache: unless a worker is decoding
+ * it, no worker starts another block until stp_warm_demand_end(), so that the read's
+ * decode has the CPUs. Returns what stp_warm_demand_end takes as BEGUN: 1 when BLOCK is a
+ * hot block warming has not taken yet, -1 when a worker is decoding it, 0 otherwise.
+ * DECODED: the read decoded it itself (stp_block_ref.fresh). */
+int stp_warm_demand_begin(struct stp_warmer *w, uint64_t block);
+void stp_warm_demand_end(struct stp_warmer *w, int begun, int decoded);
 
 void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out);
 

@@ -158,8 +158,9 @@ static void test_own_options(void)
 
 	CHECK(parse_helper(&o, err, image, "/tmp", "-o",
 			   "cache_budget=3,warm_workers=0,record=/tmp/hot.list,sandbox=log,"
-			   "sandbox_user=nobody,noprime", NULL) == 0);
-	CHECK(o.cache_budget == 3 && o.warm_workers == 0 && o.no_prime);
+			   "sandbox_user=nobody,noprime,nofill", NULL) == 0);
+	CHECK(o.cache_budget == 3 && o.warm_workers == 0 && o.no_prime && o.no_fill);
+	CHECK(!stp_mountopts_fills(&o)); /* recording and nofill both turn it off */
 	CHECK(o.record && !strcmp(o.record, "/tmp/hot.list"));
 	CHECK(o.sandbox == STP_SANDBOX_LOG);
 	CHECK(o.sandbox_user && !strcmp(o.sandbox_user, "nobody"));
@@ -178,6 +179,11 @@ static void test_own_options(void)
 	CHECK(!o.no_prime);
 	CHECK(stp_mountopts_parse_list(&o, "noprime=1", err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "noprime") != NULL);
+	CHECK(!o.no_fill && stp_mountopts_fills(&o));
+	CHECK(stp_mountopts_parse_list(&o, "nofill=off", err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "nofill takes no value") != NULL);
+	CHECK(stp_mountopts_parse_list(&o, "nofill", err, sizeof(err)) == 0);
+	CHECK(o.no_fill && !stp_mountopts_fills(&o));
 	CHECK(stp_mountopts_parse_list(&o, "sandbox=off", err, sizeof(err)) == 0);
 	CHECK(o.sandbox == STP_SANDBOX_OFF);
 	stp_mountopts_free(&o);

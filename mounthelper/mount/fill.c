@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The filler: one mutex guards the lookup counts, the index and the queue; the thread
+ * copies what a job needs out of the index under it and pushes outside it.
+ */
+#include "fill.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cache.h"
+#include "fileread.h"
+#include "format.h"
+#include "fuseapi.h"
+#include "fuseino.h"
+#include "image.h"
+#include "util.h"
+
+#define NONE UINT32_MAX
+#define PAGE 4096u
+#define STORE_CHUNK (1u << 20)     /* bytes per notify_store message */
+#define PIECES_MAX (1u << 18)      /* index records at most: 10 MiB */
+#define STOP_WAIT_S 2              /* as warm.c: a push stuck in the kernel never returns */
+
+/* LEN bytes of file INO at FILE_OFF, stored at stream offset STREAM_OFF, in one block. */
+struct piece {
+	uint64_t file_off, stream_off, file_size;
+	uint32_t ino, len;
+	uint32_t next, prev; /* the block's list; next also chains the free list; in a job's
+			      * copy, next is the record's index */
+	uint32_t next_of_ino;
+	uint32_t pushed;     /* all its pages went in once: not again while the file is known */
+};
+
+enum job_kind { JOB_BLOCK, JOB_FILE };
+
+struct job {
+	enum job_kind kind;
+	uint64_t id; /* block or image inode */
+};
+
+struct stp_filler {
+	const struct stp_image *img;
+	struct stp_cache *cache;
+	struct fuse_session *se;
+	unsigned block_log;
+	uint32_t ninodes;
+	uint64_t nblocks;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;       /* a job was queued, or stop */
+	uint32_t *lookups;         /* by image inode: the kernel's count, regular files only */
+	uint32_t *ino_head;        /* by image inode: its first piece */
+	uint32_t *block_head;      /* by block: its first piece */
+	uint8_t *queued;           /* by block: a job for it waits */
+	struct piece *pool;
+	uint32_t pool_len, pool_cap, free_head, pieces;
+	uint64_t known;
+	struct job queue[STP_FILL_QUEUE];
+	unsigned qhead, qlen;
+	int stop;
+	struct stp_fill_status st; /* counters, lock (stored_bytes, cpu_ns: the thread's) */
+
+	pthread_t thread;
+	int started, joined;
+};
+
+/* Lock held: a free record, or NONE when the index is at its bound. */
+static uint32_t piece_new(struct stp_filler *f)
+{
+	uint32_t i = f->free_head;
+
+	if (i != NONE) {
+		f->free_head = f->pool[i].next;
+		return i;
+	}
+	if (f->pool_len == f->pool_cap) {
+		uint32_t cap = f->pool_cap ? f->pool_cap * 2 : 1024;
+		struct piece *p;
+
+		if (cap > PIECES_MAX)
+			cap = PIECES_MAX;
+		if (cap == f->pool_cap || !(p = realloc(f->pool, cap * sizeof(*p))))
+			return NONE;
+		f->pool = p;
+		f->pool_cap = cap;
+	}
+	return f->pool_len++;
+}
+
+struct index_walk {
+	struct stp_filler *f;
+	uint32_t ino;
+	uint64_t file_size;
+	int full;
+};
+
+/* Lock held: records each block's part of an extent piece. */
+static int index_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64_t len)
+{
+	struct index_walk *iw = ctx;
+	struct stp_filler *f = iw->f;
+	uint64_t bsize = UINT64_C(1) << f->block_log;
+
+	if (stream_off == STP_FILE_HOLE)
+		return 0;
+	while (len) {
+		uint64_t k = stream_off >> f->block_log;
+		uint64_t n = bsize - (stream_off & (bsize - 1));
+		uint32_t i;
+
+		if (n > len)
+			n = len;
+		if (k >= f->nblocks)
+			return 0; /* past the stream: reads report it */
+		if ((i = piece_new(f)) == NONE) {
+			iw->full = 1;
+			return -ENOSPC;
+		}
+		f->pool[i] = (struct piece){ .file_off = file_off, .stream_off = stream_off,
+					     .file_size = iw->file_size, .ino = iw->ino,
+					     .len = (uint32_t)n, .next = f->block_head[k], .prev = NONE,
+					     .next_of_ino = f->ino_head[iw->ino] };
+		if (f->block_head[k] != NONE)
+			f->pool[f->block_head[k]].prev = i;
+		f->block_head[k] = i;
+		f->ino_head[iw->ino] = i;
+		f->pieces++;
+		file_off += n;
+		stream_off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Lock held: frees every piece of INO. */
+static void unindex(struct stp_filler *f, uint32_t ino)
+{
+	for (uint32_t i = f->ino_head[ino], next; i != NONE; i = next) {
+		struct piece *p = &f->pool[i];
+		uint64_t k = p->stream_off >> f->block_log;
+
+		next = p->next_of_ino;
+		if (p->prev != NONE)
+			f->pool[p->prev].next = p->next;
+		else
+			f->block_head[k] = p->next;
+		if (p->next != NONE)
+			f->pool[p->next].prev = p->prev;
+		p->next = f->free_head;
+		f->free_head = i;
+		f->pieces--;
+	}
+	f->ino_head[ino] = NONE;
+}
+
+/* Lock held. Drops the job when the queue is full: the pages are read as before. */
+static void enqueue(struct stp_filler *f, enum job_kind kind, uint64_t id)
+{
+	if (f->qlen == STP_FILL_QUEUE) {
+		f->st.dropped++;
+		return;
+	}
+	if (kind == JOB_BLOCK) {
+		if (f->queued[id])
+			return;
+		f->queued[id] = 1;
+	}
+	f->queue[(f->qhead + f->qlen++) % STP_FILL_QUEUE] = (struct job){ kind, id };
+	pthread_cond_signal(&f->cond);
+}
+
+void stp_fill_note_lookup(struct stp_filler *f, uint32_t ino, const struct stp_inode *inode)
+{
+	struct index_walk iw = { f, ino, 0, 0 };
+
+	if (!f || ino >= f->ninodes || !S_ISREG(inode->mode) || !inode->size)
+		return;
+	iw.file_size = inode->size;
+	pthread_mutex_lock(&f->lock);
+	if (f->lookups[ino] == UINT32_MAX) {
+		/* saturated: never forgotten, which only keeps its pieces */
+	} else if (f->lookups[ino]++ == 0) {
+		f->known++;
+		stp_file_walk(f->img, inode, 0, inode->size, index_piece, &iw);
+		if (iw.full)
+			f->st.dropped++; /* the pieces that fitted stay */
+		if (f->ino_head[ino] != NONE)
+			enqueue(f, JOB_FILE, ino);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void stp_fill_note_forget(struct stp_filler *f, uint32_t ino, uint64_t nlookup)
+{
+	if (!f || ino >= f->ninodes)
+		return;
+	pthread_mutex_lock(&f->lock);
+	if (f->lookups[ino] && f->lookups[ino] != UINT32_MAX) {
+		f->lookups[ino] = nlookup >= f->lookups[ino] ? 0 : f->lookups[ino] - (uint32_t)nlookup;
+		if (!f->lookups[ino]) {
+			unindex(f, ino);
+			f->known--;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void stp_fill_note_decoded(struct stp_filler *f, uint64_t block)
+{
+	if (!f || block >= f->nblocks)
+		return;
+	pthread_mutex_lock(&f->lock);
+	if (f->block_head[block] != NONE)
+		enqueue(f, JOB_BLOCK, block);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* A file the kernel has just been told of may not exist in it yet (it makes the inode
+ * once the reply reaches it): a file job tries once more a moment later. */
+static int store(struct stp_filler *f, uint32_t ino, uint64_t off, const uint8_t *data,
+		 size_t n, int retry)
+{
+	struct timespec nap = { 0, 2000000 };
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+	int rc;
+
+	bv.buf[0].mem = (void *)data;
+	rc = fuse_lowlevel_notify_store(f->se, stp_fuseino_of(ino), (off_t)off, &bv, 0);
+	if (rc == -ENOENT && retry) {
+		nanosleep(&nap, NULL);
+		rc = fuse_lowlevel_notify_store(f->se, stp_fuseino_of(ino), (off_t)off, &bv, 0);
+	}
+	return rc;
+}
+
+/* Pushes the whole pages of P from its block's data BASE, at most BUDGET bytes; returns
+ * the bytes pushed. A page cut by the block's edge is left to reads, and so is the last
+ * page of a piece unless the file ends there. */
+static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t *base,
+			   uint64_t budget, int retry)
+{
+	uint64_t end = p->file_off + p->len;
+	uint64_t a = (p->file_off + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	uint64_t b = end == p->file_size ? end : end & ~(uint64_t)(PAGE - 1);
+	const uint8_t *data = base + (p->stream_off & ((UINT64_C(1) << f->block_log) - 1)) +
+			      (a - p->file_off);
+	uint64_t done = 0, want;
+
+	if (b <= a) {
+		p->pushed = 1; /* nothing whole to push */
+		return 0;
+	}
+	want = b - a;
+	if (want > budget)
+		b = a + (budget & ~(uint64_t)(PAGE - 1));
+	while (a + done < b) {
+		size_t n = b - a - done < STORE_CHUNK ? (size_t)(b - a - done) : STORE_CHUNK;
+
+		if (store(f, p->ino, a + done, data + done, n, retry && !done))
+			break; /* forgotten, or the mount is going: reads serve it */
+		done += n;
+	}
+	p->pushed = done == want;
+	return done;
+}
+
+/* Lock held: copies the pieces of a job not pushed yet into a new array (*N of them). */
+static struct piece *collect(struct stp_filler *f, const struct job *j, uint32_t *n)
+{
+	uint32_t count = 0, first = j->kind == JOB_BLOCK ? f->block_head[j->id] : f->ino_head[j->id];
+	struct piece *out;
+
+	for (uint32_t i = first; i != NONE;
+	     i = j->kind == JOB_BLOCK ? f->pool[i].next : f->pool[i].next_of_ino)
+		count += !f->pool[i].pushed;
+	*n = 0;
+	if (!count || !(out = malloc(count * sizeof(*out))))
+		return NULL;
+	for (uint32_t i = first; i != NONE;
+	     i = j->kind == JOB_BLOCK ? f->pool[i].next : f->pool[i].next_of_ino) {
+		if (f->pool[i].pushed)
+			continue;
+		out[*n] = f->pool[i];
+		out[(*n)++].next = i;
+	}
+	return out;
+}
+
+/* One job, outside the lock: blocks are pinned only if still resident, one at a time. */
+static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece *ps,
+			uint32_t n)
+{
+	uint64_t left = STP_FILL_BLOCK_BYTES, pushed;
+	struct stp_block_ref ref = { 0 };
+
+	for (uint32_t i = 0; i < n && left; i++) {
+		uint64_t k = ps[i].stream_off >> f->block_log;
+		uint64_t in = ps[i].stream_off & ((UINT64_C(1) << f->block_log) - 1);
+
+		if (ref.entry && ref.block != k)
+			stp_cache_release(f->cache, &ref);
+		if (!ref.entry && stp_cache_get_resident(f->cache, k, &ref))
+			continue;
+		if (in + ps[i].len > ref.size)
+			continue; /* extents past the block's bytes: a read reports the damage */
+		pushed = push_piece(f, &ps[i], ref.data, left, j->kind == JOB_FILE);
+		left -= pushed;
+		if (j->kind == JOB_FILE && !ps[i].pushed && left)
+			break; /* the kernel does not have the file (any more) */
+	}
+	stp_cache_release(f->cache, &ref);
+	return STP_FILL_BLOCK_BYTES - left;
+}
+
+/* Lock held: records the pieces a job pushed whole, unless forgotten meanwhile (a record
+ * reused since for the same file and stream bytes is the same piece). */
+static void mark_pushed(struct stp_filler *f, const struct piece *ps, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct piece *p = &f->pool[ps[i].next];
+
+		if (ps[i].pushed && p->ino == ps[i].ino && p->stream_off == ps[i].stream_off &&
+		    f->lookups[p->ino])
+			p->pushed = 1;
+	}
+}
+
+/* The filler's own CPU time, system time included: what the pushes cost. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *fill_main(void *arg)
+{
+	struct stp_filler *f = arg;
+
+	pthread_mutex_lock(&f->lock);
+	while (!f->stop) {
+		struct piece *ps;
+		struct job j;
+		uint64_t t0, bytes;
+		uint32_t n;
+
+		if (!f->qlen) {
+			pthread_cond_wait(&f->cond, &f->lock);
+			continue;
+		}
+		j = f->queue[f->qhead];
+		f->qhead = (f->qhead + 1) % STP_FILL_QUEUE;
+		f->qlen--;
+		if (j.kind == JOB_BLOCK)
+			f->queued[j.id] = 0;
+		f->st.jobs++;
+		ps = collect(f, &j, &n);
+		pthread_mutex_unlock(&f->lock);
+		t0 = thread_cpu_ns();
+		bytes = ps ? run_job(f, &j, ps, n) : 0;
+		pthread_mutex_lock(&f->lock);
+		mark_pushed(f, ps, n);
+		free(ps);
+		f->st.stored_bytes += bytes;
+		f->st.cpu_ns += thread_cpu_ns() - t0;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+static void filler_free(struct stp_filler *f)
+{
+	free(f->lookups);
+	free(f->ino_head);
+	free(f->block_head);
+	free(f->queued);
+	free(f->pool);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	free(f);
+}
+
+int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
+		   struct stp_filler **out)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	struct stp_filler *f = calloc(1, sizeof(*f));
+	int rc;
+
+	*out = NULL;
+	if (!f)
+		return -ENOMEM;
+	f->img = img;
+	f->cache = cache;
+	f->se = se;
+	f->block_log = sb->block_log;
+	f->ninodes = sb->inode_count;
+	f->nblocks = sb->block_count;
+	f->free_head = NONE;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->lookups = calloc(f->ninodes ? f->ninodes : 1, sizeof(*f->lookups));
+	f->ino_head = malloc((f->ninodes ? f->ninodes : 1) * sizeof(*f->ino_head));
+	f->block_head = malloc((f->nblocks ? f->nblocks : 1) * sizeof(*f->block_head));
+	f->queued = calloc(f->nblocks ? f->nblocks : 1, 1);
+	if (!f->lookups || !f->ino_head || !f->block_head || !f->queued) {
+		filler_free(f);
+		return -ENOMEM;
+	}
+	memset(f->ino_head, 0xff, (f->ninodes ? f->ninodes : 1) * sizeof(*f->ino_head));
+	memset(f->block_head, 0xff, (f->nblocks ? f->nblocks : 1) * sizeof(*f->block_head));
+	rc = pthread_create(&f->thread, NULL, fill_main, f);
+	if (rc) {
+		filler_free(f);
+		return -rc;
+	}
+	f->started = 1;
+	*out = f;
+	return 0;
+}
+
+int stp_fill_halt(struct stp_filler *f)
+{
+	struct timespec deadline;
+	int rc;
+
+	if (!f || !f->started || f->joined)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	f->stop = 1;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += STOP_WAIT_S;
+	rc = pthread_timedjoin_np(f->thread, NULL, &deadline);
+	f->joined = rc == 0;
+	return -rc;
+}
+
+int stp_fill_stop(struct stp_filler *f)
+{
+	if (!f)
+		return 0;
+	if (stp_fill_halt(f))
+		return -ETIMEDOUT;
+	filler_free(f);
+	return 0;
+}
+
+void stp_fill_status(struct stp_filler *f, struct stp_fill_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	*out = f->st;
+	out->known = f->known;
+	out->pieces = f->pieces;
+	pthread_mutex_unlock(&f->lock);
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Filling the page cache from blocks that reads decode. A block is decoded whole for a
+ * read that wants a few pages of it; the filler pushes the other pages it holds, of every
+ * regular file the kernel knows, into the kernel's page cache
+ * (fuse_lowlevel_notify_store), and when the kernel learns of a file, the pages of it that
+ * lie in blocks still resident in the cache. Later reads of those pages never reach the
+ * daemon.
+ *
+ * The kernel can only take pages of inodes it holds, so the filler counts lookups (a
+ * lookup reply or a readdirplus entry adds one, a forget takes its count away) and keeps,
+ * for the known regular files only, an index from block to the file pieces stored in it;
+ * a file's pieces are freed when the kernel forgets it. Memory: 8 bytes per image inode
+ * and 5 per block, and 40 bytes per known file per block it touches.
+ *
+ * The pushes run on one thread of the filler's own, never on a request thread: a push
+ * waits for the page lock that a read in flight holds, and that read is answered by a
+ * request thread. Work goes through a queue of STP_FILL_QUEUE jobs; when it is full, the
+ * job is dropped (the pages are read as before), so a request thread never waits for
+ * the filler. At most STP_FILL_BLOCK_BYTES are pushed per block decoded. The thread pins
+ * one resident block at a time and never decodes one.
+ *
+ * stp_fill_start() must run after the sandbox is in place. The note functions are
+ * called from request threads: thread-safe, never blocking on the kernel, and fine with a
+ * NULL filler. Functions return 0 or a negative errno.
+ */
+#ifndef STP_FILL_H
+#define STP_FILL_H
+
+#include <stdint.h>
+
+struct stp_image;
+struct stp_inode;
+struct stp_cache;
+struct fuse_session;
+struct stp_filler;
+
+#define STP_FILL_QUEUE 1024u
+#define STP_FILL_BLOCK_BYTES (8u << 20)
+
+struct stp_fill_status {
+	uint64_t jobs;          /* blocks and files taken from the queue */
+	uint64_t dropped;       /* jobs dropped: the queue was full, or the index was */
+	uint64_t stored_bytes;  /* pushed into the page cache */
+	uint64_t cpu_ns;        /* CPU time (user and system) the filler spent on jobs */
+	uint64_t known;         /* regular files the kernel holds now */
+	uint64_t pieces;        /* index records now (one per known file per block) */
+};
+
+/* Starts the filler of IMG's mount: pages from CACHE go into session SE's page cache.
+ * IMG, CACHE and SE must outlive it. *out is the caller's (stp_fill_stop). */
+int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
+		   struct stp_filler **out);
+/* Stops the thread and waits a few seconds for it (-ETIMEDOUT: a push is stuck in the
+ * kernel), keeping the filler; as stp_warm_halt. Idempotent; NULL is fine. */
+int stp_fill_halt(struct stp_filler *f);
+/* Halts, then frees. Only once no request thread can reach the note functions.
+ * -ETIMEDOUT: the filler is left allocated and the process should just exit. */
+int stp_fill_stop(struct stp_filler *f);
+
+/* The kernel is being told of image inode INO (INODE): called before the reply. */
+void stp_fill_note_lookup(struct stp_filler *f, uint32_t ino, const struct stp_inode *inode);
+/* The kernel forgot NLOOKUP of its lookups of image inode INO. */
+void stp_fill_note_forget(struct stp_filler *f, uint32_t ino, uint64_t nlookup);
+/* A read decoded BLOCK (it was not resident). */
+void stp_fill_note_decoded(struct stp_filler *f, uint64_t block);
+
+void stp_fill_status(struct stp_filler *f, struct stp_fill_status *out);
+
+#endif
