@@ -16,7 +16,7 @@
 #   tar2sqfs         tar2sqfs (squashfs-tools-ng), zstd LEVEL, 1M blocks, tar on stdin
 #   erofs tar        mkfs.erofs --tar=f, when this mkfs.erofs has it (erofs-utils >= 1.6)
 #
-# LEVEL (environment, default 19) is the zstd level of every tool, and each uses 1 MiB
+# OTHERS=0 (environment) leaves the squashfs and erofs tools out. LEVEL (default 19) is the zstd level of every tool, and each uses 1 MiB
 # squashfs blocks or mkstipple's default blocks. It prints per variant the median build time, median peak RSS (GNU time's maximum
 # resident set; for a pipe, the builder's alone) and the image size, with time and
 # memory as ratios to the folder build. It also checks that the folder and the tar give
@@ -73,16 +73,16 @@ while [ $i -lt "$rounds" ]; do
 	run stipple-stdin "$work/in.stp" "$work/t.tar" "$mkstipple" -q -l "$level" "$@" - "$work/in.stp"
 	run stipple-zst "$work/zst.stp" "$work/t.tar.zst" "$mkstipple" -q -l "$level" "$@" - \
 		"$work/zst.stp"
-	if command -v sqfstar >/dev/null; then
+	if [ "${OTHERS:-1}" = 1 ] && command -v sqfstar >/dev/null; then
 		# squashfs-tools 4.5.1's sqfstar refuses -Xcompression-level: its default, 15
 		run sqfstar-zstd15 "$work/s.sqfs" "$work/t.tar" sqfstar -quiet -comp zstd -b 1M \
 			"$work/s.sqfs"
 	fi
-	if command -v tar2sqfs >/dev/null; then
+	if [ "${OTHERS:-1}" = 1 ] && command -v tar2sqfs >/dev/null; then
 		run tar2sqfs "$work/t.sqfs" "$work/t.tar" tar2sqfs -q -f -c zstd -X level="$level" \
 			-b 1048576 "$work/t.sqfs"
 	fi
-	if [ $erofs_tar = 1 ]; then
+	if [ "${OTHERS:-1}" = 1 ] && [ $erofs_tar = 1 ]; then
 		run erofs-tar "$work/e.erofs" - mkfs.erofs -zlz4hc --tar=f "$work/e.erofs" "$work/t.tar"
 	fi
 done
