@@ -16,10 +16,11 @@
 #   tar2sqfs         tar2sqfs (squashfs-tools-ng), zstd LEVEL, 1M blocks, tar on stdin
 #   erofs tar        mkfs.erofs --tar=f, when this mkfs.erofs has it (erofs-utils >= 1.6)
 #
-# OTHERS=0 (environment) leaves the squashfs and erofs tools out. LEVEL (default 19) is the zstd level of every tool, and each uses 1 MiB
-# squashfs blocks or mkstipple's default blocks. It prints per variant the median build time, median peak RSS (GNU time's maximum
-# resident set; for a pipe, the builder's alone) and the image size, with time and
-# memory as ratios to the folder build. It also checks that the folder and the tar give
+# OTHERS=0 (environment) leaves the squashfs and erofs tools out. LEVEL (default 19) is
+# the zstd level of every tool; squashfs uses 1 MiB blocks, mkstipple its default. It
+# prints per variant the median build time, median peak RSS (GNU time's maximum resident
+# set; for a pipe, the builder's alone) and the image size, with time and memory as
+# ratios to the folder build. It also checks that the folder and the tar give
 # byte-identical images. Needs: GNU time, tar, zstd; sqfstar, tar2sqfs and mkfs.erofs
 # are skipped when absent. Uses $STIPPLE_BUILD (default <repo>/build).
 set -eu
