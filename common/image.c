@@ -875,7 +875,131 @@ static int decode_in_place(const struct stp_image *img, uint64_t block,
 	return rc;
 }
 
+/* Where zstd may write while it decodes one zstd block into OUT at OP: a block never
+ * decodes to more than ZSTD_BLOCKSIZE_MAX, and zstd writes nothing past the capacity it
+ * is given, scratch space for literals included. */
+static size_t piece_capacity(size_t op, size_t size)
+{
+	return size - op < ZSTD_BLOCKSIZE_MAX ? size - op : ZSTD_BLOCKSIZE_MAX;
+}
+
+struct piece_decode {
+	ZSTD_DCtx *d;
+	uint8_t *out;          /* the buffer, LEN bytes; the decoded bytes go at its start */
+	size_t len, size;
+	const uint8_t *src;    /* the stored bytes not read yet start at src + ip */
+	size_t ip, in_len;
+	uint8_t *moved;        /* the unread stored bytes, once moved out of OUT */
+	bool in_out;           /* src lies in OUT (in place) */
+};
+
+/* In place, the writes of the next zstd block, [OP, OP + capacity), must stay below the
+ * stored bytes not read yet. The builder's frames keep that with the margin of
+ * stp_image_block_buffer_size; any other frame gets its unread bytes moved out first. */
+static int keep_apart(struct piece_decode *p, size_t op)
+{
+	size_t at;
+
+	if (!p->in_out)
+		return 0;
+	at = (size_t)(p->src - p->out) + p->ip;
+	if (op + piece_capacity(op, p->size) <= at)
+		return 0;
+	p->moved = malloc(p->in_len - p->ip ? p->in_len - p->ip : 1);
+	if (!p->moved)
+		return -ENOMEM;
+	memcpy(p->moved, p->src + p->ip, p->in_len - p->ip);
+	p->src = p->moved;
+	p->in_len -= p->ip;
+	p->ip = 0;
+	p->in_out = false;
+	return 0;
+}
+
+/* Decodes the frames of P zstd block by zstd block (zstd's buffer-less API: the window is
+ * the output itself, and every call is told exactly where it may write), telling FN how
+ * many bytes are decoded every STP_DECODE_STEP bytes. *WHY on a bad frame (-EUCLEAN). */
+static int decode_pieces(struct piece_decode *p, const ZSTD_DDict *ddict,
+			 stp_decode_progress_fn fn, void *ctx, const char **why)
+{
+	size_t op = 0, told = 0, need = 0, n;
+	int rc;
+
+	*why = "truncated";
+	while (p->ip < p->in_len || need) {
+		if (!need) {
+			n = ZSTD_decompressBegin_usingDDict(p->d, ddict);
+			if (ZSTD_isError(n))
+				goto bad;
+		}
+		need = ZSTD_nextSrcSizeToDecompress(p->d);
+		if (!need)
+			continue; /* a frame ended: another may follow */
+		if (need > p->in_len - p->ip)
+			return -EUCLEAN;
+		if ((rc = keep_apart(p, op)))
+			return rc;
+		n = ZSTD_decompressContinue(p->d, p->out + op, piece_capacity(op, p->size),
+					    p->src + p->ip, need);
+		if (ZSTD_isError(n))
+			goto bad;
+		op += n;
+		p->ip += need;
+		if (fn && op - told >= STP_DECODE_STEP && op < p->size) {
+			fn(ctx, op);
+			told = op;
+		}
+	}
+	if (op == p->size)
+		return 0;
+	*why = "wrong size";
+	return -EUCLEAN;
+bad:
+	*why = ZSTD_getErrorName(n);
+	return -EUCLEAN;
+}
+
+/* Reads block BLOCK's stored bytes at the end of OUT (LEN bytes), checks them, then
+ * decodes them there piece by piece, so that FN learns of each piece decoded. */
+static int decode_streaming(const struct stp_image *img, uint64_t block,
+			    const struct stp_blockent *be, uint8_t *out, size_t len, size_t size,
+			    stp_decode_progress_fn fn, void *ctx)
+{
+	bool own;
+	struct piece_decode p = { .out = out, .len = len, .size = size,
+				  .in_len = be->stored_size };
+	const char *why;
+	uint8_t *stored = stored_place(be, out, len, &own);
+	int rc;
+
+	if (!stored)
+		return -ENOMEM;
+	p.src = stored;
+	p.in_out = !own;
+	rc = read_stored(img, block, be, stored);
+	if (!rc)
+		rc = check_stored(img, block, be, stored);
+	if (!rc && !(p.d = thread_dctx()))
+		rc = -ENOMEM;
+	if (!rc)
+		rc = decode_pieces(&p, be->codec == STP_CODEC_ZSTD_DICT ? img->ddict : NULL, fn,
+				   ctx, &why);
+	if (rc == -EUCLEAN)
+		rc = STP_CORRUPT(img->path, "block %llu does not decompress: %s",
+				 (unsigned long long)block, why);
+	free(p.moved);
+	if (own)
+		free(stored);
+	return rc;
+}
+
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
+{
+	return stp_image_decode_block_stream(img, block, out, NULL, NULL);
+}
+
+int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, void *out,
+				  stp_decode_progress_fn fn, void *ctx)
 {
 	size_t len = stp_image_block_buffer_size(img), size = stp_image_block_decoded_size(img, block);
 	struct stp_blockent be;
@@ -883,8 +1007,12 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 
 	if (rc)
 		return rc;
+	/* pieces only where they can be released: not before a signed hash matched, not
+	 * before BCJ, which would change bytes that zstd still copies matches from */
 	if (img->hashes && be.codec != STP_CODEC_RAW)
 		rc = decode_verified(img, block, &be, out, size);
+	else if (fn && be.codec != STP_CODEC_RAW && be.filter == STP_FILTER_NONE)
+		rc = decode_streaming(img, block, &be, out, len, size, fn, ctx);
 	else
 		rc = decode_in_place(img, block, &be, out, len, size);
 	if (!rc && be.filter != STP_FILTER_NONE)
