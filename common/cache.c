@@ -32,6 +32,9 @@ struct entry {
 	size_t size;            /* decoded bytes */
 	size_t alloc;           /* bytes mapped at data: a reused buffer may be larger */
 	size_t ready;           /* LOADING: the first READY bytes are final; lock */
+	struct stp_cache *cache;
+	struct stp_decode *job; /* LOADING: the decode, while a decoder thread finishes it */
+	uint64_t t0;            /* when the decode began */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
 				    * queue's link (next) while queued */
 };
@@ -281,31 +284,33 @@ static int buf_fit(uint8_t **data, size_t *alloc, size_t len)
 	return *data ? 0 : -ENOMEM;
 }
 
-struct progress {
-	struct stp_cache *c;
-	struct entry *e;
-};
-
 /* From the decoding thread: the watermark moves, and readers waiting for it look. */
 static void published(void *arg, size_t n)
 {
-	struct progress *p = arg;
+	struct entry *e = arg;
+	struct stp_cache *c = e->cache;
 
-	if (p->c->observe)
-		p->c->observe(p->c->observe_ctx, p->e->block, n);
-	pthread_mutex_lock(&p->c->lock);
-	p->e->ready = n;
-	pthread_cond_broadcast(&p->c->done);
-	pthread_mutex_unlock(&p->c->lock);
+	if (c->observe)
+		c->observe(c->observe_ctx, e->block, n);
+	pthread_mutex_lock(&c->lock);
+	e->ready = n;
+	pthread_cond_broadcast(&c->done);
+	pthread_mutex_unlock(&c->lock);
 }
 
-/* Outside the lock: fills E's buffer; the stored bytes are decoded in place in it. */
-static int decode(struct stp_cache *c, struct entry *e)
+/* Outside the lock: starts decoding E into its buffer (the stored bytes in place in it)
+ * and goes on until its first UNTIL bytes are final. 1 when bytes are left, in E->job. */
+static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 {
-	struct progress p = { c, e };
 	int rc = buf_fit(&e->data, &e->alloc, c->full);
 
-	return rc ? rc : stp_image_decode_block_stream(c->img, e->block, e->data, published, &p);
+	e->cache = c;
+	e->t0 = stp_now_ns();
+	if (!rc)
+		rc = stp_image_decode_begin(c->img, e->block, e->data, published, e, &e->job);
+	if (!rc)
+		rc = stp_image_decode_continue(e->job, until);
+	return rc;
 }
 
 /* Called with the lock held by the thread that decoded E. A failed entry leaves the
@@ -351,18 +356,18 @@ static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *c
 	return trim_onto(c, chain);
 }
 
-/* Outside the lock: decodes E, which holds a buffer and a hold for its decoder, then
- * publishes the result and lets that hold go. Waits for nothing but the lock. */
-static void run_decode(struct stp_cache *c, struct entry *e)
+/* Outside the lock: E's decode ended with RC (0 or an error): publishes the result and
+ * lets the decode's hold go. Waits for nothing but the lock. */
+static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 {
 	struct entry *freed = NULL;
 	uint8_t *gone = NULL;
 	size_t gone_len = 0;
-	uint64_t t0 = stp_now_ns();
-	int rc = decode(c, e);
 
+	stp_image_decode_free(e->job);
+	e->job = NULL;
 	pthread_mutex_lock(&c->lock);
-	finish_load(c, e, rc, stp_now_ns() - t0);
+	finish_load(c, e, rc, stp_now_ns() - e->t0);
 	if (rc) {
 		gone = e->data; /* uncounted now: unmapped here, not by the last waiter */
 		gone_len = e->alloc;
@@ -396,7 +401,7 @@ static void *decoder_main(void *arg)
 			c->queue_tail = NULL;
 		e->next = NULL;
 		pthread_mutex_unlock(&c->lock);
-		run_decode(c, e);
+		finish_decode(c, e, stp_image_decode_continue(e->job, SIZE_MAX));
 		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -425,8 +430,8 @@ static int add_decoder(struct stp_cache *c)
 	return 0;
 }
 
-/* Lock held: hands E's decode to a decoder thread. 0, or -1 when there is none (the
- * caller decodes it itself). */
+/* Lock held: hands the rest of E's decode to a decoder thread. 0, or -1 when there is
+ * none (the caller decodes it itself). */
 static int queue_decode(struct stp_cache *c, struct entry *e)
 {
 	if (!c->idle_decoders && add_decoder(c) && !c->ndecoders)
@@ -496,22 +501,32 @@ static int join(struct stp_cache *c, struct entry *e, size_t end, struct stp_blo
 }
 
 /* Lock held, released on return: decodes BLOCK into fresh entry E, which holds its
- * buffer: on a decoder thread when ASYNC allows, else here. Returns once the first END
- * bytes are final. */
+ * buffer, here until its first END bytes are final; the rest on a decoder thread when
+ * ASYNC allows, else here too. */
 static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end, int async,
 		struct stp_block_ref *ref)
 {
+	int rc;
+
 	e->block = block;
 	e->size = stp_image_block_decoded_size(c->img, block);
 	e->state = ENTRY_LOADING;
 	e->refs = 2; /* the caller's and the decode's */
 	c->slots[block] = e;
 	c->stats.misses++;
-	if (!async || queue_decode(c, e)) {
-		pthread_mutex_unlock(&c->lock);
-		run_decode(c, e);
+	pthread_mutex_unlock(&c->lock);
+
+	rc = decode_start(c, e, async ? wanted(e, end) : SIZE_MAX);
+	if (rc == 1) {
 		pthread_mutex_lock(&c->lock);
+		rc = queue_decode(c, e) ? 1 : 2;
+		pthread_mutex_unlock(&c->lock);
+		if (rc == 1)
+			rc = stp_image_decode_continue(e->job, SIZE_MAX);
 	}
+	if (rc != 2)
+		finish_decode(c, e, rc);
+	pthread_mutex_lock(&c->lock);
 	if (wait_final(c, e, end))
 		return leave_failed(c, e);
 	pthread_mutex_unlock(&c->lock);
