@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The block cache: one mutex guards the slot table, the LRU list, the buffer count, the
- * decode queue, each entry's watermark and the counters; decoding happens outside it. Buffers are mapped and unmapped directly,
+ * decode queue, each entry's watermark and the counters; decoding happens outside it.
+ * Buffers are mapped and unmapped directly,
  * never taken from malloc: a freed block goes back to the system at once, instead of
  * staying in the arena of the thread that freed it, so resident memory follows the
  * count. */
@@ -314,7 +315,8 @@ static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 }
 
 /* Called with the lock held by the thread that decoded E. A failed entry leaves the
- * cache and gives back its buffer: the caller frees what is returned, outside the lock. */
+ * cache; its buffer goes back with the last hold on it (a reader let go early may still
+ * be reading the bytes it was given). */
 static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t ns)
 {
 	c->stats.decode_ns += ns;
@@ -323,7 +325,6 @@ static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t n
 		e->error = rc;
 		c->slots[e->block] = NULL;
 		c->stats.failures++;
-		e->data = put_buffer(c, e->data, e->alloc);
 	} else {
 		e->state = ENTRY_READY;
 		e->ready = e->size;
@@ -341,10 +342,8 @@ static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *c
 {
 	if (--e->refs)
 		return chain;
-	if (e->state == ENTRY_FAILED) { /* out of the cache already, its buffer given back */
-		e->next = chain;
-		return e;
-	}
+	if (e->state == ENTRY_FAILED) /* out of the cache already: only its buffer is left */
+		return retire(c, e, chain);
 	c->pinned--;
 	if (e->drop) {
 		c->slots[e->block] = NULL;
@@ -361,23 +360,15 @@ static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *c
 static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 {
 	struct entry *freed = NULL;
-	uint8_t *gone = NULL;
-	size_t gone_len = 0;
 
 	stp_image_decode_free(e->job);
 	e->job = NULL;
 	pthread_mutex_lock(&c->lock);
 	finish_load(c, e, rc, stp_now_ns() - e->t0);
-	if (rc) {
-		gone = e->data; /* uncounted now: unmapped here, not by the last waiter */
-		gone_len = e->alloc;
-		e->data = NULL;
-	} else {
+	if (!rc)
 		freed = trim_onto(c, NULL);
-	}
 	freed = unpin(c, e, freed);
 	pthread_mutex_unlock(&c->lock);
-	buf_drop(c, gone, gone_len);
 	free_chain(c, freed);
 }
 
@@ -459,11 +450,10 @@ static void fill_ref(struct entry *e, struct stp_block_ref *ref)
 static int leave_failed(struct stp_cache *c, struct entry *e)
 {
 	int rc = e->error;
-	int last = --e->refs == 0;
+	struct entry *freed = unpin(c, e, NULL);
 
 	pthread_mutex_unlock(&c->lock);
-	if (last)
-		entry_free(e);
+	free_chain(c, freed);
 	return rc;
 }
 
@@ -473,17 +463,19 @@ static size_t wanted(const struct entry *e, size_t end)
 	return end < 1 ? 1 : end < e->size ? end : e->size;
 }
 
-/* Lock held, E pinned: waits until E's first END bytes are final or its decode failed.
- * 0, or the decode's error. */
+/* Lock held, E pinned: waits until E's first END bytes are final or its decode failed
+ * short of them. 0, or the decode's error. Bytes final before a failure stay good while
+ * the pin holds the buffer: a reader that was let go, or only looked late, keeps them. */
 static int wait_final(struct stp_cache *c, struct entry *e, size_t end)
 {
 	size_t want = wanted(e, end);
 
 	while (e->state == ENTRY_LOADING && e->ready < want)
 		pthread_cond_wait(&c->done, &c->lock);
-	if (e->state == ENTRY_LOADING)
-		c->stats.early++;
-	return e->state == ENTRY_FAILED ? e->error : 0;
+	if (e->ready < want)
+		return e->error;
+	c->stats.early += e->state != ENTRY_READY;
+	return 0;
 }
 
 /* Lock held, released on return: pins E, which is in the cache, once its first END bytes

@@ -359,12 +359,14 @@ static void test_wait(const struct stp_image *img)
 /* The streaming image: SBLOCKS blocks of 2 MiB, zstd at level 1 on bytes that compress
  * somewhat; block SBAD has a zstd block header made invalid halfway (its checksum over
  * the damaged bytes, so that the damage shows only to the decoder), block SBCJ is x86
- * BCJ filtered. */
+ * BCJ filtered, block SSKIP ends in a skippable frame of SKIP_LEN bytes. */
 #define SLOG 21u
 #define SBS (1u << SLOG)
-#define SBLOCKS 3u
+#define SBLOCKS 4u
 #define SBAD 1u
 #define SBCJ 2u
+#define SSKIP 3u         /* its frame is followed by a skippable one: see test_in_place */
+#define SKIP_LEN (200u << 10)
 #define SBAD_ZBLOCK 10u /* the zstd block made invalid: after 10 * 128 KiB of output */
 
 static uint8_t soft_byte(uint64_t s)
@@ -396,7 +398,7 @@ static int write_stream_image(int fd)
 {
 	enum { INODE_OFF = STP_META_HDR_SIZE, BLOCK_OFF = INODE_OFF + STP_INODE_SIZE,
 	       META_SIZE = BLOCK_OFF + SBLOCKS * STP_BLOCKENT_SIZE };
-	static uint8_t data[SBLOCKS * (size_t)SBS], z[SBLOCKS][SBS + SBS / 64 + 1024];
+	static uint8_t data[SBLOCKS * (size_t)SBS], z[SBLOCKS][SBS + SBS / 64 + 1024 + SKIP_LEN];
 	uint8_t sb_raw[STP_SB_SIZE], meta[META_SIZE] = { 0 };
 	size_t zlen[SBLOCKS];
 	uint64_t off = STP_SB_SIZE;
@@ -427,6 +429,18 @@ static int write_stream_image(int fd)
 		zlen[b] = ZSTD_compress(z[b], sizeof(z[b]), src, SBS, 1);
 		if (ZSTD_isError(zlen[b]) || (b == SBAD && break_zblock(z[b], zlen[b], SBAD_ZBLOCK)))
 			return -1;
+		if (b == SSKIP) {
+			static const uint8_t magic[4] = { 0x50, 0x2A, 0x4D, 0x18 };
+			uint8_t *at = z[b] + zlen[b];
+
+			memcpy(at, magic, 4);
+			at[4] = (uint8_t)SKIP_LEN;
+			at[5] = (uint8_t)(SKIP_LEN >> 8);
+			at[6] = (uint8_t)(SKIP_LEN >> 16);
+			at[7] = 0;
+			memset(at + 8, 0x5A, SKIP_LEN);
+			zlen[b] += 8 + SKIP_LEN;
+		}
 	}
 	stp_meta_header_encode(&mh, meta);
 	stp_inode_encode(&root, meta + INODE_OFF);
@@ -631,7 +645,7 @@ static void test_watermark(void)
 	}
 	stp_cache_release(cache, &bcj);
 	pthread_join(other.thread, NULL); /* block SBAD: its own test */
-	CHECK(other.rc == 0 && other.right);
+	CHECK(other.rc == 0 && other.right, " rc %d right %d", other.rc, other.right);
 	stp_cache_stats(cache, &st);
 	CHECK(st.early >= 4 && st.peak_buffers == 2 && st.max_buffers == 2);
 	CHECK(st.pinned == 0 && st.buffers <= 2);
@@ -680,6 +694,51 @@ static void test_watermark_error(void)
 	CHECK(stp_cache_get(cache, SBAD, &ref) == -EUCLEAN); /* tried again, no hang */
 	CHECK(stp_cache_get(cache, 0, &ref) == 0); /* the buffer came back */
 	stp_cache_release(cache, &ref);
+
+	/* a reader let go before the failure keeps its bytes, and its buffer, until it lets
+	 * go: another decode meanwhile must not take that buffer */
+	{
+		struct stp_block_ref held, other;
+		int right = 1;
+
+		CHECK(stp_cache_get_range(cache, SBAD, 1000, &held) == 0);
+		for (int i = 0; i < 1000; i++) {
+			stp_cache_stats(cache, &st);
+			if (st.failures == 3)
+				break;
+			nap_ms(2);
+		}
+		CHECK(st.failures == 3);
+		CHECK(stp_cache_get(cache, 0, &other) == 0 && other.data != held.data);
+		stp_cache_release(cache, &other);
+		for (size_t i = 0; i < (128u << 10) && right; i++)
+			right = held.data[i] == soft_byte(SBAD * (uint64_t)SBS + i);
+		CHECK(right);
+		stp_cache_release(cache, &held);
+		stp_cache_stats(cache, &st);
+		CHECK(st.buffers <= 2 && st.pinned == 0);
+	}
+	stp_cache_free(cache);
+}
+
+
+/* In place, the stored bytes sit at the end of the buffer. A frame followed by a
+ * skippable one puts them further forward than the margin allows for: the decode must
+ * move what is left of them before its output reaches them, and still give every byte. */
+static void test_in_place(void)
+{
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+	int right = 1;
+
+	CHECK(stp_cache_new(stream_image, 1, 1, &cache) == 0);
+	CHECK(stp_cache_get_range(cache, SSKIP, 1, &ref) == 0);
+	CHECK(stp_cache_wait(cache, &ref, SIZE_MAX) == 0);
+	for (size_t i = 0; i < SBS && right; i++)
+		right = ref.data[i] == soft_byte(SSKIP * (uint64_t)SBS + i);
+	CHECK(right);
+	stp_cache_release(cache, &ref);
+	CHECK(stp_cache_contains(cache, SSKIP));
 	stp_cache_free(cache);
 }
 
@@ -707,6 +766,7 @@ int main(void)
 	stream_image = open_stream_image();
 	RUN(test_watermark);
 	RUN(test_watermark_error);
+	RUN(test_in_place);
 	stp_image_close(stream_image);
 	stp_image_close(image);
 	return tap_done();
