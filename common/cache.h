@@ -23,11 +23,13 @@
  * each entry has a watermark, the decoded bytes known final so far, and a reader of bytes
  * [0, END) of a block being decoded is let go once the watermark passes END, while the
  * decode goes on into the same buffer; the block then stays whole in the cache. A decode
- * that fails wakes every reader waiting on it with its error, and the entry leaves the
- * cache: it is never served whole. stp_cache_get_range decodes on a decoder thread of the
- * cache's own (at most 4, made on demand, taking no signals), since its caller goes on
- * before the decode ends; such a decode holds its buffer and waits for nothing, so the
- * rule above and the bound are those of a decode on the caller's thread.
+ * that fails wakes every reader still waiting on it with its error, and the entry leaves
+ * the cache: it is never served whole (a reader let go before keeps its bytes, and the
+ * buffer stays counted until the last holder releases it). A get that misses decodes on its own thread until its
+ * bytes are final; stp_cache_get_range then hands the rest of the block to a decoder
+ * thread of the cache's own (at most 4, made on demand, taking no signals) and returns.
+ * That decode holds its buffer and waits for nothing, so the rule above and the bound
+ * are those of a decode on the caller's thread.
  *
  * All functions are thread-safe. The cache does not own the image, which must outlive it.
  * Functions return 0 or a negative errno.
@@ -78,8 +80,9 @@ void stp_cache_free(struct stp_cache *cache);
  * -EIO, -ENOMEM. */
 int stp_cache_get(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
 /* stp_cache_get, but it returns as soon as bytes [0, END) of the block are final (END is
- * cut to the block's size), and a decode it starts runs on a decoder thread, so that it
- * can return before the block is whole. FUSE reads and warming use it. */
+ * cut to the block's size); a decode it starts goes on on a decoder thread after that.
+ * FUSE reads use it; a reader that joins a decode started by stp_cache_get (warming)
+ * is let go the same way. */
 int stp_cache_get_range(struct stp_cache *cache, uint64_t block, size_t end,
 			struct stp_block_ref *ref);
 /* Waits until bytes [0, END) of REF's block, pinned by a get, are final. 0, or the error
