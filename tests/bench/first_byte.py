@@ -145,6 +145,8 @@ def main():
                                        " (bcj)" if a.bcj else "", name, spot,
                                        statistics.median(t), t[0], t[-1], len(t), path),
                       flush=True)
+    if not a.mnt:
+        os.rmdir(mnt)
 
 
 if __name__ == "__main__":
