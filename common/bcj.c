@@ -72,19 +72,27 @@ static size_t x86_next_opcode(const uint8_t *buf, size_t i, size_t end)
 	return i;
 }
 
-void stp_bcj_x86(uint8_t *buf, size_t size, uint64_t pos, int encode)
+void stp_bcj_begin(struct stp_bcj_state *st, unsigned filter)
+{
+	*st = (struct stp_bcj_state){ .filter = filter };
+}
+
+/* The x86 scan over the first AVAIL bytes from where ST left it. Its decisions read only
+ * bytes at or past the scan position, which no earlier conversion changed. */
+static size_t x86_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
+		       int encode)
 {
 	/* Bit d: the byte d back was an E8/E9 left alone (SKIPPED), whose fourth operand
 	 * byte was 0x00/0xFF (SIGN). Bit 0 is the current opcode. */
-	unsigned skipped = 0, sign = 0, guard;
-	size_t i = 0, last = 0, gap;
+	unsigned skipped = st->skipped, sign = st->sign, guard;
+	size_t i = st->next, last = st->last, gap;
 	uint32_t v;
 
-	if (size < 5)
-		return;
+	if (avail < 5)
+		return 0;
 	for (;;) {
-		i = x86_next_opcode(buf, i, size - 4);
-		if (i > size - 5)
+		i = x86_next_opcode(buf, i, avail - 4);
+		if (i > avail - 5)
 			break;
 		gap = i - last;
 		last = i;
@@ -109,6 +117,17 @@ void stp_bcj_x86(uint8_t *buf, size_t size, uint64_t pos, int encode)
 			sign |= 1;
 		i++;
 	}
+	*st = (struct stp_bcj_state){ .filter = st->filter, .next = i, .last = last,
+				      .skipped = skipped, .sign = sign };
+	return i; /* an opcode at I or later may still change the bytes after it */
+}
+
+void stp_bcj_x86(uint8_t *buf, size_t size, uint64_t pos, int encode)
+{
+	struct stp_bcj_state st;
+
+	stp_bcj_begin(&st, STP_FILTER_X86);
+	x86_step(&st, buf, size, pos, encode);
 }
 
 /* BL: imm26 counts instructions. */
@@ -147,6 +166,42 @@ void stp_bcj_arm64(uint8_t *buf, size_t size, uint64_t pos, int encode)
 		else if ((insn & 0x9F000000u) == 0x90000000u)
 			put_le32(buf + i, arm64_adrp(insn, pos + i, encode));
 	}
+}
+
+/* ARM64 instructions start at absolute multiples of 4: those wholly in [next, avail). */
+static size_t arm64_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
+			 int encode)
+{
+	size_t from = st->next, to;
+
+	if (avail <= from)
+		return from;
+	to = avail - (size_t)((pos + avail) & 3);
+	if (to > from) {
+		stp_bcj_arm64(buf + from, to - from, pos + from, encode);
+		st->next = to;
+	}
+	return st->next;
+}
+
+size_t stp_bcj_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
+		    int encode, int end)
+{
+	size_t final;
+
+	switch (st->filter) {
+	case STP_FILTER_X86:
+		final = x86_step(st, buf, avail, pos, encode);
+		break;
+	case STP_FILTER_ARM64:
+		final = arm64_step(st, buf, avail, pos, encode);
+		break;
+	default:
+		final = avail;
+		break;
+	}
+	/* at the end of the buffer nothing more will change: the last bytes are left alone */
+	return end ? avail : final;
 }
 
 int stp_bcj_apply(unsigned filter, uint8_t *buf, size_t size, uint64_t pos, int encode)

@@ -3,7 +3,7 @@
  * BCJ filters: make machine code compress better by rewriting the relative targets of
  * calls and branches into absolute ones, so that repeated calls to one function become
  * repeated byte strings. A block is filtered as a whole before compression and unfiltered
- * after decompression; the filters keep no state between calls, so every block can be
+ * after decompression; the filters keep no state from one block to the next, so every block can be
  * decoded on its own.
  *
  * The transforms are the ones xz calls x86 and ARM64 BCJ, applied to one buffer as a
@@ -36,6 +36,30 @@
 /* Encode (ENCODE != 0) or decode in place the SIZE bytes that start at stream position POS. */
 void stp_bcj_x86(uint8_t *buf, size_t size, uint64_t pos, int encode);
 void stp_bcj_arm64(uint8_t *buf, size_t size, uint64_t pos, int encode);
+
+/*
+ * The same filters applied piece by piece, as a buffer's bytes arrive in order: the
+ * state carries what the scan has seen (for x86, which of the previous bytes were
+ * E8/E9 left alone, and where the scan stands). Filtering the first A1 bytes, then the
+ * first A2 >= A1, ..., then the whole buffer with END gives exactly what one call over
+ * the whole buffer gives, wherever the cuts fall. After each step the bytes below the
+ * returned count are final: at least AVAIL - 4 for x86 (an instruction whose operand is
+ * not there yet may still change), AVAIL rounded down to an instruction for ARM64, AVAIL
+ * with END. Positions in the state count from BUF, which must be the same buffer (or a
+ * copy holding the same bytes) at every step.
+ */
+struct stp_bcj_state {
+	unsigned filter;        /* enum stp_filter */
+	size_t next;            /* the first byte not scanned yet */
+	size_t last;            /* x86: the last E8/E9 seen */
+	unsigned skipped, sign; /* x86: the scan's memory of the bytes before NEXT */
+};
+
+void stp_bcj_begin(struct stp_bcj_state *st, unsigned filter);
+/* Filters the first AVAIL bytes of BUF (stream position POS) further; END: they are all
+ * of it. Returns how many bytes are final. An unknown filter changes nothing. */
+size_t stp_bcj_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
+		    int encode, int end);
 
 /* The same for a filter given by its enum stp_filter value (STP_FILTER_NONE does
  * nothing). Returns 0, or -EPROTONOSUPPORT for a filter this build does not know. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The block cache: one mutex guards the slot table, the LRU list, the buffer count and
- * the counters; decoding happens outside it. Buffers are mapped and unmapped directly,
+/* The block cache: one mutex guards the slot table, the LRU list, the buffer count, the
+ * decode queue, each entry's watermark and the counters; decoding happens outside it.
+ * Buffers are mapped and unmapped directly,
  * never taken from malloc: a freed block goes back to the system at once, instead of
  * staying in the arena of the thread that freed it, so resident memory follows the
  * count. */
@@ -8,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -15,6 +17,11 @@
 #include "util.h"
 
 enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
+
+/* Decoder threads for stp_cache_get_range, made as decodes are queued and none is idle.
+ * Their stacks hold zstd's and the log's frames, little more. */
+#define DECODERS_MAX 4u
+#define DECODER_STACK (512u << 10)
 
 struct entry {
 	uint64_t block;
@@ -25,7 +32,12 @@ struct entry {
 	uint8_t *data;          /* one of the counted buffers (NULL until decode maps it) */
 	size_t size;            /* decoded bytes */
 	size_t alloc;           /* bytes mapped at data: a reused buffer may be larger */
-	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY */
+	size_t ready;           /* LOADING: the first READY bytes are final; lock */
+	struct stp_cache *cache;
+	struct stp_decode *job; /* LOADING: the decode, while a decoder thread finishes it */
+	uint64_t t0;            /* when the decode began */
+	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
+				    * queue's link (next) while queued */
 };
 
 struct stp_cache {
@@ -34,8 +46,15 @@ struct stp_cache {
 	uint32_t max_buffers;     /* budget + extra */
 	size_t full;              /* bytes of a full block */
 	pthread_mutex_t lock;
-	pthread_cond_t done;      /* a decode finished */
+	pthread_cond_t done;      /* a decode finished or published progress */
 	pthread_cond_t room;      /* a buffer was freed or a block became idle */
+	pthread_cond_t work;      /* a decode was queued, or the cache is being freed */
+	struct entry *queue_head, *queue_tail; /* decodes no decoder took yet; lock */
+	pthread_t decoders[DECODERS_MAX];
+	unsigned ndecoders, idle_decoders; /* lock */
+	int stopping;             /* stp_cache_free: decoders exit once the queue is empty */
+	stp_cache_observer_fn observe; /* tests: set before any get */
+	void *observe_ctx;
 	struct entry **slots;     /* by block number; protected by lock */
 	struct entry *lru_head, *lru_tail; /* unpinned ready entries, most recent first */
 	uint32_t resident;        /* ready entries, pinned or not */
@@ -71,6 +90,7 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->done, NULL);
 	pthread_cond_init(&c->room, NULL);
+	pthread_cond_init(&c->work, NULL);
 	*out = c;
 	return 0;
 }
@@ -100,6 +120,12 @@ void stp_cache_free(struct stp_cache *c)
 
 	if (!c)
 		return;
+	pthread_mutex_lock(&c->lock);
+	c->stopping = 1;
+	pthread_cond_broadcast(&c->work);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < c->ndecoders; i++)
+		pthread_join(c->decoders[i], NULL);
 	n = stp_image_sb(c->img)->block_count;
 	for (uint64_t i = 0; i < n; i++)
 		if (c->slots[i])
@@ -109,6 +135,7 @@ void stp_cache_free(struct stp_cache *c)
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->done);
 	pthread_cond_destroy(&c->room);
+	pthread_cond_destroy(&c->work);
 	free(c);
 }
 
@@ -212,11 +239,10 @@ static struct entry *retire(struct stp_cache *c, struct entry *e, struct entry *
 	return e;
 }
 
-/* Evicts least recently used entries over budget; returns them chained by ->next. */
-static struct entry *trim(struct stp_cache *c)
+/* Evicts least recently used entries over budget; returns them chained by ->next before
+ * FREED. */
+static struct entry *trim_onto(struct stp_cache *c, struct entry *freed)
 {
-	struct entry *freed = NULL;
-
 	while (c->resident > c->budget && c->lru_tail) {
 		struct entry *e = c->lru_tail;
 
@@ -259,18 +285,38 @@ static int buf_fit(uint8_t **data, size_t *alloc, size_t len)
 	return *data ? 0 : -ENOMEM;
 }
 
-/* Outside the lock: fills E's buffer; the stored bytes are decoded in place in it. */
-static int decode(struct stp_cache *c, struct entry *e)
+/* From the decoding thread: the watermark moves, and readers waiting for it look. */
+static void published(void *arg, size_t n)
 {
-	int rc;
+	struct entry *e = arg;
+	struct stp_cache *c = e->cache;
 
-	e->size = stp_image_block_decoded_size(c->img, e->block);
-	rc = buf_fit(&e->data, &e->alloc, c->full);
-	return rc ? rc : stp_image_decode_block(c->img, e->block, e->data);
+	if (c->observe)
+		c->observe(c->observe_ctx, e->block, n);
+	pthread_mutex_lock(&c->lock);
+	e->ready = n;
+	pthread_cond_broadcast(&c->done);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Outside the lock: starts decoding E into its buffer (the stored bytes in place in it)
+ * and goes on until its first UNTIL bytes are final. 1 when bytes are left, in E->job. */
+static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
+{
+	int rc = buf_fit(&e->data, &e->alloc, c->full);
+
+	e->cache = c;
+	e->t0 = stp_now_ns();
+	if (!rc)
+		rc = stp_image_decode_begin(c->img, e->block, e->data, published, e, &e->job);
+	if (!rc)
+		rc = stp_image_decode_continue(e->job, until);
+	return rc;
 }
 
 /* Called with the lock held by the thread that decoded E. A failed entry leaves the
- * cache and gives back its buffer: the caller frees what is returned, outside the lock. */
+ * cache; its buffer goes back with the last hold on it (a reader let go early may still
+ * be reading the bytes it was given). */
 static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t ns)
 {
 	c->stats.decode_ns += ns;
@@ -279,15 +325,116 @@ static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t n
 		e->error = rc;
 		c->slots[e->block] = NULL;
 		c->stats.failures++;
-		e->data = put_buffer(c, e->data, e->alloc);
 	} else {
 		e->state = ENTRY_READY;
+		e->ready = e->size;
 		c->resident++;
 		c->pinned++;
 		c->stats.decoded++;
 		c->stats.decoded_bytes += e->size;
 	}
 	pthread_cond_broadcast(&c->done);
+}
+
+/* Lock held: one hold on E ends. Returns CHAIN, with E before it when E is to be freed
+ * (a failed entry, or one dropped), for free_chain outside the lock. */
+static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *chain)
+{
+	if (--e->refs)
+		return chain;
+	if (e->state == ENTRY_FAILED) /* out of the cache already: only its buffer is left */
+		return retire(c, e, chain);
+	c->pinned--;
+	if (e->drop) {
+		c->slots[e->block] = NULL;
+		c->resident--;
+		return retire(c, e, chain);
+	}
+	lru_push(c, e);
+	pthread_cond_broadcast(&c->room); /* an idle block can be evicted now */
+	return trim_onto(c, chain);
+}
+
+/* Outside the lock: E's decode ended with RC (0 or an error): publishes the result and
+ * lets the decode's hold go. Waits for nothing but the lock. */
+static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
+{
+	struct entry *freed = NULL;
+
+	stp_image_decode_free(e->job);
+	e->job = NULL;
+	pthread_mutex_lock(&c->lock);
+	finish_load(c, e, rc, stp_now_ns() - e->t0);
+	if (!rc)
+		freed = trim_onto(c, NULL);
+	freed = unpin(c, e, freed);
+	pthread_mutex_unlock(&c->lock);
+	free_chain(c, freed);
+}
+
+static void *decoder_main(void *arg)
+{
+	struct stp_cache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct entry *e;
+
+		while (!c->queue_head && !c->stopping) {
+			c->idle_decoders++;
+			pthread_cond_wait(&c->work, &c->lock);
+			c->idle_decoders--;
+		}
+		if (!(e = c->queue_head))
+			break;
+		c->queue_head = e->next;
+		if (!c->queue_head)
+			c->queue_tail = NULL;
+		e->next = NULL;
+		pthread_mutex_unlock(&c->lock);
+		finish_decode(c, e, stp_image_decode_continue(e->job, SIZE_MAX));
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* Lock held: one more decoder thread, taking no signals (the caller's handlers expect
+ * them on threads they know). 0 or -1. */
+static int add_decoder(struct stp_cache *c)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int err;
+
+	if (c->ndecoders == DECODERS_MAX || pthread_attr_init(&attr))
+		return -1;
+	pthread_attr_setstacksize(&attr, DECODER_STACK);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&c->decoders[c->ndecoders], &attr, decoder_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return -1;
+	c->ndecoders++;
+	return 0;
+}
+
+/* Lock held: hands the rest of E's decode to a decoder thread. 0, or -1 when there is
+ * none (the caller decodes it itself). */
+static int queue_decode(struct stp_cache *c, struct entry *e)
+{
+	if (!c->idle_decoders && add_decoder(c) && !c->ndecoders)
+		return -1;
+	e->next = NULL;
+	if (c->queue_tail)
+		c->queue_tail->next = e;
+	else
+		c->queue_head = e;
+	c->queue_tail = e;
+	pthread_cond_signal(&c->work);
+	return 0;
 }
 
 static void fill_ref(struct entry *e, struct stp_block_ref *ref)
@@ -303,21 +450,40 @@ static void fill_ref(struct entry *e, struct stp_block_ref *ref)
 static int leave_failed(struct stp_cache *c, struct entry *e)
 {
 	int rc = e->error;
-	int last = --e->refs == 0;
+	struct entry *freed = unpin(c, e, NULL);
 
 	pthread_mutex_unlock(&c->lock);
-	if (last)
-		entry_free(e);
+	free_chain(c, freed);
 	return rc;
 }
 
-/* Lock held, released on return: pins E, which is in the cache, once it is decoded. */
-static int join(struct stp_cache *c, struct entry *e, struct stp_block_ref *ref)
+/* The bytes of E a wait for [0, END) needs: at least one, so that data is mapped. */
+static size_t wanted(const struct entry *e, size_t end)
+{
+	return end < 1 ? 1 : end < e->size ? end : e->size;
+}
+
+/* Lock held, E pinned: waits until E's first END bytes are final or its decode failed
+ * short of them. 0, or the decode's error. Bytes final before a failure stay good while
+ * the pin holds the buffer: a reader that was let go, or only looked late, keeps them. */
+static int wait_final(struct stp_cache *c, struct entry *e, size_t end)
+{
+	size_t want = wanted(e, end);
+
+	while (e->state == ENTRY_LOADING && e->ready < want)
+		pthread_cond_wait(&c->done, &c->lock);
+	if (e->ready < want)
+		return e->error;
+	c->stats.early += e->state != ENTRY_READY;
+	return 0;
+}
+
+/* Lock held, released on return: pins E, which is in the cache, once its first END bytes
+ * are final. */
+static int join(struct stp_cache *c, struct entry *e, size_t end, struct stp_block_ref *ref)
 {
 	pin(c, e);
-	while (e->state == ENTRY_LOADING)
-		pthread_cond_wait(&c->done, &c->lock);
-	if (e->state == ENTRY_FAILED)
+	if (wait_final(c, e, end))
 		return leave_failed(c, e);
 	c->stats.hits++;
 	e->drop = 0;
@@ -327,47 +493,42 @@ static int join(struct stp_cache *c, struct entry *e, struct stp_block_ref *ref)
 }
 
 /* Lock held, released on return: decodes BLOCK into fresh entry E, which holds its
- * buffer. */
-static int load(struct stp_cache *c, struct entry *e, uint64_t block, struct stp_block_ref *ref)
+ * buffer, here until its first END bytes are final; the rest on a decoder thread when
+ * ASYNC allows, else here too. */
+static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end, int async,
+		struct stp_block_ref *ref)
 {
-	struct entry *freed = NULL;
-	uint8_t *gone = NULL;
-	size_t gone_len = 0;
-	uint64_t t0;
 	int rc;
 
 	e->block = block;
+	e->size = stp_image_block_decoded_size(c->img, block);
 	e->state = ENTRY_LOADING;
-	e->refs = 1;
+	e->refs = 2; /* the caller's and the decode's */
 	c->slots[block] = e;
 	c->stats.misses++;
 	pthread_mutex_unlock(&c->lock);
 
-	t0 = stp_now_ns();
-	rc = decode(c, e);
-
-	pthread_mutex_lock(&c->lock);
-	finish_load(c, e, rc, stp_now_ns() - t0);
-	if (rc) {
-		gone = e->data; /* uncounted now: unmapped here, not by the last waiter */
-		gone_len = e->alloc;
-		e->data = NULL;
-	} else {
-		freed = trim(c);
-	}
-	pthread_mutex_unlock(&c->lock);
-	buf_drop(c, gone, gone_len);
-	free_chain(c, freed);
-	if (rc) {
+	rc = decode_start(c, e, async ? wanted(e, end) : SIZE_MAX);
+	if (rc == 1) {
 		pthread_mutex_lock(&c->lock);
-		return leave_failed(c, e);
+		rc = queue_decode(c, e) ? 1 : 2;
+		pthread_mutex_unlock(&c->lock);
+		if (rc == 1)
+			rc = stp_image_decode_continue(e->job, SIZE_MAX);
 	}
+	if (rc != 2)
+		finish_decode(c, e, rc);
+	pthread_mutex_lock(&c->lock);
+	if (wait_final(c, e, end))
+		return leave_failed(c, e);
+	pthread_mutex_unlock(&c->lock);
 	fill_ref(e, ref);
 	ref->fresh = 1;
 	return 0;
 }
 
-int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
+static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
+	       struct stp_block_ref *ref)
 {
 	struct entry *e, *fresh = NULL, *victims = NULL;
 	int waited = 0, rc = 0;
@@ -378,7 +539,7 @@ int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref
 	for (;;) {
 		e = c->slots[block];
 		if (e) {
-			rc = join(c, e, ref);
+			rc = join(c, e, end, ref);
 			free(fresh);
 			return rc;
 		}
@@ -394,9 +555,52 @@ int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref
 		pthread_cond_wait(&c->room, &c->lock);
 	}
 	take_buffer(c, &fresh->data, &fresh->alloc, &victims);
-	rc = load(c, fresh, block, ref);
-	free_chain(c, victims);
+	rc = load(c, fresh, block, end, async, ref);
+	free_chain(c, victims); /* their buffers went to FRESH: only the entries are left */
 	return rc;
+}
+
+int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
+{
+	return get(c, block, SIZE_MAX, 0, ref);
+}
+
+int stp_cache_get_range(struct stp_cache *c, uint64_t block, size_t end,
+			struct stp_block_ref *ref)
+{
+	return get(c, block, end, 1, ref);
+}
+
+int stp_cache_wait(struct stp_cache *c, struct stp_block_ref *ref, size_t end)
+{
+	struct entry *e = ref->entry;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	rc = wait_final(c, e, end);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void stp_cache_set_observer(struct stp_cache *c, stp_cache_observer_fn fn, void *ctx)
+{
+	c->observe = fn;
+	c->observe_ctx = ctx;
+}
+
+int stp_cache_get_decoded(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
+{
+	struct entry *e;
+
+	if (block >= stp_image_sb(c->img)->block_count)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	e = c->slots[block];
+	if (!e) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOENT;
+	}
+	return join(c, e, SIZE_MAX, ref);
 }
 
 int stp_cache_get_resident(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
@@ -420,24 +624,13 @@ int stp_cache_get_resident(struct stp_cache *c, uint64_t block, struct stp_block
 
 void stp_cache_release(struct stp_cache *c, struct stp_block_ref *ref)
 {
-	struct entry *e = ref->entry, *freed = NULL;
+	struct entry *e = ref->entry, *freed;
 
 	if (!e)
 		return;
 	ref->entry = NULL;
 	pthread_mutex_lock(&c->lock);
-	if (--e->refs == 0) {
-		c->pinned--;
-		if (e->drop) {
-			c->slots[e->block] = NULL;
-			c->resident--;
-			freed = retire(c, e, NULL);
-		} else {
-			lru_push(c, e);
-			pthread_cond_broadcast(&c->room); /* an idle block can be evicted now */
-			freed = trim(c);
-		}
-	}
+	freed = unpin(c, e, NULL);
 	pthread_mutex_unlock(&c->lock);
 	free_chain(c, freed);
 }

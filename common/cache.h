@@ -19,6 +19,18 @@
  * one pin at a time, and waits for nothing while it holds it, never waits for ever.
  * stp_cache_get_resident never allocates and never waits.
  *
+ * A block is decoded as a stream where the image allows it (stp_image_decode_block_stream):
+ * each entry has a watermark, the decoded bytes known final so far, and a reader of bytes
+ * [0, END) of a block being decoded is let go once the watermark passes END, while the
+ * decode goes on into the same buffer; the block then stays whole in the cache. A decode
+ * that fails wakes every reader still waiting on it with its error, and the entry leaves
+ * the cache: it is never served whole (a reader let go before keeps its bytes, and the
+ * buffer stays counted until the last holder releases it). A get that misses decodes on its own thread until its
+ * bytes are final; stp_cache_get_range then hands the rest of the block to a decoder
+ * thread of the cache's own (at most 4, made on demand, taking no signals) and returns.
+ * That decode holds its buffer and waits for nothing, so the rule above and the bound
+ * are those of a decode on the caller's thread.
+ *
  * All functions are thread-safe. The cache does not own the image, which must outlive it.
  * Functions return 0 or a negative errno.
  */
@@ -31,7 +43,9 @@
 struct stp_image;
 struct stp_cache;
 
-/* A pinned decoded block: data is valid until stp_cache_release(). */
+/* A pinned decoded block: data is valid until stp_cache_release(), the first END bytes
+ * of it when got through stp_cache_get_range (or stp_cache_wait) with END, all SIZE
+ * bytes otherwise. */
 struct stp_block_ref {
 	const uint8_t *data;
 	size_t size;
@@ -44,6 +58,7 @@ struct stp_cache_stats {
 	uint64_t hits, misses, decoded, decoded_bytes, failures;
 	uint64_t decode_ns;  /* time spent reading, checking and decoding blocks */
 	uint64_t waits;      /* gets that waited for a buffer */
+	uint64_t early;      /* gets let go before their block was decoded whole */
 	uint32_t resident, pinned, budget;
 	uint32_t buffers;      /* block buffers that exist now, the spare included */
 	uint32_t peak_buffers; /* the most that ever existed at once */
@@ -64,14 +79,35 @@ void stp_cache_free(struct stp_cache *cache);
  * decode is not cached: the next request tries again. -EINVAL (no such block), -EUCLEAN,
  * -EIO, -ENOMEM. */
 int stp_cache_get(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
-/* Pins block BLOCK only if it is decoded and resident: -ENOENT otherwise, never decodes. */
+/* stp_cache_get, but it returns as soon as bytes [0, END) of the block are final (END is
+ * cut to the block's size); a decode it starts goes on on a decoder thread after that.
+ * FUSE reads use it; a reader that joins a decode started by stp_cache_get (warming)
+ * is let go the same way. */
+int stp_cache_get_range(struct stp_cache *cache, uint64_t block, size_t end,
+			struct stp_block_ref *ref);
+/* Waits until bytes [0, END) of REF's block, pinned by a get, are final. 0, or the error
+ * of a decode that failed meanwhile (REF must still be released). */
+int stp_cache_wait(struct stp_cache *cache, struct stp_block_ref *ref, size_t end);
+/* Pins block BLOCK if it is resident or being decoded, waiting for its decode to end
+ * (which waits for nothing); -ENOENT when it is neither, the decode's error when that
+ * failed. Never decodes, never takes a buffer. */
+int stp_cache_get_decoded(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
+/* Pins block BLOCK only if it is decoded whole and resident: -ENOENT otherwise, never
+ * decodes. */
 int stp_cache_get_resident(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
 void stp_cache_release(struct stp_cache *cache, struct stp_block_ref *ref);
 /* Drops block BLOCK once no one holds it (warming: its bytes are elsewhere now). A block
  * still being decoded is left alone. */
 void stp_cache_drop(struct stp_cache *cache, uint64_t block);
-/* True when BLOCK is decoded and resident (a hint: it may be evicted right after). */
+/* True when BLOCK is decoded whole and resident (a hint: it may be evicted right
+ * after). */
 int stp_cache_contains(struct stp_cache *cache, uint64_t block);
 void stp_cache_stats(struct stp_cache *cache, struct stp_cache_stats *out);
+
+/* For tests: FN(CTX, BLOCK, N) is called on the decoding thread, outside the lock, just
+ * before BLOCK's watermark moves to N (not at the end of the decode). It may block, which
+ * holds that decode there. Set it before any get; not thread-safe. */
+typedef void (*stp_cache_observer_fn)(void *ctx, uint64_t block, size_t n);
+void stp_cache_set_observer(struct stp_cache *cache, stp_cache_observer_fn fn, void *ctx);
 
 #endif

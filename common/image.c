@@ -875,19 +875,215 @@ static int decode_in_place(const struct stp_image *img, uint64_t block,
 	return rc;
 }
 
+/* Where zstd may write while it decodes one zstd block into OUT at OP: a block never
+ * decodes to more than ZSTD_BLOCKSIZE_MAX, and zstd writes nothing past the capacity it
+ * is given, scratch space for literals included. */
+static size_t piece_capacity(size_t op, size_t size)
+{
+	return size - op < ZSTD_BLOCKSIZE_MAX ? size - op : ZSTD_BLOCKSIZE_MAX;
+}
+
+/* A block decode under way (stp_image_decode_begin). */
+struct stp_decode {
+	const struct stp_image *img;
+	uint64_t block;
+	struct stp_blockent be;
+	stp_decode_progress_fn fn;
+	void *ctx;
+	ZSTD_DCtx *d;          /* its own: the decode may go on on another thread */
+	uint8_t *out;          /* the buffer, LEN bytes; the decoded bytes go at its start */
+	size_t len, size;
+	uint8_t *stored;       /* the stored bytes, at the end of OUT unless OWN */
+	bool own;
+	const uint8_t *src;    /* the stored bytes not read yet start at src + ip */
+	size_t ip, in_len;
+	uint8_t *moved;        /* the unread stored bytes, once moved out of OUT */
+	bool in_out;           /* src lies in OUT (in place) */
+	bool in_frame;         /* a frame was begun and has not ended */
+	size_t op, told;       /* bytes decoded; the last count FN was given */
+	int rc;                /* 1: pieces left; 0: done; or the decode's error */
+};
+
+/* In place, the writes of the next zstd block, [OP, OP + capacity), must stay below the
+ * stored bytes not read yet. The builder's frames keep that with the margin of
+ * stp_image_block_buffer_size; any other frame gets its unread bytes moved out first. */
+static int keep_apart(struct stp_decode *p)
+{
+	size_t at;
+
+	if (!p->in_out)
+		return 0;
+	at = (size_t)(p->src - p->out) + p->ip;
+	if (p->op + piece_capacity(p->op, p->size) <= at)
+		return 0;
+	p->moved = malloc(p->in_len - p->ip ? p->in_len - p->ip : 1);
+	if (!p->moved)
+		return -ENOMEM;
+	memcpy(p->moved, p->src + p->ip, p->in_len - p->ip);
+	p->src = p->moved;
+	p->in_len -= p->ip;
+	p->ip = 0;
+	p->in_out = false;
+	return 0;
+}
+
+/* Decodes the frames of P zstd block by zstd block (zstd's buffer-less API: the window is
+ * the output itself, and every call is told exactly where it may write), telling FN how
+ * many bytes are decoded every STP_DECODE_STEP bytes, until UNTIL bytes are. 1: stopped
+ * there, 0: the block is done; -EUCLEAN with *WHY on a bad frame. */
+static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
+{
+	const ZSTD_DDict *ddict = p->be.codec == STP_CODEC_ZSTD_DICT ? p->img->ddict : NULL;
+	size_t need, n;
+	int rc;
+
+	*why = "truncated";
+	while (p->ip < p->in_len || p->in_frame) {
+		if (p->op >= until && p->op < p->size)
+			return 1;
+		if (!p->in_frame) {
+			n = ZSTD_decompressBegin_usingDDict(p->d, ddict);
+			if (ZSTD_isError(n))
+				goto bad;
+			p->in_frame = true;
+		}
+		need = ZSTD_nextSrcSizeToDecompress(p->d);
+		if (!need) {
+			p->in_frame = false; /* a frame ended: another may follow */
+			continue;
+		}
+		if (need > p->in_len - p->ip)
+			return -EUCLEAN;
+		if ((rc = keep_apart(p)))
+			return rc;
+		n = ZSTD_decompressContinue(p->d, p->out + p->op, piece_capacity(p->op, p->size),
+					    p->src + p->ip, need);
+		if (ZSTD_isError(n))
+			goto bad;
+		p->op += n;
+		p->ip += need;
+		if (p->fn && p->op - p->told >= STP_DECODE_STEP && p->op < p->size) {
+			p->fn(p->ctx, p->op);
+			p->told = p->op;
+		}
+	}
+	if (p->op == p->size)
+		return 0;
+	*why = "wrong size";
+	return -EUCLEAN;
+bad:
+	*why = ZSTD_getErrorName(n);
+	return -EUCLEAN;
+}
+
+/* Whether BE's block is decoded in pieces: only where pieces can be released, not before
+ * a signed hash matched, not before BCJ, which would change bytes that zstd still copies
+ * matches from. */
+static bool streams(const struct stp_image *img, const struct stp_blockent *be,
+		    stp_decode_progress_fn fn)
+{
+	return fn && !img->hashes && be->codec != STP_CODEC_RAW && be->filter == STP_FILTER_NONE;
+}
+
+/* Reads P's stored bytes at the end of its buffer and checks them, before any piece. */
+static int stream_start(struct stp_decode *p)
+{
+	int rc;
+
+	p->stored = stored_place(&p->be, p->out, p->len, &p->own);
+	if (!p->stored)
+		return -ENOMEM;
+	p->src = p->stored;
+	p->in_out = !p->own;
+	p->in_len = p->be.stored_size;
+	rc = read_stored(p->img, p->block, &p->be, p->stored);
+	if (!rc)
+		rc = check_stored(p->img, p->block, &p->be, p->stored);
+	if (!rc && !(p->d = ZSTD_createDCtx()))
+		rc = -ENOMEM;
+	return rc;
+}
+
+/* The whole block at once, as stp_image_decode_block always did. */
+static int decode_whole(struct stp_decode *p)
+{
+	int rc;
+
+	if (p->img->hashes && p->be.codec != STP_CODEC_RAW)
+		rc = decode_verified(p->img, p->block, &p->be, p->out, p->size);
+	else
+		rc = decode_in_place(p->img, p->block, &p->be, p->out, p->len, p->size);
+	if (!rc && p->be.filter != STP_FILTER_NONE)
+		rc = stp_bcj_apply(p->be.filter, p->out, p->size, p->block << p->img->sb.block_log, 0);
+	return rc;
+}
+
+int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
+			   stp_decode_progress_fn fn, void *ctx, struct stp_decode **out_d)
+{
+	struct stp_decode *p = calloc(1, sizeof(*p));
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	*p = (struct stp_decode){ .img = img, .block = block, .fn = fn, .ctx = ctx, .out = out,
+				  .len = stp_image_block_buffer_size(img),
+				  .size = stp_image_block_decoded_size(img, block), .rc = 1 };
+	rc = stp_image_block(img, block, &p->be);
+	if (!rc && !streams(img, &p->be, fn))
+		p->rc = rc = decode_whole(p);
+	else if (!rc)
+		rc = stream_start(p);
+	if (rc) {
+		stp_image_decode_free(p);
+		return rc;
+	}
+	*out_d = p;
+	return 0;
+}
+
+int stp_image_decode_continue(struct stp_decode *p, size_t until)
+{
+	const char *why;
+
+	if (p->rc != 1)
+		return p->rc;
+	p->rc = decode_pieces(p, until, &why);
+	if (p->rc == -EUCLEAN)
+		p->rc = STP_CORRUPT(p->img->path, "block %llu does not decompress: %s",
+				    (unsigned long long)p->block, why);
+	if (p->rc == 1 && p->op > p->told) {
+		p->fn(p->ctx, p->op); /* the caller's bytes are final: it may go */
+		p->told = p->op;
+	}
+	return p->rc;
+}
+
+void stp_image_decode_free(struct stp_decode *p)
+{
+	if (!p)
+		return;
+	ZSTD_freeDCtx(p->d);
+	free(p->moved);
+	if (p->own)
+		free(p->stored);
+	free(p);
+}
+
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
 {
-	size_t len = stp_image_block_buffer_size(img), size = stp_image_block_decoded_size(img, block);
-	struct stp_blockent be;
-	int rc = stp_image_block(img, block, &be);
+	return stp_image_decode_block_stream(img, block, out, NULL, NULL);
+}
+
+int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, void *out,
+				  stp_decode_progress_fn fn, void *ctx)
+{
+	struct stp_decode *d;
+	int rc = stp_image_decode_begin(img, block, out, fn, ctx, &d);
 
 	if (rc)
 		return rc;
-	if (img->hashes && be.codec != STP_CODEC_RAW)
-		rc = decode_verified(img, block, &be, out, size);
-	else
-		rc = decode_in_place(img, block, &be, out, len, size);
-	if (!rc && be.filter != STP_FILTER_NONE)
-		rc = stp_bcj_apply(be.filter, out, size, block << img->sb.block_log, 0);
+	rc = stp_image_decode_continue(d, SIZE_MAX);
+	stp_image_decode_free(d);
 	return rc;
 }

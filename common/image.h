@@ -111,6 +111,40 @@ size_t stp_image_block_buffer_size(const struct stp_image *img);
  * logged with the block number; -EIO: read error; -ENOMEM. */
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out);
 
+/* Told, from the decoding thread, that the first N bytes of the block are decoded and
+ * final (N grows from call to call and stays below the block's size: the end is the
+ * decode's return). */
+typedef void (*stp_decode_progress_fn)(void *ctx, size_t n);
+/* About how often stp_image_decode_block_stream calls its FN. */
+#define STP_DECODE_STEP ((size_t)256 << 10)
+
+/* stp_image_decode_block, telling FN (CTX) as the decoded bytes become final, piece by
+ * piece, for a compressed block without BCJ filter of an image not opened verified. The
+ * stored bytes are checked against their checksum before the first piece is decoded, so
+ * a damaged block is refused before FN hears of any byte. Blocks with a filter, raw
+ * blocks and verified images are decoded whole: FN is not called (a filter rewrites
+ * bytes that later matches copy from; a signed hash vouches only for the whole block).
+ * Returns as stp_image_decode_block; on an error, the bytes FN was told of came from
+ * checked input but the block as a whole is refused. FN NULL: as
+ * stp_image_decode_block. */
+int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, void *out,
+				  stp_decode_progress_fn fn, void *ctx);
+
+/* The same decode in steps, so that the thread that needs the first bytes can decode
+ * them itself and leave the rest to another thread. stp_image_decode_begin reads and
+ * checks the stored bytes (a block that is not decoded in pieces, as above, is decoded
+ * whole here) and makes *D, the caller's to free with stp_image_decode_free (NULL is
+ * fine). stp_image_decode_continue decodes until at least the first UNTIL bytes are
+ * final and FN has been told so (SIZE_MAX: to the end); it returns 1 when bytes are left
+ * to decode, 0 once the block is whole, or the decode's error, kept for later calls. One
+ * thread at a time may work on a D; it holds a zstd context of its own (about 100 KiB).
+ * Errors of begin are those of stp_image_decode_block. */
+struct stp_decode;
+int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
+			   stp_decode_progress_fn fn, void *ctx, struct stp_decode **d);
+int stp_image_decode_continue(struct stp_decode *d, size_t until);
+void stp_image_decode_free(struct stp_decode *d);
+
 /* Type of an inode, as the DT_* of dirent.h. */
 unsigned stp_mode_dtype(uint32_t mode);
 

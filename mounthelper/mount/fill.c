@@ -291,7 +291,8 @@ static struct piece *collect(struct stp_filler *f, const struct job *j, uint32_t
 	return out;
 }
 
-/* One job, outside the lock: blocks are pinned only if still resident, one at a time. */
+/* One job, outside the lock: blocks are pinned only if still resident (or being decoded),
+ * one at a time. */
 static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece *ps,
 			uint32_t n)
 {
@@ -304,7 +305,8 @@ static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece 
 
 		if (ref.entry && ref.block != k)
 			stp_cache_release(f->cache, &ref);
-		if (!ref.entry && stp_cache_get_resident(f->cache, k, &ref))
+		/* a block still decoding for a read is waited for: only whole ones are pushed */
+		if (!ref.entry && stp_cache_get_decoded(f->cache, k, &ref))
 			continue;
 		if (in + ps[i].len > ref.size)
 			continue; /* extents past the block's bytes: a read reports the damage */

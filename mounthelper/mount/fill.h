@@ -18,7 +18,9 @@
  * request thread. Work goes through a queue of STP_FILL_QUEUE jobs; when it is full, the
  * job is dropped (the pages are read as before), so a request thread never waits for
  * the filler. At most STP_FILL_BLOCK_BYTES are pushed per block decoded. The thread pins
- * one resident block at a time and never decodes one.
+ * one resident block at a time and never decodes one; a read is answered once its bytes
+ * are decoded, before the rest of the block is, and the thread waits for the decode to
+ * end before it pushes any page of the block (stp_cache_get_decoded).
  *
  * stp_fill_start() must run after the sandbox is in place. The note functions are
  * called from request threads: thread-safe, never blocking on the kernel, and fine with a

@@ -280,36 +280,40 @@ static int reply_zeros(struct read_reply *r, uint64_t file_off, size_t len)
 	return 0;
 }
 
-/* Gets BLOCK from the cache. One not resident is decoded here, or joined: warming
- * starts no other block meanwhile, and a block decoded here fills the page cache. */
-static int reply_get(struct read_reply *r, uint64_t block)
+/* Gets BLOCK from the cache, once its first END bytes are final. One not resident is
+ * decoded for this read, or joined: warming starts no other block meanwhile, and a block
+ * decoded for a read fills the page cache (once whole: the filler waits for it). */
+static int reply_get(struct read_reply *r, uint64_t block, size_t end)
 {
 	struct stp_fs *fs = r->fs;
 	int begun, err;
 
 	if (stp_cache_contains(fs->cache, block))
-		return stp_cache_get(fs->cache, block, &r->ref);
+		return stp_cache_get_range(fs->cache, block, end, &r->ref);
 	begun = stp_warm_demand_begin(fs->warmer, block);
-	err = stp_cache_get(fs->cache, block, &r->ref);
+	err = stp_cache_get_range(fs->cache, block, end, &r->ref);
 	stp_warm_demand_end(fs->warmer, begun, !err && r->ref.fresh);
 	if (!err && r->ref.fresh)
 		stp_fill_note_decoded(fs->filler, block);
 	return err;
 }
 
-/* Pins BLOCK, letting go of the block pinned before: a second block means copying. */
-static int reply_pin(struct read_reply *r, uint64_t block)
+/* Pins BLOCK with its first END bytes final, letting go of the block pinned before: a
+ * second block means copying. */
+static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
 {
 	int err;
 
-	if (r->ref.entry && r->ref.block == block)
-		return 0;
-	if (r->ref.entry) {
-		if (!r->buf && (err = reply_to_copy(r)))
-			return err;
-		stp_cache_release(r->fs->cache, &r->ref);
+	if (r->ref.entry && r->ref.block == block) {
+		err = stp_cache_wait(r->fs->cache, &r->ref, end);
+	} else {
+		if (r->ref.entry) {
+			if (!r->buf && (err = reply_to_copy(r)))
+				return err;
+			stp_cache_release(r->fs->cache, &r->ref);
+		}
+		err = reply_get(r, block, end);
 	}
-	err = reply_get(r, block);
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
 			stp_image_path(r->fs->img), r->n, (unsigned long long)block,
@@ -324,7 +328,8 @@ static ssize_t reply_stream(struct read_reply *r, uint64_t file_off, uint64_t st
 {
 	uint64_t block = stream >> r->fs->block_log;
 	size_t in = (size_t)(stream & ((UINT64_C(1) << r->fs->block_log) - 1));
-	int err = reply_pin(r, block);
+	size_t span = (UINT64_C(1) << r->fs->block_log) - in;
+	int err = reply_pin(r, block, in + (len < span ? len : span));
 
 	if (err)
 		return err;

@@ -290,6 +290,106 @@ static void test_binary(const char *path, size_t block)
 	free(data);
 }
 
+
+/*
+ * Piece by piece: the first bytes of a buffer filtered as they arrive, at random cuts,
+ * must give what one call gives, and after each piece the bytes below the count
+ * returned must already be what they end as (for x86 at most 4 bytes back of the piece's
+ * end; for ARM64 the last whole instruction).
+ */
+static void check_pieces(const char *what, unsigned filter, const uint8_t *src, size_t len,
+			 uint64_t pos, int encode, unsigned cuts)
+{
+	uint8_t *whole = malloc(len ? len : 1), *pieces = malloc(len ? len : 1);
+	struct stp_bcj_state st;
+	size_t avail = 0, final, prev = 0;
+	int bad_final = 0, bad_bytes = 0;
+
+	if (!whole || !pieces) {
+		CHECK(0, "out of memory");
+		free(whole);
+		free(pieces);
+		return;
+	}
+	memcpy(whole, src, len);
+	CHECK(stp_bcj_apply(filter, whole, len, pos, encode) == 0);
+	/* the bytes arrive at the cuts: what is past AVAIL is not there yet */
+	memset(pieces, 0xE8, len);
+	stp_bcj_begin(&st, filter);
+	for (unsigned c = 0; c <= cuts; c++) {
+		size_t was = avail;
+
+		avail = c == cuts ? len : avail + (size_t)(rng() % (2 * len / (cuts + 1) + 2));
+		if (avail > len)
+			avail = len;
+		memcpy(pieces + was, src + was, avail - was);
+		final = stp_bcj_step(&st, pieces, avail, pos, encode, avail == len);
+		if (final < prev || final > avail ||
+		    (avail == len && final != len) ||
+		    (filter == STP_FILTER_X86 && avail >= 4 && final + 4 < avail) ||
+		    (filter == STP_FILTER_ARM64 && final + 4 <= avail))
+			bad_final++;
+		if (memcmp(pieces, whole, final))
+			bad_bytes++;
+		prev = final;
+		if (avail == len)
+			break;
+	}
+	CHECK(!bad_final, "%s: %d pieces with a wrong final count", what, bad_final);
+	CHECK(!bad_bytes, "%s: %d pieces released bytes that changed later", what, bad_bytes);
+	CHECK(memcmp(pieces, whole, len) == 0, "%s: the pieces differ from one call", what);
+	free(whole);
+	free(pieces);
+}
+
+static void test_pieces(void)
+{
+	static const char *const paths[] = { "/bin/bash", "/usr/lib/x86_64-linux-gnu/libc.so.6" };
+	enum { RANDOM = 1u << 20 };
+	uint8_t *rnd = malloc(RANDOM), *dense = malloc(RANDOM);
+	static const unsigned filters[] = { STP_FILTER_X86, STP_FILTER_ARM64 };
+
+	CHECK(rnd && dense);
+	if (!rnd || !dense)
+		goto out;
+	fill_random(rnd, RANDOM);
+	fill_x86_dense(dense, RANDOM);
+	for (unsigned f = 0; f < 2; f++) {
+		for (unsigned round = 0; round < 20; round++) {
+			uint64_t pos = rng() % 4096;
+			unsigned cuts = 1 + (unsigned)(rng() % 300);
+			size_t n = 1 + rng() % RANDOM;
+
+			check_pieces("random", filters[f], rnd, n, pos, round & 1, cuts);
+			check_pieces("dense", filters[f], dense, n, pos, round & 1, cuts);
+		}
+		for (unsigned p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+			size_t len;
+			uint8_t *data = read_file(paths[p], &len);
+
+			if (!data) {
+				printf("# skip %s: not readable\n", paths[p]);
+				continue;
+			}
+			/* the first 4 MiB, as a block at a stream position of its own */
+			if (len > (4u << 20))
+				len = 4u << 20;
+			for (unsigned round = 0; round < 6; round++)
+				check_pieces(paths[p], filters[f], data, len, (uint64_t)round << 22,
+					     round & 1, 1 + (unsigned)(rng() % 2000));
+			free(data);
+		}
+	}
+	/* one byte at a time, and tiny buffers */
+	for (size_t n = 0; n < 40; n++) {
+		check_pieces("tiny", STP_FILTER_X86, dense, n, 3, 0, (unsigned)n + 1);
+		check_pieces("tiny", STP_FILTER_ARM64, dense, n, 3, 0, (unsigned)n + 1);
+	}
+out:
+	free(rnd);
+	free(dense);
+}
+
 static void test_binaries(void)
 {
 	static const char *const paths[] = {
@@ -367,5 +467,6 @@ int main(void)
 	RUN(test_binaries);
 	RUN(test_elf_filter);
 	RUN(test_apply);
+	RUN(test_pieces);
 	return tap_done();
 }

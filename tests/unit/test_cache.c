@@ -10,6 +10,11 @@
  * raw but block 0, compressed (decoded in place, in the one buffer), so that
  * nothing but common/ is under test. Every stream byte is a hash of its
  * offset: a wrong block or a wrong offset inside one shows.
+ *
+ * The watermark: a second image of 2 MiB blocks, decoded as a stream, whose decoder is
+ * held at each step by an observer, shows readers let go in order as the watermark
+ * passes the end of their range, a decode that fails halfway waking every waiter with
+ * its error, and a BCJ block released only whole.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,8 +24,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_frameHeaderSize */
 #include <zstd.h>
 
+#include "bcj.h"
 #include "cache.h"
 #include "fileread.h"
 #include "format.h"
@@ -348,6 +355,393 @@ static void test_wait(const struct stp_image *img)
 	stp_cache_free(wt.cache);
 }
 
+
+/* The streaming image: SBLOCKS blocks of 2 MiB, zstd at level 1 on bytes that compress
+ * somewhat; block SBAD has a zstd block header made invalid halfway (its checksum over
+ * the damaged bytes, so that the damage shows only to the decoder), block SBCJ is x86
+ * BCJ filtered, block SSKIP ends in a skippable frame of SKIP_LEN bytes. */
+#define SLOG 21u
+#define SBS (1u << SLOG)
+#define SBLOCKS 4u
+#define SBAD 1u
+#define SBCJ 2u
+#define SSKIP 3u         /* its frame is followed by a skippable one: see test_in_place */
+#define SKIP_LEN (200u << 10)
+#define SBAD_ZBLOCK 10u /* the zstd block made invalid: after 10 * 128 KiB of output */
+
+static uint8_t soft_byte(uint64_t s)
+{
+	return (uint8_t)(stream_byte(s) & 0x1f) | 0x40;
+}
+
+/* Makes zstd block number K of FRAME (LEN bytes) reserved. 0, or -1 if there is none. */
+static int break_zblock(uint8_t *frame, size_t len, unsigned k)
+{
+	size_t at = ZSTD_frameHeaderSize(frame, len);
+
+	if (ZSTD_isError(at))
+		return -1;
+	for (unsigned i = 0; at + 3 <= len; i++) {
+		uint32_t h = frame[at] | (uint32_t)frame[at + 1] << 8 | (uint32_t)frame[at + 2] << 16;
+		size_t csize = ((h >> 1) & 3) == 1 ? 1 : h >> 3;
+
+		if (i == k) {
+			frame[at] |= 6; /* block type 3: reserved */
+			return 0;
+		}
+		at += 3 + csize;
+	}
+	return -1;
+}
+
+static int write_stream_image(int fd)
+{
+	enum { INODE_OFF = STP_META_HDR_SIZE, BLOCK_OFF = INODE_OFF + STP_INODE_SIZE,
+	       META_SIZE = BLOCK_OFF + SBLOCKS * STP_BLOCKENT_SIZE };
+	static uint8_t data[SBLOCKS * (size_t)SBS], z[SBLOCKS][SBS + SBS / 64 + 1024 + SKIP_LEN];
+	uint8_t sb_raw[STP_SB_SIZE], meta[META_SIZE] = { 0 };
+	size_t zlen[SBLOCKS];
+	uint64_t off = STP_SB_SIZE;
+	struct stp_meta_header mh = {
+		.inode_count = 1, .block_count = SBLOCKS, .inode_off = INODE_OFF,
+		.dirent_off = BLOCK_OFF, .extent_off = BLOCK_OFF, .xattr_off = BLOCK_OFF,
+		.block_off = BLOCK_OFF, .strings_off = META_SIZE,
+	};
+	struct stp_inode root = { .mode = S_IFDIR | 0755, .nlink = 2 };
+	struct stp_superblock sb = {
+		.version = STP_FORMAT_VERSION, .block_log = SLOG, .data_size = sizeof(data),
+		.block_count = SBLOCKS, .meta_stored_size = META_SIZE, .meta_size = META_SIZE,
+		.meta_codec = STP_CODEC_RAW, .inode_count = 1,
+		.feat_incompat = STP_FEAT_INCOMPAT_BCJ_X86,
+	};
+
+	for (uint64_t s = 0; s < sizeof(data); s++)
+		data[s] = soft_byte(s);
+	for (uint32_t b = 0; b < SBLOCKS; b++) {
+		static uint8_t filtered[SBS];
+		const uint8_t *src = data + (size_t)b * SBS;
+
+		if (b == SBCJ) {
+			memcpy(filtered, src, SBS);
+			stp_bcj_x86(filtered, SBS, (uint64_t)b * SBS, 1);
+			src = filtered;
+		}
+		zlen[b] = ZSTD_compress(z[b], sizeof(z[b]), src, SBS, 1);
+		if (ZSTD_isError(zlen[b]) || (b == SBAD && break_zblock(z[b], zlen[b], SBAD_ZBLOCK)))
+			return -1;
+		if (b == SSKIP) {
+			static const uint8_t magic[4] = { 0x50, 0x2A, 0x4D, 0x18 };
+			uint8_t *at = z[b] + zlen[b];
+
+			memcpy(at, magic, 4);
+			at[4] = (uint8_t)SKIP_LEN;
+			at[5] = (uint8_t)(SKIP_LEN >> 8);
+			at[6] = (uint8_t)(SKIP_LEN >> 16);
+			at[7] = 0;
+			memset(at + 8, 0x5A, SKIP_LEN);
+			zlen[b] += 8 + SKIP_LEN;
+		}
+	}
+	stp_meta_header_encode(&mh, meta);
+	stp_inode_encode(&root, meta + INODE_OFF);
+	for (uint32_t b = 0; b < SBLOCKS; b++) {
+		struct stp_blockent be = {
+			.offset = off, .stored_size = (uint32_t)zlen[b], .codec = STP_CODEC_ZSTD,
+			.filter = b == SBCJ ? STP_FILTER_X86 : STP_FILTER_NONE,
+			.checksum = stp_checksum(z[b], zlen[b]),
+		};
+
+		stp_blockent_encode(&be, meta + BLOCK_OFF + b * STP_BLOCKENT_SIZE);
+		off += zlen[b];
+	}
+	sb.meta_offset = off;
+	sb.image_size = off + META_SIZE;
+	sb.meta_checksum = stp_checksum(meta, META_SIZE);
+	stp_sb_encode(&sb, sb_raw);
+	if (write_all(fd, sb_raw, sizeof(sb_raw)))
+		return -1;
+	for (uint32_t b = 0; b < SBLOCKS; b++)
+		if (write_all(fd, z[b], zlen[b]))
+			return -1;
+	return write_all(fd, meta, META_SIZE);
+}
+
+/* Holds the decoder before each watermark step until the test allows it. */
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned calls, allowed;
+	size_t at;      /* the step the decoder waits to publish */
+	uint64_t block; /* of which block */
+};
+
+static void gate_observe(void *ctx, uint64_t block, size_t n)
+{
+	struct gate *g = ctx;
+	unsigned me;
+
+	pthread_mutex_lock(&g->lock);
+	me = ++g->calls;
+	g->at = n;
+	g->block = block;
+	pthread_cond_broadcast(&g->cond);
+	while (me > g->allowed)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_allow(struct gate *g, unsigned n)
+{
+	pthread_mutex_lock(&g->lock);
+	g->allowed = n;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Waits until the decoder stands at step N; its watermark is then at the step before. */
+static size_t gate_reach(struct gate *g, unsigned n)
+{
+	size_t at;
+
+	pthread_mutex_lock(&g->lock);
+	while (g->calls < n)
+		pthread_cond_wait(&g->cond, &g->lock);
+	at = g->at;
+	pthread_mutex_unlock(&g->lock);
+	return at;
+}
+
+struct reader {
+	struct stp_cache *cache;
+	uint64_t block;
+	size_t end;     /* SIZE_MAX: the whole block; 0: stp_cache_get_decoded */
+	int rc, right, done;
+	pthread_t thread;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	struct stp_block_ref ref;
+
+	r->rc = r->end ? stp_cache_get_range(r->cache, r->block, r->end, &ref)
+		       : stp_cache_get_decoded(r->cache, r->block, &ref);
+	if (!r->rc) {
+		size_t n = r->end && r->end < ref.size ? r->end : ref.size;
+
+		r->right = ref.block == r->block && ref.size == SBS;
+		for (size_t i = 0; i < n && r->right; i++)
+			r->right = ref.data[i] == soft_byte(r->block * SBS + i);
+		stp_cache_release(r->cache, &ref);
+	}
+	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int is_done(struct reader *r)
+{
+	return __atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
+}
+
+/* Up to two seconds for R to be let go. */
+static int done_soon(struct reader *r)
+{
+	struct timespec nap = { 0, 2 * 1000000 };
+
+	for (int i = 0; i < 1000 && !is_done(r); i++)
+		nanosleep(&nap, NULL);
+	return is_done(r);
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec t = { 0, ms * 1000000 };
+
+	nanosleep(&t, NULL);
+}
+
+static struct stp_image *stream_image;
+
+static struct stp_image *open_stream_image(void)
+{
+	char path[] = "/tmp/stipple-test-stream-XXXXXX";
+	struct stp_image *img = NULL;
+	int fd = mkstemp(path);
+
+	if (fd < 0 || write_stream_image(fd)) {
+		perror("writing the streaming test image");
+		exit(2);
+	}
+	close(fd);
+	if (stp_image_open(path, &img)) {
+		fprintf(stderr, "%s: does not open\n", path);
+		exit(2);
+	}
+	unlink(path);
+	return img;
+}
+
+/* Readers of one block wait for their range only, in order, as the watermark passes;
+ * the block ends up whole for later readers; the buffer bound holds meanwhile. */
+static void test_watermark(void)
+{
+	static const size_t ends[] = { 1, 300u << 10, (1u << 20) + 5, 1900u << 10, SIZE_MAX };
+	enum { N = sizeof(ends) / sizeof(ends[0]) };
+	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct reader r[N], other = { .block = SBAD, .end = 1 };
+	struct stp_cache_stats st;
+	struct stp_block_ref bcj;
+	struct stp_cache *cache;
+	size_t published = 0;
+	unsigned step;
+
+	CHECK(stp_cache_new(stream_image, 1, 1, &cache) == 0);
+	stp_cache_set_observer(cache, gate_observe, &g);
+	for (unsigned i = 0; i < N; i++) {
+		r[i] = (struct reader){ .cache = cache, .block = 0, .end = ends[i] };
+		CHECK(pthread_create(&r[i].thread, NULL, reader_main, &r[i]) == 0);
+	}
+	for (step = 1;; step++) {
+		size_t at = gate_reach(&g, step);
+
+		if (step == 1)
+			nap_ms(100); /* every reader has joined the one decode */
+		for (unsigned i = 0; i < N; i++) {
+			if (ends[i] <= published)
+				CHECK(done_soon(&r[i]) && r[i].rc == 0 && r[i].right,
+				      " end %zu, watermark %zu", ends[i], published);
+			else
+				CHECK(!is_done(&r[i]), " end %zu let go at %zu", ends[i], published);
+		}
+		CHECK(at > published && at - published <= (256u << 10) && at % (128u << 10) == 0,
+		      " step %u at %zu after %zu", step, at, published);
+		published = at;
+		if (step == 4) {
+			/* while block 0 decodes, the second buffer serves block SBCJ, whole */
+			CHECK(stp_cache_get_range(cache, SBCJ, 1, &bcj) == 0);
+			CHECK(g.calls == step); /* the BCJ block published no step */
+			CHECK(bcj.data[SBS - 1] == soft_byte(SBCJ * (uint64_t)SBS + SBS - 1));
+			for (size_t i = 0; i < SBS; i += 4093)
+				CHECK(bcj.data[i] == soft_byte(SBCJ * (uint64_t)SBS + i), " at %zu", i);
+			/* and a third block finds no buffer until one is free */
+			other.cache = cache;
+			CHECK(pthread_create(&other.thread, NULL, reader_main, &other) == 0);
+			nap_ms(100);
+			stp_cache_stats(cache, &st);
+			CHECK(!is_done(&other) && st.waits == 1 && st.buffers == 2);
+			CHECK(st.peak_buffers <= st.max_buffers);
+		}
+		if (published + (256u << 10) >= SBS)
+			break;
+		gate_allow(&g, step);
+	}
+	/* the first reader's 128 KiB, then every 256 KiB; the end is the decode's return */
+	CHECK(step == 8, " %u steps", step);
+	CHECK(!is_done(&r[N - 1]) && !stp_cache_contains(cache, 0));
+	gate_allow(&g, UINT32_MAX);
+	for (unsigned i = 0; i < N; i++) {
+		pthread_join(r[i].thread, NULL);
+		CHECK(r[i].rc == 0 && r[i].right, " end %zu", ends[i]);
+	}
+	stp_cache_release(cache, &bcj);
+	pthread_join(other.thread, NULL); /* block SBAD: its own test */
+	CHECK(other.rc == 0 && other.right, " rc %d right %d", other.rc, other.right);
+	stp_cache_stats(cache, &st);
+	CHECK(st.early >= 4 && st.peak_buffers == 2 && st.max_buffers == 2);
+	CHECK(st.pinned == 0 && st.buffers <= 2);
+	stp_cache_free(cache);
+}
+
+/* A decode that fails halfway: the bytes before the damage were let go, every reader
+ * waiting past it gets the error, and the block is never resident. */
+static void test_watermark_error(void)
+{
+	static const size_t ends[] = { 100u << 10, 1500u << 10, SIZE_MAX, 0 };
+	enum { N = sizeof(ends) / sizeof(ends[0]) };
+	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct reader r[N];
+	struct stp_cache_stats st;
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(stream_image, 1, 1, &cache) == 0);
+	stp_cache_set_observer(cache, gate_observe, &g);
+	r[0] = (struct reader){ .cache = cache, .block = SBAD, .end = ends[0] };
+	CHECK(pthread_create(&r[0].thread, NULL, reader_main, &r[0]) == 0);
+	gate_reach(&g, 1); /* the decode is under way: the others join it */
+	for (unsigned i = 1; i < N; i++) {
+		r[i] = (struct reader){ .cache = cache, .block = SBAD, .end = ends[i] };
+		CHECK(pthread_create(&r[i].thread, NULL, reader_main, &r[i]) == 0);
+	}
+	nap_ms(100);
+	corrupt_reports = 0;
+	gate_allow(&g, UINT32_MAX);
+	for (unsigned i = 0; i < N; i++)
+		pthread_join(r[i].thread, NULL);
+	CHECK(r[0].rc == 0 && r[0].right);
+	for (unsigned i = 1; i < N; i++)
+		CHECK(r[i].rc == -EUCLEAN, " end %zu: %d", ends[i], r[i].rc);
+	/* steps up to the damage, none past it */
+	CHECK(g.calls >= 4 && g.at <= SBAD_ZBLOCK * (128u << 10), " %u steps, at %zu", g.calls,
+	      g.at);
+	CHECK(corrupt_reports == 1);
+	CHECK(!stp_cache_contains(cache, SBAD));
+	CHECK(stp_cache_get_resident(cache, SBAD, &ref) == -ENOENT);
+	CHECK(stp_cache_get_decoded(cache, SBAD, &ref) == -ENOENT);
+	stp_cache_stats(cache, &st);
+	CHECK(st.failures == 1 && st.misses == 1 && st.decoded == 0 && st.pinned == 0);
+	CHECK(st.buffers <= 1); /* only the spare is left */
+	CHECK(stp_cache_get(cache, SBAD, &ref) == -EUCLEAN); /* tried again, no hang */
+	CHECK(stp_cache_get(cache, 0, &ref) == 0); /* the buffer came back */
+	stp_cache_release(cache, &ref);
+
+	/* a reader let go before the failure keeps its bytes, and its buffer, until it lets
+	 * go: another decode meanwhile must not take that buffer */
+	{
+		struct stp_block_ref held, other;
+		int right = 1;
+
+		CHECK(stp_cache_get_range(cache, SBAD, 1000, &held) == 0);
+		for (int i = 0; i < 1000; i++) {
+			stp_cache_stats(cache, &st);
+			if (st.failures == 3)
+				break;
+			nap_ms(2);
+		}
+		CHECK(st.failures == 3);
+		CHECK(stp_cache_get(cache, 0, &other) == 0 && other.data != held.data);
+		stp_cache_release(cache, &other);
+		for (size_t i = 0; i < (128u << 10) && right; i++)
+			right = held.data[i] == soft_byte(SBAD * (uint64_t)SBS + i);
+		CHECK(right);
+		stp_cache_release(cache, &held);
+		stp_cache_stats(cache, &st);
+		CHECK(st.buffers <= 2 && st.pinned == 0);
+	}
+	stp_cache_free(cache);
+}
+
+
+/* In place, the stored bytes sit at the end of the buffer. A frame followed by a
+ * skippable one puts them further forward than the margin allows for: the decode must
+ * move what is left of them before its output reaches them, and still give every byte. */
+static void test_in_place(void)
+{
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+	int right = 1;
+
+	CHECK(stp_cache_new(stream_image, 1, 1, &cache) == 0);
+	CHECK(stp_cache_get_range(cache, SSKIP, 1, &ref) == 0);
+	CHECK(stp_cache_wait(cache, &ref, SIZE_MAX) == 0);
+	for (size_t i = 0; i < SBS && right; i++)
+		right = ref.data[i] == soft_byte(SSKIP * (uint64_t)SBS + i);
+	CHECK(right);
+	stp_cache_release(cache, &ref);
+	CHECK(stp_cache_contains(cache, SSKIP));
+	stp_cache_free(cache);
+}
+
 static struct stp_image *image;
 
 static void test_budget_zero(void)
@@ -369,6 +763,11 @@ int main(void)
 	RUN(test_waits);
 	RUN(test_load_extra1);
 	RUN(test_load_extra3);
+	stream_image = open_stream_image();
+	RUN(test_watermark);
+	RUN(test_watermark_error);
+	RUN(test_in_place);
+	stp_image_close(stream_image);
 	stp_image_close(image);
 	return tap_done();
 }
