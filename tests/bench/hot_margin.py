@@ -49,7 +49,8 @@ def read_list(tree, path):
             if not os.path.isfile(full):
                 continue
             size = os.path.getsize(full)
-            spans = ([tuple(int(x) for x in r.split("-")) for r in ranges.split(",")]
+            # clamped to the file: a recorded range ends on a page, past a file's last byte
+            spans = ([tuple(min(int(x), size) for x in r.split("-")) for r in ranges.split(",")]
                      if ranges else [(0, size)])
             out[name] = (size, spans)
     return out

@@ -6,10 +6,13 @@
 # on recording mounts: readahead on), prints each list's size and tests/bench/hot_margin.py's
 # table (the hot region and the run-time reads left outside it, by margin), then builds an
 # image with each list and times launches straight away on fresh mounts of each, interleaved
-# with the plain folder, RUNS rounds. Run by hand, as root.
+# with the plain folder, RUNS rounds; and the image of the readahead-down list again with
+# the mount's readahead at run time set to each of RUN_RA (KiB, through the mount's
+# /sys/class/bdi/MAJ:MIN/read_ahead_kb; FUSE's default is 128). Run by hand, as root.
 #
 # usage: OLD_BUILD=DIR tests/bench/record_readahead.sh [WORKDIR]
 #   env: TREE_KIND=blender TREE=WORKDIR/tree RUNS=3 LEVEL=19 STIPPLE_BUILD=build
+#        RUN_RA="0 32"
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +28,7 @@ build=${STIPPLE_BUILD:-$repo/build}
 old=${OLD_BUILD:?OLD_BUILD: a build whose recording mounts keep readahead on}
 runs=${RUNS:-3}
 level=${LEVEL:-19}
+run_ra=${RUN_RA:-0 32}
 mnt=$work/mnt
 mkdir -p "$work" "$mnt"
 trap 'mountpoint -q "$mnt" && umount "$mnt" || true' EXIT
@@ -62,8 +66,12 @@ cat "$work"/hot-ra-*.stp >/dev/null
 declare -A t
 for _ in $(seq "$runs"); do
 	t[plain]+=" $(secs tree_launch "$tree")"
-	for ra in on down; do
-		"$build/mounthelper/stipple" mount "$work/hot-ra-$ra.stp" "$mnt"
+	for ra in on down $run_ra; do
+		img=$work/hot-ra-$ra.stp
+		[ -f "$img" ] || img=$work/hot-ra-down.stp
+		"$build/mounthelper/stipple" mount "$img" "$mnt"
+		[ "$img" = "$work/hot-ra-$ra.stp" ] ||
+			echo "$ra" >"/sys/class/bdi/$(mountpoint -d "$mnt")/read_ahead_kb"
 		t[$ra]+=" $(secs tree_launch "$mnt")"
 		umount "$mnt"
 	done
@@ -71,9 +79,11 @@ done
 plain=$(tr ' ' '\n' <<<"${t[plain]}" | grep . | median)
 printf '\n%s: launch straight away on a fresh mount, median of %d (all:%s)\n' \
 	"$(tree_describe)" "$runs" "${t[plain]}"
-printf '%-26s %7.3f s\n' "plain folder" "$plain"
-for ra in on down; do
+printf '%-30s %7.3f s\n' "plain folder" "$plain"
+for ra in on down $run_ra; do
 	m=$(tr ' ' '\n' <<<"${t[$ra]}" | grep . | median)
-	printf '%-26s %7.3f s %5.2fx  (all:%s)\n' "hot list, readahead $ra" "$m" \
+	name="hot list, readahead $ra"
+	[ "$ra" = on ] || [ "$ra" = down ] || name="down list, run-time ra ${ra}K"
+	printf '%-30s %7.3f s %5.2fx  (all:%s)\n' "$name" "$m" \
 		"$(echo "$m / $plain" | bc -l)" "${t[$ra]}"
 done
