@@ -47,7 +47,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # ../shared beside the main checkout (a worktree's common git dir is the main one's .git)
 common=$(git -C "$repo" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || echo "$repo/.git")
-shared=${SHARED:-$(dirname "$common")/../shared}
+shared=${SHARED:-$(dirname "$common")/../shared} # the corpus scripts, for the recipes
 kind=${TREE_KIND:-blender}
 [ -f "$here/trees/$kind.sh" ] || { echo "launch_bench: no tree recipe $here/trees/$kind.sh" >&2; exit 2; }
 . "$here/trees/lib.sh"

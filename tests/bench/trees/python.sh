@@ -10,14 +10,15 @@ tree_describe() { echo "Python 3.11 + NumPy (import numpy, email, json)"; }
 tree_ready() { [ -x "$1/bin/python3.11" ] && [ -d "$1/lib/python3/dist-packages/numpy" ]; }
 
 tree_assemble() {
-	local d=$1
+	local d=$1 sos
 	[ -d /usr/lib/python3/dist-packages/numpy ] || apt-get install -y -qq python3-numpy >/dev/null
 	rm -rf "$d"
 	mkdir -p "$d/bin" "$d/lib/python3/dist-packages"
 	cp /usr/bin/python3.11 "$d/bin/"
 	cp -r /usr/lib/python3.11 "$d/lib/"
 	cp -r /usr/lib/python3/dist-packages/numpy "$d/lib/python3/dist-packages/"
-	copy_libs "$d/native" "$d/bin/python3.11" $(find "$d/lib" -name '*.so')
+	mapfile -t sos < <(find "$d/lib" -name '*.so')
+	copy_libs "$d/native" "$d/bin/python3.11" "${sos[@]}"
 	expect_in_tree "$d" numpy "$(PYTHONHOME=$d LD_LIBRARY_PATH=$d/native "$d/bin/python3.11" -s -c \
 		'import numpy; print(numpy.__file__); print(open("/proc/self/maps").read())' |
 		grep -E 'numpy/__init__|blas' | tr '\n' ' ')"
