@@ -1,49 +1,99 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Launch benchmark (run by hand, as root; takes about an hour on 2 cores).
+# Launch benchmark (run by hand, as root; the full Blender run takes about an hour on 2 cores).
 #
-# Assembles the Blender tree (../shared/corpora/blender-tree.sh), builds it with mkstipple,
-# records a hot list from one launch, rebuilds with it, and times
-#   blender -b --factory-startup -noaudio --python-expr "import bpy"
-# from the plain folder, from stipple mounts (straight away, after warming, a second
-# launch, without a hot list, without warming), and from squashfuse_ll, the kernel's
-# squashfs and erofs. Prints medians over RUNS fresh mounts with ratios to the plain
-# folder, the daemon's peak and settled memory, and a sweep of --warm-workers.
+# Assembles a tree by a recipe (tests/bench/trees/KIND.sh: how to put the tree together
+# from installed packages, and how to launch from it), builds it with mkstipple, records
+# a hot list from one launch, rebuilds with it, and times a launch from the plain folder
+# and from each mount below, interleaved: every round mounts each one afresh in turn
+# (A B C D A B C D ...) beside a plain launch, and the medians over RUNS rounds are shown
+# with their ratios to the plain folder's, with the serving daemon's peak memory.
+#
+# Tree kinds (TREE_KIND=, default blender; the packages each needs are in its recipe):
+#   blender   Blender 3.4, import bpy                  (blender)
+#   python    Python 3.11 + NumPy, import numpy         (python3-numpy)
+#   gcc       GCC 12, gcc -O2 -c a small file           (gcc-12 binutils)
+#   jvm       OpenJDK 17, a hello world                 (openjdk-17-jre-headless, -jdk-headless)
+#
+# Groups of columns (ONLY="...", default all of them; the plain folder is always there):
+#   stipple     the hot image: fresh mount straight away, after warming (status --wait);
+#               each with a second launch on the same mount
+#   variants    unprimed, whole-file hot list, no hot list, --warm-workers 0, and level 3
+#               images when WORKDIR has hot3.stp / hotw3.stp
+#   sweep       --warm-workers 0 1 2 4 8
+#   squashfuse  squashfuse_ll, mksquashfs -comp zstd -Xcompression-level 19 -b 1M
+#   squashfs    the kernel's squashfs, a loop mount of the same image
+#   erofs       the kernel's erofs, mkfs.erofs -zlz4hc, a loop mount
+#   dwarfs      DwarFS (DWARFS=/opt/dwarfs/bin), mkdwarfs --categorize=hotness with the
+#               files of stipple's hot list as --hotness-list (mkdwarfs defaults otherwise;
+#               DWARFS_ARGS= adds options), mounted -o preload_category=hotness; left out
+#               with a note when DWARFS has no dwarfs and mkdwarfs
 #
 # Images already in WORKDIR are used as they are (base.stp, hot.stp, hot-whole.stp,
-# hot3.stp and hotw3.stp, the last two ranges and whole files at --level 3).
+# tree.sqfs, tree.erofs, tree.dwarfs, and hot.txt, the recorded hot list: remove it to
+# record again). Every image file stays in the page cache between runs, as the folder's
+# files do: what is measured is what a mount adds, not disk speed. Memory is the peak RSS
+# (VmHWM) of the FUSE daemon after two launches; the kernel's file systems have no
+# daemon, and their page cache is not counted.
 #
-# Every image file stays in the page cache between runs, as the folder's files do: what
-# is measured is what a mount adds, not disk speed.
-#
-# usage: tests/bench/launch_bench.sh [WORKDIR]   (env: RUNS=5, STIPPLE_BUILD=build,
-#        TREE=WORKDIR/tree, SKIP_OTHERS=1 to leave out squashfs and erofs)
+# usage: tests/bench/launch_bench.sh [WORKDIR]
+#   env: TREE_KIND=blender RUNS=5 ONLY="stipple variants ..." STIPPLE_BUILD=build LEVEL=
+#        TREE=WORKDIR/tree DWARFS=/opt/dwarfs/bin DWARFS_ARGS= SKIP_OTHERS=1 (no other tools)
+#   WORKDIR defaults to /var/tmp/stipple-launch (blender) or /var/tmp/stipple-launch-KIND.
+#   a quick run: RUNS=1 ONLY="stipple erofs dwarfs" TREE_KIND=gcc tests/bench/launch_bench.sh
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-work=${1:-/var/tmp/stipple-launch}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# ../shared beside the main checkout (a worktree's common git dir is the main one's .git)
+common=$(git -C "$repo" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || echo "$repo/.git")
+shared=${SHARED:-$(dirname "$common")/../shared} # the corpus scripts, for the recipes
+kind=${TREE_KIND:-blender}
+[ -f "$here/trees/$kind.sh" ] || { echo "launch_bench: no tree recipe $here/trees/$kind.sh" >&2; exit 2; }
+. "$here/trees/lib.sh"
+. "$here/trees/$kind.sh"
+
+if [ "$kind" = blender ]; then work=${1:-/var/tmp/stipple-launch}; else work=${1:-/var/tmp/stipple-launch-$kind}; fi
 build=${STIPPLE_BUILD:-$repo/build}
 runs=${RUNS:-5}
 tree=${TREE:-$work/tree}
+only=" ${ONLY:-stipple variants sweep squashfuse squashfs erofs dwarfs} "
+if [ -n "${SKIP_OTHERS:-}" ]; then
+	for other in squashfuse squashfs erofs dwarfs; do only=${only/ $other / }; done
+fi
+dwarfs_bin=${DWARFS:-/opt/dwarfs/bin}
 mk=$build/builder/mkstipple
+# LEVEL=N: mkstipple --level N for the images (quick runs); mkstipple's default otherwise
+mk_args=()
+[ -z "${LEVEL:-}" ] || mk_args=(--level "$LEVEL")
 st=$build/mounthelper/stipple
 mnt=$work/mnt
 mkdir -p "$work" "$mnt"
 
-[ -x "$tree/blender" ] || sh "$repo/../shared/corpora/blender-tree.sh" "$tree"
+want() { [[ $only == *" $1 "* ]]; }
+
+if want dwarfs && { ! [ -x "$dwarfs_bin/dwarfs" ] || ! [ -x "$dwarfs_bin/mkdwarfs" ]; }; then
+	echo "launch_bench: no $dwarfs_bin/dwarfs and mkdwarfs: DwarFS columns left out" >&2
+	only=${only/ dwarfs / }
+fi
+
+tree_ready "$tree" || tree_assemble "$tree"
 
 launch() { # DIR: one launch, prints seconds
 	local t0 t1
 	t0=$(date +%s.%N)
-	LD_LIBRARY_PATH="$1/lib" "$1/blender" -b --factory-startup -noaudio \
-		--python-expr "import bpy" >/dev/null 2>&1
+	tree_launch "$1" || { echo "launch_bench: the launch from $1 failed" >&2; exit 1; }
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc -l
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-cleanup() { mountpoint -q "$mnt" && umount "$mnt" || true; }
+fg_pid= # a FUSE server started in the foreground (squashfuse_ll, dwarfs)
+cleanup() {
+	mountpoint -q "$mnt" && umount "$mnt" || true
+	[ -z "$fg_pid" ] || wait "$fg_pid" 2>/dev/null || true
+}
 trap cleanup EXIT
 
 stp_mount() { # IMAGE [OPTIONS...]
@@ -54,97 +104,142 @@ stp_mount() { # IMAGE [OPTIONS...]
 
 daemon_pid() { "$st" status "$mnt" | sed -n 's/^daemon: *pid \([0-9]*\).*/\1/p'; }
 
+fg_mount() { # COMMAND...: starts a FUSE server in the foreground, waits for its mount
+	"$@" &
+	fg_pid=$!
+	for _ in $(seq 500); do
+		mountpoint -q "$mnt" && return 0
+		kill -0 "$fg_pid" 2>/dev/null || break
+		sleep 0.02
+	done
+	echo "launch_bench: $* did not mount" >&2
+	exit 1
+}
+
 # --- images -------------------------------------------------------------------------
-[ -f "$work/base.stp" ] || "$mk" -q "$tree" "$work/base.stp"
+[ -f "$work/base.stp" ] || "$mk" -q "${mk_args[@]}" "$tree" "$work/base.stp"
 if [ ! -f "$work/hot.txt" ]; then
 	stp_mount "$work/base.stp" --record "$work/hot.txt"
+	pid=$(daemon_pid)
 	launch "$mnt" >/dev/null
 	umount "$mnt"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done # the list is written on exit
 fi
 cut -f1 "$work/hot.txt" >"$work/hot-whole.txt"
-[ -f "$work/hot.stp" ] || "$mk" -q --hot-list "$work/hot.txt" "$tree" "$work/hot.stp"
-[ -f "$work/hot-whole.stp" ] || "$mk" -q --hot-list "$work/hot-whole.txt" "$tree" "$work/hot-whole.stp"
-if [ -z "${SKIP_OTHERS:-}" ]; then
+[ -f "$work/hot.stp" ] || "$mk" -q "${mk_args[@]}" --hot-list "$work/hot.txt" "$tree" "$work/hot.stp"
+if want variants; then
+	[ -f "$work/hot-whole.stp" ] || "$mk" -q "${mk_args[@]}" --hot-list "$work/hot-whole.txt" "$tree" "$work/hot-whole.stp"
+fi
+if want squashfuse || want squashfs; then
 	[ -f "$work/tree.sqfs" ] || mksquashfs "$tree" "$work/tree.sqfs" -comp zstd \
 		-Xcompression-level 19 -b 1M -noappend -quiet >/dev/null
-	[ -f "$work/tree.erofs" ] || mkfs.erofs -zlz4hc "$work/tree.erofs" "$tree" >/dev/null
+fi
+want erofs && { [ -f "$work/tree.erofs" ] || mkfs.erofs -zlz4hc "$work/tree.erofs" "$tree" >/dev/null; }
+if want dwarfs && [ ! -f "$work/tree.dwarfs" ]; then
+	# DwarFS takes whole files, one path a line (names with a tab, newline or backslash,
+	# which stipple's list escapes, do not occur in these trees)
+	# shellcheck disable=SC2086
+	"$dwarfs_bin/mkdwarfs" -i "$tree" -o "$work/tree.dwarfs" --categorize=hotness \
+		--hotness-list="$work/hot-whole.txt" --progress=none --log-level=warn ${DWARFS_ARGS:-}
 fi
 cat "$work"/*.stp "$work"/tree.* >/dev/null 2>&1 || true # into the page cache
 
-# --- measurements -------------------------------------------------------------------
-declare -A result
-plain_runs=()
-launch "$tree" >/dev/null # warm the folder's page cache
-for _ in $(seq "$runs"); do plain_runs+=("$(launch "$tree")"); done
-result[plain]=$(printf '%s\n' "${plain_runs[@]}" | median)
-
-# Sets result[NAME], result[NAME-second] and result[NAME-mount] (how long the mount
-# command took: priming happens there). A plain launch after each round keeps the plain
-# median taken over the whole run, beside everything else.
-measure() { # NAME MOUNT-COMMAND...
-	local name=$1 times=() seconds=() mounts=() t0
-	shift
-	for _ in $(seq "$runs"); do
-		t0=$(date +%s.%N)
-		"$@"
-		mounts+=("$(echo "$(date +%s.%N) - $t0" | bc -l)")
-		times+=("$(launch "$mnt")")
-		seconds+=("$(launch "$mnt")")
-		umount "$mnt"
-		plain_runs+=("$(launch "$tree")")
-	done
-	result[$name]=$(printf '%s\n' "${times[@]}" | median)
-	result[$name-second]=$(printf '%s\n' "${seconds[@]}" | median)
-	result[$name-mount]=$(printf '%s\n' "${mounts[@]}" | median)
-}
+# --- the columns ----------------------------------------------------------------------
+names=() cmds=()
+column() { names+=("$1"); cmds+=("$2"); } # NAME MOUNT-COMMAND (evaluated)
 
 warmed_mount() { stp_mount "$@" && "$st" status --wait "$mnt" >/dev/null; }
-unprimed_warmed_mount() { warmed_mount "$@" --no-prime; }
 
-measure "stipple, fresh mount straight away" stp_mount "$work/hot.stp"
-measure "stipple, fresh mount after warming" warmed_mount "$work/hot.stp"
-measure "stipple, unprimed, straight away" stp_mount "$work/hot.stp" --no-prime
-measure "stipple, unprimed, after warming" unprimed_warmed_mount "$work/hot.stp"
-measure "stipple, whole-file hot list, straight away" stp_mount "$work/hot-whole.stp"
-measure "stipple, no hot list" stp_mount "$work/base.stp"
-# ranges against whole files, both at --level 3 when those images are there
-[ -f "$work/hot3.stp" ] && measure "stipple, ranges, level 3, straight away" stp_mount "$work/hot3.stp"
-[ -f "$work/hotw3.stp" ] && measure "stipple, whole files, level 3, straight away" stp_mount "$work/hotw3.stp"
-measure "stipple, hot list, --warm-workers 0" stp_mount "$work/hot.stp" --warm-workers 0
-if [ -z "${SKIP_OTHERS:-}" ]; then
-	measure "squashfuse_ll" squashfuse_ll "$work/tree.sqfs" "$mnt"
-	measure "kernel squashfs" mount -t squashfs -o loop,ro "$work/tree.sqfs" "$mnt"
-	measure "kernel erofs" mount -t erofs -o loop,ro "$work/tree.erofs" "$mnt"
+if want stipple; then
+	column "stipple, fresh mount straight away" 'stp_mount "$work/hot.stp"'
+	column "stipple, fresh mount after warming" 'warmed_mount "$work/hot.stp"'
 fi
-for n in 0 1 2 4 8; do
-	measure "sweep: --warm-workers $n" stp_mount "$work/hot.stp" --warm-workers "$n"
+if want variants; then
+	column "stipple, unprimed, straight away" 'stp_mount "$work/hot.stp" --no-prime'
+	column "stipple, unprimed, after warming" 'warmed_mount "$work/hot.stp" --no-prime'
+	column "stipple, whole-file hot list, straight away" 'stp_mount "$work/hot-whole.stp"'
+	column "stipple, no hot list" 'stp_mount "$work/base.stp"'
+	column "stipple, hot list, --warm-workers 0" 'stp_mount "$work/hot.stp" --warm-workers 0'
+	# ranges against whole files, both at --level 3 when those images are there
+	[ ! -f "$work/hot3.stp" ] ||
+		column "stipple, ranges, level 3, straight away" 'stp_mount "$work/hot3.stp"'
+	[ ! -f "$work/hotw3.stp" ] ||
+		column "stipple, whole files, level 3, straight away" 'stp_mount "$work/hotw3.stp"'
+fi
+want squashfuse && column "squashfuse_ll" 'fg_mount squashfuse_ll -f "$work/tree.sqfs" "$mnt"'
+want squashfs && column "kernel squashfs" 'mount -t squashfs -o loop,ro "$work/tree.sqfs" "$mnt"'
+want erofs && column "kernel erofs (lz4hc)" 'mount -t erofs -o loop,ro "$work/tree.erofs" "$mnt"'
+want dwarfs && column "dwarfs (hotness, preload)" \
+	'fg_mount "$dwarfs_bin/dwarfs" "$work/tree.dwarfs" "$mnt" -f -o preload_category=hotness'
+if want sweep; then
+	for n in 0 1 2 4 8; do
+		column "sweep: --warm-workers $n" "stp_mount \"\$work/hot.stp\" --warm-workers $n"
+	done
+fi
+
+# --- measurements: A B C D A B C D ... --------------------------------------------------
+declare -A first second mounts peak
+plain_runs=()
+launch "$tree" >/dev/null # warm the folder's page cache
+for round in $(seq "$runs"); do
+	plain_runs+=("$(launch "$tree")")
+	for i in "${!names[@]}"; do
+		fg_pid=
+		t0=$(date +%s.%N)
+		eval "${cmds[$i]}"
+		mounts[$i]+=" $(echo "$(date +%s.%N) - $t0" | bc -l)"
+		pid=$fg_pid
+		[ -n "$pid" ] || pid=$(daemon_pid 2>/dev/null || true)
+		first[$i]+=" $(launch "$mnt")"
+		second[$i]+=" $(launch "$mnt")"
+		if [ -n "$pid" ]; then
+			peak[$i]+=" $(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$pid/status")"
+		fi
+		umount "$mnt"
+		[ -z "$fg_pid" ] || wait "$fg_pid" || true
+		fg_pid=
+	done
+	plain_runs+=("$(launch "$tree")")
+	echo "round $round/$runs done" >&2
 done
 
-# memory: peak during a launch on a fresh mount, settled a few seconds later
-stp_mount "$work/hot.stp"
-pid=$(daemon_pid)
-launch "$mnt" >/dev/null
-sleep 3
-peak=$(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$pid/status")
-settled=$(awk '/VmRSS/ { print $2 / 1024 }' "/proc/$pid/status")
-"$st" status "$mnt"
-umount "$mnt"
+# stipple's memory, peak during a launch and settled a few seconds later
+if want stipple; then
+	stp_mount "$work/hot.stp"
+	pid=$(daemon_pid)
+	launch "$mnt" >/dev/null
+	sleep 3
+	st_peak=$(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$pid/status")
+	st_settled=$(awk '/VmRSS/ { print $2 / 1024 }' "/proc/$pid/status")
+	umount "$mnt"
+fi
 
 # --- report -------------------------------------------------------------------------
+med() { tr ' ' '\n' | grep . | median; }
 plain=$(printf '%s\n' "${plain_runs[@]}" | median)
-printf '\n%-46s %8s %7s %9s %7s %7s\n' "launch (median of $runs)" "first" "ratio" "second" \
-	"ratio" "mount"
+printf '\n%s, tree %s (%s); medians of %d interleaved rounds\n' "$(tree_describe)" "$tree" \
+	"$(du -sh "$tree" | cut -f1)" "$runs"
+printf '%-46s %8s %7s %9s %7s %7s %9s\n' "launch" "first" "ratio" "second" "ratio" "mount" \
+	"peak MiB"
 printf '%-46s %8.3f %7.2f   (median of %d plain launches through the run)\n' "plain folder" \
 	"$plain" 1 "${#plain_runs[@]}"
-for key in "${!result[@]}"; do
-	case $key in plain|*-second|*-mount) continue ;; esac
-	first=${result[$key]}
-	second=${result[$key-second]}
-	printf '%-46s %8.3f %7.2f %9.3f %7.2f %7.3f\n' "$key" "$first" \
-		"$(echo "$first / $plain" | bc -l)" "$second" "$(echo "$second / $plain" | bc -l)" \
-		"${result[$key-mount]}"
-done | sort
-printf '\nimages: '
+for i in "${!names[@]}"; do
+	f=$(med <<<"${first[$i]}")
+	s=$(med <<<"${second[$i]}")
+	m=$(med <<<"${mounts[$i]}")
+	p=-
+	[ -z "${peak[$i]:-}" ] || p=$(printf '%.0f' "$(tr ' ' '\n' <<<"${peak[$i]}" | grep . | sort -g | tail -1)")
+	printf '%-46s %8.3f %7.2f %9.3f %7.2f %7.3f %9s\n' "${names[$i]}" "$f" \
+		"$(echo "$f / $plain" | bc -l)" "$s" "$(echo "$s / $plain" | bc -l)" "$m" "$p"
+done
+printf '\npeak MiB: the FUSE daemon'\''s VmHWM after two launches (highest over the rounds); '
+printf 'kernel file systems: - (their page cache is not counted)\n'
+printf 'images: '
 ls -l "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }'
-printf '\ndaemon memory: peak %.0f MiB, settled %.0f MiB (block %s)\n' "$peak" "$settled" \
-	"$("$st" info "$work/hot.stp" | sed -n 's/^block size: *[0-9]* (\(.*\))/\1/p')"
+printf '\nhot list: %s files, %s recorded (whole files at their size), hot region %s\n' \
+	"$(wc -l <"$work/hot.txt")" "$(hot_list_bytes "$tree" "$work/hot.txt" | numfmt --to=iec)" \
+	"$("$st" info "$work/hot.stp" | sed -n 's/^hot region: *\([0-9]*\).*/\1/p' | numfmt --to=iec)"
+if want stipple; then
+	printf 'stipple daemon memory: peak %.0f MiB, settled %.0f MiB (block %s)\n' "$st_peak" \
+		"$st_settled" "$("$st" info "$work/hot.stp" | sed -n 's/^block size: *[0-9]* (\(.*\))/\1/p')"
+fi

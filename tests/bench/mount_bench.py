@@ -22,62 +22,16 @@ usage: mount_bench.py [--tree DIR] [--build DIR] [--work DIR] [--runs N] [--repe
 import argparse
 import contextlib
 import os
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchlib import into_page_cache, median, safe_rmtree, sh, unmount, wait_mounted
+
 PYTHON = "/usr/bin/python3.11"
 IMPORTS = "import json, email, sqlite3, asyncio"
 KINDS = ["plain", "stipple", "squashfuse_ll", "squashfs"]
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, **kw)
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
-
-
-def unmount(path):
-    for cmd in (["umount", path], ["umount", "-l", path]):
-        if not is_mounted(path):
-            break
-        subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True)
-    deadline = time.monotonic() + 10
-    while is_mounted(path) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-def mounts_under(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return [m for m in (line.split()[4] for line in f)
-                if m == path or m.startswith(path + "/")]
-
-
-def safe_rmtree(path):
-    """Removes PATH unless something is still mounted in it: never delete through a
-    mount (the plain kind is a bind mount of the real tree)."""
-    left = mounts_under(path)
-    if left:
-        print("mount_bench: not removing %s: %s still mounted" % (path, ", ".join(left)),
-              file=sys.stderr)
-        return
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def wait_mounted(path):
-    deadline = time.monotonic() + 20
-    while not is_mounted(path):
-        if time.monotonic() > deadline:
-            raise RuntimeError("%s did not get mounted" % path)
-        time.sleep(0.01)
 
 
 class Setup:
@@ -103,11 +57,7 @@ class Setup:
                 "-b", "1M", "-noappend", "-quiet", "-no-progress"], stdout=subprocess.DEVNULL)
             print("mksquashfs: %.1f s, %.2f MB" % (time.monotonic() - t,
                                                     os.path.getsize(self.squash) / 1e6))
-        for f in (self.image, self.squash):  # the backing files in the page cache
-            if os.path.exists(f):
-                with open(f, "rb") as fh:
-                    while fh.read(1 << 20):
-                        pass
+        into_page_cache(self.image, self.squash)
 
     @contextlib.contextmanager
     def mounted(self, kind, where):
@@ -207,7 +157,7 @@ def main():
                 again[k] += later[k]
         print("run %d/%d done" % (run + 1, a.runs), file=sys.stderr)
 
-    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    med = median
     rows = [("tree read, fresh mount", read)]
     if python_ok:
         rows += [("python start, fresh mount", fresh), ("python start, same mount", again)]

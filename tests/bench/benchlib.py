@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: MIT
+"""Helpers shared by the Python benchmarks in tests/bench (mount_bench.py,
+random_read_bench.py): running commands, mounting and unmounting, removing a work
+directory only when nothing is mounted in it, the page cache, a daemon's memory."""
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, **kw)
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def unmount(path):
+    for cmd in (["umount", path], ["umount", "-l", path]):
+        if not is_mounted(path):
+            break
+        subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True)
+    deadline = time.monotonic() + 10
+    while is_mounted(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def mounts_under(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return [m for m in (line.split()[4] for line in f)
+                if m == path or m.startswith(path + "/")]
+
+
+def safe_rmtree(path, who="bench"):
+    """Removes PATH unless something is still mounted in it: never delete through a
+    mount (a bind mount of the real tree, say)."""
+    left = mounts_under(path)
+    if left:
+        print("%s: not removing %s: %s still mounted" % (who, path, ", ".join(left)),
+              file=sys.stderr)
+        return
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def wait_mounted(path, proc=None, timeout=20):
+    """Waits until PATH is a mount point; PROC, a server started in the foreground,
+    must not exit first."""
+    deadline = time.monotonic() + timeout
+    while not is_mounted(path):
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("the server for %s exited %d before mounting"
+                               % (path, proc.returncode))
+        if time.monotonic() > deadline:
+            raise RuntimeError("%s did not get mounted" % path)
+        time.sleep(0.01)
+
+
+def into_page_cache(*paths):
+    """Reads each existing file once, so that image files are served from memory."""
+    for p in paths:
+        if p and os.path.exists(p):
+            with open(p, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+
+def peak_rss_mib(pid):
+    """VmHWM of PID in MiB, or None when it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def stipple_daemon_pid(stipple, mnt):
+    """The daemon's pid as `stipple status` reports it."""
+    out = subprocess.run([stipple, "status", mnt], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        if line.startswith("daemon:") and "pid" in line:
+            return int(line.split("pid", 1)[1].split(",")[0])
+    raise RuntimeError("no daemon pid in `stipple status %s`" % mnt)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
