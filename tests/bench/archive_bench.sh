@@ -44,7 +44,7 @@ work=$(mktemp -d "${TMPDIR:-/var/tmp}/stipple-abench.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
 tar --format=pax -C "$tree" -cf "$work/t.tar" .
-zstd -q -T0 -19 "$work/t.tar" -o "$work/t.tar.zst"
+zstd -q -T0 -9 "$work/t.tar" -o "$work/t.tar.zst"
 
 # run NAME OUT INPUT CMD...: one timed build reading INPUT ("-": none; a .zst file:
 # decompressed by zstd into the pipe) on standard input; appends "NAME secs kib bytes"
