@@ -852,20 +852,29 @@ static int decode_verified(const struct stp_image *img, uint64_t block,
 	return rc;
 }
 
+/* Reads block BLOCK's stored bytes into *STORED, at the end of OUT (LEN bytes) where
+ * they fit (else a buffer of their own: *OWN), and checks them. */
+static int load_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
+		       uint8_t *out, size_t len, uint8_t **stored, bool *own)
+{
+	int rc;
+
+	*stored = stored_place(be, out, len, own);
+	if (!*stored)
+		return -ENOMEM;
+	rc = read_stored(img, block, be, *stored);
+	return rc ? rc : check_stored(img, block, be, *stored);
+}
+
 /* Reads block BLOCK's stored bytes at the end of OUT (LEN bytes), checks them and decodes
  * them there. */
 static int decode_in_place(const struct stp_image *img, uint64_t block,
 			   const struct stp_blockent *be, void *out, size_t len, size_t size)
 {
-	bool own;
-	uint8_t *stored = stored_place(be, out, len, &own);
-	int rc;
+	bool own = false;
+	uint8_t *stored = NULL;
+	int rc = load_stored(img, block, be, out, len, &stored, &own);
 
-	if (!stored)
-		return -ENOMEM;
-	rc = read_stored(img, block, be, stored);
-	if (!rc)
-		rc = check_stored(img, block, be, stored);
 	if (!rc && be->codec != STP_CODEC_RAW)
 		rc = check_in_place(img, block, be, &stored, &own, len, size);
 	if (!rc && be->codec != STP_CODEC_RAW)
@@ -988,17 +997,11 @@ static bool streams(const struct stp_image *img, const struct stp_blockent *be,
 /* Reads P's stored bytes at the end of its buffer and checks them, before any piece. */
 static int stream_start(struct stp_decode *p)
 {
-	int rc;
+	int rc = load_stored(p->img, p->block, &p->be, p->out, p->len, &p->stored, &p->own);
 
-	p->stored = stored_place(&p->be, p->out, p->len, &p->own);
-	if (!p->stored)
-		return -ENOMEM;
 	p->src = p->stored;
 	p->in_out = !p->own;
 	p->in_len = p->be.stored_size;
-	rc = read_stored(p->img, p->block, &p->be, p->stored);
-	if (!rc)
-		rc = check_stored(p->img, p->block, &p->be, p->stored);
 	if (!rc && !(p->d = ZSTD_createDCtx()))
 		rc = -ENOMEM;
 	return rc;

@@ -296,6 +296,22 @@ void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...
 	w->problems++;
 }
 
+int stp_walk_link_target(struct stp_walk *w, const struct stp_walk_entry *e, char **target)
+{
+	const char *t;
+	size_t len;
+	int err = stp_image_readlink(w->img, &e->inode, &t, &len);
+
+	if (!err && (len == 0 || memchr(t, '\0', len)))
+		err = -EUCLEAN;
+	if (err) {
+		stp_walk_problem(w, e->path, "symlink target: %s", stp_strerror(err));
+		return err;
+	}
+	*target = strndup(t, len);
+	return *target ? 0 : -ENOMEM;
+}
+
 static void walk_entry_of(struct stp_walk *w, const struct stp_tree_entry *t,
 			  struct stp_walk_entry *e)
 {

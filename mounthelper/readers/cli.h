@@ -144,6 +144,11 @@ struct stp_walk {
  * negative errno a callback stopped it with, or -ENOMEM. */
 int stp_walk_tree(struct stp_walk *w);
 
+/* The target of symlink E as a new NUL-terminated string in *TARGET (the caller frees
+ * it). An empty target or one holding a NUL is damage: reported and counted, as a read
+ * error is; returns 0, that -errno, or -ENOMEM. */
+int stp_walk_link_target(struct stp_walk *w, const struct stp_walk_entry *e, char **target);
+
 /* Reports a problem found at entry E the way the walk does, and counts it. */
 void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -259,23 +259,13 @@ static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int 
 
 static int extract_symlink(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd)
 {
-	struct extract *x = w->ctx;
-	const char *target;
-	size_t len;
-	char *copy;
-	int err = stp_image_readlink(x->img, &e->inode, &target, &len);
+	char *target;
+	int err = stp_walk_link_target(w, e, &target);
 
-	if (!err && (len == 0 || memchr(target, '\0', len)))
-		err = -EUCLEAN;
-	if (err) {
-		stp_walk_problem(w, e->path, "symlink target: %s", stp_strerror(err));
+	if (err)
 		return err;
-	}
-	copy = strndup(target, len);
-	if (!copy)
-		return -ENOMEM;
-	err = symlinkat(copy, dirfd, e->name) ? -errno : 0;
-	free(copy);
+	err = symlinkat(target, dirfd, e->name) ? -errno : 0;
+	free(target);
 	return err ? fail(w, e, "cannot create", err) : 0;
 }
 

@@ -330,22 +330,13 @@ static int put_file(struct stp_walk *w, const struct stp_walk_entry *e)
 static int set_symlink(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
-	const char *target;
-	size_t len;
-	char *copy;
-	int err = stp_image_readlink(t->img, &e->inode, &target, &len);
+	char *target;
+	int err = stp_walk_link_target(w, e, &target);
 
-	if (!err && (len == 0 || memchr(target, '\0', len)))
-		err = -EUCLEAN;
-	if (err) {
-		stp_walk_problem(w, e->path, "symlink target: %s", stp_strerror(err));
+	if (err)
 		return err;
-	}
-	copy = strndup(target, len);
-	if (!copy)
-		return -ENOMEM;
-	archive_entry_copy_symlink(t->entry, copy);
-	free(copy);
+	archive_entry_copy_symlink(t->entry, target);
+	free(target);
 	return 0;
 }
 

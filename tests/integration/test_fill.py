@@ -20,9 +20,10 @@ import time
 import pytest
 
 from conftest import MKSTIPPLE, STIPPLE, mount_image, run
+from test_memory import raw_status
+from test_warm import daemon_gone
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
-STATUS_XATTR = "user.stipple.status"
 PAGE = 4096
 MIB = 1 << 20
 
@@ -47,14 +48,6 @@ def write_tree(root, files):
     return os.fspath(root)
 
 
-def raw_status(mnt):
-    out = {}
-    for line in os.getxattr(mnt, STATUS_XATTR).decode().splitlines():
-        k, _, v = line.partition("=")
-        out[k] = int(v) if v.isdigit() else v
-    return out
-
-
 def fincore_bytes(path):
     r = run(["fincore", "--bytes", "--noheadings", "--output", "RES", path])
     assert r.returncode == 0, r.stderr
@@ -66,14 +59,6 @@ def wait_for(cond, timeout, what):
     while not cond():
         assert time.monotonic() < deadline, what()
         time.sleep(0.02)
-
-
-def daemon_gone(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def seccomp_mode(pid):

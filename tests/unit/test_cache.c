@@ -145,14 +145,15 @@ static int write_image(int fd)
 	       write_all(fd, zblock, zlen) || write_all(fd, meta, META_SIZE) ? -1 : 0;
 }
 
-static struct stp_image *open_image(void)
+/* An image WRITE makes, opened from a file unlinked once open. */
+static struct stp_image *open_written(int (*write)(int fd), const char *what)
 {
 	char path[] = "/tmp/stipple-test-cache-XXXXXX";
 	struct stp_image *img = NULL;
 	int fd = mkstemp(path);
 
-	if (fd < 0 || write_image(fd)) {
-		perror("writing the test image");
+	if (fd < 0 || write(fd)) {
+		fprintf(stderr, "writing the %s: %s\n", what, strerror(errno));
 		exit(2);
 	}
 	close(fd);
@@ -162,6 +163,11 @@ static struct stp_image *open_image(void)
 	}
 	unlink(path);
 	return img;
+}
+
+static struct stp_image *open_image(void)
+{
+	return open_written(write_image, "test image");
 }
 
 /* True when REF holds block B's bytes, all of them. */
@@ -564,21 +570,7 @@ static struct stp_image *stream_image;
 
 static struct stp_image *open_stream_image(void)
 {
-	char path[] = "/tmp/stipple-test-stream-XXXXXX";
-	struct stp_image *img = NULL;
-	int fd = mkstemp(path);
-
-	if (fd < 0 || write_stream_image(fd)) {
-		perror("writing the streaming test image");
-		exit(2);
-	}
-	close(fd);
-	if (stp_image_open(path, &img)) {
-		fprintf(stderr, "%s: does not open\n", path);
-		exit(2);
-	}
-	unlink(path);
-	return img;
+	return open_written(write_stream_image, "streaming test image");
 }
 
 /* Readers of one block wait for their range only, in order, as the watermark passes;
