@@ -17,6 +17,7 @@
 #include "format.h"
 #include "image.h"
 #include "meta.h"
+#include "metastore.h"
 #include "order.h"
 #include "output.h"
 #include "pack.h"
@@ -27,7 +28,6 @@
 
 #define DEFAULT_LEVEL 19
 #define DEFAULT_BLOCK_LOG 25 /* 32 MiB */
-#define META_LEVEL 19
 
 struct options {
 	const char *source, *image, *hot_list, *sign_key;
@@ -39,6 +39,7 @@ struct options {
 	int all_root;
 	int quiet;
 	int code_apart;
+	int whole_meta;   /* --no-meta-pages */
 };
 
 static void usage(FILE *out)
@@ -53,6 +54,8 @@ static void usage(FILE *out)
 		"      --no-bcj          do not filter machine code before compression\n"
 		"      --code-apart      store programs' code apart from their tables and data\n"
 		"      --sign SECKEY     sign the image with this Ed25519 key (stipple keygen)\n"
+		"      --no-meta-pages   metadata in one piece, for readers older than paged\n"
+		"                        metadata (decoded whole when opened)\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
 		"      --all-root        every entry owned by uid 0, gid 0\n"
@@ -149,6 +152,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "hot-list", required_argument, NULL, 'H' },
 		{ "no-bcj", no_argument, NULL, 'B' },
 		{ "code-apart", no_argument, NULL, 'C' },
+		{ "no-meta-pages", no_argument, NULL, 'W' },
 		{ "sign", required_argument, NULL, 'S' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "memory", required_argument, NULL, 'm' },
@@ -183,6 +187,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'H': o->hot_list = optarg; break;
 		case 'B': o->pack.bcj = 0; break;
 		case 'C': o->code_apart = 1; break;
+		case 'W': o->whole_meta = 1; break;
 		case 'S': o->sign_key = optarg; break;
 		case 't':
 			if (stp_parse_uint(optarg, 1, 1024, &v))
@@ -213,36 +218,21 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-/* Compresses the metadata (stored raw when that is no larger) and writes it at *pos. */
-static int write_metadata(const struct tree *t, const struct pack_result *r, int fd,
-			  struct stp_superblock *sb)
+/* Encodes the metadata and stores it in pages after the blocks (and dictionary). */
+static int write_metadata(const struct options *o, const struct tree *t,
+			  const struct pack_result *r, int fd, struct stp_superblock *sb)
 {
-	uint8_t *meta, *z = NULL;
-	size_t len, zlen = 0;
+	uint8_t *meta;
+	size_t len;
 	int rc = meta_build(t, r->blocks, r->nblocks, &meta, &len);
 
 	if (rc)
 		return rc;
-	z = malloc(ZSTD_compressBound(len));
-	if (z)
-		zlen = ZSTD_compress(z, ZSTD_compressBound(len), meta, len, META_LEVEL);
-	if (z && !ZSTD_isError(zlen) && zlen < len) {
-		sb->meta_codec = STP_CODEC_ZSTD;
-	} else {
-		sb->meta_codec = STP_CODEC_RAW;
-		free(z);
-		z = meta;
-		meta = NULL;
-		zlen = len;
-	}
-	sb->meta_offset = r->end;
-	sb->meta_stored_size = zlen;
-	sb->meta_size = len;
-	sb->meta_checksum = stp_checksum(z, zlen);
-	sb->image_size = r->end + zlen;
-	rc = stp_pwrite_full(fd, z, zlen, r->end);
+	if (o->whole_meta)
+		rc = meta_store_whole(meta, len, fd, r->end, sb, &sb->image_size);
+	else
+		rc = meta_store(meta, len, o->pack.threads, fd, r->end, sb, &sb->image_size);
 	free(meta);
-	free(z);
 	return rc;
 }
 
@@ -276,7 +266,7 @@ static int write_image(const struct options *o, struct tree *t, const struct pie
 	if (r.dict)
 		rc = write_dictionary(&r, out->fd, &sb);
 	if (!rc)
-		rc = write_metadata(t, &r, out->fd, &sb);
+		rc = write_metadata(o, t, &r, out->fd, &sb);
 	if (!rc) {
 		stp_sb_encode(&sb, raw);
 		rc = stp_pwrite_full(out->fd, raw, sizeof(raw), 0);

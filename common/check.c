@@ -79,6 +79,17 @@ report(struct checker *c, const char *path, const char *fmt, ...)
 		c->walk_problems++;
 }
 
+/* Every metadata page, those no record is read from too. */
+static void check_meta_pages(struct checker *c)
+{
+	for (uint64_t p = 0; p < stp_meta_pages(c->sb); p++) {
+		int err = stp_image_check_meta_page(c->img, p);
+
+		if (err)
+			report(c, NULL, "metadata page %" PRIu64 ": %s", p, stp_strerror(err));
+	}
+}
+
 static void check_blocks(struct checker *c, void *buf)
 {
 	for (uint64_t b = 0; b < c->sb->block_count; b++) {
@@ -191,20 +202,20 @@ static void check_extents(struct checker *c, const char *path, const struct stp_
 
 static void check_symlink(struct checker *c, const char *path, const struct stp_inode *in)
 {
-	const char *target;
+	char target[STP_LINK_MAX + 1];
 	size_t len;
+	int err = stp_image_readlink(c->img, in, target, &len);
 
-	if (!stp_image_readlink(c->img, in, &target, &len) && memchr(target, '\0', len))
-		report(c, path, "symlink target holds a NUL byte");
+	if (err)
+		report(c, path, "symlink target: %s", stp_strerror(err));
 }
 
 static void check_xattrs(struct checker *c, const char *path, const struct stp_inode *in)
 {
 	for (uint32_t i = 0; i < in->xattr_count; i++) {
-		const char *name;
-		const void *value;
-		size_t nlen, vlen;
-		int err = stp_image_xattr(c->img, in, i, &name, &nlen, &value, &vlen);
+		char name[STP_XATTR_NAME_MAX + 1];
+		struct stp_xattr x;
+		int err = stp_image_xattr(c->img, in, i, &x, name);
 
 		if (err)
 			report(c, path, "extended attribute %u: %s", i, stp_strerror(err));
@@ -329,6 +340,7 @@ int stp_image_check_all(const struct stp_image *img, stp_check_report_fn fn, voi
 	c.bad_block = calloc(sb->block_count + 1, 1);
 	c.last = calloc(CHECK_DEPTH_MAX, sizeof(*c.last));
 	if (buf && c.names && c.subdirs && c.bad_block && c.last) {
+		check_meta_pages(&c);
 		check_blocks(&c, buf);
 		err = check_ownership(&c);
 		if (!err)

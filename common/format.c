@@ -102,14 +102,20 @@ static const char *sb_check_sizes(const struct stp_superblock *sb)
 		return "hot_size exceeds data_size";
 	if (sb->inode_count == 0)
 		return "no inodes";
-	if (sb->meta_codec > STP_CODEC_ZSTD)
+	if (sb->meta_codec > STP_META_CODEC_PAGES)
 		return "unknown metadata codec";
+	if ((sb->meta_codec == STP_META_CODEC_PAGES) !=
+	    !!(sb->feat_incompat & STP_FEAT_INCOMPAT_META_PAGES))
+		return "paged metadata without its feature bit, or the bit without it";
 	if (!range_in_image(sb->meta_offset, sb->meta_stored_size, sb->image_size))
 		return "metadata lies outside image_size";
 	if (sb->meta_size > STP_META_SIZE_MAX)
 		return "metadata size above 1 GiB";
 	if (sb->meta_size < meta_size_min(sb))
 		return "metadata size too small for inode_count and block_count";
+	if (sb->meta_codec == STP_META_CODEC_PAGES &&
+	    sb->meta_stored_size != stp_meta_pages(sb) * STP_BLOCKENT_SIZE)
+		return "page table size does not match meta_size";
 	if (sb->meta_codec == STP_CODEC_RAW && sb->meta_stored_size != sb->meta_size)
 		return "raw metadata: stored size differs from decoded size";
 	/* a zstd frame: no compressor makes one longer than this (ZSTD_compressBound), and
@@ -137,8 +143,8 @@ static const char *sb_check_signature(const struct stp_superblock *sb)
 			return "signature fields set on an unsigned image";
 		return NULL;
 	}
-	if (sb->sig_size != stp_sig_size(sb->block_count))
-		return "signature size does not match block_count";
+	if (sb->sig_size != stp_sig_size(stp_sig_nhashes(sb)))
+		return "signature size does not match block_count and the metadata pages";
 	if (sb->sig_offset < STP_SB_SIZE || sb->sig_size > sb->image_size ||
 	    sb->sig_offset != sb->image_size - sb->sig_size)
 		return "signature block does not end the image";
@@ -242,7 +248,7 @@ int stp_sighdr_decode(const uint8_t in[STP_SIG_HDR_SIZE], const struct stp_super
 	memcpy(h->key_id, in + SG_KEY_ID, STP_SIG_KEY_ID_LEN);
 	memcpy(h->sig, in + SG_SIG, STP_SIG_LEN);
 	h->nhashes = stp_le64(in + SG_NHASHES);
-	if (h->nhashes != sb->block_count + 2)
+	if (h->nhashes != stp_sig_nhashes(sb))
 		return -EUCLEAN;
 	return h->hash_alg == STP_SIG_HASH_SHA256 ? 0 : -EPROTONOSUPPORT;
 }

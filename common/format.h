@@ -31,6 +31,7 @@
 #define STP_BLOCK_LOG_MIN 16u /* 64 KiB */
 #define STP_BLOCK_LOG_MAX 30u /* 1 GiB */
 #define STP_NAME_MAX 255u
+#define STP_LINK_MAX 4095u /* bytes of a symbolic link's target */
 #define STP_ROOT_INO 0u
 /* The page of the hot region: there each file starts at a multiple of it in the stream,
  * so that one stream page holds bytes of one file (stipple(5), HOT REGION). The mount
@@ -54,8 +55,10 @@
 #define STP_FEAT_INCOMPAT_DICT (1ull << 0)     /* blocks may use the stored dictionary */
 #define STP_FEAT_INCOMPAT_BCJ_X86 (1ull << 1)  /* blocks may be x86-64 BCJ filtered */
 #define STP_FEAT_INCOMPAT_BCJ_ARM64 (1ull << 2)/* blocks may be AArch64 BCJ filtered */
+#define STP_FEAT_INCOMPAT_META_PAGES (1ull << 3)/* metadata in pages decoded on demand */
 #define STP_FEAT_INCOMPAT_KNOWN \
-	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64)
+	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64 | \
+	 STP_FEAT_INCOMPAT_META_PAGES)
 #define STP_FEAT_RO_COMPAT_KNOWN 0ull
 /* A compatible bit: a reader that does not know it reads the image with XXH3 alone. */
 #define STP_FEAT_COMPAT_SIGNED (1ull << 0)     /* a signature block ends the image */
@@ -75,8 +78,17 @@
 #define STP_SIG_HASH_DICT 1u
 #define STP_SIG_HASH_BLOCK0 2u
 
-/* How a stored block or the metadata is encoded. */
+/* How a stored block, a metadata page or the metadata is encoded. */
 enum stp_codec { STP_CODEC_RAW = 0, STP_CODEC_ZSTD = 1, STP_CODEC_ZSTD_DICT = 2 };
+/* meta_codec of an image whose metadata is cut into pages (feature META_PAGES): the
+ * stored metadata is then the page table, one STP_BLOCKENT_SIZE entry per page of
+ * STP_META_PAGE_SIZE decoded bytes (the last page: the rest), each page stored on its
+ * own, raw or as one zstd frame (stipple(5), METADATA PAGES). */
+#define STP_META_CODEC_PAGES 2u
+#define STP_META_PAGE_SIZE 65536u
+/* The most a page may take stored: as for the whole metadata, what zstd's bound allows
+ * (ZSTD_compressBound is a little less). */
+#define STP_META_PAGE_STORED_MAX (STP_META_PAGE_SIZE + STP_META_PAGE_SIZE / 256 + 64)
 /* Filter applied to a block before compression, undone after decompression. */
 enum stp_filter { STP_FILTER_NONE = 0, STP_FILTER_X86 = 1, STP_FILTER_ARM64 = 2 };
 
@@ -100,7 +112,7 @@ struct stp_sighdr {
 	uint32_t hash_alg;                   /* STP_SIG_HASH_SHA256 */
 	uint8_t key_id[STP_SIG_KEY_ID_LEN];  /* SHA-256 of the raw public key */
 	uint8_t sig[STP_SIG_LEN];            /* Ed25519 signature of the root hash */
-	uint64_t nhashes;                    /* block_count + 2 */
+	uint64_t nhashes;                    /* stp_sig_nhashes() */
 };
 
 /* Header of the decoded metadata: where each table starts and how many records it has. */
@@ -183,15 +195,45 @@ int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint
 int stp_sb_decode_reason(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb,
 			 uint64_t *bad_feature, const char **reason);
 
-/* Bytes of the signature block of an image of BLOCK_COUNT blocks. */
-static inline uint64_t stp_sig_size(uint64_t block_count)
+/* The number of metadata pages of an image: 0 unless its metadata is paged. The
+ * superblock decoder bounded meta_size, so this is at most 2^14. */
+static inline uint64_t stp_meta_pages(const struct stp_superblock *sb)
 {
-	return STP_SIG_HDR_SIZE + (block_count + 2) * STP_SIG_HASH_LEN;
+	if (sb->meta_codec != STP_META_CODEC_PAGES)
+		return 0;
+	return (sb->meta_size + STP_META_PAGE_SIZE - 1) / STP_META_PAGE_SIZE;
+}
+
+/* Decoded bytes of metadata page PAGE (below stp_meta_pages): all but the last are full. */
+static inline size_t stp_meta_page_len(const struct stp_superblock *sb, uint64_t page)
+{
+	uint64_t start = page * STP_META_PAGE_SIZE;
+
+	return sb->meta_size - start < STP_META_PAGE_SIZE ? (size_t)(sb->meta_size - start)
+							   : STP_META_PAGE_SIZE;
+}
+
+/* The hashes of a signed image: metadata (the page table when paged), dictionary, each
+ * block, then each metadata page. */
+static inline uint64_t stp_sig_nhashes(const struct stp_superblock *sb)
+{
+	return sb->block_count + 2 + stp_meta_pages(sb);
+}
+/* Where the hash of metadata page PAGE is among them. */
+static inline uint64_t stp_sig_hash_page(const struct stp_superblock *sb, uint64_t page)
+{
+	return STP_SIG_HASH_BLOCK0 + sb->block_count + page;
+}
+
+/* Bytes of a signature block of NHASHES hashes. */
+static inline uint64_t stp_sig_size(uint64_t nhashes)
+{
+	return STP_SIG_HDR_SIZE + nhashes * STP_SIG_HASH_LEN;
 }
 
 /* The signature block's header. decode checks the magic, the reserved bytes, that the
  * hash is one this reader knows (-EPROTONOSUPPORT otherwise) and that nhashes is
- * block_count + 2 of SB (whose decoder bounded sig_size by the same rule). */
+ * stp_sig_nhashes of SB (whose decoder bounded sig_size by the same rule). */
 void stp_sighdr_encode(const struct stp_sighdr *h, uint8_t out[STP_SIG_HDR_SIZE]);
 int stp_sighdr_decode(const uint8_t in[STP_SIG_HDR_SIZE], const struct stp_superblock *sb,
 		      struct stp_sighdr *h);

@@ -17,18 +17,19 @@
 #include "bcj.h"
 #include "hasher.h"
 #include "log.h"
+#include "metapages.h"
 #include "sign.h"
 #include "util.h"
-
-#define SYMLINK_MAX 4095u
 
 struct stp_image {
 	int fd;
 	char *path;
 	struct stp_superblock sb;
 	struct stp_meta_header mh;
-	uint8_t *meta;       /* decoded metadata, meta_len bytes */
+	uint8_t *meta;       /* whole metadata: decoded, meta_len bytes; paged: NULL */
 	size_t meta_len;
+	uint8_t *pagetab;    /* paged metadata: the checked page table, else NULL */
+	struct stp_metapages *pages; /* paged metadata: its decoded pages, else NULL */
 	ZSTD_DDict *ddict;   /* NULL without a dictionary */
 	int is_signed;       /* the signature block's header decoded */
 	uint8_t signer[STP_SIG_KEY_ID_LEN];
@@ -42,6 +43,7 @@ static const char *feature_name(uint64_t bit)
 	case STP_FEAT_INCOMPAT_DICT: return "dictionary";
 	case STP_FEAT_INCOMPAT_BCJ_X86: return "bcj-x86";
 	case STP_FEAT_INCOMPAT_BCJ_ARM64: return "bcj-arm64";
+	case STP_FEAT_INCOMPAT_META_PAGES: return "meta-pages";
 	default: return "unknown";
 	}
 }
@@ -194,27 +196,81 @@ static int inflate_metadata(struct stp_image *img, const uint8_t *stored)
 	return 0;
 }
 
+static int load_page(void *ctx, uint64_t page, uint8_t *out, size_t len);
+
+/* True when [first, first + count) lies inside a table of TOTAL records. */
+static int range_ok(uint64_t first, uint64_t count, uint64_t total)
+{
+	return first <= total && count <= total - first;
+}
+
+/* Asks the kernel to read the stored pages ahead, without waiting: a walk of a large
+ * tree then finds them in the page cache instead of seeking for each. The entries are
+ * checked when each page is loaded; here they only bound a hint. */
+static void read_pages_ahead(const struct stp_image *img)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (uint64_t p = 0; p < stp_meta_pages(&img->sb); p++) {
+		struct stp_blockent pe;
+
+		if (stp_blockent_decode(img->pagetab + p * STP_BLOCKENT_SIZE, &pe) ||
+		    !range_ok(pe.offset, pe.stored_size, img->sb.image_size))
+			continue;
+		lo = pe.offset < lo ? pe.offset : lo;
+		hi = pe.offset + pe.stored_size > hi ? pe.offset + pe.stored_size : hi;
+	}
+	if (lo < hi)
+		posix_fadvise(img->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_WILLNEED);
+}
+
+/* Paged metadata: the page table is all that is read now; pages come as reads need them. */
+static int open_pages(struct stp_image *img, uint8_t *table)
+{
+	img->pagetab = table;
+	read_pages_ahead(img);
+	return stp_metapages_create(img->sb.meta_size, STP_IMAGE_META_BUDGET, load_page, img,
+				    &img->pages);
+}
+
+/* LEN bytes of decoded metadata at OFF into DST; the caller has bounded the range by the
+ * header's tables, which lie inside meta_size. */
+static int meta_read(const struct stp_image *img, uint64_t off, size_t len, void *dst)
+{
+	if (img->pages)
+		return stp_metapages_read(img->pages, off, len, dst);
+	memcpy(dst, img->meta + off, len);
+	return 0;
+}
+
 static int load_metadata(struct stp_image *img)
 {
 	const struct stp_superblock *sb = &img->sb;
-	uint8_t *stored;
+	uint8_t *stored, head[STP_META_HDR_SIZE];
 	int rc;
 
 	/* stp_sb_decode bounded meta_stored_size and meta_size, and the file holds them */
 	rc = read_checked(img, sb->meta_offset, sb->meta_stored_size, sb->meta_checksum,
-			  STP_SIG_HASH_META, "metadata", &stored);
+			  STP_SIG_HASH_META, sb->meta_codec == STP_META_CODEC_PAGES ?
+			  "metadata page table" : "metadata", &stored);
 	if (rc)
 		return rc;
-	if (sb->meta_codec == STP_CODEC_RAW) {
+	if (sb->meta_codec == STP_META_CODEC_PAGES) {
+		rc = open_pages(img, stored);
+	} else if (sb->meta_codec == STP_CODEC_RAW) {
 		img->meta = stored; /* meta_stored_size == meta_size, checked */
 	} else {
 		rc = inflate_metadata(img, stored);
 		free(stored);
-		if (rc)
-			return rc;
 	}
+	if (rc)
+		return rc;
 	img->meta_len = sb->meta_size;
-	if (stp_meta_header_decode(img->meta, img->meta_len, &img->mh))
+	/* meta_size_min: the header fits */
+	rc = meta_read(img, 0, sizeof(head), head);
+	if (rc)
+		return rc;
+	if (stp_meta_header_decode(head, img->meta_len, &img->mh))
 		return STP_CORRUPT(img->path, "metadata header invalid");
 	if (img->mh.inode_count != sb->inode_count || img->mh.block_count != sb->block_count)
 		return STP_CORRUPT(img->path, "metadata counts disagree with the superblock");
@@ -249,7 +305,7 @@ static int load_dictionary(struct stp_image *img)
 
 /* Every block's stored bytes must lie in the image and suit its codec, as the block
  * table promises: found at open rather than on the read that needs the block. Linear
- * in the table, which the metadata holds. */
+ * in the table (24 bytes a block), which grows with the data, not with the files. */
 static int check_block_table(struct stp_image *img)
 {
 	for (uint64_t b = 0; b < img->sb.block_count; b++) {
@@ -408,6 +464,8 @@ void stp_image_close(struct stp_image *img)
 	if (img->fd >= 0)
 		close(img->fd);
 	ZSTD_freeDDict(img->ddict);
+	stp_metapages_destroy(img->pages);
+	free(img->pagetab);
 	free(img->meta);
 	free(img->hashes);
 	free(img->path);
@@ -418,7 +476,42 @@ const struct stp_superblock *stp_image_sb(const struct stp_image *img) { return 
 const char *stp_image_path(const struct stp_image *img) { return img->path; }
 int stp_image_fd(const struct stp_image *img) { return img->fd; }
 uint32_t stp_image_block_size(const struct stp_image *img) { return 1u << img->sb.block_log; }
-size_t stp_image_meta_bytes(const struct stp_image *img) { return img->meta_len; }
+/* Pages loading at once beyond the budget: one per thread that reads, with room. */
+#define META_LOADS_MAX 64u
+
+uint64_t stp_image_meta_memory(const struct stp_superblock *sb, uint64_t budget)
+{
+	uint64_t pages = stp_meta_pages(sb);
+
+	if (!pages)
+		return 3 * sb->meta_size + sb->meta_stored_size;
+	return sb->meta_stored_size + pages * sizeof(void *) + budget +
+	       (uint64_t)META_LOADS_MAX * STP_META_PAGE_SIZE;
+}
+
+void stp_image_meta_stats(const struct stp_image *img, struct stp_metapages_stats *st)
+{
+	if (img->pages)
+		stp_metapages_stats(img->pages, st);
+	else
+		*st = (struct stp_metapages_stats){ 0 };
+}
+
+void stp_image_set_meta_budget(const struct stp_image *img, size_t bytes)
+{
+	if (img->pages)
+		stp_metapages_set_budget(img->pages, bytes);
+}
+
+size_t stp_image_meta_bytes(const struct stp_image *img)
+{
+	struct stp_metapages_stats st;
+
+	if (!img->pages)
+		return img->meta_len;
+	stp_metapages_stats(img->pages, &st);
+	return st.resident;
+}
 const struct stp_meta_header *stp_image_meta_header(const struct stp_image *img) { return &img->mh; }
 
 unsigned stp_mode_dtype(uint32_t mode)
@@ -435,11 +528,6 @@ unsigned stp_mode_dtype(uint32_t mode)
 	}
 }
 
-/* True when [first, first + count) lies inside a table of TOTAL records. */
-static int range_ok(uint64_t first, uint64_t count, uint64_t total)
-{
-	return first <= total && count <= total - first;
-}
 
 static int inode_check(const struct stp_image *img, uint32_t ino, const struct stp_inode *in)
 {
@@ -460,7 +548,7 @@ static int inode_check(const struct stp_image *img, uint32_t ino, const struct s
 			return STP_CORRUPT(img->path, "inode %u: directory entries out of range", ino);
 		return 0;
 	case S_IFLNK:
-		if (in->size == 0 || in->size > SYMLINK_MAX ||
+		if (in->size == 0 || in->size > STP_LINK_MAX ||
 		    !range_ok(in->data, in->size, mh->strings_size))
 			return STP_CORRUPT(img->path, "inode %u: link target out of range", ino);
 		return 0;
@@ -473,18 +561,25 @@ static int inode_check(const struct stp_image *img, uint32_t ino, const struct s
 
 int stp_image_inode(const struct stp_image *img, uint32_t ino, struct stp_inode *out)
 {
+	uint8_t rec[STP_INODE_SIZE];
+	int rc;
+
 	if (ino >= img->mh.inode_count)
 		return STP_CORRUPT(img->path, "inode %u out of range", ino);
-	if (stp_inode_decode(img->meta + img->mh.inode_off + (uint64_t)ino * STP_INODE_SIZE, out))
+	rc = meta_read(img, img->mh.inode_off + (uint64_t)ino * STP_INODE_SIZE, sizeof(rec), rec);
+	if (rc)
+		return rc;
+	if (stp_inode_decode(rec, out))
 		return STP_CORRUPT(img->path, "inode %u: reserved bytes set", ino);
 	if (ino == STP_ROOT_INO && !S_ISDIR(out->mode))
 		return STP_CORRUPT(img->path, "the root is not a directory");
 	return inode_check(img, ino, out);
 }
 
-static const char *strings(const struct stp_image *img)
+/* LEN bytes at OFF of the string pool (bounded by the caller) into DST. */
+static int read_string(const struct stp_image *img, uint64_t off, size_t len, void *dst)
 {
-	return (const char *)img->meta + img->mh.strings_off;
+	return meta_read(img, img->mh.strings_off + off, len, dst);
 }
 
 static int name_ok(const char *name, size_t len)
@@ -494,22 +589,44 @@ static int name_ok(const char *name, size_t len)
 	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
 }
 
-int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, uint32_t index,
-		     struct stp_dirent *out, const char **name)
+/* Entry INDEX of DIR, checked, without its name. */
+static int dirent_get(const struct stp_image *img, const struct stp_inode *dir, uint32_t index,
+		      struct stp_dirent *out)
 {
+	uint8_t rec[STP_DIRENT_SIZE];
+	int rc;
+
 	if (!S_ISDIR(dir->mode))
 		return -ENOTDIR;
 	if (index >= dir->count)
 		return -ENOENT;
-	if (stp_dirent_decode(img->meta + img->mh.dirent_off + (dir->data + index) * STP_DIRENT_SIZE,
-			      out) ||
+	rc = meta_read(img, img->mh.dirent_off + (dir->data + index) * STP_DIRENT_SIZE,
+		       sizeof(rec), rec);
+	if (rc)
+		return rc;
+	if (stp_dirent_decode(rec, out) ||
 	    out->ino >= img->mh.inode_count || out->ino == STP_ROOT_INO ||
 	    out->dtype == DT_UNKNOWN || stp_mode_dtype(DTTOIF(out->dtype)) != out->dtype ||
 	    !range_ok(out->name_off, out->name_len, img->mh.strings_size))
 		return STP_CORRUPT(img->path, "directory entry %llu out of range",
 				   (unsigned long long)(dir->data + index));
-	*name = strings(img) + out->name_off;
-	if (!name_ok(*name, out->name_len))
+	return 0;
+}
+
+int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, uint32_t index,
+		     struct stp_dirent *out, char name[STP_NAME_MAX + 1])
+{
+	int rc = dirent_get(img, dir, index, out);
+
+	if (!rc && out->name_len > STP_NAME_MAX)
+		rc = STP_CORRUPT(img->path, "directory entry %llu has an invalid name",
+				 (unsigned long long)(dir->data + index));
+	if (!rc)
+		rc = read_string(img, out->name_off, out->name_len, name);
+	if (rc)
+		return rc;
+	name[out->name_len] = '\0';
+	if (!name_ok(name, out->name_len))
 		return STP_CORRUPT(img->path, "directory entry %llu has an invalid name",
 				   (unsigned long long)(dir->data + index));
 	return 0;
@@ -530,10 +647,10 @@ int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		struct stp_dirent de;
-		const char *n;
+		char n[STP_NAME_MAX + 1];
 		int c;
 
-		rc = stp_image_dirent(img, &d, mid, &de, &n);
+		rc = stp_image_dirent(img, &d, mid, &de, n);
 		if (rc)
 			return rc;
 		c = stp_name_cmp(name, len, n, de.name_len);
@@ -577,15 +694,21 @@ int stp_image_resolve(const struct stp_image *img, const char *path, uint32_t *i
 }
 
 int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inode,
-		       const char **target, size_t *len)
+		       char target[STP_LINK_MAX + 1], size_t *len)
 {
+	int rc;
+
 	if (!S_ISLNK(inode->mode))
 		return -EINVAL;
+	/* stp_image_inode bounded size by STP_LINK_MAX and the pool */
+	rc = read_string(img, inode->data, inode->size, target);
+	if (rc)
+		return rc;
 	/* a NUL would cut the target short wherever it is used as a C string */
-	if (memchr(strings(img) + inode->data, 0, inode->size))
+	if (memchr(target, 0, inode->size))
 		return STP_CORRUPT(img->path, "link target at %llu holds a NUL",
 				   (unsigned long long)inode->data);
-	*target = strings(img) + inode->data;
+	target[inode->size] = '\0';
 	*len = inode->size;
 	return 0;
 }
@@ -599,34 +722,53 @@ static int xattr_ok(const char *name, const struct stp_xattr *x)
 }
 
 int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
-		    const char **name, size_t *name_len, const void **value, size_t *value_len)
+		    struct stp_xattr *x, char name[STP_XATTR_NAME_MAX + 1])
 {
 	unsigned long long n = (unsigned long long)inode->xattr_first + index;
-	struct stp_xattr x;
+	uint8_t rec[STP_XATTR_SIZE];
+	int rc;
 
 	if (index >= inode->xattr_count)
 		return -ENOENT;
-	if (stp_xattr_decode(img->meta + img->mh.xattr_off + n * STP_XATTR_SIZE, &x) ||
-	    x.name_len == 0 || !range_ok(x.name_off, x.name_len, img->mh.strings_size) ||
-	    !range_ok(x.value_off, x.value_len, img->mh.strings_size))
+	rc = meta_read(img, img->mh.xattr_off + n * STP_XATTR_SIZE, sizeof(rec), rec);
+	if (rc)
+		return rc;
+	if (stp_xattr_decode(rec, x) ||
+	    x->name_len == 0 || !range_ok(x->name_off, x->name_len, img->mh.strings_size) ||
+	    !range_ok(x->value_off, x->value_len, img->mh.strings_size))
 		return STP_CORRUPT(img->path, "extended attribute %llu out of range", n);
-	if (!xattr_ok(strings(img) + x.name_off, &x))
+	if (x->name_len > STP_XATTR_NAME_MAX || x->value_len > STP_XATTR_VALUE_MAX)
 		return STP_CORRUPT(img->path, "extended attribute %llu: name or value too long, "
 				   "or a NUL in the name", n);
-	*name = strings(img) + x.name_off;
-	*name_len = x.name_len;
-	*value = strings(img) + x.value_off;
-	*value_len = x.value_len;
+	rc = read_string(img, x->name_off, x->name_len, name);
+	if (rc)
+		return rc;
+	name[x->name_len] = '\0';
+	if (!xattr_ok(name, x))
+		return STP_CORRUPT(img->path, "extended attribute %llu: name or value too long, "
+				   "or a NUL in the name", n);
 	return 0;
+}
+
+int stp_image_xattr_value(const struct stp_image *img, const struct stp_xattr *x, void *value)
+{
+	/* stp_image_xattr checked the range */
+	return read_string(img, x->value_off, x->value_len, value);
 }
 
 int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
 		     struct stp_extent *out)
 {
+	uint8_t rec[STP_EXTENT_SIZE];
+	int rc;
+
 	if (index >= inode->count)
 		return -ENOENT;
-	stp_extent_decode(img->meta + img->mh.extent_off +
-			  (inode->data + index) * STP_EXTENT_SIZE, out);
+	rc = meta_read(img, img->mh.extent_off + (inode->data + index) * STP_EXTENT_SIZE,
+		       sizeof(rec), rec);
+	if (rc)
+		return rc;
+	stp_extent_decode(rec, out);
 	if (out->length == 0 || !range_ok(out->stream_off, out->length, img->sb.data_size) ||
 	    !range_ok(out->file_off, out->length, inode->size))
 		return STP_CORRUPT(img->path, "extent %llu out of range",
@@ -673,10 +815,15 @@ static uint64_t data_end(const struct stp_image *img)
 int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out)
 {
 	size_t size = stp_image_block_decoded_size(img, block);
+	uint8_t rec[STP_BLOCKENT_SIZE];
+	int rc;
 
 	if (block >= img->sb.block_count)
 		return -EINVAL;
-	if (stp_blockent_decode(img->meta + img->mh.block_off + block * STP_BLOCKENT_SIZE, out) ||
+	rc = meta_read(img, img->mh.block_off + block * STP_BLOCKENT_SIZE, sizeof(rec), rec);
+	if (rc)
+		return rc;
+	if (stp_blockent_decode(rec, out) ||
 	    out->offset < STP_SB_SIZE || !range_ok(out->offset, out->stored_size, data_end(img)) ||
 	    out->codec > STP_CODEC_ZSTD_DICT || out->filter > STP_FILTER_ARM64 ||
 	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
@@ -690,6 +837,78 @@ int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_bloc
 		return STP_CORRUPT(img->path, "block %llu: table entry invalid",
 				   (unsigned long long)block);
 	return 0;
+}
+
+/* The entry of metadata page PAGE, checked against what stipple(5) allows of it. */
+int stp_image_meta_page(const struct stp_image *img, uint64_t page, struct stp_blockent *out)
+{
+	size_t size;
+
+	if (!img->pagetab || page >= stp_meta_pages(&img->sb))
+		return -EINVAL;
+	size = stp_meta_page_len(&img->sb, page);
+	if (stp_blockent_decode(img->pagetab + page * STP_BLOCKENT_SIZE, out) ||
+	    out->offset < STP_SB_SIZE || !range_ok(out->offset, out->stored_size, data_end(img)) ||
+	    out->codec > STP_CODEC_ZSTD || out->filter != STP_FILTER_NONE ||
+	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
+	    out->stored_size > STP_META_PAGE_STORED_MAX ||
+	    (out->codec == STP_CODEC_ZSTD && out->stored_size < size / STP_ZSTD_RATIO_MAX))
+		return STP_CORRUPT(img->path, "metadata page %llu: table entry invalid",
+				   (unsigned long long)page);
+	return 0;
+}
+
+static int zstd_decode(const struct stp_image *img, const struct stp_blockent *be,
+		       const void *src, void *out, size_t size, const char **why);
+
+/* stp_metapages_load_fn: reads metadata page PAGE, checks it against its checksum (and,
+ * opened verified, its signed hash) and decodes it into OUT. */
+static int load_page(void *ctx, uint64_t page, uint8_t *out, size_t len)
+{
+	const struct stp_image *img = ctx;
+	uint8_t stored[STP_META_PAGE_STORED_MAX];
+	struct stp_blockent pe;
+	const char *why;
+	int rc = stp_image_meta_page(img, page, &pe);
+
+	if (rc)
+		return rc;
+	rc = stp_pread_full(img->fd, stored, pe.stored_size, pe.offset);
+	if (rc == -EIO)
+		return STP_CORRUPT(img->path, "metadata page %llu lies past the end of the file",
+				   (unsigned long long)page);
+	if (rc)
+		return rc;
+	if (stp_checksum(stored, pe.stored_size) != pe.checksum)
+		return STP_CORRUPT(img->path, "metadata page %llu: checksum mismatch",
+				   (unsigned long long)page);
+	if (img->hashes && !hash_ok(img, stp_sig_hash_page(&img->sb, page), stored, pe.stored_size))
+		return STP_CORRUPT(img->path, "metadata page %llu does not match its signed hash",
+				   (unsigned long long)page);
+	if (pe.codec == STP_CODEC_RAW) {
+		memcpy(out, stored, len);
+		return 0;
+	}
+	rc = zstd_decode(img, &pe, stored, out, len, &why);
+	if (rc == -EUCLEAN)
+		return STP_CORRUPT(img->path, "metadata page %llu does not decompress: %s",
+				   (unsigned long long)page, why);
+	return rc;
+}
+
+int stp_image_check_meta_page(const struct stp_image *img, uint64_t page)
+{
+	uint8_t *buf;
+	int rc;
+
+	if (!img->pagetab || page >= stp_meta_pages(&img->sb))
+		return -EINVAL;
+	buf = malloc(STP_META_PAGE_SIZE);
+	if (!buf)
+		return -ENOMEM;
+	rc = load_page((void *)img, page, buf, stp_meta_page_len(&img->sb, page));
+	free(buf);
+	return rc;
 }
 
 /* One decompression context per thread, freed when the thread exits. */

@@ -6,7 +6,11 @@
  * An opened image is immutable: every function taking a const struct stp_image * is
  * thread-safe, and all file reads use pread(). Records are decoded from the metadata on
  * each call and checked against its bounds; a record that points outside the image is
- * reported (STP_CORRUPT) and gives -EUCLEAN. Functions return 0 or a negative errno.
+ * reported (STP_CORRUPT) and gives -EUCLEAN. Paged metadata (stipple(5)) is read a page
+ * at a time as records are asked for, into a cache of bounded size (the one mutable
+ * part, behind its own lock), so any record lookup may also fail with a page's error:
+ * -EUCLEAN (damaged page), -EIO or -ENOMEM. Names, link targets and attribute values
+ * are copied out to the caller. Functions return 0 or a negative errno.
  */
 #ifndef STP_IMAGE_H
 #define STP_IMAGE_H
@@ -58,7 +62,8 @@ const struct stp_superblock *stp_image_sb(const struct stp_image *img);
 const char *stp_image_path(const struct stp_image *img);
 int stp_image_fd(const struct stp_image *img);
 uint32_t stp_image_block_size(const struct stp_image *img);
-/* Bytes of decoded metadata held in memory. */
+/* Bytes of decoded metadata held in memory: the whole of it, or, paged, the pages
+ * resident now. */
 size_t stp_image_meta_bytes(const struct stp_image *img);
 /* The header of the decoded metadata: the tables' record counts. */
 const struct stp_meta_header *stp_image_meta_header(const struct stp_image *img);
@@ -66,10 +71,10 @@ const struct stp_meta_header *stp_image_meta_header(const struct stp_image *img)
 /* Inodes are numbered 0 (the root) to inode_count - 1. */
 int stp_image_inode(const struct stp_image *img, uint32_t ino, struct stp_inode *out);
 
-/* Entry INDEX (0-based, in name order) of directory DIR. The name is not NUL-terminated:
- * *name points into the image's metadata and lives as long as the image. */
+/* Entry INDEX (0-based, in name order) of directory DIR; its name, checked (no '/', no
+ * NUL, not "." or ".."), is copied into NAME and NUL-terminated. */
 int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, uint32_t index,
-		     struct stp_dirent *out, const char **name);
+		     struct stp_dirent *out, char name[STP_NAME_MAX + 1]);
 /* Looks NAME (LEN bytes) up in directory DIR by binary search: -ENOENT, -ENOTDIR. */
 int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
 		     uint32_t *ino);
@@ -78,13 +83,18 @@ int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name
  * a non-directory). */
 int stp_image_resolve(const struct stp_image *img, const char *path, uint32_t *ino);
 
-/* The target of symlink INODE: *target points into the metadata, *len bytes, no NUL. */
+/* The target of symlink INODE, *len bytes (1 to STP_LINK_MAX, no NUL among them), copied
+ * into TARGET and NUL-terminated. -EINVAL: not a symlink. */
 int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inode,
-		       const char **target, size_t *len);
+		       char target[STP_LINK_MAX + 1], size_t *len);
 
-/* Extended attribute INDEX of INODE; name and value point into the metadata. */
+/* Extended attribute INDEX of INODE: its record into *X (x->name_len, x->value_len) and
+ * its name, checked (1 to 255 bytes, no NUL), into NAME, NUL-terminated. The value, up
+ * to STP_XATTR_VALUE_MAX bytes, is copied by stp_image_xattr_value, x->value_len bytes
+ * into VALUE. */
 int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
-		    const char **name, size_t *name_len, const void **value, size_t *value_len);
+		    struct stp_xattr *x, char name[STP_XATTR_NAME_MAX + 1]);
+int stp_image_xattr_value(const struct stp_image *img, const struct stp_xattr *x, void *value);
 
 /* Extent INDEX of regular file INODE, checked to lie inside the data stream. */
 int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
@@ -94,6 +104,27 @@ int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode,
  * none does): extents are sorted by file offset. */
 int stp_image_extent_find(const struct stp_image *img, const struct stp_inode *inode,
 			  uint64_t off, uint32_t *index);
+
+/* The page table entry of metadata page PAGE (paged metadata only: -EINVAL otherwise),
+ * checked. */
+int stp_image_meta_page(const struct stp_image *img, uint64_t page, struct stp_blockent *out);
+
+/* Reads, checks and decodes metadata page PAGE, without keeping it (stipple check). */
+int stp_image_check_meta_page(const struct stp_image *img, uint64_t page);
+
+/* Bytes of decoded metadata pages an image keeps, unless told otherwise
+ * (stp_image_set_meta_budget). */
+#define STP_IMAGE_META_BUDGET ((size_t)16 << 20)
+/* What the metadata page cache did (all 0 unless the metadata is paged). */
+struct stp_metapages_stats;
+void stp_image_meta_stats(const struct stp_image *img, struct stp_metapages_stats *st);
+
+/* The most a reader of an image with superblock SB holds for its metadata: paged, the
+ * page table, BUDGET and the pages threads are loading at once; whole, the stored
+ * copy, and the decoded metadata as it grows (twice it while the buffer doubles). */
+uint64_t stp_image_meta_memory(const struct stp_superblock *sb, uint64_t budget);
+/* Changes that budget. Thread-safe. */
+void stp_image_set_meta_budget(const struct stp_image *img, size_t bytes);
 
 /* The block table entry of block BLOCK, and its decoded size. */
 int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out);

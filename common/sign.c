@@ -303,7 +303,21 @@ static int hash_range(const struct stp_image *img, uint64_t off, uint64_t len, u
 	return rc;
 }
 
-/* Every hash of the block: metadata, dictionary (zero without one), each block. */
+/* The hash of the stored bytes BE places (block or metadata page number N), which must
+ * match their checksum: a signature must not vouch for a part that is already damaged. */
+static int hash_stored(const struct stp_image *img, const struct stp_blockent *be,
+		       const char *what, uint64_t n, uint8_t *buf, uint8_t out[STP_SIG_HASH_SIZE])
+{
+	int rc = hash_range(img, be->offset, be->stored_size, buf, out);
+
+	if (!rc && stp_checksum(buf, be->stored_size) != be->checksum)
+		rc = STP_CORRUPT(stp_image_path(img), "%s %llu: checksum mismatch", what,
+				 (unsigned long long)n);
+	return rc;
+}
+
+/* Every hash of the block: metadata, dictionary (zero without one), each block, each
+ * metadata page. */
 static int hash_parts(const struct stp_image *img, uint8_t *hashes)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
@@ -313,6 +327,8 @@ static int hash_parts(const struct stp_image *img, uint8_t *hashes)
 
 	if (cap < sb->meta_stored_size)
 		cap = sb->meta_stored_size;
+	if (cap < STP_META_PAGE_STORED_MAX)
+		cap = STP_META_PAGE_STORED_MAX;
 	if (cap < sb->dict_size)
 		cap = sb->dict_size;
 	if (!(buf = malloc(cap)))
@@ -328,12 +344,16 @@ static int hash_parts(const struct stp_image *img, uint8_t *hashes)
 
 		rc = stp_image_block(img, b, &be);
 		if (!rc)
-			rc = hash_range(img, be.offset, be.stored_size, buf,
-					hashes + (STP_SIG_HASH_BLOCK0 + b) * STP_SIG_HASH_LEN);
-		/* a signature must not vouch for a block that is already damaged */
-		if (!rc && stp_checksum(buf, be.stored_size) != be.checksum)
-			rc = STP_CORRUPT(stp_image_path(img), "block %llu: checksum mismatch",
-					 (unsigned long long)b);
+			rc = hash_stored(img, &be, "block", b, buf,
+					 hashes + (STP_SIG_HASH_BLOCK0 + b) * STP_SIG_HASH_LEN);
+	}
+	for (uint64_t p = 0; !rc && p < stp_meta_pages(sb); p++) {
+		struct stp_blockent pe;
+
+		rc = stp_image_meta_page(img, p, &pe);
+		if (!rc)
+			rc = hash_stored(img, &pe, "metadata page", p, buf,
+					 hashes + stp_sig_hash_page(sb, p) * STP_SIG_HASH_LEN);
 	}
 	free(buf);
 	return rc;
@@ -344,14 +364,14 @@ int stp_sign_image(const struct stp_image *img, const struct stp_seckey *key,
 {
 	struct stp_superblock sb = *stp_image_sb(img);
 	struct stp_sighdr h = { .hash_alg = STP_SIG_HASH_SHA256,
-				.nhashes = sb.block_count + 2 };
+				.nhashes = stp_sig_nhashes(&sb) };
 	uint8_t root[STP_SIG_HASH_SIZE], *sig;
 	int rc;
 
 	*keep = sb.feat_compat & STP_FEAT_COMPAT_SIGNED ? sb.sig_offset : sb.image_size;
 	sb.feat_compat |= STP_FEAT_COMPAT_SIGNED;
 	sb.sig_offset = *keep;
-	sb.sig_size = stp_sig_size(sb.block_count);
+	sb.sig_size = stp_sig_size(h.nhashes);
 	sb.image_size = sb.sig_offset + sb.sig_size;
 	if (!(sig = malloc(sb.sig_size)))
 		return -ENOMEM;

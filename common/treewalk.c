@@ -158,13 +158,13 @@ static int next_entry(struct tree *t, struct stp_tree_entry *e)
 {
 	struct frame *f = &t->stack[t->depth - 1];
 	struct stp_dirent de;
-	const char *name;
+	char name[STP_NAME_MAX + 1];
 	size_t len;
 	int rc;
 
 	if (!t->budget--)
 		return STP_CORRUPT(stp_image_path(t->img), "directories share entry records");
-	rc = stp_image_dirent(t->img, &f->dir, f->next++, &de, &name);
+	rc = stp_image_dirent(t->img, &f->dir, f->next++, &de, name);
 	if (rc) {
 		rc = problem(t, STP_TREE_BAD_ENTRY, 0, rc);
 		if (rc || !t->ops->problem || ++f->bad < STP_TREEWALK_BAD_RUN)

@@ -255,6 +255,7 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 		err = open_failed(d, err);
 	if (err)
 		return err;
+	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
 	d->fs.img = img;
 	d->fs.block_log = stp_image_sb(img)->block_log;
 	return 0;

@@ -177,8 +177,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
-	const char *target;
-	char *copy = NULL;
+	char target[STP_LINK_MAX + 1];
 	size_t len;
 	uint32_t n;
 	int err = load_inode(fs, ino, &n, &inode);
@@ -186,16 +185,11 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	if (!err && !S_ISLNK(inode.mode))
 		err = -EINVAL;
 	if (!err)
-		err = stp_image_readlink(fs->img, &inode, &target, &len);
-	if (!err)
-		copy = strndup(target, len);
-	if (!err && !copy)
-		err = -ENOMEM;
+		err = stp_image_readlink(fs->img, &inode, target, &len);
 	if (err)
 		fuse_reply_err(req, to_errno(err));
 	else
-		fuse_reply_readlink(req, copy);
-	free(copy);
+		fuse_reply_readlink(req, target);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -423,7 +417,6 @@ static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode
 		     char name[STP_NAME_MAX + 1], uint32_t *ino, unsigned *dtype)
 {
 	struct stp_dirent d;
-	const char *s;
 	int err;
 
 	if (i < 2) {
@@ -432,11 +425,9 @@ static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode
 		*dtype = DT_DIR;
 		return 0;
 	}
-	err = stp_image_dirent(fs->img, dir, (uint32_t)(i - 2), &d, &s);
+	err = stp_image_dirent(fs->img, dir, (uint32_t)(i - 2), &d, name);
 	if (err)
 		return err;
-	memcpy(name, s, d.name_len);
-	name[d.name_len] = '\0';
 	*ino = d.ino;
 	*dtype = d.dtype;
 	return 0;
@@ -549,9 +540,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 {
 	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
-	size_t len = strlen(name), name_len, value_len;
-	const char *xname;
-	const void *value;
+	char xname[STP_XATTR_NAME_MAX + 1];
+	struct stp_xattr x;
 	uint32_t n;
 	int err = load_inode(fs, ino, &n, &inode);
 
@@ -560,15 +550,25 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	for (uint32_t i = 0; !err && i < inode.xattr_count; i++) {
-		err = stp_image_xattr(fs->img, &inode, i, &xname, &name_len, &value, &value_len);
-		if (err || name_len != len || memcmp(xname, name, len))
+		void *value;
+
+		err = stp_image_xattr(fs->img, &inode, i, &x, xname);
+		if (err || strcmp(xname, name))
 			continue;
-		if (!size)
-			fuse_reply_xattr(req, value_len);
-		else if (size < value_len)
+		if (!size) {
+			fuse_reply_xattr(req, x.value_len);
+		} else if (size < x.value_len) {
 			fuse_reply_err(req, ERANGE);
-		else
-			fuse_reply_buf(req, value, value_len);
+		} else if (!(value = malloc(x.value_len ? x.value_len : 1))) {
+			fuse_reply_err(req, ENOMEM);
+		} else {
+			err = stp_image_xattr_value(fs->img, &x, value);
+			if (err)
+				fuse_reply_err(req, to_errno(err));
+			else
+				fuse_reply_buf(req, value, x.value_len);
+			free(value);
+		}
 		return;
 	}
 	fuse_reply_err(req, err ? to_errno(err) : ENODATA);
@@ -578,28 +578,27 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
-	size_t total = 0, name_len, value_len;
-	const char *xname;
-	const void *value;
+	char xname[STP_XATTR_NAME_MAX + 1];
+	struct stp_xattr x;
+	size_t total = 0;
 	char *buf = NULL;
 	uint32_t n;
 	int err = load_inode(fs, ino, &n, &inode);
 
 	for (uint32_t i = 0; !err && i < inode.xattr_count; i++) {
-		err = stp_image_xattr(fs->img, &inode, i, &xname, &name_len, &value, &value_len);
-		total += name_len + 1;
+		err = stp_image_xattr(fs->img, &inode, i, &x, xname);
+		total += x.name_len + 1u;
 	}
 	if (!err && size && size < total)
 		err = -ERANGE;
 	if (!err && size && !(buf = malloc(total ? total : 1)))
 		err = -ENOMEM;
 	for (uint32_t i = 0, used = 0; !err && buf && i < inode.xattr_count; i++) {
-		err = stp_image_xattr(fs->img, &inode, i, &xname, &name_len, &value, &value_len);
+		err = stp_image_xattr(fs->img, &inode, i, &x, xname);
 		if (err)
 			break;
-		memcpy(buf + used, xname, name_len);
-		buf[used + name_len] = '\0';
-		used += (uint32_t)name_len + 1;
+		memcpy(buf + used, xname, x.name_len + 1u);
+		used += x.name_len + 1u;
 	}
 	if (err)
 		fuse_reply_err(req, to_errno(err));

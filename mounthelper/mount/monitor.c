@@ -107,16 +107,16 @@ static int open_image(struct monitor *m)
 }
 
 /* What the daemon may hold follows from the options and the superblock (cache.h, warm.h):
- * the budget's blocks, one per warming worker and one more, the metadata as it inflates
- * (the stored copy and the growing buffer), the dictionary. A mount that could take more
+ * the budget's blocks, one per warming worker and one more, the metadata
+ * (stp_image_meta_memory), the dictionary. A mount that could take more
  * than half of this machine's memory is refused; the rest becomes the daemon's
  * RLIMIT_DATA, so that a forged image meets a clear error, never the host's OOM killer. */
 static int check_memory(struct monitor *m)
 {
 	const struct stp_superblock *sb = &m->sb;
 	uint64_t blocks = (uint64_t)m->o->cache_budget + stp_mountopts_cache_extra(m->o);
-	uint64_t need = (blocks << sb->block_log) + 3 * sb->meta_size + sb->meta_stored_size +
-			2 * sb->dict_size + MEM_SLACK;
+	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache);
+	uint64_t need = (blocks << sb->block_log) + meta + 2 * sb->dict_size + MEM_SLACK;
 
 	/* verified, each decode in flight holds its block's stored bytes apart (image.c) */
 	if (m->o->verify)
@@ -128,7 +128,8 @@ static int check_memory(struct monitor *m)
 			"%llu MiB of metadata), more than half of this machine's memory; lower "
 			"cache_budget= or warm_workers=\n", m->prog, m->o->image,
 			(unsigned long long)(need >> 20), (unsigned long long)blocks,
-			(1u << sb->block_log) >> 10, (unsigned long long)(sb->meta_size >> 20));
+			(1u << sb->block_log) >> 10,
+			(unsigned long long)(meta >> 20));
 		return -ENOMEM;
 	}
 	m->mem_limit = need;

@@ -15,6 +15,7 @@
 #include <libmount.h>
 
 #include "util.h"
+#include "image.h"
 
 /* Meant for mount(8) and fstab, never for the filesystem. "ro" and "rw" are dropped too:
  * the mount is always read-only. user, users, owner and group are taken apart (take_mount8). */
@@ -65,6 +66,7 @@ void stp_mountopts_init(struct stp_mount_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->cache_budget = STP_CACHE_BUDGET_DEFAULT;
+	o->meta_cache = STP_IMAGE_META_BUDGET;
 	o->warm_workers = stp_mountopts_default_workers();
 	o->sandbox = STP_SANDBOX_DEFAULT;
 	o->restricted = geteuid() != 0;
@@ -161,6 +163,16 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 				    "option cache_budget=0: the cache must hold at least 1 block");
 		return parse_count(name, value ? value : "", 1, STP_CACHE_BUDGET_MAX, &o->cache_budget,
 				   err, errlen) ?: 1;
+	}
+	if (!strcmp(name, "meta_cache")) {
+		uint64_t v;
+
+		if (!value || stp_parse_size(value, &v) || v < STP_META_PAGE_SIZE ||
+		    v > STP_META_SIZE_MAX)
+			return stp_errf(err, errlen, -EINVAL, "option meta_cache=%s: a size from 64K "
+					"to 1G", value ? value : "");
+		o->meta_cache = v;
+		return 1;
 	}
 	if (!strcmp(name, "warm_workers"))
 		return parse_count(name, value ? value : "", 0, STP_WARM_WORKERS_MAX, &o->warm_workers,

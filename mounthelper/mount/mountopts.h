@@ -52,6 +52,7 @@ struct stp_mount_opts {
 	char *image_path;     /* absolute, set by stp_mountopts_finish */
 	char *mountpoint;     /* absolute after stp_mountopts_finish */
 	uint32_t cache_budget;
+	uint64_t meta_cache;  /* bytes of decoded metadata pages kept (paged images) */
 	uint32_t warm_workers;
 	bool no_prime;        /* the hot files are not looked up at mount (prime.h) */
 	bool no_fill;         /* blocks reads decode do not fill the page cache (fill.h) */

@@ -48,7 +48,8 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
 
 /*
  * Calls allowed without condition: the FUSE loop (read a request from /dev/fuse, writev
- * the reply, poll it when the session ends), pread of the image, malloc and thread stacks
+ * the reply, poll it when the session ends), pread of the image and fadvise to read its
+ * metadata pages ahead (image.c), malloc and thread stacks
  * (brk, mmap family, madvise), locks and condition variables (futex), thread start and end
  * (set_robust_list, rseq, rt_sigprocmask, exit; glibc installs its setxid and cancel
  * handlers with rt_sigaction at the first pthread_create and pthread_cancel, and libfuse
@@ -58,6 +59,7 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
  */
 static const int allowed_calls[] = {
 	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(pread64), SCMP_SYS(preadv),
+	SCMP_SYS(fadvise64),
 	SCMP_SYS(write), SCMP_SYS(writev),
 	SCMP_SYS(close), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(fstat),
 	SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(madvise), SCMP_SYS(mremap),

@@ -10,6 +10,7 @@
 #include "cache.h"
 #include "fill.h"
 #include "image.h"
+#include "metapages.h"
 #include "warm.h"
 
 struct text {
@@ -40,6 +41,7 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	struct stp_cache_stats cs;
 	struct stp_warm_status ws;
 	struct stp_fill_status fs;
+	struct stp_metapages_stats ms;
 
 	if (!len)
 		return -ERANGE;
@@ -47,8 +49,11 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	stp_cache_stats(cache, &cs);
 	stp_warm_status(warmer, &ws);
 	stp_fill_status(filler, &fs);
+	stp_image_meta_stats(img, &ms);
 	add(&t, "image=%s\npid=%d\nblock_size=%u\nmetadata_bytes=%zu\n", stp_image_path(img),
 	    (int)getpid(), stp_image_block_size(img), stp_image_meta_bytes(img));
+	add(&t, "meta_pages_loaded=%llu\nmeta_page_hits=%llu\nmeta_peak_bytes=%zu\n",
+	    (unsigned long long)ms.loads, (unsigned long long)ms.hits, ms.peak);
 	add(&t, "cache_budget=%u\ncache_resident=%u\ncache_pinned=%u\ncache_hits=%llu\n"
 		"cache_misses=%llu\nblocks_decoded=%llu\n", cs.budget, cs.resident, cs.pinned,
 	    (unsigned long long)cs.hits, (unsigned long long)cs.misses,

@@ -298,12 +298,10 @@ void stp_walk_problem(struct stp_walk *w, const char *path, const char *fmt, ...
 
 int stp_walk_link_target(struct stp_walk *w, const struct stp_walk_entry *e, char **target)
 {
-	const char *t;
+	char t[STP_LINK_MAX + 1];
 	size_t len;
-	int err = stp_image_readlink(w->img, &e->inode, &t, &len);
+	int err = stp_image_readlink(w->img, &e->inode, t, &len);
 
-	if (!err && (len == 0 || memchr(t, '\0', len)))
-		err = -EUCLEAN;
 	if (err) {
 		stp_walk_problem(w, e->path, "symlink target: %s", stp_strerror(err));
 		return err;

@@ -57,6 +57,7 @@ struct extract {
 	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR */
 	char **first_name;            /* per inode with nlink > 1: its first path, or &link_failed */
 	unsigned long warnings;
+	uint8_t xattr_value[STP_XATTR_VALUE_MAX]; /* the attribute being restored */
 };
 
 /* Errors of the destination as a whole: going on would only repeat them. */
@@ -98,25 +99,23 @@ static int xattr_refused(int err)
 static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e, int fd, int dirfd)
 {
 	struct extract *x = w->ctx;
-	char path[STP_WALK_PATH_MAX + 64], name[STP_NAME_MAX + 1];
+	char path[STP_WALK_PATH_MAX + 64], name[STP_XATTR_NAME_MAX + 1];
 
 	if (fd < 0)
 		proc_path(path, sizeof(path), dirfd, e->name);
 	for (uint32_t i = 0; i < e->inode.xattr_count; i++) {
-		const char *n;
-		const void *value;
-		size_t nlen, vlen;
-		int err = stp_image_xattr(x->img, &e->inode, i, &n, &nlen, &value, &vlen);
+		struct stp_xattr a;
+		int err = stp_image_xattr(x->img, &e->inode, i, &a, name);
 
-		if (err || nlen == 0 || nlen > STP_NAME_MAX || memchr(n, '\0', nlen)) {
+		if (!err)
+			err = stp_image_xattr_value(x->img, &a, x->xattr_value);
+		if (err) {
 			stp_walk_problem(w, e->path, "extended attribute %u: %s", i,
-					 stp_strerror(err ? err : -EUCLEAN));
+					 stp_strerror(err));
 			continue;
 		}
-		memcpy(name, n, nlen);
-		name[nlen] = '\0';
-		err = fd >= 0 ? fsetxattr(fd, name, value, vlen, 0)
-			      : lsetxattr(path, name, value, vlen, 0);
+		err = fd >= 0 ? fsetxattr(fd, name, x->xattr_value, a.value_len, 0)
+			      : lsetxattr(path, name, x->xattr_value, a.value_len, 0);
 		if (!err)
 			continue;
 		if (xattr_refused(errno)) {

@@ -79,12 +79,35 @@ static void print_size(const char *label, uint64_t bytes)
 	printf("%-18s %" PRIu64 " (%s)\n", label, bytes, stp_human_size(bytes, human, sizeof(human)));
 }
 
+/* Where the metadata is; paged, how many pages and what they take stored. */
+static void print_metadata(const struct stp_image *img)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	uint64_t stored = 0;
+
+	if (!stp_meta_pages(sb)) {
+		printf("%-18s offset %" PRIu64 ", %" PRIu64 " bytes stored, %" PRIu64 " decoded\n",
+		       "metadata:", sb->meta_offset, sb->meta_stored_size, sb->meta_size);
+		return;
+	}
+	for (uint64_t p = 0; p < stp_meta_pages(sb); p++) {
+		struct stp_blockent pe;
+
+		if (!stp_image_meta_page(img, p, &pe))
+			stored += pe.stored_size;
+	}
+	printf("%-18s %" PRIu64 " pages, %" PRIu64 " bytes stored, %" PRIu64 " decoded; "
+	       "page table at offset %" PRIu64 ", %" PRIu64 " bytes\n", "metadata:",
+	       stp_meta_pages(sb), stored, sb->meta_size, sb->meta_offset, sb->meta_stored_size);
+}
+
 static void print_features(const struct stp_superblock *sb)
 {
 	static const struct { uint64_t bit; const char *name; } known[] = {
 		{ STP_FEAT_INCOMPAT_DICT, "dictionary" },
 		{ STP_FEAT_INCOMPAT_BCJ_X86, "bcj-x86" },
 		{ STP_FEAT_INCOMPAT_BCJ_ARM64, "bcj-arm64" },
+		{ STP_FEAT_INCOMPAT_META_PAGES, "meta-pages" },
 	};
 	uint64_t rest = sb->feat_incompat;
 
@@ -132,8 +155,7 @@ static void print_superblock(const struct stp_image *img)
 	printf("%-18s %" PRIu64 "\n", "blocks:", sb->block_count);
 	print_size("data size:", sb->data_size);
 	print_size("image size:", sb->image_size);
-	printf("%-18s offset %" PRIu64 ", %" PRIu64 " bytes stored, %" PRIu64 " decoded\n",
-	       "metadata:", sb->meta_offset, sb->meta_stored_size, sb->meta_size);
+	print_metadata(img);
 	printf("%-18s offset %" PRIu64 ", %" PRIu64 " bytes\n", "dictionary:", sb->dict_offset,
 	       sb->dict_size);
 	print_size("hot region:", sb->hot_size);

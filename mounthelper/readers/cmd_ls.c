@@ -60,9 +60,9 @@ static void print_entry(struct ls_state *st, const char *name, size_t len,
 	}
 	stp_cli_put_escaped(stdout, name, len);
 	if (st->long_format && S_ISLNK(inode->mode)) {
-		const char *target;
+		char target[STP_LINK_MAX + 1];
 		size_t tlen;
-		int err = stp_image_readlink(st->img, inode, &target, &tlen);
+		int err = stp_image_readlink(st->img, inode, target, &tlen);
 
 		fputs(" -> ", stdout);
 		if (err) {
@@ -80,8 +80,8 @@ static void list_directory(struct ls_state *st, const char *path, const struct s
 	for (uint32_t i = 0; i < dir->count; i++) {
 		struct stp_dirent d;
 		struct stp_inode inode;
-		const char *name;
-		int err = stp_image_dirent(st->img, dir, i, &d, &name);
+		char name[STP_NAME_MAX + 1];
+		int err = stp_image_dirent(st->img, dir, i, &d, name);
 
 		if (!err)
 			err = stp_image_inode(st->img, d.ino, &inode);

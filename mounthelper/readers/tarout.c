@@ -57,6 +57,7 @@ struct tarout {
 	size_t npieces, cap;
 	int holes;                 /* the current file has a hole */
 	void *zeros;               /* ZERO_CHUNK zero bytes: holes, which the writer skips */
+	uint8_t xattr_value[STP_XATTR_VALUE_MAX]; /* the attribute being added */
 };
 
 static la_ssize_t write_out(struct archive *a, void *ctx, const void *buf, size_t len)
@@ -176,21 +177,22 @@ static int add_acl(struct stp_walk *w, const struct stp_walk_entry *e, const cha
 static int add_xattrs(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
-	char name[STP_NAME_MAX + 1];
+	char name[STP_XATTR_NAME_MAX + 1];
 
 	for (uint32_t i = 0; i < e->inode.xattr_count; i++) {
-		const char *n;
-		const void *value;
-		size_t nlen, vlen;
-		int err = stp_image_xattr(t->img, &e->inode, i, &n, &nlen, &value, &vlen);
+		const void *value = t->xattr_value;
+		struct stp_xattr a;
+		size_t vlen;
+		int err = stp_image_xattr(t->img, &e->inode, i, &a, name);
 
-		if (err || nlen == 0 || nlen > STP_NAME_MAX || memchr(n, '\0', nlen)) {
+		if (!err)
+			err = stp_image_xattr_value(t->img, &a, t->xattr_value);
+		if (err) {
 			stp_walk_problem(w, e->path, "extended attribute %u: %s", i,
-					 stp_strerror(err ? err : -EUCLEAN));
-			return err ? err : -EUCLEAN;
+					 stp_strerror(err));
+			return err;
 		}
-		memcpy(name, n, nlen);
-		name[nlen] = '\0';
+		vlen = a.value_len;
 		if (!strcmp(name, "system.posix_acl_access"))
 			err = add_acl(w, e, name, ARCHIVE_ENTRY_ACL_TYPE_ACCESS, value, vlen);
 		else if (!strcmp(name, "system.posix_acl_default"))

@@ -40,10 +40,10 @@ static void walk_dir(const struct stp_image *img, uint32_t ino, const struct stp
 {
 	for (uint32_t i = 0; i < dir->count && i < MAX_ENTRIES; i++) {
 		struct stp_dirent de;
-		const char *name;
+		char name[STP_NAME_MAX + 1];
 		uint32_t found;
 
-		if (stp_image_dirent(img, dir, i, &de, &name))
+		if (stp_image_dirent(img, dir, i, &de, name))
 			continue;
 		FUZZ_ASSERT(de.name_len > 0 && de.name_len <= STP_NAME_MAX);
 		FUZZ_ASSERT(!memchr(name, '/', de.name_len));
@@ -80,23 +80,25 @@ static void read_file(const struct stp_image *img, struct stp_cache *cache,
 static void walk_inode(const struct stp_image *img, struct stp_cache *cache, uint32_t ino,
 		       const struct stp_inode *in)
 {
-	const char *name, *target;
-	const void *value;
-	size_t name_len, value_len, len;
+	static uint8_t value[STP_XATTR_VALUE_MAX];
+	char name[STP_XATTR_NAME_MAX + 1], target[STP_LINK_MAX + 1];
+	struct stp_xattr x;
 	struct stp_extent ext;
+	size_t len;
 
 	for (uint32_t i = 0; i < in->xattr_count && i < MAX_ENTRIES; i++) {
-		if (stp_image_xattr(img, in, i, &name, &name_len, &value, &value_len))
+		if (stp_image_xattr(img, in, i, &x, name) || stp_image_xattr_value(img, &x, value))
 			continue;
-		touch(name, name_len);
-		touch(value, value_len);
+		FUZZ_ASSERT(x.name_len && x.name_len <= STP_XATTR_NAME_MAX && !memchr(name, 0, x.name_len));
+		touch(name, x.name_len);
+		touch(value, x.value_len);
 	}
 	switch (stp_mode_dtype(in->mode)) {
 	case DT_DIR:
 		walk_dir(img, ino, in);
 		break;
 	case DT_LNK:
-		if (!stp_image_readlink(img, in, &target, &len))
+		if (!stp_image_readlink(img, in, target, &len))
 			touch(target, len);
 		break;
 	case DT_REG:

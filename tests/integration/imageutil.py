@@ -48,6 +48,9 @@ BLOCKENT_FIELDS = {"offset": (0, "<Q"), "stored_size": (8, "<I"), "codec": (12, 
                    "filter": (13, "<B"), "checksum": (16, "<Q")}
 XATTR_ORDER = ("name_off", "value_off", "value_len", "name_len")
 CODEC_RAW, CODEC_ZSTD = 0, 1
+META_CODEC_PAGES = 2       # meta_codec of paged metadata: the stored bytes are the page table
+FEAT_META_PAGES = 1 << 3   # its incompatible feature bit
+META_PAGE_SIZE = 64 << 10  # decoded bytes of a metadata page
 
 
 # --- mkstipple's layout choices the tests predict an image from: each stated once here,
@@ -71,7 +74,8 @@ def put(fields, name, buf, value, base=0):
 
 
 class CraftedImage:
-    """An image's decoded metadata, editable, written back raw with fresh checksums."""
+    """An image's decoded metadata, editable, written back raw with fresh checksums: as
+    raw pages when the image's metadata is paged, else as one raw run."""
 
     _xxh = ctypes.CDLL("libxxhash.so.0")
     _xxh.XXH3_64bits.restype = ctypes.c_uint64
@@ -86,16 +90,32 @@ class CraftedImage:
         sb = superblock(self.data)
         meta_off, stored, size = sb["meta_offset"], sb["meta_stored_size"], sb["meta_size"]
         raw = bytes(self.data[meta_off:meta_off + stored])
-        if sb["meta_codec"] == CODEC_ZSTD:
-            out = ctypes.create_string_buffer(size)
-            n = self._zstd.ZSTD_decompress(out, size, raw, len(raw))
-            assert n == size, "metadata did not decode"
-            raw = out.raw
+        self.paged = sb["meta_codec"] == META_CODEC_PAGES
+        if self.paged:
+            raw = b"".join(self._page(raw, p) for p in range(stored // BLOCKENT_SIZE))
+        elif sb["meta_codec"] == CODEC_ZSTD:
+            raw = self._inflate(raw, size)
+        assert len(raw) == size, "metadata did not decode"
         self.meta = bytearray(raw)
         self.image_size = sb["image_size"]
         self.inode_off = self.header("inode_off")
         self.dirent_off = self.header("dirent_off")
         self.strings_off = self.header("strings_off")
+
+    def _inflate(self, raw, size):
+        """RAW, one zstd frame, decoded: at most SIZE bytes."""
+        out = ctypes.create_string_buffer(size)
+        n = self._zstd.ZSTD_decompress(out, size, raw, len(raw))
+        assert n <= size, "metadata did not decode"
+        return out.raw[:n]
+
+    def _page(self, table, p):
+        """Decoded metadata page P, found through the page TABLE."""
+        base = BLOCKENT_SIZE * p
+        off, size, codec = (get(BLOCKENT_FIELDS, f, table, base)
+                            for f in ("offset", "stored_size", "codec"))
+        stored = bytes(self.data[off:off + size])
+        return stored if codec == CODEC_RAW else self._inflate(stored, META_PAGE_SIZE)
 
     def header(self, name):
         """Field NAME of the metadata header."""
@@ -159,11 +179,31 @@ class CraftedImage:
                      if n == name.encode())
         self.meta[start:start + len(new)] = new.encode()
 
+    def _raw_pages(self, start):
+        """The metadata as raw pages from offset START, and their page table."""
+        table = bytearray()
+        for p in range(0, len(self.meta), META_PAGE_SIZE):
+            page = self.meta[p:p + META_PAGE_SIZE]
+            entry = bytearray(BLOCKENT_SIZE)
+            for f, v in (("offset", start + p), ("stored_size", len(page)),
+                         ("codec", CODEC_RAW), ("checksum", xxh3(page))):
+                put(BLOCKENT_FIELDS, f, entry, v)
+            table += entry
+        return bytes(self.meta), bytes(table)
+
     def write(self, path):
-        data = self.data[:self.image_size] + self.meta
-        for name, value in (("meta_offset", self.image_size), ("meta_stored_size", len(self.meta)),
-                            ("meta_size", len(self.meta)), ("meta_checksum", xxh3(self.meta)),
-                            ("meta_codec", CODEC_RAW), ("image_size", len(data))):
+        data = self.data[:self.image_size]
+        if self.paged:
+            pages, stored = self._raw_pages(len(data))
+            data += pages
+        else:
+            stored = bytes(self.meta)
+        meta_offset = len(data)
+        data += stored
+        for name, value in (("meta_offset", meta_offset), ("meta_stored_size", len(stored)),
+                            ("meta_size", len(self.meta)), ("meta_checksum", xxh3(stored)),
+                            ("meta_codec", META_CODEC_PAGES if self.paged else CODEC_RAW),
+                            ("image_size", len(data))):
             put(SB_FIELDS, name, data, value)
         reseal(data)
         with open(path, "wb") as f:

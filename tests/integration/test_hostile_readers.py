@@ -16,7 +16,9 @@ import subprocess
 import pytest
 
 from conftest import STIPPLE, build_image, run
-from imageutil import HostileImage, escape_name, patch_superblock, read_file, superblock
+from imageutil import (BLOCKENT_FIELDS, BLOCKENT_SIZE, FEAT_META_PAGES, META_CODEC_PAGES,
+                       META_PAGE_SIZE, SB_FIELDS, HostileImage, escape_name, get,
+                       patch_superblock, put, read_file, reseal, superblock, xxh3)
 
 FAST = ("--level", "3", "--block-size", "64K")
 
@@ -51,6 +53,14 @@ def small_image(tmp_path_factory, stipple_built):
     (src / "dir").mkdir()
     (src / "dir" / "b").write_bytes(b"beta\n")
     return build_image(src, root / "small.stipple", *FAST)
+
+
+@pytest.fixture(scope="module")
+def whole_image(tmp_path_factory, small_image):
+    """The same tree with its metadata in one zstd frame (--no-meta-pages), as images
+    were before paged metadata."""
+    src = small_image.parent / "src"
+    return build_image(src, small_image.parent / "whole.stipple", *FAST, "--no-meta-pages")
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +108,100 @@ def test_metadata_above_one_gib(small_image, tmp_path):
     assert_refused(stipple("ls", bad), bad, "metadata size above 1 GiB")
 
 
-def test_metadata_bomb_beyond_what_zstd_can_decode(small_image, tmp_path):
-    sb = superblock(read_file(small_image))
+def test_metadata_bomb_beyond_what_zstd_can_decode(whole_image, tmp_path):
+    sb = superblock(read_file(whole_image))
     assert sb["meta_codec"] == 1
-    bad = patch_superblock(small_image, tmp_path / "z.stipple",
+    bad = patch_superblock(whole_image, tmp_path / "z.stipple",
                            meta_size=sb["meta_stored_size"] * 32768 + 32768)
     assert_refused(stipple("ls", bad), bad,
                    "metadata size more than its stored size can decode to")
 
 
-def test_raw_metadata_of_another_size(small_image, tmp_path):
-    bad = patch_superblock(small_image, tmp_path / "raw.stipple", meta_codec=0)
+def test_raw_metadata_of_another_size(whole_image, tmp_path):
+    bad = patch_superblock(whole_image, tmp_path / "raw.stipple", meta_codec=0)
     assert_refused(stipple("ls", bad), bad, "raw metadata: stored size differs")
+
+
+def test_whole_metadata_still_reads(small_image, whole_image):
+    """An image whose metadata is one frame lists and checks as the paged one does."""
+    assert superblock(read_file(small_image))["meta_codec"] == META_CODEC_PAGES
+    for image in (small_image, whole_image):
+        r = stipple("check", image)
+        assert r.returncode == 0, r.stderr
+    assert stipple("ls", whole_image, "/").stdout == stipple("ls", small_image, "/").stdout
+    assert stipple("cat", whole_image, "/big").stdout == "hello stipple 7\n" * 13000
+
+
+def test_paged_metadata_without_its_bit(small_image, tmp_path):
+    sb = superblock(read_file(small_image))
+    bad = patch_superblock(small_image, tmp_path / "nobit.stipple",
+                           feat_incompat=sb["feat_incompat"] & ~FEAT_META_PAGES)
+    assert_refused(stipple("ls", bad), bad, "paged metadata without its feature bit")
+
+
+def test_page_table_of_another_length(small_image, tmp_path):
+    sb = superblock(read_file(small_image))
+    bad = patch_superblock(small_image, tmp_path / "len.stipple",
+                           meta_size=sb["meta_size"] + META_PAGE_SIZE)
+    assert_refused(stipple("ls", bad), bad, "page table size does not match meta_size")
+
+
+def page_table(image):
+    data = read_file(image)
+    sb = superblock(data)
+    return data, sb, sb["meta_offset"]
+
+
+@pytest.mark.parametrize("field,value,reason", [
+    ("offset", 1 << 40, "metadata page 0: table entry invalid"),
+    ("offset", 100, "metadata page 0: table entry invalid"),
+    ("stored_size", 65536 + 256 + 65, "metadata page 0: table entry invalid"),
+    ("stored_size", 1, "metadata page 0: checksum mismatch"),  # a small page: not bounded
+    ("codec", 2, "metadata page 0: table entry invalid"),
+    ("filter", 1, "metadata page 0: table entry invalid"),
+    ("checksum", 12345, "metadata page 0: checksum mismatch"),
+])
+def test_bad_page_table_entry(small_image, tmp_path, field, value, reason):
+    """Page 0 holds the header: every damage to its entry refuses the image at open,
+    naming the page; the page table's own checksum is made to match."""
+    data, sb, table = page_table(small_image)
+    data = bytearray(data)
+    put(BLOCKENT_FIELDS, field, data, value, table)
+    put(SB_FIELDS, "meta_checksum", data, xxh3(data[table:table + sb["meta_stored_size"]]))
+    reseal(data)
+    bad = tmp_path / "entry.stipple"
+    bad.write_bytes(data)
+    assert_refused(stipple("ls", bad), bad, reason)
+
+
+def test_damaged_later_page_fails_only_what_needs_it(tmp_path, stipple_built):
+    """A tree whose metadata spans several pages; a byte of the last page (the names of
+    the last directories) is flipped: the image opens, a file whose records lie in sound
+    pages reads, and what needs the damaged page fails as damage naming the page, while
+    check reports it."""
+    src = tmp_path / "src"
+    for d in range(40):
+        (src / ("d%02d" % d)).mkdir(parents=True)
+        for f in range(60):
+            (src / ("d%02d" % d) / ("file-with-a-long-name-%04d" % f)).write_bytes(b"%d" % f)
+    image = build_image(src, tmp_path / "pages.stipple", *FAST)
+    data, sb, table = page_table(image)
+    npages = sb["meta_stored_size"] // BLOCKENT_SIZE
+    assert npages >= 3, npages
+    last = table + BLOCKENT_SIZE * (npages - 1)
+    off = get(BLOCKENT_FIELDS, "offset", data, last)
+    size = get(BLOCKENT_FIELDS, "stored_size", data, last)
+    data = bytearray(data)
+    data[off + size // 2] ^= 0x40
+    bad = tmp_path / "bad.stipple"
+    bad.write_bytes(data)
+    assert stipple("cat", bad, "/d00/file-with-a-long-name-0007").stdout == "7"
+    r = stipple("ls", bad, "/d39")
+    assert r.returncode == 1 and "metadata page %d: checksum mismatch" % (npages - 1) in r.stderr, \
+        r.stderr
+    r = stipple("check", bad)
+    assert r.returncode == 1 and "metadata page %d: damaged image" % (npages - 1) in r.stderr, \
+        r.stderr
 
 
 def test_dictionary_above_16_mib_is_not_read(small_image, tmp_path):

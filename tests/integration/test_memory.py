@@ -16,11 +16,12 @@ input buffer of a compressed block's decode counts as one of the cache's buffers
 
 import os
 import random
+import re
 import threading
 
 import pytest
 
-from conftest import build_image, mount_image
+from conftest import STIPPLE, build_image, mount_image, run
 
 BS = 32 << 20
 FILES = 16
@@ -136,3 +137,68 @@ def test_daemon_memory_follows_the_options(mem_image, mem_tree, workers):
     assert after["blocks_decoded"] > 16, after
     assert peak <= bound, "the daemon peaked at %.1f MiB, over the bound of %.1f MiB" % (
         peak / 2**20, bound / 2**20)
+
+
+# --- metadata pages: the daemon keeps what its meta_cache= allows (issue 17) ---
+
+META_FILES = 24000  # about 3 MiB of decoded metadata: some fifty 64 KiB pages
+PAGE = 64 << 10
+
+
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory):
+    """A tree of META_FILES small files in 40 folders, with long names, and its image."""
+    d = tmp_path_factory.mktemp("metapages")
+    tree = d / "tree"
+    for i in range(META_FILES):
+        sub = tree / ("folder-%02d" % (i % 40))
+        if i < 40:
+            sub.mkdir(parents=True)
+        (sub / ("a-file-with-a-rather-long-name-%06d.txt" % i)).write_bytes(b"%d\n" % i)
+    return tree, build_image(tree, d / "many.stipple", "--level", "1", "--block-size", "1M")
+
+
+def walk_as_source(mnt, tree):
+    """Every entry's name, type, size and mode through the mount, against the tree."""
+    seen = 0
+    for root, dirs, files in os.walk(tree):
+        rel = os.path.relpath(root, tree)
+        got = sorted(os.listdir(os.path.join(mnt, rel)))
+        assert got == sorted(dirs + files), rel
+        for name in files:
+            want, st = os.lstat(os.path.join(root, name)), os.lstat(os.path.join(mnt, rel, name))
+            assert (st.st_size, st.st_mode, st.st_mtime_ns) == (
+                want.st_size, want.st_mode, want.st_mtime_ns), os.path.join(rel, name)
+            seen += 1
+    return seen
+
+
+@pytest.mark.parametrize("cache", ["256K", None])
+def test_metadata_cache_bounds_the_daemon(many_files, cache):
+    """A walk that stats every file: the pages held never exceed meta_cache= (256 KiB,
+    four pages, against some fifty), yet every answer matches the tree; with the default
+    16 MiB each page is decoded once."""
+    tree, image = many_files
+    args = ["-o", "meta_cache=" + cache] if cache else []
+    with mount_image(image, None, "--no-prime", *args) as mnt:
+        assert walk_as_source(mnt, tree) == META_FILES
+        st = raw_status(mnt)
+    info = run([STIPPLE, "info", image], check=True).stdout
+    pages = int(re.search(r"metadata:\s+(\d+) pages", info).group(1))
+    print("meta_cache %s: %d pages, %d loaded, %d hits, peak %d bytes" % (
+        cache, pages, st["meta_pages_loaded"], st["meta_page_hits"], st["meta_peak_bytes"]))
+    assert pages > 30, info
+    if cache:
+        assert st["meta_peak_bytes"] <= 256 << 10, st
+        assert st["meta_pages_loaded"] > pages, st  # the walk came back to dropped pages
+    else:
+        assert st["meta_pages_loaded"] <= pages + 2, st  # once each (two threads may race)
+        assert st["meta_peak_bytes"] <= pages * PAGE, st
+
+
+def test_meta_cache_option_refused_out_of_range(many_files, tmp_path):
+    _, image = many_files
+    for bad in ("1K", "2G", "lots"):
+        r = run([STIPPLE, "mount", "-o", "meta_cache=" + bad, image, str(tmp_path)])
+        assert r.returncode != 0 and "meta_cache=" + bad in r.stderr, r.stderr
+        assert not os.path.ismount(tmp_path)

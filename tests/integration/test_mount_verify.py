@@ -66,7 +66,7 @@ def sign(src, dst, key):
     hashes = [hashlib.sha256(meta).digest(),
               hashlib.sha256(data[sb("dict_offset"):sb("dict_offset") + dsize]).digest()
               if dsize else bytes(32)]
-    for off, stored in stored_blocks(c):
+    for off, stored in stored_blocks(c) + stored_pages(c):
         hashes.append(hashlib.sha256(data[off:off + stored]).digest())
     sig_size = SIG_HDR + 32 * len(hashes)
     put(SB_FIELDS, "feat_compat", data, sb("feat_compat") | FEAT_COMPAT_SIGNED)
@@ -81,6 +81,17 @@ def sign(src, dst, key):
     with open(dst, "wb") as f:
         f.write(bytes(data[:size]) + bytes(block))
     return dst
+
+
+def stored_pages(c):
+    """[(offset, stored size)] of every metadata page, from the page table."""
+    table = c.data[get(SB_FIELDS, "meta_offset", c.data):][:get(SB_FIELDS, "meta_stored_size",
+                                                                c.data)]
+    if not c.paged:
+        return []
+    return [(get(BLOCKENT_FIELDS, "offset", table, k), get(BLOCKENT_FIELDS, "stored_size",
+                                                          table, k))
+            for k in range(0, len(table), BLOCKENT_SIZE)]
 
 
 def stored_blocks(c):
@@ -252,8 +263,8 @@ def test_flipped_metadata_refused(signed, mnt, tmp_path):
     treeutil.flip_byte(bad, off)
     err = refused("mount.stipple", bad, mnt, "verify=" + signed["key"].pub)
     # its XXH3 checksum (in the signed superblock) or its signed hash, whichever first
-    assert ("metadata does not match its signed hash" in err or
-            "metadata checksum mismatch" in err), err
+    assert ("metadata page table does not match its signed hash" in err or
+            "metadata page table checksum mismatch" in err), err
     assert "changed since it was signed" in err, err
 
 
@@ -511,13 +522,14 @@ def test_sweep_flipped_bytes(signed, tmp_path, capsys):
 def test_verified_mount_data_limit_counts_stored_copies(signed, mnt):
     """Verified, each decode holds its block's stored bytes apart while they are hashed
     (image.c): RLIMIT_DATA adds a compress bound per block to the unverified figure."""
-    from test_trust import daemon_data_limit, sb_fields
+    from test_trust import daemon_data_limit, meta_memory, sb_fields
     r = run([STIPPLE, "mount", "--cache-budget", "3", "--warm-workers", "2",
              "-o", "verify=" + signed["key"].pub, signed["image"], mnt], timeout=60)
     assert r.returncode == 0, r.stderr
-    block_log, stored, size, dict_size = sb_fields(signed["image"])
+    block_log, _, _, dict_size = sb_fields(signed["image"])
     bs = 1 << block_log
     bound = bs + (bs >> 8) + (((128 << 10) - bs) >> 11 if bs < (128 << 10) else 0)
-    want = (6 << block_log) + 6 * bound + 3 * size + stored + 2 * dict_size + (256 << 20)
+    want = (6 << block_log) + 6 * bound + meta_memory(signed["image"]) + 2 * dict_size + \
+        (256 << 20)
     assert daemon_data_limit(mnt) == (want, want)
     assert_tree(mnt, signed)

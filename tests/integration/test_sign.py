@@ -106,7 +106,9 @@ def test_sign_verify_round_trip(signed):
     # the unsigned image's bytes are kept; the signature block ends the file
     assert data[256:len(signed["unsigned"])] == signed["unsigned"][256:]
     assert data[len(signed["unsigned"]):][:8] == b"STPSIGN1"
-    assert len(data) == len(signed["unsigned"]) + 120 + 32 * (sb["block_count"] + 2)
+    pages = -(-sb["meta_size"] // imageutil.META_PAGE_SIZE)  # a hash for each page too
+    assert sb["meta_codec"] == imageutil.META_CODEC_PAGES
+    assert len(data) == len(signed["unsigned"]) + 120 + 32 * (sb["block_count"] + 2 + pages)
     info = run([STIPPLE, "info", image], check=True).stdout
     assert re.search(r"signed:\s+yes, key %s" % signed["key_id"], info)
     unsigned = signed["tmp"] / "u.stp"

@@ -32,6 +32,19 @@ def sb_fields(image):
     return block_log, stored, size, dict_size
 
 
+def meta_memory(image, budget=16 << 20):
+    """What mount.stipple(8) counts for the metadata of IMAGE: paged, the page table, a
+    pointer per page, the meta_cache= budget and 64 pages being loaded at once; whole,
+    three times the decoded metadata and the stored copy."""
+    with open(image, "rb") as f:
+        sb = f.read(256)
+    stored, size = struct.unpack_from("<QQ", sb, 80)
+    codec, = struct.unpack_from("<I", sb, 104)
+    if codec != 2:
+        return 3 * size + stored
+    return stored + 8 * -(-size // (64 << 10)) + budget + 64 * (64 << 10)
+
+
 def daemon_data_limit(mountpoint):
     """(soft, hard) RLIMIT_DATA of the one daemon serving MOUNTPOINT."""
     pids = daemon_pids(mountpoint)
@@ -104,7 +117,7 @@ def test_damaged_metadata_refused_by_the_daemon(small_image, mnt, tmp_path, prog
     r = run(cmd, timeout=60)
     assert time.monotonic() - t0 < DEADLINE
     assert r.returncode == (1 if prog == "stipple" else 32), r.stderr
-    assert "metadata checksum mismatch" in r.stderr, r.stderr
+    assert "metadata page table checksum mismatch" in r.stderr, r.stderr
     assert "not a stipple image, or a damaged one" in r.stderr, r.stderr
     assert not is_mounted(mnt)
     assert not daemon_pids(mnt)
@@ -121,13 +134,18 @@ def test_fifo_as_image_does_not_hang(tmp_path, mnt):
     assert not is_mounted(mnt)
 
 
-def test_daemon_data_limit_follows_options(small_image, mnt):
-    """RLIMIT_DATA of the daemon: (budget + workers + 1) blocks, the metadata as it
-    inflates, the dictionary, and 256 MiB for stacks, buffers and plans (monitor.c)."""
-    r = run([STIPPLE, "mount", "--cache-budget", "3", "--warm-workers", "2", small_image, mnt])
+@pytest.mark.parametrize("meta_cache", [None, 1 << 20])
+def test_daemon_data_limit_follows_options(small_image, mnt, meta_cache):
+    """RLIMIT_DATA of the daemon: (budget + workers + 1) blocks, the metadata (its page
+    cache's budget), the dictionary, and 256 MiB for stacks, buffers and plans
+    (monitor.c)."""
+    args = ["-o", "meta_cache=%d" % meta_cache] if meta_cache else []
+    r = run([STIPPLE, "mount", "--cache-budget", "3", "--warm-workers", "2", *args,
+             small_image, mnt])
     assert r.returncode == 0, r.stderr
-    block_log, stored, size, dict_size = sb_fields(small_image)
-    want = (6 << block_log) + 3 * size + stored + 2 * dict_size + (256 << 20)
+    block_log, _, _, dict_size = sb_fields(small_image)
+    meta = meta_memory(small_image, *([meta_cache] if meta_cache else []))
+    want = (6 << block_log) + meta + 2 * dict_size + (256 << 20)
     assert daemon_data_limit(mnt) == (want, want)
 
 

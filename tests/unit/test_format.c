@@ -217,8 +217,11 @@ static void test_sb_rejects(void)
 	CHECK_EQ(decode_changed(24, 0x10, 8, 1, &bad), -EPROTONOSUPPORT); /* ro_compat */
 	CHECK_EQ(bad, 0x10);
 
-	/* Every known incompatible feature is accepted; compat bits never matter. */
-	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN, 8, 1, &bad), 0);
+	/* Every known incompatible feature is accepted (paged metadata: with its codec, see
+	 * test_sb_paged); compat bits never matter. */
+	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN & ~STP_FEAT_INCOMPAT_META_PAGES, 8, 1,
+				&bad), 0);
+	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN, 8, 1, &bad), -EUCLEAN);
 	CHECK_EQ(decode_changed(16, ~0ull & ~STP_FEAT_COMPAT_SIGNED, 8, 1, &bad), 0);
 	/* but the signed bit needs its signature block */
 	CHECK_EQ(decode_changed(16, STP_FEAT_COMPAT_SIGNED, 8, 1, &bad), -EUCLEAN);
@@ -252,7 +255,8 @@ static void test_sb_signed(void)
 	want.feat_compat |= STP_FEAT_COMPAT_SIGNED;
 	want.sig_offset = GOLD_SIG_OFF;
 	want.sig_size = GOLD_SIG_SIZE;
-	CHECK_EQ(stp_sig_size(0x1235), GOLD_SIG_SIZE);
+	CHECK_EQ(stp_sig_size(0x1235 + 2), GOLD_SIG_SIZE);
+	CHECK_EQ(stp_sig_nhashes(&want), 0x1235 + 2);
 	golden_signed(gold);
 	stp_sb_encode(&want, got);
 	check_bytes("signed superblock", got, gold, STP_SB_SIZE);
@@ -264,7 +268,7 @@ static void test_sb_signed(void)
 	put_le(got, 156, GOLD_SIG_SIZE + 32, 8);
 	seal(got);
 	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
-	CHECK(why && !strcmp(why, "signature size does not match block_count"));
+	CHECK(why && !strcmp(why, "signature size does not match block_count and the metadata pages"));
 	memcpy(got, gold, sizeof(got));
 	put_le(got, 148, GOLD_SIG_OFF - 1, 8);               /* ends before image_size */
 	seal(got);
@@ -291,6 +295,75 @@ static void test_sb_signed(void)
 	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
 	memcpy(got, gold, sizeof(got));
 	got[200] = 1;                                        /* reserved, signed or not */
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+}
+
+/* The golden superblock with paged metadata: feature bit 3, meta_codec 2, and as
+ * stored metadata the page table, 24 bytes for each of the ceil(0x30405060 / 64 KiB) =
+ * 0x3041 pages: 0x48618 bytes. Signed, its 0x1235 + 2 + 0x3041 hashes take
+ * 120 + 32 * 0x4278 = 0x84f78 bytes. */
+#define GOLD_PAGES 0x3041ull
+#define GOLD_PAGED_SIG_SIZE 0x84f78ull
+
+static void golden_paged(uint8_t out[STP_SB_SIZE])
+{
+	memcpy(out, golden_sb_bytes, STP_SB_SIZE);
+	out[32] = 0x0b;                                        /* DICT | BCJ_X86 | META_PAGES */
+	memcpy(out + 80, (const uint8_t[8]){ 0x18, 0x86, 0x04 }, 8); /* meta_stored_size */
+	out[104] = 0x02;                                       /* meta_codec: pages */
+	seal(out);
+}
+
+static void test_sb_paged(void)
+{
+	struct stp_superblock want = golden_sb, sb;
+	uint8_t gold[STP_SB_SIZE], got[STP_SB_SIZE];
+	const char *why;
+	uint64_t bad;
+
+	want.feat_incompat |= STP_FEAT_INCOMPAT_META_PAGES;
+	want.meta_codec = STP_META_CODEC_PAGES;
+	want.meta_stored_size = GOLD_PAGES * STP_BLOCKENT_SIZE;
+	golden_paged(gold);
+	stp_sb_encode(&want, got);
+	check_bytes("paged superblock", got, gold, STP_SB_SIZE);
+	CHECK_EQ(stp_sb_decode_reason(gold, &sb, &bad, &why), 0);
+	CHECK_EQ(sb.meta_codec, STP_META_CODEC_PAGES);
+	CHECK_EQ(sb.meta_stored_size, 0x48618);
+	CHECK_EQ(stp_meta_pages(&sb), GOLD_PAGES);
+	CHECK_EQ(stp_meta_pages(&golden_sb), 0);
+	CHECK_EQ(stp_sig_hash_page(&sb, 0), 2 + 0x1235);
+	/* a page table of one entry more, or less */
+	memcpy(got, gold, sizeof(got));
+	put_le(got, 80, 0x48618 + STP_BLOCKENT_SIZE, 8);
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	CHECK(why && !strcmp(why, "page table size does not match meta_size"));
+	put_le(got, 80, 0x48618 - STP_BLOCKENT_SIZE, 8);
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	/* the codec without the bit, the bit without the codec */
+	memcpy(got, gold, sizeof(got));
+	got[32] = 0x03;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	CHECK(why && !strcmp(why, "paged metadata without its feature bit, or the bit without it"));
+	memcpy(got, gold, sizeof(got));
+	got[104] = 0x01;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	/* signed: the pages' hashes follow the blocks' */
+	memcpy(got, gold, sizeof(got));
+	got[16] = 0x03;
+	put_le(got, 148, 0x20000000000ull - GOLD_PAGED_SIG_SIZE, 8);
+	put_le(got, 156, GOLD_PAGED_SIG_SIZE, 8);
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), 0);
+	CHECK_EQ(stp_sig_nhashes(&sb), 0x1235 + 2 + GOLD_PAGES);
+	CHECK_EQ(stp_sig_size(stp_sig_nhashes(&sb)), GOLD_PAGED_SIG_SIZE);
+	put_le(got, 148, 0x20000000000ull - GOLD_SIG_SIZE, 8);
+	put_le(got, 156, GOLD_SIG_SIZE, 8);                  /* the blocks' hashes alone */
 	seal(got);
 	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
 }
@@ -785,18 +858,20 @@ static int xattr_of(const struct xattr_spec *x)
 	static uint8_t img[IMG_MAX];
 	struct stp_image *im;
 	struct stp_inode root;
-	const char *name;
-	const void *value;
-	size_t nlen, vlen;
+	static uint8_t value[STP_XATTR_VALUE_MAX];
+	char name[STP_XATTR_NAME_MAX + 1];
+	struct stp_xattr a;
 	int rc = open_bytes(img, hand_image(img, x, 1, 0, 0), &im);
 
 	if (rc)
 		return rc;
 	rc = stp_image_inode(im, STP_ROOT_INO, &root);
 	if (!rc)
-		rc = stp_image_xattr(im, &root, 0, &name, &nlen, &value, &vlen);
-	if (!rc && (nlen != x->name_len || memcmp(name, x->name, nlen) || vlen != x->value_len ||
-		    (vlen && ((const uint8_t *)value)[vlen - 1] != 'v')))
+		rc = stp_image_xattr(im, &root, 0, &a, name);
+	if (!rc)
+		rc = stp_image_xattr_value(im, &a, value);
+	if (!rc && (a.name_len != x->name_len || memcmp(name, x->name, a.name_len) ||
+		    a.value_len != x->value_len || (a.value_len && value[a.value_len - 1] != 'v')))
 		rc = -EINVAL;
 	stp_image_close(im);
 	return rc;
@@ -867,6 +942,7 @@ int main(void)
 	RUN(test_sb_rejects);
 	RUN(test_sb_bounds);
 	RUN(test_sb_signed);
+	RUN(test_sb_paged);
 	RUN(test_sighdr);
 	RUN(test_meta_header);
 	RUN(test_inode);

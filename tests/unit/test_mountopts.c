@@ -11,6 +11,7 @@
 
 #include "fuseapi.h"
 #include "mountopts.h"
+#include "image.h"
 
 #include "check.h"
 
@@ -171,6 +172,14 @@ static void test_own_options(void)
 	CHECK(stp_mountopts_parse_list(&o, "cache_budget=0", err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "cache_budget=0") && strstr(err, "at least 1"));
 	CHECK(stp_mountopts_parse_list(&o, "cache_budget=x", err, sizeof(err)) == -EINVAL);
+	CHECK(o.meta_cache == STP_IMAGE_META_BUDGET);
+	CHECK(stp_mountopts_parse_list(&o, "meta_cache=1M", err, sizeof(err)) == 0);
+	CHECK(o.meta_cache == 1 << 20);
+	CHECK(stp_mountopts_parse_list(&o, "meta_cache=64K", err, sizeof(err)) == 0);
+	CHECK(stp_mountopts_parse_list(&o, "meta_cache=65535", err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "meta_cache=65535") && strstr(err, "64K"));
+	CHECK(stp_mountopts_parse_list(&o, "meta_cache=2G", err, sizeof(err)) == -EINVAL);
+	CHECK(stp_mountopts_parse_list(&o, "meta_cache", err, sizeof(err)) == -EINVAL);
 	CHECK(stp_mountopts_parse_list(&o, "cache_budget", err, sizeof(err)) == -EINVAL);
 	CHECK(stp_mountopts_parse_list(&o, "warm_workers=100000", err, sizeof(err)) == -EINVAL);
 	CHECK(stp_mountopts_parse_list(&o, "sandbox=maybe", err, sizeof(err)) == -EINVAL);
