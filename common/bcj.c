@@ -78,9 +78,11 @@ void stp_bcj_begin(struct stp_bcj_state *st, unsigned filter)
 }
 
 /* The x86 scan over the first AVAIL bytes from where ST left it. Its decisions read only
- * bytes at or past the scan position, which no earlier conversion changed. */
-static size_t x86_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
-		       int encode)
+ * bytes at or past the scan position, which no earlier conversion changed: so a DRY scan,
+ * which converts nothing, walks through the same states as the real one. Inlined, so
+ * that each caller gets a copy without the tests it does not need. */
+static inline __attribute__((always_inline)) size_t
+x86_run(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos, int encode, int dry)
 {
 	/* Bit d: the byte d back was an E8/E9 left alone (SKIPPED), whose fourth operand
 	 * byte was 0x00/0xFF (SIGN). Bit 0 is the current opcode. */
@@ -104,10 +106,12 @@ static size_t x86_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uin
 		}
 		/* Convert only with at most one opcode left alone in the last three bytes. */
 		if (!sign && x86_is_sign_byte(buf[i + 4]) && !(skipped & (skipped - 1))) {
-			guard = skipped ? (unsigned)__builtin_ctz(skipped) : 0;
-			v = x86_convert(get_le32(buf + i + 1), (uint32_t)(pos + i + 5), guard,
-					encode);
-			put_le32(buf + i + 1, v);
+			if (!dry) {
+				guard = skipped ? (unsigned)__builtin_ctz(skipped) : 0;
+				v = x86_convert(get_le32(buf + i + 1), (uint32_t)(pos + i + 5),
+						guard, encode);
+				put_le32(buf + i + 1, v);
+			}
 			skipped = sign = 0;
 			i += 5;
 			continue;
@@ -120,6 +124,12 @@ static size_t x86_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uin
 	*st = (struct stp_bcj_state){ .filter = st->filter, .next = i, .last = last,
 				      .skipped = skipped, .sign = sign };
 	return i; /* an opcode at I or later may still change the bytes after it */
+}
+
+static size_t x86_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
+		       int encode)
+{
+	return x86_run(st, buf, avail, pos, encode, 0);
 }
 
 void stp_bcj_x86(uint8_t *buf, size_t size, uint64_t pos, int encode)
@@ -202,6 +212,37 @@ size_t stp_bcj_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64
 	}
 	/* at the end of the buffer nothing more will change: the last bytes are left alone */
 	return end ? avail : final;
+}
+
+size_t stp_bcj_scan(struct stp_bcj_state *st, const uint8_t *buf, size_t avail, uint64_t pos,
+		    int end)
+{
+	size_t final;
+
+	switch (st->filter) {
+	case STP_FILTER_X86:
+		/* nothing is written: the cast only lets the one scan serve both */
+		final = x86_run(st, (uint8_t *)buf, avail, pos, 0, 1);
+		break;
+	case STP_FILTER_ARM64:
+		/* stateless: only where the instructions stop matters */
+		if (avail > st->next && avail - (size_t)((pos + avail) & 3) > st->next)
+			st->next = avail - (size_t)((pos + avail) & 3);
+		final = st->next;
+		break;
+	default:
+		final = avail;
+		break;
+	}
+	return end ? avail : final;
+}
+
+void stp_bcj_rebase(struct stp_bcj_state *st, size_t base)
+{
+	/* LAST may lie before BASE: only NEXT - LAST matters, and the unsigned difference
+	 * survives the wrap-around */
+	st->next -= base;
+	st->last -= base;
 }
 
 int stp_bcj_apply(unsigned filter, uint8_t *buf, size_t size, uint64_t pos, int encode)

@@ -2,7 +2,8 @@
 /*
  * BCJ filters: hand-computed vectors that pin the definition, and round trips on real
  * binaries (cut into blocks at odd stream positions), random and instruction-dense data
- * and every tiny size.
+ * and every tiny size; decoding resumed from a state saved by a dry scan, as readers of
+ * a block still filtered do.
  */
 #include <elf.h>
 #include <errno.h>
@@ -390,6 +391,183 @@ out:
 	free(dense);
 }
 
+/*
+ * Restarting part way, as a reader of a block still filtered does: a dry scan of the
+ * filtered bytes, fed at random cuts, saves its state every MARK bytes (as the decoder
+ * does: after scanning MARK * K + 4); the states must be those of the real decode fed
+ * the same cuts, and the scan must leave the bytes alone. Then ranges at arbitrary
+ * offsets (straddling marks, inside the last 4 bytes, the whole buffer) are decoded
+ * from a copy that starts at the last mark before them and must equal both the whole
+ * decode and the source.
+ */
+static int same_state(const struct stp_bcj_state *a, const struct stp_bcj_state *b)
+{
+	return a->next == b->next && a->last == b->last && a->skipped == b->skipped &&
+	       a->sign == b->sign;
+}
+
+static int range_right(unsigned filter, const uint8_t *filtered, const uint8_t *src,
+		       size_t len, uint64_t pos, const struct stp_bcj_state *marks,
+		       size_t nmarks, size_t mark, size_t a, size_t b)
+{
+	size_t stop = len - b > 4 ? b + 4 : len, k = a / mark < nmarks ? a / mark : nmarks - 1;
+	struct stp_bcj_state st;
+	uint8_t *copy;
+	int right;
+
+	if (filter == STP_FILTER_ARM64) {
+		stp_bcj_begin(&st, filter);
+		st.next = a - (size_t)((pos + a) & 3);
+	} else {
+		while (marks[k].next > a)
+			k--;
+		st = marks[k];
+	}
+	copy = malloc(stop - st.next + 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, filtered + st.next, stop - st.next);
+	{
+		size_t base = st.next;
+
+		stp_bcj_rebase(&st, base);
+		stp_bcj_step(&st, copy, stop - base, pos + base, 0, stop == len);
+		right = !memcmp(copy + (a - base), src + a, b - a);
+	}
+	free(copy);
+	return right;
+}
+
+static void check_restart(const char *what, unsigned filter, const uint8_t *src, size_t len,
+			  uint64_t pos, size_t mark)
+{
+	uint8_t *filtered = malloc(len + 1), *real = malloc(len + 1), *before = malloc(len + 1);
+	size_t nmarks = 1, max = len / mark + 1, avail = 0, bad = 0;
+	struct stp_bcj_state scan, dec, *marks = malloc(max * sizeof(*marks));
+	int bad_state = 0, touched = 0;
+
+	CHECK(filtered && real && before && marks);
+	if (!filtered || !real || !before || !marks)
+		goto out;
+	memcpy(filtered, src, len);
+	stp_bcj_apply(filter, filtered, len, pos, 1);
+	memcpy(real, filtered, len);
+	memcpy(before, filtered, len);
+	stp_bcj_begin(&scan, filter);
+	stp_bcj_begin(&dec, filter);
+	marks[0] = scan;
+	while (avail < len) {
+		size_t next_mark = nmarks * mark + 4, s1, s2;
+
+		avail += 1 + (size_t)(rng() % (3 * mark));
+		if (avail > len)
+			avail = len;
+		if (nmarks < max && next_mark <= avail)
+			avail = next_mark; /* stop at the mark, as scan_marks does */
+		s1 = stp_bcj_scan(&scan, filtered, avail, pos, avail == len);
+		s2 = stp_bcj_step(&dec, real, avail, pos, 0, avail == len);
+		if (s1 != s2 || (filter == STP_FILTER_X86 && !same_state(&scan, &dec)) ||
+		    (filter == STP_FILTER_ARM64 && scan.next != dec.next))
+			bad_state++;
+		if (nmarks < max && avail == next_mark)
+			marks[nmarks++] = scan;
+	}
+	touched = memcmp(filtered, before, len) != 0;
+	CHECK(!bad_state, "%s: %d scans differ from the decode", what, bad_state);
+	CHECK(!touched, "%s: the scan changed bytes", what);
+	CHECK(memcmp(real, src, len) == 0, "%s: the decode in pieces is wrong", what);
+	/* ranges: around every mark, the last bytes, random spans */
+	for (size_t k = 0; k * mark < len; k++) {
+		for (size_t d = 0; d < 10; d++) {
+			size_t a = k * mark + d >= 5 ? k * mark + d - 5 : 0;
+			size_t b = a + 1 + (size_t)(rng() % 12);
+
+			if (b > len)
+				b = len;
+			if (a < b)
+				bad += !range_right(filter, filtered, src, len, pos, marks, nmarks,
+						    mark, a, b);
+		}
+	}
+	for (size_t t = 1; t <= 8 && t <= len; t++) {
+		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, len - t,
+				    len);
+		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, len - t,
+				    len - t + 1);
+	}
+	for (unsigned r = 0; r < 200 && len; r++) {
+		size_t a = (size_t)(rng() % len), b = a + 1 + (size_t)(rng() % (2 * mark));
+
+		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, a,
+				    b < len ? b : len);
+	}
+	if (len)
+		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, 0, len);
+	CHECK(!bad, "%s: %zu ranges decoded from a mark differ from the source", what, bad);
+out:
+	free(filtered);
+	free(real);
+	free(before);
+	free(marks);
+}
+
+/* E8/E9 and 0x00/0xFF bytes placed on every side of the marks: opcodes whose operand
+ * straddles a mark, and runs of opcodes left alone reaching across one. */
+static void fill_mark_edges(uint8_t *buf, size_t len, size_t mark)
+{
+	fill_random(buf, len);
+	for (size_t m = mark; m < len; m += mark)
+		for (size_t i = m > 6 ? m - 6 : 0; i < m + 6 && i < len; i++)
+			buf[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[rng() % 4];
+}
+
+static void test_restart(void)
+{
+	static const char *const paths[] = { "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+					     "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0" };
+	enum { N = 1u << 20 };
+	uint8_t *buf = malloc(N);
+	static const size_t marks[] = { 64, 1000, 4096, 65536 };
+
+	CHECK(buf);
+	if (!buf)
+		return;
+	for (unsigned f = 0; f < 2; f++) {
+		unsigned filter = f ? STP_FILTER_ARM64 : STP_FILTER_X86;
+
+		for (unsigned m = 0; m < 4; m++) {
+			size_t n = 1 + (size_t)(rng() % N);
+
+			fill_x86_dense(buf, n);
+			check_restart("dense", filter, buf, n, (uint64_t)m << 16, marks[m]);
+			fill_mark_edges(buf, n, marks[m]);
+			check_restart("mark edges", filter, buf, n, (uint64_t)m << 20, marks[m]);
+			if (f) {
+				fill_arm64_dense(buf, n);
+				check_restart("arm64 dense", filter, buf, n, 0, marks[m]);
+			}
+		}
+		for (size_t n = 0; n < 24; n++) {
+			fill_x86_dense(buf, n);
+			check_restart("tiny", filter, buf, n, 0, 8);
+		}
+	}
+	for (unsigned p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+		size_t len;
+		uint8_t *data = read_file(paths[p], &len);
+
+		if (!data) {
+			printf("# skip %s: not readable\n", paths[p]);
+			continue;
+		}
+		if (len > (3u << 20))
+			len = 3u << 20;
+		check_restart(paths[p], STP_FILTER_X86, data, len, 32u << 20, 65536);
+		free(data);
+	}
+	free(buf);
+}
+
 static void test_binaries(void)
 {
 	static const char *const paths[] = {
@@ -468,5 +646,6 @@ int main(void)
 	RUN(test_elf_filter);
 	RUN(test_apply);
 	RUN(test_pieces);
+	RUN(test_restart);
 	return tap_done();
 }
