@@ -897,9 +897,13 @@ struct stp_decode {
 	const struct stp_image *img;
 	uint64_t block;
 	struct stp_blockent be;
-	stp_decode_progress_fn fn;
+	const struct stp_decode_ops *ops;
 	void *ctx;
 	ZSTD_DCtx *d;          /* its own: the decode may go on on another thread */
+	uint64_t pos;          /* the block's stream position, for the filter */
+	struct stp_bcj_state scan;   /* filtered: the dry run of the unfilter, behind OP */
+	struct stp_bcj_state *marks; /* x86: its state every STP_DECODE_MARK bytes */
+	size_t nmarks, max_marks;
 	uint8_t *out;          /* the buffer, LEN bytes; the decoded bytes go at its start */
 	size_t len, size;
 	uint8_t *stored;       /* the stored bytes, at the end of OUT unless OWN */
@@ -934,6 +938,30 @@ static int keep_apart(struct stp_decode *p)
 	p->ip = 0;
 	p->in_out = false;
 	return 0;
+}
+
+/* Notes the dry run's state at every STP_DECODE_MARK bytes decoded up to N: mark K is
+ * the state after scanning K * STP_DECODE_MARK + 4 bytes, so it stands at or just past
+ * K * STP_DECODE_MARK. Each scan goes on from the last: one pass over the block in all. */
+static void scan_marks(struct stp_decode *p, size_t n)
+{
+	while (p->nmarks < p->max_marks) {
+		size_t at = p->nmarks * STP_DECODE_MARK + STP_DECODE_LOOKAHEAD;
+
+		if (at > n)
+			break;
+		stp_bcj_scan(&p->scan, p->out, at, p->pos, 0);
+		p->marks[p->nmarks++] = p->scan;
+	}
+}
+
+/* Tells how far the decode is, once the marks a copy of those bytes needs are noted. */
+static void tell(struct stp_decode *p)
+{
+	if (p->marks)
+		scan_marks(p, p->op);
+	p->ops->decoded(p->ctx, p->op);
+	p->told = p->op;
 }
 
 /* Decodes the frames of P zstd block by zstd block (zstd's buffer-less API: the window is
@@ -971,10 +999,8 @@ static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
 			goto bad;
 		p->op += n;
 		p->ip += need;
-		if (p->fn && p->op - p->told >= STP_DECODE_STEP && p->op < p->size) {
-			p->fn(p->ctx, p->op);
-			p->told = p->op;
-		}
+		if (p->op - p->told >= STP_DECODE_STEP && p->op < p->size)
+			tell(p);
 	}
 	if (p->op == p->size)
 		return 0;
@@ -985,13 +1011,13 @@ bad:
 	return -EUCLEAN;
 }
 
-/* Whether BE's block is decoded in pieces: only where pieces can be released, not before
- * a signed hash matched, not before BCJ, which would change bytes that zstd still copies
- * matches from. */
-static bool streams(const struct stp_image *img, const struct stp_blockent *be,
-		    stp_decode_progress_fn fn)
+/* Whether BE's block is decoded in pieces: only where pieces can be told of. Opened
+ * verified, the signed hash is checked first, on this thread (it vouches only for the
+ * whole stored block); a filtered block is told of still filtered and unfiltered last. */
+static bool streams(const struct stp_decode_ops *ops, const struct stp_blockent *be)
 {
-	return fn && !img->hashes && be->codec != STP_CODEC_RAW && be->filter == STP_FILTER_NONE;
+	return ops && be->codec != STP_CODEC_RAW &&
+	       (be->filter == STP_FILTER_NONE || ops->unfiltered);
 }
 
 /* Reads P's stored bytes at the end of its buffer and checks them, before any piece. */
@@ -1004,7 +1030,35 @@ static int stream_start(struct stp_decode *p)
 	p->in_len = p->be.stored_size;
 	if (!rc && !(p->d = ZSTD_createDCtx()))
 		rc = -ENOMEM;
+	stp_bcj_begin(&p->scan, p->be.filter);
+	if (!rc && p->be.filter == STP_FILTER_X86) {
+		p->max_marks = p->size / STP_DECODE_MARK + 1;
+		p->marks = malloc(p->max_marks * sizeof(*p->marks));
+		if (!p->marks)
+			rc = -ENOMEM;
+		else
+			p->marks[p->nmarks++] = p->scan; /* mark 0: the start */
+	}
 	return rc;
+}
+
+/* The whole block is decompressed, still filtered: last tells of it all, then undoes the
+ * filter in place, telling as it goes. */
+static int unfilter_in_place(struct stp_decode *p)
+{
+	struct stp_bcj_state st;
+	size_t told = 0, avail, final;
+
+	tell(p);
+	p->ops->unfiltered(p->ctx, 0);
+	stp_bcj_begin(&st, p->be.filter);
+	for (avail = 0; avail < p->size;) {
+		avail = p->size - avail > STP_DECODE_STEP ? avail + STP_DECODE_STEP : p->size;
+		final = stp_bcj_step(&st, p->out, avail, p->pos, 0, avail == p->size);
+		if (final < p->size && final > told)
+			p->ops->unfiltered(p->ctx, told = final);
+	}
+	return 0;
 }
 
 /* The whole block at once, as stp_image_decode_block always did. */
@@ -1022,18 +1076,19 @@ static int decode_whole(struct stp_decode *p)
 }
 
 int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
-			   stp_decode_progress_fn fn, void *ctx, struct stp_decode **out_d)
+			   const struct stp_decode_ops *ops, void *ctx, struct stp_decode **out_d)
 {
 	struct stp_decode *p = calloc(1, sizeof(*p));
 	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	*p = (struct stp_decode){ .img = img, .block = block, .fn = fn, .ctx = ctx, .out = out,
+	*p = (struct stp_decode){ .img = img, .block = block, .ops = ops, .ctx = ctx, .out = out,
 				  .len = stp_image_block_buffer_size(img),
-				  .size = stp_image_block_decoded_size(img, block), .rc = 1 };
+				  .size = stp_image_block_decoded_size(img, block),
+				  .pos = block << img->sb.block_log, .rc = 1 };
 	rc = stp_image_block(img, block, &p->be);
-	if (!rc && !streams(img, &p->be, fn))
+	if (!rc && !streams(ops, &p->be))
 		p->rc = rc = decode_whole(p);
 	else if (!rc)
 		rc = stream_start(p);
@@ -1055,10 +1110,10 @@ int stp_image_decode_continue(struct stp_decode *p, size_t until)
 	if (p->rc == -EUCLEAN)
 		p->rc = STP_CORRUPT(p->img->path, "block %llu does not decompress: %s",
 				    (unsigned long long)p->block, why);
-	if (p->rc == 1 && p->op > p->told) {
-		p->fn(p->ctx, p->op); /* the caller's bytes are final: it may go */
-		p->told = p->op;
-	}
+	if (p->rc == 1 && p->op > p->told)
+		tell(p); /* the caller's bytes are there: it may go */
+	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE)
+		p->rc = unfilter_in_place(p);
 	return p->rc;
 }
 
@@ -1067,10 +1122,58 @@ void stp_image_decode_free(struct stp_decode *p)
 	if (!p)
 		return;
 	ZSTD_freeDCtx(p->d);
+	free(p->marks);
 	free(p->moved);
 	if (p->own)
 		free(p->stored);
 	free(p);
+}
+
+unsigned stp_image_decode_filter(const struct stp_decode *p)
+{
+	return p->d ? p->be.filter : STP_FILTER_NONE; /* a whole decode is final */
+}
+
+/* Where a copy of bytes from AT on can start unfiltering: the last mark at or before
+ * AT for x86, AT's instruction for ARM64. */
+static struct stp_bcj_state restart_point(const struct stp_decode *p, size_t at)
+{
+	struct stp_bcj_state st;
+	size_t k;
+
+	if (p->be.filter != STP_FILTER_X86) {
+		stp_bcj_begin(&st, p->be.filter);
+		st.next = at - (size_t)((p->pos + at) & 3);
+		return st;
+	}
+	k = at / STP_DECODE_MARK < p->nmarks ? at / STP_DECODE_MARK : p->nmarks - 1;
+	while (p->marks[k].next > at) /* mark 0 starts at 0 */
+		k--;
+	return p->marks[k];
+}
+
+int stp_image_decode_copy(const struct stp_decode *p, size_t from, size_t len, void *dst)
+{
+	size_t end = from + len, stop, base;
+	struct stp_bcj_state st;
+	uint8_t *tmp;
+
+	if (p->be.filter == STP_FILTER_NONE || !len) {
+		memcpy(dst, p->out + from, len);
+		return 0;
+	}
+	stop = p->size - end > STP_DECODE_LOOKAHEAD ? end + STP_DECODE_LOOKAHEAD : p->size;
+	st = restart_point(p, from);
+	base = st.next;
+	tmp = malloc(stop - base);
+	if (!tmp)
+		return -ENOMEM;
+	memcpy(tmp, p->out + base, stop - base);
+	stp_bcj_rebase(&st, base);
+	stp_bcj_step(&st, tmp, stop - base, p->pos + base, 0, stop == p->size);
+	memcpy(dst, tmp + (from - base), len);
+	free(tmp);
+	return 0;
 }
 
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
@@ -1079,10 +1182,10 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 }
 
 int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, void *out,
-				  stp_decode_progress_fn fn, void *ctx)
+				  const struct stp_decode_ops *ops, void *ctx)
 {
 	struct stp_decode *d;
-	int rc = stp_image_decode_begin(img, block, out, fn, ctx, &d);
+	int rc = stp_image_decode_begin(img, block, out, ops, ctx, &d);
 
 	if (rc)
 		return rc;
