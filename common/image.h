@@ -157,10 +157,11 @@ unsigned stp_image_decode_filter(const struct stp_decode *d);
 /* Copies bytes [FROM, FROM + LEN) of D's block, unfiltered, to DST, while the block is
  * still filtered in its buffer: the bytes up to FROM + LEN + 4 (or the block's end) must
  * have been told decoded, and the unfilter not begun. It unfilters a private copy from
- * the last point the decode noted before FROM (every STP_DECODE_MARK bytes), so it costs
- * up to that much more than LEN. Thread-safe against the decode and other copies; 0 or
- * -ENOMEM. */
-int stp_image_decode_copy(const struct stp_decode *d, size_t from, size_t len, void *dst);
+ * the last point noted before FROM (every STP_DECODE_MARK bytes), so it costs up to that
+ * much more than LEN; the first copy past the points noted so far notes them up to FROM
+ * (a dry run of the filter, about as fast as the filter: the decode itself notes none).
+ * Thread-safe against the decode and other copies; 0 or -ENOMEM. */
+int stp_image_decode_copy(struct stp_decode *d, size_t from, size_t len, void *dst);
 /* Bytes past FROM + LEN that stp_image_decode_copy reads: the filter's look-ahead. */
 #define STP_DECODE_LOOKAHEAD ((size_t)4)
 #define STP_DECODE_MARK ((size_t)64 << 10)
