@@ -38,6 +38,8 @@ struct entry {
 	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
 	int sealed;             /* no more copies: the filter is undone in place; lock */
 	uint32_t copying;       /* copies unfiltering the bytes below READY; lock */
+	size_t marked;          /* the decode's restart points are noted up to here; lock */
+	int marking;            /* a waiting reader notes them (one at a time); lock */
 	struct stp_cache *cache;
 	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed once sealed) */
 	uint64_t t0;            /* when the decode began */
@@ -517,6 +519,28 @@ static int copyable(const struct entry *e, size_t end)
 	return e->filter && !e->sealed && e->ready >= need;
 }
 
+/* Lock held: a reader that will copy from filtered E notes its restart points up to the
+ * watermark while it waits (counted as a copy: the unfilter in place waits for it), so
+ * that the copy at the end scans little; on another CPU than the decode's. 1 when it
+ * did, 0 when there was nothing to do or someone else is at it. */
+static int prepare_copy(struct stp_cache *c, struct entry *e)
+{
+	size_t n = e->ready;
+
+	if (!e->filter || e->sealed || e->marking || n < e->marked + STP_DECODE_STEP)
+		return 0;
+	e->marking = 1;
+	e->copying++;
+	pthread_mutex_unlock(&c->lock);
+	stp_image_decode_prepare(e->job, n);
+	pthread_mutex_lock(&c->lock);
+	e->marked = n;
+	e->marking = 0;
+	--e->copying;
+	pthread_cond_broadcast(&c->done); /* the decode may wait to seal, others to mark */
+	return 1;
+}
+
 /* Lock held, E pinned: waits until E's first END bytes are final in the buffer (or, COPY,
  * at least copyable with stp_cache_read) or its decode failed short of them. 0, or the
  * decode's error. Bytes final before a failure stay good while the pin holds the buffer:
@@ -526,7 +550,8 @@ static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy
 	size_t want = wanted(e, end);
 
 	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want)))
-		pthread_cond_wait(&c->done, &c->lock);
+		if (!copy || !prepare_copy(c, e))
+			pthread_cond_wait(&c->done, &c->lock);
 	if (e->plain < want && !(copy && copyable(e, want)))
 		return e->error;
 	c->stats.early += e->state != ENTRY_READY;
@@ -564,7 +589,8 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	c->stats.misses++;
 	pthread_mutex_unlock(&c->lock);
 
-	rc = decode_start(c, e, async ? wanted(e, end) : SIZE_MAX);
+	/* a filtered block's copies need 4 bytes past their end */
+	rc = decode_start(c, e, async ? wanted(e, end) + STP_DECODE_LOOKAHEAD : SIZE_MAX);
 	if (rc == 1) {
 		pthread_mutex_lock(&c->lock);
 		rc = queue_decode(c, e) ? 1 : 2;

@@ -1168,6 +1168,12 @@ static struct stp_bcj_state restart_point(struct stp_decode *p, size_t at, size_
 	return p->marks[k];
 }
 
+void stp_image_decode_prepare(struct stp_decode *p, size_t n)
+{
+	if (p->marks)
+		scan_marks(p, n);
+}
+
 int stp_image_decode_copy(struct stp_decode *p, size_t from, size_t len, void *dst)
 {
 	size_t end = from + len, stop, base;

@@ -162,6 +162,10 @@ unsigned stp_image_decode_filter(const struct stp_decode *d);
  * (a dry run of the filter, about as fast as the filter: the decode itself notes none).
  * Thread-safe against the decode and other copies; 0 or -ENOMEM. */
 int stp_image_decode_copy(struct stp_decode *d, size_t from, size_t len, void *dst);
+/* Notes the points of D as far as its first N bytes (told decoded) allow, under the same
+ * rules as stp_image_decode_copy: a reader that waits for the decode does it meanwhile,
+ * so that its copy has little left to do. */
+void stp_image_decode_prepare(struct stp_decode *d, size_t n);
 /* Bytes past FROM + LEN that stp_image_decode_copy reads: the filter's look-ahead. */
 #define STP_DECODE_LOOKAHEAD ((size_t)4)
 #define STP_DECODE_MARK ((size_t)64 << 10)
