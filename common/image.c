@@ -952,7 +952,7 @@ static void tell(struct stp_decode *p)
 }
 
 /* Decodes the frames of P zstd block by zstd block (zstd's buffer-less API: the window is
- * the output itself, and every call is told exactly where it may write), telling FN how
+ * the output itself, and every call is told exactly where it may write), telling OPS how
  * many bytes are decoded every STP_DECODE_STEP bytes, until UNTIL bytes are. 1: stopped
  * there, 0: the block is done; -EUCLEAN with *WHY on a bad frame. */
 static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
