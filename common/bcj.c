@@ -53,7 +53,8 @@ static uint32_t x86_convert(uint32_t v, uint32_t off, unsigned guard, int encode
 
 /* The first E8/E9 byte in BUF[I, END), or END. Eight bytes at a time: in machine code
  * most words hold neither, and this scan is most of the filter's time. */
-static size_t x86_next_opcode(const uint8_t *buf, size_t i, size_t end)
+static inline __attribute__((always_inline)) size_t
+x86_next_opcode(const uint8_t *buf, size_t i, size_t end)
 {
 	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
 

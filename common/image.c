@@ -892,6 +892,36 @@ static size_t piece_capacity(size_t op, size_t size)
 	return size - op < ZSTD_BLOCKSIZE_MAX ? size - op : ZSTD_BLOCKSIZE_MAX;
 }
 
+/* Contexts of ended stream decodes, kept for the next ones: a new context is a new
+ * mapping of some 100 KiB, faulted in page by page, which costs a 1 MiB block's decode
+ * a tenth more. */
+#define DCTX_POOL 4
+static pthread_mutex_t dctx_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static ZSTD_DCtx *dctx_pool[DCTX_POOL];
+static unsigned dctx_pooled;
+
+static ZSTD_DCtx *dctx_take(void)
+{
+	ZSTD_DCtx *d = NULL;
+
+	pthread_mutex_lock(&dctx_pool_lock);
+	if (dctx_pooled)
+		d = dctx_pool[--dctx_pooled];
+	pthread_mutex_unlock(&dctx_pool_lock);
+	return d ? d : ZSTD_createDCtx();
+}
+
+static void dctx_give(ZSTD_DCtx *d)
+{
+	pthread_mutex_lock(&dctx_pool_lock);
+	if (d && dctx_pooled < DCTX_POOL) {
+		dctx_pool[dctx_pooled++] = d;
+		d = NULL;
+	}
+	pthread_mutex_unlock(&dctx_pool_lock);
+	ZSTD_freeDCtx(d);
+}
+
 /* A block decode under way (stp_image_decode_begin). */
 struct stp_decode {
 	const struct stp_image *img;
@@ -1015,7 +1045,7 @@ static int stream_start(struct stp_decode *p)
 	p->src = p->stored;
 	p->in_out = !p->own;
 	p->in_len = p->be.stored_size;
-	if (!rc && !(p->d = ZSTD_createDCtx()))
+	if (!rc && !(p->d = dctx_take()))
 		rc = -ENOMEM;
 	if (!rc && p->be.filter == STP_FILTER_X86) {
 		p->max_marks = p->size / STP_DECODE_MARK + 1;
@@ -1109,7 +1139,7 @@ void stp_image_decode_free(struct stp_decode *p)
 {
 	if (!p)
 		return;
-	ZSTD_freeDCtx(p->d);
+	dctx_give(p->d);
 	if (p->marks)
 		pthread_mutex_destroy(&p->scan_lock);
 	free(p->marks);
