@@ -219,8 +219,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* A read being answered. It pins one block at a time: while its stream bytes lie in one
  * block it points into that block (and into zeros for holes); at the first byte of
- * another block, or past READ_PIECES pieces, it copies what it has into a reply buffer
- * and goes on copying, block by block. A reader never waits for a buffer while it holds a
+ * another block, past READ_PIECES pieces, or at bytes of a filtered block still being
+ * decoded (which only a copy gives), it copies what it has into a reply buffer and goes
+ * on copying, block by block. A reader never waits for a buffer while it holds a
  * pin, as stp_cache_get's rule asks. */
 struct read_reply {
 	struct stp_fs *fs;
