@@ -784,6 +784,14 @@ static void fill_code(void)
 	/* block CARM: a BL in every fourth word, as in AArch64 code */
 	for (size_t i = CARM * (size_t)SBS; i < (CARM + 1) * (size_t)SBS; i += 16)
 		code[i + 3] = 0x94 | (code[i + 3] & 3);
+	/* calls, jumps and sign bytes on both sides of every restart point (every
+	 * STP_DECODE_MARK) of the x86 blocks, and in their last bytes */
+	for (size_t m = STP_DECODE_MARK; m < CDATA; m += STP_DECODE_MARK)
+		for (size_t i = m - 6; i < m + 6 && i < CDATA; i++)
+			if (i / SBS != CARM)
+				code[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[next_rand(&seed) % 4];
+	for (size_t i = CDATA - 9; i < CDATA; i++)
+		code[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[next_rand(&seed) % 4];
 	/* else calls and jumps among a few hundred distinct instructions */
 	for (size_t i = got; i < CDATA; i++) {
 		uint64_t r = next_rand(&seed);
@@ -909,8 +917,14 @@ static void check_filtered(uint64_t block, size_t size)
 	size_t published = 0;
 	unsigned bad = 0, step;
 
+	uint8_t *whole = malloc(stp_image_block_buffer_size(code_image));
+
 	CHECK(code_changed[block] > size / 200, " block %llu: the filter changed %zu bytes",
 	      (unsigned long long)block, code_changed[block]);
+	/* the whole decode, the reference the copies must match, gives the source */
+	CHECK(whole && stp_image_decode_block(code_image, block, whole) == 0 &&
+	      memcmp(whole, code + block * SBS, size) == 0);
+	free(whole);
 	CHECK(stp_cache_new(code_image, 1, 1, &cache) == 0);
 	stp_cache_set_observer(cache, gate_observe, &g);
 	first.cache = late.cache = cache;
