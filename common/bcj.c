@@ -53,8 +53,7 @@ static uint32_t x86_convert(uint32_t v, uint32_t off, unsigned guard, int encode
 
 /* The first E8/E9 byte in BUF[I, END), or END. Eight bytes at a time: in machine code
  * most words hold neither, and this scan is most of the filter's time. */
-static inline __attribute__((always_inline)) size_t
-x86_next_opcode(const uint8_t *buf, size_t i, size_t end)
+static size_t x86_next_opcode(const uint8_t *buf, size_t i, size_t end)
 {
 	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
 
@@ -79,11 +78,9 @@ void stp_bcj_begin(struct stp_bcj_state *st, unsigned filter)
 }
 
 /* The x86 scan over the first AVAIL bytes from where ST left it. Its decisions read only
- * bytes at or past the scan position, which no earlier conversion changed: so a DRY scan,
- * which converts nothing, walks through the same states as the real one. Inlined, so
- * that each caller gets a copy without the tests it does not need. */
-static inline __attribute__((always_inline)) size_t
-x86_run(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos, int encode, int dry)
+ * bytes at or past the scan position, which no earlier conversion changed. */
+static size_t x86_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
+		       int encode)
 {
 	/* Bit d: the byte d back was an E8/E9 left alone (SKIPPED), whose fourth operand
 	 * byte was 0x00/0xFF (SIGN). Bit 0 is the current opcode. */
@@ -107,12 +104,10 @@ x86_run(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos, int 
 		}
 		/* Convert only with at most one opcode left alone in the last three bytes. */
 		if (!sign && x86_is_sign_byte(buf[i + 4]) && !(skipped & (skipped - 1))) {
-			if (!dry) {
-				guard = skipped ? (unsigned)__builtin_ctz(skipped) : 0;
-				v = x86_convert(get_le32(buf + i + 1), (uint32_t)(pos + i + 5),
-						guard, encode);
-				put_le32(buf + i + 1, v);
-			}
+			guard = skipped ? (unsigned)__builtin_ctz(skipped) : 0;
+			v = x86_convert(get_le32(buf + i + 1), (uint32_t)(pos + i + 5), guard,
+					encode);
+			put_le32(buf + i + 1, v);
 			skipped = sign = 0;
 			i += 5;
 			continue;
@@ -125,12 +120,6 @@ x86_run(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos, int 
 	*st = (struct stp_bcj_state){ .filter = st->filter, .next = i, .last = last,
 				      .skipped = skipped, .sign = sign };
 	return i; /* an opcode at I or later may still change the bytes after it */
-}
-
-static size_t x86_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
-		       int encode)
-{
-	return x86_run(st, buf, avail, pos, encode, 0);
 }
 
 void stp_bcj_x86(uint8_t *buf, size_t size, uint64_t pos, int encode)
@@ -215,35 +204,40 @@ size_t stp_bcj_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64
 	return end ? avail : final;
 }
 
-size_t stp_bcj_scan(struct stp_bcj_state *st, const uint8_t *buf, size_t avail, uint64_t pos,
-		    int end)
+/*
+ * x86: four filtered bytes none of which is E8/E9, at R, make R a restart point. A call
+ * before R has its operand at most in those four bytes, so the scan of the whole buffer
+ * goes on inside them or right after them, finds no opcode there, and meets the same
+ * next opcode as a scan started at R, more than 3 bytes past the last one it saw: with
+ * an empty memory, as the fresh scan's. Bytes from R + 4 on come out the same either
+ * way (R .. R + 3 may hold such an operand). The start of the buffer serves every byte.
+ */
+static size_t x86_restart(const uint8_t *buf, size_t at, size_t back)
 {
-	size_t final;
+	size_t lowest = at > back ? at - back : 0, run = 0;
 
-	switch (st->filter) {
-	case STP_FILTER_X86:
-		/* nothing is written: the cast only lets the one scan serve both */
-		final = x86_run(st, (uint8_t *)buf, avail, pos, 0, 1);
-		break;
-	case STP_FILTER_ARM64:
-		/* stateless: only where the instructions stop matters */
-		if (avail > st->next && avail - (size_t)((pos + avail) & 3) > st->next)
-			st->next = avail - (size_t)((pos + avail) & 3);
-		final = st->next;
-		break;
-	default:
-		final = avail;
-		break;
+	if (at < 4)
+		return 0;
+	for (size_t i = at + 1; i-- > lowest;) {
+		run = (buf[i] & 0xFE) == 0xE8 ? 0 : run + 1;
+		if (run >= 4 && i + 4 <= at)
+			return i;
 	}
-	return end ? avail : final;
+	return lowest ? SIZE_MAX : 0;
 }
 
-void stp_bcj_rebase(struct stp_bcj_state *st, size_t base)
+size_t stp_bcj_restart(unsigned filter, const uint8_t *buf, size_t at, uint64_t pos,
+		       size_t back)
 {
-	/* LAST may lie before BASE: only NEXT - LAST matters, and the unsigned difference
-	 * survives the wrap-around */
-	st->next -= base;
-	st->last -= base;
+	switch (filter) {
+	case STP_FILTER_X86:
+		return x86_restart(buf, at, back);
+	case STP_FILTER_ARM64:
+		/* instructions at absolute multiples of 4, each changed on its own */
+		return at < (size_t)((pos + at) & 3) ? 0 : at - (size_t)((pos + at) & 3);
+	default:
+		return at;
+	}
 }
 
 int stp_bcj_apply(unsigned filter, uint8_t *buf, size_t size, uint64_t pos, int encode)

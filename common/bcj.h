@@ -62,21 +62,17 @@ size_t stp_bcj_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64
 		    int encode, int end);
 
 /*
- * Restarting a decode part way, for a reader of a buffer still filtered (a block being
- * decompressed, whose later matches copy from the filtered bytes). stp_bcj_scan walks
- * the filtered BUF as stp_bcj_step decoding it would, and returns what that would, but
- * changes no byte: a state saved after it holds at that point of the real decode. To
- * decode bytes [A, B) of such a buffer, take a state S saved with S.next <= A, copy the
- * filtered bytes from S.next up to B + 4 (or the end of the buffer, then END) to a
- * buffer of one's own, stp_bcj_rebase(&S, S.next) to count from that copy, and run
- * stp_bcj_step over the copy (stream position POS + S.next): bytes [A, B) come out as
- * the whole decode gives them. For ARM64 any position at an absolute multiple of 4 is
- * such a point, with no other state. Both are pure; BUF is only read.
+ * Decoding part of a buffer, for a reader of one still filtered (a block being
+ * decompressed, whose later matches copy from the filtered bytes). stp_bcj_restart
+ * returns a position R <= AT of the filtered BUF (it reads bytes up to AT only) such
+ * that decoding a copy of BUF from R on, with a fresh state (stp_bcj_begin) at
+ * stream position POS + R, gives every byte from AT on as decoding the whole buffer
+ * does; SIZE_MAX when no such point lies within BACK bytes before AT (x86 over bytes
+ * dense in E8/E9; the buffer's start is always one). For x86, R is found a few bytes
+ * back in machine code; for ARM64 it is AT's instruction. Pure; BUF is only read.
  */
-size_t stp_bcj_scan(struct stp_bcj_state *st, const uint8_t *buf, size_t avail, uint64_t pos,
-		    int end);
-/* Makes ST count from byte BASE (at most st->next) of the buffer it was saved for. */
-void stp_bcj_rebase(struct stp_bcj_state *st, size_t base);
+size_t stp_bcj_restart(unsigned filter, const uint8_t *buf, size_t at, uint64_t pos,
+		       size_t back);
 
 /* The same for a filter given by its enum stp_filter value (STP_FILTER_NONE does
  * nothing). Returns 0, or -EPROTONOSUPPORT for a filter this build does not know. */

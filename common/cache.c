@@ -38,8 +38,6 @@ struct entry {
 	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
 	int sealed;             /* no more copies: the filter is undone in place; lock */
 	uint32_t copying;       /* copies unfiltering the bytes below READY; lock */
-	size_t marked;          /* the decode's restart points are noted up to here; lock */
-	int marking;            /* a waiting reader notes them (one at a time); lock */
 	struct stp_cache *cache;
 	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed once sealed) */
 	uint64_t t0;            /* when the decode began */
@@ -405,7 +403,7 @@ static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 	struct stp_decode *job;
 
 	pthread_mutex_lock(&c->lock);
-	seal(c, e); /* a failed decode was not: copies still read its buffer and marks */
+	seal(c, e); /* a failed decode was not: copies may still read its buffer */
 	job = e->job;
 	e->job = NULL;
 	finish_load(c, e, rc, stp_now_ns() - e->t0);
@@ -519,28 +517,6 @@ static int copyable(const struct entry *e, size_t end)
 	return e->filter && !e->sealed && e->ready >= need;
 }
 
-/* Lock held: a reader that will copy from filtered E notes its restart points up to the
- * watermark while it waits (counted as a copy: the unfilter in place waits for it), so
- * that the copy at the end scans little; on another CPU than the decode's. 1 when it
- * did, 0 when there was nothing to do or someone else is at it. */
-static int prepare_copy(struct stp_cache *c, struct entry *e)
-{
-	size_t n = e->ready;
-
-	if (!e->filter || e->sealed || e->marking || n < e->marked + STP_DECODE_STEP)
-		return 0;
-	e->marking = 1;
-	e->copying++;
-	pthread_mutex_unlock(&c->lock);
-	stp_image_decode_prepare(e->job, n);
-	pthread_mutex_lock(&c->lock);
-	e->marked = n;
-	e->marking = 0;
-	--e->copying;
-	pthread_cond_broadcast(&c->done); /* the decode may wait to seal, others to mark */
-	return 1;
-}
-
 /* Lock held, E pinned: waits until E's first END bytes are final in the buffer (or, COPY,
  * at least copyable with stp_cache_read) or its decode failed short of them. 0, or the
  * decode's error. Bytes final before a failure stay good while the pin holds the buffer:
@@ -550,8 +526,7 @@ static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy
 	size_t want = wanted(e, end);
 
 	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want)))
-		if (!copy || !prepare_copy(c, e))
-			pthread_cond_wait(&c->done, &c->lock);
+		pthread_cond_wait(&c->done, &c->lock);
 	if (e->plain < want && !(copy && copyable(e, want)))
 		return e->error;
 	c->stats.early += e->state != ENTRY_READY;
@@ -677,24 +652,28 @@ int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t 
 		return 0;
 	}
 	pthread_mutex_lock(&c->lock);
-	while (e->plain < end && !copyable(e, end) && e->state == ENTRY_LOADING)
-		pthread_cond_wait(&c->done, &c->lock); /* the unfilter in place passes END */
-	if (e->plain >= end) {
+	for (int copy = 1;;) {
+		while (e->plain < end && !(copy && copyable(e, end)) && e->state == ENTRY_LOADING)
+			pthread_cond_wait(&c->done, &c->lock); /* the unfilter in place passes END */
+		if (e->plain >= end) {
+			pthread_mutex_unlock(&c->lock);
+			memcpy(dst, ref->data + from, len);
+			return 0;
+		}
+		if (!copy || !copyable(e, end)) {
+			rc = e->error ? e->error : -EIO;
+			break;
+		}
+		e->copying++;
 		pthread_mutex_unlock(&c->lock);
-		memcpy(dst, ref->data + from, len);
-		return 0;
+		rc = stp_image_decode_copy(e->job, from, len, dst);
+		pthread_mutex_lock(&c->lock);
+		if (!--e->copying && e->sealed)
+			pthread_cond_broadcast(&c->done); /* the decode waits to go on in place */
+		if (rc != -EAGAIN)
+			break;
+		copy = 0; /* no point to start the filter from near FROM: wait for the block */
 	}
-	if (!copyable(e, end)) {
-		rc = e->error ? e->error : -EIO;
-		pthread_mutex_unlock(&c->lock);
-		return rc;
-	}
-	e->copying++;
-	pthread_mutex_unlock(&c->lock);
-	rc = stp_image_decode_copy(e->job, from, len, dst);
-	pthread_mutex_lock(&c->lock);
-	if (!--e->copying && e->sealed)
-		pthread_cond_broadcast(&c->done); /* the decode waits to go on in place */
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

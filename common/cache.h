@@ -99,10 +99,10 @@ int stp_cache_get_range(struct stp_cache *cache, uint64_t block, size_t end,
 int stp_cache_wait(struct stp_cache *cache, struct stp_block_ref *ref, size_t end);
 /* Copies bytes [FROM, FROM + LEN) of REF's block to DST; they must lie below the END of
  * the get or wait that let REF go. Below ref->direct a plain copy; else, while the block
- * is filtered, an unfiltered copy made from the last mark before FROM
- * (stp_image_decode_copy), or, once the filter is being undone in place, a wait for that
- * to pass. 0, -ENOMEM, or the error of a decode that failed before the bytes could be
- * copied. */
+ * is filtered, an unfiltered copy made from a restart point just before FROM
+ * (stp_image_decode_copy), or, once the filter is being undone in place (or where no
+ * restart point lies near), a wait for that pass to reach them. 0, -ENOMEM, or the error
+ * of a decode that failed before the bytes could be copied. */
 int stp_cache_read(struct stp_cache *cache, const struct stp_block_ref *ref, size_t from,
 		   size_t len, void *dst);
 /* Pins block BLOCK if it is resident or being decoded, waiting for its decode to end

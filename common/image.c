@@ -931,14 +931,6 @@ struct stp_decode {
 	void *ctx;
 	ZSTD_DCtx *d;          /* its own: the decode may go on on another thread */
 	uint64_t pos;          /* the block's stream position, for the filter */
-	/* x86: the filter's state every STP_DECODE_MARK bytes, found by a dry run of the
-	 * unfilter that the copies make as far as they need it (a decode nobody reads early
-	 * makes none); SCAN_LOCK guards SCAN and the marks past NMARKS */
-	pthread_mutex_t scan_lock;
-	struct stp_bcj_state scan;
-	struct stp_bcj_state *marks;
-	size_t nmarks;               /* atomic: the marks below it are set for good */
-	size_t max_marks;
 	uint8_t *out;          /* the buffer, LEN bytes; the decoded bytes go at its start */
 	size_t len, size;
 	uint8_t *stored;       /* the stored bytes, at the end of OUT unless OWN */
@@ -1047,16 +1039,6 @@ static int stream_start(struct stp_decode *p)
 	p->in_len = p->be.stored_size;
 	if (!rc && !(p->d = dctx_take()))
 		rc = -ENOMEM;
-	if (!rc && p->be.filter == STP_FILTER_X86) {
-		p->max_marks = p->size / STP_DECODE_MARK + 1;
-		p->marks = malloc(p->max_marks * sizeof(*p->marks));
-		if (!p->marks)
-			return -ENOMEM;
-		pthread_mutex_init(&p->scan_lock, NULL);
-		stp_bcj_begin(&p->scan, p->be.filter);
-		p->marks[0] = p->scan; /* mark 0: the start */
-		p->nmarks = 1;
-	}
 	return rc;
 }
 
@@ -1140,9 +1122,6 @@ void stp_image_decode_free(struct stp_decode *p)
 	if (!p)
 		return;
 	dctx_give(p->d);
-	if (p->marks)
-		pthread_mutex_destroy(&p->scan_lock);
-	free(p->marks);
 	free(p->moved);
 	if (p->own)
 		free(p->stored);
@@ -1154,57 +1133,7 @@ unsigned stp_image_decode_filter(const struct stp_decode *p)
 	return p->d ? p->be.filter : STP_FILTER_NONE; /* a whole decode is final */
 }
 
-/* Notes the dry run's marks as far as the first N bytes, decompressed, allow: mark K is
- * the state after scanning K * STP_DECODE_MARK + 4 bytes, so it stands at or just past
- * K * STP_DECODE_MARK. Each scan goes on from the last: one pass over the block in all. */
-static size_t scan_marks(struct stp_decode *p, size_t n)
-{
-	size_t k;
-
-	pthread_mutex_lock(&p->scan_lock);
-	for (k = p->nmarks; k < p->max_marks; k++) {
-		size_t at = k * STP_DECODE_MARK + STP_DECODE_LOOKAHEAD;
-
-		if (at > n)
-			break;
-		stp_bcj_scan(&p->scan, p->out, at, p->pos, 0);
-		p->marks[k] = p->scan;
-		__atomic_store_n(&p->nmarks, k + 1, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&p->scan_lock);
-	return k;
-}
-
-/* Where a copy of bytes from AT on can start unfiltering, the first N bytes being
- * decompressed (N >= AT + 4, or the size): the last mark at or before AT for x86, AT's
- * instruction for ARM64. */
-static struct stp_bcj_state restart_point(struct stp_decode *p, size_t at, size_t n)
-{
-	struct stp_bcj_state st;
-	size_t k = at / STP_DECODE_MARK, have;
-
-	if (p->be.filter != STP_FILTER_X86) {
-		stp_bcj_begin(&st, p->be.filter);
-		st.next = at - (size_t)((p->pos + at) & 3); /* blocks start at multiples of 4 */
-		return st;
-	}
-	have = __atomic_load_n(&p->nmarks, __ATOMIC_ACQUIRE);
-	if (k >= have)
-		have = scan_marks(p, n);
-	if (k >= have)
-		k = have - 1; /* AT in the last 4 bytes, past the last mark */
-	while (p->marks[k].next > at) /* mark 0 starts at 0 */
-		k--;
-	return p->marks[k];
-}
-
-void stp_image_decode_prepare(struct stp_decode *p, size_t n)
-{
-	if (p->marks)
-		scan_marks(p, n);
-}
-
-int stp_image_decode_copy(struct stp_decode *p, size_t from, size_t len, void *dst)
+int stp_image_decode_copy(const struct stp_decode *p, size_t from, size_t len, void *dst)
 {
 	size_t end = from + len, stop, base;
 	struct stp_bcj_state st;
@@ -1215,13 +1144,14 @@ int stp_image_decode_copy(struct stp_decode *p, size_t from, size_t len, void *d
 		return 0;
 	}
 	stop = p->size - end > STP_DECODE_LOOKAHEAD ? end + STP_DECODE_LOOKAHEAD : p->size;
-	st = restart_point(p, from, stop);
-	base = st.next;
+	base = stp_bcj_restart(p->be.filter, p->out, from, p->pos, STP_DECODE_BACK);
+	if (base == SIZE_MAX)
+		return -EAGAIN;
 	tmp = malloc(stop - base);
 	if (!tmp)
 		return -ENOMEM;
 	memcpy(tmp, p->out + base, stop - base);
-	stp_bcj_rebase(&st, base);
+	stp_bcj_begin(&st, p->be.filter);
 	stp_bcj_step(&st, tmp, stop - base, p->pos + base, 0, stop == p->size);
 	memcpy(dst, tmp + (from - base), len);
 	free(tmp);

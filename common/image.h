@@ -156,19 +156,15 @@ void stp_image_decode_free(struct stp_decode *d);
 unsigned stp_image_decode_filter(const struct stp_decode *d);
 /* Copies bytes [FROM, FROM + LEN) of D's block, unfiltered, to DST, while the block is
  * still filtered in its buffer: the bytes up to FROM + LEN + 4 (or the block's end) must
- * have been told decoded, and the unfilter not begun. It unfilters a private copy from
- * the last point noted before FROM (every STP_DECODE_MARK bytes), so it costs up to that
- * much more than LEN; the first copy past the points noted so far notes them up to FROM
- * (a dry run of the filter, about as fast as the filter: the decode itself notes none).
- * Thread-safe against the decode and other copies; 0 or -ENOMEM. */
-int stp_image_decode_copy(struct stp_decode *d, size_t from, size_t len, void *dst);
-/* Notes the points of D as far as its first N bytes (told decoded) allow, under the same
- * rules as stp_image_decode_copy: a reader that waits for the decode does it meanwhile,
- * so that its copy has little left to do. */
-void stp_image_decode_prepare(struct stp_decode *d, size_t n);
+ * have been told decoded, and the unfilter not begun. It unfilters a private copy from a
+ * point a few bytes before FROM where the filter can start afresh (stp_bcj_restart),
+ * so it costs about LEN. Thread-safe against the decode and other copies; 0, -ENOMEM, or
+ * -EAGAIN when no such point lies within STP_DECODE_BACK bytes before FROM (bytes dense
+ * in x86 call opcodes, unlike machine code): the caller waits for the block instead. */
+int stp_image_decode_copy(const struct stp_decode *d, size_t from, size_t len, void *dst);
 /* Bytes past FROM + LEN that stp_image_decode_copy reads: the filter's look-ahead. */
 #define STP_DECODE_LOOKAHEAD ((size_t)4)
-#define STP_DECODE_MARK ((size_t)64 << 10)
+#define STP_DECODE_BACK ((size_t)64 << 10)
 
 /* Type of an inode, as the DT_* of dirent.h. */
 unsigned stp_mode_dtype(uint32_t mode);

@@ -392,132 +392,111 @@ out:
 }
 
 /*
- * Restarting part way, as a reader of a block still filtered does: a dry scan of the
- * filtered bytes, fed at random cuts, saves its state every MARK bytes (as the decoder
- * does: after scanning MARK * K + 4); the states must be those of the real decode fed
- * the same cuts, and the scan must leave the bytes alone. Then ranges at arbitrary
- * offsets (straddling marks, inside the last 4 bytes, the whole buffer) are decoded
- * from a copy that starts at the last mark before them and must equal both the whole
- * decode and the source.
+ * Decoding part of a filtered buffer, as a reader of a block still filtered does: from
+ * the point stp_bcj_restart gives for A, a fresh decode of a copy of the filtered bytes
+ * up to B + 4 (or the end) must give bytes [A, B) of the source. Ranges at random, at
+ * spots where E8/E9 and sign bytes are planted, over runs of opcodes, in the last bytes,
+ * and the whole buffer. The point must be the closest the rule allows (four bytes free
+ * of E8/E9, ending at least a byte before A), SIZE_MAX only when there is none between
+ * A - BACK and A, and then not for A <= BACK (the start serves).
  */
-static int same_state(const struct stp_bcj_state *a, const struct stp_bcj_state *b)
+static int is_opcode(uint8_t b)
 {
-	return a->next == b->next && a->last == b->last && a->skipped == b->skipped &&
-	       a->sign == b->sign;
+	return (b & 0xFE) == 0xE8;
 }
 
-static int range_right(unsigned filter, const uint8_t *filtered, const uint8_t *src,
-		       size_t len, uint64_t pos, const struct stp_bcj_state *marks,
-		       size_t nmarks, size_t mark, size_t a, size_t b)
+/* Whether the x86 restart point R for A is what the rule allows: four clean bytes at R,
+ * R + 4 <= A, none closer, or 0 when there are none. */
+static int restart_as_ruled(const uint8_t *buf, size_t a, size_t back, size_t r)
 {
-	size_t stop = len - b > 4 ? b + 4 : len, k = a / mark < nmarks ? a / mark : nmarks - 1;
+	size_t lowest = a > back ? a - back : 0, best = SIZE_MAX;
+
+	for (size_t i = a >= 4 ? a - 4 + 1 : 0; a >= 4 && i-- > lowest;) {
+		size_t k = 0;
+
+		while (k < 4 && !is_opcode(buf[i + k]))
+			k++;
+		if (k == 4) {
+			best = i;
+			break;
+		}
+	}
+	if (best == SIZE_MAX && (a < 4 || !lowest))
+		best = 0;
+	return r == best;
+}
+
+static int part_right(unsigned filter, const uint8_t *filtered, const uint8_t *src,
+		      size_t len, uint64_t pos, size_t back, size_t a, size_t b, int *ruled)
+{
+	size_t stop = len - b > 4 ? b + 4 : len;
+	size_t r = stp_bcj_restart(filter, filtered, a, pos, back);
 	struct stp_bcj_state st;
 	uint8_t *copy;
 	int right;
 
-	if (filter == STP_FILTER_ARM64) {
-		stp_bcj_begin(&st, filter);
-		st.next = a - (size_t)((pos + a) & 3);
-	} else {
-		while (marks[k].next > a)
-			k--;
-		st = marks[k];
-	}
-	copy = malloc(stop - st.next + 1);
+	if (filter == STP_FILTER_X86 && !restart_as_ruled(filtered, a, back, r))
+		(*ruled)++;
+	if (r == SIZE_MAX)
+		return 1; /* the caller waits for the whole decode instead */
+	if (r > a)
+		return 0;
+	copy = malloc(stop - r + 1);
 	if (!copy)
 		return 0;
-	memcpy(copy, filtered + st.next, stop - st.next);
-	{
-		size_t base = st.next;
-
-		stp_bcj_rebase(&st, base);
-		stp_bcj_step(&st, copy, stop - base, pos + base, 0, stop == len);
-		right = !memcmp(copy + (a - base), src + a, b - a);
-	}
+	memcpy(copy, filtered + r, stop - r);
+	stp_bcj_begin(&st, filter);
+	stp_bcj_step(&st, copy, stop - r, pos + r, 0, stop == len);
+	right = !memcmp(copy + (a - r), src + a, b - a);
 	free(copy);
 	return right;
 }
 
-static void check_restart(const char *what, unsigned filter, const uint8_t *src, size_t len,
-			  uint64_t pos, size_t mark)
+static void check_parts(const char *what, unsigned filter, const uint8_t *src, size_t len,
+			uint64_t pos, size_t back, size_t spot)
 {
-	uint8_t *filtered = malloc(len + 1), *real = malloc(len + 1), *before = malloc(len + 1);
-	size_t nmarks = 1, max = len / mark + 1, avail = 0, bad = 0;
-	struct stp_bcj_state scan, dec, *marks = malloc(max * sizeof(*marks));
-	int bad_state = 0, touched = 0;
+	uint8_t *filtered = malloc(len + 1);
+	size_t bad = 0, tries = 0;
+	int ruled = 0;
 
-	CHECK(filtered && real && before && marks);
-	if (!filtered || !real || !before || !marks)
-		goto out;
+	CHECK(filtered);
+	if (!filtered)
+		return;
 	memcpy(filtered, src, len);
 	stp_bcj_apply(filter, filtered, len, pos, 1);
-	memcpy(real, filtered, len);
-	memcpy(before, filtered, len);
-	stp_bcj_begin(&scan, filter);
-	stp_bcj_begin(&dec, filter);
-	marks[0] = scan;
-	while (avail < len) {
-		size_t next_mark = nmarks * mark + 4, s1, s2;
+#define PART(a, b) (tries++, bad += !part_right(filter, filtered, src, len, pos, back, (a), (b), &ruled))
+	for (size_t k = 0; k * spot < len; k++)
+		for (size_t d = 0; d < 12; d++) {
+			size_t a = k * spot + d >= 6 ? k * spot + d - 6 : 0, b = a + 1 + d % 5;
 
-		avail += 1 + (size_t)(rng() % (3 * mark));
-		if (avail > len)
-			avail = len;
-		if (nmarks < max && next_mark <= avail)
-			avail = next_mark; /* stop at the mark, as scan_marks does */
-		s1 = stp_bcj_scan(&scan, filtered, avail, pos, avail == len);
-		s2 = stp_bcj_step(&dec, real, avail, pos, 0, avail == len);
-		if (s1 != s2 || (filter == STP_FILTER_X86 && !same_state(&scan, &dec)) ||
-		    (filter == STP_FILTER_ARM64 && scan.next != dec.next))
-			bad_state++;
-		if (nmarks < max && avail == next_mark)
-			marks[nmarks++] = scan;
-	}
-	touched = memcmp(filtered, before, len) != 0;
-	CHECK(!bad_state, "%s: %d scans differ from the decode", what, bad_state);
-	CHECK(!touched, "%s: the scan changed bytes", what);
-	CHECK(memcmp(real, src, len) == 0, "%s: the decode in pieces is wrong", what);
-	/* ranges: around every mark, the last bytes, random spans */
-	for (size_t k = 0; k * mark < len; k++) {
-		for (size_t d = 0; d < 10; d++) {
-			size_t a = k * mark + d >= 5 ? k * mark + d - 5 : 0;
-			size_t b = a + 1 + (size_t)(rng() % 12);
-
-			if (b > len)
-				b = len;
-			if (a < b)
-				bad += !range_right(filter, filtered, src, len, pos, marks, nmarks,
-						    mark, a, b);
+			if (b <= len)
+				PART(a, b);
 		}
-	}
 	for (size_t t = 1; t <= 8 && t <= len; t++) {
-		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, len - t,
-				    len);
-		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, len - t,
-				    len - t + 1);
+		PART(len - t, len);
+		PART(len - t, len - t + 1);
 	}
-	for (unsigned r = 0; r < 200 && len; r++) {
-		size_t a = (size_t)(rng() % len), b = a + 1 + (size_t)(rng() % (2 * mark));
+	for (unsigned r = 0; r < 400 && len; r++) {
+		size_t a = (size_t)(rng() % len), b = a + 1 + (size_t)(rng() % 9000);
 
-		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, a,
-				    b < len ? b : len);
+		PART(a, b < len ? b : len);
 	}
 	if (len)
-		bad += !range_right(filter, filtered, src, len, pos, marks, nmarks, mark, 0, len);
-	CHECK(!bad, "%s: %zu ranges decoded from a mark differ from the source", what, bad);
-out:
+		PART(0, len);
+#undef PART
+	CHECK(!bad, "%s: %zu of %zu parts decoded from a restart point differ from the source",
+	      what, bad, tries);
+	CHECK(!ruled, "%s: %d restart points not the closest the rule allows", what, ruled);
 	free(filtered);
-	free(real);
-	free(before);
-	free(marks);
 }
 
-/* E8/E9 and 0x00/0xFF bytes placed on every side of the marks: opcodes whose operand
- * straddles a mark, and runs of opcodes left alone reaching across one. */
-static void fill_mark_edges(uint8_t *buf, size_t len, size_t mark)
+/* E8/E9 and 0x00/0xFF bytes around every SPOT bytes, runs of them LONG bytes long: calls
+ * whose operands straddle the spots, opcodes left alone in a row, restart points far. */
+static void fill_spots(uint8_t *buf, size_t len, size_t spot, size_t lng)
 {
 	fill_random(buf, len);
-	for (size_t m = mark; m < len; m += mark)
-		for (size_t i = m > 6 ? m - 6 : 0; i < m + 6 && i < len; i++)
+	for (size_t m = spot; m < len; m += spot)
+		for (size_t i = m > lng ? m - lng : 0; i < m + lng && i < len; i++)
 			buf[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[rng() % 4];
 }
 
@@ -527,7 +506,7 @@ static void test_restart(void)
 					     "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0" };
 	enum { N = 1u << 20 };
 	uint8_t *buf = malloc(N);
-	static const size_t marks[] = { 64, 1000, 4096, 65536 };
+	static const size_t backs[] = { 16, 100, 4096, 65536 };
 
 	CHECK(buf);
 	if (!buf)
@@ -539,17 +518,19 @@ static void test_restart(void)
 			size_t n = 1 + (size_t)(rng() % N);
 
 			fill_x86_dense(buf, n);
-			check_restart("dense", filter, buf, n, (uint64_t)m << 16, marks[m]);
-			fill_mark_edges(buf, n, marks[m]);
-			check_restart("mark edges", filter, buf, n, (uint64_t)m << 20, marks[m]);
+			check_parts("dense", filter, buf, n, (uint64_t)m << 16, backs[m], 4096);
+			fill_spots(buf, n, 65536, 6);
+			check_parts("spots", filter, buf, n, (uint64_t)m << 20, backs[m], 65536);
+			fill_spots(buf, n, 8192, 300);
+			check_parts("long runs", filter, buf, n, 0, backs[m], 8192);
 			if (f) {
 				fill_arm64_dense(buf, n);
-				check_restart("arm64 dense", filter, buf, n, 0, marks[m]);
+				check_parts("arm64 dense", filter, buf, n, 0, backs[m], 4096);
 			}
 		}
 		for (size_t n = 0; n < 24; n++) {
 			fill_x86_dense(buf, n);
-			check_restart("tiny", filter, buf, n, 0, 8);
+			check_parts("tiny", filter, buf, n, 0, 8, 4);
 		}
 	}
 	for (unsigned p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
@@ -562,7 +543,18 @@ static void test_restart(void)
 		}
 		if (len > (3u << 20))
 			len = 3u << 20;
-		check_restart(paths[p], STP_FILTER_X86, data, len, 32u << 20, 65536);
+		check_parts(paths[p], STP_FILTER_X86, data, len, 32u << 20, 65536, 65536);
+		{
+			/* in machine code a restart point lies a few bytes back */
+			size_t far = 0, r;
+
+			stp_bcj_apply(STP_FILTER_X86, data, len, 32u << 20, 1);
+			for (size_t a = 4; a < len; a += 997) {
+				r = stp_bcj_restart(STP_FILTER_X86, data, a, 32u << 20, 65536);
+				far = r != SIZE_MAX && a - r > far ? a - r : far;
+			}
+			CHECK(far < 256, "%s: a restart point %zu bytes back", paths[p], far);
+		}
 		free(data);
 	}
 	free(buf);

@@ -524,6 +524,9 @@ struct reader {
 	struct stp_cache *cache;
 	uint64_t block;
 	size_t end;     /* SIZE_MAX: the whole block; 0: stp_cache_get_decoded */
+	size_t from;    /* the first byte read */
+	size_t size;    /* of the block; 0: SBS */
+	uint8_t (*byte)(uint64_t); /* the source; NULL: soft_byte */
 	int rc, right, done;
 	pthread_t thread;
 };
@@ -552,9 +555,10 @@ static void *reader_main(void *arg)
 	if (!r->rc) {
 		size_t n = r->end && r->end < ref.size ? r->end : ref.size;
 
-		r->right = ref.block == r->block && ref.size == SBS &&
-			   (r->end || ref.direct == SBS) &&
-			   range_right(r->cache, &ref, 0, n, soft_byte);
+		r->right = ref.block == r->block && ref.size == (r->size ? r->size : SBS) &&
+			   (r->end || ref.direct == ref.size) &&
+			   range_right(r->cache, &ref, r->from, n - r->from,
+				       r->byte ? r->byte : soft_byte);
 		stp_cache_release(r->cache, &ref);
 	}
 	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
@@ -764,6 +768,9 @@ static void test_in_place(void)
 #define CBLOCKS 3u
 #define CSHORT_SIZE (SBS / 2 + 4321u)
 #define CDATA ((CBLOCKS - 1) * (size_t)SBS + CSHORT_SIZE)
+#define SPOT ((size_t)64 << 10) /* where calls are planted */
+#define DENSE_AT ((size_t)1 << 20) /* in CX86: opcodes only, too many for a copy */
+#define DENSE_LEN (STP_DECODE_BACK + 5000)
 
 static uint8_t code[CDATA];
 static size_t code_changed[CBLOCKS]; /* bytes the filter changed in each block */
@@ -784,14 +791,16 @@ static void fill_code(void)
 	/* block CARM: a BL in every fourth word, as in AArch64 code */
 	for (size_t i = CARM * (size_t)SBS; i < (CARM + 1) * (size_t)SBS; i += 16)
 		code[i + 3] = 0x94 | (code[i + 3] & 3);
-	/* calls, jumps and sign bytes on both sides of every restart point (every
-	 * STP_DECODE_MARK) of the x86 blocks, and in their last bytes */
-	for (size_t m = STP_DECODE_MARK; m < CDATA; m += STP_DECODE_MARK)
+	/* calls, jumps and sign bytes every SPOT bytes of the x86 blocks, in their last
+	 * bytes, and a stretch of them longer than a copy looks back for a restart point */
+	for (size_t m = SPOT; m < CDATA; m += SPOT)
 		for (size_t i = m - 6; i < m + 6 && i < CDATA; i++)
 			if (i / SBS != CARM)
 				code[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[next_rand(&seed) % 4];
 	for (size_t i = CDATA - 9; i < CDATA; i++)
 		code[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[next_rand(&seed) % 4];
+	for (size_t i = DENSE_AT; i < DENSE_AT + DENSE_LEN; i++)
+		code[i] = (uint8_t)(0xE8 | (next_rand(&seed) & 1));
 	/* else calls and jumps among a few hundred distinct instructions */
 	for (size_t i = got; i < CDATA; i++) {
 		uint64_t r = next_rand(&seed);
@@ -867,6 +876,8 @@ static int copy_right(struct stp_cache *cache, uint64_t block, size_t a, size_t 
 	struct stp_block_ref ref;
 	int right;
 
+	if (block == CX86 && a >= DENSE_AT && a < DENSE_AT + DENSE_LEN + 4)
+		return 1; /* no restart point near: it waits for the block (test_filtered) */
 	if (stp_cache_get_range(cache, block, b, &ref))
 		return 0;
 	right = ref.direct == 0 && range_right(cache, &ref, a, b - a, code_byte);
@@ -874,15 +885,15 @@ static int copy_right(struct stp_cache *cache, uint64_t block, size_t a, size_t 
 	return right;
 }
 
-/* Every range a reader may have at watermark W of a block of SIZE bytes: around each
- * mark, at random, and the last one the look-ahead allows. */
+/* Every range a reader may have at watermark W of a block of SIZE bytes: around the
+ * planted calls, at random, and the last one the look-ahead allows. */
 static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, size_t size,
 			     uint64_t *seed)
 {
 	size_t lim = w < size ? w - STP_DECODE_LOOKAHEAD : size;
 	unsigned bad = 0;
 
-	for (size_t m = 0; m < lim; m += STP_DECODE_MARK)
+	for (size_t m = 0; m < lim; m += SPOT)
 		for (size_t d = 0; d < 9; d++) {
 			size_t a = m + d >= 4 ? m + d - 4 : 0, b = a + 1 + (d % 5);
 
@@ -903,13 +914,16 @@ static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, 
 }
 
 /* BLOCK, held at each watermark step: the ranges below the watermark come out right
- * while the decode waits, a reader one byte short of its look-ahead is not let go, and
- * the block ends up whole and right for later readers. */
+ * while the decode waits, a reader one byte short of its look-ahead is not let go, one
+ * inside the stretch of opcodes waits for the block, and the block ends up whole and
+ * right for later readers. */
 static void check_filtered(uint64_t block, size_t size)
 {
 	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 			  .only = block };
-	struct reader first = { .block = block, .end = 1 }, late = { .block = block };
+	struct reader first = { .block = block, .end = 1, .size = size, .byte = code_byte };
+	struct reader late = first, dense = first;
+	int dense_started = 0;
 	struct stp_cache_stats st;
 	struct stp_block_ref ref;
 	struct stp_cache *cache;
@@ -927,7 +941,7 @@ static void check_filtered(uint64_t block, size_t size)
 	free(whole);
 	CHECK(stp_cache_new(code_image, 1, 1, &cache) == 0);
 	stp_cache_set_observer(cache, gate_observe, &g);
-	first.cache = late.cache = cache;
+	first.cache = late.cache = dense.cache = cache;
 	CHECK(pthread_create(&first.thread, NULL, reader_main, &first) == 0);
 	for (step = 1;; step++) {
 		size_t at = gate_reach(&g, step);
@@ -941,7 +955,15 @@ static void check_filtered(uint64_t block, size_t size)
 			CHECK(!is_done(&late), " let go at %zu for %zu", published, late.end);
 		}
 		if (step == 3)
-			CHECK(done_soon(&late) && late.rc == 0);
+			CHECK(done_soon(&late) && late.rc == 0 && late.right);
+		if (block == CX86 && !dense_started && published > DENSE_AT + DENSE_LEN + 64) {
+			dense.from = DENSE_AT + DENSE_LEN - 100;
+			dense.end = dense.from + 50;
+			CHECK(pthread_create(&dense.thread, NULL, reader_main, &dense) == 0);
+			dense_started = 1;
+			nap_ms(50);
+			CHECK(!is_done(&dense), " a copy over opcodes only");
+		}
 		CHECK(!stp_cache_contains(cache, block));
 		if (!at)
 			break; /* decompressed whole: next, the filter is undone in place */
@@ -954,7 +976,12 @@ static void check_filtered(uint64_t block, size_t size)
 	gate_allow(&g, UINT32_MAX);
 	pthread_join(first.thread, NULL);
 	pthread_join(late.thread, NULL);
-	CHECK(first.rc == 0 && late.rc == 0);
+	CHECK(first.rc == 0 && first.right && late.rc == 0 && late.right);
+	CHECK(dense_started == (block == CX86));
+	if (dense_started) {
+		pthread_join(dense.thread, NULL);
+		CHECK(dense.rc == 0 && dense.right);
+	}
 	/* whole now: read in place, the bytes of the source */
 	CHECK(stp_cache_get(cache, block, &ref) == 0);
 	CHECK(ref.direct == size && ref.size == size, " direct %zu", ref.direct);
@@ -994,7 +1021,7 @@ static void *code_main(void *arg)
 		struct stp_block_ref ref;
 
 		if (r % 4 == 0) /* at a mark, or at the end */
-			a = r % 8 ? a / STP_DECODE_MARK * STP_DECODE_MARK - (a % 3) : size - 1 - a % 4;
+			a = r % 8 ? a / SPOT * SPOT - (a % 3) : size - 1 - a % 4;
 		if (a >= size)
 			a = 0;
 		b = a + 1 + next_rand(&seed) % (130u << 10);
