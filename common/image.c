@@ -1044,7 +1044,7 @@ static int stream_start(struct stp_decode *p)
 
 /* The whole block is decompressed, still filtered: last tells of it all, then undoes the
  * filter in place, telling as it goes. */
-static int unfilter_in_place(struct stp_decode *p)
+static void unfilter_in_place(struct stp_decode *p)
 {
 	struct stp_bcj_state st;
 	size_t told = 0, avail, final;
@@ -1058,7 +1058,6 @@ static int unfilter_in_place(struct stp_decode *p)
 		if (final < p->size && final > told)
 			p->ops->unfiltered(p->ctx, told = final);
 	}
-	return 0;
 }
 
 /* The whole block at once, as stp_image_decode_block always did. */
@@ -1113,7 +1112,7 @@ int stp_image_decode_continue(struct stp_decode *p, size_t until)
 	if (p->rc == 1 && p->op > p->told)
 		tell(p); /* the caller's bytes are there: it may go */
 	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE)
-		p->rc = unfilter_in_place(p);
+		unfilter_in_place(p);
 	return p->rc;
 }
 
