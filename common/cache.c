@@ -36,13 +36,21 @@ struct entry {
 	size_t ready;           /* LOADING: the first READY bytes are decompressed; lock */
 	size_t plain;           /* the first PLAIN bytes are final in the buffer; lock */
 	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
-	int sealed;             /* no more copies: the filter is undone in place; lock */
-	uint32_t copying;       /* copies unfiltering the bytes below READY; lock */
+	size_t front;           /* the unfilter in place may change bytes below it, and
+				 * copies read none there (SIZE_MAX: no more copies); lock */
+	struct copy *copies;    /* copies under way; lock */
 	struct stp_cache *cache;
-	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed once sealed) */
+	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed at FRONT
+				 * SIZE_MAX once no copy runs) */
 	uint64_t t0;            /* when the decode began */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
 				    * queue's link (next) while queued */
+};
+
+/* A copy of a filtered block's bytes under way: it reads the buffer from LOW on. */
+struct copy {
+	size_t low;
+	struct copy *next;
 };
 
 struct stp_cache {
@@ -306,28 +314,37 @@ static void published(void *arg, size_t n)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Lock held: no copy starts from now on, and none runs when this returns. */
-static void seal(struct stp_cache *c, struct entry *e)
+/* Lock held: whether a copy reads bytes of E below AT. */
+static int copies_below(const struct entry *e, size_t at)
 {
-	e->sealed = 1;
-	while (e->copying)
+	for (const struct copy *k = e->copies; k; k = k->next)
+		if (k->low < at)
+			return 1;
+	return 0;
+}
+
+/* Lock held: from now on no copy starts that reads bytes below FRONT, and when this
+ * returns none runs that does (those under way end without waiting for anything). */
+static void claim(struct stp_cache *c, struct entry *e, size_t front)
+{
+	e->front = front;
+	while (copies_below(e, front))
 		pthread_cond_wait(&c->done, &c->lock);
 }
 
-/* From the decoding thread: a filtered block is unfiltered in place up to N, and before
- * the first change (N = 0) the copies of its filtered bytes must be over. */
-static void unfiltered(void *arg, size_t n)
+/* From the decoding thread: a filtered block is unfiltered in place up to N, and the
+ * pass changes bytes below CLAIM next. Copies further on go on meanwhile. */
+static void unfiltered(void *arg, size_t n, size_t claimed)
 {
 	struct entry *e = arg;
 	struct stp_cache *c = e->cache;
 
-	if (!n && c->observe)
-		c->observe(c->observe_ctx, e->block, 0);
+	if (c->observe)
+		c->observe(c->observe_ctx, e->block, n);
 	pthread_mutex_lock(&c->lock);
-	if (!n)
-		seal(c, e);
 	e->plain = n;
 	pthread_cond_broadcast(&c->done);
+	claim(c, e, claimed);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -403,7 +420,7 @@ static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 	struct stp_decode *job;
 
 	pthread_mutex_lock(&c->lock);
-	seal(c, e); /* a failed decode was not: copies may still read its buffer */
+	claim(c, e, SIZE_MAX); /* a failed decode was not unfiltered: copies may still run */
 	job = e->job;
 	e->job = NULL;
 	finish_load(c, e, rc, stp_now_ns() - e->t0);
@@ -508,13 +525,13 @@ static size_t wanted(const struct entry *e, size_t end)
 	return end < 1 ? 1 : end < e->size ? end : e->size;
 }
 
-/* Lock held: whether bytes [0, END) of E can be copied unfiltered now, and the filter's
- * look-ahead past them is decompressed. */
-static int copyable(const struct entry *e, size_t end)
+/* Lock held: whether bytes [0, END) of E can be copied unfiltered, the filter's
+ * look-ahead past them being decompressed, by a copy that reads from LOW on. */
+static int copyable(const struct entry *e, size_t end, size_t low)
 {
 	size_t need = e->size - end > STP_DECODE_LOOKAHEAD ? end + STP_DECODE_LOOKAHEAD : e->size;
 
-	return e->filter && !e->sealed && e->ready >= need;
+	return e->filter && e->ready >= need && low >= e->front && e->front != SIZE_MAX;
 }
 
 /* Lock held, E pinned: waits until E's first END bytes are final in the buffer (or, COPY,
@@ -525,9 +542,10 @@ static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy
 {
 	size_t want = wanted(e, end);
 
-	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want)))
+	/* the copy's start is not known here: stp_cache_read sorts it out */
+	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want, want)))
 		pthread_cond_wait(&c->done, &c->lock);
-	if (e->plain < want && !(copy && copyable(e, want)))
+	if (e->plain < want && !(copy && copyable(e, want, want)))
 		return e->error;
 	c->stats.early += e->state != ENTRY_READY;
 	return 0;
@@ -645,6 +663,7 @@ int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t 
 {
 	struct entry *e = ref->entry;
 	size_t end = from + len;
+	struct copy me = { .low = from > STP_DECODE_BACK ? from - STP_DECODE_BACK : 0 };
 	int rc;
 
 	if (end <= ref->direct) {
@@ -653,23 +672,29 @@ int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t 
 	}
 	pthread_mutex_lock(&c->lock);
 	for (int copy = 1;;) {
-		while (e->plain < end && !(copy && copyable(e, end)) && e->state == ENTRY_LOADING)
+		while (e->plain < end && !(copy && copyable(e, end, me.low)) &&
+		       e->state == ENTRY_LOADING)
 			pthread_cond_wait(&c->done, &c->lock); /* the unfilter in place passes END */
 		if (e->plain >= end) {
 			pthread_mutex_unlock(&c->lock);
 			memcpy(dst, ref->data + from, len);
 			return 0;
 		}
-		if (!copy || !copyable(e, end)) {
+		if (!copy || !copyable(e, end, me.low)) {
 			rc = e->error ? e->error : -EIO;
 			break;
 		}
-		e->copying++;
+		me.next = e->copies;
+		e->copies = &me;
 		pthread_mutex_unlock(&c->lock);
 		rc = stp_image_decode_copy(e->job, from, len, dst);
 		pthread_mutex_lock(&c->lock);
-		if (!--e->copying && e->sealed)
-			pthread_cond_broadcast(&c->done); /* the decode waits to go on in place */
+		for (struct copy **k = &e->copies; *k; k = &(*k)->next)
+			if (*k == &me) {
+				*k = me.next;
+				break;
+			}
+		pthread_cond_broadcast(&c->done); /* the unfilter in place may wait for it */
 		if (rc != -EAGAIN)
 			break;
 		copy = 0; /* no point to start the filter from near FROM: wait for the block */

@@ -26,8 +26,9 @@
  * stays filtered in its buffer until it is decompressed whole (zstd copies later matches
  * from the filtered bytes); meanwhile a reader let go early gets its bytes through
  * stp_cache_read, which unfilters a private copy of them (the watermark must pass END
- * plus the filter's 4 bytes of look-ahead). Then the filter is undone in place, once no
- * copy runs; readers arriving meanwhile wait for that pass to reach their bytes. A decode
+ * plus the filter's 4 bytes of look-ahead). Then the filter is undone in place, step by
+ * step, each step once no copy reads its bytes; copies of bytes ahead of the pass go on
+ * meanwhile, and a reader of bytes it is about to change waits for it to pass them. A decode
  * that fails wakes every reader still waiting on it with its error, and the entry leaves
  * the cache: it is never served whole (a reader let go before keeps the bytes it could
  * read in place, and the buffer stays counted until the last holder releases it). A get
@@ -123,9 +124,9 @@ void stp_cache_stats(struct stp_cache *cache, struct stp_cache_stats *out);
 
 /* For tests: FN(CTX, BLOCK, N) is called on the decoding thread, outside the lock, just
  * before BLOCK's watermark moves to N (not at the end of the decode), and for a filtered
- * block with N = 0 once it is decompressed whole, just before its filter is undone in
- * place (copies are still let go then). It may block, which holds that decode there. Set
- * it before any get; not thread-safe. */
+ * block, once it is decompressed whole, before each step of the unfilter in place, with
+ * N the bytes unfiltered so far (0 first, when copies of any byte are still let go). It
+ * may block, which holds that decode there. Set it before any get; not thread-safe. */
 typedef void (*stp_cache_observer_fn)(void *ctx, uint64_t block, size_t n);
 void stp_cache_set_observer(struct stp_cache *cache, stp_cache_observer_fn fn, void *ctx);
 

@@ -1042,21 +1042,27 @@ static int stream_start(struct stp_decode *p)
 	return rc;
 }
 
-/* The whole block is decompressed, still filtered: last tells of it all, then undoes the
- * filter in place, telling as it goes. */
+static size_t unfilter_next(const struct stp_decode *p, size_t avail)
+{
+	return p->size - avail > STP_DECODE_STEP ? avail + STP_DECODE_STEP : p->size;
+}
+
+/* The whole block is decompressed, still filtered: undoes the filter in place, step by
+ * step, each step's bytes claimed first (the step reads and changes bytes below AVAIL
+ * only), telling as it goes. */
 static void unfilter_in_place(struct stp_decode *p)
 {
 	struct stp_bcj_state st;
-	size_t told = 0, avail, final;
+	size_t avail = unfilter_next(p, 0), final;
 
-	tell(p);
-	p->ops->unfiltered(p->ctx, 0);
 	stp_bcj_begin(&st, p->be.filter);
-	for (avail = 0; avail < p->size;) {
-		avail = p->size - avail > STP_DECODE_STEP ? avail + STP_DECODE_STEP : p->size;
+	p->ops->unfiltered(p->ctx, 0, avail);
+	for (;;) {
 		final = stp_bcj_step(&st, p->out, avail, p->pos, 0, avail == p->size);
-		if (final < p->size && final > told)
-			p->ops->unfiltered(p->ctx, told = final);
+		if (avail == p->size)
+			return;
+		avail = unfilter_next(p, avail);
+		p->ops->unfiltered(p->ctx, final, avail);
 	}
 }
 
@@ -1111,6 +1117,11 @@ int stp_image_decode_continue(struct stp_decode *p, size_t until)
 				    (unsigned long long)p->block, why);
 	if (p->rc == 1 && p->op > p->told)
 		tell(p); /* the caller's bytes are there: it may go */
+	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE && p->told < p->size) {
+		tell(p); /* all of it, still filtered */
+		if (until != SIZE_MAX)
+			return p->rc = 1; /* the caller copies its bytes; the unfilter is left */
+	}
 	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE)
 		unfilter_in_place(p);
 	return p->rc;

@@ -118,10 +118,11 @@ struct stp_decode_ops {
 	 * is the decode's return). With one they are still filtered there (later matches
 	 * copy from them) and only stp_image_decode_copy gives them; N reaches the size. */
 	void (*decoded)(void *ctx, size_t n);
-	/* A filtered block only: the first N bytes are unfiltered in place, final in the
-	 * buffer (N below the size; the end is the decode's return). N = 0 comes before the
-	 * first byte changes: from its return on, no stp_image_decode_copy may run. */
-	void (*unfiltered)(void *ctx, size_t n);
+	/* A filtered block only, once decompressed whole: the first N bytes are unfiltered
+	 * in place, final in the buffer (N = 0 first; the end is the decode's return), and
+	 * the pass changes bytes below CLAIM next: from this call's return until the next,
+	 * stp_image_decode_copy may run only for bytes it reads at or past CLAIM. */
+	void (*unfiltered)(void *ctx, size_t n, size_t claim);
 };
 /* About how often the decode tells (bytes). */
 #define STP_DECODE_STEP ((size_t)256 << 10)
@@ -156,7 +157,8 @@ void stp_image_decode_free(struct stp_decode *d);
 unsigned stp_image_decode_filter(const struct stp_decode *d);
 /* Copies bytes [FROM, FROM + LEN) of D's block, unfiltered, to DST, while the block is
  * still filtered in its buffer: the bytes up to FROM + LEN + 4 (or the block's end) must
- * have been told decoded, and the unfilter not begun. It unfilters a private copy from a
+ * have been told decoded, and the unfilter in place not have claimed the bytes it reads
+ * (from FROM - STP_DECODE_BACK on, or 0). It unfilters a private copy from a
  * point a few bytes before FROM where the filter can start afresh (stp_bcj_restart),
  * so it costs about LEN. Thread-safe against the decode and other copies; 0, -ENOMEM, or
  * -EAGAIN when no such point lies within STP_DECODE_BACK bytes before FROM (bytes dense

@@ -915,14 +915,15 @@ static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, 
 
 /* BLOCK, held at each watermark step: the ranges below the watermark come out right
  * while the decode waits, a reader one byte short of its look-ahead is not let go, one
- * inside the stretch of opcodes waits for the block, and the block ends up whole and
- * right for later readers. */
+ * inside the stretch of opcodes waits for the block; during the unfilter in place copies
+ * ahead of it go on and readers behind it wait; the block ends up whole and right for
+ * later readers. */
 static void check_filtered(uint64_t block, size_t size)
 {
 	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 			  .only = block };
 	struct reader first = { .block = block, .end = 1, .size = size, .byte = code_byte };
-	struct reader late = first, dense = first;
+	struct reader late = first, dense = first, behind = first;
 	int dense_started = 0;
 	struct stp_cache_stats st;
 	struct stp_block_ref ref;
@@ -941,7 +942,7 @@ static void check_filtered(uint64_t block, size_t size)
 	free(whole);
 	CHECK(stp_cache_new(code_image, 1, 1, &cache) == 0);
 	stp_cache_set_observer(cache, gate_observe, &g);
-	first.cache = late.cache = dense.cache = cache;
+	first.cache = late.cache = dense.cache = behind.cache = cache;
 	CHECK(pthread_create(&first.thread, NULL, reader_main, &first) == 0);
 	for (step = 1;; step++) {
 		size_t at = gate_reach(&g, step);
@@ -972,8 +973,22 @@ static void check_filtered(uint64_t block, size_t size)
 		gate_allow(&g, step);
 	}
 	CHECK(published == size && step > 3, " %u steps to %zu", step, published);
+	/* the unfilter in place, held after its first step (which claimed the first
+	 * STP_DECODE_STEP bytes): copies of bytes past that go on, readers of bytes before
+	 * it wait for it */
+	gate_allow(&g, step);
+	CHECK(gate_reach(&g, step + 1) > 0);
+	behind.from = 1000;
+	behind.end = 2000;
+	CHECK(pthread_create(&behind.thread, NULL, reader_main, &behind) == 0);
+	bad += !copy_right(cache, block, STP_DECODE_STEP + STP_DECODE_BACK + 7, size / 2);
+	bad += !copy_right(cache, block, size - 5000, size);
+	nap_ms(50);
+	CHECK(!is_done(&behind), " read bytes the unfilter in place is changing");
 	CHECK(!bad, " block %llu: %u ranges wrong", (unsigned long long)block, bad);
 	gate_allow(&g, UINT32_MAX);
+	pthread_join(behind.thread, NULL);
+	CHECK(behind.rc == 0 && behind.right);
 	pthread_join(first.thread, NULL);
 	pthread_join(late.thread, NULL);
 	CHECK(first.rc == 0 && first.right && late.rc == 0 && late.right);
