@@ -204,6 +204,42 @@ size_t stp_bcj_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64
 	return end ? avail : final;
 }
 
+/*
+ * x86: four filtered bytes none of which is E8/E9, at R, make R a restart point. A call
+ * before R has its operand at most in those four bytes, so the scan of the whole buffer
+ * goes on inside them or right after them, finds no opcode there, and meets the same
+ * next opcode as a scan started at R, more than 3 bytes past the last one it saw: with
+ * an empty memory, as the fresh scan's. Bytes from R + 4 on come out the same either
+ * way (R .. R + 3 may hold such an operand). The start of the buffer serves every byte.
+ */
+static size_t x86_restart(const uint8_t *buf, size_t at, size_t back)
+{
+	size_t lowest = at > back ? at - back : 0, run = 0;
+
+	if (at < 4)
+		return 0;
+	for (size_t i = at + 1; i-- > lowest;) {
+		run = (buf[i] & 0xFE) == 0xE8 ? 0 : run + 1;
+		if (run >= 4 && i + 4 <= at)
+			return i;
+	}
+	return lowest ? SIZE_MAX : 0;
+}
+
+size_t stp_bcj_restart(unsigned filter, const uint8_t *buf, size_t at, uint64_t pos,
+		       size_t back)
+{
+	switch (filter) {
+	case STP_FILTER_X86:
+		return x86_restart(buf, at, back);
+	case STP_FILTER_ARM64:
+		/* instructions at absolute multiples of 4, each changed on its own */
+		return at < (size_t)((pos + at) & 3) ? 0 : at - (size_t)((pos + at) & 3);
+	default:
+		return at;
+	}
+}
+
 int stp_bcj_apply(unsigned filter, uint8_t *buf, size_t size, uint64_t pos, int encode)
 {
 	switch (filter) {

@@ -61,6 +61,19 @@ void stp_bcj_begin(struct stp_bcj_state *st, unsigned filter);
 size_t stp_bcj_step(struct stp_bcj_state *st, uint8_t *buf, size_t avail, uint64_t pos,
 		    int encode, int end);
 
+/*
+ * Decoding part of a buffer, for a reader of one still filtered (a block being
+ * decompressed, whose later matches copy from the filtered bytes). stp_bcj_restart
+ * returns a position R <= AT of the filtered BUF (it reads bytes up to AT only) such
+ * that decoding a copy of BUF from R on, with a fresh state (stp_bcj_begin) at
+ * stream position POS + R, gives every byte from AT on as decoding the whole buffer
+ * does; SIZE_MAX when no such point lies within BACK bytes before AT (x86 over bytes
+ * dense in E8/E9; the buffer's start is always one). For x86, R is found a few bytes
+ * back in machine code; for ARM64 it is AT's instruction. Pure; BUF is only read.
+ */
+size_t stp_bcj_restart(unsigned filter, const uint8_t *buf, size_t at, uint64_t pos,
+		       size_t back);
+
 /* The same for a filter given by its enum stp_filter value (STP_FILTER_NONE does
  * nothing). Returns 0, or -EPROTONOSUPPORT for a filter this build does not know. */
 int stp_bcj_apply(unsigned filter, uint8_t *buf, size_t size, uint64_t pos, int encode);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "image.h"
@@ -32,12 +33,24 @@ struct entry {
 	uint8_t *data;          /* one of the counted buffers (NULL until decode maps it) */
 	size_t size;            /* decoded bytes */
 	size_t alloc;           /* bytes mapped at data: a reused buffer may be larger */
-	size_t ready;           /* LOADING: the first READY bytes are final; lock */
+	size_t ready;           /* LOADING: the first READY bytes are decompressed; lock */
+	size_t plain;           /* the first PLAIN bytes are final in the buffer; lock */
+	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
+	size_t front;           /* the unfilter in place may change bytes below it, and
+				 * copies read none there (SIZE_MAX: no more copies); lock */
+	struct copy *copies;    /* copies under way; lock */
 	struct stp_cache *cache;
-	struct stp_decode *job; /* LOADING: the decode, while a decoder thread finishes it */
+	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed at FRONT
+				 * SIZE_MAX once no copy runs) */
 	uint64_t t0;            /* when the decode began */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
 				    * queue's link (next) while queued */
+};
+
+/* A copy of a filtered block's bytes under way: it reads the buffer from LOW on. */
+struct copy {
+	size_t low;
+	struct copy *next;
 };
 
 struct stp_cache {
@@ -295,9 +308,48 @@ static void published(void *arg, size_t n)
 		c->observe(c->observe_ctx, e->block, n);
 	pthread_mutex_lock(&c->lock);
 	e->ready = n;
+	if (!e->filter)
+		e->plain = n;
 	pthread_cond_broadcast(&c->done);
 	pthread_mutex_unlock(&c->lock);
 }
+
+/* Lock held: whether a copy reads bytes of E below AT. */
+static int copies_below(const struct entry *e, size_t at)
+{
+	for (const struct copy *k = e->copies; k; k = k->next)
+		if (k->low < at)
+			return 1;
+	return 0;
+}
+
+/* Lock held: from now on no copy starts that reads bytes below FRONT, and when this
+ * returns none runs that does (those under way end without waiting for anything). */
+static void claim(struct stp_cache *c, struct entry *e, size_t front)
+{
+	e->front = front;
+	while (copies_below(e, front))
+		pthread_cond_wait(&c->done, &c->lock);
+}
+
+/* From the decoding thread: a filtered block is unfiltered in place up to N, and the
+ * pass changes bytes below CLAIM next. Copies further on go on meanwhile. */
+static void unfiltered(void *arg, size_t n, size_t claimed)
+{
+	struct entry *e = arg;
+	struct stp_cache *c = e->cache;
+
+	if (c->observe)
+		c->observe(c->observe_ctx, e->block, n);
+	pthread_mutex_lock(&c->lock);
+	e->plain = n;
+	pthread_cond_broadcast(&c->done);
+	claim(c, e, claimed);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static const struct stp_decode_ops decode_ops = { .decoded = published,
+						  .unfiltered = unfiltered };
 
 /* Outside the lock: starts decoding E into its buffer (the stored bytes in place in it)
  * and goes on until its first UNTIL bytes are final. 1 when bytes are left, in E->job. */
@@ -308,9 +360,13 @@ static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 	e->cache = c;
 	e->t0 = stp_now_ns();
 	if (!rc)
-		rc = stp_image_decode_begin(c->img, e->block, e->data, published, e, &e->job);
-	if (!rc)
+		rc = stp_image_decode_begin(c->img, e->block, e->data, &decode_ops, e, &e->job);
+	if (!rc) {
+		pthread_mutex_lock(&c->lock);
+		e->filter = stp_image_decode_filter(e->job);
+		pthread_mutex_unlock(&c->lock);
 		rc = stp_image_decode_continue(e->job, until);
+	}
 	return rc;
 }
 
@@ -327,7 +383,7 @@ static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t n
 		c->stats.failures++;
 	} else {
 		e->state = ENTRY_READY;
-		e->ready = e->size;
+		e->ready = e->plain = e->size;
 		c->resident++;
 		c->pinned++;
 		c->stats.decoded++;
@@ -356,19 +412,23 @@ static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *c
 }
 
 /* Outside the lock: E's decode ended with RC (0 or an error): publishes the result and
- * lets the decode's hold go. Waits for nothing but the lock. */
+ * lets the decode's hold go. Waits for nothing but the lock and the copies under way
+ * (which wait for nothing). */
 static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 {
 	struct entry *freed = NULL;
+	struct stp_decode *job;
 
-	stp_image_decode_free(e->job);
-	e->job = NULL;
 	pthread_mutex_lock(&c->lock);
+	claim(c, e, SIZE_MAX); /* a failed decode was not unfiltered: copies may still run */
+	job = e->job;
+	e->job = NULL;
 	finish_load(c, e, rc, stp_now_ns() - e->t0);
 	if (!rc)
 		freed = trim_onto(c, NULL);
 	freed = unpin(c, e, freed);
 	pthread_mutex_unlock(&c->lock);
+	stp_image_decode_free(job);
 	free_chain(c, freed);
 }
 
@@ -437,10 +497,12 @@ static int queue_decode(struct stp_cache *c, struct entry *e)
 	return 0;
 }
 
+/* Lock held. */
 static void fill_ref(struct entry *e, struct stp_block_ref *ref)
 {
 	ref->data = e->data;
 	ref->size = e->size;
+	ref->direct = e->plain;
 	ref->block = e->block;
 	ref->fresh = 0;
 	ref->entry = e;
@@ -463,32 +525,44 @@ static size_t wanted(const struct entry *e, size_t end)
 	return end < 1 ? 1 : end < e->size ? end : e->size;
 }
 
-/* Lock held, E pinned: waits until E's first END bytes are final or its decode failed
- * short of them. 0, or the decode's error. Bytes final before a failure stay good while
- * the pin holds the buffer: a reader that was let go, or only looked late, keeps them. */
-static int wait_final(struct stp_cache *c, struct entry *e, size_t end)
+/* Lock held: whether bytes [0, END) of E can be copied unfiltered, the filter's
+ * look-ahead past them being decompressed, by a copy that reads from LOW on. */
+static int copyable(const struct entry *e, size_t end, size_t low)
+{
+	size_t need = e->size - end > STP_DECODE_LOOKAHEAD ? end + STP_DECODE_LOOKAHEAD : e->size;
+
+	return e->filter && e->ready >= need && low >= e->front && e->front != SIZE_MAX;
+}
+
+/* Lock held, E pinned: waits until E's first END bytes are final in the buffer (or, COPY,
+ * at least copyable with stp_cache_read) or its decode failed short of them. 0, or the
+ * decode's error. Bytes final before a failure stay good while the pin holds the buffer:
+ * a reader that was let go, or only looked late, keeps them. */
+static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy)
 {
 	size_t want = wanted(e, end);
 
-	while (e->state == ENTRY_LOADING && e->ready < want)
+	/* the copy's start is not known here: stp_cache_read sorts it out */
+	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want, want)))
 		pthread_cond_wait(&c->done, &c->lock);
-	if (e->ready < want)
+	if (e->plain < want && !(copy && copyable(e, want, want)))
 		return e->error;
 	c->stats.early += e->state != ENTRY_READY;
 	return 0;
 }
 
 /* Lock held, released on return: pins E, which is in the cache, once its first END bytes
- * are final. */
-static int join(struct stp_cache *c, struct entry *e, size_t end, struct stp_block_ref *ref)
+ * are final (COPY: or copyable). */
+static int join(struct stp_cache *c, struct entry *e, size_t end, int copy,
+		struct stp_block_ref *ref)
 {
 	pin(c, e);
-	if (wait_final(c, e, end))
+	if (wait_final(c, e, end, copy))
 		return leave_failed(c, e);
 	c->stats.hits++;
 	e->drop = 0;
-	pthread_mutex_unlock(&c->lock);
 	fill_ref(e, ref);
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
@@ -508,7 +582,8 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	c->stats.misses++;
 	pthread_mutex_unlock(&c->lock);
 
-	rc = decode_start(c, e, async ? wanted(e, end) : SIZE_MAX);
+	/* a filtered block's copies need 4 bytes past their end */
+	rc = decode_start(c, e, async ? wanted(e, end) + STP_DECODE_LOOKAHEAD : SIZE_MAX);
 	if (rc == 1) {
 		pthread_mutex_lock(&c->lock);
 		rc = queue_decode(c, e) ? 1 : 2;
@@ -519,10 +594,10 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	if (rc != 2)
 		finish_decode(c, e, rc);
 	pthread_mutex_lock(&c->lock);
-	if (wait_final(c, e, end))
+	if (wait_final(c, e, end, async))
 		return leave_failed(c, e);
-	pthread_mutex_unlock(&c->lock);
 	fill_ref(e, ref);
+	pthread_mutex_unlock(&c->lock);
 	ref->fresh = 1;
 	return 0;
 }
@@ -539,7 +614,7 @@ static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 	for (;;) {
 		e = c->slots[block];
 		if (e) {
-			rc = join(c, e, end, ref);
+			rc = join(c, e, end, async, ref);
 			free(fresh);
 			return rc;
 		}
@@ -577,7 +652,53 @@ int stp_cache_wait(struct stp_cache *c, struct stp_block_ref *ref, size_t end)
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
-	rc = wait_final(c, e, end);
+	rc = wait_final(c, e, end, 1);
+	ref->direct = e->plain;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t from,
+		   size_t len, void *dst)
+{
+	struct entry *e = ref->entry;
+	size_t end = from + len;
+	struct copy me = { .low = from > STP_DECODE_BACK ? from - STP_DECODE_BACK : 0 };
+	int rc;
+
+	if (end <= ref->direct) {
+		memcpy(dst, ref->data + from, len);
+		return 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	for (int copy = 1;;) {
+		while (e->plain < end && !(copy && copyable(e, end, me.low)) &&
+		       e->state == ENTRY_LOADING)
+			pthread_cond_wait(&c->done, &c->lock); /* the unfilter in place passes END */
+		if (e->plain >= end) {
+			pthread_mutex_unlock(&c->lock);
+			memcpy(dst, ref->data + from, len);
+			return 0;
+		}
+		if (!copy || !copyable(e, end, me.low)) {
+			rc = e->error ? e->error : -EIO;
+			break;
+		}
+		me.next = e->copies;
+		e->copies = &me;
+		pthread_mutex_unlock(&c->lock);
+		rc = stp_image_decode_copy(e->job, from, len, dst);
+		pthread_mutex_lock(&c->lock);
+		for (struct copy **k = &e->copies; *k; k = &(*k)->next)
+			if (*k == &me) {
+				*k = me.next;
+				break;
+			}
+		pthread_cond_broadcast(&c->done); /* the unfilter in place may wait for it */
+		if (rc != -EAGAIN)
+			break;
+		copy = 0; /* no point to start the filter from near FROM: wait for the block */
+	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -600,7 +721,7 @@ int stp_cache_get_decoded(struct stp_cache *c, uint64_t block, struct stp_block_
 		pthread_mutex_unlock(&c->lock);
 		return -ENOENT;
 	}
-	return join(c, e, SIZE_MAX, ref);
+	return join(c, e, SIZE_MAX, 0, ref);
 }
 
 int stp_cache_get_resident(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
@@ -617,8 +738,8 @@ int stp_cache_get_resident(struct stp_cache *c, uint64_t block, struct stp_block
 	}
 	pin(c, e);
 	c->stats.hits++;
-	pthread_mutex_unlock(&c->lock);
 	fill_ref(e, ref);
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 

@@ -19,13 +19,20 @@
  * one pin at a time, and waits for nothing while it holds it, never waits for ever.
  * stp_cache_get_resident never allocates and never waits.
  *
- * A block is decoded as a stream where the image allows it (stp_image_decode_block_stream):
- * each entry has a watermark, the decoded bytes known final so far, and a reader of bytes
- * [0, END) of a block being decoded is let go once the watermark passes END, while the
- * decode goes on into the same buffer; the block then stays whole in the cache. A decode
+ * A block is decoded as a stream (stp_image_decode_block_stream): each entry has a
+ * watermark, the decoded bytes known so far, and a reader of bytes [0, END) of a block
+ * being decoded is let go once the watermark passes END, while the decode goes on into
+ * the same buffer; the block then stays whole in the cache. A block with a BCJ filter
+ * stays filtered in its buffer until it is decompressed whole (zstd copies later matches
+ * from the filtered bytes); meanwhile a reader let go early gets its bytes through
+ * stp_cache_read, which unfilters a private copy of them (the watermark must pass END
+ * plus the filter's 4 bytes of look-ahead). Then the filter is undone in place, step by
+ * step, each step once no copy reads its bytes; copies of bytes ahead of the pass go on
+ * meanwhile, and a reader of bytes it is about to change waits for it to pass them. A decode
  * that fails wakes every reader still waiting on it with its error, and the entry leaves
- * the cache: it is never served whole (a reader let go before keeps its bytes, and the
- * buffer stays counted until the last holder releases it). A get that misses decodes on its own thread until its
+ * the cache: it is never served whole (a reader let go before keeps the bytes it could
+ * read in place, and the buffer stays counted until the last holder releases it). A get
+ * that misses decodes on its own thread until its
  * bytes are final; stp_cache_get_range then hands the rest of the block to a decoder
  * thread of the cache's own (at most 4, made on demand, taking no signals) and returns.
  * That decode holds its buffer and waits for nothing, so the rule above and the bound
@@ -43,12 +50,14 @@
 struct stp_image;
 struct stp_cache;
 
-/* A pinned decoded block: data is valid until stp_cache_release(), the first END bytes
- * of it when got through stp_cache_get_range (or stp_cache_wait) with END, all SIZE
- * bytes otherwise. */
+/* A pinned decoded block: data is valid until stp_cache_release(), its first DIRECT
+ * bytes: all SIZE bytes when got through stp_cache_get, _get_decoded or _get_resident,
+ * and for stp_cache_get_range (or stp_cache_wait) with END, at least END unless the block
+ * is filtered and still decoding; stp_cache_read gives [0, END) either way. */
 struct stp_block_ref {
 	const uint8_t *data;
 	size_t size;
+	size_t direct;
 	uint64_t block;
 	int fresh;   /* this get decoded the block (the others found it, or joined its decode) */
 	void *entry; /* private */
@@ -79,15 +88,24 @@ void stp_cache_free(struct stp_cache *cache);
  * decode is not cached: the next request tries again. -EINVAL (no such block), -EUCLEAN,
  * -EIO, -ENOMEM. */
 int stp_cache_get(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
-/* stp_cache_get, but it returns as soon as bytes [0, END) of the block are final (END is
- * cut to the block's size); a decode it starts goes on on a decoder thread after that.
- * FUSE reads use it; a reader that joins a decode started by stp_cache_get (warming)
- * is let go the same way. */
+/* stp_cache_get, but it returns as soon as bytes [0, END) of the block can be read with
+ * stp_cache_read (END is cut to the block's size); a decode it starts goes on on a
+ * decoder thread after that. FUSE reads use it; a reader that joins a decode started by
+ * stp_cache_get (warming) is let go the same way. */
 int stp_cache_get_range(struct stp_cache *cache, uint64_t block, size_t end,
 			struct stp_block_ref *ref);
-/* Waits until bytes [0, END) of REF's block, pinned by a get, are final. 0, or the error
- * of a decode that failed meanwhile (REF must still be released). */
+/* Waits until bytes [0, END) of REF's block, pinned by a get, can be read with
+ * stp_cache_read, and updates ref->direct. 0, or the error of a decode that failed
+ * meanwhile (REF must still be released). */
 int stp_cache_wait(struct stp_cache *cache, struct stp_block_ref *ref, size_t end);
+/* Copies bytes [FROM, FROM + LEN) of REF's block to DST; they must lie below the END of
+ * the get or wait that let REF go. Below ref->direct a plain copy; else, while the block
+ * is filtered, an unfiltered copy made from a restart point just before FROM
+ * (stp_image_decode_copy), or, once the filter is being undone in place (or where no
+ * restart point lies near), a wait for that pass to reach them. 0, -ENOMEM, or the error
+ * of a decode that failed before the bytes could be copied. */
+int stp_cache_read(struct stp_cache *cache, const struct stp_block_ref *ref, size_t from,
+		   size_t len, void *dst);
 /* Pins block BLOCK if it is resident or being decoded, waiting for its decode to end
  * (which waits for nothing); -ENOENT when it is neither, the decode's error when that
  * failed. Never decodes, never takes a buffer. */
@@ -105,8 +123,10 @@ int stp_cache_contains(struct stp_cache *cache, uint64_t block);
 void stp_cache_stats(struct stp_cache *cache, struct stp_cache_stats *out);
 
 /* For tests: FN(CTX, BLOCK, N) is called on the decoding thread, outside the lock, just
- * before BLOCK's watermark moves to N (not at the end of the decode). It may block, which
- * holds that decode there. Set it before any get; not thread-safe. */
+ * before BLOCK's watermark moves to N (not at the end of the decode), and for a filtered
+ * block, once it is decompressed whole, before each step of the unfilter in place, with
+ * N the bytes unfiltered so far (0 first, when copies of any byte are still let go). It
+ * may block, which holds that decode there. Set it before any get; not thread-safe. */
 typedef void (*stp_cache_observer_fn)(void *ctx, uint64_t block, size_t n);
 void stp_cache_set_observer(struct stp_cache *cache, stp_cache_observer_fn fn, void *ctx);
 

@@ -1111,14 +1111,45 @@ static size_t piece_capacity(size_t op, size_t size)
 	return size - op < ZSTD_BLOCKSIZE_MAX ? size - op : ZSTD_BLOCKSIZE_MAX;
 }
 
+/* Contexts of ended stream decodes, kept for the next ones: a new context is a new
+ * mapping of some 100 KiB, faulted in page by page, which costs a 1 MiB block's decode
+ * a tenth more. */
+#define DCTX_POOL 4
+static pthread_mutex_t dctx_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static ZSTD_DCtx *dctx_pool[DCTX_POOL];
+static unsigned dctx_pooled;
+
+static ZSTD_DCtx *dctx_take(void)
+{
+	ZSTD_DCtx *d = NULL;
+
+	pthread_mutex_lock(&dctx_pool_lock);
+	if (dctx_pooled)
+		d = dctx_pool[--dctx_pooled];
+	pthread_mutex_unlock(&dctx_pool_lock);
+	return d ? d : ZSTD_createDCtx();
+}
+
+static void dctx_give(ZSTD_DCtx *d)
+{
+	pthread_mutex_lock(&dctx_pool_lock);
+	if (d && dctx_pooled < DCTX_POOL) {
+		dctx_pool[dctx_pooled++] = d;
+		d = NULL;
+	}
+	pthread_mutex_unlock(&dctx_pool_lock);
+	ZSTD_freeDCtx(d);
+}
+
 /* A block decode under way (stp_image_decode_begin). */
 struct stp_decode {
 	const struct stp_image *img;
 	uint64_t block;
 	struct stp_blockent be;
-	stp_decode_progress_fn fn;
+	const struct stp_decode_ops *ops;
 	void *ctx;
 	ZSTD_DCtx *d;          /* its own: the decode may go on on another thread */
+	uint64_t pos;          /* the block's stream position, for the filter */
 	uint8_t *out;          /* the buffer, LEN bytes; the decoded bytes go at its start */
 	size_t len, size;
 	uint8_t *stored;       /* the stored bytes, at the end of OUT unless OWN */
@@ -1155,8 +1186,14 @@ static int keep_apart(struct stp_decode *p)
 	return 0;
 }
 
+static void tell(struct stp_decode *p)
+{
+	p->ops->decoded(p->ctx, p->op);
+	p->told = p->op;
+}
+
 /* Decodes the frames of P zstd block by zstd block (zstd's buffer-less API: the window is
- * the output itself, and every call is told exactly where it may write), telling FN how
+ * the output itself, and every call is told exactly where it may write), telling OPS how
  * many bytes are decoded every STP_DECODE_STEP bytes, until UNTIL bytes are. 1: stopped
  * there, 0: the block is done; -EUCLEAN with *WHY on a bad frame. */
 static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
@@ -1190,10 +1227,8 @@ static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
 			goto bad;
 		p->op += n;
 		p->ip += need;
-		if (p->fn && p->op - p->told >= STP_DECODE_STEP && p->op < p->size) {
-			p->fn(p->ctx, p->op);
-			p->told = p->op;
-		}
+		if (p->op - p->told >= STP_DECODE_STEP && p->op < p->size)
+			tell(p);
 	}
 	if (p->op == p->size)
 		return 0;
@@ -1204,13 +1239,13 @@ bad:
 	return -EUCLEAN;
 }
 
-/* Whether BE's block is decoded in pieces: only where pieces can be released, not before
- * a signed hash matched, not before BCJ, which would change bytes that zstd still copies
- * matches from. */
-static bool streams(const struct stp_image *img, const struct stp_blockent *be,
-		    stp_decode_progress_fn fn)
+/* Whether BE's block is decoded in pieces: only where pieces can be told of. Opened
+ * verified, the signed hash is checked first, on this thread (it vouches only for the
+ * whole stored block); a filtered block is told of still filtered and unfiltered last. */
+static bool streams(const struct stp_decode_ops *ops, const struct stp_blockent *be)
 {
-	return fn && !img->hashes && be->codec != STP_CODEC_RAW && be->filter == STP_FILTER_NONE;
+	return ops && be->codec != STP_CODEC_RAW &&
+	       (be->filter == STP_FILTER_NONE || ops->unfiltered);
 }
 
 /* Reads P's stored bytes at the end of its buffer and checks them, before any piece. */
@@ -1221,9 +1256,33 @@ static int stream_start(struct stp_decode *p)
 	p->src = p->stored;
 	p->in_out = !p->own;
 	p->in_len = p->be.stored_size;
-	if (!rc && !(p->d = ZSTD_createDCtx()))
+	if (!rc && !(p->d = dctx_take()))
 		rc = -ENOMEM;
 	return rc;
+}
+
+static size_t unfilter_next(const struct stp_decode *p, size_t avail)
+{
+	return p->size - avail > STP_DECODE_STEP ? avail + STP_DECODE_STEP : p->size;
+}
+
+/* The whole block is decompressed, still filtered: undoes the filter in place, step by
+ * step, each step's bytes claimed first (the step reads and changes bytes below AVAIL
+ * only), telling as it goes. */
+static void unfilter_in_place(struct stp_decode *p)
+{
+	struct stp_bcj_state st;
+	size_t avail = unfilter_next(p, 0), final;
+
+	stp_bcj_begin(&st, p->be.filter);
+	p->ops->unfiltered(p->ctx, 0, avail);
+	for (;;) {
+		final = stp_bcj_step(&st, p->out, avail, p->pos, 0, avail == p->size);
+		if (avail == p->size)
+			return;
+		avail = unfilter_next(p, avail);
+		p->ops->unfiltered(p->ctx, final, avail);
+	}
 }
 
 /* The whole block at once, as stp_image_decode_block always did. */
@@ -1241,18 +1300,19 @@ static int decode_whole(struct stp_decode *p)
 }
 
 int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
-			   stp_decode_progress_fn fn, void *ctx, struct stp_decode **out_d)
+			   const struct stp_decode_ops *ops, void *ctx, struct stp_decode **out_d)
 {
 	struct stp_decode *p = calloc(1, sizeof(*p));
 	int rc;
 
 	if (!p)
 		return -ENOMEM;
-	*p = (struct stp_decode){ .img = img, .block = block, .fn = fn, .ctx = ctx, .out = out,
+	*p = (struct stp_decode){ .img = img, .block = block, .ops = ops, .ctx = ctx, .out = out,
 				  .len = stp_image_block_buffer_size(img),
-				  .size = stp_image_block_decoded_size(img, block), .rc = 1 };
+				  .size = stp_image_block_decoded_size(img, block),
+				  .pos = block << img->sb.block_log, .rc = 1 };
 	rc = stp_image_block(img, block, &p->be);
-	if (!rc && !streams(img, &p->be, fn))
+	if (!rc && !streams(ops, &p->be))
 		p->rc = rc = decode_whole(p);
 	else if (!rc)
 		rc = stream_start(p);
@@ -1274,10 +1334,15 @@ int stp_image_decode_continue(struct stp_decode *p, size_t until)
 	if (p->rc == -EUCLEAN)
 		p->rc = STP_CORRUPT(p->img->path, "block %llu does not decompress: %s",
 				    (unsigned long long)p->block, why);
-	if (p->rc == 1 && p->op > p->told) {
-		p->fn(p->ctx, p->op); /* the caller's bytes are final: it may go */
-		p->told = p->op;
+	if (p->rc == 1 && p->op > p->told)
+		tell(p); /* the caller's bytes are there: it may go */
+	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE && p->told < p->size) {
+		tell(p); /* all of it, still filtered */
+		if (until != SIZE_MAX)
+			return p->rc = 1; /* the caller copies its bytes; the unfilter is left */
 	}
+	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE)
+		unfilter_in_place(p);
 	return p->rc;
 }
 
@@ -1285,11 +1350,41 @@ void stp_image_decode_free(struct stp_decode *p)
 {
 	if (!p)
 		return;
-	ZSTD_freeDCtx(p->d);
+	dctx_give(p->d);
 	free(p->moved);
 	if (p->own)
 		free(p->stored);
 	free(p);
+}
+
+unsigned stp_image_decode_filter(const struct stp_decode *p)
+{
+	return p->d ? p->be.filter : STP_FILTER_NONE; /* a whole decode is final */
+}
+
+int stp_image_decode_copy(const struct stp_decode *p, size_t from, size_t len, void *dst)
+{
+	size_t end = from + len, stop, base;
+	struct stp_bcj_state st;
+	uint8_t *tmp;
+
+	if (p->be.filter == STP_FILTER_NONE || !len) {
+		memcpy(dst, p->out + from, len);
+		return 0;
+	}
+	stop = p->size - end > STP_DECODE_LOOKAHEAD ? end + STP_DECODE_LOOKAHEAD : p->size;
+	base = stp_bcj_restart(p->be.filter, p->out, from, p->pos, STP_DECODE_BACK);
+	if (base == SIZE_MAX)
+		return -EAGAIN;
+	tmp = malloc(stop - base);
+	if (!tmp)
+		return -ENOMEM;
+	memcpy(tmp, p->out + base, stop - base);
+	stp_bcj_begin(&st, p->be.filter);
+	stp_bcj_step(&st, tmp, stop - base, p->pos + base, 0, stop == p->size);
+	memcpy(dst, tmp + (from - base), len);
+	free(tmp);
+	return 0;
 }
 
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out)
@@ -1298,10 +1393,10 @@ int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *ou
 }
 
 int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, void *out,
-				  stp_decode_progress_fn fn, void *ctx)
+				  const struct stp_decode_ops *ops, void *ctx)
 {
 	struct stp_decode *d;
-	int rc = stp_image_decode_begin(img, block, out, fn, ctx, &d);
+	int rc = stp_image_decode_begin(img, block, out, ops, ctx, &d);
 
 	if (rc)
 		return rc;

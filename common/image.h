@@ -142,39 +142,62 @@ size_t stp_image_block_buffer_size(const struct stp_image *img);
  * logged with the block number; -EIO: read error; -ENOMEM. */
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out);
 
-/* Told, from the decoding thread, that the first N bytes of the block are decoded and
- * final (N grows from call to call and stays below the block's size: the end is the
- * decode's return). */
-typedef void (*stp_decode_progress_fn)(void *ctx, size_t n);
-/* About how often stp_image_decode_block_stream calls its FN. */
+/* What a decode in pieces tells, from the decoding thread, with CTX. */
+struct stp_decode_ops {
+	/* The first N bytes are decompressed (N grows from call to call). Without a BCJ
+	 * filter they are final in the buffer, and N stays below the block's size (the end
+	 * is the decode's return). With one they are still filtered there (later matches
+	 * copy from them) and only stp_image_decode_copy gives them; N reaches the size. */
+	void (*decoded)(void *ctx, size_t n);
+	/* A filtered block only, once decompressed whole: the first N bytes are unfiltered
+	 * in place, final in the buffer (N = 0 first; the end is the decode's return), and
+	 * the pass changes bytes below CLAIM next: from this call's return until the next,
+	 * stp_image_decode_copy may run only for bytes it reads at or past CLAIM. */
+	void (*unfiltered)(void *ctx, size_t n, size_t claim);
+};
+/* About how often the decode tells (bytes). */
 #define STP_DECODE_STEP ((size_t)256 << 10)
 
-/* stp_image_decode_block, telling FN (CTX) as the decoded bytes become final, piece by
- * piece, for a compressed block without BCJ filter of an image not opened verified. The
- * stored bytes are checked against their checksum before the first piece is decoded, so
- * a damaged block is refused before FN hears of any byte. Blocks with a filter, raw
- * blocks and verified images are decoded whole: FN is not called (a filter rewrites
- * bytes that later matches copy from; a signed hash vouches only for the whole block).
- * Returns as stp_image_decode_block; on an error, the bytes FN was told of came from
- * checked input but the block as a whole is refused. FN NULL: as
+/* stp_image_decode_block, telling OPS (CTX) as the decoded bytes become readable, piece
+ * by piece, for a compressed block (raw blocks are read whole, OPS are not called). The
+ * stored bytes are checked against their checksum, or opened verified their signed hash,
+ * before the first piece is decoded, so a damaged block is refused before OPS hear of
+ * any byte. Returns as stp_image_decode_block; on an error, the bytes told of came from
+ * checked input but the block as a whole is refused. OPS NULL: as
  * stp_image_decode_block. */
 int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, void *out,
-				  stp_decode_progress_fn fn, void *ctx);
+				  const struct stp_decode_ops *ops, void *ctx);
 
 /* The same decode in steps, so that the thread that needs the first bytes can decode
  * them itself and leave the rest to another thread. stp_image_decode_begin reads and
  * checks the stored bytes (a block that is not decoded in pieces, as above, is decoded
  * whole here) and makes *D, the caller's to free with stp_image_decode_free (NULL is
  * fine). stp_image_decode_continue decodes until at least the first UNTIL bytes are
- * final and FN has been told so (SIZE_MAX: to the end); it returns 1 when bytes are left
- * to decode, 0 once the block is whole, or the decode's error, kept for later calls. One
- * thread at a time may work on a D; it holds a zstd context of its own (about 100 KiB).
- * Errors of begin are those of stp_image_decode_block. */
+ * decompressed and OPS have been told so (SIZE_MAX: to the end, the unfilter included);
+ * it returns 1 when bytes are left to decode, 0 once the block is whole, or the decode's
+ * error, kept for later calls. One thread at a time may work on a D; it holds a zstd
+ * context of its own (about 100 KiB). Errors of begin are those of
+ * stp_image_decode_block. */
 struct stp_decode;
 int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
-			   stp_decode_progress_fn fn, void *ctx, struct stp_decode **d);
+			   const struct stp_decode_ops *ops, void *ctx, struct stp_decode **d);
 int stp_image_decode_continue(struct stp_decode *d, size_t until);
 void stp_image_decode_free(struct stp_decode *d);
+/* The filter a reader of D's buffer must see undone, while the decode runs: STP_FILTER_NONE
+ * when the bytes told of are final as they lie. */
+unsigned stp_image_decode_filter(const struct stp_decode *d);
+/* Copies bytes [FROM, FROM + LEN) of D's block, unfiltered, to DST, while the block is
+ * still filtered in its buffer: the bytes up to FROM + LEN + 4 (or the block's end) must
+ * have been told decoded, and the unfilter in place not have claimed the bytes it reads
+ * (from FROM - STP_DECODE_BACK on, or 0). It unfilters a private copy from a
+ * point a few bytes before FROM where the filter can start afresh (stp_bcj_restart),
+ * so it costs about LEN. Thread-safe against the decode and other copies; 0, -ENOMEM, or
+ * -EAGAIN when no such point lies within STP_DECODE_BACK bytes before FROM (bytes dense
+ * in x86 call opcodes, unlike machine code): the caller waits for the block instead. */
+int stp_image_decode_copy(const struct stp_decode *d, size_t from, size_t len, void *dst);
+/* Bytes past FROM + LEN that stp_image_decode_copy reads: the filter's look-ahead. */
+#define STP_DECODE_LOOKAHEAD ((size_t)4)
+#define STP_DECODE_BACK ((size_t)64 << 10)
 
 /* Type of an inode, as the DT_* of dirent.h. */
 unsigned stp_mode_dtype(uint32_t mode);

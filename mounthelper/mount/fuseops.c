@@ -213,8 +213,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* A read being answered. It pins one block at a time: while its stream bytes lie in one
  * block it points into that block (and into zeros for holes); at the first byte of
- * another block, or past READ_PIECES pieces, it copies what it has into a reply buffer
- * and goes on copying, block by block. A reader never waits for a buffer while it holds a
+ * another block, past READ_PIECES pieces, or at bytes of a filtered block still being
+ * decoded (which only a copy gives), it copies what it has into a reply buffer and goes
+ * on copying, block by block. A reader never waits for a buffer while it holds a
  * pin, as stp_cache_get's rule asks. */
 struct read_reply {
 	struct stp_fs *fs;
@@ -278,7 +279,22 @@ static int reply_zeros(struct read_reply *r, uint64_t file_off, size_t len)
 	return 0;
 }
 
-/* Gets BLOCK from the cache, once its first END bytes are final. One not resident is
+/* Copies LEN bytes at IN of the pinned block into the reply buffer, at file offset
+ * FILE_OFF, through the cache (which unfilters them if need be). */
+static int reply_read(struct read_reply *r, uint64_t file_off, size_t in, size_t len)
+{
+	int err = r->buf ? 0 : reply_to_copy(r);
+
+	if (!err)
+		err = stp_cache_read(r->fs->cache, &r->ref, in, len, r->buf + (file_off - r->off));
+	if (err)
+		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
+			stp_image_path(r->fs->img), r->n, (unsigned long long)r->ref.block,
+			stp_strerror(err));
+	return err;
+}
+
+/* Gets BLOCK from the cache, once its first END bytes can be read. One not resident is
  * decoded for this read, or joined: warming starts no other block meanwhile, and a block
  * decoded for a read fills the page cache (once whole: the filler waits for it). */
 static int reply_get(struct read_reply *r, uint64_t block, size_t end)
@@ -337,7 +353,10 @@ static ssize_t reply_stream(struct read_reply *r, uint64_t file_off, uint64_t st
 	if (len > r->ref.size - in)
 		len = r->ref.size - in;
 	stp_warm_note_read(r->fs->warmer, stream, len);
-	err = reply_add(r, file_off, r->ref.data + in, len);
+	if (in + len <= r->ref.direct)
+		err = reply_add(r, file_off, r->ref.data + in, len);
+	else /* a filtered block still decoding: its bytes are unfiltered in a copy */
+		err = reply_read(r, file_off, in, len);
 	return err ? err : (ssize_t)len;
 }
 

@@ -12,7 +12,10 @@ that the kernel asks for the 4 KiB alone (its readahead would otherwise reach in
 next block from the end of this one). Each spot is a page-aligned 4 KiB of one file that lies
 whole inside the block, as near the block's start, middle or end as the files allow.
 
-usage: first_byte.py [--runs N] [--mnt DIR] [--bcj] BUILD[,BUILD...] IMAGE...
+With --key PUBKEY the image is mounted verified (--verify PUBKEY): each block's signed hash
+is checked before any of its bytes is served.
+
+usage: first_byte.py [--runs N] [--mnt DIR] [--bcj] [--key PUBKEY] BUILD[,BUILD...] IMAGE...
   BUILD: a meson build directory (its mounthelper/stipple is used), or NAME=DIR.
 Prints one line per image, build and spot: the median and the spread in ms.
 """
@@ -83,8 +86,9 @@ def page_near(extents, at, lo, hi):
     return None
 
 
-def mount(stipple, image, mnt):
-    subprocess.run([stipple, "mount", "--warm-workers", "0", "--no-prime", image, mnt],
+def mount(stipple, image, mnt, key=None):
+    verify = ["--verify", key] if key else []
+    subprocess.run([stipple, "mount", "--warm-workers", "0", "--no-prime", *verify, image, mnt],
                    check=True, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while not os.path.ismount(mnt):
@@ -100,8 +104,8 @@ def unmount(mnt):
         time.sleep(0.01)
 
 
-def one_read(stipple, image, mnt, path, off):
-    mount(stipple, image, mnt)
+def one_read(stipple, image, mnt, path, off, key=None):
+    mount(stipple, image, mnt, key)
     try:
         fd = os.open(mnt + path, os.O_RDONLY)
         try:
@@ -122,6 +126,7 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--mnt")
     ap.add_argument("--bcj", action="store_true", help="time a BCJ-filtered block instead")
+    ap.add_argument("--key", help="mount verified with this public key")
     ap.add_argument("builds")
     ap.add_argument("images", nargs="+")
     a = ap.parse_args()
@@ -136,13 +141,14 @@ def main():
         for _ in range(a.runs):
             for name, stipple in builds:
                 for spot, path, off in where:
-                    times[(name, spot)].append(one_read(stipple, image, mnt, path, off))
+                    times[(name, spot)].append(one_read(stipple, image, mnt, path, off, a.key))
         for name, _ in builds:
             for spot, path, off in where:
                 t = sorted(x / 1e6 for x in times[(name, spot)])
-                print("%s\t%d MiB\tblock %d%s\t%s\t%-6s\tmedian %.2f ms\t(min %.2f, max %.2f, "
+                print("%s\t%d MiB\tblock %d%s%s\t%s\t%-6s\tmedian %.2f ms\t(min %.2f, max %.2f, "
                       "%d runs)\t%s" % (os.path.basename(image), bs >> 20, block,
-                                       " (bcj)" if a.bcj else "", name, spot,
+                                       " (bcj)" if a.bcj else "",
+                                       " (verified)" if a.key else "", name, spot,
                                        statistics.median(t), t[0], t[-1], len(t), path),
                       flush=True)
     if not a.mnt:

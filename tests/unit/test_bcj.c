@@ -2,7 +2,8 @@
 /*
  * BCJ filters: hand-computed vectors that pin the definition, and round trips on real
  * binaries (cut into blocks at odd stream positions), random and instruction-dense data
- * and every tiny size.
+ * and every tiny size; decoding resumed from a state saved by a dry scan, as readers of
+ * a block still filtered do.
  */
 #include <elf.h>
 #include <errno.h>
@@ -390,6 +391,175 @@ out:
 	free(dense);
 }
 
+/*
+ * Decoding part of a filtered buffer, as a reader of a block still filtered does: from
+ * the point stp_bcj_restart gives for A, a fresh decode of a copy of the filtered bytes
+ * up to B + 4 (or the end) must give bytes [A, B) of the source. Ranges at random, at
+ * spots where E8/E9 and sign bytes are planted, over runs of opcodes, in the last bytes,
+ * and the whole buffer. The point must be the closest the rule allows (four bytes free
+ * of E8/E9, ending at least a byte before A), SIZE_MAX only when there is none between
+ * A - BACK and A, and then not for A <= BACK (the start serves).
+ */
+static int is_opcode(uint8_t b)
+{
+	return (b & 0xFE) == 0xE8;
+}
+
+/* Whether the x86 restart point R for A is what the rule allows: four clean bytes at R,
+ * R + 4 <= A, none closer, or 0 when there are none. */
+static int restart_as_ruled(const uint8_t *buf, size_t a, size_t back, size_t r)
+{
+	size_t lowest = a > back ? a - back : 0, best = SIZE_MAX;
+
+	for (size_t i = a >= 4 ? a - 4 + 1 : 0; a >= 4 && i-- > lowest;) {
+		size_t k = 0;
+
+		while (k < 4 && !is_opcode(buf[i + k]))
+			k++;
+		if (k == 4) {
+			best = i;
+			break;
+		}
+	}
+	if (best == SIZE_MAX && (a < 4 || !lowest))
+		best = 0;
+	return r == best;
+}
+
+static int part_right(unsigned filter, const uint8_t *filtered, const uint8_t *src,
+		      size_t len, uint64_t pos, size_t back, size_t a, size_t b, int *ruled)
+{
+	size_t stop = len - b > 4 ? b + 4 : len;
+	size_t r = stp_bcj_restart(filter, filtered, a, pos, back);
+	struct stp_bcj_state st;
+	uint8_t *copy;
+	int right;
+
+	if (filter == STP_FILTER_X86 && !restart_as_ruled(filtered, a, back, r))
+		(*ruled)++;
+	if (r == SIZE_MAX)
+		return 1; /* the caller waits for the whole decode instead */
+	if (r > a)
+		return 0;
+	copy = malloc(stop - r + 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, filtered + r, stop - r);
+	stp_bcj_begin(&st, filter);
+	stp_bcj_step(&st, copy, stop - r, pos + r, 0, stop == len);
+	right = !memcmp(copy + (a - r), src + a, b - a);
+	free(copy);
+	return right;
+}
+
+static void check_parts(const char *what, unsigned filter, const uint8_t *src, size_t len,
+			uint64_t pos, size_t back, size_t spot)
+{
+	uint8_t *filtered = malloc(len + 1);
+	size_t bad = 0, tries = 0;
+	int ruled = 0;
+
+	CHECK(filtered);
+	if (!filtered)
+		return;
+	memcpy(filtered, src, len);
+	stp_bcj_apply(filter, filtered, len, pos, 1);
+#define PART(a, b) (tries++, bad += !part_right(filter, filtered, src, len, pos, back, (a), (b), &ruled))
+	for (size_t k = 0; k * spot < len; k++)
+		for (size_t d = 0; d < 12; d++) {
+			size_t a = k * spot + d >= 6 ? k * spot + d - 6 : 0, b = a + 1 + d % 5;
+
+			if (b <= len)
+				PART(a, b);
+		}
+	for (size_t t = 1; t <= 8 && t <= len; t++) {
+		PART(len - t, len);
+		PART(len - t, len - t + 1);
+	}
+	for (unsigned r = 0; r < 400 && len; r++) {
+		size_t a = (size_t)(rng() % len), b = a + 1 + (size_t)(rng() % 9000);
+
+		PART(a, b < len ? b : len);
+	}
+	if (len)
+		PART(0, len);
+#undef PART
+	CHECK(!bad, "%s: %zu of %zu parts decoded from a restart point differ from the source",
+	      what, bad, tries);
+	CHECK(!ruled, "%s: %d restart points not the closest the rule allows", what, ruled);
+	free(filtered);
+}
+
+/* E8/E9 and 0x00/0xFF bytes around every SPOT bytes, runs of them LONG bytes long: calls
+ * whose operands straddle the spots, opcodes left alone in a row, restart points far. */
+static void fill_spots(uint8_t *buf, size_t len, size_t spot, size_t lng)
+{
+	fill_random(buf, len);
+	for (size_t m = spot; m < len; m += spot)
+		for (size_t i = m > lng ? m - lng : 0; i < m + lng && i < len; i++)
+			buf[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[rng() % 4];
+}
+
+static void test_restart(void)
+{
+	static const char *const paths[] = { "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+					     "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0" };
+	enum { N = 1u << 20 };
+	uint8_t *buf = malloc(N);
+	static const size_t backs[] = { 16, 100, 4096, 65536 };
+
+	CHECK(buf);
+	if (!buf)
+		return;
+	for (unsigned f = 0; f < 2; f++) {
+		unsigned filter = f ? STP_FILTER_ARM64 : STP_FILTER_X86;
+
+		for (unsigned m = 0; m < 4; m++) {
+			size_t n = 1 + (size_t)(rng() % N);
+
+			fill_x86_dense(buf, n);
+			check_parts("dense", filter, buf, n, (uint64_t)m << 16, backs[m], 4096);
+			fill_spots(buf, n, 65536, 6);
+			check_parts("spots", filter, buf, n, (uint64_t)m << 20, backs[m], 65536);
+			fill_spots(buf, n, 8192, 300);
+			check_parts("long runs", filter, buf, n, 0, backs[m], 8192);
+			if (f) {
+				fill_arm64_dense(buf, n);
+				check_parts("arm64 dense", filter, buf, n, 0, backs[m], 4096);
+			}
+		}
+		for (size_t n = 0; n < 24; n++) {
+			fill_x86_dense(buf, n);
+			check_parts("tiny", filter, buf, n, 0, 8, 4);
+		}
+	}
+	for (unsigned p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+		size_t len;
+		uint8_t *data = read_file(paths[p], &len);
+
+		if (!data) {
+			printf("# skip %s: not readable\n", paths[p]);
+			continue;
+		}
+		if (len > (3u << 20))
+			len = 3u << 20;
+		check_parts(paths[p], STP_FILTER_X86, data, len, 32u << 20, 65536, 65536);
+		{
+			/* in machine code a restart point lies a few bytes back */
+			size_t far = 0, r;
+
+			stp_bcj_apply(STP_FILTER_X86, data, len, 32u << 20, 1);
+			for (size_t a = 4; a < len; a += 997) {
+				r = stp_bcj_restart(STP_FILTER_X86, data, a, 32u << 20, 65536);
+				far = r != SIZE_MAX && a - r > far ? a - r : far;
+			}
+			CHECK(far < 256, "%s: a restart point %zu bytes back", paths[p], far);
+		}
+		free(data);
+	}
+	free(buf);
+}
+
 static void test_binaries(void)
 {
 	static const char *const paths[] = {
@@ -468,5 +638,6 @@ int main(void)
 	RUN(test_elf_filter);
 	RUN(test_apply);
 	RUN(test_pieces);
+	RUN(test_restart);
 	return tap_done();
 }

@@ -14,7 +14,7 @@
  * The watermark: a second image of 2 MiB blocks, decoded as a stream, whose decoder is
  * held at each step by an observer, shows readers let go in order as the watermark
  * passes the end of their range, a decode that fails halfway waking every waiter with
- * its error, and a BCJ block released only whole.
+ * its error. Filtered blocks of real code stream too: test_filtered, test_filtered_load.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -479,6 +479,7 @@ struct gate {
 	unsigned calls, allowed;
 	size_t at;      /* the step the decoder waits to publish */
 	uint64_t block; /* of which block */
+	uint64_t only;  /* the block held: the others decode freely */
 };
 
 static void gate_observe(void *ctx, uint64_t block, size_t n)
@@ -486,6 +487,8 @@ static void gate_observe(void *ctx, uint64_t block, size_t n)
 	struct gate *g = ctx;
 	unsigned me;
 
+	if (block != g->only)
+		return;
 	pthread_mutex_lock(&g->lock);
 	me = ++g->calls;
 	g->at = n;
@@ -521,9 +524,26 @@ struct reader {
 	struct stp_cache *cache;
 	uint64_t block;
 	size_t end;     /* SIZE_MAX: the whole block; 0: stp_cache_get_decoded */
+	size_t from;    /* the first byte read */
+	size_t size;    /* of the block; 0: SBS */
+	uint8_t (*byte)(uint64_t); /* the source; NULL: soft_byte */
 	int rc, right, done;
 	pthread_t thread;
 };
+
+/* Whether bytes [FROM, FROM + LEN) of REF's block, read through stp_cache_read (which
+ * unfilters them when the block is filtered and still decoding), are BYTE's. */
+static int range_right(struct stp_cache *cache, const struct stp_block_ref *ref, size_t from,
+		       size_t len, uint8_t (*byte)(uint64_t))
+{
+	uint8_t *buf = malloc(len ? len : 1);
+	int right = buf && stp_cache_read(cache, ref, from, len, buf) == 0;
+
+	for (size_t i = 0; i < len && right; i++)
+		right = buf[i] == byte(ref->block * SBS + from + i);
+	free(buf);
+	return right;
+}
 
 static void *reader_main(void *arg)
 {
@@ -535,9 +555,10 @@ static void *reader_main(void *arg)
 	if (!r->rc) {
 		size_t n = r->end && r->end < ref.size ? r->end : ref.size;
 
-		r->right = ref.block == r->block && ref.size == SBS;
-		for (size_t i = 0; i < n && r->right; i++)
-			r->right = ref.data[i] == soft_byte(r->block * SBS + i);
+		r->right = ref.block == r->block && ref.size == (r->size ? r->size : SBS) &&
+			   (r->end || ref.direct == ref.size) &&
+			   range_right(r->cache, &ref, r->from, n - r->from,
+				       r->byte ? r->byte : soft_byte);
 		stp_cache_release(r->cache, &ref);
 	}
 	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
@@ -609,12 +630,12 @@ static void test_watermark(void)
 		      " step %u at %zu after %zu", step, at, published);
 		published = at;
 		if (step == 4) {
-			/* while block 0 decodes, the second buffer serves block SBCJ, whole */
+			/* while block 0 decodes, the second buffer serves block SBCJ (its bytes
+			 * hold no E8/E9: test_filtered has code) */
 			CHECK(stp_cache_get_range(cache, SBCJ, 1, &bcj) == 0);
-			CHECK(g.calls == step); /* the BCJ block published no step */
-			CHECK(bcj.data[SBS - 1] == soft_byte(SBCJ * (uint64_t)SBS + SBS - 1));
-			for (size_t i = 0; i < SBS; i += 4093)
-				CHECK(bcj.data[i] == soft_byte(SBCJ * (uint64_t)SBS + i), " at %zu", i);
+			CHECK(g.calls == step);
+			CHECK(range_right(cache, &bcj, SBS - 1, 1, soft_byte));
+			CHECK(range_right(cache, &bcj, 0, SBS, soft_byte));
 			/* and a third block finds no buffer until one is free */
 			other.cache = cache;
 			CHECK(pthread_create(&other.thread, NULL, reader_main, &other) == 0);
@@ -650,7 +671,8 @@ static void test_watermark_error(void)
 {
 	static const size_t ends[] = { 100u << 10, 1500u << 10, SIZE_MAX, 0 };
 	enum { N = sizeof(ends) / sizeof(ends[0]) };
-	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+			  .only = SBAD };
 	struct reader r[N];
 	struct stp_cache_stats st;
 	struct stp_block_ref ref;
@@ -734,6 +756,328 @@ static void test_in_place(void)
 	stp_cache_free(cache);
 }
 
+/*
+ * Filtered blocks decoded as streams: an image of real x86 code (libstdc++ where it can be
+ * read, else instruction-dense bytes) in 2 MiB blocks: CX86 filtered for x86, CARM for
+ * ARM64, CSHORT for x86 and short. Readers of a block still decoding get their bytes
+ * unfiltered from a copy and must see the source bytes, at every watermark step.
+ */
+#define CX86 0u
+#define CARM 1u
+#define CSHORT 2u
+#define CBLOCKS 3u
+#define CSHORT_SIZE (SBS / 2 + 4321u)
+#define CDATA ((CBLOCKS - 1) * (size_t)SBS + CSHORT_SIZE)
+#define SPOT ((size_t)64 << 10) /* where calls are planted */
+#define DENSE_AT ((size_t)1 << 20) /* in CX86: opcodes only, too many for a copy */
+#define DENSE_LEN (STP_DECODE_BACK + 5000)
+
+static uint8_t code[CDATA];
+static size_t code_changed[CBLOCKS]; /* bytes the filter changed in each block */
+
+static uint8_t code_byte(uint64_t s)
+{
+	return code[s];
+}
+
+static void fill_code(void)
+{
+	FILE *f = fopen("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "rb");
+	size_t got = f ? fread(code, 1, CDATA, f) : 0;
+	uint64_t seed = 0x5eed;
+
+	if (f)
+		fclose(f);
+	/* block CARM: a BL in every fourth word, as in AArch64 code */
+	for (size_t i = CARM * (size_t)SBS; i < (CARM + 1) * (size_t)SBS; i += 16)
+		code[i + 3] = 0x94 | (code[i + 3] & 3);
+	/* calls, jumps and sign bytes every SPOT bytes of the x86 blocks, in their last
+	 * bytes, and a stretch of them longer than a copy looks back for a restart point */
+	for (size_t m = SPOT; m < CDATA; m += SPOT)
+		for (size_t i = m - 6; i < m + 6 && i < CDATA; i++)
+			if (i / SBS != CARM)
+				code[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[next_rand(&seed) % 4];
+	for (size_t i = CDATA - 9; i < CDATA; i++)
+		code[i] = (uint8_t[]){ 0xE8, 0xE9, 0x00, 0xFF }[next_rand(&seed) % 4];
+	for (size_t i = DENSE_AT; i < DENSE_AT + DENSE_LEN; i++)
+		code[i] = (uint8_t)(0xE8 | (next_rand(&seed) & 1));
+	/* else calls and jumps among a few hundred distinct instructions */
+	for (size_t i = got; i < CDATA; i++) {
+		uint64_t r = next_rand(&seed);
+
+		code[i] = r % 5 == 0 ? 0xE8 : r % 7 == 0 ? 0xFF : (uint8_t)(r % 97);
+	}
+}
+
+static int write_code_image(int fd)
+{
+	enum { INODE_OFF = STP_META_HDR_SIZE, BLOCK_OFF = INODE_OFF + STP_INODE_SIZE,
+	       META_SIZE = BLOCK_OFF + CBLOCKS * STP_BLOCKENT_SIZE };
+	static uint8_t filtered[SBS], z[CBLOCKS][SBS + SBS / 64 + 1024];
+	static const unsigned filters[CBLOCKS] = { STP_FILTER_X86, STP_FILTER_ARM64,
+						   STP_FILTER_X86 };
+	uint8_t sb_raw[STP_SB_SIZE], meta[META_SIZE] = { 0 };
+	size_t zlen[CBLOCKS];
+	uint64_t off = STP_SB_SIZE;
+	struct stp_meta_header mh = {
+		.inode_count = 1, .block_count = CBLOCKS, .inode_off = INODE_OFF,
+		.dirent_off = BLOCK_OFF, .extent_off = BLOCK_OFF, .xattr_off = BLOCK_OFF,
+		.block_off = BLOCK_OFF, .strings_off = META_SIZE,
+	};
+	struct stp_inode root = { .mode = S_IFDIR | 0755, .nlink = 2 };
+	struct stp_superblock sb = {
+		.version = STP_FORMAT_VERSION, .block_log = SLOG, .data_size = CDATA,
+		.block_count = CBLOCKS, .meta_stored_size = META_SIZE, .meta_size = META_SIZE,
+		.meta_codec = STP_CODEC_RAW, .inode_count = 1,
+		.feat_incompat = STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64,
+	};
+
+	fill_code();
+	for (uint32_t b = 0; b < CBLOCKS; b++) {
+		size_t n = b == CSHORT ? CSHORT_SIZE : SBS;
+
+		memcpy(filtered, code + (size_t)b * SBS, n);
+		stp_bcj_apply(filters[b], filtered, n, (uint64_t)b * SBS, 1);
+		for (size_t i = 0; i < n; i++)
+			code_changed[b] += filtered[i] != code[(size_t)b * SBS + i];
+		zlen[b] = ZSTD_compress(z[b], sizeof(z[b]), filtered, n, 3);
+		if (ZSTD_isError(zlen[b]))
+			return -1;
+	}
+	stp_meta_header_encode(&mh, meta);
+	stp_inode_encode(&root, meta + INODE_OFF);
+	for (uint32_t b = 0; b < CBLOCKS; b++) {
+		struct stp_blockent be = {
+			.offset = off, .stored_size = (uint32_t)zlen[b], .codec = STP_CODEC_ZSTD,
+			.filter = filters[b], .checksum = stp_checksum(z[b], zlen[b]),
+		};
+
+		stp_blockent_encode(&be, meta + BLOCK_OFF + b * STP_BLOCKENT_SIZE);
+		off += zlen[b];
+	}
+	sb.meta_offset = off;
+	sb.image_size = off + META_SIZE;
+	sb.meta_checksum = stp_checksum(meta, META_SIZE);
+	stp_sb_encode(&sb, sb_raw);
+	if (write_all(fd, sb_raw, sizeof(sb_raw)))
+		return -1;
+	for (uint32_t b = 0; b < CBLOCKS; b++)
+		if (write_all(fd, z[b], zlen[b]))
+			return -1;
+	return write_all(fd, meta, META_SIZE);
+}
+
+static struct stp_image *code_image;
+
+/* Pins BLOCK for [0, B) without waiting (the decoder is held) and checks [A, B) from a
+ * copy: the block is still filtered in place. */
+static int copy_right(struct stp_cache *cache, uint64_t block, size_t a, size_t b)
+{
+	struct stp_block_ref ref;
+	int right;
+
+	if (block == CX86 && a >= DENSE_AT && a < DENSE_AT + DENSE_LEN + 4)
+		return 1; /* no restart point near: it waits for the block (test_filtered) */
+	if (stp_cache_get_range(cache, block, b, &ref))
+		return 0;
+	right = ref.direct == 0 && range_right(cache, &ref, a, b - a, code_byte);
+	stp_cache_release(cache, &ref);
+	return right;
+}
+
+/* Every range a reader may have at watermark W of a block of SIZE bytes: around the
+ * planted calls, at random, and the last one the look-ahead allows. */
+static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, size_t size,
+			     uint64_t *seed)
+{
+	size_t lim = w < size ? w - STP_DECODE_LOOKAHEAD : size;
+	unsigned bad = 0;
+
+	for (size_t m = 0; m < lim; m += SPOT)
+		for (size_t d = 0; d < 9; d++) {
+			size_t a = m + d >= 4 ? m + d - 4 : 0, b = a + 1 + (d % 5);
+
+			if (b <= lim)
+				bad += !copy_right(cache, block, a, b);
+		}
+	for (unsigned i = 0; i < 40; i++) {
+		size_t a = next_rand(seed) % lim, b = a + 1 + next_rand(seed) % (200u << 10);
+
+		bad += !copy_right(cache, block, a, b < lim ? b : lim);
+	}
+	bad += !copy_right(cache, block, lim - 1, lim);
+	bad += !copy_right(cache, block, 0, lim);
+	if (lim == size) /* the last 4 bytes: no look-ahead */
+		for (size_t t = 1; t <= 6; t++)
+			bad += !copy_right(cache, block, size - t, size - t + (t > 3));
+	return bad;
+}
+
+/* BLOCK, held at each watermark step: the ranges below the watermark come out right
+ * while the decode waits, a reader one byte short of its look-ahead is not let go, one
+ * inside the stretch of opcodes waits for the block; during the unfilter in place copies
+ * ahead of it go on and readers behind it wait; the block ends up whole and right for
+ * later readers. */
+static void check_filtered(uint64_t block, size_t size)
+{
+	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+			  .only = block };
+	struct reader first = { .block = block, .end = 1, .size = size, .byte = code_byte };
+	struct reader late = first, dense = first, behind = first;
+	int dense_started = 0;
+	struct stp_cache_stats st;
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+	uint64_t seed = 0xf00d + block;
+	size_t published = 0;
+	unsigned bad = 0, step;
+
+	uint8_t *whole = malloc(stp_image_block_buffer_size(code_image));
+
+	CHECK(code_changed[block] > size / 200, " block %llu: the filter changed %zu bytes",
+	      (unsigned long long)block, code_changed[block]);
+	/* the whole decode, the reference the copies must match, gives the source */
+	CHECK(whole && stp_image_decode_block(code_image, block, whole) == 0 &&
+	      memcmp(whole, code + block * SBS, size) == 0);
+	free(whole);
+	CHECK(stp_cache_new(code_image, 1, 1, &cache) == 0);
+	stp_cache_set_observer(cache, gate_observe, &g);
+	first.cache = late.cache = dense.cache = behind.cache = cache;
+	CHECK(pthread_create(&first.thread, NULL, reader_main, &first) == 0);
+	for (step = 1;; step++) {
+		size_t at = gate_reach(&g, step);
+
+		if (published > STP_DECODE_LOOKAHEAD)
+			bad += check_copies(cache, block, published, size, &seed);
+		if (step == 2) {
+			late.end = published - STP_DECODE_LOOKAHEAD + 1;
+			CHECK(pthread_create(&late.thread, NULL, reader_main, &late) == 0);
+			nap_ms(50);
+			CHECK(!is_done(&late), " let go at %zu for %zu", published, late.end);
+		}
+		if (step == 3)
+			CHECK(done_soon(&late) && late.rc == 0 && late.right);
+		if (block == CX86 && !dense_started && published > DENSE_AT + DENSE_LEN + 64) {
+			dense.from = DENSE_AT + DENSE_LEN - 100;
+			dense.end = dense.from + 50;
+			CHECK(pthread_create(&dense.thread, NULL, reader_main, &dense) == 0);
+			dense_started = 1;
+			nap_ms(50);
+			CHECK(!is_done(&dense), " a copy over opcodes only");
+		}
+		CHECK(!stp_cache_contains(cache, block));
+		if (!at)
+			break; /* decompressed whole: next, the filter is undone in place */
+		CHECK(at > published && at <= size, " step %u at %zu", step, at);
+		published = at;
+		gate_allow(&g, step);
+	}
+	CHECK(published == size && step > 3, " %u steps to %zu", step, published);
+	/* the unfilter in place, held after its first step (which claimed the first
+	 * STP_DECODE_STEP bytes): copies of bytes past that go on, readers of bytes before
+	 * it wait for it */
+	gate_allow(&g, step);
+	CHECK(gate_reach(&g, step + 1) > 0);
+	behind.from = 1000;
+	behind.end = 2000;
+	CHECK(pthread_create(&behind.thread, NULL, reader_main, &behind) == 0);
+	bad += !copy_right(cache, block, STP_DECODE_STEP + STP_DECODE_BACK + 7, size / 2);
+	bad += !copy_right(cache, block, size - 5000, size);
+	nap_ms(50);
+	CHECK(!is_done(&behind), " read bytes the unfilter in place is changing");
+	CHECK(!bad, " block %llu: %u ranges wrong", (unsigned long long)block, bad);
+	gate_allow(&g, UINT32_MAX);
+	pthread_join(behind.thread, NULL);
+	CHECK(behind.rc == 0 && behind.right);
+	pthread_join(first.thread, NULL);
+	pthread_join(late.thread, NULL);
+	CHECK(first.rc == 0 && first.right && late.rc == 0 && late.right);
+	CHECK(dense_started == (block == CX86));
+	if (dense_started) {
+		pthread_join(dense.thread, NULL);
+		CHECK(dense.rc == 0 && dense.right);
+	}
+	/* whole now: read in place, the bytes of the source */
+	CHECK(stp_cache_get(cache, block, &ref) == 0);
+	CHECK(ref.direct == size && ref.size == size, " direct %zu", ref.direct);
+	CHECK(memcmp(ref.data, code + block * SBS, size) == 0, " block %llu in place",
+	      (unsigned long long)block);
+	stp_cache_release(cache, &ref);
+	CHECK(stp_cache_contains(cache, block));
+	stp_cache_stats(cache, &st);
+	CHECK(st.early >= 2 && st.decoded == 1 && st.pinned == 0);
+	stp_cache_free(cache);
+}
+
+static void test_filtered(void)
+{
+	check_filtered(CX86, SBS);
+	check_filtered(CARM, SBS);
+	check_filtered(CSHORT, CSHORT_SIZE);
+}
+
+struct code_reader {
+	struct stp_cache *cache;
+	unsigned id, bad, rounds;
+	pthread_t thread;
+};
+
+/* Random ranges of random blocks, dropping blocks now and then so that they decode again
+ * while others read them: copies, the unfilter in place and reads in place mix. */
+static void *code_main(void *arg)
+{
+	struct code_reader *w = arg;
+	uint64_t seed = 0xc0de + w->id;
+
+	for (unsigned r = 0; r < w->rounds; r++) {
+		uint64_t block = next_rand(&seed) % CBLOCKS;
+		size_t size = block == CSHORT ? CSHORT_SIZE : SBS;
+		size_t a = next_rand(&seed) % size, b;
+		struct stp_block_ref ref;
+
+		if (r % 4 == 0) /* at a mark, or at the end */
+			a = r % 8 ? a / SPOT * SPOT - (a % 3) : size - 1 - a % 4;
+		if (a >= size)
+			a = 0;
+		b = a + 1 + next_rand(&seed) % (130u << 10);
+		if (b > size || r % 16 == 1)
+			b = size;
+		if (r % 8 == 3)
+			stp_cache_drop(w->cache, block);
+		if (stp_cache_get_range(w->cache, block, b, &ref)) {
+			w->bad++;
+			continue;
+		}
+		w->bad += !range_right(w->cache, &ref, a, b - a, code_byte);
+		stp_cache_release(w->cache, &ref);
+	}
+	return NULL;
+}
+
+static void test_filtered_load(void)
+{
+	enum { THREADS = 6 };
+	struct code_reader w[THREADS];
+	struct stp_cache_stats st;
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(code_image, 1, 2, &cache) == 0);
+	for (unsigned i = 0; i < THREADS; i++) {
+		w[i] = (struct code_reader){ .cache = cache, .id = i, .rounds = 400 };
+		CHECK(pthread_create(&w[i].thread, NULL, code_main, &w[i]) == 0);
+	}
+	for (unsigned i = 0; i < THREADS; i++) {
+		pthread_join(w[i].thread, NULL);
+		CHECK(w[i].bad == 0, " thread %u: %u wrong reads", i, w[i].bad);
+	}
+	stp_cache_stats(cache, &st);
+	fprintf(stderr, "filtered: %llu decoded, %llu let go early\n",
+		(unsigned long long)st.decoded, (unsigned long long)st.early);
+	CHECK(st.decoded >= 20 && st.early > 0 && st.failures == 0 && st.pinned == 0);
+	CHECK(st.peak_buffers <= st.max_buffers);
+	stp_cache_free(cache);
+}
+
 static struct stp_image *image;
 
 static void test_budget_zero(void)
@@ -759,6 +1103,9 @@ int main(void)
 	RUN(test_watermark);
 	RUN(test_watermark_error);
 	RUN(test_in_place);
+	code_image = open_written(write_code_image, "code test image");
+	RUN(test_filtered);
+	RUN(test_filtered_load);
 	stp_image_close(stream_image);
 	stp_image_close(image);
 	return tap_done();
