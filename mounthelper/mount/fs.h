@@ -35,7 +35,7 @@ struct stp_fs {
 	bool no_xattrs;            /* the image stores none: getxattr says EOPNOTSUPP */
 	/* Written by any request: a hint whether walkers stat the entries they list, which
 	 * decides the attributes of a directory's first READDIRPLUS reply (fuseops.c). */
-	atomic_bool stat_walk;
+	atomic_uint stat_walk;
 };
 
 #endif

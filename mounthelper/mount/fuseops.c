@@ -131,8 +131,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, to_errno(err));
 		return;
 	}
-	if (!S_ISDIR(inode.mode)) /* a walker stats what it lists: see dir_attrs_for */
-		atomic_store_explicit(&fs->stat_walk, true, memory_order_relaxed);
+	if (!S_ISDIR(inode.mode)) /* evidence of a walker that stats: see dir_attrs_for */
+		atomic_fetch_add_explicit(&fs->stat_walk, 1, memory_order_relaxed);
 	fill_entry(n, &inode, &e);
 	stp_fill_note_lookup(fs->filler, n, &inode); /* before a forget can follow */
 	if (fuse_reply_entry(req, &e)) {
@@ -423,6 +423,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 enum dir_attrs { ATTRS_NONE, ATTRS_DIRS, ATTRS_ALL };
+/* Lookups of non-directories that make walkers look like they stat what they list. */
+#define STAT_WALK 16u
 
 /* Entry I of directory DIR (N): ".", "..", then the image's entries. NAME gets the name. */
 static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode *dir, uint64_t i,
@@ -491,20 +493,23 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
  * read, a guess, and later only once an entry it was given was used or a name of the
  * directory was looked up: evidence, which a later read of a directory holding other
  * than directories (DIR's link count says: a hint, nothing more) records in
- * fs->stat_walk, as a lookup of a non-directory does. At the guess, directories get
- * attributes (a walker descends into them), other entries only while fs->stat_walk
- * says that walkers stat what they list. */
+ * fs->stat_walk, as lookups of non-directories do, one by one (a runtime that stats the
+ * module it found in a listing is not yet a walker that stats all it lists). At the
+ * guess, directories get attributes (a walker descends into them), other entries only
+ * while fs->stat_walk says that walkers stat what they list. */
 static enum dir_attrs dir_attrs_for(struct stp_fs *fs, const struct stp_inode *dir, off_t off,
 				    bool plus)
 {
 	if (off > 0) {
 		if ((uint64_t)dir->count + 2 > dir->nlink)
-			atomic_store_explicit(&fs->stat_walk, plus, memory_order_relaxed);
+			atomic_store_explicit(&fs->stat_walk, plus ? STAT_WALK : 0,
+					      memory_order_relaxed);
 		return plus ? ATTRS_ALL : ATTRS_NONE;
 	}
 	if (!plus)
 		return ATTRS_NONE;
-	return atomic_load_explicit(&fs->stat_walk, memory_order_relaxed) ? ATTRS_ALL : ATTRS_DIRS;
+	return atomic_load_explicit(&fs->stat_walk, memory_order_relaxed) >= STAT_WALK ? ATTRS_ALL
+										       : ATTRS_DIRS;
 }
 
 /* Offsets: entry I is followed by offset I + 1, so OFF is the next entry to send. */
