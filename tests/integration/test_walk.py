@@ -310,13 +310,20 @@ def test_xattrs_of_image_without_any(bare_image, walk_image, tmp_path):
 
 def test_find_asks_no_file_attributes(walk_tree, walk_image, tmp_path):
     """find, which only needs names and types, makes the daemon look nothing up but
-    directories, and lists the source's names."""
+    directories, and lists the source's names; the kernel was given no attributes of
+    files it did not ask for."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     with foreground_mount(walk_image, mnt, "-o", "debug") as fg:
         r = subprocess.run(["find", mnt], capture_output=True, text=True, check=True)
         settle(fg)
         ops = opcodes(fg)
+        # The first listing of big gave its subdirectories attributes, not its files:
+        # a stat of one of each looks up the file only.
+        os.lstat(os.path.join(mnt, "big", long_name(0)))
+        os.lstat(os.path.join(mnt, "big", long_name(3)))
+        settle(fg)
+        assert opcodes(fg)[len(ops):].count("LOOKUP") == 1
     want = subprocess.run(["find", "."], cwd=walk_tree, capture_output=True, text=True,
                           check=True).stdout.splitlines()
     got = [os.path.join(".", os.path.relpath(p, mnt)) if p != str(mnt) else "." for p in r.stdout.splitlines()]
