@@ -15,7 +15,8 @@
 
 Each run mounts the image afresh, drops the page, dentry and inode caches after the mount
 is live (so both servers start from the disk), and times the command under the same nice
-level for both. Kinds alternate (A B A B) for --rounds rounds; the medians are printed.
+level for both; the CPU time of the walker (its children included) and of the server
+are printed under each wall time, being less disturbed by a busy machine. Kinds alternate (A B A B) for --rounds rounds; the medians are printed.
 With --count, one more run of each (untimed) counts the FUSE requests by opcode from the
 kernel's fuse:fuse_request_send tracepoint, filtered on the mount's connection.
 
@@ -174,6 +175,25 @@ class Server:
         return time.monotonic() - t
 
 
+def server_cpu(mnt):
+    """CPU seconds (user + system) so far of the processes whose command line names MNT:
+    the FUSE server."""
+    want, total = os.fsencode(os.path.realpath(mnt)), 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if want not in f.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_one(server, name, args, count=False):
     mnt = tempfile.mkdtemp(prefix="walk-%s-" % server.kind)
     tracer = None
@@ -184,16 +204,18 @@ def run_one(server, name, args, count=False):
             tracer = Tracer(connection_of(mnt))
         cmd = "nice -n %d sh -c %s" % (args.nice, shlex.quote(workload(name, mnt, args.storm_files)))
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        served = server_cpu(mnt)
         t = time.monotonic()
         r = subprocess.run(cmd, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
         took = time.monotonic() - t
         ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (ru2.ru_utime - ru.ru_utime) + (ru2.ru_stime - ru.ru_stime)
+        served = server_cpu(mnt) - served
         if r.returncode:
             raise RuntimeError("%s on %s exited %d: %s" % (name, server.kind, r.returncode,
                                                            r.stderr[-2000:]))
-        return tracer.counts() if count else (took, cpu)
+        return tracer.counts() if count else (took, cpu, served)
     finally:
         if tracer:
             tracer.close()
@@ -221,18 +243,22 @@ def main():
     names = args.only.split(",")
     times = collections.defaultdict(list)
     cpus = collections.defaultdict(list)
+    servers_cpu = collections.defaultdict(list)
     for rnd in range(args.rounds):
         for name in names:
             for s in servers:
-                took, cpu = run_one(s, name, args)
+                took, cpu, served = run_one(s, name, args)
                 times[name, s.kind].append(took)
                 cpus[name, s.kind].append(cpu)
-                print("round %d %-8s %-13s %.3f s (walker cpu %.3f s)" % (rnd + 1, name, s.kind, took, cpu),
-                      file=sys.stderr, flush=True)
+                servers_cpu[name, s.kind].append(served)
+                print("round %d %-8s %-13s %.3f s (cpu: walker %.2f s, server %.2f s)"
+                      % (rnd + 1, name, s.kind, took, cpu, served), file=sys.stderr, flush=True)
     print("%-9s %s" % ("workload", "".join("%16s" % s.kind for s in servers)))
     for name in names if args.rounds else []:
         print("%-9s %s" % (name, "".join("%14.3f s" % median(times[name, s.kind]) for s in servers)))
-        print("%-9s %s" % ("  cpu", "".join("%14.3f s" % median(cpus[name, s.kind]) for s in servers)))
+        print("%-9s %s" % ("  walker", "".join("%14.3f s" % median(cpus[name, s.kind]) for s in servers)))
+        print("%-9s %s" % ("  server", "".join("%14.3f s" % median(servers_cpu[name, s.kind])
+                                                for s in servers)))
     if args.count:
         for name in names:
             for s in servers:
