@@ -487,9 +487,10 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 	return 0;
 }
 
-/* Which entries of a READDIRPLUS reply carry attributes. Building an inode costs the
- * kernel about as much as a round trip saves, so they go only where a walker is seen to
- * use them. The kernel (FUSE_CAP_READDIRPLUS_AUTO) asks for plus at a directory's first
+/* Which entries of a READDIRPLUS reply carry attributes. An entry with them saves a
+ * lookup if it is stat'ed, and costs the kernel an inode either way (some microseconds:
+ * seconds over a million entries that find only names), so they go only where a walker
+ * is seen to use them. The kernel (FUSE_CAP_READDIRPLUS_AUTO) asks for plus at a directory's first
  * read, a guess, and later only once an entry it was given was used or a name of the
  * directory was looked up: evidence, which a later read of a directory holding other
  * than directories (DIR's link count says: a hint, nothing more) records in
