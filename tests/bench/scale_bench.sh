@@ -78,7 +78,7 @@ measure_build() {
 # Pids of processes whose command line names the mount point.
 server_pids() {
 	for d in /proc/[0-9]*; do
-		tr '\0' '\n' <"$d/cmdline" 2>/dev/null | grep -qxF "$mnt" && echo "${d#/proc/}"
+		{ tr '\0' '\n' <"$d/cmdline"; } 2>/dev/null | grep -qxF "$mnt" && echo "${d#/proc/}"
 	done
 	true
 }
