@@ -162,8 +162,10 @@ echo
 echo "growth per size step (value at the larger size / value at the smaller):"
 sort -k1,1 -k2,2n "$results" | awk '
 	$1 == tool {
+		steps++
 		printf "%-9s %8s -> %-8s x%-6.1f build s %-6s build MB %-6s image %-6s mount %-6s find %-6s daemon %s\n",
 			tool, n, $2, $2 / n, r($3, bs), r($4, bm), r($5, im), r($6, mm), r($7, fs), r($8, hwm)
 	}
 	{ tool = $1; n = $2; bs = $3; bm = $4; im = $5; mm = $6; fs = $7; hwm = $8 }
+	END { if (!steps) print "  none: one size only (SIZES=\"100000 1000000 4000000\" for all three)" }
 	function r(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }'
