@@ -8,6 +8,7 @@
 #ifndef STP_FS_H
 #define STP_FS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,6 +32,10 @@ struct stp_fs {
 	/* Written by the init handler, which runs before any other request. */
 	bool no_open;              /* the kernel opens files without asking: no round trip */
 	bool no_opendir;           /* the same for directories */
+	bool no_xattrs;            /* the image stores none: getxattr says EOPNOTSUPP */
+	/* Written by any request: a hint whether walkers stat the entries they list, which
+	 * decides the attributes of a directory's first READDIRPLUS reply (fuseops.c). */
+	atomic_uint stat_walk;
 };
 
 #endif

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -104,6 +105,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * listing by itself: answering ENOSYS once saves a round trip on every later open. */
 	fs->no_open = conn->capable & FUSE_CAP_NO_OPEN_SUPPORT;
 	fs->no_opendir = conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT;
+	fs->no_xattrs = !stp_image_meta_header(fs->img)->xattr_count;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -129,6 +131,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, to_errno(err));
 		return;
 	}
+	if (!S_ISDIR(inode.mode)) /* evidence of a walker that stats: see dir_attrs_for */
+		atomic_fetch_add_explicit(&fs->stat_walk, 1, memory_order_relaxed);
 	fill_entry(n, &inode, &e);
 	stp_fill_note_lookup(fs->filler, n, &inode); /* before a forget can follow */
 	if (fuse_reply_entry(req, &e)) {
@@ -431,6 +435,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_open(req, fi);
 }
 
+enum dir_attrs { ATTRS_NONE, ATTRS_DIRS, ATTRS_ALL };
+/* Lookups of non-directories that make walkers look like they stat what they list. */
+#define STAT_WALK 16u
+
 /* Entry I of directory DIR (N): ".", "..", then the image's entries. NAME gets the name. */
 static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode *dir, uint64_t i,
 		     char name[STP_NAME_MAX + 1], uint32_t *ino, unsigned *dtype)
@@ -452,10 +460,12 @@ static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode
 	return 0;
 }
 
-/* Adds entry I to BUF; *NEED is the space it takes (more than ROOM: it did not fit). */
+/* Adds entry I to BUF; *NEED is the space it takes (more than ROOM: it did not fit). With
+ * ATTRS the entry carries the inode's attributes, which makes the kernel build its inode
+ * at once; without, it is a name, an inode number and a type, in either kind of reply. */
 static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
-		     const struct stp_inode *dir, uint64_t i, bool plus, char *buf, size_t room,
-		     size_t *need)
+		     const struct stp_inode *dir, uint64_t i, bool plus, enum dir_attrs attrs,
+		     char *buf, size_t room, size_t *need)
 {
 	char name[STP_NAME_MAX + 1];
 	struct fuse_entry_param e;
@@ -466,11 +476,13 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 
 	if (err)
 		return err;
-	if (!plus) {
-		memset(&e.attr, 0, sizeof(e.attr));
+	memset(&e, 0, sizeof(e));
+	/* The kernel makes no inode for "." and "..", whatever the reply says. */
+	if (i < 2 || attrs == ATTRS_NONE || (attrs == ATTRS_DIRS && dtype != DT_DIR)) {
 		e.attr.st_ino = stp_fuseino_of(ino);
 		e.attr.st_mode = DTTOIF(dtype);
-		*need = fuse_add_direntry(req, buf, room, name, &e.attr, (off_t)(i + 1));
+		*need = plus ? fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1))
+			     : fuse_add_direntry(req, buf, room, name, &e.attr, (off_t)(i + 1));
 		return 0;
 	}
 	err = stp_image_inode(fs->img, ino, &inode);
@@ -478,11 +490,37 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		return err;
 	fill_entry(ino, &inode, &e);
 	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
-	if (*need <= room)
+	if (*need <= room) {
 		stp_warm_note_known(fs->warmer, ino);
-	if (*need <= room && i >= 2) /* the kernel counts no lookup of "." and ".." */
 		stp_fill_note_lookup(fs->filler, ino, &inode);
+	}
 	return 0;
+}
+
+/* Which entries of a READDIRPLUS reply carry attributes. An entry with them saves a
+ * lookup if it is stat'ed, and costs the kernel an inode either way (some microseconds:
+ * seconds over a million entries that find only names), so they go only where a walker
+ * is seen to use them. The kernel (FUSE_CAP_READDIRPLUS_AUTO) asks for plus at a directory's first
+ * read, a guess, and later only once an entry it was given was used or a name of the
+ * directory was looked up: evidence, which a later read of a directory holding other
+ * than directories (DIR's link count says: a hint, nothing more) records in
+ * fs->stat_walk, as lookups of non-directories do, one by one (a runtime that stats the
+ * module it found in a listing is not yet a walker that stats all it lists). At the
+ * guess, directories get attributes (a walker descends into them), other entries only
+ * while fs->stat_walk says that walkers stat what they list. */
+static enum dir_attrs dir_attrs_for(struct stp_fs *fs, const struct stp_inode *dir, off_t off,
+				    bool plus)
+{
+	if (off > 0) {
+		if ((uint64_t)dir->count + 2 > dir->nlink)
+			atomic_store_explicit(&fs->stat_walk, plus ? STAT_WALK : 0,
+					      memory_order_relaxed);
+		return plus ? ATTRS_ALL : ATTRS_NONE;
+	}
+	if (!plus)
+		return ATTRS_NONE;
+	return atomic_load_explicit(&fs->stat_walk, memory_order_relaxed) >= STAT_WALK ? ATTRS_ALL
+										       : ATTRS_DIRS;
 }
 
 /* Offsets: entry I is followed by offset I + 1, so OFF is the next entry to send. */
@@ -490,6 +528,7 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 {
 	struct stp_fs *fs = fs_of(req);
 	struct stp_inode dir;
+	enum dir_attrs attrs;
 	char *buf = NULL;
 	size_t used = 0, need;
 	uint32_t n;
@@ -499,8 +538,9 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 		err = -ENOTDIR;
 	if (!err && !(buf = malloc(size)))
 		err = -ENOMEM;
+	attrs = err ? ATTRS_NONE : dir_attrs_for(fs, &dir, off, plus);
 	for (uint64_t i = off < 0 ? 0 : (uint64_t)off; !err && i < (uint64_t)dir.count + 2; i++) {
-		err = add_entry(fs, req, n, &dir, i, plus, buf + used, size - used, &need);
+		err = add_entry(fs, req, n, &dir, i, plus, attrs, buf + used, size - used, &need);
 		if (err || need > size - used)
 			break;
 		used += need;
@@ -568,6 +608,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		reply_status(fs, req, size);
 		return;
 	}
+	if (!err && fs->no_xattrs)
+		err = -EOPNOTSUPP;
 	for (uint32_t i = 0; !err && i < inode.xattr_count; i++) {
 		void *value;
 

@@ -307,9 +307,15 @@ size_t fuse_add_direntry(fuse_req_t req, char *buf, size_t bufsize, const char *
 size_t fuse_add_direntry_plus(fuse_req_t req, char *buf, size_t bufsize, const char *name,
 			      const struct fuse_entry_param *e, off_t off)
 {
-	if (e->ino)
+	/* as libfuse: the dirent's inode is the attributes' one; an entry without a node
+	 * (ino 0) is a name and a type only */
+	if (e->ino) {
 		check_attr(&e->attr, e->ino);
-	return add_entry(req, buf, bufsize, name, e->ino, e->attr.st_mode, off, ENTRY_OUT);
+		FUZZ_ASSERT(e->attr.st_ino == e->ino);
+	} else {
+		FUZZ_ASSERT(e->attr.st_ino >= FUSE_ROOT_ID && valid_type(e->attr.st_mode));
+	}
+	return add_entry(req, buf, bufsize, name, e->attr.st_ino, e->attr.st_mode, off, ENTRY_OUT);
 }
 
 void *fuse_req_userdata(fuse_req_t req)
