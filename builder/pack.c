@@ -20,6 +20,7 @@
 #include "dict.h"
 #include "format.h"
 #include "source.h"
+#include "tree.h"
 #include "util.h"
 
 #define STAGE_SIZE (1u << 20)
@@ -428,9 +429,9 @@ static int read_span(struct packer *p, struct node *f, const struct source_file 
 		ssize_t n = source_file_pread(sf, p->stage, want, off);
 
 		if (n < 0)
-			rc = errno == EINTR ? 0 : file_error(f->path, errno, "reading");
+			rc = errno == EINTR ? 0 : file_error(tree_path(f), errno, "reading");
 		else if (n == 0)
-			rc = file_error(f->path, EAGAIN, "file shrank while it was read");
+			rc = file_error(tree_path(f), EAGAIN, "file shrank while it was read");
 		else {
 			if (h)
 				XXH3_128bits_update(h, p->stage, (size_t)n);
@@ -458,7 +459,7 @@ static int read_file(struct packer *p, struct node *f, const struct source_file 
 		XXH128_hash_t d = XXH3_128bits_digest(h);
 
 		if (d.low64 != f->hash[0] || d.high64 != f->hash[1])
-			rc = source_changed(f->path);
+			rc = source_changed(tree_path(f));
 	}
 	XXH3_freeState(h);
 	return rc;
@@ -503,7 +504,7 @@ static int take_copy(struct packer *p, struct node *f)
 	if (rc)
 		return rc;
 	if (!source_same(&f->st, &after))
-		return source_changed(f->path);
+		return source_changed(tree_path(f));
 	f->extents = malloc(bytes ? bytes : 1);
 	if (!f->extents)
 		return -ENOMEM;
@@ -529,7 +530,7 @@ static int pack_piece(struct packer *p, const struct piece *pc)
 	rc = pc->start == 0 && pc->end == (uint64_t)f->st.st_size ?
 	     read_file(p, f, &sf) : read_span(p, f, &sf, pc->start, pc->end, NULL);
 	if (!rc && !source_file_unchanged(&sf))
-		rc = source_changed(f->path);
+		rc = source_changed(tree_path(f));
 	source_file_close(&sf);
 	return rc;
 }
@@ -569,7 +570,7 @@ static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = file_error(f->path, errno, "reading");
+			rc = file_error(tree_path(f), errno, "reading");
 			goto out;
 		}
 		if (n == 0)
@@ -603,7 +604,7 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 		ssize_t nb = source_file_pread(&fb, buf + half, half, off);
 
 		if (na < 0 || nb < 0)
-			rc = file_error(na < 0 ? a->path : b->path, errno, "reading");
+			rc = file_error(tree_path(na < 0 ? a : b), errno, "reading");
 		else if (na != nb || na == 0 || memcmp(buf, buf + half, (size_t)na))
 			rc = 0;
 		else
@@ -722,7 +723,7 @@ static int check_copied(struct packer *p, struct node *f)
 	int rc = hash_file(f, p->stage, now);
 
 	if (!rc && memcmp(now, f->hash, sizeof(now)))
-		rc = source_changed(f->path);
+		rc = source_changed(tree_path(f));
 	return rc;
 }
 
