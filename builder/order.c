@@ -364,6 +364,8 @@ int order_files(struct tree *t, const char *hot_list, int code_apart, struct pie
 		return rc;
 	}
 	qsort(v + *nhot, n - *nhot, sizeof(*v), cmp_similar);
+	free(t->files); /* the pieces name every file from now on */
+	t->files = NULL;
 	free(chains);
 	chains = NULL;
 	chains_depth = 0;
