@@ -43,7 +43,7 @@ struct node_stat {
 /*
  * One entry. Nodes live in their tree's arena (tree.c), the name within the node: there
  * is no per-entry path, a node's path is built from its parents when a message needs it
- * (tree_path). About 216 bytes plus the name, and for a regular file its extents.
+ * (tree_path). 200 bytes plus the name, and for a regular file its extents.
  */
 struct node {
 	struct node *parent;
@@ -58,7 +58,6 @@ struct node {
 	struct node_stat st;
 	uint64_t data_off;     /* archives: where the file's bytes begin (source.h) */
 	uint64_t code_start, code_end; /* the bytes holding that code (filter set) */
-	uint64_t hash[2];      /* content hash, when another file has the same size */
 	size_t nhot_ranges;
 	uint32_t nchildren;
 	uint32_t nxattrs;
@@ -68,7 +67,6 @@ struct node {
 	uint16_t name_len;     /* 0 for the root */
 	uint8_t filter;        /* enum stp_filter that suits its machine code */
 	uint8_t hot : 1;       /* listed in the hot list */
-	uint8_t hashed : 1;
 	uint8_t copied : 1;    /* some later file is the same as this one */
 	uint8_t in_spool : 1;  /* archives: in the spool, not in the archive */
 	char name[];           /* last component; the root's is the source path itself */
