@@ -24,7 +24,7 @@ static enum group piece_group(const struct piece *p)
 
 	if (f->filter == STP_FILTER_NONE)
 		return GROUP_PLAIN;
-	if (p->end <= f->code_start || p->start >= f->code_end)
+	if (p->end <= f->code->start || p->start >= f->code->end)
 		return GROUP_NEAR_CODE; /* holds none of the code */
 	return f->filter == STP_FILTER_ARM64 ? GROUP_ARM64 : GROUP_X86;
 }
@@ -285,7 +285,7 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 static void add_cut(struct piece *v, size_t *n, struct node *f, uint64_t a, uint64_t b,
 		    int code_apart)
 {
-	const uint64_t cut[2] = { f->code_start, f->code_end };
+	const uint64_t cut[2] = { f->code ? f->code->start : 0, f->code ? f->code->end : 0 };
 
 	for (int i = 0; i < 2 && code_apart && f->filter != STP_FILTER_NONE; i++) {
 		if (cut[i] > a && cut[i] < b) {

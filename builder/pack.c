@@ -391,8 +391,8 @@ static int emit(struct packer *p, struct node *f, const uint8_t *data, uint64_t 
 	int rc = 0;
 
 	if (f->filter != STP_FILTER_NONE) {
-		a = f->code_start > a ? (f->code_start < end ? f->code_start : end) : a;
-		b = f->code_end < b ? (f->code_end > a ? f->code_end : a) : b;
+		a = f->code->start > a ? (f->code->start < end ? f->code->start : end) : a;
+		b = f->code->end < b ? (f->code->end > a ? f->code->end : a) : b;
 	}
 	/* AArch64 instructions are 4-byte words, and the filter finds them by stream
 	 * position: code goes where its file offset puts it, mod 4, whatever a piece's

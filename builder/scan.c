@@ -256,13 +256,19 @@ int scan_read_filter(struct node *n, int fd, uint64_t base)
 		return source_fail(tree_path(n), errno, "reading");
 	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
 	if (n->filter != STP_FILTER_NONE) {
-		n->code_start = 0;
-		n->code_end = (uint64_t)n->st.st_size;
+		if (!n->code && !(n->code = malloc(sizeof(*n->code))))
+			return -ENOMEM;
+		n->code->start = 0;
+		n->code->end = (uint64_t)n->st.st_size;
 		if (len == sizeof(head))
-			rc = elf_code_span(fd, base, head, (uint64_t)n->st.st_size, &n->code_start,
-					   &n->code_end);
-		if (rc > 0 && n->code_start == n->code_end)
+			rc = elf_code_span(fd, base, head, (uint64_t)n->st.st_size, &n->code->start,
+					   &n->code->end);
+		if (rc > 0 && n->code->start == n->code->end)
 			n->filter = STP_FILTER_NONE; /* no code in the file: a debug file, say */
+	}
+	if (n->filter == STP_FILTER_NONE) {
+		free(n->code);
+		n->code = NULL;
 	}
 	return rc < 0 ? source_fail(tree_path(n), -rc, "reading its section table") : 0;
 }

@@ -25,6 +25,12 @@ struct hot_range {
 	uint64_t start, end;
 };
 
+/* The bytes of a program that hold its machine code, [start, end): only programs have
+ * one, so it is not in every node. */
+struct code_span {
+	uint64_t start, end;
+};
+
 /* What the image and the change checks keep of a struct stat, under the same member
  * names: a node costs 80 bytes of it, not 144. */
 struct node_stat {
@@ -43,7 +49,7 @@ struct node_stat {
 /*
  * One entry. Nodes live in their tree's arena (tree.c), the name within the node: there
  * is no per-entry path, a node's path is built from its parents when a message needs it
- * (tree_path). 200 bytes plus the name, and for a regular file its extents.
+ * (tree_path). 188 bytes plus the name, and for a regular file its extents.
  */
 struct node {
 	struct node *parent;
@@ -55,10 +61,10 @@ struct node {
 	struct stp_extent *extents;
 	struct hot_range *hot_ranges; /* the parts start-up reads; NULL: the whole file */
 	struct node *same_as;  /* identical content stored earlier in the stream */
+	struct code_span *code; /* where the code lies when filter is set, else NULL */
 	struct node_stat st;
 	uint64_t data_off;     /* archives: where the file's bytes begin (source.h) */
-	uint64_t code_start, code_end; /* the bytes holding that code (filter set) */
-	size_t nhot_ranges;
+	uint32_t nhot_ranges;
 	uint32_t nchildren;
 	uint32_t nxattrs;
 	uint32_t ino;          /* image inode number (primary nodes) */

@@ -285,6 +285,7 @@ void tree_node_free(struct node *n)
 	free(n->link_target);
 	free(n->extents);
 	free(n->hot_ranges);
+	free(n->code);
 	n->children = NULL;
 	n->nchildren = 0;
 }
