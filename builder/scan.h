@@ -83,10 +83,9 @@ struct tree_chunk;
 struct tree {
 	struct node *root;
 	struct tree_chunk *arena; /* where the nodes are (tree.c) */
-	uint64_t arena_bytes;     /* bytes of it in use */
 	struct node **inodes;  /* primary nodes by inode number; inodes[0] is the root */
 	uint32_t ninodes;
-	struct node **files;   /* primary regular files, in inode order */
+	struct node **files;   /* primary regular files, in inode order; freed by order_files */
 	size_t nfiles;
 	uint64_t file_bytes;   /* sum of regular file sizes */
 };
