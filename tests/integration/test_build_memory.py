@@ -15,11 +15,11 @@ context is what zstd itself estimates for one level-19 compression of that size 
 metadata is compressed in one piece today: when it is written otherwise, this term goes
 with it). The pack's blocks are not held with the metadata, hence the max.
 
-PER_ENTRY is the cost mkstipple(1) states. A name here costs its node (200 bytes and the
-name, from the tree's arena), a pointer in its directory and one in each of the inode and
-file arrays: about 232 bytes. Measured here: peak 62.4 MiB, 179 bytes per entry over the
-terms above; before the nodes were compacted, 82.2 MiB and 388 bytes (a 344-byte node
-with its own malloc'd path), which fails.
+PER_ENTRY bounds the cost mkstipple(1) states. A name here costs its node (188 bytes and
+the name, from the tree's arena), a pointer in its directory and one in each of the inode
+and file arrays: about 220 bytes. Measured here: peak 61.6 MiB, 171 bytes per entry over
+the terms above (which are upper bounds); before the nodes were compacted, 82.2 MiB and
+388 bytes (a 344-byte node with its own malloc'd path), which fails.
 """
 
 import ctypes
