@@ -42,12 +42,13 @@ struct reader {
 	int64_t epoch;
 	const struct scan_opts *opts; /* never NULL */
 	struct tree *t;
-	size_t root_len;       /* strlen(t->root->path): a node's relative path follows it */
 	struct node **slots;   /* every node by relative path, open addressing */
 	size_t nslots, nnodes;
 	struct data_rec *recs; /* by st_ino */
 	size_t nrecs, caprecs;
 	char *entry;           /* the current entry's path as the archive gives it */
+	char *path;            /* a node's relative path, built to hash it */
+	size_t path_cap;
 };
 
 static int fail(const struct reader *r, const char *what, int err)
@@ -79,11 +80,6 @@ static int not_an_archive(const struct reader *r)
 
 /* --- nodes by relative path --- */
 
-static const char *relpath(const struct reader *r, const struct node *n)
-{
-	return n->parent ? n->path + r->root_len + 1 : "";
-}
-
 static size_t hash_path(const char *s)
 {
 	size_t h = 1469598103934665603u;
@@ -93,13 +89,32 @@ static size_t hash_path(const char *s)
 	return h;
 }
 
+/* The slot of relative path PATH: where its node is, or where it goes. */
 static struct node **slot_of(const struct reader *r, const char *path)
 {
 	size_t i = hash_path(path) & (r->nslots - 1);
 
-	while (r->slots[i] && strcmp(relpath(r, r->slots[i]), path))
+	while (r->slots[i] && !tree_rel_path_is(r->slots[i], path))
 		i = (i + 1) & (r->nslots - 1);
 	return &r->slots[i];
+}
+
+/* The slot for node N, whose path is built in the reader's buffer. */
+static int slot_of_node(struct reader *r, const struct node *n, struct node ***out)
+{
+	size_t len = tree_rel_path(n, r->path, r->path_cap);
+
+	if (len >= r->path_cap) {
+		char *grown = realloc(r->path, len + 1);
+
+		if (!grown)
+			return -ENOMEM;
+		r->path = grown;
+		r->path_cap = len + 1;
+		tree_rel_path(n, r->path, r->path_cap);
+	}
+	*out = slot_of(r, r->path);
+	return 0;
 }
 
 static struct node *lookup(const struct reader *r, const char *path)
@@ -109,6 +124,9 @@ static struct node *lookup(const struct reader *r, const char *path)
 
 static int remember(struct reader *r, struct node *n)
 {
+	struct node **slot;
+	int rc = 0;
+
 	if ((r->nnodes + 1) * 2 > r->nslots) {
 		size_t old = r->nslots;
 		struct node **was = r->slots;
@@ -120,12 +138,16 @@ static int remember(struct reader *r, struct node *n)
 			r->nslots = old;
 			return -ENOMEM;
 		}
-		for (size_t i = 0; i < old; i++)
-			if (was[i])
-				*slot_of(r, relpath(r, was[i])) = was[i];
+		for (size_t i = 0; i < old && !rc; i++)
+			if (was[i] && !(rc = slot_of_node(r, was[i], &slot)))
+				*slot = was[i];
 		free(was);
 	}
-	*slot_of(r, relpath(r, n)) = n;
+	if (!rc)
+		rc = slot_of_node(r, n, &slot);
+	if (rc)
+		return rc;
+	*slot = n;
 	r->nnodes++;
 	return 0;
 }
@@ -172,7 +194,7 @@ static size_t child_cap(size_t n)
 static int add_node(struct reader *r, struct node *dir, const char *name, struct node **out)
 {
 	size_t cap = child_cap(dir->nchildren);
-	int rc = tree_add_child(dir, name, &cap);
+	int rc = tree_add_child(r->t, dir, name, &cap);
 	struct node *n;
 
 	if (rc)
@@ -832,10 +854,9 @@ int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
 		goto out;
 	}
 	r.seekable = r.fd != STDIN_FILENO && S_ISREG(st.st_mode);
-	t->root = tree_node_new(NULL, path);
+	t->root = tree_root_new(t, path);
 	rc = t->root ? remember(&r, t->root) : -ENOMEM;
 	if (!rc) {
-		r.root_len = strlen(t->root->path);
 		implicit_dir(&r, t->root);
 		rc = new_inode(&r, t->root);
 	}
@@ -851,6 +872,7 @@ out:
 	if (r.a)
 		archive_read_free(r.a);
 	free(r.entry);
+	free(r.path);
 	free(r.slots);
 	free(r.recs);
 	if (!rc && r.used_in_place) {

@@ -108,7 +108,7 @@ int attrs_load_env(struct attr_opts *o)
 void attrs_apply(struct tree *t, const struct attr_opts *o)
 {
 	for (uint32_t i = 0; i < t->ninodes; i++) {
-		struct stat *st = &t->inodes[i]->st;
+		struct node_stat *st = &t->inodes[i]->st;
 
 		if (o->uid >= 0)
 			st->st_uid = (uid_t)o->uid;

@@ -17,6 +17,7 @@
 #include <zdict.h>
 
 #include "source.h"
+#include "tree.h"
 
 #define DICT_CAPACITY (112u << 10)          /* zstd's usual size */
 #define SAMPLE_BUDGET (100u * DICT_CAPACITY) /* zstd's advice: about 100x the dictionary */
@@ -67,7 +68,7 @@ static int sampler_read(struct sampler *s, uint64_t pos, uint8_t *buf, size_t le
 		if (r < 0) {
 			int err = errno;
 
-			fprintf(stderr, "mkstipple: %s: reading: %s\n", pc->file->path, strerror(err));
+			fprintf(stderr, "mkstipple: %s: reading: %s\n", tree_path(pc->file), strerror(err));
 			source_file_close(&sf);
 			return -err;
 		}

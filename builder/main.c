@@ -246,15 +246,18 @@ static int write_dictionary(struct pack_result *r, int fd, struct stp_superblock
 	return stp_pwrite_full(fd, r->dict, r->dict_size, sb->dict_offset);
 }
 
-static int write_image(const struct options *o, struct tree *t, const struct piece *order,
+/* Frees *ORDER once the files are packed: the metadata needs none of it. */
+static int write_image(const struct options *o, struct tree *t, struct piece **order,
 		       size_t count, size_t nhot, struct stp_output *out, uint64_t *image_size)
 {
 	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
 				     .block_log = o->pack.block_log };
 	struct pack_result r;
 	uint8_t raw[STP_SB_SIZE];
-	int rc = pack_files(order, count, nhot, out->fd, STP_SB_SIZE, &o->pack, &r);
+	int rc = pack_files(*order, count, nhot, out->fd, STP_SB_SIZE, &o->pack, &r);
 
+	free(*order);
+	*order = NULL;
 	if (rc)
 		return rc;
 	attrs_apply(t, &o->attrs); /* only now: the packer compared each file's mtime */
@@ -429,7 +432,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = order_files(&t, o.hot_list, o.code_apart, &order, &nhot, &count);
 	if (!rc)
-		rc = write_image(&o, &t, order, count, nhot, &out, &image_size);
+		rc = write_image(&o, &t, &order, count, nhot, &out, &image_size);
 	if (!rc && o.key && (rc = sign_output(&o, &out, &image_size)) && rc != -ENOSPC &&
 	    rc != -EIO && rc != -EDQUOT && rc != -EFBIG)
 		fprintf(stderr, "mkstipple: %s: signing failed: %s\n", o.image, strerror(-rc));

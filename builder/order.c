@@ -24,10 +24,81 @@ static enum group piece_group(const struct piece *p)
 
 	if (f->filter == STP_FILTER_NONE)
 		return GROUP_PLAIN;
-	if (p->end <= f->code_start || p->start >= f->code_end)
+	if (p->end <= f->code->start || p->start >= f->code->end)
 		return GROUP_NEAR_CODE; /* holds none of the code */
 	return f->filter == STP_FILTER_ARM64 ? GROUP_ARM64 : GROUP_X86;
 }
+
+/* Nodes from beneath the common ancestor down to a file, to walk its path's bytes. */
+struct path_cursor {
+	const struct node **chain;
+	size_t n, i, off;
+};
+
+/* Room for the chains, as deep as the deepest file; main thread only, like the qsort
+ * that uses them. */
+static const struct node **chains;
+
+static void cursor_fill(struct path_cursor *c, const struct node *f, const struct node *top)
+{
+	size_t n = 0;
+
+	for (const struct node *x = f; x != top; x = x->parent)
+		n++;
+	c->n = n;
+	c->i = c->off = 0;
+	for (const struct node *x = f; x != top; x = x->parent)
+		c->chain[--n] = x;
+}
+
+/* The next byte of the path, '/' between names, 0 at its end (as strcmp sees it). */
+static int cursor_next(struct path_cursor *c)
+{
+	if (c->i == c->n)
+		return 0;
+	if (c->off < c->chain[c->i]->name_len)
+		return (unsigned char)c->chain[c->i]->name[c->off++];
+	c->i++;
+	c->off = 0;
+	return c->i == c->n ? 0 : '/';
+}
+
+static size_t depth(const struct node *n)
+{
+	size_t d = 0;
+
+	for (; n->parent; n = n->parent)
+		d++;
+	return d;
+}
+
+/* strcmp of the two files' paths, which share the source root, without building them:
+ * byte by byte below their common ancestor. */
+static int path_cmp(const struct node *a, const struct node *b, size_t max_depth)
+{
+	const struct node *x = a, *y = b;
+	size_t da = depth(a), db = depth(b);
+	struct path_cursor ca = { .chain = chains }, cb = { .chain = chains + max_depth };
+	int p, q;
+
+	for (; da > db; da--)
+		x = x->parent;
+	for (; db > da; db--)
+		y = y->parent;
+	while (x != y) {
+		x = x->parent;
+		y = y->parent;
+	}
+	cursor_fill(&ca, a, x);
+	cursor_fill(&cb, b, x);
+	do {
+		p = cursor_next(&ca);
+		q = cursor_next(&cb);
+	} while (p && p == q);
+	return p - q;
+}
+
+static size_t chains_depth; /* what each half of chains holds */
 
 /* Within a group, path order keeps a package's files side by side, which measured better
  * than grouping by extension or by content type (see mkstipple(1)). */
@@ -39,7 +110,7 @@ static int cmp_similar(const void *a, const void *b)
 
 	if (gx != gy)
 		return gx < gy ? -1 : 1;
-	c = x->file == y->file ? 0 : strcmp(x->file->path, y->file->path);
+	c = x->file == y->file ? 0 : path_cmp(x->file, y->file, chains_depth);
 	if (c)
 		return c;
 	return (x->start > y->start) - (x->start < y->start);
@@ -214,7 +285,7 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 static void add_cut(struct piece *v, size_t *n, struct node *f, uint64_t a, uint64_t b,
 		    int code_apart)
 {
-	const uint64_t cut[2] = { f->code_start, f->code_end };
+	const uint64_t cut[2] = { f->code ? f->code->start : 0, f->code ? f->code->end : 0 };
 
 	for (int i = 0; i < 2 && code_apart && f->filter != STP_FILTER_NONE; i++) {
 		if (cut[i] > a && cut[i] < b) {
@@ -279,11 +350,25 @@ int order_files(struct tree *t, const char *hot_list, int code_apart, struct pie
 	for (size_t i = 0; i < t->nfiles && !rc; i++)
 		add_rest(v, &n, t->files[i], code_apart);
 	free(hot);
+	chains_depth = 0;
+	for (size_t i = 0; i < t->nfiles && !rc; i++) {
+		size_t d = depth(t->files[i]);
+
+		chains_depth = d > chains_depth ? d : chains_depth;
+	}
+	chains = rc ? NULL : reallocarray(NULL, 2 * chains_depth + 2, sizeof(*chains));
+	if (!rc && !chains)
+		rc = -ENOMEM;
 	if (rc) {
 		free(v);
 		return rc;
 	}
 	qsort(v + *nhot, n - *nhot, sizeof(*v), cmp_similar);
+	free(t->files); /* the pieces name every file from now on */
+	t->files = NULL;
+	free(chains);
+	chains = NULL;
+	chains_depth = 0;
 	*out = v;
 	*count = n;
 	return 0;

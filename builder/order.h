@@ -24,7 +24,8 @@ struct piece {
  * hot region, the rest later) or, with CODE_APART, it is machine code whose code lies
  * within it (the code sorts apart from its other bytes). An empty file is one empty
  * piece. HOT_LIST may be NULL. A hot list that cannot be read is an error; a listed path
- * missing from the tree is a warning. */
+ * missing from the tree is a warning. On success T->files is freed (NULL; nfiles stays):
+ * the pieces take its place. */
 int order_files(struct tree *t, const char *hot_list, int code_apart, struct piece **out,
 		size_t *nhot, size_t *count);
 

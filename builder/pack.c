@@ -20,6 +20,7 @@
 #include "dict.h"
 #include "format.h"
 #include "source.h"
+#include "tree.h"
 #include "util.h"
 
 #define STAGE_SIZE (1u << 20)
@@ -63,7 +64,40 @@ struct packer {
 	size_t cdict_size;       /* its tables and the dictionary */
 	uint64_t dict_gain;  /* sum of plain_len - stored_len over the blocks written */
 	uint64_t dict_blocks;/* blocks written with the dictionary */
+	const struct originals *orig; /* files that others copy */
 };
+
+/* The files others are copies of, by node address, each with the hash of the bytes its
+ * copies were compared with: only these are hashed again when packed, and only they
+ * keep a hash (a node has no room for one). */
+struct original {
+	const struct node *n;
+	uint64_t hash[2];
+};
+
+struct originals {
+	struct original *v;
+	size_t n;
+};
+
+static int cmp_original(const void *a, const void *b)
+{
+	const struct node *x = ((const struct original *)a)->n, *y = ((const struct original *)b)->n;
+
+	return (x > y) - (x < y);
+}
+
+/* F's hash when it is an original, else NULL. */
+static const uint64_t *original_hash(const struct originals *o, const struct node *f)
+{
+	struct original key = { .n = f };
+	const struct original *hit;
+
+	if (!f->copied)
+		return NULL;
+	hit = bsearch(&key, o->v, o->n, sizeof(*o->v), cmp_original);
+	return hit ? hit->hash : NULL;
+}
 
 /* What a worker owns: its context and room for the attempts after the first one: the
  * filtered input (BCJ) and the compressed output (BCJ or dictionary). */
@@ -357,8 +391,8 @@ static int emit(struct packer *p, struct node *f, const uint8_t *data, uint64_t 
 	int rc = 0;
 
 	if (f->filter != STP_FILTER_NONE) {
-		a = f->code_start > a ? (f->code_start < end ? f->code_start : end) : a;
-		b = f->code_end < b ? (f->code_end > a ? f->code_end : a) : b;
+		a = f->code->start > a ? (f->code->start < end ? f->code->start : end) : a;
+		b = f->code->end < b ? (f->code->end > a ? f->code->end : a) : b;
 	}
 	/* AArch64 instructions are 4-byte words, and the filter finds them by stream
 	 * position: code goes where its file offset puts it, mod 4, whatever a piece's
@@ -428,9 +462,9 @@ static int read_span(struct packer *p, struct node *f, const struct source_file 
 		ssize_t n = source_file_pread(sf, p->stage, want, off);
 
 		if (n < 0)
-			rc = errno == EINTR ? 0 : file_error(f->path, errno, "reading");
+			rc = errno == EINTR ? 0 : file_error(tree_path(f), errno, "reading");
 		else if (n == 0)
-			rc = file_error(f->path, EAGAIN, "file shrank while it was read");
+			rc = file_error(tree_path(f), EAGAIN, "file shrank while it was read");
 		else {
 			if (h)
 				XXH3_128bits_update(h, p->stage, (size_t)n);
@@ -446,10 +480,11 @@ static int read_span(struct packer *p, struct node *f, const struct source_file 
 
 static int read_file(struct packer *p, struct node *f, const struct source_file *sf)
 {
-	XXH3_state_t *h = f->hashed ? XXH3_createState() : NULL;
+	const uint64_t *want = original_hash(p->orig, f);
+	XXH3_state_t *h = want ? XXH3_createState() : NULL;
 	int rc;
 
-	if (f->hashed && !h)
+	if (want && !h)
 		return -ENOMEM; /* the hash proves the file did not change since it was compared */
 	if (h)
 		XXH3_128bits_reset(h);
@@ -457,8 +492,8 @@ static int read_file(struct packer *p, struct node *f, const struct source_file 
 	if (!rc && h) {
 		XXH128_hash_t d = XXH3_128bits_digest(h);
 
-		if (d.low64 != f->hash[0] || d.high64 != f->hash[1])
-			rc = source_changed(f->path);
+		if (d.low64 != want[0] || d.high64 != want[1])
+			rc = source_changed(tree_path(f));
 	}
 	XXH3_freeState(h);
 	return rc;
@@ -503,7 +538,7 @@ static int take_copy(struct packer *p, struct node *f)
 	if (rc)
 		return rc;
 	if (!source_same(&f->st, &after))
-		return source_changed(f->path);
+		return source_changed(tree_path(f));
 	f->extents = malloc(bytes ? bytes : 1);
 	if (!f->extents)
 		return -ENOMEM;
@@ -525,17 +560,23 @@ static int pack_piece(struct packer *p, const struct piece *pc)
 	rc = source_file_open(f, &sf);
 	if (rc)
 		return rc;
-	/* a file read whole is hashed again when it was hashed to find copies */
+	/* a file read whole is hashed again when others were found to be copies of it */
 	rc = pc->start == 0 && pc->end == (uint64_t)f->st.st_size ?
 	     read_file(p, f, &sf) : read_span(p, f, &sf, pc->start, pc->end, NULL);
 	if (!rc && !source_file_unchanged(&sf))
-		rc = source_changed(f->path);
+		rc = source_changed(tree_path(f));
 	source_file_close(&sf);
 	return rc;
 }
 
-/* Files of equal size are hashed; later copies of identical content point at the first. */
-struct sized { struct node *n; size_t pos; };
+/* Files of equal size are hashed; later copies of identical content point at the first.
+ * The hashes live here, not in the nodes. */
+struct sized {
+	struct node *n;
+	size_t pos;
+	uint64_t hash[2];
+	int hashed;
+};
 
 static int cmp_sized(const void *a, const void *b)
 {
@@ -543,8 +584,8 @@ static int cmp_sized(const void *a, const void *b)
 
 	if (x->n->st.st_size != y->n->st.st_size)
 		return x->n->st.st_size < y->n->st.st_size ? -1 : 1;
-	if (x->n->hashed && y->n->hashed) {
-		int c = memcmp(x->n->hash, y->n->hash, sizeof(x->n->hash));
+	if (x->hashed && y->hashed) {
+		int c = memcmp(x->hash, y->hash, sizeof(x->hash));
 
 		if (c)
 			return c;
@@ -569,7 +610,7 @@ static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = file_error(f->path, errno, "reading");
+			rc = file_error(tree_path(f), errno, "reading");
 			goto out;
 		}
 		if (n == 0)
@@ -603,7 +644,7 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 		ssize_t nb = source_file_pread(&fb, buf + half, half, off);
 
 		if (na < 0 || nb < 0)
-			rc = file_error(na < 0 ? a->path : b->path, errno, "reading");
+			rc = file_error(tree_path(na < 0 ? a : b), errno, "reading");
 		else if (na != nb || na == 0 || memcmp(buf, buf + half, (size_t)na))
 			rc = 0;
 		else
@@ -614,7 +655,9 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 	return rc;
 }
 
-static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf)
+/* Marks the copies among the files ORDER[0..n) and fills O with their originals. */
+static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf,
+			   struct originals *o)
 {
 	struct sized *v = malloc((n ? n : 1) * sizeof(*v));
 	int rc = 0;
@@ -627,7 +670,7 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf)
 	 * its ranges must stay in the hot region */
 	for (size_t i = 0; i < n; i++)
 		if (order[i].start == 0 && !order[i].file->hot_ranges)
-			v[m++] = (struct sized){ order[i].file, i };
+			v[m++] = (struct sized){ .n = order[i].file, .pos = i };
 	n = m;
 	qsort(v, n, sizeof(*v), cmp_sized);
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -635,16 +678,16 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf)
 				(i + 1 < n && v[i].n->st.st_size == v[i + 1].n->st.st_size);
 
 		if (same_size && v[i].n->st.st_size > 0) {
-			rc = hash_file(v[i].n, buf, v[i].n->hash);
-			v[i].n->hashed = !rc;
+			rc = hash_file(v[i].n, buf, v[i].hash);
+			v[i].hashed = !rc;
 		}
 	}
 	qsort(v, n, sizeof(*v), cmp_sized); /* now equal contents sit together, first first */
 	for (size_t i = 1; i < n && !rc; i++) {
 		struct node *a = v[i - 1].n, *b = v[i].n;
 
-		if (a->hashed && b->hashed && a->st.st_size == b->st.st_size &&
-		    !memcmp(a->hash, b->hash, sizeof(a->hash))) {
+		if (v[i - 1].hashed && v[i].hashed && a->st.st_size == b->st.st_size &&
+		    !memcmp(v[i - 1].hash, v[i].hash, sizeof(v[i].hash))) {
 			struct node *first = a->same_as ? a->same_as : a;
 
 			/* XXH3 is no proof against a crafted tree: compare the bytes */
@@ -656,7 +699,23 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf)
 			rc = rc < 0 ? rc : 0;
 		}
 	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (!v[i].n->copied)
+			continue;
+		if (!o->n || (o->n & (o->n - 1)) == 0) {
+			struct original *grown = reallocarray(o->v, o->n ? 2 * o->n : 1, sizeof(*grown));
+
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			o->v = grown;
+		}
+		o->v[o->n++] = (struct original){ v[i].n, { v[i].hash[0], v[i].hash[1] } };
+	}
 	free(v);
+	if (o->n)
+		qsort(o->v, o->n, sizeof(*o->v), cmp_original);
 	return rc;
 }
 
@@ -718,11 +777,12 @@ static int plan_parallelism(struct packer *p)
  * is hashed again, since its copies' bytes were compared with what it held then. */
 static int check_copied(struct packer *p, struct node *f)
 {
+	const uint64_t *want = original_hash(p->orig, f);
 	uint64_t now[2];
 	int rc = hash_file(f, p->stage, now);
 
-	if (!rc && memcmp(now, f->hash, sizeof(now)))
-		rc = source_changed(f->path);
+	if (!rc && (!want || memcmp(now, want, sizeof(now))))
+		rc = source_changed(tree_path(f));
 	return rc;
 }
 
@@ -794,11 +854,11 @@ static int make_cdict(struct packer *p, const uint8_t *dict, size_t len)
 
 /* One pass over the files with DICT (NULL: none). */
 static int pack_once(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
-		     const struct pack_opts *o, const uint8_t *dict, size_t dict_len,
-		     struct pack_result *r)
+		     const struct pack_opts *o, const struct originals *orig, const uint8_t *dict,
+		     size_t dict_len, struct pack_result *r)
 {
 	struct packer p = { .o = o, .block_size = (size_t)1 << o->block_log, .fd = fd,
-			    .pos = start };
+			    .pos = start, .orig = orig };
 	int rc = dict ? make_cdict(&p, dict, dict_len) : 0;
 
 	memset(r, 0, sizeof(*r));
@@ -872,24 +932,25 @@ int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_
 	uint8_t *dict = NULL, *buf = malloc(STAGE_SIZE);
 	size_t dict_len = 0;
 	uint64_t gain;
-	int rc = buf ? find_duplicates(order, n, buf) : -ENOMEM;
+	struct originals orig = { 0 };
+	int rc = buf ? find_duplicates(order, n, buf, &orig) : -ENOMEM;
 
 	free(buf);
 	memset(r, 0, sizeof(*r));
 	if (!rc && o->block_log < DICT_BLOCK_LOG_LIMIT)
 		rc = dict_train(order, n, o->block_log, &dict, &dict_len);
-	if (rc)
-		return rc;
-	rc = pack_once(order, n, nhot, fd, start, o, dict, dict_len, r);
+	if (!rc)
+		rc = pack_once(order, n, nhot, fd, start, o, &orig, dict, dict_len, r);
 	if (!rc && dict && r->dict_gain <= dict_len + r->dict_blocks) {
 		gain = r->dict_gain;
 		free(r->blocks);
 		reset_extents(order, n);
 		free(dict);
 		dict = NULL;
-		rc = pack_once(order, n, nhot, fd, start, o, NULL, 0, r);
+		rc = pack_once(order, n, nhot, fd, start, o, &orig, NULL, 0, r);
 		r->dict_gain = gain;
 	}
+	free(orig.v);
 	if (rc || !dict) {
 		free(dict);
 		return rc;

@@ -58,7 +58,7 @@ static int read_xattr_value(struct node *n, const struct xsrc *x, struct xattr_k
 			break;
 		len = x_get(x, kv->name, NULL, 0); /* grew meanwhile */
 	}
-	return source_fail(n->path, errno, "reading extended attribute");
+	return source_fail(tree_path(n), errno, "reading extended attribute");
 }
 
 static const struct scan_opts *scan_opts; /* set for the duration of scan_tree() */
@@ -73,7 +73,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 		return 0;
 	len = x_list(x, NULL, 0);
 	if (len < 0)
-		return errno == ENOTSUP ? 0 : source_fail(n->path, errno, "listing extended attributes");
+		return errno == ENOTSUP ? 0 : source_fail(tree_path(n), errno, "listing extended attributes");
 	if (len == 0)
 		return 0;
 	names = malloc((size_t)len);
@@ -81,7 +81,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 		return -ENOMEM;
 	len = x_list(x, names, (size_t)len);
 	if (len < 0) {
-		rc = source_fail(n->path, errno, "listing extended attributes");
+		rc = source_fail(tree_path(n), errno, "listing extended attributes");
 		goto out;
 	}
 	for (p = names; p < names + len; p += strlen(p) + 1) {
@@ -116,14 +116,14 @@ static int read_xattrs_at(struct node *n, int dirfd)
 {
 	static int have_proc = -1;
 	char path[64 + STP_NAME_MAX];
-	struct xsrc x = { .fd = -1, .path = n->path };
+	struct xsrc x = { .fd = -1, .path = path };
 
 	if (have_proc < 0)
 		have_proc = access("/proc/self/fd", X_OK) == 0;
-	if (have_proc) {
+	if (have_proc)
 		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, n->name);
-		x.path = path;
-	}
+	else
+		x.path = tree_path(n); /* the messages that name N build the same string */
 	return read_xattrs(n, &x);
 }
 
@@ -139,11 +139,11 @@ static int read_link(struct node *n, int dirfd)
 		return -ENOMEM;
 	len = readlinkat(dirfd, n->name, n->link_target, cap);
 	if (len < 0 && errno == EINVAL)
-		return source_changed(n->path); /* no longer a symlink */
+		return source_changed(tree_path(n)); /* no longer a symlink */
 	if (len < 0)
-		return source_fail(n->path, errno, "reading symlink");
+		return source_fail(tree_path(n), errno, "reading symlink");
 	if ((size_t)len >= cap || len == 0)
-		return source_fail(n->path, ENAMETOOLONG, "reading symlink");
+		return source_fail(tree_path(n), ENAMETOOLONG, "reading symlink");
 	n->link_target[len] = 0;
 	return 0;
 }
@@ -167,17 +167,9 @@ static int skipped(const struct stat *st)
 }
 
 
-/* The source root's device and the length of its path, for scan_opts; set by scan_tree. */
+/* The source root's device, for scan_opts, and the tree being built; set by scan_tree. */
 static dev_t root_dev;
-static size_t root_len;
-
-/* N's path from the source root ("" for the root): node_new joins with one '/'. */
-static const char *rel_path(const struct node *n)
-{
-	if (!n->parent)
-		return "";
-	return n->path + root_len + (n->path[root_len - 1] != '/');
-}
+static struct tree *scan_out;
 
 /* 1 when entry DE of the directory open as FD is excluded; REL is a buffer for its path,
  * holding the directory's path from the root and a '/' up to REL_LEN. */
@@ -205,21 +197,19 @@ static int scan_dir(struct node *n, int fd)
 	int rc = 0;
 
 	if (!d) {
-		rc = source_fail(n->path, errno, "opening directory");
+		rc = source_fail(tree_path(n), errno, "opening directory");
 		if (lfd >= 0)
 			close(lfd);
 		return rc;
 	}
 	if (scan_opts->exclude && scan_opts->exclude->count) {
-		const char *dir = rel_path(n);
-
-		rel_len = strlen(dir);
+		rel_len = tree_rel_path(n, NULL, 0);
 		rel = malloc(rel_len + STP_NAME_MAX + 2);
 		if (!rel) {
 			closedir(d);
 			return -ENOMEM;
 		}
-		memcpy(rel, dir, rel_len);
+		tree_rel_path(n, rel, rel_len + 1);
 		if (rel_len)
 			rel[rel_len++] = '/';
 	}
@@ -228,13 +218,13 @@ static int scan_dir(struct node *n, int fd)
 			continue;
 		if (rel && excluded(de, fd, rel, rel_len))
 			continue;
-		rc = tree_add_child(n, de->d_name, &cap);
+		rc = tree_add_child(scan_out, n, de->d_name, &cap);
 		if (rc)
 			break;
 	}
 	free(rel);
 	if (!rc && errno)
-		rc = source_fail(n->path, errno, "reading directory");
+		rc = source_fail(tree_path(n), errno, "reading directory");
 	closedir(d);
 	if (rc)
 		return rc;
@@ -263,23 +253,29 @@ int scan_read_filter(struct node *n, int fd, uint64_t base)
 	int rc = 0;
 
 	if (len < 0)
-		return source_fail(n->path, errno, "reading");
+		return source_fail(tree_path(n), errno, "reading");
 	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
 	if (n->filter != STP_FILTER_NONE) {
-		n->code_start = 0;
-		n->code_end = (uint64_t)n->st.st_size;
+		if (!n->code && !(n->code = malloc(sizeof(*n->code))))
+			return -ENOMEM;
+		n->code->start = 0;
+		n->code->end = (uint64_t)n->st.st_size;
 		if (len == sizeof(head))
-			rc = elf_code_span(fd, base, head, (uint64_t)n->st.st_size, &n->code_start,
-					   &n->code_end);
-		if (rc > 0 && n->code_start == n->code_end)
+			rc = elf_code_span(fd, base, head, (uint64_t)n->st.st_size, &n->code->start,
+					   &n->code->end);
+		if (rc > 0 && n->code->start == n->code->end)
 			n->filter = STP_FILTER_NONE; /* no code in the file: a debug file, say */
 	}
-	return rc < 0 ? source_fail(n->path, -rc, "reading its section table") : 0;
+	if (n->filter == STP_FILTER_NONE) {
+		free(n->code);
+		n->code = NULL;
+	}
+	return rc < 0 ? source_fail(tree_path(n), -rc, "reading its section table") : 0;
 }
 
 static int read_filter(struct node *n, int dirfd)
 {
-	int fd = source_openat_file(dirfd, n->name, n->path, &n->st), rc;
+	int fd = source_openat_file(dirfd, n), rc;
 
 	if (fd < 0)
 		return fd;
@@ -298,13 +294,13 @@ static int scan_subdir(struct node *n, int dirfd)
 	int rc;
 
 	if (x.fd < 0 && (errno == ENOTDIR || errno == ELOOP))
-		return source_changed(n->path);
+		return source_changed(tree_path(n));
 	if (x.fd < 0)
-		return source_fail(n->path, errno, "opening directory");
+		return source_fail(tree_path(n), errno, "opening directory");
 	if (fstat(x.fd, &st))
-		rc = source_fail(n->path, errno, "stat");
+		rc = source_fail(tree_path(n), errno, "stat");
 	else if (st.st_dev != n->st.st_dev || st.st_ino != n->st.st_ino)
-		rc = source_changed(n->path);
+		rc = source_changed(tree_path(n));
 	else
 		rc = read_xattrs(n, &x);
 	/* a mount point is kept, empty */
@@ -317,12 +313,14 @@ static int scan_subdir(struct node *n, int dirfd)
 /* Scans N, which is N->name in DIRFD. */
 static int scan_node(struct node *n, int dirfd)
 {
+	struct stat st;
 	int rc;
 
-	if (fstatat(dirfd, n->name, &n->st, AT_SYMLINK_NOFOLLOW))
-		return source_fail(n->path, errno, "stat");
-	if (skipped(&n->st))
+	if (fstatat(dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
+		return source_fail(tree_path(n), errno, "stat");
+	if (skipped(&st))
 		return SKIPPED;
+	tree_set_stat(n, &st);
 	if (S_ISDIR(n->st.st_mode))
 		return scan_subdir(n, dirfd);
 	rc = read_xattrs_at(n, dirfd);
@@ -337,11 +335,13 @@ static int scan_node(struct node *n, int dirfd)
 
 static int scan_root(struct node *root)
 {
-	struct xsrc x = { .fd = source_open_root(root->path, &root->st) };
+	struct stat st;
+	struct xsrc x = { .fd = source_open_root(root->name, &st) };
 	int rc;
 
 	if (x.fd < 0)
 		return x.fd;
+	tree_set_stat(root, &st);
 	root_dev = root->st.st_dev;
 	rc = read_xattrs(root, &x);
 	return rc ? rc : scan_dir(root, x.fd);
@@ -358,16 +358,17 @@ int scan_tree(const char *source, const struct stat *skip, size_t nskip,
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	t->root = tree_node_new(NULL, source);
+	t->root = tree_root_new(t, source);
 	if (!t->root)
 		return -ENOMEM;
+	scan_out = t;
 	skip_list = skip;
 	skip_count = nskip;
 	scan_opts = opts ? opts : &none;
-	root_len = strlen(source);
 	rc = scan_root(t->root);
 	skip_list = NULL;
 	skip_count = 0;
 	scan_opts = NULL;
+	scan_out = NULL;
 	return rc ? rc : tree_finish(t);
 }

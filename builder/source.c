@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tree.h"
+
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
 #define FILE_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
 
@@ -32,7 +34,7 @@ int source_changed(const char *path)
 	return -EAGAIN;
 }
 
-int source_same(const struct stat *a, const struct stat *b)
+int source_same(const struct node_stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
 	       (a->st_mode & S_IFMT) == (b->st_mode & S_IFMT) && a->st_size == b->st_size &&
@@ -70,20 +72,20 @@ static int open_dir_at(int parent, const struct node *d)
 	if (fd < 0) {
 		if (errno == ENOTDIR || errno == ELOOP) {
 			fprintf(stderr, "mkstipple: %s: changed during the build: no longer a "
-				"directory (a symlink is not followed)\n", d->path);
+				"directory (a symlink is not followed)\n", tree_path(d));
 			return -EAGAIN;
 		}
-		return source_fail(d->path, errno, "opening directory");
+		return source_fail(tree_path(d), errno, "opening directory");
 	}
 	if (fstat(fd, &st)) {
 		int err = errno;
 
 		close(fd);
-		return source_fail(d->path, err, "stat");
+		return source_fail(tree_path(d), err, "stat");
 	}
 	if (st.st_dev != d->st.st_dev || st.st_ino != d->st.st_ino) {
 		close(fd);
-		return source_changed(d->path);
+		return source_changed(tree_path(d));
 	}
 	return fd;
 }
@@ -137,42 +139,40 @@ int source_dir_fd(const struct node *dir)
 	return fd;
 }
 
-int source_openat_file(int dirfd, const char *name, const char *path, const struct stat *want)
+int source_openat_file(int dirfd, const struct node *f)
 {
-	int fd = openat(dirfd, name, FILE_FLAGS);
+	int fd = openat(dirfd, f->name, FILE_FLAGS), err = errno;
 	struct stat st;
 
-	if (fd < 0 && errno == ELOOP) {
+	if (fd < 0 && err == ELOOP) {
 		fprintf(stderr, "mkstipple: %s: changed during the build: now a symbolic link, "
-			"not followed\n", path);
+			"not followed\n", tree_path(f));
 		return -EAGAIN;
 	}
 	if (fd < 0)
-		return source_fail(path, errno, "opening");
+		return source_fail(tree_path(f), err, "opening");
 	if (fstat(fd, &st)) {
-		int err = errno;
-
+		err = errno;
 		close(fd);
-		return source_fail(path, err, "stat");
+		return source_fail(tree_path(f), err, "stat");
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
 		fprintf(stderr, "mkstipple: %s: changed during the build: no longer a regular "
-			"file\n", path);
+			"file\n", tree_path(f));
 		return -EAGAIN;
 	}
-	if (!source_same(want, &st)) {
+	if (!source_same(&f->st, &st)) {
 		close(fd);
-		return source_changed(path);
+		return source_changed(tree_path(f));
 	}
 	/* reads must block as for any file; O_NONBLOCK only kept a FIFO's open from hanging */
 	int fl = fcntl(fd, F_GETFL);
 
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
-		int err = errno;
-
+		err = errno;
 		close(fd);
-		return source_fail(path, err, "opening");
+		return source_fail(tree_path(f), err, "opening");
 	}
 	return fd;
 }
@@ -181,13 +181,17 @@ int source_open_file(const struct node *f)
 {
 	int dirfd = f->parent ? source_dir_fd(f->parent) : -EISDIR;
 
-	return dirfd < 0 ? dirfd : source_openat_file(dirfd, f->name, f->path, &f->st);
+	return dirfd < 0 ? dirfd : source_openat_file(dirfd, f);
 }
 
 int source_stat(const struct node *n, struct stat *st)
 {
 	if (from_archive) {
-		*st = n->st;
+		*st = (struct stat){ .st_dev = n->st.st_dev, .st_ino = n->st.st_ino,
+				     .st_mode = n->st.st_mode, .st_nlink = n->st.st_nlink,
+				     .st_uid = n->st.st_uid, .st_gid = n->st.st_gid,
+				     .st_rdev = n->st.st_rdev, .st_size = n->st.st_size,
+				     .st_mtim = n->st.st_mtim, .st_ctim = n->st.st_ctim };
 		return 0;
 	}
 	int dirfd = n->parent ? source_dir_fd(n->parent) : root_fd;
@@ -195,7 +199,7 @@ int source_stat(const struct node *n, struct stat *st)
 	if (dirfd < 0)
 		return dirfd;
 	if (!n->parent ? fstat(dirfd, st) : fstatat(dirfd, n->name, st, AT_SYMLINK_NOFOLLOW))
-		return source_fail(n->path, errno, "stat");
+		return source_fail(tree_path(n), errno, "stat");
 	return 0;
 }
 

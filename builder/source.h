@@ -28,16 +28,16 @@ int source_open_root(const char *source, struct stat *st);
 /* A descriptor of directory DIR (a node of the tree), owned here and valid until the next
  * call of source_dir_fd or source_close; or -errno. */
 int source_dir_fd(const struct node *dir);
-/* Opens NAME in DIRFD for reading and checks that it is the regular file WANT describes;
- * PATH names it in messages. Returns a new descriptor (the caller closes it) or -errno. */
-int source_openat_file(int dirfd, const char *name, const char *path, const struct stat *want);
+/* Opens regular file F, its name in DIRFD, for reading and checks that it is the file
+ * the scan saw. Returns a new descriptor (the caller closes it) or -errno. */
+int source_openat_file(int dirfd, const struct node *f);
 /* source_openat_file for a regular file F of the tree. */
 int source_open_file(const struct node *f);
 /* The attributes of node N as they are now, not following a symlink; 0 or -errno. */
 int source_stat(const struct node *n, struct stat *st);
 /* 1 when NOW is the file SCANNED describes, unchanged: device, inode, type, size, mtime
  * and ctime to the nanosecond (ctime catches a rewrite that put the mtime back). */
-int source_same(const struct stat *scanned, const struct stat *now);
+int source_same(const struct node_stat *scanned, const struct stat *now);
 /* Reports that PATH changed since the scan; returns -EAGAIN. */
 int source_changed(const char *path);
 /* Reports "mkstipple: PATH: WHAT: <errno ERR's text>" and returns -ERR. */

@@ -9,32 +9,135 @@
 
 #include "source.h"
 
-struct node *tree_node_new(struct node *parent, const char *name)
+/* The arena: nodes are carved from 1 MiB chunks and freed with the tree, so that a node
+ * costs no malloc header and its name is stored within it. */
+#define CHUNK_SIZE ((size_t)1 << 20)
+
+struct tree_chunk {
+	struct tree_chunk *next;
+	size_t used, size;
+	max_align_t data[];
+};
+
+static void *arena_alloc(struct tree *t, size_t len)
 {
-	struct node *n = calloc(1, sizeof(*n));
+	struct tree_chunk *c = t->arena;
+
+	len = (len + 7) & ~(size_t)7;
+	if (!c || c->size - c->used < len) {
+		size_t size = len > CHUNK_SIZE ? len : CHUNK_SIZE;
+
+		c = malloc(sizeof(*c) + size);
+		if (!c)
+			return NULL;
+		c->next = t->arena;
+		c->used = 0;
+		c->size = size;
+		t->arena = c;
+	}
+	c->used += len;
+	return (char *)c->data + c->used - len;
+}
+
+static struct node *node_new(struct tree *t, struct node *parent, const char *name, size_t len)
+{
+	struct node *n = arena_alloc(t, offsetof(struct node, name) + len + 1);
 
 	if (!n)
 		return NULL;
-	if (parent) {
-		size_t plen = strlen(parent->path);
-
-		n->path = malloc(plen + strlen(name) + 2);
-		if (n->path)
-			sprintf(n->path, "%s%s%s", parent->path,
-				parent->path[plen - 1] == '/' ? "" : "/", name);
-		n->name = n->path ? n->path + strlen(n->path) - strlen(name) : NULL;
-	} else {
-		n->path = strdup(name);
-		n->name = "";
-	}
-	if (!n->path) {
-		free(n);
-		return NULL;
-	}
-	n->name_len = strlen(n->name);
+	memset(n, 0, offsetof(struct node, name));
+	memcpy(n->name, name, len + 1);
+	n->name_len = parent ? (uint16_t)len : 0;
 	n->parent = parent;
 	n->primary = n;
 	return n;
+}
+
+struct node *tree_root_new(struct tree *t, const char *source)
+{
+	return node_new(t, NULL, source, strlen(source));
+}
+
+void tree_set_stat(struct node *n, const struct stat *st)
+{
+	n->st = (struct node_stat){
+		.st_dev = st->st_dev, .st_ino = st->st_ino, .st_size = st->st_size,
+		.st_rdev = st->st_rdev, .st_mtim = st->st_mtim, .st_ctim = st->st_ctim,
+		.st_mode = st->st_mode, .st_uid = st->st_uid, .st_gid = st->st_gid,
+		.st_nlink = st->st_nlink > UINT32_MAX ? UINT32_MAX : (uint32_t)st->st_nlink,
+	};
+}
+
+static const struct node *root_of(const struct node *n)
+{
+	while (n->parent)
+		n = n->parent;
+	return n;
+}
+
+size_t tree_rel_path(const struct node *n, char *buf, size_t cap)
+{
+	size_t len = 0, at;
+
+	for (const struct node *x = n; x->parent; x = x->parent)
+		len += x->name_len + (x != n);
+	at = len;
+	for (const struct node *x = n; x->parent; x = x->parent) {
+		/* written from the end: each name, then the '/' before it */
+		at -= x->name_len;
+		for (size_t i = 0; i < x->name_len; i++)
+			if (at + i < cap)
+				buf[at + i] = x->name[i];
+		if (at && at - 1 < cap)
+			buf[at - 1] = '/';
+		at -= at ? 1 : 0;
+	}
+	if (cap)
+		buf[len < cap ? len : cap - 1] = 0;
+	return len;
+}
+
+int tree_rel_path_is(const struct node *n, const char *path)
+{
+	size_t end = strlen(path);
+
+	for (; n->parent; n = n->parent) {
+		if (end < n->name_len ||
+		    memcmp(path + end - n->name_len, n->name, n->name_len))
+			return 0;
+		end -= n->name_len;
+		if (n->parent->parent) {
+			if (!end || path[end - 1] != '/')
+				return 0;
+			end--;
+		}
+	}
+	return end == 0;
+}
+
+const char *tree_path(const struct node *n)
+{
+	static char *buf;
+	static size_t cap;
+	const char *root = root_of(n)->name;
+	size_t rlen = strlen(root), sep = n->parent && (!rlen || root[rlen - 1] != '/');
+	size_t len = rlen + sep + tree_rel_path(n, NULL, 0);
+	int err = errno; /* callers pass errno beside it, in either order */
+
+	if (len + 1 > cap) {
+		char *grown = realloc(buf, len + 1);
+
+		errno = err;
+		if (!grown)
+			return n->parent ? n->name : root; /* the name alone, for a message */
+		buf = grown;
+		cap = len + 1;
+	}
+	memcpy(buf, root, rlen);
+	if (sep)
+		buf[rlen] = '/';
+	tree_rel_path(n, buf + rlen + sep, cap - rlen - sep);
+	return buf;
 }
 
 
@@ -46,12 +149,15 @@ static int cmp_child(const void *a, const void *b)
 }
 
 
-int tree_add_child(struct node *dir, const char *name, size_t *cap)
+int tree_add_child(struct tree *t, struct node *dir, const char *name, size_t *cap)
 {
+	size_t len = strlen(name);
 	struct node *c;
 
-	if (strlen(name) > STP_NAME_MAX)
-		return source_fail(dir->path, ENAMETOOLONG, name);
+	if (len > STP_NAME_MAX)
+		return source_fail(tree_path(dir), ENAMETOOLONG, name);
+	if (dir->nchildren == UINT32_MAX)
+		return source_fail(tree_path(dir), EFBIG, "too many entries");
 	if (dir->nchildren == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 16;
 		struct node **grown = realloc(dir->children, ncap * sizeof(*grown));
@@ -61,7 +167,7 @@ int tree_add_child(struct node *dir, const char *name, size_t *cap)
 		dir->children = grown;
 		*cap = ncap;
 	}
-	c = tree_node_new(dir, name);
+	c = node_new(t, dir, name, len);
 	if (!c)
 		return -ENOMEM;
 	dir->children[dir->nchildren++] = c;
@@ -110,7 +216,7 @@ static int list_bfs(struct tree *t, struct node ***out, size_t *count)
 	}
 	if (n > UINT32_MAX / 2) {
 		free(q);
-		return source_fail(t->root->path, EFBIG, "too many entries");
+		return source_fail(tree_path(t->root), EFBIG, "too many entries");
 	}
 	*out = q;
 	*count = n;
@@ -178,8 +284,9 @@ void tree_node_free(struct node *n)
 	free(n->link_target);
 	free(n->extents);
 	free(n->hot_ranges);
-	free(n->path);
-	free(n);
+	free(n->code);
+	n->children = NULL;
+	n->nchildren = 0;
 }
 
 
@@ -207,6 +314,12 @@ void scan_tree_free(struct tree *t)
 {
 	if (t->root)
 		tree_node_free(t->root);
+	while (t->arena) {
+		struct tree_chunk *c = t->arena;
+
+		t->arena = c->next;
+		free(c);
+	}
 	free(t->inodes);
 	free(t->files);
 	memset(t, 0, sizeof(*t));

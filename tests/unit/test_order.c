@@ -30,7 +30,7 @@ static void expect(uint64_t size, const char *s, int rc_want, const struct hot_r
 	rc = order_parse_ranges(&node, s);
 	CHECK(rc == rc_want, "'%s' in %llu bytes: %d, expected %d", s, (unsigned long long)size,
 	      rc, rc_want);
-	CHECK(node.nhot_ranges == n, "'%s': %zu ranges, expected %zu", s, node.nhot_ranges, n);
+	CHECK(node.nhot_ranges == n, "'%s': %zu ranges, expected %zu", s, (size_t)node.nhot_ranges, n);
 	CHECK((node.hot_ranges == NULL) == (n == 0), "'%s': ranges array", s);
 	for (size_t i = 0; i < n && i < node.nhot_ranges; i++)
 		CHECK(node.hot_ranges[i].start == want[i].start && node.hot_ranges[i].end == want[i].end,
