@@ -17,6 +17,7 @@
 #include "fill.h"
 #include "fuseops.h"
 #include "image.h"
+#include "imgsrc.h"
 #include "log.h"
 #include "monproto.h"
 #include "mountopts.h"
@@ -176,19 +177,19 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 /* verify: the key the signature block names, among the monitor's. A key of another
  * publisher is refused here, naming both ids; the library checks the signature. */
 static int pick_key(struct stp_daemon *d, const struct stp_daemon_fds *fds,
-		    const struct stp_pubkey **key)
+		    struct stp_imgsrc *src, const struct stp_pubkey **key)
 {
 	const struct stp_mount_opts *o = d->fs.opts;
 	uint8_t raw[STP_SIG_HDR_SIZE];
 	struct stp_superblock sb;
 	struct stp_sighdr h;
 	char have[65], want[65];
-	int err = stp_image_read_superblock(fds->image, o->image_path, &sb);
+	int err = stp_image_read_superblock_src(src, &sb);
 
 	if (!err && !(sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
 		return fail(d, -ENOKEY, "%s: not signed, and verify= asks for a signature", o->image);
 	if (!err)
-		err = stp_pread_full(fds->image, raw, sizeof(raw), sb.sig_offset);
+		err = stp_imgsrc_read(src, raw, sizeof(raw), sb.sig_offset);
 	if (!err)
 		err = stp_sighdr_decode(raw, &sb, &h);
 	if (err)
@@ -221,18 +222,18 @@ static int open_failed(struct stp_daemon *d, int err)
 /* The signature is checked over the superblock and the hashes before the metadata or the
  * dictionary is parsed; from then on the library checks every block as it decodes it. */
 static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
-			 struct stp_image **img)
+			 struct stp_imgsrc *src, struct stp_image **img)
 {
 	const char *image = d->fs.opts->image;
 	const struct stp_pubkey *key = NULL;
 	char id[65];
-	int err = pick_key(d, fds, &key);
+	int err = pick_key(d, fds, src, &key);
 
 	if (err) {
-		close(fds->image);
+		stp_imgsrc_close(src);
 		return err;
 	}
-	err = stp_image_open_verified(fds->image, d->fs.opts->image_path, key, img);
+	err = stp_image_open_src_verified(src, key, img);
 	if (err == -EKEYREJECTED)
 		return fail(d, err, "%s: bad signature: the image is not the one key %s signed",
 			    image, stp_sign_key_hex(key->id, id));
@@ -247,11 +248,14 @@ static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
 	struct stp_image *img;
-	int err;
+	struct stp_imgsrc *src;
+	int err = stp_imgsrc_open_fd(fds->image, d->fs.opts->image_path, &src);
 
-	if (fds->nkeys)
-		err = open_verified(d, fds, &img);
-	else if ((err = stp_image_open_fd(fds->image, d->fs.opts->image_path, &img)))
+	if (err)
+		err = open_failed(d, err);
+	else if (fds->nkeys)
+		err = open_verified(d, fds, src, &img);
+	else if ((err = stp_image_open_src(src, &img)))
 		err = open_failed(d, err);
 	if (err)
 		return err;
