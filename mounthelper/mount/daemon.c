@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "diskcache.h"
 #include "ending.h"
 #include "fill.h"
+#include "fetcher.h"
 #include "fuseops.h"
 #include "image.h"
 #include "imgsrc.h"
@@ -23,6 +25,7 @@
 #include "mountopts.h"
 #include "prime.h"
 #include "record.h"
+#include "remote.h"
 #include "sandbox.h"
 #include "sign.h"
 #include "util.h"
@@ -159,17 +162,24 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
  * thread. */
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
-	int keep[] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
-		       d->ending_fds[1], fds->record };
+	int all[7] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
+		       d->ending_fds[1], fds->record, fds->cache };
+	int keep[7 + STP_FETCH_CHANS_MAX];
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
 		.keep_fds = keep,
-		.nkeep = fds->record >= 0 ? 6 : 5,
 		.keep_stderr = d->fs.opts->foreground,
 	};
 	char err[256];
-	int ret = stp_sandbox_enter(&so, err, sizeof(err));
+	int ret;
+
+	for (unsigned i = 0; i < 7; i++)
+		if (all[i] >= 0)
+			keep[so.nkeep++] = all[i];
+	for (unsigned i = 0; i < fds->nchans && i < STP_FETCH_CHANS_MAX; i++)
+		keep[so.nkeep++] = fds->chans[i];
+	ret = stp_sandbox_enter(&so, err, sizeof(err));
 
 	return ret ? fail(d, ret, "sandbox: %s", err) : 0;
 }
@@ -244,12 +254,64 @@ static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 	return err ? open_failed(d, err) : 0;
 }
 
+/* A URL's disk cache checks what the superblock vouches for (the metadata and the
+ * dictionary) before the open reads them; the blocks, once the table is known. */
+static int expect_superblock(struct stp_diskcache *c, struct stp_imgsrc *src)
+{
+	struct stp_superblock sb;
+	int err = stp_image_read_superblock_src(src, &sb);
+
+	if (!err)
+		err = stp_diskcache_expect(c, sb.meta_offset, sb.meta_stored_size, sb.meta_checksum);
+	if (!err)
+		err = stp_diskcache_expect(c, sb.dict_offset, sb.dict_size, sb.dict_checksum);
+	stp_diskcache_ready(c);
+	return err;
+}
+
+static void expect_blocks(struct stp_diskcache *c, const struct stp_image *img)
+{
+	struct stp_blockent be;
+
+	for (uint64_t b = 0; b < stp_image_sb(img)->block_count; b++)
+		if (stp_image_block(img, b, &be) ||
+		    stp_diskcache_expect(c, be.offset, be.stored_size, be.checksum))
+			break;
+	stp_diskcache_ready(c);
+}
+
+/* The image source: the descriptor, or a URL's channels to the fetcher (with the disk
+ * cache when the monitor could open it; without it, when it cannot be used). */
+static int open_source(struct stp_daemon *d, const struct stp_daemon_fds *fds,
+		       struct stp_imgsrc **src, struct stp_diskcache **cache)
+{
+	const struct stp_mount_opts *o = d->fs.opts;
+	int err;
+
+	*cache = NULL;
+	if (!fds->nchans)
+		return stp_imgsrc_open_fd(fds->image, o->image_path, src);
+	err = stp_remote_open(fds->chans, fds->nchans, fds->url_size, o->image_path, true, src);
+	if (err || fds->cache < 0)
+		return err;
+	if (stp_diskcache_new(fds->cache, o->cache_size, cache))
+		return 0;
+	if (expect_superblock(*cache, *src)) {
+		stp_diskcache_free(*cache);
+		*cache = NULL;
+		return 0;
+	}
+	stp_remote_set_cache(*src, *cache);
+	return 0;
+}
+
 /* The first look past the superblock: confined, like everything after it. */
 static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
 	struct stp_image *img;
 	struct stp_imgsrc *src;
-	int err = stp_imgsrc_open_fd(fds->image, d->fs.opts->image_path, &src);
+	struct stp_diskcache *cache;
+	int err = open_source(d, fds, &src, &cache);
 
 	if (err)
 		err = open_failed(d, err);
@@ -259,6 +321,8 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 		err = open_failed(d, err);
 	if (err)
 		return err;
+	if (cache)
+		expect_blocks(cache, img);
 	d->fs.img = img;
 	d->fs.block_log = stp_image_sb(img)->block_log;
 	return 0;
@@ -382,10 +446,12 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 		fail(d, err, "cannot set up OpenSSL to check the signature: %s", stp_strerror(err));
 	if (!err)
 		err = enter_sandbox(d, fds);
-	if (err)
-		close(fds->image);
-	else
+	if (err) {
+		if (fds->image >= 0)
+			close(fds->image);
+	} else {
 		err = open_image(d, fds);
+	}
 	if (!err)
 		err = prepare_fs(d);
 	status = !err && serve_confined(d) == 0 ? STP_DAEMON_UNMOUNTED : STP_DAEMON_FAILED;
