@@ -141,11 +141,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 	struct xfer *x = ctx;
 
 	n *= size;
-	if (x->status != 206) {
-		x->refused = x->status == 200 ? "answered 200 (the whole file) to a range request: "
-			     "the server or a proxy ignores ranges" : "an answer other than 206";
+	if (x->status == 200) {
+		x->refused = "answered 200 (the whole file) to a range request: the server or a "
+			     "proxy ignores ranges";
 		return 0;
 	}
+	if (x->status != 206)
+		return n; /* an error page: the status says it all */
 	if (!x->have_range || x->r_first != x->off) {
 		x->refused = "answered with another range than the one asked";
 		return 0;
