@@ -129,6 +129,13 @@ def self_signed(workdir):
 
 # ---- the fault-injecting front ----------------------------------------------------------
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # the faults break connections on purpose
+
+
 class Front:
     """Serves PATH with ranges (ETag sent, If-Range ignored as a careless server would),
     and misbehaves as MODE says: ok, slow (sleeps SLOW seconds first), reset (closes the
@@ -142,9 +149,18 @@ class Front:
         self.slow = 30
         self.replacement = None
         self.requests = 0
+        self.server = None
 
     def url(self, name="image.stp"):
         return "http://127.0.0.1:%d/%s" % (self.port, name)
+
+    def go_down(self):
+        """The server goes away: nothing listens, kept-alive connections are dropped."""
+        self.mode = "reset"
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
 
 
 def _handler(front):
@@ -201,15 +217,14 @@ def fault_front(path):
     """A Front serving PATH on a free loopback port, from threads of this process."""
     port = free_port()
     front = Front(path, port)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _handler(front))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", port), _handler(front))
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
+    front.server = server
     try:
         yield front
     finally:
-        server.shutdown()
-        server.server_close()
+        front.go_down()
 
 
 # ---- Squid -------------------------------------------------------------------------------
