@@ -150,6 +150,10 @@ class Front:
         self.replacement = None
         self.requests = 0
         self.server = None
+        self.lock = threading.Lock()
+        self.inflight = 0        # requests being answered now
+        self.most_inflight = 0   # the most at once
+        self.delay = 0           # seconds each answer waits (to see overlap)
 
     def url(self, name="image.stp"):
         return "http://127.0.0.1:%d/%s" % (self.port, name)
@@ -171,7 +175,19 @@ def _handler(front):
             pass
 
         def do_GET(self):
-            front.requests += 1
+            with front.lock:
+                front.requests += 1
+                front.inflight += 1
+                front.most_inflight = max(front.most_inflight, front.inflight)
+            try:
+                if front.delay:
+                    time.sleep(front.delay)
+                self.answer()
+            finally:
+                with front.lock:
+                    front.inflight -= 1
+
+        def answer(self):
             mode = front.mode
             path = front.replacement if mode == "other" else front.path
             with open(path, "rb") as f:

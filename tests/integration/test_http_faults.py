@@ -88,3 +88,30 @@ def test_server_down_while_mounted(front):
         assert time.monotonic() - t0 < DEADLINE
         assert run(["umount", mnt], timeout=60).returncode == 0
         assert not is_mounted(mnt)
+
+
+def test_warming_keeps_several_requests_in_flight(tmp_path):
+    """The hot region comes over the network with one request per warming worker in
+    flight, and what warming fetched is what reads then get."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    blobs = {}
+    for i in range(12):
+        blobs["f%02d" % i] = os.urandom(200 << 10)
+        (tree / ("f%02d" % i)).write_bytes(blobs["f%02d" % i])
+    hot = tmp_path / "hot.list"
+    hot.write_text("".join("%s\n" % n for n in sorted(blobs)))
+    image = build_image(tree, tmp_path / "hot.stp", "--level", "1", "--block-size", "64K",
+                        "--hot-list", hot)
+    # with --warm-workers 1 the assertion below fails: one range at a time
+    with httputil.fault_front(image) as front:
+        front.delay = 0.02  # each answer takes a while: requests in flight together overlap
+        with mount_image(front.url(), None, "--no-prime", "--warm-workers", "4", "-o",
+                         "cache_size=0") as mnt:
+            deadline = time.monotonic() + DEADLINE
+            while front.requests < 16 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            warming = front.most_inflight  # nothing but warming has read yet
+            for name, data in blobs.items():
+                assert read_file(os.path.join(mnt, name)) == data
+        assert warming >= 2, "warming asked for one range at a time"
