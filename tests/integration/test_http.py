@@ -9,6 +9,7 @@ import errno
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -199,3 +200,46 @@ def test_fstab_netdev(helper_in_sbin, origin, gen_tree, tmp_path):
         assert run(["umount", mnt]).returncode == 0
     finally:
         unmount(mnt)
+
+
+@contextlib.contextmanager
+def fuse_open_to_users():
+    mode = os.stat("/dev/fuse").st_mode & 0o7777
+    os.chmod("/dev/fuse", 0o666)
+    try:
+        yield
+    finally:
+        os.chmod("/dev/fuse", mode)
+
+
+def test_user_mounts_a_url(origin, gen_tree):
+    """A user's `stipple mount URL`: the fetcher and the daemon confine themselves in a
+    user namespace, the disk cache goes under $XDG_CACHE_HOME, owned by the user."""
+    if not shutil.which("setpriv") or not shutil.which("fusermount3"):
+        pytest.skip("needs setpriv and fusermount3")
+    nobody = 65534
+    base = tempfile.mkdtemp(prefix="stipple-http-user-")
+    os.chmod(base, 0o755)
+    mnt, home = os.path.join(base, "mnt"), os.path.join(base, "home")
+    for d in (mnt, home):
+        os.mkdir(d)
+        os.chown(d, nobody, nobody)
+    as_user = ["setpriv", "--reuid=%d" % nobody, "--regid=%d" % nobody, "--clear-groups"]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
+           "XDG_CACHE_HOME": os.path.join(home, "xdg")}
+    try:
+        with fuse_open_to_users():
+            r = run(as_user + [STIPPLE, "mount", origin.url("gen.stp"), mnt], env=env,
+                    timeout=60)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run(as_user + ["cat", os.path.join(mnt, "files", "large")], env=env,
+                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == read_file(gen_tree / "files" / "large")
+        (name,) = os.listdir(os.path.join(home, "xdg", "stipple"))
+        st = os.stat(os.path.join(home, "xdg", "stipple", name))
+        assert st.st_uid == nobody and st.st_mode & 0o777 == 0o600
+        assert run(as_user + ["fusermount3", "-u", mnt], env=env).returncode == 0
+    finally:
+        unmount(mnt)
+        shutil.rmtree(base, ignore_errors=True)
