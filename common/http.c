@@ -38,7 +38,7 @@ struct stp_http {
 	unsigned idle;
 	uint64_t size;
 	char validator[VALIDATOR_MAX];  /* ETag, else Last-Modified; "" without */
-	bool is_etag;
+	bool weak;                      /* a weak ETag: If-Range cannot carry it */
 	uint8_t head[STP_SB_SIZE];      /* the probe's bytes: the superblock's first read */
 	size_t head_len;
 	uint64_t fetched;
@@ -312,7 +312,8 @@ static int answer_error(const struct stp_http *h, const struct xfer *x, bool pro
 	return 0;
 }
 
-/* One request for LEN bytes at OFF, with at most MS milliseconds. */
+/* One request for LEN bytes at OFF: connecting may take at most MS milliseconds (and 5
+ * s), and the answer may stall (no byte) for at most the timeout. */
 static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, bool *retry,
 		    char *why, size_t whylen)
 {
@@ -326,7 +327,7 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 	if (!c)
 		return why_set(why, whylen, -ENOMEM, "out of memory");
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off, x->off + x->len - 1);
-	if (!probe && h->validator[0]) {
+	if (!probe && h->validator[0] && !h->weak) {
 		snprintf(ifrange, sizeof(ifrange), "If-Range: %s", h->validator);
 		hdrs = curl_slist_append(NULL, ifrange);
 	}
@@ -335,7 +336,8 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)(h->o.timeout_ms + 999) / 1000);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
 			 ms < CONNECT_TIMEOUT_MAX_MS ? ms : (long)CONNECT_TIMEOUT_MAX_MS);
 	rc = curl_easy_perform(c);
@@ -350,7 +352,8 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 	return err;
 }
 
-/* Retries what may pass, with doubling pauses, until the deadline. */
+/* Retries what may pass, with doubling pauses, while the timeout since the first try
+ * has not passed. */
 static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, char *why, size_t whylen)
 {
 	uint64_t start = stp_now_ns(), limit = (uint64_t)h->o.timeout_ms * 1000000u;
@@ -406,7 +409,7 @@ static int probe(struct stp_http *h, char *why, size_t whylen)
 		return err;
 	h->size = x.r_total;
 	h->head_len = x.got;
-	h->is_etag = x.etag[0];
+	h->weak = !strncmp(x.etag, "W/", 2);
 	snprintf(h->validator, sizeof(h->validator), "%s", x.etag[0] ? x.etag : x.lastmod);
 	return 0;
 }

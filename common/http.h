@@ -9,9 +9,11 @@
  * exactly the range asked, of the same total size, with the same validator (sent as
  * If-Range too, so that a server whose image changed answers 200 and is refused), and
  * carry exactly the bytes asked: a 200 to a range, another range, a short or long body, a
- * changed validator never give bytes. Failures that may pass (no connection, a reset, a
- * timeout, a short body, 5xx, 429) are retried with backoff until TIMEOUT_MS after the
- * call began; the others fail at once. Connections are kept alive and shared between the
+ * changed validator never give bytes. A request fails when it cannot connect within
+ * TIMEOUT_MS (5 s at most) or its answer stalls (no byte) for TIMEOUT_MS; failures that
+ * may pass (no connection, a reset, a stall, a short body, 5xx, 429, 408) are retried
+ * with backoff while TIMEOUT_MS have not passed since the first try; the others fail at
+ * once. Connections are kept alive and shared between the
  * threads; HTTP/2 is used where the server offers it over TLS. TLS is verified against
  * the system store, or CA_FILE / CA_BLOB. Proxies come from http_proxy, https_proxy,
  * no_proxy (libcurl's reading of the environment) unless PROXY is set.
@@ -34,9 +36,8 @@ struct stp_http_opts {
 	const void *ca_blob;    /* the CA bundle's bytes (read before confinement), or NULL */
 	size_t ca_len;
 	const char *proxy;      /* proxy URL ("" for none), or NULL: from the environment */
-	unsigned timeout_ms;    /* deadline of one read, retries included; 0: the default */
+	unsigned timeout_ms;    /* stall and retry bound of one read (above); 0: the default */
 	const char *const *resolve; /* CURLOPT_RESOLVE entries (host:port:addr), NULL-ended */
-	unsigned max_conns;     /* connections kept alive at most; 0: 8 */
 };
 
 #define STP_HTTP_TIMEOUT_DEFAULT_MS 20000u

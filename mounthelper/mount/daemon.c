@@ -382,6 +382,13 @@ static void log_cache_stats(const struct stp_fs *fs)
 	stp_log(STP_LOG_INFO, "%s: block cache: %llu hits, %llu misses, %llu blocks decoded, %llu failed",
 		fs->opts->image, (unsigned long long)st.hits, (unsigned long long)st.misses,
 		(unsigned long long)st.decoded, (unsigned long long)st.failures);
+	if (fs->opts->is_url) {
+		uint64_t fetched, cached;
+
+		stp_remote_stats(stp_image_src(fs->img), &fetched, &cached);
+		stp_log(STP_LOG_INFO, "%s: %llu bytes fetched, %llu read from the disk cache",
+			fs->opts->image, (unsigned long long)fetched, (unsigned long long)cached);
+	}
 }
 
 /* Written as the mount ends; a moment after umount returns, when the daemon exits. */

@@ -256,10 +256,11 @@ static int wait_hello(int ctl, unsigned deadline_ms, struct hello *hi)
 	return 0;
 }
 
-/* The daemon's ends give up after the fetcher's own deadline and a margin. */
+/* A safety net: the daemon's ends give up on a fetcher that sends nothing for much
+ * longer than its own stall bound (a piece that trickles in still arrives). */
 static void set_timeout(int fd, unsigned timeout_s)
 {
-	struct timeval tv = { (time_t)timeout_s + 10, 0 };
+	struct timeval tv = { 3 * (time_t)timeout_s + 30, 0 };
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
