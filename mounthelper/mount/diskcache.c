@@ -325,16 +325,29 @@ int stp_diskcache_get(struct stp_diskcache *c, void *buf, size_t len, uint64_t o
 	return 0;
 }
 
+/* What the file holds on disk: a punched range frees only the file system blocks it
+ * covers whole, so the count of bytes punched would drift from it. */
+static void measure(struct stp_diskcache *c)
+{
+	struct stat st;
+
+	if (!fstat(c->fd, &st))
+		c->used = (uint64_t)st.st_blocks * 512;
+}
+
 /* Lock held: punches the least recently used ranges out until the file fits. */
 static void trim(struct stp_diskcache *c)
 {
+	if (c->used <= c->limit)
+		return;
+	measure(c);
 	while (c->used > c->limit && c->tail != NONE) {
 		struct range *r = &c->r[c->tail];
 
 		unlink_range(c, r);
 		if (!fallocate(c->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)r->off,
 			       (off_t)r->len))
-			c->used = c->used > r->len ? c->used - r->len : 0;
+			measure(c);
 	}
 }
 

@@ -117,7 +117,7 @@ static int open_url(struct monitor *m)
 			o->image);
 	else if (err)
 		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(err));
-	if (err || !o->cache_size)
+	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
 	stp_diskcache_key(raw, sizeof(raw), m->fetcher.size, m->fetcher.validator, key);

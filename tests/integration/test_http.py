@@ -243,3 +243,31 @@ def test_user_mounts_a_url(origin, gen_tree):
     finally:
         unmount(mnt)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512
+
+
+def test_cache_size_bounds_the_cache(origin, www, gen_tree, gen_image, tmp_path):
+    """cache_size=: a mount keeps its own file within the bound (least recently used
+    ranges punched out), and a later mount removes other images' files beyond it."""
+    cache = tmp_path / "cache"
+    size = os.path.getsize(gen_image)
+    bound = size // 4
+    with mount_image(origin.url("gen.stp"), None, "-o",
+                     "cache_dir=%s,cache_size=%d" % (cache, bound)) as mnt:
+        diffs = treeutil.compare_trees(gen_tree, mnt)
+        assert not diffs, "\n".join(diffs[:20])
+        (name,) = os.listdir(cache)
+        # a range is punched out once the file is over the bound: at most one block over
+        assert allocated(cache / name) <= bound + (128 << 10), (allocated(cache / name), bound)
+    other = tmp_path / "small"
+    other.mkdir()
+    (other / "x").write_bytes(b"small image\n")
+    build_image(other, www / "small.stp", "--level", "3")
+    with mount_image(origin.url("small.stp"), None, "-o",
+                     "cache_dir=%s,cache_size=4096" % cache) as mnt:
+        assert read_file(os.path.join(mnt, "x")) == b"small image\n"
+        # the other image's file was over the bound and in no mount's use: removed
+        assert name not in os.listdir(cache)
