@@ -260,7 +260,8 @@ static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncall
  * The fetcher's filter (fetcher.c): libcurl and OpenSSL talking to the network through
  * the descriptors they make, and threads; no FUSE ioctl, no file, no writing in place.
  * Sockets only of the Internet families (and socketpair, libcurl's wakeup), so that no
- * Unix socket names a path; name resolution and the CA store were done before.
+ * Unix socket names a path; name resolution and the CA store were done before. A Unix
+ * or netlink socket is refused (EAFNOSUPPORT), any other family kills.
  */
 static const int fetcher_calls[] = {
 	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(write), SCMP_SYS(writev),
@@ -280,6 +281,8 @@ static const int fetcher_calls[] = {
 static int add_fetcher_rules(scmp_filter_ctx ctx)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
+	static const int named[] = { SCMP_SYS(statx), SCMP_SYS(access), SCMP_SYS(faccessat),
+				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
 	int rc = 0;
 
 	for (size_t i = 0; !rc && i < sizeof(families) / sizeof(families[0]); i++)
@@ -288,9 +291,17 @@ static int add_fetcher_rules(scmp_filter_ctx ctx)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
-	if (!rc)
+	/* the C library's resolver tries netlink and nscd's Unix socket: a refusal, which
+	 * it survives (a name not resolved before confinement then fails to resolve) */
+	for (int f = 0; !rc && f < 2; f++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-				      SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
+				      SCMP_A0_32(SCMP_CMP_EQ, f ? AF_NETLINK : AF_UNIX));
+	/* and it looks at files by name (resolv.conf, nsswitch.conf): refused, not fatal */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(newfstatat), 1,
+				      SCMP_A3_32(SCMP_CMP_NE, AT_EMPTY_PATH));
+	for (size_t i = 0; !rc && i < sizeof(named) / sizeof(named[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
 	return rc ? rc : add_common_rules(ctx, false);
 }
 

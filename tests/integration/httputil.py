@@ -139,7 +139,7 @@ class _Server(http.server.ThreadingHTTPServer):
 class Front:
     """Serves PATH with ranges (ETag sent, If-Range ignored as a careless server would),
     and misbehaves as MODE says: ok, slow (sleeps SLOW seconds first), reset (closes the
-    connection at once), whole (200 with the whole file to a range), short (a 206 that
+    connection at once), redirect (302 to REDIRECT), whole (200 with the whole file to a range), short (a 206 that
     stops half way), wrong (a 206 with flipped bytes), other (serves REPLACEMENT: another
     image, with another ETag and size). Counts requests."""
 
@@ -154,6 +154,7 @@ class Front:
         self.inflight = 0        # requests being answered now
         self.most_inflight = 0   # the most at once
         self.delay = 0           # seconds each answer waits (to see overlap)
+        self.redirect = None     # mode redirect: where to
 
     def url(self, name="image.stp"):
         return "http://127.0.0.1:%d/%s" % (self.port, name)
@@ -189,6 +190,12 @@ def _handler(front):
 
         def answer(self):
             mode = front.mode
+            if mode == "redirect":
+                self.send_response(302)
+                self.send_header("Location", front.redirect)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             path = front.replacement if mode == "other" else front.path
             with open(path, "rb") as f:
                 data = f.read()

@@ -115,3 +115,17 @@ def test_warming_keeps_several_requests_in_flight(tmp_path):
             for name, data in blobs.items():
                 assert read_file(os.path.join(mnt, name)) == data
         assert warming >= 2, "warming asked for one range at a time"
+
+
+def test_redirect_to_a_name_not_resolved_before_confinement(front, tmp_path):
+    """The fetcher resolves names before it confines itself; a redirect to another name
+    fails to resolve, clearly, and the confined fetcher is not killed by its filter."""
+    front.mode = "redirect"
+    front.redirect = "http://stipple-test.invalid:%d/image.stp" % front.port
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run([MOUNT_STIPPLE, front.url(), mnt, "-o", "timeout=%d,cache_size=0" % TIMEOUT],
+            timeout=120)
+    assert r.returncode == 32, r.stderr
+    assert "resolve" in r.stderr and "stipple-test.invalid" in r.stderr, r.stderr
+    assert not is_mounted(mnt)
