@@ -6,6 +6,7 @@ URL, TLS with ca= and HTTP/2, and a URL that cannot be reached (exit 32)."""
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -53,6 +54,9 @@ def test_readers_take_a_url(origin, gen_tree, tmp_path):
     assert not diffs, "\n".join(diffs[:20])
     r = run([STIPPLE, "check", url], check=True)
     assert "OK" in r.stdout
+    r = run([STIPPLE, "bench", "--reads", "200", "--json", url], check=True)
+    report = json.loads(r.stdout)
+    assert report["image"] == url and report["reads"] == 200, report
     # every answer nginx gave was a range: no request read the whole file
     assert all(e[1] == 206 and e[3].startswith("bytes=") for e in origin.log_entries())
 
