@@ -222,6 +222,9 @@ static int open_failed(struct stp_daemon *d, int err)
 {
 	const char *image = d->fs.opts->image;
 
+	if (err == -EUCLEAN && d->fs.opts->is_url) /* a fetch that failed reads as EIO */
+		return fail(d, err, "%s: not a stipple image, a damaged one, or one that could "
+			    "not be fetched (said above)", image);
 	if (err == -EUCLEAN)
 		return fail(d, err, "%s: not a stipple image, or a damaged one", image);
 	if (err == -EPROTONOSUPPORT)
