@@ -33,7 +33,7 @@ struct stp_http {
 	struct curl_slist *resolve;
 	CURLSH *share;
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
-	pthread_mutex_t lock;           /* the pool, the counter */
+	pthread_mutex_t lock;           /* the pool */
 	CURL *pool[POOL_MAX];           /* idle easy handles */
 	unsigned idle;
 	uint64_t size;
@@ -41,7 +41,7 @@ struct stp_http {
 	bool weak;                      /* a weak ETag: If-Range cannot carry it */
 	uint8_t head[STP_SB_SIZE];      /* the probe's bytes: the superblock's first read */
 	size_t head_len;
-	uint64_t fetched;
+	uint64_t fetched;               /* atomic */
 };
 
 /* One transfer's state, as the callbacks see it. */
@@ -216,8 +216,8 @@ static CURL *take_handle(struct stp_http *h)
 
 static void give_handle(struct stp_http *h, CURL *c, uint64_t got)
 {
+	__atomic_add_fetch(&h->fetched, got, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&h->lock);
-	h->fetched += got;
 	if (h->idle < POOL_MAX) {
 		h->pool[h->idle++] = c;
 		c = NULL;
@@ -280,6 +280,7 @@ static int answer_error(const struct stp_http *h, const struct xfer *x, bool pro
 			char *why, size_t whylen)
 {
 	const char *v = x->etag[0] ? x->etag : x->lastmod;
+	size_t want;
 
 	*retry = false;
 	if (x->status >= 500 || x->status == 429 || x->status == 408) {
@@ -297,17 +298,23 @@ static int answer_error(const struct stp_http *h, const struct xfer *x, bool pro
 			       "request: the server or a proxy ignores ranges");
 	if (x->status != 206)
 		return why_set(why, whylen, -EPROTO, "HTTP status %ld to a range request", x->status);
-	if (!x->have_range || x->r_first != x->off || x->r_total == UINT64_MAX)
-		return why_set(why, whylen, -EPROTO, "answered with another range than the one asked");
+	if (!x->have_range || x->r_total == UINT64_MAX)
+		return why_set(why, whylen, -EPROTO, "a 206 without the range and size it holds");
 	if (!probe && x->r_total != h->size)
 		return why_set(why, whylen, -ESTALE, "the file changed: %llu bytes, was %llu",
 			       (unsigned long long)x->r_total, (unsigned long long)h->size);
 	if (!probe && h->validator[0] && strcmp(v, h->validator))
 		return why_set(why, whylen, -ESTALE, "the file changed: validator %s, was %s",
 			       v[0] ? v : "(none)", h->validator);
-	if (x->got != x->len || x->r_last != x->off + x->len - 1) {
+	/* the probe asks for the superblock of a file that may be shorter */
+	want = probe && x->r_total < x->len ? (size_t)x->r_total : x->len;
+	if (x->r_first != x->off || x->r_last != x->off + want - 1)
+		return why_set(why, whylen, -EPROTO, "answered with bytes %llu-%llu, not %llu-%llu",
+			       (unsigned long long)x->r_first, (unsigned long long)x->r_last,
+			       (unsigned long long)x->off, (unsigned long long)(x->off + want - 1));
+	if (x->got != want) {
 		*retry = true;
-		return why_set(why, whylen, -EIO, "short answer: %zu bytes of %zu", x->got, x->len);
+		return why_set(why, whylen, -EIO, "short answer: %zu bytes of %zu", x->got, want);
 	}
 	return 0;
 }
@@ -401,10 +408,6 @@ static int probe(struct stp_http *h, char *why, size_t whylen)
 	struct xfer x = { .buf = h->head, .len = sizeof(h->head), .off = 0 };
 	int err = get_retrying(h, &x, true, why, whylen);
 
-	/* an image shorter than a superblock: the range ends early, and the reader says so */
-	if (err == -EIO && x.status == 206 && x.have_range && x.r_total != UINT64_MAX &&
-	    x.r_total < sizeof(h->head) && x.got == x.r_total)
-		err = 0;
 	if (err)
 		return err;
 	h->size = x.r_total;
@@ -496,12 +499,7 @@ const char *stp_http_url(const struct stp_http *h) { return h->url; }
 
 uint64_t stp_http_fetched(const struct stp_http *h)
 {
-	uint64_t n;
-
-	pthread_mutex_lock((pthread_mutex_t *)&h->lock);
-	n = h->fetched;
-	pthread_mutex_unlock((pthread_mutex_t *)&h->lock);
-	return n;
+	return __atomic_load_n(&h->fetched, __ATOMIC_RELAXED);
 }
 
 int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *port)

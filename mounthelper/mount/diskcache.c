@@ -52,25 +52,25 @@ char *stp_diskcache_default_dir(void)
 	return NULL;
 }
 
-void stp_diskcache_key(const uint8_t *raw_sb, size_t sb_len, uint64_t size,
-		       const char *validator, uint8_t key[32])
+int stp_diskcache_key(const uint8_t *raw_sb, size_t sb_len, uint64_t size,
+		      const char *validator, uint8_t key[32])
 {
 	size_t vlen = strlen(validator), n = sb_len + 8 + vlen;
 	uint8_t *all = malloc(n);
 
-	if (!all) {
-		memset(key, 0, 32);
-		return;
-	}
+	if (!all)
+		return -ENOMEM;
 	memcpy(all, raw_sb, sb_len);
 	for (int i = 0; i < 8; i++)
 		all[sb_len + i] = (uint8_t)(size >> (8 * i));
 	memcpy(all + sb_len + 8, validator, vlen);
 	stp_sign_hash(all, n, key);
 	free(all);
+	return 0;
 }
 
-/* Makes DIR and its missing parents, as mkdir -p; the last one private to its owner. */
+/* Makes DIR and its missing parents, as mkdir -p, private to their owner (as the XDG
+ * base directories ask). */
 static int make_dirs(const char *dir)
 {
 	char *p = strdup(dir);
@@ -84,7 +84,7 @@ static int make_dirs(const char *dir)
 		if (*s != '/' && !last)
 			continue;
 		*s = '\0';
-		if (mkdir(p, last ? 0700 : 0755) && errno != EEXIST)
+		if (mkdir(p, 0700) && errno != EEXIST)
 			err = -errno;
 		if (last)
 			break;
@@ -133,7 +133,7 @@ static void evict_files(int dirfd, const char *keep, uint64_t limit)
 	}
 	qsort(e, n, sizeof(*e), by_age);
 	for (size_t i = 0; i < n && total > limit; i++) {
-		int f = openat(dirfd, e[i].name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		int f = openat(dirfd, e[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 
 		if (f < 0)
 			continue;
@@ -275,8 +275,6 @@ static struct range *find(struct stp_diskcache *c, uint64_t off, uint64_t len)
 /* Lock held: R out of the LRU list. */
 static void unlink_range(struct stp_diskcache *c, struct range *r)
 {
-	uint32_t i = (uint32_t)(r - c->r);
-
 	if (!r->held)
 		return;
 	if (r->prev != NONE)
@@ -289,7 +287,6 @@ static void unlink_range(struct stp_diskcache *c, struct range *r)
 		c->tail = r->prev;
 	r->prev = r->next = NONE;
 	r->held = false;
-	(void)i;
 }
 
 /* Lock held: R at the front, most recently used. */

@@ -39,9 +39,10 @@ char *stp_diskcache_default_dir(void);
 int stp_diskcache_open_file(const char *dir, const uint8_t key[32], uint64_t image_size,
 			    uint64_t limit, const char *prog, int *fd);
 
-/* The identity of an image: RAW_SB (the superblock's bytes), SIZE, VALIDATOR. */
-void stp_diskcache_key(const uint8_t *raw_sb, size_t sb_len, uint64_t size,
-		       const char *validator, uint8_t key[32]);
+/* The identity of an image: RAW_SB (the superblock's bytes), SIZE, VALIDATOR. 0 or
+ * -ENOMEM. */
+int stp_diskcache_key(const uint8_t *raw_sb, size_t sb_len, uint64_t size,
+		      const char *validator, uint8_t key[32]);
 
 /* The daemon's side, on FD (taken over), keeping at most LIMIT bytes in it. */
 int stp_diskcache_new(int fd, uint64_t limit, struct stp_diskcache **out);

@@ -120,8 +120,8 @@ static int open_url(struct monitor *m)
 	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
-	stp_diskcache_key(raw, sizeof(raw), m->fetcher.size, m->fetcher.validator, key);
-	if (dir)
+	if (dir && !stp_diskcache_key(raw, sizeof(raw), m->fetcher.size, m->fetcher.validator,
+				      key))
 		stp_diskcache_open_file(dir, key, m->fetcher.size, o->cache_size, m->prog,
 					&m->cache_fd);
 	free(dir);

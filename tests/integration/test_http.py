@@ -275,3 +275,17 @@ def test_cache_size_bounds_the_cache(origin, www, gen_tree, gen_image, tmp_path)
         assert read_file(os.path.join(mnt, "x")) == b"small image\n"
         # the other image's file was over the bound and in no mount's use: removed
         assert name not in os.listdir(cache)
+
+
+@pytest.mark.parametrize("kind", ["empty", "text", "random"])
+def test_not_an_image_at_url(origin, www, tmp_path, kind):
+    content = {"empty": b"", "text": b"not an image\n", "random": os.urandom(300 << 10)}[kind]
+    (www / "junk.stp").write_bytes(content)
+    url = origin.url("junk.stp")
+    r = run([STIPPLE, "info", url])
+    assert r.returncode == 1 and url in r.stderr, r.stderr
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run([MOUNT_STIPPLE, url, mnt, "-o", "timeout=3,cache_size=0"], timeout=60)
+    assert r.returncode == 32 and url in r.stderr, r.stderr
+    assert not is_mounted(mnt)
