@@ -33,9 +33,9 @@ struct stp_diskcache;
 char *stp_diskcache_default_dir(void);
 
 /* Opens (creating DIR and the file as needed) the cache file of the image whose identity
- * is KEY, sized for IMAGE_SIZE bytes, after removing the least recently used other files
- * of DIR until the rest fits in LIMIT bytes. *FD is the caller's. Errors are printed on
- * stderr after PROG: a mount goes on without a cache. */
+ * is KEY, sized for IMAGE_SIZE bytes (the superblock's), after removing the least
+ * recently used other files of DIR until the rest fits in LIMIT bytes. *FD is the
+ * caller's. Errors are printed on stderr after PROG: a mount goes on without a cache. */
 int stp_diskcache_open_file(const char *dir, const uint8_t key[32], uint64_t image_size,
 			    uint64_t limit, const char *prog, int *fd);
 

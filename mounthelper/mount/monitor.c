@@ -122,7 +122,8 @@ static int open_url(struct monitor *m)
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
 	if (dir && !stp_diskcache_key(raw, sizeof(raw), m->fetcher.size, m->fetcher.validator,
 				      key))
-		stp_diskcache_open_file(dir, key, m->fetcher.size, o->cache_size, m->prog,
+		/* sized by the checked superblock, not by what the fetcher says */
+		stp_diskcache_open_file(dir, key, m->sb.image_size, o->cache_size, m->prog,
 					&m->cache_fd);
 	free(dir);
 	return 0;
