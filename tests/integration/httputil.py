@@ -14,6 +14,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SQUID = shutil.which("squid") or "/usr/sbin/squid"
 
@@ -75,7 +77,6 @@ def nginx(root, workdir, tls=None):
     """nginx serving ROOT (read-only) on 127.0.0.1, with everything else in WORKDIR. TLS:
     (certificate, key) files: HTTPS with HTTP/2 on the same port."""
     if not os.access(NGINX, os.X_OK):
-        import pytest
         pytest.skip("nginx is not installed (apt-get install nginx-light)")
     workdir = os.fspath(workdir)
     os.makedirs(workdir, exist_ok=True)
@@ -257,7 +258,6 @@ def squid(workdir):
     """Squid on 127.0.0.1 caching in memory (test_http_scale.py says why each line is
     there), everything it writes in WORKDIR, which its own user must be able to write."""
     if not os.access(SQUID, os.X_OK):
-        import pytest
         pytest.skip("squid is not installed (apt-get install squid)")
     workdir = os.fspath(workdir)
     port = free_port()
@@ -290,3 +290,12 @@ shutdown_lifetime 1 seconds
         yield "http://127.0.0.1:%d" % port
     finally:
         stop(proc)
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_from_the_environment(monkeypatch):
+    """The tests talk to loopback only: a proxy set for the machine must not come between
+    (the scale-out test names its proxy with proxy=)."""
+    for name in ("http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+                 "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import httputil
+from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
 from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image, read_file,
                       run, unmount)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import httputil
+from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 from conftest import MOUNT_STIPPLE, build_image, is_mounted, mount_image, read_file, run
 
 TIMEOUT = 2           # timeout= of the mounts: seconds a read may take, retries included

@@ -28,6 +28,7 @@ import tempfile
 import pytest
 
 import httputil
+from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
 from conftest import mount_image
 
