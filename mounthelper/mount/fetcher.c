@@ -187,6 +187,7 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	char *resolve[3] = { NULL, NULL, NULL };
 	struct server srv[STP_FETCH_CHANS_MAX];
 	pthread_t tids[STP_FETCH_CHANS_MAX];
+	bool started[STP_FETCH_CHANS_MAX];
 	int keep[STP_FETCH_CHANS_MAX + 1];
 	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
 				       .keep_fds = keep, .nkeep = n + 1,
@@ -227,12 +228,14 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 		_exit(1);
 	for (unsigned i = 0; i < n; i++) {
 		srv[i] = (struct server){ h, chans[i] };
-		if (i && pthread_create(&tids[i], NULL, serve, &srv[i]))
+		started[i] = i && !pthread_create(&tids[i], NULL, serve, &srv[i]);
+		if (i && !started[i])
 			close(chans[i]); /* one channel fewer: the daemon sees it closed */
 	}
 	serve(&srv[0]);
 	for (unsigned i = 1; i < n; i++)
-		pthread_join(tids[i], NULL);
+		if (started[i])
+			pthread_join(tids[i], NULL);
 	_exit(0);
 }
 
