@@ -44,8 +44,15 @@ struct stp_http_opts {
 
 struct stp_http;
 
-/* Once per process, before any thread: libcurl's and OpenSSL's global set-up. */
+/* Loads libcurl (dlopen: a process that never fetches, such as the mount daemon forked
+ * from the same program, never maps it) and runs its and OpenSSL's global set-up, once;
+ * call it before confinement, and before any other function here. 0, -ENOSYS (not
+ * loaded: logged) or -ENOMEM. Thread-safe. */
 int stp_http_global_init(void);
+
+/* libcurl's built-in CA bundle path (Debian: /etc/ssl/certs/ca-certificates.crt), a new
+ * string, or NULL. */
+char *stp_http_default_ca(void);
 
 /* Probes URL as said above. *out is the caller's (stp_http_close). */
 int stp_http_open(const char *url, const struct stp_http_opts *o, struct stp_http **out,

@@ -20,8 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "http.h"
 #include "log.h"
 #include "mountopts.h"
@@ -49,14 +47,12 @@ unsigned stp_fetcher_channels(const struct stp_mount_opts *o)
 /* The CA bundle, read while files can still be opened: ca=, else libcurl's default. */
 static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, size_t whylen)
 {
-	const char *path = o->ca_file;
-	CURL *c = NULL;
+	char *def = o->ca_file ? NULL : stp_http_default_ca();
+	const char *path = o->ca_file ? o->ca_file : def;
 	void *blob = NULL;
 	struct stat st;
 	int fd;
 
-	if (!path && (c = curl_easy_init()))
-		curl_easy_getinfo(c, CURLINFO_CAINFO, &path);
 	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
 	if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size <= CA_MAX &&
 	    (blob = malloc((size_t)st.st_size + 1)) &&
@@ -71,8 +67,7 @@ static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, siz
 	}
 	if (fd >= 0)
 		close(fd);
-	if (c)
-		curl_easy_cleanup(c);
+	free(def);
 	return blob;
 }
 
@@ -201,7 +196,7 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 		setsid();
 	hi.err = stp_http_global_init();
 	if (hi.err)
-		snprintf(hi.why, sizeof(hi.why), "cannot set up libcurl");
+		snprintf(hi.why, sizeof(hi.why), "cannot load or set up libcurl (libcurl4)");
 	if (!hi.err) {
 		ho.ca_blob = read_ca(o, &ho.ca_len, hi.why, sizeof(hi.why));
 		if (o->ca_file && !ho.ca_blob)

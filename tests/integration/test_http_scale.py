@@ -23,6 +23,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import subprocess
 import tempfile
 
 import pytest
@@ -30,7 +31,7 @@ import pytest
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
-from conftest import mount_image
+from conftest import STIPPLE, mount_image, read_file
 
 CLIENTS = 8
 
@@ -52,7 +53,7 @@ def squid_dir():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_eight_clients_behind_squid(tmp_path, gen_image, gen_tree, squid_dir):
+def test_eight_clients_behind_squid(tmp_path, gen_image, gen_tree, squid_dir, monkeypatch):
     www = tmp_path / "www"
     www.mkdir()
     shutil.copy(gen_image, www / "app.stp")
@@ -60,14 +61,25 @@ def test_eight_clients_behind_squid(tmp_path, gen_image, gen_tree, squid_dir):
     with httputil.nginx(www, tmp_path / "nginx") as origin, httputil.squid(squid_dir) as proxy:
         url = origin.url("app.stp")
         with contextlib.ExitStack() as stack:
+            # the first client finds the proxy in the environment, the others in proxy=
+            monkeypatch.setenv("http_proxy", proxy)
             mounts = [stack.enter_context(mount_image(
+                url, None, "-o", "cache_dir=%s,timeout=20" % (tmp_path / "c0")))]
+            monkeypatch.delenv("http_proxy")
+            mounts += [stack.enter_context(mount_image(
                 url, None, "-o", "proxy=%s,cache_dir=%s,timeout=20" % (proxy, tmp_path / ("c%d" % i))))
-                for i in range(CLIENTS)]
+                for i in range(1, CLIENTS)]
             # all 8 read at once: Squid collapses their misses
             with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
                 results = list(pool.map(lambda m: treeutil.compare_trees(gen_tree, m), mounts))
             for diffs in results:
                 assert not diffs, "\n".join(diffs[:20])
+        # a reader takes its proxy from the environment too, and gets it from the cache
+        monkeypatch.setenv("http_proxy", proxy)
+        r = subprocess.run([STIPPLE, "cat", url, "files/large"], capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=120)
+        monkeypatch.delenv("http_proxy")
+        assert r.returncode == 0 and r.stdout == read_file(gen_tree / "files" / "large")
         served = origin.bytes_sent()
         print("origin served %d bytes for %d clients of a %d-byte image (%.3f x)"
               % (served, CLIENTS, size, served / size))
