@@ -140,7 +140,8 @@ class _Server(http.server.ThreadingHTTPServer):
 class Front:
     """Serves PATH with ranges (ETag sent, If-Range ignored as a careless server would),
     and misbehaves as MODE says: ok, slow (sleeps SLOW seconds first), reset (closes the
-    connection at once), redirect (302 to REDIRECT), whole (200 with the whole file to a range), short (a 206 that
+    connection at once), redirect (302 to REDIRECT), shifted (a 206 for the range one byte
+    further on), whole (200 with the whole file to a range), short (a 206 that
     stops half way), wrong (a 206 with flipped bytes), other (serves REPLACEMENT: another
     image, with another ETag and size). Counts requests."""
 
@@ -218,6 +219,8 @@ def _handler(front):
                 self.wfile.write(data)
                 return
             a, b = int(m.group(1)), min(int(m.group(2)), len(data) - 1)
+            if mode == "shifted" and b + 1 < len(data):
+                a, b = a + 1, b + 1  # another range than the one asked, of the same length
             body = data[a:b + 1]
             if mode == "wrong":
                 body = bytes(x ^ 0x5a for x in body)

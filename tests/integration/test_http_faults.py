@@ -2,8 +2,9 @@
 """A fault-injecting front on loopback (httputil.Front) between a mount and its image: a
 server that is down, slow past timeout=, resets connections, answers 200 to a range,
 sends a short or a wrong body, or starts serving another image. Each must end in EIO for
-the read (or a refused mount) within the deadline, never in wrong bytes; umount always
-works, and reads succeed again once the server is well."""
+the read (or a refused mount) within the deadline, never in wrong bytes (a 206 for
+another range than the one asked too); umount always works, and reads succeed again once
+the server is well."""
 
 import errno
 import os
@@ -18,7 +19,7 @@ from conftest import MOUNT_STIPPLE, build_image, is_mounted, mount_image, read_f
 
 TIMEOUT = 2           # timeout= of the mounts: seconds a read may take, retries included
 DEADLINE = 20         # what a failing read may take here, on a busy machine
-FAULTS = ["slow", "reset", "whole", "short", "wrong", "other"]
+FAULTS = ["slow", "reset", "whole", "shifted", "short", "wrong", "other"]
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_fault_during_reads(front, gen_tree, fault):
         assert time.monotonic() - t0 < 10
 
 
-@pytest.mark.parametrize("fault", ["slow", "reset", "whole", "short", "wrong"])
+@pytest.mark.parametrize("fault", ["slow", "reset", "whole", "shifted", "short", "wrong"])
 def test_fault_at_mount_is_refused(front, tmp_path, fault):
     front.mode = fault
     mnt = tmp_path / "mnt"
@@ -75,6 +76,9 @@ def test_fault_at_mount_is_refused(front, tmp_path, fault):
             timeout=120)
     assert r.returncode == 32, r.stderr
     assert front.url() in r.stderr, r.stderr
+    cause = {"slow": "timed out", "reset": "reset", "whole": "answered 200",
+             "shifted": "another range", "short": "remaining", "wrong": "not a stipple image"}
+    assert cause[fault] in r.stderr, r.stderr
     assert time.monotonic() - t0 < DEADLINE
     assert not is_mounted(mnt)
 
