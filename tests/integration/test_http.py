@@ -4,6 +4,7 @@ mount.stipple from fstab with _netdev, the disk cache (a second mount fetches no
 the probe; a damaged cached block is fetched again, never used), an image replaced at the
 URL, TLS with ca= and HTTP/2, and a URL that cannot be reached (exit 32)."""
 
+import concurrent.futures
 import contextlib
 import errno
 import json
@@ -290,3 +291,25 @@ def test_not_an_image_at_url(origin, www, tmp_path, kind):
     r = run([MOUNT_STIPPLE, url, mnt, "-o", "timeout=3,cache_size=0"], timeout=60)
     assert r.returncode == 32 and url in r.stderr, r.stderr
     assert not is_mounted(mnt)
+
+
+def test_mounts_share_a_cache(origin, www, gen_tree, gen_image, tmp_path):
+    """Two mounts of one image share its cache file, reading at once; a file in use is
+    never removed to make room, and is once no mount holds it."""
+    url, cache = origin.url("gen.stp"), tmp_path / "cache"
+    opts = "cache_dir=%s" % cache
+    with mount_image(url, None, "-o", opts) as a, mount_image(url, None, "-o", opts) as b:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda m: treeutil.compare_trees(gen_tree, m), [a, b]))
+        assert results == [[], []], results
+        (name,) = os.listdir(cache)
+        assert fetched(origin) <= 2 * os.path.getsize(gen_image) + 8192
+        other = tmp_path / "small"
+        other.mkdir()
+        (other / "x").write_bytes(b"small image\n")
+        build_image(other, www / "small.stp", "--level", "3")
+        with mount_image(origin.url("small.stp"), None, "-o", opts + ",cache_size=4096") as c:
+            assert read_file(os.path.join(c, "x")) == b"small image\n"
+        assert name in os.listdir(cache), "a cache file in use was removed"
+    with mount_image(origin.url("small.stp"), None, "-o", opts + ",cache_size=4096"):
+        assert name not in os.listdir(cache)
