@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -27,6 +28,10 @@
 #include "util.h"
 
 #define CA_MAX (16u << 20)
+/* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
+ * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
+ * not the host's OOM killer. */
+#define FETCHER_DATA_MAX ((uint64_t)STP_FETCH_CHANS_MAX * STP_FETCH_PIECE + (256ull << 20))
 #define RESOLVE_MAX 4u
 
 /* What the fetcher tells the monitor once it has probed the URL. */
@@ -209,6 +214,8 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	ho.resolve = (const char *const *)resolve;
 	keep[0] = ctl;
 	memcpy(keep + 1, chans, n * sizeof(*chans));
+	if (!hi.err && setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
+		hi.err = -errno;
 	if (!hi.err && (hi.err = stp_sandbox_enter(&so, hi.why, sizeof(hi.why))))
 		hi.err = hi.err < 0 ? hi.err : -EPERM;
 	if (!hi.err)

@@ -313,3 +313,22 @@ def test_mounts_share_a_cache(origin, www, gen_tree, gen_image, tmp_path):
         assert name in os.listdir(cache), "a cache file in use was removed"
     with mount_image(origin.url("small.stp"), None, "-o", opts + ",cache_size=4096"):
         assert name not in os.listdir(cache)
+
+
+def test_verified_mount_of_a_url(origin, www, gen_tree, gen_image, tmp_path):
+    """verify= over HTTP: a signed image mounts, and is checked against its signature
+    before its metadata is parsed, as a local one; an unsigned one is refused."""
+    sec, pub = tmp_path / "key.sec", tmp_path / "key.pub"
+    run([STIPPLE, "keygen", sec, pub], check=True)
+    shutil.copy(gen_image, www / "signed.stp")
+    run([STIPPLE, "sign", www / "signed.stp", sec], check=True)
+    with mount_image(origin.url("signed.stp"), None, "--verify", pub, "-o",
+                     "cache_dir=%s" % (tmp_path / "cache")) as mnt:
+        assert read_file(os.path.join(mnt, "files", "large")) == \
+            read_file(gen_tree / "files" / "large")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run([MOUNT_STIPPLE, origin.url("gen.stp"), mnt, "-o", "verify=%s,cache_size=0" % pub],
+            timeout=60)
+    assert r.returncode == 32 and "not signed" in r.stderr, r.stderr
+    assert not is_mounted(mnt)
