@@ -16,13 +16,15 @@
 
 #include "bcj.h"
 #include "hasher.h"
+#include "imgsrc.h"
 #include "log.h"
 #include "metapages.h"
 #include "sign.h"
 #include "util.h"
 
 struct stp_image {
-	int fd;
+	struct stp_imgsrc *src; /* every byte of the image comes through it */
+	int fd;              /* src->fd: a file source's descriptor, else -1 */
 	char *path;
 	struct stp_superblock sb;
 	struct stp_meta_header mh;
@@ -48,23 +50,23 @@ static const char *feature_name(uint64_t bit)
 	}
 }
 
-/* The file must hold all IMAGE_SIZE bytes before anything sized by the superblock is
- * allocated or read: a regular file by its size, a block device (whose st_size is 0)
- * by a read of the last byte. */
-static int check_file_size(int fd, const char *path, const struct stp_superblock *sb,
-			   const struct stat *st)
+/* The source must hold all IMAGE_SIZE bytes before anything sized by the superblock is
+ * allocated or read: a regular file (or a URL) by its size, a block device (whose
+ * st_size is 0) by a read of the last byte. */
+static int check_file_size(struct stp_imgsrc *src, const struct stp_superblock *sb)
 {
+	const char *path = src->name;
 	uint8_t last;
 	int rc;
 
-	if (S_ISREG(st->st_mode)) {
-		if ((uint64_t)st->st_size >= sb->image_size)
+	if (src->size != STP_IMGSRC_SIZE_UNKNOWN) {
+		if (src->size >= sb->image_size)
 			return 0;
 		return STP_CORRUPT(path, "truncated: %llu bytes of %llu",
-				   (unsigned long long)st->st_size,
+				   (unsigned long long)src->size,
 				   (unsigned long long)sb->image_size);
 	}
-	rc = stp_pread_full(fd, &last, 1, sb->image_size - 1);
+	rc = stp_imgsrc_read(src, &last, 1, sb->image_size - 1);
 	if (rc == -EIO)
 		return STP_CORRUPT(path, "truncated: the device is shorter than %llu bytes",
 				   (unsigned long long)sb->image_size);
@@ -73,19 +75,21 @@ static int check_file_size(int fd, const char *path, const struct stp_superblock
 
 int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *sb)
 {
+	struct stp_imgsrc src;
+	int rc = stp_imgsrc_borrow_fd(&src, fd, path);
+
+	return rc ? rc : stp_image_read_superblock_src(&src, sb);
+}
+
+int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock *sb)
+{
+	const char *path = src->name;
 	uint8_t raw[STP_SB_SIZE];
 	uint64_t bad = 0;
 	const char *why;
-	struct stat st;
 	int rc;
 
-	if (fstat(fd, &st))
-		return -errno;
-	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-		stp_log(STP_LOG_ERR, "%s: not a regular file", path);
-		return -EINVAL;
-	}
-	rc = stp_pread_full(fd, raw, sizeof(raw), 0);
+	rc = stp_imgsrc_read(src, raw, sizeof(raw), 0);
 	if (rc == -EIO)
 		return STP_CORRUPT(path, "shorter than a superblock");
 	if (rc)
@@ -102,12 +106,12 @@ int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *s
 	}
 	if (rc)
 		return STP_CORRUPT(path, "%s", why);
-	return check_file_size(fd, path, sb, &st);
+	return check_file_size(src, sb);
 }
 
 static int read_superblock(struct stp_image *img)
 {
-	return stp_image_read_superblock(img->fd, img->path, &img->sb);
+	return stp_image_read_superblock_src(img->src, &img->sb);
 }
 
 /* Opened verified, the signed hash number INDEX must be that of LEN bytes at P. */
@@ -129,7 +133,7 @@ static int read_checked(struct stp_image *img, uint64_t off, uint64_t len, uint6
 
 	if (!buf)
 		return -ENOMEM;
-	rc = stp_pread_full(img->fd, buf, len, off);
+	rc = stp_imgsrc_read(img->src, buf, len, off);
 	if (rc == -EIO)
 		rc = STP_CORRUPT(img->path, "%s lies past the end of the file", what);
 	else if (!rc && stp_checksum(buf, len) != sum)
@@ -220,7 +224,7 @@ static void read_pages_ahead(const struct stp_image *img)
 		lo = pe.offset < lo ? pe.offset : lo;
 		hi = pe.offset + pe.stored_size > hi ? pe.offset + pe.stored_size : hi;
 	}
-	if (lo < hi)
+	if (lo < hi && img->fd >= 0) /* a file: a URL's bytes come as they are asked for */
 		posix_fadvise(img->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_WILLNEED);
 }
 
@@ -322,7 +326,7 @@ static int check_block_table(struct stp_image *img)
 static int read_sighdr(struct stp_image *img, struct stp_sighdr *h)
 {
 	uint8_t raw[STP_SIG_HDR_SIZE];
-	int rc = stp_pread_full(img->fd, raw, sizeof(raw), img->sb.sig_offset);
+	int rc = stp_imgsrc_read(img->src, raw, sizeof(raw), img->sb.sig_offset);
 
 	if (rc == -EIO)
 		return STP_CORRUPT(img->path, "signature block lies past the end of the file");
@@ -359,9 +363,9 @@ static int read_signature(struct stp_image *img, const struct stp_pubkey *key)
 	sig = malloc(img->sb.sig_size);
 	if (!sig)
 		return -ENOMEM;
-	rc = stp_pread_full(img->fd, raw_sb, sizeof(raw_sb), 0);
+	rc = stp_imgsrc_read(img->src, raw_sb, sizeof(raw_sb), 0);
 	if (!rc)
-		rc = stp_pread_full(img->fd, sig, img->sb.sig_size, img->sb.sig_offset);
+		rc = stp_imgsrc_read(img->src, sig, img->sb.sig_size, img->sb.sig_offset);
 	if (rc == -EIO)
 		rc = STP_CORRUPT(img->path, "signature block lies past the end of the file");
 	if (!rc && key) {
@@ -383,17 +387,19 @@ static int read_signature(struct stp_image *img, const struct stp_pubkey *key)
 
 /* The open both entry points share; VERIFY says whether the hashes are checked, with
  * KEY (or NULL: integrity alone). */
-static int open_image(int fd, const char *path, int verify, const struct stp_pubkey *key,
+static int open_image(struct stp_imgsrc *src, int verify, const struct stp_pubkey *key,
 		      struct stp_image **out)
 {
 	struct stp_image *img = calloc(1, sizeof(*img));
+	const char *path = src->name;
 	int rc = -ENOMEM;
 
 	if (!img) {
-		close(fd);
+		stp_imgsrc_close(src);
 		return -ENOMEM;
 	}
-	img->fd = fd;
+	img->src = src;
+	img->fd = src->fd;
 	img->path = strdup(path);
 	if (!img->path)
 		goto fail;
@@ -424,15 +430,32 @@ fail:
 	return rc;
 }
 
+int stp_image_open_src(struct stp_imgsrc *src, struct stp_image **out)
+{
+	return open_image(src, 0, NULL, out);
+}
+
+int stp_image_open_src_verified(struct stp_imgsrc *src, const struct stp_pubkey *key,
+				struct stp_image **out)
+{
+	return open_image(src, 1, key, out);
+}
+
 int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
 {
-	return open_image(fd, path, 0, NULL, out);
+	struct stp_imgsrc *src;
+	int rc = stp_imgsrc_open_fd(fd, path, &src);
+
+	return rc ? rc : open_image(src, 0, NULL, out);
 }
 
 int stp_image_open_verified(int fd, const char *path, const struct stp_pubkey *key,
 			    struct stp_image **out)
 {
-	return open_image(fd, path, 1, key, out);
+	struct stp_imgsrc *src;
+	int rc = stp_imgsrc_open_fd(fd, path, &src);
+
+	return rc ? rc : open_image(src, 1, key, out);
 }
 
 int stp_image_signer(const struct stp_image *img, uint8_t id[32])
@@ -461,8 +484,7 @@ void stp_image_close(struct stp_image *img)
 {
 	if (!img)
 		return;
-	if (img->fd >= 0)
-		close(img->fd);
+	stp_imgsrc_close(img->src);
 	ZSTD_freeDDict(img->ddict);
 	stp_metapages_destroy(img->pages);
 	free(img->pagetab);
@@ -475,6 +497,7 @@ void stp_image_close(struct stp_image *img)
 const struct stp_superblock *stp_image_sb(const struct stp_image *img) { return &img->sb; }
 const char *stp_image_path(const struct stp_image *img) { return img->path; }
 int stp_image_fd(const struct stp_image *img) { return img->fd; }
+struct stp_imgsrc *stp_image_src(const struct stp_image *img) { return img->src; }
 uint32_t stp_image_block_size(const struct stp_image *img) { return 1u << img->sb.block_log; }
 /* Pages loading at once beyond the budget: one per thread that reads, with room. */
 #define META_LOADS_MAX 64u
@@ -873,7 +896,7 @@ static int load_page(void *ctx, uint64_t page, uint8_t *out, size_t len)
 
 	if (rc)
 		return rc;
-	rc = stp_pread_full(img->fd, stored, pe.stored_size, pe.offset);
+	rc = stp_imgsrc_read(img->src, stored, pe.stored_size, pe.offset);
 	if (rc == -EIO)
 		return STP_CORRUPT(img->path, "metadata page %llu lies past the end of the file",
 				   (unsigned long long)page);
@@ -1031,7 +1054,7 @@ static int check_stored(const struct stp_image *img, uint64_t block, const struc
 static int read_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
 		       uint8_t *buf)
 {
-	int rc = stp_pread_full(img->fd, buf, be->stored_size, be->offset);
+	int rc = stp_imgsrc_read(img->src, buf, be->stored_size, be->offset);
 
 	if (rc == -EIO)
 		return STP_CORRUPT(img->path, "block %llu lies past the end of the file",

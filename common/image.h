@@ -4,7 +4,8 @@
  * targets and extended attributes, and decode data blocks.
  *
  * An opened image is immutable: every function taking a const struct stp_image * is
- * thread-safe, and all file reads use pread(). Records are decoded from the metadata on
+ * thread-safe, and every read of the image is a positioned read of its source (imgsrc.h:
+ * a file, or a URL). Records are decoded from the metadata on
  * each call and checked against its bounds; a record that points outside the image is
  * reported (STP_CORRUPT) and gives -EUCLEAN. Paged metadata (stipple(5)) is read a page
  * at a time as records are asked for, into a cache of bounded size (the one mutable
@@ -29,6 +30,10 @@ struct stp_image;
  * PATH is for messages. -EUCLEAN, -EPROTONOSUPPORT (reported), -EINVAL (not a regular
  * file or block device), or a read error. */
 int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *sb);
+/* The same from SRC (named by src->name), which stays the caller's. Its size is checked
+ * as a file's, unless the source cannot tell (then the last byte is read). */
+struct stp_imgsrc;
+int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock *sb);
 
 /* Opens PATH read-only, checks the superblock, loads and checks the metadata and the
  * dictionary. On success *out is owned by the caller (stp_image_close). -EUCLEAN: damaged;
@@ -36,6 +41,9 @@ int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *s
 int stp_image_open(const char *path, struct stp_image **out);
 /* Same, on an open descriptor the image takes ownership of (closed even on failure). */
 int stp_image_open_fd(int fd, const char *path, struct stp_image **out);
+/* Same, reading through SRC, which the image takes over (closed even on failure);
+ * messages name src->name. */
+int stp_image_open_src(struct stp_imgsrc *src, struct stp_image **out);
 /*
  * stp_image_open_fd, but the image must be signed by KEY: the signature block is read and
  * the signature checked over the superblock and the hashes BEFORE the metadata or the
@@ -51,6 +59,9 @@ int stp_image_open_fd(int fd, const char *path, struct stp_image **out);
 struct stp_pubkey;
 int stp_image_open_verified(int fd, const char *path, const struct stp_pubkey *key,
 			    struct stp_image **out);
+/* stp_image_open_verified through SRC, taken over as by stp_image_open_src. */
+int stp_image_open_src_verified(struct stp_imgsrc *src, const struct stp_pubkey *key,
+				struct stp_image **out);
 /* Whether IMG is signed, and by which key id (for stipple info). 1 or 0. The id is what
  * the signature block says: only an image opened verified with a key has proved it. */
 int stp_image_signer(const struct stp_image *img, uint8_t id[32]);
@@ -60,7 +71,10 @@ void stp_image_close(struct stp_image *img);
 
 const struct stp_superblock *stp_image_sb(const struct stp_image *img);
 const char *stp_image_path(const struct stp_image *img);
+/* The descriptor of a file source, or -1 (a URL). */
 int stp_image_fd(const struct stp_image *img);
+/* The source every read goes through (thread-safe to read from; the image's). */
+struct stp_imgsrc *stp_image_src(const struct stp_image *img);
 uint32_t stp_image_block_size(const struct stp_image *img);
 /* Bytes of decoded metadata held in memory: the whole of it, or, paged, the pages
  * resident now. */

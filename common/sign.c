@@ -14,6 +14,7 @@
 #include <openssl/pem.h>
 
 #include "image.h"
+#include "imgsrc.h"
 #include "log.h"
 #include "util.h"
 
@@ -293,7 +294,7 @@ int stp_sign_init(void)
 static int hash_range(const struct stp_image *img, uint64_t off, uint64_t len, uint8_t *buf,
 		      uint8_t out[STP_SIG_HASH_SIZE])
 {
-	int rc = stp_pread_full(stp_image_fd(img), buf, len, off);
+	int rc = stp_imgsrc_read(stp_image_src(img), buf, len, off);
 
 	if (rc == -EIO)
 		return STP_CORRUPT(stp_image_path(img), "stored bytes at %llu lie past the end",

@@ -15,7 +15,9 @@ static const struct stp_cli mount_cli = {
 	.synopsis = "[--cache-budget N] [--warm-workers N] [--no-prime] [--no-fill]\n"
 		    "                     [--record FILE] [--verify PUBKEY] [-o OPTIONS] [-f] IMAGE DIR",
 	.summary = "Mounts IMAGE read-only on DIR and returns once the mount is live, leaving the\n"
-		   "daemon in the background. `umount DIR` or `fusermount3 -u DIR` ends it.",
+		   "daemon in the background. `umount DIR` or `fusermount3 -u DIR` ends it.\n"
+		   "IMAGE may be an http:// or https:// URL: fetched as it is read, kept in a\n"
+		   "disk cache (-o ca=FILE,proxy=URL,timeout=S,cache_dir=DIR,cache_size=SIZE).",
 	.options = mount_options,
 };
 

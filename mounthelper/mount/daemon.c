@@ -13,15 +13,19 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "diskcache.h"
 #include "ending.h"
 #include "fill.h"
+#include "fetcher.h"
 #include "fuseops.h"
 #include "image.h"
+#include "imgsrc.h"
 #include "log.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "prime.h"
 #include "record.h"
+#include "remote.h"
 #include "sandbox.h"
 #include "sign.h"
 #include "util.h"
@@ -158,17 +162,24 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
  * thread. */
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
-	int keep[] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
-		       d->ending_fds[1], fds->record };
+	int all[7] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
+		       d->ending_fds[1], fds->record, fds->cache };
+	int keep[7 + STP_FETCH_CHANS_MAX];
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
 		.keep_fds = keep,
-		.nkeep = fds->record >= 0 ? 6 : 5,
 		.keep_stderr = d->fs.opts->foreground,
 	};
 	char err[256];
-	int ret = stp_sandbox_enter(&so, err, sizeof(err));
+	int ret;
+
+	for (unsigned i = 0; i < 7; i++)
+		if (all[i] >= 0)
+			keep[so.nkeep++] = all[i];
+	for (unsigned i = 0; i < fds->nchans && i < STP_FETCH_CHANS_MAX; i++)
+		keep[so.nkeep++] = fds->chans[i];
+	ret = stp_sandbox_enter(&so, err, sizeof(err));
 
 	return ret ? fail(d, ret, "sandbox: %s", err) : 0;
 }
@@ -176,19 +187,19 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 /* verify: the key the signature block names, among the monitor's. A key of another
  * publisher is refused here, naming both ids; the library checks the signature. */
 static int pick_key(struct stp_daemon *d, const struct stp_daemon_fds *fds,
-		    const struct stp_pubkey **key)
+		    struct stp_imgsrc *src, const struct stp_pubkey **key)
 {
 	const struct stp_mount_opts *o = d->fs.opts;
 	uint8_t raw[STP_SIG_HDR_SIZE];
 	struct stp_superblock sb;
 	struct stp_sighdr h;
 	char have[65], want[65];
-	int err = stp_image_read_superblock(fds->image, o->image_path, &sb);
+	int err = stp_image_read_superblock_src(src, &sb);
 
 	if (!err && !(sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
 		return fail(d, -ENOKEY, "%s: not signed, and verify= asks for a signature", o->image);
 	if (!err)
-		err = stp_pread_full(fds->image, raw, sizeof(raw), sb.sig_offset);
+		err = stp_imgsrc_read(src, raw, sizeof(raw), sb.sig_offset);
 	if (!err)
 		err = stp_sighdr_decode(raw, &sb, &h);
 	if (err)
@@ -211,6 +222,9 @@ static int open_failed(struct stp_daemon *d, int err)
 {
 	const char *image = d->fs.opts->image;
 
+	if (err == -EUCLEAN && d->fs.opts->is_url) /* a fetch that failed reads as EIO */
+		return fail(d, err, "%s: not a stipple image, a damaged one, or one that could "
+			    "not be fetched (said above)", image);
 	if (err == -EUCLEAN)
 		return fail(d, err, "%s: not a stipple image, or a damaged one", image);
 	if (err == -EPROTONOSUPPORT)
@@ -221,18 +235,18 @@ static int open_failed(struct stp_daemon *d, int err)
 /* The signature is checked over the superblock and the hashes before the metadata or the
  * dictionary is parsed; from then on the library checks every block as it decodes it. */
 static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
-			 struct stp_image **img)
+			 struct stp_imgsrc *src, struct stp_image **img)
 {
 	const char *image = d->fs.opts->image;
 	const struct stp_pubkey *key = NULL;
 	char id[65];
-	int err = pick_key(d, fds, &key);
+	int err = pick_key(d, fds, src, &key);
 
 	if (err) {
-		close(fds->image);
+		stp_imgsrc_close(src);
 		return err;
 	}
-	err = stp_image_open_verified(fds->image, d->fs.opts->image_path, key, img);
+	err = stp_image_open_src_verified(src, key, img);
 	if (err == -EKEYREJECTED)
 		return fail(d, err, "%s: bad signature: the image is not the one key %s signed",
 			    image, stp_sign_key_hex(key->id, id));
@@ -243,19 +257,105 @@ static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 	return err ? open_failed(d, err) : 0;
 }
 
+/* Paged metadata: the pages the page table places, each with its checksum, so that
+ * those the open reads come from the cache too. The table is checked against the
+ * superblock first; its entries only name ranges, whose bytes are checked as any. */
+static int expect_pages(struct stp_diskcache *c, struct stp_imgsrc *src,
+			const struct stp_superblock *sb)
+{
+	uint8_t *table;
+	int err;
+
+	if (!stp_meta_pages(sb))
+		return 0;
+	table = malloc(sb->meta_stored_size); /* at most 24 bytes a page of 1 GiB */
+	if (!table)
+		return -ENOMEM;
+	err = stp_imgsrc_read(src, table, sb->meta_stored_size, sb->meta_offset);
+	if (!err && stp_checksum(table, sb->meta_stored_size) != sb->meta_checksum)
+		err = -EUCLEAN; /* the open reports it */
+	for (uint64_t p = 0; !err && p < stp_meta_pages(sb); p++) {
+		struct stp_blockent pe;
+
+		if (!stp_blockent_decode(table + p * STP_BLOCKENT_SIZE, &pe))
+			err = stp_diskcache_expect(c, pe.offset, pe.stored_size, pe.checksum);
+	}
+	free(table);
+	return err == -EUCLEAN ? 0 : err;
+}
+
+/* A URL's disk cache checks what the superblock vouches for (the metadata and the
+ * dictionary) before the open reads them; the blocks, once the table is known. */
+static int expect_superblock(struct stp_diskcache *c, struct stp_imgsrc *src)
+{
+	struct stp_superblock sb;
+	int err = stp_image_read_superblock_src(src, &sb);
+
+	if (!err)
+		err = stp_diskcache_expect(c, sb.meta_offset, sb.meta_stored_size, sb.meta_checksum);
+	if (!err)
+		err = stp_diskcache_expect(c, sb.dict_offset, sb.dict_size, sb.dict_checksum);
+	if (!err)
+		err = expect_pages(c, src, &sb);
+	stp_diskcache_ready(c);
+	return err;
+}
+
+static void expect_blocks(struct stp_diskcache *c, const struct stp_image *img)
+{
+	struct stp_blockent be;
+
+	for (uint64_t b = 0; b < stp_image_sb(img)->block_count; b++)
+		if (stp_image_block(img, b, &be) ||
+		    stp_diskcache_expect(c, be.offset, be.stored_size, be.checksum))
+			break;
+	stp_diskcache_ready(c);
+}
+
+/* The image source: the descriptor, or a URL's channels to the fetcher (with the disk
+ * cache when the monitor could open it; without it, when it cannot be used). */
+static int open_source(struct stp_daemon *d, const struct stp_daemon_fds *fds,
+		       struct stp_imgsrc **src, struct stp_diskcache **cache)
+{
+	const struct stp_mount_opts *o = d->fs.opts;
+	int err;
+
+	*cache = NULL;
+	if (!fds->nchans)
+		return stp_imgsrc_open_fd(fds->image, o->image_path, src);
+	err = stp_remote_open(fds->chans, fds->nchans, fds->url_size, o->image_path, true, src);
+	if (err || fds->cache < 0)
+		return err;
+	if (stp_diskcache_new(fds->cache, o->cache_size, cache))
+		return 0;
+	if (expect_superblock(*cache, *src)) {
+		stp_diskcache_free(*cache);
+		*cache = NULL;
+		return 0;
+	}
+	stp_remote_set_cache(*src, *cache);
+	return 0;
+}
+
 /* The first look past the superblock: confined, like everything after it. */
 static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
 	struct stp_image *img;
-	int err;
+	struct stp_imgsrc *src;
+	struct stp_diskcache *cache;
+	int err = open_source(d, fds, &src, &cache);
 
-	if (fds->nkeys)
-		err = open_verified(d, fds, &img);
-	else if ((err = stp_image_open_fd(fds->image, d->fs.opts->image_path, &img)))
+	if (err)
+		err = open_failed(d, err);
+	else if (fds->nkeys)
+		err = open_verified(d, fds, src, &img);
+	else if ((err = stp_image_open_src(src, &img)))
 		err = open_failed(d, err);
 	if (err)
 		return err;
 	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
+	if (cache)
+		expect_blocks(cache, img);
 	d->fs.img = img;
 	d->fs.block_log = stp_image_sb(img)->block_log;
 	return 0;
@@ -315,6 +415,13 @@ static void log_cache_stats(const struct stp_fs *fs)
 	stp_log(STP_LOG_INFO, "%s: block cache: %llu hits, %llu misses, %llu blocks decoded, %llu failed",
 		fs->opts->image, (unsigned long long)st.hits, (unsigned long long)st.misses,
 		(unsigned long long)st.decoded, (unsigned long long)st.failures);
+	if (fs->opts->is_url) {
+		uint64_t fetched, cached;
+
+		stp_remote_stats(stp_image_src(fs->img), &fetched, &cached);
+		stp_log(STP_LOG_INFO, "%s: %llu bytes fetched, %llu read from the disk cache",
+			fs->opts->image, (unsigned long long)fetched, (unsigned long long)cached);
+	}
 }
 
 /* Written as the mount ends; a moment after umount returns, when the daemon exits. */
@@ -379,10 +486,12 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 		fail(d, err, "cannot set up OpenSSL to check the signature: %s", stp_strerror(err));
 	if (!err)
 		err = enter_sandbox(d, fds);
-	if (err)
-		close(fds->image);
-	else
+	if (err) {
+		if (fds->image >= 0)
+			close(fds->image);
+	} else {
 		err = open_image(d, fds);
+	}
 	if (!err)
 		err = prepare_fs(d);
 	status = !err && serve_confined(d) == 0 ? STP_DAEMON_UNMOUNTED : STP_DAEMON_FAILED;

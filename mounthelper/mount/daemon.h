@@ -27,6 +27,12 @@ struct stp_daemon_fds {
 	int monitor;  /* this end of the monitor's socket */
 	const struct stp_pubkey *keys; /* verify: the image must be signed by one of these */
 	unsigned nkeys;                /* 0: no verification */
+	/* A URL (image -1): the daemon's ends of the fetcher's channels (remote.h), the size
+	 * of the file at the URL, and the disk cache file (diskcache.h) or -1. */
+	const int *chans;
+	unsigned nchans;
+	uint64_t url_size;
+	int cache;
 };
 
 /* Exit statuses of the daemon process. */

@@ -4,6 +4,8 @@
  * file, except the sandbox's own dropping of it (sandbox.c) and libfuse's mount:
  *
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
+ *   a URL: fork the fetcher (fetcher.c),      its channels, the superblock through them,
+ *     open(disk cache file)                    the cache file (diskcache.c)
  *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
  *   stat(mount point), open(hot list)         before the fork
  *   fork                                       the daemon: fuse_session_mount, then it
@@ -37,6 +39,10 @@
 #include <zstd.h>
 
 #include "daemon.h"
+#include "diskcache.h"
+#include "fetcher.h"
+#include "imgsrc.h"
+#include "remote.h"
 #include "fuseapi.h"
 #include "image.h"
 #include "log.h"
@@ -61,6 +67,8 @@ struct monitor {
 	struct stp_superblock sb;
 	uint64_t mem_limit;   /* RLIMIT_DATA of the daemon */
 	int image_fd, record_fd;
+	struct stp_fetcher fetcher; /* a URL: the fetcher and the daemon's ends of its channels */
+	int cache_fd;         /* a URL: the disk cache file, or -1 */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
 	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */
@@ -84,11 +92,50 @@ static void log_prefixed(enum stp_log_level level, const char *msg)
 
 /* The image, and its superblock: all of it the monitor reads. O_NONBLOCK: a FIFO named
  * as the image must not hang the mount (it is then refused as not a regular file). */
+/* A URL: the fetcher probes it, the superblock comes over its first channel, and the
+ * disk cache file is opened (the daemon cannot open it later). */
+static int open_url(struct monitor *m)
+{
+	const struct stp_mount_opts *o = m->o;
+	struct stp_imgsrc *src = NULL;
+	uint8_t raw[STP_SB_SIZE], key[32];
+	char *dir;
+	int err = stp_fetcher_start(o, m->prog, &m->fetcher);
+
+	if (err)
+		return err;
+	err = stp_remote_open(m->fetcher.chans, 1, m->fetcher.size, o->image, false, &src);
+	if (!err)
+		err = stp_image_read_superblock_src(src, &m->sb);
+	if (!err)
+		err = stp_imgsrc_read(src, raw, sizeof(raw), 0);
+	stp_imgsrc_close(src);
+	if (err == -EUCLEAN)
+		fprintf(stderr, "%s: %s: not a stipple image, or a damaged one\n", m->prog, o->image);
+	else if (err == -EPROTONOSUPPORT)
+		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", m->prog,
+			o->image);
+	else if (err)
+		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(err));
+	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
+		return err;
+	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
+	if (dir && !stp_diskcache_key(raw, sizeof(raw), m->fetcher.size, m->fetcher.validator,
+				      key))
+		/* sized by the checked superblock, not by what the fetcher says */
+		stp_diskcache_open_file(dir, key, m->sb.image_size, o->cache_size, m->prog,
+					&m->cache_fd);
+	free(dir);
+	return 0;
+}
+
 static int open_image(struct monitor *m)
 {
 	const struct stp_mount_opts *o = m->o;
 	int err;
 
+	if (o->is_url)
+		return open_url(m);
 	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (m->image_fd < 0) {
 		err = -errno;
@@ -278,7 +325,8 @@ static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char
 	int err;
 
 	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1,
-			       .parent_fd = -1, .pidfd = -1 };
+			       .parent_fd = -1, .pidfd = -1, .cache_fd = -1,
+			       .fetcher = { .pid = -1 } };
 	log_prog = prog;
 	stp_log_set_handler(log_prefixed);
 	err = read_keys(m);
@@ -300,7 +348,10 @@ static void release(struct monitor *m)
 		close(m->image_fd);
 	if (m->record_fd >= 0)
 		close(m->record_fd);
-	m->image_fd = m->record_fd = -1;
+	if (m->cache_fd >= 0)
+		close(m->cache_fd);
+	m->image_fd = m->record_fd = m->cache_fd = -1;
+	stp_fetcher_release(&m->fetcher);
 	free(m->keys);
 	m->keys = NULL;
 	m->nkeys = 0;
@@ -333,6 +384,7 @@ int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
 	int err = prepare(&m, o, prog);
 
 	release(&m);
+	stp_fetcher_stop(&m.fetcher);
 	return err;
 }
 
@@ -340,7 +392,9 @@ int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
  * daemon, which confines itself before it reads the image. */
 static _Noreturn void run_daemon(struct monitor *m, int fd)
 {
-	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd, m->keys, m->nkeys };
+	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd, m->keys, m->nkeys,
+				      m->fetcher.chans, m->fetcher.nchans, m->fetcher.size,
+				      m->cache_fd };
 	struct stp_daemon *d;
 	char text[480];
 
@@ -628,6 +682,8 @@ static int start_daemon(struct monitor *m, int sv[2])
 {
 	fflush(NULL);
 	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
+		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
 	m->pid = fork();
 	if (m->pid == 0) {
 		close(sv[0]);
@@ -658,6 +714,7 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 		err = -errno;
 	if (err) {
 		release(&m);
+		stp_fetcher_stop(&m.fetcher);
 		if (m.parent_fd >= 0)
 			close(m.parent_fd);
 		return err;

@@ -14,6 +14,8 @@
 
 #include <libmount.h>
 
+#include "diskcache.h"
+#include "imgsrc.h"
 #include "util.h"
 #include "image.h"
 
@@ -70,6 +72,8 @@ void stp_mountopts_init(struct stp_mount_opts *o)
 	o->warm_workers = stp_mountopts_default_workers();
 	o->sandbox = STP_SANDBOX_DEFAULT;
 	o->restricted = geteuid() != 0;
+	o->timeout_s = STP_URL_TIMEOUT_DEFAULT;
+	o->cache_size = STP_DISKCACHE_SIZE_DEFAULT;
 }
 
 void stp_mountopts_free(struct stp_mount_opts *o)
@@ -83,6 +87,9 @@ void stp_mountopts_free(struct stp_mount_opts *o)
 	free(o->ns);
 	free(o->passthrough);
 	free(o->fuse_opts);
+	free(o->ca_file);
+	free(o->proxy);
+	free(o->cache_dir);
 	stp_mountopts_init(o);
 }
 
@@ -187,6 +194,22 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 		return parse_sandbox(o, value ? value : "", err, errlen) ?: 1;
 	if (!strcmp(name, "verify"))
 		return parse_verify(o, value, err, errlen) ?: 1;
+	if (!strcmp(name, "timeout"))
+		return parse_count(name, value ? value : "", 1, STP_URL_TIMEOUT_MAX, &o->timeout_s,
+				   err, errlen) ?: 1;
+	if (!strcmp(name, "cache_size")) {
+		if (!value || stp_parse_size(value, &o->cache_size))
+			return stp_errf(err, errlen, -EINVAL, "option cache_size=%s: expected a size "
+				    "(bytes, or with K, M, G; 0 turns the disk cache off)", value ? value : "");
+		return 1;
+	}
+	if (!strcmp(name, "proxy"))
+		return replace_string(&o->proxy, value ? value : "") ?: 1;
+	if (!strcmp(name, "ca") || !strcmp(name, "cache_dir")) {
+		if (!value || !*value)
+			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
+		return replace_string(!strcmp(name, "ca") ? &o->ca_file : &o->cache_dir, value) ?: 1;
+	}
 	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {
 		if (!value || !*value)
 			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
@@ -469,7 +492,12 @@ int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
 	ret = stp_mountopts_check_user(o, err, errlen);
 	if (ret)
 		return ret;
-	path = realpath(o->image, NULL);
+	o->is_url = stp_imgsrc_is_url(o->image);
+	if (!o->is_url && (o->ca_file || o->proxy || o->cache_dir))
+		return stp_errf(err, errlen, -EINVAL, "options ca=, proxy= and cache_dir= are for an "
+			    "image given as a URL, not %s", o->image);
+	/* a URL stays as given: it names the mount (fsname) and every message */
+	path = o->is_url ? strdup(o->image) : realpath(o->image, NULL);
 	if (!path)
 		return stp_errf(err, errlen, -errno, "%s: %s", o->image, stp_strerror(-errno));
 	free(o->image_path);

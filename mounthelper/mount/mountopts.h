@@ -8,7 +8,8 @@
  * (defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*,
  * comment=, user=, uhelper=) are dropped; user, users, owner and group (mount(8) runs us
  * for a user) mark the mount as a user's. stipple's own settings (cache_budget=,
- * warm_workers=, noprime, nofill, record=, sandbox=, sandbox_user=) fill the fields below, their
+ * warm_workers=, noprime, nofill, record=, sandbox=, sandbox_user=, and for a URL ca=,
+ * proxy=, timeout=, cache_dir=, cache_size=) fill the fields below, their
  * values without quotes. Known kernel and libfuse options are kept for libfuse as
  * written, quotes included: the kernel's parser keeps a quoted comma and removes the
  * quotes, while libfuse's splits at every comma no backslash escapes, so commas and
@@ -47,6 +48,9 @@
  * (*.pub, PEM), which the monitor reads as trusted configuration. */
 #define STP_TRUSTED_KEYS_DIR "/etc/stipple/keys"
 
+#define STP_URL_TIMEOUT_DEFAULT 10u
+#define STP_URL_TIMEOUT_MAX 3600u
+
 struct stp_mount_opts {
 	char *image;          /* SOURCE as given */
 	char *image_path;     /* absolute, set by stp_mountopts_finish */
@@ -70,6 +74,13 @@ struct stp_mount_opts {
 	char *passthrough;    /* kept options for libfuse, comma-separated, or NULL */
 	char *fuse_opts;      /* the full list for libfuse, set by stp_mountopts_finish */
 	bool restricted;      /* a user's mount: not root, or user_mount (stp_mountopts_check_user) */
+	/* A URL image (http:// or https://): the fetcher's settings and the disk cache. */
+	bool is_url;
+	char *ca_file;        /* ca=FILE: the CA bundle instead of the system's */
+	char *proxy;          /* proxy=URL ("" for none), or NULL: from the environment */
+	uint32_t timeout_s;   /* timeout=: deadline of one read, retries included */
+	char *cache_dir;      /* cache_dir=, or NULL: stp_diskcache_default_dir() */
+	uint64_t cache_size;  /* cache_size=: bytes the cache directory may hold; 0: no cache */
 	bool user_mount;      /* user, users, owner or group given: mount(8) runs us for a user */
 };
 

@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,7 +37,7 @@
 #include "util.h"
 
 /* A daemon keeps the image, /dev/fuse and perhaps a status pipe: a few at most. */
-#define MAX_KEEP_FDS 16
+#define MAX_KEEP_FDS 48
 
 /* Candidates for the mount point of the empty root, in our private copy of the tree only. */
 static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" };
@@ -71,6 +72,8 @@ static const int allowed_calls[] = {
 	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime),
 	SCMP_SYS(gettimeofday), SCMP_SYS(sysinfo),
 	SCMP_SYS(exit), SCMP_SYS(exit_group),
+	/* the disk cache of a URL mount (diskcache.c): blocks written, holes found and made */
+	SCMP_SYS(pwrite64), SCMP_SYS(lseek), SCMP_SYS(fallocate),
 };
 
 int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode)
@@ -176,7 +179,7 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
  *     pthread_setname_np(pthread_self(), "fuse_worker") in each worker, which glibc turns
  *     into prctl(PR_SET_NAME) (naming another thread writes /proc/.../comm: open, EACCES).
  */
-static int add_guarded_rules(scmp_filter_ctx ctx)
+static int add_common_rules(scmp_filter_ctx ctx, bool fuse)
 {
 	const struct {
 		uint32_t action;
@@ -200,9 +203,15 @@ static int add_guarded_rules(scmp_filter_ctx ctx)
 	int rc = 0;
 
 	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
-		rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr, rules[i].ncmp,
-					    rules[i].ncmp ? &rules[i].cmp : NULL);
+		if (fuse || rules[i].nr != SCMP_SYS(ioctl))
+			rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr,
+						    rules[i].ncmp, rules[i].ncmp ? &rules[i].cmp : NULL);
 	return rc;
+}
+
+static int add_guarded_rules(scmp_filter_ctx ctx)
+{
+	return add_common_rules(ctx, true);
 }
 
 /*
@@ -249,11 +258,65 @@ static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncall
 	return 0;
 }
 
-/* The daemon's filter. Built before any irreversible step, loaded last. */
-static int build_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *err,
+/*
+ * The fetcher's filter (fetcher.c): libcurl and OpenSSL talking to the network through
+ * the descriptors they make, and threads; no FUSE ioctl, no file, no writing in place.
+ * Sockets only of the Internet families (and socketpair, libcurl's wakeup), so that no
+ * Unix socket names a path; name resolution and the CA store were done before. A Unix
+ * or netlink socket is refused (EAFNOSUPPORT), any other family kills.
+ */
+static const int fetcher_calls[] = {
+	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(write), SCMP_SYS(writev),
+	SCMP_SYS(close), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(fstat), SCMP_SYS(fcntl),
+	SCMP_SYS(connect), SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname),
+	SCMP_SYS(getpeername), SCMP_SYS(sendto), SCMP_SYS(recvfrom), SCMP_SYS(sendmsg),
+	SCMP_SYS(recvmsg), SCMP_SYS(sendmmsg), SCMP_SYS(shutdown), SCMP_SYS(pipe2),
+	SCMP_SYS(getrandom), SCMP_SYS(uname),
+	SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(madvise), SCMP_SYS(mremap),
+	SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(rseq),
+	SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(restart_syscall), SCMP_SYS(sched_yield), SCMP_SYS(getpid), SCMP_SYS(gettid),
+	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime),
+	SCMP_SYS(gettimeofday), SCMP_SYS(sysinfo), SCMP_SYS(exit), SCMP_SYS(exit_group),
+};
+
+static int add_fetcher_rules(scmp_filter_ctx ctx)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	static const int named[] = { SCMP_SYS(statx), SCMP_SYS(access), SCMP_SYS(faccessat),
+				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < sizeof(families) / sizeof(families[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				      SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)families[i]));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
+				      SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
+	/* the C library's resolver tries netlink and nscd's Unix socket: a refusal, which
+	 * it survives (a name not resolved before confinement then fails to resolve) */
+	for (int f = 0; !rc && f < 2; f++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+				      SCMP_A0_32(SCMP_CMP_EQ, f ? AF_NETLINK : AF_UNIX));
+	/* and it looks at files by name (resolv.conf, nsswitch.conf): refused, not fatal */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(newfstatat), 1,
+				      SCMP_A3_32(SCMP_CMP_NE, AT_EMPTY_PATH));
+	for (size_t i = 0; !rc && i < sizeof(named) / sizeof(named[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
+	return rc ? rc : add_common_rules(ctx, false);
+}
+
+/* The daemon's filter, or the fetcher's. Built before any irreversible step, loaded
+ * last. */
+static int build_filter(const struct stp_sandbox_opts *o, scmp_filter_ctx *out, char *err,
 			size_t errlen)
 {
-	return new_filter(mode, allowed_calls, sizeof(allowed_calls) / sizeof(allowed_calls[0]),
+	if (o->fetcher)
+		return new_filter(o->mode, fetcher_calls,
+				  sizeof(fetcher_calls) / sizeof(fetcher_calls[0]),
+				  add_fetcher_rules, out, err, errlen);
+	return new_filter(o->mode, allowed_calls, sizeof(allowed_calls) / sizeof(allowed_calls[0]),
 			  add_guarded_rules, out, err, errlen);
 }
 
@@ -624,7 +687,7 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 		if (rc)
 			return rc;
 	}
-	rc = build_filter(opts->mode, &filter, err, errlen);
+	rc = build_filter(opts, &filter, err, errlen);
 	if (rc)
 		return rc;
 	preload_unwinder();

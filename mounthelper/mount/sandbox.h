@@ -58,6 +58,10 @@ struct stp_sandbox_opts {
 	const int *keep_fds;
 	size_t nkeep;
 	bool keep_stderr;
+	/* The fetcher of a URL mount (fetcher.h) instead of the daemon: the same steps, with
+	 * a filter of its own that allows sockets of the Internet families and what libcurl
+	 * and OpenSSL call on them, threads, and no FUSE ioctl. */
+	bool fetcher;
 };
 
 /*

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "http.h"
+#include "imgsrc.h"
 #include "image.h"
 #include "sign.h"
 #include "log.h"
@@ -198,9 +200,29 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 	va_end(ap);
 }
 
+/* A URL is read in this process: the readers hold no privilege. Proxies come from the
+ * environment, the CA store is the system's (STIPPLE_CA names another bundle), and
+ * STIPPLE_TIMEOUT bounds each read in seconds. */
+static int open_url(const char *url, struct stp_imgsrc **src)
+{
+	const char *t = getenv("STIPPLE_TIMEOUT");
+	struct stp_http_opts o = { .ca_file = getenv("STIPPLE_CA") };
+	uint64_t secs;
+
+	if (t && !stp_parse_uint(t, 1, 3600, &secs))
+		o.timeout_ms = (unsigned)secs * 1000u;
+	return stp_http_open_src(url, &o, src);
+}
+
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
 {
-	int err = stp_image_open(image, out);
+	struct stp_imgsrc *src;
+	int err;
+
+	if (stp_imgsrc_is_url(image))
+		err = open_url(image, &src) ?: stp_image_open_src(src, out);
+	else
+		err = stp_image_open(image, out);
 
 	if (err)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
@@ -220,8 +242,16 @@ static const char *verify_error(int err)
 int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 			  const struct stp_pubkey *key, struct stp_image **out)
 {
-	int fd = open(image, O_RDONLY | O_CLOEXEC), err;
+	struct stp_imgsrc *src;
+	int fd, err;
 
+	if (stp_imgsrc_is_url(image)) {
+		err = open_url(image, &src) ?: stp_image_open_src_verified(src, key, out);
+		if (err && err != -ENOKEY && err != -EKEYREJECTED)
+			stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
+		return err;
+	}
+	fd = open(image, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));

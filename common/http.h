@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Byte ranges of an image served over HTTP(S), through libcurl: the only HTTP code
+ * stipple has. Only the readers (in process: they are not privileged) and the mount's
+ * fetcher process (mounthelper/mount/fetcher.h) link it; the mount daemon never does.
+ *
+ * stp_http_open asks for the first STP_SB_SIZE bytes and learns the size (Content-Range)
+ * and the validator (ETag, else Last-Modified). Every later answer must be a 206 for
+ * exactly the range asked, of the same total size, with the same validator (sent as
+ * If-Range too, so that a server whose image changed answers 200 and is refused), and
+ * carry exactly the bytes asked: a 200 to a range, another range, a short or long body, a
+ * changed validator never give bytes. A request fails when it cannot connect within
+ * TIMEOUT_MS (5 s at most) or its answer stalls (no byte) for TIMEOUT_MS; failures that
+ * may pass (no connection, a reset, a stall, a short body, 5xx, 429, 408) are retried
+ * with backoff while TIMEOUT_MS have not passed since the first try; the others fail at
+ * once. Connections are kept alive and shared between the
+ * threads; HTTP/2 is used where the server offers it over TLS. TLS is verified against
+ * the system store, or CA_FILE / CA_BLOB. Proxies come from http_proxy, https_proxy,
+ * no_proxy (libcurl's reading of the environment) unless PROXY is set.
+ *
+ * Returns 0 or a negative errno: -EHOSTUNREACH (no connection), -ETIMEDOUT, -ESTALE (the
+ * image at the URL changed), -EPROTO (an answer that breaks the rules above), -ENOENT,
+ * -EACCES (404, 401/403), -ENOMEM; WHY (WHYLEN bytes) then says it in words, without the
+ * URL. All functions but open and close are thread-safe.
+ */
+#ifndef STP_HTTP_H
+#define STP_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct stp_imgsrc;
+
+struct stp_http_opts {
+	const char *ca_file;    /* another CA bundle than the system's, or NULL */
+	const void *ca_blob;    /* the CA bundle's bytes (read before confinement), or NULL */
+	size_t ca_len;
+	const char *proxy;      /* proxy URL ("" for none), or NULL: from the environment */
+	unsigned timeout_ms;    /* stall and retry bound of one read (above); 0: the default */
+	const char *const *resolve; /* CURLOPT_RESOLVE entries (host:port:addr), NULL-ended */
+};
+
+#define STP_HTTP_TIMEOUT_DEFAULT_MS 20000u
+
+struct stp_http;
+
+/* Loads libcurl (dlopen: a process that never fetches, such as the mount daemon forked
+ * from the same program, never maps it) and runs its and OpenSSL's global set-up, once;
+ * call it before confinement, and before any other function here. 0, -ENOSYS (not
+ * loaded: logged) or -ENOMEM. Thread-safe. */
+int stp_http_global_init(void);
+
+/* libcurl's built-in CA bundle path (Debian: /etc/ssl/certs/ca-certificates.crt), a new
+ * string, or NULL. */
+char *stp_http_default_ca(void);
+
+/* Probes URL as said above. *out is the caller's (stp_http_close). */
+int stp_http_open(const char *url, const struct stp_http_opts *o, struct stp_http **out,
+		  char *why, size_t whylen);
+void stp_http_close(struct stp_http *h);
+
+uint64_t stp_http_size(const struct stp_http *h);
+/* The validator as the server sent it ("" when it sends none); lives as long as H. */
+const char *stp_http_validator(const struct stp_http *h);
+const char *stp_http_url(const struct stp_http *h);
+/* Body bytes received from the network so far (all threads). */
+uint64_t stp_http_fetched(const struct stp_http *h);
+
+/* LEN bytes at OFF into BUF (OFF + LEN within the size, else -EIO). */
+int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, char *why,
+		 size_t whylen);
+
+/* An image source over URL, probed by stp_http_open; failures are logged (stp_log)
+ * naming the URL and read as -EIO. */
+int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp_imgsrc **out);
+
+/* Host and port of URL (the host without IPv6 brackets), for resolving it before
+ * confinement. HOST holds HOSTLEN bytes. -EINVAL when URL has none. */
+int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *port);
+
+#endif

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where an image's bytes come from: a file or block device here, an HTTP server or the
+ * fetcher's channels elsewhere (http.h, mounthelper/mount/remote.h). The image reader
+ * (image.h) reads only through this.
+ *
+ * A source is an object with one operation, a positioned read of exactly LEN bytes. Other
+ * kinds embed struct stp_imgsrc as their first member and set its fields. Reads may run
+ * from many threads at once: every kind's pread is thread-safe. Functions return 0 or a
+ * negative errno.
+ */
+#ifndef STP_IMGSRC_H
+#define STP_IMGSRC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* size of a source that cannot tell (a block device): the image reader then reads the
+ * last byte the superblock names to learn whether it is there. */
+#define STP_IMGSRC_SIZE_UNKNOWN UINT64_MAX
+
+struct stp_imgsrc {
+	/* Reads exactly LEN bytes at OFF into BUF: -EIO when the source ends before (as
+	 * stp_pread_full), or another negative errno (a network source: -EIO, -ETIMEDOUT,
+	 * -ESTALE when what it serves changed, each logged naming the source). */
+	int (*pread)(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off);
+	/* Frees the source and what it holds (NULL: nothing to free). */
+	void (*close)(struct stp_imgsrc *src);
+	uint64_t size;  /* bytes in the source, or STP_IMGSRC_SIZE_UNKNOWN */
+	char *name;     /* the path or URL, for messages; owned by the source */
+	int fd;         /* a file source's descriptor, else -1 */
+};
+
+/* A source reading descriptor FD, which it takes over (closed by stp_imgsrc_close, and
+ * on failure). FD must be a regular file or a block device: -EINVAL (logged naming NAME)
+ * otherwise. *out is the caller's. */
+int stp_imgsrc_open_fd(int fd, const char *name, struct stp_imgsrc **out);
+
+/* The same over a descriptor that stays the caller's, in SRC (the caller's memory, no
+ * close needed; stp_imgsrc_close does nothing with it but leave FD open). NAME is
+ * borrowed for SRC's life. */
+int stp_imgsrc_borrow_fd(struct stp_imgsrc *src, int fd, const char *name);
+
+/* Reads as SRC->pread; LEN 0 reads nothing. */
+static inline int stp_imgsrc_read(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off)
+{
+	return len ? src->pread(src, buf, len, off) : 0;
+}
+
+/* Frees SRC (NULL is fine). */
+void stp_imgsrc_close(struct stp_imgsrc *src);
+
+/* Whether NAME is a URL this stipple can read from (http:// or https://). */
+int stp_imgsrc_is_url(const char *name);
+
+#endif

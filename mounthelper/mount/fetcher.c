@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/* The fetcher process of a URL mount (fetcher.h). */
+#include "fetcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "log.h"
+#include "mountopts.h"
+#include "sandbox.h"
+#include "util.h"
+
+#define CA_MAX (16u << 20)
+/* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
+ * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
+ * not the host's OOM killer. */
+#define FETCHER_DATA_MAX ((uint64_t)STP_FETCH_CHANS_MAX * STP_FETCH_PIECE + (256ull << 20))
+#define RESOLVE_MAX 4u
+
+/* What the fetcher tells the monitor once it has probed the URL. */
+struct hello {
+	int32_t err;
+	uint64_t size;
+	char validator[256];
+	char why[STP_FETCH_WHY_MAX];
+};
+
+unsigned stp_fetcher_channels(const struct stp_mount_opts *o)
+{
+	unsigned n = o->warm_workers + 4;
+
+	return n > STP_FETCH_CHANS_MAX ? STP_FETCH_CHANS_MAX : n;
+}
+
+/* The CA bundle, read while files can still be opened: ca=, else libcurl's default. */
+static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, size_t whylen)
+{
+	char *def = o->ca_file ? NULL : stp_http_default_ca();
+	const char *path = o->ca_file ? o->ca_file : def;
+	void *blob = NULL;
+	struct stat st;
+	int fd;
+
+	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
+	if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size <= CA_MAX &&
+	    (blob = malloc((size_t)st.st_size + 1)) &&
+	    stp_pread_full(fd, blob, (size_t)st.st_size, 0) == 0) {
+		*len = (size_t)st.st_size;
+	} else {
+		if (o->ca_file)
+			snprintf(why, whylen, "ca=%s: %s", o->ca_file,
+				 fd < 0 ? stp_strerror(-errno) : "not a readable file of at most 16 MiB");
+		free(blob);
+		blob = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(def);
+	return blob;
+}
+
+/* "host:port:addr,addr" for URL's host, from getaddrinfo now: confined, the fetcher
+ * cannot read /etc/hosts or resolv.conf. NULL when it does not resolve (libcurl says so). */
+static char *resolve_entry(const char *url)
+{
+	char host[256], addr[INET6_ADDRSTRLEN + 2], *out = NULL;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *a;
+	unsigned port;
+	size_t len;
+
+	if (!url || !*url || stp_http_url_host(url, host, sizeof(host), &port) ||
+	    getaddrinfo(host, NULL, &hints, &res))
+		return NULL;
+	if (asprintf(&out, "%s:%u:", host, port) < 0)
+		out = NULL;
+	for (a = res; out && a; a = a->ai_next) {
+		const void *ip = a->ai_family == AF_INET6 ?
+			(const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr :
+			(const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr;
+		char *more;
+
+		if (!inet_ntop(a->ai_family, ip, addr + 1, sizeof(addr) - 2))
+			continue;
+		len = strlen(out);
+		if (a->ai_family == AF_INET6) {
+			addr[0] = '[';
+			strcat(addr, "]");
+		}
+		if (asprintf(&more, "%s%s%s", out, out[len - 1] == ':' ? "" : ",",
+			     a->ai_family == AF_INET6 ? addr : addr + 1) < 0)
+			more = NULL;
+		free(out);
+		out = more;
+	}
+	freeaddrinfo(res);
+	return out;
+}
+
+/* The proxy libcurl would use for URL, as far as a name to resolve goes. */
+static const char *proxy_for(const struct stp_mount_opts *o)
+{
+	const char *p;
+
+	if (o->proxy)
+		return o->proxy;
+	if (!strncasecmp(o->image, "https:", 6) &&
+	    ((p = getenv("https_proxy")) || (p = getenv("HTTPS_PROXY"))))
+		return p;
+	if (!strncasecmp(o->image, "http:", 5) && (p = getenv("http_proxy")))
+		return p;
+	return (p = getenv("all_proxy")) ? p : getenv("ALL_PROXY");
+}
+
+struct server {
+	struct stp_http *h;
+	int fd;
+};
+
+static int send_frame(int fd, int32_t err, const void *p, uint32_t len)
+{
+	struct stp_fetch_frame fr = { err, len };
+	int rc = stp_write_full(fd, &fr, sizeof(fr));
+
+	return rc ? rc : stp_write_full(fd, p, len);
+}
+
+/* Serves one channel until the daemon closes it. */
+static void *serve(void *arg)
+{
+	struct server *s = arg;
+	uint8_t *buf = malloc(STP_FETCH_PIECE);
+	struct stp_fetch_req req;
+	char why[STP_FETCH_WHY_MAX];
+
+	while (buf) {
+		ssize_t n = recv(s->fd, &req, sizeof(req), MSG_WAITALL);
+		int rc = 0;
+
+		if (n != (ssize_t)sizeof(req))
+			break;
+		for (uint64_t done = 0; !rc && done < req.len;) {
+			size_t piece = req.len - done < STP_FETCH_PIECE ? req.len - done : STP_FETCH_PIECE;
+			int err = stp_http_get(s->h, buf, piece, req.off + done, why, sizeof(why));
+
+			if (err) {
+				rc = send_frame(s->fd, err, why, (uint32_t)strlen(why));
+				break;
+			}
+			rc = send_frame(s->fd, 0, buf, (uint32_t)piece);
+			done += piece;
+		}
+		if (rc)
+			break;
+	}
+	free(buf);
+	close(s->fd);
+	return NULL;
+}
+
+static void quiet(enum stp_log_level level, const char *msg)
+{
+}
+
+/* The fetcher's process: set up, confine, probe, serve. */
+static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n)
+{
+	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
+				    .timeout_ms = o->timeout_s * 1000u };
+	struct hello hi = { 0 };
+	char *resolve[3] = { NULL, NULL, NULL };
+	struct server srv[STP_FETCH_CHANS_MAX];
+	pthread_t tids[STP_FETCH_CHANS_MAX];
+	bool started[STP_FETCH_CHANS_MAX];
+	int keep[STP_FETCH_CHANS_MAX + 1];
+	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
+				       .keep_fds = keep, .nkeep = n + 1,
+				       .keep_stderr = o->foreground, .fetcher = true };
+	struct stp_http *h = NULL;
+	unsigned nres = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	stp_log_set_handler(quiet); /* the daemon gives the sandbox's warnings, once */
+	if (!o->foreground)
+		setsid();
+	hi.err = stp_http_global_init();
+	if (hi.err)
+		snprintf(hi.why, sizeof(hi.why), "cannot load or set up libcurl (libcurl4)");
+	if (!hi.err) {
+		ho.ca_blob = read_ca(o, &ho.ca_len, hi.why, sizeof(hi.why));
+		if (o->ca_file && !ho.ca_blob)
+			hi.err = -EINVAL;
+	}
+	if ((resolve[nres] = resolve_entry(o->image)))
+		nres++;
+	if ((resolve[nres] = resolve_entry(proxy_for(o))))
+		nres++;
+	ho.resolve = (const char *const *)resolve;
+	keep[0] = ctl;
+	memcpy(keep + 1, chans, n * sizeof(*chans));
+	if (!hi.err && setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
+		hi.err = -errno;
+	if (!hi.err && (hi.err = stp_sandbox_enter(&so, hi.why, sizeof(hi.why))))
+		hi.err = hi.err < 0 ? hi.err : -EPERM;
+	if (!hi.err)
+		hi.err = stp_http_open(o->image, &ho, &h, hi.why, sizeof(hi.why));
+	if (!hi.err) {
+		hi.size = stp_http_size(h);
+		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
+	}
+	send(ctl, &hi, sizeof(hi), MSG_NOSIGNAL);
+	close(ctl);
+	if (hi.err)
+		_exit(1);
+	for (unsigned i = 0; i < n; i++) {
+		srv[i] = (struct server){ h, chans[i] };
+		started[i] = i && !pthread_create(&tids[i], NULL, serve, &srv[i]);
+		if (i && !started[i])
+			close(chans[i]); /* one channel fewer: the daemon sees it closed */
+	}
+	serve(&srv[0]);
+	for (unsigned i = 1; i < n; i++)
+		if (started[i])
+			pthread_join(tids[i], NULL);
+	_exit(0);
+}
+
+/* Waits for the fetcher's hello until DEADLINE_MS have passed. */
+static int wait_hello(int ctl, unsigned deadline_ms, struct hello *hi)
+{
+	struct pollfd p = { ctl, POLLIN, 0 };
+	int rc;
+
+	do
+		rc = poll(&p, 1, (int)deadline_ms);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0)
+		return -ETIMEDOUT;
+	if (rc < 0)
+		return -errno;
+	if (recv(ctl, hi, sizeof(*hi), 0) != (ssize_t)sizeof(*hi))
+		return -EPIPE;
+	hi->why[sizeof(hi->why) - 1] = '\0';
+	hi->validator[sizeof(hi->validator) - 1] = '\0';
+	return 0;
+}
+
+/* A safety net: the daemon's ends give up on a fetcher that sends nothing for much
+ * longer than its own stall bound (a piece that trickles in still arrives). */
+static void set_timeout(int fd, unsigned timeout_s)
+{
+	struct timeval tv = { 3 * (time_t)timeout_s + 30, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+static int make_channels(struct stp_fetcher *f, int theirs[], unsigned n, unsigned timeout_s)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int sv[2];
+
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+			return -errno;
+		f->chans[i] = sv[0];
+		theirs[i] = sv[1];
+		f->nchans = i + 1;
+		set_timeout(sv[0], timeout_s);
+	}
+	return 0;
+}
+
+static void print_failure(const struct stp_mount_opts *o, const char *prog, int err,
+			  const char *why)
+{
+	fprintf(stderr, "%s: %s: %s\n", prog, o->image, why[0] ? why : stp_strerror(err));
+}
+
+int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
+{
+	unsigned n = stp_fetcher_channels(o);
+	int theirs[STP_FETCH_CHANS_MAX], ctl[2], err;
+	struct hello hi = { 0 };
+
+	memset(f, 0, sizeof(*f));
+	f->pid = -1;
+	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
+		f->chans[i] = theirs[i] = -1;
+	err = make_channels(f, theirs, n, o->timeout_s);
+	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl))
+		err = -errno;
+	if (err) {
+		fprintf(stderr, "%s: %s: socketpair: %s\n", prog, o->image, stp_strerror(err));
+		for (unsigned i = 0; i < n; i++)
+			if (theirs[i] >= 0)
+				close(theirs[i]);
+		stp_fetcher_release(f);
+		return err;
+	}
+	fflush(NULL);
+	f->pid = fork();
+	if (f->pid == 0) {
+		for (unsigned i = 0; i < n; i++)
+			close(f->chans[i]);
+		close(ctl[0]);
+		run(o, ctl[1], theirs, n);
+	}
+	close(ctl[1]);
+	for (unsigned i = 0; i < n; i++)
+		close(theirs[i]);
+	err = f->pid < 0 ? -errno : wait_hello(ctl[0], o->timeout_s * 1000u + 5000u, &hi);
+	close(ctl[0]);
+	if (!err && hi.err)
+		err = hi.err;
+	if (err) {
+		if (err == -ETIMEDOUT && !hi.why[0])
+			snprintf(hi.why, sizeof(hi.why), "no answer within %u s", o->timeout_s + 5);
+		else if (err == -EPIPE && !hi.why[0])
+			snprintf(hi.why, sizeof(hi.why), "the fetcher died before it answered");
+		print_failure(o, prog, err, hi.why);
+		stp_fetcher_stop(f);
+		return err;
+	}
+	f->size = hi.size;
+	memcpy(f->validator, hi.validator, sizeof(f->validator));
+	return 0;
+}
+
+void stp_fetcher_release(struct stp_fetcher *f)
+{
+	for (unsigned i = 0; i < f->nchans; i++)
+		if (f->chans[i] >= 0)
+			close(f->chans[i]);
+	for (unsigned i = 0; i < f->nchans; i++)
+		f->chans[i] = -1;
+}
+
+void stp_fetcher_stop(struct stp_fetcher *f)
+{
+	stp_fetcher_release(f);
+	if (f->pid > 0) {
+		kill(f->pid, SIGKILL);
+		while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	f->pid = -1;
+}

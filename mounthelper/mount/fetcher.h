@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fetcher of a URL mount: a process of its own, forked by the monitor before the
+ * daemon, that talks HTTP (http.h) and nothing else. Before it confines itself it reads
+ * the CA bundle into memory (ca=, or libcurl's default file) and resolves the server's
+ * and the proxy's names (handed to libcurl as CURLOPT_RESOLVE), because confined it can
+ * open no file; then it enters the sandbox with the fetcher's filter (sandbox.h: sockets
+ * of the Internet families, no FUSE, no file), probes the URL, tells the monitor the size
+ * and validator, and serves raw byte ranges on its channels until they close. It never
+ * parses a byte of the image: the daemon does, confined, from what it is handed.
+ *
+ * A channel is a stream socket, one request at a time: struct stp_fetch_req, answered by
+ * frames (struct stp_fetch_frame): data frames of at most STP_FETCH_PIECE bytes that add
+ * up to the length asked, or, ending the answer early, one frame whose err is a negative
+ * errno and whose LEN bytes say why in words (without the URL).
+ *
+ * Called from the monitor's single thread; not thread-safe.
+ */
+#ifndef STP_FETCHER_H
+#define STP_FETCHER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct stp_mount_opts;
+
+#define STP_FETCH_CHANS_MAX 16u
+#define STP_FETCH_PIECE (8u << 20)
+#define STP_FETCH_WHY_MAX 256u
+
+struct stp_fetch_req {
+	uint64_t off, len;
+};
+
+struct stp_fetch_frame {
+	int32_t err;
+	uint32_t len;
+};
+
+struct stp_fetcher {
+	pid_t pid;
+	int chans[STP_FETCH_CHANS_MAX]; /* the daemon's ends (-1: closed) */
+	unsigned nchans;
+	uint64_t size;                  /* of the file at the URL */
+	char validator[256];            /* ETag or Last-Modified, "" without */
+};
+
+/* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
+unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
+
+/* Starts the fetcher for o->image and waits (at most the timeout and a margin) for its
+ * probe. 0, or a negative errno with the URL and the cause printed on stderr after PROG
+ * (the fetcher is then stopped). */
+int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
+
+/* Closes the channels this process holds (the fetcher ends once no process holds them). */
+void stp_fetcher_release(struct stp_fetcher *f);
+
+/* Kills the fetcher and waits for it (a mount that failed). */
+void stp_fetcher_stop(struct stp_fetcher *f);
+
+#endif

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* Byte ranges from the fetcher (remote.h). */
+#include "remote.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "diskcache.h"
+#include "fetcher.h"
+#include "imgsrc.h"
+#include "log.h"
+#include "util.h"
+
+struct remote {
+	struct stp_imgsrc src;
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	int fds[STP_FETCH_CHANS_MAX];
+	bool busy[STP_FETCH_CHANS_MAX];
+	unsigned n, open;
+	bool own;
+	struct stp_diskcache *cache;
+	uint64_t fetched, cached;
+};
+
+/* A free channel's index, waiting for one; -1 when none is left. */
+static int take(struct remote *r)
+{
+	int i = -1;
+
+	pthread_mutex_lock(&r->lock);
+	while (r->open) {
+		for (unsigned k = 0; k < r->n && i < 0; k++)
+			if (r->fds[k] >= 0 && !r->busy[k])
+				i = (int)k;
+		if (i >= 0)
+			break;
+		pthread_cond_wait(&r->freed, &r->lock);
+	}
+	if (i >= 0)
+		r->busy[i] = true;
+	pthread_mutex_unlock(&r->lock);
+	return i;
+}
+
+/* Gives channel I back; BROKEN: its stream is out of step, close it. */
+static void give(struct remote *r, int i, bool broken, uint64_t got)
+{
+	pthread_mutex_lock(&r->lock);
+	r->busy[i] = false;
+	r->fetched += got;
+	if (broken) {
+		close(r->fds[i]);
+		r->fds[i] = -1;
+		r->open--;
+	}
+	pthread_cond_broadcast(&r->freed);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* One request on FD: 0, a negative errno with WHY set (the fetcher's answer, the stream
+ * still in step), or *BROKEN. */
+static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off, bool *broken,
+	       char *why, size_t whylen)
+{
+	struct stp_fetch_req req = { off, len };
+	struct stp_fetch_frame fr;
+	size_t got = 0;
+	int err = stp_write_full(fd, &req, sizeof(req));
+
+	*broken = true;
+	if (err) {
+		snprintf(why, whylen, "the fetcher is gone: %s", stp_strerror(err));
+		return err;
+	}
+	while (got < len) {
+		err = read_full(fd, &fr, sizeof(fr));
+		if (!err && fr.err == 0 && (!fr.len || fr.len > len - got))
+			err = -EPROTO;
+		if (!err && fr.err) {
+			size_t n = fr.len < whylen - 1 ? fr.len : whylen - 1;
+			char rest[STP_FETCH_WHY_MAX];
+
+			err = fr.len < STP_FETCH_WHY_MAX ? read_full(fd, why, n) : -EPROTO;
+			if (!err && fr.len > n)
+				err = read_full(fd, rest, fr.len - n);
+			if (!err) {
+				why[n] = '\0';
+				*broken = false;
+				return fr.err < 0 && fr.err > -4096 ? fr.err : -EIO;
+			}
+		}
+		if (!err)
+			err = read_full(fd, buf + got, fr.len);
+		if (err) {
+			snprintf(why, whylen, "the fetcher did not answer: %s",
+				 err == -EAGAIN ? "timed out" : stp_strerror(err));
+			return err;
+		}
+		got += fr.len;
+	}
+	*broken = false;
+	return 0;
+}
+
+static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
+{
+	struct remote *r = (struct remote *)s;
+	char why[STP_FETCH_WHY_MAX] = "";
+	bool broken;
+	int i, err;
+
+	if (r->cache && !stp_diskcache_get(r->cache, buf, len, off)) {
+		pthread_mutex_lock(&r->lock);
+		r->cached += len;
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
+	i = take(r);
+	if (i < 0) {
+		stp_log(STP_LOG_ERR, "%s: the fetcher is gone", s->name);
+		return -EIO;
+	}
+	err = ask(r, r->fds[i], buf, len, off, &broken, why, sizeof(why));
+	give(r, i, broken, err ? 0 : len);
+	if (err) {
+		stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
+		return -EIO;
+	}
+	if (r->cache)
+		stp_diskcache_put(r->cache, buf, len, off);
+	return 0;
+}
+
+static void remote_close(struct stp_imgsrc *s)
+{
+	struct remote *r = (struct remote *)s;
+
+	for (unsigned k = 0; r->own && k < r->n; k++)
+		if (r->fds[k] >= 0)
+			close(r->fds[k]);
+	stp_diskcache_free(r->cache);
+	pthread_cond_destroy(&r->freed);
+	pthread_mutex_destroy(&r->lock);
+	free(s->name);
+	free(r);
+}
+
+int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name, bool own,
+		    struct stp_imgsrc **out)
+{
+	struct remote *r = calloc(1, sizeof(*r));
+
+	if (!r || !(r->src.name = strdup(name))) {
+		free(r);
+		return -ENOMEM;
+	}
+	if (n > STP_FETCH_CHANS_MAX)
+		n = STP_FETCH_CHANS_MAX;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->freed, NULL);
+	for (unsigned k = 0; k < n; k++) {
+		r->fds[k] = fds[k];
+		r->open += fds[k] >= 0;
+	}
+	r->n = n;
+	r->own = own;
+	r->src.pread = remote_pread;
+	r->src.close = remote_close;
+	r->src.size = size;
+	r->src.fd = -1;
+	*out = &r->src;
+	return 0;
+}
+
+void stp_remote_set_cache(struct stp_imgsrc *s, struct stp_diskcache *cache)
+{
+	((struct remote *)s)->cache = cache;
+}
+
+void stp_remote_stats(struct stp_imgsrc *s, uint64_t *fetched, uint64_t *cached)
+{
+	struct remote *r = (struct remote *)s;
+
+	pthread_mutex_lock(&r->lock);
+	*fetched = r->fetched;
+	*cached = r->cached;
+	pthread_mutex_unlock(&r->lock);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The image source of a URL mount's daemon (and of the monitor's superblock read): byte
+ * ranges asked of the fetcher over its channels (fetcher.h), one request per channel at a
+ * time, so that as many reads are in flight as there are channels. With a disk cache
+ * (diskcache.h) every range the cache can check is looked for there first, and what the
+ * fetcher sends is kept there.
+ *
+ * Every failure is logged (stp_log) naming the URL and the cause and read as -EIO; a
+ * channel that breaks (the fetcher gone, no answer within its receive timeout) is closed
+ * and not used again. pread is thread-safe.
+ */
+#ifndef STP_REMOTE_H
+#define STP_REMOTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct stp_imgsrc;
+struct stp_diskcache;
+
+/* A source of SIZE bytes named NAME over the N channels FDS; with OWN it closes them
+ * when it is closed. *out is the caller's (stp_imgsrc_close). */
+int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name, bool own,
+		    struct stp_imgsrc **out);
+
+/* Reads through CACHE (the source's from then on) before asking the fetcher. Call
+ * before any thread reads. */
+void stp_remote_set_cache(struct stp_imgsrc *src, struct stp_diskcache *cache);
+
+/* Bytes the fetcher sent, and bytes the disk cache answered. */
+void stp_remote_stats(struct stp_imgsrc *src, uint64_t *fetched, uint64_t *cached);
+
+#endif
