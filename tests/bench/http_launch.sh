@@ -135,15 +135,20 @@ a=$(printf '%s\n' "${ta[@]}" | median)
 b=$(printf '%s\n' "${tb[@]}" | median)
 c=$(printf '%s\n' "${tc[@]}" | median)
 f=$(printf '%s\n' "${fetched[@]}" | median)
-info=$("$st" info "$work/hot.stp")
-hot=$(sed -n 's/^hot region: *\([0-9]*\).*/\1/p' <<<"$info")
-meta=$(sed -n 's/^metadata: *offset [0-9]*, \([0-9]*\) bytes stored.*/\1/p' <<<"$info")
+info=$("$st" info --blocks "$work/hot.stp")
+# the hot region as stored: the blocks that hold its decoded bytes
+hot=$(awk '/^block size:/ { bs = $3 } /^hot region:/ { h = $3 }
+	/^[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ / { if ($1 * bs < h) s += $3 } END { print s + 0 }' <<<"$info")
+# the stored metadata: whole, or pages and their table
+meta=$(sed -n -e 's/^metadata: *offset [0-9]*, \([0-9]*\) bytes stored.*/\1/p' \
+	-e 's/^metadata: *[0-9]* pages, \([0-9]*\) bytes stored.*, \([0-9]*\) bytes$/\1 \2/p' <<<"$info" |
+	awk '{ print $1 + $2 }')
 need=$(( ${hot:-0} + ${meta:-0} ))
 printf '\n%s, tree %s; medians of %d interleaved rounds\n' "$(tree_describe)" "$tree" "$runs"
 printf '%-48s %8s %7s\n' "launch straight away after a fresh mount" "seconds" "ratio"
 printf '%-48s %8.3f %7.2f\n' "A  local file" "$a" 1
 printf '%-48s %8.3f %7.2f   (target <= 1.10)\n' "B  $url, empty disk cache" "$b" "$(echo "$b / $a" | bc -l)"
 printf '%-48s %8.3f %7.2f   (target <= 1.02)\n' "C  the same, disk cache filled" "$c" "$(echo "$c / $a" | bc -l)"
-printf 'bytes served for B (mount and launch): %s; hot region + metadata: %s' "$f" "$need"
+printf 'bytes served for B (mount and launch): %s; hot region (stored) + metadata: %s' "$f" "$need"
 [ "$need" -gt 0 ] && printf ' (%.2f x, target <= 1.10)' "$(echo "$f / $need" | bc -l)"
 printf '\n'
