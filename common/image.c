@@ -208,24 +208,65 @@ static int range_ok(uint64_t first, uint64_t count, uint64_t total)
 	return first <= total && count <= total - first;
 }
 
-/* Asks the kernel to read the stored pages ahead, without waiting: a walk of a large
- * tree then finds them in the page cache instead of seeking for each. The entries are
- * checked when each page is loaded; here they only bound a hint. */
-static void read_pages_ahead(const struct stp_image *img)
+/* Calls FN for the stored range of each entry of the page TABLE of SB that decodes and
+ * lies inside the image: ranges for hints and caches, whose bytes are checked when each
+ * page is loaded. Stops at FN's first non-zero return. */
+static int each_page_range(const struct stp_superblock *sb, const uint8_t *table,
+			   stp_image_range_fn fn, void *ctx)
 {
-	uint64_t lo = UINT64_MAX, hi = 0;
+	int rc = 0;
 
-	for (uint64_t p = 0; p < stp_meta_pages(&img->sb); p++) {
+	for (uint64_t p = 0; !rc && p < stp_meta_pages(sb); p++) {
 		struct stp_blockent pe;
 
-		if (stp_blockent_decode(img->pagetab + p * STP_BLOCKENT_SIZE, &pe) ||
-		    !range_ok(pe.offset, pe.stored_size, img->sb.image_size))
-			continue;
-		lo = pe.offset < lo ? pe.offset : lo;
-		hi = pe.offset + pe.stored_size > hi ? pe.offset + pe.stored_size : hi;
+		if (!stp_blockent_decode(table + p * STP_BLOCKENT_SIZE, &pe) &&
+		    range_ok(pe.offset, pe.stored_size, sb->image_size))
+			rc = fn(ctx, pe.offset, pe.stored_size, pe.checksum);
 	}
-	if (lo < hi && img->fd >= 0) /* a file: a URL's bytes come as they are asked for */
-		posix_fadvise(img->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_WILLNEED);
+	return rc;
+}
+
+int stp_image_page_ranges(struct stp_imgsrc *src, const struct stp_superblock *sb,
+			  stp_image_range_fn fn, void *ctx)
+{
+	uint8_t *table;
+	int rc;
+
+	if (!stp_meta_pages(sb))
+		return 0;
+	table = malloc(sb->meta_stored_size); /* 24 bytes a page: at most 384 KiB */
+	if (!table)
+		return -ENOMEM;
+	rc = stp_imgsrc_read(src, table, sb->meta_stored_size, sb->meta_offset);
+	if (!rc && stp_checksum(table, sb->meta_stored_size) != sb->meta_checksum)
+		rc = -EUCLEAN;
+	if (!rc)
+		rc = each_page_range(sb, table, fn, ctx);
+	free(table);
+	return rc;
+}
+
+struct span { uint64_t lo, hi; };
+
+static int widen_span(void *ctx, uint64_t off, uint64_t len, uint64_t sum)
+{
+	struct span *s = ctx;
+
+	(void)sum;
+	s->lo = off < s->lo ? off : s->lo;
+	s->hi = off + len > s->hi ? off + len : s->hi;
+	return 0;
+}
+
+/* Asks the kernel to read the stored pages ahead, without waiting: a walk of a large
+ * tree then finds them in the page cache instead of seeking for each. */
+static void read_pages_ahead(const struct stp_image *img)
+{
+	struct span s = { UINT64_MAX, 0 };
+
+	each_page_range(&img->sb, img->pagetab, widen_span, &s);
+	if (s.lo < s.hi && img->fd >= 0) /* a file: a URL's bytes come as they are asked for */
+		posix_fadvise(img->fd, (off_t)s.lo, (off_t)(s.hi - s.lo), POSIX_FADV_WILLNEED);
 }
 
 /* Paged metadata: the page table is all that is read now; pages come as reads need them. */
@@ -499,6 +540,8 @@ const char *stp_image_path(const struct stp_image *img) { return img->path; }
 int stp_image_fd(const struct stp_image *img) { return img->fd; }
 struct stp_imgsrc *stp_image_src(const struct stp_image *img) { return img->src; }
 uint32_t stp_image_block_size(const struct stp_image *img) { return 1u << img->sb.block_log; }
+const struct stp_meta_header *stp_image_meta_header(const struct stp_image *img) { return &img->mh; }
+
 /* Pages loading at once beyond the budget: one per thread that reads, with room. */
 #define META_LOADS_MAX 64u
 
@@ -535,7 +578,6 @@ size_t stp_image_meta_bytes(const struct stp_image *img)
 	stp_metapages_stats(img->pages, &st);
 	return st.resident;
 }
-const struct stp_meta_header *stp_image_meta_header(const struct stp_image *img) { return &img->mh; }
 
 unsigned stp_mode_dtype(uint32_t mode)
 {
@@ -550,7 +592,6 @@ unsigned stp_mode_dtype(uint32_t mode)
 	default: return DT_UNKNOWN;
 	}
 }
-
 
 static int inode_check(const struct stp_image *img, uint32_t ino, const struct stp_inode *in)
 {
@@ -736,13 +777,6 @@ int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inod
 	return 0;
 }
 
-/* What Linux accepts of an attribute: a NUL would cut the name short in listxattr's
- * list, and getxattr and listxattr cannot return more than these. */
-static int xattr_ok(const char *name, const struct stp_xattr *x)
-{
-	return x->name_len <= STP_XATTR_NAME_MAX && !memchr(name, 0, x->name_len) &&
-	       x->value_len <= STP_XATTR_VALUE_MAX;
-}
 
 int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
 		    struct stp_xattr *x, char name[STP_XATTR_NAME_MAX + 1])
@@ -760,17 +794,18 @@ int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, 
 	    x->name_len == 0 || !range_ok(x->name_off, x->name_len, img->mh.strings_size) ||
 	    !range_ok(x->value_off, x->value_len, img->mh.strings_size))
 		return STP_CORRUPT(img->path, "extended attribute %llu out of range", n);
-	if (x->name_len > STP_XATTR_NAME_MAX || x->value_len > STP_XATTR_VALUE_MAX)
-		return STP_CORRUPT(img->path, "extended attribute %llu: name or value too long, "
-				   "or a NUL in the name", n);
-	rc = read_string(img, x->name_off, x->name_len, name);
-	if (rc)
-		return rc;
-	name[x->name_len] = '\0';
-	if (!xattr_ok(name, x))
-		return STP_CORRUPT(img->path, "extended attribute %llu: name or value too long, "
-				   "or a NUL in the name", n);
-	return 0;
+	/* What Linux accepts: getxattr and listxattr cannot return more than these, and a
+	 * NUL would cut the name short in listxattr's list. */
+	if (x->name_len <= STP_XATTR_NAME_MAX && x->value_len <= STP_XATTR_VALUE_MAX) {
+		rc = read_string(img, x->name_off, x->name_len, name);
+		if (rc)
+			return rc;
+		name[x->name_len] = '\0';
+		if (!memchr(name, 0, x->name_len))
+			return 0;
+	}
+	return STP_CORRUPT(img->path, "extended attribute %llu: name or value too long, "
+			   "or a NUL in the name", n);
 }
 
 int stp_image_xattr_value(const struct stp_image *img, const struct stp_xattr *x, void *value)

@@ -123,6 +123,18 @@ int stp_image_extent_find(const struct stp_image *img, const struct stp_inode *i
  * checked. */
 int stp_image_meta_page(const struct stp_image *img, uint64_t page, struct stp_blockent *out);
 
+/* A stored range of the image: LEN bytes at OFF whose checksum is SUM. */
+typedef int (*stp_image_range_fn)(void *ctx, uint64_t off, uint64_t len, uint64_t sum);
+/* Paged metadata, before the image is opened (a cache that must know the ranges the open
+ * reads): reads the page table SB places from SRC, checks it against meta_checksum, and
+ * calls FN for each entry that lies inside the image, stopping at FN's first non-zero
+ * return, which it returns. The entries are as the table states them: a page's bytes
+ * are checked when the page is loaded. 0 at once without paged metadata; -EUCLEAN: the
+ * table does not match its checksum; -ENOMEM, or a read error. */
+struct stp_imgsrc;
+int stp_image_page_ranges(struct stp_imgsrc *src, const struct stp_superblock *sb,
+			  stp_image_range_fn fn, void *ctx);
+
 /* Reads, checks and decodes metadata page PAGE, without keeping it (stipple check). */
 int stp_image_check_meta_page(const struct stp_image *img, uint64_t page);
 

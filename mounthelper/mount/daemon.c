@@ -257,30 +257,18 @@ static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 	return err ? open_failed(d, err) : 0;
 }
 
-/* Paged metadata: the pages the page table places, each with its checksum, so that
- * those the open reads come from the cache too. The table is checked against the
- * superblock first; its entries only name ranges, whose bytes are checked as any. */
+static int expect_range(void *ctx, uint64_t off, uint64_t len, uint64_t sum)
+{
+	return stp_diskcache_expect(ctx, off, len, sum);
+}
+
+/* Paged metadata: the pages, each with its checksum, so that those the open reads come
+ * from the cache too. A table that does not match is left for the open to report. */
 static int expect_pages(struct stp_diskcache *c, struct stp_imgsrc *src,
 			const struct stp_superblock *sb)
 {
-	uint8_t *table;
-	int err;
+	int err = stp_image_page_ranges(src, sb, expect_range, c);
 
-	if (!stp_meta_pages(sb))
-		return 0;
-	table = malloc(sb->meta_stored_size); /* at most 24 bytes a page of 1 GiB */
-	if (!table)
-		return -ENOMEM;
-	err = stp_imgsrc_read(src, table, sb->meta_stored_size, sb->meta_offset);
-	if (!err && stp_checksum(table, sb->meta_stored_size) != sb->meta_checksum)
-		err = -EUCLEAN; /* the open reports it */
-	for (uint64_t p = 0; !err && p < stp_meta_pages(sb); p++) {
-		struct stp_blockent pe;
-
-		if (!stp_blockent_decode(table + p * STP_BLOCKENT_SIZE, &pe))
-			err = stp_diskcache_expect(c, pe.offset, pe.stored_size, pe.checksum);
-	}
-	free(table);
 	return err == -EUCLEAN ? 0 : err;
 }
 
