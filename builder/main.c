@@ -15,6 +15,7 @@
 #include "attrs.h"
 #include "exclude.h"
 #include "format.h"
+#include "hotlist.h"
 #include "image.h"
 #include "meta.h"
 #include "metastore.h"
@@ -31,6 +32,7 @@
 
 struct options {
 	const char *source, *image, *hot_list, *sign_key;
+	uint64_t hot_margin;
 	struct stp_seckey *key;
 	struct pack_opts pack;
 	struct attr_opts attrs;
@@ -51,6 +53,8 @@ static void usage(FILE *out)
 		"  -l, --level N         zstd level, 1-22 (default %d)\n"
 		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
+		"      --hot-margin SIZE widen the hot list's ranges by this on each side\n"
+		"                        (default 32K: twice the mount's readahead)\n"
 		"      --no-bcj          do not filter machine code before compression\n"
 		"      --code-apart      store programs' code apart from their tables and data\n"
 		"      --sign SECKEY     sign the image with this Ed25519 key (stipple keygen)\n"
@@ -93,7 +97,7 @@ static int parse_block_size(const char *val, unsigned *log)
 
 /* Options with no short form. */
 enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
-       OPT_ONE_FS, OPT_NO_XATTRS };
+       OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN };
 
 static int parse_id(const char *opt, const char *val, int64_t *id)
 {
@@ -150,6 +154,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "level", required_argument, NULL, 'l' },
 		{ "block-size", required_argument, NULL, 'b' },
 		{ "hot-list", required_argument, NULL, 'H' },
+		{ "hot-margin", required_argument, NULL, OPT_HOT_MARGIN },
 		{ "no-bcj", no_argument, NULL, 'B' },
 		{ "code-apart", no_argument, NULL, 'C' },
 		{ "no-meta-pages", no_argument, NULL, 'W' },
@@ -176,6 +181,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	o->pack = (struct pack_opts){ .level = DEFAULT_LEVEL, .block_log = DEFAULT_BLOCK_LOG,
 				      .threads = cpus > 0 ? (unsigned)cpus : 1, .bcj = 1 };
 	o->attrs = ATTR_OPTS_NONE;
+	o->hot_margin = STP_HOT_MARGIN_DEFAULT;
 	while (!rc && (c = getopt_long(argc, argv, "l:b:t:m:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
@@ -185,6 +191,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'b': rc = parse_block_size(optarg, &o->pack.block_log); break;
 		case 'H': o->hot_list = optarg; break;
+		case OPT_HOT_MARGIN:
+			if (stp_parse_size(optarg, &v) || v > STP_HOT_MARGIN_MAX)
+				return bad_option("--hot-margin", optarg, "not a size from 0 to 16M");
+			o->hot_margin = v;
+			break;
 		case 'B': o->pack.bcj = 0; break;
 		case 'C': o->code_apart = 1; break;
 		case 'W': o->whole_meta = 1; break;
@@ -430,7 +441,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = read_source(&o, &out, &t, &src);
 	if (!rc)
-		rc = order_files(&t, o.hot_list, o.code_apart, &order, &nhot, &count);
+		rc = order_files(&t, o.hot_list, o.hot_margin, o.code_apart, &order, &nhot, &count);
 	if (!rc)
 		rc = write_image(&o, &t, &order, count, nhot, &out, &image_size);
 	if (!rc && o.key && (rc = sign_output(&o, &out, &image_size)) && rc != -ENOSPC &&

@@ -161,14 +161,10 @@ static int cmp_range(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
-/* Recorded ranges are widened by this much on each side: a launch whose read-ahead falls
- * a little differently from the recorded one still finds its pages in the hot region.
- * Measured on the Blender tree: a replay read 182 pages outside the recorded ranges, 90%
- * of them within 100 KiB of one, and each such page cost the decode of a cold block. */
-#define RANGE_MARGIN (128u << 10)
-
-/* Keeps the ranges of IN that start inside the file, widened and clamped to its size. */
-static void fit_ranges(struct node *n, const struct stp_hot_range *in, size_t count)
+/* Keeps the ranges of IN that start inside the file, widened by MARGIN on each side and
+ * clamped to its size. */
+static void fit_ranges(struct node *n, const struct stp_hot_range *in, size_t count,
+		       uint64_t margin)
 {
 	uint64_t size = (uint64_t)n->st.st_size;
 
@@ -178,8 +174,8 @@ static void fit_ranges(struct node *n, const struct stp_hot_range *in, size_t co
 		if (a >= size || b <= a)
 			continue;
 		b = b < size ? b : size;
-		a = a > RANGE_MARGIN ? (a - RANGE_MARGIN) & ~(uint64_t)(STP_HOT_PAGE - 1) : 0;
-		b = size - b > RANGE_MARGIN ? b + RANGE_MARGIN : size;
+		a = a > margin ? (a - margin) & ~(uint64_t)(STP_HOT_PAGE - 1) : 0;
+		b = size - b > margin ? b + margin : size;
 		n->hot_ranges[n->nhot_ranges++] = (struct hot_range){ a, b };
 	}
 }
@@ -201,7 +197,7 @@ static void merge_ranges(struct node *n)
 	n->nhot_ranges = k;
 }
 
-int order_parse_ranges(struct node *n, const char *s)
+int order_parse_ranges(struct node *n, const char *s, uint64_t margin)
 {
 	struct stp_hot_range *in;
 	size_t count;
@@ -217,7 +213,7 @@ int order_parse_ranges(struct node *n, const char *s)
 		free(in);
 		return -ENOMEM;
 	}
-	fit_ranges(n, in, count);
+	fit_ranges(n, in, count, margin);
 	free(in);
 	merge_ranges(n);
 	/* none left: every range lay past the end (the file shrank since recording) */
@@ -231,7 +227,8 @@ int order_parse_ranges(struct node *n, const char *s)
 	return rc;
 }
 
-static int read_hot_list(struct tree *t, const char *list, struct node **out, size_t *n)
+static int read_hot_list(struct tree *t, const char *list, uint64_t margin, struct node **out,
+			 size_t *n)
 {
 	FILE *f = fopen(list, "re");
 	char *line = NULL;
@@ -263,7 +260,7 @@ static int read_hot_list(struct tree *t, const char *list, struct node **out, si
 		}
 		if (node->hot)
 			continue;
-		rc = ranges ? order_parse_ranges(node, ranges) : 0;
+		rc = ranges ? order_parse_ranges(node, ranges, margin) : 0;
 		if (rc == -ERANGE) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: every range lies past its end, skipped\n",
 				list, lineno, line);
@@ -325,8 +322,8 @@ static void add_hot(struct piece *v, size_t *n, struct node *f)
 		v[(*n)++] = (struct piece){ f, f->hot_ranges[i].start, f->hot_ranges[i].end };
 }
 
-int order_files(struct tree *t, const char *hot_list, int code_apart, struct piece **out,
-		size_t *nhot, size_t *count)
+int order_files(struct tree *t, const char *hot_list, uint64_t margin, int code_apart,
+		struct piece **out, size_t *nhot, size_t *count)
 {
 	struct node **hot = malloc((t->nfiles ? t->nfiles : 1) * sizeof(*hot));
 	struct piece *v = NULL;
@@ -334,7 +331,7 @@ int order_files(struct tree *t, const char *hot_list, int code_apart, struct pie
 	int rc = hot ? 0 : -ENOMEM;
 
 	if (!rc && hot_list)
-		rc = read_hot_list(t, hot_list, hot, &nh);
+		rc = read_hot_list(t, hot_list, margin, hot, &nh);
 	/* K hot ranges leave up to K + 1 gaps, and the code's two edges cut two more */
 	for (size_t i = 0; i < t->nfiles && !rc; i++) {
 		const struct node *f = t->files[i];

@@ -20,13 +20,13 @@ struct piece {
 
 /* Fills *out (caller frees) with *count pieces that together hold every byte of every
  * primary regular file of T once, in stream order; the first *nhot of them are the hot
- * region. A file is one piece unless the hot list names ranges of it (those go to the
- * hot region, the rest later) or, with CODE_APART, it is machine code whose code lies
+ * region. A file is one piece unless the hot list names ranges of it (those, widened by
+ * MARGIN bytes on each side, go to the hot region, the rest later) or, with CODE_APART, it is machine code whose code lies
  * within it (the code sorts apart from its other bytes). An empty file is one empty
  * piece. HOT_LIST may be NULL. A hot list that cannot be read is an error; a listed path
  * missing from the tree is a warning. On success T->files is freed (NULL; nfiles stays):
  * the pieces take its place. */
-int order_files(struct tree *t, const char *hot_list, int code_apart, struct piece **out,
-		size_t *nhot, size_t *count);
+int order_files(struct tree *t, const char *hot_list, uint64_t margin, int code_apart,
+		struct piece **out, size_t *nhot, size_t *count);
 
 #endif

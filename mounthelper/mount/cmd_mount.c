@@ -12,8 +12,9 @@ static char mount_options[2048];
 
 static const struct stp_cli mount_cli = {
 	.name = "mount",
-	.synopsis = "[--cache-budget N] [--warm-workers N] [--no-prime] [--no-fill]\n"
-		    "                     [--record FILE] [--verify PUBKEY] [-o OPTIONS] [-f] IMAGE DIR",
+	.synopsis = "[--cache-budget N] [--warm-workers N] [--readahead SIZE] [--no-prime]\n"
+		    "                     [--no-fill] [--record FILE] [--verify PUBKEY] [-o OPTIONS] [-f]\n"
+		    "                     IMAGE DIR",
 	.summary = "Mounts IMAGE read-only on DIR and returns once the mount is live, leaving the\n"
 		   "daemon in the background. `umount DIR` or `fusermount3 -u DIR` ends it.\n"
 		   "IMAGE may be an http:// or https:// URL: fetched as it is read, kept in a\n"
@@ -28,6 +29,8 @@ static void describe_options(void)
 		 "  --cache-budget N   decoded blocks kept in memory (default %u, at least 1)\n"
 		 "  --warm-workers N   blocks of the hot region decoded at once at mount\n"
 		 "                     (default: one per CPU, here %u; 0 turns warming off)\n"
+		 "  --readahead SIZE   the kernel's readahead on the mount, 0 to 128K (default\n"
+		 "                     %uK; mkstipple widens hot ranges by twice this)\n"
 		 "  --no-prime         return at once, without looking up the hot region's\n"
 		 "                     files first so that warming can fill the page cache\n"
 		 "  --no-fill          a block decoded for a read gives the page cache only the\n"
@@ -41,10 +44,11 @@ static void describe_options(void)
 		 "                     allow_other, nosuid, nodev, noexec, cache_budget=N,\n"
 		 "                     sandbox=on|log|off, sandbox_user=NAME, ...\n"
 		 "  -f, --foreground   stay in the foreground; diagnostics go to stderr\n",
-		 STP_CACHE_BUDGET_DEFAULT, stp_mountopts_default_workers());
+		 STP_CACHE_BUDGET_DEFAULT, stp_mountopts_default_workers(), STP_READAHEAD_DEFAULT >> 10);
 }
 
-/* --cache-budget, --warm-workers, --record, --verify: the -o option NAME, with its checks. */
+/* --cache-budget, --warm-workers, --readahead, --record, --verify: the -o option NAME,
+ * with its checks. */
 static int set_option(struct stp_mount_opts *o, const char *flag, const char *name,
 		      const char *value)
 {
@@ -71,6 +75,7 @@ static int parse_option(struct stp_mount_opts *o, int c, const char *arg)
 	switch (c) {
 	case 'c': return set_option(o, "cache-budget", "cache_budget", arg);
 	case 'w': return set_option(o, "warm-workers", "warm_workers", arg);
+	case 'a': return set_option(o, "readahead", "readahead", arg);
 	case 'r': return set_option(o, "record", "record", arg);
 	case 'k': return set_option(o, "verify", "verify", arg);
 	case 'o':
@@ -94,6 +99,7 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "cache-budget", required_argument, NULL, 'c' },
 		{ "warm-workers", required_argument, NULL, 'w' },
+		{ "readahead", required_argument, NULL, 'a' },
 		{ "record", required_argument, NULL, 'r' },
 		{ "verify", required_argument, NULL, 'k' },
 		{ "no-prime", no_argument, NULL, 'p' },

@@ -91,9 +91,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Must equal the max_read= mount option (stp_mountopts_finish) or INIT fails. */
 	conn->max_read = STP_MAX_READ;
 	/* A recording lists what the application touched, not what readahead guessed: with
-	 * no readahead the kernel asks for the pages read and faulted, one at a time. */
-	if (fs->recorder)
-		conn->max_readahead = 0;
+	 * no readahead the kernel asks for the pages read and faulted, one at a time. Else
+	 * little readahead, so that the pages asked for beside those stay within the margin
+	 * mkstipple gave the hot ranges (STP_READAHEAD_DEFAULT). */
+	conn->max_readahead = fs->recorder ? 0 : fs->opts->readahead;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/* Attributes never change: cached pages must never be dropped because of them. */

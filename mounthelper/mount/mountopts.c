@@ -69,6 +69,7 @@ void stp_mountopts_init(struct stp_mount_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->cache_budget = STP_CACHE_BUDGET_DEFAULT;
 	o->meta_cache = STP_IMAGE_META_BUDGET;
+	o->readahead = STP_READAHEAD_DEFAULT;
 	o->warm_workers = stp_mountopts_default_workers();
 	o->sandbox = STP_SANDBOX_DEFAULT;
 	o->restricted = geteuid() != 0;
@@ -179,6 +180,16 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 			return stp_errf(err, errlen, -EINVAL, "option meta_cache=%s: a size from 64K "
 					"to 1G", value ? value : "");
 		o->meta_cache = v;
+		return 1;
+	}
+	if (!strcmp(name, "readahead")) {
+		uint64_t v;
+
+		if (!value || stp_parse_size(value, &v) || v > STP_READAHEAD_MAX)
+			return stp_errf(err, errlen, -EINVAL, "option readahead=%s: a size from 0 to "
+					"128K (the kernel lets a FUSE mount lower its readahead, not "
+					"raise it)", value ? value : "");
+		o->readahead = (uint32_t)v;
 		return 1;
 	}
 	if (!strcmp(name, "warm_workers"))

@@ -58,7 +58,7 @@ META_PAGE_SIZE = 64 << 10  # decoded bytes of a metadata page
 
 HOT_PAGE = 4096            # common/format.h STP_HOT_PAGE: hot files start on a stream page
 HOLE_MIN = 64 << 10        # builder/pack.c HOLE_MIN: zero runs this long are holes
-RANGE_MARGIN = 128 << 10   # builder/order.c RANGE_MARGIN: hot ranges widened by this
+RANGE_MARGIN = 32 << 10    # common/hotlist.h STP_HOT_MARGIN_DEFAULT: hot ranges widened by this
 
 
 def get(fields, name, buf, base=0):

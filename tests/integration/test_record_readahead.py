@@ -2,7 +2,10 @@
 """A recording mount turns the kernel's readahead off (issue 14, item 3): the hot list it
 writes holds the pages an application read or faulted in, not what readahead fetched
 around them. Plain reads (no fadvise) and a page fault on a mapping, checked against the
-source bytes; the mount's read_ahead_kb from sysfs, beside a mount that does not record.
+source bytes; the mount's read_ahead_kb from sysfs, beside mounts that do not record
+(readahead=). And the run-time side: what a replay of the recorded start-up asks for,
+with mkstipple's default margin and the mount's default readahead, stays in the hot
+region.
 """
 
 import mmap
@@ -13,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import STIPPLE, build_image, mount_image, run
+from conftest import MKSTIPPLE, STIPPLE, build_image, mount_image, run
 
 PAGE = 4096
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
@@ -28,14 +31,18 @@ READ_AT = 1 << 20       # a 4 KiB read in big.bin, far from either end
 FAULT_AT = 512 << 10    # the page of mapped.so touched through a mapping
 
 
+def tree_of(d, files):
+    tree = d / "tree"
+    tree.mkdir()
+    for name, body in files.items():
+        (tree / name).write_bytes(body)
+    return tree
+
+
 @pytest.fixture(scope="module")
 def image(tmp_path_factory):
     d = tmp_path_factory.mktemp("rec-ra")
-    tree = d / "tree"
-    tree.mkdir()
-    for name, body in FILES.items():
-        (tree / name).write_bytes(body)
-    return build_image(tree, d / "tree.stipple", "--level", "3", "--block-size", "64K")
+    return build_image(tree_of(d, FILES), d / "tree.stipple", "--level", "3", "--block-size", "64K")
 
 
 def daemon_pid(mnt):
@@ -94,8 +101,98 @@ def test_recording_mount_reads_only_the_pages_touched(image, tmp_path):
 
 
 @needs_root
-def test_mount_without_recording_keeps_readahead(image):
-    with mount_image(image) as mnt:
-        assert read_ahead_kb(mnt) >= 128
+@pytest.mark.parametrize("args,kb", [((), 16), (("--readahead", "64K"), 64),
+                                     (("-o", "readahead=0"), 0), (("-o", "readahead=128K"), 128)])
+def test_mount_readahead_follows_the_option(image, args, kb):
+    """16 KiB by default (half of mkstipple's default margin), else as asked; reads of the
+    whole file still come back whole."""
+    with mount_image(image, None, *args) as mnt:
+        assert read_ahead_kb(mnt) == kb
         with open(os.path.join(mnt, "big.bin"), "rb") as f:
             assert f.read() == FILES["big.bin"]
+
+
+@pytest.mark.parametrize("bad", ["256K", "1M", "-1", "lots"])
+def test_readahead_out_of_range_is_refused(image, tmp_path, bad):
+    r = run([STIPPLE, "mount", "-o", "readahead=" + bad, image, str(tmp_path)])
+    assert r.returncode != 0 and "readahead=" + bad in r.stderr and "128K" in r.stderr, r.stderr
+    assert not os.path.ismount(tmp_path)
+
+
+# --- what a replay asks for stays in the hot region ---------------------------------------
+
+BLOCK = 64 << 10
+READS = [(1 << 20, 4096), (2 << 20, 3 * 4096), (5 << 20, 4096)]  # (offset, size) in big.bin
+FAULTS = [128 << 10, 2 << 20, 3 << 20]                             # pages of mapped.so
+
+
+def touch(mnt):
+    """The start-up being recorded and replayed: a few reads, a few page faults."""
+    with open(os.path.join(mnt, "big.bin"), "rb") as f:
+        for off, size in READS:
+            f.seek(off)
+            assert f.read(size) == FILES_HOT["big.bin"][off:off + size]
+    with open(os.path.join(mnt, "mapped.so"), "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        try:
+            for off in FAULTS:
+                assert m[off:off + 8] == FILES_HOT["mapped.so"][off:off + 8]
+        finally:
+            m.close()
+
+
+FILES_HOT = {"big.bin": noise(3, 8 << 20), "mapped.so": noise(4, 4 << 20)}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The tree, and the hot list one recording mount of it wrote."""
+    d = tmp_path_factory.mktemp("replay")
+    tree = tree_of(d, FILES_HOT)
+    base = build_image(tree, d / "base.stipple", "--level", "1", "--block-size", "64K")
+    hot = d / "hot.list"
+    with mount_image(base, None, "--record", str(hot)) as mnt:
+        pid = daemon_pid(mnt)
+        touch(mnt)
+    wait_gone(pid)
+    return d, tree, hot
+
+
+def raw_status(mnt):
+    out = {}
+    for line in os.getxattr(mnt, "user.stipple.status").decode().splitlines():
+        k, _, v = line.partition("=")
+        out[k] = int(v) if v.isdigit() else v
+    return out
+
+
+@needs_root
+@pytest.mark.parametrize("margin,readahead,inside", [(None, None, True), ("0", "128K", False)])
+def test_replay_decodes_only_hot_blocks(recorded, margin, readahead, inside):
+    """With mkstipple's default margin and the mount's default readahead, replaying the
+    recorded start-up decodes only blocks of the hot region; with no margin and the
+    kernel's usual 128 KiB of readahead it reaches cold blocks (which shows the check
+    can fail). Warming is off, so only reads decode."""
+    d, tree, hot = recorded
+    name = "hot-%s.stipple" % (margin or "default")
+    args = ["--level", "1", "--block-size", "64K", "--hot-list", str(hot)]
+    image = build_image(tree, d / name, *args, *(["--hot-margin", margin] if margin else []))
+    mount_args = ["--warm-workers", "0", "--no-prime", "--cache-budget", "200"]
+    with mount_image(image, None, *mount_args,
+                     *(["--readahead", readahead] if readahead else [])) as mnt:
+        hot_blocks = -(-raw_status(mnt)["hot_bytes"] // BLOCK)
+        touch(mnt)
+        decoded = raw_status(mnt)["blocks_decoded"]
+    print("margin %s, readahead %s: %d blocks decoded, %d hot" % (margin, readahead, decoded,
+                                                                 hot_blocks))
+    assert decoded >= 1
+    assert (decoded <= hot_blocks) == inside, (decoded, hot_blocks)
+
+
+def test_hot_margin_out_of_range_is_refused(recorded, tmp_path):
+    d, tree, hot = recorded
+    for bad in ("17M", "x"):
+        r = run([MKSTIPPLE, "--hot-list", str(hot), "--hot-margin", bad, str(tree),
+                 str(tmp_path / "x.stipple")])
+        assert r.returncode == 2 and "--hot-margin " + bad in r.stderr, r.stderr
+        assert not (tmp_path / "x.stipple").exists()

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * How mkstipple takes the ranges of a hot-list line (builder/order.c): each range is
- * widened by 128 KiB on each side, its start rounded down to a page, cut at the file's
+ * widened by the margin (128 KiB in most cases here) on each side, its start rounded
+ * down to a page, cut at the file's
  * size, and the ranges sorted and merged; ranges that come to the whole file mean the
  * whole file, and a line whose ranges all lie past the end is refused. Expected values
  * are worked out by hand from that rule.
@@ -13,10 +14,14 @@
 
 #include "order_internal.h"
 
+#include "hotlist.h"
+
 #include "check.h"
 
 #define KiB 1024ull
-#define M (128 * KiB) /* the margin */
+#define M (128 * KiB) /* the margin, unless a test sets another */
+
+static uint64_t margin = M;
 
 /* Parses S for a file of SIZE bytes; checks the result and the ranges WANT[0..N). */
 static void expect(uint64_t size, const char *s, int rc_want, const struct hot_range *want,
@@ -27,7 +32,7 @@ static void expect(uint64_t size, const char *s, int rc_want, const struct hot_r
 
 	memset(&node, 0, sizeof(node));
 	node.st.st_size = (off_t)size;
-	rc = order_parse_ranges(&node, s);
+	rc = order_parse_ranges(&node, s, margin);
 	CHECK(rc == rc_want, "'%s' in %llu bytes: %d, expected %d", s, (unsigned long long)size,
 	      rc, rc_want);
 	CHECK(node.nhot_ranges == n, "'%s': %zu ranges, expected %zu", s, (size_t)node.nhot_ranges, n);
@@ -96,6 +101,24 @@ static void test_refused(void)
 	expect(1000, " 1-2", -EINVAL, NULL, 0);
 }
 
+/* --hot-margin 0 keeps the pages recorded (starts still rounded down to a page); the
+ * default is twice the mount's readahead. */
+static void test_other_margins(void)
+{
+	margin = 0;
+	expect(1000000, "5000-9000,9000-9001", 0, (struct hot_range[]){ { 4096, 9001 } }, 1);
+	expect(1000000, "0-4096,8192-12288", 0,
+	       (struct hot_range[]){ { 0, 4096 }, { 8192, 12288 } }, 2);
+	margin = STP_HOT_MARGIN_DEFAULT;
+	CHECK(STP_HOT_MARGIN_DEFAULT == 32 * KiB, "default margin %u", STP_HOT_MARGIN_DEFAULT);
+	expect(1000000, "100000-100001", 0,
+	       (struct hot_range[]){ { (100000 - 32 * KiB) & ~4095ull, 100001 + 32 * KiB } }, 1);
+	/* 64 KiB apart: merged at 32 KiB on each side, not at 16 */
+	expect(1000000, "100000-100001,165537-165538", 0,
+	       (struct hot_range[]){ { (100000 - 32 * KiB) & ~4095ull, 165538 + 32 * KiB } }, 1);
+	margin = M;
+}
+
 int main(void)
 {
 	RUN(test_widened_and_page_aligned);
@@ -103,5 +126,6 @@ int main(void)
 	RUN(test_sorted_and_merged);
 	RUN(test_whole_file);
 	RUN(test_refused);
+	RUN(test_other_margins);
 	return tap_done();
 }
