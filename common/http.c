@@ -487,7 +487,7 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, char *
 	if (!len)
 		return 0;
 	if (off > h->size || len > h->size - off)
-		return why_set(why, whylen, -EIO, "bytes %llu to %llu lie past the end (%llu)",
+		return why_set(why, whylen, STP_IMGSRC_END, "bytes %llu to %llu lie past the end (%llu)",
 			       (unsigned long long)off, (unsigned long long)(off + len),
 			       (unsigned long long)h->size);
 	if (off + len <= h->head_len) {
@@ -639,9 +639,10 @@ static int src_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
 	char why[256];
 	int err = stp_http_get(hs->h, buf, len, off, why, sizeof(why));
 
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
-	return err ? -EIO : 0;
+	if (!err || err == STP_IMGSRC_END)
+		return err; /* the end: the image reader says what lies past it */
+	stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
+	return -EIO;
 }
 
 static void src_close(struct stp_imgsrc *s)

@@ -12,17 +12,23 @@
 #ifndef STP_IMGSRC_H
 #define STP_IMGSRC_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* What a read returns when the source ends before the bytes asked: for the image reader
+ * that means the image is damaged (it names something past the end). No source returns it
+ * for a failure to get bytes that are there (an I/O error, the network). */
+#define STP_IMGSRC_END (-ENODATA)
 
 /* size of a source that cannot tell (a block device): the image reader then reads the
  * last byte the superblock names to learn whether it is there. */
 #define STP_IMGSRC_SIZE_UNKNOWN UINT64_MAX
 
 struct stp_imgsrc {
-	/* Reads exactly LEN bytes at OFF into BUF: -EIO when the source ends before (as
-	 * stp_pread_full), or another negative errno (a network source: -EIO, -ETIMEDOUT,
-	 * -ESTALE when what it serves changed, each logged naming the source). */
+	/* Reads exactly LEN bytes at OFF into BUF: STP_IMGSRC_END when the source ends
+	 * before, or another negative errno: a file's read error, or, from a network source,
+	 * -EIO for every failure to fetch (the cause logged naming the source). */
 	int (*pread)(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off);
 	/* Frees the source and what it holds (NULL: nothing to free). */
 	void (*close)(struct stp_imgsrc *src);

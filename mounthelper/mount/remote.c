@@ -131,6 +131,8 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 	bool broken;
 	int i, err;
 
+	if (off > s->size || len > s->size - off)
+		return STP_IMGSRC_END; /* the image reader says what lies past it */
 	if (r->cache && !stp_diskcache_get(r->cache, buf, len, off)) {
 		pthread_mutex_lock(&r->lock);
 		r->cached += len;

@@ -6,7 +6,8 @@
  * (diskcache.h) every range the cache can check is looked for there first, and what the
  * fetcher sends is kept there.
  *
- * Every failure is logged (stp_log) naming the URL and the cause and read as -EIO; a
+ * A range past SIZE reads as STP_IMGSRC_END (imgsrc.h); every other failure is logged
+ * (stp_log) naming the URL and the cause and read as -EIO; a
  * channel that breaks (the fetcher gone, no answer within its receive timeout) is closed
  * and not used again. pread is thread-safe.
  */
