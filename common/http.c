@@ -455,7 +455,8 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 
 /* Retries what may pass, with doubling pauses, while the timeout since the first try
  * has not passed. */
-static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, char *why, size_t whylen)
+static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, unsigned *tries,
+			char *why, size_t whylen)
 {
 	uint64_t start = stp_now_ns(), limit = (uint64_t)h->o.timeout_ms * 1000000u;
 	unsigned pause = BACKOFF_FIRST_MS;
@@ -471,6 +472,8 @@ static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, char *wh
 		x->have_range = false;
 		x->refused = NULL;
 		err = get_once(h, x, probe, ms, &retry, why, whylen);
+		if (tries)
+			++*tries;
 		spent = stp_now_ns() - start;
 		if (!err || !retry || spent + (uint64_t)pause * 1000000u >= limit)
 			return err;
@@ -479,11 +482,13 @@ static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, char *wh
 	}
 }
 
-int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, char *why,
-		 size_t whylen)
+int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsigned *tries,
+		 char *why, size_t whylen)
 {
 	struct xfer x = { .buf = buf, .len = len, .off = off };
 
+	if (tries)
+		*tries = 0;
 	if (!len)
 		return 0;
 	if (off > h->size || len > h->size - off)
@@ -494,13 +499,13 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, char *
 		memcpy(buf, h->head + off, len);
 		return 0;
 	}
-	return get_retrying(h, &x, false, why, whylen);
+	return get_retrying(h, &x, false, tries, why, whylen);
 }
 
 static int probe(struct stp_http *h, char *why, size_t whylen)
 {
 	struct xfer x = { .buf = h->head, .len = sizeof(h->head), .off = 0 };
-	int err = get_retrying(h, &x, true, why, whylen);
+	int err = get_retrying(h, &x, true, NULL, why, whylen);
 
 	if (err)
 		return err;
@@ -637,7 +642,7 @@ static int src_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
 {
 	struct http_src *hs = (struct http_src *)s;
 	char why[256];
-	int err = stp_http_get(hs->h, buf, len, off, why, sizeof(why));
+	int err = stp_http_get(hs->h, buf, len, off, NULL, why, sizeof(why));
 
 	if (!err || err == STP_IMGSRC_END)
 		return err; /* the end: the image reader says what lies past it */

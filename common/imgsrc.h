@@ -25,11 +25,24 @@
  * last byte the superblock names to learn whether it is there. */
 #define STP_IMGSRC_SIZE_UNKNOWN UINT64_MAX
 
+/* What a network source has done so far (stp_imgsrc_stats). */
+struct stp_imgsrc_stats {
+	uint64_t requests;    /* HTTP requests sent, retries included */
+	uint64_t retries;     /* requests that repeated one that failed but might pass */
+	uint64_t failures;    /* reads that failed for good (each an -EIO) */
+	uint64_t bytes;       /* bytes fetched from the network for reads that succeeded */
+	int disk_cache;       /* 1 when a disk cache is in use */
+	uint64_t cache_hits;  /* reads the disk cache answered */
+	uint64_t cache_bytes; /* bytes it answered */
+};
+
 struct stp_imgsrc {
 	/* Reads exactly LEN bytes at OFF into BUF: STP_IMGSRC_END when the source ends
 	 * before, or another negative errno: a file's read error, or, from a network source,
 	 * -EIO for every failure to fetch (the cause logged naming the source). */
 	int (*pread)(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off);
+	/* Fills *ST (NULL: a local source, nothing to count). Thread-safe. */
+	void (*stats)(struct stp_imgsrc *src, struct stp_imgsrc_stats *st);
 	/* Frees the source and what it holds (NULL: nothing to free). */
 	void (*close)(struct stp_imgsrc *src);
 	uint64_t size;  /* bytes in the source, or STP_IMGSRC_SIZE_UNKNOWN */
@@ -51,6 +64,15 @@ int stp_imgsrc_borrow_fd(struct stp_imgsrc *src, int fd, const char *name);
 static inline int stp_imgsrc_read(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off)
 {
 	return len ? src->pread(src, buf, len, off) : 0;
+}
+
+/* What SRC has fetched: 0, or -ENOTSUP for a local source. Thread-safe. */
+static inline int stp_imgsrc_stats(struct stp_imgsrc *src, struct stp_imgsrc_stats *st)
+{
+	if (!src->stats)
+		return -ENOTSUP;
+	src->stats(src, st);
+	return 0;
 }
 
 /* Frees SRC (NULL is fine). */

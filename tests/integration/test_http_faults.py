@@ -93,6 +93,13 @@ def test_server_down_while_mounted(front):
         t0 = time.monotonic()
         assert read_or_eio(os.path.join(mnt, "files", "large")) is None
         assert time.monotonic() - t0 < DEADLINE
+        # the status tells: the read failed, after retries
+        text = os.getxattr(mnt, "user.stipple.status").decode()
+        st = dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
+        assert int(st["net_failures"]) >= 1 and int(st["net_retries"]) >= 1, st
+        assert int(st["net_requests"]) > int(st["net_retries"]), st
+        human = run([STIPPLE, "status", mnt], check=True).stdout
+        assert "reads failed: %s\n" % st["net_failures"] in human, human
         assert run(["umount", mnt], timeout=60).returncode == 0
         assert not is_mounted(mnt)
 
