@@ -455,7 +455,8 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 
 /* Retries what may pass, with doubling pauses, while the timeout since the first try
  * has not passed. */
-static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, char *why, size_t whylen)
+static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, unsigned *tries,
+			char *why, size_t whylen)
 {
 	uint64_t start = stp_now_ns(), limit = (uint64_t)h->o.timeout_ms * 1000000u;
 	unsigned pause = BACKOFF_FIRST_MS;
@@ -471,6 +472,8 @@ static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, char *wh
 		x->have_range = false;
 		x->refused = NULL;
 		err = get_once(h, x, probe, ms, &retry, why, whylen);
+		if (tries)
+			++*tries;
 		spent = stp_now_ns() - start;
 		if (!err || !retry || spent + (uint64_t)pause * 1000000u >= limit)
 			return err;
@@ -479,28 +482,30 @@ static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, char *wh
 	}
 }
 
-int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, char *why,
-		 size_t whylen)
+int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsigned *tries,
+		 char *why, size_t whylen)
 {
 	struct xfer x = { .buf = buf, .len = len, .off = off };
 
+	if (tries)
+		*tries = 0;
 	if (!len)
 		return 0;
 	if (off > h->size || len > h->size - off)
-		return why_set(why, whylen, -EIO, "bytes %llu to %llu lie past the end (%llu)",
+		return why_set(why, whylen, STP_IMGSRC_END, "bytes %llu to %llu lie past the end (%llu)",
 			       (unsigned long long)off, (unsigned long long)(off + len),
 			       (unsigned long long)h->size);
 	if (off + len <= h->head_len) {
 		memcpy(buf, h->head + off, len);
 		return 0;
 	}
-	return get_retrying(h, &x, false, why, whylen);
+	return get_retrying(h, &x, false, tries, why, whylen);
 }
 
 static int probe(struct stp_http *h, char *why, size_t whylen)
 {
 	struct xfer x = { .buf = h->head, .len = sizeof(h->head), .off = 0 };
-	int err = get_retrying(h, &x, true, why, whylen);
+	int err = get_retrying(h, &x, true, NULL, why, whylen);
 
 	if (err)
 		return err;
@@ -637,11 +642,12 @@ static int src_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
 {
 	struct http_src *hs = (struct http_src *)s;
 	char why[256];
-	int err = stp_http_get(hs->h, buf, len, off, why, sizeof(why));
+	int err = stp_http_get(hs->h, buf, len, off, NULL, why, sizeof(why));
 
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
-	return err ? -EIO : 0;
+	if (!err || err == STP_IMGSRC_END)
+		return err; /* the end: the image reader says what lies past it */
+	stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
+	return -EIO;
 }
 
 static void src_close(struct stp_imgsrc *s)

@@ -66,12 +66,14 @@ const char *stp_http_url(const struct stp_http *h);
 /* Body bytes received from the network so far (all threads). */
 uint64_t stp_http_fetched(const struct stp_http *h);
 
-/* LEN bytes at OFF into BUF (OFF + LEN within the size, else -EIO). */
-int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, char *why,
-		 size_t whylen);
+/* LEN bytes at OFF into BUF (OFF + LEN within the size, else STP_IMGSRC_END). *TRIES
+ * (unless NULL) is set to the requests it sent, retries included: 0 when it sent none. */
+int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsigned *tries,
+		 char *why, size_t whylen);
 
-/* An image source over URL, probed by stp_http_open; failures are logged (stp_log)
- * naming the URL and read as -EIO. */
+/* An image source over URL, probed by stp_http_open; a read past the size is
+ * STP_IMGSRC_END (imgsrc.h), every other failure is logged (stp_log) naming the URL and
+ * the cause, and read as -EIO. */
 int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp_imgsrc **out);
 
 /* Host and port of URL (the host without IPv6 brackets), for resolving it before

@@ -67,7 +67,7 @@ static int check_file_size(struct stp_imgsrc *src, const struct stp_superblock *
 				   (unsigned long long)sb->image_size);
 	}
 	rc = stp_imgsrc_read(src, &last, 1, sb->image_size - 1);
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		return STP_CORRUPT(path, "truncated: the device is shorter than %llu bytes",
 				   (unsigned long long)sb->image_size);
 	return rc;
@@ -90,7 +90,7 @@ int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock 
 	int rc;
 
 	rc = stp_imgsrc_read(src, raw, sizeof(raw), 0);
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		return STP_CORRUPT(path, "shorter than a superblock");
 	if (rc)
 		return rc;
@@ -134,7 +134,7 @@ static int read_checked(struct stp_image *img, uint64_t off, uint64_t len, uint6
 	if (!buf)
 		return -ENOMEM;
 	rc = stp_imgsrc_read(img->src, buf, len, off);
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		rc = STP_CORRUPT(img->path, "%s lies past the end of the file", what);
 	else if (!rc && stp_checksum(buf, len) != sum)
 		rc = STP_CORRUPT(img->path, "%s checksum mismatch", what);
@@ -238,6 +238,8 @@ int stp_image_page_ranges(struct stp_imgsrc *src, const struct stp_superblock *s
 	if (!table)
 		return -ENOMEM;
 	rc = stp_imgsrc_read(src, table, sb->meta_stored_size, sb->meta_offset);
+	if (rc == STP_IMGSRC_END)
+		rc = STP_CORRUPT(src->name, "the metadata page table lies past the end of the file");
 	if (!rc && stp_checksum(table, sb->meta_stored_size) != sb->meta_checksum)
 		rc = -EUCLEAN;
 	if (!rc)
@@ -369,7 +371,7 @@ static int read_sighdr(struct stp_image *img, struct stp_sighdr *h)
 	uint8_t raw[STP_SIG_HDR_SIZE];
 	int rc = stp_imgsrc_read(img->src, raw, sizeof(raw), img->sb.sig_offset);
 
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		return STP_CORRUPT(img->path, "signature block lies past the end of the file");
 	if (rc)
 		return rc;
@@ -407,7 +409,7 @@ static int read_signature(struct stp_image *img, const struct stp_pubkey *key)
 	rc = stp_imgsrc_read(img->src, raw_sb, sizeof(raw_sb), 0);
 	if (!rc)
 		rc = stp_imgsrc_read(img->src, sig, img->sb.sig_size, img->sb.sig_offset);
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		rc = STP_CORRUPT(img->path, "signature block lies past the end of the file");
 	if (!rc && key) {
 		stp_sign_root_hash(raw_sb, sig, img->sb.sig_size, root);
@@ -932,7 +934,7 @@ static int load_page(void *ctx, uint64_t page, uint8_t *out, size_t len)
 	if (rc)
 		return rc;
 	rc = stp_imgsrc_read(img->src, stored, pe.stored_size, pe.offset);
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		return STP_CORRUPT(img->path, "metadata page %llu lies past the end of the file",
 				   (unsigned long long)page);
 	if (rc)
@@ -1091,7 +1093,7 @@ static int read_stored(const struct stp_image *img, uint64_t block, const struct
 {
 	int rc = stp_imgsrc_read(img->src, buf, be->stored_size, be->offset);
 
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		return STP_CORRUPT(img->path, "block %llu lies past the end of the file",
 				   (unsigned long long)block);
 	return rc;

@@ -12,9 +12,26 @@
 #include "log.h"
 #include "util.h"
 
+/* stp_pread_full's -EIO is both the end of the file and a device's error: told apart
+ * here, since only the first means a damaged image. */
 static int file_pread(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off)
 {
-	return stp_pread_full(src->fd, buf, len, off);
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = pread(src->fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return STP_IMGSRC_END;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
 }
 
 static void file_close(struct stp_imgsrc *src)

@@ -12,18 +12,37 @@
 #ifndef STP_IMGSRC_H
 #define STP_IMGSRC_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* What a read returns when the source ends before the bytes asked: for the image reader
+ * that means the image is damaged (it names something past the end). No source returns it
+ * for a failure to get bytes that are there (an I/O error, the network). */
+#define STP_IMGSRC_END (-ENODATA)
 
 /* size of a source that cannot tell (a block device): the image reader then reads the
  * last byte the superblock names to learn whether it is there. */
 #define STP_IMGSRC_SIZE_UNKNOWN UINT64_MAX
 
+/* What a network source has done so far (stp_imgsrc_stats). */
+struct stp_imgsrc_stats {
+	uint64_t requests;    /* HTTP requests sent, retries included */
+	uint64_t retries;     /* requests that repeated one that failed but might pass */
+	uint64_t failures;    /* reads that failed for good (each an -EIO) */
+	uint64_t bytes;       /* bytes fetched from the network for reads that succeeded */
+	int disk_cache;       /* 1 when a disk cache is in use */
+	uint64_t cache_hits;  /* reads the disk cache answered */
+	uint64_t cache_bytes; /* bytes it answered */
+};
+
 struct stp_imgsrc {
-	/* Reads exactly LEN bytes at OFF into BUF: -EIO when the source ends before (as
-	 * stp_pread_full), or another negative errno (a network source: -EIO, -ETIMEDOUT,
-	 * -ESTALE when what it serves changed, each logged naming the source). */
+	/* Reads exactly LEN bytes at OFF into BUF: STP_IMGSRC_END when the source ends
+	 * before, or another negative errno: a file's read error, or, from a network source,
+	 * -EIO for every failure to fetch (the cause logged naming the source). */
 	int (*pread)(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off);
+	/* Fills *ST (NULL: a local source, nothing to count). Thread-safe. */
+	void (*stats)(struct stp_imgsrc *src, struct stp_imgsrc_stats *st);
 	/* Frees the source and what it holds (NULL: nothing to free). */
 	void (*close)(struct stp_imgsrc *src);
 	uint64_t size;  /* bytes in the source, or STP_IMGSRC_SIZE_UNKNOWN */
@@ -45,6 +64,15 @@ int stp_imgsrc_borrow_fd(struct stp_imgsrc *src, int fd, const char *name);
 static inline int stp_imgsrc_read(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off)
 {
 	return len ? src->pread(src, buf, len, off) : 0;
+}
+
+/* What SRC has fetched: 0, or -ENOTSUP for a local source. Thread-safe. */
+static inline int stp_imgsrc_stats(struct stp_imgsrc *src, struct stp_imgsrc_stats *st)
+{
+	if (!src->stats)
+		return -ENOTSUP;
+	src->stats(src, st);
+	return 0;
 }
 
 /* Frees SRC (NULL is fine). */

@@ -296,7 +296,7 @@ static int hash_range(const struct stp_image *img, uint64_t off, uint64_t len, u
 {
 	int rc = stp_imgsrc_read(stp_image_src(img), buf, len, off);
 
-	if (rc == -EIO)
+	if (rc == STP_IMGSRC_END)
 		return STP_CORRUPT(stp_image_path(img), "stored bytes at %llu lie past the end",
 				   (unsigned long long)off);
 	if (!rc)

@@ -398,18 +398,18 @@ static int run_loop(struct stp_fs *fs)
 static void log_cache_stats(const struct stp_fs *fs)
 {
 	struct stp_cache_stats st;
+	struct stp_imgsrc_stats ns;
 
 	stp_cache_stats(fs->cache, &st);
 	stp_log(STP_LOG_INFO, "%s: block cache: %llu hits, %llu misses, %llu blocks decoded, %llu failed",
 		fs->opts->image, (unsigned long long)st.hits, (unsigned long long)st.misses,
 		(unsigned long long)st.decoded, (unsigned long long)st.failures);
-	if (fs->opts->is_url) {
-		uint64_t fetched, cached;
-
-		stp_remote_stats(stp_image_src(fs->img), &fetched, &cached);
-		stp_log(STP_LOG_INFO, "%s: %llu bytes fetched, %llu read from the disk cache",
-			fs->opts->image, (unsigned long long)fetched, (unsigned long long)cached);
-	}
+	if (!stp_imgsrc_stats(stp_image_src(fs->img), &ns))
+		stp_log(STP_LOG_INFO, "%s: %llu requests (%llu retries), %llu bytes fetched, "
+			"%llu reads failed, %llu bytes read from the disk cache", fs->opts->image,
+			(unsigned long long)ns.requests, (unsigned long long)ns.retries,
+			(unsigned long long)ns.bytes, (unsigned long long)ns.failures,
+			(unsigned long long)ns.cache_bytes);
 }
 
 /* Written as the mount ends; a moment after umount returns, when the daemon exits. */

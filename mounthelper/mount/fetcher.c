@@ -133,9 +133,9 @@ struct server {
 	int fd;
 };
 
-static int send_frame(int fd, int32_t err, const void *p, uint32_t len)
+static int send_frame(int fd, int32_t err, const void *p, uint32_t len, unsigned tries)
 {
-	struct stp_fetch_frame fr = { err, len };
+	struct stp_fetch_frame fr = { err, len, tries };
 	int rc = stp_write_full(fd, &fr, sizeof(fr));
 
 	return rc ? rc : stp_write_full(fd, p, len);
@@ -157,13 +157,15 @@ static void *serve(void *arg)
 			break;
 		for (uint64_t done = 0; !rc && done < req.len;) {
 			size_t piece = req.len - done < STP_FETCH_PIECE ? req.len - done : STP_FETCH_PIECE;
-			int err = stp_http_get(s->h, buf, piece, req.off + done, why, sizeof(why));
+			unsigned tries;
+			int err = stp_http_get(s->h, buf, piece, req.off + done, &tries, why,
+					       sizeof(why));
 
 			if (err) {
-				rc = send_frame(s->fd, err, why, (uint32_t)strlen(why));
+				rc = send_frame(s->fd, err, why, (uint32_t)strlen(why), tries);
 				break;
 			}
-			rc = send_frame(s->fd, 0, buf, (uint32_t)piece);
+			rc = send_frame(s->fd, 0, buf, (uint32_t)piece, tries);
 			done += piece;
 		}
 		if (rc)

@@ -12,7 +12,8 @@
  * A channel is a stream socket, one request at a time: struct stp_fetch_req, answered by
  * frames (struct stp_fetch_frame): data frames of at most STP_FETCH_PIECE bytes that add
  * up to the length asked, or, ending the answer early, one frame whose err is a negative
- * errno and whose LEN bytes say why in words (without the URL).
+ * errno and whose LEN bytes say why in words (without the URL). Each frame says how many
+ * HTTP requests its piece took.
  *
  * Called from the monitor's single thread; not thread-safe.
  */
@@ -35,6 +36,7 @@ struct stp_fetch_req {
 struct stp_fetch_frame {
 	int32_t err;
 	uint32_t len;
+	uint32_t tries; /* HTTP requests this piece took, retries included (for the status) */
 };
 
 struct stp_fetcher {

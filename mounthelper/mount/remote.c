@@ -24,7 +24,7 @@ struct remote {
 	unsigned n, open;
 	bool own;
 	struct stp_diskcache *cache;
-	uint64_t fetched, cached;
+	struct stp_imgsrc_stats st; /* under LOCK */
 };
 
 /* A free channel's index, waiting for one; -1 when none is left. */
@@ -47,12 +47,22 @@ static int take(struct remote *r)
 	return i;
 }
 
-/* Gives channel I back; BROKEN: its stream is out of step, close it. */
-static void give(struct remote *r, int i, bool broken, uint64_t got)
+/* What one read cost the network, as the fetcher tells it (it is believed: these are
+ * counts for the status, nothing more). */
+struct tally {
+	uint64_t requests, retries, bytes;
+};
+
+/* Gives channel I back after a read that FAILED or not, for which the fetcher sent
+ * C->bytes from the network in C->requests; BROKEN: its stream is out of step, close it. */
+static void give(struct remote *r, int i, bool broken, bool failed, const struct tally *c)
 {
 	pthread_mutex_lock(&r->lock);
 	r->busy[i] = false;
-	r->fetched += got;
+	r->st.bytes += failed ? 0 : c->bytes;
+	r->st.failures += failed;
+	r->st.requests += c->requests;
+	r->st.retries += c->retries;
 	if (broken) {
 		close(r->fds[i]);
 		r->fds[i] = -1;
@@ -80,9 +90,9 @@ static int read_full(int fd, void *buf, size_t len)
 }
 
 /* One request on FD: 0, a negative errno with WHY set (the fetcher's answer, the stream
- * still in step), or *BROKEN. */
+ * still in step), or *BROKEN; *C counts what it cost. */
 static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off, bool *broken,
-	       char *why, size_t whylen)
+	       struct tally *c, char *why, size_t whylen)
 {
 	struct stp_fetch_req req = { off, len };
 	struct stp_fetch_frame fr;
@@ -96,6 +106,11 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 	}
 	while (got < len) {
 		err = read_full(fd, &fr, sizeof(fr));
+		if (!err && fr.tries) {
+			c->requests += fr.tries;
+			c->retries += fr.tries - 1;
+			c->bytes += fr.err ? 0 : fr.len; /* 0 tries: the probe's bytes, kept */
+		}
 		if (!err && fr.err == 0 && (!fr.len || fr.len > len - got))
 			err = -EPROTO;
 		if (!err && fr.err) {
@@ -128,22 +143,29 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 {
 	struct remote *r = (struct remote *)s;
 	char why[STP_FETCH_WHY_MAX] = "";
+	struct tally c = { 0, 0, 0 };
 	bool broken;
 	int i, err;
 
+	if (off > s->size || len > s->size - off)
+		return STP_IMGSRC_END; /* the image reader says what lies past it */
 	if (r->cache && !stp_diskcache_get(r->cache, buf, len, off)) {
 		pthread_mutex_lock(&r->lock);
-		r->cached += len;
+		r->st.cache_hits++;
+		r->st.cache_bytes += len;
 		pthread_mutex_unlock(&r->lock);
 		return 0;
 	}
 	i = take(r);
 	if (i < 0) {
+		pthread_mutex_lock(&r->lock);
+		r->st.failures++;
+		pthread_mutex_unlock(&r->lock);
 		stp_log(STP_LOG_ERR, "%s: the fetcher is gone", s->name);
 		return -EIO;
 	}
-	err = ask(r, r->fds[i], buf, len, off, &broken, why, sizeof(why));
-	give(r, i, broken, err ? 0 : len);
+	err = ask(r, r->fds[i], buf, len, off, &broken, &c, why, sizeof(why));
+	give(r, i, broken, err != 0, &c);
 	if (err) {
 		stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
 		return -EIO;
@@ -151,6 +173,15 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 	if (r->cache)
 		stp_diskcache_put(r->cache, buf, len, off);
 	return 0;
+}
+
+static void remote_stats(struct stp_imgsrc *s, struct stp_imgsrc_stats *st)
+{
+	struct remote *r = (struct remote *)s;
+
+	pthread_mutex_lock(&r->lock);
+	*st = r->st;
+	pthread_mutex_unlock(&r->lock);
 }
 
 static void remote_close(struct stp_imgsrc *s)
@@ -188,6 +219,7 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name,
 	r->own = own;
 	r->src.pread = remote_pread;
 	r->src.close = remote_close;
+	r->src.stats = remote_stats;
 	r->src.size = size;
 	r->src.fd = -1;
 	*out = &r->src;
@@ -196,15 +228,8 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name,
 
 void stp_remote_set_cache(struct stp_imgsrc *s, struct stp_diskcache *cache)
 {
-	((struct remote *)s)->cache = cache;
-}
-
-void stp_remote_stats(struct stp_imgsrc *s, uint64_t *fetched, uint64_t *cached)
-{
 	struct remote *r = (struct remote *)s;
 
-	pthread_mutex_lock(&r->lock);
-	*fetched = r->fetched;
-	*cached = r->cached;
-	pthread_mutex_unlock(&r->lock);
+	r->cache = cache;
+	r->st.disk_cache = cache != NULL;
 }

@@ -6,9 +6,11 @@
  * (diskcache.h) every range the cache can check is looked for there first, and what the
  * fetcher sends is kept there.
  *
- * Every failure is logged (stp_log) naming the URL and the cause and read as -EIO; a
+ * A range past SIZE reads as STP_IMGSRC_END (imgsrc.h); every other failure is logged
+ * (stp_log) naming the URL and the cause and read as -EIO; a
  * channel that breaks (the fetcher gone, no answer within its receive timeout) is closed
- * and not used again. pread is thread-safe.
+ * and not used again. What it fetched and what the disk cache answered are counted
+ * (stp_imgsrc_stats). pread and stats are thread-safe.
  */
 #ifndef STP_REMOTE_H
 #define STP_REMOTE_H
@@ -27,8 +29,5 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name,
 /* Reads through CACHE (the source's from then on) before asking the fetcher. Call
  * before any thread reads. */
 void stp_remote_set_cache(struct stp_imgsrc *src, struct stp_diskcache *cache);
-
-/* Bytes the fetcher sent, and bytes the disk cache answered. */
-void stp_remote_stats(struct stp_imgsrc *src, uint64_t *fetched, uint64_t *cached);
 
 #endif

@@ -10,6 +10,7 @@
 #include "cache.h"
 #include "fill.h"
 #include "image.h"
+#include "imgsrc.h"
 #include "metapages.h"
 #include "warm.h"
 
@@ -32,6 +33,20 @@ static void add(struct text *t, const char *fmt, ...)
 		t->overflow = 1;
 	else
 		t->used += (size_t)n;
+}
+
+/* A URL mount's network and disk cache; nothing for a local image. */
+static void add_network(struct text *t, struct stp_imgsrc *src)
+{
+	struct stp_imgsrc_stats ns;
+
+	if (stp_imgsrc_stats(src, &ns))
+		return;
+	add(t, "net_requests=%llu\nnet_retries=%llu\nnet_failures=%llu\nnet_bytes=%llu\n",
+	    (unsigned long long)ns.requests, (unsigned long long)ns.retries,
+	    (unsigned long long)ns.failures, (unsigned long long)ns.bytes);
+	add(t, "disk_cache=%d\ndisk_cache_hits=%llu\ndisk_cache_bytes=%llu\n", ns.disk_cache,
+	    (unsigned long long)ns.cache_hits, (unsigned long long)ns.cache_bytes);
 }
 
 int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
@@ -71,5 +86,6 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	    (unsigned long long)fs.jobs, (unsigned long long)fs.dropped,
 	    (unsigned long long)fs.stored_bytes, (unsigned long long)fs.cpu_ns,
 	    (unsigned long long)fs.known, (unsigned long long)fs.pieces);
+	add_network(&t, stp_image_src(img));
 	return t.overflow ? -ERANGE : (int)t.used;
 }

@@ -8,7 +8,10 @@
  * warm_stored_bytes, warm_done, warm_full, warm_ahead (hot blocks reads decoded
  * themselves before warming took them), cache_waits (gets that waited for a buffer),
  * fill (1 when on), fill_jobs, fill_dropped, fill_stored_bytes, fill_cpu_ns,
- * fill_known, fill_pieces (fill.h).
+ * fill_known, fill_pieces (fill.h); a URL mount's also net_requests (HTTP requests,
+ * retries included), net_retries, net_failures (reads that failed for good), net_bytes
+ * (fetched for reads), disk_cache (1 when in use), disk_cache_hits, disk_cache_bytes
+ * (reads and bytes it answered): imgsrc.h.
  *
  * stp_status_format() is thread-safe.
  */

@@ -88,6 +88,23 @@ static void daemon_memory(unsigned long long pid, char *rss, char *peak, size_t 
 	fclose(f);
 }
 
+/* A URL mount's lines; a local one has no net_ keys. */
+static void show_network(const char *text)
+{
+	char v[64], a[32], b[32];
+
+	if (!field(text, "net_requests", v, sizeof(v)))
+		return;
+	printf("network:   %llu requests (%llu retries), %s fetched; reads failed: %llu\n",
+	       num(text, "net_requests"), num(text, "net_retries"),
+	       stp_human_size(num(text, "net_bytes"), a, sizeof(a)), num(text, "net_failures"));
+	if (!num(text, "disk_cache"))
+		printf("           disk cache off\n");
+	else
+		printf("           disk cache: %llu hits, %s read from it\n", num(text, "disk_cache_hits"),
+		       stp_human_size(num(text, "disk_cache_bytes"), b, sizeof(b)));
+}
+
 static void show(const char *text)
 {
 	char image[STP_STATUS_MAX], rss[32], peak[32], a[32], b[32];
@@ -118,6 +135,7 @@ static void show(const char *text)
 		       num(text, "warm_held"),
 		       stp_human_size(num(text, "warm_stored_bytes"), a, sizeof(a)),
 		       num(text, "warm_workers"));
+	show_network(text);
 }
 
 static int wait_done(const char *dir, char *buf, double timeout)

@@ -143,7 +143,8 @@ class Front:
     connection at once), redirect (302 to REDIRECT), shifted (a 206 for the range one byte
     further on), whole (200 with the whole file to a range), short (a 206 that
     stops half way), wrong (a 206 with flipped bytes), other (serves REPLACEMENT: another
-    image, with another ETag and size). Counts requests."""
+    image, with another ETag and size). Counts requests; the first HEALTHY_FIRST of them
+    are answered well whatever MODE says."""
 
     def __init__(self, path, port):
         self.path, self.port = path, port
@@ -157,6 +158,7 @@ class Front:
         self.most_inflight = 0   # the most at once
         self.delay = 0           # seconds each answer waits (to see overlap)
         self.redirect = None     # mode redirect: where to
+        self.healthy_first = 0
 
     def url(self, name="image.stp"):
         return "http://127.0.0.1:%d/%s" % (self.port, name)
@@ -180,18 +182,18 @@ def _handler(front):
         def do_GET(self):
             with front.lock:
                 front.requests += 1
+                healthy = front.requests <= front.healthy_first
                 front.inflight += 1
                 front.most_inflight = max(front.most_inflight, front.inflight)
             try:
                 if front.delay:
                     time.sleep(front.delay)
-                self.answer()
+                self.answer("ok" if healthy else front.mode)
             finally:
                 with front.lock:
                     front.inflight -= 1
 
-        def answer(self):
-            mode = front.mode
+        def answer(self, mode):
             if mode == "redirect":
                 self.send_response(302)
                 self.send_header("Location", front.redirect)

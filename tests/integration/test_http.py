@@ -332,3 +332,44 @@ def test_verified_mount_of_a_url(origin, www, gen_tree, gen_image, tmp_path):
             timeout=60)
     assert r.returncode == 32 and "not signed" in r.stderr, r.stderr
     assert not is_mounted(mnt)
+
+
+def status_keys(mnt):
+    text = os.getxattr(mnt, "user.stipple.status").decode()
+    return dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
+
+
+def test_status_counts_the_network_and_the_disk_cache(origin, gen_tree, tmp_path):
+    url, cache = origin.url("gen.stp"), tmp_path / "cache"
+    large = read_file(gen_tree / "files" / "large")
+    with mount_image(url, None, "--no-prime", "-o", "cache_dir=%s" % cache) as mnt:
+        assert read_file(os.path.join(mnt, "files", "large")) == large
+        st = status_keys(mnt)
+        human = run([STIPPLE, "status", mnt], check=True).stdout
+    served = origin.log_entries()
+    requests, got = int(st["net_requests"]), int(st["net_bytes"])
+    # the daemon's requests and bytes are the origin's, less the mount's probe and
+    # superblock (the fetcher's and the monitor's reads)
+    assert 0 < requests <= len(served), (st, len(served))
+    assert len(large) // 2 < got <= sum(e[2] for e in served), (st, served)
+    assert st["net_retries"] == "0" and st["net_failures"] == "0", st
+    assert st["disk_cache"] == "1", st
+    assert "network:   %d requests (0 retries)" % requests in human, human
+    assert "reads failed: 0\n" in human, human
+    assert "disk cache: " in human, human
+    with mount_image(url, None, "--no-prime", "-o", "cache_dir=%s" % cache) as mnt:
+        assert read_file(os.path.join(mnt, "files", "large")) == large
+        st = status_keys(mnt)
+        human = run([STIPPLE, "status", mnt], check=True).stdout
+    hits, from_disk = int(st["disk_cache_hits"]), int(st["disk_cache_bytes"])
+    assert hits > 0 and from_disk >= len(large) // 2, st
+    assert int(st["net_bytes"]) <= 4096, st
+    assert "disk cache: %d hits" % hits in human, human
+
+
+def test_status_of_a_local_mount_has_no_network(gen_image):
+    with mount_image(gen_image, None, "--no-prime") as mnt:
+        st = status_keys(mnt)
+        human = run([STIPPLE, "status", mnt], check=True).stdout
+    assert "image" in st and not any(k.startswith(("net_", "disk_cache")) for k in st), st
+    assert "network:" not in human, human

@@ -9,13 +9,15 @@ the server is well."""
 import errno
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
 
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
-from conftest import MOUNT_STIPPLE, build_image, is_mounted, mount_image, read_file, run
+from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image, read_file,
+                      run)
 
 TIMEOUT = 2           # timeout= of the mounts: seconds a read may take, retries included
 DEADLINE = 20         # what a failing read may take here, on a busy machine
@@ -91,6 +93,13 @@ def test_server_down_while_mounted(front):
         t0 = time.monotonic()
         assert read_or_eio(os.path.join(mnt, "files", "large")) is None
         assert time.monotonic() - t0 < DEADLINE
+        # the status tells: the read failed, after retries
+        text = os.getxattr(mnt, "user.stipple.status").decode()
+        st = dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
+        assert int(st["net_failures"]) >= 1 and int(st["net_retries"]) >= 1, st
+        assert int(st["net_requests"]) > int(st["net_retries"]), st
+        human = run([STIPPLE, "status", mnt], check=True).stdout
+        assert "reads failed: %s\n" % st["net_failures"] in human, human
         assert run(["umount", mnt], timeout=60).returncode == 0
         assert not is_mounted(mnt)
 
@@ -134,3 +143,42 @@ def test_redirect_to_a_name_not_resolved_before_confinement(front, tmp_path):
     assert r.returncode == 32, r.stderr
     assert "resolve" in r.stderr and "stipple-test.invalid" in r.stderr, r.stderr
     assert not is_mounted(mnt)
+
+
+@pytest.mark.parametrize("fault", ["reset", "short"])
+def test_reader_fetch_failure_names_the_cause_only(front, fault):
+    """A reader whose fetch fails after the image opened says what failed (the URL and
+    the network's cause) and reads it as EIO, not as a damaged image: nothing "lies past
+    the end of the file"."""
+    env = dict(os.environ, STIPPLE_TIMEOUT="1")
+    r = run([STIPPLE, "ls", front.url(), "/"], env=env)
+    assert r.returncode == 0, r.stderr
+    front.healthy_first, front.requests = front.requests, 0  # what opening the image takes
+    front.mode = fault
+    r = run([STIPPLE, "cat", front.url(), "files/large"], env=env, timeout=120)
+    assert r.returncode != 0
+    cause = {"reset": "reset", "short": "remaining"}[fault]
+    lines = r.stderr.splitlines()
+    assert any(front.url() in ln and cause in ln for ln in lines), r.stderr
+    assert "past the end" not in r.stderr and "damaged" not in r.stderr, r.stderr
+
+
+def test_local_file_that_ends_early_is_damage(tmp_path):
+    """The same short read from a local file (it shrank while read) is the image's
+    damage, named as such."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "big").write_bytes(os.urandom(8 << 20))
+    image = build_image(tree, tmp_path / "big.stp", "--level", "1", "--block-size", "64K")
+    p = subprocess.Popen([STIPPLE, "cat", image, "big"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        first = p.stdout.read(1)  # cat has read its first chunk and waits on the pipe
+        os.truncate(image, 4096)
+        rest = p.stdout.read()
+        err = p.stderr.read().decode()
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode != 0 and len(first + rest) < 8 << 20
+    assert "lies past the end of the file" in err and str(image) in err, err
