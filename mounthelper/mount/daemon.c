@@ -437,8 +437,9 @@ static int serve_confined(struct stp_daemon *d)
 
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));
-	if (stp_mountopts_fills(fs->opts) && (err = stp_fill_start(fs->img, fs->cache, fs->se,
-								    &fs->filler)))
+	if (stp_mountopts_fills(fs->opts) &&
+	    (err = stp_fill_start(fs->img, fs->cache, fs->se,
+				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 	report_live(d);
 	err = stp_ending_start(fs->se, fs->warmer, fs->filler);

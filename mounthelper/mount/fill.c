@@ -50,6 +50,7 @@ struct stp_filler {
 	unsigned block_log;
 	uint32_t ninodes;
 	uint64_t nblocks;
+	uint64_t warmed_end;       /* stream bytes below it are the warmer's to push */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* a job was queued, or stop */
@@ -108,6 +109,15 @@ static int index_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64
 
 	if (stream_off == STP_FILE_HOLE)
 		return 0;
+	if (stream_off < f->warmed_end) {
+		uint64_t skip = f->warmed_end - stream_off;
+
+		if (skip >= len)
+			return 0;
+		file_off += skip;
+		stream_off += skip;
+		len -= skip;
+	}
 	while (len) {
 		uint64_t k = stream_off >> f->block_log;
 		uint64_t n = bsize - (stream_off & (bsize - 1));
@@ -389,7 +399,7 @@ static void filler_free(struct stp_filler *f)
 }
 
 int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   struct stp_filler **out)
+		   uint64_t warmed_end, struct stp_filler **out)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
 	struct stp_filler *f = calloc(1, sizeof(*f));
@@ -404,6 +414,7 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	f->block_log = sb->block_log;
 	f->ninodes = sb->inode_count;
 	f->nblocks = sb->block_count;
+	f->warmed_end = warmed_end;
 	f->free_head = NONE;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);

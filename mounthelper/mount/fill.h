@@ -50,9 +50,12 @@ struct stp_fill_status {
 };
 
 /* Starts the filler of IMG's mount: pages from CACHE go into session SE's page cache.
- * IMG, CACHE and SE must outlive it. *out is the caller's (stp_fill_stop). */
+ * File bytes stored below stream offset WARMED_END are left alone: the warmer pushes
+ * those (the hot region, while warming runs; 0 without warming), and pushing them twice
+ * cost Blender's launch 122 MB of copies. IMG, CACHE and SE must outlive it. *out is the
+ * caller's (stp_fill_stop). */
 int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   struct stp_filler **out);
+		   uint64_t warmed_end, struct stp_filler **out);
 /* Stops the thread and waits a few seconds for it (-ETIMEDOUT: a push is stuck in the
  * kernel), keeping the filler; as stp_warm_halt. Idempotent; NULL is fine. */
 int stp_fill_halt(struct stp_filler *f);

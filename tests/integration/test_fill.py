@@ -209,3 +209,23 @@ def test_read_ahead_of_warming_decodes_its_block_itself(hot_image):
         assert st["warm_ahead"] >= 1, st
         assert st["warmed"] < st["hot_blocks"], st
         assert st["cache_waits"] == 0, st
+
+
+@needs_root
+def test_hot_region_is_pushed_once_by_the_warmer(hot_image):
+    """The filler leaves the hot region to warming, which pushes it for the files the
+    kernel knows: a hot block a read decodes ahead of warming is not pushed twice, and
+    once warming is done every hot file is whole in the page cache all the same."""
+    image, tree = hot_image
+    with mount_image(image, None, "--warm-workers", "1", "--cache-budget", "2") as mnt:
+        last = "h/b%d" % (NBIG - 1)
+        with open(os.path.join(tree, last), "rb") as f:
+            want = f.read(PAGE)
+        assert pread_one(os.path.join(mnt, last), 0, PAGE) == want
+        r = run([STIPPLE, "status", "--wait", "--timeout", "120", mnt])
+        assert r.returncode == 0, r.stdout + r.stderr
+        st = raw_status(mnt)
+        assert st["warm_done"] == 1 and st["fill_stored_bytes"] == 0, st
+        assert st["warm_stored_bytes"] >= (NBIG - 1) * BIG, st
+        for i in range(NBIG):
+            assert fincore_bytes(os.path.join(mnt, "h/b%d" % i)) == BIG, i
