@@ -154,21 +154,35 @@ static struct node *find_path(struct tree *t, const char *path)
 	return cur ? cur->primary : NULL;
 }
 
-static int cmp_range(const void *a, const void *b)
+/* Appends to H the entry [A, B) of N, ranked next. */
+static int hot_push(struct hot_set *h, struct node *n, uint64_t a, uint64_t b)
 {
-	const struct hot_range *x = a, *y = b;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 256;
+		struct hot_entry *v = reallocarray(h->v, cap, sizeof(*v));
 
-	return (x->start > y->start) - (x->start < y->start);
+		if (!v)
+			return -ENOMEM;
+		h->v = v;
+		h->cap = cap;
+	}
+	h->v[h->n++] = (struct hot_entry){ n, a, b, h->next_rank++ };
+	return 0;
 }
 
-/* Keeps the ranges of IN that start inside the file, widened by MARGIN on each side and
- * clamped to its size. */
-static void fit_ranges(struct node *n, const struct stp_hot_range *in, size_t count,
-		       uint64_t margin)
+int order_add_ranges(struct hot_set *h, struct node *n, const char *s, uint64_t margin)
 {
 	uint64_t size = (uint64_t)n->st.st_size;
+	struct stp_hot_range *in;
+	size_t count, kept = 0;
+	int rc;
 
-	for (size_t i = 0; i < count; i++) {
+	if (!s)
+		return hot_push(h, n, 0, size);
+	rc = stp_hotlist_parse_ranges(s, &in, &count);
+	if (rc)
+		return rc;
+	for (size_t i = 0; !rc && i < count; i++) {
 		uint64_t a = in[i].start, b = in[i].end;
 
 		if (a >= size || b <= a)
@@ -176,73 +190,191 @@ static void fit_ranges(struct node *n, const struct stp_hot_range *in, size_t co
 		b = b < size ? b : size;
 		a = a > margin ? (a - margin) & ~(uint64_t)(STP_HOT_PAGE - 1) : 0;
 		b = size - b > margin ? b + margin : size;
-		n->hot_ranges[n->nhot_ranges++] = (struct hot_range){ a, b };
+		rc = hot_push(h, n, a, b);
+		kept++;
 	}
-}
-
-/* Sorts and merges N's ranges in place. */
-static void merge_ranges(struct node *n)
-{
-	size_t k = 0;
-
-	qsort(n->hot_ranges, n->nhot_ranges, sizeof(*n->hot_ranges), cmp_range);
-	for (size_t i = 0; i < n->nhot_ranges; i++) {
-		if (k && n->hot_ranges[i].start <= n->hot_ranges[k - 1].end) {
-			if (n->hot_ranges[i].end > n->hot_ranges[k - 1].end)
-				n->hot_ranges[k - 1].end = n->hot_ranges[i].end;
-		} else {
-			n->hot_ranges[k++] = n->hot_ranges[i];
-		}
-	}
-	n->nhot_ranges = k;
-}
-
-int order_parse_ranges(struct node *n, const char *s, uint64_t margin)
-{
-	struct stp_hot_range *in;
-	size_t count;
-	int rc = stp_hotlist_parse_ranges(s, &in, &count);
-
-	free(n->hot_ranges);
-	n->hot_ranges = NULL;
-	n->nhot_ranges = 0;
-	if (rc)
-		return rc;
-	n->hot_ranges = reallocarray(NULL, count ? count : 1, sizeof(*n->hot_ranges));
-	if (!n->hot_ranges) {
-		free(in);
-		return -ENOMEM;
-	}
-	fit_ranges(n, in, count, margin);
 	free(in);
-	merge_ranges(n);
 	/* none left: every range lay past the end (the file shrank since recording) */
-	rc = n->nhot_ranges ? 0 : -ERANGE;
-	if (rc || (n->nhot_ranges == 1 && n->hot_ranges[0].start == 0 &&
-		   n->hot_ranges[0].end == (uint64_t)n->st.st_size)) {
-		free(n->hot_ranges);
-		n->hot_ranges = NULL;
-		n->nhot_ranges = 0;
+	return rc ? rc : kept ? 0 : -ERANGE;
+}
+
+static int cmp_entry_file(const void *a, const void *b)
+{
+	const struct hot_entry *x = a, *y = b;
+
+	if (x->file != y->file)
+		return (uintptr_t)x->file > (uintptr_t)y->file ? 1 : -1;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+static int cmp_entry_rank(const void *a, const void *b)
+{
+	const struct hot_entry *x = a, *y = b;
+
+	if (x->rank != y->rank)
+		return x->rank > y->rank ? 1 : -1;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* A min-heap of entries by rank, for the sweep below. */
+struct rank_heap {
+	const struct hot_entry *e;
+	size_t *v, n;
+};
+
+static void heap_push(struct rank_heap *h, size_t i)
+{
+	size_t k = h->n++;
+
+	for (; k && h->e[h->v[(k - 1) / 2]].rank > h->e[i].rank; k = (k - 1) / 2)
+		h->v[k] = h->v[(k - 1) / 2];
+	h->v[k] = i;
+}
+
+static void heap_pop(struct rank_heap *h)
+{
+	size_t last = h->v[--h->n], k = 0;
+
+	for (;;) {
+		size_t c = 2 * k + 1;
+
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && h->e[h->v[c + 1]].rank < h->e[h->v[c]].rank)
+			c++;
+		if (h->e[h->v[c]].rank >= h->e[last].rank)
+			break;
+		h->v[k] = h->v[c];
+		k = c;
 	}
+	h->v[k] = last;
+}
+
+/* The K entries E of one file (sorted by start) become disjoint pieces, appended to OUT:
+ * each byte goes with the earliest entry that covers it. PTS and HEAP have room for 2K
+ * and K. */
+static void sweep_file(const struct hot_entry *e, size_t k, uint64_t *pts, size_t *heap,
+		       struct hot_entry *out, size_t *nout)
+{
+	struct rank_heap h = { e, heap, 0 };
+	size_t np = 0, next = 0, first = *nout;
+
+	for (size_t i = 0; i < k; i++) {
+		pts[np++] = e[i].start;
+		pts[np++] = e[i].end;
+	}
+	qsort(pts, np, sizeof(*pts), cmp_u64);
+	for (size_t p = 0; p + 1 < np; p++) {
+		const struct hot_entry *top;
+		struct hot_entry *last = *nout > first ? &out[*nout - 1] : NULL;
+
+		if (pts[p] == pts[p + 1])
+			continue;
+		while (next < k && e[next].start <= pts[p])
+			heap_push(&h, next++);
+		while (h.n && e[h.v[0]].end <= pts[p])
+			heap_pop(&h);
+		if (!h.n)
+			continue;
+		top = &e[h.v[0]];
+		if (last && last->end == pts[p] && last->rank == top->rank)
+			last->end = pts[p + 1];
+		else
+			out[(*nout)++] = (struct hot_entry){ top->file, pts[p], pts[p + 1], top->rank };
+	}
+}
+
+/* Sets N's hot ranges from its pieces P[0..K) (sorted by start): merged, or none when
+ * one piece is the whole file. */
+static int set_ranges(struct node *n, const struct hot_entry *p, size_t k)
+{
+	size_t m = 0;
+
+	n->hot = 1;
+	if (k == 1 && p[0].start == 0 && p[0].end == (uint64_t)n->st.st_size)
+		return 0;
+	n->hot_ranges = reallocarray(NULL, k, sizeof(*n->hot_ranges));
+	if (!n->hot_ranges)
+		return -ENOMEM;
+	for (size_t i = 0; i < k; i++) {
+		if (m && n->hot_ranges[m - 1].end == p[i].start)
+			n->hot_ranges[m - 1].end = p[i].end;
+		else
+			n->hot_ranges[m++] = (struct hot_range){ p[i].start, p[i].end };
+	}
+	n->nhot_ranges = (uint32_t)m;
+	return 0;
+}
+
+/* A hot file of size 0 is one empty piece. */
+static void empty_piece(const struct hot_entry *e, size_t k, struct hot_entry *out, size_t *nout)
+{
+	uint64_t rank = e[0].rank;
+
+	for (size_t i = 1; i < k; i++)
+		rank = e[i].rank < rank ? e[i].rank : rank;
+	out[(*nout)++] = (struct hot_entry){ e[0].file, 0, 0, rank };
+}
+
+int order_resolve_ranges(struct hot_set *h)
+{
+	struct hot_entry *out = reallocarray(NULL, 2 * h->n + 1, sizeof(*out));
+	uint64_t *pts = reallocarray(NULL, 2 * h->n + 1, sizeof(*pts));
+	size_t *heap = reallocarray(NULL, h->n + 1, sizeof(*heap));
+	size_t nout = 0;
+	int rc = out && pts && heap ? 0 : -ENOMEM;
+
+	if (!rc)
+		qsort(h->v, h->n, sizeof(*h->v), cmp_entry_file);
+	for (size_t i = 0, k; !rc && i < h->n; i += k) {
+		size_t first = nout;
+
+		for (k = 1; i + k < h->n && h->v[i + k].file == h->v[i].file; k++)
+			;
+		if (h->v[i].file->st.st_size == 0)
+			empty_piece(&h->v[i], k, out, &nout);
+		else
+			sweep_file(&h->v[i], k, pts, heap, out, &nout);
+		rc = set_ranges(h->v[i].file, &out[first], nout - first);
+	}
+	free(pts);
+	free(heap);
+	free(h->v);
+	h->v = out;
+	h->n = h->cap = out ? nout : 0;
+	if (!rc)
+		qsort(h->v, h->n, sizeof(*h->v), cmp_entry_rank);
 	return rc;
 }
 
-static int read_hot_list(struct tree *t, const char *list, uint64_t margin, struct node **out,
-			 size_t *n)
+void order_hot_free(struct hot_set *h)
+{
+	free(h->v);
+	*h = (struct hot_set){ 0 };
+}
+
+static int read_hot_list(struct tree *t, const char *list, uint64_t margin, struct hot_set *h)
 {
 	FILE *f = fopen(list, "re");
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
 	unsigned lineno = 0;
-	int rc;
+	int rc = 0;
 
 	if (!f) {
 		rc = -errno;
 		fprintf(stderr, "mkstipple: %s: %s\n", list, strerror(-rc));
 		return rc;
 	}
-	while ((len = getline(&line, &cap, f)) >= 0) {
+	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
 		struct node *node;
 		char *ranges;
 
@@ -258,24 +390,20 @@ static int read_hot_list(struct tree *t, const char *list, uint64_t margin, stru
 				node ? "not a regular file" : "not in the tree");
 			continue;
 		}
-		if (node->hot)
-			continue;
-		rc = ranges ? order_parse_ranges(node, ranges, margin) : 0;
+		rc = order_add_ranges(h, node, ranges, margin);
 		if (rc == -ERANGE) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: every range lies past its end, skipped\n",
 				list, lineno, line);
-			continue;
-		}
-		if (rc) {
+			rc = 0;
+		} else if (rc == -EINVAL) {
 			fprintf(stderr, "mkstipple: %s:%u: %s: malformed ranges, reading the whole "
 				"file\n", list, lineno, line);
+			rc = order_add_ranges(h, node, NULL, margin);
 		}
-		node->hot = 1;
-		out[(*n)++] = node;
 	}
 	free(line);
 	fclose(f);
-	return 0;
+	return rc ? rc : order_resolve_ranges(h);
 }
 
 /* Adds [A, B) of F, cut where its code begins and where it ends when CODE_APART. */
@@ -312,41 +440,30 @@ static void add_rest(struct piece *v, size_t *n, struct node *f, int code_apart)
 	add_cut(v, n, f, pos, size, code_apart);
 }
 
-static void add_hot(struct piece *v, size_t *n, struct node *f)
-{
-	if (!f->hot_ranges) {
-		v[(*n)++] = (struct piece){ f, 0, (uint64_t)f->st.st_size };
-		return;
-	}
-	for (size_t i = 0; i < f->nhot_ranges; i++)
-		v[(*n)++] = (struct piece){ f, f->hot_ranges[i].start, f->hot_ranges[i].end };
-}
-
 int order_files(struct tree *t, const char *hot_list, uint64_t margin, int code_apart,
 		struct piece **out, size_t *nhot, size_t *count)
 {
-	struct node **hot = malloc((t->nfiles ? t->nfiles : 1) * sizeof(*hot));
+	struct hot_set hot = { 0 };
 	struct piece *v = NULL;
-	size_t nh = 0, cap = 0, n = 0;
-	int rc = hot ? 0 : -ENOMEM;
+	size_t cap = 0, n = 0;
+	int rc = hot_list ? read_hot_list(t, hot_list, margin, &hot) : 0;
 
-	if (!rc && hot_list)
-		rc = read_hot_list(t, hot_list, margin, hot, &nh);
 	/* K hot ranges leave up to K + 1 gaps, and the code's two edges cut two more */
 	for (size_t i = 0; i < t->nfiles && !rc; i++) {
 		const struct node *f = t->files[i];
 
-		cap += f->nhot_ranges ? 2 * f->nhot_ranges + 3 : f->filter ? 3 : 1;
+		cap += f->nhot_ranges ? f->nhot_ranges + 3 : f->filter ? 3 : 1;
 	}
+	cap += hot.n;
 	v = rc ? NULL : malloc((cap ? cap : 1) * sizeof(*v));
 	if (!rc && !v)
 		rc = -ENOMEM;
-	for (size_t i = 0; i < nh && !rc; i++)
-		add_hot(v, &n, hot[i]);
+	for (size_t i = 0; i < hot.n && !rc; i++)
+		v[n++] = (struct piece){ hot.v[i].file, hot.v[i].start, hot.v[i].end };
 	*nhot = n;
+	order_hot_free(&hot);
 	for (size_t i = 0; i < t->nfiles && !rc; i++)
 		add_rest(v, &n, t->files[i], code_apart);
-	free(hot);
 	chains_depth = 0;
 	for (size_t i = 0; i < t->nfiles && !rc; i++) {
 		size_t d = depth(t->files[i]);

@@ -19,9 +19,15 @@
 
 #define STRIPES 64
 
+/* Pages [start, end) of a file, first read as read number SEQ (the earliest of those
+ * merged into it). */
+struct rec_range {
+	uint64_t start, end, seq;
+};
+
 struct file_rec {
 	uint64_t first;        /* order of first access, 0: never read */
-	struct stp_hot_range *ranges; /* sorted, disjoint, not adjacent */
+	struct rec_range *ranges; /* sorted, disjoint, not adjacent */
 	uint32_t n, cap;
 };
 
@@ -64,8 +70,9 @@ void stp_record_free(struct stp_recorder *r)
 	free(r);
 }
 
-/* Merges [s, e) into the sorted ranges of F. Reads mostly extend the last range. */
-static int add_range(struct file_rec *f, uint64_t s, uint64_t e)
+/* Merges [s, e), first read as SEQ, into the sorted ranges of F. Reads mostly extend
+ * the last range. */
+static int add_range(struct file_rec *f, uint64_t s, uint64_t e, uint64_t seq)
 {
 	uint32_t i = f->n, j;
 
@@ -76,16 +83,18 @@ static int add_range(struct file_rec *f, uint64_t s, uint64_t e)
 	while (j > 0 && f->ranges[j - 1].end >= s)
 		j--;
 	if (j < i) {
+		for (uint32_t k = j; k < i; k++)
+			seq = f->ranges[k].seq < seq ? f->ranges[k].seq : seq;
 		s = s < f->ranges[j].start ? s : f->ranges[j].start;
 		e = e > f->ranges[i - 1].end ? e : f->ranges[i - 1].end;
-		f->ranges[j] = (struct stp_hot_range){ s, e };
+		f->ranges[j] = (struct rec_range){ s, e, seq };
 		memmove(&f->ranges[j + 1], &f->ranges[i], (f->n - i) * sizeof(*f->ranges));
 		f->n -= i - j - 1;
 		return 0;
 	}
 	if (f->n == f->cap) {
 		uint32_t cap = f->cap ? f->cap * 2 : 4;
-		struct stp_hot_range *grown;
+		struct rec_range *grown;
 
 		if (f->cap > UINT32_MAX / 2 ||
 		    !(grown = reallocarray(f->ranges, cap, sizeof(*grown))))
@@ -94,7 +103,7 @@ static int add_range(struct file_rec *f, uint64_t s, uint64_t e)
 		f->cap = cap;
 	}
 	memmove(&f->ranges[i + 1], &f->ranges[i], (f->n - i) * sizeof(*f->ranges));
-	f->ranges[i] = (struct stp_hot_range){ s, e };
+	f->ranges[i] = (struct rec_range){ s, e, seq };
 	f->n++;
 	return 0;
 }
@@ -104,16 +113,17 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 	pthread_mutex_t *lock;
 	struct file_rec *f;
 	uint64_t s = off & ~(uint64_t)(STP_HOT_PAGE - 1);
-	uint64_t e = (off + len + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1);
+	uint64_t e = (off + len + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1), seq;
 
 	if (!r || ino >= r->ninodes || !len)
 		return;
 	f = &r->files[ino];
 	lock = &r->stripe[ino % STRIPES];
+	seq = __atomic_add_fetch(&r->next_seq, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(lock);
 	if (!f->first)
-		f->first = __atomic_add_fetch(&r->next_seq, 1, __ATOMIC_RELAXED);
-	add_range(f, s, e); /* out of memory: the list misses a range, nothing worse */
+		f->first = seq;
+	add_range(f, s, e, seq); /* out of memory: the list misses a range, nothing worse */
 	pthread_mutex_unlock(lock);
 }
 
@@ -134,53 +144,87 @@ static int note_path(void *ctx, const struct stp_tree_entry *e)
 	return nm->paths[e->ino] ? 0 : -ENOMEM;
 }
 
-static int cmp_first(const void *a, const void *b, void *arg)
-{
-	const struct file_rec *files = arg;
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+/* One recorded range, for sorting all of them by first read. */
+struct listed {
+	uint64_t seq;
+	uint32_t ino, idx;
+};
 
-	return (files[x].first > files[y].first) - (files[x].first < files[y].first);
+static int cmp_seq(const void *a, const void *b)
+{
+	const struct listed *x = a, *y = b;
+
+	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-static void write_lines(struct stp_recorder *r, char **paths, uint32_t *order, uint32_t n, FILE *f)
+/* Every range of the inodes with a path, in the order of their first read. */
+static struct listed *listed_in_order(const struct stp_recorder *r, char **paths, size_t *count)
 {
-	for (uint32_t k = 0; k < n; k++) {
-		const struct file_rec *rec = &r->files[order[k]];
+	size_t n = 0, k = 0;
+	struct listed *v;
 
-		if (!paths[order[k]])
-			continue;
-		stp_hotlist_put(f, paths[order[k]], rec->ranges, rec->n); /* fclose reports */
+	for (uint32_t i = 0; i < r->ninodes; i++)
+		n += paths[i] ? r->files[i].n : 0;
+	v = reallocarray(NULL, n ? n : 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	for (uint32_t i = 0; i < r->ninodes; i++)
+		for (uint32_t j = 0; paths[i] && j < r->files[i].n; j++)
+			v[k++] = (struct listed){ r->files[i].ranges[j].seq, i, j };
+	qsort(v, n, sizeof(*v), cmp_seq);
+	*count = n;
+	return v;
+}
+
+/* One line per run of ranges of the same file, in the order they were first read: a file
+ * read again after others comes again, so that mkstipple lays the hot region out in the
+ * order start-up reads it. */
+static int write_lines(const struct stp_recorder *r, char **paths, FILE *f)
+{
+	size_t n = 0, run;
+	struct listed *v = listed_in_order(r, paths, &n);
+	struct stp_hot_range *line = reallocarray(NULL, n ? n : 1, sizeof(*line));
+
+	if (!v || !line) {
+		free(v);
+		free(line);
+		return -ENOMEM;
 	}
+	for (size_t i = 0; i < n; i += run) {
+		const struct file_rec *rec = &r->files[v[i].ino];
+
+		for (run = 0; i + run < n && v[i + run].ino == v[i].ino; run++)
+			line[run] = (struct stp_hot_range){ rec->ranges[v[i + run].idx].start,
+							    rec->ranges[v[i + run].idx].end };
+		stp_hotlist_put(f, paths[v[i].ino], line, run); /* fclose reports */
+	}
+	free(v);
+	free(line);
+	return 0;
 }
 
 int stp_record_write(struct stp_recorder *r, int fd)
 {
 	struct named nm = { r, calloc(r->ninodes ? r->ninodes : 1, sizeof(char *)) };
-	uint32_t *order = reallocarray(NULL, r->ninodes ? r->ninodes : 1, sizeof(*order)), n = 0;
 	FILE *f = NULL;
 	char *text = NULL;
 	size_t len = 0;
-	int rc = nm.paths && order ? stp_treewalk_tree(r->img, note_path, &nm) : -ENOMEM;
+	int rc = nm.paths ? stp_treewalk_tree(r->img, note_path, &nm) : -ENOMEM;
 
 	if (rc)
 		goto out;
-	for (uint32_t i = 0; i < r->ninodes; i++)
-		if (r->files[i].first)
-			order[n++] = i;
-	qsort_r(order, n, sizeof(*order), cmp_first, r->files);
 	/* built in memory, then written with write(): the sandbox allows little else */
 	f = open_memstream(&text, &len);
 	if (!f) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	write_lines(r, nm.paths, order, n, f);
-	rc = fclose(f) ? -ENOMEM : stp_write_full(fd, text, len);
+	rc = write_lines(r, nm.paths, f);
+	rc = fclose(f) || rc ? -ENOMEM : stp_write_full(fd, text, len);
 out:
 	free(text);
 	for (uint32_t i = 0; nm.paths && i < r->ninodes; i++)
 		free(nm.paths[i]);
 	free(nm.paths);
-	free(order);
 	return rc;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Recording a hot list: which files a workload reads, in order of first access, and which
- * byte ranges of each. Written when the mount ends, in the format mkstipple --hot-list
- * reads: one path per line (backslash escapes for \\, tab and newline), then a tab and
- * the ranges read as START-END (END exclusive, page-aligned), comma-separated.
+ * Recording a hot list: which byte ranges of which files a workload reads, in the order
+ * of their first read. Written when the mount ends, in the format mkstipple --hot-list
+ * reads: a path (backslash escapes for \\, tab and newline), then a tab and the ranges
+ * read as START-END (END exclusive, page-aligned), comma-separated, in the order they
+ * were first read; one line per run of ranges of one file, so a file read again after
+ * others is listed again. Ranges that touch or meet are merged into the earliest.
  *
  * stp_record_read() is thread-safe and cheap (one striped lock, ranges merged in place);
  * the rest is not thread-safe. Functions return 0 or a negative errno.

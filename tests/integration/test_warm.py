@@ -165,25 +165,74 @@ def stored(content, start, end):
     return total + (pending if pending < HOLE_MIN else 0)
 
 
-def expected_hot_size(root, entries):
-    """The hot region a list of (path, spans) gives (no hard links among the paths): a
-    whole file with the contents of an earlier one adds nothing (a file packed in parts
-    is never shared); the ranges of one file follow each other in the stream."""
-    parts, seen, contents = [], set(), set()
+def widened(spans, size):
+    """A line's ranges as mkstipple widens them (clamped to SIZE, widened by RANGE_MARGIN,
+    the start then down to a page), in the line's order; a line without ranges is the
+    whole file."""
+    if spans is None:
+        return [(0, size)]
+    out = []
+    for a, b in spans:
+        if a < size and b > a:
+            b = min(b, size)
+            a = (a - RANGE_MARGIN) // PAGE * PAGE if a > RANGE_MARGIN else 0
+            b = b + RANGE_MARGIN if size - b > RANGE_MARGIN else size
+            out.append((a, b))
+    return out
+
+
+def hot_pieces(root, entries):
+    """The hot region's pieces (path, start, end), in stream order, that a list of
+    (path, spans) gives: every range takes the next rank, in list order; a byte that
+    several ranges of a file cover goes with the earliest; pieces are laid out by rank,
+    then start."""
+    ranked, sizes, rank = {}, {}, 0
     for path, spans in entries:
-        if path in seen:
+        size = sizes.setdefault(path, os.path.getsize(os.path.join(os.fsencode(root), path)))
+        for a, b in widened(spans, size):
+            ranked.setdefault(path, []).append((a, b, rank))
+            rank += 1
+    pieces = []
+    for path, rs in ranked.items():
+        if sizes[path] == 0:
+            pieces.append((min(r for _, _, r in rs), path, 0, 0))
             continue
-        seen.add(path)
+        cuts = sorted({e for a, b, _ in rs for e in (a, b)})
+        for a, b in zip(cuts, cuts[1:]):
+            cover = [r for x, y, r in rs if x <= a and b <= y]
+            if not cover:
+                continue
+            r = min(cover)
+            if pieces and pieces[-1][1] == path and pieces[-1][3] == a and pieces[-1][0] == r:
+                pieces[-1] = (r, path, pieces[-1][2], b)
+            else:
+                pieces.append((r, path, a, b))
+    pieces.sort(key=lambda p: (p[0], p[2]))
+    return [(path, a, b) for _, path, a, b in pieces]
+
+
+def expected_hot_size(root, entries):
+    """The hot region a list of (path, spans) gives (no hard links among the paths): each
+    piece stored in turn, a piece of another file than the one before starting on a page
+    of the stream; a file that is one whole piece with the contents of an earlier one adds
+    nothing (a file packed in parts is never shared)."""
+    pieces = hot_pieces(root, entries)
+    count = {}
+    for path, _, _ in pieces:
+        count[path] = count.get(path, 0) + 1
+    total, prev, contents = 0, None, set()
+    for path, a, b in pieces:
         content = read_bytes(os.path.join(os.fsencode(root), path))
-        spans = hot_spans(spans, len(content))
-        if spans == []:
+        whole = count[path] == 1 and (a, b) == (0, len(content))
+        if whole and content in contents:
             continue
-        if spans is None:
-            parts.append(0 if content in contents else stored(content, 0, len(content)))
+        if path != prev:
+            total = -(-total // PAGE) * PAGE
+        total += stored(content, a, b)
+        if whole:
             contents.add(content)
-        else:
-            parts.append(sum(stored(content, a, b) for a, b in spans))
-    return laid_out(parts)
+        prev = path
+    return total
 
 
 def info_field(image, label):
@@ -390,13 +439,15 @@ def recorded(rec_tree, tmp_path_factory):
     def whole(rel):
         return [(0, -(-len(REC_FILES[rel]) // PAGE) * PAGE)]
 
+    # ranges in the order first read: libbig.so again once read again after others
     want = [
         (b"app/main.py", whole(b"app/main.py")),
-        (b"lib/libbig.so", merge([pages(o, n) for o, n in BIG_FIRST + BIG_LATER])),
+        (b"lib/libbig.so", [pages(o, n) for o, n in BIG_FIRST]),
         (b"names/tab\tname", whole(b"names/tab\tname")),
         (b"names/new\nline", whole(b"names/new\nline")),
         (b"names/back\\slash", whole(b"names/back\\slash")),
         (b"data/blob", whole(b"data/blob")),
+        (b"lib/libbig.so", [pages(o, n) for o, n in BIG_LATER]),
         (b"app/util.py", [pages(0, 100)]),
     ]
     assert all(os.path.isfile(os.path.join(src, p)) for p, _ in want)
@@ -404,7 +455,7 @@ def recorded(rec_tree, tmp_path_factory):
 
 
 @needs_root
-def test_record_lists_files_read_in_first_read_order(recorded):
+def test_record_lists_ranges_in_first_read_order(recorded):
     hot, want = recorded
     raw = read_bytes(hot)
     got = parse_hot_list(raw)
@@ -438,12 +489,13 @@ def test_recorded_list_builds_the_hot_region(recorded, rec_tree, tmp_path):
         return len(REC_FILES[rel]) if spans is None else sum(b - a for a, b in spans)
 
     sizes = [len(REC_FILES[b"app/main.py"]),
-             part(b"lib/libbig.so", [pages(o, n) for o, n in BIG_FIRST + BIG_LATER])]
+             part(b"lib/libbig.so", [pages(o, n) for o, n in BIG_FIRST])]
     sizes += [len(REC_FILES[k]) for k in (b"names/tab\tname", b"names/new\nline",
                                           b"names/back\\slash", b"data/blob")]
+    sizes += [part(b"lib/libbig.so", [pages(o, n) for o, n in BIG_LATER])]
     assert size == laid_out(sizes + [part(b"app/util.py", [(0, PAGE)])])
     if not RANGE_MARGIN:
-        assert sizes[1] == 8192 + 73728 + 53248 - 128 and sizes[-1] == 700_001
+        assert sizes[1] + sizes[-1] == 8192 + 73728 + 53248 - 128 and sizes[-2] == 700_001
     assert size > 10 * BS  # several blocks
     assert_extract_equals(image, rec_tree, tmp_path / "out")
     assert cat_bytes(image, "lib/libbig.so") == REC_FILES[b"lib/libbig.so"]
@@ -484,14 +536,15 @@ def test_record_while_warming_still_lists_every_read(rec_tree, recorded, tmp_pat
     with live_mount(image, "--record", again, "--warm-workers", "2",
                     "--cache-budget", "64") as (mnt, _):
         assert status(mnt, "--wait", "--timeout", "60").returncode == 0
-        for path, _ in want:  # known to the kernel once its blocks are warmed
+        paths = list(dict.fromkeys(p for p, _ in want))  # each once, in first-read order
+        for path in paths:  # known to the kernel once its blocks are warmed
             os.stat(os.path.join(os.fsencode(mnt), path))
         time.sleep(0.2)
-        for path, _ in want:
+        for path in paths:
             assert read_whole(mnt, path) == REC_FILES[path]
         assert raw_status(mnt)["warm_stored_bytes"] == 0
     got = parse_hot_list(read_bytes(again))
-    assert [p for p, _ in got] == [p for p, _ in want]
+    assert [p for p, _ in got] == paths
     for path, spans in got:
         size = len(read_bytes(os.path.join(os.fsencode(rec_tree), path)))
         assert hot_spans(spans, size) is None, (path, spans)  # read whole, listed whole
@@ -1215,7 +1268,8 @@ def test_python_start_up_recorded_and_replayed(tmp_path):
     assert out.splitlines() == ['{"a": [1, 2]}', str(lib / "os.py")]
     entries = parse_hot_list(read_bytes(lst))
     paths = [p for p, _ in entries]
-    assert len(paths) == len(set(paths)) > 10, paths
+    # a file read again after others is listed again, never twice in a row
+    assert len(set(paths)) > 10 and all(a != b for a, b in zip(paths, paths[1:])), paths
     assert any(p.startswith(b"json/") for p in paths), paths
     assert any(b"decimal" in p for p in paths), paths
     for p in paths:

@@ -23,16 +23,20 @@
 
 static uint64_t margin = M;
 
-/* Parses S for a file of SIZE bytes; checks the result and the ranges WANT[0..N). */
+/* Adds S for a file of SIZE bytes and resolves; checks the result and the ranges
+ * WANT[0..N). */
 static void expect(uint64_t size, const char *s, int rc_want, const struct hot_range *want,
 		   size_t n)
 {
+	struct hot_set h = { 0 };
 	struct node node;
 	int rc;
 
 	memset(&node, 0, sizeof(node));
 	node.st.st_size = (off_t)size;
-	rc = order_parse_ranges(&node, s, margin);
+	rc = order_add_ranges(&h, &node, s, margin);
+	if (!rc)
+		CHECK(order_resolve_ranges(&h) == 0, "'%s': resolve", s);
 	CHECK(rc == rc_want, "'%s' in %llu bytes: %d, expected %d", s, (unsigned long long)size,
 	      rc, rc_want);
 	CHECK(node.nhot_ranges == n, "'%s': %zu ranges, expected %zu", s, (size_t)node.nhot_ranges, n);
@@ -44,6 +48,7 @@ static void expect(uint64_t size, const char *s, int rc_want, const struct hot_r
 		      (unsigned long long)node.hot_ranges[i].end,
 		      (unsigned long long)want[i].start, (unsigned long long)want[i].end);
 	free(node.hot_ranges);
+	order_hot_free(&h);
 }
 
 static void test_widened_and_page_aligned(void)
@@ -119,6 +124,70 @@ static void test_other_margins(void)
 	margin = M;
 }
 
+/* Lines of several files, in list order: LINES[i] is a file index and its ranges text
+ * (NULL: whole). Checks the hot region's pieces (file index, start, end) against WANT. */
+struct line {
+	int file;
+	const char *ranges;
+};
+struct want_piece {
+	int file;
+	uint64_t start, end;
+};
+
+static void expect_order(const uint64_t *sizes, int nfiles, const struct line *lines,
+			 int nlines, const struct want_piece *want, size_t n)
+{
+	struct hot_set h = { 0 };
+	struct node nodes[4];
+
+	memset(nodes, 0, sizeof(nodes));
+	for (int i = 0; i < nfiles; i++)
+		nodes[i].st.st_size = (off_t)sizes[i];
+	for (int i = 0; i < nlines; i++)
+		CHECK(order_add_ranges(&h, &nodes[lines[i].file], lines[i].ranges, margin) == 0,
+		      "line %d", i);
+	CHECK(order_resolve_ranges(&h) == 0, "resolve");
+	CHECK(h.n == n, "%zu pieces, expected %zu", h.n, n);
+	for (size_t i = 0; i < n && i < h.n; i++)
+		CHECK(h.v[i].file == &nodes[want[i].file] && h.v[i].start == want[i].start &&
+		      h.v[i].end == want[i].end, "piece %zu: file %d [%llu, %llu), expected %d [%llu, %llu)",
+		      i, (int)(h.v[i].file - nodes), (unsigned long long)h.v[i].start,
+		      (unsigned long long)h.v[i].end, want[i].file, (unsigned long long)want[i].start,
+		      (unsigned long long)want[i].end);
+	for (int i = 0; i < nlines; i++)
+		CHECK(nodes[lines[i].file].hot, "file %d hot", lines[i].file);
+	for (int i = 0; i < nfiles; i++)
+		free(nodes[i].hot_ranges);
+	order_hot_free(&h);
+}
+
+/* The hot region follows the list: a file listed again has its new ranges there, and a
+ * byte two ranges cover goes with the earlier. */
+static void test_list_order(void)
+{
+	const uint64_t sizes[] = { 4096 * KiB, 1024 * KiB, 100000, 0 };
+
+	margin = 0;
+	expect_order(sizes, 2, (struct line[]){ { 0, "0-4096" }, { 1, "0-4096" },
+						{ 0, "1048576-1052672" } }, 3,
+		     (struct want_piece[]){ { 0, 0, 4096 }, { 1, 0, 4096 },
+					    { 0, 1048576, 1052672 } }, 3);
+	/* within a line, in the line's order; an overlap goes with the earlier range */
+	expect_order(sizes, 1, (struct line[]){ { 0, "8192-16384,0-12288" } }, 1,
+		     (struct want_piece[]){ { 0, 8192, 16384 }, { 0, 0, 8192 } }, 2);
+	/* the whole file after a range: the rest follows; a range after it adds nothing */
+	expect_order(sizes, 3, (struct line[]){ { 2, "4096-8192" }, { 1, "0-4096" }, { 2, NULL },
+						{ 1, "0-8192" } }, 4,
+		     (struct want_piece[]){ { 2, 4096, 8192 }, { 1, 0, 4096 }, { 2, 0, 4096 },
+					    { 2, 8192, 100000 }, { 1, 4096, 8192 } }, 5);
+	/* an empty file is one empty piece; where widened ranges overlap, the earlier wins */
+	margin = 8 * KiB;
+	expect_order(sizes, 4, (struct line[]){ { 3, NULL }, { 0, "16384-20480,24576-28672" } }, 2,
+		     (struct want_piece[]){ { 3, 0, 0 }, { 0, 8192, 28672 }, { 0, 28672, 36864 } }, 3);
+	margin = M;
+}
+
 int main(void)
 {
 	RUN(test_widened_and_page_aligned);
@@ -127,5 +196,6 @@ int main(void)
 	RUN(test_whole_file);
 	RUN(test_refused);
 	RUN(test_other_margins);
+	RUN(test_list_order);
 	return tap_done();
 }

@@ -2,7 +2,8 @@
 /*
  * The hot-list recorder (mounthelper/mount/record.c) through its API, over an image made
  * in memory (memimage.h): reads are rounded out to pages and merged with the ranges they
- * touch or meet, files come out in the order of their first read, and paths are escaped.
+ * touch or meet (keeping the earliest's place), ranges come out in the order of their
+ * first read, a line per run of one file's, and paths are escaped.
  * Each expected list is written out by hand.
  */
 #include <errno.h>
@@ -72,9 +73,9 @@ static void test_merging(void)
 	/* extending the last range, and a read that meets it */
 	expect((const uint64_t[]){ A, 0, 4096, A, 4096, 4096, A, 6000, 10000, 0 },
 	       "a\t0-16384\n");
-	/* before the first, between two, after the last, kept apart */
+	/* before the first, between two, after the last, kept apart, in the order read */
 	expect((const uint64_t[]){ A, 40960, 1, A, 81920, 1, A, 0, 1, A, 61440, 1, A, 200000, 1, 0 },
-	       "a\t0-4096,40960-45056,61440-65536,81920-86016,196608-200704\n");
+	       "a\t40960-45056,81920-86016,0-4096,61440-65536,196608-200704\n");
 	/* one read spanning three ranges and the gaps between */
 	expect((const uint64_t[]){ A, 0, 1, A, 20480, 1, A, 40960, 1, A, 4096, 40000, 0 },
 	       "a\t0-45056\n");
@@ -85,14 +86,23 @@ static void test_merging(void)
 	expect((const uint64_t[]){ A, 9 * 8192, 1, A, 8 * 8192, 1, A, 7 * 8192, 1, A, 6 * 8192, 1,
 				   A, 5 * 8192, 1, A, 4 * 8192, 1, A, 3 * 8192, 1, A, 2 * 8192, 1,
 				   A, 8192, 1, A, 0, 1, 0 },
-	       "a\t0-4096,8192-12288,16384-20480,24576-28672,32768-36864,40960-45056,"
-	       "49152-53248,57344-61440,65536-69632,73728-77824\n");
+	       "a\t73728-77824,65536-69632,57344-61440,49152-53248,40960-45056,32768-36864,"
+	       "24576-28672,16384-20480,8192-12288,0-4096\n");
+	/* a range that meets a later one takes it in, at the earlier one's place */
+	expect((const uint64_t[]){ A, 8192, 1, A, 40960, 1, A, 4096, 1, 0 },
+	       "a\t4096-12288,40960-45056\n");
+	expect((const uint64_t[]){ A, 40960, 1, A, 8192, 1, A, 12288, 28672, 0 },
+	       "a\t8192-45056\n");
 }
 
 static void test_order_and_escapes(void)
 {
+	/* d's second read meets its first; b\tc's second range is read after a's */
 	expect((const uint64_t[]){ D, 0, 1, BC, 8192, 1, A, 0, 1, D, 4096, 1, BC, 0, 1, 0 },
-	       "d\t0-8192\nb\\tc\t0-4096,8192-12288\na\t0-4096\n");
+	       "d\t0-8192\nb\\tc\t8192-12288\na\t0-4096\nb\\tc\t0-4096\n");
+	/* runs of one file share a line */
+	expect((const uint64_t[]){ A, 0, 1, A, 65536, 1, D, 0, 1, A, 131072, 1, A, 200704, 1, 0 },
+	       "a\t0-4096,65536-69632\nd\t0-4096\na\t131072-135168,200704-204800\n");
 }
 
 int main(void)
