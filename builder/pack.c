@@ -815,9 +815,12 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 	int rc = 0;
 
 	for (size_t i = 0; i < n && !rc; i++) {
-		/* in the hot region each file starts on a page of the stream, so that a stream
-		 * page belongs to one file: the mount tracks what it warmed by page */
-		if (i < nhot && p->stream % STP_HOT_PAGE && (!i || order[i - 1].file != order[i].file))
+		/* in the hot region each piece starts on a page of the stream unless it goes on
+		 * from the one before: a stream page then belongs to one file, and a file page
+		 * to one stream page, so a page never straddles two blocks, which warming
+		 * could not push (the mount tracks what it warmed by page) */
+		if (i < nhot && p->stream % STP_HOT_PAGE &&
+		    (!i || order[i - 1].file != order[i].file || order[i - 1].end != order[i].start))
 			rc = stream_append(p, NULL, STP_HOT_PAGE - p->stream % STP_HOT_PAGE,
 					   STP_FILTER_NONE);
 		if (!rc)

@@ -25,6 +25,7 @@
 #include "util.h"
 
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
+#define STORE_TRIES 10u           /* a store the kernel cannot take yet (ENOENT), 2 ms apart */
 #define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
 #define QUEUE_LEN 65536u          /* inodes waiting for a store; more are not stored */
 #define LINGER_NS 30000000000ll  /* after warming, how long held blocks wait for a reader */
@@ -64,6 +65,7 @@ struct stp_warmer {
 	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
 	unsigned qhead, qlen;
 	uint64_t stored_bytes;     /* atomic */
+	uint64_t store_failures;   /* atomic: stores given up (the pages are read as usual) */
 	uint64_t reads;            /* atomic: reads answered, whatever their block */
 
 	unsigned nworkers;
@@ -137,16 +139,19 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 }
 
 /* The kernel makes the inode of a lookup after our reply reaches it, in the caller's
- * context: a store that races ahead gets ENOENT, and is tried once more a moment later. */
+ * context: a store that races ahead gets ENOENT, and is tried again a moment later, up to
+ * STORE_TRIES times. */
 static int store_chunk(struct stp_warmer *w, uint32_t ino, uint64_t off, struct fuse_bufvec *bv)
 {
 	struct timespec nap = { 0, 2000000 };
 	int rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
 
-	if (rc == -ENOENT) {
+	for (unsigned i = 1; rc == -ENOENT && i < STORE_TRIES; i++) {
 		nanosleep(&nap, NULL);
 		rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
 	}
+	if (rc)
+		__atomic_add_fetch(&w->store_failures, 1, __ATOMIC_RELAXED);
 	return rc;
 }
 
@@ -543,4 +548,5 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	out->full = !out->done && w->idle_full > 0;
 	pthread_mutex_unlock(&w->lock);
 	out->stored_bytes = __atomic_load_n(&w->stored_bytes, __ATOMIC_RELAXED);
+	out->store_failures = __atomic_load_n(&w->store_failures, __ATOMIC_RELAXED);
 }

@@ -26,6 +26,7 @@ struct stp_warm_status {
 	uint64_t warmed;       /* of those, decoded (or failed) so far */
 	uint64_t held;         /* decoded blocks the warmer holds now */
 	uint64_t stored_bytes; /* pushed into the page cache */
+	uint64_t store_failures; /* pushes the kernel refused: those pages are read as usual */
 	uint64_t ahead;        /* hot blocks reads decoded themselves before warming took them */
 	unsigned workers;
 	int done;              /* every hot block has been warmed */

@@ -36,7 +36,8 @@ def unescape(path):
 
 
 def read_list(tree, path):
-    """{path: [(start, end)]}, a file listed without ranges as one range over all of it."""
+    """{path: (size, [(start, end)])}, a file listed without ranges as one range over all
+    of it, the ranges of every line of a file together."""
     out = {}
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
@@ -52,7 +53,7 @@ def read_list(tree, path):
             # clamped to the file: a recorded range ends on a page, past a file's last byte
             spans = ([tuple(min(int(x), size) for x in r.split("-")) for r in ranges.split(",")]
                      if ranges else [(0, size)])
-            out[name] = (size, spans)
+            out.setdefault(name, (size, []))[1].extend(spans)  # a file listed again adds
     return out
 
 

@@ -125,7 +125,8 @@ if [ ! -f "$work/hot.txt" ]; then
 	umount "$mnt"
 	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done # the list is written on exit
 fi
-cut -f1 "$work/hot.txt" >"$work/hot-whole.txt"
+# whole files, each once, in the order of its first line (a file read again is listed again)
+cut -f1 "$work/hot.txt" | awk '!seen[$0]++' >"$work/hot-whole.txt"
 [ -f "$work/hot.stp" ] || "$mk" -q "${mk_args[@]}" --hot-list "$work/hot.txt" "$tree" "$work/hot.stp"
 if want variants; then
 	[ -f "$work/hot-whole.stp" ] || "$mk" -q "${mk_args[@]}" --hot-list "$work/hot-whole.txt" "$tree" "$work/hot-whole.stp"
