@@ -56,6 +56,7 @@ struct stp_warmer {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* a block was let go, the queue grew, or stop */
 	uint64_t next, warmed, held; /* protected by lock */
+	uint64_t finished;         /* blocks decoded and pushed, or failed; lock */
 	uint64_t decoding;         /* blocks taken, not yet held; protected by lock */
 	unsigned idle_full;        /* workers waiting on a full budget with no reads; lock */
 	unsigned running;          /* workers still warming; protected by lock */
@@ -311,6 +312,7 @@ static void warm_one(struct stp_warmer *w, uint64_t k)
 	w->warmed++;
 	if (rc) {
 		w->blocks[k].state = B_RELEASED;
+		w->finished++;
 		pthread_mutex_unlock(&w->lock);
 		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->img),
 			(unsigned long long)k, stp_strerror(rc));
@@ -323,6 +325,9 @@ static void warm_one(struct stp_warmer *w, uint64_t k)
 	store_block(w, k);
 	if (__atomic_load_n(&w->blocks[k].pages_left, __ATOMIC_ACQUIRE) == 0)
 		block_consumed(w, k);
+	pthread_mutex_lock(&w->lock);
+	w->finished++; /* done means pushed, not just decoded: status --wait waits for it */
+	pthread_mutex_unlock(&w->lock);
 }
 
 static void *worker_main(void *arg)
@@ -544,7 +549,7 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	out->held = w->held;
 	out->workers = w->nworkers;
 	out->ahead = w->ahead;
-	out->done = w->warmed == w->nblocks;
+	out->done = w->finished == w->nblocks;
 	out->full = !out->done && w->idle_full > 0;
 	pthread_mutex_unlock(&w->lock);
 	out->stored_bytes = __atomic_load_n(&w->stored_bytes, __ATOMIC_RELAXED);

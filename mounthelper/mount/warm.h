@@ -29,7 +29,7 @@ struct stp_warm_status {
 	uint64_t store_failures; /* pushes the kernel refused: those pages are read as usual */
 	uint64_t ahead;        /* hot blocks reads decoded themselves before warming took them */
 	unsigned workers;
-	int done;              /* every hot block has been warmed */
+	int done;              /* every hot block has been decoded and its pages pushed */
 	int full;              /* not done, but holding all the budget allows until reads
 				* free a block: as warm as the mount can be before the
 				* application starts */
