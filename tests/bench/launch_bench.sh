@@ -41,6 +41,7 @@
 #        TREE=WORKDIR/tree DWARFS=/opt/dwarfs/bin DWARFS_ARGS= SKIP_OTHERS=1 (no other tools)
 #   WORKDIR defaults to /var/tmp/stipple-launch (blender) or /var/tmp/stipple-launch-KIND.
 #   a quick run: RUNS=1 ONLY="stipple erofs dwarfs" TREE_KIND=gcc tests/bench/launch_bench.sh
+#   RUNS=0 builds and records what is missing, and times nothing
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -216,6 +217,10 @@ if want stipple; then
 fi
 
 # --- report -------------------------------------------------------------------------
+if [ "$runs" -eq 0 ]; then # RUNS=0: the images are ready, nothing was timed
+	echo "launch_bench: images ready in $work" >&2
+	exit 0
+fi
 med() { tr ' ' '\n' | grep . | median; }
 plain=$(printf '%s\n' "${plain_runs[@]}" | median)
 printf '\n%s, tree %s (%s); medians of %d interleaved rounds\n' "$(tree_describe)" "$tree" \
