@@ -26,7 +26,6 @@ struct rec_range {
 };
 
 struct file_rec {
-	uint64_t first;        /* order of first access, 0: never read */
 	struct rec_range *ranges; /* sorted, disjoint, not adjacent */
 	uint32_t n, cap;
 };
@@ -121,8 +120,6 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 	lock = &r->stripe[ino % STRIPES];
 	seq = __atomic_add_fetch(&r->next_seq, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(lock);
-	if (!f->first)
-		f->first = seq;
 	add_range(f, s, e, seq); /* out of memory: the list misses a range, nothing worse */
 	pthread_mutex_unlock(lock);
 }
@@ -138,7 +135,7 @@ static int note_path(void *ctx, const struct stp_tree_entry *e)
 {
 	struct named *nm = ctx;
 
-	if (e->dtype == DT_DIR || !nm->r->files[e->ino].first || nm->paths[e->ino])
+	if (e->dtype == DT_DIR || !nm->r->files[e->ino].n || nm->paths[e->ino])
 		return 0;
 	nm->paths[e->ino] = strdup(e->path);
 	return nm->paths[e->ino] ? 0 : -ENOMEM;
