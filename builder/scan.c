@@ -150,7 +150,7 @@ static int read_link(struct node *n, int dirfd)
 
 
 
-static int scan_node(struct node *n, int dirfd);
+static int scan_node(struct node *n, int dirfd, int fd);
 
 /* Files left out of the scan; set for the duration of scan_tree(). */
 static const struct stat *skip_list;
@@ -184,6 +184,87 @@ static int excluded(const struct dirent *de, int fd, char *rel, size_t rel_len)
 	if (de->d_type == DT_UNKNOWN && !fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
 		is_dir = S_ISDIR(st.st_mode);
 	return exclude_match(scan_opts->exclude, rel, is_dir);
+}
+
+/* The regular files a little ahead of the scan are opened before it reaches them, and
+ * the kernel is asked for their first page: on a cold tree each costs a disk read, and
+ * asked for together they are served together. The scan then takes the descriptor and
+ * does not look the name up again. A hint: a file that does not open here is opened by
+ * the scan, which reports its failure. A subdirectory is scanned only once what was
+ * opened ahead is closed, so at most 2 * AHEAD descriptors are held whatever the depth. */
+#define AHEAD 64u
+#define AHEAD_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+
+struct ahead {
+	int fd[2 * AHEAD]; /* child I's at I % (2 * AHEAD), or -1 */
+	size_t next;       /* the first child not opened ahead */
+};
+
+/* Opens the regular files among DIR's children from A->next up to UPTO. */
+static void ahead_open(struct ahead *a, const struct node *dir, size_t upto, int dirfd)
+{
+	if (upto > dir->nchildren)
+		upto = dir->nchildren;
+	for (; a->next < upto; a->next++) {
+		const struct node *c = dir->children[a->next];
+		int fd = c->listed_type == DT_REG ? openat(dirfd, c->name, AHEAD_FLAGS) : -1;
+
+		if (fd >= 0)
+			posix_fadvise(fd, 0, 4096, POSIX_FADV_WILLNEED);
+		a->fd[a->next % (2 * AHEAD)] = fd;
+	}
+}
+
+/* Child I's descriptor, now the caller's, or -1. */
+static int ahead_take(struct ahead *a, size_t i)
+{
+	int fd = i < a->next ? a->fd[i % (2 * AHEAD)] : -1;
+
+	if (i < a->next)
+		a->fd[i % (2 * AHEAD)] = -1;
+	return fd;
+}
+
+/* Closes what was opened from child FROM on, to be opened again when reached. */
+static void ahead_drop(struct ahead *a, size_t from)
+{
+	for (size_t i = from; i < a->next; i++) {
+		int fd = ahead_take(a, i);
+
+		if (fd >= 0)
+			close(fd);
+	}
+	if (a->next > from)
+		a->next = from;
+}
+
+/* Scans the children of N, open as FD, in order, leaving out those scan_node skips. */
+static int scan_children(struct node *n, int fd)
+{
+	struct ahead a = { .next = 0 };
+	size_t count = n->nchildren, kept = 0, i;
+	int rc = 0;
+
+	for (i = 0; i < count && !rc; i++) {
+		struct node *c = n->children[i];
+
+		if (a.next < i + AHEAD)
+			ahead_open(&a, n, i + 2 * AHEAD, fd);
+		if (c->listed_type == DT_DIR || c->listed_type == DT_UNKNOWN)
+			ahead_drop(&a, i + 1);
+		rc = scan_node(c, fd, ahead_take(&a, i));
+		if (rc == SKIPPED) {
+			tree_node_free(c);
+			rc = 0;
+			continue;
+		}
+		n->children[kept++] = c;
+	}
+	ahead_drop(&a, 0);
+	/* on failure the ones not reached stay, for scan_tree_free */
+	memmove(&n->children[kept], &n->children[i], (count - i) * sizeof(*n->children));
+	n->nchildren = (uint32_t)(kept + count - i);
+	return rc;
 }
 
 /* Lists directory N, open as FD, and scans its children beneath FD. */
@@ -221,6 +302,7 @@ static int scan_dir(struct node *n, int fd)
 		rc = tree_add_child(scan_out, n, de->d_name, &cap);
 		if (rc)
 			break;
+		n->children[n->nchildren - 1]->listed_type = de->d_type & 15;
 	}
 	free(rel);
 	if (!rc && errno)
@@ -229,18 +311,7 @@ static int scan_dir(struct node *n, int fd)
 	if (rc)
 		return rc;
 	tree_sort_children(n);
-	for (size_t i = 0; i < n->nchildren && !rc; i++) {
-		rc = scan_node(n->children[i], fd);
-		if (rc == SKIPPED) {
-			tree_node_free(n->children[i]);
-			memmove(&n->children[i], &n->children[i + 1],
-				(n->nchildren - i - 1) * sizeof(*n->children));
-			n->nchildren--;
-			i--;
-			rc = 0;
-		}
-	}
-	return rc;
+	return scan_children(n, fd);
 }
 
 /* Machine code is told by its ELF header, and found by its section table; the packer
@@ -273,14 +344,15 @@ int scan_read_filter(struct node *n, int fd, uint64_t base)
 	return rc < 0 ? source_fail(tree_path(n), -rc, "reading its section table") : 0;
 }
 
-static int read_filter(struct node *n, int dirfd)
+/* A regular file opened as X->fd: its xattrs are read through the descriptor, which
+ * costs less than a path, and its ELF header when it is long enough to hold one. */
+static int read_file(struct node *n, struct xsrc *x)
 {
-	int fd = source_openat_file(dirfd, n), rc;
+	int rc = read_xattrs(n, x);
 
-	if (fd < 0)
-		return fd;
-	rc = scan_read_filter(n, fd, 0);
-	close(fd);
+	if (!rc && n->st.st_size >= ELF_HEAD_SIZE)
+		rc = scan_read_filter(n, x->fd, 0);
+	close(x->fd);
 	return rc;
 }
 
@@ -310,16 +382,42 @@ static int scan_subdir(struct node *n, int dirfd)
 	return rc;
 }
 
-/* Scans N, which is N->name in DIRFD. */
-static int scan_node(struct node *n, int dirfd)
+/* Regular file N, which is N->name in DIRFD, opened ahead as FD or -1 (closed here).
+ * A file too short for an ELF header is not opened for the scan alone. */
+static int scan_file(struct node *n, int dirfd, int fd)
+{
+	struct xsrc x = { .fd = fd };
+
+	if (fd >= 0 && fcntl(fd, F_SETFL, 0)) { /* reads block, as for any file */
+		close(fd);
+		return source_fail(tree_path(n), errno, "opening");
+	}
+	if (fd < 0 && n->st.st_size < ELF_HEAD_SIZE)
+		return read_xattrs_at(n, dirfd);
+	if (fd < 0 && (x.fd = source_openat_file(dirfd, n)) < 0)
+		return x.fd;
+	return read_file(n, &x);
+}
+
+/* Scans N, which is N->name in DIRFD; FD is N opened ahead (AHEAD_FLAGS), which it
+ * closes, or -1. */
+static int scan_node(struct node *n, int dirfd, int fd)
 {
 	struct stat st;
 	int rc;
 
-	if (fstatat(dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
-		return source_fail(tree_path(n), errno, "stat");
-	if (skipped(&st))
-		return SKIPPED;
+	if (fd >= 0 ? fstat(fd, &st) : fstatat(dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
+		rc = source_fail(tree_path(n), errno, "stat");
+	else
+		rc = skipped(&st) ? SKIPPED : 0;
+	if (!rc && S_ISREG(st.st_mode)) {
+		tree_set_stat(n, &st);
+		return scan_file(n, dirfd, fd);
+	}
+	if (fd >= 0)
+		close(fd); /* no longer what was listed */
+	if (rc)
+		return rc;
 	tree_set_stat(n, &st);
 	if (S_ISDIR(n->st.st_mode))
 		return scan_subdir(n, dirfd);
@@ -328,8 +426,6 @@ static int scan_node(struct node *n, int dirfd)
 		return rc;
 	if (S_ISLNK(n->st.st_mode))
 		return read_link(n, dirfd);
-	if (S_ISREG(n->st.st_mode) && n->st.st_size >= 64)
-		return read_filter(n, dirfd);
 	return 0;
 }
 

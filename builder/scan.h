@@ -75,6 +75,7 @@ struct node {
 	uint8_t hot : 1;       /* listed in the hot list */
 	uint8_t copied : 1;    /* some later file is the same as this one */
 	uint8_t in_spool : 1;  /* archives: in the spool, not in the archive */
+	uint8_t listed_type : 4; /* scan: the d_type its directory listed it with (a hint) */
 	char name[];           /* last component; the root's is the source path itself */
 };
 

@@ -7,6 +7,7 @@ import os
 import platform
 import random
 import re
+import resource
 import shutil
 import signal
 import struct
@@ -66,6 +67,49 @@ def test_default_settings_python_lib(image_of, stipple, tmp_path):
     assert r.returncode == 0, r.stderr
     out = extract_image(image, tmp_path / "out")
     assert_same_tree(PYTHON_LIB, out)
+
+
+def make_deep_mixed_tree(root, depth, width):
+    """DEPTH nested folders, each holding WIDTH files of assorted sizes (below and above
+    an ELF header's 64 bytes, empty among them) with symlinks, FIFOs and a subfolder
+    sorted in among them, and an ELF program: every kind of entry the scan opens ahead
+    or leaves alone, at every depth."""
+    d = root
+    elf = open(os.path.realpath("/bin/true"), "rb").read()
+    for level in range(depth):
+        os.makedirs(d)
+        for i in range(width):
+            name = os.path.join(d, "e%04d" % i)
+            if i % 17 == 5:
+                os.symlink("e%04d" % (i - 1), name)
+            elif i % 53 == 7:
+                os.mkfifo(name)
+            elif i % 61 == 9:
+                os.mkdir(name)
+            else:
+                with open(name, "wb") as f:
+                    f.write(b"%d/%d " % (level, i) * (i % 40))
+        with open(os.path.join(d, "prog"), "wb") as f:
+            f.write(elf)
+        d = os.path.join(d, "e%04d-next" % (width // 2))
+
+
+def test_round_trip_deep_tree_under_a_small_descriptor_limit(image_of, tmp_path):
+    """The scan opens files a little ahead of itself; it must hold those descriptors for
+    one directory at a time, not for every level it is inside (40 levels of 300 entries
+    would need thousands), and store every entry as it is."""
+    src = tmp_path / "src"
+    make_deep_mixed_tree(str(src), depth=40, width=300)
+    limit = 200  # well above 40 levels plus what one directory opens ahead (128)
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    image = tmp_path / "deep.stipple"
+    r = subprocess.run([MKSTIPPLE, "--quiet", *FAST, str(src), str(image)], preexec_fn=low_limit,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, "mkstipple failed with %d descriptors:\n%s" % (limit, r.stderr)
+    assert_same_tree(src, extract_image(image, tmp_path / "out"))
 
 
 def test_empty_source_directory(image_of, tmp_path):
