@@ -242,7 +242,8 @@ static int write_metadata(const struct options *o, const struct tree *t,
 	if (o->whole_meta)
 		rc = meta_store_whole(meta, len, fd, r->end, sb, &sb->image_size);
 	else
-		rc = meta_store(meta, len, o->pack.threads, fd, r->end, sb, &sb->image_size);
+		rc = meta_store(meta, len, o->pack.level, o->pack.threads, fd, r->end, sb,
+				&sb->image_size);
 	free(meta);
 	return rc;
 }

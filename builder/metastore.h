@@ -12,11 +12,12 @@
 
 #include "format.h"
 
-/* Writes the LEN bytes of metadata at META to FD from offset POS, compressing with up
- * to THREADS threads, and fills in SB's metadata fields and feature bit; *END is where
- * the written bytes end. 0, -ENOMEM, or a write error. */
-int meta_store(const uint8_t *meta, size_t len, unsigned threads, int fd, uint64_t pos,
-	       struct stp_superblock *sb, uint64_t *end);
+/* Writes the LEN bytes of metadata at META to FD from offset POS, compressing at zstd
+ * LEVEL (at most 14: more finds little in a page) with up to THREADS threads, and fills
+ * in SB's metadata fields and feature bit; *END is where the written bytes end. 0,
+ * -ENOMEM, or a write error. */
+int meta_store(const uint8_t *meta, size_t len, int level, unsigned threads, int fd,
+	       uint64_t pos, struct stp_superblock *sb, uint64_t *end);
 
 /* The same, the metadata stored whole as one zstd frame (raw when that is no smaller),
  * as images were before paged metadata: every reader can read it, and decodes it all
