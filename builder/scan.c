@@ -410,15 +410,14 @@ static int scan_node(struct node *n, int dirfd, int fd)
 		rc = source_fail(tree_path(n), errno, "stat");
 	else
 		rc = skipped(&st) ? SKIPPED : 0;
-	if (!rc && S_ISREG(st.st_mode)) {
+	if (!rc)
 		tree_set_stat(n, &st);
+	if (!rc && S_ISREG(st.st_mode))
 		return scan_file(n, dirfd, fd);
-	}
 	if (fd >= 0)
 		close(fd); /* no longer what was listed */
 	if (rc)
 		return rc;
-	tree_set_stat(n, &st);
 	if (S_ISDIR(n->st.st_mode))
 		return scan_subdir(n, dirfd);
 	rc = read_xattrs_at(n, dirfd);
