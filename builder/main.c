@@ -29,10 +29,14 @@
 
 #define DEFAULT_LEVEL 19
 #define DEFAULT_BLOCK_LOG 25 /* 32 MiB */
+/* The hot region in blocks of 4 MiB, so that several decode at once at mount: a start-up
+ * whose hot bytes fit in one block otherwise waits for one thread to decode all of it. */
+#define DEFAULT_HOT_BLOCK_LOG 22
 
 struct options {
 	const char *source, *image, *hot_list, *sign_key;
 	uint64_t hot_margin;
+	const char *hot_block_arg; /* --hot-block-size, as given */
 	struct stp_seckey *key;
 	struct pack_opts pack;
 	struct attr_opts attrs;
@@ -55,6 +59,8 @@ static void usage(FILE *out)
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
 		"      --hot-margin SIZE widen the hot list's ranges by this on each side\n"
 		"                        (default 32K: twice the mount's readahead)\n"
+		"      --hot-block-size SIZE  blocks of the hot region, a power of two from 64K\n"
+		"                        to the block size (default 4M, or the block size if less)\n"
 		"      --no-bcj          do not filter machine code before compression\n"
 		"      --code-apart      store programs' code apart from their tables and data\n"
 		"      --sign SECKEY     sign the image with this Ed25519 key (stipple keygen)\n"
@@ -83,21 +89,33 @@ static int bad_option(const char *opt, const char *val, const char *why)
 	return 2;
 }
 
-static int parse_block_size(const char *val, unsigned *log)
+static int parse_block_size(const char *opt, const char *val, unsigned *log)
 {
 	uint64_t v;
 
 	if (stp_parse_size(val, &v) || v == 0 || (v & (v - 1)))
-		return bad_option("--block-size", val, "not a power of two");
+		return bad_option(opt, val, "not a power of two");
 	*log = (unsigned)__builtin_ctzll(v);
 	if (*log < STP_BLOCK_LOG_MIN || *log > STP_BLOCK_LOG_MAX)
-		return bad_option("--block-size", val, "must be from 64K to 1G");
+		return bad_option(opt, val, "must be from 64K to 1G");
 	return 0;
+}
+
+/* The hot blocks' size against the block size: a default above it follows it down. */
+static int finish_hot_block_size(struct options *o)
+{
+	if (o->pack.hot_block_log <= o->pack.block_log)
+		return 0;
+	if (!o->hot_block_arg) {
+		o->pack.hot_block_log = o->pack.block_log;
+		return 0;
+	}
+	return bad_option("--hot-block-size", o->hot_block_arg, "larger than --block-size");
 }
 
 /* Options with no short form. */
 enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
-       OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN };
+       OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN, OPT_HOT_BLOCK_SIZE };
 
 static int parse_id(const char *opt, const char *val, int64_t *id)
 {
@@ -155,6 +173,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "block-size", required_argument, NULL, 'b' },
 		{ "hot-list", required_argument, NULL, 'H' },
 		{ "hot-margin", required_argument, NULL, OPT_HOT_MARGIN },
+		{ "hot-block-size", required_argument, NULL, OPT_HOT_BLOCK_SIZE },
 		{ "no-bcj", no_argument, NULL, 'B' },
 		{ "code-apart", no_argument, NULL, 'C' },
 		{ "no-meta-pages", no_argument, NULL, 'W' },
@@ -179,6 +198,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	int c, rc = 0;
 
 	o->pack = (struct pack_opts){ .level = DEFAULT_LEVEL, .block_log = DEFAULT_BLOCK_LOG,
+				      .hot_block_log = DEFAULT_HOT_BLOCK_LOG,
 				      .threads = cpus > 0 ? (unsigned)cpus : 1, .bcj = 1 };
 	o->attrs = ATTR_OPTS_NONE;
 	o->hot_margin = STP_HOT_MARGIN_DEFAULT;
@@ -189,7 +209,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return bad_option("--level", optarg, "must be from 1 to 22");
 			o->pack.level = (int)v;
 			break;
-		case 'b': rc = parse_block_size(optarg, &o->pack.block_log); break;
+		case 'b': rc = parse_block_size("--block-size", optarg, &o->pack.block_log); break;
+		case OPT_HOT_BLOCK_SIZE:
+			rc = parse_block_size("--hot-block-size", optarg, &o->pack.hot_block_log);
+			o->hot_block_arg = optarg;
+			break;
 		case 'H': o->hot_list = optarg; break;
 		case OPT_HOT_MARGIN:
 			if (stp_parse_size(optarg, &v) || v > STP_HOT_MARGIN_MAX)
@@ -217,7 +241,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		default: rc = parse_tree_option(c, optarg, o); break;
 		}
 	}
-	if (rc || (rc = finish_tree_options(o)))
+	if (rc || (rc = finish_tree_options(o)) || (rc = finish_hot_block_size(o)))
 		return rc;
 	if (argc - optind != 2) {
 		usage(stderr);
@@ -276,6 +300,7 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 	sb.data_size = r.data_size;
 	sb.block_count = r.nblocks;
 	sb.hot_size = r.hot_size;
+	sb.hot_block_log = r.hot_block_log;
 	sb.feat_incompat = r.feat_incompat;
 	sb.inode_count = t->ninodes;
 	if (r.dict)

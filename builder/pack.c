@@ -35,6 +35,7 @@ struct slot {
 	uint8_t codec, filter;
 	uint64_t checksum;
 	uint64_t block;      /* its number in the stream */
+	uint64_t start;      /* the stream offset of its first byte */
 	uint64_t code[3];    /* bytes of machine code by enum stp_filter */
 	int state;           /* protected by packer.lock */
 	int err;
@@ -45,6 +46,7 @@ enum { SLOT_FREE, SLOT_QUEUED, SLOT_DONE };
 struct packer {
 	const struct pack_opts *o;
 	size_t block_size;
+	size_t fill_size;        /* of the block being filled: a hot block's or block_size */
 	int fd;
 	uint64_t pos;            /* image offset of the next block */
 	uint64_t stream;         /* stream bytes so far */
@@ -198,7 +200,7 @@ static int compress_slot(struct packer *p, struct worker *w, struct slot *s)
 		rc = worker_buffers(w, bcj, p->block_size);
 	if (!rc && bcj) {
 		memcpy(w->fin, s->in, s->len);
-		stp_bcj_apply(filter, w->fin, s->len, s->block << p->o->block_log, 1);
+		stp_bcj_apply(filter, w->fin, s->len, s->start, 1);
 		rc = try_compress(w->cctx, NULL, s, w->fout, w->fin, filter);
 	}
 	s->plain_len = s->stored_len;
@@ -334,6 +336,7 @@ static void submit(struct packer *p, struct slot *s)
 	pthread_mutex_lock(&p->lock);
 	s->state = SLOT_QUEUED;
 	s->block = p->submitted++;
+	s->start = p->stream - s->len;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -348,7 +351,7 @@ static int stream_append(struct packer *p, const uint8_t *data, size_t len, unsi
 
 		if (rc)
 			return rc;
-		n = p->block_size - s->len < len ? p->block_size - s->len : len;
+		n = p->fill_size - s->len < len ? p->fill_size - s->len : len;
 		if (data)
 			memcpy(s->in + s->len, data, n);
 		else
@@ -359,7 +362,7 @@ static int stream_append(struct packer *p, const uint8_t *data, size_t len, unsi
 		len -= n;
 		if (data)
 			data += n;
-		if (s->len == p->block_size)
+		if (s->len == p->fill_size)
 			submit(p, s);
 	}
 	return 0;
@@ -808,11 +811,38 @@ static int finish_files(struct packer *p, const struct piece *order, size_t n)
 	return rc;
 }
 
+/* Submits the block being filled, if it holds anything: it ends short. */
+static void submit_partial(struct packer *p)
+{
+	struct slot *s = &p->slots[p->submitted % p->nslots];
+
+	/* after a block that ended on its edge, this slot may still hold a full block
+	 * waiting to be written: only a free one is being filled */
+	if (s->state == SLOT_FREE && s->len)
+		submit(p, s);
+}
+
+/* The hot region ends here: its own blocks, if it has them, end with it. */
+static void end_hot_region(struct packer *p, struct pack_result *r)
+{
+	r->hot_size = p->stream;
+	if (p->fill_size == p->block_size)
+		return;
+	submit_partial(p);
+	p->fill_size = p->block_size;
+	if (r->hot_size) {
+		r->hot_block_log = p->o->hot_block_log;
+		r->feat_incompat |= STP_FEAT_INCOMPAT_HOT_BLOCKS;
+	}
+}
+
 static int pack_all(struct packer *p, const struct piece *order, size_t n, size_t nhot,
 		    struct pack_result *r)
 {
-	struct slot *last;
 	int rc = 0;
+
+	if (nhot && p->o->hot_block_log < p->o->block_log)
+		p->fill_size = (size_t)1 << p->o->hot_block_log;
 
 	for (size_t i = 0; i < n && !rc; i++) {
 		/* in the hot region each piece starts on a page of the stream unless it goes on
@@ -825,16 +855,13 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 					   STP_FILTER_NONE);
 		if (!rc)
 			rc = pack_piece(p, &order[i]);
-		if (i + 1 == nhot)
-			r->hot_size = p->stream;
+		if (!rc && i + 1 == nhot)
+			end_hot_region(p, r);
 	}
 	if (!rc)
 		rc = finish_files(p, order, n);
-	/* the slot after the last one submitted holds a partial last block, if any; when the
-	 * data ended on a block edge it may still be a full block waiting to be written */
-	last = &p->slots[p->submitted % p->nslots];
-	if (!rc && last->state == SLOT_FREE && last->len)
-		submit(p, last);
+	if (!rc)
+		submit_partial(p);
 	while (!rc && p->written < p->submitted)
 		rc = write_oldest(p);
 	return rc;
@@ -860,8 +887,9 @@ static int pack_once(const struct piece *order, size_t n, size_t nhot, int fd, u
 		     const struct pack_opts *o, const struct originals *orig, const uint8_t *dict,
 		     size_t dict_len, struct pack_result *r)
 {
-	struct packer p = { .o = o, .block_size = (size_t)1 << o->block_log, .fd = fd,
-			    .pos = start, .orig = orig };
+	struct packer p = { .o = o, .block_size = (size_t)1 << o->block_log,
+			    .fill_size = (size_t)1 << o->block_log, .fd = fd, .pos = start,
+			    .orig = orig };
 	int rc = dict ? make_cdict(&p, dict, dict_len) : 0;
 
 	memset(r, 0, sizeof(*r));

@@ -18,6 +18,7 @@
 struct pack_opts {
 	int level;
 	unsigned block_log;
+	unsigned hot_block_log; /* the hot region's blocks; block_log: no blocks of its own */
 	unsigned threads;
 	uint64_t memory;   /* 0: no cap */
 	int bcj;           /* try BCJ filters on blocks holding machine code */
@@ -27,6 +28,8 @@ struct pack_opts {
 struct pack_result {
 	uint64_t data_size;   /* stream bytes */
 	uint64_t hot_size;    /* stream bytes of the hot files */
+	unsigned hot_block_log; /* 0 unless the hot region has blocks of its own (feature
+				 * HOT_BLOCKS, set in feat_incompat) */
 	uint64_t nblocks;
 	struct stp_blockent *blocks; /* caller frees */
 	uint64_t end;         /* first free image offset after the blocks */
@@ -39,7 +42,8 @@ struct pack_result {
 };
 
 /* Packs the pieces ORDER[0..n) (the first NHOT are hot) into FD from offset START. Sets
- * each file's extents, sorted by file offset. Below DICT_BLOCK_LOG_LIMIT it trains a
+ * each file's extents, sorted by file offset. The hot region is cut into blocks of
+ * o->hot_block_log when that is below o->block_log. Below DICT_BLOCK_LOG_LIMIT it trains a
  * dictionary and keeps it only when it makes the image smaller. Errors are printed with
  * the path; returns 0 or -errno. */
 int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,

@@ -173,9 +173,10 @@ static void check_dirent(struct checker *c, const struct stp_tree_entry *e)
 
 static void check_extent_blocks(struct checker *c, const char *path, const struct stp_extent *x)
 {
-	uint32_t bs = stp_image_block_size(c->img);
+	const struct stp_superblock *sb = stp_image_sb(c->img);
+	uint64_t last = stp_sb_block_of(sb, x->stream_off + x->length - 1);
 
-	for (uint64_t b = x->stream_off / bs; b <= (x->stream_off + x->length - 1) / bs; b++)
+	for (uint64_t b = stp_sb_block_of(sb, x->stream_off); b <= last; b++)
 		if (c->bad_block[b])
 			report(c, path, "its data lies in damaged block %" PRIu64, b);
 }

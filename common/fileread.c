@@ -14,11 +14,11 @@
 static int copy_stream(const struct stp_image *img, struct stp_cache *cache, uint64_t stream_off,
 		       size_t len, uint8_t *out)
 {
-	unsigned log = stp_image_sb(img)->block_log;
+	const struct stp_superblock *sb = stp_image_sb(img);
 
 	while (len) {
-		uint64_t block = stream_off >> log;
-		size_t in_block = (size_t)(stream_off - (block << log));
+		uint64_t block = stp_sb_block_of(sb, stream_off);
+		size_t in_block = (size_t)(stream_off - stp_sb_block_start(sb, block));
 		struct stp_block_ref ref;
 		size_t n;
 		int rc = stp_cache_get(cache, block, &ref);

@@ -23,7 +23,7 @@ int stp_name_cmp(const char *a, size_t alen, const char *b, size_t blen)
 /* Superblock field offsets. */
 enum {
 	SB_MAGIC = 0, SB_VERSION = 8, SB_SIZE = 12, SB_FEAT_COMPAT = 16, SB_FEAT_RO = 24,
-	SB_FEAT_INCOMPAT = 32, SB_BLOCK_LOG = 40, SB_RESERVED = 44, SB_DATA_SIZE = 48,
+	SB_FEAT_INCOMPAT = 32, SB_BLOCK_LOG = 40, SB_HOT_BLOCK_LOG = 44, SB_DATA_SIZE = 48,
 	SB_BLOCK_COUNT = 56, SB_HOT_SIZE = 64, SB_META_OFF = 72, SB_META_STORED = 80,
 	SB_META_SIZE = 88, SB_META_SUM = 96, SB_META_CODEC = 104, SB_RESERVED2 = 108,
 	SB_DICT_OFF = 112, SB_DICT_SIZE = 120, SB_DICT_SUM = 128, SB_IMAGE_SIZE = 136,
@@ -50,6 +50,7 @@ void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE])
 	stp_put64(out + SB_FEAT_RO, sb->feat_ro_compat);
 	stp_put64(out + SB_FEAT_INCOMPAT, sb->feat_incompat);
 	stp_put32(out + SB_BLOCK_LOG, sb->block_log);
+	stp_put32(out + SB_HOT_BLOCK_LOG, sb->hot_block_log);
 	stp_put64(out + SB_DATA_SIZE, sb->data_size);
 	stp_put64(out + SB_BLOCK_COUNT, sb->block_count);
 	stp_put64(out + SB_HOT_SIZE, sb->hot_size);
@@ -86,20 +87,41 @@ static int range_in_image(uint64_t off, uint64_t len, uint64_t image_size)
 }
 
 /* The size and range rules of stipple(5), in its order: NULL, or the one that fails. */
+/* The hot blocks' size: within range and below the block size with their feature bit,
+ * 0 without it. */
+static const char *sb_check_hot_blocks(const struct stp_superblock *sb)
+{
+	if (!(sb->feat_incompat & STP_FEAT_INCOMPAT_HOT_BLOCKS))
+		return sb->hot_block_log ? "hot_block_log set without its feature bit" : NULL;
+	if (sb->hot_block_log < STP_BLOCK_LOG_MIN || sb->hot_block_log >= sb->block_log)
+		return "hot_block_log out of range";
+	return NULL;
+}
+
+/* block_count = the hot blocks + ceil((data_size - cold start) / block size), without
+ * overflow; the metadata holds block numbers in 32 bits. */
+static int block_count_matches(const struct stp_superblock *sb)
+{
+	uint64_t cold = sb->data_size - stp_sb_cold_start(sb), bs = 1ull << sb->block_log;
+	uint64_t hot = stp_sb_hot_blocks(sb);
+
+	return sb->block_count <= UINT32_MAX && sb->block_count >= hot &&
+	       cold / bs == sb->block_count - hot - (cold % bs != 0);
+}
+
+/* The size and range rules of stipple(5), in its order: NULL, or the one that fails. */
 static const char *sb_check_sizes(const struct stp_superblock *sb)
 {
-	uint64_t bs;
+	const char *why;
 
 	if (sb->block_log < STP_BLOCK_LOG_MIN || sb->block_log > STP_BLOCK_LOG_MAX)
 		return "block_log out of range";
-	bs = 1ull << sb->block_log;
-	/* block_count = ceil(data_size / bs), checked without overflow; the metadata holds
-	 * block numbers in 32 bits */
-	if (sb->block_count > UINT32_MAX || sb->data_size / bs != sb->block_count -
-	    (sb->data_size % bs != 0))
-		return "block_count does not match data_size";
 	if (sb->hot_size > sb->data_size)
 		return "hot_size exceeds data_size";
+	if ((why = sb_check_hot_blocks(sb)))
+		return why;
+	if (!block_count_matches(sb))
+		return "block_count does not match data_size";
 	if (sb->inode_count == 0)
 		return "no inodes";
 	if (sb->meta_codec > STP_META_CODEC_PAGES)
@@ -163,7 +185,7 @@ static const char *sb_check_frame(const uint8_t in[STP_SB_SIZE])
 		return "superblock checksum mismatch";
 	if (stp_le32(in + SB_SIZE) != STP_SB_SIZE)
 		return "superblock size is not 256";
-	if (!zeroed(in + SB_RESERVED, 4) || !zeroed(in + SB_RESERVED2, 4) ||
+	if (!zeroed(in + SB_RESERVED2, 4) ||
 	    !zeroed(in + SB_TAIL, SB_CHECKSUM - SB_TAIL))
 		return "superblock reserved bytes not zero";
 	return NULL;
@@ -194,6 +216,7 @@ int stp_sb_decode_reason(const uint8_t in[STP_SB_SIZE], struct stp_superblock *s
 		return -EPROTONOSUPPORT;
 	}
 	sb->block_log = stp_le32(in + SB_BLOCK_LOG);
+	sb->hot_block_log = stp_le32(in + SB_HOT_BLOCK_LOG);
 	sb->data_size = stp_le64(in + SB_DATA_SIZE);
 	sb->block_count = stp_le64(in + SB_BLOCK_COUNT);
 	sb->hot_size = stp_le64(in + SB_HOT_SIZE);

@@ -56,9 +56,10 @@
 #define STP_FEAT_INCOMPAT_BCJ_X86 (1ull << 1)  /* blocks may be x86-64 BCJ filtered */
 #define STP_FEAT_INCOMPAT_BCJ_ARM64 (1ull << 2)/* blocks may be AArch64 BCJ filtered */
 #define STP_FEAT_INCOMPAT_META_PAGES (1ull << 3)/* metadata in pages decoded on demand */
+#define STP_FEAT_INCOMPAT_HOT_BLOCKS (1ull << 4)/* the hot region has blocks of its own size */
 #define STP_FEAT_INCOMPAT_KNOWN \
 	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64 | \
-	 STP_FEAT_INCOMPAT_META_PAGES)
+	 STP_FEAT_INCOMPAT_META_PAGES | STP_FEAT_INCOMPAT_HOT_BLOCKS)
 #define STP_FEAT_RO_COMPAT_KNOWN 0ull
 /* A compatible bit: a reader that does not know it reads the image with XXH3 alone. */
 #define STP_FEAT_COMPAT_SIGNED (1ull << 0)     /* a signature block ends the image */
@@ -96,6 +97,7 @@ struct stp_superblock {
 	uint32_t version;
 	uint64_t feat_compat, feat_ro_compat, feat_incompat;
 	uint32_t block_log;     /* block size = 1 << block_log */
+	uint32_t hot_block_log; /* feature HOT_BLOCKS: the hot region's blocks; else 0 */
 	uint64_t data_size;     /* bytes in the uncompressed data stream */
 	uint64_t block_count;   /* = ceil(data_size / block size) */
 	uint64_t hot_size;      /* the first hot_size stream bytes are the hot region */
@@ -194,6 +196,69 @@ void stp_sb_encode(const struct stp_superblock *sb, uint8_t out[STP_SB_SIZE]);
 int stp_sb_decode(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb, uint64_t *bad_feature);
 int stp_sb_decode_reason(const uint8_t in[STP_SB_SIZE], struct stp_superblock *sb,
 			 uint64_t *bad_feature, const char **reason);
+
+/*
+ * Where the blocks lie in the data stream (stipple(5), BLOCKS), on a superblock the
+ * decoder accepted. Without hot blocks, block i starts at i << block_log. With them,
+ * the hot region is cut into blocks of 1 << hot_block_log (its last one shorter), and
+ * the rest of the stream, from hot_size on, into blocks of 1 << block_log. Either way
+ * only the last block of each run may be short.
+ */
+static inline uint64_t stp_sb_hot_blocks(const struct stp_superblock *sb)
+{
+	if (!sb->hot_block_log)
+		return 0;
+	return (sb->hot_size >> sb->hot_block_log) +
+	       !!(sb->hot_size & ((1ull << sb->hot_block_log) - 1));
+}
+
+/* The stream offset where blocks of the full size begin. */
+static inline uint64_t stp_sb_cold_start(const struct stp_superblock *sb)
+{
+	return sb->hot_block_log ? sb->hot_size : 0;
+}
+
+/* The block that holds stream byte OFF (below data_size). */
+static inline uint64_t stp_sb_block_of(const struct stp_superblock *sb, uint64_t off)
+{
+	uint64_t cold = stp_sb_cold_start(sb);
+
+	if (off < cold)
+		return off >> sb->hot_block_log;
+	return stp_sb_hot_blocks(sb) + ((off - cold) >> sb->block_log);
+}
+
+/* The stream offset of block BLOCK's first byte (BLOCK below block_count). */
+static inline uint64_t stp_sb_block_start(const struct stp_superblock *sb, uint64_t block)
+{
+	uint64_t hot = stp_sb_hot_blocks(sb);
+
+	if (block < hot)
+		return block << sb->hot_block_log;
+	return stp_sb_cold_start(sb) + ((block - hot) << sb->block_log);
+}
+
+/* Where stream byte OFF lies within its block. */
+static inline uint64_t stp_sb_block_offset(const struct stp_superblock *sb, uint64_t off)
+{
+	return off - stp_sb_block_start(sb, stp_sb_block_of(sb, off));
+}
+
+/* Decoded bytes of block BLOCK: 0 past the last one. */
+static inline uint64_t stp_sb_block_len(const struct stp_superblock *sb, uint64_t block)
+{
+	uint64_t start, end;
+
+	if (block >= sb->block_count)
+		return 0;
+	start = stp_sb_block_start(sb, block);
+	if (block < stp_sb_hot_blocks(sb)) {
+		end = start + (1ull << sb->hot_block_log);
+		return (end < sb->hot_size ? end : sb->hot_size) - start;
+	}
+	end = start + (1ull << sb->block_log);
+	return (end < sb->data_size ? end : sb->data_size) - start;
+}
 
 /* The number of metadata pages of an image: 0 unless its metadata is paged. The
  * superblock decoder bounded meta_size, so this is at most 2^14. */

@@ -46,6 +46,7 @@ static const char *feature_name(uint64_t bit)
 	case STP_FEAT_INCOMPAT_BCJ_X86: return "bcj-x86";
 	case STP_FEAT_INCOMPAT_BCJ_ARM64: return "bcj-arm64";
 	case STP_FEAT_INCOMPAT_META_PAGES: return "meta-pages";
+	case STP_FEAT_INCOMPAT_HOT_BLOCKS: return "hot-blocks";
 	default: return "unknown";
 	}
 }
@@ -859,11 +860,7 @@ int stp_image_extent_find(const struct stp_image *img, const struct stp_inode *i
 
 size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
 {
-	uint64_t bs = 1ull << img->sb.block_log, start = block * bs;
-
-	if (block >= img->sb.block_count)
-		return 0;
-	return (size_t)(img->sb.data_size - start < bs ? img->sb.data_size - start : bs);
+	return (size_t)stp_sb_block_len(&img->sb, block);
 }
 
 /* Where stored blocks must end: before the signature block when there is one. */
@@ -1355,7 +1352,8 @@ static int decode_whole(struct stp_decode *p)
 	else
 		rc = decode_in_place(p->img, p->block, &p->be, p->out, p->len, p->size);
 	if (!rc && p->be.filter != STP_FILTER_NONE)
-		rc = stp_bcj_apply(p->be.filter, p->out, p->size, p->block << p->img->sb.block_log, 0);
+		rc = stp_bcj_apply(p->be.filter, p->out, p->size,
+				   stp_sb_block_start(&p->img->sb, p->block), 0);
 	return rc;
 }
 
@@ -1370,7 +1368,7 @@ int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *ou
 	*p = (struct stp_decode){ .img = img, .block = block, .ops = ops, .ctx = ctx, .out = out,
 				  .len = stp_image_block_buffer_size(img),
 				  .size = stp_image_block_decoded_size(img, block),
-				  .pos = block << img->sb.block_log, .rc = 1 };
+				  .pos = stp_sb_block_start(&img->sb, block), .rc = 1 };
 	rc = stp_image_block(img, block, &p->be);
 	if (!rc && !streams(ops, &p->be))
 		p->rc = rc = decode_whole(p);

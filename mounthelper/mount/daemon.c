@@ -345,7 +345,7 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	if (cache)
 		expect_blocks(cache, img);
 	d->fs.img = img;
-	d->fs.block_log = stp_image_sb(img)->block_log;
+	d->fs.sb = stp_image_sb(img);
 	return 0;
 }
 

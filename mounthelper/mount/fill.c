@@ -47,7 +47,7 @@ struct stp_filler {
 	const struct stp_image *img;
 	struct stp_cache *cache;
 	struct fuse_session *se;
-	unsigned block_log;
+	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	uint32_t ninodes;
 	uint64_t nblocks;
 	uint64_t warmed_end;       /* stream bytes below it are the warmer's to push */
@@ -105,7 +105,6 @@ static int index_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64
 {
 	struct index_walk *iw = ctx;
 	struct stp_filler *f = iw->f;
-	uint64_t bsize = UINT64_C(1) << f->block_log;
 
 	if (stream_off == STP_FILE_HOLE)
 		return 0;
@@ -119,8 +118,8 @@ static int index_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64
 		len -= skip;
 	}
 	while (len) {
-		uint64_t k = stream_off >> f->block_log;
-		uint64_t n = bsize - (stream_off & (bsize - 1));
+		uint64_t k = stp_sb_block_of(f->sb, stream_off);
+		uint64_t n = stp_sb_block_start(f->sb, k) + stp_sb_block_len(f->sb, k) - stream_off;
 		uint32_t i;
 
 		if (n > len)
@@ -152,7 +151,7 @@ static void unindex(struct stp_filler *f, uint32_t ino)
 {
 	for (uint32_t i = f->ino_head[ino], next; i != NONE; i = next) {
 		struct piece *p = &f->pool[i];
-		uint64_t k = p->stream_off >> f->block_log;
+		uint64_t k = stp_sb_block_of(f->sb, p->stream_off);
 
 		next = p->next_of_ino;
 		if (p->prev != NONE)
@@ -257,8 +256,7 @@ static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t 
 	uint64_t end = p->file_off + p->len;
 	uint64_t a = (p->file_off + PAGE - 1) & ~(uint64_t)(PAGE - 1);
 	uint64_t b = end == p->file_size ? end : end & ~(uint64_t)(PAGE - 1);
-	const uint8_t *data = base + (p->stream_off & ((UINT64_C(1) << f->block_log) - 1)) +
-			      (a - p->file_off);
+	const uint8_t *data = base + stp_sb_block_offset(f->sb, p->stream_off) + (a - p->file_off);
 	uint64_t done = 0, want;
 
 	if (b <= a) {
@@ -310,8 +308,8 @@ static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece 
 	struct stp_block_ref ref = { 0 };
 
 	for (uint32_t i = 0; i < n && left; i++) {
-		uint64_t k = ps[i].stream_off >> f->block_log;
-		uint64_t in = ps[i].stream_off & ((UINT64_C(1) << f->block_log) - 1);
+		uint64_t k = stp_sb_block_of(f->sb, ps[i].stream_off);
+		uint64_t in = stp_sb_block_offset(f->sb, ps[i].stream_off);
 
 		if (ref.entry && ref.block != k)
 			stp_cache_release(f->cache, &ref);
@@ -411,7 +409,7 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	f->img = img;
 	f->cache = cache;
 	f->se = se;
-	f->block_log = sb->block_log;
+	f->sb = sb;
 	f->ninodes = sb->inode_count;
 	f->nblocks = sb->block_count;
 	f->warmed_end = warmed_end;

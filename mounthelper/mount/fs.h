@@ -28,7 +28,7 @@ struct stp_fs {
 	struct stp_warmer *warmer; /* warming at mount; NULL when off or done with */
 	struct stp_filler *filler; /* page-cache filling from reads' blocks; NULL when off */
 	struct stp_recorder *recorder; /* --record: the reads to list; NULL when off */
-	uint32_t block_log;        /* of the image: block = stream offset >> block_log */
+	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	/* Written by the init handler, which runs before any other request. */
 	bool no_open;              /* the kernel opens files without asking: no round trip */
 	bool no_opendir;           /* the same for directories */

@@ -345,9 +345,10 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
  * errno. */
 static ssize_t reply_stream(struct read_reply *r, uint64_t file_off, uint64_t stream, size_t len)
 {
-	uint64_t block = stream >> r->fs->block_log;
-	size_t in = (size_t)(stream & ((UINT64_C(1) << r->fs->block_log) - 1));
-	size_t span = (UINT64_C(1) << r->fs->block_log) - in;
+	uint64_t block = stp_sb_block_of(r->fs->sb, stream);
+	size_t in = (size_t)(stream - stp_sb_block_start(r->fs->sb, block));
+	size_t blen = (size_t)stp_sb_block_len(r->fs->sb, block);
+	size_t span = blen > in ? blen - in : 1; /* 1: past the block, refused below */
 	int err = reply_pin(r, block, in + (len < span ? len : span));
 
 	if (err)

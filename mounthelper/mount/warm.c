@@ -46,7 +46,7 @@ struct stp_warmer {
 	struct stp_cache *cache;
 	struct fuse_session *se;   /* NULL: pages are never stored */
 	struct stp_warm_plan plan;
-	unsigned block_log;        /* the plan's, copied for brevity */
+	const struct stp_superblock *sb; /* the plan's, copied for brevity */
 	uint64_t hot_size, nblocks;
 	uint32_t ninodes;
 	uint8_t *known;            /* atomic, by inode: the kernel has it */
@@ -121,7 +121,7 @@ static void mark_pages(struct stp_warmer *w, uint64_t off, uint64_t len)
 	uint64_t end = off + len < w->hot_size ? off + len : w->hot_size;
 
 	for (uint64_t p = off / STP_HOT_PAGE; p * STP_HOT_PAGE < end; p++) {
-		uint64_t k = (p * STP_HOT_PAGE) >> w->block_log;
+		uint64_t k = stp_sb_block_of(w->sb, p * STP_HOT_PAGE);
 
 		if (__atomic_exchange_n(&w->page_done[p], 1, __ATOMIC_RELAXED))
 			continue;
@@ -162,7 +162,7 @@ static void store_seg(struct stp_warmer *w, const struct stp_warm_seg *s, const 
 	uint64_t end = s->file_off + s->len;
 	uint64_t a = (s->file_off + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1);
 	uint64_t b = end == s->file_size ? end : end & ~(uint64_t)(STP_HOT_PAGE - 1);
-	const uint8_t *data = base + (s->stream_off & ((1ull << w->block_log) - 1)) + (a - s->file_off);
+	const uint8_t *data = base + stp_sb_block_offset(w->sb, s->stream_off) + (a - s->file_off);
 
 	if (!w->se)
 		return;
@@ -201,7 +201,7 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 
 	for (uint32_t i = p->ino_first[ino]; i < p->ino_first[ino + 1]; i++) {
 		const struct stp_warm_seg *s = &p->segs[p->by_ino[i]];
-		uint64_t k = s->stream_off >> w->block_log;
+		uint64_t k = stp_sb_block_of(w->sb, s->stream_off);
 		struct stp_block_ref ref;
 		int held;
 
@@ -479,7 +479,7 @@ int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	rc = stp_warm_plan_build(img, &w->plan);
-	w->block_log = w->plan.block_log;
+	w->sb = w->plan.sb;
 	w->hot_size = w->plan.hot_size;
 	w->nblocks = w->plan.nblocks;
 	w->ninodes = w->plan.ninodes;

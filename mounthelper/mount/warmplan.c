@@ -36,12 +36,13 @@ static int add_seg(struct collect *c, const struct stp_warm_seg *s)
 static int add_extent(struct collect *c, uint32_t ino, uint64_t size, const struct stp_extent *e)
 {
 	const struct stp_warm_plan *p = c->p;
-	uint64_t off = e->stream_off, end = e->stream_off + e->length, bs = 1ull << p->block_log;
+	uint64_t off = e->stream_off, end = e->stream_off + e->length;
 
 	if (end > p->hot_size)
 		end = p->hot_size;
 	while (off < end) {
-		uint64_t stop = ((off >> p->block_log) + 1) * bs;
+		uint64_t k = stp_sb_block_of(p->sb, off);
+		uint64_t stop = stp_sb_block_start(p->sb, k) + stp_sb_block_len(p->sb, k);
 		struct stp_warm_seg s = { ino, e->file_off + (off - e->stream_off), off, 0, size };
 		int rc;
 
@@ -103,7 +104,6 @@ static int index_by_inode(struct stp_warm_plan *p)
 /* Each block's first segment and its count of hot pages. */
 static int index_by_block(struct stp_warm_plan *p)
 {
-	uint64_t bs = 1ull << p->block_log;
 	uint32_t s = 0;
 
 	p->block_first = reallocarray(NULL, p->nblocks + 1, sizeof(*p->block_first));
@@ -111,12 +111,15 @@ static int index_by_block(struct stp_warm_plan *p)
 	if (!p->block_first || !p->block_pages)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < p->nblocks; k++) {
-		uint64_t end = (k + 1) * bs < p->hot_size ? (k + 1) * bs : p->hot_size;
+		uint64_t start = stp_sb_block_start(p->sb, k);
+		uint64_t end = start + stp_sb_block_len(p->sb, k);
 
+		if (end > p->hot_size)
+			end = p->hot_size;
 		p->block_first[k] = s;
 		while (s < p->nsegs && p->segs[s].stream_off < end)
 			s++;
-		p->block_pages[k] = (uint32_t)((end - k * bs + STP_HOT_PAGE - 1) / STP_HOT_PAGE);
+		p->block_pages[k] = (uint32_t)((end - start + STP_HOT_PAGE - 1) / STP_HOT_PAGE);
 	}
 	p->block_first[p->nblocks] = s;
 	return 0;
@@ -129,9 +132,9 @@ int stp_warm_plan_build(const struct stp_image *img, struct stp_warm_plan *p)
 	int rc;
 
 	memset(p, 0, sizeof(*p));
-	p->block_log = sb->block_log;
+	p->sb = sb;
 	p->hot_size = sb->hot_size < sb->data_size ? sb->hot_size : sb->data_size;
-	p->nblocks = (p->hot_size + (1ull << sb->block_log) - 1) >> sb->block_log;
+	p->nblocks = p->hot_size ? stp_sb_block_of(sb, p->hot_size - 1) + 1 : 0;
 	p->ninodes = sb->inode_count;
 	rc = p->hot_size ? stp_treewalk_files(img, collect_file, &c) : 0;
 	if (!rc && p->nsegs)

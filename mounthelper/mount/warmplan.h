@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 struct stp_image;
+struct stp_superblock;
 
 /* Hot bytes of one file inside one block. */
 struct stp_warm_seg {
@@ -21,7 +22,7 @@ struct stp_warm_seg {
 };
 
 struct stp_warm_plan {
-	unsigned block_log;
+	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	uint64_t hot_size, nblocks;   /* the hot region, and the blocks that hold it */
 	uint32_t ninodes;
 	struct stp_warm_seg *segs;    /* by stream offset, none crossing a block edge */

@@ -431,7 +431,7 @@ static int cache_warm(struct bench *b)
 static int read_blocks(const struct bench *b, const struct bench_file *f, uint64_t off,
 		       uint64_t len, uint64_t *first, uint64_t *last)
 {
-	unsigned log = stp_image_sb(b->img)->block_log;
+	const struct stp_superblock *sb = stp_image_sb(b->img);
 	int found = 0;
 
 	for (uint32_t i = 0; i < f->inode.count; i++) {
@@ -444,8 +444,8 @@ static int read_blocks(const struct bench *b, const struct bench_file *f, uint64
 		to = e.file_off + e.length < off + len ? e.file_off + e.length : off + len;
 		if (from >= to)
 			continue;
-		from = (e.stream_off + (from - e.file_off)) >> log;
-		to = (e.stream_off + (to - e.file_off) - 1) >> log;
+		from = stp_sb_block_of(sb, e.stream_off + (from - e.file_off));
+		to = stp_sb_block_of(sb, e.stream_off + (to - e.file_off) - 1);
 		if (!found || from < *first)
 			*first = from;
 		if (!found || to > *last)

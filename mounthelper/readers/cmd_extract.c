@@ -51,7 +51,7 @@ struct extract {
 	const char *image, *dest;
 	struct stp_cache *cache;
 	char *buf;                    /* COPY_CHUNK bytes */
-	uint32_t block_size;
+	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	int restore_owners;           /* root: owners and modes exactly, as tar -p */
 	mode_t umask;                 /* otherwise the umask applies to every mode */
 	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR */
@@ -190,7 +190,9 @@ static int copy_extent(struct stp_walk *w, const struct stp_walk_entry *e,
 
 	while (done < ext->length) {
 		uint64_t stream = ext->stream_off + done;
-		uint64_t in_block = x->block_size - stream % x->block_size;
+		uint64_t block = stp_sb_block_of(x->sb, stream);
+		uint64_t in_block = stp_sb_block_start(x->sb, block) + stp_sb_block_len(x->sb, block) -
+				    stream;
 		size_t want = (size_t)(ext->length - done < in_block ? ext->length - done : in_block);
 		ssize_t n;
 		int err;
@@ -202,7 +204,7 @@ static int copy_extent(struct stp_walk *w, const struct stp_walk_entry *e,
 			err = n < 0 ? (int)n : -EUCLEAN;
 
 			stp_walk_problem(w, e->path, "cannot read block %" PRIu64 " (file offset %"
-					 PRIu64 "): %s; not extracted", stream / x->block_size,
+					 PRIu64 "): %s; not extracted", block,
 					 ext->file_off + done, stp_strerror(err));
 			return err;
 		}
@@ -457,7 +459,7 @@ static int extract_run(const char *image, const char *dest)
 	if (stp_cli_open(&extract_cli, image, &img))
 		return STP_EXIT_FAIL;
 	x.img = img;
-	x.block_size = stp_image_block_size(img);
+	x.sb = stp_image_sb(img);
 	x.dirfd[0] = open_destination(dest);
 	if (x.dirfd[0] < 0) {
 		stp_image_close(img);

@@ -108,6 +108,7 @@ static void print_features(const struct stp_superblock *sb)
 		{ STP_FEAT_INCOMPAT_BCJ_X86, "bcj-x86" },
 		{ STP_FEAT_INCOMPAT_BCJ_ARM64, "bcj-arm64" },
 		{ STP_FEAT_INCOMPAT_META_PAGES, "meta-pages" },
+		{ STP_FEAT_INCOMPAT_HOT_BLOCKS, "hot-blocks" },
 	};
 	uint64_t rest = sb->feat_incompat;
 
@@ -159,6 +160,12 @@ static void print_superblock(const struct stp_image *img)
 	printf("%-18s offset %" PRIu64 ", %" PRIu64 " bytes\n", "dictionary:", sb->dict_offset,
 	       sb->dict_size);
 	print_size("hot region:", sb->hot_size);
+	if (sb->hot_block_log) {
+		char h[32];
+
+		printf("%-18s %" PRIu64 " of %s, then blocks of the block size\n", "hot blocks:",
+		       stp_sb_hot_blocks(sb), stp_human_size(1ull << sb->hot_block_log, h, sizeof(h)));
+	}
 	printf("%-18s %u\n", "inodes:", sb->inode_count);
 	print_signer(img);
 }

@@ -112,7 +112,7 @@ struct tarout {
 	int fd;
 	int out_err;               /* the output's first write error (negative errno) */
 	struct stp_cache *cache;
-	unsigned block_log;
+	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	struct archive *a;
 	struct archive_entry *entry;
 	char **first_name;         /* per inode with nlink > 1: the tar name it was written as */
@@ -351,8 +351,8 @@ static int put_piece(struct stp_walk *w, const struct stp_walk_entry *e, const s
 	uint64_t stream = p->stream_off, left = p->len;
 
 	while (left) {
-		uint64_t block = stream >> t->block_log;
-		size_t in_block = (size_t)(stream - (block << t->block_log)), n;
+		uint64_t block = stp_sb_block_of(t->sb, stream);
+		size_t in_block = (size_t)(stream - stp_sb_block_start(t->sb, block)), n;
 		struct stp_block_ref ref;
 		int err = stp_cache_get(t->cache, block, &ref);
 
@@ -623,7 +623,7 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 	if (load_libarchive(cli) || stp_cli_open(cli, image, &img))
 		return STP_EXIT_FAIL;
 	t.img = img;
-	t.block_log = stp_image_sb(img)->block_log;
+	t.sb = stp_image_sb(img);
 	signal(SIGPIPE, SIG_IGN); /* a closed pipe: a write error, reported */
 	status = open_output(&t, dest);
 	if (status) {

@@ -520,7 +520,7 @@ static void serve(struct stp_image *img)
 
 	if (stp_image_block_size(img) > MAX_BLOCK_SIZE || stp_cache_new(img, 1, 1, &fs.cache))
 		return;
-	fs.block_log = stp_image_sb(img)->block_log;
+	fs.sb = stp_image_sb(img);
 	if (stp_record_new(img, &fs.recorder))
 		fs.recorder = NULL;
 	w = calloc(1, sizeof(*w));

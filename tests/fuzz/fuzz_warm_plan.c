@@ -23,8 +23,8 @@ static void check_segs(const struct stp_warm_plan *p)
 		FUZZ_ASSERT(s->len > 0 && s->ino < p->ninodes);
 		FUZZ_ASSERT(s->stream_off < p->hot_size && s->len <= p->hot_size - s->stream_off);
 		FUZZ_ASSERT(s->file_off < s->file_size && s->len <= s->file_size - s->file_off);
-		FUZZ_ASSERT(s->stream_off >> p->block_log ==
-			    (s->stream_off + s->len - 1) >> p->block_log);
+		FUZZ_ASSERT(stp_sb_block_of(p->sb, s->stream_off) ==
+			    stp_sb_block_of(p->sb, s->stream_off + s->len - 1));
 		FUZZ_ASSERT(!i || p->segs[i - 1].stream_off <= s->stream_off);
 	}
 }
@@ -36,7 +36,7 @@ static void check_blocks(const struct stp_warm_plan *p)
 		FUZZ_ASSERT(p->block_first[k] <= p->block_first[k + 1]);
 		FUZZ_ASSERT(p->block_pages[k] > 0);
 		for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
-			FUZZ_ASSERT(p->segs[i].stream_off >> p->block_log == k);
+			FUZZ_ASSERT(stp_sb_block_of(p->sb, p->segs[i].stream_off) == k);
 	}
 }
 

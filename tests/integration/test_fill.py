@@ -186,8 +186,9 @@ def hot_image(tmp_path_factory):
         write_tree(tree, {"h/b%d" % i: big_content(i)})
     hot = d / "hot.list"
     hot.write_bytes(b"".join(b"h/b%d\n" % i for i in range(NBIG)))
+    # hot blocks as large as the rest: one 32 MiB block per hot file
     return build(tree, d / "hot.stipple", "--level", "3", "--block-size", "32M",
-                 "--hot-list", hot), tree
+                 "--hot-block-size", "32M", "--hot-list", hot), tree
 
 
 @needs_root

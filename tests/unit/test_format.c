@@ -82,7 +82,7 @@ static const struct stp_superblock golden_sb = {
 };
 
 /* Offsets: magic 0 (8), version 8 (4), superblock size 12 (4), feat_compat 16 (8),
- * feat_ro_compat 24 (8), feat_incompat 32 (8), block_log 40 (4), reserved 44 (4),
+ * feat_ro_compat 24 (8), feat_incompat 32 (8), block_log 40 (4), hot_block_log 44 (4),
  * data_size 48 (8), block_count 56 (8), hot_size 64 (8), meta_offset 72 (8),
  * meta_stored_size 80 (8), meta_size 88 (8), meta_checksum 96 (8), meta_codec 104 (4),
  * reserved 108 (4), dict_offset 112 (8), dict_size 120 (8), dict_checksum 128 (8),
@@ -193,7 +193,7 @@ static void test_sb_rejects(void)
 	CHECK_EQ(decode_changed(12, 255, 4, 1, &bad), -EUCLEAN);         /* record size */
 	CHECK_EQ(decode_changed(40, 15, 4, 1, &bad), -EUCLEAN);          /* block_log < 64K */
 	CHECK_EQ(decode_changed(40, 31, 4, 1, &bad), -EUCLEAN);          /* block_log > 1G */
-	CHECK_EQ(decode_changed(44, 1, 4, 1, &bad), -EUCLEAN);           /* reserved 44..47 */
+	CHECK_EQ(decode_changed(44, 16, 4, 1, &bad), -EUCLEAN);          /* hot_block_log, no bit */
 	CHECK_EQ(decode_changed(108, 1, 1, 1, &bad), -EUCLEAN);          /* reserved 108.. */
 	CHECK_EQ(decode_changed(111, 0x80, 1, 1, &bad), -EUCLEAN);       /* ..111 */
 	CHECK_EQ(decode_changed(148, 1, 1, 1, &bad), -EUCLEAN);          /* sig_offset, unsigned */
@@ -218,9 +218,10 @@ static void test_sb_rejects(void)
 	CHECK_EQ(bad, 0x10);
 
 	/* Every known incompatible feature is accepted (paged metadata: with its codec, see
-	 * test_sb_paged); compat bits never matter. */
-	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN & ~STP_FEAT_INCOMPAT_META_PAGES, 8, 1,
-				&bad), 0);
+	 * test_sb_paged; hot blocks with their size, test_sb_hot_blocks); compat bits never
+	 * matter. */
+	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN & ~STP_FEAT_INCOMPAT_META_PAGES &
+				~STP_FEAT_INCOMPAT_HOT_BLOCKS, 8, 1, &bad), 0);
 	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN, 8, 1, &bad), -EUCLEAN);
 	CHECK_EQ(decode_changed(16, ~0ull & ~STP_FEAT_COMPAT_SIGNED, 8, 1, &bad), 0);
 	/* but the signed bit needs its signature block */
@@ -401,6 +402,81 @@ static void test_sighdr(void)
 	memcpy(got, want, sizeof(got));
 	got[8] = 2;
 	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), -EPROTONOSUPPORT); /* unknown hash */
+}
+
+/* The golden superblock with hot blocks: feature bit 4 and hot_block_log 16. The hot
+ * region's 0xabcdef bytes take ceil(0xabcdef / 64 KiB) = 0xac blocks, the last 0xcdef
+ * bytes long; the 0x12299a99a bytes after it ceil(/ 1 MiB) = 0x122a, the last 0x9999a
+ * bytes long: 0x12d6 blocks in all. */
+#define GOLD_HOT_BLOCKS 0xacull
+#define GOLD_HB_COUNT 0x12d6ull
+
+static void golden_hot_blocks(uint8_t out[STP_SB_SIZE])
+{
+	memcpy(out, golden_sb_bytes, STP_SB_SIZE);
+	out[32] = 0x13;                                        /* DICT | BCJ_X86 | HOT_BLOCKS */
+	out[44] = 0x10;                                        /* hot_block_log */
+	memcpy(out + 56, (const uint8_t[8]){ 0xd6, 0x12 }, 8); /* block_count */
+	seal(out);
+}
+
+static void test_sb_hot_blocks(void)
+{
+	struct stp_superblock want = golden_sb, sb;
+	uint8_t gold[STP_SB_SIZE], got[STP_SB_SIZE];
+	const char *why;
+	uint64_t bad, hot = golden_sb.hot_size, last = GOLD_HB_COUNT - 1;
+
+	want.feat_incompat |= STP_FEAT_INCOMPAT_HOT_BLOCKS;
+	want.hot_block_log = 16;
+	want.block_count = GOLD_HB_COUNT;
+	golden_hot_blocks(gold);
+	stp_sb_encode(&want, got);
+	check_bytes("hot-blocks superblock", got, gold, STP_SB_SIZE);
+	CHECK_EQ(stp_sb_decode_reason(gold, &sb, &bad, &why), 0);
+	CHECK_EQ(sb.hot_block_log, 16);
+	CHECK_EQ(stp_sb_hot_blocks(&sb), GOLD_HOT_BLOCKS);
+	/* the geometry at each edge */
+	CHECK_EQ(stp_sb_block_of(&sb, 0), 0);
+	CHECK_EQ(stp_sb_block_of(&sb, 0xffff), 0);
+	CHECK_EQ(stp_sb_block_of(&sb, 0x10000), 1);
+	CHECK_EQ(stp_sb_block_of(&sb, hot - 1), GOLD_HOT_BLOCKS - 1);
+	CHECK_EQ(stp_sb_block_of(&sb, hot), GOLD_HOT_BLOCKS);
+	CHECK_EQ(stp_sb_block_of(&sb, hot + 0xfffff), GOLD_HOT_BLOCKS);
+	CHECK_EQ(stp_sb_block_of(&sb, hot + 0x100000), GOLD_HOT_BLOCKS + 1);
+	CHECK_EQ(stp_sb_block_of(&sb, golden_sb.data_size - 1), last);
+	CHECK_EQ(stp_sb_block_start(&sb, 1), 0x10000);
+	CHECK_EQ(stp_sb_block_start(&sb, GOLD_HOT_BLOCKS), hot);
+	CHECK_EQ(stp_sb_block_start(&sb, GOLD_HOT_BLOCKS + 1), hot + 0x100000);
+	CHECK_EQ(stp_sb_block_len(&sb, 0), 0x10000);
+	CHECK_EQ(stp_sb_block_len(&sb, GOLD_HOT_BLOCKS - 1), 0xcdef);
+	CHECK_EQ(stp_sb_block_len(&sb, GOLD_HOT_BLOCKS), 0x100000);
+	CHECK_EQ(stp_sb_block_len(&sb, last), 0x9999a);
+	CHECK_EQ(stp_sb_block_len(&sb, last + 1), 0);
+	CHECK_EQ(stp_sb_block_offset(&sb, hot + 0x100005), 5);
+	CHECK_EQ(stp_sig_nhashes(&sb), GOLD_HB_COUNT + 2);
+	/* without the feature the same stream is 0x1235 blocks of 1 MiB */
+	CHECK_EQ(stp_sb_block_of(&golden_sb, hot), hot >> 20);
+	CHECK_EQ(stp_sb_block_start(&golden_sb, 3), 3ull << 20);
+	CHECK_EQ(stp_sb_block_len(&golden_sb, 0x1234), 0x56789);
+	/* refused: the size at or above block_log, below 64 KiB, or missing; the old count */
+	memcpy(got, gold, sizeof(got));
+	got[44] = 20;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	got[44] = 15;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	got[44] = 0;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	memcpy(got, gold, sizeof(got));
+	put_le(got, 56, 0x1235, 8);
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	put_le(got, 56, GOLD_HB_COUNT + 1, 8);
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
 }
 
 /* Decodes the golden superblock with N fields changed (offset, value, length), re-sealed;
@@ -716,6 +792,8 @@ static void test_enum_values(void)
 	CHECK_EQ(STP_FEAT_INCOMPAT_DICT, 1);
 	CHECK_EQ(STP_FEAT_INCOMPAT_BCJ_X86, 2);
 	CHECK_EQ(STP_FEAT_INCOMPAT_BCJ_ARM64, 4);
+	CHECK_EQ(STP_FEAT_INCOMPAT_META_PAGES, 8);
+	CHECK_EQ(STP_FEAT_INCOMPAT_HOT_BLOCKS, 16);
 	CHECK_EQ(STP_FORMAT_VERSION, 1);
 	CHECK_EQ(STP_BLOCK_LOG_MIN, 16);
 	CHECK_EQ(STP_BLOCK_LOG_MAX, 30);
@@ -943,6 +1021,7 @@ int main(void)
 	RUN(test_sb_bounds);
 	RUN(test_sb_signed);
 	RUN(test_sb_paged);
+	RUN(test_sb_hot_blocks);
 	RUN(test_sighdr);
 	RUN(test_meta_header);
 	RUN(test_inode);

@@ -94,7 +94,7 @@ int main(void)
 	CHECK(stp_cache_new(img, 1, 1, &fs.cache) == 0);
 	fs.img = img;
 	fs.opts = &opts;
-	fs.block_log = stp_image_sb(img)->block_log;
+	fs.sb = stp_image_sb(img);
 	RUN(test_zero_copy_read);
 	RUN(test_copied_read);
 	stp_cache_free(fs.cache);
