@@ -39,6 +39,7 @@
 # usage: tests/bench/launch_bench.sh [WORKDIR]
 #   env: TREE_KIND=blender RUNS=5 ONLY="stipple variants ..." STIPPLE_BUILD=build LEVEL=
 #        TREE=WORKDIR/tree DWARFS=/opt/dwarfs/bin DWARFS_ARGS= SKIP_OTHERS=1 (no other tools)
+#        EXTRA="LABEL=IMAGE ..." (more images of the tree, each a straight-away column)
 #   WORKDIR defaults to /var/tmp/stipple-launch (blender) or /var/tmp/stipple-launch-KIND.
 #   a quick run: RUNS=1 ONLY="stipple erofs dwarfs" TREE_KIND=gcc tests/bench/launch_bench.sh
 #   RUNS=0 builds and records what is missing, and times nothing
@@ -168,6 +169,11 @@ if want variants; then
 	[ ! -f "$work/hotw3.stp" ] ||
 		column "stipple, whole files, level 3, straight away" 'stp_mount "$work/hotw3.stp"'
 fi
+# EXTRA="LABEL=IMAGE ...": more stipple images of the same tree, each a column (say,
+# the same hot list built with another --hot-block-size)
+for extra in ${EXTRA:-}; do
+	column "stipple, ${extra%%=*}, straight away" "stp_mount \"${extra#*=}\""
+done
 want squashfuse && column "squashfuse_ll" 'fg_mount squashfuse_ll -f "$work/tree.sqfs" "$mnt"'
 want squashfs && column "kernel squashfs" 'mount -t squashfs -o loop,ro "$work/tree.sqfs" "$mnt"'
 want erofs && column "kernel erofs (lz4hc)" 'mount -t erofs -o loop,ro "$work/tree.erofs" "$mnt"'
@@ -241,7 +247,7 @@ done
 printf '\npeak MiB: the FUSE daemon'\''s VmHWM after two launches (highest over the rounds); '
 printf 'kernel file systems: - (their page cache is not counted)\n'
 printf 'images: '
-ls -l "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }'
+ls -lL "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }' # -L: images may be links
 printf '\nhot list: %s files, %s recorded (whole files at their size), hot region %s\n' \
 	"$(wc -l <"$work/hot.txt")" "$(hot_list_bytes "$tree" "$work/hot.txt" | numfmt --to=iec)" \
 	"$("$st" info "$work/hot.stp" | sed -n 's/^hot region: *\([0-9]*\).*/\1/p' | numfmt --to=iec)"
