@@ -108,6 +108,13 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	return 0;
 }
 
+uint32_t stp_cache_default_budget(const struct stp_superblock *sb)
+{
+	uint64_t fit = STP_CACHE_DEFAULT_BYTES >> sb->block_log;
+
+	return fit > STP_CACHE_DEFAULT_BLOCKS ? (uint32_t)fit : STP_CACHE_DEFAULT_BLOCKS;
+}
+
 static uint8_t *buf_map(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

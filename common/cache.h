@@ -74,6 +74,14 @@ struct stp_cache_stats {
 	uint32_t max_buffers;  /* BUDGET + EXTRA: the bound on both */
 };
 
+/* The budget a reader uses unless told otherwise: eight blocks, or as many as fit in
+ * STP_CACHE_DEFAULT_BYTES when the blocks are smaller, so that an image of small blocks
+ * keeps about as many decoded bytes as one of the default 32 MiB. Pure. */
+#define STP_CACHE_DEFAULT_BLOCKS 8u
+#define STP_CACHE_DEFAULT_BYTES (256ull << 20)
+struct stp_superblock;
+uint32_t stp_cache_default_budget(const struct stp_superblock *sb);
+
 /* BUDGET: idle decoded blocks kept, at least 1 (-EINVAL otherwise). EXTRA: buffers
  * allowed beyond the budget for blocks pinned or decoded at once, e.g. one per thread that
  * decodes while the budget is full of pinned blocks (the total is capped at UINT32_MAX).

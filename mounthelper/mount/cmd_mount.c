@@ -26,7 +26,8 @@ static const struct stp_cli mount_cli = {
 static void describe_options(void)
 {
 	snprintf(mount_options, sizeof(mount_options),
-		 "  --cache-budget N   decoded blocks kept in memory (default %u, at least 1)\n"
+		 "  --cache-budget N   decoded blocks kept in memory, at least 1 (default %u,\n"
+		 "                     or as many as fit in %llu MiB when blocks are smaller)\n"
 		 "  --warm-workers N   blocks of the hot region decoded at once at mount\n"
 		 "                     (default: one per CPU, here %u; 0 turns warming off)\n"
 		 "  --readahead SIZE   the kernel's readahead on the mount, 0 to 128K (default\n"
@@ -44,7 +45,8 @@ static void describe_options(void)
 		 "                     allow_other, nosuid, nodev, noexec, cache_budget=N,\n"
 		 "                     sandbox=on|log|off, sandbox_user=NAME, ...\n"
 		 "  -f, --foreground   stay in the foreground; diagnostics go to stderr\n",
-		 STP_CACHE_BUDGET_DEFAULT, stp_mountopts_default_workers(), STP_READAHEAD_DEFAULT >> 10);
+		 STP_CACHE_DEFAULT_BLOCKS, STP_CACHE_DEFAULT_BYTES >> 20,
+		 stp_mountopts_default_workers(), STP_READAHEAD_DEFAULT >> 10);
 }
 
 /* --cache-budget, --warm-workers, --readahead, --record, --verify: the -o option NAME,

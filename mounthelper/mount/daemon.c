@@ -353,7 +353,8 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 static int prepare_fs(struct stp_daemon *d)
 {
 	const struct stp_mount_opts *o = d->fs.opts;
-	int err = stp_cache_new(d->fs.img, o->cache_budget, stp_mountopts_cache_extra(o), &d->fs.cache);
+	int err = stp_cache_new(d->fs.img, stp_mountopts_cache_budget(o, stp_image_sb(d->fs.img)),
+				stp_mountopts_cache_extra(o), &d->fs.cache);
 
 	if (err)
 		return fail(d, err, "cannot create the block cache: %s", stp_strerror(err));

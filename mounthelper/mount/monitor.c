@@ -161,7 +161,7 @@ static int open_image(struct monitor *m)
 static int check_memory(struct monitor *m)
 {
 	const struct stp_superblock *sb = &m->sb;
-	uint64_t blocks = (uint64_t)m->o->cache_budget + stp_mountopts_cache_extra(m->o);
+	uint64_t blocks = (uint64_t)stp_mountopts_cache_budget(m->o, sb) + stp_mountopts_cache_extra(m->o);
 	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache);
 	uint64_t need = (blocks << sb->block_log) + meta + 2 * sb->dict_size + MEM_SLACK;
 

@@ -92,8 +92,10 @@ int main(int argc, char **argv)
 		status = EXIT_MOUNT_FAILED;
 	} else {
 		if (o.verbose)
-			fprintf(stderr, PROG ": %s on %s, options %s, cache budget %u blocks\n", o.image_path,
-				o.mountpoint, o.fuse_opts, o.cache_budget);
+			fprintf(stderr, PROG ": %s on %s, options %s, cache budget %u blocks%s\n",
+				o.image_path, o.mountpoint, o.fuse_opts,
+				o.cache_budget ? o.cache_budget : STP_CACHE_DEFAULT_BLOCKS,
+				o.cache_budget ? "" : " (more if the image's blocks are small)");
 		if (o.fake)
 			status = stp_monitor_check(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
 		else

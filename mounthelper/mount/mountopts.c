@@ -67,7 +67,6 @@ unsigned stp_mountopts_default_workers(void)
 void stp_mountopts_init(struct stp_mount_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->cache_budget = STP_CACHE_BUDGET_DEFAULT;
 	o->meta_cache = STP_IMAGE_META_BUDGET;
 	o->readahead = STP_READAHEAD_DEFAULT;
 	o->warm_workers = stp_mountopts_default_workers();

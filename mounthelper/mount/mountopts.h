@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache.h"
+
 #include "hotlist.h"
 #include "sandbox.h"
 
@@ -37,7 +39,6 @@
 #define STP_SANDBOX_DEFAULT STP_SANDBOX_ON
 #endif
 
-#define STP_CACHE_BUDGET_DEFAULT 8u
 #define STP_CACHE_BUDGET_MAX (1u << 20)
 /* Warming workers by default: one per online CPU, at most this many. Measured on the
  * Blender tree on 2 CPUs: 1 worker was clearly slower, 2, 4 and 8 within noise of each
@@ -66,7 +67,7 @@ struct stp_mount_opts {
 	char *image;          /* SOURCE as given */
 	char *image_path;     /* absolute, set by stp_mountopts_finish */
 	char *mountpoint;     /* absolute after stp_mountopts_finish */
-	uint32_t cache_budget;
+	uint32_t cache_budget; /* 0: the image's default (stp_mountopts_cache_budget) */
 	uint64_t meta_cache;  /* bytes of decoded metadata pages kept (paged images) */
 	uint32_t readahead;   /* readahead=: the kernel's readahead in bytes (0 while recording) */
 	uint32_t warm_workers;
@@ -119,6 +120,14 @@ static inline bool stp_mountopts_fills(const struct stp_mount_opts *o)
 static inline uint32_t stp_mountopts_cache_extra(const struct stp_mount_opts *o)
 {
 	return o->warm_workers + 1 + (o->cache_budget == 1 && o->warm_workers);
+}
+
+/* The budget in blocks for an image with superblock SB: cache_budget= as given, else
+ * stp_cache_default_budget (eight blocks, more when they are under 32 MiB). */
+static inline uint32_t stp_mountopts_cache_budget(const struct stp_mount_opts *o,
+						  const struct stp_superblock *sb)
+{
+	return o->cache_budget ? o->cache_budget : stp_cache_default_budget(sb);
 }
 
 /* The default number of warming workers on this machine. */

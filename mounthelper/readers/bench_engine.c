@@ -411,8 +411,8 @@ static int cache_warm(struct bench *b)
 {
 	uint64_t n = stp_image_sb(b->img)->block_count;
 
-	if (n > b->o->budget)
-		n = b->o->budget;
+	if (n > b->budget)
+		n = b->budget;
 	for (uint64_t i = 0; i < n; i++) {
 		struct stp_block_ref ref;
 		int err = stp_cache_get(b->cache, i, &ref);
@@ -536,7 +536,9 @@ int bench_prepare(struct bench *b)
 	err = files_collect(b);
 	if (err)
 		return err;
-	err = stp_cache_new(b->img, b->o->budget, b->o->threads, &b->cache);
+	/* 0: the image's default, as a mount's */
+	b->budget = b->o->budget ? b->o->budget : stp_cache_default_budget(stp_image_sb(b->img));
+	err = stp_cache_new(b->img, b->budget, b->o->threads, &b->cache);
 	if (!err)
 		err = workers_alloc(b);
 	if (err && err != -E2BIG) /* a plan too large said so itself */

@@ -30,7 +30,7 @@ struct stp_pubkey;
 
 struct bench_opts {
 	uint64_t reads, read_size, seed;
-	uint32_t threads, budget;
+	uint32_t threads, budget; /* budget 0: stp_cache_default_budget */
 	int json, sequential, warm, print_reads;
 	const struct stp_pubkey *key; /* open verified with this key, or NULL */
 };
@@ -81,6 +81,7 @@ struct bench {
 	const char *image;
 	struct stp_image *img;
 	struct stp_cache *cache;
+	uint32_t budget;          /* the cache's: o->budget, or the image's default */
 	struct file_table files;
 	struct worker *workers;
 	atomic_int stop;          /* a worker failed: the others finish early */

@@ -43,7 +43,7 @@ void bench_print_text(const struct bench *b, const struct bench_summary *s)
 	printf("%-12s %s, %" PRIu64 "-byte reads, %u thread%s, seed %" PRIu64
 	       ", cache budget %u blocks%s\n", "run:",
 	       b->o->sequential ? "sequential" : "random", b->o->read_size, b->o->threads,
-	       b->o->threads == 1 ? "" : "s", b->o->seed, b->o->budget,
+	       b->o->threads == 1 ? "" : "s", b->o->seed, b->budget,
 	       b->o->warm ? ", warmed" : "");
 	printf("%-12s %" PRIu64 "\n", "reads:", s->reads);
 	printf("%-12s %" PRIu64 " (%s)\n", "bytes:", s->bytes,
@@ -112,7 +112,7 @@ int bench_print_json(const struct bench *b, const struct bench_summary *s)
 		"blocks", (json_int_t)stp_image_sb(b->img)->block_count,
 		"files", (json_int_t)b->files.n, "file_bytes", (json_int_t)b->files.bytes,
 		"read_size", (json_int_t)b->o->read_size, "threads", (json_int_t)b->o->threads,
-		"seed", (json_int_t)b->o->seed, "cache_budget", (json_int_t)b->o->budget,
+		"seed", (json_int_t)b->o->seed, "cache_budget", (json_int_t)b->budget,
 		"warm", b->o->warm, "reads", (json_int_t)s->reads, "bytes", (json_int_t)s->bytes,
 		"wall_seconds", wall, "mib_per_second", ratio(mib(s->bytes), wall),
 		"reads_per_second", ratio((double)s->reads, wall),

@@ -26,7 +26,8 @@ static const struct stp_cli bench_cli = {
 		"  -s, --read-size BYTES  bytes per read, suffixes K, M (default 4K)\n"
 		"  -t, --threads T        reading threads sharing one cache (default 1)\n"
 		"      --seed S           seed of the random offsets (default 1)\n"
-		"  -c, --cache-budget N   decoded blocks the cache keeps (default 8)\n"
+		"  -c, --cache-budget N   decoded blocks the cache keeps (default 8, or as many\n"
+		"                         as fit in 256 MiB when blocks are smaller)\n"
 		"      --warm             decode blocks into the cache before timing\n"
 		"      --sequential       read every file once, in image order, instead\n"
 		"      --key PUBKEY       open the image verified: every block checked against\n"
@@ -135,8 +136,7 @@ int stp_cmd_bench(int argc, char **argv)
 		{ "key", required_argument, NULL, OPT_KEY },
 		STP_CLI_LONGOPTS, { 0 },
 	};
-	struct bench_opts o = { .reads = 10000, .read_size = 4096, .seed = 1, .threads = 1,
-				.budget = 8 };
+	struct bench_opts o = { .reads = 10000, .read_size = 4096, .seed = 1, .threads = 1 };
 	int opt, status, rc;
 
 	stp_cli_init(&bench_cli, argv);

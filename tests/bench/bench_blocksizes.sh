@@ -6,7 +6,7 @@
 #
 # Builds TREE with mkstipple at block sizes 64K, 1M, 4M and 32M (default level 19, so the
 # 32M build takes a while), then times 4 KiB random reads with `stipple bench` on each:
-# once with the mount's default cache budget (8 blocks, starting empty), once with a
+# once with a cache budget of 8 blocks (the default at 32 MiB, starting empty), once with a
 # budget covering the whole image, decoded before timing (--warm). Prints one table row
 # per run: block size, image size, dictionary, budget, reads/s, MiB/s, p50 and p99
 # latency, cache hit ratio and decode throughput.

@@ -103,7 +103,18 @@ static void test_helper_defaults(void)
 
 	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "rw", NULL) == 0);
 	CHECK(!strcmp(o.image, image) && !strcmp(o.mountpoint, "/tmp"));
-	CHECK(o.cache_budget == STP_CACHE_BUDGET_DEFAULT);
+	CHECK(o.cache_budget == 0); /* the image's default, resolved against its superblock */
+	{
+		struct stp_superblock sb = { .block_log = 25 };
+
+		CHECK(stp_mountopts_cache_budget(&o, &sb) == 8);  /* 32 MiB: eight blocks */
+		sb.block_log = 26;
+		CHECK(stp_mountopts_cache_budget(&o, &sb) == 8);  /* larger ones: still eight */
+		sb.block_log = 20;
+		CHECK(stp_mountopts_cache_budget(&o, &sb) == 256); /* 1 MiB: 256 MiB of them */
+		sb.block_log = 16;
+		CHECK(stp_mountopts_cache_budget(&o, &sb) == 4096);
+	}
 	CHECK(o.sandbox == STP_SANDBOX_DEFAULT);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
 	snprintf(want, sizeof(want), "ro,fsname=%s,subtype=stipple,max_read=%u", o.image_path,
