@@ -130,6 +130,16 @@ def test_reads_do_not_depend_on_the_block_size(gen_tree, gen_image, tmp_path):
     assert print_reads(*args, other) == print_reads(*args, gen_image)
 
 
+@pytest.mark.parametrize("block_size, budget", [("64K", 4096), ("1M", 256), ("32M", 8),
+                                               ("64M", 8)])
+def test_default_budget_follows_the_block_size(gen_tree, tmp_path, block_size, budget):
+    """Eight blocks, or as many as fit in 256 MiB when they are smaller."""
+    image = build_image(gen_tree, tmp_path / "b.stipple", "--level", "1",
+                        "--block-size", block_size)
+    assert bench_json("--reads", "50", image)["cache_budget"] == budget
+    assert bench_json("--reads", "50", "--cache-budget", "3", image)["cache_budget"] == 3
+
+
 def test_random_reads_are_the_source_bytes(gen_tree, gen_image):
     files, _ = regular_files(gen_tree)
     reads = print_reads("--reads", "1500", "--read-size", "5000", "--threads", "2", gen_image)

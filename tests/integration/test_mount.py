@@ -218,6 +218,22 @@ def test_stdlib_matches_source(stdlib_image):
         assert not diffs, "\n".join(diffs[:50])
 
 
+def status_key(mnt, key):
+    for line in os.getxattr(mnt, "user.stipple.status").decode().splitlines():
+        k, _, v = line.partition("=")
+        if k == key:
+            return v
+    raise AssertionError("no %s in the status of %s" % (key, mnt))
+
+
+@pytest.mark.parametrize("args, budget", [((), "256"), (("--cache-budget", "3"), "3")])
+def test_cache_budget_default_follows_the_block_size(stdlib_image, args, budget):
+    """1 MiB blocks: as many as fit in 256 MiB by default; a budget given is kept."""
+    with mount_image(stdlib_image, None, *args) as mnt:
+        assert status_key(mnt, "block_size") == str(1 << 20)
+        assert status_key(mnt, "cache_budget") == budget
+
+
 def test_python_imports_from_mount(stdlib_image, tmp_path):
     prefix = tmp_path / "prefix"
     lib = prefix / "lib" / "python3.11"
