@@ -79,9 +79,9 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 		"warm_stored_bytes=%llu\nwarm_done=%d\nwarm_full=%d\n", ws.workers,
 	    (unsigned long long)ws.hot_blocks, (unsigned long long)ws.warmed,
 	    (unsigned long long)ws.held, (unsigned long long)ws.stored_bytes, ws.done, ws.full);
-	add(&t, "warm_ahead=%llu\ncache_waits=%llu\nwarm_store_failures=%llu\n",
+	add(&t, "warm_ahead=%llu\ncache_waits=%llu\nwarm_store_failures=%llu\nwarm_store_ns=%llu\n",
 	    (unsigned long long)ws.ahead, (unsigned long long)cs.waits,
-	    (unsigned long long)ws.store_failures);
+	    (unsigned long long)ws.store_failures, (unsigned long long)ws.store_ns);
 	add(&t, "fill=%d\nfill_jobs=%llu\nfill_dropped=%llu\nfill_stored_bytes=%llu\n"
 		"fill_cpu_ns=%llu\nfill_known=%llu\nfill_pieces=%llu\n", filler != NULL,
 	    (unsigned long long)fs.jobs, (unsigned long long)fs.dropped,

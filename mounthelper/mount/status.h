@@ -7,6 +7,7 @@
  * runs with: 0 when it is off or failed to start), hot_blocks, warmed, warm_held,
  * warm_stored_bytes, warm_done, warm_full, warm_ahead (hot blocks reads decoded
  * themselves before warming took them), cache_waits (gets that waited for a buffer),
+ * warm_store_failures, warm_store_ns (time in the kernel's copy of warmed pages),
  * fill (1 when on), fill_jobs, fill_dropped, fill_stored_bytes, fill_cpu_ns,
  * fill_known, fill_pieces (fill.h); a URL mount's also net_requests (HTTP requests,
  * retries included), net_retries, net_failures (reads that failed for good), net_bytes

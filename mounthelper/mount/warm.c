@@ -21,8 +21,8 @@
 #include "fuseino.h"
 #include "image.h"
 #include "log.h"
-#include "warmplan.h"
 #include "util.h"
+#include "warmplan.h"
 
 #define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
 #define STORE_TRIES 10u           /* a store the kernel cannot take yet (ENOENT), 2 ms apart */
@@ -67,6 +67,7 @@ struct stp_warmer {
 	unsigned qhead, qlen;
 	uint64_t stored_bytes;     /* atomic */
 	uint64_t store_failures;   /* atomic: stores given up (the pages are read as usual) */
+	uint64_t store_ns;         /* atomic: time spent in the kernel's copy of stored pages */
 	uint64_t reads;            /* atomic: reads answered, whatever their block */
 
 	unsigned nworkers;
@@ -145,12 +146,15 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 static int store_chunk(struct stp_warmer *w, uint32_t ino, uint64_t off, struct fuse_bufvec *bv)
 {
 	struct timespec nap = { 0, 2000000 };
+	uint64_t t0 = stp_now_ns();
 	int rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
 
 	for (unsigned i = 1; rc == -ENOENT && i < STORE_TRIES; i++) {
 		nanosleep(&nap, NULL);
+		t0 = stp_now_ns();
 		rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
 	}
+	__atomic_add_fetch(&w->store_ns, stp_now_ns() - t0, __ATOMIC_RELAXED);
 	if (rc)
 		__atomic_add_fetch(&w->store_failures, 1, __ATOMIC_RELAXED);
 	return rc;
@@ -554,4 +558,5 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	pthread_mutex_unlock(&w->lock);
 	out->stored_bytes = __atomic_load_n(&w->stored_bytes, __ATOMIC_RELAXED);
 	out->store_failures = __atomic_load_n(&w->store_failures, __ATOMIC_RELAXED);
+	out->store_ns = __atomic_load_n(&w->store_ns, __ATOMIC_RELAXED);
 }

@@ -27,6 +27,7 @@ struct stp_warm_status {
 	uint64_t held;         /* decoded blocks the warmer holds now */
 	uint64_t stored_bytes; /* pushed into the page cache */
 	uint64_t store_failures; /* pushes the kernel refused: those pages are read as usual */
+	uint64_t store_ns;       /* spent in those pushes (the kernel copying the pages) */
 	uint64_t ahead;        /* hot blocks reads decoded themselves before warming took them */
 	unsigned workers;
 	int done;              /* every hot block has been decoded and its pages pushed */
