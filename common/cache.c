@@ -23,6 +23,8 @@ enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
  * Their stacks hold zstd's and the log's frames, little more. */
 #define DECODERS_MAX 4u
 #define DECODER_STACK (512u << 10)
+/* Buffers are mapped whole pages at a time (4 KiB or a multiple: a bound either way). */
+#define BUF_PAGE 4096u
 
 struct entry {
 	uint64_t block;
@@ -108,9 +110,14 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	return 0;
 }
 
+uint64_t stp_cache_buffer_bytes(const struct stp_superblock *sb)
+{
+	return (stp_image_sb_buffer_size(sb) + BUF_PAGE - 1) & ~(uint64_t)(BUF_PAGE - 1);
+}
+
 uint32_t stp_cache_default_budget(const struct stp_superblock *sb)
 {
-	uint64_t fit = STP_CACHE_DEFAULT_BYTES >> sb->block_log;
+	uint64_t fit = STP_CACHE_DEFAULT_BYTES / stp_cache_buffer_bytes(sb);
 
 	return fit > STP_CACHE_DEFAULT_BLOCKS ? (uint32_t)fit : STP_CACHE_DEFAULT_BLOCKS;
 }

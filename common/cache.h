@@ -74,12 +74,15 @@ struct stp_cache_stats {
 	uint32_t max_buffers;  /* BUDGET + EXTRA: the bound on both */
 };
 
-/* The budget a reader uses unless told otherwise: eight blocks, or as many as fit in
- * STP_CACHE_DEFAULT_BYTES when the blocks are smaller, so that an image of small blocks
- * keeps about as many decoded bytes as one of the default 32 MiB. Pure. */
+/* The memory one block buffer maps, for an image with superblock SB: what every cache
+ * entry holds, whatever its block's size. Pure. */
+struct stp_superblock;
+uint64_t stp_cache_buffer_bytes(const struct stp_superblock *sb);
+/* The budget a reader uses unless told otherwise: eight blocks, or as many buffers as fit
+ * in STP_CACHE_DEFAULT_BYTES when the blocks are smaller, so that an image of small
+ * blocks keeps about as many decoded bytes as one of the default 32 MiB. Pure. */
 #define STP_CACHE_DEFAULT_BLOCKS 8u
 #define STP_CACHE_DEFAULT_BYTES (256ull << 20)
-struct stp_superblock;
 uint32_t stp_cache_default_budget(const struct stp_superblock *sb);
 
 /* BUDGET: idle decoded blocks kept, at least 1 (-EINVAL otherwise). EXTRA: buffers

@@ -99,7 +99,7 @@ struct stp_superblock {
 	uint32_t block_log;     /* block size = 1 << block_log */
 	uint32_t hot_block_log; /* feature HOT_BLOCKS: the hot region's blocks; else 0 */
 	uint64_t data_size;     /* bytes in the uncompressed data stream */
-	uint64_t block_count;   /* = ceil(data_size / block size) */
+	uint64_t block_count;   /* ceil(data_size / block size), or with hot blocks: stipple(5) */
 	uint64_t hot_size;      /* the first hot_size stream bytes are the hot region */
 	uint64_t meta_offset, meta_stored_size, meta_size, meta_checksum;
 	uint32_t meta_codec;

@@ -1024,11 +1024,16 @@ static int decompress(const struct stp_image *img, uint64_t block, const struct 
 	return rc;
 }
 
-size_t stp_image_block_buffer_size(const struct stp_image *img)
+size_t stp_image_sb_buffer_size(const struct stp_superblock *sb)
 {
-	size_t bs = (size_t)1 << img->sb.block_log;
+	size_t bs = (size_t)1 << sb->block_log;
 
 	return bs + ZSTD_DECOMPRESSION_MARGIN(bs, ZSTD_BLOCKSIZE_MAX);
+}
+
+size_t stp_image_block_buffer_size(const struct stp_image *img)
+{
+	return stp_image_sb_buffer_size(&img->sb);
 }
 
 /* Where the stored bytes of BE go: at the end of OUT (LEN bytes) when zstd can decode them

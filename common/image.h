@@ -157,8 +157,10 @@ int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_bloc
 size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block);
 
 /* Bytes of a buffer for stp_image_decode_block: a full block and the margin zstd needs to
- * decompress in place. */
+ * decompress in place (at least 128 KiB more than the block). The same from a superblock
+ * alone, for a reader that must bound its memory before it opens the image. */
 size_t stp_image_block_buffer_size(const struct stp_image *img);
+size_t stp_image_sb_buffer_size(const struct stp_superblock *sb);
 
 /* Reads, checks and decodes block BLOCK into OUT, which holds stp_image_block_buffer_size()
  * bytes: the stored bytes are read into its end and decoded in place, so that one buffer

@@ -139,7 +139,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "read_steps: %s: no such block range (or no hot region)\n", argv[1]);
 		return 2;
 	}
-	b.stored = malloc(stp_image_block_buffer_size(img));
+	/* a zstd block may store up to the compress bound of its size */
+	b.stored = malloc(ZSTD_compressBound(stp_image_block_size(img)));
 	b.out = malloc(stp_image_block_buffer_size(img));
 	b.copy = malloc(stp_image_block_buffer_size(img));
 	b.dctx = ZSTD_createDCtx();

@@ -110,10 +110,14 @@ static void test_helper_defaults(void)
 		CHECK(stp_mountopts_cache_budget(&o, &sb) == 8);  /* 32 MiB: eight blocks */
 		sb.block_log = 26;
 		CHECK(stp_mountopts_cache_budget(&o, &sb) == 8);  /* larger ones: still eight */
+		/* smaller: as many buffers as fit in 256 MiB, each a block and zstd's margin */
 		sb.block_log = 20;
-		CHECK(stp_mountopts_cache_budget(&o, &sb) == 256); /* 1 MiB: 256 MiB of them */
+		CHECK(stp_mountopts_cache_budget(&o, &sb) == (256u << 20) / stp_cache_buffer_bytes(&sb));
+		CHECK(stp_mountopts_cache_budget(&o, &sb) == 226);
 		sb.block_log = 16;
-		CHECK(stp_mountopts_cache_budget(&o, &sb) == 4096);
+		CHECK(stp_mountopts_cache_budget(&o, &sb) == 1337);
+		CHECK(stp_cache_buffer_bytes(&sb) % 4096 == 0 &&
+		      stp_cache_buffer_bytes(&sb) >= (64u << 10) + (128u << 10));
 	}
 	CHECK(o.sandbox == STP_SANDBOX_DEFAULT);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
