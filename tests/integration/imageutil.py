@@ -61,6 +61,15 @@ HOLE_MIN = 64 << 10        # builder/pack.c HOLE_MIN: zero runs this long are ho
 RANGE_MARGIN = 32 << 10    # common/hotlist.h STP_HOT_MARGIN_DEFAULT: hot ranges widened by this
 
 
+def buffer_bytes(block_log):
+    """What one block buffer of a reader maps (common/cache.c stp_cache_buffer_bytes): the
+    block and zstd's in-place margin (zstd.h ZSTD_DECOMPRESSION_MARGIN, with 128 KiB zstd
+    blocks and an 18-byte frame header at most), in whole 4 KiB pages."""
+    bs, zblock = 1 << block_log, 128 << 10
+    margin = 18 + 4 + 3 * (-(-bs // zblock)) + zblock
+    return -(-(bs + margin) // 4096) * 4096
+
+
 def get(fields, name, buf, base=0):
     """Field NAME of the record at BASE of BUF."""
     off, f = fields[name]

@@ -23,7 +23,8 @@ import pytest
 
 from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image, read_file,
                       run, unmount)
-from imageutil import BLOCKENT_FIELDS, BLOCKENT_SIZE, CraftedImage, SB_FIELDS, get, put, reseal
+from imageutil import (BLOCKENT_FIELDS, BLOCKENT_SIZE, CraftedImage, SB_FIELDS, buffer_bytes, get,
+                       put, reseal)
 import treeutil
 from test_mount import daemon_pids, foreground_mount, wait_gone
 
@@ -529,7 +530,7 @@ def test_verified_mount_data_limit_counts_stored_copies(signed, mnt):
     block_log, _, _, dict_size = sb_fields(signed["image"])
     bs = 1 << block_log
     bound = bs + (bs >> 8) + (((128 << 10) - bs) >> 11 if bs < (128 << 10) else 0)
-    want = (6 << block_log) + 6 * bound + meta_memory(signed["image"]) + 2 * dict_size + \
-        (256 << 20)
+    want = 6 * buffer_bytes(block_log) + 6 * bound + meta_memory(signed["image"]) + \
+        2 * dict_size + (256 << 20)
     assert daemon_data_limit(mnt) == (want, want)
     assert_tree(mnt, signed)

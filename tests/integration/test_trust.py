@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
-from imageutil import CraftedImage
+from imageutil import CraftedImage, buffer_bytes
 import treeutil
 from test_mount import daemon_pids, wait_gone
 
@@ -136,7 +136,7 @@ def test_fifo_as_image_does_not_hang(tmp_path, mnt):
 
 @pytest.mark.parametrize("meta_cache", [None, 1 << 20])
 def test_daemon_data_limit_follows_options(small_image, mnt, meta_cache):
-    """RLIMIT_DATA of the daemon: (budget + workers + 1) blocks, the metadata (its page
+    """RLIMIT_DATA of the daemon: (budget + workers + 1) block buffers, the metadata (its page
     cache's budget), the dictionary, and 256 MiB for stacks, buffers and plans
     (monitor.c)."""
     args = ["-o", "meta_cache=%d" % meta_cache] if meta_cache else []
@@ -145,7 +145,7 @@ def test_daemon_data_limit_follows_options(small_image, mnt, meta_cache):
     assert r.returncode == 0, r.stderr
     block_log, _, _, dict_size = sb_fields(small_image)
     meta = meta_memory(small_image, *([meta_cache] if meta_cache else []))
-    want = (6 << block_log) + meta + 2 * dict_size + (256 << 20)
+    want = 6 * buffer_bytes(block_log) + meta + 2 * dict_size + (256 << 20)
     assert daemon_data_limit(mnt) == (want, want)
 
 
