@@ -86,7 +86,6 @@ static int range_in_image(uint64_t off, uint64_t len, uint64_t image_size)
 	return off >= STP_SB_SIZE && off <= image_size && len <= image_size - off;
 }
 
-/* The size and range rules of stipple(5), in its order: NULL, or the one that fails. */
 /* The hot blocks' size: within range and below the block size with their feature bit,
  * 0 without it. */
 static const char *sb_check_hot_blocks(const struct stp_superblock *sb)

@@ -260,6 +260,12 @@ static inline uint64_t stp_sb_block_len(const struct stp_superblock *sb, uint64_
 	return (end < sb->data_size ? end : sb->data_size) - start;
 }
 
+/* The stream offset just past block BLOCK's last byte. */
+static inline uint64_t stp_sb_block_end(const struct stp_superblock *sb, uint64_t block)
+{
+	return stp_sb_block_start(sb, block) + stp_sb_block_len(sb, block);
+}
+
 /* The number of metadata pages of an image: 0 unless its metadata is paged. The
  * superblock decoder bounded meta_size, so this is at most 2^14. */
 static inline uint64_t stp_meta_pages(const struct stp_superblock *sb)

@@ -1037,8 +1037,6 @@ size_t stp_image_block_buffer_size(const struct stp_image *img)
 }
 
 /* Where the stored bytes of BE go: at the end of OUT (LEN bytes) when zstd can decode them
- * in place there, else (a frame no builder writes) in a buffer of their own. */
-/* Where the stored bytes of BE go: at the end of OUT (LEN bytes) when zstd can decode them
  * in place there, else (a frame no builder writes) in a buffer of their own: *OWN then. */
 static uint8_t *stored_place(const struct stp_blockent *be, uint8_t *out, size_t len, bool *own)
 {

@@ -119,7 +119,7 @@ static int index_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64
 	}
 	while (len) {
 		uint64_t k = stp_sb_block_of(f->sb, stream_off);
-		uint64_t n = stp_sb_block_start(f->sb, k) + stp_sb_block_len(f->sb, k) - stream_off;
+		uint64_t n = stp_sb_block_end(f->sb, k) - stream_off;
 		uint32_t i;
 
 		if (n > len)

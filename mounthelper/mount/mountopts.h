@@ -30,7 +30,6 @@
 #include <stdint.h>
 
 #include "cache.h"
-
 #include "hotlist.h"
 #include "sandbox.h"
 

@@ -41,8 +41,7 @@ static int add_extent(struct collect *c, uint32_t ino, uint64_t size, const stru
 	if (end > p->hot_size)
 		end = p->hot_size;
 	while (off < end) {
-		uint64_t k = stp_sb_block_of(p->sb, off);
-		uint64_t stop = stp_sb_block_start(p->sb, k) + stp_sb_block_len(p->sb, k);
+		uint64_t stop = stp_sb_block_end(p->sb, stp_sb_block_of(p->sb, off));
 		struct stp_warm_seg s = { ino, e->file_off + (off - e->stream_off), off, 0, size };
 		int rc;
 
@@ -111,8 +110,7 @@ static int index_by_block(struct stp_warm_plan *p)
 	if (!p->block_first || !p->block_pages)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < p->nblocks; k++) {
-		uint64_t start = stp_sb_block_start(p->sb, k);
-		uint64_t end = start + stp_sb_block_len(p->sb, k);
+		uint64_t start = stp_sb_block_start(p->sb, k), end = stp_sb_block_end(p->sb, k);
 
 		if (end > p->hot_size)
 			end = p->hot_size;

@@ -191,8 +191,7 @@ static int copy_extent(struct stp_walk *w, const struct stp_walk_entry *e,
 	while (done < ext->length) {
 		uint64_t stream = ext->stream_off + done;
 		uint64_t block = stp_sb_block_of(x->sb, stream);
-		uint64_t in_block = stp_sb_block_start(x->sb, block) + stp_sb_block_len(x->sb, block) -
-				    stream;
+		uint64_t in_block = stp_sb_block_end(x->sb, block) - stream;
 		size_t want = (size_t)(ext->length - done < in_block ? ext->length - done : in_block);
 		ssize_t n;
 		int err;

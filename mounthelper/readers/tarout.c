@@ -185,7 +185,7 @@ static int archive_acl_tag(uint16_t tag)
  * Refused, as the kernel refuses it, unless each tag is known, the permissions are rwx at
  * most, the entries come in the kernel's order (by tag, named ones by id, none twice),
  * and a non-empty ACL has its owner, group and other entries and a mask beside named
- * ones. A header alone is an empty ACL. Must follow la.archive_entry_set_mode(): libarchive
+ * ones. A header alone is an empty ACL. Must follow archive_entry_set_mode(): libarchive
  * keeps the owner, group and other entries of an access ACL in its copy of the mode.
  */
 static int add_acl(struct stp_walk *w, const struct stp_walk_entry *e, const char *xname,

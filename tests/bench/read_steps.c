@@ -151,6 +151,8 @@ int main(int argc, char **argv)
 
 	double *t = calloc((size_t)rounds * NSTEPS, sizeof(*t)), total = 0;
 
+	if (!t)
+		return 1;
 	one_round(img, first, last, &b, (double[NSTEPS]){ 0 }); /* into the page cache */
 	for (int r = 0; r < rounds; r++)
 		if ((rc = one_round(img, first, last, &b, t + (size_t)r * NSTEPS))) {

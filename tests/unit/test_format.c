@@ -453,6 +453,8 @@ static void test_sb_hot_blocks(void)
 	CHECK_EQ(stp_sb_block_len(&sb, GOLD_HOT_BLOCKS), 0x100000);
 	CHECK_EQ(stp_sb_block_len(&sb, last), 0x9999a);
 	CHECK_EQ(stp_sb_block_len(&sb, last + 1), 0);
+	CHECK_EQ(stp_sb_block_end(&sb, GOLD_HOT_BLOCKS - 1), hot);
+	CHECK_EQ(stp_sb_block_end(&sb, last), golden_sb.data_size);
 	CHECK_EQ(stp_sb_block_offset(&sb, hot + 0x100005), 5);
 	CHECK_EQ(stp_sig_nhashes(&sb), GOLD_HB_COUNT + 2);
 	/* without the feature the same stream is 0x1235 blocks of 1 MiB */
