@@ -89,6 +89,21 @@ int stp_image_inode(const struct stp_image *img, uint32_t ino, struct stp_inode 
  * NUL, not "." or ".."), is copied into NAME and NUL-terminated. */
 int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, uint32_t index,
 		     struct stp_dirent *out, char name[STP_NAME_MAX + 1]);
+/* A run of a directory's entries read together: a listing costs a few copies out of the
+ * metadata per run instead of two per entry. */
+#define STP_DIR_RUN 128u
+struct stp_dir_run {
+	uint32_t first, count;              /* entries first .. first + count - 1 */
+	struct stp_dirent ent[STP_DIR_RUN];
+	uint16_t name_at[STP_DIR_RUN];      /* entry i's NUL-terminated name: names + name_at[i] */
+	char names[STP_DIR_RUN * (STP_NAME_MAX + 1)];
+	char span[STP_DIR_RUN * STP_NAME_MAX]; /* scratch: the pool bytes under the names */
+};
+/* Fills RUN with up to STP_DIR_RUN entries of DIR from index FIRST, each checked as
+ * stp_image_dirent checks one; count is 0 past the last entry, and after an error. RUN
+ * is the caller's (some 66 KiB: not for a small stack). */
+int stp_image_dir_run(const struct stp_image *img, const struct stp_inode *dir, uint32_t first,
+		      struct stp_dir_run *run);
 /* Looks NAME (LEN bytes) up in directory DIR by binary search: -ENOENT, -ENOTDIR. */
 int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
 		     uint32_t *ino);

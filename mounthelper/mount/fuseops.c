@@ -441,24 +441,31 @@ enum dir_attrs { ATTRS_NONE, ATTRS_DIRS, ATTRS_ALL };
 /* Lookups of non-directories that make walkers look like they stat what they list. */
 #define STAT_WALK 16u
 
-/* Entry I of directory DIR (N): ".", "..", then the image's entries. NAME gets the name. */
+/* Entry I of directory DIR (N): ".", "..", then the image's entries, read a run at a time
+ * into RUN. *NAME points at the name, in RUN or static. */
 static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode *dir, uint64_t i,
-		     char name[STP_NAME_MAX + 1], uint32_t *ino, unsigned *dtype)
+		     struct stp_dir_run *run, const char **name, uint32_t *ino, unsigned *dtype)
 {
-	struct stp_dirent d;
+	uint32_t k;
 	int err;
 
 	if (i < 2) {
-		strcpy(name, i ? ".." : ".");
+		*name = i ? ".." : ".";
 		*ino = i ? dir->parent : n;
 		*dtype = DT_DIR;
 		return 0;
 	}
-	err = stp_image_dirent(fs->img, dir, (uint32_t)(i - 2), &d, name);
-	if (err)
-		return err;
-	*ino = d.ino;
-	*dtype = d.dtype;
+	if (i - 2 < run->first || i - 2 >= (uint64_t)run->first + run->count) {
+		err = stp_image_dir_run(fs->img, dir, (uint32_t)(i - 2), run);
+		if (err)
+			return err;
+		if (!run->count)
+			return -ENOENT;
+	}
+	k = (uint32_t)(i - 2) - run->first;
+	*name = run->names + run->name_at[k];
+	*ino = run->ent[k].ino;
+	*dtype = run->ent[k].dtype;
 	return 0;
 }
 
@@ -466,15 +473,15 @@ static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode
  * ATTRS the entry carries the inode's attributes, which makes the kernel build its inode
  * at once; without, it is a name, an inode number and a type, in either kind of reply. */
 static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
-		     const struct stp_inode *dir, uint64_t i, bool plus, enum dir_attrs attrs,
-		     char *buf, size_t room, size_t *need)
+		     const struct stp_inode *dir, uint64_t i, struct stp_dir_run *run, bool plus,
+		     enum dir_attrs attrs, char *buf, size_t room, size_t *need)
 {
-	char name[STP_NAME_MAX + 1];
 	struct fuse_entry_param e;
 	struct stp_inode inode;
+	const char *name;
 	unsigned dtype;
 	uint32_t ino;
-	int err = dir_entry(fs, n, dir, i, name, &ino, &dtype);
+	int err = dir_entry(fs, n, dir, i, run, &name, &ino, &dtype);
 
 	if (err)
 		return err;
@@ -529,6 +536,7 @@ static enum dir_attrs dir_attrs_for(struct stp_fs *fs, const struct stp_inode *d
 static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
 	struct stp_fs *fs = fs_of(req);
+	struct stp_dir_run *run = NULL;
 	struct stp_inode dir;
 	enum dir_attrs attrs;
 	char *buf = NULL;
@@ -538,11 +546,14 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 
 	if (!err && !S_ISDIR(dir.mode))
 		err = -ENOTDIR;
-	if (!err && !(buf = malloc(size)))
+	if (!err && (!(buf = malloc(size)) || !(run = malloc(sizeof(*run)))))
 		err = -ENOMEM;
+	if (run)
+		run->first = run->count = 0;
 	attrs = err ? ATTRS_NONE : dir_attrs_for(fs, &dir, off, plus);
 	for (uint64_t i = off < 0 ? 0 : (uint64_t)off; !err && i < (uint64_t)dir.count + 2; i++) {
-		err = add_entry(fs, req, n, &dir, i, plus, attrs, buf + used, size - used, &need);
+		err = add_entry(fs, req, n, &dir, i, run, plus, attrs, buf + used, size - used,
+				&need);
 		if (err || need > size - used)
 			break;
 		used += need;
@@ -551,6 +562,7 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 		fuse_reply_err(req, to_errno(err));
 	else
 		fuse_reply_buf(req, buf, used);
+	free(run);
 	free(buf);
 }
 

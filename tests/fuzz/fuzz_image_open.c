@@ -36,8 +36,27 @@ static void touch(const void *p, size_t len)
 	sink ^= stp_checksum(p, len);
 }
 
+/* Entry I read alone agrees with the run that holds it (read in runs, as a mount lists). */
+static void check_in_run(const struct stp_image *img, const struct stp_inode *dir, uint32_t i,
+			 const struct stp_dirent *de, const char *name, struct stp_dir_run *run)
+{
+	uint32_t k;
+
+	if (i < run->first || i >= run->first + run->count)
+		if (stp_image_dir_run(img, dir, i, run))
+			return;
+	FUZZ_ASSERT(run->count > 0 && run->count <= STP_DIR_RUN && i >= run->first &&
+		    i - run->first < run->count);
+	k = i - run->first;
+	FUZZ_ASSERT(run->ent[k].ino == de->ino && run->ent[k].name_len == de->name_len &&
+		    !strcmp(run->names + run->name_at[k], name));
+}
+
 static void walk_dir(const struct stp_image *img, uint32_t ino, const struct stp_inode *dir)
 {
+	static struct stp_dir_run run;
+
+	run.first = run.count = 0;
 	for (uint32_t i = 0; i < dir->count && i < MAX_ENTRIES; i++) {
 		struct stp_dirent de;
 		char name[STP_NAME_MAX + 1];
@@ -45,6 +64,7 @@ static void walk_dir(const struct stp_image *img, uint32_t ino, const struct stp
 
 		if (stp_image_dirent(img, dir, i, &de, name))
 			continue;
+		check_in_run(img, dir, i, &de, name, &run);
 		FUZZ_ASSERT(de.name_len > 0 && de.name_len <= STP_NAME_MAX);
 		FUZZ_ASSERT(!memchr(name, '/', de.name_len));
 		FUZZ_ASSERT(de.ino < stp_image_sb(img)->inode_count);

@@ -83,10 +83,13 @@ static uint8_t *mem_metadata(const struct mem_file *files, unsigned n, const uin
 	return m;
 }
 
-/* The image of FILES[0..N) over DATA_SIZE (at most 64 KiB) stream bytes, opened: the
- * open's result. The caller closes *OUT. */
-static int mem_image_open(const struct mem_file *files, unsigned n, uint64_t data_size,
-			  struct stp_image **out)
+/* Changes the metadata (LEN bytes, header first) before the image is written. */
+typedef void (*mem_edit_fn)(uint8_t *meta, size_t len, void *ctx);
+
+/* The image of FILES[0..N) over DATA_SIZE (at most 64 KiB) stream bytes, its metadata
+ * changed by EDIT (if not NULL), opened: the open's result. The caller closes *OUT. */
+static int mem_image_open_edited(const struct mem_file *files, unsigned n, uint64_t data_size,
+				 mem_edit_fn edit, void *ctx, struct stp_image **out)
 {
 	uint8_t *stream = malloc(data_size ? data_size : 1), *meta, *img;
 	size_t meta_len, image_len;
@@ -102,6 +105,8 @@ static int mem_image_open(const struct mem_file *files, unsigned n, uint64_t dat
 	for (uint64_t i = 0; i < data_size; i++)
 		stream[i] = mem_byte(i);
 	meta = mem_metadata(files, n, stream, data_size, &meta_len);
+	if (edit)
+		edit(meta, meta_len, ctx);
 	sb.meta_stored_size = sb.meta_size = meta_len;
 	sb.meta_checksum = stp_checksum(meta, meta_len);
 	sb.image_size = image_len = STP_SB_SIZE + data_size + meta_len;
@@ -117,6 +122,12 @@ static int mem_image_open(const struct mem_file *files, unsigned n, uint64_t dat
 	free(meta);
 	free(stream);
 	return stp_image_open_fd(fd, "memimage", out);
+}
+
+static int mem_image_open(const struct mem_file *files, unsigned n, uint64_t data_size,
+			  struct stp_image **out)
+{
+	return mem_image_open_edited(files, n, data_size, NULL, NULL, out);
 }
 
 #endif
