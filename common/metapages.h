@@ -2,8 +2,9 @@
 /*
  * A bounded cache of decoded metadata pages (stipple(5), METADATA PAGES). A page is
  * loaded by the owner's LOAD function (read, checked, decoded) the first time a read
- * needs it and kept while the cache stays within its budget, the least recently used
- * page leaving first; so memory follows what is looked up, not the size of the tree.
+ * needs it and kept while the cache stays within its budget, a page chosen at random
+ * leaving when it would not (metapages.c says why not the least recently used); so
+ * memory follows what is looked up, not the size of the tree.
  *
  * Thread-safe: one mutex guards the page table and the list, held only to find a page
  * and copy from it. LOAD runs without it, so two threads may load one page at once; the

@@ -71,11 +71,13 @@ static void test_budget_bounds_what_is_kept(void)
 	stp_metapages_stats(mp, &st);
 	CHECK(st.resident <= 3 * PAGE && st.peak <= 3 * PAGE, "resident %zu peak %zu",
 	      st.resident, st.peak);
-	CHECK(atomic_load(&loads) == 33, "a cyclic walk over 11 pages in 3 reloads each: %u",
-	      atomic_load(&loads));
-	/* the most recent pages stay: reading them again loads nothing */
+	/* A cyclic walk over 11 pages through 3 slots: least recently used would load all 33,
+	 * a random victim keeps some of the pages the next round comes back to. */
+	CHECK(atomic_load(&loads) < 33 && atomic_load(&loads) >= 11 + 2 * 8,
+	      "a cyclic walk over 11 pages in 3 slots: %u loads", atomic_load(&loads));
+	/* the page just read stays: reading it again loads nothing */
 	atomic_store(&loads, 0);
-	CHECK(range_is(mp, 9 * PAGE, 8) && range_is(mp, 10 * PAGE, 8));
+	CHECK(range_is(mp, 10 * PAGE, 8) && range_is(mp, 10 * PAGE + 100, 8));
 	CHECK(atomic_load(&loads) == 0);
 	/* a budget below one page still serves, one page at a time */
 	stp_metapages_set_budget(mp, 1);
