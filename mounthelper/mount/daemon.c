@@ -115,6 +115,7 @@ void stp_daemon_free(struct stp_daemon *d)
 	if (d->fs.se)
 		fuse_session_destroy(d->fs.se);
 	stp_cache_free(d->fs.cache);
+	free(d->fs.opened_dirs);
 	stp_image_close((struct stp_image *)d->fs.img);
 	if (d->record_fd >= 0)
 		close(d->record_fd);
@@ -360,6 +361,9 @@ static int prepare_fs(struct stp_daemon *d)
 		return fail(d, err, "cannot create the block cache: %s", stp_strerror(err));
 	if (o->record && (err = stp_record_new(d->fs.img, &d->fs.recorder)))
 		return fail(d, err, "%s: %s", o->record, stp_strerror(err));
+	/* pages of it are touched only where directories are opened; NULL keeps every listing */
+	d->fs.inode_count = stp_image_sb(d->fs.img)->inode_count;
+	d->fs.opened_dirs = calloc(((size_t)d->fs.inode_count + 7) / 8, 1);
 	return 0;
 }
 

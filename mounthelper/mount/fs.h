@@ -31,11 +31,14 @@ struct stp_fs {
 	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	/* Written by the init handler, which runs before any other request. */
 	bool no_open;              /* the kernel opens files without asking: no round trip */
-	bool no_opendir;           /* the same for directories */
 	bool no_xattrs;            /* the image stores none: getxattr says EOPNOTSUPP */
 	/* Written by any request: a hint whether walkers stat the entries they list, which
 	 * decides the attributes of a directory's first READDIRPLUS reply (fuseops.c). */
 	atomic_uint stat_walk;
+	/* A bit per image inode: a directory opened before, whose listing the kernel keeps
+	 * from now on (fuseops.c). Owned by the daemon; NULL: every listing is kept. */
+	atomic_uchar *opened_dirs;
+	uint32_t inode_count;
 };
 
 #endif

@@ -102,10 +102,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
 		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA; /* the kernel prefers auto when both are set */
 	}
-	/* When the kernel can open without asking, it keeps the page cache and the cached
-	 * listing by itself: answering ENOSYS once saves a round trip on every later open. */
+	/* When the kernel can open without asking, it keeps the page cache by itself:
+	 * answering ENOSYS once saves a round trip on every later open. Directories are
+	 * opened by asking (op_opendir), which decides whether their listing is kept. */
 	fs->no_open = conn->capable & FUSE_CAP_NO_OPEN_SUPPORT;
-	fs->no_opendir = conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT;
 	fs->no_xattrs = !stp_image_meta_header(fs->img)->xattr_count;
 }
 
@@ -426,14 +426,27 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, to_errno(err));
 }
 
+/* Marks image inode N as an opened directory; true when it was already. */
+static bool opened_before(struct stp_fs *fs, fuse_ino_t ino)
+{
+	uint32_t n;
+	unsigned char bit;
+
+	if (!fs->opened_dirs || stp_fuseino_image(ino, &n) || n >= fs->inode_count)
+		return true;
+	bit = (unsigned char)(1u << (n & 7));
+	return atomic_fetch_or_explicit(&fs->opened_dirs[n >> 3], bit, memory_order_relaxed) & bit;
+}
+
+/* The kernel keeps a directory's listing from its second opening on. Keeping it costs
+ * the reader about half as much again as the listing (the kernel copies each entry into
+ * the directory's page cache: 0.15 us an entry here, a quarter of a find's time over a
+ * million files), and a walker (find, du, ls -R) lists each directory once; a directory
+ * opened again is likely to be opened again after that, and then costs no listing. */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (fs_of(req)->no_opendir) {
-		fuse_reply_err(req, ENOSYS);
-		return;
-	}
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
+	fi->cache_readdir = opened_before(fs_of(req), ino);
+	fi->keep_cache = 1; /* a listing kept earlier stays */
 	fuse_reply_open(req, fi);
 }
 

@@ -485,9 +485,12 @@ def test_unprivileged_user_mount(gen_tree, gen_image, tmp_path):
 
 
 def test_kernel_caches_replies(gen_image, mountpoint):
-    """Lookups (failed ones too), attributes, listings, opens and file pages are asked for
-    once: doing it all again sends the daemon no request at all, except IOCTL: Python's
-    open() asks isatty(), and the kernel forwards every ioctl of a FUSE file."""
+    """Lookups (failed ones too), attributes, opens and file pages are asked for once:
+    doing it all again sends the daemon nothing but a directory's OPENDIR and RELEASEDIR,
+    and IOCTL (Python's open() asks isatty(), and the kernel forwards every ioctl of a
+    FUSE file). A listing is kept by the kernel from a directory's second opening on (a
+    walker lists each directory once, and keeping costs it more than the listing): the
+    second pass lists again, later ones do not."""
     def workload():
         assert not os.path.exists(os.path.join(mountpoint, "a", "nothing-here"))
         assert sorted(os.listdir(os.path.join(mountpoint, "a", "b"))) == ["c", "mid.txt"]
@@ -496,14 +499,21 @@ def test_kernel_caches_replies(gen_image, mountpoint):
         assert os.readlink(os.path.join(mountpoint, "links", "relative")) == "../files/text-100"
         assert os.path.isfile(os.path.join(mountpoint, "links", "relative"))
 
+    def ops_since(fg, start):
+        time.sleep(0.2)
+        ops = re.findall(r"opcode: (\w+)", fg.log())
+        return ops, [op for op in ops[start:] if op != "IOCTL"]
+
     with foreground_mount(gen_image, mountpoint, "-o", "debug") as fg:
         workload()
-        time.sleep(0.2)
-        first = re.findall(r"opcode: (\w+)", fg.log())
+        log, first = ops_since(fg, 0)
+        workload()
+        log, second = ops_since(fg, len(log))
         for _ in range(3):
             workload()
-        time.sleep(0.2)
-        again = [op for op in re.findall(r"opcode: (\w+)", fg.log())[len(first):]
-                 if op != "IOCTL"]
+        _, again = ops_since(fg, len(log))
     assert "LOOKUP" in first and "READ" in first, first
-    assert again == [], again
+    listing = [op for op in second if op not in ("OPENDIR", "RELEASEDIR")]
+    assert listing and set(listing) <= {"READDIR", "READDIRPLUS"}, second
+    assert [op for op in again if op not in ("OPENDIR", "RELEASEDIR")] == [], again
+    assert again.count("OPENDIR") == 3, again
