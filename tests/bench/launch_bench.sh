@@ -5,9 +5,11 @@
 # Assembles a tree by a recipe (tests/bench/trees/KIND.sh: how to put the tree together
 # from installed packages, and how to launch from it), builds it with mkstipple, records
 # a hot list from one launch, rebuilds with it, and times a launch from the plain folder
-# and from each mount below, interleaved: every round mounts each one afresh in turn
-# (A B C D A B C D ...) beside a plain launch, and the medians over RUNS rounds are shown
-# with their ratios to the plain folder's, with the serving daemon's peak memory.
+# and from each mount below, interleaved: every round mounts each one afresh in turn, and
+# launches from it twice between two launches from the plain folder (P A A' P P B B' P
+# ...). Each ratio is the median over RUNS rounds of a launch against the mean of its two
+# plain brackets, with the quartiles beside it; a control column does the same with the
+# folder itself, to show the noise. The serving daemon's peak memory is shown too.
 #
 # Tree kinds (TREE_KIND=, default blender; the packages each needs are in its recipe):
 #   blender   Blender 3.4, import bpy                  (blender)
@@ -40,6 +42,8 @@
 #   env: TREE_KIND=blender RUNS=5 ONLY="stipple variants ..." STIPPLE_BUILD=build LEVEL=
 #        TREE=WORKDIR/tree DWARFS=/opt/dwarfs/bin DWARFS_ARGS= SKIP_OTHERS=1 (no other tools)
 #        EXTRA="LABEL=IMAGE ..." (more images of the tree, each a straight-away column)
+#        STEADY=N (after the second launch, N more on the same mount, each between two
+#        plain launches: a finer measure of what a mount costs once everything is cached)
 #   WORKDIR defaults to /var/tmp/stipple-launch (blender) or /var/tmp/stipple-launch-KIND.
 #   a quick run: RUNS=1 ONLY="stipple erofs dwarfs" TREE_KIND=gcc tests/bench/launch_bench.sh
 #   RUNS=0 builds and records what is missing, and times nothing
@@ -185,29 +189,56 @@ if want sweep; then
 	done
 fi
 
-# --- measurements: A B C D A B C D ... --------------------------------------------------
-declare -A first second mounts peak
+# --- measurements ----------------------------------------------------------------------
+# This machine's speed drifts by a third within a minute, more than the gaps measured. So
+# each column's launches are bracketed by two plain launches (P A A' P, then P B B' P, ...)
+# and every ratio is the median over the rounds of a launch against the mean of its two
+# brackets. Each round starts one column later than the one before, so that a drift that
+# repeats with the rounds does not fall on the same column every time. The control column
+# launches the folder itself in the same way: its ratios show what the estimate resolves.
+declare -A first second mounts peak rfirst rsecond rsteady
 plain_runs=()
+column "plain folder (control)" ':'
 launch "$tree" >/dev/null # warm the folder's page cache
+ratio() { echo "$1 / (($2 + $3) / 2)" | bc -l; }
+ncols=${#names[@]}
 for round in $(seq "$runs"); do
-	plain_runs+=("$(launch "$tree")")
-	for i in "${!names[@]}"; do
+	for k in $(seq 0 $((ncols - 1))); do
+		i=$(((k + round - 1) % ncols))
+		dir=$mnt
+		[ "${cmds[$i]}" != : ] || dir=$tree
+		before=$(launch "$tree")
 		fg_pid=
 		t0=$(date +%s.%N)
 		eval "${cmds[$i]}"
 		mounts[$i]+=" $(echo "$(date +%s.%N) - $t0" | bc -l)"
 		pid=$fg_pid
-		[ -n "$pid" ] || pid=$(daemon_pid 2>/dev/null || true)
-		first[$i]+=" $(launch "$mnt")"
-		second[$i]+=" $(launch "$mnt")"
+		[ "$dir" = "$tree" ] || [ -n "$pid" ] || pid=$(daemon_pid 2>/dev/null || true)
+		f=$(launch "$dir")
+		s=$(launch "$dir")
+		# STEADY=N: N more launches, each between two plain ones (P X P X ... P)
+		if [ "${STEADY:-0}" -gt 0 ]; then
+			p0=$(launch "$tree")
+			for _ in $(seq "$STEADY"); do
+				x=$(launch "$dir")
+				p1=$(launch "$tree")
+				rsteady[$i]+=" $(ratio "$x" "$p0" "$p1")"
+				p0=$p1
+			done
+		fi
 		if [ -n "$pid" ]; then
 			peak[$i]+=" $(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$pid/status")"
 		fi
-		umount "$mnt"
+		[ "$dir" = "$tree" ] || umount "$mnt"
 		[ -z "$fg_pid" ] || wait "$fg_pid" || true
 		fg_pid=
+		after=$(launch "$tree")
+		plain_runs+=("$before" "$after")
+		first[$i]+=" $f"
+		second[$i]+=" $s"
+		rfirst[$i]+=" $(ratio "$f" "$before" "$after")"
+		rsecond[$i]+=" $(ratio "$s" "$before" "$after")"
 	done
-	plain_runs+=("$(launch "$tree")")
 	echo "round $round/$runs done" >&2
 done
 
@@ -228,22 +259,35 @@ if [ "$runs" -eq 0 ]; then # RUNS=0: the images are ready, nothing was timed
 	exit 0
 fi
 med() { tr ' ' '\n' | grep . | median; }
+quartiles() { # the first and third quartiles of the words on stdin
+	tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END {
+		lo = int((NR + 3) / 4); hi = NR + 1 - lo; printf "%.2f-%.2f", v[lo], v[hi] }'
+}
 plain=$(printf '%s\n' "${plain_runs[@]}" | median)
 printf '\n%s, tree %s (%s); medians of %d interleaved rounds\n' "$(tree_describe)" "$tree" \
 	"$(du -sh "$tree" | cut -f1)" "$runs"
-printf '%-46s %8s %7s %9s %7s %7s %9s\n' "launch" "first" "ratio" "second" "ratio" "mount" \
-	"peak MiB"
-printf '%-46s %8.3f %7.2f   (median of %d plain launches through the run)\n' "plain folder" \
-	"$plain" 1 "${#plain_runs[@]}"
+printf 'ratio: median over the rounds of a launch against its two plain brackets (quartiles beside)\n'
+printf '%-46s %8s %6s %10s %8s %6s %10s %7s %9s\n' "launch" "first" "ratio" "quartiles" \
+	"second" "ratio" "quartiles" "mount" "peak MiB"
+printf '%-46s %8.3f   (median of %d plain launches through the run)\n' "plain folder" \
+	"$plain" "${#plain_runs[@]}"
 for i in "${!names[@]}"; do
 	f=$(med <<<"${first[$i]}")
 	s=$(med <<<"${second[$i]}")
 	m=$(med <<<"${mounts[$i]}")
 	p=-
 	[ -z "${peak[$i]:-}" ] || p=$(printf '%.0f' "$(tr ' ' '\n' <<<"${peak[$i]}" | grep . | sort -g | tail -1)")
-	printf '%-46s %8.3f %7.2f %9.3f %7.2f %7.3f %9s\n' "${names[$i]}" "$f" \
-		"$(echo "$f / $plain" | bc -l)" "$s" "$(echo "$s / $plain" | bc -l)" "$m" "$p"
+	printf '%-46s %8.3f %6.2f %10s %8.3f %6.2f %10s %7.3f %9s\n' "${names[$i]}" "$f" \
+		"$(med <<<"${rfirst[$i]}")" "$(quartiles <<<"${rfirst[$i]}")" "$s" \
+		"$(med <<<"${rsecond[$i]}")" "$(quartiles <<<"${rsecond[$i]}")" "$m" "$p"
 done
+if [ "${STEADY:-0}" -gt 0 ]; then
+	printf '\nlater launches on the same mount, %d a round, each between two plain ones:\n' "$STEADY"
+	for i in "${!names[@]}"; do
+		printf '%-46s %6.3f %10s  (%d launches)\n' "${names[$i]}" "$(med <<<"${rsteady[$i]}")" \
+			"$(quartiles <<<"${rsteady[$i]}")" "$(wc -w <<<"${rsteady[$i]}")"
+	done
+fi
 printf '\npeak MiB: the FUSE daemon'\''s VmHWM after two launches (highest over the rounds); '
 printf 'kernel file systems: - (their page cache is not counted)\n'
 printf 'images: '
