@@ -89,8 +89,9 @@ def by_kind(text):
             lat[name].append(t - t0)
         else:
             unmatched += 1
-    # FORGET has no reply and so no end
-    return lat, unmatched + sum(1 for _, n in sent.values() if n != "FUSE_FORGET")
+    # forgets have no reply and so no end
+    no_reply = ("FUSE_FORGET", "FUSE_BATCH_FORGET")
+    return lat, unmatched + sum(1 for _, n in sent.values() if n not in no_reply)
 
 
 def report(run, seconds, status, lat, unmatched, lost):
