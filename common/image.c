@@ -750,7 +750,7 @@ static int dir_run_names(const struct stp_image *img, const struct stp_inode *di
 }
 
 int stp_image_dir_run(const struct stp_image *img, const struct stp_inode *dir, uint32_t first,
-		      struct stp_dir_run *run)
+		      uint32_t max, struct stp_dir_run *run)
 {
 	uint8_t recs[STP_DIR_RUN * STP_DIRENT_SIZE];
 	int rc;
@@ -761,7 +761,8 @@ int stp_image_dir_run(const struct stp_image *img, const struct stp_inode *dir, 
 		return -ENOTDIR;
 	if (first >= dir->count)
 		return 0;
-	run->count = dir->count - first < STP_DIR_RUN ? dir->count - first : STP_DIR_RUN;
+	max = max < 1 ? 1 : max > STP_DIR_RUN ? STP_DIR_RUN : max;
+	run->count = dir->count - first < max ? dir->count - first : max;
 	rc = meta_read(img, img->mh.dirent_off + ((uint64_t)dir->data + first) * STP_DIRENT_SIZE,
 		       run->count * STP_DIRENT_SIZE, recs);
 	for (uint32_t i = 0; !rc && i < run->count; i++)

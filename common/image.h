@@ -99,11 +99,11 @@ struct stp_dir_run {
 	char names[STP_DIR_RUN * (STP_NAME_MAX + 1)];
 	char span[STP_DIR_RUN * STP_NAME_MAX]; /* scratch: the pool bytes under the names */
 };
-/* Fills RUN with up to STP_DIR_RUN entries of DIR from index FIRST, each checked as
- * stp_image_dirent checks one; count is 0 past the last entry, and after an error. RUN
- * is the caller's (some 66 KiB: not for a small stack). */
+/* Fills RUN with up to MAX entries (1 to STP_DIR_RUN: MAX is clamped) of DIR from index
+ * FIRST, each checked as stp_image_dirent checks one; count is 0 past the last entry, and
+ * after an error. RUN is the caller's (some 66 KiB: not for a small stack). */
 int stp_image_dir_run(const struct stp_image *img, const struct stp_inode *dir, uint32_t first,
-		      struct stp_dir_run *run);
+		      uint32_t max, struct stp_dir_run *run);
 /* Looks NAME (LEN bytes) up in directory DIR by binary search: -ENOENT, -ENOTDIR. */
 int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
 		     uint32_t *ino);

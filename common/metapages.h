@@ -6,9 +6,9 @@
  * leaving when it would not (metapages.c says why not the least recently used); so
  * memory follows what is looked up, not the size of the tree.
  *
- * Thread-safe: one mutex guards the page table and the list, held only to find a page
- * and copy from it. LOAD runs without it, so two threads may load one page at once; the
- * second copy is dropped. Functions return 0 or a negative errno (LOAD's own).
+ * Thread-safe: one mutex guards the page table and the resident pages, held only to find
+ * a page and copy from it. LOAD runs without it, so two threads may load one page at once;
+ * the second copy is dropped. Functions return 0 or a negative errno (LOAD's own).
  */
 #ifndef STP_METAPAGES_H
 #define STP_METAPAGES_H

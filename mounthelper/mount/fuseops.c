@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -454,10 +455,23 @@ enum dir_attrs { ATTRS_NONE, ATTRS_DIRS, ATTRS_ALL };
 /* Lookups of non-directories that make walkers look like they stat what they list. */
 #define STAT_WALK 16u
 
+/* The most entries ROOM bytes of a reply can take, and one more, that finds no room: each
+ * entry has a name of a byte at least. A run reads no more, so that a small reply (the
+ * kernel asks for as little as a page) decodes no entries it cannot send. */
+static uint32_t entries_fit(bool plus, size_t room)
+{
+	size_t least = FUSE_DIRENT_ALIGN((plus ? FUSE_NAME_OFFSET_DIRENTPLUS : FUSE_NAME_OFFSET) + 1);
+	size_t n = room / least + 1;
+
+	return n < STP_DIR_RUN ? (uint32_t)n : STP_DIR_RUN;
+}
+
 /* Entry I of directory DIR (N): ".", "..", then the image's entries, read a run at a time
- * into RUN. *NAME points at the name, in RUN or static. */
+ * into RUN, as many as ROOM bytes of the reply can take. *NAME points at the name, in RUN
+ * or static. */
 static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode *dir, uint64_t i,
-		     struct stp_dir_run *run, const char **name, uint32_t *ino, unsigned *dtype)
+		     struct stp_dir_run *run, bool plus, size_t room, const char **name,
+		     uint32_t *ino, unsigned *dtype)
 {
 	uint32_t k;
 	int err;
@@ -469,7 +483,7 @@ static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode
 		return 0;
 	}
 	if (i - 2 < run->first || i - 2 >= (uint64_t)run->first + run->count) {
-		err = stp_image_dir_run(fs->img, dir, (uint32_t)(i - 2), run);
+		err = stp_image_dir_run(fs->img, dir, (uint32_t)(i - 2), entries_fit(plus, room), run);
 		if (err)
 			return err;
 		if (!run->count)
@@ -494,7 +508,7 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 	const char *name;
 	unsigned dtype;
 	uint32_t ino;
-	int err = dir_entry(fs, n, dir, i, run, &name, &ino, &dtype);
+	int err = dir_entry(fs, n, dir, i, run, plus, room, &name, &ino, &dtype);
 
 	if (err)
 		return err;

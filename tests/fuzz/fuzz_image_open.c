@@ -43,7 +43,7 @@ static void check_in_run(const struct stp_image *img, const struct stp_inode *di
 	uint32_t k;
 
 	if (i < run->first || i >= run->first + run->count)
-		if (stp_image_dir_run(img, dir, i, run))
+		if (stp_image_dir_run(img, dir, i, STP_DIR_RUN, run))
 			return;
 	FUZZ_ASSERT(run->count > 0 && run->count <= STP_DIR_RUN && i >= run->first &&
 		    i - run->first < run->count);

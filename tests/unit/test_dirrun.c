@@ -39,15 +39,17 @@ static struct stp_inode root_of(struct stp_image *img)
 	return root;
 }
 
-/* Every entry of the root, read in runs from FIRST on, is what stp_image_dirent reads. */
-static int runs_match(struct stp_image *img, uint32_t first)
+/* Every entry of the root, read in runs of at most MAX from FIRST on, is what
+ * stp_image_dirent reads. */
+static int runs_match(struct stp_image *img, uint32_t first, uint32_t max)
 {
 	static struct stp_dir_run run;
 	struct stp_inode root = root_of(img);
 	int bad = 0;
 
 	for (uint32_t i = first; i < root.count; i += run.count) {
-		if (stp_image_dir_run(img, &root, i, &run) || run.first != i || run.count == 0)
+		if (stp_image_dir_run(img, &root, i, max, &run) || run.first != i || run.count == 0 ||
+		    run.count > max)
 			return 1;
 		for (uint32_t k = 0; k < run.count; k++) {
 			struct stp_dirent d;
@@ -71,12 +73,18 @@ static void test_runs_give_every_entry(void)
 
 	CHECK(mem_image_open(files, NFILES, 0, &img) == 0);
 	root = root_of(img);
-	CHECK(runs_match(img, 0) == 0);
-	CHECK(runs_match(img, 77) == 0);
-	CHECK(stp_image_dir_run(img, &root, 0, &run) == 0 && run.count == STP_DIR_RUN);
-	CHECK(stp_image_dir_run(img, &root, 256, &run) == 0 && run.count == NFILES - 256);
-	CHECK(stp_image_dir_run(img, &root, NFILES, &run) == 0 && run.count == 0);
-	CHECK(stp_image_dir_run(img, &root, UINT32_MAX, &run) == 0 && run.count == 0);
+	CHECK(runs_match(img, 0, STP_DIR_RUN) == 0);
+	CHECK(runs_match(img, 77, STP_DIR_RUN) == 0);
+	CHECK(runs_match(img, 3, 7) == 0);
+	CHECK(stp_image_dir_run(img, &root, 0, STP_DIR_RUN, &run) == 0 && run.count == STP_DIR_RUN);
+	CHECK(stp_image_dir_run(img, &root, 256, STP_DIR_RUN, &run) == 0 && run.count == NFILES - 256);
+	CHECK(stp_image_dir_run(img, &root, NFILES, STP_DIR_RUN, &run) == 0 && run.count == 0);
+	CHECK(stp_image_dir_run(img, &root, UINT32_MAX, STP_DIR_RUN, &run) == 0 && run.count == 0);
+	/* MAX bounds a run, clamped to 1 .. STP_DIR_RUN */
+	CHECK(stp_image_dir_run(img, &root, 0, 5, &run) == 0 && run.count == 5);
+	CHECK(stp_image_dir_run(img, &root, 0, 0, &run) == 0 && run.count == 1);
+	CHECK(stp_image_dir_run(img, &root, 0, 1000, &run) == 0 && run.count == STP_DIR_RUN);
+	CHECK(stp_image_dir_run(img, &root, NFILES - 4, 10, &run) == 0 && run.count == 4);
 	stp_image_close(img);
 }
 
@@ -115,8 +123,8 @@ static void test_shared_names_read_one_by_one(void)
 
 	CHECK(mem_image_open_edited(files, NFILES, 0, share_last_name, NULL, &img) == 0);
 	root = root_of(img);
-	CHECK(runs_match(img, 0) == 0);
-	CHECK(stp_image_dir_run(img, &root, 0, &run) == 0 && run.count == STP_DIR_RUN);
+	CHECK(runs_match(img, 0, STP_DIR_RUN) == 0);
+	CHECK(stp_image_dir_run(img, &root, 0, STP_DIR_RUN, &run) == 0 && run.count == STP_DIR_RUN);
 	CHECK(strcmp(run.names + run.name_at[0], names[NFILES - 1]) == 0);
 	CHECK(strcmp(run.names + run.name_at[1], names[1]) == 0);
 	stp_image_close(img);
@@ -155,17 +163,17 @@ static void test_damage_is_refused(void)
 
 	CHECK(mem_image_open_edited(files, NFILES, 0, slash_in_name, NULL, &img) == 0);
 	root = root_of(img);
-	CHECK(stp_image_dir_run(img, &root, 0, &run) == 0 && run.count == STP_DIR_RUN);
-	CHECK(stp_image_dir_run(img, &root, 128, &run) == -EUCLEAN && run.count == 0);
-	CHECK(stp_image_dir_run(img, &root, 201, &run) == 0 && run.count == NFILES - 201);
+	CHECK(stp_image_dir_run(img, &root, 0, STP_DIR_RUN, &run) == 0 && run.count == STP_DIR_RUN);
+	CHECK(stp_image_dir_run(img, &root, 128, STP_DIR_RUN, &run) == -EUCLEAN && run.count == 0);
+	CHECK(stp_image_dir_run(img, &root, 201, STP_DIR_RUN, &run) == 0 && run.count == NFILES - 201);
 	stp_image_close(img);
 
 	CHECK(mem_image_open_edited(files, NFILES, 0, ino_out_of_range, NULL, &img) == 0);
 	root = root_of(img);
-	CHECK(stp_image_dir_run(img, &root, 0, &run) == -EUCLEAN && run.count == 0);
-	CHECK(stp_image_dir_run(img, &root, 6, &run) == 0);
+	CHECK(stp_image_dir_run(img, &root, 0, STP_DIR_RUN, &run) == -EUCLEAN && run.count == 0);
+	CHECK(stp_image_dir_run(img, &root, 6, STP_DIR_RUN, &run) == 0);
 	CHECK(stp_image_inode(img, 1, &file) == 0);
-	CHECK(stp_image_dir_run(img, &file, 0, &run) == -ENOTDIR && run.count == 0);
+	CHECK(stp_image_dir_run(img, &file, 0, STP_DIR_RUN, &run) == -ENOTDIR && run.count == 0);
 	stp_image_close(img);
 }
 
