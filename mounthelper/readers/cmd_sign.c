@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "imgsrc.h"
 #include "output.h"
 #include "sign.h"
 #include "util.h"
@@ -128,6 +129,7 @@ static int sign_run(const char *image, const char *keyfile)
 	struct stp_pubkey pub;
 	struct stp_image *img;
 	char hex[65];
+	struct stat st;
 	int err = stp_sign_load_seckey(keyfile, &key);
 
 	if (err) {
@@ -135,7 +137,11 @@ static int sign_run(const char *image, const char *keyfile)
 			      "not an unencrypted Ed25519 secret key in PEM" : stp_strerror(err));
 		return STP_EXIT_FAIL;
 	}
-	if (!stp_cli_open(&sign_cli, image, &img)) {
+	/* opening a FIFO would wait for a writer */
+	if (!stp_imgsrc_is_url(image) && !stat(image, &st) && !S_ISREG(st.st_mode)) {
+		stp_cli_problem(&sign_cli, image, NULL, "not a regular file");
+		err = -EINVAL;
+	} else if (!stp_cli_open(&sign_cli, image, &img)) {
 		err = sign_image_file(image, img, key);
 		stp_image_close(img);
 	} else {
