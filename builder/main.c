@@ -53,7 +53,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: mkstipple [OPTIONS] SOURCE IMAGE\n"
 		"Build a compressed read-only image of SOURCE: a directory, a tar, cpio or zip\n"
-		"archive (plain or compressed), or - for an archive on standard input.\n\n"
+		"archive (plain or compressed), or - for an archive on standard input.\n"
+		"IMAGE - is standard output; a symlink IMAGE is written through.\n\n"
 		"  -l, --level N         zstd level, 1-22 (default %d)\n"
 		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
