@@ -381,6 +381,32 @@ static int sign_output(const struct options *o, const struct stp_output *out, ui
 	return rc;
 }
 
+/* Whether the directory DIRFD is ROOT or lies below it, as ".." leads up (by device and
+ * inode, across mounts and whatever the names). */
+static int dir_within(int dirfd, const char *root)
+{
+	struct stat r, st, up;
+	int fd = openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC), found = 0;
+
+	if (stat(root, &r))
+		r.st_ino = 0;
+	for (int depth = 0; fd >= 0 && depth < 4096 && !fstat(fd, &st); depth++) {
+		int parent;
+
+		found = r.st_ino && st.st_dev == r.st_dev && st.st_ino == r.st_ino;
+		if (found)
+			break;
+		parent = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(fd);
+		fd = parent;
+		if (fd >= 0 && !fstat(fd, &up) && up.st_dev == st.st_dev && up.st_ino == st.st_ino)
+			break; /* "/" is its own parent */
+	}
+	if (fd >= 0)
+		close(fd);
+	return found;
+}
+
 /* Scans the source, leaving out the image being written and the file it replaces (by
  * device and inode, whatever their names), so that an image built inside its own source
  * never packs itself. */
@@ -393,6 +419,9 @@ static int scan_own_output(const struct options *o, const struct stp_output *out
 		n++;
 	if (out->dest_exists && S_ISREG(out->dest.st_mode))
 		skip[n++] = out->dest;
+	if (!o->quiet && !out->to_stdout && dir_within(out->dirfd, o->source))
+		fprintf(stderr, "mkstipple: %s: inside %s: the image is not packed into itself\n",
+			out->final, o->source);
 	return scan_tree(o->source, skip, n, &o->scan, t);
 }
 

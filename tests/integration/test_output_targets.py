@@ -340,14 +340,16 @@ def test_own_archive_is_refused(trees, tmp_path, how):
 
 def test_image_inside_the_source_through_a_link(tmp_path):
     """IMAGE, a link outside SOURCE to a file inside it: the file it replaces and the
-    temporary file beside it are never packed, build after build."""
+    temporary file beside it are never packed, build after build, and a warning says so,
+    as tar's "file is the archive; not dumped" does."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "a").write_bytes(b"a file\n")
     os.symlink("src/self.stipple", tmp_path / "link")
     (src / "self.stipple").write_bytes(b"an old image, not to be packed\n")
     for attempt in (1, 2):
-        build(src, tmp_path / "link", check=True)
+        r = run([MKSTIPPLE, *FAST, src, tmp_path / "link"], check=True)
+        assert "not packed" in r.stderr, "no warning like tar's:\n" + r.stderr
         r = run([STIPPLE, "ls", tmp_path / "link"], check=True)
         assert r.stdout.split() == ["a"], "build %d packed %s" % (attempt, r.stdout.split())
         assert os.path.islink(tmp_path / "link")
