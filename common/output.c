@@ -18,6 +18,8 @@
 #include "util.h"
 
 #define MAX_LINKS 40 /* as many as the kernel follows in one path */
+/* cp(1) will not write through such a link either; /proc/self/fd/N of a pipe is one */
+#define DANGLING "a symlink that leads to no file: not written through"
 
 /* The temporary file a signal handler removes: its name in PENDING_DIRFD, set only while
  * the file exists. */
@@ -122,6 +124,8 @@ static int follow_links(struct stp_output *o, const char **step)
 		if (!o->dir)
 			return fail(step, "cannot create", -ENOMEM);
 		o->dirfd = open(o->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (o->dirfd < 0 && hops && errno == ENOENT)
+			return refuse(o, step, DANGLING, -ENOENT);
 		if (o->dirfd < 0)
 			return fail(step, "cannot create", -errno);
 		if (!**base)
@@ -130,8 +134,7 @@ static int follow_links(struct stp_output *o, const char **step)
 		if (!o->dest_exists && errno != ENOENT)
 			return fail(step, "cannot create", -errno);
 		if (!o->dest_exists && hops)
-			return refuse(o, step, "a symlink to a missing file: not written through",
-				      -ENOENT);
+			return refuse(o, step, DANGLING, -ENOENT);
 		if (!o->dest_exists || !S_ISLNK(o->dest.st_mode))
 			return 0;
 		if (hops == MAX_LINKS)

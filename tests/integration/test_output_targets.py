@@ -286,6 +286,21 @@ def test_archive_on_stdin_to_image_on_stdout(trees, tmp_path):
     assert os.listdir(spool) == [] and not os.path.lexists(tmp_path / "-")
 
 
+def test_closed_pipe_is_an_error(trees, tmp_path):
+    """A reader that went away: exit 1 with a message (SIGPIPE is ignored), no file."""
+    rfd, wfd = os.pipe()
+    os.close(rfd)
+    try:
+        r = subprocess.run([MKSTIPPLE, "-q", *FAST, trees["new"][0], "-"],
+                           stdin=subprocess.DEVNULL, stdout=wfd, stderr=subprocess.PIPE,
+                           timeout=120, cwd=tmp_path, errors="replace")
+    finally:
+        os.close(wfd)
+    assert r.returncode == 1, "exit %d\n%s" % (r.returncode, r.stderr)
+    assert "standard output" in r.stderr and "pipe" in r.stderr.lower(), r.stderr
+    assert not os.path.lexists(tmp_path / "-")
+
+
 def test_image_to_a_terminal_is_refused(trees, tmp_path):
     master, slave = pty.openpty()
     try:
