@@ -265,6 +265,22 @@ def test_image_to_standard_output(trees, tmp_path, sink):
     assert_image_holds(got, files)
 
 
+def test_signed_image_to_standard_output(trees, tmp_path):
+    """--sign reads the unsigned image back from the spool, which has no name."""
+    src, files = trees["new"]
+    sec, pub = tmp_path / "k.sec", tmp_path / "k.pub"
+    run([STIPPLE, "keygen", sec, pub], check=True)
+    named = tmp_path / "named.stipple"
+    build(src, named, "--sign", sec, check=True)
+    r = subprocess.run([MKSTIPPLE, "-q", *FAST, "--sign", sec, src, "-"],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    got = tmp_path / "got.stipple"
+    got.write_bytes(r.stdout)
+    assert read_file(got) == read_file(named)
+    run([STIPPLE, "verify", got, pub], check=True)
+
+
 def test_archive_on_stdin_to_image_on_stdout(trees, tmp_path):
     """`mkstipple - -`: a tar on standard input, the image on standard output, the same
     bytes as from the tar file to a named image; the spools leave nothing in $TMPDIR."""
