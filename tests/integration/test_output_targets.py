@@ -273,7 +273,8 @@ def test_signed_image_to_standard_output(trees, tmp_path):
     named = tmp_path / "named.stipple"
     build(src, named, "--sign", sec, check=True)
     r = subprocess.run([MKSTIPPLE, "-q", *FAST, "--sign", sec, src, "-"],
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                       cwd=tmp_path)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     got = tmp_path / "got.stipple"
     got.write_bytes(r.stdout)
