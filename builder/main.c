@@ -331,9 +331,9 @@ static void summary(const struct options *o, const struct tree *t, uint64_t imag
 		return;
 	fprintf(to_stdout ? stderr : stdout, "%s: %zu files, %u inodes, %s in, %s image "
 		"(%.1f%%), %.1f s\n", to_stdout ? "standard output" : o->image,
-	       t->nfiles, t->ninodes, stp_human_size(t->file_bytes, in, sizeof(in)),
-	       stp_human_size(image_size, img, sizeof(img)),
-	       t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
+		t->nfiles, t->ninodes, stp_human_size(t->file_bytes, in, sizeof(in)),
+		stp_human_size(image_size, img, sizeof(img)),
+		t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
 }
 
 /* Loads the signing key before anything is built: a bad key costs nothing. */
