@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* mkstipple: build an image from a directory tree. */
 #include <errno.h>
-#include <libgen.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -53,7 +53,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: mkstipple [OPTIONS] SOURCE IMAGE\n"
 		"Build a compressed read-only image of SOURCE: a directory, a tar, cpio or zip\n"
-		"archive (plain or compressed), or - for an archive on standard input.\n\n"
+		"archive (plain or compressed), or - for an archive on standard input.\n"
+		"IMAGE - is standard output; a symlink IMAGE is written through.\n\n"
 		"  -l, --level N         zstd level, 1-22 (default %d)\n"
 		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
 		"      --hot-list FILE   files read at start-up, stored first, in order\n"
@@ -319,18 +320,20 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 	return rc;
 }
 
+/* On standard error when the image goes to standard output. */
 static void summary(const struct options *o, const struct tree *t, uint64_t image_size,
-		    uint64_t t0)
+		    uint64_t t0, int to_stdout)
 {
 	char in[32], img[32];
 	double secs = (double)(stp_now_ns() - t0) / 1e9;
 
 	if (o->quiet)
 		return;
-	printf("%s: %zu files, %u inodes, %s in, %s image (%.1f%%), %.1f s\n", o->image,
-	       t->nfiles, t->ninodes, stp_human_size(t->file_bytes, in, sizeof(in)),
-	       stp_human_size(image_size, img, sizeof(img)),
-	       t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
+	fprintf(to_stdout ? stderr : stdout, "%s: %zu files, %u inodes, %s in, %s image "
+		"(%.1f%%), %.1f s\n", to_stdout ? "standard output" : o->image,
+		t->nfiles, t->ninodes, stp_human_size(t->file_bytes, in, sizeof(in)),
+		stp_human_size(image_size, img, sizeof(img)),
+		t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
 }
 
 /* Loads the signing key before anything is built: a bad key costs nothing. */
@@ -357,11 +360,11 @@ static int sign_output(const struct options *o, const struct stp_output *out, ui
 	uint8_t sb[STP_SB_SIZE], *block;
 	size_t len;
 	uint64_t keep;
-	int fd = open(out->temp, O_RDONLY | O_CLOEXEC), rc;
+	int fd = fcntl(out->fd, F_DUPFD_CLOEXEC, 0), rc;
 
 	if (fd < 0)
 		return -errno;
-	rc = stp_image_open_fd(fd, out->temp, &img);
+	rc = stp_image_open_fd(fd, out->temp ? out->temp : "the spool", &img);
 	if (rc)
 		return rc;
 	rc = stp_sign_image(img, o->key, sb, &block, &len, &keep);
@@ -378,8 +381,35 @@ static int sign_output(const struct options *o, const struct stp_output *out, ui
 	return rc;
 }
 
-/* Scans the source, leaving out the image being written and the one it replaces, so
- * that an image built inside its own source never packs itself. */
+/* Whether the directory DIRFD is ROOT or lies below it, as ".." leads up (by device and
+ * inode, across mounts and whatever the names). */
+static int dir_within(int dirfd, const char *root)
+{
+	struct stat r, st, up;
+	int fd = openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC), found = 0;
+
+	if (stat(root, &r))
+		r.st_ino = 0;
+	for (int depth = 0; fd >= 0 && depth < 4096 && !fstat(fd, &st); depth++) {
+		int parent;
+
+		found = r.st_ino && st.st_dev == r.st_dev && st.st_ino == r.st_ino;
+		if (found)
+			break;
+		parent = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(fd);
+		fd = parent;
+		if (fd >= 0 && !fstat(fd, &up) && up.st_dev == st.st_dev && up.st_ino == st.st_ino)
+			break; /* "/" is its own parent */
+	}
+	if (fd >= 0)
+		close(fd);
+	return found;
+}
+
+/* Scans the source, leaving out the image being written and the file it replaces (by
+ * device and inode, whatever their names), so that an image built inside its own source
+ * never packs itself. */
 static int scan_own_output(const struct options *o, const struct stp_output *out, struct tree *t)
 {
 	struct stat skip[2];
@@ -387,33 +417,49 @@ static int scan_own_output(const struct options *o, const struct stp_output *out
 
 	if (!fstat(out->fd, &skip[n]))
 		n++;
-	if (!stat(o->image, &skip[n]) && S_ISREG(skip[n].st_mode))
-		n++;
+	if (out->dest_exists && S_ISREG(out->dest.st_mode))
+		skip[n++] = out->dest;
+	if (!o->quiet && !out->to_stdout && dir_within(out->dirfd, o->source))
+		fprintf(stderr, "mkstipple: %s: inside %s: the image is not packed into itself\n",
+			out->final, o->source);
 	return scan_tree(o->source, skip, n, &o->scan, t);
 }
 
 /* SOURCE is an archive when it is "-" or a file that is not a directory; the spool of a
- * stream goes beside the image. */
+ * stream goes beside the image (in $TMPDIR with the image's, for standard output). */
 static int read_source(const struct options *o, const struct stp_output *out, struct tree *t,
 		       struct archive_source *src)
 {
 	/* the directories an archive implies are as old as SOURCE_DATE_EPOCH says */
 	int64_t epoch = o->attrs.clamp ? o->attrs.clamp_to : 0;
 	struct stat st;
-	char *copy, *dir;
 	int rc;
 
 	if (strcmp(o->source, "-") && (stat(o->source, &st) || S_ISDIR(st.st_mode)))
 		return scan_own_output(o, out, t);
-	copy = strdup(o->image);
-	if (!copy)
-		return -ENOMEM;
-	dir = dirname(copy);
-	rc = archive_tree(o->source, dir, epoch, &o->scan, t, src);
-	free(copy);
+	rc = archive_tree(o->source, out->dir, epoch, &o->scan, t, src);
 	if (!rc)
 		source_use_archive(src->fd, src->spool_fd);
 	return rc;
+}
+
+/* Names IMAGE as given, and the file it leads to when that is another. */
+static void output_problem(const char *image, const struct stp_output *out, const char *step,
+			   int rc)
+{
+	const char *final = out->final && strcmp(out->final, image) ? out->final : NULL;
+
+	if (out->to_stdout && rc == -ENOTTY && out->refused) {
+		fprintf(stderr, "mkstipple: refusing to write an image to a terminal "
+			"(redirect standard output, or give a file as IMAGE)\n");
+		return;
+	}
+	fprintf(stderr, "mkstipple: %s%s%s: %s", image, final ? " -> " : "", final ? final : "",
+		step);
+	if (out->refused)
+		fputc('\n', stderr);
+	else
+		fprintf(stderr, ": %s\n", strerror(-rc));
 }
 
 static int open_output(const char *image, struct stp_output *out)
@@ -421,21 +467,37 @@ static int open_output(const char *image, struct stp_output *out)
 	const char *step;
 	int rc = stp_output_open(image, out, &step);
 
-	if (rc == -EISDIR)
-		fprintf(stderr, "mkstipple: %s: is a directory\n", image);
-	else if (rc)
-		fprintf(stderr, "mkstipple: %s: %s: %s\n", image, step, strerror(-rc));
+	if (rc)
+		output_problem(image, out, step, rc);
 	return rc;
 }
 
-static int commit_output(struct stp_output *out)
+/* The mode of a replaced image is kept, as a shell's > or cp(1) keeps it. */
+static int commit_output(const char *image, struct stp_output *out)
 {
 	const char *step;
-	int rc = stp_output_commit(out, stp_output_default_mode(), &step);
+	int rc = stp_output_commit(out, stp_output_mode(out), &step);
 
 	if (rc)
-		fprintf(stderr, "mkstipple: %s: %s: %s\n", out->final, step, strerror(-rc));
+		output_problem(image, out, step, rc);
 	return rc;
+}
+
+/* Refuses a SOURCE archive that is the very file IMAGE replaces, by device and inode, as
+ * tar refuses to archive its own archive: whatever path or link leads to it. */
+static int refuse_own_source(const struct options *o, const struct stp_output *out)
+{
+	struct stat st;
+	int from_stdin = !strcmp(o->source, "-");
+
+	if (!out->dest_exists || (from_stdin ? fstat(STDIN_FILENO, &st) : stat(o->source, &st)))
+		return 0;
+	if (st.st_dev != out->dest.st_dev || st.st_ino != out->dest.st_ino)
+		return 0;
+	fprintf(stderr, "mkstipple: %s: is the file the image would replace (%s): not read\n",
+		from_stdin ? "standard input" : o->source, out->to_stdout ? "standard output" :
+		out->final);
+	return -EEXIST;
 }
 
 /* The scan holds a descriptor per directory level: allow what the hard limit permits. */
@@ -465,6 +527,8 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	rc = open_output(o.image, &out);
 	if (!rc)
+		rc = refuse_own_source(&o, &out);
+	if (!rc)
 		rc = read_source(&o, &out, &t, &src);
 	if (!rc)
 		rc = order_files(&t, o.hot_list, o.hot_margin, o.code_apart, &order, &nhot, &count);
@@ -476,12 +540,12 @@ int main(int argc, char **argv)
 	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
 		fprintf(stderr, "mkstipple: %s: writing failed: %s\n", o.image, strerror(-rc));
 	if (!rc)
-		rc = commit_output(&out);
+		rc = commit_output(o.image, &out);
 	stp_output_abort(&out);
 	source_close();
 	archive_source_close(&src);
 	if (!rc)
-		summary(&o, &t, image_size, t0);
+		summary(&o, &t, image_size, t0, out.to_stdout);
 	free(order);
 	stp_sign_seckey_free(o.key);
 	exclude_free(&o.exclude);

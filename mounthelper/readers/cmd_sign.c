@@ -5,6 +5,8 @@
  * already signed image loses its old signature block); it is written to a temporary
  * file beside IMAGE, synced, and renamed over IMAGE, whose directory is then synced, as
  * mkstipple writes. IMAGE is either the old image or the signed one, never half of each.
+ * A symlink is written through: the file it leads to is signed, keeping its mode, and the
+ * link stays.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "imgsrc.h"
 #include "output.h"
 #include "sign.h"
 #include "util.h"
@@ -78,6 +81,14 @@ static int write_signed(const struct stp_image *img, const struct stp_seckey *ke
 	return err;
 }
 
+/* The file the image was read from must be the one the output replaces: a symlink
+ * changed in between would sign one file into another. */
+static int same_file(const struct stat *read, const struct stp_output *out)
+{
+	return out->dest_exists && read->st_dev == out->dest.st_dev &&
+	       read->st_ino == out->dest.st_ino;
+}
+
 static int sign_image_file(const char *image, const struct stp_image *img,
 			   const struct stp_seckey *key)
 {
@@ -90,15 +101,23 @@ static int sign_image_file(const char *image, const struct stp_image *img,
 		stp_cli_problem(&sign_cli, image, NULL, "not a regular file");
 		return -EINVAL;
 	}
-	err = stp_output_open(image, &out, &step);
+	/* IMAGE is a path, as for every reader: "-" is a file of that name */
+	err = stp_output_open(strcmp(image, "-") ? image : "./-", &out, &step);
+	if (!err && !same_file(&st, &out)) {
+		out.refused = 1;
+		step = "changed while it was read: not signed";
+		err = -ESTALE;
+	}
 	if (!err) {
 		err = write_signed(img, key, out.fd);
 		if (err)
 			step = "signing failed";
 		else
-			err = stp_output_commit(&out, st.st_mode & 07777, &step);
+			err = stp_output_commit(&out, stp_output_mode(&out), &step);
 	}
-	if (err)
+	if (err && out.refused)
+		stp_cli_problem(&sign_cli, image, NULL, "%s", step);
+	else if (err)
 		stp_cli_problem(&sign_cli, image, NULL, "%s: %s", step, stp_strerror(err));
 	stp_output_abort(&out);
 	return err;
@@ -110,6 +129,7 @@ static int sign_run(const char *image, const char *keyfile)
 	struct stp_pubkey pub;
 	struct stp_image *img;
 	char hex[65];
+	struct stat st;
 	int err = stp_sign_load_seckey(keyfile, &key);
 
 	if (err) {
@@ -117,7 +137,11 @@ static int sign_run(const char *image, const char *keyfile)
 			      "not an unencrypted Ed25519 secret key in PEM" : stp_strerror(err));
 		return STP_EXIT_FAIL;
 	}
-	if (!stp_cli_open(&sign_cli, image, &img)) {
+	/* opening a FIFO would wait for a writer */
+	if (!stp_imgsrc_is_url(image) && !stat(image, &st) && !S_ISREG(st.st_mode)) {
+		stp_cli_problem(&sign_cli, image, NULL, "not a regular file");
+		err = -EINVAL;
+	} else if (!stp_cli_open(&sign_cli, image, &img)) {
 		err = sign_image_file(image, img, key);
 		stp_image_close(img);
 	} else {

@@ -289,18 +289,17 @@ def test_directory_synced_after_rename(tmp_path, out):
     src, _ = make_src(tmp_path)
     image = out / "x.stipple"
     log = tmp_path / "trace"
-    r = run(["strace", "-f", "-qq", "-o", log, "-e", "trace=openat,open,rename,renameat2,fsync,fdatasync",
+    # -y: every descriptor shown with its path, whether the calls name paths or use dirfds
+    r = run(["strace", "-f", "-qq", "-y", "-o", log, "-e",
+             "trace=openat,open,rename,renameat,renameat2,fsync,fdatasync",
              MKSTIPPLE, "--quiet", *FAST, src, image], timeout=300)
     assert r.returncode == 0, r.stderr
     lines = log.read_text().splitlines()
-    renames = [i for i, l in enumerate(lines) if "rename" in l and str(image) in l
-               and "= 0" in l]
+    renames = [i for i, l in enumerate(lines) if "rename" in l and '%s"' % image.name in l
+               and str(out) in l and l.endswith("= 0")]
     assert renames, "no rename into %s:\n%s" % (image, "\n".join(lines[-20:]))
-    fds = []
     for l in lines[renames[-1]:]:
-        if "open" in l and ('"%s"' % out) in l and "O_DIRECTORY" in l and "= " in l:
-            fds.append(l.rsplit("= ", 1)[1].split()[0])
-        if "fsync(" in l and any("fsync(%s)" % fd in l for fd in fds) and l.endswith("= 0"):
+        if "fsync(" in l and "<%s>" % out in l and l.endswith("= 0"):
             return
     pytest.fail("the directory %s was not fsynced after the rename:\n%s"
                 % (out, "\n".join(lines[renames[-1]:])))
