@@ -17,6 +17,7 @@
 #include <linux/securebits.h>
 #include <pwd.h>
 #include <sched.h>
+#include <signal.h>
 #include <seccomp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -408,6 +410,18 @@ static int point_stdio_at(int nullfd, bool keep_stderr)
 	return rc;
 }
 
+/* Files written grow to MAX bytes at most; a write past it fails (EFBIG) instead of
+ * killing the process with SIGXFSZ. */
+static int limit_file_size(unsigned long long max)
+{
+	struct rlimit rl = { max, max };
+
+	if (!max)
+		return 0;
+	signal(SIGXFSZ, SIG_IGN);
+	return setrlimit(RLIMIT_FSIZE, &rl) ? -errno : 0;
+}
+
 static int pivot_into(const char *dir, char *err, size_t errlen)
 {
 	if (chdir(dir))
@@ -700,6 +714,11 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	}
 
 	/* From here on nothing can be undone. */
+	rc = limit_file_size(opts->file_size_max);
+	if (rc) {
+		stp_errf(err, errlen, rc, "RLIMIT_FSIZE: %s", strerror(-rc));
+		goto out;
+	}
 	rc = point_stdio_at(nullfd, opts->keep_stderr);
 	if (rc) {
 		stp_errf(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));
