@@ -247,7 +247,7 @@ def test_user_mounts_a_url(origin, gen_tree):
                            capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr
         assert r.stdout == read_file(gen_tree / "files" / "large")
-        (name,) = os.listdir(os.path.join(home, "xdg", "stipple"))
+        (name,) = cache_files(os.path.join(home, "xdg", "stipple"))
         st = os.stat(os.path.join(home, "xdg", "stipple", name))
         assert st.st_uid == nobody and st.st_mode & 0o777 == 0o600
         assert run(as_user + ["fusermount3", "-u", mnt], env=env).returncode == 0
