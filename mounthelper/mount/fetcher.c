@@ -334,7 +334,7 @@ static int make_channels(struct stp_fetcher *f, int theirs[], unsigned n, unsign
 static void print_failure(const struct stp_mount_opts *o, const char *prog, int err,
 			  const char *why)
 {
-	fprintf(stderr, "%s: %s: %s\n", prog, o->image, why[0] ? why : stp_strerror(err));
+	fprintf(stderr, "%s: %s: %s\n", prog, o->image_path, why[0] ? why : stp_strerror(err));
 }
 
 int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
@@ -351,7 +351,7 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl))
 		err = -errno;
 	if (err) {
-		fprintf(stderr, "%s: %s: socketpair: %s\n", prog, o->image, stp_strerror(err));
+		fprintf(stderr, "%s: %s: socketpair: %s\n", prog, o->image_path, stp_strerror(err));
 		for (unsigned i = 0; i < n; i++)
 			if (theirs[i] >= 0)
 				close(theirs[i]);

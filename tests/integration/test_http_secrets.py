@@ -68,6 +68,7 @@ def test_credentials_come_from_netrc_and_never_show(guarded, gen_tree, tmp_path)
     # without the password, the server says no
     r = run([MOUNT_STIPPLE, url, mnt, "-o", "timeout=3," + cache], timeout=60)
     assert r.returncode == 32 and "401" in r.stderr, r.stderr
+    assert origin.url("gen.stp") in r.stderr and signature not in r.stderr, r.stderr
     # a password on the command line is refused, pointing at netrc=
     with_userinfo = url.replace("://", "://reader:%s@" % password)
     r = run([MOUNT_STIPPLE, with_userinfo, mnt, "-o", cache], timeout=60)
