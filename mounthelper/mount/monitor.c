@@ -5,7 +5,7 @@
  *
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
  *   a URL: fork the fetcher (fetcher.c),      its channels, the superblock through them,
- *     open(disk cache file)                    the cache file (diskcache.c)
+ *     open(disk cache dir, secret, file)       the cache file and its tag key (diskcache.c)
  *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
  *   stat(mount point), open(hot list)         before the fork
  *   fork                                       the daemon: fuse_session_mount, then it
@@ -352,6 +352,7 @@ static void release(struct monitor *m)
 	if (m->cache.fd >= 0)
 		close(m->cache.fd);
 	m->image_fd = m->record_fd = m->cache.fd = -1;
+	explicit_bzero(m->cache.tag_key, sizeof(m->cache.tag_key));
 	stp_fetcher_release(&m->fetcher);
 	free(m->keys);
 	m->keys = NULL;

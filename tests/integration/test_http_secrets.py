@@ -19,7 +19,7 @@ from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
 from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image,
                       read_file, run, unmount)
-from test_http import www  # noqa: F401 (a fixture)
+from test_http import cache_files, www  # noqa: F401 (www: a fixture)
 
 
 def mountinfo_line(mnt):
@@ -106,10 +106,6 @@ def test_netrc_that_cannot_be_read_fails_the_mount(guarded, tmp_path):
 
 # ---- the disk cache (item 10) ----------------------------------------------------------
 
-def cache_files(cache):
-    return sorted(n for n in os.listdir(cache) if n.endswith(".cache"))
-
-
 def test_two_urls_serving_one_image_have_two_files(www, tmp_path):
     """The file's name is keyed by the URL: a server cannot have its image taken for
     another URL's, even when superblock, size and validator are the same."""
@@ -150,7 +146,7 @@ def test_cache_file_not_ours_is_not_used(www, gen_tree, tmp_path, how):
         with mount_image(url, None, "--no-prime", "-o", "cache_dir=%s" % cache) as mnt:
             diffs = treeutil.compare_trees(gen_tree, mnt)
             assert not diffs, "\n".join(diffs[:20])
-    assert cache_files(cache) == [name]
+    assert cache_files(cache) == [name], cache_files(cache)
     # made anew (the same inode number may come back): ours, private, one name
     assert owned_private(path), "the planted file was used: %r" % (os.stat(path),)
 
