@@ -637,33 +637,29 @@ int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *por
 }
 
 /* One netrc token from *P (below END) into a new string: a run of non-blank bytes, or
- * a double-quoted string with \-escapes. NULL at the end, or -ENOMEM in *ERR. */
+ * a double-quoted string with \\-escapes. NULL at the end, or -ENOMEM in *ERR. */
 static char *netrc_token(const char **p, const char *end, int *err)
 {
-	const char *s = *p;
+	const char *s = *p, *e;
+	bool quoted;
 	char *out, *o;
 
 	while (s < end && isspace((unsigned char)*s))
 		s++;
-	if (s == end) {
-		*p = s;
+	quoted = s < end && *s == '"';
+	for (e = s + quoted; e < end && (quoted ? *e != '"' : !isspace((unsigned char)*e)); e++)
+		e += quoted && *e == '\\' && e + 1 < end;
+	*p = e + (quoted && e < end);
+	if (s == end)
 		return NULL;
-	}
-	out = o = malloc((size_t)(end - s) + 1);
+	out = o = malloc((size_t)(e - s) + 1);
 	if (!out) {
 		*err = -ENOMEM;
 		return NULL;
 	}
-	if (*s == '"') {
-		for (s++; s < end && *s != '"'; s++)
-			*o++ = *s == '\\' && s + 1 < end ? *++s : *s;
-		s += s < end;
-	} else {
-		while (s < end && !isspace((unsigned char)*s))
-			*o++ = *s++;
-	}
+	for (s += quoted; s < e; s++)
+		*o++ = quoted && *s == '\\' && s + 1 < e ? *++s : *s;
 	*o = '\0';
-	*p = s;
 	return out;
 }
 
@@ -695,8 +691,8 @@ int stp_http_netrc_find(const char *text, size_t len, const char *host, char **l
 
 	*login = *password = NULL;
 	while (!err && (tok = netrc_token(&p, end, &err))) {
-		bool entry = !strcmp(tok, "machine") || !strcmp(tok, "default");
-		char *name = !strcmp(tok, "machine") ? netrc_token(&p, end, &err) : NULL;
+		bool machine = !strcmp(tok, "machine"), entry = machine || !strcmp(tok, "default");
+		char *name = machine ? netrc_token(&p, end, &err) : NULL;
 
 		field = !strcmp(tok, "login") ? login : !strcmp(tok, "password") ? password : NULL;
 		if (entry && found) {
@@ -705,7 +701,7 @@ int stp_http_netrc_find(const char *text, size_t len, const char *host, char **l
 			break; /* the entry that matched is complete */
 		}
 		if (entry)
-			found = in = !name || !strcasecmp(name, host);
+			found = in = machine ? name && !strcasecmp(name, host) : true;
 		else if (!strcmp(tok, "macdef"))
 			p = skip_macdef(p, end);
 		else if (field || !strcmp(tok, "account")) {

@@ -268,6 +268,11 @@ static void test_netrc(void)
 	CHECK(stp_http_netrc_find(text, strlen(text) - 27, "z.example", &login, &password) ==
 	      -ENOENT);
 	CHECK(!login && !password);
+	CHECK(stp_http_netrc_find("machine", 7, "h.example", &login, &password) == -ENOENT);
+	CHECK(stp_http_netrc_find("machine h.example login \"x\\", 27, "h.example", &login,
+				  &password) == 0);
+	CHECK(login && !strcmp(login, "x\\") && !password);
+	free(login);
 }
 
 static void test_verify_options(void)
