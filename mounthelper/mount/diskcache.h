@@ -83,7 +83,8 @@ static inline uint64_t stp_diskcache_file_size(const struct stp_diskcache_file *
 }
 
 /* The daemon's side, on F->fd (taken over, closed on failure too), keeping at most LIMIT
- * bytes of ranges in it. */
+ * bytes of ranges in it. Confined, it opens no file: OpenSSL's set-up (configuration,
+ * providers) was done by the monitor's stp_diskcache_open_file before the fork. */
 int stp_diskcache_new(const struct stp_diskcache_file *f, uint64_t limit,
 		      struct stp_diskcache **out);
 void stp_diskcache_free(struct stp_diskcache *c);
