@@ -151,6 +151,23 @@ def test_cache_file_not_ours_is_not_used(www, gen_tree, tmp_path, how):
     assert owned_private(path), "the planted file was used: %r" % (os.stat(path),)
 
 
+def test_secret_not_ours_is_replaced(www, tmp_path):
+    """The directory's secret keys every name and tag: one that another user owns (and
+    so may have chosen, or read) is replaced, and nothing keyed by it is found again."""
+    cache = tmp_path / "cache"
+    with httputil.nginx(www, tmp_path / "nginx") as origin:
+        opts = ("--no-prime", "-o", "cache_dir=%s" % cache)
+        with mount_image(origin.url("gen.stp"), None, *opts):
+            pass
+        secret = (cache / "secret").read_bytes()
+        assert len(secret) == 32 and owned_private(cache / "secret")
+        os.chown(cache / "secret", 65534, 65534)
+        with mount_image(origin.url("gen.stp"), None, *opts):
+            pass
+    assert owned_private(cache / "secret") and (cache / "secret").read_bytes() != secret
+    assert len(cache_files(cache)) == 2  # the old name is left for the LRU to remove
+
+
 @pytest.mark.parametrize("how", ["other-uid", "symlink"])
 def test_cache_dir_not_ours_is_not_used(www, gen_tree, tmp_path, how):
     cache, real = tmp_path / "cache", tmp_path / "real"
