@@ -379,7 +379,8 @@ void stp_diskcache_free(struct stp_diskcache *c)
 
 int stp_diskcache_expect(struct stp_diskcache *c, uint64_t off, uint64_t len, uint64_t sum)
 {
-	if (!len || c->added >= c->slots)
+	/* a forged table may name bytes past the image: they would land on the tags */
+	if (!len || off > c->tags_at || len > c->tags_at - off || c->added >= c->slots)
 		return 0;
 	if (c->n == c->cap) {
 		uint32_t cap = c->cap ? 2 * c->cap : 64;

@@ -91,7 +91,7 @@ void stp_diskcache_free(struct stp_diskcache *c);
 
 /* A range the cache may hold: LEN bytes at OFF whose checksum (stp_checksum) is SUM.
  * Ranges are added before any thread reads (not thread-safe); others are never cached,
- * nor are ranges past the file's room for tags. */
+ * nor are ranges past the image's bytes or beyond the file's room for tags. */
 int stp_diskcache_expect(struct stp_diskcache *c, uint64_t off, uint64_t len, uint64_t sum);
 /* Sorts what was added: call once after the last stp_diskcache_expect of a batch. */
 void stp_diskcache_ready(struct stp_diskcache *c);
