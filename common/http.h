@@ -38,6 +38,8 @@ struct stp_http_opts {
 	const char *proxy;      /* proxy URL ("" for none), or NULL: from the environment */
 	unsigned timeout_ms;    /* stall and retry bound of one read (above); 0: the default */
 	const char *const *resolve; /* CURLOPT_RESOLVE entries (host:port:addr), NULL-ended */
+	const char *user;       /* the server's login and password (netrc), or NULL: sent */
+	const char *password;   /* only to the URL's host, never after a redirect elsewhere */
 };
 
 #define STP_HTTP_TIMEOUT_DEFAULT_MS 20000u
@@ -79,5 +81,14 @@ int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp
 /* Host and port of URL (the host without IPv6 brackets), for resolving it before
  * confinement. HOST holds HOSTLEN bytes. -EINVAL when URL has none. */
 int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *port);
+
+/* The login and password that netrc text TEXT (LEN bytes, as curl(1) and ftp(1) read it:
+ * "machine HOST login NAME password SECRET", "default", "macdef" skipped, tokens in
+ * double quotes with \-escapes) gives HOST: the first machine HOST entry, else the
+ * default one. *LOGIN and *PASSWORD are new strings (the caller clears and frees them),
+ * NULL when the entry has none. 0, -ENOENT (no entry for HOST), -ENOMEM. Pure text: it
+ * needs no stp_http_global_init. */
+int stp_http_netrc_find(const char *text, size_t len, const char *host, char **login,
+			char **password);
 
 #endif

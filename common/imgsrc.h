@@ -34,6 +34,7 @@ struct stp_imgsrc_stats {
 	int disk_cache;       /* 1 when a disk cache is in use */
 	uint64_t cache_hits;  /* reads the disk cache answered */
 	uint64_t cache_bytes; /* bytes it answered */
+	uint64_t cache_rejected; /* ranges it held whose tag did not match (fetched again) */
 };
 
 struct stp_imgsrc {

@@ -118,6 +118,7 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 	if ((status = stp_cli_operands(&mount_cli, argc, 2, 2)))
 		return status;
 	o->image = strdup(argv[optind]);
+	stp_mountopts_hide_query(argv[optind]);
 	o->mountpoint = strdup(argv[optind + 1]);
 	if (!o->image || !o->mountpoint || stp_mountopts_finish(o, err, sizeof(err))) {
 		stp_cli_error(&mount_cli, "%s", o->image && o->mountpoint ? err : "out of memory");

@@ -31,6 +31,9 @@
 #include "util.h"
 #include "warm.h"
 
+/* RLIMIT_FSIZE beyond the disk cache file: a foreground daemon's stderr may be a file. */
+#define FSIZE_SLACK (1ull << 20)
+
 struct stp_daemon {
 	struct stp_fs fs;
 	const char *prog;
@@ -164,13 +167,16 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
 	int all[7] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
-		       d->ending_fds[1], fds->record, fds->cache };
+		       d->ending_fds[1], fds->record, fds->cache.fd };
 	int keep[7 + STP_FETCH_CHANS_MAX];
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
 		.keep_fds = keep,
 		.keep_stderr = d->fs.opts->foreground,
+		/* the cache file reaches at most this; a hot list has no such bound */
+		.file_size_max = fds->cache.fd >= 0 && fds->record < 0 ?
+				 stp_diskcache_file_size(&fds->cache) + FSIZE_SLACK : 0,
 	};
 	char err[256];
 	int ret;
@@ -313,9 +319,9 @@ static int open_source(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 	if (!fds->nchans)
 		return stp_imgsrc_open_fd(fds->image, o->image_path, src);
 	err = stp_remote_open(fds->chans, fds->nchans, fds->url_size, o->image_path, true, src);
-	if (err || fds->cache < 0)
+	if (err || fds->cache.fd < 0)
 		return err;
-	if (stp_diskcache_new(fds->cache, o->cache_size, cache))
+	if (stp_diskcache_new(&fds->cache, o->cache_size, cache))
 		return 0;
 	if (expect_superblock(*cache, *src)) {
 		stp_diskcache_free(*cache);

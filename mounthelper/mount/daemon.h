@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "diskcache.h"
+
 struct stp_mount_opts;
 struct stp_pubkey;
 struct stp_daemon;
@@ -32,7 +34,7 @@ struct stp_daemon_fds {
 	const int *chans;
 	unsigned nchans;
 	uint64_t url_size;
-	int cache;
+	struct stp_diskcache_file cache;
 };
 
 /* Exit statuses of the daemon process. */

@@ -11,18 +11,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 
 #include "format.h"
-#include "sign.h"
 #include "util.h"
 
 #define SUFFIX ".cache"
+#define SECRET "secret"
 #define FILES_MAX 4096
+#define PAGE 4096u
 
 struct range {
 	uint64_t off, len, sum;
+	uint64_t slot;       /* its tag's place after tags_at */
 	uint32_t prev, next; /* the LRU list of ranges held, NONE-terminated */
 	bool held;
 };
@@ -32,6 +39,9 @@ struct range {
 struct stp_diskcache {
 	int fd;
 	uint64_t limit, used;
+	uint64_t tags_at, slots, added; /* added: slots handed out, in the order of expect */
+	EVP_MAC_CTX *mac;          /* keyed with the file's tag key; copied for each use */
+	uint64_t rejected;         /* atomic */
 	struct range *r;
 	uint32_t n, cap;
 	pthread_mutex_t lock;      /* the LRU list, used */
@@ -52,21 +62,59 @@ char *stp_diskcache_default_dir(void)
 	return NULL;
 }
 
-int stp_diskcache_key(const uint8_t *raw_sb, size_t sb_len, uint64_t size,
-		      const char *validator, uint8_t key[32])
+/* A MAC context keyed with KEY, to be copied for each tag. */
+static EVP_MAC_CTX *keyed_mac(const uint8_t key[32])
 {
-	size_t vlen = strlen(validator), n = sb_len + 8 + vlen;
-	uint8_t *all = malloc(n);
+	EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
 
-	if (!all)
-		return -ENOMEM;
-	memcpy(all, raw_sb, sb_len);
-	for (int i = 0; i < 8; i++)
-		all[sb_len + i] = (uint8_t)(size >> (8 * i));
-	memcpy(all + sb_len + 8, validator, vlen);
-	stp_sign_hash(all, n, key);
-	free(all);
-	return 0;
+	if (ctx && !EVP_MAC_init(ctx, key, 32, params)) {
+		EVP_MAC_CTX_free(ctx);
+		ctx = NULL;
+	}
+	EVP_MAC_free(mac); /* the context holds its own reference */
+	return ctx;
+}
+
+/* HMAC-SHA256 under KEY of the NPARTS parts (pointer, length) into OUT. */
+static int hmac(const uint8_t key[32], const void *const *parts, const size_t *lens,
+		size_t nparts, uint8_t out[32])
+{
+	EVP_MAC_CTX *ctx = keyed_mac(key);
+	size_t n = 0;
+	int ok = ctx != NULL;
+
+	for (size_t i = 0; ok && i < nparts; i++)
+		ok = EVP_MAC_update(ctx, parts[i], lens[i]);
+	ok = ok && EVP_MAC_final(ctx, out, &n, 32) && n == 32;
+	EVP_MAC_CTX_free(ctx);
+	return ok ? 0 : -EIO;
+}
+
+int stp_diskcache_key(const uint8_t secret[32], const struct stp_diskcache_id *id,
+		      char name[72], uint8_t tag_key[32])
+{
+	static const char domain[] = "stipple disk cache v2", tags[] = "stipple cache tags v2";
+	uint8_t size[8], key[32];
+	const void *parts[] = { domain, id->url, id->raw_sb, size, id->validator };
+	size_t lens[] = { sizeof(domain), strlen(id->url) + 1, id->sb_len, 8,
+			  strlen(id->validator) };
+	int err;
+
+	stp_put64(size, id->size);
+	err = hmac(secret, parts, lens, 5, key);
+	if (!err)
+		err = hmac(secret, (const void *[]){ tags, key }, (size_t[]){ sizeof(tags), 32 },
+			   2, tag_key);
+	for (int i = 0; !err && i < 32; i++)
+		snprintf(name + 2 * i, 3, "%02x", key[i]);
+	if (!err)
+		strcat(name, SUFFIX);
+	return err;
 }
 
 /* Makes DIR and its missing parents, as mkdir -p, private to their owner (as the XDG
@@ -148,62 +196,171 @@ static void evict_files(int dirfd, const char *keep, uint64_t limit)
 		close(fd);
 }
 
-int stp_diskcache_open_file(const char *dir, const uint8_t key[32], uint64_t image_size,
-			    uint64_t limit, const char *prog, int *out)
+/* The directory, when it is one that only its owner, the mounting user, may change. */
+static int open_dir(const char *dir, int *out)
 {
-	char name[80];
+	int err = make_dirs(dir), fd = -1;
 	struct stat st;
-	int dirfd, fd, err = make_dirs(dir);
 
-	for (int i = 0; i < 32; i++)
-		snprintf(name + 2 * i, 3, "%02x", key[i]);
-	strcat(name, SUFFIX);
-	dirfd = err ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dirfd < 0) {
-		err = err ? err : -errno;
-		fprintf(stderr, "%s: warning: disk cache %s: %s (going on without it)\n", prog, dir,
-			stp_strerror(err));
-		return err;
-	}
-	/* the file is made and removed under the directory's lock, never half there */
-	flock(dirfd, LOCK_EX);
-	evict_files(dirfd, name, limit);
-	fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
-	err = fd < 0 ? -errno : 0;
-	if (!err && (fstat(fd, &st) || !S_ISREG(st.st_mode)))
-		err = -EINVAL;
-	if (!err && flock(fd, LOCK_SH))
+	if (!err && (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		err = errno == ENOTDIR || errno == ELOOP ? -ENOTDIR : -errno;
+	if (!err && fstat(fd, &st))
 		err = -errno;
-	if (!err && (uint64_t)st.st_size != image_size && ftruncate(fd, (off_t)image_size))
+	if (!err && (st.st_uid != geteuid() || (st.st_mode & 022)))
+		err = -EPERM;
+	if (err && fd >= 0)
+		close(fd);
+	*out = err ? -1 : fd;
+	return err;
+}
+
+/* Whether FD is a file of ours that no one else reaches: regular, owned by the mounting
+ * user, mode 0600 (as made), one link (not also a name elsewhere), SIZE bytes (0: any). */
+static bool private_file(int fd, uint64_t size)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	       (st.st_mode & 07777) == 0600 && st.st_nlink == 1 &&
+	       (!size || (uint64_t)st.st_size == size);
+}
+
+/* NAME at DIRFD, opened with FLAGS when it is private_file, else removed and made anew
+ * (O_EXCL: never someone else's). */
+static int open_private(int dirfd, const char *name, int flags, uint64_t size, bool *made)
+{
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+	*made = false;
+	if (fd >= 0 && private_file(fd, size))
+		return fd;
+	if (fd >= 0 || errno != ENOENT) {
+		if (fd >= 0)
+			close(fd);
+		if (unlinkat(dirfd, name, 0) && errno != ENOENT)
+			return -errno;
+	}
+	fd = openat(dirfd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+		    0600);
+	if (fd < 0)
+		return -errno;
+	*made = true;
+	return fd;
+}
+
+/* The directory's secret, made on first use; the directory's lock is held. */
+static int read_secret(int dirfd, uint8_t secret[32])
+{
+	bool made;
+	int fd = open_private(dirfd, SECRET, O_RDWR, 32, &made), err;
+
+	if (fd < 0)
+		return fd;
+	if (made)
+		err = getrandom(secret, 32, 0) != 32 ? -EIO : stp_pwrite_full(fd, secret, 32, 0);
+	else
+		err = stp_pread_full(fd, secret, 32, 0);
+	if (made && (err || fsync(fd))) {
+		err = err ? err : -errno;
+		unlinkat(dirfd, SECRET, 0);
+	}
+	close(fd);
+	return err;
+}
+
+/* The image's file, sized for its bytes and its tags; the directory's lock is held. */
+static int open_cache_file(int dirfd, const char *name, const struct stp_diskcache_file *f,
+			   int *out)
+{
+	uint64_t size = stp_diskcache_file_size(f);
+	bool made;
+	struct stat st;
+	int fd = open_private(dirfd, name, O_RDWR, 0, &made), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (flock(fd, LOCK_SH) || fstat(fd, &st))
+		err = -errno;
+	if (!err && (uint64_t)st.st_size != size && ftruncate(fd, (off_t)size))
 		err = -errno;
 	if (!err)
 		futimens(fd, NULL); /* the directory's LRU order */
-	flock(dirfd, LOCK_UN);
-	close(dirfd);
-	if (err) {
-		if (fd >= 0)
-			close(fd);
-		fprintf(stderr, "%s: warning: disk cache %s/%s: %s (going on without it)\n", prog,
-			dir, name, stp_strerror(err));
-		return err;
-	}
-	*out = fd;
-	return 0;
+	if (err)
+		close(fd);
+	*out = err ? -1 : fd;
+	return err;
 }
 
-int stp_diskcache_new(int fd, uint64_t limit, struct stp_diskcache **out)
+/* Where the tags begin, and room for one per range the image can ask the cache for: the
+ * metadata, the dictionary, each metadata page and each block, the blocks bounded by
+ * one per 32 bytes of the image (more, claimed by a forged table, are not cached). */
+static void size_tags(const struct stp_superblock *sb, struct stp_diskcache_file *f)
+{
+	uint64_t blocks = sb->block_count < sb->image_size / 32 ? sb->block_count :
+			  sb->image_size / 32;
+
+	f->tags_at = (sb->image_size + PAGE - 1) / PAGE * PAGE;
+	f->slots = 2 + sb->meta_stored_size / 24 + blocks;
+}
+
+static const char *dir_error(int err)
+{
+	return err == -EPERM ? "not owned by this user, or writable by others (not used)" :
+	       err == -ENOTDIR ? "not a directory, or a symbolic link (not used)" :
+	       stp_strerror(err);
+}
+
+int stp_diskcache_open_file(const char *dir, const struct stp_diskcache_id *id, uint64_t limit,
+			    const char *prog, struct stp_diskcache_file *out)
+{
+	char name[72];
+	uint8_t secret[32];
+	int dirfd, err = open_dir(dir, &dirfd);
+
+	out->fd = -1;
+	if (err) {
+		fprintf(stderr, "%s: warning: disk cache %s: %s; going on without it\n", prog, dir,
+			dir_error(err));
+		return err;
+	}
+	size_tags(id->sb, out);
+	/* files are made and removed under the directory's lock, never half there */
+	flock(dirfd, LOCK_EX);
+	err = read_secret(dirfd, secret);
+	if (!err)
+		err = stp_diskcache_key(secret, id, name, out->tag_key);
+	explicit_bzero(secret, sizeof(secret));
+	if (!err) {
+		evict_files(dirfd, name, limit);
+		err = open_cache_file(dirfd, name, out, &out->fd);
+	}
+	flock(dirfd, LOCK_UN);
+	close(dirfd);
+	if (err)
+		fprintf(stderr, "%s: warning: disk cache %s: %s; going on without it\n", prog, dir,
+			stp_strerror(err));
+	return err;
+}
+
+int stp_diskcache_new(const struct stp_diskcache_file *f, uint64_t limit,
+		      struct stp_diskcache **out)
 {
 	struct stp_diskcache *c = calloc(1, sizeof(*c));
 	struct stat st;
 
-	if (!c) {
-		close(fd);
+	if (c)
+		c->mac = keyed_mac(f->tag_key);
+	if (!c || !c->mac) {
+		free(c);
+		close(f->fd);
 		return -ENOMEM;
 	}
-	c->fd = fd;
+	c->fd = f->fd;
 	c->limit = limit;
+	c->tags_at = f->tags_at;
+	c->slots = f->slots;
 	c->head = c->tail = NONE;
-	c->used = fstat(fd, &st) ? 0 : (uint64_t)st.st_blocks * 512;
+	c->used = fstat(c->fd, &st) ? 0 : (uint64_t)st.st_blocks * 512;
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
 	return 0;
@@ -214,6 +371,7 @@ void stp_diskcache_free(struct stp_diskcache *c)
 	if (!c)
 		return;
 	close(c->fd);
+	EVP_MAC_CTX_free(c->mac);
 	pthread_mutex_destroy(&c->lock);
 	free(c->r);
 	free(c);
@@ -221,7 +379,8 @@ void stp_diskcache_free(struct stp_diskcache *c)
 
 int stp_diskcache_expect(struct stp_diskcache *c, uint64_t off, uint64_t len, uint64_t sum)
 {
-	if (!len)
+	/* a forged table may name bytes past the image: they would land on the tags */
+	if (!len || off > c->tags_at || len > c->tags_at - off || c->added >= c->slots)
 		return 0;
 	if (c->n == c->cap) {
 		uint32_t cap = c->cap ? 2 * c->cap : 64;
@@ -232,7 +391,7 @@ int stp_diskcache_expect(struct stp_diskcache *c, uint64_t off, uint64_t len, ui
 		c->r = r;
 		c->cap = cap;
 	}
-	c->r[c->n++] = (struct range){ off, len, sum, NONE, NONE, false };
+	c->r[c->n++] = (struct range){ off, len, sum, c->added++, NONE, NONE, false };
 	return 0;
 }
 
@@ -304,9 +463,32 @@ static void touch(struct stp_diskcache *c, struct range *r)
 	r->held = true;
 }
 
+/* The tag of R holding BUF: HMAC-SHA256 over its offset, length and bytes. */
+static int tag_of(struct stp_diskcache *c, const struct range *r, const void *buf,
+		  uint8_t tag[STP_DISKCACHE_TAG])
+{
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(c->mac);
+	uint8_t head[16];
+	size_t n = 0;
+	int ok;
+
+	stp_put64(head, r->off);
+	stp_put64(head + 8, r->len);
+	ok = ctx && EVP_MAC_update(ctx, head, sizeof(head)) && EVP_MAC_update(ctx, buf, r->len) &&
+	     EVP_MAC_final(ctx, tag, &n, STP_DISKCACHE_TAG) && n == STP_DISKCACHE_TAG;
+	EVP_MAC_CTX_free(ctx);
+	return ok ? 0 : -EIO;
+}
+
+static uint64_t tag_offset(const struct stp_diskcache *c, const struct range *r)
+{
+	return c->tags_at + r->slot * STP_DISKCACHE_TAG;
+}
+
 int stp_diskcache_get(struct stp_diskcache *c, void *buf, size_t len, uint64_t off)
 {
 	struct range *r = find(c, off, len);
+	uint8_t want[STP_DISKCACHE_TAG], have[STP_DISKCACHE_TAG];
 	off_t data;
 
 	if (!r)
@@ -314,12 +496,21 @@ int stp_diskcache_get(struct stp_diskcache *c, void *buf, size_t len, uint64_t o
 	/* a hole at OFF (never written, or punched out): a miss without reading zeros */
 	data = lseek(c->fd, (off_t)off, SEEK_DATA);
 	if (data != (off_t)off || stp_pread_full(c->fd, buf, len, off) ||
-	    stp_checksum(buf, len) != r->sum)
+	    stp_pread_full(c->fd, have, sizeof(have), tag_offset(c, r)))
 		return -ENOENT;
+	if (tag_of(c, r, buf, want) || CRYPTO_memcmp(want, have, sizeof(want))) {
+		__atomic_add_fetch(&c->rejected, 1, __ATOMIC_RELAXED);
+		return -ENOENT;
+	}
 	pthread_mutex_lock(&c->lock);
 	touch(c, r);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+uint64_t stp_diskcache_rejected(struct stp_diskcache *c)
+{
+	return __atomic_load_n(&c->rejected, __ATOMIC_RELAXED);
 }
 
 /* What the file holds on disk: a punched range frees only the file system blocks it
@@ -351,10 +542,13 @@ static void trim(struct stp_diskcache *c)
 void stp_diskcache_put(struct stp_diskcache *c, const void *buf, size_t len, uint64_t off)
 {
 	struct range *r = find(c, off, len);
+	uint8_t tag[STP_DISKCACHE_TAG];
 
-	if (!r || len > c->limit || stp_checksum(buf, len) != r->sum)
+	if (!r || len > c->limit || stp_checksum(buf, len) != r->sum || tag_of(c, r, buf, tag))
 		return;
-	if (stp_pwrite_full(c->fd, buf, len, off))
+	/* the bytes, then their tag: a reader between the two sees a mismatch, a miss */
+	if (stp_pwrite_full(c->fd, buf, len, off) ||
+	    stp_pwrite_full(c->fd, tag, sizeof(tag), tag_offset(c, r)))
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (!r->held)

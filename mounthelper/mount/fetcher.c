@@ -28,6 +28,7 @@
 #include "util.h"
 
 #define CA_MAX (16u << 20)
+#define NETRC_MAX (64u << 10)
 /* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
  * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
  * not the host's OOM killer. */
@@ -74,6 +75,47 @@ static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, siz
 		close(fd);
 	free(def);
 	return blob;
+}
+
+/* netrc=: the login and password for the URL's host, read while files can still be
+ * opened, so that the confined fetcher never needs the path and no secret is ever on a
+ * command line. A file with no entry for the host leaves them unset, as with curl. */
+static int read_netrc(const struct stp_mount_opts *o, struct stp_http_opts *ho, char *why,
+		      size_t whylen)
+{
+	char host[256], *text = NULL, *login = NULL, *password = NULL;
+	struct stat st;
+	unsigned port;
+	int fd, err;
+
+	if (!o->netrc_file)
+		return 0;
+	fd = open(o->netrc_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	err = fd < 0 ? -errno : 0;
+	if (!err && (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > NETRC_MAX))
+		err = -EINVAL;
+	if (!err && !(text = malloc((size_t)st.st_size + 1)))
+		err = -ENOMEM;
+	if (!err)
+		err = stp_pread_full(fd, text, (size_t)st.st_size, 0);
+	if (!err && stp_http_url_host(o->image, host, sizeof(host), &port))
+		err = -EINVAL;
+	if (!err)
+		err = stp_http_netrc_find(text, (size_t)st.st_size, host, &login, &password);
+	if (text) {
+		explicit_bzero(text, (size_t)st.st_size);
+		free(text);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (err == -ENOENT && fd >= 0)
+		err = 0;
+	if (err)
+		snprintf(why, whylen, "netrc=%s: %s", o->netrc_file, err == -EINVAL ?
+			 "not a readable file of at most 64 KiB" : stp_strerror(err));
+	ho->user = login;
+	ho->password = password;
+	return err;
 }
 
 /* "host:port:addr,addr" for URL's host, from getaddrinfo now: confined, the fetcher
@@ -209,6 +251,8 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 		if (o->ca_file && !ho.ca_blob)
 			hi.err = -EINVAL;
 	}
+	if (!hi.err)
+		hi.err = read_netrc(o, &ho, hi.why, sizeof(hi.why));
 	if ((resolve[nres] = resolve_entry(o->image)))
 		nres++;
 	if ((resolve[nres] = resolve_entry(proxy_for(o))))
@@ -290,7 +334,7 @@ static int make_channels(struct stp_fetcher *f, int theirs[], unsigned n, unsign
 static void print_failure(const struct stp_mount_opts *o, const char *prog, int err,
 			  const char *why)
 {
-	fprintf(stderr, "%s: %s: %s\n", prog, o->image, why[0] ? why : stp_strerror(err));
+	fprintf(stderr, "%s: %s: %s\n", prog, o->image_path, why[0] ? why : stp_strerror(err));
 }
 
 int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
@@ -307,7 +351,7 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl))
 		err = -errno;
 	if (err) {
-		fprintf(stderr, "%s: %s: socketpair: %s\n", prog, o->image, stp_strerror(err));
+		fprintf(stderr, "%s: %s: socketpair: %s\n", prog, o->image_path, stp_strerror(err));
 		for (unsigned i = 0; i < n; i++)
 			if (theirs[i] >= 0)
 				close(theirs[i]);

@@ -5,7 +5,7 @@
  *
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
  *   a URL: fork the fetcher (fetcher.c),      its channels, the superblock through them,
- *     open(disk cache file)                    the cache file (diskcache.c)
+ *     open(disk cache dir, secret, file)       the cache file and its tag key (diskcache.c)
  *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
  *   stat(mount point), open(hot list)         before the fork
  *   fork                                       the daemon: fuse_session_mount, then it
@@ -68,7 +68,7 @@ struct monitor {
 	uint64_t mem_limit;   /* RLIMIT_DATA of the daemon */
 	int image_fd, record_fd;
 	struct stp_fetcher fetcher; /* a URL: the fetcher and the daemon's ends of its channels */
-	int cache_fd;         /* a URL: the disk cache file, or -1 */
+	struct stp_diskcache_file cache; /* a URL: the disk cache file (fd -1: none) */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
 	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */
@@ -98,7 +98,8 @@ static int open_url(struct monitor *m)
 {
 	const struct stp_mount_opts *o = m->o;
 	struct stp_imgsrc *src = NULL;
-	uint8_t raw[STP_SB_SIZE], key[32];
+	uint8_t raw[STP_SB_SIZE];
+	struct stp_diskcache_id id = { o->image_path, raw, sizeof(raw), &m->sb, 0, "" };
 	char *dir;
 	int err = stp_fetcher_start(o, m->prog, &m->fetcher);
 
@@ -120,11 +121,10 @@ static int open_url(struct monitor *m)
 	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
-	if (dir && !stp_diskcache_key(raw, sizeof(raw), m->fetcher.size, m->fetcher.validator,
-				      key))
-		/* sized by the checked superblock, not by what the fetcher says */
-		stp_diskcache_open_file(dir, key, m->sb.image_size, o->cache_size, m->prog,
-					&m->cache_fd);
+	id.size = m->fetcher.size;
+	id.validator = m->fetcher.validator;
+	if (dir) /* sized by the checked superblock, not by what the fetcher says */
+		stp_diskcache_open_file(dir, &id, o->cache_size, m->prog, &m->cache);
 	free(dir);
 	return 0;
 }
@@ -326,7 +326,7 @@ static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char
 	int err;
 
 	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1,
-			       .parent_fd = -1, .pidfd = -1, .cache_fd = -1,
+			       .parent_fd = -1, .pidfd = -1, .cache = { .fd = -1 },
 			       .fetcher = { .pid = -1 } };
 	log_prog = prog;
 	stp_log_set_handler(log_prefixed);
@@ -349,9 +349,10 @@ static void release(struct monitor *m)
 		close(m->image_fd);
 	if (m->record_fd >= 0)
 		close(m->record_fd);
-	if (m->cache_fd >= 0)
-		close(m->cache_fd);
-	m->image_fd = m->record_fd = m->cache_fd = -1;
+	if (m->cache.fd >= 0)
+		close(m->cache.fd);
+	m->image_fd = m->record_fd = m->cache.fd = -1;
+	explicit_bzero(m->cache.tag_key, sizeof(m->cache.tag_key));
 	stp_fetcher_release(&m->fetcher);
 	free(m->keys);
 	m->keys = NULL;
@@ -395,7 +396,7 @@ static _Noreturn void run_daemon(struct monitor *m, int fd)
 {
 	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd, m->keys, m->nkeys,
 				      m->fetcher.chans, m->fetcher.nchans, m->fetcher.size,
-				      m->cache_fd };
+				      m->cache };
 	struct stp_daemon *d;
 	char text[480];
 

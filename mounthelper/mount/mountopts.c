@@ -19,6 +19,12 @@
 #include "util.h"
 #include "image.h"
 
+/* Where a URL's authority (userinfo@host:port) ends: at the path, query or fragment. */
+static size_t authority_end(const char *auth)
+{
+	return strcspn(auth, "/?#");
+}
+
 /* Meant for mount(8) and fstab, never for the filesystem. "ro" and "rw" are dropped too:
  * the mount is always read-only. user, users, owner and group are taken apart (take_mount8). */
 static const char *const mount8_only[] = {
@@ -90,6 +96,7 @@ void stp_mountopts_free(struct stp_mount_opts *o)
 	free(o->ca_file);
 	free(o->proxy);
 	free(o->cache_dir);
+	free(o->netrc_file);
 	stp_mountopts_init(o);
 }
 
@@ -215,10 +222,13 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	}
 	if (!strcmp(name, "proxy"))
 		return replace_string(&o->proxy, value ? value : "") ?: 1;
-	if (!strcmp(name, "ca") || !strcmp(name, "cache_dir")) {
+	if (!strcmp(name, "ca") || !strcmp(name, "cache_dir") || !strcmp(name, "netrc")) {
+		char **field = !strcmp(name, "ca") ? &o->ca_file :
+			       !strcmp(name, "netrc") ? &o->netrc_file : &o->cache_dir;
+
 		if (!value || !*value)
 			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
-		return replace_string(!strcmp(name, "ca") ? &o->ca_file : &o->cache_dir, value) ?: 1;
+		return replace_string(field, value) ?: 1;
 	}
 	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {
 		if (!value || !*value)
@@ -387,6 +397,18 @@ int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *e
 	return ret;
 }
 
+void stp_mountopts_hide_query(char *arg)
+{
+	char *auth = strstr(arg, "://");
+
+	if (!stp_imgsrc_is_url(arg) || !auth)
+		return;
+	auth += 3;
+	auth += authority_end(auth);
+	auth += strcspn(auth, "?#");
+	memset(auth, 0, strlen(auth));
+}
+
 /* -o lists are parsed after the whole argv, so -s applies wherever it stands. */
 int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, char *err,
 			       size_t errlen)
@@ -399,9 +421,10 @@ int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, 
 	while ((c = getopt(argc, argv, "-sfnvo:t:N:")) != -1) {
 		switch (c) {
 		case 1:
-			if (!o->image)
+			if (!o->image) {
 				ret = replace_string(&o->image, optarg);
-			else if (!o->mountpoint)
+				stp_mountopts_hide_query(optarg);
+			} else if (!o->mountpoint)
 				ret = replace_string(&o->mountpoint, optarg);
 			else
 				return stp_errf(err, errlen, -EINVAL, "unexpected argument '%s'", optarg);
@@ -491,6 +514,47 @@ static int build_fuse_opts(struct stp_mount_opts *o)
 	return 0;
 }
 
+/* A URL as every local user may see it (fsname, mountinfo, status): without userinfo,
+ * query or fragment, which may carry credentials (user:password@, a presigned query). */
+static char *public_url(const char *url)
+{
+	const char *auth = strstr(url, "://"), *at, *end;
+	char *out = NULL;
+
+	if (!auth)
+		return strdup(url);
+	auth += 3;
+	end = auth + authority_end(auth);
+	at = memrchr(auth, '@', (size_t)(end - auth));
+	if (at)
+		auth = at + 1;
+	end += strcspn(end, "?#");
+	if (asprintf(&out, "%.*s%.*s", (int)(strstr(url, "://") + 3 - url), url,
+		     (int)(end - auth), auth) < 0)
+		return NULL;
+	return out;
+}
+
+/* Credentials in the URL would show in ps and (before they are hidden) in messages: the
+ * URL names a server, netrc= says who we are to it. */
+static int check_url(const struct stp_mount_opts *o, char *err, size_t errlen)
+{
+	const char *auth = strstr(o->image, "://");
+
+	if (!o->is_url) {
+		if (o->ca_file || o->proxy || o->cache_dir || o->netrc_file)
+			return stp_errf(err, errlen, -EINVAL, "options ca=, proxy=, cache_dir= and "
+					"netrc= are for an image given as a URL, not %s", o->image);
+		return 0;
+	}
+	if (auth && memchr(auth + 3, '@', authority_end(auth + 3)))
+		return stp_errf(err, errlen, -EINVAL, "%.*s...: a URL with a user name or password "
+				"is refused (every local user could read it); put the credentials "
+				"in a netrc file and give -o netrc=FILE",
+				(int)(auth + 3 - o->image), o->image);
+	return 0;
+}
+
 int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
 {
 	char *path;
@@ -503,11 +567,11 @@ int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
 	if (ret)
 		return ret;
 	o->is_url = stp_imgsrc_is_url(o->image);
-	if (!o->is_url && (o->ca_file || o->proxy || o->cache_dir))
-		return stp_errf(err, errlen, -EINVAL, "options ca=, proxy= and cache_dir= are for an "
-			    "image given as a URL, not %s", o->image);
-	/* a URL stays as given: it names the mount (fsname) and every message */
-	path = o->is_url ? strdup(o->image) : realpath(o->image, NULL);
+	ret = check_url(o, err, errlen);
+	if (ret)
+		return ret;
+	/* a URL names the mount (fsname, status) without what may be secret in it */
+	path = o->is_url ? public_url(o->image) : realpath(o->image, NULL);
 	if (!path)
 		return stp_errf(err, errlen, -errno, "%s: %s", o->image, stp_strerror(-errno));
 	free(o->image_path);

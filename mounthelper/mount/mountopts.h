@@ -9,13 +9,14 @@
  * comment=, user=, uhelper=) are dropped; user, users, owner and group (mount(8) runs us
  * for a user) mark the mount as a user's. stipple's own settings (cache_budget=,
  * meta_cache=, readahead=, warm_workers=, noprime, nofill, record=, sandbox=,
- * sandbox_user=, and for a URL ca=, proxy=, timeout=, cache_dir=, cache_size=) fill the
+ * sandbox_user=, and for a URL ca=, proxy=, timeout=, cache_dir=, cache_size=, netrc=) fill the
  * fields below, their values without quotes. Known kernel and libfuse options are kept for libfuse as
  * written, quotes included: the kernel's parser keeps a quoted comma and removes the
  * quotes, while libfuse's splits at every comma no backslash escapes, so commas and
  * backslashes are escaped for it. Anything else is an error, or dropped under the
  * helper's -s (sloppy).
- * stp_mountopts_finish() then forces read-only, fsname=IMAGE, subtype=stipple and max_read,
+ * stp_mountopts_finish() then refuses a URL that holds a user name or password, forces
+ * read-only, fsname=IMAGE (a URL without userinfo, query and fragment), subtype=stipple and max_read,
  * and adds default_permissions to allow_other.
  *
  * Functions return 0 or a negative errno; on failure ERR (ERRLEN bytes) holds a message
@@ -64,7 +65,8 @@
 
 struct stp_mount_opts {
 	char *image;          /* SOURCE as given */
-	char *image_path;     /* absolute, set by stp_mountopts_finish */
+	char *image_path;     /* absolute, set by stp_mountopts_finish; a URL without its
+			       * userinfo, query and fragment (what fsname shows) */
 	char *mountpoint;     /* absolute after stp_mountopts_finish */
 	uint32_t cache_budget; /* 0: the image's default (stp_mountopts_cache_budget) */
 	uint64_t meta_cache;  /* bytes of decoded metadata pages kept (paged images) */
@@ -93,8 +95,14 @@ struct stp_mount_opts {
 	uint32_t timeout_s;   /* timeout=: deadline of one read, retries included */
 	char *cache_dir;      /* cache_dir=, or NULL: stp_diskcache_default_dir() */
 	uint64_t cache_size;  /* cache_size=: bytes the cache directory may hold; 0: no cache */
+	char *netrc_file;     /* netrc=FILE: the server's login and password, read by the fetcher */
 	bool user_mount;      /* user, users, owner or group given: mount(8) runs us for a user */
 };
+
+/* Blanks, in place, the query and fragment of ARG when it is a URL (a presigned query
+ * may be a credential): the process's command line, which ps shows every local user,
+ * then holds none of it once the options are parsed. The caller keeps its copy. */
+void stp_mountopts_hide_query(char *arg);
 
 /* Whether warming may push pages into the page cache: not while recording, since a
  * read the page cache answers never reaches the daemon, and the hot list would miss it. */

@@ -182,6 +182,7 @@ static void remote_stats(struct stp_imgsrc *s, struct stp_imgsrc_stats *st)
 	pthread_mutex_lock(&r->lock);
 	*st = r->st;
 	pthread_mutex_unlock(&r->lock);
+	st->cache_rejected = r->cache ? stp_diskcache_rejected(r->cache) : 0;
 }
 
 static void remote_close(struct stp_imgsrc *s)

@@ -17,6 +17,7 @@
 #include <linux/securebits.h>
 #include <pwd.h>
 #include <sched.h>
+#include <signal.h>
 #include <seccomp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -267,7 +269,7 @@ static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncall
  */
 static const int fetcher_calls[] = {
 	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(write), SCMP_SYS(writev),
-	SCMP_SYS(close), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(fstat), SCMP_SYS(fcntl),
+	SCMP_SYS(close), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(fstat),
 	SCMP_SYS(connect), SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname),
 	SCMP_SYS(getpeername), SCMP_SYS(sendto), SCMP_SYS(recvfrom), SCMP_SYS(sendmsg),
 	SCMP_SYS(recvmsg), SCMP_SYS(sendmmsg), SCMP_SYS(shutdown), SCMP_SYS(pipe2),
@@ -280,16 +282,44 @@ static const int fetcher_calls[] = {
 	SCMP_SYS(gettimeofday), SCMP_SYS(sysinfo), SCMP_SYS(exit), SCMP_SYS(exit_group),
 };
 
+/*
+ * fcntl: what libcurl and OpenSSL ask on their sockets (strace of a fetch, HTTP and
+ * HTTPS: F_GETFL, then F_SETFL O_NONBLOCK; the C library F_GETFD), and nothing that
+ * reaches other processes: F_SETOWN or F_SETFL O_ASYNC would let a compromised fetcher
+ * signal every process of its uid (every root mount's daemon), F_SETSIG, F_SETLEASE and
+ * F_NOTIFY the same. Any other command falls to the default action.
+ */
+/* Allows call NR when its 32-bit argument ARG is one of the N VALUES. */
+static int allow_values(scmp_filter_ctx ctx, int nr, unsigned arg, const int *values, size_t n)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+				      SCMP_CMP32(arg, SCMP_CMP_EQ, (uint32_t)values[i]));
+	return rc;
+}
+
+static int add_fcntl_rules(scmp_filter_ctx ctx)
+{
+	static const int plain[] = { F_GETFD, F_SETFD, F_GETFL };
+	int rc = allow_values(ctx, SCMP_SYS(fcntl), 1, plain, sizeof(plain) / sizeof(plain[0]));
+
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 2,
+				      SCMP_A1_32(SCMP_CMP_EQ, F_SETFL),
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, O_ASYNC, 0));
+	return rc;
+}
+
 static int add_fetcher_rules(scmp_filter_ctx ctx)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
 	static const int named[] = { SCMP_SYS(statx), SCMP_SYS(access), SCMP_SYS(faccessat),
 				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
-	int rc = 0;
+	int rc = allow_values(ctx, SCMP_SYS(socket), 0, families,
+			      sizeof(families) / sizeof(families[0]));
 
-	for (size_t i = 0; !rc && i < sizeof(families) / sizeof(families[0]); i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-				      SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)families[i]));
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
@@ -304,6 +334,8 @@ static int add_fetcher_rules(scmp_filter_ctx ctx)
 				      SCMP_A3_32(SCMP_CMP_NE, AT_EMPTY_PATH));
 	for (size_t i = 0; !rc && i < sizeof(named) / sizeof(named[0]); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
+	if (!rc)
+		rc = add_fcntl_rules(ctx);
 	return rc ? rc : add_common_rules(ctx, false);
 }
 
@@ -406,6 +438,18 @@ static int point_stdio_at(int nullfd, bool keep_stderr)
 	if (nullfd > 2)
 		close(nullfd);
 	return rc;
+}
+
+/* Files written grow to MAX bytes at most; a write past it fails (EFBIG) instead of
+ * killing the process with SIGXFSZ. */
+static int limit_file_size(unsigned long long max)
+{
+	struct rlimit rl = { max, max };
+
+	if (!max)
+		return 0;
+	signal(SIGXFSZ, SIG_IGN);
+	return setrlimit(RLIMIT_FSIZE, &rl) ? -errno : 0;
 }
 
 static int pivot_into(const char *dir, char *err, size_t errlen)
@@ -700,6 +744,11 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	}
 
 	/* From here on nothing can be undone. */
+	rc = limit_file_size(opts->file_size_max);
+	if (rc) {
+		stp_errf(err, errlen, rc, "RLIMIT_FSIZE: %s", strerror(-rc));
+		goto out;
+	}
 	rc = point_stdio_at(nullfd, opts->keep_stderr);
 	if (rc) {
 		stp_errf(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));

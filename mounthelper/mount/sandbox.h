@@ -60,8 +60,14 @@ struct stp_sandbox_opts {
 	bool keep_stderr;
 	/* The fetcher of a URL mount (fetcher.h) instead of the daemon: the same steps, with
 	 * a filter of its own that allows sockets of the Internet families and what libcurl
-	 * and OpenSSL call on them, threads, and no FUSE ioctl. */
+	 * and OpenSSL call on them (fcntl only F_GETFD, F_SETFD, F_GETFL, and F_SETFL
+	 * without O_ASYNC: nothing that signals other processes), threads, and no FUSE
+	 * ioctl. */
 	bool fetcher;
+	/* RLIMIT_FSIZE, set before confinement with SIGXFSZ ignored (a write past it fails
+	 * with EFBIG): the daemon's disk cache file cannot grow past what it needs. 0: the
+	 * limit is left as it is. */
+	unsigned long long file_size_max;
 };
 
 /*

@@ -45,8 +45,9 @@ static void add_network(struct text *t, struct stp_imgsrc *src)
 	add(t, "net_requests=%llu\nnet_retries=%llu\nnet_failures=%llu\nnet_bytes=%llu\n",
 	    (unsigned long long)ns.requests, (unsigned long long)ns.retries,
 	    (unsigned long long)ns.failures, (unsigned long long)ns.bytes);
-	add(t, "disk_cache=%d\ndisk_cache_hits=%llu\ndisk_cache_bytes=%llu\n", ns.disk_cache,
-	    (unsigned long long)ns.cache_hits, (unsigned long long)ns.cache_bytes);
+	add(t, "disk_cache=%d\ndisk_cache_hits=%llu\ndisk_cache_bytes=%llu\n"
+	    "disk_cache_rejected=%llu\n", ns.disk_cache, (unsigned long long)ns.cache_hits,
+	    (unsigned long long)ns.cache_bytes, (unsigned long long)ns.cache_rejected);
 }
 
 int stp_status_format(const struct stp_image *img, struct stp_cache *cache,

@@ -101,8 +101,10 @@ static void show_network(const char *text)
 	if (!num(text, "disk_cache"))
 		printf("           disk cache off\n");
 	else
-		printf("           disk cache: %llu hits, %s read from it\n", num(text, "disk_cache_hits"),
-		       stp_human_size(num(text, "disk_cache_bytes"), b, sizeof(b)));
+		printf("           disk cache: %llu hits, %s read from it, %llu rejected\n",
+		       num(text, "disk_cache_hits"),
+		       stp_human_size(num(text, "disk_cache_bytes"), b, sizeof(b)),
+		       num(text, "disk_cache_rejected"));
 }
 
 static void show(const char *text)

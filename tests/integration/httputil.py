@@ -73,9 +73,10 @@ class Nginx:
 
 
 @contextlib.contextmanager
-def nginx(root, workdir, tls=None):
+def nginx(root, workdir, tls=None, location=""):
     """nginx serving ROOT (read-only) on 127.0.0.1, with everything else in WORKDIR. TLS:
-    (certificate, key) files: HTTPS with HTTP/2 on the same port."""
+    (certificate, key) files: HTTPS with HTTP/2 on the same port. LOCATION: directives
+    for `location /` (auth_basic, say)."""
     if not os.access(NGINX, os.X_OK):
         pytest.skip("nginx is not installed (apt-get install nginx-light)")
     workdir = os.fspath(workdir)
@@ -100,11 +101,11 @@ http {
   server {
     listen 127.0.0.1:%(port)d%(ssl)s;
 %(certs)s    root %(root)s;
-    location / { }
+    location / { %(location)s }
   }
 }
 """ % {"w": workdir, "log": log, "temps": temps, "port": port, "root": os.fspath(root),
-                "ssl": " ssl http2" if tls else "",
+                "ssl": " ssl http2" if tls else "", "location": location,
                 "certs": "    ssl_certificate %s;\n    ssl_certificate_key %s;\n" % tls if tls else ""})
     proc = subprocess.Popen([NGINX, "-c", conf, "-p", workdir], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "stderr"), "w"))

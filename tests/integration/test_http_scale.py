@@ -32,6 +32,7 @@ import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
 from conftest import STIPPLE, mount_image, read_file
+from test_http import cache_files
 
 CLIENTS = 8
 
@@ -85,5 +86,5 @@ def test_eight_clients_behind_squid(tmp_path, gen_image, gen_tree, squid_dir, mo
               % (served, CLIENTS, size, served / size))
         assert served <= 1.05 * size + 4096, (served, size)
         for i in range(CLIENTS):
-            assert len(os.listdir(tmp_path / ("c%d" % i))) == 1
+            assert len(cache_files(tmp_path / ("c%d" % i))) == 1
 

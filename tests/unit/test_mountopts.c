@@ -10,6 +10,7 @@
 #include <fuse_opt.h>
 
 #include "fuseapi.h"
+#include "http.h"
 #include "mountopts.h"
 #include "image.h"
 
@@ -214,6 +215,65 @@ static void test_own_options(void)
 }
 
 static int check_list(bool restricted, const char *list, char *err, bool *user_mount);
+
+/* A URL names the mount without what may be secret in it (issue 28, item 12): userinfo
+ * is refused, the query and fragment stay out of fsname and off the command line. */
+static void test_url_secrets(void)
+{
+	char url[] = "https://h.example:8443/p/a.stp?X-Amz-Signature=S3CRET#frag";
+	char with_user[] = "http://u:pw@h.example/a.stp";
+	struct stp_mount_opts o;
+	char err[256];
+
+	CHECK(parse_helper(&o, err, url, "/tmp", "-o", "netrc=/etc/n", NULL) == 0);
+	CHECK(!strcmp(url, "https://h.example:8443/p/a.stp")); /* argv, as ps sees it */
+	CHECK(!strcmp(o.image, "https://h.example:8443/p/a.stp?X-Amz-Signature=S3CRET#frag"));
+	CHECK(o.netrc_file && !strcmp(o.netrc_file, "/etc/n"));
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
+	CHECK(!strcmp(o.image_path, "https://h.example:8443/p/a.stp"));
+	CHECK(strstr(o.fuse_opts, "fsname=https://h.example:8443/p/a.stp,") &&
+	      !strstr(o.fuse_opts, "S3CRET"));
+	stp_mountopts_free(&o);
+
+	CHECK(parse_helper(&o, err, with_user, "/tmp", NULL) == 0);
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "netrc=") && !strstr(err, "pw"));
+	stp_mountopts_free(&o);
+
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "netrc=/etc/n", NULL) == 0);
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -EINVAL && strstr(err, "netrc="));
+	stp_mountopts_free(&o);
+}
+
+/* netrc as curl reads it: the first entry for the host, else default; quoted tokens,
+ * macdef bodies skipped. */
+static void test_netrc(void)
+{
+	static const char text[] =
+		"macdef init\nmachine h.example login evil password evil\n\n"
+		"machine other login o password o\n"
+		"machine h.example\n\tlogin \"a b\"\n\tpassword \"p\\\"q\" account x\n"
+		"machine h.example login second password second\n"
+		"default login d password e\n";
+	char *login, *password;
+
+	CHECK(stp_http_netrc_find(text, strlen(text), "h.example", &login, &password) == 0);
+	CHECK(login && !strcmp(login, "a b") && password && !strcmp(password, "p\"q"));
+	free(login);
+	free(password);
+	CHECK(stp_http_netrc_find(text, strlen(text), "z.example", &login, &password) == 0);
+	CHECK(login && !strcmp(login, "d") && password && !strcmp(password, "e"));
+	free(login);
+	free(password);
+	CHECK(stp_http_netrc_find(text, strlen(text) - 27, "z.example", &login, &password) ==
+	      -ENOENT);
+	CHECK(!login && !password);
+	CHECK(stp_http_netrc_find("machine", 7, "h.example", &login, &password) == -ENOENT);
+	CHECK(stp_http_netrc_find("machine h.example login \"x\\", 27, "h.example", &login,
+				  &password) == 0);
+	CHECK(login && !strcmp(login, "x\\") && !password);
+	free(login);
+}
 
 static void test_verify_options(void)
 {
@@ -481,6 +541,8 @@ int main(void)
 	RUN(test_quoted_comma_stays_in_its_value);
 	RUN(test_user_line_refusals);
 	RUN(test_not_root_refusals);
+	RUN(test_url_secrets);
+	RUN(test_netrc);
 	unlink(image);
 	return tap_done();
 }

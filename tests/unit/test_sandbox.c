@@ -48,6 +48,7 @@ static const char scratch_text[] = "stipple sandbox test: bytes read through a k
 static int scratch_fd = -1;
 /* Whether uid 65534 may create a user namespace here (then a user's sandbox has one). */
 static bool user_namespaces;
+static bool as_fetcher; /* the fetcher's filter instead of the daemon's */
 
 static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -68,7 +69,7 @@ static int enter(enum stp_sandbox_mode mode, const int *extra, size_t nextra)
 	int keep[8] = { scratch_fd };
 	/* nobody by name: whether a 'stipple' user exists does not matter here */
 	struct stp_sandbox_opts opts = { .mode = mode, .user = "nobody", .keep_fds = keep,
-					 .nkeep = 1 + nextra };
+					 .nkeep = 1 + nextra, .fetcher = as_fetcher };
 	char err[256];
 	int rc;
 
@@ -356,6 +357,54 @@ static int probe_stderr(void)
 	return write(2, "x", 1) == 1 ? PROBE_OK : PROBE_WRONG;
 }
 
+/* The fetcher's fcntl: what libcurl asks (a socket made non-blocking, close-on-exec),
+ * and nothing that makes the kernel signal another process. */
+static int probe_fcntl_nonblock(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) || fcntl(fd, F_GETFD) < 0 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC))
+		return PROBE_WRONG;
+	return fcntl(fd, F_GETFL) & O_NONBLOCK ? PROBE_OK : PROBE_WRONG;
+}
+
+static int probe_fcntl_setown(void)
+{
+	fcntl(scratch_fd, F_SETOWN, 1);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_fcntl_async(void)
+{
+	fcntl(scratch_fd, F_SETFL, O_ASYNC | O_NONBLOCK);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_fcntl_setsig(void)
+{
+	fcntl(scratch_fd, F_SETSIG, SIGKILL);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_fcntl_setlease(void)
+{
+	fcntl(scratch_fd, F_SETLEASE, F_RDLCK);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_fcntl_notify(void)
+{
+	fcntl(scratch_fd, F_NOTIFY, DN_ACCESS);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_fcntl_dupfd(void)
+{
+	fcntl(scratch_fd, F_DUPFD, 100);
+	return PROBE_CALL_RETURNED;
+}
+
 static pid_t spawn_probe(enum stp_sandbox_mode mode, bool as_user, int (*probe)(void))
 {
 	pid_t pid = fork();
@@ -430,6 +479,24 @@ static void test_allowed(bool as_user)
 	expect("pthread_setname_np (libfuse 3.17 workers)", STP_SANDBOX_ON, as_user,
 	       probe_setname, false);
 	expect("zstd decoding in threads", STP_SANDBOX_ON, as_user, probe_zstd, false);
+}
+
+/* The fetcher's filter (issue 28, item 11): the fcntl commands libcurl needs, none of
+ * those that reach other processes of its uid. */
+static void test_fetcher(bool as_user)
+{
+	as_fetcher = true;
+	expect("fetcher: socket(AF_INET)", STP_SANDBOX_ON, as_user, probe_socket, false);
+	expect("fetcher: fcntl F_GETFL, F_SETFL O_NONBLOCK, F_GETFD, F_SETFD",
+	       STP_SANDBOX_ON, as_user, probe_fcntl_nonblock, false);
+	expect("fetcher: fcntl F_SETOWN", STP_SANDBOX_ON, as_user, probe_fcntl_setown, true);
+	expect("fetcher: fcntl F_SETFL O_ASYNC", STP_SANDBOX_ON, as_user, probe_fcntl_async,
+	       true);
+	expect("fetcher: fcntl F_SETSIG", STP_SANDBOX_ON, as_user, probe_fcntl_setsig, true);
+	expect("fetcher: fcntl F_SETLEASE", STP_SANDBOX_ON, as_user, probe_fcntl_setlease, true);
+	expect("fetcher: fcntl F_NOTIFY", STP_SANDBOX_ON, as_user, probe_fcntl_notify, true);
+	expect("fetcher: fcntl F_DUPFD", STP_SANDBOX_ON, as_user, probe_fcntl_dupfd, true);
+	as_fetcher = false;
 }
 
 /* Under sandbox=log a denied call goes through (and is logged by the kernel). */
@@ -1038,6 +1105,8 @@ int main(void)
 	test_forbidden(true);
 	test_allowed(true);
 	test_log_mode();
+	test_fetcher(false);
+	test_fetcher(true);
 	test_confined_state(true);
 	test_confined_state(false);
 	test_user_fallback();
