@@ -167,6 +167,10 @@ static int set_times(const struct node *n, const struct timespec ts[2])
 
 	if (!n->opath)
 		return futimens(n->fd, ts) ? -errno : 0;
+	if (!utimensat(n->fd, "", ts, AT_EMPTY_PATH))
+		return 0;
+	if (errno != EINVAL && errno != ENOENT) /* an older kernel: no AT_EMPTY_PATH here */
+		return -errno;
 	fd_path(path, n->fd);
 	return utimensat(AT_FDCWD, path, ts, 0) ? -errno : 0;
 }
@@ -322,7 +326,8 @@ static int pin_made(const struct extract *x, int dirfd, const char *name, mode_t
 	return err;
 }
 
-/* On failure (reported) no file is left under the name. */
+/* On failure (reported) no file is left under the name. ST, when not NULL, gets what
+ * the file became (for a first name). */
 static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd,
 			struct stat *st)
 {
@@ -335,7 +340,7 @@ static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	err = write_content(w, e, n.fd);
 	if (!err)
 		err = restore_attrs(w, e, &n);
-	if (!err && fstat(n.fd, st))
+	if (!err && st && fstat(n.fd, st))
 		err = fail(w, e, "cannot stat", -errno);
 	if (close(n.fd) && !err)
 		err = fail(w, e, "cannot write", -errno);
@@ -450,7 +455,7 @@ static int extract_nondir(struct stp_walk *w, const struct stp_walk_entry *e, in
 		return extract_link(w, e, dirfd, x->first[e->ino]);
 	switch (e->inode.mode & S_IFMT) {
 	case S_IFREG:
-		err = extract_file(w, e, dirfd, &st);
+		err = extract_file(w, e, dirfd, several ? &st : NULL);
 		break;
 	case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
 		err = extract_special(w, e, dirfd, &st);
