@@ -15,11 +15,9 @@
  *   at the end, deepest first, each opened again beneath DIR (destnodes.h);
  * - a hard link's first name is opened again the same way, beneath DIR with no symlink
  *   followed, checked to be the node made, and linked through its descriptor;
- * - DIR itself, when it is a symlink, is followed only if root, the caller or the owner
- *   of the directory holding it owns it (the kernel's protected_symlinks rule).
+ * - DIR itself, when a symlink, is followed only if it is trusted (destdir.h).
  * Names are checked by the walk extract --tar shares (orderwalk.h).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,6 +33,7 @@
 #include "cache.h"
 #include "cli.h"
 #include "commands.h"
+#include "destdir.h"
 #include "destnodes.h"
 #include "fileread.h"
 #include "image.h"
@@ -568,99 +567,6 @@ static int settle_dirs(struct stp_walk *w)
 	return 0;
 }
 
-/* DIR as the symlink LINK in PARENT: followed only when root, this user or the owner of
- * PARENT owns it, as the kernel's protected_symlinks rule has it for sticky directories
- * (anyone else could have put it there); its target is then resolved from PARENT.
- * Returns the open directory or -1 (reported). */
-static int open_dest_link(const char *dest, int parent, const char *link)
-{
-	struct stat ls, ps;
-	char target[PATH_MAX];
-	ssize_t len = -1;
-	int lfd = openat(parent, link, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd = -1;
-
-	if (lfd >= 0 && !fstat(lfd, &ls) && !fstat(parent, &ps) && S_ISLNK(ls.st_mode)) {
-		if (ls.st_uid && ls.st_uid != geteuid() && ls.st_uid != ps.st_uid) {
-			stp_cli_error(&extract_cli, "%s: a symlink owned by uid %u, who is neither "
-				      "root, you nor the owner of the directory holding it: not "
-				      "followed", dest, (unsigned)ls.st_uid);
-			close(lfd);
-			return -1;
-		}
-		len = readlinkat(lfd, "", target, sizeof(target) - 1);
-	}
-	if (len >= 0) {
-		target[len] = '\0';
-		fd = openat(parent, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	}
-	if (fd < 0)
-		stp_cli_error(&extract_cli, "cannot open %s: %s", dest,
-			      stp_strerror(len >= 0 || lfd < 0 ? -errno : -ENOTDIR));
-	if (lfd >= 0)
-		close(lfd);
-	return fd;
-}
-
-/* DEST opened as a directory, made 0700 when absent; its last name is not followed
- * unless open_dest_link allows it. Returns the descriptor or -1 (reported). */
-static int open_dest_dir(const char *dest)
-{
-	char *copy = strdup(dest), *slash, *base;
-	int parent, fd = -1;
-	size_t len;
-
-	if (!copy)
-		return -1;
-	for (len = strlen(copy); len > 1 && copy[len - 1] == '/'; )
-		copy[--len] = '\0';
-	slash = strrchr(copy, '/');
-	base = slash ? slash + 1 : copy;
-	if (slash)
-		*slash = '\0';
-	if (!*base) /* "/" */
-		parent = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), base = ".";
-	else
-		parent = open(slash ? (*copy ? copy : "/") : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (parent < 0)
-		stp_cli_error(&extract_cli, "cannot open the directory holding %s: %s", dest,
-			      stp_strerror(-errno));
-	else if (mkdirat(parent, base, 0700) && errno != EEXIST)
-		stp_cli_error(&extract_cli, "cannot create %s: %s", dest, stp_strerror(-errno));
-	else if ((fd = openat(parent, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 &&
-		 (errno == ELOOP || errno == ENOTDIR))
-		fd = open_dest_link(dest, parent, base);
-	else if (fd < 0)
-		stp_cli_error(&extract_cli, "cannot open %s: %s", dest, stp_strerror(-errno));
-	if (parent >= 0)
-		close(parent);
-	free(copy);
-	return fd;
-}
-
-/* DIR must be absent (it is created) or an empty directory: never merge into a tree. */
-static int open_destination(const char *dest)
-{
-	struct dirent *d = NULL;
-	DIR *dir;
-	int fd = open_dest_dir(dest);
-
-	if (fd < 0)
-		return -1;
-	dir = fdopendir(dup(fd));
-	while (dir && (d = readdir(dir)))
-		if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
-			break;
-	if (!dir || d) {
-		stp_cli_error(&extract_cli, "%s: %s", dest,
-			      dir ? "exists and is not empty" : stp_strerror(-errno));
-		close(fd);
-		fd = -1;
-	}
-	if (dir)
-		closedir(dir);
-	return fd;
-}
-
 /* Each directory level holds a descriptor: allow as many as the hard limit permits. */
 static void raise_fd_limit(void)
 {
@@ -715,7 +621,7 @@ static int extract_run(struct extract *x)
 		return STP_EXIT_FAIL;
 	x->img = img;
 	x->sb = stp_image_sb(img);
-	x->dirfd[0] = open_destination(x->dest);
+	x->dirfd[0] = stp_destdir_open(&extract_cli, x->dest);
 	if (x->dirfd[0] < 0) {
 		stp_image_close(img);
 		return STP_EXIT_FAIL;
