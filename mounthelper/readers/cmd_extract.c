@@ -52,10 +52,12 @@ static const struct stp_cli extract_cli = {
 		   "the tree as a pax tar\narchive to FILE, or to standard output (never a "
 		   "terminal).",
 	.options = "  -t, --tar      write a pax tar archive instead of a directory\n"
-		   "      --xattrs   restore every extended attribute (the default as root)\n"
-		   "      --no-xattrs  restore none (ACLs aside)\n"
+		   "      --xattrs   restore every extended attribute (the default as root;\n"
+		   "                 a user gets user.* alone)\n"
+		   "      --no-xattrs\n"
+		   "                 restore none (ACLs aside)\n"
 		   "      --acls     restore POSIX ACLs (the default as root)\n"
-		   "      --no-acls  restore none\n",
+		   "      --no-acls  restore no ACL\n",
 };
 
 #define COPY_CHUNK (1u << 20)
