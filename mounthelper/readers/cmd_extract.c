@@ -2,17 +2,26 @@
 /*
  * `stipple extract`: restore the image's tree into a directory.
  *
- * Everything is created relative to the descriptor of its parent directory, always
- * exclusively (O_EXCL, mkdirat, symlinkat, mknodat fail on an existing name), and
- * directories are opened with O_NOFOLLOW: nothing already in DIR, and nothing the image
- * created, is ever followed or overwritten, so no entry can land outside DIR. A
- * directory's own attributes are set once its children are done, so that a read-only
- * directory can still be filled and its mtime is the stored one.
+ * DIR may be one that other users can write, and the extracting user may be root, so
+ * every step holds against a local user who swaps what extract just made for a symlink
+ * or another node (as bsdtar and GNU tar do):
+ * - every node is made exclusively (O_EXCL, mkdirat, symlinkat, mknodat) relative to the
+ *   descriptor of its parent, which was opened with O_NOFOLLOW;
+ * - then it is opened without following it (the file's own O_EXCL descriptor, or
+ *   O_PATH|O_NOFOLLOW), checked to be the node made (type, owner, device, one link),
+ *   and its owner, xattrs, mode and times are set through that descriptor alone;
+ * - a directory stays 0700 and ours while the run lasts, so nobody else can enter or
+ *   write it; the final owners, modes and times of all directories are set in one pass
+ *   at the end, deepest first, each opened again beneath DIR (destnodes.h);
+ * - a hard link's first name is opened again the same way, beneath DIR with no symlink
+ *   followed, checked to be the node made, and linked through its descriptor;
+ * - DIR itself, when a symlink, is followed only if it is trusted (destdir.h).
+ * Names are checked by the walk extract --tar shares (orderwalk.h).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -24,27 +33,41 @@
 #include "cache.h"
 #include "cli.h"
 #include "commands.h"
+#include "destdir.h"
+#include "destnodes.h"
 #include "fileread.h"
 #include "image.h"
+#include "orderwalk.h"
 #include "tarout.h"
 #include "util.h"
 
 static const struct stp_cli extract_cli = {
 	.name = "extract",
-	.synopsis = "IMAGE DIR\n       stipple extract --tar IMAGE [FILE|-]",
+	.synopsis = "[--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR\n"
+		    "       stipple extract --tar IMAGE [FILE|-]",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
-		   "directory.\nAs root, owners and modes are restored exactly; otherwise the umask\n"
-		   "applies and setuid and setgid bits are dropped. With --tar, write the tree\n"
-		   "as a pax tar archive to FILE, or to standard output (never a terminal).",
-	.options = "  -t, --tar      write a pax tar archive instead of a directory\n",
+		   "directory.\nAs root, owners and modes are restored exactly, with every "
+		   "extended attribute\nand ACL; otherwise the umask applies, setuid and setgid "
+		   "bits are dropped and\nonly user.* attributes are restored. With --tar, write "
+		   "the tree as a pax tar\narchive to FILE, or to standard output (never a "
+		   "terminal).",
+	.options = "  -t, --tar      write a pax tar archive instead of a directory\n"
+		   "      --xattrs   restore every extended attribute (the default as root;\n"
+		   "                 a user gets user.* alone)\n"
+		   "      --no-xattrs\n"
+		   "                 restore none (ACLs aside)\n"
+		   "      --acls     restore POSIX ACLs (the default as root)\n"
+		   "      --no-acls  restore no ACL\n",
 };
 
 #define COPY_CHUNK (1u << 20)
 #define EXTRACT_CACHE_BLOCKS 4
 /* A path of at most STP_WALK_PATH_MAX bytes has at most half as many components. */
 #define DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
+#define FIRST_FAILED UINT32_MAX /* an inode whose first name could not be extracted */
 
-static char link_failed; /* marks an inode whose first name could not be extracted */
+/* Which extended attributes are restored, ACLs apart. */
+enum { XATTRS_NONE, XATTRS_USER, XATTRS_ALL };
 
 struct extract {
 	const struct stp_image *img;
@@ -54,10 +77,21 @@ struct extract {
 	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	int restore_owners;           /* root: owners and modes exactly, as tar -p */
 	mode_t umask;                 /* otherwise the umask applies to every mode */
+	uid_t euid;                   /* who owns what extract makes */
+	int xattrs, acls;             /* what is restored: XATTRS_*, and ACLs or not */
 	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR */
-	char **first_name;            /* per inode with nlink > 1: its first path, or &link_failed */
+	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
+	struct stp_destnodes nodes;   /* the directories and first names made */
+	uint32_t *first;              /* per inode with nlink > 1: 1 + its first name's
+				       * record, 0 before it, or FIRST_FAILED */
 	unsigned long warnings;
 	uint8_t xattr_value[STP_XATTR_VALUE_MAX]; /* the attribute being restored */
+};
+
+/* A node made by extract, open: a file or directory descriptor, or an O_PATH one. */
+struct node {
+	int fd;
+	int opath;
 };
 
 /* Errors of the destination as a whole: going on would only repeat them. */
@@ -72,8 +106,12 @@ static int fail(struct stp_walk *w, const struct stp_walk_entry *e, const char *
 {
 	struct extract *x = w->ctx;
 
-	stp_walk_problem(w, e->path, "%s %s%s: %s", what, x->dest, e->path,
-			 stp_strerror(err));
+	if (err == -ESTALE)
+		stp_walk_problem(w, e->path, "%s %s%s: it was replaced while extracting; left "
+				 "as it is", what, x->dest, e->path);
+	else
+		stp_walk_problem(w, e->path, "%s %s%s: %s", what, x->dest, e->path,
+				 stp_strerror(err));
 	return err;
 }
 
@@ -83,30 +121,74 @@ static int go_on_unless_fatal(int err)
 	return err < 0 && is_fatal(err) ? err : 0;
 }
 
-/* The xattr calls have no *at form: reach NAME through its directory's descriptor. */
-static void proc_path(char *out, size_t len, int dirfd, const char *name)
-{
-	snprintf(out, len, "/proc/self/fd/%d/%s", dirfd, name);
-}
-
 /* Filesystems and non-root users refuse some namespaces (trusted.*, security.*). */
 static int xattr_refused(int err)
 {
 	return err == EPERM || err == EACCES || err == ENOTSUP || err == EOPNOTSUPP;
 }
 
-/* Sets the extended attributes on FD, or when FD < 0 on NAME in DIRFD. */
-static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e, int fd, int dirfd)
+/* The options' choice: ACLs (system.posix_acl_*) apart, then every name or user.* */
+static int xattr_wanted(const struct extract *x, const char *name)
+{
+	if (!strncmp(name, "system.posix_acl_", 17))
+		return x->acls;
+	return x->xattrs == XATTRS_ALL || (x->xattrs == XATTRS_USER && !strncmp(name, "user.", 5));
+}
+
+/* What an O_PATH descriptor has no call for goes through its /proc/self/fd link, which
+ * the kernel resolves to that very node (a symlink included), never by a name. */
+static void fd_path(char out[32], int fd)
+{
+	snprintf(out, 32, "/proc/self/fd/%d", fd);
+}
+
+static int set_xattr(const struct node *n, const char *name, const void *value, size_t len)
+{
+	char path[32];
+
+	if (!n->opath)
+		return fsetxattr(n->fd, name, value, len, 0) ? -errno : 0;
+	fd_path(path, n->fd);
+	return setxattr(path, name, value, len, 0) ? -errno : 0;
+}
+
+static int set_mode(const struct node *n, mode_t mode)
+{
+	char path[32];
+
+	if (!n->opath)
+		return fchmod(n->fd, mode) ? -errno : 0;
+	fd_path(path, n->fd);
+	return chmod(path, mode) ? -errno : 0;
+}
+
+static int set_times(const struct node *n, const struct timespec ts[2])
+{
+	char path[32];
+
+	if (!n->opath)
+		return futimens(n->fd, ts) ? -errno : 0;
+	if (!utimensat(n->fd, "", ts, AT_EMPTY_PATH))
+		return 0;
+	if (errno != EINVAL && errno != ENOENT) /* an older kernel: no AT_EMPTY_PATH here */
+		return -errno;
+	fd_path(path, n->fd);
+	return utimensat(AT_FDCWD, path, ts, 0) ? -errno : 0;
+}
+
+/* Sets the extended attributes the options ask for on node N. */
+static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e,
+			  const struct node *n)
 {
 	struct extract *x = w->ctx;
-	char path[STP_WALK_PATH_MAX + 64], name[STP_XATTR_NAME_MAX + 1];
+	char name[STP_XATTR_NAME_MAX + 1];
 
-	if (fd < 0)
-		proc_path(path, sizeof(path), dirfd, e->name);
 	for (uint32_t i = 0; i < e->inode.xattr_count; i++) {
 		struct stp_xattr a;
 		int err = stp_image_xattr(x->img, &e->inode, i, &a, name);
 
+		if (!err && !xattr_wanted(x, name))
+			continue;
 		if (!err)
 			err = stp_image_xattr_value(x->img, &a, x->xattr_value);
 		if (err) {
@@ -114,17 +196,16 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e, in
 					 stp_strerror(err));
 			continue;
 		}
-		err = fd >= 0 ? fsetxattr(fd, name, x->xattr_value, a.value_len, 0)
-			      : lsetxattr(path, name, x->xattr_value, a.value_len, 0);
+		err = set_xattr(n, name, x->xattr_value, a.value_len);
 		if (!err)
 			continue;
-		if (xattr_refused(errno)) {
+		if (xattr_refused(-err)) {
 			fprintf(stderr, "stipple extract: %s%s: extended attribute %s not restored: %s\n",
-				x->dest, e->path, name, stp_strerror(-errno));
+				x->dest, e->path, name, stp_strerror(err));
 			x->warnings++;
 			continue;
 		}
-		return fail(w, e, "cannot set an extended attribute on", -errno);
+		return fail(w, e, "cannot set an extended attribute on", err);
 	}
 	return 0;
 }
@@ -139,48 +220,26 @@ static mode_t mode_of(const struct extract *x, const struct stp_inode *in)
 	return in->mode & 01777 & ~x->umask;
 }
 
-/* Owner, xattrs, mode, times of an entry open as FD (a file or a directory). Owner first:
- * chown clears setuid bits and file capabilities. */
-static int restore_attrs_fd(struct stp_walk *w, const struct stp_walk_entry *e, int fd)
+/* Owner, xattrs, mode, times of E, through node N alone. Owner first: chown clears
+ * setuid bits and file capabilities. A symlink has no mode of its own. */
+static int restore_attrs(struct stp_walk *w, const struct stp_walk_entry *e, const struct node *n)
 {
 	struct extract *x = w->ctx;
 	const struct stp_inode *in = &e->inode;
 	struct timespec ts[2] = { { in->mtime_sec, in->mtime_nsec }, { in->mtime_sec, in->mtime_nsec } };
 	int err;
 
-	if (x->restore_owners && fchown(fd, in->uid, in->gid))
+	if (x->restore_owners && fchownat(n->fd, "", in->uid, in->gid, AT_EMPTY_PATH))
 		return fail(w, e, "cannot set the owner of", -errno);
-	err = restore_xattrs(w, e, fd, -1);
+	err = restore_xattrs(w, e, n);
 	if (err)
 		return err;
-	if (fchmod(fd, mode_of(x, in)))
-		return fail(w, e, "cannot set the mode of", -errno);
-	if (futimens(fd, ts))
-		return fail(w, e, "cannot set the times of", -errno);
+	if (!S_ISLNK(in->mode) && (err = set_mode(n, mode_of(x, in))))
+		return fail(w, e, "cannot set the mode of", err);
+	if ((err = set_times(n, ts)))
+		return fail(w, e, "cannot set the times of", err);
 	return 0;
 }
-
-/* The same for NAME in DIRFD, which is not opened (symlinks, devices, fifos, sockets). */
-static int restore_attrs_at(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd)
-{
-	struct extract *x = w->ctx;
-	const struct stp_inode *in = &e->inode;
-	struct timespec ts[2] = { { in->mtime_sec, in->mtime_nsec }, { in->mtime_sec, in->mtime_nsec } };
-	int err;
-
-	if (x->restore_owners && fchownat(dirfd, e->name, in->uid, in->gid, AT_SYMLINK_NOFOLLOW))
-		return fail(w, e, "cannot set the owner of", -errno);
-	err = restore_xattrs(w, e, -1, dirfd);
-	if (err)
-		return err;
-	/* the name was just created by us and is not a symlink: chmod cannot follow one */
-	if (!S_ISLNK(in->mode) && fchmodat(dirfd, e->name, mode_of(x, in), 0))
-		return fail(w, e, "cannot set the mode of", -errno);
-	if (utimensat(dirfd, e->name, ts, AT_SYMLINK_NOFOLLOW))
-		return fail(w, e, "cannot set the times of", -errno);
-	return 0;
-}
-
 /* Copies extent EXT into FD one block at a time, so that a damaged block is named. */
 static int copy_extent(struct stp_walk *w, const struct stp_walk_entry *e,
 		       const struct stp_extent *ext, int fd)
@@ -238,18 +297,53 @@ static int write_content(struct stp_walk *w, const struct stp_walk_entry *e, int
 	return 0;
 }
 
-/* On failure (reported) no file is left under the name. */
-static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd)
+/* Whether ST is the node just made for E: of its type, ours, on DIR's filesystem, with
+ * no other name (another file linked in its place has one), and for a device its
+ * number. Only a directory's inode number cannot be known before it is opened. */
+static int is_made(const struct extract *x, const struct stat *st, mode_t type, dev_t rdev)
 {
-	int fd, err;
+	return (st->st_mode & S_IFMT) == type && st->st_uid == x->euid &&
+	       st->st_dev == x->nodes.node[STP_DESTNODES_ROOT].dev &&
+	       (type == S_IFDIR || st->st_nlink == 1) && (!rdev || st->st_rdev == rdev);
+}
 
-	fd = openat(dirfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
+/* Opens NAME, just made in DIRFD, without following it (O_PATH) into N and ST, and
+ * checks it is the node made; -ESTALE when it is not. */
+static int pin_made(const struct extract *x, int dirfd, const char *name, mode_t type,
+		    dev_t rdev, struct node *n, struct stat *st)
+{
+	int err = 0;
+
+	n->opath = 1;
+	n->fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (n->fd < 0)
+		return -errno;
+	if (fstat(n->fd, st))
+		err = -errno;
+	else if (!is_made(x, st, type, rdev))
+		err = -ESTALE;
+	if (err)
+		close(n->fd);
+	return err;
+}
+
+/* On failure (reported) no file is left under the name. ST, when not NULL, gets what
+ * the file became (for a first name). */
+static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd,
+			struct stat *st)
+{
+	struct node n = { .opath = 0 };
+	int err;
+
+	n.fd = openat(dirfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (n.fd < 0)
 		return fail(w, e, "cannot create", -errno);
-	err = write_content(w, e, fd);
+	err = write_content(w, e, n.fd);
 	if (!err)
-		err = restore_attrs_fd(w, e, fd);
-	if (close(fd) && !err)
+		err = restore_attrs(w, e, &n);
+	if (!err && st && fstat(n.fd, st))
+		err = fail(w, e, "cannot stat", -errno);
+	if (close(n.fd) && !err)
 		err = fail(w, e, "cannot write", -errno);
 	/* never leave a file whose bytes are not the image's */
 	if (err)
@@ -257,29 +351,24 @@ static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	return err;
 }
 
-static int extract_symlink(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd)
-{
-	char *target;
-	int err = stp_walk_link_target(w, e, &target);
-
-	if (err)
-		return err;
-	err = symlinkat(target, dirfd, e->name) ? -errno : 0;
-	free(target);
-	return err ? fail(w, e, "cannot create", err) : 0;
-}
-
-/* Returns 0, 1 when a device was left out with a warning (not root), or an error. */
-static int extract_node(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd)
+/* Makes symlink, device, fifo or socket E as NAME in DIRFD. Returns 0, 1 when a device
+ * was left out with a warning (not root), or an error (reported). */
+static int make_special(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd,
+			dev_t rdev)
 {
 	struct extract *x = w->ctx;
-	uint32_t type = e->inode.mode & S_IFMT;
-	dev_t rdev = 0;
+	char *target;
+	int err;
 
-	if (type == S_IFCHR || type == S_IFBLK)
-		rdev = makedev(stp_cli_rdev_major(&e->inode), stp_cli_rdev_minor(&e->inode));
-
-	if (!mknodat(dirfd, e->name, type | 0600, rdev))
+	if (S_ISLNK(e->inode.mode)) {
+		err = stp_walk_link_target(w, e, &target);
+		if (err)
+			return err;
+		err = symlinkat(target, dirfd, e->name) ? -errno : 0;
+		free(target);
+		return err ? fail(w, e, "cannot create", err) : 0;
+	}
+	if (!mknodat(dirfd, e->name, (e->inode.mode & S_IFMT) | 0600, rdev))
 		return 0;
 	if (errno == EPERM && rdev) {
 		fprintf(stderr, "stipple extract: %s%s: device not created: %s\n", x->dest,
@@ -290,58 +379,131 @@ static int extract_node(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	return fail(w, e, "cannot create", -errno);
 }
 
-/* A further name of an inode already extracted: a hard link to its first name. */
-static int extract_link(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd,
-			const char *first)
+/* A symlink, device, fifo or socket: made, pinned, then given its attributes. */
+static int extract_special(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd,
+			   struct stat *st)
 {
 	struct extract *x = w->ctx;
+	mode_t type = e->inode.mode & S_IFMT;
+	dev_t rdev = 0;
+	struct node n;
+	int err;
 
-	if (first == &link_failed) {
+	if (type == S_IFCHR || type == S_IFBLK)
+		rdev = makedev(stp_cli_rdev_major(&e->inode), stp_cli_rdev_minor(&e->inode));
+	err = make_special(w, e, dirfd, rdev);
+	if (err)
+		return err;
+	err = pin_made(x, dirfd, e->name, type, rdev, &n, st);
+	if (err)
+		return fail(w, e, "cannot open", err);
+	err = restore_attrs(w, e, &n);
+	close(n.fd);
+	return err;
+}
+
+/* A further name of an inode already extracted: its first name is opened beneath DIR
+ * with no symlink followed, checked, and linked through that descriptor. */
+static int extract_link(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd,
+			uint32_t first)
+{
+	struct extract *x = w->ctx;
+	char path[32];
+	int fd, err;
+
+	if (first == FIRST_FAILED) {
 		stp_walk_problem(w, e->path, "not extracted: it is a hard link to a file that "
 			"could not be extracted");
 		return 0;
 	}
-	if (linkat(x->dirfd[0], first, dirfd, e->name, 0))
-		return go_on_unless_fatal(fail(w, e, "cannot create the hard link", -errno));
-	return 0;
+	err = stp_destnodes_open(&x->nodes, first - 1, O_PATH, &fd);
+	if (!err) {
+		fd_path(path, fd);
+		err = linkat(AT_FDCWD, path, dirfd, e->name, AT_SYMLINK_FOLLOW) ? -errno : 0;
+		close(fd);
+	}
+	if (err == -ELOOP || err == -EXDEV)
+		stp_walk_problem(w, e->path, "cannot create the hard link %s%s: a symlink now "
+				 "lies on the way to its first name; not followed", x->dest, e->path);
+	else if (err)
+		fail(w, e, "cannot create the hard link", err);
+	return go_on_unless_fatal(err);
+}
+
+/* The first name of an inode with several: recorded, or FIRST_FAILED when ERR. */
+static int remember_first(struct extract *x, const struct stp_walk_entry *e, int err,
+			  const struct stat *st)
+{
+	uint32_t rec;
+
+	x->first[e->ino] = FIRST_FAILED;
+	if (err)
+		return 0;
+	err = stp_destnodes_add(&x->nodes, x->dirrec[e->depth - 1], e->name, e->ino, st, &rec);
+	if (!err)
+		x->first[e->ino] = rec + 1;
+	return err;
 }
 
 static int extract_nondir(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd)
 {
 	struct extract *x = w->ctx;
-	char **first = e->inode.nlink > 1 ? &x->first_name[e->ino] : NULL;
+	int several = e->inode.nlink > 1;
+	struct stat st;
 	int err;
 
-	if (first && *first)
-		return extract_link(w, e, dirfd, *first);
+	if (several && x->first[e->ino])
+		return extract_link(w, e, dirfd, x->first[e->ino]);
 	switch (e->inode.mode & S_IFMT) {
 	case S_IFREG:
-		err = extract_file(w, e, dirfd);
+		err = extract_file(w, e, dirfd, several ? &st : NULL);
 		break;
-	case S_IFLNK:
-		err = extract_symlink(w, e, dirfd);
-		break;
-	case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
-		err = extract_node(w, e, dirfd);
+	case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+		err = extract_special(w, e, dirfd, &st);
 		break;
 	default:
 		stp_walk_problem(w, e->path, "unknown file type %#o", e->inode.mode & S_IFMT);
 		err = -EUCLEAN;
 	}
-	if (!err && !S_ISREG(e->inode.mode))
-		err = restore_attrs_at(w, e, dirfd);
-	if (first) {
-		*first = err ? &link_failed : strdup(e->path + 1);
-		if (!*first)
-			return -ENOMEM;
-	}
+	if (several && remember_first(x, e, err, &st))
+		return -ENOMEM;
 	return go_on_unless_fatal(err);
+}
+
+/* A directory: made 0700, opened without following, checked, recorded. Its attributes
+ * wait for the end (settle_dirs). */
+static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int parent)
+{
+	struct extract *x = w->ctx;
+	struct stat st;
+	uint32_t rec;
+	int fd, err = 0;
+
+	if (mkdirat(parent, e->name, 0700))
+		return fail(w, e, "cannot create", -errno);
+	fd = openat(parent, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return fail(w, e, "cannot open", -errno);
+	if (fstat(fd, &st))
+		err = -errno;
+	else if (!is_made(x, &st, S_IFDIR, 0))
+		err = -ESTALE;
+	else
+		err = stp_destnodes_add(&x->nodes, x->dirrec[e->depth - 1], e->name, e->ino,
+					&st, &rec);
+	if (err) {
+		close(fd);
+		return fail(w, e, "cannot open", err);
+	}
+	x->dirfd[e->depth] = fd;
+	x->dirrec[e->depth] = rec;
+	return 0;
 }
 
 static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct extract *x = w->ctx;
-	int parent, fd;
+	int parent, err;
 
 	if (e->depth == 0)
 		return 0; /* DIR itself, opened already */
@@ -352,54 +514,59 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 		stp_walk_problem(w, e->path, "nested too deep");
 		return STP_WALK_SKIP;
 	}
-	if (mkdirat(parent, e->name, 0700))
-		return go_on_unless_fatal(fail(w, e, "cannot create", -errno)) ?: STP_WALK_SKIP;
-	fd = openat(parent, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return go_on_unless_fatal(fail(w, e, "cannot open", -errno)) ?: STP_WALK_SKIP;
-	x->dirfd[e->depth] = fd;
-	return 0;
+	err = make_dir(w, e, parent);
+	return err ? go_on_unless_fatal(err) ?: STP_WALK_SKIP : 0;
 }
 
 static int leave_dir(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct extract *x = w->ctx;
-	int err = restore_attrs_fd(w, e, x->dirfd[e->depth]);
 
 	if (e->depth > 0)
 		close(x->dirfd[e->depth]);
-	return go_on_unless_fatal(err);
+	return 0;
 }
 
-/* DIR must be absent (it is created) or an empty directory: never merge into a tree. */
-static int open_destination(const char *dest)
+/* The final owner, xattrs, mode and times of the directory of record REC. */
+static int settle_dir(struct stp_walk *w, uint32_t rec)
 {
-	struct dirent *d = NULL;
-	DIR *dir;
-	int fd;
+	struct extract *x = w->ctx;
+	char rooted[STP_WALK_PATH_MAX + 1] = "/";
+	struct stp_walk_entry e = { .path = rooted };
+	struct node n = { .fd = x->dirfd[0], .opath = 0 };
+	int err = 0;
 
-	if (mkdir(dest, 0700) && errno != EEXIST) {
-		stp_cli_error(&extract_cli, "cannot create %s: %s", dest, stp_strerror(-errno));
-		return -1;
+	if (rec != STP_DESTNODES_ROOT) {
+		err = stp_destnodes_path(&x->nodes, rec, rooted + 1, sizeof(rooted) - 1);
+		if (!err)
+			err = stp_destnodes_open(&x->nodes, rec, O_RDONLY | O_DIRECTORY, &n.fd);
+		if (err)
+			return fail(w, &e, "cannot set the attributes of", err);
 	}
-	fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		stp_cli_error(&extract_cli, "cannot open %s: %s", dest, stp_strerror(-errno));
-		return -1;
+	err = stp_image_inode(x->img, x->nodes.node[rec].ino, &e.inode);
+	if (err)
+		stp_walk_problem(w, e.path, "inode: %s", stp_strerror(err));
+	else
+		err = restore_attrs(w, &e, &n);
+	if (rec != STP_DESTNODES_ROOT)
+		close(n.fd);
+	return err;
+}
+
+/* Every directory's final attributes, deepest first, DIR last. A record comes after its
+ * parent's, so backwards each directory comes after all those below it: until its turn
+ * it is 0700 and ours, so nobody else reaches below it while extract still works there. */
+static int settle_dirs(struct stp_walk *w)
+{
+	struct extract *x = w->ctx;
+
+	for (uint32_t r = x->nodes.count; r-- > 0;) {
+		int err = x->nodes.node[r].is_dir ? settle_dir(w, r) : 0;
+
+		if (err && is_fatal(err))
+			return err;
 	}
-	dir = fdopendir(dup(fd));
-	while (dir && (d = readdir(dir)))
-		if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
-			break;
-	if (!dir || d) {
-		stp_cli_error(&extract_cli, "%s: %s", dest,
-			      dir ? "exists and is not empty" : stp_strerror(-errno));
-		close(fd);
-		fd = -1;
-	}
-	if (dir)
-		closedir(dir);
-	return fd;
+	return 0;
 }
 
 /* Each directory level holds a descriptor: allow as many as the hard limit permits. */
@@ -413,27 +580,24 @@ static void raise_fd_limit(void)
 	}
 }
 
-static void free_names(char **names, uint32_t count)
-{
-	for (uint32_t i = 0; names && i < count; i++)
-		if (names[i] != &link_failed)
-			free(names[i]);
-	free(names);
-}
-
 static int extract_tree(struct extract *x)
 {
 	uint32_t inodes = stp_image_sb(x->img)->inode_count;
 	struct stp_walk walk = { .cli = &extract_cli, .img = x->img, .image = x->image,
 				 .enter = enter_entry, .leave = leave_dir, .ctx = x };
-	int err;
+	int err, settled;
 
-	x->first_name = calloc(inodes ? inodes : 1, sizeof(*x->first_name));
+	x->first = calloc(inodes ? inodes : 1, sizeof(*x->first));
 	x->buf = malloc(COPY_CHUNK);
-	err = x->first_name && x->buf ? stp_cache_new(x->img, EXTRACT_CACHE_BLOCKS, 1, &x->cache)
-				       : -ENOMEM;
+	err = x->first && x->buf ? stp_destnodes_init(&x->nodes, x->dirfd[0], STP_ROOT_INO)
+				 : -ENOMEM;
 	if (!err)
-		err = stp_walk_tree(&walk);
+		err = stp_cache_new(x->img, EXTRACT_CACHE_BLOCKS, 1, &x->cache);
+	if (!err)
+		err = stp_orderwalk_run(&walk);
+	/* even after a failure: no directory stays 0700 that the image says otherwise */
+	settled = x->nodes.node ? settle_dirs(&walk) : 0;
+	err = err ? err : settled;
 	if (err)
 		stp_cli_problem(&extract_cli, x->image, NULL, "extraction stopped: %s",
 				stp_strerror(err));
@@ -443,53 +607,75 @@ static int extract_tree(struct extract *x)
 	if (x->cache)
 		stp_cache_free(x->cache);
 	free(x->buf);
-	free_names(x->first_name, inodes);
+	free(x->first);
+	stp_destnodes_free(&x->nodes);
 	return err || walk.problems ? STP_EXIT_FAIL : STP_EXIT_OK;
 }
 
-static int extract_run(const char *image, const char *dest)
+static int extract_run(struct extract *x)
 {
-	struct extract x = { .image = image, .dest = dest, .restore_owners = geteuid() == 0,
-			     .umask = umask(0) };
 	struct stp_image *img;
 	int status;
 
-	umask(x.umask);
-	if (stp_cli_open(&extract_cli, image, &img))
+	x->umask = umask(0);
+	umask(x->umask);
+	if (stp_cli_open(&extract_cli, x->image, &img))
 		return STP_EXIT_FAIL;
-	x.img = img;
-	x.sb = stp_image_sb(img);
-	x.dirfd[0] = open_destination(dest);
-	if (x.dirfd[0] < 0) {
+	x->img = img;
+	x->sb = stp_image_sb(img);
+	x->dirfd[0] = stp_destdir_open(&extract_cli, x->dest);
+	if (x->dirfd[0] < 0) {
 		stp_image_close(img);
 		return STP_EXIT_FAIL;
 	}
-	if (!strcmp(dest, "/"))
-		x.dest = ""; /* messages: "/a/b", not "//a/b" */
+	if (!strcmp(x->dest, "/"))
+		x->dest = ""; /* messages: "/a/b", not "//a/b" */
 	raise_fd_limit();
-	status = extract_tree(&x);
-	close(x.dirfd[0]);
+	status = extract_tree(x);
+	close(x->dirfd[0]);
 	stp_image_close(img);
 	return status;
 }
 
+enum { OPT_XATTRS = 256, OPT_NO_XATTRS, OPT_ACLS, OPT_NO_ACLS };
+
 int stp_cmd_extract(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "tar", no_argument, NULL, 't' }, STP_CLI_LONGOPTS, { 0 }
+		{ "tar", no_argument, NULL, 't' },
+		{ "xattrs", no_argument, NULL, OPT_XATTRS },
+		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
+		{ "acls", no_argument, NULL, OPT_ACLS },
+		{ "no-acls", no_argument, NULL, OPT_NO_ACLS },
+		STP_CLI_LONGOPTS, { 0 }
 	};
-	int opt, status, tar = 0;
+	/* as bsdtar -p for root; for a user, GNU tar's caution, user.* aside */
+	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0;
+	struct extract x = { .restore_owners = root, .euid = geteuid(),
+			     .xattrs = root ? XATTRS_ALL : XATTRS_USER, .acls = root };
 
 	stp_cli_init(&extract_cli, argv);
 	while ((opt = getopt_long(argc, argv, "t" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 't')
 			tar = 1;
+		else if (opt == OPT_XATTRS || opt == OPT_NO_XATTRS)
+			x.xattrs = opt == OPT_XATTRS ? XATTRS_ALL : XATTRS_NONE;
+		else if (opt == OPT_ACLS || opt == OPT_NO_ACLS)
+			x.acls = opt == OPT_ACLS;
 		else
 			return stp_cli_other_option(&extract_cli, opt);
+		chosen |= opt >= OPT_XATTRS;
+	}
+	if (tar && chosen) {
+		stp_cli_error(&extract_cli, "--tar keeps every extended attribute and ACL: "
+			      "--xattrs, --no-xattrs, --acls and --no-acls are for a directory");
+		return STP_EXIT_USAGE;
 	}
 	if ((status = stp_cli_operands(&extract_cli, argc, tar ? 1 : 2, 2)))
 		return status;
 	if (tar)
 		return stp_tarout_run(&extract_cli, argv[optind], argv[optind + 1]);
-	return extract_run(argv[optind], argv[optind + 1]);
+	x.image = argv[optind];
+	x.dest = argv[optind + 1];
+	return extract_run(&x);
 }

@@ -28,6 +28,7 @@
 #include "fileread.h"
 #include "image.h"
 #include "log.h"
+#include "orderwalk.h"
 #include "output.h"
 #include "util.h"
 
@@ -593,7 +594,7 @@ static int write_tree(struct tarout *t, int binary)
 	if (!err)
 		err = (t->a = new_writer(t, binary)) ? 0 : -EIO;
 	if (!err)
-		err = stp_walk_tree(&walk);
+		err = stp_orderwalk_run(&walk);
 	if (!err && !walk.problems && la.archive_write_close(t->a) != ARCHIVE_OK)
 		err = t->out_err ? t->out_err : -EIO;
 	if (err || walk.problems)

@@ -504,3 +504,43 @@ def test_a_name_that_is_not_utf8_goes_out_as_its_bytes(tmp_path):
     dest.mkdir()
     run([tool("tar"), "-xf", out, "-C", dest], check=True)
     assert os.listdir(os.fsencode(dest)) == [b"bad\xff"]
+
+
+def names_image(tmp_path, renames):
+    """An image of: a symlink aa -> /victim, a directory ab holding evil, files b1 and c1;
+    then entries of the root renamed (RENAMES: {old: new}, same lengths)."""
+    src = tmp_path / "names"
+    (src / "ab").mkdir(parents=True)
+    (src / "ab" / "evil").write_bytes(b"written through the link\n")
+    os.symlink("/victim", src / "aa")
+    (src / "b1").write_bytes(b"b\n")
+    (src / "c1").write_bytes(b"c\n")
+    img = HostileImage(build_image(src, tmp_path / "names.stipple", *FAST))
+    for old, new in renames.items():
+        img.rename("/", old, new)
+    return img.write(tmp_path / "crafted.stipple")
+
+
+@pytest.mark.parametrize("renames, entry", [
+    ({"ab": "aa"}, "/aa"),   # aa -> /victim, then aa/, then aa/evil
+    ({"b1": "c1"}, "/c1"),   # a duplicate next to its twin
+    ({"aa": "c1"}, "/c1"),   # c1, ab, b1, c1: a duplicate apart from its twin
+    ({"b1": "zz"}, "/c1"),   # zz before c1: c1 comes out of order
+], ids=["link-then-dir", "duplicate", "duplicate-apart", "out-of-order"])
+def test_names_extract_refuses_are_refused(tmp_path, renames, entry):
+    """What extract refuses, --tar refuses too (one check for both): a name twice or out
+    of order, and so a path through a symlink. No FILE is left, and stdout fails too."""
+    bad = names_image(tmp_path, renames)
+    out = tmp_path / "out.tar"
+    r = export(bad, out, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stderr
+    assert "crafted.stipple: %s: entry" % entry in r.stderr, r.stderr
+    assert "out of order or a duplicate" in r.stderr, r.stderr
+    assert not out.exists() and leftovers(tmp_path) == []
+    r = export(bad, "-", stdin=subprocess.DEVNULL)
+    assert r.returncode == 1 and b"evil" not in r.stdout, r.stderr
+    dest = tmp_path / "dest"
+    r = run([STIPPLE, "extract", bad, dest])
+    assert r.returncode == 1 and "out of order or a duplicate" in r.stderr, r.stderr
+    assert not (dest / "aa" / "evil").exists()
+    assert not os.path.lexists("/victim")

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What `stipple extract` remembers of the nodes it made beneath DIR that it must reach
+ * again later: each directory (its owner, mode and times are set in one pass at the
+ * end) and the first name of each inode with several (its later names link to it).
+ * A record holds the node's parent record, its name, its image inode and the device
+ * and inode number it got, so memory follows the names the image stores, not the
+ * lengths of their paths.
+ *
+ * A node is reached again beneath DIR with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS),
+ * so no symlink is followed on the way, whoever put it there, and is then checked to be
+ * the very node that was made: a node swapped in its place is refused.
+ *
+ * Single-threaded. Functions return 0 or a negative errno.
+ */
+#ifndef STP_DESTNODES_H
+#define STP_DESTNODES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#define STP_DESTNODES_ROOT 0u /* the record of DIR itself */
+
+struct stp_destnode {
+	uint32_t parent;   /* record of the directory holding it (the root: itself) */
+	uint32_t ino;      /* its inode in the image */
+	dev_t dev;         /* what fstat said once it was made */
+	ino_t st_ino;
+	int is_dir;
+	char *name;        /* owned; "" for the root */
+};
+
+struct stp_destnodes {
+	int rootfd;                /* DIR, open; not owned */
+	struct stp_destnode *node; /* node[0] is DIR */
+	uint32_t count, cap;
+};
+
+/* Starts the records with DIR, open as ROOTFD, which must outlive them. */
+int stp_destnodes_init(struct stp_destnodes *t, int rootfd, uint32_t root_ino);
+
+/* Records the node NAME made in the directory of record PARENT, for image inode INO, as
+ * ST says it is. Its record number goes to *REC. -ENOMEM, or -EOVERFLOW past 2^32-1. */
+int stp_destnodes_add(struct stp_destnodes *t, uint32_t parent, const char *name,
+		      uint32_t ino, const struct stat *st, uint32_t *rec);
+
+/* The path of record REC beneath DIR ("a/b"; "." for DIR) into OUT of LEN bytes.
+ * -ENAMETOOLONG when it does not fit. */
+int stp_destnodes_path(const struct stp_destnodes *t, uint32_t rec, char *out, size_t len);
+
+/* Opens record REC again beneath DIR with FLAGS (O_PATH, or O_RDONLY|O_DIRECTORY;
+ * O_NOFOLLOW and O_CLOEXEC are added), following no symlink and leaving neither DIR
+ * nor its filesystem, into *FD. -ESTALE when the node found there is not the one made
+ * (it was replaced), openat2's error otherwise (-ELOOP: a symlink on the way). */
+int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd);
+
+void stp_destnodes_free(struct stp_destnodes *t);
+
+#endif

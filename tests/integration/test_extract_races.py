@@ -1,0 +1,339 @@
+# SPDX-License-Identifier: MIT
+"""`stipple extract` run by root into a directory another local user can write (issue 28,
+items 1 and 2), and run by a user (item 3). The attacker is a real other uid: a throwaway
+system user, whose Python process swaps what extract just made for a symlink to a
+root-owned victim, in a tight loop, while a real `stipple extract` runs as root. The
+victim must come out as it went in: mode, owner, bytes and link count, and nothing
+outside DIR may be created or linked."""
+
+import contextlib
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from conftest import STIPPLE, build_image, run
+
+FAST = ("--level", "3", "--block-size", "64K")
+SECRET = b"root only\n"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the races need root and a user")
+
+
+@pytest.fixture(scope="module")
+def attacker():
+    """A throwaway system user with a unique name, removed again: (uid, gid)."""
+    if not shutil.which("useradd"):
+        pytest.skip("needs useradd")
+    name = "stp-x-%s" % uuid.uuid4().hex[:10]
+    r = run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
+             "/nonexistent", "--shell", "/usr/sbin/nologin", name], timeout=60)
+    assert r.returncode == 0, r.stderr
+    try:
+        pw = pwd.getpwnam(name)
+        yield pw.pw_uid, pw.pw_gid
+    finally:
+        run(["userdel", name], timeout=60)
+        run(["groupdel", name], timeout=60)  # gone with the user on most systems
+
+
+@pytest.fixture
+def arena():
+    """A 0755 directory the attacker can reach (the test's tmp_path is root's alone),
+    holding the victim (root's, 0600) and the sources; removed afterwards."""
+    base = tempfile.mkdtemp(prefix="stp-race-", dir="/tmp")
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def make_victim(base):
+    """A root-owned 0600 file in a directory of its own (the link attack needs both)."""
+    vdir = os.path.join(base, "victim")
+    os.mkdir(vdir, 0o755)
+    victim = os.path.join(vdir, "f")
+    with open(victim, "wb") as f:
+        f.write(SECRET)
+    os.chmod(victim, 0o600)
+    st = os.stat(victim)
+    return vdir, victim, (st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_ino)
+
+
+def assert_victim_intact(victim, before, dest):
+    st = os.stat(victim)
+    assert (st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_ino) == before, (
+        "the victim changed: mode %o uid %d nlink %d" % (st.st_mode, st.st_uid, st.st_nlink))
+    with open(victim, "rb") as f:
+        assert f.read() == SECRET
+    for root, dirs, files in os.walk(dest):
+        for n in dirs + files:
+            assert os.lstat(os.path.join(root, n)).st_ino != st.st_ino, (
+                "%s is the victim" % os.path.join(root, n))
+
+
+def spawn_attacker(uid_gid, script, *args):
+    uid, gid = uid_gid
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)],
+                            user=uid, group=gid, extra_groups=[], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def open_dirs(base, round_):
+    """DIR: root's, 0777 and not sticky, so the attacker may rename anything in it; and
+    a directory of the attacker's own beside it, to prepare symlinks in."""
+    dirs = []
+    for name in ("dest-%d" % round_, "own-%d" % round_):
+        dirs.append(os.path.join(base, name))
+        os.mkdir(dirs[-1])
+        os.chmod(dirs[-1], 0o777)
+    return dirs
+
+
+def finish(proc):
+    proc.kill()
+    out, err = proc.communicate(timeout=30)
+    return out, err
+
+
+# Item 1: as each special file appears in DIR, swap it for a symlink to the victim. The
+# old extract then chmods (by name, following) the victim to the fifo's 0666.
+SWAP_NODES = r"""
+import os, sys, time
+dest, victim, count, own = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+deadline = time.monotonic() + 60
+swapped = 0
+for i in range(count):
+    name = os.path.join(dest, "n%04d" % i)
+    tmp = os.path.join(own, "a%04d" % i)
+    os.symlink(victim, tmp)
+    while not os.path.lexists(name):
+        if time.monotonic() > deadline:
+            sys.exit(0)
+    try:
+        os.rename(tmp, name)
+        swapped += 1
+    except OSError:
+        pass
+print(swapped)
+"""
+
+NODES = 1500
+
+
+@pytest.fixture(scope="module")
+def fifo_image(tmp_path_factory):
+    """NODES fifos, mode 0666, each with trusted.* attributes that widen the window
+    between mknod and chmod as the old code had it."""
+    base = tmp_path_factory.mktemp("fifos")
+    src = base / "src"
+    src.mkdir()
+    for i in range(NODES):
+        p = src / ("n%04d" % i)
+        os.mkfifo(p)
+        os.chmod(p, 0o666)
+        for k in range(4):
+            os.setxattr(p, "trusted.pad%d" % k, b"x" * 64)
+    return build_image(src, base / "fifos.stipple", *FAST)
+
+
+def test_root_extract_never_changes_a_node_swapped_for_a_symlink(attacker, arena,
+                                                                  fifo_image):
+    vdir, victim, before = make_victim(arena)
+    swaps = 0
+    for round_ in range(3):
+        dest, own = open_dirs(arena, round_)
+        proc = spawn_attacker(attacker, SWAP_NODES, dest, victim, NODES, own)
+        time.sleep(0.3)  # the attacker is up and spinning
+        r = run([STIPPLE, "extract", fifo_image, dest], timeout=300)
+        out, err = finish(proc)
+        assert not err, err
+        assert_victim_intact(victim, before, dest)
+        swaps += sum(os.path.islink(os.path.join(dest, n)) for n in os.listdir(dest))
+        if r.returncode:  # a node swapped before it was pinned is named
+            assert "replaced while extracting" in r.stderr, r.stderr[-2000:]
+        for n in os.listdir(dest):
+            p = os.path.join(dest, n)
+            if not os.path.islink(p):
+                assert stat.S_ISFIFO(os.lstat(p).st_mode), n
+    assert swaps, "the attacker never swapped a node: the test proves nothing"
+
+
+# Item 2: once "z" appears (the walk has left D), swap D for a symlink to the victim's
+# directory. The old extract then links z/link to "D/f" by name: the victim. D is "d" in
+# DIR, or "a/d" where "a" is 0777 in the image, which the old extract gave "a" as soon as
+# its contents were done.
+SWAP_DIR = r"""
+import os, sys, time
+dest, vdir, own, swap = sys.argv[1:5]
+deadline = time.monotonic() + 60
+os.symlink(vdir, os.path.join(own, "sym"))
+while not os.path.lexists(os.path.join(dest, "z")):
+    if time.monotonic() > deadline:
+        sys.exit(0)
+try:
+    os.rename(os.path.join(dest, swap), os.path.join(dest, swap + ".moved"))
+    os.rename(os.path.join(own, "sym"), os.path.join(dest, swap))
+    print("swapped")
+except OSError as e:
+    print("refused: %s" % e)
+"""
+
+
+@pytest.fixture(scope="module")
+def link_image(tmp_path_factory):
+    """d/f, a/d/f (a: 0777) and z/link, z/link2 naming them; between them in z, files
+    enough to hold the window open whatever the machine's speed."""
+    base = tmp_path_factory.mktemp("links")
+    src = base / "src"
+    for d in ("d", "a/d", "z"):
+        (src / d).mkdir(parents=True)
+    for f in ("d/f", "a/d/f"):
+        (src / f).write_bytes(b"the image's file\n")
+    for i in range(3000):
+        (src / "z" / ("a%04d" % i)).write_bytes(b"%d\n" % i)
+    os.link(src / "d" / "f", src / "z" / "link")
+    os.link(src / "a" / "d" / "f", src / "z" / "link2")
+    os.chmod(src / "a", 0o777)
+    return build_image(src, base / "links.stipple", *FAST)
+
+
+@pytest.mark.parametrize("swap", ["d", "a/d"])
+def test_root_extract_never_links_through_a_swapped_directory(attacker, arena, link_image,
+                                                               swap):
+    vdir, victim, before = make_victim(arena)
+    for round_ in range(3):
+        dest, own = open_dirs(arena, round_)
+        proc = spawn_attacker(attacker, SWAP_DIR, dest, vdir, own, swap)
+        time.sleep(0.3)
+        r = run([STIPPLE, "extract", link_image, dest], timeout=300)
+        out, err = finish(proc)
+        assert not err, err
+        assert_victim_intact(victim, before, dest)
+        assert sorted(os.listdir(vdir)) == ["f"]
+        if out.strip() == "swapped":  # "d" only: "a" stays 0700 and root's till the end
+            assert r.returncode != 0
+            assert "a symlink now lies on the way to its first name" in r.stderr, r.stderr
+        else:
+            assert r.returncode == 0, r.stderr
+            assert "Permission denied" in out, out
+
+
+# Item 3: as a user, the image decides nothing beyond the user's own user.* attributes,
+# unless asked: its ACLs (default ones included) would choose who can read and write
+# what the user later creates in that tree, whatever the umask.
+from treeutil import ACL_ACCESS, ACL_DEFAULT  # noqa: E402
+
+ACL_NAMES = ("system.posix_acl_access", "system.posix_acl_default")
+OTHERS = {"trusted.t": b"trusted", "security.s": b"security"}
+
+
+@pytest.fixture
+def attr_image(arena):
+    """A file with an ACL, user.*, trusted.* and security.* attributes; a directory with
+    an ACL and a default ACL. Readable by everyone, in the arena."""
+    src = os.path.join(arena, "attr-src")
+    os.mkdir(src)
+    f, d = os.path.join(src, "file"), os.path.join(src, "dir")
+    with open(f, "wb") as out:
+        out.write(b"data\n")
+    os.mkdir(d)
+    for path in (f, d):
+        os.setxattr(path, "system.posix_acl_access", ACL_ACCESS)
+        os.setxattr(path, "user.u", b"mine")
+        for name, value in OTHERS.items():
+            os.setxattr(path, name, value)
+    os.setxattr(d, "system.posix_acl_default", ACL_DEFAULT)
+    image = build_image(src, os.path.join(arena, "attrs.stipple"), *FAST)
+    os.chmod(image, 0o644)
+    return image
+
+
+def extract_as(user, image, dest, *options):
+    uid, gid = user
+    return subprocess.run([STIPPLE, "extract", *options, image, dest], user=uid, group=gid,
+                          extra_groups=[], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+
+
+def xattr_names(path):
+    return set(os.listxattr(path, follow_symlinks=False))
+
+
+@pytest.mark.parametrize("options, want", [
+    ((), {"user.u"}),
+    (("--acls",), {"user.u", *ACL_NAMES}),
+    (("--no-xattrs",), set()),
+    (("--no-xattrs", "--acls"), set(ACL_NAMES)),
+])
+def test_user_extract_restores_user_xattrs_and_acls_only_when_asked(attacker, arena,
+                                                                    attr_image, options,
+                                                                    want):
+    dest, _ = open_dirs(arena, 0)
+    out = os.path.join(dest, "tree")
+    r = extract_as(attacker, attr_image, out, *options)
+    assert r.returncode == 0, r.stderr
+    assert "trusted" not in r.stderr and "security" not in r.stderr, r.stderr
+    assert xattr_names(os.path.join(out, "file")) == want - {"system.posix_acl_default"}
+    assert xattr_names(os.path.join(out, "dir")) == want
+    if "system.posix_acl_default" in want:  # the access ACL's mask has the umask's cut
+        assert os.getxattr(os.path.join(out, "dir"), "system.posix_acl_default") == ACL_DEFAULT
+
+
+def test_user_extract_with_xattrs_tries_every_namespace(attacker, arena, attr_image):
+    """--xattrs asks for all: the kernel refuses trusted.* and security.* to a user, and
+    each refusal is a warning, not a failure."""
+    dest, _ = open_dirs(arena, 0)
+    out = os.path.join(dest, "tree")
+    r = extract_as(attacker, attr_image, out, "--xattrs")
+    assert r.returncode == 0, r.stderr
+    assert "extended attribute trusted.t not restored" in r.stderr
+    assert xattr_names(os.path.join(out, "file")) == {"user.u"}
+
+
+def test_root_extract_restores_everything_by_default(arena, attr_image):
+    out = os.path.join(arena, "root-tree")
+    r = run([STIPPLE, "extract", attr_image, out], timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert xattr_names(os.path.join(out, "dir")) == {"user.u", *OTHERS, *ACL_NAMES}
+    r = run([STIPPLE, "extract", "--no-acls", "--no-xattrs", attr_image, out + "2"],
+            timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert xattr_names(os.path.join(out + "2", "dir")) == set()
+
+
+# DIR itself: a symlink is followed only when root, the caller or the owner of the
+# directory holding it owns it, as the kernel's protected_symlinks rule.
+@pytest.mark.parametrize("link_owner, holder_owner, followed", [
+    ("attacker", "root", False),    # planted in root's shared directory
+    ("root", "root", True),
+    ("attacker", "attacker", True),  # the attacker's own directory: theirs to point
+])
+def test_root_extract_follows_dir_only_through_a_trusted_symlink(attacker, arena, fifo_image,
+                                                                 link_owner, holder_owner,
+                                                                 followed):
+    ids = {"root": (0, 0), "attacker": attacker}
+    holder, target = os.path.join(arena, "holder"), os.path.join(arena, "target")
+    os.mkdir(holder, 0o777)
+    os.mkdir(target, 0o755)
+    os.chmod(holder, 0o777)
+    os.chown(holder, *ids[holder_owner])
+    link = os.path.join(holder, "dest")
+    os.symlink(target, link)
+    os.lchown(link, *ids[link_owner])
+    r = run([STIPPLE, "extract", fifo_image, link], timeout=300)
+    if followed:
+        assert r.returncode == 0, r.stderr
+        assert len(os.listdir(target)) == NODES
+    else:
+        assert r.returncode == 1
+        assert "a symlink owned by uid %d" % attacker[0] in r.stderr, r.stderr
+        assert os.listdir(target) == [] and os.path.islink(link)
