@@ -365,15 +365,25 @@ static int load_dictionary(struct stp_image *img)
 
 /* Every block's stored bytes must lie in the image and suit its codec, as the block
  * table promises: found at open rather than on the read that needs the block. Linear
- * in the table (24 bytes a block), which grows with the data, not with the files. */
+ * in the table (24 bytes a block), which grows with the data, not with the files.
+ * The blocks' stored ranges follow one another in block order, apart (stipple(5)):
+ * no two blocks share a frame, so what a reader decodes is bounded by what the file
+ * stores, and each frame is decoded once by a pass over the blocks. */
 static int check_block_table(struct stp_image *img)
 {
+	uint64_t end = STP_SB_SIZE; /* where the stored bytes of the block before end */
+
 	for (uint64_t b = 0; b < img->sb.block_count; b++) {
 		struct stp_blockent be;
 		int rc = stp_image_block(img, b, &be);
 
 		if (rc)
 			return rc;
+		if (be.offset < end)
+			return STP_CORRUPT(img->path, "block %llu: stored bytes overlap or precede "
+					   "those of block %llu", (unsigned long long)b,
+					   (unsigned long long)b - 1);
+		end = be.offset + be.stored_size;
 	}
 	return 0;
 }
