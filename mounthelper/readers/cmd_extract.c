@@ -36,7 +36,8 @@ static const struct stp_cli extract_cli = {
 		   "directory.\nAs root, owners and modes are restored exactly; otherwise the umask\n"
 		   "applies and setuid and setgid bits are dropped. With --tar, write the tree\n"
 		   "as a pax tar archive to FILE, or to standard output (never a terminal).",
-	.options = "  -t, --tar      write a pax tar archive instead of a directory\n",
+	.options = "  -t, --tar      write a pax tar archive instead of a directory\n"
+		   "  -v, --verbose  name every problem (else the first 20 of each kind)\n",
 };
 
 #define COPY_CHUNK (1u << 20)
@@ -119,8 +120,8 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e, in
 		if (!err)
 			continue;
 		if (xattr_refused(errno)) {
-			fprintf(stderr, "stipple extract: %s%s: extended attribute %s not restored: %s\n",
-				x->dest, e->path, name, stp_strerror(-errno));
+			stp_cli_error(&extract_cli, "%s%s: extended attribute %s not restored: %s",
+				      x->dest, e->path, name, stp_strerror(-errno));
 			x->warnings++;
 			continue;
 		}
@@ -434,6 +435,7 @@ static int extract_tree(struct extract *x)
 				       : -ENOMEM;
 	if (!err)
 		err = stp_walk_tree(&walk);
+	stp_cli_flush_messages();
 	if (err)
 		stp_cli_problem(&extract_cli, x->image, NULL, "extraction stopped: %s",
 				stp_strerror(err));
@@ -476,17 +478,21 @@ static int extract_run(const char *image, const char *dest)
 int stp_cmd_extract(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "tar", no_argument, NULL, 't' }, STP_CLI_LONGOPTS, { 0 }
+		{ "tar", no_argument, NULL, 't' }, { "verbose", no_argument, NULL, 'v' },
+		STP_CLI_LONGOPTS, { 0 }
 	};
-	int opt, status, tar = 0;
+	int opt, status, tar = 0, verbose = 0;
 
 	stp_cli_init(&extract_cli, argv);
-	while ((opt = getopt_long(argc, argv, "t" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "tv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 't')
 			tar = 1;
+		else if (opt == 'v')
+			verbose = 1;
 		else
 			return stp_cli_other_option(&extract_cli, opt);
 	}
+	stp_cli_bound_messages(verbose ? 0 : STP_CLI_KIND_LIMIT);
 	if ((status = stp_cli_operands(&extract_cli, argc, tar ? 1 : 2, 2)))
 		return status;
 	if (tar)

@@ -110,3 +110,80 @@ def test_sound_image_passes_the_rules(rules_image, tmp_path):
     r = stipple("extract", good, tmp_path / "out")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out" / "big").read_bytes() == BIG
+
+
+# --- item 19: floods of messages ---
+
+
+def flood_dir(img, dirpath, n):
+    """Makes directory DIRPATH list N copies of its first entry: N records appended to
+    the metadata, inside a longer directory entry table (tables may share bytes)."""
+    from imageutil import DIRENT_SIZE
+    ino = img.lookup(dirpath)
+    _, first, _ = img.inode(ino)
+    rec = bytes(img.meta[img.dirent_off + DIRENT_SIZE * first:
+                         img.dirent_off + DIRENT_SIZE * (first + 1)])
+    while (len(img.meta) - img.dirent_off) % DIRENT_SIZE:
+        img.meta.append(0)
+    start = (len(img.meta) - img.dirent_off) // DIRENT_SIZE
+    img.meta += rec * n
+    put({"dirent_count": (8, "<I")}, "dirent_count", img.meta, start + n)
+    img.inode_put(ino, "data", start)
+    img.inode_put(ino, "count", n)
+    img.inode_put(ino, "size", n)
+
+
+@pytest.fixture(scope="module")
+def flood_image(rules_image, tmp_path_factory):
+    """/dir lists its first entry 30,000 times: one message each, before the bound."""
+    img = HostileImage(rules_image)
+    flood_dir(img, "/dir", 30000)
+    return img.write(tmp_path_factory.mktemp("flood") / "flood.stipple")
+
+
+def stderr_writes(args):
+    """Runs stipple ARGS under strace: (the run, the write(2) calls made on fd 2)."""
+    log = tempfile.NamedTemporaryFile(prefix="stipple-strace-", delete=False)
+    try:
+        r = run(["strace", "-f", "-e", "trace=write", "-e", "signal=none", "-qq",
+                 "-o", log.name, STIPPLE, *args], timeout=300)
+        with open(log.name, errors="replace") as f:
+            writes = sum(1 for line in f if "write(2," in line)
+    finally:
+        os.unlink(log.name)
+    return r, writes
+
+
+def test_check_bounds_a_flood_of_messages(flood_image):
+    """30,000 duplicate entries: check names the first 20, then says how many more,
+    in a few write(2) calls; with -v it names them all."""
+    r, writes = stderr_writes(["check", flood_image])
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    dup = [l for l in lines if "is out of order or a duplicate" in l and "more messages" not in l]
+    assert len(dup) == 20, len(dup)
+    assert any("... and 29979 more messages like \"entry" in l for l in lines), lines[-5:]
+    assert lines[-1].endswith("29999 problems found"), lines[-3:]
+    assert len(lines) < 60, len(lines)
+    assert writes <= 4, writes
+    r = stipple("check", "-v", flood_image)
+    assert sum("is out of order or a duplicate" in l for l in r.stderr.splitlines()) == 29999
+
+
+def test_check_says_a_bad_superblock_once(rules_image, tmp_path):
+    """Issue 29: check read the superblock, then opened the image, reporting twice."""
+    from imageutil import patch_superblock
+    bad = patch_superblock(rules_image, tmp_path / "r.stipple", raw={110: b"\x01"})
+    r = stipple("check", bad)
+    assert r.returncode == 1
+    assert r.stderr.count("superblock reserved bytes not zero") == 1, r.stderr
+
+
+def test_extract_bounds_a_flood_of_messages(flood_image, tmp_path):
+    """The same directory extracted: the first copy of its entry is made, every other
+    fails on the existing name; 20 are named."""
+    r = stipple("extract", flood_image, tmp_path / "out", timeout=300)
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    assert len(lines) < 60, (len(lines), lines[:5])
+    assert any("more messages like" in l for l in lines), lines[-5:]
