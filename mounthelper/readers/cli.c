@@ -498,6 +498,11 @@ int stp_walk_tree(struct stp_walk *w)
 	int err;
 
 	w->problems = 0;
+	/* inodes that share records would make the walk quadratic: refused before it starts,
+	 * so that nothing is written of an image that breaks the rule */
+	err = stp_treewalk_files(w->img, NULL, NULL);
+	if (err)
+		return err;
 	err = stp_image_inode(w->img, STP_ROOT_INO, &root.inode);
 	if (err) {
 		stp_walk_problem(w, "/", "root inode: %s", stp_strerror(err));

@@ -156,7 +156,8 @@ struct stp_walk {
 };
 
 /* Walks the whole tree. Returns 0 when it reached the end (look at problems), or the
- * negative errno a callback stopped it with, or -ENOMEM. */
+ * negative errno a callback stopped it with, or -ENOMEM; -EUCLEAN, before any callback,
+ * when inodes share extent or directory entry records (stp_treewalk_files, reported). */
 int stp_walk_tree(struct stp_walk *w);
 
 /* The target of symlink E as a new NUL-terminated string in *TARGET (the caller frees

@@ -187,3 +187,49 @@ def test_extract_bounds_a_flood_of_messages(flood_image, tmp_path):
     lines = r.stderr.splitlines()
     assert len(lines) < 60, (len(lines), lines[:5])
     assert any("more messages like" in l for l in lines), lines[-5:]
+
+
+# --- item 18: inodes that share extent records ---
+
+
+def share_extents(img, src, dst):
+    """Points file DST's extent range at file SRC's records."""
+    a, b = img.lookup(src), img.lookup(dst)
+    for f in ("data", "count"):
+        img.inode_put(b, f, img.inode_get(a, f))
+
+
+def test_files_sharing_extent_records_are_refused(rules_image, tmp_path):
+    """/dir/c names /dir/b's extent record (the counts still add up, as the walks
+    checked before): check names both inodes; extract, info and bench refuse the image
+    before they write or read anything."""
+    img = HostileImage(rules_image)
+    share_extents(img, "/dir/b", "/dir/c")
+    b, c = img.lookup("/dir/b"), img.lookup("/dir/c")
+    bad = img.write(tmp_path / "shared-extents.stipple")
+    dest = tmp_path / "out"
+    for args in (("extract", bad, dest), ("info", bad), ("bench", "--reads", "10", bad)):
+        r = stipple(*args)
+        assert r.returncode == 1, (args[0], r.returncode, r.stderr)
+        assert "extent records overlap or precede" in r.stderr, (args[0], r.stderr)
+    assert not dest.exists() or not any(dest.iterdir())
+    r = stipple("check", bad)
+    assert r.returncode == 1
+    assert "inode %d: its extent records overlap or precede those of inode %d" % (
+        max(b, c), min(b, c)) in r.stderr, r.stderr
+
+
+def test_extent_ranges_out_of_inode_order_are_refused(rules_image, tmp_path):
+    """Two files' ranges swapped: apart, but not in inode order, which is the order
+    mkstipple writes and the one a reader checks in one pass without a sort."""
+    img = HostileImage(rules_image)
+    b, c = img.lookup("/dir/b"), img.lookup("/dir/c")
+    (_, db, nb), (_, dc, nc) = img.inode(b), img.inode(c)
+    assert nb == nc == 1
+    img.inode_put(b, "data", dc)
+    img.inode_put(c, "data", db)
+    bad = img.write(tmp_path / "swapped-extents.stipple")
+    r = stipple("check", bad)
+    assert r.returncode == 1 and "its extent records overlap or precede" in r.stderr, r.stderr
+    r = stipple("extract", bad, tmp_path / "out")
+    assert r.returncode == 1 and "its extent records overlap or precede" in r.stderr, r.stderr
