@@ -95,7 +95,7 @@ static void put_escaped_str(FILE *f, const char *s)
 #define KIND_LEN 128   /* bytes of a kind's key and of its sample kept */
 
 struct kind {
-	char key[KIND_LEN];     /* the format, or the message with its numbers as '#' */
+	char key[KIND_LEN];     /* kind_key's */
 	char sample[KIND_LEN];  /* the first message of the kind, for the summary */
 	unsigned long shown, hidden;
 };
@@ -108,22 +108,19 @@ static struct {
 	struct kind kinds[KINDS_MAX + 1]; /* the last: every kind past KINDS_MAX */
 } bound = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* KEY: FMT, unless FMT only passes a message on ("%s"): then MSG with each run of
- * digits as one '#', so that "block 7" and "block 12" are one kind. */
+/* KEY: FMT (unless it only passes a message on, "%s"), then MSG up to its first '/',
+ * where a path begins, with each run of digits as one '#': "block 7" and "block 12" are
+ * one kind, "cannot create /a" and "cannot open /b" two, whatever the paths. */
 static void kind_key(const char *fmt, const char *msg, char key[KIND_LEN])
 {
-	size_t n = 0;
+	size_t n = strcmp(fmt, "%s") ? (size_t)snprintf(key, KIND_LEN, "%s|", fmt) : 0;
 
-	if (strcmp(fmt, "%s")) {
-		snprintf(key, KIND_LEN, "%s", fmt);
-		return;
-	}
-	for (const char *p = msg; *p && n < KIND_LEN - 1; p++)
+	for (const char *p = msg; *p && *p != '/' && n < KIND_LEN - 1; p++)
 		if (*p < '0' || *p > '9')
 			key[n++] = *p;
 		else if (!n || key[n - 1] != '#')
 			key[n++] = '#';
-	key[n] = '\0';
+	key[n < KIND_LEN ? n : KIND_LEN - 1] = '\0';
 }
 
 static struct kind *kind_of(const char *key, const char *msg)

@@ -78,10 +78,10 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
  * gets a buffer (a write(2) per buffer, not per byte), and at most LIMIT messages of
  * each kind are printed (LIMIT 0: all, for -v); the rest are counted, and
  * stp_cli_flush_messages, which exit() also calls, prints one line per kind saying how
- * many were left out, with the first of them. A kind is the format of a message, or
- * for a message passed on whole (the library's, "%s") its text with every number
- * alike. Call after stp_cli_init, before anything is printed. Thread-safe, as the
- * library's log handler must be.
+ * many were left out, with the first of them. A kind is the format of a message and
+ * its text up to the first '/' (where a path would begin) with every number alike.
+ * Call after stp_cli_init, before anything is printed. Thread-safe, as the library's
+ * log handler must be.
  */
 #define STP_CLI_KIND_LIMIT 20
 void stp_cli_bound_messages(unsigned limit);
