@@ -371,7 +371,7 @@ static int load_dictionary(struct stp_image *img)
  * stores, and each frame is decoded once by a pass over the blocks. */
 static int check_block_table(struct stp_image *img)
 {
-	uint64_t end = STP_SB_SIZE; /* where the stored bytes of the block before end */
+	uint64_t end = STP_SB_SIZE; /* the end of the stored bytes of the block before */
 
 	for (uint64_t b = 0; b < img->sb.block_count; b++) {
 		struct stp_blockent be;
