@@ -102,58 +102,20 @@ static void check_blocks(struct checker *c, void *buf)
 	}
 }
 
-/* A run of table records [first, first + count) owned by inode INO. */
-struct range {
-	uint64_t first;
-	uint32_t count, ino;
-};
-
-static int cmp_range(const void *a, const void *b)
+/* Each extent record belongs to one file, each entry record to one directory, in inode
+ * order (stipple(5)): one pass, nothing held. */
+static void check_ownership(struct checker *c)
 {
-	const struct range *x = a, *y = b;
+	struct stp_range_order order = { 0 };
 
-	return (x->first > y->first) - (x->first < y->first);
-}
-
-/* Each extent record belongs to one file, each entry record to one directory. */
-static void check_ranges_apart(struct checker *c, struct range *r, size_t n, const char *what)
-{
-	qsort(r, n, sizeof(*r), cmp_range);
-	for (size_t i = 1, owner = 0; i < n; i++) {
-		if (r[i].first < r[owner].first + r[owner].count)
-			report(c, NULL, "inodes %u and %u share %s records", r[owner].ino, r[i].ino,
-			       what);
-		if (r[i].first + r[i].count > r[owner].first + r[owner].count)
-			owner = i;
-	}
-}
-
-static int check_ownership(struct checker *c)
-{
-	struct range *files = reallocarray(NULL, c->sb->inode_count, sizeof(*files));
-	struct range *dirs = reallocarray(NULL, c->sb->inode_count, sizeof(*dirs));
-	size_t nf = 0, nd = 0;
-
-	if (!files || !dirs) {
-		free(files);
-		free(dirs);
-		return -ENOMEM;
-	}
 	for (uint32_t i = 0; i < c->sb->inode_count; i++) {
 		struct stp_inode in;
+		uint32_t prev;
 
-		if (stp_image_inode(c->img, i, &in) || !in.count)
-			continue;
-		if (S_ISREG(in.mode))
-			files[nf++] = (struct range){ in.data, in.count, i };
-		else if (S_ISDIR(in.mode))
-			dirs[nd++] = (struct range){ in.data, in.count, i };
+		if (!stp_image_inode(c->img, i, &in) && stp_range_order_next(&order, i, &in, &prev))
+			report(c, NULL, "inode %u: its %s records overlap or precede those of inode %u",
+			       i, S_ISREG(in.mode) ? "extent" : "directory entry", prev);
 	}
-	check_ranges_apart(c, files, nf, "extent");
-	check_ranges_apart(c, dirs, nd, "directory entry");
-	free(files);
-	free(dirs);
-	return 0;
 }
 
 /* Entry E against its previous sibling, and its type against its inode's. */
@@ -343,9 +305,8 @@ int stp_image_check_all(const struct stp_image *img, stp_check_report_fn fn, voi
 	if (buf && c.names && c.subdirs && c.bad_block && c.last) {
 		check_meta_pages(&c);
 		check_blocks(&c, buf);
-		err = check_ownership(&c);
-		if (!err)
-			err = check_tree(&c);
+		check_ownership(&c);
+		err = check_tree(&c);
 	}
 	free(buf);
 	free(c.names);

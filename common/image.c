@@ -27,6 +27,7 @@ struct stp_image {
 	int fd;              /* src->fd: a file source's descriptor, else -1 */
 	char *path;
 	struct stp_superblock sb;
+	uint8_t sb_raw[STP_SB_SIZE]; /* the bytes sb was decoded from: what a signature covers */
 	struct stp_meta_header mh;
 	uint8_t *meta;       /* whole metadata: decoded, meta_len bytes; paged: NULL */
 	size_t meta_len;
@@ -82,15 +83,17 @@ int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *s
 	return rc ? rc : stp_image_read_superblock_src(&src, sb);
 }
 
-int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock *sb)
+/* Reads the superblock from SRC into RAW once, and decodes and checks those very bytes
+ * into SB. */
+static int read_sb_raw(struct stp_imgsrc *src, uint8_t raw[STP_SB_SIZE],
+		       struct stp_superblock *sb)
 {
 	const char *path = src->name;
-	uint8_t raw[STP_SB_SIZE];
 	uint64_t bad = 0;
 	const char *why;
 	int rc;
 
-	rc = stp_imgsrc_read(src, raw, sizeof(raw), 0);
+	rc = stp_imgsrc_read(src, raw, STP_SB_SIZE, 0);
 	if (rc == STP_IMGSRC_END)
 		return STP_CORRUPT(path, "shorter than a superblock");
 	if (rc)
@@ -110,9 +113,18 @@ int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock 
 	return check_file_size(src, sb);
 }
 
+int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock *sb)
+{
+	uint8_t raw[STP_SB_SIZE];
+
+	return read_sb_raw(src, raw, sb);
+}
+
+/* The superblock is read once: a source that changes under the reader cannot have one
+ * copy decoded and another checked against the signature. */
 static int read_superblock(struct stp_image *img)
 {
-	return stp_image_read_superblock_src(img->src, &img->sb);
+	return read_sb_raw(img->src, img->sb_raw, &img->sb);
 }
 
 /* Opened verified, the signed hash number INDEX must be that of LEN bytes at P. */
@@ -353,15 +365,25 @@ static int load_dictionary(struct stp_image *img)
 
 /* Every block's stored bytes must lie in the image and suit its codec, as the block
  * table promises: found at open rather than on the read that needs the block. Linear
- * in the table (24 bytes a block), which grows with the data, not with the files. */
+ * in the table (24 bytes a block), which grows with the data, not with the files.
+ * The blocks' stored ranges follow one another in block order, apart (stipple(5)):
+ * no two blocks share a frame, so what a reader decodes is bounded by what the file
+ * stores, and each frame is decoded once by a pass over the blocks. */
 static int check_block_table(struct stp_image *img)
 {
+	uint64_t end = STP_SB_SIZE; /* the end of the stored bytes of the block before */
+
 	for (uint64_t b = 0; b < img->sb.block_count; b++) {
 		struct stp_blockent be;
 		int rc = stp_image_block(img, b, &be);
 
 		if (rc)
 			return rc;
+		if (be.offset < end)
+			return STP_CORRUPT(img->path, "block %llu: stored bytes overlap or precede "
+					   "those of block %llu", (unsigned long long)b,
+					   (unsigned long long)b - 1);
+		end = be.offset + be.stored_size;
 	}
 	return 0;
 }
@@ -388,9 +410,9 @@ static int read_sighdr(struct stp_image *img, struct stp_sighdr *h)
  * keeping the hashes. Nothing the metadata says is read before this. */
 static int read_signature(struct stp_image *img, const struct stp_pubkey *key)
 {
-	uint8_t raw_sb[STP_SB_SIZE], root[STP_SIG_HASH_SIZE], *sig;
+	uint8_t root[STP_SIG_HASH_SIZE], *sig;
 	char want[65], got[65];
-	struct stp_sighdr h;
+	struct stp_sighdr h, again;
 	int rc = read_sighdr(img, &h);
 
 	if (rc == -EPROTONOSUPPORT)
@@ -407,13 +429,15 @@ static int read_signature(struct stp_image *img, const struct stp_pubkey *key)
 	sig = malloc(img->sb.sig_size);
 	if (!sig)
 		return -ENOMEM;
-	rc = stp_imgsrc_read(img->src, raw_sb, sizeof(raw_sb), 0);
-	if (!rc)
-		rc = stp_imgsrc_read(img->src, sig, img->sb.sig_size, img->sb.sig_offset);
+	rc = stp_imgsrc_read(img->src, sig, img->sb.sig_size, img->sb.sig_offset);
 	if (rc == STP_IMGSRC_END)
 		rc = STP_CORRUPT(img->path, "signature block lies past the end of the file");
+	/* the header decoded above must be the one hashed now, as the superblock is */
+	if (!rc && (stp_sighdr_decode(sig, &img->sb, &again) ||
+		    memcmp(again.key_id, h.key_id, sizeof(h.key_id))))
+		rc = STP_CORRUPT(img->path, "signature block changed while it was read");
 	if (!rc && key) {
-		stp_sign_root_hash(raw_sb, sig, img->sb.sig_size, root);
+		stp_sign_root_hash(img->sb_raw, sig, img->sb.sig_size, root);
 		rc = stp_sign_check(key, root, sig + STP_SIG_SIG_OFFSET);
 		if (rc == -EKEYREJECTED)
 			stp_log(STP_LOG_ERR, "%s: the signature by key %s does not match the image",

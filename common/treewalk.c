@@ -11,21 +11,41 @@
 #include "image.h"
 #include "log.h"
 
+int stp_range_order_next(struct stp_range_order *o, uint32_t ino, const struct stp_inode *in,
+			 uint32_t *prev)
+{
+	uint64_t *end = S_ISREG(in->mode) ? &o->file_end : S_ISDIR(in->mode) ? &o->dir_end : NULL;
+	uint32_t *last = S_ISREG(in->mode) ? &o->file_ino : &o->dir_ino;
+
+	if (!end || !in->count)
+		return 0;
+	if (in->data < *end) {
+		*prev = *last;
+		return -EUCLEAN;
+	}
+	*end = in->data + in->count;
+	*last = ino;
+	return 0;
+}
+
 int stp_treewalk_files(const struct stp_image *img, stp_files_fn fn, void *ctx)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
-	uint64_t budget = stp_image_meta_header(img)->extent_count;
+	struct stp_range_order order = { 0 };
 
 	for (uint32_t i = 0; i < sb->inode_count; i++) {
 		struct stp_inode in;
+		uint32_t prev;
 		int rc;
 
-		if (stp_image_inode(img, i, &in) || !S_ISREG(in.mode))
+		if (stp_image_inode(img, i, &in))
 			continue;
-		if (in.count > budget)
-			return STP_CORRUPT(stp_image_path(img),
-					   "inode %u: files share extent records", i);
-		budget -= in.count;
+		if (stp_range_order_next(&order, i, &in, &prev))
+			return STP_CORRUPT(stp_image_path(img), "inode %u: its %s records overlap "
+					   "or precede those of inode %u", i,
+					   S_ISREG(in.mode) ? "extent" : "directory entry", prev);
+		if (!S_ISREG(in.mode) || !fn)
+			continue;
 		rc = fn(ctx, i, &in);
 		if (rc)
 			return rc;
@@ -51,6 +71,7 @@ struct tree {
 	struct frame *stack;
 	size_t depth, cap;
 	uint64_t budget;      /* directory entries left to visit */
+	uint64_t extents;     /* extent records left to the files not visited yet */
 	size_t path_max;
 	char buf[PATH_MAX + 1]; /* "/" and then the relative path */
 };
@@ -197,6 +218,13 @@ static int visit(struct tree *t, struct stp_tree_entry *e)
 			return problem(t, STP_TREE_BAD_INODE, e->ino, rc);
 		e->inode = &in;
 		is_dir = S_ISDIR(in.mode);
+		/* a file's extents are read once per inode, whatever its names */
+		if (S_ISREG(in.mode) && seen_once(t, e->ino)) {
+			if (in.count > t->extents)
+				return STP_CORRUPT(stp_image_path(t->img), "inode %u: files share "
+						   "extent records", e->ino);
+			t->extents -= in.count;
+		}
 	}
 	if (is_dir && !seen_once(t, e->ino))
 		return problem(t, STP_TREE_REVISIT, e->ino, 0);
@@ -218,6 +246,7 @@ int stp_treewalk(const struct stp_image *img, const struct stp_treewalk_ops *ops
 		return -ENOMEM;
 	*t = (struct tree){ .img = img, .ops = ops, .ctx = ctx,
 			    .budget = stp_image_meta_header(img)->dirent_count,
+			    .extents = stp_image_meta_header(img)->extent_count,
 			    .path_max = ops->path_max && ops->path_max < PATH_MAX ? ops->path_max
 										  : PATH_MAX };
 	t->buf[0] = '/';

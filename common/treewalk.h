@@ -5,9 +5,11 @@
  * ls -R, extract, info, check) goes through these.
  *
  * Each extent record belongs to one regular file and each directory entry record to one
- * directory (stipple(5)), so a walk visits at most extent_count extents and dirent_count
- * entries; an image whose inodes share ranges to make a walk quadratic is reported as
- * damaged when it passes that count, and the walk stops with -EUCLEAN.
+ * directory, and in inode order the ranges ascend apart (stipple(5)). A walk in inode
+ * order (stp_treewalk_files) checks that rule as it goes, in O(1) an inode; the tree walk
+ * visits at most extent_count extents (each file once, whatever its names) and
+ * dirent_count entries. An image that breaks either, to make a walk quadratic, is
+ * reported as damaged when it is found, and the walk stops with -EUCLEAN.
  *
  * Thread-safe (the image is immutable); nothing is kept between calls.
  */
@@ -24,10 +26,23 @@ struct stp_inode;
  * ends the walk and is returned by it. */
 typedef int (*stp_files_fn)(void *ctx, uint32_t ino, const struct stp_inode *inode);
 
-/* Visits every regular file of IMG. Inodes that do not decode are reported and skipped.
- * Returns 0, FN's value, or -EUCLEAN when the files' extent counts add up to more than the
- * extent table holds. */
+/* Visits every regular file of IMG (FN NULL: none, the rule below alone is checked, in
+ * some 0.3 s per million inodes). Inodes that do not decode are reported and skipped.
+ * Returns 0, FN's value, or -EUCLEAN when an inode's extent or directory entry range
+ * overlaps or precedes that of an earlier inode of its kind (stp_range_order_next). */
 int stp_treewalk_files(const struct stp_image *img, stp_files_fn fn, void *ctx);
+
+/* The order rule of stipple(5), checked one inode at a time, inodes given in increasing
+ * number: regular files' extent ranges [data, data + count) ascend apart, and so do
+ * directories' entry ranges (empty ones and other types are skipped). Zero it first. */
+struct stp_range_order {
+	uint64_t file_end, dir_end; /* where the last nonempty range of each kind ended */
+	uint32_t file_ino, dir_ino; /* and its inode */
+};
+/* 0, or -EUCLEAN when inode INO (IN) breaks the rule: *PREV is then the inode of its
+ * kind whose range it overlaps or precedes. */
+int stp_range_order_next(struct stp_range_order *o, uint32_t ino, const struct stp_inode *in,
+			 uint32_t *prev);
 
 /* One entry reached from the root. PATH is relative to the root ("a/b"), ROOTED the same
  * with a leading slash ("/a/b"); both NUL-terminated, valid during the call only (NAME,

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,23 +89,110 @@ static void put_escaped_str(FILE *f, const char *s)
 	stp_cli_put_escaped(f, s, strlen(s));
 }
 
-/* FMT formatted and escaped, on F; a message too large to format is cut. */
-static void vput_escaped(FILE *f, const char *fmt, va_list ap)
-{
-	char *msg;
-	int n = vasprintf(&msg, fmt, ap);
+/* --- bounded messages (stp_cli_bound_messages) --- */
 
-	if (n < 0) {
-		fputs("(message lost: out of memory)", f);
-		return;
+#define KINDS_MAX 64   /* kinds told apart; the rest count as one more kind */
+#define KIND_LEN 128   /* bytes of a kind's key and of its sample kept */
+
+struct kind {
+	char key[KIND_LEN];     /* kind_key's */
+	char sample[KIND_LEN];  /* the first message of the kind, for the summary */
+	unsigned long shown, hidden;
+};
+
+/* Shared by the log handler, which the library may call from any thread. */
+static struct {
+	pthread_mutex_t lock;
+	unsigned limit;          /* messages shown per kind; 0: no bound */
+	size_t n;                /* kinds in use */
+	struct kind kinds[KINDS_MAX + 1]; /* the last: every kind past KINDS_MAX */
+} bound = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* KEY: FMT (unless it only passes a message on, "%s"), then MSG up to its first '/',
+ * where a path begins, with each run of digits as one '#': "block 7" and "block 12" are
+ * one kind, "cannot create /a" and "cannot open /b" two, whatever the paths. */
+static void kind_key(const char *fmt, const char *msg, char key[KIND_LEN])
+{
+	size_t n = strcmp(fmt, "%s") ? (size_t)snprintf(key, KIND_LEN, "%s|", fmt) : 0;
+
+	for (const char *p = msg; *p && *p != '/' && n < KIND_LEN - 1; p++)
+		if (*p < '0' || *p > '9')
+			key[n++] = *p;
+		else if (!n || key[n - 1] != '#')
+			key[n++] = '#';
+	key[n < KIND_LEN ? n : KIND_LEN - 1] = '\0';
+}
+
+static struct kind *kind_of(const char *key, const char *msg)
+{
+	struct kind *k;
+
+	for (size_t i = 0; i < bound.n; i++)
+		if (!strcmp(bound.kinds[i].key, key))
+			return &bound.kinds[i];
+	k = &bound.kinds[bound.n < KINDS_MAX ? bound.n++ : KINDS_MAX];
+	if (!k->key[0]) {
+		snprintf(k->key, KIND_LEN, "%s", key);
+		snprintf(k->sample, KIND_LEN, "%s", msg);
 	}
-	stp_cli_put_escaped(f, msg, (size_t)n);
-	free(msg);
+	return k;
+}
+
+/* Whether a message of format FMT, MSG once formatted, is to be printed: each kind up
+ * to the limit, the rest counted. */
+static bool message_shown(const char *fmt, const char *msg)
+{
+	char key[KIND_LEN];
+	struct kind *k;
+	bool shown;
+
+	if (!bound.limit)
+		return true;
+	kind_key(fmt, msg, key);
+	pthread_mutex_lock(&bound.lock);
+	k = kind_of(key, msg);
+	shown = k->shown < bound.limit;
+	if (shown)
+		k->shown++;
+	else
+		k->hidden++;
+	pthread_mutex_unlock(&bound.lock);
+	return shown;
+}
+
+void stp_cli_flush_messages(void)
+{
+	pthread_mutex_lock(&bound.lock);
+	for (size_t i = 0; i <= KINDS_MAX; i++) {
+		struct kind *k = &bound.kinds[i];
+
+		if (!k->hidden)
+			continue;
+		fprintf(stderr, "stipple %s: ... and %lu more messages like \"", log_prefix_name,
+			k->hidden);
+		put_escaped_str(stderr, k->sample);
+		fprintf(stderr, "\"%s (-v shows all)\n", strlen(k->sample) == KIND_LEN - 1 ?
+			"..." : "");
+		k->hidden = 0;
+	}
+	pthread_mutex_unlock(&bound.lock);
+	fflush(stderr);
+}
+
+void stp_cli_bound_messages(unsigned limit)
+{
+	static bool registered;
+
+	/* a buffer instead of a write(2) per byte: stderr is unbuffered by default */
+	setvbuf(stderr, NULL, _IOFBF, 64u << 10);
+	bound.limit = limit;
+	if (!registered && !atexit(stp_cli_flush_messages))
+		registered = true;
 }
 
 static void cli_log(enum stp_log_level level, const char *msg)
 {
-	if (level > STP_LOG_WARN)
+	if (level > STP_LOG_WARN || !message_shown("%s", msg))
 		return;
 	fprintf(stderr, "stipple %s: ", log_prefix_name);
 	put_escaped_str(stderr, msg);
@@ -165,29 +254,41 @@ int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max)
 	return STP_EXIT_USAGE;
 }
 
-void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "stipple %s: ", cli->name);
-	va_start(ap, fmt);
-	vput_escaped(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
+/* "stipple NAME: [IMAGE: [PATH: ]]message", escaped, unless the bound leaves it out. */
 static void vproblem(const struct stp_cli *cli, const char *image, const char *path,
 		     const char *fmt, va_list ap)
 {
+	char *msg;
+	int n = vasprintf(&msg, fmt, ap);
+
+	if (n >= 0 && !message_shown(fmt, msg)) {
+		free(msg);
+		return;
+	}
 	fprintf(stderr, "stipple %s: ", cli->name);
-	put_escaped_str(stderr, image);
-	fputs(": ", stderr);
+	if (image) {
+		put_escaped_str(stderr, image);
+		fputs(": ", stderr);
+	}
 	if (path) {
 		put_escaped_str(stderr, path);
 		fputs(": ", stderr);
 	}
-	vput_escaped(stderr, fmt, ap);
+	if (n < 0)
+		fputs("(message lost: out of memory)", stderr);
+	else
+		stp_cli_put_escaped(stderr, msg, (size_t)n);
 	fputc('\n', stderr);
+	free(n >= 0 ? msg : NULL);
+}
+
+void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vproblem(cli, NULL, NULL, fmt, ap);
+	va_end(ap);
 }
 
 void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
@@ -394,6 +495,11 @@ int stp_walk_tree(struct stp_walk *w)
 	int err;
 
 	w->problems = 0;
+	/* inodes that share records would make the walk quadratic: refused before it starts,
+	 * so that nothing is written of an image that breaks the rule */
+	err = stp_treewalk_files(w->img, NULL, NULL);
+	if (err)
+		return err;
 	err = stp_image_inode(w->img, STP_ROOT_INO, &root.inode);
 	if (err) {
 		stp_walk_problem(w, "/", "root inode: %s", stp_strerror(err));

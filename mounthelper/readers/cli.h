@@ -5,7 +5,7 @@
  * opening an image, and a walk of the image's tree that survives a damaged image.
  *
  * Single-threaded: these helpers keep no global state except the log handler that
- * stp_cli_init() installs. Functions return 0 or a negative errno unless they say
+ * stp_cli_init() installs and the message counts of stp_cli_bound_messages(). Functions return 0 or a negative errno unless they say
  * otherwise; the ones that print say so.
  */
 #ifndef STP_CLI_H
@@ -72,6 +72,21 @@ void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
 /* "stipple NAME: IMAGE: PATH: message" on stderr; PATH may be NULL. */
 void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
 		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * For a command that may report many problems with one image (check, extract): stderr
+ * gets a buffer (a write(2) per buffer, not per byte), and at most LIMIT messages of
+ * each kind are printed (LIMIT 0: all, for -v); the rest are counted, and
+ * stp_cli_flush_messages, which exit() also calls, prints one line per kind saying how
+ * many were left out, with the first of them. A kind is the format of a message and
+ * its text up to the first '/' (where a path would begin) with every number alike.
+ * Call after stp_cli_init, before anything is printed. Thread-safe, as the library's
+ * log handler must be.
+ */
+#define STP_CLI_KIND_LIMIT 20
+void stp_cli_bound_messages(unsigned limit);
+/* Prints what stp_cli_bound_messages left out so far, and flushes stderr. */
+void stp_cli_flush_messages(void);
 
 /* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);
@@ -141,7 +156,8 @@ struct stp_walk {
 };
 
 /* Walks the whole tree. Returns 0 when it reached the end (look at problems), or the
- * negative errno a callback stopped it with, or -ENOMEM. */
+ * negative errno a callback stopped it with, or -ENOMEM; -EUCLEAN, before any callback,
+ * when inodes share extent or directory entry records (stp_treewalk_files, reported). */
 int stp_walk_tree(struct stp_walk *w);
 
 /* The target of symlink E as a new NUL-terminated string in *TARGET (the caller frees

@@ -21,11 +21,13 @@
 
 static const struct stp_cli check_cli = {
 	.name = "check",
-	.synopsis = "[--key PUBKEY] IMAGE",
+	.synopsis = "[-v] [--key PUBKEY] IMAGE",
 	.summary = "Verify every checksum of IMAGE, decode every data block, and check that\n"
-		   "the metadata is consistent. Exits 1 and names each problem if any.\n"
-		   "A signed image has every signed hash checked too.",
-	.options = "  -k, --key PUBKEY   also check that the signature is PUBKEY's\n",
+		   "the metadata is consistent. Exits 1 and names the problems if any (the\n"
+		   "first 20 of each kind, then how many more). A signed image has every signed\n"
+		   "hash checked too.",
+	.options = "  -k, --key PUBKEY   also check that the signature is PUBKEY's\n"
+		   "  -v, --verbose      name every problem, however many of a kind\n",
 };
 
 static void print_problem(void *ctx, const char *path, const char *msg)
@@ -76,7 +78,11 @@ static int check_open(const char *image, const struct stp_pubkey *key, struct st
 		return stp_cli_open(&check_cli, image, img); /* says why */
 	err = stp_image_read_superblock(fd, image, &sb);
 	close(fd);
-	if (!err && sb.feat_compat & STP_FEAT_COMPAT_SIGNED)
+	if (err) { /* reported by the library: opening again would say it twice */
+		stp_cli_problem(&check_cli, image, NULL, "cannot open: %s", stp_strerror(err));
+		return err;
+	}
+	if (sb.feat_compat & STP_FEAT_COMPAT_SIGNED)
 		return stp_cli_open_verified(&check_cli, image, NULL, img);
 	return stp_cli_open(&check_cli, image, img);
 }
@@ -93,6 +99,7 @@ static int check_run(const char *image, const struct stp_pubkey *key)
 	problems = check_trailing_bytes(img, image);
 	err = stp_image_check_all(img, print_problem, (void *)image, &n);
 	problems += n.problems;
+	stp_cli_flush_messages(); /* what was left out, before the verdict */
 	if (err)
 		stp_cli_problem(&check_cli, image, NULL, "check stopped: %s", stp_strerror(err));
 	else if (problems)
@@ -106,19 +113,23 @@ static int check_run(const char *image, const struct stp_pubkey *key)
 int stp_cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "key", required_argument, NULL, 'k' }, STP_CLI_LONGOPTS, { 0 },
+		{ "key", required_argument, NULL, 'k' }, { "verbose", no_argument, NULL, 'v' },
+		STP_CLI_LONGOPTS, { 0 },
 	};
 	struct stp_pubkey key;
 	const char *keyfile = NULL;
-	int opt, status;
+	int opt, status, verbose = 0;
 
 	stp_cli_init(&check_cli, argv);
-	while ((opt = getopt_long(argc, argv, "k:" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "k:v" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 'k')
 			keyfile = optarg;
+		else if (opt == 'v')
+			verbose = 1;
 		else
 			return stp_cli_other_option(&check_cli, opt);
 	}
+	stp_cli_bound_messages(verbose ? 0 : STP_CLI_KIND_LIMIT);
 	if ((status = stp_cli_operands(&check_cli, argc, 1, 1)))
 		return status;
 	if (keyfile && stp_cli_load_pubkey(&check_cli, keyfile, &key))

@@ -43,7 +43,7 @@
 
 static const struct stp_cli extract_cli = {
 	.name = "extract",
-	.synopsis = "[--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR\n"
+	.synopsis = "[-v] [--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR\n"
 		    "       stipple extract --tar IMAGE [FILE|-]",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
 		   "directory.\nAs root, owners and modes are restored exactly, with every "
@@ -57,7 +57,8 @@ static const struct stp_cli extract_cli = {
 		   "      --no-xattrs\n"
 		   "                 restore none (ACLs aside)\n"
 		   "      --acls     restore POSIX ACLs (the default as root)\n"
-		   "      --no-acls  restore no ACL\n",
+		   "      --no-acls  restore no ACL\n"
+		   "  -v, --verbose  name every problem (else the first 20 of each kind)\n",
 };
 
 #define COPY_CHUNK (1u << 20)
@@ -200,8 +201,8 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e,
 		if (!err)
 			continue;
 		if (xattr_refused(-err)) {
-			fprintf(stderr, "stipple extract: %s%s: extended attribute %s not restored: %s\n",
-				x->dest, e->path, name, stp_strerror(err));
+			stp_cli_error(&extract_cli, "%s%s: extended attribute %s not restored: %s",
+				      x->dest, e->path, name, stp_strerror(err));
 			x->warnings++;
 			continue;
 		}
@@ -598,6 +599,7 @@ static int extract_tree(struct extract *x)
 	/* even after a failure: no directory stays 0700 that the image says otherwise */
 	settled = x->nodes.node ? settle_dirs(&walk) : 0;
 	err = err ? err : settled;
+	stp_cli_flush_messages();
 	if (err)
 		stp_cli_problem(&extract_cli, x->image, NULL, "extraction stopped: %s",
 				stp_strerror(err));
@@ -642,7 +644,7 @@ enum { OPT_XATTRS = 256, OPT_NO_XATTRS, OPT_ACLS, OPT_NO_ACLS };
 int stp_cmd_extract(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "tar", no_argument, NULL, 't' },
+		{ "tar", no_argument, NULL, 't' }, { "verbose", no_argument, NULL, 'v' },
 		{ "xattrs", no_argument, NULL, OPT_XATTRS },
 		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
 		{ "acls", no_argument, NULL, OPT_ACLS },
@@ -650,18 +652,20 @@ int stp_cmd_extract(int argc, char **argv)
 		STP_CLI_LONGOPTS, { 0 }
 	};
 	/* as bsdtar -p for root; for a user, GNU tar's caution, user.* aside */
-	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0;
+	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0, verbose = 0;
 	struct extract x = { .restore_owners = root, .euid = geteuid(),
 			     .xattrs = root ? XATTRS_ALL : XATTRS_USER, .acls = root };
 
 	stp_cli_init(&extract_cli, argv);
-	while ((opt = getopt_long(argc, argv, "t" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "tv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 't')
 			tar = 1;
 		else if (opt == OPT_XATTRS || opt == OPT_NO_XATTRS)
 			x.xattrs = opt == OPT_XATTRS ? XATTRS_ALL : XATTRS_NONE;
 		else if (opt == OPT_ACLS || opt == OPT_NO_ACLS)
 			x.acls = opt == OPT_ACLS;
+		else if (opt == 'v')
+			verbose = 1;
 		else
 			return stp_cli_other_option(&extract_cli, opt);
 		chosen |= opt >= OPT_XATTRS;
@@ -671,6 +675,7 @@ int stp_cmd_extract(int argc, char **argv)
 			      "--xattrs, --no-xattrs, --acls and --no-acls are for a directory");
 		return STP_EXIT_USAGE;
 	}
+	stp_cli_bound_messages(verbose ? 0 : STP_CLI_KIND_LIMIT);
 	if ((status = stp_cli_operands(&extract_cli, argc, tar ? 1 : 2, 2)))
 		return status;
 	if (tar)

@@ -115,7 +115,8 @@ static int write_image(int fd)
 	zlen = ZSTD_compress(zblock, sizeof(zblock), data, BS, 1);
 	if (ZSTD_isError(zlen))
 		return -1;
-	sb.meta_offset = STP_SB_SIZE + DATA_SIZE + zlen;
+	/* block 0's frame, then blocks 1.. raw: stored ranges in block order (stipple(5)) */
+	sb.meta_offset = STP_SB_SIZE + zlen + DATA_SIZE - BS;
 	sb.image_size = sb.meta_offset + META_SIZE;
 	stp_meta_header_encode(&mh, meta);
 	stp_inode_encode(&root, meta + INODE_OFF);
@@ -125,13 +126,13 @@ static int write_image(int fd)
 	for (uint32_t b = 0; b < NBLOCKS; b++) {
 		uint64_t start = (uint64_t)b * BS, len = DATA_SIZE - start < BS ? DATA_SIZE - start : BS;
 		struct stp_blockent be = {
-			.offset = STP_SB_SIZE + start, .stored_size = (uint32_t)len,
+			.offset = STP_SB_SIZE + zlen + start - BS, .stored_size = (uint32_t)len,
 			.codec = STP_CODEC_RAW, .filter = STP_FILTER_NONE,
 			.checksum = stp_checksum(data + start, len) ^ (b == BAD_BLOCK),
 		};
 
 		if (b == 0) {
-			be.offset = STP_SB_SIZE + DATA_SIZE;
+			be.offset = STP_SB_SIZE;
 			be.stored_size = (uint32_t)zlen;
 			be.codec = STP_CODEC_ZSTD;
 			be.checksum = stp_checksum(zblock, zlen);
@@ -141,8 +142,8 @@ static int write_image(int fd)
 	}
 	sb.meta_checksum = stp_checksum(meta, META_SIZE);
 	stp_sb_encode(&sb, sb_raw);
-	return write_all(fd, sb_raw, sizeof(sb_raw)) || write_all(fd, data, DATA_SIZE) ||
-	       write_all(fd, zblock, zlen) || write_all(fd, meta, META_SIZE) ? -1 : 0;
+	return write_all(fd, sb_raw, sizeof(sb_raw)) || write_all(fd, zblock, zlen) ||
+	       write_all(fd, data + BS, DATA_SIZE - BS) || write_all(fd, meta, META_SIZE) ? -1 : 0;
 }
 
 /* An image WRITE makes, opened from a file unlinked once open. */

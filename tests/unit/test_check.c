@@ -173,7 +173,23 @@ static void test_check_all(void)
 
 	sound(&m); /* b's extent is a's record */
 	m.in[2] = m.in[1];
-	expect_one(&m, "-: inodes 1 and 2 share extent records");
+	expect_one(&m, "-: inode 2: its extent records overlap or precede those of inode 1");
+
+	sound(&m); /* apart, but not in inode order: b's record comes first */
+	m.in[1].data = 1;
+	m.in[2].data = 0;
+	m.ex[0] = (struct stp_extent){ 0, 0, 4 };
+	m.ex[1] = (struct stp_extent){ 0, 0, 8 };
+	expect_one(&m, "-: inode 2: its extent records overlap or precede those of inode 1");
+
+	sound(&m); /* a file with no extent may point anywhere: nothing is read */
+	m.in[1].size = 0;
+	m.in[1].count = 0;
+	m.in[1].data = 2;
+	m.ex[0] = (struct stp_extent){ 0, 0, 4 };
+	m.in[2].data = 0;
+	CHECK(check_model(&m, &n) == 0);
+	CHECK(n.problems == 0, "%s", said);
 
 	sound(&m); /* a: two extents, the second before the first */
 	m.in[1].count = 2;

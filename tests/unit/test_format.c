@@ -850,16 +850,24 @@ struct xattr_spec {
 
 #define IMG_MAX (300u << 10)
 
+/* A block table entry of a hand-made image, codec 1: OFFSET and STORED bytes. */
+struct hand_block {
+	uint64_t offset;
+	uint32_t stored;
+};
+
 /* An image of a root directory (mode 040755, nlink 2) holding the extended attributes
- * X[0..n) (values of 'v' bytes), raw metadata right after the superblock, and, when
- * BLOCK_OFF is not 0, one 1-byte data block whose table entry says offset BLOCK_OFF and
- * STORED bytes, codec 1 (its byte sits at 256, before the metadata). Every field is put
- * at the offset stipple(5) gives. Returns the image size (the superblock's image_size). */
+ * X[0..n) (values of 'v' bytes), raw metadata right after the superblock, and NB (0 to
+ * 2) data blocks whose table entries B give (one block: a 1-byte stream; two: a 64 KiB
+ * block and a 1-byte one; a byte of data sits at 256, before the metadata). Every field
+ * is put at the offset stipple(5) gives. Returns the image size (the superblock's
+ * image_size). */
 static size_t hand_image(uint8_t *img, const struct xattr_spec *x, unsigned n,
-			 uint64_t block_off, uint32_t stored)
+			 const struct hand_block *b, unsigned blocks)
 {
-	unsigned blocks = block_off != 0;
-	size_t meta_off = 256 + blocks, xoff = 160, boff = xoff + 16 * n, soff = boff + 24 * blocks;
+	size_t meta_off = 256 + (blocks != 0), xoff = 160, boff = xoff + 16 * n,
+	       soff = boff + 24 * blocks;
+	uint64_t data_size = blocks ? (blocks - 1) * 65536ull + 1 : 0;
 	uint8_t *m = img + meta_off;
 	size_t str = 0, len;
 
@@ -878,11 +886,11 @@ static size_t hand_image(uint8_t *img, const struct xattr_spec *x, unsigned n,
 		memset(m + soff + str, 'v', x[i].value_len);
 		str += x[i].value_len;
 	}
-	if (blocks) {
-		put_le(m + boff, 0, block_off, 8);
-		put_le(m + boff, 8, stored, 4);
-		m[boff + 12] = 1;                              /* zstd */
-		put_le(m + boff, 16, XXH3_64bits(img + 256, 1), 8);
+	for (unsigned i = 0; i < blocks; i++) {
+		put_le(m + boff + 24 * i, 0, b[i].offset, 8);
+		put_le(m + boff + 24 * i, 8, b[i].stored, 4);
+		m[boff + 24 * i + 12] = 1;                     /* zstd */
+		put_le(m + boff + 24 * i, 16, XXH3_64bits(img + 256, 1), 8);
 	}
 	len = soff + str;
 	memcpy(m, "META", 4);
@@ -903,7 +911,7 @@ static size_t hand_image(uint8_t *img, const struct xattr_spec *x, unsigned n,
 	put_le(img, 8, 1, 4);
 	put_le(img, 12, 256, 4);
 	put_le(img, 40, 16, 4);                                /* 64 KiB blocks */
-	put_le(img, 48, blocks, 8);                            /* data_size */
+	put_le(img, 48, data_size, 8);
 	put_le(img, 56, blocks, 8);                            /* block_count */
 	put_le(img, 72, meta_off, 8);
 	put_le(img, 80, len, 8);
@@ -941,7 +949,7 @@ static int xattr_of(const struct xattr_spec *x)
 	static uint8_t value[STP_XATTR_VALUE_MAX];
 	char name[STP_XATTR_NAME_MAX + 1];
 	struct stp_xattr a;
-	int rc = open_bytes(img, hand_image(img, x, 1, 0, 0), &im);
+	int rc = open_bytes(img, hand_image(img, x, 1, NULL, 0), &im);
 
 	if (rc)
 		return rc;
@@ -981,7 +989,7 @@ static void test_image_open_bounds(void)
 {
 	static uint8_t img[IMG_MAX];
 	struct stp_image *im = NULL;
-	size_t len = hand_image(img, NULL, 0, 0, 0);
+	size_t len = hand_image(img, NULL, 0, NULL, 0);
 
 	CHECK_EQ(open_bytes(img, len, &im), 0);
 	stp_image_close(im);
@@ -993,23 +1001,49 @@ static void test_image_open_bounds(void)
 	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
 	CHECK(strstr(last_log, "truncated"));
 	/* the 108..111 reserved bytes, on a sound image */
-	len = hand_image(img, NULL, 0, 0, 0);
+	len = hand_image(img, NULL, 0, NULL, 0);
 	img[109] = 1;
 	seal(img);
 	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
 	CHECK(strstr(last_log, "superblock reserved bytes not zero"));
 
-	len = hand_image(img, NULL, 0, 256, 1);
+	len = hand_image(img, NULL, 0, &(struct hand_block){ 256, 1 }, 1);
 	CHECK_EQ(open_bytes(img, len, &im), 0);
 	stp_image_close(im);
-	len = hand_image(img, NULL, 0, 256, 64);
+	len = hand_image(img, NULL, 0, &(struct hand_block){ 256, 64 }, 1);
 	CHECK_EQ(open_bytes(img, len, &im), 0);
 	stp_image_close(im);
-	len = hand_image(img, NULL, 0, len - 8, 9);             /* one byte past the end */
+	/* one byte past the end */
+	len = hand_image(img, NULL, 0, &(struct hand_block){ len - 8, 9 }, 1);
 	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
 	CHECK(strstr(last_log, "block 0: table entry invalid"));
-	len = hand_image(img, NULL, 0, 255, 1);                 /* inside the superblock */
+	len = hand_image(img, NULL, 0, &(struct hand_block){ 255, 1 }, 1); /* in the superblock */
 	CHECK_EQ(open_bytes(img, len, &im), -EUCLEAN);
+}
+
+/* Blocks' stored bytes lie apart, in block order (stipple(5), Block table entry): a
+ * second entry on the first one's frame, or before it, is refused at open. */
+static void test_image_blocks_apart(void)
+{
+	static const struct { struct hand_block b[2]; int rc; } cases[] = {
+		{ { { 256, 2 }, { 258, 1 } }, 0 },          /* end to end, as mkstipple writes */
+		{ { { 256, 2 }, { 300, 1 } }, 0 },          /* a gap is fine */
+		{ { { 256, 2 }, { 256, 2 } }, -EUCLEAN },   /* the same frame twice */
+		{ { { 256, 2 }, { 257, 1 } }, -EUCLEAN },   /* overlapping by one byte */
+		{ { { 258, 2 }, { 256, 1 } }, -EUCLEAN },   /* apart, but out of order */
+	};
+	static uint8_t img[IMG_MAX];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct stp_image *im = NULL;
+		size_t len = hand_image(img, NULL, 0, cases[i].b, 2);
+
+		CHECK(open_bytes(img, len, &im) == cases[i].rc, "case %zu: %s", i, last_log);
+		if (cases[i].rc)
+			CHECK(strstr(last_log, "block 1: stored bytes overlap or precede those of "
+					       "block 0"), "case %zu: %s", i, last_log);
+		stp_image_close(im);
+	}
 }
 
 int main(void)
@@ -1035,5 +1069,6 @@ int main(void)
 	stp_log_set_handler(keep_log);
 	RUN(test_image_xattr_bounds);
 	RUN(test_image_open_bounds);
+	RUN(test_image_blocks_apart);
 	return tap_done();
 }

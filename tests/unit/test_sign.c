@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Keys, the root hash and signatures (common/sign.c), independent of any image. */
+/* Keys, the root hash and signatures (common/sign.c), and what a verified open of a
+ * signed image hashes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "format.h"
+#include "imgsrc.h"
+#include "log.h"
+#include "memimage.h"
 #include "sign.h"
 
 #define CHECK_EQ(a, b) CHECK((a) == (b), "%lld != %lld", (long long)(a), (long long)(b))
@@ -150,10 +154,109 @@ static void test_flips(void)
 	stp_sign_seckey_free(other);
 }
 
+/* A source over the LEN bytes at BYTES that hands out FIRST_SB on its first read at
+ * offset 0 and the real superblock on every later one: a file changed by someone else
+ * between two reads. */
+struct swap_src {
+	struct stp_imgsrc src; /* first: the image reads through it */
+	const uint8_t *bytes, *first_sb;
+	size_t len;
+	unsigned sb_reads;
+};
+
+static int swap_pread(struct stp_imgsrc *src, void *buf, size_t len, uint64_t off)
+{
+	struct swap_src *w = (struct swap_src *)src;
+
+	if (off > w->len || len > w->len - off)
+		return STP_IMGSRC_END;
+	memcpy(buf, w->bytes + off, len);
+	if (off == 0 && w->sb_reads++ == 0)
+		memcpy(buf, w->first_sb, len < STP_SB_SIZE ? len : STP_SB_SIZE);
+	return 0;
+}
+
+/* Opens BYTES (LEN) verified by PUB through a swap_src whose first superblock is FIRST;
+ * *READS: how often offset 0 was read. */
+static int open_swapped(const uint8_t *bytes, size_t len, const uint8_t *first,
+			const struct stp_pubkey *pub, unsigned *reads)
+{
+	struct swap_src w = { .src = { .pread = swap_pread, .size = len, .name = "swapped",
+				       .fd = -1 },
+			      .bytes = bytes, .first_sb = first, .len = len };
+	struct stp_image *img = NULL;
+	int rc = stp_image_open_src_verified(&w.src, pub, &img);
+
+	stp_image_close(img);
+	*reads = w.sb_reads;
+	return rc;
+}
+
+/* The signed image of a one-file tree, made by stp_sign_image: *LEN bytes, the
+ * caller's. */
+static uint8_t *signed_image(const struct stp_seckey *key, size_t *len)
+{
+	static const struct stp_extent ext = { .file_off = 0, .stream_off = 0, .length = 100 };
+	const struct mem_file f = { "a", 100, &ext, 1 };
+	uint8_t sb[STP_SB_SIZE], *block = NULL, *out = NULL;
+	struct stp_image *img = NULL;
+	size_t block_len = 0;
+	uint64_t keep = 0;
+
+	CHECK_EQ(mem_image_open(&f, 1, 100, &img), 0);
+	if (img && !stp_sign_image(img, key, sb, &block, &block_len, &keep) &&
+	    (out = malloc(keep + block_len)) &&
+	    !stp_pread_full(stp_image_fd(img), out, keep, 0)) {
+		memcpy(out, sb, sizeof(sb));
+		memcpy(out + keep, block, block_len);
+		*len = keep + block_len;
+	}
+	stp_image_close(img);
+	free(block);
+	return out;
+}
+
+/* The superblock a verified open decodes is the copy it hashes: a superblock changed
+ * between two reads of offset 0 (a field the signature covers, resealed) is refused,
+ * and offset 0 is read once. */
+static void test_open_hashes_what_it_decodes(void)
+{
+	struct stp_seckey *key = NULL;
+	struct stp_superblock sb;
+	struct stp_pubkey pub;
+	uint8_t forged[STP_SB_SIZE], *img = NULL;
+	size_t len = 0;
+	unsigned reads;
+	uint64_t bad;
+
+	CHECK_EQ(stp_sign_keygen(&key), 0);
+	if (key)
+		img = signed_image(key, &len);
+	CHECK(img);
+	if (!img) {
+		stp_sign_seckey_free(key);
+		return;
+	}
+	stp_sign_seckey_pubkey(key, &pub);
+	CHECK_EQ(open_swapped(img, len, img, &pub, &reads), 0);
+	CHECK_EQ(reads, 1);
+	/* dict_checksum means nothing without a dictionary: the forged copy still opens
+	 * as an unsigned image would, and only the signature can tell */
+	CHECK_EQ(stp_sb_decode(img, &sb, &bad), 0);
+	sb.dict_checksum ^= 1;
+	stp_sb_encode(&sb, forged);
+	CHECK_EQ(open_swapped(img, len, forged, &pub, &reads), -EKEYREJECTED);
+	CHECK_EQ(reads, 1);
+	free(img);
+	stp_sign_seckey_free(key);
+}
+
 int main(void)
 {
+	stp_log_set_handler(NULL);
 	RUN(test_hash);
 	RUN(test_round_trip);
 	RUN(test_flips);
+	RUN(test_open_hashes_what_it_decodes);
 	return tap_done();
 }
