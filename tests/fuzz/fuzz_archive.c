@@ -24,16 +24,22 @@
 
 #define READ_BUDGET (256u << 10) /* file bytes read per input, holes not counted */
 
+static char dir[256];
+
+static void remove_spool_dir(void)
+{
+	rmdir(dir);
+}
+
 static const char *spool_dir(void)
 {
-	static char dir[256];
-
 	if (!dir[0]) {
 		const char *tmp = getenv("TMPDIR");
 
 		snprintf(dir, sizeof(dir), "%s/fuzz-archive.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 		if (!mkdtemp(dir))
 			abort();
+		atexit(remove_spool_dir);
 	}
 	return dir;
 }
