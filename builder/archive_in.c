@@ -23,12 +23,22 @@
 #define READ_BLOCK (128u * 1024)
 #define XATTR_NAME_MAX_LEN 255u
 #define XATTR_VALUE_MAX_LEN 65536u
+/* Linux's XATTR_LIST_MAX: a file's attribute names, each with its NUL, fit in 64 KiB, or
+ * listxattr(2) could not return them. It bounds an entry's attributes to 32,768. */
+#define XATTR_NAMES_MAX 65536u
 
 /* Where an inode's bytes are; hard links share one, so data carried by a later link (as
- * cpio stores it) reaches every name. Indexed by the nodes' st_ino. */
+ * cpio stores it) reaches every name. Indexed by the nodes' st_ino. A hard link copies
+ * no attribute: the inode's extended attributes and symlink target stay with OWNER, the
+ * node whose entry made the inode, or in the record when that node took another entry,
+ * and go to the inode's primary node once the tree is finished (keep_attrs). */
 struct data_rec {
 	uint64_t off, size;
 	int in_spool;
+	struct node *owner;
+	struct xattr_kv *xattrs; /* kept when OWNER took another entry */
+	uint32_t nxattrs;
+	char *link_target;
 };
 
 struct reader {
@@ -42,18 +52,24 @@ struct reader {
 	int64_t epoch;
 	const struct scan_opts *opts; /* never NULL */
 	struct tree *t;
-	struct node **slots;   /* every node by relative path, open addressing */
-	size_t nslots, nnodes;
+	struct tree_index ix;  /* every node by (parent, name) */
 	struct data_rec *recs; /* by st_ino */
 	size_t nrecs, caprecs;
 	char *entry;           /* the current entry's path as the archive gives it */
-	char *path;            /* a node's relative path, built to hash it */
-	size_t path_cap;
 };
+
+/* An entry's path as messages give it: its two ends when longer than this, so that a
+ * crafted path of 20,000 names does not flood the terminal. */
+#define ENTRY_SHOWN 240
 
 static int fail(const struct reader *r, const char *what, int err)
 {
-	if (r->entry)
+	size_t len = r->entry ? strlen(r->entry) : 0;
+
+	if (len > ENTRY_SHOWN)
+		fprintf(stderr, "mkstipple: %s: %.*s...%s: %s\n", r->name, ENTRY_SHOWN / 2, r->entry,
+			r->entry + len - ENTRY_SHOWN / 2, what);
+	else if (r->entry)
 		fprintf(stderr, "mkstipple: %s: %s: %s\n", r->name, r->entry, what);
 	else
 		fprintf(stderr, "mkstipple: %s: %s\n", r->name, what);
@@ -78,78 +94,21 @@ static int not_an_archive(const struct reader *r)
 	return -EINVAL;
 }
 
-/* --- nodes by relative path --- */
+/* --- nodes by path --- */
 
-static size_t hash_path(const char *s)
-{
-	size_t h = 1469598103934665603u;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211u;
-	return h;
-}
-
-/* The slot of relative path PATH: where its node is, or where it goes. */
-static struct node **slot_of(const struct reader *r, const char *path)
-{
-	size_t i = hash_path(path) & (r->nslots - 1);
-
-	while (r->slots[i] && !tree_rel_path_is(r->slots[i], path))
-		i = (i + 1) & (r->nslots - 1);
-	return &r->slots[i];
-}
-
-/* The slot for node N, whose path is built in the reader's buffer. */
-static int slot_of_node(struct reader *r, const struct node *n, struct node ***out)
-{
-	size_t len = tree_rel_path(n, r->path, r->path_cap);
-
-	if (len >= r->path_cap) {
-		char *grown = realloc(r->path, len + 1);
-
-		if (!grown)
-			return -ENOMEM;
-		r->path = grown;
-		r->path_cap = len + 1;
-		tree_rel_path(n, r->path, r->path_cap);
-	}
-	*out = slot_of(r, r->path);
-	return 0;
-}
-
+/* The node at relative PATH (normalized: names joined by single '/'), or NULL: one
+ * (parent, name) look-up per name, so O(the path's length). */
 static struct node *lookup(const struct reader *r, const char *path)
 {
-	return *slot_of(r, path);
-}
+	struct node *n = r->t->root;
 
-static int remember(struct reader *r, struct node *n)
-{
-	struct node **slot;
-	int rc = 0;
+	while (n && *path) {
+		size_t len = strcspn(path, "/");
 
-	if ((r->nnodes + 1) * 2 > r->nslots) {
-		size_t old = r->nslots;
-		struct node **was = r->slots;
-
-		r->nslots = old ? old * 2 : 1024;
-		r->slots = calloc(r->nslots, sizeof(*r->slots));
-		if (!r->slots) {
-			r->slots = was;
-			r->nslots = old;
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < old && !rc; i++)
-			if (was[i] && !(rc = slot_of_node(r, was[i], &slot)))
-				*slot = was[i];
-		free(was);
+		n = tree_index_find(&r->ix, n, path, len);
+		path += len + (path[len] == '/');
 	}
-	if (!rc)
-		rc = slot_of_node(r, n, &slot);
-	if (rc)
-		return rc;
-	*slot = n;
-	r->nnodes++;
-	return 0;
+	return n;
 }
 
 /* A new inode identity for N: an st_ino of its own and a record for its bytes. */
@@ -164,7 +123,7 @@ static int new_inode(struct reader *r, struct node *n)
 		r->recs = grown;
 		r->caprecs = cap;
 	}
-	r->recs[r->nrecs] = (struct data_rec){ 0 };
+	r->recs[r->nrecs] = (struct data_rec){ .owner = n };
 	n->st.st_dev = 0;
 	n->st.st_ino = (ino_t)r->nrecs++;
 	n->st.st_nlink = 1;
@@ -200,7 +159,7 @@ static int add_node(struct reader *r, struct node *dir, const char *name, struct
 	if (rc)
 		return rc;
 	n = dir->children[dir->nchildren - 1];
-	rc = remember(r, n);
+	rc = tree_index_add(&r->ix, n);
 	if (!rc)
 		rc = new_inode(r, n);
 	*out = n;
@@ -215,10 +174,9 @@ static int parent_of(struct reader *r, char *path, struct node **out)
 	int rc = 0;
 
 	while (!rc && (slash = strchr(p, '/'))) {
-		struct node *n;
+		struct node *n = tree_index_find(&r->ix, dir, p, (size_t)(slash - p));
 
 		*slash = 0;
-		n = lookup(r, path);
 		if (!n && !(rc = add_node(r, dir, p, &n)))
 			implicit_dir(r, n);
 		if (!rc && !S_ISDIR(n->st.st_mode)) {
@@ -233,6 +191,23 @@ static int parent_of(struct reader *r, char *path, struct node **out)
 	}
 	*out = dir;
 	return rc;
+}
+
+/* The readers walk paths below TREE_PATH_MAX bytes: an entry deeper or longer would be
+ * in the image but out of their reach. PATH is normalized. */
+static int within_reach(struct reader *r, const char *path)
+{
+	size_t len = strlen(path), depth = *path != 0;
+	char what[160];
+
+	if (len <= TREE_PATH_MAX)
+		return 0;
+	for (const char *p = path; (p = strchr(p, '/')); p++)
+		depth++;
+	snprintf(what, sizeof(what), "refused: the path is %zu bytes long, %zu names deep; the "
+		 "readers take paths of at most %u bytes (%u names)", len, depth, TREE_PATH_MAX,
+		 TREE_DEPTH_MAX);
+	return fail(r, what, ENAMETOOLONG);
 }
 
 /* Rewrites RAW in place as a path from the root: no leading "/", no "." or empty
@@ -269,39 +244,65 @@ static char *entry_string(const char *mbs, const char *utf8)
 
 /* --- what an entry records --- */
 
+static void free_xattrs(struct xattr_kv *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].value);
+	}
+	free(v);
+}
+
 static void drop_xattrs(struct node *n)
 {
-	for (size_t i = 0; i < n->nxattrs; i++) {
-		free(n->xattrs[i].name);
-		free(n->xattrs[i].value);
-	}
-	free(n->xattrs);
+	free_xattrs(n->xattrs, n->nxattrs);
 	n->xattrs = NULL;
 	n->nxattrs = 0;
 }
 
-static void free_inode(struct node *n)
+/* Swaps the attributes of record D and node N: one of them has none, and gets the
+ * other's. */
+static void move_attrs(struct data_rec *d, struct node *n)
 {
+	struct xattr_kv *x = d->xattrs;
+	uint32_t nx = d->nxattrs;
+	char *target = d->link_target;
+
+	d->xattrs = n->xattrs;
+	d->nxattrs = n->nxattrs;
+	d->link_target = n->link_target;
+	n->xattrs = x;
+	n->nxattrs = nx;
+	n->link_target = target;
+}
+
+/* N is about to take a new entry: its inode's attributes stay in the inode's record
+ * while other names share it, else they go. */
+static void free_inode(struct reader *r, struct node *n)
+{
+	struct data_rec *d = &r->recs[n->st.st_ino];
+
+	if (d->owner == n && n->st.st_nlink > 1)
+		move_attrs(d, n);
+	if (d->owner == n)
+		d->owner = NULL;
 	drop_xattrs(n);
 	free(n->link_target);
 	n->link_target = NULL;
 }
 
+/* Appends an attribute; sort_xattrs then keeps the last value of each name. */
 static int add_xattr(struct node *n, const char *name, const void *value, size_t len)
 {
 	struct xattr_kv *kv, *grown;
 
-	for (size_t i = 0; i < n->nxattrs; i++)
-		if (!strcmp(n->xattrs[i].name, name)) {
-			free(n->xattrs[i].name);
-			free(n->xattrs[i].value);
-			n->xattrs[i] = n->xattrs[--n->nxattrs]; /* a later value wins */
-			break;
-		}
-	grown = realloc(n->xattrs, (n->nxattrs + 1) * sizeof(*grown));
-	if (!grown)
-		return -ENOMEM;
-	n->xattrs = grown;
+	if (!(n->nxattrs & (n->nxattrs - 1))) {
+		grown = reallocarray(n->xattrs, n->nxattrs ? 2 * (size_t)n->nxattrs : 1,
+				     sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		n->xattrs = grown;
+	}
 	kv = &n->xattrs[n->nxattrs];
 	kv->name = strdup(name);
 	kv->value = malloc(len ? len : 1);
@@ -454,31 +455,74 @@ static void mask_into_mode(struct node *n)
 	}
 }
 
-static int cmp_xattr(const void *a, const void *b)
+/* By name, then by the order they came in. */
+struct xattr_at {
+	struct xattr_kv kv;
+	size_t at;
+};
+
+static int cmp_xattr_at(const void *a, const void *b)
 {
-	return strcmp(((const struct xattr_kv *)a)->name, ((const struct xattr_kv *)b)->name);
+	const struct xattr_at *x = a, *y = b;
+	int c = strcmp(x->kv.name, y->kv.name);
+
+	return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Sorts N's attributes by name, as the image stores them, keeping the last value the
+ * archive gave each name: O(n log n) for an entry with many. */
+static int sort_xattrs(struct node *n)
+{
+	struct xattr_at *v;
+	size_t k = 0;
+
+	if (n->nxattrs < 2)
+		return 0;
+	v = malloc(n->nxattrs * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n->nxattrs; i++)
+		v[i] = (struct xattr_at){ n->xattrs[i], i };
+	qsort(v, n->nxattrs, sizeof(*v), cmp_xattr_at);
+	for (size_t i = 0; i < n->nxattrs; i++) {
+		if (i + 1 < n->nxattrs && !strcmp(v[i].kv.name, v[i + 1].kv.name)) {
+			free(v[i].kv.name); /* a later value wins */
+			free(v[i].kv.value);
+			continue;
+		}
+		n->xattrs[k++] = v[i].kv;
+	}
+	n->nxattrs = (uint32_t)k;
+	free(v);
+	return 0;
 }
 
 static int read_xattrs(struct reader *r, struct archive_entry *e, struct node *n)
 {
 	const char *name;
 	const void *value;
-	size_t len;
+	size_t len, names = 0;
 	int rc = 0;
 
 	archive_entry_xattr_reset(e);
 	while (!rc && archive_entry_xattr_next(e, &name, &value, &len) == ARCHIVE_OK) {
 		if (!name || !*name || strlen(name) > XATTR_NAME_MAX_LEN || len > XATTR_VALUE_MAX_LEN)
 			return fail(r, "an extended attribute's name or value is too long", EINVAL);
+		names += strlen(name) + 1;
+		if (names > XATTR_NAMES_MAX)
+			return fail(r, "refused: its extended attributes' names take more than 64 KiB, "
+				    "more than Linux lists for a file", E2BIG);
 		rc = add_xattr(n, name, value, len);
 	}
+	if (!rc)
+		rc = sort_xattrs(n); /* before the ACLs, which look their names up */
 	if (!rc)
 		rc = acl_xattr(r, e, n, ARCHIVE_ENTRY_ACL_TYPE_ACCESS, "system.posix_acl_access");
 	if (!rc)
 		rc = acl_xattr(r, e, n, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, "system.posix_acl_default");
 	mask_into_mode(n);
-	if (n->nxattrs > 1)
-		qsort(n->xattrs, n->nxattrs, sizeof(*n->xattrs), cmp_xattr);
+	if (!rc)
+		rc = sort_xattrs(n);
 	return rc;
 }
 
@@ -597,7 +641,9 @@ static int spool_data(struct reader *r, struct archive_entry *e, struct data_rec
 	if (base + end > r->spool_end && ftruncate(r->spool_fd, (off_t)(base + end)))
 		return spool_fail(r, errno);
 	r->spool_end = base + end;
-	*d = (struct data_rec){ .off = base, .size = end, .in_spool = 1 };
+	d->off = base;
+	d->size = end;
+	d->in_spool = 1;
 	return 0;
 }
 
@@ -620,8 +666,9 @@ static int read_data(struct reader *r, struct archive_entry *e, struct node *n)
 		return fail(r, "a negative size", EINVAL);
 	if (!in_place(r, e))
 		return spool_data(r, e, d);
-	*d = (struct data_rec){ .off = (uint64_t)archive_filter_bytes(r->a, 0),
-				.size = (uint64_t)size };
+	d->off = (uint64_t)archive_filter_bytes(r->a, 0);
+	d->size = (uint64_t)size;
+	d->in_spool = 0;
 	r->used_in_place = 1;
 	return 0;
 }
@@ -631,15 +678,6 @@ static int read_data(struct reader *r, struct archive_entry *e, struct node *n)
 static void copy_stat_of_link(struct node *n, const struct node *target)
 {
 	n->st = target->st;
-}
-
-static int copy_xattrs(struct node *n, const struct node *from)
-{
-	int rc = 0;
-
-	for (size_t i = 0; i < from->nxattrs && !rc; i++)
-		rc = add_xattr(n, from->xattrs[i].name, from->xattrs[i].value, from->xattrs[i].len);
-	return rc;
 }
 
 /* N, already in the tree, is about to take a new entry of type MODE. */
@@ -687,22 +725,19 @@ static int link_target(struct reader *r, const char *hl, struct node **out)
 	return rc;
 }
 
-/* A hard link: N takes TARGET's inode (and the link's bytes, when it carries them). */
+/* A hard link: N takes TARGET's inode (and the link's bytes, when it carries them); the
+ * inode's attributes stay where they are (struct data_rec), so that N links to one target
+ * cost O(N) whatever the target's attributes. */
 static int link_entry(struct reader *r, struct archive_entry *e, struct node *n,
 		      struct node *target)
 {
-	int rc;
-
 	copy_stat_of_link(n, target);
 	n->st.st_nlink = 2;
 	target->st.st_nlink = 2;
-	rc = copy_xattrs(n, target);
-	if (!rc && target->link_target && !(n->link_target = strdup(target->link_target)))
-		rc = -ENOMEM;
-	if (!rc && S_ISREG(target->st.st_mode) && archive_entry_size_is_set(e) &&
+	if (S_ISREG(target->st.st_mode) && archive_entry_size_is_set(e) &&
 	    archive_entry_size(e) > 0)
-		rc = read_data(r, e, n); /* cpio: the last link carries the bytes */
-	return rc;
+		return read_data(r, e, n); /* cpio: the last link carries the bytes */
+	return 0;
 }
 
 static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
@@ -717,6 +752,8 @@ static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 		     S_ISBLK(mode) || S_ISFIFO(mode) || S_ISSOCK(mode)))
 		return fail(r, "an entry of unknown type", EINVAL);
 	rc = normalize(r, path);
+	if (!rc)
+		rc = within_reach(r, path);
 	if (!rc && left_out(r, path, S_ISDIR(mode)))
 		return 0;
 	if (!rc && hl)
@@ -735,7 +772,7 @@ static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 	} else if ((rc = may_replace(r, n, mode))) {
 		return rc;
 	}
-	free_inode(n);
+	free_inode(r, n);
 	if (hl)
 		return link_entry(r, e, n, target);
 	rc = new_inode(r, n);
@@ -749,8 +786,8 @@ static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 /* Every regular file takes its inode's bytes, and programs their filter. */
 static int finish_files(struct reader *r)
 {
-	for (size_t i = 0; i < r->nslots; i++) {
-		struct node *n = r->slots[i];
+	for (size_t i = 0; i < r->ix.nslots; i++) {
+		struct node *n = r->ix.slots[i];
 		struct data_rec *d;
 		int rc;
 
@@ -773,6 +810,31 @@ static int finish_files(struct reader *r)
 		}
 	}
 	return 0;
+}
+
+/* Each inode's attributes go to the node that carries it in the image. */
+static void keep_attrs(struct reader *r)
+{
+	for (uint32_t i = 0; i < r->t->ninodes; i++) {
+		struct node *p = r->t->inodes[i];
+		struct data_rec *d = &r->recs[p->st.st_ino];
+
+		if (d->owner == p)
+			continue;
+		if (d->owner)
+			move_attrs(d, d->owner);
+		move_attrs(d, p);
+		d->owner = p;
+	}
+}
+
+static void free_recs(struct reader *r)
+{
+	for (size_t i = 0; i < r->nrecs; i++) {
+		free_xattrs(r->recs[i].xattrs, r->recs[i].nxattrs);
+		free(r->recs[i].link_target);
+	}
+	free(r->recs);
 }
 
 static struct archive *open_archive(struct reader *r)
@@ -799,10 +861,25 @@ static struct archive *open_archive(struct reader *r)
 	return r->a;
 }
 
+/* libarchive's cpio reader pairs an entry whose inode has more than one link with the
+ * earlier ones by walking a list of them: N such entries cost N^2 / 2 steps there (40,000
+ * in a 200 KB cpio.gz: 10 s). Past this many the archive is refused (about 0.7 s). */
+#define CPIO_LINKED_MAX 10000u
+
+static int too_many_links(const struct reader *r, struct archive_entry *e, size_t *linked)
+{
+	if ((archive_format(r->a) & ARCHIVE_FORMAT_BASE_MASK) != ARCHIVE_FORMAT_CPIO ||
+	    archive_entry_nlink(e) < 2 || archive_entry_filetype(e) == AE_IFDIR ||
+	    ++*linked <= CPIO_LINKED_MAX)
+		return 0;
+	return fail(r, "refused: more than 10,000 entries of this cpio archive have hard links, "
+		    "which libarchive pairs at a cost that grows with their square", E2BIG);
+}
+
 static int read_entries(struct reader *r)
 {
 	struct archive_entry *e;
-	size_t count = 0;
+	size_t count = 0, linked = 0;
 	int rc = 0;
 
 	for (;;) {
@@ -817,6 +894,8 @@ static int read_entries(struct reader *r)
 		r->entry = entry_string(archive_entry_pathname(e), archive_entry_pathname_utf8(e));
 		if (!r->entry)
 			return fail(r, "an entry without a path", EINVAL);
+		if ((rc = too_many_links(r, e, &linked)))
+			return rc;
 		char *path = strdup(r->entry);
 
 		if (!path)
@@ -855,7 +934,7 @@ int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
 	}
 	r.seekable = r.fd != STDIN_FILENO && S_ISREG(st.st_mode);
 	t->root = tree_root_new(t, path);
-	rc = t->root ? remember(&r, t->root) : -ENOMEM;
+	rc = t->root ? tree_index_add(&r.ix, t->root) : -ENOMEM;
 	if (!rc) {
 		implicit_dir(&r, t->root);
 		rc = new_inode(&r, t->root);
@@ -868,13 +947,14 @@ int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
 		rc = finish_files(&r);
 	if (!rc)
 		rc = tree_finish(t);
+	if (!rc)
+		keep_attrs(&r);
 out:
 	if (r.a)
 		archive_read_free(r.a);
 	free(r.entry);
-	free(r.path);
-	free(r.slots);
-	free(r.recs);
+	tree_index_free(&r.ix);
+	free_recs(&r);
 	if (!rc && r.used_in_place) {
 		src->fd = r.fd;
 		r.fd = -1;

@@ -8,6 +8,12 @@
  * refused. The bytes of a regular file stay where they are in a seekable uncompressed
  * tar or cpio; the others are copied into a spool, an unlinked temporary file beside the
  * image, holes left as holes. Not thread-safe; one archive at a time.
+ *
+ * A crafted archive costs what its bytes cost: a path is found or made one (parent, name)
+ * look-up per name; a path longer than the readers take (TREE_PATH_MAX, so at most
+ * TREE_DEPTH_MAX names) is refused; hard links share their inode's attributes instead of
+ * copying them; an entry's attribute names fit in 64 KiB as Linux lists them; a hole is
+ * never written, nor read back.
  */
 #ifndef MKSTP_ARCHIVE_IN_H
 #define MKSTP_ARCHIVE_IN_H

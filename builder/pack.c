@@ -453,7 +453,37 @@ static int pack_stage(struct packer *p, struct node *f, size_t n, uint64_t off, 
 	return 0;
 }
 
-/* Packs file bytes [OFF, END), hashing them into H when given. */
+/* The whole pages of a hole at file offset OFF (a page boundary), below END: zeros that
+ * need not be read. Whole pages only, so the zero runs found are the ones reading every
+ * byte would find, whatever the file system's block size. */
+static uint64_t hole_pages(const struct source_file *sf, uint64_t off, uint64_t end)
+{
+	if (off % ZERO_STEP || off >= end)
+		return 0;
+	return (source_file_data(sf, off, end) - off) / ZERO_STEP * ZERO_STEP;
+}
+
+/* Hashes BUF, the N file bytes at OFF, as copies are found: each piece of a page that is
+ * not all zeros, after its offset. A hole adds nothing, so hashing a sparse file costs
+ * its data, and the same bytes hash the same however they are stored. */
+static void hash_pages(XXH3_state_t *h, const uint8_t *buf, size_t n, uint64_t off)
+{
+	for (size_t i = 0, len; i < n; i += len) {
+		uint64_t at = off + i;
+		uint8_t le[8];
+
+		len = ZERO_STEP - at % ZERO_STEP < n - i ? ZERO_STEP - at % ZERO_STEP : n - i;
+		if (is_zero(buf + i, len))
+			continue;
+		for (int k = 0; k < 8; k++)
+			le[k] = (uint8_t)(at >> (8 * k));
+		XXH3_128bits_update(h, le, sizeof(le));
+		XXH3_128bits_update(h, buf + i, len);
+	}
+}
+
+/* Packs file bytes [OFF, END), hashing them into H when given; holes are counted as
+ * zeros without being read. */
 static int read_span(struct packer *p, struct node *f, const struct source_file *sf,
 		     uint64_t off, uint64_t end, XXH3_state_t *h)
 {
@@ -462,15 +492,23 @@ static int read_span(struct packer *p, struct node *f, const struct source_file 
 
 	while (off < end && !rc) {
 		size_t want = end - off < STAGE_SIZE ? (size_t)(end - off) : STAGE_SIZE;
-		ssize_t n = source_file_pread(sf, p->stage, want, off);
+		uint64_t hole = hole_pages(sf, off, end);
+		ssize_t n;
 
+		if (hole) {
+			zeros += hole;
+			off += hole;
+			p->done_in += hole;
+			continue;
+		}
+		n = source_file_pread(sf, p->stage, want, off);
 		if (n < 0)
 			rc = errno == EINTR ? 0 : file_error(tree_path(f), errno, "reading");
 		else if (n == 0)
 			rc = file_error(tree_path(f), EAGAIN, "file shrank while it was read");
 		else {
 			if (h)
-				XXH3_128bits_update(h, p->stage, (size_t)n);
+				hash_pages(h, p->stage, (size_t)n, off);
 			rc = pack_stage(p, f, (size_t)n, off, &zeros);
 			off += (uint64_t)n;
 			p->done_in += (uint64_t)n;
@@ -608,7 +646,10 @@ static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 		goto out;
 	XXH3_128bits_reset(h);
 	for (;;) {
-		ssize_t n = source_file_pread(&sf, buf, STAGE_SIZE, off);
+		ssize_t n;
+
+		off += hole_pages(&sf, off, (uint64_t)f->st.st_size);
+		n = source_file_pread(&sf, buf, STAGE_SIZE, off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -618,7 +659,7 @@ static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 		}
 		if (n == 0)
 			break;
-		XXH3_128bits_update(h, buf, (size_t)n);
+		hash_pages(h, buf, (size_t)n, off);
 		off += (uint64_t)n;
 	}
 	XXH128_hash_t d = XXH3_128bits_digest(h);
@@ -643,8 +684,16 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 		rc = source_file_open(b, &fb);
 	rc = rc ? rc : 1;
 	while (rc == 1 && off < (uint64_t)a->st.st_size) {
-		ssize_t na = source_file_pread(&fa, buf, half, off);
-		ssize_t nb = source_file_pread(&fb, buf + half, half, off);
+		uint64_t ha = hole_pages(&fa, off, (uint64_t)a->st.st_size);
+		uint64_t hb = hole_pages(&fb, off, (uint64_t)a->st.st_size);
+		ssize_t na, nb;
+
+		if (ha && hb) { /* zeros on both sides */
+			off += ha < hb ? ha : hb;
+			continue;
+		}
+		na = source_file_pread(&fa, buf, half, off);
+		nb = source_file_pread(&fb, buf + half, half, off);
 
 		if (na < 0 || nb < 0)
 			rc = file_error(tree_path(na < 0 ? a : b), errno, "reading");

@@ -235,6 +235,20 @@ ssize_t source_file_pread(const struct source_file *sf, void *buf, size_t len, u
 	return pread(sf->fd, buf, len, (off_t)(sf->base + off));
 }
 
+uint64_t source_file_data(const struct source_file *sf, uint64_t off, uint64_t end)
+{
+	off_t at;
+
+	if (off >= end)
+		return end;
+	at = lseek(sf->fd, (off_t)(sf->base + off), SEEK_DATA);
+	if (at < 0)
+		return errno == ENXIO ? end : off; /* ENXIO: no data up to the descriptor's end */
+	if ((uint64_t)at <= sf->base + off)
+		return off;
+	return (uint64_t)at - sf->base < end ? (uint64_t)at - sf->base : end;
+}
+
 int source_file_unchanged(const struct source_file *sf)
 {
 	struct stat now;

@@ -56,6 +56,11 @@ struct source_file {
 int source_file_open(const struct node *f, struct source_file *sf);
 /* pread of file bytes [OFF, OFF + LEN): bytes read, 0 at the end, or -1 with errno. */
 ssize_t source_file_pread(const struct source_file *sf, void *buf, size_t len, uint64_t off);
+/* Where data may begin from file offset OFF on, below END: the end of the hole of the
+ * file's descriptor that OFF lies in (SEEK_DATA), END when the hole reaches it, OFF when
+ * OFF is not in a hole or the file system cannot tell. Bytes before it read as zeros, so
+ * a file that is one huge hole (a sparse archive entry in the spool) costs nothing. */
+uint64_t source_file_data(const struct source_file *sf, uint64_t off, uint64_t end);
 /* 1 when the file is still the one scanned, with nothing past its scanned size (always
  * for an archive); 0 when it changed. */
 int source_file_unchanged(const struct source_file *sf);

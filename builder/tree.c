@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "source.h"
 
@@ -95,24 +96,6 @@ size_t tree_rel_path(const struct node *n, char *buf, size_t cap)
 	if (cap)
 		buf[len < cap ? len : cap - 1] = 0;
 	return len;
-}
-
-int tree_rel_path_is(const struct node *n, const char *path)
-{
-	size_t end = strlen(path);
-
-	for (; n->parent; n = n->parent) {
-		if (end < n->name_len ||
-		    memcmp(path + end - n->name_len, n->name, n->name_len))
-			return 0;
-		end -= n->name_len;
-		if (n->parent->parent) {
-			if (!end || path[end - 1] != '/')
-				return 0;
-			end--;
-		}
-	}
-	return end == 0;
 }
 
 const char *tree_path(const struct node *n)
@@ -271,10 +254,9 @@ static int number_inodes(struct tree *t, struct node **all, size_t n)
 }
 
 
-void tree_node_free(struct node *n)
+/* What N itself holds, its children already freed. */
+static void node_release(struct node *n)
 {
-	for (size_t i = 0; i < n->nchildren; i++)
-		tree_node_free(n->children[i]);
 	for (size_t i = 0; i < n->nxattrs; i++) {
 		free(n->xattrs[i].name);
 		free(n->xattrs[i].value);
@@ -285,8 +267,82 @@ void tree_node_free(struct node *n)
 	free(n->extents);
 	free(n->hot_ranges);
 	free(n->code);
+	n->xattrs = NULL;
+	n->nxattrs = 0;
 	n->children = NULL;
 	n->nchildren = 0;
+}
+
+/* Depth first through the parent pointers: a node's last child is entered and dropped
+ * from its count, and a node is released once it has none left. */
+void tree_node_free(struct node *n)
+{
+	struct node *cur = n;
+
+	for (;;) {
+		if (cur->nchildren) {
+			cur = cur->children[--cur->nchildren];
+			continue;
+		}
+		node_release(cur);
+		if (cur == n)
+			break;
+		cur = cur->parent;
+	}
+}
+
+
+/* --- nodes by (parent, name) --- */
+
+static size_t index_hash(const struct node *dir, const char *name, size_t len)
+{
+	return (size_t)XXH3_64bits_withSeed(name, len, (uint64_t)(uintptr_t)dir);
+}
+
+static struct node **index_slot(struct node **slots, size_t nslots, const struct node *dir,
+				const char *name, size_t len)
+{
+	size_t mask = nslots - 1, i = index_hash(dir, name, len) & mask;
+
+	while (slots[i] && (slots[i]->parent != dir || slots[i]->name_len != len ||
+			    memcmp(slots[i]->name, name, len)))
+		i = (i + 1) & mask;
+	return &slots[i];
+}
+
+struct node *tree_index_find(const struct tree_index *ix, const struct node *dir,
+			     const char *name, size_t len)
+{
+	return ix->nslots ? *index_slot(ix->slots, ix->nslots, dir, name, len) : NULL;
+}
+
+int tree_index_add(struct tree_index *ix, struct node *n)
+{
+	if ((ix->count + 1) * 2 > ix->nslots) {
+		size_t nslots = ix->nslots ? ix->nslots * 2 : 1024;
+		struct node **slots = calloc(nslots, sizeof(*slots));
+
+		if (!slots)
+			return -ENOMEM;
+		for (size_t i = 0; i < ix->nslots; i++) {
+			struct node *x = ix->slots[i];
+
+			if (x)
+				*index_slot(slots, nslots, x->parent, x->name, x->name_len) = x;
+		}
+		free(ix->slots);
+		ix->slots = slots;
+		ix->nslots = nslots;
+	}
+	*index_slot(ix->slots, ix->nslots, n->parent, n->name, n->name_len) = n;
+	ix->count++;
+	return 0;
+}
+
+void tree_index_free(struct tree_index *ix)
+{
+	free(ix->slots);
+	*ix = (struct tree_index){ 0 };
 }
 
 

@@ -24,6 +24,8 @@ sources_of() {
 	fuseops) echo "$repo/tests/fuzz/fuse_shim.c $mount/fuseops.c $mount/warm.c $mount/fill.c $mount/warmplan.c $mount/record.c $mount/status.c" ;;
 	warm_plan) echo "$mount/warmplan.c" ;;
 	prime_plan) echo "$mount/prime.c $mount/monproto.c" ;;
+	archive) b=$repo/builder
+		echo "$b/archive_in.c $b/tree.c $b/scan.c $b/source.c $b/exclude.c $b/attrs.c $b/elfcode.c" ;;
 	*) ;;
 	esac
 }
@@ -37,8 +39,9 @@ fi
 
 flags="-g -O1 -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DSTP_VERSION=\"fuzz\"
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-	-I$repo/common -I$repo/tests/fuzz -I$mount $(pkg-config --cflags fuse3) ${EXTRA_CFLAGS:-}"
-libs="$(pkg-config --libs libzstd libxxhash libcrypto) -lpthread"
+	-I$repo/common -I$repo/tests/fuzz -I$mount -I$repo/builder $(pkg-config --cflags fuse3)
+	${EXTRA_CFLAGS:-}"
+libs="$(pkg-config --libs libzstd libxxhash libcrypto libarchive) -lpthread"
 mkdir -p "$out"
 
 for name; do

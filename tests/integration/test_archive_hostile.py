@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: MIT
+"""mkstipple reading an archive made to hurt it: a path tens of thousands of names deep, a
+sparse entry that claims a terabyte in a few KB, a thousand hard links to a file with
+megabytes of extended attributes. Each must cost what its bytes cost, never the square
+of it nor what it claims, and be refused with a message naming the entry where the
+readers could not take it (mkstipple(1), ARCHIVES)."""
+
+import gzip
+import io
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from conftest import MKSTIPPLE, STIPPLE, mount_image, run
+
+IS_ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting needs root")
+needs_gnu_tar = pytest.mark.skipif(not shutil.which("tar"), reason="needs GNU tar")
+
+# The longest path the readers take (extract, ls, check): "/" + path + NUL in 4096 bytes.
+PATH_MAX = 4094
+
+
+def pax_tar(path, name, data=b"deep\n"):
+    """A pax tar holding one file NAME (its parents implied) with DATA."""
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+    return path
+
+
+def mkstipple(src, image, timeout=30, stack_kib=None):
+    """Runs mkstipple SRC IMAGE, with the stack cut to STACK_KIB when given."""
+    limit = None
+    if stack_kib:
+        def limit():
+            resource.setrlimit(resource.RLIMIT_STACK, (stack_kib << 10, stack_kib << 10))
+    return run([MKSTIPPLE, "--quiet", src, image], timeout=timeout, preexec_fn=limit)
+
+
+@pytest.mark.parametrize("depth", [2048, 40000])
+def test_deep_path_refused_fast(tmp_path, depth):
+    """A path one name past what the readers take, or 40,000 names deep (50 s on the old
+    reader, quadratic in depth), is refused at once with the entry and the bound."""
+    name = "a/" * (depth - 1) + "f"
+    tar = pax_tar(tmp_path / "deep.tar", name)
+    r = mkstipple(tar, tmp_path / "deep.stp")
+    assert r.returncode != 0, "a path of %d names was taken" % depth
+    assert "deep.tar: a/a/a/" in r.stderr and "/a/f: refused" in r.stderr, r.stderr[-600:]
+    assert "%d bytes long, %d names deep" % (len(name), depth) in r.stderr, r.stderr[-600:]
+    assert "at most %d bytes" % PATH_MAX in r.stderr, r.stderr[-600:]
+    assert len(r.stderr) < 1000, "the message should not spell out the whole path"
+    assert not os.path.exists(tmp_path / "deep.stp")
+
+
+def test_deep_path_at_the_bound_small_stack(tmp_path, stipple):
+    """A path of exactly the readers' bound (2,047 names) is built with a 64 KiB stack
+    (the old reader freed the tree recursively and crashed), checks and extracts."""
+    name = "a/" * ((PATH_MAX - 2) // 2) + "ff"
+    assert len(name) == PATH_MAX
+    tar = pax_tar(tmp_path / "cap.tar", name, b"at the bound\n")
+    image = tmp_path / "cap.stp"
+    r = mkstipple(tar, image, stack_kib=64)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run([stipple, "check", image], check=True)
+    out = tmp_path / "out"
+    try:
+        run([stipple, "extract", image, out], check=True)
+    finally:
+        # 2,047 levels are too deep for Python's recursive removal (pytest's included)
+        run(["rm", "-rf", out], check=True)
+    r = run([stipple, "cat", image, name], check=True)
+    assert r.stdout == "at the bound\n"
+
+
+def gnu_sparse_tar(tmp_path, size, pieces, names=("bomb",)):
+    """A GNU tar --sparse (pax) archive of files NAMES, each of SIZE bytes, holes but
+    PIECES ({offset: bytes}); the files are made sparse here and removed."""
+    src = tmp_path / "sparse-src"
+    src.mkdir()
+    for name in names:
+        with open(src / name, "wb") as out:
+            out.truncate(size)
+            for off, data in pieces.items():
+                out.seek(off)
+                out.write(data)
+    tar = tmp_path / "sparse.tar"
+    try:
+        run(["tar", "--format=posix", "--sparse", "-C", src, "-cf", tar, *names], check=True)
+    finally:
+        shutil.rmtree(src)
+    return tar
+
+
+def tar_read(tar, name, off, length):
+    """LENGTH bytes at OFF of NAME, as Python's tarfile reads the archive."""
+    with tarfile.open(tar) as t:
+        f = t.extractfile(name)
+        f.seek(off)
+        return f.read(length)
+
+
+@needs_gnu_tar
+@needs_root
+def test_sparse_bomb_costs_its_data(tmp_path, stipple):
+    """A 20 KB tar claiming a 1 TiB file: built in seconds (the old reader read every
+    zero of it back from the spool: over an hour), stored as holes, and the ranges read
+    through a mount match Python's tarfile."""
+    size = 1 << 40
+    pieces = {0: b"head", 5_000_000_000: b"middle" * 700, size - 4: b"tail"}
+    tar = gnu_sparse_tar(tmp_path, size, pieces)
+    assert os.path.getsize(tar) < 64 << 10
+    image = tmp_path / "bomb.stp"
+    r = mkstipple(tar, image, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert os.path.getsize(image) < 64 << 10, "holes must be stored as holes"
+    ranges = [(0, 4096), (4090, 20), (5_000_000_000 - 10, 4300), (1 << 39, 65536),
+              (size - 100, 100), (size - 4, 8)]
+    with mount_image(image) as mnt:
+        path = os.path.join(mnt, "bomb")
+        assert os.path.getsize(path) == size
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for off, length in ranges:
+                want = tar_read(tar, "bomb", off, length)
+                assert os.pread(fd, length, off) == want, (off, length)
+        finally:
+            os.close(fd)
+
+
+@needs_gnu_tar
+def test_sparse_file_reads_back(tmp_path, stipple):
+    """Two sparse entries of 96 MiB with the same data across page and hole edges: each
+    reads back through `stipple cat` as Python's tarfile reads it, and the second is
+    stored as a copy of the first (found without reading their holes)."""
+    size = 96 << 20
+    pieces = {4093: b"x" * 10, 1 << 20: os.urandom(70000), (64 << 20) + 1: b"y", size - 1: b"z"}
+    tar = gnu_sparse_tar(tmp_path, size, pieces, names=("one", "two"))
+    image = tmp_path / "sparse.stp"
+    r = mkstipple(tar, image)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert os.path.getsize(image) < 1 << 20
+    for name in ("one", "two"):
+        with tarfile.open(tar) as t:
+            want = t.extractfile(name).read()
+        got = subprocess.run([STIPPLE, "cat", image, name], capture_output=True,
+                             timeout=60).stdout
+        assert len(got) == size and got == want, name
+    info = run([stipple, "info", image], check=True).stdout
+    data = int(info.split("data size:")[1].split()[0])
+    assert data < 2 * 70000, "the copy was stored twice: %d bytes of data" % data
+
+
+def links_tar(path, nlinks, nvalues):
+    """A pax tar of a file with NVALUES extended attributes of 65,000 bytes and NLINKS
+    hard links to it."""
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        ti = tarfile.TarInfo("target")
+        ti.size = 1
+        ti.pax_headers = {"SCHILY.xattr.user.v%02d" % i: chr(ord("a") + i) * 65000
+                          for i in range(nvalues)}
+        t.addfile(ti, io.BytesIO(b"x"))
+        for i in range(nlinks):
+            li = tarfile.TarInfo("l%05d" % i)
+            li.type = tarfile.LNKTYPE
+            li.linkname = "target"
+            t.addfile(li)
+    return path
+
+
+def peak_rss_kib(cmd, timeout):
+    """Runs CMD in a child of a fresh Python, returning (returncode, its peak RSS in KiB)."""
+    probe = ("import resource, subprocess, sys; "
+             "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+             "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    r = run([sys.executable, "-c", probe, *cmd], timeout=timeout, check=True)
+    rc, rss = r.stdout.split()
+    return int(rc), int(rss)
+
+
+def test_hard_links_share_attributes(tmp_path, stipple):
+    """1,000 hard links to a file with 1 MiB of extended attributes: the old reader copied
+    the attributes to each link (1 GiB held, 8 s); they are the inode's, held once."""
+    tar = links_tar(tmp_path / "links.tar", 1000, 16)
+    image = tmp_path / "links.stp"
+    rc, rss = peak_rss_kib([MKSTIPPLE, "--quiet", tar, image], timeout=120)
+    assert rc == 0
+    assert rss < 128 << 10, "mkstipple held %d KiB" % rss
+    out = tmp_path / "out.tar"  # a file system may not take 1 MiB of attributes: a tar
+    run([stipple, "extract", "--tar", image, out], check=True)
+    with tarfile.open(out) as t:
+        members = {m.name.lstrip("./"): m for m in t}
+    first = [m for m in members.values() if m.isfile()]
+    assert len(first) == 1 and len(members) >= 1001
+    assert first[0].pax_headers.get("SCHILY.xattr.user.v03") == "d" * 65000
+    for name in ("target", "l00000", "l00999"):
+        m = members[name]
+        assert m.isfile() or m.linkname.lstrip("./") == first[0].name.lstrip("./"), name
+
+
+def newc_cpio(path, n, nlink):
+    """A gzip'd newc cpio of N empty files, each claiming NLINK links to an inode of its
+    own."""
+    def header(name, ino, mode, links):
+        name = name.encode() + b"\0"
+        fields = (ino, mode, 0, 0, links, 0, 0, 0, 0, 0, 0, len(name), 0)
+        b = b"070701" + b"".join(b"%08X" % v for v in fields) + name
+        return b + b"\0" * (-len(b) % 4)
+    body = b"".join(header("f%07d" % i, i + 1, 0o100644, nlink) for i in range(n))
+    with gzip.open(path, "wb") as f:
+        f.write(body + header("TRAILER!!!", 0, 0, 1))
+    return path
+
+
+def test_cpio_hard_links_bounded(tmp_path):
+    """libarchive pairs a cpio entry that has links with every earlier one: 200,000 in a
+    1 MB cpio.gz took minutes. Past 10,000 the archive is refused at once; up to it, built."""
+    r = mkstipple(newc_cpio(tmp_path / "many.cpio.gz", 200000, 2), tmp_path / "many.stp")
+    assert r.returncode != 0
+    assert "f0010000: refused: more than 10,000 entries" in r.stderr, r.stderr[-600:]
+    r = mkstipple(newc_cpio(tmp_path / "some.cpio.gz", 10000, 2), tmp_path / "some.stp")
+    assert r.returncode == 0, r.stderr[-600:]
