@@ -406,6 +406,16 @@ static int scan_node(struct node *n, int dirfd, int fd)
 	struct stat st;
 	int rc;
 
+	/* what the readers could not reach; it also bounds the recursion below */
+	if (tree_rel_path(n, NULL, 0) > TREE_PATH_MAX) {
+		char what[96];
+
+		if (fd >= 0)
+			close(fd);
+		snprintf(what, sizeof(what), "refused: the readers take paths of at most %u "
+			 "bytes (%u names)", TREE_PATH_MAX, TREE_DEPTH_MAX);
+		return source_fail(tree_path(n), ENAMETOOLONG, what);
+	}
 	if (fd >= 0 ? fstat(fd, &st) : fstatat(dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
 		rc = source_fail(tree_path(n), errno, "stat");
 	else

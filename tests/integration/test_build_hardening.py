@@ -387,3 +387,29 @@ def test_extract_as_root_restores_modes_and_owners():
             a, b = os.lstat(os.path.join(src, name)), os.lstat(os.path.join(dest, name))
             assert b.st_mode == a.st_mode, "%s: %o, stored %o" % (name, b.st_mode, a.st_mode)
             assert (b.st_uid, b.st_gid) == (1234, 5678), name
+
+
+def test_folder_deeper_than_the_readers_reach_is_refused(tmp_path):
+    """A folder nested past the 4,094-byte paths the readers walk is refused with a
+    message naming the path, as an archive entry is; one at the bound builds. The scan
+    recurses once per level, so the bound also keeps its stack small."""
+    src = tmp_path / "src"
+    out = tmp_path / "deep.stp"
+    src.mkdir()
+    fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(2047):  # "d/d/.../d" is 4,093 bytes: within reach
+            os.mkdir("d", dir_fd=fd)
+            sub = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        os.mkdir("ok", dir_fd=fd)  # 4,096 bytes: one past
+    finally:
+        os.close(fd)
+    try:
+        res = run([MKSTIPPLE, "-q", "--level", "1", src, out], timeout=HANG)
+        assert res.returncode == 1, res.stderr
+        assert "ok: refused: the readers take paths of at most 4094 bytes" in res.stderr
+        assert not os.path.exists(out)
+    finally:
+        subprocess.run(["rm", "-rf", str(src)], check=True)
