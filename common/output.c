@@ -76,9 +76,10 @@ static char *dir_of(const char *path, const char **base)
 	return strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
-/* The kernel's protected_symlinks rule, which a link read by hand escapes: in a sticky
- * world-writable directory, only the link's owner or the directory's follows it. */
-static int protected_link(int dirfd, const struct stat *link)
+/* The kernel's protected_symlinks and protected_regular rules, which a link read by hand
+ * and a rename over a file escape: in a sticky world-writable directory, a node owned by
+ * neither the caller nor the directory's owner is someone else's to plant. */
+static int planted(int dirfd, const struct stat *node)
 {
 	struct stat d;
 
@@ -86,7 +87,7 @@ static int protected_link(int dirfd, const struct stat *link)
 		return 1;
 	if ((d.st_mode & (S_ISVTX | S_IWOTH)) != (S_ISVTX | S_IWOTH))
 		return 0;
-	return link->st_uid != geteuid() && link->st_uid != d.st_uid;
+	return node->st_uid != geteuid() && node->st_uid != d.st_uid;
 }
 
 /* The path the symlink BASE in O's directory leads to, in *NEXT (new string). */
@@ -139,7 +140,7 @@ static int follow_links(struct stp_output *o, const char **step)
 			return 0;
 		if (hops == MAX_LINKS)
 			return fail(step, "cannot follow its symlinks", -ELOOP);
-		if (protected_link(o->dirfd, &o->dest))
+		if (planted(o->dirfd, &o->dest))
 			return refuse(o, step, "a symlink in a sticky world-writable directory, "
 				      "owned by someone else: not followed", -EACCES);
 		if ((err = read_link(o, *base, &next)))
@@ -164,7 +165,12 @@ static const char *not_regular(mode_t mode)
 /* Only a new name or a regular file is replaced. */
 static int check_dest(struct stp_output *o, const char **step)
 {
-	if (!o->dest_exists || S_ISREG(o->dest.st_mode))
+	if (!o->dest_exists)
+		return 0;
+	if (S_ISREG(o->dest.st_mode) && planted(o->dirfd, &o->dest))
+		return refuse(o, step, "a file in a sticky world-writable directory, owned by "
+			      "someone else: not replaced", -EACCES);
+	if (S_ISREG(o->dest.st_mode))
 		return 0;
 	if (S_ISDIR(o->dest.st_mode))
 		return refuse(o, step, "is a directory", -EISDIR);
@@ -277,7 +283,9 @@ mode_t stp_output_default_mode(void)
 
 mode_t stp_output_mode(const struct stp_output *o)
 {
-	if (!o->to_stdout && o->dest_exists && S_ISREG(o->dest.st_mode))
+	/* another user's modes are not ours to inherit: 0666 of theirs would be a hole */
+	if (!o->to_stdout && o->dest_exists && S_ISREG(o->dest.st_mode) &&
+	    o->dest.st_uid == geteuid())
 		return o->dest.st_mode & 0777;
 	return stp_output_default_mode();
 }

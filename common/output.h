@@ -55,7 +55,7 @@ int stp_output_commit(struct stp_output *o, mode_t mode, const char **step);
 /* 0666 less the process's umask: the mode of a new file. */
 mode_t stp_output_default_mode(void);
 /* The mode for the commit: the permission bits of the regular file replaced (without
- * set-id or sticky bits), else stp_output_default_mode(). */
+ * set-id or sticky bits) when the caller owns it, else stp_output_default_mode(). */
 mode_t stp_output_mode(const struct stp_output *o);
 /* Removes the temporary file, if any, and frees O. Safe after stp_output_open, whether it
  * failed or not, and after a commit. */

@@ -124,6 +124,45 @@ def test_symlink_protected_by_the_kernel_rule_is_not_followed(trees, tmp_path):
     assert os.path.islink(link)
 
 
+def test_file_planted_in_a_sticky_directory_is_not_replaced(trees, tmp_path):
+    """A file another user left in a sticky world-writable directory (mode 0666, so that
+    they could write the image root puts there) is refused, as the kernel's
+    protected_regular rule refuses root's O_CREAT on it, and left as it was."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file to another user")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    planted = shared / "x.stipple"
+    planted.write_bytes(b"theirs\n")
+    os.chown(planted, 65534, 65534)
+    os.chmod(planted, 0o666)
+    r = build(trees["new"][0], planted)
+    assert_refused(r, planted)
+    assert read_file(planted) == b"theirs\n"
+    assert os.stat(planted).st_uid == 65534 and not leftovers(shared)
+
+
+def test_replaced_file_of_another_user_does_not_lend_its_mode(trees, tmp_path):
+    """Where root may replace another user's file (a directory of root's), the image gets
+    the mode of a new file, not the 0666 that would let that user write it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file to another user")
+    image = tmp_path / "x.stipple"
+    image.write_bytes(b"theirs\n")
+    os.chown(image, 65534, 65534)
+    os.chmod(image, 0o666)
+    old = os.umask(0o022)
+    try:
+        r = build(trees["new"][0], image)
+    finally:
+        os.umask(old)
+    assert r.returncode == 0, r.stderr
+    st = os.stat(image)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644), oct(st.st_mode)
+    assert_image_holds(image, trees["new"][1])
+
+
 def test_sign_writes_through_a_symlink(trees, tmp_path):
     real = tmp_path / "real.stipple"
     build(trees["old"][0], real, check=True)
