@@ -108,13 +108,30 @@ static struct {
 	struct kind kinds[KINDS_MAX + 1]; /* the last: every kind past KINDS_MAX */
 } bound = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* KEY: FMT (unless it only passes a message on, "%s"), then MSG up to its first '/',
- * where a path begins, with each run of digits as one '#': "block 7" and "block 12" are
- * one kind, "cannot create /a" and "cannot open /b" two, whatever the paths. */
+/* Where the reason of a library message begins: its lines start with the image's path,
+ * and a damage report's with "PATH: damaged image (FILE:LINE): " too. */
+static const char *library_reason(const char *msg)
+{
+	const char *p = strstr(msg, ": damaged image (");
+
+	if (p && (p = strstr(p, "): ")))
+		return p + 3;
+	if ((*msg == '/' || *msg == '.') && (p = strstr(msg, ": ")))
+		return p + 2;
+	return msg;
+}
+
+/* KEY: FMT (unless it only passes a message on, "%s"), then MSG (a library message from
+ * its reason) up to its first '/', where a path begins, with each run of digits as one
+ * '#': "block 7" and "block 12" are one kind, "cannot create /a" and "cannot open /b"
+ * two, whatever the paths. */
 static void kind_key(const char *fmt, const char *msg, char key[KIND_LEN])
 {
-	size_t n = strcmp(fmt, "%s") ? (size_t)snprintf(key, KIND_LEN, "%s|", fmt) : 0;
+	bool passed_on = !strcmp(fmt, "%s");
+	size_t n = passed_on ? 0 : (size_t)snprintf(key, KIND_LEN, "%s|", fmt);
 
+	if (passed_on)
+		msg = library_reason(msg);
 	for (const char *p = msg; *p && *p != '/' && n < KIND_LEN - 1; p++)
 		if (*p < '0' || *p > '9')
 			key[n++] = *p;
