@@ -2,6 +2,7 @@
 /* The disk cache of URL mounts (diskcache.h). */
 #include "diskcache.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -155,6 +156,16 @@ static int by_age(const void *a, const void *b)
 	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
+/* Whether NAME is one stp_diskcache_key makes: 64 lowercase hex digits and SUFFIX. The
+ * directory may be one the user keeps other files in (~/.cache): nothing else goes. */
+static bool is_cache_name(const char *name)
+{
+	for (int i = 0; i < 64; i++)
+		if (!isdigit((unsigned char)name[i]) && (name[i] < 'a' || name[i] > 'f'))
+			return false;
+	return !strcmp(name + 64, SUFFIX);
+}
+
 /* Removes DIRFD's least recently used cache files (not KEEP, none in use: an exclusive
  * lock must be had at once) until the rest holds at most LIMIT bytes. */
 static void evict_files(int dirfd, const char *keep, uint64_t limit)
@@ -170,8 +181,7 @@ static void evict_files(int dirfd, const char *keep, uint64_t limit)
 		size_t len = strlen(de->d_name);
 		struct stat st;
 
-		if (len <= strlen(SUFFIX) || len >= sizeof(e->name) ||
-		    strcmp(de->d_name + len - strlen(SUFFIX), SUFFIX) || !strcmp(de->d_name, keep) ||
+		if (!is_cache_name(de->d_name) || !strcmp(de->d_name, keep) ||
 		    fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			continue;
 		memcpy(e[n].name, de->d_name, len + 1);

@@ -262,7 +262,8 @@ def allocated(path):
 
 def test_cache_size_bounds_the_cache(origin, www, gen_tree, gen_image, tmp_path):
     """cache_size=: a mount keeps its own file within the bound (least recently used
-    ranges punched out), and a later mount removes other images' files beyond it."""
+    ranges punched out), and a later mount removes other images' files beyond it, and
+    only the cache's own files."""
     cache = tmp_path / "cache"
     size = os.path.getsize(gen_image)
     bound = size // 4
@@ -277,11 +278,16 @@ def test_cache_size_bounds_the_cache(origin, www, gen_tree, gen_image, tmp_path)
     other.mkdir()
     (other / "x").write_bytes(b"small image\n")
     build_image(other, www / "small.stp", "--level", "3")
+    # a file of the user's own in the directory, older and larger: not the cache's to evict
+    theirs = cache / "ld.so.cache"
+    theirs.write_bytes(os.urandom(64 << 10))
+    os.utime(theirs, (1, 1))
     with mount_image(origin.url("small.stp"), None, "-o",
                      "cache_dir=%s,cache_size=4096" % cache) as mnt:
         assert read_file(os.path.join(mnt, "x")) == b"small image\n"
         # the other image's file was over the bound and in no mount's use: removed
         assert name not in cache_files(cache)
+        assert theirs.exists(), "eviction removed a file the cache did not make"
 
 
 @pytest.mark.parametrize("kind", ["empty", "text", "random"])
