@@ -14,6 +14,9 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* libcurl is loaded at run time (below): no typecheck wrappers around its names */
 #define CURL_DISABLE_TYPECHECK
@@ -779,4 +782,65 @@ int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp
 	hs->src.fd = -1;
 	*out = &hs->src;
 	return 0;
+}
+
+/* Where a URL's authority (userinfo@host:port) ends: at the path, query or fragment. */
+static size_t authority_end(const char *auth)
+{
+	return strcspn(auth, "/?#");
+}
+
+bool stp_http_url_has_userinfo(const char *url)
+{
+	const char *auth = strstr(url, "://");
+
+	return auth && memchr(auth + 3, '@', authority_end(auth + 3));
+}
+
+char *stp_http_url_public(const char *url)
+{
+	const char *sep = strstr(url, "://"), *auth, *at, *end;
+	char *out = NULL;
+
+	if (!sep)
+		return strdup(url);
+	auth = sep + 3;
+	end = auth + authority_end(auth);
+	at = memrchr(auth, '@', (size_t)(end - auth));
+	if (at)
+		auth = at + 1;
+	end += strcspn(end, "?#");
+	if (asprintf(&out, "%.*s%.*s", (int)(sep + 3 - url), url, (int)(end - auth), auth) < 0)
+		return NULL;
+	return out;
+}
+
+int stp_http_netrc_read(const char *path, const char *url, char **login, char **password)
+{
+	char host[256], *text = NULL;
+	struct stat st;
+	unsigned port;
+	int fd, err;
+
+	*login = *password = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	err = fd < 0 ? -errno : 0;
+	if (!err && (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > STP_HTTP_NETRC_MAX))
+		err = -EINVAL;
+	if (!err && !(text = malloc((size_t)st.st_size + 1)))
+		err = -ENOMEM;
+	if (!err)
+		err = stp_pread_full(fd, text, (size_t)st.st_size, 0);
+	if (!err && stp_http_url_host(url, host, sizeof(host), &port))
+		err = -EINVAL;
+	if (!err)
+		err = stp_http_netrc_find(text, (size_t)st.st_size, host, login, password);
+	if (text) {
+		explicit_bzero(text, (size_t)st.st_size);
+		free(text);
+	}
+	if (fd >= 0)
+		close(fd);
+	/* a file with no entry for the host leaves them unset, as with curl */
+	return err == -ENOENT && fd >= 0 ? 0 : err;
 }

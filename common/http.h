@@ -27,6 +27,7 @@
 #define STP_HTTP_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct stp_imgsrc;
@@ -90,5 +91,21 @@ int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *por
  * needs no stp_http_global_init. */
 int stp_http_netrc_find(const char *text, size_t len, const char *host, char **login,
 			char **password);
+
+#define STP_HTTP_NETRC_MAX (64u << 10)
+
+/* The login and password netrc file PATH gives URL's host, as stp_http_netrc_find, both
+ * NULL when it has no entry for it. 0, -EINVAL (not a regular file of at most
+ * STP_HTTP_NETRC_MAX bytes, or URL has no host), -ENOMEM, or open's -errno. The text
+ * read is cleared before it is freed. */
+int stp_http_netrc_read(const char *path, const char *url, char **login, char **password);
+
+/* Whether URL carries a user name or password (scheme://USERINFO@host/...). Pure text. */
+bool stp_http_url_has_userinfo(const char *url);
+
+/* URL as every local user may see it (fsname, mountinfo, status, messages): without
+ * userinfo, query or fragment, which may carry credentials. A new string, or NULL (no
+ * memory). Pure text: it needs no stp_http_global_init. */
+char *stp_http_url_public(const char *url);
 
 #endif

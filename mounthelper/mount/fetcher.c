@@ -28,7 +28,6 @@
 #include "util.h"
 
 #define CA_MAX (16u << 20)
-#define NETRC_MAX (64u << 10)
 /* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
  * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
  * not the host's OOM killer. */
@@ -79,37 +78,16 @@ static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, siz
 
 /* netrc=: the login and password for the URL's host, read while files can still be
  * opened, so that the confined fetcher never needs the path and no secret is ever on a
- * command line. A file with no entry for the host leaves them unset, as with curl. */
+ * command line. */
 static int read_netrc(const struct stp_mount_opts *o, struct stp_http_opts *ho, char *why,
 		      size_t whylen)
 {
-	char host[256], *text = NULL, *login = NULL, *password = NULL;
-	struct stat st;
-	unsigned port;
-	int fd, err;
+	char *login = NULL, *password = NULL;
+	int err;
 
 	if (!o->netrc_file)
 		return 0;
-	fd = open(o->netrc_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	err = fd < 0 ? -errno : 0;
-	if (!err && (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > NETRC_MAX))
-		err = -EINVAL;
-	if (!err && !(text = malloc((size_t)st.st_size + 1)))
-		err = -ENOMEM;
-	if (!err)
-		err = stp_pread_full(fd, text, (size_t)st.st_size, 0);
-	if (!err && stp_http_url_host(o->image, host, sizeof(host), &port))
-		err = -EINVAL;
-	if (!err)
-		err = stp_http_netrc_find(text, (size_t)st.st_size, host, &login, &password);
-	if (text) {
-		explicit_bzero(text, (size_t)st.st_size);
-		free(text);
-	}
-	if (fd >= 0)
-		close(fd);
-	if (err == -ENOENT && fd >= 0)
-		err = 0;
+	err = stp_http_netrc_read(o->netrc_file, o->image, &login, &password);
 	if (err)
 		snprintf(why, whylen, "netrc=%s: %s", o->netrc_file, err == -EINVAL ?
 			 "not a readable file of at most 64 KiB" : stp_strerror(err));

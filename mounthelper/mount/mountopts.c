@@ -15,6 +15,7 @@
 #include <libmount.h>
 
 #include "diskcache.h"
+#include "http.h"
 #include "imgsrc.h"
 #include "util.h"
 #include "image.h"
@@ -514,44 +515,21 @@ static int build_fuse_opts(struct stp_mount_opts *o)
 	return 0;
 }
 
-/* A URL as every local user may see it (fsname, mountinfo, status): without userinfo,
- * query or fragment, which may carry credentials (user:password@, a presigned query). */
-static char *public_url(const char *url)
-{
-	const char *auth = strstr(url, "://"), *at, *end;
-	char *out = NULL;
-
-	if (!auth)
-		return strdup(url);
-	auth += 3;
-	end = auth + authority_end(auth);
-	at = memrchr(auth, '@', (size_t)(end - auth));
-	if (at)
-		auth = at + 1;
-	end += strcspn(end, "?#");
-	if (asprintf(&out, "%.*s%.*s", (int)(strstr(url, "://") + 3 - url), url,
-		     (int)(end - auth), auth) < 0)
-		return NULL;
-	return out;
-}
-
 /* Credentials in the URL would show in ps and (before they are hidden) in messages: the
  * URL names a server, netrc= says who we are to it. */
 static int check_url(const struct stp_mount_opts *o, char *err, size_t errlen)
 {
-	const char *auth = strstr(o->image, "://");
-
 	if (!o->is_url) {
 		if (o->ca_file || o->proxy || o->cache_dir || o->netrc_file)
 			return stp_errf(err, errlen, -EINVAL, "options ca=, proxy=, cache_dir= and "
 					"netrc= are for an image given as a URL, not %s", o->image);
 		return 0;
 	}
-	if (auth && memchr(auth + 3, '@', authority_end(auth + 3)))
+	if (stp_http_url_has_userinfo(o->image))
 		return stp_errf(err, errlen, -EINVAL, "%.*s...: a URL with a user name or password "
 				"is refused (every local user could read it); put the credentials "
 				"in a netrc file and give -o netrc=FILE",
-				(int)(auth + 3 - o->image), o->image);
+				(int)(strstr(o->image, "://") + 3 - o->image), o->image);
 	return 0;
 }
 
@@ -571,7 +549,7 @@ int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)
 	if (ret)
 		return ret;
 	/* a URL names the mount (fsname, status) without what may be secret in it */
-	path = o->is_url ? public_url(o->image) : realpath(o->image, NULL);
+	path = o->is_url ? stp_http_url_public(o->image) : realpath(o->image, NULL);
 	if (!path)
 		return stp_errf(err, errlen, -errno, "%s: %s", o->image, stp_strerror(-errno));
 	free(o->image_path);

@@ -319,14 +319,38 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 }
 
 /* A URL is read in this process: the readers hold no privilege. Proxies come from the
- * environment, the CA store is the system's (STIPPLE_CA names another bundle), and
- * STIPPLE_TIMEOUT bounds each read in seconds. */
-static int open_url(const char *url, struct stp_imgsrc **src)
+ * environment, the CA store is the system's (STIPPLE_CA names another bundle),
+ * STIPPLE_TIMEOUT bounds each read in seconds, and STIPPLE_NETRC names a netrc file
+ * with the server's login: credentials in the URL, which every local user can read on
+ * the command line, are refused. */
+static int open_url(const struct stp_cli *cli, const char *url, struct stp_imgsrc **src,
+		    bool *said)
 {
-	const char *t = getenv("STIPPLE_TIMEOUT");
+	const char *t = getenv("STIPPLE_TIMEOUT"), *netrc = getenv("STIPPLE_NETRC");
 	struct stp_http_opts o = { .ca_file = getenv("STIPPLE_CA") };
+	/* held by the source for as long as the process reads it */
+	char *login = NULL, *password = NULL;
 	uint64_t secs;
+	int err;
 
+	if (stp_http_url_has_userinfo(url)) {
+		char *shown = stp_http_url_public(url);
+
+		stp_cli_error(cli, "%s: a URL with a user name or password is refused (every "
+			      "local user could read it); put the credentials in a netrc file "
+			      "and name it in STIPPLE_NETRC", shown ? shown : "the URL");
+		free(shown);
+		*said = true;
+		return -EINVAL;
+	}
+	if (netrc && *netrc && (err = stp_http_netrc_read(netrc, url, &login, &password))) {
+		stp_cli_error(cli, "STIPPLE_NETRC=%s: %s", netrc, err == -EINVAL ?
+			      "not a readable file of at most 64 KiB" : stp_strerror(err));
+		*said = true;
+		return err;
+	}
+	o.user = login;
+	o.password = password;
 	if (t && !stp_parse_uint(t, 1, 3600, &secs))
 		o.timeout_ms = (unsigned)secs * 1000u;
 	return stp_http_open_src(url, &o, src);
@@ -335,14 +359,15 @@ static int open_url(const char *url, struct stp_imgsrc **src)
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
 {
 	struct stp_imgsrc *src;
+	bool said = false;
 	int err;
 
 	if (stp_imgsrc_is_url(image))
-		err = open_url(image, &src) ?: stp_image_open_src(src, out);
+		err = open_url(cli, image, &src, &said) ?: stp_image_open_src(src, out);
 	else
 		err = stp_image_open(image, out);
 
-	if (err)
+	if (err && !said)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
 	return err;
 }
@@ -361,11 +386,13 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 			  const struct stp_pubkey *key, struct stp_image **out)
 {
 	struct stp_imgsrc *src;
+	bool said = false;
 	int fd, err;
 
 	if (stp_imgsrc_is_url(image)) {
-		err = open_url(image, &src) ?: stp_image_open_src_verified(src, key, out);
-		if (err && err != -ENOKEY && err != -EKEYREJECTED)
+		err = open_url(cli, image, &src, &said) ?:
+		      stp_image_open_src_verified(src, key, out);
+		if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 			stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
 		return err;
 	}

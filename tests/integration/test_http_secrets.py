@@ -94,6 +94,29 @@ def test_credentials_come_from_netrc_and_never_show(guarded, gen_tree, tmp_path)
         assert signature not in text, text
 
 
+def test_readers_take_credentials_from_stipple_netrc(guarded, gen_tree, tmp_path):
+    """The readers refuse a URL with a password, as the mount does, and read the login
+    from the netrc file that STIPPLE_NETRC names."""
+    origin, password, netrc = guarded
+    url = origin.url("gen.stp")
+    r = run([STIPPLE, "info", url.replace("://", "://reader:%s@" % password)])
+    assert r.returncode == 1 and "STIPPLE_NETRC" in r.stderr, r.stderr
+    assert password not in r.stderr and url in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    env = dict(os.environ, STIPPLE_NETRC=str(netrc))
+    r = run([STIPPLE, "info", url])
+    assert r.returncode == 1 and "401" in r.stderr, r.stderr
+    name = next(os.path.relpath(os.path.join(d, f), gen_tree)
+                for d, _, files in sorted(os.walk(gen_tree)) for f in sorted(files)
+                if os.path.isfile(os.path.join(d, f)) and not os.path.islink(os.path.join(d, f)))
+    r = subprocess.run([STIPPLE, "cat", url, name], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(gen_tree, name), "rb") as f:
+        assert r.stdout == f.read()
+    r = run([STIPPLE, "info", url], env=dict(env, STIPPLE_NETRC=str(tmp_path / "absent")))
+    assert r.returncode == 1 and "STIPPLE_NETRC=" in r.stderr, r.stderr
+
+
 def test_netrc_that_cannot_be_read_fails_the_mount(guarded, tmp_path):
     origin, _, _ = guarded
     mnt = tmp_path / "mnt"
