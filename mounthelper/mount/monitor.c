@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include <zstd.h>
 
 #include "daemon.h"
+#include "escape.h"
 #include "diskcache.h"
 #include "fetcher.h"
 #include "imgsrc.h"
@@ -85,9 +87,43 @@ struct monitor {
 
 static const char *log_prog;
 
+/* What the monitor prints goes to root's terminal, and carries paths and names that
+ * others chose (the image's, the daemon's text): every line is escaped (escape.h). */
+static void put_line(const char *prog, const char *text, size_t len)
+{
+	int saved = errno;
+
+	stp_escape_put(stderr, prog, strlen(prog));
+	fputs(": ", stderr);
+	stp_escape_put(stderr, text, len);
+	fputc('\n', stderr);
+	errno = saved;
+}
+
+/* "PROG: " and FMT formatted, escaped, as one line; errno is kept. */
+static void say(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(const char *prog, const char *fmt, ...)
+{
+	int saved = errno, n;
+	char *msg;
+	va_list ap;
+
+	va_start(ap, fmt);
+	n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		put_line(prog, "(message lost: out of memory)", 29);
+	} else {
+		put_line(prog, msg, (size_t)n);
+		free(msg);
+	}
+	errno = saved;
+}
+
 static void log_prefixed(enum stp_log_level level, const char *msg)
 {
-	fprintf(stderr, "%s: %s\n", log_prog, msg);
+	put_line(log_prog, msg, strlen(msg));
 }
 
 /* The image, and its superblock: all of it the monitor reads. O_NONBLOCK: a FIFO named
@@ -111,12 +147,11 @@ static int open_url(struct monitor *m)
 		err = stp_imgsrc_read(src, raw, sizeof(raw), 0);
 	stp_imgsrc_close(src);
 	if (err == -EUCLEAN)
-		fprintf(stderr, "%s: %s: not a stipple image, or a damaged one\n", m->prog, o->image);
+		say(m->prog, "%s: not a stipple image, or a damaged one", o->image);
 	else if (err == -EPROTONOSUPPORT)
-		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", m->prog,
-			o->image);
+		say(m->prog, "%s: made by a newer stipple (unsupported format)", o->image);
 	else if (err)
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(err));
+		say(m->prog, "%s: %s", o->image, stp_strerror(err));
 	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
@@ -139,17 +174,16 @@ static int open_image(struct monitor *m)
 	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (m->image_fd < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(-errno));
+		say(m->prog, "%s: %s", o->image, stp_strerror(-errno));
 		return err;
 	}
 	err = stp_image_read_superblock(m->image_fd, o->image_path, &m->sb);
 	if (err == -EUCLEAN)
-		fprintf(stderr, "%s: %s: not a stipple image, or a damaged one\n", m->prog, o->image);
+		say(m->prog, "%s: not a stipple image, or a damaged one", o->image);
 	else if (err == -EPROTONOSUPPORT)
-		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", m->prog,
-			o->image);
+		say(m->prog, "%s: made by a newer stipple (unsupported format)", o->image);
 	else if (err && err != -EINVAL) /* -EINVAL: not a file, already said */
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(err));
+		say(m->prog, "%s: %s", o->image, stp_strerror(err));
 	return err;
 }
 
@@ -172,9 +206,9 @@ static int check_memory(struct monitor *m)
 	struct sysinfo si;
 
 	if (!sysinfo(&si) && need > (uint64_t)si.totalram * si.mem_unit / 2) {
-		fprintf(stderr, "%s: %s: this mount may need %llu MiB (%llu blocks of %u KiB and "
+		say(m->prog, "%s: this mount may need %llu MiB (%llu blocks of %u KiB and "
 			"%llu MiB of metadata), more than half of this machine's memory; lower "
-			"cache_budget= or warm_workers=\n", m->prog, m->o->image,
+			"cache_budget= or warm_workers=", m->o->image,
 			(unsigned long long)(need >> 20), (unsigned long long)blocks,
 			(1u << sb->block_log) >> 10,
 			(unsigned long long)(meta >> 20));
@@ -189,12 +223,12 @@ static int check_mountpoint(const struct monitor *m)
 	struct stat st;
 
 	if (stat(m->o->mountpoint, &st)) {
-		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, m->o->mountpoint,
+		say(m->prog, "mount point %s: %s", m->o->mountpoint,
 			stp_strerror(-errno));
 		return -errno;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "%s: mount point %s: not a directory\n", m->prog, m->o->mountpoint);
+		say(m->prog, "mount point %s: not a directory", m->o->mountpoint);
 		return -ENOTDIR;
 	}
 	return 0;
@@ -208,7 +242,7 @@ static int open_record(struct monitor *m)
 		return 0;
 	m->record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (m->record_fd < 0) {
-		fprintf(stderr, "%s: %s: %s\n", m->prog, m->o->record, stp_strerror(-errno));
+		say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
 		return -errno;
 	}
 	return 0;
@@ -228,13 +262,13 @@ static int read_key(const struct monitor *m, int dirfd, const char *name, const 
 
 	if (fd < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: public key %s: %s\n", m->prog, shown,
+		say(m->prog, "public key %s: %s", shown,
 			err == -ELOOP ? "a symbolic link (refused)" : stp_strerror(err));
 		return err;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
-		fprintf(stderr, "%s: public key %s: not a regular file of at most %u KiB\n",
-			m->prog, shown, KEY_FILE_MAX >> 10);
+		say(m->prog, "public key %s: not a regular file of at most %u KiB", shown,
+		    KEY_FILE_MAX >> 10);
 		close(fd);
 		return -EINVAL;
 	}
@@ -243,10 +277,9 @@ static int read_key(const struct monitor *m, int dirfd, const char *name, const 
 		n = read(fd, text, KEY_FILE_MAX);
 	err = n < 0 ? (text ? -errno : -ENOMEM) : stp_sign_parse_pubkey(text, (size_t)n, key);
 	if (err == -EINVAL)
-		fprintf(stderr, "%s: public key %s: not a PEM Ed25519 public key (BEGIN PUBLIC KEY)\n",
-			m->prog, shown);
+		say(m->prog, "public key %s: not a PEM Ed25519 public key (BEGIN PUBLIC KEY)", shown);
 	else if (err)
-		fprintf(stderr, "%s: public key %s: %s\n", m->prog, shown, stp_strerror(err));
+		say(m->prog, "public key %s: %s", shown, stp_strerror(err));
 	free(text);
 	close(fd);
 	return err;
@@ -268,18 +301,18 @@ static int read_trusted_keys(struct monitor *m)
 
 	if (dirfd < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: verify: no trusted keys: %s: %s\n", m->prog,
-			STP_TRUSTED_KEYS_DIR, stp_strerror(err));
+		say(m->prog, "verify: no trusted keys: %s: %s", STP_TRUSTED_KEYS_DIR,
+		    stp_strerror(err));
 		return err;
 	}
 	n = scandirat(dirfd, ".", &names, is_key_name, alphasort);
 	if (n < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: verify: %s: %s\n", m->prog, STP_TRUSTED_KEYS_DIR,
+		say(m->prog, "verify: %s: %s", STP_TRUSTED_KEYS_DIR,
 			stp_strerror(err));
 	} else if (n == 0 || (unsigned)n > KEYS_MAX) {
-		fprintf(stderr, "%s: verify: %s holds %d keys (*.pub); it must hold 1 to %u\n",
-			m->prog, STP_TRUSTED_KEYS_DIR, n, KEYS_MAX);
+		say(m->prog, "verify: %s holds %d keys (*.pub); it must hold 1 to %u",
+		    STP_TRUSTED_KEYS_DIR, n, KEYS_MAX);
 		err = n ? -E2BIG : -ENOKEY;
 	} else if (!(m->keys = calloc((size_t)n, sizeof(*m->keys)))) {
 		err = -ENOMEM;
@@ -316,8 +349,7 @@ static int check_signed(const struct monitor *m)
 {
 	if (!m->o->verify || (m->sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
 		return 0;
-	fprintf(stderr, "%s: %s: not signed, and verify= asks for a signature\n", m->prog,
-		m->o->image);
+	say(m->prog, "%s: not signed, and verify= asks for a signature", m->o->image);
 	return -ENOKEY;
 }
 
@@ -372,7 +404,7 @@ static int remember_mountpoint(struct monitor *m)
 	m->parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	free(parent);
 	if (m->parent_fd < 0) {
-		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, mp, stp_strerror(-errno));
+		say(m->prog, "mount point %s: %s", mp, stp_strerror(-errno));
 		return -errno;
 	}
 	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
@@ -424,8 +456,8 @@ static _Noreturn void run_daemon(struct monitor *m, int fd)
  * made to chatter must not hold mount(8) up on a slow terminal. */
 #define LOG_MAX (16u << 10)
 
-/* The daemon's text, which may carry bytes of the image: no control character reaches
- * the terminal. */
+/* The daemon's text, which may carry bytes of the image: escaped like the rest. It
+ * starts with the program's name, which the daemon wrote. */
 static void print_text(const char *s, size_t len)
 {
 	static size_t said;
@@ -433,8 +465,7 @@ static void print_text(const char *s, size_t len)
 	if (said >= LOG_MAX)
 		return;
 	said += len;
-	for (size_t i = 0; i < len; i++)
-		fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], stderr);
+	stp_escape_put(stderr, s, len);
 	fputc('\n', stderr);
 }
 
@@ -459,12 +490,12 @@ static int daemon_lost(struct monitor *m)
 	m->reaped = m->reaped || gone;
 	reap(m, true);
 	if (!gone)
-		fprintf(stderr, "%s: the daemon broke off before the mount was live\n", m->prog);
+		say(m->prog, "the daemon broke off before the mount was live");
 	else if (WIFSIGNALED(m->status))
-		fprintf(stderr, "%s: the daemon died of signal %d before the mount was live\n",
-			m->prog, WTERMSIG(m->status));
+		say(m->prog, "the daemon died of signal %d before the mount was live",
+		    WTERMSIG(m->status));
 	else
-		fprintf(stderr, "%s: the daemon exited before the mount was live\n", m->prog);
+		say(m->prog, "the daemon exited before the mount was live");
 	return -EIO;
 }
 
@@ -479,8 +510,8 @@ static int wait_live(struct monitor *m, int fd, uint8_t *buf)
 		int rc = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len);
 
 		if (rc == -ETIMEDOUT) {
-			fprintf(stderr, "%s: %s: the daemon did not answer within %d s\n", m->prog,
-				m->o->image, STP_MOUNT_DEADLINE_MS / 1000);
+			say(m->prog, "%s: the daemon did not answer within %d s", m->o->image,
+			    STP_MOUNT_DEADLINE_MS / 1000);
 			return rc;
 		}
 		if (rc)
@@ -597,8 +628,8 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
 	stp_prime_list_free(list);
 	if (err == -ETIMEDOUT) {
-		fprintf(stderr, "%s: %s: the daemon did not answer within %d s\n", m->prog,
-			m->o->image, STP_MOUNT_DEADLINE_MS / 1000);
+		say(m->prog, "%s: the daemon did not answer within %d s", m->o->image,
+		    STP_MOUNT_DEADLINE_MS / 1000);
 		abandon(m, -1, NULL); /* the connection goes with it, and frees the child */
 		if (stuck)
 			while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
@@ -607,13 +638,13 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	}
 	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
 		m->reaped = true;
-		fprintf(stderr, "%s: the daemon ended as the mount went live\n", m->prog);
+		say(m->prog, "the daemon ended as the mount went live");
 		abandon(m, -1, NULL);
 		return -EIO;
 	}
 	if (err)
-		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", m->prog,
-			m->o->mountpoint, stp_strerror(err));
+		say(m->prog, "warning: %s: priming the hot files: %s", m->o->mountpoint,
+		    stp_strerror(err));
 	return 0;
 }
 
@@ -694,7 +725,7 @@ static int start_daemon(struct monitor *m, int sv[2])
 	close(sv[1]);
 	release(m);
 	if (m->pid < 0) {
-		fprintf(stderr, "%s: fork: %s\n", m->prog, stp_strerror(-errno));
+		say(m->prog, "fork: %s", stp_strerror(-errno));
 		close(sv[0]);
 		return -EAGAIN;
 	}
