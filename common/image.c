@@ -74,6 +74,28 @@ static int check_file_size(struct stp_imgsrc *src, const struct stp_superblock *
 	return rc;
 }
 
+/* The fewest bytes a stored block takes: a raw block holds all its bytes (64 KiB at
+ * least), and a zstd frame its header (6 bytes) and a block header with one byte (4). */
+#define BLOCK_STORED_MIN 10u
+
+/* Blocks share no stored bytes (stipple(5)), so a file holds at most one block per
+ * BLOCK_STORED_MIN of its bytes. The mount sizes its hot-block bookkeeping by the count
+ * the superblock claims: a claim of millions in a small file is refused here, before
+ * anything is sized by it, rather than when the table is read. */
+static int check_block_claim(const char *path, const struct stp_superblock *sb)
+{
+	uint64_t room = sb->image_size > STP_SB_SIZE ?
+			(sb->image_size - STP_SB_SIZE) / BLOCK_STORED_MIN : 0;
+
+	if (sb->block_count <= room)
+		return 0;
+	return STP_CORRUPT(path, "%llu blocks (%llu of them hot) claimed, more than %llu bytes "
+			   "can store (blocks share no stored bytes, and each takes %u at least)",
+			   (unsigned long long)sb->block_count,
+			   (unsigned long long)stp_sb_hot_blocks(sb),
+			   (unsigned long long)sb->image_size, BLOCK_STORED_MIN);
+}
+
 int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *sb)
 {
 	struct stp_imgsrc src;
@@ -107,7 +129,8 @@ int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock 
 	}
 	if (rc)
 		return STP_CORRUPT(path, "%s", why);
-	return check_file_size(src, sb);
+	rc = check_block_claim(path, sb);
+	return rc ? rc : check_file_size(src, sb);
 }
 
 static int read_superblock(struct stp_image *img)

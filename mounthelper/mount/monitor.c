@@ -15,6 +15,9 @@
  *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
  *     (or fusermount3 -u)                      beneath the parent opened before the fork
  *   open(mount point), fork                    priming, in a child confined first (prime.c)
+ *   fork, capset                               the watcher, left once the mount is live:
+ *   poll(pidfd), fstatfs, umount2               CAP_SYS_ADMIN alone; when the daemon ends
+ *                                              and left its mount dead, it unmounts it
  *
  * SIGINT, SIGTERM and SIGHUP wait until the mount is live or undone (at most the
  * deadline), so that an interrupted mount never stays half made.
@@ -24,16 +27,20 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/capability.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,8 +62,9 @@
 #include "sign.h"
 #include "util.h"
 
-/* Besides blocks and metadata, what a daemon may allocate: its threads' stacks, libfuse's
- * request buffers, zstd contexts, the warming and priming plans. */
+/* Besides blocks, metadata and the bookkeeping sized by the image (stp_daemon_memory),
+ * what a daemon may allocate: its threads' stacks, libfuse's request buffers, zstd
+ * contexts. */
 #define MEM_SLACK (256ull << 20)
 
 /* verify: what the monitor reads of trusted configuration, at most. */
@@ -189,7 +197,8 @@ static int open_image(struct monitor *m)
 
 /* What the daemon may hold follows from the options and the superblock (cache.h, warm.h):
  * the budget's blocks, one per warming worker and one more, the metadata
- * (stp_image_meta_memory), the dictionary. A mount that could take more
+ * (stp_image_meta_memory), the dictionary, and the bookkeeping by hot block, block and
+ * inode (stp_daemon_memory: some 130 bytes a 64 KiB hot block). A mount that could take more
  * than half of this machine's memory is refused; the rest becomes the daemon's
  * RLIMIT_DATA, so that a forged image meets a clear error, never the host's OOM killer. */
 static int check_memory(struct monitor *m)
@@ -198,7 +207,9 @@ static int check_memory(struct monitor *m)
 	uint64_t blocks = (uint64_t)stp_mountopts_cache_budget(m->o, sb) + stp_mountopts_cache_extra(m->o);
 	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache);
 	/* each a whole buffer, whatever its block's size: the block and zstd's margin */
-	uint64_t need = blocks * stp_cache_buffer_bytes(sb) + meta + 2 * sb->dict_size + MEM_SLACK;
+	uint64_t books = stp_daemon_memory(m->o, sb);
+	uint64_t need = blocks * stp_cache_buffer_bytes(sb) + meta + 2 * sb->dict_size + books +
+			MEM_SLACK;
 
 	/* verified, each decode in flight holds its block's stored bytes apart (image.c) */
 	if (m->o->verify)
@@ -206,12 +217,13 @@ static int check_memory(struct monitor *m)
 	struct sysinfo si;
 
 	if (!sysinfo(&si) && need > (uint64_t)si.totalram * si.mem_unit / 2) {
-		say(m->prog, "%s: this mount may need %llu MiB (%llu blocks of %u KiB and "
-			"%llu MiB of metadata), more than half of this machine's memory; lower "
-			"cache_budget= or warm_workers=", m->o->image,
-			(unsigned long long)(need >> 20), (unsigned long long)blocks,
-			(1u << sb->block_log) >> 10,
-			(unsigned long long)(meta >> 20));
+		say(m->prog, "%s: this mount may need %llu MiB (%llu blocks of %u KiB, %llu MiB "
+		    "of metadata and %llu MiB to track %llu blocks and %u inodes), more than "
+		    "half of this machine's memory; lower cache_budget= or warm_workers=",
+		    m->o->image, (unsigned long long)(need >> 20), (unsigned long long)blocks,
+		    (1u << sb->block_log) >> 10, (unsigned long long)(meta >> 20),
+		    (unsigned long long)(books >> 20), (unsigned long long)sb->block_count,
+		    sb->inode_count);
 		return -ENOMEM;
 	}
 	m->mem_limit = need;
@@ -680,6 +692,96 @@ static int stay(struct monitor *m)
 	return forwarded && WIFEXITED(m->status) ? 0 : -EIO;
 }
 
+/* Whether the mount at the mount point is dead: the top mount there is ours, and its
+ * connection answers nothing (ENOTCONN: the daemon and its /dev/fuse are gone). A live
+ * mount made there since, of the same image, answers statfs and is left alone. */
+static bool mount_dead(const struct monitor *m)
+{
+	struct statfs st;
+	bool dead;
+	int fd;
+
+	if (!ours_to_unmount(m))
+		return false;
+	fd = openat(m->parent_fd, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOTCONN;
+	dead = fstatfs(fd, &st) < 0 && errno == ENOTCONN;
+	close(fd);
+	return dead;
+}
+
+/* Closes every descriptor but A and B (A < B). */
+static void close_all_but(int a, int b)
+{
+	if (a > 0)
+		close_range(0, (unsigned)a - 1, 0);
+	if (b > a + 1)
+		close_range((unsigned)a + 1, (unsigned)b - 1, 0);
+	close_range((unsigned)b + 1, ~0u, 0);
+}
+
+/* The watcher keeps what an unmount needs, CAP_SYS_ADMIN, and nothing else. */
+static void keep_only_unmount(void)
+{
+	cap_value_t admin = CAP_SYS_ADMIN;
+	cap_t caps;
+
+	if (geteuid() != 0 || !(caps = cap_init()))
+		return;
+	if (!cap_set_flag(caps, CAP_PERMITTED, 1, &admin, CAP_SET) &&
+	    !cap_set_flag(caps, CAP_EFFECTIVE, 1, &admin, CAP_SET))
+		cap_set_proc(caps);
+	cap_free(caps);
+}
+
+/* The watcher: waits for the daemon to end, then lazily unmounts its mount if the daemon
+ * left it dead (it died, or a signal ended it) rather than the host unmounting it. */
+static _Noreturn void watch(struct monitor *m)
+{
+	struct pollfd p = { .fd = m->pidfd, .events = POLLIN };
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	setsid();
+	prctl(PR_SET_NAME, "stipple-watch");
+	for (int i = 0; null >= 0 && i < 3; i++)
+		dup2(null, i);
+	if (null > 2)
+		close(null);
+	if (chdir("/")) {
+		/* nothing holds a path: the parent is an open descriptor */
+	}
+	close_all_but(m->pidfd < m->parent_fd ? m->pidfd : m->parent_fd,
+		      m->pidfd < m->parent_fd ? m->parent_fd : m->pidfd);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	keep_only_unmount();
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	if (mount_dead(m))
+		unmount_ours(m);
+	_exit(0);
+}
+
+/* A live mount outlives the monitor: its watcher stays (watch), a process of its own in a
+ * session of its own, so that a daemon that dies later takes its mount with it instead of
+ * leaving one that answers ENOTCONN. Without pidfds (Linux < 5.3) there is none. */
+static void leave_watcher(struct monitor *m)
+{
+	pid_t pid;
+
+	if (m->pidfd < 0)
+		return;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		watch(m);
+	if (pid < 0)
+		say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
+		    "mount", m->o->mountpoint, stp_strerror(-errno));
+}
+
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
@@ -691,7 +793,12 @@ static int supervise(struct monitor *m, int fd)
 		err = prime(m, fd, buf);
 	free(buf);
 	close(fd);
-	return err || !m->o->foreground ? err : stay(m);
+	if (err)
+		return err;
+	if (m->o->foreground)
+		return stay(m);
+	leave_watcher(m);
+	return 0;
 }
 
 /* The signals that end a mount wait while it is being made: the daemon gets the mask
