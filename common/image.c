@@ -595,6 +595,18 @@ void stp_image_set_meta_budget(const struct stp_image *img, size_t bytes)
 		stp_metapages_set_budget(img->pages, bytes);
 }
 
+void stp_image_bound_walk_loads(const struct stp_image *img, bool on)
+{
+	struct stp_metapages_stats st;
+
+	if (!img->pages)
+		return;
+	stp_metapages_stats(img->pages, &st);
+	stp_metapages_limit_loads(img->pages, on ? st.loads + STP_IMAGE_WALK_LOADS_MIN +
+					  STP_IMAGE_WALK_LOADS_PER_PAGE * stp_meta_pages(&img->sb)
+					: 0);
+}
+
 size_t stp_image_meta_bytes(const struct stp_image *img)
 {
 	struct stp_metapages_stats st;

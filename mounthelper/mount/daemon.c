@@ -21,6 +21,7 @@
 #include "image.h"
 #include "imgsrc.h"
 #include "log.h"
+#include "metapages.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "prime.h"
@@ -346,6 +347,38 @@ static int open_source(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 	return 0;
 }
 
+/* The walks before LIVE (warming and priming plans) run with at least the walk budget of
+ * pages and a bound on their page loads (image.h): an image laid out so that they cycle
+ * through more pages than that is refused at once, not at the monitor's deadline. */
+static void walks_begin(const struct stp_image *img, const struct stp_mount_opts *o)
+{
+	size_t budget = (size_t)o->meta_cache;
+
+	stp_image_set_meta_budget(img, budget > STP_IMAGE_WALK_BUDGET ? budget
+									: STP_IMAGE_WALK_BUDGET);
+	stp_image_bound_walk_loads(img, true);
+}
+
+/* The walks are over: meta_cache= from now on, and no bound (a request that cycles is
+ * slow, not wrong). -ENOBUFS when the bound refused a page. */
+static int walks_end(struct stp_daemon *d)
+{
+	const struct stp_image *img = d->fs.img;
+	struct stp_metapages_stats st;
+
+	stp_image_meta_stats(img, &st);
+	stp_image_bound_walk_loads(img, false);
+	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
+	if (!st.refused)
+		return 0;
+	return fail(d, -ENOBUFS, "%s: metadata walk thrashes: the walks at mount loaded %llu of "
+		    "its %llu metadata pages, more than %u times each, and wanted more; its "
+		    "tables are laid out to defeat the page cache", d->fs.opts->image,
+		    (unsigned long long)st.loads,
+		    (unsigned long long)stp_meta_pages(stp_image_sb(img)),
+		    STP_IMAGE_WALK_LOADS_PER_PAGE);
+}
+
 /* The first look past the superblock: confined, like everything after it. */
 static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
@@ -362,7 +395,7 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 		err = open_failed(d, err);
 	if (err)
 		return err;
-	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
+	walks_begin(img, d->fs.opts);
 	if (cache)
 		expect_blocks(cache, img);
 	d->fs.img = img;
@@ -389,12 +422,12 @@ static int prepare_fs(struct stp_daemon *d)
 
 /* Live: the monitor may return. It gets the priming plan first when it waits for one;
  * from then on diagnostics go to stderr. */
-static void report_live(struct stp_daemon *d)
+static void report_live(struct stp_daemon *d, const struct stp_prime_plan *plan)
 {
 	int err = stp_msg_send(d->monitor_fd, STP_MSG_LIVE, NULL, 0);
 
 	if (!err && stp_prime_wanted(d->fs.opts)) {
-		err = stp_prime_send_plan(d->fs.img, d->monitor_fd);
+		err = stp_prime_plan_send(plan, d->monitor_fd);
 		if (err && err != -EPIPE)
 			stp_log(STP_LOG_WARN, "%s: no priming plan: %s", d->fs.opts->image,
 				stp_strerror(err));
@@ -456,6 +489,7 @@ static void write_record(struct stp_daemon *d)
 static int serve_confined(struct stp_daemon *d)
 {
 	struct stp_fs *fs = &d->fs;
+	struct stp_prime_plan *plan = NULL;
 	int err = stp_warm_start(fs->img, fs->cache,
 				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL,
 				 fs->opts->warm_workers, &fs->warmer);
@@ -466,7 +500,14 @@ static int serve_confined(struct stp_daemon *d)
 	    (err = stp_fill_start(fs->img, fs->cache, fs->se,
 				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
-	report_live(d);
+	if (stp_prime_wanted(fs->opts))
+		stp_prime_plan_build(fs->img, &plan);
+	err = walks_end(d);
+	if (!err)
+		report_live(d, plan);
+	stp_prime_plan_free(plan);
+	if (err)
+		return 1;
 	err = stp_ending_start(fs->se, fs->warmer, fs->filler);
 	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
 		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,

@@ -205,7 +205,8 @@ static int check_memory(struct monitor *m)
 {
 	const struct stp_superblock *sb = &m->sb;
 	uint64_t blocks = (uint64_t)stp_mountopts_cache_budget(m->o, sb) + stp_mountopts_cache_extra(m->o);
-	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache);
+	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache > STP_IMAGE_WALK_BUDGET ?
+						  m->o->meta_cache : STP_IMAGE_WALK_BUDGET);
 	/* each a whole buffer, whatever its block's size: the block and zstd's margin */
 	uint64_t books = stp_daemon_memory(m->o, sb);
 	uint64_t need = blocks * stp_cache_buffer_bytes(sb) + meta + 2 * sb->dict_size + books +

@@ -167,3 +167,43 @@ def hot_blocks_image(src, dst, nhot, content=b"hello\n", pad=0):
     return write_paged(dst, data, pages, data_size=nhot * hot_bs, hot_size=nhot * hot_bs,
                        block_count=nhot, inode_count=2, dict_offset=0, dict_size=0,
                        dict_checksum=0, feat_compat=0)
+
+
+def thrash_image(src, dst, ninodes, kpages):
+    """An image of NINODES one-byte files whose extent records are spread over KPAGES
+    metadata pages in turn: file i's extent lies on page i mod KPAGES of the extent
+    table, so a walk over the files in inode order cycles through KPAGES pages (more
+    than the daemon's page cache holds) and decodes a page for every file. Every extent
+    page holds the same records and is stored once; the file's byte is the hot region.
+    SRC: a real image (its superblock is reused). Returns (path, image size)."""
+    per_page = META_PAGE_SIZE // EXTENT_SIZE - 1
+    assert ninodes <= kpages * per_page
+    frames = Frames(read_file(src)[:256])
+    block = frames.add(b"x")
+    block_off = META_HDR_SIZE
+    inode_off = block_off + BLOCKENT_SIZE
+    inodes_end = inode_off + INODE_SIZE * (ninodes + 1)
+    extent_off = -(-inodes_end // META_PAGE_SIZE) * META_PAGE_SIZE
+    nextents = kpages * META_PAGE_SIZE // EXTENT_SIZE
+
+    def first_extent(i):
+        page = i % kpages
+        return -(-(page * META_PAGE_SIZE) // EXTENT_SIZE) + i // kpages
+
+    head = bytearray(meta_header(inode_count=ninodes + 1, dirent_count=0,
+                                 extent_count=nextents, xattr_count=0, block_count=1,
+                                 strings_size=0, inode_off=inode_off, dirent_off=inode_off,
+                                 extent_off=extent_off, xattr_off=inode_off,
+                                 block_off=block_off, strings_off=inode_off))
+    head += blockent(block[0], 1, block[2], codec=0)
+    head += inode(S_IFDIR | 0o755, 0, 0, 0)
+    for i in range(ninodes):
+        head += inode(S_IFREG | 0o644, 1, first_extent(i), 1)
+    extent = struct.pack("<QQQ", 0, 0, 1)
+    pages = paginate(head, extent, nextents)
+    data = frames.data
+    put(SB_FIELDS, "feat_incompat", data, FEAT_META_PAGES)
+    struct.pack_into("<I", data, SB_HOT_BLOCK_LOG, 0)
+    return write_paged(dst, data, pages, data_size=1, hot_size=1, block_count=1,
+                       inode_count=ninodes + 1, dict_offset=0, dict_size=0,
+                       dict_checksum=0, feat_compat=0)
