@@ -3,7 +3,6 @@
 confined daemon reads the rest, hostile images cannot hang the mount or take the host's
 memory, and whatever fails is unmounted."""
 
-import errno
 import os
 import re
 import shutil
@@ -305,7 +304,8 @@ def test_decompression_bomb_stays_within_the_bound(tmp_path, mnt):
                          ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_ends_a_warming_mount(tmp_path, mnt, sig):
     """A signal while warming pushes pages and a reader reads: the daemon stops warming
-    while it still answers, then ends; the mount answers ENOTCONN and umount works."""
+    while it still answers, then ends; the monitor's watcher then takes the dead mount
+    away (it answered ENOTCONN until umount, before issue 28 item 15)."""
     src = tmp_path / "src"
     src.mkdir()
     names = []
@@ -325,8 +325,7 @@ def test_signal_ends_a_warming_mount(tmp_path, mnt, sig):
     os.kill(pid, sig)
     assert wait_gone([pid], timeout=10), "the daemon outlived %s" % sig.name
     reader.wait(timeout=20)
-    with pytest.raises(OSError) as e:
-        os.listdir(mnt)
-    assert e.value.errno == errno.ENOTCONN
-    assert run(["umount", mnt], timeout=20).returncode == 0
-    assert not is_mounted(mnt)
+    deadline = time.monotonic() + 2
+    while is_mounted(mnt) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not is_mounted(mnt), "a dead mount is left after %s" % sig.name
