@@ -74,9 +74,11 @@ static int check_file_size(struct stp_imgsrc *src, const struct stp_superblock *
 	return rc;
 }
 
-/* The fewest bytes a stored block takes: a raw block holds all its bytes (64 KiB at
- * least), and a zstd frame its header (6 bytes) and a block header with one byte (4). */
+/* The fewest bytes a stored block takes: a zstd frame its header (6 bytes) and a block
+ * header with one byte (4); a raw block all its bytes, 64 KiB at least but for the last
+ * hot block and the last block, which may be shorter (BLOCKS_SHORT_MAX). */
 #define BLOCK_STORED_MIN 10u
+#define BLOCKS_SHORT_MAX 2u
 
 /* Blocks share no stored bytes (stipple(5)), so a file holds at most one block per
  * BLOCK_STORED_MIN of its bytes. The mount sizes its hot-block bookkeeping by the count
@@ -84,8 +86,8 @@ static int check_file_size(struct stp_imgsrc *src, const struct stp_superblock *
  * anything is sized by it, rather than when the table is read. */
 static int check_block_claim(const char *path, const struct stp_superblock *sb)
 {
-	uint64_t room = sb->image_size > STP_SB_SIZE ?
-			(sb->image_size - STP_SB_SIZE) / BLOCK_STORED_MIN : 0;
+	uint64_t room = (sb->image_size > STP_SB_SIZE ?
+			 (sb->image_size - STP_SB_SIZE) / BLOCK_STORED_MIN : 0) + BLOCKS_SHORT_MAX;
 
 	if (sb->block_count <= room)
 		return 0;
