@@ -15,9 +15,10 @@
  *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
  *     (or fusermount3 -u)                      beneath the parent opened before the fork
  *   open(mount point), fork                    priming, in a child confined first (prime.c)
- *   fork, capset                               the watcher, left once the mount is live:
- *   poll(pidfd), fstatfs, umount2               CAP_SYS_ADMIN alone; when the daemon ends
- *                                              and left its mount dead, it unmounts it
+ *   fork, capset                               the watcher, left once the mount is live
+ *   poll(pidfd), fstatfs, umount2               (CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH): when
+ *                                              the daemon ends and left its mount dead, it
+ *                                              unmounts it
  *
  * SIGINT, SIGTERM and SIGHUP wait until the mount is live or undone (at most the
  * deadline), so that an interrupted mount never stays half made.
@@ -722,16 +723,18 @@ static void close_all_but(int a, int b)
 	close_range((unsigned)b + 1, ~0u, 0);
 }
 
-/* The watcher keeps what an unmount needs, CAP_SYS_ADMIN, and nothing else. */
+/* The watcher keeps what an unmount needs and nothing else: CAP_SYS_ADMIN for umount2,
+ * CAP_DAC_READ_SEARCH to reach the mount point beneath a parent only its owner may
+ * search (a user's 0700 home). */
 static void keep_only_unmount(void)
 {
-	cap_value_t admin = CAP_SYS_ADMIN;
+	cap_value_t keep[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH };
 	cap_t caps;
 
 	if (geteuid() != 0 || !(caps = cap_init()))
 		return;
-	if (!cap_set_flag(caps, CAP_PERMITTED, 1, &admin, CAP_SET) &&
-	    !cap_set_flag(caps, CAP_EFFECTIVE, 1, &admin, CAP_SET))
+	if (!cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) &&
+	    !cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET))
 		cap_set_proc(caps);
 	cap_free(caps);
 }

@@ -557,15 +557,16 @@ def test_dead_daemon_takes_its_mount(small_image, mounter, how):
 
 
 def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
-    """The watcher keeps CAP_SYS_ADMIN alone (for the unmount), two descriptors (the
-    daemon's pidfd and the mount point's parent), no terminal; an ordinary umount ends
-    it, and the daemon too."""
+    """The watcher keeps CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH alone (for the unmount),
+    two descriptors (the daemon's pidfd and the mount point's parent), no terminal; an
+    ordinary umount ends it, and the daemon too."""
     image = small_image["image"]
     with mounter(image) as mnt:
         pid = daemon_pid(image)
         (watcher,) = watchers_of(mnt)
         st = status_fields("/proc/%d/status" % watcher)
-        assert int(st["CapEff"], 16) == 1 << 21 and int(st["CapPrm"], 16) == 1 << 21, st
+        kept = 1 << 21 | 1 << 2  # CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH
+        assert int(st["CapEff"], 16) == kept and int(st["CapPrm"], 16) == kept, st
         fds = fd_targets(watcher)
         assert sorted(fds.values()) == sorted(
             ["anon_inode:[pidfd]", os.path.dirname(os.path.realpath(mnt))]), fds
