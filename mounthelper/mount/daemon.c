@@ -371,9 +371,9 @@ static int walks_end(struct stp_daemon *d)
 	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
 	if (!st.refused)
 		return 0;
-	return fail(d, -ENOBUFS, "%s: metadata walk thrashes: the walks at mount loaded %llu of "
-		    "its %llu metadata pages, more than %u times each, and wanted more; its "
-		    "tables are laid out to defeat the page cache", d->fs.opts->image,
+	return fail(d, -ENOBUFS, "%s: metadata walk thrashes: the walks at mount decoded %llu "
+		    "metadata pages for an image of %llu, more than %u a page, and wanted more; "
+		    "its tables are laid out to defeat the page cache", d->fs.opts->image,
 		    (unsigned long long)st.loads,
 		    (unsigned long long)stp_meta_pages(stp_image_sb(img)),
 		    STP_IMAGE_WALK_LOADS_PER_PAGE);
