@@ -359,6 +359,14 @@ static void walks_begin(const struct stp_image *img, const struct stp_mount_opts
 	stp_image_bound_walk_loads(img, true);
 }
 
+static bool walks_refused(const struct stp_image *img)
+{
+	struct stp_metapages_stats st;
+
+	stp_image_meta_stats(img, &st);
+	return st.refused != 0;
+}
+
 /* The walks are over: meta_cache= from now on, and no bound (a request that cycles is
  * slow, not wrong). -ENOBUFS when the bound refused a page. */
 static int walks_end(struct stp_daemon *d)
@@ -500,8 +508,10 @@ static int serve_confined(struct stp_daemon *d)
 	    (err = stp_fill_start(fs->img, fs->cache, fs->se,
 				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
-	if (stp_prime_wanted(fs->opts))
+	if (stp_prime_wanted(fs->opts) && !walks_refused(fs->img)) {
+		stp_image_bound_walk_loads(fs->img, true); /* a bound of its own, as a plan */
 		stp_prime_plan_build(fs->img, &plan);
+	}
 	err = walks_end(d);
 	if (!err)
 		report_live(d, plan);
