@@ -15,6 +15,7 @@
 #include "cache.h"
 #include "diskcache.h"
 #include "ending.h"
+#include "escape.h"
 #include "fill.h"
 #include "fetcher.h"
 #include "fuseops.h"
@@ -47,6 +48,14 @@ static const char *log_prog;
 static int log_monitor_fd = -1;      /* protected by log_lock: warming threads log too */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A line on stderr (a foreground mount's terminal), escaped as the monitor prints the
+ * same text (escape.h): it may carry names from the image. */
+static void put_line(const char *text, size_t len)
+{
+	stp_escape_put(stderr, text, len);
+	fputc('\n', stderr);
+}
+
 static void log_handler(enum stp_log_level level, const char *msg)
 {
 	char line[512];
@@ -58,7 +67,7 @@ static void log_handler(enum stp_log_level level, const char *msg)
 		n = sizeof(line) - 1;
 	pthread_mutex_lock(&log_lock);
 	if (log_monitor_fd < 0 || stp_msg_send(log_monitor_fd, STP_MSG_LOG, line, (size_t)n))
-		fprintf(stderr, "%s\n", line);
+		put_line(line, (size_t)n);
 	pthread_mutex_unlock(&log_lock);
 }
 
@@ -76,7 +85,7 @@ static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
 	vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
 	va_end(ap);
 	if (d->monitor_fd < 0 || stp_msg_send_failed(d->monitor_fd, err, text))
-		fprintf(stderr, "%s\n", text);
+		put_line(text, strlen(text));
 	return err;
 }
 

@@ -7,11 +7,13 @@ and file sizes crafted to wrap the arithmetic of `stipple bench --sequential`.
 Every crafted image starts from a real one built by mkstipple and is changed field by
 field with imageutil (stipple(5) offsets); expected output is computed in Python."""
 
+import contextlib
 import errno
 import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -505,3 +507,35 @@ def test_monitor_escapes_c1_controls(small_image, tmp_path):
     r = mount_bytes(bad_meta, mnt)
     assert b"metadata" in r.stderr, r.stderr  # the daemon's own words
     assert_escaped(r, "daemon")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+def test_foreground_daemon_escapes_c1_controls(small_image, tmp_path):
+    """With -f the daemon itself writes to the terminal once the mount is live: a block
+    that fails its checksum, in an image whose name holds C1 and C0 controls, is reported
+    escaped."""
+    data = bytearray(read_file(small_image))
+    data[256 + 8] ^= 0xff  # inside the first stored block, past the superblock
+    image = tmp_path / os.fsdecode(b"fg-" + C1_NAME)
+    image.write_bytes(bytes(data))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.Popen([STIPPLE, "mount", "-f", "--no-prime", image, mnt],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.ismount(mnt):
+            assert time.monotonic() < deadline and p.poll() is None, "no mount"
+            time.sleep(0.05)
+        for name in ("a", "big", "dir/b"):
+            with contextlib.suppress(OSError):
+                with open(mnt / name, "rb") as f:
+                    f.read()
+    finally:
+        subprocess.run(["umount", os.fspath(mnt)], check=False)
+        _, err = p.communicate(timeout=30)
+    assert b"checksum" in err or b"does not decode" in err or b"block" in err, err
+    assert b"\\302\\233" in err and b"\\033" in err, err
+    for raw in (b"\x9b", b"\x1b", b"\x07"):
+        assert raw not in err, (raw, err)
