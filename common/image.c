@@ -75,6 +75,30 @@ static int check_file_size(struct stp_imgsrc *src, const struct stp_superblock *
 	return rc;
 }
 
+/* The fewest bytes a stored block takes: a zstd frame its header (6 bytes) and a block
+ * header with one byte (4); a raw block all its bytes, 64 KiB at least but for the last
+ * hot block and the last block, which may be shorter (BLOCKS_SHORT_MAX). */
+#define BLOCK_STORED_MIN 10u
+#define BLOCKS_SHORT_MAX 2u
+
+/* Blocks share no stored bytes (stipple(5)), so a file holds at most one block per
+ * BLOCK_STORED_MIN of its bytes. The mount sizes its hot-block bookkeeping by the count
+ * the superblock claims: a claim of millions in a small file is refused here, before
+ * anything is sized by it, rather than when the table is read. */
+static int check_block_claim(const char *path, const struct stp_superblock *sb)
+{
+	uint64_t room = (sb->image_size > STP_SB_SIZE ?
+			 (sb->image_size - STP_SB_SIZE) / BLOCK_STORED_MIN : 0) + BLOCKS_SHORT_MAX;
+
+	if (sb->block_count <= room)
+		return 0;
+	return STP_CORRUPT(path, "%llu blocks (%llu of them hot) claimed, more than %llu bytes "
+			   "can store (blocks share no stored bytes, and each takes %u at least)",
+			   (unsigned long long)sb->block_count,
+			   (unsigned long long)stp_sb_hot_blocks(sb),
+			   (unsigned long long)sb->image_size, BLOCK_STORED_MIN);
+}
+
 int stp_image_read_superblock(int fd, const char *path, struct stp_superblock *sb)
 {
 	struct stp_imgsrc src;
@@ -110,7 +134,8 @@ static int read_sb_raw(struct stp_imgsrc *src, uint8_t raw[STP_SB_SIZE],
 	}
 	if (rc)
 		return STP_CORRUPT(path, "%s", why);
-	return check_file_size(src, sb);
+	rc = check_block_claim(path, sb);
+	return rc ? rc : check_file_size(src, sb);
 }
 
 int stp_image_read_superblock_src(struct stp_imgsrc *src, struct stp_superblock *sb)
@@ -594,6 +619,18 @@ void stp_image_set_meta_budget(const struct stp_image *img, size_t bytes)
 {
 	if (img->pages)
 		stp_metapages_set_budget(img->pages, bytes);
+}
+
+void stp_image_bound_walk_loads(const struct stp_image *img, bool on)
+{
+	struct stp_metapages_stats st;
+
+	if (!img->pages)
+		return;
+	stp_metapages_stats(img->pages, &st);
+	stp_metapages_limit_loads(img->pages, on ? st.loads + STP_IMAGE_WALK_LOADS_MIN +
+					  STP_IMAGE_WALK_LOADS_PER_PAGE * stp_meta_pages(&img->sb)
+					: 0);
 }
 
 size_t stp_image_meta_bytes(const struct stp_image *img)

@@ -35,6 +35,7 @@ struct stp_metapages {
 	uint64_t rng;             /* lock */
 	size_t budget, bytes, peak; /* lock */
 	uint64_t loads, hits;     /* lock */
+	uint64_t loads_max, refused; /* lock */
 };
 
 int stp_metapages_create(uint64_t size, size_t budget, stp_metapages_load_fn load, void *ctx,
@@ -159,6 +160,10 @@ static int copy_page(struct stp_metapages *mp, uint64_t index, size_t in, size_t
 	p = mp->slots[index];
 	if (p) {
 		mp->hits++;
+	} else if (mp->loads_max && mp->loads >= mp->loads_max) {
+		mp->refused++;
+		pthread_mutex_unlock(&mp->lock);
+		return -ENOBUFS;
 	} else {
 		pthread_mutex_unlock(&mp->lock);
 		rc = fetch(mp, index, &p);
@@ -198,11 +203,19 @@ void stp_metapages_set_budget(struct stp_metapages *mp, size_t budget)
 	pthread_mutex_unlock(&mp->lock);
 }
 
+void stp_metapages_limit_loads(struct stp_metapages *mp, uint64_t max)
+{
+	pthread_mutex_lock(&mp->lock);
+	mp->loads_max = max;
+	pthread_mutex_unlock(&mp->lock);
+}
+
 void stp_metapages_stats(struct stp_metapages *mp, struct stp_metapages_stats *st)
 {
 	pthread_mutex_lock(&mp->lock);
 	st->loads = mp->loads;
 	st->hits = mp->hits;
+	st->refused = mp->refused;
 	st->resident = mp->bytes;
 	st->peak = mp->peak;
 	pthread_mutex_unlock(&mp->lock);

@@ -35,9 +35,16 @@ int stp_metapages_read(struct stp_metapages *mp, uint64_t off, size_t len, void 
 /* Changes the budget; pages above it leave as later reads come. */
 void stp_metapages_set_budget(struct stp_metapages *mp, size_t budget);
 
+/* Bounds the pages loaded in all (stats.loads) to MAX; 0 lifts the bound. A read that
+ * needs a page beyond it fails with -ENOBUFS and is counted (stats.refused): a walk that
+ * cycles through more pages than the cache holds ends fast instead of decoding a page
+ * for every record it visits. Resident pages are still read. */
+void stp_metapages_limit_loads(struct stp_metapages *mp, uint64_t max);
+
 struct stp_metapages_stats {
 	uint64_t loads;       /* pages decoded */
 	uint64_t hits;        /* reads served from a resident page */
+	uint64_t refused;     /* loads refused by the bound of stp_metapages_limit_loads */
 	size_t resident;      /* bytes of pages held now */
 	size_t peak;          /* the most held at once, between reads */
 };

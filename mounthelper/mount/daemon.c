@@ -15,12 +15,14 @@
 #include "cache.h"
 #include "diskcache.h"
 #include "ending.h"
+#include "escape.h"
 #include "fill.h"
 #include "fetcher.h"
 #include "fuseops.h"
 #include "image.h"
 #include "imgsrc.h"
 #include "log.h"
+#include "metapages.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "prime.h"
@@ -49,6 +51,14 @@ static const char *log_prog;
 static int log_monitor_fd = -1;      /* protected by log_lock: warming threads log too */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A line on stderr (a foreground mount's terminal), escaped as the monitor prints the
+ * same text (escape.h): it may carry names from the image. */
+static void put_line(const char *text, size_t len)
+{
+	stp_escape_put(stderr, text, len);
+	fputc('\n', stderr);
+}
+
 static void log_handler(enum stp_log_level level, const char *msg)
 {
 	char line[512];
@@ -60,7 +70,7 @@ static void log_handler(enum stp_log_level level, const char *msg)
 		n = sizeof(line) - 1;
 	pthread_mutex_lock(&log_lock);
 	if (log_monitor_fd < 0 || stp_msg_send(log_monitor_fd, STP_MSG_LOG, line, (size_t)n))
-		fprintf(stderr, "%s\n", line);
+		put_line(line, (size_t)n);
 	pthread_mutex_unlock(&log_lock);
 }
 
@@ -78,8 +88,28 @@ static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
 	vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
 	va_end(ap);
 	if (d->monitor_fd < 0 || stp_msg_send_failed(d->monitor_fd, err, text))
-		fprintf(stderr, "%s\n", text);
+		put_line(text, strlen(text));
 	return err;
+}
+
+/* Bytes a daemon keeps by inode beyond the warmer and the filler: a bit of opened_dirs and
+ * one of a tree walk's marks; priming, a slot and a hot file (prime.c); recording, a file
+ * record (record.c). Generous by a few bytes, so that neither module is reached into. */
+#define INODE_BYTES 1u
+#define PRIME_INODE_BYTES 24u
+#define RECORD_INODE_BYTES 16u
+
+uint64_t stp_daemon_memory(const struct stp_mount_opts *o, const struct stp_superblock *sb)
+{
+	uint64_t per_inode = INODE_BYTES + (stp_prime_wanted(o) ? PRIME_INODE_BYTES : 0) +
+			     (o->record ? RECORD_INODE_BYTES : 0);
+	uint64_t n = per_inode * sb->inode_count;
+
+	if (o->warm_workers)
+		n += stp_warm_memory(sb);
+	if (stp_mountopts_fills(o))
+		n += stp_fill_memory(sb);
+	return n;
 }
 
 int stp_daemon_new(const struct stp_mount_opts *o, const char *prog, struct stp_daemon **out)
@@ -332,6 +362,46 @@ static int open_source(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 	return 0;
 }
 
+/* The walks before LIVE (warming and priming plans) run with at least the walk budget of
+ * pages and a bound on their page loads (image.h): an image laid out so that they cycle
+ * through more pages than that is refused at once, not at the monitor's deadline. */
+static void walks_begin(const struct stp_image *img, const struct stp_mount_opts *o)
+{
+	size_t budget = (size_t)o->meta_cache;
+
+	stp_image_set_meta_budget(img, budget > STP_IMAGE_WALK_BUDGET ? budget
+									: STP_IMAGE_WALK_BUDGET);
+	stp_image_bound_walk_loads(img, true);
+}
+
+static bool walks_refused(const struct stp_image *img)
+{
+	struct stp_metapages_stats st;
+
+	stp_image_meta_stats(img, &st);
+	return st.refused != 0;
+}
+
+/* The walks are over: meta_cache= from now on, and no bound (a request that cycles is
+ * slow, not wrong). -ENOBUFS when the bound refused a page. */
+static int walks_end(struct stp_daemon *d)
+{
+	const struct stp_image *img = d->fs.img;
+	struct stp_metapages_stats st;
+
+	stp_image_meta_stats(img, &st);
+	stp_image_bound_walk_loads(img, false);
+	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
+	if (!st.refused)
+		return 0;
+	return fail(d, -ENOBUFS, "%s: metadata walk thrashes: the walks at mount decoded %llu "
+		    "metadata pages for an image of %llu, more than %u a page, and wanted more; "
+		    "its tables are laid out to defeat the page cache", d->fs.opts->image,
+		    (unsigned long long)st.loads,
+		    (unsigned long long)stp_meta_pages(stp_image_sb(img)),
+		    STP_IMAGE_WALK_LOADS_PER_PAGE);
+}
+
 /* The first look past the superblock: confined, like everything after it. */
 static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
@@ -348,7 +418,7 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 		err = open_failed(d, err);
 	if (err)
 		return err;
-	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
+	walks_begin(img, d->fs.opts);
 	if (cache)
 		expect_blocks(cache, img);
 	d->fs.img = img;
@@ -375,12 +445,12 @@ static int prepare_fs(struct stp_daemon *d)
 
 /* Live: the monitor may return. It gets the priming plan first when it waits for one;
  * from then on diagnostics go to stderr. */
-static void report_live(struct stp_daemon *d)
+static void report_live(struct stp_daemon *d, const struct stp_prime_plan *plan)
 {
 	int err = stp_msg_send(d->monitor_fd, STP_MSG_LIVE, NULL, 0);
 
 	if (!err && stp_prime_wanted(d->fs.opts)) {
-		err = stp_prime_send_plan(d->fs.img, d->monitor_fd);
+		err = stp_prime_plan_send(plan, d->monitor_fd);
 		if (err && err != -EPIPE)
 			stp_log(STP_LOG_WARN, "%s: no priming plan: %s", d->fs.opts->image,
 				stp_strerror(err));
@@ -442,6 +512,7 @@ static void write_record(struct stp_daemon *d)
 static int serve_confined(struct stp_daemon *d)
 {
 	struct stp_fs *fs = &d->fs;
+	struct stp_prime_plan *plan = NULL;
 	int err = stp_warm_start(fs->img, fs->cache,
 				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL,
 				 fs->opts->warm_workers, &fs->warmer);
@@ -452,7 +523,16 @@ static int serve_confined(struct stp_daemon *d)
 	    (err = stp_fill_start(fs->img, fs->cache, fs->se,
 				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
-	report_live(d);
+	if (stp_prime_wanted(fs->opts) && !walks_refused(fs->img)) {
+		stp_image_bound_walk_loads(fs->img, true); /* a bound of its own, as a plan */
+		stp_prime_plan_build(fs->img, &plan);
+	}
+	err = walks_end(d);
+	if (!err)
+		report_live(d, plan);
+	stp_prime_plan_free(plan);
+	if (err)
+		return 1;
 	err = stp_ending_start(fs->se, fs->warmer, fs->filler);
 	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
 		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,

@@ -17,6 +17,7 @@
 #include "diskcache.h"
 
 struct stp_mount_opts;
+struct stp_superblock;
 struct stp_pubkey;
 struct stp_daemon;
 struct fuse_session;
@@ -36,6 +37,12 @@ struct stp_daemon_fds {
 	uint64_t url_size;
 	struct stp_diskcache_file cache;
 };
+
+/* What a daemon serving OPTS over an image with superblock SB allocates besides its
+ * blocks and metadata pages, all of it sized by the superblock before the mount is live:
+ * the warmer's and the filler's bookkeeping (warm.h, fill.h), and its tables by inode
+ * (directories listed, the priming plan, the recorder, a tree walk's marks). */
+uint64_t stp_daemon_memory(const struct stp_mount_opts *opts, const struct stp_superblock *sb);
 
 /* Exit statuses of the daemon process. */
 #define STP_DAEMON_UNMOUNTED 0 /* the host unmounted it: nothing left to do */

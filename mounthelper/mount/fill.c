@@ -396,6 +396,15 @@ static void filler_free(struct stp_filler *f)
 	free(f);
 }
 
+uint64_t stp_fill_memory(const struct stp_superblock *sb)
+{
+	struct stp_filler *f = NULL;
+
+	return sb->block_count * (sizeof(*f->block_head) + sizeof(*f->queued)) +
+	       (uint64_t)sb->inode_count * (sizeof(*f->lookups) + sizeof(*f->ino_head)) +
+	       sizeof(*f);
+}
+
 int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
 		   uint64_t warmed_end, struct stp_filler **out)
 {

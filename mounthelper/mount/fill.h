@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 struct stp_image;
+struct stp_superblock;
 struct stp_inode;
 struct stp_cache;
 struct fuse_session;
@@ -48,6 +49,10 @@ struct stp_fill_status {
 	uint64_t known;         /* regular files the kernel holds now */
 	uint64_t pieces;        /* index records now (one per known file per block) */
 };
+
+/* What a filler of an image with superblock SB allocates at start: its indexes by block
+ * and by inode. Its pieces come later, with lookups; when they cannot, jobs are dropped. */
+uint64_t stp_fill_memory(const struct stp_superblock *sb);
 
 /* Starts the filler of IMG's mount: pages from CACHE go into session SE's page cache.
  * File bytes stored below stream offset WARMED_END are left alone: the warmer pushes

@@ -15,6 +15,10 @@
  *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
  *     (or fusermount3 -u)                      beneath the parent opened before the fork
  *   open(mount point), fork                    priming, in a child confined first (prime.c)
+ *   fork, capset                               the watcher, left once the mount is live
+ *   poll(pidfd), fstatfs, umount2               (CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH): when
+ *                                              the daemon ends and left its mount dead, it
+ *                                              unmounts it
  *
  * SIGINT, SIGTERM and SIGHUP wait until the mount is live or undone (at most the
  * deadline), so that an interrupted mount never stays half made.
@@ -24,21 +28,27 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/capability.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "daemon.h"
+#include "escape.h"
 #include "diskcache.h"
 #include "fetcher.h"
 #include "imgsrc.h"
@@ -53,8 +63,9 @@
 #include "sign.h"
 #include "util.h"
 
-/* Besides blocks and metadata, what a daemon may allocate: its threads' stacks, libfuse's
- * request buffers, zstd contexts, the warming and priming plans. */
+/* Besides blocks, metadata and the bookkeeping sized by the image (stp_daemon_memory),
+ * what a daemon may allocate: its threads' stacks, libfuse's request buffers, zstd
+ * contexts. */
 #define MEM_SLACK (256ull << 20)
 
 /* verify: what the monitor reads of trusted configuration, at most. */
@@ -85,9 +96,43 @@ struct monitor {
 
 static const char *log_prog;
 
+/* What the monitor prints goes to root's terminal, and carries paths and names that
+ * others chose (the image's, the daemon's text): every line is escaped (escape.h). */
+static void put_line(const char *prog, const char *text, size_t len)
+{
+	int saved = errno;
+
+	stp_escape_put(stderr, prog, strlen(prog));
+	fputs(": ", stderr);
+	stp_escape_put(stderr, text, len);
+	fputc('\n', stderr);
+	errno = saved;
+}
+
+/* "PROG: " and FMT formatted, escaped, as one line; errno is kept. */
+static void say(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(const char *prog, const char *fmt, ...)
+{
+	int saved = errno, n;
+	char *msg;
+	va_list ap;
+
+	va_start(ap, fmt);
+	n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		put_line(prog, "(message lost: out of memory)", 29);
+	} else {
+		put_line(prog, msg, (size_t)n);
+		free(msg);
+	}
+	errno = saved;
+}
+
 static void log_prefixed(enum stp_log_level level, const char *msg)
 {
-	fprintf(stderr, "%s: %s\n", log_prog, msg);
+	put_line(log_prog, msg, strlen(msg));
 }
 
 /* The image, and its superblock: all of it the monitor reads. O_NONBLOCK: a FIFO named
@@ -112,12 +157,11 @@ static int open_url(struct monitor *m)
 		err = stp_imgsrc_read(src, raw, sizeof(raw), 0);
 	stp_imgsrc_close(src);
 	if (err == -EUCLEAN)
-		fprintf(stderr, "%s: %s: not a stipple image, or a damaged one\n", m->prog, o->image);
+		say(m->prog, "%s: not a stipple image, or a damaged one", o->image);
 	else if (err == -EPROTONOSUPPORT)
-		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", m->prog,
-			o->image);
+		say(m->prog, "%s: made by a newer stipple (unsupported format)", o->image);
 	else if (err)
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(err));
+		say(m->prog, "%s: %s", o->image, stp_strerror(err));
 	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
@@ -139,32 +183,35 @@ static int open_image(struct monitor *m)
 	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (m->image_fd < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(-errno));
+		say(m->prog, "%s: %s", o->image, stp_strerror(-errno));
 		return err;
 	}
 	err = stp_image_read_superblock(m->image_fd, o->image_path, &m->sb);
 	if (err == -EUCLEAN)
-		fprintf(stderr, "%s: %s: not a stipple image, or a damaged one\n", m->prog, o->image);
+		say(m->prog, "%s: not a stipple image, or a damaged one", o->image);
 	else if (err == -EPROTONOSUPPORT)
-		fprintf(stderr, "%s: %s: made by a newer stipple (unsupported format)\n", m->prog,
-			o->image);
+		say(m->prog, "%s: made by a newer stipple (unsupported format)", o->image);
 	else if (err && err != -EINVAL) /* -EINVAL: not a file, already said */
-		fprintf(stderr, "%s: %s: %s\n", m->prog, o->image, stp_strerror(err));
+		say(m->prog, "%s: %s", o->image, stp_strerror(err));
 	return err;
 }
 
 /* What the daemon may hold follows from the options and the superblock (cache.h, warm.h):
  * the budget's blocks, one per warming worker and one more, the metadata
- * (stp_image_meta_memory), the dictionary. A mount that could take more
+ * (stp_image_meta_memory), the dictionary, and the bookkeeping by hot block, block and
+ * inode (stp_daemon_memory: some 130 bytes a 64 KiB hot block). A mount that could take more
  * than half of this machine's memory is refused; the rest becomes the daemon's
  * RLIMIT_DATA, so that a forged image meets a clear error, never the host's OOM killer. */
 static int check_memory(struct monitor *m)
 {
 	const struct stp_superblock *sb = &m->sb;
 	uint64_t blocks = (uint64_t)stp_mountopts_cache_budget(m->o, sb) + stp_mountopts_cache_extra(m->o);
-	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache);
+	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache > STP_IMAGE_WALK_BUDGET ?
+						  m->o->meta_cache : STP_IMAGE_WALK_BUDGET);
 	/* each a whole buffer, whatever its block's size: the block and zstd's margin */
-	uint64_t need = blocks * stp_cache_buffer_bytes(sb) + meta + 2 * sb->dict_size + MEM_SLACK;
+	uint64_t books = stp_daemon_memory(m->o, sb);
+	uint64_t need = blocks * stp_cache_buffer_bytes(sb) + meta + 2 * sb->dict_size + books +
+			MEM_SLACK;
 
 	/* verified, each decode in flight holds its block's stored bytes apart (image.c) */
 	if (m->o->verify)
@@ -172,12 +219,13 @@ static int check_memory(struct monitor *m)
 	struct sysinfo si;
 
 	if (!sysinfo(&si) && need > (uint64_t)si.totalram * si.mem_unit / 2) {
-		fprintf(stderr, "%s: %s: this mount may need %llu MiB (%llu blocks of %u KiB and "
-			"%llu MiB of metadata), more than half of this machine's memory; lower "
-			"cache_budget= or warm_workers=\n", m->prog, m->o->image,
-			(unsigned long long)(need >> 20), (unsigned long long)blocks,
-			(1u << sb->block_log) >> 10,
-			(unsigned long long)(meta >> 20));
+		say(m->prog, "%s: this mount may need %llu MiB (%llu blocks of %u KiB, %llu MiB "
+		    "of metadata and %llu MiB to track %llu blocks and %u inodes), more than "
+		    "half of this machine's memory; lower cache_budget= or warm_workers=",
+		    m->o->image, (unsigned long long)(need >> 20), (unsigned long long)blocks,
+		    (1u << sb->block_log) >> 10, (unsigned long long)(meta >> 20),
+		    (unsigned long long)(books >> 20), (unsigned long long)sb->block_count,
+		    sb->inode_count);
 		return -ENOMEM;
 	}
 	m->mem_limit = need;
@@ -189,12 +237,12 @@ static int check_mountpoint(const struct monitor *m)
 	struct stat st;
 
 	if (stat(m->o->mountpoint, &st)) {
-		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, m->o->mountpoint,
+		say(m->prog, "mount point %s: %s", m->o->mountpoint,
 			stp_strerror(-errno));
 		return -errno;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "%s: mount point %s: not a directory\n", m->prog, m->o->mountpoint);
+		say(m->prog, "mount point %s: not a directory", m->o->mountpoint);
 		return -ENOTDIR;
 	}
 	return 0;
@@ -208,7 +256,7 @@ static int open_record(struct monitor *m)
 		return 0;
 	m->record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (m->record_fd < 0) {
-		fprintf(stderr, "%s: %s: %s\n", m->prog, m->o->record, stp_strerror(-errno));
+		say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
 		return -errno;
 	}
 	return 0;
@@ -228,13 +276,13 @@ static int read_key(const struct monitor *m, int dirfd, const char *name, const 
 
 	if (fd < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: public key %s: %s\n", m->prog, shown,
+		say(m->prog, "public key %s: %s", shown,
 			err == -ELOOP ? "a symbolic link (refused)" : stp_strerror(err));
 		return err;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
-		fprintf(stderr, "%s: public key %s: not a regular file of at most %u KiB\n",
-			m->prog, shown, KEY_FILE_MAX >> 10);
+		say(m->prog, "public key %s: not a regular file of at most %u KiB", shown,
+		    KEY_FILE_MAX >> 10);
 		close(fd);
 		return -EINVAL;
 	}
@@ -243,10 +291,9 @@ static int read_key(const struct monitor *m, int dirfd, const char *name, const 
 		n = read(fd, text, KEY_FILE_MAX);
 	err = n < 0 ? (text ? -errno : -ENOMEM) : stp_sign_parse_pubkey(text, (size_t)n, key);
 	if (err == -EINVAL)
-		fprintf(stderr, "%s: public key %s: not a PEM Ed25519 public key (BEGIN PUBLIC KEY)\n",
-			m->prog, shown);
+		say(m->prog, "public key %s: not a PEM Ed25519 public key (BEGIN PUBLIC KEY)", shown);
 	else if (err)
-		fprintf(stderr, "%s: public key %s: %s\n", m->prog, shown, stp_strerror(err));
+		say(m->prog, "public key %s: %s", shown, stp_strerror(err));
 	free(text);
 	close(fd);
 	return err;
@@ -268,18 +315,18 @@ static int read_trusted_keys(struct monitor *m)
 
 	if (dirfd < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: verify: no trusted keys: %s: %s\n", m->prog,
-			STP_TRUSTED_KEYS_DIR, stp_strerror(err));
+		say(m->prog, "verify: no trusted keys: %s: %s", STP_TRUSTED_KEYS_DIR,
+		    stp_strerror(err));
 		return err;
 	}
 	n = scandirat(dirfd, ".", &names, is_key_name, alphasort);
 	if (n < 0) {
 		err = -errno;
-		fprintf(stderr, "%s: verify: %s: %s\n", m->prog, STP_TRUSTED_KEYS_DIR,
+		say(m->prog, "verify: %s: %s", STP_TRUSTED_KEYS_DIR,
 			stp_strerror(err));
 	} else if (n == 0 || (unsigned)n > KEYS_MAX) {
-		fprintf(stderr, "%s: verify: %s holds %d keys (*.pub); it must hold 1 to %u\n",
-			m->prog, STP_TRUSTED_KEYS_DIR, n, KEYS_MAX);
+		say(m->prog, "verify: %s holds %d keys (*.pub); it must hold 1 to %u",
+		    STP_TRUSTED_KEYS_DIR, n, KEYS_MAX);
 		err = n ? -E2BIG : -ENOKEY;
 	} else if (!(m->keys = calloc((size_t)n, sizeof(*m->keys)))) {
 		err = -ENOMEM;
@@ -316,8 +363,7 @@ static int check_signed(const struct monitor *m)
 {
 	if (!m->o->verify || (m->sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
 		return 0;
-	fprintf(stderr, "%s: %s: not signed, and verify= asks for a signature\n", m->prog,
-		m->o->image);
+	say(m->prog, "%s: not signed, and verify= asks for a signature", m->o->image);
 	return -ENOKEY;
 }
 
@@ -373,7 +419,7 @@ static int remember_mountpoint(struct monitor *m)
 	m->parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	free(parent);
 	if (m->parent_fd < 0) {
-		fprintf(stderr, "%s: mount point %s: %s\n", m->prog, mp, stp_strerror(-errno));
+		say(m->prog, "mount point %s: %s", mp, stp_strerror(-errno));
 		return -errno;
 	}
 	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
@@ -425,8 +471,8 @@ static _Noreturn void run_daemon(struct monitor *m, int fd)
  * made to chatter must not hold mount(8) up on a slow terminal. */
 #define LOG_MAX (16u << 10)
 
-/* The daemon's text, which may carry bytes of the image: no control character reaches
- * the terminal. */
+/* The daemon's text, which may carry bytes of the image: escaped like the rest. It
+ * starts with the program's name, which the daemon wrote. */
 static void print_text(const char *s, size_t len)
 {
 	static size_t said;
@@ -434,8 +480,7 @@ static void print_text(const char *s, size_t len)
 	if (said >= LOG_MAX)
 		return;
 	said += len;
-	for (size_t i = 0; i < len; i++)
-		fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], stderr);
+	stp_escape_put(stderr, s, len);
 	fputc('\n', stderr);
 }
 
@@ -460,12 +505,12 @@ static int daemon_lost(struct monitor *m)
 	m->reaped = m->reaped || gone;
 	reap(m, true);
 	if (!gone)
-		fprintf(stderr, "%s: the daemon broke off before the mount was live\n", m->prog);
+		say(m->prog, "the daemon broke off before the mount was live");
 	else if (WIFSIGNALED(m->status))
-		fprintf(stderr, "%s: the daemon died of signal %d before the mount was live\n",
-			m->prog, WTERMSIG(m->status));
+		say(m->prog, "the daemon died of signal %d before the mount was live",
+		    WTERMSIG(m->status));
 	else
-		fprintf(stderr, "%s: the daemon exited before the mount was live\n", m->prog);
+		say(m->prog, "the daemon exited before the mount was live");
 	return -EIO;
 }
 
@@ -480,8 +525,8 @@ static int wait_live(struct monitor *m, int fd, uint8_t *buf)
 		int rc = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len);
 
 		if (rc == -ETIMEDOUT) {
-			fprintf(stderr, "%s: %s: the daemon did not answer within %d s\n", m->prog,
-				m->o->image, STP_MOUNT_DEADLINE_MS / 1000);
+			say(m->prog, "%s: the daemon did not answer within %d s", m->o->image,
+			    STP_MOUNT_DEADLINE_MS / 1000);
 			return rc;
 		}
 		if (rc)
@@ -598,8 +643,8 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
 	stp_prime_list_free(list);
 	if (err == -ETIMEDOUT) {
-		fprintf(stderr, "%s: %s: the daemon did not answer within %d s\n", m->prog,
-			m->o->image, STP_MOUNT_DEADLINE_MS / 1000);
+		say(m->prog, "%s: the daemon did not answer within %d s", m->o->image,
+		    STP_MOUNT_DEADLINE_MS / 1000);
 		abandon(m, -1, NULL); /* the connection goes with it, and frees the child */
 		if (stuck)
 			while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
@@ -608,13 +653,13 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	}
 	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
 		m->reaped = true;
-		fprintf(stderr, "%s: the daemon ended as the mount went live\n", m->prog);
+		say(m->prog, "the daemon ended as the mount went live");
 		abandon(m, -1, NULL);
 		return -EIO;
 	}
 	if (err)
-		fprintf(stderr, "%s: warning: %s: priming the hot files: %s\n", m->prog,
-			m->o->mountpoint, stp_strerror(err));
+		say(m->prog, "warning: %s: priming the hot files: %s", m->o->mountpoint,
+		    stp_strerror(err));
 	return 0;
 }
 
@@ -650,6 +695,98 @@ static int stay(struct monitor *m)
 	return forwarded && WIFEXITED(m->status) ? 0 : -EIO;
 }
 
+/* Whether the mount at the mount point is dead: the top mount there is ours, and its
+ * connection answers nothing (ENOTCONN: the daemon and its /dev/fuse are gone). A live
+ * mount made there since, of the same image, answers statfs and is left alone. */
+static bool mount_dead(const struct monitor *m)
+{
+	struct statfs st;
+	bool dead;
+	int fd;
+
+	if (!ours_to_unmount(m))
+		return false;
+	fd = openat(m->parent_fd, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOTCONN;
+	dead = fstatfs(fd, &st) < 0 && errno == ENOTCONN;
+	close(fd);
+	return dead;
+}
+
+/* Closes every descriptor but A and B (A < B). */
+static void close_all_but(int a, int b)
+{
+	if (a > 0)
+		close_range(0, (unsigned)a - 1, 0);
+	if (b > a + 1)
+		close_range((unsigned)a + 1, (unsigned)b - 1, 0);
+	close_range((unsigned)b + 1, ~0u, 0);
+}
+
+/* The watcher keeps what an unmount needs and nothing else: CAP_SYS_ADMIN for umount2,
+ * CAP_DAC_READ_SEARCH to reach the mount point beneath a parent only its owner may
+ * search (a user's 0700 home). */
+static void keep_only_unmount(void)
+{
+	cap_value_t keep[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH };
+	cap_t caps;
+
+	if (geteuid() != 0 || !(caps = cap_init()))
+		return;
+	if (!cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) &&
+	    !cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET))
+		cap_set_proc(caps);
+	cap_free(caps);
+}
+
+/* The watcher: waits for the daemon to end, then lazily unmounts its mount if the daemon
+ * left it dead (it died, or a signal ended it) rather than the host unmounting it. */
+static _Noreturn void watch(struct monitor *m)
+{
+	struct pollfd p = { .fd = m->pidfd, .events = POLLIN };
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	setsid();
+	prctl(PR_SET_NAME, "stipple-watch");
+	for (int i = 0; null >= 0 && i < 3; i++)
+		dup2(null, i);
+	if (null > 2)
+		close(null);
+	if (chdir("/")) {
+		/* nothing holds a path: the parent is an open descriptor */
+	}
+	close_all_but(m->pidfd < m->parent_fd ? m->pidfd : m->parent_fd,
+		      m->pidfd < m->parent_fd ? m->parent_fd : m->pidfd);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	keep_only_unmount();
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	if (mount_dead(m))
+		unmount_ours(m);
+	_exit(0);
+}
+
+/* A live mount outlives the monitor: its watcher stays (watch), a process of its own in a
+ * session of its own, so that a daemon that dies later takes its mount with it instead of
+ * leaving one that answers ENOTCONN. Without pidfds (Linux < 5.3) there is none. */
+static void leave_watcher(struct monitor *m)
+{
+	pid_t pid;
+
+	if (m->pidfd < 0)
+		return;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		watch(m);
+	if (pid < 0)
+		say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
+		    "mount", m->o->mountpoint, stp_strerror(-errno));
+}
+
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
@@ -661,7 +798,12 @@ static int supervise(struct monitor *m, int fd)
 		err = prime(m, fd, buf);
 	free(buf);
 	close(fd);
-	return err || !m->o->foreground ? err : stay(m);
+	if (err)
+		return err;
+	if (m->o->foreground)
+		return stay(m);
+	leave_watcher(m);
+	return 0;
 }
 
 /* The signals that end a mount wait while it is being made: the daemon gets the mask
@@ -695,7 +837,7 @@ static int start_daemon(struct monitor *m, int sv[2])
 	close(sv[1]);
 	release(m);
 	if (m->pid < 0) {
-		fprintf(stderr, "%s: fork: %s\n", m->prog, stp_strerror(-errno));
+		say(m->prog, "fork: %s", stp_strerror(-errno));
 		close(sv[0]);
 		return -EAGAIN;
 	}

@@ -38,7 +38,8 @@ struct hot_file {
 	uint32_t path; /* offset in the pool, UINT32_MAX until found */
 };
 
-struct plan {
+struct stp_prime_plan {
+	int err;                 /* what building it met, returned by the send */
 	const struct stp_image *img;
 	uint64_t hot_size;
 	uint32_t *slot;          /* by inode: index into files, UINT32_MAX when not hot */
@@ -51,7 +52,7 @@ struct plan {
 /* Files whose extents reach into the hot region, with the lowest such stream offset. */
 static int note_hot_file(void *ctx, uint32_t ino, const struct stp_inode *inode)
 {
-	struct plan *p = ctx;
+	struct stp_prime_plan *p = ctx;
 	uint64_t first = UINT64_MAX;
 
 	for (uint32_t x = 0; x < inode->count; x++) {
@@ -69,7 +70,7 @@ static int note_hot_file(void *ctx, uint32_t ino, const struct stp_inode *inode)
 	return 0;
 }
 
-static int pool_add(struct plan *p, const char *s, size_t len, uint32_t *off)
+static int pool_add(struct stp_prime_plan *p, const char *s, size_t len, uint32_t *off)
 {
 	if (p->pool_len + len + 1 > p->pool_cap) {
 		size_t cap = p->pool_cap ? p->pool_cap * 2 : 4096;
@@ -91,7 +92,7 @@ static int pool_add(struct plan *p, const char *s, size_t len, uint32_t *off)
 /* The first path found for each hot file (a hard link has several). */
 static int note_hot_path(void *ctx, const struct stp_tree_entry *e)
 {
-	struct plan *p = ctx;
+	struct stp_prime_plan *p = ctx;
 	struct hot_file *f;
 
 	if (e->dtype != DT_REG || p->slot[e->ino] == UINT32_MAX)
@@ -109,7 +110,7 @@ static int cmp_first(const void *a, const void *b)
 	return (x->ino > y->ino) - (x->ino < y->ino);
 }
 
-static int build_plan(struct plan *p)
+static int build_plan(struct stp_prime_plan *p)
 {
 	uint32_t n = stp_image_sb(p->img)->inode_count;
 	int err;
@@ -128,7 +129,7 @@ static int build_plan(struct plan *p)
 }
 
 /* Entries: uint32 inode, uint16 path length, the path (no NUL), packed in messages. */
-static int send_entries(const struct plan *p, int fd)
+static int send_entries(const struct stp_prime_plan *p, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	size_t used = 0;
@@ -156,20 +157,49 @@ static int send_entries(const struct plan *p, int fd)
 	return err;
 }
 
+int stp_prime_plan_build(const struct stp_image *img, struct stp_prime_plan **out)
+{
+	struct stp_prime_plan *p = calloc(1, sizeof(*p));
+
+	*out = p;
+	if (!p)
+		return -ENOMEM;
+	p->img = img;
+	p->hot_size = stp_image_sb(img)->hot_size;
+	if (p->hot_size)
+		p->err = build_plan(p);
+	return p->err;
+}
+
+int stp_prime_plan_send(const struct stp_prime_plan *p, int fd)
+{
+	int err = p ? p->err : -ENOMEM, end;
+
+	if (!err)
+		err = send_entries(p, fd);
+	end = stp_msg_send(fd, STP_MSG_PRIME_END, NULL, 0);
+	return err ? err : end;
+}
+
+void stp_prime_plan_free(struct stp_prime_plan *p)
+{
+	if (!p)
+		return;
+	free(p->slot);
+	free(p->files);
+	free(p->pool);
+	free(p);
+}
+
 int stp_prime_send_plan(const struct stp_image *img, int fd)
 {
-	struct plan p = { .img = img, .hot_size = stp_image_sb(img)->hot_size };
-	int err = 0, end;
+	struct stp_prime_plan *p;
+	int err;
 
-	if (p.hot_size)
-		err = build_plan(&p);
-	if (!err)
-		err = send_entries(&p, fd);
-	end = stp_msg_send(fd, STP_MSG_PRIME_END, NULL, 0);
-	free(p.slot);
-	free(p.files);
-	free(p.pool);
-	return err ? err : end;
+	stp_prime_plan_build(img, &p);
+	err = stp_prime_plan_send(p, fd);
+	stp_prime_plan_free(p);
+	return err;
 }
 
 /* ---- The lookups: monitor side. ---- */

@@ -42,6 +42,14 @@ int stp_prime_wanted(const struct stp_mount_opts *o);
  * found the image damaged (PRIME_END is still sent), -ENOMEM, or a send error. */
 int stp_prime_send_plan(const struct stp_image *img, int fd);
 
+/* The same in steps, so that the daemon walks the image before it says LIVE: the plan
+ * is built (its error kept for the send, which returns it after PRIME_END), sent, and
+ * freed. *OUT is NULL only on -ENOMEM; the send and the free take NULL. */
+struct stp_prime_plan;
+int stp_prime_plan_build(const struct stp_image *img, struct stp_prime_plan **out);
+int stp_prime_plan_send(const struct stp_prime_plan *p, int fd);
+void stp_prime_plan_free(struct stp_prime_plan *p);
+
 /* Monitor side: the files to look up, as received. */
 struct stp_prime_list;
 

@@ -460,6 +460,16 @@ static void warmer_free(struct stp_warmer *w)
 	free(w);
 }
 
+uint64_t stp_warm_memory(const struct stp_superblock *sb)
+{
+	uint64_t hot = sb->hot_size < sb->data_size ? sb->hot_size : sb->data_size;
+
+	if (!hot)
+		return 0;
+	return stp_warm_plan_memory(sb) + stp_warm_plan_blocks(sb) * sizeof(struct wblock) +
+	       (hot + STP_HOT_PAGE - 1) / STP_HOT_PAGE + sb->inode_count;
+}
+
 int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
 		   unsigned workers, struct stp_warmer **out)
 {

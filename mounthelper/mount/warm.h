@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 struct stp_image;
+struct stp_superblock;
 struct stp_cache;
 struct fuse_session;
 struct stp_warmer;
@@ -35,6 +36,11 @@ struct stp_warm_status {
 				* free a block: as warm as the mount can be before the
 				* application starts */
 };
+
+/* The most a warmer of an image with superblock SB allocates besides blocks, before it
+ * starts: its plan (stp_warm_plan_memory), a state for each hot block, a byte for each
+ * hot page and for each inode. Its threads' stacks are the caller's to count. */
+uint64_t stp_warm_memory(const struct stp_superblock *sb);
 
 /* Starts WORKERS threads over IMG's hot region (none when WORKERS is 0 or the image has no
  * hot region: *out is then NULL), decoding through CACHE and pushing pages into the page

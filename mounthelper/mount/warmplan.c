@@ -7,18 +7,40 @@
 
 #include "format.h"
 #include "image.h"
+#include "log.h"
 #include "treewalk.h"
 
 struct collect {
 	const struct stp_image *img;
 	struct stp_warm_plan *p;
 	uint32_t cap;
+	uint64_t max;   /* segments: one per extent, plus one per block edge an extent crosses */
 };
+
+uint64_t stp_warm_plan_blocks(const struct stp_superblock *sb)
+{
+	uint64_t hot = sb->hot_size < sb->data_size ? sb->hot_size : sb->data_size;
+
+	return hot ? stp_sb_block_of(sb, hot - 1) + 1 : 0;
+}
+
+uint64_t stp_warm_plan_memory(const struct stp_superblock *sb)
+{
+	uint64_t blocks = stp_warm_plan_blocks(sb), segs = blocks + sb->meta_size / STP_EXTENT_SIZE;
+
+	/* segs and by_ino; block_first and block_pages; ino_first and the sort's next */
+	return segs * (sizeof(struct stp_warm_seg) + sizeof(uint32_t)) +
+	       blocks * 2 * sizeof(uint32_t) + (uint64_t)sb->inode_count * 2 * sizeof(uint32_t);
+}
 
 static int add_seg(struct collect *c, const struct stp_warm_seg *s)
 {
 	struct stp_warm_plan *p = c->p;
 
+	if (p->nsegs >= c->max)
+		return STP_CORRUPT(stp_image_path(c->img), "hot extents of files overlap: "
+				   "more than %llu pieces in %llu hot blocks",
+				   (unsigned long long)c->max, (unsigned long long)p->nblocks);
 	if (p->nsegs == c->cap) {
 		uint32_t cap = c->cap ? c->cap * 2 : 256;
 		struct stp_warm_seg *grown;
@@ -126,14 +148,15 @@ static int index_by_block(struct stp_warm_plan *p)
 int stp_warm_plan_build(const struct stp_image *img, struct stp_warm_plan *p)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
-	struct collect c = { img, p, 0 };
+	struct collect c = { img, p, 0, 0 };
 	int rc;
 
 	memset(p, 0, sizeof(*p));
 	p->sb = sb;
 	p->hot_size = sb->hot_size < sb->data_size ? sb->hot_size : sb->data_size;
-	p->nblocks = p->hot_size ? stp_sb_block_of(sb, p->hot_size - 1) + 1 : 0;
+	p->nblocks = stp_warm_plan_blocks(sb);
 	p->ninodes = sb->inode_count;
+	c.max = p->nblocks + stp_image_meta_header(img)->extent_count;
 	rc = p->hot_size ? stp_treewalk_files(img, collect_file, &c) : 0;
 	if (!rc && p->nsegs)
 		qsort(p->segs, p->nsegs, sizeof(*p->segs), cmp_seg);

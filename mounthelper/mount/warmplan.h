@@ -35,9 +35,19 @@ struct stp_warm_plan {
 	uint32_t *block_pages;        /* hot pages (STP_HOT_PAGE) of block k */
 };
 
+/* The blocks that hold SB's hot region (its bytes below data_size). */
+uint64_t stp_warm_plan_blocks(const struct stp_superblock *sb);
+
+/* The most a plan of an image with superblock SB may allocate: its block and inode
+ * indexes, and a segment for each block plus one for each extent the metadata can hold
+ * (a plan with more, from hot extents that overlap, is refused as damaged). */
+uint64_t stp_warm_plan_memory(const struct stp_superblock *sb);
+
 /* Builds IMG's plan into *P (zeroed first; freed with stp_warm_plan_free even on
  * failure). An image without a hot region gets an empty plan. -ENOMEM, or -EUCLEAN when
- * the walk over the files found the image damaged. */
+ * the walk over the files found the image damaged, or the hot extents of its files
+ * overlap (each stream page of the hot region holds bytes of one file, stipple(5)), so
+ * that the segments would outnumber the blocks and the extents together. */
 int stp_warm_plan_build(const struct stp_image *img, struct stp_warm_plan *p);
 void stp_warm_plan_free(struct stp_warm_plan *p);
 

@@ -51,18 +51,14 @@ int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max);
 
 /*
  * Names, link targets, paths and any text from an image or a mount may hold bytes that
- * a terminal acts on. Everything the readers print of them goes through this one rule,
- * always (as tar(1) lists names), whether or not the output is a terminal: each byte
- * of a C0 control (0x00-0x1f), of DEL (0x7f), of a C1 control (U+0080-U+009F) written
- * in UTF-8, of a sequence that is not valid UTF-8 (overlong, surrogate, past U+10FFFF,
- * cut short), and each backslash becomes a backslash and three octal digits ("\012"
- * for a newline, "\134" for a backslash), so the output is unambiguous and reversible.
- * Valid UTF-8 is written as it is.
+ * a terminal acts on. Everything the readers print of them goes through the one rule of
+ * escape.h (the mount's monitor uses it too): C0 and C1 controls, DEL, backslashes and
+ * bytes that are not UTF-8 become a backslash and three octal digits.
  */
 void stp_cli_put_escaped(FILE *f, const char *s, size_t len);
 
 /* Length of the valid UTF-8 sequence at S (LEN bytes left; 1 for ASCII), or 0 when the
- * bytes there are not UTF-8, by the rule above. */
+ * bytes there are not UTF-8 (stp_escape_utf8_len). */
 size_t stp_cli_utf8_len(const char *s, size_t len);
 
 /* The messages below escape the image, the path and the formatted text by that rule. */

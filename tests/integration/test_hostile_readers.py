@@ -7,11 +7,13 @@ and file sizes crafted to wrap the arithmetic of `stipple bench --sequential`.
 Every crafted image starts from a real one built by mkstipple and is changed field by
 field with imageutil (stipple(5) offsets); expected output is computed in Python."""
 
+import contextlib
 import errno
 import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -464,3 +466,76 @@ def test_bench_sequential_still_reads_every_byte(bench_image):
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
     assert (j["bytes"], j["reads"]) == (6000, 3 * -(-2000 // 7)), j
+
+
+# --- item 14 of issue 28: the mount's monitor escapes what it prints, as the readers do ---
+
+C1_NAME = b"c1-\xc2\x9b31m-\x9b-\x1b]0;x\x07.stipple"  # CSI (U+009B), a lone 0x9b, OSC
+
+
+def mount_bytes(image, mnt):
+    """`stipple mount IMAGE MNT`, its stderr as bytes; unmounts if it did mount."""
+    try:
+        return stipple_bytes("mount", "--no-prime", image, mnt)
+    finally:
+        if os.path.ismount(mnt):
+            subprocess.run(["umount", "-l", os.fspath(mnt)], check=False)
+
+
+def assert_escaped(r, where):
+    err = r.stderr
+    assert r.returncode != 0, (where, err)
+    assert b"\\302\\233" in err and b"\\233" in err and b"\\033" in err, (where, err)
+    for raw in (b"\x9b", b"\x1b", b"\x07"):
+        assert raw not in err, (where, raw, err)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+def test_monitor_escapes_c1_controls(small_image, tmp_path):
+    """A damaged image whose name holds C1 and C0 controls: the monitor's own messages
+    (a superblock that promises more than the file), and the text the daemon sends it
+    (metadata that fails its checksum), reach root's terminal escaped."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    name = os.fsdecode(C1_NAME)
+    bad_sb = patch_superblock(small_image, tmp_path / ("sb-" + name),
+                              image_size=os.path.getsize(small_image) + 4096)
+    assert_escaped(mount_bytes(bad_sb, mnt), "monitor")
+    sb = superblock(read_file(small_image))
+    bad_meta = patch_superblock(small_image, tmp_path / ("meta-" + name),
+                                meta_checksum=sb["meta_checksum"] ^ 1)
+    r = mount_bytes(bad_meta, mnt)
+    assert b"metadata" in r.stderr, r.stderr  # the daemon's own words
+    assert_escaped(r, "daemon")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+def test_foreground_daemon_escapes_c1_controls(small_image, tmp_path):
+    """With -f the daemon itself writes to the terminal once the mount is live: a block
+    that fails its checksum, in an image whose name holds C1 and C0 controls, is reported
+    escaped."""
+    data = bytearray(read_file(small_image))
+    data[256 + 8] ^= 0xff  # inside the first stored block, past the superblock
+    image = tmp_path / os.fsdecode(b"fg-" + C1_NAME)
+    image.write_bytes(bytes(data))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.Popen([STIPPLE, "mount", "-f", "--no-prime", image, mnt],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.ismount(mnt):
+            assert time.monotonic() < deadline and p.poll() is None, "no mount"
+            time.sleep(0.05)
+        for name in ("a", "big", "dir/b"):
+            with contextlib.suppress(OSError):
+                with open(mnt / name, "rb") as f:
+                    f.read()
+    finally:
+        subprocess.run(["umount", os.fspath(mnt)], check=False)
+        _, err = p.communicate(timeout=30)
+    assert b"checksum" in err or b"does not decode" in err or b"block" in err, err
+    assert b"\\302\\233" in err and b"\\033" in err, err
+    for raw in (b"\x9b", b"\x1b", b"\x07"):
+        assert raw not in err, (raw, err)

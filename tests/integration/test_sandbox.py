@@ -14,6 +14,7 @@ import pwd
 import random
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -510,3 +511,65 @@ def test_unprivileged_mount_is_confined(small_image):
     finally:
         unmount(os.path.join(base, "mnt"))
         shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- issue 28, item 15: a daemon that dies after LIVE takes its mount with it ----------
+
+
+def watchers_of(mnt):
+    """Pids of the watchers (comm stipple-watch) whose command line names MNT."""
+    want = os.fsencode(os.path.realpath(mnt))
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            with open("/proc/%s/comm" % name) as f:
+                if f.read().strip() != "stipple-watch":
+                    continue
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                if want in f.read().split(b"\0"):
+                    found.append(int(name))
+    return found
+
+
+def mounted_within(mnt, seconds):
+    """Whether MNT is still in /proc/self/mountinfo after SECONDS (checked often)."""
+    deadline = time.monotonic() + seconds
+    while is_mounted(mnt) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return is_mounted(mnt)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSEGV"])
+def test_dead_daemon_takes_its_mount(small_image, mounter, how):
+    """kill -9 (or a crash) of the daemon of a live mount, whose monitor has returned:
+    within two seconds nothing is mounted there (before: a dead mount, ENOTCONN, until
+    someone ran umount -l), and the watcher that did it has gone too."""
+    image = small_image["image"]
+    with mounter(image) as mnt:
+        pid = daemon_pid(image)
+        assert_serves(mnt, small_image)
+        watchers = watchers_of(mnt)
+        os.kill(pid, getattr(signal, how))
+        assert wait_gone(pid)
+        assert not mounted_within(mnt, 2), "a dead mount is left at %s" % mnt
+        assert os.listdir(mnt) == []
+        assert len(watchers) == 1 and wait_gone(watchers[0], timeout=5), watchers
+
+
+def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
+    """The watcher keeps CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH alone (for the unmount),
+    two descriptors (the daemon's pidfd and the mount point's parent), no terminal; an
+    ordinary umount ends it, and the daemon too."""
+    image = small_image["image"]
+    with mounter(image) as mnt:
+        pid = daemon_pid(image)
+        (watcher,) = watchers_of(mnt)
+        st = status_fields("/proc/%d/status" % watcher)
+        kept = 1 << 21 | 1 << 2  # CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH
+        assert int(st["CapEff"], 16) == kept and int(st["CapPrm"], 16) == kept, st
+        fds = fd_targets(watcher)
+        assert sorted(fds.values()) == sorted(
+            ["anon_inode:[pidfd]", os.path.dirname(os.path.realpath(mnt))]), fds
+        assert run(["umount", mnt], timeout=60).returncode == 0
+        assert wait_gone(pid) and wait_gone(watcher, timeout=5)
+        assert not is_mounted(mnt)

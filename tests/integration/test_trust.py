@@ -3,7 +3,6 @@
 confined daemon reads the rest, hostile images cannot hang the mount or take the host's
 memory, and whatever fails is unmounted."""
 
-import errno
 import os
 import re
 import shutil
@@ -34,15 +33,26 @@ def sb_fields(image):
 
 def meta_memory(image, budget=16 << 20):
     """What mount.stipple(8) counts for the metadata of IMAGE: paged, the page table, a
-    pointer per page, the meta_cache= budget and 64 pages being loaded at once; whole,
-    three times the decoded metadata and the stored copy."""
+    pointer per page, the meta_cache= budget (4 MiB at least: the walks before LIVE) and
+    64 pages being loaded at once; whole, three times the decoded metadata and the stored
+    copy."""
     with open(image, "rb") as f:
         sb = f.read(256)
     stored, size = struct.unpack_from("<QQ", sb, 80)
     codec, = struct.unpack_from("<I", sb, 104)
     if codec != 2:
         return 3 * size + stored
-    return stored + 8 * -(-size // (64 << 10)) + budget + 64 * (64 << 10)
+    return stored + 8 * -(-size // (64 << 10)) + max(budget, 4 << 20) + 64 * (64 << 10)
+
+
+# The bookkeeping sized by the image's counts (stp_daemon_memory: by hot block, block and
+# inode), a few KiB for the small images here: the limit holds it on top of the rest.
+BOOKKEEPING_MAX = 1 << 20
+
+
+def assert_data_limit(mountpoint, want):
+    soft, hard = daemon_data_limit(mountpoint)
+    assert soft == hard and want <= soft < want + BOOKKEEPING_MAX, (soft, want)
 
 
 def daemon_data_limit(mountpoint):
@@ -146,7 +156,7 @@ def test_daemon_data_limit_follows_options(small_image, mnt, meta_cache):
     block_log, _, _, dict_size = sb_fields(small_image)
     meta = meta_memory(small_image, *([meta_cache] if meta_cache else []))
     want = 6 * buffer_bytes(block_log) + meta + 2 * dict_size + (256 << 20)
-    assert daemon_data_limit(mnt) == (want, want)
+    assert_data_limit(mnt, want)
 
 
 def test_mount_that_could_take_half_the_memory_is_refused(tmp_path, mnt):
@@ -294,7 +304,8 @@ def test_decompression_bomb_stays_within_the_bound(tmp_path, mnt):
                          ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_ends_a_warming_mount(tmp_path, mnt, sig):
     """A signal while warming pushes pages and a reader reads: the daemon stops warming
-    while it still answers, then ends; the mount answers ENOTCONN and umount works."""
+    while it still answers, then ends; the monitor's watcher then takes the dead mount
+    away (it answered ENOTCONN until umount, before issue 28 item 15)."""
     src = tmp_path / "src"
     src.mkdir()
     names = []
@@ -314,8 +325,7 @@ def test_signal_ends_a_warming_mount(tmp_path, mnt, sig):
     os.kill(pid, sig)
     assert wait_gone([pid], timeout=10), "the daemon outlived %s" % sig.name
     reader.wait(timeout=20)
-    with pytest.raises(OSError) as e:
-        os.listdir(mnt)
-    assert e.value.errno == errno.ENOTCONN
-    assert run(["umount", mnt], timeout=20).returncode == 0
-    assert not is_mounted(mnt)
+    deadline = time.monotonic() + 2
+    while is_mounted(mnt) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not is_mounted(mnt), "a dead mount is left after %s" % sig.name

@@ -102,6 +102,32 @@ static void test_errors_are_not_kept(void)
 	stp_metapages_destroy(mp);
 }
 
+/* A bound on loads: a walk cycling through more pages than the budget stops at it with
+ * -ENOBUFS (counted), resident pages are still read, and lifting it lets loads go on. */
+static void test_load_bound(void)
+{
+	struct stp_metapages *mp;
+	struct stp_metapages_stats st;
+	uint8_t b[4];
+	int rc = 0;
+
+	CHECK(stp_metapages_create(SIZE, 2 * PAGE, load, NULL, &mp) == 0);
+	CHECK(range_is(mp, 0, 8));
+	stp_metapages_limit_loads(mp, 6);
+	for (unsigned i = 1; i < 100 && !rc; i++)
+		rc = stp_metapages_read(mp, (uint64_t)(i % 4) * PAGE, 4, b);
+	CHECK(rc == -ENOBUFS, "rc %d", rc);
+	stp_metapages_stats(mp, &st);
+	CHECK(st.loads == 6 && st.refused == 1, "loads %llu refused %llu",
+	      (unsigned long long)st.loads, (unsigned long long)st.refused);
+	for (uint64_t p = 0; p < 4; p++) /* what is resident still reads */
+		if (stp_metapages_read(mp, p * PAGE, 4, b) == 0)
+			CHECK(range_is(mp, p * PAGE, 4));
+	stp_metapages_limit_loads(mp, 0);
+	CHECK(range_is(mp, 9 * PAGE, 8) && range_is(mp, 0, 8) && range_is(mp, 3 * PAGE, 8));
+	stp_metapages_destroy(mp);
+}
+
 static struct stp_metapages *shared;
 static atomic_int thread_bad;
 
@@ -142,6 +168,7 @@ static void test_threads(void)
 int main(void)
 {
 	RUN(test_reads_across_pages);
+	RUN(test_load_bound);
 	RUN(test_budget_bounds_what_is_kept);
 	RUN(test_errors_are_not_kept);
 	RUN(test_threads);
