@@ -67,12 +67,12 @@ static int fail(const struct reader *r, const char *what, int err)
 	size_t len = r->entry ? strlen(r->entry) : 0;
 
 	if (len > ENTRY_SHOWN)
-		fprintf(stderr, "mkstipple: %s: %.*s...%s: %s\n", r->name, ENTRY_SHOWN / 2, r->entry,
-			r->entry + len - ENTRY_SHOWN / 2, what);
+		source_say(r->name, "%.*s...%s: %s", ENTRY_SHOWN / 2, r->entry,
+			   r->entry + len - ENTRY_SHOWN / 2, what);
 	else if (r->entry)
-		fprintf(stderr, "mkstipple: %s: %s: %s\n", r->name, r->entry, what);
+		source_say(r->name, "%s: %s", r->entry, what);
 	else
-		fprintf(stderr, "mkstipple: %s: %s\n", r->name, what);
+		source_say(r->name, "%s", what);
 	return -err;
 }
 

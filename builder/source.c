@@ -3,12 +3,14 @@
 #include "source.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "tree.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
@@ -22,15 +24,33 @@ static int from_archive;
 static const struct node *cached_dir;
 static int cached_fd = -1;
 
+void source_say(const char *path, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	/* names come from the tree or the archive, whoever made them: never raw controls */
+	flockfile(stderr);
+	fputs("mkstipple: ", stderr);
+	stp_escape_put(stderr, path, strlen(path));
+	fputs(": ", stderr);
+	stp_escape_put(stderr, text, strlen(text));
+	fputc('\n', stderr);
+	funlockfile(stderr);
+}
+
 int source_fail(const char *path, int err, const char *what)
 {
-	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
+	source_say(path, "%s: %s", what, strerror(err));
 	return -err;
 }
 
 int source_changed(const char *path)
 {
-	fprintf(stderr, "mkstipple: %s: changed during the build\n", path);
+	source_say(path, "changed during the build");
 	return -EAGAIN;
 }
 
@@ -47,7 +67,7 @@ int source_open_root(const char *source, struct stat *st)
 	int fd = open(source, DIR_FLAGS);
 
 	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
-		fprintf(stderr, "mkstipple: %s: not a directory\n", source);
+		source_say(source, "not a directory");
 		return -ENOTDIR;
 	}
 	if (fd < 0)
@@ -71,8 +91,8 @@ static int open_dir_at(int parent, const struct node *d)
 
 	if (fd < 0) {
 		if (errno == ENOTDIR || errno == ELOOP) {
-			fprintf(stderr, "mkstipple: %s: changed during the build: no longer a "
-				"directory (a symlink is not followed)\n", tree_path(d));
+			source_say(tree_path(d), "changed during the build: no longer a "
+				   "directory (a symlink is not followed)");
 			return -EAGAIN;
 		}
 		return source_fail(tree_path(d), errno, "opening directory");
@@ -145,8 +165,8 @@ int source_openat_file(int dirfd, const struct node *f)
 	struct stat st;
 
 	if (fd < 0 && err == ELOOP) {
-		fprintf(stderr, "mkstipple: %s: changed during the build: now a symbolic link, "
-			"not followed\n", tree_path(f));
+		source_say(tree_path(f), "changed during the build: now a symbolic link, "
+			   "not followed");
 		return -EAGAIN;
 	}
 	if (fd < 0)
@@ -158,8 +178,8 @@ int source_openat_file(int dirfd, const struct node *f)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		fprintf(stderr, "mkstipple: %s: changed during the build: no longer a regular "
-			"file\n", tree_path(f));
+		source_say(tree_path(f), "changed during the build: no longer a regular "
+			   "file");
 		return -EAGAIN;
 	}
 	if (!source_same(&f->st, &st)) {

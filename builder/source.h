@@ -38,6 +38,10 @@ int source_stat(const struct node *n, struct stat *st);
 /* 1 when NOW is the file SCANNED describes, unchanged: device, inode, type, size, mtime
  * and ctime to the nanosecond (ctime catches a rewrite that put the mtime back). */
 int source_same(const struct node_stat *scanned, const struct stat *now);
+/* Prints "mkstipple: PATH: MESSAGE" on one line, PATH and MESSAGE escaped (escape.h):
+ * names come from whoever made the tree or the archive. MESSAGE is cut at 511 bytes.
+ * Thread-safe. */
+void source_say(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reports that PATH changed since the scan; returns -EAGAIN. */
 int source_changed(const char *path);
 /* Reports "mkstipple: PATH: WHAT: <errno ERR's text>" and returns -ERR. */

@@ -139,6 +139,13 @@ static void log_prefixed(enum stp_log_level level, const char *msg)
  * as the image must not hang the mount (it is then refused as not a regular file). */
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
  * disk cache file is opened (the daemon cannot open it later). */
+/* IMAGE as messages name it: a URL as fsname shows it, without userinfo, query and
+ * fragment, which may carry credentials; a file as the caller wrote it. */
+static const char *image_name(const struct stp_mount_opts *o)
+{
+	return o->is_url && o->image_path ? o->image_path : o->image;
+}
+
 static int open_url(struct monitor *m)
 {
 	const struct stp_mount_opts *o = m->o;
@@ -150,18 +157,18 @@ static int open_url(struct monitor *m)
 
 	if (err)
 		return err;
-	err = stp_remote_open(m->fetcher.chans, 1, m->fetcher.size, o->image, false, &src);
+	err = stp_remote_open(m->fetcher.chans, 1, m->fetcher.size, image_name(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
 	if (!err)
 		err = stp_imgsrc_read(src, raw, sizeof(raw), 0);
 	stp_imgsrc_close(src);
 	if (err == -EUCLEAN)
-		say(m->prog, "%s: not a stipple image, or a damaged one", o->image);
+		say(m->prog, "%s: not a stipple image, or a damaged one", image_name(o));
 	else if (err == -EPROTONOSUPPORT)
-		say(m->prog, "%s: made by a newer stipple (unsupported format)", o->image);
+		say(m->prog, "%s: made by a newer stipple (unsupported format)", image_name(o));
 	else if (err)
-		say(m->prog, "%s: %s", o->image, stp_strerror(err));
+		say(m->prog, "%s: %s", image_name(o), stp_strerror(err));
 	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
@@ -183,16 +190,16 @@ static int open_image(struct monitor *m)
 	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (m->image_fd < 0) {
 		err = -errno;
-		say(m->prog, "%s: %s", o->image, stp_strerror(-errno));
+		say(m->prog, "%s: %s", image_name(o), stp_strerror(-errno));
 		return err;
 	}
 	err = stp_image_read_superblock(m->image_fd, o->image_path, &m->sb);
 	if (err == -EUCLEAN)
-		say(m->prog, "%s: not a stipple image, or a damaged one", o->image);
+		say(m->prog, "%s: not a stipple image, or a damaged one", image_name(o));
 	else if (err == -EPROTONOSUPPORT)
-		say(m->prog, "%s: made by a newer stipple (unsupported format)", o->image);
+		say(m->prog, "%s: made by a newer stipple (unsupported format)", image_name(o));
 	else if (err && err != -EINVAL) /* -EINVAL: not a file, already said */
-		say(m->prog, "%s: %s", o->image, stp_strerror(err));
+		say(m->prog, "%s: %s", image_name(o), stp_strerror(err));
 	return err;
 }
 
@@ -222,7 +229,7 @@ static int check_memory(struct monitor *m)
 		say(m->prog, "%s: this mount may need %llu MiB (%llu blocks of %u KiB, %llu MiB "
 		    "of metadata and %llu MiB to track %llu blocks and %u inodes), more than "
 		    "half of this machine's memory; lower cache_budget= or warm_workers=",
-		    m->o->image, (unsigned long long)(need >> 20), (unsigned long long)blocks,
+		    image_name(m->o), (unsigned long long)(need >> 20), (unsigned long long)blocks,
 		    (1u << sb->block_log) >> 10, (unsigned long long)(meta >> 20),
 		    (unsigned long long)(books >> 20), (unsigned long long)sb->block_count,
 		    sb->inode_count);
@@ -363,7 +370,7 @@ static int check_signed(const struct monitor *m)
 {
 	if (!m->o->verify || (m->sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
 		return 0;
-	say(m->prog, "%s: not signed, and verify= asks for a signature", m->o->image);
+	say(m->prog, "%s: not signed, and verify= asks for a signature", image_name(m->o));
 	return -ENOKEY;
 }
 
@@ -457,7 +464,7 @@ static _Noreturn void run_daemon(struct monitor *m, int fd)
 		_exit(STP_DAEMON_FAILED);
 	}
 	if (fuse_session_mount(stp_daemon_session(d), m->o->mountpoint)) {
-		snprintf(text, sizeof(text), "%s: cannot mount %s on %s", m->prog, m->o->image,
+		snprintf(text, sizeof(text), "%s: cannot mount %s on %s", m->prog, image_name(m->o),
 			 m->o->mountpoint);
 		stp_msg_send_failed(fd, -EIO, text);
 		stp_daemon_free(d);
@@ -525,7 +532,7 @@ static int wait_live(struct monitor *m, int fd, uint8_t *buf)
 		int rc = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len);
 
 		if (rc == -ETIMEDOUT) {
-			say(m->prog, "%s: the daemon did not answer within %d s", m->o->image,
+			say(m->prog, "%s: the daemon did not answer within %d s", image_name(m->o),
 			    STP_MOUNT_DEADLINE_MS / 1000);
 			return rc;
 		}
@@ -643,7 +650,7 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
 	stp_prime_list_free(list);
 	if (err == -ETIMEDOUT) {
-		say(m->prog, "%s: the daemon did not answer within %d s", m->o->image,
+		say(m->prog, "%s: the daemon did not answer within %d s", image_name(m->o),
 		    STP_MOUNT_DEADLINE_MS / 1000);
 		abandon(m, -1, NULL); /* the connection goes with it, and frees the child */
 		if (stuck)

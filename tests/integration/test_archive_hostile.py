@@ -226,3 +226,18 @@ def test_cpio_hard_links_bounded(tmp_path):
     assert "f0010000: refused: more than 10,000 entries" in r.stderr, r.stderr[-600:]
     r = mkstipple(newc_cpio(tmp_path / "some.cpio.gz", 10000, 2), tmp_path / "some.stp")
     assert r.returncode == 0, r.stderr[-600:]
+
+
+def test_entry_names_are_escaped_in_messages(tmp_path):
+    """An entry's name is the archive author's: the message that refuses it shows its
+    control characters escaped (as the readers show names), never raw to the terminal."""
+    name = "evil\x1b]0;owned\x07\u009b31m/../x"
+    arc = tmp_path / "a.tar"
+    with tarfile.open(arc, "w", format=tarfile.PAX_FORMAT) as t:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        t.addfile(info, io.BytesIO(b"x"))
+    r = run([MKSTIPPLE, "-q", arc, tmp_path / "a.stp"], timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "evil\\033]0;owned\\007\\302\\23331m" in r.stderr, r.stderr
+    assert not any(c in r.stderr for c in "\x1b\x07\u009b"), repr(r.stderr)

@@ -117,6 +117,22 @@ def test_readers_take_credentials_from_stipple_netrc(guarded, gen_tree, tmp_path
     assert r.returncode == 1 and "STIPPLE_NETRC=" in r.stderr, r.stderr
 
 
+def test_monitor_names_a_url_without_its_query(www, tmp_path):
+    """What the mounting process says of a URL that serves no image names it as fsname
+    would, without a presigned query."""
+    (www / "junk.stp").write_bytes(b"not an image\n" * 100)
+    signature = "sig-" + secrets.token_hex(8)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with httputil.nginx(www, tmp_path / "nginx") as origin:
+        url = origin.url("junk.stp")
+        r = run([MOUNT_STIPPLE, url + "?X-Amz-Signature=" + signature, mnt, "-o",
+                 "timeout=3,cache_size=0"], timeout=60)
+    assert r.returncode == 32 and url in r.stderr, r.stderr
+    assert signature not in r.stderr, r.stderr
+    assert not is_mounted(mnt)
+
+
 def test_netrc_that_cannot_be_read_fails_the_mount(guarded, tmp_path):
     origin, _, _ = guarded
     mnt = tmp_path / "mnt"
