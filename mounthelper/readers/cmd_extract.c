@@ -158,22 +158,6 @@ static void fd_path(char out[32], int fd)
 	snprintf(out, 32, "/proc/self/fd/%d", fd);
 }
 
-static int set_xattr(const struct node *n, const char *name, const void *value, size_t len)
-{
-	struct { uint64_t value; uint32_t size, flags; } args = { /* setxattrat's xattr_args */
-		.value = (uintptr_t)value, .size = (uint32_t)len };
-	char path[32];
-
-	if (!n->opath)
-		return fsetxattr(n->fd, name, value, len, 0) ? -errno : 0;
-	if (!syscall(SYS_setxattrat, n->fd, "", AT_EMPTY_PATH, name, &args, sizeof(args)))
-		return 0;
-	if (errno != ENOSYS && errno != EPERM && errno != EINVAL) /* before Linux 6.13 */
-		return -errno;
-	fd_path(path, n->fd);
-	return setxattr(path, name, value, len, 0) ? -errno : 0;
-}
-
 /* Whether only this user (or root) can rename anything in the directory FD. */
 static int is_private_dir(const struct extract *x, int fd)
 {
@@ -183,9 +167,10 @@ static int is_private_dir(const struct extract *x, int fd)
 	       !(st.st_mode & 022); /* an ACL's write shows in the group bits, its mask */
 }
 
-/* The last resort without fchmodat2 and /proc: by name, which is safe only where nobody
- * else can swap that name between the check and the chmod. -EOPNOTSUPP when not. */
-static int set_mode_by_name(const struct extract *x, const struct node *n, mode_t mode)
+/* The last resort without the descriptor calls and /proc: an O_PATH node N by its name,
+ * which is safe only where nobody else can swap that name between this check and the
+ * call. 0 when the name is still N, -EOPNOTSUPP when that cannot be relied on. */
+static int check_name_kept(const struct extract *x, const struct node *n)
 {
 	struct stat st;
 
@@ -193,9 +178,38 @@ static int set_mode_by_name(const struct extract *x, const struct node *n, mode_
 		return -EOPNOTSUPP;
 	if (fstatat(n->dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
 		return -errno;
-	if (st.st_dev != n->st.st_dev || st.st_ino != n->st.st_ino)
-		return -ESTALE;
-	return fchmodat(n->dirfd, n->name, mode, 0) ? -errno : 0;
+	return st.st_dev == n->st.st_dev && st.st_ino == n->st.st_ino ? 0 : -ESTALE;
+}
+
+static int set_xattr(const struct extract *x, const struct node *n, const char *name,
+		     const void *value, size_t len)
+{
+	struct { uint64_t value; uint32_t size, flags; } args = { /* setxattrat's xattr_args */
+		.value = (uintptr_t)value, .size = (uint32_t)len };
+	char path[32];
+	int err;
+
+	if (!n->opath)
+		return fsetxattr(n->fd, name, value, len, 0) ? -errno : 0;
+	fd_path(path, n->fd);
+	if (!setxattr(path, name, value, len, 0))
+		return 0;
+	if (errno != ENOENT) /* else no /proc; setxattrat takes no O_PATH descriptor */
+		return -errno;
+	if ((err = check_name_kept(x, n)))
+		return err;
+	if (!syscall(SYS_setxattrat, n->dirfd, n->name, AT_SYMLINK_NOFOLLOW, name, &args,
+		     sizeof(args)))
+		return 0;
+	return errno == ENOSYS ? -EOPNOTSUPP : -errno; /* before Linux 6.13: a warning */
+}
+
+/* Without fchmodat2 and /proc (check_name_kept). */
+static int set_mode_by_name(const struct extract *x, const struct node *n, mode_t mode)
+{
+	int err = check_name_kept(x, n);
+
+	return err ? err : fchmodat(n->dirfd, n->name, mode, 0) ? -errno : 0;
 }
 
 static int set_mode(const struct extract *x, const struct node *n, mode_t mode)
@@ -248,7 +262,7 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e,
 					 stp_strerror(err));
 			continue;
 		}
-		err = set_xattr(n, name, x->xattr_value, a.value_len);
+		err = set_xattr(x, n, name, x->xattr_value, a.value_len);
 		if (!err)
 			continue;
 		if (xattr_refused(-err)) {

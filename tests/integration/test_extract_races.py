@@ -448,7 +448,7 @@ def test_root_extract_never_takes_a_swapped_sibling_for_a_new_directory(attacker
 @pytest.fixture(scope="module")
 def plain_image(tmp_path_factory):
     """d1/ 0750 and d2/ 0711; f with hard links d1/g and d2/sub/h; FIFOs 0644 at the top
-    and in d2/sub; a symlink."""
+    and in d2/sub, this one with a trusted.* attribute; a symlink."""
     base = tmp_path_factory.mktemp("plain")
     src = base / "src"
     (src / "d2" / "sub").mkdir(parents=True)
@@ -459,6 +459,7 @@ def plain_image(tmp_path_factory):
     for p in (src / "fifo", src / "d2" / "sub" / "fifo"):
         os.mkfifo(p)
         os.chmod(p, 0o644)
+    os.setxattr(src / "d2" / "sub" / "fifo", "trusted.t", b"kept")
     os.symlink("f", src / "link")
     os.chmod(src / "d1", 0o750)
     os.chmod(src / "d2", 0o711)
@@ -518,6 +519,11 @@ def test_root_extract_needs_no_proc(arena, plain_image, old_kernel):
     r = run(no_proc(*launch, STIPPLE, "extract", plain_image, out), timeout=120)
     assert r.returncode == 0, r.stderr
     assert_plain_tree(out)
+    fifo = os.path.join(out, "d2/sub/fifo")
+    if old_kernel:  # neither setxattrat nor /proc: no safe way, a warning
+        assert "%s: extended attribute trusted.t not restored" % fifo in r.stderr, r.stderr
+    else:
+        assert os.getxattr(fifo, "trusted.t", follow_symlinks=False) == b"kept"
 
 
 def test_root_extract_without_openat2_walks_beneath_dir(arena, plain_image):
