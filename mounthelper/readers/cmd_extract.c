@@ -8,8 +8,10 @@
  * - every node is made exclusively (O_EXCL, mkdirat, symlinkat, mknodat) relative to the
  *   descriptor of its parent, which was opened with O_NOFOLLOW;
  * - then it is opened without following it (the file's own O_EXCL descriptor, or
- *   O_PATH|O_NOFOLLOW), checked to be the node made (type, owner, device, one link),
- *   and its owner, xattrs, mode and times are set through that descriptor alone;
+ *   O_PATH|O_NOFOLLOW), checked to be the node made (type, owner, one link, a device's
+ *   number; a directory: empty and not one made before), and its owner, xattrs, mode
+ *   and times are set through that descriptor alone, with no need for /proc where the
+ *   kernel has the calls (linkat and fchmodat2 with AT_EMPTY_PATH);
  * - a directory stays 0700 and ours while the run lasts, so nobody else can enter or
  *   write it; the final owners, modes and times of all directories are set in one pass
  *   at the end, deepest first, each opened again beneath DIR (destnodes.h);
@@ -18,6 +20,7 @@
  * - DIR itself, when a symlink, is followed only if it is trusted (destdir.h).
  * Names are checked by the walk extract --tar shares (orderwalk.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,6 +29,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -66,6 +70,12 @@ static const struct stp_cli extract_cli = {
 /* A path of at most STP_WALK_PATH_MAX bytes has at most half as many components. */
 #define DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
 #define FIRST_FAILED UINT32_MAX /* an inode whose first name could not be extracted */
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452 /* Linux 6.6; the same number on every architecture but alpha */
+#endif
+#ifndef SYS_setxattrat
+#define SYS_setxattrat 463 /* Linux 6.13, likewise */
+#endif
 
 /* Which extended attributes are restored, ACLs apart. */
 enum { XATTRS_NONE, XATTRS_USER, XATTRS_ALL };
@@ -78,7 +88,8 @@ struct extract {
 	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	int restore_owners;           /* root: owners and modes exactly, as tar -p */
 	mode_t umask;                 /* otherwise the umask applies to every mode */
-	uid_t euid;                   /* who owns what extract makes */
+	uid_t euid;                   /* who runs extract */
+	uid_t owner;                  /* who owns what extract makes: DIR's filesystem says */
 	int xattrs, acls;             /* what is restored: XATTRS_*, and ACLs or not */
 	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR */
 	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
@@ -89,10 +100,14 @@ struct extract {
 	uint8_t xattr_value[STP_XATTR_VALUE_MAX]; /* the attribute being restored */
 };
 
-/* A node made by extract, open: a file or directory descriptor, or an O_PATH one. */
+/* A node made by extract, open: a file or directory descriptor, or an O_PATH one, which
+ * also names the node's directory and name (for set_mode_by_name). */
 struct node {
 	int fd;
 	int opath;
+	int dirfd;
+	const char *name;
+	struct stat st;
 };
 
 /* Errors of the destination as a whole: going on would only repeat them. */
@@ -143,24 +158,74 @@ static void fd_path(char out[32], int fd)
 	snprintf(out, 32, "/proc/self/fd/%d", fd);
 }
 
-static int set_xattr(const struct node *n, const char *name, const void *value, size_t len)
+/* Whether only this user (or root) can rename anything in the directory FD. */
+static int is_private_dir(const struct extract *x, int fd)
 {
+	struct stat st;
+
+	return !fstat(fd, &st) && (st.st_uid == x->euid || st.st_uid == 0) &&
+	       !(st.st_mode & 022); /* an ACL's write shows in the group bits, its mask */
+}
+
+/* The last resort without the descriptor calls and /proc: an O_PATH node N by its name,
+ * which is safe only where nobody else can swap that name between this check and the
+ * call. 0 when the name is still N, -EOPNOTSUPP when that cannot be relied on. */
+static int check_name_kept(const struct extract *x, const struct node *n)
+{
+	struct stat st;
+
+	if (!is_private_dir(x, n->dirfd))
+		return -EOPNOTSUPP;
+	if (fstatat(n->dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	return st.st_dev == n->st.st_dev && st.st_ino == n->st.st_ino ? 0 : -ESTALE;
+}
+
+static int set_xattr(const struct extract *x, const struct node *n, const char *name,
+		     const void *value, size_t len)
+{
+	struct { uint64_t value; uint32_t size, flags; } args = { /* setxattrat's xattr_args */
+		.value = (uintptr_t)value, .size = (uint32_t)len };
 	char path[32];
+	int err;
 
 	if (!n->opath)
 		return fsetxattr(n->fd, name, value, len, 0) ? -errno : 0;
 	fd_path(path, n->fd);
-	return setxattr(path, name, value, len, 0) ? -errno : 0;
+	if (!setxattr(path, name, value, len, 0))
+		return 0;
+	if (errno != ENOENT) /* else no /proc; setxattrat takes no O_PATH descriptor */
+		return -errno;
+	if ((err = check_name_kept(x, n)))
+		return err;
+	if (!syscall(SYS_setxattrat, n->dirfd, n->name, AT_SYMLINK_NOFOLLOW, name, &args,
+		     sizeof(args)))
+		return 0;
+	return errno == ENOSYS ? -EOPNOTSUPP : -errno; /* before Linux 6.13: a warning */
 }
 
-static int set_mode(const struct node *n, mode_t mode)
+/* Without fchmodat2 and /proc (check_name_kept). */
+static int set_mode_by_name(const struct extract *x, const struct node *n, mode_t mode)
+{
+	int err = check_name_kept(x, n);
+
+	return err ? err : fchmodat(n->dirfd, n->name, mode, 0) ? -errno : 0;
+}
+
+static int set_mode(const struct extract *x, const struct node *n, mode_t mode)
 {
 	char path[32];
 
 	if (!n->opath)
 		return fchmod(n->fd, mode) ? -errno : 0;
+	if (!syscall(SYS_fchmodat2, n->fd, "", mode, AT_EMPTY_PATH))
+		return 0;
+	if (errno != ENOSYS && errno != EPERM && errno != EINVAL) /* older kernel, seccomp */
+		return -errno;
 	fd_path(path, n->fd);
-	return chmod(path, mode) ? -errno : 0;
+	if (!chmod(path, mode))
+		return 0;
+	return errno == ENOENT ? set_mode_by_name(x, n, mode) : -errno; /* no /proc */
 }
 
 static int set_times(const struct node *n, const struct timespec ts[2])
@@ -197,7 +262,7 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e,
 					 stp_strerror(err));
 			continue;
 		}
-		err = set_xattr(n, name, x->xattr_value, a.value_len);
+		err = set_xattr(x, n, name, x->xattr_value, a.value_len);
 		if (!err)
 			continue;
 		if (xattr_refused(-err)) {
@@ -235,7 +300,12 @@ static int restore_attrs(struct stp_walk *w, const struct stp_walk_entry *e, con
 	err = restore_xattrs(w, e, n);
 	if (err)
 		return err;
-	if (!S_ISLNK(in->mode) && (err = set_mode(n, mode_of(x, in))))
+	err = S_ISLNK(in->mode) ? 0 : set_mode(x, n, mode_of(x, in));
+	if (err == -EOPNOTSUPP && n->opath)
+		stp_walk_problem(w, e->path, "cannot set the mode of %s%s: this kernel has no "
+				 "fchmodat2 (Linux 6.6), /proc is not mounted, and others can "
+				 "write the directory holding it", x->dest, e->path);
+	else if (err)
 		return fail(w, e, "cannot set the mode of", err);
 	if ((err = set_times(n, ts)))
 		return fail(w, e, "cannot set the times of", err);
@@ -298,13 +368,14 @@ static int write_content(struct stp_walk *w, const struct stp_walk_entry *e, int
 	return 0;
 }
 
-/* Whether ST is the node just made for E: of its type, ours, on DIR's filesystem, with
- * no other name (another file linked in its place has one), and for a device its
- * number. Only a directory's inode number cannot be known before it is opened. */
+/* Whether ST is the node just made for E: of its type, owned as what extract makes in
+ * DIR is (the probe's owner), with no other name (another file linked in its place has
+ * one), and for a device its number. The device is not compared: the node was reached
+ * with O_NOFOLLOW from a directory extract holds, and overlayfs gives its non-directories
+ * the st_dev of the layer below. */
 static int is_made(const struct extract *x, const struct stat *st, mode_t type, dev_t rdev)
 {
-	return (st->st_mode & S_IFMT) == type && st->st_uid == x->euid &&
-	       st->st_dev == x->nodes.node[STP_DESTNODES_ROOT].dev &&
+	return (st->st_mode & S_IFMT) == type && st->st_uid == x->owner &&
 	       (type == S_IFDIR || st->st_nlink == 1) && (!rdev || st->st_rdev == rdev);
 }
 
@@ -315,7 +386,7 @@ static int pin_made(const struct extract *x, int dirfd, const char *name, mode_t
 {
 	int err = 0;
 
-	n->opath = 1;
+	*n = (struct node){ .opath = 1, .dirfd = dirfd, .name = name };
 	n->fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (n->fd < 0)
 		return -errno;
@@ -325,6 +396,7 @@ static int pin_made(const struct extract *x, int dirfd, const char *name, mode_t
 		err = -ESTALE;
 	if (err)
 		close(n->fd);
+	n->st = *st;
 	return err;
 }
 
@@ -419,8 +491,11 @@ static int extract_link(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	}
 	err = stp_destnodes_open(&x->nodes, first - 1, O_PATH, &fd);
 	if (!err) {
+		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (root has it), else ENOENT */
+		err = linkat(fd, "", dirfd, e->name, AT_EMPTY_PATH) ? -errno : 0;
 		fd_path(path, fd);
-		err = linkat(AT_FDCWD, path, dirfd, e->name, AT_SYMLINK_FOLLOW) ? -errno : 0;
+		if (err == -ENOENT)
+			err = linkat(AT_FDCWD, path, dirfd, e->name, AT_SYMLINK_FOLLOW) ? -errno : 0;
 		close(fd);
 	}
 	if (err == -ELOOP || err == -EXDEV)
@@ -471,8 +546,27 @@ static int extract_nondir(struct stp_walk *w, const struct stp_walk_entry *e, in
 	return go_on_unless_fatal(err);
 }
 
-/* A directory: made 0700, opened without following, checked, recorded. Its attributes
- * wait for the end (settle_dirs). */
+/* Whether directory FD is empty, as a directory just made is: one swapped in its place
+ * between mkdirat and open (a sibling already filled, exchanged with renameat2) is not.
+ * 0, -ESTALE, or a negative errno. */
+static int check_empty(int fd)
+{
+	char buf[1024] __attribute__((aligned(8)));
+	ssize_t n;
+
+	while ((n = getdents64(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t at = 0; at < n; at += ((struct dirent64 *)(buf + at))->d_reclen) {
+			const char *name = ((struct dirent64 *)(buf + at))->d_name;
+
+			if (strcmp(name, ".") && strcmp(name, ".."))
+				return -ESTALE;
+		}
+	}
+	return n < 0 ? -errno : 0;
+}
+
+/* A directory: made 0700, opened without following, checked (see is_made; empty and not
+ * one extract made before), recorded. Its attributes wait for the end (settle_dirs). */
 static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int parent)
 {
 	struct extract *x = w->ctx;
@@ -487,9 +581,10 @@ static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int pare
 		return fail(w, e, "cannot open", -errno);
 	if (fstat(fd, &st))
 		err = -errno;
-	else if (!is_made(x, &st, S_IFDIR, 0))
+	else if (!is_made(x, &st, S_IFDIR, 0) ||
+		 stp_destnodes_has(&x->nodes, st.st_dev, st.st_ino))
 		err = -ESTALE;
-	else
+	else if (!(err = check_empty(fd)))
 		err = stp_destnodes_add(&x->nodes, x->dirrec[e->depth - 1], e->name, e->ino,
 					&st, &rec);
 	if (err) {
@@ -627,6 +722,14 @@ static int extract_run(struct extract *x)
 	x->sb = stp_image_sb(img);
 	x->dirfd[0] = stp_destdir_open(&extract_cli, x->dest);
 	if (x->dirfd[0] < 0) {
+		stp_image_close(img);
+		return STP_EXIT_FAIL;
+	}
+	status = stp_destdir_probe_owner(x->dirfd[0], &x->owner);
+	if (status) {
+		stp_cli_error(&extract_cli, "cannot create a file in %s: %s", x->dest,
+			      stp_strerror(status));
+		close(x->dirfd[0]);
 		stp_image_close(img);
 		return STP_EXIT_FAIL;
 	}

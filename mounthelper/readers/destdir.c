@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,4 +110,27 @@ int stp_destdir_open(const struct stp_cli *cli, const char *dest)
 	if (dir)
 		closedir(dir);
 	return fd;
+}
+
+int stp_destdir_probe_owner(int dirfd, uid_t *owner)
+{
+	unsigned char r[8];
+	char name[40];
+	struct stat st;
+	int fd, err = 0;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -EIO;
+	snprintf(name, sizeof(name), ".stipple-probe-%02x%02x%02x%02x%02x%02x%02x%02x",
+		 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st))
+		err = -errno;
+	else
+		*owner = st.st_uid;
+	unlinkat(dirfd, name, 0);
+	close(fd);
+	return err;
 }

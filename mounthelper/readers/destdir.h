@@ -12,10 +12,17 @@
 #ifndef STP_DESTDIR_H
 #define STP_DESTDIR_H
 
+#include <sys/types.h>
+
 struct stp_cli;
 
 /* Opens DEST (O_RDONLY|O_DIRECTORY) as above. Returns the descriptor, or -1 after a
  * message naming DEST (through CLI). */
 int stp_destdir_open(const struct stp_cli *cli, const char *dest);
+
+/* The owner the filesystem of DIR (open as DIRFD) gives what this process makes there,
+ * into *OWNER: not always the effective uid (NFS root_squash, vfat's uid=). Found by
+ * making a file of a random name with O_EXCL and removing it. 0 or a negative errno. */
+int stp_destdir_probe_owner(int dirfd, uid_t *owner);
 
 #endif

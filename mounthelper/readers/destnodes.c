@@ -22,11 +22,65 @@ int stp_destnodes_init(struct stp_destnodes *t, int rootfd, uint32_t root_ino)
 	return stp_destnodes_add(t, STP_DESTNODES_ROOT, "", root_ino, &st, &rec);
 }
 
+static uint32_t slot_of(const struct stp_destnodes *t, dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)ino ^ ((uint64_t)dev << 32 | (uint64_t)dev >> 32)) *
+		     0x9e3779b97f4a7c15ull;
+
+	return (uint32_t)(h >> 32) & (t->slots - 1);
+}
+
+/* The slot of (DEV, INO): its record's, or the free one where it would go. */
+static uint32_t find_slot(const struct stp_destnodes *t, dev_t dev, ino_t ino)
+{
+	uint32_t s = slot_of(t, dev, ino);
+
+	while (t->slot[s]) {
+		const struct stp_destnode *n = &t->node[t->slot[s] - 1];
+
+		if (n->dev == dev && n->st_ino == ino)
+			break;
+		s = (s + 1) & (t->slots - 1);
+	}
+	return s;
+}
+
+/* Keeps the table at most half full: doubles it and places every record again. */
+static int grow_slots(struct stp_destnodes *t)
+{
+	uint32_t *old = t->slot, n = t->slots;
+
+	if (t->slots / 2 > t->count)
+		return 0;
+	if (t->slots >= UINT32_MAX / 2 + 1)
+		return -EOVERFLOW;
+	t->slots = t->slots ? t->slots * 2 : 128;
+	t->slot = calloc(t->slots, sizeof(*t->slot));
+	if (!t->slot) {
+		t->slot = old;
+		t->slots = n;
+		return -ENOMEM;
+	}
+	for (uint32_t r = 0; r < t->count; r++)
+		t->slot[find_slot(t, t->node[r].dev, t->node[r].st_ino)] = r + 1;
+	free(old);
+	return 0;
+}
+
+int stp_destnodes_has(const struct stp_destnodes *t, dev_t dev, ino_t ino)
+{
+	return t->slots && t->slot[find_slot(t, dev, ino)] != 0;
+}
+
 int stp_destnodes_add(struct stp_destnodes *t, uint32_t parent, const char *name,
 		      uint32_t ino, const struct stat *st, uint32_t *rec)
 {
+	int err;
+
 	if (t->count == UINT32_MAX)
 		return -EOVERFLOW;
+	if ((err = grow_slots(t)))
+		return err;
 	if (t->count == t->cap) {
 		uint32_t cap = t->cap < UINT32_MAX / 2 ? (t->cap ? t->cap * 2 : 64) : UINT32_MAX;
 		struct stp_destnode *n = reallocarray(t->node, cap, sizeof(*n));
@@ -41,6 +95,7 @@ int stp_destnodes_add(struct stp_destnodes *t, uint32_t parent, const char *name
 		.name = strdup(name) };
 	if (!t->node[t->count].name)
 		return -ENOMEM;
+	t->slot[find_slot(t, st->st_dev, st->st_ino)] = t->count + 1;
 	*rec = t->count++;
 	return 0;
 }
@@ -69,6 +124,52 @@ int stp_destnodes_path(const struct stp_destnodes *t, uint32_t rec, char *out, s
 	return 0;
 }
 
+/* Whether FD is the node of record REC; -ESTALE when not. */
+static int check_node(const struct stp_destnodes *t, uint32_t rec, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	return st.st_dev == t->node[rec].dev && st.st_ino == t->node[rec].st_ino ? 0 : -ESTALE;
+}
+
+static int walk_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd);
+
+/* REC's parent directory into *FD: opened (O_PATH) by the walk below, or DIR itself,
+ * which is not ours to close (*OWNED 0). */
+static int walk_parent(const struct stp_destnodes *t, uint32_t rec, int *fd, int *owned)
+{
+	uint32_t parent = t->node[rec].parent;
+
+	*owned = parent != STP_DESTNODES_ROOT;
+	if (!*owned) {
+		*fd = t->rootfd;
+		return 0;
+	}
+	return walk_open(t, parent, O_PATH | O_DIRECTORY, fd);
+}
+
+/* Without openat2: each name opened with O_NOFOLLOW from its parent, each node checked
+ * to be its record's. The depth is bounded by the paths the walk allows (PATH_MAX). */
+static int walk_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd)
+{
+	int parent, owned, err = walk_parent(t, rec, &parent, &owned);
+
+	if (err)
+		return err;
+	*fd = openat(parent, t->node[rec].name, flags | O_NOFOLLOW | O_CLOEXEC);
+	err = *fd < 0 ? -errno : check_node(t, rec, *fd);
+	if (owned)
+		close(parent);
+	if (err && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	/* a directory on the way that is now a symlink: O_DIRECTORY|O_NOFOLLOW says so */
+	return err == -ENOTDIR && (flags & O_DIRECTORY) ? -ELOOP : err;
+}
+
 int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd)
 {
 	struct open_how how = {
@@ -77,20 +178,20 @@ int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, i
 			   RESOLVE_NO_XDEV,
 	};
 	char path[PATH_MAX];
-	struct stat st;
 	int err = stp_destnodes_path(t, rec, path, sizeof(path));
 
 	if (err)
 		return err;
 	*fd = (int)syscall(SYS_openat2, t->rootfd, path, &how, sizeof(how));
-	if (*fd < 0)
+	if (*fd < 0 && (errno == ENOSYS || errno == EPERM))
+		err = walk_open(t, rec, flags, fd);
+	else if (*fd < 0)
 		return -errno;
-	if (fstat(*fd, &st))
-		err = -errno;
-	else if (st.st_dev != t->node[rec].dev || st.st_ino != t->node[rec].st_ino)
-		err = -ESTALE;
+	else
+		err = check_node(t, rec, *fd);
 	if (err) {
-		close(*fd);
+		if (*fd >= 0)
+			close(*fd);
 		*fd = -1;
 	}
 	return err;
@@ -101,5 +202,6 @@ void stp_destnodes_free(struct stp_destnodes *t)
 	for (uint32_t i = 0; i < t->count; i++)
 		free(t->node[i].name);
 	free(t->node);
+	free(t->slot);
 	*t = (struct stp_destnodes){ .rootfd = -1 };
 }

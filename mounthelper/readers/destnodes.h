@@ -9,7 +9,13 @@
  *
  * A node is reached again beneath DIR with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS),
  * so no symlink is followed on the way, whoever put it there, and is then checked to be
- * the very node that was made: a node swapped in its place is refused.
+ * the very node that was made: a node swapped in its place is refused. Where openat2 is
+ * missing (ENOSYS before Linux 5.6, EPERM under some container seccomp profiles), the
+ * path is walked one name at a time with O_NOFOLLOW from DIR, each directory on the way
+ * checked to be the one recorded (device and inode number).
+ *
+ * The records are also indexed by device and inode number, so that a directory swapped
+ * for one extract made before (a sibling exchanged with renameat2) is told apart.
  *
  * Single-threaded. Functions return 0 or a negative errno.
  */
@@ -35,6 +41,8 @@ struct stp_destnodes {
 	int rootfd;                /* DIR, open; not owned */
 	struct stp_destnode *node; /* node[0] is DIR */
 	uint32_t count, cap;
+	uint32_t *slot;            /* open addressing by (dev, ino): 1 + record, 0 free */
+	uint32_t slots;            /* a power of two, at least twice count */
 };
 
 /* Starts the records with DIR, open as ROOTFD, which must outlive them. */
@@ -45,6 +53,9 @@ int stp_destnodes_init(struct stp_destnodes *t, int rootfd, uint32_t root_ino);
 int stp_destnodes_add(struct stp_destnodes *t, uint32_t parent, const char *name,
 		      uint32_t ino, const struct stat *st, uint32_t *rec);
 
+/* Whether a record holds the node of device DEV and inode number INO. */
+int stp_destnodes_has(const struct stp_destnodes *t, dev_t dev, ino_t ino);
+
 /* The path of record REC beneath DIR ("a/b"; "." for DIR) into OUT of LEN bytes.
  * -ENAMETOOLONG when it does not fit. */
 int stp_destnodes_path(const struct stp_destnodes *t, uint32_t rec, char *out, size_t len);
@@ -52,7 +63,7 @@ int stp_destnodes_path(const struct stp_destnodes *t, uint32_t rec, char *out, s
 /* Opens record REC again beneath DIR with FLAGS (O_PATH, or O_RDONLY|O_DIRECTORY;
  * O_NOFOLLOW and O_CLOEXEC are added), following no symlink and leaving neither DIR
  * nor its filesystem, into *FD. -ESTALE when the node found there is not the one made
- * (it was replaced), openat2's error otherwise (-ELOOP: a symlink on the way). */
+ * (it was replaced), -ELOOP when a symlink lies on the way, the open's error otherwise. */
 int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd);
 
 void stp_destnodes_free(struct stp_destnodes *t);

@@ -337,3 +337,241 @@ def test_root_extract_follows_dir_only_through_a_trusted_symlink(attacker, arena
         assert r.returncode == 1
         assert "a symlink owned by uid %d" % attacker[0] in r.stderr, r.stderr
         assert os.listdir(target) == [] and os.path.islink(link)
+
+
+# A sibling swapped in: between mkdirat and open, the attacker exchanges (renameat2
+# RENAME_EXCHANGE) the directory extract just made with one it made and filled before.
+# The old extract then took the filled one for the new one: a%04d (0700, holding a
+# secret) got b%04d's final 0755.
+EXCHANGE_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+int main(int argc, char **argv)
+{
+	int pairs = atoi(argv[2]), done = 0;
+	time_t end = time(NULL) + 60;
+	char a[4200], b[4200];
+
+	for (int i = 0; i < pairs && time(NULL) < end; i++) {
+		snprintf(a, sizeof(a), "%s/a%04d", argv[1], i);
+		snprintf(b, sizeof(b), "%s/b%04d", argv[1], i);
+		while (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE))
+			if (time(NULL) >= end)
+				break;
+		done++;
+	}
+	printf("%d\n", done);
+	return 0;
+}
+"""
+
+PAIRS = 300
+
+
+def compile_c(src, out, *libs):
+    if not shutil.which("gcc"):
+        pytest.skip("needs gcc")
+    with open(out + ".c", "w") as f:
+        f.write(src)
+    r = run(["gcc", "-O2", "-o", out, out + ".c", *libs], timeout=120)
+    assert r.returncode == 0, r.stderr
+    os.chmod(out, 0o755)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sibling_image(tmp_path_factory):
+    """a%04d/ (0700, holding a 0644 secret), then b%04d/ (0755, empty), PAIRS of each."""
+    base = tmp_path_factory.mktemp("siblings")
+    src = base / "src"
+    src.mkdir()
+    for i in range(PAIRS):
+        (src / ("a%04d" % i)).mkdir(mode=0o700)
+        (src / ("a%04d" % i) / "data").write_bytes(SECRET)
+        os.chmod(src / ("a%04d" % i) / "data", 0o644)
+        os.chmod(src / ("a%04d" % i), 0o700)
+        (src / ("b%04d" % i)).mkdir()
+        os.chmod(src / ("b%04d" % i), 0o755)
+    return build_image(src, base / "siblings.stipple", *FAST)
+
+
+READ_ALL = r"""
+import os, sys
+got = 0
+for root, dirs, files in os.walk(sys.argv[1]):
+    for n in files:
+        try:
+            with open(os.path.join(root, n), "rb") as f:
+                got += f.read() == sys.argv[2].encode()
+        except OSError:
+            pass
+print(got)
+"""
+
+
+def test_root_extract_never_takes_a_swapped_sibling_for_a_new_directory(attacker, arena,
+                                                                        sibling_image):
+    helper = compile_c(EXCHANGE_C, os.path.join(arena, "exchange"))
+    exchanged = 0
+    for round_ in range(3):
+        dest, _ = open_dirs(arena, round_)
+        proc = subprocess.Popen([helper, dest, str(PAIRS)], user=attacker[0],
+                                group=attacker[1], extra_groups=[], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r = run([STIPPLE, "extract", sibling_image, dest], timeout=300)
+        out, err = proc.communicate(timeout=120)
+        assert not err, err
+        exchanged += int(out or 0)
+        if r.returncode:
+            assert "replaced while extracting" in r.stderr, r.stderr[-2000:]
+        print("round %d: %s pairs exchanged, %d caught" % (
+            round_, out.strip(), r.stderr.count("replaced while extracting")))
+        for root, dirs, files in os.walk(dest):
+            for n in files:
+                st = os.lstat(os.path.join(root, n))
+                parent = os.lstat(root)
+                assert parent.st_mode & 0o7777 == 0o700 and parent.st_uid == 0, (
+                    "%s holds a secret and is %o" % (root, parent.st_mode))
+        got = spawn_attacker(attacker, READ_ALL, dest, SECRET.decode()).communicate(
+            timeout=120)[0]
+        assert got.strip() == "0", "the attacker read %s secrets" % got.strip()
+    assert exchanged, "the attacker never exchanged a pair: the test proves nothing"
+
+
+# Without /proc (a chroot, a container) and on kernels without openat2 (ENOSYS before
+# 5.6, EPERM under some seccomp profiles), fchmodat2 (6.6) or setxattrat (6.13): hard
+# links, modes of FIFOs and directories must come out right all the same.
+@pytest.fixture(scope="module")
+def plain_image(tmp_path_factory):
+    """d1/ 0750 and d2/ 0711; f with hard links d1/g and d2/sub/h; FIFOs 0644 at the top
+    and in d2/sub, this one with a trusted.* attribute; a symlink."""
+    base = tmp_path_factory.mktemp("plain")
+    src = base / "src"
+    (src / "d2" / "sub").mkdir(parents=True)
+    (src / "d1").mkdir()
+    (src / "f").write_bytes(b"linked\n")
+    os.link(src / "f", src / "d1" / "g")
+    os.link(src / "f", src / "d2" / "sub" / "h")
+    for p in (src / "fifo", src / "d2" / "sub" / "fifo"):
+        os.mkfifo(p)
+        os.chmod(p, 0o644)
+    os.setxattr(src / "d2" / "sub" / "fifo", "trusted.t", b"kept")
+    os.symlink("f", src / "link")
+    os.chmod(src / "d1", 0o750)
+    os.chmod(src / "d2", 0o711)
+    return build_image(src, base / "plain.stipple", *FAST)
+
+
+def assert_plain_tree(out):
+    ino = os.lstat(os.path.join(out, "f")).st_ino
+    for p in ("d1/g", "d2/sub/h"):
+        assert os.lstat(os.path.join(out, p)).st_ino == ino, p
+    assert os.lstat(os.path.join(out, "f")).st_nlink == 3
+    for p, mode in (("d1", 0o750), ("d2", 0o711), ("fifo", 0o644), ("d2/sub/fifo", 0o644)):
+        st = os.lstat(os.path.join(out, p))
+        assert stat.S_IMODE(st.st_mode) == mode, "%s is %o" % (p, st.st_mode)
+    assert stat.S_ISFIFO(os.lstat(os.path.join(out, "fifo")).st_mode)
+    assert os.readlink(os.path.join(out, "link")) == "f"
+
+
+# Makes openat2, fchmodat2 and setxattrat fail as an older kernel or a container's
+# filter has them, then runs the rest of the command line.
+OLD_KERNEL_C = r"""
+#include <errno.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int nrs[] = { 437, 452, 463 }; /* openat2, fchmodat2, setxattrat */
+
+	for (int i = 0; i < 3; i++)
+		if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nrs[i], 0))
+			return 125;
+	if (seccomp_load(ctx))
+		return 125;
+	execv(argv[1], argv + 1);
+	perror(argv[1]);
+	return 127;
+}
+"""
+
+
+def no_proc(*cmd):
+    """CMD in a mount namespace of its own where /proc is an empty tmpfs."""
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs none /proc && exec "$@"', "sh", *cmd]
+
+
+@pytest.mark.parametrize("old_kernel", [False, True])
+def test_root_extract_needs_no_proc(arena, plain_image, old_kernel):
+    launch = []
+    if old_kernel:
+        launch = [compile_c(OLD_KERNEL_C, os.path.join(arena, "oldkernel"), "-lseccomp")]
+    out = os.path.join(arena, "out")
+    r = run(no_proc(*launch, STIPPLE, "extract", plain_image, out), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert_plain_tree(out)
+    fifo = os.path.join(out, "d2/sub/fifo")
+    if old_kernel:  # neither setxattrat nor /proc: no safe way, a warning
+        assert "%s: extended attribute trusted.t not restored" % fifo in r.stderr, r.stderr
+    else:
+        assert os.getxattr(fifo, "trusted.t", follow_symlinks=False) == b"kept"
+
+
+def test_root_extract_without_openat2_walks_beneath_dir(arena, plain_image):
+    """With /proc, openat2 alone missing: the walk one name at a time."""
+    launch = compile_c(OLD_KERNEL_C, os.path.join(arena, "oldkernel"), "-lseccomp")
+    out = os.path.join(arena, "out")
+    r = run([launch, STIPPLE, "extract", plain_image, out], timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert_plain_tree(out)
+
+
+def test_root_extract_names_a_mode_it_cannot_set_safely(arena, plain_image):
+    """No fchmodat2, no /proc, and a FIFO in a DIR others can write: no safe call is left
+    for its mode; it is named, the rest comes out right, and the status is 1."""
+    launch = compile_c(OLD_KERNEL_C, os.path.join(arena, "oldkernel"), "-lseccomp")
+    dest, _ = open_dirs(arena, 0)
+    r = run(no_proc(launch, STIPPLE, "extract", plain_image, dest), timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "cannot set the mode of %s/fifo: this kernel has no fchmodat2" % dest in r.stderr
+    assert stat.S_IMODE(os.lstat(os.path.join(dest, "fifo")).st_mode) == 0o600
+    assert stat.S_IMODE(os.lstat(os.path.join(dest, "d2/sub/fifo")).st_mode) == 0o644
+
+
+# overlayfs (a container's root): its symlinks and FIFOs report the st_dev of the layer
+# below, not DIR's, and the old extract refused them as replaced.
+def test_root_extract_into_overlayfs(arena, plain_image):
+    base = os.path.join(arena, "ovl")
+    lower, upper_fs, merged = (os.path.join(base, n) for n in ("lower", "tmpfs", "merged"))
+    for d in (lower, upper_fs, merged):
+        os.makedirs(d)
+    mounted = []
+    try:
+        r = run(["mount", "-t", "tmpfs", "stp-ovl-upper", upper_fs], timeout=30)
+        if r.returncode:
+            pytest.skip("cannot mount tmpfs: %s" % r.stderr)
+        mounted.append(upper_fs)
+        upper, work = os.path.join(upper_fs, "upper"), os.path.join(upper_fs, "work")
+        os.mkdir(upper)
+        os.mkdir(work)
+        r = run(["mount", "-t", "overlay", "stp-ovl", "-o", "lowerdir=%s,upperdir=%s,"
+                 "workdir=%s" % (lower, upper, work), merged], timeout=30)
+        if r.returncode:
+            pytest.skip("cannot mount overlayfs: %s" % r.stderr)
+        mounted.append(merged)
+        out = os.path.join(merged, "out")
+        r = run([STIPPLE, "extract", plain_image, out], timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert_plain_tree(out)
+    finally:
+        for m in reversed(mounted):
+            run(["umount", m], timeout=30)
