@@ -133,16 +133,37 @@ def paginate(head, table_entry, count, first_entries=b""):
         start = end
 
 
-def hot_blocks_image(src, dst, nhot, content=b"hello\n", pad=0):
+def table_pages(head, entries, esize):
+    """Decoded pages of a metadata whose first bytes are HEAD (padded to a whole page)
+    followed by the records ENTRIES yields (ESIZE bytes each), a page at a time."""
+    head = bytes(head) + bytes(-len(head) % META_PAGE_SIZE)
+    for p in range(0, len(head), META_PAGE_SIZE):
+        yield head[p:p + META_PAGE_SIZE]
+    page = bytearray()
+    for e in entries:
+        page += e
+        if len(page) >= META_PAGE_SIZE:
+            yield bytes(page[:META_PAGE_SIZE])
+            del page[:META_PAGE_SIZE]
+    if page:
+        yield bytes(page)
+
+
+def hot_blocks_image(src, dst, nhot, content=b"hello\n", pad=0, apart=False):
     """An image of one file CONTENT whose hot region claims NHOT blocks of 64 KiB, every
     block past the first naming one shared frame of zeros, and PAD bytes of nothing that
-    make the file as large as NHOT blocks would really take. SRC: a real image of 64 KiB
-    < block size (its superblock is reused). Returns (path, image size)."""
+    make the file as large as NHOT blocks would really take. With APART, each block has
+    a copy of that frame of its own, one after another, as stipple(5) requires of a
+    valid image (so PAD is not needed). SRC: a real image of 64 KiB < block size (its
+    superblock is reused). Returns (path, image size)."""
     base = bytearray(read_file(src)[:256])
     frames = Frames(base)
     hot_bs = 64 << 10
     first = frames.add(zstd(content + bytes(hot_bs - len(content))))
-    zero = frames.add(zstd(bytes(hot_bs)))
+    zero_frame = zstd(bytes(hot_bs))
+    zero = frames.add(zero_frame)
+    if apart:  # the other NHOT - 2 copies, each at its own offset
+        frames.data += zero_frame * (nhot - 2)
     frames.data += bytes(pad)
     root = inode(S_IFDIR | 0o755, 1, 0, 1)
     name = b"a"
@@ -160,7 +181,13 @@ def hot_blocks_image(src, dst, nhot, content=b"hello\n", pad=0):
                         block_off=block_off, strings_off=strings_off) +
             root + inode(S_IFREG | 0o644, len(content), 0, 1) + dirent + bytes(4) + extent +
             name)
-    pages = paginate(head, blockent(*zero), nhot, first_entries=blockent(*first))
+    if apart:
+        size = len(zero_frame)
+        entries = (blockent(*first) if i == 0 else
+                   blockent(zero[0] + (i - 1) * size, size, zero[2]) for i in range(nhot))
+        pages = table_pages(head, entries, BLOCKENT_SIZE)
+    else:
+        pages = paginate(head, blockent(*zero), nhot, first_entries=blockent(*first))
     data = frames.data
     put(SB_FIELDS, "feat_incompat", data, FEAT_META_PAGES | FEAT_HOT_BLOCKS)
     struct.pack_into("<I", data, SB_HOT_BLOCK_LOG, 16)

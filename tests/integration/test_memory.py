@@ -248,13 +248,13 @@ def daemon_limit(pid):
 
 
 def test_hot_block_bookkeeping_is_counted(hot_base, tmp_path):
-    """The same claim in a file large enough to hold it (50 MB of padding): the monitor
-    counts the warmer's and filler's bookkeeping in the daemon's data limit, so the
-    mount goes live, serves, and is still alive while warming goes through the 5 M
-    blocks (before: the same death after LIVE as above). Measured here: 412 MiB resident,
-    a limit of 1.36 GiB."""
+    """A valid image of 5 M hot blocks, each its own 20-byte frame of 64 KiB of zeros
+    (105 MB): the monitor counts the warmer's and filler's bookkeeping in the daemon's
+    data limit, so the mount goes live, serves, and is still alive while warming goes
+    through the blocks (before: the daemon reached its data limit after LIVE and died,
+    leaving a dead mount). Measured here: 412 MiB resident, a limit of 1.36 GiB."""
     image, size = craftmeta.hot_blocks_image(hot_base, tmp_path / "hot.stipple", HOT_BLOCKS,
-                                             pad=10 * HOT_BLOCKS)
+                                             apart=True)
     with mount_image(image, None, "--no-prime") as mnt:
         pid = raw_status(mnt)["pid"]
         time.sleep(3)  # warming under way: the old daemon had died by then
@@ -262,8 +262,8 @@ def test_hot_block_bookkeeping_is_counted(hot_base, tmp_path):
         with open(os.path.join(mnt, "a"), "rb") as f:
             assert f.read() == b"hello\n"
         rss = vm_hwm(pid)
-        print("5 M hot blocks: VmHWM %.0f MiB, RLIMIT_DATA %.0f MiB" % (
-            rss / 2**20, daemon_limit(pid) / 2**20))
+        print("5 M hot blocks in %d bytes: VmHWM %.0f MiB, RLIMIT_DATA %.0f MiB" % (
+            size, rss / 2**20, daemon_limit(pid) / 2**20))
         assert rss < daemon_limit(pid)
         assert os.path.exists("/proc/%d" % pid)
 
@@ -274,19 +274,26 @@ def test_hot_block_bookkeeping_is_counted(hot_base, tmp_path):
 def test_thrashing_metadata_is_refused_fast(hot_base, tmp_path):
     """1 M one-byte files whose extent records take 1,024 pages in turn, four times the
     pages the daemon's cache holds: the warming and priming walks, in inode order, would
-    decode a page for every file, twice. Refused in about a second for what it is, by the
-    bound on the walks' page loads (before: every mount failed at the 10 s deadline)."""
+    decode a page for every file, twice (before: every mount failed at the 10 s
+    deadline). Such a layout breaks stipple(5)'s rule that inodes' extent ranges ascend
+    in inode order, which the walks check as they go: the mount goes live at once with
+    warming and priming off, saying why, or is refused; either way in a moment. The bound
+    on the walks' page loads, for layouts the rule allows, is tested in test_metapages."""
     image, size = craftmeta.thrash_image(hot_base, tmp_path / "thrash.stipple", 1_000_000, 1024)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     start = time.monotonic()
     try:
         r = run([MOUNT_STIPPLE, image, mnt], timeout=60)
+        took = time.monotonic() - start
+        live = os.path.ismount(mnt)
     finally:
         unmount(mnt)
-    took = time.monotonic() - start
-    print("thrash image of %d bytes: refused in %.2f s" % (size, took))
-    assert r.returncode == 32, r.stderr
-    assert "metadata walk thrashes" in r.stderr, r.stderr
+    print("thrash image of %d bytes: %s in %.2f s" % (size, "live" if live else "refused", took))
     assert took < 5, took
+    if live:
+        assert r.returncode == 0 and "overlap or precede" in r.stderr, r.stderr
+    else:
+        assert r.returncode == 32 and ("metadata walk thrashes" in r.stderr or
+                                       "overlap or precede" in r.stderr), r.stderr
     assert not os.path.ismount(mnt)
