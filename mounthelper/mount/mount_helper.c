@@ -6,6 +6,7 @@
  * failure (an option refused for a user's mount among them).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "monitor.h"
 #include "mountopts.h"
 #include "util.h"
@@ -28,6 +30,23 @@ static void usage(FILE *out)
 		"usage: " PROG " IMAGE DIR [-s] [-f] [-n] [-v] [-o OPTIONS] [-t TYPE] [-N NS]\n"
 		"Called by mount(8) for `mount -t stipple` and `mount -t fuse.stipple`; see\n"
 		"mount.stipple(8). -f checks without mounting, -s drops unknown options.\n");
+}
+
+/* One line on stderr, escaped as the monitor's are: paths and option values are whoever
+ * wrote the fstab line's or the command's, and may hold terminal controls. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void say(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fputs(PROG ": ", stderr);
+	stp_escape_put(stderr, line, strlen(line));
+	fputc('\n', stderr);
 }
 
 /* -N: mount inside another mount namespace, given as a pid or a path. */
@@ -47,7 +66,7 @@ static int enter_namespace(const char *ns)
 	if (fd >= 0)
 		close(fd);
 	if (err)
-		fprintf(stderr, PROG ": namespace %s: %s\n", ns, stp_strerror(err));
+		say("namespace %s: %s", ns, stp_strerror(err));
 	return err;
 }
 
@@ -77,25 +96,25 @@ int main(int argc, char **argv)
 	}
 	stp_mountopts_init(&o);
 	if (stp_mountopts_parse_helper(&o, argc, argv, err, sizeof(err))) {
-		fprintf(stderr, PROG ": %s\n", err);
+		say("%s", err);
 		usage(stderr);
 		status = EXIT_USAGE;
 	} else if (stp_mountopts_check_user(&o, err, sizeof(err))) {
 		/* before -N: a refused namespace is never entered */
-		fprintf(stderr, PROG ": %s\n", err);
+		say("%s", err);
 		status = EXIT_MOUNT_FAILED;
 	} else if (o.ns && enter_namespace(o.ns)) {
 		/* paths are the target namespace's: resolve them there */
 		status = EXIT_MOUNT_FAILED;
 	} else if (stp_mountopts_finish(&o, err, sizeof(err))) {
-		fprintf(stderr, PROG ": %s\n", err);
+		say("%s", err);
 		status = EXIT_MOUNT_FAILED;
 	} else {
 		if (o.verbose)
-			fprintf(stderr, PROG ": %s on %s, options %s, cache budget %u blocks%s\n",
-				o.image_path, o.mountpoint, o.fuse_opts,
-				o.cache_budget ? o.cache_budget : STP_CACHE_DEFAULT_BLOCKS,
-				o.cache_budget ? "" : " (more if the image's blocks are small)");
+			say("%s on %s, options %s, cache budget %u blocks%s",
+			    o.image_path, o.mountpoint, o.fuse_opts,
+			    o.cache_budget ? o.cache_budget : STP_CACHE_DEFAULT_BLOCKS,
+			    o.cache_budget ? "" : " (more if the image's blocks are small)");
 		if (o.fake)
 			status = stp_monitor_check(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
 		else

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import STIPPLE, build_image, run
+from conftest import MOUNT_STIPPLE, STIPPLE, build_image, run
 from imageutil import (BLOCKENT_FIELDS, BLOCKENT_SIZE, FEAT_META_PAGES, META_CODEC_PAGES,
                        META_PAGE_SIZE, SB_FIELDS, HostileImage, escape_name, get,
                        patch_superblock, put, read_file, reseal, superblock, xxh3)
@@ -507,6 +507,25 @@ def test_monitor_escapes_c1_controls(small_image, tmp_path):
     r = mount_bytes(bad_meta, mnt)
     assert b"metadata" in r.stderr, r.stderr  # the daemon's own words
     assert_escaped(r, "daemon")
+
+
+def test_mount_helper_escapes_c1_controls(small_image, tmp_path):
+    """mount.stipple's own lines, before the monitor (an image that is not there, and
+    -v's summary with -f, which checks without mounting), name the image escaped."""
+    image = tmp_path / os.fsdecode(b"mh-" + C1_NAME)
+    image.write_bytes(read_file(small_image))
+    absent = tmp_path / os.fsdecode(b"absent-" + C1_NAME)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for path, args in ((absent, []), (image, ["-f", "-v"])):
+        r = subprocess.run([MOUNT_STIPPLE, path, mnt, *args], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=60)
+        if os.path.ismount(mnt):
+            subprocess.run(["umount", "-l", os.fspath(mnt)], check=False)
+        err = r.stderr
+        assert b"\\302\\233" in err and b"\\033" in err, (args, err)
+        for raw in (b"\x9b", b"\x1b", b"\x07"):
+            assert raw not in err, (args, raw, err)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
