@@ -784,8 +784,7 @@ int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp
 	return 0;
 }
 
-/* Where a URL's authority (userinfo@host:port) ends: at the path, query or fragment. */
-static size_t authority_end(const char *auth)
+size_t stp_http_url_authority_end(const char *auth)
 {
 	return strcspn(auth, "/?#");
 }
@@ -794,7 +793,7 @@ bool stp_http_url_has_userinfo(const char *url)
 {
 	const char *auth = strstr(url, "://");
 
-	return auth && memchr(auth + 3, '@', authority_end(auth + 3));
+	return auth && memchr(auth + 3, '@', stp_http_url_authority_end(auth + 3));
 }
 
 char *stp_http_url_public(const char *url)
@@ -805,7 +804,7 @@ char *stp_http_url_public(const char *url)
 	if (!sep)
 		return strdup(url);
 	auth = sep + 3;
-	end = auth + authority_end(auth);
+	end = auth + stp_http_url_authority_end(auth);
 	at = memrchr(auth, '@', (size_t)(end - auth));
 	if (at)
 		auth = at + 1;

@@ -100,6 +100,10 @@ int stp_http_netrc_find(const char *text, size_t len, const char *host, char **l
  * read is cleared before it is freed. */
 int stp_http_netrc_read(const char *path, const char *url, char **login, char **password);
 
+/* How many bytes of AUTH, the text after a URL's "://", its authority (userinfo@host:port)
+ * takes: up to the path, query or fragment. Pure text. */
+size_t stp_http_url_authority_end(const char *auth);
+
 /* Whether URL carries a user name or password (scheme://USERINFO@host/...). Pure text. */
 bool stp_http_url_has_userinfo(const char *url);
 

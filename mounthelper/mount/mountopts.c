@@ -20,12 +20,6 @@
 #include "util.h"
 #include "image.h"
 
-/* Where a URL's authority (userinfo@host:port) ends: at the path, query or fragment. */
-static size_t authority_end(const char *auth)
-{
-	return strcspn(auth, "/?#");
-}
-
 /* Meant for mount(8) and fstab, never for the filesystem. "ro" and "rw" are dropped too:
  * the mount is always read-only. user, users, owner and group are taken apart (take_mount8). */
 static const char *const mount8_only[] = {
@@ -405,7 +399,7 @@ void stp_mountopts_hide_query(char *arg)
 	if (!stp_imgsrc_is_url(arg) || !auth)
 		return;
 	auth += 3;
-	auth += authority_end(auth);
+	auth += stp_http_url_authority_end(auth);
 	auth += strcspn(auth, "?#");
 	memset(auth, 0, strlen(auth));
 }

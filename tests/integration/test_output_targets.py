@@ -105,14 +105,21 @@ def test_dangling_symlink_is_refused(trees, tmp_path):
     assert leftovers(tmp_path) == []
 
 
-def test_symlink_protected_by_the_kernel_rule_is_not_followed(trees, tmp_path):
-    """A link in a sticky world-writable directory, owned by another user, is not followed
-    (the kernel's protected_symlinks rule), nor replaced."""
+def sticky_shared(tmp_path):
+    """A sticky world-writable directory, as /tmp is; skips unless root (the tests give
+    what they plant there to another user)."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to give the link to another user")
+        pytest.skip("needs root to give a node to another user")
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o1777)
+    return shared
+
+
+def test_symlink_protected_by_the_kernel_rule_is_not_followed(trees, tmp_path):
+    """A link in a sticky world-writable directory, owned by another user, is not followed
+    (the kernel's protected_symlinks rule), nor replaced."""
+    shared = sticky_shared(tmp_path)
     victim = tmp_path / "victim"
     victim.write_bytes(b"root's file\n")
     link = shared / "x.stipple"
@@ -128,11 +135,7 @@ def test_file_planted_in_a_sticky_directory_is_not_replaced(trees, tmp_path):
     """A file another user left in a sticky world-writable directory (mode 0666, so that
     they could write the image root puts there) is refused, as the kernel's
     protected_regular rule refuses root's O_CREAT on it, and left as it was."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give the file to another user")
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    os.chmod(shared, 0o1777)
+    shared = sticky_shared(tmp_path)
     planted = shared / "x.stipple"
     planted.write_bytes(b"theirs\n")
     os.chown(planted, 65534, 65534)
