@@ -8,7 +8,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
+
+# Debian's interpreter (the benchmarks' own, by their #! line) and its standard library,
+# the default tree: PYTHONHOME=PREFIX makes it look in PREFIX/lib/<basename of PYTHON_LIB>.
+PYTHON = os.path.realpath(sys.executable)
+PYTHON_LIB = sysconfig.get_path("stdlib")
 
 
 def sh(cmd, **kw):

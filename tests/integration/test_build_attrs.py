@@ -18,7 +18,7 @@ from conftest import MKSTIPPLE, build_image, extract_image, read_file, run
 FAST = ("--level", "3", "--block-size", "64K")
 EPOCH = 1600000000  # 2020-09-13T12:26:40Z
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to set owners")
+pytestmark = pytest.mark.needs_root("sets owners")
 
 
 def make_src(root, base_time=EPOCH, owner=(1001, 1002)):

@@ -490,7 +490,7 @@ def assert_escaped(r, where):
         assert raw not in err, (where, raw, err)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+@pytest.mark.needs_root
 def test_monitor_escapes_c1_controls(small_image, tmp_path):
     """A damaged image whose name holds C1 and C0 controls: the monitor's own messages
     (a superblock that promises more than the file), and the text the daemon sends it
@@ -528,7 +528,7 @@ def test_mount_helper_escapes_c1_controls(small_image, tmp_path):
             assert raw not in err, (args, raw, err)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+@pytest.mark.needs_root
 def test_foreground_daemon_escapes_c1_controls(small_image, tmp_path):
     """With -f the daemon itself writes to the terminal once the mount is live: a block
     that fails its checksum, in an image whose name holds C1 and C0 controls, is reported

@@ -16,13 +16,11 @@ import time
 
 import pytest
 
-from conftest import (MOUNT_STIPPLE, PYTHON_LIB, STIPPLE, build_image, is_mounted,
+from conftest import (MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STIPPLE, build_image, is_mounted,
                       mount_image, run, unmount)
 import treeutil
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
-
-PYTHON = "/usr/bin/python3.11"
+pytestmark = pytest.mark.needs_root
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -141,7 +139,7 @@ def file_bytes(path):
 
 @pytest.fixture(scope="module")
 def stdlib_image(tmp_path_factory):
-    image = tmp_path_factory.mktemp("stdlib-image") / "python3.11.stipple"
+    image = tmp_path_factory.mktemp("stdlib-image") / "stdlib.stipple"
     return build_image(PYTHON_LIB, image, "--level", "3", "--block-size", "1M")
 
 
@@ -261,7 +259,7 @@ def test_default_budget_of_small_blocks_fits_the_daemons_memory(tmp_path):
 
 def test_python_imports_from_mount(stdlib_image, tmp_path):
     prefix = tmp_path / "prefix"
-    lib = prefix / "lib" / "python3.11"
+    lib = prefix / "lib" / os.path.basename(PYTHON_LIB)
     lib.mkdir(parents=True)
     with mount_image(stdlib_image, lib) as mnt:
         code = ("import json, email, email.parser, sqlite3, asyncio, decimal, os, sys;"

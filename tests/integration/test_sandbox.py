@@ -28,7 +28,7 @@ from conftest import (MOUNT_STIPPLE, STIPPLE, _need, build_image, is_mounted, mo
 FAST = ("--level", "3", "--block-size", "256K")
 CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox tests mount as root")
+pytestmark = pytest.mark.needs_root
 
 
 # A small tree: sizes around page and block edges, several blocks, nesting, a symlink.

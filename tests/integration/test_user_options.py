@@ -20,7 +20,7 @@ import pytest
 from conftest import MOUNT_STIPPLE, STIPPLE, _need, build_image, is_mounted, run, unmount
 from test_mount import helper_in_sbin  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="user mount tests need root")
+pytestmark = pytest.mark.needs_root("user mounts are set up by root")
 
 FSTAB = "/etc/fstab"
 NOBODY = 65534
