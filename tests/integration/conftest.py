@@ -8,8 +8,9 @@ blocks, session-wide, never to be modified), image_of (builds an image into tmp_
 mounted (a context manager that mounts an image and always unmounts).
 Marker: @pytest.mark.needs_root("why"), for a test that is skipped unless run as root.
 Helpers importable by tests: run(), read_file(), build_image(), mount_image(),
-extract_image(), is_mounted(), unmount(); IS_ROOT; PYTHON, PYTHON_LIB and PYTHON_SONAME,
-Debian's interpreter, its standard library (a real tree the tests pack) and libpython.
+extract_image(), is_mounted() and unmount() (the mount table is read through libmount:
+mounts.py); IS_ROOT; PYTHON, PYTHON_LIB and PYTHON_SONAME, Debian's interpreter, its
+standard library (a real tree the tests pack) and libpython.
 """
 
 import contextlib
@@ -22,6 +23,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import mounts  # noqa: E402
 import treeutil  # noqa: E402
 from treeutil import IS_ROOT  # noqa: E402,F401
 
@@ -142,9 +144,8 @@ def image_of(tmp_path):
 
 
 def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
-        return any(line.split()[4] == path for line in f)
+    """Whether something is mounted at PATH (mounts.py: libmount's reading)."""
+    return mounts.at(path) is not None
 
 
 def unmount(path):

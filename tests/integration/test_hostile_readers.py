@@ -406,7 +406,7 @@ def test_messages_escape_the_path_operand(small_image):
 
 
 def test_status_escapes_the_image_path(small_image, tmp_path, mounted):
-    # valid UTF-8 throughout: conftest reads /proc/self/mountinfo as text
+    # valid UTF-8 throughout
     odd = os.path.join(os.fsencode(tmp_path), b"st-\x1b[31m\t\xc2\x9b.stipple")
     with open(odd, "wb") as f:
         f.write(read_file(small_image))

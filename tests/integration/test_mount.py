@@ -18,6 +18,7 @@ import pytest
 
 from conftest import (MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STIPPLE, build_image, is_mounted,
                       mount_image, run, unmount)
+import mounts
 import treeutil
 
 pytestmark = pytest.mark.needs_root
@@ -63,15 +64,9 @@ def wait_mounted(path, timeout=10):
 
 
 def mount_fields(path):
-    """(fstype, source) of the mount at PATH from /proc/self/mountinfo."""
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ")
-            if left.split()[4] == path:
-                fstype, source = right.split()[:2]
-                return fstype, source
-    return None
+    """(fstype, source) of the mount at PATH."""
+    m = mounts.at(path)
+    return (m.fstype, m.source) if m else None
 
 
 class Foreground:
@@ -303,10 +298,9 @@ def test_fstab_file(helper_in_sbin, gen_tree, gen_image, mountpoint, tmp_path):
     assert r.returncode == 0, r.stderr
     wait_mounted(mountpoint)
     assert mount_fields(mountpoint)[0] == "fuse.stipple"
-    with open("/proc/self/mountinfo") as f:
-        line = next(ln for ln in f if ln.split()[4] == os.path.realpath(mountpoint))
-    assert "ro" in line.split()[5].split(","), line
-    assert "allow_other" in line.split(" - ")[1].split()[2].split(","), line
+    m = mounts.at(mountpoint)
+    assert "ro" in m.vfs_options.split(","), m
+    assert "allow_other" in m.fs_options.split(","), m
     assert file_bytes(os.path.join(mountpoint, "a", "b", "mid.txt")) == b"in the middle\n"
     assert os.listdir(os.path.join(mountpoint, "links"))
     run(["umount", mountpoint], check=True)
