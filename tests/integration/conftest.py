@@ -7,10 +7,11 @@ treeutil.make_tree, never to be modified), gen_tree_info, gen_image (that tree i
 blocks, session-wide, never to be modified), image_of (builds an image into tmp_path), and
 mounted (a context manager that mounts an image and always unmounts).
 Marker: @pytest.mark.needs_root("why"), for a test that is skipped unless run as root.
-Helpers importable by tests: run(), read_file(), build_image(), mount_image(),
-extract_image(), is_mounted() and unmount() (the mount table is read through libmount:
-mounts.py); IS_ROOT; PYTHON, PYTHON_LIB and PYTHON_SONAME, Debian's interpreter, its
-standard library (a real tree the tests pack) and libpython.
+Helpers importable by tests: run(), read_file(), build_image() (imageutil.build, where
+every test image is built), mount_image(), extract_image(), is_mounted() and unmount()
+(the mount table is read through libmount: mounts.py); IS_ROOT; PYTHON, PYTHON_LIB and
+PYTHON_SONAME, Debian's interpreter, its standard library (a real tree the tests pack)
+and libpython.
 """
 
 import contextlib
@@ -25,7 +26,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import mounts  # noqa: E402
 import treeutil  # noqa: E402
-from treeutil import IS_ROOT  # noqa: E402,F401
+from treeutil import IS_ROOT, read_file  # noqa: E402,F401
+import imageutil  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("STIPPLE_BUILD", os.path.join(REPO, "build")))
@@ -73,12 +75,6 @@ def run(cmd, timeout=600, check=False, **kw):
     return r
 
 
-def read_file(path):
-    """The bytes of the file at PATH."""
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def _need(path):
     if not os.access(path, os.X_OK):
         pytest.skip("%s is not built (run tests/run, or set STIPPLE_BUILD)" % path)
@@ -114,11 +110,9 @@ def gen_tree(gen_tree_info):
     return gen_tree_info["path"]
 
 
-def build_image(tree, image, *args, timeout=900):
-    """Runs mkstipple ARGS TREE IMAGE and asserts it succeeded; returns IMAGE."""
-    run([_need(MKSTIPPLE), "--quiet", *args, tree, image], timeout=timeout, check=True)
-    assert os.path.isfile(image), "mkstipple succeeded but wrote no %s" % image
-    return image
+# Test images are built in one place: imageutil.build (imageutil.mkstipple for a test
+# that looks at the finished run). build_image is its name here.
+build_image = imageutil.build
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import zipfile
 import pytest
 
 from conftest import MKSTIPPLE, REPO, build_image, run
+import imageutil
 
 FAST = ("--level", "3", "--block-size", "64K")
 
@@ -159,11 +160,8 @@ def assert_matches(entries, mnt, zip_times=False, xattrs=True):
 
 
 def build(src, image, *args, stdin=None):
-    cmd = [MKSTIPPLE, "--quiet", *FAST, *args, os.fspath(src), os.fspath(image)]
     with open(stdin, "rb") if stdin else open(os.devnull, "rb") as f:
-        r = subprocess.run(cmd, stdin=f, capture_output=True, timeout=900, errors="replace")
-    assert r.returncode == 0, "mkstipple %s exited %d:\n%s" % (src, r.returncode, r.stderr)
-    return image
+        return imageutil.build(src, image, *FAST, *args, stdin=f)
 
 
 # --- archives from elsewhere ---

@@ -22,6 +22,7 @@ import time
 import pytest
 
 from conftest import MKSTIPPLE, STIPPLE, run
+import imageutil
 
 FAST = ("--level", "3", "--block-size", "64K", "--threads", "1")
 HANG = 30  # seconds after which a build counts as hung
@@ -344,7 +345,7 @@ def modes_image(d):
         os.chown(p, 1234, 5678)
         os.chmod(p, mode)
     image = os.path.join(d, "modes.stipple")
-    run([MKSTIPPLE, "--quiet", *FAST, src, image], check=True)
+    imageutil.build(src, image, *FAST)
     os.chmod(image, 0o644)
     return src, image
 

@@ -14,12 +14,12 @@ taken it is decoded by the read itself (warm_ahead), never behind warming.
 import os
 import random
 import re
-import subprocess
 import time
 
 import pytest
 
-from conftest import MKSTIPPLE, STIPPLE, mount_image, run
+from conftest import STIPPLE, mount_image, run
+import imageutil
 from test_memory import raw_status
 from test_warm import daemon_gone
 
@@ -32,10 +32,7 @@ LATE = "a/f39"  # looked up only after the read: pushed from the block still cac
 
 
 def build(tree, image, *args):
-    r = subprocess.run([MKSTIPPLE, "--quiet", *map(os.fspath, args), tree, image],
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=900)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return os.fspath(image)
+    return os.fspath(imageutil.build(tree, image, *args))
 
 
 def write_tree(root, files):

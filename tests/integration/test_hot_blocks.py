@@ -17,7 +17,8 @@ import struct
 
 import pytest
 
-from conftest import MKSTIPPLE, STIPPLE, mount_image, run
+from conftest import STIPPLE, mount_image, run
+import imageutil
 import treeutil
 
 
@@ -61,15 +62,8 @@ def hot_list(tree):
     return path
 
 
-def mkstipple(tree, image, *args):
-    return run([MKSTIPPLE, "--quiet", *map(os.fspath, args), os.fspath(tree),
-                os.fspath(image)])
-
-
-def build(tree, image, *args):
-    r = mkstipple(tree, image, *args)
-    assert r.returncode == 0, r.stderr
-    return image
+mkstipple = imageutil.mkstipple
+build = imageutil.build
 
 
 @pytest.fixture(scope="module")

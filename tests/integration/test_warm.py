@@ -25,6 +25,7 @@ import pytest
 
 from conftest import (IS_ROOT, MKSTIPPLE, MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STIPPLE,
                       is_mounted, mount_image, run, unmount)
+import imageutil
 from imageutil import HOLE_MIN, HOT_PAGE, RANGE_MARGIN
 import treeutil
 
@@ -247,11 +248,9 @@ def hot_size(image):
 def build(tree, image, *args):
     """mkstipple ARGS TREE IMAGE; returns its stderr (warnings, decoded without newline
     translation) after asserting exit 0."""
-    r = subprocess.run([MKSTIPPLE, "--quiet", *map(os.fspath, args), tree, image],
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
-    err = r.stderr.decode(errors="replace")
-    assert r.returncode == 0, "mkstipple exited %d:\n%s" % (r.returncode, err)
-    return err
+    r = imageutil.mkstipple(tree, image, *args, timeout=600)
+    assert r.returncode == 0, "mkstipple exited %d:\n%s" % (r.returncode, r.stderr)
+    return r.stderr
 
 
 def write_list(path, lines):

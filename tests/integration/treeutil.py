@@ -26,6 +26,12 @@ LONG_NAME = "n" * 240 + "-\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"  # 255 byt
 MANY = 3000
 
 
+def read_file(path):
+    """The bytes of the file at PATH."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _data(seed, size, text=False):
     """Deterministic bytes: compressible text or incompressible noise."""
     rnd = random.Random(seed)
