@@ -23,9 +23,7 @@ struct stp_hot_range {
  * recording asks the kernel for no readahead, so its ranges are the pages touched; at run
  * time the kernel reads up to its readahead around and beyond them, and whatever falls
  * outside the hot region costs the decode of a cold block. Twice the mount's readahead
- * covers both a fault's window around its page and a read's window after its own:
- * measured on Blender, 16 KiB readahead asked for nothing outside 32 KiB margins, while
- * 128 KiB readahead left 68 pieces outside 128 KiB margins. */
+ * covers both a fault's window around its page and a read's window after its own. */
 #define STP_HOT_MARGIN_DEFAULT (32u << 10)
 #define STP_HOT_MARGIN_MAX (16u << 20)
 

@@ -174,7 +174,7 @@ void stp_image_set_meta_budget(const struct stp_image *img, size_t bytes);
  * tree walks of one plan read different tables but the inodes. A layout that makes them
  * load pages over and over (a walk cycling through more pages than the cache holds) is
  * a hostile one. The bound is per plan: a 1 GiB table of 16,384 pages that thrashes is
- * refused after some 50,000 decodes (2.4 s for 14,977 pages here), within 10 s. */
+ * refused after some 50,000 decodes. */
 #define STP_IMAGE_WALK_BUDGET ((size_t)4 << 20)
 #define STP_IMAGE_WALK_LOADS_PER_PAGE 3u
 #define STP_IMAGE_WALK_LOADS_MIN 1024u

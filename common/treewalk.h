@@ -26,8 +26,8 @@ struct stp_inode;
  * ends the walk and is returned by it. */
 typedef int (*stp_files_fn)(void *ctx, uint32_t ino, const struct stp_inode *inode);
 
-/* Visits every regular file of IMG (FN NULL: none, the rule below alone is checked, in
- * some 0.3 s per million inodes). Inodes that do not decode are reported and skipped.
+/* Visits every regular file of IMG (FN NULL: none, the rule below alone is checked).
+ * Inodes that do not decode are reported and skipped.
  * Returns 0, FN's value, or -EUCLEAN when an inode's extent or directory entry range
  * overlaps or precedes that of an earlier inode of its kind (stp_range_order_next). */
 int stp_treewalk_files(const struct stp_image *img, stp_files_fn fn, void *ctx);

@@ -56,9 +56,8 @@ uint64_t stp_fill_memory(const struct stp_superblock *sb);
 
 /* Starts the filler of IMG's mount: pages from CACHE go into session SE's page cache.
  * File bytes stored below stream offset WARMED_END are left alone: the warmer pushes
- * those (the hot region, while warming runs; 0 without warming), and pushing them twice
- * cost Blender's launch 122 MB of copies. IMG, CACHE and SE must outlive it. *out is the
- * caller's (stp_fill_stop). */
+ * those (the hot region, while warming runs; 0 without warming), once. IMG, CACHE and
+ * SE must outlive it. *out is the caller's (stp_fill_stop). */
 int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
 		   uint64_t warmed_end, struct stp_filler **out);
 /* Stops the thread and waits a few seconds for it (-ETIMEDOUT: a push is stuck in the

@@ -40,9 +40,8 @@
 #endif
 
 #define STP_CACHE_BUDGET_MAX (1u << 20)
-/* Warming workers by default: one per online CPU, at most this many. Measured on the
- * Blender tree on 2 CPUs: 1 worker was clearly slower, 2, 4 and 8 within noise of each
- * other; more workers than CPUs only hold more blocks. */
+/* Warming workers by default: one per online CPU, at most this many; more workers than
+ * CPUs only hold more blocks. */
 #define STP_WARM_WORKERS_CAP 12u
 #define STP_WARM_WORKERS_MAX 256u
 
@@ -53,10 +52,8 @@
 /* The kernel's readahead on a mount, in bytes (readahead=): what it asks for around a
  * page that is read or faulted. mkstipple widens hot ranges by twice this
  * (STP_HOT_MARGIN_DEFAULT), so that the pages asked for beside the recorded ones are in
- * the hot region too; more readahead reaches cold blocks, each a whole decode. Less costs
- * little: 4 KiB reads of a file whose block is decoded ran at 0.9 GB/s against 1.4 GB/s
- * at 128 KiB, both well above what zstd decodes. The kernel lets a FUSE mount lower its
- * readahead (128 KiB by default), not raise it. */
+ * the hot region too; more readahead reaches cold blocks, each a whole decode. The
+ * kernel lets a FUSE mount lower its readahead (128 KiB by default), not raise it. */
 #define STP_READAHEAD_DEFAULT (STP_HOT_MARGIN_DEFAULT / 2)
 #define STP_READAHEAD_MAX (128u << 10)
 

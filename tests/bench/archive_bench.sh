@@ -4,7 +4,7 @@
 #
 #   tests/bench/archive_bench.sh [TREE [ROUNDS [MKSTIPPLE_ARGS...]]]
 #
-# TREE (default /usr/lib/python3.11; the issue's tree is ../shared/corpora/blender-tree.sh)
+# TREE (default Python's standard library; the issue's tree is ../shared/corpora/blender-tree.sh)
 # is packed into a pax tar once. Then, ROUNDS times (default 2), interleaved in this order:
 #
 #   stipple dir      mkstipple TREE
@@ -28,7 +28,7 @@ set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${STIPPLE_BUILD:-$repo/build}
 mkstipple=$build/builder/mkstipple
-tree=${1:-/usr/lib/python3.11}
+tree=${1:-$(/usr/bin/python3 -c "import sysconfig; print(sysconfig.get_path('stdlib'))")}
 level=${LEVEL:-19}
 rounds=${2:-2}
 [ $# -gt 0 ] && shift

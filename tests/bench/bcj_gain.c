@@ -9,7 +9,7 @@
  * --emit writes the filtered blocks of the files to stdout instead (bcj_xz_check.sh
  * compares them with xz's filters).
  *
- *   cc -O2 -Icommon tests/bench/bcj_gain.c common/bcj.c -lzstd -o bcj_gain
+ *   ninja -C build tests/bench/bcj_gain         (not built by default)
  *   bcj_gain [--level N] [--block-size BYTES] [--offset BYTES] [--x86|--arm64] [--emit]
  *            FILE...
  *

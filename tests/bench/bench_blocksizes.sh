@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Random-read benchmark by block size (run by hand, not part of the test suite):
 #
-#   tests/bench/bench_blocksizes.sh [TREE [MKSTIPPLE_ARGS...]]     (TREE: /usr/lib/python3.11)
+#   tests/bench/bench_blocksizes.sh [TREE [MKSTIPPLE_ARGS...]]     (TREE: Python's standard library)
 #
 # Builds TREE with mkstipple at block sizes 64K, 1M, 4M and 32M (default level 19, so the
 # 32M build takes a while), then times 4 KiB random reads with `stipple bench` on each:
@@ -20,7 +20,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${STIPPLE_BUILD:-$repo/build}
 mkstipple=$build/builder/mkstipple
 stipple=$build/mounthelper/stipple
-tree=${1:-/usr/lib/python3.11}
+tree=${1:-$(/usr/bin/python3 -c "import sysconfig; print(sysconfig.get_path('stdlib'))")}
 [ $# -gt 0 ] && shift
 reads=${READS:-20000}
 read_size=${READ_SIZE:-4K}

@@ -8,7 +8,17 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
+
+# The mount table through libmount: tests/integration/mounts.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import mounts  # noqa: E402
+
+# Debian's interpreter (the benchmarks' own, by their #! line) and its standard library,
+# the default tree: PYTHONHOME=PREFIX makes it look in PREFIX/lib/<basename of PYTHON_LIB>.
+PYTHON = os.path.realpath(sys.executable)
+PYTHON_LIB = sysconfig.get_path("stdlib")
 
 
 def sh(cmd, **kw):
@@ -16,9 +26,7 @@ def sh(cmd, **kw):
 
 
 def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
+    return mounts.at(path) is not None
 
 
 def unmount(path):
@@ -33,9 +41,7 @@ def unmount(path):
 
 def mounts_under(path):
     path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return [m for m in (line.split()[4] for line in f)
-                if m == path or m.startswith(path + "/")]
+    return [m.target for m in mounts.table() if m.target == path or m.target.startswith(path + "/")]
 
 
 def safe_rmtree(path, who="bench"):

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Build benchmark (run by hand, not part of the test suite):
 #
-#   tests/bench/build_bench.sh [TREE [MKSTIPPLE_ARGS...]]     (TREE: /usr/lib/python3.11)
+#   tests/bench/build_bench.sh [TREE [MKSTIPPLE_ARGS...]]     (TREE: Python's standard library)
 #
 # Builds TREE with mkstipple (default settings plus MKSTIPPLE_ARGS) and with
 # `mksquashfs -comp zstd -Xcompression-level 19 -b 1M -noappend`, and prints image size,
@@ -15,7 +15,7 @@ set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=${STIPPLE_BUILD:-$repo/build}
 mkstipple=$build/builder/mkstipple
-tree=${1:-/usr/lib/python3.11}
+tree=${1:-$(/usr/bin/python3 -c "import sysconfig; print(sysconfig.get_path('stdlib'))")}
 [ $# -gt 0 ] && shift
 
 die() { echo "build_bench: $*" >&2; exit 1; }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The size and time table (run by hand, not part of the test suite):
 #
-#   tests/bench/compress_table.sh [TREE]                  (TREE: /usr/lib/python3.11)
+#   tests/bench/compress_table.sh [TREE]                  (TREE: Python's standard library)
 #   tests/bench/compress_table.sh --table RAW [TREE]      (the table from a kept RAW file)
 #
 # Builds TREE with mkstipple at every block size of $BLOCKS and level of $LEVELS, with and
@@ -66,7 +66,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${STIPPLE_BUILD:-$repo/build}
 builddir=$(cd "$builddir" 2>/dev/null && pwd || echo "$builddir")
 mkstipple=${MKSTIPPLE:-$builddir/builder/mkstipple}
-tree=${1:-/usr/lib/python3.11}
+tree=${1:-$(/usr/bin/python3 -c "import sysconfig; print(sysconfig.get_path('stdlib'))")}
 repeat=${REPEAT:-3}
 blocks=${BLOCKS:-1M 4M 32M 64M}
 levels=${LEVELS:-3 9 19}

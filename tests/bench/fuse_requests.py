@@ -23,6 +23,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import mounts  # noqa: E402 (the mount table through libmount)
+
 TRACEFS = "/sys/kernel/tracing"
 EVENTS = ("fuse_request_send", "fuse_request_end")
 LINE = re.compile(r"\s(\d+\.\d+): fuse_request_(send|end): connection \d+ req (\d+)"
@@ -123,10 +126,8 @@ def main():
     if not os.path.exists(event_path(EVENTS[0], "enable")):
         sys.exit("fuse_requests: %s has no fuse events (a recent kernel, tracefs "
                  "mounted, and root are needed)" % TRACEFS)
-    with open("/proc/self/mountinfo") as f:
-        fstype = {line.split()[4]: line.split(" - ")[1].split()[0] for line in f}
     mount = os.path.realpath(a.mount)
-    if not fstype.get(mount, "").startswith("fuse"):
+    if not getattr(mounts.at(mount), "fstype", "").startswith("fuse"):
         sys.exit("fuse_requests: %s is not a FUSE mount" % a.mount)
     conn = connection_of(mount)
     for run in range(1, a.repeat + 1):

@@ -5,7 +5,7 @@
  * used). One thread; each hash runs over a 32 MiB buffer ROUNDS times, alternating, and
  * the best and median rounds are printed in MB/s (10^6 bytes per second).
  *
- *   cc -O2 tests/bench/hash_speed.c -lcrypto -o hash_speed
+ *   ninja -C build tests/bench/hash_speed       (not built by default)
  *   hash_speed [ROUNDS]            (default 9)
  *
  * Measured here (2 cores with sha_ni, OpenSSL 3.0, fuzzers running niced beside it):

@@ -27,9 +27,9 @@ import sys
 import tempfile
 import time
 
-from benchlib import into_page_cache, median, safe_rmtree, sh, unmount, wait_mounted
+from benchlib import (PYTHON, PYTHON_LIB, into_page_cache, median, safe_rmtree, sh, unmount,
+                      wait_mounted)
 
-PYTHON = "/usr/bin/python3.11"
 IMPORTS = "import json, email, sqlite3, asyncio"
 KINDS = ["plain", "stipple", "squashfuse_ll", "squashfs"]
 
@@ -107,7 +107,7 @@ def python_round(setup, kinds, repeat):
         for k in kinds:
             prefix = tempfile.mkdtemp(dir=setup.work, prefix="prefix-")
             stack.callback(safe_rmtree, prefix)
-            lib = os.path.join(prefix, "lib", "python3.11")
+            lib = os.path.join(prefix, "lib", os.path.basename(PYTHON_LIB))
             os.makedirs(lib)
             stack.enter_context(setup.mounted(k, lib))
             envs[k] = {"PYTHONHOME": prefix, "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
@@ -127,7 +127,7 @@ def fmt(v, base):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tree", default="/usr/lib/python3.11")
+    p.add_argument("--tree", default=PYTHON_LIB)
     p.add_argument("--build", default=os.environ.get("STIPPLE_BUILD", "/work/main/build"))
     p.add_argument("--work")
     p.add_argument("--runs", type=int, default=5)
@@ -142,7 +142,7 @@ def main():
         sys.exit("mount_bench: needs root (mount --bind, loop devices)")
     setup = Setup(a)
     setup.build()
-    python_ok = os.path.realpath(a.tree).endswith("/python3.11")
+    python_ok = os.path.basename(os.path.realpath(a.tree)) == os.path.basename(PYTHON_LIB)
 
     read = {k: [] for k in a.only}
     fresh = {k: [] for k in a.only}

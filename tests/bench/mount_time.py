@@ -26,6 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def mounted(mnt):
+    # By hand, not through libmount (tests/integration/mounts.py): its parse of the whole
+    # table takes about 0.5 ms here, more than the 0.2 ms this poll resolves.
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == mnt for line in f)
 

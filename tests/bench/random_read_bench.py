@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import (into_page_cache, median, peak_rss_mib, safe_rmtree, sh,
+from benchlib import (PYTHON_LIB, into_page_cache, median, peak_rss_mib, safe_rmtree, sh,
                       stipple_daemon_pid, unmount, wait_mounted)
 
 READ = 4096
@@ -175,7 +175,7 @@ def pct(sorted_xs, q):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tree", default="/usr/lib/python3.11")
+    p.add_argument("--tree", default=PYTHON_LIB)
     p.add_argument("--build", default=os.environ.get("STIPPLE_BUILD", "build"))
     p.add_argument("--work")
     p.add_argument("--reads", type=int, default=10000)

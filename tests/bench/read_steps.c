@@ -9,13 +9,11 @@
  * mount whose image file is cached. Blocks with the dictionary (codec 2) are decoded
  * whole by stp_image_decode_block and counted under zstd.
  *
- *   cc -O2 -Icommon tests/bench/read_steps.c build/common/libstipple_common.a \
- *      -lzstd -lxxhash -lcrypto -lpthread -o read_steps
+ *   ninja -C build tests/bench/read_steps       (not built by default)
  *   read_steps IMAGE [hot|all|FIRST-LAST] [ROUNDS]   (default: hot, 5 rounds)
  *
  * "hot" is the blocks that hold the hot region: what warming decodes at mount.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import median, unmount, wait_mounted
+from benchlib import is_mounted, median, unmount, wait_mounted
 
 TRACING = "/sys/kernel/tracing"
 
@@ -115,14 +115,10 @@ def drop_caches():
 
 def connection_of(mnt):
     """The mount's device as the fuse tracepoints name it (the kernel's dev_t)."""
-    real = os.path.realpath(mnt)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[4] == real:
-                major, minor = (int(x) for x in fields[2].split(":"))
-                return (major << 20) | minor
-    raise RuntimeError("%s is not mounted" % mnt)
+    if not is_mounted(mnt):
+        raise RuntimeError("%s is not mounted" % mnt)
+    dev = os.stat(mnt).st_dev
+    return (os.major(dev) << 20) | os.minor(dev)
 
 
 class Tracer:

@@ -6,8 +6,12 @@ Fixtures: mkstipple, stipple, mount_stipple (paths), gen_tree (a session-wide tr
 treeutil.make_tree, never to be modified), gen_tree_info, gen_image (that tree in 64 KiB
 blocks, session-wide, never to be modified), image_of (builds an image into tmp_path), and
 mounted (a context manager that mounts an image and always unmounts).
-Helpers importable by tests: run(), read_file(), build_image(), mount_image(),
-require_extract().
+Marker: @pytest.mark.needs_root("why"), for a test that is skipped unless run as root.
+Helpers importable by tests: run(), read_file(), build_image() (imageutil.build, where
+every test image is built), mount_image(), extract_image(), is_mounted() and unmount()
+(the mount table is read through libmount: mounts.py); IS_ROOT; PYTHON, PYTHON_LIB and
+PYTHON_SONAME, Debian's interpreter, its standard library (a real tree the tests pack)
+and libpython.
 """
 
 import contextlib
@@ -20,15 +24,43 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import mounts  # noqa: E402
 import treeutil  # noqa: E402
+from treeutil import IS_ROOT, read_file  # noqa: E402,F401
+import imageutil  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("STIPPLE_BUILD", os.path.join(REPO, "build")))
 MKSTIPPLE = os.path.join(BUILD, "builder", "mkstipple")
 STIPPLE = os.path.join(BUILD, "mounthelper", "stipple")
 MOUNT_STIPPLE = os.path.join(BUILD, "mounthelper", "mount.stipple")
-PYTHON_LIB = "/usr/lib/python3.11"
-PLACEHOLDER = "not built yet"  # what a subcommand still being written prints
+
+
+def _system_python():
+    """Debian's interpreter (the one with pytest, which tests/run uses), its standard
+    library folder and libpython's soname, asked of it rather than named by version."""
+    python = os.path.realpath("/usr/bin/python3")
+    code = ("import sysconfig; print(sysconfig.get_path('stdlib')); "
+            "print(sysconfig.get_config_var('INSTSONAME'))")
+    out = subprocess.run([python, "-c", code], stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return python, out[0], out[1]
+
+
+# PYTHON_LIB's folder name (python3.X) is where PYTHONHOME=PREFIX makes PYTHON look:
+# PREFIX/lib/python3.X.
+PYTHON, PYTHON_LIB, PYTHON_SONAME = _system_python()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_root(reason): skipped unless the tests run as "
+                            "root (mounts, other owners, other users); REASON says which")
+
+
+def pytest_runtest_setup(item):
+    mark = item.get_closest_marker("needs_root")
+    if mark is not None and not IS_ROOT:
+        pytest.skip("needs root: %s" % (mark.args[0] if mark.args else "it mounts"))
 
 
 def run(cmd, timeout=600, check=False, **kw):
@@ -43,22 +75,10 @@ def run(cmd, timeout=600, check=False, **kw):
     return r
 
 
-def read_file(path):
-    """The bytes of the file at PATH."""
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def _need(path):
     if not os.access(path, os.X_OK):
         pytest.skip("%s is not built (run tests/run, or set STIPPLE_BUILD)" % path)
     return path
-
-
-def require_command(r, what):
-    """Skips the test when R (a finished stipple run) came from a placeholder subcommand."""
-    if r.returncode != 0 and PLACEHOLDER in r.stderr:
-        pytest.skip("%s is still a placeholder: %s" % (what, r.stderr.strip()))
 
 
 @pytest.fixture(scope="session")
@@ -90,11 +110,9 @@ def gen_tree(gen_tree_info):
     return gen_tree_info["path"]
 
 
-def build_image(tree, image, *args, timeout=900):
-    """Runs mkstipple ARGS TREE IMAGE and asserts it succeeded; returns IMAGE."""
-    run([_need(MKSTIPPLE), "--quiet", *args, tree, image], timeout=timeout, check=True)
-    assert os.path.isfile(image), "mkstipple succeeded but wrote no %s" % image
-    return image
+# Test images are built in one place: imageutil.build (imageutil.mkstipple for a test
+# that looks at the finished run). build_image is its name here.
+build_image = imageutil.build
 
 
 @pytest.fixture(scope="session")
@@ -120,9 +138,8 @@ def image_of(tmp_path):
 
 
 def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
-        return any(line.split()[4] == path for line in f)
+    """Whether something is mounted at PATH (mounts.py: libmount's reading)."""
+    return mounts.at(path) is not None
 
 
 def unmount(path):
@@ -146,7 +163,6 @@ def mount_image(image, mountpoint=None, *args, timeout=60):
     mountpoint = os.fspath(mountpoint)
     try:
         r = run([_need(STIPPLE), "mount", *args, image, mountpoint], timeout=timeout)
-        require_command(r, "stipple mount")
         assert r.returncode == 0, "stipple mount %s exited %d:\n%s" % (
             image, r.returncode, r.stderr[-4000:])
         deadline = time.monotonic() + 10
@@ -168,10 +184,8 @@ def mounted():
 
 
 def extract_image(image, dest):
-    """Runs `stipple extract IMAGE DEST`: skips while extract is a placeholder, asserts
-    success otherwise."""
+    """Runs `stipple extract IMAGE DEST` and asserts it succeeded; returns DEST."""
     r = run([_need(STIPPLE), "extract", image, dest])
-    require_command(r, "stipple extract")
     assert r.returncode == 0, "stipple extract %s exited %d:\n%s" % (
         image, r.returncode, r.stderr[-4000:])
     return dest

@@ -1,10 +1,36 @@
 # SPDX-License-Identifier: MIT
-"""Reading (and, for crafted images, rewriting) an image's metadata from Python, field by
-field as common/format.c lays it out and stipple(5) documents it."""
+"""Building test images (the one place the tests run mkstipple for an image: build and
+mkstipple), and reading (and, for crafted images, rewriting) an image's metadata from
+Python, field by field as common/format.c lays it out and stipple(5) documents it."""
 import ctypes
+import os
 import struct
+import subprocess
 
-from conftest import read_file
+from treeutil import read_file
+
+
+def mkstipple(tree, image, *args, quiet=True, timeout=900, **kw):
+    """Runs mkstipple [--quiet] ARGS TREE IMAGE (never reading stdin unless KW gives one,
+    KW going to subprocess.run) and returns the finished run, its output decoded without
+    newline translation."""
+    from conftest import MKSTIPPLE, _need  # conftest imports this module
+    cmd = [_need(MKSTIPPLE), *(["--quiet"] if quiet else []), *args, tree, image]
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    r = subprocess.run([os.fspath(c) for c in cmd], capture_output=True, timeout=timeout, **kw)
+    r.stdout = r.stdout.decode(errors="replace")
+    r.stderr = r.stderr.decode(errors="replace")
+    return r
+
+
+def build(tree, image, *args, **kw):
+    """mkstipple(TREE, IMAGE, *ARGS, **KW), asserting that it succeeded and wrote IMAGE;
+    returns IMAGE."""
+    r = mkstipple(tree, image, *args, **kw)
+    assert r.returncode == 0, "mkstipple %s exited %d:\n%s" % (
+        " ".join(map(os.fspath, args)), r.returncode, r.stderr[-4000:])
+    assert os.path.isfile(image), "mkstipple succeeded but wrote no %s" % image
+    return image
 
 
 # --- the on-disk records, each field named once: (offset, struct format) in its record,

@@ -19,10 +19,9 @@ import zipfile
 import pytest
 
 from conftest import MKSTIPPLE, REPO, build_image, run
+import imageutil
 
 FAST = ("--level", "3", "--block-size", "64K")
-IS_ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting needs root")
 
 
 # --- the archive as an independent reader sees it ---
@@ -161,11 +160,8 @@ def assert_matches(entries, mnt, zip_times=False, xattrs=True):
 
 
 def build(src, image, *args, stdin=None):
-    cmd = [MKSTIPPLE, "--quiet", *FAST, *args, os.fspath(src), os.fspath(image)]
     with open(stdin, "rb") if stdin else open(os.devnull, "rb") as f:
-        r = subprocess.run(cmd, stdin=f, capture_output=True, timeout=900, errors="replace")
-    assert r.returncode == 0, "mkstipple %s exited %d:\n%s" % (src, r.returncode, r.stderr)
-    return image
+        return imageutil.build(src, image, *FAST, *args, stdin=f)
 
 
 # --- archives from elsewhere ---
@@ -180,7 +176,7 @@ def find_debs():
     return found[:2]
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("deb", find_debs() or [pytest.param(None, marks=pytest.mark.skip(
     reason="no .deb in /var/cache/apt/archives"))])
 def test_debian_package_data(deb, tmp_path, mounted):
@@ -197,7 +193,7 @@ def test_debian_package_data(deb, tmp_path, mounted):
             assert any(e.get("mode", 0) & 0o4000 for e in entries.values())
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_python_wheel(tmp_path, mounted):
     wheels = sorted(glob.glob("/usr/share/python-wheels/*.whl"))
     if not wheels:
@@ -208,7 +204,7 @@ def test_python_wheel(tmp_path, mounted):
         assert_matches(entries, mnt, zip_times=True)
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_git_archive_of_this_repository(tmp_path, mounted):
     if not os.path.isdir(os.path.join(REPO, ".git")) and not os.path.isfile(
             os.path.join(REPO, ".git")):
@@ -250,7 +246,7 @@ def gnu_tar_tree(root):
     return r.returncode == 0
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_gnu_tar_sparse_xattrs_capability(tmp_path, mounted):
     root = tmp_path / "tree"
     root.mkdir()
@@ -310,7 +306,7 @@ def cpio_entries(root):
     return out
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_newc_cpio(tmp_path, mounted):
     root = tmp_path / "tree"
     os.makedirs(root / "a" / "b")
@@ -500,7 +496,7 @@ def test_generated_tree_and_its_tar_give_the_same_image(tmp_path, full_tree):
     assert r.returncode == 0, r.stdout
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_acls_from_tar_text_are_the_kernels_bytes(tmp_path, full_tree, mounted):
     """GNU tar --acls stores ACLs as text (with names); the image must hold the kernel's
     own binary form of them, as getxattr on the source gives it, and the mode the source
@@ -529,7 +525,7 @@ def test_acls_from_tar_text_are_the_kernels_bytes(tmp_path, full_tree, mounted):
     assert checked >= 1
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_tar_semantics(tmp_path, mounted):
     """Later entries replace earlier ones, a directory over a directory keeps its
     children, leading '/' and './' go, '.' is the root, and unlisted parents are 0755,
@@ -701,7 +697,7 @@ def test_round_trip_git_archive(tmp_path):
     assert_round_trip(tar, build(tar, tmp_path / "repo.stp"), tmp_path)
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_round_trip_gnu_tar_sparse_xattrs_capability(tmp_path):
     root = tmp_path / "tree"
     root.mkdir()

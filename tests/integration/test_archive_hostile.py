@@ -18,8 +18,6 @@ import pytest
 
 from conftest import MKSTIPPLE, STIPPLE, mount_image, run
 
-IS_ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting needs root")
 needs_gnu_tar = pytest.mark.skipif(not shutil.which("tar"), reason="needs GNU tar")
 
 # The longest path the readers take (extract, ls, check): "/" + path + NUL in 4096 bytes.
@@ -107,7 +105,7 @@ def tar_read(tar, name, off, length):
 
 
 @needs_gnu_tar
-@needs_root
+@pytest.mark.needs_root
 def test_sparse_bomb_costs_its_data(tmp_path, stipple):
     """A 20 KB tar claiming a 1 TiB file: built in seconds (the old reader read every
     zero of it back from the spool: over an hour), stored as holes, and the ranges read

@@ -17,8 +17,7 @@ import time
 
 import pytest
 
-from conftest import (MKSTIPPLE, PYTHON_LIB, build_image, extract_image, read_file,
-                      require_command, run)
+from conftest import MKSTIPPLE, PYTHON_LIB, build_image, extract_image, read_file, run
 from imageutil import CraftedImage
 import treeutil
 
@@ -63,7 +62,6 @@ def test_default_settings_python_lib(image_of, stipple, tmp_path):
     print("default image: %d bytes for %d bytes of files (%.3f)" % (size, source, size / source))
     assert size < source / 3, "image of %d bytes for %d bytes of files" % (size, source)
     r = run([stipple, "check", image])
-    require_command(r, "stipple check")
     assert r.returncode == 0, r.stderr
     out = extract_image(image, tmp_path / "out")
     assert_same_tree(PYTHON_LIB, out)
@@ -504,11 +502,13 @@ def world_dir():
 
 
 def as_nobody(cmd):
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to run mkstipple as an unprivileged user")
+    """CMD run as nobody, by setpriv; the tests that use it need root."""
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv to run mkstipple as an unprivileged user")
     return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *map(str, cmd)]
 
 
+@pytest.mark.needs_root("runs mkstipple as nobody")
 @pytest.mark.parametrize("kind", ["file", "directory"])
 def test_unreadable_entry(mkstipple, kind):
     with world_dir() as d:
@@ -537,6 +537,7 @@ def test_unreadable_entry(mkstipple, kind):
         assert_empty_dir(out, "failed build")
 
 
+@pytest.mark.needs_root("runs mkstipple as nobody")
 def test_image_directory_not_writable(mkstipple):
     with world_dir() as d:
         src = os.path.join(d, "src")
@@ -552,10 +553,9 @@ def test_image_directory_not_writable(mkstipple):
         assert_empty_dir(out, "failed build")
 
 
+@pytest.mark.needs_root("mounts a small tmpfs")
 def test_full_disk(mkstipple, tmp_path):
     """An image that does not fit: an error naming the image, nothing left behind."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a small tmpfs")
     src = tmp_path / "src"
     src.mkdir()
     (src / "noise").write_bytes(os.urandom(4 << 20))

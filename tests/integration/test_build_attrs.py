@@ -14,11 +14,12 @@ import tempfile
 import pytest
 
 from conftest import MKSTIPPLE, build_image, extract_image, read_file, run
+import imageutil
 
 FAST = ("--level", "3", "--block-size", "64K")
 EPOCH = 1600000000  # 2020-09-13T12:26:40Z
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to set owners")
+pytestmark = pytest.mark.needs_root("sets owners")
 
 
 def make_src(root, base_time=EPOCH, owner=(1001, 1002)):
@@ -60,10 +61,7 @@ def stats(root):
 
 
 def build(src, image, *args, env=None):
-    r = run([MKSTIPPLE, "--quiet", *FAST, *args, src, image], env=env)
-    assert r.returncode == 0, "mkstipple %s exited %d:\n%s" % (
-        " ".join(args), r.returncode, r.stderr)
-    return image
+    return imageutil.build(src, image, *FAST, *args, env=env)
 
 
 def extracted(image, tmp_path, name="out"):

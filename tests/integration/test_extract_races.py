@@ -24,7 +24,7 @@ from conftest import STIPPLE, build_image, run
 FAST = ("--level", "3", "--block-size", "64K")
 SECRET = b"root only\n"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the races need root and a user")
+pytestmark = pytest.mark.needs_root("the races run as a second user")
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,7 @@ GIB = 1 << 30
 SPARSE_DATA = {0: b"head", 512 << 20: os.urandom(4096), GIB - 4: b"tail"}
 ACL_XATTRS = ("system.posix_acl_access", "system.posix_acl_default")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="devices, owners and capabilities need root")
+pytestmark = pytest.mark.needs_root("devices, owners and capabilities")
 
 
 def tool(name):

@@ -14,16 +14,15 @@ taken it is decoded by the read itself (warm_ahead), never behind warming.
 import os
 import random
 import re
-import subprocess
 import time
 
 import pytest
 
-from conftest import MKSTIPPLE, STIPPLE, mount_image, run
+from conftest import STIPPLE, mount_image, run
+import imageutil
 from test_memory import raw_status
 from test_warm import daemon_gone
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
 PAGE = 4096
 MIB = 1 << 20
 
@@ -33,10 +32,7 @@ LATE = "a/f39"  # looked up only after the read: pushed from the block still cac
 
 
 def build(tree, image, *args):
-    r = subprocess.run([MKSTIPPLE, "--quiet", *map(os.fspath, args), tree, image],
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=900)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return os.fspath(image)
+    return os.fspath(imageutil.build(tree, image, *args))
 
 
 def write_tree(root, files):
@@ -103,7 +99,7 @@ def read_one_page(mnt):
     assert pread_one(os.path.join(mnt, "a/f00"), PAGE, PAGE) == SMALL["a/f00"][PAGE:2 * PAGE]
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_read_fills_the_pages_of_known_files(small_tree, small_image):
     with mount_image(small_image, None, "--warm-workers", "0") as mnt:
         st = raw_status(mnt)
@@ -146,7 +142,7 @@ def test_read_fills_the_pages_of_known_files(small_tree, small_image):
     wait_for(lambda: daemon_gone(pid), 20, lambda: "the daemon %d outlived the unmount" % pid)
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("how", [("--no-fill",), ("-o", "nofill")])
 def test_nofill_pushes_nothing(small_image, how):
     with mount_image(small_image, None, "--warm-workers", "0", *how) as mnt:
@@ -159,7 +155,7 @@ def test_nofill_pushes_nothing(small_image, how):
         assert st["fill_stored_bytes"] == 0 and st["blocks_decoded"] == 1, st
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_nofill_takes_no_value(small_image, tmp_path):
     r = run([STIPPLE, "mount", "-o", "nofill=1", small_image, os.fspath(tmp_path)])
     assert r.returncode != 0 and "nofill takes no value" in r.stderr, r.stderr
@@ -191,7 +187,7 @@ def hot_image(tmp_path_factory):
                  "--hot-block-size", "32M", "--hot-list", hot), tree
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_read_ahead_of_warming_decodes_its_block_itself(hot_image):
     """One worker holding one block (budget 2) waits for reads before it moves on: the
     last hot file's block is still untaken when the mount is live. A read of it right
@@ -212,7 +208,7 @@ def test_read_ahead_of_warming_decodes_its_block_itself(hot_image):
         assert st["cache_waits"] == 0, st
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_hot_region_is_pushed_once_by_the_warmer(hot_image):
     """The filler leaves the hot region to warming, which pushes it for the files the
     kernel knows: a hot block a read decodes ahead of warming is not pushed twice, and

@@ -406,7 +406,7 @@ def test_messages_escape_the_path_operand(small_image):
 
 
 def test_status_escapes_the_image_path(small_image, tmp_path, mounted):
-    # valid UTF-8 throughout: conftest reads /proc/self/mountinfo as text
+    # valid UTF-8 throughout
     odd = os.path.join(os.fsencode(tmp_path), b"st-\x1b[31m\t\xc2\x9b.stipple")
     with open(odd, "wb") as f:
         f.write(read_file(small_image))
@@ -490,7 +490,7 @@ def assert_escaped(r, where):
         assert raw not in err, (where, raw, err)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+@pytest.mark.needs_root
 def test_monitor_escapes_c1_controls(small_image, tmp_path):
     """A damaged image whose name holds C1 and C0 controls: the monitor's own messages
     (a superblock that promises more than the file), and the text the daemon sends it
@@ -528,7 +528,7 @@ def test_mount_helper_escapes_c1_controls(small_image, tmp_path):
             assert raw not in err, (args, raw, err)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
+@pytest.mark.needs_root
 def test_foreground_daemon_escapes_c1_controls(small_image, tmp_path):
     """With -f the daemon itself writes to the terminal once the mount is live: a block
     that fails its checksum, in an image whose name holds C1 and C0 controls, is reported

@@ -17,11 +17,10 @@ import struct
 
 import pytest
 
-from conftest import MKSTIPPLE, STIPPLE, mount_image, run
+from conftest import STIPPLE, mount_image, run
+import imageutil
 import treeutil
 
-IS_ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting tests need root")
 
 HOT_BS = 64 << 10
 BS = 256 << 10
@@ -63,15 +62,8 @@ def hot_list(tree):
     return path
 
 
-def mkstipple(tree, image, *args):
-    return run([MKSTIPPLE, "--quiet", *map(os.fspath, args), os.fspath(tree),
-                os.fspath(image)])
-
-
-def build(tree, image, *args):
-    r = mkstipple(tree, image, *args)
-    assert r.returncode == 0, r.stderr
-    return image
+mkstipple = imageutil.mkstipple
+build = imageutil.build
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +117,7 @@ def edges(size):
     return [e + d for e in range(HOT_BS, size, HOT_BS) for d in (-3, 0) if 0 <= e + d < size]
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_reads_across_block_edges_through_a_mount(image, tree):
     with mount_image(os.fspath(image), None, "--warm-workers", "2") as mnt:
         for rel in sorted(FILES) + ["lib/libc.so.6"]:

@@ -19,12 +19,13 @@ from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
 from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image,
                       read_file, run, unmount)
+import mounts
 from test_http import cache_files, www  # noqa: F401 (www: a fixture)
 
 
 def mountinfo_line(mnt):
-    with open("/proc/self/mountinfo") as f:
-        return next(ln for ln in f if ln.split()[4] == os.path.realpath(mnt))
+    """Every field of MNT's mount table entry, in one line."""
+    return " ".join(mounts.at(mnt))
 
 
 def cmdlines_naming(text):

@@ -42,8 +42,7 @@ MAX_READ = 3 << 20                   # up to three FUSE requests (max_read is 1 
 ALLOWANCE = 40 << 20
 STATUS_XATTR = "user.stipple.status"
 
-IS_ROOT = os.geteuid() == 0
-pytestmark = pytest.mark.skipif(not IS_ROOT, reason="mounting tests need root")
+pytestmark = pytest.mark.needs_root
 
 
 @pytest.fixture(scope="module")

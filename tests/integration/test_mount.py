@@ -16,13 +16,12 @@ import time
 
 import pytest
 
-from conftest import (MOUNT_STIPPLE, PYTHON_LIB, STIPPLE, build_image, is_mounted,
+from conftest import (MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STIPPLE, build_image, is_mounted,
                       mount_image, run, unmount)
+import mounts
 import treeutil
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
-
-PYTHON = "/usr/bin/python3.11"
+pytestmark = pytest.mark.needs_root
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -65,15 +64,9 @@ def wait_mounted(path, timeout=10):
 
 
 def mount_fields(path):
-    """(fstype, source) of the mount at PATH from /proc/self/mountinfo."""
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ")
-            if left.split()[4] == path:
-                fstype, source = right.split()[:2]
-                return fstype, source
-    return None
+    """(fstype, source) of the mount at PATH."""
+    m = mounts.at(path)
+    return (m.fstype, m.source) if m else None
 
 
 class Foreground:
@@ -141,7 +134,7 @@ def file_bytes(path):
 
 @pytest.fixture(scope="module")
 def stdlib_image(tmp_path_factory):
-    image = tmp_path_factory.mktemp("stdlib-image") / "python3.11.stipple"
+    image = tmp_path_factory.mktemp("stdlib-image") / "stdlib.stipple"
     return build_image(PYTHON_LIB, image, "--level", "3", "--block-size", "1M")
 
 
@@ -261,7 +254,7 @@ def test_default_budget_of_small_blocks_fits_the_daemons_memory(tmp_path):
 
 def test_python_imports_from_mount(stdlib_image, tmp_path):
     prefix = tmp_path / "prefix"
-    lib = prefix / "lib" / "python3.11"
+    lib = prefix / "lib" / os.path.basename(PYTHON_LIB)
     lib.mkdir(parents=True)
     with mount_image(stdlib_image, lib) as mnt:
         code = ("import json, email, email.parser, sqlite3, asyncio, decimal, os, sys;"
@@ -305,10 +298,9 @@ def test_fstab_file(helper_in_sbin, gen_tree, gen_image, mountpoint, tmp_path):
     assert r.returncode == 0, r.stderr
     wait_mounted(mountpoint)
     assert mount_fields(mountpoint)[0] == "fuse.stipple"
-    with open("/proc/self/mountinfo") as f:
-        line = next(ln for ln in f if ln.split()[4] == os.path.realpath(mountpoint))
-    assert "ro" in line.split()[5].split(","), line
-    assert "allow_other" in line.split(" - ")[1].split()[2].split(","), line
+    m = mounts.at(mountpoint)
+    assert "ro" in m.vfs_options.split(","), m
+    assert "allow_other" in m.fs_options.split(","), m
     assert file_bytes(os.path.join(mountpoint, "a", "b", "mid.txt")) == b"in the middle\n"
     assert os.listdir(os.path.join(mountpoint, "links"))
     run(["umount", mountpoint], check=True)

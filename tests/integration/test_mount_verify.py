@@ -325,11 +325,10 @@ def test_flipped_data_block_gives_eio(signed, tmp_path):
     assert "block %d does not match its signed hash" % k in log, log
 
 
+@pytest.mark.needs_root("writes to /etc/stipple/keys")
 def test_trusted_keys_directory(signed, mnt):
     """verify without a value: a *.pub of /etc/stipple/keys. The directory is created if
     missing and put back as it was."""
-    if os.geteuid() != 0:
-        pytest.skip("writes to /etc/stipple/keys")
     made = [d for d in ("/etc/stipple", TRUSTED) if not os.path.isdir(d)]
     for d in made:
         os.mkdir(d, 0o755)
@@ -381,10 +380,11 @@ def test_bad_key_files(signed, mnt, tmp_path):
     assert "none.pub: No such file" in err, err
 
 
+@pytest.mark.needs_root("becomes nobody")
 def test_user_mount_with_verify(signed, tmp_path):
     """A user's mount reads the key with the user's rights."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to become nobody")
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv to become nobody")
     import pwd
     nobody = pwd.getpwnam("nobody")
     work = tempfile.mkdtemp(prefix="stipple-user-")
@@ -418,11 +418,10 @@ def test_user_mount_with_verify(signed, tmp_path):
         shutil.rmtree(work, ignore_errors=True)
 
 
+@pytest.mark.needs_root("sandbox=log is refused for a user's mount")
 def test_verify_mount_denies_nothing_in_log_mode(signed):
     """OpenSSL runs inside the sandbox: under sandbox=log the kernel logs no denied call
     of a verify mount, from mount to umount."""
-    if os.geteuid() != 0:
-        pytest.skip("sandbox=log is refused for a user's mount")
     from test_sandbox import kernel_log_time, sandbox_records
     since = kernel_log_time()
     with mount_image(signed["image"], None, "--verify", signed["key"].pub, "-o",

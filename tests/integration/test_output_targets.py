@@ -106,16 +106,15 @@ def test_dangling_symlink_is_refused(trees, tmp_path):
 
 
 def sticky_shared(tmp_path):
-    """A sticky world-writable directory, as /tmp is; skips unless root (the tests give
-    what they plant there to another user)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give a node to another user")
+    """A sticky world-writable directory, as /tmp is (the tests that use it need root:
+    they give what they plant there to another user)."""
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o1777)
     return shared
 
 
+@pytest.mark.needs_root("gives a node to another user")
 def test_symlink_protected_by_the_kernel_rule_is_not_followed(trees, tmp_path):
     """A link in a sticky world-writable directory, owned by another user, is not followed
     (the kernel's protected_symlinks rule), nor replaced."""
@@ -131,6 +130,7 @@ def test_symlink_protected_by_the_kernel_rule_is_not_followed(trees, tmp_path):
     assert os.path.islink(link)
 
 
+@pytest.mark.needs_root("gives a node to another user")
 def test_file_planted_in_a_sticky_directory_is_not_replaced(trees, tmp_path):
     """A file another user left in a sticky world-writable directory (mode 0666, so that
     they could write the image root puts there) is refused, as the kernel's
@@ -146,11 +146,10 @@ def test_file_planted_in_a_sticky_directory_is_not_replaced(trees, tmp_path):
     assert os.stat(planted).st_uid == 65534 and not leftovers(shared)
 
 
+@pytest.mark.needs_root("gives the file to another user")
 def test_replaced_file_of_another_user_does_not_lend_its_mode(trees, tmp_path):
     """Where root may replace another user's file (a directory of root's), the image gets
     the mode of a new file, not the 0666 that would let that user write it."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give the file to another user")
     image = tmp_path / "x.stipple"
     image.write_bytes(b"theirs\n")
     os.chown(image, 65534, 65534)
@@ -201,10 +200,9 @@ def special_node(kind, path):
 
 
 @pytest.mark.parametrize("via_link", [False, True], ids=["named", "through-a-link"])
-@pytest.mark.parametrize("kind", ["fifo", "chardev", "socket", "directory"])
+@pytest.mark.parametrize("kind", ["fifo", pytest.param("chardev", marks=pytest.mark.needs_root(
+    "mknod")), "socket", "directory"])
 def test_special_image_is_refused(trees, tmp_path, kind, via_link):
-    if kind == "chardev" and os.geteuid() != 0:
-        pytest.skip("needs root for mknod")
     node = tmp_path / ("node-" + kind)
     special_node(kind, node)
     before = os.lstat(node)
@@ -262,11 +260,10 @@ def test_link_to_stdout_on_a_device_is_refused(trees, tmp_path):
     assert os.path.islink(link)
 
 
+@pytest.mark.needs_root("a mount namespace")
 def test_dev_stdout_is_never_replaced(trees):
     """The real /dev/stdout, as root, with standard output on /dev/null: in a private
     mount namespace whose /dev is a tmpfs, so that old code replaced only that copy."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root for a mount namespace")
     script = ("set -e; mount -t tmpfs stipple-dev /dev; ln -s /proc/self/fd/1 /dev/stdout; "
               "mknod -m 666 /dev/null c 1 3; "
               "if \"$0\" -q --level 3 \"$1\" /dev/stdout >/dev/null; then echo EXIT0; fi; "

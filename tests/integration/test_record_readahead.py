@@ -19,7 +19,6 @@ import pytest
 from conftest import MKSTIPPLE, STIPPLE, build_image, mount_image, run
 
 PAGE = 4096
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
 
 
 def noise(seed, size):
@@ -79,7 +78,7 @@ def parse(raw):
     return out
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_recording_mount_reads_only_the_pages_touched(image, tmp_path):
     hot = tmp_path / "hot.list"
     with mount_image(image, None, "--record", str(hot)) as mnt:
@@ -100,7 +99,7 @@ def test_recording_mount_reads_only_the_pages_touched(image, tmp_path):
                    "mapped.so": [(FAULT_AT, FAULT_AT + PAGE)]}, got
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("args,kb", [((), 16), (("--readahead", "64K"), 64),
                                      (("-o", "readahead=0"), 0), (("-o", "readahead=128K"), 128)])
 def test_mount_readahead_follows_the_option(image, args, kb):
@@ -166,7 +165,7 @@ def raw_status(mnt):
     return out
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("margin,readahead,inside", [(None, None, True), ("0", "128K", False)])
 def test_replay_decodes_only_hot_blocks(recorded, margin, readahead, inside):
     """With mkstipple's default margin and the mount's default readahead, replaying the

@@ -34,9 +34,7 @@ def small_tree(root):
 
 
 def build(src, image, *extra):
-    run([MKSTIPPLE, "-q", "--block-size", "64K", "--level", "3", *extra, src, image],
-        check=True)
-    return image
+    return imageutil.build(src, image, "--block-size", "64K", "--level", "3", *extra)
 
 
 @pytest.fixture

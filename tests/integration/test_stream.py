@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from conftest import build_image, mount_image, run, STIPPLE
+from conftest import PYTHON_SONAME, STIPPLE, build_image, mount_image, run
 from imageutil import BLOCKENT_FIELDS, CraftedImage, get, put, xxh3
 
 BLOCK = 2 << 20
@@ -104,7 +104,7 @@ def test_bytes_before_the_break_are_served(broken_image):
         assert pread(big, BLOCK + 4096) == content[BLOCK + 4096:BLOCK + 8192]
 
 
-CODE_LIBS = ("libstdc++.so.6", "libpython3.11.so.1.0", "libzstd.so.1")
+CODE_LIBS = ("libstdc++.so.6", PYTHON_SONAME, "libzstd.so.1")
 CODE_BLOCK = 1 << 20
 MARK = 64 << 10  # STP_DECODE_MARK
 

@@ -18,9 +18,10 @@ import time
 import pytest
 
 from conftest import MOUNT_STIPPLE, STIPPLE, _need, build_image, is_mounted, run, unmount
+import mounts
 from test_mount import helper_in_sbin  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="user mount tests need root")
+pytestmark = pytest.mark.needs_root("user mounts are set up by root")
 
 FSTAB = "/etc/fstab"
 NOBODY = 65534
@@ -127,11 +128,8 @@ def daemon_uids(image):
 
 
 def mount_options(path):
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            if line.split()[4] == os.path.realpath(path):
-                return line.split()[5].split(",")
-    return None
+    m = mounts.at(path)
+    return m.vfs_options.split(",") if m else None
 
 
 def test_user_line_mounts_for_the_user(user_lines):

@@ -21,7 +21,7 @@ from conftest import STIPPLE, build_image, mount_image, run
 from test_mount import foreground_mount
 import treeutil
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+pytestmark = pytest.mark.needs_root
 
 BIG = 3000  # entries of the large directory
 

@@ -23,13 +23,12 @@ import time
 
 import pytest
 
-from conftest import (MKSTIPPLE, MOUNT_STIPPLE, PYTHON_LIB, STIPPLE, is_mounted,
-                      mount_image, run, unmount)
+from conftest import (IS_ROOT, MKSTIPPLE, MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STIPPLE,
+                      is_mounted, mount_image, run, unmount)
+import imageutil
 from imageutil import HOLE_MIN, HOT_PAGE, RANGE_MARGIN
 import treeutil
 
-IS_ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mounting tests need root")
 
 
 PAGE = HOT_PAGE
@@ -249,11 +248,9 @@ def hot_size(image):
 def build(tree, image, *args):
     """mkstipple ARGS TREE IMAGE; returns its stderr (warnings, decoded without newline
     translation) after asserting exit 0."""
-    r = subprocess.run([MKSTIPPLE, "--quiet", *map(os.fspath, args), tree, image],
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
-    err = r.stderr.decode(errors="replace")
-    assert r.returncode == 0, "mkstipple exited %d:\n%s" % (r.returncode, err)
-    return err
+    r = imageutil.mkstipple(tree, image, *args, timeout=600)
+    assert r.returncode == 0, "mkstipple exited %d:\n%s" % (r.returncode, r.stderr)
+    return r.stderr
 
 
 def write_list(path, lines):
@@ -454,7 +451,7 @@ def recorded(rec_tree, tmp_path_factory):
     return str(hot), want
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_record_lists_ranges_in_first_read_order(recorded):
     hot, want = recorded
     raw = read_bytes(hot)
@@ -473,7 +470,7 @@ def test_record_lists_ranges_in_first_read_order(recorded):
         assert never not in raw
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_recorded_list_builds_the_hot_region(recorded, rec_tree, tmp_path):
     hot, want = recorded
     image = tmp_path / "hot.stipple"
@@ -507,7 +504,7 @@ def split_edges(spans, size):
     return sorted({e for a, b in spans for e in (a, b) if 0 < e < size})
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_recorded_image_reads_back_through_the_mount(recorded, rec_tree, tmp_path):
     hot, _ = recorded
     image = tmp_path / "hot.stipple"
@@ -524,7 +521,7 @@ def test_recorded_image_reads_back_through_the_mount(recorded, rec_tree, tmp_pat
         assert not diffs, "\n".join(diffs[:50])
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_record_while_warming_still_lists_every_read(rec_tree, recorded, tmp_path):
     """Warming pushes pages into the page cache only when no list is being recorded: a
     page read from the page cache never reaches the recorder."""
@@ -550,7 +547,7 @@ def test_record_while_warming_still_lists_every_read(rec_tree, recorded, tmp_pat
         assert hot_spans(spans, size) is None, (path, spans)  # read whole, listed whole
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_record_options_and_errors(rec_tree, tmp_path):
     image = tmp_path / "plain.stipple"
     build(rec_tree, image, *FAST)
@@ -767,7 +764,7 @@ def test_hot_ranges_across_holes_read_back(hole_tree, tmp_path):
     assert_extract_equals(image, hole_tree, tmp_path / "out")
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("when", ["looked-up-first", "read-straight-away"])
 def test_hot_ranges_across_holes_through_a_warming_mount(hole_tree, tmp_path, when):
     """Looked up before warming reaches them, the files' warmed pages go into the page
@@ -827,7 +824,7 @@ def hot_names():
     return [k for k in WARM_FILES if k.startswith("hot/")]
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_status_wait_then_done(warm_image):
     n = hot_blocks(warm_image)
     with live_mount(warm_image, "--warm-workers", "2", "--cache-budget", "64") as (mnt, pid):
@@ -847,7 +844,7 @@ def test_status_wait_then_done(warm_image):
         assert raw["blocks_decoded"] >= n
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("budget", ["1", "8"])
 def test_reads_during_warming(warm_tree, warm_image, budget):
     """Readers start the moment the mount is live, in several threads, while the warmers
@@ -896,7 +893,7 @@ def test_reads_during_warming(warm_tree, warm_image, budget):
     assert not errors, "\n".join(errors[:20])
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_held_blocks_let_go_once_read(warm_image):
     """Without priming, no hot file is known to the kernel until it is read: warmed
     blocks are held until then, and let go once every hot page has been read."""
@@ -922,7 +919,7 @@ def lookup_then_warm(mnt):
     assert status(mnt, "--wait", "--timeout", "60").returncode == 0
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_warmed_pages_go_into_the_page_cache(warm_image):
     """Files the kernel knows before their blocks are warmed get their hot pages pushed
     into the page cache; what is read from there must be the files' bytes."""
@@ -936,7 +933,7 @@ def test_warmed_pages_go_into_the_page_cache(warm_image):
             assert read_whole(mnt, rel) == WARM_FILES[rel]
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_warmed_files_read_without_decoding_again(warm_image):
     """Hot files start on pages of the stream, so every page of them lies in one block
     and is pushed whole: reading them afterwards decodes nothing again."""
@@ -969,7 +966,7 @@ def hot_blocks_of_warm():
     return -(-hot_size_of_warm() // BS)
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_pages_of_files_looked_up_after_warming_go_into_the_page_cache(warm_image):
     """The store follows the lookup reply, and the kernel makes the inode only once the
     reply reaches it: a store that comes too early is tried again."""
@@ -992,7 +989,7 @@ def fincore_bytes(path):
     return int(r.stdout.strip())
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_priming_fills_the_page_cache_before_any_access(warm_image):
     """The mount looks the hot files up before it returns, so warming pushes every hot
     page into the page cache with nobody reading: one worker and a budget of one block
@@ -1017,7 +1014,7 @@ def test_priming_fills_the_page_cache_before_any_access(warm_image):
             again, hot_blocks_of_warm())
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("how", [("--no-prime",), ("-o", "noprime"), ("--warm-workers", "0")])
 def test_unprimed_mount_stores_nothing_before_a_lookup(warm_image, how):
     """Without priming (or without warming) the kernel learns of no hot file, so nothing
@@ -1030,7 +1027,7 @@ def test_unprimed_mount_stores_nothing_before_a_lookup(warm_image, how):
         assert read_whole(mnt, "hot/f00") == WARM_FILES["hot/f00"]
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_warming_off(warm_tree, warm_image, tmp_path):
     with live_mount(warm_image, "--warm-workers", "0") as (mnt, _):
         assert line_of(status_text(mnt), "warming") == "off (no workers)"
@@ -1053,7 +1050,7 @@ def test_warming_off(warm_tree, warm_image, tmp_path):
         unmount(str(mnt))
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_status_of_something_else(warm_image, tmp_path):
     plain_dir = tmp_path / "plain dir"
     plain_dir.mkdir()
@@ -1075,7 +1072,7 @@ def test_status_of_something_else(warm_image, tmp_path):
         assert r.returncode == 2, (args, r.returncode, r.stderr)
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_status_wait_timeout(warm_image):
     """One worker and a budget of one block, with no reader to let go of the block it
     holds: it waits for room before each next block, so warming takes a long while and
@@ -1117,7 +1114,7 @@ def mem_image(tmp_path_factory):
     return str(image), tree
 
 
-@needs_root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("workers,budget", [(2, 2), (8, 2), (2, 8)])
 def test_warming_memory_is_bounded(mem_image, workers, budget):
     """VmHWM of the daemon stays within its baseline plus (workers + budget) blocks plus
@@ -1192,7 +1189,7 @@ def gen_hot_image(gen_tree, tmp_path_factory):
     return str(image)
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_generated_tree_through_a_warming_mount(gen_tree, gen_hot_image):
     errors = []
     files = []
@@ -1233,7 +1230,6 @@ def test_generated_tree_through_a_warming_mount(gen_tree, gen_hot_image):
 
 # ---- a real start-up: Python's standard library -------------------------------------------
 
-PYTHON = "/usr/bin/python3.11"
 PY_CODE = ("import json, email.parser, sqlite3, decimal, os;"
            "print(json.dumps({'a': [1, 2]})); print(os.__file__)")
 
@@ -1244,7 +1240,7 @@ def run_python(prefix):
     return run([PYTHON, "-s", "-c", PY_CODE], env=env, check=True).stdout
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_python_start_up_recorded_and_replayed(tmp_path):
     """Record what Python reads while it imports a few modules from a mounted standard
     library, build the library again with that list, and start Python from the new image
@@ -1254,12 +1250,12 @@ def test_python_start_up_recorded_and_replayed(tmp_path):
     plain = tmp_path / "py.stipple"
     build(PYTHON_LIB, plain, "--level", "3", "--block-size", "1M")
     prefix = tmp_path / "prefix"
-    lib = prefix / "lib" / "python3.11"
+    lib = prefix / "lib" / os.path.basename(PYTHON_LIB)
     lib.mkdir(parents=True)
     lst = tmp_path / "py.list"
     with live_mount(plain, "--record", lst) as (mnt, pid):
         os.rmdir(lib)
-        os.symlink(mnt, lib)  # PYTHONHOME=prefix finds the mount at prefix/lib/python3.11
+        os.symlink(mnt, lib)  # PYTHONHOME=prefix finds the mount at prefix/lib/python3.X
         try:
             out = run_python(prefix)
         finally:
@@ -1290,7 +1286,7 @@ def test_python_start_up_recorded_and_replayed(tmp_path):
         assert not diffs, "\n".join(diffs[:50])
 
 
-@needs_root
+@pytest.mark.needs_root
 def test_pieces_after_a_files_end_stay_page_aligned(tmp_path):
     """A file's ranges in the order read: a range at its end (a partial last page), then
     one at its start. The second piece follows the first in the stream, and must still

@@ -15,12 +15,21 @@ import socket
 import stat
 import struct
 
+# Whether the tests run as root: trees and copies made without root hold less.
+IS_ROOT = os.geteuid() == 0
+
 # Fixed timestamps (ns) so that a tree is the same from one run to the next.
 T0 = 1_600_000_000_123_456_789
 OLD = -31_535_999_999_999_995  # before 1970, with nanoseconds
 
 LONG_NAME = "n" * 240 + "-\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"  # 255 bytes in UTF-8
 MANY = 3000
+
+
+def read_file(path):
+    """The bytes of the file at PATH."""
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _data(seed, size, text=False):
@@ -88,7 +97,7 @@ def make_tree(root, many=MANY, large_size=3 << 20):
     os.makedirs(root, exist_ok=True)
     info = {"devices": False, "trusted": False, "capability": False, "acl": False}
     p = lambda *parts: os.path.join(root, *parts)  # noqa: E731
-    is_root = os.geteuid() == 0
+    is_root = IS_ROOT
 
     # Regular files of various sizes around page and block boundaries.
     os.mkdir(p("files"))
@@ -391,7 +400,7 @@ NON_ROOT_IGNORE = dict(ignore={"uid", "gid"}, ignore_xattrs=("trusted.", "securi
 def assert_same_tree(src, dst, **kw):
     """Asserts DST holds SRC entry by entry; without root, owners and privileged xattrs
     are left out unless KW says what to ignore."""
-    if not kw and os.geteuid() != 0:
+    if not kw and not IS_ROOT:
         kw = NON_ROOT_IGNORE
     diffs = compare_trees(src, dst, **kw)
     assert not diffs, "%d differences between %s and %s:\n%s" % (

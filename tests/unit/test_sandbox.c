@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libmount.h>
 #include <linux/fuse.h>
 #include <linux/openat2.h>
 #include <pthread.h>
@@ -618,28 +619,30 @@ static void check_fds(pid_t pid, const int *keep, size_t nkeep, int dropped)
 	report(!seen_dropped, "fd %d, not kept, is closed", dropped);
 }
 
-/* The root is an empty tmpfs and the only mount of the namespace. */
+/* The root is an empty tmpfs and the only mount of the namespace (its mount table read
+ * through libmount). */
 static void check_mounts(pid_t pid)
 {
-	char path[64], line[512];
-	int lines = 0, entries = 0;
-	bool tmpfs_root = false;
+	char path[64];
+	int mounts, entries = 0;
+	bool tmpfs_root;
+	struct libmnt_table *tb;
+	struct libmnt_fs *fs;
 	struct dirent *e;
-	FILE *f;
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", pid);
-	f = fopen(path, "re");
-	if (!f) {
-		report(false, "open %s: %s", path, strerror(errno));
+	tb = mnt_new_table_from_file(path);
+	if (!tb) {
+		report(false, "libmount cannot read %s", path);
 		return;
 	}
-	while (fgets(line, sizeof(line), f)) {
-		lines++;
-		tmpfs_root |= strstr(line, " / / ") && strstr(line, " - tmpfs ");
-	}
-	fclose(f);
-	report(lines == 1 && tmpfs_root, "one mount, a tmpfs on / (%d mounts)", lines);
+	mounts = mnt_table_get_nents(tb);
+	fs = mnt_table_find_target(tb, "/", MNT_ITER_FORWARD);
+	tmpfs_root = fs && strcmp(mnt_fs_get_fstype(fs), "tmpfs") == 0 &&
+		     strcmp(mnt_fs_get_root(fs), "/") == 0;
+	mnt_unref_table(tb);
+	report(mounts == 1 && tmpfs_root, "one mount, a tmpfs on / (%d mounts)", mounts);
 
 	snprintf(path, sizeof(path), "/proc/%d/root", pid);
 	d = opendir(path);
