@@ -179,9 +179,9 @@ static void print_help(const struct stp_cli *cli)
 	printf("usage: stipple %s %s\n\n%s\n\noptions:\n", cli->name, cli->synopsis, cli->summary);
 	if (cli->options)
 		fputs(cli->options, stdout);
-	printf("  -h, --help     show this help and exit\n"
+	printf("  %s--help     show this help and exit\n"
 	       "  -V, --version  show the version and exit\n"
-	       "\nSee stipple(1).\n");
+	       "\nSee stipple(1).\n", cli->own_h ? "    " : "-h, ");
 }
 
 static void usage_hint(const struct stp_cli *cli)
@@ -194,6 +194,7 @@ int stp_cli_other_option(const struct stp_cli *cli, int opt)
 {
 	switch (opt) {
 	case 'h':
+	case STP_CLI_OPT_HELP:
 		print_help(cli);
 		return STP_EXIT_OK;
 	case 'V':

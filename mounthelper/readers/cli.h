@@ -31,17 +31,22 @@ struct stp_cli {
 	const char *synopsis; /* "[-l] IMAGE [PATH]" */
 	const char *summary;  /* one sentence */
 	const char *options;  /* the command's own options, one per line, or NULL */
+	int own_h;            /* -h is the command's own (ls: human sizes); help is --help */
 };
 
 /* Options every subcommand accepts; put them into its getopt tables. */
 #define STP_CLI_SHORTOPTS "hV"
 #define STP_CLI_LONGOPTS { "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' }
+/* For a command whose -h is its own (own_h): --help gives this instead of 'h'. */
+#define STP_CLI_OPT_HELP 0x100
+#define STP_CLI_LONGOPTS_OWN_H { "help", no_argument, NULL, STP_CLI_OPT_HELP }, \
+	{ "version", no_argument, NULL, 'V' }
 
 /* Installs a log handler that prefixes the library's messages with "stipple NAME: ",
  * and resets getopt for ARGV. Call first. */
 void stp_cli_init(const struct stp_cli *cli, char **argv);
 
-/* Handles an option character the command did not: -h/--help and -V/--version print
+/* Handles an option character the command did not: -h/--help (STP_CLI_OPT_HELP) and -V/--version print
  * and give 0, anything else prints a usage hint and gives 2. Returns the exit status. */
 int stp_cli_other_option(const struct stp_cli *cli, int opt);
 
