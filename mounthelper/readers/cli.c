@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "escape.h"
+#include "foreign.h"
 #include "http.h"
 #include "imgsrc.h"
 #include "image.h"
@@ -126,9 +127,123 @@ static bool message_shown(const char *fmt, const char *msg)
 	return shown;
 }
 
+/* --- damaged blocks: told once, the files in them counted --- */
+
+#define DAMAGED_MAX 64   /* blocks told apart; past them the lines are printed as they come */
+
+/* A damaged block is reported by the library each time it is read, and each file whose
+ * data lies in it by the command: hundreds of lines for one block. The library's line is
+ * printed once; with stp_cli_bound_messages, the files are counted, named with -v, and
+ * stp_cli_flush_messages prints one line per block with their number and the first.
+ * Under bound.lock. */
+static struct {
+	bool group;              /* stp_cli_bound_messages was called */
+	bool verbose;            /* its limit was 0 (-v) */
+	size_t n;
+	struct damaged {
+		uint64_t block;
+		unsigned long files;
+		bool told;               /* the library's line printed */
+		char image[KIND_LEN];    /* as the command names it */
+		char first[KIND_LEN];    /* the first file counted */
+	} b[DAMAGED_MAX];
+} damage;
+
+static struct damaged *damaged_block(uint64_t block)
+{
+	for (size_t i = 0; i < damage.n; i++)
+		if (damage.b[i].block == block)
+			return &damage.b[i];
+	if (damage.n == DAMAGED_MAX)
+		return NULL;
+	damage.b[damage.n] = (struct damaged){ .block = block };
+	return &damage.b[damage.n++];
+}
+
+/* The library's "IMAGE: damaged image (FILE:LINE): block N: CAUSE": whether to print it
+ * (the first time for its block). */
+static bool library_block_message(const char *msg)
+{
+	const char *p = strstr(msg, ": damaged image");
+	const char *q = p ? strstr(p, ": block ") : NULL;
+	unsigned long long block;
+	struct damaged *d;
+	bool shown;
+
+	if (!q || sscanf(q, ": block %llu:", &block) != 1)
+		return true;
+	pthread_mutex_lock(&bound.lock);
+	d = damaged_block(block);
+	shown = !d || !d->told;
+	if (d)
+		d->told = true;
+	pthread_mutex_unlock(&bound.lock);
+	return shown;
+}
+
+/* With stp_cli_bound_messages, a command's message about a file in a damaged block
+ * ("... block N ... damaged ...", with a path) is counted against the block, and
+ * printed only with -v; check's "data block N: ..." is left out when the library told
+ * the block. Whether to print MSG. */
+static bool command_block_message(const char *image, const char *path, const char *msg)
+{
+	const char *p = strstr(msg, "block ");
+	unsigned long long block;
+	struct damaged *d;
+	bool shown = true;
+
+	if (!damage.group || !p || !strstr(msg, "damaged") || sscanf(p, "block %llu", &block) != 1)
+		return true;
+	pthread_mutex_lock(&bound.lock);
+	d = damaged_block(block);
+	if (d && !path) {
+		shown = !d->told;
+	} else if (d) {
+		if (!d->files++) {
+			snprintf(d->image, sizeof(d->image), "%s", image ? image : "");
+			snprintf(d->first, sizeof(d->first), "%s", path);
+		}
+		shown = damage.verbose;
+	}
+	pthread_mutex_unlock(&bound.lock);
+	return shown;
+}
+
+/* One line per damaged block that files were counted against. */
+static void flush_damaged(void)
+{
+	for (size_t i = 0; i < damage.n; i++) {
+		struct damaged *d = &damage.b[i];
+
+		if (!d->files)
+			continue;
+		fprintf(stderr, "stipple %s: ", log_prefix_name);
+		if (d->image[0]) {
+			put_escaped_str(stderr, d->image);
+			fputs(": ", stderr);
+		}
+		fprintf(stderr, "data block %llu: damaged image; ", (unsigned long long)d->block);
+		if (d->files == 1 || damage.verbose) {
+			fprintf(stderr, "%lu file%s data in it", d->files,
+				d->files == 1 ? " has" : "s have");
+			if (d->files == 1) {
+				fputs(": ", stderr);
+				put_escaped_str(stderr, d->first);
+			}
+		} else {
+			fprintf(stderr, "%lu files have data in it, the first ", d->files);
+			put_escaped_str(stderr, d->first);
+			fputs(" (-v names them all)", stderr);
+		}
+		fputc('\n', stderr);
+		d->files = 0;
+	}
+}
+
 void stp_cli_flush_messages(void)
 {
 	pthread_mutex_lock(&bound.lock);
+	flush_damaged();
 	for (size_t i = 0; i <= KINDS_MAX; i++) {
 		struct kind *k = &bound.kinds[i];
 
@@ -152,16 +267,34 @@ void stp_cli_bound_messages(unsigned limit)
 	/* a buffer instead of a write(2) per byte: stderr is unbuffered by default */
 	setvbuf(stderr, NULL, _IOFBF, 64u << 10);
 	bound.limit = limit;
+	damage.group = true;
+	damage.verbose = !limit;
 	if (!registered && !atexit(stp_cli_flush_messages))
 		registered = true;
 }
 
+/* The library's "damaged image (FILE:LINE): " without the source place, unless
+ * STIPPLE_DEBUG=1 asks for it: users need the image and the cause, developers the line. */
+static const char *without_source(const char *msg, char *buf, size_t len)
+{
+	const char *debug = getenv("STIPPLE_DEBUG");
+	const char *p = strstr(msg, "damaged image (");
+	const char *q = p ? strstr(p, "): ") : NULL;
+
+	if ((debug && !strcmp(debug, "1")) || !q)
+		return msg;
+	snprintf(buf, len, "%.*s%s", (int)(p - msg) + 13, msg, q + 1);
+	return buf;
+}
+
 static void cli_log(enum stp_log_level level, const char *msg)
 {
-	if (level > STP_LOG_WARN || !message_shown("%s", msg))
+	char plain[1024];
+
+	if (level > STP_LOG_WARN || !library_block_message(msg) || !message_shown("%s", msg))
 		return;
 	fprintf(stderr, "stipple %s: ", log_prefix_name);
-	put_escaped_str(stderr, msg);
+	put_escaped_str(stderr, without_source(msg, plain, sizeof(plain)));
 	fputc('\n', stderr);
 }
 
@@ -228,7 +361,7 @@ static void vproblem(const struct stp_cli *cli, const char *image, const char *p
 	char *msg;
 	int n = vasprintf(&msg, fmt, ap);
 
-	if (n >= 0 && !message_shown(fmt, msg)) {
+	if (n >= 0 && (!command_block_message(image, path, msg) || !message_shown(fmt, msg))) {
 		free(msg);
 		return;
 	}
@@ -306,12 +439,24 @@ static int open_url(const struct stp_cli *cli, const char *url, struct stp_imgsr
 	return stp_http_open_src(url, &o, src);
 }
 
+bool stp_cli_foreign(const struct stp_cli *cli, const char *image)
+{
+	char msg[512];
+
+	if (stp_imgsrc_is_url(image) || !stp_foreign_describe(image, msg, sizeof(msg)))
+		return false;
+	stp_cli_problem(cli, image, NULL, "%s", msg);
+	return true;
+}
+
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
 {
 	struct stp_imgsrc *src;
 	bool said = false;
 	int err;
 
+	if (stp_cli_foreign(cli, image))
+		return -EINVAL;
 	if (stp_imgsrc_is_url(image))
 		err = open_url(cli, image, &src, &said) ?: stp_image_open_src(src, out);
 	else
@@ -339,6 +484,8 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 	bool said = false;
 	int fd, err;
 
+	if (stp_cli_foreign(cli, image))
+		return -EINVAL;
 	if (stp_imgsrc_is_url(image)) {
 		err = open_url(cli, image, &src, &said) ?:
 		      stp_image_open_src_verified(src, key, out);

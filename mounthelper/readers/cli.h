@@ -12,6 +12,7 @@
 #define STP_CLI_H
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,6 +89,11 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 void stp_cli_bound_messages(unsigned limit);
 /* Prints what stp_cli_bound_messages left out so far, and flushes stderr. */
 void stp_cli_flush_messages(void);
+
+/* Whether the local file IMAGE is something else a user may take for an image (an
+ * empty file, an archive, squashfs, erofs: foreign.h); if so prints what it is and what
+ * to run instead. stp_cli_open and stp_cli_open_verified ask first (-EINVAL). */
+bool stp_cli_foreign(const struct stp_cli *cli, const char *image);
 
 /* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);

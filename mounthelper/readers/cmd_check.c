@@ -86,8 +86,8 @@ static int check_open(const char *image, const struct stp_pubkey *key, struct st
 	struct stp_superblock sb;
 	int fd, err;
 
-	if (key)
-		return stp_cli_open_verified(&check_cli, image, key, img);
+	if (key || stp_cli_foreign(&check_cli, image))
+		return key ? stp_cli_open_verified(&check_cli, image, key, img) : -EINVAL;
 	fd = open(image, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return stp_cli_open(&check_cli, image, img); /* says why */

@@ -432,7 +432,8 @@ def test_damaged_block_fails_and_leaves_no_file(small_image, tmp_path):
     out.write_bytes(b"the previous archive")
     r = export(bad, out, stdin=subprocess.DEVNULL)
     assert r.returncode == 1, r.stderr
-    assert re.search(r"bad\.stipple: /data: cannot read block %d" % number, r.stderr), r.stderr
+    assert re.search(r"bad\.stipple: data block %d: damaged image; 1 file has data in it: /data$"
+                     % number, r.stderr, re.M), r.stderr
     assert "tar export failed: 1 problem; nothing written to %s" % out in r.stderr, r.stderr
     assert out.read_bytes() == b"the previous archive"
     assert leftovers(tmp_path) == []
