@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "escape.h"
@@ -321,6 +323,13 @@ static void usage_hint(const struct stp_cli *cli)
 {
 	fprintf(stderr, "usage: stipple %s %s\nTry 'stipple %s --help'.\n", cli->name,
 		cli->synopsis, cli->name);
+}
+
+void stp_cli_broken_pipe(void)
+{
+	signal(SIGPIPE, SIG_DFL);
+	raise(SIGPIPE);
+	_exit(128 + SIGPIPE); /* SIGPIPE blocked: the status a shell would show */
 }
 
 int stp_cli_other_option(const struct stp_cli *cli, int opt)

@@ -51,6 +51,11 @@ void stp_cli_init(const struct stp_cli *cli, char **argv);
  * and give 0, anything else prints a usage hint and gives 2. Returns the exit status. */
 int stp_cli_other_option(const struct stp_cli *cli, int opt);
 
+/* Standard output is a pipe whose reader has gone (`stipple extract --tar | head`): ends
+ * the process quietly, killed by SIGPIPE as cat(1) and tar(1) are (a shell shows 141).
+ * For a command that ignores SIGPIPE to clean up first. Does not return. */
+void stp_cli_broken_pipe(void) __attribute__((noreturn));
+
 /* Checks that MIN to MAX operands follow the options; prints a usage hint otherwise.
  * Returns 0, or the exit status 2. */
 int stp_cli_operands(const struct stp_cli *cli, int argc, int min, int max);

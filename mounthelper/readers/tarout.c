@@ -562,6 +562,8 @@ static void report_failure(const struct tarout *t, int err, unsigned long proble
 {
 	const char *left = t->out.temp ? "nothing written to" : "the archive is incomplete on";
 
+	if (t->out_err == -EPIPE)
+		stp_cli_broken_pipe(); /* `| head` has what it wanted: quiet, as cat */
 	stp_cli_flush_messages(); /* the damaged blocks' lines, before the verdict */
 	if (t->out_err)
 		stp_cli_error(t->cli, "%s: cannot write: %s", t->dest, stp_strerror(t->out_err));
