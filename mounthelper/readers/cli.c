@@ -16,6 +16,7 @@
 #include "check.h"
 #include "escape.h"
 #include "foreign.h"
+#include "progress.h"
 #include "http.h"
 #include "imgsrc.h"
 #include "image.h"
@@ -244,6 +245,7 @@ static void flush_damaged(void)
 
 void stp_cli_flush_messages(void)
 {
+	stp_progress_clear();
 	pthread_mutex_lock(&bound.lock);
 	flush_damaged();
 	for (size_t i = 0; i <= KINDS_MAX; i++) {
@@ -295,6 +297,7 @@ static void cli_log(enum stp_log_level level, const char *msg)
 
 	if (level > STP_LOG_WARN || !library_block_message(msg) || !message_shown("%s", msg))
 		return;
+	stp_progress_clear();
 	fprintf(stderr, "stipple %s: ", log_prefix_name);
 	put_escaped_str(stderr, without_source(msg, plain, sizeof(plain)));
 	fputc('\n', stderr);
@@ -374,6 +377,7 @@ static void vproblem(const struct stp_cli *cli, const char *image, const char *p
 		free(msg);
 		return;
 	}
+	stp_progress_clear();
 	fprintf(stderr, "stipple %s: ", cli->name);
 	if (image) {
 		put_escaped_str(stderr, image);
@@ -473,6 +477,8 @@ int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image 
 
 	if (err && !said)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
+	if (!err)
+		stp_progress_attach(*out);
 	return err;
 }
 
@@ -500,6 +506,8 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 		      stp_image_open_src_verified(src, key, out);
 		if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 			stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
+		if (!err)
+			stp_progress_attach(*out);
 		return err;
 	}
 	fd = open(image, O_RDONLY | O_CLOEXEC);
@@ -512,6 +520,8 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 	/* the library named the image and the keys for these two */
 	if (err && err != -ENOKEY && err != -EKEYREJECTED)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
+	if (!err)
+		stp_progress_attach(*out);
 	return err;
 }
 

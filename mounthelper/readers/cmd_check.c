@@ -19,16 +19,18 @@
 #include "commands.h"
 #include "image.h"
 #include "jsonout.h"
+#include "progress.h"
 #include "sign.h"
 
 static const struct stp_cli check_cli = {
 	.name = "check",
-	.synopsis = "[-v] [--json] [--key PUBKEY] IMAGE",
+	.synopsis = "[-qv] [--json] [--key PUBKEY] IMAGE",
 	.summary = "Verify every checksum of IMAGE, decode every data block, and check that\n"
 		   "the metadata is consistent. Exits 1 and names the problems if any (the\n"
 		   "first 20 of each kind, then how many more). A signed image has every signed\n"
 		   "hash checked too.",
 	.options = "  -k, --key PUBKEY   also check that the signature is PUBKEY's\n"
+		   "  -q, --quiet        no progress line on a terminal\n"
 		   "  -v, --verbose      name every problem, however many of a kind\n"
 		   "  -j, --json         the verdict as one JSON document (stipple(1))\n",
 };
@@ -161,21 +163,23 @@ int stp_cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "key", required_argument, NULL, 'k' }, { "verbose", no_argument, NULL, 'v' },
-		{ "json", no_argument, NULL, 'j' },
+		{ "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' },
 		STP_CLI_LONGOPTS, { 0 },
 	};
 	struct stp_pubkey key;
 	const char *keyfile = NULL;
-	int opt, status, verbose = 0, json = 0;
+	int opt, status, verbose = 0, json = 0, quiet = 0;
 
 	stp_cli_init(&check_cli, argv);
-	while ((opt = getopt_long(argc, argv, "jk:v" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "jk:qv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 'k')
 			keyfile = optarg;
 		else if (opt == 'v')
 			verbose = 1;
 		else if (opt == 'j')
 			json = 1;
+		else if (opt == 'q')
+			quiet = 1;
 		else
 			return stp_cli_other_option(&check_cli, opt);
 	}
@@ -184,5 +188,6 @@ int stp_cmd_check(int argc, char **argv)
 		return status;
 	if (keyfile && stp_cli_load_pubkey(&check_cli, keyfile, &key))
 		return STP_EXIT_FAIL;
+	stp_progress_want(check_cli.name, quiet);
 	return check_run(argv[optind], keyfile ? &key : NULL, json);
 }

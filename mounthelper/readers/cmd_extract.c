@@ -42,13 +42,14 @@
 #include "fileread.h"
 #include "image.h"
 #include "orderwalk.h"
+#include "progress.h"
 #include "tarout.h"
 #include "util.h"
 
 static const struct stp_cli extract_cli = {
 	.name = "extract",
-	.synopsis = "[-v] [--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR [PATH...]\n"
-		    "       stipple extract --tar IMAGE [FILE|-]",
+	.synopsis = "[-qv] [--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR [PATH...]\n"
+		    "       stipple extract --tar [-q] IMAGE [FILE|-]",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
 		   "directory.\nAs root, owners and modes are restored exactly, with every "
 		   "extended attribute\nand ACL; otherwise the umask applies, setuid and setgid "
@@ -63,6 +64,7 @@ static const struct stp_cli extract_cli = {
 		   "                 restore none (ACLs aside)\n"
 		   "      --acls     restore POSIX ACLs (the default as root)\n"
 		   "      --no-acls  restore no ACL\n"
+		   "  -q, --quiet    no progress line on a terminal\n"
 		   "  -v, --verbose  list each path as it is written, on standard output, and\n"
 		   "                 name every problem (else the first 20 of each kind)\n",
 };
@@ -875,6 +877,7 @@ int stp_cmd_extract(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "tar", no_argument, NULL, 't' }, { "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "xattrs", no_argument, NULL, OPT_XATTRS },
 		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
 		{ "acls", no_argument, NULL, OPT_ACLS },
@@ -882,12 +885,12 @@ int stp_cmd_extract(int argc, char **argv)
 		STP_CLI_LONGOPTS, { 0 }
 	};
 	/* as bsdtar -p for root; for a user, GNU tar's caution, user.* aside */
-	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0, verbose = 0;
+	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0, verbose = 0, quiet = 0;
 	struct extract x = { .restore_owners = root, .euid = geteuid(),
 			     .xattrs = root ? XATTRS_ALL : XATTRS_USER, .acls = root };
 
 	stp_cli_init(&extract_cli, argv);
-	while ((opt = getopt_long(argc, argv, "tv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qtv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 't')
 			tar = 1;
 		else if (opt == OPT_XATTRS || opt == OPT_NO_XATTRS)
@@ -896,6 +899,8 @@ int stp_cmd_extract(int argc, char **argv)
 			x.acls = opt == OPT_ACLS;
 		else if (opt == 'v')
 			verbose = x.list = 1;
+		else if (opt == 'q')
+			quiet = 1;
 		else
 			return stp_cli_other_option(&extract_cli, opt);
 		chosen |= opt >= OPT_XATTRS;
@@ -908,6 +913,8 @@ int stp_cmd_extract(int argc, char **argv)
 	stp_cli_bound_messages(verbose ? 0 : STP_CLI_KIND_LIMIT);
 	if ((status = stp_cli_operands(&extract_cli, argc, tar ? 1 : 2, tar ? 2 : INT_MAX)))
 		return status;
+	/* -v's list on a terminal would be written over by the line */
+	stp_progress_want(extract_cli.name, quiet || (x.list && isatty(STDOUT_FILENO)));
 	if (tar)
 		return stp_tarout_run(&extract_cli, argv[optind], argv[optind + 1]);
 	x.image = argv[optind];
