@@ -916,7 +916,7 @@ int stp_cmd_extract(int argc, char **argv)
 	/* -v's list on a terminal would be written over by the line */
 	stp_progress_want(extract_cli.name, quiet || (x.list && isatty(STDOUT_FILENO)));
 	if (tar)
-		return stp_tarout_run(&extract_cli, argv[optind], argv[optind + 1]);
+		return stp_tarout_run(&extract_cli, argv[optind], argv[optind + 1], x.list);
 	x.image = argv[optind];
 	x.dest = argv[optind + 1];
 	return extract_paths(&x, argv + optind + 2, (size_t)(argc - optind - 2));

@@ -5,6 +5,7 @@ written, as tar -v does."""
 
 import os
 import stat
+import subprocess
 
 import pytest
 
@@ -75,3 +76,20 @@ def test_extract_refuses_a_path_not_in_the_image(gen_image, tmp_path, bad):
     assert r.returncode == 1, r.stderr
     assert bad in r.stderr
     assert not out.exists(), "something was written for a command that failed"
+
+
+def test_extract_tar_v_lists_each_member_on_stderr(gen_image, tmp_path):
+    import io
+    import tarfile
+    r = subprocess.run([STIPPLE, "extract", "--tar", "-v", gen_image, "-"],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(fileobj=io.BytesIO(r.stdout)) as t:
+        members = [m.name + ("/" if m.isdir() and m.name != "." else "") for m in t]
+    members = ["./" if m == "." else m if m.startswith("./") else "./" + m for m in members]
+    listed = [line for line in r.stderr.decode("utf-8", "replace").splitlines()
+              if line.startswith("./")]
+    # the names a terminal could be fooled by are escaped in the list: compare the rest
+    plain = [m for m in members if m.isprintable() and "\\" not in m and m.isascii()]
+    assert [m for m in listed if m in set(plain)] == plain
+    assert len(listed) == len(members)
