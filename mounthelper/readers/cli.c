@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -291,12 +292,21 @@ static const char *without_source(const char *msg, char *buf, size_t len)
 	return buf;
 }
 
+static atomic_ulong damage_reports; /* the library's "damaged image" lines printed */
+
+unsigned long stp_cli_damage_reports(void)
+{
+	return atomic_load(&damage_reports);
+}
+
 static void cli_log(enum stp_log_level level, const char *msg)
 {
 	char plain[1024];
 
 	if (level > STP_LOG_WARN || !library_block_message(msg) || !message_shown("%s", msg))
 		return;
+	if (strstr(msg, ": damaged image"))
+		atomic_fetch_add(&damage_reports, 1);
 	stp_progress_clear();
 	fprintf(stderr, "stipple %s: ", log_prefix_name);
 	put_escaped_str(stderr, without_source(msg, plain, sizeof(plain)));
@@ -464,6 +474,7 @@ bool stp_cli_foreign(const struct stp_cli *cli, const char *image)
 
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
 {
+	unsigned long told = stp_cli_damage_reports();
 	struct stp_imgsrc *src;
 	bool said = false;
 	int err;
@@ -475,6 +486,8 @@ int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image 
 	else
 		err = stp_image_open(image, out);
 
+	/* the library's damage report named the image and the cause: one line is enough */
+	said |= err == -EUCLEAN && stp_cli_damage_reports() != told;
 	if (err && !said)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
 	if (!err)
@@ -495,6 +508,7 @@ static const char *verify_error(int err)
 int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 			  const struct stp_pubkey *key, struct stp_image **out)
 {
+	unsigned long told = stp_cli_damage_reports();
 	struct stp_imgsrc *src;
 	bool said = false;
 	int fd, err;
@@ -504,6 +518,7 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 	if (stp_imgsrc_is_url(image)) {
 		err = open_url(cli, image, &src, &said) ?:
 		      stp_image_open_src_verified(src, key, out);
+		said |= err == -EUCLEAN && stp_cli_damage_reports() != told;
 		if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 			stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
 		if (!err)
@@ -517,8 +532,9 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 		return err;
 	}
 	err = stp_image_open_verified(fd, image, key, out);
-	/* the library named the image and the keys for these two */
-	if (err && err != -ENOKEY && err != -EKEYREJECTED)
+	/* the library named the image and the keys for these two, and told the damage */
+	said = err == -EUCLEAN && stp_cli_damage_reports() != told;
+	if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
 	if (!err)
 		stp_progress_attach(*out);

@@ -100,6 +100,10 @@ void stp_cli_flush_messages(void);
  * to run instead. stp_cli_open and stp_cli_open_verified ask first (-EINVAL). */
 bool stp_cli_foreign(const struct stp_cli *cli, const char *image);
 
+/* How many of the library's "damaged image" reports have been printed so far: an open
+ * that fails after one says nothing more. Thread-safe. */
+unsigned long stp_cli_damage_reports(void);
+
 /* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);
 

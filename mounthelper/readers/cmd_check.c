@@ -86,6 +86,7 @@ static void print_summary(const char *image, const struct stp_image *img,
 static int check_open(const char *image, const struct stp_pubkey *key, struct stp_image **img)
 {
 	struct stp_superblock sb;
+	unsigned long told;
 	int fd, err;
 
 	if (key || stp_cli_foreign(&check_cli, image))
@@ -93,10 +94,13 @@ static int check_open(const char *image, const struct stp_pubkey *key, struct st
 	fd = open(image, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return stp_cli_open(&check_cli, image, img); /* says why */
+	told = stp_cli_damage_reports();
 	err = stp_image_read_superblock(fd, image, &sb);
 	close(fd);
 	if (err) { /* reported by the library: opening again would say it twice */
-		stp_cli_problem(&check_cli, image, NULL, "cannot open: %s", stp_strerror(err));
+		if (err != -EUCLEAN || stp_cli_damage_reports() == told)
+			stp_cli_problem(&check_cli, image, NULL, "cannot open: %s",
+					stp_strerror(err));
 		return err;
 	}
 	if (sb.feat_compat & STP_FEAT_COMPAT_SIGNED)

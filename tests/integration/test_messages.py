@@ -123,3 +123,16 @@ def test_not_an_image_says_what_it_is(tmp_path, cmd):
             len("stipple %s: %s: %s" % (cmd, path, says)):], (kind, r.stderr)
         assert len(r.stderr.splitlines()) == 1, (kind, r.stderr)
         assert not (tmp_path / ("out-" + kind)).exists()
+
+
+@pytest.mark.parametrize("cmd", ["info", "ls", "check", "cat", "extract"])
+def test_an_image_that_cannot_be_opened_is_one_line(many_small, tmp_path, cmd):
+    src, image, bad, block = many_small
+    short = tmp_path / "short.stipple"
+    short.write_bytes(open(image, "rb").read()[:os.path.getsize(image) * 2 // 3])
+    args = {"cat": [short, "/f000"], "extract": [short, tmp_path / "out"]}.get(cmd, [short])
+    r = run([STIPPLE, cmd, *args])
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == ["stipple %s: %s: damaged image: truncated: %d bytes of %d"
+                                     % (cmd, short, os.path.getsize(short),
+                                        os.path.getsize(image))], r.stderr
