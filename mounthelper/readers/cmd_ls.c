@@ -241,7 +241,16 @@ static void print_long_fields(struct ls_state *st, const struct stp_inode *inode
 static void add_json_entry(struct ls_state *st, const char *path, size_t len,
 			   const struct stp_inode *inode, const struct block_runs *r)
 {
-	json_t *o = stp_json_inode(st->img, path, len, inode, &st->failed);
+	char rooted[STP_WALK_PATH_MAX + 1];
+	json_t *o;
+
+	if (path[0] != '/' && len < sizeof(rooted) - 1) { /* PATH given as "a/b": "/a/b" */
+		rooted[0] = '/';
+		memcpy(rooted + 1, path, len + 1);
+		path = rooted;
+		len++;
+	}
+	o = stp_json_inode(st->img, path, len, inode, &st->failed);
 
 	if (o) {
 		json_object_set_new(o, "acl", json_boolean(has_acl(st->img, inode)));
