@@ -90,7 +90,8 @@ static int same_contents(struct differ *d, const char *path, const struct stp_si
 	}
 	for (;;) {
 		ssize_t ra = stp_side_file_read(fa, d->buf_a, DIFF_CHUNK);
-		ssize_t rb = ra < 0 ? 0 : stp_side_file_read(fb, d->buf_b, (size_t)ra ? (size_t)ra : 1);
+		/* as much of B; at A's end, one byte, to see whether B goes on (it grew) */
+		ssize_t rb = ra < 0 ? 0 : stp_side_file_read(fb, d->buf_b, ra ? (size_t)ra : 1);
 
 		if (ra < 0 || rb < 0) {
 			trouble(d, ra < 0 ? d->name_a : d->name_b, path, (int)(ra < 0 ? ra : rb));
@@ -131,13 +132,13 @@ static void diff_xattrs(struct differ *d, const char *path, const struct stp_sid
 		int c = i == ca ? 1 : j == cb ? -1 : strcmp(xa[i].name, xb[j].name);
 
 		if (c < 0)
-			say(d, 'M', path, "xattr %s only in A", xa[i++].name);
+			say(d, 'M', path, "xattr %s only in A", xa[i].name);
 		else if (c > 0)
-			say(d, 'M', path, "xattr %s only in B", xb[j++].name);
+			say(d, 'M', path, "xattr %s only in B", xb[j].name);
 		else if (xa[i].len != xb[j].len || memcmp(xa[i].value, xb[j].value, xa[i].len))
-			say(d, 'M', path, "xattr %s", xa[i++].name), j++;
-		else
-			i++, j++;
+			say(d, 'M', path, "xattr %s", xa[i].name);
+		i += c <= 0;
+		j += c >= 0;
 	}
 	stp_side_free_xattrs(xa, ca);
 	stp_side_free_xattrs(xb, cb);
