@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "damage.h"
 #include "escape.h"
 #include "foreign.h"
 #include "progress.h"
@@ -131,124 +132,11 @@ static bool message_shown(const char *fmt, const char *msg)
 	return shown;
 }
 
-/* --- damaged blocks: told once, the files in them counted --- */
-
-#define DAMAGED_MAX 64   /* blocks told apart; past them the lines are printed as they come */
-
-/* A damaged block is reported by the library each time it is read, and each file whose
- * data lies in it by the command: hundreds of lines for one block. The library's line is
- * printed once; with stp_cli_bound_messages, the files are counted, named with -v, and
- * stp_cli_flush_messages prints one line per block with their number and the first.
- * Under bound.lock. */
-static struct {
-	bool group;              /* stp_cli_bound_messages was called */
-	bool verbose;            /* its limit was 0 (-v) */
-	size_t n;
-	struct damaged {
-		uint64_t block;
-		unsigned long files;
-		bool told;               /* the library's line printed */
-		char image[KIND_LEN];    /* as the command names it */
-		char first[KIND_LEN];    /* the first file counted */
-	} b[DAMAGED_MAX];
-} damage;
-
-static struct damaged *damaged_block(uint64_t block)
-{
-	for (size_t i = 0; i < damage.n; i++)
-		if (damage.b[i].block == block)
-			return &damage.b[i];
-	if (damage.n == DAMAGED_MAX)
-		return NULL;
-	damage.b[damage.n] = (struct damaged){ .block = block };
-	return &damage.b[damage.n++];
-}
-
-/* The library's "IMAGE: damaged image (FILE:LINE): block N: CAUSE": whether to print it
- * (the first time for its block). */
-static bool library_block_message(const char *msg)
-{
-	const char *p = strstr(msg, ": damaged image");
-	const char *q = p ? strstr(p, ": block ") : NULL;
-	unsigned long long block;
-	struct damaged *d;
-	bool shown;
-
-	if (!q || sscanf(q, ": block %llu:", &block) != 1)
-		return true;
-	pthread_mutex_lock(&bound.lock);
-	d = damaged_block(block);
-	shown = !d || !d->told;
-	if (d)
-		d->told = true;
-	pthread_mutex_unlock(&bound.lock);
-	return shown;
-}
-
-/* With stp_cli_bound_messages, a command's message about a file in a damaged block
- * ("... block N ... damaged ...", with a path) is counted against the block, and
- * printed only with -v; check's "data block N: ..." is left out when the library told
- * the block. Whether to print MSG. */
-static bool command_block_message(const char *image, const char *path, const char *msg)
-{
-	const char *p = strstr(msg, "block ");
-	unsigned long long block;
-	struct damaged *d;
-	bool shown = true;
-
-	if (!damage.group || !p || !strstr(msg, "damaged") || sscanf(p, "block %llu", &block) != 1)
-		return true;
-	pthread_mutex_lock(&bound.lock);
-	d = damaged_block(block);
-	if (d && !path) {
-		shown = !d->told;
-	} else if (d) {
-		if (!d->files++) {
-			snprintf(d->image, sizeof(d->image), "%s", image ? image : "");
-			snprintf(d->first, sizeof(d->first), "%s", path);
-		}
-		shown = damage.verbose;
-	}
-	pthread_mutex_unlock(&bound.lock);
-	return shown;
-}
-
-/* One line per damaged block that files were counted against. */
-static void flush_damaged(void)
-{
-	for (size_t i = 0; i < damage.n; i++) {
-		struct damaged *d = &damage.b[i];
-
-		if (!d->files)
-			continue;
-		fprintf(stderr, "stipple %s: ", log_prefix_name);
-		if (d->image[0]) {
-			put_escaped_str(stderr, d->image);
-			fputs(": ", stderr);
-		}
-		fprintf(stderr, "data block %llu: damaged image; ", (unsigned long long)d->block);
-		if (d->files == 1 || damage.verbose) {
-			fprintf(stderr, "%lu file%s data in it", d->files,
-				d->files == 1 ? " has" : "s have");
-			if (d->files == 1) {
-				fputs(": ", stderr);
-				put_escaped_str(stderr, d->first);
-			}
-		} else {
-			fprintf(stderr, "%lu files have data in it, the first ", d->files);
-			put_escaped_str(stderr, d->first);
-			fputs(" (-v names them all)", stderr);
-		}
-		fputc('\n', stderr);
-		d->files = 0;
-	}
-}
-
 void stp_cli_flush_messages(void)
 {
 	stp_progress_clear();
 	pthread_mutex_lock(&bound.lock);
-	flush_damaged();
+	stp_damage_flush(log_prefix_name);
 	for (size_t i = 0; i <= KINDS_MAX; i++) {
 		struct kind *k = &bound.kinds[i];
 
@@ -272,8 +160,7 @@ void stp_cli_bound_messages(unsigned limit)
 	/* a buffer instead of a write(2) per byte: stderr is unbuffered by default */
 	setvbuf(stderr, NULL, _IOFBF, 64u << 10);
 	bound.limit = limit;
-	damage.group = true;
-	damage.verbose = !limit;
+	stp_damage_group(!limit);
 	if (!registered && !atexit(stp_cli_flush_messages))
 		registered = true;
 }
@@ -303,7 +190,7 @@ static void cli_log(enum stp_log_level level, const char *msg)
 {
 	char plain[1024];
 
-	if (level > STP_LOG_WARN || !library_block_message(msg) || !message_shown("%s", msg))
+	if (level > STP_LOG_WARN || !stp_damage_library_message(msg) || !message_shown("%s", msg))
 		return;
 	if (strstr(msg, ": damaged image"))
 		atomic_fetch_add(&damage_reports, 1);
@@ -383,7 +270,7 @@ static void vproblem(const struct stp_cli *cli, const char *image, const char *p
 	char *msg;
 	int n = vasprintf(&msg, fmt, ap);
 
-	if (n >= 0 && (!command_block_message(image, path, msg) || !message_shown(fmt, msg))) {
+	if (n >= 0 && (!stp_damage_command_message(image, path, msg) || !message_shown(fmt, msg))) {
 		free(msg);
 		return;
 	}
