@@ -37,7 +37,7 @@ struct ls_state {
 	const char *image;
 	struct ls_opts o;
 	int acl_column;     /* the listing has an ACL: the others get a space there */
-	json_t *entries;    /* --json */
+	unsigned long json_entries; /* --json: entries written so far */
 	uint8_t *seen;      /* -R: directory inodes listed, one bit each */
 	unsigned long listed; /* -R: directories listed so far */
 	int failed;
@@ -259,7 +259,10 @@ static void add_json_entry(struct ls_state *st, const char *path, size_t len,
 			json_object_set_new(o, "blocks", json_block_runs(r));
 		}
 	}
-	if (!o || json_array_append_new(st->entries, o))
+	/* written as it comes: a listing of millions of entries is not held in memory */
+	if (st->json_entries++)
+		putchar(',');
+	if (stp_json_put(o))
 		st->failed = 1;
 }
 
@@ -394,8 +397,12 @@ static void list_directory(struct ls_state *st, const char *path, uint32_t dino,
 static int ls_output(struct ls_state *st, const char *path, uint32_t ino,
 		     const struct stp_inode *inode)
 {
-	if (st->o.json && !(st->entries = json_array()))
-		return -ENOMEM;
+	if (st->o.json) {
+		fputs("{\"image\":", stdout);
+		if (stp_json_put(stp_json_bytes(st->image, strlen(st->image))))
+			return -ENOMEM;
+		fputs(",\"entries\":[", stdout);
+	}
 	if (st->o.recursive && S_ISDIR(inode->mode) &&
 	    !(st->seen = calloc(stp_image_sb(st->img)->inode_count / 8 + 1, 1)))
 		return -ENOMEM;
@@ -404,11 +411,9 @@ static int ls_output(struct ls_state *st, const char *path, uint32_t ino,
 	else
 		print_entry(st, path, path, strlen(path), inode);
 	free(st->seen);
-	if (!st->o.json)
-		return 0;
-	return stp_json_print(&ls_cli, json_pack("{s:o?,s:o}", "image",
-				stp_json_bytes(st->image, strlen(st->image)), "entries",
-				st->entries)) ? -EIO : 0;
+	if (st->o.json)
+		fputs("]}\n", stdout);
+	return 0;
 }
 
 static int ls_run(const char *image, const char *path, const struct ls_opts *o)

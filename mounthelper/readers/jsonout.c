@@ -88,6 +88,15 @@ json_t *stp_json_inode(const struct stp_image *img, const char *path, size_t pat
 	return o;
 }
 
+int stp_json_put(json_t *v)
+{
+	int err = v ? json_dumpf(v, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER |
+				 JSON_ENCODE_ANY) : -1;
+
+	json_decref(v);
+	return err ? -1 : 0;
+}
+
 int stp_json_print(const struct stp_cli *cli, json_t *doc)
 {
 	int err = 0;

@@ -31,6 +31,10 @@ const char *stp_json_type(uint32_t mode);
 json_t *stp_json_inode(const struct stp_image *img, const char *path, size_t path_len,
 		       const struct stp_inode *in, int *failed);
 
+/* Writes V (taken over) to stdout, compact, with nothing after it, for a document written
+ * piece by piece. Returns 0, or -1 when V is NULL (out of memory) or cannot be encoded. */
+int stp_json_put(json_t *v);
+
 /* Prints DOC (taken over, NULL: out of memory) with a newline to stdout and flushes.
  * Returns 0, or prints why (naming CLI) and returns -1. */
 int stp_json_print(const struct stp_cli *cli, json_t *doc);
