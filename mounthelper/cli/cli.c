@@ -5,14 +5,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "damage.h"
 #include "escape.h"
+#include "foreign.h"
+#include "progress.h"
 #include "http.h"
 #include "imgsrc.h"
 #include "image.h"
@@ -128,7 +134,9 @@ static bool message_shown(const char *fmt, const char *msg)
 
 void stp_cli_flush_messages(void)
 {
+	stp_progress_clear();
 	pthread_mutex_lock(&bound.lock);
+	stp_damage_flush(log_prefix_name);
 	for (size_t i = 0; i <= KINDS_MAX; i++) {
 		struct kind *k = &bound.kinds[i];
 
@@ -152,16 +160,43 @@ void stp_cli_bound_messages(unsigned limit)
 	/* a buffer instead of a write(2) per byte: stderr is unbuffered by default */
 	setvbuf(stderr, NULL, _IOFBF, 64u << 10);
 	bound.limit = limit;
+	stp_damage_group(!limit);
 	if (!registered && !atexit(stp_cli_flush_messages))
 		registered = true;
 }
 
+/* The library's "damaged image (FILE:LINE): " without the source place, unless
+ * STIPPLE_DEBUG=1 asks for it: users need the image and the cause, developers the line. */
+static const char *without_source(const char *msg, char *buf, size_t len)
+{
+	const char *debug = getenv("STIPPLE_DEBUG");
+	const char *p = strstr(msg, "damaged image (");
+	const char *q = p ? strstr(p, "): ") : NULL;
+
+	if ((debug && !strcmp(debug, "1")) || !q)
+		return msg;
+	snprintf(buf, len, "%.*s%s", (int)(p - msg) + 13, msg, q + 1);
+	return buf;
+}
+
+static atomic_ulong damage_reports; /* the library's "damaged image" lines printed */
+
+unsigned long stp_cli_damage_reports(void)
+{
+	return atomic_load(&damage_reports);
+}
+
 static void cli_log(enum stp_log_level level, const char *msg)
 {
-	if (level > STP_LOG_WARN || !message_shown("%s", msg))
+	char plain[1024];
+
+	if (level > STP_LOG_WARN || !stp_damage_library_message(msg) || !message_shown("%s", msg))
 		return;
+	if (strstr(msg, ": damaged image"))
+		atomic_fetch_add(&damage_reports, 1);
+	stp_progress_clear();
 	fprintf(stderr, "stipple %s: ", log_prefix_name);
-	put_escaped_str(stderr, msg);
+	put_escaped_str(stderr, without_source(msg, plain, sizeof(plain)));
 	fputc('\n', stderr);
 }
 
@@ -179,9 +214,9 @@ static void print_help(const struct stp_cli *cli)
 	printf("usage: stipple %s %s\n\n%s\n\noptions:\n", cli->name, cli->synopsis, cli->summary);
 	if (cli->options)
 		fputs(cli->options, stdout);
-	printf("  -h, --help     show this help and exit\n"
+	printf("  %s--help     show this help and exit\n"
 	       "  -V, --version  show the version and exit\n"
-	       "\nSee stipple(1).\n");
+	       "\nSee stipple(1).\n", cli->own_h ? "    " : "-h, ");
 }
 
 static void usage_hint(const struct stp_cli *cli)
@@ -190,10 +225,18 @@ static void usage_hint(const struct stp_cli *cli)
 		cli->synopsis, cli->name);
 }
 
+void stp_cli_broken_pipe(void)
+{
+	signal(SIGPIPE, SIG_DFL);
+	raise(SIGPIPE);
+	_exit(128 + SIGPIPE); /* SIGPIPE blocked: the status a shell would show */
+}
+
 int stp_cli_other_option(const struct stp_cli *cli, int opt)
 {
 	switch (opt) {
 	case 'h':
+	case STP_CLI_OPT_HELP:
 		print_help(cli);
 		return STP_EXIT_OK;
 	case 'V':
@@ -227,10 +270,11 @@ static void vproblem(const struct stp_cli *cli, const char *image, const char *p
 	char *msg;
 	int n = vasprintf(&msg, fmt, ap);
 
-	if (n >= 0 && !message_shown(fmt, msg)) {
+	if (n >= 0 && (!stp_damage_command_message(image, path, msg) || !message_shown(fmt, msg))) {
 		free(msg);
 		return;
 	}
+	stp_progress_clear();
 	fprintf(stderr, "stipple %s: ", cli->name);
 	if (image) {
 		put_escaped_str(stderr, image);
@@ -305,19 +349,36 @@ static int open_url(const struct stp_cli *cli, const char *url, struct stp_imgsr
 	return stp_http_open_src(url, &o, src);
 }
 
+bool stp_cli_foreign(const struct stp_cli *cli, const char *image)
+{
+	char msg[512];
+
+	if (stp_imgsrc_is_url(image) || !stp_foreign_describe(image, msg, sizeof(msg)))
+		return false;
+	stp_cli_problem(cli, image, NULL, "%s", msg);
+	return true;
+}
+
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
 {
+	unsigned long told = stp_cli_damage_reports();
 	struct stp_imgsrc *src;
 	bool said = false;
 	int err;
 
+	if (stp_cli_foreign(cli, image))
+		return -EINVAL;
 	if (stp_imgsrc_is_url(image))
 		err = open_url(cli, image, &src, &said) ?: stp_image_open_src(src, out);
 	else
 		err = stp_image_open(image, out);
 
+	/* the library's damage report named the image and the cause: one line is enough */
+	said |= err == -EUCLEAN && stp_cli_damage_reports() != told;
 	if (err && !said)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
+	if (!err)
+		stp_progress_attach(*out);
 	return err;
 }
 
@@ -334,15 +395,21 @@ static const char *verify_error(int err)
 int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 			  const struct stp_pubkey *key, struct stp_image **out)
 {
+	unsigned long told = stp_cli_damage_reports();
 	struct stp_imgsrc *src;
 	bool said = false;
 	int fd, err;
 
+	if (stp_cli_foreign(cli, image))
+		return -EINVAL;
 	if (stp_imgsrc_is_url(image)) {
 		err = open_url(cli, image, &src, &said) ?:
 		      stp_image_open_src_verified(src, key, out);
+		said |= err == -EUCLEAN && stp_cli_damage_reports() != told;
 		if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 			stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
+		if (!err)
+			stp_progress_attach(*out);
 		return err;
 	}
 	fd = open(image, O_RDONLY | O_CLOEXEC);
@@ -352,9 +419,12 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 		return err;
 	}
 	err = stp_image_open_verified(fd, image, key, out);
-	/* the library named the image and the keys for these two */
-	if (err && err != -ENOKEY && err != -EKEYREJECTED)
+	/* the library named the image and the keys for these two, and told the damage */
+	said = err == -EUCLEAN && stp_cli_damage_reports() != told;
+	if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
+	if (!err)
+		stp_progress_attach(*out);
 	return err;
 }
 

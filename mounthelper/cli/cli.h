@@ -12,6 +12,7 @@
 #define STP_CLI_H
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,19 +32,29 @@ struct stp_cli {
 	const char *synopsis; /* "[-l] IMAGE [PATH]" */
 	const char *summary;  /* one sentence */
 	const char *options;  /* the command's own options, one per line, or NULL */
+	int own_h;            /* -h is the command's own (ls: human sizes); help is --help */
 };
 
 /* Options every subcommand accepts; put them into its getopt tables. */
 #define STP_CLI_SHORTOPTS "hV"
 #define STP_CLI_LONGOPTS { "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' }
+/* For a command whose -h is its own (own_h): --help gives this instead of 'h'. */
+#define STP_CLI_OPT_HELP 0x100
+#define STP_CLI_LONGOPTS_OWN_H { "help", no_argument, NULL, STP_CLI_OPT_HELP }, \
+	{ "version", no_argument, NULL, 'V' }
 
 /* Installs a log handler that prefixes the library's messages with "stipple NAME: ",
  * and resets getopt for ARGV. Call first. */
 void stp_cli_init(const struct stp_cli *cli, char **argv);
 
-/* Handles an option character the command did not: -h/--help and -V/--version print
+/* Handles an option character the command did not: -h/--help (STP_CLI_OPT_HELP) and -V/--version print
  * and give 0, anything else prints a usage hint and gives 2. Returns the exit status. */
 int stp_cli_other_option(const struct stp_cli *cli, int opt);
+
+/* Standard output is a pipe whose reader has gone (`stipple extract --tar | head`): ends
+ * the process quietly, killed by SIGPIPE as cat(1) and tar(1) are (a shell shows 141).
+ * For a command that ignores SIGPIPE to clean up first. Does not return. */
+void stp_cli_broken_pipe(void) __attribute__((noreturn));
 
 /* Checks that MIN to MAX operands follow the options; prints a usage hint otherwise.
  * Returns 0, or the exit status 2. */
@@ -83,6 +94,15 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 void stp_cli_bound_messages(unsigned limit);
 /* Prints what stp_cli_bound_messages left out so far, and flushes stderr. */
 void stp_cli_flush_messages(void);
+
+/* Whether the local file IMAGE is something else a user may take for an image (an
+ * empty file, an archive, squashfs, erofs: foreign.h); if so prints what it is and what
+ * to run instead. stp_cli_open and stp_cli_open_verified ask first (-EINVAL). */
+bool stp_cli_foreign(const struct stp_cli *cli, const char *image);
+
+/* How many of the library's "damaged image" reports have been printed so far: an open
+ * that fails after one says nothing more. Thread-safe. */
+unsigned long stp_cli_damage_reports(void);
 
 /* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);

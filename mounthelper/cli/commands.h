@@ -9,6 +9,7 @@
 
 int stp_cmd_info(int argc, char **argv);
 int stp_cmd_ls(int argc, char **argv);
+int stp_cmd_diff(int argc, char **argv);
 int stp_cmd_cat(int argc, char **argv);
 int stp_cmd_extract(int argc, char **argv);
 int stp_cmd_check(int argc, char **argv);

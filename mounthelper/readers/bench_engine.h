@@ -33,6 +33,7 @@ struct bench_opts {
 	uint32_t threads, budget; /* budget 0: stp_cache_default_budget */
 	int json, sequential, warm, print_reads;
 	const struct stp_pubkey *key; /* open verified with this key, or NULL */
+	const char *key_file;         /* --key, loaded into key by the command */
 };
 
 /* A regular file of the image, each inode once. */

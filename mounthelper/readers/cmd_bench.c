@@ -112,10 +112,8 @@ static int parse_option(int opt, struct bench_opts *o)
 	case OPT_SEQUENTIAL: o->sequential = 1; return 0;
 	case 'j': o->json = 1; return 0;
 	case OPT_PRINT_READS: o->print_reads = 1; return 0;
-	case OPT_KEY:
-		if (stp_cli_load_pubkey(&bench_cli, optarg, &bench_key))
-			return -EINVAL;
-		o->key = &bench_key;
+	case OPT_KEY: /* loaded once the command line is known good */
+		o->key_file = optarg;
 		return 0;
 	default: return 1;
 	}
@@ -153,6 +151,12 @@ int stp_cmd_bench(int argc, char **argv)
 	if (o.json && o.print_reads) {
 		stp_cli_error(&bench_cli, "--print-reads and --json do not go together");
 		return STP_EXIT_USAGE;
+	}
+	/* a key file that is missing is a failure (1), as a missing IMAGE is, not a usage error */
+	if (o.key_file) {
+		if (stp_cli_load_pubkey(&bench_cli, o.key_file, &bench_key))
+			return STP_EXIT_FAIL;
+		o.key = &bench_key;
 	}
 	return bench_run(argv[optind], &o);
 }

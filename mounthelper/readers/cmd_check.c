@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,34 +18,50 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "jsonout.h"
+#include "progress.h"
 #include "sign.h"
 
 static const struct stp_cli check_cli = {
 	.name = "check",
-	.synopsis = "[-v] [--key PUBKEY] IMAGE",
+	.synopsis = "[-qv] [--json] [--key PUBKEY] IMAGE",
 	.summary = "Verify every checksum of IMAGE, decode every data block, and check that\n"
 		   "the metadata is consistent. Exits 1 and names the problems if any (the\n"
 		   "first 20 of each kind, then how many more). A signed image has every signed\n"
 		   "hash checked too.",
 	.options = "  -k, --key PUBKEY   also check that the signature is PUBKEY's\n"
-		   "  -v, --verbose      name every problem, however many of a kind\n",
+		   "  -q, --quiet        no progress line on a terminal\n"
+		   "  -v, --verbose      name every problem, however many of a kind\n"
+		   "  -j, --json         the verdict as one JSON document (stipple(1))\n",
+};
+
+/* What a run reports to: stderr, and with --json a list of the problems too. */
+struct check_out {
+	const char *image;
+	json_t *problems;   /* --json, else NULL */
 };
 
 static void print_problem(void *ctx, const char *path, const char *msg)
 {
-	stp_cli_problem(&check_cli, ctx, path, "%s", msg);
+	struct check_out *out = ctx;
+
+	stp_cli_problem(&check_cli, out->image, path, "%s", msg);
+	if (out->problems)
+		json_array_append_new(out->problems, json_pack("{s:o?,s:s}", "path",
+				      path ? stp_json_bytes(path, strlen(path)) : json_null(),
+				      "message", msg));
 }
 
 /* Opening checked that the file holds the image (a block device by its last byte); a
  * regular file may still hold more. A device is commonly larger than what it holds. */
-static unsigned long check_trailing_bytes(const struct stp_image *img, const char *image)
+static unsigned long check_trailing_bytes(const struct stp_image *img, struct check_out *out)
 {
 	struct stat st;
 
 	if (fstat(stp_image_fd(img), &st) || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size <= stp_image_sb(img)->image_size)
 		return 0;
-	print_problem((void *)image, NULL, "the file has bytes past the end of the image");
+	print_problem(out, NULL, "the file has bytes past the end of the image");
 	return 1;
 }
 
@@ -69,17 +86,21 @@ static void print_summary(const char *image, const struct stp_image *img,
 static int check_open(const char *image, const struct stp_pubkey *key, struct stp_image **img)
 {
 	struct stp_superblock sb;
+	unsigned long told;
 	int fd, err;
 
-	if (key)
-		return stp_cli_open_verified(&check_cli, image, key, img);
+	if (key || stp_cli_foreign(&check_cli, image))
+		return key ? stp_cli_open_verified(&check_cli, image, key, img) : -EINVAL;
 	fd = open(image, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return stp_cli_open(&check_cli, image, img); /* says why */
+	told = stp_cli_damage_reports();
 	err = stp_image_read_superblock(fd, image, &sb);
 	close(fd);
 	if (err) { /* reported by the library: opening again would say it twice */
-		stp_cli_problem(&check_cli, image, NULL, "cannot open: %s", stp_strerror(err));
+		if (err != -EUCLEAN || stp_cli_damage_reports() == told)
+			stp_cli_problem(&check_cli, image, NULL, "cannot open: %s",
+					stp_strerror(err));
 		return err;
 	}
 	if (sb.feat_compat & STP_FEAT_COMPAT_SIGNED)
@@ -87,25 +108,57 @@ static int check_open(const char *image, const struct stp_pubkey *key, struct st
 	return stp_cli_open(&check_cli, image, img);
 }
 
-static int check_run(const char *image, const struct stp_pubkey *key)
+/* --json: the verdict, the figures and every problem reported (stipple(1)). */
+static int print_json(struct check_out *out, const struct stp_image *img,
+		      const struct stp_check_counts *n, unsigned long problems, int err)
 {
-	struct stp_check_counts n;
+	const struct stp_superblock *sb = img ? stp_image_sb(img) : NULL;
+	uint8_t id[32];
+	char hex[65];
+	json_t *doc = json_pack("{s:o?,s:b,s:s?,s:I,s:o}",
+		"image", stp_json_bytes(out->image, strlen(out->image)),
+		"ok", !err && !problems, "stopped", err ? stp_strerror(err) : NULL,
+		"problem_count", (json_int_t)problems, "problems", json_incref(out->problems));
+
+	if (doc && sb)
+		json_object_update_new(doc, json_pack("{s:I,s:I,s:I,s:I,s:o}",
+			"inodes", (json_int_t)sb->inode_count, "entries", (json_int_t)n->entries,
+			"blocks", (json_int_t)sb->block_count, "data_size", (json_int_t)sb->data_size,
+			"signer", stp_image_verified(img) && stp_image_signer(img, id) ?
+				  json_string(stp_sign_key_hex(id, hex)) : json_null()));
+	return stp_json_print(&check_cli, doc);
+}
+
+static int check_run(const char *image, const struct stp_pubkey *key, int json)
+{
+	struct check_out out = { .image = image, .problems = json ? json_array() : NULL };
+	struct stp_check_counts n = { 0 };
 	struct stp_image *img;
-	unsigned long problems;
+	unsigned long problems = 0;
 	int err;
 
-	if (check_open(image, key, &img))
+	if ((err = check_open(image, key, &img))) {
+		if (json) { /* check_open said why on stderr */
+			json_array_append_new(out.problems, json_pack("{s:n,s:s+}", "path",
+					      "message", "cannot open: ", stp_strerror(err)));
+			print_json(&out, NULL, &n, 1, 0);
+		}
+		json_decref(out.problems);
 		return STP_EXIT_FAIL;
-	problems = check_trailing_bytes(img, image);
-	err = stp_image_check_all(img, print_problem, (void *)image, &n);
+	}
+	problems = check_trailing_bytes(img, &out);
+	err = stp_image_check_all(img, print_problem, &out, &n);
 	problems += n.problems;
 	stp_cli_flush_messages(); /* what was left out, before the verdict */
 	if (err)
 		stp_cli_problem(&check_cli, image, NULL, "check stopped: %s", stp_strerror(err));
 	else if (problems)
 		stp_cli_problem(&check_cli, image, NULL, "%lu problems found", problems);
-	else
+	else if (!json)
 		print_summary(image, img, &n, key != NULL);
+	if (json && print_json(&out, img, &n, problems, err))
+		err = -EIO;
+	json_decref(out.problems);
 	stp_image_close(img);
 	return err || problems ? STP_EXIT_FAIL : STP_EXIT_OK;
 }
@@ -114,18 +167,23 @@ int stp_cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "key", required_argument, NULL, 'k' }, { "verbose", no_argument, NULL, 'v' },
+		{ "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' },
 		STP_CLI_LONGOPTS, { 0 },
 	};
 	struct stp_pubkey key;
 	const char *keyfile = NULL;
-	int opt, status, verbose = 0;
+	int opt, status, verbose = 0, json = 0, quiet = 0;
 
 	stp_cli_init(&check_cli, argv);
-	while ((opt = getopt_long(argc, argv, "k:v" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "jk:qv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 'k')
 			keyfile = optarg;
 		else if (opt == 'v')
 			verbose = 1;
+		else if (opt == 'j')
+			json = 1;
+		else if (opt == 'q')
+			quiet = 1;
 		else
 			return stp_cli_other_option(&check_cli, opt);
 	}
@@ -134,5 +192,6 @@ int stp_cmd_check(int argc, char **argv)
 		return status;
 	if (keyfile && stp_cli_load_pubkey(&check_cli, keyfile, &key))
 		return STP_EXIT_FAIL;
-	return check_run(argv[optind], keyfile ? &key : NULL);
+	stp_progress_want(check_cli.name, quiet);
+	return check_run(argv[optind], keyfile ? &key : NULL, json);
 }

@@ -42,19 +42,21 @@
 #include "fileread.h"
 #include "image.h"
 #include "orderwalk.h"
+#include "progress.h"
 #include "tarout.h"
 #include "util.h"
 
 static const struct stp_cli extract_cli = {
 	.name = "extract",
-	.synopsis = "[-v] [--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR\n"
-		    "       stipple extract --tar IMAGE [FILE|-]",
+	.synopsis = "[-qv] [--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR [PATH...]\n"
+		    "       stipple extract --tar [-q] IMAGE [FILE|-]",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
 		   "directory.\nAs root, owners and modes are restored exactly, with every "
 		   "extended attribute\nand ACL; otherwise the umask applies, setuid and setgid "
 		   "bits are dropped and\nonly user.* attributes are restored. With --tar, write "
 		   "the tree as a pax tar\narchive to FILE, or to standard output (never a "
-		   "terminal).",
+		   "terminal). With PATHs, only those\n(and what lies below them) are "
+		   "restored, with the directories leading to them.",
 	.options = "  -t, --tar      write a pax tar archive instead of a directory\n"
 		   "      --xattrs   restore every extended attribute (the default as root;\n"
 		   "                 a user gets user.* alone)\n"
@@ -62,7 +64,9 @@ static const struct stp_cli extract_cli = {
 		   "                 restore none (ACLs aside)\n"
 		   "      --acls     restore POSIX ACLs (the default as root)\n"
 		   "      --no-acls  restore no ACL\n"
-		   "  -v, --verbose  name every problem (else the first 20 of each kind)\n",
+		   "  -q, --quiet    no progress line on a terminal\n"
+		   "  -v, --verbose  list each path as it is written, on standard output, and\n"
+		   "                 name every problem (else the first 20 of each kind)\n",
 };
 
 #define COPY_CHUNK (1u << 20)
@@ -97,6 +101,9 @@ struct extract {
 	uint32_t *first;              /* per inode with nlink > 1: 1 + its first name's
 				       * record, 0 before it, or FIRST_FAILED */
 	unsigned long warnings;
+	char **select;                /* the PATHs asked for, "/a/b"; none: everything */
+	size_t nselect;
+	int list;                     /* -v: each path on stdout as it is written */
 	uint8_t xattr_value[STP_XATTR_VALUE_MAX]; /* the attribute being restored */
 };
 
@@ -596,13 +603,105 @@ static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int pare
 	return 0;
 }
 
+/* --- PATH operands --- */
+
+enum { SELECT_OUT, SELECT_LEADING, SELECT_IN };
+
+/* Whether PATH (LEN bytes) is, or lies below, the PATH asked for (S, SLEN bytes). */
+static int lies_in(const char *path, size_t len, const char *s, size_t slen)
+{
+	return (slen == 1 || len == slen || (len > slen && path[slen] == '/')) &&
+	       len >= slen && !memcmp(path, s, slen);
+}
+
+/* SELECT_IN: asked for or below; SELECT_LEADING: a directory on the way to one. */
+static int selected(const struct extract *x, const char *path)
+{
+	size_t len = strlen(path);
+	int leading = 0;
+
+	if (!x->nselect)
+		return SELECT_IN;
+	for (size_t i = 0; i < x->nselect; i++) {
+		size_t slen = strlen(x->select[i]);
+
+		if (lies_in(path, len, x->select[i], slen))
+			return SELECT_IN;
+		leading |= lies_in(x->select[i], slen, path, len);
+	}
+	return leading ? SELECT_LEADING : SELECT_OUT;
+}
+
+/* "a//b/./" as "/a/b", in place in a copy; NULL: out of memory, or ".." (refused). */
+static char *normal_path(const char *arg)
+{
+	char *out = malloc(strlen(arg) + 2), *o = out;
+	const char *p = arg;
+
+	if (!out)
+		return NULL;
+	*o++ = '/';
+	while (*p) {
+		size_t n;
+
+		p += strspn(p, "/");
+		n = strcspn(p, "/");
+		if (n == 2 && !memcmp(p, "..", 2)) {
+			free(out);
+			return NULL;
+		}
+		if (n && !(n == 1 && *p == '.')) {
+			if (o > out + 1)
+				*o++ = '/';
+			memcpy(o, p, n);
+			o += n;
+		}
+		p += n;
+	}
+	*o = 0;
+	return out;
+}
+
+/* Checks that each PATH is in the image before anything is made: nothing is written
+ * for a command that names what is not there. */
+static int select_paths(struct extract *x, char **args, size_t n)
+{
+	x->select = calloc(n ? n : 1, sizeof(*x->select));
+	if (!x->select)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++, x->nselect++) {
+		uint32_t ino;
+
+		if (!(x->select[i] = normal_path(args[i]))) {
+			stp_cli_error(&extract_cli, "%s: a PATH may not hold \"..\"", args[i]);
+			return -EINVAL;
+		}
+		if (stp_cli_resolve(&extract_cli, x->img, x->select[i], &ino))
+			return -ENOENT;
+	}
+	return 0;
+}
+
+/* -v: "a/b", or "a/" for a directory, as tar -v lists them. */
+static void list_entry(const struct extract *x, const struct stp_walk_entry *e)
+{
+	if (!x->list)
+		return;
+	stp_cli_put_escaped(stdout, e->path + 1, strlen(e->path + 1));
+	fputs(S_ISDIR(e->inode.mode) ? "/\n" : "\n", stdout);
+}
+
 static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct extract *x = w->ctx;
-	int parent, err;
+	int parent, err, sel;
 
 	if (e->depth == 0)
 		return 0; /* DIR itself, opened already */
+	sel = selected(x, e->path);
+	if (sel == SELECT_OUT || (sel == SELECT_LEADING && !S_ISDIR(e->inode.mode)))
+		return S_ISDIR(e->inode.mode) ? STP_WALK_SKIP : 0;
+	list_entry(x, e);
 	parent = x->dirfd[e->depth - 1];
 	if (!S_ISDIR(e->inode.mode))
 		return extract_nondir(w, e, parent);
@@ -742,12 +841,43 @@ static int extract_run(struct extract *x)
 	return status;
 }
 
+static int extract_paths(struct extract *x, char **paths, size_t n)
+{
+	struct stp_image *img;
+	int err, status = STP_EXIT_FAIL;
+
+	if (n) {
+		/* opened once more to check the PATHs before DIR is touched */
+		if (stp_cli_open(&extract_cli, x->image, &img))
+			return STP_EXIT_FAIL;
+		x->img = img;
+		err = select_paths(x, paths, n);
+		stp_image_close(img);
+		x->img = NULL;
+		if (err == -ENOMEM)
+			stp_cli_error(&extract_cli, "out of memory");
+		if (err)
+			goto out;
+	}
+	status = extract_run(x);
+	if (fflush(stdout) || ferror(stdout)) {
+		stp_cli_error(&extract_cli, "writing to standard output: %s", stp_strerror(-errno));
+		status = STP_EXIT_FAIL;
+	}
+out:
+	for (size_t i = 0; i < x->nselect; i++)
+		free(x->select[i]);
+	free(x->select);
+	return status;
+}
+
 enum { OPT_XATTRS = 256, OPT_NO_XATTRS, OPT_ACLS, OPT_NO_ACLS };
 
 int stp_cmd_extract(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "tar", no_argument, NULL, 't' }, { "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "xattrs", no_argument, NULL, OPT_XATTRS },
 		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
 		{ "acls", no_argument, NULL, OPT_ACLS },
@@ -755,12 +885,12 @@ int stp_cmd_extract(int argc, char **argv)
 		STP_CLI_LONGOPTS, { 0 }
 	};
 	/* as bsdtar -p for root; for a user, GNU tar's caution, user.* aside */
-	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0, verbose = 0;
+	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0, verbose = 0, quiet = 0;
 	struct extract x = { .restore_owners = root, .euid = geteuid(),
 			     .xattrs = root ? XATTRS_ALL : XATTRS_USER, .acls = root };
 
 	stp_cli_init(&extract_cli, argv);
-	while ((opt = getopt_long(argc, argv, "tv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qtv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 't')
 			tar = 1;
 		else if (opt == OPT_XATTRS || opt == OPT_NO_XATTRS)
@@ -768,7 +898,9 @@ int stp_cmd_extract(int argc, char **argv)
 		else if (opt == OPT_ACLS || opt == OPT_NO_ACLS)
 			x.acls = opt == OPT_ACLS;
 		else if (opt == 'v')
-			verbose = 1;
+			verbose = x.list = 1;
+		else if (opt == 'q')
+			quiet = 1;
 		else
 			return stp_cli_other_option(&extract_cli, opt);
 		chosen |= opt >= OPT_XATTRS;
@@ -779,11 +911,13 @@ int stp_cmd_extract(int argc, char **argv)
 		return STP_EXIT_USAGE;
 	}
 	stp_cli_bound_messages(verbose ? 0 : STP_CLI_KIND_LIMIT);
-	if ((status = stp_cli_operands(&extract_cli, argc, tar ? 1 : 2, 2)))
+	if ((status = stp_cli_operands(&extract_cli, argc, tar ? 1 : 2, tar ? 2 : INT_MAX)))
 		return status;
+	/* -v's list on a terminal would be written over by the line */
+	stp_progress_want(extract_cli.name, quiet || (x.list && isatty(STDOUT_FILENO)));
 	if (tar)
-		return stp_tarout_run(&extract_cli, argv[optind], argv[optind + 1]);
+		return stp_tarout_run(&extract_cli, argv[optind], argv[optind + 1], x.list);
 	x.image = argv[optind];
 	x.dest = argv[optind + 1];
-	return extract_run(&x);
+	return extract_paths(&x, argv + optind + 2, (size_t)(argc - optind - 2));
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* `stipple info`: the superblock, the sizes, and what the tree holds. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,14 +9,16 @@
 #include "cli.h"
 #include "commands.h"
 #include "image.h"
+#include "jsonout.h"
 #include "sign.h"
 #include "util.h"
 
 static const struct stp_cli info_cli = {
 	.name = "info",
-	.synopsis = "[--blocks] IMAGE",
+	.synopsis = "[--blocks] [--json] IMAGE",
 	.summary = "Show the format version, features, sizes and what the tree of IMAGE holds.",
-	.options = "  -b, --blocks   also list every data block: offset, stored size, codec\n",
+	.options = "  -b, --blocks   also list every data block: offset, stored size, codec\n"
+		   "  -j, --json     one JSON document instead (stipple(1))\n",
 };
 
 enum { KIND_REG, KIND_DIR, KIND_LNK, KIND_CHR, KIND_BLK, KIND_FIFO, KIND_SOCK, KIND_COUNT };
@@ -101,15 +104,16 @@ static void print_metadata(const struct stp_image *img)
 	       stp_meta_pages(sb), stored, sb->meta_size, sb->meta_offset, sb->meta_stored_size);
 }
 
+static const struct { uint64_t bit; const char *name; } known[] = {
+	{ STP_FEAT_INCOMPAT_DICT, "dictionary" },
+	{ STP_FEAT_INCOMPAT_BCJ_X86, "bcj-x86" },
+	{ STP_FEAT_INCOMPAT_BCJ_ARM64, "bcj-arm64" },
+	{ STP_FEAT_INCOMPAT_META_PAGES, "meta-pages" },
+	{ STP_FEAT_INCOMPAT_HOT_BLOCKS, "hot-blocks" },
+};
+
 static void print_features(const struct stp_superblock *sb)
 {
-	static const struct { uint64_t bit; const char *name; } known[] = {
-		{ STP_FEAT_INCOMPAT_DICT, "dictionary" },
-		{ STP_FEAT_INCOMPAT_BCJ_X86, "bcj-x86" },
-		{ STP_FEAT_INCOMPAT_BCJ_ARM64, "bcj-arm64" },
-		{ STP_FEAT_INCOMPAT_META_PAGES, "meta-pages" },
-		{ STP_FEAT_INCOMPAT_HOT_BLOCKS, "hot-blocks" },
-	};
 	uint64_t rest = sb->feat_incompat;
 
 	printf("%-18s", "features:");
@@ -186,10 +190,11 @@ static void print_counts(const struct tree_counts *c, uint64_t image_size)
 		       100.0 * (double)image_size / (double)c->file_bytes);
 }
 
+static const char *const codecs[] = { "raw", "zstd", "zstd-dict" };
+static const char *const filters[] = { "none", "x86", "arm64" };
+
 static int print_blocks(const struct stp_image *img)
 {
-	static const char *const codecs[] = { "raw", "zstd", "zstd-dict" };
-	static const char *const filters[] = { "none", "x86", "arm64" };
 	const struct stp_superblock *sb = stp_image_sb(img);
 
 	printf("\n%-8s %-14s %-10s %-10s %-9s %s\n", "block", "offset", "stored", "decoded",
@@ -207,7 +212,129 @@ static int print_blocks(const struct stp_image *img)
 	return 0;
 }
 
-static int info_run(const char *image, int list_blocks)
+/* --- --json --- */
+
+static const char *hex64(uint64_t v)
+{
+	static char buf[17];
+
+	snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+	return buf;
+}
+
+/* The stored bytes of the metadata: its pages' when paged, else the stored copy. */
+static uint64_t meta_stored(const struct stp_image *img)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	uint64_t stored = 0;
+
+	if (!stp_meta_pages(sb))
+		return sb->meta_stored_size;
+	for (uint64_t p = 0; p < stp_meta_pages(sb); p++) {
+		struct stp_blockent pe;
+
+		if (!stp_image_meta_page(img, p, &pe))
+			stored += pe.stored_size;
+	}
+	return stored;
+}
+
+static json_t *json_features(const struct stp_superblock *sb)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < sizeof(known) / sizeof(known[0]); i++)
+		if (sb->feat_incompat & known[i].bit)
+			json_array_append_new(a, json_string(known[i].name));
+	if (a && (sb->feat_compat & STP_FEAT_COMPAT_SIGNED))
+		json_array_append_new(a, json_string("signed"));
+	return a;
+}
+
+static json_t *json_signer(const struct stp_image *img)
+{
+	uint8_t id[32];
+	char hex[65];
+
+	return stp_image_signer(img, id) ? json_string(stp_sign_key_hex(id, hex)) : json_null();
+}
+
+static json_t *json_superblock(const struct stp_image *img)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+
+	return json_pack("{s:o?,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I},s:{s:I,s:I},"
+			 "s:I,s:I,s:o}",
+			 "image", stp_json_bytes(stp_image_path(img), strlen(stp_image_path(img))),
+			 "format_version", (json_int_t)sb->version, "features", json_features(sb),
+			 "block_size", (json_int_t)stp_image_block_size(img),
+			 "blocks", (json_int_t)sb->block_count,
+			 "hot_blocks", (json_int_t)stp_sb_hot_blocks(sb),
+			 "data_size", (json_int_t)sb->data_size,
+			 "image_size", (json_int_t)sb->image_size,
+			 "metadata", "offset", (json_int_t)sb->meta_offset,
+			 "pages", (json_int_t)stp_meta_pages(sb),
+			 "stored", (json_int_t)meta_stored(img), "decoded", (json_int_t)sb->meta_size,
+			 "dictionary", "offset", (json_int_t)sb->dict_offset,
+			 "size", (json_int_t)sb->dict_size,
+			 "hot_size", (json_int_t)sb->hot_size, "inodes", (json_int_t)sb->inode_count,
+			 "signer", json_signer(img));
+}
+
+static json_t *json_counts(const struct tree_counts *c)
+{
+	static const char *const keys[KIND_COUNT] = {
+		"files", "dirs", "symlinks", "chardevs", "blockdevs", "fifos", "sockets",
+	};
+	json_t *o = json_pack("{s:I,s:I,s:I}", "hard_links", (json_int_t)c->hard_links,
+			      "xattrs", (json_int_t)c->xattrs,
+			      "file_bytes", (json_int_t)c->file_bytes);
+
+	for (int k = 0; o && k < KIND_COUNT; k++)
+		json_object_set_new(o, keys[k], json_integer((json_int_t)c->by_kind[k]));
+	return o;
+}
+
+static int json_blocks(const struct stp_image *img, json_t *doc)
+{
+	const struct stp_superblock *sb = stp_image_sb(img);
+	json_t *a = json_array();
+
+	if (!a || json_object_set_new(doc, "block_table", a))
+		return -ENOMEM;
+	for (uint64_t b = 0; b < sb->block_count; b++) {
+		struct stp_blockent be;
+		int err = stp_image_block(img, b, &be);
+
+		if (err)
+			return err;
+		if (json_array_append_new(a, json_pack("{s:I,s:I,s:I,s:I,s:s,s:s,s:s+}",
+			"block", (json_int_t)b, "offset", (json_int_t)be.offset,
+			"stored", (json_int_t)be.stored_size,
+			"decoded", (json_int_t)stp_image_block_decoded_size(img, b),
+			"codec", be.codec < 3 ? codecs[be.codec] : "?",
+			"filter", be.filter < 3 ? filters[be.filter] : "?",
+			"checksum", "xxh3:", hex64(be.checksum))))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int print_json(const struct stp_image *img, const struct tree_counts *c, int list_blocks)
+{
+	json_t *doc = json_superblock(img);
+	int err = 0;
+
+	if (doc && json_object_set_new(doc, "tree", json_counts(c)))
+		err = -ENOMEM;
+	if (doc && !err && list_blocks && (err = json_blocks(img, doc))) {
+		json_decref(doc);
+		return err;
+	}
+	return stp_json_print(&info_cli, doc) ? -EIO : 0;
+}
+
+static int info_run(const char *image, int list_blocks, int json)
 {
 	struct stp_image *img;
 	struct tree_counts counts = { 0 };
@@ -228,9 +355,16 @@ static int info_run(const char *image, int list_blocks)
 		stp_cli_problem(&info_cli, image, NULL, "%s", stp_strerror(err));
 		goto out;
 	}
-	print_superblock(img);
-	print_counts(&counts, stp_image_sb(img)->image_size);
-	if (list_blocks && (err = print_blocks(img))) {
+	if (json) {
+		if ((err = print_json(img, &counts, list_blocks)) && err != -EIO)
+			stp_cli_problem(&info_cli, image, NULL, "%s", stp_strerror(err));
+		if (err)
+			goto out;
+	} else {
+		print_superblock(img);
+		print_counts(&counts, stp_image_sb(img)->image_size);
+	}
+	if (!json && list_blocks && (err = print_blocks(img))) {
 		stp_cli_problem(&info_cli, image, NULL, "block table: %s", stp_strerror(err));
 		goto out;
 	}
@@ -244,18 +378,21 @@ out:
 int stp_cmd_info(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "blocks", no_argument, NULL, 'b' }, STP_CLI_LONGOPTS, { 0 },
+		{ "blocks", no_argument, NULL, 'b' }, { "json", no_argument, NULL, 'j' },
+		STP_CLI_LONGOPTS, { 0 },
 	};
-	int list_blocks = 0, opt, status;
+	int list_blocks = 0, json = 0, opt, status;
 
 	stp_cli_init(&info_cli, argv);
-	while ((opt = getopt_long(argc, argv, "b" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "bj" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 'b')
 			list_blocks = 1;
+		else if (opt == 'j')
+			json = 1;
 		else
 			return stp_cli_other_option(&info_cli, opt);
 	}
 	if ((status = stp_cli_operands(&info_cli, argc, 1, 1)))
 		return status;
-	return info_run(argv[optind], list_blocks);
+	return info_run(argv[optind], list_blocks, json);
 }

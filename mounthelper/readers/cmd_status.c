@@ -9,16 +9,18 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "jsonout.h"
 #include "mountstatus.h"
 #include "util.h"
 
 static const struct stp_cli cli = {
 	.name = "status",
-	.synopsis = "[--wait] [--timeout SECONDS] DIR",
+	.synopsis = "[--wait] [--timeout SECONDS] [--json] DIR",
 	.summary = "Show the image, warming progress, cache use and memory of the mount at DIR.",
 	.options = "  -w, --wait             return once warming is done, or holds all the\n"
 		   "                         cache budget allows before the application reads\n"
-		   "  -t, --timeout SECONDS  with --wait, give up after this long (exit 1)\n",
+		   "  -t, --timeout SECONDS  with --wait, give up after this long (exit 1)\n"
+		   "  -j, --json             one JSON document instead (stipple(1))\n",
 };
 
 
@@ -140,6 +142,58 @@ static void show(const char *text)
 	show_network(text);
 }
 
+/* --- --json: the mount's keys as they are, numbers as numbers, and the daemon's memory --- */
+
+/* VmRSS or VmHWM of PID in bytes, or -1. */
+static json_int_t proc_bytes(unsigned long long pid, const char *key)
+{
+	char path[64], line[256];
+	json_int_t bytes = -1;
+	size_t klen = strlen(key);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%llu/status", pid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen) && line[klen] == ':')
+			bytes = (json_int_t)strtoll(line + klen + 1, NULL, 10) * 1024;
+	fclose(f);
+	return bytes;
+}
+
+static json_t *json_value(const char *v, size_t len)
+{
+	size_t digits = strspn(v, "0123456789");
+
+	if (digits && digits == len && len < 19)
+		return json_integer(strtoll(v, NULL, 10));
+	return stp_json_bytes(v, len);
+}
+
+static int show_json(const char *dir, const char *text)
+{
+	json_t *doc = json_pack("{s:o?}", "mount", stp_json_bytes(dir, strlen(dir)));
+	unsigned long long pid = num(text, "pid");
+
+	for (const char *l = text; doc && *l; ) {
+		size_t n = strcspn(l, "\n"), k = strcspn(l, "=");
+
+		if (k < n && k < 64) {
+			char key[64];
+
+			memcpy(key, l, k);
+			key[k] = 0;
+			json_object_set_new(doc, key, json_value(l + k + 1, n - k - 1));
+		}
+		l += n + (l[n] == '\n');
+	}
+	if (doc)
+		json_object_update_new(doc, json_pack("{s:I,s:I}", "rss_bytes",
+				       proc_bytes(pid, "VmRSS"), "peak_bytes", proc_bytes(pid, "VmHWM")));
+	return stp_json_print(&cli, doc);
+}
+
 static int wait_done(const char *dir, char *buf, double timeout)
 {
 	uint64_t start = stp_now_ns();
@@ -166,18 +220,21 @@ int stp_cmd_status(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "wait", no_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
 		STP_CLI_LONGOPTS, { 0 }
 	};
 	char buf[STP_STATUS_MAX];
 	double timeout = 0;
-	int wait = 0, opt, rc;
+	int wait = 0, json = 0, opt, rc;
 
 	stp_cli_init(&cli, argv);
-	while ((opt = getopt_long(argc, argv, "wt:" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "jwt:" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		char *end;
 
 		if (opt == 'w') {
 			wait = 1;
+		} else if (opt == 'j') {
+			json = 1;
 		} else if (opt == 't') {
 			timeout = strtod(optarg, &end);
 			if (*end || !(timeout > 0)) { /* NaN too */
@@ -194,6 +251,8 @@ int stp_cmd_status(int argc, char **argv)
 	rc = wait ? wait_done(argv[optind], buf, timeout) : query(argv[optind], buf, sizeof(buf));
 	if (rc)
 		return STP_EXIT_FAIL;
+	if (json)
+		return show_json(argv[optind], buf) ? STP_EXIT_FAIL : STP_EXIT_OK;
 	show(buf);
 	return STP_EXIT_OK;
 }

@@ -17,6 +17,7 @@ static const struct subcommand subcommands[] = {
 	{ "info", stp_cmd_info, "show the superblock and what the image holds" },
 	{ "ls", stp_cmd_ls, "list a directory of the image" },
 	{ "cat", stp_cmd_cat, "write a file of the image to standard output" },
+	{ "diff", stp_cmd_diff, "compare two images, or an image and a directory" },
 	{ "extract", stp_cmd_extract, "restore the tree into a directory" },
 	{ "check", stp_cmd_check, "verify every checksum and the metadata" },
 	{ "bench", stp_cmd_bench, "time reads through the library, without FUSE" },

@@ -29,6 +29,7 @@
 #include "image.h"
 #include "log.h"
 #include "orderwalk.h"
+#include "progress.h"
 #include "output.h"
 #include "util.h"
 
@@ -121,6 +122,7 @@ struct tarout {
 	size_t npieces, cap;
 	int holes;                 /* the current file has a hole */
 	void *zeros;               /* ZERO_CHUNK zero bytes: holes, which the writer skips */
+	int list;                  /* -v: each name on stderr as it goes out */
 	uint8_t xattr_value[STP_XATTR_VALUE_MAX]; /* the attribute being added */
 };
 
@@ -454,6 +456,11 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 		return 0;
 	}
 	snprintf(name, sizeof(name), ".%s", e->path); /* "./", "./a/b" */
+	if (t->list) { /* tar -tv's names; stdout holds the archive */
+		stp_progress_clear();
+		stp_cli_put_escaped(stderr, name, strlen(name));
+		fputs(S_ISDIR(in->mode) && e->depth ? "/\n" : "\n", stderr);
+	}
 	la.archive_entry_clear(t->entry);
 	la.archive_entry_copy_pathname(t->entry, name);
 	la.archive_entry_set_mode(t->entry, in->mode);
@@ -562,6 +569,9 @@ static void report_failure(const struct tarout *t, int err, unsigned long proble
 {
 	const char *left = t->out.temp ? "nothing written to" : "the archive is incomplete on";
 
+	if (t->out_err == -EPIPE)
+		stp_cli_broken_pipe(); /* `| head` has what it wanted: quiet, as cat */
+	stp_cli_flush_messages(); /* the damaged blocks' lines, before the verdict */
 	if (t->out_err)
 		stp_cli_error(t->cli, "%s: cannot write: %s", t->dest, stp_strerror(t->out_err));
 	else if (!t->a && err == -EIO)
@@ -612,9 +622,9 @@ static int write_tree(struct tarout *t, int binary)
 	return err ? err : walk.problems ? -EUCLEAN : 0;
 }
 
-int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *dest)
+int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *dest, int list)
 {
-	struct tarout t = { .cli = cli, .image = image, .fd = -1 };
+	struct tarout t = { .cli = cli, .image = image, .fd = -1, .list = list };
 	struct stp_image *img;
 	locale_t utf8, old = 0;
 	int status, err;

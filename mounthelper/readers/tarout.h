@@ -21,7 +21,8 @@ struct stp_cli;
  * "-" (refused when that is a terminal). A file is written under a temporary name beside
  * DEST and renamed into place only once complete; on any failure it is removed and DEST
  * left as it was. Prints every problem (through CLI, naming the image and the path) and
- * returns the exit status (commands.h). */
-int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *dest);
+ * returns the exit status (commands.h). LIST: each name on stderr as it is written, as
+ * tar -cv lists it when the archive goes to standard output. */
+int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *dest, int list);
 
 #endif

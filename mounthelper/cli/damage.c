@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+#include "damage.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define DAMAGED_MAX 64   /* blocks told apart; past them the lines are printed as they come */
+#define NAME_LEN 128     /* bytes kept of an image's and a file's name */
+
+static struct {
+	pthread_mutex_t lock;
+	bool group;              /* files counted (stp_damage_group) */
+	bool verbose;            /* and printed too */
+	size_t n;
+	struct damaged {
+		uint64_t block;
+		unsigned long files;
+		bool told;               /* the library's line printed */
+		char image[NAME_LEN];    /* as the command names it */
+		char first[NAME_LEN];    /* the first file counted */
+	} b[DAMAGED_MAX];
+} damage = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct damaged *damaged_block(uint64_t block)
+{
+	for (size_t i = 0; i < damage.n; i++)
+		if (damage.b[i].block == block)
+			return &damage.b[i];
+	if (damage.n == DAMAGED_MAX)
+		return NULL;
+	damage.b[damage.n] = (struct damaged){ .block = block };
+	return &damage.b[damage.n++];
+}
+
+/* The library's "IMAGE: damaged image (FILE:LINE): block N: CAUSE": whether to print it
+ * (the first time for its block). */
+bool stp_damage_library_message(const char *msg)
+{
+	const char *p = strstr(msg, ": damaged image");
+	const char *q = p ? strstr(p, ": block ") : NULL;
+	unsigned long long block;
+	struct damaged *d;
+	bool shown;
+
+	if (!q || sscanf(q, ": block %llu:", &block) != 1)
+		return true;
+	pthread_mutex_lock(&damage.lock);
+	d = damaged_block(block);
+	shown = !d || !d->told;
+	if (d)
+		d->told = true;
+	pthread_mutex_unlock(&damage.lock);
+	return shown;
+}
+
+/* Once grouped, a command's message about a file in a damaged block
+ * ("... block N ... damaged ...", with a path) is counted against the block, and
+ * printed only with -v; check's "data block N: ..." is left out when the library told
+ * the block. Whether to print MSG. */
+bool stp_damage_command_message(const char *image, const char *path, const char *msg)
+{
+	const char *p = strstr(msg, "block ");
+	unsigned long long block;
+	struct damaged *d;
+	bool shown = true;
+
+	if (!damage.group || !p || !strstr(msg, "damaged") || sscanf(p, "block %llu", &block) != 1)
+		return true;
+	pthread_mutex_lock(&damage.lock);
+	d = damaged_block(block);
+	if (d && !path) {
+		shown = !d->told;
+	} else if (d) {
+		if (!d->files++) {
+			snprintf(d->image, sizeof(d->image), "%s", image ? image : "");
+			snprintf(d->first, sizeof(d->first), "%s", path);
+		}
+		shown = damage.verbose;
+	}
+	pthread_mutex_unlock(&damage.lock);
+	return shown;
+}
+
+void stp_damage_group(bool verbose)
+{
+	damage.group = true;
+	damage.verbose = verbose;
+}
+
+void stp_damage_flush(const char *command)
+{
+	pthread_mutex_lock(&damage.lock);
+	for (size_t i = 0; i < damage.n; i++) {
+		struct damaged *d = &damage.b[i];
+
+		if (!d->files)
+			continue;
+		fprintf(stderr, "stipple %s: ", command);
+		if (d->image[0]) {
+			stp_cli_put_escaped(stderr, d->image, strlen(d->image));
+			fputs(": ", stderr);
+		}
+		fprintf(stderr, "data block %llu: damaged image; ", (unsigned long long)d->block);
+		if (d->files == 1 || damage.verbose) {
+			fprintf(stderr, "%lu file%s data in it", d->files,
+				d->files == 1 ? " has" : "s have");
+			if (d->files == 1) {
+				fputs(": ", stderr);
+				stp_cli_put_escaped(stderr, d->first, strlen(d->first));
+			}
+		} else {
+			fprintf(stderr, "%lu files have data in it, the first ", d->files);
+			stp_cli_put_escaped(stderr, d->first, strlen(d->first));
+			fputs(" (-v names them all)", stderr);
+		}
+		fputc('\n', stderr);
+		d->files = 0;
+	}
+	pthread_mutex_unlock(&damage.lock);
+}

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+#include "diffside.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cli.h"
+#include "fileread.h"
+#include "image.h"
+
+struct stp_side {
+	struct stp_image *img;  /* an image, or NULL */
+	const char *root;       /* a directory */
+};
+
+struct stp_side_file {
+	struct stp_side *side;
+	struct stp_cache *cache;  /* image */
+	struct stp_inode inode;
+	uint64_t off;
+	int fd;                   /* directory */
+};
+
+int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **out)
+{
+	struct stp_side *s = calloc(1, sizeof(*s));
+	struct stat st;
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	if (!stat(arg, &st) && S_ISDIR(st.st_mode)) {
+		s->root = arg;
+	} else if ((err = stp_cli_open(cli, arg, &s->img))) {
+		free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+void stp_side_close(struct stp_side *side)
+{
+	if (side && side->img)
+		stp_image_close(side->img);
+	free(side);
+}
+
+const struct stp_image *stp_side_image(const struct stp_side *side)
+{
+	return side->img;
+}
+
+/* The file system path of image path PATH on a directory side. */
+static int full_path(const struct stp_side *s, const char *path, char out[PATH_MAX])
+{
+	int n = snprintf(out, PATH_MAX, "%s%s", s->root, strcmp(path, "/") ? path : "");
+
+	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+int stp_side_stat(struct stp_side *side, const char *path, struct stp_side_node *node)
+{
+	char full[PATH_MAX];
+	struct stat st;
+	uint32_t ino;
+	int err;
+
+	memset(node, 0, sizeof(*node));
+	if (side->img) {
+		struct stp_inode *in = &node->inode;
+
+		if ((err = stp_image_resolve(side->img, path, &ino)) ||
+		    (err = stp_image_inode(side->img, ino, in)))
+			return err;
+		*node = (struct stp_side_node){ .mode = in->mode, .uid = in->uid, .gid = in->gid,
+						.size = in->size, .inode = *in };
+		if (S_ISCHR(in->mode) || S_ISBLK(in->mode)) {
+			node->rdev_major = stp_cli_rdev_major(in);
+			node->rdev_minor = stp_cli_rdev_minor(in);
+		}
+		return 0;
+	}
+	if ((err = full_path(side, path, full)))
+		return err;
+	if (lstat(full, &st))
+		return -errno;
+	*node = (struct stp_side_node){ .mode = st.st_mode, .uid = st.st_uid, .gid = st.st_gid,
+					.size = (uint64_t)st.st_size,
+					.rdev_major = major(st.st_rdev),
+					.rdev_minor = minor(st.st_rdev) };
+	return 0;
+}
+
+static int name_order(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int push_name(char ***names, size_t *n, size_t *cap, const char *name)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		char **p = realloc(*names, c * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		*names = p;
+		*cap = c;
+	}
+	if (!((*names)[*n] = strdup(name)))
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static int list_image(struct stp_side *side, const struct stp_inode *dir, char ***names,
+		      size_t *n, size_t *cap)
+{
+	for (uint32_t i = 0; i < dir->count; i++) {
+		char name[STP_NAME_MAX + 1];
+		struct stp_dirent d;
+		int err = stp_image_dirent(side->img, dir, i, &d, name);
+
+		if (err || (err = push_name(names, n, cap, name)))
+			return err;
+	}
+	return 0;
+}
+
+static int list_dir(const char *full, char ***names, size_t *n, size_t *cap)
+{
+	DIR *d = opendir(full);
+	struct dirent *e;
+	int err = 0;
+
+	if (!d)
+		return -errno;
+	errno = 0;
+	while (!err && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			err = push_name(names, n, cap, e->d_name);
+	if (!err && errno)
+		err = -errno;
+	closedir(d);
+	return err;
+}
+
+int stp_side_list(struct stp_side *side, const char *path, const struct stp_side_node *node,
+		  char ***names, size_t *count)
+{
+	char full[PATH_MAX];
+	size_t cap = 0;
+	int err;
+
+	*names = NULL;
+	*count = 0;
+	if (side->img)
+		err = list_image(side, &node->inode, names, count, &cap);
+	else
+		err = full_path(side, path, full) ?: list_dir(full, names, count, &cap);
+	if (err) {
+		stp_side_free_names(*names, *count);
+		return err;
+	}
+	if (*count)
+		qsort(*names, *count, sizeof(**names), name_order);
+	return 0;
+}
+
+void stp_side_free_names(char **names, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+}
+
+int stp_side_readlink(struct stp_side *side, const char *path, const struct stp_side_node *node,
+		      char target[STP_LINK_MAX + 1], size_t *len)
+{
+	char full[PATH_MAX];
+	ssize_t n;
+	int err;
+
+	if (side->img)
+		return stp_image_readlink(side->img, &node->inode, target, len);
+	if ((err = full_path(side, path, full)))
+		return err;
+	n = readlink(full, target, STP_LINK_MAX + 1);
+	if (n < 0)
+		return -errno;
+	if (n > STP_LINK_MAX)
+		return -ENAMETOOLONG;
+	target[n] = 0;
+	*len = (size_t)n;
+	return 0;
+}
+
+static int xattr_order(const void *a, const void *b)
+{
+	return strcmp(((const struct stp_side_xattr *)a)->name,
+		      ((const struct stp_side_xattr *)b)->name);
+}
+
+static int image_xattr(struct stp_side *side, const struct stp_inode *in, uint32_t i,
+		       struct stp_side_xattr *x)
+{
+	char name[STP_XATTR_NAME_MAX + 1];
+	struct stp_xattr rec;
+	int err = stp_image_xattr(side->img, in, i, &rec, name);
+
+	if (err)
+		return err;
+	x->name = strdup(name);
+	x->value = malloc(rec.value_len ? rec.value_len : 1);
+	x->len = rec.value_len;
+	if (!x->name || !x->value)
+		return -ENOMEM;
+	return stp_image_xattr_value(side->img, &rec, x->value);
+}
+
+static int file_xattr(const char *full, const char *name, struct stp_side_xattr *x)
+{
+	ssize_t n = lgetxattr(full, name, NULL, 0);
+
+	x->name = strdup(name);
+	if (n < 0)
+		return -errno;
+	x->value = malloc((size_t)n + 1);
+	if (!x->name || !x->value)
+		return -ENOMEM;
+	n = lgetxattr(full, name, x->value, (size_t)n);
+	if (n < 0)
+		return -errno;
+	x->len = (size_t)n;
+	return 0;
+}
+
+static int file_xattrs(const char *full, struct stp_side_xattr **xs, size_t *count)
+{
+	ssize_t len = llistxattr(full, NULL, 0);
+	char *list;
+	int err = 0;
+
+	if (len <= 0)
+		return len < 0 && errno != ENOTSUP ? -errno : 0;
+	if (!(list = malloc((size_t)len)) || (len = llistxattr(full, list, (size_t)len)) < 0) {
+		err = list ? -errno : -ENOMEM;
+		free(list);
+		return err;
+	}
+	for (char *p = list; p < list + len; p += strlen(p) + 1)
+		(*count)++;
+	*xs = calloc(*count ? *count : 1, sizeof(**xs));
+	*count = 0;
+	for (char *p = list; *xs && !err && p < list + len; p += strlen(p) + 1)
+		err = file_xattr(full, p, &(*xs)[(*count)++]);
+	free(list);
+	return *xs ? err : -ENOMEM;
+}
+
+int stp_side_xattrs(struct stp_side *side, const char *path, const struct stp_side_node *node,
+		    struct stp_side_xattr **xattrs, size_t *count)
+{
+	char full[PATH_MAX];
+	int err = 0;
+
+	*xattrs = NULL;
+	*count = 0;
+	if (side->img) {
+		uint32_t n = node->inode.xattr_count;
+
+		if (n && !(*xattrs = calloc(n, sizeof(**xattrs))))
+			return -ENOMEM;
+		for (; !err && *count < n; (*count)++)
+			err = image_xattr(side, &node->inode, (uint32_t)*count, &(*xattrs)[*count]);
+	} else {
+		err = full_path(side, path, full) ?: file_xattrs(full, xattrs, count);
+	}
+	if (!err && *count)
+		qsort(*xattrs, *count, sizeof(**xattrs), xattr_order);
+	return err;
+}
+
+void stp_side_free_xattrs(struct stp_side_xattr *xattrs, size_t count)
+{
+	for (size_t i = 0; xattrs && i < count; i++) {
+		free(xattrs[i].name);
+		free(xattrs[i].value);
+	}
+	free(xattrs);
+}
+
+int stp_side_file_open(struct stp_side *side, const char *path,
+		       const struct stp_side_node *node, struct stp_side_file **out)
+{
+	struct stp_side_file *f = calloc(1, sizeof(*f));
+	char full[PATH_MAX];
+	int err = 0;
+
+	if (!f)
+		return -ENOMEM;
+	*f = (struct stp_side_file){ .side = side, .inode = node->inode, .fd = -1 };
+	if (side->img)
+		err = stp_cache_new(side->img, 2, 1, &f->cache);
+	else if (!(err = full_path(side, path, full)) &&
+		 (f->fd = open(full, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) < 0)
+		err = -errno;
+	if (err) {
+		stp_side_file_close(f);
+		return err;
+	}
+	*out = f;
+	return 0;
+}
+
+ssize_t stp_side_file_read(struct stp_side_file *f, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (f->cache)
+		n = stp_file_read(f->side->img, f->cache, &f->inode, f->off, len, buf);
+	else
+		do
+			n = read(f->fd, buf, len);
+		while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return f->cache ? n : -errno;
+	f->off += (uint64_t)n;
+	return n;
+}
+
+void stp_side_file_close(struct stp_side_file *f)
+{
+	if (!f)
+		return;
+	if (f->cache)
+		stp_cache_free(f->cache);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f);
+}
