@@ -100,49 +100,34 @@ struct index_walk {
 	int full;
 };
 
-/* Lock held: records each block's part of an extent piece. */
-static int index_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64_t len)
+/* Lock held: records a stored piece, but for its bytes below warmed_end. */
+static int index_piece(void *ctx, const struct stp_file_piece *fp)
 {
 	struct index_walk *iw = ctx;
 	struct stp_filler *f = iw->f;
+	uint64_t skip = 0, k = fp->block;
+	uint32_t i;
 
-	if (stream_off == STP_FILE_HOLE)
+	if (k == STP_FILE_HOLE || k >= f->nblocks)
+		return 0; /* past the stream: reads report it */
+	if (fp->stream_off < f->warmed_end)
+		skip = f->warmed_end - fp->stream_off;
+	if (skip >= fp->len)
 		return 0;
-	if (stream_off < f->warmed_end) {
-		uint64_t skip = f->warmed_end - stream_off;
-
-		if (skip >= len)
-			return 0;
-		file_off += skip;
-		stream_off += skip;
-		len -= skip;
+	if ((i = piece_new(f)) == NONE) {
+		iw->full = 1;
+		return -ENOSPC;
 	}
-	while (len) {
-		uint64_t k = stp_sb_block_of(f->sb, stream_off);
-		uint64_t n = stp_sb_block_end(f->sb, k) - stream_off;
-		uint32_t i;
-
-		if (n > len)
-			n = len;
-		if (k >= f->nblocks)
-			return 0; /* past the stream: reads report it */
-		if ((i = piece_new(f)) == NONE) {
-			iw->full = 1;
-			return -ENOSPC;
-		}
-		f->pool[i] = (struct piece){ .file_off = file_off, .stream_off = stream_off,
-					     .file_size = iw->file_size, .ino = iw->ino,
-					     .len = (uint32_t)n, .next = f->block_head[k], .prev = NONE,
-					     .next_of_ino = f->ino_head[iw->ino] };
-		if (f->block_head[k] != NONE)
-			f->pool[f->block_head[k]].prev = i;
-		f->block_head[k] = i;
-		f->ino_head[iw->ino] = i;
-		f->pieces++;
-		file_off += n;
-		stream_off += n;
-		len -= n;
-	}
+	f->pool[i] = (struct piece){ .file_off = fp->file_off + skip,
+				     .stream_off = fp->stream_off + skip,
+				     .file_size = iw->file_size, .ino = iw->ino,
+				     .len = (uint32_t)(fp->len - skip), .next = f->block_head[k],
+				     .prev = NONE, .next_of_ino = f->ino_head[iw->ino] };
+	if (f->block_head[k] != NONE)
+		f->pool[f->block_head[k]].prev = i;
+	f->block_head[k] = i;
+	f->ino_head[iw->ino] = i;
+	f->pieces++;
 	return 0;
 }
 

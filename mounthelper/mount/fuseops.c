@@ -341,48 +341,25 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
 	return err;
 }
 
-/* Adds up to LEN bytes at stream offset STREAM (file offset FILE_OFF) from the block
- * holding it. Returns the bytes added (the rest lies in the next block) or a negative
- * errno. */
-static ssize_t reply_stream(struct read_reply *r, uint64_t file_off, uint64_t stream, size_t len)
-{
-	uint64_t block = stp_sb_block_of(r->fs->sb, stream);
-	size_t in = (size_t)(stream - stp_sb_block_start(r->fs->sb, block));
-	size_t blen = (size_t)stp_sb_block_len(r->fs->sb, block);
-	size_t span = blen > in ? blen - in : 1; /* 1: past the block, refused below */
-	int err = reply_pin(r, block, in + (len < span ? len : span));
-
-	if (err)
-		return err;
-	if (in >= r->ref.size)
-		return STP_CORRUPT(stp_image_path(r->fs->img), "inode %u: offset %zu past block %llu (%zu bytes)",
-				   r->n, in, (unsigned long long)block, r->ref.size);
-	if (len > r->ref.size - in)
-		len = r->ref.size - in;
-	stp_warm_note_read(r->fs->warmer, stream, len);
-	if (in + len <= r->ref.direct)
-		err = reply_add(r, file_off, r->ref.data + in, len);
-	else /* a filtered block still decoding: its bytes are unfiltered in a copy */
-		err = reply_read(r, file_off, in, len);
-	return err ? err : (ssize_t)len;
-}
-
-static int reply_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
+/* Adds piece P: zeros for a hole, else its bytes of the block, pinned. */
+static int reply_piece(void *arg, const struct stp_file_piece *p)
 {
 	struct read_reply *r = arg;
+	int err;
 
-	if (stream_off == STP_FILE_HOLE)
-		return reply_zeros(r, file_off, (size_t)len);
-	while (len) {
-		ssize_t got = reply_stream(r, file_off, stream_off, (size_t)len);
-
-		if (got < 0)
-			return (int)got;
-		file_off += (uint64_t)got;
-		stream_off += (uint64_t)got;
-		len -= (uint64_t)got;
-	}
-	return 0;
+	if (p->block == STP_FILE_HOLE)
+		return reply_zeros(r, p->file_off, (size_t)p->len);
+	err = reply_pin(r, p->block, (size_t)(p->in_block + p->len));
+	if (err)
+		return err;
+	err = stp_file_piece_check(r->fs->img, p, r->ref.size);
+	if (err)
+		return err;
+	stp_warm_note_read(r->fs->warmer, p->stream_off, p->len);
+	if (p->in_block + p->len <= r->ref.direct)
+		return reply_add(r, p->file_off, r->ref.data + p->in_block, (size_t)p->len);
+	/* a filtered block still decoding: its bytes are unfiltered in a copy */
+	return reply_read(r, p->file_off, (size_t)p->in_block, (size_t)p->len);
 }
 
 /* Answers [OFF, OFF + LEN) of file INODE (N), LEN > 0 and within the file. */
