@@ -28,6 +28,7 @@
 #include "prime.h"
 #include "record.h"
 #include "remote.h"
+#include "readfail.h"
 #include "sandbox.h"
 #include "sign.h"
 #include "util.h"
@@ -145,6 +146,7 @@ void stp_daemon_free(struct stp_daemon *d)
 	stp_warm_stop(d->fs.warmer);
 	stp_fill_stop(d->fs.filler);
 	stp_record_free(d->fs.recorder);
+	stp_readfail_close(d->fs.readfail);
 	if (d->fs.se)
 		fuse_session_destroy(d->fs.se);
 	stp_cache_free(d->fs.cache);
@@ -196,9 +198,11 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
  * thread. */
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
-	int all[7] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
-		       d->ending_fds[1], fds->record, fds->cache.fd };
-	int keep[7 + STP_FETCH_CHANS_MAX];
+	/* readfail: the failed-read outlet's socket (readfail.h) is kept too */
+	int all[8] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
+		       d->ending_fds[1], fds->record, fds->cache.fd,
+		       stp_readfail_fd(d->fs.readfail) };
+	int keep[8 + STP_FETCH_CHANS_MAX];
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
@@ -211,7 +215,7 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	char err[256];
 	int ret;
 
-	for (unsigned i = 0; i < 7; i++)
+	for (unsigned i = 0; i < 8; i++)
 		if (all[i] >= 0)
 			keep[so.nkeep++] = all[i];
 	for (unsigned i = 0; i < fds->nchans && i < STP_FETCH_CHANS_MAX; i++)
@@ -564,6 +568,9 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 	err = detach(d, mem_limit);
 	if (!err && fds->nkeys && (err = stp_sign_init()))
 		fail(d, err, "cannot set up OpenSSL to check the signature: %s", stp_strerror(err));
+	/* readfail: the failed-read outlet connects to syslog while it still can */
+	if (!err && (err = stp_readfail_open(STP_READFAIL_SOCKET, &d->fs.readfail)))
+		fail(d, err, "failed-read log: %s", stp_strerror(err));
 	if (!err)
 		err = enter_sandbox(d, fds);
 	if (err) {

@@ -18,6 +18,7 @@ struct stp_mount_opts;
 struct stp_warmer;
 struct stp_filler;
 struct stp_recorder;
+struct stp_readfail;
 struct fuse_session;
 
 struct stp_fs {
@@ -28,6 +29,7 @@ struct stp_fs {
 	struct stp_warmer *warmer; /* warming at mount; NULL when off or done with */
 	struct stp_filler *filler; /* page-cache filling from reads' blocks; NULL when off */
 	struct stp_recorder *recorder; /* --record: the reads to list; NULL when off */
+	struct stp_readfail *readfail; /* failed reads: counted and logged; NULL: neither */
 	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	/* Written by the init handler, which runs before any other request. */
 	bool no_open;              /* the kernel opens files without asking: no round trip */

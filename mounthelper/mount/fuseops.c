@@ -21,6 +21,7 @@
 #include "image.h"
 #include "log.h"
 #include "mountopts.h"
+#include "readfail.h"
 #include "record.h"
 #include "status.h"
 #include "util.h"
@@ -225,13 +226,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * pin, as stp_cache_get's rule asks. */
 struct read_reply {
 	struct stp_fs *fs;
-	uint32_t n;               /* the inode, for messages */
 	uint64_t off;             /* the file offset of the reply's first byte */
 	size_t len;
 	struct stp_block_ref ref; /* the pinned block, when ref.entry */
 	struct iovec iov[READ_PIECES];
 	unsigned niov;
 	uint8_t *buf;             /* copying: the reply's LEN bytes */
+	uint64_t block;           /* the block of the piece being added, for messages */
 };
 
 /* Stops pointing into the block: the pieces so far are copied into a reply buffer. */
@@ -293,10 +294,6 @@ static int reply_read(struct read_reply *r, uint64_t file_off, size_t in, size_t
 
 	if (!err)
 		err = stp_cache_read(r->fs->cache, &r->ref, in, len, r->buf + (file_off - r->off));
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
-			stp_image_path(r->fs->img), r->n, (unsigned long long)r->ref.block,
-			stp_strerror(err));
 	return err;
 }
 
@@ -334,10 +331,6 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
 		}
 		err = reply_get(r, block, end);
 	}
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
-			stp_image_path(r->fs->img), r->n, (unsigned long long)block,
-			stp_strerror(err));
 	return err;
 }
 
@@ -349,6 +342,7 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 
 	if (p->block == STP_FILE_HOLE)
 		return reply_zeros(r, p->file_off, (size_t)p->len);
+	r->block = p->block;
 	err = reply_pin(r, p->block, (size_t)(p->in_block + p->len));
 	if (err)
 		return err;
@@ -366,7 +360,7 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		      const struct stp_inode *inode, uint64_t off, size_t len)
 {
-	struct read_reply r = { .fs = fs, .n = n, .off = off, .len = len };
+	struct read_reply r = { .fs = fs, .off = off, .len = len, .block = UINT64_MAX };
 	int err = stp_file_walk(fs->img, inode, off, len, reply_piece, &r);
 
 	if (r.buf)
@@ -377,6 +371,8 @@ static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		fuse_reply_iov(req, r.iov, (int)r.niov);
 	stp_cache_release(fs->cache, &r.ref);
 	free(r.buf);
+	if (err)
+		stp_readfail_note(fs->readfail, fs->img, n, off, len, err, r.block);
 	return err;
 }
 
@@ -600,7 +596,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void reply_status(struct stp_fs *fs, fuse_req_t req, size_t size)
 {
 	char buf[STP_STATUS_MAX];
-	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->filler,
+	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->filler, fs->readfail,
 				    fs->opts->warm_workers, buf, sizeof(buf));
 
 	if (len < 0)

@@ -12,6 +12,7 @@
 #include "image.h"
 #include "imgsrc.h"
 #include "metapages.h"
+#include "readfail.h"
 #include "warm.h"
 
 struct text {
@@ -50,8 +51,21 @@ static void add_network(struct text *t, struct stp_imgsrc *src)
 	    (unsigned long long)ns.cache_bytes, (unsigned long long)ns.cache_rejected);
 }
 
+/* Reads that failed, and the lines that said so (readfail.h). */
+static void add_read_failures(struct text *t, struct stp_readfail *readfail)
+{
+	struct stp_readfail_stats rs;
+
+	stp_readfail_stats(readfail, &rs);
+	add(t, "read_failures=%llu\nread_failures_logged=%llu\nread_failures_suppressed=%llu\n"
+	    "read_failures_unsent=%llu\n", (unsigned long long)rs.failures,
+	    (unsigned long long)rs.logged, (unsigned long long)rs.suppressed,
+	    (unsigned long long)rs.unsent);
+}
+
 int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
-		      struct stp_warmer *warmer, struct stp_filler *filler, unsigned workers_set, char *buf, size_t len)
+		      struct stp_warmer *warmer, struct stp_filler *filler,
+		      struct stp_readfail *readfail, unsigned workers_set, char *buf, size_t len)
 {
 	struct text t = { buf, len, 0, 0 };
 	struct stp_cache_stats cs;
@@ -88,6 +102,7 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	    (unsigned long long)fs.jobs, (unsigned long long)fs.dropped,
 	    (unsigned long long)fs.stored_bytes, (unsigned long long)fs.cpu_ns,
 	    (unsigned long long)fs.known, (unsigned long long)fs.pieces);
+	add_read_failures(&t, readfail);
 	add_network(&t, stp_image_src(img));
 	return t.overflow ? -ERANGE : (int)t.used;
 }
