@@ -80,6 +80,75 @@ int stp_file_piece_check(const struct stp_image *img, const struct stp_file_piec
 			   (unsigned long long)p->block, size);
 }
 
+struct page_count {
+	uint64_t next; /* the first page not counted yet */
+	uint64_t pages;
+};
+
+static int count_pages(void *arg, const struct stp_file_piece *p)
+{
+	struct page_count *c = arg;
+	uint64_t first = p->file_off / STP_FILE_PAGE;
+	uint64_t end = (p->file_off + p->len - 1) / STP_FILE_PAGE + 1;
+
+	if (p->block == STP_FILE_HOLE)
+		return 0;
+	if (first < c->next)
+		first = c->next; /* a page two pieces share counts once */
+	if (end > first)
+		c->pages += end - first;
+	if (end > c->next)
+		c->next = end;
+	return 0;
+}
+
+int stp_file_stored_pages(const struct stp_image *img, const struct stp_inode *inode,
+			  uint64_t *pages)
+{
+	struct page_count c = { 0, 0 };
+	int rc = stp_file_walk(img, inode, 0, inode->size, count_pages, &c);
+
+	*pages = c.pages;
+	return rc;
+}
+
+struct seek_ctx {
+	bool data;
+	uint64_t off; /* where the search begins */
+	uint64_t *out;
+};
+
+#define SEEK_FOUND 1
+
+static int seek_piece(void *arg, const struct stp_file_piece *p)
+{
+	struct seek_ctx *c = arg;
+
+	if ((p->block != STP_FILE_HOLE) != c->data)
+		return 0;
+	*c->out = p->file_off > c->off ? p->file_off : c->off;
+	return SEEK_FOUND;
+}
+
+int stp_file_seek(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
+		  bool data, uint64_t *out)
+{
+	struct seek_ctx c = { data, off, out };
+	int rc;
+
+	if (off >= inode->size)
+		return -ENXIO;
+	rc = stp_file_walk(img, inode, off, inode->size - off, seek_piece, &c);
+	if (rc == SEEK_FOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (data)
+		return -ENXIO;
+	*out = inode->size; /* the hole every file ends with */
+	return 0;
+}
+
 struct read_ctx {
 	const struct stp_image *img;
 	struct stp_cache *cache;

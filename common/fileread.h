@@ -9,6 +9,7 @@
 #ifndef STP_FILEREAD_H
 #define STP_FILEREAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,8 +31,8 @@ struct stp_file_piece {
 	uint64_t block, in_block, stream_off;
 };
 
-/* Called for each piece, in file order. Returns 0 to go on, or a negative errno that
- * ends the walk. P is valid during the call only. */
+/* Called for each piece, in file order. Returns 0 to go on, or any other value, which
+ * ends the walk and is returned by it. P is valid during the call only. */
 typedef int (*stp_file_piece_fn)(void *ctx, const struct stp_file_piece *p);
 
 /* Walks [OFF, OFF + LEN) of regular file INODE of IMG, cut at the file's size, calling
@@ -44,6 +45,20 @@ int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, ui
  * damage is reported (naming IMG) and -EUCLEAN returned. */
 int stp_file_piece_check(const struct stp_image *img, const struct stp_file_piece *p,
 			 size_t size);
+
+/* The file pages of STP_FILE_PAGE bytes that hold stored bytes of regular file INODE,
+ * into *PAGES: what a mount reports as the file's blocks (holes take none). 0, or the
+ * walk's error. */
+#define STP_FILE_PAGE 4096u
+int stp_file_stored_pages(const struct stp_image *img, const struct stp_inode *inode,
+			  uint64_t *pages);
+
+/* lseek's SEEK_DATA (DATA true) or SEEK_HOLE on regular file INODE from OFF: into *OUT,
+ * the first offset at or after OFF where stored bytes begin, or where a hole does (the
+ * end of the file counts as one). -ENXIO when OFF is at or past the end, or, for data,
+ * when no stored byte follows OFF; else the walk's error. */
+int stp_file_seek(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
+		  bool data, uint64_t *out);
 
 /* Reads up to LEN bytes at OFF of regular file INODE into BUF; CACHE must be a cache of
  * IMG, and INODE one of IMG's inodes. Returns the byte count

@@ -57,7 +57,19 @@ static int load_inode(const struct stp_fs *fs, fuse_ino_t ino, uint32_t *n, stru
 	return err ? err : stp_image_inode(fs->img, *n, out);
 }
 
-static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st)
+/* A regular file's blocks: its pages that hold stored bytes, so that du and cp --sparse
+ * see its holes. */
+static blkcnt_t stored_blocks(const struct stp_fs *fs, const struct stp_inode *inode)
+{
+	uint64_t pages;
+
+	if (stp_file_stored_pages(fs->img, inode, &pages))
+		return (blkcnt_t)((inode->size + 511) / 512); /* damaged: reads will say so */
+	return (blkcnt_t)(pages * (STP_FILE_PAGE / 512));
+}
+
+static void fill_stat(const struct stp_fs *fs, uint32_t n, const struct stp_inode *inode,
+		      struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = stp_fuseino_of(n);
@@ -68,7 +80,7 @@ static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st
 	if (S_ISREG(inode->mode) || S_ISLNK(inode->mode))
 		st->st_size = (off_t)inode->size;
 	if (S_ISREG(inode->mode))
-		st->st_blocks = (blkcnt_t)((inode->size + 511) / 512);
+		st->st_blocks = stored_blocks(fs, inode);
 	if (S_ISCHR(inode->mode) || S_ISBLK(inode->mode))
 		st->st_rdev = makedev(stp_rdev_major(inode->data), stp_rdev_minor(inode->data));
 	st->st_mtim.tv_sec = inode->mtime_sec;
@@ -77,13 +89,14 @@ static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st
 	st->st_ctim = st->st_mtim;
 }
 
-static void fill_entry(uint32_t n, const struct stp_inode *inode, struct fuse_entry_param *e)
+static void fill_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode *inode,
+		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = stp_fuseino_of(n);
 	e->entry_timeout = FOREVER;
 	e->attr_timeout = FOREVER;
-	fill_stat(n, inode, &e->attr);
+	fill_stat(fs, n, inode, &e->attr);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -136,7 +149,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (!S_ISDIR(inode.mode)) /* evidence of a walker that stats: see dir_attrs_for */
 		atomic_fetch_add_explicit(&fs->stat_walk, 1, memory_order_relaxed);
-	fill_entry(n, &inode, &e);
+	fill_entry(fs, n, &inode, &e);
 	stp_fill_note_lookup(fs->filler, n, &inode); /* before a forget can follow */
 	if (fuse_reply_entry(req, &e)) {
 		stp_fill_note_forget(fs->filler, n, 1); /* the kernel never got it */
@@ -167,16 +180,17 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
 	struct stat st;
 	uint32_t n;
-	int err = load_inode(fs_of(req), ino, &n, &inode);
+	int err = load_inode(fs, ino, &n, &inode);
 
 	if (err) {
 		fuse_reply_err(req, to_errno(err));
 		return;
 	}
-	fill_stat(n, &inode, &st);
+	fill_stat(fs, n, &inode, &st);
 	fuse_reply_attr(req, &st, FOREVER);
 }
 
@@ -400,6 +414,30 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, to_errno(err));
 }
 
+/* SEEK_DATA and SEEK_HOLE (the kernel answers the other kinds itself): where the file's
+ * extents begin and end. */
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct stp_inode inode;
+	uint64_t at = 0;
+	uint32_t n;
+	int err = whence == SEEK_DATA || whence == SEEK_HOLE ? 0 : -EINVAL;
+
+	if (!err)
+		err = load_inode(fs, ino, &n, &inode);
+	if (!err && !S_ISREG(inode.mode))
+		err = -EINVAL;
+	if (!err)
+		err = off < 0 ? -ENXIO : stp_file_seek(fs->img, &inode, (uint64_t)off,
+						       whence == SEEK_DATA, &at);
+	if (err)
+		fuse_reply_err(req, to_errno(err));
+	else
+		fuse_reply_lseek(req, (off_t)at);
+}
+
 /* Marks image inode N as an opened directory; true when it was already. */
 static bool opened_before(struct stp_fs *fs, fuse_ino_t ino)
 {
@@ -497,7 +535,7 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 	err = stp_image_inode(fs->img, ino, &inode);
 	if (err)
 		return err;
-	fill_entry(ino, &inode, &e);
+	fill_entry(fs, ino, &inode, &e);
 	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
 	if (*need <= room) {
 		stp_warm_note_known(fs->warmer, ino);
@@ -701,4 +739,5 @@ const struct fuse_lowlevel_ops stp_fuseops = {
 	.statfs = op_statfs,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
+	.lseek = op_lseek,
 };

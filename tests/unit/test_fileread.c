@@ -7,6 +7,7 @@
  * maps them and zeros elsewhere.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -158,6 +159,35 @@ static void test_callback_error_ends_walk(void)
 	CHECK(walk_is(img, 1, 0, 100000, want, 2, 2) == -EINTR);
 }
 
+/* lseek's answers and the stored pages, from the extent table written above. */
+static void test_seek_and_stored_pages(void)
+{
+	static const struct { uint64_t off; bool data; int rc; uint64_t at; } want[] = {
+		{ 0, true, 0, 1000 }, { 1500, true, 0, 1500 }, { 2000, true, 0, 5000 },
+		{ 94999, true, 0, 94999 }, { 95000, true, -ENXIO, 0 }, { 100000, true, -ENXIO, 0 },
+		{ 0, false, 0, 0 }, { 1000, false, 0, 2000 }, { 90000, false, 0, 95000 },
+		{ 99999, false, 0, 99999 }, { 100000, false, -ENXIO, 0 },
+	};
+	struct stp_inode in;
+	uint64_t at, pages;
+
+	CHECK(stp_image_inode(img, 1, &in) == 0);
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		int rc = stp_file_seek(img, &in, want[i].off, want[i].data, &at);
+
+		CHECK(rc == want[i].rc && (rc || at == want[i].at), "%s from %llu: %d, %llu",
+		      want[i].data ? "data" : "hole", (unsigned long long)want[i].off, rc,
+		      (unsigned long long)at);
+	}
+	/* pages 0, 1 and 21 to 23 hold stored bytes */
+	CHECK(stp_file_stored_pages(img, &in, &pages) == 0 && pages == 5, "%llu pages",
+	      (unsigned long long)pages);
+	CHECK(stp_image_inode(img, 2, &in) == 0);
+	CHECK(stp_file_seek(img, &in, 0, true, &at) == -ENXIO);
+	CHECK(stp_file_seek(img, &in, 10, false, &at) == 0 && at == 10);
+	CHECK(stp_file_stored_pages(img, &in, &pages) == 0 && pages == 0);
+}
+
 /* The bytes, compared with the stream through the extent table written above. */
 static void test_read_matches_extents(void)
 {
@@ -199,6 +229,7 @@ int main(void)
 	RUN(test_no_extents_is_one_hole);
 	RUN(test_out_of_order_refused);
 	RUN(test_callback_error_ends_walk);
+	RUN(test_seek_and_stored_pages);
 	RUN(test_read_matches_extents);
 	stp_image_close(img);
 	return tap_done();
