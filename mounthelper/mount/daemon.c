@@ -28,6 +28,7 @@
 #include "prime.h"
 #include "record.h"
 #include "remote.h"
+#include "inodes.h"
 #include "readfail.h"
 #include "sandbox.h"
 #include "sign.h"
@@ -104,7 +105,7 @@ uint64_t stp_daemon_memory(const struct stp_mount_opts *o, const struct stp_supe
 {
 	uint64_t per_inode = INODE_BYTES + (stp_prime_wanted(o) ? PRIME_INODE_BYTES : 0) +
 			     (o->record ? RECORD_INODE_BYTES : 0);
-	uint64_t n = per_inode * sb->inode_count;
+	uint64_t n = per_inode * sb->inode_count + stp_inodes_memory(sb);
 
 	if (o->warm_workers)
 		n += stp_warm_memory(sb);
@@ -147,6 +148,7 @@ void stp_daemon_free(struct stp_daemon *d)
 	stp_fill_stop(d->fs.filler);
 	stp_record_free(d->fs.recorder);
 	stp_readfail_close(d->fs.readfail);
+	stp_inodes_free(d->fs.inodes);
 	if (d->fs.se)
 		fuse_session_destroy(d->fs.se);
 	stp_cache_free(d->fs.cache);
@@ -443,6 +445,8 @@ static int prepare_fs(struct stp_daemon *d)
 		return fail(d, err, "%s: %s", o->record, stp_strerror(err));
 	/* pages of it are touched only where directories are opened; NULL keeps every listing */
 	d->fs.inode_count = stp_image_sb(d->fs.img)->inode_count;
+	if ((err = stp_inodes_new(d->fs.inode_count, &d->fs.inodes)))
+		return fail(d, err, "cannot create the inode table: %s", stp_strerror(err));
 	d->fs.opened_dirs = calloc(((size_t)d->fs.inode_count + 7) / 8, 1);
 	return 0;
 }
@@ -518,13 +522,13 @@ static int serve_confined(struct stp_daemon *d)
 	struct stp_fs *fs = &d->fs;
 	struct stp_prime_plan *plan = NULL;
 	int err = stp_warm_start(fs->img, fs->cache,
-				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL,
+				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL, fs->inodes,
 				 fs->opts->warm_workers, &fs->warmer);
 
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));
 	if (stp_mountopts_fills(fs->opts) &&
-	    (err = stp_fill_start(fs->img, fs->cache, fs->se,
+	    (err = stp_fill_start(fs->img, fs->cache, fs->se, fs->inodes,
 				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 	if (stp_prime_wanted(fs->opts) && !walks_refused(fs->img)) {

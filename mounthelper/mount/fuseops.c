@@ -14,18 +14,18 @@
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 
+#include "blocks.h"
 #include "cache.h"
 #include "fileread.h"
-#include "fill.h"
 #include "format.h"
 #include "image.h"
+#include "inodes.h"
 #include "log.h"
 #include "mountopts.h"
 #include "readfail.h"
 #include "record.h"
 #include "status.h"
 #include "util.h"
-#include "warm.h"
 
 /* "Forever": libfuse and the kernel clamp it to the largest timeout they can hold. */
 #define FOREVER (100.0 * 365 * 24 * 3600)
@@ -150,12 +150,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!S_ISDIR(inode.mode)) /* evidence of a walker that stats: see dir_attrs_for */
 		atomic_fetch_add_explicit(&fs->stat_walk, 1, memory_order_relaxed);
 	fill_entry(fs, n, &inode, &e);
-	stp_fill_note_lookup(fs->filler, n, &inode); /* before a forget can follow */
-	if (fuse_reply_entry(req, &e)) {
-		stp_fill_note_forget(fs->filler, n, 1); /* the kernel never got it */
-		return;
-	}
-	stp_warm_note_known(fs->warmer, n);
+	stp_inodes_lookup(fs->inodes, n, &inode); /* before a forget can follow */
+	if (fuse_reply_entry(req, &e))
+		stp_inodes_forget(fs->inodes, n, 1); /* the kernel never got it */
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -163,7 +160,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	uint32_t n;
 
 	if (!stp_fuseino_image(ino, &n))
-		stp_fill_note_forget(fs_of(req)->filler, n, nlookup);
+		stp_inodes_forget(fs_of(req)->inodes, n, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -174,7 +171,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 	for (size_t i = 0; i < count; i++)
 		if (!stp_fuseino_image(forgets[i].ino, &n))
-			stp_fill_note_forget(fs->filler, n, forgets[i].nlookup);
+			stp_inodes_forget(fs->inodes, n, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -240,6 +237,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * pin, as stp_cache_get's rule asks. */
 struct read_reply {
 	struct stp_fs *fs;
+	struct stp_blocks blocks; /* where its blocks come from */
 	uint64_t off;             /* the file offset of the reply's first byte */
 	size_t len;
 	struct stp_block_ref ref; /* the pinned block, when ref.entry */
@@ -311,24 +309,6 @@ static int reply_read(struct read_reply *r, uint64_t file_off, size_t in, size_t
 	return err;
 }
 
-/* Gets BLOCK from the cache, once its first END bytes can be read. One not resident is
- * decoded for this read, or joined: warming starts no other block meanwhile, and a block
- * decoded for a read fills the page cache (once whole: the filler waits for it). */
-static int reply_get(struct read_reply *r, uint64_t block, size_t end)
-{
-	struct stp_fs *fs = r->fs;
-	int begun, err;
-
-	if (stp_cache_contains(fs->cache, block))
-		return stp_cache_get_range(fs->cache, block, end, &r->ref);
-	begun = stp_warm_demand_begin(fs->warmer, block);
-	err = stp_cache_get_range(fs->cache, block, end, &r->ref);
-	stp_warm_demand_end(fs->warmer, begun, !err && r->ref.fresh);
-	if (!err && r->ref.fresh)
-		stp_fill_note_decoded(fs->filler, block);
-	return err;
-}
-
 /* Pins BLOCK with its first END bytes final, letting go of the block pinned before: a
  * second block means copying. */
 static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
@@ -343,7 +323,7 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
 				return err;
 			stp_cache_release(r->fs->cache, &r->ref);
 		}
-		err = reply_get(r, block, end);
+		err = stp_blocks_get(&r->blocks, block, end, &r->ref);
 	}
 	return err;
 }
@@ -363,7 +343,7 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 	err = stp_file_piece_check(r->fs->img, p, r->ref.size);
 	if (err)
 		return err;
-	stp_warm_note_read(r->fs->warmer, p->stream_off, p->len);
+	stp_blocks_note_read(&r->blocks, p->stream_off, p->len);
 	if (p->in_block + p->len <= r->ref.direct)
 		return reply_add(r, p->file_off, r->ref.data + p->in_block, (size_t)p->len);
 	/* a filtered block still decoding: its bytes are unfiltered in a copy */
@@ -374,7 +354,8 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		      const struct stp_inode *inode, uint64_t off, size_t len)
 {
-	struct read_reply r = { .fs = fs, .off = off, .len = len, .block = UINT64_MAX };
+	struct read_reply r = { .fs = fs, .blocks = { fs->cache, fs->warmer, fs->filler },
+				.off = off, .len = len, .block = UINT64_MAX };
 	int err = stp_file_walk(fs->img, inode, off, len, reply_piece, &r);
 
 	if (r.buf)
@@ -537,10 +518,8 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		return err;
 	fill_entry(fs, ino, &inode, &e);
 	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
-	if (*need <= room) {
-		stp_warm_note_known(fs->warmer, ino);
-		stp_fill_note_lookup(fs->filler, ino, &inode);
-	}
+	if (*need <= room)
+		stp_inodes_lookup(fs->inodes, ino, &inode);
 	return 0;
 }
 
@@ -634,8 +613,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void reply_status(struct stp_fs *fs, fuse_req_t req, size_t size)
 {
 	char buf[STP_STATUS_MAX];
-	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->filler, fs->readfail,
-				    fs->opts->warm_workers, buf, sizeof(buf));
+	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->filler, fs->inodes,
+				    fs->readfail, fs->opts->warm_workers, buf, sizeof(buf));
 
 	if (len < 0)
 		fuse_reply_err(req, -len);

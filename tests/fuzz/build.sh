@@ -21,7 +21,7 @@ mount=$repo/mounthelper/mount
 # come next) gets a line here and there.
 sources_of() {
 	case $1 in
-	fuseops) echo "$repo/tests/fuzz/fuse_shim.c $mount/fuseops.c $mount/warm.c $mount/fill.c $mount/warmplan.c $mount/record.c $mount/status.c $mount/readfail.c" ;;
+	fuseops) echo "$repo/tests/fuzz/fuse_shim.c $mount/fuseops.c $mount/warm.c $mount/fill.c $mount/warmplan.c $mount/record.c $mount/status.c $mount/readfail.c $mount/inodes.c $mount/pagestore.c $mount/blocks.c" ;;
 	warm_plan) echo "$mount/warmplan.c" ;;
 	prime_plan) echo "$mount/prime.c $mount/monproto.c" ;;
 	archive) b=$repo/builder
