@@ -21,15 +21,15 @@
 #include "fuseops.h"
 #include "image.h"
 #include "imgsrc.h"
+#include "inodes.h"
 #include "log.h"
 #include "metapages.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "prime.h"
+#include "readfail.h"
 #include "record.h"
 #include "remote.h"
-#include "inodes.h"
-#include "readfail.h"
 #include "sandbox.h"
 #include "sign.h"
 #include "util.h"
@@ -428,7 +428,6 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	if (cache)
 		expect_blocks(cache, img);
 	d->fs.img = img;
-	d->fs.sb = stp_image_sb(img);
 	return 0;
 }
 

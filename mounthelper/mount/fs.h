@@ -32,7 +32,6 @@ struct stp_fs {
 	struct stp_recorder *recorder; /* --record: the reads to list; NULL when off */
 	struct stp_readfail *readfail; /* failed reads: counted and logged; NULL: neither */
 	struct stp_inodes *inodes; /* the inodes the kernel knows; NULL: none counted */
-	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	/* Written by the init handler, which runs before any other request. */
 	bool no_open;              /* the kernel opens files without asking: no round trip */
 	bool no_xattrs;            /* the image stores none: getxattr says EOPNOTSUPP */
