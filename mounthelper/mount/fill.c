@@ -15,8 +15,6 @@
 #include "cache.h"
 #include "fileread.h"
 #include "format.h"
-#include "fuseapi.h"
-#include "fuseino.h"
 #include "image.h"
 #include "inodes.h"
 #include "pagestore.h"

@@ -350,9 +350,10 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 	return reply_read(r, p->file_off, (size_t)p->in_block, (size_t)p->len);
 }
 
-/* Answers [OFF, OFF + LEN) of file INODE (N), LEN > 0 and within the file. */
-static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
-		      const struct stp_inode *inode, uint64_t off, size_t len)
+/* Answers [OFF, OFF + LEN) of file INODE, LEN > 0 and within the file; on an error, the
+ * caller replies, and *BLOCK is the block it failed on (UINT64_MAX: none). */
+static int read_reply(struct stp_fs *fs, fuse_req_t req, const struct stp_inode *inode,
+		      uint64_t off, size_t len, uint64_t *block)
 {
 	struct read_reply r = { .fs = fs, .blocks = { fs->cache, fs->warmer, fs->filler },
 				.off = off, .len = len, .block = UINT64_MAX };
@@ -366,8 +367,7 @@ static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		fuse_reply_iov(req, r.iov, (int)r.niov);
 	stp_cache_release(fs->cache, &r.ref);
 	free(r.buf);
-	if (err)
-		stp_readfail_note(fs->readfail, fs->img, n, off, len, err, r.block);
+	*block = r.block;
 	return err;
 }
 
@@ -376,7 +376,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
-	uint32_t n;
+	uint64_t block = UINT64_MAX;
+	uint32_t n = UINT32_MAX;
 	int err = load_inode(fs, ino, &n, &inode);
 
 	if (!err && !S_ISREG(inode.mode))
@@ -389,10 +390,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (size > inode.size - (uint64_t)off)
 			size = (size_t)(inode.size - (uint64_t)off);
 		stp_record_read(fs->recorder, n, (uint64_t)off, size);
-		err = read_reply(fs, req, n, &inode, (uint64_t)off, size);
+		err = read_reply(fs, req, &inode, (uint64_t)off, size, &block);
 	}
 	if (err)
 		fuse_reply_err(req, to_errno(err));
+	/* after the reply: finding the file's path for the message may take a moment */
+	if (err && err != -EISDIR)
+		stp_readfail_note(fs->readfail, fs->img, n, (uint64_t)off, size, err, block);
 }
 
 /* SEEK_DATA and SEEK_HOLE (the kernel answers the other kinds itself): where the file's

@@ -17,8 +17,6 @@
 
 #include "cache.h"
 #include "format.h"
-#include "fuseapi.h"
-#include "fuseino.h"
 #include "image.h"
 #include "inodes.h"
 #include "log.h"
