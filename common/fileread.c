@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading a file's bytes: extents to stream ranges to pinned blocks. */
+/* Reading a file's bytes: extents to stream ranges, cut at block edges, to pinned blocks. */
 #include "fileread.h"
 
 #include <errno.h>
@@ -10,39 +10,40 @@
 #include "image.h"
 #include "log.h"
 
-/* Copies LEN stream bytes starting at STREAM_OFF into OUT, block by block. */
-static int copy_stream(const struct stp_image *img, struct stp_cache *cache, uint64_t stream_off,
-		       size_t len, uint8_t *out)
+/* Calls FN for the stored run of LEN bytes at FILE_OFF from stream offset STREAM, one
+ * piece per block it touches. */
+static int walk_stream(const struct stp_superblock *sb, uint64_t file_off, uint64_t stream,
+		       uint64_t len, stp_file_piece_fn fn, void *ctx)
 {
-	const struct stp_superblock *sb = stp_image_sb(img);
+	int rc = 0;
 
-	while (len) {
-		uint64_t block = stp_sb_block_of(sb, stream_off);
-		size_t in_block = (size_t)(stream_off - stp_sb_block_start(sb, block));
-		struct stp_block_ref ref;
-		size_t n;
-		int rc = stp_cache_get(cache, block, &ref);
+	while (!rc && len) {
+		uint64_t block = stp_sb_block_of(sb, stream);
+		uint64_t start = stp_sb_block_start(sb, block);
+		uint64_t room = stp_sb_block_end(sb, block) - stream;
+		struct stp_file_piece p = { file_off, len, block, stream - start, stream };
 
-		if (rc)
-			return rc;
-		if (in_block >= ref.size) {
-			stp_cache_release(cache, &ref);
-			return STP_CORRUPT(stp_image_path(img), "extent past block %llu",
-					   (unsigned long long)block);
-		}
-		n = ref.size - in_block < len ? ref.size - in_block : len;
-		memcpy(out, ref.data + in_block, n);
-		stp_cache_release(cache, &ref);
-		out += n;
-		len -= n;
-		stream_off += n;
+		if (room && room < len)
+			p.len = room; /* no room: past the stream, the reader's get refuses it */
+		rc = fn(ctx, &p);
+		file_off += p.len;
+		stream += p.len;
+		len -= p.len;
 	}
-	return 0;
+	return rc;
+}
+
+static int walk_hole(uint64_t file_off, uint64_t len, stp_file_piece_fn fn, void *ctx)
+{
+	struct stp_file_piece p = { file_off, len, STP_FILE_HOLE, 0, 0 };
+
+	return fn(ctx, &p);
 }
 
 int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
 		  uint64_t len, stp_file_piece_fn fn, void *ctx)
 {
+	const struct stp_superblock *sb = stp_image_sb(img);
 	uint64_t end = off < inode->size && len < inode->size - off ? off + len : inode->size;
 	uint32_t i;
 	int rc = off < end ? stp_image_extent_find(img, inode, off, &i) : 0;
@@ -60,13 +61,92 @@ int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, ui
 					   (unsigned long long)(inode->data + i));
 		from = e.file_off > off ? e.file_off : off;
 		if (from > off)
-			rc = fn(ctx, off, STP_FILE_HOLE, from - off);
+			rc = walk_hole(off, from - off, fn, ctx);
 		to = e.file_off + e.length < end ? e.file_off + e.length : end;
 		if (!rc && to > from)
-			rc = fn(ctx, from, e.stream_off + (from - e.file_off), to - from);
+			rc = walk_stream(sb, from, e.stream_off + (from - e.file_off), to - from,
+					 fn, ctx);
 		off = to > from ? to : from;
 	}
 	return rc;
+}
+
+int stp_file_piece_check(const struct stp_image *img, const struct stp_file_piece *p,
+			 size_t size)
+{
+	if (p->in_block < size && p->len <= size - p->in_block)
+		return 0;
+	return STP_CORRUPT(stp_image_path(img), "extent past block %llu (%zu bytes)",
+			   (unsigned long long)p->block, size);
+}
+
+struct page_count {
+	uint64_t next; /* the first page not counted yet */
+	uint64_t pages;
+};
+
+static int count_pages(void *arg, const struct stp_file_piece *p)
+{
+	struct page_count *c = arg;
+	uint64_t first = p->file_off / STP_FILE_PAGE;
+	uint64_t end = (p->file_off + p->len - 1) / STP_FILE_PAGE + 1;
+
+	if (p->block == STP_FILE_HOLE)
+		return 0;
+	if (first < c->next)
+		first = c->next; /* a page two pieces share counts once */
+	if (end > first)
+		c->pages += end - first;
+	if (end > c->next)
+		c->next = end;
+	return 0;
+}
+
+int stp_file_stored_pages(const struct stp_image *img, const struct stp_inode *inode,
+			  uint64_t *pages)
+{
+	struct page_count c = { 0, 0 };
+	int rc = stp_file_walk(img, inode, 0, inode->size, count_pages, &c);
+
+	*pages = c.pages;
+	return rc;
+}
+
+struct seek_ctx {
+	bool data;
+	uint64_t off; /* where the search begins */
+	uint64_t *out;
+};
+
+#define SEEK_FOUND 1
+
+static int seek_piece(void *arg, const struct stp_file_piece *p)
+{
+	struct seek_ctx *c = arg;
+
+	if ((p->block != STP_FILE_HOLE) != c->data)
+		return 0;
+	*c->out = p->file_off > c->off ? p->file_off : c->off;
+	return SEEK_FOUND;
+}
+
+int stp_file_seek(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
+		  bool data, uint64_t *out)
+{
+	struct seek_ctx c = { data, off, out };
+	int rc;
+
+	if (off >= inode->size)
+		return -ENXIO;
+	rc = stp_file_walk(img, inode, off, inode->size - off, seek_piece, &c);
+	if (rc == SEEK_FOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (data)
+		return -ENXIO;
+	*out = inode->size; /* the hole every file ends with */
+	return 0;
 }
 
 struct read_ctx {
@@ -76,16 +156,25 @@ struct read_ctx {
 	uint8_t *buf;
 };
 
-static int read_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
+static int read_piece(void *arg, const struct stp_file_piece *p)
 {
 	struct read_ctx *c = arg;
-	uint8_t *out = c->buf + (file_off - c->off);
+	uint8_t *out = c->buf + (p->file_off - c->off);
+	struct stp_block_ref ref;
+	int rc;
 
-	if (stream_off == STP_FILE_HOLE) {
-		memset(out, 0, len);
+	if (p->block == STP_FILE_HOLE) {
+		memset(out, 0, p->len);
 		return 0;
 	}
-	return copy_stream(c->img, c->cache, stream_off, len, out);
+	rc = stp_cache_get(c->cache, p->block, &ref);
+	if (rc)
+		return rc;
+	rc = stp_file_piece_check(c->img, p, ref.size);
+	if (!rc)
+		memcpy(out, ref.data + p->in_block, p->len);
+	stp_cache_release(c->cache, &ref);
+	return rc;
 }
 
 ssize_t stp_file_read(const struct stp_image *img, struct stp_cache *cache,

@@ -21,11 +21,13 @@
 #include "fuseops.h"
 #include "image.h"
 #include "imgsrc.h"
+#include "inodes.h"
 #include "log.h"
 #include "metapages.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "prime.h"
+#include "readfail.h"
 #include "record.h"
 #include "remote.h"
 #include "sandbox.h"
@@ -103,7 +105,7 @@ uint64_t stp_daemon_memory(const struct stp_mount_opts *o, const struct stp_supe
 {
 	uint64_t per_inode = INODE_BYTES + (stp_prime_wanted(o) ? PRIME_INODE_BYTES : 0) +
 			     (o->record ? RECORD_INODE_BYTES : 0);
-	uint64_t n = per_inode * sb->inode_count;
+	uint64_t n = per_inode * sb->inode_count + stp_inodes_memory(sb);
 
 	if (o->warm_workers)
 		n += stp_warm_memory(sb);
@@ -145,6 +147,8 @@ void stp_daemon_free(struct stp_daemon *d)
 	stp_warm_stop(d->fs.warmer);
 	stp_fill_stop(d->fs.filler);
 	stp_record_free(d->fs.recorder);
+	stp_readfail_close(d->fs.readfail);
+	stp_inodes_free(d->fs.inodes);
 	if (d->fs.se)
 		fuse_session_destroy(d->fs.se);
 	stp_cache_free(d->fs.cache);
@@ -196,9 +200,11 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
  * thread. */
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
-	int all[7] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
-		       d->ending_fds[1], fds->record, fds->cache.fd };
-	int keep[7 + STP_FETCH_CHANS_MAX];
+	/* readfail: the failed-read outlet's socket (readfail.h) is kept too */
+	int all[8] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
+		       d->ending_fds[1], fds->record, fds->cache.fd,
+		       stp_readfail_fd(d->fs.readfail) };
+	int keep[8 + STP_FETCH_CHANS_MAX];
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
@@ -211,7 +217,7 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	char err[256];
 	int ret;
 
-	for (unsigned i = 0; i < 7; i++)
+	for (unsigned i = 0; i < 8; i++)
 		if (all[i] >= 0)
 			keep[so.nkeep++] = all[i];
 	for (unsigned i = 0; i < fds->nchans && i < STP_FETCH_CHANS_MAX; i++)
@@ -422,7 +428,6 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	if (cache)
 		expect_blocks(cache, img);
 	d->fs.img = img;
-	d->fs.sb = stp_image_sb(img);
 	return 0;
 }
 
@@ -439,6 +444,8 @@ static int prepare_fs(struct stp_daemon *d)
 		return fail(d, err, "%s: %s", o->record, stp_strerror(err));
 	/* pages of it are touched only where directories are opened; NULL keeps every listing */
 	d->fs.inode_count = stp_image_sb(d->fs.img)->inode_count;
+	if ((err = stp_inodes_new(d->fs.inode_count, &d->fs.inodes)))
+		return fail(d, err, "cannot create the inode table: %s", stp_strerror(err));
 	d->fs.opened_dirs = calloc(((size_t)d->fs.inode_count + 7) / 8, 1);
 	return 0;
 }
@@ -514,13 +521,13 @@ static int serve_confined(struct stp_daemon *d)
 	struct stp_fs *fs = &d->fs;
 	struct stp_prime_plan *plan = NULL;
 	int err = stp_warm_start(fs->img, fs->cache,
-				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL,
+				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL, fs->inodes,
 				 fs->opts->warm_workers, &fs->warmer);
 
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));
 	if (stp_mountopts_fills(fs->opts) &&
-	    (err = stp_fill_start(fs->img, fs->cache, fs->se,
+	    (err = stp_fill_start(fs->img, fs->cache, fs->se, fs->inodes,
 				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 	if (stp_prime_wanted(fs->opts) && !walks_refused(fs->img)) {
@@ -564,6 +571,9 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 	err = detach(d, mem_limit);
 	if (!err && fds->nkeys && (err = stp_sign_init()))
 		fail(d, err, "cannot set up OpenSSL to check the signature: %s", stp_strerror(err));
+	/* readfail: the failed-read outlet connects to syslog while it still can */
+	if (!err && (err = stp_readfail_open(STP_READFAIL_SOCKET, &d->fs.readfail)))
+		fail(d, err, "failed-read log: %s", stp_strerror(err));
 	if (!err)
 		err = enter_sandbox(d, fds);
 	if (err) {

@@ -15,14 +15,12 @@
 #include "cache.h"
 #include "fileread.h"
 #include "format.h"
-#include "fuseapi.h"
-#include "fuseino.h"
 #include "image.h"
+#include "inodes.h"
+#include "pagestore.h"
 #include "util.h"
 
 #define NONE UINT32_MAX
-#define PAGE 4096u
-#define STORE_CHUNK (1u << 20)     /* bytes per notify_store message */
 #define PIECES_MAX (1u << 18)      /* index records at most: 10 MiB */
 #define STOP_WAIT_S 2              /* as warm.c: a push stuck in the kernel never returns */
 
@@ -46,7 +44,8 @@ struct job {
 struct stp_filler {
 	const struct stp_image *img;
 	struct stp_cache *cache;
-	struct fuse_session *se;
+	struct stp_pagestore store;
+	const struct stp_inodes *inodes; /* the inodes the kernel knows */
 	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	uint32_t ninodes;
 	uint64_t nblocks;
@@ -54,7 +53,7 @@ struct stp_filler {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* a job was queued, or stop */
-	uint32_t *lookups;         /* by image inode: the kernel's count, regular files only */
+	uint8_t *indexed;          /* by image inode: a known regular file (counted in known) */
 	uint32_t *ino_head;        /* by image inode: its first piece */
 	uint32_t *block_head;      /* by block: its first piece */
 	uint8_t *queued;           /* by block: a job for it waits */
@@ -64,7 +63,7 @@ struct stp_filler {
 	struct job queue[STP_FILL_QUEUE];
 	unsigned qhead, qlen;
 	int stop;
-	struct stp_fill_status st; /* counters, lock (stored_bytes, cpu_ns: the thread's) */
+	struct stp_fill_status st; /* counters, lock (cpu_ns: the thread's) */
 
 	pthread_t thread;
 	int started, joined;
@@ -100,49 +99,34 @@ struct index_walk {
 	int full;
 };
 
-/* Lock held: records each block's part of an extent piece. */
-static int index_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64_t len)
+/* Lock held: records a stored piece, but for its bytes below warmed_end. */
+static int index_piece(void *ctx, const struct stp_file_piece *fp)
 {
 	struct index_walk *iw = ctx;
 	struct stp_filler *f = iw->f;
+	uint64_t skip = 0, k = fp->block;
+	uint32_t i;
 
-	if (stream_off == STP_FILE_HOLE)
+	if (k == STP_FILE_HOLE || k >= f->nblocks)
+		return 0; /* past the stream: reads report it */
+	if (fp->stream_off < f->warmed_end)
+		skip = f->warmed_end - fp->stream_off;
+	if (skip >= fp->len)
 		return 0;
-	if (stream_off < f->warmed_end) {
-		uint64_t skip = f->warmed_end - stream_off;
-
-		if (skip >= len)
-			return 0;
-		file_off += skip;
-		stream_off += skip;
-		len -= skip;
+	if ((i = piece_new(f)) == NONE) {
+		iw->full = 1;
+		return -ENOSPC;
 	}
-	while (len) {
-		uint64_t k = stp_sb_block_of(f->sb, stream_off);
-		uint64_t n = stp_sb_block_end(f->sb, k) - stream_off;
-		uint32_t i;
-
-		if (n > len)
-			n = len;
-		if (k >= f->nblocks)
-			return 0; /* past the stream: reads report it */
-		if ((i = piece_new(f)) == NONE) {
-			iw->full = 1;
-			return -ENOSPC;
-		}
-		f->pool[i] = (struct piece){ .file_off = file_off, .stream_off = stream_off,
-					     .file_size = iw->file_size, .ino = iw->ino,
-					     .len = (uint32_t)n, .next = f->block_head[k], .prev = NONE,
-					     .next_of_ino = f->ino_head[iw->ino] };
-		if (f->block_head[k] != NONE)
-			f->pool[f->block_head[k]].prev = i;
-		f->block_head[k] = i;
-		f->ino_head[iw->ino] = i;
-		f->pieces++;
-		file_off += n;
-		stream_off += n;
-		len -= n;
-	}
+	f->pool[i] = (struct piece){ .file_off = fp->file_off + skip,
+				     .stream_off = fp->stream_off + skip,
+				     .file_size = iw->file_size, .ino = iw->ino,
+				     .len = (uint32_t)(fp->len - skip), .next = f->block_head[k],
+				     .prev = NONE, .next_of_ino = f->ino_head[iw->ino] };
+	if (f->block_head[k] != NONE)
+		f->pool[f->block_head[k]].prev = i;
+	f->block_head[k] = i;
+	f->ino_head[iw->ino] = i;
+	f->pieces++;
 	return 0;
 }
 
@@ -183,38 +167,34 @@ static void enqueue(struct stp_filler *f, enum job_kind kind, uint64_t id)
 	pthread_cond_signal(&f->cond);
 }
 
-void stp_fill_note_lookup(struct stp_filler *f, uint32_t ino, const struct stp_inode *inode)
+/* Lock held: the kernel has learnt of INO, a regular file with bytes. */
+static void index_file(struct stp_filler *f, uint32_t ino, const struct stp_inode *inode)
 {
-	struct index_walk iw = { f, ino, 0, 0 };
+	struct index_walk iw = { f, ino, inode->size, 0 };
 
-	if (!f || ino >= f->ninodes || !S_ISREG(inode->mode) || !inode->size)
-		return;
-	iw.file_size = inode->size;
-	pthread_mutex_lock(&f->lock);
-	if (f->lookups[ino] == UINT32_MAX) {
-		/* saturated: never forgotten, which only keeps its pieces */
-	} else if (f->lookups[ino]++ == 0) {
-		f->known++;
-		stp_file_walk(f->img, inode, 0, inode->size, index_piece, &iw);
-		if (iw.full)
-			f->st.dropped++; /* the pieces that fitted stay */
-		if (f->ino_head[ino] != NONE)
-			enqueue(f, JOB_FILE, ino);
-	}
-	pthread_mutex_unlock(&f->lock);
+	f->indexed[ino] = 1;
+	f->known++;
+	stp_file_walk(f->img, inode, 0, inode->size, index_piece, &iw);
+	if (iw.full)
+		f->st.dropped++; /* the pieces that fitted stay */
+	if (f->ino_head[ino] != NONE)
+		enqueue(f, JOB_FILE, ino);
 }
 
-void stp_fill_note_forget(struct stp_filler *f, uint32_t ino, uint64_t nlookup)
+/* Watches the inode table (inodes.h calls it in the order the counts moved). */
+static void note_known(void *ctx, uint32_t ino, const struct stp_inode *inode)
 {
-	if (!f || ino >= f->ninodes)
+	struct stp_filler *f = ctx;
+
+	if (ino >= f->ninodes || (inode && (!S_ISREG(inode->mode) || !inode->size)))
 		return;
 	pthread_mutex_lock(&f->lock);
-	if (f->lookups[ino] && f->lookups[ino] != UINT32_MAX) {
-		f->lookups[ino] = nlookup >= f->lookups[ino] ? 0 : f->lookups[ino] - (uint32_t)nlookup;
-		if (!f->lookups[ino]) {
-			unindex(f, ino);
-			f->known--;
-		}
+	if (inode && !f->indexed[ino]) {
+		index_file(f, ino, inode);
+	} else if (!inode && f->indexed[ino]) {
+		f->indexed[ino] = 0;
+		f->known--;
+		unindex(f, ino);
 	}
 	pthread_mutex_unlock(&f->lock);
 }
@@ -229,51 +209,23 @@ void stp_fill_note_decoded(struct stp_filler *f, uint64_t block)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* A file the kernel has just been told of may not exist in it yet (it makes the inode
- * once the reply reaches it): a file job tries once more a moment later. */
-static int store(struct stp_filler *f, uint32_t ino, uint64_t off, const uint8_t *data,
-		 size_t n, int retry)
-{
-	struct timespec nap = { 0, 2000000 };
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
-	int rc;
-
-	bv.buf[0].mem = (void *)data;
-	rc = fuse_lowlevel_notify_store(f->se, stp_fuseino_of(ino), (off_t)off, &bv, 0);
-	if (rc == -ENOENT && retry) {
-		nanosleep(&nap, NULL);
-		rc = fuse_lowlevel_notify_store(f->se, stp_fuseino_of(ino), (off_t)off, &bv, 0);
-	}
-	return rc;
-}
-
 /* Pushes the whole pages of P from its block's data BASE, at most BUDGET bytes; returns
  * the bytes pushed. A page cut by the block's edge is left to reads, and so is the last
  * page of a piece unless the file ends there. */
 static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t *base,
-			   uint64_t budget, int retry)
+			   uint64_t budget)
 {
-	uint64_t end = p->file_off + p->len;
-	uint64_t a = (p->file_off + PAGE - 1) & ~(uint64_t)(PAGE - 1);
-	uint64_t b = end == p->file_size ? end : end & ~(uint64_t)(PAGE - 1);
-	const uint8_t *data = base + stp_sb_block_offset(f->sb, p->stream_off) + (a - p->file_off);
-	uint64_t done = 0, want;
+	uint64_t a, b, done, want;
+	const uint8_t *data;
 
-	if (b <= a) {
-		p->pushed = 1; /* nothing whole to push */
-		return 0;
-	}
+	stp_pagestore_span(p->file_off, p->len, p->file_size, &a, &b);
+	data = base + stp_sb_block_offset(f->sb, p->stream_off) + (a - p->file_off);
 	want = b - a;
 	if (want > budget)
-		b = a + (budget & ~(uint64_t)(PAGE - 1));
-	while (a + done < b) {
-		size_t n = b - a - done < STORE_CHUNK ? (size_t)(b - a - done) : STORE_CHUNK;
-
-		if (store(f, p->ino, a + done, data + done, n, retry && !done))
-			break; /* forgotten, or the mount is going: reads serve it */
-		done += n;
-	}
-	p->pushed = done == want;
+		b = a + (budget & ~(uint64_t)(STP_PAGESTORE_PAGE - 1));
+	/* short: forgotten, or the mount is going: reads serve it */
+	done = stp_pagestore_push(&f->store, p->ino, a, b, data);
+	p->pushed = done == want; /* nothing whole to push counts as pushed */
 	return done;
 }
 
@@ -301,8 +253,7 @@ static struct piece *collect(struct stp_filler *f, const struct job *j, uint32_t
 
 /* One job, outside the lock: blocks are pinned only if still resident (or being decoded),
  * one at a time. */
-static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece *ps,
-			uint32_t n)
+static void run_job(struct stp_filler *f, const struct job *j, struct piece *ps, uint32_t n)
 {
 	uint64_t left = STP_FILL_BLOCK_BYTES, pushed;
 	struct stp_block_ref ref = { 0 };
@@ -318,13 +269,12 @@ static uint64_t run_job(struct stp_filler *f, const struct job *j, struct piece 
 			continue;
 		if (in + ps[i].len > ref.size)
 			continue; /* extents past the block's bytes: a read reports the damage */
-		pushed = push_piece(f, &ps[i], ref.data, left, j->kind == JOB_FILE);
+		pushed = push_piece(f, &ps[i], ref.data, left);
 		left -= pushed;
 		if (j->kind == JOB_FILE && !ps[i].pushed && left)
 			break; /* the kernel does not have the file (any more) */
 	}
 	stp_cache_release(f->cache, &ref);
-	return STP_FILL_BLOCK_BYTES - left;
 }
 
 /* Lock held: records the pieces a job pushed whole, unless forgotten meanwhile (a record
@@ -335,7 +285,7 @@ static void mark_pushed(struct stp_filler *f, const struct piece *ps, uint32_t n
 		struct piece *p = &f->pool[ps[i].next];
 
 		if (ps[i].pushed && p->ino == ps[i].ino && p->stream_off == ps[i].stream_off &&
-		    f->lookups[p->ino])
+		    f->indexed[p->ino])
 			p->pushed = 1;
 	}
 }
@@ -357,7 +307,7 @@ static void *fill_main(void *arg)
 	while (!f->stop) {
 		struct piece *ps;
 		struct job j;
-		uint64_t t0, bytes;
+		uint64_t t0;
 		uint32_t n;
 
 		if (!f->qlen) {
@@ -373,11 +323,11 @@ static void *fill_main(void *arg)
 		ps = collect(f, &j, &n);
 		pthread_mutex_unlock(&f->lock);
 		t0 = thread_cpu_ns();
-		bytes = ps ? run_job(f, &j, ps, n) : 0;
+		if (ps)
+			run_job(f, &j, ps, n);
 		pthread_mutex_lock(&f->lock);
 		mark_pushed(f, ps, n);
 		free(ps);
-		f->st.stored_bytes += bytes;
 		f->st.cpu_ns += thread_cpu_ns() - t0;
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -386,7 +336,7 @@ static void *fill_main(void *arg)
 
 static void filler_free(struct stp_filler *f)
 {
-	free(f->lookups);
+	free(f->indexed);
 	free(f->ino_head);
 	free(f->block_head);
 	free(f->queued);
@@ -401,12 +351,12 @@ uint64_t stp_fill_memory(const struct stp_superblock *sb)
 	struct stp_filler *f = NULL;
 
 	return sb->block_count * (sizeof(*f->block_head) + sizeof(*f->queued)) +
-	       (uint64_t)sb->inode_count * (sizeof(*f->lookups) + sizeof(*f->ino_head)) +
+	       (uint64_t)sb->inode_count * (sizeof(*f->indexed) + sizeof(*f->ino_head)) +
 	       sizeof(*f);
 }
 
 int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   uint64_t warmed_end, struct stp_filler **out)
+		   struct stp_inodes *inodes, uint64_t warmed_end, struct stp_filler **out)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
 	struct stp_filler *f = calloc(1, sizeof(*f));
@@ -417,7 +367,8 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 		return -ENOMEM;
 	f->img = img;
 	f->cache = cache;
-	f->se = se;
+	stp_pagestore_init(&f->store, se, inodes);
+	f->inodes = inodes;
 	f->sb = sb;
 	f->ninodes = sb->inode_count;
 	f->nblocks = sb->block_count;
@@ -425,11 +376,11 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	f->free_head = NONE;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
-	f->lookups = calloc(f->ninodes ? f->ninodes : 1, sizeof(*f->lookups));
+	f->indexed = calloc(f->ninodes ? f->ninodes : 1, sizeof(*f->indexed));
 	f->ino_head = malloc((f->ninodes ? f->ninodes : 1) * sizeof(*f->ino_head));
 	f->block_head = malloc((f->nblocks ? f->nblocks : 1) * sizeof(*f->block_head));
 	f->queued = calloc(f->nblocks ? f->nblocks : 1, 1);
-	if (!f->lookups || !f->ino_head || !f->block_head || !f->queued) {
+	if (!f->indexed || !f->ino_head || !f->block_head || !f->queued) {
 		filler_free(f);
 		return -ENOMEM;
 	}
@@ -441,6 +392,11 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 		return -rc;
 	}
 	f->started = 1;
+	rc = stp_inodes_watch(inodes, note_known, f);
+	if (rc) {
+		stp_fill_stop(f);
+		return rc;
+	}
 	*out = f;
 	return 0;
 }
@@ -480,6 +436,7 @@ void stp_fill_status(struct stp_filler *f, struct stp_fill_status *out)
 		return;
 	pthread_mutex_lock(&f->lock);
 	*out = f->st;
+	stp_pagestore_stats(&f->store, &out->store);
 	out->known = f->known;
 	out->pieces = f->pieces;
 	pthread_mutex_unlock(&f->lock);

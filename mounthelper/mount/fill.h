@@ -7,11 +7,11 @@
  * lie in blocks still resident in the cache. Later reads of those pages never reach the
  * daemon.
  *
- * The kernel can only take pages of inodes it holds, so the filler counts lookups (a
- * lookup reply or a readdirplus entry adds one, a forget takes its count away) and keeps,
- * for the known regular files only, an index from block to the file pieces stored in it;
- * a file's pieces are freed when the kernel forgets it. Memory: 8 bytes per image inode
- * and 5 per block, and 40 bytes per known file per block it touches.
+ * The kernel can only take pages of inodes it holds, so the filler watches the table of
+ * the inodes it knows (inodes.h) and keeps, for the known regular files only, an index
+ * from block to the file pieces stored in it; a file's pieces are freed when the kernel
+ * forgets it. Pages go in through pagestore.h, with its retry rule. Memory: 5 bytes per
+ * image inode and 5 per block, and 40 bytes per known file per block it touches.
  *
  * The pushes run on one thread of the filler's own, never on a request thread: a push
  * waits for the page lock that a read in flight holds, and that read is answered by a
@@ -22,7 +22,7 @@
  * are decoded, before the rest of the block is, and the thread waits for the decode to
  * end before it pushes any page of the block (stp_cache_get_decoded).
  *
- * stp_fill_start() must run after the sandbox is in place. The note functions are
+ * stp_fill_start() must run after the sandbox is in place. stp_fill_note_decoded is
  * called from request threads: thread-safe, never blocking on the kernel, and fine with a
  * NULL filler. Functions return 0 or a negative errno.
  */
@@ -31,12 +31,15 @@
 
 #include <stdint.h>
 
+#include "pagestore.h"
+
 struct stp_image;
 struct stp_superblock;
 struct stp_inode;
 struct stp_cache;
 struct fuse_session;
 struct stp_filler;
+struct stp_inodes;
 
 #define STP_FILL_QUEUE 1024u
 #define STP_FILL_BLOCK_BYTES (8u << 20)
@@ -44,7 +47,7 @@ struct stp_filler;
 struct stp_fill_status {
 	uint64_t jobs;          /* blocks and files taken from the queue */
 	uint64_t dropped;       /* jobs dropped: the queue was full, or the index was */
-	uint64_t stored_bytes;  /* pushed into the page cache */
+	struct stp_pagestore_stats store; /* pushes into the page cache */
 	uint64_t cpu_ns;        /* CPU time (user and system) the filler spent on jobs */
 	uint64_t known;         /* regular files the kernel holds now */
 	uint64_t pieces;        /* index records now (one per known file per block) */
@@ -54,12 +57,13 @@ struct stp_fill_status {
  * and by inode. Its pieces come later, with lookups; when they cannot, jobs are dropped. */
 uint64_t stp_fill_memory(const struct stp_superblock *sb);
 
-/* Starts the filler of IMG's mount: pages from CACHE go into session SE's page cache.
+/* Starts the filler of IMG's mount: pages from CACHE go into session SE's page cache,
+ * for the files INODES says the kernel knows (it watches INODES).
  * File bytes stored below stream offset WARMED_END are left alone: the warmer pushes
- * those (the hot region, while warming runs; 0 without warming), once. IMG, CACHE and
- * SE must outlive it. *out is the caller's (stp_fill_stop). */
+ * those (the hot region, while warming runs; 0 without warming), once. IMG, CACHE, SE
+ * and INODES must outlive it. *out is the caller's (stp_fill_stop). */
 int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   uint64_t warmed_end, struct stp_filler **out);
+		   struct stp_inodes *inodes, uint64_t warmed_end, struct stp_filler **out);
 /* Stops the thread and waits a few seconds for it (-ETIMEDOUT: a push is stuck in the
  * kernel), keeping the filler; as stp_warm_halt. Idempotent; NULL is fine. */
 int stp_fill_halt(struct stp_filler *f);
@@ -67,10 +71,6 @@ int stp_fill_halt(struct stp_filler *f);
  * -ETIMEDOUT: the filler is left allocated and the process should just exit. */
 int stp_fill_stop(struct stp_filler *f);
 
-/* The kernel is being told of image inode INO (INODE): called before the reply. */
-void stp_fill_note_lookup(struct stp_filler *f, uint32_t ino, const struct stp_inode *inode);
-/* The kernel forgot NLOOKUP of its lookups of image inode INO. */
-void stp_fill_note_forget(struct stp_filler *f, uint32_t ino, uint64_t nlookup);
 /* A read decoded BLOCK (it was not resident). */
 void stp_fill_note_decoded(struct stp_filler *f, uint64_t block);
 

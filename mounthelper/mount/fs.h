@@ -18,6 +18,8 @@ struct stp_mount_opts;
 struct stp_warmer;
 struct stp_filler;
 struct stp_recorder;
+struct stp_readfail;
+struct stp_inodes;
 struct fuse_session;
 
 struct stp_fs {
@@ -28,7 +30,8 @@ struct stp_fs {
 	struct stp_warmer *warmer; /* warming at mount; NULL when off or done with */
 	struct stp_filler *filler; /* page-cache filling from reads' blocks; NULL when off */
 	struct stp_recorder *recorder; /* --record: the reads to list; NULL when off */
-	const struct stp_superblock *sb; /* the image's: where its blocks lie */
+	struct stp_readfail *readfail; /* failed reads: counted and logged; NULL: neither */
+	struct stp_inodes *inodes; /* the inodes the kernel knows; NULL: none counted */
 	/* Written by the init handler, which runs before any other request. */
 	bool no_open;              /* the kernel opens files without asking: no round trip */
 	bool no_xattrs;            /* the image stores none: getxattr says EOPNOTSUPP */

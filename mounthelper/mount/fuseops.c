@@ -14,17 +14,18 @@
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 
+#include "blocks.h"
 #include "cache.h"
 #include "fileread.h"
-#include "fill.h"
 #include "format.h"
 #include "image.h"
+#include "inodes.h"
 #include "log.h"
 #include "mountopts.h"
+#include "readfail.h"
 #include "record.h"
 #include "status.h"
 #include "util.h"
-#include "warm.h"
 
 /* "Forever": libfuse and the kernel clamp it to the largest timeout they can hold. */
 #define FOREVER (100.0 * 365 * 24 * 3600)
@@ -56,7 +57,19 @@ static int load_inode(const struct stp_fs *fs, fuse_ino_t ino, uint32_t *n, stru
 	return err ? err : stp_image_inode(fs->img, *n, out);
 }
 
-static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st)
+/* A regular file's blocks: its pages that hold stored bytes, so that du and cp --sparse
+ * see its holes. */
+static blkcnt_t stored_blocks(const struct stp_fs *fs, const struct stp_inode *inode)
+{
+	uint64_t pages;
+
+	if (stp_file_stored_pages(fs->img, inode, &pages))
+		return (blkcnt_t)((inode->size + 511) / 512); /* damaged: reads will say so */
+	return (blkcnt_t)(pages * (STP_FILE_PAGE / 512));
+}
+
+static void fill_stat(const struct stp_fs *fs, uint32_t n, const struct stp_inode *inode,
+		      struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = stp_fuseino_of(n);
@@ -67,7 +80,7 @@ static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st
 	if (S_ISREG(inode->mode) || S_ISLNK(inode->mode))
 		st->st_size = (off_t)inode->size;
 	if (S_ISREG(inode->mode))
-		st->st_blocks = (blkcnt_t)((inode->size + 511) / 512);
+		st->st_blocks = stored_blocks(fs, inode);
 	if (S_ISCHR(inode->mode) || S_ISBLK(inode->mode))
 		st->st_rdev = makedev(stp_rdev_major(inode->data), stp_rdev_minor(inode->data));
 	st->st_mtim.tv_sec = inode->mtime_sec;
@@ -76,13 +89,14 @@ static void fill_stat(uint32_t n, const struct stp_inode *inode, struct stat *st
 	st->st_ctim = st->st_mtim;
 }
 
-static void fill_entry(uint32_t n, const struct stp_inode *inode, struct fuse_entry_param *e)
+static void fill_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode *inode,
+		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = stp_fuseino_of(n);
 	e->entry_timeout = FOREVER;
 	e->attr_timeout = FOREVER;
-	fill_stat(n, inode, &e->attr);
+	fill_stat(fs, n, inode, &e->attr);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -135,13 +149,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (!S_ISDIR(inode.mode)) /* evidence of a walker that stats: see dir_attrs_for */
 		atomic_fetch_add_explicit(&fs->stat_walk, 1, memory_order_relaxed);
-	fill_entry(n, &inode, &e);
-	stp_fill_note_lookup(fs->filler, n, &inode); /* before a forget can follow */
-	if (fuse_reply_entry(req, &e)) {
-		stp_fill_note_forget(fs->filler, n, 1); /* the kernel never got it */
-		return;
-	}
-	stp_warm_note_known(fs->warmer, n);
+	fill_entry(fs, n, &inode, &e);
+	stp_inodes_lookup(fs->inodes, n, &inode); /* before a forget can follow */
+	if (fuse_reply_entry(req, &e))
+		stp_inodes_forget(fs->inodes, n, 1); /* the kernel never got it */
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -149,7 +160,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	uint32_t n;
 
 	if (!stp_fuseino_image(ino, &n))
-		stp_fill_note_forget(fs_of(req)->filler, n, nlookup);
+		stp_inodes_forget(fs_of(req)->inodes, n, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -160,22 +171,23 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 	for (size_t i = 0; i < count; i++)
 		if (!stp_fuseino_image(forgets[i].ino, &n))
-			stp_fill_note_forget(fs->filler, n, forgets[i].nlookup);
+			stp_inodes_forget(fs->inodes, n, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
 	struct stat st;
 	uint32_t n;
-	int err = load_inode(fs_of(req), ino, &n, &inode);
+	int err = load_inode(fs, ino, &n, &inode);
 
 	if (err) {
 		fuse_reply_err(req, to_errno(err));
 		return;
 	}
-	fill_stat(n, &inode, &st);
+	fill_stat(fs, n, &inode, &st);
 	fuse_reply_attr(req, &st, FOREVER);
 }
 
@@ -225,13 +237,14 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * pin, as stp_cache_get's rule asks. */
 struct read_reply {
 	struct stp_fs *fs;
-	uint32_t n;               /* the inode, for messages */
+	struct stp_blocks blocks; /* where its blocks come from */
 	uint64_t off;             /* the file offset of the reply's first byte */
 	size_t len;
 	struct stp_block_ref ref; /* the pinned block, when ref.entry */
 	struct iovec iov[READ_PIECES];
 	unsigned niov;
 	uint8_t *buf;             /* copying: the reply's LEN bytes */
+	uint64_t block;           /* the block of the piece being added, for messages */
 };
 
 /* Stops pointing into the block: the pieces so far are copied into a reply buffer. */
@@ -293,28 +306,6 @@ static int reply_read(struct read_reply *r, uint64_t file_off, size_t in, size_t
 
 	if (!err)
 		err = stp_cache_read(r->fs->cache, &r->ref, in, len, r->buf + (file_off - r->off));
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
-			stp_image_path(r->fs->img), r->n, (unsigned long long)r->ref.block,
-			stp_strerror(err));
-	return err;
-}
-
-/* Gets BLOCK from the cache, once its first END bytes can be read. One not resident is
- * decoded for this read, or joined: warming starts no other block meanwhile, and a block
- * decoded for a read fills the page cache (once whole: the filler waits for it). */
-static int reply_get(struct read_reply *r, uint64_t block, size_t end)
-{
-	struct stp_fs *fs = r->fs;
-	int begun, err;
-
-	if (stp_cache_contains(fs->cache, block))
-		return stp_cache_get_range(fs->cache, block, end, &r->ref);
-	begun = stp_warm_demand_begin(fs->warmer, block);
-	err = stp_cache_get_range(fs->cache, block, end, &r->ref);
-	stp_warm_demand_end(fs->warmer, begun, !err && r->ref.fresh);
-	if (!err && r->ref.fresh)
-		stp_fill_note_decoded(fs->filler, block);
 	return err;
 }
 
@@ -332,64 +323,40 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
 				return err;
 			stp_cache_release(r->fs->cache, &r->ref);
 		}
-		err = reply_get(r, block, end);
+		err = stp_blocks_get(&r->blocks, block, end, &r->ref);
 	}
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: inode %u: block %llu unreadable: %s",
-			stp_image_path(r->fs->img), r->n, (unsigned long long)block,
-			stp_strerror(err));
 	return err;
 }
 
-/* Adds up to LEN bytes at stream offset STREAM (file offset FILE_OFF) from the block
- * holding it. Returns the bytes added (the rest lies in the next block) or a negative
- * errno. */
-static ssize_t reply_stream(struct read_reply *r, uint64_t file_off, uint64_t stream, size_t len)
-{
-	uint64_t block = stp_sb_block_of(r->fs->sb, stream);
-	size_t in = (size_t)(stream - stp_sb_block_start(r->fs->sb, block));
-	size_t blen = (size_t)stp_sb_block_len(r->fs->sb, block);
-	size_t span = blen > in ? blen - in : 1; /* 1: past the block, refused below */
-	int err = reply_pin(r, block, in + (len < span ? len : span));
-
-	if (err)
-		return err;
-	if (in >= r->ref.size)
-		return STP_CORRUPT(stp_image_path(r->fs->img), "inode %u: offset %zu past block %llu (%zu bytes)",
-				   r->n, in, (unsigned long long)block, r->ref.size);
-	if (len > r->ref.size - in)
-		len = r->ref.size - in;
-	stp_warm_note_read(r->fs->warmer, stream, len);
-	if (in + len <= r->ref.direct)
-		err = reply_add(r, file_off, r->ref.data + in, len);
-	else /* a filtered block still decoding: its bytes are unfiltered in a copy */
-		err = reply_read(r, file_off, in, len);
-	return err ? err : (ssize_t)len;
-}
-
-static int reply_piece(void *arg, uint64_t file_off, uint64_t stream_off, uint64_t len)
+/* Adds piece P: zeros for a hole, else its bytes of the block, pinned. */
+static int reply_piece(void *arg, const struct stp_file_piece *p)
 {
 	struct read_reply *r = arg;
+	int err;
 
-	if (stream_off == STP_FILE_HOLE)
-		return reply_zeros(r, file_off, (size_t)len);
-	while (len) {
-		ssize_t got = reply_stream(r, file_off, stream_off, (size_t)len);
-
-		if (got < 0)
-			return (int)got;
-		file_off += (uint64_t)got;
-		stream_off += (uint64_t)got;
-		len -= (uint64_t)got;
-	}
-	return 0;
+	if (p->block == STP_FILE_HOLE)
+		return reply_zeros(r, p->file_off, (size_t)p->len);
+	r->block = p->block;
+	err = reply_pin(r, p->block, (size_t)(p->in_block + p->len));
+	if (err)
+		return err;
+	err = stp_file_piece_check(r->fs->img, p, r->ref.size);
+	if (err)
+		return err;
+	stp_blocks_note_read(&r->blocks, p->stream_off, p->len);
+	if (p->in_block + p->len <= r->ref.direct)
+		return reply_add(r, p->file_off, r->ref.data + p->in_block, (size_t)p->len);
+	/* a filtered block still decoding: its bytes are unfiltered in a copy */
+	return reply_read(r, p->file_off, (size_t)p->in_block, (size_t)p->len);
 }
 
-/* Answers [OFF, OFF + LEN) of file INODE (N), LEN > 0 and within the file. */
-static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
-		      const struct stp_inode *inode, uint64_t off, size_t len)
+/* Answers [OFF, OFF + LEN) of file INODE, LEN > 0 and within the file; on an error, the
+ * caller replies, and *BLOCK is the block it failed on (UINT64_MAX: none). */
+static int read_reply(struct stp_fs *fs, fuse_req_t req, const struct stp_inode *inode,
+		      uint64_t off, size_t len, uint64_t *block)
 {
-	struct read_reply r = { .fs = fs, .n = n, .off = off, .len = len };
+	struct read_reply r = { .fs = fs, .blocks = { fs->cache, fs->warmer, fs->filler },
+				.off = off, .len = len, .block = UINT64_MAX };
 	int err = stp_file_walk(fs->img, inode, off, len, reply_piece, &r);
 
 	if (r.buf)
@@ -400,6 +367,7 @@ static int read_reply(struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		fuse_reply_iov(req, r.iov, (int)r.niov);
 	stp_cache_release(fs->cache, &r.ref);
 	free(r.buf);
+	*block = r.block;
 	return err;
 }
 
@@ -408,7 +376,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
-	uint32_t n;
+	uint64_t block = UINT64_MAX;
+	uint32_t n = UINT32_MAX;
 	int err = load_inode(fs, ino, &n, &inode);
 
 	if (!err && !S_ISREG(inode.mode))
@@ -421,10 +390,37 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (size > inode.size - (uint64_t)off)
 			size = (size_t)(inode.size - (uint64_t)off);
 		stp_record_read(fs->recorder, n, (uint64_t)off, size);
-		err = read_reply(fs, req, n, &inode, (uint64_t)off, size);
+		err = read_reply(fs, req, &inode, (uint64_t)off, size, &block);
 	}
 	if (err)
 		fuse_reply_err(req, to_errno(err));
+	/* after the reply: finding the file's path for the message may take a moment */
+	if (err && err != -EISDIR)
+		stp_readfail_note(fs->readfail, fs->img, n, (uint64_t)off, size, err, block);
+}
+
+/* SEEK_DATA and SEEK_HOLE (the kernel answers the other kinds itself): where the file's
+ * extents begin and end. */
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct stp_fs *fs = fs_of(req);
+	struct stp_inode inode;
+	uint64_t at = 0;
+	uint32_t n;
+	int err = whence == SEEK_DATA || whence == SEEK_HOLE ? 0 : -EINVAL;
+
+	if (!err)
+		err = load_inode(fs, ino, &n, &inode);
+	if (!err && !S_ISREG(inode.mode))
+		err = -EINVAL;
+	if (!err)
+		err = off < 0 ? -ENXIO : stp_file_seek(fs->img, &inode, (uint64_t)off,
+						       whence == SEEK_DATA, &at);
+	if (err)
+		fuse_reply_err(req, to_errno(err));
+	else
+		fuse_reply_lseek(req, (off_t)at);
 }
 
 /* Marks image inode N as an opened directory; true when it was already. */
@@ -524,12 +520,10 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 	err = stp_image_inode(fs->img, ino, &inode);
 	if (err)
 		return err;
-	fill_entry(ino, &inode, &e);
+	fill_entry(fs, ino, &inode, &e);
 	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
-	if (*need <= room) {
-		stp_warm_note_known(fs->warmer, ino);
-		stp_fill_note_lookup(fs->filler, ino, &inode);
-	}
+	if (*need <= room)
+		stp_inodes_lookup(fs->inodes, ino, &inode);
 	return 0;
 }
 
@@ -623,8 +617,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void reply_status(struct stp_fs *fs, fuse_req_t req, size_t size)
 {
 	char buf[STP_STATUS_MAX];
-	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->filler,
-				    fs->opts->warm_workers, buf, sizeof(buf));
+	int len = stp_status_format(fs->img, fs->cache, fs->warmer, fs->filler, fs->inodes,
+				    fs->readfail, fs->opts->warm_workers, buf, sizeof(buf));
 
 	if (len < 0)
 		fuse_reply_err(req, -len);
@@ -728,4 +722,5 @@ const struct fuse_lowlevel_ops stp_fuseops = {
 	.statfs = op_statfs,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
+	.lseek = op_lseek,
 };

@@ -11,7 +11,9 @@
 #include "fill.h"
 #include "image.h"
 #include "imgsrc.h"
+#include "inodes.h"
 #include "metapages.h"
+#include "readfail.h"
 #include "warm.h"
 
 struct text {
@@ -50,8 +52,22 @@ static void add_network(struct text *t, struct stp_imgsrc *src)
 	    (unsigned long long)ns.cache_bytes, (unsigned long long)ns.cache_rejected);
 }
 
+/* Reads that failed, and the lines that said so (readfail.h). */
+static void add_read_failures(struct text *t, struct stp_readfail *readfail)
+{
+	struct stp_readfail_stats rs;
+
+	stp_readfail_stats(readfail, &rs);
+	add(t, "read_failures=%llu\nread_failures_logged=%llu\nread_failures_suppressed=%llu\n"
+	    "read_failures_unsent=%llu\n", (unsigned long long)rs.failures,
+	    (unsigned long long)rs.logged, (unsigned long long)rs.suppressed,
+	    (unsigned long long)rs.unsent);
+}
+
 int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
-		      struct stp_warmer *warmer, struct stp_filler *filler, unsigned workers_set, char *buf, size_t len)
+		      struct stp_warmer *warmer, struct stp_filler *filler,
+		      struct stp_inodes *inodes, struct stp_readfail *readfail, unsigned workers_set,
+		      char *buf, size_t len)
 {
 	struct text t = { buf, len, 0, 0 };
 	struct stp_cache_stats cs;
@@ -79,15 +95,20 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	add(&t, "warm_workers=%u\nhot_blocks=%llu\nwarmed=%llu\nwarm_held=%llu\n"
 		"warm_stored_bytes=%llu\nwarm_done=%d\nwarm_full=%d\n", ws.workers,
 	    (unsigned long long)ws.hot_blocks, (unsigned long long)ws.warmed,
-	    (unsigned long long)ws.held, (unsigned long long)ws.stored_bytes, ws.done, ws.full);
-	add(&t, "warm_ahead=%llu\ncache_waits=%llu\nwarm_store_failures=%llu\nwarm_store_ns=%llu\n",
-	    (unsigned long long)ws.ahead, (unsigned long long)cs.waits,
-	    (unsigned long long)ws.store_failures, (unsigned long long)ws.store_ns);
+	    (unsigned long long)ws.held, (unsigned long long)ws.store.stored_bytes, ws.done, ws.full);
+	add(&t, "warm_ahead=%llu\ncache_waits=%llu\nwarm_store_failures=%llu\nwarm_store_ns=%llu\n"
+		"warm_store_retries=%llu\n", (unsigned long long)ws.ahead,
+	    (unsigned long long)cs.waits, (unsigned long long)ws.store.failures,
+	    (unsigned long long)ws.store.ns, (unsigned long long)ws.store.retries);
 	add(&t, "fill=%d\nfill_jobs=%llu\nfill_dropped=%llu\nfill_stored_bytes=%llu\n"
 		"fill_cpu_ns=%llu\nfill_known=%llu\nfill_pieces=%llu\n", filler != NULL,
 	    (unsigned long long)fs.jobs, (unsigned long long)fs.dropped,
-	    (unsigned long long)fs.stored_bytes, (unsigned long long)fs.cpu_ns,
+	    (unsigned long long)fs.store.stored_bytes, (unsigned long long)fs.cpu_ns,
 	    (unsigned long long)fs.known, (unsigned long long)fs.pieces);
+	add(&t, "fill_store_retries=%llu\nfill_store_failures=%llu\n",
+	    (unsigned long long)fs.store.retries, (unsigned long long)fs.store.failures);
+	add(&t, "inodes_known=%llu\n", (unsigned long long)stp_inodes_count(inodes));
+	add_read_failures(&t, readfail);
 	add_network(&t, stp_image_src(img));
 	return t.overflow ? -ERANGE : (int)t.used;
 }

@@ -17,15 +17,13 @@
 
 #include "cache.h"
 #include "format.h"
-#include "fuseapi.h"
-#include "fuseino.h"
 #include "image.h"
+#include "inodes.h"
 #include "log.h"
+#include "pagestore.h"
 #include "util.h"
 #include "warmplan.h"
 
-#define STORE_CHUNK (1u << 20)   /* bytes per notify_store message */
-#define STORE_TRIES 10u           /* a store the kernel cannot take yet (ENOENT), 2 ms apart */
 #define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
 #define QUEUE_LEN 65536u          /* inodes waiting for a store; more are not stored */
 #define LINGER_NS 30000000000ll  /* after warming, how long held blocks wait for a reader */
@@ -44,12 +42,12 @@ struct wblock {
 struct stp_warmer {
 	const struct stp_image *img;
 	struct stp_cache *cache;
-	struct fuse_session *se;   /* NULL: pages are never stored */
+	struct stp_pagestore store; /* its session NULL: pages are never stored */
+	const struct stp_inodes *inodes; /* the inodes the kernel knows */
 	struct stp_warm_plan plan;
 	const struct stp_superblock *sb; /* the plan's, copied for brevity */
 	uint64_t hot_size, nblocks;
 	uint32_t ninodes;
-	uint8_t *known;            /* atomic, by inode: the kernel has it */
 	uint8_t *page_done;        /* atomic, by hot page */
 	struct wblock *blocks;
 
@@ -65,9 +63,6 @@ struct stp_warmer {
 	int stop;                  /* protected by lock */
 	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
 	unsigned qhead, qlen;
-	uint64_t stored_bytes;     /* atomic */
-	uint64_t store_failures;   /* atomic: stores given up (the pages are read as usual) */
-	uint64_t store_ns;         /* atomic: time spent in the kernel's copy of stored pages */
 	uint64_t reads;            /* atomic: reads answered, whatever their block */
 
 	unsigned nworkers;
@@ -75,15 +70,14 @@ struct stp_warmer {
 	unsigned nthreads, joined;
 };
 
-/* The warmer's own state beside the plan: known inodes, stored pages, block states. */
+/* The warmer's own state beside the plan: stored pages, block states. */
 static int alloc_state(struct stp_warmer *w)
 {
 	uint64_t hot_pages = (w->hot_size + STP_HOT_PAGE - 1) / STP_HOT_PAGE;
 
-	w->known = calloc(w->ninodes ? w->ninodes : 1, 1);
 	w->page_done = calloc(hot_pages ? hot_pages : 1, 1);
 	w->blocks = calloc(w->nblocks ? w->nblocks : 1, sizeof(*w->blocks));
-	if (!w->known || !w->page_done || !w->blocks)
+	if (!w->page_done || !w->blocks)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < w->nblocks; k++)
 		w->blocks[k].pages_left = w->plan.block_pages[k];
@@ -140,47 +134,18 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 		mark_pages(w, off, len);
 }
 
-/* The kernel makes the inode of a lookup after our reply reaches it, in the caller's
- * context: a store that races ahead gets ENOENT, and is tried again a moment later, up to
- * STORE_TRIES times. */
-static int store_chunk(struct stp_warmer *w, uint32_t ino, uint64_t off, struct fuse_bufvec *bv)
-{
-	struct timespec nap = { 0, 2000000 };
-	uint64_t t0 = stp_now_ns();
-	int rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
-
-	for (unsigned i = 1; rc == -ENOENT && i < STORE_TRIES; i++) {
-		nanosleep(&nap, NULL);
-		t0 = stp_now_ns();
-		rc = fuse_lowlevel_notify_store(w->se, stp_fuseino_of(ino), (off_t)off, bv, 0);
-	}
-	__atomic_add_fetch(&w->store_ns, stp_now_ns() - t0, __ATOMIC_RELAXED);
-	if (rc)
-		__atomic_add_fetch(&w->store_failures, 1, __ATOMIC_RELAXED);
-	return rc;
-}
-
 /* Pushes the whole pages of S (from block data BASE) into the kernel's page cache. */
 static void store_seg(struct stp_warmer *w, const struct stp_warm_seg *s, const uint8_t *base)
 {
-	uint64_t end = s->file_off + s->len;
-	uint64_t a = (s->file_off + STP_HOT_PAGE - 1) & ~(uint64_t)(STP_HOT_PAGE - 1);
-	uint64_t b = end == s->file_size ? end : end & ~(uint64_t)(STP_HOT_PAGE - 1);
-	const uint8_t *data = base + stp_sb_block_offset(w->sb, s->stream_off) + (a - s->file_off);
+	uint64_t a, b;
+	const uint8_t *data;
 
-	if (!w->se)
+	stp_pagestore_span(s->file_off, s->len, s->file_size, &a, &b);
+	data = base + stp_sb_block_offset(w->sb, s->stream_off) + (a - s->file_off);
+	if (!w->store.se || b == a)
 		return;
-	for (uint64_t off = a; off < b;) {
-		size_t n = b - off < STORE_CHUNK ? (size_t)(b - off) : STORE_CHUNK;
-		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
-
-		bv.buf[0].mem = (void *)(data + (off - a));
-		if (store_chunk(w, s->ino, off, &bv))
-			return; /* the kernel forgot the inode, or the mount is going: reads serve it */
-		__atomic_add_fetch(&w->stored_bytes, n, __ATOMIC_RELAXED);
-		off += n;
-	}
-	if (b > a)
+	/* all or nothing: the kernel forgot the inode, or the mount is going: reads serve it */
+	if (stp_pagestore_push(&w->store, s->ino, a, b, data) == b - a)
 		mark_pages(w, s->stream_off + (a - s->file_off), b - a);
 }
 
@@ -194,7 +159,7 @@ static void store_block(struct stp_warmer *w, uint64_t k)
 	if (stp_cache_get_resident(w->cache, k, &ref))
 		return;
 	for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
-		if (__atomic_load_n(&w->known[p->segs[i].ino], __ATOMIC_ACQUIRE))
+		if (stp_inodes_known(w->inodes, p->segs[i].ino))
 			store_seg(w, &p->segs[i], ref.data);
 	stp_cache_release(w->cache, &ref);
 }
@@ -221,9 +186,13 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 	}
 }
 
-void stp_warm_note_known(struct stp_warmer *w, uint32_t ino)
+/* Watches the inode table: a file the kernel has just learnt of gets its warmed pages.
+ * Forgotten ones need nothing: the table tells the workers. */
+static void note_known(void *ctx, uint32_t ino, const struct stp_inode *inode)
 {
-	if (!w || ino >= w->ninodes || __atomic_exchange_n(&w->known[ino], 1, __ATOMIC_ACQ_REL))
+	struct stp_warmer *w = ctx;
+
+	if (!inode || ino >= w->ninodes)
 		return;
 	if (w->plan.ino_first[ino] == w->plan.ino_first[ino + 1])
 		return;
@@ -451,7 +420,6 @@ static int start_threads(struct stp_warmer *w)
 static void warmer_free(struct stp_warmer *w)
 {
 	stp_warm_plan_free(&w->plan);
-	free(w->known);
 	free(w->page_done);
 	free(w->blocks);
 	free(w->threads);
@@ -467,11 +435,11 @@ uint64_t stp_warm_memory(const struct stp_superblock *sb)
 	if (!hot)
 		return 0;
 	return stp_warm_plan_memory(sb) + stp_warm_plan_blocks(sb) * sizeof(struct wblock) +
-	       (hot + STP_HOT_PAGE - 1) / STP_HOT_PAGE + sb->inode_count;
+	       (hot + STP_HOT_PAGE - 1) / STP_HOT_PAGE;
 }
 
 int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   unsigned workers, struct stp_warmer **out)
+		   struct stp_inodes *inodes, unsigned workers, struct stp_warmer **out)
 {
 	struct stp_warmer *w;
 	pthread_condattr_t ca;
@@ -485,7 +453,8 @@ int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct 
 		return -ENOMEM;
 	w->img = img;
 	w->cache = cache;
-	w->se = se;
+	stp_pagestore_init(&w->store, se, inodes);
+	w->inodes = inodes;
 	w->nworkers = workers;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -501,6 +470,8 @@ int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct 
 		rc = alloc_state(w);
 	if (!rc)
 		rc = start_threads(w);
+	if (!rc)
+		rc = stp_inodes_watch(inodes, note_known, w);
 	if (rc) {
 		stp_warm_stop(w);
 		return rc;
@@ -566,7 +537,5 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	out->done = w->finished == w->nblocks;
 	out->full = !out->done && w->idle_full > 0;
 	pthread_mutex_unlock(&w->lock);
-	out->stored_bytes = __atomic_load_n(&w->stored_bytes, __ATOMIC_RELAXED);
-	out->store_failures = __atomic_load_n(&w->store_failures, __ATOMIC_RELAXED);
-	out->store_ns = __atomic_load_n(&w->store_ns, __ATOMIC_RELAXED);
+	stp_pagestore_stats(&w->store, &out->store);
 }

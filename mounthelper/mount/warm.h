@@ -16,19 +16,20 @@
 
 #include <stdint.h>
 
+#include "pagestore.h"
+
 struct stp_image;
 struct stp_superblock;
 struct stp_cache;
 struct fuse_session;
 struct stp_warmer;
+struct stp_inodes;
 
 struct stp_warm_status {
 	uint64_t hot_blocks;   /* blocks in the hot region */
 	uint64_t warmed;       /* of those, decoded (or failed) so far */
 	uint64_t held;         /* decoded blocks the warmer holds now */
-	uint64_t stored_bytes; /* pushed into the page cache */
-	uint64_t store_failures; /* pushes the kernel refused: those pages are read as usual */
-	uint64_t store_ns;       /* spent in those pushes (the kernel copying the pages) */
+	struct stp_pagestore_stats store; /* its pushes into the page cache */
 	uint64_t ahead;        /* hot blocks reads decoded themselves before warming took them */
 	unsigned workers;
 	int done;              /* every hot block has been decoded and its pages pushed */
@@ -39,16 +40,17 @@ struct stp_warm_status {
 
 /* The most a warmer of an image with superblock SB allocates besides blocks, before it
  * starts: its plan (stp_warm_plan_memory), a state for each hot block, a byte for each
- * hot page and for each inode. Its threads' stacks are the caller's to count. */
+ * hot page. Its threads' stacks are the caller's to count. */
 uint64_t stp_warm_memory(const struct stp_superblock *sb);
 
 /* Starts WORKERS threads over IMG's hot region (none when WORKERS is 0 or the image has no
  * hot region: *out is then NULL), decoding through CACHE and pushing pages into the page
- * cache of session SE. With SE NULL nothing is stored: a recording mount must see every
- * read, and a page served from the page cache never reaches the daemon. IMG, CACHE and
- * SE must outlive the warmer. */
+ * cache of session SE (pagestore.h) for the files INODES says the kernel knows; it
+ * watches INODES for the files the kernel learns of. With SE NULL nothing is stored: a
+ * recording mount must see every read, and a page served from the page cache never
+ * reaches the daemon. IMG, CACHE, SE and INODES must outlive the warmer. */
 int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   unsigned workers, struct stp_warmer **out);
+		   struct stp_inodes *inodes, unsigned workers, struct stp_warmer **out);
 /* Stops the workers and waits for them (a few seconds at most: -ETIMEDOUT), but keeps the
  * warmer, whose note functions still work: for a mount that ends while the loop still
  * answers requests, since a worker's page-cache store may wait for a read that only the
@@ -61,8 +63,6 @@ int stp_warm_halt(struct stp_warmer *w);
  * cache and image must not be freed, and the process should just exit. */
 int stp_warm_stop(struct stp_warmer *w);
 
-/* The kernel now knows image inode INO (a lookup or readdirplus answered it). */
-void stp_warm_note_known(struct stp_warmer *w, uint32_t ino);
 /* A read was answered from stream bytes [OFF, OFF + LEN). */
 void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileread.h"
 #include "format.h"
 #include "image.h"
 #include "log.h"
@@ -54,42 +55,34 @@ static int add_seg(struct collect *c, const struct stp_warm_seg *s)
 	return 0;
 }
 
-/* Adds the hot part of one extent, cut at block edges. */
-static int add_extent(struct collect *c, uint32_t ino, uint64_t size, const struct stp_extent *e)
+struct collect_file {
+	struct collect *c;
+	uint32_t ino;
+	uint64_t size;
+	int rc;        /* what add_seg said, 0 when the walk stopped on its own */
+};
+
+/* Adds the hot part of a stored piece (the walk cut it at block edges). */
+static int collect_piece(void *ctx, const struct stp_file_piece *fp)
 {
-	const struct stp_warm_plan *p = c->p;
-	uint64_t off = e->stream_off, end = e->stream_off + e->length;
+	struct collect_file *cf = ctx;
+	uint64_t hot = cf->c->p->hot_size;
+	struct stp_warm_seg s = { cf->ino, fp->file_off, fp->stream_off, 0, cf->size };
 
-	if (end > p->hot_size)
-		end = p->hot_size;
-	while (off < end) {
-		uint64_t stop = stp_sb_block_end(p->sb, stp_sb_block_of(p->sb, off));
-		struct stp_warm_seg s = { ino, e->file_off + (off - e->stream_off), off, 0, size };
-		int rc;
-
-		s.len = (stop < end ? stop : end) - off;
-		rc = add_seg(c, &s);
-		if (rc)
-			return rc;
-		off += s.len;
-	}
-	return 0;
+	if (fp->block == STP_FILE_HOLE || fp->stream_off >= hot)
+		return 0;
+	s.len = fp->len < hot - fp->stream_off ? fp->len : hot - fp->stream_off;
+	cf->rc = add_seg(cf->c, &s);
+	return cf->rc;
 }
 
+/* A file whose extents do not read is left out of the plan: its reads report it. */
 static int collect_file(void *ctx, uint32_t ino, const struct stp_inode *in)
 {
-	struct collect *c = ctx;
+	struct collect_file cf = { ctx, ino, in->size, 0 };
 
-	for (uint32_t x = 0; x < in->count; x++) {
-		struct stp_extent e;
-		int rc;
-
-		if (stp_image_extent(c->img, in, x, &e))
-			break;
-		if (e.stream_off < c->p->hot_size && (rc = add_extent(c, ino, in->size, &e)))
-			return rc;
-	}
-	return 0;
+	stp_file_walk(((struct collect *)ctx)->img, in, 0, in->size, collect_piece, &cf);
+	return cf.rc;
 }
 
 static int cmp_seg(const void *a, const void *b)

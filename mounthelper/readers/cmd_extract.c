@@ -69,7 +69,6 @@ static const struct stp_cli extract_cli = {
 		   "                 name every problem (else the first 20 of each kind)\n",
 };
 
-#define COPY_CHUNK (1u << 20)
 #define EXTRACT_CACHE_BLOCKS 4
 /* A path of at most STP_WALK_PATH_MAX bytes has at most half as many components. */
 #define DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
@@ -88,8 +87,6 @@ struct extract {
 	const struct stp_image *img;
 	const char *image, *dest;
 	struct stp_cache *cache;
-	char *buf;                    /* COPY_CHUNK bytes */
-	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	int restore_owners;           /* root: owners and modes exactly, as tar -p */
 	mode_t umask;                 /* otherwise the umask applies to every mode */
 	uid_t euid;                   /* who runs extract */
@@ -318,61 +315,53 @@ static int restore_attrs(struct stp_walk *w, const struct stp_walk_entry *e, con
 		return fail(w, e, "cannot set the times of", err);
 	return 0;
 }
-/* Copies extent EXT into FD one block at a time, so that a damaged block is named. */
-static int copy_extent(struct stp_walk *w, const struct stp_walk_entry *e,
-		       const struct stp_extent *ext, int fd)
+struct content {
+	struct stp_walk *w;
+	const struct stp_walk_entry *e;
+	int fd;
+	int reported; /* the error that ended the walk was reported */
+};
+
+/* Writes stored piece P into the file, straight from its pinned block; a hole stays a
+ * hole. A damaged block is named. */
+static int write_piece(void *ctx, const struct stp_file_piece *p)
 {
-	struct extract *x = w->ctx;
-	uint64_t done = 0;
+	struct content *c = ctx;
+	struct extract *x = c->w->ctx;
+	struct stp_block_ref ref;
+	int err;
 
-	while (done < ext->length) {
-		uint64_t stream = ext->stream_off + done;
-		uint64_t block = stp_sb_block_of(x->sb, stream);
-		uint64_t in_block = stp_sb_block_end(x->sb, block) - stream;
-		size_t want = (size_t)(ext->length - done < in_block ? ext->length - done : in_block);
-		ssize_t n;
-		int err;
-
-		if (want > COPY_CHUNK)
-			want = COPY_CHUNK;
-		n = stp_file_read(x->img, x->cache, &e->inode, ext->file_off + done, want, x->buf);
-		if (n <= 0) {
-			err = n < 0 ? (int)n : -EUCLEAN;
-
-			stp_walk_problem(w, e->path, "cannot read block %" PRIu64 " (file offset %"
-					 PRIu64 "): %s; not extracted", block,
-					 ext->file_off + done, stp_strerror(err));
-			return err;
-		}
-		err = stp_pwrite_full(fd, x->buf, (size_t)n, ext->file_off + done);
-		if (err)
-			return fail(w, e, "cannot write", err);
-		done += (uint64_t)n;
+	if (p->block == STP_FILE_HOLE)
+		return 0;
+	err = stp_cache_get(x->cache, p->block, &ref);
+	if (!err && (err = stp_file_piece_check(x->img, p, ref.size)))
+		stp_cache_release(x->cache, &ref);
+	c->reported = err != 0;
+	if (err) {
+		stp_walk_problem(c->w, c->e->path, "cannot read block %" PRIu64 " (file offset %"
+				 PRIu64 "): %s; not extracted", p->block, p->file_off,
+				 stp_strerror(err));
+		return err;
 	}
-	return 0;
+	err = stp_pwrite_full(c->fd, ref.data + p->in_block, (size_t)p->len, p->file_off);
+	stp_cache_release(x->cache, &ref);
+	c->reported = err != 0;
+	return err ? fail(c->w, c->e, "cannot write", err) : 0;
 }
 
-/* Writes the file's extents; bytes no extent covers stay holes. */
+/* Writes the file's stored bytes; bytes no extent covers stay holes. */
 static int write_content(struct stp_walk *w, const struct stp_walk_entry *e, int fd)
 {
 	struct extract *x = w->ctx;
+	struct content c = { w, e, fd, 0 };
+	int err;
 
 	if (ftruncate(fd, (off_t)e->inode.size))
 		return fail(w, e, "cannot size", -errno);
-	for (uint32_t i = 0; i < e->inode.count; i++) {
-		struct stp_extent ext;
-		int err = stp_image_extent(x->img, &e->inode, i, &ext);
-
-		if (err) {
-			stp_walk_problem(w, e->path, "extent %u: %s; not extracted", i,
-					 stp_strerror(err));
-			return err;
-		}
-		err = copy_extent(w, e, &ext, fd);
-		if (err)
-			return err;
-	}
-	return 0;
+	err = stp_file_walk(x->img, &e->inode, 0, e->inode.size, write_piece, &c);
+	if (err && !c.reported)
+		stp_walk_problem(w, e->path, "extents: %s; not extracted", stp_strerror(err));
+	return err;
 }
 
 /* Whether ST is the node just made for E: of its type, owned as what extract makes in
@@ -783,9 +772,7 @@ static int extract_tree(struct extract *x)
 	int err, settled;
 
 	x->first = calloc(inodes ? inodes : 1, sizeof(*x->first));
-	x->buf = malloc(COPY_CHUNK);
-	err = x->first && x->buf ? stp_destnodes_init(&x->nodes, x->dirfd[0], STP_ROOT_INO)
-				 : -ENOMEM;
+	err = x->first ? stp_destnodes_init(&x->nodes, x->dirfd[0], STP_ROOT_INO) : -ENOMEM;
 	if (!err)
 		err = stp_cache_new(x->img, EXTRACT_CACHE_BLOCKS, 1, &x->cache);
 	if (!err)
@@ -802,7 +789,6 @@ static int extract_tree(struct extract *x)
 				"incomplete in %s", walk.problems, x->dest);
 	if (x->cache)
 		stp_cache_free(x->cache);
-	free(x->buf);
 	free(x->first);
 	stp_destnodes_free(&x->nodes);
 	return err || walk.problems ? STP_EXIT_FAIL : STP_EXIT_OK;
@@ -818,7 +804,6 @@ static int extract_run(struct extract *x)
 	if (stp_cli_open(&extract_cli, x->image, &img))
 		return STP_EXIT_FAIL;
 	x->img = img;
-	x->sb = stp_image_sb(img);
 	x->dirfd[0] = stp_destdir_open(&extract_cli, x->dest);
 	if (x->dirfd[0] < 0) {
 		stp_image_close(img);

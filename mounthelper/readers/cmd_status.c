@@ -139,6 +139,9 @@ static void show(const char *text)
 		       num(text, "warm_held"),
 		       stp_human_size(num(text, "warm_stored_bytes"), a, sizeof(a)),
 		       num(text, "warm_workers"));
+	printf("reads:     %llu failed (%llu logged, %llu held back by the rate limit)\n",
+	       num(text, "read_failures"), num(text, "read_failures_logged"),
+	       num(text, "read_failures_suppressed"));
 	show_network(text);
 }
 

@@ -99,11 +99,6 @@ static int load_libarchive(const struct stp_cli *cli)
 #define ZERO_CHUNK (1u << 20)
 #define TAR_BLOCK 10240 /* tar's record, as GNU tar pads to */
 
-/* A stored run of a file: LEN file bytes at FILE_OFF, from stream offset STREAM_OFF on. */
-struct piece {
-	uint64_t file_off, stream_off, len;
-};
-
 struct tarout {
 	const struct stp_cli *cli;
 	const struct stp_image *img;
@@ -114,11 +109,10 @@ struct tarout {
 	int fd;
 	int out_err;               /* the output's first write error (negative errno) */
 	struct stp_cache *cache;
-	const struct stp_superblock *sb; /* the image's: where its blocks lie */
 	struct archive *a;
 	struct archive_entry *entry;
 	char **first_name;         /* per inode with nlink > 1: the tar name it was written as */
-	struct piece *pieces;      /* the current file's stored runs */
+	struct stp_file_piece *pieces; /* the current file's stored pieces, one per block */
 	size_t npieces, cap;
 	int holes;                 /* the current file has a hole */
 	void *zeros;               /* ZERO_CHUNK zero bytes: holes, which the writer skips */
@@ -271,29 +265,46 @@ static int add_xattrs(struct stp_walk *w, const struct stp_walk_entry *e)
 	return 0;
 }
 
-static int add_piece(void *ctx, uint64_t file_off, uint64_t stream_off, uint64_t len)
+static int add_piece(void *ctx, const struct stp_file_piece *p)
 {
 	struct tarout *t = ctx;
 
-	if (stream_off == STP_FILE_HOLE) {
+	if (p->block == STP_FILE_HOLE) {
 		t->holes = 1;
 		return 0;
 	}
 	if (t->npieces == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct piece *p = reallocarray(t->pieces, cap, sizeof(*p));
+		struct stp_file_piece *ps = reallocarray(t->pieces, cap, sizeof(*ps));
 
-		if (!p)
+		if (!ps)
 			return -ENOMEM;
-		t->pieces = p;
+		t->pieces = ps;
 		t->cap = cap;
 	}
-	t->pieces[t->npieces++] = (struct piece){ file_off, stream_off, len };
+	t->pieces[t->npieces++] = *p;
 	return 0;
 }
 
-/* The one walk of a regular file's extents: its stored runs, and its sparse map when it
- * has holes (a file of holes alone gets the empty run at its end that marks it sparse). */
+/* The sparse map: one run per stored run, the pieces a block edge cut joined again. */
+static void add_sparse_map(struct tarout *t, uint64_t size)
+{
+	for (size_t i = 0, j; i < t->npieces; i = j) {
+		uint64_t end = t->pieces[i].file_off + t->pieces[i].len;
+
+		for (j = i + 1; j < t->npieces && t->pieces[j].file_off == end &&
+				t->pieces[j].stream_off == t->pieces[j - 1].stream_off +
+							   t->pieces[j - 1].len; j++)
+			end += t->pieces[j].len;
+		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)t->pieces[i].file_off,
+						  (la_int64_t)(end - t->pieces[i].file_off));
+	}
+	if (!t->npieces) /* holes alone: the empty run at the end marks it sparse */
+		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)size, 0);
+}
+
+/* The one walk of a regular file's extents: its stored pieces, and its sparse map when it
+ * has holes. */
 static int map_file(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
@@ -306,13 +317,8 @@ static int map_file(struct stp_walk *w, const struct stp_walk_entry *e)
 		stp_walk_problem(w, e->path, "extents: %s", stp_strerror(err));
 		return err;
 	}
-	if (!t->holes)
-		return 0;
-	for (size_t i = 0; i < t->npieces; i++)
-		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)t->pieces[i].file_off,
-					       (la_int64_t)t->pieces[i].len);
-	if (!t->npieces)
-		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)e->inode.size, 0);
+	if (t->holes)
+		add_sparse_map(t, e->inode.size);
 	return 0;
 }
 
@@ -347,37 +353,27 @@ static int put_hole(struct stp_walk *w, const struct stp_walk_entry *e, uint64_t
 	return 0;
 }
 
-/* The stored run P, straight from each pinned block. */
-static int put_piece(struct stp_walk *w, const struct stp_walk_entry *e, const struct piece *p)
+/* Stored piece P, straight from its pinned block. */
+static int put_piece(struct stp_walk *w, const struct stp_walk_entry *e,
+		     const struct stp_file_piece *p)
 {
 	struct tarout *t = w->ctx;
-	uint64_t stream = p->stream_off, left = p->len;
+	struct stp_block_ref ref;
+	int err = stp_cache_get(t->cache, p->block, &ref);
 
-	while (left) {
-		uint64_t block = stp_sb_block_of(t->sb, stream);
-		size_t in_block = (size_t)(stream - stp_sb_block_start(t->sb, block)), n;
-		struct stp_block_ref ref;
-		int err = stp_cache_get(t->cache, block, &ref);
-
-		if (!err && in_block >= ref.size) {
-			stp_cache_release(t->cache, &ref);
-			err = STP_CORRUPT(t->image, "extent past block %" PRIu64, block);
-		}
-		if (err) {
-			stp_walk_problem(w, e->path, "cannot read block %" PRIu64 " (file offset %"
-					 PRIu64 "): %s", block, p->file_off + (stream - p->stream_off),
-					 stp_strerror(err));
-			return err;
-		}
-		n = ref.size - in_block < left ? ref.size - in_block : (size_t)left;
-		err = put_data(w, e, ref.data + in_block, n);
-		stp_cache_release(t->cache, &ref);
+	if (!err) {
+		err = stp_file_piece_check(t->img, p, ref.size);
 		if (err)
-			return err;
-		stream += n;
-		left -= n;
+			stp_cache_release(t->cache, &ref);
 	}
-	return 0;
+	if (err) {
+		stp_walk_problem(w, e->path, "cannot read block %" PRIu64 " (file offset %"
+				 PRIu64 "): %s", p->block, p->file_off, stp_strerror(err));
+		return err;
+	}
+	err = put_data(w, e, ref.data + p->in_block, (size_t)p->len);
+	stp_cache_release(t->cache, &ref);
+	return err;
 }
 
 static int put_file(struct stp_walk *w, const struct stp_walk_entry *e)
@@ -634,7 +630,6 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 	if (load_libarchive(cli) || stp_cli_open(cli, image, &img))
 		return STP_EXIT_FAIL;
 	t.img = img;
-	t.sb = stp_image_sb(img);
 	signal(SIGPIPE, SIG_IGN); /* a closed pipe: a write error, reported */
 	status = open_output(&t, dest);
 	if (status) {

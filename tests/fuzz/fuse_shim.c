@@ -261,6 +261,15 @@ int fuse_reply_statfs(fuse_req_t req, const struct statvfs *stbuf)
 	return 0;
 }
 
+int fuse_reply_lseek(fuse_req_t req, off_t off)
+{
+	reply_begin(req, SHIM_OFFSET);
+	FUZZ_ASSERT(req->op == SHIM_LSEEK);
+	FUZZ_ASSERT(off >= 0);
+	req->reply.offset = off;
+	return 0;
+}
+
 int fuse_reply_xattr(fuse_req_t req, size_t count)
 {
 	reply_begin(req, SHIM_XATTR_SIZE);

@@ -32,11 +32,12 @@
 enum shim_op {
 	SHIM_LOOKUP, SHIM_GETATTR, SHIM_READLINK, SHIM_OPEN, SHIM_READ, SHIM_RELEASE,
 	SHIM_OPENDIR, SHIM_READDIR, SHIM_READDIRPLUS, SHIM_STATFS, SHIM_GETXATTR, SHIM_LISTXATTR,
+	SHIM_LSEEK,
 };
 
 enum shim_kind {
 	SHIM_NONE, SHIM_ERR, SHIM_ENTRY, SHIM_ATTR, SHIM_LINK, SHIM_OPENED, SHIM_DATA,
-	SHIM_XATTR_SIZE, SHIM_STATFS_REPLY,
+	SHIM_XATTR_SIZE, SHIM_STATFS_REPLY, SHIM_OFFSET,
 };
 
 /* One parsed directory entry of a readdir or readdirplus reply. */
@@ -53,6 +54,7 @@ struct shim_reply {
 	struct stat attr;          /* SHIM_ATTR */
 	struct statvfs statfs;
 	size_t xattr_size;         /* SHIM_XATTR_SIZE */
+	off_t offset;              /* SHIM_OFFSET */
 	uint8_t *data;             /* SHIM_DATA and SHIM_LINK (NUL-terminated): a copy */
 	size_t len;
 	struct shim_dirent *dirents; /* SHIM_DATA of readdir(plus), parsed */

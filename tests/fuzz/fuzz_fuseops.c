@@ -9,7 +9,8 @@
  * readdir and readdirplus whole, in small buffers from each returned offset and from odd
  * offsets, then a lookup of every name listed (the children are the next inodes to
  * visit) and of names that are not there; for files reads at offsets and sizes around
- * block edges and the end, each compared with stp_file_read; for links readlink, whose
+ * block edges and the end, each compared with stp_file_read, and lseek's SEEK_DATA and
+ * SEEK_HOLE from those offsets, compared with the extent table; for links readlink, whose
  * target must be as long as getattr said. Operations on the wrong type of inode, on
  * inode numbers out of range, statfs, the mount status attribute and the read recorder's
  * hot list are tried too. Each input is tried as given and resealed (fuzz.h).
@@ -136,6 +137,15 @@ static struct shim_reply *do_read(struct walker *w, fuse_ino_t ino, size_t size,
 
 	begin(w, SHIM_READ, ino, size);
 	stp_fuseops.read(&w->req, ino, size, off, &fi);
+	return end(w);
+}
+
+static struct shim_reply *do_lseek(struct walker *w, fuse_ino_t ino, off_t off, int whence)
+{
+	struct fuse_file_info fi = { .flags = O_RDONLY };
+
+	begin(w, SHIM_LSEEK, ino, 0);
+	stp_fuseops.lseek(&w->req, ino, off, whence, &fi);
 	return end(w);
 }
 
@@ -371,6 +381,55 @@ static void read_at(struct walker *w, fuse_ino_t ino, const struct stp_inode *in
 		FUZZ_ASSERT((uint64_t)got == want && !memcmp(oracle, r->data, (size_t)want));
 }
 
+/* What lseek should answer from OFF, read from the extent table alone: *AT, or -ENXIO;
+ * -EUCLEAN when an extent does not decode or the extents are out of order. */
+static int seek_oracle(const struct stp_image *img, const struct stp_inode *in, uint64_t off,
+		       int data, uint64_t *at)
+{
+	uint64_t hole = off, first = UINT64_MAX, prev_end = 0;
+
+	if (off >= in->size)
+		return -ENXIO;
+	for (uint32_t i = 0; i < in->count; i++) {
+		struct stp_extent e;
+		uint64_t end;
+
+		if (stp_image_extent(img, in, i, &e) || e.file_off < prev_end)
+			return -EUCLEAN; /* out of order: stipple(5) makes it damage */
+		prev_end = e.file_off + e.length;
+		end = e.file_off + e.length < in->size ? e.file_off + e.length : in->size;
+		if (end > off && e.file_off < end && first == UINT64_MAX)
+			first = e.file_off > off ? e.file_off : off;
+		if (e.file_off <= hole && end > hole)
+			hole = end;
+	}
+	if (data && first == UINT64_MAX)
+		return -ENXIO;
+	*at = data ? first : hole;
+	return 0;
+}
+
+/* SEEK_DATA and SEEK_HOLE from OFF: the extent table's answer, or a damaged image's. */
+static void seek_at(struct walker *w, fuse_ino_t ino, const struct stp_inode *in, off_t off)
+{
+	for (int data = 0; data < 2; data++) {
+		struct shim_reply *r = do_lseek(w, ino, off, data ? SEEK_DATA : SEEK_HOLE);
+		uint64_t at = 0;
+		int want = off < 0 ? -ENXIO : seek_oracle(w->fs->img, in, (uint64_t)off, data, &at);
+
+		if (r->kind == SHIM_ERR && r->err != ENXIO) {
+			check_damage(r);
+			continue;
+		}
+		if (want == -EUCLEAN)
+			continue; /* the walk may have stopped before the bad extent */
+		if (want)
+			FUZZ_ASSERT(r->kind == SHIM_ERR && r->err == ENXIO);
+		else
+			FUZZ_ASSERT(r->kind == SHIM_OFFSET && (uint64_t)r->offset == at);
+	}
+}
+
 static void visit_file(struct walker *w, fuse_ino_t ino, const struct stat *st)
 {
 	const uint64_t bs = w->block_size, size = (uint64_t)st->st_size;
@@ -390,6 +449,7 @@ static void visit_file(struct walker *w, fuse_ino_t ino, const struct stat *st)
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
 		read_at(w, ino, &in, (off_t)offs[i], sizes[0]);
 		read_at(w, ino, &in, (off_t)offs[i], sizes[1 + i % 4]);
+		seek_at(w, ino, &in, (off_t)offs[i]);
 	}
 	do_release(w, ino, 0);
 }
@@ -521,7 +581,6 @@ static void serve(struct stp_image *img)
 
 	if (stp_image_block_size(img) > MAX_BLOCK_SIZE || stp_cache_new(img, 1, 1, &fs.cache))
 		return;
-	fs.sb = stp_image_sb(img);
 	if (stp_record_new(img, &fs.recorder))
 		fs.recorder = NULL;
 	w = calloc(1, sizeof(*w));

@@ -130,6 +130,22 @@ def file_bytes(path):
         return f.read()
 
 
+def read_tree(src, mnt):
+    """Reads each file of SRC through MNT: (the names that gave EIO, the others, each
+    equal to its source)."""
+    failed, good = [], []
+    for name in sorted(os.listdir(src)):
+        try:
+            data = file_bytes(os.path.join(mnt, name))
+        except OSError as e:
+            assert e.errno == errno.EIO, e
+            failed.append(name)
+            continue
+        assert data == file_bytes(os.path.join(src, name)), name
+        good.append(name)
+    return failed, good
+
+
 # ---- fixtures --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -389,17 +405,8 @@ def test_damaged_block_gives_eio(tmp_path):
     treeutil.flip_byte(image, off + stored // 2, 0xFF)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    failed, good = [], []
     with foreground_mount(image, str(mnt)) as fg:
-        for name in sorted(os.listdir(src)):
-            try:
-                data = file_bytes(os.path.join(mnt, name))
-            except OSError as e:
-                assert e.errno == errno.EIO, e
-                failed.append(name)
-                continue
-            assert data == file_bytes(os.path.join(src, name)), name
-            good.append(name)
+        failed, good = read_tree(src, mnt)
         # the damage stays: reading again fails again, the rest still reads
         for name in failed:
             with pytest.raises(OSError):

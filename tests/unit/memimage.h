@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A tiny image made in memory for the unit tests of what reads one: a root directory
- * listing regular files, whose extents the test states, over a stream of one raw block
- * whose byte i is mem_byte(i). The records are made with format.c's encoders (their
+ * listing regular files, whose extents the test states, over a stream of raw blocks of
+ * 64 KiB (the smallest: MEM_BLOCK) whose byte i is mem_byte(i). The records are made with format.c's encoders (their
  * bytes are pinned by test_format.c) and the image written to a memfd, so a test can
  * hand the library any extent table, sound or not, without mkstipple.
  */
@@ -30,13 +30,20 @@ static inline uint8_t mem_byte(uint64_t stream_off) { return (uint8_t)(stream_of
 
 static inline size_t mem_align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
+#define MEM_BLOCK (1u << STP_BLOCK_LOG_MIN)
+
+static inline uint64_t mem_blocks(uint64_t data_size)
+{
+	return (data_size + MEM_BLOCK - 1) / MEM_BLOCK;
+}
+
 /* The metadata of FILES[0..N) (inodes 1..N) over the DATA_SIZE bytes of STREAM, stored
  * right after the superblock, into a calloc'ed buffer of *LEN bytes. */
 static uint8_t *mem_metadata(const struct mem_file *files, unsigned n, const uint8_t *stream,
 			     uint64_t data_size, size_t *len)
 {
 	struct stp_meta_header h = { .inode_count = n + 1, .dirent_count = n,
-				     .block_count = data_size != 0 };
+				     .block_count = mem_blocks(data_size) };
 	size_t names = 0;
 	uint32_t next = 0, name_off = 0;
 	uint8_t *m;
@@ -74,19 +81,23 @@ static uint8_t *mem_metadata(const struct mem_file *files, unsigned n, const uin
 		for (uint32_t k = 0; k < f->next; k++, next++)
 			stp_extent_encode(&f->ext[k], m + h.extent_off + next * STP_EXTENT_SIZE);
 	}
-	if (h.block_count)
+	for (uint64_t b = 0; b < h.block_count; b++) {
+		uint64_t at = b * MEM_BLOCK, blen = data_size - at < MEM_BLOCK ? data_size - at
+									  : MEM_BLOCK;
+
 		stp_blockent_encode(&(struct stp_blockent){
-					    .offset = STP_SB_SIZE, .stored_size = (uint32_t)data_size,
+					    .offset = STP_SB_SIZE + at, .stored_size = (uint32_t)blen,
 					    .codec = STP_CODEC_RAW,
-					    .checksum = stp_checksum(stream, data_size) },
-				    m + h.block_off);
+					    .checksum = stp_checksum(stream + at, blen) },
+				    m + h.block_off + b * STP_BLOCKENT_SIZE);
+	}
 	return m;
 }
 
 /* Changes the metadata (LEN bytes, header first) before the image is written. */
 typedef void (*mem_edit_fn)(uint8_t *meta, size_t len, void *ctx);
 
-/* The image of FILES[0..N) over DATA_SIZE (at most 64 KiB) stream bytes, its metadata
+/* The image of FILES[0..N) over DATA_SIZE stream bytes, its metadata
  * changed by EDIT (if not NULL), opened: the open's result. The caller closes *OUT. */
 static int mem_image_open_edited(const struct mem_file *files, unsigned n, uint64_t data_size,
 				 mem_edit_fn edit, void *ctx, struct stp_image **out)
@@ -94,8 +105,8 @@ static int mem_image_open_edited(const struct mem_file *files, unsigned n, uint6
 	uint8_t *stream = malloc(data_size ? data_size : 1), *meta, *img;
 	size_t meta_len, image_len;
 	struct stp_superblock sb = {
-		.version = STP_FORMAT_VERSION, .block_log = 16, .data_size = data_size,
-		.block_count = data_size != 0, .meta_offset = STP_SB_SIZE + data_size,
+		.version = STP_FORMAT_VERSION, .block_log = STP_BLOCK_LOG_MIN, .data_size = data_size,
+		.block_count = mem_blocks(data_size), .meta_offset = STP_SB_SIZE + data_size,
 		.meta_codec = STP_CODEC_RAW, .inode_count = n + 1,
 	};
 	int fd = memfd_create("stipple-test-image", MFD_CLOEXEC);

@@ -2,10 +2,12 @@
 /*
  * stp_file_walk and stp_file_read over extent tables written by hand (memimage.h): the
  * pieces come in file order, holes between, before and after the extents are reported
- * as holes, a range is cut at the file's size, extents out of order are refused, and the
- * bytes read are the stream's where an extent maps them and zeros elsewhere.
+ * as holes, a range is cut at the file's size and a stored run at each block edge,
+ * extents out of order are refused, and the bytes read are the stream's where an extent
+ * maps them and zeros elsewhere.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,15 +29,21 @@ struct walk {
 	struct piece got[MAX_PIECES];
 	unsigned n;
 	unsigned fail_at; /* the piece whose callback fails (-EINTR), 0: none */
+	unsigned bad;     /* pieces whose block and offset in it are not their stream's */
 };
 
-static int note(void *ctx, uint64_t file_off, uint64_t stream_off, uint64_t len)
+static int note(void *ctx, const struct stp_file_piece *p)
 {
 	struct walk *w = ctx;
+	int hole = p->block == STP_FILE_HOLE;
 
 	if (w->n == MAX_PIECES)
 		return -E2BIG;
-	w->got[w->n++] = (struct piece){ file_off, stream_off, len };
+	if (hole ? p->in_block || p->stream_off
+		 : p->block != p->stream_off / MEM_BLOCK || p->in_block != p->stream_off % MEM_BLOCK ||
+		   p->in_block + p->len > MEM_BLOCK)
+		w->bad++;
+	w->got[w->n++] = (struct piece){ p->file_off, hole ? H : p->stream_off, p->len };
 	return w->n == w->fail_at ? -EINTR : 0;
 }
 
@@ -49,6 +57,7 @@ static int walk_is(const struct stp_image *img, uint32_t ino, uint64_t off, uint
 
 	if (!rc)
 		rc = stp_file_walk(img, &in, off, len, note, &w);
+	CHECK(!w.bad, "inode %u: %u pieces name another block than their stream's", ino, w.bad);
 	CHECK(w.n == n, "inode %u [%llu, +%llu): %u pieces, expected %u", ino,
 	      (unsigned long long)off, (unsigned long long)len, w.n, n);
 	for (unsigned i = 0; i < n && i < w.n; i++)
@@ -78,6 +87,28 @@ static const struct mem_file files[] = {
 };
 
 static struct stp_image *img;
+
+/* A run across three blocks of a 200000-byte stream: cut at 65536 and 131072. */
+static const struct stp_extent across[] = {
+	{ .file_off = 100, .stream_off = 60000, .length = 80000 },
+	{ .file_off = 80100, .stream_off = 196608, .length = 3392 },
+};
+static const struct mem_file wide[] = { { "across", 90000, across, 2 } };
+
+static void test_cut_at_block_edges(void)
+{
+	const struct piece want[] = {
+		{ 0, H, 100 }, { 100, 60000, 5536 }, { 5636, 65536, 65536 },
+		{ 71172, 131072, 8928 }, { 80100, 196608, 3392 }, { 83492, H, 6508 },
+	};
+	const struct piece inside[] = { { 5000, 64900, 636 }, { 5636, 65536, 64 } };
+	struct stp_image *w;
+
+	CHECK(mem_image_open(wide, 1, 200000, &w) == 0);
+	CHECK(walk_is(w, 1, 0, 90000, want, 6, 0) == 0);
+	CHECK(walk_is(w, 1, 5000, 700, inside, 2, 0) == 0);
+	stp_image_close(w);
+}
 
 static void test_whole_file_in_order(void)
 {
@@ -128,6 +159,35 @@ static void test_callback_error_ends_walk(void)
 	CHECK(walk_is(img, 1, 0, 100000, want, 2, 2) == -EINTR);
 }
 
+/* lseek's answers and the stored pages, from the extent table written above. */
+static void test_seek_and_stored_pages(void)
+{
+	static const struct { uint64_t off; bool data; int rc; uint64_t at; } want[] = {
+		{ 0, true, 0, 1000 }, { 1500, true, 0, 1500 }, { 2000, true, 0, 5000 },
+		{ 94999, true, 0, 94999 }, { 95000, true, -ENXIO, 0 }, { 100000, true, -ENXIO, 0 },
+		{ 0, false, 0, 0 }, { 1000, false, 0, 2000 }, { 90000, false, 0, 95000 },
+		{ 99999, false, 0, 99999 }, { 100000, false, -ENXIO, 0 },
+	};
+	struct stp_inode in;
+	uint64_t at, pages;
+
+	CHECK(stp_image_inode(img, 1, &in) == 0);
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		int rc = stp_file_seek(img, &in, want[i].off, want[i].data, &at);
+
+		CHECK(rc == want[i].rc && (rc || at == want[i].at), "%s from %llu: %d, %llu",
+		      want[i].data ? "data" : "hole", (unsigned long long)want[i].off, rc,
+		      (unsigned long long)at);
+	}
+	/* pages 0, 1 and 21 to 23 hold stored bytes */
+	CHECK(stp_file_stored_pages(img, &in, &pages) == 0 && pages == 5, "%llu pages",
+	      (unsigned long long)pages);
+	CHECK(stp_image_inode(img, 2, &in) == 0);
+	CHECK(stp_file_seek(img, &in, 0, true, &at) == -ENXIO);
+	CHECK(stp_file_seek(img, &in, 10, false, &at) == 0 && at == 10);
+	CHECK(stp_file_stored_pages(img, &in, &pages) == 0 && pages == 0);
+}
+
 /* The bytes, compared with the stream through the extent table written above. */
 static void test_read_matches_extents(void)
 {
@@ -164,10 +224,12 @@ int main(void)
 		return 1;
 	}
 	RUN(test_whole_file_in_order);
+	RUN(test_cut_at_block_edges);
 	RUN(test_ranges_inside);
 	RUN(test_no_extents_is_one_hole);
 	RUN(test_out_of_order_refused);
 	RUN(test_callback_error_ends_walk);
+	RUN(test_seek_and_stored_pages);
 	RUN(test_read_matches_extents);
 	stp_image_close(img);
 	return tap_done();

@@ -94,7 +94,6 @@ int main(void)
 	CHECK(stp_cache_new(img, 1, 1, &fs.cache) == 0);
 	fs.img = img;
 	fs.opts = &opts;
-	fs.sb = stp_image_sb(img);
 	RUN(test_zero_copy_read);
 	RUN(test_copied_read);
 	stp_cache_free(fs.cache);

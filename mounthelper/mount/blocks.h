@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How a FUSE read gets a block: through the cache, with warming and filling behind it.
+ * A block not resident is decoded for the read (or its decode joined); meanwhile warming
+ * starts no other block, so that the read has the CPUs, and a block the read decoded
+ * itself has its other pages pushed into the page cache by the filler. The ref that a
+ * get returns is the cache's (stp_cache_wait, stp_cache_read, stp_cache_release).
+ *
+ * Thread-safe, as the cache, warmer and filler are; never blocks on the kernel.
+ */
+#ifndef STP_BLOCKS_H
+#define STP_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct stp_cache;
+struct stp_warmer;
+struct stp_filler;
+struct stp_block_ref;
+
+/* What is behind the reads of one mount; the daemon's, outliving every read. */
+struct stp_blocks {
+	struct stp_cache *cache;
+	struct stp_warmer *warmer; /* NULL: no warming */
+	struct stp_filler *filler; /* NULL: no filling */
+};
+
+/* Pins BLOCK into REF once its first END bytes can be read (stp_cache_get_range's
+ * errors). */
+int stp_blocks_get(const struct stp_blocks *b, uint64_t block, size_t end,
+		   struct stp_block_ref *ref);
+
+/* A read was answered from stream bytes [OFF, OFF + LEN): warming lets go of blocks whose
+ * hot pages have all been read. */
+void stp_blocks_note_read(const struct stp_blocks *b, uint64_t off, uint64_t len);
+
+#endif

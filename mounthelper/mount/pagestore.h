@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pushing file pages into the kernel's page cache (fuse_lowlevel_notify_store), for
+ * warming and filling alike: one store, one retry rule, one set of counters per user.
+ *
+ * The retry rule: the kernel answers ENOENT for an inode it does not hold. The inode
+ * table counts a lookup before its reply is sent (inodes.h), so an inode it knows that
+ * the kernel refuses is one whose reply is still on its way: the store is tried again,
+ * STP_PAGESTORE_NAP_MS apart, while the table still knows the inode, at most
+ * STP_PAGESTORE_TRIES times in all. An inode the kernel forgot is not in the table, and
+ * costs no wait. (warm.c tried 10 times whatever the table said, and fill.c once for a
+ * file, never for a block: a forgotten inode cost warming 18 ms, and a reply slower than
+ * 2 ms lost filling its pages.)
+ *
+ * Never call it from a thread that serves FUSE requests: a store waits for the page lock
+ * a read in flight holds. A pagestore may be used by several threads at once; its
+ * counters are atomic.
+ */
+#ifndef STP_PAGESTORE_H
+#define STP_PAGESTORE_H
+
+#include <stdint.h>
+
+struct fuse_session;
+struct stp_inodes;
+
+#define STP_PAGESTORE_PAGE 4096u
+#define STP_PAGESTORE_CHUNK (1u << 20) /* bytes per notify_store message */
+#define STP_PAGESTORE_TRIES 5u
+#define STP_PAGESTORE_NAP_MS 2u
+
+struct stp_pagestore_stats {
+	uint64_t stored_bytes; /* taken by the kernel */
+	uint64_t retries;      /* stores tried again (ENOENT while the inode is known) */
+	uint64_t failures;     /* stores given up: those pages are read as usual */
+	uint64_t ns;           /* spent in the stores (the kernel copying the pages) */
+};
+
+struct stp_pagestore {
+	struct fuse_session *se;        /* NULL: nothing is stored */
+	const struct stp_inodes *inodes;
+	struct stp_pagestore_stats st;  /* atomic */
+};
+
+/* SE and INODES must outlive the pagestore. */
+void stp_pagestore_init(struct stp_pagestore *ps, struct fuse_session *se,
+			const struct stp_inodes *inodes);
+
+/* The whole pages [*A, *B) of LEN bytes at FILE_OFF of a file of FILE_SIZE bytes: a page
+ * the range cuts is left out, but for the file's last page when the range ends the file. */
+void stp_pagestore_span(uint64_t file_off, uint64_t len, uint64_t file_size, uint64_t *a,
+			uint64_t *b);
+
+/* Pushes file bytes [A, B) of image inode INO from DATA (the byte at A) into the page
+ * cache, at most STP_PAGESTORE_CHUNK a message. Returns the bytes the kernel took: fewer
+ * than B - A when it refused a store (the inode forgotten, the mount going). */
+uint64_t stp_pagestore_push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
+			    const uint8_t *data);
+
+void stp_pagestore_stats(const struct stp_pagestore *ps, struct stp_pagestore_stats *out);
+
+#endif

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/* Failed reads: counted, and logged to syslog with a rate limit. */
+#include "readfail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "escape.h"
+#include "image.h"
+#include "log.h"
+#include "treewalk.h"
+#include "util.h"
+
+#define LINE_MAX_BYTES 1024           /* what syslog daemons take from a datagram at least */
+#define FACILITY_DAEMON (3 << 3)
+#define SEVERITY_ERR 3
+
+struct stp_readfail {
+	int fd;                           /* connected to the socket, or -1 */
+	pthread_mutex_t lock;
+	/* protected by lock */
+	uint64_t begin_ns;                /* the rate limit's interval began then */
+	unsigned printed;                 /* lines let through in it */
+	uint64_t missed;                  /* held back since the last line let through */
+	uint32_t path_ino;                /* the last path found, for a file read again */
+	char path[PATH_MAX];
+	struct stp_readfail_stats st;
+};
+
+int stp_readfail_open(const char *socket_path, struct stp_readfail **out)
+{
+	struct stp_readfail *rf = calloc(1, sizeof(*rf));
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	*out = NULL;
+	if (!rf)
+		return -ENOMEM;
+	rf->fd = -1;
+	rf->path_ino = UINT32_MAX;
+	pthread_mutex_init(&rf->lock, NULL);
+	tzset(); /* the time zone, read now: the sandbox has no /etc/localtime */
+	if (strlen(socket_path) < sizeof(sa.sun_path)) {
+		strcpy(sa.sun_path, socket_path);
+		/* non-blocking: a listener that falls behind loses lines, never a read */
+		rf->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (rf->fd >= 0 && connect(rf->fd, (struct sockaddr *)&sa, sizeof(sa))) {
+			close(rf->fd);
+			rf->fd = -1;
+		}
+	}
+	*out = rf;
+	return 0;
+}
+
+int stp_readfail_fd(const struct stp_readfail *rf)
+{
+	return rf ? rf->fd : -1;
+}
+
+void stp_readfail_close(struct stp_readfail *rf)
+{
+	if (!rf)
+		return;
+	if (rf->fd >= 0)
+		close(rf->fd);
+	pthread_mutex_destroy(&rf->lock);
+	free(rf);
+}
+
+/* Lock held. As the kernel's ___ratelimit: 1 when a line may go out now. */
+static int let_through(struct stp_readfail *rf)
+{
+	uint64_t now = stp_now_ns();
+
+	if (!rf->begin_ns || now - rf->begin_ns >= STP_READFAIL_INTERVAL_S * 1000000000ull) {
+		rf->begin_ns = now;
+		rf->printed = 0;
+	}
+	if (rf->printed < STP_READFAIL_BURST) {
+		rf->printed++;
+		return 1;
+	}
+	rf->missed++;
+	rf->st.suppressed++;
+	return 0;
+}
+
+/* Lock held. Sends MSG as one RFC 3164 line (as glibc's syslog() writes to /dev/log),
+ * escaped: it carries names from the image. */
+static void send_line(struct stp_readfail *rf, const char *msg)
+{
+	char line[LINE_MAX_BYTES], stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	FILE *f;
+	int n;
+
+	if (rf->fd < 0 || !localtime_r(&now, &tm) ||
+	    !strftime(stamp, sizeof(stamp), "%b %e %T", &tm)) {
+		rf->st.unsent++;
+		return;
+	}
+	n = snprintf(line, sizeof(line), "<%d>%s stipple[%d]: ", FACILITY_DAEMON | SEVERITY_ERR,
+		     stamp, (int)getpid());
+	f = n > 0 && (size_t)n < sizeof(line) ? fmemopen(line + n, sizeof(line) - (size_t)n, "w")
+					     : NULL;
+	if (!f) {
+		rf->st.unsent++;
+		return;
+	}
+	setvbuf(f, NULL, _IONBF, 0);
+	stp_escape_put(f, msg, strlen(msg));
+	n += (int)ftell(f);
+	fclose(f);
+	if (write(rf->fd, line, (size_t)n) != n)
+		rf->st.unsent++;
+}
+
+struct path_find {
+	uint32_t ino;
+	char *out;
+	int found;
+};
+
+static int path_found(void *ctx, const struct stp_tree_entry *e)
+{
+	struct path_find *pf = ctx;
+
+	if (e->ino != pf->ino)
+		return 0;
+	snprintf(pf->out, PATH_MAX, "%s", e->rooted);
+	pf->found = 1;
+	return -ECANCELED; /* ends the walk */
+}
+
+/* Lock held: the path of image inode INO (its first name), or a stand-in. */
+static const char *path_of(struct stp_readfail *rf, const struct stp_image *img, uint32_t ino)
+{
+	struct path_find pf = { ino, rf->path, 0 };
+
+	if (rf->path_ino == ino)
+		return rf->path;
+	rf->path_ino = ino;
+	stp_treewalk_tree(img, path_found, &pf);
+	if (!pf.found)
+		snprintf(rf->path, sizeof(rf->path), "inode %u", ino);
+	return rf->path;
+}
+
+/* Lock held: hands MSG to both outlets. */
+static void emit(struct stp_readfail *rf, const char *msg)
+{
+	rf->st.logged++;
+	send_line(rf, msg);
+	stp_log(STP_LOG_ERR, "%s", msg);
+}
+
+void stp_readfail_note(struct stp_readfail *rf, const struct stp_image *img, uint32_t ino,
+		       uint64_t off, size_t len, int err, uint64_t block)
+{
+	char msg[PATH_MAX + 512], where[48] = "";
+
+	if (!rf)
+		return;
+	pthread_mutex_lock(&rf->lock);
+	rf->st.failures++;
+	if (!let_through(rf)) {
+		pthread_mutex_unlock(&rf->lock);
+		return;
+	}
+	if (rf->missed) {
+		snprintf(msg, sizeof(msg), "%s: %llu messages suppressed", stp_image_path(img),
+			 (unsigned long long)rf->missed);
+		rf->missed = 0;
+		emit(rf, msg);
+	}
+	if (block != UINT64_MAX)
+		snprintf(where, sizeof(where), "block %llu: ", (unsigned long long)block);
+	snprintf(msg, sizeof(msg), "%s: read of %s failed (%zu bytes at offset %llu): %s%s",
+		 stp_image_path(img), path_of(rf, img, ino), len, (unsigned long long)off, where,
+		 stp_strerror(err));
+	emit(rf, msg);
+	pthread_mutex_unlock(&rf->lock);
+}
+
+void stp_readfail_stats(struct stp_readfail *rf, struct stp_readfail_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!rf)
+		return;
+	pthread_mutex_lock(&rf->lock);
+	*out = rf->st;
+	pthread_mutex_unlock(&rf->lock);
+}

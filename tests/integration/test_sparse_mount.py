@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: MIT
+"""Sparse files on a mount (issue 29): lseek(SEEK_DATA/SEEK_HOLE) finds the holes, and
+st_blocks counts the data really stored, so du, cp --sparse and rsync see the holes.
+
+The source files are made sparse on the test's own file system, and every answer of the
+mount is compared with the same call on the source file: the kernel's answer for the
+source's layout. mkstipple leaves out the source's holes (SEEK_DATA) and runs of zeros
+of at least 64 KiB in whole 4 KiB pages, and stores shorter ones: the holes here are of
+64 KiB at least and page-aligned, so both layouts are the same. The mount counts blocks
+as the 4 KiB pages that hold stored bytes, as ext4 allocates them.
+"""
+import os
+import subprocess
+
+import pytest
+
+from conftest import build_image, mount_image
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+KIB = 1024
+
+# name: (size, [(offset, length) of data]); the rest is hole
+LAYOUTS = {
+    "head-and-tail": (3 << 20, [(0, 4 * KIB), (3 * (1 << 20) - 8 * KIB, 8 * KIB)]),
+    "middle": (2 << 20, [(512 * KIB, 100 * KIB)]),
+    "hole-at-end": (1 << 20, [(0, 64 * KIB), (256 * KIB, 12 * KIB)]),
+    "odd-size": (200 * KIB + 123, [(128 * KIB, 72 * KIB + 123)]),
+    "all-hole": (5 << 20, []),
+    "dense": (100 * KIB + 5, [(0, 100 * KIB + 5)]),
+    "tiny": (100, [(0, 100)]),
+    # a run longer than the image's 64 KiB blocks: one extent, cut at their edges
+    "across-blocks": (1 << 20, [(128 * KIB, 200 * KIB)]),
+}
+
+
+def make_sparse(root):
+    os.makedirs(root)
+    for name, (size, data) in LAYOUTS.items():
+        path = os.path.join(root, name)
+        with open(path, "wb") as f:
+            f.truncate(size)
+            for off, length in data:
+                f.seek(off)
+                f.write(bytes((i * 7 + 1) % 251 or 1 for i in range(length)))
+    return root
+
+
+def seeks(path):
+    """Every answer of SEEK_DATA and SEEK_HOLE from each 4 KiB step and a few odd offsets
+    (ENXIO as None)."""
+    size = os.path.getsize(path)
+    out = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for off in sorted(set(range(0, size + 4 * KIB, 4 * KIB)) | {1, size - 1, size, size + 1}):
+            for whence in (os.SEEK_DATA, os.SEEK_HOLE):
+                try:
+                    out.append((off, whence, os.lseek(fd, off, whence)))
+                except OSError as e:
+                    assert e.errno == 6, e  # ENXIO
+                    out.append((off, whence, None))
+    finally:
+        os.close(fd)
+    return out
+
+
+def tool(args, cwd):
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def holes_supported(root):
+    st = os.stat(os.path.join(root, "all-hole"))
+    return st.st_blocks == 0
+
+
+@needs_root
+def test_sparse_files_on_a_mount(tmp_path):
+    src = make_sparse(str(tmp_path / "src"))
+    if not holes_supported(src):
+        pytest.skip("the test's file system stores no holes")
+    image = build_image(src, tmp_path / "sparse.stipple", "--level", "3", "--block-size", "64K")
+    with mount_image(image) as mnt:
+        for name in LAYOUTS:
+            a, b = os.path.join(src, name), os.path.join(mnt, name)
+            with open(a, "rb") as f, open(b, "rb") as g:
+                assert f.read() == g.read(), name
+            assert os.stat(b).st_blocks == os.stat(a).st_blocks, name
+            assert seeks(b) == seeks(a), name
+        # the files only: a directory's blocks are the file system's own
+        for args in (["du", "-k"], ["du", "-k", "--apparent-size"], ["stat", "-c", "%n %b %s"]):
+            args += sorted(LAYOUTS)
+            assert tool(args, mnt) == tool(args, src), args
+        copy = tmp_path / "copy"
+        subprocess.run(["cp", "--sparse=always", os.path.join(mnt, "head-and-tail"), copy],
+                       check=True)
+        assert os.stat(copy).st_blocks == os.stat(os.path.join(src, "head-and-tail")).st_blocks
