@@ -73,13 +73,15 @@ def deb(tmp_path_factory):
 def test_lintian_finds_no_error(deb):
     if not shutil.which("lintian"):
         pytest.skip("needs lintian")
-    r = run(["lintian", "--fail-on", "error", str(deb[0])])
+    r = run(["lintian", "--fail-on", "error", "--pedantic", "-I", str(deb[0])])
+    print("lintian:\n" + r.stdout + r.stderr)
     errors = [ln for ln in r.stdout.splitlines() if ln.startswith("E: ")]
     assert not errors and r.returncode == 0, r.stdout + r.stderr
 
 
 def test_contents_and_dependencies(deb):
     files = run(["dpkg-deb", "-c", str(deb[0])], check=True).stdout
+    print("dpkg -c:\n" + files)
     names = {ln.split()[5] for ln in files.splitlines()}
     # mount(8) looks in /sbin only; nothing under /usr/local
     assert "./sbin/mount.stipple" in names and "./sbin/mount.fuse.stipple" in names
@@ -101,15 +103,33 @@ def deb_files(path):
             if not ln.startswith("d")}
 
 
-def processes_of(uid):
+def processes_of(uid, mnt):
+    """Pids running as UID whose command line names MNT (other mounts on this machine
+    may run as the same user)."""
+    want = os.fsencode(os.path.realpath(mnt))
     pids = []
     for d in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open("/proc/%s/status" % d) as f:
                 uids = next(ln for ln in f if ln.startswith("Uid:")).split()[1:]
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
         except (OSError, StopIteration):
             continue
-        if int(uids[0]) == uid:
+        if int(uids[0]) == uid and any(os.path.realpath(a) == want for a in args if a):
+            pids.append(int(d))
+    return pids
+
+
+def running_from(paths):
+    """Pids whose program is one of PATHS (even deleted since)."""
+    pids = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            exe = os.readlink("/proc/%s/exe" % d)
+        except OSError:
+            continue
+        if exe.removesuffix(" (deleted)") in paths:
             pids.append(int(d))
     return pids
 
@@ -131,7 +151,46 @@ def check_mount(mnt, want, uid):
     for rel, data in want.items():
         with open(os.path.join(mnt, rel), "rb") as f:
             assert f.read() == data, rel
-    assert processes_of(uid), "no process runs as the stipple user while mounted"
+    assert processes_of(uid, mnt), "no process runs as the stipple user while mounted"
+
+
+FSTAB_GENERATOR = "/lib/systemd/system-generators/systemd-fstab-generator"
+
+
+def unit_settings(path):
+    with open(path) as f:
+        return dict(ln.strip().split("=", 1) for ln in f if "=" in ln and not ln.startswith("#"))
+
+
+def mount_as_systemd_would(image, mnt, tmp_path, want, uid):
+    """The README's automount line: systemd's own fstab generator turns it into an
+    automount unit and a mount unit, and the mount unit's mount(8) command works through
+    the installed helper. (PID 1 here is not systemd: the automount itself cannot be
+    triggered.)"""
+    if not os.access(FSTAB_GENERATOR, os.X_OK):
+        return
+    fstab = tmp_path / "fstab.automount"
+    fstab.write_text("%s %s fuse.stipple ro,nofail,x-systemd.automount,"
+                     "x-systemd.idle-timeout=10min 0 0\n" % (image, mnt))
+    out = tmp_path / "generator"
+    out.mkdir()
+    r = run([FSTAB_GENERATOR, out, out, out], env=dict(os.environ, SYSTEMD_FSTAB=str(fstab)))
+    assert r.returncode == 0, r.stderr
+    units = {p.name: p for p in out.iterdir() if p.is_file()}
+    automount = [n for n in units if n.endswith(".automount")]
+    mount = [n for n in units if n.endswith(".mount")]
+    assert len(automount) == 1 and len(mount) == 1, sorted(units)
+    assert unit_settings(units[automount[0]])["TimeoutIdleSec"] == "10min"
+    unit = unit_settings(units[mount[0]])
+    assert unit["What"] == str(image) and unit["Where"] == str(mnt), unit
+    assert unit["Type"] == "fuse.stipple", unit
+    # what systemd runs for the mount unit
+    r = run(["mount", unit["What"], unit["Where"], "-t", unit["Type"], "-o", unit["Options"]])
+    try:
+        assert r.returncode == 0, r.stderr
+        check_mount(mnt, want, uid)
+    finally:
+        unmount(mnt)
 
 
 def test_install_mount_purge(deb, tmp_path):
@@ -179,6 +238,7 @@ def test_install_mount_purge(deb, tmp_path):
         finally:
             unmount(mnt)
         assert not is_mounted(mnt)
+        mount_as_systemd_would(image, mnt, tmp_path, want, user.pw_uid)
         print("install and mounts took %.1f s" % (time.monotonic() - start))
 
         start = time.monotonic()
@@ -195,9 +255,11 @@ def test_install_mount_purge(deb, tmp_path):
             if os.path.isdir(d) and run(["dpkg", "-S", d]).returncode != 0:
                 assert os.listdir(d), "%s is left behind, empty" % d
         # The user stays (Debian keeps system users at purge: debian/stipple.postinst);
-        # nothing runs as it any more.
+        # nothing of the package runs any more, as it or as anyone.
         uid = pwd.getpwnam(PKG).pw_uid
-        assert not processes_of(uid), processes_of(uid)
+        assert not processes_of(uid, mnt), processes_of(uid, mnt)
+        on_usr = set(files) | {"/usr" + p for p in files if p.startswith("/sbin/")}
+        assert not running_from(on_usr), running_from(on_usr)
     finally:
         if installed(PKG) or run(["dpkg-query", "-W", PKG]).returncode == 0:
             run(["apt-get", "purge", "-y", PKG], env=dict(os.environ,
