@@ -86,7 +86,8 @@ const char *const stp_syscalls_lookup[] = {
 #define PNR_SOCKET_FIRST (-120)
 #define PNR_SOCKET_LAST (-101)
 
-/* The architectures Debian 12 builds libseccomp for, and the 31-bit s390. */
+/* The architectures Debian 12 builds libseccomp for, and the 31-bit s390; a filter may
+ * also be for this machine's, whatever it is. */
 static const uint32_t known_arches[] = {
 	SCMP_ARCH_X86_64, SCMP_ARCH_X86, SCMP_ARCH_X32, SCMP_ARCH_AARCH64, SCMP_ARCH_ARM,
 	SCMP_ARCH_MIPSEL, SCMP_ARCH_MIPSEL64, SCMP_ARCH_MIPSEL64N32, SCMP_ARCH_PPC64LE,
@@ -95,14 +96,17 @@ static const uint32_t known_arches[] = {
 
 uint32_t stp_syscalls_filter_arch(scmp_filter_ctx ctx)
 {
-	uint32_t found = 0;
+	uint32_t native = seccomp_arch_native(), found = 0;
 
 	for (size_t i = 0; i < sizeof(known_arches) / sizeof(known_arches[0]); i++)
-		if (seccomp_arch_exist(ctx, known_arches[i]) == 0) {
+		if (known_arches[i] != native && seccomp_arch_exist(ctx, known_arches[i]) == 0) {
 			if (found)
 				return 0;
 			found = known_arches[i];
 		}
+	/* this machine's own, even one not listed (riscv64) */
+	if (seccomp_arch_exist(ctx, native) == 0)
+		return found ? 0 : native;
 	return found;
 }
 
