@@ -36,6 +36,7 @@
 
 #include "log.h"
 #include "sandbox.h"
+#include "syscalls.h"
 #include "util.h"
 
 /* A daemon keeps the image, /dev/fuse and perhaps a status pipe: a few at most. */
@@ -48,35 +49,6 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
 	(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |           \
 	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |                 \
 	 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
-
-/*
- * Calls allowed without condition: the FUSE loop (read a request from /dev/fuse, writev
- * the reply, poll it when the session ends), pread of the image and fadvise to read its
- * metadata pages ahead (image.c), malloc and thread stacks
- * (brk, mmap family, madvise), locks and condition variables (futex), thread start and end
- * (set_robust_list, rseq, rt_sigprocmask, exit; glibc installs its setxid and cancel
- * handlers with rt_sigaction at the first pthread_create and pthread_cancel, and libfuse
- * cancels its workers when the loop ends), sleeping and clocks, stdio on stderr (fstat
- * through newfstatat below), and sysinfo, which glibc's qsort asks for the memory size
- * (the warmer sorts its plan). Calls with a condition are added in add_guarded_rules.
- */
-static const int allowed_calls[] = {
-	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(pread64), SCMP_SYS(preadv),
-	SCMP_SYS(fadvise64),
-	SCMP_SYS(write), SCMP_SYS(writev),
-	SCMP_SYS(close), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(fstat),
-	SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(madvise), SCMP_SYS(mremap),
-	SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(rseq),
-	SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
-	SCMP_SYS(restart_syscall),
-	SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
-	SCMP_SYS(getpid), SCMP_SYS(gettid),
-	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime),
-	SCMP_SYS(gettimeofday), SCMP_SYS(sysinfo),
-	SCMP_SYS(exit), SCMP_SYS(exit_group),
-	/* the disk cache of a URL mount (diskcache.c): blocks written, holes found and made */
-	SCMP_SYS(pwrite64), SCMP_SYS(lseek), SCMP_SYS(fallocate),
-};
 
 int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode)
 {
@@ -190,20 +162,18 @@ static int add_common_rules(scmp_filter_ctx ctx, bool fuse)
 		struct scmp_arg_cmp cmp;
 	} rules[] = {
 		{ SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0, { 0 } },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-		  SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD) },
 		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0, { 0 } },
 		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0, { 0 } },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0) },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 		  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0_32(SCMP_CMP_EQ, PR_SET_NAME) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 		  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()) },
 	};
-	int rc = 0;
+	int rc = stp_syscalls_allow_threads(ctx);
 
+	if (!rc)
+		rc = stp_syscalls_allow_mapping(ctx);
 	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
 		if (fuse || rules[i].nr != SCMP_SYS(ioctl))
 			rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr,
@@ -216,28 +186,24 @@ static int add_guarded_rules(scmp_filter_ctx ctx)
 	return add_common_rules(ctx, true);
 }
 
-/*
- * fstat reaches the kernel as newfstatat(fd, "", AT_EMPTY_PATH). The path itself is in
- * memory the filter cannot read, so the rule asks for exactly that flag and a dirfd that
- * is a descriptor (bit 31 of the 32-bit fd clear: not AT_FDCWD): stat(2) and lstat(2) of a
- * path are refused, and a path given with AT_EMPTY_PATH is looked up from a held
- * descriptor, which the confined processes hold only on files (a relative path fails with
- * ENOTDIR), or from their root (the empty tmpfs, when they have one). glibc 2.36's fstat
- * does not use statx; statx stays forbidden.
- */
-static int add_fstatat_rule(scmp_filter_ctx ctx)
-{
-	return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 2,
-				SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0),
-				SCMP_A3_32(SCMP_CMP_EQ, AT_EMPTY_PATH));
-}
-
 typedef int (*rules_fn)(scmp_filter_ctx ctx);
 
-/* A filter denying by MODE's action, allowing CALLS outright and what RULES adds. Another
- * ABI (i386 int 0x80, x32) would bypass the rules: it is killed in every mode. */
-static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncalls, rules_fn rules,
-		      scmp_filter_ctx *out, char *err, size_t errlen)
+/* The filter for ARCH alone (0: this process's): the native one swapped for it. */
+static int set_filter_arch(scmp_filter_ctx ctx, uint32_t arch)
+{
+	int rc;
+
+	if (!arch || arch == seccomp_arch_native())
+		return 0;
+	/* in this order: a filter's architectures must share a byte order (s390x) */
+	rc = seccomp_arch_remove(ctx, SCMP_ARCH_NATIVE);
+	return rc ? rc : seccomp_arch_add(ctx, arch);
+}
+
+/* A filter for ARCH denying by MODE's action, allowing CALLS outright and what RULES adds.
+ * Another ABI (i386 int 0x80, x32) would bypass the rules: it is killed in every mode. */
+static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, const char *const *calls,
+		      rules_fn rules, scmp_filter_ctx *out, char *err, size_t errlen)
 {
 	uint32_t deny = mode == STP_SANDBOX_LOG ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
 	scmp_filter_ctx ctx = seccomp_init(deny);
@@ -246,12 +212,16 @@ static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncall
 	if (!ctx)
 		return stp_errf(err, errlen, -ENOMEM, "seccomp_init failed");
 	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (size_t i = 0; !rc && i < ncalls; i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, calls[i], 0);
+	if (!rc)
+		rc = set_filter_arch(ctx, arch);
+	if (!rc)
+		rc = stp_syscalls_allow(ctx, calls);
+	/* fstat (syscalls.h), before RULES: libseccomp 2.5.4 drops an allow rule added
+	 * after an errno rule on the same call (fstatat64 on arm) */
+	if (!rc)
+		rc = stp_syscalls_allow_fstat(ctx);
 	if (!rc)
 		rc = rules(ctx);
-	if (!rc)
-		rc = add_fstatat_rule(ctx);
 	if (rc) {
 		seccomp_release(ctx);
 		return stp_errf(err, errlen, rc, "building the seccomp filter: %s", strerror(-rc));
@@ -265,23 +235,11 @@ static int new_filter(enum stp_sandbox_mode mode, const int *calls, size_t ncall
  * the descriptors they make, and threads; no FUSE ioctl, no file, no writing in place.
  * Sockets only of the Internet families (and socketpair, libcurl's wakeup), so that no
  * Unix socket names a path; name resolution and the CA store were done before. A Unix
- * or netlink socket is refused (EAFNOSUPPORT), any other family kills.
+ * or netlink socket is refused (EAFNOSUPPORT), any other family kills (but where socket
+ * goes through socketcall, on i386, mipsel, ppc64el and s390x, the filter cannot see the
+ * family). The
+ * calls: stp_syscalls_fetcher.
  */
-static const int fetcher_calls[] = {
-	SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(write), SCMP_SYS(writev),
-	SCMP_SYS(close), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(fstat),
-	SCMP_SYS(connect), SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname),
-	SCMP_SYS(getpeername), SCMP_SYS(sendto), SCMP_SYS(recvfrom), SCMP_SYS(sendmsg),
-	SCMP_SYS(recvmsg), SCMP_SYS(sendmmsg), SCMP_SYS(shutdown), SCMP_SYS(pipe2),
-	SCMP_SYS(getrandom), SCMP_SYS(uname),
-	SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(madvise), SCMP_SYS(mremap),
-	SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(rseq),
-	SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
-	SCMP_SYS(restart_syscall), SCMP_SYS(sched_yield), SCMP_SYS(getpid), SCMP_SYS(gettid),
-	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime),
-	SCMP_SYS(gettimeofday), SCMP_SYS(sysinfo), SCMP_SYS(exit), SCMP_SYS(exit_group),
-};
-
 /*
  * fcntl: what libcurl and OpenSSL ask on their sockets (strace of a fetch, HTTP and
  * HTTPS: F_GETFL, then F_SETFL O_NONBLOCK; the C library F_GETFD), and nothing that
@@ -289,49 +247,41 @@ static const int fetcher_calls[] = {
  * signal every process of its uid (every root mount's daemon), F_SETSIG, F_SETLEASE and
  * F_NOTIFY the same. Any other command falls to the default action.
  */
-/* Allows call NR when its 32-bit argument ARG is one of the N VALUES. */
-static int allow_values(scmp_filter_ctx ctx, int nr, unsigned arg, const int *values, size_t n)
-{
-	int rc = 0;
-
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-				      SCMP_CMP32(arg, SCMP_CMP_EQ, (uint32_t)values[i]));
-	return rc;
-}
-
 static int add_fcntl_rules(scmp_filter_ctx ctx)
 {
+	static const char *const fcntls[] = { "fcntl", "fcntl64", NULL };
 	static const int plain[] = { F_GETFD, F_SETFD, F_GETFL };
-	int rc = allow_values(ctx, SCMP_SYS(fcntl), 1, plain, sizeof(plain) / sizeof(plain[0]));
+	const struct scmp_arg_cmp setfl[] = { SCMP_A1_32(SCMP_CMP_EQ, F_SETFL),
+					      SCMP_A2(SCMP_CMP_MASKED_EQ, O_ASYNC, 0) };
+	int rc = stp_syscalls_allow_values(ctx, fcntls, 1, plain, sizeof(plain) / sizeof(plain[0]));
 
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 2,
-				      SCMP_A1_32(SCMP_CMP_EQ, F_SETFL),
-				      SCMP_A2(SCMP_CMP_MASKED_EQ, O_ASYNC, 0));
+	for (size_t i = 0; !rc && fcntls[i]; i++)
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(fcntls[i]),
+					    2, setfl);
 	return rc;
 }
 
 static int add_fetcher_rules(scmp_filter_ctx ctx)
 {
-	static const int families[] = { AF_INET, AF_INET6 };
-	static const int named[] = { SCMP_SYS(statx), SCMP_SYS(access), SCMP_SYS(faccessat),
+	static const int families[] = { AF_INET, AF_INET6 }, refused[] = { AF_UNIX, AF_NETLINK };
+	static const char *const socket_call[] = { "socket", NULL };
+	static const int named[] = { SCMP_SYS(access), SCMP_SYS(faccessat),
 				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
-	int rc = allow_values(ctx, SCMP_SYS(socket), 0, families,
-			      sizeof(families) / sizeof(families[0]));
+	int rc = stp_syscalls_allow_values(ctx, socket_call, 0, families,
+					   sizeof(families) / sizeof(families[0]));
 
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
 	/* the C library's resolver tries netlink and nscd's Unix socket: a refusal, which
-	 * it survives (a name not resolved before confinement then fails to resolve) */
-	for (int f = 0; !rc && f < 2; f++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-				      SCMP_A0_32(SCMP_CMP_EQ, f ? AF_NETLINK : AF_UNIX));
+	 * it survives (a name not resolved before confinement then fails to resolve); on
+	 * socket itself only, as socketcall's family cannot be read */
+	if (!rc)
+		rc = stp_syscalls_refuse_values(ctx, "socket", 0, refused,
+						sizeof(refused) / sizeof(refused[0]), EAFNOSUPPORT);
 	/* and it looks at files by name (resolv.conf, nsswitch.conf): refused, not fatal */
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(newfstatat), 1,
-				      SCMP_A3_32(SCMP_CMP_NE, AT_EMPTY_PATH));
+		rc = stp_syscalls_refuse_path_stat(ctx, EACCES);
 	for (size_t i = 0; !rc && i < sizeof(named) / sizeof(named[0]); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
 	if (!rc)
@@ -339,17 +289,31 @@ static int add_fetcher_rules(scmp_filter_ctx ctx)
 	return rc ? rc : add_common_rules(ctx, false);
 }
 
+static int build_lookup_filter(enum stp_sandbox_mode mode, uint32_t arch, scmp_filter_ctx *out,
+			       char *err, size_t errlen);
+
+int stp_sandbox_build_filter(enum stp_sandbox_filter which, enum stp_sandbox_mode mode,
+			     uint32_t arch, scmp_filter_ctx *out, char *err, size_t errlen)
+{
+	switch (which) {
+	case STP_FILTER_FETCHER:
+		return new_filter(mode, arch, stp_syscalls_fetcher, add_fetcher_rules, out, err,
+				  errlen);
+	case STP_FILTER_LOOKUP:
+		return build_lookup_filter(mode, arch, out, err, errlen);
+	default:
+		return new_filter(mode, arch, stp_syscalls_daemon, add_guarded_rules, out, err,
+				  errlen);
+	}
+}
+
 /* The daemon's filter, or the fetcher's. Built before any irreversible step, loaded
  * last. */
 static int build_filter(const struct stp_sandbox_opts *o, scmp_filter_ctx *out, char *err,
 			size_t errlen)
 {
-	if (o->fetcher)
-		return new_filter(o->mode, fetcher_calls,
-				  sizeof(fetcher_calls) / sizeof(fetcher_calls[0]),
-				  add_fetcher_rules, out, err, errlen);
-	return new_filter(o->mode, allowed_calls, sizeof(allowed_calls) / sizeof(allowed_calls[0]),
-			  add_guarded_rules, out, err, errlen);
+	return stp_sandbox_build_filter(o->fetcher ? STP_FILTER_FETCHER : STP_FILTER_DAEMON,
+					o->mode, 0, out, err, errlen);
 }
 
 /*
@@ -776,29 +740,13 @@ static int add_lookup_rules(scmp_filter_ctx ctx)
 	const struct scmp_arg_cmp fd_nonneg = SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0);
 	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 1, fd_nonneg);
 
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	return rc;
+	return rc ? rc : stp_syscalls_allow_mapping(ctx);
 }
 
-static int build_lookup_filter(enum stp_sandbox_mode mode, scmp_filter_ctx *out, char *err,
-			       size_t errlen)
+static int build_lookup_filter(enum stp_sandbox_mode mode, uint32_t arch, scmp_filter_ctx *out,
+			       char *err, size_t errlen)
 {
-	static const int plain[] = {
-		SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(fstat),
-		SCMP_SYS(fstatfs), /* the child checks, confined, that the mount is a FUSE one */
-		SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise),
-		SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(clock_gettime),
-		SCMP_SYS(rt_sigreturn), SCMP_SYS(restart_syscall),
-		SCMP_SYS(exit), SCMP_SYS(exit_group),
-	};
-
-	return new_filter(mode, plain, sizeof(plain) / sizeof(plain[0]), add_lookup_rules, out,
-			  err, errlen);
+	return new_filter(mode, arch, stp_syscalls_lookup, add_lookup_rules, out, err, errlen);
 }
 
 /* Whether this process may drop from the bounding set and set securebits. */
@@ -825,7 +773,7 @@ int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t er
 		return 0;
 	rc = check_single_threaded(err, errlen);
 	if (!rc)
-		rc = build_lookup_filter(mode, &filter, err, errlen);
+		rc = build_lookup_filter(mode, 0, &filter, err, errlen);
 	if (rc)
 		return rc;
 

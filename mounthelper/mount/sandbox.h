@@ -38,8 +38,10 @@
 #ifndef STP_SANDBOX_H
 #define STP_SANDBOX_H
 
+#include <seccomp.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum stp_sandbox_mode {
 	STP_SANDBOX_ON,		/* all steps; a call outside the filter kills the process */
@@ -124,6 +126,20 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode, const char *user);
  * Not thread-safe (it must run before any thread exists).
  */
 int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen);
+
+/* The three filters: the FUSE daemon's, a URL mount's fetcher's, the priming child's. */
+enum stp_sandbox_filter { STP_FILTER_DAEMON, STP_FILTER_FETCHER, STP_FILTER_LOOKUP };
+
+/*
+ * Builds, without loading it, filter WHICH as MODE's sandbox would for architecture ARCH
+ * (an SCMP_ARCH_* token; 0 for this process's), so that a test can read the filter of an
+ * architecture it cannot run (seccomp_export_bpf). The argument values that differ
+ * between architectures (ioctl numbers, O_ASYNC) are this build's. MODE must not be
+ * STP_SANDBOX_OFF. Returns 0 with *OUT for the caller to seccomp_release, or a negative
+ * errno with a message in ERR. Thread-safe.
+ */
+int stp_sandbox_build_filter(enum stp_sandbox_filter which, enum stp_sandbox_mode mode,
+			     uint32_t arch, scmp_filter_ctx *out, char *err, size_t errlen);
 
 /* Parses "on", "log", "off" into MODE. Returns 0 or -EINVAL (MODE untouched). */
 int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode);
