@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "report.h"
 #include "util.h"
 
 /* The widest mtime accepted: far past any date, and never an overflow in time_t. */
@@ -97,8 +98,7 @@ int attrs_load_env(struct attr_opts *o)
 		return 0;
 	/* reproducible-builds.org: the output of `date +%s`, nothing else */
 	if (parse_seconds(v, &o->clamp_to)) {
-		fprintf(stderr, "mkstipple: SOURCE_DATE_EPOCH=%s: not a number of seconds since "
-			"the epoch\n", v);
+		report_error(NULL, "SOURCE_DATE_EPOCH=%s: not a number of seconds since the epoch", v);
 		return -EINVAL;
 	}
 	o->clamp = 1;

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "scan.h"
+#include "tree.h"
 
 struct attr_opts {
 	int64_t uid, gid;   /* >= 0: every entry gets it; -1: kept */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zdict.h>
 
+#include "report.h"
 #include "source.h"
 #include "tree.h"
 
@@ -68,7 +69,7 @@ static int sampler_read(struct sampler *s, uint64_t pos, uint8_t *buf, size_t le
 		if (r < 0) {
 			int err = errno;
 
-			fprintf(stderr, "mkstipple: %s: reading: %s\n", tree_path(pc->file), strerror(err));
+			report_errno(tree_path(pc->file), err, "reading");
 			source_file_close(&sf);
 			return -err;
 		}

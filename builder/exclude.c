@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report.h"
+
 struct exclude_pat {
 	char *buf;      /* the pattern's components, each NUL-terminated, back to back */
 	char **comps;   /* into buf */
@@ -72,8 +74,7 @@ int exclude_load(struct exclude *ex, const char *file)
 
 	if (!f) {
 		rc = -errno;
-		fprintf(stderr, "mkstipple: --exclude-from %s: %s\n", file, strerror(-rc));
-		return rc;
+		return report_errno(file, -rc, "--exclude-from");
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
 		lineno++;
@@ -83,12 +84,11 @@ int exclude_load(struct exclude *ex, const char *file)
 			continue;
 		rc = exclude_add(ex, line);
 		if (rc == -EINVAL)
-			fprintf(stderr, "mkstipple: --exclude-from %s:%u: %s: matches no path\n",
-				file, lineno, line);
+			report_error(file, "line %u: %s: matches no path", lineno, line);
 	}
 	if (!rc && ferror(f)) {
 		rc = -EIO;
-		fprintf(stderr, "mkstipple: --exclude-from %s: %s\n", file, strerror(EIO));
+		report_errno(file, EIO, "--exclude-from");
 	}
 	free(line);
 	fclose(f);

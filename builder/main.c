@@ -549,6 +549,6 @@ int main(int argc, char **argv)
 	free(order);
 	stp_sign_seckey_free(o.key);
 	exclude_free(&o.exclude);
-	scan_tree_free(&t);
+	tree_free(&t);
 	return rc ? 1 : 0;
 }

@@ -19,6 +19,7 @@
 #include "bcj.h"
 #include "dict.h"
 #include "format.h"
+#include "report.h"
 #include "source.h"
 #include "tree.h"
 #include "util.h"
@@ -107,12 +108,6 @@ struct worker {
 	ZSTD_CCtx *cctx;
 	uint8_t *fin, *fout;
 };
-
-static int file_error(const char *path, int err, const char *what)
-{
-	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
-	return -err;
-}
 
 static ZSTD_CCtx_params *make_params(const struct pack_opts *o)
 {
@@ -503,9 +498,9 @@ static int read_span(struct packer *p, struct node *f, const struct source_file 
 		}
 		n = source_file_pread(sf, p->stage, want, off);
 		if (n < 0)
-			rc = errno == EINTR ? 0 : file_error(tree_path(f), errno, "reading");
+			rc = errno == EINTR ? 0 : report_errno(tree_path(f), errno, "reading");
 		else if (n == 0)
-			rc = file_error(tree_path(f), EAGAIN, "file shrank while it was read");
+			rc = report_errno(tree_path(f), EAGAIN, "file shrank while it was read");
 		else {
 			if (h)
 				hash_pages(h, p->stage, (size_t)n, off);
@@ -534,7 +529,7 @@ static int read_file(struct packer *p, struct node *f, const struct source_file 
 		XXH128_hash_t d = XXH3_128bits_digest(h);
 
 		if (d.low64 != want[0] || d.high64 != want[1])
-			rc = source_changed(tree_path(f));
+			rc = report_changed(tree_path(f));
 	}
 	XXH3_freeState(h);
 	return rc;
@@ -579,7 +574,7 @@ static int take_copy(struct packer *p, struct node *f)
 	if (rc)
 		return rc;
 	if (!source_same(&f->st, &after))
-		return source_changed(tree_path(f));
+		return report_changed(tree_path(f));
 	f->extents = malloc(bytes ? bytes : 1);
 	if (!f->extents)
 		return -ENOMEM;
@@ -605,7 +600,7 @@ static int pack_piece(struct packer *p, const struct piece *pc)
 	rc = pc->start == 0 && pc->end == (uint64_t)f->st.st_size ?
 	     read_file(p, f, &sf) : read_span(p, f, &sf, pc->start, pc->end, NULL);
 	if (!rc && !source_file_unchanged(&sf))
-		rc = source_changed(tree_path(f));
+		rc = report_changed(tree_path(f));
 	source_file_close(&sf);
 	return rc;
 }
@@ -654,7 +649,7 @@ static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = file_error(tree_path(f), errno, "reading");
+			rc = report_errno(tree_path(f), errno, "reading");
 			goto out;
 		}
 		if (n == 0)
@@ -696,7 +691,7 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 		nb = source_file_pread(&fb, buf + half, half, off);
 
 		if (na < 0 || nb < 0)
-			rc = file_error(tree_path(na < 0 ? a : b), errno, "reading");
+			rc = report_errno(tree_path(na < 0 ? a : b), errno, "reading");
 		else if (na != nb || na == 0 || memcmp(buf, buf + half, (size_t)na))
 			rc = 0;
 		else
@@ -816,8 +811,8 @@ static int plan_parallelism(struct packer *p)
 	if (o->memory && shared + per_block + per_worker > o->memory) {
 		char need[32];
 
-		fprintf(stderr, "mkstipple: --memory is below the %s one block needs at this "
-			"block size and level%s\n",
+		report_error(NULL, "--memory is below the %s one block needs at this block size "
+			     "and level%s",
 			stp_human_size(shared + per_block + per_worker, need, sizeof(need)),
 			p->cdict ? " with the dictionary" : "");
 		return -ENOMEM;
@@ -834,7 +829,7 @@ static int check_copied(struct packer *p, struct node *f)
 	int rc = hash_file(f, p->stage, now);
 
 	if (!rc && (!want || memcmp(now, want, sizeof(now))))
-		rc = source_changed(tree_path(f));
+		rc = report_changed(tree_path(f));
 	return rc;
 }
 

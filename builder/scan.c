@@ -13,6 +13,7 @@
 
 #include "bcj.h"
 #include "elfcode.h"
+#include "report.h"
 #include "source.h"
 #include "tree.h"
 
@@ -58,7 +59,7 @@ static int read_xattr_value(struct node *n, const struct xsrc *x, struct xattr_k
 			break;
 		len = x_get(x, kv->name, NULL, 0); /* grew meanwhile */
 	}
-	return source_fail(tree_path(n), errno, "reading extended attribute");
+	return report_errno(tree_path(n), errno, "reading extended attribute");
 }
 
 static const struct scan_opts *scan_opts; /* set for the duration of scan_tree() */
@@ -73,7 +74,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 		return 0;
 	len = x_list(x, NULL, 0);
 	if (len < 0)
-		return errno == ENOTSUP ? 0 : source_fail(tree_path(n), errno, "listing extended attributes");
+		return errno == ENOTSUP ? 0 : report_errno(tree_path(n), errno, "listing extended attributes");
 	if (len == 0)
 		return 0;
 	names = malloc((size_t)len);
@@ -81,7 +82,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 		return -ENOMEM;
 	len = x_list(x, names, (size_t)len);
 	if (len < 0) {
-		rc = source_fail(tree_path(n), errno, "listing extended attributes");
+		rc = report_errno(tree_path(n), errno, "listing extended attributes");
 		goto out;
 	}
 	for (p = names; p < names + len; p += strlen(p) + 1) {
@@ -139,11 +140,11 @@ static int read_link(struct node *n, int dirfd)
 		return -ENOMEM;
 	len = readlinkat(dirfd, n->name, n->link_target, cap);
 	if (len < 0 && errno == EINVAL)
-		return source_changed(tree_path(n)); /* no longer a symlink */
+		return report_changed(tree_path(n)); /* no longer a symlink */
 	if (len < 0)
-		return source_fail(tree_path(n), errno, "reading symlink");
+		return report_errno(tree_path(n), errno, "reading symlink");
 	if ((size_t)len >= cap || len == 0)
-		return source_fail(tree_path(n), ENAMETOOLONG, "reading symlink");
+		return report_errno(tree_path(n), ENAMETOOLONG, "reading symlink");
 	n->link_target[len] = 0;
 	return 0;
 }
@@ -261,7 +262,7 @@ static int scan_children(struct node *n, int fd)
 		n->children[kept++] = c;
 	}
 	ahead_drop(&a, 0);
-	/* on failure the ones not reached stay, for scan_tree_free */
+	/* on failure the ones not reached stay, for tree_free */
 	memmove(&n->children[kept], &n->children[i], (count - i) * sizeof(*n->children));
 	n->nchildren = (uint32_t)(kept + count - i);
 	return rc;
@@ -278,7 +279,7 @@ static int scan_dir(struct node *n, int fd)
 	int rc = 0;
 
 	if (!d) {
-		rc = source_fail(tree_path(n), errno, "opening directory");
+		rc = report_errno(tree_path(n), errno, "opening directory");
 		if (lfd >= 0)
 			close(lfd);
 		return rc;
@@ -306,7 +307,7 @@ static int scan_dir(struct node *n, int fd)
 	}
 	free(rel);
 	if (!rc && errno)
-		rc = source_fail(tree_path(n), errno, "reading directory");
+		rc = report_errno(tree_path(n), errno, "reading directory");
 	closedir(d);
 	if (rc)
 		return rc;
@@ -324,7 +325,7 @@ int scan_read_filter(struct node *n, int fd, uint64_t base)
 	int rc = 0;
 
 	if (len < 0)
-		return source_fail(tree_path(n), errno, "reading");
+		return report_errno(tree_path(n), errno, "reading");
 	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
 	if (n->filter != STP_FILTER_NONE) {
 		if (!n->code && !(n->code = malloc(sizeof(*n->code))))
@@ -341,7 +342,7 @@ int scan_read_filter(struct node *n, int fd, uint64_t base)
 		free(n->code);
 		n->code = NULL;
 	}
-	return rc < 0 ? source_fail(tree_path(n), -rc, "reading its section table") : 0;
+	return rc < 0 ? report_errno(tree_path(n), -rc, "reading its section table") : 0;
 }
 
 /* A regular file opened as X->fd: its xattrs are read through the descriptor, which
@@ -366,13 +367,13 @@ static int scan_subdir(struct node *n, int dirfd)
 	int rc;
 
 	if (x.fd < 0 && (errno == ENOTDIR || errno == ELOOP))
-		return source_changed(tree_path(n));
+		return report_changed(tree_path(n));
 	if (x.fd < 0)
-		return source_fail(tree_path(n), errno, "opening directory");
+		return report_errno(tree_path(n), errno, "opening directory");
 	if (fstat(x.fd, &st))
-		rc = source_fail(tree_path(n), errno, "stat");
+		rc = report_errno(tree_path(n), errno, "stat");
 	else if (st.st_dev != n->st.st_dev || st.st_ino != n->st.st_ino)
-		rc = source_changed(tree_path(n));
+		rc = report_changed(tree_path(n));
 	else
 		rc = read_xattrs(n, &x);
 	/* a mount point is kept, empty */
@@ -390,7 +391,7 @@ static int scan_file(struct node *n, int dirfd, int fd)
 
 	if (fd >= 0 && fcntl(fd, F_SETFL, 0)) { /* reads block, as for any file */
 		close(fd);
-		return source_fail(tree_path(n), errno, "opening");
+		return report_errno(tree_path(n), errno, "opening");
 	}
 	if (fd < 0 && n->st.st_size < ELF_HEAD_SIZE)
 		return read_xattrs_at(n, dirfd);
@@ -414,10 +415,10 @@ static int scan_node(struct node *n, int dirfd, int fd)
 			close(fd);
 		snprintf(what, sizeof(what), "refused: the readers take paths of at most %u "
 			 "bytes (%u names)", TREE_PATH_MAX, TREE_DEPTH_MAX);
-		return source_fail(tree_path(n), ENAMETOOLONG, what);
+		return report_errno(tree_path(n), ENAMETOOLONG, what);
 	}
 	if (fd >= 0 ? fstat(fd, &st) : fstatat(dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
-		rc = source_fail(tree_path(n), errno, "stat");
+		rc = report_errno(tree_path(n), errno, "stat");
 	else
 		rc = skipped(&st) ? SKIPPED : 0;
 	if (!rc)

@@ -3,15 +3,13 @@
 #include "source.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "escape.h"
-#include "tree.h"
+#include "report.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
 #define FILE_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
@@ -23,36 +21,6 @@ static int from_archive;
 /* The last directory reached: files are read in runs from one directory. */
 static const struct node *cached_dir;
 static int cached_fd = -1;
-
-void source_say(const char *path, const char *fmt, ...)
-{
-	char text[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	/* names come from the tree or the archive, whoever made them: never raw controls */
-	flockfile(stderr);
-	fputs("mkstipple: ", stderr);
-	stp_escape_put(stderr, path, strlen(path));
-	fputs(": ", stderr);
-	stp_escape_put(stderr, text, strlen(text));
-	fputc('\n', stderr);
-	funlockfile(stderr);
-}
-
-int source_fail(const char *path, int err, const char *what)
-{
-	source_say(path, "%s: %s", what, strerror(err));
-	return -err;
-}
-
-int source_changed(const char *path)
-{
-	source_say(path, "changed during the build");
-	return -EAGAIN;
-}
 
 int source_same(const struct node_stat *a, const struct stat *b)
 {
@@ -67,16 +35,16 @@ int source_open_root(const char *source, struct stat *st)
 	int fd = open(source, DIR_FLAGS);
 
 	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
-		source_say(source, "not a directory");
+		report_error(source, "not a directory");
 		return -ENOTDIR;
 	}
 	if (fd < 0)
-		return source_fail(source, errno, "opening directory");
+		return report_errno(source, errno, "opening directory");
 	if (fstat(fd, st)) {
 		int err = errno;
 
 		close(fd);
-		return source_fail(source, err, "stat");
+		return report_errno(source, err, "stat");
 	}
 	source_close();
 	root_fd = fd;
@@ -91,21 +59,21 @@ static int open_dir_at(int parent, const struct node *d)
 
 	if (fd < 0) {
 		if (errno == ENOTDIR || errno == ELOOP) {
-			source_say(tree_path(d), "changed during the build: no longer a "
+			report_error(tree_path(d), "changed during the build: no longer a "
 				   "directory (a symlink is not followed)");
 			return -EAGAIN;
 		}
-		return source_fail(tree_path(d), errno, "opening directory");
+		return report_errno(tree_path(d), errno, "opening directory");
 	}
 	if (fstat(fd, &st)) {
 		int err = errno;
 
 		close(fd);
-		return source_fail(tree_path(d), err, "stat");
+		return report_errno(tree_path(d), err, "stat");
 	}
 	if (st.st_dev != d->st.st_dev || st.st_ino != d->st.st_ino) {
 		close(fd);
-		return source_changed(tree_path(d));
+		return report_changed(tree_path(d));
 	}
 	return fd;
 }
@@ -165,26 +133,26 @@ int source_openat_file(int dirfd, const struct node *f)
 	struct stat st;
 
 	if (fd < 0 && err == ELOOP) {
-		source_say(tree_path(f), "changed during the build: now a symbolic link, "
+		report_error(tree_path(f), "changed during the build: now a symbolic link, "
 			   "not followed");
 		return -EAGAIN;
 	}
 	if (fd < 0)
-		return source_fail(tree_path(f), err, "opening");
+		return report_errno(tree_path(f), err, "opening");
 	if (fstat(fd, &st)) {
 		err = errno;
 		close(fd);
-		return source_fail(tree_path(f), err, "stat");
+		return report_errno(tree_path(f), err, "stat");
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		source_say(tree_path(f), "changed during the build: no longer a regular "
+		report_error(tree_path(f), "changed during the build: no longer a regular "
 			   "file");
 		return -EAGAIN;
 	}
 	if (!source_same(&f->st, &st)) {
 		close(fd);
-		return source_changed(tree_path(f));
+		return report_changed(tree_path(f));
 	}
 	/* reads must block as for any file; O_NONBLOCK only kept a FIFO's open from hanging */
 	int fl = fcntl(fd, F_GETFL);
@@ -192,7 +160,7 @@ int source_openat_file(int dirfd, const struct node *f)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
 		err = errno;
 		close(fd);
-		return source_fail(tree_path(f), err, "opening");
+		return report_errno(tree_path(f), err, "opening");
 	}
 	return fd;
 }
@@ -219,7 +187,7 @@ int source_stat(const struct node *n, struct stat *st)
 	if (dirfd < 0)
 		return dirfd;
 	if (!n->parent ? fstat(dirfd, st) : fstatat(dirfd, n->name, st, AT_SYMLINK_NOFOLLOW))
-		return source_fail(tree_path(n), errno, "stat");
+		return report_errno(tree_path(n), errno, "stat");
 	return 0;
 }
 

@@ -6,7 +6,8 @@
  * O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, then checked with fstat to be the regular file the
  * scan saw: a symlink, a FIFO or another file put in its place is refused, never read.
  * One source per process; not thread-safe (only the main thread reads the tree).
- * Every function that fails prints a message naming the path and returns -errno.
+ * Every function that fails reports the problem naming the path (report.h) and returns
+ * -errno.
  *
  * An archive is the other kind of source (source_use_archive): a file's bytes lie in the
  * archive itself or in the spool archive.c filled, at the node's data_off. Nothing else
@@ -19,7 +20,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "scan.h"
+#include "tree.h"
 
 /* Opens SOURCE, which must be a directory and not a symlink, and keeps its descriptor
  * (owned here until source_close) for the other functions. Sets *ST from it. Returns the
@@ -38,14 +39,6 @@ int source_stat(const struct node *n, struct stat *st);
 /* 1 when NOW is the file SCANNED describes, unchanged: device, inode, type, size, mtime
  * and ctime to the nanosecond (ctime catches a rewrite that put the mtime back). */
 int source_same(const struct node_stat *scanned, const struct stat *now);
-/* Prints "mkstipple: PATH: MESSAGE" on one line, PATH and MESSAGE escaped (escape.h):
- * names come from whoever made the tree or the archive. MESSAGE is cut at 511 bytes.
- * Thread-safe. */
-void source_say(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Reports that PATH changed since the scan; returns -EAGAIN. */
-int source_changed(const char *path);
-/* Reports "mkstipple: PATH: WHAT: <errno ERR's text>" and returns -ERR. */
-int source_fail(const char *path, int err, const char *what);
 /* One regular file opened for reading: its byte 0 is at BASE in FD. */
 struct source_file {
 	const struct node *node;
