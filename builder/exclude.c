@@ -74,7 +74,8 @@ int exclude_load(struct exclude *ex, const char *file)
 
 	if (!f) {
 		rc = -errno;
-		return report_errno(file, -rc, "--exclude-from");
+		report_error(NULL, "--exclude-from %s: %s", file, strerror(-rc));
+		return rc;
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
 		lineno++;
@@ -84,11 +85,12 @@ int exclude_load(struct exclude *ex, const char *file)
 			continue;
 		rc = exclude_add(ex, line);
 		if (rc == -EINVAL)
-			report_error(file, "line %u: %s: matches no path", lineno, line);
+			report_error(NULL, "--exclude-from %s:%u: %s: matches no path", file, lineno,
+				     line);
 	}
 	if (!rc && ferror(f)) {
 		rc = -EIO;
-		report_errno(file, EIO, "--exclude-from");
+		report_error(NULL, "--exclude-from %s: %s", file, strerror(EIO));
 	}
 	free(line);
 	fclose(f);

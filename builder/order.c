@@ -334,7 +334,8 @@ static int read_hot_list(struct tree *t, const char *list, uint64_t margin, stru
 
 	if (!f) {
 		rc = -errno;
-		return report_errno(list, -rc, "--hot-list");
+		report_errno(list, -rc, "--hot-list");
+		return rc;
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
 		struct node *node;
@@ -349,18 +350,18 @@ static int read_hot_list(struct tree *t, const char *list, uint64_t margin, stru
 		node = tree_find(t, line);
 		node = node ? node->primary : NULL;
 		if (!node || !S_ISREG(node->st.st_mode)) {
-			report_warning(list, "line %u: %s: %s, skipped", lineno, line,
+			report_warning(NULL, "%s:%u: %s: %s, skipped", list, lineno, line,
 				       node ? "not a regular file" : "not in the tree");
 			continue;
 		}
 		rc = order_add_ranges(h, node, ranges, margin);
 		if (rc == -ERANGE) {
-			report_warning(list, "line %u: %s: every range lies past its end, skipped",
-				       lineno, line);
+			report_warning(NULL, "%s:%u: %s: every range lies past its end, skipped",
+				       list, lineno, line);
 			rc = 0;
 		} else if (rc == -EINVAL) {
-			report_warning(list, "line %u: %s: malformed ranges, reading the whole file",
-				       lineno, line);
+			report_warning(NULL, "%s:%u: %s: malformed ranges, reading the whole file",
+				       list, lineno, line);
 			rc = order_add_ranges(h, node, NULL, margin);
 		}
 	}

@@ -11,6 +11,7 @@
 #include "escape.h"
 
 static atomic_uint nerrors, nwarnings;
+static atomic_int demoted; /* report_errors_as_warnings */
 static int status_shown; /* a status line is on the terminal; under stderr's lock */
 
 /* Removes the status line, with stderr locked by the caller. */
@@ -42,7 +43,7 @@ void report_error(const char *path, const char *fmt, ...)
 {
 	va_list ap;
 
-	atomic_fetch_add(&nerrors, 1);
+	atomic_fetch_add(atomic_load(&demoted) ? &nwarnings : &nerrors, 1);
 	va_start(ap, fmt);
 	say(path, fmt, ap);
 	va_end(ap);
@@ -68,6 +69,11 @@ int report_changed(const char *path)
 {
 	report_error(path, "changed during the build");
 	return -EAGAIN;
+}
+
+void report_errors_as_warnings(int on)
+{
+	atomic_store(&demoted, on);
 }
 
 unsigned report_errors(void)

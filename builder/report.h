@@ -22,12 +22,15 @@ void report_warning(const char *path, const char *fmt, ...)
 int report_errno(const char *path, int err, const char *what);
 /* Prints "PATH: changed during the build" as an error; returns -EAGAIN. */
 int report_changed(const char *path);
+/* While ON, report_error (and so report_errno, report_changed) counts a warning, not an
+ * error: --ignore-failed-read leaves out what cannot be read, with a warning. */
+void report_errors_as_warnings(int on);
 /* Errors and warnings printed so far. */
 unsigned report_errors(void);
 unsigned report_warnings(void);
 /* Draws TEXT (not escaped: the caller's own words and figures) as the status line on
- * standard error, in place of the one before; NULL or "" removes it. Drawn only when
- * standard error is a terminal. */
+ * standard error, in place of the one before; NULL or "" removes it. The caller draws
+ * one only when standard error is a terminal. */
 void report_status(const char *text);
 
 #endif

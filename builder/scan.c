@@ -13,6 +13,8 @@
 
 #include "bcj.h"
 #include "elfcode.h"
+#include "progress.h"
+#include "report.h"
 #include "report.h"
 #include "source.h"
 #include "tree.h"
@@ -172,19 +174,28 @@ static int skipped(const struct stat *st)
 static dev_t root_dev;
 static struct tree *scan_out;
 
-/* 1 when entry DE of the directory open as FD is excluded; REL is a buffer for its path,
- * holding the directory's path from the root and a '/' up to REL_LEN. */
-static int excluded(const struct dirent *de, int fd, char *rel, size_t rel_len)
+/* 1 when entry DE of the directory N, open as FD, is left out: excluded, or not on the
+ * way to nor below a path -T lists. Sets *LISTED when -T lists it. REL is a buffer for
+ * its path, holding N's path from the root and a '/' up to REL_LEN. */
+static int left_out(const struct node *n, const struct dirent *de, int fd, char *rel,
+		    size_t rel_len, int *listed)
 {
 	int is_dir = de->d_type == DT_DIR;
+	enum select_match m = SELECT_IN;
 	struct stat st;
 
+	*listed = 0;
 	if (strlen(de->d_name) > STP_NAME_MAX)
 		return 0; /* add_child refuses it */
 	strcpy(rel + rel_len, de->d_name);
 	if (de->d_type == DT_UNKNOWN && !fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
 		is_dir = S_ISDIR(st.st_mode);
-	return exclude_match(scan_opts->exclude, rel, is_dir);
+	if (exclude_match(scan_opts->exclude, rel, is_dir))
+		return 1;
+	if (scan_opts->select && !n->selected)
+		m = select_match(scan_opts->select, rel);
+	*listed = m == SELECT_IN;
+	return m == SELECT_OUT || (m == SELECT_ABOVE && !is_dir);
 }
 
 /* The regular files a little ahead of the scan are opened before it reaches them, and
@@ -194,6 +205,7 @@ static int excluded(const struct dirent *de, int fd, char *rel, size_t rel_len)
  * the scan, which reports its failure. A subdirectory is scanned only once what was
  * opened ahead is closed, so at most 2 * AHEAD descriptors are held whatever the depth. */
 #define AHEAD 64u
+#define AHEAD_FAILED (-2) /* a regular file that did not open ahead: open it to say why */
 #define AHEAD_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
 
 struct ahead {
@@ -212,11 +224,13 @@ static void ahead_open(struct ahead *a, const struct node *dir, size_t upto, int
 
 		if (fd >= 0)
 			posix_fadvise(fd, 0, 4096, POSIX_FADV_WILLNEED);
+		else if (c->listed_type == DT_REG)
+			fd = AHEAD_FAILED;
 		a->fd[a->next % (2 * AHEAD)] = fd;
 	}
 }
 
-/* Child I's descriptor, now the caller's, or -1. */
+/* Child I's descriptor, now the caller's, or -1, or AHEAD_FAILED. */
 static int ahead_take(struct ahead *a, size_t i)
 {
 	int fd = i < a->next ? a->fd[i % (2 * AHEAD)] : -1;
@@ -239,7 +253,14 @@ static void ahead_drop(struct ahead *a, size_t from)
 		a->next = from;
 }
 
-/* Scans the children of N, open as FD, in order, leaving out those scan_node skips. */
+/* Entries left out because they could not be read (reported each), in this scan; the
+ * entries and bytes seen, for the progress. */
+static size_t dropped;
+static uint64_t seen, seen_bytes;
+
+/* Scans the children of N, open as FD, in order, leaving out those scan_node skips and
+ * those that could not be read: every problem is reported in one pass, and only running
+ * out of memory stops the scan. */
 static int scan_children(struct node *n, int fd)
 {
 	struct ahead a = { .next = 0 };
@@ -254,6 +275,10 @@ static int scan_children(struct node *n, int fd)
 		if (c->listed_type == DT_DIR || c->listed_type == DT_UNKNOWN)
 			ahead_drop(&a, i + 1);
 		rc = scan_node(c, fd, ahead_take(&a, i));
+		if (rc < 0 && rc != -ENOMEM) {
+			dropped++;
+			rc = SKIPPED;
+		}
 		if (rc == SKIPPED) {
 			tree_node_free(c);
 			rc = 0;
@@ -276,7 +301,7 @@ static int scan_dir(struct node *n, int fd)
 	struct dirent *de;
 	size_t cap = 0, rel_len = 0;
 	char *rel = NULL;
-	int rc = 0;
+	int rc = 0, listed = 0;
 
 	if (!d) {
 		rc = report_errno(tree_path(n), errno, "opening directory");
@@ -284,7 +309,7 @@ static int scan_dir(struct node *n, int fd)
 			close(lfd);
 		return rc;
 	}
-	if (scan_opts->exclude && scan_opts->exclude->count) {
+	if ((scan_opts->exclude && scan_opts->exclude->count) || scan_opts->select) {
 		rel_len = tree_rel_path(n, NULL, 0);
 		rel = malloc(rel_len + STP_NAME_MAX + 2);
 		if (!rel) {
@@ -298,12 +323,13 @@ static int scan_dir(struct node *n, int fd)
 	for (errno = 0; (de = readdir(d)); errno = 0) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (rel && excluded(de, fd, rel, rel_len))
+		if (rel && left_out(n, de, fd, rel, rel_len, &listed))
 			continue;
 		rc = tree_add_child(scan_out, n, de->d_name, &cap);
 		if (rc)
 			break;
 		n->children[n->nchildren - 1]->listed_type = de->d_type & 15;
+		n->children[n->nchildren - 1]->selected = listed || n->selected;
 	}
 	free(rel);
 	if (!rc && errno)
@@ -384,19 +410,26 @@ static int scan_subdir(struct node *n, int dirfd)
 }
 
 /* Regular file N, which is N->name in DIRFD, opened ahead as FD or -1 (closed here).
- * A file too short for an ELF header is not opened for the scan alone. */
+ * A file too short for an ELF header is not opened for the scan alone, unless it failed
+ * to open ahead (AHEAD_FAILED): then the open here reports why. */
 static int scan_file(struct node *n, int dirfd, int fd)
 {
-	struct xsrc x = { .fd = fd };
+	struct xsrc x = { .fd = fd >= 0 ? fd : -1 };
 
 	if (fd >= 0 && fcntl(fd, F_SETFL, 0)) { /* reads block, as for any file */
 		close(fd);
 		return report_errno(tree_path(n), errno, "opening");
 	}
-	if (fd < 0 && n->st.st_size < ELF_HEAD_SIZE)
+	if (fd == -1 && n->st.st_size < ELF_HEAD_SIZE)
 		return read_xattrs_at(n, dirfd);
-	if (fd < 0 && (x.fd = source_openat_file(dirfd, n)) < 0)
-		return x.fd;
+	if (fd < 0) {
+		struct stat now;
+
+		x.fd = source_openat_file(dirfd, n, &now);
+		if (x.fd < 0)
+			return x.fd;
+		tree_set_stat(n, &now); /* the latest look: a live file may have grown */
+	}
 	return read_file(n, &x);
 }
 
@@ -421,8 +454,11 @@ static int scan_node(struct node *n, int dirfd, int fd)
 		rc = report_errno(tree_path(n), errno, "stat");
 	else
 		rc = skipped(&st) ? SKIPPED : 0;
-	if (!rc)
+	if (!rc) {
 		tree_set_stat(n, &st);
+		seen_bytes += S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+		progress_set(seen_bytes, ++seen);
+	}
 	if (!rc && S_ISREG(st.st_mode))
 		return scan_file(n, dirfd, fd);
 	if (fd >= 0)
@@ -449,6 +485,7 @@ static int scan_root(struct node *root)
 		return x.fd;
 	tree_set_stat(root, &st);
 	root_dev = root->st.st_dev;
+	root->selected = scan_opts->select && select_match(scan_opts->select, "") == SELECT_IN;
 	rc = read_xattrs(root, &x);
 	return rc ? rc : scan_dir(root, x.fd);
 }
@@ -471,10 +508,21 @@ int scan_tree(const char *source, const struct stat *skip, size_t nskip,
 	skip_list = skip;
 	skip_count = nskip;
 	scan_opts = opts ? opts : &none;
+	dropped = seen = seen_bytes = 0;
+	progress_phase("scan", 0);
+	report_errors_as_warnings(scan_opts->ignore_failed_read);
 	rc = scan_root(t->root);
+	if (!rc && scan_opts->select)
+		dropped += select_report_missing(scan_opts->select);
+	report_errors_as_warnings(0);
 	skip_list = NULL;
 	skip_count = 0;
 	scan_opts = NULL;
 	scan_out = NULL;
 	return rc ? rc : tree_finish(t);
+}
+
+size_t scan_tree_dropped(void)
+{
+	return dropped;
 }

@@ -32,7 +32,8 @@ int source_same(const struct node_stat *a, const struct stat *b)
 
 int source_open_root(const char *source, struct stat *st)
 {
-	int fd = open(source, DIR_FLAGS);
+	/* SOURCE itself may be a symlink (/lib64 on merged /usr), as tar -C follows one */
+	int fd = open(source, DIR_FLAGS & ~O_NOFOLLOW);
 
 	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
 		report_error(source, "not a directory");
@@ -127,10 +128,9 @@ int source_dir_fd(const struct node *dir)
 	return fd;
 }
 
-int source_openat_file(int dirfd, const struct node *f)
+int source_openat_file(int dirfd, const struct node *f, struct stat *st)
 {
 	int fd = openat(dirfd, f->name, FILE_FLAGS), err = errno;
-	struct stat st;
 
 	if (fd < 0 && err == ELOOP) {
 		report_error(tree_path(f), "changed during the build: now a symbolic link, "
@@ -139,20 +139,21 @@ int source_openat_file(int dirfd, const struct node *f)
 	}
 	if (fd < 0)
 		return report_errno(tree_path(f), err, "opening");
-	if (fstat(fd, &st)) {
+	if (fstat(fd, st)) {
 		err = errno;
 		close(fd);
 		return report_errno(tree_path(f), err, "stat");
 	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st->st_mode)) {
 		close(fd);
 		report_error(tree_path(f), "changed during the build: no longer a regular "
 			   "file");
 		return -EAGAIN;
 	}
-	if (!source_same(&f->st, &st)) {
+	if (st->st_dev != f->st.st_dev || st->st_ino != f->st.st_ino) {
 		close(fd);
-		return report_changed(tree_path(f));
+		report_error(tree_path(f), "changed during the build: replaced by another file");
+		return -EAGAIN;
 	}
 	/* reads must block as for any file; O_NONBLOCK only kept a FIFO's open from hanging */
 	int fl = fcntl(fd, F_GETFL);
@@ -165,12 +166,6 @@ int source_openat_file(int dirfd, const struct node *f)
 	return fd;
 }
 
-int source_open_file(const struct node *f)
-{
-	int dirfd = f->parent ? source_dir_fd(f->parent) : -EISDIR;
-
-	return dirfd < 0 ? dirfd : source_openat_file(dirfd, f);
-}
 
 int source_stat(const struct node *n, struct stat *st)
 {
@@ -199,6 +194,27 @@ void source_use_archive(int archive, int spool)
 	from_archive = 1;
 }
 
+/* Opens F beneath its directory into SF; a change since the scan is -ESTALE, or when
+ * RETAKE is F, taken into F. */
+static int open_owned(const struct node *f, struct source_file *sf, struct node *retake)
+{
+	int dirfd = f->parent ? source_dir_fd(f->parent) : -EISDIR;
+	struct stat now;
+
+	sf->fd = dirfd < 0 ? dirfd : source_openat_file(dirfd, f, &now);
+	if (sf->fd < 0)
+		return sf->fd;
+	sf->owned = 1;
+	if (retake) {
+		tree_set_stat(retake, &now);
+		sf->size = (uint64_t)now.st_size;
+	} else if (!source_same(&f->st, &now)) {
+		source_file_close(sf);
+		return -ESTALE;
+	}
+	return 0;
+}
+
 int source_file_open(const struct node *f, struct source_file *sf)
 {
 	*sf = (struct source_file){ .node = f, .fd = archive_fd, .size = (uint64_t)f->st.st_size };
@@ -207,9 +223,15 @@ int source_file_open(const struct node *f, struct source_file *sf)
 		sf->base = f->data_off;
 		return sf->fd < 0 ? -EBADF : 0;
 	}
-	sf->fd = source_open_file(f);
-	sf->owned = 1;
-	return sf->fd < 0 ? sf->fd : 0;
+	return open_owned(f, sf, NULL);
+}
+
+int source_file_reopen(struct node *f, struct source_file *sf)
+{
+	*sf = (struct source_file){ .node = f, .fd = archive_fd, .size = (uint64_t)f->st.st_size };
+	if (from_archive)
+		return source_file_open(f, sf);
+	return open_owned(f, sf, f);
 }
 
 ssize_t source_file_pread(const struct source_file *sf, void *buf, size_t len, uint64_t off)

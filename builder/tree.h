@@ -73,12 +73,18 @@ struct node {
 	uint32_t nextents;
 	uint16_t name_len;     /* 0 for the root */
 	uint8_t filter;        /* enum stp_filter that suits its machine code */
+	uint8_t trouble;       /* enum node_trouble: set by the packer (pack.h) */
 	uint8_t hot : 1;       /* listed in the hot list */
 	uint8_t copied : 1;    /* some later file is the same as this one */
 	uint8_t in_spool : 1;  /* archives: in the spool, not in the archive */
 	uint8_t listed_type : 4; /* scan: the d_type its directory listed it with (a hint) */
+	uint8_t selected : 1;  /* scan: at or below a path -T lists (select.h) */
 	char name[];           /* last component; the root's is the source path itself */
 };
+
+/* A regular file that did not read as the scan saw it. CHANGED: read again at the end of
+ * the data; FAILED: could not be read, reported once, never read again. */
+enum node_trouble { NODE_OK, NODE_CHANGED, NODE_FAILED };
 
 struct tree_chunk;
 
