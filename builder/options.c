@@ -113,6 +113,21 @@ static const struct squash_hint {
 	{ "-tar", "a tar archive as SOURCE (or - for standard input) is read as it is" },
 	{ "-no-recovery", "there is no recovery file: a failed build leaves nothing" },
 	{ "-keep-as-directory", "SOURCE's contents are the image's root" },
+	{ "-no-duplicates", "identical files are always stored once" },
+	{ "-no-hardlinks", "hard links are always kept as links" },
+	{ "-no-sparse", "runs of zeros are always stored as holes" },
+	{ "-exit-on-error", "every problem fails the build (see --ignore-failed-read)" },
+	{ "-root-mode", "use -p '/ m MODE UID GID'" },
+	{ "-root-uid", "use -p '/ m MODE UID GID'" },
+	{ "-root-gid", "use -p '/ m MODE UID GID'" },
+	{ "-root-time", "use --mtime T (for every entry)" },
+	{ "-action", "use -p for modes and owners, --exclude to leave paths out" },
+	{ "-action-file", "use -pf for modes and owners, --exclude-from to leave paths out" },
+	{ "-cpiostyle", "use -T FILE (paths of SOURCE, one a line)" },
+	{ "-cpiostyle0", "use -T FILE --null" },
+	{ "-offset", "the image always begins at byte 0 of IMAGE" },
+	{ "-nopad", "images are not padded" },
+	{ "-Xhelp", "images are always zstd: --level N sets its level" },
 };
 
 /* ARG, an option of mksquashfs, and what to use: 1 when it was one (reported). */

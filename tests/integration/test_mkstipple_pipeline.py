@@ -110,8 +110,11 @@ def test_pseudo_mode_and_owner(src, tmp_path):
                   "top m 640 root 42\n"
                   "etc m 700 7 8\n")
     image = tmp_path / "x.stipple"
-    build(src, image, "--all-root", "-pf", pf, "-p", "var/log/old.log m 0444 99 98")
+    build(src, image, "--all-root", "-pf", pf, "-p", "var/log/old.log m 0444 99 98",
+          "-p", "/ m 0750 3 4")
     out = extract_image(image, tmp_path / "out")
+    st = os.lstat(out)  # the root, as mksquashfs's -root-mode and -root-uid set it
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o750, 3, 4)
     want = {"usr/bin/tool": (0o4755, 0, 0), "sp ace/na me": (0o600, 1234, 5678),
             "top": (0o640, 0, 42), "usr/top-link": (0o640, 0, 42),  # the same inode
             "etc": (0o700, 7, 8), "var/log/old.log": (0o444, 99, 98),
@@ -223,6 +226,8 @@ def test_mtime_refused(src, tmp_path, value):
     (["-force-uid", "0"], "--uid"),
     (["--no-such-option"], "--no-such-option"),
     (["-z"], "-z"),
+    (["-root-mode", "755"], "-p '/ m"),
+    (["-no-duplicates"], "stored once"),
     (["--level", "99"], "--level"),
     (["--mtime", "tomorrow"], "--mtime"),
 ])
