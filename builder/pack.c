@@ -65,6 +65,7 @@ struct packer {
 	uint8_t *stage;
 	uint64_t total_in, done_in;
 	unsigned changed, failed; /* files stored as last read, files that could not be */
+	int broken;          /* a block could not be compressed or written: ends the build */
 	unsigned filters;    /* bit per enum stp_filter written */
 	const ZSTD_CDict *cdict; /* shared read-only by the workers; NULL: none */
 	size_t cdict_size;       /* its tables and the dictionary */
@@ -264,12 +265,12 @@ static int write_oldest(struct packer *p)
 	while (s->state != SLOT_DONE)
 		pthread_cond_wait(&p->cond, &p->lock);
 	pthread_mutex_unlock(&p->lock);
-	if (s->err)
-		return s->err;
-	rc = stp_pwrite_full(p->fd, s->codec == STP_CODEC_RAW ? s->in : s->out, s->stored_len,
-			     p->pos);
-	if (rc)
+	rc = s->err ? s->err : stp_pwrite_full(p->fd, s->codec == STP_CODEC_RAW ? s->in : s->out,
+					       s->stored_len, p->pos);
+	if (rc) {
+		p->broken = rc;
 		return rc;
+	}
 	if (p->written == p->blocks_cap) {
 		uint64_t cap = p->blocks_cap ? p->blocks_cap * 2 : 64;
 		struct stp_blockent *grown = realloc(p->blocks, cap * sizeof(*grown));
@@ -620,6 +621,8 @@ static int reread(struct packer *p, struct node *f)
 	f->same_as = NULL;
 	for (int i = 0; i < REREADS && !rc && still; i++)
 		rc = reread_once(p, f, i + 1 == REREADS, &still);
+	if (p->broken)
+		return p->broken; /* the image's failure, not the file's */
 	if (rc)
 		return mark_failed(f, rc);
 	if (still) {
@@ -674,6 +677,8 @@ static int pack_piece(struct packer *p, const struct piece *pc)
 	source_file_close(&sf);
 	if (rc == -ESTALE)
 		mark_changed(f);
+	if (p->broken)
+		return p->broken; /* the image's failure, not the file's */
 	return rc == -ESTALE ? 0 : rc ? mark_failed(f, rc) : 0;
 }
 
