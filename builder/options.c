@@ -321,6 +321,13 @@ static int parse_pack_option(int c, const char *val, struct options *o)
 	return parse_tree_option(c, val, o);
 }
 
+/* Whether ARG, where getopt stopped, is a long option (getopt's optopt is then no
+ * letter to show). */
+static int long_form(const char *arg)
+{
+	return arg[0] == '-' && arg[1] == '-';
+}
+
 /* The options that say what to print or do; ARGV_AT is the argument getopt was at. */
 static int parse_one(int c, const char *val, const char *argv_at, struct options *o)
 {
@@ -337,14 +344,16 @@ static int parse_one(int c, const char *val, const char *argv_at, struct options
 	case 'h': usage(stdout); exit(0);
 	case 'V': printf("mkstipple %s\n", STP_VERSION); exit(0);
 	case ':':
-		report_error(NULL, "%s needs a value", optopt ? (char[]){ '-', (char)optopt, 0 } :
-			     argv_at);
+		if (long_form(argv_at))
+			report_error(NULL, "%s needs a value", argv_at);
+		else
+			report_error(NULL, "-%c needs a value", optopt);
 		return 2;
 	case '?':
-		if (optopt)
-			report_error(NULL, "unknown option -%c", optopt);
-		else
+		if (long_form(argv_at))
 			report_error(NULL, "unknown option %s", argv_at);
+		else
+			report_error(NULL, "unknown option -%c", optopt);
 		return 2;
 	}
 	return parse_pack_option(c, val, o);

@@ -295,7 +295,7 @@ static int write_oldest(struct packer *p)
 	p->written++;
 	pthread_mutex_unlock(&p->lock);
 	/* what is compressed and written counts, not what is read: 100% comes at the end */
-	progress_set(s->in_done < p->total_in ? s->in_done : p->total_in - 1, 0);
+	progress_set(s->in_done < p->total_in || !p->total_in ? s->in_done : p->total_in - 1, 0);
 	return 0;
 }
 

@@ -241,6 +241,15 @@ def test_usage_error_is_one_line_and_a_hint(src, tmp_path, args, names):
     assert not (tmp_path / "x.stipple").exists()
 
 
+@pytest.mark.parametrize("args, named", [(["--mtime"], "--mtime needs a value"),
+                                         (["-T"], "-T needs a value"),
+                                         (["--quiet=yes"], "--quiet=yes")])
+def test_option_at_the_end_or_with_a_value_it_takes_not(src, tmp_path, args, named):
+    r = run([MKSTIPPLE, src, tmp_path / "x.stipple", *args])
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 2 and named in lines[0], r.stderr
+
+
 @pytest.mark.parametrize("operands", [[], ["only-source"], ["a", "b", "c"]])
 def test_missing_operands_one_line(operands):
     r = run([MKSTIPPLE, *operands])
