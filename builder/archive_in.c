@@ -16,6 +16,7 @@
 
 #include "exclude.h"
 #include "format.h"
+#include "report.h"
 #include "source.h"
 #include "tree.h"
 #include "util.h"
@@ -67,12 +68,12 @@ static int fail(const struct reader *r, const char *what, int err)
 	size_t len = r->entry ? strlen(r->entry) : 0;
 
 	if (len > ENTRY_SHOWN)
-		source_say(r->name, "%.*s...%s: %s", ENTRY_SHOWN / 2, r->entry,
+		report_error(r->name, "%.*s...%s: %s", ENTRY_SHOWN / 2, r->entry,
 			   r->entry + len - ENTRY_SHOWN / 2, what);
 	else if (r->entry)
-		source_say(r->name, "%s: %s", r->entry, what);
+		report_error(r->name, "%s: %s", r->entry, what);
 	else
-		source_say(r->name, "%s", what);
+		report_error(r->name, "%s", what);
 	return -err;
 }
 
@@ -88,9 +89,8 @@ static int not_an_archive(const struct reader *r)
 {
 	const char *msg = archive_error_string(r->a);
 
-	fprintf(stderr, "mkstipple: %s: not an archive mkstipple reads (tar, cpio or zip; plain "
-		"or compressed with gzip, bzip2, xz or zstd)%s%s\n", r->name, msg ? ": " : "",
-		msg ? msg : "");
+	report_error(r->name, "not an archive mkstipple reads (tar, cpio or zip; plain or "
+		     "compressed with gzip, bzip2, xz or zstd)%s%s", msg ? ": " : "", msg ? msg : "");
 	return -EINVAL;
 }
 
@@ -588,16 +588,14 @@ static int open_spool(struct reader *r)
 	if (r->spool_fd >= 0)
 		unlink(tmpl);
 	else
-		fprintf(stderr, "mkstipple: %s: creating the spool for %s: %s\n", r->spool_dir,
-			r->name, strerror(errno));
+		report_error(r->spool_dir, "creating the spool for %s: %s", r->name, strerror(errno));
 	free(tmpl);
 	return r->spool_fd >= 0 ? 0 : -errno;
 }
 
 static int spool_fail(const struct reader *r, int err)
 {
-	fprintf(stderr, "mkstipple: %s: writing the spool for %s: %s\n", r->spool_dir, r->name,
-		strerror(err));
+	report_error(r->spool_dir, "writing the spool for %s: %s", r->name, strerror(err));
 	return -err;
 }
 
@@ -927,9 +925,9 @@ int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
 	src->fd = src->spool_fd = -1;
 	r.fd = strcmp(path, "-") ? open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC) : STDIN_FILENO;
 	if (r.fd < 0)
-		return source_fail(path, errno, "opening");
+		return report_errno(path, errno, "opening");
 	if (fstat(r.fd, &st)) {
-		rc = source_fail(path, errno, "stat");
+		rc = report_errno(path, errno, "stat");
 		goto out;
 	}
 	r.seekable = r.fd != STDIN_FILENO && S_ISREG(st.st_mode);

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "scan.h"
+#include "tree.h"
 
 struct attr_opts {
 	int64_t uid, gid;   /* >= 0: every entry gets it; -1: kept */
@@ -24,8 +24,11 @@ struct attr_opts {
 /* No forcing: owners and times as scanned. */
 #define ATTR_OPTS_NONE ((struct attr_opts){ .uid = -1, .gid = -1 })
 
-/* Parses an --mtime value: SECONDS, @SECONDS, or a UTC date YYYY-MM-DD[THH:MM:SS[Z]].
- * Returns 0 and sets *OUT, or -EINVAL. */
+/* Parses an --mtime value as GNU tar takes its commonest forms: @SECONDS (or SECONDS), an
+ * ISO 8601 date YYYY-MM-DD[(T| )HH:MM[:SS[.F]]][[ ]ZONE] (ZONE: Z, UTC, GMT, +HH, +HHMM,
+ * +HH:MM; none is UTC, not the host's zone; a fraction is dropped), or, when it starts
+ * with / or ., the path of a file whose mtime is taken (whole seconds). Returns 0 and
+ * sets *OUT; -EINVAL for a malformed value, -errno when the file cannot be stat'ed. */
 int attrs_parse_time(const char *s, int64_t *out);
 /* Reads SOURCE_DATE_EPOCH into O (unset or empty: no clamp). Returns 0, or -EINVAL
  * after printing a message naming the variable and its value. */

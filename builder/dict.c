@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zdict.h>
 
+#include "report.h"
 #include "source.h"
 #include "tree.h"
 
@@ -55,24 +56,26 @@ static int sampler_read(struct sampler *s, uint64_t pos, uint8_t *buf, size_t le
 		ssize_t r;
 		int rc;
 
-		if (!piece_len(pc))
+		if (!piece_len(pc) || pc->file->trouble)
 			continue;
 		rc = source_file_open(pc->file, &sf);
-		if (rc)
+		if (rc == -ENOMEM)
 			return rc;
+		if (rc) { /* the packer reads it again (a change) or counts it failed */
+			pc->file->trouble = rc == -ESTALE ? NODE_OK : NODE_FAILED;
+			break;
+		}
 		if (piece_len(pc) - skip < want)
 			want = (size_t)(piece_len(pc) - skip);
 		do
 			r = source_file_pread(&sf, buf + *got, want, pc->start + skip);
 		while (r < 0 && errno == EINTR);
-		if (r < 0) {
-			int err = errno;
-
-			fprintf(stderr, "mkstipple: %s: reading: %s\n", tree_path(pc->file), strerror(err));
-			source_file_close(&sf);
-			return -err;
-		}
+		if (r < 0)
+			pc->file->trouble = report_errno(tree_path(pc->file), errno, "reading") ?
+					    NODE_FAILED : NODE_OK;
 		source_file_close(&sf);
+		if (r < 0)
+			break;
 		*got += (size_t)r;
 		if ((size_t)r < want)
 			break;

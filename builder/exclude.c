@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report.h"
+
 struct exclude_pat {
 	char *buf;      /* the pattern's components, each NUL-terminated, back to back */
 	char **comps;   /* into buf */
@@ -72,7 +74,7 @@ int exclude_load(struct exclude *ex, const char *file)
 
 	if (!f) {
 		rc = -errno;
-		fprintf(stderr, "mkstipple: --exclude-from %s: %s\n", file, strerror(-rc));
+		report_error(NULL, "--exclude-from %s: %s", file, strerror(-rc));
 		return rc;
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
@@ -83,12 +85,12 @@ int exclude_load(struct exclude *ex, const char *file)
 			continue;
 		rc = exclude_add(ex, line);
 		if (rc == -EINVAL)
-			fprintf(stderr, "mkstipple: --exclude-from %s:%u: %s: matches no path\n",
-				file, lineno, line);
+			report_error(NULL, "--exclude-from %s:%u: %s: matches no path", file, lineno,
+				     line);
 	}
 	if (!rc && ferror(f)) {
 		rc = -EIO;
-		fprintf(stderr, "mkstipple: --exclude-from %s: %s\n", file, strerror(EIO));
+		report_error(NULL, "--exclude-from %s: %s", file, strerror(EIO));
 	}
 	free(line);
 	fclose(f);

@@ -2,257 +2,27 @@
 /* mkstipple: build an image from a directory tree. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "archive_in.h"
-#include "attrs.h"
-#include "exclude.h"
 #include "format.h"
-#include "hotlist.h"
 #include "image.h"
 #include "meta.h"
 #include "metastore.h"
+#include "options.h"
 #include "order.h"
 #include "output.h"
-#include "pack.h"
-#include "scan.h"
-#include "sign.h"
+#include "progress.h"
+#include "report.h"
 #include "source.h"
+#include "summary.h"
 #include "util.h"
-
-#define DEFAULT_LEVEL 19
-#define DEFAULT_BLOCK_LOG 25 /* 32 MiB */
-/* The hot region in blocks of 4 MiB, so that several decode at once at mount: a start-up
- * whose hot bytes fit in one block otherwise waits for one thread to decode all of it. */
-#define DEFAULT_HOT_BLOCK_LOG 22
-
-struct options {
-	const char *source, *image, *hot_list, *sign_key;
-	uint64_t hot_margin;
-	const char *hot_block_arg; /* --hot-block-size, as given */
-	struct stp_seckey *key;
-	struct pack_opts pack;
-	struct attr_opts attrs;
-	struct exclude exclude;
-	struct scan_opts scan;
-	int all_root;
-	int quiet;
-	int code_apart;
-	int whole_meta;   /* --no-meta-pages */
-};
-
-static void usage(FILE *out)
-{
-	fprintf(out,
-		"usage: mkstipple [OPTIONS] SOURCE IMAGE\n"
-		"Build a compressed read-only image of SOURCE: a directory, a tar, cpio or zip\n"
-		"archive (plain or compressed), or - for an archive on standard input.\n"
-		"IMAGE - is standard output; a symlink IMAGE is written through.\n\n"
-		"  -l, --level N         zstd level, 1-22 (default %d)\n"
-		"  -b, --block-size SIZE block size, a power of two from 64K to 1G (default 32M)\n"
-		"      --hot-list FILE   files read at start-up, stored first, in order\n"
-		"      --hot-margin SIZE widen the hot list's ranges by this on each side\n"
-		"                        (default 32K: twice the mount's readahead)\n"
-		"      --hot-block-size SIZE  blocks of the hot region, a power of two from 64K\n"
-		"                        to the block size (default 4M, or the block size if less)\n"
-		"      --no-bcj          do not filter machine code before compression\n"
-		"      --code-apart      store programs' code apart from their tables and data\n"
-		"      --sign SECKEY     sign the image with this Ed25519 key (stipple keygen)\n"
-		"      --no-meta-pages   metadata in one piece, for readers older than paged\n"
-		"                        metadata (decoded whole when opened)\n"
-		"  -t, --threads N       compression threads (default: online CPUs)\n"
-		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
-		"      --all-root        every entry owned by uid 0, gid 0\n"
-		"      --uid N, --gid N  every entry owned by this numeric id (over --all-root)\n"
-		"      --mtime T         every mtime T: seconds, @seconds or YYYY-MM-DD[THH:MM:SS]\n"
-		"                        (UTC); else mtimes past $SOURCE_DATE_EPOCH are clamped\n"
-		"      --exclude PATTERN leave out paths matching this glob (repeatable)\n"
-		"      --exclude-from FILE  leave out paths matching the globs in FILE\n"
-		"      --one-file-system do not enter directories on other file systems\n"
-		"      --no-xattrs       store no extended attributes\n"
-		"  -q, --quiet           print nothing but errors\n"
-		"  -h, --help            show this help\n"
-		"  -V, --version         show the version\n\n"
-		"Neither --threads nor --memory changes the image. See mkstipple(1).\n",
-		DEFAULT_LEVEL);
-}
-
-static int bad_option(const char *opt, const char *val, const char *why)
-{
-	fprintf(stderr, "mkstipple: %s %s: %s\n", opt, val, why);
-	return 2;
-}
-
-static int parse_block_size(const char *opt, const char *val, unsigned *log)
-{
-	uint64_t v;
-
-	if (stp_parse_size(val, &v) || v == 0 || (v & (v - 1)))
-		return bad_option(opt, val, "not a power of two");
-	*log = (unsigned)__builtin_ctzll(v);
-	if (*log < STP_BLOCK_LOG_MIN || *log > STP_BLOCK_LOG_MAX)
-		return bad_option(opt, val, "must be from 64K to 1G");
-	return 0;
-}
-
-/* The hot blocks' size against the block size: a default above it follows it down. */
-static int finish_hot_block_size(struct options *o)
-{
-	if (o->pack.hot_block_log <= o->pack.block_log)
-		return 0;
-	if (!o->hot_block_arg) {
-		o->pack.hot_block_log = o->pack.block_log;
-		return 0;
-	}
-	return bad_option("--hot-block-size", o->hot_block_arg, "larger than --block-size");
-}
-
-/* Options with no short form. */
-enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
-       OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN, OPT_HOT_BLOCK_SIZE };
-
-static int parse_id(const char *opt, const char *val, int64_t *id)
-{
-	uint64_t v;
-
-	/* (uid_t)-1 means "unchanged" to chown(2): no file can have it */
-	if (stp_parse_uint(val, 0, UINT32_MAX - 1, &v))
-		return bad_option(opt, val, "not a numeric id from 0 to 4294967294");
-	*id = (int64_t)v;
-	return 0;
-}
-
-/* The options that decide owners, times and what is left out. */
-static int parse_tree_option(int c, const char *val, struct options *o)
-{
-	int rc;
-
-	switch (c) {
-	case OPT_ALL_ROOT: o->all_root = 1; return 0;
-	case OPT_UID: return parse_id("--uid", val, &o->attrs.uid);
-	case OPT_GID: return parse_id("--gid", val, &o->attrs.gid);
-	case OPT_MTIME:
-		if (attrs_parse_time(val, &o->attrs.mtime))
-			return bad_option("--mtime", val, "not seconds since the epoch, @seconds "
-					  "or a date YYYY-MM-DD[THH:MM:SS[Z]] from 1970 on");
-		o->attrs.set_mtime = 1;
-		return 0;
-	case OPT_EXCLUDE:
-		rc = exclude_add(&o->exclude, val);
-		if (rc == -EINVAL)
-			return bad_option("--exclude", val, "matches no path");
-		return rc ? bad_option("--exclude", val, strerror(-rc)) : 0;
-	case OPT_EXCLUDE_FROM: return exclude_load(&o->exclude, val) ? 2 : 0;
-	case OPT_ONE_FS: o->scan.one_file_system = 1; return 0;
-	case OPT_NO_XATTRS: o->scan.no_xattrs = 1; return 0;
-	}
-	return 2;
-}
-
-/* --uid and --gid win over --all-root, whatever the order. */
-static int finish_tree_options(struct options *o)
-{
-	if (o->all_root && o->attrs.uid < 0)
-		o->attrs.uid = 0;
-	if (o->all_root && o->attrs.gid < 0)
-		o->attrs.gid = 0;
-	o->scan.exclude = &o->exclude;
-	return attrs_load_env(&o->attrs) ? 2 : 0;
-}
-
-static int parse_args(int argc, char **argv, struct options *o)
-{
-	static const struct option longopts[] = {
-		{ "level", required_argument, NULL, 'l' },
-		{ "block-size", required_argument, NULL, 'b' },
-		{ "hot-list", required_argument, NULL, 'H' },
-		{ "hot-margin", required_argument, NULL, OPT_HOT_MARGIN },
-		{ "hot-block-size", required_argument, NULL, OPT_HOT_BLOCK_SIZE },
-		{ "no-bcj", no_argument, NULL, 'B' },
-		{ "code-apart", no_argument, NULL, 'C' },
-		{ "no-meta-pages", no_argument, NULL, 'W' },
-		{ "sign", required_argument, NULL, 'S' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "memory", required_argument, NULL, 'm' },
-		{ "all-root", no_argument, NULL, OPT_ALL_ROOT },
-		{ "uid", required_argument, NULL, OPT_UID },
-		{ "gid", required_argument, NULL, OPT_GID },
-		{ "mtime", required_argument, NULL, OPT_MTIME },
-		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
-		{ "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM },
-		{ "one-file-system", no_argument, NULL, OPT_ONE_FS },
-		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ 0 }
-	};
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t v;
-	int c, rc = 0;
-
-	o->pack = (struct pack_opts){ .level = DEFAULT_LEVEL, .block_log = DEFAULT_BLOCK_LOG,
-				      .hot_block_log = DEFAULT_HOT_BLOCK_LOG,
-				      .threads = cpus > 0 ? (unsigned)cpus : 1, .bcj = 1 };
-	o->attrs = ATTR_OPTS_NONE;
-	o->hot_margin = STP_HOT_MARGIN_DEFAULT;
-	while (!rc && (c = getopt_long(argc, argv, "l:b:t:m:qhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'l':
-			if (stp_parse_uint(optarg, 1, (uint64_t)ZSTD_maxCLevel(), &v))
-				return bad_option("--level", optarg, "must be from 1 to 22");
-			o->pack.level = (int)v;
-			break;
-		case 'b': rc = parse_block_size("--block-size", optarg, &o->pack.block_log); break;
-		case OPT_HOT_BLOCK_SIZE:
-			rc = parse_block_size("--hot-block-size", optarg, &o->pack.hot_block_log);
-			o->hot_block_arg = optarg;
-			break;
-		case 'H': o->hot_list = optarg; break;
-		case OPT_HOT_MARGIN:
-			if (stp_parse_size(optarg, &v) || v > STP_HOT_MARGIN_MAX)
-				return bad_option("--hot-margin", optarg, "not a size from 0 to 16M");
-			o->hot_margin = v;
-			break;
-		case 'B': o->pack.bcj = 0; break;
-		case 'C': o->code_apart = 1; break;
-		case 'W': o->whole_meta = 1; break;
-		case 'S': o->sign_key = optarg; break;
-		case 't':
-			if (stp_parse_uint(optarg, 1, 1024, &v))
-				return bad_option("--threads", optarg, "must be from 1 to 1024");
-			o->pack.threads = (unsigned)v;
-			break;
-		case 'm':
-			if (stp_parse_size(optarg, &v) || v == 0)
-				return bad_option("--memory", optarg, "not a size (e.g. 512M)");
-			o->pack.memory = v;
-			break;
-		case 'q': o->quiet = 1; break;
-		case 'h': usage(stdout); exit(0);
-		case 'V': printf("mkstipple %s\n", STP_VERSION); exit(0);
-		case '?': usage(stderr); return 2;
-		default: rc = parse_tree_option(c, optarg, o); break;
-		}
-	}
-	if (rc || (rc = finish_tree_options(o)) || (rc = finish_hot_block_size(o)))
-		return rc;
-	if (argc - optind != 2) {
-		usage(stderr);
-		return 2;
-	}
-	o->source = argv[optind];
-	o->image = argv[optind + 1];
-	o->pack.progress = !o->quiet && isatty(STDERR_FILENO);
-	return 0;
-}
 
 /* Encodes the metadata and stores it in pages after the blocks (and dictionary). */
 static int write_metadata(const struct options *o, const struct tree *t,
@@ -284,8 +54,11 @@ static int write_dictionary(struct pack_result *r, int fd, struct stp_superblock
 }
 
 /* Frees *ORDER once the files are packed: the metadata needs none of it. */
+/* Writes the image of T into OUT; S gets its size and the files that kept changing. A
+ * file that could not be read fails the build once every file was tried: -ENODATA,
+ * reported. */
 static int write_image(const struct options *o, struct tree *t, struct piece **order,
-		       size_t count, size_t nhot, struct stp_output *out, uint64_t *image_size)
+		       size_t count, size_t nhot, struct stp_output *out, struct summary *s)
 {
 	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
 				     .block_log = o->pack.block_log };
@@ -295,9 +68,20 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 
 	free(*order);
 	*order = NULL;
-	if (rc)
+	if (!rc && r.failed) {
+		report_error(NULL, "%u file%s could not be read: no image written", r.failed,
+			     r.failed == 1 ? "" : "s");
+		rc = -ENODATA;
+	}
+	if (rc) {
+		free(r.blocks);
+		free(r.dict);
 		return rc;
+	}
+	s->changed = r.changed;
+	progress_phase("metadata", 0);
 	attrs_apply(t, &o->attrs); /* only now: the packer compared each file's mtime */
+	pseudo_apply(&o->pseudo); /* per path, over --all-root, --uid and --gid */
 	sb.data_size = r.data_size;
 	sb.block_count = r.nblocks;
 	sb.hot_size = r.hot_size;
@@ -316,24 +100,8 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 		rc = -errno;
 	free(r.blocks);
 	free(r.dict);
-	*image_size = sb.image_size;
+	s->image_size = sb.image_size;
 	return rc;
-}
-
-/* On standard error when the image goes to standard output. */
-static void summary(const struct options *o, const struct tree *t, uint64_t image_size,
-		    uint64_t t0, int to_stdout)
-{
-	char in[32], img[32];
-	double secs = (double)(stp_now_ns() - t0) / 1e9;
-
-	if (o->quiet)
-		return;
-	fprintf(to_stdout ? stderr : stdout, "%s: %zu files, %u inodes, %s in, %s image "
-		"(%.1f%%), %.1f s\n", to_stdout ? "standard output" : o->image,
-		t->nfiles, t->ninodes, stp_human_size(t->file_bytes, in, sizeof(in)),
-		stp_human_size(image_size, img, sizeof(img)),
-		t->file_bytes ? 100.0 * (double)image_size / (double)t->file_bytes : 100.0, secs);
 }
 
 /* Loads the signing key before anything is built: a bad key costs nothing. */
@@ -345,10 +113,10 @@ static int load_key(struct options *o)
 		return 0;
 	rc = stp_sign_load_seckey(o->sign_key, &o->key);
 	if (rc == -EINVAL)
-		fprintf(stderr, "mkstipple: --sign %s: not an unencrypted Ed25519 secret key "
-			"in PEM (see stipple keygen)\n", o->sign_key);
+		report_error(o->sign_key, "--sign: not an unencrypted Ed25519 secret key in PEM "
+			     "(see stipple keygen)");
 	else if (rc)
-		fprintf(stderr, "mkstipple: --sign %s: %s\n", o->sign_key, strerror(-rc));
+		report_errno(o->sign_key, -rc, "--sign");
 	return rc ? 2 : 0;
 }
 
@@ -419,9 +187,9 @@ static int scan_own_output(const struct options *o, const struct stp_output *out
 		n++;
 	if (out->dest_exists && S_ISREG(out->dest.st_mode))
 		skip[n++] = out->dest;
-	if (!o->quiet && !out->to_stdout && dir_within(out->dirfd, o->source))
-		fprintf(stderr, "mkstipple: %s: inside %s: the image is not packed into itself\n",
-			out->final, o->source);
+	if (out->fd >= 0 && !o->quiet && !out->to_stdout && dir_within(out->dirfd, o->source))
+		report_warning(out->final, "inside %s: the image is not packed into itself",
+			       o->source);
 	return scan_tree(o->source, skip, n, &o->scan, t);
 }
 
@@ -437,6 +205,10 @@ static int read_source(const struct options *o, const struct stp_output *out, st
 
 	if (strcmp(o->source, "-") && (stat(o->source, &st) || S_ISDIR(st.st_mode)))
 		return scan_own_output(o, out, t);
+	if (o->scan.select) {
+		report_error(o->source, "-T names paths of a directory SOURCE, not of an archive");
+		return -EINVAL;
+	}
 	rc = archive_tree(o->source, out->dir, epoch, &o->scan, t, src);
 	if (!rc)
 		source_use_archive(src->fd, src->spool_fd);
@@ -449,17 +221,18 @@ static void output_problem(const char *image, const struct stp_output *out, cons
 {
 	const char *final = out->final && strcmp(out->final, image) ? out->final : NULL;
 
+	char named[2 * PATH_MAX + 8];
+
 	if (out->to_stdout && rc == -ENOTTY && out->refused) {
-		fprintf(stderr, "mkstipple: refusing to write an image to a terminal "
-			"(redirect standard output, or give a file as IMAGE)\n");
+		report_error(NULL, "refusing to write an image to a terminal (redirect standard "
+			     "output, or give a file as IMAGE)");
 		return;
 	}
-	fprintf(stderr, "mkstipple: %s%s%s: %s", image, final ? " -> " : "", final ? final : "",
-		step);
+	snprintf(named, sizeof(named), "%s%s%s", image, final ? " -> " : "", final ? final : "");
 	if (out->refused)
-		fputc('\n', stderr);
+		report_error(named, "%s", step);
 	else
-		fprintf(stderr, ": %s\n", strerror(-rc));
+		report_error(named, "%s: %s", step, strerror(-rc));
 }
 
 static int open_output(const char *image, struct stp_output *out)
@@ -494,9 +267,8 @@ static int refuse_own_source(const struct options *o, const struct stp_output *o
 		return 0;
 	if (st.st_dev != out->dest.st_dev || st.st_ino != out->dest.st_ino)
 		return 0;
-	fprintf(stderr, "mkstipple: %s: is the file the image would replace (%s): not read\n",
-		from_stdin ? "standard input" : o->source, out->to_stdout ? "standard output" :
-		out->final);
+	report_error(from_stdin ? "standard input" : o->source, "is the file the image would "
+		     "replace (%s): not read", out->to_stdout ? "standard output" : out->final);
 	return -EEXIST;
 }
 
@@ -511,44 +283,114 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* After the scan: -T's and the pseudo definitions' paths are checked, and what could
+ * not be read fails the build unless --ignore-failed-read. */
+static int check_tree(struct options *o, struct tree *t, struct summary *s)
+{
+	int rc = pseudo_resolve(&o->pseudo, t);
+
+	s->left_out = scan_tree_dropped();
+	if (s->left_out && !o->scan.ignore_failed_read) {
+		report_error(NULL, "%zu entr%s left out (see above): no image written "
+			     "(--ignore-failed-read leaves them out)", s->left_out,
+			     s->left_out == 1 ? "y" : "ies");
+		return -ENODATA;
+	}
+	return rc ? -ENODATA : 0;
+}
+
+/* Where -v, the summary and --json go: standard output, unless the image does. */
+static FILE *words_out(const struct options *o)
+{
+	return o->image && !strcmp(o->image, "-") ? stderr : stdout;
+}
+
+/* The end of a build or a dry run: the list, the summary, and the exit status. */
+static int finish(const struct options *o, const struct tree *t, struct summary *s,
+		  uint64_t t0, int rc)
+{
+	progress_end();
+	if (!rc && o->verbose)
+		summary_list(words_out(o), t);
+	s->seconds = (double)(stp_now_ns() - t0) / 1e9;
+	s->warnings = report_warnings();
+	s->errors = report_errors();
+	if (!rc && (o->json || !o->quiet))
+		summary_print(words_out(o), s, t, o->json);
+	if (!rc && s->changed)
+		report_error(NULL, "%u file%s changed as we read %s: the image holds each as it "
+			     "last read", s->changed, s->changed == 1 ? "" : "s",
+			     s->changed == 1 ? "it" : "them");
+	return rc || s->changed ? 1 : 0;
+}
+
+/* Scans SOURCE, as a build does, and writes nothing. */
+static int dry_run(struct options *o, struct tree *t, uint64_t t0)
+{
+	struct stp_output none = { .fd = -1, .dirfd = -1,
+				   .dir = getenv("TMPDIR") ? getenv("TMPDIR") : (char *)"/tmp" };
+	struct archive_source src = { .fd = -1, .spool_fd = -1 };
+	struct summary s = { 0 };
+	int rc = read_source(o, &none, t, &src);
+
+	if (!rc)
+		rc = check_tree(o, t, &s);
+	source_close();
+	archive_source_close(&src);
+	return finish(o, t, &s, t0, rc);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
 	struct tree t = { 0 };
 	struct stp_output out = { .fd = -1 };
 	struct archive_source src = { .fd = -1, .spool_fd = -1 };
+	struct summary s = { 0 };
 	struct piece *order = NULL;
-	uint64_t t0 = stp_now_ns(), image_size = 0;
+	uint64_t t0 = stp_now_ns();
 	size_t nhot = 0, count = 0;
-	int rc = parse_args(argc, argv, &o);
+	int rc = options_parse(argc, argv, &o);
 
-	if (rc || (rc = load_key(&o)))
-		return rc;
+	if (rc || (rc = load_key(&o))) {
+		options_free(&o);
+		return 2;
+	}
+	progress_enable(!o.quiet && isatty(STDERR_FILENO));
 	raise_fd_limit();
+	if (o.dry_run) {
+		rc = dry_run(&o, &t, t0);
+		goto out;
+	}
+	s.image = o.image;
 	rc = open_output(o.image, &out);
 	if (!rc)
 		rc = refuse_own_source(&o, &out);
 	if (!rc)
 		rc = read_source(&o, &out, &t, &src);
 	if (!rc)
+		rc = check_tree(&o, &t, &s);
+	if (!rc)
 		rc = order_files(&t, o.hot_list, o.hot_margin, o.code_apart, &order, &nhot, &count);
 	if (!rc)
-		rc = write_image(&o, &t, &order, count, nhot, &out, &image_size);
-	if (!rc && o.key && (rc = sign_output(&o, &out, &image_size)) && rc != -ENOSPC &&
+		rc = write_image(&o, &t, &order, count, nhot, &out, &s);
+	if (!rc && o.key && (rc = sign_output(&o, &out, &s.image_size)) && rc != -ENOSPC &&
 	    rc != -EIO && rc != -EDQUOT && rc != -EFBIG)
-		fprintf(stderr, "mkstipple: %s: signing failed: %s\n", o.image, strerror(-rc));
+		report_error(o.image, "signing failed: %s", strerror(-rc));
 	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
-		fprintf(stderr, "mkstipple: %s: writing failed: %s\n", o.image, strerror(-rc));
+		report_error(o.image, "writing failed: %s", strerror(-rc));
 	if (!rc)
 		rc = commit_output(o.image, &out);
 	stp_output_abort(&out);
 	source_close();
 	archive_source_close(&src);
-	if (!rc)
-		summary(&o, &t, image_size, t0, out.to_stdout);
+	if (out.to_stdout && !o.json)
+		s.image = "standard output";
+	rc = finish(&o, &t, &s, t0, rc);
+out:
 	free(order);
 	stp_sign_seckey_free(o.key);
-	exclude_free(&o.exclude);
-	scan_tree_free(&t);
-	return rc ? 1 : 0;
+	options_free(&o);
+	tree_free(&t);
+	return rc;
 }

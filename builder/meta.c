@@ -9,6 +9,7 @@
 #include <sys/sysmacros.h>
 
 #include "image.h"
+#include "report.h"
 
 /* Records of each table, counted before anything is written. */
 struct sizes {
@@ -143,7 +144,7 @@ int meta_build(const struct tree *t, const struct stp_blockent *blocks, uint64_t
 	count(t, &s);
 	if (s.dirents > UINT32_MAX || s.extents > UINT32_MAX || s.xattrs > UINT32_MAX ||
 	    s.strings > UINT32_MAX || nblocks > UINT32_MAX) {
-		fprintf(stderr, "mkstipple: the tree is too large for one image\n");
+		report_error(NULL, "the tree is too large for one image");
 		return -EFBIG;
 	}
 	layout(t, &s, nblocks, &w.h, &total);

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "format.h"
-#include "scan.h"
+#include "tree.h"
 
 /* Encodes the metadata of T (files already packed) and BLOCKS into a new buffer *out of
  * *len bytes, owned by the caller. Returns 0 or -errno (-EFBIG: a table overflows). */

@@ -10,6 +10,7 @@
 
 #include "format.h"
 #include "hotlist.h"
+#include "report.h"
 #include "util.h"
 
 /* After the hot region: the files that are not machine code, then programs by kind, so
@@ -114,44 +115,6 @@ static int cmp_similar(const void *a, const void *b)
 	if (c)
 		return c;
 	return (x->start > y->start) - (x->start < y->start);
-}
-
-/* The child of CUR named NAME (LEN bytes), or NULL: children are sorted. */
-static struct node *child_named(const struct node *cur, const char *name, size_t len)
-{
-	size_t lo = 0, hi = cur->nchildren;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int r = stp_name_cmp(name, len, cur->children[mid]->name, cur->children[mid]->name_len);
-
-		if (!r)
-			return cur->children[mid];
-		if (r < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return NULL;
-}
-
-/* Looks up a tree-relative PATH as the readers resolve one (stp_path_next). */
-static struct node *find_path(struct tree *t, const char *path)
-{
-	struct node *cur = t->root;
-	enum stp_path_part part;
-	const char *name;
-	size_t len;
-
-	while (cur && (part = stp_path_next(&path, &name, &len)) != STP_PATH_END) {
-		if (part == STP_PATH_PARENT)
-			cur = cur->parent ? cur->parent : cur;
-		else if (!S_ISDIR(cur->st.st_mode))
-			return NULL;
-		else
-			cur = child_named(cur, name, len);
-	}
-	return cur ? cur->primary : NULL;
 }
 
 /* Appends to H the entry [A, B) of N, ranked next. */
@@ -371,7 +334,7 @@ static int read_hot_list(struct tree *t, const char *list, uint64_t margin, stru
 
 	if (!f) {
 		rc = -errno;
-		fprintf(stderr, "mkstipple: %s: %s\n", list, strerror(-rc));
+		report_errno(list, -rc, "--hot-list");
 		return rc;
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
@@ -384,20 +347,21 @@ static int read_hot_list(struct tree *t, const char *list, uint64_t margin, stru
 		if (!len || line[0] == '#')
 			continue;
 		ranges = stp_hotlist_split(line);
-		node = find_path(t, line);
+		node = tree_find(t, line);
+		node = node ? node->primary : NULL;
 		if (!node || !S_ISREG(node->st.st_mode)) {
-			fprintf(stderr, "mkstipple: %s:%u: %s: %s, skipped\n", list, lineno, line,
-				node ? "not a regular file" : "not in the tree");
+			report_warning(NULL, "%s:%u: %s: %s, skipped", list, lineno, line,
+				       node ? "not a regular file" : "not in the tree");
 			continue;
 		}
 		rc = order_add_ranges(h, node, ranges, margin);
 		if (rc == -ERANGE) {
-			fprintf(stderr, "mkstipple: %s:%u: %s: every range lies past its end, skipped\n",
-				list, lineno, line);
+			report_warning(NULL, "%s:%u: %s: every range lies past its end, skipped",
+				       list, lineno, line);
 			rc = 0;
 		} else if (rc == -EINVAL) {
-			fprintf(stderr, "mkstipple: %s:%u: %s: malformed ranges, reading the whole "
-				"file\n", list, lineno, line);
+			report_warning(NULL, "%s:%u: %s: malformed ranges, reading the whole file",
+				       list, lineno, line);
 			rc = order_add_ranges(h, node, NULL, margin);
 		}
 	}

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "scan.h"
+#include "tree.h"
 
 /* A run of one file's bytes, [start, end), as it goes into the stream. */
 struct piece {

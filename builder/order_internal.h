@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "scan.h"
+#include "tree.h"
 
 /* One range of a hot-list line once widened: bytes [start, end) of FILE; RANK, its
  * place in the list (ranges are ranked in the order the list gives them). */

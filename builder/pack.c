@@ -18,7 +18,9 @@
 
 #include "bcj.h"
 #include "dict.h"
+#include "progress.h"
 #include "format.h"
+#include "report.h"
 #include "source.h"
 #include "tree.h"
 #include "util.h"
@@ -37,6 +39,7 @@ struct slot {
 	uint64_t block;      /* its number in the stream */
 	uint64_t start;      /* the stream offset of its first byte */
 	uint64_t code[3];    /* bytes of machine code by enum stp_filter */
+	uint64_t in_done;    /* input bytes read when it was submitted: done once written */
 	int state;           /* protected by packer.lock */
 	int err;
 };
@@ -61,6 +64,8 @@ struct packer {
 	uint64_t blocks_cap;
 	uint8_t *stage;
 	uint64_t total_in, done_in;
+	unsigned changed, failed; /* files stored as last read, files that could not be */
+	int broken;          /* a block could not be compressed or written: ends the build */
 	unsigned filters;    /* bit per enum stp_filter written */
 	const ZSTD_CDict *cdict; /* shared read-only by the workers; NULL: none */
 	size_t cdict_size;       /* its tables and the dictionary */
@@ -107,12 +112,6 @@ struct worker {
 	ZSTD_CCtx *cctx;
 	uint8_t *fin, *fout;
 };
-
-static int file_error(const char *path, int err, const char *what)
-{
-	fprintf(stderr, "mkstipple: %s: %s: %s\n", path, what, strerror(err));
-	return -err;
-}
 
 static ZSTD_CCtx_params *make_params(const struct pack_opts *o)
 {
@@ -255,17 +254,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static void progress(struct packer *p)
-{
-	char a[32], b[32];
-
-	if (!p->o->progress)
-		return;
-	fprintf(stderr, "\rmkstipple: %llu blocks written, %s of %s read   ",
-		(unsigned long long)p->written, stp_human_size(p->done_in, a, sizeof(a)),
-		stp_human_size(p->total_in, b, sizeof(b)));
-}
-
 /* Writes the oldest submitted block once a worker has compressed it. */
 static int write_oldest(struct packer *p)
 {
@@ -277,12 +265,12 @@ static int write_oldest(struct packer *p)
 	while (s->state != SLOT_DONE)
 		pthread_cond_wait(&p->cond, &p->lock);
 	pthread_mutex_unlock(&p->lock);
-	if (s->err)
-		return s->err;
-	rc = stp_pwrite_full(p->fd, s->codec == STP_CODEC_RAW ? s->in : s->out, s->stored_len,
-			     p->pos);
-	if (rc)
+	rc = s->err ? s->err : stp_pwrite_full(p->fd, s->codec == STP_CODEC_RAW ? s->in : s->out,
+					       s->stored_len, p->pos);
+	if (rc) {
+		p->broken = rc;
 		return rc;
+	}
 	if (p->written == p->blocks_cap) {
 		uint64_t cap = p->blocks_cap ? p->blocks_cap * 2 : 64;
 		struct stp_blockent *grown = realloc(p->blocks, cap * sizeof(*grown));
@@ -306,7 +294,8 @@ static int write_oldest(struct packer *p)
 	memset(s->code, 0, sizeof(s->code));
 	p->written++;
 	pthread_mutex_unlock(&p->lock);
-	progress(p);
+	/* what is compressed and written counts, not what is read: 100% comes at the end */
+	progress_set(s->in_done < p->total_in || !p->total_in ? s->in_done : p->total_in - 1, 0);
 	return 0;
 }
 
@@ -337,6 +326,7 @@ static void submit(struct packer *p, struct slot *s)
 	s->state = SLOT_QUEUED;
 	s->block = p->submitted++;
 	s->start = p->stream - s->len;
+	s->in_done = p->done_in;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -483,9 +473,10 @@ static void hash_pages(XXH3_state_t *h, const uint8_t *buf, size_t n, uint64_t o
 }
 
 /* Packs file bytes [OFF, END), hashing them into H when given; holes are counted as
- * zeros without being read. */
+ * zeros without being read. A file that ends early is -ESTALE, or with KEEP_SHORT, cut
+ * to the bytes read (its size with them). */
 static int read_span(struct packer *p, struct node *f, const struct source_file *sf,
-		     uint64_t off, uint64_t end, XXH3_state_t *h)
+		     uint64_t off, uint64_t end, XXH3_state_t *h, int keep_short)
 {
 	uint64_t zeros = 0;
 	int rc = 0;
@@ -503,9 +494,11 @@ static int read_span(struct packer *p, struct node *f, const struct source_file 
 		}
 		n = source_file_pread(sf, p->stage, want, off);
 		if (n < 0)
-			rc = errno == EINTR ? 0 : file_error(tree_path(f), errno, "reading");
+			rc = errno == EINTR ? 0 : report_errno(tree_path(f), errno, "reading");
+		else if (n == 0 && keep_short) /* the last try: stored as far as it goes */
+			f->st.st_size = (off_t)(end = off);
 		else if (n == 0)
-			rc = file_error(tree_path(f), EAGAIN, "file shrank while it was read");
+			rc = -ESTALE; /* it shrank while it was read */
 		else {
 			if (h)
 				hash_pages(h, p->stage, (size_t)n, off);
@@ -529,12 +522,12 @@ static int read_file(struct packer *p, struct node *f, const struct source_file 
 		return -ENOMEM; /* the hash proves the file did not change since it was compared */
 	if (h)
 		XXH3_128bits_reset(h);
-	rc = read_span(p, f, sf, 0, (uint64_t)f->st.st_size, h);
+	rc = read_span(p, f, sf, 0, (uint64_t)f->st.st_size, h, 0);
 	if (!rc && h) {
 		XXH128_hash_t d = XXH3_128bits_digest(h);
 
 		if (d.low64 != want[0] || d.high64 != want[1])
-			rc = source_changed(tree_path(f));
+			rc = -ESTALE;
 	}
 	XXH3_freeState(h);
 	return rc;
@@ -567,19 +560,92 @@ static void sort_extents(struct node *f)
 	f->nextents = k;
 }
 
-/* A copy of a file packed earlier takes its extents, once every piece is packed. */
+/* F did not read as the scan saw it: what was stored of it is dropped (its stream bytes
+ * stay, unused) and it is read again, whole, after the other files. */
+static void mark_changed(struct node *f)
+{
+	free(f->extents);
+	f->extents = NULL;
+	f->nextents = 0;
+	f->trouble = NODE_CHANGED;
+}
+
+/* F could not be read (reported where it failed): nothing of it is kept, and the build
+ * fails once every other file has been tried. A failure that is not the file's own (no
+ * memory, no room for the image) is returned, to stop the build. */
+static int mark_failed(struct node *f, int rc)
+{
+	if (rc == -ENOMEM || rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
+		return rc;
+	free(f->extents);
+	f->extents = NULL;
+	f->nextents = 0;
+	f->trouble = NODE_FAILED;
+	return 0;
+}
+
+/* What a failure to read F while looking for copies means: none for a change (F is
+ * packed and checked later), F failed for the rest but memory. */
+static int copy_trouble(struct node *f, int rc)
+{
+	if (rc == -ESTALE)
+		return 0;
+	return rc == -ENOMEM ? rc : mark_failed(f, rc);
+}
+
+/* Tries to read F whole once more, as it is now; *STILL is set when it changed again.
+ * On the last try, LAST, what it reads is kept whatever happens meanwhile. */
+static int reread_once(struct packer *p, struct node *f, int last, int *still)
+{
+	struct source_file sf;
+	int rc = source_file_reopen(f, &sf);
+
+	free(f->extents);
+	f->extents = NULL;
+	f->nextents = 0;
+	if (rc)
+		return rc;
+	rc = read_span(p, f, &sf, 0, (uint64_t)f->st.st_size, NULL, last);
+	*still = rc == -ESTALE || (!rc && !source_file_unchanged(&sf));
+	source_file_close(&sf);
+	return rc == -ESTALE && !last ? 0 : rc;
+}
+
+/* Reads F again, up to REREADS times while it keeps changing; then keeps the last read,
+ * which is whole and consistent (its size is the bytes read), and warns as tar does. */
+#define REREADS 3
+static int reread(struct packer *p, struct node *f)
+{
+	int rc = 0, still = 1;
+
+	f->same_as = NULL;
+	for (int i = 0; i < REREADS && !rc && still; i++)
+		rc = reread_once(p, f, i + 1 == REREADS, &still);
+	if (p->broken)
+		return p->broken; /* the image's failure, not the file's */
+	if (rc)
+		return mark_failed(f, rc);
+	if (still) {
+		report_warning(tree_path(f), "file changed as we read it");
+		p->changed++;
+	}
+	return 0;
+}
+
+/* A copy of a file packed earlier takes its extents, once every piece is packed; a copy
+ * whose original changed, or that changed itself, is read on its own. */
 static int take_copy(struct packer *p, struct node *f)
 {
 	size_t bytes = f->same_as->nextents * sizeof(*f->extents);
 	struct stat after;
-
-	/* compared byte for byte earlier: it must not have changed since */
-	int rc = source_stat(f, &after);
+	int rc = f->same_as->trouble ? 0 : source_stat(f, &after);
 
 	if (rc)
-		return rc;
-	if (!source_same(&f->st, &after))
-		return source_changed(tree_path(f));
+		return mark_failed(f, rc);
+	if (f->same_as->trouble || !source_same(&f->st, &after)) {
+		f->same_as = NULL;
+		return reread(p, f);
+	}
 	f->extents = malloc(bytes ? bytes : 1);
 	if (!f->extents)
 		return -ENOMEM;
@@ -596,18 +662,24 @@ static int pack_piece(struct packer *p, const struct piece *pc)
 	struct source_file sf;
 	int rc;
 
-	if (f->same_as)
+	if (f->same_as || f->trouble)
 		return 0;
 	rc = source_file_open(f, &sf);
+	if (rc == -ESTALE)
+		mark_changed(f);
 	if (rc)
-		return rc;
+		return rc == -ESTALE ? 0 : mark_failed(f, rc);
 	/* a file read whole is hashed again when others were found to be copies of it */
 	rc = pc->start == 0 && pc->end == (uint64_t)f->st.st_size ?
-	     read_file(p, f, &sf) : read_span(p, f, &sf, pc->start, pc->end, NULL);
+	     read_file(p, f, &sf) : read_span(p, f, &sf, pc->start, pc->end, NULL, 0);
 	if (!rc && !source_file_unchanged(&sf))
-		rc = source_changed(tree_path(f));
+		rc = -ESTALE;
 	source_file_close(&sf);
-	return rc;
+	if (rc == -ESTALE)
+		mark_changed(f);
+	if (p->broken)
+		return p->broken; /* the image's failure, not the file's */
+	return rc == -ESTALE ? 0 : rc ? mark_failed(f, rc) : 0;
 }
 
 /* Files of equal size are hashed; later copies of identical content point at the first.
@@ -654,7 +726,7 @@ static int hash_file(struct node *f, uint8_t *buf, uint64_t out[2])
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = file_error(tree_path(f), errno, "reading");
+			rc = report_errno(tree_path(f), errno, "reading");
 			goto out;
 		}
 		if (n == 0)
@@ -680,9 +752,14 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 	uint64_t off = 0;
 	int rc = source_file_open(a, &fa);
 
-	if (!rc)
-		rc = source_file_open(b, &fb);
-	rc = rc ? rc : 1;
+	if (rc)
+		return copy_trouble((struct node *)a, rc);
+	rc = source_file_open(b, &fb);
+	if (rc) {
+		source_file_close(&fa);
+		return copy_trouble((struct node *)b, rc);
+	}
+	rc = 1;
 	while (rc == 1 && off < (uint64_t)a->st.st_size) {
 		uint64_t ha = hole_pages(&fa, off, (uint64_t)a->st.st_size);
 		uint64_t hb = hole_pages(&fb, off, (uint64_t)a->st.st_size);
@@ -696,7 +773,8 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 		nb = source_file_pread(&fb, buf + half, half, off);
 
 		if (na < 0 || nb < 0)
-			rc = file_error(tree_path(na < 0 ? a : b), errno, "reading");
+			rc = copy_trouble((struct node *)(na < 0 ? a : b),
+					  report_errno(tree_path(na < 0 ? a : b), errno, "reading"));
 		else if (na != nb || na == 0 || memcmp(buf, buf + half, (size_t)na))
 			rc = 0;
 		else
@@ -705,6 +783,23 @@ static int same_bytes(const struct node *a, const struct node *b, uint8_t *buf)
 	source_file_close(&fa);
 	source_file_close(&fb);
 	return rc;
+}
+
+/* Whether V[I] has the size of a neighbour, V sorted by size. */
+static int same_size(const struct sized *v, size_t n, size_t i)
+{
+	return (i > 0 && v[i].n->st.st_size == v[i - 1].n->st.st_size) ||
+	       (i + 1 < n && v[i].n->st.st_size == v[i + 1].n->st.st_size);
+}
+
+/* The bytes of the files of V that share their size with another: those hashed. */
+static uint64_t same_size_bytes(const struct sized *v, size_t n)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += same_size(v, n, i) ? (uint64_t)v[i].n->st.st_size : 0;
+	return sum;
 }
 
 /* Marks the copies among the files ORDER[0..n) and fills O with their originals. */
@@ -725,13 +820,14 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf,
 			v[m++] = (struct sized){ .n = order[i].file, .pos = i };
 	n = m;
 	qsort(v, n, sizeof(*v), cmp_sized);
-	for (size_t i = 0; i < n && !rc; i++) {
-		int same_size = (i > 0 && v[i].n->st.st_size == v[i - 1].n->st.st_size) ||
-				(i + 1 < n && v[i].n->st.st_size == v[i + 1].n->st.st_size);
-
-		if (same_size && v[i].n->st.st_size > 0) {
+	progress_phase("compare", same_size_bytes(v, n));
+	for (size_t i = 0, done = 0; i < n && !rc; i++) {
+		if (same_size(v, n, i) && v[i].n->st.st_size > 0) {
+			progress_set(done, 0);
+			done += (uint64_t)v[i].n->st.st_size;
 			rc = hash_file(v[i].n, buf, v[i].hash);
 			v[i].hashed = !rc;
+			rc = rc ? copy_trouble(v[i].n, rc) : 0;
 		}
 	}
 	qsort(v, n, sizeof(*v), cmp_sized); /* now equal contents sit together, first first */
@@ -816,8 +912,8 @@ static int plan_parallelism(struct packer *p)
 	if (o->memory && shared + per_block + per_worker > o->memory) {
 		char need[32];
 
-		fprintf(stderr, "mkstipple: --memory is below the %s one block needs at this "
-			"block size and level%s\n",
+		report_error(NULL, "--memory is below the %s one block needs at this block size "
+			     "and level%s",
 			stp_human_size(shared + per_block + per_worker, need, sizeof(need)),
 			p->cdict ? " with the dictionary" : "");
 		return -ENOMEM;
@@ -833,9 +929,13 @@ static int check_copied(struct packer *p, struct node *f)
 	uint64_t now[2];
 	int rc = hash_file(f, p->stage, now);
 
-	if (!rc && (!want || memcmp(now, want, sizeof(now))))
-		rc = source_changed(tree_path(f));
-	return rc;
+	if (rc && rc != -ESTALE)
+		return mark_failed(f, rc);
+	if (rc || !want || memcmp(now, want, sizeof(now))) {
+		mark_changed(f);
+		return reread(p, f);
+	}
+	return 0;
 }
 
 /* Copies take their extents, and files packed in pieces get theirs sorted. Originals
@@ -849,6 +949,12 @@ static int finish_files(struct packer *p, const struct piece *order, size_t n)
 
 		if (order[i].start != 0)
 			continue; /* every file has exactly one piece from its first byte */
+		if (f->trouble == NODE_CHANGED)
+			rc = reread(p, f);
+		if (f->trouble == NODE_FAILED)
+			p->failed++;
+		if (f->trouble || rc)
+			continue;
 		if (f->same_as) {
 			rc = take_copy(p, f);
 			continue;
@@ -931,10 +1037,11 @@ static int make_cdict(struct packer *p, const uint8_t *dict, size_t len)
 	return 0;
 }
 
-/* One pass over the files with DICT (NULL: none). */
-static int pack_once(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
-		     const struct pack_opts *o, const struct originals *orig, const uint8_t *dict,
-		     size_t dict_len, struct pack_result *r)
+/* One pass over the files with DICT (NULL: none), shown as PHASE. */
+static int pack_once(const char *phase, const struct piece *order, size_t n, size_t nhot,
+		     int fd, uint64_t start, const struct pack_opts *o,
+		     const struct originals *orig, const uint8_t *dict, size_t dict_len,
+		     struct pack_result *r)
 {
 	struct packer p = { .o = o, .block_size = (size_t)1 << o->block_log,
 			    .fill_size = (size_t)1 << o->block_log, .fd = fd, .pos = start,
@@ -944,6 +1051,7 @@ static int pack_once(const struct piece *order, size_t n, size_t nhot, int fd, u
 	memset(r, 0, sizeof(*r));
 	for (size_t i = 0; i < n; i++)
 		p.total_in += order[i].end - order[i].start;
+	progress_phase(phase, p.total_in);
 	if (!rc)
 		rc = plan_parallelism(&p);
 	if (rc) {
@@ -959,8 +1067,6 @@ static int pack_once(const struct piece *order, size_t n, size_t nhot, int fd, u
 		rc = pack_all(&p, order, n, nhot, r);
 	if (p.workers)
 		stop_workers(&p);
-	if (o->progress)
-		fputc('\n', stderr);
 	for (unsigned i = 0; p.slots && i < p.nslots; i++) {
 		free(p.slots[i].in);
 		free(p.slots[i].out);
@@ -980,6 +1086,8 @@ static int pack_once(const struct piece *order, size_t n, size_t nhot, int fd, u
 	r->end = p.pos;
 	r->dict_gain = p.dict_gain;
 	r->dict_blocks = p.dict_blocks;
+	r->changed = p.changed;
+	r->failed = p.failed;
 	if (p.filters & 1u << STP_FILTER_X86)
 		r->feat_incompat |= STP_FEAT_INCOMPAT_BCJ_X86;
 	if (p.filters & 1u << STP_FILTER_ARM64)
@@ -994,6 +1102,8 @@ static void reset_extents(const struct piece *order, size_t n)
 		free(order[i].file->extents);
 		order[i].file->extents = NULL;
 		order[i].file->nextents = 0;
+		if (order[i].file->trouble == NODE_CHANGED)
+			order[i].file->trouble = NODE_OK; /* read in its place this time */
 	}
 }
 
@@ -1020,14 +1130,15 @@ int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_
 	if (!rc && o->block_log < DICT_BLOCK_LOG_LIMIT)
 		rc = dict_train(order, n, o->block_log, &dict, &dict_len);
 	if (!rc)
-		rc = pack_once(order, n, nhot, fd, start, o, &orig, dict, dict_len, r);
+		rc = pack_once("compress", order, n, nhot, fd, start, o, &orig, dict, dict_len, r);
 	if (!rc && dict && r->dict_gain <= dict_len + r->dict_blocks) {
 		gain = r->dict_gain;
 		free(r->blocks);
 		reset_extents(order, n);
 		free(dict);
 		dict = NULL;
-		rc = pack_once(order, n, nhot, fd, start, o, &orig, NULL, 0, r);
+		rc = pack_once("compress again, without the dictionary", order, n, nhot, fd, start,
+			       o, &orig, NULL, 0, r);
 		r->dict_gain = gain;
 	}
 	free(orig.v);

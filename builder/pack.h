@@ -22,7 +22,6 @@ struct pack_opts {
 	unsigned threads;
 	uint64_t memory;   /* 0: no cap */
 	int bcj;           /* try BCJ filters on blocks holding machine code */
-	int progress;      /* draw progress on stderr */
 };
 
 struct pack_result {
@@ -39,13 +38,23 @@ struct pack_result {
 	size_t dict_size;
 	uint64_t dict_gain;   /* bytes the dictionary saved in the blocks (kept or not) */
 	uint64_t dict_blocks; /* blocks that use it */
+	unsigned changed;     /* files that kept changing: stored as last read, whole (their
+			       * size the bytes read), each warned about */
+	unsigned failed;      /* files that could not be read, each reported: not stored */
 };
 
 /* Packs the pieces ORDER[0..n) (the first NHOT are hot) into FD from offset START. Sets
  * each file's extents, sorted by file offset. The hot region is cut into blocks of
  * o->hot_block_log when that is below o->block_log. Below DICT_BLOCK_LOG_LIMIT it trains a
- * dictionary and keeps it only when it makes the image smaller. Errors are printed with
- * the path; returns 0 or -errno. */
+ * dictionary and keeps it only when it makes the image smaller.
+ * A file that does not read as the scan saw it (size, mtime or ctime, a short read, or
+ * other bytes than its copies were compared with) is read again, whole, after the other
+ * files; what was stored of it stays in the stream unused. After three reads that all
+ * changed, the last is kept, with the size it was read at, and counted in r->changed. A
+ * file that cannot be read is reported, counted in r->failed and given no extents: the
+ * caller must not keep the image. Either way the build goes on, so that every problem is
+ * reported in one pass. Returns 0, or -errno (reported) when the image cannot be written
+ * or memory runs out. */
 int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
 	       const struct pack_opts *o, struct pack_result *r);
 

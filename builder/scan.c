@@ -13,6 +13,9 @@
 
 #include "bcj.h"
 #include "elfcode.h"
+#include "progress.h"
+#include "report.h"
+#include "report.h"
 #include "source.h"
 #include "tree.h"
 
@@ -58,7 +61,7 @@ static int read_xattr_value(struct node *n, const struct xsrc *x, struct xattr_k
 			break;
 		len = x_get(x, kv->name, NULL, 0); /* grew meanwhile */
 	}
-	return source_fail(tree_path(n), errno, "reading extended attribute");
+	return report_errno(tree_path(n), errno, "reading extended attribute");
 }
 
 static const struct scan_opts *scan_opts; /* set for the duration of scan_tree() */
@@ -73,7 +76,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 		return 0;
 	len = x_list(x, NULL, 0);
 	if (len < 0)
-		return errno == ENOTSUP ? 0 : source_fail(tree_path(n), errno, "listing extended attributes");
+		return errno == ENOTSUP ? 0 : report_errno(tree_path(n), errno, "listing extended attributes");
 	if (len == 0)
 		return 0;
 	names = malloc((size_t)len);
@@ -81,7 +84,7 @@ static int read_xattrs(struct node *n, const struct xsrc *x)
 		return -ENOMEM;
 	len = x_list(x, names, (size_t)len);
 	if (len < 0) {
-		rc = source_fail(tree_path(n), errno, "listing extended attributes");
+		rc = report_errno(tree_path(n), errno, "listing extended attributes");
 		goto out;
 	}
 	for (p = names; p < names + len; p += strlen(p) + 1) {
@@ -139,11 +142,11 @@ static int read_link(struct node *n, int dirfd)
 		return -ENOMEM;
 	len = readlinkat(dirfd, n->name, n->link_target, cap);
 	if (len < 0 && errno == EINVAL)
-		return source_changed(tree_path(n)); /* no longer a symlink */
+		return report_changed(tree_path(n)); /* no longer a symlink */
 	if (len < 0)
-		return source_fail(tree_path(n), errno, "reading symlink");
+		return report_errno(tree_path(n), errno, "reading symlink");
 	if ((size_t)len >= cap || len == 0)
-		return source_fail(tree_path(n), ENAMETOOLONG, "reading symlink");
+		return report_errno(tree_path(n), ENAMETOOLONG, "reading symlink");
 	n->link_target[len] = 0;
 	return 0;
 }
@@ -171,19 +174,28 @@ static int skipped(const struct stat *st)
 static dev_t root_dev;
 static struct tree *scan_out;
 
-/* 1 when entry DE of the directory open as FD is excluded; REL is a buffer for its path,
- * holding the directory's path from the root and a '/' up to REL_LEN. */
-static int excluded(const struct dirent *de, int fd, char *rel, size_t rel_len)
+/* 1 when entry DE of the directory N, open as FD, is left out: excluded, or not on the
+ * way to nor below a path -T lists. Sets *LISTED when -T lists it. REL is a buffer for
+ * its path, holding N's path from the root and a '/' up to REL_LEN. */
+static int left_out(const struct node *n, const struct dirent *de, int fd, char *rel,
+		    size_t rel_len, int *listed)
 {
 	int is_dir = de->d_type == DT_DIR;
+	enum select_match m = SELECT_IN;
 	struct stat st;
 
+	*listed = 0;
 	if (strlen(de->d_name) > STP_NAME_MAX)
 		return 0; /* add_child refuses it */
 	strcpy(rel + rel_len, de->d_name);
 	if (de->d_type == DT_UNKNOWN && !fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
 		is_dir = S_ISDIR(st.st_mode);
-	return exclude_match(scan_opts->exclude, rel, is_dir);
+	if (exclude_match(scan_opts->exclude, rel, is_dir))
+		return 1;
+	if (scan_opts->select && !n->selected)
+		m = select_match(scan_opts->select, rel);
+	*listed = m == SELECT_IN;
+	return m == SELECT_OUT || (m == SELECT_ABOVE && !is_dir);
 }
 
 /* The regular files a little ahead of the scan are opened before it reaches them, and
@@ -193,6 +205,7 @@ static int excluded(const struct dirent *de, int fd, char *rel, size_t rel_len)
  * the scan, which reports its failure. A subdirectory is scanned only once what was
  * opened ahead is closed, so at most 2 * AHEAD descriptors are held whatever the depth. */
 #define AHEAD 64u
+#define AHEAD_FAILED (-2) /* a regular file that did not open ahead: open it to say why */
 #define AHEAD_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
 
 struct ahead {
@@ -211,11 +224,13 @@ static void ahead_open(struct ahead *a, const struct node *dir, size_t upto, int
 
 		if (fd >= 0)
 			posix_fadvise(fd, 0, 4096, POSIX_FADV_WILLNEED);
+		else if (c->listed_type == DT_REG)
+			fd = AHEAD_FAILED;
 		a->fd[a->next % (2 * AHEAD)] = fd;
 	}
 }
 
-/* Child I's descriptor, now the caller's, or -1. */
+/* Child I's descriptor, now the caller's, or -1, or AHEAD_FAILED. */
 static int ahead_take(struct ahead *a, size_t i)
 {
 	int fd = i < a->next ? a->fd[i % (2 * AHEAD)] : -1;
@@ -238,7 +253,14 @@ static void ahead_drop(struct ahead *a, size_t from)
 		a->next = from;
 }
 
-/* Scans the children of N, open as FD, in order, leaving out those scan_node skips. */
+/* Entries left out because they could not be read (reported each), in this scan; the
+ * entries and bytes seen, for the progress. */
+static size_t dropped;
+static uint64_t seen, seen_bytes;
+
+/* Scans the children of N, open as FD, in order, leaving out those scan_node skips and
+ * those that could not be read: every problem is reported in one pass, and only running
+ * out of memory stops the scan. */
 static int scan_children(struct node *n, int fd)
 {
 	struct ahead a = { .next = 0 };
@@ -253,6 +275,10 @@ static int scan_children(struct node *n, int fd)
 		if (c->listed_type == DT_DIR || c->listed_type == DT_UNKNOWN)
 			ahead_drop(&a, i + 1);
 		rc = scan_node(c, fd, ahead_take(&a, i));
+		if (rc < 0 && rc != -ENOMEM) {
+			dropped++;
+			rc = SKIPPED;
+		}
 		if (rc == SKIPPED) {
 			tree_node_free(c);
 			rc = 0;
@@ -261,7 +287,7 @@ static int scan_children(struct node *n, int fd)
 		n->children[kept++] = c;
 	}
 	ahead_drop(&a, 0);
-	/* on failure the ones not reached stay, for scan_tree_free */
+	/* on failure the ones not reached stay, for tree_free */
 	memmove(&n->children[kept], &n->children[i], (count - i) * sizeof(*n->children));
 	n->nchildren = (uint32_t)(kept + count - i);
 	return rc;
@@ -275,15 +301,15 @@ static int scan_dir(struct node *n, int fd)
 	struct dirent *de;
 	size_t cap = 0, rel_len = 0;
 	char *rel = NULL;
-	int rc = 0;
+	int rc = 0, listed = 0;
 
 	if (!d) {
-		rc = source_fail(tree_path(n), errno, "opening directory");
+		rc = report_errno(tree_path(n), errno, "opening directory");
 		if (lfd >= 0)
 			close(lfd);
 		return rc;
 	}
-	if (scan_opts->exclude && scan_opts->exclude->count) {
+	if ((scan_opts->exclude && scan_opts->exclude->count) || scan_opts->select) {
 		rel_len = tree_rel_path(n, NULL, 0);
 		rel = malloc(rel_len + STP_NAME_MAX + 2);
 		if (!rel) {
@@ -297,16 +323,17 @@ static int scan_dir(struct node *n, int fd)
 	for (errno = 0; (de = readdir(d)); errno = 0) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (rel && excluded(de, fd, rel, rel_len))
+		if (rel && left_out(n, de, fd, rel, rel_len, &listed))
 			continue;
 		rc = tree_add_child(scan_out, n, de->d_name, &cap);
 		if (rc)
 			break;
 		n->children[n->nchildren - 1]->listed_type = de->d_type & 15;
+		n->children[n->nchildren - 1]->selected = listed || n->selected;
 	}
 	free(rel);
 	if (!rc && errno)
-		rc = source_fail(tree_path(n), errno, "reading directory");
+		rc = report_errno(tree_path(n), errno, "reading directory");
 	closedir(d);
 	if (rc)
 		return rc;
@@ -324,7 +351,7 @@ int scan_read_filter(struct node *n, int fd, uint64_t base)
 	int rc = 0;
 
 	if (len < 0)
-		return source_fail(tree_path(n), errno, "reading");
+		return report_errno(tree_path(n), errno, "reading");
 	n->filter = (uint8_t)stp_bcj_elf_filter(head, (size_t)len);
 	if (n->filter != STP_FILTER_NONE) {
 		if (!n->code && !(n->code = malloc(sizeof(*n->code))))
@@ -341,7 +368,7 @@ int scan_read_filter(struct node *n, int fd, uint64_t base)
 		free(n->code);
 		n->code = NULL;
 	}
-	return rc < 0 ? source_fail(tree_path(n), -rc, "reading its section table") : 0;
+	return rc < 0 ? report_errno(tree_path(n), -rc, "reading its section table") : 0;
 }
 
 /* A regular file opened as X->fd: its xattrs are read through the descriptor, which
@@ -366,13 +393,13 @@ static int scan_subdir(struct node *n, int dirfd)
 	int rc;
 
 	if (x.fd < 0 && (errno == ENOTDIR || errno == ELOOP))
-		return source_changed(tree_path(n));
+		return report_changed(tree_path(n));
 	if (x.fd < 0)
-		return source_fail(tree_path(n), errno, "opening directory");
+		return report_errno(tree_path(n), errno, "opening directory");
 	if (fstat(x.fd, &st))
-		rc = source_fail(tree_path(n), errno, "stat");
+		rc = report_errno(tree_path(n), errno, "stat");
 	else if (st.st_dev != n->st.st_dev || st.st_ino != n->st.st_ino)
-		rc = source_changed(tree_path(n));
+		rc = report_changed(tree_path(n));
 	else
 		rc = read_xattrs(n, &x);
 	/* a mount point is kept, empty */
@@ -383,19 +410,26 @@ static int scan_subdir(struct node *n, int dirfd)
 }
 
 /* Regular file N, which is N->name in DIRFD, opened ahead as FD or -1 (closed here).
- * A file too short for an ELF header is not opened for the scan alone. */
+ * A file too short for an ELF header is not opened for the scan alone, unless it failed
+ * to open ahead (AHEAD_FAILED): then the open here reports why. */
 static int scan_file(struct node *n, int dirfd, int fd)
 {
-	struct xsrc x = { .fd = fd };
+	struct xsrc x = { .fd = fd >= 0 ? fd : -1 };
 
 	if (fd >= 0 && fcntl(fd, F_SETFL, 0)) { /* reads block, as for any file */
 		close(fd);
-		return source_fail(tree_path(n), errno, "opening");
+		return report_errno(tree_path(n), errno, "opening");
 	}
-	if (fd < 0 && n->st.st_size < ELF_HEAD_SIZE)
+	if (fd == -1 && n->st.st_size < ELF_HEAD_SIZE)
 		return read_xattrs_at(n, dirfd);
-	if (fd < 0 && (x.fd = source_openat_file(dirfd, n)) < 0)
-		return x.fd;
+	if (fd < 0) {
+		struct stat now;
+
+		x.fd = source_openat_file(dirfd, n, &now);
+		if (x.fd < 0)
+			return x.fd;
+		tree_set_stat(n, &now); /* the latest look: a live file may have grown */
+	}
 	return read_file(n, &x);
 }
 
@@ -414,14 +448,17 @@ static int scan_node(struct node *n, int dirfd, int fd)
 			close(fd);
 		snprintf(what, sizeof(what), "refused: the readers take paths of at most %u "
 			 "bytes (%u names)", TREE_PATH_MAX, TREE_DEPTH_MAX);
-		return source_fail(tree_path(n), ENAMETOOLONG, what);
+		return report_errno(tree_path(n), ENAMETOOLONG, what);
 	}
 	if (fd >= 0 ? fstat(fd, &st) : fstatat(dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW))
-		rc = source_fail(tree_path(n), errno, "stat");
+		rc = report_errno(tree_path(n), errno, "stat");
 	else
 		rc = skipped(&st) ? SKIPPED : 0;
-	if (!rc)
+	if (!rc) {
 		tree_set_stat(n, &st);
+		seen_bytes += S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+		progress_set(seen_bytes, ++seen);
+	}
 	if (!rc && S_ISREG(st.st_mode))
 		return scan_file(n, dirfd, fd);
 	if (fd >= 0)
@@ -448,6 +485,7 @@ static int scan_root(struct node *root)
 		return x.fd;
 	tree_set_stat(root, &st);
 	root_dev = root->st.st_dev;
+	root->selected = scan_opts->select && select_match(scan_opts->select, "") == SELECT_IN;
 	rc = read_xattrs(root, &x);
 	return rc ? rc : scan_dir(root, x.fd);
 }
@@ -470,10 +508,21 @@ int scan_tree(const char *source, const struct stat *skip, size_t nskip,
 	skip_list = skip;
 	skip_count = nskip;
 	scan_opts = opts ? opts : &none;
+	dropped = seen = seen_bytes = 0;
+	progress_phase("scan", 0);
+	report_errors_as_warnings(scan_opts->ignore_failed_read);
 	rc = scan_root(t->root);
+	if (!rc && scan_opts->select)
+		dropped += select_report_missing(scan_opts->select);
+	report_errors_as_warnings(0);
 	skip_list = NULL;
 	skip_count = 0;
 	scan_opts = NULL;
 	scan_out = NULL;
 	return rc ? rc : tree_finish(t);
+}
+
+size_t scan_tree_dropped(void)
+{
+	return dropped;
 }

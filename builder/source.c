@@ -3,15 +3,13 @@
 #include "source.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "escape.h"
-#include "tree.h"
+#include "report.h"
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)
 #define FILE_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
@@ -24,36 +22,6 @@ static int from_archive;
 static const struct node *cached_dir;
 static int cached_fd = -1;
 
-void source_say(const char *path, const char *fmt, ...)
-{
-	char text[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	/* names come from the tree or the archive, whoever made them: never raw controls */
-	flockfile(stderr);
-	fputs("mkstipple: ", stderr);
-	stp_escape_put(stderr, path, strlen(path));
-	fputs(": ", stderr);
-	stp_escape_put(stderr, text, strlen(text));
-	fputc('\n', stderr);
-	funlockfile(stderr);
-}
-
-int source_fail(const char *path, int err, const char *what)
-{
-	source_say(path, "%s: %s", what, strerror(err));
-	return -err;
-}
-
-int source_changed(const char *path)
-{
-	source_say(path, "changed during the build");
-	return -EAGAIN;
-}
-
 int source_same(const struct node_stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
@@ -64,19 +32,20 @@ int source_same(const struct node_stat *a, const struct stat *b)
 
 int source_open_root(const char *source, struct stat *st)
 {
-	int fd = open(source, DIR_FLAGS);
+	/* SOURCE itself may be a symlink (/lib64 on merged /usr), as tar -C follows one */
+	int fd = open(source, DIR_FLAGS & ~O_NOFOLLOW);
 
 	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
-		source_say(source, "not a directory");
+		report_error(source, "not a directory");
 		return -ENOTDIR;
 	}
 	if (fd < 0)
-		return source_fail(source, errno, "opening directory");
+		return report_errno(source, errno, "opening directory");
 	if (fstat(fd, st)) {
 		int err = errno;
 
 		close(fd);
-		return source_fail(source, err, "stat");
+		return report_errno(source, err, "stat");
 	}
 	source_close();
 	root_fd = fd;
@@ -91,21 +60,21 @@ static int open_dir_at(int parent, const struct node *d)
 
 	if (fd < 0) {
 		if (errno == ENOTDIR || errno == ELOOP) {
-			source_say(tree_path(d), "changed during the build: no longer a "
+			report_error(tree_path(d), "changed during the build: no longer a "
 				   "directory (a symlink is not followed)");
 			return -EAGAIN;
 		}
-		return source_fail(tree_path(d), errno, "opening directory");
+		return report_errno(tree_path(d), errno, "opening directory");
 	}
 	if (fstat(fd, &st)) {
 		int err = errno;
 
 		close(fd);
-		return source_fail(tree_path(d), err, "stat");
+		return report_errno(tree_path(d), err, "stat");
 	}
 	if (st.st_dev != d->st.st_dev || st.st_ino != d->st.st_ino) {
 		close(fd);
-		return source_changed(tree_path(d));
+		return report_changed(tree_path(d));
 	}
 	return fd;
 }
@@ -159,32 +128,32 @@ int source_dir_fd(const struct node *dir)
 	return fd;
 }
 
-int source_openat_file(int dirfd, const struct node *f)
+int source_openat_file(int dirfd, const struct node *f, struct stat *st)
 {
 	int fd = openat(dirfd, f->name, FILE_FLAGS), err = errno;
-	struct stat st;
 
 	if (fd < 0 && err == ELOOP) {
-		source_say(tree_path(f), "changed during the build: now a symbolic link, "
+		report_error(tree_path(f), "changed during the build: now a symbolic link, "
 			   "not followed");
 		return -EAGAIN;
 	}
 	if (fd < 0)
-		return source_fail(tree_path(f), err, "opening");
-	if (fstat(fd, &st)) {
+		return report_errno(tree_path(f), err, "opening");
+	if (fstat(fd, st)) {
 		err = errno;
 		close(fd);
-		return source_fail(tree_path(f), err, "stat");
+		return report_errno(tree_path(f), err, "stat");
 	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st->st_mode)) {
 		close(fd);
-		source_say(tree_path(f), "changed during the build: no longer a regular "
+		report_error(tree_path(f), "changed during the build: no longer a regular "
 			   "file");
 		return -EAGAIN;
 	}
-	if (!source_same(&f->st, &st)) {
+	if (st->st_dev != f->st.st_dev || st->st_ino != f->st.st_ino) {
 		close(fd);
-		return source_changed(tree_path(f));
+		report_error(tree_path(f), "changed during the build: replaced by another file");
+		return -EAGAIN;
 	}
 	/* reads must block as for any file; O_NONBLOCK only kept a FIFO's open from hanging */
 	int fl = fcntl(fd, F_GETFL);
@@ -192,17 +161,11 @@ int source_openat_file(int dirfd, const struct node *f)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
 		err = errno;
 		close(fd);
-		return source_fail(tree_path(f), err, "opening");
+		return report_errno(tree_path(f), err, "opening");
 	}
 	return fd;
 }
 
-int source_open_file(const struct node *f)
-{
-	int dirfd = f->parent ? source_dir_fd(f->parent) : -EISDIR;
-
-	return dirfd < 0 ? dirfd : source_openat_file(dirfd, f);
-}
 
 int source_stat(const struct node *n, struct stat *st)
 {
@@ -219,7 +182,7 @@ int source_stat(const struct node *n, struct stat *st)
 	if (dirfd < 0)
 		return dirfd;
 	if (!n->parent ? fstat(dirfd, st) : fstatat(dirfd, n->name, st, AT_SYMLINK_NOFOLLOW))
-		return source_fail(tree_path(n), errno, "stat");
+		return report_errno(tree_path(n), errno, "stat");
 	return 0;
 }
 
@@ -231,6 +194,27 @@ void source_use_archive(int archive, int spool)
 	from_archive = 1;
 }
 
+/* Opens F beneath its directory into SF; a change since the scan is -ESTALE, or when
+ * RETAKE is F, taken into F. */
+static int open_owned(const struct node *f, struct source_file *sf, struct node *retake)
+{
+	int dirfd = f->parent ? source_dir_fd(f->parent) : -EISDIR;
+	struct stat now;
+
+	sf->fd = dirfd < 0 ? dirfd : source_openat_file(dirfd, f, &now);
+	if (sf->fd < 0)
+		return sf->fd;
+	sf->owned = 1;
+	if (retake) {
+		tree_set_stat(retake, &now);
+		sf->size = (uint64_t)now.st_size;
+	} else if (!source_same(&f->st, &now)) {
+		source_file_close(sf);
+		return -ESTALE;
+	}
+	return 0;
+}
+
 int source_file_open(const struct node *f, struct source_file *sf)
 {
 	*sf = (struct source_file){ .node = f, .fd = archive_fd, .size = (uint64_t)f->st.st_size };
@@ -239,9 +223,15 @@ int source_file_open(const struct node *f, struct source_file *sf)
 		sf->base = f->data_off;
 		return sf->fd < 0 ? -EBADF : 0;
 	}
-	sf->fd = source_open_file(f);
-	sf->owned = 1;
-	return sf->fd < 0 ? sf->fd : 0;
+	return open_owned(f, sf, NULL);
+}
+
+int source_file_reopen(struct node *f, struct source_file *sf)
+{
+	*sf = (struct source_file){ .node = f, .fd = archive_fd, .size = (uint64_t)f->st.st_size };
+	if (from_archive)
+		return source_file_open(f, sf);
+	return open_owned(f, sf, f);
 }
 
 ssize_t source_file_pread(const struct source_file *sf, void *buf, size_t len, uint64_t off)

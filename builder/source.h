@@ -6,7 +6,8 @@
  * O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, then checked with fstat to be the regular file the
  * scan saw: a symlink, a FIFO or another file put in its place is refused, never read.
  * One source per process; not thread-safe (only the main thread reads the tree).
- * Every function that fails prints a message naming the path and returns -errno.
+ * Every function that fails reports the problem naming the path (report.h) and returns
+ * -errno.
  *
  * An archive is the other kind of source (source_use_archive): a file's bytes lie in the
  * archive itself or in the spool archive.c filled, at the node's data_off. Nothing else
@@ -19,9 +20,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "scan.h"
+#include "tree.h"
 
-/* Opens SOURCE, which must be a directory and not a symlink, and keeps its descriptor
+/* Opens SOURCE, a directory or a symlink to one, and keeps its descriptor
  * (owned here until source_close) for the other functions. Sets *ST from it. Returns the
  * descriptor or -errno. */
 int source_open_root(const char *source, struct stat *st);
@@ -29,23 +30,14 @@ int source_open_root(const char *source, struct stat *st);
  * call of source_dir_fd or source_close; or -errno. */
 int source_dir_fd(const struct node *dir);
 /* Opens regular file F, its name in DIRFD, for reading and checks that it is the file
- * the scan saw. Returns a new descriptor (the caller closes it) or -errno. */
-int source_openat_file(int dirfd, const struct node *f);
-/* source_openat_file for a regular file F of the tree. */
-int source_open_file(const struct node *f);
+ * the scan saw (device and inode) and still a regular file; sets *NOW from it. Returns a
+ * new descriptor (the caller closes it) or -errno, reported. */
+int source_openat_file(int dirfd, const struct node *f, struct stat *now);
 /* The attributes of node N as they are now, not following a symlink; 0 or -errno. */
 int source_stat(const struct node *n, struct stat *st);
 /* 1 when NOW is the file SCANNED describes, unchanged: device, inode, type, size, mtime
  * and ctime to the nanosecond (ctime catches a rewrite that put the mtime back). */
 int source_same(const struct node_stat *scanned, const struct stat *now);
-/* Prints "mkstipple: PATH: MESSAGE" on one line, PATH and MESSAGE escaped (escape.h):
- * names come from whoever made the tree or the archive. MESSAGE is cut at 511 bytes.
- * Thread-safe. */
-void source_say(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Reports that PATH changed since the scan; returns -EAGAIN. */
-int source_changed(const char *path);
-/* Reports "mkstipple: PATH: WHAT: <errno ERR's text>" and returns -ERR. */
-int source_fail(const char *path, int err, const char *what);
 /* One regular file opened for reading: its byte 0 is at BASE in FD. */
 struct source_file {
 	const struct node *node;
@@ -55,9 +47,13 @@ struct source_file {
 	uint64_t size;     /* archives: reads stop here, where the next entry's bytes begin */
 };
 
-/* Opens regular file F of the tree (source_open_file, or its place in the archive).
- * 0 or -errno. */
+/* Opens regular file F of the tree (source_openat_file beneath its directory, or its
+ * place in the archive). 0; -ESTALE, not reported, when F is the file scanned but its
+ * size, mtime or ctime differ now; or -errno, reported. */
 int source_file_open(const struct node *f, struct source_file *sf);
+/* Opens F as source_file_open does, but takes its attributes as they are now into F
+ * (tree_set_stat) rather than refusing a change: to read a changed file again. */
+int source_file_reopen(struct node *f, struct source_file *sf);
 /* pread of file bytes [OFF, OFF + LEN): bytes read, 0 at the end, or -1 with errno. */
 ssize_t source_file_pread(const struct source_file *sf, void *buf, size_t len, uint64_t off);
 /* Where data may begin from file offset OFF on, below END: the end of the hole of the

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "source.h"
+#include "report.h"
+#include "util.h"
 
 /* The arena: nodes are carved from 1 MiB chunks and freed with the tree, so that a node
  * costs no malloc header and its name is stored within it. */
@@ -138,9 +139,9 @@ int tree_add_child(struct tree *t, struct node *dir, const char *name, size_t *c
 	struct node *c;
 
 	if (len > STP_NAME_MAX)
-		return source_fail(tree_path(dir), ENAMETOOLONG, name);
+		return report_errno(tree_path(dir), ENAMETOOLONG, name);
 	if (dir->nchildren == UINT32_MAX)
-		return source_fail(tree_path(dir), EFBIG, "too many entries");
+		return report_errno(tree_path(dir), EFBIG, "too many entries");
 	if (dir->nchildren == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 16;
 		struct node **grown = realloc(dir->children, ncap * sizeof(*grown));
@@ -199,7 +200,7 @@ static int list_bfs(struct tree *t, struct node ***out, size_t *count)
 	}
 	if (n > UINT32_MAX / 2) {
 		free(q);
-		return source_fail(tree_path(t->root), EFBIG, "too many entries");
+		return report_errno(tree_path(t->root), EFBIG, "too many entries");
 	}
 	*out = q;
 	*count = n;
@@ -366,7 +367,44 @@ int tree_finish(struct tree *t)
 	return rc;
 }
 
-void scan_tree_free(struct tree *t)
+/* The child of CUR named NAME (LEN bytes), or NULL: children are sorted. */
+static struct node *child_named(const struct node *cur, const char *name, size_t len)
+{
+	size_t lo = 0, hi = cur->nchildren;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int r = stp_name_cmp(name, len, cur->children[mid]->name, cur->children[mid]->name_len);
+
+		if (!r)
+			return cur->children[mid];
+		if (r < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+struct node *tree_find(const struct tree *t, const char *path)
+{
+	struct node *cur = t->root;
+	enum stp_path_part part;
+	const char *name;
+	size_t len;
+
+	while (cur && (part = stp_path_next(&path, &name, &len)) != STP_PATH_END) {
+		if (part == STP_PATH_PARENT)
+			cur = cur->parent ? cur->parent : cur;
+		else if (!S_ISDIR(cur->st.st_mode))
+			return NULL;
+		else
+			cur = child_named(cur, name, len);
+	}
+	return cur;
+}
+
+void tree_free(struct tree *t)
 {
 	if (t->root)
 		tree_node_free(t->root);

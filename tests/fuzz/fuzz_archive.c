@@ -117,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_tree(&t, &src);
 	stderr = saved;
 	archive_source_close(&src);
-	scan_tree_free(&t);
+	tree_free(&t);
 	fclose(quiet);
 	close(fd);
 	return 0;

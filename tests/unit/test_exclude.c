@@ -142,8 +142,17 @@ static void test_mtime(void)
 	CHECK(attrs_parse_time("2023-02-29", &t) == -EINVAL);
 	CHECK(attrs_parse_time("1969-12-31", &t) == -EINVAL);
 	CHECK(attrs_parse_time("2023-11-14T25:00:00", &t) == -EINVAL);
-	CHECK(attrs_parse_time("2023-11-14T22:13", &t) == -EINVAL);
-	CHECK(attrs_parse_time("2023-11-14Z", &t) == -EINVAL);
+	/* GNU tar's forms (issue 29): minutes without seconds, a fraction, a zone */
+	CHECK(attrs_parse_time("2023-11-14T22:13", &t) == 0 && t == 1700000000 - 20);
+	CHECK(attrs_parse_time("2023-11-14 22:13:20.9", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("2023-11-14 23:13:20 +0100", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("2023-11-14T17:13:20-05:00", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("2023-11-14 22:13:20 UTC", &t) == 0 && t == 1700000000);
+	CHECK(attrs_parse_time("2023-11-14 22:13:20 +2400", &t) == -EINVAL);
+	CHECK(attrs_parse_time("2023-11-14 22:13:20 CET", &t) == -EINVAL);
+	CHECK(attrs_parse_time("2023-11-14T22", &t) == -EINVAL);
+	CHECK(attrs_parse_time("2023-11-14Z", &t) == -EINVAL); /* a zone needs a time */
+	CHECK(attrs_parse_time("/nonexistent/ref", &t) == -ENOENT);
 	CHECK(attrs_parse_time("-1", &t) == -EINVAL);
 	CHECK(attrs_parse_time("1.5", &t) == -EINVAL);
 	CHECK(attrs_parse_time("", &t) == -EINVAL);
