@@ -19,7 +19,7 @@
 #include "imgsrc.h"
 #include "log.h"
 #include "metapages.h"
-#include "sign.h"
+#include "keys.h"
 #include "util.h"
 
 struct stp_image {
