@@ -3,6 +3,7 @@
  * block, read and checked. */
 #include "image_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "hash.h"
@@ -73,7 +74,8 @@ int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_bloc
 	if (rc)
 		return rc;
 	if (stp_blockent_decode(rec, out) ||
-	    out->offset < STP_SB_SIZE || !img_range_ok(out->offset, out->stored_size, img_data_end(img)) ||
+	    out->offset < STP_SB_SIZE ||
+	    !img_range_ok(out->offset, out->stored_size, img_data_end(img)) ||
 	    out->codec > STP_CODEC_ZSTD_DICT || out->filter > STP_FILTER_ARM64 ||
 	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
 	    (out->codec == STP_CODEC_ZSTD_DICT && !img->ddict) ||
@@ -113,30 +115,113 @@ int img_check_block_table(struct stp_image *img)
 	return 0;
 }
 
-/* The signed hash, when opened verified, stands for the checksum: it is the stronger. */
-int img_check_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
-		     const uint8_t *stored)
+/* A stored part of the image (stipple(5)): what vouches for it, and how messages name it. */
+struct img_part img_block_part(uint64_t block, const struct stp_blockent *be)
 {
-	if (img->hashes) {
-		if (!img_hash_ok(img, STP_SIG_HASH_BLOCK0 + block, stored, be->stored_size))
-			return STP_CORRUPT(img->path, "block %llu does not match its signed hash",
-					   (unsigned long long)block);
+	/* the signed hash, when opened verified, stands for the checksum: it is the stronger */
+	return (struct img_part){ .what = "block", .n = block, .be = *be, .hash_only = true,
+				  .hash = STP_SIG_HASH_BLOCK0 + block };
+}
+
+/* The whole metadata (paged: its page table) or the dictionary, as the superblock places
+ * them (stp_sb_decode bounded them, and check_file_size put them inside the file). */
+static struct img_part sb_part(const struct stp_image *img, uint64_t part)
+{
+	const struct stp_superblock *sb = &img->sb;
+
+	if (part == STP_SIG_HASH_DICT)
+		return (struct img_part){ .what = "dictionary", .n = IMG_PART_ONLY,
+					  .hash = part, .be = { .offset = sb->dict_offset,
+					  .stored_size = sb->dict_size, .checksum = sb->dict_checksum } };
+	return (struct img_part){ .what = sb->meta_codec == STP_META_CODEC_PAGES ?
+				  "metadata page table" : "metadata", .n = IMG_PART_ONLY, .hash = part,
+				  .be = { .offset = sb->meta_offset, .stored_size = sb->meta_stored_size,
+					  .checksum = sb->meta_checksum } };
+}
+
+int img_part_find(const struct stp_image *img, uint64_t part, struct img_part *p)
+{
+	const struct stp_superblock *sb = &img->sb;
+	uint64_t n = part - STP_SIG_HASH_BLOCK0;
+	struct stp_blockent be;
+	int rc;
+
+	if (part < STP_SIG_HASH_BLOCK0) {
+		*p = sb_part(img, part);
 		return 0;
 	}
-	if (stp_checksum(stored, be->stored_size) != be->checksum)
-		return STP_CORRUPT(img->path, "block %llu: checksum mismatch",
-				   (unsigned long long)block);
+	if (n < sb->block_count) {
+		rc = stp_image_block(img, n, &be);
+		*p = img_block_part(n, &be);
+		return rc;
+	}
+	n -= sb->block_count;
+	rc = stp_image_meta_page(img, n, &be);
+	*p = (struct img_part){ .what = "metadata page", .n = n, .be = be, .hash = part };
+	return rc;
+}
+
+/* How messages name P: "block 7", "dictionary". */
+static const char *part_name(const struct img_part *p, char name[64])
+{
+	if (p->n == IMG_PART_ONLY)
+		return p->what;
+	snprintf(name, 64, "%s %llu", p->what, (unsigned long long)p->n);
+	return name;
+}
+
+int img_part_read(const struct stp_image *img, const struct img_part *p, void *buf)
+{
+	char name[64];
+	int rc = stp_imgsrc_read(img->src, buf, p->be.stored_size, p->be.offset);
+
+	if (rc == STP_IMGSRC_END)
+		return STP_CORRUPT(img->path, "%s lies past the end of the file", part_name(p, name));
+	return rc;
+}
+
+int img_part_check(const struct stp_image *img, const struct img_part *p, const void *buf)
+{
+	char name[64];
+
+	if (!(img->hashes && p->hash_only) && stp_checksum(buf, p->be.stored_size) != p->be.checksum)
+		return STP_CORRUPT(img->path, "%s%s checksum mismatch", part_name(p, name),
+				   p->n == IMG_PART_ONLY ? "" : ":");
+	if (img->hashes && !img_hash_ok(img, p->hash, buf, p->be.stored_size))
+		return STP_CORRUPT(img->path, "%s does not match its signed hash", part_name(p, name));
 	return 0;
 }
 
-/* Reads block BLOCK's stored bytes into BUF. */
-int img_read_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
-		    uint8_t *buf)
+int img_part_load(const struct stp_image *img, const struct img_part *p, void *buf)
 {
-	int rc = stp_imgsrc_read(img->src, buf, be->stored_size, be->offset);
+	int rc = img_part_read(img, p, buf);
 
-	if (rc == STP_IMGSRC_END)
-		return STP_CORRUPT(img->path, "block %llu lies past the end of the file",
-				   (unsigned long long)block);
+	return rc ? rc : img_part_check(img, p, buf);
+}
+
+size_t stp_image_stored_max(const struct stp_image *img)
+{
+	size_t max = ZSTD_compressBound(stp_image_block_size(img));
+
+	max = max < STP_META_PAGE_STORED_MAX ? STP_META_PAGE_STORED_MAX : max;
+	max = max < img->sb.meta_stored_size ? img->sb.meta_stored_size : max;
+	return max < img->sb.dict_size ? img->sb.dict_size : max;
+}
+
+int stp_image_read_stored(const struct stp_image *img, uint64_t part, void *buf, size_t *len)
+{
+	struct img_part p;
+	int rc;
+
+	*len = 0;
+	if (part >= stp_sig_nhashes(&img->sb))
+		return -EINVAL;
+	if (part == STP_SIG_HASH_DICT && !img->sb.dict_size)
+		return 0; /* no dictionary: nothing stored, nothing to check */
+	rc = img_part_find(img, part, &p);
+	if (!rc)
+		rc = img_part_load(img, &p, buf);
+	if (!rc)
+		*len = p.be.stored_size;
 	return rc;
 }

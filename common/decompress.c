@@ -123,13 +123,14 @@ static int check_in_place(const struct stp_image *img, uint64_t block, const str
 static int decode_verified(const struct stp_image *img, uint64_t block,
 			   const struct stp_blockent *be, void *out, size_t size)
 {
+	struct img_part p = img_block_part(block, be);
 	uint8_t *stored = malloc(be->stored_size ? be->stored_size : 1);
 	uint8_t h[STP_SIG_HASH_SIZE];
 	int rc;
 
 	if (!stored)
 		return -ENOMEM;
-	rc = img_read_stored(img, block, be, stored);
+	rc = img_part_read(img, &p, stored);
 	if (!rc) {
 		const char *why = NULL;
 
@@ -154,13 +155,12 @@ static int decode_verified(const struct stp_image *img, uint64_t block,
 static int load_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
 		       uint8_t *out, size_t len, uint8_t **stored, bool *own)
 {
-	int rc;
+	struct img_part p = img_block_part(block, be);
 
 	*stored = stored_place(be, out, len, own);
 	if (!*stored)
 		return -ENOMEM;
-	rc = img_read_stored(img, block, be, *stored);
-	return rc ? rc : img_check_stored(img, block, be, *stored);
+	return img_part_load(img, &p, *stored);
 }
 
 /* Reads block BLOCK's stored bytes at the end of OUT (LEN bytes), checks them and decodes

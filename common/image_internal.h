@@ -72,12 +72,25 @@ int img_read_string(const struct stp_image *img, uint64_t off, size_t len, void 
 uint64_t img_data_end(const struct stp_image *img);
 /* Every block's entry checked, and the blocks' stored ranges in order and apart. */
 int img_check_block_table(struct stp_image *img);
-/* Reads block BLOCK's stored bytes into BUF (be->stored_size bytes). */
-int img_read_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
-		    uint8_t *buf);
-/* Checks them against the checksum or, opened verified, the signed hash. */
-int img_check_stored(const struct stp_image *img, uint64_t block, const struct stp_blockent *be,
-		     const uint8_t *stored);
+/* A stored part (stipple(5)): its place, size and checksum in BE (the metadata's and the
+ * dictionary's from the superblock), the number of its signed hash, and for messages its
+ * kind and number (IMG_PART_ONLY: one of its kind). */
+#define IMG_PART_ONLY UINT64_MAX
+struct img_part {
+	const char *what;
+	uint64_t n, hash;
+	struct stp_blockent be;
+	bool hash_only;  /* opened verified, the signed hash stands for the checksum */
+};
+/* Block BLOCK whose checked entry is BE. */
+struct img_part img_block_part(uint64_t block, const struct stp_blockent *be);
+/* The part whose signed hash is number PART (below stp_sig_nhashes), its entry checked. */
+int img_part_find(const struct stp_image *img, uint64_t part, struct img_part *p);
+/* P's stored bytes into BUF (p->be.stored_size bytes): read; read and checked. */
+int img_part_read(const struct stp_image *img, const struct img_part *p, void *buf);
+int img_part_load(const struct stp_image *img, const struct img_part *p, void *buf);
+/* Checks them against the checksum and, opened verified, the signed hash. */
+int img_part_check(const struct stp_image *img, const struct img_part *p, const void *buf);
 
 /* decompress.c. Decompresses SRC into OUT (SIZE bytes) with the thread's context; SRC
  * may lie at the end of OUT's buffer (in place, stp_image_block_buffer_size). On a bad

@@ -11,23 +11,20 @@
 #include "log.h"
 #include "metapages.h"
 
-/* Reads LEN stored bytes at OFF into a new buffer and checks them against SUM, and,
- * opened verified, against hash number HASH. */
-static int read_checked(struct stp_image *img, uint64_t off, uint64_t len, uint64_t sum,
-			uint64_t hash, const char *what, uint8_t **out)
+/* Reads stored part PART (the metadata or the dictionary) into a new buffer and checks
+ * it against its checksum, and, opened verified, against its signed hash. */
+static int read_checked(struct stp_image *img, uint64_t part, uint8_t **out)
 {
-	uint8_t *buf = malloc(len ? len : 1);
-	int rc;
+	struct img_part p;
+	uint8_t *buf;
+	int rc = img_part_find(img, part, &p);
 
+	if (rc)
+		return rc;
+	buf = malloc(p.be.stored_size ? p.be.stored_size : 1);
 	if (!buf)
 		return -ENOMEM;
-	rc = stp_imgsrc_read(img->src, buf, len, off);
-	if (rc == STP_IMGSRC_END)
-		rc = STP_CORRUPT(img->path, "%s lies past the end of the file", what);
-	else if (!rc && stp_checksum(buf, len) != sum)
-		rc = STP_CORRUPT(img->path, "%s checksum mismatch", what);
-	else if (!rc && img->hashes && !img_hash_ok(img, hash, buf, len))
-		rc = STP_CORRUPT(img->path, "%s does not match its signed hash", what);
+	rc = img_part_load(img, &p, buf);
 	if (rc) {
 		free(buf);
 		return rc;
@@ -180,9 +177,7 @@ int img_load_metadata(struct stp_image *img)
 	int rc;
 
 	/* stp_sb_decode bounded meta_stored_size and meta_size, and the file holds them */
-	rc = read_checked(img, sb->meta_offset, sb->meta_stored_size, sb->meta_checksum,
-			  STP_SIG_HASH_META, sb->meta_codec == STP_META_CODEC_PAGES ?
-			  "metadata page table" : "metadata", &stored);
+	rc = read_checked(img, STP_SIG_HASH_META, &stored);
 	if (rc)
 		return rc;
 	if (sb->meta_codec == STP_META_CODEC_PAGES) {
@@ -222,8 +217,7 @@ int img_load_dictionary(struct stp_image *img)
 		return 0;
 	}
 	/* at most STP_DICT_SIZE_MAX, inside the file: checked with the superblock */
-	rc = read_checked(img, img->sb.dict_offset, img->sb.dict_size, img->sb.dict_checksum,
-			  STP_SIG_HASH_DICT, "dictionary", &dict);
+	rc = read_checked(img, STP_SIG_HASH_DICT, &dict);
 	if (rc)
 		return rc;
 	img->ddict = ZSTD_createDDict(dict, img->sb.dict_size);
@@ -291,7 +285,8 @@ int stp_image_meta_page(const struct stp_image *img, uint64_t page, struct stp_b
 		return -EINVAL;
 	size = stp_meta_page_len(&img->sb, page);
 	if (stp_blockent_decode(img->pagetab + page * STP_BLOCKENT_SIZE, out) ||
-	    out->offset < STP_SB_SIZE || !img_range_ok(out->offset, out->stored_size, img_data_end(img)) ||
+	    out->offset < STP_SB_SIZE ||
+	    !img_range_ok(out->offset, out->stored_size, img_data_end(img)) ||
 	    out->codec > STP_CODEC_ZSTD || out->filter != STP_FILTER_NONE ||
 	    (out->codec == STP_CODEC_RAW && out->stored_size != size) ||
 	    out->stored_size > STP_META_PAGE_STORED_MAX ||
@@ -307,29 +302,19 @@ static int load_page(void *ctx, uint64_t page, uint8_t *out, size_t len)
 {
 	const struct stp_image *img = ctx;
 	uint8_t stored[STP_META_PAGE_STORED_MAX];
-	struct stp_blockent pe;
+	struct img_part p;
 	const char *why;
-	int rc = stp_image_meta_page(img, page, &pe);
+	int rc = img_part_find(img, stp_sig_hash_page(&img->sb, page), &p);
 
+	if (!rc)
+		rc = img_part_load(img, &p, stored);
 	if (rc)
 		return rc;
-	rc = stp_imgsrc_read(img->src, stored, pe.stored_size, pe.offset);
-	if (rc == STP_IMGSRC_END)
-		return STP_CORRUPT(img->path, "metadata page %llu lies past the end of the file",
-				   (unsigned long long)page);
-	if (rc)
-		return rc;
-	if (stp_checksum(stored, pe.stored_size) != pe.checksum)
-		return STP_CORRUPT(img->path, "metadata page %llu: checksum mismatch",
-				   (unsigned long long)page);
-	if (img->hashes && !img_hash_ok(img, stp_sig_hash_page(&img->sb, page), stored, pe.stored_size))
-		return STP_CORRUPT(img->path, "metadata page %llu does not match its signed hash",
-				   (unsigned long long)page);
-	if (pe.codec == STP_CODEC_RAW) {
+	if (p.be.codec == STP_CODEC_RAW) {
 		memcpy(out, stored, len);
 		return 0;
 	}
-	rc = img_zstd_decode(img, &pe, stored, out, len, &why);
+	rc = img_zstd_decode(img, &p.be, stored, out, len, &why);
 	if (rc == -EUCLEAN)
 		return STP_CORRUPT(img->path, "metadata page %llu does not decompress: %s",
 				   (unsigned long long)page, why);

@@ -7,75 +7,37 @@
 #include <string.h>
 
 #include "image.h"
-#include "imgsrc.h"
-#include "log.h"
 
-/* The SHA-256 of LEN stored bytes at OFF of IMG into OUT; BUF holds at least LEN. */
-static int hash_range(const struct stp_image *img, uint64_t off, uint64_t len, uint8_t *buf,
-		      uint8_t out[STP_SIG_HASH_SIZE])
+/* The hash of stored part PART of IMG (stp_image_read_stored) into OUT; BUF holds
+ * stp_image_stored_max bytes. The part is checked as a read checks it: a signature must
+ * not vouch for a part that is already damaged. A signer hashes an absent dictionary
+ * as zeros. */
+static int hash_part(const struct stp_image *img, uint64_t part, uint8_t *buf,
+		     uint8_t out[STP_SIG_HASH_SIZE])
 {
-	int rc = stp_imgsrc_read(stp_image_src(img), buf, len, off);
+	size_t len;
+	int rc = stp_image_read_stored(img, part, buf, &len);
 
-	if (rc == STP_IMGSRC_END)
-		return STP_CORRUPT(stp_image_path(img), "stored bytes at %llu lie past the end",
-				   (unsigned long long)off);
-	if (!rc)
+	if (rc)
+		return rc;
+	if (part == STP_SIG_HASH_DICT && !len)
+		memset(out, 0, STP_SIG_HASH_SIZE);
+	else
 		stp_sign_hash(buf, len, out);
-	return rc;
+	return 0;
 }
 
-/* The hash of the stored bytes BE places (block or metadata page number N), which must
- * match their checksum: a signature must not vouch for a part that is already damaged. */
-static int hash_stored(const struct stp_image *img, const struct stp_blockent *be,
-		       const char *what, uint64_t n, uint8_t *buf, uint8_t out[STP_SIG_HASH_SIZE])
-{
-	int rc = hash_range(img, be->offset, be->stored_size, buf, out);
-
-	if (!rc && stp_checksum(buf, be->stored_size) != be->checksum)
-		rc = STP_CORRUPT(stp_image_path(img), "%s %llu: checksum mismatch", what,
-				 (unsigned long long)n);
-	return rc;
-}
-
-/* Every hash of the block: metadata, dictionary (zero without one), each block, each
- * metadata page. */
+/* Every hash of the block: metadata, dictionary, each block, each metadata page. */
 static int hash_parts(const struct stp_image *img, uint8_t *hashes)
 {
-	const struct stp_superblock *sb = stp_image_sb(img);
-	size_t cap = stp_image_block_buffer_size(img);
-	uint8_t *buf;
-	int rc;
+	uint64_t n = stp_sig_nhashes(stp_image_sb(img));
+	uint8_t *buf = malloc(stp_image_stored_max(img));
+	int rc = 0;
 
-	if (cap < sb->meta_stored_size)
-		cap = sb->meta_stored_size;
-	if (cap < STP_META_PAGE_STORED_MAX)
-		cap = STP_META_PAGE_STORED_MAX;
-	if (cap < sb->dict_size)
-		cap = sb->dict_size;
-	if (!(buf = malloc(cap)))
+	if (!buf)
 		return -ENOMEM;
-	rc = hash_range(img, sb->meta_offset, sb->meta_stored_size, buf,
-			hashes + STP_SIG_HASH_META * STP_SIG_HASH_LEN);
-	memset(hashes + STP_SIG_HASH_DICT * STP_SIG_HASH_LEN, 0, STP_SIG_HASH_LEN);
-	if (!rc && sb->dict_size)
-		rc = hash_range(img, sb->dict_offset, sb->dict_size, buf,
-				hashes + STP_SIG_HASH_DICT * STP_SIG_HASH_LEN);
-	for (uint64_t b = 0; !rc && b < sb->block_count; b++) {
-		struct stp_blockent be;
-
-		rc = stp_image_block(img, b, &be);
-		if (!rc)
-			rc = hash_stored(img, &be, "block", b, buf,
-					 hashes + (STP_SIG_HASH_BLOCK0 + b) * STP_SIG_HASH_LEN);
-	}
-	for (uint64_t p = 0; !rc && p < stp_meta_pages(sb); p++) {
-		struct stp_blockent pe;
-
-		rc = stp_image_meta_page(img, p, &pe);
-		if (!rc)
-			rc = hash_stored(img, &pe, "metadata page", p, buf,
-					 hashes + stp_sig_hash_page(sb, p) * STP_SIG_HASH_LEN);
-	}
+	for (uint64_t i = 0; !rc && i < n; i++)
+		rc = hash_part(img, i, buf, hashes + i * STP_SIG_HASH_LEN);
 	free(buf);
 	return rc;
 }
