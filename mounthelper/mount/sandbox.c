@@ -52,7 +52,7 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
 /*
  * Calls allowed without condition: the FUSE loop (read a request from /dev/fuse, writev
  * the reply, poll it when the session ends), pread of the image and fadvise to read its
- * metadata pages ahead (image.c), malloc and thread stacks
+ * metadata pages ahead (meta.c), malloc and thread stacks
  * (brk, mmap family, madvise), locks and condition variables (futex), thread start and end
  * (set_robust_list, rseq, rt_sigprocmask, exit; glibc installs its setxid and cancel
  * handlers with rt_sigaction at the first pthread_create and pthread_cancel, and libfuse

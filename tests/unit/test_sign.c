@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Keys, the root hash and signatures (common/sign.c), and what a verified open of a
- * signed image hashes. */
+/* Keys, the root hash and signatures (common/keys.c, hash.c, sign.c), what a verified
+ * open of a signed image hashes, and stp_image_read_stored. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
