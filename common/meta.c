@@ -33,6 +33,22 @@ static int read_checked(struct stp_image *img, uint64_t part, uint8_t **out)
 	return 0;
 }
 
+/* The full OUT of inflate_metadata grows: to *CAP bytes the first time, then twice its
+ * size, never past MAX. */
+static int grow_output(ZSTD_outBuffer *out, size_t *cap, uint64_t max)
+{
+	void *grown;
+
+	if (out->size && __builtin_mul_overflow(out->size, 2, cap))
+		return -ENOMEM;
+	out->size = *cap < max ? *cap : max;
+	grown = reallocarray(out->dst, out->size, 1);
+	if (!grown)
+		return -ENOMEM;
+	out->dst = grown;
+	return 0;
+}
+
 /* Decompresses the metadata into a buffer that grows only as output arrives, so that a
  * forged meta_size cannot make a small image ask for gigabytes up front. */
 static int inflate_metadata(struct stp_image *img, const uint8_t *stored)
@@ -51,21 +67,8 @@ static int inflate_metadata(struct stp_image *img, const uint8_t *stored)
 			       sb->meta_size > (1u << 10) ? 64 - __builtin_clzll(sb->meta_size - 1) : 10);
 	/* one byte beyond meta_size tells a longer frame from one that just fits */
 	while (ret != 0 && rc == 0 && out.pos <= sb->meta_size) {
-		if (out.pos == out.size) {
-			void *grown;
-
-			if (out.size && __builtin_mul_overflow(out.size, 2, &cap)) {
-				rc = -ENOMEM;
-				break;
-			}
-			out.size = cap < sb->meta_size + 1 ? cap : sb->meta_size + 1;
-			grown = reallocarray(out.dst, out.size, 1);
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			out.dst = grown;
-		}
+		if (out.pos == out.size && (rc = grow_output(&out, &cap, sb->meta_size + 1)))
+			break;
 		ret = ZSTD_decompressStream(ds, &out, &in);
 		if (ZSTD_isError(ret))
 			rc = STP_CORRUPT(img->path, "metadata does not decompress: %s",

@@ -38,13 +38,30 @@ int img_read_sighdr(struct stp_image *img, struct stp_sighdr *h)
 	return rc; /* -EPROTONOSUPPORT: a hash this stipple does not know */
 }
 
+/* The signature block SIG (read whole) holds KEY's signature of the root hash over the
+ * superblock as read and the block itself. */
+static int check_signature(const struct stp_image *img, const struct stp_pubkey *key,
+			   const uint8_t *sig)
+{
+	uint8_t root[STP_SIG_HASH_SIZE];
+	char hex[65];
+	int rc;
+
+	stp_sign_root_hash(img->sb_raw, sig, img->sb.sig_size, root);
+	rc = stp_sign_check(key, root, sig + STP_SIG_SIG_OFFSET);
+	if (rc == -EKEYREJECTED)
+		stp_log(STP_LOG_ERR, "%s: the signature by key %s does not match the image",
+			img->path, stp_sign_key_hex(key->id, hex));
+	return rc;
+}
+
 /* Reads the whole signature block and checks the signature (KEY NULL: only its form),
  * keeping the hashes. Nothing the metadata says is read before this. */
 int img_read_signature(struct stp_image *img, const struct stp_pubkey *key)
 {
-	uint8_t root[STP_SIG_HASH_SIZE], *sig;
 	char want[65], got[65];
 	struct stp_sighdr h, again;
+	uint8_t *sig;
 	int rc = img_read_sighdr(img, &h);
 
 	if (rc == -EPROTONOSUPPORT)
@@ -68,13 +85,8 @@ int img_read_signature(struct stp_image *img, const struct stp_pubkey *key)
 	if (!rc && (stp_sighdr_decode(sig, &img->sb, &again) ||
 		    memcmp(again.key_id, h.key_id, sizeof(h.key_id))))
 		rc = STP_CORRUPT(img->path, "signature block changed while it was read");
-	if (!rc && key) {
-		stp_sign_root_hash(img->sb_raw, sig, img->sb.sig_size, root);
-		rc = stp_sign_check(key, root, sig + STP_SIG_SIG_OFFSET);
-		if (rc == -EKEYREJECTED)
-			stp_log(STP_LOG_ERR, "%s: the signature by key %s does not match the image",
-				img->path, stp_sign_key_hex(key->id, want));
-	}
+	if (!rc && key)
+		rc = check_signature(img, key, sig);
 	if (rc) {
 		free(sig);
 		return rc;
