@@ -563,7 +563,7 @@ static int set_attrs(struct reader *r, struct archive_entry *e, struct node *n)
 		n->link_target = entry_string(archive_entry_symlink(e), archive_entry_symlink_utf8(e));
 		if (!n->link_target || !*n->link_target)
 			return fail(r, "a symbolic link without a target", EINVAL);
-		if (strlen(n->link_target) >= 4096)
+		if (strlen(n->link_target) > STP_LINK_MAX)
 			return fail(r, "the symbolic link's target is too long", ENAMETOOLONG);
 		n->st.st_size = (off_t)strlen(n->link_target);
 	}

@@ -135,8 +135,8 @@ static int read_link(struct node *n, int dirfd)
 	size_t cap = (size_t)n->st.st_size + 1;
 	ssize_t len;
 
-	if (cap < 64 || cap > 4096)
-		cap = 4096;
+	if (cap < 64 || cap > STP_LINK_MAX + 1)
+		cap = STP_LINK_MAX + 1;
 	n->link_target = malloc(cap);
 	if (!n->link_target)
 		return -ENOMEM;

@@ -99,10 +99,10 @@ struct tree {
 };
 
 
-/* The longest path from the root that the readers take: "/" + path + NUL in 4096 bytes
- * (STP_WALK_PATH_MAX for extract and ls, CHECK_PATH_MAX for check). A path of that many
- * bytes is at most TREE_DEPTH_MAX names deep. */
-#define TREE_PATH_MAX 4094u
+/* The longest path from the root that the readers take: "/" + path + NUL in
+ * STP_LINK_MAX + 1 (4096) bytes (STP_WALK_PATH_MAX for extract and ls, CHECK_PATH_MAX for
+ * check). A path of that many bytes is at most TREE_DEPTH_MAX names deep. */
+#define TREE_PATH_MAX (STP_LINK_MAX - 1)
 #define TREE_DEPTH_MAX ((TREE_PATH_MAX + 1) / 2)
 
 /* Nodes by (parent, name): open addressing over XXH3 of the name seeded with the parent's

@@ -16,8 +16,8 @@
 #include "treewalk.h"
 #include "util.h"
 
-/* Paths as the readers print them: "/a/b", below 4096 bytes with the NUL. */
-#define CHECK_PATH_MAX 4096
+/* Paths as the readers print them: "/a/b", below PATH_MAX (4096) bytes with the NUL. */
+#define CHECK_PATH_MAX (STP_LINK_MAX + 1)
 /* A path of CHECK_PATH_MAX bytes has at most half as many components. */
 #define CHECK_DEPTH_MAX (CHECK_PATH_MAX / 2 + 1)
 
@@ -49,7 +49,7 @@ const char *stp_check_tree_problem(const struct stp_tree_problem *p, char *buf, 
 			 p->err == -EUCLEAN ? "damaged or unsafe name" : stp_strerror(p->err));
 		break;
 	case STP_TREE_TOO_LONG:
-		snprintf(buf, len, "entry %u: path longer than %d bytes", p->index, CHECK_PATH_MAX);
+		snprintf(buf, len, "entry %u: path longer than %u bytes", p->index, CHECK_PATH_MAX);
 		break;
 	case STP_TREE_BAD_INODE:
 		snprintf(buf, len, "inode %u: %s", p->ino, stp_strerror(p->err));

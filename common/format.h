@@ -31,7 +31,10 @@
 #define STP_BLOCK_LOG_MIN 16u /* 64 KiB */
 #define STP_BLOCK_LOG_MAX 30u /* 1 GiB */
 #define STP_NAME_MAX 255u
-#define STP_LINK_MAX 4095u /* bytes of a symbolic link's target */
+/* Linux takes a path, and a symbolic link's target, of at most PATH_MAX (4096) bytes with
+ * the NUL: symlink(2) refuses a longer target (ENAMETOOLONG), and the kernel reads a
+ * target into one page. The path limits of the builder and the readers derive from it. */
+#define STP_LINK_MAX 4095u /* bytes of a symbolic link's target, without the NUL */
 #define STP_ROOT_INO 0u
 /* The page of the hot region: there each file starts at a multiple of it in the stream,
  * so that one stream page holds bytes of one file (stipple(5), HOT REGION). The mount

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sign.h"
+#include "hash.h"
 
 /* Starts the SHA-256 of LEN bytes at P (stp_sign_hash), which stay unchanged and alive
  * until stp_hasher_wait returns. A thread calls stp_hasher_wait before starting again. */

@@ -189,6 +189,19 @@ void stp_image_bound_walk_loads(const struct stp_image *img, bool on);
 int stp_image_block(const struct stp_image *img, uint64_t block, struct stp_blockent *out);
 size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block);
 
+/* The stored parts of an image are numbered as their signed hashes (stipple(5)):
+ * STP_SIG_HASH_META the metadata (paged, its page table), STP_SIG_HASH_DICT the
+ * dictionary, STP_SIG_HASH_BLOCK0 + B block B, stp_sig_hash_page(sb, P) metadata page P;
+ * stp_sig_nhashes(sb) in all. stp_image_read_stored reads part PART into BUF as it lies
+ * in the image (not decoded), *LEN bytes (0: an image without a dictionary), and checks
+ * it as a read for decoding does: a block's or page's table entry (stp_image_block,
+ * stp_image_meta_page), that the bytes lie inside the file, and the bytes against their
+ * checksum and, opened verified, their signed hash (for a block the hash alone: it is
+ * the stronger). BUF holds stp_image_stored_max() bytes. Thread-safe. -EINVAL: no such
+ * part; -EUCLEAN (reported); -EIO. */
+int stp_image_read_stored(const struct stp_image *img, uint64_t part, void *buf, size_t *len);
+size_t stp_image_stored_max(const struct stp_image *img);
+
 /* Bytes of a buffer for stp_image_decode_block: a full block and the margin zstd needs to
  * decompress in place (at least 128 KiB more than the block). The same from a superblock
  * alone, for a reader that must bound its memory before it opens the image. */

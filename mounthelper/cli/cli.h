@@ -140,7 +140,7 @@ void stp_cli_mode_string(uint32_t mode, char out[11]);
  * is reported with stp_cli_problem(), counted in problems, and skipped with what lies
  * below it; the walk then goes on.
  */
-#define STP_WALK_PATH_MAX 4096
+#define STP_WALK_PATH_MAX (STP_LINK_MAX + 1) /* PATH_MAX: bytes with the NUL */
 
 struct stp_walk_entry {
 	const char *path;     /* "/" for the root, else "/a/b": NUL-terminated */

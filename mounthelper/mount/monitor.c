@@ -220,7 +220,7 @@ static int check_memory(struct monitor *m)
 	uint64_t need = blocks * stp_cache_buffer_bytes(sb) + meta + 2 * sb->dict_size + books +
 			MEM_SLACK;
 
-	/* verified, each decode in flight holds its block's stored bytes apart (image.c) */
+	/* verified, each decode in flight holds its block's stored bytes apart (decompress.c) */
 	if (m->o->verify)
 		need += blocks * ZSTD_COMPRESSBOUND((uint64_t)1 << sb->block_log);
 	struct sysinfo si;

@@ -16,7 +16,7 @@
 /*
  * The daemon: the FUSE loop (read a request from /dev/fuse, writev the reply, poll it
  * when the session ends), pread of the image and fadvise to read its metadata pages
- * ahead (image.c), malloc and thread stacks (brk, the mmap family, madvise), locks and
+ * ahead (meta.c), malloc and thread stacks (brk, the mmap family, madvise), locks and
  * condition variables (futex), thread start and end (set_robust_list, rseq,
  * rt_sigprocmask, exit; glibc installs its setxid and cancel handlers with rt_sigaction
  * at the first pthread_create and pthread_cancel, and libfuse cancels its workers when

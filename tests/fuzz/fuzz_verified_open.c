@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target: opening a signed image as a mount with verify= does (common/image.c,
+ * Fuzz target: opening a signed image as a mount with verify= does (common/super.c,
  * stp_image_open_verified), from arbitrary bytes: the superblock and the signature block
  * are parsed before the signature is checked, and that parsing must hold whatever the
  * bytes. Each input is opened against the key of the seed corpus (mutations rarely keep

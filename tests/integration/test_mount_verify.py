@@ -521,7 +521,7 @@ def test_sweep_flipped_bytes(signed, tmp_path, capsys):
 
 def test_verified_mount_data_limit_counts_stored_copies(signed, mnt):
     """Verified, each decode holds its block's stored bytes apart while they are hashed
-    (image.c): RLIMIT_DATA adds a compress bound per block to the unverified figure."""
+    (decompress.c): RLIMIT_DATA adds a compress bound per block to the unverified figure."""
     from test_trust import assert_data_limit, meta_memory, sb_fields
     r = run([STIPPLE, "mount", "--cache-budget", "3", "--warm-workers", "2",
              "-o", "verify=" + signed["key"].pub, signed["image"], mnt], timeout=60)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Keys, the root hash and signatures (common/sign.c), and what a verified open of a
- * signed image hashes. */
+/* Keys, the root hash and signatures (common/keys.c, hash.c, sign.c), what a verified
+ * open of a signed image hashes, and stp_image_read_stored. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "format.h"
@@ -251,6 +252,69 @@ static void test_open_hashes_what_it_decodes(void)
 	stp_sign_seckey_free(key);
 }
 
+/* The stored part PART of IMG read into BUF, compared with LEN bytes of the image file at
+ * OFF: 1 when they are the same. */
+static int read_stored_is(const struct stp_image *img, uint64_t part, uint8_t *buf,
+			  uint64_t off, size_t len)
+{
+	uint8_t *file = malloc(len ? len : 1);
+	size_t got = SIZE_MAX;
+	int same = file && !stp_image_read_stored(img, part, buf, &got) && got == len &&
+		   !stp_pread_full(stp_image_fd(img), file, len, off) && !memcmp(buf, file, len);
+
+	free(file);
+	return same;
+}
+
+/* stp_image_read_stored gives each part as it lies in the file (the memimage's one raw
+ * block after the superblock, its metadata after the block) and refuses a part changed
+ * under the open image; stp_sign_image reads through it, so a signature never vouches
+ * for such a part, metadata included. */
+static void test_read_stored(void)
+{
+	static const struct stp_extent ext = { .file_off = 0, .stream_off = 0, .length = 100 };
+	const struct mem_file f = { "a", 100, &ext, 1 };
+	const uint64_t meta_off = STP_SB_SIZE + 100;
+	struct stp_image *img = NULL;
+	struct stp_seckey *key = NULL;
+	uint8_t *buf = NULL, *block = NULL, sb[STP_SB_SIZE], byte;
+	size_t len = 1, block_len;
+	uint64_t keep;
+	int fd;
+
+	CHECK_EQ(mem_image_open(&f, 1, 100, &img), 0);
+	CHECK_EQ(stp_sign_keygen(&key), 0);
+	if (!img || !key || !(buf = malloc(stp_image_stored_max(img))))
+		goto out;
+	fd = stp_image_fd(img);
+	CHECK(read_stored_is(img, STP_SIG_HASH_BLOCK0, buf, STP_SB_SIZE, 100));
+	CHECK(buf[99] == mem_byte(99));
+	CHECK(read_stored_is(img, STP_SIG_HASH_META, buf, meta_off,
+			     (size_t)(lseek(fd, 0, SEEK_END) - (off_t)meta_off)));
+	CHECK_EQ(stp_image_read_stored(img, STP_SIG_HASH_DICT, buf, &len), 0);
+	CHECK_EQ(len, 0);
+	CHECK_EQ(stp_image_read_stored(img, STP_SIG_HASH_BLOCK0 + 1, buf, &len), -EINVAL);
+
+	byte = mem_byte(7) ^ 0x40; /* a byte of the block */
+	CHECK_EQ(pwrite(fd, &byte, 1, STP_SB_SIZE + 7), 1);
+	CHECK_EQ(stp_image_read_stored(img, STP_SIG_HASH_BLOCK0, buf, &len), -EUCLEAN);
+	CHECK_EQ(len, 0);
+	CHECK_EQ(stp_sign_image(img, key, sb, &block, &block_len, &keep), -EUCLEAN);
+	byte = mem_byte(7);
+	CHECK_EQ(pwrite(fd, &byte, 1, STP_SB_SIZE + 7), 1);
+	CHECK_EQ(stp_pread_full(fd, &byte, 1, meta_off + 5), 0); /* a byte of the metadata */
+	byte ^= 0x40;
+	CHECK_EQ(pwrite(fd, &byte, 1, meta_off + 5), 1);
+	CHECK_EQ(stp_image_read_stored(img, STP_SIG_HASH_META, buf, &len), -EUCLEAN);
+	CHECK_EQ(stp_sign_image(img, key, sb, &block, &block_len, &keep), -EUCLEAN);
+	CHECK(block == NULL);
+out:
+	free(block);
+	free(buf);
+	stp_sign_seckey_free(key);
+	stp_image_close(img);
+}
+
 int main(void)
 {
 	stp_log_set_handler(NULL);
@@ -258,5 +322,6 @@ int main(void)
 	RUN(test_round_trip);
 	RUN(test_flips);
 	RUN(test_open_hashes_what_it_decodes);
+	RUN(test_read_stored);
 	return tap_done();
 }

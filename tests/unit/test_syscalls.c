@@ -340,7 +340,7 @@ static void test_daemon(const struct arch *a)
 	for (size_t i = 0; plain[i]; i++)
 		expect(&flt, "daemon", plain[i], NULL, ALLOW);
 	expect(&flt, "lseek (diskcache holes)", a->lseek, NULL, ALLOW);
-	expect(&flt, "posix_fadvise (image.c)", a->fadvise, NULL, ALLOW);
+	expect(&flt, "posix_fadvise (meta.c)", a->fadvise, NULL, ALLOW);
 	expect(&flt, "opening a file", "openat", NULL, EACCES_);
 	if (seccomp_syscall_resolve_name_arch(a->token, "open") >= 0)
 		expect(&flt, "open", "open", NULL, EACCES_);

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* The signature block of an image being opened: its header, the signature checked against
+ * a key, and the signed hashes the reader checks the parts against (stipple(5)). */
+#include "image_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "imgsrc.h"
+#include "keys.h"
+#include "log.h"
+
+/* Opened verified, the signed hash number INDEX must be that of LEN bytes at P. */
+int img_hash_ok(const struct stp_image *img, uint64_t index, const void *p, size_t len)
+{
+	uint8_t h[STP_SIG_HASH_LEN];
+
+	stp_sign_hash(p, len, h);
+	return !memcmp(h, img->hashes + index * STP_SIG_HASH_LEN, STP_SIG_HASH_LEN);
+}
+
+/* The header of the signature block, read for every signed image: stp_image_signer. */
+int img_read_sighdr(struct stp_image *img, struct stp_sighdr *h)
+{
+	uint8_t raw[STP_SIG_HDR_SIZE];
+	int rc = stp_imgsrc_read(img->src, raw, sizeof(raw), img->sb.sig_offset);
+
+	if (rc == STP_IMGSRC_END)
+		return STP_CORRUPT(img->path, "signature block lies past the end of the file");
+	if (rc)
+		return rc;
+	rc = stp_sighdr_decode(raw, &img->sb, h);
+	if (rc == -EUCLEAN)
+		return STP_CORRUPT(img->path, "signature block header invalid");
+	img->is_signed = 1;
+	memcpy(img->signer, h->key_id, sizeof(img->signer));
+	return rc; /* -EPROTONOSUPPORT: a hash this stipple does not know */
+}
+
+/* The signature block SIG (read whole) holds KEY's signature of the root hash over the
+ * superblock as read and the block itself. */
+static int check_signature(const struct stp_image *img, const struct stp_pubkey *key,
+			   const uint8_t *sig)
+{
+	uint8_t root[STP_SIG_HASH_SIZE];
+	char hex[65];
+	int rc;
+
+	stp_sign_root_hash(img->sb_raw, sig, img->sb.sig_size, root);
+	rc = stp_sign_check(key, root, sig + STP_SIG_SIG_OFFSET);
+	if (rc == -EKEYREJECTED)
+		stp_log(STP_LOG_ERR, "%s: the signature by key %s does not match the image",
+			img->path, stp_sign_key_hex(key->id, hex));
+	return rc;
+}
+
+/* Reads the whole signature block and checks the signature (KEY NULL: only its form),
+ * keeping the hashes. Nothing the metadata says is read before this. */
+int img_read_signature(struct stp_image *img, const struct stp_pubkey *key)
+{
+	char want[65], got[65];
+	struct stp_sighdr h, again;
+	uint8_t *sig;
+	int rc = img_read_sighdr(img, &h);
+
+	if (rc == -EPROTONOSUPPORT)
+		stp_log(STP_LOG_ERR, "%s: signed with hash algorithm %u, which this stipple does "
+			"not know", img->path, h.hash_alg);
+	if (rc)
+		return rc;
+	if (key && memcmp(h.key_id, key->id, sizeof(h.key_id))) {
+		stp_log(STP_LOG_ERR, "%s: signed by key %s, not by key %s", img->path,
+			stp_sign_key_hex(h.key_id, got), stp_sign_key_hex(key->id, want));
+		return -EKEYREJECTED;
+	}
+	/* sig_size: bounded by block_count, which the metadata's 1 GiB bound limits */
+	sig = malloc(img->sb.sig_size);
+	if (!sig)
+		return -ENOMEM;
+	rc = stp_imgsrc_read(img->src, sig, img->sb.sig_size, img->sb.sig_offset);
+	if (rc == STP_IMGSRC_END)
+		rc = STP_CORRUPT(img->path, "signature block lies past the end of the file");
+	/* the header decoded above must be the one hashed now, as the superblock is */
+	if (!rc && (stp_sighdr_decode(sig, &img->sb, &again) ||
+		    memcmp(again.key_id, h.key_id, sizeof(h.key_id))))
+		rc = STP_CORRUPT(img->path, "signature block changed while it was read");
+	if (!rc && key)
+		rc = check_signature(img, key, sig);
+	if (rc) {
+		free(sig);
+		return rc;
+	}
+	/* the hashes follow the header: keep them where they are */
+	memmove(sig, sig + STP_SIG_HDR_SIZE, img->sb.sig_size - STP_SIG_HDR_SIZE);
+	img->hashes = sig;
+	return 0;
+}
