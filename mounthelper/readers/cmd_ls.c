@@ -320,7 +320,7 @@ static int child_path(const char *dir, const char *name, char *out)
 {
 	int n = snprintf(out, STP_WALK_PATH_MAX, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name);
 
-	return n < 0 || n >= STP_WALK_PATH_MAX ? -ENAMETOOLONG : 0;
+	return n < 0 || (size_t)n >= STP_WALK_PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
 static int listing_has_acl(struct ls_state *st, const char *path, const struct stp_inode *dir)
