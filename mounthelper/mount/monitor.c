@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The privileged side of a mount (monitor.h). Every call made with privilege is in this
- * file, except the sandbox's own dropping of it (sandbox.c) and libfuse's mount:
+ * file, except the sandbox's own dropping of it (sandbox.c):
  *
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
  *   a URL: fork the fetcher (fetcher.c),      its channels, the superblock through them,
  *     open(disk cache dir, secret, file)       the cache file and its tag key (diskcache.c)
  *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
- *   stat(mount point), open(hot list)         before the fork
- *   fork                                       the daemon: fuse_session_mount, then it
- *                                              confines itself (daemon.c)
+ *   stat(mount point), open(hot list)         before the mount
+ *   open(stipple-mountd)                       O_PATH, before the mount (progpath.h)
+ *   fuse_session_mount                         libfuse's mount(2) or fusermount3
+ *   fork, execveat(stipple-mountd)             the daemon, handed its descriptors and
+ *                                              options (setup.h); it confines itself
  *   recvmsg, poll                              the daemon's messages, with a deadline
  *   pidfd_send_signal, waitpid                 the daemon, killed when it fails or is late
  *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
@@ -60,6 +62,8 @@
 #include "mountinfo.h"
 #include "mountopts.h"
 #include "prime.h"
+#include "progpath.h"
+#include "setup.h"
 #include "sign.h"
 #include "util.h"
 
@@ -78,6 +82,8 @@ struct monitor {
 	struct stp_superblock sb;
 	uint64_t mem_limit;   /* RLIMIT_DATA of the daemon */
 	int image_fd, record_fd;
+	int fuse_fd;          /* /dev/fuse of the mount made here, until handed over */
+	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
 	struct stp_fetcher fetcher; /* a URL: the fetcher and the daemon's ends of its channels */
 	struct stp_diskcache_file cache; /* a URL: the disk cache file (fd -1: none) */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
@@ -379,6 +385,7 @@ static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char
 	int err;
 
 	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1,
+			       .fuse_fd = -1, .mountd_fd = -1,
 			       .parent_fd = -1, .pidfd = -1, .cache = { .fd = -1 },
 			       .fetcher = { .pid = -1 } };
 	log_prog = prog;
@@ -404,7 +411,11 @@ static void release(struct monitor *m)
 		close(m->record_fd);
 	if (m->cache.fd >= 0)
 		close(m->cache.fd);
-	m->image_fd = m->record_fd = m->cache.fd = -1;
+	if (m->fuse_fd >= 0)
+		close(m->fuse_fd);
+	if (m->mountd_fd >= 0)
+		close(m->mountd_fd);
+	m->image_fd = m->record_fd = m->cache.fd = m->fuse_fd = m->mountd_fd = -1;
 	explicit_bzero(m->cache.tag_key, sizeof(m->cache.tag_key));
 	stp_fetcher_release(&m->fetcher);
 	free(m->keys);
@@ -443,35 +454,96 @@ int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
 	return err;
 }
 
-/* The daemon's process: mount while still privileged, say so, then hand over to the
- * daemon, which confines itself before it reads the image. */
-static _Noreturn void run_daemon(struct monitor *m, int fd)
+/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
+static int open_mountd(struct monitor *m)
 {
-	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd, m->keys, m->nkeys,
-				      m->fetcher.chans, m->fetcher.nchans, m->fetcher.size,
-				      m->cache };
-	struct stp_daemon *d;
-	char text[480];
+	char path[4096];
+	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
 
-	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
-	close(m->parent_fd);
-	if (!m->o->foreground)
-		setsid();
-	if (stp_daemon_new(m->o, m->prog, &d)) {
-		snprintf(text, sizeof(text), "%s: libfuse refused the options '%s'", m->prog,
-			 m->o->fuse_opts);
-		stp_msg_send_failed(fd, -EINVAL, text);
-		_exit(STP_DAEMON_FAILED);
+	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		err = -errno;
+	if (err)
+		say(m->prog, "%s: %s", path, stp_strerror(err));
+	return err;
+}
+
+/* The mount itself, with libfuse's rules (as root mount(2) on /dev/fuse, else through
+ * fusermount3): the session is only the means, the connection goes to the daemon. */
+static int mount_fuse(struct monitor *m)
+{
+	static const struct fuse_lowlevel_ops none;
+	char *argv[] = { (char *)m->prog, "-o", m->o->fuse_opts, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	struct fuse_session *se = fuse_session_new(&args, &none, sizeof(none), NULL);
+
+	if (!se) {
+		say(m->prog, "libfuse refused the options '%s'", m->o->fuse_opts);
+		return -EINVAL;
 	}
-	if (fuse_session_mount(stp_daemon_session(d), m->o->mountpoint)) {
-		snprintf(text, sizeof(text), "%s: cannot mount %s on %s", m->prog, image_name(m->o),
-			 m->o->mountpoint);
-		stp_msg_send_failed(fd, -EIO, text);
-		stp_daemon_free(d);
-		_exit(STP_DAEMON_FAILED);
+	if (!fuse_session_mount(se, m->o->mountpoint)) {
+		m->fuse_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
+		m->mounted = true;
 	}
-	stp_msg_send(fd, STP_MSG_MOUNTED, NULL, 0);
-	_exit(stp_daemon_serve(d, &fds, m->mem_limit));
+	fuse_session_destroy(se); /* closes its descriptor, leaves the mount */
+	if (m->fuse_fd >= 0)
+		return 0;
+	say(m->prog, "cannot mount %s on %s", image_name(m->o), m->o->mountpoint);
+	return -EIO;
+}
+
+/* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
+ * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
+ * mount it serves (the image as messages name it: no query); it reads none of them. */
+static _Noreturn void exec_daemon(struct monitor *m, int fd)
+{
+	char *const argv[] = { STP_MOUNTD_NAME, (char *)image_name(m->o), m->o->mountpoint, NULL };
+	static char *const envp[] = { NULL };
+
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	if (dup2(fd, STP_MONITOR_FD) < 0 || dup2(m->mountd_fd, STP_MONITOR_FD + 1) < 0)
+		_exit(STP_DAEMON_FAILED);
+	close_range(STP_MONITOR_FD + 2, ~0u, 0);
+	syscall(SYS_execveat, STP_MONITOR_FD + 1, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
+/* What the daemon is told, and the descriptors it gets. */
+static int send_setup(const struct monitor *m, int fd)
+{
+	struct stp_setup *s = calloc(1, sizeof(*s));
+	int fds[STP_SETUP_FDS_MAX], err;
+
+	if (!s)
+		return -ENOMEM;
+	s->opts = *m->o; /* its strings stay the caller's */
+	s->prog = (char *)m->prog;
+	s->mem_limit = m->mem_limit;
+	s->url_size = m->fetcher.size;
+	s->cache = m->cache;
+	s->nkeys = m->nkeys;
+	memcpy(s->keys, m->keys, m->nkeys * sizeof(*m->keys));
+	fds[s->nroles] = m->fuse_fd;
+	s->roles[s->nroles++] = STP_FD_FUSE;
+	if (m->image_fd >= 0) {
+		fds[s->nroles] = m->image_fd;
+		s->roles[s->nroles++] = STP_FD_IMAGE;
+	}
+	if (m->record_fd >= 0) {
+		fds[s->nroles] = m->record_fd;
+		s->roles[s->nroles++] = STP_FD_RECORD;
+	}
+	if (m->cache.fd >= 0) {
+		fds[s->nroles] = m->cache.fd;
+		s->roles[s->nroles++] = STP_FD_CACHE;
+	}
+	for (unsigned i = 0; i < m->fetcher.nchans && s->nroles < STP_SETUP_FDS_MAX; i++) {
+		fds[s->nroles] = m->fetcher.chans[i];
+		s->roles[s->nroles++] = STP_FD_CHAN;
+	}
+	err = stp_setup_send(fd, s, fds);
+	explicit_bzero(s, sizeof(*s));
+	free(s);
+	return err;
 }
 
 /* What the daemon may say before the mount is live, all messages together: a daemon
@@ -539,9 +611,6 @@ static int wait_live(struct monitor *m, int fd, uint8_t *buf)
 		if (rc)
 			return daemon_lost(m);
 		switch (type) {
-		case STP_MSG_MOUNTED:
-			m->mounted = true;
-			break;
 		case STP_MSG_LOG:
 			print_text((const char *)buf, len);
 			break;
@@ -598,22 +667,10 @@ static void unmount_ours(const struct monitor *m)
 			;
 }
 
-/* Reads what the daemon said before it went: a MOUNTED still queued counts. */
-static void drain(struct monitor *m, int fd, uint8_t *buf)
-{
-	uint32_t type;
-	size_t len;
-
-	while (!stp_msg_recv(fd, 0, &type, buf, STP_MSG_MAX, &len))
-		m->mounted = m->mounted || type == STP_MSG_MOUNTED;
-}
-
 /* The daemon is done for: stop it, then undo the mount if one of ours is there. */
-static void abandon(struct monitor *m, int fd, uint8_t *buf)
+static void abandon(struct monitor *m)
 {
 	reap(m, true);
-	if (fd >= 0 && buf)
-		drain(m, fd, buf);
 	if (ours_to_unmount(m))
 		unmount_ours(m);
 }
@@ -652,7 +709,7 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	if (err == -ETIMEDOUT) {
 		say(m->prog, "%s: the daemon did not answer within %d s", image_name(m->o),
 		    STP_MOUNT_DEADLINE_MS / 1000);
-		abandon(m, -1, NULL); /* the connection goes with it, and frees the child */
+		abandon(m); /* the connection goes with it, and frees the child */
 		if (stuck)
 			while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
 				;
@@ -661,7 +718,7 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
 		m->reaped = true;
 		say(m->prog, "the daemon ended as the mount went live");
-		abandon(m, -1, NULL);
+		abandon(m);
 		return -EIO;
 	}
 	if (err)
@@ -800,7 +857,7 @@ static int supervise(struct monitor *m, int fd)
 	int err = buf ? wait_live(m, fd, buf) : -ENOMEM;
 
 	if (err)
-		abandon(m, fd, buf);
+		abandon(m);
 	else if (stp_prime_wanted(m->o))
 		err = prime(m, fd, buf);
 	free(buf);
@@ -829,8 +886,12 @@ static void hold_signals(struct monitor *m)
 	sigprocmask(SIG_BLOCK, &ending, &m->saved_mask);
 }
 
+/* Forks the daemon's process, which execs stipple-mountd, and hands it its setup; the
+ * monitor keeps none of what it hands over. */
 static int start_daemon(struct monitor *m, int sv[2])
 {
+	int err = 0;
+
 	fflush(NULL);
 	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
@@ -838,45 +899,64 @@ static int start_daemon(struct monitor *m, int sv[2])
 	m->pid = fork();
 	if (m->pid == 0) {
 		close(sv[0]);
-		sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-		run_daemon(m, sv[1]);
+		exec_daemon(m, sv[1]);
 	}
 	close(sv[1]);
-	release(m);
+	sv[1] = -1;
 	if (m->pid < 0) {
-		say(m->prog, "fork: %s", stp_strerror(-errno));
-		close(sv[0]);
-		return -EAGAIN;
+		err = -errno;
+		say(m->prog, "fork: %s", stp_strerror(err));
+	} else {
+		m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
+		err = send_setup(m, sv[0]);
+		if (err)
+			say(m->prog, "cannot hand the mount to the daemon: %s", stp_strerror(err));
 	}
-	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-	return 0;
+	release(m);
+	return err;
+}
+
+/* A mount that failed before the daemon took it: undone. */
+static void undo(struct monitor *m)
+{
+	release(m);
+	stp_fetcher_stop(&m->fetcher);
+	if (m->pid > 0)
+		reap(m, true);
+	if (m->mounted && ours_to_unmount(m))
+		unmount_ours(m);
 }
 
 int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 {
 	struct monitor m;
-	int err = prepare(&m, o, prog), sv[2];
+	int err = prepare(&m, o, prog), sv[2] = { -1, -1 };
 
 	if (!err)
 		err = open_record(&m);
 	if (!err)
+		err = open_mountd(&m);
+	if (!err)
 		err = remember_mountpoint(&m);
 	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		err = -errno;
-	if (err) {
-		release(&m);
-		stp_fetcher_stop(&m.fetcher);
-		if (m.parent_fd >= 0)
-			close(m.parent_fd);
-		return err;
-	}
 	hold_signals(&m);
-	err = start_daemon(&m, sv);
 	if (!err)
+		err = mount_fuse(&m);
+	if (!err)
+		err = start_daemon(&m, sv);
+	if (!err) {
 		err = supervise(&m, sv[0]);
+	} else {
+		undo(&m);
+		for (int i = 0; i < 2; i++)
+			if (sv[i] >= 0)
+				close(sv[i]);
+	}
 	if (m.pidfd >= 0)
 		close(m.pidfd);
-	close(m.parent_fd);
+	if (m.parent_fd >= 0)
+		close(m.parent_fd);
 	sigprocmask(SIG_SETMASK, &m.saved_mask, NULL);
 	return err;
 }

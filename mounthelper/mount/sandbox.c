@@ -78,19 +78,6 @@ static const int allowed_calls[] = {
 	SCMP_SYS(pwrite64), SCMP_SYS(lseek), SCMP_SYS(fallocate),
 };
 
-int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode)
-{
-	if (!strcmp(s, "on"))
-		*mode = STP_SANDBOX_ON;
-	else if (!strcmp(s, "log"))
-		*mode = STP_SANDBOX_LOG;
-	else if (!strcmp(s, "off"))
-		*mode = STP_SANDBOX_OFF;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 /* unshare(CLONE_NEWNS) and per-thread credentials need one thread; /proc tells. */
 static int check_single_threaded(char *err, size_t errlen)
 {

@@ -24,6 +24,7 @@ sources_of() {
 	fuseops) echo "$repo/tests/fuzz/fuse_shim.c $mount/fuseops.c $mount/warm.c $mount/fill.c $mount/warmplan.c $mount/record.c $mount/status.c" ;;
 	warm_plan) echo "$mount/warmplan.c" ;;
 	prime_plan) echo "$mount/prime.c $mount/monproto.c" ;;
+	monproto) echo "$mount/setup.c $mount/monproto.c" ;;
 	archive) b=$repo/builder
 		echo "$b/archive_in.c $b/tree.c $b/scan.c $b/source.c $b/exclude.c $b/attrs.c $b/elfcode.c" ;;
 	*) ;;
