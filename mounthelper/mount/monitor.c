@@ -4,7 +4,7 @@
  * file, except the sandbox's own dropping of it (sandbox.c):
  *
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
- *   a URL: fork the fetcher (fetcher.c),      its channels, the superblock through them,
+ *   a URL: fork+exec stipple-fetcher,         its channels, the superblock through them,
  *     open(disk cache dir, secret, file)       the cache file and its tag key (diskcache.c)
  *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
  *   stat(mount point), open(hot list)         before the mount

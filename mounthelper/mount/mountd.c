@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 	struct stp_daemon *d;
 	char text[256];
 
-	if (argc == 2 || !has_monitor_socket())
+	if ((argc == 2 && argv[1][0] == '-') || !has_monitor_socket())
 		return usage(argc > 1 ? argv[1] : NULL);
 	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
 	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,
