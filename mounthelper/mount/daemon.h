@@ -39,12 +39,6 @@ struct stp_daemon_fds {
 	struct stp_diskcache_file cache;
 };
 
-/* What a daemon serving OPTS over an image with superblock SB allocates besides its
- * blocks and metadata pages, all of it sized by the superblock before the mount is live:
- * the warmer's and the filler's bookkeeping (warm.h, fill.h), and its tables by inode
- * (directories listed, the priming plan, the recorder, a tree walk's marks). */
-uint64_t stp_daemon_memory(const struct stp_mount_opts *opts, const struct stp_superblock *sb);
-
 /* Exit statuses of the daemon process. */
 #define STP_DAEMON_UNMOUNTED 0 /* the host unmounted it: nothing left to do */
 #define STP_DAEMON_FAILED 1    /* it failed, or a signal ended it: the mount may be left */

@@ -65,16 +65,15 @@ static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 		      const int *theirs, unsigned n)
 {
 	struct stp_setup *s = calloc(1, sizeof(*s));
-	int err;
+	int fds[STP_SETUP_FDS_MAX], err;
 
 	if (!s)
 		return -ENOMEM;
 	s->opts = *o; /* its strings stay the caller's */
 	s->prog = (char *)prog;
-	s->nroles = n;
 	for (unsigned i = 0; i < n; i++)
-		s->roles[i] = STP_FD_CHAN;
-	err = stp_setup_send(ctl, s, theirs);
+		stp_setup_add_fd(s, fds, theirs[i], STP_FD_CHAN);
+	err = stp_setup_send(ctl, s, fds);
 	free(s);
 	return err;
 }

@@ -270,22 +270,13 @@ static int usage(const char *arg)
 	return 2;
 }
 
-static bool has_monitor_socket(void)
-{
-	int type = 0;
-	socklen_t len = sizeof(type);
-
-	return !getsockopt(STP_MONITOR_FD, SOL_SOCKET, SO_TYPE, &type, &len) &&
-	       type == SOCK_SEQPACKET;
-}
-
 int main(int argc, char **argv)
 {
 	static struct stp_setup s;
 	int fds[STP_SETUP_FDS_MAX], err;
 	struct stp_fetch_hello hi = { 0 };
 
-	if ((argc == 2 && argv[1][0] == '-') || !has_monitor_socket())
+	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
 	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,
 			     &s, fds);

@@ -119,8 +119,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (run_setuid()) {
-		fprintf(stderr, "mount.stipple: refusing to run setuid or setgid (uid %u, euid %u, gid %u, egid %u):"
-			" users mount through mount(8) and fusermount3, see mount.stipple(8)\n",
+		fprintf(stderr, "mount.stipple: refusing to run setuid or setgid (uid %u, euid %u, "
+			"gid %u, egid %u): users mount through mount(8) and fusermount3, see mount.stipple(8)\n",
 			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(), (unsigned)getegid());
 		return EXIT_USAGE;
 	}

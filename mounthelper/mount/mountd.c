@@ -29,16 +29,6 @@
 #define PROG STP_MOUNTD_NAME
 #define EXIT_USAGE 2
 
-/* Whether STP_MONITOR_FD is a socket the monitor could have left there. */
-static bool has_monitor_socket(void)
-{
-	int type = 0;
-	socklen_t len = sizeof(type);
-
-	return !getsockopt(STP_MONITOR_FD, SOL_SOCKET, SO_TYPE, &type, &len) &&
-	       type == SOCK_SEQPACKET;
-}
-
 static int usage(const char *arg)
 {
 	if (arg && (!strcmp(arg, "-V") || !strcmp(arg, "--version"))) {
@@ -89,7 +79,7 @@ int main(int argc, char **argv)
 	struct stp_daemon *d;
 	char text[256];
 
-	if ((argc == 2 && argv[1][0] == '-') || !has_monitor_socket())
+	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
 	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
 	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "monproto.h"
@@ -282,4 +283,20 @@ int stp_setup_fd(const struct stp_setup *s, const int *fds, enum stp_fd_role rol
 		if (s->roles[i] == (uint32_t)role)
 			return fds[i];
 	return -1;
+}
+
+bool stp_setup_is_socket(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) && type == SOCK_SEQPACKET;
+}
+
+void stp_setup_add_fd(struct stp_setup *s, int *fds, int fd, enum stp_fd_role role)
+{
+	if (fd < 0 || s->nroles == STP_SETUP_FDS_MAX)
+		return;
+	fds[s->nroles] = fd;
+	s->roles[s->nroles++] = (uint32_t)role;
 }

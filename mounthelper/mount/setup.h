@@ -19,6 +19,7 @@
 #ifndef STP_SETUP_H
 #define STP_SETUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,7 +72,15 @@ int stp_setup_send(int fd, const struct stp_setup *s, const int *fds);
  * -ETIMEDOUT, -EPIPE. */
 int stp_setup_recv(int fd, int64_t deadline_ns, struct stp_setup *s, int *fds);
 
+/* Adds FD (none when negative) with ROLE to S's list and to FDS, the array sent with it;
+ * nothing past STP_SETUP_FDS_MAX. */
+void stp_setup_add_fd(struct stp_setup *s, int *fds, int fd, enum stp_fd_role role);
+
 /* The first descriptor with ROLE among S's FDS, or -1. */
 int stp_setup_fd(const struct stp_setup *s, const int *fds, enum stp_fd_role role);
+
+/* Whether FD is a socket the monitor could have left there (SOCK_SEQPACKET): a program
+ * run by hand has none. */
+bool stp_setup_is_socket(int fd);
 
 #endif
