@@ -153,6 +153,26 @@ static int open_image(struct monitor *m)
 	return err;
 }
 
+/* A second mount on a directory hides the first without a word: refused, naming what is
+ * there, unless -o stack asks for it. */
+static int check_not_mounted(const struct monitor *m)
+{
+	char source[256], fstype[256];
+	int err = m->o->stack ? -ENOENT :
+		  stp_mountinfo_top(m->o->mountpoint, source, fstype, sizeof(source));
+
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		stp_monlog_say(m->prog, "mount point %s: /proc/self/mountinfo: %s",
+			       m->o->mountpoint, stp_strerror(err));
+	else
+		stp_monlog_say(m->prog, "mount point %s: already a mount point (%s, type %s); "
+			       "unmount it first, or mount on top of it with -o stack",
+			       m->o->mountpoint, source, fstype);
+	return err ? err : -EBUSY;
+}
+
 static int check_mountpoint(const struct monitor *m)
 {
 	struct stat st;
@@ -166,7 +186,7 @@ static int check_mountpoint(const struct monitor *m)
 		stp_monlog_say(m->prog, "mount point %s: not a directory", m->o->mountpoint);
 		return -ENOTDIR;
 	}
-	return 0;
+	return check_not_mounted(m);
 }
 
 /* The hot list file is opened here: the confined daemon can open nothing. */
