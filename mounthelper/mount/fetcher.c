@@ -51,7 +51,7 @@ static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
 {
 	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
 
-	if (dup2(ctl, STP_MONITOR_FD) < 0 ||
+	if (stp_progpath_place_socket(ctl) ||
 	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
 		_exit(127);
 	close_range(STP_MONITOR_FD + 1, ~0u, 0);

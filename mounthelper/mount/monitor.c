@@ -3,15 +3,16 @@
  * The privileged side of a mount (monitor.h). Every call made with privilege is in this
  * file, except the sandbox's own dropping of it (sandbox.c):
  *
+ *   open(stipple-mountd) O_PATH, fork,       first: the daemon loads while the monitor
+ *     execveat                                 checks; it waits for its setup (setup.h)
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
  *   a URL: fork+exec stipple-fetcher,         its channels, the superblock through them,
  *     open(disk cache dir, secret, file)       the cache file and its tag key (diskcache.c)
  *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
  *   stat(mount point), open(hot list)         before the mount
- *   open(stipple-mountd)                       O_PATH, before the mount (progpath.h)
- *   fuse_session_mount                         libfuse's mount(2) or fusermount3
- *   fork, execveat(stipple-mountd)             the daemon, handed its descriptors and
- *                                              options (setup.h); it confines itself
+ *   fuse_session_mount                         libfuse's mount(2) or fusermount3; then the
+ *                                              daemon is handed the connection, the image
+ *                                              and its options, and confines itself
  *   recvmsg, poll                              the daemon's messages, with a deadline
  *   pidfd_send_signal, waitpid                 the daemon, killed when it fails or is late
  *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
@@ -213,22 +214,25 @@ static int check_signed(const struct monitor *m)
 	return -ENOKEY;
 }
 
-static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
+static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
 {
-	int err;
-
 	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1,
 			       .fuse_fd = -1, .mountd_fd = -1,
 			       .parent_fd = -1, .pidfd = -1, .cache = { .fd = -1 },
 			       .fetcher = { .pid = -1 } };
 	stp_monlog_route(prog);
-	err = stp_trustkeys_read(o, prog, &m->keys, &m->nkeys);
+}
+
+static int prepare(struct monitor *m)
+{
+	int err = stp_trustkeys_read(m->o, m->prog, &m->keys, &m->nkeys);
+
 	if (!err)
 		err = open_image(m);
 	if (!err)
 		err = check_signed(m);
 	if (!err)
-		err = stp_budget_check(o, &m->sb, prog, &m->mem_limit);
+		err = stp_budget_check(m->o, &m->sb, m->prog, &m->mem_limit);
 	if (!err)
 		err = check_mountpoint(m);
 	return err;
@@ -279,8 +283,10 @@ static int remember_mountpoint(struct monitor *m)
 int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
 {
 	struct monitor m;
-	int err = prepare(&m, o, prog);
+	int err;
 
+	init(&m, o, prog);
+	err = prepare(&m);
 	release(&m);
 	stp_fetcher_stop(&m.fetcher);
 	return err;
@@ -331,11 +337,14 @@ static _Noreturn void exec_daemon(struct monitor *m, int fd)
 	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
 	static char *const envp[] = { NULL };
 
+	int prog = fcntl(m->mountd_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
+
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-	if (dup2(fd, STP_MONITOR_FD) < 0 || dup2(m->mountd_fd, STP_MONITOR_FD + 1) < 0)
-		_exit(STP_DAEMON_FAILED);
-	close_range(STP_MONITOR_FD + 2, ~0u, 0);
-	syscall(SYS_execveat, STP_MONITOR_FD + 1, "", argv, envp, AT_EMPTY_PATH);
+	if (prog < 0 || stp_progpath_place_socket(fd))
+		_exit(127);
+	close_range(STP_MONITOR_FD + 1, (unsigned)prog - 1, 0);
+	close_range((unsigned)prog + 1, ~0u, 0);
+	syscall(SYS_execveat, prog, "", argv, envp, AT_EMPTY_PATH);
 	_exit(127);
 }
 
@@ -691,14 +700,12 @@ static void hold_signals(struct monitor *m)
 
 /* Forks the daemon's process, which execs stipple-mountd, and hands it its setup; the
  * monitor keeps none of what it hands over. */
-static int start_daemon(struct monitor *m, int sv[2])
+/* Forks the daemon's process, which execs stipple-mountd at once: its start (the exec,
+ * the dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
+ * setup (hand_over). */
+static int spawn_daemon(struct monitor *m, int sv[2])
 {
-	int err = 0;
-
 	fflush(NULL);
-	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
-	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
-		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
 	m->pid = fork();
 	if (m->pid == 0) {
 		close(sv[0]);
@@ -707,14 +714,25 @@ static int start_daemon(struct monitor *m, int sv[2])
 	close(sv[1]);
 	sv[1] = -1;
 	if (m->pid < 0) {
-		err = -errno;
-		stp_monlog_say(m->prog, "fork: %s", stp_strerror(err));
-	} else {
-		m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-		err = send_setup(m, sv[0]);
-		if (err)
-			stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s", stp_strerror(err));
+		stp_monlog_say(m->prog, "fork: %s", stp_strerror(-errno));
+		return -EAGAIN;
 	}
+	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
+	return 0;
+}
+
+/* The daemon gets the mount; the monitor keeps none of what it hands over. */
+static int hand_over(struct monitor *m, int fd)
+{
+	int err;
+
+	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
+		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
+	err = send_setup(m, fd);
+	if (err)
+		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
+			       stp_strerror(err));
 	release(m);
 	return err;
 }
@@ -733,21 +751,25 @@ static void undo(struct monitor *m)
 int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 {
 	struct monitor m;
-	int err = prepare(&m, o, prog), sv[2] = { -1, -1 };
+	int err, sv[2] = { -1, -1 };
 
+	init(&m, o, prog);
+	hold_signals(&m);
+	err = open_mountd(&m);
+	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		err = -errno;
+	if (!err)
+		err = spawn_daemon(&m, sv);
+	if (!err)
+		err = prepare(&m);
 	if (!err)
 		err = open_record(&m);
 	if (!err)
-		err = open_mountd(&m);
-	if (!err)
 		err = remember_mountpoint(&m);
-	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
-		err = -errno;
-	hold_signals(&m);
 	if (!err)
 		err = mount_fuse(&m);
 	if (!err)
-		err = start_daemon(&m, sv);
+		err = hand_over(&m, sv[0]);
 	if (!err) {
 		err = supervise(&m, sv[0]);
 	} else {

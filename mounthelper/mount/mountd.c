@@ -20,13 +20,16 @@
 
 #include "daemon.h"
 #include "fuseapi.h"
-#include "monitor.h"
 #include "monproto.h"
 #include "progpath.h"
 #include "setup.h"
 #include "util.h"
 
 #define PROG STP_MOUNTD_NAME
+/* The monitor starts the daemon before it checks the image (and, for a URL, starts the
+ * fetcher): the setup comes once that is done, or the monitor goes and the socket says
+ * so. The bound is only a last resort. */
+#define SETUP_WAIT_MS (3600 * 1000)
 #define EXIT_USAGE 2
 
 static int usage(const char *arg)
@@ -82,7 +85,7 @@ int main(int argc, char **argv)
 	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
 	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
-	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,
+	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + SETUP_WAIT_MS * 1000000ll,
 			     &s, fds);
 	fuse_fd = err ? -1 : stp_setup_fd(&s, fds, STP_FD_FUSE);
 	if (!err && (fuse_fd < 0 || !s.prog || !s.opts.fuse_opts || !s.opts.image))

@@ -3,6 +3,7 @@
 #include "progpath.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,4 +32,11 @@ int stp_progpath(const char *name, const char *dir, char *out, size_t cap)
 	int n = snprintf(out, cap, "%s/%s", run_from_build_tree() ? STP_BUILD_DIR : dir, name);
 
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int stp_progpath_place_socket(int fd)
+{
+	if (fd == STP_MONITOR_FD)
+		return fcntl(fd, F_SETFD, 0) ? -errno : 0;
+	return dup2(fd, STP_MONITOR_FD) < 0 ? -errno : 0;
 }

@@ -25,6 +25,10 @@
 /* The descriptor on which an exec'd program finds its socket to the monitor. */
 #define STP_MONITOR_FD 3
 
+/* In the child about to exec such a program: FD becomes STP_MONITOR_FD, open across
+ * the exec (a descriptor already there is replaced). 0 or a negative errno. */
+int stp_progpath_place_socket(int fd);
+
 /* The path of program NAME, installed in DIR (STP_LIBEXEC_DIR or STP_SBIN_DIR), into OUT
  * (CAP bytes). 0, or -ENAMETOOLONG. */
 int stp_progpath(const char *name, const char *dir, char *out, size_t cap);
