@@ -3,7 +3,6 @@
 #include "http.h"
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,8 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* libcurl is loaded at run time (below): no typecheck wrappers around its names */
-#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 
 #include "format.h"
@@ -62,86 +59,18 @@ struct xfer {
 	const char *refused;               /* why the body was refused, else NULL */
 };
 
-/*
- * libcurl, and through it OpenSSL, Kerberos, LDAP and the rest, is loaded only by the
- * processes that fetch (a reader, the fetcher): the mount daemon is forked from the same
- * program and must not carry any of it mapped, and its memory bound is tight.
- */
-static struct {
-	CURLcode (*global_init)(long);
-	CURL *(*easy_init)(void);
-	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
-	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
-	CURLcode (*easy_perform)(CURL *);
-	void (*easy_cleanup)(CURL *);
-	const char *(*easy_strerror)(CURLcode);
-	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
-	void (*slist_free_all)(struct curl_slist *);
-	CURLSH *(*share_init)(void);
-	CURLSHcode (*share_setopt)(CURLSH *, CURLSHoption, ...);
-	CURLSHcode (*share_cleanup)(CURLSH *);
-	CURLU *(*url)(void);
-	CURLUcode (*url_set)(CURLU *, CURLUPart, const char *, unsigned int);
-	CURLUcode (*url_get)(const CURLU *, CURLUPart, char **, unsigned int);
-	void (*url_cleanup)(CURLU *);
-	void (*free)(void *);
-} fn;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_rc = -ENOMEM;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static int load_rc = -ENOSYS;
-
-/* curl.h makes these three macros that check the argument count */
-#undef curl_easy_setopt
-#undef curl_easy_getinfo
-#undef curl_share_setopt
-#define curl_global_init (*fn.global_init)
-#define curl_easy_init (*fn.easy_init)
-#define curl_easy_setopt (*fn.easy_setopt)
-#define curl_easy_getinfo (*fn.easy_getinfo)
-#define curl_easy_perform (*fn.easy_perform)
-#define curl_easy_cleanup (*fn.easy_cleanup)
-#define curl_easy_strerror (*fn.easy_strerror)
-#define curl_slist_append (*fn.slist_append)
-#define curl_slist_free_all (*fn.slist_free_all)
-#define curl_share_init (*fn.share_init)
-#define curl_share_setopt (*fn.share_setopt)
-#define curl_share_cleanup (*fn.share_cleanup)
-#define curl_url (*fn.url)
-#define curl_url_set (*fn.url_set)
-#define curl_url_get (*fn.url_get)
-#define curl_url_cleanup (*fn.url_cleanup)
-#define curl_free (*fn.free)
-
-static void load_run(void)
+static void init_run(void)
 {
-	static const char *const names[] = {
-		"curl_global_init", "curl_easy_init", "curl_easy_setopt", "curl_easy_getinfo",
-		"curl_easy_perform", "curl_easy_cleanup", "curl_easy_strerror",
-		"curl_slist_append", "curl_slist_free_all", "curl_share_init",
-		"curl_share_setopt", "curl_share_cleanup", "curl_url", "curl_url_set",
-		"curl_url_get", "curl_url_cleanup", "curl_free",
-	};
-	void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-	void **slot = (void **)&fn;
-
-	_Static_assert(sizeof(fn) == sizeof(names) / sizeof(names[0]) * sizeof(void *),
-		       "one name per function");
-	if (!lib) {
-		stp_log(STP_LOG_ERR, "cannot load libcurl.so.4 (Debian's libcurl4): %s", dlerror());
-		return;
-	}
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!(slot[i] = dlsym(lib, names[i]))) {
-			stp_log(STP_LOG_ERR, "libcurl.so.4 has no %s", names[i]);
-			return;
-		}
-	load_rc = curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK ? 0 : -ENOMEM;
+	init_rc = curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK ? 0 : -ENOMEM;
 }
 
 int stp_http_global_init(void)
 {
-	pthread_once(&load_once, load_run);
-	return load_rc;
+	pthread_once(&init_once, init_run);
+	return init_rc;
 }
 
 char *stp_http_default_ca(void)
@@ -615,7 +544,7 @@ int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *por
 	CURLU *u;
 
 	if (stp_http_global_init())
-		return -ENOSYS;
+		return -ENOMEM;
 	if (!(u = curl_url()))
 		return -ENOMEM;
 	if (!curl_url_set(u, CURLUPART_URL, url, 0) &&
@@ -769,7 +698,7 @@ int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp
 	if (!err)
 		err = stp_http_open(url, o, &hs->h, why, sizeof(why));
 	else
-		snprintf(why, sizeof(why), "cannot load or set up libcurl");
+		snprintf(why, sizeof(why), "cannot set up libcurl");
 	if (err) {
 		stp_log(STP_LOG_ERR, "%s: %s", url, why);
 		free(hs->src.name);
@@ -782,36 +711,6 @@ int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp
 	hs->src.fd = -1;
 	*out = &hs->src;
 	return 0;
-}
-
-size_t stp_http_url_authority_end(const char *auth)
-{
-	return strcspn(auth, "/?#");
-}
-
-bool stp_http_url_has_userinfo(const char *url)
-{
-	const char *auth = strstr(url, "://");
-
-	return auth && memchr(auth + 3, '@', stp_http_url_authority_end(auth + 3));
-}
-
-char *stp_http_url_public(const char *url)
-{
-	const char *sep = strstr(url, "://"), *auth, *at, *end;
-	char *out = NULL;
-
-	if (!sep)
-		return strdup(url);
-	auth = sep + 3;
-	end = auth + stp_http_url_authority_end(auth);
-	at = memrchr(auth, '@', (size_t)(end - auth));
-	if (at)
-		auth = at + 1;
-	end += strcspn(end, "?#");
-	if (asprintf(&out, "%.*s%.*s", (int)(sep + 3 - url), url, (int)(end - auth), auth) < 0)
-		return NULL;
-	return out;
 }
 
 int stp_http_netrc_read(const char *path, const char *url, char **login, char **password)

@@ -30,6 +30,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "httpurl.h"
+
 struct stp_imgsrc;
 
 struct stp_http_opts {
@@ -47,10 +49,8 @@ struct stp_http_opts {
 
 struct stp_http;
 
-/* Loads libcurl (dlopen: a process that never fetches, such as the mount daemon forked
- * from the same program, never maps it) and runs its and OpenSSL's global set-up, once;
- * call it before confinement, and before any other function here. 0, -ENOSYS (not
- * loaded: logged) or -ENOMEM. Thread-safe. */
+/* Runs libcurl's and OpenSSL's global set-up, once; call it before confinement, and
+ * before any other function here. 0 or -ENOMEM. Thread-safe. */
 int stp_http_global_init(void);
 
 /* libcurl's built-in CA bundle path (Debian: /etc/ssl/certs/ca-certificates.crt), a new
@@ -99,17 +99,5 @@ int stp_http_netrc_find(const char *text, size_t len, const char *host, char **l
  * STP_HTTP_NETRC_MAX bytes, or URL has no host), -ENOMEM, or open's -errno. The text
  * read is cleared before it is freed. */
 int stp_http_netrc_read(const char *path, const char *url, char **login, char **password);
-
-/* How many bytes of AUTH, the text after a URL's "://", its authority (userinfo@host:port)
- * takes: up to the path, query or fragment. Pure text. */
-size_t stp_http_url_authority_end(const char *auth);
-
-/* Whether URL carries a user name or password (scheme://USERINFO@host/...). Pure text. */
-bool stp_http_url_has_userinfo(const char *url);
-
-/* URL as every local user may see it (fsname, mountinfo, status, messages): without
- * userinfo, query or fragment, which may carry credentials. A new string, or NULL (no
- * memory). Pure text: it needs no stp_http_global_init. */
-char *stp_http_url_public(const char *url);
 
 #endif

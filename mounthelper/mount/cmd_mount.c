@@ -1,12 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* `stipple mount IMAGE DIR`: serve an image through FUSE. */
+/*
+ * `stipple mount IMAGE DIR`: serve an image through FUSE. The options are checked here,
+ * so that a mistake is named as the user wrote it; then mount.stipple runs the one
+ * monitor (monitor.h), exec'd as `mount.stipple --stipple-mount`, so that this program
+ * links none of libfuse, libseccomp or libcap.
+ */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
-#include "monitor.h"
 #include "mountopts.h"
+#include "progpath.h"
+#include "util.h"
 
 static char mount_options[2048];
 
@@ -21,6 +30,27 @@ static const struct stp_cli mount_cli = {
 		   "disk cache (-o ca=FILE,proxy=URL,timeout=S,cache_dir=DIR,cache_size=SIZE).",
 	.options = mount_options,
 };
+
+/* The option lists for mount.stipple, as -o arguments, in the order given. */
+#define LISTS_MAX 30
+static char *lists[LISTS_MAX];
+static int nlists;
+
+static int add_list(const char *list)
+{
+	if (nlists == LISTS_MAX) {
+		stp_cli_error(&mount_cli, "too many options");
+		return STP_EXIT_USAGE;
+	}
+	lists[nlists] = strdup(list);
+	if (!lists[nlists]) {
+		stp_cli_error(&mount_cli, "out of memory");
+		return STP_EXIT_FAIL;
+	}
+	nlists++;
+	return 0;
+}
+
 
 /* The defaults the help names depend on the machine. */
 static void describe_options(void)
@@ -65,7 +95,7 @@ static int set_option(struct stp_mount_opts *o, const char *flag, const char *na
 		stp_cli_error(&mount_cli, "--%s %s: %s", flag, value, err);
 		return STP_EXIT_USAGE;
 	}
-	return 0;
+	return add_list(opt);
 }
 
 /* One option character; 0 to go on, else the exit status (-1: exit 0 after --help). */
@@ -85,9 +115,9 @@ static int parse_option(struct stp_mount_opts *o, int c, const char *arg)
 			stp_cli_error(&mount_cli, "%s", err);
 			return STP_EXIT_USAGE;
 		}
-		return 0;
-	case 'p': o->no_prime = true; return 0;
-	case 'n': o->no_fill = true; return 0;
+		return add_list(arg);
+	case 'p': o->no_prime = true; return add_list("noprime");
+	case 'n': o->no_fill = true; return add_list("nofill");
 	case 'f': o->foreground = true; return 0;
 	default:
 		status = stp_cli_other_option(&mount_cli, c);
@@ -127,6 +157,33 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 	return 0;
 }
 
+/* mount.stipple --stipple-mount [--foreground] IMAGE DIR -o LIST...: the image and the
+ * mount point as resolved here (absolute: no operand can pass for an option). */
+static int run_monitor(const struct stp_mount_opts *o)
+{
+	char path[4096], *argv[LISTS_MAX * 2 + 6];
+	int argc = 0, err = stp_progpath(STP_HELPER_NAME, STP_SBIN_DIR, path, sizeof(path));
+
+	argv[argc++] = STP_HELPER_NAME;
+	argv[argc++] = "--stipple-mount";
+	if (o->foreground)
+		argv[argc++] = "--foreground";
+	argv[argc++] = o->is_url ? o->image : o->image_path;
+	argv[argc++] = o->mountpoint;
+	for (int i = 0; i < nlists; i++) {
+		argv[argc++] = "-o";
+		argv[argc++] = lists[i];
+	}
+	argv[argc] = NULL;
+	fflush(NULL);
+	if (!err) {
+		execv(path, argv);
+		err = -errno;
+	}
+	stp_cli_error(&mount_cli, "%s: %s", path, stp_strerror(err));
+	return STP_EXIT_FAIL;
+}
+
 int stp_cmd_mount(int argc, char **argv)
 {
 	struct stp_mount_opts o;
@@ -137,7 +194,9 @@ int stp_cmd_mount(int argc, char **argv)
 	stp_mountopts_init(&o);
 	ret = parse_args(&o, argc, argv);
 	if (!ret)
-		ret = stp_monitor_mount(&o, "stipple mount") ? STP_EXIT_FAIL : STP_EXIT_OK;
+		ret = run_monitor(&o);
 	stp_mountopts_free(&o);
+	for (int i = 0; i < nlists; i++)
+		free(lists[i]);
 	return ret < 0 ? STP_EXIT_OK : ret;
 }

@@ -94,26 +94,6 @@ static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
 	return err;
 }
 
-/* Bytes a daemon keeps by inode beyond the warmer and the filler: a bit of opened_dirs and
- * one of a tree walk's marks; priming, a slot and a hot file (prime.c); recording, a file
- * record (record.c). Generous by a few bytes, so that neither module is reached into. */
-#define INODE_BYTES 1u
-#define PRIME_INODE_BYTES 24u
-#define RECORD_INODE_BYTES 16u
-
-uint64_t stp_daemon_memory(const struct stp_mount_opts *o, const struct stp_superblock *sb)
-{
-	uint64_t per_inode = INODE_BYTES + (stp_prime_wanted(o) ? PRIME_INODE_BYTES : 0) +
-			     (o->record ? RECORD_INODE_BYTES : 0);
-	uint64_t n = per_inode * sb->inode_count + stp_inodes_memory(sb);
-
-	if (o->warm_workers)
-		n += stp_warm_memory(sb);
-	if (stp_mountopts_fills(o))
-		n += stp_fill_memory(sb);
-	return n;
-}
-
 int stp_daemon_new(const struct stp_mount_opts *o, const char *prog, struct stp_daemon **out)
 {
 	struct stp_daemon *d = calloc(1, sizeof(*d));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The confined daemon: in the child the monitor forks, it confines itself first, then
+ * The confined daemon, in stipple-mountd (mountd.c), which the monitor execs over the
+ * connection it mounted: it confines itself first, then
  * opens the image from the descriptor it was handed (the first time any byte past the
  * superblock is parsed; with keys, verified: the signature is checked before the metadata
  * is parsed, and every block as it is decoded), builds the cache, starts warming, tells the monitor the mount is
@@ -22,8 +23,8 @@ struct stp_pubkey;
 struct stp_daemon;
 struct fuse_session;
 
-/* What the monitor hands the daemon. The daemon owns the descriptors from
- * stp_daemon_serve on; the keys stay the monitor's (a copy in the forked process). */
+/* What the monitor hands the daemon (setup.h). The daemon owns the descriptors from
+ * stp_daemon_serve on; the keys stay the caller's. */
 struct stp_daemon_fds {
 	int image;    /* the image, opened read-only, superblock checked */
 	int record;   /* the hot list to write at the end, or -1 */
@@ -38,18 +39,12 @@ struct stp_daemon_fds {
 	struct stp_diskcache_file cache;
 };
 
-/* What a daemon serving OPTS over an image with superblock SB allocates besides its
- * blocks and metadata pages, all of it sized by the superblock before the mount is live:
- * the warmer's and the filler's bookkeeping (warm.h, fill.h), and its tables by inode
- * (directories listed, the priming plan, the recorder, a tree walk's marks). */
-uint64_t stp_daemon_memory(const struct stp_mount_opts *opts, const struct stp_superblock *sb);
-
 /* Exit statuses of the daemon process. */
 #define STP_DAEMON_UNMOUNTED 0 /* the host unmounted it: nothing left to do */
 #define STP_DAEMON_FAILED 1    /* it failed, or a signal ended it: the mount may be left */
 
-/* A daemon for OPTS whose session is created but not mounted (the monitor mounts it:
- * stp_daemon_session). Messages are prefixed with PROG. -EINVAL when libfuse refuses the
+/* A daemon for OPTS whose session is created but not mounted (mountd.c gives it the
+ * connection the monitor mounted: stp_daemon_session). Messages are prefixed with PROG. -EINVAL when libfuse refuses the
  * options (said on stderr), -ENOMEM. */
 int stp_daemon_new(const struct stp_mount_opts *opts, const char *prog, struct stp_daemon **out);
 struct fuse_session *stp_daemon_session(struct stp_daemon *d);

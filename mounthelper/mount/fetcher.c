@@ -1,46 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* The fetcher process of a URL mount (fetcher.h). */
+/* The monitor's half of a URL mount's fetcher (fetcher.h): the channels, the exec of
+ * stipple-fetcher (fetcherd.c) and its hello. */
 #include "fetcher.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "http.h"
-#include "log.h"
+#include "monproto.h"
 #include "mountopts.h"
-#include "sandbox.h"
+#include "progpath.h"
+#include "setup.h"
 #include "util.h"
-
-#define CA_MAX (16u << 20)
-/* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
- * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
- * not the host's OOM killer. */
-#define FETCHER_DATA_MAX ((uint64_t)STP_FETCH_CHANS_MAX * STP_FETCH_PIECE + (256ull << 20))
-#define RESOLVE_MAX 4u
-
-/* What the fetcher tells the monitor once it has probed the URL. */
-struct hello {
-	int32_t err;
-	uint64_t size;
-	char validator[256];
-	char why[STP_FETCH_WHY_MAX];
-};
 
 unsigned stp_fetcher_channels(const struct stp_mount_opts *o)
 {
@@ -49,240 +27,55 @@ unsigned stp_fetcher_channels(const struct stp_mount_opts *o)
 	return n > STP_FETCH_CHANS_MAX ? STP_FETCH_CHANS_MAX : n;
 }
 
-/* The CA bundle, read while files can still be opened: ca=, else libcurl's default. */
-static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, size_t whylen)
+/* Waits for the fetcher's HELLO until DEADLINE_MS have passed. */
+static int wait_hello(int ctl, unsigned deadline_ms, struct stp_fetch_hello *hi)
 {
-	char *def = o->ca_file ? NULL : stp_http_default_ca();
-	const char *path = o->ca_file ? o->ca_file : def;
-	void *blob = NULL;
-	struct stat st;
-	int fd;
-
-	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
-	if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size <= CA_MAX &&
-	    (blob = malloc((size_t)st.st_size + 1)) &&
-	    stp_pread_full(fd, blob, (size_t)st.st_size, 0) == 0) {
-		*len = (size_t)st.st_size;
-	} else {
-		if (o->ca_file)
-			snprintf(why, whylen, "ca=%s: %s", o->ca_file,
-				 fd < 0 ? stp_strerror(-errno) : "not a readable file of at most 16 MiB");
-		free(blob);
-		blob = NULL;
-	}
-	if (fd >= 0)
-		close(fd);
-	free(def);
-	return blob;
-}
-
-/* netrc=: the login and password for the URL's host, read while files can still be
- * opened, so that the confined fetcher never needs the path and no secret is ever on a
- * command line. */
-static int read_netrc(const struct stp_mount_opts *o, struct stp_http_opts *ho, char *why,
-		      size_t whylen)
-{
-	char *login = NULL, *password = NULL;
-	int err;
-
-	if (!o->netrc_file)
-		return 0;
-	err = stp_http_netrc_read(o->netrc_file, o->image, &login, &password);
-	if (err)
-		snprintf(why, whylen, "netrc=%s: %s", o->netrc_file, err == -EINVAL ?
-			 "not a readable file of at most 64 KiB" : stp_strerror(err));
-	ho->user = login;
-	ho->password = password;
-	return err;
-}
-
-/* "host:port:addr,addr" for URL's host, from getaddrinfo now: confined, the fetcher
- * cannot read /etc/hosts or resolv.conf. NULL when it does not resolve (libcurl says so). */
-static char *resolve_entry(const char *url)
-{
-	char host[256], addr[INET6_ADDRSTRLEN + 2], *out = NULL;
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *a;
-	unsigned port;
+	uint32_t type;
 	size_t len;
+	int err = stp_msg_recv(ctl, (int64_t)stp_now_ns() + deadline_ms * 1000000ll, &type, hi,
+			       sizeof(*hi), &len);
 
-	if (!url || !*url || stp_http_url_host(url, host, sizeof(host), &port) ||
-	    getaddrinfo(host, NULL, &hints, &res))
-		return NULL;
-	if (asprintf(&out, "%s:%u:", host, port) < 0)
-		out = NULL;
-	for (a = res; out && a; a = a->ai_next) {
-		const void *ip = a->ai_family == AF_INET6 ?
-			(const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr :
-			(const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr;
-		char *more;
-
-		if (!inet_ntop(a->ai_family, ip, addr + 1, sizeof(addr) - 2))
-			continue;
-		len = strlen(out);
-		if (a->ai_family == AF_INET6) {
-			addr[0] = '[';
-			strcat(addr, "]");
-		}
-		if (asprintf(&more, "%s%s%s", out, out[len - 1] == ':' ? "" : ",",
-			     a->ai_family == AF_INET6 ? addr : addr + 1) < 0)
-			more = NULL;
-		free(out);
-		out = more;
-	}
-	freeaddrinfo(res);
-	return out;
-}
-
-/* The proxy libcurl would use for URL, as far as a name to resolve goes. */
-static const char *proxy_for(const struct stp_mount_opts *o)
-{
-	const char *p;
-
-	if (o->proxy)
-		return o->proxy;
-	if (!strncasecmp(o->image, "https:", 6) &&
-	    ((p = getenv("https_proxy")) || (p = getenv("HTTPS_PROXY"))))
-		return p;
-	if (!strncasecmp(o->image, "http:", 5) && (p = getenv("http_proxy")))
-		return p;
-	return (p = getenv("all_proxy")) ? p : getenv("ALL_PROXY");
-}
-
-struct server {
-	struct stp_http *h;
-	int fd;
-};
-
-static int send_frame(int fd, int32_t err, const void *p, uint32_t len, unsigned tries)
-{
-	struct stp_fetch_frame fr = { err, len, tries };
-	int rc = stp_write_full(fd, &fr, sizeof(fr));
-
-	return rc ? rc : stp_write_full(fd, p, len);
-}
-
-/* Serves one channel until the daemon closes it. */
-static void *serve(void *arg)
-{
-	struct server *s = arg;
-	uint8_t *buf = malloc(STP_FETCH_PIECE);
-	struct stp_fetch_req req;
-	char why[STP_FETCH_WHY_MAX];
-
-	while (buf) {
-		ssize_t n = recv(s->fd, &req, sizeof(req), MSG_WAITALL);
-		int rc = 0;
-
-		if (n != (ssize_t)sizeof(req))
-			break;
-		for (uint64_t done = 0; !rc && done < req.len;) {
-			size_t piece = req.len - done < STP_FETCH_PIECE ? req.len - done : STP_FETCH_PIECE;
-			unsigned tries;
-			int err = stp_http_get(s->h, buf, piece, req.off + done, &tries, why,
-					       sizeof(why));
-
-			if (err) {
-				rc = send_frame(s->fd, err, why, (uint32_t)strlen(why), tries);
-				break;
-			}
-			rc = send_frame(s->fd, 0, buf, (uint32_t)piece, tries);
-			done += piece;
-		}
-		if (rc)
-			break;
-	}
-	free(buf);
-	close(s->fd);
-	return NULL;
-}
-
-static void quiet(enum stp_log_level level, const char *msg)
-{
-}
-
-/* The fetcher's process: set up, confine, probe, serve. */
-static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n)
-{
-	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
-				    .timeout_ms = o->timeout_s * 1000u };
-	struct hello hi = { 0 };
-	char *resolve[3] = { NULL, NULL, NULL };
-	struct server srv[STP_FETCH_CHANS_MAX];
-	pthread_t tids[STP_FETCH_CHANS_MAX];
-	bool started[STP_FETCH_CHANS_MAX];
-	int keep[STP_FETCH_CHANS_MAX + 1];
-	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
-				       .keep_fds = keep, .nkeep = n + 1,
-				       .keep_stderr = o->foreground, .fetcher = true };
-	struct stp_http *h = NULL;
-	unsigned nres = 0;
-
-	signal(SIGPIPE, SIG_IGN);
-	stp_log_set_handler(quiet); /* the daemon gives the sandbox's warnings, once */
-	if (!o->foreground)
-		setsid();
-	hi.err = stp_http_global_init();
-	if (hi.err)
-		snprintf(hi.why, sizeof(hi.why), "cannot load or set up libcurl (libcurl4)");
-	if (!hi.err) {
-		ho.ca_blob = read_ca(o, &ho.ca_len, hi.why, sizeof(hi.why));
-		if (o->ca_file && !ho.ca_blob)
-			hi.err = -EINVAL;
-	}
-	if (!hi.err)
-		hi.err = read_netrc(o, &ho, hi.why, sizeof(hi.why));
-	if ((resolve[nres] = resolve_entry(o->image)))
-		nres++;
-	if ((resolve[nres] = resolve_entry(proxy_for(o))))
-		nres++;
-	ho.resolve = (const char *const *)resolve;
-	keep[0] = ctl;
-	memcpy(keep + 1, chans, n * sizeof(*chans));
-	if (!hi.err && setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
-		hi.err = -errno;
-	if (!hi.err && (hi.err = stp_sandbox_enter(&so, hi.why, sizeof(hi.why))))
-		hi.err = hi.err < 0 ? hi.err : -EPERM;
-	if (!hi.err)
-		hi.err = stp_http_open(o->image, &ho, &h, hi.why, sizeof(hi.why));
-	if (!hi.err) {
-		hi.size = stp_http_size(h);
-		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
-	}
-	send(ctl, &hi, sizeof(hi), MSG_NOSIGNAL);
-	close(ctl);
-	if (hi.err)
-		_exit(1);
-	for (unsigned i = 0; i < n; i++) {
-		srv[i] = (struct server){ h, chans[i] };
-		started[i] = i && !pthread_create(&tids[i], NULL, serve, &srv[i]);
-		if (i && !started[i])
-			close(chans[i]); /* one channel fewer: the daemon sees it closed */
-	}
-	serve(&srv[0]);
-	for (unsigned i = 1; i < n; i++)
-		if (started[i])
-			pthread_join(tids[i], NULL);
-	_exit(0);
-}
-
-/* Waits for the fetcher's hello until DEADLINE_MS have passed. */
-static int wait_hello(int ctl, unsigned deadline_ms, struct hello *hi)
-{
-	struct pollfd p = { ctl, POLLIN, 0 };
-	int rc;
-
-	do
-		rc = poll(&p, 1, (int)deadline_ms);
-	while (rc < 0 && errno == EINTR);
-	if (rc == 0)
-		return -ETIMEDOUT;
-	if (rc < 0)
-		return -errno;
-	if (recv(ctl, hi, sizeof(*hi), 0) != (ssize_t)sizeof(*hi))
-		return -EPIPE;
+	if (!err && (type != STP_MSG_HELLO || len != sizeof(*hi)))
+		err = -EPROTO;
+	if (err)
+		return err;
 	hi->why[sizeof(hi->why) - 1] = '\0';
 	hi->validator[sizeof(hi->validator) - 1] = '\0';
 	return 0;
+}
+
+/* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
+ * stipple-fetcher, with the caller's environment (libcurl takes its proxy from it). Its
+ * argument only names the URL for ps (without query). */
+static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
+{
+	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
+
+	if (stp_progpath_place_socket(ctl) ||
+	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
+		_exit(127);
+	close_range(STP_MONITOR_FD + 1, ~0u, 0);
+	execv(path, argv);
+	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
+	_exit(127);
+}
+
+/* What the fetcher is told, with THEIRS, its ends of the N channels. */
+static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
+		      const int *theirs, unsigned n)
+{
+	struct stp_setup *s = calloc(1, sizeof(*s));
+	int fds[STP_SETUP_FDS_MAX], err;
+
+	if (!s)
+		return -ENOMEM;
+	s->opts = *o; /* its strings stay the caller's */
+	s->prog = (char *)prog;
+	for (unsigned i = 0; i < n; i++)
+		stp_setup_add_fd(s, fds, theirs[i], STP_FD_CHAN);
+	err = stp_setup_send(ctl, s, fds);
+	free(s);
+	return err;
 }
 
 /* A safety net: the daemon's ends give up on a fetcher that sends nothing for much
@@ -319,7 +112,7 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 {
 	unsigned n = stp_fetcher_channels(o);
 	int theirs[STP_FETCH_CHANS_MAX], ctl[2], err;
-	struct hello hi = { 0 };
+	struct stp_fetch_hello hi = { 0 };
 
 	memset(f, 0, sizeof(*f));
 	f->pid = -1;
@@ -338,16 +131,14 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 	}
 	fflush(NULL);
 	f->pid = fork();
-	if (f->pid == 0) {
-		for (unsigned i = 0; i < n; i++)
-			close(f->chans[i]);
-		close(ctl[0]);
-		run(o, ctl[1], theirs, n);
-	}
+	if (f->pid == 0)
+		exec_fetcher(o, ctl[1]);
 	close(ctl[1]);
+	err = f->pid < 0 ? -errno : send_setup(o, prog, ctl[0], theirs, n);
 	for (unsigned i = 0; i < n; i++)
 		close(theirs[i]);
-	err = f->pid < 0 ? -errno : wait_hello(ctl[0], o->timeout_s * 1000u + 5000u, &hi);
+	if (!err)
+		err = wait_hello(ctl[0], o->timeout_s * 1000u + 5000u, &hi);
 	close(ctl[0]);
 	if (!err && hi.err)
 		err = hi.err;

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fetcher of a URL mount: a process of its own, forked by the monitor before the
- * daemon, that talks HTTP (http.h) and nothing else. Before it confines itself it reads
+ * The fetcher of a URL mount: a program of its own, stipple-fetcher (fetcherd.c), which
+ * the monitor execs before the daemon and hands its options and channels (setup.h),
+ * that talks HTTP (http.h) and nothing else: only it links libcurl. Before it confines itself it reads
  * the CA bundle into memory (ca=, or libcurl's default file) and resolves the server's
  * and the proxy's names (handed to libcurl as CURLOPT_RESOLVE), because confined it can
  * open no file; then it enters the sandbox with the fetcher's filter (sandbox.h: sockets
  * of the Internet families, no FUSE, no file), probes the URL, tells the monitor the size
- * and validator, and serves raw byte ranges on its channels until they close. It never
+ * and validator (HELLO, monproto.h), and serves raw byte ranges on its channels until they close. It never
  * parses a byte of the image: the daemon does, confined, from what it is handed.
  *
  * A channel is a stream socket, one request at a time: struct stp_fetch_req, answered by
@@ -37,6 +38,14 @@ struct stp_fetch_frame {
 	int32_t err;
 	uint32_t len;
 	uint32_t tries; /* HTTP requests this piece took, retries included (for the status) */
+};
+
+/* The fetcher's HELLO, once it has probed the URL: err 0, or a negative errno and WHY. */
+struct stp_fetch_hello {
+	int32_t err;
+	uint64_t size;
+	char validator[256];
+	char why[STP_FETCH_WHY_MAX];
 };
 
 struct stp_fetcher {

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The privileged side of a mount (monitor.h). Every call made with privilege is in this
- * file, except the sandbox's own dropping of it (sandbox.c) and libfuse's mount:
+ * file, except the sandbox's own dropping of it (sandbox.c):
  *
+ *   open(stipple-mountd) O_PATH, fork,       first: the daemon loads while the monitor
+ *     execveat                                 checks; it waits for its setup (setup.h)
  *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
- *   a URL: fork the fetcher (fetcher.c),      its channels, the superblock through them,
+ *   a URL: fork+exec stipple-fetcher,         its channels, the superblock through them,
  *     open(disk cache dir, secret, file)       the cache file and its tag key (diskcache.c)
  *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
- *   stat(mount point), open(hot list)         before the fork
- *   fork                                       the daemon: fuse_session_mount, then it
- *                                              confines itself (daemon.c)
+ *   stat(mount point), open(hot list)         before the mount
+ *   fuse_session_mount                         libfuse's mount(2) or fusermount3; then the
+ *                                              daemon is handed the connection, the image
+ *                                              and its options, and confines itself
  *   recvmsg, poll                              the daemon's messages, with a deadline
  *   pidfd_send_signal, waitpid                 the daemon, killed when it fails or is late
  *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
@@ -47,6 +50,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "budget.h"
 #include "daemon.h"
 #include "escape.h"
 #include "diskcache.h"
@@ -56,21 +60,16 @@
 #include "fuseapi.h"
 #include "image.h"
 #include "log.h"
+#include "monlog.h"
 #include "monproto.h"
 #include "mountinfo.h"
 #include "mountopts.h"
 #include "prime.h"
+#include "progpath.h"
+#include "setup.h"
 #include "sign.h"
+#include "trustkeys.h"
 #include "util.h"
-
-/* Besides blocks, metadata and the bookkeeping sized by the image (stp_daemon_memory),
- * what a daemon may allocate: its threads' stacks, libfuse's request buffers, zstd
- * contexts. */
-#define MEM_SLACK (256ull << 20)
-
-/* verify: what the monitor reads of trusted configuration, at most. */
-#define KEY_FILE_MAX (64u << 10)
-#define KEYS_MAX 64u
 
 struct monitor {
 	const struct stp_mount_opts *o;
@@ -78,6 +77,8 @@ struct monitor {
 	struct stp_superblock sb;
 	uint64_t mem_limit;   /* RLIMIT_DATA of the daemon */
 	int image_fd, record_fd;
+	int fuse_fd;          /* /dev/fuse of the mount made here, until handed over */
+	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
 	struct stp_fetcher fetcher; /* a URL: the fetcher and the daemon's ends of its channels */
 	struct stp_diskcache_file cache; /* a URL: the disk cache file (fd -1: none) */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
@@ -94,58 +95,8 @@ struct monitor {
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
 
-static const char *log_prog;
-
-/* What the monitor prints goes to root's terminal, and carries paths and names that
- * others chose (the image's, the daemon's text): every line is escaped (escape.h). */
-static void put_line(const char *prog, const char *text, size_t len)
-{
-	int saved = errno;
-
-	stp_escape_put(stderr, prog, strlen(prog));
-	fputs(": ", stderr);
-	stp_escape_put(stderr, text, len);
-	fputc('\n', stderr);
-	errno = saved;
-}
-
-/* "PROG: " and FMT formatted, escaped, as one line; errno is kept. */
-static void say(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void say(const char *prog, const char *fmt, ...)
-{
-	int saved = errno, n;
-	char *msg;
-	va_list ap;
-
-	va_start(ap, fmt);
-	n = vasprintf(&msg, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		put_line(prog, "(message lost: out of memory)", 29);
-	} else {
-		put_line(prog, msg, (size_t)n);
-		free(msg);
-	}
-	errno = saved;
-}
-
-static void log_prefixed(enum stp_log_level level, const char *msg)
-{
-	put_line(log_prog, msg, strlen(msg));
-}
-
-/* The image, and its superblock: all of it the monitor reads. O_NONBLOCK: a FIFO named
- * as the image must not hang the mount (it is then refused as not a regular file). */
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
  * disk cache file is opened (the daemon cannot open it later). */
-/* IMAGE as messages name it: a URL as fsname shows it, without userinfo, query and
- * fragment, which may carry credentials; a file as the caller wrote it. */
-static const char *image_name(const struct stp_mount_opts *o)
-{
-	return o->is_url && o->image_path ? o->image_path : o->image;
-}
-
 static int open_url(struct monitor *m)
 {
 	const struct stp_mount_opts *o = m->o;
@@ -157,18 +108,18 @@ static int open_url(struct monitor *m)
 
 	if (err)
 		return err;
-	err = stp_remote_open(m->fetcher.chans, 1, m->fetcher.size, image_name(o), false, &src);
+	err = stp_remote_open(m->fetcher.chans, 1, m->fetcher.size, stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
 	if (!err)
 		err = stp_imgsrc_read(src, raw, sizeof(raw), 0);
 	stp_imgsrc_close(src);
 	if (err == -EUCLEAN)
-		say(m->prog, "%s: not a stipple image, or a damaged one", image_name(o));
+		stp_monlog_say(m->prog, "%s: not a stipple image, or a damaged one", stp_monlog_image(o));
 	else if (err == -EPROTONOSUPPORT)
-		say(m->prog, "%s: made by a newer stipple (unsupported format)", image_name(o));
+		stp_monlog_say(m->prog, "%s: made by a newer stipple (unsupported format)", stp_monlog_image(o));
 	else if (err)
-		say(m->prog, "%s: %s", image_name(o), stp_strerror(err));
+		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(err));
 	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
@@ -190,53 +141,37 @@ static int open_image(struct monitor *m)
 	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (m->image_fd < 0) {
 		err = -errno;
-		say(m->prog, "%s: %s", image_name(o), stp_strerror(-errno));
+		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(-errno));
 		return err;
 	}
 	err = stp_image_read_superblock(m->image_fd, o->image_path, &m->sb);
 	if (err == -EUCLEAN)
-		say(m->prog, "%s: not a stipple image, or a damaged one", image_name(o));
+		stp_monlog_say(m->prog, "%s: not a stipple image, or a damaged one", stp_monlog_image(o));
 	else if (err == -EPROTONOSUPPORT)
-		say(m->prog, "%s: made by a newer stipple (unsupported format)", image_name(o));
+		stp_monlog_say(m->prog, "%s: made by a newer stipple (unsupported format)", stp_monlog_image(o));
 	else if (err && err != -EINVAL) /* -EINVAL: not a file, already said */
-		say(m->prog, "%s: %s", image_name(o), stp_strerror(err));
+		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(err));
 	return err;
 }
 
-/* What the daemon may hold follows from the options and the superblock (cache.h, warm.h):
- * the budget's blocks, one per warming worker and one more, the metadata
- * (stp_image_meta_memory), the dictionary, and the bookkeeping by hot block, block and
- * inode (stp_daemon_memory: some 130 bytes a 64 KiB hot block). A mount that could take more
- * than half of this machine's memory is refused; the rest becomes the daemon's
- * RLIMIT_DATA, so that a forged image meets a clear error, never the host's OOM killer. */
-static int check_memory(struct monitor *m)
+/* A second mount on a directory hides the first without a word: refused, naming what is
+ * there, unless -o stack asks for it. */
+static int check_not_mounted(const struct monitor *m)
 {
-	const struct stp_superblock *sb = &m->sb;
-	uint64_t blocks = (uint64_t)stp_mountopts_cache_budget(m->o, sb) + stp_mountopts_cache_extra(m->o);
-	uint64_t meta = stp_image_meta_memory(sb, m->o->meta_cache > STP_IMAGE_WALK_BUDGET ?
-						  m->o->meta_cache : STP_IMAGE_WALK_BUDGET);
-	/* each a whole buffer, whatever its block's size: the block and zstd's margin */
-	uint64_t books = stp_daemon_memory(m->o, sb);
-	uint64_t need = blocks * stp_cache_buffer_bytes(sb) + meta + 2 * sb->dict_size + books +
-			MEM_SLACK;
+	char source[256], fstype[256];
+	int err = m->o->stack ? -ENOENT :
+		  stp_mountinfo_top(m->o->mountpoint, source, fstype, sizeof(source));
 
-	/* verified, each decode in flight holds its block's stored bytes apart (decompress.c) */
-	if (m->o->verify)
-		need += blocks * ZSTD_COMPRESSBOUND((uint64_t)1 << sb->block_log);
-	struct sysinfo si;
-
-	if (!sysinfo(&si) && need > (uint64_t)si.totalram * si.mem_unit / 2) {
-		say(m->prog, "%s: this mount may need %llu MiB (%llu blocks of %u KiB, %llu MiB "
-		    "of metadata and %llu MiB to track %llu blocks and %u inodes), more than "
-		    "half of this machine's memory; lower cache_budget= or warm_workers=",
-		    image_name(m->o), (unsigned long long)(need >> 20), (unsigned long long)blocks,
-		    (1u << sb->block_log) >> 10, (unsigned long long)(meta >> 20),
-		    (unsigned long long)(books >> 20), (unsigned long long)sb->block_count,
-		    sb->inode_count);
-		return -ENOMEM;
-	}
-	m->mem_limit = need;
-	return 0;
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		stp_monlog_say(m->prog, "mount point %s: /proc/self/mountinfo: %s",
+			       m->o->mountpoint, stp_strerror(err));
+	else
+		stp_monlog_say(m->prog, "mount point %s: already a mount point (%s, type %s); "
+			       "unmount it first, or mount on top of it with -o stack",
+			       m->o->mountpoint, source, fstype);
+	return err ? err : -EBUSY;
 }
 
 static int check_mountpoint(const struct monitor *m)
@@ -244,15 +179,15 @@ static int check_mountpoint(const struct monitor *m)
 	struct stat st;
 
 	if (stat(m->o->mountpoint, &st)) {
-		say(m->prog, "mount point %s: %s", m->o->mountpoint,
+		stp_monlog_say(m->prog, "mount point %s: %s", m->o->mountpoint,
 			stp_strerror(-errno));
 		return -errno;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		say(m->prog, "mount point %s: not a directory", m->o->mountpoint);
+		stp_monlog_say(m->prog, "mount point %s: not a directory", m->o->mountpoint);
 		return -ENOTDIR;
 	}
-	return 0;
+	return check_not_mounted(m);
 }
 
 /* The hot list file is opened here: the confined daemon can open nothing. */
@@ -263,106 +198,10 @@ static int open_record(struct monitor *m)
 		return 0;
 	m->record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (m->record_fd < 0) {
-		say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
+		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
 		return -errno;
 	}
 	return 0;
-}
-
-/* One public key file, NAME at DIRFD (SHOWN in messages): a regular file of at most
- * KEY_FILE_MAX bytes, reached without following a symbolic link, holding a PEM Ed25519
- * public key. */
-static int read_key(const struct monitor *m, int dirfd, const char *name, const char *shown,
-		    struct stp_pubkey *key)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
-	char *text = NULL;
-	struct stat st;
-	ssize_t n = -1;
-	int err;
-
-	if (fd < 0) {
-		err = -errno;
-		say(m->prog, "public key %s: %s", shown,
-			err == -ELOOP ? "a symbolic link (refused)" : stp_strerror(err));
-		return err;
-	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
-		say(m->prog, "public key %s: not a regular file of at most %u KiB", shown,
-		    KEY_FILE_MAX >> 10);
-		close(fd);
-		return -EINVAL;
-	}
-	text = malloc(KEY_FILE_MAX);
-	if (text)
-		n = read(fd, text, KEY_FILE_MAX);
-	err = n < 0 ? (text ? -errno : -ENOMEM) : stp_sign_parse_pubkey(text, (size_t)n, key);
-	if (err == -EINVAL)
-		say(m->prog, "public key %s: not a PEM Ed25519 public key (BEGIN PUBLIC KEY)", shown);
-	else if (err)
-		say(m->prog, "public key %s: %s", shown, stp_strerror(err));
-	free(text);
-	close(fd);
-	return err;
-}
-
-static int is_key_name(const struct dirent *e)
-{
-	size_t len = strlen(e->d_name);
-
-	return e->d_name[0] != '.' && len > 4 && !strcmp(e->d_name + len - 4, ".pub");
-}
-
-/* verify without a value: every *.pub of STP_TRUSTED_KEYS_DIR, in name order. */
-static int read_trusted_keys(struct monitor *m)
-{
-	int dirfd = open(STP_TRUSTED_KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0, n;
-	struct dirent **names = NULL;
-	char shown[512];
-
-	if (dirfd < 0) {
-		err = -errno;
-		say(m->prog, "verify: no trusted keys: %s: %s", STP_TRUSTED_KEYS_DIR,
-		    stp_strerror(err));
-		return err;
-	}
-	n = scandirat(dirfd, ".", &names, is_key_name, alphasort);
-	if (n < 0) {
-		err = -errno;
-		say(m->prog, "verify: %s: %s", STP_TRUSTED_KEYS_DIR,
-			stp_strerror(err));
-	} else if (n == 0 || (unsigned)n > KEYS_MAX) {
-		say(m->prog, "verify: %s holds %d keys (*.pub); it must hold 1 to %u",
-		    STP_TRUSTED_KEYS_DIR, n, KEYS_MAX);
-		err = n ? -E2BIG : -ENOKEY;
-	} else if (!(m->keys = calloc((size_t)n, sizeof(*m->keys)))) {
-		err = -ENOMEM;
-	}
-	for (int i = 0; !err && i < n; i++) {
-		snprintf(shown, sizeof(shown), "%s/%s", STP_TRUSTED_KEYS_DIR, names[i]->d_name);
-		err = read_key(m, dirfd, names[i]->d_name, shown, &m->keys[m->nkeys]);
-		m->nkeys += !err;
-	}
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	close(dirfd);
-	return err;
-}
-
-/* verify=PUBKEY or verify: the keys are read before the image, as the caller's own
- * configuration; the image's signature is checked by the daemon. */
-static int read_keys(struct monitor *m)
-{
-	if (!m->o->verify)
-		return 0;
-	if (!m->o->verify_key)
-		return read_trusted_keys(m);
-	m->keys = calloc(1, sizeof(*m->keys));
-	if (!m->keys)
-		return -ENOMEM;
-	m->nkeys = 1;
-	return read_key(m, AT_FDCWD, m->o->verify_key, m->o->verify_key, m->keys);
 }
 
 /* All the superblock can tell: a signature block is there or not. */
@@ -370,26 +209,30 @@ static int check_signed(const struct monitor *m)
 {
 	if (!m->o->verify || (m->sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
 		return 0;
-	say(m->prog, "%s: not signed, and verify= asks for a signature", image_name(m->o));
+	stp_monlog_say(m->prog, "%s: not signed, and verify= asks for a signature",
+		       stp_monlog_image(m->o));
 	return -ENOKEY;
 }
 
-static int prepare(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
+static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
 {
-	int err;
-
 	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1,
+			       .fuse_fd = -1, .mountd_fd = -1,
 			       .parent_fd = -1, .pidfd = -1, .cache = { .fd = -1 },
 			       .fetcher = { .pid = -1 } };
-	log_prog = prog;
-	stp_log_set_handler(log_prefixed);
-	err = read_keys(m);
+	stp_monlog_route(prog);
+}
+
+static int prepare(struct monitor *m)
+{
+	int err = stp_trustkeys_read(m->o, m->prog, &m->keys, &m->nkeys);
+
 	if (!err)
 		err = open_image(m);
 	if (!err)
 		err = check_signed(m);
 	if (!err)
-		err = check_memory(m);
+		err = stp_budget_check(m->o, &m->sb, m->prog, &m->mem_limit);
 	if (!err)
 		err = check_mountpoint(m);
 	return err;
@@ -404,7 +247,11 @@ static void release(struct monitor *m)
 		close(m->record_fd);
 	if (m->cache.fd >= 0)
 		close(m->cache.fd);
-	m->image_fd = m->record_fd = m->cache.fd = -1;
+	if (m->fuse_fd >= 0)
+		close(m->fuse_fd);
+	if (m->mountd_fd >= 0)
+		close(m->mountd_fd);
+	m->image_fd = m->record_fd = m->cache.fd = m->fuse_fd = m->mountd_fd = -1;
 	explicit_bzero(m->cache.tag_key, sizeof(m->cache.tag_key));
 	stp_fetcher_release(&m->fetcher);
 	free(m->keys);
@@ -426,7 +273,7 @@ static int remember_mountpoint(struct monitor *m)
 	m->parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	free(parent);
 	if (m->parent_fd < 0) {
-		say(m->prog, "mount point %s: %s", mp, stp_strerror(-errno));
+		stp_monlog_say(m->prog, "mount point %s: %s", mp, stp_strerror(-errno));
 		return -errno;
 	}
 	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
@@ -436,59 +283,96 @@ static int remember_mountpoint(struct monitor *m)
 int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
 {
 	struct monitor m;
-	int err = prepare(&m, o, prog);
+	int err;
 
+	init(&m, o, prog);
+	err = prepare(&m);
 	release(&m);
 	stp_fetcher_stop(&m.fetcher);
 	return err;
 }
 
-/* The daemon's process: mount while still privileged, say so, then hand over to the
- * daemon, which confines itself before it reads the image. */
-static _Noreturn void run_daemon(struct monitor *m, int fd)
+/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
+static int open_mountd(struct monitor *m)
 {
-	struct stp_daemon_fds fds = { m->image_fd, m->record_fd, fd, m->keys, m->nkeys,
-				      m->fetcher.chans, m->fetcher.nchans, m->fetcher.size,
-				      m->cache };
-	struct stp_daemon *d;
-	char text[480];
+	char path[4096];
+	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
 
-	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
-	close(m->parent_fd);
-	if (!m->o->foreground)
-		setsid();
-	if (stp_daemon_new(m->o, m->prog, &d)) {
-		snprintf(text, sizeof(text), "%s: libfuse refused the options '%s'", m->prog,
-			 m->o->fuse_opts);
-		stp_msg_send_failed(fd, -EINVAL, text);
-		_exit(STP_DAEMON_FAILED);
-	}
-	if (fuse_session_mount(stp_daemon_session(d), m->o->mountpoint)) {
-		snprintf(text, sizeof(text), "%s: cannot mount %s on %s", m->prog, image_name(m->o),
-			 m->o->mountpoint);
-		stp_msg_send_failed(fd, -EIO, text);
-		stp_daemon_free(d);
-		_exit(STP_DAEMON_FAILED);
-	}
-	stp_msg_send(fd, STP_MSG_MOUNTED, NULL, 0);
-	_exit(stp_daemon_serve(d, &fds, m->mem_limit));
+	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		err = -errno;
+	if (err)
+		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
+	return err;
 }
 
-/* What the daemon may say before the mount is live, all messages together: a daemon
- * made to chatter must not hold mount(8) up on a slow terminal. */
-#define LOG_MAX (16u << 10)
-
-/* The daemon's text, which may carry bytes of the image: escaped like the rest. It
- * starts with the program's name, which the daemon wrote. */
-static void print_text(const char *s, size_t len)
+/* The mount itself, with libfuse's rules (as root mount(2) on /dev/fuse, else through
+ * fusermount3): the session is only the means, the connection goes to the daemon. */
+static int mount_fuse(struct monitor *m)
 {
-	static size_t said;
+	static const struct fuse_lowlevel_ops none;
+	char *argv[] = { (char *)m->prog, "-o", m->o->fuse_opts, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	struct fuse_session *se = fuse_session_new(&args, &none, sizeof(none), NULL);
 
-	if (said >= LOG_MAX)
-		return;
-	said += len;
-	stp_escape_put(stderr, s, len);
-	fputc('\n', stderr);
+	if (!se) {
+		stp_monlog_say(m->prog, "libfuse refused the options '%s'", m->o->fuse_opts);
+		return -EINVAL;
+	}
+	if (!fuse_session_mount(se, m->o->mountpoint)) {
+		m->fuse_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
+		m->mounted = true;
+	}
+	fuse_session_destroy(se); /* closes its descriptor, leaves the mount */
+	if (m->fuse_fd >= 0)
+		return 0;
+	stp_monlog_say(m->prog, "cannot mount %s on %s", stp_monlog_image(m->o), m->o->mountpoint);
+	return -EIO;
+}
+
+/* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
+ * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
+ * mount it serves (the image as messages name it: no query); it reads none of them. */
+static _Noreturn void exec_daemon(struct monitor *m, int fd)
+{
+	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
+	static char *const envp[] = { NULL };
+
+	int prog = fcntl(m->mountd_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
+
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	if (prog < 0 || stp_progpath_place_socket(fd))
+		_exit(127);
+	close_range(STP_MONITOR_FD + 1, (unsigned)prog - 1, 0);
+	close_range((unsigned)prog + 1, ~0u, 0);
+	syscall(SYS_execveat, prog, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
+/* What the daemon is told, and the descriptors it gets. */
+static int send_setup(const struct monitor *m, int fd)
+{
+	struct stp_setup *s = calloc(1, sizeof(*s));
+	int fds[STP_SETUP_FDS_MAX], err;
+
+	if (!s)
+		return -ENOMEM;
+	s->opts = *m->o; /* its strings stay the caller's */
+	s->prog = (char *)m->prog;
+	s->mem_limit = m->mem_limit;
+	s->url_size = m->fetcher.size;
+	s->cache = m->cache;
+	s->nkeys = m->nkeys;
+	memcpy(s->keys, m->keys, m->nkeys * sizeof(*m->keys));
+	stp_setup_add_fd(s, fds, m->fuse_fd, STP_FD_FUSE);
+	stp_setup_add_fd(s, fds, m->image_fd, STP_FD_IMAGE);
+	stp_setup_add_fd(s, fds, m->record_fd, STP_FD_RECORD);
+	stp_setup_add_fd(s, fds, m->cache.fd, STP_FD_CACHE);
+	for (unsigned i = 0; i < m->fetcher.nchans; i++)
+		stp_setup_add_fd(s, fds, m->fetcher.chans[i], STP_FD_CHAN);
+	err = stp_setup_send(fd, s, fds);
+	explicit_bzero(s, sizeof(*s));
+	free(s);
+	return err;
 }
 
 /* Waits for the daemon, killing it first when asked; once only. */
@@ -512,12 +396,12 @@ static int daemon_lost(struct monitor *m)
 	m->reaped = m->reaped || gone;
 	reap(m, true);
 	if (!gone)
-		say(m->prog, "the daemon broke off before the mount was live");
+		stp_monlog_say(m->prog, "the daemon broke off before the mount was live");
 	else if (WIFSIGNALED(m->status))
-		say(m->prog, "the daemon died of signal %d before the mount was live",
+		stp_monlog_say(m->prog, "the daemon died of signal %d before the mount was live",
 		    WTERMSIG(m->status));
 	else
-		say(m->prog, "the daemon exited before the mount was live");
+		stp_monlog_say(m->prog, "the daemon exited before the mount was live");
 	return -EIO;
 }
 
@@ -532,24 +416,21 @@ static int wait_live(struct monitor *m, int fd, uint8_t *buf)
 		int rc = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len);
 
 		if (rc == -ETIMEDOUT) {
-			say(m->prog, "%s: the daemon did not answer within %d s", image_name(m->o),
+			stp_monlog_say(m->prog, "%s: the daemon did not answer within %d s", stp_monlog_image(m->o),
 			    STP_MOUNT_DEADLINE_MS / 1000);
 			return rc;
 		}
 		if (rc)
 			return daemon_lost(m);
 		switch (type) {
-		case STP_MSG_MOUNTED:
-			m->mounted = true;
-			break;
 		case STP_MSG_LOG:
-			print_text((const char *)buf, len);
+			stp_monlog_daemon((const char *)buf, len);
 			break;
 		case STP_MSG_FAILED:
 			if (len < sizeof(err))
 				return daemon_lost(m);
 			memcpy(&err, buf, sizeof(err));
-			print_text((const char *)buf + sizeof(err), len - sizeof(err));
+			stp_monlog_daemon((const char *)buf + sizeof(err), len - sizeof(err));
 			return err < 0 && err > -4096 ? err : -EIO;
 		case STP_MSG_LIVE:
 			return 0;
@@ -598,22 +479,10 @@ static void unmount_ours(const struct monitor *m)
 			;
 }
 
-/* Reads what the daemon said before it went: a MOUNTED still queued counts. */
-static void drain(struct monitor *m, int fd, uint8_t *buf)
-{
-	uint32_t type;
-	size_t len;
-
-	while (!stp_msg_recv(fd, 0, &type, buf, STP_MSG_MAX, &len))
-		m->mounted = m->mounted || type == STP_MSG_MOUNTED;
-}
-
 /* The daemon is done for: stop it, then undo the mount if one of ours is there. */
-static void abandon(struct monitor *m, int fd, uint8_t *buf)
+static void abandon(struct monitor *m)
 {
 	reap(m, true);
-	if (fd >= 0 && buf)
-		drain(m, fd, buf);
 	if (ours_to_unmount(m))
 		unmount_ours(m);
 }
@@ -627,7 +496,7 @@ static int receive_plan(struct monitor *m, int fd, uint8_t *buf, struct stp_prim
 
 	while (!(err = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len))) {
 		if (type == STP_MSG_LOG)
-			print_text((const char *)buf, len);
+			stp_monlog_daemon((const char *)buf, len);
 		else if (type == STP_MSG_PRIME)
 			err = stp_prime_list_add(list, buf, len);
 		else
@@ -650,9 +519,9 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
 	stp_prime_list_free(list);
 	if (err == -ETIMEDOUT) {
-		say(m->prog, "%s: the daemon did not answer within %d s", image_name(m->o),
+		stp_monlog_say(m->prog, "%s: the daemon did not answer within %d s", stp_monlog_image(m->o),
 		    STP_MOUNT_DEADLINE_MS / 1000);
-		abandon(m, -1, NULL); /* the connection goes with it, and frees the child */
+		abandon(m); /* the connection goes with it, and frees the child */
 		if (stuck)
 			while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
 				;
@@ -660,12 +529,12 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	}
 	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
 		m->reaped = true;
-		say(m->prog, "the daemon ended as the mount went live");
-		abandon(m, -1, NULL);
+		stp_monlog_say(m->prog, "the daemon ended as the mount went live");
+		abandon(m);
 		return -EIO;
 	}
 	if (err)
-		say(m->prog, "warning: %s: priming the hot files: %s", m->o->mountpoint,
+		stp_monlog_say(m->prog, "warning: %s: priming the hot files: %s", m->o->mountpoint,
 		    stp_strerror(err));
 	return 0;
 }
@@ -790,7 +659,7 @@ static void leave_watcher(struct monitor *m)
 	if (pid == 0)
 		watch(m);
 	if (pid < 0)
-		say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
+		stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
 		    "mount", m->o->mountpoint, stp_strerror(-errno));
 }
 
@@ -800,7 +669,7 @@ static int supervise(struct monitor *m, int fd)
 	int err = buf ? wait_live(m, fd, buf) : -ENOMEM;
 
 	if (err)
-		abandon(m, fd, buf);
+		abandon(m);
 	else if (stp_prime_wanted(m->o))
 		err = prime(m, fd, buf);
 	free(buf);
@@ -829,54 +698,90 @@ static void hold_signals(struct monitor *m)
 	sigprocmask(SIG_BLOCK, &ending, &m->saved_mask);
 }
 
-static int start_daemon(struct monitor *m, int sv[2])
+/* Forks the daemon's process, which execs stipple-mountd, and hands it its setup; the
+ * monitor keeps none of what it hands over. */
+/* Forks the daemon's process, which execs stipple-mountd at once: its start (the exec,
+ * the dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
+ * setup (hand_over). */
+static int spawn_daemon(struct monitor *m, int sv[2])
 {
 	fflush(NULL);
-	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
-	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
-		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
 	m->pid = fork();
 	if (m->pid == 0) {
 		close(sv[0]);
-		sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-		run_daemon(m, sv[1]);
+		exec_daemon(m, sv[1]);
 	}
 	close(sv[1]);
-	release(m);
+	sv[1] = -1;
 	if (m->pid < 0) {
-		say(m->prog, "fork: %s", stp_strerror(-errno));
-		close(sv[0]);
+		stp_monlog_say(m->prog, "fork: %s", stp_strerror(-errno));
 		return -EAGAIN;
 	}
 	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
 	return 0;
 }
 
+/* The daemon gets the mount; the monitor keeps none of what it hands over. */
+static int hand_over(struct monitor *m, int fd)
+{
+	int err;
+
+	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
+		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
+	err = send_setup(m, fd);
+	if (err)
+		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
+			       stp_strerror(err));
+	release(m);
+	return err;
+}
+
+/* A mount that failed before the daemon took it: undone. */
+static void undo(struct monitor *m)
+{
+	release(m);
+	stp_fetcher_stop(&m->fetcher);
+	if (m->pid > 0)
+		reap(m, true);
+	if (m->mounted && ours_to_unmount(m))
+		unmount_ours(m);
+}
+
 int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 {
 	struct monitor m;
-	int err = prepare(&m, o, prog), sv[2];
+	int err, sv[2] = { -1, -1 };
 
+	init(&m, o, prog);
+	hold_signals(&m);
+	err = open_mountd(&m);
+	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		err = -errno;
+	if (!err)
+		err = spawn_daemon(&m, sv);
+	if (!err)
+		err = prepare(&m);
 	if (!err)
 		err = open_record(&m);
 	if (!err)
 		err = remember_mountpoint(&m);
-	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
-		err = -errno;
-	if (err) {
-		release(&m);
-		stp_fetcher_stop(&m.fetcher);
-		if (m.parent_fd >= 0)
-			close(m.parent_fd);
-		return err;
-	}
-	hold_signals(&m);
-	err = start_daemon(&m, sv);
 	if (!err)
+		err = mount_fuse(&m);
+	if (!err)
+		err = hand_over(&m, sv[0]);
+	if (!err) {
 		err = supervise(&m, sv[0]);
+	} else {
+		undo(&m);
+		for (int i = 0; i < 2; i++)
+			if (sv[i] >= 0)
+				close(sv[i]);
+	}
 	if (m.pidfd >= 0)
 		close(m.pidfd);
-	close(m.parent_fd);
+	if (m.parent_fd >= 0)
+		close(m.parent_fd);
 	sigprocmask(SIG_SETMASK, &m.saved_mask, NULL);
 	return err;
 }

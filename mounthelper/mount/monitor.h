@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The monitor: the only code of a mount that runs with privilege. It opens the image and
- * checks its 256-byte superblock field by field (nothing more of the image is parsed
- * here; with verify it reads the public keys, and refuses a superblock without the signed
- * bit), checks the mount point, opens the hot list to record into, forks the daemon
- * (which mounts while still privileged, then confines itself before it reads any other
- * byte of the image), reads the daemon's messages (monproto.h) with a deadline, unmounts
- * after a failure, and runs the priming lookups in a confined child of its own (prime.h).
+ * The monitor: the only code of a mount that runs with privilege, shared by mount.stipple
+ * and `stipple mount` (which execs mount.stipple). It opens the image and checks its
+ * 256-byte superblock field by field (nothing more of the image is parsed here; with
+ * verify it reads the public keys, and refuses a superblock without the signed bit),
+ * checks the mount point, opens the hot list to record into, and mounts. The daemon,
+ * stipple-mountd (progpath.h), is forked and exec'd first, so that its start overlaps
+ * those steps; once mounted, the monitor hands it the FUSE connection, the image and its
+ * options (setup.h), and the daemon confines itself before it reads any other byte of
+ * the image. It reads the daemon's messages (monproto.h) with a deadline,
+ * unmounts after a failure, and runs the priming lookups in a confined child of its own
+ * (prime.h).
  *
  * Called once from main, before any thread exists; not thread-safe.
  */

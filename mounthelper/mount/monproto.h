@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The messages the confined daemon sends the privileged monitor while a mount starts, as
- * OpenSSH's monitor protocol does between its two halves: typed, bounded, one way. Each
- * is one datagram on a SOCK_SEQPACKET socket pair: a 32-bit type in host order, then its
- * payload. The monitor trusts nothing in them: the daemon has parsed the untrusted image.
+ * The messages between the privileged monitor and the programs it execs (stipple-mountd,
+ * stipple-fetcher), as OpenSSH's monitor protocol does between its halves: typed and
+ * bounded. Each is one datagram on a SOCK_SEQPACKET socket pair: a 32-bit type in host
+ * order, then its payload. The monitor sends one message, first; the rest go the other
+ * way, and the monitor trusts nothing in them: the daemon has parsed the untrusted image,
+ * the fetcher has talked to a server.
  *
- *   MOUNTED    (none)       the FUSE mount exists: after any failure it must be unmounted
+ *   SETUP      fields       monitor -> program: its options and descriptors (setup.h)
+ *   HELLO      struct       fetcher: the URL probed (fetcher.c)
  *   LOG        text         a diagnostic for the user (the daemon has no terminal)
  *   FAILED     int32 errno (negative), text: the mount cannot go live; the daemon exits
  *   LIVE       (none)       the image opened and checked, the mount serves
@@ -22,7 +25,8 @@
 #include <stdint.h>
 
 enum stp_msg_type {
-	STP_MSG_MOUNTED = 1,
+	STP_MSG_SETUP = 1,
+	STP_MSG_HELLO,
 	STP_MSG_LOG,
 	STP_MSG_FAILED,
 	STP_MSG_LIVE,
@@ -37,6 +41,11 @@ enum stp_msg_type {
  * the monitor has gone: SIGPIPE must be ignored). */
 int stp_msg_send(int fd, uint32_t type, const void *payload, size_t len);
 
+/* The same with NFDS descriptors attached (SCM_RIGHTS; at most STP_MSG_FDS_MAX). */
+#define STP_MSG_FDS_MAX 32u
+int stp_msg_send_fds(int fd, uint32_t type, const void *payload, size_t len, const int *fds,
+		     unsigned nfds);
+
 /* Sends FAILED with ERR and the formatted text. */
 int stp_msg_send_failed(int fd, int err, const char *text);
 
@@ -47,5 +56,10 @@ int stp_msg_send_failed(int fd, int err, const char *text);
  * too long. */
 int stp_msg_recv(int fd, int64_t deadline_ns, uint32_t *type, void *buf, size_t cap,
 		 size_t *len);
+
+/* The same, taking up to MAXFDS descriptors attached into FDS (*NFDS of them, close on
+ * exec, the caller's even when it fails); more than MAXFDS: -EPROTO, none kept. */
+int stp_msg_recv_fds(int fd, int64_t deadline_ns, uint32_t *type, void *buf, size_t cap,
+		     size_t *len, int *fds, unsigned maxfds, unsigned *nfds);
 
 #endif

@@ -4,6 +4,12 @@
  *   mount.stipple SOURCE DIR [-s] [-f] [-n] [-v] [-o OPTS] [-t TYPE] [-N NS]
  * Exit status as mount(8) expects: 0 mounted, 1 bad invocation (or run setuid), 32 mount
  * failure (an option refused for a user's mount among them).
+ *
+ * `stipple mount` runs the same monitor by exec'ing this program as
+ *   mount.stipple --stipple-mount [--foreground] SOURCE DIR [-o OPTS]...
+ * (it has checked the options already): messages are then named "stipple mount", a
+ * failure exits 1, and --foreground keeps the daemon attached (mount(8) never passes
+ * either option).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -20,14 +26,16 @@
 #include "mountopts.h"
 #include "util.h"
 
-#define PROG "mount.stipple"
 #define EXIT_USAGE 1
 #define EXIT_MOUNT_FAILED 32
+
+static const char *prog = "mount.stipple";
+static int exit_failed = EXIT_MOUNT_FAILED;
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: " PROG " IMAGE DIR [-s] [-f] [-n] [-v] [-o OPTIONS] [-t TYPE] [-N NS]\n"
+		"usage: mount.stipple IMAGE DIR [-s] [-f] [-n] [-v] [-o OPTIONS] [-t TYPE] [-N NS]\n"
 		"Called by mount(8) for `mount -t stipple` and `mount -t fuse.stipple`; see\n"
 		"mount.stipple(8). -f checks without mounting, -s drops unknown options.\n");
 }
@@ -44,7 +52,8 @@ static void say(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fputs(PROG ": ", stderr);
+	fputs(prog, stderr);
+	fputs(": ", stderr);
 	stp_escape_put(stderr, line, strlen(line));
 	fputc('\n', stderr);
 }
@@ -78,23 +87,48 @@ static bool run_setuid(void)
 	return getuid() != geteuid() || getgid() != getegid() || getauxval(AT_SECURE);
 }
 
+/* --stipple-mount [--foreground]: run for `stipple mount`; the arguments it took. */
+static int front_end(struct stp_mount_opts *o, int argc, char **argv)
+{
+	int used = 0;
+
+	if (argc > 1 && !strcmp(argv[1], "--stipple-mount")) {
+		prog = "stipple mount";
+		exit_failed = 1;
+		used = 1;
+		if (argc > 2 && !strcmp(argv[2], "--foreground")) {
+			o->foreground = true;
+			used = 2;
+		}
+	}
+	return used;
+}
+
 int main(int argc, char **argv)
 {
 	struct stp_mount_opts o;
 	char err[256];
-	int status = 0;
+	int status = 0, used;
 
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout);
 		return 0;
 	}
+	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+		printf("mount.stipple " STP_VERSION "\n");
+		return 0;
+	}
 	if (run_setuid()) {
-		fprintf(stderr, PROG ": refusing to run setuid or setgid (uid %u, euid %u, gid %u, egid %u):"
-			" users mount through mount(8) and fusermount3, see mount.stipple(8)\n",
+		fprintf(stderr, "mount.stipple: refusing to run setuid or setgid (uid %u, euid %u, "
+			"gid %u, egid %u): users mount through mount(8) and fusermount3, see mount.stipple(8)\n",
 			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(), (unsigned)getegid());
 		return EXIT_USAGE;
 	}
 	stp_mountopts_init(&o);
+	used = front_end(&o, argc, argv);
+	argv[used] = argv[0];
+	argc -= used;
+	argv += used;
 	if (stp_mountopts_parse_helper(&o, argc, argv, err, sizeof(err))) {
 		say("%s", err);
 		usage(stderr);
@@ -102,13 +136,13 @@ int main(int argc, char **argv)
 	} else if (stp_mountopts_check_user(&o, err, sizeof(err))) {
 		/* before -N: a refused namespace is never entered */
 		say("%s", err);
-		status = EXIT_MOUNT_FAILED;
+		status = exit_failed;
 	} else if (o.ns && enter_namespace(o.ns)) {
 		/* paths are the target namespace's: resolve them there */
-		status = EXIT_MOUNT_FAILED;
+		status = exit_failed;
 	} else if (stp_mountopts_finish(&o, err, sizeof(err))) {
 		say("%s", err);
-		status = EXIT_MOUNT_FAILED;
+		status = exit_failed;
 	} else {
 		if (o.verbose)
 			say("%s on %s, options %s, cache budget %u blocks%s",
@@ -116,9 +150,9 @@ int main(int argc, char **argv)
 			    o.cache_budget ? o.cache_budget : STP_CACHE_DEFAULT_BLOCKS,
 			    o.cache_budget ? "" : " (more if the image's blocks are small)");
 		if (o.fake)
-			status = stp_monitor_check(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
+			status = stp_monitor_check(&o, prog) ? exit_failed : 0;
 		else
-			status = stp_monitor_mount(&o, PROG) ? EXIT_MOUNT_FAILED : 0;
+			status = stp_monitor_mount(&o, prog) ? exit_failed : 0;
 	}
 	stp_mountopts_free(&o);
 	return status;

@@ -1,86 +1,81 @@
 /* SPDX-License-Identifier: MIT */
+/* What is mounted where (mountinfo.h), through libmount. */
 #include "mountinfo.h"
 
 #include <errno.h>
+#include <libmount.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* Undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134) in place. */
-static void unescape(char *s)
-{
-	char *out = s;
+typedef void (*look_fn)(struct libmnt_fs *fs, void *ctx);
 
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
+/* Calls FN for each mount at MOUNTPOINT, in the order they were made (the last is on
+ * top). No path is canonicalised: nothing on the mount is looked at. */
+static int each_mount_at(const char *mountpoint, look_fn fn, void *ctx)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	int err = 0;
+
+	if (!tb || !it)
+		err = errno ? -errno : -ENOMEM;
+
+	while (!err && !mnt_table_next_fs(tb, it, &fs)) {
+		const char *target = mnt_fs_get_target(fs);
+
+		if (target && !strcmp(target, mountpoint))
+			fn(fs, ctx);
 	}
-	*out = '\0';
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	return err;
 }
 
-/* Field N (0-based, space-separated) of LINE, unescaped into a copy the caller frees. */
-static char *field(const char *line, unsigned n)
+struct ours {
+	const char *source;
+	unsigned *count;
+	int *top;
+};
+
+static void look_ours(struct libmnt_fs *fs, void *ctx)
 {
-	const char *p = line;
-	size_t len;
-	char *f;
+	struct ours *o = ctx;
+	const char *type = mnt_fs_get_fstype(fs), *src = mnt_fs_get_source(fs);
 
-	for (unsigned i = 0; i < n && p; i++) {
-		p = strchr(p, ' ');
-		p = p ? p + 1 : NULL;
-	}
-	if (!p)
-		return NULL;
-	len = strcspn(p, " \n");
-	f = strndup(p, len);
-	if (f)
-		unescape(f);
-	return f;
-}
-
-/* LINE describes a mount at MOUNTPOINT: is it a fuse.stipple mount of SOURCE? The
- * fields after the " - " separator are the file system type and the source. */
-static int is_ours(const char *line, const char *source)
-{
-	const char *sep = strstr(line, " - ");
-	char *type = sep ? field(sep + 3, 0) : NULL, *src = sep ? field(sep + 3, 1) : NULL;
-	int ours = type && src && !strcmp(type, "fuse.stipple") && !strcmp(src, source);
-
-	free(type);
-	free(src);
-	return ours;
-}
-
-static void look_at(const char *line, const char *mountpoint, const char *source,
-		    unsigned *count, int *top)
-{
-	char *mp = field(line, 4);
-
-	if (mp && !strcmp(mp, mountpoint)) {
-		*top = is_ours(line, source); /* later lines are later mounts, stacked on top */
-		*count += (unsigned)*top;
-	}
-	free(mp);
+	*o->top = type && src && !strcmp(type, "fuse.stipple") && !strcmp(src, o->source);
+	*o->count += (unsigned)*o->top;
 }
 
 int stp_mountinfo_ours(const char *mountpoint, const char *source, unsigned *count, int *top)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
-	size_t cap = 0;
+	struct ours o = { source, count, top };
 
 	*count = 0;
 	*top = 0;
-	if (!f)
-		return -errno;
-	while (getline(&line, &cap, f) > 0)
-		look_at(line, mountpoint, source, count, top);
-	free(line);
-	fclose(f);
-	return 0;
+	return each_mount_at(mountpoint, look_ours, &o);
+}
+
+struct top {
+	char *source, *fstype;
+	size_t cap;
+	int found;
+};
+
+static void look_top(struct libmnt_fs *fs, void *ctx)
+{
+	struct top *t = ctx;
+	const char *src = mnt_fs_get_source(fs), *type = mnt_fs_get_fstype(fs);
+
+	snprintf(t->source, t->cap, "%s", src ? src : "none");
+	snprintf(t->fstype, t->cap, "%s", type ? type : "?");
+	t->found = 1;
+}
+
+int stp_mountinfo_top(const char *mountpoint, char *source, char *fstype, size_t cap)
+{
+	struct top t = { source, fstype, cap, 0 };
+	int err = each_mount_at(mountpoint, look_top, &t);
+
+	return err ? err : t.found ? 0 : -ENOENT;
 }

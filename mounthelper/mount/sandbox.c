@@ -50,18 +50,6 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
 	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |                 \
 	 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
-int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode)
-{
-	if (!strcmp(s, "on"))
-		*mode = STP_SANDBOX_ON;
-	else if (!strcmp(s, "log"))
-		*mode = STP_SANDBOX_LOG;
-	else if (!strcmp(s, "off"))
-		*mode = STP_SANDBOX_OFF;
-	else
-		return -EINVAL;
-	return 0;
-}
 
 /* unshare(CLONE_NEWNS) and per-thread credentials need one thread; /proc tells. */
 static int check_single_threaded(char *err, size_t errlen)

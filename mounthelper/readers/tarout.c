@@ -10,7 +10,6 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -33,12 +32,7 @@
 #include "output.h"
 #include "util.h"
 
-/*
- * libarchive, and through it libxml2, ICU and a dozen compressors, is loaded only when a
- * tar is written: every other command of this program, `stipple mount` and the daemon it
- * forks among them, starts without mapping any of it (2.5 ms less to start, more from a
- * cold disk).
- */
+/* libarchive's functions as the writer calls them (la.NAME): linked, as any library. */
 #define LIBARCHIVE_FUNCTIONS(X) \
 	X(archive_entry_acl_add_entry) \
 	X(archive_entry_clear) \
@@ -69,31 +63,9 @@
 	X(archive_write_set_format_option) \
 	X(archive_write_set_format_pax)
 
-#define LA_SLOT(f) __typeof__(f) *f;
-static struct { LIBARCHIVE_FUNCTIONS(LA_SLOT) } la;
-
-/* 0, or -ENOSYS after saying what is missing. */
-static int load_libarchive(const struct stp_cli *cli)
-{
-#define LA_NAME(f) #f,
-	static const char *const names[] = { LIBARCHIVE_FUNCTIONS(LA_NAME) };
-	void *lib = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
-	void **slot = (void **)&la;
-
-	_Static_assert(sizeof(la) == sizeof(names) / sizeof(names[0]) * sizeof(void *),
-		       "one name per function");
-	if (!lib) {
-		stp_cli_error(cli, "cannot load libarchive.so.13 (Debian's libarchive13): %s",
-			      dlerror());
-		return -ENOSYS;
-	}
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!(slot[i] = dlsym(lib, names[i]))) {
-			stp_cli_error(cli, "libarchive.so.13 has no %s", names[i]);
-			return -ENOSYS;
-		}
-	return 0;
-}
+#define LA_SLOT(f) __typeof__(f) *const f;
+#define LA_INIT(f) .f = f,
+static const struct { LIBARCHIVE_FUNCTIONS(LA_SLOT) } la = { LIBARCHIVE_FUNCTIONS(LA_INIT) };
 
 #define TAR_CACHE_BLOCKS 4
 #define ZERO_CHUNK (1u << 20)
@@ -627,7 +599,7 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 
 	if ((!dest || !strcmp(dest, "-")) && isatty(STDOUT_FILENO))
 		return open_output(&t, dest); /* refused, before the image is read */
-	if (load_libarchive(cli) || stp_cli_open(cli, image, &img))
+	if (stp_cli_open(cli, image, &img))
 		return STP_EXIT_FAIL;
 	t.img = img;
 	signal(SIGPIPE, SIG_IGN); /* a closed pipe: a write error, reported */

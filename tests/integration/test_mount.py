@@ -175,7 +175,9 @@ def helper_in_sbin():
             saved[n] = n + ".saved-by-test"
             os.rename(n, saved[n])
     try:
-        shutil.copy(MOUNT_STIPPLE, names[0])
+        # a link, not a copy: the helper finds stipple-mountd beside it only when it
+        # runs from the build tree (progpath.h)
+        os.symlink(MOUNT_STIPPLE, names[0])
         os.symlink("mount.stipple", names[1])
         yield names[0]
     finally:

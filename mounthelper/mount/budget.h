@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The memory a mount may take, worked out by the monitor from the options and the
+ * checked superblock before anything else of the image is read: the budget's blocks, one
+ * per warming worker and one more, the metadata (stp_image_meta_memory), the dictionary,
+ * and the bookkeeping by hot block, block and inode (stp_budget_books: some 130 bytes a
+ * 64 KiB hot block). A mount that could take more than half of this machine's memory is
+ * refused; the figure becomes the daemon's RLIMIT_DATA, so that a forged image meets a
+ * clear error, never the host's OOM killer.
+ *
+ * No state; thread-safe.
+ */
+#ifndef STP_BUDGET_H
+#define STP_BUDGET_H
+
+#include <stdint.h>
+
+struct stp_mount_opts;
+struct stp_superblock;
+
+/* What a daemon serving O over an image with superblock SB allocates besides its blocks
+ * and metadata pages, all of it sized by the superblock before the mount is live: the
+ * warmer's and the filler's bookkeeping (warm.h, fill.h), and its tables by inode
+ * (directories listed, the priming plan, the recorder, a tree walk's marks). */
+uint64_t stp_budget_books(const struct stp_mount_opts *o, const struct stp_superblock *sb);
+
+/* 0 with the daemon's bound in *LIMIT, or -ENOMEM with the reason said after PROG. */
+int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+		     const char *prog, uint64_t *limit);
+
+#endif

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stipple-fetcher: the fetcher of a URL mount (fetcher.h), a program of its own that only
+ * the monitor runs, so that libcurl and what it links are mapped in this process alone.
+ * It finds its control socket on STP_MONITOR_FD, takes its options and channels from the
+ * SETUP message (setup.h), and answers with HELLO. Its argument only names the URL for ps.
+ *
+ * Exit status: 0 once its channels closed, 1 when it failed (said in HELLO), 2 when run
+ * by hand.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fetcher.h"
+#include "http.h"
+#include "log.h"
+#include "monitor.h"
+#include "monproto.h"
+#include "mountopts.h"
+#include "progpath.h"
+#include "sandbox.h"
+#include "setup.h"
+#include "util.h"
+
+#define CA_MAX (16u << 20)
+/* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
+ * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
+ * not the host's OOM killer. */
+#define FETCHER_DATA_MAX ((uint64_t)STP_FETCH_CHANS_MAX * STP_FETCH_PIECE + (256ull << 20))
+#define RESOLVE_MAX 4u
+
+/* The CA bundle, read while files can still be opened: ca=, else libcurl's default. */
+static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, size_t whylen)
+{
+	char *def = o->ca_file ? NULL : stp_http_default_ca();
+	const char *path = o->ca_file ? o->ca_file : def;
+	void *blob = NULL;
+	struct stat st;
+	int fd;
+
+	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
+	if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size <= CA_MAX &&
+	    (blob = malloc((size_t)st.st_size + 1)) &&
+	    stp_pread_full(fd, blob, (size_t)st.st_size, 0) == 0) {
+		*len = (size_t)st.st_size;
+	} else {
+		if (o->ca_file)
+			snprintf(why, whylen, "ca=%s: %s", o->ca_file,
+				 fd < 0 ? stp_strerror(-errno) : "not a readable file of at most 16 MiB");
+		free(blob);
+		blob = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(def);
+	return blob;
+}
+
+/* netrc=: the login and password for the URL's host, read while files can still be
+ * opened, so that the confined fetcher never needs the path and no secret is ever on a
+ * command line. */
+static int read_netrc(const struct stp_mount_opts *o, struct stp_http_opts *ho, char *why,
+		      size_t whylen)
+{
+	char *login = NULL, *password = NULL;
+	int err;
+
+	if (!o->netrc_file)
+		return 0;
+	err = stp_http_netrc_read(o->netrc_file, o->image, &login, &password);
+	if (err)
+		snprintf(why, whylen, "netrc=%s: %s", o->netrc_file, err == -EINVAL ?
+			 "not a readable file of at most 64 KiB" : stp_strerror(err));
+	ho->user = login;
+	ho->password = password;
+	return err;
+}
+
+/* "host:port:addr,addr" for URL's host, from getaddrinfo now: confined, the fetcher
+ * cannot read /etc/hosts or resolv.conf. NULL when it does not resolve (libcurl says so). */
+static char *resolve_entry(const char *url)
+{
+	char host[256], addr[INET6_ADDRSTRLEN + 2], *out = NULL;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *a;
+	unsigned port;
+	size_t len;
+
+	if (!url || !*url || stp_http_url_host(url, host, sizeof(host), &port) ||
+	    getaddrinfo(host, NULL, &hints, &res))
+		return NULL;
+	if (asprintf(&out, "%s:%u:", host, port) < 0)
+		out = NULL;
+	for (a = res; out && a; a = a->ai_next) {
+		const void *ip = a->ai_family == AF_INET6 ?
+			(const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr :
+			(const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr;
+		char *more;
+
+		if (!inet_ntop(a->ai_family, ip, addr + 1, sizeof(addr) - 2))
+			continue;
+		len = strlen(out);
+		if (a->ai_family == AF_INET6) {
+			addr[0] = '[';
+			strcat(addr, "]");
+		}
+		if (asprintf(&more, "%s%s%s", out, out[len - 1] == ':' ? "" : ",",
+			     a->ai_family == AF_INET6 ? addr : addr + 1) < 0)
+			more = NULL;
+		free(out);
+		out = more;
+	}
+	freeaddrinfo(res);
+	return out;
+}
+
+/* The proxy libcurl would use for URL, as far as a name to resolve goes. */
+static const char *proxy_for(const struct stp_mount_opts *o)
+{
+	const char *p;
+
+	if (o->proxy)
+		return o->proxy;
+	if (!strncasecmp(o->image, "https:", 6) &&
+	    ((p = getenv("https_proxy")) || (p = getenv("HTTPS_PROXY"))))
+		return p;
+	if (!strncasecmp(o->image, "http:", 5) && (p = getenv("http_proxy")))
+		return p;
+	return (p = getenv("all_proxy")) ? p : getenv("ALL_PROXY");
+}
+
+struct server {
+	struct stp_http *h;
+	int fd;
+};
+
+static int send_frame(int fd, int32_t err, const void *p, uint32_t len, unsigned tries)
+{
+	struct stp_fetch_frame fr = { err, len, tries };
+	int rc = stp_write_full(fd, &fr, sizeof(fr));
+
+	return rc ? rc : stp_write_full(fd, p, len);
+}
+
+/* Serves one channel until the daemon closes it. */
+static void *serve(void *arg)
+{
+	struct server *s = arg;
+	uint8_t *buf = malloc(STP_FETCH_PIECE);
+	struct stp_fetch_req req;
+	char why[STP_FETCH_WHY_MAX];
+
+	while (buf) {
+		ssize_t n = recv(s->fd, &req, sizeof(req), MSG_WAITALL);
+		int rc = 0;
+
+		if (n != (ssize_t)sizeof(req))
+			break;
+		for (uint64_t done = 0; !rc && done < req.len;) {
+			size_t piece = req.len - done < STP_FETCH_PIECE ? req.len - done : STP_FETCH_PIECE;
+			unsigned tries;
+			int err = stp_http_get(s->h, buf, piece, req.off + done, &tries, why,
+					       sizeof(why));
+
+			if (err) {
+				rc = send_frame(s->fd, err, why, (uint32_t)strlen(why), tries);
+				break;
+			}
+			rc = send_frame(s->fd, 0, buf, (uint32_t)piece, tries);
+			done += piece;
+		}
+		if (rc)
+			break;
+	}
+	free(buf);
+	close(s->fd);
+	return NULL;
+}
+
+static void quiet(enum stp_log_level level, const char *msg)
+{
+}
+
+/* The fetcher's process: set up, confine, probe, serve. */
+static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n)
+{
+	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
+				    .timeout_ms = o->timeout_s * 1000u };
+	struct stp_fetch_hello hi = { 0 };
+	char *resolve[3] = { NULL, NULL, NULL };
+	struct server srv[STP_FETCH_CHANS_MAX];
+	pthread_t tids[STP_FETCH_CHANS_MAX];
+	bool started[STP_FETCH_CHANS_MAX];
+	int keep[STP_FETCH_CHANS_MAX + 1];
+	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
+				       .keep_fds = keep, .nkeep = n + 1,
+				       .keep_stderr = o->foreground, .fetcher = true };
+	struct stp_http *h = NULL;
+	unsigned nres = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	stp_log_set_handler(quiet); /* the daemon gives the sandbox's warnings, once */
+	if (!o->foreground)
+		setsid();
+	hi.err = stp_http_global_init();
+	if (hi.err)
+		snprintf(hi.why, sizeof(hi.why), "cannot set up libcurl");
+	if (!hi.err) {
+		ho.ca_blob = read_ca(o, &ho.ca_len, hi.why, sizeof(hi.why));
+		if (o->ca_file && !ho.ca_blob)
+			hi.err = -EINVAL;
+	}
+	if (!hi.err)
+		hi.err = read_netrc(o, &ho, hi.why, sizeof(hi.why));
+	if ((resolve[nres] = resolve_entry(o->image)))
+		nres++;
+	if ((resolve[nres] = resolve_entry(proxy_for(o))))
+		nres++;
+	ho.resolve = (const char *const *)resolve;
+	keep[0] = ctl;
+	memcpy(keep + 1, chans, n * sizeof(*chans));
+	if (!hi.err && setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
+		hi.err = -errno;
+	if (!hi.err && (hi.err = stp_sandbox_enter(&so, hi.why, sizeof(hi.why))))
+		hi.err = hi.err < 0 ? hi.err : -EPERM;
+	if (!hi.err)
+		hi.err = stp_http_open(o->image, &ho, &h, hi.why, sizeof(hi.why));
+	if (!hi.err) {
+		hi.size = stp_http_size(h);
+		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
+	}
+	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
+	close(ctl);
+	if (hi.err)
+		_exit(1);
+	for (unsigned i = 0; i < n; i++) {
+		srv[i] = (struct server){ h, chans[i] };
+		started[i] = i && !pthread_create(&tids[i], NULL, serve, &srv[i]);
+		if (i && !started[i])
+			close(chans[i]); /* one channel fewer: the daemon sees it closed */
+	}
+	serve(&srv[0]);
+	for (unsigned i = 1; i < n; i++)
+		if (started[i])
+			pthread_join(tids[i], NULL);
+	_exit(0);
+}
+
+
+static int usage(const char *arg)
+{
+	if (arg && (!strcmp(arg, "-V") || !strcmp(arg, "--version"))) {
+		printf(STP_FETCHER_NAME " " STP_VERSION "\n");
+		return 0;
+	}
+	fprintf(stderr, STP_FETCHER_NAME ": the fetcher of a stipple URL mount, run by "
+		"mount.stipple and `stipple mount` only; see mount.stipple(8)\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static struct stp_setup s;
+	int fds[STP_SETUP_FDS_MAX], err;
+	struct stp_fetch_hello hi = { 0 };
+
+	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
+		return usage(argc > 1 ? argv[1] : NULL);
+	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,
+			     &s, fds);
+	for (uint32_t i = 0; !err && i < s.nroles; i++)
+		if (s.roles[i] != STP_FD_CHAN)
+			err = -EPROTO;
+	if (!err && (!s.opts.image || !s.nroles || s.nroles > STP_FETCH_CHANS_MAX))
+		err = -EPROTO;
+	if (err) {
+		hi.err = err;
+		snprintf(hi.why, sizeof(hi.why), "no setup from the monitor: %s", stp_strerror(err));
+		stp_msg_send(STP_MONITOR_FD, STP_MSG_HELLO, &hi, sizeof(hi));
+		return 1;
+	}
+	run(&s.opts, STP_MONITOR_FD, fds, s.nroles);
+}

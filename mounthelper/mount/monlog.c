@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/* What the monitor prints (monlog.h). */
+#include "monlog.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+#include "log.h"
+#include "mountopts.h"
+
+static const char *log_prog; /* set once, before any thread */
+
+/* What the monitor prints goes to root's terminal, and carries paths and names that
+ * others chose (the image's, the daemon's text): every line is escaped (escape.h). */
+static void put_line(const char *prog, const char *text, size_t len)
+{
+	int saved = errno;
+
+	stp_escape_put(stderr, prog, strlen(prog));
+	fputs(": ", stderr);
+	stp_escape_put(stderr, text, len);
+	fputc('\n', stderr);
+	errno = saved;
+}
+
+void stp_monlog_say(const char *prog, const char *fmt, ...)
+{
+	int saved = errno, n;
+	char *msg;
+	va_list ap;
+
+	va_start(ap, fmt);
+	n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		put_line(prog, "(message lost: out of memory)", 29);
+	} else {
+		put_line(prog, msg, (size_t)n);
+		free(msg);
+	}
+	errno = saved;
+}
+
+static void log_prefixed(enum stp_log_level level, const char *msg)
+{
+	put_line(log_prog, msg, strlen(msg));
+}
+
+void stp_monlog_route(const char *prog)
+{
+	log_prog = prog;
+	stp_log_set_handler(log_prefixed);
+}
+
+const char *stp_monlog_image(const struct stp_mount_opts *o)
+{
+	return o->is_url && o->image_path ? o->image_path : o->image;
+}
+
+/* What the daemon may say before the mount is live, all messages together: a daemon
+ * made to chatter must not hold mount(8) up on a slow terminal. */
+#define LOG_MAX (16u << 10)
+
+void stp_monlog_daemon(const char *s, size_t len)
+{
+	static size_t said;
+
+	if (said >= LOG_MAX)
+		return;
+	said += len;
+	stp_escape_put(stderr, s, len);
+	fputc('\n', stderr);
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the monitor prints. It goes to root's terminal and carries paths and names that
+ * others chose (the image's, the daemon's text): every line is escaped (escape.h) and
+ * prefixed with the front end's name. errno is kept across each call.
+ *
+ * Called from the monitor's one thread; not thread-safe.
+ */
+#ifndef STP_MONLOG_H
+#define STP_MONLOG_H
+
+#include <stddef.h>
+
+struct stp_mount_opts;
+
+/* "PROG: " and FMT formatted, escaped, as one line on stderr. */
+void stp_monlog_say(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The library's messages (stp_log) go out the same way, prefixed with PROG, which must
+ * outlive the process's use of the library. */
+void stp_monlog_route(const char *prog);
+
+/* IMAGE as messages name it: a URL as fsname shows it, without userinfo, query and
+ * fragment, which may carry credentials; a file as the caller wrote it. */
+const char *stp_monlog_image(const struct stp_mount_opts *o);
+
+/* A line the daemon sent (it starts with the program's name, which the daemon wrote, and
+ * may carry bytes of the image), escaped. At most 16 KiB of them in all: a daemon made
+ * to chatter must not hold mount(8) up on a slow terminal. */
+void stp_monlog_daemon(const char *text, size_t len);
+
+#endif

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stipple-mountd: the confined daemon of a mount, a program of its own that only the
+ * monitor runs (monitor.h), as OpenSSH's sshd runs sshd-session. It starts from a fresh
+ * address space with only the libraries it links, finds its socket to the monitor on
+ * STP_MONITOR_FD, takes its options and descriptors from the one SETUP message (setup.h),
+ * takes over the FUSE connection the monitor mounted, and serves (daemon.h), confining
+ * itself before it reads a byte of the image past the superblock.
+ *
+ * Its arguments (IMAGE DIR) only name the mount for ps; it reads none of them.
+ *
+ * Exit status: daemon.h's, or 2 when run by hand.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fuseapi.h"
+#include "monproto.h"
+#include "progpath.h"
+#include "setup.h"
+#include "util.h"
+
+#define PROG STP_MOUNTD_NAME
+/* The monitor starts the daemon before it checks the image (and, for a URL, starts the
+ * fetcher): the setup comes once that is done, or the monitor goes and the socket says
+ * so. The bound is only a last resort. */
+#define SETUP_WAIT_MS (3600 * 1000)
+#define EXIT_USAGE 2
+
+static int usage(const char *arg)
+{
+	if (arg && (!strcmp(arg, "-V") || !strcmp(arg, "--version"))) {
+		printf(PROG " " STP_VERSION "\n");
+		return 0;
+	}
+	fprintf(stderr, PROG ": the daemon of a stipple mount, run by mount.stipple and "
+		"`stipple mount` only; see mount.stipple(8)\n");
+	return EXIT_USAGE;
+}
+
+/* The daemon's descriptors, by role. */
+static void pick_fds(const struct stp_setup *s, const int *fds, struct stp_daemon_fds *out)
+{
+	static int chans[STP_SETUP_FDS_MAX];
+
+	*out = (struct stp_daemon_fds){
+		.image = stp_setup_fd(s, fds, STP_FD_IMAGE),
+		.record = stp_setup_fd(s, fds, STP_FD_RECORD),
+		.monitor = STP_MONITOR_FD,
+		.keys = s->keys,
+		.nkeys = s->nkeys,
+		.chans = chans,
+		.url_size = s->url_size,
+		.cache = s->cache,
+	};
+	out->cache.fd = stp_setup_fd(s, fds, STP_FD_CACHE);
+	for (uint32_t i = 0; i < s->nroles; i++)
+		if (s->roles[i] == STP_FD_CHAN)
+			chans[out->nchans++] = fds[i];
+}
+
+/* The session over the connection the monitor made: libfuse takes /dev/fd/N as a
+ * descriptor already mounted. */
+static int take_mount(struct stp_daemon *d, int fuse_fd)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/dev/fd/%d", fuse_fd);
+	return fuse_session_mount(stp_daemon_session(d), path) ? -EIO : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct stp_setup s;
+	int fds[STP_SETUP_FDS_MAX], err, fuse_fd;
+	struct stp_daemon_fds dfds;
+	struct stp_daemon *d;
+	char text[256];
+
+	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
+		return usage(argc > 1 ? argv[1] : NULL);
+	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
+	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + SETUP_WAIT_MS * 1000000ll,
+			     &s, fds);
+	fuse_fd = err ? -1 : stp_setup_fd(&s, fds, STP_FD_FUSE);
+	if (!err && (fuse_fd < 0 || !s.prog || !s.opts.fuse_opts || !s.opts.image))
+		err = -EPROTO;
+	if (err) {
+		snprintf(text, sizeof(text), PROG ": no setup from the monitor: %s", stp_strerror(err));
+		stp_msg_send_failed(STP_MONITOR_FD, err, text);
+		return STP_DAEMON_FAILED;
+	}
+	if (!s.opts.foreground)
+		setsid();
+	if (stp_daemon_new(&s.opts, s.prog, &d)) {
+		snprintf(text, sizeof(text), "%s: libfuse refused the options", s.prog);
+		stp_msg_send_failed(STP_MONITOR_FD, -EINVAL, text);
+		return STP_DAEMON_FAILED;
+	}
+	if (take_mount(d, fuse_fd)) {
+		snprintf(text, sizeof(text), "%s: cannot take over the FUSE connection", s.prog);
+		stp_msg_send_failed(STP_MONITOR_FD, -EIO, text);
+		return STP_DAEMON_FAILED;
+	}
+	pick_fds(&s, fds, &dfds);
+	return stp_daemon_serve(d, &dfds, s.mem_limit);
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hand-over: what the monitor tells a program it execs (stipple-mountd, the daemon;
+ * stipple-fetcher, the fetcher of a URL mount) in one SETUP message (monproto.h), with
+ * the descriptors it hands over attached (SCM_RIGHTS).
+ *
+ * The payload is a list of fields, each a 32-bit tag, a 32-bit length and that many
+ * bytes, in host order (both ends are the same machine). Strings carry no NUL and are at
+ * most STP_SETUP_STR_MAX bytes; numbers are exactly 4 or 8 bytes; a flag is one byte, 0
+ * or 1. A field given twice, a tag not known, a length that does not fit its kind, more
+ * than STP_SETUP_KEYS_MAX keys or STP_SETUP_FDS_MAX descriptors: the whole message is
+ * refused with -EPROTO. A field left out keeps the value stp_setup_init gave it: zero,
+ * NULL, false (the sender sends every option it has).
+ *
+ * The descriptors are listed by role (STP_FD_*), in the order they are attached.
+ *
+ * Functions return 0 or a negative errno; they keep no state and are thread-safe.
+ */
+#ifndef STP_SETUP_H
+#define STP_SETUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diskcache.h"
+#include "mountopts.h"
+#include "sign.h"
+
+#define STP_SETUP_STR_MAX 4096u
+#define STP_SETUP_KEYS_MAX 64u
+#define STP_SETUP_FDS_MAX 24u
+
+/* What each descriptor handed over is. */
+enum stp_fd_role {
+	STP_FD_FUSE = 1, /* /dev/fuse of the mount the monitor made */
+	STP_FD_IMAGE,    /* the image, read-only, superblock checked */
+	STP_FD_RECORD,   /* the hot list to write when the mount ends */
+	STP_FD_CACHE,    /* a URL's disk cache file */
+	STP_FD_CHAN,     /* a channel to the fetcher (fetcher.h); repeated */
+};
+
+struct stp_setup {
+	struct stp_mount_opts opts; /* decoded: its strings are the setup's (stp_setup_free) */
+	char *prog;                 /* the front end's name, prefixed to messages */
+	uint64_t mem_limit;         /* the daemon's RLIMIT_DATA, 0: none */
+	uint64_t url_size;          /* a URL: the size of the file at it */
+	struct stp_diskcache_file cache; /* its fd is set from the descriptors (-1: none) */
+	struct stp_pubkey keys[STP_SETUP_KEYS_MAX]; /* verify: the keys the image may be signed by */
+	uint32_t nkeys;
+	uint32_t roles[STP_SETUP_FDS_MAX]; /* the role of each descriptor attached */
+	uint32_t nroles;
+};
+
+/* An empty setup: every field zero, no keys, no descriptors, no cache file. */
+void stp_setup_init(struct stp_setup *s);
+void stp_setup_free(struct stp_setup *s);
+
+/* Encodes S into BUF (CAP bytes), *LEN bytes. -EMSGSIZE when it does not fit. */
+int stp_setup_encode(const struct stp_setup *s, uint8_t *buf, size_t cap, size_t *len);
+
+/* Decodes BUF (LEN bytes, untrusted) into S, which stp_setup_init prepared: -EPROTO as
+ * above, -ENOMEM. On failure S holds what was decoded, for stp_setup_free. */
+int stp_setup_decode(const uint8_t *buf, size_t len, struct stp_setup *s);
+
+/* Sends S on the monitor socket FD with the descriptors FDS (S->nroles of them). */
+int stp_setup_send(int fd, const struct stp_setup *s, const int *fds);
+
+/* Receives the SETUP on FD until DEADLINE_NS (CLOCK_MONOTONIC) into S (initialised
+ * here), its descriptors into FDS (STP_SETUP_FDS_MAX slots; the caller owns them, close
+ * on exec). -EPROTO for another message or a bad one (no descriptor is then left open),
+ * -ETIMEDOUT, -EPIPE. */
+int stp_setup_recv(int fd, int64_t deadline_ns, struct stp_setup *s, int *fds);
+
+/* Adds FD (none when negative) with ROLE to S's list and to FDS, the array sent with it;
+ * nothing past STP_SETUP_FDS_MAX. */
+void stp_setup_add_fd(struct stp_setup *s, int *fds, int fd, enum stp_fd_role role);
+
+/* The first descriptor with ROLE among S's FDS, or -1. */
+int stp_setup_fd(const struct stp_setup *s, const int *fds, enum stp_fd_role role);
+
+/* Whether FD is a socket the monitor could have left there (SOCK_SEQPACKET): a program
+ * run by hand has none. */
+bool stp_setup_is_socket(int fd);
+
+#endif

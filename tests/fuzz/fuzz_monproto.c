@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: the monitor protocol's decoders (mounthelper/mount/monproto.c, setup.c).
+ * The bytes are one datagram as a program the monitor execs receives it: sent on a
+ * SOCK_SEQPACKET pair and taken with stp_msg_recv_fds, then, as a SETUP payload, decoded
+ * field by field. What decodes must encode back to a payload that decodes to the same
+ * setup: nothing the decoder accepts is lost or changed on the way.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fuzz.h"
+#include "monproto.h"
+#include "setup.h"
+
+static int same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* The fields a decode fills, compared. */
+static int same_setup(const struct stp_setup *a, const struct stp_setup *b)
+{
+	const struct stp_mount_opts *x = &a->opts, *y = &b->opts;
+
+	return same_str(a->prog, b->prog) && same_str(x->image, y->image) &&
+	       same_str(x->mountpoint, y->mountpoint) && same_str(x->fuse_opts, y->fuse_opts) &&
+	       same_str(x->record, y->record) && same_str(x->proxy, y->proxy) &&
+	       x->warm_workers == y->warm_workers && x->cache_budget == y->cache_budget &&
+	       x->meta_cache == y->meta_cache && x->sandbox == y->sandbox &&
+	       x->foreground == y->foreground && a->mem_limit == b->mem_limit &&
+	       a->nkeys == b->nkeys && a->nroles == b->nroles &&
+	       !memcmp(a->keys, b->keys, a->nkeys * sizeof(a->keys[0])) &&
+	       !memcmp(a->roles, b->roles, a->nroles * sizeof(a->roles[0])) &&
+	       !memcmp(a->cache.tag_key, b->cache.tag_key, sizeof(a->cache.tag_key));
+}
+
+static void decode_roundtrip(const uint8_t *data, size_t size)
+{
+	static struct stp_setup s, again;
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	size_t len;
+
+	FUZZ_ASSERT(buf);
+	stp_setup_init(&s);
+	stp_setup_init(&again);
+	if (!stp_setup_decode(data, size, &s)) {
+		FUZZ_ASSERT(s.nkeys <= STP_SETUP_KEYS_MAX && s.nroles <= STP_SETUP_FDS_MAX);
+		FUZZ_ASSERT(s.opts.sandbox <= STP_SANDBOX_OFF);
+		FUZZ_ASSERT(stp_setup_encode(&s, buf, STP_MSG_MAX, &len) == 0);
+		FUZZ_ASSERT(stp_setup_decode(buf, len, &again) == 0);
+		FUZZ_ASSERT(same_setup(&s, &again));
+	}
+	stp_setup_free(&s);
+	stp_setup_free(&again);
+	free(buf);
+}
+
+/* The datagram as the receiving end takes it: typed, bounded, no descriptor. */
+static void receive(const uint8_t *data, size_t size)
+{
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	int sv[2], fds[STP_SETUP_FDS_MAX];
+	unsigned nfds = 1;
+	uint32_t type;
+	size_t len;
+	int rc;
+
+	FUZZ_ASSERT(buf);
+	FUZZ_ASSERT(!socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+	if (size <= STP_MSG_MAX + sizeof(type) && send(sv[0], data, size, 0) == (ssize_t)size) {
+		rc = stp_msg_recv_fds(sv[1], 0, &type, buf, STP_MSG_MAX, &len, fds,
+				      STP_SETUP_FDS_MAX, &nfds);
+		FUZZ_ASSERT(nfds == 0);
+		FUZZ_ASSERT(rc == 0 || rc == -EPROTO || rc == -EPIPE);
+		FUZZ_ASSERT(rc || len + sizeof(type) == size);
+		if (!rc && type == STP_MSG_SETUP)
+			decode_roundtrip(buf, len);
+	}
+	close(sv[0]);
+	close(sv[1]);
+	free(buf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	decode_roundtrip(data, size);
+	receive(data, size);
+	return 0;
+}

@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: MIT
+"""The daemon as a program of its own (issue 30, item 1) and a second mount on the same
+directory (issue 29): what the kernel, /proc and ldd say, not what stipple says.
+
+- a mount is served by stipple-mountd, exec'd from the build tree beside the helper,
+  with no environment and no descriptor beyond its own; the fetcher likewise links
+  libcurl alone;
+- a directory that is already a mount point of any kind is refused, naming the source
+  and type there, with exit 32 (mount.stipple) or 1 (stipple mount); -o stack mounts on
+  top of it."""
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+MOUNTD = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-mountd")
+FETCHER = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-fetcher")
+
+
+def mounts_at(path):
+    """(source, fstype) of each mount at PATH, in the order made, from the kernel."""
+    path = os.path.realpath(path)
+    out = []
+    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] != path:
+                continue
+            after = fields[fields.index("-") + 1:]
+            out.append((after[1].replace("\\040", " "), after[0]))
+    return out
+
+
+def linked(exe):
+    r = run(["ldd", exe])
+    assert r.returncode == 0, r.stderr
+    return {line.split()[0] for line in r.stdout.splitlines() if line.strip()}
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    for exe in (STIPPLE, MKSTIPPLE, MOUNT_STIPPLE, MOUNTD):
+        if not os.access(exe, os.X_OK):
+            pytest.skip("%s is not built" % exe)
+    base = tmp_path_factory.mktemp("mountd")
+    made = {}
+    for name in ("a", "b"):
+        tree = base / ("tree-" + name)
+        tree.mkdir()
+        (tree / "which").write_text(name + "\n")
+        made[name] = str(base / (name + ".stipple"))
+        build_image(str(tree), made[name], "--level", "3")
+    return made
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield str(path)
+    for _ in range(4):
+        unmount(str(path))
+
+
+def test_programs_link_only_what_they_use():
+    for exe in (STIPPLE, MOUNT_STIPPLE, MOUNTD, FETCHER):
+        if not os.access(exe, os.X_OK):
+            pytest.skip("%s is not built" % exe)
+    stipple, helper, mountd, fetcher = map(linked, (STIPPLE, MOUNT_STIPPLE, MOUNTD, FETCHER))
+    for lib in ("libfuse3.so.3", "libseccomp.so.2", "libcap.so.2"):
+        assert lib not in stipple, lib
+        assert lib in helper and lib in mountd, lib
+    for lib in ("libcurl.so.4", "libarchive.so.13"):
+        assert lib not in helper and lib not in mountd, lib
+    assert "libcurl.so.4" in fetcher and "libcurl.so.4" in stipple
+    assert "libarchive.so.13" in stipple and "libfuse3.so.3" not in fetcher
+    r = run(["nm", "-D", "--undefined-only", STIPPLE])
+    assert "dlopen" not in r.stdout
+
+
+def test_programs_say_their_version():
+    for exe in (MOUNT_STIPPLE, MOUNTD, FETCHER):
+        if not os.access(exe, os.X_OK):
+            pytest.skip("%s is not built" % exe)
+        for flag in ("-V", "--version"):
+            r = run([exe, flag])
+            assert r.returncode == 0 and r.stdout.startswith(os.path.basename(exe) + " "), r
+    r = run([MOUNTD])  # by hand: it says what it is, and does nothing
+    assert r.returncode == 2 and "mount.stipple" in r.stderr
+
+
+@needs_root
+def test_daemon_is_the_exec_d_program(images, mnt):
+    r = run([STIPPLE, "mount", images["a"], mnt], timeout=60)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(mnt, "which")) as f:
+        assert f.read() == "a\n"
+    daemons = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            exe = os.readlink("/proc/%s/exe" % d)
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if exe == os.path.realpath(MOUNTD) and os.fsencode(os.path.realpath(mnt)) in args:
+            daemons.append(d)
+    assert len(daemons) == 1, daemons
+    with open("/proc/%s/environ" % daemons[0], "rb") as f:
+        assert f.read() == b""  # nothing of the caller's environment
+    fds = os.listdir("/proc/%s/fd" % daemons[0])
+    assert len(fds) <= 12, fds  # stdio, the image, /dev/fuse, the ending pipe: no leftovers
+
+
+@needs_root
+@pytest.mark.parametrize("prog", ["mount.stipple", "stipple mount"])
+def test_second_mount_on_a_mount_point_is_refused(images, mnt, prog):
+    r = run([STIPPLE, "mount", "--no-prime", images["a"], mnt], timeout=60)
+    assert r.returncode == 0, r.stderr
+    before = mounts_at(mnt)
+    assert before == [(os.path.realpath(images["a"]), "fuse.stipple")]
+    cmd = [MOUNT_STIPPLE, images["b"], mnt] if prog == "mount.stipple" else \
+        [STIPPLE, "mount", images["b"], mnt]
+    r = run(cmd, timeout=60)
+    assert r.returncode == (32 if prog == "mount.stipple" else 1), r.stderr
+    assert "already a mount point" in r.stderr
+    assert os.path.realpath(images["a"]) in r.stderr and "fuse.stipple" in r.stderr
+    assert mounts_at(mnt) == before
+    with open(os.path.join(mnt, "which")) as f:
+        assert f.read() == "a\n"
+
+
+@needs_root
+def test_mount_point_of_another_kind_is_named(images, mnt):
+    r = run(["mount", "-t", "tmpfs", "-o", "size=1m", "stipple-dbl-test", mnt])
+    assert r.returncode == 0, r.stderr
+    r = run([MOUNT_STIPPLE, images["a"], mnt], timeout=60)
+    assert r.returncode == 32
+    assert "stipple-dbl-test" in r.stderr and "tmpfs" in r.stderr, r.stderr
+    assert mounts_at(mnt) == [("stipple-dbl-test", "tmpfs")]
+
+
+@needs_root
+def test_stack_mounts_on_top(images, mnt):
+    r = run([STIPPLE, "mount", "--no-prime", images["a"], mnt], timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = run([MOUNT_STIPPLE, images["b"], mnt, "-o", "stack,noprime"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert mounts_at(mnt) == [(os.path.realpath(images["a"]), "fuse.stipple"),
+                              (os.path.realpath(images["b"]), "fuse.stipple")]
+    with open(os.path.join(mnt, "which")) as f:
+        assert f.read() == "b\n"
+    subprocess.run(["umount", mnt], check=True)
+    with open(os.path.join(mnt, "which")) as f:
+        assert f.read() == "a\n"
+    assert is_mounted(mnt)

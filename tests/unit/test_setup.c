@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/* The monitor's hand-over (mounthelper/mount/setup.c): fields as the header says, read
+ * back from bytes written here by hand, and each refusal. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "monproto.h"
+#include "setup.h"
+
+#include "check.h"
+
+/* Tags are positions in setup.c's table: the ones used here. */
+enum { T_PROG = 1, T_IMAGE = 2, T_WARM = 14, T_SANDBOX = 16, T_FOREGROUND = 22,
+       T_MEM = 26, T_KEY = 31, T_ROLES = 32, T_LAST = 32 };
+
+static uint8_t buf[8192];
+static size_t len;
+
+static void field(uint32_t tag, const void *p, uint32_t n)
+{
+	memcpy(buf + len, &tag, 4);
+	memcpy(buf + len + 4, &n, 4);
+	memcpy(buf + len + 8, p, n);
+	len += 8 + n;
+}
+
+static void u32(uint32_t tag, uint32_t v) { field(tag, &v, 4); }
+
+static int decode(struct stp_setup *s)
+{
+	stp_setup_init(s);
+	return stp_setup_decode(buf, len, s);
+}
+
+static void test_fields_read_back(void)
+{
+	static struct stp_setup s;
+	uint8_t key[64], flag = 1;
+	uint64_t mem = 3ull << 30;
+	uint32_t roles[2] = { STP_FD_FUSE, STP_FD_CHAN };
+
+	len = 0;
+	memset(key, 7, sizeof(key));
+	field(T_PROG, "mount.stipple", 13);
+	field(T_IMAGE, "", 0);
+	u32(T_WARM, 3);
+	field(T_FOREGROUND, &flag, 1);
+	field(T_MEM, &mem, 8);
+	field(T_KEY, key, 64);
+	field(T_KEY, key, 64);
+	field(T_ROLES, roles, sizeof(roles));
+	CHECK(decode(&s) == 0);
+	CHECK(s.prog && !strcmp(s.prog, "mount.stipple"));
+	CHECK(s.opts.image && !strcmp(s.opts.image, ""), "an empty string is there");
+	CHECK(!s.opts.mountpoint, "a field left out stays NULL");
+	CHECK(s.opts.warm_workers == 3 && s.opts.foreground && s.mem_limit == mem);
+	CHECK(s.nkeys == 2 && s.keys[1].raw[0] == 7 && s.keys[1].id[31] == 7);
+	CHECK(s.nroles == 2 && s.roles[1] == STP_FD_CHAN);
+	stp_setup_free(&s);
+}
+
+/* Whether the bytes written so far are refused with -EPROTO; starts over. */
+static int refused(void)
+{
+	static struct stp_setup s;
+	int rc = decode(&s);
+
+	stp_setup_free(&s);
+	len = 0;
+	return rc == -EPROTO;
+}
+
+static void test_refusals(void)
+{
+	uint8_t two = 2, key[64] = { 0 };
+	uint32_t role = 9;
+
+	len = 0;
+	u32(T_WARM, 1);
+	u32(T_WARM, 2);
+	CHECK(refused(), "a field given twice");
+	u32(T_LAST + 1, 0);
+	CHECK(refused(), "an unknown tag");
+	field(T_WARM, &two, 1);
+	CHECK(refused(), "a number of the wrong size");
+	u32(T_SANDBOX, 3);
+	CHECK(refused(), "a sandbox mode past off");
+	field(T_FOREGROUND, &two, 1);
+	CHECK(refused(), "a flag that is neither 0 nor 1");
+	field(T_PROG, "a\0b", 3);
+	CHECK(refused(), "a string with a NUL");
+	field(T_ROLES, &role, 4);
+	CHECK(refused(), "an unknown descriptor role");
+	for (unsigned i = 0; i <= STP_SETUP_KEYS_MAX; i++)
+		field(T_KEY, key, 64);
+	CHECK(refused(), "more keys than the bound");
+	u32(T_WARM, 1);
+	len -= 2;
+	CHECK(refused(), "a field cut short");
+}
+
+/* The descriptors arrive with the message, in the order of their roles. */
+static void test_descriptors_travel(void)
+{
+	static struct stp_setup s, got;
+	int sv[2], fds[STP_SETUP_FDS_MAX], pipefd[2];
+
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(pipe(pipefd) == 0);
+	stp_setup_init(&s);
+	s.prog = "test";
+	stp_setup_add_fd(&s, fds, pipefd[0], STP_FD_IMAGE);
+	stp_setup_add_fd(&s, fds, -1, STP_FD_RECORD);
+	stp_setup_add_fd(&s, fds, pipefd[1], STP_FD_CACHE);
+	CHECK(s.nroles == 2, "a negative descriptor is not sent");
+	CHECK(stp_setup_send(sv[0], &s, fds) == 0);
+	CHECK(stp_setup_recv(sv[1], 0, &got, fds) == 0);
+	CHECK(got.nroles == 2 && !strcmp(got.prog, "test"));
+	CHECK(write(stp_setup_fd(&got, fds, STP_FD_CACHE), "x", 1) == 1);
+	char c = 0;
+	CHECK(read(stp_setup_fd(&got, fds, STP_FD_IMAGE), &c, 1) == 1 && c == 'x');
+	CHECK(stp_setup_fd(&got, fds, STP_FD_FUSE) == -1);
+	CHECK(stp_setup_is_socket(sv[1]) && !stp_setup_is_socket(pipefd[0]));
+	stp_setup_free(&got);
+	stp_msg_send(sv[0], STP_MSG_LOG, "hi", 2);
+	CHECK(stp_setup_recv(sv[1], 0, &got, fds) == -EPROTO, "another message");
+	stp_setup_free(&got);
+}
+
+int main(void)
+{
+	RUN(test_fields_read_back);
+	RUN(test_refusals);
+	RUN(test_descriptors_travel);
+	return tap_done();
+}
