@@ -81,6 +81,106 @@ struct monitor {
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
 
+static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
+{
+	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .parent_fd = -1,
+			       .pidfd = -1,
+			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
+				      .cache = { .fd = -1 }, .fetcher = { .pid = -1 } } };
+	stp_monlog_route(prog);
+}
+
+/* What the daemon takes over, and stipple-mountd: the monitor keeps none of it. */
+static void release(struct monitor *m)
+{
+	stp_montalk_release(&m->h);
+	if (m->mountd_fd >= 0)
+		close(m->mountd_fd);
+	m->mountd_fd = -1;
+}
+
+/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
+static int open_mountd(struct monitor *m)
+{
+	char path[4096];
+	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
+
+	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		err = -errno;
+	if (err)
+		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
+	return err;
+}
+
+/* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
+ * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
+ * mount it serves (the image as messages name it: no query); it reads none of them. */
+static _Noreturn void exec_daemon(struct monitor *m, int fd)
+{
+	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
+	static char *const envp[] = { NULL };
+	int prog = fcntl(m->mountd_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
+
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	if (prog < 0 || stp_progpath_place_socket(fd))
+		_exit(127);
+	close_range(STP_MONITOR_FD + 1, (unsigned)prog - 1, 0);
+	close_range((unsigned)prog + 1, ~0u, 0);
+	syscall(SYS_execveat, prog, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
+/* Forks the daemon's process, which execs stipple-mountd at once: its start (the exec,
+ * the dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
+ * setup (hand_over). */
+static int spawn_daemon(struct monitor *m, int sv[2])
+{
+	fflush(NULL);
+	m->pid = fork();
+	if (m->pid == 0) {
+		close(sv[0]);
+		exec_daemon(m, sv[1]);
+	}
+	close(sv[1]);
+	sv[1] = -1;
+	if (m->pid < 0) {
+		stp_monlog_say(m->prog, "fork: %s", stp_strerror(-errno));
+		return -EAGAIN;
+	}
+	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
+	return 0;
+}
+
+/* Waits for the daemon, killing it first when asked; once only. */
+static void reap(struct monitor *m, bool kill_first)
+{
+	if (m->reaped)
+		return;
+	if (kill_first && (m->pidfd < 0 || syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0)))
+		kill(m->pid, SIGKILL);
+	while (waitpid(m->pid, &m->status, 0) < 0 && errno == EINTR)
+		;
+	m->reaped = true;
+}
+
+/* The daemon died or broke the protocol before the mount was live: it is stopped (a
+ * daemon that closed its end may still be running) and the reason told. */
+static int daemon_lost(struct monitor *m)
+{
+	bool gone = waitpid(m->pid, &m->status, WNOHANG) == m->pid;
+
+	m->reaped = m->reaped || gone;
+	reap(m, true);
+	if (!gone)
+		stp_monlog_say(m->prog, "the daemon broke off before the mount was live");
+	else if (WIFSIGNALED(m->status))
+		stp_monlog_say(m->prog, "the daemon died of signal %d before the mount was live",
+		    WTERMSIG(m->status));
+	else
+		stp_monlog_say(m->prog, "the daemon exited before the mount was live");
+	return -EIO;
+}
+
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
  * disk cache file is opened (the daemon cannot open it later). */
 static int open_url(struct monitor *m)
@@ -167,29 +267,6 @@ static int check_mountpoint(const struct monitor *m)
 	return check_not_mounted(m);
 }
 
-/* The hot list file is opened here: the confined daemon can open nothing. */
-static int open_record(struct monitor *m)
-{
-	m->h.record_fd = -1;
-	if (!m->o->record)
-		return 0;
-	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (m->h.record_fd < 0) {
-		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
-		return -errno;
-	}
-	return 0;
-}
-
-static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
-{
-	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .parent_fd = -1,
-			       .pidfd = -1,
-			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
-				      .cache = { .fd = -1 }, .fetcher = { .pid = -1 } } };
-	stp_monlog_route(prog);
-}
-
 static int prepare(struct monitor *m)
 {
 	int err = stp_trustkeys_read(m->o, m->prog, &m->h.keys, &m->h.nkeys);
@@ -205,25 +282,18 @@ static int prepare(struct monitor *m)
 	return err;
 }
 
-/* What the daemon takes over: the parent keeps none of it. */
-static void release(struct monitor *m)
+/* The hot list file is opened here: the confined daemon can open nothing. */
+static int open_record(struct monitor *m)
 {
-	if (m->h.image_fd >= 0)
-		close(m->h.image_fd);
-	if (m->h.record_fd >= 0)
-		close(m->h.record_fd);
-	if (m->h.cache.fd >= 0)
-		close(m->h.cache.fd);
-	if (m->h.fuse_fd >= 0)
-		close(m->h.fuse_fd);
-	if (m->mountd_fd >= 0)
-		close(m->mountd_fd);
-	m->h.image_fd = m->h.record_fd = m->h.cache.fd = m->h.fuse_fd = m->mountd_fd = -1;
-	explicit_bzero(m->h.cache.tag_key, sizeof(m->h.cache.tag_key));
-	stp_fetcher_release(&m->h.fetcher);
-	free(m->h.keys);
-	m->h.keys = NULL;
-	m->h.nkeys = 0;
+	m->h.record_fd = -1;
+	if (!m->o->record)
+		return 0;
+	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (m->h.record_fd < 0) {
+		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
+		return -errno;
+	}
+	return 0;
 }
 
 /* Where an unmount will look: the parent directory as it is now (a path swapped later
@@ -245,31 +315,6 @@ static int remember_mountpoint(struct monitor *m)
 	}
 	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
 	return 0;
-}
-
-int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
-{
-	struct monitor m;
-	int err;
-
-	init(&m, o, prog);
-	err = prepare(&m);
-	release(&m);
-	stp_fetcher_stop(&m.h.fetcher);
-	return err;
-}
-
-/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
-static int open_mountd(struct monitor *m)
-{
-	char path[4096];
-	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
-
-	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
-		err = -errno;
-	if (err)
-		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
-	return err;
 }
 
 /* The mount itself, with libfuse's rules (as root mount(2) on /dev/fuse, else through
@@ -296,53 +341,20 @@ static int mount_fuse(struct monitor *m)
 	return -EIO;
 }
 
-/* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
- * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
- * mount it serves (the image as messages name it: no query); it reads none of them. */
-static _Noreturn void exec_daemon(struct monitor *m, int fd)
+/* The daemon gets the mount; the monitor keeps none of what it hands over. */
+static int hand_over(struct monitor *m, int fd)
 {
-	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
-	static char *const envp[] = { NULL };
+	int err;
 
-	int prog = fcntl(m->mountd_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
-
-	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-	if (prog < 0 || stp_progpath_place_socket(fd))
-		_exit(127);
-	close_range(STP_MONITOR_FD + 1, (unsigned)prog - 1, 0);
-	close_range((unsigned)prog + 1, ~0u, 0);
-	syscall(SYS_execveat, prog, "", argv, envp, AT_EMPTY_PATH);
-	_exit(127);
-}
-
-/* Waits for the daemon, killing it first when asked; once only. */
-static void reap(struct monitor *m, bool kill_first)
-{
-	if (m->reaped)
-		return;
-	if (kill_first && (m->pidfd < 0 || syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0)))
-		kill(m->pid, SIGKILL);
-	while (waitpid(m->pid, &m->status, 0) < 0 && errno == EINTR)
-		;
-	m->reaped = true;
-}
-
-/* The daemon died or broke the protocol before the mount was live: it is stopped (a
- * daemon that closed its end may still be running) and the reason told. */
-static int daemon_lost(struct monitor *m)
-{
-	bool gone = waitpid(m->pid, &m->status, WNOHANG) == m->pid;
-
-	m->reaped = m->reaped || gone;
-	reap(m, true);
-	if (!gone)
-		stp_monlog_say(m->prog, "the daemon broke off before the mount was live");
-	else if (WIFSIGNALED(m->status))
-		stp_monlog_say(m->prog, "the daemon died of signal %d before the mount was live",
-		    WTERMSIG(m->status));
-	else
-		stp_monlog_say(m->prog, "the daemon exited before the mount was live");
-	return -EIO;
+	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
+		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
+	err = stp_montalk_send_setup(fd, m->o, m->prog, &m->h);
+	if (err)
+		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
+			       stp_strerror(err));
+	release(m);
+	return err;
 }
 
 /* Whether there is a mount of ours to undo: the daemon said so, or (killed between
@@ -389,6 +401,17 @@ static void abandon(struct monitor *m)
 {
 	reap(m, true);
 	if (ours_to_unmount(m))
+		unmount_ours(m);
+}
+
+/* A mount that failed before the daemon took it: undone. */
+static void undo(struct monitor *m)
+{
+	release(m);
+	stp_fetcher_stop(&m->h.fetcher);
+	if (m->pid > 0)
+		reap(m, true);
+	if (m->mounted && ours_to_unmount(m))
 		unmount_ours(m);
 }
 
@@ -478,6 +501,8 @@ static void leave_watcher(struct monitor *m)
 		    "mount", m->o->mountpoint, stp_strerror(err));
 }
 
+/* The daemon's word that the mount is live, then the priming; then the monitor stays
+ * (-f) or leaves its watcher. */
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
@@ -486,7 +511,6 @@ static int supervise(struct monitor *m, int fd)
 
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
-
 	if (err)
 		abandon(m);
 	else if (stp_prime_wanted(m->o))
@@ -501,52 +525,16 @@ static int supervise(struct monitor *m, int fd)
 	return 0;
 }
 
-/* Forks the daemon's process, which execs stipple-mountd at once: its start (the exec,
- * the dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
- * setup (hand_over). */
-static int spawn_daemon(struct monitor *m, int sv[2])
+int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
 {
-	fflush(NULL);
-	m->pid = fork();
-	if (m->pid == 0) {
-		close(sv[0]);
-		exec_daemon(m, sv[1]);
-	}
-	close(sv[1]);
-	sv[1] = -1;
-	if (m->pid < 0) {
-		stp_monlog_say(m->prog, "fork: %s", stp_strerror(-errno));
-		return -EAGAIN;
-	}
-	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-	return 0;
-}
-
-/* The daemon gets the mount; the monitor keeps none of what it hands over. */
-static int hand_over(struct monitor *m, int fd)
-{
+	struct monitor m;
 	int err;
 
-	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
-	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
-		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
-	err = stp_montalk_send_setup(fd, m->o, m->prog, &m->h);
-	if (err)
-		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
-			       stp_strerror(err));
-	release(m);
+	init(&m, o, prog);
+	err = prepare(&m);
+	release(&m);
+	stp_fetcher_stop(&m.h.fetcher);
 	return err;
-}
-
-/* A mount that failed before the daemon took it: undone. */
-static void undo(struct monitor *m)
-{
-	release(m);
-	stp_fetcher_stop(&m->h.fetcher);
-	if (m->pid > 0)
-		reap(m, true);
-	if (m->mounted && ours_to_unmount(m))
-		unmount_ours(m);
 }
 
 int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)

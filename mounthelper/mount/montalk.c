@@ -4,12 +4,31 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "monitor.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "prime.h"
 #include "setup.h"
+
+void stp_montalk_release(struct stp_handover *h)
+{
+	if (h->image_fd >= 0)
+		close(h->image_fd);
+	if (h->record_fd >= 0)
+		close(h->record_fd);
+	if (h->cache.fd >= 0)
+		close(h->cache.fd);
+	if (h->fuse_fd >= 0)
+		close(h->fuse_fd);
+	h->image_fd = h->record_fd = h->cache.fd = h->fuse_fd = -1;
+	explicit_bzero(h->cache.tag_key, sizeof(h->cache.tag_key));
+	stp_fetcher_release(&h->fetcher);
+	free(h->keys);
+	h->keys = NULL;
+	h->nkeys = 0;
+}
 
 int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
 			   const struct stp_handover *h)

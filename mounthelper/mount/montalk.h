@@ -34,6 +34,10 @@ struct stp_handover {
 	unsigned nkeys;
 };
 
+/* Closes H's descriptors and its ends of the fetcher's channels (the fetcher itself
+ * stays: stp_fetcher_stop), wipes the cache's tag key and frees the keys. Idempotent. */
+void stp_montalk_release(struct stp_handover *h);
+
 /* Sends the SETUP for a mount of O (messages prefixed with PROG) with H's descriptors
  * on FD. 0 or a negative errno (-ENOMEM, or the socket's). */
 int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
