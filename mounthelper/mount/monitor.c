@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The privileged side of a mount (monitor.h): its every privileged call, in the order
- * made. The rest runs beside it unprivileged: the messages (monlog.c), the conversation
- * with the daemon (montalk.c), the signals (monsig.c), the memory bound (budget.c).
+ * The privileged side of a mount (monitor.h): every privileged call of a mount, in the
+ * order made, each made here unless a file is named beside it. What needs no privilege
+ * runs beside it: the messages (monlog.c), the conversation with the daemon (montalk.c),
+ * the signals (monsig.c), the memory bound (budget.c).
  *
  *   open(stipple-mountd) O_PATH, fork,       first: the daemon loads while the monitor
  *     execveat                                 checks; it waits for its setup
@@ -20,13 +21,13 @@
  *   fchdir, umount2 (or fusermount3 -u)       after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork
  *   open(mount point), fork                   priming, in a child confined first (prime.c)
- *   fork: the watcher (watcher.c)             left once the mount is live, keeping only
- *     openat, fstatfs, umount2                 CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH: when
- *                                              the daemon ends and left its mount dead, it
- *                                              unmounts it
+ *   fork, capset (watcher.c), then here       the watcher, left once the mount is live
+ *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
+ *                                              only: when the daemon ends and left its
+ *                                              mount dead, it unmounts it
  *
- * The only privilege dropped outside this file: the sandbox's (sandbox.c) and the
- * watcher's capset (watcher.c).
+ * Privilege is dropped elsewhere: by the daemon's sandbox (sandbox.c) and the watcher's
+ * capset (watcher.c).
  */
 #include "monitor.h"
 
