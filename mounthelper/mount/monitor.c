@@ -405,8 +405,9 @@ static void abandon(struct monitor *m)
 		unmount_ours(m);
 }
 
-/* A mount that failed before the daemon took it: undone. */
-static void undo(struct monitor *m)
+/* A mount that failed before the daemon took it: undone, and the socket to the daemon
+ * (SV, either end -1 once closed) closed. */
+static void undo(struct monitor *m, int sv[2])
 {
 	release(m);
 	stp_fetcher_stop(&m->h.fetcher);
@@ -414,6 +415,21 @@ static void undo(struct monitor *m)
 		reap(m, true);
 	if (m->mounted && ours_to_unmount(m))
 		unmount_ours(m);
+	for (int i = 0; i < 2; i++)
+		if (sv[i] >= 0)
+			close(sv[i]);
+}
+
+/* The daemon did not answer the priming lookups in time: the mount is undone; the
+ * connection goes with it, and frees the lookup child STUCK (0: none). */
+static int primed_late(struct monitor *m, pid_t stuck)
+{
+	stp_montalk_say_late(m->prog, stp_monlog_image(m->o));
+	abandon(m);
+	if (stuck)
+		while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
+			;
+	return -ETIMEDOUT;
 }
 
 /* The plan, then the lookups. Priming only saves time: what goes wrong is a warning,
@@ -427,14 +443,8 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	if (!err)
 		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
 	stp_prime_list_free(list);
-	if (err == -ETIMEDOUT) {
-		stp_montalk_say_late(m->prog, stp_monlog_image(m->o));
-		abandon(m); /* the connection goes with it, and frees the child */
-		if (stuck)
-			while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
-				;
-		return err;
-	}
+	if (err == -ETIMEDOUT)
+		return primed_late(m, stuck);
 	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
 		m->reaped = true;
 		stp_monlog_say(m->prog, "the daemon ended as the mount went live");
@@ -526,6 +536,16 @@ static int supervise(struct monitor *m, int fd)
 	return 0;
 }
 
+/* Live or undone: what the monitor still holds goes, and the signals come back. */
+static void finish(struct monitor *m)
+{
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	if (m->parent_fd >= 0)
+		close(m->parent_fd);
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+}
+
 int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
 {
 	struct monitor m;
@@ -560,18 +580,10 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 		err = mount_fuse(&m);
 	if (!err)
 		err = hand_over(&m, sv[0]);
-	if (!err) {
+	if (!err)
 		err = supervise(&m, sv[0]);
-	} else {
-		undo(&m);
-		for (int i = 0; i < 2; i++)
-			if (sv[i] >= 0)
-				close(sv[i]);
-	}
-	if (m.pidfd >= 0)
-		close(m.pidfd);
-	if (m.parent_fd >= 0)
-		close(m.parent_fd);
-	sigprocmask(SIG_SETMASK, &m.saved_mask, NULL);
+	else
+		undo(&m, sv);
+	finish(&m);
 	return err;
 }
