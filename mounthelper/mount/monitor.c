@@ -1,86 +1,75 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The privileged side of a mount (monitor.h). Every call made with privilege is in this
- * file, except the sandbox's own dropping of it (sandbox.c):
+ * The privileged side of a mount (monitor.h): every privileged call of a mount, in the
+ * order made, each made here unless a file is named beside it. What needs no privilege
+ * runs beside it: the messages (monlog.c), the conversation with the daemon (montalk.c),
+ * the signals (monsig.c), the memory bound (budget.c).
  *
  *   open(stipple-mountd) O_PATH, fork,       first: the daemon loads while the monitor
- *     execveat                                 checks; it waits for its setup (setup.h)
- *   open(image), stp_image_read_superblock   the image fd and its 256 bytes
- *   a URL: fork+exec stipple-fetcher,         its channels, the superblock through them,
- *     open(disk cache dir, secret, file)       the cache file and its tag key (diskcache.c)
- *   open(public keys), scandir(keys dir)      verify: trusted configuration, parsed here
- *   stat(mount point), open(hot list)         before the mount
- *   fuse_session_mount                         libfuse's mount(2) or fusermount3; then the
- *                                              daemon is handed the connection, the image
- *                                              and its options, and confines itself
- *   recvmsg, poll                              the daemon's messages, with a deadline
- *   pidfd_send_signal, waitpid                 the daemon, killed when it fails or is late
- *   /proc/self/mountinfo, fchdir, umount2      after a failure, our own mount only, found
- *     (or fusermount3 -u)                      beneath the parent opened before the fork
- *   open(mount point), fork                    priming, in a child confined first (prime.c)
- *   fork, capset                               the watcher, left once the mount is live
- *   poll(pidfd), fstatfs, umount2               (CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH): when
- *                                              the daemon ends and left its mount dead, it
- *                                              unmounts it
+ *     execveat                                 checks; it waits for its setup
+ *   open(public keys), scandir(keys dir)      verify: trusted configuration (trustkeys.c)
+ *   open(image)                               the image fd; its superblock read through it
+ *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
+ *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
+ *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
+ *   open(hot list)                            record: created and truncated here
+ *   open(mount point's parent) O_PATH         where an unmount will look
+ *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, or
+ *                                              fusermount3; the connection is then handed
+ *                                              to the daemon, which confines itself
+ *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
+ *   fchdir, umount2 (or fusermount3 -u)       after a failure, our own mount only, found
+ *                                              beneath the parent opened before the fork
+ *   open(mount point), fork                   priming, in a child confined first (prime.c)
+ *   fork, capset (watcher.c), then here       the watcher, left once the mount is live
+ *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
+ *                                              only: when the daemon ends and left its
+ *                                              mount dead, it unmounts it
  *
- * SIGINT, SIGTERM and SIGHUP wait until the mount is live or undone (at most the
- * deadline), so that an interrupted mount never stays half made.
+ * Privilege is dropped elsewhere: by the daemon's sandbox (sandbox.c) and the watcher's
+ * capset (watcher.c).
  */
 #include "monitor.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/capability.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "budget.h"
 #include "daemon.h"
-#include "escape.h"
-#include "diskcache.h"
-#include "fetcher.h"
-#include "imgsrc.h"
-#include "remote.h"
 #include "fuseapi.h"
 #include "image.h"
-#include "log.h"
+#include "imgsrc.h"
 #include "monlog.h"
 #include "monproto.h"
+#include "monsig.h"
+#include "montalk.h"
 #include "mountinfo.h"
 #include "mountopts.h"
 #include "prime.h"
 #include "progpath.h"
-#include "setup.h"
-#include "sign.h"
+#include "remote.h"
 #include "trustkeys.h"
 #include "util.h"
+#include "watcher.h"
 
 struct monitor {
 	const struct stp_mount_opts *o;
 	const char *prog;
 	struct stp_superblock sb;
-	uint64_t mem_limit;   /* RLIMIT_DATA of the daemon */
-	int image_fd, record_fd;
-	int fuse_fd;          /* /dev/fuse of the mount made here, until handed over */
+	struct stp_handover h; /* what the daemon is handed; closed once it is */
 	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
-	struct stp_fetcher fetcher; /* a URL: the fetcher and the daemon's ends of its channels */
-	struct stp_diskcache_file cache; /* a URL: the disk cache file (fd -1: none) */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
 	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */
@@ -88,12 +77,110 @@ struct monitor {
 	int pidfd;            /* the daemon, for signals that cannot reach a reused pid */
 	bool reaped;          /* the daemon was waited for: never signal it again */
 	int status;           /* its wait status, once reaped */
-	struct stp_pubkey *keys; /* verify: the keys the image may be signed by */
-	unsigned nkeys;
 	bool mounted;         /* the daemon said the FUSE mount exists */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
+
+static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
+{
+	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .parent_fd = -1,
+			       .pidfd = -1,
+			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
+				      .cache = { .fd = -1 }, .fetcher = { .pid = -1 } } };
+	stp_monlog_route(prog);
+}
+
+/* What the daemon takes over, and stipple-mountd: the monitor keeps none of it. */
+static void release(struct monitor *m)
+{
+	stp_montalk_release(&m->h);
+	if (m->mountd_fd >= 0)
+		close(m->mountd_fd);
+	m->mountd_fd = -1;
+}
+
+/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
+static int open_mountd(struct monitor *m)
+{
+	char path[4096];
+	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
+
+	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		err = -errno;
+	if (err)
+		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
+	return err;
+}
+
+/* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
+ * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
+ * mount it serves (the image as messages name it: no query); it reads none of them. */
+static _Noreturn void exec_daemon(struct monitor *m, int fd)
+{
+	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
+	static char *const envp[] = { NULL };
+	int prog = fcntl(m->mountd_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
+
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	if (prog < 0 || stp_progpath_place_socket(fd))
+		_exit(127);
+	close_range(STP_MONITOR_FD + 1, (unsigned)prog - 1, 0);
+	close_range((unsigned)prog + 1, ~0u, 0);
+	syscall(SYS_execveat, prog, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
+/* Forks the daemon's process, which execs stipple-mountd at once: its start (the exec,
+ * the dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
+ * setup (hand_over). */
+static int spawn_daemon(struct monitor *m, int sv[2])
+{
+	fflush(NULL);
+	m->pid = fork();
+	if (m->pid == 0) {
+		close(sv[0]);
+		exec_daemon(m, sv[1]);
+	}
+	close(sv[1]);
+	sv[1] = -1;
+	if (m->pid < 0) {
+		stp_monlog_say(m->prog, "fork: %s", stp_strerror(-errno));
+		return -EAGAIN;
+	}
+	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
+	return 0;
+}
+
+/* Waits for the daemon, killing it first when asked; once only. */
+static void reap(struct monitor *m, bool kill_first)
+{
+	if (m->reaped)
+		return;
+	if (kill_first && (m->pidfd < 0 || syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0)))
+		kill(m->pid, SIGKILL);
+	while (waitpid(m->pid, &m->status, 0) < 0 && errno == EINTR)
+		;
+	m->reaped = true;
+}
+
+/* The daemon died or broke the protocol before the mount was live: it is stopped (a
+ * daemon that closed its end may still be running) and the reason told. */
+static int daemon_lost(struct monitor *m)
+{
+	bool gone = waitpid(m->pid, &m->status, WNOHANG) == m->pid;
+
+	m->reaped = m->reaped || gone;
+	reap(m, true);
+	if (!gone)
+		stp_monlog_say(m->prog, "the daemon broke off before the mount was live");
+	else if (WIFSIGNALED(m->status))
+		stp_monlog_say(m->prog, "the daemon died of signal %d before the mount was live",
+		    WTERMSIG(m->status));
+	else
+		stp_monlog_say(m->prog, "the daemon exited before the mount was live");
+	return -EIO;
+}
 
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
  * disk cache file is opened (the daemon cannot open it later). */
@@ -104,29 +191,24 @@ static int open_url(struct monitor *m)
 	uint8_t raw[STP_SB_SIZE];
 	struct stp_diskcache_id id = { o->image_path, raw, sizeof(raw), &m->sb, 0, "" };
 	char *dir;
-	int err = stp_fetcher_start(o, m->prog, &m->fetcher);
+	int err = stp_fetcher_start(o, m->prog, &m->h.fetcher);
 
 	if (err)
 		return err;
-	err = stp_remote_open(m->fetcher.chans, 1, m->fetcher.size, stp_monlog_image(o), false, &src);
+	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size, stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
 	if (!err)
 		err = stp_imgsrc_read(src, raw, sizeof(raw), 0);
 	stp_imgsrc_close(src);
-	if (err == -EUCLEAN)
-		stp_monlog_say(m->prog, "%s: not a stipple image, or a damaged one", stp_monlog_image(o));
-	else if (err == -EPROTONOSUPPORT)
-		stp_monlog_say(m->prog, "%s: made by a newer stipple (unsupported format)", stp_monlog_image(o));
-	else if (err)
-		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(err));
+	stp_monlog_unreadable(m->prog, m->o, err);
 	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
-	id.size = m->fetcher.size;
-	id.validator = m->fetcher.validator;
+	id.size = m->h.fetcher.size;
+	id.validator = m->h.fetcher.validator;
 	if (dir) /* sized by the checked superblock, not by what the fetcher says */
-		stp_diskcache_open_file(dir, &id, o->cache_size, m->prog, &m->cache);
+		stp_diskcache_open_file(dir, &id, o->cache_size, m->prog, &m->h.cache);
 	free(dir);
 	return 0;
 }
@@ -138,19 +220,15 @@ static int open_image(struct monitor *m)
 
 	if (o->is_url)
 		return open_url(m);
-	m->image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (m->image_fd < 0) {
+	m->h.image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (m->h.image_fd < 0) {
 		err = -errno;
 		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(-errno));
 		return err;
 	}
-	err = stp_image_read_superblock(m->image_fd, o->image_path, &m->sb);
-	if (err == -EUCLEAN)
-		stp_monlog_say(m->prog, "%s: not a stipple image, or a damaged one", stp_monlog_image(o));
-	else if (err == -EPROTONOSUPPORT)
-		stp_monlog_say(m->prog, "%s: made by a newer stipple (unsupported format)", stp_monlog_image(o));
-	else if (err && err != -EINVAL) /* -EINVAL: not a file, already said */
-		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(err));
+	err = stp_image_read_superblock(m->h.image_fd, o->image_path, &m->sb);
+	if (err != -EINVAL) /* not a file, already said */
+		stp_monlog_unreadable(m->prog, m->o, err);
 	return err;
 }
 
@@ -190,73 +268,33 @@ static int check_mountpoint(const struct monitor *m)
 	return check_not_mounted(m);
 }
 
-/* The hot list file is opened here: the confined daemon can open nothing. */
-static int open_record(struct monitor *m)
-{
-	m->record_fd = -1;
-	if (!m->o->record)
-		return 0;
-	m->record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (m->record_fd < 0) {
-		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
-		return -errno;
-	}
-	return 0;
-}
-
-/* All the superblock can tell: a signature block is there or not. */
-static int check_signed(const struct monitor *m)
-{
-	if (!m->o->verify || (m->sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
-		return 0;
-	stp_monlog_say(m->prog, "%s: not signed, and verify= asks for a signature",
-		       stp_monlog_image(m->o));
-	return -ENOKEY;
-}
-
-static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
-{
-	*m = (struct monitor){ .o = o, .prog = prog, .image_fd = -1, .record_fd = -1,
-			       .fuse_fd = -1, .mountd_fd = -1,
-			       .parent_fd = -1, .pidfd = -1, .cache = { .fd = -1 },
-			       .fetcher = { .pid = -1 } };
-	stp_monlog_route(prog);
-}
-
 static int prepare(struct monitor *m)
 {
-	int err = stp_trustkeys_read(m->o, m->prog, &m->keys, &m->nkeys);
+	int err = stp_trustkeys_read(m->o, m->prog, &m->h.keys, &m->h.nkeys);
 
 	if (!err)
 		err = open_image(m);
 	if (!err)
-		err = check_signed(m);
+		err = stp_trustkeys_check_signed(m->o, &m->sb, m->prog);
 	if (!err)
-		err = stp_budget_check(m->o, &m->sb, m->prog, &m->mem_limit);
+		err = stp_budget_check(m->o, &m->sb, m->prog, &m->h.mem_limit);
 	if (!err)
 		err = check_mountpoint(m);
 	return err;
 }
 
-/* What the daemon takes over: the parent keeps none of it. */
-static void release(struct monitor *m)
+/* The hot list file is opened here: the confined daemon can open nothing. */
+static int open_record(struct monitor *m)
 {
-	if (m->image_fd >= 0)
-		close(m->image_fd);
-	if (m->record_fd >= 0)
-		close(m->record_fd);
-	if (m->cache.fd >= 0)
-		close(m->cache.fd);
-	if (m->fuse_fd >= 0)
-		close(m->fuse_fd);
-	if (m->mountd_fd >= 0)
-		close(m->mountd_fd);
-	m->image_fd = m->record_fd = m->cache.fd = m->fuse_fd = m->mountd_fd = -1;
-	explicit_bzero(m->cache.tag_key, sizeof(m->cache.tag_key));
-	stp_fetcher_release(&m->fetcher);
-	free(m->keys);
-	m->keys = NULL;
-	m->nkeys = 0;
+	m->h.record_fd = -1;
+	if (!m->o->record)
+		return 0;
+	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (m->h.record_fd < 0) {
+		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
+		return -errno;
+	}
+	return 0;
 }
 
 /* Where an unmount will look: the parent directory as it is now (a path swapped later
@@ -280,31 +318,6 @@ static int remember_mountpoint(struct monitor *m)
 	return 0;
 }
 
-int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
-{
-	struct monitor m;
-	int err;
-
-	init(&m, o, prog);
-	err = prepare(&m);
-	release(&m);
-	stp_fetcher_stop(&m.fetcher);
-	return err;
-}
-
-/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
-static int open_mountd(struct monitor *m)
-{
-	char path[4096];
-	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
-
-	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
-		err = -errno;
-	if (err)
-		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
-	return err;
-}
-
 /* The mount itself, with libfuse's rules (as root mount(2) on /dev/fuse, else through
  * fusermount3): the session is only the means, the connection goes to the daemon. */
 static int mount_fuse(struct monitor *m)
@@ -319,125 +332,30 @@ static int mount_fuse(struct monitor *m)
 		return -EINVAL;
 	}
 	if (!fuse_session_mount(se, m->o->mountpoint)) {
-		m->fuse_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
+		m->h.fuse_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
 		m->mounted = true;
 	}
 	fuse_session_destroy(se); /* closes its descriptor, leaves the mount */
-	if (m->fuse_fd >= 0)
+	if (m->h.fuse_fd >= 0)
 		return 0;
 	stp_monlog_say(m->prog, "cannot mount %s on %s", stp_monlog_image(m->o), m->o->mountpoint);
 	return -EIO;
 }
 
-/* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
- * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
- * mount it serves (the image as messages name it: no query); it reads none of them. */
-static _Noreturn void exec_daemon(struct monitor *m, int fd)
+/* The daemon gets the mount; the monitor keeps none of what it hands over. */
+static int hand_over(struct monitor *m, int fd)
 {
-	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
-	static char *const envp[] = { NULL };
+	int err;
 
-	int prog = fcntl(m->mountd_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
-
-	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-	if (prog < 0 || stp_progpath_place_socket(fd))
-		_exit(127);
-	close_range(STP_MONITOR_FD + 1, (unsigned)prog - 1, 0);
-	close_range((unsigned)prog + 1, ~0u, 0);
-	syscall(SYS_execveat, prog, "", argv, envp, AT_EMPTY_PATH);
-	_exit(127);
-}
-
-/* What the daemon is told, and the descriptors it gets. */
-static int send_setup(const struct monitor *m, int fd)
-{
-	struct stp_setup *s = calloc(1, sizeof(*s));
-	int fds[STP_SETUP_FDS_MAX], err;
-
-	if (!s)
-		return -ENOMEM;
-	s->opts = *m->o; /* its strings stay the caller's */
-	s->prog = (char *)m->prog;
-	s->mem_limit = m->mem_limit;
-	s->url_size = m->fetcher.size;
-	s->cache = m->cache;
-	s->nkeys = m->nkeys;
-	memcpy(s->keys, m->keys, m->nkeys * sizeof(*m->keys));
-	stp_setup_add_fd(s, fds, m->fuse_fd, STP_FD_FUSE);
-	stp_setup_add_fd(s, fds, m->image_fd, STP_FD_IMAGE);
-	stp_setup_add_fd(s, fds, m->record_fd, STP_FD_RECORD);
-	stp_setup_add_fd(s, fds, m->cache.fd, STP_FD_CACHE);
-	for (unsigned i = 0; i < m->fetcher.nchans; i++)
-		stp_setup_add_fd(s, fds, m->fetcher.chans[i], STP_FD_CHAN);
-	err = stp_setup_send(fd, s, fds);
-	explicit_bzero(s, sizeof(*s));
-	free(s);
+	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
+		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
+	err = stp_montalk_send_setup(fd, m->o, m->prog, &m->h);
+	if (err)
+		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
+			       stp_strerror(err));
+	release(m);
 	return err;
-}
-
-/* Waits for the daemon, killing it first when asked; once only. */
-static void reap(struct monitor *m, bool kill_first)
-{
-	if (m->reaped)
-		return;
-	if (kill_first && (m->pidfd < 0 || syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0)))
-		kill(m->pid, SIGKILL);
-	while (waitpid(m->pid, &m->status, 0) < 0 && errno == EINTR)
-		;
-	m->reaped = true;
-}
-
-/* The daemon died or broke the protocol before the mount was live: it is stopped (a
- * daemon that closed its end may still be running) and the reason told. */
-static int daemon_lost(struct monitor *m)
-{
-	bool gone = waitpid(m->pid, &m->status, WNOHANG) == m->pid;
-
-	m->reaped = m->reaped || gone;
-	reap(m, true);
-	if (!gone)
-		stp_monlog_say(m->prog, "the daemon broke off before the mount was live");
-	else if (WIFSIGNALED(m->status))
-		stp_monlog_say(m->prog, "the daemon died of signal %d before the mount was live",
-		    WTERMSIG(m->status));
-	else
-		stp_monlog_say(m->prog, "the daemon exited before the mount was live");
-	return -EIO;
-}
-
-/* Reads the daemon's messages until it says LIVE (0) or FAILED (its errno), dies, or the
- * deadline passes. */
-static int wait_live(struct monitor *m, int fd, uint8_t *buf)
-{
-	for (;;) {
-		uint32_t type;
-		size_t len;
-		int32_t err;
-		int rc = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len);
-
-		if (rc == -ETIMEDOUT) {
-			stp_monlog_say(m->prog, "%s: the daemon did not answer within %d s", stp_monlog_image(m->o),
-			    STP_MOUNT_DEADLINE_MS / 1000);
-			return rc;
-		}
-		if (rc)
-			return daemon_lost(m);
-		switch (type) {
-		case STP_MSG_LOG:
-			stp_monlog_daemon((const char *)buf, len);
-			break;
-		case STP_MSG_FAILED:
-			if (len < sizeof(err))
-				return daemon_lost(m);
-			memcpy(&err, buf, sizeof(err));
-			stp_monlog_daemon((const char *)buf + sizeof(err), len - sizeof(err));
-			return err < 0 && err > -4096 ? err : -EIO;
-		case STP_MSG_LIVE:
-			return 0;
-		default:
-			return daemon_lost(m);
-		}
-	}
 }
 
 /* Whether there is a mount of ours to undo: the daemon said so, or (killed between
@@ -487,24 +405,31 @@ static void abandon(struct monitor *m)
 		unmount_ours(m);
 }
 
-/* The plan the daemon sends after LIVE. */
-static int receive_plan(struct monitor *m, int fd, uint8_t *buf, struct stp_prime_list **list)
+/* A mount that failed before the daemon took it: undone, and the socket to the daemon
+ * (SV, either end -1 once closed) closed. */
+static void undo(struct monitor *m, int sv[2])
 {
-	uint32_t type;
-	size_t len;
-	int err;
+	release(m);
+	stp_fetcher_stop(&m->h.fetcher);
+	if (m->pid > 0)
+		reap(m, true);
+	if (m->mounted && ours_to_unmount(m))
+		unmount_ours(m);
+	for (int i = 0; i < 2; i++)
+		if (sv[i] >= 0)
+			close(sv[i]);
+}
 
-	while (!(err = stp_msg_recv(fd, m->deadline, &type, buf, STP_MSG_MAX, &len))) {
-		if (type == STP_MSG_LOG)
-			stp_monlog_daemon((const char *)buf, len);
-		else if (type == STP_MSG_PRIME)
-			err = stp_prime_list_add(list, buf, len);
-		else
-			err = type == STP_MSG_PRIME_END ? 0 : -EPROTO;
-		if (err || type == STP_MSG_PRIME_END)
-			break;
-	}
-	return err;
+/* The daemon did not answer the priming lookups in time: the mount is undone; the
+ * connection goes with it, and frees the lookup child STUCK (0: none). */
+static int primed_late(struct monitor *m, pid_t stuck)
+{
+	stp_montalk_say_late(m->prog, stp_monlog_image(m->o));
+	abandon(m);
+	if (stuck)
+		while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
+			;
+	return -ETIMEDOUT;
 }
 
 /* The plan, then the lookups. Priming only saves time: what goes wrong is a warning,
@@ -513,20 +438,13 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 {
 	struct stp_prime_list *list = NULL;
 	pid_t stuck = 0;
-	int err = receive_plan(m, fd, buf, &list);
+	int err = stp_montalk_receive_plan(fd, m->deadline, buf, &list);
 
 	if (!err)
 		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
 	stp_prime_list_free(list);
-	if (err == -ETIMEDOUT) {
-		stp_monlog_say(m->prog, "%s: the daemon did not answer within %d s", stp_monlog_image(m->o),
-		    STP_MOUNT_DEADLINE_MS / 1000);
-		abandon(m); /* the connection goes with it, and frees the child */
-		if (stuck)
-			while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
-				;
-		return err;
-	}
+	if (err == -ETIMEDOUT)
+		return primed_late(m, stuck);
 	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
 		m->reaped = true;
 		stp_monlog_say(m->prog, "the daemon ended as the mount went live");
@@ -539,36 +457,17 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	return 0;
 }
 
-static volatile sig_atomic_t forwarded;
-static int forward_pidfd = -1;
-static pid_t forward_pid;
-
-static void forward_signal(int sig)
-{
-	forwarded = 1;
-	if (forward_pidfd < 0 || syscall(SYS_pidfd_send_signal, forward_pidfd, sig, NULL, 0))
-		kill(forward_pid, sig);
-}
-
 /* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
  * and unmounts unless the host already did. */
 static int stay(struct monitor *m)
 {
-	struct sigaction sa = { .sa_handler = forward_signal };
-
-	forward_pid = m->pid;
-	forward_pidfd = m->pidfd;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
+	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
 	reap(m, false);
 	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
 		return 0;
 	if (ours_to_unmount(m))
 		unmount_ours(m);
-	return forwarded && WIFEXITED(m->status) ? 0 : -EIO;
+	return stp_monsig_forwarded() && WIFEXITED(m->status) ? 0 : -EIO;
 }
 
 /* Whether the mount at the mount point is dead: the top mount there is ours, and its
@@ -590,84 +489,39 @@ static bool mount_dead(const struct monitor *m)
 	return dead;
 }
 
-/* Closes every descriptor but A and B (A < B). */
-static void close_all_but(int a, int b)
+/* The watcher's end: a dead mount of ours is undone. */
+static void unmount_if_dead(void *arg)
 {
-	if (a > 0)
-		close_range(0, (unsigned)a - 1, 0);
-	if (b > a + 1)
-		close_range((unsigned)a + 1, (unsigned)b - 1, 0);
-	close_range((unsigned)b + 1, ~0u, 0);
-}
+	const struct monitor *m = arg;
 
-/* The watcher keeps what an unmount needs and nothing else: CAP_SYS_ADMIN for umount2,
- * CAP_DAC_READ_SEARCH to reach the mount point beneath a parent only its owner may
- * search (a user's 0700 home). */
-static void keep_only_unmount(void)
-{
-	cap_value_t keep[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH };
-	cap_t caps;
-
-	if (geteuid() != 0 || !(caps = cap_init()))
-		return;
-	if (!cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) &&
-	    !cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET))
-		cap_set_proc(caps);
-	cap_free(caps);
-}
-
-/* The watcher: waits for the daemon to end, then lazily unmounts its mount if the daemon
- * left it dead (it died, or a signal ended it) rather than the host unmounting it. */
-static _Noreturn void watch(struct monitor *m)
-{
-	struct pollfd p = { .fd = m->pidfd, .events = POLLIN };
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-	setsid();
-	prctl(PR_SET_NAME, "stipple-watch");
-	for (int i = 0; null >= 0 && i < 3; i++)
-		dup2(null, i);
-	if (null > 2)
-		close(null);
-	if (chdir("/")) {
-		/* nothing holds a path: the parent is an open descriptor */
-	}
-	close_all_but(m->pidfd < m->parent_fd ? m->pidfd : m->parent_fd,
-		      m->pidfd < m->parent_fd ? m->parent_fd : m->pidfd);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-	keep_only_unmount();
-	while (poll(&p, 1, -1) < 0 && errno == EINTR)
-		;
 	if (mount_dead(m))
 		unmount_ours(m);
-	_exit(0);
 }
 
-/* A live mount outlives the monitor: its watcher stays (watch), a process of its own in a
- * session of its own, so that a daemon that dies later takes its mount with it instead of
- * leaving one that answers ENOTCONN. Without pidfds (Linux < 5.3) there is none. */
+/* A live mount outlives the monitor: its watcher stays (watcher.h). Without pidfds
+ * (Linux < 5.3) there is none. */
 static void leave_watcher(struct monitor *m)
 {
-	pid_t pid;
+	int err;
 
 	if (m->pidfd < 0)
 		return;
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		watch(m);
-	if (pid < 0)
+	err = stp_watcher_leave(m->pidfd, m->parent_fd, &m->saved_mask, unmount_if_dead, m);
+	if (err)
 		stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
-		    "mount", m->o->mountpoint, stp_strerror(-errno));
+		    "mount", m->o->mountpoint, stp_strerror(err));
 }
 
+/* The daemon's word that the mount is live, then the priming; then the monitor stays
+ * (-f) or leaves its watcher. */
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err = buf ? wait_live(m, fd, buf) : -ENOMEM;
+	int err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, stp_monlog_image(m->o), buf)
+		      : -ENOMEM;
 
+	if (err == STP_MONTALK_LOST)
+		err = daemon_lost(m);
 	if (err)
 		abandon(m);
 	else if (stp_prime_wanted(m->o))
@@ -682,70 +536,26 @@ static int supervise(struct monitor *m, int fd)
 	return 0;
 }
 
-/* The signals that end a mount wait while it is being made: the daemon gets the mask
- * back, and the monitor takes them once the mount is live or undone. A broken pipe on
- * stderr must not kill the monitor half way; SIGCHLD must not be ignored (waitpid). */
-static void hold_signals(struct monitor *m)
+/* Live or undone: what the monitor still holds goes, and the signals come back. */
+static void finish(struct monitor *m)
 {
-	sigset_t ending;
-
-	signal(SIGPIPE, SIG_IGN);
-	signal(SIGCHLD, SIG_DFL);
-	sigemptyset(&ending);
-	sigaddset(&ending, SIGINT);
-	sigaddset(&ending, SIGTERM);
-	sigaddset(&ending, SIGHUP);
-	sigprocmask(SIG_BLOCK, &ending, &m->saved_mask);
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	if (m->parent_fd >= 0)
+		close(m->parent_fd);
+	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 
-/* Forks the daemon's process, which execs stipple-mountd, and hands it its setup; the
- * monitor keeps none of what it hands over. */
-/* Forks the daemon's process, which execs stipple-mountd at once: its start (the exec,
- * the dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
- * setup (hand_over). */
-static int spawn_daemon(struct monitor *m, int sv[2])
+int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
 {
-	fflush(NULL);
-	m->pid = fork();
-	if (m->pid == 0) {
-		close(sv[0]);
-		exec_daemon(m, sv[1]);
-	}
-	close(sv[1]);
-	sv[1] = -1;
-	if (m->pid < 0) {
-		stp_monlog_say(m->prog, "fork: %s", stp_strerror(-errno));
-		return -EAGAIN;
-	}
-	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-	return 0;
-}
-
-/* The daemon gets the mount; the monitor keeps none of what it hands over. */
-static int hand_over(struct monitor *m, int fd)
-{
+	struct monitor m;
 	int err;
 
-	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
-	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
-		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
-	err = send_setup(m, fd);
-	if (err)
-		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
-			       stp_strerror(err));
-	release(m);
+	init(&m, o, prog);
+	err = prepare(&m);
+	release(&m);
+	stp_fetcher_stop(&m.h.fetcher);
 	return err;
-}
-
-/* A mount that failed before the daemon took it: undone. */
-static void undo(struct monitor *m)
-{
-	release(m);
-	stp_fetcher_stop(&m->fetcher);
-	if (m->pid > 0)
-		reap(m, true);
-	if (m->mounted && ours_to_unmount(m))
-		unmount_ours(m);
 }
 
 int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
@@ -754,7 +564,7 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 	int err, sv[2] = { -1, -1 };
 
 	init(&m, o, prog);
-	hold_signals(&m);
+	stp_monsig_hold(&m.saved_mask);
 	err = open_mountd(&m);
 	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		err = -errno;
@@ -770,18 +580,10 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 		err = mount_fuse(&m);
 	if (!err)
 		err = hand_over(&m, sv[0]);
-	if (!err) {
+	if (!err)
 		err = supervise(&m, sv[0]);
-	} else {
-		undo(&m);
-		for (int i = 0; i < 2; i++)
-			if (sv[i] >= 0)
-				close(sv[i]);
-	}
-	if (m.pidfd >= 0)
-		close(m.pidfd);
-	if (m.parent_fd >= 0)
-		close(m.parent_fd);
-	sigprocmask(SIG_SETMASK, &m.saved_mask, NULL);
+	else
+		undo(&m, sv);
+	finish(&m);
 	return err;
 }

@@ -11,6 +11,7 @@
 #include "escape.h"
 #include "log.h"
 #include "mountopts.h"
+#include "util.h"
 
 static const char *log_prog; /* set once, before any thread */
 
@@ -74,4 +75,16 @@ void stp_monlog_daemon(const char *s, size_t len)
 	said += len;
 	stp_escape_put(stderr, s, len);
 	fputc('\n', stderr);
+}
+
+void stp_monlog_unreadable(const char *prog, const struct stp_mount_opts *o, int err)
+{
+	const char *image = stp_monlog_image(o);
+
+	if (err == -EUCLEAN)
+		stp_monlog_say(prog, "%s: not a stipple image, or a damaged one", image);
+	else if (err == -EPROTONOSUPPORT)
+		stp_monlog_say(prog, "%s: made by a newer stipple (unsupported format)", image);
+	else if (err)
+		stp_monlog_say(prog, "%s: %s", image, stp_strerror(err));
 }

@@ -24,6 +24,9 @@ void stp_monlog_route(const char *prog);
  * fragment, which may carry credentials; a file as the caller wrote it. */
 const char *stp_monlog_image(const struct stp_mount_opts *o);
 
+/* Why the superblock of O's image could not be had: ERR from reading it (none when 0). */
+void stp_monlog_unreadable(const char *prog, const struct stp_mount_opts *o, int err);
+
 /* A line the daemon sent (it starts with the program's name, which the daemon wrote, and
  * may carry bytes of the image), escaped. At most 16 KiB of them in all: a daemon made
  * to chatter must not hold mount(8) up on a slow terminal. */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "monlog.h"
 #include "mountopts.h"
 #include "sign.h"
@@ -115,4 +116,13 @@ int stp_trustkeys_read(const struct stp_mount_opts *o, const char *prog,
 		return -ENOMEM;
 	*nkeys = 1;
 	return read_key(prog, AT_FDCWD, o->verify_key, o->verify_key, *keys);
+}
+
+int stp_trustkeys_check_signed(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+			       const char *prog)
+{
+	if (!o->verify || (sb->feat_compat & STP_FEAT_COMPAT_SIGNED))
+		return 0;
+	stp_monlog_say(prog, "%s: not signed, and verify= asks for a signature", stp_monlog_image(o));
+	return -ENOKEY;
 }

@@ -12,10 +12,16 @@
 
 struct stp_mount_opts;
 struct stp_pubkey;
+struct stp_superblock;
 
 /* The keys O asks for into *KEYS (the caller frees it), *NKEYS of them; none without
  * verify. 0, or a negative errno with the reason said after PROG. */
 int stp_trustkeys_read(const struct stp_mount_opts *o, const char *prog,
 		       struct stp_pubkey **keys, unsigned *nkeys);
+
+/* All the superblock SB can tell: with verify, 0 when it has the signed bit, else
+ * -ENOKEY with the reason said after PROG; 0 without verify. */
+int stp_trustkeys_check_signed(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+			       const char *prog);
 
 #endif

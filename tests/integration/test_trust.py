@@ -148,7 +148,7 @@ def test_fifo_as_image_does_not_hang(tmp_path, mnt):
 def test_daemon_data_limit_follows_options(small_image, mnt, meta_cache):
     """RLIMIT_DATA of the daemon: (budget + workers + 1) block buffers, the metadata (its page
     cache's budget), the dictionary, and 256 MiB for stacks, buffers and plans
-    (monitor.c)."""
+    (budget.c)."""
     args = ["-o", "meta_cache=%d" % meta_cache] if meta_cache else []
     r = run([STIPPLE, "mount", "--cache-budget", "3", "--warm-workers", "2", *args,
              small_image, mnt])

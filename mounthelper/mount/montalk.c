@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+#include "montalk.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "monitor.h"
+#include "monlog.h"
+#include "monproto.h"
+#include "prime.h"
+#include "setup.h"
+
+void stp_montalk_release(struct stp_handover *h)
+{
+	if (h->image_fd >= 0)
+		close(h->image_fd);
+	if (h->record_fd >= 0)
+		close(h->record_fd);
+	if (h->cache.fd >= 0)
+		close(h->cache.fd);
+	if (h->fuse_fd >= 0)
+		close(h->fuse_fd);
+	h->image_fd = h->record_fd = h->cache.fd = h->fuse_fd = -1;
+	explicit_bzero(h->cache.tag_key, sizeof(h->cache.tag_key));
+	stp_fetcher_release(&h->fetcher);
+	free(h->keys);
+	h->keys = NULL;
+	h->nkeys = 0;
+}
+
+int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
+			   const struct stp_handover *h)
+{
+	struct stp_setup *s = calloc(1, sizeof(*s));
+	int fds[STP_SETUP_FDS_MAX], err;
+
+	if (!s)
+		return -ENOMEM;
+	s->opts = *o; /* its strings stay the caller's */
+	s->prog = (char *)prog;
+	s->mem_limit = h->mem_limit;
+	s->url_size = h->fetcher.size;
+	s->cache = h->cache;
+	s->nkeys = h->nkeys;
+	memcpy(s->keys, h->keys, h->nkeys * sizeof(*h->keys));
+	stp_setup_add_fd(s, fds, h->fuse_fd, STP_FD_FUSE);
+	stp_setup_add_fd(s, fds, h->image_fd, STP_FD_IMAGE);
+	stp_setup_add_fd(s, fds, h->record_fd, STP_FD_RECORD);
+	stp_setup_add_fd(s, fds, h->cache.fd, STP_FD_CACHE);
+	for (unsigned i = 0; i < h->fetcher.nchans; i++)
+		stp_setup_add_fd(s, fds, h->fetcher.chans[i], STP_FD_CHAN);
+	err = stp_setup_send(fd, s, fds);
+	explicit_bzero(s, sizeof(*s));
+	free(s);
+	return err;
+}
+
+void stp_montalk_say_late(const char *prog, const char *image)
+{
+	stp_monlog_say(prog, "%s: the daemon did not answer within %d s", image,
+		       STP_MOUNT_DEADLINE_MS / 1000);
+}
+
+/* FAILED: the daemon's errno, then its reason. */
+static int failed(const uint8_t *buf, size_t len)
+{
+	int32_t err;
+
+	if (len < sizeof(err))
+		return STP_MONTALK_LOST;
+	memcpy(&err, buf, sizeof(err));
+	stp_monlog_daemon((const char *)buf + sizeof(err), len - sizeof(err));
+	return err < 0 && err > -4096 ? err : -EIO;
+}
+
+int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog, const char *image,
+			  uint8_t *buf)
+{
+	for (;;) {
+		uint32_t type;
+		size_t len;
+		int rc = stp_msg_recv(fd, deadline_ns, &type, buf, STP_MSG_MAX, &len);
+
+		if (rc == -ETIMEDOUT)
+			stp_montalk_say_late(prog, image);
+		if (rc)
+			return rc == -ETIMEDOUT ? rc : STP_MONTALK_LOST;
+		if (type == STP_MSG_LIVE)
+			return 0;
+		if (type == STP_MSG_FAILED)
+			return failed(buf, len);
+		if (type != STP_MSG_LOG)
+			return STP_MONTALK_LOST;
+		stp_monlog_daemon((const char *)buf, len);
+	}
+}
+
+int stp_montalk_receive_plan(int fd, int64_t deadline_ns, uint8_t *buf,
+			     struct stp_prime_list **list)
+{
+	uint32_t type;
+	size_t len;
+	int err;
+
+	while (!(err = stp_msg_recv(fd, deadline_ns, &type, buf, STP_MSG_MAX, &len))) {
+		if (type == STP_MSG_LOG)
+			stp_monlog_daemon((const char *)buf, len);
+		else if (type == STP_MSG_PRIME)
+			err = stp_prime_list_add(list, buf, len);
+		else
+			err = type == STP_MSG_PRIME_END ? 0 : -EPROTO;
+		if (err || type == STP_MSG_PRIME_END)
+			break;
+	}
+	return err;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The monitor's side of the conversation with the daemon, on the socket it was exec'd
+ * with (monproto.h): the SETUP that hands the mount over (setup.h), then the daemon's
+ * messages until it says the mount is live or failed, then its priming plan. The daemon's
+ * LOG lines, and the text of a FAILED, are relayed to stderr (monlog.h) as they come.
+ * Nothing here kills, reaps or unmounts: the caller (monitor.c) does, from what these
+ * return.
+ *
+ * The socket and BUF stay the caller's. Called from the monitor's one thread; not
+ * thread-safe (stderr).
+ */
+#ifndef STP_MONTALK_H
+#define STP_MONTALK_H
+
+#include <stdint.h>
+
+#include "diskcache.h"
+#include "fetcher.h"
+
+struct stp_mount_opts;
+struct stp_prime_list;
+struct stp_pubkey;
+
+/* What the monitor opened and worked out for the daemon (-1: no such descriptor). It
+ * stays the monitor's: sending copies the descriptors, the caller closes its own. */
+struct stp_handover {
+	uint64_t mem_limit;         /* the daemon's RLIMIT_DATA */
+	int image_fd, record_fd;
+	int fuse_fd;                /* /dev/fuse of the mount made */
+	struct stp_fetcher fetcher; /* a URL: the fetcher and the daemon's ends of its channels */
+	struct stp_diskcache_file cache; /* a URL: the disk cache file (fd -1: none) */
+	struct stp_pubkey *keys;    /* verify: the keys the image may be signed by */
+	unsigned nkeys;
+};
+
+/* Closes H's descriptors and its ends of the fetcher's channels (the fetcher itself
+ * stays: stp_fetcher_stop), wipes the cache's tag key and frees the keys. Idempotent. */
+void stp_montalk_release(struct stp_handover *h);
+
+/* Sends the SETUP for a mount of O (messages prefixed with PROG) with H's descriptors
+ * on FD. 0 or a negative errno (-ENOMEM, or the socket's). */
+int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
+			   const struct stp_handover *h);
+
+/* Reads the daemon's messages on FD into BUF (STP_MSG_MAX bytes) until DEADLINE_NS
+ * (CLOCK_MONOTONIC). 0: the mount is live. A negative errno: the daemon's own (it said
+ * FAILED and why), or -ETIMEDOUT (said after PROG, naming IMAGE). STP_MONTALK_LOST: the
+ * daemon closed its end or broke the protocol (nothing said: the caller knows whether it
+ * died). */
+#define STP_MONTALK_LOST 1
+int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog, const char *image,
+			  uint8_t *buf);
+
+/* After LIVE: the priming plan, added to *LIST (the caller frees it), up to its end. 0,
+ * -ETIMEDOUT, -EPROTO or the socket's error. */
+int stp_montalk_receive_plan(int fd, int64_t deadline_ns, uint8_t *buf,
+			     struct stp_prime_list **list);
+
+/* "PROG: IMAGE: the daemon did not answer within N s". */
+void stp_montalk_say_late(const char *prog, const char *image);
+
+#endif
