@@ -117,7 +117,7 @@ static int load_key(struct options *o)
 			     "(see stipple keygen)");
 	else if (rc)
 		report_errno(o->sign_key, -rc, "--sign");
-	return rc ? 2 : 0;
+	return rc ? 1 : 0;
 }
 
 /* Signs the complete unsigned image in the temporary file: the same bytes `stipple
@@ -354,7 +354,7 @@ int main(int argc, char **argv)
 
 	if (rc || (rc = load_key(&o))) {
 		options_free(&o);
-		return 2;
+		return rc;
 	}
 	progress_enable(!o.quiet && isatty(STDERR_FILENO));
 	raise_fd_limit();

@@ -69,6 +69,11 @@ static void usage(FILE *out)
 }
 
 /* The one line that follows every usage error (and bad value). */
+/* A file an option names (--exclude-from, -pf, -T) could not be read or used: the
+ * reader said why; no usage hint, and exit 1, as for the hot list, the key and every
+ * file the stipple commands are given. */
+#define OPTION_FILE_FAILED (-1)
+
 static int usage_hint(void)
 {
 	fputs("Try 'mkstipple --help' for more information.\n", stderr);
@@ -275,14 +280,14 @@ static int parse_tree_option(int c, const char *val, struct options *o)
 		if (rc == -EINVAL)
 			return bad_option("--exclude", val, "matches no path");
 		return rc ? bad_option("--exclude", val, strerror(-rc)) : 0;
-	case OPT_EXCLUDE_FROM: return exclude_load(&o->exclude, val) ? 2 : 0;
+	case OPT_EXCLUDE_FROM: return exclude_load(&o->exclude, val) ? OPTION_FILE_FAILED : 0;
 	case OPT_ONE_FS: o->scan.one_file_system = 1; return 0;
 	case OPT_NO_XATTRS: o->scan.no_xattrs = 1; return 0;
 	case OPT_IGNORE_FAILED_READ: o->scan.ignore_failed_read = 1; return 0;
 	case 'T': o->files_from = val; return 0;
 	case OPT_NULL: o->null_names = 1; return 0;
 	case 'p': return pseudo_add(&o->pseudo, val, "-p", 0) ? 2 : 0;
-	case OPT_PSEUDO_FILE: return pseudo_load(&o->pseudo, val) ? 2 : 0;
+	case OPT_PSEUDO_FILE: return pseudo_load(&o->pseudo, val) ? OPTION_FILE_FAILED : 0;
 	}
 	return 2;
 }
@@ -370,7 +375,7 @@ static int finish_options(struct options *o)
 	o->scan.exclude = &o->exclude;
 	if (o->files_from) {
 		if (select_load(&o->select, o->files_from, o->null_names))
-			return 2;
+			return OPTION_FILE_FAILED;
 		o->scan.select = &o->select;
 	}
 	if (attrs_load_env(&o->attrs))
@@ -407,7 +412,7 @@ int options_parse(int argc, char **argv, struct options *o)
 	while (!rc && (c = getopt_long(argc, argv, SHORTOPTS, longopts, NULL)) != -1)
 		rc = parse_one(c, optarg, argv[optind - 1], o);
 	if (rc || (rc = operands(argc, argv, o)) || (rc = finish_options(o)))
-		return usage_hint();
+		return rc == OPTION_FILE_FAILED ? 1 : usage_hint();
 	return 0;
 }
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "escape.h"
 
 #define DAMAGED_MAX 64   /* blocks told apart; past them the lines are printed as they come */
 #define NAME_LEN 128     /* bytes kept of an image's and a file's name */
@@ -101,7 +101,7 @@ void stp_damage_flush(const char *command)
 			continue;
 		fprintf(stderr, "stipple %s: ", command);
 		if (d->image[0]) {
-			stp_cli_put_escaped(stderr, d->image, strlen(d->image));
+			stp_escape_put(stderr, d->image, strlen(d->image));
 			fputs(": ", stderr);
 		}
 		fprintf(stderr, "data block %llu: damaged image; ", (unsigned long long)d->block);
@@ -110,11 +110,11 @@ void stp_damage_flush(const char *command)
 				d->files == 1 ? " has" : "s have");
 			if (d->files == 1) {
 				fputs(": ", stderr);
-				stp_cli_put_escaped(stderr, d->first, strlen(d->first));
+				stp_escape_put(stderr, d->first, strlen(d->first));
 			}
 		} else {
 			fprintf(stderr, "%lu files have data in it, the first ", d->files);
-			stp_cli_put_escaped(stderr, d->first, strlen(d->first));
+			stp_escape_put(stderr, d->first, strlen(d->first));
 			fputs(" (-v names them all)", stderr);
 		}
 		fputc('\n', stderr);

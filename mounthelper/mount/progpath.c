@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef STP_BUILD_DIR
 /* Whether the running executable sits in the build directory it was built in. */
 static bool run_from_build_tree(void)
 {
@@ -26,6 +27,14 @@ static bool run_from_build_tree(void)
 	*slash = '\0';
 	return !strcmp(exe, STP_BUILD_DIR);
 }
+#else
+/* Built with -Dbuild_tree_programs=false (a package): installed paths only. */
+static bool run_from_build_tree(void)
+{
+	return false;
+}
+#define STP_BUILD_DIR ""
+#endif
 
 int stp_progpath(const char *name, const char *dir, char *out, size_t cap)
 {

@@ -9,7 +9,8 @@
  * chose. The one exception is a program run from the build tree itself (tests): when the
  * running executable, as the kernel names it (/proc/self/exe), sits in the build
  * directory it was built in (STP_BUILD_DIR), the programs are taken from there too, as
- * git's RUNTIME_PREFIX does. An installed program never looks in the build tree.
+ * git's RUNTIME_PREFIX does. An installed program never looks in the build tree, and
+ * one built with -Dbuild_tree_programs=false (the package) holds no build path at all.
  *
  * Functions keep no state and are thread-safe.
  */

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import STIPPLE, run
+from conftest import MKSTIPPLE, STIPPLE, run
 
 
 def missing_cases(image, tmp_path):
@@ -59,3 +59,16 @@ def test_extract_tar_into_a_closed_pipe_ends_as_cat_does(gen_image):
     assert (status, err) == (cat_status, b"")
     status, err = closed_early([STIPPLE, "cat", gen_image, "/files/large"])
     assert (status, err) == (cat_status, b"")
+
+
+# mkstipple gives the same status as the stipple commands for a file an option names
+# that is missing: 1, with the file named and no usage hint.
+@pytest.mark.parametrize("option", ["--sign", "--hot-list", "--exclude-from", "-T", "-pf"])
+def test_mkstipple_missing_option_file(option, tmp_path):
+    missing = tmp_path / "missing"
+    r = subprocess.run([MKSTIPPLE, option, str(missing), "/usr/share/doc/bash",
+                        str(tmp_path / "out.stp")], capture_output=True, text=True)
+    assert r.returncode == 1, (option, r.returncode, r.stderr)
+    assert str(missing) in r.stderr and "No such file" in r.stderr
+    assert "Try 'mkstipple --help'" not in r.stderr
+    assert not (tmp_path / "out.stp").exists()
