@@ -134,6 +134,9 @@ int main(int argc, char **argv)
 		say("%s", err);
 		usage(stderr);
 		status = EXIT_USAGE;
+	} else if (used && stp_mountopts_take_url_env(&o, err, sizeof(err))) {
+		say("%s", err);
+		status = exit_failed;
 	} else if (stp_mountopts_check_user(&o, err, sizeof(err))) {
 		/* before -N: a refused namespace is never entered */
 		say("%s", err);
