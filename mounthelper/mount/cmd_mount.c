@@ -158,17 +158,27 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 }
 
 /* mount.stipple --stipple-mount [--foreground] IMAGE DIR -o LIST...: the image and the
- * mount point as resolved here (absolute: no operand can pass for an option). */
+ * mount point as resolved here (absolute: no operand can pass for an option). A URL's
+ * query (a presigned secret) is not on its command line, which every user can read: the
+ * whole URL goes in its environment (STP_MOUNT_URL_ENV), which only its owner can. */
 static int run_monitor(const struct stp_mount_opts *o)
 {
-	char path[4096], *argv[LISTS_MAX * 2 + 6];
+	char path[4096], *argv[LISTS_MAX * 2 + 6], *shown = NULL;
 	int argc = 0, err = stp_progpath(STP_HELPER_NAME, STP_SBIN_DIR, path, sizeof(path));
 
+	if (!err && o->is_url) {
+		shown = strdup(o->image);
+		err = shown && !setenv(STP_MOUNT_URL_ENV, o->image, 1) ? 0 : -ENOMEM;
+		if (shown)
+			stp_mountopts_hide_query(shown);
+	} else {
+		unsetenv(STP_MOUNT_URL_ENV); /* not the caller's, for a file */
+	}
 	argv[argc++] = STP_HELPER_NAME;
 	argv[argc++] = "--stipple-mount";
 	if (o->foreground)
 		argv[argc++] = "--foreground";
-	argv[argc++] = o->is_url ? o->image : o->image_path;
+	argv[argc++] = o->is_url ? shown : o->image_path;
 	argv[argc++] = o->mountpoint;
 	for (int i = 0; i < nlists; i++) {
 		argv[argc++] = "-o";
@@ -181,6 +191,7 @@ static int run_monitor(const struct stp_mount_opts *o)
 		err = -errno;
 	}
 	stp_cli_error(&mount_cli, "%s: %s", path, stp_strerror(err));
+	free(shown);
 	return STP_EXIT_FAIL;
 }
 

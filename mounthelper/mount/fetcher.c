@@ -44,18 +44,54 @@ static int wait_hello(int ctl, unsigned deadline_ms, struct stp_fetch_hello *hi)
 	return 0;
 }
 
+/* The variables libcurl reads a proxy from: all the fetcher is given of the caller's
+ * environment (root's, for a mount through mount(8)). */
+static const char *const proxy_vars[] = {
+	"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+	"no_proxy", "NO_PROXY",
+};
+#define NPROXY_VARS (sizeof(proxy_vars) / sizeof(proxy_vars[0]))
+
+static bool is_proxy_var(const char *entry)
+{
+	for (size_t i = 0; i < NPROXY_VARS; i++) {
+		size_t n = strlen(proxy_vars[i]);
+
+		if (!strncmp(entry, proxy_vars[i], n) && entry[n] == '=')
+			return true;
+	}
+	return false;
+}
+
+/* ENV (NPROXY_VARS + 1 slots): the proxy entries of environ, NULL-terminated. */
+static void proxy_env(char **env)
+{
+	size_t n = 0;
+
+	for (char **e = environ; *e && n < NPROXY_VARS; e++)
+		if (is_proxy_var(*e))
+			env[n++] = *e;
+	env[n] = NULL;
+}
+
 /* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
- * stipple-fetcher, with the caller's environment (libcurl takes its proxy from it). Its
- * argument only names the URL for ps (without query). */
+ * stipple-fetcher with no signal blocked (the monitor blocks the ones it waits for) and
+ * only the proxy variables of the caller's environment. Its argument only names the URL
+ * for ps (without query). */
 static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
 {
 	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
+	char *env[NPROXY_VARS + 1];
+	sigset_t none;
 
-	if (stp_progpath_place_socket(ctl) ||
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) ||
+	    stp_progpath_place_socket(ctl) ||
 	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
 		_exit(127);
 	close_range(STP_MONITOR_FD + 1, ~0u, 0);
-	execv(path, argv);
+	proxy_env(env);
+	execve(path, argv, env);
 	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
 	_exit(127);
 }

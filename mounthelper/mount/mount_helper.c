@@ -24,6 +24,7 @@
 #include "escape.h"
 #include "monitor.h"
 #include "mountopts.h"
+#include "setup.h"
 #include "util.h"
 
 #define EXIT_USAGE 1
@@ -133,6 +134,9 @@ int main(int argc, char **argv)
 		say("%s", err);
 		usage(stderr);
 		status = EXIT_USAGE;
+	} else if (used && stp_mountopts_take_url_env(&o, err, sizeof(err))) {
+		say("%s", err);
+		status = exit_failed;
 	} else if (stp_mountopts_check_user(&o, err, sizeof(err))) {
 		/* before -N: a refused namespace is never entered */
 		say("%s", err);
@@ -140,7 +144,9 @@ int main(int argc, char **argv)
 	} else if (o.ns && enter_namespace(o.ns)) {
 		/* paths are the target namespace's: resolve them there */
 		status = exit_failed;
-	} else if (stp_mountopts_finish(&o, err, sizeof(err))) {
+	} else if (stp_mountopts_finish(&o, err, sizeof(err)) ||
+		   stp_setup_check_opts(&o, err, sizeof(err))) {
+		/* a string the hand-over cannot carry: refused before anything is mounted */
 		say("%s", err);
 		status = exit_failed;
 	} else {

@@ -9,11 +9,12 @@
 
 typedef void (*look_fn)(struct libmnt_fs *fs, void *ctx);
 
-/* Calls FN for each mount at MOUNTPOINT, in the order they were made (the last is on
- * top). No path is canonicalised: nothing on the mount is looked at. */
-static int each_mount_at(const char *mountpoint, look_fn fn, void *ctx)
+/* Calls FN for each mount at MOUNTPOINT in the mountinfo file TABLE, in the order they
+ * were made (the last is on top). No path is canonicalised: nothing on the mount is
+ * looked at. */
+static int each_mount_at(const char *table, const char *mountpoint, look_fn fn, void *ctx)
 {
-	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_table *tb = mnt_new_table_from_file(table);
 	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
 	struct libmnt_fs *fs;
 	int err = 0;
@@ -53,7 +54,7 @@ int stp_mountinfo_ours(const char *mountpoint, const char *source, unsigned *cou
 
 	*count = 0;
 	*top = 0;
-	return each_mount_at(mountpoint, look_ours, &o);
+	return each_mount_at(STP_MOUNTINFO_SELF, mountpoint, look_ours, &o);
 }
 
 struct top {
@@ -69,13 +70,20 @@ static void look_top(struct libmnt_fs *fs, void *ctx)
 
 	snprintf(t->source, t->cap, "%s", src ? src : "none");
 	snprintf(t->fstype, t->cap, "%s", type ? type : "?");
-	t->found = 1;
+	/* an automounter's trigger waits for the real mount to go on top of it */
+	t->found = !type || strcmp(type, "autofs");
+}
+
+int stp_mountinfo_top_from_file(const char *table, const char *mountpoint, char *source,
+				char *fstype, size_t cap)
+{
+	struct top t = { source, fstype, cap, 0 };
+	int err = each_mount_at(table, mountpoint, look_top, &t);
+
+	return err ? err : t.found ? 0 : -ENOENT;
 }
 
 int stp_mountinfo_top(const char *mountpoint, char *source, char *fstype, size_t cap)
 {
-	struct top t = { source, fstype, cap, 0 };
-	int err = each_mount_at(mountpoint, look_top, &t);
-
-	return err ? err : t.found ? 0 : -ENOENT;
+	return stp_mountinfo_top_from_file(STP_MOUNTINFO_SELF, mountpoint, source, fstype, cap);
 }

@@ -18,8 +18,16 @@
  * them. */
 int stp_mountinfo_ours(const char *mountpoint, const char *source, unsigned *count, int *top);
 
-/* The top mount at MOUNTPOINT, of any kind: its source and file system type into SOURCE
- * and FSTYPE (CAP bytes each, cut to fit). -ENOENT when nothing is mounted there. */
+#define STP_MOUNTINFO_SELF "/proc/self/mountinfo"
+
+/* The top mount at MOUNTPOINT, of any kind but autofs: its source and file system type
+ * into SOURCE and FSTYPE (CAP bytes each, cut to fit). -ENOENT when nothing is mounted
+ * there, or when the top mount is an automounter's autofs trigger (the real mount goes
+ * on top of it, as mount(8) does). */
 int stp_mountinfo_top(const char *mountpoint, char *source, char *fstype, size_t cap);
+
+/* The same, read from the mountinfo file TABLE (for tests). */
+int stp_mountinfo_top_from_file(const char *table, const char *mountpoint, char *source,
+				char *fstype, size_t cap);
 
 #endif

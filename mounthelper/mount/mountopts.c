@@ -405,6 +405,23 @@ void stp_mountopts_hide_query(char *arg)
 	memset(auth, 0, strlen(auth));
 }
 
+int stp_mountopts_take_url_env(struct stp_mount_opts *o, char *err, size_t errlen)
+{
+	char *url = getenv(STP_MOUNT_URL_ENV);
+	int ret = 0;
+
+	if (!url)
+		return 0;
+	if (!o->image || !stp_imgsrc_is_url(url) || strncmp(url, o->image, strlen(o->image)))
+		ret = stp_errf(err, errlen, -EINVAL, "%s does not hold the URL given",
+			       STP_MOUNT_URL_ENV);
+	else if (replace_string(&o->image, url))
+		ret = stp_errf(err, errlen, -ENOMEM, "out of memory");
+	explicit_bzero(url, strlen(url));
+	unsetenv(STP_MOUNT_URL_ENV);
+	return ret;
+}
+
 /* -o lists are parsed after the whole argv, so -s applies wherever it stands. */
 int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, char *err,
 			       size_t errlen)

@@ -102,6 +102,17 @@ struct stp_mount_opts {
  * then holds none of it once the options are parsed. The caller keeps its copy. */
 void stp_mountopts_hide_query(char *arg);
 
+/* `stipple mount URL` hands mount.stipple the whole URL in this variable, its operand
+ * being the URL without its query (a command line is anyone's to read, an environment
+ * only its owner's). */
+#define STP_MOUNT_URL_ENV "STIPPLE_MOUNT_URL"
+
+/* Takes the URL from STP_MOUNT_URL_ENV, if set, as O's image in place of the operand
+ * parsed, which must be that URL without its query; the variable is then wiped and
+ * unset, so that nothing run later inherits it. 0, or -EINVAL or -ENOMEM with a
+ * message in ERR. */
+int stp_mountopts_take_url_env(struct stp_mount_opts *o, char *err, size_t errlen);
+
 /* Whether warming may push pages into the page cache: not while recording, since a
  * read the page cache answers never reaches the daemon, and the hot list would miss it. */
 static inline bool stp_mountopts_stores_pages(const struct stp_mount_opts *o)

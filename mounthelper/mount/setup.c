@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,12 +17,13 @@ enum kind { STR, U32, U64, FLAG, TAG_KEY, KEY, ROLES };
 /* A field: its tag is its position in FIELDS, plus one. */
 struct field {
 	enum kind kind;
+	const char *name; /* for messages */
 	size_t off;     /* in struct stp_setup */
 	uint64_t max;   /* numbers: the largest value taken (0: any) */
 };
 
-#define OPT(f) offsetof(struct stp_setup, opts.f)
-#define SET(f) offsetof(struct stp_setup, f)
+#define OPT(f) #f, offsetof(struct stp_setup, opts.f)
+#define SET(f) #f, offsetof(struct stp_setup, f)
 
 static const struct field fields[] = {
 	{ STR, SET(prog), 0 },
@@ -84,7 +86,7 @@ static int put(uint8_t *buf, size_t cap, size_t *at, uint32_t tag, const void *p
 {
 	uint32_t head[2] = { tag, (uint32_t)len };
 
-	if (len > STP_MSG_MAX || cap - *at < sizeof(head) + len)
+	if (cap - *at < sizeof(head) + len)
 		return -EMSGSIZE;
 	memcpy(buf + *at, head, sizeof(head));
 	memcpy(buf + *at + sizeof(head), p, len);
@@ -126,7 +128,9 @@ int stp_setup_encode(const struct stp_setup *s, uint8_t *buf, size_t cap, size_t
 
 		if (!field_bytes(s, &fields[i], &p, &n))
 			continue;
-		if (fields[i].kind != KEY)
+		if (fields[i].kind == STR && n > STP_SETUP_STR_MAX)
+			err = -ENAMETOOLONG;
+		else if (fields[i].kind != KEY)
 			err = put(buf, cap, &at, i + 1, p, n);
 		for (uint32_t k = 0; fields[i].kind == KEY && !err && k < n; k++)
 			err = put(buf, cap, &at, i + 1, &s->keys[k], sizeof(s->keys[k]));
@@ -205,6 +209,24 @@ static int decode_field(struct stp_setup *s, const struct field *f, const uint8_
 	default:
 		return decode_number(at, f, p, len);
 	}
+}
+
+int stp_setup_check_opts(const struct stp_mount_opts *o, char *err, size_t cap)
+{
+	struct stp_setup s = { .opts = *o };
+
+	for (size_t i = 0; i < NFIELDS; i++) {
+		const void *p;
+		size_t n;
+
+		if (fields[i].kind == STR && field_bytes(&s, &fields[i], &p, &n) &&
+		    n > STP_SETUP_STR_MAX) {
+			snprintf(err, cap, "%s: %zu bytes, more than the %u the mount can hand "
+				 "over (a shorter path?)", fields[i].name, n, STP_SETUP_STR_MAX);
+			return -ENAMETOOLONG;
+		}
+	}
+	return 0;
 }
 
 int stp_setup_decode(const uint8_t *buf, size_t len, struct stp_setup *s)

@@ -56,8 +56,14 @@ struct stp_setup {
 void stp_setup_init(struct stp_setup *s);
 void stp_setup_free(struct stp_setup *s);
 
-/* Encodes S into BUF (CAP bytes), *LEN bytes. -EMSGSIZE when it does not fit. */
+/* Encodes S into BUF (CAP bytes), *LEN bytes. -EMSGSIZE when it does not fit,
+ * -ENAMETOOLONG for a string over STP_SETUP_STR_MAX (the decoder would refuse it). */
 int stp_setup_encode(const struct stp_setup *s, uint8_t *buf, size_t cap, size_t *len);
+
+/* Whether every string of O fits a SETUP (at most STP_SETUP_STR_MAX bytes): checked
+ * before mounting. 0, or -ENAMETOOLONG with a message naming the option in ERR (CAP
+ * bytes). */
+int stp_setup_check_opts(const struct stp_mount_opts *o, char *err, size_t cap);
 
 /* Decodes BUF (LEN bytes, untrusted) into S, which stp_setup_init prepared: -EPROTO as
  * above, -ENOMEM. On failure S holds what was decoded, for stp_setup_free. */

@@ -385,3 +385,35 @@ def test_status_of_a_local_mount_has_no_network(gen_image):
         human = run([STIPPLE, "status", mnt], check=True).stdout
     assert "image" in st and not any(k.startswith(("net_", "disk_cache")) for k in st), st
     assert "network:" not in human, human
+
+
+def processes_of(exe, arg):
+    """The pids running EXE with ARG among their arguments."""
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink("/proc/%s/exe" % d) != os.path.realpath(exe):
+                continue
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if os.fsencode(arg) in f.read().split(b"\0"):
+                    out.append(d)
+        except OSError:
+            continue
+    return out
+
+
+def test_fetcher_gets_proxy_variables_and_no_blocked_signal(origin, monkeypatch):
+    """The fetcher is given only the variables libcurl takes a proxy from, not the rest
+    of root's environment, and none of the signals the monitor blocks stays blocked."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("STIPPLE_TEST_NOT_FOR_THE_FETCHER", "secret")
+    url = origin.url("gen.stp")
+    fetcher = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-fetcher")
+    with mount_image(url, None, "--no-prime"):
+        pids = processes_of(fetcher, url)
+        assert len(pids) == 1, pids
+        with open("/proc/%s/environ" % pids[0], "rb") as f:
+            assert f.read() == b"no_proxy=127.0.0.1,localhost\0"
+        with open("/proc/%s/status" % pids[0]) as f:
+            blocked = [line.split()[1] for line in f if line.startswith("SigBlk:")]
+        assert blocked == ["0000000000000000"], blocked

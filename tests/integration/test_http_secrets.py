@@ -309,3 +309,32 @@ def test_daemon_cannot_grow_files_past_its_cache(www, gen_image, tmp_path):
     soft, hard = line.split()[3:5]
     assert soft == hard and soft.isdigit(), line
     assert size < file_size <= int(soft) <= file_size + (1 << 20), (line, file_size, size)
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_presigned_query_is_not_on_the_helpers_command_line(www, gen_tree, tmp_path):
+    """`stipple mount URL` runs mount.stipple with the URL without its query on its
+    command line (which every user can read before the helper blanks it), the whole URL
+    in its environment; strace shows the exec exactly as /proc/PID/cmdline would."""
+    signature = "sig-" + secrets.token_hex(8)
+    log = tmp_path / "strace.log"
+    with httputil.nginx(www, tmp_path / "nginx") as origin:
+        url = origin.url("gen.stp") + "?X-Amz-Signature=" + signature
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        try:
+            r = run(["strace", "-v", "-s", "8192", "-e", "trace=execve", "-o", log,
+                     STIPPLE, "mount", "--no-prime", url, mnt], timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert is_mounted(mnt)
+            diffs = treeutil.compare_trees(gen_tree, mnt)
+            assert not diffs, "\n".join(diffs[:20])
+            assert not cmdlines_naming(signature)
+        finally:
+            unmount(mnt)
+    execs = [line for line in log.read_text().splitlines() if "execve(" in line]
+    helper = [line for line in execs if os.path.basename(MOUNT_STIPPLE) + '", [' in line]
+    assert len(execs) == 2 and len(helper) == 1, execs
+    argv = helper[0].split("], [")[0]
+    assert signature not in argv and origin.url("gen.stp") in argv, argv
+    assert '"STIPPLE_MOUNT_URL=%s"' % url in helper[0], helper[0]

@@ -158,3 +158,21 @@ def test_stack_mounts_on_top(images, mnt):
     with open(os.path.join(mnt, "which")) as f:
         assert f.read() == "a\n"
     assert is_mounted(mnt)
+
+
+@needs_root
+def test_option_too_long_to_hand_over_is_refused_before_mounting(images, mnt, tmp_path):
+    """An image path near PATH_MAX makes the options given to the kernel (fsname=PATH)
+    longer than the 4096 bytes the hand-over to the daemon carries: refused up front,
+    naming them, rather than mounted and then undone."""
+    deep = tmp_path
+    while len(str(deep)) < 3900:
+        deep = deep / ("d" * 200)
+    deep.mkdir(parents=True)
+    image = deep / "a.stipple"
+    os.link(images["a"], image)
+    r = run([MOUNT_STIPPLE, str(image), mnt], timeout=60)
+    assert r.returncode == 32, r.stderr
+    assert "fuse_opts" in r.stderr and "4096" in r.stderr, r.stderr
+    assert "Protocol error" not in r.stderr, r.stderr
+    assert mounts_at(mnt) == []

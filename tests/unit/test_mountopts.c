@@ -520,6 +520,28 @@ static void test_not_root_refusals(void)
 	CHECK(check_list(false, "suid,dev,sandbox=off,sandbox_user=daemon", err, NULL) == 0);
 }
 
+/* stipple mount's hand-over of a URL with a query: taken from the environment only when
+ * it is the operand's URL, then wiped and unset. */
+static void test_url_from_environment(void)
+{
+	struct stp_mount_opts o;
+	char err[256], *seen;
+
+	stp_mountopts_init(&o);
+	CHECK(stp_mountopts_take_url_env(&o, err, sizeof(err)) == 0 && !o.image, "none set");
+	o.image = strdup("http://h/a.stp");
+	setenv(STP_MOUNT_URL_ENV, "http://h/a.stp?sig=S", 1);
+	seen = getenv(STP_MOUNT_URL_ENV);
+	CHECK(stp_mountopts_take_url_env(&o, err, sizeof(err)) == 0);
+	CHECK(!strcmp(o.image, "http://h/a.stp?sig=S"), "%s", o.image);
+	CHECK(!getenv(STP_MOUNT_URL_ENV) && !strchr(seen, 'S'), "wiped and unset");
+	setenv(STP_MOUNT_URL_ENV, "http://other/b.stp?sig=S", 1);
+	CHECK(stp_mountopts_take_url_env(&o, err, sizeof(err)) == -EINVAL, "another URL");
+	CHECK(!strcmp(o.image, "http://h/a.stp?sig=S") && strstr(err, STP_MOUNT_URL_ENV), "%s", err);
+	CHECK(!getenv(STP_MOUNT_URL_ENV));
+	stp_mountopts_free(&o);
+}
+
 int main(void)
 {
 	int fd;
@@ -543,6 +565,7 @@ int main(void)
 	RUN(test_not_root_refusals);
 	RUN(test_url_secrets);
 	RUN(test_netrc);
+	RUN(test_url_from_environment);
 	unlink(image);
 	return tap_done();
 }

@@ -130,10 +130,36 @@ static void test_descriptors_travel(void)
 	stp_setup_free(&got);
 }
 
+/* The encoder takes what the decoder takes: a string of STP_SETUP_STR_MAX bytes
+ * travels, one byte more is refused before anything is sent, and named beforehand. */
+static void test_long_string_refused_early(void)
+{
+	static struct stp_setup s, got;
+	static uint8_t out[3 * STP_SETUP_STR_MAX];
+	static char opts[STP_SETUP_STR_MAX + 2];
+	char err[256] = "";
+	size_t n;
+
+	stp_setup_init(&s);
+	memset(opts, 'o', STP_SETUP_STR_MAX);
+	s.opts.fuse_opts = opts;
+	CHECK(stp_setup_encode(&s, out, sizeof(out), &n) == 0);
+	stp_setup_init(&got);
+	CHECK(stp_setup_decode(out, n, &got) == 0, "the longest string decodes");
+	stp_setup_free(&got);
+	CHECK(stp_setup_check_opts(&s.opts, err, sizeof(err)) == 0);
+	opts[STP_SETUP_STR_MAX] = 'o';
+	CHECK(stp_setup_encode(&s, out, sizeof(out), &n) == -ENAMETOOLONG,
+	      "a string the decoder would refuse is not encoded");
+	CHECK(stp_setup_check_opts(&s.opts, err, sizeof(err)) == -ENAMETOOLONG);
+	CHECK(strstr(err, "fuse_opts") && strstr(err, "4097"), "%s", err);
+}
+
 int main(void)
 {
 	RUN(test_fields_read_back);
 	RUN(test_refusals);
 	RUN(test_descriptors_travel);
+	RUN(test_long_string_refused_early);
 	return tap_done();
 }
