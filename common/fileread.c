@@ -40,8 +40,19 @@ static int walk_hole(uint64_t file_off, uint64_t len, stp_file_piece_fn fn, void
 	return fn(ctx, &p);
 }
 
-int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
-		  uint64_t len, stp_file_piece_fn fn, void *ctx)
+/* One data piece for the whole stored run: enough for who asks only where data is, and
+ * O(1) however many blocks the run crosses (extents may each span the whole stream). */
+static int walk_run(const struct stp_superblock *sb, uint64_t file_off, uint64_t stream,
+		    uint64_t len, stp_file_piece_fn fn, void *ctx)
+{
+	struct stp_file_piece p = { file_off, len, stp_sb_block_of(sb, stream), 0, stream };
+
+	return fn(ctx, &p);
+}
+
+/* The walk of stp_file_walk; CUT false gives each extent's run as one piece. */
+static int walk_extents(const struct stp_image *img, const struct stp_inode *inode,
+			uint64_t off, uint64_t len, bool cut, stp_file_piece_fn fn, void *ctx)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
 	uint64_t end = off < inode->size && len < inode->size - off ? off + len : inode->size;
@@ -64,11 +75,18 @@ int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, ui
 			rc = walk_hole(off, from - off, fn, ctx);
 		to = e.file_off + e.length < end ? e.file_off + e.length : end;
 		if (!rc && to > from)
-			rc = walk_stream(sb, from, e.stream_off + (from - e.file_off), to - from,
-					 fn, ctx);
+			rc = (cut ? walk_stream : walk_run)(sb, from,
+							    e.stream_off + (from - e.file_off),
+							    to - from, fn, ctx);
 		off = to > from ? to : from;
 	}
 	return rc;
+}
+
+int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
+		  uint64_t len, stp_file_piece_fn fn, void *ctx)
+{
+	return walk_extents(img, inode, off, len, true, fn, ctx);
 }
 
 int stp_file_piece_check(const struct stp_image *img, const struct stp_file_piece *p,
@@ -106,7 +124,7 @@ int stp_file_stored_pages(const struct stp_image *img, const struct stp_inode *i
 			  uint64_t *pages)
 {
 	struct page_count c = { 0, 0 };
-	int rc = stp_file_walk(img, inode, 0, inode->size, count_pages, &c);
+	int rc = walk_extents(img, inode, 0, inode->size, false, count_pages, &c);
 
 	*pages = c.pages;
 	return rc;
@@ -138,7 +156,7 @@ int stp_file_seek(const struct stp_image *img, const struct stp_inode *inode, ui
 
 	if (off >= inode->size)
 		return -ENXIO;
-	rc = stp_file_walk(img, inode, off, inode->size - off, seek_piece, &c);
+	rc = walk_extents(img, inode, off, inode->size - off, false, seek_piece, &c);
 	if (rc == SEEK_FOUND)
 		return 0;
 	if (rc)

@@ -48,7 +48,8 @@ int stp_file_piece_check(const struct stp_image *img, const struct stp_file_piec
 
 /* The file pages of STP_FILE_PAGE bytes that hold stored bytes of regular file INODE,
  * into *PAGES: what a mount reports as the file's blocks (holes take none). 0, or the
- * walk's error. */
+ * walk's error. O(extents): each extent's range counts whole, however many blocks it
+ * crosses (as does stp_file_seek's). */
 #define STP_FILE_PAGE 4096u
 int stp_file_stored_pages(const struct stp_image *img, const struct stp_inode *inode,
 			  uint64_t *pages);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The filler: one mutex guards the lookup counts, the index and the queue; the thread
- * copies what a job needs out of the index under it and pushes outside it.
+ * The filler: one mutex guards the lookup counts, the index and the queues; the thread
+ * copies what a job needs out of the index under it and pushes outside it. A file the
+ * kernel learns of is only queued under it (the inode table's lock is held then): the
+ * thread walks its extents with no lock held, then files the pieces.
  */
 #include "fill.h"
 
@@ -23,6 +25,12 @@
 #define NONE UINT32_MAX
 #define PIECES_MAX (1u << 18)      /* index records at most: 10 MiB */
 #define STOP_WAIT_S 2              /* as warm.c: a push stuck in the kernel never returns */
+#define WALK_CALLS_MAX (4u * PIECES_MAX) /* pieces a file's walk looks at, kept or not */
+
+/* indexed[ino]: the kernel knows the file; its pieces are filed; it waits in the ring */
+#define S_KNOWN 1u
+#define S_FILED 2u
+#define S_RINGED 4u
 
 /* LEN bytes of file INO at FILE_OFF, stored at stream offset STREAM_OFF, in one block. */
 struct piece {
@@ -53,7 +61,10 @@ struct stp_filler {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;       /* a job was queued, or stop */
-	uint8_t *indexed;          /* by image inode: a known regular file (counted in known) */
+	uint8_t *indexed;          /* by image inode: S_* of a regular file (known: counted) */
+	uint32_t *ring;            /* files to index, each once at most: ninodes slots */
+	uint32_t ring_head, ring_len;
+	int walking;               /* a file taken from the ring is being walked */
 	uint32_t *ino_head;        /* by image inode: its first piece */
 	uint32_t *block_head;      /* by block: its first piece */
 	uint8_t *queued;           /* by block: a job for it waits */
@@ -93,39 +104,65 @@ static uint32_t piece_new(struct stp_filler *f)
 }
 
 struct index_walk {
-	struct stp_filler *f;
+	const struct stp_filler *f;
 	uint32_t ino;
 	uint64_t file_size;
+	struct piece *ps;  /* the pieces found, the caller's to free */
+	uint32_t n, cap;
+	uint32_t calls;
 	int full;
 };
 
-/* Lock held: records a stored piece, but for its bytes below warmed_end. */
+/* No lock held: keeps a stored piece, but for its bytes below warmed_end. */
 static int index_piece(void *ctx, const struct stp_file_piece *fp)
 {
 	struct index_walk *iw = ctx;
-	struct stp_filler *f = iw->f;
+	const struct stp_filler *f = iw->f;
 	uint64_t skip = 0, k = fp->block;
-	uint32_t i;
 
+	if (++iw->calls > WALK_CALLS_MAX) {
+		iw->full = 1; /* a hostile file's walk is cut short: its rest is read as before */
+		return -ENOSPC;
+	}
 	if (k == STP_FILE_HOLE || k >= f->nblocks)
 		return 0; /* past the stream: reads report it */
 	if (fp->stream_off < f->warmed_end)
 		skip = f->warmed_end - fp->stream_off;
 	if (skip >= fp->len)
 		return 0;
-	if ((i = piece_new(f)) == NONE) {
-		iw->full = 1;
-		return -ENOSPC;
+	if (iw->n == iw->cap) {
+		uint32_t cap = iw->cap ? iw->cap * 2 : 64;
+		struct piece *p = cap <= PIECES_MAX ? realloc(iw->ps, cap * sizeof(*p)) : NULL;
+
+		if (!p) {
+			iw->full = 1;
+			return -ENOSPC;
+		}
+		iw->ps = p;
+		iw->cap = cap;
 	}
-	f->pool[i] = (struct piece){ .file_off = fp->file_off + skip,
-				     .stream_off = fp->stream_off + skip,
-				     .file_size = iw->file_size, .ino = iw->ino,
-				     .len = (uint32_t)(fp->len - skip), .next = f->block_head[k],
-				     .prev = NONE, .next_of_ino = f->ino_head[iw->ino] };
+	iw->ps[iw->n++] = (struct piece){ .file_off = fp->file_off + skip,
+					  .stream_off = fp->stream_off + skip,
+					  .file_size = iw->file_size, .ino = iw->ino,
+					  .len = (uint32_t)(fp->len - skip) };
+	return 0;
+}
+
+/* Lock held: files piece P of its block K; 0, or -ENOSPC when the index is full. */
+static int file_piece(struct stp_filler *f, const struct piece *p, uint64_t k)
+{
+	uint32_t i = piece_new(f);
+
+	if (i == NONE)
+		return -ENOSPC;
+	f->pool[i] = *p;
+	f->pool[i].next = f->block_head[k];
+	f->pool[i].prev = NONE;
+	f->pool[i].next_of_ino = f->ino_head[p->ino];
 	if (f->block_head[k] != NONE)
 		f->pool[f->block_head[k]].prev = i;
 	f->block_head[k] = i;
-	f->ino_head[iw->ino] = i;
+	f->ino_head[p->ino] = i;
 	f->pieces++;
 	return 0;
 }
@@ -167,18 +204,37 @@ static void enqueue(struct stp_filler *f, enum job_kind kind, uint64_t id)
 	pthread_cond_signal(&f->cond);
 }
 
-/* Lock held: the kernel has learnt of INO, a regular file with bytes. */
-static void index_file(struct stp_filler *f, uint32_t ino, const struct stp_inode *inode)
+/* Lock held on entry and return, dropped for the walk: files the pieces of INO, taken
+ * from the ring, if the kernel still knows it and they are not filed yet. */
+static void index_file(struct stp_filler *f, uint32_t ino)
 {
-	struct index_walk iw = { f, ino, inode->size, 0 };
+	struct index_walk iw = { f, ino, 0, NULL, 0, 0, 0, 0 };
+	struct stp_inode inode;
+	int rc;
 
-	f->indexed[ino] = 1;
-	f->known++;
-	stp_file_walk(f->img, inode, 0, inode->size, index_piece, &iw);
-	if (iw.full)
-		f->st.dropped++; /* the pieces that fitted stay */
-	if (f->ino_head[ino] != NONE)
-		enqueue(f, JOB_FILE, ino);
+	if ((f->indexed[ino] & (S_KNOWN | S_FILED)) != S_KNOWN)
+		return;
+	f->walking = 1;
+	pthread_mutex_unlock(&f->lock);
+	rc = stp_image_inode(f->img, ino, &inode);
+	if (!rc) {
+		iw.file_size = inode.size;
+		stp_file_walk(f->img, &inode, 0, inode.size, index_piece, &iw);
+	}
+	pthread_mutex_lock(&f->lock);
+	f->walking = 0;
+	/* forgotten meanwhile: nothing to file; known again: the same pieces */
+	if ((f->indexed[ino] & (S_KNOWN | S_FILED)) == S_KNOWN) {
+		f->indexed[ino] |= S_FILED;
+		for (uint32_t i = 0; i < iw.n && !iw.full; i++)
+			iw.full = file_piece(f, &iw.ps[i], stp_sb_block_of(f->sb,
+									   iw.ps[i].stream_off)) != 0;
+		if (iw.full || rc)
+			f->st.dropped++; /* the pieces that fitted stay */
+		if (f->ino_head[ino] != NONE)
+			enqueue(f, JOB_FILE, ino);
+	}
+	free(iw.ps);
 }
 
 /* Watches the inode table (inodes.h calls it in the order the counts moved). */
@@ -189,10 +245,16 @@ static void note_known(void *ctx, uint32_t ino, const struct stp_inode *inode)
 	if (ino >= f->ninodes || (inode && (!S_ISREG(inode->mode) || !inode->size)))
 		return;
 	pthread_mutex_lock(&f->lock);
-	if (inode && !f->indexed[ino]) {
-		index_file(f, ino, inode);
-	} else if (!inode && f->indexed[ino]) {
-		f->indexed[ino] = 0;
+	if (inode && !(f->indexed[ino] & S_KNOWN)) {
+		f->indexed[ino] |= S_KNOWN;
+		f->known++;
+		if (!(f->indexed[ino] & S_RINGED)) { /* each inode once: the ring never fills */
+			f->indexed[ino] |= S_RINGED;
+			f->ring[(f->ring_head + f->ring_len++) % f->ninodes] = ino;
+			pthread_cond_signal(&f->cond);
+		}
+	} else if (!inode && (f->indexed[ino] & S_KNOWN)) {
+		f->indexed[ino] &= (uint8_t)~(S_KNOWN | S_FILED);
 		f->known--;
 		unindex(f, ino);
 	}
@@ -204,7 +266,8 @@ void stp_fill_note_decoded(struct stp_filler *f, uint64_t block)
 	if (!f || block >= f->nblocks)
 		return;
 	pthread_mutex_lock(&f->lock);
-	if (f->block_head[block] != NONE)
+	/* files not indexed yet may have pieces in it: the ring goes first, then the block */
+	if (f->block_head[block] != NONE || f->ring_len || f->walking)
 		enqueue(f, JOB_BLOCK, block);
 	pthread_mutex_unlock(&f->lock);
 }
@@ -285,7 +348,7 @@ static void mark_pushed(struct stp_filler *f, const struct piece *ps, uint32_t n
 		struct piece *p = &f->pool[ps[i].next];
 
 		if (ps[i].pushed && p->ino == ps[i].ino && p->stream_off == ps[i].stream_off &&
-		    f->indexed[p->ino])
+		    (f->indexed[p->ino] & S_KNOWN))
 			p->pushed = 1;
 	}
 }
@@ -310,6 +373,15 @@ static void *fill_main(void *arg)
 		uint64_t t0;
 		uint32_t n;
 
+		if (f->ring_len) { /* new files first: their pages are the likeliest read */
+			uint32_t ino = f->ring[f->ring_head];
+
+			f->ring_head = (f->ring_head + 1) % f->ninodes;
+			f->ring_len--;
+			f->indexed[ino] &= (uint8_t)~S_RINGED;
+			index_file(f, ino);
+			continue;
+		}
 		if (!f->qlen) {
 			pthread_cond_wait(&f->cond, &f->lock);
 			continue;
@@ -337,6 +409,7 @@ static void *fill_main(void *arg)
 static void filler_free(struct stp_filler *f)
 {
 	free(f->indexed);
+	free(f->ring);
 	free(f->ino_head);
 	free(f->block_head);
 	free(f->queued);
@@ -351,7 +424,8 @@ uint64_t stp_fill_memory(const struct stp_superblock *sb)
 	struct stp_filler *f = NULL;
 
 	return sb->block_count * (sizeof(*f->block_head) + sizeof(*f->queued)) +
-	       (uint64_t)sb->inode_count * (sizeof(*f->indexed) + sizeof(*f->ino_head)) +
+	       (uint64_t)sb->inode_count *
+		       (sizeof(*f->indexed) + sizeof(*f->ring) + sizeof(*f->ino_head)) +
 	       sizeof(*f);
 }
 
@@ -377,10 +451,11 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	f->indexed = calloc(f->ninodes ? f->ninodes : 1, sizeof(*f->indexed));
+	f->ring = malloc((f->ninodes ? f->ninodes : 1) * sizeof(*f->ring));
 	f->ino_head = malloc((f->ninodes ? f->ninodes : 1) * sizeof(*f->ino_head));
 	f->block_head = malloc((f->nblocks ? f->nblocks : 1) * sizeof(*f->block_head));
 	f->queued = calloc(f->nblocks ? f->nblocks : 1, 1);
-	if (!f->indexed || !f->ino_head || !f->block_head || !f->queued) {
+	if (!f->indexed || !f->ring || !f->ino_head || !f->block_head || !f->queued) {
 		filler_free(f);
 		return -ENOMEM;
 	}

@@ -10,8 +10,11 @@
  * The kernel can only take pages of inodes it holds, so the filler watches the table of
  * the inodes it knows (inodes.h) and keeps, for the known regular files only, an index
  * from block to the file pieces stored in it; a file's pieces are freed when the kernel
- * forgets it. Pages go in through pagestore.h, with its retry rule. Memory: 5 bytes per
- * image inode and 5 per block, and 40 bytes per known file per block it touches.
+ * forgets it. A file the kernel learns of is queued (a ring with a slot per inode, so
+ * never full) and indexed by the filler's thread, whose walk of its extents holds no
+ * lock and stops after a million pieces: a lookup never waits for a hostile file's walk.
+ * Pages go in through pagestore.h, with its retry rule. Memory: 9 bytes per image inode
+ * and 5 per block, and 40 bytes per known file per block it touches.
  *
  * The pushes run on one thread of the filler's own, never on a request thread: a push
  * waits for the page lock that a read in flight holds, and that read is answered by a

@@ -494,10 +494,12 @@ static int dir_entry(const struct stp_fs *fs, uint32_t n, const struct stp_inode
 
 /* Adds entry I to BUF; *NEED is the space it takes (more than ROOM: it did not fit). With
  * ATTRS the entry carries the inode's attributes, which makes the kernel build its inode
- * at once; without, it is a name, an inode number and a type, in either kind of reply. */
+ * at once, and is counted as a lookup (appended to INOS[*COUNTED]); without, it is a
+ * name, an inode number and a type, in either kind of reply. */
 static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		     const struct stp_inode *dir, uint64_t i, struct stp_dir_run *run, bool plus,
-		     enum dir_attrs attrs, char *buf, size_t room, size_t *need)
+		     enum dir_attrs attrs, char *buf, size_t room, size_t *need, uint32_t *inos,
+		     size_t *counted)
 {
 	struct fuse_entry_param e;
 	struct stp_inode inode;
@@ -522,8 +524,10 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 		return err;
 	fill_entry(fs, ino, &inode, &e);
 	*need = fuse_add_direntry_plus(req, buf, room, name, &e, (off_t)(i + 1));
-	if (*need <= room)
+	if (*need <= room) {
 		stp_inodes_lookup(fs->inodes, ino, &inode);
+		inos[(*counted)++] = ino;
+	}
 	return 0;
 }
 
@@ -553,6 +557,17 @@ static enum dir_attrs dir_attrs_for(struct stp_fs *fs, const struct stp_inode *d
 										       : ATTRS_DIRS;
 }
 
+/* The smallest entry a reply holds (a dirent with a name of one byte, padded to 8), which
+ * bounds how many entries one reply counts as lookups. */
+#define DIRENT_MIN 32u
+
+/* Takes back the lookups of the COUNT entries in INOS: the kernel never got the reply. */
+static void forget_sent(struct stp_fs *fs, const uint32_t *inos, size_t count)
+{
+	for (size_t k = 0; k < count; k++)
+		stp_inodes_forget(fs->inodes, inos[k], 1);
+}
+
 /* Offsets: entry I is followed by offset I + 1, so OFF is the next entry to send. */
 static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
@@ -561,28 +576,33 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 	struct stp_inode dir;
 	enum dir_attrs attrs;
 	char *buf = NULL;
-	size_t used = 0, need;
+	uint32_t *inos = NULL; /* the entries counted as lookups */
+	size_t used = 0, need, counted = 0;
 	uint32_t n;
 	int err = load_inode(fs, ino, &n, &dir);
 
 	if (!err && !S_ISDIR(dir.mode))
 		err = -ENOTDIR;
-	if (!err && (!(buf = malloc(size)) || !(run = malloc(sizeof(*run)))))
+	if (!err && (!(buf = malloc(size)) || !(run = malloc(sizeof(*run))) ||
+		     !(inos = malloc((size / DIRENT_MIN + 1) * sizeof(*inos)))))
 		err = -ENOMEM;
 	if (run)
 		run->first = run->count = 0;
 	attrs = err ? ATTRS_NONE : dir_attrs_for(fs, &dir, off, plus);
 	for (uint64_t i = off < 0 ? 0 : (uint64_t)off; !err && i < (uint64_t)dir.count + 2; i++) {
 		err = add_entry(fs, req, n, &dir, i, run, plus, attrs, buf + used, size - used,
-				&need);
+				&need, inos, &counted);
 		if (err || need > size - used)
 			break;
 		used += need;
 	}
-	if (err)
+	if (err) {
 		fuse_reply_err(req, to_errno(err));
-	else
-		fuse_reply_buf(req, buf, used);
+		forget_sent(fs, inos, counted);
+	} else if (fuse_reply_buf(req, buf, used)) {
+		forget_sent(fs, inos, counted); /* the kernel never got them */
+	}
+	free(inos);
 	free(run);
 	free(buf);
 }

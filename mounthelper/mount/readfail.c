@@ -125,9 +125,14 @@ static void send_line(struct stp_readfail *rf, const char *msg)
 		rf->st.unsent++;
 }
 
+/* The tree entries a path search looks at before it gives up and names the inode: a
+ * failing read waits for it, and the tree of a hostile image may be large. */
+#define PATH_WALK_MAX 100000u
+
 struct path_find {
 	uint32_t ino;
 	char *out;
+	unsigned seen;
 	int found;
 };
 
@@ -135,6 +140,8 @@ static int path_found(void *ctx, const struct stp_tree_entry *e)
 {
 	struct path_find *pf = ctx;
 
+	if (++pf->seen > PATH_WALK_MAX)
+		return -ECANCELED; /* gives up: the inode is named instead */
 	if (e->ino != pf->ino)
 		return 0;
 	snprintf(pf->out, PATH_MAX, "%s", e->rooted);
@@ -142,18 +149,30 @@ static int path_found(void *ctx, const struct stp_tree_entry *e)
 	return -ECANCELED; /* ends the walk */
 }
 
-/* Lock held: the path of image inode INO (its first name), or a stand-in. */
-static const char *path_of(struct stp_readfail *rf, const struct stp_image *img, uint32_t ino)
+/* No lock held: the path of image inode INO (its first name) into OUT (PATH_MAX bytes),
+ * or a stand-in. The last path found is kept, for a file that fails again. */
+static void path_of(struct stp_readfail *rf, const struct stp_image *img, uint32_t ino,
+		    char *out)
 {
-	struct path_find pf = { ino, rf->path, 0 };
+	struct path_find pf = { ino, out, 0, 0 };
+	int cached;
 
-	if (rf->path_ino == ino)
-		return rf->path;
-	rf->path_ino = ino;
+	pthread_mutex_lock(&rf->lock);
+	cached = rf->path_ino == ino;
+	if (cached)
+		memcpy(out, rf->path, PATH_MAX);
+	pthread_mutex_unlock(&rf->lock);
+	if (cached)
+		return;
 	stp_treewalk_tree(img, path_found, &pf);
-	if (!pf.found)
-		snprintf(rf->path, sizeof(rf->path), "inode %u", ino);
-	return rf->path;
+	if (!pf.found) {
+		snprintf(out, PATH_MAX, "inode %u", ino);
+		return;
+	}
+	pthread_mutex_lock(&rf->lock);
+	rf->path_ino = ino;
+	memcpy(rf->path, out, PATH_MAX);
+	pthread_mutex_unlock(&rf->lock);
 }
 
 /* Lock held: hands MSG to both outlets. */
@@ -164,29 +183,38 @@ static void emit(struct stp_readfail *rf, const char *msg)
 	stp_log(STP_LOG_ERR, "%s", msg);
 }
 
+/* The rate limit is decided before the path is looked for, and the search holds no
+ * lock: a read that fails waits for its own search only, and one held back for nothing
+ * but the counting. */
 void stp_readfail_note(struct stp_readfail *rf, const struct stp_image *img, uint32_t ino,
 		       uint64_t off, size_t len, int err, uint64_t block)
 {
-	char msg[PATH_MAX + 512], where[48] = "";
+	char msg[PATH_MAX + 512], where[48] = "", path[PATH_MAX];
+	uint64_t missed;
+	int go;
 
 	if (!rf)
 		return;
 	pthread_mutex_lock(&rf->lock);
 	rf->st.failures++;
-	if (!let_through(rf)) {
-		pthread_mutex_unlock(&rf->lock);
-		return;
-	}
-	if (rf->missed) {
-		snprintf(msg, sizeof(msg), "%s: %llu messages suppressed", stp_image_path(img),
-			 (unsigned long long)rf->missed);
+	go = let_through(rf);
+	missed = go ? rf->missed : 0;
+	if (go)
 		rf->missed = 0;
-		emit(rf, msg);
-	}
+	pthread_mutex_unlock(&rf->lock);
+	if (!go)
+		return;
+	path_of(rf, img, ino, path);
 	if (block != UINT64_MAX)
 		snprintf(where, sizeof(where), "block %llu: ", (unsigned long long)block);
+	pthread_mutex_lock(&rf->lock);
+	if (missed) {
+		snprintf(msg, sizeof(msg), "%s: %llu messages suppressed", stp_image_path(img),
+			 (unsigned long long)missed);
+		emit(rf, msg);
+	}
 	snprintf(msg, sizeof(msg), "%s: read of %s failed (%zu bytes at offset %llu): %s%s",
-		 stp_image_path(img), path_of(rf, img, ino), len, (unsigned long long)off, where,
+		 stp_image_path(img), path, len, (unsigned long long)off, where,
 		 stp_strerror(err));
 	emit(rf, msg);
 	pthread_mutex_unlock(&rf->lock);

@@ -17,8 +17,9 @@
  * is the caller's (stp_readfail_close), and its socket must be kept open by the sandbox
  * (stp_readfail_fd). stp_readfail_note() and stp_readfail_stats() are thread-safe and
  * take a NULL outlet (nothing is counted). A note that is let through finds the file's
- * path by walking the tree (bounded by the metadata, as every tree walk is), so it may
- * take a moment; a held-back one costs a lock and a clock read.
+ * path by walking the tree, holding no lock (other failing reads do not wait for it),
+ * and gives up after 100,000 entries, naming the inode number instead; a held-back one
+ * costs a short lock and a clock read.
  */
 #ifndef STP_READFAIL_H
 #define STP_READFAIL_H

@@ -111,12 +111,12 @@ int fuse_reply_entry(fuse_req_t req, const struct fuse_entry_param *e)
 	FUZZ_ASSERT(e->entry_timeout >= 0 && e->attr_timeout >= 0);
 	req->reply.entry = *e;
 	if (e->ino == 0) /* negative entry */
-		return 0;
+		return req->fail;
 	/* the root is nobody's child: the kernel answers such a lookup with EIO */
 	FUZZ_ASSERT(e->ino != FUSE_ROOT_ID);
 	FUZZ_ASSERT(e->generation == 0);
 	check_attr(&e->attr, e->ino);
-	return 0;
+	return req->fail;
 }
 
 int fuse_reply_attr(fuse_req_t req, const struct stat *attr, double attr_timeout)
@@ -225,7 +225,7 @@ int fuse_reply_buf(fuse_req_t req, const char *buf, size_t size)
 	default:
 		FUZZ_ASSERT(!"fuse_reply_buf to a request that takes no data");
 	}
-	return 0;
+	return req->fail;
 }
 
 int fuse_reply_iov(fuse_req_t req, const struct iovec *iov, int count)

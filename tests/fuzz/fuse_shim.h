@@ -67,6 +67,7 @@ struct fuse_req {
 	size_t size;               /* read, readdir(plus), getxattr, listxattr: bytes asked */
 	void *userdata;            /* the struct stp_fs */
 	unsigned replies;
+	int fail;                  /* what reply functions return: nonzero, a send that failed */
 	struct shim_reply reply;
 };
 

@@ -234,3 +234,42 @@ def thrash_image(src, dst, ninodes, kpages):
     return write_paged(dst, data, pages, data_size=1, hot_size=1, block_count=1,
                        inode_count=ninodes + 1, dict_offset=0, dict_size=0,
                        dict_checksum=0, feat_compat=0)
+
+
+def repeat_extents_image(src, dst, nhot, nextents, tail=0):
+    """An image of one file "a" of NEXTENTS extents, one after another in the file, each
+    covering the whole stream of NHOT blocks of 64 KiB (each a frame of zeros of its own),
+    then TAIL bytes of hole. Cheap to store, but as many stored bytes as NEXTENTS streams:
+    what a reader that goes block by block pays for. SRC as for hot_blocks_image. Returns
+    (path, image size)."""
+    base = bytearray(read_file(src)[:256])
+    frames = Frames(base)
+    hot_bs = 64 << 10
+    stream = nhot * hot_bs
+    zero_frame = zstd(bytes(hot_bs))
+    zero = frames.add(zero_frame)
+    frames.data += zero_frame * (nhot - 1)
+    name = b"a"
+    inode_off = META_HDR_SIZE
+    dirent_off = inode_off + 2 * INODE_SIZE
+    extent_off = dirent_off + 16
+    strings_off = extent_off + nextents * EXTENT_SIZE
+    block_off = -(-(strings_off + len(name)) // META_PAGE_SIZE) * META_PAGE_SIZE
+    dirent = struct.pack("<IIHBB", 1, 0, len(name), 8, 0)
+    extents = b"".join(struct.pack("<QQQ", k * stream, 0, stream) for k in range(nextents))
+    size = nextents * stream + tail
+    head = (meta_header(inode_count=2, dirent_count=1, extent_count=nextents, xattr_count=0,
+                        block_count=nhot, strings_size=len(name), inode_off=inode_off,
+                        dirent_off=dirent_off, extent_off=extent_off, xattr_off=strings_off,
+                        block_off=block_off, strings_off=strings_off) +
+            inode(S_IFDIR | 0o755, 1, 0, 1) + inode(S_IFREG | 0o644, size, 0, nextents) +
+            dirent + bytes(4) + extents + name)
+    entries = (blockent(zero[0] + i * len(zero_frame), len(zero_frame), zero[2])
+               for i in range(nhot))
+    pages = table_pages(head, entries, BLOCKENT_SIZE)
+    data = frames.data
+    put(SB_FIELDS, "feat_incompat", data, FEAT_META_PAGES | FEAT_HOT_BLOCKS)
+    struct.pack_into("<I", data, SB_HOT_BLOCK_LOG, 16)
+    return write_paged(dst, data, pages, data_size=stream, hot_size=stream, block_count=nhot,
+                       inode_count=2, dict_offset=0, dict_size=0, dict_checksum=0,
+                       feat_compat=0)

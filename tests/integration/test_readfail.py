@@ -138,3 +138,25 @@ def test_failed_reads_are_rate_limited(damaged):
     assert held == status["read_failures"] - BURST - 1, (after, status)
     assert status["read_failures_suppressed"] == held, status
     assert "read of /%s failed" % failed[0] in after[1], after
+
+
+@needs_root
+def test_path_search_gives_up_on_a_wide_tree(tmp_path):
+    """A failing read's path is searched for in at most 100,000 tree entries
+    (readfail.c: PATH_WALK_MAX), holding no lock; past them the line names the inode."""
+    src = noise_tree(str(tmp_path / "src" / "z"), count=12)
+    wide = tmp_path / "src" / "a"  # walked first: its entries come before z's
+    wide.mkdir()
+    for i in range(100_001):
+        (wide / ("%06d" % i)).touch()
+    image = build_image(tmp_path / "src", tmp_path / "wide.stipple", "--level", "3",
+                        "--block-size", "64K")
+    blocks = blocks_of(image)
+    off, stored = blocks[len(blocks) // 2]
+    treeutil.flip_byte(image, off + stored // 2, 0xFF)
+    with syslog_listener() as sock, mount_image(image) as mnt:
+        failed = read_tree(src, os.path.join(mnt, "z"))[0]
+        lines = received(sock, image)
+    assert failed and lines, (failed, lines)
+    for line in lines:
+        assert re.search(r"read of inode \d+ failed", line), line

@@ -4,6 +4,8 @@
  * is answered without copying or, past READ_PIECES pieces, copied. fuseops.c runs on the
  * libfuse stand-in of tests/fuzz/fuse_shim.c; stp_file_walk is wrapped at link time
  * (-Wl,--wrap) to count its calls; the bytes answered are checked against the image's.
+ * Also: the entries of a READDIRPLUS reply that could not be sent are not left counted
+ * in the inode table.
  */
 #include <errno.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "fileread.h"
 #include "fuse_shim.h"
 #include "fuseops.h"
+#include "inodes.h"
 #include "memimage.h"
 #include "mountopts.h"
 
@@ -79,6 +82,35 @@ static void test_copied_read(void)
 	CHECK(walks == 1, "%u walks", walks);
 }
 
+/* Lists the root from offset 2 (the files, with attributes); the reply's send returns FAIL.
+ * Returns the inodes the table then counts. */
+static uint64_t readdirplus_counted(int fail)
+{
+	struct fuse_req req = { .op = SHIM_READDIRPLUS, .ino = FUSE_ROOT_ID, .size = 4096,
+				.userdata = &fs, .fail = fail };
+	struct fuse_file_info fi = { 0 };
+	uint64_t n;
+
+	CHECK(stp_inodes_new(16, &fs.inodes) == 0);
+	stp_fuseops.readdirplus(&req, FUSE_ROOT_ID, 4096, 2, &fi);
+	shim_finish(&req);
+	CHECK(req.reply.kind == SHIM_DATA && req.reply.len > 0);
+	shim_clear(&req);
+	n = stp_inodes_count(fs.inodes);
+	stp_inodes_free(fs.inodes);
+	fs.inodes = NULL;
+	return n;
+}
+
+static void test_readdirplus_unsent_forgotten(void)
+{
+	uint64_t n = readdirplus_counted(0);
+
+	CHECK(n == 2, "%llu inodes counted after a sent reply", (unsigned long long)n);
+	n = readdirplus_counted(-ENOENT);
+	CHECK(n == 0, "%llu inodes counted after a failed send", (unsigned long long)n);
+}
+
 int main(void)
 {
 	struct mem_file files[] = {
@@ -96,6 +128,7 @@ int main(void)
 	fs.opts = &opts;
 	RUN(test_zero_copy_read);
 	RUN(test_copied_read);
+	RUN(test_readdirplus_unsent_forgotten);
 	stp_cache_free(fs.cache);
 	stp_image_close(img);
 	return tap_done();
