@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "escape.h"
+#include "imgsrc.h"
 #include "image.h"
 #include "log.h"
 #include "treewalk.h"
@@ -164,7 +165,10 @@ static void path_of(struct stp_readfail *rf, const struct stp_image *img, uint32
 	pthread_mutex_unlock(&rf->lock);
 	if (cached)
 		return;
-	stp_treewalk_tree(img, path_found, &pf);
+	/* An image read over the network may need it for the walk's metadata pages: the
+	 * very thing that just failed, each try up to timeout=. */
+	if (!stp_imgsrc_is_url(stp_image_path(img)))
+		stp_treewalk_tree(img, path_found, &pf);
 	if (!pf.found) {
 		snprintf(out, PATH_MAX, "inode %u", ino);
 		return;
