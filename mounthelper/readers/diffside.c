@@ -25,6 +25,8 @@ struct visited {
 
 struct stp_side {
 	struct stp_image *img;  /* an image, or NULL */
+	struct stp_cache *cache; /* its decoded blocks, shared by its files: small files share
+				  * blocks, and one cache per file decoded each block anew */
 	int rootfd;             /* a directory: what lies below is opened beneath it */
 	struct visited *seen;   /* directories entered, as (dev, ino + 1): ino 0 is free */
 	size_t seen_count, seen_slots; /* open addressing; slots a power of two */
@@ -32,7 +34,7 @@ struct stp_side {
 
 struct stp_side_file {
 	struct stp_side *side;
-	struct stp_cache *cache;  /* image */
+	struct stp_cache *cache;  /* image: the side's */
 	struct stp_inode inode;
 	uint64_t off;
 	int fd;                   /* directory */
@@ -64,6 +66,8 @@ int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **
 
 void stp_side_close(struct stp_side *side)
 {
+	if (side && side->cache)
+		stp_cache_free(side->cache);
 	if (side && side->img)
 		stp_image_close(side->img);
 	if (side && side->rootfd >= 0)
@@ -406,8 +410,10 @@ int stp_side_file_open(struct stp_side *side, const char *path,
 	if (!f)
 		return -ENOMEM;
 	*f = (struct stp_side_file){ .side = side, .inode = node->inode, .fd = -1 };
+	if (side->img && !side->cache)
+		err = stp_cache_new(side->img, 2, 1, &side->cache);
 	if (side->img)
-		err = stp_cache_new(side->img, 2, 1, &f->cache);
+		f->cache = side->cache;
 	else
 		err = open_node(side, path, node, O_RDONLY, &f->fd);
 	if (err) {
@@ -438,8 +444,6 @@ void stp_side_file_close(struct stp_side_file *f)
 {
 	if (!f)
 		return;
-	if (f->cache)
-		stp_cache_free(f->cache);
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f);
