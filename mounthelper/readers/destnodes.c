@@ -187,6 +187,7 @@ static int open_by_names(int rootfd, const char *path, int flags, int *fd)
 	char *copy = strdup(path), *name, *next;
 	int dir = rootfd, err = 0;
 
+	*fd = -1;
 	if (!copy)
 		return -ENOMEM;
 	for (name = copy; !err && (next = strchr(name, '/')); name = next + 1) {

@@ -142,8 +142,8 @@ static int open_beneath(const struct stp_side *s, const char *path, int flags, i
 	return err;
 }
 
-/* As open_beneath, refusing what is not the node of type TYPE stat found there (one
- * swapped in since: -ESTALE). */
+/* As open_beneath, refusing anything but NODE, the very node stp_side_stat found there
+ * (same type, device and inode number): one swapped in since is -ESTALE. */
 static int open_node(const struct stp_side *s, const char *path,
 		     const struct stp_side_node *node, int flags, int *fd)
 {

@@ -3,7 +3,10 @@
  * One side of `stipple diff`: an image, or a directory of the file system, seen the same
  * way: entries by path ("/" for the root, "/a/b" below), their type, mode, owner, size,
  * device number, link target, extended attributes and bytes. Symbolic links are never
- * followed below the root.
+ * followed below the root: a directory side opens each entry beneath the root's
+ * descriptor (stp_beneath_open), non-blocking, and checks it is the node it stat'ed, so
+ * a FIFO or symlink swapped in while diff runs is an error, never waited on or followed.
+ * Extended attributes are read through /proc/self/fd.
  *
  * Single-threaded. Functions return 0 or a negative errno and print nothing: the caller
  * names the side and the path.
