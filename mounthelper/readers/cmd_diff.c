@@ -159,16 +159,14 @@ static void diff_targets(struct differ *d, const char *path, const struct stp_si
 		say(d, 'M', path, "target %s -> %s", ta, tb);
 }
 
-static void diff_dirs(struct differ *d, const char *path, const struct stp_side_node *na,
-		      const struct stp_side_node *nb);
-
-/* The two entries at PATH, which both sides have. */
-static void diff_nodes(struct differ *d, const char *path, const struct stp_side_node *na,
-		       const struct stp_side_node *nb)
+/* The two entries at PATH, which both sides have: 1 when both are directories, whose
+ * entries are to be compared next. */
+static int diff_nodes(struct differ *d, const char *path, const struct stp_side_node *na,
+		      const struct stp_side_node *nb)
 {
 	if ((na->mode & S_IFMT) != (nb->mode & S_IFMT)) {
 		say(d, 'M', path, "type %s -> %s", stp_json_type(na->mode), stp_json_type(nb->mode));
-		return;
+		return 0;
 	}
 	if ((na->mode & 07777) != (nb->mode & 07777))
 		say(d, 'M', path, "mode %04o -> %04o", na->mode & 07777, nb->mode & 07777);
@@ -185,63 +183,150 @@ static void diff_nodes(struct differ *d, const char *path, const struct stp_side
 		say(d, 'M', path, "device %u,%u -> %u,%u", na->rdev_major, na->rdev_minor,
 		    nb->rdev_major, nb->rdev_minor);
 	diff_xattrs(d, path, na, nb);
-	if (S_ISDIR(na->mode))
-		diff_dirs(d, path, na, nb);
+	return S_ISDIR(na->mode);
 }
 
-static void diff_child(struct differ *d, const char *path, const char *name, int which)
+/* Entry PATH of one side (WHICH < 0: A only; > 0: B only) or both (0): 1 when both are
+ * directories, their nodes in *NA and *NB. */
+static int diff_child(struct differ *d, const char *path, int which, struct stp_side_node *na,
+		      struct stp_side_node *nb)
 {
-	char sub[STP_WALK_PATH_MAX];
-	struct stp_side_node na, nb;
-	int n = snprintf(sub, sizeof(sub), "%s%s%s", path, strcmp(path, "/") ? "/" : "", name);
 	int err;
 
-	if (n < 0 || n >= (int)sizeof(sub)) {
-		trouble(d, NULL, path, -ENAMETOOLONG);
-		return;
-	}
 	if (which < 0 || which > 0) {
 		struct stp_side *s = which < 0 ? d->a : d->b;
 
-		if ((err = stp_side_stat(s, sub, &na)))
-			trouble(d, which < 0 ? d->name_a : d->name_b, sub, err);
+		if ((err = stp_side_stat(s, path, na)))
+			trouble(d, which < 0 ? d->name_a : d->name_b, path, err);
 		else
-			say(d, which < 0 ? '-' : '+', sub, S_ISDIR(na.mode) ? "directory" : NULL);
-		return;
+			say(d, which < 0 ? '-' : '+', path, S_ISDIR(na->mode) ? "directory" : NULL);
+		return 0;
 	}
-	if ((err = stp_side_stat(d->a, sub, &na)))
-		trouble(d, d->name_a, sub, err);
-	else if ((err = stp_side_stat(d->b, sub, &nb)))
-		trouble(d, d->name_b, sub, err);
+	if ((err = stp_side_stat(d->a, path, na)))
+		trouble(d, d->name_a, path, err);
+	else if ((err = stp_side_stat(d->b, path, nb)))
+		trouble(d, d->name_b, path, err);
 	else
-		diff_nodes(d, sub, &na, &nb);
+		return diff_nodes(d, path, na, nb);
+	return 0;
 }
 
-static void diff_dirs(struct differ *d, const char *path, const struct stp_side_node *na,
-		      const struct stp_side_node *nb)
+/* A pair of directories being compared: their names in byte order, the next of each to
+ * look at, and the length of their path in the walk's one path buffer. */
+struct diff_frame {
+	char **a, **b;
+	size_t ca, cb, i, j, len;
+};
+
+struct diff_stack {
+	struct diff_frame *frame;
+	size_t n, cap;
+};
+
+/* Whether directory PATH of SIDE (named NAME) is met for the first time: a directory
+ * reached twice (a hostile image's loop) is reported and skipped, as the cli walk does. */
+static int first_visit(struct differ *d, struct stp_side *side, const char *name,
+		       const char *path, const struct stp_side_node *node)
 {
-	char **a = NULL, **b = NULL;
-	size_t ca = 0, cb = 0, i = 0, j = 0;
+	int first = stp_side_first_visit(side, node);
+
+	if (first < 0)
+		trouble(d, name, path, first);
+	else if (!first)
+		stp_cli_problem(&diff_cli, name, path, "directory reached twice: skipped");
+	d->trouble += !first;
+	return first > 0;
+}
+
+/* Lists directories PATH of both sides onto the stack, to be compared entry by entry. */
+static int enter_dirs(struct differ *d, struct diff_stack *k, const char *path,
+		      const struct stp_side_node *na, const struct stp_side_node *nb)
+{
+	struct diff_frame f = { .len = strlen(path) };
 	int err;
 
-	if ((err = stp_side_list(d->a, path, na, &a, &ca))) {
+	if (!first_visit(d, d->a, d->name_a, path, na) ||
+	    !first_visit(d, d->b, d->name_b, path, nb))
+		return 0;
+	if ((err = stp_side_list(d->a, path, na, &f.a, &f.ca))) {
 		trouble(d, d->name_a, path, err);
-		return;
+		return 0;
 	}
-	if ((err = stp_side_list(d->b, path, nb, &b, &cb))) {
+	if ((err = stp_side_list(d->b, path, nb, &f.b, &f.cb))) {
 		trouble(d, d->name_b, path, err);
-		stp_side_free_names(a, ca);
-		return;
+		stp_side_free_names(f.a, f.ca);
+		return 0;
 	}
-	while (i < ca || j < cb) {
-		int c = i == ca ? 1 : j == cb ? -1 : strcmp(a[i], b[j]);
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 64;
+		struct diff_frame *p = realloc(k->frame, cap * sizeof(*p));
 
-		diff_child(d, path, c <= 0 ? a[i] : b[j], c);
-		i += c <= 0;
-		j += c >= 0;
+		if (!p) {
+			stp_side_free_names(f.a, f.ca);
+			stp_side_free_names(f.b, f.cb);
+			return -ENOMEM;
+		}
+		k->frame = p;
+		k->cap = cap;
 	}
-	stp_side_free_names(a, ca);
-	stp_side_free_names(b, cb);
+	k->frame[k->n++] = f;
+	return 0;
+}
+
+/* "/a" + "b" = "/a/b", in BUF after its first LEN bytes; -ENAMETOOLONG. */
+static int child_path(char *buf, size_t len, const char *name)
+{
+	int n = snprintf(buf + len, STP_WALK_PATH_MAX - len, "%s%s", len > 1 ? "/" : "", name);
+
+	if (n < 0 || (size_t)n >= STP_WALK_PATH_MAX - len) {
+		buf[len] = '\0';
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* Both trees from their roots, in path order: each pair of directories' entries merged
+ * by name, a pair of subdirectories compared before the next entry. Depth-first with a
+ * stack on the heap and the path in one buffer: a tree thousands of directories deep
+ * needs no deep C stack. */
+static int diff_tree(struct differ *d, const struct stp_side_node *ra,
+		     const struct stp_side_node *rb)
+{
+	struct diff_stack k = { 0 };
+	char *buf = malloc(STP_WALK_PATH_MAX);
+	int err = buf ? 0 : -ENOMEM;
+
+	if (!err && diff_nodes(d, "/", ra, rb))
+		err = enter_dirs(d, &k, strcpy(buf, "/"), ra, rb);
+	while (!err && k.n) {
+		struct diff_frame *f = &k.frame[k.n - 1];
+		struct stp_side_node na, nb;
+		const char *name;
+		int c;
+
+		buf[f->len] = '\0';
+		if (f->i == f->ca && f->j == f->cb) {
+			stp_side_free_names(f->a, f->ca);
+			stp_side_free_names(f->b, f->cb);
+			k.n--;
+			continue;
+		}
+		c = f->i == f->ca ? 1 : f->j == f->cb ? -1 : strcmp(f->a[f->i], f->b[f->j]);
+		name = c <= 0 ? f->a[f->i] : f->b[f->j];
+		f->i += c <= 0; /* before enter_dirs, which may move the frames */
+		f->j += c >= 0;
+		if (child_path(buf, f->len, name))
+			trouble(d, NULL, buf, -ENAMETOOLONG);
+		else if (diff_child(d, buf, c, &na, &nb))
+			err = enter_dirs(d, &k, buf, &na, &nb);
+	}
+	while (k.n--) {
+		stp_side_free_names(k.frame[k.n].a, k.frame[k.n].ca);
+		stp_side_free_names(k.frame[k.n].b, k.frame[k.n].cb);
+	}
+	free(k.frame);
+	free(buf);
+	return err;
 }
 
 /* --- --stat: stored blocks the images share, by their stored size and checksum --- */
@@ -330,8 +415,8 @@ static int diff_run(struct differ *d, int stat)
 		trouble(d, d->name_a, "/", err);
 	else if ((err = stp_side_stat(d->b, "/", &nb)))
 		trouble(d, d->name_b, "/", err);
-	else
-		diff_nodes(d, "/", &na, &nb);
+	else if ((err = diff_tree(d, &na, &nb)))
+		trouble(d, NULL, "/", err);
 	if (stat && !d->trouble && print_stat(d))
 		d->trouble++;
 	if (fflush(stdout) || ferror(stdout)) {

@@ -336,44 +336,26 @@ static int listing_has_acl(struct ls_state *st, const char *path, const struct s
 	return 0;
 }
 
-static void list_directory(struct ls_state *st, const char *path, uint32_t dino,
-			   const struct stp_inode *dir);
-
-/* -R: each subdirectory of DIR after DIR's own listing, as ls -R does. */
-static void list_subdirectories(struct ls_state *st, const char *path,
-				const struct stp_inode *dir)
+/* -R: whether directory DINO is met for the first time (a hostile image may hold a
+ * directory in itself or in two places: the second time is reported and skipped). */
+static int first_visit(struct ls_state *st, const char *path, uint32_t dino)
 {
-	for (uint32_t i = 0; i < dir->count; i++) {
-		char name[STP_NAME_MAX + 1], sub[STP_WALK_PATH_MAX];
-		struct stp_inode inode;
-		uint32_t ino;
-
-		if (read_entry(st, path, dir, i, name, &ino, &inode) || !S_ISDIR(inode.mode))
-			continue;
-		if (child_path(path, name, sub)) {
-			stp_cli_problem(&ls_cli, st->image, path, "a path below is too long");
-			st->failed = 1;
-			continue;
-		}
-		list_directory(st, sub, ino, &inode);
+	if (st->seen[dino / 8] & (1u << (dino % 8))) {
+		stp_cli_problem(&ls_cli, st->image, path, "directory reached twice: skipped");
+		st->failed = 1;
+		return 0;
 	}
+	st->seen[dino / 8] |= (uint8_t)(1u << (dino % 8));
+	return 1;
 }
 
-static void list_directory(struct ls_state *st, const char *path, uint32_t dino,
-			   const struct stp_inode *dir)
+/* The entries of directory PATH; with -R, first a heading, as ls -R prints. */
+static void list_directory(struct ls_state *st, const char *path, const struct stp_inode *dir)
 {
-	if (st->seen) {
-		if (st->seen[dino / 8] & (1u << (dino % 8))) {
-			stp_cli_problem(&ls_cli, st->image, path, "directory reached twice: skipped");
-			st->failed = 1;
-			return;
-		}
-		st->seen[dino / 8] |= (uint8_t)(1u << (dino % 8));
-		if (!st->o.json) {
-			fputs(st->listed++ ? "\n" : "", stdout);
-			stp_cli_put_escaped(stdout, path, strlen(path));
-			fputs(":\n", stdout);
-		}
+	if (st->seen && !st->o.json) {
+		fputs(st->listed++ ? "\n" : "", stdout);
+		stp_cli_put_escaped(stdout, path, strlen(path));
+		fputs(":\n", stdout);
 	}
 	st->acl_column = st->o.long_format && !st->o.json && listing_has_acl(st, path, dir);
 	for (uint32_t i = 0; i < dir->count; i++) {
@@ -390,13 +372,86 @@ static void list_directory(struct ls_state *st, const char *path, uint32_t dino,
 		}
 		print_entry(st, sub, name, strlen(name), &inode);
 	}
-	if (st->seen)
-		list_subdirectories(st, path, dir);
+}
+
+/* -R: a directory being listed, and the next of its entries to look at for
+ * subdirectories; its path is the first LEN bytes of the walk's one path buffer. */
+struct ls_frame {
+	struct stp_inode dir;
+	uint32_t next;
+	size_t len;
+};
+
+struct ls_stack {
+	struct ls_frame *frame;
+	size_t n, cap;
+};
+
+static int push_frame(struct ls_stack *k, const struct stp_inode *dir, size_t len)
+{
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 64;
+		struct ls_frame *f = realloc(k->frame, cap * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		k->frame = f;
+		k->cap = cap;
+	}
+	k->frame[k->n++] = (struct ls_frame){ .dir = *dir, .len = len };
+	return 0;
+}
+
+/* -R from directory PATH: each directory's listing, then each of its subdirectories the
+ * same way, in entry order, as ls -R does. Depth-first with a stack on the heap and the
+ * path in one buffer: a tree thousands of directories deep needs no deep C stack. */
+static int list_tree(struct ls_state *st, const char *path, uint32_t dino,
+		     const struct stp_inode *dir)
+{
+	struct ls_stack k = { 0 };
+	char *buf = malloc(STP_WALK_PATH_MAX);
+	int err = buf ? 0 : -ENOMEM;
+
+	if (!err && first_visit(st, path, dino)) {
+		snprintf(buf, STP_WALK_PATH_MAX, "%s", path);
+		list_directory(st, buf, dir);
+		err = push_frame(&k, dir, strlen(buf));
+	}
+	while (!err && k.n) {
+		struct ls_frame *f = &k.frame[k.n - 1];
+		char name[STP_NAME_MAX + 1], *parent;
+		struct stp_inode inode;
+		uint32_t ino;
+
+		buf[f->len] = '\0';
+		if (f->next == f->dir.count) {
+			k.n--;
+			continue;
+		}
+		if (read_entry(st, buf, &f->dir, f->next++, name, &ino, &inode) ||
+		    !S_ISDIR(inode.mode))
+			continue;
+		if (!(parent = strdup(buf))) {
+			err = -ENOMEM;
+		} else if (child_path(parent, name, buf)) {
+			stp_cli_problem(&ls_cli, st->image, parent, "a path below is too long");
+			st->failed = 1;
+		} else if (first_visit(st, buf, ino)) {
+			list_directory(st, buf, &inode);
+			err = push_frame(&k, &inode, strlen(buf));
+		}
+		free(parent);
+	}
+	free(k.frame);
+	free(buf);
+	return err;
 }
 
 static int ls_output(struct ls_state *st, const char *path, uint32_t ino,
 		     const struct stp_inode *inode)
 {
+	int err = 0;
+
 	if (st->o.json) {
 		fputs("{\"image\":", stdout);
 		if (stp_json_put(stp_json_bytes(st->image, strlen(st->image))))
@@ -406,14 +461,16 @@ static int ls_output(struct ls_state *st, const char *path, uint32_t ino,
 	if (st->o.recursive && S_ISDIR(inode->mode) &&
 	    !(st->seen = calloc(stp_image_sb(st->img)->inode_count / 8 + 1, 1)))
 		return -ENOMEM;
-	if (S_ISDIR(inode->mode))
-		list_directory(st, path, ino, inode);
+	if (S_ISDIR(inode->mode) && st->seen)
+		err = list_tree(st, path, ino, inode);
+	else if (S_ISDIR(inode->mode))
+		list_directory(st, path, inode);
 	else
 		print_entry(st, path, path, strlen(path), inode);
 	free(st->seen);
 	if (st->o.json)
 		fputs("]}\n", stdout);
-	return 0;
+	return err;
 }
 
 static int ls_run(const char *image, const char *path, const struct ls_opts *o)

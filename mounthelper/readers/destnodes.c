@@ -170,19 +170,65 @@ static int walk_open(const struct stp_destnodes *t, uint32_t rec, int flags, int
 	return err == -ENOTDIR && (flags & O_DIRECTORY) ? -ELOOP : err;
 }
 
-int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd)
+/* openat2 of PATH beneath ROOTFD, following no symlink, with RESOLVE's further bits. */
+static int openat2_beneath(int rootfd, const char *path, int flags, uint64_t resolve)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-			   RESOLVE_NO_XDEV,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | resolve,
 	};
+
+	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+}
+
+/* Without openat2: PATH's names opened one at a time from ROOTFD with O_NOFOLLOW. */
+static int open_by_names(int rootfd, const char *path, int flags, int *fd)
+{
+	char *copy = strdup(path), *name, *next;
+	int dir = rootfd, err = 0;
+
+	*fd = -1;
+	if (!copy)
+		return -ENOMEM;
+	for (name = copy; !err && (next = strchr(name, '/')); name = next + 1) {
+		int sub;
+
+		*next = '\0';
+		if (!strcmp(name, ".."))
+			err = -EXDEV; /* as RESOLVE_BENEATH */
+		else if ((sub = openat(dir, *name ? name : ".",
+				       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			err = errno == ENOTDIR ? -ELOOP : -errno;
+		if (dir != rootfd)
+			close(dir);
+		dir = err ? rootfd : sub;
+	}
+	if (!err && !strcmp(name, ".."))
+		err = -EXDEV;
+	if (!err && (*fd = openat(dir, *name ? name : ".", flags | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		err = -errno;
+	if (dir != rootfd)
+		close(dir);
+	free(copy);
+	return err;
+}
+
+int stp_beneath_open(int rootfd, const char *path, int flags, int *fd)
+{
+	*fd = openat2_beneath(rootfd, path, flags, 0);
+	if (*fd < 0 && (errno == ENOSYS || errno == EPERM))
+		return open_by_names(rootfd, path, flags, fd);
+	return *fd < 0 ? -errno : 0;
+}
+
+int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd)
+{
 	char path[PATH_MAX];
 	int err = stp_destnodes_path(t, rec, path, sizeof(path));
 
 	if (err)
 		return err;
-	*fd = (int)syscall(SYS_openat2, t->rootfd, path, &how, sizeof(how));
+	*fd = openat2_beneath(t->rootfd, path, flags, RESOLVE_NO_XDEV);
 	if (*fd < 0 && (errno == ENOSYS || errno == EPERM))
 		err = walk_open(t, rec, flags, fd);
 	else if (*fd < 0)

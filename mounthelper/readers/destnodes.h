@@ -68,4 +68,11 @@ int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, i
 
 void stp_destnodes_free(struct stp_destnodes *t);
 
+/* Opens PATH (relative: "a/b", or ".") beneath directory ROOTFD with FLAGS (O_NOFOLLOW
+ * and O_CLOEXEC added) the way stp_destnodes_open does, with no record to check: no
+ * symlink followed on the way, none at the end (O_PATH gets the link itself), no ".."
+ * out. Used by `stipple diff` on a directory side. 0 and *FD, or a negative errno
+ * (-ELOOP: a symlink on the way). */
+int stp_beneath_open(int rootfd, const char *path, int flags, int *fd);
+
 #endif

@@ -15,17 +15,26 @@
 
 #include "cache.h"
 #include "cli.h"
+#include "destnodes.h"
 #include "fileread.h"
 #include "image.h"
 
+struct visited {
+	uint64_t dev, ino;
+};
+
 struct stp_side {
 	struct stp_image *img;  /* an image, or NULL */
-	const char *root;       /* a directory */
+	struct stp_cache *cache; /* its decoded blocks, shared by its files: small files share
+				  * blocks, and one cache per file decoded each block anew */
+	int rootfd;             /* a directory: what lies below is opened beneath it */
+	struct visited *seen;   /* directories entered, as (dev, ino + 1): ino 0 is free */
+	size_t seen_count, seen_slots; /* open addressing; slots a power of two */
 };
 
 struct stp_side_file {
 	struct stp_side *side;
-	struct stp_cache *cache;  /* image */
+	struct stp_cache *cache;  /* image: the side's */
 	struct stp_inode inode;
 	uint64_t off;
 	int fd;                   /* directory */
@@ -39,8 +48,14 @@ int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **
 
 	if (!s)
 		return -ENOMEM;
+	s->rootfd = -1;
 	if (!stat(arg, &st) && S_ISDIR(st.st_mode)) {
-		s->root = arg;
+		/* the root itself is the caller's to name, symlinks and all */
+		if ((s->rootfd = open(arg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			err = -errno;
+			free(s);
+			return err;
+		}
 	} else if ((err = stp_cli_open(cli, arg, &s->img))) {
 		free(s);
 		return err;
@@ -51,8 +66,14 @@ int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **
 
 void stp_side_close(struct stp_side *side)
 {
+	if (side && side->cache)
+		stp_cache_free(side->cache);
 	if (side && side->img)
 		stp_image_close(side->img);
+	if (side && side->rootfd >= 0)
+		close(side->rootfd);
+	if (side)
+		free(side->seen);
 	free(side);
 }
 
@@ -61,20 +82,88 @@ const struct stp_image *stp_side_image(const struct stp_side *side)
 	return side->img;
 }
 
-/* The file system path of image path PATH on a directory side. */
-static int full_path(const struct stp_side *s, const char *path, char out[PATH_MAX])
+static struct visited *visit_slot(struct visited *t, size_t slots, uint64_t dev, uint64_t ino)
 {
-	int n = snprintf(out, PATH_MAX, "%s%s", s->root, strcmp(path, "/") ? path : "");
+	size_t i = (size_t)((dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xff51afd7ed558ccdull));
 
-	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+	for (i &= slots - 1; t[i].ino && (t[i].dev != dev || t[i].ino != ino + 1);
+	     i = (i + 1) & (slots - 1))
+		;
+	return &t[i];
+}
+
+/* Doubles the table once it is half full. */
+static int visit_grow(struct stp_side *s)
+{
+	size_t slots = s->seen_slots ? s->seen_slots * 2 : 64;
+	struct visited *t = calloc(slots, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->seen_slots; i++)
+		if (s->seen[i].ino)
+			*visit_slot(t, slots, s->seen[i].dev, s->seen[i].ino - 1) = s->seen[i];
+	free(s->seen);
+	s->seen = t;
+	s->seen_slots = slots;
+	return 0;
+}
+
+int stp_side_first_visit(struct stp_side *side, const struct stp_side_node *node)
+{
+	struct visited *v;
+
+	if (2 * (side->seen_count + 1) > side->seen_slots && visit_grow(side))
+		return -ENOMEM;
+	v = visit_slot(side->seen, side->seen_slots, node->dev, node->ino);
+	if (v->ino)
+		return 0;
+	*v = (struct visited){ node->dev, node->ino + 1 };
+	side->seen_count++;
+	return 1;
+}
+
+/* Image path PATH of a directory side opened beneath its root with FLAGS (and
+ * O_NONBLOCK: a FIFO put in a file's place does not block the open), following no
+ * symlink on the way nor at the end; what it opens is in *ST. */
+static int open_beneath(const struct stp_side *s, const char *path, int flags, int *fd,
+			struct stat *st)
+{
+	int extra = flags & O_PATH ? 0 : O_NONBLOCK | O_NOCTTY; /* openat2: O_PATH takes none */
+	int err = stp_beneath_open(s->rootfd, strcmp(path, "/") ? path + 1 : ".",
+				   flags | extra, fd);
+
+	if (!err && fstat(*fd, st))
+		err = -errno;
+	if (err && *fd >= 0)
+		close(*fd);
+	if (err)
+		*fd = -1;
+	return err;
+}
+
+/* As open_beneath, refusing anything but NODE, the very node stp_side_stat found there
+ * (same type, device and inode number): one swapped in since is -ESTALE. */
+static int open_node(const struct stp_side *s, const char *path,
+		     const struct stp_side_node *node, int flags, int *fd)
+{
+	struct stat st;
+	int err = open_beneath(s, path, flags, fd, &st);
+
+	if (!err && ((st.st_mode & S_IFMT) != (node->mode & S_IFMT) ||
+		     (uint64_t)st.st_dev != node->dev || (uint64_t)st.st_ino != node->ino)) {
+		close(*fd);
+		*fd = -1;
+		err = -ESTALE;
+	}
+	return err;
 }
 
 int stp_side_stat(struct stp_side *side, const char *path, struct stp_side_node *node)
 {
-	char full[PATH_MAX];
 	struct stat st;
 	uint32_t ino;
-	int err;
+	int err, fd;
 
 	memset(node, 0, sizeof(*node));
 	if (side->img) {
@@ -84,19 +173,19 @@ int stp_side_stat(struct stp_side *side, const char *path, struct stp_side_node 
 		    (err = stp_image_inode(side->img, ino, in)))
 			return err;
 		*node = (struct stp_side_node){ .mode = in->mode, .uid = in->uid, .gid = in->gid,
-						.size = in->size, .inode = *in };
+						.size = in->size, .ino = ino, .inode = *in };
 		if (S_ISCHR(in->mode) || S_ISBLK(in->mode)) {
 			node->rdev_major = stp_cli_rdev_major(in);
 			node->rdev_minor = stp_cli_rdev_minor(in);
 		}
 		return 0;
 	}
-	if ((err = full_path(side, path, full)))
+	if ((err = open_beneath(side, path, O_PATH, &fd, &st)))
 		return err;
-	if (lstat(full, &st))
-		return -errno;
+	close(fd);
 	*node = (struct stp_side_node){ .mode = st.st_mode, .uid = st.st_uid, .gid = st.st_gid,
 					.size = (uint64_t)st.st_size,
+					.dev = st.st_dev, .ino = st.st_ino,
 					.rdev_major = major(st.st_rdev),
 					.rdev_minor = minor(st.st_rdev) };
 	return 0;
@@ -138,14 +227,19 @@ static int list_image(struct stp_side *side, const struct stp_inode *dir, char *
 	return 0;
 }
 
-static int list_dir(const char *full, char ***names, size_t *n, size_t *cap)
+static int list_dir(const struct stp_side *s, const char *path,
+		    const struct stp_side_node *node, char ***names, size_t *n, size_t *cap)
 {
-	DIR *d = opendir(full);
 	struct dirent *e;
-	int err = 0;
+	DIR *d = NULL;
+	int fd, err = open_node(s, path, node, O_RDONLY | O_DIRECTORY, &fd);
 
-	if (!d)
-		return -errno;
+	if (!err && !(d = fdopendir(fd))) {
+		err = -errno;
+		close(fd);
+	}
+	if (err)
+		return err;
 	errno = 0;
 	while (!err && (e = readdir(d)))
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
@@ -159,7 +253,6 @@ static int list_dir(const char *full, char ***names, size_t *n, size_t *cap)
 int stp_side_list(struct stp_side *side, const char *path, const struct stp_side_node *node,
 		  char ***names, size_t *count)
 {
-	char full[PATH_MAX];
 	size_t cap = 0;
 	int err;
 
@@ -168,7 +261,7 @@ int stp_side_list(struct stp_side *side, const char *path, const struct stp_side
 	if (side->img)
 		err = list_image(side, &node->inode, names, count, &cap);
 	else
-		err = full_path(side, path, full) ?: list_dir(full, names, count, &cap);
+		err = list_dir(side, path, node, names, count, &cap);
 	if (err) {
 		stp_side_free_names(*names, *count);
 		return err;
@@ -188,17 +281,18 @@ void stp_side_free_names(char **names, size_t count)
 int stp_side_readlink(struct stp_side *side, const char *path, const struct stp_side_node *node,
 		      char target[STP_LINK_MAX + 1], size_t *len)
 {
-	char full[PATH_MAX];
 	ssize_t n;
-	int err;
+	int err, fd;
 
 	if (side->img)
 		return stp_image_readlink(side->img, &node->inode, target, len);
-	if ((err = full_path(side, path, full)))
+	if ((err = open_node(side, path, node, O_PATH, &fd)))
 		return err;
-	n = readlink(full, target, STP_LINK_MAX + 1);
-	if (n < 0)
-		return -errno;
+	n = readlinkat(fd, "", target, STP_LINK_MAX + 1);
+	err = n < 0 ? -errno : 0;
+	close(fd);
+	if (err)
+		return err;
 	if (n > STP_LINK_MAX)
 		return -ENAMETOOLONG;
 	target[n] = 0;
@@ -231,7 +325,7 @@ static int image_xattr(struct stp_side *side, const struct stp_inode *in, uint32
 
 static int file_xattr(const char *full, const char *name, struct stp_side_xattr *x)
 {
-	ssize_t n = lgetxattr(full, name, NULL, 0);
+	ssize_t n = getxattr(full, name, NULL, 0);
 
 	x->name = strdup(name);
 	if (n < 0)
@@ -239,7 +333,7 @@ static int file_xattr(const char *full, const char *name, struct stp_side_xattr 
 	x->value = malloc((size_t)n + 1);
 	if (!x->name || !x->value)
 		return -ENOMEM;
-	n = lgetxattr(full, name, x->value, (size_t)n);
+	n = getxattr(full, name, x->value, (size_t)n);
 	if (n < 0)
 		return -errno;
 	x->len = (size_t)n;
@@ -248,13 +342,13 @@ static int file_xattr(const char *full, const char *name, struct stp_side_xattr 
 
 static int file_xattrs(const char *full, struct stp_side_xattr **xs, size_t *count)
 {
-	ssize_t len = llistxattr(full, NULL, 0);
+	ssize_t len = listxattr(full, NULL, 0);
 	char *list;
 	int err = 0;
 
 	if (len <= 0)
 		return len < 0 && errno != ENOTSUP ? -errno : 0;
-	if (!(list = malloc((size_t)len)) || (len = llistxattr(full, list, (size_t)len)) < 0) {
+	if (!(list = malloc((size_t)len)) || (len = listxattr(full, list, (size_t)len)) < 0) {
 		err = list ? -errno : -ENOMEM;
 		free(list);
 		return err;
@@ -272,8 +366,8 @@ static int file_xattrs(const char *full, struct stp_side_xattr **xs, size_t *cou
 int stp_side_xattrs(struct stp_side *side, const char *path, const struct stp_side_node *node,
 		    struct stp_side_xattr **xattrs, size_t *count)
 {
-	char full[PATH_MAX];
-	int err = 0;
+	char full[40];
+	int err = 0, fd;
 
 	*xattrs = NULL;
 	*count = 0;
@@ -285,7 +379,13 @@ int stp_side_xattrs(struct stp_side *side, const char *path, const struct stp_si
 		for (; !err && *count < n; (*count)++)
 			err = image_xattr(side, &node->inode, (uint32_t)*count, &(*xattrs)[*count]);
 	} else {
-		err = full_path(side, path, full) ?: file_xattrs(full, xattrs, count);
+		/* through /proc: an O_PATH descriptor has no fgetxattr, and a symlink or a
+		 * device is not to be opened for reading */
+		if ((err = open_node(side, path, node, O_PATH, &fd)))
+			return err;
+		snprintf(full, sizeof(full), "/proc/self/fd/%d", fd);
+		err = file_xattrs(full, xattrs, count);
+		close(fd);
 	}
 	if (!err && *count)
 		qsort(*xattrs, *count, sizeof(**xattrs), xattr_order);
@@ -305,17 +405,17 @@ int stp_side_file_open(struct stp_side *side, const char *path,
 		       const struct stp_side_node *node, struct stp_side_file **out)
 {
 	struct stp_side_file *f = calloc(1, sizeof(*f));
-	char full[PATH_MAX];
 	int err = 0;
 
 	if (!f)
 		return -ENOMEM;
 	*f = (struct stp_side_file){ .side = side, .inode = node->inode, .fd = -1 };
+	if (side->img && !side->cache)
+		err = stp_cache_new(side->img, 2, 1, &side->cache);
 	if (side->img)
-		err = stp_cache_new(side->img, 2, 1, &f->cache);
-	else if (!(err = full_path(side, path, full)) &&
-		 (f->fd = open(full, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) < 0)
-		err = -errno;
+		f->cache = side->cache;
+	else
+		err = open_node(side, path, node, O_RDONLY, &f->fd);
 	if (err) {
 		stp_side_file_close(f);
 		return err;
@@ -344,8 +444,6 @@ void stp_side_file_close(struct stp_side_file *f)
 {
 	if (!f)
 		return;
-	if (f->cache)
-		stp_cache_free(f->cache);
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f);

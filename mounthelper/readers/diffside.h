@@ -3,7 +3,10 @@
  * One side of `stipple diff`: an image, or a directory of the file system, seen the same
  * way: entries by path ("/" for the root, "/a/b" below), their type, mode, owner, size,
  * device number, link target, extended attributes and bytes. Symbolic links are never
- * followed below the root.
+ * followed below the root: a directory side opens each entry beneath the root's
+ * descriptor (stp_beneath_open), non-blocking, and checks it is the node it stat'ed, so
+ * a FIFO or symlink swapped in while diff runs is an error, never waited on or followed.
+ * Extended attributes are read through /proc/self/fd.
  *
  * Single-threaded. Functions return 0 or a negative errno and print nothing: the caller
  * names the side and the path.
@@ -31,10 +34,15 @@ const struct stp_image *stp_side_image(const struct stp_side *side);
 struct stp_side_node {
 	uint32_t mode, uid, gid, rdev_major, rdev_minor;
 	uint64_t size;
+	uint64_t dev, ino;      /* who it is: the image's inode number (dev 0), or st_dev, st_ino */
 	struct stp_inode inode; /* an image side's */
 };
 
 int stp_side_stat(struct stp_side *side, const char *path, struct stp_side_node *node);
+
+/* 1 the first time directory NODE is entered on SIDE, 0 after (a hostile image may hold
+ * a directory in itself: the caller reports and skips it), or -ENOMEM. */
+int stp_side_first_visit(struct stp_side *side, const struct stp_side_node *node);
 
 /* The names in directory PATH, in byte order, as NUL-terminated strings in one array:
  * *NAMES is the caller's to free with stp_side_free_names. */

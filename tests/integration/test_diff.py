@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -140,3 +142,80 @@ def test_diff_stat_counts_shared_blocks(gen_tree, gen_image, tmp_path, change):
         assert 0 < len(shared) < len(b)
     r = diff("--stat", gen_image, src)
     assert r.returncode == 2 and "--stat compares two images" in r.stderr
+
+
+# --- a directory side that changes under diff: nothing outside it read, nothing blocks ---
+
+def swapping(tree, swap, seconds=3.0):
+    """Runs `stipple diff IMAGE TREE` over and over for SECONDS while SWAP(stop) changes
+    TREE in another thread; returns every run."""
+    stop = threading.Event()
+    t = threading.Thread(target=swap, args=(stop,))
+    runs = []
+    t.start()
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            runs.append(run([STIPPLE, "diff", tree.parent / "img.stipple", tree], timeout=20))
+    finally:
+        stop.set()
+        t.join()
+    return runs
+
+
+def swap_tree(tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "a" / "f").write_bytes(b"x" * 5000)
+    build_image(tree, tmp_path / "img.stipple", *FAST)
+    return tree
+
+
+def test_diff_never_blocks_on_a_fifo_put_in_a_files_place(tmp_path):
+    tree = swap_tree(tmp_path)
+    f = os.fspath(tree / "a" / "f")
+    spare = os.fspath(tmp_path / "spare")  # outside the tree, on its filesystem
+
+    def swap(stop):
+        while not stop.is_set():
+            os.mkfifo(spare)
+            os.rename(spare, f)
+            with open(spare, "wb") as out:
+                out.write(b"x" * 5000)
+            os.rename(spare, f)
+
+    runs = swapping(tree, swap)  # a run that blocks in open raises TimeoutExpired
+    assert len(runs) > 10
+    for r in runs:
+        assert r.returncode in (0, 1, 2), r.stderr
+        assert r.stdout in ("", "M /a/f: type file -> fifo\n"), r.stdout
+    # and once it holds still: a type difference
+    os.unlink(f)
+    os.mkfifo(f)
+    r = run([STIPPLE, "diff", tmp_path / "img.stipple", tree], timeout=20)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "M /a/f: type file -> fifo\n", "")
+
+
+def test_diff_never_follows_a_directory_swapped_for_a_symlink(tmp_path):
+    tree = swap_tree(tmp_path)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret").write_bytes(b"s")
+    a = os.fspath(tree / "a")
+
+    def swap(stop):
+        while not stop.is_set():
+            os.rename(a, a + ".real")
+            os.symlink(tmp_path / "outside", a)
+            os.unlink(a)
+            os.rename(a + ".real", a)
+
+    runs = swapping(tree, swap)
+    assert len(runs) > 10
+    for r in runs:
+        assert r.returncode in (0, 1, 2), r.stderr
+        assert "secret" not in r.stdout + r.stderr
+    # and once it holds still: a type difference, nothing below the link
+    os.rename(a, tmp_path / "a.real")
+    os.symlink(tmp_path / "outside", a)
+    r = run([STIPPLE, "diff", tmp_path / "img.stipple", tree], timeout=20)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "M /a: type dir -> symlink\n", "")

@@ -20,7 +20,8 @@ import pytest
 from conftest import MOUNT_STIPPLE, STIPPLE, build_image, run
 from imageutil import (BLOCKENT_FIELDS, BLOCKENT_SIZE, FEAT_META_PAGES, META_CODEC_PAGES,
                        META_PAGE_SIZE, SB_FIELDS, HostileImage, escape_name, get,
-                       patch_superblock, put, read_file, reseal, superblock, xxh3)
+                       CraftedImage, patch_superblock, put, read_file, reseal, superblock,
+                       xxh3)
 
 FAST = ("--level", "3", "--block-size", "64K")
 
@@ -558,3 +559,94 @@ def test_foreground_daemon_escapes_c1_controls(small_image, tmp_path):
     assert b"\\302\\233" in err and b"\\033" in err, err
     for raw in (b"\x9b", b"\x1b", b"\x07"):
         assert raw not in err, (raw, err)
+
+
+# --- item: trees deeper than the readers' C stack, and directories that loop ---
+
+DEEP = 2040  # "/d" per level: 4,080 bytes of path, under PATH_MAX; deeper than any stack
+
+
+def deep_tree(root, depth, leaf):
+    """ROOT/d/d/.../d/f, DEPTH directories deep, made through descriptors: with ROOT's
+    own path in front, the whole path runs past PATH_MAX."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        sub = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    out = os.open("f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=fd)
+    os.write(out, leaf)
+    os.close(out)
+    os.close(fd)
+
+
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory, stipple_built):
+    root = tmp_path_factory.mktemp("deep")
+    (root / "src").mkdir()
+    deep_tree(root / "src", DEEP, b"first\n")
+    first = build_image(root / "src", root / "first.stipple", *FAST)
+    deep_tree_leaf = "d/" * DEEP + "f"
+    fd = os.open(root / "src", os.O_RDONLY | os.O_DIRECTORY)
+    out = os.open(deep_tree_leaf, os.O_WRONLY | os.O_TRUNC, dir_fd=fd)
+    os.write(out, b"other\n")  # same size: found by the bytes, not the size
+    os.close(out)
+    os.close(fd)
+    yield root, first, build_image(root / "src", root / "other.stipple", *FAST)
+    # pytest's own clean-up recurses once per level and would fail on it, for everyone
+    subprocess.run(["rm", "-rf", os.fspath(root / "src")], check=True)
+
+
+def test_ls_R_of_a_tree_2040_directories_deep(deep):
+    root, image, _ = deep
+    r = stipple("ls", "-R", image)
+    assert r.returncode == 0, r.stderr
+    gnu = subprocess.run(["ls", "-R", "."], cwd=root / "src", capture_output=True,
+                         text=True, check=True, env=dict(os.environ, LC_ALL="C")).stdout
+    want = re.sub(r"^\.(/|:)", lambda m: "/" if m.group(1) == "/" else "/:", gnu,
+                  flags=re.M)
+    assert r.stdout == want
+    assert r.stdout.count(":\n") == DEEP + 1
+
+
+def test_diff_of_trees_2040_directories_deep(deep):
+    root, first, other = deep
+    leaf = "/d" * DEEP + "/f"
+    r = stipple("diff", first, first)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    r = stipple("diff", first, other)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "M %s: contents\n" % leaf, "")
+    # the directory side: paths past PATH_MAX with the root's in front
+    r = stipple("diff", other, root / "src")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    r = stipple("diff", first, root / "src")
+    assert (r.returncode, r.stdout, r.stderr) == (1, "M %s: contents\n" % leaf, "")
+
+
+@pytest.fixture(scope="module")
+def looping_image(tmp_path_factory, stipple_built):
+    """/a/b/c made to be /a again: /a/b/c/b/c/... for ever to a reader that trusts it."""
+    root = tmp_path_factory.mktemp("loop")
+    (root / "src" / "a" / "b" / "c").mkdir(parents=True)
+    (root / "src" / "a" / "b" / "c" / "f").write_bytes(b"leaf")
+    img = CraftedImage(build_image(root / "src", root / "sound.stipple", *FAST))
+    img.set_target("a/b", "c", img.lookup("a"))
+    return img.write(root / "loop.stipple")
+
+
+def test_ls_R_reports_a_directory_loop(looping_image):
+    r = stipple("ls", "-R", looping_image)
+    assert r.returncode == 1, r.stderr
+    assert "/a/b/c: directory reached twice: skipped" in r.stderr
+    assert r.stdout == "/:\na\n\n/a:\nb\n\n/a/b:\nc\n"
+
+
+@pytest.mark.parametrize("other", ["itself", "sound"])
+def test_diff_reports_a_directory_loop(looping_image, other):
+    b = looping_image if other == "itself" else looping_image.parent / "sound.stipple"
+    r = stipple("diff", looping_image, b, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "/a/b/c: directory reached twice: skipped" in r.stderr
+    # the pair at /a/b/c is skipped whole: nothing below it is compared
+    assert r.stdout == ""
