@@ -3,6 +3,8 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void log_stderr(enum stp_log_level level, const char *msg)
 {
@@ -48,4 +50,16 @@ int stp_log_corrupt(const char *path, const char *file, int line, const char *fm
 	log_va(STP_LOG_ERR, prefix, fmt, ap);
 	va_end(ap);
 	return -EUCLEAN;
+}
+
+const char *stp_log_user_text(const char *msg, char *buf, size_t len)
+{
+	const char *debug = getenv("STIPPLE_DEBUG");
+	const char *p = strstr(msg, "damaged image (");
+	const char *q = p ? strstr(p, "): ") : NULL;
+
+	if ((debug && !strcmp(debug, "1")) || !q)
+		return msg;
+	snprintf(buf, len, "%.*s%s", (int)(p - msg) + 13, msg, q + 1);
+	return buf;
 }

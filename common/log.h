@@ -11,6 +11,7 @@
 #define STP_LOG_H
 
 #include <errno.h>
+#include <stddef.h>
 
 #ifndef EUCLEAN
 #define EUCLEAN 117
@@ -29,5 +30,10 @@ void stp_log(enum stp_log_level level, const char *fmt, ...) __attribute__((form
 	stp_log_corrupt((path), __FILE__, __LINE__, __VA_ARGS__)
 int stp_log_corrupt(const char *path, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* MSG as a user should see it: a damage report's "damaged image (FILE:LINE): " loses the
+ * source place, kept only when the environment has STIPPLE_DEBUG=1. Returns MSG itself
+ * or BUF (LEN bytes) holding the shorter text. Thread-safe. */
+const char *stp_log_user_text(const char *msg, char *buf, size_t len);
 
 #endif

@@ -165,20 +165,6 @@ void stp_cli_bound_messages(unsigned limit)
 		registered = true;
 }
 
-/* The library's "damaged image (FILE:LINE): " without the source place, unless
- * STIPPLE_DEBUG=1 asks for it: users need the image and the cause, developers the line. */
-static const char *without_source(const char *msg, char *buf, size_t len)
-{
-	const char *debug = getenv("STIPPLE_DEBUG");
-	const char *p = strstr(msg, "damaged image (");
-	const char *q = p ? strstr(p, "): ") : NULL;
-
-	if ((debug && !strcmp(debug, "1")) || !q)
-		return msg;
-	snprintf(buf, len, "%.*s%s", (int)(p - msg) + 13, msg, q + 1);
-	return buf;
-}
-
 static atomic_ulong damage_reports; /* the library's "damaged image" lines printed */
 
 unsigned long stp_cli_damage_reports(void)
@@ -196,7 +182,7 @@ static void cli_log(enum stp_log_level level, const char *msg)
 		atomic_fetch_add(&damage_reports, 1);
 	stp_progress_clear();
 	fprintf(stderr, "stipple %s: ", log_prefix_name);
-	put_escaped_str(stderr, without_source(msg, plain, sizeof(plain)));
+	put_escaped_str(stderr, stp_log_user_text(msg, plain, sizeof(plain)));
 	fputc('\n', stderr);
 }
 

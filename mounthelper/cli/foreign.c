@@ -57,21 +57,15 @@ static void advise(const struct magic *m, const char *path, char *msg, size_t le
 	}
 }
 
-int stp_foreign_describe(const char *path, char *msg, size_t len)
+int stp_foreign_describe_fd(int fd, const char *path, char *msg, size_t len)
 {
 	uint8_t buf[SNIFF_LEN];
 	struct stat st;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
-	if (fd < 0)
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 		return 0;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return 0;
-	}
 	n = pread(fd, buf, sizeof(buf), 0);
-	close(fd);
 	if (n == 0 && st.st_size == 0) {
 		snprintf(msg, len, "an empty file, not a stipple image (an interrupted build or "
 			 "copy?); build one with mkstipple DIR %s", path);
@@ -86,4 +80,15 @@ int stp_foreign_describe(const char *path, char *msg, size_t len)
 		}
 	}
 	return 0;
+}
+
+int stp_foreign_describe(const char *path, char *msg, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), r;
+
+	if (fd < 0)
+		return 0;
+	r = stp_foreign_describe_fd(fd, path, msg, len);
+	close(fd);
+	return r;
 }

@@ -14,5 +14,7 @@
  * what to run instead" into MSG (LEN bytes) and returns 1; else (a stipple image, an
  * unknown kind, a file that cannot be read: the open will say) returns 0. */
 int stp_foreign_describe(const char *path, char *msg, size_t len);
+/* The same for the file open on FD (read with pread at offset 0), named PATH in MSG. */
+int stp_foreign_describe_fd(int fd, const char *path, char *msg, size_t len);
 
 #endif

@@ -63,8 +63,9 @@ static void put_line(const char *text, size_t len)
 
 static void log_handler(enum stp_log_level level, const char *msg)
 {
-	char line[512];
-	int n = snprintf(line, sizeof(line), "%s: %s", log_prog, msg);
+	char line[512], plain[512];
+	int n = snprintf(line, sizeof(line), "%s: %s", log_prog,
+			 stp_log_user_text(msg, plain, sizeof(plain)));
 
 	if (n < 0)
 		return;

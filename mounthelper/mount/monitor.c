@@ -9,6 +9,8 @@
  *     execveat                                 checks; it waits for its setup
  *   open(public keys), scandir(keys dir)      verify: trusted configuration (trustkeys.c)
  *   open(image)                               the image fd; its superblock read through it
+ *                                             (not an image: its first bytes, to say what
+ *                                             it is: cli/foreign.h)
  *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
  *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
  *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
@@ -48,6 +50,7 @@
 
 #include "budget.h"
 #include "daemon.h"
+#include "foreign.h"
 #include "fuseapi.h"
 #include "image.h"
 #include "imgsrc.h"
@@ -216,6 +219,7 @@ static int open_url(struct monitor *m)
 static int open_image(struct monitor *m)
 {
 	const struct stp_mount_opts *o = m->o;
+	char what[512];
 	int err;
 
 	if (o->is_url)
@@ -227,7 +231,11 @@ static int open_image(struct monitor *m)
 		return err;
 	}
 	err = stp_image_read_superblock(m->h.image_fd, o->image_path, &m->sb);
-	if (err != -EINVAL) /* not a file, already said */
+	/* a tar, a squashfs, an empty file: what it is and what to run instead */
+	if (err == -EUCLEAN && stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what,
+						       sizeof(what)))
+		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), what);
+	else if (err != -EINVAL) /* not a file, already said */
 		stp_monlog_unreadable(m->prog, m->o, err);
 	return err;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "format.h"
 #include "log.h"
 #include "mountopts.h"
 #include "util.h"
@@ -48,6 +49,9 @@ void stp_monlog_say(const char *prog, const char *fmt, ...)
 
 static void log_prefixed(enum stp_log_level level, const char *msg)
 {
+	char buf[STP_LINK_MAX + 1024];
+
+	msg = stp_log_user_text(msg, buf, sizeof(buf));
 	put_line(log_prog, msg, strlen(msg));
 }
 
@@ -82,8 +86,8 @@ void stp_monlog_unreadable(const char *prog, const struct stp_mount_opts *o, int
 	const char *image = stp_monlog_image(o);
 
 	if (err == -EUCLEAN)
-		stp_monlog_say(prog, "%s: not a stipple image, or a damaged one", image);
-	else if (err == -EPROTONOSUPPORT)
+		return; /* the library's report named the image and the cause: one line */
+	if (err == -EPROTONOSUPPORT)
 		stp_monlog_say(prog, "%s: made by a newer stipple (unsupported format)", image);
 	else if (err)
 		stp_monlog_say(prog, "%s: %s", image, stp_strerror(err));

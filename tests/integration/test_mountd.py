@@ -176,3 +176,23 @@ def test_option_too_long_to_hand_over_is_refused_before_mounting(images, mnt, tm
     assert "fuse_opts" in r.stderr and "4096" in r.stderr, r.stderr
     assert "Protocol error" not in r.stderr, r.stderr
     assert mounts_at(mnt) == []
+
+
+@pytest.mark.needs_root
+@pytest.mark.parametrize("prog", ["mount.stipple", "stipple"])
+def test_a_file_that_is_not_an_image_is_named_for_what_it_is(mnt, tmp_path, prog):
+    """A tar or an empty file given as IMAGE: the mount says what it is and what to run,
+    names no source file of stipple, exits as mount(8) does, and mounts nothing."""
+    tar = tmp_path / "app.tar"
+    subprocess.run(["tar", "-cf", str(tar), "-C", "/usr/share/doc", "bash"], check=True)
+    empty = tmp_path / "empty.stp"
+    empty.write_bytes(b"")
+    for image, says in ((tar, "a tar archive, not a stipple image; build one with mkstipple"),
+                        (empty, "an empty file, not a stipple image")):
+        cmd = [MOUNT_STIPPLE, str(image), mnt] if prog == "mount.stipple" else \
+            [STIPPLE, "mount", str(image), mnt]
+        r = run(cmd, timeout=60)
+        assert r.returncode == (32 if prog == "mount.stipple" else 1), r.stderr
+        assert "%s: %s" % (image, says) in r.stderr, r.stderr
+        assert ".c:" not in r.stderr, r.stderr
+        assert not is_mounted(mnt)
