@@ -27,7 +27,6 @@
 #include "fetcher.h"
 #include "http.h"
 #include "log.h"
-#include "monitor.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "progpath.h"

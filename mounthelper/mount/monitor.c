@@ -63,6 +63,7 @@
 #include "prime.h"
 #include "progpath.h"
 #include "remote.h"
+#include "setup.h"
 #include "trustkeys.h"
 #include "util.h"
 #include "watcher.h"

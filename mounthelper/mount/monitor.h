@@ -19,9 +19,6 @@
 
 struct stp_mount_opts;
 
-/* How long a mount may take to go live, or be refused, and then be primed. */
-#define STP_MOUNT_DEADLINE_MS 10000
-
 /* Mounts OPTS (after stp_mountopts_finish). Messages go to stderr prefixed with PROG.
  * In the background (the default) it returns 0 once the daemon reports the mount live
  * and priming is done, or a negative errno with the reason printed: the image, the mount

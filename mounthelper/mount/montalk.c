@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "monitor.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "prime.h"

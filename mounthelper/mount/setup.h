@@ -27,6 +27,10 @@
 #include "mountopts.h"
 #include "sign.h"
 
+/* How long a mount may take to go live, or be refused, and then be primed: the monitor's
+ * deadline, which the exec'd programs' wait for their setup shares. */
+#define STP_MOUNT_DEADLINE_MS 10000
+
 #define STP_SETUP_STR_MAX 4096u
 #define STP_SETUP_KEYS_MAX 64u
 #define STP_SETUP_FDS_MAX 24u
