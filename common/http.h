@@ -74,6 +74,14 @@ uint64_t stp_http_fetched(const struct stp_http *h);
 int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsigned *tries,
 		 char *why, size_t whylen);
 
+/* The whole object at URL (on H's server, through H's connections, proxy and
+ * credentials rules) into BUF, which it must fill exactly: a 200 of LEN bytes. No range,
+ * no validator: for immutable objects named by their hash (a published image's blocks),
+ * which the caller checks. Retried as stp_http_get; -ENOENT for a 404, -EPROTO for
+ * another status, -EIO for another length. */
+int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
+		       unsigned *tries, char *why, size_t whylen);
+
 /* An image source over URL, probed by stp_http_open; a read past the size is
  * STP_IMGSRC_END (imgsrc.h), every other failure is logged (stp_log) naming the URL and
  * the cause, and read as -EIO. */

@@ -16,6 +16,13 @@
  * errno and whose LEN bytes say why in words (without the URL). Each frame says how many
  * HTTP requests its piece took.
  *
+ * A published image (published.h): the fetcher reads the index at the URL and serves the
+ * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It
+ * then offers the monitor the blocks' hashes in batches (BLOCKS, struct stp_fetch_blocks)
+ * on the control socket, which stays open for that, and the monitor answers each batch
+ * with the descriptors of the blocks' files in the store (STORE, struct stp_fetch_store,
+ * store.h), or closes the socket: no store. Only then are the channels served.
+ *
  * Called from the monitor's single thread; not thread-safe.
  */
 #ifndef STP_FETCHER_H
@@ -46,7 +53,34 @@ struct stp_fetch_hello {
 	uint64_t size;
 	char validator[256];
 	char why[STP_FETCH_WHY_MAX];
+	uint64_t blocks;  /* a published image's blocks, 0 for a one-file image */
 };
+
+/* A batch of block hashes and its answer: the descriptors attached to STORE are the files
+ * of blocks FIRST + WHICH[k], in order. STOP: send no more batches. */
+#define STP_FETCH_BATCH 32u
+struct stp_fetch_blocks {
+	uint64_t first;
+	uint32_t count;   /* 1 to STP_FETCH_BATCH */
+	uint32_t pad;
+	uint8_t sha[STP_FETCH_BATCH][32];
+};
+
+struct stp_fetch_store {
+	uint64_t first;
+	uint32_t nfds;
+	uint32_t stop;
+	uint32_t which[STP_FETCH_BATCH];
+};
+
+/* Whether BUF (LEN bytes, from the fetcher) is the batch of blocks from FIRST of an
+ * image of BLOCKS: 0 or -EPROTO. */
+int stp_fetch_blocks_check(const void *buf, size_t len, uint64_t first, uint64_t blocks,
+			   struct stp_fetch_blocks *out);
+/* Whether BUF (LEN bytes, from the monitor) answers batch ASKED with NFDS descriptors:
+ * 0 or -EPROTO. */
+int stp_fetch_store_check(const void *buf, size_t len, const struct stp_fetch_blocks *asked,
+			  unsigned nfds, struct stp_fetch_store *out);
 
 struct stp_fetcher {
 	pid_t pid;
@@ -54,6 +88,8 @@ struct stp_fetcher {
 	unsigned nchans;
 	uint64_t size;                  /* of the file at the URL */
 	char validator[256];            /* ETag or Last-Modified, "" without */
+	uint64_t blocks;                /* a published image's blocks (0: a one-file image) */
+	int ctl;                        /* with BLOCKS: the control socket, for the store */
 };
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
@@ -63,6 +99,9 @@ unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
  * probe. 0, or a negative errno with the URL and the cause printed on stderr after PROG
  * (the fetcher is then stopped). */
 int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
+
+/* Closes the control socket kept for the store (the fetcher then goes on without). */
+void stp_fetcher_close_ctl(struct stp_fetcher *f);
 
 /* Closes the channels this process holds (the fetcher ends once no process holds them). */
 void stp_fetcher_release(struct stp_fetcher *f);
