@@ -13,6 +13,7 @@
 #include "fetcher.h"
 #include "imgsrc.h"
 #include "log.h"
+#include "readfail.h"
 #include "util.h"
 
 struct remote {
@@ -149,6 +150,7 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 
 	if (off > s->size || len > s->size - off)
 		return STP_IMGSRC_END; /* the image reader says what lies past it */
+	stp_readfail_set_cause(NULL); /* a failure's cause is this read's, not an earlier one's */
 	if (r->cache && !stp_diskcache_get(r->cache, buf, len, off)) {
 		pthread_mutex_lock(&r->lock);
 		r->st.cache_hits++;
@@ -168,6 +170,7 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 	give(r, i, broken, err != 0, &c);
 	if (err) {
 		stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
+		stp_readfail_set_cause(why); /* syslog's line of the failed read says why */
 		return -EIO;
 	}
 	if (r->cache)

@@ -7,10 +7,12 @@ manager that stops what it started."""
 import contextlib
 import http.server
 import os
+import pwd
 import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -308,6 +310,23 @@ shutdown_lifetime 1 seconds
         yield "http://127.0.0.1:%d" % port
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def squid_dir():
+    """Squid drops root for its own user: its directory must be that user's, outside the
+    private tmp_path."""
+    try:
+        user = pwd.getpwnam("proxy")
+    except KeyError:
+        pytest.skip("no 'proxy' user for Squid")
+    d = tempfile.mkdtemp(prefix="stipple-squid-")
+    os.chmod(d, 0o755)
+    os.chown(d, user.pw_uid, user.pw_gid)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

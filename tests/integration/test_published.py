@@ -1,0 +1,252 @@
+# SPDX-License-Identifier: MIT
+"""Published releases over HTTP (issue 31 item 2, the mount's half): two releases of a
+real tree from this machine published into one directory (tests/tools/pubindex.py, an
+independent writer of the index), served by a real nginx on loopback with the README's
+caching lines, mounted through a real Squid with the README's refresh_pattern lines.
+nginx's log says what was fetched: release 2 fetches only the blocks release 1 lacked,
+each block leaves the origin once, a mount with a warm store fetches no block. A block
+damaged on the server is refused by its hash (EIO, a log line naming its URL, never a
+wrong byte); a damaged file in the store is fetched again; cache_size= bounds the store
+without taking a block a live mount uses."""
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+import httputil
+from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
+import treeutil
+from conftest import MOUNT_STIPPLE, STIPPLE, build_image, mount_image, run, unmount
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+import pubindex  # noqa: E402
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+REPO = "repo"
+SOURCES = ("json", "email", "http", "html", "urllib", "logging", "xml")
+
+
+def readme_config():
+    """The nginx locations and Squid refresh_pattern lines of the README, for /repo/."""
+    with open(README) as f:
+        text = f.read()
+    sec = text[text.index("### Mounting a published release"):]
+    nginx = re.search(r"```nginx\n(.*?)```", sec, re.S).group(1)
+    squid = re.search(r"```\n(refresh_pattern.*?)```", sec, re.S).group(1)
+    assert "immutable" in nginx and "no-cache" in nginx, nginx
+    return nginx.replace("/REPO/", "/%s/" % REPO), squid
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    """(v1 tree, v2 tree): parts of this machine's Python library; v2 changes a few
+    files, adds one and removes one."""
+    base = tmp_path_factory.mktemp("releases")
+    v1, v2 = base / "v1", base / "v2"
+    for name in SOURCES:
+        src = os.path.join("/usr/lib/python3.11", name)
+        if not os.path.isdir(src):
+            pytest.skip("%s is not on this machine" % src)
+        shutil.copytree(src, v1 / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(v1, v2)
+    with open(v2 / "xml" / "dom" / "minidom.py", "a") as f:
+        f.write("\n# release 2: a patch\n")
+    (v2 / "urllib" / "parse.py").write_bytes((v1 / "urllib" / "parse.py").read_bytes()
+                                             .replace(b"def ", b"def  ", 3))
+    shutil.copy("/usr/lib/python3.11/textwrap.py", v2 / "xml" / "textwrap.py")
+    os.unlink(v2 / "xml" / "etree" / "cElementTree.py")
+    return v1, v2
+
+
+@pytest.fixture(scope="module")
+def images(releases, tmp_path_factory):
+    """The two releases' one-file images, 64 KiB blocks."""
+    d = tmp_path_factory.mktemp("images")
+    return [build_image(tree, d / ("app-%d.stp" % (i + 1)), "--level", "3", "--block-size", "64K")
+            for i, tree in enumerate(releases)]
+
+
+def publish(images, www):
+    """Publishes IMAGES into WWW/repo; returns the indexes' paths."""
+    return [pubindex.publish(STIPPLE, os.fspath(img), os.fspath(www / REPO)) for img in images]
+
+
+def hashes(index):
+    """The block names (hex SHA-256) an index lists, in order."""
+    with open(index, "rb") as f:
+        return [sha.hex() for _, _, sha in pubindex.parse(f.read())["entries"]]
+
+
+def block_requests(origin, since=0):
+    """The block names nginx served whole (200), from entry SINCE of its log on."""
+    out = []
+    for method, status, _, uri in origin.uris()[since:]:
+        m = re.match(r"/%s/blocks/([0-9a-f]{2})/([0-9a-f]{64})$" % REPO, uri)
+        if m:
+            assert status == 200 and m.group(2).startswith(m.group(1)), (status, uri)
+            out.append(m.group(2))
+    return out
+
+
+def read_all(root):
+    """{relative path: bytes or None when the read failed with EIO} of every file."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(d, name)
+            try:
+                with open(path, "rb") as f:
+                    out[os.path.relpath(path, root)] = f.read()
+            except OSError as e:
+                assert e.errno == errno.EIO, "%s: %s" % (path, e)
+                out[os.path.relpath(path, root)] = None
+    return out
+
+
+def assert_same_tree(src, mnt):
+    diffs = treeutil.compare_trees(src, mnt)
+    assert not diffs, "\n".join(diffs[:20])
+
+
+def store_files(cache):
+    """{hex name: bytes} of the store's block files."""
+    out = {}
+    for d, _, files in os.walk(os.path.join(cache, "blocks")):
+        for name in files:
+            with open(os.path.join(d, name), "rb") as f:
+                out[name] = f.read()
+    return out
+
+
+@contextlib.contextmanager
+def origin_of(www, workdir):
+    nginx_conf, _ = readme_config()
+    with httputil.nginx(www, workdir, server=nginx_conf) as n:
+        yield n
+
+
+def test_two_releases_through_squid_fetch_each_block_once(releases, images, tmp_path, squid_dir):
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2 = publish(images, www)
+    h1, h2 = hashes(idx1), hashes(idx2)
+    new = set(h2) - set(h1)
+    assert new and set(h2) & set(h1), "the releases share no block, or all of them"
+    _, refresh = readme_config()
+    with origin_of(www, tmp_path / "nginx") as origin, \
+            httputil.squid(squid_dir, refresh=refresh) as proxy:
+        opts = "proxy=%s,cache_dir=%s" % (proxy, cache)
+        url1, url2 = origin.url(REPO + "/app-1.stp"), origin.url(REPO + "/app-2.stp")
+        with mount_image(url1, None, "-o", opts) as mnt:
+            assert_same_tree(releases[0], mnt)
+        got1 = block_requests(origin)
+        assert sorted(got1) == sorted(set(h1)), "release 1 fetched other blocks than its own"
+        seen = len(origin.uris())
+        with mount_image(url2, None, "-o", opts) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got2 = block_requests(origin, seen)
+        # only what release 1 lacked, each once
+        assert sorted(got2) == sorted(new), (len(got2), len(new))
+        seen, squid_seen = len(origin.uris()), os.path.getsize(os.path.join(squid_dir, "access.log"))
+        with mount_image(url2, None, "-o", opts) as mnt:
+            assert_same_tree(releases[1], mnt)
+        assert block_requests(origin, seen) == [], "a warm store fetched blocks"
+        with open(os.path.join(squid_dir, "access.log")) as f:
+            f.seek(squid_seen)
+            assert "/blocks/" not in f.read(), "a warm store asked the proxy for blocks"
+        # the index is revalidated with the origin (no-cache), through the proxy
+        assert any(u == "/%s/app-2.stp" % REPO for _, _, _, u in origin.uris()[seen:])
+    files = store_files(cache)
+    assert set(files) == set(h1) | set(h2)
+    for name, data in files.items():
+        assert hashlib.sha256(data).hexdigest() == name
+        st = os.stat(os.path.join(cache, "blocks", name[:2], name))
+        assert st.st_mode & 0o777 == 0o600 and st.st_uid == os.geteuid()
+
+
+def test_block_damaged_on_the_server_is_refused(releases, images, tmp_path):
+    from test_readfail import received, syslog_listener
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    (idx1,) = publish(images[:1], www)
+    names = hashes(idx1)
+    bad = names[len(names) // 2]
+    path = www / REPO / "blocks" / bad[:2] / bad
+    good = path.read_bytes()
+    treeutil.flip_byte(path, len(good) // 2)
+    with origin_of(www, tmp_path / "nginx") as origin, syslog_listener() as log:
+        url = origin.url(REPO + "/app-1.stp")
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        r = run([MOUNT_STIPPLE, url, mnt, "-o", "cache_dir=%s" % cache])
+        assert r.returncode == 0, r.stderr
+        try:
+            got = read_all(mnt)
+        finally:
+            unmount(mnt)
+        failed = [p for p, data in got.items() if data is None]
+        assert failed, "no read failed"
+        for p, data in got.items():
+            if data is not None:  # never a wrong byte
+                assert data == (releases[0] / p).read_bytes(), p
+        lines = received(log, url)
+        assert any("blocks/%s/%s" % (bad[:2], bad) in ln and "SHA-256" in ln for ln in lines), lines
+        # nothing of it was kept: with the server's file repaired, the next mount is whole
+        assert store_files(cache).get(bad, b"") != path.read_bytes()
+        path.write_bytes(good)
+        with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt2:
+            assert_same_tree(releases[0], mnt2)
+
+
+def test_damaged_store_file_is_fetched_again(releases, images, tmp_path):
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    (idx1,) = publish(images[:1], www)
+    names = hashes(idx1)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        url = origin.url(REPO + "/app-1.stp")
+        with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt:
+            assert_same_tree(releases[0], mnt)
+        bad = names[1]
+        stored = cache / "blocks" / bad[:2] / bad
+        treeutil.flip_byte(stored, os.path.getsize(stored) // 3)
+        seen = len(origin.uris())
+        with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt:
+            assert_same_tree(releases[0], mnt)
+        assert block_requests(origin, seen) == [bad]
+        assert hashlib.sha256(stored.read_bytes()).hexdigest() == bad
+
+
+def store_bytes(cache):
+    return sum(len(b) for b in store_files(cache).values())
+
+
+def test_cache_size_bounds_the_store_but_keeps_live_blocks(releases, images, tmp_path):
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2 = publish(images, www)
+    h1, h2 = set(hashes(idx1)), set(hashes(idx2))
+    with origin_of(www, tmp_path / "nginx") as origin:
+        url1, url2 = origin.url(REPO + "/app-1.stp"), origin.url(REPO + "/app-2.stp")
+        opts = "cache_dir=%s" % cache
+        with mount_image(url1, None, "-o", opts) as m1:
+            assert_same_tree(releases[0], m1)
+            full = store_files(cache)
+            assert set(full) == h1
+            # a bound of 1 byte while release 1 is mounted: none of its blocks goes
+            with mount_image(url2, None, "-o", opts + ",cache_size=1") as m2:
+                assert h1 <= set(store_files(cache))
+                assert_same_tree(releases[1], m2)
+            assert_same_tree(releases[0], m1)
+        # nothing mounted: a bound of half the store keeps it within that
+        half = store_bytes(cache) // 2
+        with mount_image(url1, None, "--no-prime", "-o", opts + ",cache_size=%d" % half):
+            pass
+        assert store_bytes(cache) <= max(half, sum(len(full[n]) for n in h1))
+        # release 1's blocks were pinned by that mount: release 2's own went
+        assert h1 <= set(store_files(cache))
+        with mount_image(url2, None, "--no-prime", "-o", opts + ",cache_size=1"):
+            pass
+        assert set(store_files(cache)) <= h2, "an unused block of release 1 was kept"
