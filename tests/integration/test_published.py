@@ -72,9 +72,18 @@ def images(releases, tmp_path_factory):
             for i, tree in enumerate(releases)]
 
 
-def publish(images, www):
-    """Publishes IMAGES into WWW/repo; returns the indexes' paths."""
-    return [pubindex.publish(STIPPLE, os.fspath(img), os.fspath(www / REPO)) for img in images]
+def publish(images, www, tool="python", *args):
+    """Publishes IMAGES into WWW/repo with `stipple publish ARGS` or with this suite's own
+    writer (tests/tools/pubindex.py); returns the indexes' paths."""
+    out = []
+    os.makedirs(www, exist_ok=True)
+    for img in images:
+        if tool == "python":
+            out.append(pubindex.publish(STIPPLE, os.fspath(img), os.fspath(www / REPO)))
+            continue
+        run([STIPPLE, "publish", "-q", *args, img, www / REPO], check=True)
+        out.append(os.fspath(www / REPO / os.path.basename(img)))
+    return out
 
 
 def hashes(index):
@@ -131,9 +140,13 @@ def origin_of(www, workdir):
         yield n
 
 
-def test_two_releases_through_squid_fetch_each_block_once(releases, images, tmp_path, squid_dir):
+@pytest.mark.parametrize("tool", ["stipple", "python"])
+def test_two_releases_through_squid_fetch_each_block_once(releases, images, tmp_path, squid_dir,
+                                                          tool):
+    """Published by `stipple publish` (its index read back by this suite's parser), and
+    by the suite's own writer."""
     www, cache = tmp_path / "www", tmp_path / "cache"
-    idx1, idx2 = publish(images, www)
+    idx1, idx2 = publish(images, www, tool)
     h1, h2 = hashes(idx1), hashes(idx2)
     new = set(h2) - set(h1)
     assert new and set(h2) & set(h1), "the releases share no block, or all of them"
@@ -250,3 +263,33 @@ def test_cache_size_bounds_the_store_but_keeps_live_blocks(releases, images, tmp
         with mount_image(url2, None, "--no-prime", "-o", opts + ",cache_size=1"):
             pass
         assert set(store_files(cache)) <= h2, "an unused block of release 1 was kept"
+
+
+def test_signed_release_is_verified_through_its_index(releases, images, tmp_path):
+    """A signed image published: the mount with its key verifies it as the one-file form;
+    a byte changed in the index's tail (the metadata, which the index's own checksum does
+    not cover) is refused by the signature."""
+    sec, pub = tmp_path / "k.key", tmp_path / "k.pub"
+    run([STIPPLE, "keygen", sec, pub], check=True)
+    image = tmp_path / "app-s.stp"
+    shutil.copy(images[0], image)
+    run([STIPPLE, "sign", image, sec], check=True)
+    www = tmp_path / "www"
+    (idx,) = publish([image], www, "stipple", "--key", pub)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        url = origin.url(REPO + "/app-s.stp")
+        with mount_image(url, None, "--verify", pub, "-o", "cache_dir=%s" % (tmp_path / "c")) as mnt:
+            assert_same_tree(releases[0], mnt)
+        with open(idx, "rb") as f:
+            parsed = pubindex.parse(f.read())
+        # a byte of the metadata, in the tail the index carries verbatim
+        tail_at = os.path.getsize(idx) - len(parsed["tail"])
+        treeutil.flip_byte(idx, tail_at + 8)
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        r = run([STIPPLE, "mount", "--verify", pub, "-o", "cache_dir=%s" % (tmp_path / "c"),
+                 url, mnt], timeout=120)
+        if r.returncode == 0:
+            unmount(mnt)
+        assert r.returncode != 0, "a changed index mounted under the signature"
+        assert "sign" in r.stderr or "damaged" in r.stderr, r.stderr
