@@ -293,3 +293,40 @@ def test_signed_release_is_verified_through_its_index(releases, images, tmp_path
             unmount(mnt)
         assert r.returncode != 0, "a changed index mounted under the signature"
         assert "sign" in r.stderr or "damaged" in r.stderr, r.stderr
+
+
+def test_store_follows_no_link_and_takes_no_foreign_file(releases, images, tmp_path):
+    """What another hand left in the store is not trusted: a block's name that is a
+    symbolic link to a file elsewhere is replaced, never written through; a fan-out
+    directory that is a link is not used (its block is fetched, not stored); a block file
+    another user owns is replaced by the mounting user's."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    (idx1,) = publish(images[:1], www)
+    names = hashes(idx1)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not yours\n")
+    a = names[0]
+    b = next(n for n in names if n[:2] != a[:2])
+    c = next(n for n in reversed(names) if n[:2] != b[:2] and n != a)
+    for n in (a, c):
+        os.makedirs(cache / "blocks" / n[:2], mode=0o700, exist_ok=True)
+    os.chmod(cache, 0o700)
+    os.chmod(cache / "blocks", 0o700)
+    os.symlink(victim, cache / "blocks" / a[:2] / a)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, cache / "blocks" / b[:2])
+    foreign = cache / "blocks" / c[:2] / c
+    foreign.write_bytes(b"x")
+    os.chown(foreign, 65534, 65534)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        url = origin.url(REPO + "/app-1.stp")
+        with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt:
+            assert_same_tree(releases[0], mnt)
+    assert victim.read_bytes() == b"not yours\n"
+    assert os.listdir(elsewhere) == []
+    for n in (a, c):
+        st = os.lstat(cache / "blocks" / n[:2] / n)
+        assert not os.path.islink(cache / "blocks" / n[:2] / n)
+        assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o600
+        assert hashlib.sha256((cache / "blocks" / n[:2] / n).read_bytes()).hexdigest() == n
