@@ -44,8 +44,15 @@ struct stp_fetch_req {
 struct stp_fetch_frame {
 	int32_t err;
 	uint32_t len;
-	uint32_t tries; /* HTTP requests this piece took, retries included (for the status) */
+	uint32_t tries; /* HTTP requests this piece took, retries included (for the status),
+			 * with STP_FETCH_NETWORK when its bytes came over the network though
+			 * it took none (the rest of a published block fetched for another frame),
+			 * or STP_FETCH_STORE */
 };
+
+#define STP_FETCH_NETWORK (1u << 31)
+/* ... or STP_FETCH_STORE when they came from the store (published.h): a disk cache hit. */
+#define STP_FETCH_STORE (1u << 30)
 
 /* The fetcher's HELLO, once it has probed the URL: err 0, or a negative errno and WHY. */
 struct stp_fetch_hello {

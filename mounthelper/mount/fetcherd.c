@@ -175,7 +175,11 @@ static int serve_published(struct server *s, const struct stp_fetch_req *req)
 		for (uint64_t at = 0; !rc && at < part.len; at += STP_FETCH_PIECE) {
 			uint64_t n = part.len - at < STP_FETCH_PIECE ? part.len - at : STP_FETCH_PIECE;
 
-			rc = send_frame(s->fd, 0, part.ptr + at, (uint32_t)n, at ? 0 : part.tries);
+			/* a block's requests count once, its bytes in every frame */
+			uint32_t tries = part.stored ? STP_FETCH_STORE :
+					 !part.tries ? 0 : at ? STP_FETCH_NETWORK : part.tries;
+
+			rc = send_frame(s->fd, 0, part.ptr + at, (uint32_t)n, tries);
 		}
 		stp_published_put(s->pub, &part);
 		if (rc)

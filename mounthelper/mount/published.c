@@ -309,7 +309,8 @@ static int get_block(struct stp_published *p, uint64_t i, struct stp_published_p
 			       e.stored_size);
 	part->owned_len = e.stored_size;
 	pthread_mutex_lock(stripe);
-	if (!from_store(p, p->store[i], &e, part->owned)) {
+	part->stored = from_store(p, p->store[i], &e, part->owned);
+	if (!part->stored) {
 		err = fetch_block(p, &e, part->owned, &part->tries, why, whylen);
 		if (!err)
 			to_store(p->store[i], part->owned, e.stored_size);
@@ -327,7 +328,7 @@ int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
 	uint64_t i, start, end;
 	int err;
 
-	*part = (struct stp_published_part){ NULL, 0, NULL, 0, 0 };
+	*part = (struct stp_published_part){ NULL, 0, NULL, 0, 0, false };
 	if (off >= h->image_size)
 		return why_set(why, whylen, STP_IMGSRC_END, "byte %llu lies past the end",
 			       (unsigned long long)off);

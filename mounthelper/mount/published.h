@@ -62,6 +62,7 @@ struct stp_published_part {
 	void *owned;        /* a block's buffer, or NULL */
 	uint64_t owned_len;
 	unsigned tries;     /* HTTP requests it took (0: from memory or the store) */
+	bool stored;        /* read back from the store */
 };
 
 /* The bytes from OFF to the end of the part of the virtual image holding OFF (the

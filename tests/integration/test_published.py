@@ -22,6 +22,7 @@ import pytest
 import httputil
 from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
 import treeutil
+from test_memory import raw_status
 from conftest import MOUNT_STIPPLE, STIPPLE, build_image, mount_image, run, unmount
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
@@ -168,7 +169,12 @@ def test_two_releases_through_squid_fetch_each_block_once(releases, images, tmp_
         seen, squid_seen = len(origin.uris()), os.path.getsize(os.path.join(squid_dir, "access.log"))
         with mount_image(url2, None, "-o", opts) as mnt:
             assert_same_tree(releases[1], mnt)
+            st = raw_status(mnt)
         assert block_requests(origin, seen) == [], "a warm store fetched blocks"
+        # stipple status says so: the store answered, the network gave nothing
+        assert st["net_bytes"] == 0 and st["disk_cache"] == 1, st
+        assert st["disk_cache_bytes"] >= sum(os.path.getsize(www / REPO / "blocks" / n[:2] / n)
+                                             for n in set(h2)) > 0, st
         with open(os.path.join(squid_dir, "access.log")) as f:
             f.seek(squid_seen)
             assert "/blocks/" not in f.read(), "a warm store asked the proxy for blocks"
