@@ -336,3 +336,30 @@ def test_store_follows_no_link_and_takes_no_foreign_file(releases, images, tmp_p
         assert not os.path.islink(cache / "blocks" / n[:2] / n)
         assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o600
         assert hashlib.sha256((cache / "blocks" / n[:2] / n).read_bytes()).hexdigest() == n
+
+
+def test_blocks_larger_than_a_frame(tmp_path):
+    """Blocks of 16 MiB, each sent to the daemon in several frames of 8 MiB: whole
+    content, each fetched once, and the status counts every byte fetched, then every byte
+    the store gave."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "noise").write_bytes(os.urandom(20 << 20))
+    shutil.copytree("/usr/lib/python3.11/json", tree / "json")
+    image = build_image(tree, tmp_path / "big.stp", "--level", "1", "--block-size", "16M")
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    (idx,) = publish([image], www, "stipple")
+    names = hashes(idx)
+    assert len(names) >= 2
+    total = sum(os.path.getsize(www / REPO / "blocks" / n[:2] / n) for n in names)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        url = origin.url(REPO + "/big.stp")
+        for warm in (False, True):
+            with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt:
+                assert_same_tree(tree, mnt)
+                st = raw_status(mnt)
+            if warm:
+                assert st["net_bytes"] == 0 and st["disk_cache_bytes"] >= total, st
+            else:
+                assert st["net_bytes"] >= total and st["net_requests"] == len(names), st
+        assert sorted(block_requests(origin)) == sorted(names)
