@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import shutil
+import tempfile
 import sys
 
 import pytest
@@ -363,3 +364,40 @@ def test_blocks_larger_than_a_frame(tmp_path):
             else:
                 assert st["net_bytes"] >= total and st["net_requests"] == len(names), st
         assert sorted(block_requests(origin)) == sorted(names)
+
+
+def test_a_users_mount_has_the_users_own_store(releases, images, tmp_path):
+    """Root's mounts share root's store, a user's that user's: nobody's mount of the
+    release root has in its store fetches every block into a store under its
+    $XDG_CACHE_HOME, owned by nobody, and leaves root's alone."""
+    from test_http import NOBODY as nobody, as_nobody, fuse_open_to_users
+    www, rootcache = tmp_path / "www", tmp_path / "rootcache"
+    (idx1,) = publish(images[:1], www)
+    names = set(hashes(idx1))
+    with as_nobody() as (as_user, env, mnt, home):
+        with origin_of(www, tmp_path / "nginx") as origin:
+            url = origin.url(REPO + "/app-1.stp")
+            with mount_image(url, None, "-o", "cache_dir=%s" % rootcache) as m:
+                assert_same_tree(releases[0], m)
+            before = store_files(rootcache)
+            assert set(before) == names
+            seen = len(origin.uris())
+            with fuse_open_to_users():
+                r = run(as_user + [STIPPLE, "mount", url, mnt], env=env, timeout=60)
+            assert r.returncode == 0, r.stderr
+            # every file's bytes, in name order (root may not enter the user's mount)
+            walk = "cd %s && find . -type f | LC_ALL=C sort | xargs cat | sha256sum"
+            r = run(as_user + ["sh", "-c", walk % mnt], env=env)
+            want = run(["sh", "-c", walk % releases[0]])
+            assert r.returncode == 0 and r.stdout == want.stdout, r.stderr
+            assert run(as_user + ["fusermount3", "-u", mnt], env=env).returncode == 0
+            assert sorted(block_requests(origin, seen)) == sorted(names)
+        store = os.path.join(home, "xdg", "stipple")
+        assert set(store_files(store)) == names
+        for d, dirs, files in os.walk(os.path.join(store, "blocks")):
+            st = os.stat(d)
+            assert st.st_uid == nobody and st.st_mode & 0o777 == 0o700, d
+            for n in files:
+                st = os.stat(os.path.join(d, n))
+                assert st.st_uid == nobody and st.st_mode & 0o777 == 0o600, n
+        assert store_files(rootcache) == before
