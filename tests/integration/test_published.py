@@ -15,7 +15,6 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import sys
 
 import pytest
