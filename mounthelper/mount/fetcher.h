@@ -8,7 +8,9 @@
  * open no file; then it enters the sandbox with the fetcher's filter (sandbox.h: sockets
  * of the Internet families, no FUSE, no file), probes the URL, tells the monitor the size
  * and validator (HELLO, monproto.h), and serves raw byte ranges on its channels until they close. It never
- * parses a byte of the image: the daemon does, confined, from what it is handed.
+ * parses a byte of the image: the daemon does, confined, from what it is handed (a
+ * published image's index aside, which it checks whole before serving from it:
+ * published.h).
  *
  * A channel is a stream socket, one request at a time: struct stp_fetch_req, answered by
  * frames (struct stp_fetch_frame): data frames of at most STP_FETCH_PIECE bytes that add
