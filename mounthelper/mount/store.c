@@ -60,7 +60,7 @@ static int take_block(int blocks, const uint8_t sha[32])
 	close(sub);
 	if (fd < 0)
 		return fd;
-	if (flock(fd, LOCK_SH)) {
+	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
 		close(fd);
 		return -errno;
 	}
