@@ -59,7 +59,23 @@ struct xfer {
 	const char *refused;               /* why the body was refused, else NULL */
 	const char *url;                   /* another URL than the handle's, or NULL */
 	bool whole;                        /* a GET of a whole object, no range (a 200) */
+	const struct stp_http_tick *tick;  /* or NULL */
+	uint64_t ticked_ns;                /* when TICK was last called */
 };
+
+/* libcurl's progress callback: TICK every STP_HTTP_TICK_MS. */
+static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct xfer *x = ctx;
+	uint64_t now = stp_now_ns();
+
+	if (now - x->ticked_ns >= STP_HTTP_TICK_MS * 1000000ull) {
+		x->ticked_ns = now;
+		x->tick->fn(x->tick->ctx);
+	}
+	return 0;
+}
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_rc = -ENOMEM;
@@ -388,6 +404,9 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 		hdrs = curl_slist_append(NULL, ifrange);
 	}
 	curl_easy_setopt(c, CURLOPT_URL, x->url ? x->url : h->url);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, x->tick ? 0L : 1L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, x->tick ? on_progress : NULL);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
 	curl_easy_setopt(c, CURLOPT_RANGE, x->whole ? NULL : range);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
@@ -459,9 +478,11 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsign
 }
 
 int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
-		       unsigned *tries, char *why, size_t whylen)
+		       const struct stp_http_tick *tick, unsigned *tries, char *why,
+		       size_t whylen)
 {
-	struct xfer x = { .buf = buf, .len = len, .url = url, .whole = true };
+	struct xfer x = { .buf = buf, .len = len, .url = url, .whole = true, .tick = tick,
+			  .ticked_ns = stp_now_ns() };
 
 	if (tries)
 		*tries = 0;

@@ -16,7 +16,9 @@
  * frames (struct stp_fetch_frame): data frames of at most STP_FETCH_PIECE bytes that add
  * up to the length asked, or, ending the answer early, one frame whose err is a negative
  * errno and whose LEN bytes say why in words (without the URL). Each frame says how many
- * HTTP requests its piece took.
+ * HTTP requests its piece took. An empty frame (err, len and tries 0) says only that the
+ * fetcher is still at it: it is sent every few seconds while a published image's block,
+ * which arrives whole before a byte of it is sent, is fetched.
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
  * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It

@@ -159,16 +159,26 @@ static int send_frame(int fd, int32_t err, const void *p, uint32_t len, unsigned
 	return rc ? rc : stp_write_full(fd, p, len);
 }
 
+/* While a block is fetched or waited for: an empty frame, so that the daemon's receive
+ * timeout does not take a slow block for a dead fetcher (fetcher.h). */
+static void keepalive(void *ctx)
+{
+	struct server *s = ctx;
+
+	send_frame(s->fd, 0, NULL, 0, 0);
+}
+
 /* One request of a published image: part by part (a block fetched whole once, however
  * many frames it takes). */
 static int serve_published(struct server *s, const struct stp_fetch_req *req)
 {
+	struct stp_http_tick tick = { keepalive, s };
 	char why[STP_FETCH_WHY_MAX];
 
 	for (uint64_t done = 0; done < req->len;) {
 		struct stp_published_part part;
-		int err = stp_published_get(s->pub, req->off + done, req->len - done, &part, why,
-					    sizeof(why)), rc = 0;
+		int err = stp_published_get(s->pub, req->off + done, req->len - done, &tick, &part,
+					    why, sizeof(why)), rc = 0;
 
 		if (err)
 			return send_frame(s->fd, err, why, (uint32_t)strlen(why), part.tries ? part.tries : 1);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/crypto.h>
 
@@ -200,14 +201,46 @@ static uint64_t block_at(const struct stp_published *p, uint64_t off)
 	return lo;
 }
 
+/* The time STP_HTTP_TICK_MS from now, for a timed wait. */
+static struct timespec tick_deadline(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += STP_HTTP_TICK_MS / 1000;
+	return ts;
+}
+
+static void tick_now(const struct stp_http_tick *tick)
+{
+	if (tick)
+		tick->fn(tick->ctx);
+}
+
+/* Locks M, ticking while it waits. */
+static void lock_ticking(pthread_mutex_t *m, const struct stp_http_tick *tick)
+{
+	for (;;) {
+		struct timespec ts = tick_deadline();
+
+		if (pthread_mutex_timedlock(m, &ts) != ETIMEDOUT)
+			return;
+		tick_now(tick);
+	}
+}
+
 /* Waits until LEN more bytes of buffers fit, and counts them. */
-static void *buffer_take(struct stp_published *p, uint64_t len)
+static void *buffer_take(struct stp_published *p, uint64_t len, const struct stp_http_tick *tick)
 {
 	void *buf;
 
 	pthread_mutex_lock(&p->lock);
-	while (p->buffered && p->buffered + len > STP_PUBLISHED_BUFFERS_MAX)
-		pthread_cond_wait(&p->freed, &p->lock);
+	while (p->buffered && p->buffered + len > STP_PUBLISHED_BUFFERS_MAX) {
+		struct timespec ts = tick_deadline();
+
+		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
+			tick_now(tick);
+	}
 	p->buffered += len;
 	pthread_mutex_unlock(&p->lock);
 	buf = malloc(len);
@@ -271,7 +304,7 @@ static void to_store(int fd, const void *buf, uint32_t len)
 
 /* Block E from the server, whole, checked against its hash. */
 static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry *e, void *buf,
-		       unsigned *tries, char *why, size_t whylen)
+		       const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
 {
 	char name[STP_PUBINDEX_NAME_MAX], *url = NULL;
 	int err;
@@ -279,7 +312,7 @@ static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry 
 	stp_pubindex_block_name(e->sha256, name);
 	if (asprintf(&url, "%sblocks/%s", p->base, name) < 0)
 		return why_set(why, whylen, -ENOMEM, "out of memory");
-	err = stp_http_get_whole(p->h, url, buf, e->stored_size, tries, why, whylen);
+	err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, tries, why, whylen);
 	free(url);
 	if (err) {
 		char cause[160];
@@ -294,8 +327,8 @@ static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry 
 }
 
 /* Block I whole into PART: from the store, else from the server (then kept). */
-static int get_block(struct stp_published *p, uint64_t i, struct stp_published_part *part,
-		     char *why, size_t whylen)
+static int get_block(struct stp_published *p, uint64_t i, const struct stp_http_tick *tick,
+		     struct stp_published_part *part, char *why, size_t whylen)
 {
 	pthread_mutex_t *stripe = &p->stripes[i % STRIPES];
 	struct stp_pubindex_entry e;
@@ -303,15 +336,15 @@ static int get_block(struct stp_published *p, uint64_t i, struct stp_published_p
 
 	if (stp_pubindex_entry_at(p->idx, i, &e))
 		return why_set(why, whylen, -EIO, "block %llu: a damaged entry", (unsigned long long)i);
-	part->owned = buffer_take(p, e.stored_size);
+	part->owned = buffer_take(p, e.stored_size, tick);
 	if (!part->owned)
 		return why_set(why, whylen, -ENOMEM, "out of memory for a block of %u bytes",
 			       e.stored_size);
 	part->owned_len = e.stored_size;
-	pthread_mutex_lock(stripe);
+	lock_ticking(stripe, tick);
 	part->stored = from_store(p, p->store[i], &e, part->owned);
 	if (!part->stored) {
-		err = fetch_block(p, &e, part->owned, &part->tries, why, whylen);
+		err = fetch_block(p, &e, part->owned, tick, &part->tries, why, whylen);
 		if (!err)
 			to_store(p->store[i], part->owned, e.stored_size);
 	}
@@ -322,7 +355,8 @@ static int get_block(struct stp_published *p, uint64_t i, struct stp_published_p
 }
 
 int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
-		      struct stp_published_part *part, char *why, size_t whylen)
+		      const struct stp_http_tick *tick, struct stp_published_part *part,
+		      char *why, size_t whylen)
 {
 	const struct stp_pubindex_header *h = &p->hdr;
 	uint64_t i, start, end;
@@ -340,7 +374,7 @@ int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
 		part->len = h->image_size - off;
 	} else {
 		i = block_at(p, off);
-		err = get_block(p, i, part, why, whylen);
+		err = get_block(p, i, tick, part, why, whylen);
 		if (err)
 			return err;
 		start = p->offsets[i];

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 struct stp_http;
+struct stp_http_tick;
 struct stp_published;
 
 /* An index is at most this long: the metadata and the block table of a very large tree. */
@@ -67,9 +68,11 @@ struct stp_published_part {
 
 /* The bytes from OFF to the end of the part of the virtual image holding OFF (the
  * superblock copy, one block, the tail), at most MAX of them (MAX > 0; OFF below the
- * size). */
+ * size). TICK (NULL: none) is called every few seconds while a block is fetched, or
+ * waited for (another thread fetching it, buffers full). */
 int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
-		      struct stp_published_part *part, char *why, size_t whylen);
+		      const struct stp_http_tick *tick, struct stp_published_part *part,
+		      char *why, size_t whylen);
 void stp_published_put(struct stp_published *p, struct stp_published_part *part);
 
 /* What the store did: blocks read back from it, and files in it that did not match. */

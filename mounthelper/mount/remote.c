@@ -113,6 +113,8 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 	}
 	while (got < len) {
 		err = read_full(fd, &fr, sizeof(fr));
+		if (!err && !fr.err && !fr.len && !fr.tries)
+			continue; /* the fetcher is still at it (fetcher.h) */
 		if (!err && (fr.tries & STP_FETCH_STORE)) {
 			c->stored += fr.err ? 0 : fr.len;
 		} else if (!err && fr.tries) {

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import sys
+import time
 
 import pytest
 
@@ -400,3 +401,27 @@ def test_a_users_mount_has_the_users_own_store(releases, images, tmp_path):
                 st = os.stat(os.path.join(d, n))
                 assert st.st_uid == nobody and st.st_mode & 0o777 == 0o600, n
         assert store_files(rootcache) == before
+
+
+def test_slow_block_is_waited_for(tmp_path):
+    """A block arrives whole before a byte of it is handed on: over a slow link it takes
+    longer than the daemon's receive bound (3 x timeout= + 30 s, 33 s here), and the
+    fetcher's keepalive frames keep the read alive until it is there and checked."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "noise").write_bytes(os.urandom(2 << 20))
+    image = build_image(tree, tmp_path / "slow.stp", "--level", "1", "--block-size", "4M")
+    www = tmp_path / "www"
+    publish([image], www, "stipple")
+    nginx_conf, _ = readme_config()
+    slow = nginx_conf.replace('immutable";', 'immutable";\n    limit_rate 56k;')
+    assert "limit_rate" in slow
+    with httputil.nginx(www, tmp_path / "nginx", server=slow) as origin:
+        url = origin.url(REPO + "/slow.stp")
+        start = time.monotonic()
+        with mount_image(url, None, "--no-prime", "-o", "timeout=1,cache_size=0") as mnt:
+            with open(os.path.join(mnt, "noise"), "rb") as f:
+                data = f.read()
+        took = time.monotonic() - start
+    assert data == (tree / "noise").read_bytes()
+    assert took > 34, "the block came faster than the bound: the test proves nothing (%.1f s)" % took
