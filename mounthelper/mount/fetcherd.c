@@ -347,7 +347,10 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	int keep[STP_FETCH_CHANS_MAX + 1];
 	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
 				       .keep_fds = keep, .nkeep = n + 1,
-				       .keep_stderr = o->foreground, .fetcher = true };
+				       .keep_stderr = o->foreground, .fetcher = true,
+				       /* a store file holds one block: a fetcher turned hostile
+					* may not grow one past the largest a block can be */
+				       .file_size_max = STP_PUBLISHED_BUFFERS_MAX };
 	struct stp_http *h = NULL;
 	struct stp_published *pub = NULL;
 	uint64_t room = store_room();
