@@ -8,8 +8,10 @@
  *
  * IMAGE is opened as `stipple check` opens it (a signed image verified, with --key its
  * signature too), and each block is read through stp_image_read_stored, which checks it
- * against its checksum or signed hash: nothing damaged is published. The index is
- * checked by the rules a reader applies before it is written.
+ * against its checksum or signed hash. A first pass reads and hashes every block and
+ * checks the index by the rules a reader applies, before DIR is touched, so that a
+ * damaged image leaves nothing there; the second reads each block again (its hash must
+ * not have changed) and writes its file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -137,12 +139,11 @@ static int store_error(const struct publish *p, int err)
 	return err;
 }
 
-/* Reads block B (checked), writes its file unless one holds it, and its index entry. */
-static int publish_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scratch)
+/* Reads block B's stored bytes into BUF (checked against its checksum or signed hash),
+ * and fills in its entry E: where it lies and its SHA-256. */
+static int read_block(struct publish *p, uint64_t b, uint8_t *buf,
+		      struct stp_pubindex_entry *e)
 {
-	uint8_t *ent = p->index + STP_PUBINDEX_HDR_SIZE + b * STP_PUBINDEX_ENTRY_SIZE;
-	struct stp_pubindex_entry e;
-	enum stp_pubstore_put how;
 	struct stp_blockent be;
 	size_t len;
 	int err = stp_image_block(p->img, b, &be) ?:
@@ -153,19 +154,57 @@ static int publish_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *s
 				stp_strerror(err));
 	if (err)
 		return err; /* damage: reported by the library */
-	e.offset = be.offset;
-	e.stored_size = (uint32_t)len;
-	stp_sign_hash(buf, len, e.sha256);
-	err = stp_pubstore_put_block(&p->store, e.sha256, buf, len, scratch, &how);
-	if (err)
-		return store_error(p, err);
-	p->count[how]++;
-	p->bytes[how] += len;
-	stp_pubindex_encode_entry(&e, ent);
+	e->offset = be.offset;
+	e->stored_size = (uint32_t)len;
+	stp_sign_hash(buf, len, e->sha256);
 	return 0;
 }
 
-static int publish_blocks(struct publish *p)
+static uint8_t *entry_at(const struct publish *p, uint64_t b)
+{
+	return p->index + STP_PUBINDEX_HDR_SIZE + b * STP_PUBINDEX_ENTRY_SIZE;
+}
+
+/* The first pass: every block read, checked and hashed into its entry, before anything
+ * is written, so that a damaged image leaves nothing in DIR. */
+static int hash_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scratch)
+{
+	struct stp_pubindex_entry e;
+	int err = read_block(p, b, buf, &e);
+
+	(void)scratch;
+	if (!err)
+		stp_pubindex_encode_entry(&e, entry_at(p, b));
+	return err;
+}
+
+/* The second pass: block B read again, and its file written unless one holds it. */
+static int store_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scratch)
+{
+	struct stp_pubindex_entry e, first;
+	enum stp_pubstore_put how;
+	int err = read_block(p, b, buf, &e);
+
+	if (err)
+		return err;
+	stp_pubindex_entry_at(p->index, b, &first);
+	if (memcmp(e.sha256, first.sha256, sizeof(e.sha256)) || e.stored_size != first.stored_size) {
+		stp_cli_problem(&publish_cli, p->image, NULL, "block %" PRIu64 " changed while "
+				"it was being published", b);
+		return -EAGAIN;
+	}
+	err = stp_pubstore_put_block(&p->store, e.sha256, buf, e.stored_size, scratch, &how);
+	if (err)
+		return store_error(p, err);
+	p->count[how]++;
+	p->bytes[how] += e.stored_size;
+	return 0;
+}
+
+typedef int (*block_fn)(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scratch);
+
+/* FN on every block, with buffers for its stored bytes. */
+static int each_block(struct publish *p, block_fn fn)
 {
 	size_t max = stp_image_stored_max(p->img);
 	uint8_t *buf = malloc(max), *scratch = malloc(max);
@@ -174,11 +213,9 @@ static int publish_blocks(struct publish *p)
 	if (err)
 		stp_cli_error(&publish_cli, "out of memory");
 	for (uint64_t b = 0; !err && b < stp_image_sb(p->img)->block_count; b++)
-		err = publish_block(p, b, buf, scratch);
+		err = fn(p, b, buf, scratch);
 	free(buf);
 	free(scratch);
-	if (!err && (err = stp_pubstore_sync_blocks(&p->store)))
-		store_error(p, err);
 	return err;
 }
 
@@ -266,13 +303,16 @@ static int publish(struct publish *p, const struct stp_pubkey *key)
 	int err = stp_cli_open_checked(&publish_cli, p->image, key, &p->img) ?:
 		  check_layout(p) ?: read_verbatim(p);
 
-	if (err)
+	if (err || (err = each_block(p, hash_block) ?: seal_index(p)))
 		return err;
 	if ((err = stp_pubstore_open(&p->store, p->dir)))
 		return store_error(p, err);
 	if (replaces_image(p))
 		return -EEXIST;
-	err = publish_blocks(p) ?: seal_index(p);
+	stp_progress_attach(p->img); /* the second pass, from 0 */
+	err = each_block(p, store_block);
+	if (!err && (err = stp_pubstore_sync_blocks(&p->store)))
+		store_error(p, err);
 	if (!err && (err = stp_pubstore_put_file(&p->store, p->index_name, p->index,
 						 p->index_len)))
 		store_error(p, err);

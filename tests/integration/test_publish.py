@@ -83,7 +83,7 @@ def check_published(image, out, name):
     assert idx["sb"] == data[:SB_SIZE]
     assert idx["tail_bytes"] == data[idx["tail"]:]
     assert [(off, size) for off, size, _ in idx["entries"]] == block_table(image)
-    end = SB_SIZE
+    end, virtual = SB_SIZE, [idx["sb"]]
     for off, size, sha in idx["entries"]:
         assert off == end, "blocks not contiguous"
         end += size
@@ -91,7 +91,10 @@ def check_published(image, out, name):
         assert block == data[off:off + size]
         assert hashlib.sha256(block).hexdigest() == sha
         assert os.stat(out / "blocks" / sha[:2] / sha).st_mode & 0o777 == 0o644
+        virtual.append(block)
     assert end == idx["tail"]
+    # what a reader of the index presents: the one-file image, byte for byte
+    assert b"".join(virtual + [idx["tail_bytes"]]) == data
     return {sha for _, _, sha in idx["entries"]}
 
 
@@ -125,6 +128,17 @@ def test_publish_two_releases_share_blocks(releases):
     assert block_files(out) == sorted("%s/%s" % (h[:2], h) for h in h1 | h2)
     assert "%d already present" % len(shared) in r.stdout
     check_published(a1, out, "app-1.1")  # the first release is untouched
+
+
+def test_publish_hot_blocks(releases, tmp_path):
+    """An image whose hot region has blocks of their own size publishes alike."""
+    hot = tmp_path / "hot.txt"
+    hot.write_text("/charset.py\n/utils.py\n/message.py\n")
+    image = imageutil.build(releases["tmp"] / "v1", tmp_path / "hot.stp", "--block-size",
+                            "128K", "--hot-block-size", "64K", "--hot-list", hot)
+    assert imageutil.superblock(read_file(image))["feat_incompat"] & (1 << 4)  # hot blocks
+    run([STIPPLE, "publish", image, releases["out"]], check=True)
+    check_published(image, releases["out"], "hot")
 
 
 def test_publish_json_counts(releases):
@@ -206,8 +220,7 @@ def test_damaged_image_refused(releases):
     r = publish(bad, out)
     assert_refused(r, bad)
     assert "damaged" in r.stderr
-    assert not os.path.exists(out / "bad.stp")
-    assert not [f for f in block_files(out) if ".tmp." in f]
+    assert not os.path.exists(out)  # every block is checked before DIR is touched
 
 
 def test_foreign_file_refused(releases, tmp_path):
@@ -300,20 +313,31 @@ def test_index_never_replaces_its_image(releases):
     check_published(image, out, "app-copy")
 
 
+def temp_files(out):
+    """Temporary files under OUT: names with ".tmp." in them."""
+    return [os.path.join(d, f) for d, _, files in os.walk(out) for f in files
+            if ".tmp." in f]
+
+
 def test_interrupted_publish_leaves_no_temporary_file(releases):
-    """SIGTERM in the middle: no temporary file is left, and no index."""
+    """SIGTERM while a temporary file exists (each block file is one while it is written
+    and synced): the file is removed, and no index is written."""
     a1, out = releases["a1"], releases["out"]
-    for delay in (0.05, 0.15, 0.3):
+    caught = 0
+    for attempt in range(20):
+        if caught == 3:
+            break
         p = subprocess.Popen([STIPPLE, "publish", a1, out], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-        try:
-            p.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
+        while p.poll() is None and not temp_files(out):
+            pass
+        if p.poll() is None:
             p.terminate()
-            p.wait()
-        leftovers = [f for f in block_files(out) if ".tmp." in os.path.basename(f)] if \
-            os.path.isdir(out / "blocks") else []
-        assert leftovers == []
+            caught += 1
+        p.wait()
+        assert temp_files(out) == []
         if p.returncode != 0:
+            assert p.returncode == -15
             assert not os.path.exists(out / "app-1.1.stp")
         shutil.rmtree(out, ignore_errors=True)
+    assert caught, "never caught a temporary file: nothing was tested"
