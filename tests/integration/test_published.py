@@ -425,3 +425,24 @@ def test_slow_block_is_waited_for(tmp_path):
         took = time.monotonic() - start
     assert data == (tree / "noise").read_bytes()
     assert took > 34, "the block came faster than the bound: the test proves nothing (%.1f s)" % took
+
+
+def test_missing_block_is_eio_naming_it(releases, images, tmp_path):
+    """A block file the server lacks (404): EIO for the reads that need it, the log line
+    names the block's URL and the status, every other file reads whole."""
+    from test_readfail import received, syslog_listener
+    www = tmp_path / "www"
+    (idx1,) = publish(images[:1], www)
+    names = hashes(idx1)
+    gone = names[-1]
+    os.unlink(www / REPO / "blocks" / gone[:2] / gone)
+    with origin_of(www, tmp_path / "nginx") as origin, syslog_listener() as log:
+        url = origin.url(REPO + "/app-1.stp")
+        with mount_image(url, None, "-o", "cache_size=0") as mnt:
+            got = read_all(mnt)
+        assert any(data is None for data in got.values())
+        for p, data in got.items():
+            if data is not None:
+                assert data == (releases[0] / p).read_bytes(), p
+        lines = received(log, url)
+        assert any("blocks/%s/%s" % (gone[:2], gone) in ln and "404" in ln for ln in lines), lines
