@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The monitor's half of a URL mount's fetcher (fetcher.h): the channels, the exec of
- * stipple-fetcher (fetcherd.c) and its hello. */
+/* The monitor's half of a URL mount's fetcher (fetcher.h): the channels, the hand-over
+ * and the hello. The fork and exec of stipple-fetcher (fetcherd.c) are privileged steps,
+ * made in monitor.c. */
 #include "fetcher.h"
 
 #include <errno.h>
@@ -16,7 +17,6 @@
 
 #include "monproto.h"
 #include "mountopts.h"
-#include "progpath.h"
 #include "setup.h"
 #include "util.h"
 
@@ -42,58 +42,6 @@ static int wait_hello(int ctl, unsigned deadline_ms, struct stp_fetch_hello *hi)
 	hi->why[sizeof(hi->why) - 1] = '\0';
 	hi->validator[sizeof(hi->validator) - 1] = '\0';
 	return 0;
-}
-
-/* The variables libcurl reads a proxy from: all the fetcher is given of the caller's
- * environment (root's, for a mount through mount(8)). */
-static const char *const proxy_vars[] = {
-	"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
-	"no_proxy", "NO_PROXY",
-};
-#define NPROXY_VARS (sizeof(proxy_vars) / sizeof(proxy_vars[0]))
-
-static bool is_proxy_var(const char *entry)
-{
-	for (size_t i = 0; i < NPROXY_VARS; i++) {
-		size_t n = strlen(proxy_vars[i]);
-
-		if (!strncmp(entry, proxy_vars[i], n) && entry[n] == '=')
-			return true;
-	}
-	return false;
-}
-
-/* ENV (NPROXY_VARS + 1 slots): the proxy entries of environ, NULL-terminated. */
-static void proxy_env(char **env)
-{
-	size_t n = 0;
-
-	for (char **e = environ; *e && n < NPROXY_VARS; e++)
-		if (is_proxy_var(*e))
-			env[n++] = *e;
-	env[n] = NULL;
-}
-
-/* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
- * stipple-fetcher with no signal blocked (the monitor blocks the ones it waits for) and
- * only the proxy variables of the caller's environment. Its argument only names the URL
- * for ps (without query). */
-static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
-{
-	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
-	char *env[NPROXY_VARS + 1];
-	sigset_t none;
-
-	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) ||
-	    stp_progpath_place_socket(ctl) ||
-	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
-		_exit(127);
-	close_range(STP_MONITOR_FD + 1, ~0u, 0);
-	proxy_env(env);
-	execve(path, argv, env);
-	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
-	_exit(127);
 }
 
 /* What the fetcher is told, with THEIRS, its ends of the N channels. */
@@ -144,38 +92,51 @@ static void print_failure(const struct stp_mount_opts *o, const char *prog, int 
 	fprintf(stderr, "%s: %s: %s\n", prog, o->image_path, why[0] ? why : stp_strerror(err));
 }
 
-int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
+/* Closes the fetcher's ends of the channels (WITH_CTL: and both ends of the control socket). */
+static void close_theirs(struct stp_fetcher *f, bool with_ctl)
 {
-	unsigned n = stp_fetcher_channels(o);
-	int theirs[STP_FETCH_CHANS_MAX], ctl[2], err;
-	struct stp_fetch_hello hi = { 0 };
+	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
+		if (f->theirs[i] >= 0)
+			close(f->theirs[i]);
+	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
+		f->theirs[i] = -1;
+	for (unsigned i = 0; with_ctl && i < 2; i++)
+		if (f->ctl[i] >= 0)
+			close(f->ctl[i]);
+	if (with_ctl)
+		f->ctl[0] = f->ctl[1] = -1;
+}
+
+int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
+{
+	int err;
 
 	memset(f, 0, sizeof(*f));
 	f->pid = -1;
+	f->ctl[0] = f->ctl[1] = -1;
 	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
-		f->chans[i] = theirs[i] = -1;
-	err = make_channels(f, theirs, n, o->timeout_s);
-	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl))
+		f->chans[i] = f->theirs[i] = -1;
+	err = make_channels(f, f->theirs, stp_fetcher_channels(o), o->timeout_s);
+	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, f->ctl))
 		err = -errno;
 	if (err) {
 		fprintf(stderr, "%s: %s: socketpair: %s\n", prog, o->image_path, stp_strerror(err));
-		for (unsigned i = 0; i < n; i++)
-			if (theirs[i] >= 0)
-				close(theirs[i]);
+		close_theirs(f, true);
 		stp_fetcher_release(f);
-		return err;
 	}
-	fflush(NULL);
-	f->pid = fork();
-	if (f->pid == 0)
-		exec_fetcher(o, ctl[1]);
-	close(ctl[1]);
-	err = f->pid < 0 ? -errno : send_setup(o, prog, ctl[0], theirs, n);
-	for (unsigned i = 0; i < n; i++)
-		close(theirs[i]);
+	return err;
+}
+
+int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f,
+		      int fork_err)
+{
+	struct stp_fetch_hello hi = { 0 };
+	int err = fork_err ? fork_err : send_setup(o, prog, f->ctl[0], f->theirs, f->nchans);
+
+	close_theirs(f, false);
 	if (!err)
-		err = wait_hello(ctl[0], o->timeout_s * 1000u + 5000u, &hi);
-	close(ctl[0]);
+		err = wait_hello(f->ctl[0], o->timeout_s * 1000u + 5000u, &hi);
+	close_theirs(f, true);
 	if (!err && hi.err)
 		err = hi.err;
 	if (err) {

@@ -52,6 +52,8 @@ struct stp_fetcher {
 	pid_t pid;
 	int chans[STP_FETCH_CHANS_MAX]; /* the daemon's ends (-1: closed) */
 	unsigned nchans;
+	int theirs[STP_FETCH_CHANS_MAX]; /* the fetcher's ends, until stp_fetcher_greet */
+	int ctl[2];                     /* its control socket: ours, and the end it is exec'd with */
 	uint64_t size;                  /* of the file at the URL */
 	char validator[256];            /* ETag or Last-Modified, "" without */
 };
@@ -59,10 +61,16 @@ struct stp_fetcher {
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
 unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
 
-/* Starts the fetcher for o->image and waits (at most the timeout and a margin) for its
- * probe. 0, or a negative errno with the URL and the cause printed on stderr after PROG
- * (the fetcher is then stopped). */
-int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
+/* A fetcher for o->image starts in three steps: stp_fetcher_prepare makes its channels
+ * and control socket; the monitor forks and execs stipple-fetcher with f->ctl[1]
+ * (monitor.c, where every privileged call is) and closes that end; stp_fetcher_greet
+ * hands the fetcher its channels and waits (at most the timeout and a margin) for its
+ * probe. Each returns 0, or a negative errno with the URL and the cause printed on stderr
+ * after PROG; after a failure of either, nothing of F is left open and the fetcher is
+ * stopped. FORK_ERR is the fork's negative errno, or 0. */
+int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
+int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f,
+		      int fork_err);
 
 /* Closes the channels this process holds (the fetcher ends once no process holds them). */
 void stp_fetcher_release(struct stp_fetcher *f);

@@ -11,8 +11,9 @@
  *   open(image)                               the image fd; its superblock read through it
  *                                             (not an image: its first bytes, to say what
  *                                             it is: cli/foreign.h)
- *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
- *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
+ *   a URL: fork, execve stipple-fetcher       its channels and hello (fetcher.c), the
+ *     (proxy variables only, no signal held)   superblock through them
+ *     open(disk cache dir, secret, file)       the cache file (diskcache.c)
  *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
  *   open(hot list)                            record: created and truncated here
  *   open(mount point's parent) O_PATH         where an unmount will look
@@ -186,6 +187,75 @@ static int daemon_lost(struct monitor *m)
 	return -EIO;
 }
 
+/* The variables libcurl reads a proxy from: all the fetcher is given of the caller's
+ * environment (root's, for a mount through mount(8)). */
+static const char *const proxy_vars[] = {
+	"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+	"no_proxy", "NO_PROXY",
+};
+#define NPROXY_VARS (sizeof(proxy_vars) / sizeof(proxy_vars[0]))
+
+static bool is_proxy_var(const char *entry)
+{
+	for (size_t i = 0; i < NPROXY_VARS; i++) {
+		size_t n = strlen(proxy_vars[i]);
+
+		if (!strncmp(entry, proxy_vars[i], n) && entry[n] == '=')
+			return true;
+	}
+	return false;
+}
+
+/* ENV (NPROXY_VARS + 1 slots): the proxy entries of environ, NULL-terminated. */
+static void proxy_env(char **env)
+{
+	size_t n = 0;
+
+	for (char **e = environ; *e && n < NPROXY_VARS; e++)
+		if (is_proxy_var(*e))
+			env[n++] = *e;
+	env[n] = NULL;
+}
+
+/* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
+ * stipple-fetcher with no signal blocked (the monitor blocks the ones it waits for) and
+ * only the proxy variables of the caller's environment. Its argument only names the URL
+ * for ps (without query). */
+static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
+{
+	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
+	char *env[NPROXY_VARS + 1];
+	sigset_t none;
+
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) ||
+	    stp_progpath_place_socket(ctl) ||
+	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
+		_exit(127);
+	close_range(STP_MONITOR_FD + 1, ~0u, 0);
+	proxy_env(env);
+	execve(path, argv, env);
+	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
+	_exit(127);
+}
+
+/* Forks the fetcher's process, which keeps its end of the control socket alone. 0, or
+ * the fork's negative errno. */
+static int spawn_fetcher(struct monitor *m)
+{
+	struct stp_fetcher *f = &m->h.fetcher;
+	int err;
+
+	fflush(NULL);
+	f->pid = fork();
+	if (f->pid == 0)
+		exec_fetcher(m->o, f->ctl[1]);
+	err = f->pid < 0 ? -errno : 0;
+	close(f->ctl[1]);
+	f->ctl[1] = -1;
+	return err;
+}
+
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
  * disk cache file is opened (the daemon cannot open it later). */
 static int open_url(struct monitor *m)
@@ -195,8 +265,10 @@ static int open_url(struct monitor *m)
 	uint8_t raw[STP_SB_SIZE];
 	struct stp_diskcache_id id = { o->image_path, raw, sizeof(raw), &m->sb, 0, "" };
 	char *dir;
-	int err = stp_fetcher_start(o, m->prog, &m->h.fetcher);
+	int err = stp_fetcher_prepare(o, m->prog, &m->h.fetcher);
 
+	if (!err)
+		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
 	if (err)
 		return err;
 	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size, stp_monlog_image(o), false, &src);
