@@ -48,17 +48,15 @@ static int wait_hello(int ctl, unsigned deadline_ms, struct stp_fetch_hello *hi)
 static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 		      const int *theirs, unsigned n)
 {
-	struct stp_setup *s = calloc(1, sizeof(*s));
+	struct stp_setup *s = stp_setup_new(o, prog);
 	int fds[STP_SETUP_FDS_MAX], err;
 
 	if (!s)
 		return -ENOMEM;
-	s->opts = *o; /* its strings stay the caller's */
-	s->prog = (char *)prog;
 	for (unsigned i = 0; i < n; i++)
 		stp_setup_add_fd(s, fds, theirs[i], STP_FD_CHAN);
 	err = stp_setup_send(ctl, s, fds);
-	free(s);
+	stp_setup_discard(s);
 	return err;
 }
 
