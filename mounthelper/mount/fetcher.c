@@ -44,6 +44,36 @@ static int wait_hello(int ctl, unsigned deadline_ms, struct stp_fetch_hello *hi)
 	return 0;
 }
 
+/* The variables libcurl reads a proxy from: all the fetcher is given of the caller's
+ * environment (root's, for a mount through mount(8)). */
+static const char *const proxy_vars[] = {
+	"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+	"no_proxy", "NO_PROXY",
+};
+#define NPROXY_VARS (sizeof(proxy_vars) / sizeof(proxy_vars[0]))
+_Static_assert(NPROXY_VARS < STP_FETCHER_ENV_MAX, "room for the proxy variables and NULL");
+
+static bool is_proxy_var(const char *entry)
+{
+	for (size_t i = 0; i < NPROXY_VARS; i++) {
+		size_t n = strlen(proxy_vars[i]);
+
+		if (!strncmp(entry, proxy_vars[i], n) && entry[n] == '=')
+			return true;
+	}
+	return false;
+}
+
+void stp_fetcher_env(char **env)
+{
+	size_t n = 0;
+
+	for (char **e = environ; *e && n < NPROXY_VARS; e++)
+		if (is_proxy_var(*e))
+			env[n++] = *e;
+	env[n] = NULL;
+}
+
 /* What the fetcher is told, with THEIRS, its ends of the N channels. */
 static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 		      const int *theirs, unsigned n)

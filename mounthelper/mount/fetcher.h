@@ -72,6 +72,13 @@ int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct
 int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f,
 		      int fork_err);
 
+/* The environment stipple-fetcher is exec'd with: the entries of environ that name a
+ * proxy (http_proxy, https_proxy, all_proxy, no_proxy...), which libcurl reads, and
+ * nothing else of the caller's (root's, for a mount through mount(8)). ENV has
+ * STP_FETCHER_ENV_MAX slots; it is NULL-terminated and points into environ. */
+#define STP_FETCHER_ENV_MAX 8u
+void stp_fetcher_env(char **env);
+
 /* Closes the channels this process holds (the fetcher ends once no process holds them). */
 void stp_fetcher_release(struct stp_fetcher *f);
 

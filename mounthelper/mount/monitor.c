@@ -24,13 +24,13 @@
  *   fchdir, umount2 (or fusermount3 -u)       after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork
  *   open(mount point), fork                   priming, in a child confined first (prime.c)
- *   fork, capset (watcher.c), then here       the watcher, left once the mount is live
+ *   fork, capset, then                        the watcher, left once the mount is live
  *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
  *                                              only: when the daemon ends and left its
  *                                              mount dead, it unmounts it
  *
- * Privilege is dropped elsewhere: by the daemon's sandbox (sandbox.c) and the watcher's
- * capset (watcher.c).
+ * Privilege is also dropped elsewhere: by the daemon's sandbox (sandbox.c), in
+ * stipple-mountd.
  */
 #include "monitor.h"
 
@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/capability.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -187,36 +188,6 @@ static int daemon_lost(struct monitor *m)
 	return -EIO;
 }
 
-/* The variables libcurl reads a proxy from: all the fetcher is given of the caller's
- * environment (root's, for a mount through mount(8)). */
-static const char *const proxy_vars[] = {
-	"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
-	"no_proxy", "NO_PROXY",
-};
-#define NPROXY_VARS (sizeof(proxy_vars) / sizeof(proxy_vars[0]))
-
-static bool is_proxy_var(const char *entry)
-{
-	for (size_t i = 0; i < NPROXY_VARS; i++) {
-		size_t n = strlen(proxy_vars[i]);
-
-		if (!strncmp(entry, proxy_vars[i], n) && entry[n] == '=')
-			return true;
-	}
-	return false;
-}
-
-/* ENV (NPROXY_VARS + 1 slots): the proxy entries of environ, NULL-terminated. */
-static void proxy_env(char **env)
-{
-	size_t n = 0;
-
-	for (char **e = environ; *e && n < NPROXY_VARS; e++)
-		if (is_proxy_var(*e))
-			env[n++] = *e;
-	env[n] = NULL;
-}
-
 /* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
  * stipple-fetcher with no signal blocked (the monitor blocks the ones it waits for) and
  * only the proxy variables of the caller's environment. Its argument only names the URL
@@ -224,7 +195,7 @@ static void proxy_env(char **env)
 static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
 {
 	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
-	char *env[NPROXY_VARS + 1];
+	char *env[STP_FETCHER_ENV_MAX];
 	sigset_t none;
 
 	sigemptyset(&none);
@@ -233,7 +204,7 @@ static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
 	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
 		_exit(127);
 	close_range(STP_MONITOR_FD + 1, ~0u, 0);
-	proxy_env(env);
+	stp_fetcher_env(env);
 	execve(path, argv, env);
 	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
 	_exit(127);
@@ -570,27 +541,47 @@ static bool mount_dead(const struct monitor *m)
 	return dead;
 }
 
-/* The watcher's end: a dead mount of ours is undone. */
-static void unmount_if_dead(void *arg)
+/* The watcher keeps only what an unmount needs (as root): its one capset drops the rest. */
+static void keep_only_unmount(void)
 {
-	const struct monitor *m = arg;
+	cap_value_t keep[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH };
+	cap_t caps;
 
-	if (mount_dead(m))
-		unmount_ours(m);
+	if (geteuid() != 0 || !(caps = cap_init()))
+		return;
+	if (!cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) &&
+	    !cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET))
+		cap_set_proc(caps);
+	cap_free(caps);
 }
 
-/* A live mount outlives the monitor: its watcher stays (watcher.h). Without pidfds
- * (Linux < 5.3) there is none. */
+/* The watcher's process (watcher.h): when the daemon ends and left its mount dead, it
+ * unmounts it. */
+static _Noreturn void watch(struct monitor *m)
+{
+	stp_watcher_detach(m->pidfd, m->parent_fd, &m->saved_mask);
+	keep_only_unmount();
+	stp_watcher_wait(m->pidfd);
+	if (mount_dead(m))
+		unmount_ours(m);
+	_exit(0);
+}
+
+/* A live mount outlives the monitor: its watcher stays. Without pidfds (Linux < 5.3)
+ * there is none. */
 static void leave_watcher(struct monitor *m)
 {
-	int err;
+	pid_t pid;
 
 	if (m->pidfd < 0)
 		return;
-	err = stp_watcher_leave(m->pidfd, m->parent_fd, &m->saved_mask, unmount_if_dead, m);
-	if (err)
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		watch(m);
+	if (pid < 0)
 		stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
-		    "mount", m->o->mountpoint, stp_strerror(err));
+		    "mount", m->o->mountpoint, stp_strerror(-errno));
 }
 
 /* The daemon's word that the mount is live, then the priming; then the monitor stays
