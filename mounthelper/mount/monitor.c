@@ -23,7 +23,8 @@
  *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
  *   fchdir, umount2 (or fusermount3 -u)       after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork
- *   open(mount point), fork                   priming, in a child confined first (prime.c)
+ *   open(mount point) O_PATH, fork,           priming, in a child confined first (the
+ *     kill at the deadline, waitpid            lookups: prime.c)
  *   fork, capset, then                        the watcher, left once the mount is live
  *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
  *                                              only: when the daemon ends and left its
@@ -484,6 +485,55 @@ static int primed_late(struct monitor *m, pid_t stuck)
 	return -ETIMEDOUT;
 }
 
+/* Waits for the priming child PID until the deadline, then kills it. A child whose
+ * request the daemon has read waits for the answer whatever the signal: *STUCK is then
+ * its pid, for the caller to reap once the daemon (and with it the connection) is gone. */
+static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *stuck)
+{
+	int status;
+
+	if (stp_prime_wait_done(done_fd, m->deadline)) {
+		kill(pid, SIGKILL);
+		usleep(100000);
+		if (waitpid(pid, &status, WNOHANG) != pid)
+			*stuck = pid;
+		return -ETIMEDOUT;
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return stp_prime_status(status);
+}
+
+/* The lookups of LIST in a child confined first (prime.h), killed at the deadline. */
+static int look_up(const struct monitor *m, const struct stp_prime_list *list, pid_t *stuck)
+{
+	int root, fds[2], err;
+	pid_t pid;
+
+	if (!stp_prime_list_count(list))
+		return 0;
+	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy) */
+	root = open(m->o->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	if (pipe2(fds, O_CLOEXEC)) {
+		err = -errno;
+		close(root);
+		return err;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		stp_prime_look_up(list, root, fds[1], m->o->sandbox);
+	}
+	close(fds[1]);
+	close(root);
+	err = pid < 0 ? -errno : wait_lookups(m, pid, fds[0], stuck);
+	close(fds[0]);
+	return err;
+}
+
 /* The plan, then the lookups. Priming only saves time: what goes wrong is a warning,
  * unless it shows the daemon gone or not answering: then the mount is undone. */
 static int prime(struct monitor *m, int fd, uint8_t *buf)
@@ -493,7 +543,7 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	int err = stp_montalk_receive_plan(fd, m->deadline, buf, &list);
 
 	if (!err)
-		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
+		err = look_up(m, list, &stuck);
 	stp_prime_list_free(list);
 	if (err == -ETIMEDOUT)
 		return primed_late(m, stuck);
