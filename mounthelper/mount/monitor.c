@@ -7,7 +7,8 @@
  *
  *   open(stipple-mountd) O_PATH, fork,       first: the daemon loads while the monitor
  *     execveat                                 checks; it waits for its setup
- *   open(public keys), scandir(keys dir)      verify: trusted configuration (trustkeys.c)
+ *   open(public key) O_NOFOLLOW, or          verify: trusted configuration, checked
+ *     open(keys dir), scandirat, openat        and parsed by trustkeys.c
  *   open(image)                               the image fd; its superblock read through it
  *                                             (not an image: its first bytes, to say what
  *                                             it is: cli/foreign.h)
@@ -105,6 +106,48 @@ static void release(struct monitor *m)
 	if (m->mountd_fd >= 0)
 		close(m->mountd_fd);
 	m->mountd_fd = -1;
+}
+
+/* verify without a value: every *.pub of the trusted keys folder, in name order, each
+ * opened beneath it. */
+static int read_trusted_keys(struct monitor *m)
+{
+	int dirfd = open(STP_TRUSTED_KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stp_trustkeys_names l;
+	char shown[512];
+	int err = stp_trustkeys_list(m->prog, dirfd < 0 ? -errno : dirfd, &l);
+
+	if (!err && !(m->h.keys = calloc(l.n, sizeof(*m->h.keys))))
+		err = -ENOMEM;
+	for (unsigned i = 0; !err && i < l.n; i++) {
+		int fd = openat(dirfd, l.names[i]->d_name, STP_TRUSTKEYS_OPEN_FLAGS);
+
+		snprintf(shown, sizeof(shown), "%s/%s", STP_TRUSTED_KEYS_DIR, l.names[i]->d_name);
+		err = stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, shown, &m->h.keys[i]);
+		m->h.nkeys += !err;
+	}
+	stp_trustkeys_names_free(&l);
+	if (dirfd >= 0)
+		close(dirfd);
+	return err;
+}
+
+/* verify's keys, read as the caller's own configuration before the image (trustkeys.h):
+ * the file verify=PUBKEY names, or the trusted keys folder's. */
+static int read_keys(struct monitor *m)
+{
+	int fd;
+
+	if (!m->o->verify)
+		return 0;
+	if (!m->o->verify_key)
+		return read_trusted_keys(m);
+	m->h.keys = calloc(1, sizeof(*m->h.keys));
+	if (!m->h.keys)
+		return -ENOMEM;
+	m->h.nkeys = 1;
+	fd = open(m->o->verify_key, STP_TRUSTKEYS_OPEN_FLAGS);
+	return stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, m->o->verify_key, m->h.keys);
 }
 
 /* stipple-mountd, found before anything is mounted: a missing program is said at once. */
@@ -323,7 +366,7 @@ static int check_mountpoint(const struct monitor *m)
 
 static int prepare(struct monitor *m)
 {
-	int err = stp_trustkeys_read(m->o, m->prog, &m->h.keys, &m->h.nkeys);
+	int err = read_keys(m);
 
 	if (!err)
 		err = open_image(m);
