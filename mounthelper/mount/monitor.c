@@ -14,7 +14,8 @@
  *                                             it is: cli/foreign.h)
  *   a URL: fork, execve stipple-fetcher       its channels and hello (fetcher.c), the
  *     (proxy variables only, no signal held)   superblock through them
- *     open(disk cache dir, secret, file)       the cache file (diskcache.c)
+ *     mkdir, open, flock the disk cache        the cache file: every call on its folder
+ *     folder; its secret, eviction, file        is in cachedir.c
  *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
  *   open(hot list)                            record: created and truncated here
  *   open(mount point's parent) O_PATH         where an unmount will look
@@ -53,6 +54,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "cachedir.h"
 #include "daemon.h"
 #include "foreign.h"
 #include "fuseapi.h"
@@ -299,7 +301,7 @@ static int open_url(struct monitor *m)
 	id.size = m->h.fetcher.size;
 	id.validator = m->h.fetcher.validator;
 	if (dir) /* sized by the checked superblock, not by what the fetcher says */
-		stp_diskcache_open_file(dir, &id, o->cache_size, m->prog, &m->h.cache);
+		stp_cachedir_open_file(dir, &id, o->cache_size, m->prog, &m->h.cache);
 	free(dir);
 	return 0;
 }
