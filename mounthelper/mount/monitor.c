@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The privileged side of a mount (monitor.h): every privileged call of a mount, in the
- * order made, each made here unless a file is named beside it. What needs no privilege
- * runs beside it: the messages (monlog.c), the conversation with the daemon (montalk.c),
- * the signals (monsig.c), the memory bound (budget.c).
+ * order made, each made here except the disk cache folder's, which are all in cachedir.c
+ * (named below). What needs no privilege runs beside it: the messages (monlog.c), the
+ * conversation with the daemon (montalk.c), the signals (monsig.c), the memory bound
+ * (budget.c), the fetcher's channels (fetcher.c), the keys' parsing (trustkeys.c), the
+ * priming lookups (prime.c), the watcher's housekeeping (watcher.c).
  *
- *   open(stipple-mountd) O_PATH, fork,       first: the daemon loads while the monitor
+ *   open(stipple-mountd) O_PATH, vfork,      first: the daemon loads while the monitor
  *     execveat                                 checks; it waits for its setup
- *   open(public key) O_NOFOLLOW, or          verify: trusted configuration, checked
- *     open(keys dir), scandirat, openat        and parsed by trustkeys.c
+ *   open(public key) O_NOFOLLOW, or          verify: trusted configuration, read and
+ *     open(keys dir), openat each *.pub        parsed by trustkeys.c
  *   open(image)                               the image fd; its superblock read through it
  *                                             (not an image: its first bytes, to say what
  *                                             it is: cli/foreign.h)
