@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lines.h"
 #include "report.h"
 
 struct exclude_pat {
@@ -63,36 +64,40 @@ int exclude_add(struct exclude *ex, const char *pattern)
 	return rc;
 }
 
+struct exclude_file {
+	struct exclude *ex;
+	const char *name;
+};
+
+/* One line of an --exclude-from file: a pattern, unless empty or a comment. */
+static int exclude_line(void *arg, char *line, size_t len, unsigned lineno)
+{
+	const struct exclude_file *x = arg;
+	int rc;
+
+	if (!len || line[0] == '#')
+		return 0;
+	rc = exclude_add(x->ex, line);
+	if (rc == -EINVAL)
+		report_error(NULL, "--exclude-from %s:%u: %s: matches no path", x->name, lineno,
+			     line);
+	return rc;
+}
+
 int exclude_load(struct exclude *ex, const char *file)
 {
+	struct exclude_file x = { ex, file };
 	FILE *f = fopen(file, "re");
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	unsigned lineno = 0;
-	int rc = 0;
+	int rc;
 
 	if (!f) {
 		rc = -errno;
 		report_error(NULL, "--exclude-from %s: %s", file, strerror(-rc));
 		return rc;
 	}
-	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
-		lineno++;
-		if (len && line[len - 1] == '\n')
-			line[--len] = 0;
-		if (!len || line[0] == '#')
-			continue;
-		rc = exclude_add(ex, line);
-		if (rc == -EINVAL)
-			report_error(NULL, "--exclude-from %s:%u: %s: matches no path", file, lineno,
-				     line);
-	}
-	if (!rc && ferror(f)) {
-		rc = -EIO;
+	rc = lines_each(f, '\n', exclude_line, &x);
+	if (rc == -EIO && ferror(f))
 		report_error(NULL, "--exclude-from %s: %s", file, strerror(EIO));
-	}
-	free(line);
 	fclose(f);
 	return rc;
 }

@@ -10,6 +10,7 @@
 
 #include "format.h"
 #include "hotlist.h"
+#include "lines.h"
 #include "report.h"
 #include "util.h"
 
@@ -323,49 +324,59 @@ void order_hot_free(struct hot_set *h)
 	*h = (struct hot_set){ 0 };
 }
 
+struct hot_list {
+	struct tree *t;
+	const char *name;
+	uint64_t margin;
+	struct hot_set *h;
+};
+
+/* One line of the hot list: a file of the tree and, after it, the ranges read. What
+ * cannot be used is said and skipped. */
+static int hot_line(void *arg, char *line, size_t len, unsigned lineno)
+{
+	const struct hot_list *x = arg;
+	struct node *node;
+	char *ranges;
+	int rc;
+
+	if (!len || line[0] == '#')
+		return 0;
+	ranges = stp_hotlist_split(line);
+	node = tree_find(x->t, line);
+	node = node ? node->primary : NULL;
+	if (!node || !S_ISREG(node->st.st_mode)) {
+		report_warning(NULL, "%s:%u: %s: %s, skipped", x->name, lineno, line,
+			       node ? "not a regular file" : "not in the tree");
+		return 0;
+	}
+	rc = order_add_ranges(x->h, node, ranges, x->margin);
+	if (rc == -ERANGE) {
+		report_warning(NULL, "%s:%u: %s: every range lies past its end, skipped",
+			       x->name, lineno, line);
+		rc = 0;
+	} else if (rc == -EINVAL) {
+		report_warning(NULL, "%s:%u: %s: malformed ranges, reading the whole file",
+			       x->name, lineno, line);
+		rc = order_add_ranges(x->h, node, NULL, x->margin);
+	}
+	return rc;
+}
+
 static int read_hot_list(struct tree *t, const char *list, uint64_t margin, struct hot_set *h)
 {
+	struct hot_list x = { t, list, margin, h };
 	FILE *f = fopen(list, "re");
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	unsigned lineno = 0;
-	int rc = 0;
+	int rc;
 
 	if (!f) {
 		rc = -errno;
 		report_errno(list, -rc, "--hot-list");
 		return rc;
 	}
-	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
-		struct node *node;
-		char *ranges;
-
-		lineno++;
-		if (len && line[len - 1] == '\n')
-			line[--len] = 0;
-		if (!len || line[0] == '#')
-			continue;
-		ranges = stp_hotlist_split(line);
-		node = tree_find(t, line);
-		node = node ? node->primary : NULL;
-		if (!node || !S_ISREG(node->st.st_mode)) {
-			report_warning(NULL, "%s:%u: %s: %s, skipped", list, lineno, line,
-				       node ? "not a regular file" : "not in the tree");
-			continue;
-		}
-		rc = order_add_ranges(h, node, ranges, margin);
-		if (rc == -ERANGE) {
-			report_warning(NULL, "%s:%u: %s: every range lies past its end, skipped",
-				       list, lineno, line);
-			rc = 0;
-		} else if (rc == -EINVAL) {
-			report_warning(NULL, "%s:%u: %s: malformed ranges, reading the whole file",
-				       list, lineno, line);
-			rc = order_add_ranges(h, node, NULL, margin);
-		}
-	}
-	free(line);
+	rc = lines_each(f, '\n', hot_line, &x);
+	if (rc == -EIO && ferror(f))
+		report_errno(list, EIO, "--hot-list");
 	fclose(f);
 	return rc ? rc : order_resolve_ranges(h);
 }

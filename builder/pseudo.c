@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lines.h"
 #include "report.h"
 #include "util.h"
 
@@ -117,31 +118,39 @@ int pseudo_add(struct pseudo *p, const char *line, const char *where, unsigned l
 	return 0;
 }
 
+struct pseudo_file {
+	struct pseudo *p;
+	const char *name;
+	int bad; /* a definition was refused: every line is still read, to report them all */
+};
+
+/* One line of a -pf file: a definition, unless blank or a comment. */
+static int pseudo_line(void *arg, char *line, size_t len, unsigned lineno)
+{
+	struct pseudo_file *x = arg;
+	const char *first = line + strspn(line, " \t");
+	int rc;
+
+	if (!*first || *first == '#')
+		return 0;
+	rc = pseudo_add(x->p, line, x->name, lineno);
+	x->bad |= rc != 0;
+	return rc == -ENOMEM ? rc : 0;
+}
+
 int pseudo_load(struct pseudo *p, const char *file)
 {
+	struct pseudo_file x = { p, file, 0 };
 	FILE *f = fopen(file, "re");
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	unsigned lineno = 0;
-	int rc = 0, bad = 0;
+	int rc;
 
 	if (!f)
 		return report_errno(file, errno, "--pseudo-file");
-	while (rc != -ENOMEM && (len = getline(&line, &cap, f)) >= 0) {
-		lineno++;
-		if (len && line[len - 1] == '\n')
-			line[--len] = 0;
-		if (!line[strspn(line, " \t")] || line[strspn(line, " \t")] == '#')
-			continue;
-		rc = pseudo_add(p, line, file, lineno);
-		bad |= rc != 0;
-	}
-	if (!bad && ferror(f))
-		rc = report_errno(file, EIO, "--pseudo-file");
-	free(line);
+	rc = lines_each(f, '\n', pseudo_line, &x);
+	if (rc == -EIO && !x.bad)
+		report_errno(file, EIO, "--pseudo-file");
 	fclose(f);
-	return rc ? rc : bad ? -EINVAL : 0;
+	return rc ? rc : x.bad ? -EINVAL : 0;
 }
 
 int pseudo_resolve(struct pseudo *p, const struct tree *t)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lines.h"
 #include "report.h"
 
 /* Rewrites P in place as a path from the root: no empty or "." components, no leading
@@ -76,26 +77,23 @@ static int finish(struct select *s)
 	return s->found ? 0 : -ENOMEM;
 }
 
+/* One name of a -T list; empty ones are skipped. */
+static int select_name(void *arg, char *name, size_t len, unsigned number)
+{
+	return len ? add_path(arg, name) : 0;
+}
+
 int select_load(struct select *s, const char *file, int nul)
 {
 	FILE *f = strcmp(file, "-") ? fopen(file, "re") : stdin;
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	int rc = 0;
+	int rc;
 
 	s->file = file;
 	if (!f)
 		return report_errno(file, errno, "--files-from");
-	while (!rc && (len = getdelim(&line, &cap, nul ? 0 : '\n', f)) >= 0) {
-		if (len && line[len - 1] == (nul ? 0 : '\n'))
-			line[--len] = 0;
-		if (len)
-			rc = add_path(s, line);
-	}
-	if (!rc && ferror(f))
-		rc = report_errno(file, EIO, "--files-from");
-	free(line);
+	rc = lines_each(f, nul ? '\0' : '\n', select_name, s);
+	if (rc == -EIO && ferror(f))
+		report_errno(file, EIO, "--files-from");
 	if (f != stdin)
 		fclose(f);
 	return rc ? rc : finish(s);

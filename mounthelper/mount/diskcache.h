@@ -22,7 +22,7 @@
  * file: each holds a shared lock (flock) on it, writes only checked bytes, and a file is
  * removed only under an exclusive lock, so never while in use.
  *
- * The monitor opens the file (stp_diskcache_open_file: privileged, before the daemon is
+ * The monitor opens the file (stp_cachedir_open_file, cachedir.h: privileged, before the daemon is
  * forked; the secret is read there, the daemon gets only the file's tag key; the
  * directory's least recently used files beyond the size bound are removed then); the
  * confined daemon reads and writes it through the descriptor (stp_diskcache_new and the
@@ -65,24 +65,9 @@ struct stp_diskcache_id {
  * ~/.cache/stipple) for a user. A new string, or NULL (no home: no cache). */
 char *stp_diskcache_default_dir(void);
 
-/* Opens (creating DIR, its secret and the file as needed, and checking each) the cache
- * file of the image ID, after removing the least recently used other files of DIR until
- * the rest fits in LIMIT bytes. OUT->fd is the caller's. Errors are printed on stderr
- * after PROG: a mount goes on without a cache (OUT->fd -1). */
-int stp_diskcache_open_file(const char *dir, const struct stp_diskcache_id *id, uint64_t limit,
-			    const char *prog, struct stp_diskcache_file *out);
+/* What ends a cache file's name. */
+#define STP_DISKCACHE_SUFFIX ".cache"
 
-/* The hardened pieces the store of published blocks (store.h) is built on, for the
- * monitor. DIR (made as mkdir -p, 0700) opened as OUT when it is a directory, not a
- * symbolic link, owned by the mounting user and writable by no one else: 0, -ENOTDIR,
- * -EPERM or another negative errno. */
-int stp_diskcache_open_dir(const char *dir, int *out);
-/* NAME beneath DIRFD opened with FLAGS (never following a link) when it is a regular
- * file the mounting user owns, mode 0600, one link; else removed and made anew O_EXCL
- * (*MADE). The descriptor, or a negative errno. */
-int stp_diskcache_open_private(int dirfd, const char *name, int flags, bool *made);
-/* Words for stp_diskcache_open_dir's errors. */
-const char *stp_diskcache_dir_error(int err);
 
 /* The name (hex, then ".cache") and the tag key of image ID's file under SECRET. 0, or
  * -ENOMEM / -EIO (OpenSSL). */
@@ -97,7 +82,7 @@ static inline uint64_t stp_diskcache_file_size(const struct stp_diskcache_file *
 
 /* The daemon's side, on F->fd (taken over, closed on failure too), keeping at most LIMIT
  * bytes of ranges in it. Confined, it opens no file: OpenSSL's set-up (configuration,
- * providers) was done by the monitor's stp_diskcache_open_file before the fork. */
+ * providers) was done by the monitor's stp_cachedir_open_file before the fork. */
 int stp_diskcache_new(const struct stp_diskcache_file *f, uint64_t limit,
 		      struct stp_diskcache **out);
 void stp_diskcache_free(struct stp_diskcache *c);

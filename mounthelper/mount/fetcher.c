@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The monitor's half of a URL mount's fetcher (fetcher.h): the channels, the exec of
- * stipple-fetcher (fetcherd.c) and its hello. */
+/* The monitor's half of a URL mount's fetcher (fetcher.h): the channels, the hand-over
+ * and the hello. The fork and exec of stipple-fetcher (fetcherd.c) are privileged steps,
+ * made in monitor.c. */
 #include "fetcher.h"
 
 #include <errno.h>
@@ -16,7 +17,6 @@
 
 #include "monproto.h"
 #include "mountopts.h"
-#include "progpath.h"
 #include "setup.h"
 #include "util.h"
 
@@ -51,6 +51,7 @@ static const char *const proxy_vars[] = {
 	"no_proxy", "NO_PROXY",
 };
 #define NPROXY_VARS (sizeof(proxy_vars) / sizeof(proxy_vars[0]))
+_Static_assert(NPROXY_VARS < STP_FETCHER_ENV_MAX, "room for the proxy variables and NULL");
 
 static bool is_proxy_var(const char *entry)
 {
@@ -63,8 +64,7 @@ static bool is_proxy_var(const char *entry)
 	return false;
 }
 
-/* ENV (NPROXY_VARS + 1 slots): the proxy entries of environ, NULL-terminated. */
-static void proxy_env(char **env)
+void stp_fetcher_env(char **env)
 {
 	size_t n = 0;
 
@@ -74,43 +74,19 @@ static void proxy_env(char **env)
 	env[n] = NULL;
 }
 
-/* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
- * stipple-fetcher with no signal blocked (the monitor blocks the ones it waits for) and
- * only the proxy variables of the caller's environment. Its argument only names the URL
- * for ps (without query). */
-static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
-{
-	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
-	char *env[NPROXY_VARS + 1];
-	sigset_t none;
-
-	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) ||
-	    stp_progpath_place_socket(ctl) ||
-	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
-		_exit(127);
-	close_range(STP_MONITOR_FD + 1, ~0u, 0);
-	proxy_env(env);
-	execve(path, argv, env);
-	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
-	_exit(127);
-}
-
 /* What the fetcher is told, with THEIRS, its ends of the N channels. */
 static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 		      const int *theirs, unsigned n)
 {
-	struct stp_setup *s = calloc(1, sizeof(*s));
+	struct stp_setup *s = stp_setup_new(o, prog);
 	int fds[STP_SETUP_FDS_MAX], err;
 
 	if (!s)
 		return -ENOMEM;
-	s->opts = *o; /* its strings stay the caller's */
-	s->prog = (char *)prog;
 	for (unsigned i = 0; i < n; i++)
 		stp_setup_add_fd(s, fds, theirs[i], STP_FD_CHAN);
 	err = stp_setup_send(ctl, s, fds);
-	free(s);
+	stp_setup_discard(s);
 	return err;
 }
 
@@ -144,42 +120,52 @@ static void print_failure(const struct stp_mount_opts *o, const char *prog, int 
 	fprintf(stderr, "%s: %s: %s\n", prog, o->image_path, why[0] ? why : stp_strerror(err));
 }
 
-int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
+/* Closes the fetcher's ends of the channels (WITH_CTL: and both ends of the control socket). */
+static void close_theirs(struct stp_fetcher *f, bool with_ctl)
 {
-	unsigned n = stp_fetcher_channels(o);
-	int theirs[STP_FETCH_CHANS_MAX], ctl[2], err;
-	struct stp_fetch_hello hi = { 0 };
+	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
+		if (f->theirs[i] >= 0)
+			close(f->theirs[i]);
+	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
+		f->theirs[i] = -1;
+	for (unsigned i = 0; with_ctl && i < 2; i++)
+		if (f->ctl[i] >= 0)
+			close(f->ctl[i]);
+	if (with_ctl)
+		f->ctl[0] = f->ctl[1] = -1;
+}
+
+int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
+{
+	int err;
 
 	memset(f, 0, sizeof(*f));
 	f->pid = -1;
-	f->ctl = -1;
+	f->ctl[0] = f->ctl[1] = -1;
 	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
-		f->chans[i] = theirs[i] = -1;
-	err = make_channels(f, theirs, n, o->timeout_s);
-	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl))
+		f->chans[i] = f->theirs[i] = -1;
+	err = make_channels(f, f->theirs, stp_fetcher_channels(o), o->timeout_s);
+	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, f->ctl))
 		err = -errno;
 	if (err) {
 		fprintf(stderr, "%s: %s: socketpair: %s\n", prog, o->image_path, stp_strerror(err));
-		for (unsigned i = 0; i < n; i++)
-			if (theirs[i] >= 0)
-				close(theirs[i]);
+		close_theirs(f, true);
 		stp_fetcher_release(f);
-		return err;
 	}
-	fflush(NULL);
-	f->pid = fork();
-	if (f->pid == 0)
-		exec_fetcher(o, ctl[1]);
-	close(ctl[1]);
-	err = f->pid < 0 ? -errno : send_setup(o, prog, ctl[0], theirs, n);
-	for (unsigned i = 0; i < n; i++)
-		close(theirs[i]);
+	return err;
+}
+
+int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f,
+		      int fork_err)
+{
+	struct stp_fetch_hello hi = { 0 };
+	int err = fork_err ? fork_err : send_setup(o, prog, f->ctl[0], f->theirs, f->nchans);
+
+	close_theirs(f, false);
 	if (!err)
-		err = wait_hello(ctl[0], o->timeout_s * 1000u + 5000u, &hi);
-	if (!err && !hi.err && hi.blocks)
-		f->ctl = ctl[0]; /* the store's batches come next */
-	else
-		close(ctl[0]);
+		err = wait_hello(f->ctl[0], o->timeout_s * 1000u + 5000u, &hi);
+	if (err || hi.err || !hi.blocks)
+		close_theirs(f, true); /* else the store's batches come next on ctl[0] */
 	if (!err && hi.err)
 		err = hi.err;
 	if (err) {
@@ -199,9 +185,7 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 
 void stp_fetcher_close_ctl(struct stp_fetcher *f)
 {
-	if (f->ctl >= 0)
-		close(f->ctl);
-	f->ctl = -1;
+	close_theirs(f, true);
 }
 
 int stp_fetch_blocks_check(const void *buf, size_t len, uint64_t first, uint64_t blocks,

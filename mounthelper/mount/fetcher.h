@@ -97,19 +97,34 @@ struct stp_fetcher {
 	pid_t pid;
 	int chans[STP_FETCH_CHANS_MAX]; /* the daemon's ends (-1: closed) */
 	unsigned nchans;
+	int theirs[STP_FETCH_CHANS_MAX]; /* the fetcher's ends, until stp_fetcher_greet */
+	int ctl[2];                     /* its control socket: ours (kept after greet for a
+					 * published image's store batches), and the end it is exec'd with */
 	uint64_t size;                  /* of the file at the URL */
 	char validator[256];            /* ETag or Last-Modified, "" without */
 	uint64_t blocks;                /* a published image's blocks (0: a one-file image) */
-	int ctl;                        /* with BLOCKS: the control socket, for the store */
 };
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
 unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
 
-/* Starts the fetcher for o->image and waits (at most the timeout and a margin) for its
- * probe. 0, or a negative errno with the URL and the cause printed on stderr after PROG
- * (the fetcher is then stopped). */
-int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
+/* A fetcher for o->image starts in three steps: stp_fetcher_prepare makes its channels
+ * and control socket; the monitor forks and execs stipple-fetcher with f->ctl[1]
+ * (monitor.c, where every privileged call is) and closes that end; stp_fetcher_greet
+ * hands the fetcher its channels and waits (at most the timeout and a margin) for its
+ * probe. Each returns 0, or a negative errno with the URL and the cause printed on stderr
+ * after PROG; after a failure of either, nothing of F is left open and the fetcher is
+ * stopped. FORK_ERR is the fork's negative errno, or 0. */
+int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
+int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f,
+		      int fork_err);
+
+/* The environment stipple-fetcher is exec'd with: the entries of environ that name a
+ * proxy (http_proxy, https_proxy, all_proxy, no_proxy...), which libcurl reads, and
+ * nothing else of the caller's (root's, for a mount through mount(8)). ENV has
+ * STP_FETCHER_ENV_MAX slots; it is NULL-terminated and points into environ. */
+#define STP_FETCHER_ENV_MAX 8u
+void stp_fetcher_env(char **env);
 
 /* Closes the control socket kept for the store (the fetcher then goes on without). */
 void stp_fetcher_close_ctl(struct stp_fetcher *f);

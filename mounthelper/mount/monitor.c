@@ -1,19 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The privileged side of a mount (monitor.h): every privileged call of a mount, in the
- * order made, each made here unless a file is named beside it. What needs no privilege
- * runs beside it: the messages (monlog.c), the conversation with the daemon (montalk.c),
- * the signals (monsig.c), the memory bound (budget.c).
+ * order made, each made here except the disk cache folder's and the block store's, which
+ * are all in cachedir.c and store.c (named below). What needs no privilege runs beside
+ * it: the messages (monlog.c), the conversation with the daemon (montalk.c), the
+ * signals (monsig.c), the memory bound (budget.c), the fetcher's channels (fetcher.c),
+ * the keys' parsing (trustkeys.c), the priming lookups (prime.c), the watcher's
+ * housekeeping (watcher.c).
  *
- *   open(stipple-mountd) O_PATH, fork,       first: the daemon loads while the monitor
+ *   open(stipple-mountd) O_PATH, vfork,      first: the daemon loads while the monitor
  *     execveat                                 checks; it waits for its setup
- *   open(public keys), scandir(keys dir)      verify: trusted configuration (trustkeys.c)
+ *   open(public key) O_NOFOLLOW, or          verify: trusted configuration, read and
+ *     open(keys dir), openat each *.pub        parsed by trustkeys.c
  *   open(image)                               the image fd; its superblock read through it
  *                                             (not an image: its first bytes, to say what
  *                                             it is: cli/foreign.h)
- *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
- *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
- *     open(store dir, block files), flock      a published image's blocks (store.c)
+ *   a URL: fork, execve stipple-fetcher       its channels and hello (fetcher.c), the
+ *     (proxy variables only, no signal held)   superblock through them
+ *     mkdir, open, flock the disk cache        the cache file: every call on its folder
+ *     folder; its secret, eviction, file        is in cachedir.c
+ *     open, flock, unlinkat in the store        a published image's blocks: every call on
+ *                                              the store is in store.c
  *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
  *   open(hot list)                            record: created and truncated here
  *   open(mount point's parent) O_PATH         where an unmount will look
@@ -23,14 +30,15 @@
  *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
  *   fchdir, umount2 (or fusermount3 -u)       after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork
- *   open(mount point), fork                   priming, in a child confined first (prime.c)
- *   fork, capset (watcher.c), then here       the watcher, left once the mount is live
+ *   open(mount point) O_PATH, fork,           priming, in a child confined first (the
+ *     kill at the deadline, waitpid            lookups: prime.c)
+ *   fork, capset, then                        the watcher, left once the mount is live
  *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
  *                                              only: when the daemon ends and left its
  *                                              mount dead, it unmounts it
  *
- * Privilege is dropped elsewhere: by the daemon's sandbox (sandbox.c) and the watcher's
- * capset (watcher.c).
+ * Privilege is also dropped elsewhere: by the daemon's sandbox (sandbox.c), in
+ * stipple-mountd.
  */
 #include "monitor.h"
 
@@ -42,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/capability.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -50,6 +59,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "cachedir.h"
 #include "daemon.h"
 #include "foreign.h"
 #include "fuseapi.h"
@@ -93,7 +103,7 @@ static void init(struct monitor *m, const struct stp_mount_opts *o, const char *
 	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .parent_fd = -1,
 			       .pidfd = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
-				      .cache = { .fd = -1 }, .fetcher = { .pid = -1, .ctl = -1 } } };
+				      .cache = { .fd = -1 }, .fetcher = { .pid = -1, .ctl = { -1, -1 } } } };
 	stp_monlog_route(prog);
 }
 
@@ -104,6 +114,48 @@ static void release(struct monitor *m)
 	if (m->mountd_fd >= 0)
 		close(m->mountd_fd);
 	m->mountd_fd = -1;
+}
+
+/* verify without a value: every *.pub of the trusted keys folder, in name order, each
+ * opened beneath it. */
+static int read_trusted_keys(struct monitor *m)
+{
+	int dirfd = open(STP_TRUSTED_KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stp_trustkeys_names l;
+	char shown[512];
+	int err = stp_trustkeys_list(m->prog, dirfd < 0 ? -errno : dirfd, &l);
+
+	if (!err && !(m->h.keys = calloc(l.n, sizeof(*m->h.keys))))
+		err = -ENOMEM;
+	for (unsigned i = 0; !err && i < l.n; i++) {
+		int fd = openat(dirfd, l.names[i]->d_name, STP_TRUSTKEYS_OPEN_FLAGS);
+
+		snprintf(shown, sizeof(shown), "%s/%s", STP_TRUSTED_KEYS_DIR, l.names[i]->d_name);
+		err = stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, shown, &m->h.keys[i]);
+		m->h.nkeys += !err;
+	}
+	stp_trustkeys_names_free(&l);
+	if (dirfd >= 0)
+		close(dirfd);
+	return err;
+}
+
+/* verify's keys, read as the caller's own configuration before the image (trustkeys.h):
+ * the file verify=PUBKEY names, or the trusted keys folder's. */
+static int read_keys(struct monitor *m)
+{
+	int fd;
+
+	if (!m->o->verify)
+		return 0;
+	if (!m->o->verify_key)
+		return read_trusted_keys(m);
+	m->h.keys = calloc(1, sizeof(*m->h.keys));
+	if (!m->h.keys)
+		return -ENOMEM;
+	m->h.nkeys = 1;
+	fd = open(m->o->verify_key, STP_TRUSTKEYS_OPEN_FLAGS);
+	return stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, m->o->verify_key, m->h.keys);
 }
 
 /* stipple-mountd, found before anything is mounted: a missing program is said at once. */
@@ -121,7 +173,9 @@ static int open_mountd(struct monitor *m)
 
 /* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
  * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
- * mount it serves (the image as messages name it: no query); it reads none of them. */
+ * mount it serves (the image as messages name it: no query); it reads none of them.
+ * Run in a vfork child (spawn_daemon): system calls only, on memory it shares with the
+ * monitor, and nothing written there but its own stack. */
 static _Noreturn void exec_daemon(struct monitor *m, int fd)
 {
 	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
@@ -137,13 +191,17 @@ static _Noreturn void exec_daemon(struct monitor *m, int fd)
 	_exit(127);
 }
 
-/* Forks the daemon's process, which execs stipple-mountd at once: its start (the exec,
- * the dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
- * setup (hand_over). */
+/* Starts the daemon's process, which execs stipple-mountd at once: its start (the
+ * dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
+ * setup (hand_over). vfork, not fork: the monitor is suspended only until the exec, and
+ * its address space is neither copied nor write-protected, so its own writes after this
+ * take no copy-on-write faults (each a page copy and a TLB flush; on this VM they made
+ * a good part of a mount's cost). No handler is installed for the signals the child
+ * unblocks (stp_monsig_forward comes later), so none runs on the shared memory. */
 static int spawn_daemon(struct monitor *m, int sv[2])
 {
 	fflush(NULL);
-	m->pid = fork();
+	m->pid = vfork();
 	if (m->pid == 0) {
 		close(sv[0]);
 		exec_daemon(m, sv[1]);
@@ -198,9 +256,48 @@ static void attach_store(struct monitor *m)
 	if (o->cache_size && !o->fake)
 		dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
 	if (dir)
-		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl, m->h.fetcher.blocks);
+		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], m->h.fetcher.blocks);
 	free(dir);
 	stp_fetcher_close_ctl(&m->h.fetcher);
+}
+
+/* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
+ * stipple-fetcher with no signal blocked (the monitor blocks the ones it waits for) and
+ * only the proxy variables of the caller's environment. Its argument only names the URL
+ * for ps (without query). */
+static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
+{
+	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
+	char *env[STP_FETCHER_ENV_MAX];
+	sigset_t none;
+
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) ||
+	    stp_progpath_place_socket(ctl) ||
+	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
+		_exit(127);
+	close_range(STP_MONITOR_FD + 1, ~0u, 0);
+	stp_fetcher_env(env);
+	execve(path, argv, env);
+	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
+	_exit(127);
+}
+
+/* Forks the fetcher's process, which keeps its end of the control socket alone. 0, or
+ * the fork's negative errno. */
+static int spawn_fetcher(struct monitor *m)
+{
+	struct stp_fetcher *f = &m->h.fetcher;
+	int err;
+
+	fflush(NULL);
+	f->pid = fork();
+	if (f->pid == 0)
+		exec_fetcher(m->o, f->ctl[1]);
+	err = f->pid < 0 ? -errno : 0;
+	close(f->ctl[1]);
+	f->ctl[1] = -1;
+	return err;
 }
 
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
@@ -212,8 +309,10 @@ static int open_url(struct monitor *m)
 	uint8_t raw[STP_SB_SIZE];
 	struct stp_diskcache_id id = { o->image_path, raw, sizeof(raw), &m->sb, 0, "" };
 	char *dir;
-	int err = stp_fetcher_start(o, m->prog, &m->h.fetcher);
+	int err = stp_fetcher_prepare(o, m->prog, &m->h.fetcher);
 
+	if (!err)
+		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
 	if (err)
 		return err;
 	if (m->h.fetcher.blocks)
@@ -232,7 +331,7 @@ static int open_url(struct monitor *m)
 	id.size = m->h.fetcher.size;
 	id.validator = m->h.fetcher.validator;
 	if (dir) /* sized by the checked superblock, not by what the fetcher says */
-		stp_diskcache_open_file(dir, &id, o->cache_size, m->prog, &m->h.cache);
+		stp_cachedir_open_file(dir, &id, o->cache_size, m->prog, &m->h.cache);
 	free(dir);
 	return 0;
 }
@@ -299,7 +398,7 @@ static int check_mountpoint(const struct monitor *m)
 
 static int prepare(struct monitor *m)
 {
-	int err = stp_trustkeys_read(m->o, m->prog, &m->h.keys, &m->h.nkeys);
+	int err = read_keys(m);
 
 	if (!err)
 		err = open_image(m);
@@ -461,6 +560,55 @@ static int primed_late(struct monitor *m, pid_t stuck)
 	return -ETIMEDOUT;
 }
 
+/* Waits for the priming child PID until the deadline, then kills it. A child whose
+ * request the daemon has read waits for the answer whatever the signal: *STUCK is then
+ * its pid, for the caller to reap once the daemon (and with it the connection) is gone. */
+static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *stuck)
+{
+	int status;
+
+	if (stp_prime_wait_done(done_fd, m->deadline)) {
+		kill(pid, SIGKILL);
+		usleep(100000);
+		if (waitpid(pid, &status, WNOHANG) != pid)
+			*stuck = pid;
+		return -ETIMEDOUT;
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return stp_prime_status(status);
+}
+
+/* The lookups of LIST in a child confined first (prime.h), killed at the deadline. */
+static int look_up(const struct monitor *m, const struct stp_prime_list *list, pid_t *stuck)
+{
+	int root, fds[2], err;
+	pid_t pid;
+
+	if (!stp_prime_list_count(list))
+		return 0;
+	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy) */
+	root = open(m->o->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -errno;
+	if (pipe2(fds, O_CLOEXEC)) {
+		err = -errno;
+		close(root);
+		return err;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		stp_prime_look_up(list, root, fds[1], m->o->sandbox);
+	}
+	close(fds[1]);
+	close(root);
+	err = pid < 0 ? -errno : wait_lookups(m, pid, fds[0], stuck);
+	close(fds[0]);
+	return err;
+}
+
 /* The plan, then the lookups. Priming only saves time: what goes wrong is a warning,
  * unless it shows the daemon gone or not answering: then the mount is undone. */
 static int prime(struct monitor *m, int fd, uint8_t *buf)
@@ -470,7 +618,7 @@ static int prime(struct monitor *m, int fd, uint8_t *buf)
 	int err = stp_montalk_receive_plan(fd, m->deadline, buf, &list);
 
 	if (!err)
-		err = stp_prime_run(list, m->o->mountpoint, m->o->sandbox, m->deadline, &stuck);
+		err = look_up(m, list, &stuck);
 	stp_prime_list_free(list);
 	if (err == -ETIMEDOUT)
 		return primed_late(m, stuck);
@@ -518,27 +666,47 @@ static bool mount_dead(const struct monitor *m)
 	return dead;
 }
 
-/* The watcher's end: a dead mount of ours is undone. */
-static void unmount_if_dead(void *arg)
+/* The watcher keeps only what an unmount needs (as root): its one capset drops the rest. */
+static void keep_only_unmount(void)
 {
-	const struct monitor *m = arg;
+	cap_value_t keep[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH };
+	cap_t caps;
 
-	if (mount_dead(m))
-		unmount_ours(m);
+	if (geteuid() != 0 || !(caps = cap_init()))
+		return;
+	if (!cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) &&
+	    !cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET))
+		cap_set_proc(caps);
+	cap_free(caps);
 }
 
-/* A live mount outlives the monitor: its watcher stays (watcher.h). Without pidfds
- * (Linux < 5.3) there is none. */
+/* The watcher's process (watcher.h): when the daemon ends and left its mount dead, it
+ * unmounts it. */
+static _Noreturn void watch(struct monitor *m)
+{
+	stp_watcher_detach(m->pidfd, m->parent_fd, &m->saved_mask);
+	keep_only_unmount();
+	stp_watcher_wait(m->pidfd);
+	if (mount_dead(m))
+		unmount_ours(m);
+	_exit(0);
+}
+
+/* A live mount outlives the monitor: its watcher stays. Without pidfds (Linux < 5.3)
+ * there is none. */
 static void leave_watcher(struct monitor *m)
 {
-	int err;
+	pid_t pid;
 
 	if (m->pidfd < 0)
 		return;
-	err = stp_watcher_leave(m->pidfd, m->parent_fd, &m->saved_mask, unmount_if_dead, m);
-	if (err)
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		watch(m);
+	if (pid < 0)
 		stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
-		    "mount", m->o->mountpoint, stp_strerror(err));
+		    "mount", m->o->mountpoint, stp_strerror(-errno));
 }
 
 /* The daemon's word that the mount is live, then the priming; then the monitor stays

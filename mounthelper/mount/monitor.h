@@ -5,7 +5,7 @@
  * 256-byte superblock field by field (nothing more of the image is parsed here; with
  * verify it reads the public keys, and refuses a superblock without the signed bit),
  * checks the mount point, opens the hot list to record into, and mounts. The daemon,
- * stipple-mountd (progpath.h), is forked and exec'd first, so that its start overlaps
+ * stipple-mountd (progpath.h), is started (vfork, exec) first, so that its start overlaps
  * those steps; once mounted, the monitor hands it the FUSE connection, the image and its
  * options (setup.h), and the daemon confines itself before it reads any other byte of
  * the image. It reads the daemon's messages (monproto.h) with a deadline,

@@ -32,13 +32,11 @@ void stp_montalk_release(struct stp_handover *h)
 int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
 			   const struct stp_handover *h)
 {
-	struct stp_setup *s = calloc(1, sizeof(*s));
+	struct stp_setup *s = stp_setup_new(o, prog);
 	int fds[STP_SETUP_FDS_MAX], err;
 
 	if (!s)
 		return -ENOMEM;
-	s->opts = *o; /* its strings stay the caller's */
-	s->prog = (char *)prog;
 	s->mem_limit = h->mem_limit;
 	s->url_size = h->fetcher.size;
 	s->cache = h->cache;
@@ -51,8 +49,7 @@ int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *p
 	for (unsigned i = 0; i < h->fetcher.nchans; i++)
 		stp_setup_add_fd(s, fds, h->fetcher.chans[i], STP_FD_CHAN);
 	err = stp_setup_send(fd, s, fds);
-	explicit_bzero(s, sizeof(*s));
-	free(s);
+	stp_setup_discard(s);
 	return err;
 }
 

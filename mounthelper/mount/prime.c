@@ -358,32 +358,38 @@ static void keep_only(int a, int b)
 	close_range((unsigned)hi + 1, ~0u, 0);
 }
 
-/* Exit statuses of the lookup child. */
-enum { LOOKED_UP = 0, NOT_CONFINED = 1, NOT_OURS = 2 };
+size_t stp_prime_list_count(const struct stp_prime_list *l)
+{
+	return l ? l->n : 0;
+}
 
 /* The child: confined before its first request to the mount (the statfs and stat that
  * check it is ours are requests too), or it sends none. */
-static _Noreturn void lookup_child(const struct stp_prime_list *l, int root, int done_fd,
-				   enum stp_sandbox_mode mode)
+void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
+		       enum stp_sandbox_mode mode)
 {
 	char err[256];
 
 	keep_only(root, done_fd);
 	if (stp_sandbox_confine_lookups(mode, err, sizeof(err)))
-		_exit(NOT_CONFINED);
+		_exit(STP_PRIME_NOT_CONFINED);
 	if (!is_fuse_root(root))
-		_exit(NOT_OURS);
+		_exit(STP_PRIME_NOT_OURS);
 	look_up_all(l, root);
-	_exit(LOOKED_UP);
+	_exit(STP_PRIME_LOOKED_UP);
 }
 
-/* Waits for the child until DEADLINE_NS; then kills it. A child whose request the daemon
- * has read waits for the answer whatever the signal: *STUCK is then its pid, for the
- * caller to reap once the daemon (and with it the connection) is gone. */
-static int wait_child(pid_t pid, int done_fd, int64_t deadline_ns, pid_t *stuck)
+int stp_prime_status(int status)
+{
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == STP_PRIME_NOT_CONFINED)
+		return -EPERM;
+	return WEXITSTATUS(status) == STP_PRIME_NOT_OURS ? -ESTALE : 0;
+}
+
+int stp_prime_wait_done(int done_fd, int64_t deadline_ns)
 {
 	struct pollfd pfd = { .fd = done_fd, .events = POLLIN };
-	int status, ready = 0;
+	int ready = 0;
 
 	for (;;) {
 		int64_t left = deadline_ns - (int64_t)stp_now_ns();
@@ -394,46 +400,5 @@ static int wait_child(pid_t pid, int done_fd, int64_t deadline_ns, pid_t *stuck)
 		if (ready >= 0 || errno != EINTR)
 			break;
 	}
-	if (ready <= 0) {
-		kill(pid, SIGKILL);
-		usleep(100000);
-		if (waitpid(pid, &status, WNOHANG) != pid)
-			*stuck = pid;
-		return -ETIMEDOUT;
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) == NOT_CONFINED)
-		return -EPERM;
-	return WEXITSTATUS(status) == NOT_OURS ? -ESTALE : 0;
-}
-
-int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,
-		  enum stp_sandbox_mode mode, int64_t deadline_ns, pid_t *stuck)
-{
-	int root, fds[2], err;
-	pid_t pid;
-
-	*stuck = 0;
-	if (!l || !l->n)
-		return 0;
-	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy) */
-	root = open(mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return -errno;
-	if (pipe2(fds, O_CLOEXEC)) {
-		err = -errno;
-		close(root);
-		return err;
-	}
-	pid = fork();
-	if (pid == 0) {
-		close(fds[0]);
-		lookup_child(l, root, fds[1], mode);
-	}
-	close(fds[1]);
-	close(root);
-	err = pid < 0 ? -errno : wait_child(pid, fds[0], deadline_ns, stuck);
-	close(fds[0]);
-	return err;
+	return ready > 0 ? 0 : -ETIMEDOUT;
 }

@@ -60,17 +60,29 @@ struct stp_prime_list;
 int stp_prime_list_add(struct stp_prime_list **l, const void *payload, size_t len);
 void stp_prime_list_free(struct stp_prime_list *l);
 
+/* The number of files in L (NULL: none). */
+size_t stp_prime_list_count(const struct stp_prime_list *l);
+
 #define STP_PRIME_MAX_FILES (1u << 20)
 #define STP_PRIME_MAX_BYTES (64u << 20)
 
-/* Looks up the files of L under MOUNTPOINT in a child confined first (MODE as the daemon's
- * sandbox), which checks, confined, that MOUNTPOINT is the root of a FUSE mount (-ESTALE
- * otherwise) and is killed at DEADLINE_NS (CLOCK_MONOTONIC): -ETIMEDOUT. A child that
- * waits for an answer the daemon never gives outlives SIGKILL: *STUCK is then its pid, to
- * reap after the daemon is stopped (else 0). -EPERM: the child could not confine itself
- * and looked nothing up. A lookup that fails is not an error; the first that shows the
- * mount gone or not the image's ends the lookups. */
-int stp_prime_run(const struct stp_prime_list *l, const char *mountpoint,
-		  enum stp_sandbox_mode mode, int64_t deadline_ns, pid_t *stuck);
+/* Priming runs in a child of the monitor's (monitor.c opens MOUNTPOINT O_PATH as ROOT,
+ * makes the DONE_FD pipe, forks, and kills the child at the deadline). In the child,
+ * stp_prime_look_up confines itself first (MODE as the daemon's sandbox), checks,
+ * confined, that ROOT is the root of a FUSE mount, looks up the files of L beneath it
+ * and exits with one of the statuses below; a lookup that fails is not an error, the
+ * first that shows the mount gone or not the image's ends the lookups. DONE_FD is the
+ * write end of a pipe: its closing at exit tells the monitor. */
+enum { STP_PRIME_LOOKED_UP = 0, STP_PRIME_NOT_CONFINED = 1, STP_PRIME_NOT_OURS = 2 };
+_Noreturn void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
+				 enum stp_sandbox_mode mode);
+
+/* Waits for DONE_FD (the pipe's read end) to be closed by the child, until DEADLINE_NS
+ * (CLOCK_MONOTONIC): 0, or -ETIMEDOUT. */
+int stp_prime_wait_done(int done_fd, int64_t deadline_ns);
+
+/* What the child's wait STATUS means: 0, -EPERM (it could not confine itself and looked
+ * nothing up) or -ESTALE (not our mount). */
+int stp_prime_status(int status);
 
 #endif

@@ -81,6 +81,26 @@ void stp_setup_free(struct stp_setup *s)
 	explicit_bzero(s->cache.tag_key, sizeof(s->cache.tag_key));
 }
 
+struct stp_setup *stp_setup_new(const struct stp_mount_opts *o, const char *prog)
+{
+	struct stp_setup *s = malloc(sizeof(*s));
+
+	if (!s)
+		return NULL;
+	stp_setup_init(s);
+	s->opts = *o;
+	s->prog = (char *)prog;
+	return s;
+}
+
+void stp_setup_discard(struct stp_setup *s)
+{
+	if (!s)
+		return;
+	explicit_bzero(s, sizeof(*s)); /* keys, the cache's secret */
+	free(s);
+}
+
 /* Appends one field to the buffer at *AT, if it fits. */
 static int put(uint8_t *buf, size_t cap, size_t *at, uint32_t tag, const void *p, size_t len)
 {

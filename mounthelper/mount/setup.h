@@ -60,6 +60,12 @@ struct stp_setup {
 void stp_setup_init(struct stp_setup *s);
 void stp_setup_free(struct stp_setup *s);
 
+/* What a sender starts from: a setup, allocated (it is large, and holds keys), with the
+ * options O and PROG, whose strings stay the caller's and must outlive it. NULL when out
+ * of memory. stp_setup_discard wipes and frees it, never the borrowed strings. */
+struct stp_setup *stp_setup_new(const struct stp_mount_opts *o, const char *prog);
+void stp_setup_discard(struct stp_setup *s);
+
 /* Encodes S into BUF (CAP bytes), *LEN bytes. -EMSGSIZE when it does not fit,
  * -ENAMETOOLONG for a string over STP_SETUP_STR_MAX (the decoder would refuse it). */
 int stp_setup_encode(const struct stp_setup *s, uint8_t *buf, size_t cap, size_t *len);

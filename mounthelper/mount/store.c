@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cachedir.h"
 #include "diskcache.h"
 #include "fetcher.h"
 #include "monlog.h"
@@ -56,7 +57,7 @@ static int take_block(int blocks, const uint8_t sha[32])
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
-	fd = stp_diskcache_open_private(sub, name + 3, O_RDWR, &made);
+	fd = stp_cachedir_open_private(sub, name + 3, O_RDWR, &made);
 	close(sub);
 	if (fd < 0)
 		return fd;
@@ -204,7 +205,7 @@ void stp_store_trim(int blocks, uint64_t limit)
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     uint64_t blocks)
 {
-	int dirfd, fd = -1, err = stp_diskcache_open_dir(dir, &dirfd);
+	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
 
 	if (!err) {
 		fd = open_subdir(dirfd, BLOCKS_DIR);
@@ -213,7 +214,7 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 	}
 	if (err) {
 		stp_monlog_say(prog, "warning: store %s/" BLOCKS_DIR ": %s; going on without it",
-			       dir, stp_diskcache_dir_error(err));
+			       dir, stp_cachedir_dir_error(err));
 		return err;
 	}
 	flock(fd, LOCK_EX); /* files are taken and removed under it, never both at once */

@@ -21,23 +21,17 @@
 #define KEY_FILE_MAX (64u << 10)
 #define KEYS_MAX 64u
 
-/* One public key file, NAME at DIRFD (SHOWN in messages): a regular file of at most
- * KEY_FILE_MAX bytes, reached without following a symbolic link, holding a PEM Ed25519
- * public key. */
-static int read_key(const char *prog, int dirfd, const char *name, const char *shown,
-		    struct stp_pubkey *key)
+int stp_trustkeys_take(const char *prog, int fd, const char *shown, struct stp_pubkey *key)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 	char *text = NULL;
 	struct stat st;
 	ssize_t n = -1;
 	int err;
 
 	if (fd < 0) {
-		err = -errno;
 		stp_monlog_say(prog, "public key %s: %s", shown,
-			err == -ELOOP ? "a symbolic link (refused)" : stp_strerror(err));
-		return err;
+			fd == -ELOOP ? "a symbolic link (refused)" : stp_strerror(fd));
+		return fd;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
 		stp_monlog_say(prog, "public key %s: not a regular file of at most %u KiB", shown,
@@ -65,57 +59,36 @@ static int is_key_name(const struct dirent *e)
 	return e->d_name[0] != '.' && len > 4 && !strcmp(e->d_name + len - 4, ".pub");
 }
 
-/* verify without a value: every *.pub of STP_TRUSTED_KEYS_DIR, in name order. */
-static int read_trusted_keys(const char *prog, struct stp_pubkey **keys, unsigned *nkeys)
+int stp_trustkeys_list(const char *prog, int dirfd, struct stp_trustkeys_names *out)
 {
-	int dirfd = open(STP_TRUSTED_KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0, n;
-	struct dirent **names = NULL;
-	char shown[512];
+	int n;
 
+	*out = (struct stp_trustkeys_names){ 0 };
 	if (dirfd < 0) {
-		err = -errno;
 		stp_monlog_say(prog, "verify: no trusted keys: %s: %s", STP_TRUSTED_KEYS_DIR,
-		    stp_strerror(err));
-		return err;
+		    stp_strerror(dirfd));
+		return dirfd;
 	}
-	n = scandirat(dirfd, ".", &names, is_key_name, alphasort);
+	n = scandirat(dirfd, ".", &out->names, is_key_name, alphasort);
 	if (n < 0) {
-		err = -errno;
-		stp_monlog_say(prog, "verify: %s: %s", STP_TRUSTED_KEYS_DIR,
-			stp_strerror(err));
-	} else if (n == 0 || (unsigned)n > KEYS_MAX) {
+		stp_monlog_say(prog, "verify: %s: %s", STP_TRUSTED_KEYS_DIR, stp_strerror(-errno));
+		return -errno;
+	}
+	out->n = (unsigned)n;
+	if (n == 0 || (unsigned)n > KEYS_MAX) {
 		stp_monlog_say(prog, "verify: %s holds %d keys (*.pub); it must hold 1 to %u",
 		    STP_TRUSTED_KEYS_DIR, n, KEYS_MAX);
-		err = n ? -E2BIG : -ENOKEY;
-	} else if (!(*keys = calloc((size_t)n, sizeof(**keys)))) {
-		err = -ENOMEM;
+		return n ? -E2BIG : -ENOKEY;
 	}
-	for (int i = 0; !err && i < n; i++) {
-		snprintf(shown, sizeof(shown), "%s/%s", STP_TRUSTED_KEYS_DIR, names[i]->d_name);
-		err = read_key(prog, dirfd, names[i]->d_name, shown, &(*keys)[*nkeys]);
-		*nkeys += !err;
-	}
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	close(dirfd);
-	return err;
+	return 0;
 }
 
-int stp_trustkeys_read(const struct stp_mount_opts *o, const char *prog,
-		       struct stp_pubkey **keys, unsigned *nkeys)
+void stp_trustkeys_names_free(struct stp_trustkeys_names *l)
 {
-	*keys = NULL;
-	*nkeys = 0;
-	if (!o->verify)
-		return 0;
-	if (!o->verify_key)
-		return read_trusted_keys(prog, keys, nkeys);
-	*keys = calloc(1, sizeof(**keys));
-	if (!*keys)
-		return -ENOMEM;
-	*nkeys = 1;
-	return read_key(prog, AT_FDCWD, o->verify_key, o->verify_key, *keys);
+	for (unsigned i = 0; i < l->n; i++)
+		free(l->names[i]);
+	free(l->names);
+	*l = (struct stp_trustkeys_names){ 0 };
 }
 
 int stp_trustkeys_check_signed(const struct stp_mount_opts *o, const struct stp_superblock *sb,

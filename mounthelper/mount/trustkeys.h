@@ -10,14 +10,31 @@
 #ifndef STP_TRUSTKEYS_H
 #define STP_TRUSTKEYS_H
 
+#include <dirent.h>
+#include <fcntl.h>
+
 struct stp_mount_opts;
 struct stp_pubkey;
 struct stp_superblock;
 
-/* The keys O asks for into *KEYS (the caller frees it), *NKEYS of them; none without
- * verify. 0, or a negative errno with the reason said after PROG. */
-int stp_trustkeys_read(const struct stp_mount_opts *o, const char *prog,
-		       struct stp_pubkey **keys, unsigned *nkeys);
+/* The monitor opens each key file (monitor.c: read_keys, with STP_TRUSTKEYS_OPEN_FLAGS:
+ * a symbolic link is refused) and the folder; this file checks and parses them. */
+#define STP_TRUSTKEYS_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK)
+
+/* Reads the key file FD (a negative errno: its open failed) named SHOWN into KEY and
+ * closes FD: a regular file of at most 64 KiB holding a PEM Ed25519 public key. 0, or a
+ * negative errno with the reason said after PROG. */
+int stp_trustkeys_take(const char *prog, int fd, const char *shown, struct stp_pubkey *key);
+
+/* The *.pub names of the trusted keys folder, DIRFD (a negative errno: its open failed),
+ * in name order into *OUT, which stp_trustkeys_names_free frees whatever the result. 0
+ * when there are 1 to 64; else a negative errno with the reason said after PROG. */
+struct stp_trustkeys_names {
+	struct dirent **names;
+	unsigned n;
+};
+int stp_trustkeys_list(const char *prog, int dirfd, struct stp_trustkeys_names *out);
+void stp_trustkeys_names_free(struct stp_trustkeys_names *l);
 
 /* All the superblock SB can tell: with verify, 0 when it has the signed bit, else
  * -ENOKEY with the reason said after PROG; 0 without verify. */

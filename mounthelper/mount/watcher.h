@@ -5,8 +5,9 @@
  * the mount, SIGINT and SIGHUP ignored, and no descriptor but the two it is given. As
  * root it keeps only CAP_SYS_ADMIN (umount2) and CAP_DAC_READ_SEARCH (to reach a mount
  * point beneath a parent only its owner may search, a user's 0700 home): its one capset
- * drops privilege, it never gains any. It waits for the daemon to end, then runs the
- * caller's check-and-unmount, so that a daemon that dies later takes its mount with it
+ * drops privilege, it never gains any. The fork and the capset are in monitor.c; this
+ * file holds the rest. It waits for the daemon to end, then the monitor's
+ * check-and-unmount runs, so that a daemon that dies later takes its mount with it
  * instead of leaving one that answers ENOTCONN.
  *
  * Called from the monitor's one thread, before it returns; not thread-safe (fork).
@@ -16,11 +17,13 @@
 
 #include <signal.h>
 
-/* Forks the watcher, which keeps PIDFD (the daemon's) and KEEP_FD (the caller's, -1:
- * none), restores MASK, waits for PIDFD to become readable, calls ENDED(ARG) and exits 0.
- * ARG, and what it points to, is the child's copy. 0 in the caller, or a negative errno
- * when fork failed. */
-int stp_watcher_leave(int pidfd, int keep_fd, const sigset_t *mask,
-		      void (*ended)(void *arg), void *arg);
+/* In the watcher's process, which the monitor forked (monitor.c, with the capset that
+ * leaves it CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only, after this): out of the caller's
+ * session, terminal and directory, no descriptor but PIDFD (the daemon's) and KEEP_FD
+ * (-1: none), SIGINT and SIGHUP ignored, MASK restored. */
+void stp_watcher_detach(int pidfd, int keep_fd, const sigset_t *mask);
+
+/* Returns once PIDFD (the daemon) has ended. */
+void stp_watcher_wait(int pidfd);
 
 #endif

@@ -8,8 +8,12 @@ Two times per mount, medians over --rounds: until the mount is live (listed in
 /proc/self/mountinfo, polled every 0.2 ms), and until the command returns (for stipple,
 once its daemon serves and, unless --no-prime, the hot files are looked up).
 
+With --before DIR (another build, e.g. of the commit before a change; repeatable) its two
+front ends join the same rounds, named after DIR's parent folder, so a change is measured against its base on the same load. Every
+stipple kind is also given with its ratio to squashfuse_ll.
+
 usage: mount_time.py --stipple-image IMG [--squash-image IMG] [--build DIR] [--rounds N]
-                     [--cold]
+                     [--cold] [--before DIR] [--no-prime] [--only mount.stipple,...]
 Needs root. The images are built beforehand, e.g. for a tree of a million files:
     mkstipple TREE scale.stp
     mksquashfs TREE scale.sqfs -comp zstd -Xcompression-level 19 -b 1M
@@ -52,6 +56,19 @@ def one_mount(cmd, mnt, cold):
     return live * 1000, done * 1000
 
 
+def stipple_kinds(build, label, a, mnt):
+    """The two front ends of BUILD, named with LABEL."""
+    helpers = os.path.join(os.path.abspath(build), "mounthelper")
+    kinds = {
+        "stipple mount": [os.path.join(helpers, "stipple"), "mount"] +
+                         (["--no-prime"] if a.no_prime else []) + [a.stipple_image, mnt],
+        "mount.stipple": [os.path.join(helpers, "mount.stipple"), a.stipple_image, mnt] +
+                         (["-o", "noprime"] if a.no_prime else []),
+    }
+    only = a.only.split(",") if a.only else kinds
+    return {k + label: v for k, v in kinds.items() if k in only}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stipple-image", required=True)
@@ -59,13 +76,16 @@ def main():
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--before", action="append", default=[],
+                    help="another build, measured in the same rounds (may be repeated)")
+    ap.add_argument("--no-prime", action="store_true", help="stipple mounts without priming")
+    ap.add_argument("--only", help="comma-separated front ends: stipple mount, mount.stipple")
     a = ap.parse_args()
     mnt = tempfile.mkdtemp(prefix="mount-time-")
-    helpers = os.path.join(os.path.abspath(a.build), "mounthelper")
-    kinds = {
-        "stipple mount": [os.path.join(helpers, "stipple"), "mount", a.stipple_image, mnt],
-        "mount.stipple": [os.path.join(helpers, "mount.stipple"), a.stipple_image, mnt],
-    }
+    kinds = {}
+    for label, build in [("", a.build)] + [(" (%s)" % os.path.basename(os.path.dirname(
+            os.path.abspath(b))), b) for b in a.before]:
+        kinds.update(stipple_kinds(build, label, a, mnt))
     if a.squash_image:
         kinds["squashfuse_ll"] = ["squashfuse_ll", a.squash_image, mnt]
     for image in [a.stipple_image] + ([a.squash_image] if a.squash_image else []):
@@ -86,9 +106,16 @@ def main():
         os.rmdir(mnt)
     print("%s, %s, medians of %d interleaved rounds" % (
         a.stipple_image, "caches dropped before each mount" if a.cold else "warm", a.rounds))
+    base = res.get("squashfuse_ll")
     for k, (live, done) in res.items():
-        print("  %-14s live after %6.1f ms, returned after %6.1f ms" % (
-            k, statistics.median(live), statistics.median(done)))
+        ratio = ""
+        if base and k != "squashfuse_ll":
+            ratio = "  (%.2fx, %.2fx squashfuse_ll)" % (
+                statistics.median(live) / statistics.median(base[0]),
+                statistics.median(done) / statistics.median(base[1]))
+        print("  %-24s live after %6.1f ms, returned after %6.1f ms%s" % (
+            k, statistics.median(live), statistics.median(done), ratio))
+    print("  load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
 if __name__ == "__main__":

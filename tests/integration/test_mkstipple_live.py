@@ -6,14 +6,13 @@ build read again and, while it keeps changing, stored whole as it last read, wit
 are read back by `stipple extract` and `stipple check`, and compared with the source."""
 
 import os
-import pty
-import select
 import subprocess
 import threading
 import time
 
 import pytest
 
+import ptyutil
 from conftest import MKSTIPPLE, STIPPLE, extract_image, run
 from test_build import as_nobody, world_dir
 
@@ -143,26 +142,8 @@ def test_file_rewritten_after_the_scan_is_read_again(tmp_path):
 
 def run_on_pty(cmd):
     """Runs CMD with stderr on a pseudo-terminal; returns (exit code, what it drew)."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=slave)
-    os.close(slave)
-    got = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 1)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the other side closed
-                break
-            if not chunk:
-                break
-            got += chunk
-        elif p.poll() is not None:
-            break
-    p.wait()
-    os.close(master)
-    return p.returncode, got.decode(errors="replace")
+    code, drawn, _ = ptyutil.run_on_pty(cmd)
+    return code, drawn.decode(errors="replace")
 
 
 @pytest.fixture

@@ -5,14 +5,12 @@ the time left, at most about 5 times a second, and cleared at the end; -q silenc
 and nothing is drawn when stderr is not a terminal."""
 
 import os
-import pty
 import re
-import select
 import subprocess
-import time
 
 import pytest
 
+import ptyutil
 from conftest import PYTHON_LIB, STIPPLE, build_image
 
 LINE = re.compile(rb"\r(check|extract): ([\d.]+ \S+) of ([\d.]+ \S+) \((\d+)%\), (\S+)/s, "
@@ -26,28 +24,8 @@ def big_image(tmp_path_factory):
 
 
 def run_on_pty(args):
-    """Runs stipple ARGS with stderr on a pty, stdout to /dev/null: (status, what the
-    terminal got, seconds)."""
-    master, slave = pty.openpty()
-    start = time.monotonic()
-    p = subprocess.Popen([STIPPLE, *map(os.fspath, args)], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=slave)
-    os.close(slave)
-    got = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the other side closed
-            break
-        if not chunk:
-            break
-        got += chunk
-    status = p.wait(timeout=60)
-    os.close(master)
-    return status, got, time.monotonic() - start
+    """Runs stipple ARGS with stderr on a pty: (status, what the terminal got, seconds)."""
+    return ptyutil.run_on_pty([STIPPLE, *args])
 
 
 @pytest.mark.parametrize("cmd", ["check", "extract", "tar"])

@@ -15,6 +15,7 @@
 
 #include "attrs.h"
 #include "exclude.h"
+#include "lines.h"
 
 #include "check.h"
 
@@ -128,6 +129,45 @@ static void test_load(void)
 	CHECK(exclude_load(&ex, "/nonexistent/exclude-list") == -ENOENT);
 }
 
+struct seen {
+	char recs[4][16];
+	unsigned numbers[4], n, stop_at;
+};
+
+static int keep(void *arg, char *rec, size_t len, unsigned number)
+{
+	struct seen *s = arg;
+
+	CHECK(strlen(rec) == len, "the record is NUL-terminated at LEN");
+	snprintf(s->recs[s->n], sizeof(s->recs[0]), "%s", rec);
+	s->numbers[s->n++] = number;
+	return number == s->stop_at ? -ECANCELED : 0;
+}
+
+/* The one list reader (builder/lines.c): records without their delimiter, numbered from
+ * 1, the last one without a delimiter too; EACH's error stops it; a FILE that cannot be
+ * read is -EIO with ferror set. */
+static void test_lines(void)
+{
+	static const char nul_list[] = "a\0\0b c\0last";
+	struct seen s = { .stop_at = 0 };
+	FILE *f = fmemopen((void *)nul_list, sizeof(nul_list) - 1, "r");
+
+	CHECK(lines_each(f, '\0', keep, &s) == 0);
+	CHECK(s.n == 4 && !strcmp(s.recs[0], "a") && !strcmp(s.recs[1], "") &&
+	      !strcmp(s.recs[2], "b c") && !strcmp(s.recs[3], "last") && s.numbers[3] == 4);
+	fclose(f);
+	s = (struct seen){ .stop_at = 2 };
+	f = fmemopen("x\ny\nz\n", 6, "r");
+	CHECK(lines_each(f, '\n', keep, &s) == -ECANCELED && s.n == 2, "stopped by EACH");
+	fclose(f);
+	s = (struct seen){ .stop_at = 0 };
+	f = fopen("/", "re");
+	CHECK(f && lines_each(f, '\n', keep, &s) == -EIO && ferror(f) && s.n == 0,
+	      "a directory cannot be read");
+	fclose(f);
+}
+
 static void test_mtime(void)
 {
 	int64_t t = -1;
@@ -168,6 +208,7 @@ int main(void)
 	RUN(test_dir_only);
 	RUN(test_refused_and_many);
 	RUN(test_load);
+	RUN(test_lines);
 	RUN(test_mtime);
 	return tap_done();
 }

@@ -155,11 +155,39 @@ static void test_long_string_refused_early(void)
 	CHECK(strstr(err, "fuse_opts") && strstr(err, "4097"), "%s", err);
 }
 
+/* A sender's setup carries the options and PROG it was made from, and no descriptor or
+ * cache file of its own: the decoder sees no cache until one is attached. */
+static void test_new_setup_carries_the_options(void)
+{
+	static struct stp_mount_opts o;
+	static struct stp_setup got;
+	static uint8_t out[8192];
+	char image[] = "/srv/a.stp";
+	struct stp_setup *s;
+	size_t n;
+
+	o.image = image;
+	o.warm_workers = 5;
+	s = stp_setup_new(&o, "mount.stipple");
+	CHECK(s != NULL);
+	CHECK(s->opts.image == image, "the strings stay the caller's");
+	CHECK(s->nroles == 0 && s->nkeys == 0 && s->cache.fd == -1);
+	CHECK(stp_setup_encode(s, out, sizeof(out), &n) == 0);
+	stp_setup_init(&got);
+	CHECK(stp_setup_decode(out, n, &got) == 0);
+	CHECK(!strcmp(got.prog, "mount.stipple") && !strcmp(got.opts.image, image));
+	CHECK(got.opts.warm_workers == 5 && got.nroles == 0);
+	stp_setup_free(&got);
+	stp_setup_discard(s);
+	CHECK(!strcmp(image, "/srv/a.stp"), "discarding leaves the borrowed strings");
+}
+
 int main(void)
 {
 	RUN(test_fields_read_back);
 	RUN(test_refusals);
 	RUN(test_descriptors_travel);
 	RUN(test_long_string_refused_early);
+	RUN(test_new_setup_carries_the_options);
 	return tap_done();
 }

@@ -371,15 +371,18 @@ static void test_fetcher(const struct arch *a)
 		expect(&flt, "connect", "connect", NULL, ALLOW);
 	}
 	expect(&flt, "getrandom", "getrandom", NULL, ALLOW);
-	if (a->socketcall) {
-		/* glibc's socket calls go through socketcall: its arguments are in memory */
-		expect(&flt, "socketcall(SYS_SOCKET)", "socketcall", ARGS(SYS_SOCKET), ALLOW);
-		expect(&flt, "socketcall(SYS_CONNECT)", "socketcall", ARGS(SYS_CONNECT), ALLOW);
-		expect(&flt, "socketcall(SYS_SENDTO)", "socketcall", ARGS(SYS_SENDTO), ALLOW);
-		expect(&flt, "socketcall(SYS_RECVFROM)", "socketcall", ARGS(SYS_RECVFROM), ALLOW);
-		expect(&flt, "socketcall(SYS_SEND)", "socketcall", ARGS(SYS_SEND), ALLOW);
-		expect(&flt, "socketcall(SYS_ACCEPT)", "socketcall", ARGS(SYS_ACCEPT), KILL);
-	}
+	/* glibc's socket calls go through socketcall: its arguments are in memory */
+	static const struct { const char *what; uint32_t call; bool allowed; } multiplexed[] = {
+		{ "socketcall(SYS_SOCKET)", SYS_SOCKET, true },
+		{ "socketcall(SYS_CONNECT)", SYS_CONNECT, true },
+		{ "socketcall(SYS_SENDTO)", SYS_SENDTO, true },
+		{ "socketcall(SYS_RECVFROM)", SYS_RECVFROM, true },
+		{ "socketcall(SYS_SEND)", SYS_SEND, true },
+		{ "socketcall(SYS_ACCEPT)", SYS_ACCEPT, false },
+	};
+	for (size_t i = 0; a->socketcall && i < sizeof(multiplexed) / sizeof(multiplexed[0]); i++)
+		expect(&flt, multiplexed[i].what, "socketcall", ARGS(multiplexed[i].call),
+		       multiplexed[i].allowed ? ALLOW : KILL);
 	if (a->token == SCMP_ARCH_ARM) {
 		expect(&flt, "send", "send", NULL, ALLOW);
 		expect(&flt, "recv", "recv", NULL, ALLOW);
@@ -423,22 +426,23 @@ static void test_missing_names(void)
 	      "i386 multiplexes send through socketcall; it has no newfstatat");
 }
 
+/* Each filter on architecture A, one TAP result each. */
 static void run_arch(const struct arch *a)
 {
+	static const struct { void (*test)(const struct arch *); const char *what; } filters[] = {
+		{ test_daemon, "the daemon's filter" },
+		{ test_fetcher, "the fetcher's filter" },
+		{ test_lookup, "the priming child's filter" },
+	};
 	char name[96];
-	int before = failures;
 
-	test_daemon(a);
-	snprintf(name, sizeof(name), "%s: the daemon's filter", a->name);
-	tap_result(failures == before, name);
-	before = failures;
-	test_fetcher(a);
-	snprintf(name, sizeof(name), "%s: the fetcher's filter", a->name);
-	tap_result(failures == before, name);
-	before = failures;
-	test_lookup(a);
-	snprintf(name, sizeof(name), "%s: the priming child's filter", a->name);
-	tap_result(failures == before, name);
+	for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
+		int before = failures;
+
+		filters[i].test(a);
+		snprintf(name, sizeof(name), "%s: %s", a->name, filters[i].what);
+		tap_result(failures == before, name);
+	}
 }
 
 int main(void)

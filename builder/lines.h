@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one reader of the list files that options name (--exclude-from, -pf, -T,
+ * --hot-list): records that end in a delimiter, handed over one by one. What a record
+ * means, which ones are comments, and what is said about a bad one, is the caller's.
+ *
+ * Not thread-safe (it reads a FILE the caller owns).
+ */
+#ifndef STP_BUILDER_LINES_H
+#define STP_BUILDER_LINES_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Called with a record (its delimiter removed, LEN bytes, NUL-terminated; the buffer is
+ * the reader's and is reused), and its NUMBER, counted from 1. 0 goes on; anything else
+ * stops the reading and is returned. */
+typedef int (*lines_fn)(void *arg, char *rec, size_t len, unsigned number);
+
+/* Calls EACH(ARG, ...) for every record of F, records ending in DELIM ('\n', or '\0' for
+ * -T --null; the last one may lack it). Returns what EACH stopped with, else -EIO when F
+ * could not be read to its end (ferror(F) is then set: the caller says so), else 0. F
+ * stays the caller's to close. */
+int lines_each(FILE *f, int delim, lines_fn each, void *arg);
+
+#endif

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/* The disk cache's folder (cachedir.h): the monitor's privileged steps on it. */
+#include "cachedir.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "util.h"
+
+#define SECRET "secret"
+#define FILES_MAX 4096
+#define PAGE 4096u
+
+/* Makes DIR and its missing parents, as mkdir -p, private to their owner (as the XDG
+ * base directories ask). */
+static int make_dirs(const char *dir)
+{
+	char *p = strdup(dir);
+	int err = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; !err; s++) {
+		bool last = !*s;
+
+		if (*s != '/' && !last)
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0700) && errno != EEXIST)
+			err = -errno;
+		if (last)
+			break;
+		*s = '/';
+	}
+	free(p);
+	return err;
+}
+
+struct entry {
+	char name[80];
+	int64_t mtime;
+	uint64_t bytes;
+};
+
+static int by_age(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+/* Whether NAME is one stp_diskcache_key makes: 64 lowercase hex digits and STP_DISKCACHE_SUFFIX. The
+ * directory may be one the user keeps other files in (~/.cache): nothing else goes. */
+static bool is_cache_name(const char *name)
+{
+	for (int i = 0; i < 64; i++)
+		if (!isdigit((unsigned char)name[i]) && (name[i] < 'a' || name[i] > 'f'))
+			return false;
+	return !strcmp(name + 64, STP_DISKCACHE_SUFFIX);
+}
+
+/* Removes DIRFD's least recently used cache files (not KEEP, none in use: an exclusive
+ * lock must be had at once) until the rest holds at most LIMIT bytes. */
+static void evict_files(int dirfd, const char *keep, uint64_t limit)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct entry *e = calloc(FILES_MAX, sizeof(*e));
+	struct dirent *de;
+	uint64_t total = 0;
+	size_t n = 0;
+
+	while (d && e && n < FILES_MAX && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		struct stat st;
+
+		if (!is_cache_name(de->d_name) || !strcmp(de->d_name, keep) ||
+		    fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		memcpy(e[n].name, de->d_name, len + 1);
+		e[n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		e[n].bytes = (uint64_t)st.st_blocks * 512;
+		total += e[n++].bytes;
+	}
+	qsort(e, n, sizeof(*e), by_age);
+	for (size_t i = 0; i < n && total > limit; i++) {
+		int f = openat(dirfd, e[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+		if (f < 0)
+			continue;
+		if (!flock(f, LOCK_EX | LOCK_NB) && !unlinkat(dirfd, e[i].name, 0))
+			total -= e[i].bytes;
+		close(f);
+	}
+	free(e);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+}
+
+/* The directory, when it is one that only its owner, the mounting user, may change. */
+static int open_dir(const char *dir, int *out)
+{
+	int err = make_dirs(dir), fd = -1;
+	struct stat st;
+
+	if (!err && (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		err = errno == ENOTDIR || errno == ELOOP ? -ENOTDIR : -errno;
+	if (!err && fstat(fd, &st))
+		err = -errno;
+	if (!err && (st.st_uid != geteuid() || (st.st_mode & 022)))
+		err = -EPERM;
+	if (err && fd >= 0)
+		close(fd);
+	*out = err ? -1 : fd;
+	return err;
+}
+
+/* Whether FD is a file of ours that no one else reaches: regular, owned by the mounting
+ * user, mode 0600 (as made), one link (not also a name elsewhere), SIZE bytes (0: any). */
+static bool private_file(int fd, uint64_t size)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	       (st.st_mode & 07777) == 0600 && st.st_nlink == 1 &&
+	       (!size || (uint64_t)st.st_size == size);
+}
+
+/* NAME at DIRFD, opened with FLAGS when it is private_file, else removed and made anew
+ * (O_EXCL: never someone else's). */
+static int open_private(int dirfd, const char *name, int flags, uint64_t size, bool *made)
+{
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+	*made = false;
+	if (fd >= 0 && private_file(fd, size))
+		return fd;
+	if (fd >= 0 || errno != ENOENT) {
+		if (fd >= 0)
+			close(fd);
+		if (unlinkat(dirfd, name, 0) && errno != ENOENT)
+			return -errno;
+	}
+	fd = openat(dirfd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+		    0600);
+	if (fd < 0)
+		return -errno;
+	*made = true;
+	return fd;
+}
+
+/* The directory's secret, made on first use; the directory's lock is held. */
+static int read_secret(int dirfd, uint8_t secret[32])
+{
+	bool made;
+	int fd = open_private(dirfd, SECRET, O_RDWR, 32, &made), err;
+
+	if (fd < 0)
+		return fd;
+	if (made)
+		err = getrandom(secret, 32, 0) != 32 ? -EIO : stp_pwrite_full(fd, secret, 32, 0);
+	else
+		err = stp_pread_full(fd, secret, 32, 0);
+	if (made && (err || fsync(fd))) {
+		err = err ? err : -errno;
+		unlinkat(dirfd, SECRET, 0);
+	}
+	close(fd);
+	return err;
+}
+
+/* The image's file, sized for its bytes and its tags; the directory's lock is held. */
+static int open_cache_file(int dirfd, const char *name, const struct stp_diskcache_file *f,
+			   int *out)
+{
+	uint64_t size = stp_diskcache_file_size(f);
+	bool made;
+	struct stat st;
+	int fd = open_private(dirfd, name, O_RDWR, 0, &made), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (flock(fd, LOCK_SH) || fstat(fd, &st))
+		err = -errno;
+	if (!err && (uint64_t)st.st_size != size && ftruncate(fd, (off_t)size))
+		err = -errno;
+	if (!err)
+		futimens(fd, NULL); /* the directory's LRU order */
+	if (err)
+		close(fd);
+	*out = err ? -1 : fd;
+	return err;
+}
+
+/* Where the tags begin, and room for one per range the image can ask the cache for: the
+ * metadata, the dictionary, each metadata page and each block, the blocks bounded by
+ * one per 32 bytes of the image (more, claimed by a forged table, are not cached). */
+static void size_tags(const struct stp_superblock *sb, struct stp_diskcache_file *f)
+{
+	uint64_t blocks = sb->block_count < sb->image_size / 32 ? sb->block_count :
+			  sb->image_size / 32;
+
+	f->tags_at = (sb->image_size + PAGE - 1) / PAGE * PAGE;
+	f->slots = 2 + sb->meta_stored_size / 24 + blocks;
+}
+
+static const char *dir_error(int err)
+{
+	return err == -EPERM ? "not owned by this user, or writable by others (not used)" :
+	       err == -ENOTDIR ? "not a directory, or a symbolic link (not used)" :
+	       stp_strerror(err);
+}
+
+int stp_cachedir_open_file(const char *dir, const struct stp_diskcache_id *id, uint64_t limit,
+			   const char *prog, struct stp_diskcache_file *out)
+{
+	char name[72];
+	uint8_t secret[32];
+	int dirfd, err = open_dir(dir, &dirfd);
+
+	out->fd = -1;
+	if (err) {
+		fprintf(stderr, "%s: warning: disk cache %s: %s; going on without it\n", prog, dir,
+			dir_error(err));
+		return err;
+	}
+	size_tags(id->sb, out);
+	/* files are made and removed under the directory's lock, never half there */
+	flock(dirfd, LOCK_EX);
+	err = read_secret(dirfd, secret);
+	if (!err)
+		err = stp_diskcache_key(secret, id, name, out->tag_key);
+	explicit_bzero(secret, sizeof(secret));
+	if (!err) {
+		evict_files(dirfd, name, limit);
+		err = open_cache_file(dirfd, name, out, &out->fd);
+	}
+	flock(dirfd, LOCK_UN);
+	close(dirfd);
+	if (err)
+		fprintf(stderr, "%s: warning: disk cache %s: %s; going on without it\n", prog, dir,
+			stp_strerror(err));
+	return err;
+}
+
+int stp_cachedir_open_dir(const char *dir, int *out)
+{
+	return open_dir(dir, out);
+}
+
+int stp_cachedir_open_private(int dirfd, const char *name, int flags, bool *made)
+{
+	return open_private(dirfd, name, flags, 0, made);
+}
+
+const char *stp_cachedir_dir_error(int err)
+{
+	return dir_error(err);
+}
