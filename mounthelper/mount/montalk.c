@@ -29,6 +29,17 @@ void stp_montalk_release(struct stp_handover *h)
 	h->nkeys = 0;
 }
 
+/* What the daemon is told of the options O: nothing it could let out. It names the image
+ * as the monitor's messages do (a URL without its query, which may sign requests), and
+ * has no use for proxy=, netrc= or ca= (a password, where secrets are kept): the fetcher
+ * has them. Its strings stay O's. */
+static void daemon_opts(struct stp_mount_opts *out, const struct stp_mount_opts *o)
+{
+	*out = *o;
+	out->image = (char *)stp_monlog_image(o);
+	out->proxy = out->netrc_file = out->ca_file = out->cache_dir = NULL;
+}
+
 int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
 			   const struct stp_handover *h)
 {
@@ -37,7 +48,7 @@ int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *p
 
 	if (!s)
 		return -ENOMEM;
-	s->opts = *o; /* its strings stay the caller's */
+	daemon_opts(&s->opts, o);
 	s->prog = (char *)prog;
 	s->mem_limit = h->mem_limit;
 	s->url_size = h->fetcher.size;

@@ -39,7 +39,8 @@ struct stp_handover {
 void stp_montalk_release(struct stp_handover *h);
 
 /* Sends the SETUP for a mount of O (messages prefixed with PROG) with H's descriptors
- * on FD. 0 or a negative errno (-ENOMEM, or the socket's). */
+ * on FD. The daemon is told no secret: the image as messages name it (stp_monlog_image:
+ * no URL query), no proxy=, netrc= or ca=. 0 or a negative errno (-ENOMEM, or the socket's). */
 int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
 			   const struct stp_handover *h);
 

@@ -45,7 +45,8 @@ enum stp_fd_role {
 };
 
 struct stp_setup {
-	struct stp_mount_opts opts; /* decoded: its strings are the setup's (stp_setup_free) */
+	struct stp_mount_opts opts; /* decoded: its strings are the setup's (stp_setup_free);
+				     * the daemon's has no secret (stp_montalk_send_setup) */
 	char *prog;                 /* the front end's name, prefixed to messages */
 	uint64_t mem_limit;         /* the daemon's RLIMIT_DATA, 0: none */
 	uint64_t url_size;          /* a URL: the size of the file at it */
