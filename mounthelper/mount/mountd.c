@@ -82,6 +82,8 @@ int main(int argc, char **argv)
 	struct stp_daemon *d;
 	char text[256];
 
+	if (stp_fill_stdio())
+		return STP_DAEMON_FAILED;
 	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
 	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: MIT
+"""What a mount run as root keeps safe against its caller's state and against other local
+users: descriptors 0 to 2 closed when it starts, a mount point that another user can swap
+for a symlink, the hot list of record= when the mount fails, the watcher it leaves."""
+import os
+import subprocess
+
+import pytest
+
+import mounts
+import treeutil
+from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
+from imageutil import superblock
+
+pytestmark = pytest.mark.needs_root("mounts, as root")
+
+
+def run_closed(closed, *cmd, **kw):
+    """CMD run with the descriptors CLOSED (shell redirections such as "0<&-") closed."""
+    return subprocess.run(["sh", "-c", 'exec "$@" ' + closed, "sh", *map(os.fspath, cmd)],
+                          capture_output=True, timeout=120, errors="replace", **kw)
+
+
+def damaged_metadata(image, out):
+    """IMAGE copied to OUT with a sound superblock and a byte of its metadata flipped: the
+    monitor finds nothing wrong, the daemon refuses it after the mount is made."""
+    data = bytearray(open(image, "rb").read())
+    sb = superblock(data)
+    data[sb["meta_offset"] + sb["meta_stored_size"] // 2] ^= 0xff
+    out.write_bytes(data)
+    return out
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield path
+    unmount(path)
+
+
+# ---- descriptors 0 to 2 closed (review 2) ------------------------------------------
+
+@pytest.mark.parametrize("closed", ["0<&-", "1>&-", "0<&- 1>&-", "0<&- 1>&- 2>&-"])
+def test_mount_with_stdio_closed(gen_image, gen_tree, mnt, closed):
+    """A descriptor the helper, the daemon or the fetcher opens or is handed must not take
+    the place of a closed stdio one (where the daemon's detach puts /dev/null)."""
+    r = run_closed(closed, MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime",
+                   stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    m = mounts.at(mnt)
+    assert m is not None and m.fstype == "fuse.stipple" and m.source == str(gen_image), m
+    diffs = treeutil.compare_trees(gen_tree, mnt)
+    assert not diffs, "\n".join(diffs[:20])
+
+
+def test_build_and_read_with_stdio_closed(tmp_path):
+    """mkstipple and stipple open nothing over a closed stdio descriptor: `stipple cat`
+    with stdout closed had its image take fd 1, and failed writing to it."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"hello\n" * 1000)
+    image = tmp_path / "t.stp"
+    r = run_closed("0<&- 1>&- 2>&-", MKSTIPPLE, tree, image)
+    assert r.returncode == 0, r.stderr
+    r = run([STIPPLE, "extract", image, tmp_path / "out"], check=True)
+    assert not treeutil.compare_trees(tree, tmp_path / "out")
+    r = run_closed("1>&-", STIPPLE, "cat", image, "f", stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
