@@ -20,8 +20,9 @@
  *                                              fusermount3; the connection is then handed
  *                                              to the daemon, which confines itself
  *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
- *   fchdir, umount2 (or fusermount3 -u)       after a failure, our own mount only, found
- *                                              beneath the parent opened before the fork
+ *   fchdir, umount2 (a user: fusermount3 -u)  after a failure, our own mount only, found
+ *                                              beneath the parent opened before the fork;
+ *                                              root never runs fusermount3
  *   open(mount point), fork                   priming, in a child confined first (prime.c)
  *   fork, capset (watcher.c), then here       the watcher, left once the mount is live
  *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
@@ -67,6 +68,9 @@
 #include "trustkeys.h"
 #include "util.h"
 #include "watcher.h"
+
+/* What libfuse runs for a user's mount (its FUSERMOUNT_DIR), not what PATH finds. */
+#define STP_FUSERMOUNT "/usr/bin/fusermount3"
 
 struct monitor {
 	const struct stp_mount_opts *o;
@@ -380,25 +384,28 @@ static bool ours_to_unmount(const struct monitor *m)
 	return m->mounted || count > m->mounts_before;
 }
 
-/* Root unmounts beneath the parent opened before the fork; a user's mount goes through
- * fusermount3, as it was made (it does the same). */
+/* Root unmounts beneath the parent opened before the fork, and never runs a program (the
+ * watcher's uid 0 could regain its capabilities by an exec); a user's mount goes through
+ * fusermount3, as libfuse made it: the one libfuse runs, not one found in PATH. */
 static void unmount_ours(const struct monitor *m)
 {
 	pid_t pid;
 	int cwd;
 
-	if (geteuid() == 0 && (cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		int done = !fchdir(m->parent_fd) && !umount2(m->base, MNT_DETACH | UMOUNT_NOFOLLOW);
-
-		if (fchdir(cwd))
-			done = 0;
-		close(cwd);
-		if (done)
+	if (geteuid() == 0) {
+		if ((cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 			return;
+		if (!fchdir(m->parent_fd))
+			umount2(m->base, MNT_DETACH | UMOUNT_NOFOLLOW);
+		if (fchdir(cwd)) {
+			/* the monitor's directory is only where it started; nothing holds it */
+		}
+		close(cwd);
+		return;
 	}
 	pid = fork();
 	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", "-u", "-q", "-z", m->o->mountpoint, (char *)NULL);
+		execl(STP_FUSERMOUNT, "fusermount3", "-u", "-q", "-z", m->o->mountpoint, (char *)NULL);
 		_exit(127);
 	}
 	if (pid > 0)

@@ -4,6 +4,7 @@ users: descriptors 0 to 2 closed when it starts, a mount point that another user
 for a symlink, the hot list of record= when the mount fails, the watcher it leaves."""
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -11,6 +12,7 @@ import mounts
 import treeutil
 from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
 from imageutil import superblock
+from test_sandbox import status_fields, watchers_of
 
 pytestmark = pytest.mark.needs_root("mounts, as root")
 
@@ -67,3 +69,28 @@ def test_build_and_read_with_stdio_closed(tmp_path):
     assert not treeutil.compare_trees(tree, tmp_path / "out")
     r = run_closed("1>&-", STIPPLE, "cat", image, "f", stdin=subprocess.DEVNULL)
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+# ---- the watcher (review 3) ----------------------------------------------------------
+
+def test_watcher_cannot_regain_root(gen_image, gen_tree, mnt):
+    """The watcher runs as uid 0 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only: with an
+    empty bounding set and no_new_privs nothing it could exec gives it more; its stdio is
+    /dev/null; and with that little it still unmounts a mount whose daemon died."""
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime"])
+    assert r.returncode == 0, r.stderr
+    (pid,) = watchers_of(mnt)
+    st = status_fields("/proc/%d/status" % pid)
+    assert int(st["CapPrm"], 16) == (1 << 21) | (1 << 2), st["CapPrm"]  # SYS_ADMIN, DAC_READ_SEARCH
+    assert int(st["CapBnd"], 16) == 0 and int(st["CapInh"], 16) == 0, st
+    assert st["NoNewPrivs"] == "1", st
+    for fd in range(3):
+        assert os.readlink("/proc/%d/fd/%d" % (pid, fd)) == "/dev/null"
+    assert not treeutil.compare_trees(gen_tree, mnt)
+    daemon = os.getxattr(mnt, "user.stipple.status").decode()
+    daemon = dict(ln.split("=", 1) for ln in daemon.splitlines() if "=" in ln)["pid"]
+    os.kill(int(daemon), 9)
+    deadline = time.monotonic() + 10
+    while is_mounted(mnt) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not is_mounted(mnt), "the watcher left the dead mount"
