@@ -13,12 +13,14 @@
  *                                             it is: cli/foreign.h)
  *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
  *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
- *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
+ *   openat(each component) O_PATH|O_NOFOLLOW  the mount point and its parent, pinned
+ *     (mountpoint.c), /proc/self/mountinfo     a directory, not mounted on (unless stack)
  *   open(hot list)                            record: created and truncated here
- *   open(mount point's parent) O_PATH         where an unmount will look
- *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, or
- *                                              fusermount3; the connection is then handed
- *                                              to the daemon, which confines itself
+ *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, as root on
+ *                                              /proc/self/fd/N, the directory checked; a
+ *                                              user's through fusermount3; the connection
+ *                                              is then handed to the daemon, which
+ *                                              confines itself
  *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
  *   fchdir, umount2 (a user: fusermount3 -u)  after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork;
@@ -61,6 +63,7 @@
 #include "montalk.h"
 #include "mountinfo.h"
 #include "mountopts.h"
+#include "mountpoint.h"
 #include "prime.h"
 #include "progpath.h"
 #include "remote.h"
@@ -78,6 +81,7 @@ struct monitor {
 	struct stp_superblock sb;
 	struct stp_handover h; /* what the daemon is handed; closed once it is */
 	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
+	int mp_fd;            /* O_PATH of the mount point, checked: root mounts on it */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
 	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */
@@ -92,7 +96,7 @@ struct monitor {
 
 static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
 {
-	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .parent_fd = -1,
+	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
 			       .pidfd = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
 				      .cache = { .fd = -1 }, .fetcher = { .pid = -1 } } };
@@ -105,7 +109,9 @@ static void release(struct monitor *m)
 	stp_montalk_release(&m->h);
 	if (m->mountd_fd >= 0)
 		close(m->mountd_fd);
-	m->mountd_fd = -1;
+	if (m->mp_fd >= 0)
+		close(m->mp_fd);
+	m->mountd_fd = m->mp_fd = -1;
 }
 
 /* stipple-mountd, found before anything is mounted: a missing program is said at once. */
@@ -265,20 +271,21 @@ static int check_not_mounted(const struct monitor *m)
 	return err ? err : -EBUSY;
 }
 
-static int check_mountpoint(const struct monitor *m)
+/* The mount point is opened here, once, and pinned: what is checked is what is mounted on
+ * (mountpoint.h). */
+static int check_mountpoint(struct monitor *m)
 {
-	struct stat st;
+	const char *mp = m->o->mountpoint;
+	int err = stp_mountpoint_open(mp, &m->mp_fd, &m->parent_fd);
 
-	if (stat(m->o->mountpoint, &st)) {
-		stp_monlog_say(m->prog, "mount point %s: %s", m->o->mountpoint,
-			stp_strerror(-errno));
-		return -errno;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		stp_monlog_say(m->prog, "mount point %s: not a directory", m->o->mountpoint);
-		return -ENOTDIR;
-	}
-	return check_not_mounted(m);
+	if (err == -ENOTDIR)
+		stp_monlog_say(m->prog, "mount point %s: not a directory", mp);
+	else if (err == -ELOOP)
+		stp_monlog_say(m->prog, "mount point %s: a symlink on its path, where there was "
+			       "none when the options were read: refused", mp);
+	else if (err)
+		stp_monlog_say(m->prog, "mount point %s: %s", mp, stp_strerror(err));
+	return err ? err : check_not_mounted(m);
 }
 
 static int prepare(struct monitor *m)
@@ -310,41 +317,39 @@ static int open_record(struct monitor *m)
 	return 0;
 }
 
-/* Where an unmount will look: the parent directory as it is now (a path swapped later
- * for a symlink cannot redirect root's umount2), and what is mounted there already. */
+/* Where an unmount will look: beneath the parent pinned with the mount point (a path
+ * swapped later for a symlink cannot redirect root's umount2), and what is mounted there
+ * already. */
 static int remember_mountpoint(struct monitor *m)
 {
 	const char *mp = m->o->mountpoint, *slash = strrchr(mp, '/');
-	char *parent = slash && slash != mp ? strndup(mp, (size_t)(slash - mp)) : strdup("/");
 	int top;
 
-	if (!parent)
-		return -ENOMEM;
 	m->base = slash ? slash + 1 : mp;
-	m->parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	free(parent);
-	if (m->parent_fd < 0) {
-		stp_monlog_say(m->prog, "mount point %s: %s", mp, stp_strerror(-errno));
-		return -errno;
-	}
 	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
 	return 0;
 }
 
 /* The mount itself, with libfuse's rules (as root mount(2) on /dev/fuse, else through
- * fusermount3): the session is only the means, the connection goes to the daemon. */
+ * fusermount3): the session is only the means, the connection goes to the daemon. Root
+ * mounts on the directory checked, through /proc/self/fd (mount(2) follows that link and
+ * no other); fusermount3 is a program of its own, with its own checks, that resolves
+ * /proc/self in itself: a user's mount is made on the path. */
 static int mount_fuse(struct monitor *m)
 {
 	static const struct fuse_lowlevel_ops none;
 	char *argv[] = { (char *)m->prog, "-o", m->o->fuse_opts, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	struct fuse_session *se = fuse_session_new(&args, &none, sizeof(none), NULL);
+	char pinned[64];
+	const char *target = geteuid() == 0 ?
+		stp_mountpoint_fd_path(m->mp_fd, pinned, sizeof(pinned)) : m->o->mountpoint;
 
 	if (!se) {
 		stp_monlog_say(m->prog, "libfuse refused the options '%s'", m->o->fuse_opts);
 		return -EINVAL;
 	}
-	if (!fuse_session_mount(se, m->o->mountpoint)) {
+	if (!fuse_session_mount(se, target)) {
 		m->h.fuse_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
 		m->mounted = true;
 	}

@@ -94,3 +94,57 @@ def test_watcher_cannot_regain_root(gen_image, gen_tree, mnt):
     while is_mounted(mnt) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not is_mounted(mnt), "the watcher left the dead mount"
+
+
+# ---- the mount point, pinned (review 4) -------------------------------------------------
+
+def wait_blocked_in_fifo(proc, timeout=30):
+    """Waits until PROC sleeps opening a FIFO (its wchan says so)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        with open("/proc/%d/wchan" % proc.pid) as f:
+            if f.read() in ("wait_for_partner", "fifo_open"):
+                return
+        time.sleep(0.02)
+    raise AssertionError("mount.stipple never opened the FIFO")
+
+
+def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
+    """Root mounts in a directory another user may write (/tmp, a user's home). Between the
+    monitor's checks and its mount the user replaces the mount point with a symlink to a
+    directory of root's: the mount goes on the directory that was checked, or nowhere,
+    never over root's. (A record= FIFO holds the monitor between the two: it opens the
+    hot list after checking the mount point, before mounting.)"""
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o1777)
+    target = tmp_path / "roots"
+    target.mkdir()
+    (target / "precious").write_text("root's\n")
+    mnt, moved = home / "mnt", home / "mnt.moved"
+    mnt.mkdir()
+    fifo = tmp_path / "hot.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % fifo],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    reader = None
+    try:
+        wait_blocked_in_fifo(proc)
+        os.rename(mnt, moved)
+        os.symlink(target, mnt)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        _, err = proc.communicate(timeout=60)
+        assert not is_mounted(target), "root's directory was mounted over: " + err
+        assert (target / "precious").read_text() == "root's\n"
+        m = mounts.at(moved)
+        assert proc.returncode != 0 or (m and m.fstype == "fuse.stipple"), (proc.returncode, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for path in (target, moved):
+            unmount(path)
+        if reader is not None:
+            os.close(reader)
