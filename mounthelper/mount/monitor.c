@@ -15,7 +15,8 @@
  *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
  *   openat(each component) O_PATH|O_NOFOLLOW  the mount point and its parent, pinned
  *     (mountpoint.c), /proc/self/mountinfo     a directory, not mounted on (unless stack)
- *   open(hot list)                            record: created and truncated here
+ *   open(hot list), ftruncate                 record: created here, emptied only once
+ *                                              the mount is live
  *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, as root on
  *                                              /proc/self/fd/N, the directory checked; a
  *                                              user's through fusermount3; the connection
@@ -82,6 +83,7 @@ struct monitor {
 	struct stp_handover h; /* what the daemon is handed; closed once it is */
 	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
 	int mp_fd;            /* O_PATH of the mount point, checked: root mounts on it */
+	int record_fd;        /* the hot list, kept until LIVE: emptied only then */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
 	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */
@@ -97,6 +99,7 @@ struct monitor {
 static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
 {
 	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
+			       .record_fd = -1,
 			       .pidfd = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
 				      .cache = { .fd = -1 }, .fetcher = { .pid = -1 } } };
@@ -303,18 +306,35 @@ static int prepare(struct monitor *m)
 	return err;
 }
 
-/* The hot list file is opened here: the confined daemon can open nothing. */
+/* The hot list file is opened here: the confined daemon can open nothing. It is emptied
+ * once the mount is live (keep_record), not before: a mount that fails leaves the list
+ * of an earlier run as it was. */
 static int open_record(struct monitor *m)
 {
 	m->h.record_fd = -1;
 	if (!m->o->record)
 		return 0;
-	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (m->h.record_fd < 0) {
 		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
 		return -errno;
 	}
-	return 0;
+	m->record_fd = fcntl(m->h.record_fd, F_DUPFD_CLOEXEC, 3);
+	return m->record_fd < 0 ? -errno : 0;
+}
+
+/* The mount is live: the hot list is emptied for the daemon to write at its end (it
+ * writes from the start, and cannot truncate). A FIFO or a device has nothing to empty. */
+static void empty_record(struct monitor *m)
+{
+	struct stat st;
+
+	if (m->record_fd < 0)
+		return;
+	if (!fstat(m->record_fd, &st) && S_ISREG(st.st_mode) && ftruncate(m->record_fd, 0))
+		stp_monlog_say(m->prog, "warning: %s: %s", m->o->record, stp_strerror(-errno));
+	close(m->record_fd);
+	m->record_fd = -1;
 }
 
 /* Where an unmount will look: beneath the parent pinned with the mount point (a path
@@ -543,6 +563,8 @@ static int supervise(struct monitor *m, int fd)
 
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
+	if (!err)
+		empty_record(m);
 	if (err)
 		abandon(m);
 	else if (stp_prime_wanted(m->o))
@@ -564,6 +586,8 @@ static void finish(struct monitor *m)
 		close(m->pidfd);
 	if (m->parent_fd >= 0)
 		close(m->parent_fd);
+	if (m->record_fd >= 0)
+		close(m->record_fd);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 

@@ -15,12 +15,12 @@ import subprocess
 import pytest
 
 import httputil
-from imageutil import superblock
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
 from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image,
                       read_file, run, unmount)
 import mounts
+from test_mount_safety import damaged_metadata
 from test_http import cache_files, www  # noqa: F401 (www: a fixture)
 
 
@@ -345,10 +345,7 @@ def test_damaged_metadata_at_a_url_is_named_without_its_query(www, tmp_path):
     """A URL whose superblock is sound and whose metadata is damaged: the daemon is the
     one that finds out, and what it says names the URL as fsname would. It is never
     given the query (a presigned one signs requests), nor proxy= or netrc=."""
-    data = bytearray((www / "gen.stp").read_bytes())
-    sb = superblock(data)
-    data[sb["meta_offset"] + sb["meta_stored_size"] // 2] ^= 0xff
-    (www / "bad.stp").write_bytes(data)
+    damaged_metadata(www / "gen.stp", www / "bad.stp")
     signature = "sig-" + secrets.token_hex(8)
     netrc = tmp_path / ("netrc-" + secrets.token_hex(4))
     netrc.write_text("machine 127.0.0.1 login reader password x\n")

@@ -148,3 +148,39 @@ def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
             unmount(path)
         if reader is not None:
             os.close(reader)
+
+
+# ---- record= (review 5) ---------------------------------------------------------------
+
+def test_failed_mount_keeps_the_hot_list(gen_image, mnt, tmp_path):
+    """A hot list from an earlier run survives a mount that fails after it was opened
+    (the daemon refuses damaged metadata); a mount that goes live rewrites it whole."""
+    hot = tmp_path / "hot.list"
+    old = "".join("/old/path/%d\n" % i for i in range(5000))
+    hot.write_text(old)
+    bad = damaged_metadata(gen_image, tmp_path / "bad.stp")
+    r = run([MOUNT_STIPPLE, bad, mnt, "-o", "record=%s" % hot])
+    assert r.returncode == 32 and "damaged" in r.stderr, r.stderr
+    assert not is_mounted(mnt)
+    assert hot.read_text() == old
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
+    assert r.returncode == 0, r.stderr
+    assert hot.read_text() == ""  # emptied once live, for the daemon to write at its end
+    files = sorted(p for p in regular_files(mnt))
+    assert files, "nothing to read"
+    with open(files[0], "rb") as f:
+        f.read()
+    unmount(mnt)
+    deadline = time.monotonic() + 10
+    while not hot.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    text = hot.read_text()
+    assert "/old/path" not in text and os.path.relpath(files[0], mnt) in text, text[:400]
+
+
+def regular_files(root):
+    """The regular files beneath ROOT."""
+    for d, _, names in os.walk(root):
+        for n in names:
+            if os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n)):
+                yield os.path.join(d, n)
