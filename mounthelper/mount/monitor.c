@@ -9,8 +9,9 @@
  *     execveat                                 checks; it waits for its setup
  *   open(public keys), scandir(keys dir)      verify: trusted configuration (trustkeys.c)
  *   open(image)                               the image fd; its superblock read through it
- *                                             (not an image: its first bytes, to say what
- *                                             it is: cli/foreign.h)
+ *                                             (its first bytes first: a file that is not
+ *                                             an image is named for what it is,
+ *                                             cli/foreign.h)
  *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
  *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
  *   openat(each component) O_PATH|O_NOFOLLOW  the mount point and its parent, pinned
@@ -244,12 +245,14 @@ static int open_image(struct monitor *m)
 		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(-errno));
 		return err;
 	}
-	err = stp_image_read_superblock(m->h.image_fd, o->image_path, &m->sb);
-	/* a tar, a squashfs, an empty file: what it is and what to run instead */
-	if (err == -EUCLEAN && stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what,
-						       sizeof(what)))
+	/* a tar, a squashfs, an empty file: what it is and what to run instead, told before
+	 * the library reads it (and says only "bad magic") */
+	if (stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what, sizeof(what))) {
 		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), what);
-	else if (err != -EINVAL) /* not a file, already said */
+		return -EUCLEAN;
+	}
+	err = stp_image_read_superblock(m->h.image_fd, o->image_path, &m->sb);
+	if (err != -EINVAL) /* not a file, already said */
 		stp_monlog_unreadable(m->prog, m->o, err);
 	return err;
 }
