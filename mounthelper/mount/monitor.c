@@ -388,9 +388,7 @@ static int hand_over(struct monitor *m, int fd)
 {
 	int err;
 
-	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
-	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
-		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
+	m->deadline = (int64_t)stp_now_ns() + stp_montalk_deadline_s(m->o) * 1000000000ll;
 	err = stp_montalk_send_setup(fd, m->o, m->prog, &m->h);
 	if (err)
 		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
@@ -468,7 +466,7 @@ static void undo(struct monitor *m, int sv[2])
  * connection goes with it, and frees the lookup child STUCK (0: none). */
 static int primed_late(struct monitor *m, pid_t stuck)
 {
-	stp_montalk_say_late(m->prog, stp_monlog_image(m->o));
+	stp_montalk_say_late(m->prog, m->o);
 	abandon(m);
 	if (stuck)
 		while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
@@ -561,7 +559,7 @@ static void leave_watcher(struct monitor *m)
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, stp_monlog_image(m->o), buf)
+	int err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf)
 		      : -ENOMEM;
 
 	if (err == STP_MONTALK_LOST)

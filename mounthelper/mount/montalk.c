@@ -67,10 +67,15 @@ int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *p
 	return err;
 }
 
-void stp_montalk_say_late(const char *prog, const char *image)
+unsigned stp_montalk_deadline_s(const struct stp_mount_opts *o)
 {
-	stp_monlog_say(prog, "%s: the daemon did not answer within %d s", image,
-		       STP_MOUNT_DEADLINE_MS / 1000);
+	return STP_MOUNT_DEADLINE_MS / 1000 + (o->is_url ? 2 * o->timeout_s : 0);
+}
+
+void stp_montalk_say_late(const char *prog, const struct stp_mount_opts *o)
+{
+	stp_monlog_say(prog, "%s: the daemon did not answer within %u s", stp_monlog_image(o),
+		       stp_montalk_deadline_s(o));
 }
 
 /* FAILED: the daemon's errno, then its reason. */
@@ -85,8 +90,8 @@ static int failed(const uint8_t *buf, size_t len)
 	return err < 0 && err > -4096 ? err : -EIO;
 }
 
-int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog, const char *image,
-			  uint8_t *buf)
+int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog,
+			  const struct stp_mount_opts *o, uint8_t *buf)
 {
 	for (;;) {
 		uint32_t type;
@@ -94,7 +99,7 @@ int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog, const c
 		int rc = stp_msg_recv(fd, deadline_ns, &type, buf, STP_MSG_MAX, &len);
 
 		if (rc == -ETIMEDOUT)
-			stp_montalk_say_late(prog, image);
+			stp_montalk_say_late(prog, o);
 		if (rc)
 			return rc == -ETIMEDOUT ? rc : STP_MONTALK_LOST;
 		if (type == STP_MSG_LIVE)
