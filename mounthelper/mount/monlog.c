@@ -3,6 +3,7 @@
 #include "monlog.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,18 +68,38 @@ const char *stp_monlog_image(const struct stp_mount_opts *o)
 }
 
 /* What the daemon may say before the mount is live, all messages together: a daemon
- * made to chatter must not hold mount(8) up on a slow terminal. */
+ * made to chatter must not hold mount(8) up on a slow terminal. Its reason for failing
+ * has a budget of its own, which chatter cannot spend. */
 #define LOG_MAX (16u << 10)
+#define FAILED_MAX (4u << 10)
+
+/* A line of the daemon's, cut to what is left of the budget MAX (*SAID spent). */
+static void put_daemon_line(const char *s, size_t len, size_t *said, size_t max)
+{
+	bool cut;
+
+	if (*said >= max)
+		return;
+	cut = len > max - *said;
+	if (cut)
+		len = max - *said;
+	*said += len;
+	stp_escape_put(stderr, s, len);
+	fputs(cut ? "...\n" : "\n", stderr);
+}
 
 void stp_monlog_daemon(const char *s, size_t len)
 {
 	static size_t said;
 
-	if (said >= LOG_MAX)
-		return;
-	said += len;
-	stp_escape_put(stderr, s, len);
-	fputc('\n', stderr);
+	put_daemon_line(s, len, &said, LOG_MAX);
+}
+
+void stp_monlog_daemon_failed(const char *s, size_t len)
+{
+	static size_t said;
+
+	put_daemon_line(s, len, &said, FAILED_MAX);
 }
 
 void stp_monlog_unreadable(const char *prog, const struct stp_mount_opts *o, int err)

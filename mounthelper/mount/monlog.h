@@ -28,8 +28,13 @@ const char *stp_monlog_image(const struct stp_mount_opts *o);
 void stp_monlog_unreadable(const char *prog, const struct stp_mount_opts *o, int err);
 
 /* A line the daemon sent (it starts with the program's name, which the daemon wrote, and
- * may carry bytes of the image), escaped. At most 16 KiB of them in all: a daemon made
- * to chatter must not hold mount(8) up on a slow terminal. */
+ * may carry bytes of the image), escaped. At most 16 KiB of them in all, a line cut (and
+ * ended "...") where the budget runs out: a daemon made to chatter must not hold
+ * mount(8) up on a slow terminal. */
 void stp_monlog_daemon(const char *text, size_t len);
+
+/* The daemon's reason for failing (FAILED), the same way, from a budget of its own (4 KiB):
+ * however much it said before, why the mount failed is printed. */
+void stp_monlog_daemon_failed(const char *text, size_t len);
 
 #endif

@@ -86,7 +86,7 @@ static int failed(const uint8_t *buf, size_t len)
 	if (len < sizeof(err))
 		return STP_MONTALK_LOST;
 	memcpy(&err, buf, sizeof(err));
-	stp_monlog_daemon((const char *)buf + sizeof(err), len - sizeof(err));
+	stp_monlog_daemon_failed((const char *)buf + sizeof(err), len - sizeof(err));
 	return err < 0 && err > -4096 ? err : -EIO;
 }
 
