@@ -9,9 +9,9 @@
  *     execveat                                 checks; it waits for its setup
  *   open(public keys), scandir(keys dir)      verify: trusted configuration (trustkeys.c)
  *   open(image)                               the image fd; its superblock read through it
- *                                             (its first bytes first: a file that is not
- *                                             an image is named for what it is,
- *                                             cli/foreign.h)
+ *                                             (not an image: its first bytes, to say what
+ *                                             it is instead of the library, whose line is
+ *                                             held until then: cli/foreign.h)
  *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
  *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
  *   openat(each component) O_PATH|O_NOFOLLOW  the mount point and its parent, pinned
@@ -235,6 +235,7 @@ static int open_image(struct monitor *m)
 {
 	const struct stp_mount_opts *o = m->o;
 	char what[512];
+	bool foreign;
 	int err;
 
 	if (o->is_url)
@@ -245,14 +246,17 @@ static int open_image(struct monitor *m)
 		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(-errno));
 		return err;
 	}
-	/* a tar, a squashfs, an empty file: what it is and what to run instead, told before
-	 * the library reads it (and says only "bad magic") */
-	if (stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what, sizeof(what))) {
-		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), what);
-		return -EUCLEAN;
-	}
+	/* a tar, a squashfs, an empty file: what it is and what to run instead, instead of
+	 * the library's "bad magic", which is held until then (an image: read once, 256
+	 * bytes at 0) */
+	stp_monlog_hold();
 	err = stp_image_read_superblock(m->h.image_fd, o->image_path, &m->sb);
-	if (err != -EINVAL) /* not a file, already said */
+	foreign = err == -EUCLEAN &&
+		  stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what, sizeof(what));
+	stp_monlog_release(foreign);
+	if (foreign)
+		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), what);
+	else if (err != -EINVAL) /* not a file, already said */
 		stp_monlog_unreadable(m->prog, m->o, err);
 	return err;
 }
@@ -310,7 +314,7 @@ static int prepare(struct monitor *m)
 }
 
 /* The hot list file is opened here: the confined daemon can open nothing. It is emptied
- * once the mount is live (keep_record), not before: a mount that fails leaves the list
+ * once the mount is live (empty_record), not before: a mount that fails leaves the list
  * of an earlier run as it was. */
 static int open_record(struct monitor *m)
 {

@@ -48,12 +48,37 @@ void stp_monlog_say(const char *prog, const char *fmt, ...)
 	errno = saved;
 }
 
+/* The library's lines held back (stp_monlog_hold): a few, each cut to a line's worth. */
+#define HELD_MAX 4
+static struct {
+	bool on;
+	unsigned n;
+	char line[HELD_MAX][1024];
+} held;
+
 static void log_prefixed(enum stp_log_level level, const char *msg)
 {
 	char buf[STP_LINK_MAX + 1024];
 
 	msg = stp_log_user_text(msg, buf, sizeof(buf));
-	put_line(log_prog, msg, strlen(msg));
+	if (held.on && held.n < HELD_MAX)
+		snprintf(held.line[held.n++], sizeof(held.line[0]), "%s", msg);
+	else
+		put_line(log_prog, msg, strlen(msg));
+}
+
+void stp_monlog_hold(void)
+{
+	held.on = true;
+	held.n = 0;
+}
+
+void stp_monlog_release(bool drop)
+{
+	for (unsigned i = 0; !drop && i < held.n; i++)
+		put_line(log_prog, held.line[i], strlen(held.line[i]));
+	held.on = false;
+	held.n = 0;
 }
 
 void stp_monlog_route(const char *prog)

@@ -9,6 +9,7 @@
 #ifndef STP_MONLOG_H
 #define STP_MONLOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct stp_mount_opts;
@@ -19,6 +20,12 @@ void stp_monlog_say(const char *prog, const char *fmt, ...) __attribute__((forma
 /* The library's messages (stp_log) go out the same way, prefixed with PROG, which must
  * outlive the process's use of the library. */
 void stp_monlog_route(const char *prog);
+
+/* From stp_monlog_hold to stp_monlog_release, the library's messages are held back (the
+ * first four; any more go out as they come), then printed, or dropped when DROP: the
+ * caller said the same better (a file that is not an image, named for what it is). */
+void stp_monlog_hold(void);
+void stp_monlog_release(bool drop);
 
 /* IMAGE as messages name it: a URL as fsname shows it, without userinfo, query and
  * fragment, which may carry credentials; a file as the caller wrote it. */
