@@ -350,7 +350,7 @@ int main(int argc, char **argv)
 	struct piece *order = NULL;
 	uint64_t t0 = stp_now_ns();
 	size_t nhot = 0, count = 0;
-	int rc = options_parse(argc, argv, &o);
+	int rc = stp_fill_stdio() ? 1 : options_parse(argc, argv, &o);
 
 	if (rc || (rc = load_key(&o))) {
 		options_free(&o);

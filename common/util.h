@@ -40,6 +40,10 @@ int stp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 /* Syncs the directory that holds PATH, so that a rename into it lasts; a file system
  * that cannot sync a directory (EINVAL, EROFS) is not an error. 0 or -errno. */
 int stp_sync_parent_dir(const char *path);
+/* Opens /dev/null on whichever of descriptors 0, 1 and 2 is closed, so that no file the
+ * program opens later takes their place (and is read as stdin, or written over as
+ * stdout): each program's first call. 0, or -errno when /dev/null cannot be opened. */
+int stp_fill_stdio(void);
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
 

@@ -20,24 +20,31 @@ static struct {
 		uint64_t block;
 		unsigned long files;
 		bool told;               /* the library's line printed */
-		char image[NAME_LEN];    /* as the command names it */
+		char image[NAME_LEN];    /* the image it is a block of, as it is named */
 		char first[NAME_LEN];    /* the first file counted */
 	} b[DAMAGED_MAX];
 } damage = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static struct damaged *damaged_block(uint64_t block)
+/* Block BLOCK of the image named IMAGE (LEN bytes): `stipple diff A B` reads two images,
+ * and A's block 7 is not B's. Names are compared as kept, NAME_LEN - 1 bytes at most. */
+static struct damaged *damaged_block(const char *image, size_t len, uint64_t block)
 {
+	char name[NAME_LEN];
+
+	snprintf(name, sizeof(name), "%.*s", (int)(len < sizeof(name) ? len : sizeof(name) - 1),
+		 image);
 	for (size_t i = 0; i < damage.n; i++)
-		if (damage.b[i].block == block)
+		if (damage.b[i].block == block && !strcmp(damage.b[i].image, name))
 			return &damage.b[i];
 	if (damage.n == DAMAGED_MAX)
 		return NULL;
 	damage.b[damage.n] = (struct damaged){ .block = block };
+	memcpy(damage.b[damage.n].image, name, sizeof(name));
 	return &damage.b[damage.n++];
 }
 
 /* The library's "IMAGE: damaged image (FILE:LINE): block N: CAUSE": whether to print it
- * (the first time for its block). */
+ * (the first time for that block of IMAGE). */
 bool stp_damage_library_message(const char *msg)
 {
 	const char *p = strstr(msg, ": damaged image");
@@ -49,7 +56,7 @@ bool stp_damage_library_message(const char *msg)
 	if (!q || sscanf(q, ": block %llu:", &block) != 1)
 		return true;
 	pthread_mutex_lock(&damage.lock);
-	d = damaged_block(block);
+	d = damaged_block(msg, (size_t)(p - msg), block);
 	shown = !d || !d->told;
 	if (d)
 		d->told = true;
@@ -70,15 +77,14 @@ bool stp_damage_command_message(const char *image, const char *path, const char 
 
 	if (!damage.group || !p || !strstr(msg, "damaged") || sscanf(p, "block %llu", &block) != 1)
 		return true;
+	image = image ? image : "";
 	pthread_mutex_lock(&damage.lock);
-	d = damaged_block(block);
+	d = damaged_block(image, strlen(image), block);
 	if (d && !path) {
 		shown = !d->told;
 	} else if (d) {
-		if (!d->files++) {
-			snprintf(d->image, sizeof(d->image), "%s", image ? image : "");
+		if (!d->files++)
 			snprintf(d->first, sizeof(d->first), "%s", path);
-		}
 		shown = damage.verbose;
 	}
 	pthread_mutex_unlock(&damage.lock);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A damaged data block, told once. The library reports a block each time it is read, and
- * a command each file whose data lies in it: hundreds of lines for one block. cli.c's
+ * A damaged data block, told once (for each image: blocks are told apart by the image's
+ * name and their number). The library reports a block each time it is read, and a
+ * command each file whose data lies in it: hundreds of lines for one block. cli.c's
  * message functions ask here whether to print: the library's line is printed the first
  * time for its block; once stp_damage_group is on (stp_cli_bound_messages turns it on),
  * the files are counted rather than printed (printed too with VERBOSE), and

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format.h"
+
 /* The bytes read: enough for erofs's superblock magic at 1024 and tar's at 257. */
 #define SNIFF_LEN 1028
 
@@ -66,6 +68,8 @@ int stp_foreign_describe_fd(int fd, const char *path, char *msg, size_t len)
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 		return 0;
 	n = pread(fd, buf, sizeof(buf), 0);
+	if (n >= STP_MAGIC_LEN && !memcmp(buf, STP_MAGIC, STP_MAGIC_LEN))
+		return 0; /* an image, even one whose later bytes look like another's magic */
 	if (n == 0 && st.st_size == 0) {
 		snprintf(msg, len, "an empty file, not a stipple image (an interrupted build or "
 			 "copy?); build one with mkstipple DIR %s", path);

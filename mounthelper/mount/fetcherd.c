@@ -429,6 +429,8 @@ int main(int argc, char **argv)
 	int fds[STP_SETUP_FDS_MAX], err;
 	struct stp_fetch_hello hi = { 0 };
 
+	if (stp_fill_stdio())
+		return 1;
 	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
 	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,

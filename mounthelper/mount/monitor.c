@@ -14,25 +14,31 @@
  *     open(keys dir), openat each *.pub        parsed by trustkeys.c
  *   open(image)                               the image fd; its superblock read through it
  *                                             (not an image: its first bytes, to say what
- *                                             it is: cli/foreign.h)
+ *                                             it is instead of the library, whose line is
+ *                                             held until then: cli/foreign.h)
  *   a URL: fork, execve stipple-fetcher       its channels and hello (fetcher.c), the
  *     (proxy variables only, no signal held)   superblock through them
  *     mkdir, open, flock the disk cache        the cache file: every call on its folder
  *     folder; its secret, eviction, file        is in cachedir.c
  *     open, flock, unlinkat in the store        a published image's blocks: every call on
  *                                              the store is in store.c
- *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
- *   open(hot list)                            record: created and truncated here
- *   open(mount point's parent) O_PATH         where an unmount will look
- *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, or
- *                                              fusermount3; the connection is then handed
- *                                              to the daemon, which confines itself
+ *   openat(each component) O_PATH|O_NOFOLLOW  the mount point and its parent, pinned
+ *     (mountpoint.c), /proc/self/mountinfo     a directory, not mounted on (unless stack)
+ *   open(hot list), ftruncate                 record: created here, emptied only once
+ *                                              the mount is live
+ *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, as root on
+ *                                              /proc/self/fd/N, the directory checked; a
+ *                                              user's through fusermount3; the connection
+ *                                              is then handed to the daemon, which
+ *                                              confines itself
  *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
- *   fchdir, umount2 (or fusermount3 -u)       after a failure, our own mount only, found
- *                                              beneath the parent opened before the fork
+ *   fchdir, umount2 (a user: fusermount3 -u)  after a failure, our own mount only, found
+ *                                              beneath the parent opened before the fork;
+ *                                              root never runs fusermount3
  *   open(mount point) O_PATH, fork,           priming, in a child confined first (the
  *     kill at the deadline, waitpid            lookups: prime.c)
- *   fork, capset, then                        the watcher, left once the mount is live
+ *   fork; bounding set emptied, securebits    the watcher, left once the mount is live
+ *     locked, no_new_privs, capset; then
  *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
  *                                              only: when the daemon ends and left its
  *                                              mount dead, it unmounts it
@@ -51,6 +57,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/capability.h>
+#include <sys/prctl.h>
+#include <linux/securebits.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -71,6 +79,7 @@
 #include "montalk.h"
 #include "mountinfo.h"
 #include "mountopts.h"
+#include "mountpoint.h"
 #include "prime.h"
 #include "progpath.h"
 #include "remote.h"
@@ -80,12 +89,17 @@
 #include "util.h"
 #include "watcher.h"
 
+/* What libfuse runs for a user's mount (its FUSERMOUNT_DIR), not what PATH finds. */
+#define STP_FUSERMOUNT "/usr/bin/fusermount3"
+
 struct monitor {
 	const struct stp_mount_opts *o;
 	const char *prog;
 	struct stp_superblock sb;
 	struct stp_handover h; /* what the daemon is handed; closed once it is */
 	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
+	int mp_fd;            /* O_PATH of the mount point, checked: root mounts on it */
+	int record_fd;        /* the hot list, kept until LIVE: emptied only then */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
 	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */
@@ -100,7 +114,8 @@ struct monitor {
 
 static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
 {
-	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .parent_fd = -1,
+	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
+			       .record_fd = -1,
 			       .pidfd = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
 				      .cache = { .fd = -1 }, .fetcher = { .pid = -1, .ctl = { -1, -1 } } } };
@@ -113,7 +128,9 @@ static void release(struct monitor *m)
 	stp_montalk_release(&m->h);
 	if (m->mountd_fd >= 0)
 		close(m->mountd_fd);
-	m->mountd_fd = -1;
+	if (m->mp_fd >= 0)
+		close(m->mp_fd);
+	m->mountd_fd = m->mp_fd = -1;
 }
 
 /* verify without a value: every *.pub of the trusted keys folder, in name order, each
@@ -340,6 +357,7 @@ static int open_image(struct monitor *m)
 {
 	const struct stp_mount_opts *o = m->o;
 	char what[512];
+	bool foreign;
 	int err;
 
 	if (o->is_url)
@@ -350,10 +368,15 @@ static int open_image(struct monitor *m)
 		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(-errno));
 		return err;
 	}
+	/* a tar, a squashfs, an empty file: what it is and what to run instead, instead of
+	 * the library's "bad magic", which is held until then (an image: read once, 256
+	 * bytes at 0) */
+	stp_monlog_hold();
 	err = stp_image_read_superblock(m->h.image_fd, o->image_path, &m->sb);
-	/* a tar, a squashfs, an empty file: what it is and what to run instead */
-	if (err == -EUCLEAN && stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what,
-						       sizeof(what)))
+	foreign = err == -EUCLEAN &&
+		  stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what, sizeof(what));
+	stp_monlog_release(foreign);
+	if (foreign)
 		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), what);
 	else if (err != -EINVAL) /* not a file, already said */
 		stp_monlog_unreadable(m->prog, m->o, err);
@@ -380,20 +403,21 @@ static int check_not_mounted(const struct monitor *m)
 	return err ? err : -EBUSY;
 }
 
-static int check_mountpoint(const struct monitor *m)
+/* The mount point is opened here, once, and pinned: what is checked is what is mounted on
+ * (mountpoint.h). */
+static int check_mountpoint(struct monitor *m)
 {
-	struct stat st;
+	const char *mp = m->o->mountpoint;
+	int err = stp_mountpoint_open(mp, &m->mp_fd, &m->parent_fd);
 
-	if (stat(m->o->mountpoint, &st)) {
-		stp_monlog_say(m->prog, "mount point %s: %s", m->o->mountpoint,
-			stp_strerror(-errno));
-		return -errno;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		stp_monlog_say(m->prog, "mount point %s: not a directory", m->o->mountpoint);
-		return -ENOTDIR;
-	}
-	return check_not_mounted(m);
+	if (err == -ENOTDIR)
+		stp_monlog_say(m->prog, "mount point %s: not a directory", mp);
+	else if (err == -ELOOP)
+		stp_monlog_say(m->prog, "mount point %s: a symlink on its path, where there was "
+			       "none when the options were read: refused", mp);
+	else if (err)
+		stp_monlog_say(m->prog, "mount point %s: %s", mp, stp_strerror(err));
+	return err ? err : check_not_mounted(m);
 }
 
 static int prepare(struct monitor *m)
@@ -411,55 +435,70 @@ static int prepare(struct monitor *m)
 	return err;
 }
 
-/* The hot list file is opened here: the confined daemon can open nothing. */
+/* The hot list file is opened here: the confined daemon can open nothing. It is emptied
+ * once the mount is live (empty_record), not before: a mount that fails leaves the list
+ * of an earlier run as it was. */
 static int open_record(struct monitor *m)
 {
 	m->h.record_fd = -1;
 	if (!m->o->record)
 		return 0;
-	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (m->h.record_fd < 0) {
 		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
 		return -errno;
 	}
-	return 0;
+	m->record_fd = fcntl(m->h.record_fd, F_DUPFD_CLOEXEC, 3);
+	return m->record_fd < 0 ? -errno : 0;
 }
 
-/* Where an unmount will look: the parent directory as it is now (a path swapped later
- * for a symlink cannot redirect root's umount2), and what is mounted there already. */
+/* The mount is live: the hot list is emptied for the daemon to write at its end (it
+ * writes from the start, and cannot truncate). A FIFO or a device has nothing to empty. */
+static void empty_record(struct monitor *m)
+{
+	struct stat st;
+
+	if (m->record_fd < 0)
+		return;
+	if (!fstat(m->record_fd, &st) && S_ISREG(st.st_mode) && ftruncate(m->record_fd, 0))
+		stp_monlog_say(m->prog, "warning: %s: %s", m->o->record, stp_strerror(-errno));
+	close(m->record_fd);
+	m->record_fd = -1;
+}
+
+/* Where an unmount will look: beneath the parent pinned with the mount point (a path
+ * swapped later for a symlink cannot redirect root's umount2), and what is mounted there
+ * already. */
 static int remember_mountpoint(struct monitor *m)
 {
 	const char *mp = m->o->mountpoint, *slash = strrchr(mp, '/');
-	char *parent = slash && slash != mp ? strndup(mp, (size_t)(slash - mp)) : strdup("/");
 	int top;
 
-	if (!parent)
-		return -ENOMEM;
 	m->base = slash ? slash + 1 : mp;
-	m->parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	free(parent);
-	if (m->parent_fd < 0) {
-		stp_monlog_say(m->prog, "mount point %s: %s", mp, stp_strerror(-errno));
-		return -errno;
-	}
 	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
 	return 0;
 }
 
 /* The mount itself, with libfuse's rules (as root mount(2) on /dev/fuse, else through
- * fusermount3): the session is only the means, the connection goes to the daemon. */
+ * fusermount3): the session is only the means, the connection goes to the daemon. Root
+ * mounts on the directory checked, through /proc/self/fd (mount(2) follows that link and
+ * no other); fusermount3 is a program of its own, with its own checks, that resolves
+ * /proc/self in itself: a user's mount is made on the path. */
 static int mount_fuse(struct monitor *m)
 {
 	static const struct fuse_lowlevel_ops none;
 	char *argv[] = { (char *)m->prog, "-o", m->o->fuse_opts, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	struct fuse_session *se = fuse_session_new(&args, &none, sizeof(none), NULL);
+	char pinned[64];
+	const char *target = geteuid() == 0 ?
+		stp_mountpoint_fd_path(m->mp_fd, pinned, sizeof(pinned)) : m->o->mountpoint;
 
 	if (!se) {
 		stp_monlog_say(m->prog, "libfuse refused the options '%s'", m->o->fuse_opts);
 		return -EINVAL;
 	}
-	if (!fuse_session_mount(se, m->o->mountpoint)) {
+	if (!fuse_session_mount(se, target)) {
 		m->h.fuse_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
 		m->mounted = true;
 	}
@@ -475,9 +514,7 @@ static int hand_over(struct monitor *m, int fd)
 {
 	int err;
 
-	m->deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
-	if (m->o->is_url) /* the metadata comes over the network, within timeout= a read */
-		m->deadline += 2ll * m->o->timeout_s * 1000000000ll;
+	m->deadline = (int64_t)stp_now_ns() + stp_montalk_deadline_s(m->o) * 1000000000ll;
 	err = stp_montalk_send_setup(fd, m->o, m->prog, &m->h);
 	if (err)
 		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
@@ -499,25 +536,28 @@ static bool ours_to_unmount(const struct monitor *m)
 	return m->mounted || count > m->mounts_before;
 }
 
-/* Root unmounts beneath the parent opened before the fork; a user's mount goes through
- * fusermount3, as it was made (it does the same). */
+/* Root unmounts beneath the parent opened before the fork, and never runs a program (the
+ * watcher's uid 0 could regain its capabilities by an exec); a user's mount goes through
+ * fusermount3, as libfuse made it: the one libfuse runs, not one found in PATH. */
 static void unmount_ours(const struct monitor *m)
 {
 	pid_t pid;
 	int cwd;
 
-	if (geteuid() == 0 && (cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		int done = !fchdir(m->parent_fd) && !umount2(m->base, MNT_DETACH | UMOUNT_NOFOLLOW);
-
-		if (fchdir(cwd))
-			done = 0;
-		close(cwd);
-		if (done)
+	if (geteuid() == 0) {
+		if ((cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 			return;
+		if (!fchdir(m->parent_fd))
+			umount2(m->base, MNT_DETACH | UMOUNT_NOFOLLOW);
+		if (fchdir(cwd)) {
+			/* the monitor's directory is only where it started; nothing holds it */
+		}
+		close(cwd);
+		return;
 	}
 	pid = fork();
 	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", "-u", "-q", "-z", m->o->mountpoint, (char *)NULL);
+		execl(STP_FUSERMOUNT, "fusermount3", "-u", "-q", "-z", m->o->mountpoint, (char *)NULL);
 		_exit(127);
 	}
 	if (pid > 0)
@@ -552,7 +592,7 @@ static void undo(struct monitor *m, int sv[2])
  * connection goes with it, and frees the lookup child STUCK (0: none). */
 static int primed_late(struct monitor *m, pid_t stuck)
 {
-	stp_montalk_say_late(m->prog, stp_monlog_image(m->o));
+	stp_montalk_say_late(m->prog, m->o);
 	abandon(m);
 	if (stuck)
 		while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
@@ -666,18 +706,34 @@ static bool mount_dead(const struct monitor *m)
 	return dead;
 }
 
-/* The watcher keeps only what an unmount needs (as root): its one capset drops the rest. */
-static void keep_only_unmount(void)
+/* Root's watcher keeps the two capabilities an unmount needs, and no way back to the
+ * others: uid 0 would regain them all at an exec, so the bounding set is emptied, the
+ * securebits that give root its capabilities at exec and keep them across setuid are
+ * locked off, and no_new_privs is set. -1 when any of it fails: the watcher then does not
+ * stay. */
+static int keep_only_unmount(void)
 {
 	cap_value_t keep[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH };
+	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
+	int err = 0;
 	cap_t caps;
 
-	if (geteuid() != 0 || !(caps = cap_init()))
-		return;
-	if (!cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) &&
-	    !cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET))
-		cap_set_proc(caps);
+	if (geteuid() != 0)
+		return 0; /* nothing to drop: fusermount3 unmounts as the user */
+	for (cap_value_t c = 0; !err && c <= cap_max_bits() - 1; c++)
+		err = cap_drop_bound(c);
+	if (!err)
+		err = prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
+	if (!err)
+		err = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	if (err || !(caps = cap_init()))
+		return -1;
+	if (cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) ||
+	    cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET) || cap_set_proc(caps))
+		err = -1;
 	cap_free(caps);
+	return err;
 }
 
 /* The watcher's process (watcher.h): when the daemon ends and left its mount dead, it
@@ -685,7 +741,8 @@ static void keep_only_unmount(void)
 static _Noreturn void watch(struct monitor *m)
 {
 	stp_watcher_detach(m->pidfd, m->parent_fd, &m->saved_mask);
-	keep_only_unmount();
+	if (keep_only_unmount())
+		_exit(1);
 	stp_watcher_wait(m->pidfd);
 	if (mount_dead(m))
 		unmount_ours(m);
@@ -714,11 +771,13 @@ static void leave_watcher(struct monitor *m)
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, stp_monlog_image(m->o), buf)
+	int err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf)
 		      : -ENOMEM;
 
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
+	if (!err)
+		empty_record(m);
 	if (err)
 		abandon(m);
 	else if (stp_prime_wanted(m->o))
@@ -740,6 +799,8 @@ static void finish(struct monitor *m)
 		close(m->pidfd);
 	if (m->parent_fd >= 0)
 		close(m->parent_fd);
+	if (m->record_fd >= 0)
+		close(m->record_fd);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 

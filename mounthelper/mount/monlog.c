@@ -3,6 +3,7 @@
 #include "monlog.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,12 +48,37 @@ void stp_monlog_say(const char *prog, const char *fmt, ...)
 	errno = saved;
 }
 
+/* The library's lines held back (stp_monlog_hold): a few, each cut to a line's worth. */
+#define HELD_MAX 4
+static struct {
+	bool on;
+	unsigned n;
+	char line[HELD_MAX][1024];
+} held;
+
 static void log_prefixed(enum stp_log_level level, const char *msg)
 {
 	char buf[STP_LINK_MAX + 1024];
 
 	msg = stp_log_user_text(msg, buf, sizeof(buf));
-	put_line(log_prog, msg, strlen(msg));
+	if (held.on && held.n < HELD_MAX)
+		snprintf(held.line[held.n++], sizeof(held.line[0]), "%s", msg);
+	else
+		put_line(log_prog, msg, strlen(msg));
+}
+
+void stp_monlog_hold(void)
+{
+	held.on = true;
+	held.n = 0;
+}
+
+void stp_monlog_release(bool drop)
+{
+	for (unsigned i = 0; !drop && i < held.n; i++)
+		put_line(log_prog, held.line[i], strlen(held.line[i]));
+	held.on = false;
+	held.n = 0;
 }
 
 void stp_monlog_route(const char *prog)
@@ -67,18 +93,38 @@ const char *stp_monlog_image(const struct stp_mount_opts *o)
 }
 
 /* What the daemon may say before the mount is live, all messages together: a daemon
- * made to chatter must not hold mount(8) up on a slow terminal. */
+ * made to chatter must not hold mount(8) up on a slow terminal. Its reason for failing
+ * has a budget of its own, which chatter cannot spend. */
 #define LOG_MAX (16u << 10)
+#define FAILED_MAX (4u << 10)
+
+/* A line of the daemon's, cut to what is left of the budget MAX (*SAID spent). */
+static void put_daemon_line(const char *s, size_t len, size_t *said, size_t max)
+{
+	bool cut;
+
+	if (*said >= max)
+		return;
+	cut = len > max - *said;
+	if (cut)
+		len = max - *said;
+	*said += len;
+	stp_escape_put(stderr, s, len);
+	fputs(cut ? "...\n" : "\n", stderr);
+}
 
 void stp_monlog_daemon(const char *s, size_t len)
 {
 	static size_t said;
 
-	if (said >= LOG_MAX)
-		return;
-	said += len;
-	stp_escape_put(stderr, s, len);
-	fputc('\n', stderr);
+	put_daemon_line(s, len, &said, LOG_MAX);
+}
+
+void stp_monlog_daemon_failed(const char *s, size_t len)
+{
+	static size_t said;
+
+	put_daemon_line(s, len, &said, FAILED_MAX);
 }
 
 void stp_monlog_unreadable(const char *prog, const struct stp_mount_opts *o, int err)

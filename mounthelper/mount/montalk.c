@@ -29,6 +29,17 @@ void stp_montalk_release(struct stp_handover *h)
 	h->nkeys = 0;
 }
 
+/* What the daemon is told of the options O: nothing it could let out. It names the image
+ * as the monitor's messages do (a URL without its query, which may sign requests), and
+ * has no use for proxy=, netrc= or ca= (a password, where secrets are kept): the fetcher
+ * has them. Its strings stay O's. */
+static void daemon_opts(struct stp_mount_opts *out, const struct stp_mount_opts *o)
+{
+	*out = *o;
+	out->image = (char *)stp_monlog_image(o);
+	out->proxy = out->netrc_file = out->ca_file = out->cache_dir = NULL;
+}
+
 int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
 			   const struct stp_handover *h)
 {
@@ -37,6 +48,7 @@ int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *p
 
 	if (!s)
 		return -ENOMEM;
+	daemon_opts(&s->opts, o);
 	s->mem_limit = h->mem_limit;
 	s->url_size = h->fetcher.size;
 	s->cache = h->cache;
@@ -53,10 +65,15 @@ int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *p
 	return err;
 }
 
-void stp_montalk_say_late(const char *prog, const char *image)
+unsigned stp_montalk_deadline_s(const struct stp_mount_opts *o)
 {
-	stp_monlog_say(prog, "%s: the daemon did not answer within %d s", image,
-		       STP_MOUNT_DEADLINE_MS / 1000);
+	return STP_MOUNT_DEADLINE_MS / 1000 + (o->is_url ? 2 * o->timeout_s : 0);
+}
+
+void stp_montalk_say_late(const char *prog, const struct stp_mount_opts *o)
+{
+	stp_monlog_say(prog, "%s: the daemon did not answer within %u s", stp_monlog_image(o),
+		       stp_montalk_deadline_s(o));
 }
 
 /* FAILED: the daemon's errno, then its reason. */
@@ -67,12 +84,12 @@ static int failed(const uint8_t *buf, size_t len)
 	if (len < sizeof(err))
 		return STP_MONTALK_LOST;
 	memcpy(&err, buf, sizeof(err));
-	stp_monlog_daemon((const char *)buf + sizeof(err), len - sizeof(err));
+	stp_monlog_daemon_failed((const char *)buf + sizeof(err), len - sizeof(err));
 	return err < 0 && err > -4096 ? err : -EIO;
 }
 
-int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog, const char *image,
-			  uint8_t *buf)
+int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog,
+			  const struct stp_mount_opts *o, uint8_t *buf)
 {
 	for (;;) {
 		uint32_t type;
@@ -80,7 +97,7 @@ int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog, const c
 		int rc = stp_msg_recv(fd, deadline_ns, &type, buf, STP_MSG_MAX, &len);
 
 		if (rc == -ETIMEDOUT)
-			stp_montalk_say_late(prog, image);
+			stp_montalk_say_late(prog, o);
 		if (rc)
 			return rc == -ETIMEDOUT ? rc : STP_MONTALK_LOST;
 		if (type == STP_MSG_LIVE)

@@ -39,25 +39,31 @@ struct stp_handover {
 void stp_montalk_release(struct stp_handover *h);
 
 /* Sends the SETUP for a mount of O (messages prefixed with PROG) with H's descriptors
- * on FD. 0 or a negative errno (-ENOMEM, or the socket's). */
+ * on FD. The daemon is told no secret: the image as messages name it (stp_monlog_image:
+ * no URL query), no proxy=, netrc= or ca=. 0 or a negative errno (-ENOMEM, or the socket's). */
 int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *prog,
 			   const struct stp_handover *h);
 
 /* Reads the daemon's messages on FD into BUF (STP_MSG_MAX bytes) until DEADLINE_NS
  * (CLOCK_MONOTONIC). 0: the mount is live. A negative errno: the daemon's own (it said
- * FAILED and why), or -ETIMEDOUT (said after PROG, naming IMAGE). STP_MONTALK_LOST: the
+ * FAILED and why), or -ETIMEDOUT (said after PROG: stp_montalk_say_late). STP_MONTALK_LOST: the
  * daemon closed its end or broke the protocol (nothing said: the caller knows whether it
  * died). */
 #define STP_MONTALK_LOST 1
-int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog, const char *image,
-			  uint8_t *buf);
+int stp_montalk_wait_live(int fd, int64_t deadline_ns, const char *prog,
+			  const struct stp_mount_opts *o, uint8_t *buf);
 
 /* After LIVE: the priming plan, added to *LIST (the caller frees it), up to its end. 0,
  * -ETIMEDOUT, -EPROTO or the socket's error. */
 int stp_montalk_receive_plan(int fd, int64_t deadline_ns, uint8_t *buf,
 			     struct stp_prime_list **list);
 
-/* "PROG: IMAGE: the daemon did not answer within N s". */
-void stp_montalk_say_late(const char *prog, const char *image);
+/* How long, in seconds, the daemon of a mount of O has from the hand-over to go live and
+ * be primed: STP_MOUNT_DEADLINE_MS, and for a URL twice timeout= more (the metadata comes
+ * over the network, within timeout= a read). */
+unsigned stp_montalk_deadline_s(const struct stp_mount_opts *o);
+
+/* "PROG: IMAGE: the daemon did not answer within N s", N that deadline. */
+void stp_montalk_say_late(const char *prog, const struct stp_mount_opts *o);
 
 #endif

@@ -111,6 +111,8 @@ int main(int argc, char **argv)
 	char err[256];
 	int status = 0, used;
 
+	if (stp_fill_stdio())
+		return EXIT_MOUNT_FAILED;
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout);
 		return 0;

@@ -82,13 +82,16 @@ int main(int argc, char **argv)
 	struct stp_daemon *d;
 	char text[256];
 
+	if (stp_fill_stdio())
+		return STP_DAEMON_FAILED;
 	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
 	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
 	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + SETUP_WAIT_MS * 1000000ll,
 			     &s, fds);
 	fuse_fd = err ? -1 : stp_setup_fd(&s, fds, STP_FD_FUSE);
-	if (!err && (fuse_fd < 0 || !s.prog || !s.opts.fuse_opts || !s.opts.image))
+	if (!err && (fuse_fd < 0 || !s.prog || !s.opts.fuse_opts || !s.opts.image ||
+		     !s.opts.image_path))
 		err = -EPROTO;
 	if (err) {
 		snprintf(text, sizeof(text), PROG ": no setup from the monitor: %s", stp_strerror(err));

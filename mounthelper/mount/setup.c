@@ -313,8 +313,10 @@ int stp_setup_recv(int fd, int64_t deadline_ns, struct stp_setup *s, int *fds)
 		err = stp_setup_decode(buf, len, s);
 	if (!err && nfds != s->nroles)
 		err = -EPROTO;
-	if (err)
+	if (err) {
 		close_fds(fds, nfds);
+		stp_setup_free(s);
+	}
 	free(buf);
 	return err;
 }

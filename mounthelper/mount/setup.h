@@ -45,7 +45,8 @@ enum stp_fd_role {
 };
 
 struct stp_setup {
-	struct stp_mount_opts opts; /* decoded: its strings are the setup's (stp_setup_free) */
+	struct stp_mount_opts opts; /* decoded: its strings are the setup's (stp_setup_free);
+				     * the daemon's has no secret (stp_montalk_send_setup) */
 	char *prog;                 /* the front end's name, prefixed to messages */
 	uint64_t mem_limit;         /* the daemon's RLIMIT_DATA, 0: none */
 	uint64_t url_size;          /* a URL: the size of the file at it */
@@ -58,6 +59,7 @@ struct stp_setup {
 
 /* An empty setup: every field zero, no keys, no descriptors, no cache file. */
 void stp_setup_init(struct stp_setup *s);
+/* Frees S's strings (set to NULL) and wipes its cache tag key; the rest is left. */
 void stp_setup_free(struct stp_setup *s);
 
 /* What a sender starts from: a setup, allocated (it is large, and holds keys), with the
@@ -84,8 +86,9 @@ int stp_setup_send(int fd, const struct stp_setup *s, const int *fds);
 
 /* Receives the SETUP on FD until DEADLINE_NS (CLOCK_MONOTONIC) into S (initialised
  * here), its descriptors into FDS (STP_SETUP_FDS_MAX slots; the caller owns them, close
- * on exec). -EPROTO for another message or a bad one (no descriptor is then left open),
- * -ETIMEDOUT, -EPIPE. */
+ * on exec). -EPROTO for another message or a bad one (no descriptor is then left open,
+ * nor a string of S: stp_setup_free), -ETIMEDOUT, -EPIPE. On success S's strings are the
+ * caller's, for stp_setup_free (the daemon and the fetcher keep them for their life). */
 int stp_setup_recv(int fd, int64_t deadline_ns, struct stp_setup *s, int *fds);
 
 /* Adds FD (none when negative) with ROLE to S's list and to FDS, the array sent with it;

@@ -75,7 +75,9 @@ uint32_t stp_syscalls_filter_arch(scmp_filter_ctx ctx);
 
 /*
  * Stores in OUT (up to MAX) the names of NAMES that do not exist on ARCH and are skipped
- * there. Returns how many there are (possibly more than MAX).
+ * there. Returns how many there are (possibly more than MAX). Only the unit tests call
+ * it (test_syscalls.c: every name skipped on an architecture is one that has no such
+ * call there, not a typo); it lives here to share multiplexed() with the filter.
  */
 size_t stp_syscalls_missing(uint32_t arch, const char *const *names, const char **out,
 			    size_t max);

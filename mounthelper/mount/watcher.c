@@ -9,14 +9,20 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-/* Closes every descriptor but A and B (A < B). */
+/* Closes every descriptor but stdio, A and B (either -1: none). */
 static void close_all_but(int a, int b)
 {
-	if (a > 0)
-		close_range(0, (unsigned)a - 1, 0);
-	if (b > a + 1)
-		close_range((unsigned)a + 1, (unsigned)b - 1, 0);
-	close_range((unsigned)b + 1, ~0u, 0);
+	int keep[2] = { a < b ? a : b, a < b ? b : a };
+	unsigned from = 3;
+
+	for (int i = 0; i < 2; i++) {
+		if (keep[i] < (int)from)
+			continue;
+		if (keep[i] > (int)from)
+			close_range(from, (unsigned)keep[i] - 1, 0);
+		from = (unsigned)keep[i] + 1;
+	}
+	close_range(from, ~0u, 0);
 }
 
 /* Out of the caller's session, terminal and directory. */
@@ -38,7 +44,7 @@ static void detach(void)
 void stp_watcher_detach(int pidfd, int keep_fd, const sigset_t *mask)
 {
 	detach();
-	close_all_but(pidfd < keep_fd ? pidfd : keep_fd, pidfd < keep_fd ? keep_fd : pidfd);
+	close_all_but(pidfd, keep_fd);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	sigprocmask(SIG_SETMASK, mask, NULL);

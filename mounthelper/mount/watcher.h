@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The watcher: what of the monitor outlives a live mount. A process of its own, in a
- * session of its own, with /dev/null for stdio, "/" for its directory, the mask of before
- * the mount, SIGINT and SIGHUP ignored, and no descriptor but the two it is given. As
+ * session of its own, with /dev/null for stdio (0 to 2 kept open), "/" for its
+ * directory, the mask of before the mount, SIGINT and SIGHUP ignored, and no descriptor
+ * but the two it is given. As
  * root it keeps only CAP_SYS_ADMIN (umount2) and CAP_DAC_READ_SEARCH (to reach a mount
- * point beneath a parent only its owner may search, a user's 0700 home): its one capset
- * drops privilege, it never gains any. The fork and the capset are in monitor.c; this
+ * point beneath a parent only its owner may search, a user's 0700 home), with an empty
+ * bounding set, SECBIT_NOROOT and SECBIT_NO_SETUID_FIXUP locked on and no_new_privs: it
+ * drops privilege and can never regain any, not even by an exec; a root watcher that
+ * cannot drop all of it exits at once. The fork and the dropping are in monitor.c; this
  * file holds the rest. It waits for the daemon to end, then the monitor's
  * check-and-unmount runs, so that a daemon that dies later takes its mount with it
  * instead of leaving one that answers ENOTCONN.

@@ -53,6 +53,7 @@ int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **
 		/* the root itself is the caller's to name, symlinks and all */
 		if ((s->rootfd = open(arg, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 			err = -errno;
+			stp_cli_problem(cli, arg, NULL, "cannot open: %s", stp_strerror(err));
 			free(s);
 			return err;
 		}

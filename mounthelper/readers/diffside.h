@@ -24,8 +24,8 @@ struct stp_cli;
 struct stp_image;
 struct stp_side;
 
-/* Opens ARG: a directory, or else an image (a file or a URL); an image that cannot be
- * opened is reported (stp_cli_open). The side is the caller's (stp_side_close). */
+/* Opens ARG: a directory, or else an image (a file or a URL); a directory or an image
+ * that cannot be opened is reported (stp_cli_problem, stp_cli_open), naming ARG. The side is the caller's (stp_side_close). */
 int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **out);
 void stp_side_close(struct stp_side *side);
 /* The image of an image side; NULL for a directory. */

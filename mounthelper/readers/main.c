@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "util.h"
 
 struct subcommand {
 	const char *name;
@@ -37,6 +38,8 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+	if (stp_fill_stdio())
+		return 1;
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -32,41 +32,6 @@
 #include "output.h"
 #include "util.h"
 
-/* libarchive's functions as the writer calls them (la.NAME): linked, as any library. */
-#define LIBARCHIVE_FUNCTIONS(X) \
-	X(archive_entry_acl_add_entry) \
-	X(archive_entry_clear) \
-	X(archive_entry_copy_hardlink) \
-	X(archive_entry_copy_pathname) \
-	X(archive_entry_copy_symlink) \
-	X(archive_entry_free) \
-	X(archive_entry_new) \
-	X(archive_entry_set_gid) \
-	X(archive_entry_set_mode) \
-	X(archive_entry_set_mtime) \
-	X(archive_entry_set_rdevmajor) \
-	X(archive_entry_set_rdevminor) \
-	X(archive_entry_set_size) \
-	X(archive_entry_set_uid) \
-	X(archive_entry_sparse_add_entry) \
-	X(archive_entry_xattr_add_entry) \
-	X(archive_error_string) \
-	X(archive_set_error) \
-	X(archive_write_close) \
-	X(archive_write_data) \
-	X(archive_write_free) \
-	X(archive_write_header) \
-	X(archive_write_new) \
-	X(archive_write_open2) \
-	X(archive_write_set_bytes_in_last_block) \
-	X(archive_write_set_bytes_per_block) \
-	X(archive_write_set_format_option) \
-	X(archive_write_set_format_pax)
-
-#define LA_SLOT(f) __typeof__(f) *const f;
-#define LA_INIT(f) .f = f,
-static const struct { LIBARCHIVE_FUNCTIONS(LA_SLOT) } la = { LIBARCHIVE_FUNCTIONS(LA_INIT) };
-
 #define TAR_CACHE_BLOCKS 4
 #define ZERO_CHUNK (1u << 20)
 #define TAR_BLOCK 10240 /* tar's record, as GNU tar pads to */
@@ -100,7 +65,7 @@ static la_ssize_t write_out(struct archive *a, void *ctx, const void *buf, size_
 	if (!err)
 		return (la_ssize_t)len;
 	t->out_err = err;
-	la.archive_set_error(a, -err, "%s", stp_strerror(err));
+	archive_set_error(a, -err, "%s", stp_strerror(err));
 	return -1;
 }
 
@@ -112,7 +77,7 @@ static int archive_failed(struct stp_walk *w, const char *path)
 
 	if (t->out_err)
 		return t->out_err;
-	stp_walk_problem(w, path, "cannot write its tar entry: %s", la.archive_error_string(t->a));
+	stp_walk_problem(w, path, "cannot write its tar entry: %s", archive_error_string(t->a));
 	return -EIO;
 }
 
@@ -183,8 +148,8 @@ static int add_acl(struct stp_walk *w, const struct stp_walk_entry *e, const cha
 			why = "out of order or repeated";
 		else if (named && id > INT_MAX)
 			why = "id too large for tar";
-		else if (la.archive_entry_acl_add_entry(t->entry, type, perm, archive_acl_tag(tag),
-						     named ? (int)id : -1, NULL) != ARCHIVE_OK)
+		else if (archive_entry_acl_add_entry(t->entry, type, perm, archive_acl_tag(tag),
+						  named ? (int)id : -1, NULL) != ARCHIVE_OK)
 			why = "refused by libarchive";
 		seen |= tag;
 		last_tag = tag;
@@ -230,7 +195,7 @@ static int add_xattrs(struct stp_walk *w, const struct stp_walk_entry *e)
 		else if (!strcmp(name, "system.posix_acl_default"))
 			err = add_acl(w, e, name, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, value, vlen);
 		else
-			la.archive_entry_xattr_add_entry(t->entry, name, value, vlen);
+			archive_entry_xattr_add_entry(t->entry, name, value, vlen);
 		if (err)
 			return err;
 	}
@@ -268,11 +233,11 @@ static void add_sparse_map(struct tarout *t, uint64_t size)
 				t->pieces[j].stream_off == t->pieces[j - 1].stream_off +
 							   t->pieces[j - 1].len; j++)
 			end += t->pieces[j].len;
-		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)t->pieces[i].file_off,
-						  (la_int64_t)(end - t->pieces[i].file_off));
+		archive_entry_sparse_add_entry(t->entry, (la_int64_t)t->pieces[i].file_off,
+					       (la_int64_t)(end - t->pieces[i].file_off));
 	}
 	if (!t->npieces) /* holes alone: the empty run at the end marks it sparse */
-		la.archive_entry_sparse_add_entry(t->entry, (la_int64_t)size, 0);
+		archive_entry_sparse_add_entry(t->entry, (la_int64_t)size, 0);
 }
 
 /* The one walk of a regular file's extents: its stored pieces, and its sparse map when it
@@ -298,7 +263,7 @@ static int put_data(struct stp_walk *w, const struct stp_walk_entry *e, const vo
 		    size_t len)
 {
 	struct tarout *t = w->ctx;
-	la_ssize_t n = la.archive_write_data(t->a, buf, len);
+	la_ssize_t n = archive_write_data(t->a, buf, len);
 
 	if (n < 0)
 		return archive_failed(w, e->path);
@@ -371,7 +336,7 @@ static int set_symlink(struct stp_walk *w, const struct stp_walk_entry *e)
 
 	if (err)
 		return err;
-	la.archive_entry_copy_symlink(t->entry, target);
+	archive_entry_copy_symlink(t->entry, target);
 	free(target);
 	return 0;
 }
@@ -383,13 +348,13 @@ static int set_type_fields(struct stp_walk *w, const struct stp_walk_entry *e)
 
 	switch (e->inode.mode & S_IFMT) {
 	case S_IFREG:
-		la.archive_entry_set_size(t->entry, (la_int64_t)e->inode.size);
+		archive_entry_set_size(t->entry, (la_int64_t)e->inode.size);
 		return map_file(w, e);
 	case S_IFLNK:
 		return set_symlink(w, e);
 	case S_IFCHR: case S_IFBLK:
-		la.archive_entry_set_rdevmajor(t->entry, stp_cli_rdev_major(&e->inode));
-		la.archive_entry_set_rdevminor(t->entry, stp_cli_rdev_minor(&e->inode));
+		archive_entry_set_rdevmajor(t->entry, stp_cli_rdev_major(&e->inode));
+		archive_entry_set_rdevminor(t->entry, stp_cli_rdev_minor(&e->inode));
 		return 0;
 	case S_IFDIR: case S_IFIFO:
 		return 0;
@@ -401,11 +366,11 @@ static int set_type_fields(struct stp_walk *w, const struct stp_walk_entry *e)
 static int write_header(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
-	int r = la.archive_write_header(t->a, t->entry);
+	int r = archive_write_header(t->a, t->entry);
 
 	if (r == ARCHIVE_WARN) /* a name or target that is not UTF-8 */
 		stp_cli_problem(t->cli, t->image, e->path, "warning: %s; written as its bytes "
-				"(hdrcharset=BINARY)", la.archive_error_string(t->a));
+				"(hdrcharset=BINARY)", archive_error_string(t->a));
 	else if (r != ARCHIVE_OK)
 		return archive_failed(w, e->path);
 	return 0;
@@ -429,15 +394,15 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 		stp_cli_put_escaped(stderr, name, strlen(name));
 		fputs(S_ISDIR(in->mode) && e->depth ? "/\n" : "\n", stderr);
 	}
-	la.archive_entry_clear(t->entry);
-	la.archive_entry_copy_pathname(t->entry, name);
-	la.archive_entry_set_mode(t->entry, in->mode);
-	la.archive_entry_set_uid(t->entry, in->uid);
-	la.archive_entry_set_gid(t->entry, in->gid);
-	la.archive_entry_set_mtime(t->entry, in->mtime_sec, in->mtime_nsec);
+	archive_entry_clear(t->entry);
+	archive_entry_copy_pathname(t->entry, name);
+	archive_entry_set_mode(t->entry, in->mode);
+	archive_entry_set_uid(t->entry, in->uid);
+	archive_entry_set_gid(t->entry, in->gid);
+	archive_entry_set_mtime(t->entry, in->mtime_sec, in->mtime_nsec);
 	if (first && *first) {
-		la.archive_entry_copy_hardlink(t->entry, *first);
-		la.archive_entry_set_size(t->entry, 0);
+		archive_entry_copy_hardlink(t->entry, *first);
+		archive_entry_set_size(t->entry, 0);
 		return write_header(w, e);
 	}
 	err = set_type_fields(w, e);
@@ -505,20 +470,20 @@ static void abort_output(struct tarout *t)
 /* BINARY: names as their bytes, whatever the locale, when C.UTF-8 is missing. */
 static struct archive *new_writer(struct tarout *t, int binary)
 {
-	struct archive *a = la.archive_write_new();
+	struct archive *a = archive_write_new();
 
 	if (!a)
 		return NULL;
 	/* xattrs as SCHILY.xattr alone: GNU tar reads those and warns on LIBARCHIVE.xattr */
-	if (la.archive_write_set_format_pax(a) != ARCHIVE_OK ||
-	    la.archive_write_set_format_option(a, "pax", "xattrheader", "SCHILY") != ARCHIVE_OK ||
-	    (binary && la.archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY")
-		       != ARCHIVE_OK) ||
-	    la.archive_write_set_bytes_per_block(a, TAR_BLOCK) != ARCHIVE_OK ||
-	    la.archive_write_set_bytes_in_last_block(a, TAR_BLOCK) != ARCHIVE_OK ||
-	    la.archive_write_open2(a, t, NULL, write_out, NULL, NULL) != ARCHIVE_OK) {
-		stp_cli_error(t->cli, "cannot set up the tar writer: %s", la.archive_error_string(a));
-		la.archive_write_free(a);
+	if (archive_write_set_format_pax(a) != ARCHIVE_OK ||
+	    archive_write_set_format_option(a, "pax", "xattrheader", "SCHILY") != ARCHIVE_OK ||
+	    (binary && archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY")
+		    != ARCHIVE_OK) ||
+	    archive_write_set_bytes_per_block(a, TAR_BLOCK) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(a, TAR_BLOCK) != ARCHIVE_OK ||
+	    archive_write_open2(a, t, NULL, write_out, NULL, NULL) != ARCHIVE_OK) {
+		stp_cli_error(t->cli, "cannot set up the tar writer: %s", archive_error_string(a));
+		archive_write_free(a);
 		return NULL;
 	}
 	return a;
@@ -545,7 +510,7 @@ static void report_failure(const struct tarout *t, int err, unsigned long proble
 	else if (!t->a && err == -EIO)
 		return; /* the writer could not be set up: said already */
 	else if (!problems && err == -EIO)
-		stp_cli_error(t->cli, "%s: %s", t->dest, la.archive_error_string(t->a));
+		stp_cli_error(t->cli, "%s: %s", t->dest, archive_error_string(t->a));
 	else if (problems)
 		stp_cli_problem(t->cli, t->image, NULL, "tar export failed: %lu problem%s; %s %s",
 				problems, problems == 1 ? "" : "s", left, t->dest);
@@ -564,7 +529,7 @@ static int write_tree(struct tarout *t, int binary)
 
 	t->first_name = calloc(inodes ? inodes : 1, sizeof(*t->first_name));
 	t->zeros = calloc(1, ZERO_CHUNK);
-	t->entry = la.archive_entry_new();
+	t->entry = archive_entry_new();
 	if (!t->first_name || !t->zeros || !t->entry)
 		err = -ENOMEM;
 	else
@@ -573,15 +538,15 @@ static int write_tree(struct tarout *t, int binary)
 		err = (t->a = new_writer(t, binary)) ? 0 : -EIO;
 	if (!err)
 		err = stp_orderwalk_run(&walk);
-	if (!err && !walk.problems && la.archive_write_close(t->a) != ARCHIVE_OK)
+	if (!err && !walk.problems && archive_write_close(t->a) != ARCHIVE_OK)
 		err = t->out_err ? t->out_err : -EIO;
 	if (err || walk.problems)
 		report_failure(t, err, walk.problems);
 	if (t->a) {
 		t->out_err = t->out_err ? t->out_err : -ECANCELED; /* nothing more goes out */
-		la.archive_write_free(t->a);
+		archive_write_free(t->a);
 	}
-	la.archive_entry_free(t->entry);
+	archive_entry_free(t->entry);
 	if (t->cache)
 		stp_cache_free(t->cache);
 	free(t->zeros);

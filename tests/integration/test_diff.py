@@ -6,8 +6,10 @@ diff(1), and --stat's shared blocks match the stored bytes Python compares itsel
 import hashlib
 import json
 import os
+import pathlib
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -104,6 +106,33 @@ def test_diff_trouble_exits_2(gen_image, tmp_path):
     treeutil.flip_byte(bad, victim["offset"] + victim["stored"] // 2)
     r = diff(gen_image, bad)
     assert r.returncode == 2 and os.fspath(bad) in r.stderr
+
+
+@pytest.mark.needs_root("a directory only another user can open")
+def test_diff_directory_that_cannot_be_opened_is_named():
+    """A directory operand stat says is one, that the user cannot open: one line naming it
+    and why, exit 2 (before: exit 2 and not a word)."""
+    top = pathlib.Path(tempfile.mkdtemp(prefix="stipple-diff-"))  # others may search /tmp
+    try:
+        diff_closed_directory(top)
+    finally:
+        shutil.rmtree(top)
+
+
+def diff_closed_directory(top):
+    (top / "closed").mkdir(parents=True)
+    (top / "closed" / "f").write_text("x\n")
+    (top / "open").mkdir()
+    (top / "open" / "f").write_text("x\n")
+    image = build_image(top / "open", top / "i.stp")
+    os.chmod(top / "closed", 0)
+    for p in (top, image):
+        os.chmod(p, os.stat(p).st_mode | 0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    r = run([*nobody, STIPPLE, "diff", image, top / "closed"])
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == "stipple diff: %s: cannot open: Permission denied\n" % (
+        top / "closed"), r.stderr
 
 
 def stored_blocks(image):

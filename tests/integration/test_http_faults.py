@@ -9,6 +9,7 @@ the server is well."""
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -17,7 +18,7 @@ import pytest
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image, read_file,
-                      run)
+                      run, unmount)
 
 TIMEOUT = 2           # timeout= of the mounts: seconds a read may take, retries included
 DEADLINE = 20         # what a failing read may take here, on a busy machine
@@ -182,3 +183,43 @@ def test_local_file_that_ends_early_is_damage(tmp_path):
         p.wait()
     assert p.returncode != 0 and len(first + rest) < 8 << 20
     assert "lies past the end of the file" in err and str(image) in err, err
+
+
+def daemon_waiting(cmdline):
+    """The pid of the process whose command line is CMDLINE, or 0."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if f.read() == cmdline:
+                    return int(pid)
+        except OSError:
+            continue
+    return 0
+
+
+def test_late_daemon_of_a_url_is_told_with_the_real_deadline(gen_image, tmp_path):
+    """A URL mount gives its daemon the mount deadline and twice timeout= more (its
+    metadata comes over the network): the message says that figure, not 10 s. The
+    daemon is stopped while the monitor still reads the superblock (each answer waits)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with httputil.fault_front(gen_image) as front:
+        front.delay = 2
+        proc = subprocess.Popen([MOUNT_STIPPLE, front.url(), mnt, "-o",
+                                 "timeout=4,cache_size=0,noprime"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            want = b"stipple-mountd\0%s\0%s\0" % (front.url().encode(),
+                                                   os.fsencode(os.path.realpath(mnt)))
+            while not daemon_waiting(want) and proc.poll() is None:
+                time.sleep(0.02)
+            os.kill(daemon_waiting(want), signal.SIGSTOP)
+            front.delay = 0
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    if is_mounted(mnt):
+        unmount(mnt)
+    assert proc.returncode == 32, err
+    assert "the daemon did not answer within 18 s" in err, err

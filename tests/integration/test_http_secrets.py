@@ -20,6 +20,7 @@ import treeutil
 from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image,
                       read_file, run, unmount)
 import mounts
+from test_mount_safety import damaged_metadata
 from test_http import cache_files, www  # noqa: F401 (www: a fixture)
 
 
@@ -338,3 +339,25 @@ def test_presigned_query_is_not_on_the_helpers_command_line(www, gen_tree, tmp_p
     argv = helper[0].split("], [")[0]
     assert signature not in argv and origin.url("gen.stp") in argv, argv
     assert '"STIPPLE_MOUNT_URL=%s"' % url in helper[0], helper[0]
+
+
+def test_damaged_metadata_at_a_url_is_named_without_its_query(www, tmp_path):
+    """A URL whose superblock is sound and whose metadata is damaged: the daemon is the
+    one that finds out, and what it says names the URL as fsname would. It is never
+    given the query (a presigned one signs requests), nor proxy= or netrc=."""
+    damaged_metadata(www / "gen.stp", www / "bad.stp")
+    signature = "sig-" + secrets.token_hex(8)
+    netrc = tmp_path / ("netrc-" + secrets.token_hex(4))
+    netrc.write_text("machine 127.0.0.1 login reader password x\n")
+    netrc.chmod(0o600)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with httputil.nginx(www, tmp_path / "nginx") as origin:
+        url = origin.url("bad.stp")
+        r = run([MOUNT_STIPPLE, url + "?X-Amz-Signature=" + signature, mnt, "-o",
+                 "timeout=3,cache_size=0,netrc=%s" % netrc], timeout=60)
+    if is_mounted(mnt):
+        unmount(mnt)
+    assert r.returncode == 32 and "damaged" in r.stderr, r.stderr
+    assert url in r.stderr, r.stderr
+    assert signature not in r.stderr and netrc.name not in r.stderr, r.stderr

@@ -15,7 +15,7 @@ import tarfile
 
 import pytest
 
-from conftest import STIPPLE, build_image, run
+from conftest import MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run
 import treeutil
 
 SOURCE_PLACE = re.compile(r"\(\S+\.c:\d+\)")
@@ -136,3 +136,44 @@ def test_an_image_that_cannot_be_opened_is_one_line(many_small, tmp_path, cmd):
     assert r.stderr.splitlines() == ["stipple %s: %s: damaged image: truncated: %d bytes of %d"
                                      % (cmd, short, os.path.getsize(short),
                                         os.path.getsize(image))], r.stderr
+
+
+@pytest.mark.needs_root("mounts")
+@pytest.mark.parametrize("prog", ["mount.stipple", "stipple mount"])
+def test_not_an_image_at_mount_is_one_line(tmp_path, prog):
+    """mount.stipple and stipple mount say what the file is in one line, not the library's
+    "bad magic" first."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    cmd = [MOUNT_STIPPLE] if prog == "mount.stipple" else [STIPPLE, "mount"]
+    name = os.path.basename(cmd[-1]) if prog == "mount.stipple" else "stipple mount"
+    for kind, (path, says) in foreign_files(tmp_path).items():
+        r = run([*cmd, path, mnt])
+        lines = [ln for ln in r.stderr.splitlines() if "warning: sandbox" not in ln]
+        assert r.returncode == (32 if prog == "mount.stipple" else 1), (kind, r.stderr)
+        assert len(lines) == 1, (kind, r.stderr)
+        assert lines[0].startswith("%s: %s: %s" % (name, path, says)), (kind, r.stderr)
+        assert not is_mounted(mnt)
+
+
+def test_damage_told_once_per_image_and_block(many_small, tmp_path):
+    """`stipple diff A B` with block N damaged in both: each image's block is told, B's
+    not taken for A's (the same number). B's first files are longer: its block N holds
+    files that A has in a sound block, so that diff reads both."""
+    src, image, bad, block = many_small
+    tree = tmp_path / "tree"
+    shutil.copytree(src, tree)
+    for i in range(100):
+        (tree / ("f%03d" % i)).write_bytes(b"line %d of some text\n" % i * 60)
+    other = build_image(tree, tmp_path / "other.stipple", "--level", "3", "--block-size", "64K")
+    table = json.loads(run([STIPPLE, "info", "--json", "--blocks", other],
+                           check=True).stdout)["block_table"]
+    victim = next(b for b in table if b["block"] == block)
+    treeutil.flip_byte(other, victim["offset"] + victim["stored"] // 2)
+    r = run([STIPPLE, "diff", bad, other])
+    assert r.returncode == 2, r.stderr
+    for name in (bad, other):
+        told = [ln for ln in r.stderr.splitlines()
+                if ln.startswith("stipple diff: %s: damaged image" % name)]
+        assert len(told) == 1 and told[0].endswith(": block %d: checksum mismatch" % block), \
+            r.stderr

@@ -558,7 +558,8 @@ def test_dead_daemon_takes_its_mount(small_image, mounter, how):
 
 def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
     """The watcher keeps CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH alone (for the unmount),
-    two descriptors (the daemon's pidfd and the mount point's parent), no terminal; an
+    two descriptors (the daemon's pidfd and the mount point's parent) beside /dev/null
+    as stdin, stdout and stderr (not left closed, for a later open to take), no terminal; an
     ordinary umount ends it, and the daemon too."""
     image = small_image["image"]
     with mounter(image) as mnt:
@@ -569,7 +570,9 @@ def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
         assert int(st["CapEff"], 16) == kept and int(st["CapPrm"], 16) == kept, st
         fds = fd_targets(watcher)
         assert sorted(fds.values()) == sorted(
-            ["anon_inode:[pidfd]", os.path.dirname(os.path.realpath(mnt))]), fds
+            ["anon_inode:[pidfd]", os.path.dirname(os.path.realpath(mnt))] +
+            ["/dev/null"] * 3), fds
+        assert [fds[i] for i in range(3)] == ["/dev/null"] * 3, fds
         assert run(["umount", mnt], timeout=60).returncode == 0
         assert wait_gone(pid) and wait_gone(watcher, timeout=5)
         assert not is_mounted(mnt)

@@ -127,7 +127,16 @@ static void test_descriptors_travel(void)
 	stp_setup_free(&got);
 	stp_msg_send(sv[0], STP_MSG_LOG, "hi", 2);
 	CHECK(stp_setup_recv(sv[1], 0, &got, fds) == -EPROTO, "another message");
-	stp_setup_free(&got);
+	/* refused after a string was decoded: recv frees it, the caller has nothing to free */
+	len = 0;
+	field(T_PROG, "test", 4);
+	u32(T_WARM, 1);
+	u32(T_WARM, 2);
+	CHECK(stp_msg_send(sv[0], STP_MSG_SETUP, buf, len) == 0);
+	CHECK(stp_setup_recv(sv[1], 0, &got, fds) == -EPROTO, "a field given twice");
+	CHECK(got.prog == NULL, "a refused setup leaves no string behind");
+	close(sv[0]);
+	close(sv[1]);
 }
 
 /* The encoder takes what the decoder takes: a string of STP_SETUP_STR_MAX bytes

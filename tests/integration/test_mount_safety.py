@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: MIT
+"""What a mount run as root keeps safe against its caller's state and against other local
+users: descriptors 0 to 2 closed when it starts, a mount point that another user can swap
+for a symlink, the hot list of record= when the mount fails, the watcher it leaves."""
+import os
+import subprocess
+import time
+
+import pytest
+
+import mounts
+import treeutil
+from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
+from imageutil import superblock
+from test_sandbox import status_fields, watchers_of
+
+pytestmark = pytest.mark.needs_root("mounts, as root")
+
+
+def run_closed(closed, *cmd, **kw):
+    """CMD run with the descriptors CLOSED (shell redirections such as "0<&-") closed."""
+    return subprocess.run(["sh", "-c", 'exec "$@" ' + closed, "sh", *map(os.fspath, cmd)],
+                          capture_output=True, timeout=120, errors="replace", **kw)
+
+
+def damaged_metadata(image, out):
+    """IMAGE copied to OUT with a sound superblock and a byte of its metadata flipped: the
+    monitor finds nothing wrong, the daemon refuses it after the mount is made."""
+    data = bytearray(open(image, "rb").read())
+    sb = superblock(data)
+    data[sb["meta_offset"] + sb["meta_stored_size"] // 2] ^= 0xff
+    out.write_bytes(data)
+    return out
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield path
+    unmount(path)
+
+
+# ---- descriptors 0 to 2 closed (review 2) ------------------------------------------
+
+@pytest.mark.parametrize("closed", ["0<&-", "1>&-", "0<&- 1>&-", "0<&- 1>&- 2>&-"])
+def test_mount_with_stdio_closed(gen_image, gen_tree, mnt, closed):
+    """A descriptor the helper, the daemon or the fetcher opens or is handed must not take
+    the place of a closed stdio one (where the daemon's detach puts /dev/null)."""
+    r = run_closed(closed, MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime",
+                   stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    m = mounts.at(mnt)
+    assert m is not None and m.fstype == "fuse.stipple" and m.source == str(gen_image), m
+    diffs = treeutil.compare_trees(gen_tree, mnt)
+    assert not diffs, "\n".join(diffs[:20])
+
+
+def test_build_and_read_with_stdio_closed(tmp_path):
+    """mkstipple and stipple open nothing over a closed stdio descriptor: `stipple cat`
+    with stdout closed had its image take fd 1, and failed writing to it."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"hello\n" * 1000)
+    image = tmp_path / "t.stp"
+    r = run_closed("0<&- 1>&- 2>&-", MKSTIPPLE, tree, image)
+    assert r.returncode == 0, r.stderr
+    r = run([STIPPLE, "extract", image, tmp_path / "out"], check=True)
+    assert not treeutil.compare_trees(tree, tmp_path / "out")
+    r = run_closed("1>&-", STIPPLE, "cat", image, "f", stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+# ---- the watcher (review 3) ----------------------------------------------------------
+
+def test_watcher_cannot_regain_root(gen_image, gen_tree, mnt):
+    """The watcher runs as uid 0 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only: with an
+    empty bounding set and no_new_privs nothing it could exec gives it more; its stdio is
+    /dev/null; and with that little it still unmounts a mount whose daemon died."""
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime"])
+    assert r.returncode == 0, r.stderr
+    (pid,) = watchers_of(mnt)
+    st = status_fields("/proc/%d/status" % pid)
+    assert int(st["CapPrm"], 16) == (1 << 21) | (1 << 2), st["CapPrm"]  # SYS_ADMIN, DAC_READ_SEARCH
+    assert int(st["CapBnd"], 16) == 0 and int(st["CapInh"], 16) == 0, st
+    assert st["NoNewPrivs"] == "1", st
+    for fd in range(3):
+        assert os.readlink("/proc/%d/fd/%d" % (pid, fd)) == "/dev/null"
+    assert not treeutil.compare_trees(gen_tree, mnt)
+    daemon = os.getxattr(mnt, "user.stipple.status").decode()
+    daemon = dict(ln.split("=", 1) for ln in daemon.splitlines() if "=" in ln)["pid"]
+    os.kill(int(daemon), 9)
+    deadline = time.monotonic() + 10
+    while is_mounted(mnt) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not is_mounted(mnt), "the watcher left the dead mount"
+
+
+# ---- the mount point, pinned (review 4) -------------------------------------------------
+
+def wait_blocked_in_fifo(proc, timeout=30):
+    """Waits until PROC sleeps opening a FIFO (its wchan says so)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        with open("/proc/%d/wchan" % proc.pid) as f:
+            if f.read() in ("wait_for_partner", "fifo_open"):
+                return
+        time.sleep(0.02)
+    raise AssertionError("mount.stipple never opened the FIFO")
+
+
+def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
+    """Root mounts in a directory another user may write (/tmp, a user's home). Between the
+    monitor's checks and its mount the user replaces the mount point with a symlink to a
+    directory of root's: the mount goes on the directory that was checked, or nowhere,
+    never over root's. (A record= FIFO holds the monitor between the two: it opens the
+    hot list after checking the mount point, before mounting.)"""
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o1777)
+    target = tmp_path / "roots"
+    target.mkdir()
+    (target / "precious").write_text("root's\n")
+    mnt, moved = home / "mnt", home / "mnt.moved"
+    mnt.mkdir()
+    fifo = tmp_path / "hot.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % fifo],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    reader = None
+    try:
+        wait_blocked_in_fifo(proc)
+        os.rename(mnt, moved)
+        os.symlink(target, mnt)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        _, err = proc.communicate(timeout=60)
+        assert not is_mounted(target), "root's directory was mounted over: " + err
+        assert (target / "precious").read_text() == "root's\n"
+        m = mounts.at(moved)
+        assert proc.returncode != 0 or (m and m.fstype == "fuse.stipple"), (proc.returncode, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for path in (target, moved):
+            unmount(path)
+        if reader is not None:
+            os.close(reader)
+
+
+# ---- record= (review 5) ---------------------------------------------------------------
+
+def test_failed_mount_keeps_the_hot_list(gen_image, mnt, tmp_path):
+    """A hot list from an earlier run survives a mount that fails after it was opened
+    (the daemon refuses damaged metadata); a mount that goes live rewrites it whole."""
+    hot = tmp_path / "hot.list"
+    old = "".join("/old/path/%d\n" % i for i in range(5000))
+    hot.write_text(old)
+    bad = damaged_metadata(gen_image, tmp_path / "bad.stp")
+    r = run([MOUNT_STIPPLE, bad, mnt, "-o", "record=%s" % hot])
+    assert r.returncode == 32 and "damaged" in r.stderr, r.stderr
+    assert not is_mounted(mnt)
+    assert hot.read_text() == old
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
+    assert r.returncode == 0, r.stderr
+    assert hot.read_text() == ""  # emptied once live, for the daemon to write at its end
+    files = sorted(p for p in regular_files(mnt))
+    assert files, "nothing to read"
+    with open(files[0], "rb") as f:
+        f.read()
+    unmount(mnt)
+    deadline = time.monotonic() + 10
+    while not hot.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    text = hot.read_text()
+    assert "/old/path" not in text and os.path.relpath(files[0], mnt) in text, text[:400]
+
+
+def regular_files(root):
+    """The regular files beneath ROOT."""
+    for d, _, names in os.walk(root):
+        for n in names:
+            if os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n)):
+                yield os.path.join(d, n)
