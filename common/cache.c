@@ -79,6 +79,7 @@ struct stp_cache {
 				   * spare included; never above max_buffers; lock */
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
 				   * (saves faulting in a fresh block); protected by lock */
+	int making_spare;         /* a decoder maps the spare now: gets wait for it; lock */
 	struct stp_cache_stats stats;
 };
 
@@ -122,9 +123,13 @@ uint32_t stp_cache_default_budget(const struct stp_superblock *sb)
 	return fit > STP_CACHE_DEFAULT_BLOCKS ? (uint32_t)fit : STP_CACHE_DEFAULT_BLOCKS;
 }
 
+/* Populated at once: a decode writes every page of a buffer, and one call that maps them
+ * all costs far less than a fault per page (ten times less in a virtual machine whose
+ * faults go through its hypervisor). */
 static uint8_t *buf_map(size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -446,6 +451,34 @@ static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 	free_chain(c, freed);
 }
 
+/* Lock held, dropped while mapping: with no decode queued, maps the spare buffer the
+ * next miss takes, so that it finds its pages ready instead of making them on the read's
+ * time. Only while the cache holds fewer buffers than its budget: it would keep that many
+ * decoded blocks anyway. */
+static void make_spare(struct stp_cache *c)
+{
+	uint8_t *p;
+
+	if (c->spare || c->stopping || c->queue_head || c->buffers >= c->budget)
+		return;
+	if (++c->buffers > c->stats.peak_buffers) /* promised: the bound holds meanwhile */
+		c->stats.peak_buffers = c->buffers;
+	c->making_spare = 1;
+	pthread_mutex_unlock(&c->lock);
+	p = buf_map(c->full);
+	pthread_mutex_lock(&c->lock);
+	c->making_spare = 0;
+	if (p && !c->spare) {
+		c->spare = p;
+	} else {
+		pthread_mutex_unlock(&c->lock);
+		buf_unmap(p, c->full);
+		pthread_mutex_lock(&c->lock);
+		c->buffers--;
+	}
+	pthread_cond_broadcast(&c->room);
+}
+
 static void *decoder_main(void *arg)
 {
 	struct stp_cache *c = arg;
@@ -454,6 +487,7 @@ static void *decoder_main(void *arg)
 	for (;;) {
 		struct entry *e;
 
+		make_spare(c);
 		while (!c->queue_head && !c->stopping) {
 			c->idle_decoders++;
 			pthread_cond_wait(&c->work, &c->lock);
@@ -635,6 +669,12 @@ static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 		if (!fresh && !(fresh = calloc(1, sizeof(*fresh)))) {
 			pthread_mutex_unlock(&c->lock);
 			return -ENOMEM;
+		}
+		/* a spare being mapped is the one to take: a buffer of its own would be one too
+		 * many, and cost the same */
+		if (c->making_spare) {
+			pthread_cond_wait(&c->room, &c->lock);
+			continue;
 		}
 		if (available(c))
 			break;

@@ -737,6 +737,45 @@ static void test_watermark_error(void)
 }
 
 
+/* Stats of CACHE once its decoder threads have nothing left to do: BUFFERS reached (or
+ * two seconds passed). */
+static void stats_settled(struct stp_cache *cache, uint32_t buffers, struct stp_cache_stats *st)
+{
+	for (int i = 0; i < 1000; i++) {
+		stp_cache_stats(cache, st);
+		if (st->buffers == buffers && !st->pinned)
+			return;
+		nap_ms(2);
+	}
+}
+
+/* A decode handed to a decoder thread leaves a spare buffer mapped for the next miss,
+ * but only while the cache holds fewer buffers than its budget: the spare is what the
+ * next block takes, and never one buffer too many. */
+static void test_spare(void)
+{
+	struct stp_cache_stats st;
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(stream_image, 2, 2, &cache) == 0);
+	CHECK(stp_cache_get_range(cache, 0, 1, &ref) == 0);
+	stp_cache_release(cache, &ref);
+	stats_settled(cache, 2, &st);
+	CHECK(st.buffers == 2 && st.peak_buffers == 2 && st.resident == 1, " buffers %u peak %u",
+	      st.buffers, st.peak_buffers);
+	/* the next miss takes the spare: no buffer more, and none made after it */
+	CHECK(stp_cache_get_range(cache, SBCJ, 1, &ref) == 0);
+	CHECK(range_right(cache, &ref, 0, SBS, soft_byte));
+	stp_cache_release(cache, &ref);
+	stats_settled(cache, 2, &st);
+	nap_ms(50);
+	stp_cache_stats(cache, &st);
+	CHECK(st.buffers == 2 && st.peak_buffers == 2 && st.resident == 2, " buffers %u peak %u",
+	      st.buffers, st.peak_buffers);
+	stp_cache_free(cache);
+}
+
 /* In place, the stored bytes sit at the end of the buffer. A frame followed by a
  * skippable one puts them further forward than the margin allows for: the decode must
  * move what is left of them before its output reaches them, and still give every byte. */
@@ -1103,6 +1142,7 @@ int main(void)
 	stream_image = open_stream_image();
 	RUN(test_watermark);
 	RUN(test_watermark_error);
+	RUN(test_spare);
 	RUN(test_in_place);
 	code_image = open_written(write_code_image, "code test image");
 	RUN(test_filtered);
