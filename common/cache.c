@@ -45,6 +45,7 @@ struct entry {
 	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed at FRONT
 				 * SIZE_MAX once no copy runs) */
 	uint64_t t0;            /* when the decode began */
+	int queued;             /* LOADING: its rest waits in the decode queue; lock */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
 				    * queue's link (next) while queued */
 };
@@ -479,6 +480,22 @@ static void make_spare(struct stp_cache *c)
 	pthread_cond_broadcast(&c->room);
 }
 
+/* Lock held: takes queued E out of the decode queue; its decode is the taker's now. */
+static void unqueue(struct stp_cache *c, struct entry *e)
+{
+	struct entry **at = &c->queue_head, *prev = NULL;
+
+	while (*at != e) {
+		prev = *at;
+		at = &(*at)->next;
+	}
+	*at = e->next;
+	if (c->queue_tail == e)
+		c->queue_tail = prev;
+	e->next = NULL;
+	e->queued = 0;
+}
+
 static void *decoder_main(void *arg)
 {
 	struct stp_cache *c = arg;
@@ -495,10 +512,7 @@ static void *decoder_main(void *arg)
 		}
 		if (!(e = c->queue_head))
 			break;
-		c->queue_head = e->next;
-		if (!c->queue_head)
-			c->queue_tail = NULL;
-		e->next = NULL;
+		unqueue(c, e);
 		pthread_mutex_unlock(&c->lock);
 		finish_decode(c, e, stp_image_decode_continue(e->job, SIZE_MAX));
 		pthread_mutex_lock(&c->lock);
@@ -536,6 +550,7 @@ static int queue_decode(struct stp_cache *c, struct entry *e)
 	if (!c->idle_decoders && add_decoder(c) && !c->ndecoders)
 		return -1;
 	e->next = NULL;
+	e->queued = 1;
 	if (c->queue_tail)
 		c->queue_tail->next = e;
 	else
@@ -582,6 +597,33 @@ static int copyable(const struct entry *e, size_t end, size_t low)
 	return e->filter && e->ready >= need && low >= e->front && e->front != SIZE_MAX;
 }
 
+/* Outside the lock: E's decode stands at RC, what stp_image_decode_continue returned:
+ * with bytes left (1), the rest goes to a decoder thread, or on here when there is none;
+ * an ended decode is finished. */
+static void decode_rest(struct stp_cache *c, struct entry *e, int rc)
+{
+	if (rc == 1) {
+		pthread_mutex_lock(&c->lock);
+		rc = queue_decode(c, e) ? 1 : 2;
+		pthread_mutex_unlock(&c->lock);
+		if (rc == 1)
+			rc = stp_image_decode_continue(e->job, SIZE_MAX);
+	}
+	if (rc != 2)
+		finish_decode(c, e, rc);
+}
+
+/* Lock held, and on return: E's rest waits in the queue behind other blocks' decodes, and
+ * a reader needs it. The reader takes it and decodes on its own thread until UNTIL bytes
+ * are decoded, then queues what is left: a read waits for its own bytes only. */
+static void decode_here(struct stp_cache *c, struct entry *e, size_t until)
+{
+	unqueue(c, e);
+	pthread_mutex_unlock(&c->lock);
+	decode_rest(c, e, stp_image_decode_continue(e->job, until));
+	pthread_mutex_lock(&c->lock);
+}
+
 /* Lock held, E pinned: waits until E's first END bytes are final in the buffer (or, COPY,
  * at least copyable with stp_cache_read) or its decode failed short of them. 0, or the
  * decode's error. Bytes final before a failure stay good while the pin holds the buffer:
@@ -591,8 +633,13 @@ static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy
 	size_t want = wanted(e, end);
 
 	/* the copy's start is not known here: stp_cache_read sorts it out */
-	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want, want)))
-		pthread_cond_wait(&c->done, &c->lock);
+	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want, want))) {
+		/* a filtered block is final only once decompressed whole */
+		if (e->queued)
+			decode_here(c, e, copy || !e->filter ? want + STP_DECODE_LOOKAHEAD : SIZE_MAX);
+		else
+			pthread_cond_wait(&c->done, &c->lock);
+	}
 	if (e->plain < want && !(copy && copyable(e, want, want)))
 		return e->error;
 	c->stats.early += e->state != ENTRY_READY;
@@ -620,8 +667,6 @@ static int join(struct stp_cache *c, struct entry *e, size_t end, int copy,
 static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end, int async,
 		struct stp_block_ref *ref)
 {
-	int rc;
-
 	e->block = block;
 	e->size = stp_image_block_decoded_size(c->img, block);
 	e->state = ENTRY_LOADING;
@@ -631,16 +676,8 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	pthread_mutex_unlock(&c->lock);
 
 	/* a filtered block's copies need 4 bytes past their end */
-	rc = decode_start(c, e, async ? wanted(e, end) + STP_DECODE_LOOKAHEAD : SIZE_MAX);
-	if (rc == 1) {
-		pthread_mutex_lock(&c->lock);
-		rc = queue_decode(c, e) ? 1 : 2;
-		pthread_mutex_unlock(&c->lock);
-		if (rc == 1)
-			rc = stp_image_decode_continue(e->job, SIZE_MAX);
-	}
-	if (rc != 2)
-		finish_decode(c, e, rc);
+	decode_rest(c, e, decode_start(c, e, async ? wanted(e, end) + STP_DECODE_LOOKAHEAD
+						    : SIZE_MAX));
 	pthread_mutex_lock(&c->lock);
 	if (wait_final(c, e, end, async))
 		return leave_failed(c, e);

@@ -37,6 +37,9 @@
  * that misses decodes on its own thread until its
  * bytes are final; stp_cache_get_range then hands the rest of the block to a decoder
  * thread of the cache's own (at most 4, made on demand, taking no signals) and returns.
+ * A reader of a block whose rest still waits for a decoder thread (all busy with other
+ * blocks) takes that decode and goes on with it on its own thread up to its own bytes,
+ * then queues what is left: it never waits behind other blocks' decodes.
  * That decode holds its buffer and waits for nothing, so the rule above and the bound
  * are those of a decode on the caller's thread.
  *
