@@ -8,9 +8,10 @@
  * pinned blocks, blocks being decoded, idle cached blocks and the one spare buffer kept
  * for reuse. A buffer is stp_image_block_buffer_size() bytes: a block decodes in place,
  * its stored bytes read into the buffer's end. Buffers are mapped and unmapped directly,
- * populated when mapped, so resident memory follows the count. While the cache holds
- * fewer buffers than its budget, a decoder thread with nothing queued maps the spare
- * ahead of the next miss, which then finds its pages ready. Idle blocks beyond BUDGET are evicted as soon as
+ * so resident memory follows the count; a decode makes the pages it will write resident
+ * in one call rather than a fault per page. While the cache holds fewer buffers than its
+ * budget, and that budget is at least 16 buffers (small blocks), a decoder thread with
+ * nothing queued maps the spare ahead of the next miss, which then finds its pages ready. Idle blocks beyond BUDGET are evicted as soon as
  * they are released. A get that needs a buffer when all are pinned or loading waits
  * until a release frees one.
  *
