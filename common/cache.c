@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "image.h"
 #include "util.h"
@@ -24,6 +25,7 @@ enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
 #define DECODERS_MAX 4u
 #define DECODER_STACK (512u << 10)
 /* Buffers are mapped whole pages at a time (4 KiB or a multiple: a bound either way). */
+#define SPARE_MIN_BUDGET 16u
 #define BUF_PAGE 4096u
 
 struct entry {
@@ -45,6 +47,7 @@ struct entry {
 	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed at FRONT
 				 * SIZE_MAX once no copy runs) */
 	uint64_t t0;            /* when the decode began */
+	int queued;             /* LOADING: its rest waits in the decode queue; lock */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
 				    * queue's link (next) while queued */
 };
@@ -79,6 +82,7 @@ struct stp_cache {
 				   * spare included; never above max_buffers; lock */
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
 				   * (saves faulting in a fresh block); protected by lock */
+	int making_spare;         /* a decoder maps the spare now: gets wait for it; lock */
 	struct stp_cache_stats stats;
 };
 
@@ -127,6 +131,20 @@ static uint8_t *buf_map(size_t len)
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Makes the pages of bytes [FROM, TO) of buffer P resident and writable in one call: a
+ * fault per page costs several times more, ten times in a virtual machine whose faults
+ * go through its hypervisor. Only the pages a decode writes, so that resident memory is
+ * what faulting would have made. Before Linux 5.14 it does nothing: pages fault in. */
+static void buf_populate(uint8_t *p, size_t from, size_t to)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)(p + from) & ~(pg - 1);
+	uintptr_t b = ((uintptr_t)(p + to) + pg - 1) & ~(pg - 1);
+
+	if (p && b > a)
+		madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 }
 
 static void buf_unmap(uint8_t *p, size_t len)
@@ -370,7 +388,13 @@ static const struct stp_decode_ops decode_ops = { .decoded = published,
 static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 {
 	int rc = buf_fit(&e->data, &e->alloc, c->full);
+	struct stp_blockent be;
 
+	/* the decoded bytes at the start, the stored ones read in place at the end */
+	buf_populate(e->data, 0, e->size);
+	if (!rc && !stp_image_block(c->img, e->block, &be) && be.codec != STP_CODEC_RAW &&
+	    be.stored_size <= c->full)
+		buf_populate(e->data, c->full - be.stored_size, c->full);
 	e->cache = c;
 	e->t0 = stp_now_ns();
 	if (!rc)
@@ -446,14 +470,63 @@ static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 	free_chain(c, freed);
 }
 
+/* Lock held, dropped while mapping: with no decode queued, maps the spare buffer the
+ * next miss takes, its first SIZE bytes (the last block's size) populated, so that it
+ * finds its pages ready instead of making them on the read's time. Only while the cache
+ * holds fewer buffers than its budget (it would keep that many decoded blocks anyway),
+ * and when one buffer is at most a sixteenth of the budget: an image of small blocks. */
+static void make_spare(struct stp_cache *c, size_t size)
+{
+	uint8_t *p;
+
+	if (c->spare || c->stopping || c->queue_head || c->buffers >= c->budget ||
+	    c->budget < SPARE_MIN_BUDGET || !size)
+		return;
+	if (++c->buffers > c->stats.peak_buffers) /* promised: the bound holds meanwhile */
+		c->stats.peak_buffers = c->buffers;
+	c->making_spare = 1;
+	pthread_mutex_unlock(&c->lock);
+	p = buf_map(c->full);
+	buf_populate(p, 0, size);
+	pthread_mutex_lock(&c->lock);
+	c->making_spare = 0;
+	if (p && !c->spare) {
+		c->spare = p;
+	} else {
+		pthread_mutex_unlock(&c->lock);
+		buf_unmap(p, c->full);
+		pthread_mutex_lock(&c->lock);
+		c->buffers--;
+	}
+	pthread_cond_broadcast(&c->room);
+}
+
+/* Lock held: takes queued E out of the decode queue; its decode is the taker's now. */
+static void unqueue(struct stp_cache *c, struct entry *e)
+{
+	struct entry **at = &c->queue_head, *prev = NULL;
+
+	while (*at != e) {
+		prev = *at;
+		at = &(*at)->next;
+	}
+	*at = e->next;
+	if (c->queue_tail == e)
+		c->queue_tail = prev;
+	e->next = NULL;
+	e->queued = 0;
+}
+
 static void *decoder_main(void *arg)
 {
 	struct stp_cache *c = arg;
+	size_t last = 0; /* the size of the block decoded last */
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		struct entry *e;
 
+		make_spare(c, last);
 		while (!c->queue_head && !c->stopping) {
 			c->idle_decoders++;
 			pthread_cond_wait(&c->work, &c->lock);
@@ -461,10 +534,8 @@ static void *decoder_main(void *arg)
 		}
 		if (!(e = c->queue_head))
 			break;
-		c->queue_head = e->next;
-		if (!c->queue_head)
-			c->queue_tail = NULL;
-		e->next = NULL;
+		unqueue(c, e);
+		last = e->size;
 		pthread_mutex_unlock(&c->lock);
 		finish_decode(c, e, stp_image_decode_continue(e->job, SIZE_MAX));
 		pthread_mutex_lock(&c->lock);
@@ -502,6 +573,7 @@ static int queue_decode(struct stp_cache *c, struct entry *e)
 	if (!c->idle_decoders && add_decoder(c) && !c->ndecoders)
 		return -1;
 	e->next = NULL;
+	e->queued = 1;
 	if (c->queue_tail)
 		c->queue_tail->next = e;
 	else
@@ -548,6 +620,33 @@ static int copyable(const struct entry *e, size_t end, size_t low)
 	return e->filter && e->ready >= need && low >= e->front && e->front != SIZE_MAX;
 }
 
+/* Outside the lock: E's decode stands at RC, what stp_image_decode_continue returned:
+ * with bytes left (1), the rest goes to a decoder thread, or on here when there is none;
+ * an ended decode is finished. */
+static void decode_rest(struct stp_cache *c, struct entry *e, int rc)
+{
+	if (rc == 1) {
+		pthread_mutex_lock(&c->lock);
+		rc = queue_decode(c, e) ? 1 : 2;
+		pthread_mutex_unlock(&c->lock);
+		if (rc == 1)
+			rc = stp_image_decode_continue(e->job, SIZE_MAX);
+	}
+	if (rc != 2)
+		finish_decode(c, e, rc);
+}
+
+/* Lock held, and on return: E's rest waits in the queue behind other blocks' decodes, and
+ * a reader needs it. The reader takes it and decodes on its own thread until UNTIL bytes
+ * are decoded, then queues what is left: a read waits for its own bytes only. */
+static void decode_here(struct stp_cache *c, struct entry *e, size_t until)
+{
+	unqueue(c, e);
+	pthread_mutex_unlock(&c->lock);
+	decode_rest(c, e, stp_image_decode_continue(e->job, until));
+	pthread_mutex_lock(&c->lock);
+}
+
 /* Lock held, E pinned: waits until E's first END bytes are final in the buffer (or, COPY,
  * at least copyable with stp_cache_read) or its decode failed short of them. 0, or the
  * decode's error. Bytes final before a failure stay good while the pin holds the buffer:
@@ -557,8 +656,13 @@ static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy
 	size_t want = wanted(e, end);
 
 	/* the copy's start is not known here: stp_cache_read sorts it out */
-	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want, want)))
-		pthread_cond_wait(&c->done, &c->lock);
+	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want, want))) {
+		/* a filtered block is final only once decompressed whole */
+		if (e->queued)
+			decode_here(c, e, copy || !e->filter ? want + STP_DECODE_LOOKAHEAD : SIZE_MAX);
+		else
+			pthread_cond_wait(&c->done, &c->lock);
+	}
 	if (e->plain < want && !(copy && copyable(e, want, want)))
 		return e->error;
 	c->stats.early += e->state != ENTRY_READY;
@@ -586,8 +690,6 @@ static int join(struct stp_cache *c, struct entry *e, size_t end, int copy,
 static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end, int async,
 		struct stp_block_ref *ref)
 {
-	int rc;
-
 	e->block = block;
 	e->size = stp_image_block_decoded_size(c->img, block);
 	e->state = ENTRY_LOADING;
@@ -597,16 +699,8 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	pthread_mutex_unlock(&c->lock);
 
 	/* a filtered block's copies need 4 bytes past their end */
-	rc = decode_start(c, e, async ? wanted(e, end) + STP_DECODE_LOOKAHEAD : SIZE_MAX);
-	if (rc == 1) {
-		pthread_mutex_lock(&c->lock);
-		rc = queue_decode(c, e) ? 1 : 2;
-		pthread_mutex_unlock(&c->lock);
-		if (rc == 1)
-			rc = stp_image_decode_continue(e->job, SIZE_MAX);
-	}
-	if (rc != 2)
-		finish_decode(c, e, rc);
+	decode_rest(c, e, decode_start(c, e, async ? wanted(e, end) + STP_DECODE_LOOKAHEAD
+						    : SIZE_MAX));
 	pthread_mutex_lock(&c->lock);
 	if (wait_final(c, e, end, async))
 		return leave_failed(c, e);
@@ -635,6 +729,12 @@ static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 		if (!fresh && !(fresh = calloc(1, sizeof(*fresh)))) {
 			pthread_mutex_unlock(&c->lock);
 			return -ENOMEM;
+		}
+		/* a spare being mapped is the one to take: a buffer of its own would be one too
+		 * many, and cost the same */
+		if (c->making_spare) {
+			pthread_cond_wait(&c->room, &c->lock);
+			continue;
 		}
 		if (available(c))
 			break;

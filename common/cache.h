@@ -8,7 +8,10 @@
  * pinned blocks, blocks being decoded, idle cached blocks and the one spare buffer kept
  * for reuse. A buffer is stp_image_block_buffer_size() bytes: a block decodes in place,
  * its stored bytes read into the buffer's end. Buffers are mapped and unmapped directly,
- * so resident memory follows the count. Idle blocks beyond BUDGET are evicted as soon as
+ * so resident memory follows the count; a decode makes the pages it will write resident
+ * in one call rather than a fault per page. While the cache holds fewer buffers than its
+ * budget, and that budget is at least 16 buffers (small blocks), a decoder thread with
+ * nothing queued maps the spare ahead of the next miss, which then finds its pages ready. Idle blocks beyond BUDGET are evicted as soon as
  * they are released. A get that needs a buffer when all are pinned or loading waits
  * until a release frees one.
  *
@@ -35,6 +38,9 @@
  * that misses decodes on its own thread until its
  * bytes are final; stp_cache_get_range then hands the rest of the block to a decoder
  * thread of the cache's own (at most 4, made on demand, taking no signals) and returns.
+ * A reader of a block whose rest still waits for a decoder thread (all busy with other
+ * blocks) takes that decode and goes on with it on its own thread up to its own bytes,
+ * then queues what is left: it never waits behind other blocks' decodes.
  * That decode holds its buffer and waits for nothing, so the rule above and the bound
  * are those of a decode on the caller's thread.
  *

@@ -46,7 +46,9 @@ enum job_kind { JOB_BLOCK, JOB_FILE };
 
 struct job {
 	enum job_kind kind;
-	uint64_t id; /* block or image inode */
+	uint64_t id;   /* block or image inode */
+	unsigned tries; /* times run before, refused an inode whose lookup reply was on its way */
+	uint64_t due;  /* not run before (stp_now_ns) */
 };
 
 struct stp_filler {
@@ -189,19 +191,24 @@ static void unindex(struct stp_filler *f, uint32_t ino)
 }
 
 /* Lock held. Drops the job when the queue is full: the pages are read as before. */
-static void enqueue(struct stp_filler *f, enum job_kind kind, uint64_t id)
+static void enqueue_job(struct stp_filler *f, const struct job *j)
 {
 	if (f->qlen == STP_FILL_QUEUE) {
 		f->st.dropped++;
 		return;
 	}
-	if (kind == JOB_BLOCK) {
-		if (f->queued[id])
+	if (j->kind == JOB_BLOCK) {
+		if (f->queued[j->id])
 			return;
-		f->queued[id] = 1;
+		f->queued[j->id] = 1;
 	}
-	f->queue[(f->qhead + f->qlen++) % STP_FILL_QUEUE] = (struct job){ kind, id };
+	f->queue[(f->qhead + f->qlen++) % STP_FILL_QUEUE] = *j;
 	pthread_cond_signal(&f->cond);
+}
+
+static void enqueue(struct stp_filler *f, enum job_kind kind, uint64_t id)
+{
+	enqueue_job(f, &(struct job){ .kind = kind, .id = id });
 }
 
 /* Lock held on entry and return, dropped for the walk: files the pieces of INO, taken
@@ -273,10 +280,11 @@ void stp_fill_note_decoded(struct stp_filler *f, uint64_t block)
 }
 
 /* Pushes the whole pages of P from its block's data BASE, at most BUDGET bytes; returns
- * the bytes pushed. A page cut by the block's edge is left to reads, and so is the last
- * page of a piece unless the file ends there. */
+ * the bytes pushed, *AGAIN set when the kernel does not hold the file yet. A page cut by
+ * the block's edge is left to reads, and so is the last page of a piece unless the file
+ * ends there. */
 static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t *base,
-			   uint64_t budget)
+			   uint64_t budget, int *again)
 {
 	uint64_t a, b, done, want;
 	const uint8_t *data;
@@ -287,7 +295,7 @@ static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t 
 	if (want > budget)
 		b = a + (budget & ~(uint64_t)(STP_PAGESTORE_PAGE - 1));
 	/* short: forgotten, or the mount is going: reads serve it */
-	done = stp_pagestore_push(&f->store, p->ino, a, b, data);
+	done = stp_pagestore_push_once(&f->store, p->ino, a, b, data, again);
 	p->pushed = done == want; /* nothing whole to push counts as pushed */
 	return done;
 }
@@ -315,11 +323,13 @@ static struct piece *collect(struct stp_filler *f, const struct job *j, uint32_t
 }
 
 /* One job, outside the lock: blocks are pinned only if still resident (or being decoded),
- * one at a time. */
-static void run_job(struct stp_filler *f, const struct job *j, struct piece *ps, uint32_t n)
+ * one at a time. True when a piece is to be tried again (its file's lookup reply was
+ * still on its way). */
+static int run_job(struct stp_filler *f, const struct job *j, struct piece *ps, uint32_t n)
 {
 	uint64_t left = STP_FILL_BLOCK_BYTES, pushed;
 	struct stp_block_ref ref = { 0 };
+	int again = 0;
 
 	for (uint32_t i = 0; i < n && left; i++) {
 		uint64_t k = stp_sb_block_of(f->sb, ps[i].stream_off);
@@ -332,12 +342,61 @@ static void run_job(struct stp_filler *f, const struct job *j, struct piece *ps,
 			continue;
 		if (in + ps[i].len > ref.size)
 			continue; /* extents past the block's bytes: a read reports the damage */
-		pushed = push_piece(f, &ps[i], ref.data, left);
+		pushed = push_piece(f, &ps[i], ref.data, left, &again);
 		left -= pushed;
 		if (j->kind == JOB_FILE && !ps[i].pushed && left)
-			break; /* the kernel does not have the file (any more) */
+			break; /* the kernel does not have the file (yet, or any more) */
 	}
 	stp_cache_release(f->cache, &ref);
+	return again;
+}
+
+/* Lock held: the job at the queue's head that is due, the ones not due yet moved behind
+ * it; 0 when none is, *WAIT then the nanoseconds until the first is. */
+static int take_due(struct stp_filler *f, struct job *j, uint64_t *wait)
+{
+	uint64_t now = stp_now_ns();
+
+	*wait = UINT64_MAX;
+	for (unsigned i = f->qlen; i; i--) {
+		*j = f->queue[f->qhead];
+		f->qhead = (f->qhead + 1) % STP_FILL_QUEUE;
+		if (j->due <= now) {
+			f->qlen--;
+			return 1;
+		}
+		if (j->due - now < *wait)
+			*wait = j->due - now;
+		f->queue[(f->qhead + f->qlen - 1) % STP_FILL_QUEUE] = *j;
+	}
+	return 0;
+}
+
+/* Lock held: waits for a job or a signal, at most WAIT ns (UINT64_MAX: no bound). */
+static void wait_job(struct stp_filler *f, uint64_t wait)
+{
+	struct timespec ts;
+
+	if (wait == UINT64_MAX) {
+		pthread_cond_wait(&f->cond, &f->lock);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)((ts.tv_nsec + wait) / 1000000000u);
+	ts.tv_nsec = (long)((ts.tv_nsec + wait) % 1000000000u);
+	pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+}
+
+/* Lock held: a job that met a file whose lookup reply was on its way runs again later,
+ * after the jobs queued meanwhile (the filler never naps with work waiting). */
+static void retry_later(struct stp_filler *f, struct job *j)
+{
+	if (++j->tries >= STP_PAGESTORE_TRIES)
+		return; /* as the pagestore's rule: those pages are read as usual */
+	j->due = stp_now_ns() + STP_PAGESTORE_NAP_MS * 1000000ull;
+	if (j->kind == JOB_BLOCK)
+		f->queued[j->id] = 0;
+	enqueue_job(f, j);
 }
 
 /* Lock held: records the pieces a job pushed whole, unless forgotten meanwhile (a record
@@ -370,8 +429,9 @@ static void *fill_main(void *arg)
 	while (!f->stop) {
 		struct piece *ps;
 		struct job j;
-		uint64_t t0;
+		uint64_t t0, wait;
 		uint32_t n;
+		int again = 0;
 
 		if (f->ring_len) { /* new files first: their pages are the likeliest read */
 			uint32_t ino = f->ring[f->ring_head];
@@ -382,13 +442,10 @@ static void *fill_main(void *arg)
 			index_file(f, ino);
 			continue;
 		}
-		if (!f->qlen) {
-			pthread_cond_wait(&f->cond, &f->lock);
+		if (!take_due(f, &j, &wait)) {
+			wait_job(f, wait);
 			continue;
 		}
-		j = f->queue[f->qhead];
-		f->qhead = (f->qhead + 1) % STP_FILL_QUEUE;
-		f->qlen--;
 		if (j.kind == JOB_BLOCK)
 			f->queued[j.id] = 0;
 		f->st.jobs++;
@@ -396,9 +453,11 @@ static void *fill_main(void *arg)
 		pthread_mutex_unlock(&f->lock);
 		t0 = thread_cpu_ns();
 		if (ps)
-			run_job(f, &j, ps, n);
+			again = run_job(f, &j, ps, n);
 		pthread_mutex_lock(&f->lock);
 		mark_pushed(f, ps, n);
+		if (again)
+			retry_later(f, &j);
 		free(ps);
 		f->st.cpu_ns += thread_cpu_ns() - t0;
 	}

@@ -13,7 +13,9 @@
  * forgets it. A file the kernel learns of is queued (a ring with a slot per inode, so
  * never full) and indexed by the filler's thread, whose walk of its extents holds no
  * lock and stops after a million pieces: a lookup never waits for a hostile file's walk.
- * Pages go in through pagestore.h, with its retry rule. Memory: 9 bytes per image inode
+ * Pages go in through pagestore.h, with its retry rule, but a job that meets a file whose
+ * lookup reply is still on its way is queued again, due STP_PAGESTORE_NAP_MS later,
+ * rather than napping: the pushes of blocks that reads decode meanwhile go first. Memory: 9 bytes per image inode
  * and 5 per block, and 40 bytes per known file per block it touches.
  *
  * The pushes run on one thread of the filler's own, never on a request thread: a push

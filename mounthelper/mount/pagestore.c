@@ -32,9 +32,9 @@ static void count(uint64_t *field, uint64_t n)
 	__atomic_add_fetch(field, n, __ATOMIC_RELAXED);
 }
 
-/* One message: N bytes at OFF, tried again by the rule above. */
+/* One message: N bytes at OFF, tried up to TRIES times by the rule above. */
 static int store(struct stp_pagestore *ps, uint32_t ino, uint64_t off, const uint8_t *data,
-		 size_t n)
+		 size_t n, unsigned tries)
 {
 	struct timespec nap = { 0, STP_PAGESTORE_NAP_MS * 1000000L };
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
@@ -43,21 +43,21 @@ static int store(struct stp_pagestore *ps, uint32_t ino, uint64_t off, const uin
 
 	bv.buf[0].mem = (void *)data;
 	rc = fuse_lowlevel_notify_store(ps->se, stp_fuseino_of(ino), (off_t)off, &bv, 0);
-	for (unsigned i = 1; rc == -ENOENT && i < STP_PAGESTORE_TRIES &&
-			     stp_inodes_known(ps->inodes, ino); i++) {
+	for (unsigned i = 1; rc == -ENOENT && i < tries && stp_inodes_known(ps->inodes, ino);
+	     i++) {
 		count(&ps->st.retries, 1);
 		nanosleep(&nap, NULL);
 		t0 = stp_now_ns();
 		rc = fuse_lowlevel_notify_store(ps->se, stp_fuseino_of(ino), (off_t)off, &bv, 0);
 	}
 	count(&ps->st.ns, stp_now_ns() - t0);
-	if (rc)
-		count(&ps->st.failures, 1);
 	return rc;
 }
 
-uint64_t stp_pagestore_push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
-			    const uint8_t *data)
+/* Pushes [A, B) a message at a time, each tried up to TRIES times; AGAIN (when not NULL)
+ * is set when the last store met an inode the kernel does not hold yet. */
+static uint64_t push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
+		     const uint8_t *data, unsigned tries, int *again)
 {
 	uint64_t done = 0;
 
@@ -66,13 +66,34 @@ uint64_t stp_pagestore_push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, 
 	while (a + done < b) {
 		size_t n = b - a - done < STP_PAGESTORE_CHUNK ? (size_t)(b - a - done)
 							      : STP_PAGESTORE_CHUNK;
+		int rc = store(ps, ino, a + done, data + done, n, tries);
 
-		if (store(ps, ino, a + done, data + done, n))
+		if (rc && again && rc == -ENOENT && stp_inodes_known(ps->inodes, ino)) {
+			*again = 1;
+			count(&ps->st.retries, 1);
 			break;
+		}
+		if (rc) {
+			count(&ps->st.failures, 1);
+			break;
+		}
 		done += n;
 		count(&ps->st.stored_bytes, n);
 	}
 	return done;
+}
+
+uint64_t stp_pagestore_push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
+			    const uint8_t *data)
+{
+	return push(ps, ino, a, b, data, STP_PAGESTORE_TRIES, NULL);
+}
+
+uint64_t stp_pagestore_push_once(struct stp_pagestore *ps, uint32_t ino, uint64_t a,
+				 uint64_t b, const uint8_t *data, int *again)
+{
+	*again = 0;
+	return push(ps, ino, a, b, data, 1, again);
 }
 
 void stp_pagestore_stats(const struct stp_pagestore *ps, struct stp_pagestore_stats *out)

@@ -56,6 +56,12 @@ void stp_pagestore_span(uint64_t file_off, uint64_t len, uint64_t file_size, uin
  * than B - A when it refused a store (the inode forgotten, the mount going). */
 uint64_t stp_pagestore_push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
 			    const uint8_t *data);
+/* stp_pagestore_push, each store tried once: when the kernel refuses an inode the table
+ * still knows, *AGAIN is set (counted as a retry, not a failure) and the caller tries
+ * again later, STP_PAGESTORE_NAP_MS on, at most STP_PAGESTORE_TRIES times in all, doing
+ * other work meanwhile instead of napping. */
+uint64_t stp_pagestore_push_once(struct stp_pagestore *ps, uint32_t ino, uint64_t a,
+				 uint64_t b, const uint8_t *data, int *again);
 
 void stp_pagestore_stats(const struct stp_pagestore *ps, struct stp_pagestore_stats *out);
 

@@ -4,10 +4,13 @@
 a fresh mount, one tree served several ways side by side.
 
   stipple-1M      stipple mount (this build), image with 1 MiB blocks, default cache
+  before-1M       the same image mounted by another build's stipple (--before BUILD), for
+                  a change measured before and after in one run
   stipple-32M     the same with 32 MiB blocks
   squashfuse_ll   squashfuse's low-level FUSE server, mksquashfs -comp zstd
                   -Xcompression-level 19 -b 1M
   squashfs        the kernel's squashfs, a loop mount of that same image
+  erofs           the kernel's erofs, mkfs.erofs -zlz4hc, a loop mount
   dwarfs          DwarFS (/opt/dwarfs/bin, when there) with its default cache, mkdwarfs
                   -S 20 (1 MiB blocks; --dwarfs-args to change)
 
@@ -21,13 +24,13 @@ cache to a close); reads/s is the number of reads over the whole loop's time.
 The kinds are interleaved A B C D A B C D over --rounds rounds, each on a fresh mount (the
 FUSE servers start again, so their caches and the kernel's caches of their trees go); the
 image files stay in the page cache, read once before timing. Reported: medians over the
-rounds of reads/s, p50, p99 and p99.9 latency, the ratio of reads/s to squashfuse_ll, and
-the serving process's peak RSS (VmHWM of the FUSE daemon after the reads). The kernel file
+rounds of reads/s, p50, p99 and p99.9 latency, the ratio of reads/s to kernel erofs (to
+squashfuse_ll when erofs is left out), and the serving process's peak RSS (VmHWM of the FUSE daemon after the reads). The kernel file
 system has no daemon: its memory is the page cache, which is not counted (shown as "-").
 
 Needs root. The images are built in --work (kept when --work is given; reused when there).
 
-usage: random_read_bench.py [--tree DIR] [--build DIR] [--work DIR] [--reads N] [--seed S]
+usage: random_read_bench.py [--tree DIR] [--build DIR] [--before DIR] [--work DIR] [--reads N] [--seed S]
                             [--rounds R] [--only KIND,...] [--fadvise-random]
                             [--dwarfs DIR] [--dwarfs-args ARGS]
 """
@@ -47,7 +50,7 @@ from benchlib import (PYTHON_LIB, into_page_cache, median, peak_rss_mib, safe_rm
                       stipple_daemon_pid, unmount, wait_mounted)
 
 READ = 4096
-KINDS = ["stipple-1M", "stipple-32M", "squashfuse_ll", "squashfs", "dwarfs"]
+KINDS = ["stipple-1M", "before-1M", "stipple-32M", "squashfuse_ll", "squashfs", "erofs", "dwarfs"]
 
 
 def tree_files(tree):
@@ -88,10 +91,13 @@ class Kinds:
         os.makedirs(self.work, exist_ok=True)
         self.stipple = os.path.join(a.build, "mounthelper", "stipple")
         self.mkstipple = os.path.join(a.build, "builder", "mkstipple")
+        self.stipple_before = os.path.join(a.before or a.build, "mounthelper", "stipple")
         self.images = {"stipple-1M": os.path.join(self.work, "tree-1M.stipple"),
+                       "before-1M": os.path.join(self.work, "tree-1M.stipple"),
                        "stipple-32M": os.path.join(self.work, "tree-32M.stipple"),
                        "squashfuse_ll": os.path.join(self.work, "tree.squashfs"),
                        "squashfs": os.path.join(self.work, "tree.squashfs"),
+                       "erofs": os.path.join(self.work, "tree.erofs"),
                        "dwarfs": os.path.join(self.work, "tree.dwarfs")}
         self.procs = {}  # mount point: the FUSE server started in the foreground
 
@@ -102,12 +108,14 @@ class Kinds:
             if os.path.exists(img):
                 continue
             t = time.monotonic()
-            if k.startswith("stipple-"):
+            if k.startswith("stipple-") or k == "before-1M":
                 sh([self.mkstipple, "--quiet", "--block-size", k.split("-")[1], a.tree, img])
             elif k in ("squashfuse_ll", "squashfs"):
                 sh(["mksquashfs", a.tree, img, "-comp", "zstd", "-Xcompression-level", "19",
                     "-b", "1M", "-noappend", "-quiet", "-no-progress"],
                    stdout=subprocess.DEVNULL)
+            elif k == "erofs":
+                sh(["mkfs.erofs", "-zlz4hc", img, a.tree], stdout=subprocess.DEVNULL)
             elif k == "dwarfs":
                 sh([os.path.join(a.dwarfs, "mkdwarfs"), "-i", a.tree, "-o", img,
                     "--progress=none", "--log-level=warn", *shlex.split(a.dwarfs_args)])
@@ -118,12 +126,13 @@ class Kinds:
     def mount(self, kind, mnt):
         """Mounts KIND on MNT; returns the serving process's pid, or None (kernel)."""
         img = self.images[kind]
-        if kind.startswith("stipple-"):
-            sh([self.stipple, "mount", img, mnt])
+        if kind.startswith("stipple-") or kind == "before-1M":
+            stipple = self.stipple_before if kind == "before-1M" else self.stipple
+            sh([stipple, "mount", img, mnt])
             wait_mounted(mnt)
-            return stipple_daemon_pid(self.stipple, mnt)
-        if kind == "squashfs":
-            sh(["mount", "-t", "squashfs", "-o", "loop,ro", img, mnt])
+            return stipple_daemon_pid(stipple, mnt)
+        if kind in ("squashfs", "erofs"):
+            sh(["mount", "-t", kind, "-o", "loop,ro", img, mnt])
             wait_mounted(mnt)
             return None
         cmd = (["squashfuse_ll", "-f", img, mnt] if kind == "squashfuse_ll" else
@@ -178,6 +187,7 @@ def main():
     p.add_argument("--tree", default=PYTHON_LIB)
     p.add_argument("--build", default=os.environ.get("STIPPLE_BUILD", "build"))
     p.add_argument("--work")
+    p.add_argument("--before", help="another build directory: its stipple serves before-1M")
     p.add_argument("--reads", type=int, default=10000)
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--rounds", type=int, default=5)
@@ -191,6 +201,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("random_read_bench: needs root (mounts, loop devices)")
     only = [k for k in KINDS if k in a.only.split(",")]
+    if "before-1M" in only and not a.before:
+        sys.exit("random_read_bench: before-1M needs --before BUILD")
     if "dwarfs" in only and not all(os.access(os.path.join(a.dwarfs, x), os.X_OK)
                                     for x in ("dwarfs", "mkdwarfs")):
         print("random_read_bench: no %s/dwarfs and mkdwarfs: DwarFS left out" % a.dwarfs)
@@ -222,7 +234,9 @@ def main():
           "rounds, each on a fresh mount" % (a.tree, len(files), total / 2**20, len(reads),
                                             a.seed, ", POSIX_FADV_RANDOM" if a.fadvise_random
                                             else "", a.rounds))
-    base = median(res["squashfuse_ll"]["rate"]) if "squashfuse_ll" in res else None
+    # the ratio is to kernel erofs when it ran (issue 32's anchor), else to squashfuse_ll
+    ref = "erofs" if "erofs" in res else "squashfuse_ll" if "squashfuse_ll" in res else None
+    base = median(res[ref]["rate"]) if ref else None
     print("%-14s %10s %8s %9s %9s %9s %12s %10s" % ("", "reads/s", "ratio", "p50 ms",
                                                     "p99 ms", "p99.9 ms", "peak RSS MiB",
                                                     "image MB"))

@@ -366,10 +366,11 @@ static void test_wait(const struct stp_image *img)
 /* The streaming image: SBLOCKS blocks of 2 MiB, zstd at level 1 on bytes that compress
  * somewhat; block SBAD has a zstd block header made invalid halfway (its checksum over
  * the damaged bytes, so that the damage shows only to the decoder), block SBCJ is x86
- * BCJ filtered, block SSKIP ends in a skippable frame of SKIP_LEN bytes. */
+ * BCJ filtered, block SSKIP ends in a skippable frame of SKIP_LEN bytes; the others are
+ * plain. */
 #define SLOG 21u
 #define SBS (1u << SLOG)
-#define SBLOCKS 4u
+#define SBLOCKS 6u
 #define SBAD 1u
 #define SBCJ 2u
 #define SSKIP 3u         /* its frame is followed by a skippable one: see test_in_place */
@@ -546,11 +547,15 @@ static int range_right(struct stp_cache *cache, const struct stp_block_ref *ref,
 	return right;
 }
 
+/* Set on the test's own threads, which test_queued lets decode (cache decoders: not). */
+static __thread int on_reader;
+
 static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
 	struct stp_block_ref ref;
 
+	on_reader = 1;
 	r->rc = r->end ? stp_cache_get_range(r->cache, r->block, r->end, &ref)
 		       : stp_cache_get_decoded(r->cache, r->block, &ref);
 	if (!r->rc) {
@@ -736,6 +741,135 @@ static void test_watermark_error(void)
 	stp_cache_free(cache);
 }
 
+
+/* Stats of CACHE once its decoder threads have nothing left to do: BUFFERS reached (or
+ * two seconds passed). */
+static void stats_settled(struct stp_cache *cache, uint32_t buffers, struct stp_cache_stats *st)
+{
+	for (int i = 0; i < 1000; i++) {
+		stp_cache_stats(cache, st);
+		if (st->buffers == buffers && !st->pinned)
+			return;
+		nap_ms(2);
+	}
+}
+
+/* A decode handed to a decoder thread leaves a spare buffer mapped for the next miss,
+ * which takes it (one block, one spare: never a buffer more), but only for a budget of
+ * at least 16 buffers (an image of small blocks: a spare is a small share of memory). */
+static void test_spare(void)
+{
+	struct stp_cache_stats st;
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(stream_image, 16, 0, &cache) == 0);
+	CHECK(stp_cache_get_range(cache, 0, 1, &ref) == 0);
+	stp_cache_release(cache, &ref);
+	stats_settled(cache, 2, &st);
+	CHECK(st.buffers == 2 && st.peak_buffers == 2 && st.resident == 1, " buffers %u peak %u",
+	      st.buffers, st.peak_buffers);
+	CHECK(stp_cache_get_range(cache, SBCJ, 1, &ref) == 0);
+	CHECK(range_right(cache, &ref, 0, SBS, soft_byte));
+	stp_cache_release(cache, &ref);
+	stats_settled(cache, 3, &st);
+	CHECK(st.buffers == 3 && st.peak_buffers == 3 && st.resident == 2, " buffers %u peak %u",
+	      st.buffers, st.peak_buffers);
+	stp_cache_free(cache);
+
+	/* a small budget: no spare */
+	CHECK(stp_cache_new(stream_image, 4, 0, &cache) == 0);
+	CHECK(stp_cache_get_range(cache, 0, 1, &ref) == 0);
+	stp_cache_release(cache, &ref);
+	stats_settled(cache, 1, &st);
+	nap_ms(50);
+	stp_cache_stats(cache, &st);
+	CHECK(st.buffers == 1 && st.resident == 1, " buffers %u", st.buffers);
+	stp_cache_free(cache);
+}
+
+/* Holds every cache decoder thread at its first step until the test opens it. */
+struct hold {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned held;
+	int open;
+};
+
+static void hold_observe(void *ctx, uint64_t block, size_t n)
+{
+	struct hold *h = ctx;
+
+	if (on_reader)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->held++;
+	pthread_cond_broadcast(&h->cond);
+	while (!h->open)
+		pthread_cond_wait(&h->cond, &h->lock);
+	h->held--;
+	pthread_mutex_unlock(&h->lock);
+}
+
+static unsigned held_soon(struct hold *h, unsigned n)
+{
+	unsigned held = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		pthread_mutex_lock(&h->lock);
+		held = h->held;
+		pthread_mutex_unlock(&h->lock);
+		if (held >= n)
+			break;
+		nap_ms(2);
+	}
+	return held;
+}
+
+/* Every decoder thread (four at most) is busy with another block's rest: a reader of a
+ * block whose rest waits in the queue decodes its own bytes on its own thread, the bytes
+ * right, instead of waiting behind the others; a reader of part of it leaves the rest
+ * queued, one of all of it gets the whole block. */
+static void test_queued(void)
+{
+	static const uint64_t busy[] = { 0, SBCJ, SSKIP, 4 };
+	enum { NB = sizeof(busy) / sizeof(busy[0]) };
+	struct hold h = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct stp_block_ref refs[NB], last;
+	struct reader part = { .block = 5, .end = 1u << 20 }, whole = { .block = 5,
+									 .end = SIZE_MAX };
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(stream_image, SBLOCKS, 0, &cache) == 0);
+	stp_cache_set_observer(cache, hold_observe, &h);
+	on_reader = 1;
+	for (unsigned i = 0; i < NB; i++) {
+		CHECK(stp_cache_get_range(cache, busy[i], 1, &refs[i]) == 0);
+		CHECK(held_soon(&h, i + 1) == i + 1, " block %llu", (unsigned long long)busy[i]);
+	}
+	CHECK(stp_cache_get_range(cache, 5, 1, &last) == 0); /* its rest: queued */
+	part.cache = whole.cache = cache;
+	CHECK(pthread_create(&part.thread, NULL, reader_main, &part) == 0);
+	CHECK(done_soon(&part) && part.rc == 0 && part.right, " rc %d", part.rc);
+	CHECK(!stp_cache_contains(cache, 5)); /* the rest went back to the queue */
+	CHECK(pthread_create(&whole.thread, NULL, reader_main, &whole) == 0);
+	CHECK(done_soon(&whole) && whole.rc == 0 && whole.right, " rc %d", whole.rc);
+	CHECK(stp_cache_contains(cache, 5) && held_soon(&h, NB) == NB);
+	pthread_mutex_lock(&h.lock);
+	h.open = 1;
+	pthread_cond_broadcast(&h.cond);
+	pthread_mutex_unlock(&h.lock);
+	pthread_join(part.thread, NULL);
+	pthread_join(whole.thread, NULL);
+	for (unsigned i = 0; i < NB; i++) {
+		CHECK(stp_cache_wait(cache, &refs[i], SIZE_MAX) == 0);
+		CHECK(range_right(cache, &refs[i], 0, SBS, soft_byte));
+		stp_cache_release(cache, &refs[i]);
+	}
+	stp_cache_release(cache, &last);
+	on_reader = 0;
+	stp_cache_free(cache);
+}
 
 /* In place, the stored bytes sit at the end of the buffer. A frame followed by a
  * skippable one puts them further forward than the margin allows for: the decode must
@@ -1103,6 +1237,8 @@ int main(void)
 	stream_image = open_stream_image();
 	RUN(test_watermark);
 	RUN(test_watermark_error);
+	RUN(test_spare);
+	RUN(test_queued);
 	RUN(test_in_place);
 	code_image = open_written(write_code_image, "code test image");
 	RUN(test_filtered);
