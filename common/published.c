@@ -134,6 +134,38 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 	return 0;
 }
 
+/* URL's directory with its '/', without the query or fragment (the blocks lie there). */
+static char *url_dir(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+	char *dir = strndup(url, n), *slash = dir ? strrchr(dir, '/') : NULL;
+
+	if (slash)
+		slash[1] = '\0';
+	return dir;
+}
+
+int stp_published_open(struct stp_http *h, const char *url, const char *shown,
+		       struct stp_published **out, char *why, size_t whylen)
+{
+	uint8_t head[STP_PUBINDEX_MAGIC_LEN];
+	char *base, *shown_dir;
+	int err;
+
+	*out = NULL;
+	if (stp_http_size(h) < sizeof(head) ||
+	    stp_http_get(h, head, sizeof(head), 0, NULL, why, whylen) ||
+	    !stp_published_is_index(head, sizeof(head)))
+		return 0; /* not an index: the one-file image reader says what is wrong */
+	base = url_dir(url);
+	shown_dir = url_dir(shown);
+	err = base && shown_dir ? stp_published_load(h, base, shown_dir, out, why, whylen) :
+		why_set(why, whylen, -ENOMEM, "out of memory");
+	free(base);
+	free(shown_dir);
+	return err;
+}
+
 void stp_published_free(struct stp_published *p)
 {
 	if (!p)

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A published image (stipple(5), PUBLISHED INDEX; `stipple publish`) as the fetcher of a
- * URL mount serves it: the URL names an index, and the fetcher presents the one-file
- * image it stands for (the "virtual image") on its channels, so that the monitor and the
- * daemon read it as they read any image at a URL. [0, 256) and [tail_offset, image_size)
+ * A published image (stipple(5), PUBLISHED INDEX; `stipple publish`) read at its URL:
+ * the URL names an index, and this presents the one-file image it stands for (the
+ * "virtual image"): the fetcher of a URL mount serves it on its channels, the readers
+ * read it through an image source (pubsrc.h), so both read it as any image at a URL. [0, 256) and [tail_offset, image_size)
  * come from the index, held in memory; each block from DIR/blocks/HH/H64 beside the
  * index, fetched whole and checked against its SHA-256 before a byte of it is used. A
  * block that does not match is refused: the read fails (-EIO) with a reason naming the
  * block's URL, and no byte of it is served.
  *
- * The store (store.h): the monitor hands the fetcher, for each block it can, a
+ * The store (mounthelper/mount/store.h; the fetcher only): the monitor hands the fetcher, for each block it can, a
  * descriptor of that block's file in its owner's store. A block is read from there first
  * and checked against its hash like a fetched one (a file that does not match is
  * counted, fetched again and overwritten); a fetched block is written there whole.
@@ -44,6 +44,12 @@ bool stp_published_is_index(const void *head, size_t len);
  * the caller's (stp_published_free). -EUCLEAN for a damaged index, -EFBIG for one over
  * STP_PUBLISHED_INDEX_MAX. */
 int stp_published_load(struct stp_http *h, const char *base, const char *shown,
+		       struct stp_published **out, char *why, size_t whylen);
+
+/* What H (probed at URL) serves: *out a published image when its first bytes start an
+ * index (loaded as stp_published_load, the blocks beside URL, SHOWN naming URL in
+ * messages: no userinfo), else NULL (a one-file image; 0 returned). */
+int stp_published_open(struct stp_http *h, const char *url, const char *shown,
 		       struct stp_published **out, char *why, size_t whylen);
 void stp_published_free(struct stp_published *p);
 
