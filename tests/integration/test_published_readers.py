@@ -8,6 +8,7 @@ byte is written."""
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 
 import treeutil
@@ -75,3 +76,21 @@ def test_reader_refuses_a_damaged_block_naming_its_url(releases, images, tmp_pat
             failed += got != want
             assert want.startswith(got), rel
         assert failed, "no file was refused"
+
+
+def test_verify_of_a_signed_published_url(releases, images, tmp_path):
+    """stipple verify of a signed release's index: the signature covers it as the
+    one-file image; another key is refused."""
+    sec, pub, other = tmp_path / "k.key", tmp_path / "k.pub", tmp_path / "o.pub"
+    run([STIPPLE, "keygen", sec, pub], check=True)
+    run([STIPPLE, "keygen", tmp_path / "o.key", other], check=True)
+    image = tmp_path / "app-s.stp"
+    shutil.copy(images[0], image)
+    run([STIPPLE, "sign", image, sec], check=True)
+    www = tmp_path / "www"
+    publish([image], www, "stipple", "--key", pub)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        url = origin.url(REPO + "/app-s.stp")
+        run([STIPPLE, "verify", url, pub], check=True)
+        r = run([STIPPLE, "verify", url, other])
+        assert r.returncode != 0 and r.stderr, r
