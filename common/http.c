@@ -735,33 +735,44 @@ static void src_close(struct stp_imgsrc *s)
 	free(hs);
 }
 
-int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp_imgsrc **out)
+int stp_http_src_wrap(struct stp_http *h, const char *url, struct stp_imgsrc **out)
 {
 	struct http_src *hs = calloc(1, sizeof(*hs));
-	char why[256];
-	int err;
 
 	if (!hs || !(hs->src.name = strdup(url))) {
 		free(hs);
+		stp_http_close(h);
 		return -ENOMEM;
 	}
-	err = stp_http_global_init();
-	if (!err)
-		err = stp_http_open(url, o, &hs->h, why, sizeof(why));
-	else
-		snprintf(why, sizeof(why), "cannot set up libcurl");
-	if (err) {
-		stp_log(STP_LOG_ERR, "%s: %s", url, why);
-		free(hs->src.name);
-		free(hs);
-		return err;
-	}
+	hs->h = h;
 	hs->src.pread = src_pread;
 	hs->src.close = src_close;
-	hs->src.size = stp_http_size(hs->h);
+	hs->src.size = stp_http_size(h);
 	hs->src.fd = -1;
 	*out = &hs->src;
 	return 0;
+}
+
+int stp_http_open_logged(const char *url, const struct stp_http_opts *o, struct stp_http **out)
+{
+	char why[256];
+	int err = stp_http_global_init();
+
+	if (!err)
+		err = stp_http_open(url, o, out, why, sizeof(why));
+	else
+		snprintf(why, sizeof(why), "cannot set up libcurl");
+	if (err)
+		stp_log(STP_LOG_ERR, "%s: %s", url, why);
+	return err;
+}
+
+int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp_imgsrc **out)
+{
+	struct stp_http *h;
+	int err = stp_http_open_logged(url, o, &h);
+
+	return err ? err : stp_http_src_wrap(h, url, out);
 }
 
 int stp_http_netrc_read(const char *path, const char *url, char **login, char **password)

@@ -96,6 +96,13 @@ int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t le
  * the cause, and read as -EIO. */
 int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp_imgsrc **out);
 
+/* stp_http_open with the global set-up first, and a failure logged naming URL. */
+int stp_http_open_logged(const char *url, const struct stp_http_opts *o, struct stp_http **out);
+
+/* The source stp_http_open_src gives, over H probed at URL: H is the source's from now
+ * on (closed on failure too). */
+int stp_http_src_wrap(struct stp_http *h, const char *url, struct stp_imgsrc **out);
+
 /* Host and port of URL (the host without IPv6 brackets), for resolving it before
  * confinement. HOST holds HOSTLEN bytes. -EINVAL when URL has none. */
 int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *port);

@@ -21,6 +21,7 @@
 #include "progress.h"
 #include "http.h"
 #include "imgsrc.h"
+#include "pubsrc.h"
 #include "image.h"
 #include "sign.h"
 #include "log.h"
@@ -332,7 +333,7 @@ static int open_url(const struct stp_cli *cli, const char *url, struct stp_imgsr
 	o.password = password;
 	if (t && !stp_parse_uint(t, 1, 3600, &secs))
 		o.timeout_ms = (unsigned)secs * 1000u;
-	return stp_http_open_src(url, &o, src);
+	return stp_pubsrc_open(url, &o, src);
 }
 
 bool stp_cli_foreign(const struct stp_cli *cli, const char *image)

@@ -248,38 +248,6 @@ static void quiet(enum stp_log_level level, const char *msg)
 {
 }
 
-/* URL's directory with its '/', without the query or fragment (the blocks lie there). */
-static char *url_dir(const char *url)
-{
-	size_t n = strcspn(url, "?#");
-	char *dir = strndup(url, n), *slash = dir ? strrchr(dir, '/') : NULL;
-
-	if (slash)
-		slash[1] = '\0';
-	return dir;
-}
-
-/* A published image at the URL H probed: *PUB, else NULL (a one-file image). */
-static int open_published(const struct stp_mount_opts *o, struct stp_http *h,
-			  struct stp_published **pub, char *why, size_t whylen)
-{
-	uint8_t head[8];
-	char *base, *shown;
-	int err;
-
-	*pub = NULL;
-	if (stp_http_size(h) < sizeof(head) || stp_http_get(h, head, sizeof(head), 0, NULL, why,
-							     whylen) ||
-	    !stp_published_is_index(head, sizeof(head)))
-		return 0;
-	base = url_dir(o->image);
-	shown = url_dir(o->image_path ? o->image_path : o->image);
-	err = base && shown ? stp_published_load(h, base, shown, pub, why, whylen) : -ENOMEM;
-	free(base);
-	free(shown);
-	return err;
-}
-
 /* The store (fetcher.h): each batch of hashes offered, the descriptors taken, until the
  * monitor says stop or closes the socket, or AT_MOST blocks were offered. */
 static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
@@ -386,7 +354,8 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	if (!hi.err)
 		hi.err = stp_http_open(o->image, &ho, &h, hi.why, sizeof(hi.why));
 	if (!hi.err)
-		hi.err = open_published(o, h, &pub, hi.why, sizeof(hi.why));
+		hi.err = stp_published_open(h, o->image, o->image_path ? o->image_path : o->image,
+					    &pub, hi.why, sizeof(hi.why));
 	if (!hi.err) {
 		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
 		hi.blocks = pub ? stp_published_blocks(pub) : 0;

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A published image (stipple(5), PUBLISHED INDEX; `stipple publish`) as the fetcher of a
- * URL mount serves it: the URL names an index, and the fetcher presents the one-file
- * image it stands for (the "virtual image") on its channels, so that the monitor and the
- * daemon read it as they read any image at a URL. [0, 256) and [tail_offset, image_size)
+ * A published image (stipple(5), PUBLISHED INDEX; `stipple publish`) read at its URL:
+ * the URL names an index, and this presents the one-file image it stands for (the
+ * "virtual image"): the fetcher of a URL mount serves it on its channels, the readers
+ * read it through an image source (pubsrc.h), so both read it as any image at a URL. [0, 256) and [tail_offset, image_size)
  * come from the index, held in memory; each block from DIR/blocks/HH/H64 beside the
  * index, fetched whole and checked against its SHA-256 before a byte of it is used. A
  * block that does not match is refused: the read fails (-EIO) with a reason naming the
  * block's URL, and no byte of it is served.
  *
- * The store (store.h): the monitor hands the fetcher, for each block it can, a
+ * The store (mounthelper/mount/store.h; the fetcher only): the monitor hands the fetcher, for each block it can, a
  * descriptor of that block's file in its owner's store. A block is read from there first
  * and checked against its hash like a fetched one (a file that does not match is
  * counted, fetched again and overwritten); a fetched block is written there whole.
@@ -45,6 +45,12 @@ bool stp_published_is_index(const void *head, size_t len);
  * STP_PUBLISHED_INDEX_MAX. */
 int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 		       struct stp_published **out, char *why, size_t whylen);
+
+/* What H (probed at URL) serves: *out a published image when its first bytes start an
+ * index (loaded as stp_published_load, the blocks beside URL, SHOWN naming URL in
+ * messages: no userinfo), else NULL (a one-file image; 0 returned). */
+int stp_published_open(struct stp_http *h, const char *url, const char *shown,
+		       struct stp_published **out, char *why, size_t whylen);
 void stp_published_free(struct stp_published *p);
 
 uint64_t stp_published_size(const struct stp_published *p);   /* of the virtual image */
@@ -60,10 +66,11 @@ void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);
 struct stp_published_part {
 	const uint8_t *ptr;
 	uint64_t len;
-	void *owned;        /* a block's buffer, or NULL */
+	void *owned;        /* a block's buffer or its store file mapped, or NULL */
 	uint64_t owned_len;
 	unsigned tries;     /* HTTP requests it took (0: from memory or the store) */
 	bool stored;        /* read back from the store */
+	bool mapped;        /* OWNED is the store file mapped, not a buffer */
 };
 
 /* The bytes from OFF to the end of the part of the virtual image holding OFF (the
