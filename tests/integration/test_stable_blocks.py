@@ -13,6 +13,7 @@ import collections
 import filecmp
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -116,6 +117,15 @@ def test_unchanged_files_keep_their_stored_blocks(releases, tmp_path):
     assert all(new[b] in have for b in code), "blocks of unchanged machine code differ"
     sb = imageutil.superblock(open(i2, "rb").read(imageutil.SB_SIZE))
     assert sb["feat_incompat"] & FEAT_BCJ_RELATIVE, "filtered blocks without bcj-relative"
+    # stipple diff --stat counts the same blocks shared, by their stored bytes
+    left, shared = collections.Counter(old), 0
+    for h in new:
+        if left[h]:
+            left[h] -= 1
+            shared += 1
+    stat = run([STIPPLE, "diff", "--stat", i1, i2]).stdout
+    m = re.search(r"B shares (\d+) with A", stat)
+    assert m and int(m.group(1)) == shared, stat.splitlines()[-1:]
     # a dictionary, trained anew for each release, would change every block using it
     info = json.loads(run([STIPPLE, "info", "--json", i2], check=True).stdout)
     assert "dictionary" not in info["features"] and info["dictionary"]["size"] == 0
