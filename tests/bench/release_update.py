@@ -116,6 +116,9 @@ class Build:
         self.commit = self._commit()
         self.label = label or self.commit
         self.tag = sha256_file(self.mk)[:12]
+        self.mount_tag = hashlib.sha256("".join(sha256_file(os.path.join(
+            self.path, "mounthelper", p)) for p in ("stipple", "stipple-fetcher",
+                                                    "stipple-mountd")).encode()).hexdigest()[:12]
         if self.mkopts or self.v2opts:
             self.tag += "-" + hashlib.sha256(repr((self.mkopts, self.v2opts)).encode()).hexdigest()[:8]
         helptext = out([self.mk, "--help"])
@@ -126,11 +129,19 @@ class Build:
             [self.st, "--help"], capture_output=True, text=True).stdout
 
     def _commit(self):
+        """The source's commit; a copied build dir says it in a file COMMIT."""
+        saved = os.path.join(self.path, "COMMIT")
+        if os.path.exists(saved):
+            with open(saved) as f:
+                return f.read().strip()
         try:
             c = out(["git", "-C", self.src, "rev-parse", "--short=7", "HEAD"]).strip()
             dirty = out(["git", "-C", self.src, "status", "--porcelain", "--untracked-files=no",
                          "--", "builder", "common", "mounthelper"]).strip()
-            return c + ("+dirty" if dirty else "")
+            product = out(["git", "-C", self.src, "log", "-1", "--format=%h", "--abbrev=7",
+                           "--", "builder", "common", "mounthelper"]).strip()
+            return c + ("+dirty" if dirty else "") + (
+                " (product code as of %s)" % product if product != c else "")
         except subprocess.CalledProcessError:
             return "unknown"
 
@@ -494,7 +505,9 @@ def measure(args, builds, pairs):
                         row["casync_image"] = cache.get("casync-img-" + key, lambda: casync_pair(
                             args.work, v1, v2, []))
                     if "mount" not in skip and size in args.mount_sizes.split(","):
-                        row.update(mounts(args, b, origin, pair, v1, v2, key, skip))
+                        row.update(cache.get("mount-%s-%s-%s" % (
+                            b.mount_tag, "publish" in skip, key), lambda: mounts(
+                                args, b, origin, pair, v1, v2, key, skip)))
                     rows.append(row)
                 pr["builds"].append((b, rows))
             results.append(pr)
@@ -522,10 +535,10 @@ def mounts(args, b, origin, pair, v1, v2, key, skip):
                                     for n in ("v1.stp", "v2.stp")]))
     try:
         for kind, (u1, u2) in kinds:
-            log("%s %s: mount %s, direct" % (pair.name, row.get("size", ""), kind))
+            log("%s: mount %s, direct" % (key, kind))
             row["mount_" + kind] = mount_update(b, args.work, origin, u1, u2, None,
                                                 args.mount_opts)
-            log("%s: mount %s, through squid" % (pair.name, kind))
+            log("%s: mount %s, through squid" % (key, kind))
             proxy = Proxy(args.work)
             try:
                 row["mount_%s_squid" % kind] = mount_update(b, args.work, origin, u1, u2, proxy,
