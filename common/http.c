@@ -57,7 +57,25 @@ struct xfer {
 	uint64_t r_first, r_last, r_total; /* Content-Range; r_total UINT64_MAX for '*' */
 	char etag[VALIDATOR_MAX], lastmod[VALIDATOR_MAX];
 	const char *refused;               /* why the body was refused, else NULL */
+	const char *url;                   /* another URL than the handle's, or NULL */
+	bool whole;                        /* a GET of a whole object, no range (a 200) */
+	const struct stp_http_tick *tick;  /* or NULL */
+	uint64_t ticked_ns;                /* when TICK was last called */
 };
+
+/* libcurl's progress callback: TICK every STP_HTTP_TICK_MS. */
+static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct xfer *x = ctx;
+	uint64_t now = stp_now_ns();
+
+	if (now - x->ticked_ns >= STP_HTTP_TICK_MS * 1000000ull) {
+		x->ticked_ns = now;
+		x->tick->fn(x->tick->ctx);
+	}
+	return 0;
+}
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_rc = -ENOMEM;
@@ -167,14 +185,16 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 	struct xfer *x = ctx;
 
 	n *= size;
-	if (x->status == 200) {
+	if (x->whole && x->status != 200)
+		return n; /* an error page: the status says it all */
+	if (x->status == 200 && !x->whole) {
 		x->refused = "answered 200 (the whole file) to a range request: the server or a "
 			     "proxy ignores ranges";
 		return 0;
 	}
-	if (x->status != 206)
+	if (x->status != 206 && !x->whole)
 		return n; /* an error page: the status says it all */
-	if (!x->have_range || x->r_first != x->off) {
+	if (!x->whole && (!x->have_range || x->r_first != x->off)) {
 		x->refused = "answered with another range than the one asked";
 		return 0;
 	}
@@ -305,6 +325,19 @@ static int transfer_error(CURLcode rc, const char *errbuf, const struct xfer *x,
 	}
 }
 
+/* A whole object's answer: a 200 of exactly the length asked (its hash is the caller's
+ * to check). */
+static int whole_error(const struct xfer *x, bool *retry, char *why, size_t whylen)
+{
+	if (x->status != 200)
+		return why_set(why, whylen, -EPROTO, "HTTP status %ld", x->status);
+	if (x->got != x->len) {
+		*retry = true;
+		return why_set(why, whylen, -EIO, "short answer: %zu bytes of %zu", x->got, x->len);
+	}
+	return 0;
+}
+
 /* What a complete answer means: 0 when it is exactly what was asked. */
 static int answer_error(const struct stp_http *h, const struct xfer *x, bool probe, bool *retry,
 			char *why, size_t whylen)
@@ -321,6 +354,8 @@ static int answer_error(const struct stp_http *h, const struct xfer *x, bool pro
 		return why_set(why, whylen, -ENOENT, "HTTP status %ld: not found", x->status);
 	if (x->status == 401 || x->status == 403 || x->status == 407)
 		return why_set(why, whylen, -EACCES, "HTTP status %ld: refused", x->status);
+	if (x->whole)
+		return whole_error(x, retry, why, whylen);
 	if (x->status == 200 && !x->len)
 		return 0; /* nothing asked */
 	if (x->status == 200)
@@ -364,11 +399,15 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 	if (!c)
 		return why_set(why, whylen, -ENOMEM, "out of memory");
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off, x->off + x->len - 1);
-	if (!probe && h->validator[0] && !h->weak) {
+	if (!probe && !x->whole && h->validator[0] && !h->weak) {
 		snprintf(ifrange, sizeof(ifrange), "If-Range: %s", h->validator);
 		hdrs = curl_slist_append(NULL, ifrange);
 	}
-	curl_easy_setopt(c, CURLOPT_RANGE, range);
+	curl_easy_setopt(c, CURLOPT_URL, x->url ? x->url : h->url);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, x->tick ? 0L : 1L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, x->tick ? on_progress : NULL);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
+	curl_easy_setopt(c, CURLOPT_RANGE, x->whole ? NULL : range);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
@@ -435,6 +474,18 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsign
 		memcpy(buf, h->head + off, len);
 		return 0;
 	}
+	return get_retrying(h, &x, false, tries, why, whylen);
+}
+
+int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
+		       const struct stp_http_tick *tick, unsigned *tries, char *why,
+		       size_t whylen)
+{
+	struct xfer x = { .buf = buf, .len = len, .url = url, .whole = true, .tick = tick,
+			  .ticked_ns = stp_now_ns() };
+
+	if (tries)
+		*tries = 0;
 	return get_retrying(h, &x, false, tries, why, whylen);
 }
 

@@ -74,6 +74,23 @@ uint64_t stp_http_fetched(const struct stp_http *h);
 int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsigned *tries,
 		 char *why, size_t whylen);
 
+/* Called about every STP_HTTP_TICK_MS while a transfer runs (or its caller waits), from
+ * the thread that asked: so that it can tell whoever waits on it that it is alive. */
+struct stp_http_tick {
+	void (*fn)(void *ctx);
+	void *ctx;
+};
+#define STP_HTTP_TICK_MS 5000u
+
+/* The whole object at URL (on H's server, through H's connections, proxy and
+ * credentials rules) into BUF, which it must fill exactly: a 200 of LEN bytes. No range,
+ * no validator: for immutable objects named by their hash (a published image's blocks),
+ * which the caller checks. Retried as stp_http_get; -ENOENT for a 404, -EPROTO for
+ * another status, -EIO for another length. TICK (NULL: none) is called as said above. */
+int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
+		       const struct stp_http_tick *tick, unsigned *tries, char *why,
+		       size_t whylen);
+
 /* An image source over URL, probed by stp_http_open; a read past the size is
  * STP_IMGSRC_END (imgsrc.h), every other failure is logged (stp_log) naming the URL and
  * the cause, and read as -EIO. */

@@ -48,6 +48,19 @@ static void catch_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+void stp_output_guard_temp(int dirfd, const char *name)
+{
+	static int caught;
+
+	if (!caught) {
+		catch_signals();
+		caught = 1;
+	}
+	pending_name = NULL;
+	pending_dirfd = dirfd;
+	pending_name = name;
+}
+
 static int fail(const char **step, const char *what, int err)
 {
 	if (step)

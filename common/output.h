@@ -61,4 +61,10 @@ mode_t stp_output_mode(const struct stp_output *o);
  * failed or not, and after a commit. */
 void stp_output_abort(struct stp_output *o);
 
+/* For a writer of temporary files of its own (`stipple publish`), one at a time: NAME in
+ * DIRFD is removed if SIGINT, SIGTERM, SIGHUP or SIGQUIT comes while it is set (the
+ * handlers above, installed on the first call); NULL clears it. NAME is borrowed until
+ * cleared, and must not be in use by an stp_output meanwhile. */
+void stp_output_guard_temp(int dirfd, const char *name);
+
 #endif

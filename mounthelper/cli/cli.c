@@ -414,6 +414,32 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 	return err;
 }
 
+int stp_cli_open_checked(const struct stp_cli *cli, const char *image,
+			 const struct stp_pubkey *key, struct stp_image **img)
+{
+	struct stp_superblock sb;
+	unsigned long told;
+	int fd, err;
+
+	if (key || stp_cli_foreign(cli, image))
+		return key ? stp_cli_open_verified(cli, image, key, img) : -EINVAL;
+	fd = open(image, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return stp_cli_open(cli, image, img); /* says why */
+	told = stp_cli_damage_reports();
+	err = stp_image_read_superblock(fd, image, &sb);
+	close(fd);
+	if (err) { /* reported by the library: opening again would say it twice */
+		if (err != -EUCLEAN || stp_cli_damage_reports() == told)
+			stp_cli_problem(cli, image, NULL, "cannot open: %s",
+					stp_strerror(err));
+		return err;
+	}
+	if (sb.feat_compat & STP_FEAT_COMPAT_SIGNED)
+		return stp_cli_open_verified(cli, image, NULL, img);
+	return stp_cli_open(cli, image, img);
+}
+
 int stp_cli_load_pubkey(const struct stp_cli *cli, const char *path, struct stp_pubkey *key)
 {
 	int err = stp_sign_load_pubkey(path, key);

@@ -112,6 +112,11 @@ struct stp_pubkey;
  * signer, integrity alone) the signature. */
 int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 			  const struct stp_pubkey *key, struct stp_image **out);
+/* Opens IMAGE as `stipple check` does: a signed image verified (every hash checked),
+ * with KEY also its signature (then an unsigned image fails), else stp_cli_open.
+ * On failure prints why, naming IMAGE. */
+int stp_cli_open_checked(const struct stp_cli *cli, const char *image,
+			 const struct stp_pubkey *key, struct stp_image **img);
 /* Loads the public key file PATH; on failure prints why (naming PATH). */
 int stp_cli_load_pubkey(const struct stp_cli *cli, const char *path, struct stp_pubkey *key);
 

@@ -19,5 +19,6 @@ int stp_cmd_bench(int argc, char **argv);
 int stp_cmd_keygen(int argc, char **argv);
 int stp_cmd_sign(int argc, char **argv);
 int stp_cmd_verify(int argc, char **argv);
+int stp_cmd_publish(int argc, char **argv);
 
 #endif

@@ -95,14 +95,16 @@ void stp_progress_attach(struct stp_image *img)
 {
 	struct stp_imgsrc *src = stp_image_src(img);
 
-	if (!atomic_load(&prog.wanted) || src->pread == counting_pread)
+	if (!atomic_load(&prog.wanted))
 		return;
 	pthread_mutex_lock(&prog.lock);
 	atomic_store(&prog.done, 0);
 	prog.total = stp_image_sb(img)->image_size;
 	prog.start_ns = stp_now_ns();
-	prog.pread = src->pread;
-	src->pread = counting_pread;
+	if (src->pread != counting_pread) { /* else a second pass over the same image */
+		prog.pread = src->pread;
+		src->pread = counting_pread;
+	}
 	if (!prog.attached)
 		atexit(stp_progress_end);
 	prog.attached = true;

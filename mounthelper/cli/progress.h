@@ -22,7 +22,8 @@ struct stp_image;
 void stp_progress_want(const char *name, bool quiet);
 
 /* Counts IMG's reads, when progress is wanted (stp_cli_open calls it), from 0: one image
- * at a time (the last one opened). */
+ * at a time (the last one opened). Called again on the same image, counts from 0 again
+ * (a second pass over it). */
 void stp_progress_attach(struct stp_image *img);
 
 /* Clears the progress line, when one is shown, so that a message starts a clean line. */

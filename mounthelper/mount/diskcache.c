@@ -567,3 +567,18 @@ void stp_diskcache_put(struct stp_diskcache *c, const void *buf, size_t len, uin
 	trim(c);
 	pthread_mutex_unlock(&c->lock);
 }
+
+int stp_diskcache_open_dir(const char *dir, int *out)
+{
+	return open_dir(dir, out);
+}
+
+int stp_diskcache_open_private(int dirfd, const char *name, int flags, bool *made)
+{
+	return open_private(dirfd, name, flags, 0, made);
+}
+
+const char *stp_diskcache_dir_error(int err)
+{
+	return dir_error(err);
+}

@@ -32,6 +32,7 @@
 #ifndef STP_DISKCACHE_H
 #define STP_DISKCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +71,18 @@ char *stp_diskcache_default_dir(void);
  * after PROG: a mount goes on without a cache (OUT->fd -1). */
 int stp_diskcache_open_file(const char *dir, const struct stp_diskcache_id *id, uint64_t limit,
 			    const char *prog, struct stp_diskcache_file *out);
+
+/* The hardened pieces the store of published blocks (store.h) is built on, for the
+ * monitor. DIR (made as mkdir -p, 0700) opened as OUT when it is a directory, not a
+ * symbolic link, owned by the mounting user and writable by no one else: 0, -ENOTDIR,
+ * -EPERM or another negative errno. */
+int stp_diskcache_open_dir(const char *dir, int *out);
+/* NAME beneath DIRFD opened with FLAGS (never following a link) when it is a regular
+ * file the mounting user owns, mode 0600, one link; else removed and made anew O_EXCL
+ * (*MADE). The descriptor, or a negative errno. */
+int stp_diskcache_open_private(int dirfd, const char *name, int flags, bool *made);
+/* Words for stp_diskcache_open_dir's errors. */
+const char *stp_diskcache_dir_error(int err);
 
 /* The name (hex, then ".cache") and the tag key of image ID's file under SECRET. 0, or
  * -ENOMEM / -EIO (OpenSSL). */

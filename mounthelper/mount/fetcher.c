@@ -152,6 +152,7 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 
 	memset(f, 0, sizeof(*f));
 	f->pid = -1;
+	f->ctl = -1;
 	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
 		f->chans[i] = theirs[i] = -1;
 	err = make_channels(f, theirs, n, o->timeout_s);
@@ -175,7 +176,10 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 		close(theirs[i]);
 	if (!err)
 		err = wait_hello(ctl[0], o->timeout_s * 1000u + 5000u, &hi);
-	close(ctl[0]);
+	if (!err && !hi.err && hi.blocks)
+		f->ctl = ctl[0]; /* the store's batches come next */
+	else
+		close(ctl[0]);
 	if (!err && hi.err)
 		err = hi.err;
 	if (err) {
@@ -188,12 +192,48 @@ int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct s
 		return err;
 	}
 	f->size = hi.size;
+	f->blocks = hi.blocks;
 	memcpy(f->validator, hi.validator, sizeof(f->validator));
+	return 0;
+}
+
+void stp_fetcher_close_ctl(struct stp_fetcher *f)
+{
+	if (f->ctl >= 0)
+		close(f->ctl);
+	f->ctl = -1;
+}
+
+int stp_fetch_blocks_check(const void *buf, size_t len, uint64_t first, uint64_t blocks,
+			   struct stp_fetch_blocks *out)
+{
+	if (len != sizeof(*out))
+		return -EPROTO;
+	memcpy(out, buf, sizeof(*out));
+	if (out->first != first || first >= blocks || !out->count ||
+	    out->count > STP_FETCH_BATCH || out->count > blocks - first || out->pad)
+		return -EPROTO;
+	return 0;
+}
+
+int stp_fetch_store_check(const void *buf, size_t len, const struct stp_fetch_blocks *asked,
+			  unsigned nfds, struct stp_fetch_store *out)
+{
+	if (len != sizeof(*out))
+		return -EPROTO;
+	memcpy(out, buf, sizeof(*out));
+	if (out->first != asked->first || out->nfds != nfds || nfds > asked->count ||
+	    out->stop > 1)
+		return -EPROTO;
+	for (unsigned k = 0; k < nfds; k++)
+		if (out->which[k] >= asked->count)
+			return -EPROTO;
 	return 0;
 }
 
 void stp_fetcher_release(struct stp_fetcher *f)
 {
+	stp_fetcher_close_ctl(f);
 	for (unsigned i = 0; i < f->nchans; i++)
 		if (f->chans[i] >= 0)
 			close(f->chans[i]);

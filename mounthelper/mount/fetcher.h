@@ -8,13 +8,24 @@
  * open no file; then it enters the sandbox with the fetcher's filter (sandbox.h: sockets
  * of the Internet families, no FUSE, no file), probes the URL, tells the monitor the size
  * and validator (HELLO, monproto.h), and serves raw byte ranges on its channels until they close. It never
- * parses a byte of the image: the daemon does, confined, from what it is handed.
+ * parses a byte of the image: the daemon does, confined, from what it is handed (a
+ * published image's index aside, which it checks whole before serving from it:
+ * published.h).
  *
  * A channel is a stream socket, one request at a time: struct stp_fetch_req, answered by
  * frames (struct stp_fetch_frame): data frames of at most STP_FETCH_PIECE bytes that add
  * up to the length asked, or, ending the answer early, one frame whose err is a negative
  * errno and whose LEN bytes say why in words (without the URL). Each frame says how many
- * HTTP requests its piece took.
+ * HTTP requests its piece took. An empty frame (err, len and tries 0) says only that the
+ * fetcher is still at it: it is sent every few seconds while a published image's block,
+ * which arrives whole before a byte of it is sent, is fetched.
+ *
+ * A published image (published.h): the fetcher reads the index at the URL and serves the
+ * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It
+ * then offers the monitor the blocks' hashes in batches (BLOCKS, struct stp_fetch_blocks)
+ * on the control socket, which stays open for that, and the monitor answers each batch
+ * with the descriptors of the blocks' files in the store (STORE, struct stp_fetch_store,
+ * store.h), or closes the socket: no store. Only then are the channels served.
  *
  * Called from the monitor's single thread; not thread-safe.
  */
@@ -37,8 +48,15 @@ struct stp_fetch_req {
 struct stp_fetch_frame {
 	int32_t err;
 	uint32_t len;
-	uint32_t tries; /* HTTP requests this piece took, retries included (for the status) */
+	uint32_t tries; /* HTTP requests this piece took, retries included (for the status),
+			 * with STP_FETCH_NETWORK when its bytes came over the network though
+			 * it took none (the rest of a published block fetched for another frame),
+			 * or STP_FETCH_STORE */
 };
+
+#define STP_FETCH_NETWORK (1u << 31)
+/* ... or STP_FETCH_STORE when they came from the store (published.h): a disk cache hit. */
+#define STP_FETCH_STORE (1u << 30)
 
 /* The fetcher's HELLO, once it has probed the URL: err 0, or a negative errno and WHY. */
 struct stp_fetch_hello {
@@ -46,7 +64,34 @@ struct stp_fetch_hello {
 	uint64_t size;
 	char validator[256];
 	char why[STP_FETCH_WHY_MAX];
+	uint64_t blocks;  /* a published image's blocks, 0 for a one-file image */
 };
+
+/* A batch of block hashes and its answer: the descriptors attached to STORE are the files
+ * of blocks FIRST + WHICH[k], in order. STOP: send no more batches. */
+#define STP_FETCH_BATCH 32u
+struct stp_fetch_blocks {
+	uint64_t first;
+	uint32_t count;   /* 1 to STP_FETCH_BATCH */
+	uint32_t pad;
+	uint8_t sha[STP_FETCH_BATCH][32];
+};
+
+struct stp_fetch_store {
+	uint64_t first;
+	uint32_t nfds;
+	uint32_t stop;
+	uint32_t which[STP_FETCH_BATCH];
+};
+
+/* Whether BUF (LEN bytes, from the fetcher) is the batch of blocks from FIRST of an
+ * image of BLOCKS: 0 or -EPROTO. */
+int stp_fetch_blocks_check(const void *buf, size_t len, uint64_t first, uint64_t blocks,
+			   struct stp_fetch_blocks *out);
+/* Whether BUF (LEN bytes, from the monitor) answers batch ASKED with NFDS descriptors:
+ * 0 or -EPROTO. */
+int stp_fetch_store_check(const void *buf, size_t len, const struct stp_fetch_blocks *asked,
+			  unsigned nfds, struct stp_fetch_store *out);
 
 struct stp_fetcher {
 	pid_t pid;
@@ -54,6 +99,8 @@ struct stp_fetcher {
 	unsigned nchans;
 	uint64_t size;                  /* of the file at the URL */
 	char validator[256];            /* ETag or Last-Modified, "" without */
+	uint64_t blocks;                /* a published image's blocks (0: a one-file image) */
+	int ctl;                        /* with BLOCKS: the control socket, for the store */
 };
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
@@ -63,6 +110,9 @@ unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
  * probe. 0, or a negative errno with the URL and the cause printed on stderr after PROG
  * (the fetcher is then stopped). */
 int stp_fetcher_start(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
+
+/* Closes the control socket kept for the store (the fetcher then goes on without). */
+void stp_fetcher_close_ctl(struct stp_fetcher *f);
 
 /* Closes the channels this process holds (the fetcher ends once no process holds them). */
 void stp_fetcher_release(struct stp_fetcher *f);

@@ -25,11 +25,13 @@
 #include <unistd.h>
 
 #include "fetcher.h"
+#include "hash.h"
 #include "http.h"
 #include "log.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "progpath.h"
+#include "published.h"
 #include "sandbox.h"
 #include "setup.h"
 #include "util.h"
@@ -38,7 +40,10 @@
 /* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
  * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
  * not the host's OOM killer. */
-#define FETCHER_DATA_MAX ((uint64_t)STP_FETCH_CHANS_MAX * STP_FETCH_PIECE + (256ull << 20))
+#define FETCHER_DATA_MAX ((uint64_t)STP_FETCH_CHANS_MAX * STP_FETCH_PIECE + (256ull << 20) + \
+			  STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX)
+/* Descriptors kept for other uses than store files. */
+#define FDS_SPARE 64u
 #define RESOLVE_MAX 4u
 
 /* The CA bundle, read while files can still be opened: ca=, else libcurl's default. */
@@ -142,6 +147,7 @@ static const char *proxy_for(const struct stp_mount_opts *o)
 
 struct server {
 	struct stp_http *h;
+	struct stp_published *pub; /* a published image, or NULL */
 	int fd;
 };
 
@@ -153,11 +159,61 @@ static int send_frame(int fd, int32_t err, const void *p, uint32_t len, unsigned
 	return rc ? rc : stp_write_full(fd, p, len);
 }
 
+/* While a block is fetched or waited for: an empty frame, so that the daemon's receive
+ * timeout does not take a slow block for a dead fetcher (fetcher.h). */
+static void keepalive(void *ctx)
+{
+	struct server *s = ctx;
+
+	send_frame(s->fd, 0, NULL, 0, 0);
+}
+
+/* One request of a published image: part by part (a block fetched whole once, however
+ * many frames it takes). */
+static int serve_published(struct server *s, const struct stp_fetch_req *req)
+{
+	struct stp_http_tick tick = { keepalive, s };
+	char why[STP_FETCH_WHY_MAX];
+
+	for (uint64_t done = 0; done < req->len;) {
+		struct stp_published_part part;
+		int err = stp_published_get(s->pub, req->off + done, req->len - done, &tick, &part,
+					    why, sizeof(why)), rc = 0;
+
+		if (err)
+			return send_frame(s->fd, err, why, (uint32_t)strlen(why), part.tries ? part.tries : 1);
+		for (uint64_t at = 0; !rc && at < part.len; at += STP_FETCH_PIECE) {
+			uint64_t n = part.len - at < STP_FETCH_PIECE ? part.len - at : STP_FETCH_PIECE;
+
+			/* a block's requests count once, its bytes in every frame */
+			uint32_t tries = part.stored ? STP_FETCH_STORE :
+					 !part.tries ? 0 : at ? STP_FETCH_NETWORK : part.tries;
+
+			rc = send_frame(s->fd, 0, part.ptr + at, (uint32_t)n, tries);
+		}
+		stp_published_put(s->pub, &part);
+		if (rc)
+			return rc;
+		done += part.len;
+	}
+	return 0;
+}
+
 /* Serves one channel until the daemon closes it. */
 static void *serve(void *arg)
 {
 	struct server *s = arg;
-	uint8_t *buf = malloc(STP_FETCH_PIECE);
+	uint8_t *buf = s->pub ? NULL : malloc(STP_FETCH_PIECE);
+
+	if (s->pub) {
+		struct stp_fetch_req req;
+
+		while (recv(s->fd, &req, sizeof(req), MSG_WAITALL) == (ssize_t)sizeof(req) &&
+		       !serve_published(s, &req))
+			;
+		close(s->fd);
+		return NULL;
+	}
 	struct stp_fetch_req req;
 	char why[STP_FETCH_WHY_MAX];
 
@@ -192,6 +248,92 @@ static void quiet(enum stp_log_level level, const char *msg)
 {
 }
 
+/* URL's directory with its '/', without the query or fragment (the blocks lie there). */
+static char *url_dir(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+	char *dir = strndup(url, n), *slash = dir ? strrchr(dir, '/') : NULL;
+
+	if (slash)
+		slash[1] = '\0';
+	return dir;
+}
+
+/* A published image at the URL H probed: *PUB, else NULL (a one-file image). */
+static int open_published(const struct stp_mount_opts *o, struct stp_http *h,
+			  struct stp_published **pub, char *why, size_t whylen)
+{
+	uint8_t head[8];
+	char *base, *shown;
+	int err;
+
+	*pub = NULL;
+	if (stp_http_size(h) < sizeof(head) || stp_http_get(h, head, sizeof(head), 0, NULL, why,
+							     whylen) ||
+	    !stp_published_is_index(head, sizeof(head)))
+		return 0;
+	base = url_dir(o->image);
+	shown = url_dir(o->image_path ? o->image_path : o->image);
+	err = base && shown ? stp_published_load(h, base, shown, pub, why, whylen) : -ENOMEM;
+	free(base);
+	free(shown);
+	return err;
+}
+
+/* The store (fetcher.h): each batch of hashes offered, the descriptors taken, until the
+ * monitor says stop or closes the socket, or AT_MOST blocks were offered. */
+static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
+{
+	uint64_t n = stp_published_blocks(pub);
+	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+
+	if (n > at_most)
+		n = at_most;
+	for (uint64_t first = 0; first < n;) {
+		struct stp_fetch_blocks b = { .first = first };
+		struct stp_fetch_store st;
+		uint8_t buf[STP_MSG_MAX];
+		int fds[STP_FETCH_BATCH];
+		unsigned nfds = 0;
+		uint32_t type;
+		size_t len;
+		int err;
+
+		b.count = (uint32_t)(n - first < STP_FETCH_BATCH ? n - first : STP_FETCH_BATCH);
+		for (uint32_t k = 0; k < b.count; k++)
+			memcpy(b.sha[k], stp_published_hash(pub, first + k), 32);
+		if (stp_msg_send(ctl, STP_MSG_BLOCKS, &b, sizeof(b)))
+			return;
+		err = stp_msg_recv_fds(ctl, deadline, &type, buf, sizeof(buf), &len, fds,
+				       STP_FETCH_BATCH, &nfds);
+		if (!err && (type != STP_MSG_STORE ||
+			     stp_fetch_store_check(buf, len, &b, nfds, &st)))
+			err = -EPROTO;
+		for (unsigned k = 0; k < nfds; k++)
+			if (err)
+				close(fds[k]);
+			else
+				stp_published_set_store(pub, first + st.which[k], fds[k]);
+		if (err || st.stop)
+			return;
+		first += b.count;
+	}
+}
+
+/* Room for store files: the soft limit of descriptors raised to the hard one. */
+static uint64_t store_room(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return 1u << 20;
+	return rl.rlim_cur > FDS_SPARE ? rl.rlim_cur - FDS_SPARE : 0;
+}
+
 /* The fetcher's process: set up, confine, probe, serve. */
 static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n)
 {
@@ -205,8 +347,14 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	int keep[STP_FETCH_CHANS_MAX + 1];
 	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
 				       .keep_fds = keep, .nkeep = n + 1,
-				       .keep_stderr = o->foreground, .fetcher = true };
+				       .keep_stderr = o->foreground, .fetcher = true,
+				       /* a store file holds one block: a fetcher turned hostile
+					* may not grow one past the largest a block can be */
+				       .file_size_max = STP_PUBLISHED_BUFFERS_MAX };
 	struct stp_http *h = NULL;
+	struct stp_published *pub = NULL;
+	uint64_t room = store_room();
+	uint8_t warm[STP_SIG_HASH_SIZE];
 	unsigned nres = 0;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -223,6 +371,7 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	}
 	if (!hi.err)
 		hi.err = read_netrc(o, &ho, hi.why, sizeof(hi.why));
+	stp_sign_hash("", 0, warm); /* OpenSSL loads its digest while it still may */
 	if ((resolve[nres] = resolve_entry(o->image)))
 		nres++;
 	if ((resolve[nres] = resolve_entry(proxy_for(o))))
@@ -236,16 +385,21 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 		hi.err = hi.err < 0 ? hi.err : -EPERM;
 	if (!hi.err)
 		hi.err = stp_http_open(o->image, &ho, &h, hi.why, sizeof(hi.why));
+	if (!hi.err)
+		hi.err = open_published(o, h, &pub, hi.why, sizeof(hi.why));
 	if (!hi.err) {
-		hi.size = stp_http_size(h);
+		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
+		hi.blocks = pub ? stp_published_blocks(pub) : 0;
 		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
 	}
 	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
+	if (!hi.err && hi.blocks)
+		take_store(pub, ctl, room);
 	close(ctl);
 	if (hi.err)
 		_exit(1);
 	for (unsigned i = 0; i < n; i++) {
-		srv[i] = (struct server){ h, chans[i] };
+		srv[i] = (struct server){ h, pub, chans[i] };
 		started[i] = i && !pthread_create(&tids[i], NULL, serve, &srv[i]);
 		if (i && !started[i])
 			close(chans[i]); /* one channel fewer: the daemon sees it closed */

@@ -13,6 +13,7 @@
  *                                             it is: cli/foreign.h)
  *   a URL: fork+exec stipple-fetcher,         its channels (fetcher.c), the superblock
  *     open(disk cache dir, secret, file)       through them, the cache file (diskcache.c)
+ *     open(store dir, block files), flock      a published image's blocks (store.c)
  *   stat(mount point), /proc/self/mountinfo   a directory, not mounted on (unless stack)
  *   open(hot list)                            record: created and truncated here
  *   open(mount point's parent) O_PATH         where an unmount will look
@@ -64,6 +65,7 @@
 #include "progpath.h"
 #include "remote.h"
 #include "setup.h"
+#include "store.h"
 #include "trustkeys.h"
 #include "util.h"
 #include "watcher.h"
@@ -91,7 +93,7 @@ static void init(struct monitor *m, const struct stp_mount_opts *o, const char *
 	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .parent_fd = -1,
 			       .pidfd = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
-				      .cache = { .fd = -1 }, .fetcher = { .pid = -1 } } };
+				      .cache = { .fd = -1 }, .fetcher = { .pid = -1, .ctl = -1 } } };
 	stp_monlog_route(prog);
 }
 
@@ -186,6 +188,21 @@ static int daemon_lost(struct monitor *m)
 	return -EIO;
 }
 
+/* A published image: its blocks' files in the store are handed to the fetcher
+ * (store.h), unless -f or cache_size=0 say no store; the fetcher then serves. */
+static void attach_store(struct monitor *m)
+{
+	const struct stp_mount_opts *o = m->o;
+	char *dir = NULL;
+
+	if (o->cache_size && !o->fake)
+		dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
+	if (dir)
+		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl, m->h.fetcher.blocks);
+	free(dir);
+	stp_fetcher_close_ctl(&m->h.fetcher);
+}
+
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
  * disk cache file is opened (the daemon cannot open it later). */
 static int open_url(struct monitor *m)
@@ -199,6 +216,8 @@ static int open_url(struct monitor *m)
 
 	if (err)
 		return err;
+	if (m->h.fetcher.blocks)
+		attach_store(m);
 	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size, stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
@@ -206,7 +225,8 @@ static int open_url(struct monitor *m)
 		err = stp_imgsrc_read(src, raw, sizeof(raw), 0);
 	stp_imgsrc_close(src);
 	stp_monlog_unreadable(m->prog, m->o, err);
-	if (err || !o->cache_size || o->fake) /* -f checks, it leaves nothing behind */
+	/* -f checks, it leaves nothing behind; a published image has the store instead */
+	if (err || !o->cache_size || o->fake || m->h.fetcher.blocks)
 		return err;
 	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
 	id.size = m->h.fetcher.size;

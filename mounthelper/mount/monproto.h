@@ -14,6 +14,8 @@
  *   LIVE       (none)       the image opened and checked, the mount serves
  *   PRIME      entries      part of the priming plan (prime.h)
  *   PRIME_END  (none)       the plan is complete
+ *   BLOCKS     struct       fetcher: a batch of a published image's block hashes (fetcher.h)
+ *   STORE      struct, fds  monitor -> fetcher: their files in the store, one answer a batch
  *
  * Functions return 0 or a negative errno; they keep no state and are thread-safe (a
  * datagram is written whole).
@@ -32,6 +34,8 @@ enum stp_msg_type {
 	STP_MSG_LIVE,
 	STP_MSG_PRIME,
 	STP_MSG_PRIME_END,
+	STP_MSG_BLOCKS,
+	STP_MSG_STORE,
 };
 
 /* The largest payload. */

@@ -187,16 +187,29 @@ static void emit(struct stp_readfail *rf, const char *msg)
 	stp_log(STP_LOG_ERR, "%s", msg);
 }
 
+#define CAUSE_MAX 320u
+
+/* This thread's source failure, for its next note ("" when none). */
+static __thread char cause[CAUSE_MAX];
+
+void stp_readfail_set_cause(const char *why)
+{
+	snprintf(cause, sizeof(cause), "%s", why ? why : "");
+}
+
 /* The rate limit is decided before the path is looked for, and the search holds no
  * lock: a read that fails waits for its own search only, and one held back for nothing
  * but the counting. */
 void stp_readfail_note(struct stp_readfail *rf, const struct stp_image *img, uint32_t ino,
 		       uint64_t off, size_t len, int err, uint64_t block)
 {
-	char msg[PATH_MAX + 512], where[48] = "", path[PATH_MAX];
+	char msg[PATH_MAX + 512 + CAUSE_MAX], where[48] = "", path[PATH_MAX], why[CAUSE_MAX + 4] = "";
 	uint64_t missed;
 	int go;
 
+	if (cause[0])
+		snprintf(why, sizeof(why), " (%s)", cause);
+	cause[0] = '\0';
 	if (!rf)
 		return;
 	pthread_mutex_lock(&rf->lock);
@@ -217,9 +230,9 @@ void stp_readfail_note(struct stp_readfail *rf, const struct stp_image *img, uin
 			 (unsigned long long)missed);
 		emit(rf, msg);
 	}
-	snprintf(msg, sizeof(msg), "%s: read of %s failed (%zu bytes at offset %llu): %s%s",
+	snprintf(msg, sizeof(msg), "%s: read of %s failed (%zu bytes at offset %llu): %s%s%s",
 		 stp_image_path(img), path, len, (unsigned long long)off, where,
-		 stp_strerror(err));
+		 stp_strerror(err), why);
 	emit(rf, msg);
 	pthread_mutex_unlock(&rf->lock);
 }

@@ -58,4 +58,9 @@ void stp_readfail_note(struct stp_readfail *rf, const struct stp_image *img, uin
 
 void stp_readfail_stats(struct stp_readfail *rf, struct stp_readfail_stats *out);
 
+/* Why the source's read failed in this thread (the fetcher's reason, naming a published
+ * block's URL, say), or NULL to forget it: the next note in this thread ends with it, in
+ * parentheses, and forgets it. Thread-local, so thread-safe. */
+void stp_readfail_set_cause(const char *why);
+
 #endif

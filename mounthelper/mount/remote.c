@@ -13,6 +13,7 @@
 #include "fetcher.h"
 #include "imgsrc.h"
 #include "log.h"
+#include "readfail.h"
 #include "util.h"
 
 struct remote {
@@ -51,6 +52,7 @@ static int take(struct remote *r)
  * counts for the status, nothing more). */
 struct tally {
 	uint64_t requests, retries, bytes;
+	uint64_t stored; /* bytes a published image's store gave (fetcher.h) */
 };
 
 /* Gives channel I back after a read that FAILED or not, for which the fetcher sent
@@ -60,6 +62,11 @@ static void give(struct remote *r, int i, bool broken, bool failed, const struct
 	pthread_mutex_lock(&r->lock);
 	r->busy[i] = false;
 	r->st.bytes += failed ? 0 : c->bytes;
+	if (c->stored && !failed) { /* a published image's store: its disk cache */
+		r->st.disk_cache = 1;
+		r->st.cache_hits++;
+		r->st.cache_bytes += c->stored;
+	}
 	r->st.failures += failed;
 	r->st.requests += c->requests;
 	r->st.retries += c->retries;
@@ -106,9 +113,15 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 	}
 	while (got < len) {
 		err = read_full(fd, &fr, sizeof(fr));
-		if (!err && fr.tries) {
-			c->requests += fr.tries;
-			c->retries += fr.tries - 1;
+		if (!err && !fr.err && !fr.len && !fr.tries)
+			continue; /* the fetcher is still at it (fetcher.h) */
+		if (!err && (fr.tries & STP_FETCH_STORE)) {
+			c->stored += fr.err ? 0 : fr.len;
+		} else if (!err && fr.tries) {
+			uint32_t sent = fr.tries & ~STP_FETCH_NETWORK;
+
+			c->requests += sent;
+			c->retries += sent ? sent - 1 : 0;
 			c->bytes += fr.err ? 0 : fr.len; /* 0 tries: the probe's bytes, kept */
 		}
 		if (!err && fr.err == 0 && (!fr.len || fr.len > len - got))
@@ -143,12 +156,13 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 {
 	struct remote *r = (struct remote *)s;
 	char why[STP_FETCH_WHY_MAX] = "";
-	struct tally c = { 0, 0, 0 };
+	struct tally c = { 0, 0, 0, 0 };
 	bool broken;
 	int i, err;
 
 	if (off > s->size || len > s->size - off)
 		return STP_IMGSRC_END; /* the image reader says what lies past it */
+	stp_readfail_set_cause(NULL); /* a failure's cause is this read's, not an earlier one's */
 	if (r->cache && !stp_diskcache_get(r->cache, buf, len, off)) {
 		pthread_mutex_lock(&r->lock);
 		r->st.cache_hits++;
@@ -168,6 +182,7 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 	give(r, i, broken, err != 0, &c);
 	if (err) {
 		stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
+		stp_readfail_set_cause(why); /* syslog's line of the failed read says why */
 		return -EIO;
 	}
 	if (r->cache)

@@ -59,6 +59,8 @@ const char *const stp_syscalls_fetcher[] = {
 	"getpeername", "sendto", "recvfrom", "sendmsg",
 	"recvmsg", "sendmmsg", "send", "recv", "shutdown", "pipe2",
 	"getrandom", "uname",
+	/* a published image's blocks in the store, through the descriptors handed over */
+	"pread64", "pwrite64", "ftruncate", "ftruncate64",
 	"brk", "munmap", "madvise", "mremap",
 	"futex", "futex_time64", "set_robust_list", "rseq",
 	"rt_sigprocmask", "rt_sigaction", "rt_sigreturn", "sigreturn",

@@ -81,32 +81,6 @@ static void print_summary(const char *image, const struct stp_image *img,
 	putchar('\n');
 }
 
-/* A signed image is opened verified, so that every hash is checked; with KEY, the
- * signature too (and an unsigned image fails). */
-static int check_open(const char *image, const struct stp_pubkey *key, struct stp_image **img)
-{
-	struct stp_superblock sb;
-	unsigned long told;
-	int fd, err;
-
-	if (key || stp_cli_foreign(&check_cli, image))
-		return key ? stp_cli_open_verified(&check_cli, image, key, img) : -EINVAL;
-	fd = open(image, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return stp_cli_open(&check_cli, image, img); /* says why */
-	told = stp_cli_damage_reports();
-	err = stp_image_read_superblock(fd, image, &sb);
-	close(fd);
-	if (err) { /* reported by the library: opening again would say it twice */
-		if (err != -EUCLEAN || stp_cli_damage_reports() == told)
-			stp_cli_problem(&check_cli, image, NULL, "cannot open: %s",
-					stp_strerror(err));
-		return err;
-	}
-	if (sb.feat_compat & STP_FEAT_COMPAT_SIGNED)
-		return stp_cli_open_verified(&check_cli, image, NULL, img);
-	return stp_cli_open(&check_cli, image, img);
-}
 
 /* --json: the verdict, the figures and every problem reported (stipple(1)). */
 static int print_json(struct check_out *out, const struct stp_image *img,
@@ -137,8 +111,8 @@ static int check_run(const char *image, const struct stp_pubkey *key, int json)
 	unsigned long problems = 0;
 	int err;
 
-	if ((err = check_open(image, key, &img))) {
-		if (json) { /* check_open said why on stderr */
+	if ((err = stp_cli_open_checked(&check_cli, image, key, &img))) {
+		if (json) { /* the open said why on stderr */
 			json_array_append_new(out.problems, json_pack("{s:n,s:s+}", "path",
 					      "message", "cannot open: ", stp_strerror(err)));
 			print_json(&out, NULL, &n, 1, 0);

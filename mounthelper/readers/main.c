@@ -24,6 +24,7 @@ static const struct subcommand subcommands[] = {
 	{ "keygen", stp_cmd_keygen, "make an Ed25519 key pair for signing images" },
 	{ "sign", stp_cmd_sign, "sign an image in place with a secret key" },
 	{ "verify", stp_cmd_verify, "check an image's signature and every hash" },
+	{ "publish", stp_cmd_publish, "lay an image out as shared blocks for a web server" },
 };
 
 static void usage(FILE *out)

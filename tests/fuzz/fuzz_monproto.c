@@ -4,7 +4,9 @@
  * The bytes are one datagram as a program the monitor execs receives it: sent on a
  * SOCK_SEQPACKET pair and taken with stp_msg_recv_fds, then, as a SETUP payload, decoded
  * field by field. What decodes must encode back to a payload that decodes to the same
- * setup: nothing the decoder accepts is lost or changed on the way.
+ * setup: nothing the decoder accepts is lost or changed on the way. A BLOCKS or STORE
+ * payload (a published image's store, fetcher.h) goes through its check, against a batch
+ * and an image size taken from the payload's first bytes: what passes stays in bounds.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fetcher.h"
 #include "fuzz.h"
 #include "monproto.h"
 #include "setup.h"
@@ -59,6 +62,41 @@ static void decode_roundtrip(const uint8_t *data, size_t size)
 	free(buf);
 }
 
+/* BLOCKS as the monitor checks it, for the batch its first field names of an image of
+ * BLOCKS (from the pad's bytes). */
+static void check_blocks(const uint8_t *buf, size_t len)
+{
+	struct stp_fetch_blocks b, in;
+	uint64_t blocks = 0;
+
+	if (len < sizeof(in))
+		return;
+	memcpy(&in, buf, sizeof(in));
+	blocks = in.first + (in.pad & 0xff);
+	if (stp_fetch_blocks_check(buf, len, in.first, blocks, &b))
+		return;
+	FUZZ_ASSERT(b.count >= 1 && b.count <= STP_FETCH_BATCH);
+	FUZZ_ASSERT(b.first < blocks && b.count <= blocks - b.first);
+}
+
+/* STORE as the fetcher checks it, against a batch of (stop field) blocks. */
+static void check_store(const uint8_t *buf, size_t len)
+{
+	struct stp_fetch_blocks asked = { 0 };
+	struct stp_fetch_store st, in;
+
+	if (len < sizeof(in))
+		return;
+	memcpy(&in, buf, sizeof(in));
+	asked.first = in.first;
+	asked.count = in.stop % (STP_FETCH_BATCH + 1);
+	if (stp_fetch_store_check(buf, len, &asked, in.nfds % (STP_FETCH_BATCH + 1), &st))
+		return;
+	FUZZ_ASSERT(st.nfds <= asked.count && st.stop <= 1);
+	for (unsigned k = 0; k < st.nfds; k++)
+		FUZZ_ASSERT(st.which[k] < asked.count);
+}
+
 /* The datagram as the receiving end takes it: typed, bounded, no descriptor. */
 static void receive(const uint8_t *data, size_t size)
 {
@@ -79,6 +117,10 @@ static void receive(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(rc || len + sizeof(type) == size);
 		if (!rc && type == STP_MSG_SETUP)
 			decode_roundtrip(buf, len);
+		if (!rc && type == STP_MSG_BLOCKS)
+			check_blocks(buf, len);
+		if (!rc && type == STP_MSG_STORE)
+			check_store(buf, len);
 	}
 	close(sv[0]);
 	close(sv[1]);

@@ -7,10 +7,12 @@ manager that stops what it started."""
 import contextlib
 import http.server
 import os
+import pwd
 import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -68,15 +70,22 @@ class Nginx:
                                 m.group(5)))
         return out
 
+    def uris(self):
+        """(method, status, body bytes, path) of each request so far."""
+        with open(self.access_log[:-len("access.log")] + "uris.log") as f:
+            return [(m, int(st), int(b), u) for m, st, b, u in
+                    (line.split() for line in f if len(line.split()) == 4)]
+
     def bytes_sent(self):
         return sum(e[2] for e in self.log_entries())
 
 
 @contextlib.contextmanager
-def nginx(root, workdir, tls=None, location=""):
+def nginx(root, workdir, tls=None, location="", server=""):
     """nginx serving ROOT (read-only) on 127.0.0.1, with everything else in WORKDIR. TLS:
     (certificate, key) files: HTTPS with HTTP/2 on the same port. LOCATION: directives
-    for `location /` (auth_basic, say)."""
+    for `location /` (auth_basic, say); SERVER: more for the server (other locations).
+    Each request's path is logged too (Nginx.uris)."""
     if not os.access(NGINX, os.X_OK):
         pytest.skip("nginx is not installed (apt-get install nginx-light)")
     workdir = os.fspath(workdir)
@@ -97,15 +106,18 @@ events { worker_connections 512; }
 http {
   log_format counted '$request_method $status $body_bytes_sent "$http_range" $server_protocol';
   access_log %(log)s counted;
+  log_format uris '$request_method $status $body_bytes_sent $uri';
+  access_log %(w)s/uris.log uris;
 %(temps)s  keepalive_requests 100000;
   server {
     listen 127.0.0.1:%(port)d%(ssl)s;
 %(certs)s    root %(root)s;
     location / { %(location)s }
+%(server)s
   }
 }
 """ % {"w": workdir, "log": log, "temps": temps, "port": port, "root": os.fspath(root),
-                "ssl": " ssl http2" if tls else "", "location": location,
+                "ssl": " ssl http2" if tls else "", "location": location, "server": server,
                 "certs": "    ssl_certificate %s;\n    ssl_certificate_key %s;\n" % tls if tls else ""})
     proc = subprocess.Popen([NGINX, "-c", conf, "-p", workdir], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "stderr"), "w"))
@@ -260,9 +272,10 @@ def fault_front(path):
 # ---- Squid -------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def squid(workdir):
+def squid(workdir, refresh=""):
     """Squid on 127.0.0.1 caching in memory (test_http_scale.py says why each line is
-    there), everything it writes in WORKDIR, which its own user must be able to write."""
+    there), everything it writes in WORKDIR, which its own user must be able to write.
+    REFRESH: refresh_pattern lines that come before the catch-all one."""
     if not os.access(SQUID, os.X_OK):
         pytest.skip("squid is not installed (apt-get install squid)")
     workdir = os.fspath(workdir)
@@ -280,6 +293,7 @@ memory_cache_mode always
 range_offset_limit none
 quick_abort_min -1 KB
 collapsed_forwarding on
+%(refresh)s
 refresh_pattern . 60 100%% 600
 pid_filename %(w)s/squid.pid
 access_log stdio:%(w)s/access.log
@@ -287,7 +301,7 @@ cache_log %(w)s/cache.log
 cache_store_log none
 coredump_dir %(w)s
 shutdown_lifetime 1 seconds
-""" % {"port": port, "w": workdir})
+""" % {"port": port, "w": workdir, "refresh": refresh})
     proc = subprocess.Popen([SQUID, "-N", "-f", conf], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL,
                             stderr=open(os.path.join(workdir, "stderr"), "w"))
@@ -296,6 +310,23 @@ shutdown_lifetime 1 seconds
         yield "http://127.0.0.1:%d" % port
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def squid_dir():
+    """Squid drops root for its own user: its directory must be that user's, outside the
+    private tmp_path."""
+    try:
+        user = pwd.getpwnam("proxy")
+    except KeyError:
+        pytest.skip("no 'proxy' user for Squid")
+    d = tempfile.mkdtemp(prefix="stipple-squid-")
+    os.chmod(d, 0o755)
+    os.chown(d, user.pw_uid, user.pw_gid)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -90,6 +90,10 @@ def test_option_values(complete, tmp_path):
     # the DIR of `stipple mount IMAGE DIR` is a directory
     assert complete("_stipple", STIPPLE, "mount", "hot.txt", "", cwd=tmp_path) == ["sub"]
     assert complete("_stipple", STIPPLE, "mount", "h", cwd=tmp_path) == ["hot.txt"]
+    # and so is the DIR of `stipple publish IMAGE DIR`; its --name takes free text
+    assert complete("_stipple", STIPPLE, "publish", "hot.txt", "", cwd=tmp_path) == ["sub"]
+    assert complete("_stipple", STIPPLE, "publish", "--name", "", cwd=tmp_path) == []
+    assert complete("_stipple", STIPPLE, "publish", "--na") == ["--name"]
 
 
 def test_mount_options(complete):

@@ -224,22 +224,36 @@ def fuse_open_to_users():
         os.chmod("/dev/fuse", mode)
 
 
-def test_user_mounts_a_url(origin, gen_tree):
-    """A user's `stipple mount URL`: the fetcher and the daemon confine themselves in a
-    user namespace, the disk cache goes under $XDG_CACHE_HOME, owned by the user."""
+NOBODY = 65534
+
+
+@contextlib.contextmanager
+def as_nobody():
+    """(command prefix, environment, mount point, home) for mounting as nobody: a mount
+    point and a home of nobody's, $XDG_CACHE_HOME under it; all removed afterwards."""
     if not shutil.which("setpriv") or not shutil.which("fusermount3"):
         pytest.skip("needs setpriv and fusermount3")
-    nobody = 65534
     base = tempfile.mkdtemp(prefix="stipple-http-user-")
     os.chmod(base, 0o755)
     mnt, home = os.path.join(base, "mnt"), os.path.join(base, "home")
     for d in (mnt, home):
         os.mkdir(d)
-        os.chown(d, nobody, nobody)
-    as_user = ["setpriv", "--reuid=%d" % nobody, "--regid=%d" % nobody, "--clear-groups"]
+        os.chown(d, NOBODY, NOBODY)
+    as_user = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
            "XDG_CACHE_HOME": os.path.join(home, "xdg")}
     try:
+        yield as_user, env, mnt, home
+    finally:
+        unmount(mnt)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_user_mounts_a_url(origin, gen_tree):
+    """A user's `stipple mount URL`: the fetcher and the daemon confine themselves in a
+    user namespace, the disk cache goes under $XDG_CACHE_HOME, owned by the user."""
+    nobody = NOBODY
+    with as_nobody() as (as_user, env, mnt, home):
         with fuse_open_to_users():
             r = run(as_user + [STIPPLE, "mount", origin.url("gen.stp"), mnt], env=env,
                     timeout=60)
@@ -252,9 +266,6 @@ def test_user_mounts_a_url(origin, gen_tree):
         st = os.stat(os.path.join(home, "xdg", "stipple", name))
         assert st.st_uid == nobody and st.st_mode & 0o777 == 0o600
         assert run(as_user + ["fusermount3", "-u", mnt], env=env).returncode == 0
-    finally:
-        unmount(mnt)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def allocated(path):

@@ -21,37 +21,16 @@ work for range requests:
 import concurrent.futures
 import contextlib
 import os
-import pwd
 import shutil
 import subprocess
-import tempfile
-
-import pytest
 
 import httputil
-from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
+from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
 import treeutil
 from conftest import STIPPLE, mount_image, read_file
 from test_http import cache_files
 
 CLIENTS = 8
-
-
-@pytest.fixture
-def squid_dir():
-    """Squid drops root for its own user: its directory must be that user's, outside the
-    private tmp_path."""
-    try:
-        user = pwd.getpwnam("proxy")
-    except KeyError:
-        pytest.skip("no 'proxy' user for Squid")
-    d = tempfile.mkdtemp(prefix="stipple-squid-")
-    os.chmod(d, 0o755)
-    os.chown(d, user.pw_uid, user.pw_gid)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_eight_clients_behind_squid(tmp_path, gen_image, gen_tree, squid_dir, monkeypatch):

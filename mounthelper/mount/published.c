@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/* A published image served from its index and its blocks (published.h). */
+#include "published.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <openssl/crypto.h>
+
+#include "format.h"
+#include "hash.h"
+#include "http.h"
+#include "imgsrc.h"
+#include "pubindex.h"
+#include "util.h"
+
+/* Blocks are fetched one thread at a time per stripe (block number modulo STRIPES): a
+ * block two reads want at once is fetched once, then read back from the store. */
+#define STRIPES 64u
+
+struct stp_published {
+	struct stp_http *h;
+	uint8_t *idx;             /* the index file */
+	size_t len;
+	struct stp_pubindex_header hdr;
+	const uint8_t *sb;        /* the superblock copy in IDX */
+	const uint8_t *tail;      /* IMAGE[tail_offset, image_size) in IDX */
+	uint64_t *offsets;        /* each block's offset, for the search */
+	int *store;               /* each block's file in the store, or -1 */
+	char *base, *shown;
+	pthread_mutex_t stripes[STRIPES];
+	pthread_mutex_t lock;     /* buffered, hits, rejected */
+	pthread_cond_t freed;
+	uint64_t buffered;        /* bytes of block buffers held */
+	uint64_t hits, rejected;
+};
+
+static int why_set(char *why, size_t whylen, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int why_set(char *why, size_t whylen, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+bool stp_published_is_index(const void *head, size_t len)
+{
+	return len >= STP_PUBINDEX_MAGIC_LEN &&
+	       !memcmp(head, STP_PUBINDEX_MAGIC, STP_PUBINDEX_MAGIC_LEN);
+}
+
+/* The table of offsets and the store slots, from the index stp_pubindex_check passed. */
+static int index_tables(struct stp_published *p)
+{
+	uint64_t n = p->hdr.block_count;
+
+	p->offsets = calloc(n ? n : 1, sizeof(*p->offsets));
+	p->store = calloc(n ? n : 1, sizeof(*p->store));
+	if (!p->offsets || !p->store)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		struct stp_pubindex_entry e;
+
+		if (stp_pubindex_entry_at(p->idx, i, &e))
+			return -EUCLEAN;
+		p->offsets[i] = e.offset;
+		p->store[i] = -1;
+	}
+	p->sb = p->idx + stp_pubindex_sb_offset(n);
+	p->tail = p->idx + stp_pubindex_tail_file_offset(n);
+	return 0;
+}
+
+static int load_index(struct stp_published *p, char *why, size_t whylen)
+{
+	uint64_t size = stp_http_size(p->h);
+	const char *reason = NULL;
+	int err;
+
+	if (size > STP_PUBLISHED_INDEX_MAX)
+		return why_set(why, whylen, -EFBIG, "an index of %llu bytes, over the %llu MiB "
+			       "a mount takes", (unsigned long long)size,
+			       (unsigned long long)(STP_PUBLISHED_INDEX_MAX >> 20));
+	p->len = (size_t)size;
+	p->idx = malloc(p->len ? p->len : 1);
+	if (!p->idx)
+		return why_set(why, whylen, -ENOMEM, "out of memory for the index");
+	err = stp_http_get(p->h, p->idx, p->len, 0, NULL, why, whylen);
+	if (err)
+		return err;
+	/* bounded by the bytes fetched, never by the count the header claims */
+	err = stp_pubindex_check(p->idx, p->len, &p->hdr, NULL, &reason);
+	if (err)
+		return why_set(why, whylen, err, "a damaged published index: %s",
+			       reason ? reason : stp_strerror(err));
+	err = index_tables(p);
+	return err ? why_set(why, whylen, err, "the index: %s", stp_strerror(err)) : 0;
+}
+
+int stp_published_load(struct stp_http *h, const char *base, const char *shown,
+		       struct stp_published **out, char *why, size_t whylen)
+{
+	struct stp_published *p = calloc(1, sizeof(*p));
+	int err;
+
+	if (!p || !(p->base = strdup(base)) || !(p->shown = strdup(shown))) {
+		if (p)
+			free(p->base);
+		free(p);
+		return why_set(why, whylen, -ENOMEM, "out of memory");
+	}
+	p->h = h;
+	for (unsigned i = 0; i < STRIPES; i++)
+		pthread_mutex_init(&p->stripes[i], NULL);
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->freed, NULL);
+	err = load_index(p, why, whylen);
+	if (err) {
+		stp_published_free(p);
+		return err;
+	}
+	*out = p;
+	return 0;
+}
+
+void stp_published_free(struct stp_published *p)
+{
+	if (!p)
+		return;
+	for (uint64_t i = 0; p->store && i < p->hdr.block_count; i++)
+		if (p->store[i] >= 0)
+			close(p->store[i]);
+	for (unsigned i = 0; i < STRIPES; i++)
+		pthread_mutex_destroy(&p->stripes[i]);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->freed);
+	free(p->offsets);
+	free(p->store);
+	free(p->idx);
+	free(p->base);
+	free(p->shown);
+	free(p);
+}
+
+uint64_t stp_published_size(const struct stp_published *p)
+{
+	return p->hdr.image_size;
+}
+
+uint64_t stp_published_blocks(const struct stp_published *p)
+{
+	return p->hdr.block_count;
+}
+
+const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
+{
+	return p->idx + STP_PUBINDEX_HDR_SIZE + i * STP_PUBINDEX_ENTRY_SIZE + 16;
+}
+
+void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
+{
+	if (i >= p->hdr.block_count || p->store[i] >= 0) {
+		close(fd);
+		return;
+	}
+	p->store[i] = fd;
+}
+
+void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected)
+{
+	pthread_mutex_lock(&p->lock);
+	*hits = p->hits;
+	*rejected = p->rejected;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The block holding OFF (within [256, tail_offset)). */
+static uint64_t block_at(const struct stp_published *p, uint64_t off)
+{
+	uint64_t lo = 0, hi = p->hdr.block_count;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (p->offsets[mid] <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The time STP_HTTP_TICK_MS from now, for a timed wait. */
+static struct timespec tick_deadline(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += STP_HTTP_TICK_MS / 1000;
+	return ts;
+}
+
+static void tick_now(const struct stp_http_tick *tick)
+{
+	if (tick)
+		tick->fn(tick->ctx);
+}
+
+/* Locks M, ticking while it waits. */
+static void lock_ticking(pthread_mutex_t *m, const struct stp_http_tick *tick)
+{
+	for (;;) {
+		struct timespec ts = tick_deadline();
+
+		if (pthread_mutex_timedlock(m, &ts) != ETIMEDOUT)
+			return;
+		tick_now(tick);
+	}
+}
+
+/* Waits until LEN more bytes of buffers fit, and counts them. */
+static void *buffer_take(struct stp_published *p, uint64_t len, const struct stp_http_tick *tick)
+{
+	void *buf;
+
+	pthread_mutex_lock(&p->lock);
+	while (p->buffered && p->buffered + len > STP_PUBLISHED_BUFFERS_MAX) {
+		struct timespec ts = tick_deadline();
+
+		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
+			tick_now(tick);
+	}
+	p->buffered += len;
+	pthread_mutex_unlock(&p->lock);
+	buf = malloc(len);
+	if (!buf) {
+		pthread_mutex_lock(&p->lock);
+		p->buffered -= len;
+		pthread_cond_broadcast(&p->freed);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return buf;
+}
+
+void stp_published_put(struct stp_published *p, struct stp_published_part *part)
+{
+	if (!part->owned)
+		return;
+	free(part->owned);
+	pthread_mutex_lock(&p->lock);
+	p->buffered -= part->owned_len;
+	pthread_cond_broadcast(&p->freed);
+	pthread_mutex_unlock(&p->lock);
+	part->owned = NULL;
+}
+
+static bool hash_matches(const void *buf, size_t len, const uint8_t want[32])
+{
+	uint8_t have[STP_SIG_HASH_SIZE];
+
+	stp_sign_hash(buf, len, have);
+	return !CRYPTO_memcmp(have, want, sizeof(have));
+}
+
+/* Block E from its file in the store FD: true when the file holds exactly its bytes;
+ * a file of another size or with other bytes is counted, and left to be overwritten. */
+static bool from_store(struct stp_published *p, int fd, const struct stp_pubindex_entry *e,
+		       void *buf)
+{
+	struct stat st;
+	bool ok;
+
+	if (fd < 0 || fstat(fd, &st) || st.st_size == 0)
+		return false;
+	ok = (uint64_t)st.st_size == e->stored_size &&
+	     !stp_pread_full(fd, buf, e->stored_size, 0) &&
+	     hash_matches(buf, e->stored_size, e->sha256);
+	pthread_mutex_lock(&p->lock);
+	if (ok)
+		p->hits++;
+	else
+		p->rejected++;
+	pthread_mutex_unlock(&p->lock);
+	return ok;
+}
+
+/* Keeps a checked block in its store file (a failure only costs a later fetch). */
+static void to_store(int fd, const void *buf, uint32_t len)
+{
+	if (fd >= 0 && !stp_pwrite_full(fd, buf, len, 0))
+		(void)!ftruncate(fd, len);
+}
+
+/* Block E from the server, whole, checked against its hash. */
+static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry *e, void *buf,
+		       const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
+{
+	char name[STP_PUBINDEX_NAME_MAX], *url = NULL;
+	int err;
+
+	stp_pubindex_block_name(e->sha256, name);
+	if (asprintf(&url, "%sblocks/%s", p->base, name) < 0)
+		return why_set(why, whylen, -ENOMEM, "out of memory");
+	err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, tries, why, whylen);
+	free(url);
+	if (err) {
+		char cause[160];
+
+		snprintf(cause, sizeof(cause), "%s", why);
+		return why_set(why, whylen, err, "block %sblocks/%s: %s", p->shown, name, cause);
+	}
+	if (!hash_matches(buf, e->stored_size, e->sha256))
+		return why_set(why, whylen, -EIO, "block %sblocks/%s: its bytes do not match "
+			       "its SHA-256; refused", p->shown, name);
+	return 0;
+}
+
+/* Block I whole into PART: from the store, else from the server (then kept). */
+static int get_block(struct stp_published *p, uint64_t i, const struct stp_http_tick *tick,
+		     struct stp_published_part *part, char *why, size_t whylen)
+{
+	pthread_mutex_t *stripe = &p->stripes[i % STRIPES];
+	struct stp_pubindex_entry e;
+	int err = 0;
+
+	if (stp_pubindex_entry_at(p->idx, i, &e))
+		return why_set(why, whylen, -EIO, "block %llu: a damaged entry", (unsigned long long)i);
+	part->owned = buffer_take(p, e.stored_size, tick);
+	if (!part->owned)
+		return why_set(why, whylen, -ENOMEM, "out of memory for a block of %u bytes",
+			       e.stored_size);
+	part->owned_len = e.stored_size;
+	lock_ticking(stripe, tick);
+	part->stored = from_store(p, p->store[i], &e, part->owned);
+	if (!part->stored) {
+		err = fetch_block(p, &e, part->owned, tick, &part->tries, why, whylen);
+		if (!err)
+			to_store(p->store[i], part->owned, e.stored_size);
+	}
+	pthread_mutex_unlock(stripe);
+	if (err)
+		stp_published_put(p, part);
+	return err;
+}
+
+int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
+		      const struct stp_http_tick *tick, struct stp_published_part *part,
+		      char *why, size_t whylen)
+{
+	const struct stp_pubindex_header *h = &p->hdr;
+	uint64_t i, start, end;
+	int err;
+
+	*part = (struct stp_published_part){ NULL, 0, NULL, 0, 0, false };
+	if (off >= h->image_size)
+		return why_set(why, whylen, STP_IMGSRC_END, "byte %llu lies past the end",
+			       (unsigned long long)off);
+	if (off < STP_SB_SIZE) {
+		part->ptr = p->sb + off;
+		part->len = STP_SB_SIZE - off;
+	} else if (off >= h->tail_offset) {
+		part->ptr = p->tail + (off - h->tail_offset);
+		part->len = h->image_size - off;
+	} else {
+		i = block_at(p, off);
+		err = get_block(p, i, tick, part, why, whylen);
+		if (err)
+			return err;
+		start = p->offsets[i];
+		end = start + part->owned_len;
+		part->ptr = (const uint8_t *)part->owned + (off - start);
+		part->len = end - off;
+	}
+	if (part->len > max)
+		part->len = max;
+	return 0;
+}

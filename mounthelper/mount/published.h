@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A published image (stipple(5), PUBLISHED INDEX; `stipple publish`) as the fetcher of a
+ * URL mount serves it: the URL names an index, and the fetcher presents the one-file
+ * image it stands for (the "virtual image") on its channels, so that the monitor and the
+ * daemon read it as they read any image at a URL. [0, 256) and [tail_offset, image_size)
+ * come from the index, held in memory; each block from DIR/blocks/HH/H64 beside the
+ * index, fetched whole and checked against its SHA-256 before a byte of it is used. A
+ * block that does not match is refused: the read fails (-EIO) with a reason naming the
+ * block's URL, and no byte of it is served.
+ *
+ * The store (store.h): the monitor hands the fetcher, for each block it can, a
+ * descriptor of that block's file in its owner's store. A block is read from there first
+ * and checked against its hash like a fetched one (a file that does not match is
+ * counted, fetched again and overwritten); a fetched block is written there whole.
+ *
+ * Blocks being fetched are bounded in memory (STP_PUBLISHED_BUFFERS_MAX bytes at once); a
+ * block is fetched by one thread at a time, so that two reads of it fetch it once when
+ * there is a store. All functions but load and free are thread-safe. They return 0 or a
+ * negative errno with WHY (WHYLEN bytes) saying it in words.
+ */
+#ifndef STP_PUBLISHED_H
+#define STP_PUBLISHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct stp_http;
+struct stp_http_tick;
+struct stp_published;
+
+/* An index is at most this long: the metadata and the block table of a very large tree. */
+#define STP_PUBLISHED_INDEX_MAX (256ull << 20)
+/* The bytes of blocks held at once (a block of the largest size fits). */
+#define STP_PUBLISHED_BUFFERS_MAX (1280ull << 20)
+
+/* Whether HEAD (LEN bytes: the first bytes at the URL) starts an index. */
+bool stp_published_is_index(const void *head, size_t len);
+
+/* Fetches the index at H's URL (its size as probed) whole and checks it
+ * (stp_pubindex_check); BASE is the URL the block names are appended to (the index's
+ * directory with its trailing '/'), SHOWN the same for messages (no userinfo). *out is
+ * the caller's (stp_published_free). -EUCLEAN for a damaged index, -EFBIG for one over
+ * STP_PUBLISHED_INDEX_MAX. */
+int stp_published_load(struct stp_http *h, const char *base, const char *shown,
+		       struct stp_published **out, char *why, size_t whylen);
+void stp_published_free(struct stp_published *p);
+
+uint64_t stp_published_size(const struct stp_published *p);   /* of the virtual image */
+uint64_t stp_published_blocks(const struct stp_published *p); /* entries in the index */
+/* Block I's SHA-256 (I below stp_published_blocks). */
+const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
+
+/* Block I's file in the store: FD is P's from now on (closed by stp_published_free). Not
+ * thread-safe: before the channels are served. */
+void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);
+
+/* One part of the virtual image: LEN bytes at PTR, valid until stp_published_put. */
+struct stp_published_part {
+	const uint8_t *ptr;
+	uint64_t len;
+	void *owned;        /* a block's buffer, or NULL */
+	uint64_t owned_len;
+	unsigned tries;     /* HTTP requests it took (0: from memory or the store) */
+	bool stored;        /* read back from the store */
+};
+
+/* The bytes from OFF to the end of the part of the virtual image holding OFF (the
+ * superblock copy, one block, the tail), at most MAX of them (MAX > 0; OFF below the
+ * size). TICK (NULL: none) is called every few seconds while a block is fetched, or
+ * waited for (another thread fetching it, buffers full). */
+int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
+		      const struct stp_http_tick *tick, struct stp_published_part *part,
+		      char *why, size_t whylen);
+void stp_published_put(struct stp_published *p, struct stp_published_part *part);
+
+/* What the store did: blocks read back from it, and files in it that did not match. */
+void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected);
+
+#endif

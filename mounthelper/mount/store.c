@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/* The store of published images' blocks (store.h). */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "diskcache.h"
+#include "fetcher.h"
+#include "monlog.h"
+#include "monproto.h"
+#include "pubindex.h"
+#include "setup.h"
+#include "util.h"
+
+#define BLOCKS_DIR "blocks"
+#define FILES_MAX (1u << 18) /* 8 TiB of 32 MiB blocks */
+
+/* SUB beneath DIRFD, made 0700 when missing, opened when it is a directory (not a
+ * link) of the mounting user's that no one else may write. */
+static int open_subdir(int dirfd, const char *sub)
+{
+	struct stat st;
+	int fd;
+
+	if (mkdirat(dirfd, sub, 0700) && errno != EEXIST)
+		return -errno;
+	fd = openat(dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOTDIR || errno == ELOOP ? -ENOTDIR : -errno;
+	if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* The file of the block hashing to SHA, opened or made, locked shared (the pin) and
+ * marked used now; a negative errno when it cannot be. */
+static int take_block(int blocks, const uint8_t sha[32])
+{
+	char name[STP_PUBINDEX_NAME_MAX];
+	bool made;
+	int sub, fd;
+
+	stp_pubindex_block_name(sha, name);
+	name[2] = '\0';
+	sub = open_subdir(blocks, name);
+	if (sub < 0)
+		return sub;
+	fd = stp_diskcache_open_private(sub, name + 3, O_RDWR, &made);
+	close(sub);
+	if (fd < 0)
+		return fd;
+	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
+		close(fd);
+		return -errno;
+	}
+	futimens(fd, NULL); /* the store's LRU order */
+	return fd;
+}
+
+/* One batch: the files of the blocks it names, sent back on CTL. */
+static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
+{
+	struct stp_fetch_store st = { .first = b->first };
+	int fds[STP_FETCH_BATCH], err;
+
+	for (uint32_t k = 0; k < b->count; k++) {
+		int fd = take_block(blocks, b->sha[k]);
+
+		if (fd < 0)
+			continue; /* that block is fetched each time */
+		st.which[st.nfds] = k;
+		fds[st.nfds++] = fd;
+	}
+	err = stp_msg_send_fds(ctl, STP_MSG_STORE, &st, sizeof(st), fds, st.nfds);
+	for (uint32_t k = 0; k < st.nfds; k++)
+		close(fds[k]); /* the fetcher's copies hold the locks */
+	return err;
+}
+
+static int exchange(int blocks, int ctl, uint64_t count)
+{
+	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	int err = buf ? 0 : -ENOMEM;
+
+	for (uint64_t first = 0; !err && first < count;) {
+		struct stp_fetch_blocks b;
+		uint32_t type;
+		size_t len;
+
+		err = stp_msg_recv(ctl, deadline, &type, buf, STP_MSG_MAX, &len);
+		if (err == -EPIPE) {
+			err = 0; /* the fetcher offered no more: it has no room for them */
+			break;
+		}
+		if (!err && type != STP_MSG_BLOCKS)
+			err = -EPROTO;
+		if (!err)
+			err = stp_fetch_blocks_check(buf, len, first, count, &b);
+		if (!err)
+			err = answer_batch(blocks, ctl, &b);
+		if (!err)
+			first += b.count;
+	}
+	free(buf);
+	return err;
+}
+
+struct entry {
+	char name[STP_PUBINDEX_NAME_MAX];
+	int64_t mtime;
+	uint64_t bytes;
+};
+
+static int by_age(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return !s[n];
+}
+
+/* The block files of fan-out directory SUB (its name) into E, *N of them, summed into
+ * *TOTAL. */
+static void list_sub(int blocks, const char *sub, struct entry *e, size_t *n, uint64_t *total)
+{
+	int fd = openat(blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	while (d && *n < FILES_MAX && (de = readdir(d))) {
+		struct stat st;
+
+		if (!is_hex(de->d_name, 64) || strncmp(de->d_name, sub, 2) ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		memcpy(e[*n].name, sub, 2);
+		e[*n].name[2] = '/';
+		memcpy(e[*n].name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
+		e[*n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		e[*n].bytes = (uint64_t)st.st_blocks * 512;
+		*total += e[(*n)++].bytes;
+	}
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+}
+
+/* Removes NAME when no mount holds it (an exclusive lock had at once): true if it did. */
+static bool remove_unused(int blocks, const char *name)
+{
+	int fd = openat(blocks, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	bool gone = false;
+
+	if (fd < 0)
+		return false;
+	gone = !flock(fd, LOCK_EX | LOCK_NB) && !unlinkat(blocks, name, 0);
+	close(fd);
+	return gone;
+}
+
+void stp_store_trim(int blocks, uint64_t limit)
+{
+	struct entry *e = calloc(FILES_MAX, sizeof(*e));
+	uint64_t total = 0;
+	size_t n = 0;
+
+	if (!e)
+		return;
+	for (unsigned h = 0; h < 256; h++) {
+		char sub[3];
+
+		snprintf(sub, sizeof(sub), "%02x", h);
+		list_sub(blocks, sub, e, &n, &total);
+	}
+	qsort(e, n, sizeof(*e), by_age);
+	for (size_t i = 0; i < n; i++) {
+		/* empty files are blocks a mount never fetched: gone once no mount holds them */
+		if ((total > limit || !e[i].bytes) && remove_unused(blocks, e[i].name))
+			total -= e[i].bytes;
+	}
+	free(e);
+}
+
+int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
+		     uint64_t blocks)
+{
+	int dirfd, fd = -1, err = stp_diskcache_open_dir(dir, &dirfd);
+
+	if (!err) {
+		fd = open_subdir(dirfd, BLOCKS_DIR);
+		err = fd < 0 ? fd : 0;
+		close(dirfd);
+	}
+	if (err) {
+		stp_monlog_say(prog, "warning: store %s/" BLOCKS_DIR ": %s; going on without it",
+			       dir, stp_diskcache_dir_error(err));
+		return err;
+	}
+	flock(fd, LOCK_EX); /* files are taken and removed under it, never both at once */
+	err = exchange(fd, ctl, blocks);
+	stp_store_trim(fd, limit);
+	flock(fd, LOCK_UN);
+	close(fd);
+	if (err)
+		stp_monlog_say(prog, "warning: store %s/" BLOCKS_DIR ": %s; going on without it",
+			       dir, stp_strerror(err));
+	return err;
+}

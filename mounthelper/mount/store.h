@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store of published images' blocks (published.h): one per owner, shared by every
+ * image and release that owner mounts. It is the disk cache's directory (diskcache.h:
+ * cache_dir=, /var/cache/stipple for root, ~/.cache/stipple for a user), checked the same
+ * way, and below it blocks/HH/H64: each block once, under the SHA-256 of its stored
+ * bytes, in a private file (0600, one link, the owner's; any other is replaced) in a
+ * private fan-out directory. A block of release 1.2 is the same file for release 1.3.
+ *
+ * Nothing in it is trusted: the fetcher checks a block read back from its file against
+ * its hash (a file that does not match is fetched again and overwritten), so neither a
+ * torn write nor an edit serves a wrong byte.
+ *
+ * Which blocks live mounts use: each mount holds a shared flock on each of its blocks'
+ * files, through the descriptors the fetcher keeps for the mount's life (a lock that
+ * ends with the process that holds it, however it ends: no pin file to clean up). The
+ * store is trimmed to LIMIT bytes at each mount, least recently mounted blocks first
+ * (a file's mtime: set when a mount takes it, or when a block is written), and a file is
+ * removed only when an exclusive flock is had at once, so never while a mount uses it.
+ * Taking files and trimming both run under the blocks directory's exclusive flock, so a
+ * file is never removed between a mount's open and its lock. A mount may take the store
+ * past LIMIT by the blocks it fetches; the next mount trims it back.
+ *
+ * The monitor runs this, privileged as the mounting user, between the fetcher's HELLO
+ * and the superblock's read (fetcher.h); the fetcher never learns a path. Not
+ * thread-safe.
+ */
+#ifndef STP_STORE_H
+#define STP_STORE_H
+
+#include <stdint.h>
+
+/* Answers the fetcher on CTL: for each batch of hashes of the BLOCKS blocks it offers,
+ * the block files in DIR's store, opened or made and locked shared; then trims the
+ * store to LIMIT bytes. Errors are printed on stderr after PROG (the mount goes on
+ * without a store); the fetcher's batches are checked (stp_fetch_blocks_check) and a bad
+ * one ends the exchange. Returns 0 or a negative errno. CTL stays the caller's. */
+int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
+		     uint64_t blocks);
+
+/* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
+ * in use are kept. Exposed for tests. */
+void stp_store_trim(int dirfd, uint64_t limit);
+
+#endif

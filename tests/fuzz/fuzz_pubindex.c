@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: stp_pubindex_check on any bytes taken as a published index, as given and
+ * with its checksums (the index's, and its superblock copy's) recomputed, so that
+ * mutations reach the rules behind them. What the check accepts must keep its promises:
+ * the length and entries the rules state, and entries and header that encode back to
+ * the same bytes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "fuzz.h"
+#include "log.h"
+#include "pubindex.h"
+
+/* An accepted index: what stp_pubindex_check promised, checked again here. */
+static void accepted(const uint8_t *idx, size_t len, const struct stp_pubindex_header *h,
+		     const struct stp_superblock *sb)
+{
+	uint8_t again[STP_PUBINDEX_ENTRY_SIZE > STP_PUBINDEX_HDR_SIZE ? STP_PUBINDEX_ENTRY_SIZE
+								      : STP_PUBINDEX_HDR_SIZE];
+	char name[STP_PUBINDEX_NAME_MAX];
+	uint64_t end = STP_SB_SIZE;
+
+	FUZZ_ASSERT(h->block_count == sb->block_count && h->image_size == sb->image_size);
+	FUZZ_ASSERT(h->tail_offset >= STP_SB_SIZE && h->tail_offset <= h->image_size);
+	FUZZ_ASSERT(stp_pubindex_tail_file_offset(h->block_count) +
+		    (h->image_size - h->tail_offset) == len);
+	stp_pubindex_encode_header(h, again);
+	FUZZ_ASSERT(!memcmp(again, idx, STP_PUBINDEX_HDR_SIZE));
+	for (uint64_t i = 0; i < h->block_count; i++) {
+		struct stp_pubindex_entry e;
+
+		FUZZ_ASSERT(stp_pubindex_entry_at(idx, i, &e) == 0);
+		FUZZ_ASSERT(e.offset == end && e.stored_size > 0);
+		end += e.stored_size;
+		stp_pubindex_encode_entry(&e, again);
+		FUZZ_ASSERT(!memcmp(again, idx + STP_PUBINDEX_HDR_SIZE + i * STP_PUBINDEX_ENTRY_SIZE,
+				    STP_PUBINDEX_ENTRY_SIZE));
+		FUZZ_ASSERT(strlen(stp_pubindex_block_name(e.sha256, name)) ==
+			    STP_PUBINDEX_NAME_MAX - 1);
+	}
+	FUZZ_ASSERT(end == h->tail_offset);
+}
+
+static void check(const uint8_t *idx, size_t len)
+{
+	struct stp_pubindex_header h;
+	struct stp_superblock sb;
+	const char *why = NULL;
+	int rc = stp_pubindex_check(idx, len, &h, &sb, &why);
+
+	FUZZ_ASSERT(rc == 0 || rc == -EUCLEAN || rc == -EPROTONOSUPPORT);
+	if (rc)
+		FUZZ_ASSERT(why != NULL);
+	else
+		accepted(idx, len, &h, &sb);
+}
+
+/* Recomputes the superblock copy's checksum and the index's, where the count the header
+ * states leaves room for them in LEN bytes. */
+static void reseal(uint8_t *idx, size_t len)
+{
+	uint64_t count, sb_at;
+
+	if (len < STP_PUBINDEX_HDR_SIZE)
+		return;
+	count = stp_le64(idx + 32);
+	if (count > (len - STP_PUBINDEX_HDR_SIZE) / STP_PUBINDEX_ENTRY_SIZE)
+		return;
+	sb_at = stp_pubindex_sb_offset(count);
+	if (sb_at + STP_SB_SIZE <= len)
+		stp_put64(idx + sb_at + STP_SB_SIZE - 8, stp_checksum(idx + sb_at, STP_SB_SIZE - 8));
+	stp_put64(idx + 40, stp_pubindex_checksum(idx, idx + STP_PUBINDEX_HDR_SIZE, count));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *copy = malloc(size ? size : 1);
+
+	FUZZ_ASSERT(copy);
+	stp_log_set_handler(NULL);
+	memcpy(copy, data, size);
+	check(copy, size); /* a copy of its own length: a read past it shows under a sanitizer */
+	reseal(copy, size);
+	check(copy, size);
+	free(copy);
+	return 0;
+}
