@@ -40,6 +40,8 @@ static void usage(FILE *out)
 		"      --sign SECKEY     sign the image with this Ed25519 key (stipple keygen)\n"
 		"      --no-meta-pages   metadata in one piece, for readers older than paged\n"
 		"                        metadata (decoded whole when opened)\n"
+		"      --no-stable-blocks  fill every block to the brim, as before stable\n"
+		"                        blocks: a little smaller, shares less with other releases\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
 		"  -T, --files-from FILE pack only these paths of SOURCE (one a line) and what\n"
@@ -151,7 +153,7 @@ static int squash_option(const char *arg)
 /* Options with no short form. */
 enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
        OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN, OPT_HOT_BLOCK_SIZE, OPT_NULL,
-       OPT_IGNORE_FAILED_READ, OPT_JSON, OPT_PSEUDO_FILE };
+       OPT_IGNORE_FAILED_READ, OPT_JSON, OPT_PSEUDO_FILE, OPT_NO_STABLE };
 
 static const struct option longopts[] = {
 	{ "level", required_argument, NULL, 'l' },
@@ -162,6 +164,7 @@ static const struct option longopts[] = {
 	{ "no-bcj", no_argument, NULL, 'B' },
 	{ "code-apart", no_argument, NULL, 'C' },
 	{ "no-meta-pages", no_argument, NULL, 'W' },
+	{ "no-stable-blocks", no_argument, NULL, OPT_NO_STABLE },
 	{ "sign", required_argument, NULL, 'S' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "memory", required_argument, NULL, 'm' },
@@ -341,6 +344,7 @@ static int parse_one(int c, const char *val, const char *argv_at, struct options
 	case 'B': o->pack.bcj = 0; return 0;
 	case 'C': o->code_apart = 1; return 0;
 	case 'W': o->whole_meta = 1; return 0;
+	case OPT_NO_STABLE: o->pack.stable = 0; return 0;
 	case 'S': o->sign_key = val; return 0;
 	case 'v': o->verbose = 1; return 0;
 	case 'n': o->dry_run = 1; return 0;
@@ -406,7 +410,8 @@ int options_parse(int argc, char **argv, struct options *o)
 	opterr = 0; /* its messages name argv[0] as typed: ours are one line, the same */
 	o->pack = (struct pack_opts){ .level = DEFAULT_LEVEL, .block_log = DEFAULT_BLOCK_LOG,
 				      .hot_block_log = DEFAULT_HOT_BLOCK_LOG,
-				      .threads = cpus > 0 ? (unsigned)cpus : 1, .bcj = 1 };
+				      .threads = cpus > 0 ? (unsigned)cpus : 1, .bcj = 1,
+				      .stable = 1 };
 	o->attrs = ATTR_OPTS_NONE;
 	o->hot_margin = STP_HOT_MARGIN_DEFAULT;
 	while (!rc && (c = getopt_long(argc, argv, SHORTOPTS, longopts, NULL)) != -1)

@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "bcj.h"
+#include "cuts.h"
 #include "dict.h"
 #include "progress.h"
 #include "format.h"
@@ -72,6 +73,9 @@ struct packer {
 	uint64_t dict_gain;  /* sum of plain_len - stored_len over the blocks written */
 	uint64_t dict_blocks;/* blocks written with the dictionary */
 	const struct originals *orig; /* files that others copy */
+	struct cut_rule cuts;    /* stable layout only */
+	uint64_t block_base;     /* stream offset where blocks of block_size begin */
+	int cut_pending;         /* end the block before the next piece */
 };
 
 /* The files others are copies of, by node address, each with the hash of the bytes its
@@ -199,7 +203,7 @@ static int compress_slot(struct packer *p, struct worker *w, struct slot *s)
 		rc = worker_buffers(w, bcj, p->block_size);
 	if (!rc && bcj) {
 		memcpy(w->fin, s->in, s->len);
-		stp_bcj_apply(filter, w->fin, s->len, s->start, 1);
+		stp_bcj_apply(filter, w->fin, s->len, p->o->stable ? 0 : s->start, 1);
 		rc = try_compress(w->cctx, NULL, s, w->fout, w->fin, filter);
 	}
 	s->plain_len = s->stored_len;
@@ -977,18 +981,67 @@ static void submit_partial(struct packer *p)
 		submit(p, s);
 }
 
-/* The hot region ends here: its own blocks, if it has them, end with it. */
-static void end_hot_region(struct packer *p, struct pack_result *r)
+/* Bytes the block being filled holds. */
+static uint64_t block_fill(const struct packer *p)
 {
+	return (p->stream - p->block_base) & (p->fill_size - 1);
+}
+
+/* Ends the block being filled with zeros, which belong to no extent. */
+static int pad_block(struct packer *p)
+{
+	uint64_t fill = block_fill(p);
+
+	return fill ? stream_append(p, NULL, p->fill_size - fill, STP_FILTER_NONE) : 0;
+}
+
+/* The stable layout's hot region ends on a page, so that the blocks after it start on
+ * a multiple of 4, where AArch64 code filtered from each block's start stays aligned;
+ * without hot blocks of their own, it ends a block too. */
+static int pad_hot_end(struct packer *p)
+{
+	int rc = 0;
+
+	if (p->stream % STP_HOT_PAGE)
+		rc = stream_append(p, NULL, STP_HOT_PAGE - p->stream % STP_HOT_PAGE, STP_FILTER_NONE);
+	if (!rc && p->fill_size == p->block_size)
+		rc = pad_block(p);
+	return rc;
+}
+
+/* The hot region ends here: its own blocks, if it has them, end with it. */
+static int end_hot_region(struct packer *p, struct pack_result *r)
+{
+	int rc = p->o->stable ? pad_hot_end(p) : 0;
+
 	r->hot_size = p->stream;
-	if (p->fill_size == p->block_size)
-		return;
+	if (rc || p->fill_size == p->block_size)
+		return rc;
 	submit_partial(p);
 	p->fill_size = p->block_size;
+	p->block_base = r->hot_size;
 	if (r->hot_size) {
 		r->hot_block_log = p->o->hot_block_log;
 		r->feat_incompat |= STP_FEAT_INCOMPAT_HOT_BLOCKS;
 	}
+	return 0;
+}
+
+/* Packs a cold piece, ending the block before or after it where the cuts say so. */
+static int pack_cold_piece(struct packer *p, const struct piece *pc)
+{
+	uint64_t len = cuts_piece_len(pc);
+	int rc = 0;
+
+	if (len && (p->cut_pending || cuts_before(&p->cuts, block_fill(p), len))) {
+		rc = pad_block(p);
+		p->cut_pending = 0;
+	}
+	if (!rc)
+		rc = pack_piece(p, pc);
+	if (!rc && cuts_after(&p->cuts, block_fill(p), pc, len))
+		p->cut_pending = 1;
+	return rc;
 }
 
 static int pack_all(struct packer *p, const struct piece *order, size_t n, size_t nhot,
@@ -1009,9 +1062,10 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 			rc = stream_append(p, NULL, STP_HOT_PAGE - p->stream % STP_HOT_PAGE,
 					   STP_FILTER_NONE);
 		if (!rc)
-			rc = pack_piece(p, &order[i]);
+			rc = i >= nhot && p->o->stable ? pack_cold_piece(p, &order[i])
+						       : pack_piece(p, &order[i]);
 		if (!rc && i + 1 == nhot)
-			end_hot_region(p, r);
+			rc = end_hot_region(p, r);
 	}
 	if (!rc)
 		rc = finish_files(p, order, n);
@@ -1048,6 +1102,7 @@ static int pack_once(const char *phase, const struct piece *order, size_t n, siz
 			    .orig = orig };
 	int rc = dict ? make_cdict(&p, dict, dict_len) : 0;
 
+	cuts_rule(&p.cuts, o->block_log);
 	memset(r, 0, sizeof(*r));
 	for (size_t i = 0; i < n; i++)
 		p.total_in += order[i].end - order[i].start;
@@ -1092,6 +1147,8 @@ static int pack_once(const char *phase, const struct piece *order, size_t n, siz
 		r->feat_incompat |= STP_FEAT_INCOMPAT_BCJ_X86;
 	if (p.filters & 1u << STP_FILTER_ARM64)
 		r->feat_incompat |= STP_FEAT_INCOMPAT_BCJ_ARM64;
+	if (o->stable && p.filters & ~(1u << STP_FILTER_NONE))
+		r->feat_incompat |= STP_FEAT_INCOMPAT_BCJ_RELATIVE;
 	return 0;
 }
 
@@ -1127,7 +1184,8 @@ int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_
 
 	free(buf);
 	memset(r, 0, sizeof(*r));
-	if (!rc && o->block_log < DICT_BLOCK_LOG_LIMIT)
+	/* a dictionary is trained anew for each release and changes every block using it */
+	if (!rc && o->block_log < DICT_BLOCK_LOG_LIMIT && !o->stable)
 		rc = dict_train(order, n, o->block_log, &dict, &dict_len);
 	if (!rc)
 		rc = pack_once("compress", order, n, nhot, fd, start, o, &orig, dict, dict_len, r);

@@ -22,6 +22,8 @@ struct pack_opts {
 	unsigned threads;
 	uint64_t memory;   /* 0: no cap */
 	int bcj;           /* try BCJ filters on blocks holding machine code */
+	int stable;        /* stable layout: blocks cut at files chosen by their paths
+			    * (cuts.h), filters relative to each block, no dictionary */
 };
 
 struct pack_result {
@@ -54,7 +56,9 @@ struct pack_result {
  * file that cannot be read is reported, counted in r->failed and given no extents: the
  * caller must not keep the image. Either way the build goes on, so that every problem is
  * reported in one pass. Returns 0, or -errno (reported) when the image cannot be written
- * or memory runs out. */
+ * or memory runs out. With o->stable the cold blocks are cut as cuts.h says, the hot
+ * region ends on a block, and filtered blocks are filtered from position 0 (feature
+ * BCJ_RELATIVE). */
 int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
 	       const struct pack_opts *o, struct pack_result *r);
 

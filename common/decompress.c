@@ -227,7 +227,7 @@ struct stp_decode {
 	const struct stp_decode_ops *ops;
 	void *ctx;
 	ZSTD_DCtx *d;          /* its own: the decode may go on on another thread */
-	uint64_t pos;          /* the block's stream position, for the filter */
+	uint64_t pos;          /* the position the filter counts from (stp_sb_filter_start) */
 	uint8_t *out;          /* the buffer, LEN bytes; the decoded bytes go at its start */
 	size_t len, size;
 	uint8_t *stored;       /* the stored bytes, at the end of OUT unless OWN */
@@ -374,7 +374,7 @@ static int decode_whole(struct stp_decode *p)
 		rc = decode_in_place(p->img, p->block, &p->be, p->out, p->len, p->size);
 	if (!rc && p->be.filter != STP_FILTER_NONE)
 		rc = stp_bcj_apply(p->be.filter, p->out, p->size,
-				   stp_sb_block_start(&p->img->sb, p->block), 0);
+				   stp_sb_filter_start(&p->img->sb, p->block), 0);
 	return rc;
 }
 
@@ -389,7 +389,7 @@ int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *ou
 	*p = (struct stp_decode){ .img = img, .block = block, .ops = ops, .ctx = ctx, .out = out,
 				  .len = stp_image_block_buffer_size(img),
 				  .size = stp_image_block_decoded_size(img, block),
-				  .pos = stp_sb_block_start(&img->sb, block), .rc = 1 };
+				  .pos = stp_sb_filter_start(&img->sb, block), .rc = 1 };
 	rc = stp_image_block(img, block, &p->be);
 	if (!rc && !streams(ops, &p->be))
 		p->rc = rc = decode_whole(p);

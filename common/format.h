@@ -60,9 +60,11 @@
 #define STP_FEAT_INCOMPAT_BCJ_ARM64 (1ull << 2)/* blocks may be AArch64 BCJ filtered */
 #define STP_FEAT_INCOMPAT_META_PAGES (1ull << 3)/* metadata in pages decoded on demand */
 #define STP_FEAT_INCOMPAT_HOT_BLOCKS (1ull << 4)/* the hot region has blocks of its own size */
+#define STP_FEAT_INCOMPAT_BCJ_RELATIVE (1ull << 5)/* filters count from each block's start */
 #define STP_FEAT_INCOMPAT_KNOWN \
 	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64 | \
-	 STP_FEAT_INCOMPAT_META_PAGES | STP_FEAT_INCOMPAT_HOT_BLOCKS)
+	 STP_FEAT_INCOMPAT_META_PAGES | STP_FEAT_INCOMPAT_HOT_BLOCKS | \
+	 STP_FEAT_INCOMPAT_BCJ_RELATIVE)
 #define STP_FEAT_RO_COMPAT_KNOWN 0ull
 /* A compatible bit: a reader that does not know it reads the image with XXH3 alone. */
 #define STP_FEAT_COMPAT_SIGNED (1ull << 0)     /* a signature block ends the image */
@@ -239,6 +241,15 @@ static inline uint64_t stp_sb_block_start(const struct stp_superblock *sb, uint6
 	if (block < hot)
 		return block << sb->hot_block_log;
 	return stp_sb_cold_start(sb) + ((block - hot) << sb->block_log);
+}
+
+/* The position a filtered block BLOCK is filtered from: its stream offset, or 0 with
+ * the bcj-relative bit, so that the same bytes filter alike wherever the block lies. */
+static inline uint64_t stp_sb_filter_start(const struct stp_superblock *sb, uint64_t block)
+{
+	if (sb->feat_incompat & STP_FEAT_INCOMPAT_BCJ_RELATIVE)
+		return 0;
+	return stp_sb_block_start(sb, block);
 }
 
 /* Where stream byte OFF lies within its block. */

@@ -110,6 +110,7 @@ static const struct { uint64_t bit; const char *name; } known[] = {
 	{ STP_FEAT_INCOMPAT_BCJ_ARM64, "bcj-arm64" },
 	{ STP_FEAT_INCOMPAT_META_PAGES, "meta-pages" },
 	{ STP_FEAT_INCOMPAT_HOT_BLOCKS, "hot-blocks" },
+	{ STP_FEAT_INCOMPAT_BCJ_RELATIVE, "bcj-relative" },
 };
 
 static void print_features(const struct stp_superblock *sb)

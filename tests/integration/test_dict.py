@@ -15,7 +15,8 @@ import pytest
 from conftest import MKSTIPPLE, PYTHON_LIB, STIPPLE, build_image, extract_image, read_file, run
 import treeutil
 
-SMALL = ("--level", "3", "--block-size", "64K")
+# the packed layout: the stable one trains no dictionary (test_stable_blocks.py)
+SMALL = ("--level", "3", "--block-size", "64K", "--no-stable-blocks")
 # Parts of the standard library with their bytecode and native modules: about 10 MB.
 SUBTREES = ["email", "json", "asyncio", "unittest", "xml", "http", "encodings", "lib-dynload"]
 
@@ -92,7 +93,8 @@ def test_dictionary_image_checks_sound(dict_image):
 def test_round_trip_at_level_19_with_bcj(lib_tree, tmp_path):
     """The default level: native modules are stored with BCJ and the dictionary together,
     and everything reads back."""
-    image = build_image(lib_tree, tmp_path / "l19.stipple", "--block-size", "64K")
+    image = build_image(lib_tree, tmp_path / "l19.stipple", "--block-size", "64K",
+                        "--no-stable-blocks")
     r = run([STIPPLE, "info", "--blocks", image], check=True)
     assert re.search(r"^\d+\s+\d+\s+\d+\s+\d+\s+zstd-dict\s+x86$", r.stdout, re.M), \
         "no block uses BCJ and the dictionary together"

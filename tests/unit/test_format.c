@@ -179,8 +179,8 @@ static void test_sb_rejects(void)
 
 	/* Valid but unsupported: named by the bit that is not known. */
 	CHECK_EQ(decode_changed(8, 2, 4, 1, &bad), -EPROTONOSUPPORT);    /* version too new */
-	CHECK_EQ(decode_changed(32, 0x23, 8, 1, &bad), -EPROTONOSUPPORT);
-	CHECK_EQ(bad, 1ull << 5);
+	CHECK_EQ(decode_changed(32, 0x43, 8, 1, &bad), -EPROTONOSUPPORT);
+	CHECK_EQ(bad, 1ull << 6);
 	CHECK_EQ(decode_changed(32, 0x8000000000000003ull, 8, 1, &bad), -EPROTONOSUPPORT);
 	CHECK_EQ(bad, 1ull << 63);
 	CHECK_EQ(decode_changed(24, 0x10, 8, 1, &bad), -EPROTONOSUPPORT); /* ro_compat */
@@ -476,6 +476,30 @@ static int decode_fields(const struct sb_change *c, size_t n, const char **why)
  * allocate: each rule at its edge, accepted on one side and refused on the other. The
  * golden superblock: meta at 0x1122334455, 0x10203 stored, 0x30405060 decoded, zstd;
  * dictionary at 0x100, 0x7070 bytes; image_size 2^41; 0xc0ffee inodes; 0x1235 blocks. */
+/* The golden superblock with bcj-relative: feature bit 5 beside the dictionary and
+ * x86 bits, nothing else changed. Filters then count from 0 in every block. */
+static void test_sb_bcj_relative(void)
+{
+	struct stp_superblock want = golden_sb, sb;
+	uint8_t gold[STP_SB_SIZE], got[STP_SB_SIZE];
+	const char *why;
+	uint64_t bad;
+
+	memcpy(gold, golden_sb_bytes, STP_SB_SIZE);
+	gold[32] = 0x23;                                       /* DICT | BCJ_X86 | BCJ_RELATIVE */
+	seal(gold);
+	want.feat_incompat |= STP_FEAT_INCOMPAT_BCJ_RELATIVE;
+	stp_sb_encode(&want, got);
+	check_bytes("bcj-relative superblock", got, gold, STP_SB_SIZE);
+	CHECK_EQ(stp_sb_decode_reason(gold, &sb, &bad, &why), 0);
+	CHECK_EQ(sb.feat_incompat, want.feat_incompat);
+	CHECK_EQ(stp_sb_filter_start(&sb, 0), 0);
+	CHECK_EQ(stp_sb_filter_start(&sb, 3), 0);
+	CHECK_EQ(stp_sb_block_start(&sb, 3), 3ull << 20); /* the geometry is unchanged */
+	/* without it a block is filtered from its stream position, as before */
+	CHECK_EQ(stp_sb_filter_start(&golden_sb, 3), 3ull << 20);
+}
+
 static void test_sb_bounds(void)
 {
 	const uint64_t image = 0x20000000000ull, meta = 0x30405060, inodes_min = 96 + 64 * 0xc0ffeeull;
@@ -765,6 +789,7 @@ static void test_enum_values(void)
 	CHECK_EQ(STP_FEAT_INCOMPAT_BCJ_ARM64, 4);
 	CHECK_EQ(STP_FEAT_INCOMPAT_META_PAGES, 8);
 	CHECK_EQ(STP_FEAT_INCOMPAT_HOT_BLOCKS, 16);
+	CHECK_EQ(STP_FEAT_INCOMPAT_BCJ_RELATIVE, 32);
 	CHECK_EQ(STP_FORMAT_VERSION, 1);
 	CHECK_EQ(STP_BLOCK_LOG_MIN, 16);
 	CHECK_EQ(STP_BLOCK_LOG_MAX, 30);
@@ -1027,6 +1052,7 @@ int main(void)
 	RUN(test_sb_signed);
 	RUN(test_sb_paged);
 	RUN(test_sb_hot_blocks);
+	RUN(test_sb_bcj_relative);
 	RUN(test_sighdr);
 	RUN(test_meta_header);
 	RUN(test_inode);
