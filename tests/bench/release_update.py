@@ -338,7 +338,7 @@ class Origin:
              'location ~ ^/pub/.*\\.stp$ { add_header Cache-Control "no-cache"; }')
 
     def __init__(self, work):
-        self.dir = os.path.join(work, "http")
+        self.dir = tempfile.mkdtemp(prefix="http-", dir=work)  # runs side by side
         self.www = os.path.join(self.dir, "www")
         os.makedirs(self.www, exist_ok=True)
         self.ctx = httputil.nginx(self.www, self.dir, location=self.RULES)
@@ -360,6 +360,7 @@ class Origin:
 
     def stop(self):
         self.ctx.__exit__(None, None, None)
+        benchlib.safe_rmtree(self.dir, "release_update")
 
 
 class Proxy:
