@@ -21,7 +21,7 @@ from conftest import REPO, is_mounted, run, unmount
 
 PKG = "stipple"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="installs a package: needs root")
+pytestmark = pytest.mark.needs_root("installs a package: needs root")
 
 
 def installed(pkg):

@@ -18,7 +18,7 @@ from test_build import as_nobody, world_dir
 
 FAST = ("--level", "3", "--block-size", "64K")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+pytestmark = pytest.mark.needs_root("needs root")
 
 
 def unreadable_tree(d):

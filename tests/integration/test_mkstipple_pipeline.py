@@ -17,7 +17,7 @@ from conftest import MKSTIPPLE, extract_image, run
 
 FAST = ("--level", "3", "--block-size", "64K")
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to extract owners")
+pytestmark = pytest.mark.needs_root("needs root to extract owners")
 
 
 def walk(root):

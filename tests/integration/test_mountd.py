@@ -16,7 +16,7 @@ import pytest
 
 from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+needs_root = pytest.mark.needs_root("mounting tests need root")
 MOUNTD = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-mountd")
 FETCHER = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-fetcher")
 

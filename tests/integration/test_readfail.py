@@ -24,7 +24,7 @@ from test_memory import raw_status
 from test_mount import blocks_of, noise_tree, read_tree
 import treeutil
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+needs_root = pytest.mark.needs_root("mounting tests need root")
 SYSLOG = "/dev/log"
 BURST, INTERVAL = 10, 5  # readfail.h: STP_READFAIL_BURST, STP_READFAIL_INTERVAL_S
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import build_image, mount_image
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+needs_root = pytest.mark.needs_root("mounting tests need root")
 KIB = 1024
 
 # name: (size, [(offset, length) of data]); the rest is hole

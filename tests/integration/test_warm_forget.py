@@ -19,7 +19,7 @@ from conftest import build_image, mount_image
 from test_memory import raw_status
 from test_warm import data, wait_for, write_files
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting tests need root")
+needs_root = pytest.mark.needs_root("mounting tests need root")
 FILE = 128 << 10  # two 64 KiB blocks a file
 COUNT = 12
 LATE = 4           # the files the kernel learns of, then forgets
