@@ -2,9 +2,9 @@
 /*
  * A published image (stipple(5), PUBLISHED INDEX; `stipple publish`) read at its URL:
  * the URL names an index, and this presents the one-file image it stands for (the
- * "virtual image"): the fetcher of a URL mount serves it on its channels, the readers
- * read it through an image source (pubsrc.h), so both read it as any image at a URL. [0, 256) and [tail_offset, image_size)
- * come from the index, held in memory; each block from DIR/blocks/HH/H64 beside the
+ * "virtual image"): stipple-fetcher serves it on its channels, to a mount's daemon or
+ * to a reader, which read it as any image at a URL. [0, 256) and [tail_offset,
+ * image_size) come from the index, held in memory; each block from DIR/blocks/HH/H64 beside the
  * index, fetched whole and checked against its SHA-256 before a byte of it is used. A
  * block that does not match is refused: the read fails (-EIO) with a reason naming the
  * block's URL, and no byte of it is served.
