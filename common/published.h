@@ -66,11 +66,10 @@ void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);
 struct stp_published_part {
 	const uint8_t *ptr;
 	uint64_t len;
-	void *owned;        /* a block's buffer or its store file mapped, or NULL */
+	void *owned;        /* a block's buffer, or NULL */
 	uint64_t owned_len;
 	unsigned tries;     /* HTTP requests it took (0: from memory or the store) */
 	bool stored;        /* read back from the store */
-	bool mapped;        /* OWNED is the store file mapped, not a buffer */
 };
 
 /* The bytes from OFF to the end of the part of the virtual image holding OFF (the
