@@ -134,22 +134,27 @@ http {
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 
-def readme_caching(repo):
+def readme_caching(repo, pattern=False):
     """The README's caching lines for releases published in /REPO/: (the nginx locations,
-    Squid's refresh_pattern lines). The tests and benchmarks serve what users are told to."""
+    Squid's refresh_pattern lines). The tests and benchmarks serve what users are told to.
+    PATTERN: REPO is a regular expression (pub/[^/]+: a directory per pair), and the
+    README's prefix location becomes the same location as a regular expression."""
     with open(README) as f:
         text = f.read()
     sec = text[text.index("### Mounting a published release"):]
     nginx_conf = re.search(r"```nginx\n(.*?)```", sec, re.S).group(1)
     refresh = re.search(r"```\n(refresh_pattern.*?)```", sec, re.S).group(1)
     assert "immutable" in nginx_conf and "no-cache" in nginx_conf, nginx_conf
+    if pattern:
+        nginx_conf = nginx_conf.replace("location /REPO/", "location ~ ^/REPO/")
     return nginx_conf.replace("/REPO/", "/%s/" % repo), refresh
 
 
 @contextlib.contextmanager
-def published_origin(www, workdir, repo):
-    """nginx serving WWW, releases published in WWW/REPO with the README's caching lines."""
-    nginx_conf, _ = readme_caching(repo)
+def published_origin(www, workdir, repo, pattern=False):
+    """nginx serving WWW, releases published in WWW/REPO with the README's caching lines
+    (readme_caching)."""
+    nginx_conf, _ = readme_caching(repo, pattern)
     with nginx(www, workdir, server=nginx_conf) as n:
         yield n
 
