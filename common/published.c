@@ -23,6 +23,9 @@
 /* Blocks are fetched one thread at a time per stripe (block number modulo STRIPES): a
  * block two reads want at once is fetched once, then read back from the store. */
 #define STRIPES 64u
+/* Block buffers kept for the next block rather than freed: a fresh one costs its
+ * zero-filled pages, which on a loaded machine costs more than the block's hash. */
+#define SPARES 4u
 
 struct stp_published {
 	struct stp_http *h;
@@ -35,9 +38,12 @@ struct stp_published {
 	int *store;               /* each block's file in the store, or -1 */
 	char *base, *shown;
 	pthread_mutex_t stripes[STRIPES];
-	pthread_mutex_t lock;     /* buffered, hits, rejected */
+	pthread_mutex_t lock;     /* buffered, spares, hits, rejected */
 	pthread_cond_t freed;
-	uint64_t buffered;        /* bytes of block buffers held */
+	uint64_t buf_cap;         /* bytes of every block buffer: the largest block's */
+	uint64_t buffered;        /* bytes of block buffers held, the spares' included */
+	void *spares[SPARES];     /* buffers given back, for the next block */
+	unsigned nspares;
 	uint64_t hits, rejected;
 };
 
@@ -76,6 +82,8 @@ static int index_tables(struct stp_published *p)
 			return -EUCLEAN;
 		p->offsets[i] = e.offset;
 		p->store[i] = -1;
+		if (e.stored_size > p->buf_cap)
+			p->buf_cap = e.stored_size;
 	}
 	p->sb = p->idx + stp_pubindex_sb_offset(n);
 	p->tail = p->idx + stp_pubindex_tail_file_offset(n);
@@ -177,6 +185,8 @@ void stp_published_free(struct stp_published *p)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->freed);
+	for (unsigned i = 0; i < p->nspares; i++)
+		free(p->spares[i]);
 	free(p->offsets);
 	free(p->store);
 	free(p->idx);
@@ -261,33 +271,45 @@ static void lock_ticking(pthread_mutex_t *m, const struct stp_http_tick *tick)
 	}
 }
 
-/* Frees BUF (NULL: none), the LEN bytes buffer_take counted. */
-static void buffer_give(struct stp_published *p, void *buf, uint64_t len)
+/* Gives BUF (NULL: a buffer buffer_take counted but could not allocate) back: kept as a
+ * spare while there is room for one, else freed. */
+static void buffer_give(struct stp_published *p, void *buf)
 {
-	free(buf);
 	pthread_mutex_lock(&p->lock);
-	p->buffered -= len;
+	if (buf && p->nspares < SPARES) {
+		p->spares[p->nspares++] = buf;
+		buf = NULL;
+	} else {
+		p->buffered -= p->buf_cap;
+	}
 	pthread_cond_broadcast(&p->freed);
 	pthread_mutex_unlock(&p->lock);
+	free(buf);
 }
 
-/* Waits until LEN more bytes of buffers fit, and counts them. */
-static void *buffer_take(struct stp_published *p, uint64_t len, const struct stp_http_tick *tick)
+/* A block buffer of p->buf_cap bytes: a spare, else a new one once it fits the bound. */
+static void *buffer_take(struct stp_published *p, const struct stp_http_tick *tick)
 {
-	void *buf;
+	void *buf = NULL;
 
 	pthread_mutex_lock(&p->lock);
-	while (p->buffered && p->buffered + len > STP_PUBLISHED_BUFFERS_MAX) {
+	for (;;) {
 		struct timespec ts = tick_deadline();
 
+		if (p->nspares) {
+			buf = p->spares[--p->nspares];
+			break;
+		}
+		if (!p->buffered || p->buffered + p->buf_cap <= STP_PUBLISHED_BUFFERS_MAX) {
+			p->buffered += p->buf_cap;
+			break;
+		}
 		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
 			tick_now(tick);
 	}
-	p->buffered += len;
 	pthread_mutex_unlock(&p->lock);
-	buf = malloc(len);
-	if (!buf)
-		buffer_give(p, NULL, len);
+	if (!buf && !(buf = malloc(p->buf_cap)))
+		buffer_give(p, NULL);
 	return buf;
 }
 
@@ -295,7 +317,7 @@ void stp_published_put(struct stp_published *p, struct stp_published_part *part)
 {
 	if (!part->owned)
 		return;
-	buffer_give(p, part->owned, part->owned_len);
+	buffer_give(p, part->owned);
 	part->owned = NULL;
 }
 
@@ -376,7 +398,7 @@ static int get_block(struct stp_published *p, uint64_t i, const struct stp_http_
 	if (stp_pubindex_entry_at(p->idx, i, &e))
 		return why_set(why, whylen, -EIO, "block %llu: a damaged entry", (unsigned long long)i);
 	/* the buffer is taken before the stripe: never wait for buffers holding one */
-	part->owned = buffer_take(p, e.stored_size, tick);
+	part->owned = buffer_take(p, tick);
 	if (!part->owned)
 		return why_set(why, whylen, -ENOMEM, "out of memory for a block of %u bytes",
 			       e.stored_size);
