@@ -141,3 +141,39 @@ def test_without_the_fetcher_a_url_is_not_read(releases, images, tmp_path):
         r = subprocess.run([copy, "ls", url], capture_output=True, text=True, timeout=60)
         assert r.returncode == 1 and "cannot start stipple-fetcher" in r.stderr, r.stderr
         assert url in r.stderr and not r.stdout, r
+
+
+def test_a_fetcher_gone_is_a_read_error_not_a_sigpipe(releases, images, tmp_path):
+    """The reader's fetcher killed while `stipple cat` is writing a large file: the next
+    read fails naming the URL (status 1), the reader is not killed by SIGPIPE, and what it
+    wrote is a prefix of the file."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    data = os.urandom(24 << 20)
+    (tree / "big").write_bytes(data)
+    image = tmp_path / "big.stp"
+    subprocess.run([os.path.join(PROGRAMS, "..", "builder", "mkstipple"), "-q", "--level",
+                    "1", "--block-size", "1M", tree, image], check=True)
+    www = tmp_path / "www"
+    www.mkdir()
+    shutil.copy(image, www / "big.stp")
+    with origin_of(www, tmp_path / "nginx") as origin:
+        url = origin.url("big.stp")
+        p = subprocess.Popen([STIPPLE, "cat", url, "big"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            first = p.stdout.read(1)  # cat has read a block and waits on the pipe
+            with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                (fetcher,) = [int(c) for c in f.read().split()]
+            with open("/proc/%d/comm" % fetcher) as f:
+                assert f.read().strip() == "stipple-fetcher"
+            os.kill(fetcher, 9)
+            rest = p.stdout.read()
+            err = p.stderr.read().decode()
+        finally:
+            p.kill()
+            p.wait()
+    out = first + rest
+    assert p.returncode == 1, (p.returncode, err)
+    assert len(out) < len(data) and data.startswith(out)
+    assert url in err and "fetcher" in err, err
