@@ -13,15 +13,12 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "format.h"
 #include "imgsrc.h"
-#include "log.h"
+#include "netrc.h"
 #include "util.h"
 
 #define POOL_MAX 32u
@@ -619,188 +616,19 @@ int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *por
 	return err;
 }
 
-/* One netrc token from *P (below END) into a new string: a run of non-blank bytes, or
- * a double-quoted string with \\-escapes. NULL at the end, or -ENOMEM in *ERR. */
-static char *netrc_token(const char **p, const char *end, int *err)
-{
-	const char *s = *p, *e;
-	bool quoted;
-	char *out, *o;
-
-	while (s < end && isspace((unsigned char)*s))
-		s++;
-	quoted = s < end && *s == '"';
-	for (e = s + quoted; e < end && (quoted ? *e != '"' : !isspace((unsigned char)*e)); e++)
-		e += quoted && *e == '\\' && e + 1 < end;
-	*p = e + (quoted && e < end);
-	if (s == end)
-		return NULL;
-	out = o = malloc((size_t)(e - s) + 1);
-	if (!out) {
-		*err = -ENOMEM;
-		return NULL;
-	}
-	for (s += quoted; s < e; s++)
-		*o++ = quoted && *s == '\\' && s + 1 < e ? *++s : *s;
-	*o = '\0';
-	return out;
-}
-
-static void free_secret(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
-/* Past a macdef's body: it ends at the first empty line. */
-static const char *skip_macdef(const char *p, const char *end)
-{
-	const char *nl = memchr(p, '\n', (size_t)(end - p));
-
-	while (nl && nl + 1 < end && nl[1] != '\n')
-		nl = memchr(nl + 1, '\n', (size_t)(end - nl - 1));
-	return nl ? nl + 1 : end;
-}
-
-int stp_http_netrc_find(const char *text, size_t len, const char *host, char **login,
-			char **password)
-{
-	const char *p = text, *end = text + len;
-	bool in = false, found = false;
-	char *tok, **field;
-	int err = 0;
-
-	*login = *password = NULL;
-	while (!err && (tok = netrc_token(&p, end, &err))) {
-		bool machine = !strcmp(tok, "machine"), entry = machine || !strcmp(tok, "default");
-		char *name = machine ? netrc_token(&p, end, &err) : NULL;
-
-		field = !strcmp(tok, "login") ? login : !strcmp(tok, "password") ? password : NULL;
-		if (entry && found) {
-			free(tok);
-			free(name);
-			break; /* the entry that matched is complete */
-		}
-		if (entry)
-			found = in = machine ? name && !strcasecmp(name, host) : true;
-		else if (!strcmp(tok, "macdef"))
-			p = skip_macdef(p, end);
-		else if (field || !strcmp(tok, "account")) {
-			char *v = netrc_token(&p, end, &err);
-
-			if (in && field) {
-				free_secret(*field);
-				*field = v;
-			} else {
-				free_secret(v);
-			}
-		}
-		free(tok);
-		free(name);
-	}
-	if (err || !found) {
-		free_secret(*login);
-		free_secret(*password);
-		*login = *password = NULL;
-	}
-	return err ? err : found ? 0 : -ENOENT;
-}
-
-/* The source of the readers: an image read straight from the network. */
-struct http_src {
-	struct stp_imgsrc src;
-	struct stp_http *h;
-};
-
-static int src_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
-{
-	struct http_src *hs = (struct http_src *)s;
-	char why[256];
-	int err = stp_http_get(hs->h, buf, len, off, NULL, why, sizeof(why));
-
-	if (!err || err == STP_IMGSRC_END)
-		return err; /* the end: the image reader says what lies past it */
-	stp_log(STP_LOG_ERR, "%s: %s", s->name, why);
-	return -EIO;
-}
-
-static void src_close(struct stp_imgsrc *s)
-{
-	struct http_src *hs = (struct http_src *)s;
-
-	stp_http_close(hs->h);
-	free(s->name);
-	free(hs);
-}
-
-int stp_http_src_wrap(struct stp_http *h, const char *url, struct stp_imgsrc **out)
-{
-	struct http_src *hs = calloc(1, sizeof(*hs));
-
-	if (!hs || !(hs->src.name = strdup(url))) {
-		free(hs);
-		stp_http_close(h);
-		return -ENOMEM;
-	}
-	hs->h = h;
-	hs->src.pread = src_pread;
-	hs->src.close = src_close;
-	hs->src.size = stp_http_size(h);
-	hs->src.fd = -1;
-	*out = &hs->src;
-	return 0;
-}
-
-int stp_http_open_logged(const char *url, const struct stp_http_opts *o, struct stp_http **out)
-{
-	char why[256];
-	int err = stp_http_global_init();
-
-	if (!err)
-		err = stp_http_open(url, o, out, why, sizeof(why));
-	else
-		snprintf(why, sizeof(why), "cannot set up libcurl");
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: %s", url, why);
-	return err;
-}
-
-int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp_imgsrc **out)
-{
-	struct stp_http *h;
-	int err = stp_http_open_logged(url, o, &h);
-
-	return err ? err : stp_http_src_wrap(h, url, out);
-}
-
 int stp_http_netrc_read(const char *path, const char *url, char **login, char **password)
 {
-	char host[256], *text = NULL;
-	struct stat st;
+	char host[256], *text;
 	unsigned port;
-	int fd, err;
+	size_t len;
+	int err = stp_netrc_load(path, &text, &len);
 
 	*login = *password = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	err = fd < 0 ? -errno : 0;
-	if (!err && (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > STP_HTTP_NETRC_MAX))
-		err = -EINVAL;
-	if (!err && !(text = malloc((size_t)st.st_size + 1)))
-		err = -ENOMEM;
-	if (!err)
-		err = stp_pread_full(fd, text, (size_t)st.st_size, 0);
-	if (!err && stp_http_url_host(url, host, sizeof(host), &port))
-		err = -EINVAL;
-	if (!err)
-		err = stp_http_netrc_find(text, (size_t)st.st_size, host, login, password);
-	if (text) {
-		explicit_bzero(text, (size_t)st.st_size);
-		free(text);
-	}
-	if (fd >= 0)
-		close(fd);
+	if (err)
+		return err;
+	err = stp_http_url_host(url, host, sizeof(host), &port) ? -EINVAL :
+	      stp_netrc_find(text, len, host, login, password);
+	stp_netrc_discard(text, len);
 	/* a file with no entry for the host leaves them unset, as with curl */
-	return err == -ENOENT && fd >= 0 ? 0 : err;
+	return err == -ENOENT ? 0 : err;
 }

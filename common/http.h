@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Byte ranges of an image served over HTTP(S), through libcurl: the only HTTP code
- * stipple has. Only the readers (in process: they are not privileged) and the mount's
- * fetcher process (mounthelper/mount/fetcher.h) link it; the mount daemon never does.
+ * stipple has. Only stipple-fetcher (mounthelper/mount/fetcher.h) links it: the mount
+ * and the readers (mounthelper/mount/fetchsrc.h) both read a URL through that process.
  *
  * stp_http_open asks for the first STP_SB_SIZE bytes and learns the size (Content-Range)
  * and the validator (ETag, else Last-Modified). Every later answer must be a 206 for
@@ -31,8 +31,6 @@
 #include <stdint.h>
 
 #include "httpurl.h"
-
-struct stp_imgsrc;
 
 struct stp_http_opts {
 	const char *ca_file;    /* another CA bundle than the system's, or NULL */
@@ -91,37 +89,14 @@ int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t le
 		       const struct stp_http_tick *tick, unsigned *tries, char *why,
 		       size_t whylen);
 
-/* An image source over URL, probed by stp_http_open; a read past the size is
- * STP_IMGSRC_END (imgsrc.h), every other failure is logged (stp_log) naming the URL and
- * the cause, and read as -EIO. */
-int stp_http_open_src(const char *url, const struct stp_http_opts *o, struct stp_imgsrc **out);
-
-/* stp_http_open with the global set-up first, and a failure logged naming URL. */
-int stp_http_open_logged(const char *url, const struct stp_http_opts *o, struct stp_http **out);
-
-/* The source stp_http_open_src gives, over H probed at URL: H is the source's from now
- * on (closed on failure too). */
-int stp_http_src_wrap(struct stp_http *h, const char *url, struct stp_imgsrc **out);
-
 /* Host and port of URL (the host without IPv6 brackets), for resolving it before
  * confinement. HOST holds HOSTLEN bytes. -EINVAL when URL has none. */
 int stp_http_url_host(const char *url, char *host, size_t hostlen, unsigned *port);
 
-/* The login and password that netrc text TEXT (LEN bytes, as curl(1) and ftp(1) read it:
- * "machine HOST login NAME password SECRET", "default", "macdef" skipped, tokens in
- * double quotes with \-escapes) gives HOST: the first machine HOST entry, else the
- * default one. *LOGIN and *PASSWORD are new strings (the caller clears and frees them),
- * NULL when the entry has none. 0, -ENOENT (no entry for HOST), -ENOMEM. Pure text: it
- * needs no stp_http_global_init. */
-int stp_http_netrc_find(const char *text, size_t len, const char *host, char **login,
-			char **password);
-
-#define STP_HTTP_NETRC_MAX (64u << 10)
-
-/* The login and password netrc file PATH gives URL's host, as stp_http_netrc_find, both
- * NULL when it has no entry for it. 0, -EINVAL (not a regular file of at most
- * STP_HTTP_NETRC_MAX bytes, or URL has no host), -ENOMEM, or open's -errno. The text
- * read is cleared before it is freed. */
+/* The login and password netrc file PATH gives URL's host (netrc.h: stp_netrc_find),
+ * both NULL when it has no entry for it. 0, -EINVAL (not a regular file of at most
+ * STP_NETRC_MAX bytes, or URL has no host), -ENOMEM, or open's -errno. The text read is
+ * cleared before it is freed. */
 int stp_http_netrc_read(const char *path, const char *url, char **login, char **password);
 
 #endif

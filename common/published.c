@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +23,9 @@
 /* Blocks are fetched one thread at a time per stripe (block number modulo STRIPES): a
  * block two reads want at once is fetched once, then read back from the store. */
 #define STRIPES 64u
+/* Block buffers kept for the next block rather than freed: a fresh one costs its
+ * zero-filled pages, which on a loaded machine costs more than the block's hash. */
+#define SPARES 4u
 
 struct stp_published {
 	struct stp_http *h;
@@ -36,9 +38,12 @@ struct stp_published {
 	int *store;               /* each block's file in the store, or -1 */
 	char *base, *shown;
 	pthread_mutex_t stripes[STRIPES];
-	pthread_mutex_t lock;     /* buffered, hits, rejected */
+	pthread_mutex_t lock;     /* buffered, spares, hits, rejected */
 	pthread_cond_t freed;
-	uint64_t buffered;        /* bytes of block buffers held */
+	uint64_t buf_cap;         /* bytes of every block buffer: the largest block's */
+	uint64_t buffered;        /* bytes of block buffers held, the spares' included */
+	void *spares[SPARES];     /* buffers given back, for the next block */
+	unsigned nspares;
 	uint64_t hits, rejected;
 };
 
@@ -77,6 +82,8 @@ static int index_tables(struct stp_published *p)
 			return -EUCLEAN;
 		p->offsets[i] = e.offset;
 		p->store[i] = -1;
+		if (e.stored_size > p->buf_cap)
+			p->buf_cap = e.stored_size;
 	}
 	p->sb = p->idx + stp_pubindex_sb_offset(n);
 	p->tail = p->idx + stp_pubindex_tail_file_offset(n);
@@ -178,6 +185,8 @@ void stp_published_free(struct stp_published *p)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->freed);
+	for (unsigned i = 0; i < p->nspares; i++)
+		free(p->spares[i]);
 	free(p->offsets);
 	free(p->store);
 	free(p->idx);
@@ -262,33 +271,45 @@ static void lock_ticking(pthread_mutex_t *m, const struct stp_http_tick *tick)
 	}
 }
 
-/* Frees BUF (NULL: none), the LEN bytes buffer_take counted. */
-static void buffer_give(struct stp_published *p, void *buf, uint64_t len)
+/* Gives BUF (NULL: a buffer buffer_take counted but could not allocate) back: kept as a
+ * spare while there is room for one, else freed. */
+static void buffer_give(struct stp_published *p, void *buf)
 {
-	free(buf);
 	pthread_mutex_lock(&p->lock);
-	p->buffered -= len;
+	if (buf && p->nspares < SPARES) {
+		p->spares[p->nspares++] = buf;
+		buf = NULL;
+	} else {
+		p->buffered -= p->buf_cap;
+	}
 	pthread_cond_broadcast(&p->freed);
 	pthread_mutex_unlock(&p->lock);
+	free(buf);
 }
 
-/* Waits until LEN more bytes of buffers fit, and counts them. */
-static void *buffer_take(struct stp_published *p, uint64_t len, const struct stp_http_tick *tick)
+/* A block buffer of p->buf_cap bytes: a spare, else a new one once it fits the bound. */
+static void *buffer_take(struct stp_published *p, const struct stp_http_tick *tick)
 {
-	void *buf;
+	void *buf = NULL;
 
 	pthread_mutex_lock(&p->lock);
-	while (p->buffered && p->buffered + len > STP_PUBLISHED_BUFFERS_MAX) {
+	for (;;) {
 		struct timespec ts = tick_deadline();
 
+		if (p->nspares) {
+			buf = p->spares[--p->nspares];
+			break;
+		}
+		if (!p->buffered || p->buffered + p->buf_cap <= STP_PUBLISHED_BUFFERS_MAX) {
+			p->buffered += p->buf_cap;
+			break;
+		}
 		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
 			tick_now(tick);
 	}
-	p->buffered += len;
 	pthread_mutex_unlock(&p->lock);
-	buf = malloc(len);
-	if (!buf)
-		buffer_give(p, NULL, len);
+	if (!buf && !(buf = malloc(p->buf_cap)))
+		buffer_give(p, NULL);
 	return buf;
 }
 
@@ -296,10 +317,7 @@ void stp_published_put(struct stp_published *p, struct stp_published_part *part)
 {
 	if (!part->owned)
 		return;
-	if (part->mapped)
-		munmap(part->owned, part->owned_len);
-	else
-		buffer_give(p, part->owned, part->owned_len);
+	buffer_give(p, part->owned);
 	part->owned = NULL;
 }
 
@@ -311,35 +329,26 @@ static bool hash_matches(const void *buf, size_t len, const uint8_t want[32])
 	return !CRYPTO_memcmp(have, want, sizeof(have));
 }
 
-/* Block E from its file in the store FD, mapped (page cache pages: no fresh memory to
- * fault in and fill, which costs more than the hash on a loaded machine), into PART when
- * the file holds exactly its bytes; a file of another size or with other bytes is
- * counted (unless RECHECK), and left to be overwritten. Bytes changed after the check
- * (or a file cut short: SIGBUS, the fetcher gone) could only come from the store's
- * owner, whose own mount it is; the image reader checks every block again. */
+/* Block E from its file in the store FD into BUF, when the file holds exactly its bytes;
+ * a file of another size or with other bytes is counted, and left to be overwritten.
+ * Read, never mapped: the store's owner may cut the file short or change it at any time,
+ * which must cost a fetch, not a SIGBUS or bytes changed after their check. An empty
+ * file is a block not stored yet. */
 static bool from_store(struct stp_published *p, int fd, const struct stp_pubindex_entry *e,
-		       bool recheck, struct stp_published_part *part)
+		       void *buf)
 {
 	struct stat st;
-	void *map = MAP_FAILED;
 	bool ok;
 
 	if (fd < 0 || fstat(fd, &st) || st.st_size == 0)
 		return false;
-	if ((uint64_t)st.st_size == e->stored_size)
-		map = mmap(NULL, e->stored_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-	ok = map != MAP_FAILED && hash_matches(map, e->stored_size, e->sha256);
-	if (ok) {
-		part->owned = map;
-		part->owned_len = e->stored_size;
-		part->mapped = true;
-	} else if (map != MAP_FAILED) {
-		munmap(map, e->stored_size);
-	}
+	ok = (uint64_t)st.st_size == e->stored_size &&
+	     !stp_pread_full(fd, buf, e->stored_size, 0) &&
+	     hash_matches(buf, e->stored_size, e->sha256);
 	pthread_mutex_lock(&p->lock);
 	if (ok)
 		p->hits++;
-	else if (!recheck) /* a second look after waiting: counted once */
+	else
 		p->rejected++;
 	pthread_mutex_unlock(&p->lock);
 	return ok;
@@ -376,56 +385,33 @@ static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry 
 	return 0;
 }
 
-/* Block I whole into PART from the server, checked, then kept in the store. */
-static int fetch_and_keep(struct stp_published *p, uint64_t i, const struct stp_pubindex_entry *e,
-			  const struct stp_http_tick *tick, struct stp_published_part *part,
-			  char *why, size_t whylen)
-{
-	pthread_mutex_t *stripe = &p->stripes[i % STRIPES];
-	int err;
-
-	void *buf = buffer_take(p, e->stored_size, tick);
-
-	if (!buf)
-		return why_set(why, whylen, -ENOMEM, "out of memory for a block of %u bytes",
-			       e->stored_size);
-	/* the buffer is taken before the stripe: never wait for buffers holding one */
-	lock_ticking(stripe, tick);
-	/* another thread may have fetched it while this one waited: fetched once */
-	if (from_store(p, p->store[i], e, true, part)) {
-		pthread_mutex_unlock(stripe);
-		part->stored = true;
-		buffer_give(p, buf, e->stored_size);
-		return 0;
-	}
-	part->owned = buf;
-	part->owned_len = e->stored_size;
-	err = fetch_block(p, e, part->owned, tick, &part->tries, why, whylen);
-	if (!err)
-		to_store(p->store[i], part->owned, e->stored_size);
-	pthread_mutex_unlock(stripe);
-	if (err)
-		stp_published_put(p, part);
-	return err;
-}
-
-/* Block I whole into PART: from the store, else from the server (then kept). */
+/* Block I whole into PART: from the store, else from the server (then kept). One thread
+ * per stripe at a time: a block two reads want at once is fetched once, the second read
+ * finding it in the store. */
 static int get_block(struct stp_published *p, uint64_t i, const struct stp_http_tick *tick,
 		     struct stp_published_part *part, char *why, size_t whylen)
 {
 	pthread_mutex_t *stripe = &p->stripes[i % STRIPES];
 	struct stp_pubindex_entry e;
+	int err;
 
 	if (stp_pubindex_entry_at(p->idx, i, &e))
 		return why_set(why, whylen, -EIO, "block %llu: a damaged entry", (unsigned long long)i);
-	if (p->store[i] >= 0) {
-		lock_ticking(stripe, tick); /* not while another thread writes the file */
-		part->stored = from_store(p, p->store[i], &e, false, part);
-		pthread_mutex_unlock(stripe);
-		if (part->stored)
-			return 0;
-	}
-	return fetch_and_keep(p, i, &e, tick, part, why, whylen);
+	/* the buffer is taken before the stripe: never wait for buffers holding one */
+	part->owned = buffer_take(p, tick);
+	if (!part->owned)
+		return why_set(why, whylen, -ENOMEM, "out of memory for a block of %u bytes",
+			       e.stored_size);
+	part->owned_len = e.stored_size;
+	lock_ticking(stripe, tick);
+	part->stored = from_store(p, p->store[i], &e, part->owned);
+	err = part->stored ? 0 : fetch_block(p, &e, part->owned, tick, &part->tries, why, whylen);
+	if (!err && !part->stored)
+		to_store(p->store[i], part->owned, e.stored_size);
+	pthread_mutex_unlock(stripe);
+	if (err)
+		stp_published_put(p, part);
+	return err;
 }
 
 int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
@@ -436,7 +422,7 @@ int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
 	uint64_t i, start, end;
 	int err;
 
-	*part = (struct stp_published_part){ NULL, 0, NULL, 0, 0, false, false };
+	*part = (struct stp_published_part){ NULL, 0, NULL, 0, 0, false };
 	if (off >= h->image_size)
 		return why_set(why, whylen, STP_IMGSRC_END, "byte %llu lies past the end",
 			       (unsigned long long)off);

@@ -2,9 +2,9 @@
 /*
  * A published image (stipple(5), PUBLISHED INDEX; `stipple publish`) read at its URL:
  * the URL names an index, and this presents the one-file image it stands for (the
- * "virtual image"): the fetcher of a URL mount serves it on its channels, the readers
- * read it through an image source (pubsrc.h), so both read it as any image at a URL. [0, 256) and [tail_offset, image_size)
- * come from the index, held in memory; each block from DIR/blocks/HH/H64 beside the
+ * "virtual image"): stipple-fetcher serves it on its channels, to a mount's daemon or
+ * to a reader, which read it as any image at a URL. [0, 256) and [tail_offset,
+ * image_size) come from the index, held in memory; each block from DIR/blocks/HH/H64 beside the
  * index, fetched whole and checked against its SHA-256 before a byte of it is used. A
  * block that does not match is refused: the read fails (-EIO) with a reason naming the
  * block's URL, and no byte of it is served.
@@ -66,11 +66,10 @@ void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);
 struct stp_published_part {
 	const uint8_t *ptr;
 	uint64_t len;
-	void *owned;        /* a block's buffer or its store file mapped, or NULL */
+	void *owned;        /* a block's buffer, or NULL */
 	uint64_t owned_len;
 	unsigned tries;     /* HTTP requests it took (0: from memory or the store) */
 	bool stored;        /* read back from the store */
-	bool mapped;        /* OWNED is the store file mapped, not a buffer */
 };
 
 /* The bytes from OFF to the end of the part of the virtual image holding OFF (the

@@ -19,9 +19,9 @@
 #include "escape.h"
 #include "foreign.h"
 #include "progress.h"
-#include "http.h"
+#include "httpurl.h"
 #include "imgsrc.h"
-#include "pubsrc.h"
+#include "netrc.h"
 #include "image.h"
 #include "sign.h"
 #include "log.h"
@@ -298,21 +298,34 @@ void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *p
 	va_end(ap);
 }
 
-/* A URL is read in this process: the readers hold no privilege. Proxies come from the
- * environment, the CA store is the system's (STIPPLE_CA names another bundle),
- * STIPPLE_TIMEOUT bounds each read in seconds, and STIPPLE_NETRC names a netrc file
- * with the server's login: credentials in the URL, which every local user can read on
- * the command line, are refused. */
+/* A reader's bound on one read of a URL, retries included, without STIPPLE_TIMEOUT. */
+#define READER_TIMEOUT_S 20u
+
+static stp_cli_url_opener url_opener;
+
+void stp_cli_set_url_opener(stp_cli_url_opener open)
+{
+	url_opener = open;
+}
+
+/* A URL is read through stipple-fetcher (the opener), never in this process: proxies
+ * come from the environment, the CA store is the system's (STIPPLE_CA names another
+ * bundle), STIPPLE_TIMEOUT bounds each read in seconds, and STIPPLE_NETRC names a netrc
+ * file with the server's login, checked here so that a bad one is named as the variable:
+ * credentials in the URL, which every local user can read on the command line, are
+ * refused. */
 static int open_url(const struct stp_cli *cli, const char *url, struct stp_imgsrc **src,
 		    bool *said)
 {
 	const char *t = getenv("STIPPLE_TIMEOUT"), *netrc = getenv("STIPPLE_NETRC");
-	struct stp_http_opts o = { .ca_file = getenv("STIPPLE_CA") };
-	/* held by the source for as long as the process reads it */
-	char *login = NULL, *password = NULL;
+	struct stp_cli_url u = { url, getenv("STIPPLE_CA"), netrc && *netrc ? netrc : NULL,
+				 READER_TIMEOUT_S };
 	uint64_t secs;
+	size_t len;
+	char *text;
 	int err;
 
+	*said = true; /* whatever fails here says why */
 	if (stp_http_url_has_userinfo(url)) {
 		char *shown = stp_http_url_public(url);
 
@@ -320,20 +333,29 @@ static int open_url(const struct stp_cli *cli, const char *url, struct stp_imgsr
 			      "local user could read it); put the credentials in a netrc file "
 			      "and name it in STIPPLE_NETRC", shown ? shown : "the URL");
 		free(shown);
-		*said = true;
 		return -EINVAL;
 	}
-	if (netrc && *netrc && (err = stp_http_netrc_read(netrc, url, &login, &password))) {
+	if (u.netrc_file && (err = stp_netrc_load(u.netrc_file, &text, &len))) {
 		stp_cli_error(cli, "STIPPLE_NETRC=%s: %s", netrc, err == -EINVAL ?
 			      "not a readable file of at most 64 KiB" : stp_strerror(err));
-		*said = true;
 		return err;
 	}
-	o.user = login;
-	o.password = password;
+	if (u.netrc_file)
+		stp_netrc_discard(text, len);
+	if (u.ca_file && access(u.ca_file, R_OK)) { /* named as the variable, not as ca= */
+		err = -errno;
+		stp_cli_error(cli, "STIPPLE_CA=%s: %s", u.ca_file, stp_strerror(err));
+		return err;
+	}
 	if (t && !stp_parse_uint(t, 1, 3600, &secs))
-		o.timeout_ms = (unsigned)secs * 1000u;
-	return stp_pubsrc_open(url, &o, src);
+		u.timeout_s = (unsigned)secs;
+	if (!url_opener) {
+		stp_cli_problem(cli, url, NULL, "cannot open: this program reads no URL");
+		return -EPROTONOSUPPORT;
+	}
+	err = url_opener(cli, &u, src);
+	*said = err != 0;
+	return err;
 }
 
 bool stp_cli_foreign(const struct stp_cli *cli, const char *image)

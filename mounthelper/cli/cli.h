@@ -104,7 +104,25 @@ bool stp_cli_foreign(const struct stp_cli *cli, const char *image);
  * that fails after one says nothing more. Thread-safe. */
 unsigned long stp_cli_damage_reports(void);
 
-/* Opens IMAGE; on failure prints why (naming IMAGE) and returns the negative errno. */
+/* A URL to read and how, from the environment (stipple(1)): STIPPLE_CA, STIPPLE_NETRC,
+ * STIPPLE_TIMEOUT; proxies from http_proxy and the like. */
+struct stp_cli_url {
+	const char *url;
+	const char *ca_file;    /* another CA bundle than the system's, or NULL */
+	const char *netrc_file; /* the server's login and password, or NULL */
+	unsigned timeout_s;     /* bound of one read, retries included */
+};
+struct stp_imgsrc;
+/* How a URL becomes an image source: 0, or a negative errno with the cause printed
+ * (naming the URL, after "stipple NAME: "). The readers set it (stp_cli_set_url_opener)
+ * to stipple-fetcher's client, which lives with the mount, above cli/; without one a URL
+ * cannot be opened (-EPROTONOSUPPORT). */
+typedef int (*stp_cli_url_opener)(const struct stp_cli *cli, const struct stp_cli_url *u,
+				  struct stp_imgsrc **out);
+void stp_cli_set_url_opener(stp_cli_url_opener open);
+
+/* Opens IMAGE (a file, or a URL through the opener above); on failure prints why
+ * (naming IMAGE) and returns the negative errno. */
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out);
 
 struct stp_pubkey;

@@ -17,6 +17,7 @@
 
 #include "monproto.h"
 #include "mountopts.h"
+#include "progpath.h"
 #include "setup.h"
 #include "util.h"
 
@@ -164,6 +165,9 @@ int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct s
 	close_theirs(f, false);
 	if (!err)
 		err = wait_hello(f->ctl[0], o->timeout_s * 1000u + 5000u, &hi);
+	if (fork_err)
+		snprintf(hi.why, sizeof(hi.why), "cannot start " STP_FETCHER_NAME ": %s",
+			 stp_strerror(fork_err));
 	if (err || hi.err || !hi.blocks)
 		close_theirs(f, true); /* else the store's batches come next on ctl[0] */
 	if (!err && hi.err)

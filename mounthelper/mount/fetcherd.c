@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stipple-fetcher: the fetcher of a URL mount (fetcher.h), a program of its own that only
- * the monitor runs, so that libcurl and what it links are mapped in this process alone.
+ * stipple-fetcher: the fetcher of a URL mount (fetcher.h), a program of its own that the
+ * monitor runs, and a reader of a URL (fetchsrc.h), so that libcurl and what it links
+ * are mapped in this process alone.
  * It finds its control socket on STP_MONITOR_FD, takes its options and channels from the
  * SETUP message (setup.h), and answers with HELLO. Its argument only names the URL for ps.
  *
@@ -387,8 +388,8 @@ static int usage(const char *arg)
 		printf(STP_FETCHER_NAME " " STP_VERSION "\n");
 		return 0;
 	}
-	fprintf(stderr, STP_FETCHER_NAME ": the fetcher of a stipple URL mount, run by "
-		"mount.stipple and `stipple mount` only; see mount.stipple(8)\n");
+	fprintf(stderr, STP_FETCHER_NAME ": the fetcher of a stipple URL, run by mount.stipple, "
+		"`stipple mount` and the readers only; see mount.stipple(8)\n");
 	return 2;
 }
 

@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
+#include "fetchsrc.h"
 #include "util.h"
 
 struct subcommand {
@@ -52,6 +54,7 @@ int main(int argc, char **argv)
 		printf("stipple %s\n", STP_VERSION);
 		return 0;
 	}
+	stp_cli_set_url_opener(stp_fetchsrc_open); /* a URL: through stipple-fetcher */
 	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
 		if (!strcmp(argv[1], subcommands[i].name))
 			return subcommands[i].run(argc - 1, argv + 1);

@@ -17,7 +17,6 @@ import collections
 import concurrent.futures
 import hashlib
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -31,7 +30,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import httputil  # noqa: E402
 import pubindex  # noqa: E402
 from benchlib import is_mounted, unmount  # noqa: E402
-from test_published import readme_config  # noqa: E402
 
 SKIP = shutil.ignore_patterns("__pycache__", "test", "site-packages", "dist-packages")
 
@@ -116,10 +114,6 @@ def main():
     stipple = os.path.join(args.build, "mounthelper", "stipple")
     mkstipple = os.path.join(args.build, "builder", "mkstipple")
     work = tempfile.mkdtemp(prefix="stipple-fleet-")
-    squid_dir = tempfile.mkdtemp(prefix="stipple-fleet-squid-")
-    proxy_user = pwd.getpwnam("proxy")
-    os.chmod(squid_dir, 0o755)
-    os.chown(squid_dir, proxy_user.pw_uid, proxy_user.pw_gid)
     try:
         v1, v2 = make_releases(work)
         www = os.path.join(work, "www")
@@ -134,8 +128,9 @@ def main():
         for i in idx:
             for _, stored, sha in pubindex.parse(open(i, "rb").read())["entries"]:
                 sizes[sha.hex()] = stored
-        nginx_conf, refresh = readme_config()
-        with httputil.nginx(www, os.path.join(work, "nginx"), server=nginx_conf) as origin, \
+        _, refresh = httputil.readme_caching("repo")
+        with httputil.published_origin(www, os.path.join(work, "nginx"), "repo") as origin, \
+                httputil.proxy_dir() as squid_dir, \
                 httputil.squid(squid_dir, refresh=refresh) as proxy:
             log = os.path.join(squid_dir, "access.log")
             print("machine: 2 cores shared with other sessions (loaded); %d clients, "
@@ -154,7 +149,6 @@ def main():
                           max(counts.values() or [0]), sent, sent / ideal if ideal else 0,
                           asked, len(set(counts) - want_blocks), bad, took))
     finally:
-        shutil.rmtree(squid_dir, ignore_errors=True)
         if not any(is_mounted(os.path.join(work, d)) for d in os.listdir(work)):
             shutil.rmtree(work, ignore_errors=True)
 

@@ -330,18 +330,14 @@ def stipple_figures(build, v1, v2):
 
 class Origin:
     """nginx on loopback (tests/integration/httputil.py's) serving WORK/http/www: /img/
-    one-file images, /pub/ published ones with the issue's caching rule: blocks/ immutable,
-    the indexes revalidated."""
-
-    RULES = ('location /pub/blocks/ { add_header Cache-Control '
-             '"public, max-age=31536000, immutable"; } '
-             'location ~ ^/pub/.*\\.stp$ { add_header Cache-Control "no-cache"; }')
+    one-file images, /pub/KEY/ published ones with the README's caching lines: blocks/
+    immutable, the indexes revalidated."""
 
     def __init__(self, work):
         self.dir = tempfile.mkdtemp(prefix="http-", dir=work)  # runs side by side
         self.www = os.path.join(self.dir, "www")
         os.makedirs(self.www, exist_ok=True)
-        self.ctx = httputil.nginx(self.www, self.dir, location=self.RULES)
+        self.ctx = httputil.published_origin(self.www, self.dir, "pub/[^/]+", pattern=True)
         self.nginx = self.ctx.__enter__()
         self.log = self.nginx.access_log
 
@@ -364,15 +360,13 @@ class Origin:
 
 
 class Proxy:
-    """squid on loopback (tests/integration/httputil.py's config), its dir its user's."""
+    """squid on loopback (tests/integration/httputil.py's config, with the README's
+    refresh_pattern lines), in a directory of its user's."""
 
     def __init__(self, work):
-        import pwd
-        self.dir = tempfile.mkdtemp(prefix="squid-", dir=work)
-        os.chmod(self.dir, 0o755)
-        u = pwd.getpwnam("proxy")
-        os.chown(self.dir, u.pw_uid, u.pw_gid)
-        self.ctx = httputil.squid(self.dir)
+        self.dirs = httputil.proxy_dir(work)
+        self.dir = self.dirs.__enter__()
+        self.ctx = httputil.squid(self.dir, refresh=httputil.readme_caching("pub")[1])
         self.url = self.ctx.__enter__()
         self.log = os.path.join(self.dir, "access.log")
 
@@ -390,7 +384,7 @@ class Proxy:
 
     def stop(self):
         self.ctx.__exit__(None, None, None)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dirs.__exit__(None, None, None)
 
 
 def zsync_fetch(origin, v1, v2, tag):

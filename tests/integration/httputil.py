@@ -131,6 +131,34 @@ http {
         stop(proc)
 
 
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+
+
+def readme_caching(repo, pattern=False):
+    """The README's caching lines for releases published in /REPO/: (the nginx locations,
+    Squid's refresh_pattern lines). The tests and benchmarks serve what users are told to.
+    PATTERN: REPO is a regular expression (pub/[^/]+: a directory per pair), and the
+    README's prefix location becomes the same location as a regular expression."""
+    with open(README) as f:
+        text = f.read()
+    sec = text[text.index("### Mounting a published release"):]
+    nginx_conf = re.search(r"```nginx\n(.*?)```", sec, re.S).group(1)
+    refresh = re.search(r"```\n(refresh_pattern.*?)```", sec, re.S).group(1)
+    assert "immutable" in nginx_conf and "no-cache" in nginx_conf, nginx_conf
+    if pattern:
+        nginx_conf = nginx_conf.replace("location /REPO/", "location ~ ^/REPO/")
+    return nginx_conf.replace("/REPO/", "/%s/" % repo), refresh
+
+
+@contextlib.contextmanager
+def published_origin(www, workdir, repo, pattern=False):
+    """nginx serving WWW, releases published in WWW/REPO with the README's caching lines
+    (readme_caching)."""
+    nginx_conf, _ = readme_caching(repo, pattern)
+    with nginx(www, workdir, server=nginx_conf) as n:
+        yield n
+
+
 def self_signed(workdir):
     """A certificate for 127.0.0.1 and its key, made with openssl: (cert, key)."""
     cert, key = os.path.join(workdir, "cert.pem"), os.path.join(workdir, "key.pem")
@@ -312,21 +340,28 @@ shutdown_lifetime 1 seconds
         stop(proc)
 
 
-@pytest.fixture
-def squid_dir():
-    """Squid drops root for its own user: its directory must be that user's, outside the
-    private tmp_path."""
+@contextlib.contextmanager
+def proxy_dir(parent=None):
+    """A directory for squid (in PARENT, else the system's temporary directory: never a
+    private tmp_path): squid drops root for its own user, whose directory it must be."""
     try:
         user = pwd.getpwnam("proxy")
     except KeyError:
         pytest.skip("no 'proxy' user for Squid")
-    d = tempfile.mkdtemp(prefix="stipple-squid-")
+    d = tempfile.mkdtemp(prefix="stipple-squid-", dir=parent)
     os.chmod(d, 0o755)
     os.chown(d, user.pw_uid, user.pw_gid)
     try:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def squid_dir():
+    """A proxy_dir for the test's squid."""
+    with proxy_dir() as d:
+        yield d
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ damaged on the server is refused by its hash (EIO, a log line naming its URL, ne
 wrong byte); a damaged file in the store is fetched again; cache_size= bounds the store
 without taking a block a live mount uses."""
 
-import contextlib
 import errno
 import hashlib
 import os
@@ -29,20 +28,13 @@ from conftest import MOUNT_STIPPLE, STIPPLE, build_image, mount_image, run, unmo
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import pubindex  # noqa: E402
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 REPO = "repo"
 SOURCES = ("json", "email", "http", "html", "urllib", "logging", "xml")
 
 
 def readme_config():
-    """The nginx locations and Squid refresh_pattern lines of the README, for /repo/."""
-    with open(README) as f:
-        text = f.read()
-    sec = text[text.index("### Mounting a published release"):]
-    nginx = re.search(r"```nginx\n(.*?)```", sec, re.S).group(1)
-    squid = re.search(r"```\n(refresh_pattern.*?)```", sec, re.S).group(1)
-    assert "immutable" in nginx and "no-cache" in nginx, nginx
-    return nginx.replace("/REPO/", "/%s/" % REPO), squid
+    """The README's nginx locations and Squid refresh_pattern lines, for /repo/."""
+    return httputil.readme_caching(REPO)
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +127,8 @@ def store_files(cache):
     return out
 
 
-@contextlib.contextmanager
 def origin_of(www, workdir):
-    nginx_conf, _ = readme_config()
-    with httputil.nginx(www, workdir, server=nginx_conf) as n:
-        yield n
+    return httputil.published_origin(www, workdir, REPO)
 
 
 @pytest.mark.parametrize("tool", ["stipple", "python"])

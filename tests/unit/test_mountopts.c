@@ -10,7 +10,7 @@
 #include <fuse_opt.h>
 
 #include "fuseapi.h"
-#include "http.h"
+#include "netrc.h"
 #include "mountopts.h"
 #include "image.h"
 
@@ -257,19 +257,19 @@ static void test_netrc(void)
 		"default login d password e\n";
 	char *login, *password;
 
-	CHECK(stp_http_netrc_find(text, strlen(text), "h.example", &login, &password) == 0);
+	CHECK(stp_netrc_find(text, strlen(text), "h.example", &login, &password) == 0);
 	CHECK(login && !strcmp(login, "a b") && password && !strcmp(password, "p\"q"));
 	free(login);
 	free(password);
-	CHECK(stp_http_netrc_find(text, strlen(text), "z.example", &login, &password) == 0);
+	CHECK(stp_netrc_find(text, strlen(text), "z.example", &login, &password) == 0);
 	CHECK(login && !strcmp(login, "d") && password && !strcmp(password, "e"));
 	free(login);
 	free(password);
-	CHECK(stp_http_netrc_find(text, strlen(text) - 27, "z.example", &login, &password) ==
+	CHECK(stp_netrc_find(text, strlen(text) - 27, "z.example", &login, &password) ==
 	      -ENOENT);
 	CHECK(!login && !password);
-	CHECK(stp_http_netrc_find("machine", 7, "h.example", &login, &password) == -ENOENT);
-	CHECK(stp_http_netrc_find("machine h.example login \"x\\", 27, "h.example", &login,
+	CHECK(stp_netrc_find("machine", 7, "h.example", &login, &password) == -ENOENT);
+	CHECK(stp_netrc_find("machine h.example login \"x\\", 27, "h.example", &login,
 				  &password) == 0);
 	CHECK(login && !strcmp(login, "x\\") && !password);
 	free(login);
