@@ -33,7 +33,7 @@ struct stp_published {
 	const uint8_t *sb;        /* the superblock copy in IDX */
 	const uint8_t *tail;      /* IMAGE[tail_offset, image_size) in IDX */
 	uint64_t *offsets;        /* each block's offset, for the search */
-	int *store;               /* each block's file in the store, or -1 */
+	int *store;               /* each block's file in the store, or -1: under its stripe */
 	char *base, *shown;
 	pthread_mutex_t stripes[STRIPES];
 	pthread_mutex_t lock;     /* buffered, hits, rejected */
@@ -203,11 +203,21 @@ const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
 {
-	if (i >= p->hdr.block_count || p->store[i] >= 0) {
+	pthread_mutex_t *stripe;
+
+	if (i >= p->hdr.block_count) {
 		close(fd);
 		return;
 	}
-	p->store[i] = fd;
+	stripe = &p->stripes[i % STRIPES];
+	pthread_mutex_lock(stripe);
+	if (p->store[i] < 0) {
+		p->store[i] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(stripe);
+	if (fd >= 0)
+		close(fd);
 }
 
 void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected)
@@ -418,13 +428,12 @@ static int get_block(struct stp_published *p, uint64_t i, const struct stp_http_
 
 	if (stp_pubindex_entry_at(p->idx, i, &e))
 		return why_set(why, whylen, -EIO, "block %llu: a damaged entry", (unsigned long long)i);
-	if (p->store[i] >= 0) {
-		lock_ticking(stripe, tick); /* not while another thread writes the file */
+	lock_ticking(stripe, tick); /* not while another thread writes the file */
+	if (p->store[i] >= 0)
 		part->stored = from_store(p, p->store[i], &e, false, part);
-		pthread_mutex_unlock(stripe);
-		if (part->stored)
-			return 0;
-	}
+	pthread_mutex_unlock(stripe);
+	if (part->stored)
+		return 0;
 	return fetch_and_keep(p, i, &e, tick, part, why, whylen);
 }
 

@@ -58,8 +58,8 @@ uint64_t stp_published_blocks(const struct stp_published *p); /* entries in the 
 /* Block I's SHA-256 (I below stp_published_blocks). */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
 
-/* Block I's file in the store: FD is P's from now on (closed by stp_published_free). Not
- * thread-safe: before the channels are served. */
+/* Block I's file in the store: FD is P's from now on (closed by stp_published_free).
+ * Thread-safe: the channels may be served meanwhile. */
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);
 
 /* One part of the virtual image: LEN bytes at PTR, valid until stp_published_put. */

@@ -22,10 +22,12 @@
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
  * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It
- * then offers the monitor the blocks' hashes in batches (BLOCKS, struct stp_fetch_blocks)
- * on the control socket, which stays open for that, and the monitor answers each batch
- * with the descriptors of the blocks' files in the store (STORE, struct stp_fetch_store,
- * store.h), or closes the socket: no store. Only then are the channels served.
+ * serves its channels from then on, and offers the monitor the hashes of the first
+ * STP_FETCH_STORE_MAX blocks in batches (BLOCKS, struct stp_fetch_blocks) on the control
+ * socket, which stays open for that. The monitor reads them only once it has checked the
+ * superblock and the mount's budget, and answers each batch with the descriptors of the
+ * blocks' files in the store (STORE, struct stp_fetch_store, store.h), or closes the
+ * socket: no store (blocks without a file are fetched each time).
  *
  * Called from the monitor's single thread; not thread-safe.
  */
@@ -70,6 +72,9 @@ struct stp_fetch_hello {
 /* A batch of block hashes and its answer: the descriptors attached to STORE are the files
  * of blocks FIRST + WHICH[k], in order. STOP: send no more batches. */
 #define STP_FETCH_BATCH 32u
+/* The store files a mount may hold (each pins a descriptor, an inode and a lock): 2 TiB
+ * of 32 MiB blocks, whatever count an index claims. */
+#define STP_FETCH_STORE_MAX 65536u
 struct stp_fetch_blocks {
 	uint64_t first;
 	uint32_t count;   /* 1 to STP_FETCH_BATCH */

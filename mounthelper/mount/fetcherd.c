@@ -249,11 +249,12 @@ static void quiet(enum stp_log_level level, const char *msg)
 }
 
 /* The store (fetcher.h): each batch of hashes offered, the descriptors taken, until the
- * monitor says stop or closes the socket, or AT_MOST blocks were offered. */
+ * monitor says stop or closes the socket, or AT_MOST blocks were offered. The monitor
+ * first checks the image: the wait for its answer is the mount's, not the batch's. */
 static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 {
 	uint64_t n = stp_published_blocks(pub);
-	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	int64_t deadline = (int64_t)stp_now_ns() + 3 * STP_MOUNT_DEADLINE_MS * 1000000ll;
 
 	if (n > at_most)
 		n = at_most;
@@ -362,19 +363,22 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
 	}
 	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
-	if (!hi.err && hi.blocks)
-		take_store(pub, ctl, room);
-	close(ctl);
-	if (hi.err)
+	if (hi.err) {
+		close(ctl);
 		_exit(1);
+	}
+	/* served at once: the monitor reads the superblock and checks the image before it
+	 * answers with the store, if it does (fetcher.h) */
 	for (unsigned i = 0; i < n; i++) {
 		srv[i] = (struct server){ h, pub, chans[i] };
-		started[i] = i && !pthread_create(&tids[i], NULL, serve, &srv[i]);
-		if (i && !started[i])
+		started[i] = !pthread_create(&tids[i], NULL, serve, &srv[i]);
+		if (!started[i])
 			close(chans[i]); /* one channel fewer: the daemon sees it closed */
 	}
-	serve(&srv[0]);
-	for (unsigned i = 1; i < n; i++)
+	if (hi.blocks)
+		take_store(pub, ctl, room < STP_FETCH_STORE_MAX ? room : STP_FETCH_STORE_MAX);
+	close(ctl);
+	for (unsigned i = 0; i < n; i++)
 		if (started[i])
 			pthread_join(tids[i], NULL);
 	_exit(0);

@@ -332,8 +332,6 @@ static int open_url(struct monitor *m)
 		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
 	if (err)
 		return err;
-	if (m->h.fetcher.blocks)
-		attach_store(m);
 	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size, stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
@@ -430,6 +428,8 @@ static int prepare(struct monitor *m)
 		err = stp_trustkeys_check_signed(m->o, &m->sb, m->prog);
 	if (!err)
 		err = stp_budget_check(m->o, &m->sb, m->prog, &m->h.mem_limit);
+	if (!err && m->h.fetcher.blocks) /* files made for an image that passed, not before */
+		attach_store(m);
 	if (!err)
 		err = check_mountpoint(m);
 	return err;

@@ -91,6 +91,8 @@ static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
 
 static int exchange(int blocks, int ctl, uint64_t count)
 {
+	if (count > STP_FETCH_STORE_MAX)
+		count = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
 	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	int err = buf ? 0 : -ENOMEM;
@@ -139,26 +141,36 @@ static bool is_hex(const char *s, size_t n)
 	return !s[n];
 }
 
-/* The block files of fan-out directory SUB (its name) into E, *N of them, summed into
- * *TOTAL. */
+static bool remove_unused(int blocks, const char *name);
+
+/* The block files of fan-out directory SUB (its name) into E, *N of them (at most
+ * FILES_MAX: the others are only summed), summed into *TOTAL. Empty files, blocks a
+ * mount never fetched, are removed as they are met, once no mount holds them: however
+ * many a hostile index had made, every one is seen. */
 static void list_sub(int blocks, const char *sub, struct entry *e, size_t *n, uint64_t *total)
 {
 	int fd = openat(blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 
-	while (d && *n < FILES_MAX && (de = readdir(d))) {
+	while (d && (de = readdir(d))) {
+		char name[STP_PUBINDEX_NAME_MAX];
 		struct stat st;
 
 		if (!is_hex(de->d_name, 64) || strncmp(de->d_name, sub, 2) ||
 		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			continue;
-		memcpy(e[*n].name, sub, 2);
-		e[*n].name[2] = '/';
-		memcpy(e[*n].name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
+		memcpy(name, sub, 2);
+		name[2] = '/';
+		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
+		if (!st.st_size && remove_unused(blocks, name))
+			continue;
+		*total += (uint64_t)st.st_blocks * 512;
+		if (*n == FILES_MAX)
+			continue;
+		memcpy(e[*n].name, name, sizeof(name));
 		e[*n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		e[*n].bytes = (uint64_t)st.st_blocks * 512;
-		*total += e[(*n)++].bytes;
+		e[(*n)++].bytes = (uint64_t)st.st_blocks * 512;
 	}
 	if (d)
 		closedir(d);
@@ -194,11 +206,9 @@ void stp_store_trim(int blocks, uint64_t limit)
 		list_sub(blocks, sub, e, &n, &total);
 	}
 	qsort(e, n, sizeof(*e), by_age);
-	for (size_t i = 0; i < n; i++) {
-		/* empty files are blocks a mount never fetched: gone once no mount holds them */
-		if ((total > limit || !e[i].bytes) && remove_unused(blocks, e[i].name))
+	for (size_t i = 0; i < n && total > limit; i++)
+		if (remove_unused(blocks, e[i].name))
 			total -= e[i].bytes;
-	}
 	free(e);
 }
 

@@ -21,8 +21,9 @@
  * file is never removed between a mount's open and its lock. A mount may take the store
  * past LIMIT by the blocks it fetches; the next mount trims it back.
  *
- * The monitor runs this, privileged as the mounting user, between the fetcher's HELLO
- * and the superblock's read (fetcher.h); the fetcher never learns a path. Not
+ * The monitor runs this, privileged as the mounting user, once it has checked the
+ * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
+ * holds at most STP_FETCH_STORE_MAX files; the fetcher never learns a path. Not
  * thread-safe.
  */
 #ifndef STP_STORE_H
@@ -39,7 +40,8 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     uint64_t blocks);
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
- * in use are kept. Exposed for tests. */
+ * in use are kept, empty files no mount holds are removed, every one of them however
+ * many there are. Exposed for tests. */
 void stp_store_trim(int dirfd, uint64_t limit);
 
 #endif

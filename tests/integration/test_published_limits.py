@@ -55,3 +55,44 @@ def test_trickled_block_fails_within_its_deadline(tmp_path):
     assert rc != 0 and "Input/output error" in err, (rc, err)
     assert took < 40, "the read failed only after %.1f s" % took
 
+
+def store_names(cache):
+    """The names of the files below CACHE/blocks."""
+    return [n for _, _, files in os.walk(cache / "blocks") for n in files]
+
+
+def test_mount_refused_by_its_budget_makes_no_store_file(tmp_path):
+    """The monitor made (and the fetcher pinned) a store file for every block the index
+    claims before it had read the superblock: a mount the budget then refused left them.
+    The store is attached only once the budget passed."""
+    small_release(tmp_path, size=256 << 10)
+    cache = tmp_path / "cache"
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        r = subprocess.run([STIPPLE, "mount", "--cache-budget", "1048576", "-o",
+                            "cache_dir=%s" % cache, origin.url(REPO + "/app.stp"), mnt],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "half of this machine's memory" in r.stderr, r.stderr
+    assert not os.path.ismount(mnt)
+    assert store_names(cache) == []
+
+
+def test_trim_removes_every_unused_empty_file(tmp_path):
+    """Empty files (blocks no mount fetched: what a hostile index leaves) past the first
+    262144 files of the store were never listed, so never removed. Now each is removed as
+    the listing meets it, in every fan-out directory."""
+    small_release(tmp_path)
+    blocks = tmp_path / "cache" / "blocks"
+    for sub, count in (("00", 1 << 18), ("ff", 64)):
+        os.makedirs(blocks / sub, mode=0o700)
+        for i in range(count):
+            os.close(os.open(blocks / sub / ("%s%062x" % (sub, i)), os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(tmp_path / "cache", 0o700)
+    os.chmod(blocks, 0o700)
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app.stp"), None, "--no-prime", "-o",
+                         "cache_dir=%s" % (tmp_path / "cache"), timeout=180):
+            pass
+    left = [n for n in store_names(tmp_path / "cache") if n[:2] in ("00", "ff")]
+    assert left == [], "%d empty files were left, e.g. %s" % (len(left), left[:3])
