@@ -33,6 +33,7 @@ struct stp_published {
 	const uint8_t *sb;        /* the superblock copy in IDX */
 	const uint8_t *tail;      /* IMAGE[tail_offset, image_size) in IDX */
 	uint64_t *offsets;        /* each block's offset, for the search */
+	uint64_t block_max;       /* the largest stored_size, at least 1 */
 	int *store;               /* each block's file in the store, or -1: under its stripe */
 	char *base, *shown;
 	pthread_mutex_t stripes[STRIPES];
@@ -66,6 +67,7 @@ static int index_tables(struct stp_published *p)
 {
 	uint64_t n = p->hdr.block_count;
 
+	p->block_max = 1;
 	p->offsets = calloc(n ? n : 1, sizeof(*p->offsets));
 	p->store = calloc(n ? n : 1, sizeof(*p->store));
 	if (!p->offsets || !p->store)
@@ -77,6 +79,8 @@ static int index_tables(struct stp_published *p)
 			return -EUCLEAN;
 		p->offsets[i] = e.offset;
 		p->store[i] = -1;
+		if (e.stored_size > p->block_max)
+			p->block_max = e.stored_size;
 	}
 	p->sb = p->idx + stp_pubindex_sb_offset(n);
 	p->tail = p->idx + stp_pubindex_tail_file_offset(n);
@@ -194,6 +198,11 @@ uint64_t stp_published_size(const struct stp_published *p)
 uint64_t stp_published_blocks(const struct stp_published *p)
 {
 	return p->hdr.block_count;
+}
+
+uint64_t stp_published_block_max(const struct stp_published *p)
+{
+	return p->block_max;
 }
 
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)

@@ -357,6 +357,10 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	if (!hi.err)
 		hi.err = stp_published_open(h, o->image, o->image_path ? o->image_path : o->image,
 					    &pub, hi.why, sizeof(hi.why));
+	/* a store file holds one block: none may grow past the largest of the index */
+	if (!hi.err && pub)
+		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(pub),
+							  stp_published_block_max(pub) });
 	if (!hi.err) {
 		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
 		hi.blocks = pub ? stp_published_blocks(pub) : 0;

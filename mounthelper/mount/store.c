@@ -44,6 +44,28 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
+/* FD, or the same file opened read-write when it is empty: a fetcher may write a block
+ * into a file that holds none, never change one that holds a block (another mount may be
+ * serving it). FD is taken; the descriptor, or a negative errno. */
+static int writable_if_empty(int fd)
+{
+	char path[32];
+	struct stat st;
+	int rw;
+
+	if (fstat(fd, &st)) {
+		rw = -errno;
+	} else if (st.st_size) {
+		return fd;
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+		rw = rw < 0 ? -errno : rw;
+	}
+	close(fd);
+	return rw;
+}
+
 /* The file of the block hashing to SHA, opened or made, locked shared (the pin) and
  * marked used now; a negative errno when it cannot be. */
 static int take_block(int blocks, const uint8_t sha[32])
@@ -57,8 +79,11 @@ static int take_block(int blocks, const uint8_t sha[32])
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
-	fd = stp_cachedir_open_private(sub, name + 3, O_RDWR, &made);
+	fd = stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made);
 	close(sub);
+	if (fd < 0)
+		return fd;
+	fd = writable_if_empty(fd);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */

@@ -8,8 +8,9 @@
  * private fan-out directory. A block of release 1.2 is the same file for release 1.3.
  *
  * Nothing in it is trusted: the fetcher checks a block read back from its file against
- * its hash (a file that does not match is fetched again and overwritten), so neither a
- * torn write nor an edit serves a wrong byte.
+ * its hash (a file that does not match is passed over and its block fetched), so neither a
+ * torn write nor an edit serves a wrong byte. A file that holds bytes is handed read-only
+ * (another mount may be serving it), an empty one read-write.
  *
  * Which blocks live mounts use: each mount holds a shared flock on each of its blocks'
  * files, through the descriptors the fetcher keeps for the mount's life (a lock that

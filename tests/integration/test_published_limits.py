@@ -96,3 +96,48 @@ def test_trim_removes_every_unused_empty_file(tmp_path):
             pass
     left = [n for n in store_names(tmp_path / "cache") if n[:2] in ("00", "ff")]
     assert left == [], "%d empty files were left, e.g. %s" % (len(left), left[:3])
+
+
+def fetcher_of(url):
+    """The pid of the stipple-fetcher serving URL (its argument names the URL)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"stipple-fetcher") and url.encode() in argv[1:]:
+            pids.append(int(pid))
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def test_fetcher_cannot_change_a_stored_block(tmp_path):
+    """The fetcher (the process the network may turn hostile) was handed read-write
+    descriptors to every block file of its owner's store, another mount's too, and could
+    grow each to 1.25 GiB. As the kernel shows it: a file that holds a block is handed
+    read-only, and the fetcher's RLIMIT_FSIZE is the largest block of its index."""
+    small_release(tmp_path, size=256 << 10)
+    cache = tmp_path / "cache"
+    largest = max(os.path.getsize(os.path.join(d, n))
+                  for d, _, files in os.walk(tmp_path / "www" / REPO / "blocks") for n in files)
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        url = origin.url(REPO + "/app.stp")
+        opts = ("--no-prime", "-o", "cache_dir=%s" % cache)
+        with mount_image(url, None, *opts) as mnt:
+            shutil.copytree(mnt, tmp_path / "copy")  # every block into the store
+        with mount_image(url, None, *opts):
+            pid = fetcher_of(url)
+            held = {}
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                if target.startswith(os.fspath(cache / "blocks")):
+                    with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                        flags = next(int(ln.split()[1], 8) for ln in f if ln.startswith("flags:"))
+                    held[target] = flags & os.O_ACCMODE
+            with open("/proc/%d/limits" % pid) as f:
+                fsize = next(ln.split()[3] for ln in f if ln.startswith("Max file size"))
+    assert len(held) == len(store_names(cache)) >= 4, held
+    assert set(held.values()) == {os.O_RDONLY}, held
+    assert int(fsize) == largest, (fsize, largest)
