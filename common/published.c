@@ -139,14 +139,21 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 	return 0;
 }
 
-/* URL's directory with its '/', without the query or fragment (the blocks lie there). */
+/* URL's directory with its '/', without the query or fragment (the blocks lie there):
+ * "scheme://authority/" when the path is empty, so that a block's URL always names the
+ * index's host, never one made of the path (the credentials go where it says). */
 static char *url_dir(const char *url)
 {
-	size_t n = strcspn(url, "?#");
-	char *dir = strndup(url, n), *slash = dir ? strrchr(dir, '/') : NULL;
+	const char *sep = strstr(url, "://");
+	size_t auth = sep ? (size_t)(sep - url) + 3 : 0;
+	size_t path = auth + strcspn(url + auth, "/?#"), n = strcspn(url, "?#");
+	char *dir;
 
-	if (slash)
-		slash[1] = '\0';
+	if (url[path] != '/')
+		return asprintf(&dir, "%.*s/", (int)path, url) < 0 ? NULL : dir;
+	dir = strndup(url, n);
+	if (dir)
+		strrchr(dir, '/')[1] = '\0'; /* the path's '/' at least */
 	return dir;
 }
 

@@ -141,3 +141,28 @@ def test_fetcher_cannot_change_a_stored_block(tmp_path):
     assert len(held) == len(store_names(cache)) >= 4, held
     assert set(held.values()) == {os.O_RDONLY}, held
     assert int(fsize) == largest, (fsize, largest)
+
+
+def test_index_at_a_url_without_path(tmp_path):
+    """An index served at http://HOST:PORT (no path): the blocks were asked of
+    http://blocks/HH/H64, a host named "blocks", with the netrc credentials; reads failed
+    (through a proxy the credentials went to that host). They lie at /blocks/ of the
+    index's own host."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copytree("/usr/lib/python3.11/json", tree / "json")
+    image = build_image(tree, tmp_path / "app.stp", "--level", "3", "--block-size", "64K")
+    www = tmp_path / "www"
+    www.mkdir()
+    subprocess.run([STIPPLE, "publish", "-q", image, www], check=True)
+    root = "location = / { default_type application/octet-stream; try_files /app.stp =404; }"
+    with httputil.nginx(www, tmp_path / "nginx", server=root) as origin:
+        url = "http://127.0.0.1:%d" % origin.port
+        with mount_image(url, None, "--no-prime", "-o", "cache_size=0") as mnt:
+            for d, _, files in os.walk(tree):
+                for n in files:
+                    p = os.path.join(d, n)
+                    with open(os.path.join(mnt, os.path.relpath(p, tree)), "rb") as f:
+                        assert f.read() == open(p, "rb").read(), p
+        uris = [u for _, _, _, u in origin.uris()]
+    assert any(u.startswith("/blocks/") for u in uris), uris
