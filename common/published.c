@@ -37,10 +37,11 @@ struct stp_published {
 	int *store;               /* each block's file in the store, or -1: under its stripe */
 	char *base, *shown;
 	pthread_mutex_t stripes[STRIPES];
-	pthread_mutex_t lock;     /* buffered, hits, rejected */
+	pthread_mutex_t lock;     /* buffered, hits, rejected, room */
 	pthread_cond_t freed;
 	uint64_t buffered;        /* bytes of block buffers held */
 	uint64_t hits, rejected;
+	uint64_t room;            /* bytes it may still write into the store */
 };
 
 static int why_set(char *why, size_t whylen, int err, const char *fmt, ...)
@@ -236,6 +237,13 @@ void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
 		close(fd);
 }
 
+void stp_published_set_store_room(struct stp_published *p, uint64_t bytes)
+{
+	pthread_mutex_lock(&p->lock);
+	p->room = bytes;
+	pthread_mutex_unlock(&p->lock);
+}
+
 void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected)
 {
 	pthread_mutex_lock(&p->lock);
@@ -371,11 +379,24 @@ static bool from_store(struct stp_published *p, int fd, const struct stp_pubinde
 	return ok;
 }
 
-/* Keeps a checked block in its store file (a failure only costs a later fetch). */
-static void to_store(int fd, const void *buf, uint32_t len)
+/* Keeps a checked block in its store file while the room lasts (a failure only costs a
+ * later fetch). */
+static void to_store(struct stp_published *p, int fd, const void *buf, uint32_t len)
 {
-	if (fd >= 0 && !stp_pwrite_full(fd, buf, len, 0))
-		(void)!ftruncate(fd, len);
+	bool room;
+
+	pthread_mutex_lock(&p->lock);
+	room = fd >= 0 && p->room >= len;
+	if (room)
+		p->room -= len;
+	pthread_mutex_unlock(&p->lock);
+	if (room && !stp_pwrite_full(fd, buf, len, 0) && !ftruncate(fd, len))
+		return;
+	if (room) { /* not written (a read-only file: store.h): the room is still there */
+		pthread_mutex_lock(&p->lock);
+		p->room += len;
+		pthread_mutex_unlock(&p->lock);
+	}
 }
 
 /* Block E from the server, whole, checked against its hash. */
@@ -428,7 +449,7 @@ static int fetch_and_keep(struct stp_published *p, uint64_t i, const struct stp_
 	part->owned_len = e->stored_size;
 	err = fetch_block(p, e, part->owned, tick, &part->tries, why, whylen);
 	if (!err)
-		to_store(p->store[i], part->owned, e->stored_size);
+		to_store(p, p->store[i], part->owned, e->stored_size);
 	pthread_mutex_unlock(stripe);
 	if (err)
 		stp_published_put(p, part);

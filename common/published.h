@@ -61,6 +61,9 @@ uint64_t stp_published_block_max(const struct stp_published *p);
 /* Block I's SHA-256 (I below stp_published_blocks). */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
 
+/* The bytes of blocks P may still write into the store (none until this is called). */
+void stp_published_set_store_room(struct stp_published *p, uint64_t bytes);
+
 /* Block I's file in the store: FD is P's from now on (closed by stp_published_free).
  * Thread-safe: the channels may be served meanwhile. */
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);

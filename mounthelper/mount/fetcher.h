@@ -27,7 +27,11 @@
  * socket, which stays open for that. The monitor reads them only once it has checked the
  * superblock and the mount's budget, and answers each batch with the descriptors of the
  * blocks' files in the store (STORE, struct stp_fetch_store, store.h), or closes the
- * socket: no store (blocks without a file are fetched each time).
+ * socket: no store (blocks without a file are fetched each time). A fetcher that offers
+ * fewer blocks shuts its end for writing once it has offered them. Last, the monitor
+ * trims the store and sends ROOM (struct stp_fetch_room): the bytes of blocks the
+ * fetcher may write into the store during the mount, so that cache_size= holds while
+ * it runs; without it, the fetcher writes none.
  *
  * Called from the monitor's single thread; not thread-safe.
  */
@@ -87,6 +91,10 @@ struct stp_fetch_store {
 	uint32_t nfds;
 	uint32_t stop;
 	uint32_t which[STP_FETCH_BATCH];
+};
+
+struct stp_fetch_room {
+	uint64_t bytes;
 };
 
 /* Whether BUF (LEN bytes, from the fetcher) is the batch of blocks from FIRST of an

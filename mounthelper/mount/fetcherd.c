@@ -248,6 +248,22 @@ static void quiet(enum stp_log_level level, const char *msg)
 {
 }
 
+/* The bytes it may write into the store, once the monitor trimmed it (fetcher.h). */
+static void take_room(struct stp_published *pub, int ctl, int64_t deadline)
+{
+	struct stp_fetch_room room;
+	uint8_t buf[STP_MSG_MAX];
+	uint32_t type;
+	size_t len;
+
+	shutdown(ctl, SHUT_WR); /* no more batches */
+	if (!stp_msg_recv(ctl, deadline, &type, buf, sizeof(buf), &len) &&
+	    type == STP_MSG_ROOM && len == sizeof(room)) {
+		memcpy(&room, buf, sizeof(room));
+		stp_published_set_store_room(pub, room.bytes);
+	}
+}
+
 /* The store (fetcher.h): each batch of hashes offered, the descriptors taken, until the
  * monitor says stop or closes the socket, or AT_MOST blocks were offered. The monitor
  * first checks the image: the wait for its answer is the mount's, not the batch's. */
@@ -287,6 +303,7 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 			return;
 		first += b.count;
 	}
+	take_room(pub, ctl, deadline);
 }
 
 /* Room for store files: the soft limit of descriptors raised to the hard one. */

@@ -216,14 +216,14 @@ static bool remove_unused(int blocks, const char *name)
 	return gone;
 }
 
-void stp_store_trim(int blocks, uint64_t limit)
+uint64_t stp_store_trim(int blocks, uint64_t limit)
 {
 	struct entry *e = calloc(FILES_MAX, sizeof(*e));
 	uint64_t total = 0;
 	size_t n = 0;
 
 	if (!e)
-		return;
+		return limit;
 	for (unsigned h = 0; h < 256; h++) {
 		char sub[3];
 
@@ -235,12 +235,14 @@ void stp_store_trim(int blocks, uint64_t limit)
 		if (remove_unused(blocks, e[i].name))
 			total -= e[i].bytes;
 	free(e);
+	return total;
 }
 
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     uint64_t blocks)
 {
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
+	uint64_t held;
 
 	if (!err) {
 		fd = open_subdir(dirfd, BLOCKS_DIR);
@@ -254,8 +256,13 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 	}
 	flock(fd, LOCK_EX); /* files are taken and removed under it, never both at once */
 	err = exchange(fd, ctl, blocks);
-	stp_store_trim(fd, limit);
+	held = stp_store_trim(fd, limit);
 	flock(fd, LOCK_UN);
+	if (!err) {
+		struct stp_fetch_room room = { held < limit ? limit - held : 0 };
+
+		err = stp_msg_send(ctl, STP_MSG_ROOM, &room, sizeof(room));
+	}
 	close(fd);
 	if (err)
 		stp_monlog_say(prog, "warning: store %s/" BLOCKS_DIR ": %s; going on without it",

@@ -166,3 +166,22 @@ def test_index_at_a_url_without_path(tmp_path):
                         assert f.read() == open(p, "rb").read(), p
         uris = [u for _, _, _, u in origin.uris()]
     assert any(u.startswith("/blocks/") for u in uris), uris
+
+
+def store_bytes(cache):
+    return sum(os.path.getsize(os.path.join(d, n))
+               for d, _, files in os.walk(cache / "blocks") for n in files)
+
+
+def test_cache_size_holds_while_a_mount_runs(tmp_path):
+    """Every block a mount fetched was written into the store, whatever cache_size= said:
+    the bound was only applied by the next mount's trim. A mount now writes only the
+    room its trim left."""
+    tree, _ = small_release(tmp_path, size=1 << 20)
+    cache = tmp_path / "cache"
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app.stp"), None, "--no-prime", "-o",
+                         "cache_dir=%s,cache_size=256K" % cache) as mnt:
+            assert open(os.path.join(mnt, "noise"), "rb").read() == (tree / "noise").read_bytes()
+            held = store_bytes(cache)
+    assert 0 < held <= 256 << 10, held
