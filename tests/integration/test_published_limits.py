@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import time
 
+import pytest
+
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (fixture)
 from conftest import STIPPLE, build_image, mount_image
@@ -185,3 +187,45 @@ def test_cache_size_holds_while_a_mount_runs(tmp_path):
             assert open(os.path.join(mnt, "noise"), "rb").read() == (tree / "noise").read_bytes()
             held = store_bytes(cache)
     assert 0 < held <= 256 << 10, held
+
+
+def test_publish_key_refuses_metadata_changed_after_the_check(tmp_path):
+    """`publish --key` verified the image, then read its superblock and tail (metadata,
+    dictionary, signature block) again, raw, into the index: whoever can write the image
+    changed the metadata in between and the index carried it. strace holds that read
+    (delay injected into that pread64) while a byte of the metadata is changed: the index
+    is opened from memory and verified again, so publish refuses and writes nothing."""
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    tree = tmp_path / "tree"
+    shutil.copytree("/usr/lib/python3.11/json", tree)
+    image = build_image(tree, tmp_path / "app.stp", "--level", "3", "--block-size", "64K")
+    sec, pub = tmp_path / "k.key", tmp_path / "k.pub"
+    subprocess.run([STIPPLE, "keygen", sec, pub], check=True, capture_output=True)
+    subprocess.run([STIPPLE, "sign", image, sec], check=True, capture_output=True)
+    cmd = [STIPPLE, "publish", "-q", "--key", pub, image]
+    # which pread64 reads the superblock again (the second of 256 bytes at 0), and the tail
+    log = tmp_path / "count.log"
+    subprocess.run(["strace", "-e", "trace=pread64", "-o", log] + cmd + [tmp_path / "www0"],
+                   check=True, capture_output=True)
+    calls = [ln for ln in log.read_text().splitlines() if ln.startswith("pread64(")]
+    again = [i for i, ln in enumerate(calls) if ln.split("..., ")[-1].startswith("256, 0)")][1]
+    tail_at = int(calls[again + 1].split(", ")[-1].split(")")[0])
+    log = tmp_path / "run.log"
+    p = subprocess.Popen(["strace", "-e", "trace=pread64", "-o", log, "-e",
+                          "inject=pread64:delay_enter=3000000:when=%d" % (again + 1)] +
+                         cmd + [tmp_path / "www"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (log.exists() and sum(ln.startswith("pread64(") for ln in
+                                    log.read_text().splitlines()) >= again):
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.02)
+    with open(image, "r+b") as f:  # the metadata, in place, while the read waits
+        f.seek(tail_at + 8)
+        b = f.read(1)
+        f.seek(tail_at + 8)
+        f.write(bytes([b[0] ^ 0xff]))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0 and "changed while it was being published" in err, err
+    assert not (tmp_path / "www" / "app.stp").exists()
