@@ -114,11 +114,10 @@ static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
 	return err;
 }
 
-static int exchange(int blocks, int ctl, uint64_t count)
+static int exchange(int blocks, int ctl, uint64_t count, int64_t deadline)
 {
 	if (count > STP_FETCH_STORE_MAX)
 		count = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
-	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	int err = buf ? 0 : -ENOMEM;
 
@@ -238,9 +237,24 @@ uint64_t stp_store_trim(int blocks, uint64_t limit)
 	return total;
 }
 
+/* The blocks directory's exclusive lock, waited for until DEADLINE (another mount may
+ * hold it, as long as its own deadline): -ETIMEDOUT past it. */
+static int lock_until(int fd, int64_t deadline)
+{
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if ((int64_t)stp_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		usleep(10000);
+	}
+	return 0;
+}
+
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     uint64_t blocks)
 {
+	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
 	uint64_t held;
 
@@ -254,10 +268,19 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 			       dir, stp_cachedir_dir_error(err));
 		return err;
 	}
-	flock(fd, LOCK_EX); /* files are taken and removed under it, never both at once */
-	err = exchange(fd, ctl, blocks);
-	held = stp_store_trim(fd, limit);
-	flock(fd, LOCK_UN);
+	/* files are taken and removed under it, never both at once */
+	err = lock_until(fd, deadline);
+	if (err == -ETIMEDOUT) {
+		stp_monlog_say(prog, "warning: store %s/" BLOCKS_DIR ": another mount holds it "
+			       "past %d s; going on without it", dir, STP_MOUNT_DEADLINE_MS / 1000);
+		close(fd);
+		return err;
+	}
+	if (!err) {
+		err = exchange(fd, ctl, blocks, deadline);
+		held = stp_store_trim(fd, limit);
+		flock(fd, LOCK_UN);
+	}
 	if (!err) {
 		struct stp_fetch_room room = { held < limit ? limit - held : 0 };
 

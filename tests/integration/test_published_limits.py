@@ -229,3 +229,37 @@ def test_publish_key_refuses_metadata_changed_after_the_check(tmp_path):
     _, err = p.communicate(timeout=60)
     assert p.returncode != 0 and "changed while it was being published" in err, err
     assert not (tmp_path / "www" / "app.stp").exists()
+
+
+def test_store_locked_by_another_waits_only_the_mount_deadline(tmp_path):
+    """A mount took the store's lock (its blocks directory's exclusive flock) without a
+    deadline: a mount or a trim that held it (here the test) held every later mount,
+    and mount(8) and the boot with it. It is now waited for 10 s at most; the mount
+    goes on without the store."""
+    import fcntl
+    tree, _ = small_release(tmp_path)
+    blocks = tmp_path / "cache" / "blocks"
+    os.makedirs(blocks, mode=0o700)
+    os.chmod(tmp_path / "cache", 0o700)
+    fd = os.open(blocks, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+            mnt = tmp_path / "mnt"
+            mnt.mkdir()
+            start = time.monotonic()
+            r = subprocess.run([STIPPLE, "mount", "--no-prime", "-o",
+                                "cache_dir=%s" % (tmp_path / "cache"),
+                                origin.url(REPO + "/app.stp"), mnt],
+                               capture_output=True, text=True, timeout=60)
+            took = time.monotonic() - start
+            try:
+                assert r.returncode == 0, r.stderr
+                assert (mnt / "noise").read_bytes() == (tree / "noise").read_bytes()
+            finally:
+                subprocess.run(["umount", "-l", mnt])
+    finally:
+        os.close(fd)
+    assert 9 < took < 30, took
+    assert "another mount holds it" in r.stderr, r.stderr
+    assert store_names(tmp_path / "cache") == []
