@@ -4,6 +4,7 @@ hang a read without end, make the monitor fill the store with files, send the ne
 credentials to another host, take the disk past cache_size=. Real nginx on loopback, real
 mounts; each test failed on the code before its fix."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -263,3 +264,34 @@ def test_store_locked_by_another_waits_only_the_mount_deadline(tmp_path):
     assert 9 < took < 30, took
     assert "another mount holds it" in r.stderr, r.stderr
     assert store_names(tmp_path / "cache") == []
+
+
+def test_publish_replaces_block_files_a_server_or_another_user_spoils(tmp_path):
+    """A block file already in DIR with the right bytes was kept whatever its owner, mode
+    or links: one left 0600 is a 403 for every release that shares it, another user's
+    may change under them all. Such files are written anew (the publisher's, 0644, one
+    link), a fan-out directory of the publisher's that a server cannot read made 0755."""
+    image = small_release(tmp_path, size=256 << 10)[1]
+    www = tmp_path / "www" / REPO
+    names = sorted(store_names(www))
+    assert len(names) >= 4
+    spoiled = {}
+    for n, how in zip(names, ("0600", "owner", "link")):
+        path = www / "blocks" / n[:2] / n
+        if how == "0600":
+            os.chmod(path, 0o600)
+        elif how == "owner":
+            os.chown(path, 65534, 65534)
+        else:
+            os.link(path, tmp_path / "second-link")
+        spoiled[n] = path
+    os.chmod(www / "blocks" / names[-1][:2], 0o700)
+    r = subprocess.run([STIPPLE, "publish", "--json", tmp_path / "app.stp", www],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["replaced"] == 3, r.stdout
+    for n, path in spoiled.items():
+        st = os.lstat(path)
+        assert (st.st_uid, st.st_mode & 0o777, st.st_nlink) == (os.geteuid(), 0o644, 1), n
+    assert os.stat(www / "blocks" / names[-1][:2]).st_mode & 0o777 == 0o755
+    assert os.path.exists(image)
