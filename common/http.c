@@ -62,6 +62,7 @@ struct xfer {
 	const struct stp_http_tick *tick;  /* or NULL */
 	uint64_t ticked_ns;                /* when TICK was last called */
 	uint64_t deadline_ns;              /* the whole fetch's end, retries included; 0: none */
+	bool no_cache;                     /* a cache on the way must ask the origin */
 };
 
 /* libcurl's progress callback: TICK every STP_HTTP_TICK_MS. */
@@ -415,6 +416,10 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 		snprintf(ifrange, sizeof(ifrange), "If-Range: %s", h->validator);
 		hdrs = curl_slist_append(NULL, ifrange);
 	}
+	if (x->no_cache) {
+		hdrs = curl_slist_append(hdrs, "Cache-Control: no-cache");
+		hdrs = curl_slist_append(hdrs, "Pragma: no-cache");
+	}
 	curl_easy_setopt(c, CURLOPT_URL, x->url ? x->url : h->url);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, x->tick ? 0L : 1L);
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, x->tick ? on_progress : NULL);
@@ -492,12 +497,12 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsign
 }
 
 int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
-		       const struct stp_http_tick *tick, unsigned *tries, char *why,
-		       size_t whylen)
+		       const struct stp_http_tick *tick, bool no_cache, unsigned *tries,
+		       char *why, size_t whylen)
 {
 	uint64_t now = stp_now_ns();
 	struct xfer x = { .buf = buf, .len = len, .url = url, .whole = true, .tick = tick,
-			  .ticked_ns = now,
+			  .ticked_ns = now, .no_cache = no_cache,
 			  .deadline_ns = now + (uint64_t)h->o.timeout_ms * 1000000u +
 					 (uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR };
 

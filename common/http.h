@@ -91,10 +91,12 @@ struct stp_http_tick {
  * no validator: for immutable objects named by their hash (a published image's blocks),
  * which the caller checks. Retried as stp_http_get, within the deadline said above;
  * -ENOENT for a 404, -EPROTO for another status, -EIO for another length, -ETIMEDOUT
- * past the deadline. TICK (NULL: none) is called as said above. */
+ * past the deadline. TICK (NULL: none) is called as said above. NO_CACHE: sent with
+ * Cache-Control and Pragma no-cache, so that a proxy asks the origin again (a copy it
+ * kept did not match its hash). */
 int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
-		       const struct stp_http_tick *tick, unsigned *tries, char *why,
-		       size_t whylen);
+		       const struct stp_http_tick *tick, bool no_cache, unsigned *tries,
+		       char *why, size_t whylen);
 
 /* An image source over URL, probed by stp_http_open; a read past the size is
  * STP_IMGSRC_END (imgsrc.h), every other failure is logged (stp_log) naming the URL and

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import httputil
-from httputil import _no_proxy_from_the_environment  # noqa: F401 (fixture)
+from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
 from conftest import STIPPLE, build_image, mount_image
 from test_published import REPO, publish, readme_config
 
@@ -295,3 +295,35 @@ def test_publish_replaces_block_files_a_server_or_another_user_spoils(tmp_path):
         assert (st.st_uid, st.st_mode & 0o777, st.st_nlink) == (os.geteuid(), 0o644, 1), n
     assert os.stat(www / "blocks" / names[-1][:2]).st_mode & 0o777 == 0o755
     assert os.path.exists(image)
+
+
+def test_block_a_proxy_kept_damaged_is_asked_again_past_it(tmp_path, squid_dir):
+    """A block briefly wrong on the origin is kept by Squid for the README's year: every
+    client refused it, and the release was unreadable behind that proxy even once the
+    origin was repaired. A block that does not match is asked once more with no-cache:
+    once the origin is right, the mount reads whole."""
+    import treeutil
+    from test_published import origin_of
+    tree, idx = small_release(tmp_path, size=256 << 10)
+    www = tmp_path / "www" / REPO
+    name = sorted(store_names(www))[0]
+    path = www / "blocks" / name[:2] / name
+    good = path.read_bytes()
+    treeutil.flip_byte(path, len(good) // 2)
+    _, refresh = readme_config()
+    with origin_of(tmp_path / "www", tmp_path / "nginx") as origin, \
+            httputil.squid(squid_dir, refresh=refresh) as proxy:
+        url = origin.url(REPO + "/app.stp")
+        opts = ("--no-prime", "-o", "proxy=%s,cache_size=0" % proxy)
+        with mount_image(url, None, *opts) as mnt:
+            failed = 0
+            for n in ("noise", "small.txt"):
+                try:
+                    open(os.path.join(mnt, n), "rb").read()
+                except OSError:
+                    failed += 1
+            assert failed, "the damaged block was not read"
+        path.write_bytes(good)  # the origin repaired; Squid still holds the bad copy
+        with mount_image(url, None, *opts) as mnt:
+            for n in ("noise", "small.txt"):
+                assert open(os.path.join(mnt, n), "rb").read() == (tree / n).read_bytes()
