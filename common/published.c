@@ -40,6 +40,7 @@ struct stp_published {
 	pthread_mutex_t lock;     /* buffered, hits, rejected, room */
 	pthread_cond_t freed;
 	uint64_t buffered;        /* bytes of block buffers held */
+	uint64_t buffers_max;     /* ... at most */
 	uint64_t hits, rejected;
 	uint64_t room;            /* bytes it may still write into the store */
 };
@@ -127,6 +128,7 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 		return why_set(why, whylen, -ENOMEM, "out of memory");
 	}
 	p->h = h;
+	p->buffers_max = STP_PUBLISHED_BUFFERS_MAX;
 	for (unsigned i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&p->stripes[i], NULL);
 	pthread_mutex_init(&p->lock, NULL);
@@ -206,6 +208,20 @@ uint64_t stp_published_size(const struct stp_published *p)
 uint64_t stp_published_blocks(const struct stp_published *p)
 {
 	return p->hdr.block_count;
+}
+
+uint64_t stp_published_index_len(const struct stp_published *p)
+{
+	return p->len;
+}
+
+void stp_published_set_buffers(struct stp_published *p, uint64_t bytes)
+{
+	if (bytes < p->block_max)
+		bytes = p->block_max;
+	pthread_mutex_lock(&p->lock);
+	p->buffers_max = bytes < STP_PUBLISHED_BUFFERS_MAX ? bytes : STP_PUBLISHED_BUFFERS_MAX;
+	pthread_mutex_unlock(&p->lock);
 }
 
 uint64_t stp_published_block_max(const struct stp_published *p)
@@ -312,7 +328,7 @@ static void *buffer_take(struct stp_published *p, uint64_t len, const struct stp
 	void *buf;
 
 	pthread_mutex_lock(&p->lock);
-	while (p->buffered && p->buffered + len > STP_PUBLISHED_BUFFERS_MAX) {
+	while (p->buffered && p->buffered + len > p->buffers_max) {
 		struct timespec ts = tick_deadline();
 
 		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)

@@ -56,6 +56,11 @@ void stp_published_free(struct stp_published *p);
 
 uint64_t stp_published_size(const struct stp_published *p);   /* of the virtual image */
 uint64_t stp_published_blocks(const struct stp_published *p); /* entries in the index */
+/* The index's bytes (held in memory). */
+uint64_t stp_published_index_len(const struct stp_published *p);
+/* Holds at most BYTES of block buffers at once (below STP_PUBLISHED_BUFFERS_MAX, the
+ * default; at least the largest block). Before the channels are served. */
+void stp_published_set_buffers(struct stp_published *p, uint64_t bytes);
 /* The largest stored size of a block in the index (1 without blocks). */
 uint64_t stp_published_block_max(const struct stp_published *p);
 /* Block I's SHA-256 (I below stp_published_blocks). */

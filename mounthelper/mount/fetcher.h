@@ -71,6 +71,7 @@ struct stp_fetch_hello {
 	char validator[256];
 	char why[STP_FETCH_WHY_MAX];
 	uint64_t blocks;  /* a published image's blocks, 0 for a one-file image */
+	uint64_t index_len; /* and its index's bytes, which the fetcher holds */
 };
 
 /* A batch of block hashes and its answer: the descriptors attached to STORE are the files
@@ -116,6 +117,7 @@ struct stp_fetcher {
 	uint64_t size;                  /* of the file at the URL */
 	char validator[256];            /* ETag or Last-Modified, "" without */
 	uint64_t blocks;                /* a published image's blocks (0: a one-file image) */
+	uint64_t index_len;             /* its index's bytes, held by the fetcher */
 };
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */

@@ -374,13 +374,17 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	if (!hi.err)
 		hi.err = stp_published_open(h, o->image, o->image_path ? o->image_path : o->image,
 					    &pub, hi.why, sizeof(hi.why));
-	/* a store file holds one block: none may grow past the largest of the index */
-	if (!hi.err && pub)
+	/* a store file holds one block: none may grow past the largest of the index; and
+	 * the blocks fetched at once are those of its channels, as the budget counted */
+	if (!hi.err && pub) {
 		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(pub),
 							  stp_published_block_max(pub) });
+		stp_published_set_buffers(pub, n * stp_published_block_max(pub));
+	}
 	if (!hi.err) {
 		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
 		hi.blocks = pub ? stp_published_blocks(pub) : 0;
+		hi.index_len = pub ? stp_published_index_len(pub) : 0;
 		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
 	}
 	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));

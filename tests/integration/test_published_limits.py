@@ -327,3 +327,49 @@ def test_block_a_proxy_kept_damaged_is_asked_again_past_it(tmp_path, squid_dir):
         with mount_image(url, None, *opts) as mnt:
             for n in ("noise", "small.txt"):
                 assert open(os.path.join(mnt, n), "rb").read() == (tree / n).read_bytes()
+
+
+def budget_need(url, mnt, budget):
+    """`stipple mount --cache-budget BUDGET` refused for memory: (MiB needed, blocks
+    counted, MiB for the fetcher: 0 when the message names none)."""
+    import re
+    r = subprocess.run([STIPPLE, "mount", "--no-prime", "--cache-budget", str(budget), "-o",
+                        "cache_size=0", url, mnt], capture_output=True, text=True, timeout=60)
+    m = re.search(r"may need (\d+) MiB \((\d+) blocks of", r.stderr)
+    assert r.returncode != 0 and m, r.stderr
+    f = re.search(r"(\d+) MiB for the fetcher", r.stderr)
+    return int(m.group(1)), int(m.group(2)), int(f.group(1)) if f else 0
+
+
+def test_budget_counts_the_fetchers_index_and_blocks(tmp_path):
+    """The fetcher of a published image holds its index and a block buffer per busy
+    channel (up to 1.25 GiB), which the half-of-memory rule did not count. With a
+    cache budget that brings the daemon alone just below half of this machine's memory,
+    the mount is now refused, naming the fetcher's part; it was mounted."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"x" * 4096)
+    image = build_image(tree, tmp_path / "app.stp", "--level", "1", "--block-size", "32M")
+    subprocess.run([STIPPLE, "publish", "-q", image, tmp_path / "www"], check=True)
+    with open("/proc/meminfo") as f:
+        half = int(f.readline().split()[1]) // 1024 // 2  # MiB
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        url = origin.url("app.stp")
+        b1, b2 = (1 << 20) - 4096, 1 << 20
+        x1, n1, f1 = budget_need(url, mnt, b1)
+        x2, n2, _ = budget_need(url, mnt, b2)
+        per_block = (x2 - x1) / (n2 - n1)  # MiB, a 32 MiB block and its margin
+        fixed = x1 - f1 - n1 * per_block
+        extra = n1 - b1
+        budget = int((half - 64 - fixed) / per_block) - extra
+        assert budget > 0
+        r = subprocess.run([STIPPLE, "mount", "--no-prime", "--cache-budget", str(budget),
+                            "-o", "cache_size=0", url, mnt],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode == 0:
+            subprocess.run(["umount", "-l", mnt])
+    assert r.returncode != 0, "mounted: the daemon's %d MiB fit, the fetcher was not counted" % (
+        fixed + (budget + extra) * per_block)
+    assert "for the fetcher's index and blocks" in r.stderr, r.stderr
