@@ -58,6 +58,8 @@ struct xfer {
 	bool whole;                        /* a GET of a whole object, no range (a 200) */
 	const struct stp_http_tick *tick;  /* or NULL */
 	uint64_t ticked_ns;                /* when TICK was last called */
+	uint64_t deadline_ns;              /* the whole fetch's end, retries included; 0: none */
+	bool no_cache;                     /* a cache on the way must ask the origin */
 };
 
 /* libcurl's progress callback: TICK every STP_HTTP_TICK_MS. */
@@ -381,6 +383,17 @@ static int answer_error(const struct stp_http *h, const struct xfer *x, bool pro
 	return 0;
 }
 
+/* What is left of X's deadline in milliseconds (at least 1), or 0 without one: libcurl
+ * aborts a transfer that trickles on past it, which its low-speed check does not. */
+static long deadline_ms(const struct xfer *x)
+{
+	uint64_t now = stp_now_ns();
+
+	if (!x->deadline_ns)
+		return 0;
+	return now >= x->deadline_ns ? 1 : (long)((x->deadline_ns - now) / 1000000u) + 1;
+}
+
 /* One request for LEN bytes at OFF: connecting may take at most MS milliseconds (and 5
  * s), and the answer may stall (no byte) for at most the timeout. */
 static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, bool *retry,
@@ -400,6 +413,10 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 		snprintf(ifrange, sizeof(ifrange), "If-Range: %s", h->validator);
 		hdrs = curl_slist_append(NULL, ifrange);
 	}
+	if (x->no_cache) {
+		hdrs = curl_slist_append(hdrs, "Cache-Control: no-cache");
+		hdrs = curl_slist_append(hdrs, "Pragma: no-cache");
+	}
 	curl_easy_setopt(c, CURLOPT_URL, x->url ? x->url : h->url);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, x->tick ? 0L : 1L);
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, x->tick ? on_progress : NULL);
@@ -411,6 +428,7 @@ static int get_once(struct stp_http *h, struct xfer *x, bool probe, long ms, boo
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)(h->o.timeout_ms + 999) / 1000);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, deadline_ms(x));
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
 			 ms < CONNECT_TIMEOUT_MAX_MS ? ms : (long)CONNECT_TIMEOUT_MAX_MS);
 	rc = curl_easy_perform(c);
@@ -447,7 +465,8 @@ static int get_retrying(struct stp_http *h, struct xfer *x, bool probe, unsigned
 		if (tries)
 			++*tries;
 		spent = stp_now_ns() - start;
-		if (!err || !retry || spent + (uint64_t)pause * 1000000u >= limit)
+		if (!err || !retry || spent + (uint64_t)pause * 1000000u >= limit ||
+		    (x->deadline_ns && stp_now_ns() + (uint64_t)pause * 1000000u >= x->deadline_ns))
 			return err;
 		nanosleep(&(struct timespec){ pause / 1000, (long)(pause % 1000) * 1000000L }, NULL);
 		pause = pause * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : pause * 2;
@@ -475,11 +494,14 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsign
 }
 
 int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
-		       const struct stp_http_tick *tick, unsigned *tries, char *why,
-		       size_t whylen)
+		       const struct stp_http_tick *tick, bool no_cache, unsigned *tries,
+		       char *why, size_t whylen)
 {
+	uint64_t now = stp_now_ns();
 	struct xfer x = { .buf = buf, .len = len, .url = url, .whole = true, .tick = tick,
-			  .ticked_ns = stp_now_ns() };
+			  .ticked_ns = now, .no_cache = no_cache,
+			  .deadline_ns = now + (uint64_t)h->o.timeout_ms * 1000000u +
+					 (uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR };
 
 	if (tries)
 		*tries = 0;

@@ -80,14 +80,21 @@ struct stp_http_tick {
 };
 #define STP_HTTP_TICK_MS 5000u
 
+/* A whole object may take the timeout plus its length at this rate (bytes a second), in
+ * all, retries included: a server that trickles it slower gets -ETIMEDOUT. */
+#define STP_HTTP_WHOLE_FLOOR (16u << 10)
+
 /* The whole object at URL (on H's server, through H's connections, proxy and
  * credentials rules) into BUF, which it must fill exactly: a 200 of LEN bytes. No range,
  * no validator: for immutable objects named by their hash (a published image's blocks),
- * which the caller checks. Retried as stp_http_get; -ENOENT for a 404, -EPROTO for
- * another status, -EIO for another length. TICK (NULL: none) is called as said above. */
+ * which the caller checks. Retried as stp_http_get, within the deadline said above;
+ * -ENOENT for a 404, -EPROTO for another status, -EIO for another length, -ETIMEDOUT
+ * past the deadline. TICK (NULL: none) is called as said above. NO_CACHE: sent with
+ * Cache-Control and Pragma no-cache, so that a proxy asks the origin again (a copy it
+ * kept did not match its hash). */
 int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
-		       const struct stp_http_tick *tick, unsigned *tries, char *why,
-		       size_t whylen);
+		       const struct stp_http_tick *tick, bool no_cache, unsigned *tries,
+		       char *why, size_t whylen);
 
 /* Host and port of URL (the host without IPv6 brackets), for resolving it before
  * confinement. HOST holds HOSTLEN bytes. -EINVAL when URL has none. */

@@ -35,16 +35,18 @@ struct stp_published {
 	const uint8_t *sb;        /* the superblock copy in IDX */
 	const uint8_t *tail;      /* IMAGE[tail_offset, image_size) in IDX */
 	uint64_t *offsets;        /* each block's offset, for the search */
-	int *store;               /* each block's file in the store, or -1 */
+	uint64_t block_max;       /* the largest stored_size, at least 1 */
+	int *store;               /* each block's file in the store, or -1: under its stripe */
 	char *base, *shown;
 	pthread_mutex_t stripes[STRIPES];
-	pthread_mutex_t lock;     /* buffered, spares, hits, rejected */
+	pthread_mutex_t lock;     /* buffered, buffers_max, spares, hits, rejected, room */
 	pthread_cond_t freed;
-	uint64_t buf_cap;         /* bytes of every block buffer: the largest block's */
-	uint64_t buffered;        /* bytes of block buffers held, the spares' included */
+	uint64_t buffered;        /* bytes of block buffers held (block_max each), spares too */
+	uint64_t buffers_max;     /* ... at most */
 	void *spares[SPARES];     /* buffers given back, for the next block */
 	unsigned nspares;
 	uint64_t hits, rejected;
+	uint64_t room;            /* bytes it may still write into the store */
 };
 
 static int why_set(char *why, size_t whylen, int err, const char *fmt, ...)
@@ -71,6 +73,7 @@ static int index_tables(struct stp_published *p)
 {
 	uint64_t n = p->hdr.block_count;
 
+	p->block_max = 1;
 	p->offsets = calloc(n ? n : 1, sizeof(*p->offsets));
 	p->store = calloc(n ? n : 1, sizeof(*p->store));
 	if (!p->offsets || !p->store)
@@ -82,8 +85,8 @@ static int index_tables(struct stp_published *p)
 			return -EUCLEAN;
 		p->offsets[i] = e.offset;
 		p->store[i] = -1;
-		if (e.stored_size > p->buf_cap)
-			p->buf_cap = e.stored_size;
+		if (e.stored_size > p->block_max)
+			p->block_max = e.stored_size;
 	}
 	p->sb = p->idx + stp_pubindex_sb_offset(n);
 	p->tail = p->idx + stp_pubindex_tail_file_offset(n);
@@ -129,6 +132,7 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 		return why_set(why, whylen, -ENOMEM, "out of memory");
 	}
 	p->h = h;
+	p->buffers_max = STP_PUBLISHED_BUFFERS_MAX;
 	for (unsigned i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&p->stripes[i], NULL);
 	pthread_mutex_init(&p->lock, NULL);
@@ -142,14 +146,21 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 	return 0;
 }
 
-/* URL's directory with its '/', without the query or fragment (the blocks lie there). */
+/* URL's directory with its '/', without the query or fragment (the blocks lie there):
+ * "scheme://authority/" when the path is empty, so that a block's URL always names the
+ * index's host, never one made of the path (the credentials go where it says). */
 static char *url_dir(const char *url)
 {
-	size_t n = strcspn(url, "?#");
-	char *dir = strndup(url, n), *slash = dir ? strrchr(dir, '/') : NULL;
+	const char *sep = strstr(url, "://");
+	size_t auth = sep ? (size_t)(sep - url) + 3 : 0;
+	size_t path = auth + strcspn(url + auth, "/?#"), n = strcspn(url, "?#");
+	char *dir;
 
-	if (slash)
-		slash[1] = '\0';
+	if (url[path] != '/')
+		return asprintf(&dir, "%.*s/", (int)path, url) < 0 ? NULL : dir;
+	dir = strndup(url, n);
+	if (dir)
+		strrchr(dir, '/')[1] = '\0'; /* the path's '/' at least */
 	return dir;
 }
 
@@ -205,6 +216,25 @@ uint64_t stp_published_blocks(const struct stp_published *p)
 	return p->hdr.block_count;
 }
 
+uint64_t stp_published_index_len(const struct stp_published *p)
+{
+	return p->len;
+}
+
+void stp_published_set_buffers(struct stp_published *p, uint64_t bytes)
+{
+	if (bytes < p->block_max)
+		bytes = p->block_max;
+	pthread_mutex_lock(&p->lock);
+	p->buffers_max = bytes < STP_PUBLISHED_BUFFERS_MAX ? bytes : STP_PUBLISHED_BUFFERS_MAX;
+	pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t stp_published_block_max(const struct stp_published *p)
+{
+	return p->block_max;
+}
+
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 {
 	return p->idx + STP_PUBINDEX_HDR_SIZE + i * STP_PUBINDEX_ENTRY_SIZE + 16;
@@ -212,11 +242,28 @@ const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
 {
-	if (i >= p->hdr.block_count || p->store[i] >= 0) {
+	pthread_mutex_t *stripe;
+
+	if (i >= p->hdr.block_count) {
 		close(fd);
 		return;
 	}
-	p->store[i] = fd;
+	stripe = &p->stripes[i % STRIPES];
+	pthread_mutex_lock(stripe);
+	if (p->store[i] < 0) {
+		p->store[i] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(stripe);
+	if (fd >= 0)
+		close(fd);
+}
+
+void stp_published_set_store_room(struct stp_published *p, uint64_t bytes)
+{
+	pthread_mutex_lock(&p->lock);
+	p->room = bytes;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected)
@@ -280,14 +327,14 @@ static void buffer_give(struct stp_published *p, void *buf)
 		p->spares[p->nspares++] = buf;
 		buf = NULL;
 	} else {
-		p->buffered -= p->buf_cap;
+		p->buffered -= p->block_max;
 	}
 	pthread_cond_broadcast(&p->freed);
 	pthread_mutex_unlock(&p->lock);
 	free(buf);
 }
 
-/* A block buffer of p->buf_cap bytes: a spare, else a new one once it fits the bound. */
+/* A block buffer of p->block_max bytes: a spare, else a new one once it fits the bound. */
 static void *buffer_take(struct stp_published *p, const struct stp_http_tick *tick)
 {
 	void *buf = NULL;
@@ -300,15 +347,15 @@ static void *buffer_take(struct stp_published *p, const struct stp_http_tick *ti
 			buf = p->spares[--p->nspares];
 			break;
 		}
-		if (!p->buffered || p->buffered + p->buf_cap <= STP_PUBLISHED_BUFFERS_MAX) {
-			p->buffered += p->buf_cap;
+		if (!p->buffered || p->buffered + p->block_max <= p->buffers_max) {
+			p->buffered += p->block_max;
 			break;
 		}
 		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
 			tick_now(tick);
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (!buf && !(buf = malloc(p->buf_cap)))
+	if (!buf && !(buf = malloc(p->block_max)))
 		buffer_give(p, NULL);
 	return buf;
 }
@@ -330,7 +377,8 @@ static bool hash_matches(const void *buf, size_t len, const uint8_t want[32])
 }
 
 /* Block E from its file in the store FD into BUF, when the file holds exactly its bytes;
- * a file of another size or with other bytes is counted, and left to be overwritten.
+ * a file of another size or with other bytes is counted, and the block fetched again
+ * (such a file is read-only to the fetcher: it stays until trimmed, store.h).
  * Read, never mapped: the store's owner may cut the file short or change it at any time,
  * which must cost a fetch, not a SIGBUS or bytes changed after their check. An empty
  * file is a block not stored yet. */
@@ -354,11 +402,24 @@ static bool from_store(struct stp_published *p, int fd, const struct stp_pubinde
 	return ok;
 }
 
-/* Keeps a checked block in its store file (a failure only costs a later fetch). */
-static void to_store(int fd, const void *buf, uint32_t len)
+/* Keeps a checked block in its store file while the room lasts (a failure only costs a
+ * later fetch). */
+static void to_store(struct stp_published *p, int fd, const void *buf, uint32_t len)
 {
-	if (fd >= 0 && !stp_pwrite_full(fd, buf, len, 0))
-		(void)!ftruncate(fd, len);
+	bool room;
+
+	pthread_mutex_lock(&p->lock);
+	room = fd >= 0 && p->room >= len;
+	if (room)
+		p->room -= len;
+	pthread_mutex_unlock(&p->lock);
+	if (room && !stp_pwrite_full(fd, buf, len, 0) && !ftruncate(fd, len))
+		return;
+	if (room) { /* not written (a read-only file: store.h): the room is still there */
+		pthread_mutex_lock(&p->lock);
+		p->room += len;
+		pthread_mutex_unlock(&p->lock);
+	}
 }
 
 /* Block E from the server, whole, checked against its hash. */
@@ -371,7 +432,19 @@ static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry 
 	stp_pubindex_block_name(e->sha256, name);
 	if (asprintf(&url, "%sblocks/%s", p->base, name) < 0)
 		return why_set(why, whylen, -ENOMEM, "out of memory");
-	err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, tries, why, whylen);
+	err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, false, tries, why, whylen);
+	/* bytes a proxy kept may be what did not match: asked once more, past the caches */
+	if (!err && !hash_matches(buf, e->stored_size, e->sha256)) {
+		unsigned more = 0;
+
+		err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, true, &more, why,
+					 whylen);
+		if (tries)
+			*tries += more;
+		if (!err && !hash_matches(buf, e->stored_size, e->sha256))
+			err = why_set(why, whylen, -EIO, "its bytes do not match its SHA-256, asked "
+				      "again past the caches; refused");
+	}
 	free(url);
 	if (err) {
 		char cause[160];
@@ -379,9 +452,6 @@ static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry 
 		snprintf(cause, sizeof(cause), "%s", why);
 		return why_set(why, whylen, err, "block %sblocks/%s: %s", p->shown, name, cause);
 	}
-	if (!hash_matches(buf, e->stored_size, e->sha256))
-		return why_set(why, whylen, -EIO, "block %sblocks/%s: its bytes do not match "
-			       "its SHA-256; refused", p->shown, name);
 	return 0;
 }
 
@@ -407,7 +477,7 @@ static int get_block(struct stp_published *p, uint64_t i, const struct stp_http_
 	part->stored = from_store(p, p->store[i], &e, part->owned);
 	err = part->stored ? 0 : fetch_block(p, &e, part->owned, tick, &part->tries, why, whylen);
 	if (!err && !part->stored)
-		to_store(p->store[i], part->owned, e.stored_size);
+		to_store(p, p->store[i], part->owned, e.stored_size);
 	pthread_mutex_unlock(stripe);
 	if (err)
 		stp_published_put(p, part);

@@ -12,7 +12,8 @@
  * The store (mounthelper/mount/store.h; the fetcher only): the monitor hands the fetcher, for each block it can, a
  * descriptor of that block's file in its owner's store. A block is read from there first
  * and checked against its hash like a fetched one (a file that does not match is
- * counted, fetched again and overwritten); a fetched block is written there whole.
+ * counted and fetched again); a fetched block is written there whole, when its file is
+ * empty (a file holding bytes is read-only to the fetcher: store.h).
  *
  * Blocks being fetched are bounded in memory (STP_PUBLISHED_BUFFERS_MAX bytes at once); a
  * block is fetched by one thread at a time, so that two reads of it fetch it once when
@@ -55,11 +56,21 @@ void stp_published_free(struct stp_published *p);
 
 uint64_t stp_published_size(const struct stp_published *p);   /* of the virtual image */
 uint64_t stp_published_blocks(const struct stp_published *p); /* entries in the index */
+/* The index's bytes (held in memory). */
+uint64_t stp_published_index_len(const struct stp_published *p);
+/* Holds at most BYTES of block buffers at once (below STP_PUBLISHED_BUFFERS_MAX, the
+ * default; at least the largest block). Before the channels are served. */
+void stp_published_set_buffers(struct stp_published *p, uint64_t bytes);
+/* The largest stored size of a block in the index (1 without blocks). */
+uint64_t stp_published_block_max(const struct stp_published *p);
 /* Block I's SHA-256 (I below stp_published_blocks). */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
 
-/* Block I's file in the store: FD is P's from now on (closed by stp_published_free). Not
- * thread-safe: before the channels are served. */
+/* The bytes of blocks P may still write into the store (none until this is called). */
+void stp_published_set_store_room(struct stp_published *p, uint64_t bytes);
+
+/* Block I's file in the store: FD is P's from now on (closed by stp_published_free).
+ * Thread-safe: the channels may be served meanwhile. */
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);
 
 /* One part of the virtual image: LEN bytes at PTR, valid until stp_published_put. */

@@ -7,12 +7,14 @@
 #include <zstd.h>
 
 #include "cache.h"
+#include "fetcher.h"
 #include "fill.h"
 #include "inodes.h"
 #include "image.h"
 #include "monlog.h"
 #include "mountopts.h"
 #include "prime.h"
+#include "published.h"
 #include "warm.h"
 
 /* Besides blocks, metadata and the bookkeeping sized by the image (stp_daemon_memory),
@@ -27,6 +29,10 @@
 #define PRIME_INODE_BYTES 24u
 #define RECORD_INODE_BYTES 16u
 
+/* The kernel's memory for a store file a fetcher holds: its struct file, dentry, inode
+ * and lock (store.h). */
+#define STORE_FILE_BYTES 2048u
+
 uint64_t stp_budget_books(const struct stp_mount_opts *o, const struct stp_superblock *sb)
 {
 	uint64_t per_inode = INODE_BYTES + (stp_prime_wanted(o) ? PRIME_INODE_BYTES : 0) +
@@ -40,9 +46,22 @@ uint64_t stp_budget_books(const struct stp_mount_opts *o, const struct stp_super
 	return n;
 }
 
-int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock *sb,
-		     const char *prog, uint64_t *limit)
+uint64_t stp_budget_fetcher(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+			    uint64_t index_len)
 {
+	uint64_t buffers = (uint64_t)stp_fetcher_channels(o) * stp_cache_buffer_bytes(sb);
+	uint64_t files = sb->block_count < STP_FETCH_STORE_MAX ? sb->block_count : STP_FETCH_STORE_MAX;
+
+	if (!index_len)
+		return 0;
+	return index_len + (buffers < STP_PUBLISHED_BUFFERS_MAX ? buffers : STP_PUBLISHED_BUFFERS_MAX) +
+	       files * STORE_FILE_BYTES;
+}
+
+int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+		     uint64_t index_len, const char *prog, uint64_t *limit)
+{
+	uint64_t fetcher = stp_budget_fetcher(o, sb, index_len);
 	uint64_t blocks = (uint64_t)stp_mountopts_cache_budget(o, sb) + stp_mountopts_cache_extra(o);
 	uint64_t meta = stp_image_meta_memory(sb, o->meta_cache > STP_IMAGE_WALK_BUDGET ?
 						  o->meta_cache : STP_IMAGE_WALK_BUDGET);
@@ -56,14 +75,16 @@ int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock
 		need += blocks * ZSTD_COMPRESSBOUND((uint64_t)1 << sb->block_log);
 	struct sysinfo si;
 
-	if (!sysinfo(&si) && need > (uint64_t)si.totalram * si.mem_unit / 2) {
+	if (!sysinfo(&si) && need + fetcher > (uint64_t)si.totalram * si.mem_unit / 2) {
 		stp_monlog_say(prog, "%s: this mount may need %llu MiB (%llu blocks of %u KiB, %llu MiB "
-		    "of metadata and %llu MiB to track %llu blocks and %u inodes), more than "
-		    "half of this machine's memory; lower cache_budget= or warm_workers=",
-		    stp_monlog_image(o), (unsigned long long)(need >> 20), (unsigned long long)blocks,
-		    (1u << sb->block_log) >> 10, (unsigned long long)(meta >> 20),
-		    (unsigned long long)(books >> 20), (unsigned long long)sb->block_count,
-		    sb->inode_count);
+		    "of metadata and %llu MiB to track %llu blocks and %u inodes, %llu MiB for the "
+		    "fetcher's index and blocks), more than half of this machine's memory; lower "
+		    "cache_budget= or warm_workers=",
+		    stp_monlog_image(o), (unsigned long long)((need + fetcher) >> 20),
+		    (unsigned long long)blocks, (1u << sb->block_log) >> 10,
+		    (unsigned long long)(meta >> 20), (unsigned long long)(books >> 20),
+		    (unsigned long long)sb->block_count, sb->inode_count,
+		    (unsigned long long)(fetcher >> 20));
 		return -ENOMEM;
 	}
 	*limit = need;

@@ -24,8 +24,16 @@ struct stp_superblock;
  * (directories listed, the priming plan, the recorder, a tree walk's marks). */
 uint64_t stp_budget_books(const struct stp_mount_opts *o, const struct stp_superblock *sb);
 
-/* 0 with the daemon's bound in *LIMIT, or -ENOMEM with the reason said after PROG. */
+/* What the fetcher of a published image whose index is INDEX_LEN bytes (0: none, 0
+ * returned) holds: the index, and a block buffer for each of its channels (at most
+ * STP_PUBLISHED_BUFFERS_MAX), each as large as a block of SB can be stored; and the
+ * kernel's memory for the store files it pins (some 2 KiB each). */
+uint64_t stp_budget_fetcher(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+			    uint64_t index_len);
+
+/* 0 with the daemon's bound in *LIMIT, or -ENOMEM with the reason said after PROG. The
+ * fetcher's memory (stp_budget_fetcher) counts in the half-memory rule, not in *LIMIT. */
 int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock *sb,
-		     const char *prog, uint64_t *limit);
+		     uint64_t index_len, const char *prog, uint64_t *limit);
 
 #endif

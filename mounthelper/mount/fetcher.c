@@ -183,6 +183,7 @@ int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct s
 	}
 	f->size = hi.size;
 	f->blocks = hi.blocks;
+	f->index_len = hi.index_len;
 	memcpy(f->validator, hi.validator, sizeof(f->validator));
 	return 0;
 }

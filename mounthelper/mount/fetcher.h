@@ -22,10 +22,16 @@
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
  * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It
- * then offers the monitor the blocks' hashes in batches (BLOCKS, struct stp_fetch_blocks)
- * on the control socket, which stays open for that, and the monitor answers each batch
- * with the descriptors of the blocks' files in the store (STORE, struct stp_fetch_store,
- * store.h), or closes the socket: no store. Only then are the channels served.
+ * serves its channels from then on, and offers the monitor the hashes of the first
+ * STP_FETCH_STORE_MAX blocks in batches (BLOCKS, struct stp_fetch_blocks) on the control
+ * socket, which stays open for that. The monitor reads them only once it has checked the
+ * superblock and the mount's budget, and answers each batch with the descriptors of the
+ * blocks' files in the store (STORE, struct stp_fetch_store, store.h), or closes the
+ * socket: no store (blocks without a file are fetched each time). A fetcher that offers
+ * fewer blocks shuts its end for writing once it has offered them. Last, the monitor
+ * trims the store and sends ROOM (struct stp_fetch_room): the bytes of blocks the
+ * fetcher may write into the store during the mount, so that cache_size= holds while
+ * it runs; without it, the fetcher writes none.
  *
  * Called from the monitor's single thread; not thread-safe.
  */
@@ -65,11 +71,15 @@ struct stp_fetch_hello {
 	char validator[256];
 	char why[STP_FETCH_WHY_MAX];
 	uint64_t blocks;  /* a published image's blocks, 0 for a one-file image */
+	uint64_t index_len; /* and its index's bytes, which the fetcher holds */
 };
 
 /* A batch of block hashes and its answer: the descriptors attached to STORE are the files
  * of blocks FIRST + WHICH[k], in order. STOP: send no more batches. */
 #define STP_FETCH_BATCH 32u
+/* The store files a mount may hold (each pins a descriptor, an inode and a lock): 2 TiB
+ * of 32 MiB blocks, whatever count an index claims. */
+#define STP_FETCH_STORE_MAX 65536u
 struct stp_fetch_blocks {
 	uint64_t first;
 	uint32_t count;   /* 1 to STP_FETCH_BATCH */
@@ -82,6 +92,10 @@ struct stp_fetch_store {
 	uint32_t nfds;
 	uint32_t stop;
 	uint32_t which[STP_FETCH_BATCH];
+};
+
+struct stp_fetch_room {
+	uint64_t bytes;
 };
 
 /* Whether BUF (LEN bytes, from the fetcher) is the batch of blocks from FIRST of an
@@ -103,6 +117,7 @@ struct stp_fetcher {
 	uint64_t size;                  /* of the file at the URL */
 	char validator[256];            /* ETag or Last-Modified, "" without */
 	uint64_t blocks;                /* a published image's blocks (0: a one-file image) */
+	uint64_t index_len;             /* its index's bytes, held by the fetcher */
 };
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */

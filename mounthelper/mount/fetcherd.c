@@ -249,12 +249,29 @@ static void quiet(enum stp_log_level level, const char *msg)
 {
 }
 
+/* The bytes it may write into the store, once the monitor trimmed it (fetcher.h). */
+static void take_room(struct stp_published *pub, int ctl, int64_t deadline)
+{
+	struct stp_fetch_room room;
+	uint8_t buf[STP_MSG_MAX];
+	uint32_t type;
+	size_t len;
+
+	shutdown(ctl, SHUT_WR); /* no more batches */
+	if (!stp_msg_recv(ctl, deadline, &type, buf, sizeof(buf), &len) &&
+	    type == STP_MSG_ROOM && len == sizeof(room)) {
+		memcpy(&room, buf, sizeof(room));
+		stp_published_set_store_room(pub, room.bytes);
+	}
+}
+
 /* The store (fetcher.h): each batch of hashes offered, the descriptors taken, until the
- * monitor says stop or closes the socket, or AT_MOST blocks were offered. */
+ * monitor says stop or closes the socket, or AT_MOST blocks were offered. The monitor
+ * first checks the image: the wait for its answer is the mount's, not the batch's. */
 static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 {
 	uint64_t n = stp_published_blocks(pub);
-	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	int64_t deadline = (int64_t)stp_now_ns() + 3 * STP_MOUNT_DEADLINE_MS * 1000000ll;
 
 	if (n > at_most)
 		n = at_most;
@@ -287,6 +304,7 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 			return;
 		first += b.count;
 	}
+	take_room(pub, ctl, deadline);
 }
 
 /* Room for store files: the soft limit of descriptors raised to the hard one. */
@@ -357,25 +375,36 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	if (!hi.err)
 		hi.err = stp_published_open(h, o->image, o->image_path ? o->image_path : o->image,
 					    &pub, hi.why, sizeof(hi.why));
+	/* a store file holds one block: none may grow past the largest of the index; and
+	 * the blocks fetched at once are those of its channels, as the budget counted */
+	if (!hi.err && pub) {
+		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(pub),
+							  stp_published_block_max(pub) });
+		stp_published_set_buffers(pub, n * stp_published_block_max(pub));
+	}
 	if (!hi.err) {
 		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
 		hi.blocks = pub ? stp_published_blocks(pub) : 0;
+		hi.index_len = pub ? stp_published_index_len(pub) : 0;
 		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
 	}
 	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
-	if (!hi.err && hi.blocks)
-		take_store(pub, ctl, room);
-	close(ctl);
-	if (hi.err)
+	if (hi.err) {
+		close(ctl);
 		_exit(1);
+	}
+	/* served at once: the monitor reads the superblock and checks the image before it
+	 * answers with the store, if it does (fetcher.h) */
 	for (unsigned i = 0; i < n; i++) {
 		srv[i] = (struct server){ h, pub, chans[i] };
-		started[i] = i && !pthread_create(&tids[i], NULL, serve, &srv[i]);
-		if (i && !started[i])
+		started[i] = !pthread_create(&tids[i], NULL, serve, &srv[i]);
+		if (!started[i])
 			close(chans[i]); /* one channel fewer: the daemon sees it closed */
 	}
-	serve(&srv[0]);
-	for (unsigned i = 1; i < n; i++)
+	if (hi.blocks)
+		take_store(pub, ctl, room < STP_FETCH_STORE_MAX ? room : STP_FETCH_STORE_MAX);
+	close(ctl);
+	for (unsigned i = 0; i < n; i++)
 		if (started[i])
 			pthread_join(tids[i], NULL);
 	_exit(0);

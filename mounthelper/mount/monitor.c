@@ -35,7 +35,7 @@
  *   fchdir, umount2 (a user: fusermount3 -u)  after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork;
  *                                              root never runs fusermount3
- *   open(mount point) O_PATH, fork,           priming, in a child confined first (the
+ *   openat(parent, base) O_PATH, fork,        priming, in a child confined first (the
  *     kill at the deadline, waitpid            lookups: prime.c)
  *   fork; bounding set emptied, securebits    the watcher, left once the mount is live
  *     locked, no_new_privs, capset; then
@@ -332,8 +332,6 @@ static int open_url(struct monitor *m)
 		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
 	if (err)
 		return err;
-	if (m->h.fetcher.blocks)
-		attach_store(m);
 	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size, stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
@@ -429,7 +427,10 @@ static int prepare(struct monitor *m)
 	if (!err)
 		err = stp_trustkeys_check_signed(m->o, &m->sb, m->prog);
 	if (!err)
-		err = stp_budget_check(m->o, &m->sb, m->prog, &m->h.mem_limit);
+		err = stp_budget_check(m->o, &m->sb, m->h.fetcher.index_len, m->prog,
+				       &m->h.mem_limit);
+	if (!err && m->h.fetcher.blocks) /* files made for an image that passed, not before */
+		attach_store(m);
 	if (!err)
 		err = check_mountpoint(m);
 	return err;
@@ -627,8 +628,10 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 
 	if (!stp_prime_list_count(list))
 		return 0;
-	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy) */
-	root = open(m->o->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy).
+	 * Beneath the parent pinned before the mount, never by the path again: a parent
+	 * renamed meanwhile and a link in its place would send the lookups elsewhere. */
+	root = openat(m->parent_fd, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return -errno;
 	if (pipe2(fds, O_CLOEXEC)) {

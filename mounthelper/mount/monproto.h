@@ -36,6 +36,7 @@ enum stp_msg_type {
 	STP_MSG_PRIME_END,
 	STP_MSG_BLOCKS,
 	STP_MSG_STORE,
+	STP_MSG_ROOM,
 };
 
 /* The largest payload. */

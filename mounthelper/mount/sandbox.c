@@ -220,7 +220,9 @@ static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, const char *con
 
 /*
  * The fetcher's filter (fetcher.c): libcurl and OpenSSL talking to the network through
- * the descriptors they make, and threads; no FUSE ioctl, no file, no writing in place.
+ * the descriptors they make, and threads; no FUSE ioctl, no file opened; writing only
+ * through the store's descriptors the monitor hands it (read-only for a file that holds a
+ * block already: store.h), and no file grown past the largest block of the index.
  * Sockets only of the Internet families (and socketpair, libcurl's wakeup), so that no
  * Unix socket names a path; name resolution and the CA store were done before. A Unix
  * or netlink socket is refused (EAFNOSUPPORT), any other family kills (but where socket
@@ -274,6 +276,11 @@ static int add_fetcher_rules(scmp_filter_ctx ctx)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
 	if (!rc)
 		rc = add_fcntl_rules(ctx);
+	/* its own RLIMIT_FSIZE, lowered to the largest block once the index is read; the
+	 * hard limit goes with it, so that it cannot be raised again */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
+				      SCMP_A0_32(SCMP_CMP_EQ, 0), SCMP_A1_32(SCMP_CMP_EQ, RLIMIT_FSIZE));
 	return rc ? rc : add_common_rules(ctx, false);
 }
 

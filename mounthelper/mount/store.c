@@ -44,6 +44,28 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
+/* FD, or the same file opened read-write when it is empty: a fetcher may write a block
+ * into a file that holds none, never change one that holds a block (another mount may be
+ * serving it). FD is taken; the descriptor, or a negative errno. */
+static int writable_if_empty(int fd)
+{
+	char path[32];
+	struct stat st;
+	int rw;
+
+	if (fstat(fd, &st)) {
+		rw = -errno;
+	} else if (st.st_size) {
+		return fd;
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+		rw = rw < 0 ? -errno : rw;
+	}
+	close(fd);
+	return rw;
+}
+
 /* The file of the block hashing to SHA, opened or made, locked shared (the pin) and
  * marked used now; a negative errno when it cannot be. */
 static int take_block(int blocks, const uint8_t sha[32])
@@ -57,8 +79,11 @@ static int take_block(int blocks, const uint8_t sha[32])
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
-	fd = stp_cachedir_open_private(sub, name + 3, O_RDWR, &made);
+	fd = stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made);
 	close(sub);
+	if (fd < 0)
+		return fd;
+	fd = writable_if_empty(fd);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
@@ -89,9 +114,10 @@ static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
 	return err;
 }
 
-static int exchange(int blocks, int ctl, uint64_t count)
+static int exchange(int blocks, int ctl, uint64_t count, int64_t deadline)
 {
-	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	if (count > STP_FETCH_STORE_MAX)
+		count = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	int err = buf ? 0 : -ENOMEM;
 
@@ -139,26 +165,36 @@ static bool is_hex(const char *s, size_t n)
 	return !s[n];
 }
 
-/* The block files of fan-out directory SUB (its name) into E, *N of them, summed into
- * *TOTAL. */
+static bool remove_unused(int blocks, const char *name);
+
+/* The block files of fan-out directory SUB (its name) into E, *N of them (at most
+ * FILES_MAX: the others are only summed), summed into *TOTAL. Empty files, blocks a
+ * mount never fetched, are removed as they are met, once no mount holds them: however
+ * many a hostile index had made, every one is seen. */
 static void list_sub(int blocks, const char *sub, struct entry *e, size_t *n, uint64_t *total)
 {
 	int fd = openat(blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 
-	while (d && *n < FILES_MAX && (de = readdir(d))) {
+	while (d && (de = readdir(d))) {
+		char name[STP_PUBINDEX_NAME_MAX];
 		struct stat st;
 
 		if (!is_hex(de->d_name, 64) || strncmp(de->d_name, sub, 2) ||
 		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			continue;
-		memcpy(e[*n].name, sub, 2);
-		e[*n].name[2] = '/';
-		memcpy(e[*n].name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
+		memcpy(name, sub, 2);
+		name[2] = '/';
+		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
+		if (!st.st_size && remove_unused(blocks, name))
+			continue;
+		*total += (uint64_t)st.st_blocks * 512;
+		if (*n == FILES_MAX)
+			continue;
+		memcpy(e[*n].name, name, sizeof(name));
 		e[*n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		e[*n].bytes = (uint64_t)st.st_blocks * 512;
-		*total += e[(*n)++].bytes;
+		e[(*n)++].bytes = (uint64_t)st.st_blocks * 512;
 	}
 	if (d)
 		closedir(d);
@@ -179,14 +215,14 @@ static bool remove_unused(int blocks, const char *name)
 	return gone;
 }
 
-void stp_store_trim(int blocks, uint64_t limit)
+uint64_t stp_store_trim(int blocks, uint64_t limit)
 {
 	struct entry *e = calloc(FILES_MAX, sizeof(*e));
 	uint64_t total = 0;
 	size_t n = 0;
 
 	if (!e)
-		return;
+		return limit;
 	for (unsigned h = 0; h < 256; h++) {
 		char sub[3];
 
@@ -194,18 +230,33 @@ void stp_store_trim(int blocks, uint64_t limit)
 		list_sub(blocks, sub, e, &n, &total);
 	}
 	qsort(e, n, sizeof(*e), by_age);
-	for (size_t i = 0; i < n; i++) {
-		/* empty files are blocks a mount never fetched: gone once no mount holds them */
-		if ((total > limit || !e[i].bytes) && remove_unused(blocks, e[i].name))
+	for (size_t i = 0; i < n && total > limit; i++)
+		if (remove_unused(blocks, e[i].name))
 			total -= e[i].bytes;
-	}
 	free(e);
+	return total;
+}
+
+/* The blocks directory's exclusive lock, waited for until DEADLINE (another mount may
+ * hold it, as long as its own deadline): -ETIMEDOUT past it. */
+static int lock_until(int fd, int64_t deadline)
+{
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if ((int64_t)stp_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		usleep(10000);
+	}
+	return 0;
 }
 
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     uint64_t blocks)
 {
+	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
+	uint64_t held;
 
 	if (!err) {
 		fd = open_subdir(dirfd, BLOCKS_DIR);
@@ -217,10 +268,24 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 			       dir, stp_cachedir_dir_error(err));
 		return err;
 	}
-	flock(fd, LOCK_EX); /* files are taken and removed under it, never both at once */
-	err = exchange(fd, ctl, blocks);
-	stp_store_trim(fd, limit);
-	flock(fd, LOCK_UN);
+	/* files are taken and removed under it, never both at once */
+	err = lock_until(fd, deadline);
+	if (err == -ETIMEDOUT) {
+		stp_monlog_say(prog, "warning: store %s/" BLOCKS_DIR ": another mount holds it "
+			       "past %d s; going on without it", dir, STP_MOUNT_DEADLINE_MS / 1000);
+		close(fd);
+		return err;
+	}
+	if (!err) {
+		err = exchange(fd, ctl, blocks, deadline);
+		held = stp_store_trim(fd, limit);
+		flock(fd, LOCK_UN);
+	}
+	if (!err) {
+		struct stp_fetch_room room = { held < limit ? limit - held : 0 };
+
+		err = stp_msg_send(ctl, STP_MSG_ROOM, &room, sizeof(room));
+	}
 	close(fd);
 	if (err)
 		stp_monlog_say(prog, "warning: store %s/" BLOCKS_DIR ": %s; going on without it",

@@ -8,8 +8,9 @@
  * private fan-out directory. A block of release 1.2 is the same file for release 1.3.
  *
  * Nothing in it is trusted: the fetcher checks a block read back from its file against
- * its hash (a file that does not match is fetched again and overwritten), so neither a
- * torn write nor an edit serves a wrong byte.
+ * its hash (a file that does not match is passed over and its block fetched), so neither a
+ * torn write nor an edit serves a wrong byte. A file that holds bytes is handed read-only
+ * (another mount may be serving it), an empty one read-write.
  *
  * Which blocks live mounts use: each mount holds a shared flock on each of its blocks'
  * files, through the descriptors the fetcher keeps for the mount's life (a lock that
@@ -18,11 +19,13 @@
  * (a file's mtime: set when a mount takes it, or when a block is written), and a file is
  * removed only when an exclusive flock is had at once, so never while a mount uses it.
  * Taking files and trimming both run under the blocks directory's exclusive flock, so a
- * file is never removed between a mount's open and its lock. A mount may take the store
- * past LIMIT by the blocks it fetches; the next mount trims it back.
+ * file is never removed between a mount's open and its lock. A mount writes into the
+ * store only the bytes LIMIT leaves after its trim (ROOM, fetcher.h): blocks past them
+ * are fetched each time.
  *
- * The monitor runs this, privileged as the mounting user, between the fetcher's HELLO
- * and the superblock's read (fetcher.h); the fetcher never learns a path. Not
+ * The monitor runs this, privileged as the mounting user, once it has checked the
+ * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
+ * holds at most STP_FETCH_STORE_MAX files; the fetcher never learns a path. Not
  * thread-safe.
  */
 #ifndef STP_STORE_H
@@ -32,14 +35,16 @@
 
 /* Answers the fetcher on CTL: for each batch of hashes of the BLOCKS blocks it offers,
  * the block files in DIR's store, opened or made and locked shared; then trims the
- * store to LIMIT bytes. Errors are printed on stderr after PROG (the mount goes on
+ * store to LIMIT bytes, and tells the fetcher the room left (ROOM). Errors are printed on stderr after PROG (the mount goes on
  * without a store); the fetcher's batches are checked (stp_fetch_blocks_check) and a bad
  * one ends the exchange. Returns 0 or a negative errno. CTL stays the caller's. */
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     uint64_t blocks);
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
- * in use are kept. Exposed for tests. */
-void stp_store_trim(int dirfd, uint64_t limit);
+ * in use are kept, empty files no mount holds are removed, every one of them however
+ * many there are. Returns the bytes the store still holds (LIMIT when it could not
+ * tell). Exposed for tests. */
+uint64_t stp_store_trim(int dirfd, uint64_t limit);
 
 #endif

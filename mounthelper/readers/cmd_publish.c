@@ -128,6 +128,80 @@ static int read_verbatim(struct publish *p)
 	return err;
 }
 
+/* The image the index stands for, read from memory: its superblock copy and tail from
+ * the index, the blocks' bytes from IMAGE. */
+struct index_src {
+	struct stp_imgsrc src;
+	const struct publish *p;
+};
+
+static int index_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
+{
+	const struct publish *p = ((struct index_src *)s)->p;
+	const uint8_t *sb = p->index + stp_pubindex_sb_offset(stp_image_sb(p->img)->block_count);
+	uint8_t *out = buf;
+
+	if (off > s->size || len > s->size - off)
+		return STP_IMGSRC_END;
+	while (len) {
+		size_t n;
+		int err = 0;
+
+		if (off < STP_SB_SIZE) {
+			n = len < STP_SB_SIZE - off ? len : (size_t)(STP_SB_SIZE - off);
+			memcpy(out, sb + off, n);
+		} else if (off >= p->tail) {
+			n = len;
+			memcpy(out, sb + STP_SB_SIZE + (off - p->tail), n);
+		} else {
+			n = len < p->tail - off ? len : (size_t)(p->tail - off);
+			err = stp_imgsrc_read(stp_image_src(p->img), out, n, off);
+		}
+		if (err)
+			return err;
+		out += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static void index_close(struct stp_imgsrc *s)
+{
+	free(s);
+}
+
+/* What the index carries verbatim was read after IMAGE was verified: opened again from
+ * the index, it must verify as IMAGE did (signature, metadata and dictionary hashes), or
+ * the image changed in between, and nothing is written. */
+static int check_verbatim(const struct publish *p, const struct stp_pubkey *key)
+{
+	struct index_src *s = calloc(1, sizeof(*s));
+	struct stp_image *img;
+	int err;
+
+	if (!stp_image_verified(p->img)) {
+		free(s);
+		return 0;
+	}
+	if (!s) {
+		stp_cli_error(&publish_cli, "out of memory");
+		return -ENOMEM;
+	}
+	*s = (struct index_src){ .src = { .pread = index_pread, .close = index_close,
+					  .size = stp_image_sb(p->img)->image_size,
+					  .name = (char *)p->image, .fd = -1 }, .p = p };
+	err = stp_image_open_src_verified(&s->src, key, &img);
+	if (err) {
+		stp_cli_problem(&publish_cli, p->image, NULL, "changed while it was being "
+				"published: its index does not verify (%s); nothing written",
+				stp_strerror(err));
+		return err;
+	}
+	stp_image_close(img);
+	return 0;
+}
+
 /* Tells why the store failed, naming the path under DIR. */
 static int store_error(const struct publish *p, int err)
 {
@@ -303,7 +377,7 @@ static int publish(struct publish *p, const struct stp_pubkey *key)
 	int err = stp_cli_open_checked(&publish_cli, p->image, key, &p->img) ?:
 		  check_layout(p) ?: read_verbatim(p);
 
-	if (err || (err = each_block(p, hash_block) ?: seal_index(p)))
+	if (err || (err = each_block(p, hash_block) ?: seal_index(p) ?: check_verbatim(p, key)))
 		return err;
 	if ((err = stp_pubstore_open(&p->store, p->dir)))
 		return store_error(p, err);

@@ -47,6 +47,7 @@ static int open_subdir(struct stp_pubstore *s, int parentfd, const char *name, c
 		       int *fd)
 {
 	int made = !mkdirat(parentfd, name, 0755);
+	struct stat st;
 
 	if (!made && errno != EEXIST)
 		return fail(s, path, "cannot create", -errno);
@@ -56,7 +57,11 @@ static int open_subdir(struct stp_pubstore *s, int parentfd, const char *name, c
 			return refuse_node(s, parentfd, name, path, "is not a directory");
 		return fail(s, path, "cannot open", -errno);
 	}
-	if (made && fchmod(*fd, 0755)) /* whatever the umask: a web server reads it */
+	/* whatever the umask: a web server reads it (an existing one of the publisher's
+	 * too; another's is left as it is) */
+	if (made ? fchmod(*fd, 0755) :
+	    !fstat(*fd, &st) && st.st_uid == geteuid() && (st.st_mode & 0555) != 0555 &&
+	    fchmod(*fd, (st.st_mode & 07777) | 0755))
 		return fail(s, path, "cannot set the mode of", -errno);
 	return 0;
 }
@@ -142,7 +147,10 @@ static int holds(struct stp_pubstore *s, int dirfd, const char *name, const char
 	*found = 1;
 	if (!S_ISREG(st.st_mode))
 		return refuse_node(s, dirfd, name, path, "is not a regular file");
-	if ((uint64_t)st.st_size != len)
+	/* another's file may change later, one not world-readable is a 403, a second link
+	 * may be written through: each written anew, whatever its bytes */
+	if ((uint64_t)st.st_size != len || st.st_uid != geteuid() ||
+	    (st.st_mode & 0444) != 0444 || st.st_nlink != 1)
 		return 0;
 	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)

@@ -297,6 +297,61 @@ def fault_front(path):
         front.go_down()
 
 
+def _trickle_handler(root, rate):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            try:
+                with open(os.path.join(root, self.path.lstrip("/").split("?")[0]), "rb") as f:
+                    data = f.read()
+            except OSError:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            m = re.match(r"bytes=(\d+)-(\d+)$", self.headers.get("Range", ""))
+            if m:
+                a, b = int(m.group(1)), min(int(m.group(2)), len(data) - 1)
+                self.send_response(206)
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))
+                data = data[a:b + 1]
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("ETag", '"t"')
+            self.end_headers()
+            if "/blocks/" not in self.path:
+                self.wfile.write(data)
+                return
+            step = max(1, rate // 4)  # a few bytes every quarter of a second
+            for at in range(0, len(data), step):
+                self.wfile.write(data[at:at + step])
+                self.wfile.flush()
+                time.sleep(0.25)
+
+    return Handler
+
+
+@contextlib.contextmanager
+def trickle_server(root):
+    """Serves ROOT (ranges for the index) on a free loopback port, but a published
+    release's block files at 16 bytes a second: above libcurl's low-speed floor of 1 byte
+    a second, never a stall. Yields the base URL."""
+    port = free_port()
+    server = _Server(("127.0.0.1", port), _trickle_handler(os.fspath(root), 16))
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield "http://127.0.0.1:%d/" % port
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 # ---- Squid -------------------------------------------------------------------------------
 
 @contextlib.contextmanager
