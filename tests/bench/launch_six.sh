@@ -14,6 +14,11 @@
 # list names file ranges, which the level does not change); the images timed are built at
 # mkstipple's defaults.
 #
+# TRACE=1 times nothing but traces each prepared tree with fuse_requests.py (OUT/KIND.trace):
+# the requests and the decode trace of a launch straight away on a fresh mount and of a
+# second one, then of a launch after warming; and hot_floor.py's decode-and-push time of
+# the hot region (OUT/KIND.floor).
+#
 # usage: tests/bench/launch_six.sh
 #   env: RUNS=5 KINDS="gcc jvm clang node office ruby" OUT=/var/tmp/launch-six
 #        ONLY="stipple erofs" RECORD_LEVEL=3 STIPPLE_BUILD=build (passed on to
@@ -25,6 +30,29 @@ kinds=${KINDS:-gcc jvm clang node office ruby}
 out=${OUT:-/var/tmp/launch-six}
 export RUNS=${RUNS:-5} ONLY=${ONLY:-stipple erofs} RECORD_LEVEL=${RECORD_LEVEL:-3}
 mkdir -p "$out"
+
+if [ -n "${TRACE:-}" ]; then
+	build=${STIPPLE_BUILD:-$(cd "$here/../.." && pwd)/build}
+	export STIPPLE=$build/mounthelper/stipple
+	mnt=/var/tmp/launch-six-trace-mnt
+	mkdir -p "$mnt"
+	for kind in $kinds; do
+		work=/var/tmp/stipple-launch-$kind
+		[ -f "$work/hot.stp" ] || { echo "launch_six: $kind is not prepared (RUNS=0)" >&2; continue; }
+		echo "launch_six: tracing $kind ($(date -u +%H:%M:%S))" >&2
+		run=("$here/launch_one.sh" "$kind" "$mnt")
+		{
+			echo "== $kind: straight away on a fresh mount, then a second launch"
+			/usr/bin/python3 "$here/fuse_requests.py" --image "$work/hot.stp" --sample 5 \
+				--repeat 2 "$mnt" -- "${run[@]}"
+			echo "== $kind: after warming"
+			/usr/bin/python3 "$here/fuse_requests.py" --image "$work/hot.stp" --warm-wait \
+				--sample 5 "$mnt" -- "${run[@]}"
+		} >"$out/$kind.trace" 2>&1
+		/usr/bin/python3 "$here/hot_floor.py" --rounds 5 "$work/hot.stp" "$mnt" >"$out/$kind.floor" 2>&1
+	done
+	exit 0
+fi
 
 for kind in $kinds; do
 	echo "launch_six: $kind ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
