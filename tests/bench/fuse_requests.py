@@ -18,7 +18,7 @@ On a stipple mount it also prints the decode trace: what the daemon's counters (
 `stipple status` keys) did during each run: blocks decoded, reads that found their block
 missing or waited for it, hot blocks warmed. --sample MS polls them every MS
 milliseconds while COMMAND runs and prints their timeline, so that one sees whether the
-launch ran ahead of warming (each poll is one GETXATTR, counted apart).
+launch ran ahead of warming (each poll is one GETXATTR request, listed with the rest).
 
 --image IMAGE mounts IMAGE at MOUNT first (with $STIPPLE, default `stipple`, and
 --warm-wait: after warming has finished) and unmounts it at the end, so that the first
