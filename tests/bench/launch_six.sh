@@ -14,6 +14,7 @@
 # list names file ranges, which the level does not change); the images timed are built at
 # mkstipple's defaults.
 #
+# TABLE=1 times nothing and prints the table from the reports already in OUT.
 # TRACE=1 times nothing but traces each prepared tree with fuse_requests.py (OUT/KIND.trace):
 # the requests and the decode trace of a launch straight away on a fresh mount and of a
 # second one, then of a launch after warming; and hot_floor.py's decode-and-push time of
@@ -55,20 +56,21 @@ if [ -n "${TRACE:-}" ]; then
 fi
 
 for kind in $kinds; do
+	[ -z "${TABLE:-}" ] || break
 	echo "launch_six: $kind ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 	TREE_KIND=$kind "$here/launch_bench.sh" >"$out/$kind.txt" 2>"$out/$kind.log" || {
 		echo "launch_six: $kind failed, see $out/$kind.log" >&2
 		continue
 	}
 done
-[ "$RUNS" -gt 0 ] || exit 0
+[ "$RUNS" -gt 0 ] || [ -n "${TABLE:-}" ] || exit 0
 
 # one row a tree: plain seconds, then ratio (first / second launch) per column
 row() { # FILE LABEL: "ratio/second-ratio" of the row starting with LABEL
 	awk -v l="$2" 'index($0, l) == 1 { n = split(substr($0, length(l) + 1), f, " +");
 		for (i = 1; i <= n && f[i] == ""; i++); printf "%s/%s", f[i + 1], f[i + 4]; exit }' "$1"
 }
-printf '\nLaunch, six trees, RUNS=%s interleaved rounds each, ratios to the plain folder\n' "$RUNS"
+printf '\nLaunch, six trees, interleaved rounds, ratios to the plain folder\n'
 printf '(first launch / second launch on the same mount; load average at the end: %s)\n' \
 	"$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| %-44s | %6s | %8s | %8s | %11s | %11s | %11s | %11s |\n' tree size "hot reg." \
