@@ -13,6 +13,16 @@ of synchronous requests are time the command waited on the server; background on
 
 --repeat N runs COMMAND N times and shows each run (say, a first launch and then
 second ones). Any FUSE server can be measured: stipple, squashfuse_ll, dwarfs.
+
+On a stipple mount it also prints the decode trace: what the daemon's counters (the
+`stipple status` keys) did during each run: blocks decoded, reads that found their block
+missing or waited for it, hot blocks warmed. --sample MS polls them every MS
+milliseconds while COMMAND runs and prints their timeline, so that one sees whether the
+launch ran ahead of warming (each poll is one GETXATTR request, listed with the rest).
+
+--image IMAGE mounts IMAGE at MOUNT first (with $STIPPLE, default `stipple`, and
+--warm-wait: after warming has finished) and unmounts it at the end, so that the first
+run is a launch straight away on a fresh mount, its counters taken from the mount on.
 """
 
 import argparse
@@ -21,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
@@ -30,6 +41,70 @@ TRACEFS = "/sys/kernel/tracing"
 EVENTS = ("fuse_request_send", "fuse_request_end")
 LINE = re.compile(r"\s(\d+\.\d+): fuse_request_(send|end): connection \d+ req (\d+)"
                   r"(?: opcode \d+ \((\w+)\))?")
+
+
+STATUS_XATTR = "user.stipple.status"
+# the counters of a decode trace, and what each counts
+DECODE_KEYS = (
+    ("blocks_decoded", "blocks decoded"),
+    ("cache_misses", "reads that found their block not decoded"),
+    ("cache_waits", "reads that waited for a block being decoded"),
+    ("cache_hits", "reads served from a decoded block"),
+    ("warmed", "hot blocks warmed"),
+    ("warm_stored_bytes", "bytes warming pushed into the page cache"),
+    ("fill_stored_bytes", "bytes the filler pushed"),
+    ("meta_pages_loaded", "metadata pages decoded"),
+)
+
+
+def stipple_status(mount):
+    """The mount's status keys as integers, or None when it is not a stipple mount."""
+    try:
+        text = os.getxattr(mount, STATUS_XATTR).decode()
+    except OSError:
+        return None
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if value.isdigit():
+            out[key] = int(value)
+    return out
+
+
+class Sampler(threading.Thread):
+    """Polls the status every PERIOD seconds while a command runs."""
+
+    def __init__(self, mount, period):
+        super().__init__(daemon=True)
+        self.mount, self.period, self.rows = mount, period, []
+        self.stop = threading.Event()
+        self.t0 = time.perf_counter()
+
+    def run(self):
+        while not self.stop.is_set():
+            s = stipple_status(self.mount)
+            if s:
+                self.rows.append((time.perf_counter() - self.t0, s))
+            self.stop.wait(self.period)
+
+
+def report_decode(before, after, hot_blocks, rows):
+    if before is None or after is None:
+        return
+    print("  decode trace (the daemon's counters over the run; the mount has %d hot blocks,"
+          " block %d bytes):" % (hot_blocks, after.get("block_size", 0)))
+    for key, what in DECODE_KEYS:
+        if key in after:
+            print("    %-20s %10d  %s" % (key, after[key] - before.get(key, 0), what))
+    if rows:
+        print("    timeline (ms: blocks decoded, hot warmed, misses, waits since the start):")
+        last = None
+        for t, s in rows:
+            v = tuple(s.get(k, 0) - before.get(k, 0)
+                      for k in ("blocks_decoded", "warmed", "cache_misses", "cache_waits"))
+            if v != last:
+                print("    %8.1f  %5d %5d %5d %5d" % ((t * 1e3,) + v))
+                last = v
 
 
 def event_path(name, leaf):
@@ -57,7 +132,7 @@ def overruns():
     return total
 
 
-def traced_run(conn, command):
+def traced_run(conn, command, sampler=None):
     """Runs COMMAND with the events on; returns (seconds, exit status, trace text, lost)."""
     write(os.path.join(TRACEFS, "trace"), "")
     lost0 = overruns()
@@ -66,9 +141,15 @@ def traced_run(conn, command):
         write(event_path(name, "enable"), "1")
     try:
         t0 = time.perf_counter()
+        if sampler:
+            sampler.t0 = t0
+            sampler.start()
         status = subprocess.run(command, stdin=subprocess.DEVNULL).returncode
         seconds = time.perf_counter() - t0
     finally:
+        if sampler:
+            sampler.stop.set()
+            sampler.join()
         for name in EVENTS:
             write(event_path(name, "enable"), "0")
             write(event_path(name, "filter"), "0")
@@ -117,6 +198,11 @@ def report(run, seconds, status, lat, unmatched, lost):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=1, metavar="N")
+    ap.add_argument("--sample", type=float, default=0, metavar="MS",
+                    help="poll a stipple mount's counters every MS ms during each run")
+    ap.add_argument("--image", metavar="IMAGE", help="mount IMAGE at MOUNT first")
+    ap.add_argument("--warm-wait", action="store_true",
+                    help="with --image, run once warming has finished")
     ap.add_argument("mount")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -127,13 +213,37 @@ def main():
         sys.exit("fuse_requests: %s has no fuse events (a recent kernel, tracefs "
                  "mounted, and root are needed)" % TRACEFS)
     mount = os.path.realpath(a.mount)
+    stipple = os.environ.get("STIPPLE", "stipple")
+    if a.image:
+        subprocess.run([stipple, "mount", a.image, mount], check=True,
+                       stderr=subprocess.DEVNULL)
+    try:
+        if a.image and a.warm_wait:
+            subprocess.run([stipple, "status", "--wait", mount], check=True,
+                           stdout=subprocess.DEVNULL)
+        measure(a, mount, command, fresh=a.image and not a.warm_wait)
+    finally:
+        if a.image:
+            subprocess.run(["umount", mount], check=True)
+
+
+def measure(a, mount, command, fresh):
     if not getattr(mounts.at(mount), "fstype", "").startswith("fuse"):
         sys.exit("fuse_requests: %s is not a FUSE mount" % a.mount)
     conn = connection_of(mount)
     for run in range(1, a.repeat + 1):
-        seconds, status, text, lost = traced_run(conn, command)
+        # a fresh mount: counted from the mount on (warming starts before us)
+        before = stipple_status(mount)
+        if before and fresh and run == 1:
+            before = {}
+        sampler = Sampler(mount, a.sample / 1e3) if a.sample > 0 and before is not None else None
+        seconds, status, text, lost = traced_run(conn, command, sampler)
+        after = stipple_status(mount)
         lat, unmatched = by_kind(text)
         report(run, seconds, status, lat, unmatched, lost)
+        if before is not None:
+            report_decode(before, after, after.get("hot_blocks", 0),
+                          sampler.rows if sampler else [])
 
 
 if __name__ == "__main__":

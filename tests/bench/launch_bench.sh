@@ -16,6 +16,11 @@
 #   python    Python 3.11 + NumPy, import numpy         (python3-numpy)
 #   gcc       GCC 12, gcc -O2 -c a small file           (gcc-12 binutils)
 #   jvm       OpenJDK 17, a hello world                 (openjdk-17-jre-headless, -jdk-headless)
+#   clang     Clang 14, clang -O2 -c a small file       (clang-14)
+#   node      Node.js 20 + npm, npm pack --dry-run      (nodejs, with npm)
+#   office    LibreOffice 7.4, --convert-to pdf         (libreoffice-writer-nogui)
+#   ruby      Ruby 3.1, yaml/json/openssl/erb loaded    (ruby)
+# tests/bench/launch_six.sh runs six of them (gcc jvm clang node office ruby) in one go.
 #
 # Groups of columns (ONLY="...", default all of them; the plain folder is always there):
 #   stipple     the hot image: fresh mount straight away, after warming (status --wait);
@@ -42,6 +47,9 @@
 #   env: TREE_KIND=blender RUNS=5 ONLY="stipple variants ..." STIPPLE_BUILD=build LEVEL=
 #        TREE=WORKDIR/tree DWARFS=/opt/dwarfs/bin DWARFS_ARGS= SKIP_OTHERS=1 (no other tools)
 #        EXTRA="LABEL=IMAGE ..." (more images of the tree, each a straight-away column)
+#        RECORD_LEVEL=N (base.stp, the image the hot list is recorded from, at --level N:
+#        the list names file ranges, which the level does not change; quicker to prepare.
+#        Not with the variants group, whose "no hot list" column mounts base.stp)
 #        STEADY=N (after the second launch, N more on the same mount, each between two
 #        plain launches: a finer measure of what a mount costs once everything is cached)
 #   WORKDIR defaults to /var/tmp/stipple-launch (blender) or /var/tmp/stipple-launch-KIND.
@@ -123,7 +131,12 @@ fg_mount() { # COMMAND...: starts a FUSE server in the foreground, waits for its
 }
 
 # --- images -------------------------------------------------------------------------
-[ -f "$work/base.stp" ] || "$mk" -q "${mk_args[@]}" "$tree" "$work/base.stp"
+base_args=("${mk_args[@]}")
+if [ -n "${RECORD_LEVEL:-}" ]; then
+	want variants && { echo "launch_bench: RECORD_LEVEL with the variants group" >&2; exit 2; }
+	base_args=(--level "$RECORD_LEVEL")
+fi
+[ -f "$work/base.stp" ] || "$mk" -q "${base_args[@]}" "$tree" "$work/base.stp"
 if [ ! -f "$work/hot.txt" ]; then
 	stp_mount "$work/base.stp" --record "$work/hot.txt"
 	pid=$(daemon_pid)

@@ -19,45 +19,10 @@ tree_assemble() {
 	cp /usr/bin/x86_64-linux-gnu-as "$d/lib/gcc/x86_64-linux-gnu/12/as"
 	copy_libs "$d/native" "$d/bin/gcc" "$d/lib/gcc/x86_64-linux-gnu/12/as" \
 		"$d/lib/gcc/x86_64-linux-gnu/12/cc1"
-	cat >"$d/src/hello.c" <<'C'
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-struct word { const char *s; size_t n; };
-
-static int cmp(const void *a, const void *b)
-{
-	const struct word *x = a, *y = b;
-	return strcmp(x->s, y->s);
-}
-
-int main(int argc, char **argv)
-{
-	struct word *w = calloc((size_t)argc, sizeof(*w));
-	for (int i = 0; i < argc; i++)
-		w[i] = (struct word){ argv[i], strlen(argv[i]) };
-	qsort(w, (size_t)argc, sizeof(*w), cmp);
-	for (int i = 0; i < argc; i++)
-		printf("%zu %s\n", w[i].n, w[i].s);
-	free(w);
-	return 0;
-}
-C
-	v=$(gcc_run "$d" -v 2>&1)
+	write_hello_c "$d/src/hello.c"
+	v=$(cc_run "$d" gcc -v 2>&1)
 	expect_in_tree "$d" cc1 "$(echo "$v" | grep -m1 '/cc1 ')"
 	expect_in_tree "$d" as "$(echo "$v" | grep -m1 -E '(^| )[^ ]*/as ')"
 }
 
-gcc_run() { # DIR [EXTRA]: compiles DIR/src/hello.c into a scratch object
-	local d=$1 o
-	shift
-	o=$(mktemp /tmp/launch-gcc.XXXXXX.o)
-	LD_LIBRARY_PATH="$d/native" "$d/bin/gcc" "$@" -O2 \
-		-c "$d/src/hello.c" -o "$o"
-	local rc=$?
-	rm -f "$o"
-	return $rc
-}
-
-tree_launch() { gcc_run "$1" >/dev/null 2>&1; }
+tree_launch() { cc_run "$1" gcc >/dev/null 2>&1; }

@@ -36,4 +36,9 @@ J
 		grep 'java.home')"
 }
 
-tree_launch() { "$1/jdk/bin/java" -cp "$1/app" Hello >/dev/null 2>&1; }
+# the word counts must come out
+tree_launch() {
+	local out
+	out=$("$1/jdk/bin/java" -cp "$1/app" Hello 2>/dev/null) || return 1
+	[ "$out" = "brown=1, dog=1, fox=1, jumps=1, lazy=1, over=1, quick=1, the=2" ]
+}

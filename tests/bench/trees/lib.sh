@@ -28,3 +28,46 @@ hot_list_bytes() { # TREE LIST
 	{ n = split($2, r, ","); for (i = 1; i <= n; i++) { split(r[i], e, "-"); s += e[2] - e[1] } }
 	END { printf "%.0f\n", s }' "$2"
 }
+
+# A small C file that includes the C library's headers: what the compiler recipes compile.
+write_hello_c() { # FILE
+	cat >"$1" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct word { const char *s; size_t n; };
+
+static int cmp(const void *a, const void *b)
+{
+	const struct word *x = a, *y = b;
+	return strcmp(x->s, y->s);
+}
+
+int main(int argc, char **argv)
+{
+	struct word *w = calloc((size_t)argc, sizeof(*w));
+	for (int i = 0; i < argc; i++)
+		w[i] = (struct word){ argv[i], strlen(argv[i]) };
+	qsort(w, (size_t)argc, sizeof(*w), cmp);
+	for (int i = 0; i < argc; i++)
+		printf("%zu %s\n", w[i].n, w[i].s);
+	free(w);
+	return 0;
+}
+C
+}
+
+# Compiles DIR/src/hello.c with DIR/bin/CC and the libraries in DIR/native into a scratch
+# object; fails unless the compiler exits 0 and leaves an ELF object (bash builtins only,
+# so that the check adds no process to the timed launch).
+cc_run() { # DIR CC [EXTRA...]
+	local d=$1 cc=$2 o rc magic=
+	shift 2
+	o=$(mktemp /tmp/launch-cc.XXXXXX.o)
+	LD_LIBRARY_PATH="$d/native" "$d/bin/$cc" "$@" -O2 -c "$d/src/hello.c" -o "$o"
+	rc=$?
+	[ $rc -ne 0 ] || { IFS= read -r -n4 magic <"$o" || true; }
+	rm -f "$o"
+	[ $rc -eq 0 ] && [ "$magic" = $'\x7fELF' ]
+}
