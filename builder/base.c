@@ -18,7 +18,6 @@
 #include "image.h"
 #include "report.h"
 #include "source.h"
-#include "treewalk.h"
 #include "util.h"
 
 #define CMP_CHUNK ((size_t)1 << 20)
@@ -26,7 +25,8 @@
 
 /* One of OLD's blocks. */
 struct old_block {
-	uint64_t held;    /* bytes that some file's extent covers */
+	uint64_t data;    /* bytes before the zeros that end it, once decoded: what
+			   * its files hold, live or dead, and what earlier releases left */
 	uint64_t live;    /* bytes that some kept file's extent covers */
 	uint64_t stream;  /* where it lies in the new stream, once carried */
 	int carried;
@@ -148,6 +148,14 @@ void base_close(struct base *b)
 	free(b);
 }
 
+/* Bytes of BUF (LEN) before the zeros that end it. */
+static uint64_t data_len(const uint8_t *buf, uint64_t len)
+{
+	while (len && !buf[len - 1])
+		len--;
+	return len;
+}
+
 /* OLD's block BLOCK decoded (and so checked), from the cache or decoded into it. */
 static int decoded_block(struct base *b, uint64_t block, const uint8_t **out)
 {
@@ -173,6 +181,7 @@ static int decoded_block(struct base *b, uint64_t block, const uint8_t **out)
 		return report_errno(b->path, -rc, "--base: reading a block");
 	d->block = block;
 	d->used = ++b->clock;
+	b->blocks[block].data = data_len(d->buf, stp_sb_block_len(&b->sb, block));
 	*out = d->buf;
 	return 0;
 }
@@ -363,8 +372,8 @@ static int cmp_range(const void *x, const void *y)
 	return (a->stream_off > b->stream_off) - (a->stream_off < b->stream_off);
 }
 
-/* Adds the bytes R covers (each once) to each block's HELD (LIVE 0) or live count. */
-static void ranges_count(struct base *b, struct ranges *r, int live)
+/* Adds the bytes R covers (each once) to each block's live count. */
+static void ranges_count(struct base *b, struct ranges *r)
 {
 	uint64_t at = 0; /* bytes below it are counted */
 
@@ -378,33 +387,11 @@ static void ranges_count(struct base *b, struct ranges *r, int live)
 			uint64_t stop = stp_sb_block_end(&b->sb, block);
 			uint64_t n = (end < stop ? end : stop) - off;
 
-			if (live)
-				b->blocks[block].live += n;
-			else
-				b->blocks[block].held += n;
+			b->blocks[block].live += n;
 			off += n;
 		}
 		at = end > at ? end : at;
 	}
-}
-
-static int count_held(void *ctx, uint32_t ino, const struct stp_inode *inode)
-{
-	(void)ino;
-	return ranges_add_inode(((void **)ctx)[0], ((void **)ctx)[1], inode);
-}
-
-/* Every block's held bytes: what OLD's files' extents cover. */
-static int count_all_held(struct base *b)
-{
-	struct ranges r = { 0 };
-	void *ctx[2] = { b, &r };
-	int rc = stp_treewalk_files(b->img, count_held, ctx);
-
-	if (!rc)
-		ranges_count(b, &r, 0);
-	free(r.v);
-	return rc == -EUCLEAN ? refuse(b, rc, "damaged metadata (see above)") : rc;
 }
 
 /* Every block's live bytes: what the kept files that are not dropped cover. */
@@ -419,7 +406,7 @@ static int count_live(struct base *b)
 		if (!b->kept[i].dropped)
 			rc = ranges_add_inode(b, &r, &b->kept[i].old);
 	if (!rc)
-		ranges_count(b, &r, 1);
+		ranges_count(b, &r);
 	free(r.v);
 	return rc;
 }
@@ -444,7 +431,9 @@ static int kept_fits(const struct base *b, const struct kept *k)
 }
 
 /* Chooses the blocks to carry: those past OLD's hot region whose live bytes are at least
- * BASE_LIVE_NUM / BASE_LIVE_DEN of those held. Dropping a file lowers the live bytes of
+ * BASE_LIVE_NUM / BASE_LIVE_DEN of their data. Data, not the bytes OLD's files hold: a
+ * block carried once holds bytes that no file of OLD refers to, and they count too, or
+ * a chain of releases would carry its dead bytes for ever. Dropping a file lowers the live bytes of
  * its other blocks, so this runs until nothing more is dropped: at most once per file. */
 static int choose_blocks(struct base *b)
 {
@@ -457,7 +446,7 @@ static int choose_blocks(struct base *b)
 			struct old_block *ob = &b->blocks[i];
 
 			ob->carried = i >= b->first_cold && ob->live &&
-				      ob->live * BASE_LIVE_DEN >= ob->held * BASE_LIVE_NUM;
+				      ob->live * BASE_LIVE_DEN >= ob->data * BASE_LIVE_NUM;
 		}
 		for (size_t i = 0; i < b->nkept && !rc; i++) {
 			if (!b->kept[i].dropped && !kept_fits(b, &b->kept[i])) {
@@ -547,8 +536,6 @@ int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
 	int rc = find_kept(b, order, nhot, *count);
 
 	if (!rc)
-		rc = count_all_held(b);
-	if (!rc)
 		rc = choose_blocks(b);
 	if (!rc)
 		rc = list_carried(b);
@@ -607,19 +594,21 @@ int base_place(struct base *b)
 
 void base_print(const struct base *b, FILE *out)
 {
-	uint64_t live = 0, held = 0, stored = 0;
+	uint64_t dead = 0, stored = 0;
 	char a[32], c[32];
 
 	for (uint64_t i = 0; i < b->ncarried; i++) {
 		struct stp_blockent be;
 
-		live += b->blocks[b->carried[i]].live;
-		held += b->blocks[b->carried[i]].held;
+		const struct old_block *ob = &b->blocks[b->carried[i]];
+
+		/* a file that ends in zeros holds live bytes past the data */
+		dead += ob->data > ob->live ? ob->data - ob->live : 0;
 		if (!stp_image_block(b->img, b->carried[i], &be))
 			stored += be.stored_size;
 	}
 	fprintf(out, "base %s: %zu files kept in %" PRIu64 " of its %" PRIu64 " blocks "
 		"(%s stored, %s of them dead)\n", b->path, b->nlive, b->ncarried,
 		b->sb.block_count, stp_human_size(stored, a, sizeof(a)),
-		stp_human_size(held - live, c, sizeof(c)));
+		stp_human_size(dead, c, sizeof(c)));
 }

@@ -4,8 +4,8 @@
  * cold file of the new tree whose bytes equal those of the file at its path in OLD is
  * kept; the OLD blocks that hold kept files are carried into the new image as they are
  * stored (not compressed again), so a published release shares them with OLD. A block
- * whose kept bytes fall below BASE_LIVE_NUM / BASE_LIVE_DEN of the bytes its files held
- * is not carried: its kept files are packed again, and the dead bytes it held go.
+ * whose kept bytes fall below BASE_LIVE_NUM / BASE_LIVE_DEN of its data (up to the zeros
+ * that end it) is not carried: its kept files are packed again, and its dead bytes go.
  *
  * OLD is untrusted: every carried block is decoded (its checksum, or its signed hash,
  * checked) while its files are compared, and its stored bytes are checked again as they
@@ -26,9 +26,10 @@
 #include "pack.h"
 #include "tree.h"
 
-/* A carried block keeps at least 1/2 of the bytes its files held live: each release's
- * dead bytes cost at most as much as its live ones, so a chain of releases never stores
- * more than twice its data in carried blocks (mkstipple(1), --base). */
+/* A carried block holds at least as many live bytes as dead ones (those of files that
+ * changed or went, in this release or an earlier one): however long a chain of releases,
+ * its carried blocks hold at most twice the data of their live files (mkstipple(1),
+ * --base). */
 #define BASE_LIVE_NUM 1u
 #define BASE_LIVE_DEN 2u
 

@@ -13,6 +13,7 @@ trees (treeutil.compare_trees over `stipple extract`).
 
 import collections
 import filecmp
+import itertools
 import json
 import os
 import shutil
@@ -190,6 +191,52 @@ def test_blocks_mostly_dead_are_repacked(releases, tmp_path):
     for p in kept_there:
         assert all(hashes2[b] not in old_set for b, paths in held2.items() if p in paths), p
     assert_reads_as(i2, v2, tmp_path)
+
+
+def split_block(image, tree):
+    """A block of IMAGE whose files lie in it alone, and two sets of its files: changing
+    the first leaves it 52 to 70% live; then changing the second too leaves 30 to 45% of
+    its bytes live, yet over 55% of those the first left live."""
+    held = file_blocks(image)
+    where = collections.defaultdict(set)
+    for b, paths in held.items():
+        for p in paths:
+            where[p].add(b)
+    for b, paths in sorted(held.items()):
+        if len(paths) > 10 or not all(where[p] == {b} for p in paths):
+            continue
+        names = sorted(paths)
+        sizes = [os.path.getsize(tree / p) for p in names]
+        total = sum(sizes)
+        for pick in itertools.product((0, 1, 2), repeat=len(names)):
+            a = sum(s for s, k in zip(sizes, pick) if k == 1) / total
+            live3 = sum(s for s, k in zip(sizes, pick) if k == 0) / total
+            if 0.3 <= a <= 0.48 and 0.3 <= live3 <= 0.45 and live3 / (1 - a) > 0.55:
+                return (b, [p for p, k in zip(names, pick) if k == 1],
+                        [p for p, k in zip(names, pick) if k == 2])
+    pytest.fail("no block of %s splits so" % image)
+
+
+def test_dead_bytes_of_earlier_releases_count(releases, tmp_path):
+    """A block carried into v2 with 40% of its bytes dead holds them still in v3, though
+    no file of v2 refers to them: when v3 changes another 20%, it is repacked."""
+    v1 = releases[0]
+    i1 = build(v1, tmp_path / "v1.stp")
+    block, first, second = split_block(i1, v1)
+    v2, v3 = tmp_path / "v2", tmp_path / "v3"
+    shutil.copytree(v1, v2, symlinks=True)
+    for p in first:
+        patch(v2 / p)
+    shutil.copytree(v2, v3, symlinks=True)
+    for p in second:
+        patch(v3 / p)
+    i2 = build(v2, tmp_path / "v2.stp", "--base", i1)
+    i3 = build(v3, tmp_path / "v3.stp", "--base", i2)
+
+    mark = storedblocks.block_hashes(STIPPLE, i1)[block]
+    assert mark in storedblocks.block_hashes(STIPPLE, i2), "the block was not carried"
+    assert mark not in storedblocks.block_hashes(STIPPLE, i3), "carried under half live"
+    assert_reads_as(i3, v3, tmp_path)
 
 
 def test_base_images_do_not_depend_on_threads_or_memory(releases, tmp_path):
