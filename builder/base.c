@@ -16,6 +16,7 @@
 
 #include "format.h"
 #include "image.h"
+#include "progress.h"
 #include "report.h"
 #include "source.h"
 #include "util.h"
@@ -317,6 +318,7 @@ static int cmp_kept(const void *x, const void *y)
  * decoded about once. */
 static int find_kept(struct base *b, const struct piece *order, size_t nhot, size_t count)
 {
+	uint64_t total = 0, done = 0;
 	size_t n = 0;
 	int rc = 0;
 
@@ -328,8 +330,13 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	for (size_t i = nhot; i < count; i++)
 		n += candidate(b, &order[i], &b->kept[n]);
 	qsort(b->kept, n, sizeof(*b->kept), cmp_kept);
+	for (size_t i = 0; i < n; i++)
+		total += b->kept[i].old.size;
+	progress_phase("compare with the base", total);
 	b->nkept = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
+		progress_set(done, 0);
+		done += b->kept[i].old.size;
 		rc = same_as_old(b, &b->kept[i]);
 		if (rc == 1)
 			b->kept[b->nkept++] = b->kept[i];

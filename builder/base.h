@@ -7,9 +7,8 @@
  * whose kept bytes fall below BASE_LIVE_NUM / BASE_LIVE_DEN of its data (up to the zeros
  * that end it) is not carried: its kept files are packed again, and its dead bytes go.
  *
- * OLD is untrusted: every carried block is decoded (its checksum, or its signed hash,
- * checked) while its files are compared, and its stored bytes are checked again as they
- * are copied. What is kept depends only on OLD's bytes, the tree and the options that
+ * OLD is untrusted: every carried block is decoded (its checksum checked) while its
+ * files are compared, and its stored bytes are checked again as they are copied. What is kept depends only on OLD's bytes, the tree and the options that
  * shape the image, never on --threads or --memory.
  *
  * Not thread-safe (main thread). Functions report their errors naming OLD and return 0
