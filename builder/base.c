@@ -73,6 +73,15 @@ static int refuse(const struct base *b, int rc, const char *why)
 	return rc;
 }
 
+/* OLD could not be read where it had to be: damaged (reported above by the reader) or
+ * another error, said doing WHAT. */
+static int old_failed(const struct base *b, int rc, const char *what)
+{
+	if (rc == -EUCLEAN)
+		return refuse(b, rc, "damaged (see above): cannot build on it");
+	return report_errno(b->path, -rc, what);
+}
+
 static int check_features(struct base *b, const struct pack_opts *o)
 {
 	uint64_t f = b->sb.feat_incompat;
@@ -108,12 +117,10 @@ int base_open(const char *old, const struct pack_opts *o, struct base **out)
 		return -ENOMEM;
 	b->path = old;
 	rc = stp_image_open(old, &b->img);
-	if (rc == -EUCLEAN)
-		rc = refuse(b, rc, "a damaged image (see above): cannot build on it");
-	else if (rc == -EPROTONOSUPPORT)
+	if (rc == -EPROTONOSUPPORT)
 		rc = refuse(b, rc, "an image this mkstipple cannot read (see above)");
 	else if (rc)
-		rc = report_errno(old, -rc, "--base");
+		rc = old_failed(b, rc, "--base");
 	if (!rc) {
 		b->sb = *stp_image_sb(b->img);
 		rc = check_features(b, o);
@@ -176,10 +183,8 @@ static int decoded_block(struct base *b, uint64_t block, const uint8_t **out)
 		return -ENOMEM;
 	d->block = NO_BLOCK;
 	rc = stp_image_decode_block(b->img, block, d->buf);
-	if (rc == -EUCLEAN)
-		return refuse(b, rc, "a damaged block (see above): cannot build on it");
 	if (rc)
-		return report_errno(b->path, -rc, "--base: reading a block");
+		return old_failed(b, rc, "--base: reading a block");
 	d->block = block;
 	d->used = ++b->clock;
 	b->blocks[block].data = data_len(d->buf, stp_sb_block_len(&b->sb, block));
@@ -208,7 +213,7 @@ static int stream_read(struct base *b, uint64_t off, uint64_t len, uint8_t *dst)
 	return 0;
 }
 
-/* Bytes [OFF, OFF + LEN) of OLD's file K into DST: what no extent covers reads as 0. */
+/* Bytes [OFF, OFF + LEN) of OLD's file INO into DST: what no extent covers reads as 0. */
 static int old_read(struct base *b, const struct stp_inode *ino, uint64_t off, size_t len,
 		    uint8_t *dst)
 {
@@ -229,7 +234,7 @@ static int old_read(struct base *b, const struct stp_inode *ino, uint64_t off, s
 			rc = stream_read(b, e.stream_off + (from - e.file_off), to - from,
 					 dst + (from - off));
 	}
-	return rc == -EUCLEAN ? refuse(b, rc, "damaged metadata (see above)") : rc;
+	return rc ? old_failed(b, rc, "--base: reading its metadata") : 0;
 }
 
 /* 1 when K's file reads, in the tree, as OLD holds it (and did not change meanwhile),
@@ -288,23 +293,32 @@ static int old_span(struct base *b, struct kept *k)
 }
 
 /* Whether piece PC is a cold file, whole, that OLD holds at its path with its size and
- * some stored bytes: a candidate *K to compare. */
+ * some stored bytes: a candidate *K to compare (1), or not (0); or OLD's metadata is
+ * damaged (reported) or cannot be read: -errno. */
 static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 {
 	char path[TREE_PATH_MAX + 1];
 	struct node *f = pc->file;
 	uint32_t ino;
+	int rc;
 
 	if (f->hot || f->hot_ranges || pc->start || pc->end != (uint64_t)f->st.st_size ||
 	    !pc->end || tree_rel_path(f, path, sizeof(path)) >= sizeof(path))
 		return 0;
-	if (stp_image_resolve(b->img, path, &ino) || stp_image_inode(b->img, ino, &k->old))
+	rc = stp_image_resolve(b->img, path, &ino);
+	if (rc == -ENOENT || rc == -ENOTDIR)
 		return 0;
-	if ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count)
+	if (!rc)
+		rc = stp_image_inode(b->img, ino, &k->old);
+	if (!rc && ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count))
 		return 0;
+	if (!rc)
+		rc = old_span(b, k);
+	if (rc)
+		return old_failed(b, rc, "--base: reading its metadata");
 	k->file = f;
 	k->dropped = 0;
-	return !old_span(b, k) && k->first != NO_BLOCK && k->first >= b->first_cold;
+	return k->first != NO_BLOCK && k->first >= b->first_cold;
 }
 
 static int cmp_kept(const void *x, const void *y)
@@ -327,8 +341,13 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	b->cmp[1] = malloc(CMP_CHUNK);
 	if (!b->kept || !b->cmp[0] || !b->cmp[1])
 		return -ENOMEM;
-	for (size_t i = nhot; i < count; i++)
-		n += candidate(b, &order[i], &b->kept[n]);
+	for (size_t i = nhot; i < count && rc >= 0; i++) {
+		rc = candidate(b, &order[i], &b->kept[n]);
+		n += rc > 0;
+	}
+	if (rc < 0)
+		return rc;
+	rc = 0;
 	qsort(b->kept, n, sizeof(*b->kept), cmp_kept);
 	for (size_t i = 0; i < n; i++)
 		total += b->kept[i].old.size;
@@ -524,10 +543,8 @@ static int put_block(void *ctx, uint64_t i, uint64_t stream, int fd, uint64_t po
 	rc = stp_image_read_stored(b->img, STP_SIG_HASH_BLOCK0 + block, b->stored, &stored);
 	if (!rc)
 		rc = stp_image_block(b->img, block, be);
-	if (rc == -EUCLEAN)
-		return refuse(b, rc, "a damaged block (see above): cannot build on it");
 	if (rc)
-		return report_errno(b->path, -rc, "--base: reading a block");
+		return old_failed(b, rc, "--base: reading a block");
 	rc = stp_pwrite_full(fd, b->stored, stored, pos);
 	if (rc)
 		return rc;

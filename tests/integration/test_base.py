@@ -334,5 +334,14 @@ def test_a_damaged_base_is_refused(releases, tmp_path):
     bad = tmp_path / "bad-sb.stp"
     bad.write_bytes(bytes(data))
     refused(v2, out / "v2.stp", bad, *ARGS, words=("damaged",))
+    # a metadata page (they lie between the last block and the page table), checked
+    # only when it is read
+    info = json.loads(run([STIPPLE, "info", "--json", i1], check=True).stdout)
+    data = bytearray(open(i1, "rb").read())
+    off, raw = blocks[-1]
+    data[(off + len(raw) + info["metadata"]["offset"]) // 2] ^= 0x10
+    bad = tmp_path / "bad-meta.stp"
+    bad.write_bytes(bytes(data))
+    refused(v2, out / "v2.stp", bad, *ARGS, words=("damaged",))
     assert not os.listdir(out)
     assert stat.S_ISREG(os.stat(i1).st_mode)
