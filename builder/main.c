@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "archive_in.h"
+#include "base.h"
 #include "format.h"
 #include "image.h"
 #include "meta.h"
@@ -58,14 +59,22 @@ static int write_dictionary(struct pack_result *r, int fd, struct stp_superblock
  * file that could not be read fails the build once every file was tried: -ENODATA,
  * reported. */
 static int write_image(const struct options *o, struct tree *t, struct piece **order,
-		       size_t count, size_t nhot, struct stp_output *out, struct summary *s)
+		       size_t count, size_t nhot, struct base *base, struct stp_output *out,
+		       struct summary *s)
 {
 	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
 				     .block_log = o->pack.block_log };
-	struct pack_result r;
+	struct pack_opts pack = o->pack;
+	struct pack_carry carry;
+	struct pack_result r = { 0 };
 	uint8_t raw[STP_SB_SIZE];
-	int rc = pack_files(*order, count, nhot, out->fd, STP_SB_SIZE, &o->pack, &r);
+	int rc = base ? base_match(base, *order, nhot, &count, &carry) : 0;
 
+	pack.carry = base ? &carry : NULL;
+	if (!rc)
+		rc = pack_files(*order, count, nhot, out->fd, STP_SB_SIZE, &pack, &r);
+	if (!rc && base)
+		rc = base_place(base);
 	free(*order);
 	*order = NULL;
 	if (!rc && r.failed) {
@@ -348,6 +357,7 @@ int main(int argc, char **argv)
 	struct archive_source src = { .fd = -1, .spool_fd = -1 };
 	struct summary s = { 0 };
 	struct piece *order = NULL;
+	struct base *base = NULL;
 	uint64_t t0 = stp_now_ns();
 	size_t nhot = 0, count = 0;
 	int rc = stp_fill_stdio() ? 1 : options_parse(argc, argv, &o);
@@ -363,7 +373,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	s.image = o.image;
-	rc = open_output(o.image, &out);
+	/* the base is checked before anything is written: a bad one costs nothing */
+	rc = o.base ? base_open(o.base, &o.pack, &base) : 0;
+	if (!rc)
+		rc = open_output(o.image, &out);
 	if (!rc)
 		rc = refuse_own_source(&o, &out);
 	if (!rc)
@@ -373,7 +386,7 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = order_files(&t, o.hot_list, o.hot_margin, o.code_apart, &order, &nhot, &count);
 	if (!rc)
-		rc = write_image(&o, &t, &order, count, nhot, &out, &s);
+		rc = write_image(&o, &t, &order, count, nhot, base, &out, &s);
 	if (!rc && o.key && (rc = sign_output(&o, &out, &s.image_size)) && rc != -ENOSPC &&
 	    rc != -EIO && rc != -EDQUOT && rc != -EFBIG)
 		report_error(o.image, "signing failed: %s", strerror(-rc));
@@ -387,7 +400,10 @@ int main(int argc, char **argv)
 	if (out.to_stdout && !o.json)
 		s.image = "standard output";
 	rc = finish(&o, &t, &s, t0, rc);
+	if (!rc && base && !o.quiet && !o.json)
+		base_print(base, words_out(&o));
 out:
+	base_close(base);
 	free(order);
 	stp_sign_seckey_free(o.key);
 	options_free(&o);

@@ -42,6 +42,8 @@ static void usage(FILE *out)
 		"                        metadata (decoded whole when opened)\n"
 		"      --no-stable-blocks  fill every block, as before stable blocks: shares\n"
 		"                        far fewer blocks with the next release\n"
+		"      --base OLD        keep the blocks of the image OLD (the last release) that\n"
+		"                        hold files that did not change, stored as they are\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
 		"  -T, --files-from FILE pack only these paths of SOURCE (one a line) and what\n"
@@ -153,7 +155,8 @@ static int squash_option(const char *arg)
 /* Options with no short form. */
 enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
        OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN, OPT_HOT_BLOCK_SIZE, OPT_NULL,
-       OPT_IGNORE_FAILED_READ, OPT_JSON, OPT_PSEUDO_FILE, OPT_NO_STABLE };
+       OPT_IGNORE_FAILED_READ, OPT_JSON, OPT_PSEUDO_FILE, OPT_NO_STABLE,
+       OPT_BASE };
 
 static const struct option longopts[] = {
 	{ "level", required_argument, NULL, 'l' },
@@ -165,6 +168,7 @@ static const struct option longopts[] = {
 	{ "code-apart", no_argument, NULL, 'C' },
 	{ "no-meta-pages", no_argument, NULL, 'W' },
 	{ "no-stable-blocks", no_argument, NULL, OPT_NO_STABLE },
+	{ "base", required_argument, NULL, OPT_BASE },
 	{ "sign", required_argument, NULL, 'S' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "memory", required_argument, NULL, 'm' },
@@ -345,6 +349,7 @@ static int parse_one(int c, const char *val, const char *argv_at, struct options
 	case 'C': o->code_apart = 1; return 0;
 	case 'W': o->whole_meta = 1; return 0;
 	case OPT_NO_STABLE: o->pack.stable = 0; return 0;
+	case OPT_BASE: o->base = val; return 0;
 	case 'S': o->sign_key = val; return 0;
 	case 'v': o->verbose = 1; return 0;
 	case 'n': o->dry_run = 1; return 0;
@@ -384,6 +389,9 @@ static int finish_options(struct options *o)
 	}
 	if (attrs_load_env(&o->attrs))
 		return 2;
+	if (o->base && !o->pack.stable)
+		return bad_option("--base", o->base, "keeps stable blocks: not with "
+				  "--no-stable-blocks");
 	return finish_hot_block_size(o);
 }
 

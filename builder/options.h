@@ -22,6 +22,7 @@ struct options {
 	uint64_t hot_margin;
 	const char *hot_block_arg; /* --hot-block-size, as given */
 	const char *files_from;    /* -T, read once every option is known (--null) */
+	const char *base;          /* --base: the image whose layout to keep */
 	struct stp_seckey *key;
 	struct pack_opts pack;
 	struct attr_opts attrs;

@@ -258,6 +258,22 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Room in the block table for one more entry. */
+static int grow_blocks(struct packer *p)
+{
+	uint64_t cap = p->blocks_cap ? p->blocks_cap * 2 : 64;
+	struct stp_blockent *grown;
+
+	if (p->written < p->blocks_cap)
+		return 0;
+	grown = realloc(p->blocks, cap * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	p->blocks = grown;
+	p->blocks_cap = cap;
+	return 0;
+}
+
 /* Writes the oldest submitted block once a worker has compressed it. */
 static int write_oldest(struct packer *p)
 {
@@ -275,15 +291,9 @@ static int write_oldest(struct packer *p)
 		p->broken = rc;
 		return rc;
 	}
-	if (p->written == p->blocks_cap) {
-		uint64_t cap = p->blocks_cap ? p->blocks_cap * 2 : 64;
-		struct stp_blockent *grown = realloc(p->blocks, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		p->blocks = grown;
-		p->blocks_cap = cap;
-	}
+	rc = grow_blocks(p);
+	if (rc)
+		return rc;
 	be = &p->blocks[p->written];
 	*be = (struct stp_blockent){ .offset = p->pos, .stored_size = (uint32_t)s->stored_len,
 				     .codec = s->codec, .filter = s->filter,
@@ -1027,6 +1037,64 @@ static int end_hot_region(struct packer *p, struct pack_result *r)
 	return 0;
 }
 
+/* Writes out every block submitted, and the one being filled, which ends short. */
+static int drain(struct packer *p)
+{
+	int rc = 0;
+
+	submit_partial(p);
+	while (!rc && p->written < p->submitted)
+		rc = write_oldest(p);
+	return rc;
+}
+
+/* Writes carried blocks FIRST to FIRST + COUNT, in order, after every block so far. */
+static int put_carried(struct packer *p, uint64_t first, uint64_t count)
+{
+	const struct pack_carry *c = p->o->carry;
+	int rc = count ? drain(p) : 0;
+
+	for (uint64_t i = first; i < first + count && !rc; i++) {
+		uint64_t len;
+
+		rc = grow_blocks(p);
+		if (!rc)
+			rc = c->put(c->ctx, i, p->stream, p->fd, p->pos, &p->blocks[p->written], &len);
+		if (rc) {
+			p->broken = rc;
+			break;
+		}
+		p->pos += p->blocks[p->written].stored_size;
+		p->filters |= 1u << p->blocks[p->written].filter;
+		p->stream += len;
+		/* the slots count blocks too: the next block filled is the one after */
+		pthread_mutex_lock(&p->lock);
+		p->written++;
+		p->submitted++;
+		p->taken++;
+		pthread_mutex_unlock(&p->lock);
+	}
+	return rc;
+}
+
+/* The carried blocks that go first, before the cold pieces. */
+static int put_carried_head(struct packer *p)
+{
+	return p->o->carry ? put_carried(p, 0, p->o->carry->nhead) : 0;
+}
+
+/* The carried short block that goes last: the block before it is padded whole. */
+static int put_carried_tail(struct packer *p)
+{
+	const struct pack_carry *c = p->o->carry;
+	int rc;
+
+	if (!c || !c->tail)
+		return 0;
+	rc = pad_block(p);
+	return rc ? rc : put_carried(p, c->nhead, 1);
+}
+
 /* Packs a cold piece, ending the block before or after it where the cuts say so. */
 static int pack_cold_piece(struct packer *p, const struct piece *pc)
 {
@@ -1051,6 +1119,8 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 
 	if (nhot && p->o->hot_block_log < p->o->block_log)
 		p->fill_size = (size_t)1 << p->o->hot_block_log;
+	if (!nhot)
+		rc = put_carried_head(p);
 
 	for (size_t i = 0; i < n && !rc; i++) {
 		/* in the hot region each piece starts on a page of the stream unless it goes on
@@ -1066,13 +1136,15 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 						       : pack_piece(p, &order[i]);
 		if (!rc && i + 1 == nhot)
 			rc = end_hot_region(p, r);
+		if (!rc && i + 1 == nhot)
+			rc = put_carried_head(p);
 	}
 	if (!rc)
 		rc = finish_files(p, order, n);
 	if (!rc)
-		submit_partial(p);
-	while (!rc && p->written < p->submitted)
-		rc = write_oldest(p);
+		rc = put_carried_tail(p);
+	if (!rc)
+		rc = drain(p);
 	return rc;
 }
 

@@ -15,6 +15,20 @@
 #include "order.h"
 #include "scan.h"
 
+/* Blocks carried into the image as they are stored in another (base.h): the first NHEAD
+ * go right after the hot region, each a whole block; with TAIL one more, shorter, goes
+ * after every other block (the padded last one included). PUT writes carried block I
+ * (NHEAD for the tail) at image offset POS of FD, fills *BE (its offset POS) and *LEN
+ * (its decoded bytes), and learns STREAM, where it lies in the new stream. 0 or -errno,
+ * reported. Called from the main thread only. */
+struct pack_carry {
+	uint64_t nhead;
+	int tail;
+	int (*put)(void *ctx, uint64_t i, uint64_t stream, int fd, uint64_t pos,
+		   struct stp_blockent *be, uint64_t *len);
+	void *ctx;
+};
+
 struct pack_opts {
 	int level;
 	unsigned block_log;
@@ -24,6 +38,7 @@ struct pack_opts {
 	int bcj;           /* try BCJ filters on blocks holding machine code */
 	int stable;        /* stable layout: blocks cut at files chosen by their paths
 			    * (cuts.h), filters relative to each block, no dictionary */
+	const struct pack_carry *carry; /* NULL: none; only with stable */
 };
 
 struct pack_result {

@@ -41,7 +41,10 @@ usage (tests/bench/NOTES.md has the runs made):
       [--mount-sizes default] [--skip zsync,casync,ideal,mount,publish] [--work DIR]
   --build may be LABEL=DIR; --mkopts LABEL='OPTS' adds mkstipple options to that build's
   images; --v2-mkopts LABEL='OPTS' to its v2 images only, {v1} standing for v1's image
-  (for a `mkstipple --base OLD.stp` layout).
+  (for a `mkstipple --base OLD.stp` layout). Such a build's table gets a last column, its
+  v2 against the v2 of a build of the same run without them: the same DIR given twice,
+  fresh=build base=build --v2-mkopts base='--base {v1}', compares the two layouts (the
+  fresh images are shared with runs of the same mkstipple binary, by its hash).
 """
 
 import argparse
@@ -119,6 +122,10 @@ class Build:
         self.mount_tag = hashlib.sha256("".join(sha256_file(os.path.join(
             self.path, "mounthelper", p)) for p in ("stipple", "stipple-fetcher",
                                                     "stipple-mountd")).encode()).hexdigest()[:12]
+        # v1's images do not depend on v2's options: builds that differ only there share them
+        self.v1_tag = self.tag
+        if self.mkopts:
+            self.v1_tag += "-" + hashlib.sha256(repr((self.mkopts, [])).encode()).hexdigest()[:8]
         if self.mkopts or self.v2opts:
             self.tag += "-" + hashlib.sha256(repr((self.mkopts, self.v2opts)).encode()).hexdigest()[:8]
         helptext = out([self.mk, "--help"])
@@ -157,7 +164,7 @@ class Build:
         if size == "default" and self.default_mib is not None and self.default_mib >= 1:
             size = "%d" % self.default_mib
         label, tree = pair.versions[which]
-        d = os.path.join(work, "img", self.tag, pair.name)
+        d = os.path.join(work, "img", self.v1_tag if which == 0 else self.tag, pair.name)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "%s-b%sM.stp" % (label, size) if size != "default"
                             else "%s-bdefault.stp" % label)
@@ -585,9 +592,11 @@ def report(results, builds):
             lines.append("Build %s; layout of v2: %s." % (
                 b.describe(), ", ".join(rows[0]["features_v2"]) if rows else "-"))
             lines.append("")
+            plain = fresh_sizes(pr, b)
             hdr = ["block", "image v1", "image v2 = whole", "blocks shared", "stipple update "
                    "(index + new blocks)", "ideal (min with v2)", "update / ideal",
-                   "zsync (image)", "casync (image)", "casync (trees)"]
+                   "zsync (image)", "casync (image)", "casync (trees)"] + \
+                (["v2 against a fresh v2"] if plain else [])
             lines.append("| " + " | ".join(hdr) + " |")
             lines.append("|" + "---|" * len(hdr))
             for r in rows:
@@ -603,7 +612,9 @@ def report(results, builds):
                 lines.append("| " + " | ".join([
                     size, human(r["size_v1"]), human(v2), shared, pct(r["update_bytes"], v2),
                     pct(ideal_b, v2), "%.2fx" % (r["update_bytes"] / ideal_b) if ideal_b else "-",
-                    pct(z, v2), pct(ci, v2), pct(ct["new_bytes"], v2) if ct else "-"]) + " |")
+                    pct(z, v2), pct(ci, v2), pct(ct["new_bytes"], v2) if ct else "-"] + (
+                        ["%+.1f%%" % (100.0 * v2 / plain[r["size"]] - 100)
+                         if r["size"] in plain else "-"] if plain else [])) + " |")
             lines.append("")
             for r in rows:
                 for kind in ("today", "published"):
@@ -621,6 +632,17 @@ def report(results, builds):
                             human(ms.get("v2_via_squid")) if ms else "-"))
             lines.append("")
     return "\n".join(lines)
+
+
+def fresh_sizes(pr, b):
+    """For a build whose v2 has options of its own (--base {v1}): {size: v2's size} of
+    the first build of the run without them, to show what the layout costs; else {}."""
+    if not b.v2opts:
+        return {}
+    for other, rows in pr["builds"]:
+        if not other.v2opts and other.mkopts == b.mkopts:
+            return {r["size"]: r["size_v2"] for r in rows}
+    return {}
 
 
 def machine_note():

@@ -8,6 +8,7 @@ finds each frame's end from zstd's own framing (RFC 8878: frame header, then blo
 trusting stipple's block table. Only the block count and sizes come from `stipple info`.
 """
 
+import collections
 import hashlib
 import json
 import subprocess
@@ -64,3 +65,16 @@ def stored_blocks(stipple, image):
 def block_hashes(stipple, image):
     """The SHA-256 of each stored block of IMAGE, in block order."""
     return [hashlib.sha256(b).hexdigest() for _, b in stored_blocks(stipple, image)]
+
+
+def file_blocks(stipple, image):
+    """{block: set of the paths (relative, no leading /) that have bytes in it}, as
+    `stipple ls --blocks` lists them."""
+    out = subprocess.run([stipple, "ls", "--blocks", "--json", "-R", image], check=True,
+                         capture_output=True, text=True).stdout
+    held = collections.defaultdict(set)
+    for e in json.loads(out)["entries"]:
+        for first, last in e.get("blocks") or []:
+            for b in range(first, last + 1):
+                held[b].add(e["path"].lstrip("/"))
+    return held

@@ -81,14 +81,7 @@ def block_table(image):
 
 
 def file_blocks(image):
-    """{block: set of the paths (relative, no leading /) that have bytes in it}."""
-    out = run([STIPPLE, "ls", "--blocks", "--json", "-R", image], check=True).stdout
-    held = collections.defaultdict(set)
-    for e in json.loads(out)["entries"]:
-        for first, last in e.get("blocks") or []:
-            for b in range(first, last + 1):
-                held[b].add(e["path"].lstrip("/"))
-    return held
+    return storedblocks.file_blocks(STIPPLE, image)
 
 
 def test_unchanged_files_keep_their_stored_blocks(releases, tmp_path):

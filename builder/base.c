@@ -1,0 +1,638 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Keeping the layout of a previous image. Blocks are carried in OLD's order, so blocks
+ * that follow one another in OLD follow one another in the new image and a file that
+ * spans them keeps its bytes contiguous; only OLD's last block, when it is short, goes
+ * to the end (only a last block may be short), and a file must then lie in it alone.
+ */
+#include "base.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "image.h"
+#include "progress.h"
+#include "report.h"
+#include "source.h"
+#include "util.h"
+
+#define CMP_CHUNK ((size_t)1 << 20)
+#define NO_BLOCK UINT64_MAX
+
+/* One of OLD's blocks. */
+struct old_block {
+	uint64_t data;    /* bytes before the zeros that end it, once decoded: what
+			   * its files hold, live or dead, and what earlier releases left */
+	uint64_t live;    /* bytes that some kept file's extent covers */
+	uint64_t stream;  /* where it lies in the new stream, once carried */
+	int carried;
+};
+
+/* A file of the new tree that OLD holds with the same bytes. */
+struct kept {
+	struct node *file;
+	struct stp_inode old;  /* its inode in OLD */
+	uint64_t first, last;  /* the OLD blocks its extents touch */
+	uint64_t at;           /* the stream offset of its first extent in OLD */
+	int dropped;           /* a block it needs is not carried */
+};
+
+/* A decoded OLD block. */
+struct decoded {
+	uint8_t *buf;
+	uint64_t block;
+	uint64_t used;   /* when last used, for eviction */
+};
+
+struct base {
+	const char *path;
+	struct stp_image *img;
+	struct stp_superblock sb;
+	uint64_t first_cold;     /* OLD's first block past its hot region */
+	struct old_block *blocks;
+	struct kept *kept;
+	size_t nkept, nlive;
+	uint64_t *carried;       /* OLD block numbers, in the order they are put */
+	uint64_t ncarried;
+	struct decoded cache[2];
+	uint64_t clock;
+	uint8_t *stored;         /* a block's stored bytes, as they are copied */
+	uint8_t *cmp[2];         /* the new file's bytes and OLD's, compared */
+	struct pack_carry carry;
+};
+
+/* A problem with OLD, reported naming it. */
+static int refuse(const struct base *b, int rc, const char *why)
+{
+	report_error(b->path, "--base: %s", why);
+	return rc;
+}
+
+/* OLD could not be read where it had to be: damaged (reported above by the reader) or
+ * another error, said doing WHAT. */
+static int old_failed(const struct base *b, int rc, const char *what)
+{
+	if (rc == -EUCLEAN)
+		return refuse(b, rc, "damaged (see above): cannot build on it");
+	return report_errno(b->path, -rc, what);
+}
+
+static int check_features(struct base *b, const struct pack_opts *o)
+{
+	uint64_t f = b->sb.feat_incompat;
+	uint64_t bcj = STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64;
+	char want[32], has[32];
+
+	if (b->sb.block_log != o->block_log) {
+		report_error(b->path, "--base: its blocks are of %s, this build's of %s: give "
+			     "-b %s to build on it",
+			     stp_human_size(1ull << b->sb.block_log, has, sizeof(has)),
+			     stp_human_size(1ull << o->block_log, want, sizeof(want)), has);
+		return -EINVAL;
+	}
+	if (f & STP_FEAT_INCOMPAT_DICT)
+		return refuse(b, -EINVAL, "its blocks use a dictionary, which a new image "
+			      "cannot share (build it with stable blocks)");
+	if ((f & bcj) && !(f & STP_FEAT_INCOMPAT_BCJ_RELATIVE))
+		return refuse(b, -EINVAL, "its blocks are filtered from their place in the "
+			      "stream, so they cannot move (build it with stable blocks)");
+	if ((f & bcj) && !o->bcj)
+		return refuse(b, -EINVAL, "its blocks are BCJ-filtered and --no-bcj was given: "
+			      "build without --base once to drop the filters");
+	return 0;
+}
+
+int base_open(const char *old, const struct pack_opts *o, struct base **out)
+{
+	struct base *b = calloc(1, sizeof(*b));
+	int rc;
+
+	*out = NULL;
+	if (!b)
+		return -ENOMEM;
+	b->path = old;
+	rc = stp_image_open(old, &b->img);
+	if (rc == -EPROTONOSUPPORT)
+		rc = refuse(b, rc, "an image this mkstipple cannot read (see above)");
+	else if (rc)
+		rc = old_failed(b, rc, "--base");
+	if (!rc) {
+		b->sb = *stp_image_sb(b->img);
+		rc = check_features(b, o);
+	}
+	if (!rc) {
+		b->blocks = calloc(b->sb.block_count ? b->sb.block_count : 1, sizeof(*b->blocks));
+		rc = b->blocks ? 0 : -ENOMEM;
+	}
+	if (rc) {
+		base_close(b);
+		return rc;
+	}
+	/* a block that holds any of OLD's hot region is not carried: that region is
+	 * built anew from this tree and its hot list */
+	b->first_cold = b->sb.hot_size ? stp_sb_block_of(&b->sb, b->sb.hot_size - 1) + 1 : 0;
+	*out = b;
+	return 0;
+}
+
+void base_close(struct base *b)
+{
+	if (!b)
+		return;
+	for (int i = 0; i < 2; i++) {
+		free(b->cache[i].buf);
+		free(b->cmp[i]);
+	}
+	free(b->stored);
+	free(b->carried);
+	free(b->kept);
+	free(b->blocks);
+	stp_image_close(b->img);
+	free(b);
+}
+
+/* Bytes of BUF (LEN) before the zeros that end it. */
+static uint64_t data_len(const uint8_t *buf, uint64_t len)
+{
+	while (len && !buf[len - 1])
+		len--;
+	return len;
+}
+
+/* OLD's block BLOCK decoded (and so checked), from the cache or decoded into it. */
+static int decoded_block(struct base *b, uint64_t block, const uint8_t **out)
+{
+	struct decoded *d = &b->cache[0];
+	int rc;
+
+	for (int i = 0; i < 2; i++) {
+		if (b->cache[i].buf && b->cache[i].block == block) {
+			b->cache[i].used = ++b->clock;
+			*out = b->cache[i].buf;
+			return 0;
+		}
+		if (b->cache[i].used < d->used)
+			d = &b->cache[i];
+	}
+	if (!d->buf && !(d->buf = malloc(stp_image_block_buffer_size(b->img))))
+		return -ENOMEM;
+	d->block = NO_BLOCK;
+	rc = stp_image_decode_block(b->img, block, d->buf);
+	if (rc)
+		return old_failed(b, rc, "--base: reading a block");
+	d->block = block;
+	d->used = ++b->clock;
+	b->blocks[block].data = data_len(d->buf, stp_sb_block_len(&b->sb, block));
+	*out = d->buf;
+	return 0;
+}
+
+/* Copies LEN bytes of OLD's stream from OFF into DST. */
+static int stream_read(struct base *b, uint64_t off, uint64_t len, uint8_t *dst)
+{
+	while (len) {
+		uint64_t block = stp_sb_block_of(&b->sb, off);
+		uint64_t in = off - stp_sb_block_start(&b->sb, block);
+		uint64_t n = stp_sb_block_len(&b->sb, block) - in;
+		const uint8_t *data = NULL;
+		int rc = decoded_block(b, block, &data);
+
+		if (rc)
+			return rc;
+		n = n < len ? n : len;
+		memcpy(dst, data + in, n);
+		dst += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Bytes [OFF, OFF + LEN) of OLD's file INO into DST: what no extent covers reads as 0. */
+static int old_read(struct base *b, const struct stp_inode *ino, uint64_t off, size_t len,
+		    uint8_t *dst)
+{
+	uint32_t i;
+	int rc = stp_image_extent_find(b->img, ino, off, &i);
+
+	memset(dst, 0, len);
+	for (; !rc && i < ino->count; i++) {
+		struct stp_extent e;
+		uint64_t from, to;
+
+		rc = stp_image_extent(b->img, ino, i, &e);
+		if (rc || e.file_off >= off + len)
+			break;
+		from = e.file_off > off ? e.file_off : off;
+		to = e.file_off + e.length < off + len ? e.file_off + e.length : off + len;
+		if (to > from)
+			rc = stream_read(b, e.stream_off + (from - e.file_off), to - from,
+					 dst + (from - off));
+	}
+	return rc ? old_failed(b, rc, "--base: reading its metadata") : 0;
+}
+
+/* 1 when K's file reads, in the tree, as OLD holds it (and did not change meanwhile),
+ * 0 when not or when it cannot be read (the packer reports that), or -errno for OLD. */
+static int same_as_old(struct base *b, const struct kept *k)
+{
+	struct source_file sf;
+	uint64_t size = (uint64_t)k->file->st.st_size, off = 0;
+	int same = 1, rc = source_file_open(k->file, &sf);
+
+	if (rc)
+		return 0;
+	while (same == 1 && off < size) {
+		size_t want = size - off < CMP_CHUNK ? (size_t)(size - off) : CMP_CHUNK;
+		ssize_t n = source_file_pread(&sf, b->cmp[0], want, off);
+
+		if (n <= 0) {
+			same = 0;
+			break;
+		}
+		rc = old_read(b, &k->old, off, (size_t)n, b->cmp[1]);
+		if (rc)
+			same = rc;
+		else if (memcmp(b->cmp[0], b->cmp[1], (size_t)n))
+			same = 0;
+		off += (uint64_t)n;
+	}
+	if (same == 1 && !source_file_unchanged(&sf))
+		same = 0;
+	source_file_close(&sf);
+	return same;
+}
+
+/* The OLD blocks file K's extents touch, and where its first one lies. */
+static int old_span(struct base *b, struct kept *k)
+{
+	struct stp_extent e;
+	int rc = 0;
+
+	k->first = NO_BLOCK;
+	k->last = 0;
+	for (uint32_t i = 0; i < k->old.count && !rc; i++) {
+		rc = stp_image_extent(b->img, &k->old, i, &e);
+		if (rc || !e.length)
+			continue;
+		uint64_t first = stp_sb_block_of(&b->sb, e.stream_off);
+		uint64_t last = stp_sb_block_of(&b->sb, e.stream_off + e.length - 1);
+
+		if (first < k->first) {
+			k->first = first;
+			k->at = e.stream_off;
+		}
+		k->last = last > k->last ? last : k->last;
+	}
+	return rc;
+}
+
+/* Whether piece PC is a cold file, whole, that OLD holds at its path with its size and
+ * some stored bytes: a candidate *K to compare (1), or not (0); or OLD's metadata is
+ * damaged (reported) or cannot be read: -errno. */
+static int candidate(struct base *b, const struct piece *pc, struct kept *k)
+{
+	char path[TREE_PATH_MAX + 1];
+	struct node *f = pc->file;
+	uint32_t ino;
+	int rc;
+
+	if (f->hot || f->hot_ranges || pc->start || pc->end != (uint64_t)f->st.st_size ||
+	    !pc->end || tree_rel_path(f, path, sizeof(path)) >= sizeof(path))
+		return 0;
+	rc = stp_image_resolve(b->img, path, &ino);
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 0;
+	if (!rc)
+		rc = stp_image_inode(b->img, ino, &k->old);
+	if (!rc && ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count))
+		return 0;
+	if (!rc)
+		rc = old_span(b, k);
+	if (rc)
+		return old_failed(b, rc, "--base: reading its metadata");
+	k->file = f;
+	k->dropped = 0;
+	return k->first != NO_BLOCK && k->first >= b->first_cold;
+}
+
+static int cmp_kept(const void *x, const void *y)
+{
+	const struct kept *a = x, *b = y;
+
+	return (a->at > b->at) - (a->at < b->at);
+}
+
+/* The kept files: candidates compared in OLD's stream order, so that each block is
+ * decoded about once. */
+static int find_kept(struct base *b, const struct piece *order, size_t nhot, size_t count)
+{
+	uint64_t total = 0, done = 0;
+	size_t n = 0;
+	int rc = 0;
+
+	b->kept = calloc(count ? count : 1, sizeof(*b->kept));
+	b->cmp[0] = malloc(CMP_CHUNK);
+	b->cmp[1] = malloc(CMP_CHUNK);
+	if (!b->kept || !b->cmp[0] || !b->cmp[1])
+		return -ENOMEM;
+	for (size_t i = nhot; i < count && rc >= 0; i++) {
+		rc = candidate(b, &order[i], &b->kept[n]);
+		n += rc > 0;
+	}
+	if (rc < 0)
+		return rc;
+	rc = 0;
+	qsort(b->kept, n, sizeof(*b->kept), cmp_kept);
+	for (size_t i = 0; i < n; i++)
+		total += b->kept[i].old.size;
+	progress_phase("compare with the base", total);
+	b->nkept = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		progress_set(done, 0);
+		done += b->kept[i].old.size;
+		rc = same_as_old(b, &b->kept[i]);
+		if (rc == 1)
+			b->kept[b->nkept++] = b->kept[i];
+		rc = rc < 0 ? rc : 0;
+	}
+	return rc;
+}
+
+/* Ranges of OLD's stream, to count bytes by block with overlaps counted once. */
+struct ranges {
+	struct stp_extent *v;
+	size_t n, cap;
+};
+
+static int ranges_add_inode(struct base *b, struct ranges *r, const struct stp_inode *ino)
+{
+	for (uint32_t i = 0; i < ino->count; i++) {
+		if (r->n == r->cap) {
+			size_t cap = r->cap ? 2 * r->cap : 1024;
+			struct stp_extent *grown = reallocarray(r->v, cap, sizeof(*grown));
+
+			if (!grown)
+				return -ENOMEM;
+			r->v = grown;
+			r->cap = cap;
+		}
+		int rc = stp_image_extent(b->img, ino, i, &r->v[r->n]);
+
+		if (rc)
+			return rc;
+		r->n += r->v[r->n].length != 0;
+	}
+	return 0;
+}
+
+static int cmp_range(const void *x, const void *y)
+{
+	const struct stp_extent *a = x, *b = y;
+
+	return (a->stream_off > b->stream_off) - (a->stream_off < b->stream_off);
+}
+
+/* Adds the bytes R covers (each once) to each block's live count. */
+static void ranges_count(struct base *b, struct ranges *r)
+{
+	uint64_t at = 0; /* bytes below it are counted */
+
+	qsort(r->v, r->n, sizeof(*r->v), cmp_range);
+	for (size_t i = 0; i < r->n; i++) {
+		uint64_t off = r->v[i].stream_off > at ? r->v[i].stream_off : at;
+		uint64_t end = r->v[i].stream_off + r->v[i].length;
+
+		while (off < end) {
+			uint64_t block = stp_sb_block_of(&b->sb, off);
+			uint64_t stop = stp_sb_block_end(&b->sb, block);
+			uint64_t n = (end < stop ? end : stop) - off;
+
+			b->blocks[block].live += n;
+			off += n;
+		}
+		at = end > at ? end : at;
+	}
+}
+
+/* Every block's live bytes: what the kept files that are not dropped cover. */
+static int count_live(struct base *b)
+{
+	struct ranges r = { 0 };
+	int rc = 0;
+
+	for (uint64_t i = 0; i < b->sb.block_count; i++)
+		b->blocks[i].live = 0;
+	for (size_t i = 0; i < b->nkept && !rc; i++)
+		if (!b->kept[i].dropped)
+			rc = ranges_add_inode(b, &r, &b->kept[i].old);
+	if (!rc)
+		ranges_count(b, &r);
+	free(r.v);
+	return rc;
+}
+
+/* OLD's last block, when shorter than a block: it can only go last. */
+static int short_tail(const struct base *b, uint64_t block)
+{
+	return block + 1 == b->sb.block_count &&
+	       stp_sb_block_len(&b->sb, block) < (1ull << b->sb.block_log);
+}
+
+/* Whether file K can stay: every block it touches carried, and not split between the
+ * short tail and another block (they do not follow one another in the new image). */
+static int kept_fits(const struct base *b, const struct kept *k)
+{
+	if (k->first != k->last && short_tail(b, k->last))
+		return 0;
+	for (uint64_t i = k->first; i <= k->last; i++)
+		if (!b->blocks[i].carried)
+			return 0;
+	return 1;
+}
+
+/* Chooses the blocks to carry: those past OLD's hot region whose live bytes are at least
+ * BASE_LIVE_NUM / BASE_LIVE_DEN of their data. Data, not the bytes OLD's files hold: a
+ * block carried once holds bytes that no file of OLD refers to, and they count too, or
+ * a chain of releases would carry its dead bytes for ever. Dropping a file lowers the live bytes of
+ * its other blocks, so this runs until nothing more is dropped: at most once per file. */
+static int choose_blocks(struct base *b)
+{
+	int changed = 1, rc = 0;
+
+	while (changed && !rc) {
+		changed = 0;
+		rc = count_live(b);
+		for (uint64_t i = 0; i < b->sb.block_count && !rc; i++) {
+			struct old_block *ob = &b->blocks[i];
+
+			ob->carried = i >= b->first_cold && ob->live &&
+				      ob->live * BASE_LIVE_DEN >= ob->data * BASE_LIVE_NUM;
+		}
+		for (size_t i = 0; i < b->nkept && !rc; i++) {
+			if (!b->kept[i].dropped && !kept_fits(b, &b->kept[i])) {
+				b->kept[i].dropped = 1;
+				changed = 1;
+			}
+		}
+	}
+	return rc;
+}
+
+/* The list of blocks to put: OLD's order, the short tail last. */
+static int list_carried(struct base *b)
+{
+	uint64_t n = 0;
+
+	b->carried = calloc(b->sb.block_count ? b->sb.block_count : 1, sizeof(*b->carried));
+	if (!b->carried)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < b->sb.block_count; i++)
+		if (b->blocks[i].carried)
+			b->carried[n++] = i;
+	b->ncarried = n;
+	b->carry.tail = n && short_tail(b, b->carried[n - 1]);
+	b->carry.nhead = n - (uint64_t)b->carry.tail;
+	return 0;
+}
+
+static int cmp_node(const void *x, const void *y)
+{
+	const struct node *a = *(struct node *const *)x, *b = *(struct node *const *)y;
+
+	return (a > b) - (a < b);
+}
+
+/* Removes the kept files' pieces from ORDER: they are not packed. */
+static int drop_kept_pieces(struct base *b, struct piece *order, size_t nhot, size_t *count)
+{
+	struct node **live = malloc((b->nkept ? b->nkept : 1) * sizeof(*live));
+	size_t k = nhot;
+
+	if (!live)
+		return -ENOMEM;
+	b->nlive = 0;
+	for (size_t i = 0; i < b->nkept; i++)
+		if (!b->kept[i].dropped)
+			live[b->nlive++] = b->kept[i].file;
+	qsort(live, b->nlive, sizeof(*live), cmp_node);
+	for (size_t i = nhot; i < *count; i++)
+		if (!bsearch(&order[i].file, live, b->nlive, sizeof(*live), cmp_node))
+			order[k++] = order[i];
+	*count = k;
+	free(live);
+	return 0;
+}
+
+/* pack_carry's put: copies OLD's stored block, checked again as it is read. */
+static int put_block(void *ctx, uint64_t i, uint64_t stream, int fd, uint64_t pos,
+		     struct stp_blockent *be, uint64_t *len)
+{
+	struct base *b = ctx;
+	uint64_t block = b->carried[i];
+	size_t stored;
+	int rc;
+
+	if (!b->stored && !(b->stored = malloc(stp_image_stored_max(b->img))))
+		return -ENOMEM;
+	rc = stp_image_read_stored(b->img, STP_SIG_HASH_BLOCK0 + block, b->stored, &stored);
+	if (!rc)
+		rc = stp_image_block(b->img, block, be);
+	if (rc)
+		return old_failed(b, rc, "--base: reading a block");
+	rc = stp_pwrite_full(fd, b->stored, stored, pos);
+	if (rc)
+		return rc;
+	be->offset = pos;
+	b->blocks[block].stream = stream;
+	*len = stp_sb_block_len(&b->sb, block);
+	return 0;
+}
+
+int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
+	       struct pack_carry *carry)
+{
+	int rc = find_kept(b, order, nhot, *count);
+
+	if (!rc)
+		rc = choose_blocks(b);
+	if (!rc)
+		rc = list_carried(b);
+	for (int i = 0; i < 2 && !rc; i++) { /* the comparison is over: memory back */
+		free(b->cache[i].buf);
+		b->cache[i].buf = NULL;
+	}
+	if (!rc)
+		rc = drop_kept_pieces(b, order, nhot, count);
+	if (rc)
+		return rc;
+	b->carry.put = put_block;
+	b->carry.ctx = b;
+	*carry = b->carry;
+	return 0;
+}
+
+/* Kept file K's extents: OLD's, moved with their blocks. */
+static int place_file(struct base *b, struct kept *k)
+{
+	struct node *f = k->file;
+	struct stp_extent *v = calloc(k->old.count, sizeof(*v));
+	int rc = v ? 0 : -ENOMEM;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < k->old.count && !rc; i++) {
+		rc = stp_image_extent(b->img, &k->old, i, &v[n]);
+		if (rc || !v[n].length)
+			continue;
+		uint64_t block = stp_sb_block_of(&b->sb, v[n].stream_off);
+
+		/* the blocks it spans follow one another here as in OLD */
+		v[n].stream_off = b->blocks[block].stream +
+				  (v[n].stream_off - stp_sb_block_start(&b->sb, block));
+		n++;
+	}
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	free(f->extents);
+	f->extents = v;
+	f->nextents = n;
+	return 0;
+}
+
+int base_place(struct base *b)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < b->nkept && !rc; i++)
+		if (!b->kept[i].dropped)
+			rc = place_file(b, &b->kept[i]);
+	return rc;
+}
+
+void base_print(const struct base *b, FILE *out)
+{
+	uint64_t dead = 0, stored = 0;
+	char a[32], c[32];
+
+	for (uint64_t i = 0; i < b->ncarried; i++) {
+		struct stp_blockent be;
+
+		const struct old_block *ob = &b->blocks[b->carried[i]];
+
+		/* a file that ends in zeros holds live bytes past the data */
+		dead += ob->data > ob->live ? ob->data - ob->live : 0;
+		if (!stp_image_block(b->img, b->carried[i], &be))
+			stored += be.stored_size;
+	}
+	fprintf(out, "base %s: %zu files kept in %" PRIu64 " of its %" PRIu64 " blocks "
+		"(%s stored, %s of them dead)\n", b->path, b->nlive, b->ncarried,
+		b->sb.block_count, stp_human_size(stored, a, sizeof(a)),
+		stp_human_size(dead, c, sizeof(c)));
+}

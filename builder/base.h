@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mkstipple --base OLD: the files that did not change since OLD keep their place. Each
+ * cold file of the new tree whose bytes equal those of the file at its path in OLD is
+ * kept; the OLD blocks that hold kept files are carried into the new image as they are
+ * stored (not compressed again), so a published release shares them with OLD. A block
+ * whose kept bytes fall below BASE_LIVE_NUM / BASE_LIVE_DEN of its data (up to the zeros
+ * that end it) is not carried: its kept files are packed again, and its dead bytes go.
+ *
+ * OLD is untrusted: every carried block is decoded (its checksum checked) while its
+ * files are compared, and its stored bytes are checked again as they are copied. What is kept depends only on OLD's bytes, the tree and the options that
+ * shape the image, never on --threads or --memory.
+ *
+ * Not thread-safe (main thread). Functions report their errors naming OLD and return 0
+ * or -errno.
+ */
+#ifndef MKSTP_BASE_H
+#define MKSTP_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "order.h"
+#include "pack.h"
+#include "tree.h"
+
+/* A carried block holds at least as many live bytes as dead ones (those of files that
+ * changed or went, in this release or an earlier one): however long a chain of releases,
+ * its carried blocks hold at most twice the data of their live files (mkstipple(1),
+ * --base). */
+#define BASE_LIVE_NUM 1u
+#define BASE_LIVE_DEN 2u
+
+struct base;
+
+/* Opens OLD and checks that its blocks can be carried into an image built with O:
+ * the same block size, no dictionary, filters relative to each block, and --no-bcj
+ * only when OLD has no filtered block. *OUT is the caller's (base_close). */
+int base_open(const char *old, const struct pack_opts *o, struct base **out);
+
+/* Finds the cold files among ORDER[NHOT..*COUNT) that OLD holds at their path with the
+ * same bytes, chooses the OLD blocks to carry, removes the kept files' pieces from ORDER
+ * (*COUNT shrinks) and fills *CARRY (valid until base_close) for pack_files. */
+int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
+	       struct pack_carry *carry);
+
+/* Once pack_files has placed the carried blocks: gives each kept file its extents in
+ * the new stream. */
+int base_place(struct base *b);
+
+/* One line saying what was carried, for the summary. */
+void base_print(const struct base *b, FILE *out);
+
+void base_close(struct base *b);
+
+#endif
