@@ -189,6 +189,9 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
+		.has_ids = fds->has_ids,
+		.uid = fds->uid,
+		.gid = fds->gid,
 		.keep_fds = keep,
 		.keep_stderr = d->fs.opts->foreground,
 		/* the cache file reaches at most this; a hot list has no such bound */
@@ -548,7 +551,7 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 	log_prog = d->prog;
 	log_monitor_fd = fds->monitor;
 	stp_log_set_handler(log_handler);
-	stp_sandbox_warn(d->fs.opts->sandbox, d->fs.opts->sandbox_user); /* stderr is the user's */
+	stp_sandbox_warn(d->fs.opts->sandbox); /* stderr is the user's */
 	err = detach(d, mem_limit);
 	if (!err && fds->nkeys && (err = stp_sign_init()))
 		fail(d, err, "cannot set up OpenSSL to check the signature: %s", stp_strerror(err));

@@ -13,7 +13,9 @@
 #ifndef STP_DAEMON_H
 #define STP_DAEMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "diskcache.h"
 
@@ -37,6 +39,10 @@ struct stp_daemon_fds {
 	unsigned nchans;
 	uint64_t url_size;
 	struct stp_diskcache_file cache;
+	/* root: the sandbox user's ids, looked up by the monitor (HAS_IDS false: none) */
+	bool has_ids;
+	uid_t uid;
+	gid_t gid;
 };
 
 /* Exit statuses of the daemon process. */

@@ -83,6 +83,7 @@
 #include "prime.h"
 #include "progpath.h"
 #include "remote.h"
+#include "sandbox.h"
 #include "setup.h"
 #include "store.h"
 #include "trustkeys.h"
@@ -509,6 +510,23 @@ static int mount_fuse(struct monitor *m)
 	return -EIO;
 }
 
+/* Root's daemon runs as the sandbox user: looked up here, while the daemon starts, so
+ * that it makes no lookup of its own (the name service loads modules and reads files). */
+static int look_up_sandbox_user(struct monitor *m)
+{
+	char err[256];
+	int rc;
+
+	if (geteuid() != 0 || m->o->sandbox == STP_SANDBOX_OFF)
+		return 0;
+	rc = stp_sandbox_resolve_user(m->o->sandbox_user, &m->h.sandbox_uid, &m->h.sandbox_gid,
+				      err, sizeof(err));
+	m->h.sandbox_ids = !rc;
+	if (rc)
+		stp_monlog_say(m->prog, "sandbox: %s", err);
+	return rc;
+}
+
 /* The daemon gets the mount; the monitor keeps none of what it hands over. */
 static int hand_over(struct monitor *m, int fd)
 {
@@ -836,6 +854,8 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 		err = remember_mountpoint(&m);
 	if (!err)
 		err = mount_fuse(&m);
+	if (!err)
+		err = look_up_sandbox_user(&m);
 	if (!err)
 		err = hand_over(&m, sv[0]);
 	if (!err)

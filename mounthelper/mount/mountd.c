@@ -57,6 +57,9 @@ static void pick_fds(const struct stp_setup *s, const int *fds, struct stp_daemo
 		.chans = chans,
 		.url_size = s->url_size,
 		.cache = s->cache,
+		.has_ids = s->sandbox_ids,
+		.uid = s->sandbox_uid,
+		.gid = s->sandbox_gid,
 	};
 	out->cache.fd = stp_setup_fd(s, fds, STP_FD_CACHE);
 	for (uint32_t i = 0; i < s->nroles; i++)
