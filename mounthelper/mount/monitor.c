@@ -37,8 +37,8 @@
  *                                              root never runs fusermount3
  *   open(mount point) O_PATH, fork,           priming, in a child confined first (the
  *     kill at the deadline, waitpid            lookups: prime.c)
- *   fork; bounding set emptied, securebits    the watcher, left once the mount is live
- *     locked, no_new_privs, capset; then
+ *   fork; bounding set emptied, securebits    the watcher, forked while the daemon opens
+ *     locked, no_new_privs, capset; then       the image, staying once the mount is live
  *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
  *                                              only: when the daemon ends and left its
  *                                              mount dead, it unmounts it
@@ -109,6 +109,8 @@ struct monitor {
 	bool reaped;          /* the daemon was waited for: never signal it again */
 	int status;           /* its wait status, once reaped */
 	bool mounted;         /* the daemon said the FUSE mount exists */
+	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
+	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
@@ -117,7 +119,7 @@ static void init(struct monitor *m, const struct stp_mount_opts *o, const char *
 {
 	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
 			       .record_fd = -1,
-			       .pidfd = -1,
+			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
 				      .cache = { .fd = -1 }, .fetcher = { .pid = -1, .ctl = { -1, -1 } } } };
 	stp_monlog_route(prog);
@@ -754,10 +756,18 @@ static int keep_only_unmount(void)
 	return err;
 }
 
-/* The watcher's process (watcher.h): when the daemon ends and left its mount dead, it
- * unmounts it. */
-static _Noreturn void watch(struct monitor *m)
+/* The watcher's process (watcher.h): once told the mount is live (a byte on GO; the
+ * pipe closed: it was not), when the daemon ends and left its mount dead, it unmounts
+ * it. */
+static _Noreturn void watch(struct monitor *m, int go)
 {
+	ssize_t n;
+	char c;
+
+	while ((n = read(go, &c, 1)) < 0 && errno == EINTR)
+		;
+	if (n != 1)
+		_exit(0);
 	stp_watcher_detach(m->pidfd, m->parent_fd, &m->saved_mask);
 	if (keep_only_unmount())
 		_exit(1);
@@ -767,21 +777,53 @@ static _Noreturn void watch(struct monitor *m)
 	_exit(0);
 }
 
-/* A live mount outlives the monitor: its watcher stays. Without pidfds (Linux < 5.3)
- * there is none. */
-static void leave_watcher(struct monitor *m)
+/* A live mount outlives the monitor: its watcher stays. It is forked while the daemon
+ * opens the image, when the monitor only waits: its fork (the monitor's page tables
+ * copied) no longer holds up the return after LIVE. Without pidfds (Linux < 5.3), or in
+ * the foreground (the monitor stays), there is none. */
+static void say_no_watcher(const struct monitor *m, int err)
 {
-	pid_t pid;
+	stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
+		       "mount", m->o->mountpoint, stp_strerror(err));
+}
 
-	if (m->pidfd < 0)
+static void start_watcher(struct monitor *m)
+{
+	int go[2];
+
+	if (m->o->foreground || m->pidfd < 0)
 		return;
+	if (pipe2(go, O_CLOEXEC)) {
+		say_no_watcher(m, -errno);
+		return;
+	}
 	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		watch(m);
-	if (pid < 0)
-		stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
-		    "mount", m->o->mountpoint, stp_strerror(-errno));
+	m->watcher = fork();
+	if (m->watcher == 0) {
+		close(go[1]);
+		watch(m, go[0]);
+	}
+	close(go[0]);
+	if (m->watcher < 0) {
+		say_no_watcher(m, -errno);
+		close(go[1]);
+		return;
+	}
+	m->watcher_go = go[1];
+}
+
+/* The watcher stays when the mount is LIVE; else it exits, and is reaped. */
+static void release_watcher(struct monitor *m, bool live)
+{
+	if (m->watcher_go < 0)
+		return;
+	if (live && write(m->watcher_go, "L", 1) != 1)
+		say_no_watcher(m, -errno);
+	close(m->watcher_go);
+	m->watcher_go = -1;
+	if (!live)
+		while (waitpid(m->watcher, NULL, 0) < 0 && errno == EINTR)
+			;
 }
 
 /* The daemon's word that the mount is live, then the priming; then the monitor stays
@@ -789,9 +831,10 @@ static void leave_watcher(struct monitor *m)
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf)
-		      : -ENOMEM;
+	int err;
 
+	start_watcher(m);
+	err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf) : -ENOMEM;
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
 	if (!err)
@@ -802,12 +845,10 @@ static int supervise(struct monitor *m, int fd)
 		err = prime(m, fd, buf);
 	free(buf);
 	close(fd);
+	release_watcher(m, !err);
 	if (err)
 		return err;
-	if (m->o->foreground)
-		return stay(m);
-	leave_watcher(m);
-	return 0;
+	return m->o->foreground ? stay(m) : 0;
 }
 
 /* Live or undone: what the monitor still holds goes, and the signals come back. */
