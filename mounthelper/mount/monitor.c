@@ -178,11 +178,14 @@ static int read_keys(struct monitor *m)
 	return stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, m->o->verify_key, m->h.keys);
 }
 
-/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
+/* The daemon, found before anything is mounted: a missing program is said at once. A
+ * URL or verify= needs stipple-mountd-checked, which links libcrypto; the rest
+ * stipple-mountd, which starts without it (daemonchecks.h). */
 static int open_mountd(struct monitor *m)
 {
+	const char *name = m->o->verify || m->o->is_url ? STP_MOUNTD_CHECKED_NAME : STP_MOUNTD_NAME;
 	char path[4096];
-	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
+	int err = stp_progpath(name, STP_LIBEXEC_DIR, path, sizeof(path));
 
 	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
 		err = -errno;
@@ -192,8 +195,9 @@ static int open_mountd(struct monitor *m)
 }
 
 /* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
- * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
- * mount it serves (the image as messages name it: no query); it reads none of them.
+ * before, an empty environment, then stipple-mountd (or -checked). Its arguments only
+ * tell ps which mount it serves (the image as messages name it: no query), both as
+ * stipple-mountd; it reads none of them.
  * Run in a vfork child (spawn_daemon): system calls only, on memory it shares with the
  * monitor, and nothing written there but its own stack. */
 static _Noreturn void exec_daemon(struct monitor *m, int fd)
