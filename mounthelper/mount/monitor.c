@@ -2,7 +2,11 @@
 /*
  * The privileged side of a mount (monitor.h): every privileged call of a mount, in the
  * order made, each made here except the disk cache folder's and the block store's, which
- * are all in cachedir.c and store.c (named below). What needs no privilege runs beside
+ * are all in cachedir.c and store.c (named below). Those are a URL mount's file calls on
+ * the caller's own cache folder (root's /var/cache/stipple, a user's ~/.cache/stipple),
+ * each beneath a descriptor opened without following links; they run as the caller, not
+ * as the sandbox user, because the daemon runs as that user and must not be able to
+ * change the cache behind the monitor. They stay in their two modules (500 lines). What needs no privilege runs beside
  * it: the messages (monlog.c), the conversation with the daemon (montalk.c), the
  * signals (monsig.c), the memory bound (budget.c), the fetcher's channels (fetcher.c),
  * the keys' parsing (trustkeys.c), the priming lookups (prime.c), the watcher's
