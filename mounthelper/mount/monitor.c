@@ -125,7 +125,9 @@ static void init(struct monitor *m, const struct stp_mount_opts *o, const char *
 			       .record_fd = -1,
 			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
-				      .cache = { .fd = -1 }, .fetcher = { .pid = -1, .ctl = { -1, -1 } } } };
+				      .cache = { .fd = -1 } } };
+	/* every descriptor -1: a zero would be closed as the monitor's stdin at the hand-over */
+	stp_fetcher_init(&m->h.fetcher);
 	stp_monlog_route(prog);
 }
 
@@ -764,21 +766,31 @@ static int keep_only_unmount(void)
 	return err;
 }
 
-/* The watcher's process (watcher.h): once told the mount is live (a byte on GO; the
- * pipe closed: it was not), when the daemon ends and left its mount dead, it unmounts
- * it. */
-static _Noreturn void watch(struct monitor *m, int go)
+/* One byte on the watcher's socket, or none: whether it came. */
+static bool word_sent(int fd)
+{
+	return send(fd, "w", 1, MSG_NOSIGNAL) == 1;
+}
+
+static bool word_came(int fd)
 {
 	ssize_t n;
 	char c;
 
-	while ((n = read(go, &c, 1)) < 0 && errno == EINTR)
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
 		;
-	if (n != 1)
+	return n == 1;
+}
+
+/* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
+ * stays once told the mount is live (the socket closed: it was not); when the daemon then
+ * ends and left its mount dead, it unmounts it. */
+static _Noreturn void watch(struct monitor *m, int word)
+{
+	stp_watcher_detach(m->pidfd, m->parent_fd, word, &m->saved_mask);
+	if (keep_only_unmount() || !word_sent(word) || !word_came(word))
 		_exit(0);
-	stp_watcher_detach(m->pidfd, m->parent_fd, &m->saved_mask);
-	if (keep_only_unmount())
-		_exit(1);
+	close(word);
 	stp_watcher_wait(m->pidfd);
 	if (mount_dead(m))
 		unmount_ours(m);
@@ -801,7 +813,7 @@ static void start_watcher(struct monitor *m)
 
 	if (m->o->foreground || m->pidfd < 0)
 		return;
-	if (pipe2(go, O_CLOEXEC)) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go)) {
 		say_no_watcher(m, -errno);
 		return;
 	}
@@ -820,13 +832,15 @@ static void start_watcher(struct monitor *m)
 	m->watcher_go = go[1];
 }
 
-/* The watcher stays when the mount is LIVE; else it exits, and is reaped. */
+/* The watcher stays when the mount is LIVE, once it has said it dropped privilege (so
+ * that it has when mount.stipple returns; one that could not has exited, silently, as
+ * before); else it exits, and is reaped. */
 static void release_watcher(struct monitor *m, bool live)
 {
 	if (m->watcher_go < 0)
 		return;
-	if (live && write(m->watcher_go, "L", 1) != 1)
-		say_no_watcher(m, -errno);
+	if (live && word_came(m->watcher_go))
+		word_sent(m->watcher_go);
 	close(m->watcher_go);
 	m->watcher_go = -1;
 	if (!live)
