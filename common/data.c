@@ -187,7 +187,7 @@ int img_part_check(const struct stp_image *img, const struct img_part *p, const 
 	if (!(img->hashes && p->hash_only) && stp_checksum(buf, p->be.stored_size) != p->be.checksum)
 		return STP_CORRUPT(img->path, "%s%s checksum mismatch", part_name(p, name),
 				   p->n == IMG_PART_ONLY ? "" : ":");
-	if (img->hashes && !img_hash_ok(img, p->hash, buf, p->be.stored_size))
+	if (img->hashes && !img->hash->ok(img, p->hash, buf, p->be.stored_size))
 		return STP_CORRUPT(img->path, "%s does not match its signed hash", part_name(p, name));
 	return 0;
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bcj.h"
-#include "hasher.h"
+#include "hash.h"
 #include "log.h"
 
 /* One decompression context per thread, freed when the thread exits. */
@@ -134,9 +134,9 @@ static int decode_verified(const struct stp_image *img, uint64_t block,
 	if (!rc) {
 		const char *why = NULL;
 
-		stp_hasher_start(stored, be->stored_size);
+		img->hash->start(stored, be->stored_size);
 		rc = img_zstd_decode(img, be, stored, out, size, &why);
-		stp_hasher_wait(h);
+		img->hash->wait(h);
 		/* damage shows as a wrong hash first, whatever the decoder made of it */
 		if (memcmp(h, img->hashes + (STP_SIG_HASH_BLOCK0 + block) * STP_SIG_HASH_LEN,
 			   STP_SIG_HASH_LEN))

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inside the image reader (image.h), split as the work is:
- *   super.c       open and close, the superblock, the accessors
- *   sigblock.c    the signature block: its header, the signature, the signed hashes
+ *   super.c       open and close, the superblock, the signature block's header, the
+ *                 accessors
+ *   sigblock.c    opening verified: the signature checked, the signed hashes (the only
+ *                 part that needs libcrypto: a program that never opens verified does
+ *                 not link it)
  *   meta.c        the metadata: loaded whole, or paged (its page table and pages)
  *   inode.c       inodes, link targets, the string pool
  *   namei.c       directory entries, name lookup, path resolution
@@ -40,6 +43,17 @@ struct stp_image {
 	int is_signed;       /* the signature block's header decoded */
 	uint8_t signer[STP_SIG_KEY_ID_LEN];
 	uint8_t *hashes;     /* opened verified: the signed hashes (stipple(5)), else NULL */
+	const struct img_hash_ops *hash; /* set with HASHES (sigblock.c) */
+};
+
+/* Checking the signed hashes (SHA-256, libcrypto), reached only through an image opened
+ * verified, so that a program that never opens one does not link it. */
+struct img_hash_ops {
+	/* whether the signed hash number INDEX is that of LEN bytes at P */
+	int (*ok)(const struct stp_image *img, uint64_t index, const void *p, size_t len);
+	/* stp_hasher_start and stp_hasher_wait (hasher.h) */
+	void (*start)(const void *p, size_t len);
+	void (*wait)(uint8_t out[STP_SIG_HASH_SIZE]);
 };
 
 /* True when [first, first + count) lies inside a table of TOTAL records. */
@@ -48,14 +62,19 @@ static inline int img_range_ok(uint64_t first, uint64_t count, uint64_t total)
 	return first <= total && count <= total - first;
 }
 
-/* sigblock.c. The header of the signature block, read for every signed image
+/* super.c. The header of the signature block, read for every signed image
  * (stp_image_signer); -EPROTONOSUPPORT: a hash this stipple does not know. */
 int img_read_sighdr(struct stp_image *img, struct stp_sighdr *h);
-/* Reads the whole signature block and checks the signature (KEY NULL: only its form),
- * keeping the hashes in img->hashes. */
+/* Opens an image from SRC (taken over, as stp_image_open_src); with CHECK (sigblock.c's
+ * img_read_signature, given KEY) verified: CHECK reads the signature block before
+ * anything the metadata says. */
+typedef int (*img_sigcheck_fn)(struct stp_image *img, const struct stp_pubkey *key);
+int img_open(struct stp_imgsrc *src, img_sigcheck_fn check, const struct stp_pubkey *key,
+	     struct stp_image **out);
+
+/* sigblock.c. Reads the whole signature block and checks the signature (KEY NULL: only
+ * its form), keeping the hashes in img->hashes and the means to check them in img->hash. */
 int img_read_signature(struct stp_image *img, const struct stp_pubkey *key);
-/* Opened verified, whether the signed hash number INDEX is that of LEN bytes at P. */
-int img_hash_ok(const struct stp_image *img, uint64_t index, const void *p, size_t len);
 
 /* meta.c. Loads the metadata (whole, or paged: its page table) and checks its header;
  * then the dictionary, checked against its checksum and, verified, its signed hash. */

@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* The signature block of an image being opened: its header, the signature checked against
- * a key, and the signed hashes the reader checks the parts against (stipple(5)). */
+/* An image opened verified: its signature block read whole, the signature checked against
+ * a key, and the signed hashes the reader checks the parts against (stipple(5)). The
+ * plain open (super.c) reads only the block's header, and needs no libcrypto. */
 #include "image_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "hash.h"
+#include "hasher.h"
 #include "imgsrc.h"
 #include "keys.h"
 #include "log.h"
 
 /* Opened verified, the signed hash number INDEX must be that of LEN bytes at P. */
-int img_hash_ok(const struct stp_image *img, uint64_t index, const void *p, size_t len)
+static int img_hash_ok(const struct stp_image *img, uint64_t index, const void *p, size_t len)
 {
 	uint8_t h[STP_SIG_HASH_LEN];
 
@@ -20,23 +22,11 @@ int img_hash_ok(const struct stp_image *img, uint64_t index, const void *p, size
 	return !memcmp(h, img->hashes + index * STP_SIG_HASH_LEN, STP_SIG_HASH_LEN);
 }
 
-/* The header of the signature block, read for every signed image: stp_image_signer. */
-int img_read_sighdr(struct stp_image *img, struct stp_sighdr *h)
-{
-	uint8_t raw[STP_SIG_HDR_SIZE];
-	int rc = stp_imgsrc_read(img->src, raw, sizeof(raw), img->sb.sig_offset);
-
-	if (rc == STP_IMGSRC_END)
-		return STP_CORRUPT(img->path, "signature block lies past the end of the file");
-	if (rc)
-		return rc;
-	rc = stp_sighdr_decode(raw, &img->sb, h);
-	if (rc == -EUCLEAN)
-		return STP_CORRUPT(img->path, "signature block header invalid");
-	img->is_signed = 1;
-	memcpy(img->signer, h->key_id, sizeof(img->signer));
-	return rc; /* -EPROTONOSUPPORT: a hash this stipple does not know */
-}
+static const struct img_hash_ops hash_ops = {
+	.ok = img_hash_ok,
+	.start = stp_hasher_start,
+	.wait = stp_hasher_wait,
+};
 
 /* The signature block SIG (read whole) holds KEY's signature of the root hash over the
  * superblock as read and the block itself. */
@@ -94,5 +84,21 @@ int img_read_signature(struct stp_image *img, const struct stp_pubkey *key)
 	/* the hashes follow the header: keep them where they are */
 	memmove(sig, sig + STP_SIG_HDR_SIZE, img->sb.sig_size - STP_SIG_HDR_SIZE);
 	img->hashes = sig;
+	img->hash = &hash_ops;
 	return 0;
+}
+
+int stp_image_open_src_verified(struct stp_imgsrc *src, const struct stp_pubkey *key,
+				struct stp_image **out)
+{
+	return img_open(src, img_read_signature, key, out);
+}
+
+int stp_image_open_verified(int fd, const char *path, const struct stp_pubkey *key,
+			    struct stp_image **out)
+{
+	struct stp_imgsrc *src;
+	int rc = stp_imgsrc_open_fd(fd, path, &src);
+
+	return rc ? rc : img_open(src, img_read_signature, key, out);
 }

@@ -126,10 +126,28 @@ static int read_superblock(struct stp_image *img)
 	return read_sb_raw(img->src, img->sb_raw, &img->sb);
 }
 
-/* The open both entry points share; VERIFY says whether the hashes are checked, with
- * KEY (or NULL: integrity alone). */
-static int open_image(struct stp_imgsrc *src, int verify, const struct stp_pubkey *key,
-		      struct stp_image **out)
+/* The header of the signature block, read for every signed image: stp_image_signer. */
+int img_read_sighdr(struct stp_image *img, struct stp_sighdr *h)
+{
+	uint8_t raw[STP_SIG_HDR_SIZE];
+	int rc = stp_imgsrc_read(img->src, raw, sizeof(raw), img->sb.sig_offset);
+
+	if (rc == STP_IMGSRC_END)
+		return STP_CORRUPT(img->path, "signature block lies past the end of the file");
+	if (rc)
+		return rc;
+	rc = stp_sighdr_decode(raw, &img->sb, h);
+	if (rc == -EUCLEAN)
+		return STP_CORRUPT(img->path, "signature block header invalid");
+	img->is_signed = 1;
+	memcpy(img->signer, h->key_id, sizeof(img->signer));
+	return rc; /* -EPROTONOSUPPORT: a hash this stipple does not know */
+}
+
+/* The open every entry point shares; CHECK (sigblock.c) reads the signature block and
+ * keeps the hashes, with KEY (or NULL: integrity alone). */
+int img_open(struct stp_imgsrc *src, img_sigcheck_fn check, const struct stp_pubkey *key,
+	     struct stp_image **out)
 {
 	struct stp_image *img = calloc(1, sizeof(*img));
 	const char *path = src->name;
@@ -145,12 +163,12 @@ static int open_image(struct stp_imgsrc *src, int verify, const struct stp_pubke
 	if (!img->path)
 		goto fail;
 	rc = read_superblock(img);
-	if (!rc && verify && !(img->sb.feat_compat & STP_FEAT_COMPAT_SIGNED)) {
+	if (!rc && check && !(img->sb.feat_compat & STP_FEAT_COMPAT_SIGNED)) {
 		stp_log(STP_LOG_ERR, "%s: the image is not signed", path);
 		rc = -ENOKEY;
 	}
-	if (!rc && verify)
-		rc = img_read_signature(img, key);
+	if (!rc && check)
+		rc = check(img, key);
 	else if (!rc && img->sb.feat_compat & STP_FEAT_COMPAT_SIGNED &&
 		 (rc = img_read_sighdr(img, &(struct stp_sighdr){ 0 })) == -EPROTONOSUPPORT)
 		rc = 0; /* an unknown hash: readable, as an unsigned image is */
@@ -173,13 +191,7 @@ fail:
 
 int stp_image_open_src(struct stp_imgsrc *src, struct stp_image **out)
 {
-	return open_image(src, 0, NULL, out);
-}
-
-int stp_image_open_src_verified(struct stp_imgsrc *src, const struct stp_pubkey *key,
-				struct stp_image **out)
-{
-	return open_image(src, 1, key, out);
+	return img_open(src, NULL, NULL, out);
 }
 
 int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
@@ -187,16 +199,7 @@ int stp_image_open_fd(int fd, const char *path, struct stp_image **out)
 	struct stp_imgsrc *src;
 	int rc = stp_imgsrc_open_fd(fd, path, &src);
 
-	return rc ? rc : open_image(src, 0, NULL, out);
-}
-
-int stp_image_open_verified(int fd, const char *path, const struct stp_pubkey *key,
-			    struct stp_image **out)
-{
-	struct stp_imgsrc *src;
-	int rc = stp_imgsrc_open_fd(fd, path, &src);
-
-	return rc ? rc : open_image(src, 1, key, out);
+	return rc ? rc : img_open(src, NULL, NULL, out);
 }
 
 int stp_image_signer(const struct stp_image *img, uint8_t id[32])

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "daemon.h"
+#include "daemonchecks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,7 @@
 struct stp_daemon {
 	struct stp_fs fs;
 	const char *prog;
+	const struct stp_daemon_checks *checks; /* NULL: no URL, no verify= */
 	int monitor_fd;   /* until the mount is live and the plan sent, else -1 */
 	int record_fd;
 	int ending_fds[2]; /* the pipe the ending signals write to (ending.h) */
@@ -77,11 +79,7 @@ static void log_handler(enum stp_log_level level, const char *msg)
 	pthread_mutex_unlock(&log_lock);
 }
 
-/* The mount cannot go live: the monitor prints the reason and unmounts. */
-static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
+int stp_daemon_fail(struct stp_daemon *d, int err, const char *fmt, ...)
 {
 	char text[480];
 	int n = snprintf(text, sizeof(text), "%s: ", d->prog);
@@ -95,7 +93,8 @@ static int fail(struct stp_daemon *d, int err, const char *fmt, ...)
 	return err;
 }
 
-int stp_daemon_new(const struct stp_mount_opts *o, const char *prog, struct stp_daemon **out)
+int stp_daemon_new(const struct stp_mount_opts *o, const char *prog,
+		   const struct stp_daemon_checks *checks, struct stp_daemon **out)
 {
 	struct stp_daemon *d = calloc(1, sizeof(*d));
 	char *argv[] = { (char *)prog, "-o", o->fuse_opts, NULL };
@@ -105,6 +104,7 @@ int stp_daemon_new(const struct stp_mount_opts *o, const char *prog, struct stp_
 		return -ENOMEM;
 	d->fs.opts = o;
 	d->prog = prog;
+	d->checks = checks;
 	d->monitor_fd = d->record_fd = -1;
 	d->fs.se = fuse_session_new(&args, &stp_fuseops, sizeof(stp_fuseops), &d->fs);
 	if (!d->fs.se) {
@@ -119,6 +119,11 @@ int stp_daemon_new(const struct stp_mount_opts *o, const char *prog, struct stp_
 struct fuse_session *stp_daemon_session(struct stp_daemon *d)
 {
 	return d->fs.se;
+}
+
+const struct stp_mount_opts *stp_daemon_opts(const struct stp_daemon *d)
+{
+	return d->fs.opts;
 }
 
 void stp_daemon_free(struct stp_daemon *d)
@@ -148,7 +153,7 @@ static int detach_stdio(struct stp_daemon *d)
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (fd < 0)
-		return fail(d, -errno, "/dev/null: %s", stp_strerror(-errno));
+		return stp_daemon_fail(d, -errno, "/dev/null: %s", stp_strerror(-errno));
 	for (int i = 0; i < 3; i++)
 		dup2(fd, i);
 	close(fd);
@@ -167,12 +172,12 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
 	if (err)
 		return err;
 	if (!d->fs.opts->foreground && chdir("/"))
-		return fail(d, -errno, "chdir /: %s", stp_strerror(-errno));
+		return stp_daemon_fail(d, -errno, "chdir /: %s", stp_strerror(-errno));
 	err = stp_ending_install(d->ending_fds);
 	if (err)
-		return fail(d, err, "cannot install signal handlers: %s", stp_strerror(err));
+		return stp_daemon_fail(d, err, "cannot install signal handlers: %s", stp_strerror(err));
 	if (mem_limit && setrlimit(RLIMIT_DATA, &rl))
-		return fail(d, -errno, "limiting memory to %llu bytes: %s",
+		return stp_daemon_fail(d, -errno, "limiting memory to %llu bytes: %s",
 			    (unsigned long long)mem_limit, stp_strerror(-errno));
 	return 0;
 }
@@ -189,6 +194,9 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.user = d->fs.opts->sandbox_user,
+		.has_ids = fds->has_ids,
+		.uid = fds->uid,
+		.gid = fds->gid,
 		.keep_fds = keep,
 		.keep_stderr = d->fs.opts->foreground,
 		/* the cache file reaches at most this; a hot list has no such bound */
@@ -205,148 +213,33 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 		keep[so.nkeep++] = fds->chans[i];
 	ret = stp_sandbox_enter(&so, err, sizeof(err));
 
-	return ret ? fail(d, ret, "sandbox: %s", err) : 0;
-}
-
-/* verify: the key the signature block names, among the monitor's. A key of another
- * publisher is refused here, naming both ids; the library checks the signature. */
-static int pick_key(struct stp_daemon *d, const struct stp_daemon_fds *fds,
-		    struct stp_imgsrc *src, const struct stp_pubkey **key)
-{
-	const struct stp_mount_opts *o = d->fs.opts;
-	uint8_t raw[STP_SIG_HDR_SIZE];
-	struct stp_superblock sb;
-	struct stp_sighdr h;
-	char have[65], want[65];
-	int err = stp_image_read_superblock_src(src, &sb);
-
-	if (!err && !(sb.feat_compat & STP_FEAT_COMPAT_SIGNED))
-		return fail(d, -ENOKEY, "%s: not signed, and verify= asks for a signature", o->image);
-	if (!err)
-		err = stp_imgsrc_read(src, raw, sizeof(raw), sb.sig_offset);
-	if (!err)
-		err = stp_sighdr_decode(raw, &sb, &h);
-	if (err)
-		return fail(d, err, "%s: signature block: %s", o->image, stp_strerror(err));
-	for (unsigned i = 0; i < fds->nkeys; i++)
-		if (!memcmp(fds->keys[i].id, h.key_id, sizeof(h.key_id))) {
-			*key = &fds->keys[i];
-			return 0;
-		}
-	stp_sign_key_hex(h.key_id, have);
-	if (o->verify_key)
-		return fail(d, -EKEYREJECTED, "%s: signed by key %s, not by the key of %s (%s)",
-			    o->image, have, o->verify_key, stp_sign_key_hex(fds->keys[0].id, want));
-	return fail(d, -EKEYREJECTED, "%s: signed by key %s, which is none of the %u trusted keys in %s",
-		    o->image, have, fds->nkeys, STP_TRUSTED_KEYS_DIR);
+	return ret ? stp_daemon_fail(d, ret, "sandbox: %s", err) : 0;
 }
 
 /* Why the image cannot be opened, for the monitor to print. */
-static int open_failed(struct stp_daemon *d, int err)
+int stp_daemon_open_failed(struct stp_daemon *d, int err)
 {
 	const char *image = d->fs.opts->image;
 
 	if (err == -EUCLEAN && d->fs.opts->is_url) /* a fetch that failed reads as EIO */
-		return fail(d, err, "%s: not a stipple image, a damaged one, or one that could "
+		return stp_daemon_fail(d, err, "%s: not a stipple image, a damaged one, or one that could "
 			    "not be fetched (said above)", image);
 	if (err == -EUCLEAN)
-		return fail(d, err, "%s: not a stipple image, or a damaged one", image);
+		return stp_daemon_fail(d, err, "%s: not a stipple image, or a damaged one", image);
 	if (err == -EPROTONOSUPPORT)
-		return fail(d, err, "%s: made by a newer stipple (unsupported format)", image);
-	return fail(d, err, "%s: %s", image, stp_strerror(err));
+		return stp_daemon_fail(d, err, "%s: made by a newer stipple (unsupported format)", image);
+	return stp_daemon_fail(d, err, "%s: %s", image, stp_strerror(err));
 }
 
-/* The signature is checked over the superblock and the hashes before the metadata or the
- * dictionary is parsed; from then on the library checks every block as it decodes it. */
-static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
-			 struct stp_imgsrc *src, struct stp_image **img)
-{
-	const char *image = d->fs.opts->image;
-	const struct stp_pubkey *key = NULL;
-	char id[65];
-	int err = pick_key(d, fds, src, &key);
-
-	if (err) {
-		stp_imgsrc_close(src);
-		return err;
-	}
-	err = stp_image_open_src_verified(src, key, img);
-	if (err == -EKEYREJECTED)
-		return fail(d, err, "%s: bad signature: the image is not the one key %s signed",
-			    image, stp_sign_key_hex(key->id, id));
-	if (err == -ENOKEY)
-		return fail(d, err, "%s: not signed, and verify= asks for a signature", image);
-	if (err == -EUCLEAN)
-		return fail(d, err, "%s: damaged, or changed since it was signed", image);
-	return err ? open_failed(d, err) : 0;
-}
-
-static int expect_range(void *ctx, uint64_t off, uint64_t len, uint64_t sum)
-{
-	return stp_diskcache_expect(ctx, off, len, sum);
-}
-
-/* Paged metadata: the pages, each with its checksum, so that those the open reads come
- * from the cache too. A table that does not match is left for the open to report. */
-static int expect_pages(struct stp_diskcache *c, struct stp_imgsrc *src,
-			const struct stp_superblock *sb)
-{
-	int err = stp_image_page_ranges(src, sb, expect_range, c);
-
-	return err == -EUCLEAN ? 0 : err;
-}
-
-/* A URL's disk cache checks what the superblock vouches for (the metadata and the
- * dictionary) before the open reads them; the blocks, once the table is known. */
-static int expect_superblock(struct stp_diskcache *c, struct stp_imgsrc *src)
-{
-	struct stp_superblock sb;
-	int err = stp_image_read_superblock_src(src, &sb);
-
-	if (!err)
-		err = stp_diskcache_expect(c, sb.meta_offset, sb.meta_stored_size, sb.meta_checksum);
-	if (!err)
-		err = stp_diskcache_expect(c, sb.dict_offset, sb.dict_size, sb.dict_checksum);
-	if (!err)
-		err = expect_pages(c, src, &sb);
-	stp_diskcache_ready(c);
-	return err;
-}
-
-static void expect_blocks(struct stp_diskcache *c, const struct stp_image *img)
-{
-	struct stp_blockent be;
-
-	for (uint64_t b = 0; b < stp_image_sb(img)->block_count; b++)
-		if (stp_image_block(img, b, &be) ||
-		    stp_diskcache_expect(c, be.offset, be.stored_size, be.checksum))
-			break;
-	stp_diskcache_ready(c);
-}
-
-/* The image source: the descriptor, or a URL's channels to the fetcher (with the disk
- * cache when the monitor could open it; without it, when it cannot be used). */
+/* The image source: the descriptor, or a URL's channels to the fetcher with the disk
+ * cache (daemonchecks.h: not in stipple-mountd, which the monitor runs for no URL). */
 static int open_source(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 		       struct stp_imgsrc **src, struct stp_diskcache **cache)
 {
-	const struct stp_mount_opts *o = d->fs.opts;
-	int err;
-
 	*cache = NULL;
 	if (!fds->nchans)
-		return stp_imgsrc_open_fd(fds->image, o->image_path, src);
-	err = stp_remote_open(fds->chans, fds->nchans, fds->url_size, o->image_path, true, src);
-	if (err || fds->cache.fd < 0)
-		return err;
-	if (stp_diskcache_new(&fds->cache, o->cache_size, cache))
-		return 0;
-	if (expect_superblock(*cache, *src)) {
-		stp_diskcache_free(*cache);
-		*cache = NULL;
-		return 0;
-	}
-	stp_remote_set_cache(*src, *cache);
-	return 0;
+		return stp_imgsrc_open_fd(fds->image, d->fs.opts->image_path, src);
+	return d->checks ? d->checks->open_url(d, fds, src, cache) : -EPROTONOSUPPORT;
 }
 
 /* The walks before LIVE (warming and priming plans) run with at least the walk budget of
@@ -381,12 +274,23 @@ static int walks_end(struct stp_daemon *d)
 	stp_image_set_meta_budget(img, (size_t)d->fs.opts->meta_cache);
 	if (!st.refused)
 		return 0;
-	return fail(d, -ENOBUFS, "%s: metadata walk thrashes: the walks at mount decoded %llu "
+	return stp_daemon_fail(d, -ENOBUFS, "%s: metadata walk thrashes: the walks at mount decoded %llu "
 		    "metadata pages for an image of %llu, more than %u a page, and wanted more; "
 		    "its tables are laid out to defeat the page cache", d->fs.opts->image,
 		    (unsigned long long)st.loads,
 		    (unsigned long long)stp_meta_pages(stp_image_sb(img)),
 		    STP_IMAGE_WALK_LOADS_PER_PAGE);
+}
+
+/* verify=: through daemonchecks.h, which stipple-mountd lacks (the monitor runs
+ * stipple-mountd-checked for it); SRC is taken over either way. */
+static int open_verified(struct stp_daemon *d, const struct stp_daemon_fds *fds,
+			 struct stp_imgsrc *src, struct stp_image **img)
+{
+	if (d->checks)
+		return d->checks->open_verified(d, fds, src, img);
+	stp_imgsrc_close(src);
+	return stp_daemon_open_failed(d, -EPROTONOSUPPORT);
 }
 
 /* The first look past the superblock: confined, like everything after it. */
@@ -398,16 +302,16 @@ static int open_image(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	int err = open_source(d, fds, &src, &cache);
 
 	if (err)
-		err = open_failed(d, err);
+		err = stp_daemon_open_failed(d, err);
 	else if (fds->nkeys)
 		err = open_verified(d, fds, src, &img);
 	else if ((err = stp_image_open_src(src, &img)))
-		err = open_failed(d, err);
+		err = stp_daemon_open_failed(d, err);
 	if (err)
 		return err;
 	walks_begin(img, d->fs.opts);
 	if (cache)
-		expect_blocks(cache, img);
+		d->checks->expect_blocks(cache, img);
 	d->fs.img = img;
 	return 0;
 }
@@ -420,13 +324,13 @@ static int prepare_fs(struct stp_daemon *d)
 				stp_mountopts_cache_extra(o), &d->fs.cache);
 
 	if (err)
-		return fail(d, err, "cannot create the block cache: %s", stp_strerror(err));
+		return stp_daemon_fail(d, err, "cannot create the block cache: %s", stp_strerror(err));
 	if (o->record && (err = stp_record_new(d->fs.img, &d->fs.recorder)))
-		return fail(d, err, "%s: %s", o->record, stp_strerror(err));
+		return stp_daemon_fail(d, err, "%s: %s", o->record, stp_strerror(err));
 	/* pages of it are touched only where directories are opened; NULL keeps every listing */
 	d->fs.inode_count = stp_image_sb(d->fs.img)->inode_count;
 	if ((err = stp_inodes_new(d->fs.inode_count, &d->fs.inodes)))
-		return fail(d, err, "cannot create the inode table: %s", stp_strerror(err));
+		return stp_daemon_fail(d, err, "cannot create the inode table: %s", stp_strerror(err));
 	d->fs.opened_dirs = calloc(((size_t)d->fs.inode_count + 7) / 8, 1);
 	return 0;
 }
@@ -548,13 +452,13 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 	log_prog = d->prog;
 	log_monitor_fd = fds->monitor;
 	stp_log_set_handler(log_handler);
-	stp_sandbox_warn(d->fs.opts->sandbox, d->fs.opts->sandbox_user); /* stderr is the user's */
+	stp_sandbox_warn(d->fs.opts->sandbox); /* stderr is the user's */
 	err = detach(d, mem_limit);
-	if (!err && fds->nkeys && (err = stp_sign_init()))
-		fail(d, err, "cannot set up OpenSSL to check the signature: %s", stp_strerror(err));
+	if (!err && d->checks && (err = d->checks->init()))
+		stp_daemon_fail(d, err, "cannot set up OpenSSL: %s", stp_strerror(err));
 	/* readfail: the failed-read outlet connects to syslog while it still can */
 	if (!err && (err = stp_readfail_open(STP_READFAIL_SOCKET, &d->fs.readfail)))
-		fail(d, err, "failed-read log: %s", stp_strerror(err));
+		stp_daemon_fail(d, err, "failed-read log: %s", stp_strerror(err));
 	if (!err)
 		err = enter_sandbox(d, fds);
 	if (err) {

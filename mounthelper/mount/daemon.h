@@ -13,7 +13,9 @@
 #ifndef STP_DAEMON_H
 #define STP_DAEMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "diskcache.h"
 
@@ -21,6 +23,7 @@ struct stp_mount_opts;
 struct stp_superblock;
 struct stp_pubkey;
 struct stp_daemon;
+struct stp_daemon_checks;
 struct fuse_session;
 
 /* What the monitor hands the daemon (setup.h). The daemon owns the descriptors from
@@ -37,6 +40,10 @@ struct stp_daemon_fds {
 	unsigned nchans;
 	uint64_t url_size;
 	struct stp_diskcache_file cache;
+	/* root: the sandbox user's ids, looked up by the monitor (HAS_IDS false: none) */
+	bool has_ids;
+	uid_t uid;
+	gid_t gid;
 };
 
 /* Exit statuses of the daemon process. */
@@ -44,10 +51,21 @@ struct stp_daemon_fds {
 #define STP_DAEMON_FAILED 1    /* it failed, or a signal ended it: the mount may be left */
 
 /* A daemon for OPTS whose session is created but not mounted (mountd.c gives it the
- * connection the monitor mounted: stp_daemon_session). Messages are prefixed with PROG. -EINVAL when libfuse refuses the
- * options (said on stderr), -ENOMEM. */
-int stp_daemon_new(const struct stp_mount_opts *opts, const char *prog, struct stp_daemon **out);
+ * connection the monitor mounted: stp_daemon_session). Messages are prefixed with PROG.
+ * CHECKS: what opens a URL or a signed image (daemonchecks.h), NULL in stipple-mountd.
+ * -EINVAL when libfuse refuses the options (said on stderr), -ENOMEM. */
+int stp_daemon_new(const struct stp_mount_opts *opts, const char *prog,
+		   const struct stp_daemon_checks *checks, struct stp_daemon **out);
 struct fuse_session *stp_daemon_session(struct stp_daemon *d);
+/* The options D serves (stp_daemon_new's OPTS). */
+const struct stp_mount_opts *stp_daemon_opts(const struct stp_daemon *d);
+
+/* The mount cannot go live: ERR and the formatted reason, prefixed with PROG, go to the
+ * monitor (or stderr once it is gone), which prints it and unmounts. Returns ERR. */
+int stp_daemon_fail(struct stp_daemon *d, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Why the image could not be opened (ERR, from the library), through stp_daemon_fail. */
+int stp_daemon_open_failed(struct stp_daemon *d, int err);
 
 /* Confines the process (keeping FDS and the session's), allows it at most MEM_LIMIT bytes
  * of data (RLIMIT_DATA; 0: no limit), then serves the mounted session until it ends, and

@@ -136,15 +136,20 @@ static void close_theirs(struct stp_fetcher *f, bool with_ctl)
 		f->ctl[0] = f->ctl[1] = -1;
 }
 
-int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
+void stp_fetcher_init(struct stp_fetcher *f)
 {
-	int err;
-
 	memset(f, 0, sizeof(*f));
 	f->pid = -1;
 	f->ctl[0] = f->ctl[1] = -1;
 	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
 		f->chans[i] = f->theirs[i] = -1;
+}
+
+int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f)
+{
+	int err;
+
+	stp_fetcher_init(f);
 	err = make_channels(f, f->theirs, stp_fetcher_channels(o), o->timeout_s);
 	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, f->ctl))
 		err = -errno;

@@ -123,6 +123,9 @@ struct stp_fetcher {
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
 unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
 
+/* No fetcher: nothing open (every descriptor -1), for the release functions below. */
+void stp_fetcher_init(struct stp_fetcher *f);
+
 /* A fetcher for o->image starts in three steps: stp_fetcher_prepare makes its channels
  * and control socket; the monitor forks and execs stipple-fetcher with f->ctl[1]
  * (monitor.c, where every privileged call is) and closes that end; stp_fetcher_greet

@@ -2,7 +2,11 @@
 /*
  * The privileged side of a mount (monitor.h): every privileged call of a mount, in the
  * order made, each made here except the disk cache folder's and the block store's, which
- * are all in cachedir.c and store.c (named below). What needs no privilege runs beside
+ * are all in cachedir.c and store.c (named below). Those are a URL mount's file calls on
+ * the caller's own cache folder (root's /var/cache/stipple, a user's ~/.cache/stipple),
+ * each beneath a descriptor opened without following links; they run as the caller, not
+ * as the sandbox user, because the daemon runs as that user and must not be able to
+ * change the cache behind the monitor. They stay in their two modules (500 lines). What needs no privilege runs beside
  * it: the messages (monlog.c), the conversation with the daemon (montalk.c), the
  * signals (monsig.c), the memory bound (budget.c), the fetcher's channels (fetcher.c),
  * the keys' parsing (trustkeys.c), the priming lookups (prime.c), the watcher's
@@ -37,8 +41,8 @@
  *                                              root never runs fusermount3
  *   openat(parent, base) O_PATH, fork,        priming, in a child confined first (the
  *     kill at the deadline, waitpid            lookups: prime.c)
- *   fork; bounding set emptied, securebits    the watcher, left once the mount is live
- *     locked, no_new_privs, capset; then
+ *   fork; bounding set emptied, securebits    the watcher, forked while the daemon opens
+ *     locked, no_new_privs, capset; then       the image, staying once the mount is live
  *     openat, fstatfs, umount2                 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH
  *                                              only: when the daemon ends and left its
  *                                              mount dead, it unmounts it
@@ -83,6 +87,7 @@
 #include "prime.h"
 #include "progpath.h"
 #include "remote.h"
+#include "sandbox.h"
 #include "setup.h"
 #include "store.h"
 #include "trustkeys.h"
@@ -108,6 +113,8 @@ struct monitor {
 	bool reaped;          /* the daemon was waited for: never signal it again */
 	int status;           /* its wait status, once reaped */
 	bool mounted;         /* the daemon said the FUSE mount exists */
+	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
+	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
@@ -116,9 +123,11 @@ static void init(struct monitor *m, const struct stp_mount_opts *o, const char *
 {
 	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
 			       .record_fd = -1,
-			       .pidfd = -1,
+			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
-				      .cache = { .fd = -1 }, .fetcher = { .pid = -1, .ctl = { -1, -1 } } } };
+				      .cache = { .fd = -1 } } };
+	/* every descriptor -1: a zero would be closed as the monitor's stdin at the hand-over */
+	stp_fetcher_init(&m->h.fetcher);
 	stp_monlog_route(prog);
 }
 
@@ -175,11 +184,14 @@ static int read_keys(struct monitor *m)
 	return stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, m->o->verify_key, m->h.keys);
 }
 
-/* stipple-mountd, found before anything is mounted: a missing program is said at once. */
+/* The daemon, found before anything is mounted: a missing program is said at once. A
+ * URL or verify= needs stipple-mountd-checked, which links libcrypto; the rest
+ * stipple-mountd, which starts without it (daemonchecks.h). */
 static int open_mountd(struct monitor *m)
 {
+	const char *name = m->o->verify || m->o->is_url ? STP_MOUNTD_CHECKED_NAME : STP_MOUNTD_NAME;
 	char path[4096];
-	int err = stp_progpath(STP_MOUNTD_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
+	int err = stp_progpath(name, STP_LIBEXEC_DIR, path, sizeof(path));
 
 	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
 		err = -errno;
@@ -189,8 +201,9 @@ static int open_mountd(struct monitor *m)
 }
 
 /* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
- * before, an empty environment, then stipple-mountd. Its arguments only tell ps which
- * mount it serves (the image as messages name it: no query); it reads none of them.
+ * before, an empty environment, then stipple-mountd (or -checked). Its arguments only
+ * tell ps which mount it serves (the image as messages name it: no query), both as
+ * stipple-mountd; it reads none of them.
  * Run in a vfork child (spawn_daemon): system calls only, on memory it shares with the
  * monitor, and nothing written there but its own stack. */
 static _Noreturn void exec_daemon(struct monitor *m, int fd)
@@ -510,6 +523,23 @@ static int mount_fuse(struct monitor *m)
 	return -EIO;
 }
 
+/* Root's daemon runs as the sandbox user: looked up here, while the daemon starts, so
+ * that it makes no lookup of its own (the name service loads modules and reads files). */
+static int look_up_sandbox_user(struct monitor *m)
+{
+	char err[256];
+	int rc;
+
+	if (geteuid() != 0 || m->o->sandbox == STP_SANDBOX_OFF)
+		return 0;
+	rc = stp_sandbox_resolve_user(m->o->sandbox_user, &m->h.sandbox_uid, &m->h.sandbox_gid,
+				      err, sizeof(err));
+	m->h.sandbox_ids = !rc;
+	if (rc)
+		stp_monlog_say(m->prog, "sandbox: %s", err);
+	return rc;
+}
+
 /* The daemon gets the mount; the monitor keeps none of what it hands over. */
 static int hand_over(struct monitor *m, int fd)
 {
@@ -739,34 +769,86 @@ static int keep_only_unmount(void)
 	return err;
 }
 
-/* The watcher's process (watcher.h): when the daemon ends and left its mount dead, it
- * unmounts it. */
-static _Noreturn void watch(struct monitor *m)
+/* One byte on the watcher's socket, or none: whether it came. */
+static bool word_sent(int fd)
 {
-	stp_watcher_detach(m->pidfd, m->parent_fd, &m->saved_mask);
-	if (keep_only_unmount())
-		_exit(1);
+	return send(fd, "w", 1, MSG_NOSIGNAL) == 1;
+}
+
+static bool word_came(int fd)
+{
+	ssize_t n;
+	char c;
+
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	return n == 1;
+}
+
+/* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
+ * stays once told the mount is live (the socket closed: it was not); when the daemon then
+ * ends and left its mount dead, it unmounts it. */
+static _Noreturn void watch(struct monitor *m, int word)
+{
+	stp_watcher_detach(m->pidfd, m->parent_fd, word, &m->saved_mask);
+	if (keep_only_unmount() || !word_sent(word) || !word_came(word))
+		_exit(0);
+	close(word);
 	stp_watcher_wait(m->pidfd);
 	if (mount_dead(m))
 		unmount_ours(m);
 	_exit(0);
 }
 
-/* A live mount outlives the monitor: its watcher stays. Without pidfds (Linux < 5.3)
- * there is none. */
-static void leave_watcher(struct monitor *m)
+/* A live mount outlives the monitor: its watcher stays. It is forked while the daemon
+ * opens the image, when the monitor only waits: its fork (the monitor's page tables
+ * copied) no longer holds up the return after LIVE. Without pidfds (Linux < 5.3), or in
+ * the foreground (the monitor stays), there is none. */
+static void say_no_watcher(const struct monitor *m, int err)
 {
-	pid_t pid;
+	stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
+		       "mount", m->o->mountpoint, stp_strerror(err));
+}
 
-	if (m->pidfd < 0)
+static void start_watcher(struct monitor *m)
+{
+	int go[2];
+
+	if (m->o->foreground || m->pidfd < 0)
 		return;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go)) {
+		say_no_watcher(m, -errno);
+		return;
+	}
 	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		watch(m);
-	if (pid < 0)
-		stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
-		    "mount", m->o->mountpoint, stp_strerror(-errno));
+	m->watcher = fork();
+	if (m->watcher == 0) {
+		close(go[1]);
+		watch(m, go[0]);
+	}
+	close(go[0]);
+	if (m->watcher < 0) {
+		say_no_watcher(m, -errno);
+		close(go[1]);
+		return;
+	}
+	m->watcher_go = go[1];
+}
+
+/* The watcher stays when the mount is LIVE, once it has said it dropped privilege (so
+ * that it has when mount.stipple returns; one that could not has exited, silently, as
+ * before); else it exits, and is reaped. */
+static void release_watcher(struct monitor *m, bool live)
+{
+	if (m->watcher_go < 0)
+		return;
+	if (live && word_came(m->watcher_go))
+		word_sent(m->watcher_go);
+	close(m->watcher_go);
+	m->watcher_go = -1;
+	if (!live)
+		while (waitpid(m->watcher, NULL, 0) < 0 && errno == EINTR)
+			;
 }
 
 /* The daemon's word that the mount is live, then the priming; then the monitor stays
@@ -774,9 +856,10 @@ static void leave_watcher(struct monitor *m)
 static int supervise(struct monitor *m, int fd)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf)
-		      : -ENOMEM;
+	int err;
 
+	start_watcher(m);
+	err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf) : -ENOMEM;
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
 	if (!err)
@@ -787,12 +870,10 @@ static int supervise(struct monitor *m, int fd)
 		err = prime(m, fd, buf);
 	free(buf);
 	close(fd);
+	release_watcher(m, !err);
 	if (err)
 		return err;
-	if (m->o->foreground)
-		return stay(m);
-	leave_watcher(m);
-	return 0;
+	return m->o->foreground ? stay(m) : 0;
 }
 
 /* Live or undone: what the monitor still holds goes, and the signals come back. */
@@ -839,6 +920,8 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
 		err = remember_mountpoint(&m);
 	if (!err)
 		err = mount_fuse(&m);
+	if (!err)
+		err = look_up_sandbox_user(&m);
 	if (!err)
 		err = hand_over(&m, sv[0]);
 	if (!err)

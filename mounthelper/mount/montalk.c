@@ -54,6 +54,9 @@ int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *p
 	s->cache = h->cache;
 	s->nkeys = h->nkeys;
 	memcpy(s->keys, h->keys, h->nkeys * sizeof(*h->keys));
+	s->sandbox_ids = h->sandbox_ids;
+	s->sandbox_uid = h->sandbox_uid;
+	s->sandbox_gid = h->sandbox_gid;
 	stp_setup_add_fd(s, fds, h->fuse_fd, STP_FD_FUSE);
 	stp_setup_add_fd(s, fds, h->image_fd, STP_FD_IMAGE);
 	stp_setup_add_fd(s, fds, h->record_fd, STP_FD_RECORD);

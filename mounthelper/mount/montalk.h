@@ -13,7 +13,9 @@
 #ifndef STP_MONTALK_H
 #define STP_MONTALK_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "diskcache.h"
 #include "fetcher.h"
@@ -32,6 +34,9 @@ struct stp_handover {
 	struct stp_diskcache_file cache; /* a URL: the disk cache file (fd -1: none) */
 	struct stp_pubkey *keys;    /* verify: the keys the image may be signed by */
 	unsigned nkeys;
+	bool sandbox_ids;           /* root's daemon: the sandbox user, looked up */
+	uid_t sandbox_uid;
+	gid_t sandbox_gid;
 };
 
 /* Closes H's descriptors and its ends of the fetcher's channels (the fetcher itself

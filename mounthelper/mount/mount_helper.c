@@ -113,6 +113,9 @@ int main(int argc, char **argv)
 
 	if (stp_fill_stdio())
 		return EXIT_MOUNT_FAILED;
+	/* a message in one write, not one per byte (the escaping puts a byte at a time, and
+	 * stderr is unbuffered): every line ends in a newline, which flushes it */
+	setvbuf(stderr, NULL, _IOLBF, 0);
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout);
 		return 0;

@@ -7,6 +7,10 @@
  * takes over the FUSE connection the monitor mounted, and serves (daemon.h), confining
  * itself before it reads a byte of the image past the superblock.
  *
+ * Built twice: stipple-mountd serves a local image without verify= and links no
+ * libcrypto; stipple-mountd-checked (STP_MOUNTD_CHECKS) serves every mount, a URL's and
+ * a signed image's too (daemonchecks.h). The monitor runs the one the options need.
+ *
  * Its arguments (IMAGE DIR) only name the mount for ps; it reads none of them.
  *
  * Exit status: daemon.h's, or 2 when run by hand.
@@ -25,7 +29,15 @@
 #include "setup.h"
 #include "util.h"
 
+#ifdef STP_MOUNTD_CHECKS
+/* stipple-mountd-checked: URLs and verify= too, with libcrypto (daemonchecks.h) */
+#include "daemonchecks.h"
+#define PROG STP_MOUNTD_CHECKED_NAME
+#define CHECKS (&stp_daemon_checks)
+#else
 #define PROG STP_MOUNTD_NAME
+#define CHECKS NULL
+#endif
 /* The monitor starts the daemon before it checks the image (and, for a URL, starts the
  * fetcher): the setup comes once that is done, or the monitor goes and the socket says
  * so. The bound is only a last resort. */
@@ -57,6 +69,9 @@ static void pick_fds(const struct stp_setup *s, const int *fds, struct stp_daemo
 		.chans = chans,
 		.url_size = s->url_size,
 		.cache = s->cache,
+		.has_ids = s->sandbox_ids,
+		.uid = s->sandbox_uid,
+		.gid = s->sandbox_gid,
 	};
 	out->cache.fd = stp_setup_fd(s, fds, STP_FD_CACHE);
 	for (uint32_t i = 0; i < s->nroles; i++)
@@ -100,7 +115,7 @@ int main(int argc, char **argv)
 	}
 	if (!s.opts.foreground)
 		setsid();
-	if (stp_daemon_new(&s.opts, s.prog, &d)) {
+	if (stp_daemon_new(&s.opts, s.prog, CHECKS, &d)) {
 		snprintf(text, sizeof(text), "%s: libfuse refused the options", s.prog);
 		stp_msg_send_failed(STP_MONITOR_FD, -EINVAL, text);
 		return STP_DAEMON_FAILED;

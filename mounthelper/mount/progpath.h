@@ -20,6 +20,8 @@
 #include <stddef.h>
 
 #define STP_MOUNTD_NAME "stipple-mountd"
+/* the daemon with libcrypto, for a URL or verify= (daemonchecks.h) */
+#define STP_MOUNTD_CHECKED_NAME "stipple-mountd-checked"
 #define STP_FETCHER_NAME "stipple-fetcher"
 #define STP_HELPER_NAME "mount.stipple"
 

@@ -103,7 +103,8 @@ static void warn_shared_user(void)
 
 /* The user named in the options, else "stipple", else "nobody" (with a warning). Never
  * root. */
-static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+int stp_sandbox_resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err,
+			     size_t errlen)
 {
 	const char *want = name ? name : "stipple";
 	bool found;
@@ -123,6 +124,20 @@ static int resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err, siz
 	if (*uid == 0 || *gid == 0)
 		return stp_errf(err, errlen, -EINVAL,
 			    "user '%s' has uid or gid 0; choose an unprivileged user", want);
+	return 0;
+}
+
+/* The ids root's daemon takes: handed over, or looked up here. Never root's. */
+static int sandbox_ids(const struct stp_sandbox_opts *o, uid_t *uid, gid_t *gid, char *err,
+		       size_t errlen)
+{
+	if (!o->has_ids)
+		return stp_sandbox_resolve_user(o->user, uid, gid, err, errlen);
+	*uid = o->uid;
+	*gid = o->gid;
+	if (*uid == 0 || *gid == 0)
+		return stp_errf(err, errlen, -EINVAL, "uid %u, gid %u: root's, refused",
+				(unsigned)*uid, (unsigned)*gid);
 	return 0;
 }
 
@@ -627,19 +642,10 @@ static void warn_no_userns(void)
 		"view of the host's files; it is still confined by the filter", userns_why);
 }
 
-void stp_sandbox_warn(enum stp_sandbox_mode mode, const char *user)
+void stp_sandbox_warn(enum stp_sandbox_mode mode)
 {
-	uid_t uid;
-	gid_t gid;
-	bool found;
-
-	if (mode == STP_SANDBOX_OFF)
-		return;
-	if (geteuid() != 0)
+	if (mode != STP_SANDBOX_OFF && geteuid() != 0)
 		warn_no_userns();
-	else if (!user && !lookup_user("stipple", &uid, &gid, &found) && !found &&
-		 !lookup_user("nobody", &uid, &gid, &found) && found)
-		warn_shared_user();
 }
 
 static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter, char *err,
@@ -686,7 +692,7 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	if (nkeep < 0)
 		return nkeep;
 	if (privileged) {
-		rc = resolve_user(opts->user, &uid, &gid, err, errlen);
+		rc = sandbox_ids(opts, &uid, &gid, err, errlen);
 		if (rc)
 			return rc;
 	}

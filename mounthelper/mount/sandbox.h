@@ -42,6 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum stp_sandbox_mode {
 	STP_SANDBOX_ON,		/* all steps; a call outside the filter kills the process */
@@ -52,8 +53,12 @@ enum stp_sandbox_mode {
 struct stp_sandbox_opts {
 	enum stp_sandbox_mode mode;
 	/* NULL: "stipple" if that user exists, else "nobody" (with a warning through
-	 * stp_log). Must not resolve to uid 0. Ignored when the process is not root. */
+	 * stp_log). Must not resolve to uid 0. Ignored when the process is not root, or
+	 * when HAS_IDS gives the ids already looked up (stp_sandbox_resolve_user). */
 	const char *user;
+	bool has_ids;
+	uid_t uid;
+	gid_t gid;
 	/* Descriptors that stay open (the image, /dev/fuse, a status pipe). Values below 3
 	 * are ignored: 0-2 are always reopened on /dev/null (2 kept if KEEP_STDERR). The
 	 * array is read during the call only. */
@@ -90,14 +95,25 @@ struct stp_sandbox_opts {
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
 
 /*
- * Gives, through stp_log (STP_LOG_WARN), the warnings stp_sandbox_enter would give for the
- * same MODE and USER: root's daemon falling back to the shared "nobody" because there is
- * no "stipple" user, a user's daemon that may not create a user namespace (found by
- * trying in a child). For a daemon to call while its stderr is still the user's, before
- * it detaches; stp_sandbox_enter then does not repeat them. Errors (an unknown user) are
- * left to stp_sandbox_enter. Not thread-safe.
+ * The user root's daemon runs as: NAME, or for NULL "stipple" if that user exists, else
+ * "nobody" with a warning through stp_log (STP_LOG_WARN) that the shared user is used.
+ * Through the name service, which may load modules and read files: for the monitor to
+ * call while the daemon starts, handing the ids over (HAS_IDS), so that the daemon makes
+ * no lookup. 0 with *UID and *GID, or a negative errno with a one-line message in ERR: an
+ * unknown user, one with uid or gid 0, a failed lookup. Not thread-safe (the warning is
+ * given once per process).
  */
-void stp_sandbox_warn(enum stp_sandbox_mode mode, const char *user);
+int stp_sandbox_resolve_user(const char *name, uid_t *uid, gid_t *gid, char *err,
+			     size_t errlen);
+
+/*
+ * Gives, through stp_log (STP_LOG_WARN), the warning stp_sandbox_enter would give for
+ * MODE in a process that is not root: a user's daemon that may not create a user
+ * namespace (found by trying in a child). For a daemon to call while its stderr is still
+ * the user's, before it detaches; stp_sandbox_enter then does not repeat it. Root's
+ * warning (the shared "nobody") is stp_sandbox_resolve_user's. Not thread-safe.
+ */
+void stp_sandbox_warn(enum stp_sandbox_mode mode);
 
 /*
  * Confines a freshly forked, single-threaded child of the mounting process whose only work

@@ -58,6 +58,9 @@ static const struct field fields[] = {
 	{ TAG_KEY, SET(cache.tag_key), 0 },
 	{ KEY, SET(keys), 0 },
 	{ ROLES, SET(roles), 0 },
+	{ FLAG, SET(sandbox_ids), 1 },
+	{ U32, SET(sandbox_uid), 0 },
+	{ U32, SET(sandbox_gid), 0 },
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))

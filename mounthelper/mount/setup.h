@@ -55,6 +55,9 @@ struct stp_setup {
 	uint32_t nkeys;
 	uint32_t roles[STP_SETUP_FDS_MAX]; /* the role of each descriptor attached */
 	uint32_t nroles;
+	/* root's daemon: the sandbox user's ids, looked up by the monitor (sandbox.h) */
+	bool sandbox_ids;
+	uint32_t sandbox_uid, sandbox_gid;
 };
 
 /* An empty setup: every field zero, no keys, no descriptors, no cache file. */

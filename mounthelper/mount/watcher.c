@@ -6,16 +6,22 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
-/* Closes every descriptor but stdio, A and B (either -1: none). */
-static void close_all_but(int a, int b)
+static int compare_fds(const void *a, const void *b)
 {
-	int keep[2] = { a < b ? a : b, a < b ? b : a };
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Closes every descriptor but stdio and the three of KEEP (any -1: none). */
+static void close_all_but(int keep[3])
+{
 	unsigned from = 3;
 
-	for (int i = 0; i < 2; i++) {
+	qsort(keep, 3, sizeof(*keep), compare_fds);
+	for (int i = 0; i < 3; i++) {
 		if (keep[i] < (int)from)
 			continue;
 		if (keep[i] > (int)from)
@@ -41,10 +47,12 @@ static void detach(void)
 	}
 }
 
-void stp_watcher_detach(int pidfd, int keep_fd, const sigset_t *mask)
+void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, const sigset_t *mask)
 {
+	int keep[3] = { pidfd, keep_fd, word_fd };
+
 	detach();
-	close_all_but(pidfd, keep_fd);
+	close_all_but(keep);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	sigprocmask(SIG_SETMASK, mask, NULL);

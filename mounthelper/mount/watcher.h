@@ -8,7 +8,9 @@
  * point beneath a parent only its owner may search, a user's 0700 home), with an empty
  * bounding set, SECBIT_NOROOT and SECBIT_NO_SETUID_FIXUP locked on and no_new_privs: it
  * drops privilege and can never regain any, not even by an exec; a root watcher that
- * cannot drop all of it exits at once. The fork and the dropping are in monitor.c; this
+ * cannot drop all of it exits at once. It is forked while the daemon opens the image,
+ * drops at once, and stays only when the monitor then tells it, on a socket of its own,
+ * that the mount is live. The fork and the dropping are in monitor.c; this
  * file holds the rest. It waits for the daemon to end, then the monitor's
  * check-and-unmount runs, so that a daemon that dies later takes its mount with it
  * instead of leaving one that answers ENOTCONN.
@@ -22,9 +24,9 @@
 
 /* In the watcher's process, which the monitor forked (monitor.c, with the capset that
  * leaves it CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only, after this): out of the caller's
- * session, terminal and directory, no descriptor but PIDFD (the daemon's) and KEEP_FD
- * (-1: none), SIGINT and SIGHUP ignored, MASK restored. */
-void stp_watcher_detach(int pidfd, int keep_fd, const sigset_t *mask);
+ * session, terminal and directory, no descriptor but PIDFD (the daemon's), KEEP_FD
+ * and WORD_FD (-1: none), SIGINT and SIGHUP ignored, MASK restored. */
+void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, const sigset_t *mask);
 
 /* Returns once PIDFD (the daemon) has ended. */
 void stp_watcher_wait(int pidfd);

@@ -18,6 +18,7 @@ from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted,
 
 needs_root = pytest.mark.needs_root("mounting tests need root")
 MOUNTD = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-mountd")
+MOUNTD_CHECKED = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-mountd-checked")
 FETCHER = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-fetcher")
 
 
@@ -76,6 +77,12 @@ def test_programs_link_only_what_they_use():
         assert lib in helper and lib in mountd, lib
     for lib in ("libcurl.so.4", "libarchive.so.13"):
         assert lib not in helper and lib not in mountd, lib
+    # libcrypto only in the daemon of URLs and verify= (its start costs a plain mount)
+    assert "libcrypto.so.3" not in mountd, mountd
+    if os.access(MOUNTD_CHECKED, os.X_OK):
+        checked = linked(MOUNTD_CHECKED)
+        assert "libcrypto.so.3" in checked and "libfuse3.so.3" in checked, checked
+        assert "libcurl.so.4" not in checked, checked
     assert "libcurl.so.4" in fetcher and "libcurl.so.4" in stipple
     assert "libarchive.so.13" in stipple and "libfuse3.so.3" not in fetcher
     r = run(["nm", "-D", "--undefined-only", STIPPLE])
@@ -93,13 +100,9 @@ def test_programs_say_their_version():
     assert r.returncode == 2 and "mount.stipple" in r.stderr
 
 
-@needs_root
-def test_daemon_is_the_exec_d_program(images, mnt):
-    r = run([STIPPLE, "mount", images["a"], mnt], timeout=60)
-    assert r.returncode == 0, r.stderr
-    with open(os.path.join(mnt, "which")) as f:
-        assert f.read() == "a\n"
-    daemons = []
+def daemons_of(mnt):
+    """{pid: the program it runs} of each stipple daemon serving MNT, from /proc."""
+    found = {}
     for d in filter(str.isdigit, os.listdir("/proc")):
         try:
             exe = os.readlink("/proc/%s/exe" % d)
@@ -107,13 +110,48 @@ def test_daemon_is_the_exec_d_program(images, mnt):
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        if exe == os.path.realpath(MOUNTD) and os.fsencode(os.path.realpath(mnt)) in args:
-            daemons.append(d)
-    assert len(daemons) == 1, daemons
+        if args[0] == b"stipple-mountd" and os.fsencode(os.path.realpath(mnt)) in args:
+            found[d] = exe
+    return found
+
+
+@needs_root
+def test_daemon_is_the_exec_d_program(images, mnt):
+    r = run([STIPPLE, "mount", images["a"], mnt], timeout=60)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(mnt, "which")) as f:
+        assert f.read() == "a\n"
+    found = daemons_of(mnt)
+    daemons = [d for d, exe in found.items() if exe == os.path.realpath(MOUNTD)]
+    assert len(daemons) == 1 and len(found) == 1, found
     with open("/proc/%s/environ" % daemons[0], "rb") as f:
         assert f.read() == b""  # nothing of the caller's environment
     fds = os.listdir("/proc/%s/fd" % daemons[0])
     assert len(fds) <= 12, fds  # stdio, the image, /dev/fuse, the ending pipe: no leftovers
+
+
+@needs_root
+def test_verify_is_served_by_the_checked_daemon(images, mnt, tmp_path):
+    """A plain mount runs stipple-mountd, which has no libcrypto; verify= needs the
+    signature checked, so the monitor runs stipple-mountd-checked for it."""
+    if not os.access(MOUNTD_CHECKED, os.X_OK):
+        pytest.skip("stipple-mountd-checked is not built")
+    sec, pub = str(tmp_path / "k.key"), str(tmp_path / "k.pub")
+    image = str(tmp_path / "signed.stipple")
+    with open(images["b"], "rb") as src, open(image, "wb") as dst:
+        dst.write(src.read())
+    run([STIPPLE, "keygen", sec, pub], check=True)
+    run([STIPPLE, "sign", image, sec], check=True)
+    r = run([MOUNT_STIPPLE, image, mnt, "-o", "verify=" + pub], timeout=60)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(mnt, "which")) as f:
+        assert f.read() == "b\n"
+    found = daemons_of(mnt)
+    assert list(found.values()) == [os.path.realpath(MOUNTD_CHECKED)], found
+    unmount(mnt)
+    r = run([MOUNT_STIPPLE, image, mnt], timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert list(daemons_of(mnt).values()) == [os.path.realpath(MOUNTD)]
 
 
 @needs_root

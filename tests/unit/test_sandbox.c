@@ -762,11 +762,57 @@ static void test_refusals(void)
 	struct stp_sandbox_opts bad_fd = { .mode = STP_SANDBOX_ON, .keep_fds = &closed_fd,
 					   .nkeep = 1 };
 	struct stp_sandbox_opts on = { .mode = STP_SANDBOX_ON };
+	struct stp_sandbox_opts root_ids = { .mode = STP_SANDBOX_ON, .has_ids = true };
+	struct stp_sandbox_opts root_gid = { .mode = STP_SANDBOX_ON, .has_ids = true, .uid = 65534 };
 
 	expect_refusal("an unknown user", &unknown, -ENOENT, false);
 	expect_refusal("user root", &root, -EINVAL, false);
+	expect_refusal("root's ids handed over", &root_ids, -EINVAL, false);
+	expect_refusal("gid 0 handed over", &root_gid, -EINVAL, false);
 	expect_refusal("a closed fd to keep", &bad_fd, -EBADF, false);
 	expect_refusal("a second thread", &on, -EBUSY, true);
+}
+
+/* Ids handed over (the monitor looked the user up) are taken as they are: the name is not
+ * looked up again, so one no system knows does not matter. */
+static void test_given_ids(void)
+{
+	int ready[2], hold[2], status;
+	char uid[64] = "", gid[64] = "", c;
+	pid_t pid;
+
+	if (pipe(ready) || pipe(hold)) {
+		report(false, "ids handed over: pipe");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int keep[2] = { ready[1], hold[0] };
+		struct stp_sandbox_opts o = { .mode = STP_SANDBOX_ON, .user = "no-such-user-x",
+					      .has_ids = true, .uid = 65534, .gid = 65533,
+					      .keep_fds = keep, .nkeep = 2 };
+		char err[256];
+
+		if (stp_sandbox_enter(&o, err, sizeof(err))) {
+			dprintf(2, "stp_sandbox_enter: %s\n", err);
+			_exit(PROBE_ENTER_FAILED);
+		}
+		if (write(ready[1], "r", 1) != 1 || read(hold[0], &c, 1) < 0)
+			_exit(PROBE_WRONG);
+		_exit(PROBE_OK);
+	}
+	close(ready[1]);
+	close(hold[0]);
+	if (pid > 0 && read(ready[0], &c, 1) == 1) {
+		proc_field(pid, 0, "Uid", uid, sizeof(uid));
+		proc_field(pid, 0, "Gid", gid, sizeof(gid));
+	}
+	close(hold[1]);
+	close(ready[0]);
+	report(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == PROBE_OK && !strcmp(uid, "65534\t65534\t65534\t65534") &&
+	       !strcmp(gid, "65533\t65533\t65533\t65533"),
+	       "ids handed over are taken without a lookup: Uid %s, Gid %s", uid, gid);
 }
 
 /* sandbox=off changes nothing. */
@@ -1114,6 +1160,7 @@ int main(void)
 	test_confined_state(false);
 	test_user_fallback();
 	test_refusals();
+	test_given_ids();
 	test_off();
 	if (make_lookup_dir()) {
 		perror("lookup directory");

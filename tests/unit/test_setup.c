@@ -14,7 +14,8 @@
 
 /* Tags are positions in setup.c's table: the ones used here. */
 enum { T_PROG = 1, T_IMAGE = 2, T_WARM = 14, T_SANDBOX = 16, T_FOREGROUND = 22,
-       T_MEM = 26, T_KEY = 31, T_ROLES = 32, T_LAST = 32 };
+       T_MEM = 26, T_KEY = 31, T_ROLES = 32, T_SANDBOX_IDS = 33, T_SANDBOX_UID = 34,
+       T_SANDBOX_GID = 35, T_LAST = 35 };
 
 static uint8_t buf[8192];
 static size_t len;
@@ -52,6 +53,9 @@ static void test_fields_read_back(void)
 	field(T_KEY, key, 64);
 	field(T_KEY, key, 64);
 	field(T_ROLES, roles, sizeof(roles));
+	field(T_SANDBOX_IDS, &flag, 1);
+	u32(T_SANDBOX_UID, 65534);
+	u32(T_SANDBOX_GID, 65533);
 	CHECK(decode(&s) == 0);
 	CHECK(s.prog && !strcmp(s.prog, "mount.stipple"));
 	CHECK(s.opts.image && !strcmp(s.opts.image, ""), "an empty string is there");
@@ -59,6 +63,8 @@ static void test_fields_read_back(void)
 	CHECK(s.opts.warm_workers == 3 && s.opts.foreground && s.mem_limit == mem);
 	CHECK(s.nkeys == 2 && s.keys[1].raw[0] == 7 && s.keys[1].id[31] == 7);
 	CHECK(s.nroles == 2 && s.roles[1] == STP_FD_CHAN);
+	CHECK(s.sandbox_ids && s.sandbox_uid == 65534 && s.sandbox_gid == 65533,
+	      "the sandbox user's ids, looked up by the monitor");
 	stp_setup_free(&s);
 }
 
