@@ -114,41 +114,96 @@ static const uint64_t *original_hash(const struct originals *o, const struct nod
  * filtered input (BCJ) and the compressed output (BCJ or dictionary). */
 struct worker {
 	ZSTD_CCtx *cctx;
+	ZSTD_CCtx *trial; /* the BCJ trial's, made when first needed */
 	uint8_t *fin, *fout;
 };
+
+static unsigned window_log(unsigned block_log)
+{
+	return block_log > ZSTD_WINDOWLOG_MAX_64 ? ZSTD_WINDOWLOG_MAX_64 : block_log;
+}
 
 static ZSTD_CCtx_params *make_params(const struct pack_opts *o)
 {
 	ZSTD_CCtx_params *p = ZSTD_createCCtxParams();
-	unsigned wlog = o->block_log;
 
 	if (!p)
 		return NULL;
 	ZSTD_CCtxParams_init(p, o->level);
-	if (wlog > ZSTD_WINDOWLOG_MAX_64)
-		wlog = ZSTD_WINDOWLOG_MAX_64;
-	ZSTD_CCtxParams_setParameter(p, ZSTD_c_windowLog, (int)wlog);
+	ZSTD_CCtxParams_setParameter(p, ZSTD_c_windowLog, (int)window_log(o->block_log));
 	ZSTD_CCtxParams_setParameter(p, ZSTD_c_checksumFlag, 0);
 	ZSTD_CCtxParams_setParameter(p, ZSTD_c_contentSizeFlag, 1);
 	ZSTD_CCtxParams_setParameter(p, ZSTD_c_dictIDFlag, 0);
 	return p;
 }
 
+/*
+ * Blocks of at least 2^TRIAL_FROM_LOG bytes that hold machine code are compressed once:
+ * a fast trial of both forms (plain and BCJ-filtered) at TRIAL_LEVEL, with a window over
+ * the whole block as the real one has, picks the form, and only that one is compressed
+ * at the block's level. Compressing both at level 19 doubled the time of every block of
+ * code; the trial costs a few percent of one (measured: figures in tests/bench/RESULTS.md).
+ * Smaller blocks, cheap to compress and the only ones with a dictionary, still try both
+ * forms at their level and keep the smaller.
+ */
+#define TRIAL_FROM_LOG 20u
+#define TRIAL_LEVEL 3
+
+static ZSTD_CCtx_params *trial_params(const struct pack_opts *o)
+{
+	ZSTD_CCtx_params *p = ZSTD_createCCtxParams();
+
+	if (!p)
+		return NULL;
+	/* tables sized for one block, not for the level's unknown-size default */
+	ZSTD_CCtxParams_init_advanced(p, ZSTD_getParams(TRIAL_LEVEL, 1ull << o->block_log, 0));
+	ZSTD_CCtxParams_setParameter(p, ZSTD_c_windowLog, (int)window_log(o->block_log));
+	return p;
+}
+
+/* Whether blocks at these options choose BCJ by the fast trial. */
+static int uses_trial(const struct pack_opts *o)
+{
+	return o->bcj && o->block_log >= TRIAL_FROM_LOG;
+}
+
+/* A context with PARAMS (NULL: out of memory), which it frees. */
+static ZSTD_CCtx *make_cctx(ZSTD_CCtx_params *params)
+{
+	ZSTD_CCtx *cctx = ZSTD_createCCtx();
+	int ok = cctx && params && !ZSTD_isError(ZSTD_CCtx_setParametersUsingCCtxParams(cctx, params));
+
+	ZSTD_freeCCtxParams(params);
+	if (!ok) {
+		ZSTD_freeCCtx(cctx);
+		return NULL;
+	}
+	return cctx;
+}
+
+/* The most a context with PARAMS (which it frees) holds; 0 when out of memory. */
+static uint64_t cctx_cost(ZSTD_CCtx_params *params)
+{
+	size_t n = params ? ZSTD_estimateCCtxSize_usingCCtxParams(params) : 0;
+
+	ZSTD_freeCCtxParams(params);
+	return ZSTD_isError(n) ? 0 : n;
+}
+
 void pack_memory_cost(const struct pack_opts *o, int dict, uint64_t *per_block,
 		      uint64_t *per_worker)
 {
-	ZSTD_CCtx_params *p = make_params(o);
-
 	*per_block = 2ull << o->block_log;
 	/* A context that references the dictionary attaches or copies its tables into a
 	 * workspace this estimate already covers (measured: levels 3 to 19, 64K to 512K
 	 * blocks); the tables themselves are shared, counted once by the caller. */
-	*per_worker = p ? ZSTD_estimateCCtxSize_usingCCtxParams(p) : 0;
+	*per_worker = cctx_cost(make_params(o));
 	if (o->bcj)
 		*per_worker += 2ull << o->block_log;
 	else if (dict)
 		*per_worker += 1ull << o->block_log;
-	ZSTD_freeCCtxParams(p);
+	if (uses_trial(o))
+		*per_worker += cctx_cost(trial_params(o));
 }
 
 /* Compresses SRC (the slot's bytes, FILTER applied to them) into DST with CDICT (NULL:
@@ -185,29 +240,60 @@ static int worker_buffers(struct worker *w, int bcj, size_t block_size)
 	return w->fout && (!bcj || w->fin) ? 0 : -ENOMEM;
 }
 
-/* Every way a block may be stored is tried and the smallest kept: raw, zstd, zstd after
- * BCJ when it holds machine code (so BCJ never makes an image larger), and each again
- * with the dictionary, whose saving over the best without it is counted (plain_len). */
+/* Bytes the trial context makes of the slot's LEN bytes at SRC; LEN when they do not
+ * shrink. The output goes to w->fout, unused. */
+static size_t trial_size(struct worker *w, const struct slot *s, const uint8_t *src)
+{
+	size_t n;
+
+	if (ZSTD_isError(ZSTD_CCtx_reset(w->trial, ZSTD_reset_session_only)))
+		return s->len;
+	n = ZSTD_compress2(w->trial, w->fout, s->len, src, s->len);
+	return ZSTD_isError(n) ? s->len : n;
+}
+
+/* Whether the filtered form (in w->fin) wins the fast trial against the plain one. */
+static int bcj_wins_trial(const struct pack_opts *o, struct worker *w, const struct slot *s,
+			  int *wins)
+{
+	if (!w->trial)
+		w->trial = make_cctx(trial_params(o));
+	if (!w->trial)
+		return -ENOMEM;
+	*wins = trial_size(w, s, w->fin) < trial_size(w, s, s->in);
+	return 0;
+}
+
+/* Every way a block may be stored is weighed and the smallest kept: raw, zstd, zstd after
+ * BCJ when it holds machine code, and each again with the dictionary, whose saving over
+ * the best without it is counted (plain_len). Large blocks weigh BCJ by the trial and
+ * compress one form; small ones compress both. */
 static int compress_slot(struct packer *p, struct worker *w, struct slot *s)
 {
 	unsigned filter = s->code[STP_FILTER_ARM64] > s->code[STP_FILTER_X86] ?
 			  STP_FILTER_ARM64 : STP_FILTER_X86;
 	int bcj = p->o->bcj && (s->code[STP_FILTER_X86] || s->code[STP_FILTER_ARM64]);
-	int rc = 0;
+	int plain = 1, rc = 0;
 
 	s->codec = STP_CODEC_RAW;
 	s->filter = STP_FILTER_NONE;
 	s->stored_len = s->len;
-	rc = try_compress(w->cctx, NULL, s, s->out, s->in, STP_FILTER_NONE);
-	if (!rc && (bcj || p->cdict))
+	if (bcj || p->cdict)
 		rc = worker_buffers(w, bcj, p->block_size);
 	if (!rc && bcj) {
 		memcpy(w->fin, s->in, s->len);
 		stp_bcj_apply(filter, w->fin, s->len, p->o->stable ? 0 : s->start, 1);
-		rc = try_compress(w->cctx, NULL, s, w->fout, w->fin, filter);
+		if (uses_trial(p->o)) {
+			rc = bcj_wins_trial(p->o, w, s, &bcj);
+			plain = !bcj;
+		}
 	}
+	if (!rc && plain)
+		rc = try_compress(w->cctx, NULL, s, s->out, s->in, STP_FILTER_NONE);
+	if (!rc && bcj)
+		rc = try_compress(w->cctx, NULL, s, w->fout, w->fin, filter);
 	s->plain_len = s->stored_len;
-	if (!rc && p->cdict)
+	if (!rc && p->cdict && plain)
 		rc = try_compress(w->cctx, p->cdict, s, w->fout, s->in, STP_FILTER_NONE);
 	if (!rc && p->cdict && bcj)
 		rc = try_compress(w->cctx, p->cdict, s, w->fout, w->fin, filter);
@@ -215,25 +301,10 @@ static int compress_slot(struct packer *p, struct worker *w, struct slot *s)
 	return rc;
 }
 
-/* A context with the blocks' parameters. */
-static ZSTD_CCtx *make_cctx(const struct pack_opts *o)
-{
-	ZSTD_CCtx *cctx = ZSTD_createCCtx();
-	ZSTD_CCtx_params *params = make_params(o);
-	int ok = cctx && params && !ZSTD_isError(ZSTD_CCtx_setParametersUsingCCtxParams(cctx, params));
-
-	ZSTD_freeCCtxParams(params);
-	if (!ok) {
-		ZSTD_freeCCtx(cctx);
-		return NULL;
-	}
-	return cctx;
-}
-
 static void *worker_main(void *arg)
 {
 	struct packer *p = arg;
-	struct worker w = { .cctx = make_cctx(p->o) };
+	struct worker w = { .cctx = make_cctx(make_params(p->o)) };
 	int err = w.cctx ? 0 : -ENOMEM;
 
 	pthread_mutex_lock(&p->lock);
@@ -253,6 +324,7 @@ static void *worker_main(void *arg)
 	}
 	pthread_mutex_unlock(&p->lock);
 	ZSTD_freeCCtx(w.cctx);
+	ZSTD_freeCCtx(w.trial);
 	free(w.fin);
 	free(w.fout);
 	return NULL;

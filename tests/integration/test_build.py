@@ -258,6 +258,25 @@ def program_tree(tmp_path, progs):
     return src
 
 
+def test_bcj_chosen_by_trial_on_large_blocks(stipple, mkstipple, tmp_path):
+    """Blocks of 1 MiB and more that hold machine code weigh BCJ by a fast trial and are
+    compressed once in the chosen form: on programs the filter is chosen and pays (the
+    image is smaller than with --no-bcj), the files read back, and the choice, like the
+    rest of the image, does not depend on --threads or --memory."""
+    src = program_tree(tmp_path, ["python3.11", "ls", "cp", "sort"])
+    args = ("--level", "3", "--block-size", "1M")
+    plain = build_image(src, tmp_path / "plain.stipple", *args, "--no-bcj")
+    images = [build_image(src, tmp_path / ("t%s.stipple" % t), *args, "--threads", t, *extra)
+              for t, extra in [("1", ()), ("2", ()), ("2", ("--memory", "8M"))]]
+    info = run([stipple, "info", images[0]], check=True).stdout
+    assert re.search(r"features:.*\bbcj-(x86|arm64)\b", info), info
+    assert os.path.getsize(images[0]) < os.path.getsize(plain), \
+        "BCJ chosen by the trial made the image no smaller than --no-bcj"
+    for image in images[1:]:
+        assert read_file(image) == read_file(images[0]), "%s differs from --threads 1" % image
+    assert_same_tree(src, extract_image(images[0], tmp_path / "out"))
+
+
 def test_code_apart(image_of, tmp_path):
     """--code-apart: after plain files come the other bytes of programs (headers, symbols,
     data), then their code, and only blocks of code are filtered; a program whose section table
