@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include "daemon.h"
-#include "daemonchecks.h"
 
 #include <errno.h>
 #include <fcntl.h>

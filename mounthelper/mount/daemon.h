@@ -23,7 +23,8 @@ struct stp_mount_opts;
 struct stp_superblock;
 struct stp_pubkey;
 struct stp_daemon;
-struct stp_daemon_checks;
+struct stp_image;
+struct stp_imgsrc;
 struct fuse_session;
 
 /* What the monitor hands the daemon (setup.h). The daemon owns the descriptors from
@@ -44,6 +45,27 @@ struct stp_daemon_fds {
 	bool has_ids;
 	uid_t uid;
 	gid_t gid;
+};
+
+struct stp_diskcache;
+struct stp_image;
+struct stp_imgsrc;
+
+/* What opens a URL or a signed image, in stipple-mountd-checked only (daemonchecks.h).
+ * Called from the daemon's one thread, before any other starts; not thread-safe. */
+struct stp_daemon_checks {
+	/* Before confinement: OpenSSL's set-up (it may read its configuration). */
+	int (*init)(void);
+	/* A URL: the source through the fetcher's channels in FDS, and its disk cache
+	 * (*CACHE NULL: none, or one that cannot be used). 0 or a negative errno. */
+	int (*open_url)(struct stp_daemon *d, const struct stp_daemon_fds *fds,
+			struct stp_imgsrc **src, struct stp_diskcache **cache);
+	/* verify=: SRC (taken over) opened verified with the key among FDS's that its
+	 * signature block names. A failure is told to the monitor (stp_daemon_fail). */
+	int (*open_verified)(struct stp_daemon *d, const struct stp_daemon_fds *fds,
+			     struct stp_imgsrc *src, struct stp_image **img);
+	/* The image open: the blocks CACHE may hold, by their checksums. */
+	void (*expect_blocks)(struct stp_diskcache *cache, const struct stp_image *img);
 };
 
 /* Exit statuses of the daemon process. */
