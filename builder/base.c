@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileread.h"
 #include "format.h"
 #include "image.h"
 #include "progress.h"
@@ -62,7 +63,7 @@ struct base {
 	struct decoded cache[2];
 	uint64_t clock;
 	uint8_t *stored;         /* a block's stored bytes, as they are copied */
-	uint8_t *cmp[2];         /* the new file's bytes and OLD's, compared */
+	uint8_t *cmp;            /* the new file's bytes, compared with OLD's */
 	struct pack_carry carry;
 };
 
@@ -144,10 +145,9 @@ void base_close(struct base *b)
 {
 	if (!b)
 		return;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		free(b->cache[i].buf);
-		free(b->cmp[i]);
-	}
+	free(b->cmp);
 	free(b->stored);
 	free(b->carried);
 	free(b->kept);
@@ -192,80 +192,61 @@ static int decoded_block(struct base *b, uint64_t block, const uint8_t **out)
 	return 0;
 }
 
-/* Copies LEN bytes of OLD's stream from OFF into DST. */
-static int stream_read(struct base *b, uint64_t off, uint64_t len, uint8_t *dst)
-{
-	while (len) {
-		uint64_t block = stp_sb_block_of(&b->sb, off);
-		uint64_t in = off - stp_sb_block_start(&b->sb, block);
-		uint64_t n = stp_sb_block_len(&b->sb, block) - in;
-		const uint8_t *data = NULL;
-		int rc = decoded_block(b, block, &data);
+/* One comparison of a new file with OLD's: the tree's file, read as OLD's pieces go. */
+struct compare {
+	struct base *b;
+	struct source_file *sf;
+};
 
+/* 0 while the tree's bytes at piece P equal OLD's (the block's, or zeros for a hole), 1
+ * at the first difference or short read, or -errno for OLD (reported). */
+static int compare_piece(void *ctx, const struct stp_file_piece *p)
+{
+	struct compare *c = ctx;
+	const uint8_t *data = NULL;
+	int rc = 0;
+
+	if (p->block != STP_FILE_HOLE) {
+		rc = decoded_block(c->b, p->block, &data);
+		if (!rc)
+			rc = stp_file_piece_check(c->b->img, p, stp_sb_block_len(&c->b->sb, p->block));
 		if (rc)
-			return rc;
-		n = n < len ? n : len;
-		memcpy(dst, data + in, n);
-		dst += n;
-		off += n;
-		len -= n;
+			return rc < 0 ? rc : -EUCLEAN;
+		data += p->in_block;
+	}
+	for (uint64_t done = 0; done < p->len;) {
+		size_t want = p->len - done < CMP_CHUNK ? (size_t)(p->len - done) : CMP_CHUNK;
+		ssize_t n = source_file_pread(c->sf, c->b->cmp, want, p->file_off + done);
+
+		if (n != (ssize_t)want)
+			return 1;
+		/* a hole: every byte equal to the first, which is 0 */
+		if (data ? memcmp(c->b->cmp, data + done, want) != 0
+			 : c->b->cmp[0] || memcmp(c->b->cmp, c->b->cmp + 1, want - 1))
+			return 1;
+		done += want;
 	}
 	return 0;
 }
 
-/* Bytes [OFF, OFF + LEN) of OLD's file INO into DST: what no extent covers reads as 0. */
-static int old_read(struct base *b, const struct stp_inode *ino, uint64_t off, size_t len,
-		    uint8_t *dst)
-{
-	uint32_t i;
-	int rc = stp_image_extent_find(b->img, ino, off, &i);
-
-	memset(dst, 0, len);
-	for (; !rc && i < ino->count; i++) {
-		struct stp_extent e;
-		uint64_t from, to;
-
-		rc = stp_image_extent(b->img, ino, i, &e);
-		if (rc || e.file_off >= off + len)
-			break;
-		from = e.file_off > off ? e.file_off : off;
-		to = e.file_off + e.length < off + len ? e.file_off + e.length : off + len;
-		if (to > from)
-			rc = stream_read(b, e.stream_off + (from - e.file_off), to - from,
-					 dst + (from - off));
-	}
-	return rc ? old_failed(b, rc, "--base: reading its metadata") : 0;
-}
-
 /* 1 when K's file reads, in the tree, as OLD holds it (and did not change meanwhile),
- * 0 when not or when it cannot be read (the packer reports that), or -errno for OLD. */
+ * 0 when not or when it cannot be read (the packer reports that), or -errno for OLD.
+ * One walk of OLD's extents, each block decoded about once (decoded_block's cache). */
 static int same_as_old(struct base *b, const struct kept *k)
 {
 	struct source_file sf;
-	uint64_t size = (uint64_t)k->file->st.st_size, off = 0;
-	int same = 1, rc = source_file_open(k->file, &sf);
+	struct compare c = { b, &sf };
+	int rc = source_file_open(k->file, &sf);
 
 	if (rc)
 		return 0;
-	while (same == 1 && off < size) {
-		size_t want = size - off < CMP_CHUNK ? (size_t)(size - off) : CMP_CHUNK;
-		ssize_t n = source_file_pread(&sf, b->cmp[0], want, off);
-
-		if (n <= 0) {
-			same = 0;
-			break;
-		}
-		rc = old_read(b, &k->old, off, (size_t)n, b->cmp[1]);
-		if (rc)
-			same = rc;
-		else if (memcmp(b->cmp[0], b->cmp[1], (size_t)n))
-			same = 0;
-		off += (uint64_t)n;
-	}
-	if (same == 1 && !source_file_unchanged(&sf))
-		same = 0;
+	rc = stp_file_walk(b->img, &k->old, 0, (uint64_t)k->file->st.st_size, compare_piece, &c);
+	if (rc < 0)
+		rc = old_failed(b, rc, "--base: reading its metadata");
+	else
+		rc = !rc && source_file_unchanged(&sf);
 	source_file_close(&sf);
-	return same;
+	return rc;
 }
 
 /* The OLD blocks file K's extents touch, and where its first one lies. */
@@ -337,9 +318,8 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	int rc = 0;
 
 	b->kept = calloc(count ? count : 1, sizeof(*b->kept));
-	b->cmp[0] = malloc(CMP_CHUNK);
-	b->cmp[1] = malloc(CMP_CHUNK);
-	if (!b->kept || !b->cmp[0] || !b->cmp[1])
+	b->cmp = malloc(CMP_CHUNK);
+	if (!b->kept || !b->cmp)
 		return -ENOMEM;
 	for (size_t i = nhot; i < count && rc >= 0; i++) {
 		rc = candidate(b, &order[i], &b->kept[n]);
