@@ -95,6 +95,24 @@ struct stp_sandbox_opts {
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
 
 /*
+ * Step 2 alone, ahead of the rest, for root's daemon while it waits for its setup: the
+ * old root's detach waits for the kernel's RCU grace period (about 3.4 ms), which then
+ * overlaps the monitor's checks and mount instead of following them. Nothing can be
+ * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd) and the
+ * unwinder loaded; stp_sandbox_enter then skips step 2 and uses that /dev/null. The FUSE
+ * mount, made after this, never appears in the daemon's namespace. Does nothing (0) for
+ * STP_SANDBOX_OFF, when not root (a user's namespace is built by stp_sandbox_enter), or
+ * a second time. Returns 0, or a negative errno with a one-line message in ERR: the
+ * caller should then report it and _exit. Not thread-safe (it must run before any
+ * thread exists).
+ */
+int stp_sandbox_enter_empty_root(enum stp_sandbox_mode mode, char *err, size_t errlen);
+
+/* /dev/null as opened by stp_sandbox_enter_empty_root, until stp_sandbox_enter takes it
+ * over; -1 otherwise. The caller may dup it, not close it. */
+int stp_sandbox_null_fd(void);
+
+/*
  * The user root's daemon runs as: NAME, or for NULL "stipple" if that user exists, else
  * "nobody" with a warning through stp_log (STP_LOG_WARN) that the shared user is used.
  * Through the name service, which may load modules and read files: for the monitor to
