@@ -55,6 +55,10 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
  * /dev/null was opened before it (-1: not taken ahead). */
 static bool root_entered;
 static int early_nullfd = -1;
+/* The daemon's filter for ahead_mode, built then too (NULL: none); stp_sandbox_enter
+ * takes it over. */
+static scmp_filter_ctx ahead_filter;
+static enum stp_sandbox_mode ahead_mode;
 
 /* unshare(CLONE_NEWNS) and per-thread credentials need one thread; /proc tells. */
 static int check_single_threaded(char *err, size_t errlen)
@@ -327,6 +331,11 @@ int stp_sandbox_build_filter(enum stp_sandbox_filter which, enum stp_sandbox_mod
 static int build_filter(const struct stp_sandbox_opts *o, scmp_filter_ctx *out, char *err,
 			size_t errlen)
 {
+	if (ahead_filter && !o->fetcher && o->mode == ahead_mode) {
+		*out = ahead_filter;
+		ahead_filter = NULL;
+		return 0;
+	}
 	return stp_sandbox_build_filter(o->fetcher ? STP_FILTER_FETCHER : STP_FILTER_DAEMON,
 					o->mode, 0, out, err, errlen);
 }
@@ -755,6 +764,9 @@ int stp_sandbox_enter_empty_root(enum stp_sandbox_mode mode, char *err, size_t e
 		return stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
 	rc = enter_empty_root(err, errlen);
 	root_entered = !rc;
+	/* compiled while the setup is awaited, not after it */
+	if (!rc && !stp_sandbox_build_filter(STP_FILTER_DAEMON, mode, 0, &ahead_filter, NULL, 0))
+		ahead_mode = mode;
 	return rc;
 }
 

@@ -99,7 +99,8 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
  * old root's detach waits for the kernel's RCU grace period (about 3.4 ms), which then
  * overlaps the monitor's checks and mount instead of following them. Nothing can be
  * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd) and the
- * unwinder loaded; stp_sandbox_enter then skips step 2 and uses that /dev/null. The FUSE
+ * unwinder loaded; the daemon's seccomp filter is compiled then too. stp_sandbox_enter
+ * then skips step 2 and uses that /dev/null and that filter. The FUSE
  * mount, made after this, never appears in the daemon's namespace. Does nothing (0) for
  * STP_SANDBOX_OFF, when not root (a user's namespace is built by stp_sandbox_enter), or
  * a second time. Returns 0, or a negative errno with a one-line message in ERR: the
