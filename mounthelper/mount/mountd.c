@@ -3,9 +3,11 @@
  * stipple-mountd: the confined daemon of a mount, a program of its own that only the
  * monitor runs (monitor.h), as OpenSSH's sshd runs sshd-session. It starts from a fresh
  * address space with only the libraries it links, finds its socket to the monitor on
- * STP_MONITOR_FD, takes its options and descriptors from the one SETUP message (setup.h),
- * takes over the FUSE connection the monitor mounted, and serves (daemon.h), confining
- * itself before it reads a byte of the image past the superblock.
+ * STP_MONITOR_FD, is told the sandbox mode first (SANDBOX: root's daemon then enters its
+ * empty root while the monitor checks and mounts, sandbox.h), takes its options and
+ * descriptors from the one SETUP message (setup.h), takes over the FUSE connection the
+ * monitor mounted, and serves (daemon.h), confining itself before it reads a byte of the
+ * image past the superblock.
  *
  * Built twice: stipple-mountd serves a local image without verify= and links no
  * libcrypto; stipple-mountd-checked (STP_MOUNTD_CHECKS) serves every mount, a URL's and

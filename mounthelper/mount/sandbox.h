@@ -8,7 +8,8 @@
  *      at /dev/null;
  *   2. files: a private mount namespace whose root is an empty read-only tmpfs, the old
  *      root detached (so no copy of the FUSE mount survives in it, and the host's umount
- *      still ends the daemon);
+ *      still ends the daemon); root's daemon takes this step ahead, before its mount
+ *      exists (stp_sandbox_enter_empty_root);
  *   3. identity: the bounding set emptied, securebits locked, supplementary groups
  *      dropped, real/effective/saved uid and gid set to the sandbox user;
  *   4. capabilities: permitted, effective, inheritable and ambient sets cleared;
