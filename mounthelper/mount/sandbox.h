@@ -97,7 +97,7 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 
 /*
  * Step 2 alone, ahead of the rest, for root's daemon while it waits for its setup: the
- * old root's detach waits for the kernel's RCU grace period (about 3.4 ms), which then
+ * old root's detach waits for the kernel's RCU grace period (1 to 4 ms here), which then
  * overlaps the monitor's checks and mount instead of following them. Nothing can be
  * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd) and the
  * unwinder loaded; the daemon's seccomp filter is compiled then too. stp_sandbox_enter
