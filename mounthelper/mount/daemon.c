@@ -149,13 +149,16 @@ void stp_daemon_free(struct stp_daemon *d)
 /* A daemon keeps no terminal (the sandbox does this too, but not when it is off). */
 static int detach_stdio(struct stp_daemon *d)
 {
-	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* in an empty root already, /dev/null is the one opened before it */
+	int ahead = stp_sandbox_null_fd();
+	int fd = ahead >= 0 ? ahead : open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (fd < 0)
 		return stp_daemon_fail(d, -errno, "/dev/null: %s", stp_strerror(-errno));
 	for (int i = 0; i < 3; i++)
 		dup2(fd, i);
-	close(fd);
+	if (fd != ahead)
+		close(fd);
 	return 0;
 }
 
@@ -453,10 +456,11 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 	stp_log_set_handler(log_handler);
 	stp_sandbox_warn(d->fs.opts->sandbox); /* stderr is the user's */
 	err = detach(d, mem_limit);
-	if (!err && d->checks && (err = d->checks->init()))
-		stp_daemon_fail(d, err, "cannot set up OpenSSL: %s", stp_strerror(err));
-	/* readfail: the failed-read outlet connects to syslog while it still can */
-	if (!err && (err = stp_readfail_open(STP_READFAIL_SOCKET, &d->fs.readfail)))
+	/* readfail: the failed-read outlet connects to syslog while it still can (OpenSSL's
+	 * set-up, d->checks->init, is done as early: mountd.c) */
+	d->fs.readfail = fds->readfail;
+	if (!err && !d->fs.readfail &&
+	    (err = stp_readfail_open(STP_READFAIL_SOCKET, &d->fs.readfail)))
 		stp_daemon_fail(d, err, "failed-read log: %s", stp_strerror(err));
 	if (!err)
 		err = enter_sandbox(d, fds);

@@ -45,6 +45,9 @@ struct stp_daemon_fds {
 	bool has_ids;
 	uid_t uid;
 	gid_t gid;
+	/* the failed-read outlet (readfail.h), opened before the empty root (mountd.c); the
+	 * daemon's from stp_daemon_serve on. NULL: opened there. */
+	struct stp_readfail *readfail;
 };
 
 struct stp_diskcache;
@@ -54,7 +57,8 @@ struct stp_imgsrc;
 /* What opens a URL or a signed image, in stipple-mountd-checked only (daemonchecks.h).
  * Called from the daemon's one thread, before any other starts; not thread-safe. */
 struct stp_daemon_checks {
-	/* Before confinement: OpenSSL's set-up (it may read its configuration). */
+	/* Before confinement, and before the empty root (mountd.c calls it as soon as it
+	 * starts): OpenSSL's set-up (it may read its configuration). */
 	int (*init)(void);
 	/* A URL: the source through the fetcher's channels in FDS, and its disk cache
 	 * (*CACHE NULL: none, or one that cannot be used). 0 or a negative errno. */

@@ -12,8 +12,9 @@
  * the keys' parsing (trustkeys.c), the priming lookups (prime.c), the watcher's
  * housekeeping (watcher.c).
  *
- *   open(stipple-mountd) O_PATH, vfork,      first: the daemon loads while the monitor
- *     execveat                                 checks; it waits for its setup
+ *   open(stipple-mountd) O_PATH, vfork,      first: the daemon loads and (told the
+ *     execveat                                 sandbox mode) confines its files while
+ *                                              the monitor checks; it waits for its setup
  *   open(public key) O_NOFOLLOW, or          verify: trusted configuration, read and
  *     open(keys dir), openat each *.pub        parsed by trustkeys.c
  *   open(image)                               the image fd; its superblock read through it
@@ -243,7 +244,8 @@ static int spawn_daemon(struct monitor *m, int sv[2])
 		return -EAGAIN;
 	}
 	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-	return 0;
+	/* the mode first: root's daemon builds its empty root while the monitor works */
+	return stp_setup_send_sandbox(sv[0], m->o->sandbox);
 }
 
 /* Waits for the daemon, killing it first when asked; once only. */

@@ -3,10 +3,11 @@
  * The messages between the privileged monitor and the programs it execs (stipple-mountd,
  * stipple-fetcher), as OpenSSH's monitor protocol does between its halves: typed and
  * bounded. Each is one datagram on a SOCK_SEQPACKET socket pair: a 32-bit type in host
- * order, then its payload. The monitor sends one message, first; the rest go the other
- * way, and the monitor trusts nothing in them: the daemon has parsed the untrusted image,
- * the fetcher has talked to a server.
+ * order, then its payload. The monitor sends first (SANDBOX to a daemon, then SETUP); the
+ * rest go the other way, and the monitor trusts nothing in them: the daemon has parsed
+ * the untrusted image, the fetcher has talked to a server.
  *
+ *   SANDBOX    uint32 mode  monitor -> daemon, before SETUP: confine files now (setup.h)
  *   SETUP      fields       monitor -> program: its options and descriptors (setup.h)
  *   HELLO      struct       fetcher: the URL probed (fetcher.c)
  *   LOG        text         a diagnostic for the user (the daemon has no terminal)
@@ -37,6 +38,7 @@ enum stp_msg_type {
 	STP_MSG_BLOCKS,
 	STP_MSG_STORE,
 	STP_MSG_ROOM,
+	STP_MSG_SANDBOX,
 };
 
 /* The largest payload. */

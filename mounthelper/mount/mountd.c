@@ -3,9 +3,11 @@
  * stipple-mountd: the confined daemon of a mount, a program of its own that only the
  * monitor runs (monitor.h), as OpenSSH's sshd runs sshd-session. It starts from a fresh
  * address space with only the libraries it links, finds its socket to the monitor on
- * STP_MONITOR_FD, takes its options and descriptors from the one SETUP message (setup.h),
- * takes over the FUSE connection the monitor mounted, and serves (daemon.h), confining
- * itself before it reads a byte of the image past the superblock.
+ * STP_MONITOR_FD, is told the sandbox mode first (SANDBOX: root's daemon then enters its
+ * empty root while the monitor checks and mounts, sandbox.h), takes its options and
+ * descriptors from the one SETUP message (setup.h), takes over the FUSE connection the
+ * monitor mounted, and serves (daemon.h), confining itself before it reads a byte of the
+ * image past the superblock.
  *
  * Built twice: stipple-mountd serves a local image without verify= and links no
  * libcrypto; stipple-mountd-checked (STP_MOUNTD_CHECKS) serves every mount, a URL's and
@@ -26,6 +28,8 @@
 #include "fuseapi.h"
 #include "monproto.h"
 #include "progpath.h"
+#include "readfail.h"
+#include "sandbox.h"
 #include "setup.h"
 #include "util.h"
 
@@ -34,9 +38,11 @@
 #include "daemonchecks.h"
 #define PROG STP_MOUNTD_CHECKED_NAME
 #define CHECKS (&stp_daemon_checks)
+#define CHECKS_INIT() stp_daemon_checks.init()
 #else
 #define PROG STP_MOUNTD_NAME
 #define CHECKS NULL
+#define CHECKS_INIT() 0
 #endif
 /* The monitor starts the daemon before it checks the image (and, for a URL, starts the
  * fetcher): the setup comes once that is done, or the monitor goes and the socket says
@@ -79,6 +85,58 @@ static void pick_fds(const struct stp_setup *s, const int *fds, struct stp_daemo
 			chans[out->nchans++] = fds[i];
 }
 
+/* What is done before the SETUP comes (the SANDBOX message says the mode): OpenSSL's
+ * set-up, the failed-read outlet's socket, then root's empty root (sandbox.h), all while
+ * the monitor checks the image and mounts. A failure is kept in WHY, for the monitor once
+ * the setup names the front end. */
+struct ahead {
+	int err;
+	char why[300];
+	enum stp_sandbox_mode mode;
+	struct stp_readfail *readfail;
+};
+
+static void take_ahead(int64_t deadline_ns, struct ahead *a)
+{
+	char err[256];
+
+	a->err = stp_setup_recv_sandbox(STP_MONITOR_FD, deadline_ns, &a->mode);
+	if (a->err) {
+		snprintf(a->why, sizeof(a->why), "no sandbox mode from the monitor: %s",
+			 stp_strerror(a->err));
+		return;
+	}
+	if ((a->err = CHECKS_INIT()))
+		snprintf(a->why, sizeof(a->why), "cannot set up OpenSSL: %s", stp_strerror(a->err));
+	else if ((a->err = stp_readfail_open(STP_READFAIL_SOCKET, &a->readfail)))
+		snprintf(a->why, sizeof(a->why), "failed-read log: %s", stp_strerror(a->err));
+	else if ((a->err = stp_sandbox_enter_empty_root(a->mode, err, sizeof(err))))
+		snprintf(a->why, sizeof(a->why), "sandbox: %s", err);
+}
+
+/* The SANDBOX and what it lets be done ahead, then the SETUP into S and FDS, checked
+ * (the same sandbox mode, a connection to serve): 0, or a failure told to the monitor. */
+static int take_setup(struct stp_setup *s, int *fds, struct ahead *a, int *fuse_fd)
+{
+	int64_t deadline = (int64_t)stp_now_ns() + SETUP_WAIT_MS * 1000000ll;
+	char text[512];
+	int err;
+
+	take_ahead(deadline, a);
+	err = a->err == -EPIPE ? a->err : stp_setup_recv(STP_MONITOR_FD, deadline, s, fds);
+	*fuse_fd = err ? -1 : stp_setup_fd(s, fds, STP_FD_FUSE);
+	if (!err && (*fuse_fd < 0 || s->opts.sandbox != a->mode || !s->prog ||
+		     !s->opts.fuse_opts || !s->opts.image || !s->opts.image_path))
+		err = -EPROTO;
+	if (err)
+		snprintf(text, sizeof(text), PROG ": no setup from the monitor: %s", stp_strerror(err));
+	else if (a->err)
+		snprintf(text, sizeof(text), "%s: %s", s->prog, a->why);
+	if (err || a->err)
+		stp_msg_send_failed(STP_MONITOR_FD, err ? err : a->err, text);
+	return err ? err : a->err;
+}
+
 /* The session over the connection the monitor made: libfuse takes /dev/fd/N as a
  * descriptor already mounted. */
 static int take_mount(struct stp_daemon *d, int fuse_fd)
@@ -92,9 +150,10 @@ static int take_mount(struct stp_daemon *d, int fuse_fd)
 int main(int argc, char **argv)
 {
 	static struct stp_setup s;
-	int fds[STP_SETUP_FDS_MAX], err, fuse_fd;
+	int fds[STP_SETUP_FDS_MAX], fuse_fd;
 	struct stp_daemon_fds dfds;
 	struct stp_daemon *d;
+	struct ahead a = { 0 };
 	char text[256];
 
 	if (stp_fill_stdio())
@@ -102,17 +161,8 @@ int main(int argc, char **argv)
 	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
 	signal(SIGPIPE, SIG_IGN); /* the monitor may be gone when this writes to it */
-	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + SETUP_WAIT_MS * 1000000ll,
-			     &s, fds);
-	fuse_fd = err ? -1 : stp_setup_fd(&s, fds, STP_FD_FUSE);
-	if (!err && (fuse_fd < 0 || !s.prog || !s.opts.fuse_opts || !s.opts.image ||
-		     !s.opts.image_path))
-		err = -EPROTO;
-	if (err) {
-		snprintf(text, sizeof(text), PROG ": no setup from the monitor: %s", stp_strerror(err));
-		stp_msg_send_failed(STP_MONITOR_FD, err, text);
+	if (take_setup(&s, fds, &a, &fuse_fd))
 		return STP_DAEMON_FAILED;
-	}
 	if (!s.opts.foreground)
 		setsid();
 	if (stp_daemon_new(&s.opts, s.prog, CHECKS, &d)) {
@@ -126,5 +176,6 @@ int main(int argc, char **argv)
 		return STP_DAEMON_FAILED;
 	}
 	pick_fds(&s, fds, &dfds);
+	dfds.readfail = a.readfail;
 	return stp_daemon_serve(d, &dfds, s.mem_limit);
 }

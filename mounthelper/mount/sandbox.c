@@ -51,6 +51,15 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
 	 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
 
+/* Step 2 taken ahead (stp_sandbox_enter_empty_root): the empty root is entered, and
+ * /dev/null was opened before it (-1: not taken ahead). */
+static bool root_entered;
+static int early_nullfd = -1;
+/* The daemon's filter for ahead_mode, built then too (NULL: none); stp_sandbox_enter
+ * takes it over. */
+static scmp_filter_ctx ahead_filter;
+static enum stp_sandbox_mode ahead_mode;
+
 /* unshare(CLONE_NEWNS) and per-thread credentials need one thread; /proc tells. */
 static int check_single_threaded(char *err, size_t errlen)
 {
@@ -322,6 +331,11 @@ int stp_sandbox_build_filter(enum stp_sandbox_filter which, enum stp_sandbox_mod
 static int build_filter(const struct stp_sandbox_opts *o, scmp_filter_ctx *out, char *err,
 			size_t errlen)
 {
+	if (ahead_filter && !o->fetcher && o->mode == ahead_mode) {
+		*out = ahead_filter;
+		ahead_filter = NULL;
+		return 0;
+	}
 	return stp_sandbox_build_filter(o->fetcher ? STP_FILTER_FETCHER : STP_FILTER_DAEMON,
 					o->mode, 0, out, err, errlen);
 }
@@ -515,10 +529,11 @@ static int clear_capabilities(char *err, size_t errlen)
 	return rc;
 }
 
-/* The steps that need root: namespace, bounding set, securebits, identity. */
+/* The steps that need root: namespace (unless taken ahead), bounding set, securebits,
+ * identity. */
 static int drop_privilege(uid_t uid, gid_t gid, char *err, size_t errlen)
 {
-	int rc = enter_empty_root(err, errlen);
+	int rc = root_entered ? 0 : enter_empty_root(err, errlen);
 
 	if (!rc)
 		rc = drop_bounding_set(err, errlen);
@@ -702,7 +717,8 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	preload_unwinder();
 	if (!privileged)
 		warn_no_userns();
-	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	nullfd = early_nullfd >= 0 ? early_nullfd : open("/dev/null", O_RDWR | O_CLOEXEC);
+	early_nullfd = -1;
 	if (nullfd < 0) {
 		rc = stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
 		goto out;
@@ -728,6 +744,35 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 out:
 	seccomp_release(filter);
 	return rc;
+}
+
+int stp_sandbox_enter_empty_root(enum stp_sandbox_mode mode, char *err, size_t errlen)
+{
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (mode == STP_SANDBOX_OFF || geteuid() != 0 || root_entered)
+		return 0;
+	rc = check_single_threaded(err, errlen);
+	if (rc)
+		return rc;
+	/* what nothing can open once the root is empty */
+	preload_unwinder();
+	early_nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (early_nullfd < 0)
+		return stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
+	rc = enter_empty_root(err, errlen);
+	root_entered = !rc;
+	/* compiled while the setup is awaited, not after it */
+	if (!rc && !stp_sandbox_build_filter(STP_FILTER_DAEMON, mode, 0, &ahead_filter, NULL, 0))
+		ahead_mode = mode;
+	return rc;
+}
+
+int stp_sandbox_null_fd(void)
+{
+	return early_nullfd;
 }
 
 /*

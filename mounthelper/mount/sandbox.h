@@ -8,7 +8,8 @@
  *      at /dev/null;
  *   2. files: a private mount namespace whose root is an empty read-only tmpfs, the old
  *      root detached (so no copy of the FUSE mount survives in it, and the host's umount
- *      still ends the daemon);
+ *      still ends the daemon); root's daemon takes this step ahead, before its mount
+ *      exists (stp_sandbox_enter_empty_root);
  *   3. identity: the bounding set emptied, securebits locked, supplementary groups
  *      dropped, real/effective/saved uid and gid set to the sandbox user;
  *   4. capabilities: permitted, effective, inheritable and ambient sets cleared;
@@ -93,6 +94,25 @@ struct stp_sandbox_opts {
  * Not thread-safe (by design: it must run before any thread exists).
  */
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
+
+/*
+ * Step 2 alone, ahead of the rest, for root's daemon while it waits for its setup: the
+ * old root's detach waits for the kernel's RCU grace period (1 to 4 ms here), which then
+ * overlaps the monitor's checks and mount instead of following them. Nothing can be
+ * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd) and the
+ * unwinder loaded; the daemon's seccomp filter is compiled then too. stp_sandbox_enter
+ * then skips step 2 and uses that /dev/null and that filter. The FUSE
+ * mount, made after this, never appears in the daemon's namespace. Does nothing (0) for
+ * STP_SANDBOX_OFF, when not root (a user's namespace is built by stp_sandbox_enter), or
+ * a second time. Returns 0, or a negative errno with a one-line message in ERR: the
+ * caller should then report it and _exit. Not thread-safe (it must run before any
+ * thread exists).
+ */
+int stp_sandbox_enter_empty_root(enum stp_sandbox_mode mode, char *err, size_t errlen);
+
+/* /dev/null as opened by stp_sandbox_enter_empty_root, until stp_sandbox_enter takes it
+ * over; -1 otherwise. The caller may dup it, not close it. */
+int stp_sandbox_null_fd(void);
 
 /*
  * The user root's daemon runs as: NAME, or for NULL "stipple" if that user exists, else

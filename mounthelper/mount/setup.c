@@ -324,6 +324,38 @@ int stp_setup_recv(int fd, int64_t deadline_ns, struct stp_setup *s, int *fds)
 	return err;
 }
 
+int stp_setup_send_sandbox(int fd, enum stp_sandbox_mode mode)
+{
+	uint32_t v = (uint32_t)mode;
+
+	return stp_msg_send(fd, STP_MSG_SANDBOX, &v, sizeof(v));
+}
+
+int stp_setup_decode_sandbox(const uint8_t *buf, size_t len, enum stp_sandbox_mode *mode)
+{
+	uint32_t v;
+
+	if (len != sizeof(v))
+		return -EPROTO;
+	memcpy(&v, buf, sizeof(v));
+	if (v != STP_SANDBOX_ON && v != STP_SANDBOX_LOG && v != STP_SANDBOX_OFF)
+		return -EPROTO;
+	*mode = (enum stp_sandbox_mode)v;
+	return 0;
+}
+
+int stp_setup_recv_sandbox(int fd, int64_t deadline_ns, enum stp_sandbox_mode *mode)
+{
+	uint8_t buf[16]; /* anything longer is cut, and refused */
+	uint32_t type;
+	size_t len;
+	int err = stp_msg_recv(fd, deadline_ns, &type, buf, sizeof(buf), &len);
+
+	if (!err && type != STP_MSG_SANDBOX)
+		err = -EPROTO;
+	return err ? err : stp_setup_decode_sandbox(buf, len, mode);
+}
+
 int stp_setup_fd(const struct stp_setup *s, const int *fds, enum stp_fd_role role)
 {
 	for (uint32_t i = 0; i < s->nroles; i++)

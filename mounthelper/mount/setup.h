@@ -94,6 +94,16 @@ int stp_setup_send(int fd, const struct stp_setup *s, const int *fds);
  * caller's, for stp_setup_free (the daemon and the fetcher keep them for their life). */
 int stp_setup_recv(int fd, int64_t deadline_ns, struct stp_setup *s, int *fds);
 
+/* SANDBOX, the message a daemon gets before its SETUP: the sandbox mode alone (a 32-bit
+ * enum stp_sandbox_mode), so that it confines its files while the monitor checks and
+ * mounts (sandbox.h: stp_sandbox_enter_empty_root). The SETUP's mode must then be the
+ * same. Send: 0 or the socket's negative errno. Decode (LEN bytes, untrusted): exactly 4
+ * bytes holding a known mode, else -EPROTO. Receive: until DEADLINE_NS, -EPROTO for
+ * another message or a bad one (descriptors attached are refused), -ETIMEDOUT, -EPIPE. */
+int stp_setup_send_sandbox(int fd, enum stp_sandbox_mode mode);
+int stp_setup_decode_sandbox(const uint8_t *buf, size_t len, enum stp_sandbox_mode *mode);
+int stp_setup_recv_sandbox(int fd, int64_t deadline_ns, enum stp_sandbox_mode *mode);
+
 /* Adds FD (none when negative) with ROLE to S's list and to FDS, the array sent with it;
  * nothing past STP_SETUP_FDS_MAX. */
 void stp_setup_add_fd(struct stp_setup *s, int *fds, int fd, enum stp_fd_role role);

@@ -7,6 +7,7 @@
  * setup: nothing the decoder accepts is lost or changed on the way. A BLOCKS or STORE
  * payload (a published image's store, fetcher.h) goes through its check, against a batch
  * and an image size taken from the payload's first bytes: what passes stays in bounds.
+ * A SANDBOX payload decodes to a known mode or is refused.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -97,6 +98,17 @@ static void check_store(const uint8_t *buf, size_t len)
 		FUZZ_ASSERT(st.which[k] < asked.count);
 }
 
+/* SANDBOX as the daemon decodes it: one of the three modes, from exactly 4 bytes. */
+static void check_sandbox(const uint8_t *buf, size_t len)
+{
+	enum stp_sandbox_mode mode = STP_SANDBOX_OFF + 1;
+
+	if (stp_setup_decode_sandbox(buf, len, &mode))
+		return;
+	FUZZ_ASSERT(len == 4);
+	FUZZ_ASSERT(mode == STP_SANDBOX_ON || mode == STP_SANDBOX_LOG || mode == STP_SANDBOX_OFF);
+}
+
 /* The datagram as the receiving end takes it: typed, bounded, no descriptor. */
 static void receive(const uint8_t *data, size_t size)
 {
@@ -121,6 +133,8 @@ static void receive(const uint8_t *data, size_t size)
 			check_blocks(buf, len);
 		if (!rc && type == STP_MSG_STORE)
 			check_store(buf, len);
+		if (!rc && type == STP_MSG_SANDBOX)
+			check_sandbox(buf, len);
 	}
 	close(sv[0]);
 	close(sv[1]);

@@ -5,12 +5,17 @@ directory (issue 29): what the kernel, /proc and ldd say, not what stipple says.
 - a mount is served by stipple-mountd, exec'd from the build tree beside the helper,
   with no environment and no descriptor beyond its own; the fetcher likewise links
   libcurl alone;
+- told its sandbox mode first, root's daemon is in its empty root before it is given
+  anything else;
 - a directory that is already a mount point of any kind is refused, naming the source
   and type there, with exit 32 (mount.stipple) or 1 (stipple mount); -o stack mounts on
   top of it."""
 
 import os
+import socket
+import struct
 import subprocess
+import time
 
 import pytest
 
@@ -129,6 +134,58 @@ def test_daemon_is_the_exec_d_program(images, mnt):
         assert f.read() == b""  # nothing of the caller's environment
     fds = os.listdir("/proc/%s/fd" % daemons[0])
     assert len(fds) <= 12, fds  # stdio, the image, /dev/fuse, the ending pipe: no leftovers
+
+
+# The monitor protocol as monproto.h and sandbox.h number it: the SANDBOX message, and the
+# modes it carries.
+MSG_SANDBOX, SANDBOX_ON, SANDBOX_OFF = 11, 0, 2
+MONITOR_FD = 3
+
+
+def mounts_seen_by(pid):
+    with open("/proc/%d/mountinfo" % pid) as f:
+        return [line.split() for line in f]
+
+
+def daemon_told(mode):
+    """stipple-mountd started as the monitor starts it (its socket on fd 3), told MODE and
+    nothing else yet: the process, and the monitor's end of the socket."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    p = subprocess.Popen([MOUNTD], env={}, stdin=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, close_fds=False,
+                         preexec_fn=lambda: os.dup2(theirs.fileno(), MONITOR_FD))
+    theirs.close()
+    ours.send(struct.pack("=II", MSG_SANDBOX, mode))
+    return p, ours
+
+
+@needs_root
+def test_daemon_enters_its_empty_root_before_its_setup():
+    """Root's daemon, told the sandbox mode, is in its private namespace with an empty
+    tmpfs root at once: before the monitor has mounted or sent its SETUP. sandbox=off:
+    it stays in the host's namespace. Without a SETUP it then fails, and exits."""
+    for mode in (SANDBOX_ON, SANDBOX_OFF):
+        p, sock = daemon_told(mode)
+        try:
+            deadline = time.monotonic() + 10
+            while (mode == SANDBOX_ON and len(mounts_seen_by(p.pid)) != 1 and
+                   time.monotonic() < deadline and p.poll() is None):
+                time.sleep(0.01)
+            if mode == SANDBOX_OFF:
+                time.sleep(0.3)
+            assert p.poll() is None, "the daemon exited before its SETUP"
+            seen = mounts_seen_by(p.pid)
+            if mode == SANDBOX_ON:
+                assert len(seen) == 1, seen
+                after = seen[0][seen[0].index("-") + 1:]
+                assert seen[0][4] == "/" and after[0] == "tmpfs", seen
+                assert os.listdir("/proc/%d/root" % p.pid) == []
+            else:
+                assert os.readlink("/proc/%d/ns/mnt" % p.pid) == os.readlink("/proc/self/ns/mnt")
+                assert len(seen) > 1
+        finally:
+            sock.close()  # no SETUP will come
+            assert p.wait(timeout=30) == 1  # STP_DAEMON_FAILED
 
 
 @needs_root

@@ -298,6 +298,7 @@ def test_log_mode_denies_nothing(small_image, mounter):
     with mounter(image, "sandbox=log") as mnt:
         pid = daemon_pid(image)
         assert_confined(pid, image)
+        assert_empty_root(pid)
         for _ in range(3):
             assert_serves(mnt, small_image)
         for dirpath, dirnames, filenames in os.walk(mnt):
@@ -319,6 +320,10 @@ def test_sandbox_off(small_image, mounter):
         st = status_fields("/proc/%d/status" % pid)
         assert st["Seccomp"] == "0" and st["NoNewPrivs"] == "0", st
         assert st["Uid"].split() == ["0"] * 4, st["Uid"]
+        # nothing ahead of the setup either (the SANDBOX message said off): the daemon
+        # stays in the host's mount namespace, its root the host's
+        assert os.readlink("/proc/%d/ns/mnt" % pid) == os.readlink("/proc/self/ns/mnt")
+        assert os.path.samefile("/proc/%d/root" % pid, "/")
     assert wait_gone(pid)
 
 

@@ -50,6 +50,7 @@ static int scratch_fd = -1;
 /* Whether uid 65534 may create a user namespace here (then a user's sandbox has one). */
 static bool user_namespaces;
 static bool as_fetcher; /* the fetcher's filter instead of the daemon's */
+static bool ahead;      /* the empty root entered first (stp_sandbox_enter_empty_root) */
 
 static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -75,6 +76,19 @@ static int enter(enum stp_sandbox_mode mode, const int *extra, size_t nextra)
 	int rc;
 
 	memcpy(keep + 1, extra, nextra * sizeof(*extra));
+	if (ahead) {
+		/* no name service in the empty root: the ids, as the monitor hands them over */
+		opts.has_ids = true;
+		opts.uid = opts.gid = 65534;
+		rc = stp_sandbox_enter_empty_root(mode, err, sizeof(err));
+		/* a root's: nothing can be opened by path now, /dev/null was before */
+		if (!rc && geteuid() == 0 && (stp_sandbox_null_fd() < 0 || open("/dev/null", O_RDONLY) >= 0))
+			rc = -EPROTO;
+		if (rc) {
+			dprintf(2, "stp_sandbox_enter_empty_root: %d: %s\n", rc, err);
+			return rc;
+		}
+	}
 	rc = stp_sandbox_enter(&opts, err, sizeof(err));
 	if (rc)
 		dprintf(2, "stp_sandbox_enter: %d: %s\n", rc, err);
@@ -824,7 +838,13 @@ static void test_off(void)
 	if (pid == 0) {
 		struct stp_sandbox_opts off = { .mode = STP_SANDBOX_OFF };
 		char err[64], v[64];
+		int fd;
 
+		/* nothing ahead either: the root is still the host's */
+		if (stp_sandbox_enter_empty_root(STP_SANDBOX_OFF, err, sizeof(err)) ||
+		    stp_sandbox_null_fd() != -1 || (fd = open("/etc/passwd", O_RDONLY)) < 0)
+			_exit(PROBE_WRONG);
+		close(fd);
 		if (stp_sandbox_enter(&off, err, sizeof(err)))
 			_exit(PROBE_ENTER_FAILED);
 		if (!proc_field(getpid(), 0, "Seccomp", v, sizeof(v)) || strcmp(v, "0"))
@@ -1158,6 +1178,12 @@ int main(void)
 	test_fetcher(true);
 	test_confined_state(true);
 	test_confined_state(false);
+	/* the empty root entered ahead, as root's daemon does while it waits for its setup;
+	 * a user's is still made by stp_sandbox_enter */
+	ahead = true;
+	test_confined_state(true);
+	test_confined_state(false);
+	ahead = false;
 	test_user_fallback();
 	test_refusals();
 	test_given_ids();

@@ -145,6 +145,39 @@ static void test_descriptors_travel(void)
 	close(sv[1]);
 }
 
+/* SANDBOX, before the SETUP: each mode travels; a wrong length, an unknown mode, another
+ * message or a descriptor attached is refused. */
+static void test_sandbox_mode(void)
+{
+	const enum stp_sandbox_mode modes[] = { STP_SANDBOX_ON, STP_SANDBOX_LOG, STP_SANDBOX_OFF };
+	enum stp_sandbox_mode got;
+	uint32_t bad = STP_SANDBOX_OFF + 1;
+	int sv[2], pipefd[2];
+
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(pipe(pipefd) == 0);
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK(stp_setup_send_sandbox(sv[0], modes[i]) == 0);
+		CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == 0 && got == modes[i]);
+	}
+	CHECK(stp_msg_send(sv[0], STP_MSG_SANDBOX, &bad, 4) == 0);
+	CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == -EPROTO, "an unknown mode");
+	CHECK(stp_msg_send(sv[0], STP_MSG_SANDBOX, "\0\0\0\0\0", 5) == 0);
+	CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == -EPROTO, "five bytes");
+	CHECK(stp_msg_send(sv[0], STP_MSG_SANDBOX, buf, 64) == 0);
+	CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == -EPROTO, "a long datagram, cut");
+	CHECK(stp_msg_send(sv[0], STP_MSG_SETUP, "\0\0\0\0", 4) == 0);
+	CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == -EPROTO, "a SETUP first");
+	CHECK(stp_msg_send_fds(sv[0], STP_MSG_SANDBOX, "\0\0\0\0", 4, pipefd, 1) == 0);
+	CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == -EPROTO, "a descriptor attached");
+	CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == -ETIMEDOUT, "nothing queued");
+	close(sv[0]);
+	CHECK(stp_setup_recv_sandbox(sv[1], 0, &got) == -EPIPE, "the monitor gone");
+	close(sv[1]);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
 /* The encoder takes what the decoder takes: a string of STP_SETUP_STR_MAX bytes
  * travels, one byte more is refused before anything is sent, and named beforehand. */
 static void test_long_string_refused_early(void)
@@ -204,5 +237,6 @@ int main(void)
 	RUN(test_descriptors_travel);
 	RUN(test_long_string_refused_early);
 	RUN(test_new_setup_carries_the_options);
+	RUN(test_sandbox_mode);
 	return tap_done();
 }
