@@ -14,10 +14,11 @@
 #include "report.h"
 #include "util.h"
 
-/* After the hot region: the files that are not machine code, then programs by kind, so
- * that the blocks the packer filters hold code and little else. Programs cut at their
- * code (CODE_APART) have their other bytes (symbol tables, strings, data) before all
- * the code: smaller, but a cold read of one program then decodes two distant blocks. */
+/* After the hot region and the rests of its files (cmp_similar): the files that are not
+ * machine code, then programs by kind, so that the blocks the packer filters hold code
+ * and little else. Programs cut at their code (CODE_APART) have their other bytes (symbol
+ * tables, strings, data) before all the code: smaller, but a cold read of one program
+ * then decodes two distant blocks. */
 enum group { GROUP_PLAIN, GROUP_NEAR_CODE, GROUP_X86, GROUP_ARM64 };
 
 static enum group piece_group(const struct piece *p)
