@@ -14,10 +14,11 @@
 #include "report.h"
 #include "util.h"
 
-/* After the hot region: the files that are not machine code, then programs by kind, so
- * that the blocks the packer filters hold code and little else. Programs cut at their
- * code (CODE_APART) have their other bytes (symbol tables, strings, data) before all
- * the code: smaller, but a cold read of one program then decodes two distant blocks. */
+/* After the hot region and the rests of its files (cmp_similar): the files that are not
+ * machine code, then programs by kind, so that the blocks the packer filters hold code
+ * and little else. Programs cut at their code (CODE_APART) have their other bytes (symbol
+ * tables, strings, data) before all the code: smaller, but a cold read of one program
+ * then decodes two distant blocks. */
 enum group { GROUP_PLAIN, GROUP_NEAR_CODE, GROUP_X86, GROUP_ARM64 };
 
 static enum group piece_group(const struct piece *p)
@@ -102,14 +103,35 @@ static int path_cmp(const struct node *a, const struct node *b, size_t max_depth
 
 static size_t chains_depth; /* what each half of chains holds */
 
-/* Within a group, path order keeps a package's files side by side, which measured better
- * than grouping by extension or by content type (see mkstipple(1)). */
+/* Bytes of a file the hot region leaves out: UINT64_MAX for a file it does not touch. */
+static uint64_t rest_of(const struct node *f)
+{
+	uint64_t rest = (uint64_t)f->st.st_size;
+
+	if (!f->hot_ranges)
+		return UINT64_MAX;
+	for (uint32_t i = 0; i < f->nhot_ranges; i++)
+		rest -= f->hot_ranges[i].end - f->hot_ranges[i].start;
+	return rest;
+}
+
+/* What the hot region leaves of its files comes first, smallest first, each in file
+ * order: a launch that strays outside its recorded ranges (another thread's timing,
+ * another path), most often just beside them, then waits only for the decode of the
+ * first cold block up to those bytes, not for a block far behind. The other files: within
+ * a group, path order keeps a package's files side by side, which measured better than
+ * grouping by extension or by content type (see mkstipple(1)). */
 static int cmp_similar(const void *a, const void *b)
 {
 	const struct piece *x = a, *y = b;
 	enum group gx = piece_group(x), gy = piece_group(y);
+	uint64_t rx = rest_of(x->file), ry = rest_of(y->file);
 	int c;
 
+	if (rx != ry)
+		return rx < ry ? -1 : 1;
+	if (rx != UINT64_MAX && x->file == y->file) /* a rest in file order, code or not */
+		return (x->start > y->start) - (x->start < y->start);
 	if (gx != gy)
 		return gx < gy ? -1 : 1;
 	c = x->file == y->file ? 0 : path_cmp(x->file, y->file, chains_depth);

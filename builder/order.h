@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The order of file data in the stream: the hot list's files first, in its order, then
- * the rest grouped so that similar content sits together; on request, programs cut so
+ * what its ranges leave of those files (smallest first), then the rest grouped so that
+ * similar content sits together; on request, programs cut so
  * that their code sits apart from their tables and data. Deterministic: depends only on
  * the tree, the hot list and that choice. Not thread-safe.
  */

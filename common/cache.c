@@ -27,6 +27,8 @@ enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
 /* Buffers are mapped whole pages at a time (4 KiB or a multiple: a bound either way). */
 #define SPARE_MIN_BUDGET 16u
 #define BUF_PAGE 4096u
+/* How far past the bytes asked for a decode may write: one zstd block (ZSTD_BLOCKSIZE_MAX). */
+#define DECODE_OVERSHOOT ((size_t)128 << 10)
 
 struct entry {
 	uint64_t block;
@@ -47,6 +49,8 @@ struct entry {
 	struct stp_decode *job; /* LOADING: the decode (set before FILTER, freed at FRONT
 				 * SIZE_MAX once no copy runs) */
 	uint64_t t0;            /* when the decode began */
+	size_t populated;       /* LOADING: the first POPULATED bytes of data are resident;
+				 * only the thread running the decode touches it */
 	int queued;             /* LOADING: its rest waits in the decode queue; lock */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
 				    * queue's link (next) while queued */
@@ -383,6 +387,23 @@ static void unfiltered(void *arg, size_t n, size_t claimed)
 static const struct stp_decode_ops decode_ops = { .decoded = published,
 						  .unfiltered = unfiltered };
 
+/* Outside the lock, by the thread running E's decode: goes on until E's first UNTIL bytes
+ * are decompressed, making resident first the pages it writes on the way (a zstd block
+ * may pass UNTIL by DECODE_OVERSHOOT). A read early in a large block so pays
+ * for its own pages, not for the whole buffer's; the rest are made resident by whoever
+ * decodes on. Returns what stp_image_decode_continue returns. */
+static int decode_to(struct entry *e, size_t until)
+{
+	size_t to = until < e->size && e->size - until > DECODE_OVERSHOOT ?
+		    until + DECODE_OVERSHOOT : e->size;
+
+	if (to > e->populated) {
+		buf_populate(e->data, e->populated, to);
+		e->populated = to;
+	}
+	return stp_image_decode_continue(e->job, until);
+}
+
 /* Outside the lock: starts decoding E into its buffer (the stored bytes in place in it)
  * and goes on until its first UNTIL bytes are final. 1 when bytes are left, in E->job. */
 static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
@@ -390,11 +411,16 @@ static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 	int rc = buf_fit(&e->data, &e->alloc, c->full);
 	struct stp_blockent be;
 
-	/* the decoded bytes at the start, the stored ones read in place at the end */
-	buf_populate(e->data, 0, e->size);
+	/* the stored bytes are read in place at the end; the decoded ones go at the start,
+	 * made resident as the decode reaches them, or all at once for a block stored raw
+	 * (read whole) */
+	e->populated = 0;
 	if (!rc && !stp_image_block(c->img, e->block, &be) && be.codec != STP_CODEC_RAW &&
 	    be.stored_size <= c->full)
 		buf_populate(e->data, c->full - be.stored_size, c->full);
+	else
+		e->populated = e->size;
+	buf_populate(e->data, 0, e->populated);
 	e->cache = c;
 	e->t0 = stp_now_ns();
 	if (!rc)
@@ -403,7 +429,7 @@ static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 		pthread_mutex_lock(&c->lock);
 		e->filter = stp_image_decode_filter(e->job);
 		pthread_mutex_unlock(&c->lock);
-		rc = stp_image_decode_continue(e->job, until);
+		rc = decode_to(e, until);
 	}
 	return rc;
 }
@@ -537,7 +563,7 @@ static void *decoder_main(void *arg)
 		unqueue(c, e);
 		last = e->size;
 		pthread_mutex_unlock(&c->lock);
-		finish_decode(c, e, stp_image_decode_continue(e->job, SIZE_MAX));
+		finish_decode(c, e, decode_to(e, SIZE_MAX));
 		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -630,7 +656,7 @@ static void decode_rest(struct stp_cache *c, struct entry *e, int rc)
 		rc = queue_decode(c, e) ? 1 : 2;
 		pthread_mutex_unlock(&c->lock);
 		if (rc == 1)
-			rc = stp_image_decode_continue(e->job, SIZE_MAX);
+			rc = decode_to(e, SIZE_MAX);
 	}
 	if (rc != 2)
 		finish_decode(c, e, rc);
@@ -643,7 +669,7 @@ static void decode_here(struct stp_cache *c, struct entry *e, size_t until)
 {
 	unqueue(c, e);
 	pthread_mutex_unlock(&c->lock);
-	decode_rest(c, e, stp_image_decode_continue(e->job, until));
+	decode_rest(c, e, decode_to(e, until));
 	pthread_mutex_lock(&c->lock);
 }
 

@@ -5,7 +5,7 @@
 # in OUT/KIND.txt, and prints one table of the ratios to the plain folder (medians of
 # RUNS interleaved rounds, see launch_bench.sh for how each is taken).
 #
-# Each tree's images and recorded hot list live in /var/tmp/stipple-launch-KIND and are
+# Each tree's images and recorded hot list live in /var/tmp/stipple-launch-KIND (WORK) and are
 # reused as they are: RUNS=0 prepares what is missing (assembles the tree, builds, records
 # the hot list with one launch, rebuilds with it) and times nothing, so that a later run
 # only times.
@@ -23,12 +23,13 @@
 # usage: tests/bench/launch_six.sh
 #   env: RUNS=5 KINDS="gcc jvm clang node office ruby" OUT=/var/tmp/launch-six
 #        ONLY="stipple erofs" RECORD_LEVEL=3 STIPPLE_BUILD=build (passed on to
-#        launch_bench.sh)
+#        launch_bench.sh) WORK=/var/tmp/stipple-launch (each tree's folder is WORK-KIND)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 kinds=${KINDS:-gcc jvm clang node office ruby}
 out=${OUT:-/var/tmp/launch-six}
+work_prefix=${WORK:-/var/tmp/stipple-launch}
 export RUNS=${RUNS:-5} ONLY=${ONLY:-stipple erofs} RECORD_LEVEL=${RECORD_LEVEL:-3}
 mkdir -p "$out"
 
@@ -38,7 +39,7 @@ if [ -n "${TRACE:-}" ]; then
 	mnt=/var/tmp/launch-six-trace-mnt
 	mkdir -p "$mnt"
 	for kind in $kinds; do
-		work=/var/tmp/stipple-launch-$kind
+		work=$work_prefix-$kind
 		[ -f "$work/hot.stp" ] || { echo "launch_six: $kind is not prepared (RUNS=0)" >&2; continue; }
 		echo "launch_six: tracing $kind ($(date -u +%H:%M:%S))" >&2
 		run=("$here/launch_one.sh" "$kind" "$mnt")
@@ -58,7 +59,7 @@ fi
 for kind in $kinds; do
 	[ -z "${TABLE:-}" ] || break
 	echo "launch_six: $kind ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-	TREE_KIND=$kind "$here/launch_bench.sh" >"$out/$kind.txt" 2>"$out/$kind.log" || {
+	TREE_KIND=$kind "$here/launch_bench.sh" "$work_prefix-$kind" >"$out/$kind.txt" 2>"$out/$kind.log" || {
 		echo "launch_six: $kind failed, see $out/$kind.log" >&2
 		continue
 	}
