@@ -365,6 +365,13 @@ static int same_as_old(struct base *b, const struct kept *k)
 	return rc;
 }
 
+/* Whether [FROM, TO) of a file, in no extent, is a hole mkstipple leaves out: none, or
+ * a run of zeros long enough to take no space. */
+static int hole_or_none(uint64_t from, uint64_t to)
+{
+	return from == to || to - from >= PACK_HOLE_MIN;
+}
+
 /* Whether extent E may follow P in a file as mkstipple writes it: after P in the file
  * and in the stream, apart in one of them; and where the file goes on, only across a
  * hole it leaves out or at the start of a block it was cut to. */
@@ -375,8 +382,8 @@ static int canonical_next(const struct base *b, const struct stp_extent *p,
 
 	if (e->file_off < file_end || e->stream_off < stream_end)
 		return 0; /* overlapping, or out of order */
-	if (e->file_off - file_end >= PACK_HOLE_MIN)
-		return 1;
+	if (e->file_off > file_end)
+		return hole_or_none(file_end, e->file_off);
 	return e->file_off == file_end && e->stream_off > stream_end &&
 	       e->stream_off == stp_sb_block_start(&b->sb, stp_sb_block_of(&b->sb, e->stream_off));
 }
@@ -408,6 +415,8 @@ static int old_layout(struct base *b, struct kept *k)
 		rc = stp_image_extent(b->img, &k->old, i, &v[i]);
 		ok = !rc && extent_inside(b, k, &v[i]) && (!i || canonical_next(b, &v[i - 1], &v[i]));
 	}
+	ok = ok && hole_or_none(0, v[0].file_off) &&
+	     hole_or_none(v[k->old.count - 1].file_off + v[k->old.count - 1].length, k->old.size);
 	if (rc || !ok) {
 		free(v);
 		return rc ? rc : 0;
@@ -485,7 +494,8 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	for (size_t i = 0; i < n; i++)
 		total += b->kept[i].old.size;
 	progress_phase("compare with the base", total);
-	b->compare_budget = 2 * (b->sb.block_count - b->first_cold) + 2;
+	b->compare_budget = 2 * (b->sb.block_count > b->first_cold ?
+				 b->sb.block_count - b->first_cold : 0) + 2;
 	b->nkept = 0;
 	for (size_t i = 0; i < n; i++) {
 		progress_set(done, 0);
