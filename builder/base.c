@@ -726,8 +726,7 @@ int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
 	return 0;
 }
 
-/* Kept file K's extents: those compared, moved with their blocks, and joined where they
- * meet (mkstipple's extents are as long as they can be). */
+/* Kept file K's extents: OLD's, moved with their blocks. */
 static int place_file(struct base *b, struct kept *k)
 {
 	struct node *f = k->file;
@@ -743,6 +742,7 @@ static int place_file(struct base *b, struct kept *k)
 		/* the blocks it spans follow one another here as in OLD */
 		e.stream_off = b->blocks[block].stream +
 			       (e.stream_off - stp_sb_block_start(&b->sb, block));
+		/* joined where they meet: mkstipple's extents are as long as they can be */
 		if (n && v[n - 1].file_off + v[n - 1].length == e.file_off &&
 		    v[n - 1].stream_off + v[n - 1].length == e.stream_off)
 			v[n - 1].length += e.length;
