@@ -398,24 +398,28 @@ static int extent_inside(const struct base *b, const struct kept *k, const struc
 /* Reads K's extents in OLD into k->ext, and the blocks they touch: 1 when laid out as
  * mkstipple lays a file out (so that each block is decoded once per file, and the new
  * image's extents are what mkstipple writes), 0 when not, -errno when they cannot be
- * read. Before any block is decoded: OLD's count is bounded by its holes and blocks. */
-static int old_layout(struct base *b, struct kept *k)
+ * read. Before any block is decoded: OLD's count is bounded by its holes and blocks.
+ * *HOT: some of the file lies in OLD's hot region (not kept: that is built anew). */
+static int old_layout(struct base *b, struct kept *k, int *hot)
 {
 	uint64_t most = k->old.size / PACK_HOLE_MIN + b->sb.block_count + 1;
 	struct stp_extent *v;
 	int rc = 0, ok = k->old.count <= most;
 
 	k->ext = NULL;
+	*hot = 0;
 	if (!ok)
 		return 0;
 	v = calloc(k->old.count, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < k->old.count && ok && !rc; i++) {
+	for (uint32_t i = 0; i < k->old.count && ok && !rc && !*hot; i++) {
 		rc = stp_image_extent(b->img, &k->old, i, &v[i]);
-		ok = !rc && extent_inside(b, k, &v[i]) && (!i || canonical_next(b, &v[i - 1], &v[i]));
+		ok = !rc && extent_inside(b, k, &v[i]);
+		*hot = ok && stp_sb_block_of(&b->sb, v[i].stream_off) < b->first_cold;
+		ok = ok && (!i || canonical_next(b, &v[i - 1], &v[i]));
 	}
-	ok = ok && hole_or_none(0, v[0].file_off) &&
+	ok = ok && !*hot && hole_or_none(0, v[0].file_off) &&
 	     hole_or_none(v[k->old.count - 1].file_off + v[k->old.count - 1].length, k->old.size);
 	if (rc || !ok) {
 		free(v);
@@ -437,7 +441,7 @@ static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 	char path[TREE_PATH_MAX + 1];
 	struct node *f = pc->file;
 	uint32_t ino;
-	int rc;
+	int rc, hot = 0;
 
 	if (f->hot || f->hot_ranges || pc->start || pc->end != (uint64_t)f->st.st_size ||
 	    !pc->end || tree_rel_path(f, path, sizeof(path)) >= sizeof(path))
@@ -450,14 +454,10 @@ static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 	if (!rc && ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count))
 		return 0;
 	if (!rc)
-		rc = old_layout(b, k);
+		rc = old_layout(b, k, &hot);
 	if (rc < 0)
 		return old_failed(b, rc, "--base: reading its metadata");
-	b->unlike += !rc;
-	if (rc && k->first < b->first_cold) {
-		free(k->ext);
-		rc = 0;
-	}
+	b->unlike += !rc && !hot;
 	k->file = f;
 	k->dropped = 0;
 	return rc;
