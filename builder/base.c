@@ -16,6 +16,7 @@
 
 #include "fileread.h"
 #include "format.h"
+#include "hash.h"
 #include "image.h"
 #include "progress.h"
 #include "report.h"
@@ -32,12 +33,17 @@ struct old_block {
 	uint64_t live;    /* bytes that some kept file's extent covers */
 	uint64_t stream;  /* where it lies in the new stream, once carried */
 	int carried;
+	int decoded;      /* by the comparison: BE and SHA say what it decoded */
+	struct stp_blockent be;
+	uint8_t sha[STP_SIG_HASH_SIZE]; /* of the stored bytes decoded, which alone are carried */
 };
 
 /* A file of the new tree that OLD holds with the same bytes. */
 struct kept {
 	struct node *file;
 	struct stp_inode old;  /* its inode in OLD */
+	struct stp_extent *ext; /* OLD's extents, read once: checked, compared, counted, placed */
+	uint32_t next;
 	uint64_t first, last;  /* the OLD blocks its extents touch */
 	uint64_t at;           /* the stream offset of its first extent in OLD */
 	int dropped;           /* a block it needs is not carried */
@@ -62,6 +68,9 @@ struct base {
 	uint64_t ncarried;
 	struct decoded cache[2];
 	uint64_t clock;
+	uint64_t decodes;        /* blocks decoded (cache misses) */
+	uint64_t compare_decodes, compare_budget; /* those of the comparison, and its bound */
+	size_t unlike;           /* candidates OLD lays out unlike mkstipple: packed anew */
 	uint8_t *stored;         /* a block's stored bytes, as they are copied */
 	uint8_t *cmp;            /* the new file's bytes, compared with OLD's */
 	struct pack_carry carry;
@@ -150,6 +159,8 @@ void base_close(struct base *b)
 	free(b->cmp);
 	free(b->stored);
 	free(b->carried);
+	for (size_t i = 0; b->kept && i < b->nkept; i++)
+		free(b->kept[i].ext);
 	free(b->kept);
 	free(b->blocks);
 	stp_image_close(b->img);
@@ -162,6 +173,61 @@ static uint64_t data_len(const uint8_t *buf, uint64_t len)
 	while (len && !buf[len - 1])
 		len--;
 	return len;
+}
+
+/* Block BLOCK's stored bytes as OLD holds them now, read and checked into b->stored
+ * with their table entry *BE and SHA-256 SHA. */
+static int read_stored(struct base *b, uint64_t block, struct stp_blockent *be,
+		       uint8_t sha[STP_SIG_HASH_SIZE])
+{
+	int rc = 0;
+
+	if (!b->stored && !(b->stored = malloc(stp_image_stored_max(b->img))))
+		return -ENOMEM;
+	rc = stp_image_read_block(b->img, block, b->stored, be);
+	if (rc)
+		return old_failed(b, rc, "--base: reading a block");
+	stp_sign_hash(b->stored, be->stored_size, sha);
+	return 0;
+}
+
+/* Whether block BLOCK read as BE and SHA is what an earlier read decoded. */
+static int same_stored(const struct old_block *ob, const struct stp_blockent *be,
+		       const uint8_t sha[STP_SIG_HASH_SIZE])
+{
+	return ob->be.offset == be->offset && ob->be.stored_size == be->stored_size &&
+	       ob->be.codec == be->codec && ob->be.filter == be->filter &&
+	       ob->be.checksum == be->checksum && !memcmp(ob->sha, sha, STP_SIG_HASH_SIZE);
+}
+
+/* OLD changed while it was read: what was compared is not what would be carried. */
+static int changed_meanwhile(const struct base *b, uint64_t block)
+{
+	report_error(b->path, "--base: block %" PRIu64 " changed while it was read: cannot "
+		     "build on it", block);
+	return -EAGAIN;
+}
+
+/* Reads block BLOCK once and decodes those bytes into OUT; the first decode keeps their
+ * entry and SHA-256 (the bytes carried must be these), a later one must find them so. */
+static int read_decode(struct base *b, uint64_t block, uint8_t *out)
+{
+	struct old_block *ob = &b->blocks[block];
+	struct stp_blockent be;
+	uint8_t sha[STP_SIG_HASH_SIZE];
+	int rc = read_stored(b, block, &be, sha);
+
+	if (rc)
+		return rc;
+	if (ob->decoded && !same_stored(ob, &be, sha))
+		return changed_meanwhile(b, block);
+	rc = stp_image_decode_stored(b->img, block, &be, b->stored, out);
+	if (rc)
+		return old_failed(b, rc, "--base: reading a block");
+	ob->be = be;
+	memcpy(ob->sha, sha, sizeof(sha));
+	ob->decoded = 1;
+	return 0;
 }
 
 /* OLD's block BLOCK decoded (and so checked), from the cache or decoded into it. */
@@ -182,9 +248,10 @@ static int decoded_block(struct base *b, uint64_t block, const uint8_t **out)
 	if (!d->buf && !(d->buf = malloc(stp_image_block_buffer_size(b->img))))
 		return -ENOMEM;
 	d->block = NO_BLOCK;
-	rc = stp_image_decode_block(b->img, block, d->buf);
+	rc = read_decode(b, block, d->buf);
 	if (rc)
-		return old_failed(b, rc, "--base: reading a block");
+		return rc;
+	b->decodes++;
 	d->block = block;
 	d->used = ++b->clock;
 	b->blocks[block].data = data_len(d->buf, stp_sb_block_len(&b->sb, block));
@@ -198,6 +265,18 @@ struct compare {
 	struct source_file *sf;
 };
 
+/* Counts N more decodes of the comparison: refused past its bound. Files laid out as
+ * mkstipple lays them out, compared in stream order, decode each block once; only files
+ * that go back and forth between blocks, each on its own canonical, could do more. */
+static int within_budget(struct base *b, uint64_t n)
+{
+	b->compare_decodes += n;
+	if (b->compare_decodes <= b->compare_budget)
+		return 0;
+	return refuse(b, -EINVAL, "its files send the comparison back and forth between its "
+		      "blocks (each decoded twice or more): cannot build on it");
+}
+
 /* 0 while the tree's bytes at piece P equal OLD's (the block's, or zeros for a hole), 1
  * at the first difference or short read, or -errno for OLD (reported). */
 static int compare_piece(void *ctx, const struct stp_file_piece *p)
@@ -207,9 +286,13 @@ static int compare_piece(void *ctx, const struct stp_file_piece *p)
 	int rc = 0;
 
 	if (p->block != STP_FILE_HOLE) {
+		uint64_t before = c->b->decodes;
+
 		rc = decoded_block(c->b, p->block, &data);
 		if (!rc)
 			rc = stp_file_piece_check(c->b->img, p, stp_sb_block_len(&c->b->sb, p->block));
+		if (!rc)
+			rc = within_budget(c->b, c->b->decodes - before);
 		if (rc)
 			return rc < 0 ? rc : -EUCLEAN;
 		data += p->in_block;
@@ -229,48 +312,125 @@ static int compare_piece(void *ctx, const struct stp_file_piece *p)
 	return 0;
 }
 
+/* Compares the stored run of extent E, one piece per block it touches. */
+static int compare_run(struct compare *c, const struct stp_extent *e)
+{
+	const struct stp_superblock *sb = &c->b->sb;
+	int rc = 0;
+
+	for (uint64_t done = 0; !rc && done < e->length;) {
+		uint64_t s = e->stream_off + done, block = stp_sb_block_of(sb, s);
+		uint64_t room = stp_sb_block_end(sb, block) - s;
+		struct stp_file_piece p = { e->file_off + done, e->length - done, block,
+					    s - stp_sb_block_start(sb, block), s };
+
+		p.len = room < p.len ? room : p.len; /* room > 0: old_layout kept E in the stream */
+		rc = compare_piece(c, &p);
+		done += p.len;
+	}
+	return rc;
+}
+
+/* Compares the hole [FROM, TO) of K's file, if any. */
+static int compare_hole(struct compare *c, uint64_t from, uint64_t to)
+{
+	struct stp_file_piece p = { from, to - from, STP_FILE_HOLE, 0, 0 };
+
+	return from < to ? compare_piece(c, &p) : 0;
+}
+
 /* 1 when K's file reads, in the tree, as OLD holds it (and did not change meanwhile),
  * 0 when not or when it cannot be read (the packer reports that), or -errno for OLD.
- * One walk of OLD's extents, each block decoded about once (decoded_block's cache). */
+ * One walk of the extents old_layout read, in file and stream order: each block of the
+ * file decoded once. */
 static int same_as_old(struct base *b, const struct kept *k)
 {
 	struct source_file sf;
 	struct compare c = { b, &sf };
+	uint64_t off = 0;
 	int rc = source_file_open(k->file, &sf);
 
 	if (rc)
 		return 0;
-	rc = stp_file_walk(b->img, &k->old, 0, (uint64_t)k->file->st.st_size, compare_piece, &c);
-	if (rc < 0)
-		rc = old_failed(b, rc, "--base: reading its metadata");
-	else
-		rc = !rc && source_file_unchanged(&sf);
+	for (uint32_t i = 0; i < k->next && !rc; i++) {
+		rc = compare_hole(&c, off, k->ext[i].file_off);
+		if (!rc)
+			rc = compare_run(&c, &k->ext[i]);
+		off = k->ext[i].file_off + k->ext[i].length;
+	}
+	if (!rc)
+		rc = compare_hole(&c, off, k->old.size);
+	rc = rc < 0 ? rc : !rc && source_file_unchanged(&sf);
 	source_file_close(&sf);
 	return rc;
 }
 
-/* The OLD blocks file K's extents touch, and where its first one lies. */
-static int old_span(struct base *b, struct kept *k)
+/* Whether [FROM, TO) of a file, in no extent, is a hole mkstipple leaves out: none, or
+ * a run of zeros long enough to take no space. */
+static int hole_or_none(uint64_t from, uint64_t to)
 {
-	struct stp_extent e;
-	int rc = 0;
+	return from == to || to - from >= PACK_HOLE_MIN;
+}
 
-	k->first = NO_BLOCK;
-	k->last = 0;
-	for (uint32_t i = 0; i < k->old.count && !rc; i++) {
-		rc = stp_image_extent(b->img, &k->old, i, &e);
-		if (rc || !e.length)
-			continue;
-		uint64_t first = stp_sb_block_of(&b->sb, e.stream_off);
-		uint64_t last = stp_sb_block_of(&b->sb, e.stream_off + e.length - 1);
+/* Whether extent E may follow P in a file as mkstipple writes it: after P in the file
+ * and in the stream, apart in one of them; and where the file goes on, only across a
+ * hole it leaves out or at the start of a block it was cut to. */
+static int canonical_next(const struct base *b, const struct stp_extent *p,
+			  const struct stp_extent *e)
+{
+	uint64_t file_end = p->file_off + p->length, stream_end = p->stream_off + p->length;
 
-		if (first < k->first) {
-			k->first = first;
-			k->at = e.stream_off;
-		}
-		k->last = last > k->last ? last : k->last;
+	if (e->file_off < file_end || e->stream_off < stream_end)
+		return 0; /* overlapping, or out of order */
+	if (e->file_off > file_end)
+		return hole_or_none(file_end, e->file_off);
+	return e->file_off == file_end && e->stream_off > stream_end &&
+	       e->stream_off == stp_sb_block_start(&b->sb, stp_sb_block_of(&b->sb, e->stream_off));
+}
+
+/* Whether E lies in K's file and in OLD's stream. */
+static int extent_inside(const struct base *b, const struct kept *k, const struct stp_extent *e)
+{
+	return e->length && e->file_off < k->old.size && e->length <= k->old.size - e->file_off &&
+	       e->stream_off < b->sb.data_size && e->length <= b->sb.data_size - e->stream_off;
+}
+
+/* Reads K's extents in OLD into k->ext, and the blocks they touch: 1 when laid out as
+ * mkstipple lays a file out (so that each block is decoded once per file, and the new
+ * image's extents are what mkstipple writes), 0 when not, -errno when they cannot be
+ * read. Before any block is decoded: OLD's count is bounded by its holes and blocks.
+ * *HOT: some of the file lies in OLD's hot region (not kept: that is built anew). */
+static int old_layout(struct base *b, struct kept *k, int *hot)
+{
+	uint64_t most = k->old.size / PACK_HOLE_MIN + b->sb.block_count + 1;
+	struct stp_extent *v;
+	int rc = 0, ok = k->old.count <= most;
+
+	k->ext = NULL;
+	*hot = 0;
+	if (!ok)
+		return 0;
+	v = calloc(k->old.count, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < k->old.count && ok && !rc && !*hot; i++) {
+		rc = stp_image_extent(b->img, &k->old, i, &v[i]);
+		ok = !rc && extent_inside(b, k, &v[i]);
+		*hot = ok && stp_sb_block_of(&b->sb, v[i].stream_off) < b->first_cold;
+		ok = ok && (!i || canonical_next(b, &v[i - 1], &v[i]));
 	}
-	return rc;
+	ok = ok && !*hot && hole_or_none(0, v[0].file_off) &&
+	     hole_or_none(v[k->old.count - 1].file_off + v[k->old.count - 1].length, k->old.size);
+	if (rc || !ok) {
+		free(v);
+		return rc ? rc : 0;
+	}
+	k->ext = v;
+	k->next = k->old.count;
+	k->at = v[0].stream_off;
+	k->first = stp_sb_block_of(&b->sb, v[0].stream_off);
+	k->last = stp_sb_block_of(&b->sb, v[k->next - 1].stream_off + v[k->next - 1].length - 1);
+	return 1;
 }
 
 /* Whether piece PC is a cold file, whole, that OLD holds at its path with its size and
@@ -281,7 +441,7 @@ static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 	char path[TREE_PATH_MAX + 1];
 	struct node *f = pc->file;
 	uint32_t ino;
-	int rc;
+	int rc, hot = 0;
 
 	if (f->hot || f->hot_ranges || pc->start || pc->end != (uint64_t)f->st.st_size ||
 	    !pc->end || tree_rel_path(f, path, sizeof(path)) >= sizeof(path))
@@ -294,12 +454,13 @@ static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 	if (!rc && ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count))
 		return 0;
 	if (!rc)
-		rc = old_span(b, k);
-	if (rc)
+		rc = old_layout(b, k, &hot);
+	if (rc < 0)
 		return old_failed(b, rc, "--base: reading its metadata");
+	b->unlike += !rc && !hot;
 	k->file = f;
 	k->dropped = 0;
-	return k->first != NO_BLOCK && k->first >= b->first_cold;
+	return rc;
 }
 
 static int cmp_kept(const void *x, const void *y)
@@ -324,6 +485,7 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	for (size_t i = nhot; i < count && rc >= 0; i++) {
 		rc = candidate(b, &order[i], &b->kept[n]);
 		n += rc > 0;
+		b->nkept = n; /* base_close frees their extents */
 	}
 	if (rc < 0)
 		return rc;
@@ -332,15 +494,24 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	for (size_t i = 0; i < n; i++)
 		total += b->kept[i].old.size;
 	progress_phase("compare with the base", total);
+	b->compare_budget = 2 * (b->sb.block_count > b->first_cold ?
+				 b->sb.block_count - b->first_cold : 0) + 2;
 	b->nkept = 0;
-	for (size_t i = 0; i < n && !rc; i++) {
+	for (size_t i = 0; i < n; i++) {
 		progress_set(done, 0);
 		done += b->kept[i].old.size;
-		rc = same_as_old(b, &b->kept[i]);
+		if (!rc)
+			rc = same_as_old(b, &b->kept[i]);
 		if (rc == 1)
 			b->kept[b->nkept++] = b->kept[i];
+		else
+			free(b->kept[i].ext);
 		rc = rc < 0 ? rc : 0;
 	}
+	if (b->unlike)
+		report_warning(b->path, "--base: %zu files laid out unlike what mkstipple writes "
+			       "(extents out of order, overlapping or cut apart): packed anew",
+			       b->unlike);
 	return rc;
 }
 
@@ -350,24 +521,21 @@ struct ranges {
 	size_t n, cap;
 };
 
-static int ranges_add_inode(struct base *b, struct ranges *r, const struct stp_inode *ino)
+static int ranges_add_kept(struct ranges *r, const struct kept *k)
 {
-	for (uint32_t i = 0; i < ino->count; i++) {
-		if (r->n == r->cap) {
-			size_t cap = r->cap ? 2 * r->cap : 1024;
-			struct stp_extent *grown = reallocarray(r->v, cap, sizeof(*grown));
+	if (r->cap - r->n < k->next) {
+		size_t cap = r->cap ? 2 * r->cap : 1024;
+		struct stp_extent *grown;
 
-			if (!grown)
-				return -ENOMEM;
-			r->v = grown;
-			r->cap = cap;
-		}
-		int rc = stp_image_extent(b->img, ino, i, &r->v[r->n]);
-
-		if (rc)
-			return rc;
-		r->n += r->v[r->n].length != 0;
+		cap = cap - r->n < k->next ? r->n + k->next : cap;
+		grown = reallocarray(r->v, cap, sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		r->v = grown;
+		r->cap = cap;
 	}
+	memcpy(r->v + r->n, k->ext, k->next * sizeof(*k->ext));
+	r->n += k->next;
 	return 0;
 }
 
@@ -410,7 +578,7 @@ static int count_live(struct base *b)
 		b->blocks[i].live = 0;
 	for (size_t i = 0; i < b->nkept && !rc; i++)
 		if (!b->kept[i].dropped)
-			rc = ranges_add_inode(b, &r, &b->kept[i].old);
+			rc = ranges_add_kept(&r, &b->kept[i]);
 	if (!rc)
 		ranges_count(b, &r);
 	free(r.v);
@@ -453,6 +621,9 @@ static int choose_blocks(struct base *b)
 
 			ob->carried = i >= b->first_cold && ob->live &&
 				      ob->live * BASE_LIVE_DEN >= ob->data * BASE_LIVE_NUM;
+			/* kept files are walked whole: a block they touch was decoded */
+			if (ob->live && !ob->decoded)
+				rc = refuse(b, -EUCLEAN, "a kept file's block was never compared");
 		}
 		for (size_t i = 0; i < b->nkept && !rc; i++) {
 			if (!b->kept[i].dropped && !kept_fits(b, &b->kept[i])) {
@@ -509,23 +680,21 @@ static int drop_kept_pieces(struct base *b, struct piece *order, size_t nhot, si
 	return 0;
 }
 
-/* pack_carry's put: copies OLD's stored block, checked again as it is read. */
+/* pack_carry's put: copies OLD's stored block, read again and found to be, by its
+ * SHA-256 and table entry, the bytes the comparison decoded. */
 static int put_block(void *ctx, uint64_t i, uint64_t stream, int fd, uint64_t pos,
 		     struct stp_blockent *be, uint64_t *len)
 {
 	struct base *b = ctx;
 	uint64_t block = b->carried[i];
-	size_t stored;
-	int rc;
+	uint8_t sha[STP_SIG_HASH_SIZE];
+	int rc = read_stored(b, block, be, sha);
 
-	if (!b->stored && !(b->stored = malloc(stp_image_stored_max(b->img))))
-		return -ENOMEM;
-	rc = stp_image_read_stored(b->img, STP_SIG_HASH_BLOCK0 + block, b->stored, &stored);
-	if (!rc)
-		rc = stp_image_block(b->img, block, be);
 	if (rc)
-		return old_failed(b, rc, "--base: reading a block");
-	rc = stp_pwrite_full(fd, b->stored, stored, pos);
+		return rc;
+	if (!same_stored(&b->blocks[block], be, sha))
+		return changed_meanwhile(b, block);
+	rc = stp_pwrite_full(fd, b->stored, be->stored_size, pos);
 	if (rc)
 		return rc;
 	be->offset = pos;
@@ -561,24 +730,24 @@ int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
 static int place_file(struct base *b, struct kept *k)
 {
 	struct node *f = k->file;
-	struct stp_extent *v = calloc(k->old.count, sizeof(*v));
-	int rc = v ? 0 : -ENOMEM;
+	struct stp_extent *v = calloc(k->next, sizeof(*v));
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < k->old.count && !rc; i++) {
-		rc = stp_image_extent(b->img, &k->old, i, &v[n]);
-		if (rc || !v[n].length)
-			continue;
-		uint64_t block = stp_sb_block_of(&b->sb, v[n].stream_off);
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < k->next; i++) {
+		struct stp_extent e = k->ext[i];
+		uint64_t block = stp_sb_block_of(&b->sb, e.stream_off);
 
 		/* the blocks it spans follow one another here as in OLD */
-		v[n].stream_off = b->blocks[block].stream +
-				  (v[n].stream_off - stp_sb_block_start(&b->sb, block));
-		n++;
-	}
-	if (rc) {
-		free(v);
-		return rc;
+		e.stream_off = b->blocks[block].stream +
+			       (e.stream_off - stp_sb_block_start(&b->sb, block));
+		/* joined where they meet: mkstipple's extents are as long as they can be */
+		if (n && v[n - 1].file_off + v[n - 1].length == e.file_off &&
+		    v[n - 1].stream_off + v[n - 1].length == e.stream_off)
+			v[n - 1].length += e.length;
+		else
+			v[n++] = e;
 	}
 	free(f->extents);
 	f->extents = v;

@@ -7,9 +7,13 @@
  * whose kept bytes fall below BASE_LIVE_NUM / BASE_LIVE_DEN of its data (up to the zeros
  * that end it) is not carried: its kept files are packed again, and its dead bytes go.
  *
- * OLD is untrusted: every carried block is decoded (its checksum checked) while its
- * files are compared, and its stored bytes are checked again as they are copied. What is kept depends only on OLD's bytes, the tree and the options that
- * shape the image, never on --threads or --memory.
+ * OLD is untrusted: a file is kept only when OLD lays it out as mkstipple does (its
+ * extents in file and stream order, apart, cut only at holes and blocks), so that the
+ * comparison decodes each block about once (past twice OLD's blocks, OLD is refused) and
+ * the new image's extents are mkstipple's. Every carried block is decoded while its files
+ * are compared; what is copied is the stored bytes that were decoded, found so again by
+ * their SHA-256 and table entry. What is kept depends only on OLD's bytes, the tree and
+ * the options that shape the image, never on --threads or --memory.
  *
  * Not thread-safe (main thread). Functions report their errors naming OLD and return 0
  * or -errno.

@@ -28,7 +28,7 @@
 
 #define STAGE_SIZE (1u << 20)
 #define ZERO_STEP 4096u /* holes are looked for a file page at a time */
-#define HOLE_MIN (64u << 10) /* zero runs at least this long take no space */
+#define HOLE_MIN PACK_HOLE_MIN
 
 struct slot {
 	uint8_t *in, *out;

@@ -29,6 +29,9 @@ struct pack_carry {
 	void *ctx;
 };
 
+/* Zero runs of a file at least this long are holes: no extent, no stream bytes. */
+#define PACK_HOLE_MIN (64u << 10)
+
 struct pack_opts {
 	int level;
 	unsigned block_log;

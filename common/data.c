@@ -225,3 +225,15 @@ int stp_image_read_stored(const struct stp_image *img, uint64_t part, void *buf,
 		*len = p.be.stored_size;
 	return rc;
 }
+
+int stp_image_read_block(const struct stp_image *img, uint64_t block, void *buf,
+			 struct stp_blockent *be)
+{
+	struct img_part p;
+	int rc = stp_image_block(img, block, be);
+
+	if (rc)
+		return rc;
+	p = img_block_part(block, be);
+	return img_part_load(img, &p, buf);
+}

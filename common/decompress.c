@@ -483,3 +483,18 @@ int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, v
 	stp_image_decode_free(d);
 	return rc;
 }
+
+int stp_image_decode_stored(const struct stp_image *img, uint64_t block,
+			    const struct stp_blockent *be, const void *stored, void *out)
+{
+	size_t size = stp_image_block_decoded_size(img, block);
+	int rc = 0;
+
+	if (be->codec == STP_CODEC_RAW)
+		memcpy(out, stored, size); /* stp_image_block: RAW stores SIZE bytes */
+	else
+		rc = decompress(img, block, be, stored, out, size);
+	if (!rc && be->filter != STP_FILTER_NONE)
+		rc = stp_bcj_apply(be->filter, out, size, stp_sb_filter_start(&img->sb, block), 0);
+	return rc;
+}

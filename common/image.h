@@ -202,6 +202,13 @@ size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
 int stp_image_read_stored(const struct stp_image *img, uint64_t part, void *buf, size_t *len);
 size_t stp_image_stored_max(const struct stp_image *img);
 
+/* Block BLOCK's stored bytes read into BUF (stp_image_stored_max() bytes) and checked as
+ * stp_image_read_stored does, with *BE, the table entry they were read and checked by:
+ * with stp_image_decode_stored, for a caller that must copy exactly the bytes it decoded
+ * (mkstipple --base). Thread-safe. Errors as stp_image_read_stored. */
+int stp_image_read_block(const struct stp_image *img, uint64_t block, void *buf,
+			 struct stp_blockent *be);
+
 /* Bytes of a buffer for stp_image_decode_block: a full block and the margin zstd needs to
  * decompress in place (at least 128 KiB more than the block). The same from a superblock
  * alone, for a reader that must bound its memory before it opens the image. */
@@ -215,6 +222,12 @@ size_t stp_image_sb_buffer_size(const struct stp_superblock *sb);
  * hash mismatch) or undecodable data,
  * logged with the block number; -EIO: read error; -ENOMEM. */
 int stp_image_decode_block(const struct stp_image *img, uint64_t block, void *out);
+
+/* Decodes block BLOCK from STORED, its stored bytes as stp_image_read_block gave them with
+ * BE, into OUT (stp_image_block_buffer_size() bytes); STORED is left as it is. Thread-safe.
+ * -EUCLEAN: undecodable (logged); -ENOMEM. */
+int stp_image_decode_stored(const struct stp_image *img, uint64_t block,
+			    const struct stp_blockent *be, const void *stored, void *out);
 
 /* What a decode in pieces tells, from the decoding thread, with CTX. */
 struct stp_decode_ops {

@@ -13,6 +13,7 @@ trees (treeutil.compare_trees over `stipple extract`).
 
 import collections
 import filecmp
+import hashlib
 import itertools
 import json
 import os
@@ -271,10 +272,11 @@ def test_hot_region_is_built_anew_and_comes_first(releases, tmp_path):
     assert_reads_as(i2, v2, tmp_path)
 
 
-def refused(tree, image, old, *extra, words=()):
-    """mkstipple --base OLD fails naming OLD (and WORDS), leaving IMAGE as it was."""
+def refused(tree, image, old, *extra, words=(), **kw):
+    """mkstipple --base OLD fails naming OLD (and WORDS), leaving IMAGE as it was; KW go
+    to imageutil.mkstipple."""
     before = open(image, "rb").read() if os.path.exists(image) else None
-    r = imageutil.mkstipple(tree, image, "--base", old, *extra)
+    r = imageutil.mkstipple(tree, image, "--base", old, *extra, **kw)
     assert r.returncode != 0, "built on %s" % old
     assert os.fspath(old) in r.stderr, r.stderr
     for w in words:
@@ -345,3 +347,202 @@ def test_a_damaged_base_is_refused(releases, tmp_path):
     refused(v2, out / "v2.stp", bad, *ARGS, words=("damaged",))
     assert not os.listdir(out)
     assert stat.S_ISREG(os.stat(i1).st_mode)
+
+
+# --- hostile bases (review 3, findings 1 and 7): OLD is untrusted input. Each OLD below is
+# laid out field by field (craftmeta, stipple(5)): blocks of zeros and files of zeros whose
+# extents say what no mkstipple writes ---
+
+def crafted_base(src, dst, stored, files):
+    """OLD with SRC's superblock (its block size), one block per frame of STORED (each with
+    a valid checksum, whether or not it decodes) and, in its root, a regular file per
+    (name, size, extents) of FILES, extents as (file_off, stream_off, length)."""
+    import struct
+    from craftmeta import (Frames, META_HDR_SIZE, INODE_SIZE, EXTENT_SIZE, META_PAGE_SIZE,
+                           S_IFDIR, S_IFREG, blockent, inode, meta_header, table_pages,
+                           write_paged)
+    data = bytearray(open(src, "rb").read()[:imageutil.SB_SIZE])
+    bs = 1 << imageutil.superblock(data)["block_log"]
+    frames = Frames(data)
+    ents = []
+    for s in stored:
+        ents.append(blockent(len(frames.data), len(s), imageutil.xxh3(s)))
+        frames.data += s
+    files = sorted(files)
+    names = b"".join(n.encode() for n, _, _ in files)
+    n, next_ = len(files), sum(len(e) for _, _, e in files)
+    dirent_off = META_HDR_SIZE + (n + 1) * INODE_SIZE
+    extent_off = dirent_off + -(-imageutil.DIRENT_SIZE * n // 8) * 8
+    strings_off = extent_off + next_ * EXTENT_SIZE
+    block_off = -(-(strings_off + len(names)) // META_PAGE_SIZE) * META_PAGE_SIZE
+    inodes, dirents, extents, name_off = inode(S_IFDIR | 0o755, n, 0, n), b"", b"", 0
+    for i, (name, size, ext) in enumerate(files):
+        inodes += inode(S_IFREG | 0o644, size, len(extents) // EXTENT_SIZE, len(ext))
+        dirents += struct.pack("<IIHBB", i + 1, name_off, len(name), 8, 0)
+        extents += b"".join(struct.pack("<QQQ", *e) for e in ext)
+        name_off += len(name)
+    head = (meta_header(inode_count=n + 1, dirent_count=n, extent_count=next_, xattr_count=0,
+                        block_count=len(stored), strings_size=len(names),
+                        inode_off=META_HDR_SIZE, dirent_off=dirent_off, extent_off=extent_off,
+                        xattr_off=strings_off, block_off=block_off, strings_off=strings_off) +
+            inodes + dirents + bytes(extent_off - dirent_off - len(dirents)) + extents + names)
+    imageutil.put(imageutil.SB_FIELDS, "feat_incompat", frames.data, imageutil.FEAT_META_PAGES)
+    write_paged(dst, frames.data, table_pages(head, iter(ents), imageutil.BLOCKENT_SIZE),
+                data_size=len(stored) * bs, hot_size=0, block_count=len(stored),
+                inode_count=n + 1, dict_offset=0, dict_size=0, dict_checksum=0, feat_compat=0)
+    return dst, bs
+
+
+def zero_tree(top, sizes):
+    """A tree of files of zeros, NAME: SIZE."""
+    top.mkdir()
+    for name, size in sizes.items():
+        (top / name).write_bytes(bytes(size))
+    return top
+
+
+def extents_of(image, path):
+    img = imageutil.CraftedImage(image)
+    return img.extents(img.lookup(path))
+
+
+def test_a_base_laid_out_unlike_mkstipple_is_not_kept(tmp_path):
+    """Review 3 #1: "a" as 5000 one-byte extents cycling through 3 blocks made the
+    comparison decode a block per byte, and the new image kept the 5000 extents. Such a
+    file is not kept: it is packed anew, as one extent, and no block is decoded for it."""
+    from craftmeta import zstd
+    n = 5000
+    tree = zero_tree(tmp_path / "tree", {"a": n})
+    real = build(tree, tmp_path / "real.stp")
+    bs = 64 << 10
+    cycle = [(k, (k % 3) * bs + 7, 1) for k in range(n)]
+    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3,
+                          [("a", n, cycle)])
+    run([STIPPLE, "check", old], check=True)  # valid, if not what mkstipple writes
+    new = tmp_path / "new.stp"
+    r = imageutil.mkstipple(tree, new, *ARGS, "--base", old, quiet=False, timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert "0 files kept in 0 of its 3 blocks" in r.stdout, r.stdout
+    assert os.fspath(old) in r.stderr and "unlike" in r.stderr, r.stderr
+    assert len(extents_of(new, "a")) == 1
+    info = json.loads(run([STIPPLE, "info", "--json", new], check=True).stdout)
+    assert info["blocks"] == 1 and info["data_size"] == n, info
+    assert filecmp.cmp(new, real, shallow=False), "not the image a build without --base makes"
+    run([STIPPLE, "check", new], check=True)
+    assert_reads_as(new, tree, tmp_path)
+
+
+def test_a_base_whose_files_go_back_and_forth_is_refused(tmp_path):
+    """Files each laid out as mkstipple could (runs apart by holes, in stream order) but
+    visiting blocks 0, 1, 2 in turn make the comparison decode every block once per
+    file: the comparison stops at twice OLD's blocks, and OLD is refused."""
+    from craftmeta import zstd
+    hole = 64 << 10
+    size = 3 * 16 + 2 * hole
+    names = ["f%02d" % j for j in range(12)]
+    tree = zero_tree(tmp_path / "tree", {name: size for name in names})
+    real = build(tree, tmp_path / "real.stp")
+    bs = 64 << 10
+    files = [(name, size, [(k * (16 + hole), k * bs + 16 * j, 16) for k in range(3)])
+             for j, name in enumerate(names)]
+    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3, files)
+    run([STIPPLE, "check", old], check=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    refused(tree, out / "new.stp", old, *ARGS, words=("back and forth",))
+
+
+def test_only_blocks_compared_are_carried(tmp_path):
+    """Review 3 #7b: "a" as [0, 10) in block 0 and [5, 16) from 5 bytes before block 1's
+    end: the walk clipped the overlap, never decoded block 1 (junk with a valid checksum)
+    and carried it. Overlapping extents are not what mkstipple writes: "a" is packed anew
+    and the new image holds no byte of block 1."""
+    from craftmeta import zstd
+    tree = zero_tree(tmp_path / "tree", {"a": 16})
+    real = build(tree, tmp_path / "real.stp")
+    bs = 64 << 10
+    junk = os.urandom(4096)
+    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs)), junk, zstd(bytes(bs))],
+                          [("a", 16, [(0, 7, 10), (5, 2 * bs - 5, 11)])])
+    assert run([STIPPLE, "check", old]).returncode == 1
+    new = tmp_path / "new.stp"
+    r = imageutil.mkstipple(tree, new, *ARGS, "--base", old, quiet=False)
+    assert r.returncode == 0, r.stderr
+    assert "0 files kept" in r.stdout, r.stdout
+    assert junk not in open(new, "rb").read()
+    assert filecmp.cmp(new, real, shallow=False), "not the image a build without --base makes"
+    run([STIPPLE, "check", new], check=True)
+    assert_reads_as(new, tree, tmp_path)
+
+
+# Review 3 #7a: a writer of OLD swaps a block between the comparison and the copy for
+# bytes whose XXH3-64 is the same (a birthday search finds such a pair; too long for a
+# test). This library stands in for both: from the second read of the block's stored
+# bytes on, it flips one byte, and it makes XXH3 of the flipped bytes that of the real
+# ones, so that only a stronger check than the checksum can tell.
+SWAP_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+static long long env(const char *n) { const char *v = getenv(n); return v ? atoll(v) : -1; }
+static int reads;
+static unsigned char *flipped;
+
+static void swap(void *buf, ssize_t n, off_t off)
+{
+	if (off == env("SWAP_OFF") && n == env("SWAP_LEN") && ++reads >= 2) {
+		((unsigned char *)buf)[env("SWAP_AT")] ^= 0x5a;
+		flipped = buf;
+	}
+}
+
+ssize_t pread64(int fd, void *buf, size_t len, off_t off)
+{
+	ssize_t (*real)(int, void *, size_t, off_t) = dlsym(RTLD_NEXT, "pread64");
+	ssize_t n = real(fd, buf, len, off);
+	swap(buf, n, off);
+	return n;
+}
+
+ssize_t pread(int fd, void *buf, size_t len, off_t off) { return pread64(fd, buf, len, off); }
+
+uint64_t XXH3_64bits(const void *p, size_t len)
+{
+	uint64_t (*real)(const void *, size_t) = dlsym(RTLD_NEXT, "XXH3_64bits");
+	uint64_t h;
+	unsigned char *copy;
+
+	if (p != flipped || (long long)len != env("SWAP_LEN") || !(copy = malloc(len)))
+		return real(p, len);
+	memcpy(copy, p, len);
+	copy[env("SWAP_AT")] ^= 0x5a;
+	h = real(copy, len);
+	free(copy);
+	return h;
+}
+"""
+
+
+def test_what_is_carried_is_what_was_compared(releases, tmp_path):
+    v1 = releases[0]
+    i1 = build(v1, tmp_path / "v1.stp")
+    src = tmp_path / "swap.c"
+    src.write_text(SWAP_C)
+    lib = tmp_path / "swap.so"
+    run(["cc", "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"], check=True)
+    blocks = storedblocks.stored_blocks(STIPPLE, i1)
+    off, raw = blocks[len(blocks) // 2]
+    env = dict(os.environ, LD_PRELOAD=os.fspath(lib), SWAP_OFF=str(off),
+               SWAP_LEN=str(len(raw)), SWAP_AT=str(len(raw) // 2))
+    # the same tree: every block of v1 is carried, read once to compare, once to copy
+    out = tmp_path / "out"
+    out.mkdir()
+    r = refused(v1, out / "v2.stp", i1, *ARGS, env=env)
+    assert "changed while it was read" in r.stderr, r.stderr
+    # without the swap the same build carries the block
+    new = build(v1, out / "v2.stp", "--base", i1)
+    assert hashlib.sha256(raw).hexdigest() in storedblocks.block_hashes(STIPPLE, new)

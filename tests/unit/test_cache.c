@@ -1277,6 +1277,45 @@ static void test_budget_zero(void)
 	CHECK(stp_cache_new(image, 0, 4, &cache) == -EINVAL);
 }
 
+/* What stp_image_read_block reads, stp_image_decode_stored decodes as
+ * stp_image_decode_block does (filters undone), and its entry is the block's; block BAD
+ * (its checksum wrong) is refused by both. */
+static void check_decode_stored(const struct stp_image *img, uint64_t bad)
+{
+	size_t n = stp_image_block_buffer_size(img);
+	uint8_t *stored = malloc(stp_image_stored_max(img)), *a = malloc(n), *b = malloc(n);
+	const struct stp_superblock *sb = stp_image_sb(img);
+
+	CHECK(stored && a && b);
+	for (uint64_t i = 0; stored && a && b && i < sb->block_count; i++) {
+		struct stp_blockent be, want;
+		size_t size = stp_image_block_decoded_size(img, i);
+
+		if (i == bad) {
+			CHECK(stp_image_read_block(img, i, stored, &be) == -EUCLEAN &&
+			      stp_image_decode_block(img, i, b) == -EUCLEAN);
+			continue;
+		}
+		CHECK(stp_image_read_block(img, i, stored, &be) == 0 &&
+		      stp_image_block(img, i, &want) == 0 && be.offset == want.offset &&
+		      be.stored_size == want.stored_size && be.codec == want.codec &&
+		      be.filter == want.filter && be.checksum == want.checksum,
+		      " block %llu", (unsigned long long)i);
+		CHECK(stp_image_decode_stored(img, i, &be, stored, a) == 0 &&
+		      stp_image_decode_block(img, i, b) == 0 && !memcmp(a, b, size),
+		      " block %llu", (unsigned long long)i);
+	}
+	free(stored);
+	free(a);
+	free(b);
+}
+
+static void test_decode_stored(void)
+{
+	check_decode_stored(image, BAD_BLOCK);
+	check_decode_stored(code_image, UINT64_MAX);
+}
+
 static void test_waits(void) { test_wait(image); }
 static void test_load_extra1(void) { test_load(image, 1); }
 static void test_load_extra3(void) { test_load(image, 3); }
@@ -1299,6 +1338,7 @@ int main(void)
 	code_image = open_written(write_code_image, "code test image");
 	RUN(test_filtered);
 	RUN(test_filtered_load);
+	RUN(test_decode_stored);
 	stp_image_close(stream_image);
 	stp_image_close(image);
 	return tap_done();
