@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
+#include "base.h"
 #include "source.h"
 #include "tree.h"
 
@@ -18,6 +21,9 @@
 #define MEAN_SHIFT 7          /* mean chunk: 1/128 block (256 KiB at 32 MiB) */
 #define MEAN_MIN_LOG 16       /* but 64 KiB at least */
 #define THRESHOLD_SHIFT 3     /* pieces of 1/8 block and more are cut */
+/* With --base, a file is cut only when at least 1/SHARED_DEN of its bytes lie in cuts
+ * OLD's file has too: cutting costs ratio (7% on a JDK), sharing nothing gains none. */
+#define SHARED_DEN 8
 
 struct chunk_rule {
 	uint64_t min, max;
@@ -66,23 +72,106 @@ uint64_t chunks_threshold(unsigned block_log, unsigned mean_log)
 struct cutter {
 	const struct chunk_rule *r;
 	uint64_t h, len;      /* the hash and the length of the chunk so far */
+	XXH3_state_t *id;     /* NULL, or the chunk's XXH3 so far */
 };
 
 /* Feeds BUF to C; returns how many bytes of it go into the chunk before a cut (a cut
  * then follows them), or N when the chunk goes on past BUF. */
 static size_t cut_in(struct cutter *c, const uint8_t *buf, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		c->h = (c->h << 1) + gear[buf[i]];
+	size_t i = 0;
+
+	while (i < n) {
+		c->h = (c->h << 1) + gear[buf[i++]];
 		c->len++;
 		if (c->len >= c->r->max ||
 		    (c->len >= c->r->min && !(c->h >> (64 - c->r->bits)))) {
 			c->h = 0;
 			c->len = 0;
-			return i + 1;
+			break;
 		}
 	}
-	return n;
+	if (c->id)
+		XXH3_64bits_update(c->id, buf, i);
+	return i;
+}
+
+/* The chunk just ended: its XXH3, and the state reset for the next. */
+static uint64_t chunk_id(struct cutter *c)
+{
+	uint64_t id = XXH3_64bits_digest(c->id);
+
+	XXH3_64bits_reset(c->id);
+	return id;
+}
+
+/* The XXH3 of each cut of OLD's file, sorted. */
+struct ids {
+	uint64_t *v;
+	size_t n, cap;
+	struct cutter c;
+};
+
+/* Room in *V (*CAP items of SIZE bytes) for item N. 0 or -ENOMEM. */
+static int room_for(void *v, size_t *cap, size_t n, size_t size)
+{
+	void *grown;
+
+	if (n < *cap)
+		return 0;
+	grown = reallocarray(*(void **)v, *cap ? 2 * *cap : 1024, size);
+	if (!grown)
+		return -ENOMEM;
+	*(void **)v = grown;
+	*cap = *cap ? 2 * *cap : 1024;
+	return 0;
+}
+
+static int ids_add(struct ids *s, uint64_t id)
+{
+	int rc = room_for(&s->v, &s->cap, s->n, sizeof(*s->v));
+
+	if (!rc)
+		s->v[s->n++] = id;
+	return rc;
+}
+
+static int old_run(void *ctx, const uint8_t *bytes, size_t len)
+{
+	struct ids *s = ctx;
+	int rc = 0;
+
+	for (size_t used = 0; used < len && !rc;) {
+		used += cut_in(&s->c, bytes + used, len - used);
+		if (!s->c.len)
+			rc = ids_add(s, chunk_id(&s->c));
+	}
+	return rc;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+/* *S: the cuts of OLD's file at F's path (none when OLD has no such file). */
+static int old_ids(struct base *base, const struct node *f, struct ids *s)
+{
+	int rc = base_old_bytes(base, f, old_run, s);
+
+	if (rc < 0)
+		return rc;
+	if (!rc && s->c.len)
+		rc = ids_add(s, chunk_id(&s->c));
+	qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+	return rc;
+}
+
+static int ids_have(const struct ids *s, uint64_t id)
+{
+	return s->n && bsearch(&id, s->v, s->n, sizeof(id), cmp_u64) != NULL;
 }
 
 struct plist {
@@ -92,29 +181,34 @@ struct plist {
 
 static int plist_add(struct plist *l, struct piece pc)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 1024;
-		struct piece *v = reallocarray(l->v, cap, sizeof(*v));
+	int rc = room_for(&l->v, &l->cap, l->n, sizeof(*l->v));
 
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = pc;
-	return 0;
+	if (!rc)
+		l->v[l->n++] = pc;
+	return rc;
 }
 
-/* Adds PC to L, cut where its bytes say; left whole when the file cannot be read. */
+/* Adds PC to L, cut where its bytes say; left whole when the file cannot be read or,
+ * when OLD (BASE, if not NULL) is given, shares too few of its cuts. */
 static int add_cut(struct plist *l, const struct piece *pc, const struct chunk_rule *r,
-		   uint8_t *buf)
+		   uint8_t *buf, struct base *base, XXH3_state_t *id)
 {
 	struct source_file sf = { .fd = -1 };
-	struct cutter c = { .r = r };
+	struct cutter c = { .r = r, .id = base ? id : NULL };
+	struct ids old = { .c = { .r = r, .id = id } };
 	size_t first = l->n;
-	uint64_t at = pc->start, from = pc->start;
+	uint64_t at = pc->start, from = pc->start, shared = 0;
 	int rc = 0;
 
+	if (base) {
+		XXH3_64bits_reset(id);
+		rc = old_ids(base, pc->file, &old);
+		XXH3_64bits_reset(id);
+		if (rc || !old.n) {
+			free(old.v);
+			return rc ? rc : plist_add(l, *pc);
+		}
+	}
 	if (source_file_open(pc->file, &sf))
 		return plist_add(l, *pc);
 	while (!rc && at < pc->end) {
@@ -129,6 +223,8 @@ static int add_cut(struct plist *l, const struct piece *pc, const struct chunk_r
 
 			used += k;
 			if (!c.len) { /* a cut after these bytes */
+				if (base && ids_have(&old, chunk_id(&c)))
+					shared += at + used - from;
 				rc = plist_add(l, (struct piece){ pc->file, from, at + used, 1 });
 				from = at + used;
 			}
@@ -136,21 +232,30 @@ static int add_cut(struct plist *l, const struct piece *pc, const struct chunk_r
 		at += (uint64_t)got;
 	}
 	source_file_close(&sf);
-	if (!rc && from < pc->end)
+	if (!rc && from < pc->end) {
+		if (base && ids_have(&old, chunk_id(&c)))
+			shared += pc->end - from;
 		rc = plist_add(l, (struct piece){ pc->file, from, pc->end, 1 });
+	}
+	free(old.v);
+	if (!rc && base && shared < (pc->end - pc->start) / SHARED_DEN) {
+		l->n = first; /* not worth its cost */
+		return plist_add(l, *pc);
+	}
 	if (!rc && l->n - first == 1)
 		l->v[first].alone = 0; /* not cut: an ordinary piece */
 	return rc;
 }
 
 int chunks_split(struct piece **order, size_t nhot, size_t *count, unsigned block_log,
-		 unsigned mean_log)
+		 unsigned mean_log, struct base *base)
 {
 	uint64_t threshold = chunks_threshold(block_log, mean_log);
 	struct plist l = { 0 };
 	struct chunk_rule r;
 	uint8_t *buf = malloc(READ_SIZE);
-	int rc = buf ? 0 : -ENOMEM;
+	XXH3_state_t *id = XXH3_createState();
+	int rc = buf && id ? 0 : -ENOMEM;
 
 	gear_init();
 	chunk_rule(&r, block_log, mean_log);
@@ -158,9 +263,10 @@ int chunks_split(struct piece **order, size_t nhot, size_t *count, unsigned bloc
 		const struct piece *pc = &(*order)[i];
 
 		rc = i >= nhot && pc->end - pc->start >= threshold && !pc->file->trouble
-		     ? add_cut(&l, pc, &r, buf) : plist_add(&l, *pc);
+		     ? add_cut(&l, pc, &r, buf, base, id) : plist_add(&l, *pc);
 	}
 	free(buf);
+	XXH3_freeState(id);
 	if (rc) {
 		free(l.v);
 		return rc;

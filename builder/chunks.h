@@ -19,10 +19,14 @@
  * 2^MEAN_LOG on average (0: the default, 1/128 block but 64 KiB at least). */
 uint64_t chunks_threshold(unsigned block_log, unsigned mean_log);
 
+struct base;
+
 /* Replaces each cold piece of *ORDER[nhot..*count) at least chunks_threshold() long by
- * the pieces its content cuts it into, each marked alone; *ORDER may move. A file that
- * cannot be read is left whole, for the packer to report. Returns 0 or -ENOMEM. */
+ * the pieces its content cuts it into, each marked alone; *ORDER may move. With BASE
+ * (not NULL) a piece is cut only when an eighth of its bytes or more lie in cuts that
+ * OLD's file at its path has too (base_old_bytes). A file that cannot be read is left
+ * whole, for the packer to report. Returns 0, -ENOMEM, or -errno for OLD (reported). */
 int chunks_split(struct piece **order, size_t nhot, size_t *count, unsigned block_log,
-		 unsigned mean_log);
+		 unsigned mean_log, struct base *base);
 
 #endif

@@ -73,7 +73,7 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 
 	pack.carry = base ? &carry : NULL;
 	if (!rc && o->cut_inside)
-		rc = chunks_split(order, nhot, &count, o->pack.block_log, o->cut_mean_log);
+		rc = chunks_split(order, nhot, &count, o->pack.block_log, o->cut_mean_log, base);
 	if (!rc)
 		rc = pack_files(*order, count, nhot, out->fd, STP_SB_SIZE, &pack, &r);
 	if (!rc && base)

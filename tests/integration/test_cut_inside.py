@@ -13,6 +13,7 @@ the source trees.
 """
 
 import os
+import shutil
 import zipfile
 
 import pytest
@@ -131,3 +132,20 @@ def test_bad_cut_options_are_usage_errors(releases, tmp_path, extra, words):
     assert r.returncode == 2, r.stderr
     assert words in r.stderr and "--cut-inside" in r.stderr
     assert not os.path.exists(tmp_path / "x.stp")
+
+
+def test_with_base_a_file_sharing_nothing_stays_whole(releases, tmp_path):
+    v1, v2 = releases
+    v3 = tmp_path / "v3"
+    shutil.copytree(v2, v3)
+    modules = v3 / "lib" / "modules"
+    modules.write_bytes(bytes(b ^ 0x5A for b in modules.read_bytes()))  # no cut of v1's left
+    i1 = imageutil.build(v1, tmp_path / "v1.stp", *ARGS, "--cut-inside")
+    i3 = imageutil.build(v3, tmp_path / "v3.stp", *ARGS, "--cut-inside", "--base", i1)
+    size = os.path.getsize(modules)
+    # whole: in as few blocks as its size takes, not in a cut per 64 KiB
+    assert len(blocks_of(i3, "lib/modules")) <= size // (1 << 20) + 1
+    assert shared_share(i1, i3, "lib/src.zip") >= 0.75  # still cut: it shares
+    out = tmp_path / "v3.out"
+    extract_image(i3, out)
+    assert not treeutil.compare_trees(os.fspath(v3), os.fspath(out))
