@@ -31,14 +31,16 @@ struct chunk_rule {
 };
 
 static uint64_t gear[256];
+static int gear_ready;
 
 /* The table: splitmix64 from a fixed seed, the same on every host. */
 static void gear_init(void)
 {
 	uint64_t s = 0x73746970706c65ull; /* "stipple" */
 
-	if (gear[0])
+	if (gear_ready)
 		return;
+	gear_ready = 1;
 	for (int i = 0; i < 256; i++) {
 		uint64_t z = (s += 0x9e3779b97f4a7c15ull);
 
