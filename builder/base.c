@@ -726,6 +726,54 @@ int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
 	return 0;
 }
 
+/* One walk of OLD's file for base_old_bytes. */
+struct old_walk {
+	struct base *b;
+	base_bytes_fn fn;
+	void *ctx;
+};
+
+static int feed_piece(void *ctx, const struct stp_file_piece *p)
+{
+	static const uint8_t zeros[65536];
+	struct old_walk *w = ctx;
+	const uint8_t *data;
+	int rc = 0;
+
+	if (p->block == STP_FILE_HOLE) {
+		for (uint64_t done = 0; done < p->len && !rc; done += sizeof(zeros))
+			rc = w->fn(w->ctx, zeros, p->len - done < sizeof(zeros) ?
+					   (size_t)(p->len - done) : sizeof(zeros));
+		return rc;
+	}
+	rc = decoded_block(w->b, p->block, &data);
+	if (!rc)
+		rc = stp_file_piece_check(w->b->img, p, stp_sb_block_len(&w->b->sb, p->block));
+	return rc ? rc : w->fn(w->ctx, data + p->in_block, (size_t)p->len);
+}
+
+int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void *ctx)
+{
+	char path[TREE_PATH_MAX + 1];
+	struct stp_inode old;
+	struct old_walk w = { b, fn, ctx };
+	uint32_t ino;
+	int rc;
+
+	if (tree_rel_path(f, path, sizeof(path)) >= sizeof(path))
+		return 1;
+	rc = stp_image_resolve(b->img, path, &ino);
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 1;
+	if (!rc)
+		rc = stp_image_inode(b->img, ino, &old);
+	if (!rc && (old.mode & S_IFMT) != S_IFREG)
+		return 1;
+	if (!rc)
+		rc = stp_file_walk(b->img, &old, 0, old.size, feed_piece, &w);
+	return rc < 0 ? old_failed(b, rc, "--base: reading a file") : rc;
+}
+
 /* Kept file K's extents: OLD's, moved with their blocks. */
 static int place_file(struct base *b, struct kept *k)
 {

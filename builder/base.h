@@ -53,6 +53,13 @@ int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
  * the new stream. */
 int base_place(struct base *b);
 
+/* Feeds FN(CTX, BYTES, LEN) the bytes of the regular file that OLD holds at F's path,
+ * in order, holes as zeros, each run valid during the call only; FN returns 0 to go on,
+ * or an error that ends the walk. Returns 1 when OLD has no regular file there, 0 after
+ * the walk, FN's error, or -errno for OLD (reported). */
+typedef int (*base_bytes_fn)(void *ctx, const uint8_t *bytes, size_t len);
+int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void *ctx);
+
 /* One line saying what was carried, for the summary. */
 void base_print(const struct base *b, FILE *out);
 

@@ -12,6 +12,7 @@
 
 #include "archive_in.h"
 #include "base.h"
+#include "chunks.h"
 #include "format.h"
 #include "image.h"
 #include "meta.h"
@@ -71,6 +72,8 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 	int rc = base ? base_match(base, *order, nhot, &count, &carry) : 0;
 
 	pack.carry = base ? &carry : NULL;
+	if (!rc && o->cut_inside)
+		rc = chunks_split(order, nhot, &count, o->pack.block_log, o->cut_mean_log, base);
 	if (!rc)
 		rc = pack_files(*order, count, nhot, out->fd, STP_SB_SIZE, &pack, &r);
 	if (!rc && base)

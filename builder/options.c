@@ -44,6 +44,10 @@ static void usage(FILE *out)
 		"                        far fewer blocks with the next release\n"
 		"      --base OLD        keep the blocks of the image OLD (the last release) that\n"
 		"                        hold files that did not change, stored as they are\n"
+		"      --cut-inside[=MEAN]  cut large files where their bytes say, each cut a\n"
+		"                        block of its own, MEAN long on average (default: 1/128\n"
+		"                        block, 64K at least): unchanged runs of changed files\n"
+		"                        are shared\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
 		"  -T, --files-from FILE pack only these paths of SOURCE (one a line) and what\n"
@@ -156,7 +160,7 @@ static int squash_option(const char *arg)
 enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
        OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN, OPT_HOT_BLOCK_SIZE, OPT_NULL,
        OPT_IGNORE_FAILED_READ, OPT_JSON, OPT_PSEUDO_FILE, OPT_NO_STABLE,
-       OPT_BASE };
+       OPT_BASE, OPT_CUT_INSIDE };
 
 static const struct option longopts[] = {
 	{ "level", required_argument, NULL, 'l' },
@@ -169,6 +173,7 @@ static const struct option longopts[] = {
 	{ "no-meta-pages", no_argument, NULL, 'W' },
 	{ "no-stable-blocks", no_argument, NULL, OPT_NO_STABLE },
 	{ "base", required_argument, NULL, OPT_BASE },
+	{ "cut-inside", optional_argument, NULL, OPT_CUT_INSIDE },
 	{ "sign", required_argument, NULL, 'S' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "memory", required_argument, NULL, 'm' },
@@ -350,6 +355,9 @@ static int parse_one(int c, const char *val, const char *argv_at, struct options
 	case 'W': o->whole_meta = 1; return 0;
 	case OPT_NO_STABLE: o->pack.stable = 0; return 0;
 	case OPT_BASE: o->base = val; return 0;
+	case OPT_CUT_INSIDE:
+		o->cut_inside = 1;
+		return val ? parse_block_size("--cut-inside", val, &o->cut_mean_log) : 0;
 	case 'S': o->sign_key = val; return 0;
 	case 'v': o->verbose = 1; return 0;
 	case 'n': o->dry_run = 1; return 0;
@@ -392,6 +400,14 @@ static int finish_options(struct options *o)
 	if (o->base && !o->pack.stable)
 		return bad_option("--base", o->base, "keeps stable blocks: not with "
 				  "--no-stable-blocks");
+	if (o->cut_inside && !o->pack.stable) {
+		report_error(NULL, "--cut-inside: cuts stable blocks: not with --no-stable-blocks");
+		return 2;
+	}
+	if (o->cut_mean_log && o->cut_mean_log + 2 > o->pack.block_log) {
+		report_error(NULL, "--cut-inside: the mean must be a quarter block or less");
+		return 2;
+	}
 	return finish_hot_block_size(o);
 }
 

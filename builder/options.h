@@ -38,6 +38,8 @@ struct options {
 	int null_names;            /* --null: -T's names end with NUL */
 	int code_apart;
 	int whole_meta;            /* --no-meta-pages */
+	int cut_inside;            /* --cut-inside: large files cut by content (chunks.h) */
+	unsigned cut_mean_log;     /* its mean chunk; 0: chunks.h's default */
 };
 
 /* Parses ARGV into O (zeroed by the caller). --help and --version print and exit 0.

@@ -411,12 +411,12 @@ static void add_cut(struct piece *v, size_t *n, struct node *f, uint64_t a, uint
 
 	for (int i = 0; i < 2 && code_apart && f->filter != STP_FILTER_NONE; i++) {
 		if (cut[i] > a && cut[i] < b) {
-			v[(*n)++] = (struct piece){ f, a, cut[i] };
+			v[(*n)++] = (struct piece){ f, a, cut[i], 0 };
 			a = cut[i];
 		}
 	}
 	if (a < b)
-		v[(*n)++] = (struct piece){ f, a, b };
+		v[(*n)++] = (struct piece){ f, a, b, 0 };
 }
 
 /* Adds the pieces of F that follow the hot region: what its hot ranges leave, if any. */
@@ -425,7 +425,7 @@ static void add_rest(struct piece *v, size_t *n, struct node *f, int code_apart)
 	uint64_t pos = 0, size = (uint64_t)f->st.st_size;
 
 	if (!size && !f->hot) {
-		v[(*n)++] = (struct piece){ f, 0, 0 }; /* still checked for having grown */
+		v[(*n)++] = (struct piece){ f, 0, 0, 0 }; /* still checked for having grown */
 		return;
 	}
 	if (f->hot && !f->hot_ranges)
@@ -456,7 +456,7 @@ int order_files(struct tree *t, const char *hot_list, uint64_t margin, int code_
 	if (!rc && !v)
 		rc = -ENOMEM;
 	for (size_t i = 0; i < hot.n && !rc; i++)
-		v[n++] = (struct piece){ hot.v[i].file, hot.v[i].start, hot.v[i].end };
+		v[n++] = (struct piece){ hot.v[i].file, hot.v[i].start, hot.v[i].end, 0 };
 	*nhot = n;
 	order_hot_free(&hot);
 	for (size_t i = 0; i < t->nfiles && !rc; i++)

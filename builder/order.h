@@ -17,6 +17,7 @@
 struct piece {
 	struct node *file;
 	uint64_t start, end;
+	uint8_t alone;   /* a cut of a large file (chunks.h): a block of its own */
 };
 
 /* Fills *out (caller frees) with *count pieces that together hold every byte of every

@@ -1173,13 +1173,13 @@ static int pack_cold_piece(struct packer *p, const struct piece *pc)
 	uint64_t len = cuts_piece_len(pc);
 	int rc = 0;
 
-	if (len && (p->cut_pending || cuts_before(&p->cuts, block_fill(p), len))) {
+	if (len && (p->cut_pending || pc->alone || cuts_before(&p->cuts, block_fill(p), len))) {
 		rc = pad_block(p);
 		p->cut_pending = 0;
 	}
 	if (!rc)
 		rc = pack_piece(p, pc);
-	if (!rc && cuts_after(&p->cuts, block_fill(p), pc, len))
+	if (!rc && ((len && pc->alone) || cuts_after(&p->cuts, block_fill(p), pc, len)))
 		p->cut_pending = 1;
 	return rc;
 }

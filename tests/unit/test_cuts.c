@@ -53,7 +53,7 @@ static unsigned count_after(const struct cut_rule *r, uint64_t len, uint64_t sta
 	unsigned n = 0;
 
 	for (int i = 0; i < NFILES; i++) {
-		struct piece pc = { files[i], start, start + len };
+		struct piece pc = { files[i], start, start + len, 0 };
 
 		n += (unsigned)cuts_after(r, r->min_fill, &pc, len);
 	}
@@ -63,7 +63,7 @@ static unsigned count_after(const struct cut_rule *r, uint64_t len, uint64_t sta
 static void test_after(void)
 {
 	struct cut_rule r;
-	struct piece pc = { files[0], 0, 100 };
+	struct piece pc = { files[0], 0, 100, 0 };
 	unsigned eighth, again, moved, half;
 
 	cuts_rule(&r, 20);
@@ -84,7 +84,7 @@ static void test_after(void)
 
 static void test_copies_add_nothing(void)
 {
-	struct piece pc = { files[1], 0, 5000 };
+	struct piece pc = { files[1], 0, 5000, 0 };
 
 	CHECK(cuts_piece_len(&pc) == 5000, "an original counts its bytes");
 	files[1]->same_as = files[0];
