@@ -752,6 +752,22 @@ static int feed_piece(void *ctx, const struct stp_file_piece *p)
 	return rc ? rc : w->fn(w->ctx, data + p->in_block, (size_t)p->len);
 }
 
+/* 1 when OLD lays out the file OLD_INODE as mkstipple would (old_layout's rule: each of
+ * its blocks then decoded once by a walk in stream order) or stores none of its bytes, 0
+ * when not or when part of it lies in OLD's hot region, or -errno. */
+static int laid_out_as_ours(struct base *b, const struct stp_inode *old_inode)
+{
+	struct kept k = { .old = *old_inode };
+	int hot, rc;
+
+	if (!k.old.count) /* zeros alone: nothing to decode */
+		return 1;
+	rc = old_layout(b, &k, &hot);
+
+	free(k.ext);
+	return rc;
+}
+
 int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void *ctx)
 {
 	char path[TREE_PATH_MAX + 1];
@@ -770,7 +786,11 @@ int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void 
 	if (!rc && (old.mode & S_IFMT) != S_IFREG)
 		return 1;
 	if (!rc)
+		rc = laid_out_as_ours(b, &old);
+	if (rc == 1)
 		rc = stp_file_walk(b->img, &old, 0, old.size, feed_piece, &w);
+	else if (!rc)
+		rc = 1; /* laid out unlike mkstipple: nothing to share, and no decode per piece */
 	return rc < 0 ? old_failed(b, rc, "--base: reading a file") : rc;
 }
 
@@ -829,7 +849,7 @@ void base_print(const struct base *b, FILE *out)
 			stored += be.stored_size;
 	}
 	fprintf(out, "base %s: %zu files kept in %" PRIu64 " of its %" PRIu64 " blocks "
-		"(%s stored, %s of them dead)\n", b->path, b->nlive, b->ncarried,
-		b->sb.block_count, stp_human_size(stored, a, sizeof(a)),
-		stp_human_size(dead, c, sizeof(c)));
+		"(%s stored, %s of them dead), %" PRIu64 " blocks decoded\n", b->path,
+		b->nlive, b->ncarried, b->sb.block_count, stp_human_size(stored, a, sizeof(a)),
+		stp_human_size(dead, c, sizeof(c)), b->decodes);
 }

@@ -158,14 +158,17 @@ static int cmp_u64(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-/* *S: the cuts of OLD's file at F's path (none when OLD has no such file). */
+/* *S: the cuts of OLD's file at F's path (none when OLD has no such file, or one laid
+ * out unlike what mkstipple writes). 0 or -errno. */
 static int old_ids(struct base *base, const struct node *f, struct ids *s)
 {
 	int rc = base_old_bytes(base, f, old_run, s);
 
 	if (rc < 0)
 		return rc;
-	if (!rc && s->c.len)
+	if (rc == 1) /* no such file in OLD, or none to read: no cut shared */
+		return 0;
+	if (s->c.len)
 		rc = ids_add(s, chunk_id(&s->c));
 	qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
 	return rc;

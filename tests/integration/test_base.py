@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import shutil
 import stat
 
@@ -546,3 +547,41 @@ def test_what_is_carried_is_what_was_compared(releases, tmp_path):
     # without the swap the same build carries the block
     new = build(v1, out / "v2.stp", "--base", i1)
     assert hashlib.sha256(raw).hexdigest() in storedblocks.block_hashes(STIPPLE, new)
+
+
+def test_cut_inside_does_not_walk_a_base_laid_out_unlike_mkstipple(tmp_path):
+    """--cut-inside reads OLD's file at a large changed file's path to find the cuts
+    they share. OLD's "a" as one-byte extents cycling through 3 blocks made that read
+    decode a block per byte (131072 decodes of 64 KiB); a layout mkstipple would not
+    write is now taken as sharing nothing, and the build reads as the tree."""
+    from craftmeta import zstd
+    bs = 64 << 10
+    n = 2 * bs  # an eighth of a block or more: cut inside
+    tree = zero_tree(tmp_path / "tree", {"a": n})
+    (tmp_path / "tree" / "a").write_bytes(bytes(range(256)) * (n // 256))
+    real = build(tree, tmp_path / "real.stp")
+    cycle = [(k, (k % 3) * bs + 7, 1) for k in range(n)]
+    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3,
+                          [("a", n, cycle)])
+    new = tmp_path / "new.stp"
+    r = imageutil.mkstipple(tree, new, *ARGS, "--cut-inside", "--base", old, quiet=False,
+                            timeout=120)
+    assert r.returncode == 0, r.stderr
+    decoded = re.search(r"base .*, (\d+) blocks decoded", r.stdout)
+    assert decoded and int(decoded.group(1)) <= 3, r.stdout
+    run([STIPPLE, "check", new], check=True)
+    assert_reads_as(new, tree, tmp_path)
+
+
+def test_cut_inside_with_a_large_file_new_since_base(tmp_path):
+    """A large file OLD does not hold has no cuts to share: it is packed whole, and the
+    build succeeds (it exited 1, silently, when OLD had no file at that path)."""
+    old_tree = zero_tree(tmp_path / "old", {"b": 16})
+    old = build(old_tree, tmp_path / "old.stp")
+    tree = zero_tree(tmp_path / "tree", {"b": 16})
+    (tree / "a").write_bytes(os.urandom(256 << 10))
+    new = tmp_path / "new.stp"
+    r = imageutil.mkstipple(tree, new, *ARGS, "--cut-inside", "--base", old, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert len(extents_of(new, "a")) == 1
+    assert_reads_as(new, tree, tmp_path)
