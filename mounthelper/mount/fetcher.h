@@ -18,7 +18,8 @@
  * errno and whose LEN bytes say why in words (without the URL). Each frame says how many
  * HTTP requests its piece took. An empty frame (err, len and tries 0) says only that the
  * fetcher is still at it: it is sent every few seconds while a published image's block,
- * which arrives whole before a byte of it is sent, is fetched.
+ * which arrives whole before a byte of it is sent, is fetched. Frames do not extend a
+ * request past its deadline (remote.h), so a fetcher turned hostile cannot hold a read.
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
  * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It

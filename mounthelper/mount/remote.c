@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "diskcache.h"
 #include "fetcher.h"
+#include "http.h"
 #include "imgsrc.h"
 #include "log.h"
 #include "readfail.h"
@@ -24,6 +27,7 @@ struct remote {
 	bool busy[STP_FETCH_CHANS_MAX];
 	unsigned n, open;
 	bool own;
+	uint64_t frame_ns; /* the channels' receive timeout: the longest silence (0: none) */
 	struct stp_diskcache *cache;
 	struct stp_imgsrc_stats st; /* under LOCK */
 };
@@ -96,12 +100,27 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
+/* When a request of LEN bytes made now must be answered (0: never), whatever frames the
+ * fetcher sends meanwhile: a fetcher turned hostile could otherwise hold the read for
+ * good with keepalive frames, or with one byte per frame (fetcher.h). The bound is the
+ * channel's silence bound plus four times the longest a fetcher of its own gives one
+ * block of LEN bytes (STP_HTTP_WHOLE_FLOOR): twice for the fetch past the caches, twice
+ * for a read that waited for another's fetch of the same block. */
+static uint64_t request_deadline(const struct remote *r, size_t len)
+{
+	if (!r->frame_ns)
+		return 0;
+	return stp_now_ns() + r->frame_ns +
+	       4 * ((uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR);
+}
+
 /* One request on FD: 0, a negative errno with WHY set (the fetcher's answer, the stream
  * still in step), or *BROKEN; *C counts what it cost. */
 static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off, bool *broken,
 	       struct tally *c, char *why, size_t whylen)
 {
 	struct stp_fetch_req req = { off, len };
+	uint64_t deadline = request_deadline(r, len);
 	struct stp_fetch_frame fr;
 	size_t got = 0;
 	int err = stp_write_full(fd, &req, sizeof(req));
@@ -113,6 +132,8 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 	}
 	while (got < len) {
 		err = read_full(fd, &fr, sizeof(fr));
+		if (!err && deadline && stp_now_ns() > deadline)
+			err = -ETIMEDOUT; /* the stream is dropped: out of step from here */
 		if (!err && !fr.err && !fr.len && !fr.tries)
 			continue; /* the fetcher is still at it (fetcher.h) */
 		if (!err && (fr.tries & STP_FETCH_STORE)) {
@@ -143,7 +164,8 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 			err = read_full(fd, buf + got, fr.len);
 		if (err) {
 			snprintf(why, whylen, "the fetcher did not answer: %s",
-				 err == -EAGAIN ? "timed out" : stp_strerror(err));
+				 err == -EAGAIN ? "timed out" :
+				 err == -ETIMEDOUT ? "past the read's deadline" : stp_strerror(err));
 			return err;
 		}
 		got += fr.len;
@@ -214,6 +236,17 @@ static void remote_close(struct stp_imgsrc *s)
 	free(r);
 }
 
+/* FD's receive timeout in nanoseconds (fetcher.c sets it on every channel), 0 without. */
+static uint64_t silence_ns(int fd)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len))
+		return 0;
+	return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
+}
+
 int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name, bool own,
 		    struct stp_imgsrc **out)
 {
@@ -231,6 +264,7 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name,
 		r->fds[k] = fds[k];
 		r->open += fds[k] >= 0;
 	}
+	r->frame_ns = n ? silence_ns(fds[0]) : 0;
 	r->n = n;
 	r->own = own;
 	r->src.pread = remote_pread;

@@ -8,8 +8,9 @@
  *
  * A range past SIZE reads as STP_IMGSRC_END (imgsrc.h); every other failure is logged
  * (stp_log) naming the URL and the cause and read as -EIO; a
- * channel that breaks (the fetcher gone, no answer within its receive timeout) is closed
- * and not used again. What it fetched and what the disk cache answered are counted
+ * channel that breaks (the fetcher gone, no answer within its receive timeout, or no
+ * whole answer within the request's deadline: that timeout plus four times LEN at
+ * STP_HTTP_WHOLE_FLOOR, however many frames came) is closed and not used again. What it fetched and what the disk cache answered are counted
  * (stp_imgsrc_stats). pread and stats are thread-safe.
  */
 #ifndef STP_REMOTE_H
