@@ -91,11 +91,16 @@ static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 	return err;
 }
 
+unsigned stp_fetcher_silence_s(unsigned timeout_s)
+{
+	return 3 * timeout_s + 30;
+}
+
 /* A safety net: the daemon's ends give up on a fetcher that sends nothing for much
  * longer than its own stall bound (a piece that trickles in still arrives). */
 static void set_timeout(int fd, unsigned timeout_s)
 {
-	struct timeval tv = { 3 * (time_t)timeout_s + 30, 0 };
+	struct timeval tv = { (time_t)stp_fetcher_silence_s(timeout_s), 0 };
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }

@@ -124,6 +124,10 @@ struct stp_fetcher {
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
 unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
 
+/* The longest the daemon's end of a channel waits for a frame, in seconds, for
+ * timeout=TIMEOUT_S: much longer than the fetcher's own stall bound (its receive timeout). */
+unsigned stp_fetcher_silence_s(unsigned timeout_s);
+
 /* No fetcher: nothing open (every descriptor -1), for the release functions below. */
 void stp_fetcher_init(struct stp_fetcher *f);
 

@@ -345,7 +345,9 @@ static int open_url(struct monitor *m)
 		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
 	if (err)
 		return err;
-	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size, stp_monlog_image(o), false, &src);
+	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size,
+			      stp_fetcher_silence_s(o->timeout_s),
+			      stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
 	if (!err)

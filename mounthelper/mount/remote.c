@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "diskcache.h"
@@ -236,19 +234,8 @@ static void remote_close(struct stp_imgsrc *s)
 	free(r);
 }
 
-/* FD's receive timeout in nanoseconds (fetcher.c sets it on every channel), 0 without. */
-static uint64_t silence_ns(int fd)
-{
-	struct timeval tv;
-	socklen_t len = sizeof(tv);
-
-	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len))
-		return 0;
-	return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
-}
-
-int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name, bool own,
-		    struct stp_imgsrc **out)
+int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_s,
+		    const char *name, bool own, struct stp_imgsrc **out)
 {
 	struct remote *r = calloc(1, sizeof(*r));
 
@@ -264,7 +251,7 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name,
 		r->fds[k] = fds[k];
 		r->open += fds[k] >= 0;
 	}
-	r->frame_ns = n ? silence_ns(fds[0]) : 0;
+	r->frame_ns = silence_s * 1000000000ull;
 	r->n = n;
 	r->own = own;
 	r->src.pread = remote_pread;

@@ -22,10 +22,11 @@
 struct stp_imgsrc;
 struct stp_diskcache;
 
-/* A source of SIZE bytes named NAME over the N channels FDS; with OWN it closes them
- * when it is closed. *out is the caller's (stp_imgsrc_close). */
-int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name, bool own,
-		    struct stp_imgsrc **out);
+/* A source of SIZE bytes named NAME over the N channels FDS, whose receive timeout is
+ * SILENCE_S seconds (stp_fetcher_silence_s; 0: reads without a deadline); with OWN
+ * it closes them when it is closed. *out is the caller's (stp_imgsrc_close). */
+int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_s,
+		    const char *name, bool own, struct stp_imgsrc **out);
 
 /* Reads through CACHE (the source's from then on) before asking the fetcher. Call
  * before any thread reads. */

@@ -63,7 +63,7 @@ static void read_against(uint32_t piece)
 	CHECK(!setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
 	s.fd = sv[1];
 	CHECK(!pthread_create(&tid, NULL, stall, &s));
-	CHECK(!stp_remote_open(&sv[0], 1, 1 << 20, "http://stand-in/img.stp", false, &src));
+	CHECK(!stp_remote_open(&sv[0], 1, 1 << 20, 1, "http://stand-in/img.stp", false, &src));
 	uint64_t start = stp_now_ns();
 	int rc = src->pread(src, buf, sizeof(buf), 4096);
 	double took = (double)(stp_now_ns() - start) / 1e9;
