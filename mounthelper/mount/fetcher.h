@@ -28,8 +28,9 @@
  * socket, which stays open for that. The monitor reads them only once it has checked the
  * superblock and the mount's budget, and answers each batch with the descriptors of the
  * blocks' files in the store (STORE, struct stp_fetch_store, store.h), or closes the
- * socket: no store (blocks without a file are fetched each time). A fetcher that offers
- * fewer blocks shuts its end for writing once it has offered them. Last, the monitor
+ * socket: no store (blocks without a file are fetched each time). The monitor says stop
+ * on the batch after which it takes no more (store.h: what cache_size= holds). A fetcher
+ * that offers fewer blocks shuts its end for writing once it has offered them. Last, the monitor
  * trims the store and sends ROOM (struct stp_fetch_room): the bytes of blocks the
  * fetcher may write into the store during the mount, so that cache_size= holds while
  * it runs; without it, the fetcher writes none.
@@ -78,8 +79,9 @@ struct stp_fetch_hello {
 /* A batch of block hashes and its answer: the descriptors attached to STORE are the files
  * of blocks FIRST + WHICH[k], in order. STOP: send no more batches. */
 #define STP_FETCH_BATCH 32u
-/* The store files a mount may hold (each pins a descriptor, an inode and a lock): 2 TiB
- * of 32 MiB blocks, whatever count an index claims. */
+/* The most store files a mount may hold (each pins a descriptor, an inode and a lock):
+ * 2 TiB of 32 MiB blocks, whatever count an index claims; fewer when cache_size= holds
+ * fewer (stp_store_files_max). */
 #define STP_FETCH_STORE_MAX 65536u
 struct stp_fetch_blocks {
 	uint64_t first;

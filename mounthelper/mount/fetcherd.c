@@ -300,8 +300,10 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 				close(fds[k]);
 			else
 				stp_published_set_store(pub, first + st.which[k], fds[k]);
-		if (err || st.stop)
+		if (err)
 			return;
+		if (st.stop)
+			break; /* files for no more blocks: the room still comes */
 		first += b.count;
 	}
 	take_room(pub, ctl, deadline);

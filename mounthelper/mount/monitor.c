@@ -286,7 +286,8 @@ static void attach_store(struct monitor *m)
 	if (o->cache_size && !o->fake)
 		dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
 	if (dir)
-		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], m->h.fetcher.blocks);
+		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], &m->sb,
+				 m->h.fetcher.blocks);
 	free(dir);
 	stp_fetcher_close_ctl(&m->h.fetcher);
 }

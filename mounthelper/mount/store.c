@@ -16,6 +16,7 @@
 #include "cachedir.h"
 #include "diskcache.h"
 #include "fetcher.h"
+#include "format.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "pubindex.h"
@@ -94,13 +95,14 @@ static int take_block(int blocks, const uint8_t sha[32])
 	return fd;
 }
 
-/* One batch: the files of the blocks it names, sent back on CTL. */
-static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
+/* One batch: the files of its first TAKE blocks, sent back on CTL; STOP: the last. */
+static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b, uint32_t take,
+			bool stop)
 {
-	struct stp_fetch_store st = { .first = b->first };
+	struct stp_fetch_store st = { .first = b->first, .stop = stop };
 	int fds[STP_FETCH_BATCH], err;
 
-	for (uint32_t k = 0; k < b->count; k++) {
+	for (uint32_t k = 0; k < take && k < b->count; k++) {
 		int fd = take_block(blocks, b->sha[k]);
 
 		if (fd < 0)
@@ -114,14 +116,14 @@ static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
 	return err;
 }
 
-static int exchange(int blocks, int ctl, uint64_t count, int64_t deadline)
+/* Files for the first FILES of the OFFERED blocks the fetcher offers (fetcher.h): the
+ * batch that reaches FILES is the last, STOP said when the fetcher would offer more. */
+static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, int64_t deadline)
 {
-	if (count > STP_FETCH_STORE_MAX)
-		count = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	int err = buf ? 0 : -ENOMEM;
 
-	for (uint64_t first = 0; !err && first < count;) {
+	for (uint64_t first = 0; !err && first < files;) {
 		struct stp_fetch_blocks b;
 		uint32_t type;
 		size_t len;
@@ -134,14 +136,44 @@ static int exchange(int blocks, int ctl, uint64_t count, int64_t deadline)
 		if (!err && type != STP_MSG_BLOCKS)
 			err = -EPROTO;
 		if (!err)
-			err = stp_fetch_blocks_check(buf, len, first, count, &b);
-		if (!err)
-			err = answer_batch(blocks, ctl, &b);
-		if (!err)
-			first += b.count;
+			err = stp_fetch_blocks_check(buf, len, first, offered, &b);
+		if (!err) {
+			uint64_t take = files - first < b.count ? files - first : b.count;
+
+			err = answer_batch(blocks, ctl, &b, (uint32_t)take,
+					   first + take == files && files < offered);
+			first += take;
+		}
 	}
 	free(buf);
 	return err;
+}
+
+/* Where the image's stored blocks end: its first byte of metadata, dictionary or
+ * signature block. */
+static uint64_t blocks_end(const struct stp_superblock *sb)
+{
+	uint64_t end = sb->meta_offset;
+
+	if (sb->dict_size && sb->dict_offset < end)
+		end = sb->dict_offset;
+	if (sb->sig_size && sb->sig_offset < end)
+		end = sb->sig_offset;
+	return end;
+}
+
+uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered, uint64_t limit)
+{
+	uint64_t n = offered < sb->block_count ? offered : sb->block_count;
+	uint64_t end = blocks_end(sb), mean, fit;
+
+	if (n > STP_FETCH_STORE_MAX)
+		n = STP_FETCH_STORE_MAX;
+	if (!n || end <= STP_SB_SIZE)
+		return 0;
+	mean = (end - STP_SB_SIZE) / sb->block_count;
+	fit = limit / (mean ? mean : 1) + 1;
+	return fit < n ? fit : n;
 }
 
 struct entry {
@@ -252,7 +284,7 @@ static int lock_until(int fd, int64_t deadline)
 }
 
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     uint64_t blocks)
+		     const struct stp_superblock *sb, uint64_t offered)
 {
 	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
@@ -277,7 +309,9 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		return err;
 	}
 	if (!err) {
-		err = exchange(fd, ctl, blocks, deadline);
+		if (offered > STP_FETCH_STORE_MAX)
+			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
+		err = exchange(fd, ctl, offered, stp_store_files_max(sb, offered, limit), deadline);
 		held = stp_store_trim(fd, limit);
 		flock(fd, LOCK_UN);
 	}

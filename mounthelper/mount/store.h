@@ -25,7 +25,8 @@
  *
  * The monitor runs this, privileged as the mounting user, once it has checked the
  * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
- * holds at most STP_FETCH_STORE_MAX files; the fetcher never learns a path. Not
+ * holds no more files than its image has blocks and cache_size= can hold
+ * (stp_store_files_max); the fetcher never learns a path. Not
  * thread-safe.
  */
 #ifndef STP_STORE_H
@@ -33,13 +34,24 @@
 
 #include <stdint.h>
 
-/* Answers the fetcher on CTL: for each batch of hashes of the BLOCKS blocks it offers,
- * the block files in DIR's store, opened or made and locked shared; then trims the
- * store to LIMIT bytes, and tells the fetcher the room left (ROOM). Errors are printed on stderr after PROG (the mount goes on
- * without a store); the fetcher's batches are checked (stp_fetch_blocks_check) and a bad
- * one ends the exchange. Returns 0 or a negative errno. CTL stays the caller's. */
+struct stp_superblock;
+
+/* The files a mount of the image of SB may hold in a store of LIMIT bytes, when its
+ * fetcher offers OFFERED blocks: no more than the image has, than LIMIT holds at the
+ * image's mean stored block (and one), or than STP_FETCH_STORE_MAX. 0 for an image
+ * without blocks. */
+uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered,
+			     uint64_t limit);
+
+/* Answers the fetcher on CTL: for each batch of hashes of the OFFERED blocks it offers,
+ * the block files in DIR's store, opened or made and locked shared, for the first
+ * stp_store_files_max(SB, OFFERED, LIMIT) of them (the batch that reaches it says stop);
+ * then trims the store to LIMIT bytes, and tells the fetcher the room left (ROOM).
+ * Errors are printed on stderr after PROG (the mount goes on without a store); the
+ * fetcher's batches are checked (stp_fetch_blocks_check) and a bad one ends the
+ * exchange. Returns 0 or a negative errno. CTL stays the caller's. */
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     uint64_t blocks);
+		     const struct stp_superblock *sb, uint64_t offered);
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
  * in use are kept, empty files no mount holds are removed, every one of them however

@@ -373,3 +373,20 @@ def test_budget_counts_the_fetchers_index_and_blocks(tmp_path):
     assert r.returncode != 0, "mounted: the daemon's %d MiB fit, the fetcher was not counted" % (
         fixed + (budget + extra) * per_block)
     assert "for the fetcher's index and blocks" in r.stderr, r.stderr
+
+
+def test_store_files_follow_cache_size(tmp_path):
+    """A mount held a store file (a descriptor, an inode and a lock) for every block its
+    image has, up to a fixed 65,536, whatever cache_size= could hold. It now holds files
+    only for the blocks cache_size= holds at the image's mean block: 256 KiB of 64 KiB
+    blocks is 5 files, not 65; the reads and the bound hold as before."""
+    tree, _ = small_release(tmp_path, size=4 << 20)
+    cache = tmp_path / "cache"
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app.stp"), None, "--no-prime", "-o",
+                         "cache_dir=%s,cache_size=256K" % cache) as mnt:
+            files = store_names(cache)
+            assert open(os.path.join(mnt, "noise"), "rb").read() == (tree / "noise").read_bytes()
+            held = store_bytes(cache)
+    assert 1 <= len(files) <= 6, "%d store files for a store of 256 KiB" % len(files)
+    assert 0 < held <= 256 << 10, held
