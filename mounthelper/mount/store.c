@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,7 +25,11 @@
 #include "util.h"
 
 #define BLOCKS_DIR "blocks"
-#define FILES_MAX (1u << 18) /* 8 TiB of 32 MiB blocks */
+#define FANOUT 256u
+/* A trim lists fan-out directories until it has seen this many files (all of them in a
+ * store of fewer), and no more unless the store is still over its bound. */
+#define SAMPLE_MIN 1024u
+#define SAMPLE_MAX (SAMPLE_MIN + (1u << 16)) /* and the rest of the last directory's */
 
 /* SUB beneath DIRFD, made 0700 when missing, opened when it is a directory (not a
  * link) of the mounting user's that no one else may write. */
@@ -182,6 +187,15 @@ struct entry {
 	uint64_t bytes;
 };
 
+/* What a trim has seen of the store: the fan-out directories it listed, the bytes their
+ * files hold, and their block files (at most SAMPLE_MAX between two evictions). */
+struct sample {
+	struct entry *e;
+	size_t n;
+	unsigned dirs;
+	uint64_t bytes;
+};
+
 static int by_age(const void *a, const void *b)
 {
 	const struct entry *x = a, *y = b;
@@ -199,11 +213,11 @@ static bool is_hex(const char *s, size_t n)
 
 static bool remove_unused(int blocks, const char *name);
 
-/* The block files of fan-out directory SUB (its name) into E, *N of them (at most
- * FILES_MAX: the others are only summed), summed into *TOTAL. Empty files, blocks a
- * mount never fetched, are removed as they are met, once no mount holds them: however
- * many a hostile index had made, every one is seen. */
-static void list_sub(int blocks, const char *sub, struct entry *e, size_t *n, uint64_t *total)
+/* The block files of fan-out directory SUB (its name) into S (the ones past SAMPLE_MAX
+ * only summed). Empty files, blocks a mount never fetched, are removed as they are met,
+ * once no mount holds them: however many a hostile index had made, every one is seen
+ * when its directory is. */
+static void list_sub(int blocks, const char *sub, struct sample *s)
 {
 	int fd = openat(blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -221,17 +235,18 @@ static void list_sub(int blocks, const char *sub, struct entry *e, size_t *n, ui
 		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
 		if (!st.st_size && remove_unused(blocks, name))
 			continue;
-		*total += (uint64_t)st.st_blocks * 512;
-		if (*n == FILES_MAX)
+		s->bytes += (uint64_t)st.st_blocks * 512;
+		if (s->n == SAMPLE_MAX)
 			continue;
-		memcpy(e[*n].name, name, sizeof(name));
-		e[*n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		e[(*n)++].bytes = (uint64_t)st.st_blocks * 512;
+		memcpy(s->e[s->n].name, name, sizeof(name));
+		s->e[s->n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		s->e[s->n++].bytes = (uint64_t)st.st_blocks * 512;
 	}
 	if (d)
 		closedir(d);
 	else if (fd >= 0)
 		close(fd);
+	s->dirs++;
 }
 
 /* Removes NAME when no mount holds it (an exclusive lock had at once): true if it did. */
@@ -247,26 +262,54 @@ static bool remove_unused(int blocks, const char *name)
 	return gone;
 }
 
-uint64_t stp_store_trim(int blocks, uint64_t limit)
+/* The store's bytes as S's directories stand for them: blocks are named by their hash,
+ * so each fan-out directory holds about a 256th of them. */
+static uint64_t estimate(const struct sample *s)
 {
-	struct entry *e = calloc(FILES_MAX, sizeof(*e));
-	uint64_t total = 0;
-	size_t n = 0;
+	return s->dirs >= FANOUT ? s->bytes : s->bytes / s->dirs * FANOUT;
+}
 
-	if (!e)
-		return limit;
-	for (unsigned h = 0; h < 256; h++) {
+/* Lists S's next directories (round the fan-out from START) until it has SAMPLE_MIN more
+ * files or every directory was listed. */
+static void walk(int blocks, struct sample *s, unsigned start)
+{
+	size_t from = s->n;
+
+	while (s->dirs < FANOUT && s->n - from < SAMPLE_MIN) {
 		char sub[3];
 
-		snprintf(sub, sizeof(sub), "%02x", h);
-		list_sub(blocks, sub, e, &n, &total);
+		snprintf(sub, sizeof(sub), "%02x", (start + s->dirs) % FANOUT);
+		list_sub(blocks, sub, s);
 	}
-	qsort(e, n, sizeof(*e), by_age);
-	for (size_t i = 0; i < n && total > limit; i++)
-		if (remove_unused(blocks, e[i].name))
-			total -= e[i].bytes;
-	free(e);
-	return total;
+}
+
+/* Removes S's least recently mounted files no mount holds until the estimate fits in
+ * LIMIT or S has none left: each stands for FANOUT / s->dirs times its bytes, the share
+ * of the store's excess that its directories hold. */
+static void evict(int blocks, struct sample *s, uint64_t limit)
+{
+	qsort(s->e, s->n, sizeof(*s->e), by_age);
+	for (size_t i = 0; i < s->n && estimate(s) > limit; i++)
+		if (remove_unused(blocks, s->e[i].name))
+			s->bytes -= s->e[i].bytes;
+	s->n = 0;
+}
+
+uint64_t stp_store_trim(int blocks, uint64_t limit)
+{
+	struct sample s = { calloc(SAMPLE_MAX, sizeof(*s.e)), 0, 0, 0 };
+	unsigned start = 0;
+
+	if (!s.e)
+		return limit;
+	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != (ssize_t)sizeof(start))
+		start = (unsigned)(stp_now_ns() / 1000);
+	do {
+		walk(blocks, &s, start);
+		evict(blocks, &s, limit);
+	} while (estimate(&s) > limit && s.dirs < FANOUT);
+	free(s.e);
+	return estimate(&s);
 }
 
 /* The blocks directory's exclusive lock, waited for until DEADLINE (another mount may

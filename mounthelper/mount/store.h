@@ -18,6 +18,10 @@
  * store is trimmed to LIMIT bytes at each mount, least recently mounted blocks first
  * (a file's mtime: set when a mount takes it, or when a block is written), and a file is
  * removed only when an exclusive flock is had at once, so never while a mount uses it.
+ * A trim lists only part of a large store: fan-out directories from one picked at random
+ * until it has seen 1024 files, which, blocks being named by their hash, stand for the
+ * whole (a 256th each); it removes from them their share of the excess, and lists more
+ * only while the store is still over LIMIT. A small store is listed whole.
  * Taking files and trimming both run under the blocks directory's exclusive flock, so a
  * file is never removed between a mount's open and its lock. A mount writes into the
  * store only the bytes LIMIT leaves after its trim (ROOM, fetcher.h): blocks past them
@@ -54,9 +58,10 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     const struct stp_superblock *sb, uint64_t offered);
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
- * in use are kept, empty files no mount holds are removed, every one of them however
- * many there are. Returns the bytes the store still holds (LIMIT when it could not
- * tell). Exposed for tests. */
+ * in use are kept, empty files no mount holds are removed from every directory listed,
+ * however many there are. Returns the bytes the store still holds, as estimated from
+ * the directories listed (exact when it listed all; LIMIT when it could not tell).
+ * Exposed for tests. */
 uint64_t stp_store_trim(int dirfd, uint64_t limit);
 
 #endif
