@@ -26,6 +26,8 @@
 /* Block buffers kept for the next block rather than freed: a fresh one costs its
  * zero-filled pages, which on a loaded machine costs more than the block's hash. */
 #define SPARES 4u
+/* A store file takes whole file system blocks: a block's room is counted in these. */
+#define STORE_UNIT 4096u
 
 struct stp_published {
 	struct stp_http *h;
@@ -402,22 +404,30 @@ static bool from_store(struct stp_published *p, int fd, const struct stp_pubinde
 	return ok;
 }
 
+/* What a block of LEN bytes costs the store's disk: whole file system blocks, as the
+ * trim counts them (st_blocks), never less than one. */
+static uint64_t disk_cost(uint32_t len)
+{
+	return ((uint64_t)len + STORE_UNIT - 1) / STORE_UNIT * STORE_UNIT;
+}
+
 /* Keeps a checked block in its store file while the room lasts (a failure only costs a
  * later fetch). */
 static void to_store(struct stp_published *p, int fd, const void *buf, uint32_t len)
 {
+	uint64_t cost = disk_cost(len);
 	bool room;
 
 	pthread_mutex_lock(&p->lock);
-	room = fd >= 0 && p->room >= len;
+	room = fd >= 0 && p->room >= cost;
 	if (room)
-		p->room -= len;
+		p->room -= cost;
 	pthread_mutex_unlock(&p->lock);
 	if (room && !stp_pwrite_full(fd, buf, len, 0) && !ftruncate(fd, len))
 		return;
 	if (room) { /* not written (a read-only file: store.h): the room is still there */
 		pthread_mutex_lock(&p->lock);
-		p->room += len;
+		p->room += cost;
 		pthread_mutex_unlock(&p->lock);
 	}
 }

@@ -91,6 +91,26 @@ static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 	return err;
 }
 
+uint64_t stp_fetcher_file_max(const struct stp_fetcher *f)
+{
+	char path[64], line[256];
+	uint64_t max = UINT64_MAX;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)f->pid);
+	fp = f->pid > 0 ? fopen(path, "re") : NULL;
+	while (fp && fgets(line, sizeof(line), fp)) {
+		unsigned long long soft, hard;
+
+		if (!strncmp(line, "Max file size ", 14) &&
+		    sscanf(line + 14, "%llu %llu", &soft, &hard) == 2)
+			max = hard;
+	}
+	if (fp)
+		fclose(fp);
+	return max;
+}
+
 unsigned stp_fetcher_silence_s(unsigned timeout_s)
 {
 	return 3 * timeout_s + 30;

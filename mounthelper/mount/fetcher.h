@@ -126,6 +126,12 @@ struct stp_fetcher {
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
 unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
 
+/* The fetcher's hard limit on the size of a file it writes (RLIMIT_FSIZE, which it
+ * lowers to the index's largest block and cannot raise again), as /proc tells it:
+ * UINT64_MAX when unlimited or unknown. Read once it has sent HELLO, it bounds what a
+ * store file may be made to hold, whatever the fetcher does next (store.h). */
+uint64_t stp_fetcher_file_max(const struct stp_fetcher *f);
+
 /* The longest the daemon's end of a channel waits for a frame, in seconds, for
  * timeout=TIMEOUT_S: much longer than the fetcher's own stall bound (its receive timeout). */
 unsigned stp_fetcher_silence_s(unsigned timeout_s);

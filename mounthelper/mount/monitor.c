@@ -287,7 +287,7 @@ static void attach_store(struct monitor *m)
 		dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
 	if (dir)
 		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], &m->sb,
-				 m->h.fetcher.blocks);
+				 m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher));
 	free(dir);
 	stp_fetcher_close_ctl(&m->h.fetcher);
 }

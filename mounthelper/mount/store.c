@@ -26,6 +26,9 @@
 
 #define BLOCKS_DIR "blocks"
 #define FANOUT 256u
+/* The least a store file takes on disk (a file system block): however well its block
+ * compresses, no more files than LIMIT holds of these. */
+#define FILE_COST 4096u
 /* A trim lists fan-out directories until it has seen this many files (all of them in a
  * store of fewer), and no more unless the store is still over its bound. */
 #define SAMPLE_MIN 1024u
@@ -50,10 +53,11 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
-/* FD, or the same file opened read-write when it is empty: a fetcher may write a block
- * into a file that holds none, never change one that holds a block (another mount may be
- * serving it). FD is taken; the descriptor, or a negative errno. */
-static int writable_if_empty(int fd)
+/* FD, or the same file opened read-write when it is empty, while *WRITABLE lasts (one
+ * spent): a fetcher may write a block into a file that holds none, never change one that
+ * holds a block (another mount may be serving it). FD is taken; the descriptor, or a
+ * negative errno (-ENOSPC: empty, and no writable file left). */
+static int writable_if_empty(int fd, uint64_t *writable)
 {
 	char path[32];
 	struct stat st;
@@ -63,7 +67,10 @@ static int writable_if_empty(int fd)
 		rw = -errno;
 	} else if (st.st_size) {
 		return fd;
+	} else if (!*writable) {
+		rw = -ENOSPC;
 	} else {
+		(*writable)--;
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 		rw = rw < 0 ? -errno : rw;
@@ -72,9 +79,19 @@ static int writable_if_empty(int fd)
 	return rw;
 }
 
-/* The file of the block hashing to SHA, opened or made, locked shared (the pin) and
- * marked used now; a negative errno when it cannot be. */
-static int take_block(int blocks, const uint8_t sha[32])
+/* Whether LEAF beneath SUB is a regular file that holds bytes (a stored block). */
+static bool holds_bytes(int sub, const char *leaf)
+{
+	struct stat st;
+
+	return !fstatat(sub, leaf, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+	       st.st_size;
+}
+
+/* The file of the block hashing to SHA, opened or made (made only while *WRITABLE
+ * lasts), locked shared (the pin) and marked used now; a negative errno when it cannot
+ * be. */
+static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 {
 	char name[STP_PUBINDEX_NAME_MAX];
 	bool made;
@@ -85,11 +102,15 @@ static int take_block(int blocks, const uint8_t sha[32])
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
+	if (!*writable && !holds_bytes(sub, name + 3)) {
+		close(sub);
+		return -ENOSPC; /* no file made that nothing may write */
+	}
 	fd = stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made);
 	close(sub);
 	if (fd < 0)
 		return fd;
-	fd = writable_if_empty(fd);
+	fd = writable_if_empty(fd, writable);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
@@ -102,13 +123,13 @@ static int take_block(int blocks, const uint8_t sha[32])
 
 /* One batch: the files of its first TAKE blocks, sent back on CTL; STOP: the last. */
 static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b, uint32_t take,
-			bool stop)
+			bool stop, uint64_t *writable)
 {
 	struct stp_fetch_store st = { .first = b->first, .stop = stop };
 	int fds[STP_FETCH_BATCH], err;
 
 	for (uint32_t k = 0; k < take && k < b->count; k++) {
-		int fd = take_block(blocks, b->sha[k]);
+		int fd = take_block(blocks, b->sha[k], writable);
 
 		if (fd < 0)
 			continue; /* that block is fetched each time */
@@ -121,9 +142,11 @@ static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b, u
 	return err;
 }
 
-/* Files for the first FILES of the OFFERED blocks the fetcher offers (fetcher.h): the
- * batch that reaches FILES is the last, STOP said when the fetcher would offer more. */
-static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, int64_t deadline)
+/* Files for the first FILES of the OFFERED blocks the fetcher offers (fetcher.h), at
+ * most WRITABLE of them writable: the batch that reaches FILES is the last, STOP said
+ * when the fetcher would offer more. */
+static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, uint64_t writable,
+		    int64_t deadline)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	int err = buf ? 0 : -ENOMEM;
@@ -146,7 +169,7 @@ static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, int64
 			uint64_t take = files - first < b.count ? files - first : b.count;
 
 			err = answer_batch(blocks, ctl, &b, (uint32_t)take,
-					   first + take == files && files < offered);
+					   first + take == files && files < offered, &writable);
 			first += take;
 		}
 	}
@@ -167,6 +190,11 @@ static uint64_t blocks_end(const struct stp_superblock *sb)
 	return end;
 }
 
+uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
+{
+	return limit / (file_max > FILE_COST ? file_max : FILE_COST);
+}
+
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered, uint64_t limit)
 {
 	uint64_t n = offered < sb->block_count ? offered : sb->block_count;
@@ -177,7 +205,7 @@ uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered, 
 	if (!n || end <= STP_SB_SIZE)
 		return 0;
 	mean = (end - STP_SB_SIZE) / sb->block_count;
-	fit = limit / (mean ? mean : 1) + 1;
+	fit = limit / (mean > FILE_COST ? mean : FILE_COST) + 1;
 	return fit < n ? fit : n;
 }
 
@@ -327,7 +355,7 @@ static int lock_until(int fd, int64_t deadline)
 }
 
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     const struct stp_superblock *sb, uint64_t offered)
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max)
 {
 	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
@@ -354,7 +382,8 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 	if (!err) {
 		if (offered > STP_FETCH_STORE_MAX)
 			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
-		err = exchange(fd, ctl, offered, stp_store_files_max(sb, offered, limit), deadline);
+		err = exchange(fd, ctl, offered, stp_store_files_max(sb, offered, limit),
+			       stp_store_writable_max(limit, file_max), deadline);
 		held = stp_store_trim(fd, limit);
 		flock(fd, LOCK_UN);
 	}

@@ -10,7 +10,12 @@
  * Nothing in it is trusted: the fetcher checks a block read back from its file against
  * its hash (a file that does not match is passed over and its block fetched), so neither a
  * torn write nor an edit serves a wrong byte. A file that holds bytes is handed read-only
- * (another mount may be serving it), an empty one read-write.
+ * (another mount may be serving it), an empty one read-write, and no more of those than
+ * cache_size= holds of files as large as the fetcher may write (its RLIMIT_FSIZE, which
+ * it lowers to its index's largest block before HELLO and cannot raise again;
+ * stp_store_writable_max): ROOM binds a fetcher that obeys it, this one a fetcher that
+ * does not. A fetcher turned hostile can so take the store to twice cache_size= at
+ * most, until the next trim; one that did not lower its limit gets no writable file.
  *
  * Which blocks live mounts use: each mount holds a shared flock on each of its blocks'
  * files, through the descriptors the fetcher keeps for the mount's life (a lock that
@@ -42,20 +47,26 @@ struct stp_superblock;
 
 /* The files a mount of the image of SB may hold in a store of LIMIT bytes, when its
  * fetcher offers OFFERED blocks: no more than the image has, than LIMIT holds at the
- * image's mean stored block (and one), or than STP_FETCH_STORE_MAX. 0 for an image
+ * image's mean stored block (at least 4 KiB, a file system block; and one), or than
+ * STP_FETCH_STORE_MAX. 0 for an image
  * without blocks. */
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered,
 			     uint64_t limit);
 
+/* The read-write files a mount may hold in a store of LIMIT bytes when its fetcher may
+ * write files of FILE_MAX bytes (stp_fetcher_file_max): together they hold LIMIT at most. */
+uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max);
+
 /* Answers the fetcher on CTL: for each batch of hashes of the OFFERED blocks it offers,
- * the block files in DIR's store, opened or made and locked shared, for the first
+ * the block files in DIR's store, opened or made (stp_store_writable_max of LIMIT and
+ * FILE_MAX) and locked shared, for the first
  * stp_store_files_max(SB, OFFERED, LIMIT) of them (the batch that reaches it says stop);
  * then trims the store to LIMIT bytes, and tells the fetcher the room left (ROOM).
  * Errors are printed on stderr after PROG (the mount goes on without a store); the
  * fetcher's batches are checked (stp_fetch_blocks_check) and a bad one ends the
  * exchange. Returns 0 or a negative errno. CTL stays the caller's. */
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     const struct stp_superblock *sb, uint64_t offered);
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max);
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
  * in use are kept, empty files no mount holds are removed from every directory listed,

@@ -390,3 +390,28 @@ def test_store_files_follow_cache_size(tmp_path):
             held = store_bytes(cache)
     assert 1 <= len(files) <= 6, "%d store files for a store of 256 KiB" % len(files)
     assert 0 < held <= 256 << 10, held
+
+
+def test_cache_size_holds_for_small_blocks(tmp_path):
+    """The room a mount was told counted each block's stored bytes (a few dozen for a
+    64 KiB block that compresses well), while the disk holds a 4 KiB file system block
+    and an inode for each file, and every empty file was writable: 600 such blocks took
+    the store past ten times cache_size=256K. Now a block costs the room its disk blocks,
+    and no more files are writable than cache_size= holds of the largest blocks."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    with open(tree / "chunks", "wb") as f:
+        for i in range(600):
+            f.write(i.to_bytes(8, "little") + bytes((64 << 10) - 8))
+    image = build_image(tree, tmp_path / "app.stp", "--level", "1", "--block-size", "64K")
+    subprocess.run([STIPPLE, "publish", "-q", image, tmp_path / "www"], check=True)
+    cache = tmp_path / "cache"
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        with mount_image(origin.url("app.stp"), None, "--no-prime", "--warm-workers", "0",
+                         "-o", "cache_dir=%s,cache_size=256K" % cache) as mnt:
+            assert open(os.path.join(mnt, "chunks"), "rb").read() == (tree / "chunks").read_bytes()
+            files = store_names(cache)
+            disk = sum(os.stat(os.path.join(d, n)).st_blocks * 512
+                       for d, _, ns in os.walk(cache / "blocks") for n in ns)
+    assert disk <= (256 << 10) + (64 << 10), "%d bytes on disk for cache_size=256K" % disk
+    assert len(files) < (256 >> 2) + 32, "%d store files" % len(files)

@@ -5,14 +5,20 @@
  * within its bound, the least recently mounted blocks first. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fetcher.h"
+#include "format.h"
+#include "monproto.h"
 #include "store.h"
+#include "util.h"
 
 #include "check.h"
 
@@ -146,10 +152,89 @@ static void repeated_trims_keep_the_bound_oldest_first(void)
 	cleanup();
 }
 
+#define CLAIMED 64u /* blocks the stand-in fetcher offers: 64 KiB each */
+
+struct stand_in {
+	int ctl;
+	unsigned files, writable, readonly;
+};
+
+/* A fetcher turned hostile (its file size limit lowered to a 64 KiB block's: one that
+ * did not lower it gets no writable file): offers CLAIMED hashes, keeps every descriptor, counts the
+ * writable ones. Block 2's file already holds bytes (stored by an earlier mount). */
+static void *offer(void *arg)
+{
+	struct stand_in *s = arg;
+	uint8_t buf[STP_MSG_MAX];
+
+	for (uint64_t first = 0; first < CLAIMED; first += STP_FETCH_BATCH) {
+		struct stp_fetch_blocks b = { .first = first, .count = STP_FETCH_BATCH };
+		struct stp_fetch_store st;
+		int fds[STP_FETCH_BATCH];
+		unsigned nfds = 0;
+		uint32_t type;
+		size_t len;
+
+		for (uint32_t k = 0; k < b.count; k++)
+			memset(b.sha[k], (int)(first + k), 32);
+		if (stp_msg_send(s->ctl, STP_MSG_BLOCKS, &b, sizeof(b)) ||
+		    stp_msg_recv_fds(s->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf,
+				     sizeof(buf), &len, fds, STP_FETCH_BATCH, &nfds) ||
+		    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, &b, nfds, &st))
+			return NULL;
+		for (unsigned k = 0; k < nfds; k++) {
+			int mode = fcntl(fds[k], F_GETFL) & O_ACCMODE;
+
+			s->files++;
+			s->writable += mode == O_RDWR;
+			s->readonly += mode == O_RDONLY;
+		}
+		if (st.stop)
+			break;
+	}
+	shutdown(s->ctl, SHUT_WR);
+	return NULL;
+}
+
+static void hostile_fetcher_gets_few_writable_files(void)
+{
+	struct stp_superblock sb = { .block_log = 16, .block_count = CLAIMED,
+				     .meta_offset = STP_SB_SIZE + CLAIMED * (64u << 10) };
+	uint64_t limit = 256 << 10, max = limit / stp_block_stored_max(64u << 10);
+	struct stand_in s = { -1, 0, 0, 0 };
+	char path[256];
+	pthread_t tid;
+	int sv[2], fd;
+
+	CHECK(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/blocks", root);
+	CHECK(!mkdir(path, 0700));
+	snprintf(path, sizeof(path), "%s/blocks/02", root);
+	CHECK(!mkdir(path, 0700));
+	snprintf(path, sizeof(path), "%s/blocks/02/%s", root,
+		 "0202020202020202020202020202020202020202020202020202020202020202");
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0 && write(fd, "stored", 6) == 6);
+	close(fd);
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	s.ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, offer, &s));
+	stp_store_attach(root, limit, "test", sv[0], &sb, CLAIMED, stp_block_stored_max(64u << 10));
+	pthread_join(tid, NULL);
+	CHECK(s.writable <= max, "%u writable files for %llu bytes of 64 KiB blocks", s.writable,
+	      (unsigned long long)limit);
+	CHECK(s.readonly == 1, "%u read-only files", s.readonly);
+	close(sv[0]);
+	close(sv[1]);
+	cleanup();
+}
+
 int main(void)
 {
 	RUN(trim_lists_part_of_a_large_store);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(repeated_trims_keep_the_bound_oldest_first);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(hostile_fetcher_gets_few_writable_files);
 	return tap_done();
 }
