@@ -436,19 +436,22 @@ static void to_store(struct stp_published *p, int fd, const void *buf, uint32_t 
 static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry *e, void *buf,
 		       const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
 {
+	/* one deadline for the block, the ask past the caches included */
+	uint64_t deadline = stp_http_whole_deadline(p->h, e->stored_size);
 	char name[STP_PUBINDEX_NAME_MAX], *url = NULL;
 	int err;
 
 	stp_pubindex_block_name(e->sha256, name);
 	if (asprintf(&url, "%sblocks/%s", p->base, name) < 0)
 		return why_set(why, whylen, -ENOMEM, "out of memory");
-	err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, false, tries, why, whylen);
+	err = stp_http_get_whole(p->h, url, buf, e->stored_size, deadline, tick, false, tries,
+				 why, whylen);
 	/* bytes a proxy kept may be what did not match: asked once more, past the caches */
 	if (!err && !hash_matches(buf, e->stored_size, e->sha256)) {
 		unsigned more = 0;
 
-		err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, true, &more, why,
-					 whylen);
+		err = stp_http_get_whole(p->h, url, buf, e->stored_size, deadline, tick, true, &more,
+					 why, whylen);
 		if (tries)
 			*tries += more;
 		if (!err && !hash_matches(buf, e->stored_size, e->sha256))

@@ -91,10 +91,13 @@ static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 	return err;
 }
 
-uint64_t stp_fetcher_file_max(const struct stp_fetcher *f)
+/* The fetcher's hard limit named NAME in /proc/PID/limits ("Max file size"...):
+ * UINT64_MAX when unlimited or unknown. */
+static uint64_t hard_limit(const struct stp_fetcher *f, const char *name)
 {
 	char path[64], line[256];
 	uint64_t max = UINT64_MAX;
+	size_t n = strlen(name);
 	FILE *fp;
 
 	snprintf(path, sizeof(path), "/proc/%d/limits", (int)f->pid);
@@ -102,13 +105,28 @@ uint64_t stp_fetcher_file_max(const struct stp_fetcher *f)
 	while (fp && fgets(line, sizeof(line), fp)) {
 		unsigned long long soft, hard;
 
-		if (!strncmp(line, "Max file size ", 14) &&
-		    sscanf(line + 14, "%llu %llu", &soft, &hard) == 2)
+		if (!strncmp(line, name, n) && line[n] == ' ' &&
+		    sscanf(line + n, "%llu %llu", &soft, &hard) == 2)
 			max = hard;
 	}
 	if (fp)
 		fclose(fp);
 	return max;
+}
+
+uint64_t stp_fetcher_file_max(const struct stp_fetcher *f)
+{
+	return hard_limit(f, "Max file size");
+}
+
+uint64_t stp_fetcher_data_max(const struct stp_fetcher *f)
+{
+	return hard_limit(f, "Max data size");
+}
+
+uint64_t stp_fetcher_data_fixed(unsigned nchans)
+{
+	return (uint64_t)nchans * STP_FETCH_PIECE + (256ull << 20);
 }
 
 unsigned stp_fetcher_silence_s(unsigned timeout_s)

@@ -80,8 +80,8 @@ struct stp_fetch_hello {
  * of blocks FIRST + WHICH[k], in order. STOP: send no more batches. */
 #define STP_FETCH_BATCH 32u
 /* The most store files a mount may hold (each pins a descriptor, an inode and a lock):
- * 2 TiB of 32 MiB blocks, whatever count an index claims; fewer when cache_size= holds
- * fewer (stp_store_files_max). */
+ * 2 TiB of 32 MiB blocks, whatever count an index claims; it makes no more than
+ * cache_size= holds (stp_store_writable_max). */
 #define STP_FETCH_STORE_MAX 65536u
 struct stp_fetch_blocks {
 	uint64_t first;
@@ -131,6 +131,14 @@ unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
  * UINT64_MAX when unlimited or unknown. Read once it has sent HELLO, it bounds what a
  * store file may be made to hold, whatever the fetcher does next (store.h). */
 uint64_t stp_fetcher_file_max(const struct stp_fetcher *f);
+
+/* The same for its memory (RLIMIT_DATA), which it lowers before HELLO to
+ * stp_fetcher_data_fixed(its channels), and for a published image its index and a
+ * block buffer per channel: what the mount's budget counts (budget.h). */
+uint64_t stp_fetcher_data_max(const struct stp_fetcher *f);
+/* The part of a fetcher's memory no image decides: a piece buffer per channel of NCHANS,
+ * libcurl's and OpenSSL's state, with room to spare. */
+uint64_t stp_fetcher_data_fixed(unsigned nchans);
 
 /* The longest the daemon's end of a channel waits for a frame, in seconds, for
  * timeout=TIMEOUT_S: much longer than the fetcher's own stall bound (its receive timeout). */

@@ -443,8 +443,9 @@ static int prepare(struct monitor *m)
 	if (!err)
 		err = stp_trustkeys_check_signed(m->o, &m->sb, m->prog);
 	if (!err)
-		err = stp_budget_check(m->o, &m->sb, m->h.fetcher.index_len, m->prog,
-				       &m->h.mem_limit);
+		err = stp_budget_check(m->o, &m->sb, m->h.fetcher.index_len,
+				       m->o->is_url ? stp_fetcher_data_max(&m->h.fetcher) : 0,
+				       m->prog, &m->h.mem_limit);
 	if (!err && m->h.fetcher.blocks) /* files made for an image that passed, not before */
 		attach_store(m);
 	if (!err)

@@ -177,36 +177,16 @@ static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, uint6
 	return err;
 }
 
-/* Where the image's stored blocks end: its first byte of metadata, dictionary or
- * signature block. */
-static uint64_t blocks_end(const struct stp_superblock *sb)
-{
-	uint64_t end = sb->meta_offset;
-
-	if (sb->dict_size && sb->dict_offset < end)
-		end = sb->dict_offset;
-	if (sb->sig_size && sb->sig_offset < end)
-		end = sb->sig_offset;
-	return end;
-}
-
 uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
 {
 	return limit / (file_max > FILE_COST ? file_max : FILE_COST);
 }
 
-uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered, uint64_t limit)
+uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered)
 {
 	uint64_t n = offered < sb->block_count ? offered : sb->block_count;
-	uint64_t end = blocks_end(sb), mean, fit;
 
-	if (n > STP_FETCH_STORE_MAX)
-		n = STP_FETCH_STORE_MAX;
-	if (!n || end <= STP_SB_SIZE)
-		return 0;
-	mean = (end - STP_SB_SIZE) / sb->block_count;
-	fit = limit / (mean > FILE_COST ? mean : FILE_COST) + 1;
-	return fit < n ? fit : n;
+	return n < STP_FETCH_STORE_MAX ? n : STP_FETCH_STORE_MAX;
 }
 
 struct entry {
@@ -382,7 +362,7 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 	if (!err) {
 		if (offered > STP_FETCH_STORE_MAX)
 			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
-		err = exchange(fd, ctl, offered, stp_store_files_max(sb, offered, limit),
+		err = exchange(fd, ctl, offered, stp_store_files_max(sb, offered),
 			       stp_store_writable_max(limit, file_max), deadline);
 		held = stp_store_trim(fd, limit);
 		flock(fd, LOCK_UN);

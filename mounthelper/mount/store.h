@@ -34,8 +34,8 @@
  *
  * The monitor runs this, privileged as the mounting user, once it has checked the
  * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
- * holds no more files than its image has blocks and cache_size= can hold
- * (stp_store_files_max); the fetcher never learns a path. Not
+ * makes no more files than cache_size= can hold, and pins no more than its image has
+ * blocks (stp_store_files_max); the fetcher never learns a path. Not
  * thread-safe.
  */
 #ifndef STP_STORE_H
@@ -45,13 +45,12 @@
 
 struct stp_superblock;
 
-/* The files a mount of the image of SB may hold in a store of LIMIT bytes, when its
- * fetcher offers OFFERED blocks: no more than the image has, than LIMIT holds at the
- * image's mean stored block (at least 4 KiB, a file system block; and one), or than
- * STP_FETCH_STORE_MAX. 0 for an image
- * without blocks. */
-uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered,
-			     uint64_t limit);
+/* The blocks a mount of the image of SB may take files for when its fetcher offers
+ * OFFERED: no more than the image has (the superblock's count, which the budget
+ * checked, whatever the index claims), nor than STP_FETCH_STORE_MAX. Of those, the
+ * files it makes are bounded by cache_size= (stp_store_writable_max); the ones it only
+ * pins already hold a block, and the store's bound bounds them. */
+uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered);
 
 /* The read-write files a mount may hold in a store of LIMIT bytes when its fetcher may
  * write files of FILE_MAX bytes (stp_fetcher_file_max): together they hold LIMIT at most. */
@@ -59,8 +58,8 @@ uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max);
 
 /* Answers the fetcher on CTL: for each batch of hashes of the OFFERED blocks it offers,
  * the block files in DIR's store, opened or made (stp_store_writable_max of LIMIT and
- * FILE_MAX) and locked shared, for the first
- * stp_store_files_max(SB, OFFERED, LIMIT) of them (the batch that reaches it says stop);
+ * FILE_MAX) and locked shared, for the first stp_store_files_max(SB, OFFERED) of them
+ * (the batch that reaches it says stop);
  * then trims the store to LIMIT bytes, and tells the fetcher the room left (ROOM).
  * Errors are printed on stderr after PROG (the mount goes on without a store); the
  * fetcher's batches are checked (stp_fetch_blocks_check) and a bad one ends the
