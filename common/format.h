@@ -217,6 +217,13 @@ static inline uint64_t stp_sb_hot_blocks(const struct stp_superblock *sb)
 	       !!(sb->hot_size & ((1ull << sb->hot_block_log) - 1));
 }
 
+/* The most a stored block of DECODED bytes may take: what zstd's bound allows, as for
+ * the metadata; a raw block takes exactly DECODED. */
+static inline uint64_t stp_block_stored_max(uint64_t decoded)
+{
+	return decoded + (decoded >> 8) + 64;
+}
+
 /* The stream offset where blocks of the full size begin. */
 static inline uint64_t stp_sb_cold_start(const struct stp_superblock *sb)
 {

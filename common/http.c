@@ -493,15 +493,19 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsign
 	return get_retrying(h, &x, false, tries, why, whylen);
 }
 
-int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
-		       const struct stp_http_tick *tick, bool no_cache, unsigned *tries,
-		       char *why, size_t whylen)
+uint64_t stp_http_whole_deadline(const struct stp_http *h, size_t len)
 {
-	uint64_t now = stp_now_ns();
+	return stp_now_ns() + (uint64_t)h->o.timeout_ms * 1000000u +
+	       (uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR;
+}
+
+int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
+		       uint64_t deadline_ns, const struct stp_http_tick *tick, bool no_cache,
+		       unsigned *tries, char *why, size_t whylen)
+{
 	struct xfer x = { .buf = buf, .len = len, .url = url, .whole = true, .tick = tick,
-			  .ticked_ns = now, .no_cache = no_cache,
-			  .deadline_ns = now + (uint64_t)h->o.timeout_ms * 1000000u +
-					 (uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR };
+			  .ticked_ns = stp_now_ns(), .no_cache = no_cache,
+			  .deadline_ns = deadline_ns };
 
 	if (tries)
 		*tries = 0;

@@ -84,17 +84,21 @@ struct stp_http_tick {
  * all, retries included: a server that trickles it slower gets -ETIMEDOUT. */
 #define STP_HTTP_WHOLE_FLOOR (16u << 10)
 
+/* When a whole object of LEN bytes asked now must have come (stp_now_ns's clock): H's
+ * timeout plus LEN at STP_HTTP_WHOLE_FLOOR. */
+uint64_t stp_http_whole_deadline(const struct stp_http *h, size_t len);
+
 /* The whole object at URL (on H's server, through H's connections, proxy and
  * credentials rules) into BUF, which it must fill exactly: a 200 of LEN bytes. No range,
  * no validator: for immutable objects named by their hash (a published image's blocks),
- * which the caller checks. Retried as stp_http_get, within the deadline said above;
- * -ENOENT for a 404, -EPROTO for another status, -EIO for another length, -ETIMEDOUT
- * past the deadline. TICK (NULL: none) is called as said above. NO_CACHE: sent with
+ * which the caller checks. Retried as stp_http_get, until DEADLINE_NS
+ * (stp_http_whole_deadline; one deadline for every ask of the same object); -ENOENT for
+ * a 404, -EPROTO for another status, -EIO for another length, -ETIMEDOUT past it. TICK (NULL: none) is called as said above. NO_CACHE: sent with
  * Cache-Control and Pragma no-cache, so that a proxy asks the origin again (a copy it
  * kept did not match its hash). */
 int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,
-		       const struct stp_http_tick *tick, bool no_cache, unsigned *tries,
-		       char *why, size_t whylen);
+		       uint64_t deadline_ns, const struct stp_http_tick *tick, bool no_cache,
+		       unsigned *tries, char *why, size_t whylen);
 
 /* Host and port of URL (the host without IPv6 brackets), for resolving it before
  * confinement. HOST holds HOSTLEN bytes. -EINVAL when URL has none. */

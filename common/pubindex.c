@@ -116,13 +116,6 @@ static uint64_t index_length(const struct stp_pubindex_header *h, size_t len)
 	return tail_at + (h->image_size - h->tail_offset);
 }
 
-/* The most a stored block of DECODED bytes may take: what zstd's bound allows, as for
- * the metadata (stp_sb_decode); a raw block takes exactly DECODED. */
-static uint64_t stored_max(uint64_t decoded)
-{
-	return decoded + (decoded >> 8) + 64;
-}
-
 /* The entries lie contiguous from 256 to tail_offset, each within its bound. */
 static const char *check_entries(const uint8_t *idx, const struct stp_pubindex_header *h,
 				 const struct stp_superblock *sb)
@@ -136,7 +129,7 @@ static const char *check_entries(const uint8_t *idx, const struct stp_pubindex_h
 			return "block entry reserved bytes not zero";
 		if (e.offset != end)
 			return "block entries not contiguous from 256";
-		if (!e.stored_size || e.stored_size > stored_max(stp_sb_block_len(sb, i)))
+		if (!e.stored_size || e.stored_size > stp_block_stored_max(stp_sb_block_len(sb, i)))
 			return "block stored_size out of bounds";
 		end += e.stored_size;
 		if (end > h->tail_offset)

@@ -26,6 +26,8 @@
 /* Block buffers kept for the next block rather than freed: a fresh one costs its
  * zero-filled pages, which on a loaded machine costs more than the block's hash. */
 #define SPARES 4u
+/* A store file takes whole file system blocks: a block's room is counted in these. */
+#define STORE_UNIT 4096u
 
 struct stp_published {
 	struct stp_http *h;
@@ -402,22 +404,30 @@ static bool from_store(struct stp_published *p, int fd, const struct stp_pubinde
 	return ok;
 }
 
+/* What a block of LEN bytes costs the store's disk: whole file system blocks, as the
+ * trim counts them (st_blocks), never less than one. */
+static uint64_t disk_cost(uint32_t len)
+{
+	return ((uint64_t)len + STORE_UNIT - 1) / STORE_UNIT * STORE_UNIT;
+}
+
 /* Keeps a checked block in its store file while the room lasts (a failure only costs a
  * later fetch). */
 static void to_store(struct stp_published *p, int fd, const void *buf, uint32_t len)
 {
+	uint64_t cost = disk_cost(len);
 	bool room;
 
 	pthread_mutex_lock(&p->lock);
-	room = fd >= 0 && p->room >= len;
+	room = fd >= 0 && p->room >= cost;
 	if (room)
-		p->room -= len;
+		p->room -= cost;
 	pthread_mutex_unlock(&p->lock);
 	if (room && !stp_pwrite_full(fd, buf, len, 0) && !ftruncate(fd, len))
 		return;
 	if (room) { /* not written (a read-only file: store.h): the room is still there */
 		pthread_mutex_lock(&p->lock);
-		p->room += len;
+		p->room += cost;
 		pthread_mutex_unlock(&p->lock);
 	}
 }
@@ -426,19 +436,22 @@ static void to_store(struct stp_published *p, int fd, const void *buf, uint32_t 
 static int fetch_block(struct stp_published *p, const struct stp_pubindex_entry *e, void *buf,
 		       const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
 {
+	/* one deadline for the block, the ask past the caches included */
+	uint64_t deadline = stp_http_whole_deadline(p->h, e->stored_size);
 	char name[STP_PUBINDEX_NAME_MAX], *url = NULL;
 	int err;
 
 	stp_pubindex_block_name(e->sha256, name);
 	if (asprintf(&url, "%sblocks/%s", p->base, name) < 0)
 		return why_set(why, whylen, -ENOMEM, "out of memory");
-	err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, false, tries, why, whylen);
+	err = stp_http_get_whole(p->h, url, buf, e->stored_size, deadline, tick, false, tries,
+				 why, whylen);
 	/* bytes a proxy kept may be what did not match: asked once more, past the caches */
 	if (!err && !hash_matches(buf, e->stored_size, e->sha256)) {
 		unsigned more = 0;
 
-		err = stp_http_get_whole(p->h, url, buf, e->stored_size, tick, true, &more, why,
-					 whylen);
+		err = stp_http_get_whole(p->h, url, buf, e->stored_size, deadline, tick, true, &more,
+					 why, whylen);
 		if (tries)
 			*tries += more;
 		if (!err && !hash_matches(buf, e->stored_size, e->sha256))

@@ -66,7 +66,8 @@ uint64_t stp_published_block_max(const struct stp_published *p);
 /* Block I's SHA-256 (I below stp_published_blocks). */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
 
-/* The bytes of blocks P may still write into the store (none until this is called). */
+/* The bytes of blocks P may still write into the store (none until this is called),
+ * each block counted as the whole 4 KiB file system blocks it takes. */
 void stp_published_set_store_room(struct stp_published *p, uint64_t bytes);
 
 /* Block I's file in the store: FD is P's from now on (closed by stp_published_free).

@@ -58,10 +58,25 @@ uint64_t stp_budget_fetcher(const struct stp_mount_opts *o, const struct stp_sup
 	       files * STORE_FILE_BYTES;
 }
 
-int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock *sb,
-		     uint64_t index_len, const char *prog, uint64_t *limit)
+/* What the fetcher may hold beyond its fixed part, as its hard RLIMIT_DATA DATA_MAX
+ * allows (0: no fetcher), or as its HELLO says if that is more. */
+static uint64_t fetcher_bound(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+			      uint64_t index_len, uint64_t data_max)
 {
-	uint64_t fetcher = stp_budget_fetcher(o, sb, index_len);
+	uint64_t said = stp_budget_fetcher(o, sb, index_len);
+	uint64_t fixed = stp_fetcher_data_fixed(stp_fetcher_channels(o));
+	uint64_t may = data_max > fixed ? data_max - fixed : 0;
+
+	/* the most it is started with (fetcherd.c) */
+	if (may > STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX)
+		may = STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX;
+	return may > said ? may : said;
+}
+
+int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock *sb,
+		     uint64_t index_len, uint64_t data_max, const char *prog, uint64_t *limit)
+{
+	uint64_t fetcher = fetcher_bound(o, sb, index_len, data_max);
 	uint64_t blocks = (uint64_t)stp_mountopts_cache_budget(o, sb) + stp_mountopts_cache_extra(o);
 	uint64_t meta = stp_image_meta_memory(sb, o->meta_cache > STP_IMAGE_WALK_BUDGET ?
 						  o->meta_cache : STP_IMAGE_WALK_BUDGET);

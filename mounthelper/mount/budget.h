@@ -32,8 +32,11 @@ uint64_t stp_budget_fetcher(const struct stp_mount_opts *o, const struct stp_sup
 			    uint64_t index_len);
 
 /* 0 with the daemon's bound in *LIMIT, or -ENOMEM with the reason said after PROG. The
- * fetcher's memory (stp_budget_fetcher) counts in the half-memory rule, not in *LIMIT. */
+ * fetcher's memory counts in the half-memory rule, not in *LIMIT: stp_budget_fetcher of
+ * the INDEX_LEN its HELLO said, or, when more, what its hard RLIMIT_DATA DATA_MAX
+ * (stp_fetcher_data_max; 0: no fetcher) allows beyond stp_fetcher_data_fixed, so that
+ * the rule binds a fetcher that lies in its HELLO. */
 int stp_budget_check(const struct stp_mount_opts *o, const struct stp_superblock *sb,
-		     uint64_t index_len, const char *prog, uint64_t *limit);
+		     uint64_t index_len, uint64_t data_max, const char *prog, uint64_t *limit);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "diskcache.h"
+#include "fetcher.h"
 #include "image.h"
 #include "imgsrc.h"
 #include "mountopts.h"
@@ -121,7 +122,9 @@ static int open_url(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 		    struct stp_imgsrc **src, struct stp_diskcache **cache)
 {
 	const struct stp_mount_opts *o = stp_daemon_opts(d);
-	int err = stp_remote_open(fds->chans, fds->nchans, fds->url_size, o->image_path, true, src);
+	int err = stp_remote_open(fds->chans, fds->nchans, fds->url_size,
+				  stp_fetcher_silence_s(o->timeout_s),
+				  o->image_path, true, src);
 
 	if (err || fds->cache.fd < 0)
 		return err;

@@ -91,11 +91,54 @@ static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 	return err;
 }
 
+/* The fetcher's hard limit named NAME in /proc/PID/limits ("Max file size"...):
+ * UINT64_MAX when unlimited or unknown. */
+static uint64_t hard_limit(const struct stp_fetcher *f, const char *name)
+{
+	char path[64], line[256];
+	uint64_t max = UINT64_MAX;
+	size_t n = strlen(name);
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)f->pid);
+	fp = f->pid > 0 ? fopen(path, "re") : NULL;
+	while (fp && fgets(line, sizeof(line), fp)) {
+		unsigned long long soft, hard;
+
+		if (!strncmp(line, name, n) && line[n] == ' ' &&
+		    sscanf(line + n, "%llu %llu", &soft, &hard) == 2)
+			max = hard;
+	}
+	if (fp)
+		fclose(fp);
+	return max;
+}
+
+uint64_t stp_fetcher_file_max(const struct stp_fetcher *f)
+{
+	return hard_limit(f, "Max file size");
+}
+
+uint64_t stp_fetcher_data_max(const struct stp_fetcher *f)
+{
+	return hard_limit(f, "Max data size");
+}
+
+uint64_t stp_fetcher_data_fixed(unsigned nchans)
+{
+	return (uint64_t)nchans * STP_FETCH_PIECE + (256ull << 20);
+}
+
+unsigned stp_fetcher_silence_s(unsigned timeout_s)
+{
+	return 3 * timeout_s + 30;
+}
+
 /* A safety net: the daemon's ends give up on a fetcher that sends nothing for much
  * longer than its own stall bound (a piece that trickles in still arrives). */
 static void set_timeout(int fd, unsigned timeout_s)
 {
-	struct timeval tv = { 3 * (time_t)timeout_s + 30, 0 };
+	struct timeval tv = { (time_t)stp_fetcher_silence_s(timeout_s), 0 };
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }

@@ -18,7 +18,8 @@
  * errno and whose LEN bytes say why in words (without the URL). Each frame says how many
  * HTTP requests its piece took. An empty frame (err, len and tries 0) says only that the
  * fetcher is still at it: it is sent every few seconds while a published image's block,
- * which arrives whole before a byte of it is sent, is fetched.
+ * which arrives whole before a byte of it is sent, is fetched. Frames do not extend a
+ * request past its deadline (remote.h), so a fetcher turned hostile cannot hold a read.
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
  * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It
@@ -27,8 +28,9 @@
  * socket, which stays open for that. The monitor reads them only once it has checked the
  * superblock and the mount's budget, and answers each batch with the descriptors of the
  * blocks' files in the store (STORE, struct stp_fetch_store, store.h), or closes the
- * socket: no store (blocks without a file are fetched each time). A fetcher that offers
- * fewer blocks shuts its end for writing once it has offered them. Last, the monitor
+ * socket: no store (blocks without a file are fetched each time). The monitor says stop
+ * on the batch after which it takes no more (store.h: what cache_size= holds). A fetcher
+ * that offers fewer blocks shuts its end for writing once it has offered them. Last, the monitor
  * trims the store and sends ROOM (struct stp_fetch_room): the bytes of blocks the
  * fetcher may write into the store during the mount, so that cache_size= holds while
  * it runs; without it, the fetcher writes none.
@@ -77,8 +79,9 @@ struct stp_fetch_hello {
 /* A batch of block hashes and its answer: the descriptors attached to STORE are the files
  * of blocks FIRST + WHICH[k], in order. STOP: send no more batches. */
 #define STP_FETCH_BATCH 32u
-/* The store files a mount may hold (each pins a descriptor, an inode and a lock): 2 TiB
- * of 32 MiB blocks, whatever count an index claims. */
+/* The most store files a mount may hold (each pins a descriptor, an inode and a lock):
+ * 2 TiB of 32 MiB blocks, whatever count an index claims; it makes no more than
+ * cache_size= holds (stp_store_writable_max). */
 #define STP_FETCH_STORE_MAX 65536u
 struct stp_fetch_blocks {
 	uint64_t first;
@@ -122,6 +125,24 @@ struct stp_fetcher {
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
 unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
+
+/* The fetcher's hard limit on the size of a file it writes (RLIMIT_FSIZE, which it
+ * lowers to the index's largest block and cannot raise again), as /proc tells it:
+ * UINT64_MAX when unlimited or unknown. Read once it has sent HELLO, it bounds what a
+ * store file may be made to hold, whatever the fetcher does next (store.h). */
+uint64_t stp_fetcher_file_max(const struct stp_fetcher *f);
+
+/* The same for its memory (RLIMIT_DATA), which it lowers before HELLO to
+ * stp_fetcher_data_fixed(its channels), and for a published image its index and a
+ * block buffer per channel: what the mount's budget counts (budget.h). */
+uint64_t stp_fetcher_data_max(const struct stp_fetcher *f);
+/* The part of a fetcher's memory no image decides: a piece buffer per channel of NCHANS,
+ * libcurl's and OpenSSL's state, with room to spare. */
+uint64_t stp_fetcher_data_fixed(unsigned nchans);
+
+/* The longest the daemon's end of a channel waits for a frame, in seconds, for
+ * timeout=TIMEOUT_S: much longer than the fetcher's own stall bound (its receive timeout). */
+unsigned stp_fetcher_silence_s(unsigned timeout_s);
 
 /* No fetcher: nothing open (every descriptor -1), for the release functions below. */
 void stp_fetcher_init(struct stp_fetcher *f);

@@ -38,10 +38,11 @@
 #include "util.h"
 
 #define CA_MAX (16u << 20)
-/* The fetcher's RLIMIT_DATA: a piece buffer per channel, libcurl's and OpenSSL's state,
- * with room to spare; a server that makes libcurl grow past it meets a failed allocation,
- * not the host's OOM killer. */
-#define FETCHER_DATA_MAX ((uint64_t)STP_FETCH_CHANS_MAX * STP_FETCH_PIECE + (256ull << 20) + \
+/* The fetcher's RLIMIT_DATA until it knows what it serves: its fixed part
+ * (stp_fetcher_data_fixed), the largest index and block buffers; a server that makes
+ * libcurl grow past it meets a failed allocation, not the host's OOM killer. Lowered
+ * once the index is read (lower_data), which the monitor's budget reads back. */
+#define FETCHER_DATA_MAX (stp_fetcher_data_fixed(STP_FETCH_CHANS_MAX) + \
 			  STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX)
 /* Descriptors kept for other uses than store files. */
 #define FDS_SPARE 64u
@@ -300,8 +301,10 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 				close(fds[k]);
 			else
 				stp_published_set_store(pub, first + st.which[k], fds[k]);
-		if (err || st.stop)
+		if (err)
 			return;
+		if (st.stop)
+			break; /* files for no more blocks: the room still comes */
 		first += b.count;
 	}
 	take_room(pub, ctl, deadline);
@@ -319,6 +322,18 @@ static uint64_t store_room(void)
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		return 1u << 20;
 	return rl.rlim_cur > FDS_SPARE ? rl.rlim_cur - FDS_SPARE : 0;
+}
+
+/* RLIMIT_DATA, hard limit too, lowered to what serving N channels takes: the fixed part,
+ * and a published image's index and a block buffer per channel (it cannot be raised
+ * again: the monitor counts it in the mount's budget, fetcher.h). */
+static void lower_data(unsigned n, const struct stp_published *pub)
+{
+	uint64_t max = stp_fetcher_data_fixed(n);
+
+	if (pub)
+		max += stp_published_index_len(pub) + n * stp_published_block_max(pub);
+	setrlimit(RLIMIT_DATA, &(struct rlimit){ max, max });
 }
 
 /* The fetcher's process: set up, confine, probe, serve. */
@@ -382,6 +397,8 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 							  stp_published_block_max(pub) });
 		stp_published_set_buffers(pub, n * stp_published_block_max(pub));
 	}
+	if (!hi.err)
+		lower_data(n, pub);
 	if (!hi.err) {
 		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
 		hi.blocks = pub ? stp_published_blocks(pub) : 0;

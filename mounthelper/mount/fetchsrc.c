@@ -109,10 +109,12 @@ static void reader_opts(const struct stp_cli_url *u, char *shown, struct stp_mou
 	o->warm_workers = READER_CHANNELS - 4; /* stp_fetcher_channels */
 }
 
-static int wrap(struct fetch_src *fs, const char *shown, struct stp_imgsrc **out)
+static int wrap(struct fetch_src *fs, const char *shown, unsigned timeout_s,
+		struct stp_imgsrc **out)
 {
 	struct stp_fetcher *f = &fs->f;
-	int err = stp_remote_open(f->chans, f->nchans, f->size, shown, false, &fs->remote);
+	int err = stp_remote_open(f->chans, f->nchans, f->size, stp_fetcher_silence_s(timeout_s), shown, false,
+				  &fs->remote);
 
 	if (!err && !(fs->src.name = strdup(shown)))
 		err = -ENOMEM;
@@ -147,7 +149,7 @@ int stp_fetchsrc_open(const struct stp_cli *cli, const struct stp_cli_url *u,
 	if (err)
 		goto fail;
 	stp_fetcher_close_ctl(&fs->f); /* a published image: no store */
-	err = wrap(fs, shown, out);
+	err = wrap(fs, shown, o.timeout_s, out);
 	if (!err) {
 		free(shown);
 		return 0;

@@ -288,7 +288,8 @@ static void attach_store(struct monitor *m)
 	if (o->cache_size && !o->fake)
 		dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
 	if (dir)
-		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], m->h.fetcher.blocks);
+		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], &m->sb,
+				 m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher));
 	free(dir);
 	stp_fetcher_close_ctl(&m->h.fetcher);
 }
@@ -347,7 +348,9 @@ static int open_url(struct monitor *m)
 		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
 	if (err)
 		return err;
-	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size, stp_monlog_image(o), false, &src);
+	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size,
+			      stp_fetcher_silence_s(o->timeout_s),
+			      stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
 	if (!err)
@@ -442,8 +445,9 @@ static int prepare(struct monitor *m)
 	if (!err)
 		err = stp_trustkeys_check_signed(m->o, &m->sb, m->prog);
 	if (!err)
-		err = stp_budget_check(m->o, &m->sb, m->h.fetcher.index_len, m->prog,
-				       &m->h.mem_limit);
+		err = stp_budget_check(m->o, &m->sb, m->h.fetcher.index_len,
+				       m->o->is_url ? stp_fetcher_data_max(&m->h.fetcher) : 0,
+				       m->prog, &m->h.mem_limit);
 	if (!err && m->h.fetcher.blocks) /* files made for an image that passed, not before */
 		attach_store(m);
 	if (!err)

@@ -11,6 +11,7 @@
 
 #include "diskcache.h"
 #include "fetcher.h"
+#include "http.h"
 #include "imgsrc.h"
 #include "log.h"
 #include "readfail.h"
@@ -24,6 +25,7 @@ struct remote {
 	bool busy[STP_FETCH_CHANS_MAX];
 	unsigned n, open;
 	bool own;
+	uint64_t frame_ns; /* the channels' receive timeout: the longest silence (0: none) */
 	struct stp_diskcache *cache;
 	struct stp_imgsrc_stats st; /* under LOCK */
 };
@@ -96,12 +98,27 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
+/* When a request of LEN bytes made now must be answered (0: never), whatever frames the
+ * fetcher sends meanwhile: a fetcher turned hostile could otherwise hold the read for
+ * good with keepalive frames, or with one byte per frame (fetcher.h). The bound is the
+ * channel's silence bound plus four times the longest a fetcher of its own gives one
+ * block of LEN bytes (STP_HTTP_WHOLE_FLOOR): twice for the fetch past the caches, twice
+ * for a read that waited for another's fetch of the same block. */
+static uint64_t request_deadline(const struct remote *r, size_t len)
+{
+	if (!r->frame_ns)
+		return 0;
+	return stp_now_ns() + r->frame_ns +
+	       4 * ((uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR);
+}
+
 /* One request on FD: 0, a negative errno with WHY set (the fetcher's answer, the stream
  * still in step), or *BROKEN; *C counts what it cost. */
 static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off, bool *broken,
 	       struct tally *c, char *why, size_t whylen)
 {
 	struct stp_fetch_req req = { off, len };
+	uint64_t deadline = request_deadline(r, len);
 	struct stp_fetch_frame fr;
 	size_t got = 0;
 	int err = stp_write_full(fd, &req, sizeof(req));
@@ -113,6 +130,8 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 	}
 	while (got < len) {
 		err = read_full(fd, &fr, sizeof(fr));
+		if (!err && deadline && stp_now_ns() > deadline)
+			err = -ETIMEDOUT; /* the stream is dropped: out of step from here */
 		if (!err && !fr.err && !fr.len && !fr.tries)
 			continue; /* the fetcher is still at it (fetcher.h) */
 		if (!err && (fr.tries & STP_FETCH_STORE)) {
@@ -143,7 +162,8 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 			err = read_full(fd, buf + got, fr.len);
 		if (err) {
 			snprintf(why, whylen, "the fetcher did not answer: %s",
-				 err == -EAGAIN ? "timed out" : stp_strerror(err));
+				 err == -EAGAIN ? "timed out" :
+				 err == -ETIMEDOUT ? "past the read's deadline" : stp_strerror(err));
 			return err;
 		}
 		got += fr.len;
@@ -214,8 +234,8 @@ static void remote_close(struct stp_imgsrc *s)
 	free(r);
 }
 
-int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name, bool own,
-		    struct stp_imgsrc **out)
+int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_s,
+		    const char *name, bool own, struct stp_imgsrc **out)
 {
 	struct remote *r = calloc(1, sizeof(*r));
 
@@ -231,6 +251,7 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name,
 		r->fds[k] = fds[k];
 		r->open += fds[k] >= 0;
 	}
+	r->frame_ns = silence_s * 1000000000ull;
 	r->n = n;
 	r->own = own;
 	r->src.pread = remote_pread;

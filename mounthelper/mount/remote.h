@@ -8,8 +8,9 @@
  *
  * A range past SIZE reads as STP_IMGSRC_END (imgsrc.h); every other failure is logged
  * (stp_log) naming the URL and the cause and read as -EIO; a
- * channel that breaks (the fetcher gone, no answer within its receive timeout) is closed
- * and not used again. What it fetched and what the disk cache answered are counted
+ * channel that breaks (the fetcher gone, no answer within its receive timeout, or no
+ * whole answer within the request's deadline: that timeout plus four times LEN at
+ * STP_HTTP_WHOLE_FLOOR, however many frames came) is closed and not used again. What it fetched and what the disk cache answered are counted
  * (stp_imgsrc_stats). pread and stats are thread-safe.
  */
 #ifndef STP_REMOTE_H
@@ -21,10 +22,11 @@
 struct stp_imgsrc;
 struct stp_diskcache;
 
-/* A source of SIZE bytes named NAME over the N channels FDS; with OWN it closes them
- * when it is closed. *out is the caller's (stp_imgsrc_close). */
-int stp_remote_open(const int *fds, unsigned n, uint64_t size, const char *name, bool own,
-		    struct stp_imgsrc **out);
+/* A source of SIZE bytes named NAME over the N channels FDS, whose receive timeout is
+ * SILENCE_S seconds (stp_fetcher_silence_s; 0: reads without a deadline); with OWN
+ * it closes them when it is closed. *out is the caller's (stp_imgsrc_close). */
+int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_s,
+		    const char *name, bool own, struct stp_imgsrc **out);
 
 /* Reads through CACHE (the source's from then on) before asking the fetcher. Call
  * before any thread reads. */

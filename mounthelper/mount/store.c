@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cachedir.h"
 #include "diskcache.h"
 #include "fetcher.h"
+#include "format.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "pubindex.h"
@@ -23,7 +25,14 @@
 #include "util.h"
 
 #define BLOCKS_DIR "blocks"
-#define FILES_MAX (1u << 18) /* 8 TiB of 32 MiB blocks */
+#define FANOUT 256u
+/* The least a store file takes on disk (a file system block): however well its block
+ * compresses, no more files than LIMIT holds of these. */
+#define FILE_COST 4096u
+/* A trim lists fan-out directories until it has seen this many files (all of them in a
+ * store of fewer), and no more unless the store is still over its bound. */
+#define SAMPLE_MIN 1024u
+#define SAMPLE_MAX (SAMPLE_MIN + (1u << 16)) /* and the rest of the last directory's */
 
 /* SUB beneath DIRFD, made 0700 when missing, opened when it is a directory (not a
  * link) of the mounting user's that no one else may write. */
@@ -44,10 +53,11 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
-/* FD, or the same file opened read-write when it is empty: a fetcher may write a block
- * into a file that holds none, never change one that holds a block (another mount may be
- * serving it). FD is taken; the descriptor, or a negative errno. */
-static int writable_if_empty(int fd)
+/* FD, or the same file opened read-write when it is empty, while *WRITABLE lasts (one
+ * spent): a fetcher may write a block into a file that holds none, never change one that
+ * holds a block (another mount may be serving it). FD is taken; the descriptor, or a
+ * negative errno (-ENOSPC: empty, and no writable file left). */
+static int writable_if_empty(int fd, uint64_t *writable)
 {
 	char path[32];
 	struct stat st;
@@ -57,7 +67,10 @@ static int writable_if_empty(int fd)
 		rw = -errno;
 	} else if (st.st_size) {
 		return fd;
+	} else if (!*writable) {
+		rw = -ENOSPC;
 	} else {
+		(*writable)--;
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 		rw = rw < 0 ? -errno : rw;
@@ -66,9 +79,19 @@ static int writable_if_empty(int fd)
 	return rw;
 }
 
-/* The file of the block hashing to SHA, opened or made, locked shared (the pin) and
- * marked used now; a negative errno when it cannot be. */
-static int take_block(int blocks, const uint8_t sha[32])
+/* Whether LEAF beneath SUB is a regular file that holds bytes (a stored block). */
+static bool holds_bytes(int sub, const char *leaf)
+{
+	struct stat st;
+
+	return !fstatat(sub, leaf, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+	       st.st_size;
+}
+
+/* The file of the block hashing to SHA, opened or made (made only while *WRITABLE
+ * lasts), locked shared (the pin) and marked used now; a negative errno when it cannot
+ * be. */
+static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 {
 	char name[STP_PUBINDEX_NAME_MAX];
 	bool made;
@@ -79,11 +102,15 @@ static int take_block(int blocks, const uint8_t sha[32])
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
+	if (!*writable && !holds_bytes(sub, name + 3)) {
+		close(sub);
+		return -ENOSPC; /* no file made that nothing may write */
+	}
 	fd = stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made);
 	close(sub);
 	if (fd < 0)
 		return fd;
-	fd = writable_if_empty(fd);
+	fd = writable_if_empty(fd, writable);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
@@ -94,14 +121,15 @@ static int take_block(int blocks, const uint8_t sha[32])
 	return fd;
 }
 
-/* One batch: the files of the blocks it names, sent back on CTL. */
-static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
+/* One batch: the files of its first TAKE blocks, sent back on CTL; STOP: the last. */
+static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b, uint32_t take,
+			bool stop, uint64_t *writable)
 {
-	struct stp_fetch_store st = { .first = b->first };
+	struct stp_fetch_store st = { .first = b->first, .stop = stop };
 	int fds[STP_FETCH_BATCH], err;
 
-	for (uint32_t k = 0; k < b->count; k++) {
-		int fd = take_block(blocks, b->sha[k]);
+	for (uint32_t k = 0; k < take && k < b->count; k++) {
+		int fd = take_block(blocks, b->sha[k], writable);
 
 		if (fd < 0)
 			continue; /* that block is fetched each time */
@@ -114,14 +142,16 @@ static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b)
 	return err;
 }
 
-static int exchange(int blocks, int ctl, uint64_t count, int64_t deadline)
+/* Files for the first FILES of the OFFERED blocks the fetcher offers (fetcher.h), at
+ * most WRITABLE of them writable: the batch that reaches FILES is the last, STOP said
+ * when the fetcher would offer more. */
+static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, uint64_t writable,
+		    int64_t deadline)
 {
-	if (count > STP_FETCH_STORE_MAX)
-		count = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	int err = buf ? 0 : -ENOMEM;
 
-	for (uint64_t first = 0; !err && first < count;) {
+	for (uint64_t first = 0; !err && first < files;) {
 		struct stp_fetch_blocks b;
 		uint32_t type;
 		size_t len;
@@ -134,19 +164,43 @@ static int exchange(int blocks, int ctl, uint64_t count, int64_t deadline)
 		if (!err && type != STP_MSG_BLOCKS)
 			err = -EPROTO;
 		if (!err)
-			err = stp_fetch_blocks_check(buf, len, first, count, &b);
-		if (!err)
-			err = answer_batch(blocks, ctl, &b);
-		if (!err)
-			first += b.count;
+			err = stp_fetch_blocks_check(buf, len, first, offered, &b);
+		if (!err) {
+			uint64_t take = files - first < b.count ? files - first : b.count;
+
+			err = answer_batch(blocks, ctl, &b, (uint32_t)take,
+					   first + take == files && files < offered, &writable);
+			first += take;
+		}
 	}
 	free(buf);
 	return err;
 }
 
+uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
+{
+	return limit / (file_max > FILE_COST ? file_max : FILE_COST);
+}
+
+uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered)
+{
+	uint64_t n = offered < sb->block_count ? offered : sb->block_count;
+
+	return n < STP_FETCH_STORE_MAX ? n : STP_FETCH_STORE_MAX;
+}
+
 struct entry {
 	char name[STP_PUBINDEX_NAME_MAX];
 	int64_t mtime;
+	uint64_t bytes;
+};
+
+/* What a trim has seen of the store: the fan-out directories it listed, the bytes their
+ * files hold, and their block files (at most SAMPLE_MAX between two evictions). */
+struct sample {
+	struct entry *e;
+	size_t n;
+	unsigned dirs;
 	uint64_t bytes;
 };
 
@@ -167,11 +221,11 @@ static bool is_hex(const char *s, size_t n)
 
 static bool remove_unused(int blocks, const char *name);
 
-/* The block files of fan-out directory SUB (its name) into E, *N of them (at most
- * FILES_MAX: the others are only summed), summed into *TOTAL. Empty files, blocks a
- * mount never fetched, are removed as they are met, once no mount holds them: however
- * many a hostile index had made, every one is seen. */
-static void list_sub(int blocks, const char *sub, struct entry *e, size_t *n, uint64_t *total)
+/* The block files of fan-out directory SUB (its name) into S (the ones past SAMPLE_MAX
+ * only summed). Empty files, blocks a mount never fetched, are removed as they are met,
+ * once no mount holds them: however many a hostile index had made, every one is seen
+ * when its directory is. */
+static void list_sub(int blocks, const char *sub, struct sample *s)
 {
 	int fd = openat(blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -189,17 +243,18 @@ static void list_sub(int blocks, const char *sub, struct entry *e, size_t *n, ui
 		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
 		if (!st.st_size && remove_unused(blocks, name))
 			continue;
-		*total += (uint64_t)st.st_blocks * 512;
-		if (*n == FILES_MAX)
+		s->bytes += (uint64_t)st.st_blocks * 512;
+		if (s->n == SAMPLE_MAX)
 			continue;
-		memcpy(e[*n].name, name, sizeof(name));
-		e[*n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		e[(*n)++].bytes = (uint64_t)st.st_blocks * 512;
+		memcpy(s->e[s->n].name, name, sizeof(name));
+		s->e[s->n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		s->e[s->n++].bytes = (uint64_t)st.st_blocks * 512;
 	}
 	if (d)
 		closedir(d);
 	else if (fd >= 0)
 		close(fd);
+	s->dirs++;
 }
 
 /* Removes NAME when no mount holds it (an exclusive lock had at once): true if it did. */
@@ -215,26 +270,54 @@ static bool remove_unused(int blocks, const char *name)
 	return gone;
 }
 
-uint64_t stp_store_trim(int blocks, uint64_t limit)
+/* The store's bytes as S's directories stand for them: blocks are named by their hash,
+ * so each fan-out directory holds about a 256th of them. */
+static uint64_t estimate(const struct sample *s)
 {
-	struct entry *e = calloc(FILES_MAX, sizeof(*e));
-	uint64_t total = 0;
-	size_t n = 0;
+	return s->dirs >= FANOUT ? s->bytes : s->bytes / s->dirs * FANOUT;
+}
 
-	if (!e)
-		return limit;
-	for (unsigned h = 0; h < 256; h++) {
+/* Lists S's next directories (round the fan-out from START) until it has SAMPLE_MIN more
+ * files or every directory was listed. */
+static void walk(int blocks, struct sample *s, unsigned start)
+{
+	size_t from = s->n;
+
+	while (s->dirs < FANOUT && s->n - from < SAMPLE_MIN) {
 		char sub[3];
 
-		snprintf(sub, sizeof(sub), "%02x", h);
-		list_sub(blocks, sub, e, &n, &total);
+		snprintf(sub, sizeof(sub), "%02x", (start + s->dirs) % FANOUT);
+		list_sub(blocks, sub, s);
 	}
-	qsort(e, n, sizeof(*e), by_age);
-	for (size_t i = 0; i < n && total > limit; i++)
-		if (remove_unused(blocks, e[i].name))
-			total -= e[i].bytes;
-	free(e);
-	return total;
+}
+
+/* Removes S's least recently mounted files no mount holds until the estimate fits in
+ * LIMIT or S has none left: each stands for FANOUT / s->dirs times its bytes, the share
+ * of the store's excess that its directories hold. */
+static void evict(int blocks, struct sample *s, uint64_t limit)
+{
+	qsort(s->e, s->n, sizeof(*s->e), by_age);
+	for (size_t i = 0; i < s->n && estimate(s) > limit; i++)
+		if (remove_unused(blocks, s->e[i].name))
+			s->bytes -= s->e[i].bytes;
+	s->n = 0;
+}
+
+uint64_t stp_store_trim(int blocks, uint64_t limit)
+{
+	struct sample s = { calloc(SAMPLE_MAX, sizeof(*s.e)), 0, 0, 0 };
+	unsigned start = 0;
+
+	if (!s.e)
+		return limit;
+	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != (ssize_t)sizeof(start))
+		start = (unsigned)(stp_now_ns() / 1000);
+	do {
+		walk(blocks, &s, start);
+		evict(blocks, &s, limit);
+	} while (estimate(&s) > limit && s.dirs < FANOUT);
+	free(s.e);
+	return estimate(&s);
 }
 
 /* The blocks directory's exclusive lock, waited for until DEADLINE (another mount may
@@ -252,7 +335,7 @@ static int lock_until(int fd, int64_t deadline)
 }
 
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     uint64_t blocks)
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max)
 {
 	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
@@ -277,7 +360,10 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		return err;
 	}
 	if (!err) {
-		err = exchange(fd, ctl, blocks, deadline);
+		if (offered > STP_FETCH_STORE_MAX)
+			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
+		err = exchange(fd, ctl, offered, stp_store_files_max(sb, offered),
+			       stp_store_writable_max(limit, file_max), deadline);
 		held = stp_store_trim(fd, limit);
 		flock(fd, LOCK_UN);
 	}

@@ -10,7 +10,12 @@
  * Nothing in it is trusted: the fetcher checks a block read back from its file against
  * its hash (a file that does not match is passed over and its block fetched), so neither a
  * torn write nor an edit serves a wrong byte. A file that holds bytes is handed read-only
- * (another mount may be serving it), an empty one read-write.
+ * (another mount may be serving it), an empty one read-write, and no more of those than
+ * cache_size= holds of files as large as the fetcher may write (its RLIMIT_FSIZE, which
+ * it lowers to its index's largest block before HELLO and cannot raise again;
+ * stp_store_writable_max): ROOM binds a fetcher that obeys it, this one a fetcher that
+ * does not. A fetcher turned hostile can so take the store to twice cache_size= at
+ * most, until the next trim; one that did not lower its limit gets no writable file.
  *
  * Which blocks live mounts use: each mount holds a shared flock on each of its blocks'
  * files, through the descriptors the fetcher keeps for the mount's life (a lock that
@@ -18,6 +23,10 @@
  * store is trimmed to LIMIT bytes at each mount, least recently mounted blocks first
  * (a file's mtime: set when a mount takes it, or when a block is written), and a file is
  * removed only when an exclusive flock is had at once, so never while a mount uses it.
+ * A trim lists only part of a large store: fan-out directories from one picked at random
+ * until it has seen 1024 files, which, blocks being named by their hash, stand for the
+ * whole (a 256th each); it removes from them their share of the excess, and lists more
+ * only while the store is still over LIMIT. A small store is listed whole.
  * Taking files and trimming both run under the blocks directory's exclusive flock, so a
  * file is never removed between a mount's open and its lock. A mount writes into the
  * store only the bytes LIMIT leaves after its trim (ROOM, fetcher.h): blocks past them
@@ -25,7 +34,8 @@
  *
  * The monitor runs this, privileged as the mounting user, once it has checked the
  * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
- * holds at most STP_FETCH_STORE_MAX files; the fetcher never learns a path. Not
+ * makes no more files than cache_size= can hold, and pins no more than its image has
+ * blocks (stp_store_files_max); the fetcher never learns a path. Not
  * thread-safe.
  */
 #ifndef STP_STORE_H
@@ -33,18 +43,35 @@
 
 #include <stdint.h>
 
-/* Answers the fetcher on CTL: for each batch of hashes of the BLOCKS blocks it offers,
- * the block files in DIR's store, opened or made and locked shared; then trims the
- * store to LIMIT bytes, and tells the fetcher the room left (ROOM). Errors are printed on stderr after PROG (the mount goes on
- * without a store); the fetcher's batches are checked (stp_fetch_blocks_check) and a bad
- * one ends the exchange. Returns 0 or a negative errno. CTL stays the caller's. */
+struct stp_superblock;
+
+/* The blocks a mount of the image of SB may take files for when its fetcher offers
+ * OFFERED: no more than the image has (the superblock's count, which the budget
+ * checked, whatever the index claims), nor than STP_FETCH_STORE_MAX. Of those, the
+ * files it makes are bounded by cache_size= (stp_store_writable_max); the ones it only
+ * pins already hold a block, and the store's bound bounds them. */
+uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered);
+
+/* The read-write files a mount may hold in a store of LIMIT bytes when its fetcher may
+ * write files of FILE_MAX bytes (stp_fetcher_file_max): together they hold LIMIT at most. */
+uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max);
+
+/* Answers the fetcher on CTL: for each batch of hashes of the OFFERED blocks it offers,
+ * the block files in DIR's store, opened or made (stp_store_writable_max of LIMIT and
+ * FILE_MAX) and locked shared, for the first stp_store_files_max(SB, OFFERED) of them
+ * (the batch that reaches it says stop);
+ * then trims the store to LIMIT bytes, and tells the fetcher the room left (ROOM).
+ * Errors are printed on stderr after PROG (the mount goes on without a store); the
+ * fetcher's batches are checked (stp_fetch_blocks_check) and a bad one ends the
+ * exchange. Returns 0 or a negative errno. CTL stays the caller's. */
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     uint64_t blocks);
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max);
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
- * in use are kept, empty files no mount holds are removed, every one of them however
- * many there are. Returns the bytes the store still holds (LIMIT when it could not
- * tell). Exposed for tests. */
+ * in use are kept, empty files no mount holds are removed from every directory listed,
+ * however many there are. Returns the bytes the store still holds, as estimated from
+ * the directories listed (exact when it listed all; LIMIT when it could not tell).
+ * Exposed for tests. */
 uint64_t stp_store_trim(int dirfd, uint64_t limit);
 
 #endif

@@ -297,7 +297,7 @@ def fault_front(path):
         front.go_down()
 
 
-def _trickle_handler(root, rate):
+def _trickle_handler(root, rate, corrupt=False):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -327,6 +327,8 @@ def _trickle_handler(root, rate):
             if "/blocks/" not in self.path:
                 self.wfile.write(data)
                 return
+            if corrupt:  # the right length, not the right bytes
+                data = bytes(b ^ 0x55 for b in data)
             step = max(1, rate // 4)  # a few bytes every quarter of a second
             for at in range(0, len(data), step):
                 self.wfile.write(data[at:at + step])
@@ -337,12 +339,13 @@ def _trickle_handler(root, rate):
 
 
 @contextlib.contextmanager
-def trickle_server(root):
+def trickle_server(root, rate=16, corrupt=False):
     """Serves ROOT (ranges for the index) on a free loopback port, but a published
-    release's block files at 16 bytes a second: above libcurl's low-speed floor of 1 byte
-    a second, never a stall. Yields the base URL."""
+    release's block files at RATE bytes a second (16: above libcurl's low-speed floor of
+    1 byte a second, never a stall); with CORRUPT, every byte of them wrong. Yields the
+    base URL."""
     port = free_port()
-    server = _Server(("127.0.0.1", port), _trickle_handler(os.fspath(root), 16))
+    server = _Server(("127.0.0.1", port), _trickle_handler(os.fspath(root), rate, corrupt))
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     try:

@@ -373,3 +373,110 @@ def test_budget_counts_the_fetchers_index_and_blocks(tmp_path):
     assert r.returncode != 0, "mounted: the daemon's %d MiB fit, the fetcher was not counted" % (
         fixed + (budget + extra) * per_block)
     assert "for the fetcher's index and blocks" in r.stderr, r.stderr
+
+
+def test_store_files_follow_cache_size(tmp_path):
+    """A mount made a store file (a descriptor, an inode and a lock) for every block its
+    image has, up to a fixed 65,536, whatever cache_size= could hold. It now makes files
+    only for the blocks cache_size= holds: 256 KiB of 64 KiB blocks is 4 files, not 65;
+    the reads and the bound hold as before."""
+    tree, _ = small_release(tmp_path, size=4 << 20)
+    cache = tmp_path / "cache"
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app.stp"), None, "--no-prime", "-o",
+                         "cache_dir=%s,cache_size=256K" % cache) as mnt:
+            files = store_names(cache)
+            assert open(os.path.join(mnt, "noise"), "rb").read() == (tree / "noise").read_bytes()
+            held = store_bytes(cache)
+    assert 1 <= len(files) <= 6, "%d store files for a store of 256 KiB" % len(files)
+    assert 0 < held <= 256 << 10, held
+
+
+def test_cache_size_holds_for_small_blocks(tmp_path):
+    """The room a mount was told counted each block's stored bytes (a few dozen for a
+    64 KiB block that compresses well), while the disk holds a 4 KiB file system block
+    and an inode for each file, and every empty file was writable: 600 such blocks took
+    the store past ten times cache_size=256K. Now a block costs the room its disk blocks,
+    and no more files are writable than cache_size= holds of the largest blocks."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    with open(tree / "chunks", "wb") as f:
+        for i in range(600):
+            f.write(i.to_bytes(8, "little") + bytes((64 << 10) - 8))
+    image = build_image(tree, tmp_path / "app.stp", "--level", "1", "--block-size", "64K")
+    subprocess.run([STIPPLE, "publish", "-q", image, tmp_path / "www"], check=True)
+    cache = tmp_path / "cache"
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        with mount_image(origin.url("app.stp"), None, "--no-prime", "--warm-workers", "0",
+                         "-o", "cache_dir=%s,cache_size=256K" % cache) as mnt:
+            assert open(os.path.join(mnt, "chunks"), "rb").read() == (tree / "chunks").read_bytes()
+            files = store_names(cache)
+            disk = sum(os.stat(os.path.join(d, n)).st_blocks * 512
+                       for d, _, ns in os.walk(cache / "blocks") for n in ns)
+    assert disk <= (256 << 10) + (64 << 10), "%d bytes on disk for cache_size=256K" % disk
+    assert len(files) < (256 >> 2) + 32, "%d store files" % len(files)
+
+
+def test_wrong_block_asked_again_within_its_one_deadline(tmp_path):
+    """A block whose bytes do not match is asked once more past the caches, and that ask
+    started a deadline of its own: a server that sends wrong bytes just slowly enough held
+    each read twice the bound. 48 KiB at 12 KiB/s takes 4 s an ask; the block's one
+    deadline with timeout=2 is 2 s + 48 KiB at 16 KiB/s = 5 s: the read fails then, not
+    after the 8 s two asks take. The kernel reads the page again once the read failed:
+    twice 5 s, against twice 8 s before."""
+    small_release(tmp_path)
+    with httputil.trickle_server(tmp_path / "www", rate=12 << 10, corrupt=True) as base:
+        with mount_image(base + REPO + "/app.stp", None, "--no-prime", "--warm-workers", "0",
+                         "-o", "timeout=2,cache_size=0") as mnt:
+            rc, err, took = timed_cat(os.path.join(mnt, "noise"), 60)
+    assert rc is not None and rc != 0 and "Input/output error" in err, (rc, err)
+    assert took < 13, "the read failed only after %.1f s" % took
+
+
+def data_limit(pid):
+    """The hard "Max data size" of process PID, in bytes."""
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith("Max data size "):
+                return int(line.split()[4])
+    raise AssertionError("no Max data size")
+
+
+def test_fetchers_memory_is_bounded_as_the_budget_counts_it(tmp_path):
+    """The budget counted the fetcher by the index length its HELLO said, while the
+    fetcher's real bound was a fixed 1.9 GiB RLIMIT_DATA: a fetcher turned hostile
+    before HELLO held 1.5 GiB the rule never allowed. It now lowers its hard limit to its
+    index and a block buffer per channel past the fixed part, and the budget counts what
+    the limit allows: here 4 channels of 64 KiB blocks, well under 1.9 GiB."""
+    small_release(tmp_path)
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        url = origin.url(REPO + "/app.stp")
+        with mount_image(url, None, "--no-prime", "--warm-workers", "0", "-o",
+                         "cache_size=0"):
+            limit = data_limit(fetcher_of(url))
+    fixed = 4 * (8 << 20) + (256 << 20)  # 4 channels' pieces and libcurl's state
+    assert limit <= fixed + (1 << 20), "the fetcher may hold %d MiB" % (limit >> 20)
+
+
+def test_a_mount_lists_part_of_a_large_store(tmp_path):
+    """Every mount listed and stat'ed the whole store under its lock before going live
+    (seconds with 262144 files, and mounts queued behind it lost the store). A trim now
+    lists fan-out directories until it has seen 1024 files: with 65536 files, 256 a
+    directory, a handful of the 256 directories (each listing shows in its atime)."""
+    small_release(tmp_path)
+    blocks = tmp_path / "cache" / "blocks"
+    for h in range(256):
+        sub = blocks / ("%02x" % h)
+        os.makedirs(sub, mode=0o700)
+        for i in range(256):
+            with open(sub / ("%02x%062x" % (h, i)), "wb") as f:
+                f.write(b"x")
+        os.utime(sub, (1, os.stat(sub).st_mtime))
+    os.chmod(tmp_path / "cache", 0o700)
+    os.chmod(blocks, 0o700)
+    with httputil.nginx(tmp_path / "www", tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app.stp"), None, "--no-prime", "-o",
+                         "cache_dir=%s" % (tmp_path / "cache")):
+            pass
+    listed = sum(os.stat(blocks / ("%02x" % h)).st_atime > 1 for h in range(256))
+    assert listed < 32, "%d of 256 directories listed" % listed

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* The trim of a published images' store (mounthelper/mount/store.c): a mount lists a
+ * bounded part of a large store, not every file (it held the store's lock, and the
+ * mount, for a walk of the whole store), and repeated mounts still bring the store
+ * within its bound, the least recently mounted blocks first. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fetcher.h"
+#include "format.h"
+#include "monproto.h"
+#include "store.h"
+#include "util.h"
+
+#include "check.h"
+
+#define PER_DIR 16u /* files in each of the 256 fan-out directories: 4096 in all */
+#define OLD_SEC 1000000000 /* the mtime of the older half (2001); the rest is now */
+
+static char root[] = "/dev/shm/stipple-store-test-XXXXXX";
+
+/* The blocks directory: 256 fan-out directories of PER_DIR one-byte files, every other
+ * one old. Returns its descriptor. */
+static int make_store(void)
+{
+	char path[256];
+	int fd;
+
+	CHECK(mkdtemp(root));
+	for (unsigned h = 0; h < 256; h++) {
+		snprintf(path, sizeof(path), "%s/%02x", root, h);
+		CHECK(!mkdir(path, 0700));
+		for (unsigned i = 0; i < PER_DIR; i++) {
+			snprintf(path, sizeof(path), "%s/%02x/%02x%062x", root, h, h, i);
+			fd = open(path, O_CREAT | O_WRONLY, 0600);
+			CHECK(fd >= 0 && write(fd, "x", 1) == 1);
+			if (i % 2)
+				futimens(fd, (struct timespec[2]){ { OLD_SEC, 0 }, { OLD_SEC, 0 } });
+			close(fd);
+		}
+	}
+	fd = open(root, O_RDONLY | O_DIRECTORY);
+	CHECK(fd >= 0);
+	return fd;
+}
+
+/* Sets every fan-out directory's atime to 1970, so that a listing shows (relatime). */
+static void reset_atimes(void)
+{
+	char path[256];
+
+	for (unsigned h = 0; h < 256; h++) {
+		snprintf(path, sizeof(path), "%s/%02x", root, h);
+		utimensat(AT_FDCWD, path, (struct timespec[2]){ { 1, 0 }, { 0, UTIME_OMIT } }, 0);
+	}
+}
+
+/* The fan-out directories listed since reset_atimes. */
+static unsigned listed(void)
+{
+	char path[256];
+	struct stat st;
+	unsigned n = 0;
+
+	for (unsigned h = 0; h < 256; h++) {
+		snprintf(path, sizeof(path), "%s/%02x", root, h);
+		n += !stat(path, &st) && st.st_atim.tv_sec > 1;
+	}
+	return n;
+}
+
+/* The files left, old and new, and their bytes as the trim counts them. */
+static void count(unsigned *old, unsigned *young, uint64_t *bytes)
+{
+	char path[256];
+
+	*old = *young = 0;
+	*bytes = 0;
+	for (unsigned h = 0; h < 256; h++) {
+		snprintf(path, sizeof(path), "%s/%02x", root, h);
+		DIR *d = opendir(path);
+		struct dirent *de;
+
+		while (d && (de = readdir(d))) {
+			struct stat st;
+
+			if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, 0))
+				continue;
+			*bytes += (uint64_t)st.st_blocks * 512;
+			if (st.st_mtim.tv_sec == OLD_SEC)
+				(*old)++;
+			else
+				(*young)++;
+		}
+		if (d)
+			closedir(d);
+	}
+}
+
+static void cleanup(void)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	CHECK(!system(cmd));
+}
+
+static void trim_lists_part_of_a_large_store(void)
+{
+	int fd = make_store();
+	unsigned old, young;
+	uint64_t bytes, held;
+
+	count(&old, &young, &bytes);
+	reset_atimes();
+	held = stp_store_trim(fd, bytes * 2);
+	CHECK(listed() <= 80, "%u of 256 directories listed for 1024 of 4096 files", listed());
+	CHECK(held > bytes * 8 / 10 && held < bytes * 12 / 10, "estimated %llu of %llu",
+	      (unsigned long long)held, (unsigned long long)bytes);
+	count(&old, &young, &bytes);
+	CHECK(old + young == 256 * PER_DIR, "%u files removed below the bound",
+	      256 * PER_DIR - old - young);
+	close(fd);
+	cleanup();
+}
+
+static void repeated_trims_keep_the_bound_oldest_first(void)
+{
+	int fd = make_store();
+	unsigned old, young;
+	uint64_t bytes, limit;
+
+	count(&old, &young, &bytes);
+	limit = bytes / 2;
+	for (unsigned i = 0; i < 48; i++)
+		stp_store_trim(fd, limit);
+	count(&old, &young, &bytes);
+	CHECK(bytes <= limit * 11 / 10, "%llu bytes held, bound %llu", (unsigned long long)bytes,
+	      (unsigned long long)limit);
+	CHECK(young >= 128 * PER_DIR * 9 / 10, "%u of %u recent files removed",
+	      128 * PER_DIR - young, 128 * PER_DIR);
+	CHECK(old <= 128 * PER_DIR / 5, "%u old files left", old);
+	close(fd);
+	cleanup();
+}
+
+#define CLAIMED 64u /* blocks the stand-in fetcher offers: 64 KiB each */
+
+struct stand_in {
+	int ctl;
+	unsigned files, writable, readonly;
+};
+
+/* A fetcher turned hostile (its file size limit lowered to a 64 KiB block's: one that
+ * did not lower it gets no writable file): offers CLAIMED hashes, keeps every descriptor, counts the
+ * writable ones. Block 2's file already holds bytes (stored by an earlier mount). */
+static void *offer(void *arg)
+{
+	struct stand_in *s = arg;
+	uint8_t buf[STP_MSG_MAX];
+
+	for (uint64_t first = 0; first < CLAIMED; first += STP_FETCH_BATCH) {
+		struct stp_fetch_blocks b = { .first = first, .count = STP_FETCH_BATCH };
+		struct stp_fetch_store st;
+		int fds[STP_FETCH_BATCH];
+		unsigned nfds = 0;
+		uint32_t type;
+		size_t len;
+
+		for (uint32_t k = 0; k < b.count; k++)
+			memset(b.sha[k], (int)(first + k), 32);
+		if (stp_msg_send(s->ctl, STP_MSG_BLOCKS, &b, sizeof(b)) ||
+		    stp_msg_recv_fds(s->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf,
+				     sizeof(buf), &len, fds, STP_FETCH_BATCH, &nfds) ||
+		    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, &b, nfds, &st))
+			return NULL;
+		for (unsigned k = 0; k < nfds; k++) {
+			int mode = fcntl(fds[k], F_GETFL) & O_ACCMODE;
+
+			s->files++;
+			s->writable += mode == O_RDWR;
+			s->readonly += mode == O_RDONLY;
+		}
+		if (st.stop)
+			break;
+	}
+	shutdown(s->ctl, SHUT_WR);
+	return NULL;
+}
+
+static void hostile_fetcher_gets_few_writable_files(void)
+{
+	struct stp_superblock sb = { .block_log = 16, .block_count = CLAIMED,
+				     .meta_offset = STP_SB_SIZE + CLAIMED * (64u << 10) };
+	uint64_t limit = 256 << 10, max = limit / stp_block_stored_max(64u << 10);
+	struct stand_in s = { -1, 0, 0, 0 };
+	char path[256];
+	pthread_t tid;
+	int sv[2], fd;
+
+	CHECK(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/blocks", root);
+	CHECK(!mkdir(path, 0700));
+	snprintf(path, sizeof(path), "%s/blocks/02", root);
+	CHECK(!mkdir(path, 0700));
+	snprintf(path, sizeof(path), "%s/blocks/02/%s", root,
+		 "0202020202020202020202020202020202020202020202020202020202020202");
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0 && write(fd, "stored", 6) == 6);
+	close(fd);
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	s.ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, offer, &s));
+	stp_store_attach(root, limit, "test", sv[0], &sb, CLAIMED, stp_block_stored_max(64u << 10));
+	pthread_join(tid, NULL);
+	CHECK(s.writable <= max, "%u writable files for %llu bytes of 64 KiB blocks", s.writable,
+	      (unsigned long long)limit);
+	CHECK(s.readonly == 1, "%u read-only files", s.readonly);
+	close(sv[0]);
+	close(sv[1]);
+	cleanup();
+}
+
+int main(void)
+{
+	RUN(trim_lists_part_of_a_large_store);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(repeated_trims_keep_the_bound_oldest_first);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(hostile_fetcher_gets_few_writable_files);
+	return tap_done();
+}
