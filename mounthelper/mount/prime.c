@@ -26,9 +26,7 @@
 
 int stp_prime_wanted(const struct stp_mount_opts *o)
 {
-	/* a recording lists the application's lookups, not priming's */
-	return o->warm_workers && stp_mountopts_stores_pages(o) && !o->no_prime &&
-	       !o->foreground && !o->record;
+	return o->warm_workers && stp_mountopts_stores_pages(o) && !o->no_prime && !o->foreground;
 }
 
 /* ---- The plan: daemon side, confined. ---- */

@@ -34,9 +34,9 @@ struct stp_image;
 struct stp_mount_opts;
 
 /* Whether a mount with these options primes: warming on and storing pages (priming only
- * lets the kernel take them), not asked not to, a mounting process waits for it (not
- * -f), and not recording (the recording would list priming's lookups). The monitor and
- * the daemon decide alike from the same options. */
+ * lets the kernel take them; never while recording, whose list would then hold priming's
+ * lookups), not asked not to, and a mounting process waits for it (not -f). The monitor
+ * and the daemon decide alike from the same options. */
 int stp_prime_wanted(const struct stp_mount_opts *o);
 
 /* Daemon side. Lists IMG's looked-up names and hot files and sends them to FD as PRIME messages, then
