@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import STIPPLE, build_image, mount_image, run
+from conftest import MKSTIPPLE, STIPPLE, build_image, mount_image, run
 from imageutil import META_FIELDS, CraftedImage
 from test_record_readahead import daemon_pid, wait_gone
 
@@ -231,3 +231,31 @@ def test_hostile_lookup_tables(recorded, tmp_path):
         assert r.returncode != 0 and "lookup 1" in r.stdout + r.stderr, r.stdout + r.stderr
         with mount_image(image, None, "--warm-workers", "2") as mnt:
             assert walk(mnt) == walk(tree)
+
+
+@pytest.mark.needs_root
+def test_lookup_lines_build_reproducibly_and_bad_ones_are_said(recorded, tmp_path):
+    """The table depends on the list alone (--threads, --memory); a repeated line is kept
+    once; a line whose directory is not one of the tree's, or whose name no directory
+    holds, is reported with the list's name and line and skipped, the build exit 0."""
+    d, tree, hot = recorded
+    listed = hot.read_text()
+    extra = ["lib\tlookup", "absent/dir/x\tlookup", "lib/other1/x\tlookup",
+             "lib/..\tlookup"]
+    lst = tmp_path / "more.list"
+    lst.write_text(listed + "".join(l + "\n" for l in extra))
+    a = build_image(tree, tmp_path / "a.stp", "--level", "1", "--threads", "1",
+                    "--hot-list", lst)
+    b = build_image(tree, tmp_path / "b.stp", "--level", "1", "--threads", "2",
+                    "--memory", "300M", "--hot-list", lst)
+    assert open(a, "rb").read() == open(b, "rb").read()
+    info = run([STIPPLE, "info", a]).stdout
+    assert re.search(r"^lookups:\s+%d names" % len(lookup_lines(hot)), info, re.M), info
+    first = len(listed.splitlines())
+    r = run([MKSTIPPLE, "-q",
+             "--level", "1", "--hot-list", lst, tree, tmp_path / "c.stp"])
+    assert r.returncode == 0, r.stderr
+    for n, why in ((first + 2, "its directory is not in the tree"),
+                   (first + 3, "not in a directory"),
+                   (first + 4, "not a name a directory holds")):
+        assert "%s:%d: " % (lst, n) in r.stderr and why in r.stderr, r.stderr
