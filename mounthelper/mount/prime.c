@@ -220,15 +220,19 @@ static void send_entry(struct sender *s, uint32_t ino, const char *dir, const ch
 	s->used += 6 + len;
 }
 
-/* The lookup table's names first, in the order the start-up looked them up (the paths
- * of their directories too, so that they come to at most STP_PRIME_NAME_BYTES), then
- * the hot files in the order of the region. */
+/* The hot files first, in the order of the region (the warmer pushes a file's pages
+ * only once it is known), then the lookup table's names in the order the start-up
+ * looked them up, their paths (directory and name) coming to at most
+ * STP_PRIME_NAME_BYTES. */
 static int send_entries(const struct stp_prime_plan *p, int fd)
 {
 	struct sender s = { fd, 0, malloc(STP_MSG_MAX), 0, 0 };
 
 	if (!s.buf)
 		return -ENOMEM;
+	for (uint32_t i = 0; i < p->nfiles; i++)
+		if (p->files[i].path != UINT32_MAX)
+			send_entry(&s, p->files[i].ino, p->pool + p->files[i].path, NULL);
 	for (uint32_t i = 0; i < p->nnames; i++) {
 		const struct looked_up *l = &p->names[i];
 		const char *dir = p->dir_path[l->dir] >= DIR_WANTED ? NULL
@@ -242,9 +246,6 @@ static int send_entries(const struct stp_prime_plan *p, int fd)
 			break;
 		send_entry(&s, l->ino, dir, name);
 	}
-	for (uint32_t i = 0; i < p->nfiles; i++)
-		if (p->files[i].path != UINT32_MAX)
-			send_entry(&s, p->files[i].ino, p->pool + p->files[i].path, NULL);
 	if (!s.err && s.used)
 		s.err = stp_msg_send(fd, STP_MSG_PRIME, s.buf, s.used);
 	free(s.buf);

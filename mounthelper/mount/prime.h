@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Priming: once a mount with warming is live, the names of the image's lookup table
- * (those a recorded start-up looked up, found or not, in its order) and every file of the
- * hot region are looked up through the mount, the files in the order they come in the
- * region, before mount returns. The
+ * Priming: once a mount with warming is live, every file of the hot region, in the
+ * order the files come in the region, then the names of the image's lookup table (those
+ * a recorded start-up looked up, found or not, in its order) are looked up through the
+ * mount before mount returns. The
  * kernel then knows those files before the application starts: its lookups of them are
  * answered from the dentry cache, and the warmer can push their pages into the page cache
  * as soon as their blocks are decoded (the kernel takes pages only for inodes it knows).
