@@ -14,6 +14,10 @@
 # list names file ranges, which the level does not change); the images timed are built at
 # mkstipple's defaults.
 #
+# WORKROOT=/var/tmp/stipple-names uses /var/tmp/stipple-names-KIND instead (images and
+# hot lists prepared apart, say by a builder whose images older readers cannot mount),
+# with the tree of /var/tmp/stipple-launch-KIND when that directory has none.
+#
 # TABLE=1 times nothing and prints the table from the reports already in OUT.
 # TRACE=1 times nothing but traces each prepared tree with fuse_requests.py (OUT/KIND.trace):
 # the requests and the decode trace of a launch straight away on a fresh mount and of a
@@ -21,7 +25,7 @@
 # the hot region (OUT/KIND.floor).
 #
 # usage: tests/bench/launch_six.sh
-#   env: RUNS=5 KINDS="gcc jvm clang node office ruby" OUT=/var/tmp/launch-six
+#   env: RUNS=5 KINDS="gcc jvm clang node office ruby" OUT=/var/tmp/launch-six WORKROOT=
 #        ONLY="stipple erofs" RECORD_LEVEL=3 STIPPLE_BUILD=build (passed on to
 #        launch_bench.sh)
 set -euo pipefail
@@ -29,6 +33,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 kinds=${KINDS:-gcc jvm clang node office ruby}
 out=${OUT:-/var/tmp/launch-six}
+workroot=${WORKROOT:-/var/tmp/stipple-launch}
+# the tree of KIND: its work directory's, else the shared one's
+tree_of() { if [ -d "$workroot-$1/tree" ]; then echo "$workroot-$1/tree"; else echo "/var/tmp/stipple-launch-$1/tree"; fi; }
 export RUNS=${RUNS:-5} ONLY=${ONLY:-stipple erofs} RECORD_LEVEL=${RECORD_LEVEL:-3}
 mkdir -p "$out"
 
@@ -38,7 +45,7 @@ if [ -n "${TRACE:-}" ]; then
 	mnt=/var/tmp/launch-six-trace-mnt
 	mkdir -p "$mnt"
 	for kind in $kinds; do
-		work=/var/tmp/stipple-launch-$kind
+		work=$workroot-$kind
 		[ -f "$work/hot.stp" ] || { echo "launch_six: $kind is not prepared (RUNS=0)" >&2; continue; }
 		echo "launch_six: tracing $kind ($(date -u +%H:%M:%S))" >&2
 		run=("$here/launch_one.sh" "$kind" "$mnt")
@@ -58,7 +65,8 @@ fi
 for kind in $kinds; do
 	[ -z "${TABLE:-}" ] || break
 	echo "launch_six: $kind ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-	TREE_KIND=$kind "$here/launch_bench.sh" >"$out/$kind.txt" 2>"$out/$kind.log" || {
+	TREE=$(tree_of "$kind") TREE_KIND=$kind "$here/launch_bench.sh" "$workroot-$kind" \
+		>"$out/$kind.txt" 2>"$out/$kind.log" || {
 		echo "launch_six: $kind failed, see $out/$kind.log" >&2
 		continue
 	}
