@@ -57,7 +57,8 @@ struct stp_prime_plan {
 	uint32_t nfiles;
 	struct looked_up *names; /* the lookup table's, in its order */
 	uint32_t nnames;
-	uint32_t *dir_path;      /* by inode: a directory's path in the pool, or UINT32_MAX */
+	uint32_t *dir_path;      /* by inode: a directory's path in the pool, DIR_WANTED
+				  * until the walk finds it, UINT32_MAX when not wanted */
 	char *pool;              /* NUL-terminated paths, relative to the mount's root */
 	size_t pool_len, pool_cap;
 };
@@ -138,9 +139,8 @@ static int find_hot_files(struct stp_prime_plan *p)
 	return stp_treewalk_files(p->img, note_hot_file, p);
 }
 
-/* The lookup table's names, checked, each with what it finds; the directories they are
- * in marked DIR_WANTED for the tree walk to name. Past the walk's bound on page loads
- * the rest are left out: priming only saves time. */
+/* The lookup table's names, checked, and the directories they are in marked
+ * DIR_WANTED for the tree walk to name. */
 static int find_names(struct stp_prime_plan *p)
 {
 	uint32_t n = stp_image_meta_header(p->img)->lookup_count;
@@ -154,27 +154,35 @@ static int find_names(struct stp_prime_plan *p)
 		return -ENOMEM;
 	memset(p->dir_path, 0xff, ninodes * sizeof(*p->dir_path));
 	for (uint32_t i = 0; !err && i < n; i++) {
-		struct looked_up *l = &p->names[p->nnames];
-		size_t len;
+		struct looked_up *l = &p->names[i];
 
 		err = stp_image_lookup_name(p->img, i, &l->dir, name);
-		len = err ? 0 : strlen(name);
 		if (!err)
-			err = stp_image_lookup(p->img, l->dir, name, len, &l->ino);
-		if (err == -ENOENT) {
-			l->ino = STP_PRIME_MISSING;
-			err = 0;
-		}
+			err = pool_add(p, name, strlen(name), &l->name);
 		if (!err)
-			err = pool_add(p, name, len, &l->name);
-		if (err == -ENOBUFS)
-			return 0;
-		if (!err) {
 			p->dir_path[l->dir] = DIR_WANTED;
-			p->nnames++;
-		}
+		p->nnames += !err;
 	}
 	return err;
+}
+
+/* What each name finds: its inode, or STP_PRIME_MISSING. Last, after the walks: past
+ * their bound on page loads the names left are dropped, priming only saves time. */
+static int resolve_names(struct stp_prime_plan *p)
+{
+	for (uint32_t i = 0; i < p->nnames; i++) {
+		struct looked_up *l = &p->names[i];
+		const char *name = p->pool + l->name;
+		int err = stp_image_lookup(p->img, l->dir, name, strlen(name), &l->ino);
+
+		if (err == -ENOENT)
+			l->ino = STP_PRIME_MISSING;
+		else if (err == -ENOBUFS)
+			p->nnames = i;
+		else if (err)
+			return err;
+	}
+	return 0;
 }
 
 static int build_plan(struct stp_prime_plan *p)
@@ -183,11 +191,14 @@ static int build_plan(struct stp_prime_plan *p)
 
 	if (!err && stp_image_meta_header(p->img)->lookup_count)
 		err = find_names(p);
-	if (p->dir_path && p->dir_path[STP_ROOT_INO] == DIR_WANTED)
-		err = err ? err : pool_add(p, "", 0, &p->dir_path[STP_ROOT_INO]);
+	/* the root's names need no walk: its path is empty */
+	if (!err && p->dir_path && p->dir_path[STP_ROOT_INO] == DIR_WANTED)
+		err = pool_add(p, "", 0, &p->dir_path[STP_ROOT_INO]);
 	if (!err && (p->nfiles || p->nnames))
 		err = stp_treewalk_tree(p->img, note_hot_path, p);
 	if (!err)
+		err = resolve_names(p);
+	if (!err && p->nfiles)
 		qsort(p->files, p->nfiles, sizeof(*p->files), cmp_first);
 	return err;
 }
