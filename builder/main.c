@@ -99,6 +99,8 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 	sb.hot_size = r.hot_size;
 	sb.hot_block_log = r.hot_block_log;
 	sb.feat_incompat = r.feat_incompat;
+	if (t->nlookups)
+		sb.feat_incompat |= STP_FEAT_INCOMPAT_LOOKUPS;
 	sb.inode_count = t->ninodes;
 	if (r.dict)
 		rc = write_dictionary(&r, out->fd, &sb);

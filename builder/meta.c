@@ -32,6 +32,8 @@ static void count(const struct tree *t, struct sizes *s)
 		for (size_t c = 0; c < n->nchildren; c++)
 			s->strings += n->children[c]->name_len;
 	}
+	for (size_t i = 0; i < t->nlookups; i++)
+		s->strings += t->lookups[i].len;
 }
 
 static uint64_t align8(uint64_t v) { return (v + 7) & ~7ull; }
@@ -116,6 +118,18 @@ static void put_inode(struct writer *w, const struct node *n)
 	stp_inode_encode(&in, w->buf + w->h.inode_off + (uint64_t)n->ino * STP_INODE_SIZE);
 }
 
+/* The lookup table, its names after every other string. */
+static void put_lookups(struct writer *w, const struct tree *t)
+{
+	for (size_t i = 0; i < t->nlookups; i++) {
+		const struct tree_lookup *l = &t->lookups[i];
+		struct stp_lookup rec = { .dir = l->dir->ino, .name_len = l->len };
+
+		rec.name_off = put_string(w, l->name, l->len);
+		stp_lookup_encode(&rec, w->buf + w->h.lookup_off + i * STP_LOOKUP_SIZE);
+	}
+}
+
 static void layout(const struct tree *t, const struct sizes *s, uint64_t nblocks,
 		   struct stp_meta_header *h, uint64_t *total)
 {
@@ -131,6 +145,11 @@ static void layout(const struct tree *t, const struct sizes *s, uint64_t nblocks
 	h->xattr_off = align8(h->extent_off + s->extents * STP_EXTENT_SIZE);
 	h->block_off = align8(h->xattr_off + s->xattrs * STP_XATTR_SIZE);
 	h->strings_off = align8(h->block_off + nblocks * STP_BLOCKENT_SIZE);
+	if (t->nlookups) { /* none: both fields 0, the image as before the table */
+		h->lookup_count = (uint32_t)t->nlookups;
+		h->lookup_off = h->strings_off;
+		h->strings_off = align8(h->lookup_off + t->nlookups * STP_LOOKUP_SIZE);
+	}
 	*total = h->strings_off + s->strings;
 }
 
@@ -156,6 +175,7 @@ int meta_build(const struct tree *t, const struct stp_blockent *blocks, uint64_t
 		put_inode(&w, t->inodes[i]);
 	for (uint64_t b = 0; b < nblocks; b++)
 		stp_blockent_encode(&blocks[b], w.buf + w.h.block_off + b * STP_BLOCKENT_SIZE);
+	put_lookups(&w, t);
 	*out = w.buf;
 	*len = total;
 	return 0;

@@ -10,6 +10,7 @@
 
 #include "format.h"
 #include "hotlist.h"
+#include "lookups.h"
 #include "lines.h"
 #include "report.h"
 #include "util.h"
@@ -365,6 +366,8 @@ static int hot_line(void *arg, char *line, size_t len, unsigned lineno)
 	if (!len || line[0] == '#')
 		return 0;
 	ranges = stp_hotlist_split(line);
+	if (stp_hotlist_is_lookup(ranges))
+		return lookups_add(x->t, line, x->name, lineno);
 	node = tree_find(x->t, line);
 	node = node ? node->primary : NULL;
 	if (!node || !S_ISREG(node->st.st_mode)) {
@@ -400,6 +403,8 @@ static int read_hot_list(struct tree *t, const char *list, uint64_t margin, stru
 	if (rc == -EIO && ferror(f))
 		report_errno(list, EIO, "--hot-list");
 	fclose(f);
+	if (!rc)
+		rc = lookups_finish(t, list);
 	return rc ? rc : order_resolve_ranges(h);
 }
 

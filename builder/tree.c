@@ -416,5 +416,8 @@ void tree_free(struct tree *t)
 	}
 	free(t->inodes);
 	free(t->files);
+	for (size_t i = 0; i < t->nlookups; i++)
+		free(t->lookups[i].name);
+	free(t->lookups);
 	memset(t, 0, sizeof(*t));
 }

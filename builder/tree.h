@@ -88,6 +88,13 @@ enum node_trouble { NODE_OK, NODE_CHANGED, NODE_FAILED };
 
 struct tree_chunk;
 
+/* A name looked up in directory DIR (lookups.h); NAME is the tree's, LEN bytes. */
+struct tree_lookup {
+	const struct node *dir;
+	char *name;
+	uint16_t len;
+};
+
 struct tree {
 	struct node *root;
 	struct tree_chunk *arena; /* where the nodes are (tree.c) */
@@ -96,6 +103,8 @@ struct tree {
 	struct node **files;   /* primary regular files, in inode order; freed by order_files */
 	size_t nfiles;
 	uint64_t file_bytes;   /* sum of regular file sizes */
+	struct tree_lookup *lookups; /* in the hot list's order (lookups.h) */
+	size_t nlookups, lookups_cap;
 };
 
 

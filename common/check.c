@@ -90,6 +90,20 @@ static void check_meta_pages(struct checker *c)
 	}
 }
 
+/* The lookup table's records: each a name in a directory (found there or not). */
+static void check_lookups(struct checker *c)
+{
+	char name[STP_NAME_MAX + 1];
+	uint32_t dir;
+
+	for (uint32_t i = 0; i < stp_image_meta_header(c->img)->lookup_count; i++) {
+		int err = stp_image_lookup_name(c->img, i, &dir, name);
+
+		if (err)
+			report(c, NULL, "lookup %" PRIu32 ": %s", i, stp_strerror(err));
+	}
+}
+
 static void check_blocks(struct checker *c, void *buf)
 {
 	for (uint64_t b = 0; b < c->sb->block_count; b++) {
@@ -306,6 +320,7 @@ int stp_image_check_all(const struct stp_image *img, stp_check_report_fn fn, voi
 		check_meta_pages(&c);
 		check_blocks(&c, buf);
 		check_ownership(&c);
+		check_lookups(&c);
 		err = check_tree(&c);
 	}
 	free(buf);

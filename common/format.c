@@ -280,7 +280,7 @@ enum {
 	MH_MAGIC = 0, MH_INODES = 4, MH_DIRENTS = 8, MH_EXTENTS = 12, MH_XATTRS = 16,
 	MH_BLOCKS = 20, MH_STRINGS_SIZE = 24, MH_INODE_OFF = 32, MH_DIRENT_OFF = 40,
 	MH_EXTENT_OFF = 48, MH_XATTR_OFF = 56, MH_BLOCK_OFF = 64, MH_STRINGS_OFF = 72,
-	MH_RESERVED = 80,
+	MH_LOOKUPS = 80, MH_RESERVED = 84, MH_LOOKUP_OFF = 88,
 };
 
 void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_META_HDR_SIZE])
@@ -299,6 +299,8 @@ void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_MET
 	stp_put64(out + MH_XATTR_OFF, h->xattr_off);
 	stp_put64(out + MH_BLOCK_OFF, h->block_off);
 	stp_put64(out + MH_STRINGS_OFF, h->strings_off);
+	stp_put32(out + MH_LOOKUPS, h->lookup_count);
+	stp_put64(out + MH_LOOKUP_OFF, h->lookup_off);
 }
 
 /* A table of COUNT records of SIZE bytes at OFF must sit after the header, 8-aligned,
@@ -312,7 +314,7 @@ static int table_fits(uint64_t off, uint64_t count, uint64_t size, size_t len)
 int stp_meta_header_decode(const uint8_t *in, size_t meta_len, struct stp_meta_header *h)
 {
 	if (meta_len < STP_META_HDR_SIZE || stp_le32(in + MH_MAGIC) != STP_META_MAGIC ||
-	    !zeroed(in + MH_RESERVED, STP_META_HDR_SIZE - MH_RESERVED))
+	    !zeroed(in + MH_RESERVED, MH_LOOKUP_OFF - MH_RESERVED))
 		return -EUCLEAN;
 	h->inode_count = stp_le32(in + MH_INODES);
 	h->dirent_count = stp_le32(in + MH_DIRENTS);
@@ -326,12 +328,19 @@ int stp_meta_header_decode(const uint8_t *in, size_t meta_len, struct stp_meta_h
 	h->xattr_off = stp_le64(in + MH_XATTR_OFF);
 	h->block_off = stp_le64(in + MH_BLOCK_OFF);
 	h->strings_off = stp_le64(in + MH_STRINGS_OFF);
+	h->lookup_count = stp_le32(in + MH_LOOKUPS);
+	h->lookup_off = stp_le64(in + MH_LOOKUP_OFF);
 	if (!table_fits(h->inode_off, h->inode_count, STP_INODE_SIZE, meta_len) ||
 	    !table_fits(h->dirent_off, h->dirent_count, STP_DIRENT_SIZE, meta_len) ||
 	    !table_fits(h->extent_off, h->extent_count, STP_EXTENT_SIZE, meta_len) ||
 	    !table_fits(h->xattr_off, h->xattr_count, STP_XATTR_SIZE, meta_len) ||
 	    !table_fits(h->block_off, h->block_count, STP_BLOCKENT_SIZE, meta_len) ||
 	    !table_fits(h->strings_off, h->strings_size, 1, meta_len))
+		return -EUCLEAN;
+	/* no lookup table: both fields 0, as in images from before it */
+	if ((h->lookup_count || h->lookup_off) &&
+	    (h->lookup_count > STP_LOOKUP_MAX ||
+	     !table_fits(h->lookup_off, h->lookup_count, STP_LOOKUP_SIZE, meta_len)))
 		return -EUCLEAN;
 	return 0;
 }
@@ -418,6 +427,22 @@ int stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x)
 	x->value_len = stp_le32(in + 8);
 	x->name_len = stp_le16(in + 12);
 	return zeroed(in + 14, 2) ? 0 : -EUCLEAN;
+}
+
+void stp_lookup_encode(const struct stp_lookup *l, uint8_t out[STP_LOOKUP_SIZE])
+{
+	stp_put32(out + 0, l->dir);
+	stp_put32(out + 4, l->name_off);
+	stp_put16(out + 8, l->name_len);
+	stp_put16(out + 10, 0);
+}
+
+int stp_lookup_decode(const uint8_t in[STP_LOOKUP_SIZE], struct stp_lookup *l)
+{
+	l->dir = stp_le32(in + 0);
+	l->name_off = stp_le32(in + 4);
+	l->name_len = stp_le16(in + 8);
+	return stp_le16(in + 10) ? -EUCLEAN : 0;
 }
 
 void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_SIZE])

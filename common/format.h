@@ -27,6 +27,10 @@
 #define STP_EXTENT_SIZE 24u
 #define STP_XATTR_SIZE 16u
 #define STP_BLOCKENT_SIZE 24u
+#define STP_LOOKUP_SIZE 12u
+/* Names a start-up looked up (feature LOOKUPS): priming repeats each lookup at mount, so
+ * this bounds the lookups an image can make a mount do. */
+#define STP_LOOKUP_MAX 65536u
 
 #define STP_BLOCK_LOG_MIN 16u /* 64 KiB */
 #define STP_BLOCK_LOG_MAX 30u /* 1 GiB */
@@ -61,10 +65,11 @@
 #define STP_FEAT_INCOMPAT_META_PAGES (1ull << 3)/* metadata in pages decoded on demand */
 #define STP_FEAT_INCOMPAT_HOT_BLOCKS (1ull << 4)/* the hot region has blocks of its own size */
 #define STP_FEAT_INCOMPAT_BCJ_RELATIVE (1ull << 5)/* filters count from each block's start */
+#define STP_FEAT_INCOMPAT_LOOKUPS (1ull << 6)  /* the metadata has a lookup table */
 #define STP_FEAT_INCOMPAT_KNOWN \
 	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64 | \
 	 STP_FEAT_INCOMPAT_META_PAGES | STP_FEAT_INCOMPAT_HOT_BLOCKS | \
-	 STP_FEAT_INCOMPAT_BCJ_RELATIVE)
+	 STP_FEAT_INCOMPAT_BCJ_RELATIVE | STP_FEAT_INCOMPAT_LOOKUPS)
 #define STP_FEAT_RO_COMPAT_KNOWN 0ull
 /* A compatible bit: a reader that does not know it reads the image with XXH3 alone. */
 #define STP_FEAT_COMPAT_SIGNED (1ull << 0)     /* a signature block ends the image */
@@ -122,11 +127,14 @@ struct stp_sighdr {
 	uint64_t nhashes;                    /* stp_sig_nhashes() */
 };
 
-/* Header of the decoded metadata: where each table starts and how many records it has. */
+/* Header of the decoded metadata: where each table starts and how many records it has.
+ * The lookup table is there only with feature LOOKUPS (both fields 0 without it). */
 struct stp_meta_header {
 	uint32_t inode_count, dirent_count, extent_count, xattr_count, block_count;
 	uint64_t strings_size;
 	uint64_t inode_off, dirent_off, extent_off, xattr_off, block_off, strings_off;
+	uint32_t lookup_count;
+	uint64_t lookup_off;
 };
 
 struct stp_inode {
@@ -150,6 +158,14 @@ struct stp_dirent {
 /* A run of file bytes stored in the data stream. File bytes no extent covers read as 0. */
 struct stp_extent {
 	uint64_t file_off, stream_off, length;
+};
+
+/* A name a recorded start-up looked up in directory DIR, found or not, in the order it
+ * did: priming looks it up again so that the kernel knows the answer beforehand. */
+struct stp_lookup {
+	uint32_t dir;
+	uint32_t name_off;
+	uint16_t name_len;
 };
 
 struct stp_xattr {
@@ -331,7 +347,8 @@ int stp_sighdr_decode(const uint8_t in[STP_SIG_HDR_SIZE], const struct stp_super
 		      struct stp_sighdr *h);
 
 void stp_meta_header_encode(const struct stp_meta_header *h, uint8_t out[STP_META_HDR_SIZE]);
-/* Checks every table lies inside meta_len bytes, aligned, without overlap of the header. */
+/* Checks every table lies inside meta_len bytes, aligned, without overlap of the header,
+ * and that the lookup table, when there is one, has at most STP_LOOKUP_MAX records. */
 int stp_meta_header_decode(const uint8_t *in, size_t meta_len, struct stp_meta_header *h);
 
 void stp_inode_encode(const struct stp_inode *ino, uint8_t out[STP_INODE_SIZE]);
@@ -344,6 +361,8 @@ void stp_extent_encode(const struct stp_extent *e, uint8_t out[STP_EXTENT_SIZE])
 void stp_extent_decode(const uint8_t in[STP_EXTENT_SIZE], struct stp_extent *e);
 void stp_xattr_encode(const struct stp_xattr *x, uint8_t out[STP_XATTR_SIZE]);
 int stp_xattr_decode(const uint8_t in[STP_XATTR_SIZE], struct stp_xattr *x);
+void stp_lookup_encode(const struct stp_lookup *l, uint8_t out[STP_LOOKUP_SIZE]);
+int stp_lookup_decode(const uint8_t in[STP_LOOKUP_SIZE], struct stp_lookup *l);
 void stp_blockent_encode(const struct stp_blockent *b, uint8_t out[STP_BLOCKENT_SIZE]);
 int stp_blockent_decode(const uint8_t in[STP_BLOCKENT_SIZE], struct stp_blockent *b);
 

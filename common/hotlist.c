@@ -28,6 +28,18 @@ int stp_hotlist_put(FILE *f, const char *path, const struct stp_hot_range *r, si
 	return ferror(f) ? -EIO : 0;
 }
 
+int stp_hotlist_put_lookup(FILE *f, const char *path)
+{
+	put_escaped(f, path);
+	fputs("\t" STP_HOTLIST_LOOKUP "\n", f);
+	return ferror(f) ? -EIO : 0;
+}
+
+int stp_hotlist_is_lookup(const char *rest)
+{
+	return rest && !strcmp(rest, STP_HOTLIST_LOOKUP);
+}
+
 char *stp_hotlist_split(char *line)
 {
 	char *tab = strchr(line, '\t'), *r = line, *w = line;

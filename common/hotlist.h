@@ -4,6 +4,9 @@
  * one file a line, its path with backslash escapes for backslash, tab and newline
  * ("\\", "\t", "\n"), then optionally a tab and the byte ranges read, START-END (END
  * exclusive) separated by commas. Any path without a NUL byte survives the round trip.
+ * A line whose path is followed by a tab and the word "lookup" names a path the
+ * start-up looked up, found or not, without reading it: its last name in its directory
+ * (older lists have no such line; an older mkstipple reads it as malformed ranges).
  *
  * Pure functions, thread-safe; they return 0 or a negative errno. Whatever they
  * allocate belongs to the caller.
@@ -30,6 +33,14 @@ struct stp_hot_range {
 /* Writes one line to F: PATH escaped, then the N ranges R (none: the path alone), then
  * a newline. -EIO when F reports an error. */
 int stp_hotlist_put(FILE *f, const char *path, const struct stp_hot_range *r, size_t n);
+
+#define STP_HOTLIST_LOOKUP "lookup"
+
+/* Writes a lookup line for PATH to F. -EIO when F reports an error. */
+int stp_hotlist_put_lookup(FILE *f, const char *path);
+
+/* Whether REST, what stp_hotlist_split returned, marks a lookup line. */
+int stp_hotlist_is_lookup(const char *rest);
 
 /* Splits LINE (its newline already cut) in place: the path part is unescaped and ended
  * with a NUL at LINE. Returns what follows the tab (the ranges), or NULL when the line

@@ -108,6 +108,12 @@ int stp_image_dir_run(const struct stp_image *img, const struct stp_inode *dir, 
 /* Looks NAME (LEN bytes) up in directory DIR by binary search: -ENOENT, -ENOTDIR. */
 int stp_image_lookup(const struct stp_image *img, uint32_t dir, const char *name, size_t len,
 		     uint32_t *ino);
+/* Record INDEX of the lookup table (below stp_image_meta_header()->lookup_count): a
+ * directory DIR and a NAME to look up in it, checked as a directory entry's (1 to
+ * STP_NAME_MAX bytes, no '/', no NUL, not "." or ".."), copied into NAME and
+ * NUL-terminated. -EINVAL past the table; -EUCLEAN when DIR is not a directory. */
+int stp_image_lookup_name(const struct stp_image *img, uint32_t index, uint32_t *dir,
+			  char name[STP_NAME_MAX + 1]);
 /* Resolves a slash-separated path from the root without following symlinks: empty
  * components and "." are skipped, ".." goes to the directory's parent (-ENOTDIR after
  * a non-directory). */

@@ -202,6 +202,9 @@ int img_load_metadata(struct stp_image *img)
 		return STP_CORRUPT(img->path, "metadata header invalid");
 	if (img->mh.inode_count != sb->inode_count || img->mh.block_count != sb->block_count)
 		return STP_CORRUPT(img->path, "metadata counts disagree with the superblock");
+	if ((img->mh.lookup_count || img->mh.lookup_off) &&
+	    !(sb->feat_incompat & STP_FEAT_INCOMPAT_LOOKUPS))
+		return STP_CORRUPT(img->path, "lookup table without its feature bit");
 	return 0;
 }
 

@@ -72,6 +72,36 @@ int stp_image_dirent(const struct stp_image *img, const struct stp_inode *dir, u
 	return rc ? rc : name_check(img, dir, index, name, out->name_len);
 }
 
+int stp_image_lookup_name(const struct stp_image *img, uint32_t index, uint32_t *dir,
+			  char name[STP_NAME_MAX + 1])
+{
+	uint8_t rec[STP_LOOKUP_SIZE];
+	struct stp_lookup l;
+	struct stp_inode in;
+	int rc;
+
+	if (index >= img->mh.lookup_count)
+		return -EINVAL;
+	rc = img_meta_read(img, img->mh.lookup_off + (uint64_t)index * STP_LOOKUP_SIZE,
+			   sizeof(rec), rec);
+	if (rc)
+		return rc;
+	if (stp_lookup_decode(rec, &l) || l.dir >= img->mh.inode_count ||
+	    l.name_len > STP_NAME_MAX || !img_range_ok(l.name_off, l.name_len, img->mh.strings_size))
+		return STP_CORRUPT(img->path, "lookup %u out of range", index);
+	rc = stp_image_inode(img, l.dir, &in);
+	if (!rc)
+		rc = img_read_string(img, l.name_off, l.name_len, name);
+	if (rc)
+		return rc;
+	name[l.name_len] = '\0';
+	if (!S_ISDIR(in.mode) || !name_ok(name, l.name_len))
+		return STP_CORRUPT(img->path, "lookup %u: %s", index,
+				   S_ISDIR(in.mode) ? "invalid name" : "not in a directory");
+	*dir = l.dir;
+	return 0;
+}
+
 /* The names of RUN's entries into run->names: one copy of the pool when they lie close
  * together (mkstipple writes a directory's names in entry order), else one each. */
 static int dir_run_names(const struct stp_image *img, const struct stp_inode *dir,

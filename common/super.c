@@ -22,6 +22,7 @@ static const char *feature_name(uint64_t bit)
 	case STP_FEAT_INCOMPAT_META_PAGES: return "meta-pages";
 	case STP_FEAT_INCOMPAT_HOT_BLOCKS: return "hot-blocks";
 	case STP_FEAT_INCOMPAT_BCJ_RELATIVE: return "bcj-relative";
+	case STP_FEAT_INCOMPAT_LOOKUPS: return "lookups";
 	default: return "unknown";
 	}
 }

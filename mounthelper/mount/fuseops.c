@@ -134,6 +134,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	if (!err)
 		err = stp_image_lookup(fs->img, dir, name, strlen(name), &n);
+	if (!err || err == -ENOENT) /* found or not: priming can answer it beforehand */
+		stp_record_lookup(fs->recorder, dir, name, strlen(name));
 	if (err == -ENOENT) {
 		/* ino 0 with a timeout: the kernel remembers that NAME does not exist */
 		memset(&e, 0, sizeof(e));

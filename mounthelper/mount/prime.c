@@ -38,6 +38,16 @@ struct hot_file {
 	uint32_t path; /* offset in the pool, UINT32_MAX until found */
 };
 
+/* dir_path of a directory the walk is to name. */
+#define DIR_WANTED (UINT32_MAX - 1)
+
+/* A name of the image's lookup table: where to look it up, and what it finds. */
+struct looked_up {
+	uint32_t dir;
+	uint32_t ino;  /* STP_PRIME_MISSING: not there */
+	uint32_t name; /* offset in the pool */
+};
+
 struct stp_prime_plan {
 	int err;                 /* what building it met, returned by the send */
 	const struct stp_image *img;
@@ -45,6 +55,10 @@ struct stp_prime_plan {
 	uint32_t *slot;          /* by inode: index into files, UINT32_MAX when not hot */
 	struct hot_file *files;
 	uint32_t nfiles;
+	struct looked_up *names; /* the lookup table's, in its order */
+	uint32_t nnames;
+	uint32_t *dir_path;      /* by inode: a directory's path in the pool, DIR_WANTED
+				  * until the walk finds it, UINT32_MAX when not wanted */
 	char *pool;              /* NUL-terminated paths, relative to the mount's root */
 	size_t pool_len, pool_cap;
 };
@@ -89,13 +103,16 @@ static int pool_add(struct stp_prime_plan *p, const char *s, size_t len, uint32_
 	return 0;
 }
 
-/* The first path found for each hot file (a hard link has several). */
+/* The first path found for each hot file (a hard link has several), and the path of
+ * each directory the lookup table names. */
 static int note_hot_path(void *ctx, const struct stp_tree_entry *e)
 {
 	struct stp_prime_plan *p = ctx;
 	struct hot_file *f;
 
-	if (e->dtype != DT_REG || p->slot[e->ino] == UINT32_MAX)
+	if (e->dtype == DT_DIR && p->dir_path && p->dir_path[e->ino] == DIR_WANTED)
+		return pool_add(p, e->path, e->path_len, &p->dir_path[e->ino]);
+	if (e->dtype != DT_REG || !p->slot || p->slot[e->ino] == UINT32_MAX)
 		return 0;
 	f = &p->files[p->slot[e->ino]];
 	return f->path == UINT32_MAX ? pool_add(p, e->path, e->path_len, &f->path) : 0;
@@ -110,51 +127,140 @@ static int cmp_first(const void *a, const void *b)
 	return (x->ino > y->ino) - (x->ino < y->ino);
 }
 
-static int build_plan(struct stp_prime_plan *p)
+static int find_hot_files(struct stp_prime_plan *p)
 {
 	uint32_t n = stp_image_sb(p->img)->inode_count;
-	int err;
 
 	p->slot = malloc((n ? n : 1) * sizeof(*p->slot));
 	p->files = malloc((n ? n : 1) * sizeof(*p->files));
 	if (!p->slot || !p->files)
 		return -ENOMEM;
 	memset(p->slot, 0xff, n * sizeof(*p->slot));
-	err = stp_treewalk_files(p->img, note_hot_file, p);
-	if (!err && p->nfiles)
+	return stp_treewalk_files(p->img, note_hot_file, p);
+}
+
+/* The lookup table's names, checked, and the directories they are in marked
+ * DIR_WANTED for the tree walk to name. */
+static int find_names(struct stp_prime_plan *p)
+{
+	uint32_t n = stp_image_meta_header(p->img)->lookup_count;
+	uint32_t ninodes = stp_image_sb(p->img)->inode_count;
+	char name[STP_NAME_MAX + 1];
+	int err = 0;
+
+	p->names = malloc((n ? n : 1) * sizeof(*p->names));
+	p->dir_path = malloc((ninodes ? ninodes : 1) * sizeof(*p->dir_path));
+	if (!p->names || !p->dir_path)
+		return -ENOMEM;
+	memset(p->dir_path, 0xff, ninodes * sizeof(*p->dir_path));
+	for (uint32_t i = 0; !err && i < n; i++) {
+		struct looked_up *l = &p->names[i];
+
+		err = stp_image_lookup_name(p->img, i, &l->dir, name);
+		if (!err)
+			err = pool_add(p, name, strlen(name), &l->name);
+		if (!err)
+			p->dir_path[l->dir] = DIR_WANTED;
+		p->nnames += !err;
+	}
+	return err;
+}
+
+/* What each name finds: its inode, or STP_PRIME_MISSING. Last, after the walks: past
+ * their bound on page loads the names left are dropped, priming only saves time. */
+static int resolve_names(struct stp_prime_plan *p)
+{
+	for (uint32_t i = 0; i < p->nnames; i++) {
+		struct looked_up *l = &p->names[i];
+		const char *name = p->pool + l->name;
+		int err = stp_image_lookup(p->img, l->dir, name, strlen(name), &l->ino);
+
+		if (err == -ENOENT)
+			l->ino = STP_PRIME_MISSING;
+		else if (err == -ENOBUFS)
+			p->nnames = i;
+		else if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int build_plan(struct stp_prime_plan *p)
+{
+	int err = p->hot_size ? find_hot_files(p) : 0;
+
+	if (!err && stp_image_meta_header(p->img)->lookup_count)
+		err = find_names(p);
+	/* the root's names need no walk: its path is empty */
+	if (!err && p->dir_path && p->dir_path[STP_ROOT_INO] == DIR_WANTED)
+		err = pool_add(p, "", 0, &p->dir_path[STP_ROOT_INO]);
+	if (!err && (p->nfiles || p->nnames))
 		err = stp_treewalk_tree(p->img, note_hot_path, p);
 	if (!err)
+		err = resolve_names(p);
+	if (!err && p->nfiles)
 		qsort(p->files, p->nfiles, sizeof(*p->files), cmp_first);
 	return err;
 }
 
-/* Entries: uint32 inode, uint16 path length, the path (no NUL), packed in messages. */
+/* Messages of entries being packed: uint32 inode, uint16 path length, the path (no NUL). */
+struct sender {
+	int fd, err;
+	uint8_t *buf;
+	size_t used;
+	size_t name_bytes; /* of the lookup table's paths so far */
+};
+
+static void send_entry(struct sender *s, uint32_t ino, const char *dir, const char *name)
+{
+	size_t dlen = strlen(dir), nlen = name ? strlen(name) : 0;
+	size_t len = dlen + (name && dlen) + nlen;
+
+	if (s->err || len >= PATH_MAX)
+		return;
+	if (s->used + 6 + len > STP_MSG_MAX) {
+		s->err = stp_msg_send(s->fd, STP_MSG_PRIME, s->buf, s->used);
+		s->used = 0;
+	}
+	memcpy(s->buf + s->used, &ino, 4);
+	memcpy(s->buf + s->used + 4, &(uint16_t){ (uint16_t)len }, 2);
+	memcpy(s->buf + s->used + 6, dir, dlen);
+	if (name && dlen)
+		s->buf[s->used + 6 + dlen] = '/';
+	memcpy(s->buf + s->used + 6 + len - nlen, name ? name : "", nlen);
+	s->used += 6 + len;
+}
+
+/* The hot files first, in the order of the region (the warmer pushes a file's pages
+ * only once it is known), then the lookup table's names in the order the start-up
+ * looked them up, their paths (directory and name) coming to at most
+ * STP_PRIME_NAME_BYTES. */
 static int send_entries(const struct stp_prime_plan *p, int fd)
 {
-	uint8_t *buf = malloc(STP_MSG_MAX);
-	size_t used = 0;
-	int err = buf ? 0 : -ENOMEM;
+	struct sender s = { fd, 0, malloc(STP_MSG_MAX), 0, 0 };
 
-	for (uint32_t i = 0; !err && i < p->nfiles; i++) {
-		const char *path = p->files[i].path == UINT32_MAX ? NULL : p->pool + p->files[i].path;
-		uint16_t len = path ? (uint16_t)strlen(path) : 0;
-		uint32_t ino = p->files[i].ino;
+	if (!s.buf)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->nfiles; i++)
+		if (p->files[i].path != UINT32_MAX)
+			send_entry(&s, p->files[i].ino, p->pool + p->files[i].path, NULL);
+	for (uint32_t i = 0; i < p->nnames; i++) {
+		const struct looked_up *l = &p->names[i];
+		const char *dir = p->dir_path[l->dir] >= DIR_WANTED ? NULL
+								    : p->pool + p->dir_path[l->dir];
+		const char *name = p->pool + p->names[i].name;
 
-		if (!path)
+		if (!dir) /* not reached by the walk */
 			continue;
-		if (used + 6 + len > STP_MSG_MAX) {
-			err = stp_msg_send(fd, STP_MSG_PRIME, buf, used);
-			used = 0;
-		}
-		memcpy(buf + used, &ino, 4);
-		memcpy(buf + used + 4, &len, 2);
-		memcpy(buf + used + 6, path, len);
-		used += 6 + len;
+		s.name_bytes += strlen(dir) + strlen(name) + 1;
+		if (s.name_bytes > STP_PRIME_NAME_BYTES)
+			break;
+		send_entry(&s, l->ino, dir, name);
 	}
-	if (!err && used)
-		err = stp_msg_send(fd, STP_MSG_PRIME, buf, used);
-	free(buf);
-	return err;
+	if (!s.err && s.used)
+		s.err = stp_msg_send(fd, STP_MSG_PRIME, s.buf, s.used);
+	free(s.buf);
+	return s.err;
 }
 
 int stp_prime_plan_build(const struct stp_image *img, struct stp_prime_plan **out)
@@ -166,8 +272,7 @@ int stp_prime_plan_build(const struct stp_image *img, struct stp_prime_plan **ou
 		return -ENOMEM;
 	p->img = img;
 	p->hot_size = stp_image_sb(img)->hot_size;
-	if (p->hot_size)
-		p->err = build_plan(p);
+	p->err = build_plan(p);
 	return p->err;
 }
 
@@ -187,6 +292,8 @@ void stp_prime_plan_free(struct stp_prime_plan *p)
 		return;
 	free(p->slot);
 	free(p->files);
+	free(p->names);
+	free(p->dir_path);
 	free(p->pool);
 	free(p);
 }
@@ -303,7 +410,8 @@ void stp_prime_list_free(struct stp_prime_list *l)
 }
 
 /* Looks PATH up under ROOT without leaving it: no symlink, no "..", no other mount is
- * followed (an O_PATH open sends no FUSE_OPEN). The file found must be image inode INO.
+ * followed (an O_PATH open sends no FUSE_OPEN). The file found must be image inode INO,
+ * or, for STP_PRIME_MISSING, none must be (the kernel then keeps a negative entry).
  * Returns 0 or a negative errno. */
 static int look_up(int root, const char *path, uint32_t ino)
 {
@@ -317,8 +425,10 @@ static int look_up(int root, const char *path, uint32_t ino)
 	int err = 0;
 
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &sb))
+		return ino == STP_PRIME_MISSING && errno == ENOENT ? 0 : -errno;
+	if (ino == STP_PRIME_MISSING)
+		err = -ESTALE;
+	else if (fstat(fd, &sb))
 		err = -errno;
 	else if (sb.st_ino != stp_fuseino_of(ino))
 		err = -ESTALE;

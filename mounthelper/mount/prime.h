@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Priming: once a mount with warming is live, every file of the hot region is looked up
- * through the mount, in the order the files come in the region, before mount returns. The
+ * Priming: once a mount with warming is live, every file of the hot region, in the
+ * order the files come in the region, then the names of the image's lookup table (those
+ * a recorded start-up looked up, found or not, in its order) are looked up through the
+ * mount before mount returns. The
  * kernel then knows those files before the application starts: its lookups of them are
  * answered from the dentry cache, and the warmer can push their pages into the page cache
  * as soon as their blocks are decoded (the kernel takes pages only for inodes it knows).
@@ -32,12 +34,12 @@ struct stp_image;
 struct stp_mount_opts;
 
 /* Whether a mount with these options primes: warming on and storing pages (priming only
- * lets the kernel take them), not asked not to, and a mounting process waits for it (not
- * -f). The
- * monitor and the daemon decide alike from the same options. */
+ * lets the kernel take them; never while recording, whose list would then hold priming's
+ * lookups), not asked not to, and a mounting process waits for it (not -f). The monitor
+ * and the daemon decide alike from the same options. */
 int stp_prime_wanted(const struct stp_mount_opts *o);
 
-/* Daemon side. Lists IMG's hot files and sends them to FD as PRIME messages, then
+/* Daemon side. Lists IMG's looked-up names and hot files and sends them to FD as PRIME messages, then
  * PRIME_END. The work is linear in the metadata (treewalk.h). -EUCLEAN when the walk
  * found the image damaged (PRIME_END is still sent), -ENOMEM, or a send error. */
 int stp_prime_send_plan(const struct stp_image *img, int fd);
@@ -65,6 +67,11 @@ size_t stp_prime_list_count(const struct stp_prime_list *l);
 
 #define STP_PRIME_MAX_FILES (1u << 20)
 #define STP_PRIME_MAX_BYTES (64u << 20)
+/* The paths of the lookup table's names sent, at most (STP_LOOKUP_MAX of them, each in a
+ * directory whose path may be long, could otherwise come to 256 MiB). */
+#define STP_PRIME_NAME_BYTES (8u << 20)
+/* The inode of an entry whose path must not exist. */
+#define STP_PRIME_MISSING UINT32_MAX
 
 /* Priming runs in a child of the monitor's (monitor.c opens MOUNTPOINT O_PATH as ROOT,
  * makes the DONE_FD pipe, forks, and kills the child at the deadline). In the child,

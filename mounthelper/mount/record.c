@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +31,25 @@ struct file_rec {
 	uint32_t n, cap;
 };
 
+/* A name looked up, in the order of its first lookup. */
+struct rec_lookup {
+	uint32_t dir;
+	char *name;
+};
+
+/* The names looked up: a list in order, and a hash set over it (indexes + 1, 0 free)
+ * kept at most half full so that a repeated lookup is found in a probe or two. */
+struct rec_lookups {
+	pthread_mutex_t lock;
+	struct rec_lookup *v;
+	uint32_t n, cap;
+	uint32_t *slots;
+	uint32_t nslots;
+};
+
 struct stp_recorder {
 	const struct stp_image *img;
+	struct rec_lookups names;
 	uint32_t ninodes;
 	struct file_rec *files;          /* by inode; each protected by its stripe */
 	pthread_mutex_t stripe[STRIPES];
@@ -53,6 +71,7 @@ int stp_record_new(const struct stp_image *img, struct stp_recorder **out)
 	}
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&r->stripe[i], NULL);
+	pthread_mutex_init(&r->names.lock, NULL);
 	*out = r;
 	return 0;
 }
@@ -65,6 +84,11 @@ void stp_record_free(struct stp_recorder *r)
 		free(r->files[i].ranges);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&r->stripe[i]);
+	for (uint32_t i = 0; i < r->names.n; i++)
+		free(r->names.v[i].name);
+	free(r->names.v);
+	free(r->names.slots);
+	pthread_mutex_destroy(&r->names.lock);
 	free(r->files);
 	free(r);
 }
@@ -124,18 +148,92 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 	pthread_mutex_unlock(lock);
 }
 
+static uint64_t lookup_hash(uint32_t dir, const char *name, size_t len)
+{
+	return stp_checksum(name, len) ^ (dir * 0x9e3779b97f4a7c15ull);
+}
+
+/* The slot of (DIR, NAME) in the set: where it is, or the free one where it would go. */
+static uint32_t *lookup_slot(const struct rec_lookups *l, uint32_t dir, const char *name,
+			     size_t len)
+{
+	uint32_t mask = l->nslots - 1, i = (uint32_t)lookup_hash(dir, name, len) & mask;
+
+	for (;; i = (i + 1) & mask) {
+		const struct rec_lookup *e = l->slots[i] ? &l->v[l->slots[i] - 1] : NULL;
+
+		if (!e || (e->dir == dir && !strncmp(e->name, name, len) && !e->name[len]))
+			return &l->slots[i];
+	}
+}
+
+/* Room for one more name: the list and a set at most half full. */
+static int lookups_grow(struct rec_lookups *l)
+{
+	if (l->n == l->cap) {
+		uint32_t cap = l->cap ? l->cap * 2 : 256;
+		struct rec_lookup *v = reallocarray(l->v, cap, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (2 * (l->n + 1) > l->nslots) {
+		uint32_t nslots = l->nslots ? l->nslots * 2 : 1024;
+		uint32_t *old = l->slots, oldn = l->nslots;
+
+		l->slots = calloc(nslots, sizeof(*l->slots));
+		if (!l->slots) {
+			l->slots = old;
+			return -ENOMEM;
+		}
+		l->nslots = nslots;
+		for (uint32_t i = 0; i < oldn; i++)
+			if (old[i]) {
+				const struct rec_lookup *e = &l->v[old[i] - 1];
+
+				*lookup_slot(l, e->dir, e->name, strlen(e->name)) = old[i];
+			}
+		free(old);
+	}
+	return 0;
+}
+
+void stp_record_lookup(struct stp_recorder *r, uint32_t dir, const char *name, size_t len)
+{
+	struct rec_lookups *l;
+	uint32_t *slot;
+	char *copy;
+
+	if (!r || dir >= r->ninodes || !len)
+		return;
+	l = &r->names;
+	pthread_mutex_lock(&l->lock);
+	/* out of memory, or past the most an image keeps: the list misses a name */
+	if (l->n < STP_LOOKUP_MAX && !lookups_grow(l) &&
+	    !*(slot = lookup_slot(l, dir, name, len)) && (copy = strndup(name, len))) {
+		l->v[l->n++] = (struct rec_lookup){ dir, copy };
+		*slot = l->n;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
 /* Paths of the recorded inodes, by inode. */
 struct named {
 	const struct stp_recorder *r;
 	char **paths;
+	uint8_t *dirs; /* by inode: a name was looked up in it */
 };
 
-/* The first path of each recorded inode (a hard link has several). */
+/* The first path of each recorded file (a hard link has several), and the path of
+ * every directory a name was looked up in. */
 static int note_path(void *ctx, const struct stp_tree_entry *e)
 {
 	struct named *nm = ctx;
+	int wanted = e->dtype == DT_DIR ? nm->dirs[e->ino] : nm->r->files[e->ino].n != 0;
 
-	if (e->dtype == DT_DIR || !nm->r->files[e->ino].n || nm->paths[e->ino])
+	if (!wanted || nm->paths[e->ino])
 		return 0;
 	nm->paths[e->ino] = strdup(e->path);
 	return nm->paths[e->ino] ? 0 : -ENOMEM;
@@ -200,14 +298,35 @@ static int write_lines(const struct stp_recorder *r, char **paths, FILE *f)
 	return 0;
 }
 
+/* The lookup lines: the directory's path, then the name (the root's names alone). */
+static void write_lookups(const struct stp_recorder *r, char **paths, FILE *f)
+{
+	char path[PATH_MAX];
+
+	for (uint32_t i = 0; i < r->names.n; i++) {
+		const struct rec_lookup *e = &r->names.v[i];
+		const char *dir = e->dir == STP_ROOT_INO ? "" : paths[e->dir];
+
+		if (!dir || snprintf(path, sizeof(path), "%s%s%s", dir, *dir ? "/" : "",
+				     e->name) >= (int)sizeof(path))
+			continue;
+		stp_hotlist_put_lookup(f, path); /* fclose reports */
+	}
+}
+
 int stp_record_write(struct stp_recorder *r, int fd)
 {
-	struct named nm = { r, calloc(r->ninodes ? r->ninodes : 1, sizeof(char *)) };
+	size_t slots = r->ninodes ? r->ninodes : 1;
+	struct named nm = { r, calloc(slots, sizeof(char *)), calloc(slots, 1) };
 	FILE *f = NULL;
 	char *text = NULL;
 	size_t len = 0;
-	int rc = nm.paths ? stp_treewalk_tree(r->img, note_path, &nm) : -ENOMEM;
+	int rc = nm.paths && nm.dirs ? 0 : -ENOMEM;
 
+	for (uint32_t i = 0; !rc && i < r->names.n; i++)
+		nm.dirs[r->names.v[i].dir] = 1;
+	if (!rc)
+		rc = stp_treewalk_tree(r->img, note_path, &nm);
 	if (rc)
 		goto out;
 	/* built in memory, then written with write(): the sandbox allows little else */
@@ -217,11 +336,14 @@ int stp_record_write(struct stp_recorder *r, int fd)
 		goto out;
 	}
 	rc = write_lines(r, nm.paths, f);
+	if (!rc)
+		write_lookups(r, nm.paths, f);
 	rc = fclose(f) || rc ? -ENOMEM : stp_write_full(fd, text, len);
 out:
 	free(text);
 	for (uint32_t i = 0; nm.paths && i < r->ninodes; i++)
 		free(nm.paths[i]);
 	free(nm.paths);
+	free(nm.dirs);
 	return rc;
 }

@@ -5,14 +5,18 @@
  * reads: a path (backslash escapes for \\, tab and newline), then a tab and the ranges
  * read as START-END (END exclusive, page-aligned), comma-separated, in the order they
  * were first read; one line per run of ranges of one file, so a file read again after
- * others is listed again. Ranges that touch or meet are merged into the earliest.
+ * others is listed again. Ranges that touch or meet are merged into the earliest. Then
+ * the names the workload looked up, found or not, each once, in the order of its first
+ * lookup, as lookup lines (hotlist.h): at most STP_LOOKUP_MAX of them, the first.
  *
- * stp_record_read() is thread-safe and cheap (one striped lock, ranges merged in place);
- * the rest is not thread-safe. Functions return 0 or a negative errno.
+ * stp_record_read() and stp_record_lookup() are thread-safe and cheap (a striped lock,
+ * ranges merged in place; one lock and a hash probe per lookup); the rest is not
+ * thread-safe. Functions return 0 or a negative errno.
  */
 #ifndef STP_RECORD_H
 #define STP_RECORD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct stp_image;
@@ -24,6 +28,9 @@ void stp_record_free(struct stp_recorder *r);
 
 /* A read of LEN bytes at OFF of regular file INO (image inode number). */
 void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_t len);
+
+/* A lookup of NAME (LEN bytes) in directory DIR (image inode number), whatever it found. */
+void stp_record_lookup(struct stp_recorder *r, uint32_t dir, const char *name, size_t len);
 
 /* Writes the hot list to FD (opened before the sandbox closed the file system), which
  * stays open. */

@@ -111,6 +111,7 @@ static const struct { uint64_t bit; const char *name; } known[] = {
 	{ STP_FEAT_INCOMPAT_META_PAGES, "meta-pages" },
 	{ STP_FEAT_INCOMPAT_HOT_BLOCKS, "hot-blocks" },
 	{ STP_FEAT_INCOMPAT_BCJ_RELATIVE, "bcj-relative" },
+	{ STP_FEAT_INCOMPAT_LOOKUPS, "lookups" },
 };
 
 static void print_features(const struct stp_superblock *sb)
@@ -171,6 +172,9 @@ static void print_superblock(const struct stp_image *img)
 		printf("%-18s %" PRIu64 " of %s, then blocks of the block size\n", "hot blocks:",
 		       stp_sb_hot_blocks(sb), stp_human_size(1ull << sb->hot_block_log, h, sizeof(h)));
 	}
+	if (stp_image_meta_header(img)->lookup_count)
+		printf("%-18s %u names, looked up at mount\n", "lookups:",
+		       stp_image_meta_header(img)->lookup_count);
 	printf("%-18s %u\n", "inodes:", sb->inode_count);
 	print_signer(img);
 }

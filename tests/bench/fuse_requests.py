@@ -38,6 +38,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import mounts  # noqa: E402 (the mount table through libmount)
 
 TRACEFS = "/sys/kernel/tracing"
+# a trace instance of our own (instances/NAME), so that another tracer's settings and
+# ours do not mix; made in main, removed at the end
+trace_root = TRACEFS
 EVENTS = ("fuse_request_send", "fuse_request_end")
 LINE = re.compile(r"\s(\d+\.\d+): fuse_request_(send|end): connection \d+ req (\d+)"
                   r"(?: opcode \d+ \((\w+)\))?")
@@ -108,7 +111,7 @@ def report_decode(before, after, hot_blocks, rows):
 
 
 def event_path(name, leaf):
-    return os.path.join(TRACEFS, "events", "fuse", name, leaf)
+    return os.path.join(trace_root, "events", "fuse", name, leaf)
 
 
 def write(path, text):
@@ -124,8 +127,8 @@ def connection_of(mount):
 
 def overruns():
     total = 0
-    for cpu in os.listdir(os.path.join(TRACEFS, "per_cpu")):
-        with open(os.path.join(TRACEFS, "per_cpu", cpu, "stats")) as f:
+    for cpu in os.listdir(os.path.join(trace_root, "per_cpu")):
+        with open(os.path.join(trace_root, "per_cpu", cpu, "stats")) as f:
             for line in f:
                 if line.startswith("overrun:"):
                     total += int(line.split()[1])
@@ -134,7 +137,7 @@ def overruns():
 
 def traced_run(conn, command, sampler=None):
     """Runs COMMAND with the events on; returns (seconds, exit status, trace text, lost)."""
-    write(os.path.join(TRACEFS, "trace"), "")
+    write(os.path.join(trace_root, "trace"), "")
     lost0 = overruns()
     for name in EVENTS:
         write(event_path(name, "filter"), "connection == %d" % conn)
@@ -153,7 +156,7 @@ def traced_run(conn, command, sampler=None):
         for name in EVENTS:
             write(event_path(name, "enable"), "0")
             write(event_path(name, "filter"), "0")
-    with open(os.path.join(TRACEFS, "trace")) as f:
+    with open(os.path.join(trace_root, "trace")) as f:
         text = f.read()
     return seconds, status, text, overruns() - lost0
 
@@ -212,6 +215,16 @@ def main():
     if not os.path.exists(event_path(EVENTS[0], "enable")):
         sys.exit("fuse_requests: %s has no fuse events (a recent kernel, tracefs "
                  "mounted, and root are needed)" % TRACEFS)
+    global trace_root
+    trace_root = os.path.join(TRACEFS, "instances", "fuse-requests-%d" % os.getpid())
+    os.mkdir(trace_root)
+    try:
+        run_measured(a, command)
+    finally:
+        os.rmdir(trace_root)
+
+
+def run_measured(a, command):
     mount = os.path.realpath(a.mount)
     stipple = os.environ.get("STIPPLE", "stipple")
     if a.image:

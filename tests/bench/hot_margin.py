@@ -45,6 +45,8 @@ def read_list(tree, path):
             if not line or line.startswith("#"):
                 continue
             name, _, ranges = line.partition("\t")
+            if ranges == "lookup":  # a name looked up, nothing read
+                continue
             name = unescape(name)
             full = os.path.join(tree, name)
             if not os.path.isfile(full):

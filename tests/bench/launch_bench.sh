@@ -144,8 +144,9 @@ if [ ! -f "$work/hot.txt" ]; then
 	umount "$mnt"
 	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done # the list is written on exit
 fi
-# whole files, each once, in the order of its first line (a file read again is listed again)
-cut -f1 "$work/hot.txt" | awk '!seen[$0]++' >"$work/hot-whole.txt"
+# whole files, each once, in the order of its first line (a file read again is listed
+# again); not the names only looked up
+awk -F'\t' '$2 != "lookup" && !seen[$1]++ { print $1 }' "$work/hot.txt" >"$work/hot-whole.txt"
 [ -f "$work/hot.stp" ] || "$mk" -q "${mk_args[@]}" --hot-list "$work/hot.txt" "$tree" "$work/hot.stp"
 if want variants; then
 	[ -f "$work/hot-whole.stp" ] || "$mk" -q "${mk_args[@]}" --hot-list "$work/hot-whole.txt" "$tree" "$work/hot-whole.stp"
@@ -306,7 +307,7 @@ printf 'kernel file systems: - (their page cache is not counted)\n'
 printf 'images: '
 ls -lL "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }' # -L: images may be links
 printf '\nhot list: %s files, %s recorded (whole files at their size), hot region %s\n' \
-	"$(wc -l <"$work/hot.txt")" "$(hot_list_bytes "$tree" "$work/hot.txt" | numfmt --to=iec)" \
+	"$(grep -cv $'\tlookup$' "$work/hot.txt")" "$(hot_list_bytes "$tree" "$work/hot.txt" | numfmt --to=iec)" \
 	"$("$st" info "$work/hot.stp" | sed -n 's/^hot region: *\([0-9]*\).*/\1/p' | numfmt --to=iec)"
 if want stipple; then
 	printf 'stipple daemon memory: peak %.0f MiB, settled %.0f MiB (block %s)\n' "$st_peak" \

@@ -5,7 +5,7 @@
 # in OUT/KIND.txt, and prints one table of the ratios to the plain folder (medians of
 # RUNS interleaved rounds, see launch_bench.sh for how each is taken).
 #
-# Each tree's images and recorded hot list live in /var/tmp/stipple-launch-KIND (WORK) and are
+# Each tree's images and recorded hot list live in /var/tmp/stipple-launch-KIND and are
 # reused as they are: RUNS=0 prepares what is missing (assembles the tree, builds, records
 # the hot list with one launch, rebuilds with it) and times nothing, so that a later run
 # only times.
@@ -13,6 +13,10 @@
 # The hot list is recorded from an image at --level 3 (RECORD_LEVEL, quicker to build; the
 # list names file ranges, which the level does not change); the images timed are built at
 # mkstipple's defaults.
+#
+# WORKROOT=/var/tmp/stipple-names uses /var/tmp/stipple-names-KIND instead (images and
+# hot lists prepared apart, say by a builder whose images older readers cannot mount),
+# with the tree of /var/tmp/stipple-launch-KIND when that directory has none.
 #
 # TABLE=1 times nothing and prints the table from the reports already in OUT.
 # TRACE=1 times nothing but traces each prepared tree with fuse_requests.py (OUT/KIND.trace):
@@ -23,13 +27,16 @@
 # usage: tests/bench/launch_six.sh
 #   env: RUNS=5 KINDS="gcc jvm clang node office ruby" OUT=/var/tmp/launch-six
 #        ONLY="stipple erofs" RECORD_LEVEL=3 STIPPLE_BUILD=build (passed on to
-#        launch_bench.sh) WORK=/var/tmp/stipple-launch (each tree's folder is WORK-KIND)
+#        launch_bench.sh) WORKROOT=/var/tmp/stipple-launch (each tree's work folder is
+#        WORKROOT-KIND; WORK= is the same setting)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 kinds=${KINDS:-gcc jvm clang node office ruby}
 out=${OUT:-/var/tmp/launch-six}
-work_prefix=${WORK:-/var/tmp/stipple-launch}
+workroot=${WORKROOT:-${WORK:-/var/tmp/stipple-launch}}
+# the tree of KIND: its work directory's, else the shared one's
+tree_of() { if [ -d "$workroot-$1/tree" ]; then echo "$workroot-$1/tree"; else echo "/var/tmp/stipple-launch-$1/tree"; fi; }
 export RUNS=${RUNS:-5} ONLY=${ONLY:-stipple erofs} RECORD_LEVEL=${RECORD_LEVEL:-3}
 mkdir -p "$out"
 
@@ -39,7 +46,7 @@ if [ -n "${TRACE:-}" ]; then
 	mnt=/var/tmp/launch-six-trace-mnt
 	mkdir -p "$mnt"
 	for kind in $kinds; do
-		work=$work_prefix-$kind
+		work=$workroot-$kind
 		[ -f "$work/hot.stp" ] || { echo "launch_six: $kind is not prepared (RUNS=0)" >&2; continue; }
 		echo "launch_six: tracing $kind ($(date -u +%H:%M:%S))" >&2
 		run=("$here/launch_one.sh" "$kind" "$mnt")
@@ -59,7 +66,8 @@ fi
 for kind in $kinds; do
 	[ -z "${TABLE:-}" ] || break
 	echo "launch_six: $kind ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-	TREE_KIND=$kind "$here/launch_bench.sh" "$work_prefix-$kind" >"$out/$kind.txt" 2>"$out/$kind.log" || {
+	TREE=$(tree_of "$kind") TREE_KIND=$kind "$here/launch_bench.sh" "$workroot-$kind" \
+		>"$out/$kind.txt" 2>"$out/$kind.log" || {
 		echo "launch_six: $kind failed, see $out/$kind.log" >&2
 		continue
 	}

@@ -32,6 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(inside(h.xattr_off, h.xattr_count, STP_XATTR_SIZE, size));
 	FUZZ_ASSERT(inside(h.block_off, h.block_count, STP_BLOCKENT_SIZE, size));
 	FUZZ_ASSERT(inside(h.strings_off, h.strings_size, 1, size));
+	/* no lookup table (both 0), or one of at most STP_LOOKUP_MAX records inside */
+	FUZZ_ASSERT((!h.lookup_count && !h.lookup_off) ||
+		    (h.lookup_count <= STP_LOOKUP_MAX &&
+		     inside(h.lookup_off, h.lookup_count, STP_LOOKUP_SIZE, size)));
 	stp_meta_header_encode(&h, again);
 	FUZZ_ASSERT(stp_meta_header_decode(again, size, &h2) == 0);
 	FUZZ_ASSERT(!memcmp(&h, &h2, sizeof(h)));

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: both halves of the priming plan (mounthelper/mount/prime.c) on an image
- * opened from arbitrary bytes. The daemon's half lists the hot files and sends them on a
+ * opened from arbitrary bytes. The daemon's half lists the looked-up names (the lookup
+ * table's) and the hot files and sends them on a
  * socket pair, as it does to the monitor; a second thread receives them as the monitor
  * does (stp_msg_recv, stp_prime_list_add), which must accept everything the daemon sends:
- * a well-formed plan of relative paths, each naming a hot regular file of the image.
+ * a well-formed plan of relative paths, each naming a hot regular file or a looked-up
+ * name of the image.
  */
 #include <errno.h>
 #include <pthread.h>

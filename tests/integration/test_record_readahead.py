@@ -71,9 +71,12 @@ def read_ahead_kb(mnt):
 
 
 def parse(raw):
+    """The files read and their ranges; not the names only looked up."""
     out = {}
     for line in raw.decode().splitlines():
         path, _, ranges = line.partition("\t")
+        if ranges == "lookup":
+            continue
         out[path] = [tuple(map(int, r.split("-"))) for r in ranges.split(",")] if ranges else None
     return out
 

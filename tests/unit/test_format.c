@@ -179,8 +179,8 @@ static void test_sb_rejects(void)
 
 	/* Valid but unsupported: named by the bit that is not known. */
 	CHECK_EQ(decode_changed(8, 2, 4, 1, &bad), -EPROTONOSUPPORT);    /* version too new */
-	CHECK_EQ(decode_changed(32, 0x43, 8, 1, &bad), -EPROTONOSUPPORT);
-	CHECK_EQ(bad, 1ull << 6);
+	CHECK_EQ(decode_changed(32, 0x83, 8, 1, &bad), -EPROTONOSUPPORT);
+	CHECK_EQ(bad, 1ull << 7);
 	CHECK_EQ(decode_changed(32, 0x8000000000000003ull, 8, 1, &bad), -EPROTONOSUPPORT);
 	CHECK_EQ(bad, 1ull << 63);
 	CHECK_EQ(decode_changed(24, 0x10, 8, 1, &bad), -EPROTONOSUPPORT); /* ro_compat */
@@ -556,7 +556,8 @@ static void test_sb_bounds(void)
 /* Metadata header: magic 0 (4) "META", inode_count 4, dirent_count 8, extent_count 12,
  * xattr_count 16, block_count 20 (u32 each), strings_size 24 (8), then the offsets of
  * the inode 32, dirent 40, extent 48, xattr 56, block 64 and string 72 tables (u64),
- * reserved 80..95 zero. */
+ * lookup_count 80 (u32), reserved 84..87 zero, lookup_off 88 (u64); no lookup table
+ * here: both 0. */
 static const struct stp_meta_header golden_mh = {
 	.inode_count = 3, .dirent_count = 2, .extent_count = 1, .xattr_count = 4,
 	.block_count = 5, .strings_size = 0x21,
@@ -626,8 +627,66 @@ static void test_meta_header(void)
 	CHECK_EQ(mh_decode_changed(64, ~7ull, 8, GOLDEN_META_LEN), -EUCLEAN);   /* wraps */
 	CHECK_EQ(mh_decode_changed(4, 0xffffffff, 4, GOLDEN_META_LEN), -EUCLEAN); /* count */
 	CHECK_EQ(mh_decode_changed(24, ~0ull, 8, GOLDEN_META_LEN), -EUCLEAN);
-	CHECK_EQ(mh_decode_changed(80, 1, 1, GOLDEN_META_LEN), -EUCLEAN);  /* reserved 80.. */
-	CHECK_EQ(mh_decode_changed(95, 1, 1, GOLDEN_META_LEN), -EUCLEAN);  /* ..95 */
+	CHECK_EQ(mh_decode_changed(84, 1, 1, GOLDEN_META_LEN), -EUCLEAN);  /* reserved 84.. */
+	CHECK_EQ(mh_decode_changed(87, 1, 1, GOLDEN_META_LEN), -EUCLEAN);  /* ..87 */
+	/* a count without a table, or a table outside the metadata */
+	CHECK_EQ(mh_decode_changed(80, 1, 4, GOLDEN_META_LEN), -EUCLEAN);
+	CHECK_EQ(mh_decode_changed(88, 520, 8, GOLDEN_META_LEN), 0);       /* 0 records */
+	CHECK_EQ(mh_decode_changed(88, 524, 8, GOLDEN_META_LEN), -EUCLEAN); /* unaligned */
+	CHECK_EQ(mh_decode_changed(88, 1ull << 40, 8, GOLDEN_META_LEN), -EUCLEAN);
+}
+
+/* The golden header with a lookup table: 2 records at 560, after the strings. */
+static void test_meta_header_lookups(void)
+{
+	struct stp_meta_header mh = golden_mh, h;
+	uint8_t want[STP_META_HDR_SIZE], got[STP_META_HDR_SIZE], in[STP_META_HDR_SIZE];
+	const size_t len = 560 + 2 * STP_LOOKUP_SIZE;
+
+	memcpy(want, golden_mh_bytes, sizeof(want));
+	want[80] = 0x02;
+	want[88] = 0x30;
+	want[89] = 0x02;
+	mh.lookup_count = 2;
+	mh.lookup_off = 560;
+	memset(got, 0xaa, sizeof(got));
+	stp_meta_header_encode(&mh, got);
+	check_bytes("metadata header with lookups", got, want, sizeof(want));
+	memset(&h, 0x5a, sizeof(h));
+	CHECK_EQ(stp_meta_header_decode(want, len, &h), 0);
+	CHECK_EQ(h.lookup_count, 2);
+	CHECK_EQ(h.lookup_off, 560);
+	CHECK_EQ(stp_meta_header_decode(want, len - 1, &h), -EUCLEAN);     /* cut */
+	/* at most STP_LOOKUP_MAX records, whatever room the metadata has */
+	memcpy(in, want, sizeof(in));
+	put_le(in, 80, STP_LOOKUP_MAX, 4);
+	CHECK_EQ(stp_meta_header_decode(in, 560 + STP_LOOKUP_MAX * STP_LOOKUP_SIZE, &h), 0);
+	put_le(in, 80, STP_LOOKUP_MAX + 1, 4);
+	CHECK_EQ(stp_meta_header_decode(in, 560 + (STP_LOOKUP_MAX + 1) * STP_LOOKUP_SIZE, &h),
+		 -EUCLEAN);
+}
+
+/* Lookup: dir 0 (u32), name_off 4 (u32), name_len 8 (u16), reserved 10..11 zero. */
+static void test_lookup(void)
+{
+	const struct stp_lookup l = { .dir = 0x01020304, .name_off = 0xa0b0c0, .name_len = 255 };
+	static const uint8_t want[STP_LOOKUP_SIZE] = {
+		0x04, 0x03, 0x02, 0x01, 0xc0, 0xb0, 0xa0, 0x00, 0xff, 0x00, 0x00, 0x00,
+	};
+	uint8_t got[STP_LOOKUP_SIZE], bad[STP_LOOKUP_SIZE];
+	struct stp_lookup back;
+
+	memset(got, 0xaa, sizeof(got));
+	stp_lookup_encode(&l, got);
+	check_bytes("lookup", got, want, sizeof(want));
+	memset(&back, 0x5a, sizeof(back));
+	CHECK_EQ(stp_lookup_decode(want, &back), 0);
+	CHECK_EQ(back.dir, l.dir);
+	CHECK_EQ(back.name_off, l.name_off);
+	CHECK_EQ(back.name_len, l.name_len);
+	memcpy(bad, want, sizeof(bad));
+	bad[11] = 1;
+	CHECK_EQ(stp_lookup_decode(bad, &back), -EUCLEAN);
 }
 
 /* Inode: mode 0, uid 4, gid 8, nlink 12 (u32), mtime_sec 16 (s64), mtime_nsec 24,
@@ -1055,6 +1114,8 @@ int main(void)
 	RUN(test_sb_bcj_relative);
 	RUN(test_sighdr);
 	RUN(test_meta_header);
+	RUN(test_meta_header_lookups);
+	RUN(test_lookup);
 	RUN(test_inode);
 	RUN(test_dirent);
 	RUN(test_extent);

@@ -123,11 +123,44 @@ static void test_ranges(void)
 	}
 }
 
+/* A lookup line: the path escaped as any other, then a TAB and "lookup"; read back, the
+ * path is whole and the rest marks it. A range line is never taken for one. */
+static void test_lookup_lines(void)
+{
+	static const char *const paths[] = { "lib/node_modules", "a\tb/c\nd\\e", "lookup" };
+	char line[64], *text = NULL, *rest;
+	size_t len = 0, i = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		abort();
+	for (size_t k = 0; k < sizeof(paths) / sizeof(*paths); k++)
+		CHECK(stp_hotlist_put_lookup(f, paths[k]) == 0);
+	fclose(f);
+	CHECK(!strcmp(text, "lib/node_modules\tlookup\na\\tb/c\\nd\\\\e\tlookup\nlookup\tlookup\n"),
+	      "written as '%s'", text);
+	for (char *p = text, *nl; i < 3 && (nl = strchr(p, '\n')); p = nl + 1, i++) {
+		*nl = 0;
+		rest = stp_hotlist_split(p);
+		CHECK(stp_hotlist_is_lookup(rest));
+		CHECK(!strcmp(p, paths[i]), "path read back as '%s'", p);
+	}
+	CHECK(i == 3);
+	free(text);
+	strcpy(line, "lookup\t0-4096");
+	CHECK(!stp_hotlist_is_lookup(stp_hotlist_split(line)));
+	strcpy(line, "lookup");
+	CHECK(!stp_hotlist_is_lookup(stp_hotlist_split(line)));
+	strcpy(line, "x\tlookups");
+	CHECK(!stp_hotlist_is_lookup(stp_hotlist_split(line)));
+}
+
 int main(void)
 {
 	RUN(test_plain_paths);
 	RUN(test_escaped_paths);
 	RUN(test_split_by_hand);
 	RUN(test_ranges);
+	RUN(test_lookup_lines);
 	return tap_done();
 }

@@ -24,6 +24,7 @@ expect_in_tree() { # TREE WHAT TEXT
 # Bytes a hot list names: the sum of its ranges, a file listed without ranges at its size.
 hot_list_bytes() { # TREE LIST
 	awk -F'\t' -v tree="$1" '
+	$2 == "lookup" { next }
 	$2 == "" { f = tree "/" $1; "stat -c %s \"" f "\"" | getline n; close("stat -c %s \"" f "\""); s += n; next }
 	{ n = split($2, r, ","); for (i = 1; i <= n; i++) { split(r[i], e, "-"); s += e[2] - e[1] } }
 	END { printf "%.0f\n", s }' "$2"

@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: MIT
+"""The names a start-up looks up, found or not, are recorded, kept in the image and
+looked up at mount (issue 32, item 1): a walk that stats directories and probes names
+that do not exist, recorded once, then repeated on a fresh mount of the image built
+with that list, sends no LOOKUP to the daemon. The requests are counted by the kernel's
+own FUSE trace events (tracefs, an instance of our own), not by the daemon; the walk's
+answers are checked against the source tree. An image whose lookup table is too long or
+damaged is refused or checked, and its mount still answers correctly."""
+
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import MKSTIPPLE, STIPPLE, build_image, mount_image, run
+from imageutil import META_FIELDS, CraftedImage
+from test_record_readahead import daemon_pid, wait_gone
+
+TRACEFS = "/sys/kernel/tracing"
+LOOKUP_SIZE = 12      # stipple(5): a lookup table record
+LOOKUP_MAX = 65536    # common/format.h STP_LOOKUP_MAX
+
+# What the start-up does, relative to its root: directories it stats, names it probes
+# that are not there (beside ones that are), and one file it reads.
+STATS = ["lib", "lib/node_modules/pkg", "lib/node_modules/pkg/sub", "share/doc"]
+PROBES = ["lib/node_modules/pkg/index.json", "lib/node_modules/pkg/index.node",
+          "lib/node_modules/pkg/index.js", "lib/node_modules/missing", "share/nothing",
+          "share/doc/README", "nope"]
+READS = ["lib/node_modules/pkg/index.js"]
+
+WALK = r"""
+import os, sys
+root, stats, probes, reads = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+out = []
+for p in filter(None, stats.split(",")):
+    st = os.stat(os.path.join(root, p))
+    out.append("stat %s %o" % (p, st.st_mode))
+for p in filter(None, probes.split(",")):
+    try:
+        st = os.stat(os.path.join(root, p))
+        out.append("found %s %o %d" % (p, st.st_mode, st.st_size))
+    except FileNotFoundError:
+        out.append("missing %s" % p)
+for p in filter(None, reads.split(",")):
+    with open(os.path.join(root, p), "rb") as f:
+        out.append("read %s %d" % (p, len(f.read())))
+print("\n".join(out))
+"""
+
+
+def make_tree(d):
+    tree = d / "tree"
+    pkg = tree / "lib" / "node_modules" / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (tree / "share" / "doc").mkdir(parents=True)
+    (pkg / "index.js").write_bytes(b"module.exports = 42;\n" * 300)
+    (pkg / "index.json").write_text("{}\n")
+    (tree / "share" / "doc" / "README").write_text("hello\n")
+    for i in range(20):
+        (tree / "lib" / ("other%d" % i)).write_bytes(os.urandom(5000))
+    return tree
+
+
+def walk(root):
+    """Runs the start-up from ROOT: its answers, one a line."""
+    r = subprocess.run([sys.executable, "-c", WALK, os.fspath(root), ",".join(STATS),
+                        ",".join(PROBES), ",".join(READS)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def traced(mnt, fn):
+    """Runs FN with the kernel's fuse_request_send event on for MNT's connection, in a
+    trace instance of our own; returns FN's result and the opcodes sent, counted."""
+    events = os.path.join(TRACEFS, "events", "fuse", "fuse_request_send")
+    if not os.path.exists(events):
+        pytest.skip("the kernel has no FUSE trace events")
+    inst = os.path.join(TRACEFS, "instances", "stipple-lookups-%d" % os.getpid())
+    os.mkdir(inst)
+    try:
+        ev = os.path.join(inst, "events", "fuse", "fuse_request_send")
+        st = os.stat(mnt)
+        with open(os.path.join(ev, "filter"), "w") as f:
+            f.write("connection == %d" % ((os.major(st.st_dev) << 20) | os.minor(st.st_dev)))
+        with open(os.path.join(ev, "enable"), "w") as f:
+            f.write("1")
+        try:
+            result = fn()
+        finally:
+            with open(os.path.join(ev, "enable"), "w") as f:
+                f.write("0")
+        with open(os.path.join(inst, "trace")) as f:
+            text = f.read()
+    finally:
+        os.rmdir(inst)
+    counts = {}
+    for op in re.findall(r"fuse_request_send: .*\((\w+)\)", text):
+        counts[op] = counts.get(op, 0) + 1
+    return result, counts
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The tree, a plain image of it, and the hot list one recording mount wrote."""
+    d = tmp_path_factory.mktemp("lookups")
+    tree = make_tree(d)
+    base = build_image(tree, d / "base.stp", "--level", "1")
+    hot = d / "hot.list"
+    with mount_image(base, None, "--record", str(hot)) as mnt:
+        pid = daemon_pid(mnt)
+        walk(mnt)
+    wait_gone(pid)
+    return d, tree, hot
+
+
+def lookup_lines(hot):
+    return [l.split("\t")[0] for l in hot.read_text().splitlines() if l.endswith("\tlookup")]
+
+
+@pytest.mark.needs_root
+def test_recording_lists_each_name_looked_up_once_in_order(recorded):
+    """Every directory on the way, every name probed (found or not), once, in the order
+    the walk first met it."""
+    _, _, hot = recorded
+    names = lookup_lines(hot)
+    assert len(names) == len(set(names)), names
+    for p in STATS + PROBES + READS:
+        assert p in names, (p, names)
+    assert names.index("share/nothing") > names.index("lib/node_modules/missing")
+    assert names.index("lib/node_modules/pkg") < names.index("lib/node_modules/pkg/sub")
+    # the file read still has its ranges line, before the lookups
+    ranges = [l for l in hot.read_text().splitlines() if not l.endswith("\tlookup")]
+    assert ranges and ranges[0].startswith("lib/node_modules/pkg/index.js\t0-")
+
+
+@pytest.mark.needs_root
+def test_primed_walk_sends_no_lookup(recorded):
+    """On a fresh mount of the image built with the list, once mount returned (priming
+    done), the walk's every answer is the source tree's and the kernel sends the daemon
+    no LOOKUP. The same image without the lookup lines, as control, sends some."""
+    d, tree, hot = recorded
+    want = walk(tree)
+    plain = d / "ranges.list"
+    plain.write_text("".join(l + "\n" for l in hot.read_text().splitlines()
+                             if not l.endswith("\tlookup")))
+    images = {"with": build_image(tree, d / "with.stp", "--level", "1", "--hot-list", hot),
+              "without": build_image(tree, d / "without.stp", "--level", "1",
+                                     "--hot-list", plain)}
+    info = run([STIPPLE, "info", images["with"]]).stdout
+    assert re.search(r"^lookups:\s+%d names" % len(lookup_lines(hot)), info, re.M), info
+    info = run([STIPPLE, "info", images["without"]]).stdout
+    assert not re.search(r"^lookups:|^features:.*lookups", info, re.M), info
+    counts = {}
+    for kind, image in images.items():
+        with mount_image(image, None, "--warm-workers", "2") as mnt:
+            got, counts[kind] = traced(mnt, lambda: walk(mnt))
+        assert got == want, (kind, got, want)
+    assert counts["with"].get("FUSE_LOOKUP", 0) == 0, counts
+    assert counts["without"].get("FUSE_LOOKUP", 0) >= len(PROBES), counts
+
+
+@pytest.mark.needs_root
+def test_old_lists_build_as_before(recorded):
+    """A hot list without lookup lines builds the image it built before the table
+    existed: no feature bit, header fields 0."""
+    d, tree, hot = recorded
+    plain = d / "old.list"
+    plain.write_text("".join(l + "\n" for l in hot.read_text().splitlines()
+                             if not l.endswith("\tlookup")))
+    image = build_image(tree, d / "old.stp", "--level", "1", "--hot-list", plain)
+    img = CraftedImage(image)
+    assert img.meta[80:96] == bytes(16)
+    feat = struct.unpack_from("<Q", img.data, 32)[0]
+    assert not feat & (1 << 6)
+
+
+def with_table(src, dst, records, count=None, pad=0):
+    """SRC's metadata with a lookup table of RECORDS ((dir, name bytes) pairs; a name is
+    appended to the string pool) and COUNT in the header (default: their number),
+    PAD zero bytes of room after the records."""
+    img = CraftedImage(src)
+    strings = bytearray()
+    recs = bytearray()
+    base = img.header("strings_size")
+    for dir_ino, name in records:
+        recs += struct.pack("<IIHH", dir_ino, base + len(strings), len(name), 0)
+        strings += name
+    # the pool stays last: grow it, then the table after it (8-aligned)
+    img.meta += strings
+    struct.pack_into(META_FIELDS["strings_size"][1], img.meta, META_FIELDS["strings_size"][0],
+                     base + len(strings))
+    img.meta += bytes(-len(img.meta) % 8)
+    off = len(img.meta)
+    img.meta += recs + bytes(pad)
+    struct.pack_into("<I", img.meta, 80, len(records) if count is None else count)
+    struct.pack_into("<Q", img.meta, 88, off)
+    data = img.data
+    struct.pack_into("<Q", data, 32, struct.unpack_from("<Q", data, 32)[0] | 1 << 6)
+    return img.write(dst)
+
+
+@pytest.mark.needs_root
+def test_hostile_lookup_tables(recorded, tmp_path):
+    """Past 65536 records the image is refused; a record naming a file as its directory,
+    or a name with a slash, is damage stipple check reports, and a mount of it primes
+    nothing of the table but answers every lookup from the tree."""
+    d, tree, _ = recorded
+    src = build_image(tree, tmp_path / "src.stp", "--level", "1", "--no-meta-pages")
+    img = CraftedImage(src)
+    lib = img.lookup("lib")
+    index_js = img.lookup("lib/node_modules/pkg/index.js")
+
+    ok = with_table(src, tmp_path / "ok.stp", [(lib, b"absent")])
+    r = run([STIPPLE, "check", ok])
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    huge = with_table(src, tmp_path / "huge.stp", [(lib, b"x")], count=LOOKUP_MAX + 1,
+                      pad=LOOKUP_MAX * LOOKUP_SIZE)
+    r = run([STIPPLE, "ls", huge])
+    assert r.returncode != 0 and "metadata header invalid" in r.stderr, r.stderr
+
+    for bad, why in (((index_js, b"x"), "not in a directory"),
+                     ((lib, b"a/b"), "invalid name"),
+                     ((lib, b".."), "invalid name")):
+        image = with_table(src, tmp_path / "bad.stp", [(lib, b"absent"), bad])
+        r = run([STIPPLE, "check", image])
+        assert r.returncode != 0 and "lookup 1" in r.stdout + r.stderr, r.stdout + r.stderr
+        with mount_image(image, None, "--warm-workers", "2") as mnt:
+            assert walk(mnt) == walk(tree)
+
+
+@pytest.mark.needs_root
+def test_lookup_lines_build_reproducibly_and_bad_ones_are_said(recorded, tmp_path):
+    """The table depends on the list alone (--threads, --memory); a repeated line is kept
+    once; a line whose directory is not one of the tree's, or whose name no directory
+    holds, is reported with the list's name and line and skipped, the build exit 0."""
+    d, tree, hot = recorded
+    listed = hot.read_text()
+    extra = ["lib\tlookup", "absent/dir/x\tlookup", "lib/other1/x\tlookup",
+             "lib/..\tlookup"]
+    lst = tmp_path / "more.list"
+    lst.write_text(listed + "".join(l + "\n" for l in extra))
+    a = build_image(tree, tmp_path / "a.stp", "--level", "1", "--threads", "1",
+                    "--hot-list", lst)
+    b = build_image(tree, tmp_path / "b.stp", "--level", "1", "--threads", "2",
+                    "--memory", "300M", "--hot-list", lst)
+    assert open(a, "rb").read() == open(b, "rb").read()
+    info = run([STIPPLE, "info", a]).stdout
+    assert re.search(r"^lookups:\s+%d names" % len(lookup_lines(hot)), info, re.M), info
+    first = len(listed.splitlines())
+    r = run([MKSTIPPLE, "-q",
+             "--level", "1", "--hot-list", lst, tree, tmp_path / "c.stp"])
+    assert r.returncode == 0, r.stderr
+    for n, why in ((first + 2, "its directory is not in the tree"),
+                   (first + 3, "not in a directory"),
+                   (first + 4, "not a name a directory holds")):
+        assert "%s:%d: " % (lst, n) in r.stderr and why in r.stderr, r.stderr
