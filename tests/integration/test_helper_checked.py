@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: MIT
 """mount.stipple starts without libcrypto: its ELF header names no libcrypto, a local mount's
 monitor has none mapped (the kernel's /proc/PID/maps) and runs mount.stipple; a verify=
-mount's monitor is mount.stipple-checked, the same pid exec'd with libcrypto, and serves
-every byte. URL mounts through the twin are covered by test_http.py and test_published.py."""
+mount's monitor is mount.stipple-checked, with libcrypto, and serves every byte: mount.stipple
+execs it (strace), `stipple mount` at once. URL mounts through the twin are covered by test_http.py and test_published.py."""
 
 import os
 import re
+import shutil
 
 import pytest
 
-from conftest import BUILD, MOUNT_STIPPLE, read_file, run
+from conftest import BUILD, MOUNT_STIPPLE, read_file, run, unmount
 from test_mount import foreground_mount
 from test_mount_verify import assert_tree, signed  # noqa: F401 (a fixture)
 
@@ -62,3 +63,27 @@ def test_verify_mount_runs_the_checked_helper(signed, tmp_path):  # noqa: F811
         assert exe == os.path.realpath(CHECKED)
         assert has(libs, "libcrypto"), libs
         assert_tree(mnt, signed)
+
+
+def execs_of(mnt, *args):
+    """The programs mount.stipple's own process runs (strace of execve, children not
+    followed), mounting on MNT with ARGS; unmounted after."""
+    log = mnt + ".strace"
+    try:
+        r = run(["strace", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", log,
+                 MOUNT_STIPPLE, *args], timeout=60)
+        assert r.returncode == 0, r.stderr
+        return re.findall(r'^execve\("([^"]+)"', read_file(log).decode(), re.M)
+    finally:
+        unmount(mnt)
+
+
+@pytest.mark.needs_root("mounts")
+def test_helper_execs_the_checked_one_for_verify_only(signed, tmp_path):  # noqa: F811
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    assert execs_of(mnt, signed["unsigned"], mnt) == [MOUNT_STIPPLE]
+    assert execs_of(mnt, signed["image"], mnt, "-o", "verify=" + signed["key"].pub) == [
+        MOUNT_STIPPLE, os.path.realpath(CHECKED)]
