@@ -160,11 +160,14 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 /* mount.stipple --stipple-mount [--foreground] IMAGE DIR -o LIST...: the image and the
  * mount point as resolved here (absolute: no operand can pass for an option). A URL's
  * query (a presigned secret) is not on its command line, which every user can read: the
- * whole URL goes in its environment (STP_MOUNT_URL_ENV), which only its owner can. */
+ * whole URL goes in its environment (STP_MOUNT_URL_ENV), which only its owner can. For
+ * a URL or verify=, mount.stipple-checked at once, which mount.stipple would exec. */
 static int run_monitor(const struct stp_mount_opts *o)
 {
 	char path[4096], *argv[LISTS_MAX * 2 + 6], *shown = NULL;
-	int argc = 0, err = stp_progpath(STP_HELPER_NAME, STP_SBIN_DIR, path, sizeof(path));
+	int argc = 0, err = stp_mountopts_needs_checks(o) ?
+		stp_progpath(STP_HELPER_CHECKED_NAME, STP_LIBEXEC_DIR, path, sizeof(path)) :
+		stp_progpath(STP_HELPER_NAME, STP_SBIN_DIR, path, sizeof(path));
 
 	if (!err && o->is_url) {
 		shown = strdup(o->image);

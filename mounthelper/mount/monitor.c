@@ -9,14 +9,15 @@
  * change the cache behind the monitor. They stay in their two modules (500 lines). What needs no privilege runs beside
  * it: the messages (monlog.c), the conversation with the daemon (montalk.c), the
  * signals (monsig.c), the memory bound (budget.c), the fetcher's channels (fetcher.c),
- * the keys' parsing (trustkeys.c), the priming lookups (prime.c), the watcher's
+ * the keys' listing and parsing (trustkeys.c, monchecks.c), the priming lookups (prime.c), the watcher's
  * housekeeping (watcher.c).
  *
  *   open(stipple-mountd) O_PATH, vfork,      first: the daemon loads and (told the
  *     execveat                                 sandbox mode) confines its files while
  *                                              the monitor checks; it waits for its setup
  *   open(public key) O_NOFOLLOW, or          verify: trusted configuration, read and
- *     open(keys dir), openat each *.pub        parsed by trustkeys.c
+ *     open(keys dir), openat each *.pub        parsed by monchecks.c (a URL or verify=
+ *                                              runs in mount.stipple-checked: monitor.h)
  *   open(image)                               the image fd; its superblock read through it
  *                                             (not an image: its first bytes, to say what
  *                                             it is instead of the library, whose line is
@@ -72,8 +73,8 @@
 #include <unistd.h>
 
 #include "budget.h"
-#include "cachedir.h"
 #include "daemon.h"
+#include "diskcache.h"
 #include "foreign.h"
 #include "fuseapi.h"
 #include "image.h"
@@ -87,10 +88,8 @@
 #include "mountpoint.h"
 #include "prime.h"
 #include "progpath.h"
-#include "remote.h"
 #include "sandbox.h"
 #include "setup.h"
-#include "store.h"
 #include "trustkeys.h"
 #include "util.h"
 #include "watcher.h"
@@ -101,6 +100,7 @@
 struct monitor {
 	const struct stp_mount_opts *o;
 	const char *prog;
+	const struct stp_monitor_checks *checks; /* NULL: no URL, no verify= (monitor.h) */
 	struct stp_superblock sb;
 	struct stp_handover h; /* what the daemon is handed; closed once it is */
 	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
@@ -120,9 +120,10 @@ struct monitor {
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
 
-static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog)
+static void init(struct monitor *m, const struct stp_mount_opts *o, const char *prog,
+		 const struct stp_monitor_checks *checks)
 {
-	*m = (struct monitor){ .o = o, .prog = prog, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
+	*m = (struct monitor){ .o = o, .prog = prog, .checks = checks, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
 			       .record_fd = -1,
 			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
@@ -158,7 +159,7 @@ static int read_trusted_keys(struct monitor *m)
 		int fd = openat(dirfd, l.names[i]->d_name, STP_TRUSTKEYS_OPEN_FLAGS);
 
 		snprintf(shown, sizeof(shown), "%s/%s", STP_TRUSTED_KEYS_DIR, l.names[i]->d_name);
-		err = stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, shown, &m->h.keys[i]);
+		err = m->checks->take_key(m->prog, fd < 0 ? -errno : fd, shown, &m->h.keys[i]);
 		m->h.nkeys += !err;
 	}
 	stp_trustkeys_names_free(&l);
@@ -182,7 +183,7 @@ static int read_keys(struct monitor *m)
 		return -ENOMEM;
 	m->h.nkeys = 1;
 	fd = open(m->o->verify_key, STP_TRUSTKEYS_OPEN_FLAGS);
-	return stp_trustkeys_take(m->prog, fd < 0 ? -errno : fd, m->o->verify_key, m->h.keys);
+	return m->checks->take_key(m->prog, fd < 0 ? -errno : fd, m->o->verify_key, m->h.keys);
 }
 
 /* The daemon, found before anything is mounted: a missing program is said at once. A
@@ -190,7 +191,7 @@ static int read_keys(struct monitor *m)
  * stipple-mountd, which starts without it (daemonchecks.h). */
 static int open_mountd(struct monitor *m)
 {
-	const char *name = m->o->verify || m->o->is_url ? STP_MOUNTD_CHECKED_NAME : STP_MOUNTD_NAME;
+	const char *name = stp_mountopts_needs_checks(m->o) ? STP_MOUNTD_CHECKED_NAME : STP_MOUNTD_NAME;
 	char path[4096];
 	int err = stp_progpath(name, STP_LIBEXEC_DIR, path, sizeof(path));
 
@@ -286,10 +287,10 @@ static void attach_store(struct monitor *m)
 	char *dir = NULL;
 
 	if (o->cache_size && !o->fake)
-		dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
+		dir = o->cache_dir ? strdup(o->cache_dir) : m->checks->cache_default_dir();
 	if (dir)
-		stp_store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], &m->sb,
-				 m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher));
+		m->checks->store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], &m->sb,
+					m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher));
 	free(dir);
 	stp_fetcher_close_ctl(&m->h.fetcher);
 }
@@ -348,9 +349,9 @@ static int open_url(struct monitor *m)
 		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
 	if (err)
 		return err;
-	err = stp_remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size,
-			      stp_fetcher_silence_s(o->timeout_s),
-			      stp_monlog_image(o), false, &src);
+	err = m->checks->remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size,
+				     stp_fetcher_silence_s(o->timeout_s),
+				     stp_monlog_image(o), false, &src);
 	if (!err)
 		err = stp_image_read_superblock_src(src, &m->sb);
 	if (!err)
@@ -360,11 +361,11 @@ static int open_url(struct monitor *m)
 	/* -f checks, it leaves nothing behind; a published image has the store instead */
 	if (err || !o->cache_size || o->fake || m->h.fetcher.blocks)
 		return err;
-	dir = o->cache_dir ? strdup(o->cache_dir) : stp_diskcache_default_dir();
+	dir = o->cache_dir ? strdup(o->cache_dir) : m->checks->cache_default_dir();
 	id.size = m->h.fetcher.size;
 	id.validator = m->h.fetcher.validator;
 	if (dir) /* sized by the checked superblock, not by what the fetcher says */
-		stp_cachedir_open_file(dir, &id, o->cache_size, m->prog, &m->h.cache);
+		m->checks->cache_open_file(dir, &id, o->cache_size, m->prog, &m->h.cache);
 	free(dir);
 	return 0;
 }
@@ -894,26 +895,43 @@ static void finish(struct monitor *m)
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 
-int stp_monitor_check(const struct stp_mount_opts *o, const char *prog)
+/* A URL or verify= without the modules that need libcrypto (mount.stipple, which execs
+ * mount.stipple-checked for them first): refused, not run without. */
+static int require_checks(const struct monitor *m)
+{
+	if (m->checks || !stp_mountopts_needs_checks(m->o))
+		return 0;
+	stp_monlog_say(m->prog, "%s: a URL or verify= is mounted by %s only",
+		       stp_monlog_image(m->o), STP_HELPER_CHECKED_NAME);
+	return -EPROTONOSUPPORT;
+}
+
+int stp_monitor_check(const struct stp_mount_opts *o, const char *prog,
+		      const struct stp_monitor_checks *checks)
 {
 	struct monitor m;
 	int err;
 
-	init(&m, o, prog);
-	err = prepare(&m);
+	init(&m, o, prog, checks);
+	err = require_checks(&m);
+	if (!err)
+		err = prepare(&m);
 	release(&m);
 	stp_fetcher_stop(&m.h.fetcher);
 	return err;
 }
 
-int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog)
+int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog,
+		      const struct stp_monitor_checks *checks)
 {
 	struct monitor m;
 	int err, sv[2] = { -1, -1 };
 
-	init(&m, o, prog);
+	init(&m, o, prog, checks);
 	stp_monsig_hold(&m.saved_mask);
-	err = open_mountd(&m);
+	err = require_checks(&m);
+	if (!err)
+		err = open_mountd(&m);
 	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		err = -errno;
 	if (!err)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The monitor: the only code of a mount that runs with privilege, shared by mount.stipple
- * and `stipple mount` (which execs mount.stipple). It opens the image and checks its
+ * and `stipple mount` (which execs mount.stipple), and by mount.stipple-checked, which
+ * mount.stipple execs for a URL or verify= (struct stp_monitor_checks below). It opens the image and checks its
  * 256-byte superblock field by field (nothing more of the image is parsed here; with
  * verify it reads the public keys, and refuses a superblock without the signed bit),
  * checks the mount point, opens the hot list to record into, and mounts. The daemon,
@@ -17,7 +18,34 @@
 #ifndef STP_MONITOR_H
 #define STP_MONITOR_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
+struct stp_diskcache_file;
+struct stp_diskcache_id;
+struct stp_imgsrc;
 struct stp_mount_opts;
+struct stp_pubkey;
+struct stp_superblock;
+
+/* What the monitor needs libcrypto for, each a module's own function (monchecks.h):
+ * verify='s key files (trustkeys.h), and a URL's source (remote.h), its disk cache
+ * (diskcache.h, cachedir.h) and its store (store.h). mount.stipple-checked has them;
+ * mount.stipple passes NULL, having exec'd the former for a URL or verify=
+ * (stp_mountopts_needs_checks), so that a local mount starts without libcrypto. */
+struct stp_monitor_checks {
+	int (*take_key)(const char *prog, int fd, const char *shown, struct stp_pubkey *key);
+	int (*remote_open)(const int *fds, unsigned n, uint64_t size, unsigned silence_s,
+			   const char *name, bool own, struct stp_imgsrc **out);
+	char *(*cache_default_dir)(void);
+	int (*cache_open_file)(const char *dir, const struct stp_diskcache_id *id,
+			       uint64_t limit, const char *prog, struct stp_diskcache_file *out);
+	int (*store_attach)(const char *dir, uint64_t limit, const char *prog, int ctl,
+			    const struct stp_superblock *sb, uint64_t offered, uint64_t file_max);
+};
+
+/* Both below: CHECKS as above, or NULL, which refuses a URL or verify= with
+ * -EPROTONOSUPPORT (said after PROG). */
 
 /* Mounts OPTS (after stp_mountopts_finish). Messages go to stderr prefixed with PROG.
  * In the background (the default) it returns 0 once the daemon reports the mount live
@@ -25,10 +53,12 @@ struct stp_mount_opts;
  * point, the mount, the sandbox or the daemon failed, or it did not answer within the
  * deadline (it is then killed and the mount undone). With opts->foreground it stays
  * until the daemon exits, and unmounts unless the host already did. */
-int stp_monitor_mount(const struct stp_mount_opts *opts, const char *prog);
+int stp_monitor_mount(const struct stp_mount_opts *opts, const char *prog,
+		      const struct stp_monitor_checks *checks);
 
 /* Only the checks the monitor makes (mount(8)'s -f, fake): the keys, the superblock,
  * the memory the mount may need, the mount point. 0 or a negative errno, the reason printed. */
-int stp_monitor_check(const struct stp_mount_opts *opts, const char *prog);
+int stp_monitor_check(const struct stp_mount_opts *opts, const char *prog,
+		      const struct stp_monitor_checks *checks);
 
 #endif

@@ -10,6 +10,11 @@
  * (it has checked the options already): messages are then named "stipple mount", a
  * failure exits 1, and --foreground keeps the daemon attached (mount(8) never passes
  * either option).
+ *
+ * A URL or verify= needs libcrypto: this program, built without it, execs
+ * mount.stipple-checked (the same source built with STP_HELPER_CHECKS and monchecks.c)
+ * with the same arguments, once they have parsed and before any privileged call; a
+ * local mount goes on here, sparing the library's start (about 4 ms of CPU).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -24,8 +29,18 @@
 #include "escape.h"
 #include "monitor.h"
 #include "mountopts.h"
+#include "progpath.h"
 #include "setup.h"
 #include "util.h"
+
+#ifdef STP_HELPER_CHECKS
+#include "monchecks.h"
+#define CHECKS (&stp_monitor_checks)
+#define HAS_CHECKS true
+#else
+#define CHECKS NULL
+#define HAS_CHECKS false
+#endif
 
 #define EXIT_USAGE 1
 #define EXIT_MOUNT_FAILED 32
@@ -88,6 +103,34 @@ static bool run_setuid(void)
 	return getuid() != geteuid() || getgid() != getegid() || getauxval(AT_SECURE);
 }
 
+/* The arguments as given, for mount.stipple-checked: parsing hides a URL's query in
+ * place, and `stipple mount`'s are shifted. NULL when out of memory. */
+static char **copy_args(int argc, char **argv)
+{
+	char **copy = calloc((size_t)argc + 1, sizeof(*copy));
+
+	for (int i = 0; copy && i < argc; i++)
+		if (!(copy[i] = strdup(argv[i])))
+			return NULL; /* the exec is not reached: nothing to free before the exit */
+	return copy;
+}
+
+/* mount.stipple-checked, found as the monitor finds its programs (progpath.h), runs
+ * ARGS; returns only when it cannot. */
+static int exec_checked(char **args)
+{
+	char path[4096];
+	int err = args ? stp_progpath(STP_HELPER_CHECKED_NAME, STP_LIBEXEC_DIR, path, sizeof(path))
+		       : -ENOMEM;
+
+	if (!err) {
+		execv(path, args);
+		err = -errno;
+	}
+	say("%s: %s", args ? path : STP_HELPER_CHECKED_NAME, stp_strerror(err));
+	return exit_failed;
+}
+
 /* --stipple-mount [--foreground]: run for `stipple mount`; the arguments it took. */
 static int front_end(struct stp_mount_opts *o, int argc, char **argv)
 {
@@ -108,7 +151,7 @@ static int front_end(struct stp_mount_opts *o, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct stp_mount_opts o;
-	char err[256];
+	char err[256], **args = NULL;
 	int status = 0, used;
 
 	if (stp_fill_stdio())
@@ -130,6 +173,8 @@ int main(int argc, char **argv)
 			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(), (unsigned)getegid());
 		return EXIT_USAGE;
 	}
+	if (!HAS_CHECKS)
+		args = copy_args(argc, argv);
 	stp_mountopts_init(&o);
 	used = front_end(&o, argc, argv);
 	argv[used] = argv[0];
@@ -139,6 +184,8 @@ int main(int argc, char **argv)
 		say("%s", err);
 		usage(stderr);
 		status = EXIT_USAGE;
+	} else if (!HAS_CHECKS && stp_mountopts_needs_checks(&o)) {
+		status = exec_checked(args);
 	} else if (used && stp_mountopts_take_url_env(&o, err, sizeof(err))) {
 		say("%s", err);
 		status = exit_failed;
@@ -161,9 +208,9 @@ int main(int argc, char **argv)
 			    o.cache_budget ? o.cache_budget : STP_CACHE_DEFAULT_BLOCKS,
 			    o.cache_budget ? "" : " (more if the image's blocks are small)");
 		if (o.fake)
-			status = stp_monitor_check(&o, prog) ? exit_failed : 0;
+			status = stp_monitor_check(&o, prog, CHECKS) ? exit_failed : 0;
 		else
-			status = stp_monitor_mount(&o, prog) ? exit_failed : 0;
+			status = stp_monitor_mount(&o, prog, CHECKS) ? exit_failed : 0;
 	}
 	stp_mountopts_free(&o);
 	/* Without the libraries' destructors (OpenSSL's clean-up, libmount's and libfuse's):

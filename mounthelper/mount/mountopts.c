@@ -422,6 +422,11 @@ int stp_mountopts_take_url_env(struct stp_mount_opts *o, char *err, size_t errle
 	return ret;
 }
 
+bool stp_mountopts_needs_checks(const struct stp_mount_opts *o)
+{
+	return o->verify || stp_imgsrc_is_url(o->image);
+}
+
 /* -o lists are parsed after the whole argv, so -s applies wherever it stands. */
 int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, char *err,
 			       size_t errlen)

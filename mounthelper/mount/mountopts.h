@@ -113,6 +113,11 @@ void stp_mountopts_hide_query(char *arg);
  * message in ERR. */
 int stp_mountopts_take_url_env(struct stp_mount_opts *o, char *err, size_t errlen);
 
+/* Whether the mount needs libcrypto: a URL (its disk cache's tags, its store) or verify=
+ * (the keys). Valid once stp_mountopts_parse_helper has succeeded. mount.stipple then
+ * execs mount.stipple-checked, and the monitor runs stipple-mountd-checked (progpath.h). */
+bool stp_mountopts_needs_checks(const struct stp_mount_opts *o);
+
 /* Whether warming may push pages into the page cache: not while recording, since a
  * read the page cache answers never reaches the daemon, and the hot list would miss it. */
 static inline bool stp_mountopts_stores_pages(const struct stp_mount_opts *o)

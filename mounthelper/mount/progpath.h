@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Where the programs a mount runs are: stipple-mountd and stipple-fetcher, which the
- * monitor execs as root, and mount.stipple, which `stipple mount` execs.
+ * monitor execs as root, mount.stipple, which `stipple mount` execs, and
+ * mount.stipple-checked, which mount.stipple execs.
  *
  * Each is at an absolute path fixed when stipple is built (STP_LIBEXEC_DIR, STP_SBIN_DIR
  * from meson's libexecdir/stipple and sbindir). Nothing the caller sets (no environment
@@ -24,6 +25,8 @@
 #define STP_MOUNTD_CHECKED_NAME "stipple-mountd-checked"
 #define STP_FETCHER_NAME "stipple-fetcher"
 #define STP_HELPER_NAME "mount.stipple"
+/* mount.stipple with libcrypto, which mount.stipple execs for a URL or verify= (monchecks.h) */
+#define STP_HELPER_CHECKED_NAME "mount.stipple-checked"
 
 /* The descriptor on which an exec'd program finds its socket to the monitor. */
 #define STP_MONITOR_FD 3

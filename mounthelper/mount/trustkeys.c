@@ -1,56 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* verify's public keys, read by the monitor (trustkeys.h). */
+/* verify's trusted keys folder and the signed bit, for the monitor (trustkeys.h); the
+ * key files are parsed by monchecks.c. */
 #include "trustkeys.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "format.h"
 #include "monlog.h"
 #include "mountopts.h"
-#include "sign.h"
 #include "util.h"
 
-/* verify: what the monitor reads of trusted configuration, at most. */
-#define KEY_FILE_MAX (64u << 10)
+/* verify: the most keys the monitor reads from the trusted folder. */
 #define KEYS_MAX 64u
-
-int stp_trustkeys_take(const char *prog, int fd, const char *shown, struct stp_pubkey *key)
-{
-	char *text = NULL;
-	struct stat st;
-	ssize_t n = -1;
-	int err;
-
-	if (fd < 0) {
-		stp_monlog_say(prog, "public key %s: %s", shown,
-			fd == -ELOOP ? "a symbolic link (refused)" : stp_strerror(fd));
-		return fd;
-	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
-		stp_monlog_say(prog, "public key %s: not a regular file of at most %u KiB", shown,
-		    KEY_FILE_MAX >> 10);
-		close(fd);
-		return -EINVAL;
-	}
-	text = malloc(KEY_FILE_MAX);
-	if (text)
-		n = read(fd, text, KEY_FILE_MAX);
-	err = n < 0 ? (text ? -errno : -ENOMEM) : stp_sign_parse_pubkey(text, (size_t)n, key);
-	if (err == -EINVAL)
-		stp_monlog_say(prog, "public key %s: not a PEM Ed25519 public key (BEGIN PUBLIC KEY)", shown);
-	else if (err)
-		stp_monlog_say(prog, "public key %s: %s", shown, stp_strerror(err));
-	free(text);
-	close(fd);
-	return err;
-}
 
 static int is_key_name(const struct dirent *e)
 {

@@ -18,13 +18,9 @@ struct stp_pubkey;
 struct stp_superblock;
 
 /* The monitor opens each key file (monitor.c: read_keys, with STP_TRUSTKEYS_OPEN_FLAGS:
- * a symbolic link is refused) and the folder; this file checks and parses them. */
+ * a symbolic link is refused) and the folder; this file lists the folder, and
+ * monchecks.h's take_key checks and parses each file (libcrypto). */
 #define STP_TRUSTKEYS_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK)
-
-/* Reads the key file FD (a negative errno: its open failed) named SHOWN into KEY and
- * closes FD: a regular file of at most 64 KiB holding a PEM Ed25519 public key. 0, or a
- * negative errno with the reason said after PROG. */
-int stp_trustkeys_take(const char *prog, int fd, const char *shown, struct stp_pubkey *key);
 
 /* The *.pub names of the trusted keys folder, DIRFD (a negative errno: its open failed),
  * in name order into *OUT, which stp_trustkeys_names_free frees whatever the result. 0

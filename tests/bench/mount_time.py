@@ -15,6 +15,7 @@ stipple kind is also given with its ratio to squashfuse_ll.
 
 usage: mount_time.py --stipple-image IMG [--squash-image IMG] [--build DIR] [--rounds N]
                      [--cold] [--before DIR] [--no-prime] [--only mount.stipple,...]
+                     [--options OPTS]
 Needs root. The images are built beforehand, e.g. for a tree of a million files:
     mkstipple TREE scale.stp
     mksquashfs TREE scale.sqfs -comp zstd -Xcompression-level 19 -b 1M
@@ -60,11 +61,12 @@ def one_mount(cmd, mnt, cold):
 def stipple_kinds(build, label, a, mnt):
     """The two front ends of BUILD, named with LABEL."""
     helpers = os.path.join(os.path.abspath(build), "mounthelper")
+    opts = ["-o", a.options] if a.options else []
     kinds = {
-        "stipple mount": [os.path.join(helpers, "stipple"), "mount"] +
+        "stipple mount": [os.path.join(helpers, "stipple"), "mount"] + opts +
                          (["--no-prime"] if a.no_prime else []) + [a.stipple_image, mnt],
         "mount.stipple": [os.path.join(helpers, "mount.stipple"), a.stipple_image, mnt] +
-                         (["-o", "noprime"] if a.no_prime else []),
+                         opts + (["-o", "noprime"] if a.no_prime else []),
     }
     only = a.only.split(",") if a.only else kinds
     return {k + label: v for k, v in kinds.items() if k in only}
@@ -80,6 +82,7 @@ def main():
     ap.add_argument("--before", action="append", default=[],
                     help="another build, measured in the same rounds (may be repeated)")
     ap.add_argument("--no-prime", action="store_true", help="stipple mounts without priming")
+    ap.add_argument("--options", help="-o OPTIONS for both stipple front ends (verify=KEY)")
     ap.add_argument("--only", help="comma-separated front ends: stipple mount, mount.stipple")
     a = ap.parse_args()
     mnt = tempfile.mkdtemp(prefix="mount-time-")
@@ -90,6 +93,8 @@ def main():
     if a.squash_image:
         kinds["squashfuse_ll"] = ["squashfuse_ll", a.squash_image, mnt]
     for image in [a.stipple_image] + ([a.squash_image] if a.squash_image else []):
+        if "://" in image:  # a URL: the server's files are its own
+            continue
         with open(image, "rb") as f:  # into the page cache
             while f.read(1 << 24):
                 pass

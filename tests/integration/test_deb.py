@@ -88,7 +88,8 @@ def test_contents_and_dependencies(deb):
     assert "./usr/bin/stipple" in names and "./usr/bin/mkstipple" in names
     assert "./usr/lib/sysusers.d/stipple.conf" in names
     # the programs the monitor and the readers start, where they look for them
-    for prog in ("stipple-mountd", "stipple-mountd-checked", "stipple-fetcher"):
+    for prog in ("stipple-mountd", "stipple-mountd-checked", "stipple-fetcher",
+                 "mount.stipple-checked"):
         assert "./usr/libexec/stipple/" + prog in names, prog
     assert "./usr/share/bash-completion/completions/stipple" in names
     assert not any(n.startswith("./usr/local") for n in names), names
