@@ -280,9 +280,9 @@ def test_bcj_chosen_by_trial_on_large_blocks(stipple, mkstipple, tmp_path):
 def test_code_apart(image_of, tmp_path):
     """--code-apart: after plain files come the other bytes of programs (headers, symbols,
     data), then their code, and only blocks of code are filtered; a program whose section table
-    cannot be read counts as code whole; a hot program stays whole in the hot region, a
-    program hot in part keeps the rest of its code with the others; a copy of a program
-    takes its extents. Every file reads back as it was."""
+    cannot be read counts as code whole; a hot program stays whole in the hot region, the
+    rest of a program hot in part comes right after it, in file order, before every other
+    file; a copy of a program takes its extents. Every file reads back as it was."""
     if platform.machine() != "x86_64":
         pytest.skip("its bait for the filter is x86 calls")
     progs = ("ls", "true", "sleep", "cp", "bash")
@@ -316,7 +316,10 @@ def test_code_apart(image_of, tmp_path):
     bash = meta.extents(meta.lookup("bash"))  # (file_off, stream_off, length), by file_off
     last_code = next(x for x in bash if x[0] < spans["bash"][1] <= x[0] + x[2])
     assert bash[0][0] == 0 and bash[0][1] < plain[0][0], "bash's hot range not in the hot region"
-    assert last_code[1] >= max(e for _, e in near), "the rest of bash's code is not with the code"
+    rest = [x for x in bash if x[0] >= bash[0][2]]  # past its hot range: the rest
+    assert rest and all(b[1] + b[2] <= a[1] for b, a in zip(rest, rest[1:])), "rest not in file order"
+    assert rest[-1][1] + rest[-1][2] <= plain[0][0], "bash's rest not right after the hot region"
+    assert last_code in rest
     assert max(e for _, e in hot) <= min(s for s, _ in plain)
     assert max(e for _, e in plain) <= min(s for s, _ in near)
     assert max(e for _, e in near) <= min(s for s, _ in code)
@@ -325,7 +328,7 @@ def test_code_apart(image_of, tmp_path):
 
     block = 64 << 10
     filters = meta.block_filters()
-    hot_end = max(hot[0][1], bash[0][1] + bash[0][2])
+    hot_end = max(hot[0][1], rest[-1][1] + rest[-1][2])  # the hot region and bash's rest
     near_end = max(e for _, e in near)
     assert near_end // block > hot_end // block + 1, "no block of tables alone to check"
     assert not any(filters[hot_end // block + 1:near_end // block]), \

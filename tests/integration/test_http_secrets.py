@@ -314,7 +314,7 @@ def test_daemon_cannot_grow_files_past_its_cache(www, gen_image, tmp_path):
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
 def test_presigned_query_is_not_on_the_helpers_command_line(www, gen_tree, tmp_path):
-    """`stipple mount URL` runs mount.stipple with the URL without its query on its
+    """`stipple mount URL` runs mount.stipple(-checked) with the URL without its query on its
     command line (which every user can read before the helper blanks it), the whole URL
     in its environment; strace shows the exec exactly as /proc/PID/cmdline would."""
     signature = "sig-" + secrets.token_hex(8)
@@ -334,7 +334,8 @@ def test_presigned_query_is_not_on_the_helpers_command_line(www, gen_tree, tmp_p
         finally:
             unmount(mnt)
     execs = [line for line in log.read_text().splitlines() if "execve(" in line]
-    helper = [line for line in execs if os.path.basename(MOUNT_STIPPLE) + '", [' in line]
+    # a URL needs the checks: `stipple mount` runs mount.stipple's twin, mount.stipple-checked
+    helper = [line for line in execs if os.path.basename(MOUNT_STIPPLE) + '-checked", [' in line]
     assert len(execs) == 2 and len(helper) == 1, execs
     argv = helper[0].split("], [")[0]
     assert signature not in argv and origin.url("gen.stp") in argv, argv
