@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Helpers shared by the Python benchmarks in tests/bench (mount_bench.py,
-random_read_bench.py): running commands, mounting and unmounting, removing a work
-directory only when nothing is mounted in it, the page cache, a daemon's memory."""
+random_read_bench.py and others): running commands, mounting and unmounting, removing a
+work directory only when nothing is mounted in it, the page cache, a daemon's memory, a
+mount's status, a tree's regular files."""
 
 import os
 import shutil
@@ -97,6 +98,21 @@ def stipple_daemon_pid(stipple, mnt):
         if line.startswith("daemon:") and "pid" in line:
             return int(line.split("pid", 1)[1].split(",")[0])
     raise RuntimeError("no daemon pid in `stipple status %s`" % mnt)
+
+
+def mount_status(mount):
+    """A stipple mount's status keys (its user.stipple.status attribute), as strings."""
+    text = os.getxattr(mount, "user.stipple.status").decode()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def regular_files(root):
+    """(path relative to ROOT, path) of each regular file under ROOT, links left out."""
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            if os.path.isfile(p) and not os.path.islink(p):
+                yield os.path.relpath(p, root), p
 
 
 def median(xs):

@@ -29,15 +29,12 @@ import sys
 import tempfile
 import time
 
+from benchlib import mount_status, regular_files
+
 FUSE_READ = 15
 HEADER = struct.Struct("<IIQQIIII")    # fuse_in_header: len, opcode, unique, nodeid, ...
 READ_IN = struct.Struct("<QQI")        # fuse_read_in: fh, offset, size, ...
 DUMP = re.compile(r"\s*\| [0-9a-f]{5}  (.{48})")
-
-
-def status(mount):
-    text = os.getxattr(mount, "user.stipple.status").decode()
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def requests(trace):
@@ -70,10 +67,8 @@ def reads(trace):
 
 def paths_by_inode(mount):
     out = {}
-    for root, _, files in os.walk(mount):
-        for name in files:
-            path = os.path.join(root, name)
-            out.setdefault(os.lstat(path).st_ino, os.path.relpath(path, mount))
+    for rel, path in regular_files(mount):
+        out.setdefault(os.lstat(path).st_ino, rel)
     return out
 
 
@@ -106,9 +101,9 @@ def main():
                         a.mount], check=True)
     trace = tempfile.NamedTemporaryFile(prefix="fuse-reads-", suffix=".strace", delete=False)
     try:
-        while a.warm_wait and status(a.mount).get("warm_done") != "1":
+        while a.warm_wait and mount_status(a.mount).get("warm_done") != "1":
             time.sleep(0.02)
-        tracer = subprocess.Popen(["strace", "-f", "-p", status(a.mount)["pid"], "-e",
+        tracer = subprocess.Popen(["strace", "-f", "-p", mount_status(a.mount)["pid"], "-e",
                                    "trace=read", "-e", "read=all", "-o", trace.name],
                                   stderr=subprocess.DEVNULL)
         time.sleep(1)  # strace attaches to every thread

@@ -23,12 +23,7 @@ import statistics
 import subprocess
 import time
 
-STATUS_XATTR = "user.stipple.status"
-
-
-def status(mount):
-    text = os.getxattr(mount, STATUS_XATTR).decode()
-    return dict(line.partition("=")[::2] for line in text.splitlines())
+from benchlib import mount_status
 
 
 def one_round(stipple, image, mount):
@@ -37,7 +32,7 @@ def one_round(stipple, image, mount):
     t1 = time.perf_counter()
     try:
         while True:
-            s = status(mount)
+            s = mount_status(mount)
             if s.get("warm_done") == "1" or s.get("warm_workers") == "0":
                 break
             time.sleep(0.001)

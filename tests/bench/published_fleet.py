@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import httputil  # noqa: E402
 import pubindex  # noqa: E402
-from benchlib import is_mounted, unmount  # noqa: E402
+from benchlib import is_mounted, regular_files, unmount  # noqa: E402
 
 SKIP = shutil.ignore_patterns("__pycache__", "test", "site-packages", "dist-packages")
 
@@ -47,13 +47,8 @@ def make_releases(work):
 
 
 def files_of(tree):
-    out = {}
-    for d, _, names in os.walk(tree):
-        for n in names:
-            p = os.path.join(d, n)
-            if os.path.isfile(p) and not os.path.islink(p):
-                out[os.path.relpath(p, tree)] = hashlib.sha256(open(p, "rb").read()).digest()
-    return out
+    return {rel: hashlib.sha256(open(p, "rb").read()).digest()
+            for rel, p in regular_files(tree)}
 
 
 def read_and_check(mnt, want):

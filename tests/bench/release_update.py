@@ -215,13 +215,7 @@ def read_pairs(path, only):
 
 def tree_files(root):
     """{relative path: size} of the regular files under ROOT."""
-    files = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            if os.path.isfile(p) and not os.path.islink(p):
-                files[os.path.relpath(p, root)] = os.path.getsize(p)
-    return files
+    return {rel: os.path.getsize(p) for rel, p in benchlib.regular_files(root)}
 
 
 def same_bytes(a, b):
