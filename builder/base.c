@@ -70,6 +70,8 @@ struct base {
 	uint64_t clock;
 	uint64_t decodes;        /* blocks decoded (cache misses) */
 	uint64_t compare_decodes, compare_budget; /* those of the comparison, and its bound */
+	uint64_t cut_decodes;    /* those of base_old_bytes, under the same bound */
+	int cut_spent;           /* base_old_bytes reached it: it reads OLD no more */
 	size_t unlike;           /* candidates OLD lays out unlike mkstipple: packed anew */
 	uint8_t *stored;         /* a block's stored bytes, as they are copied */
 	uint8_t *cmp;            /* the new file's bytes, compared with OLD's */
@@ -738,6 +740,7 @@ static int feed_piece(void *ctx, const struct stp_file_piece *p)
 	static const uint8_t zeros[65536];
 	struct old_walk *w = ctx;
 	const uint8_t *data;
+	uint64_t before;
 	int rc = 0;
 
 	if (p->block == STP_FILE_HOLE) {
@@ -746,9 +749,17 @@ static int feed_piece(void *ctx, const struct stp_file_piece *p)
 					   (size_t)(p->len - done) : sizeof(zeros));
 		return rc;
 	}
+	before = w->b->decodes;
 	rc = decoded_block(w->b, p->block, &data);
 	if (!rc)
 		rc = stp_file_piece_check(w->b->img, p, stp_sb_block_len(&w->b->sb, p->block));
+	w->b->cut_decodes += w->b->decodes - before;
+	if (!rc && w->b->cut_decodes > w->b->compare_budget) {
+		w->b->cut_spent = 1;
+		report_warning(w->b->path, "--base: its files send the search for shared cuts back "
+			       "and forth between its blocks: the large files left are packed whole");
+		return 1;
+	}
 	return rc ? rc : w->fn(w->ctx, data + p->in_block, (size_t)p->len);
 }
 
@@ -783,7 +794,9 @@ int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void 
 		return 1;
 	if (!rc)
 		rc = stp_image_inode(b->img, ino, &old);
-	if (!rc && (old.mode & S_IFMT) != S_IFREG)
+	/* past twice the tree's file, OLD's could share little and would cost what it claims */
+	if (!rc && ((old.mode & S_IFMT) != S_IFREG || b->cut_spent ||
+		    old.size > 2 * (uint64_t)f->st.st_size + (1ull << b->sb.block_log)))
 		return 1;
 	if (!rc)
 		rc = laid_out_as_ours(b, &old);

@@ -166,8 +166,10 @@ static int old_ids(struct base *base, const struct node *f, struct ids *s)
 
 	if (rc < 0)
 		return rc;
-	if (rc == 1) /* no such file in OLD, or none to read: no cut shared */
+	if (rc == 1) { /* no such file in OLD, or none to read: no cut shared */
+		s->n = 0;
 		return 0;
+	}
 	if (s->c.len)
 		rc = ids_add(s, chunk_id(&s->c));
 	qsort(s->v, s->n, sizeof(*s->v), cmp_u64);

@@ -585,3 +585,21 @@ def test_cut_inside_with_a_large_file_new_since_base(tmp_path):
     assert r.returncode == 0, r.stderr
     assert len(extents_of(new, "a")) == 1
     assert_reads_as(new, tree, tmp_path)
+
+
+def test_cut_inside_does_not_read_a_base_file_far_larger_than_the_trees(tmp_path):
+    """OLD's "a" claims 1 TiB with no stored byte (a hole): reading it for shared cuts
+    fed the cutter a terabyte of zeros. A file of OLD more than twice the tree's file,
+    plus a block, is taken as sharing nothing; the build finishes and reads as the tree."""
+    from craftmeta import zstd
+    bs = 64 << 10
+    n = 2 * bs  # an eighth of a block or more: cut inside
+    tree = zero_tree(tmp_path / "tree", {"a": n})
+    (tree / "a").write_bytes(bytes(range(256)) * (n // 256))
+    real = build(tree, tmp_path / "real.stp")
+    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))], [("a", 1 << 40, [])])
+    new = tmp_path / "new.stp"
+    r = imageutil.mkstipple(tree, new, *ARGS, "--cut-inside", "--base", old, timeout=60)
+    assert r.returncode == 0, r.stderr
+    run([STIPPLE, "check", new], check=True)
+    assert_reads_as(new, tree, tmp_path)
