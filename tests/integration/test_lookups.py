@@ -223,9 +223,8 @@ def test_hostile_lookup_tables(recorded, tmp_path):
     r = run([STIPPLE, "ls", huge])
     assert r.returncode != 0 and "metadata header invalid" in r.stderr, r.stderr
 
-    for bad, why in (((index_js, b"x"), "not in a directory"),
-                     ((lib, b"a/b"), "invalid name"),
-                     ((lib, b".."), "invalid name")):
+    # not in a directory; names that are not one name
+    for bad in ((index_js, b"x"), (lib, b"a/b"), (lib, b"..")):
         image = with_table(src, tmp_path / "bad.stp", [(lib, b"absent"), bad])
         r = run([STIPPLE, "check", image])
         assert r.returncode != 0 and "lookup 1" in r.stdout + r.stderr, r.stdout + r.stderr
