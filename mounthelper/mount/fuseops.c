@@ -547,6 +547,10 @@ static int add_entry(const struct stp_fs *fs, fuse_req_t req, uint32_t n,
 static enum dir_attrs dir_attrs_for(struct stp_fs *fs, const struct stp_inode *dir, off_t off,
 				    bool plus)
 {
+	/* recording: a name the kernel got with attributes is never looked up, so the list
+	 * would lack it, and a later mount would send the lookup priming was to answer */
+	if (fs->recorder)
+		return ATTRS_NONE;
 	if (off > 0) {
 		if ((uint64_t)dir->count + 2 > dir->nlink)
 			atomic_store_explicit(&fs->stat_walk, plus ? STAT_WALK : 0,

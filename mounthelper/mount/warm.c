@@ -32,6 +32,8 @@
 #define STOP_WAIT_S 2
 
 enum bstate { B_PENDING, B_DECODING, B_HELD, B_RELEASED };
+/* The block after the hot region (warmplan.h: follow): none, to decode, being, done. */
+enum fstate { F_NONE, F_PENDING, F_DECODING, F_DONE };
 
 struct wblock {
 	struct stp_block_ref ref;  /* B_HELD: the warmer's pin */
@@ -60,6 +62,7 @@ struct stp_warmer {
 	unsigned running;          /* workers still warming; protected by lock */
 	unsigned demand;           /* reads decoding a block themselves now; lock */
 	uint64_t ahead;            /* hot blocks a read decoded before warming took them; lock */
+	enum fstate follow;        /* protected by lock */
 	int stop;                  /* protected by lock */
 	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
 	unsigned qhead, qlen;
@@ -303,6 +306,50 @@ static void warm_one(struct stp_warmer *w, uint64_t k)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* Lock held: whether a worker has a block left to take. */
+static int work_left_locked(const struct stp_warmer *w)
+{
+	return !w->stop && (w->next < w->nblocks || w->follow == F_PENDING);
+}
+
+/* The block after the hot region, last: decoded into the cache and let go at once (its
+ * pages are not pushed: a launch reads few of them). A launch that strays past its
+ * recorded ranges into the rest of a hot file then finds it decoded, instead of waiting
+ * for its stored bytes to be read, checked and decoded on the read's time. One block,
+ * only when the plan says a hot file continues there. */
+static void warm_follow(struct stp_warmer *w)
+{
+	struct stp_block_ref ref;
+	int rc = stp_cache_get(w->cache, w->nblocks, &ref);
+
+	if (!rc)
+		stp_cache_release(w->cache, &ref);
+	else
+		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->img),
+			(unsigned long long)w->nblocks, stp_strerror(rc));
+	pthread_mutex_lock(&w->lock);
+	w->decoding--;
+	w->follow = F_DONE;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Lock held, released on return: waits while a read decodes its own block, then takes
+ * the block after the hot region if it is still to decode. 1 when it was taken. */
+static int take_follow(struct stp_warmer *w)
+{
+	while (!w->stop && w->demand)
+		pthread_cond_wait(&w->cond, &w->lock);
+	if (w->stop || w->follow != F_PENDING) {
+		pthread_mutex_unlock(&w->lock);
+		return 0;
+	}
+	w->follow = F_DECODING;
+	w->decoding++;
+	pthread_mutex_unlock(&w->lock);
+	return 1;
+}
+
 static void *worker_main(void *arg)
 {
 	struct stp_warmer *w = arg;
@@ -317,8 +364,15 @@ static void *worker_main(void *arg)
 		uint64_t k;
 
 		pthread_mutex_lock(&w->lock);
-		if (w->stop || w->next >= w->nblocks)
+		if (!work_left_locked(w))
 			break; /* nothing left to warm: never let a held block go for room */
+		/* the block after the hot region is pinned only while it decodes, as a read's
+		 * would be: no room to wait for, no held block let go for it */
+		if (w->next >= w->nblocks) {
+			if (take_follow(w))
+				warm_follow(w);
+			continue;
+		}
 		wait_for_room(w, st.budget, &ref, &unheld);
 		if (unheld) {
 			pthread_mutex_unlock(&w->lock);
@@ -328,8 +382,10 @@ static void *worker_main(void *arg)
 		/* a read decoding its own block goes first: no new block meanwhile */
 		while (!w->stop && w->demand)
 			pthread_cond_wait(&w->cond, &w->lock);
-		if (w->stop || w->next >= w->nblocks)
-			break;
+		if (w->stop || w->next >= w->nblocks) {
+			pthread_mutex_unlock(&w->lock);
+			continue;
+		}
 		k = w->next++;
 		w->blocks[k].state = B_DECODING;
 		w->decoding++;
@@ -466,6 +522,7 @@ int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	w->hot_size = w->plan.hot_size;
 	w->nblocks = w->plan.nblocks;
 	w->ninodes = w->plan.ninodes;
+	w->follow = w->plan.follow ? F_PENDING : F_NONE;
 	if (!rc)
 		rc = alloc_state(w);
 	if (!rc)
@@ -534,7 +591,8 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	out->held = w->held;
 	out->workers = w->nworkers;
 	out->ahead = w->ahead;
-	out->done = w->finished == w->nblocks;
+	/* the block after the hot region counts: a launch after warming should not meet it */
+	out->done = w->finished == w->nblocks && (w->follow == F_NONE || w->follow == F_DONE);
 	out->full = !out->done && w->idle_full > 0;
 	pthread_mutex_unlock(&w->lock);
 	stp_pagestore_stats(&w->store, &out->store);

@@ -60,6 +60,7 @@ struct collect_file {
 	uint32_t ino;
 	uint64_t size;
 	int rc;        /* what add_seg said, 0 when the walk stopped on its own */
+	int hot, follow; /* it has hot bytes; bytes in the block after the hot region */
 };
 
 /* Adds the hot part of a stored piece (the walk cut it at block edges). */
@@ -69,8 +70,13 @@ static int collect_piece(void *ctx, const struct stp_file_piece *fp)
 	uint64_t hot = cf->c->p->hot_size;
 	struct stp_warm_seg s = { cf->ino, fp->file_off, fp->stream_off, 0, cf->size };
 
-	if (fp->block == STP_FILE_HOLE || fp->stream_off >= hot)
+	if (fp->block == STP_FILE_HOLE)
 		return 0;
+	if (fp->stream_off >= hot) {
+		cf->follow |= fp->block == cf->c->p->nblocks;
+		return 0;
+	}
+	cf->hot = 1;
 	s.len = fp->len < hot - fp->stream_off ? fp->len : hot - fp->stream_off;
 	cf->rc = add_seg(cf->c, &s);
 	return cf->rc;
@@ -79,9 +85,10 @@ static int collect_piece(void *ctx, const struct stp_file_piece *fp)
 /* A file whose extents do not read is left out of the plan: its reads report it. */
 static int collect_file(void *ctx, uint32_t ino, const struct stp_inode *in)
 {
-	struct collect_file cf = { ctx, ino, in->size, 0 };
+	struct collect_file cf = { ctx, ino, in->size, 0, 0, 0 };
 
 	stp_file_walk(((struct collect *)ctx)->img, in, 0, in->size, collect_piece, &cf);
+	cf.c->p->follow |= cf.hot && cf.follow;
 	return cf.rc;
 }
 

@@ -9,13 +9,16 @@ the paths come from the inode numbers, which stipple gives as st_ino. Reads serv
 the page cache (warming's and the filler's pushes) never reach the daemon, so after
 warming this lists exactly the reads that missed the hot region.
 
-    tests/bench/fuse_reads.py [--image IMAGE [--warm-wait] [--no-fill]] [--list OUT] MOUNT -- COMMAND...
+    tests/bench/fuse_reads.py [--image IMAGE [--warm-wait] [--no-fill]] [--list OUT] [--lookups]
+                              MOUNT -- COMMAND...
 
 --image mounts IMAGE at MOUNT first (with $STIPPLE, default `stipple`) and unmounts it at
 the end; --warm-wait waits for warming to finish before COMMAND; --no-fill mounts without
 the filler. --list OUT writes the reads as a hot list, one line per file in the order of
 its first read: on a mount of an image without a hot list and with --no-fill, that is what
 a launch asks of the file system with readahead on, the ASKED list of hot_margin.py.
+--lookups lists the LOOKUP requests too, as the directory's path and the name asked for,
+in order among the reads: after name priming, the names the kernel still had to ask.
 strace slows the daemon: count and place reads with it, time nothing.
 """
 
@@ -31,6 +34,7 @@ import time
 
 from benchlib import mount_status, regular_files
 
+FUSE_LOOKUP = 1
 FUSE_READ = 15
 HEADER = struct.Struct("<IIQQIIII")    # fuse_in_header: len, opcode, unique, nodeid, ...
 READ_IN = struct.Struct("<QQI")        # fuse_read_in: fh, offset, size, ...
@@ -52,16 +56,28 @@ def requests(trace):
         yield bytes(buf)
 
 
-def reads(trace):
-    """[(nodeid, offset, size)] of the READ requests in TRACE."""
+def reads(trace, lookups=False):
+    """[(nodeid, offset, size)] of the READ requests in TRACE; with LOOKUPS also
+    (parent nodeid, name bytes, None) of the LOOKUP requests, in order."""
     out = []
     for req in requests(trace):
-        if len(req) < HEADER.size + READ_IN.size:
+        if len(req) < HEADER.size:
             continue
         _, opcode, _, node, *_ = HEADER.unpack_from(req)
-        if opcode == FUSE_READ:
+        if opcode == FUSE_READ and len(req) >= HEADER.size + READ_IN.size:
             _, off, size = READ_IN.unpack_from(req, HEADER.size)
             out.append((node, off, size))
+        elif opcode == FUSE_LOOKUP and lookups:
+            out.append((node, req[HEADER.size:].split(b"\0", 1)[0], None))
+    return out
+
+
+def dirs_by_inode(mount):
+    """The path of each directory under MOUNT by inode number ('.' for the root; FUSE
+    names the root 1 in requests)."""
+    out = {1: "."}
+    for d, _, _ in os.walk(mount):
+        out.setdefault(os.lstat(d).st_ino, os.path.relpath(d, mount))
     return out
 
 
@@ -89,6 +105,7 @@ def main():
     ap.add_argument("--warm-wait", action="store_true")
     ap.add_argument("--no-fill", action="store_true")
     ap.add_argument("--list", metavar="OUT")
+    ap.add_argument("--lookups", action="store_true")
     ap.add_argument("mount")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -112,13 +129,18 @@ def main():
         tracer.terminate()
         tracer.wait()
         names = paths_by_inode(a.mount)
+        dirs = dirs_by_inode(a.mount) if a.lookups else {}
     finally:
         if a.image:
             subprocess.run(["umount", a.mount], check=False)
-    found = reads(trace.name)
+    found = reads(trace.name, a.lookups)
     os.unlink(trace.name)
     for node, off, size in found:
-        print("READ %s off %d len %d" % (names.get(node, "?%d" % node), off, size))
+        if size is None:
+            print("LOOKUP %s/%s" % (dirs.get(node, "?%d" % node), off.decode(errors="replace")))
+        else:
+            print("READ %s off %d len %d" % (names.get(node, "?%d" % node), off, size))
+    found = [r for r in found if r[2] is not None]
     print("%d READ requests; command exited %d" % (len(found), rc))
     if a.list:
         write_list(a.list, found, names)

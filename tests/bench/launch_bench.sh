@@ -47,6 +47,8 @@
 #   env: TREE_KIND=blender RUNS=5 ONLY="stipple variants ..." STIPPLE_BUILD=build LEVEL=
 #        TREE=WORKDIR/tree DWARFS=/opt/dwarfs/bin DWARFS_ARGS= SKIP_OTHERS=1 (no other tools)
 #        EXTRA="LABEL=IMAGE ..." (more images of the tree, each a straight-away column)
+#        COMPARE="LABEL=BUILD ..." (another build's stipple mounts hot.stp: its straight-away
+#        and after-warming columns, interleaved with this build's, for an A/B of the daemon)
 #        RECORD_LEVEL=N (base.stp, the image the hot list is recorded from, at --level N:
 #        the list names file ranges, which the level does not change; quicker to prepare.
 #        Not with the variants group, whose "no hot list" column mounts base.stp)
@@ -191,6 +193,13 @@ fi
 # the same hot list built with another --hot-block-size)
 for extra in ${EXTRA:-}; do
 	column "stipple, ${extra%%=*}, straight away" "stp_mount \"${extra#*=}\""
+done
+# COMPARE="LABEL=BUILD ...": the same image mounted by another build's daemon
+for other in ${COMPARE:-}; do
+	ost=${other#*=}/mounthelper/stipple
+	column "stipple ${other%%=*}, straight away" "\"$ost\" mount \"\$work/hot.stp\" \"\$mnt\""
+	column "stipple ${other%%=*}, after warming" \
+		"\"$ost\" mount \"\$work/hot.stp\" \"\$mnt\" && \"$ost\" status --wait \"\$mnt\" >/dev/null"
 done
 want squashfuse && column "squashfuse_ll" 'fg_mount squashfuse_ll -f "$work/tree.sqfs" "$mnt"'
 want squashfs && column "kernel squashfs" 'mount -t squashfs -o loop,ro "$work/tree.sqfs" "$mnt"'

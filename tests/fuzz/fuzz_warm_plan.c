@@ -32,6 +32,8 @@ static void check_segs(const struct stp_warm_plan *p)
 static void check_blocks(const struct stp_warm_plan *p)
 {
 	FUZZ_ASSERT(p->block_first[0] == 0 && p->block_first[p->nblocks] == p->nsegs);
+	/* the block warming decodes after the hot region is one the image has */
+	FUZZ_ASSERT(!p->follow || p->nblocks < p->sb->block_count);
 	for (uint64_t k = 0; k < p->nblocks; k++) {
 		FUZZ_ASSERT(p->block_first[k] <= p->block_first[k + 1]);
 		FUZZ_ASSERT(p->block_pages[k] > 0);

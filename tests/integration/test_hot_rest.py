@@ -92,3 +92,25 @@ def test_every_file_reads_back_through_a_mount(image):
         with open(os.path.join(mnt, "b/big.dat"), "rb") as f:
             f.seek(900_000)
             assert f.read(4096) == FILES["b/big.dat"][900_000:904_096]
+
+
+@pytest.mark.needs_root
+def test_warming_decodes_the_block_after_the_hot_region(image):
+    """Warming goes on, last, into the first cold block when a hot file's rest lies there:
+    a launch that strays past its recorded ranges then finds that block decoded. A read
+    further on, in a block of files no hot list names, still decodes its own."""
+    from test_warm import raw_status, status
+    with mount_image(image) as mnt:
+        assert status(mnt, "--wait", "--timeout", "60").returncode == 0
+        before = raw_status(mnt)["cache_misses"]
+        # b/big.dat's rest up to 584 KB follows c/small.dat's in the first block after the
+        # hot region
+        with open(os.path.join(mnt, "b/big.dat"), "rb") as f:
+            f.seek(100_000)
+            assert f.read(4096) == FILES["b/big.dat"][100_000:104_096]
+        assert raw_status(mnt)["cache_misses"] == before, "the straying read decoded its block"
+        # a/fill-2 comes last in the stream, blocks further on: warming left them
+        with open(os.path.join(mnt, "a/fill-2"), "rb") as f:
+            f.seek(600_000)
+            assert f.read(4096) == FILES["a/fill-2"][600_000:604_096]
+        assert raw_status(mnt)["cache_misses"] == before + 1

@@ -108,13 +108,18 @@ def recorded(tmp_path_factory):
     """The tree, a plain image of it, and the hot list one recording mount wrote."""
     d = tmp_path_factory.mktemp("lookups")
     tree = make_tree(d)
+    return d, tree, record(tree, d, walk)
+
+
+def record(tree, d, fn):
+    """The hot list a recording mount of a plain image of TREE wrote while FN(MOUNT) ran."""
     base = build_image(tree, d / "base.stp", "--level", "1")
     hot = d / "hot.list"
     with mount_image(base, None, "--record", str(hot)) as mnt:
         pid = daemon_pid(mnt)
-        walk(mnt)
+        fn(mnt)
     wait_gone(pid)
-    return d, tree, hot
+    return hot
 
 
 def lookup_lines(hot):
@@ -258,3 +263,49 @@ def test_lookup_lines_build_reproducibly_and_bad_ones_are_said(recorded, tmp_pat
                    (first + 3, "not in a directory"),
                    (first + 4, "not a name a directory holds")):
         assert "%s:%d: " % (lst, n) in r.stderr and why in r.stderr, r.stderr
+
+
+LISTED = ["share/many/f%02d.xml" % i for i in range(30)]
+
+LIST_WALK = r"""
+import os, sys
+root = sys.argv[1]
+out = []
+# a runtime that has stat'ed many files already (the daemon then sends a listing's
+# entries with attributes)...
+for i in range(20):
+    out.append("%s %d" % (i, os.stat(os.path.join(root, "lib", "other%d" % i)).st_size))
+# ...lists a directory and stats what it found, as LibreOffice does its toolbars
+d = os.path.join(root, "share", "many")
+for e in sorted(os.scandir(d), key=lambda e: e.name):
+    out.append("%s %d" % (e.name, os.stat(os.path.join(d, e.name)).st_size))
+print("\n".join(out))
+"""
+
+
+def list_walk(root):
+    r = subprocess.run([sys.executable, "-c", LIST_WALK, os.fspath(root)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.needs_root
+def test_names_met_in_listings_are_recorded(tmp_path):
+    """A name the kernel learnt from a directory listing, then stat'ed, is recorded as a
+    lookup too: recording sends listings without attributes, so that each such stat is a
+    LOOKUP the recorder sees. The mount of the image built with the list then answers
+    the same walk without any LOOKUP."""
+    tree = make_tree(tmp_path)
+    (tree / "share" / "many").mkdir()
+    for i, p in enumerate(LISTED):
+        (tree / p).write_bytes(b"<x/>" * (i + 1))
+    hot = record(tree, tmp_path, list_walk)
+    names = lookup_lines(hot)
+    missing = [p for p in LISTED if p not in names]
+    assert not missing, ("listed and stat'ed, not recorded", missing)
+    image = build_image(tree, tmp_path / "hot.stp", "--level", "1", "--hot-list", hot)
+    with mount_image(image, None, "--warm-workers", "2") as mnt:
+        got, counts = traced(mnt, lambda: list_walk(mnt))
+    assert got == list_walk(tree)
+    assert counts.get("FUSE_LOOKUP", 0) == 0, counts
