@@ -114,6 +114,7 @@ struct monitor {
 	bool reaped;          /* the daemon was waited for: never signal it again */
 	int status;           /* its wait status, once reaped */
 	bool mounted;         /* the daemon said the FUSE mount exists */
+	dev_t mount_dev;      /* the device of the mount made, when root (0: not known) */
 	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
 	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
@@ -530,6 +531,16 @@ static int mount_fuse(struct monitor *m)
 	return -EIO;
 }
 
+/* Root's mount is the one on top of the directory it mounted on: its device, for priming
+ * to know it again (look_up), whatever the user who owns the parent renames meanwhile.
+ * Unknown (0) for a user's mount (fusermount3 mounted the path) or without open_tree:
+ * priming then goes by mountinfo alone. */
+static void remember_mount(struct monitor *m)
+{
+	if (geteuid() == 0 && stp_mountpoint_top_dev(m->mp_fd, &m->mount_dev))
+		m->mount_dev = 0;
+}
+
 /* Root's daemon runs as the sandbox user: looked up here, while the daemon starts, so
  * that it makes no lookup of its own (the name service loads modules and reads files). */
 static int look_up_sandbox_user(struct monitor *m)
@@ -657,6 +668,18 @@ static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *
 	return stp_prime_status(status);
 }
 
+/* Whether ROOT is the root of the mount made: the device remembered at the mount (root),
+ * and mountinfo's word that it is a fuse.stipple mount of the image made for this user.
+ * Another user's FUSE mount, put where the mount point was renamed from, is neither. */
+static bool made_here(const struct monitor *m, int root)
+{
+	dev_t dev;
+
+	if (stp_mountpoint_dev(root, &dev) || (m->mount_dev && dev != m->mount_dev))
+		return false;
+	return !stp_mountinfo_made_for(dev, m->o->image_path, getuid());
+}
+
 /* The lookups of LIST in a child confined first (prime.h), killed at the deadline. */
 static int look_up(const struct monitor *m, const struct stp_prime_list *list, pid_t *stuck)
 {
@@ -667,10 +690,18 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 		return 0;
 	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy).
 	 * Beneath the parent pinned before the mount, never by the path again: a parent
-	 * renamed meanwhile and a link in its place would send the lookups elsewhere. */
+	 * renamed meanwhile and a link in its place would send the lookups elsewhere. The
+	 * name may lead to another mount by now (the mount point renamed before the mount):
+	 * only the one made is primed. */
 	root = openat(m->parent_fd, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return -errno;
+	if (!made_here(m, root)) {
+		close(root);
+		stp_monlog_say(m->prog, "warning: %s: priming skipped: what the mount point's name "
+			       "leads to is not the mount made (renamed?)", m->o->mountpoint);
+		return 0;
+	}
 	if (pipe2(fds, O_CLOEXEC)) {
 		err = -errno;
 		close(root);
@@ -944,6 +975,8 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog,
 		err = remember_mountpoint(&m);
 	if (!err)
 		err = mount_fuse(&m);
+	if (!err)
+		remember_mount(&m);
 	if (!err)
 		err = look_up_sandbox_user(&m);
 	if (!err)
