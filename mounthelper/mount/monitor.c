@@ -64,6 +64,7 @@
 #include <sys/mount.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
+#include <linux/openat2.h>
 #include <linux/securebits.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -457,6 +458,31 @@ static int prepare(struct monitor *m)
 	return err;
 }
 
+/* The hot list, opened as root: through no symbolic link anywhere on its path (a user
+ * who owns a directory on it could point it at any file for root to truncate and
+ * overwrite), and not a regular file with another hard link. An fd or a negative errno
+ * (-ELOOP, -EMLINK for those). */
+static int open_record_file(const char *path)
+{
+	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+				.mode = 0644 };
+	struct stat st;
+	int fd, err = 0;
+
+	if (geteuid() == 0)
+		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st))
+		err = -errno;
+	else if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+		err = -EMLINK;
+	if (err)
+		close(fd);
+	return err ? err : fd;
+}
+
 /* The hot list file is opened here: the confined daemon can open nothing. It is emptied
  * once the mount is live (empty_record), not before: a mount that fails leaves the list
  * of an earlier run as it was. */
@@ -465,10 +491,20 @@ static int open_record(struct monitor *m)
 	m->h.record_fd = -1;
 	if (!m->o->record)
 		return 0;
-	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	m->h.record_fd = open_record_file(m->o->record);
+	if (m->h.record_fd == -ELOOP)
+		stp_monlog_say(m->prog, "record=%s: a symbolic link on its path: refused (name the "
+			       "file by its resolved path)", m->o->record);
+	else if (m->h.record_fd == -EMLINK)
+		stp_monlog_say(m->prog, "record=%s: the file has another hard link: refused",
+			       m->o->record);
+	else if (m->h.record_fd < 0)
+		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(m->h.record_fd));
 	if (m->h.record_fd < 0) {
-		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
-		return -errno;
+		int err = m->h.record_fd;
+
+		m->h.record_fd = -1;
+		return err;
 	}
 	m->record_fd = fcntl(m->h.record_fd, F_DUPFD_CLOEXEC, 3);
 	return m->record_fd < 0 ? -errno : 0;
