@@ -286,6 +286,13 @@ static void expect_basics(const struct filter *flt, uint32_t path_stat)
 	/* s390x passes mmap's arguments in memory: the filter cannot see PROT_EXEC there */
 	expect(flt, "an executable mapping", a->mmap, ARGS(0, 4096, rx), a->token == SCMP_ARCH_S390X ? ALLOW : KILL);
 	expect(flt, "mprotect PROT_EXEC", "mprotect", ARGS(0, 4096, rx), KILL);
+	/* shared memory is beyond RLIMIT_DATA, the bound the budget counts (review 4 #5) */
+	expect(flt, "a shared anonymous mapping", a->mmap,
+	       ARGS(0, 1 << 20, rw, MAP_SHARED | MAP_ANONYMOUS), a->token == SCMP_ARCH_S390X ? ALLOW : KILL);
+	expect(flt, "a MAP_SHARED_VALIDATE mapping", a->mmap,
+	       ARGS(0, 1 << 20, rw, MAP_SHARED_VALIDATE | MAP_ANONYMOUS), a->token == SCMP_ARCH_S390X ? ALLOW : KILL);
+	expect(flt, "a thread's stack", a->mmap,
+	       ARGS(0, 1 << 20, rw, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE), ALLOW);
 	expect(flt, "munmap", "munmap", NULL, ALLOW);
 	expect(flt, "clock_gettime", t64(a, "clock_gettime", "clock_gettime64"), NULL, ALLOW);
 	if (a->statx_fstat)
