@@ -747,7 +747,7 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		stp_prime_look_up(list, root, fds[1], m->o->sandbox);
+		stp_prime_look_up(list, root, fds[1], m->o->sandbox, stp_prime_stop_ns(m->deadline));
 	}
 	close(fds[1]);
 	close(root);
