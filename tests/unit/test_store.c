@@ -154,6 +154,23 @@ static void repeated_trims_keep_the_bound_oldest_first(void)
 	cleanup();
 }
 
+/* The fetcher's side of one batch: offers B on CTL and takes the monitor's answer, its
+ * descriptors into FDS (*NFDS) and ST. 0, or -1 when anything went wrong. */
+static int trade(int ctl, const struct stp_fetch_blocks *b, int *fds, unsigned *nfds,
+		 struct stp_fetch_store *st)
+{
+	uint8_t buf[STP_MSG_MAX];
+	uint32_t type;
+	size_t len;
+
+	if (stp_msg_send(ctl, STP_MSG_BLOCKS, b, sizeof(*b)) ||
+	    stp_msg_recv_fds(ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf, sizeof(buf),
+			     &len, fds, STP_FETCH_BATCH, nfds) ||
+	    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, b, *nfds, st))
+		return -1;
+	return 0;
+}
+
 #define CLAIMED 64u /* blocks the stand-in fetcher offers: 64 KiB each */
 
 struct stand_in {
@@ -167,22 +184,16 @@ struct stand_in {
 static void *offer(void *arg)
 {
 	struct stand_in *s = arg;
-	uint8_t buf[STP_MSG_MAX];
 
 	for (uint64_t first = 0; first < CLAIMED; first += STP_FETCH_BATCH) {
 		struct stp_fetch_blocks b = { .first = first, .count = STP_FETCH_BATCH };
 		struct stp_fetch_store st;
 		int fds[STP_FETCH_BATCH];
 		unsigned nfds = 0;
-		uint32_t type;
-		size_t len;
 
 		for (uint32_t k = 0; k < b.count; k++)
 			memset(b.sha[k], (int)(first + k), 32);
-		if (stp_msg_send(s->ctl, STP_MSG_BLOCKS, &b, sizeof(b)) ||
-		    stp_msg_recv_fds(s->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf,
-				     sizeof(buf), &len, fds, STP_FETCH_BATCH, &nfds) ||
-		    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, &b, nfds, &st))
+		if (trade(s->ctl, &b, fds, &nfds, &st))
 			return NULL;
 		for (unsigned k = 0; k < nfds; k++) {
 			int mode = fcntl(fds[k], F_GETFL) & O_ACCMODE;
@@ -257,18 +268,12 @@ static void *offer_two(void *arg)
 	struct two_blocks *t = arg;
 	struct stp_fetch_blocks b = { .first = 0, .count = 2 };
 	struct stp_fetch_store st;
-	uint8_t buf[STP_MSG_MAX];
 	int fds[STP_FETCH_BATCH];
 	unsigned nfds = 0;
-	uint32_t type;
-	size_t len;
 
 	memcpy(b.sha[0], t->sha[0], 32);
 	memcpy(b.sha[1], t->sha[1], 32);
-	if (stp_msg_send(t->ctl, STP_MSG_BLOCKS, &b, sizeof(b)) ||
-	    stp_msg_recv_fds(t->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf, sizeof(buf),
-			     &len, fds, STP_FETCH_BATCH, &nfds) ||
-	    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, &b, nfds, &st))
+	if (trade(t->ctl, &b, fds, &nfds, &st))
 		return NULL;
 	for (unsigned k = 0; k < nfds; k++) {
 		struct stat sb;
