@@ -22,8 +22,8 @@
  * at the first pthread_create and pthread_cancel, and libfuse cancels its workers when
  * the loop ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo, which
  * glibc's qsort asks for the memory size (the warmer sorts its plan); the disk cache of a
- * URL mount (diskcache.c) writes blocks, finds holes and makes them (pwrite64, lseek,
- * fallocate). 32-bit variants: fadvise64_64 (i386), arm_fadvise64_64 (arm), _llseek,
+ * URL mount (diskcache.c) writes blocks, finds holes and makes them (pwrite64, lseek;
+ * fallocate, only to punch holes, is a rule of sandbox.c's). 32-bit variants: fadvise64_64 (i386), arm_fadvise64_64 (arm), _llseek,
  * fstat64, the *_time64 calls, and sigreturn, which returns from a handler installed
  * without SA_SIGINFO (libfuse's) on i386, arm, mipsel, ppc64el and s390x.
  */
@@ -42,7 +42,7 @@ const char *const stp_syscalls_daemon[] = {
 	"clock_gettime", "clock_gettime64",
 	"gettimeofday", "sysinfo",
 	"exit", "exit_group",
-	"pwrite64", "lseek", "_llseek", "fallocate",
+	"pwrite64", "lseek", "_llseek",
 	NULL
 };
 

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/filter.h>
 #include <linux/net.h>
 #include <sched.h>
@@ -343,9 +344,15 @@ static void test_daemon(const struct arch *a)
 	static const char *const plain[] = { "read", "readv", "pread64", "preadv", "write",
 		"writev", "close", "brk", "madvise", "mremap", "rt_sigprocmask", "rt_sigaction",
 		"restart_syscall", "sched_yield", "sched_getaffinity", "getpid", "gettid",
-		"gettimeofday", "sysinfo", "exit", "pwrite64", "fallocate", NULL };
+		"gettimeofday", "sysinfo", "exit", "pwrite64", NULL };
 	for (size_t i = 0; plain[i]; i++)
 		expect(&flt, "daemon", plain[i], NULL, ALLOW);
+	/* only the disk cache's hole punching: preallocation past EOF escapes RLIMIT_FSIZE
+	 * (review 4 #7) */
+	expect(&flt, "fallocate(PUNCH_HOLE|KEEP_SIZE)", "fallocate",
+	       ARGS(3, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), ALLOW);
+	expect(&flt, "fallocate(KEEP_SIZE)", "fallocate", ARGS(3, FALLOC_FL_KEEP_SIZE, 0, 1u << 30), KILL);
+	expect(&flt, "fallocate(0)", "fallocate", ARGS(3, 0, 0, 1u << 30), KILL);
 	expect(&flt, "lseek (diskcache holes)", a->lseek, NULL, ALLOW);
 	expect(&flt, "posix_fadvise (meta.c)", a->fadvise, NULL, ALLOW);
 	expect(&flt, "opening a file", "openat", NULL, EACCES_);
