@@ -64,6 +64,7 @@
 #include <sys/mount.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
+#include <linux/openat2.h>
 #include <linux/securebits.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -114,6 +115,7 @@ struct monitor {
 	bool reaped;          /* the daemon was waited for: never signal it again */
 	int status;           /* its wait status, once reaped */
 	bool mounted;         /* the daemon said the FUSE mount exists */
+	dev_t mount_dev;      /* the device of the mount made, when root (0: not known) */
 	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
 	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
@@ -456,6 +458,31 @@ static int prepare(struct monitor *m)
 	return err;
 }
 
+/* The hot list, opened as root: through no symbolic link anywhere on its path (a user
+ * who owns a directory on it could point it at any file for root to truncate and
+ * overwrite), and not a regular file with another hard link. An fd or a negative errno
+ * (-ELOOP, -EMLINK for those). */
+static int open_record_file(const char *path)
+{
+	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+				.mode = 0644 };
+	struct stat st;
+	int fd, err = 0;
+
+	if (geteuid() == 0)
+		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st))
+		err = -errno;
+	else if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+		err = -EMLINK;
+	if (err)
+		close(fd);
+	return err ? err : fd;
+}
+
 /* The hot list file is opened here: the confined daemon can open nothing. It is emptied
  * once the mount is live (empty_record), not before: a mount that fails leaves the list
  * of an earlier run as it was. */
@@ -464,10 +491,20 @@ static int open_record(struct monitor *m)
 	m->h.record_fd = -1;
 	if (!m->o->record)
 		return 0;
-	m->h.record_fd = open(m->o->record, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	m->h.record_fd = open_record_file(m->o->record);
+	if (m->h.record_fd == -ELOOP)
+		stp_monlog_say(m->prog, "record=%s: a symbolic link on its path: refused (name the "
+			       "file by its resolved path)", m->o->record);
+	else if (m->h.record_fd == -EMLINK)
+		stp_monlog_say(m->prog, "record=%s: the file has another hard link: refused",
+			       m->o->record);
+	else if (m->h.record_fd < 0)
+		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(m->h.record_fd));
 	if (m->h.record_fd < 0) {
-		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(-errno));
-		return -errno;
+		int err = m->h.record_fd;
+
+		m->h.record_fd = -1;
+		return err;
 	}
 	m->record_fd = fcntl(m->h.record_fd, F_DUPFD_CLOEXEC, 3);
 	return m->record_fd < 0 ? -errno : 0;
@@ -528,6 +565,16 @@ static int mount_fuse(struct monitor *m)
 		return 0;
 	stp_monlog_say(m->prog, "cannot mount %s on %s", stp_monlog_image(m->o), m->o->mountpoint);
 	return -EIO;
+}
+
+/* Root's mount is the one on top of the directory it mounted on: its device, for priming
+ * to know it again (look_up), whatever the user who owns the parent renames meanwhile.
+ * Unknown (0) for a user's mount (fusermount3 mounted the path) or without open_tree:
+ * priming then goes by mountinfo alone. */
+static void remember_mount(struct monitor *m)
+{
+	if (geteuid() == 0 && stp_mountpoint_top_dev(m->mp_fd, &m->mount_dev))
+		m->mount_dev = 0;
 }
 
 /* Root's daemon runs as the sandbox user: looked up here, while the daemon starts, so
@@ -657,6 +704,18 @@ static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *
 	return stp_prime_status(status);
 }
 
+/* Whether ROOT is the root of the mount made: the device remembered at the mount (root),
+ * and mountinfo's word that it is a fuse.stipple mount of the image made for this user.
+ * Another user's FUSE mount, put where the mount point was renamed from, is neither. */
+static bool made_here(const struct monitor *m, int root)
+{
+	dev_t dev;
+
+	if (stp_mountpoint_dev(root, &dev) || (m->mount_dev && dev != m->mount_dev))
+		return false;
+	return !stp_mountinfo_made_for(dev, m->o->image_path, getuid());
+}
+
 /* The lookups of LIST in a child confined first (prime.h), killed at the deadline. */
 static int look_up(const struct monitor *m, const struct stp_prime_list *list, pid_t *stuck)
 {
@@ -667,10 +726,18 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 		return 0;
 	/* O_PATH: no request to the mount; held only while priming (it keeps the mount busy).
 	 * Beneath the parent pinned before the mount, never by the path again: a parent
-	 * renamed meanwhile and a link in its place would send the lookups elsewhere. */
+	 * renamed meanwhile and a link in its place would send the lookups elsewhere. The
+	 * name may lead to another mount by now (the mount point renamed before the mount):
+	 * only the one made is primed. */
 	root = openat(m->parent_fd, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return -errno;
+	if (!made_here(m, root)) {
+		close(root);
+		stp_monlog_say(m->prog, "warning: %s: priming skipped: what the mount point's name "
+			       "leads to is not the mount made (renamed?)", m->o->mountpoint);
+		return 0;
+	}
 	if (pipe2(fds, O_CLOEXEC)) {
 		err = -errno;
 		close(root);
@@ -680,7 +747,7 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		stp_prime_look_up(list, root, fds[1], m->o->sandbox);
+		stp_prime_look_up(list, root, fds[1], m->o->sandbox, stp_prime_stop_ns(m->deadline));
 	}
 	close(fds[1]);
 	close(root);
@@ -944,6 +1011,8 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog,
 		err = remember_mountpoint(&m);
 	if (!err)
 		err = mount_fuse(&m);
+	if (!err)
+		remember_mount(&m);
 	if (!err)
 		err = look_up_sandbox_user(&m);
 	if (!err)

@@ -57,6 +57,35 @@ int stp_mountinfo_ours(const char *mountpoint, const char *source, unsigned *cou
 	return each_mount_at(STP_MOUNTINFO_SELF, mountpoint, look_ours, &o);
 }
 
+/* Whether FS's superblock option user_id= is UID. */
+static int user_is(struct libmnt_fs *fs, uid_t uid)
+{
+	const char *opts = mnt_fs_get_fs_options(fs);
+	char *value = NULL, num[24];
+	size_t len = 0;
+
+	if (!opts || mnt_optstr_get_option(opts, "user_id", &value, &len) || !value ||
+	    len >= sizeof(num))
+		return 0;
+	snprintf(num, sizeof(num), "%u", (unsigned)uid);
+	return strlen(num) == len && !memcmp(num, value, len);
+}
+
+int stp_mountinfo_made_for(dev_t dev, const char *source, uid_t uid)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file(STP_MOUNTINFO_SELF);
+	struct libmnt_fs *fs = tb ? mnt_table_find_devno(tb, dev, MNT_ITER_BACKWARD) : NULL;
+	const char *type = fs ? mnt_fs_get_fstype(fs) : NULL;
+	const char *src = fs ? mnt_fs_get_source(fs) : NULL;
+	int ours = type && src && !strcmp(type, "fuse.stipple") && !strcmp(src, source) &&
+		   user_is(fs, uid);
+
+	if (!tb)
+		return errno ? -errno : -ENOMEM;
+	mnt_unref_table(tb);
+	return ours ? 0 : -ESTALE;
+}
+
 struct top {
 	char *source, *fstype;
 	size_t cap;

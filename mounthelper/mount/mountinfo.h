@@ -12,11 +12,17 @@
 #define STP_MOUNTINFO_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Counts the fuse.stipple mounts of SOURCE stacked at MOUNTPOINT into *COUNT, and sets
  * *TOP when the last mount made at MOUNTPOINT, the one a path lookup reaches, is one of
  * them. */
 int stp_mountinfo_ours(const char *mountpoint, const char *source, unsigned *count, int *top);
+
+/* Whether the mount of device DEV is a fuse.stipple mount of SOURCE made for UID (its
+ * superblock's user_id=, which fusermount3 sets to the caller's uid whatever the options
+ * say): 0 when it is, -ESTALE when not or when no mount has that device. */
+int stp_mountinfo_made_for(dev_t dev, const char *source, uid_t uid);
 
 #define STP_MOUNTINFO_SELF "/proc/self/mountinfo"
 

@@ -7,7 +7,10 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* Component NAME beneath AT, not followed if a symlink: a directory, or -ELOOP/-ENOTDIR. */
@@ -70,4 +73,30 @@ const char *stp_mountpoint_fd_path(int dir_fd, char *buf, size_t len)
 {
 	snprintf(buf, len, "/proc/self/fd/%d", dir_fd);
 	return buf;
+}
+
+int stp_mountpoint_dev(int fd, dev_t *dev)
+{
+	struct statx stx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, 0, &stx))
+		return -errno;
+	*dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+	return 0;
+}
+
+int stp_mountpoint_top_dev(int dir_fd, dev_t *dev)
+{
+	int tree = (int)syscall(SYS_open_tree, dir_fd, "",
+				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+	int top, err;
+
+	if (tree < 0)
+		return -errno;
+	top = openat(tree, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	err = top < 0 ? -errno : stp_mountpoint_dev(top, dev);
+	if (top >= 0)
+		close(top);
+	close(tree); /* the clone goes with its last descriptor */
+	return err;
 }

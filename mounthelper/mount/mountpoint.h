@@ -11,6 +11,7 @@
 #define STP_MOUNTPOINT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Opens PATH (absolute, without symlinks: realpath made it so when the options were
  * read) one component at a time, following no symlink: *DIR_FD is the directory, O_PATH,
@@ -22,5 +23,15 @@ int stp_mountpoint_open(const char *path, int *dir_fd, int *parent_fd);
 /* "/proc/self/fd/DIR_FD" in BUF (LEN bytes): the directory itself, for mount(2), which
  * follows that link to the directory open on DIR_FD and to nothing else. */
 const char *stp_mountpoint_fd_path(int dir_fd, char *buf, size_t len);
+
+/* The device of what FD is open on, as stat gives it, with no request to a FUSE mount
+ * (statx asks for no attribute and not to sync). 0 or -errno. */
+int stp_mountpoint_dev(int fd, dev_t *dev);
+
+/* The device of the mount on top of DIR_FD's directory, whatever its name is by now:
+ * the mount tree there is cloned, detached, and ".." from the clone's root reaches the
+ * top of its mounts (the only lookup that enters a mount without naming it). Needs
+ * CAP_SYS_ADMIN (-EPERM without); -ENOSYS before Linux 5.2. Sends no FUSE request. */
+int stp_mountpoint_top_dev(int dir_fd, dev_t *dev);
 
 #endif

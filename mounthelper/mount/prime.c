@@ -437,10 +437,10 @@ static int look_up(int root, const char *path, uint32_t ino)
 }
 
 /* The first sign that the mount is gone, or is not the image the plan was made from, or
- * that the kernel cannot confine the walk, ends the lookups. */
-static void look_up_all(const struct stp_prime_list *l, int root)
+ * that the kernel cannot confine the walk, ends the lookups; so does STOP_NS. */
+static void look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns)
 {
-	for (uint32_t i = 0; i < l->n; i++) {
+	for (uint32_t i = 0; i < l->n && (int64_t)stp_now_ns() < stop_ns; i++) {
 		int err = look_up(root, l->pool + l->path[i], l->ino[i]);
 
 		if (err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS)
@@ -476,7 +476,7 @@ size_t stp_prime_list_count(const struct stp_prime_list *l)
 /* The child: confined before its first request to the mount (the statfs and stat that
  * check it is ours are requests too), or it sends none. */
 void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
-		       enum stp_sandbox_mode mode)
+		       enum stp_sandbox_mode mode, int64_t stop_ns)
 {
 	char err[256];
 
@@ -485,8 +485,16 @@ void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
 		_exit(STP_PRIME_NOT_CONFINED);
 	if (!is_fuse_root(root))
 		_exit(STP_PRIME_NOT_OURS);
-	look_up_all(l, root);
+	look_up_all(l, root, stop_ns);
 	_exit(STP_PRIME_LOOKED_UP);
+}
+
+int64_t stp_prime_stop_ns(int64_t deadline_ns)
+{
+	int64_t now = (int64_t)stp_now_ns(), budget = STP_PRIME_BUDGET_MS * 1000000ll;
+	int64_t half = (deadline_ns - now) / 2;
+
+	return now + (half < budget ? half : budget);
 }
 
 int stp_prime_status(int status)

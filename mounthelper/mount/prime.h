@@ -79,10 +79,22 @@ size_t stp_prime_list_count(const struct stp_prime_list *l);
  * confined, that ROOT is the root of a FUSE mount, looks up the files of L beneath it
  * and exits with one of the statuses below; a lookup that fails is not an error, the
  * first that shows the mount gone or not the image's ends the lookups. DONE_FD is the
- * write end of a pipe: its closing at exit tells the monitor. */
+ * write end of a pipe: its closing at exit tells the monitor. No lookup starts at or
+ * after STOP_NS (CLOCK_MONOTONIC, from stp_prime_stop_ns): the names left are not primed,
+ * and the child exits STP_PRIME_LOOKED_UP. */
 enum { STP_PRIME_LOOKED_UP = 0, STP_PRIME_NOT_CONFINED = 1, STP_PRIME_NOT_OURS = 2 };
 _Noreturn void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
-				 enum stp_sandbox_mode mode);
+				 enum stp_sandbox_mode mode, int64_t stop_ns);
+
+/* The lookups' own budget: priming only saves time, and a mount must not be undone
+ * because a large lookup table (up to 65536 names, a few ms each when the metadata
+ * exceeds meta_cache=) takes longer than the mount's deadline. */
+#define STP_PRIME_BUDGET_MS 3000
+
+/* When the lookups stop: STP_PRIME_BUDGET_MS from now, or half the time left before
+ * the mount's DEADLINE_NS if that comes first, so that the child has ended, lookups
+ * answered, well before the deadline that would undo the mount. */
+int64_t stp_prime_stop_ns(int64_t deadline_ns);
 
 /* Waits for DONE_FD (the pipe's read end) to be closed by the child, until DEADLINE_NS
  * (CLOCK_MONOTONIC): 0, or -ETIMEDOUT. */

@@ -3,6 +3,7 @@
 #include "remote.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +82,38 @@ static void give(struct remote *r, int i, bool broken, bool failed, const struct
 	pthread_mutex_unlock(&r->lock);
 }
 
-static int read_full(int fd, void *buf, size_t len)
+/* Waits until FD has bytes or DEADLINE (0: none, the channel's receive timeout alone)
+ * has passed: 0 or -ETIMEDOUT. */
+static int wait_readable(int fd, uint64_t deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint64_t now;
+	int ready;
+
+	do {
+		if (!deadline)
+			return 0;
+		now = stp_now_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		ready = poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000));
+	} while (ready < 0 && errno == EINTR);
+	return ready == 0 ? -ETIMEDOUT : 0;
+}
+
+/* LEN bytes from FD, each read(2) started before DEADLINE: a frame trickled a byte at a
+ * time stops there, not at the end of its bytes. */
+static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 {
 	char *p = buf;
 
 	while (len) {
-		ssize_t n = read(fd, p, len);
+		int err = wait_readable(fd, deadline);
+		ssize_t n;
 
+		if (err)
+			return err;
+		n = read(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -129,7 +155,7 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 		return err;
 	}
 	while (got < len) {
-		err = read_full(fd, &fr, sizeof(fr));
+		err = read_full(fd, &fr, sizeof(fr), deadline);
 		if (!err && deadline && stp_now_ns() > deadline)
 			err = -ETIMEDOUT; /* the stream is dropped: out of step from here */
 		if (!err && !fr.err && !fr.len && !fr.tries)
@@ -149,9 +175,9 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 			size_t n = fr.len < whylen - 1 ? fr.len : whylen - 1;
 			char rest[STP_FETCH_WHY_MAX];
 
-			err = fr.len < STP_FETCH_WHY_MAX ? read_full(fd, why, n) : -EPROTO;
+			err = fr.len < STP_FETCH_WHY_MAX ? read_full(fd, why, n, deadline) : -EPROTO;
 			if (!err && fr.len > n)
-				err = read_full(fd, rest, fr.len - n);
+				err = read_full(fd, rest, fr.len - n, deadline);
 			if (!err) {
 				why[n] = '\0';
 				*broken = false;
@@ -159,7 +185,7 @@ static int ask(struct remote *r, int fd, uint8_t *buf, size_t len, uint64_t off,
 			}
 		}
 		if (!err)
-			err = read_full(fd, buf + got, fr.len);
+			err = read_full(fd, buf + got, fr.len, deadline);
 		if (err) {
 			snprintf(why, whylen, "the fetcher did not answer: %s",
 				 err == -EAGAIN ? "timed out" :

@@ -11,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/falloc.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/fuse.h>
@@ -161,6 +162,8 @@ static int sandbox_ids(const struct stp_sandbox_opts *o, uid_t *uid, gid_t *gid,
  *   - thread stacks and malloc never need PROT_EXEC: no page becomes executable;
  *   - libfuse's only ioctl clones the /dev/fuse channel;
  *   - tgkill (pthread_cancel, abort) only reaches our own threads;
+ *   - fallocate only punches holes (the disk cache's eviction): preallocation past EOF
+ *     would take disk that RLIMIT_FSIZE, checked only when a file grows, never sees;
  *   - prctl only names the calling thread: libfuse 3.17 and later call
  *     pthread_setname_np(pthread_self(), "fuse_worker") in each worker, which glibc turns
  *     into prctl(PR_SET_NAME) (naming another thread writes /proc/.../comm: open, EACCES).
@@ -181,13 +184,15 @@ static int add_common_rules(scmp_filter_ctx ctx, bool fuse)
 		{ SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0_32(SCMP_CMP_EQ, PR_SET_NAME) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 		  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()) },
+		{ SCMP_ACT_ALLOW, SCMP_SYS(fallocate), 1,
+		  SCMP_A1_32(SCMP_CMP_EQ, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) },
 	};
 	int rc = stp_syscalls_allow_threads(ctx);
 
 	if (!rc)
 		rc = stp_syscalls_allow_mapping(ctx);
 	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
-		if (fuse || rules[i].nr != SCMP_SYS(ioctl))
+		if (fuse || (rules[i].nr != SCMP_SYS(ioctl) && rules[i].nr != SCMP_SYS(fallocate)))
 			rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr,
 						    rules[i].ncmp, rules[i].ncmp ? &rules[i].cmp : NULL);
 	return rc;

@@ -10,14 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cachedir.h"
 #include "diskcache.h"
 #include "fetcher.h"
 #include "format.h"
+#include "hash.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "pubindex.h"
@@ -25,6 +28,8 @@
 #include "util.h"
 
 #define BLOCKS_DIR "blocks"
+/* Set on a stored block file once its bytes were found to hash to its name. */
+#define VERIFIED_XATTR "user.stipple.sound"
 #define FANOUT 256u
 /* The least a store file takes on disk (a file system block): however well its block
  * compresses, no more files than LIMIT holds of these. */
@@ -88,9 +93,57 @@ static bool holds_bytes(int sub, const char *leaf)
 	       st.st_size;
 }
 
+/* Whether FD (SIZE bytes) holds the block hashing to SHA. */
+static bool hashes_to(int fd, off_t size, const uint8_t sha[32])
+{
+	uint8_t got[STP_SIG_HASH_SIZE];
+	void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+
+	if (p == MAP_FAILED)
+		return false;
+	stp_sign_hash(p, (size_t)size, got);
+	munmap(p, (size_t)size);
+	return !memcmp(got, sha, sizeof(got));
+}
+
+/* Whether FD, a file holding bytes that no mount holds (an exclusive lock had at once),
+ * holds something other than the block hashing to SHA: what a fetcher turned hostile
+ * wrote into the empty file of another image's block, which that image's mounts would
+ * get read-only for ever. Each file is hashed once: found sound, it is marked with an
+ * xattr that no confined process can set (their filters allow no xattr call). */
+static bool holds_junk(int fd, const uint8_t sha[32])
+{
+	struct stat st;
+	char mark;
+	bool junk;
+
+	if (fstat(fd, &st) || !st.st_size ||
+	    fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark)) == (ssize_t)sizeof(mark) ||
+	    flock(fd, LOCK_EX | LOCK_NB))
+		return false;
+	junk = !hashes_to(fd, st.st_size, sha);
+	if (!junk)
+		fsetxattr(fd, VERIFIED_XATTR, "1", 1, 0); /* else hashed again next time */
+	flock(fd, LOCK_UN);
+	return junk;
+}
+
+/* The stored file LEAF beneath SUB of the block hashing to SHA, opened; -ENOENT when
+ * it held junk, removed. */
+static int open_stored(int sub, const char *leaf, const uint8_t sha[32])
+{
+	bool made;
+	int fd = stp_cachedir_open_private(sub, leaf, O_RDONLY, &made);
+
+	if (fd < 0 || !holds_junk(fd, sha))
+		return fd;
+	close(fd);
+	return unlinkat(sub, leaf, 0) ? -errno : -ENOENT;
+}
+
 /* The file of the block hashing to SHA, opened or made (made only while *WRITABLE
  * lasts), locked shared (the pin) and marked used now; a negative errno when it cannot
- * be. */
+ * be. A file holding junk is replaced by an empty one. */
 static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 {
 	char name[STP_PUBINDEX_NAME_MAX];
@@ -102,11 +155,9 @@ static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
-	if (!*writable && !holds_bytes(sub, name + 3)) {
-		close(sub);
-		return -ENOSPC; /* no file made that nothing may write */
-	}
-	fd = stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made);
+	fd = holds_bytes(sub, name + 3) ? open_stored(sub, name + 3, sha) : -ENOENT;
+	if (fd == -ENOENT) /* no file made that nothing may write */
+		fd = *writable ? stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made) : -ENOSPC;
 	close(sub);
 	if (fd < 0)
 		return fd;

@@ -22,8 +22,8 @@
  * at the first pthread_create and pthread_cancel, and libfuse cancels its workers when
  * the loop ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo, which
  * glibc's qsort asks for the memory size (the warmer sorts its plan); the disk cache of a
- * URL mount (diskcache.c) writes blocks, finds holes and makes them (pwrite64, lseek,
- * fallocate). 32-bit variants: fadvise64_64 (i386), arm_fadvise64_64 (arm), _llseek,
+ * URL mount (diskcache.c) writes blocks, finds holes and makes them (pwrite64, lseek;
+ * fallocate, only to punch holes, is a rule of sandbox.c's). 32-bit variants: fadvise64_64 (i386), arm_fadvise64_64 (arm), _llseek,
  * fstat64, the *_time64 calls, and sigreturn, which returns from a handler installed
  * without SA_SIGINFO (libfuse's) on i386, arm, mipsel, ppc64el and s390x.
  */
@@ -42,7 +42,7 @@ const char *const stp_syscalls_daemon[] = {
 	"clock_gettime", "clock_gettime64",
 	"gettimeofday", "sysinfo",
 	"exit", "exit_group",
-	"pwrite64", "lseek", "_llseek", "fallocate",
+	"pwrite64", "lseek", "_llseek",
 	NULL
 };
 
@@ -132,22 +132,26 @@ int stp_syscalls_allow(scmp_filter_ctx ctx, const char *const *names)
 	return rc;
 }
 
+/* Mappings neither executable nor shared: RLIMIT_DATA, the bound the budget counts,
+ * counts private writable mappings only, so MAP_SHARED|MAP_ANONYMOUS memory (shmem)
+ * would be bounded by nothing (MAP_SHARED_VALIDATE has the MAP_SHARED bit too). */
 int stp_syscalls_allow_mapping(scmp_filter_ctx ctx)
 {
-	const struct scmp_arg_cmp no_exec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
+	const struct scmp_arg_cmp private[] = { SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
+						SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED, 0) };
 	uint32_t arch = stp_syscalls_filter_arch(ctx);
 	int rc;
 
 	if (!arch)
 		return -EINVAL;
-	rc = rule_add(ctx, SCMP_ACT_ALLOW, "mprotect", 1, &no_exec);
+	rc = rule_add(ctx, SCMP_ACT_ALLOW, "mprotect", 1, private);
 	if (!rc)
-		rc = rule_add(ctx, SCMP_ACT_ALLOW, "mmap2", 1, &no_exec);
+		rc = rule_add(ctx, SCMP_ACT_ALLOW, "mmap2", 2, private);
 	if (rc || arch == SCMP_ARCH_X86)
 		return rc;
 	if (arch == SCMP_ARCH_S390X || arch == SCMP_ARCH_S390)
 		return rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 0, NULL);
-	return rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 1, &no_exec);
+	return rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 2, private);
 }
 
 int stp_syscalls_allow_threads(scmp_filter_ctx ctx)

@@ -37,7 +37,8 @@ extern const char *const stp_syscalls_lookup[];	/* the priming child */
 /* Allows each call of NAMES that exists on the filter's architecture. */
 int stp_syscalls_allow(scmp_filter_ctx ctx, const char *const *names);
 
-/* mmap, mmap2 and mprotect without PROT_EXEC. On s390x mmap's protection is in memory
+/* mmap and mmap2 without PROT_EXEC and without MAP_SHARED (shared memory escapes
+ * RLIMIT_DATA), mprotect without PROT_EXEC. On s390x mmap's arguments are in memory
  * the filter cannot read: mmap is allowed whatever it asks, mprotect still without
  * PROT_EXEC. i386's old mmap (arguments in memory) is not allowed. */
 int stp_syscalls_allow_mapping(scmp_filter_ctx ctx);

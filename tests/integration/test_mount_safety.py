@@ -185,3 +185,45 @@ def regular_files(root):
         for n in names:
             if os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n)):
                 yield os.path.join(d, n)
+
+
+def test_record_follows_no_link_on_its_path(gen_image, mnt, tmp_path):
+    """Root's record= went through a symlinked directory: a user who owns a directory on
+    the path plants `dir -> VICTIM` and root truncated, then overwrote, a file of its
+    own there with the recorded list (review 4 #4). Refused now, the file untouched; the
+    same name through the real directory records as before."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    secret = victim / "shadow.copy"
+    secret.write_text("root:precious-content\n")
+    secret.chmod(0o600)
+    users = tmp_path / "u"
+    users.mkdir()
+    os.chown(users, 65534, 65534)
+    os.symlink(victim, users / "dir")
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % (users / "dir" / "shadow.copy")])
+    try:
+        assert r.returncode == 32 and "symbolic link" in r.stderr, r.stderr
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt)
+    assert secret.read_text() == "root:precious-content\n"
+    assert not (victim / "new.list").exists()
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % (users / "dir" / "new.list")])
+    unmount(mnt)
+    assert r.returncode == 32 and not (victim / "new.list").exists(), r.stderr
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % (victim / "new.list")])
+    unmount(mnt)
+    assert r.returncode == 0, r.stderr
+
+
+def test_record_refuses_a_file_with_other_links(gen_image, mnt, tmp_path):
+    """A hard link to another file (where protected_hardlinks is off, or to a file of the
+    user's own that root's truncation should not reach) is refused."""
+    target = tmp_path / "target"
+    target.write_text("kept\n")
+    os.link(target, tmp_path / "hot.list")
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % (tmp_path / "hot.list")])
+    unmount(mnt)
+    assert r.returncode == 32 and "hard link" in r.stderr, r.stderr
+    assert target.read_text() == "kept\n"

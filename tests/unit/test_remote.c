@@ -2,7 +2,8 @@
 /* A URL image's reads through the fetcher's channels (mounthelper/mount/remote.c) end in
  * bounded time whatever the fetcher sends: a fetcher turned hostile that answers with
  * keepalive frames forever, or with one byte a frame, had each frame re-arm the
- * channel's receive timeout, and held the read (and a FUSE thread) without end. */
+ * channel's receive timeout, and held the read (and a FUSE thread) without end; so did
+ * one frame claiming the whole request whose bytes came one per 100 ms (review 4 #1). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -21,13 +22,29 @@
 
 #define STALL_S 30 /* how long the stand-in fetcher keeps at it */
 
+/* PIECE for one frame header claiming the whole request, then its bytes one at a time. */
+#define ONE_FRAME UINT32_MAX
+
 struct stand_in {
 	int fd;
-	uint32_t piece; /* bytes of each frame: 0 for keepalives */
+	uint32_t piece; /* bytes of each frame: 0 for keepalives, or ONE_FRAME */
 };
 
-/* The fetcher's end: takes one request, then sends a frame every 100 ms for STALL_S
- * seconds or until the daemon's end is closed. */
+/* A frame header of S's kind for REQ, but for ONE_FRAME only the first time. */
+static int send_header(const struct stand_in *s, const struct stp_fetch_req *req, unsigned i)
+{
+	struct stp_fetch_frame fr = { 0, s->piece, s->piece ? 1 : 0 };
+
+	if (s->piece == ONE_FRAME) {
+		if (i)
+			return 0;
+		fr.len = (uint32_t)req->len;
+	}
+	return send(s->fd, &fr, sizeof(fr), MSG_NOSIGNAL) == (ssize_t)sizeof(fr) ? 0 : -1;
+}
+
+/* The fetcher's end: takes one request, then sends a frame (or a byte) every 100 ms for
+ * STALL_S seconds or until the daemon's end is closed. */
 static void *stall(void *arg)
 {
 	struct stand_in *s = arg;
@@ -37,9 +54,7 @@ static void *stall(void *arg)
 	if (recv(s->fd, &req, sizeof(req), MSG_WAITALL) != (ssize_t)sizeof(req))
 		return NULL;
 	for (unsigned i = 0; i < STALL_S * 10; i++) {
-		struct stp_fetch_frame fr = { 0, s->piece, s->piece ? 1 : 0 };
-
-		if (send(s->fd, &fr, sizeof(fr), MSG_NOSIGNAL) != (ssize_t)sizeof(fr) ||
+		if (send_header(s, &req, i) ||
 		    (s->piece && send(s->fd, &byte, 1, MSG_NOSIGNAL) != 1))
 			break;
 		usleep(100000);
@@ -86,9 +101,15 @@ static void one_byte_frames_fail_the_read(void)
 	read_against(1);
 }
 
+static void one_frame_trickled_fails_the_read(void)
+{
+	read_against(ONE_FRAME);
+}
+
 int main(void)
 {
 	RUN(keepalives_forever_fail_the_read);
 	RUN(one_byte_frames_fail_the_read);
+	RUN(one_frame_trickled_fails_the_read);
 	return tap_done();
 }

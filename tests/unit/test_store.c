@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fetcher.h"
@@ -153,6 +154,23 @@ static void repeated_trims_keep_the_bound_oldest_first(void)
 	cleanup();
 }
 
+/* The fetcher's side of one batch: offers B on CTL and takes the monitor's answer, its
+ * descriptors into FDS (*NFDS) and ST. 0, or -1 when anything went wrong. */
+static int trade(int ctl, const struct stp_fetch_blocks *b, int *fds, unsigned *nfds,
+		 struct stp_fetch_store *st)
+{
+	uint8_t buf[STP_MSG_MAX];
+	uint32_t type;
+	size_t len;
+
+	if (stp_msg_send(ctl, STP_MSG_BLOCKS, b, sizeof(*b)) ||
+	    stp_msg_recv_fds(ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf, sizeof(buf),
+			     &len, fds, STP_FETCH_BATCH, nfds) ||
+	    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, b, *nfds, st))
+		return -1;
+	return 0;
+}
+
 #define CLAIMED 64u /* blocks the stand-in fetcher offers: 64 KiB each */
 
 struct stand_in {
@@ -166,22 +184,16 @@ struct stand_in {
 static void *offer(void *arg)
 {
 	struct stand_in *s = arg;
-	uint8_t buf[STP_MSG_MAX];
 
 	for (uint64_t first = 0; first < CLAIMED; first += STP_FETCH_BATCH) {
 		struct stp_fetch_blocks b = { .first = first, .count = STP_FETCH_BATCH };
 		struct stp_fetch_store st;
 		int fds[STP_FETCH_BATCH];
 		unsigned nfds = 0;
-		uint32_t type;
-		size_t len;
 
 		for (uint32_t k = 0; k < b.count; k++)
 			memset(b.sha[k], (int)(first + k), 32);
-		if (stp_msg_send(s->ctl, STP_MSG_BLOCKS, &b, sizeof(b)) ||
-		    stp_msg_recv_fds(s->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf,
-				     sizeof(buf), &len, fds, STP_FETCH_BATCH, &nfds) ||
-		    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, &b, nfds, &st))
+		if (trade(s->ctl, &b, fds, &nfds, &st))
 			return NULL;
 		for (unsigned k = 0; k < nfds; k++) {
 			int mode = fcntl(fds[k], F_GETFL) & O_ACCMODE;
@@ -197,6 +209,20 @@ static void *offer(void *arg)
 	return NULL;
 }
 
+/* A file named NAME in fan-out directory DIR of the store, holding BYTES. */
+static void plant(unsigned dir, const char *name, const char *bytes)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/blocks/%02x", root, dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/blocks/%02x/%s", root, dir, name);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0 && write(fd, bytes, strlen(bytes)) == (ssize_t)strlen(bytes));
+	close(fd);
+}
+
 static void hostile_fetcher_gets_few_writable_files(void)
 {
 	struct stp_superblock sb = { .block_log = 16, .block_count = CLAIMED,
@@ -205,18 +231,17 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	struct stand_in s = { -1, 0, 0, 0 };
 	char path[256];
 	pthread_t tid;
-	int sv[2], fd;
+	int sv[2];
 
 	CHECK(mkdtemp(root));
 	snprintf(path, sizeof(path), "%s/blocks", root);
 	CHECK(!mkdir(path, 0700));
 	snprintf(path, sizeof(path), "%s/blocks/02", root);
 	CHECK(!mkdir(path, 0700));
+	plant(0x02, "0202020202020202020202020202020202020202020202020202020202020202", "stored");
 	snprintf(path, sizeof(path), "%s/blocks/02/%s", root,
 		 "0202020202020202020202020202020202020202020202020202020202020202");
-	fd = open(path, O_CREAT | O_WRONLY, 0600);
-	CHECK(fd >= 0 && write(fd, "stored", 6) == 6);
-	close(fd);
+	CHECK(!setxattr(path, "user.stipple.sound", "1", 1, 0)); /* a block found sound */
 	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
 	s.ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, offer, &s));
@@ -230,6 +255,74 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	cleanup();
 }
 
+struct two_blocks {
+	int ctl;
+	const uint8_t *sha[2];
+	int mode[2];  /* O_RDWR, O_RDONLY, or -1: no file */
+	off_t size[2];
+};
+
+/* A fetcher offering two blocks: what it receives for each. */
+static void *offer_two(void *arg)
+{
+	struct two_blocks *t = arg;
+	struct stp_fetch_blocks b = { .first = 0, .count = 2 };
+	struct stp_fetch_store st;
+	int fds[STP_FETCH_BATCH];
+	unsigned nfds = 0;
+
+	memcpy(b.sha[0], t->sha[0], 32);
+	memcpy(b.sha[1], t->sha[1], 32);
+	if (trade(t->ctl, &b, fds, &nfds, &st))
+		return NULL;
+	for (unsigned k = 0; k < nfds; k++) {
+		struct stat sb;
+
+		t->mode[st.which[k]] = fcntl(fds[k], F_GETFL) & O_ACCMODE;
+		t->size[st.which[k]] = fstat(fds[k], &sb) ? -1 : sb.st_size;
+		close(fds[k]);
+	}
+	shutdown(t->ctl, SHUT_WR);
+	return NULL;
+}
+
+/* A fetcher turned hostile wrote junk into the empty file of another image's block (review
+ * 4 #6): that image's mounts got it read-only, junk, for ever. The junk is now replaced by
+ * an empty file, writable; a sound block is left as it is, read-only. */
+static void junk_in_a_block_file_is_replaced(void)
+{
+	static const uint8_t junk_sha[32] = { [0 ... 31] = 0x5a };
+	/* SHA-256 of "stored" */
+	static const char *good = "87b04e58961f9a99d853d4046a0b5b793e7c3e4bbd21f5aca8fb17c20cdb1d8b";
+	uint8_t good_sha[32];
+	struct stp_superblock sb = { .block_log = 16, .block_count = 2,
+				     .meta_offset = STP_SB_SIZE + 2 * (64u << 10) };
+	struct two_blocks t = { -1, { junk_sha, good_sha }, { -1, -1 }, { -1, -1 } };
+	char path[256];
+	pthread_t tid;
+	int sv[2];
+
+	for (unsigned i = 0; i < 32; i++)
+		sscanf(good + 2 * i, "%2hhx", &good_sha[i]);
+	CHECK(mkdtemp(root));
+	snprintf(path, sizeof(path), "%s/blocks", root);
+	CHECK(!mkdir(path, 0700));
+	plant(0x5a, "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a", "junk of 19 bytes...");
+	plant(good_sha[0], good, "stored");
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	t.ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
+	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10));
+	pthread_join(tid, NULL);
+	CHECK(t.mode[0] == O_RDWR && t.size[0] == 0, "the junk's file: mode %d, %lld bytes",
+	      t.mode[0], (long long)t.size[0]);
+	CHECK(t.mode[1] == O_RDONLY && t.size[1] == 6, "the sound block's file: mode %d, %lld bytes",
+	      t.mode[1], (long long)t.size[1]);
+	close(sv[0]);
+	close(sv[1]);
+	cleanup();
+}
+
 int main(void)
 {
 	RUN(trim_lists_part_of_a_large_store);
@@ -237,5 +330,7 @@ int main(void)
 	RUN(repeated_trims_keep_the_bound_oldest_first);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(hostile_fetcher_gets_few_writable_files);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(junk_in_a_block_file_is_replaced);
 	return tap_done();
 }

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/filter.h>
 #include <linux/net.h>
 #include <sched.h>
@@ -286,6 +287,13 @@ static void expect_basics(const struct filter *flt, uint32_t path_stat)
 	/* s390x passes mmap's arguments in memory: the filter cannot see PROT_EXEC there */
 	expect(flt, "an executable mapping", a->mmap, ARGS(0, 4096, rx), a->token == SCMP_ARCH_S390X ? ALLOW : KILL);
 	expect(flt, "mprotect PROT_EXEC", "mprotect", ARGS(0, 4096, rx), KILL);
+	/* shared memory is beyond RLIMIT_DATA, the bound the budget counts (review 4 #5) */
+	expect(flt, "a shared anonymous mapping", a->mmap,
+	       ARGS(0, 1 << 20, rw, MAP_SHARED | MAP_ANONYMOUS), a->token == SCMP_ARCH_S390X ? ALLOW : KILL);
+	expect(flt, "a MAP_SHARED_VALIDATE mapping", a->mmap,
+	       ARGS(0, 1 << 20, rw, MAP_SHARED_VALIDATE | MAP_ANONYMOUS), a->token == SCMP_ARCH_S390X ? ALLOW : KILL);
+	expect(flt, "a thread's stack", a->mmap,
+	       ARGS(0, 1 << 20, rw, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE), ALLOW);
 	expect(flt, "munmap", "munmap", NULL, ALLOW);
 	expect(flt, "clock_gettime", t64(a, "clock_gettime", "clock_gettime64"), NULL, ALLOW);
 	if (a->statx_fstat)
@@ -336,9 +344,15 @@ static void test_daemon(const struct arch *a)
 	static const char *const plain[] = { "read", "readv", "pread64", "preadv", "write",
 		"writev", "close", "brk", "madvise", "mremap", "rt_sigprocmask", "rt_sigaction",
 		"restart_syscall", "sched_yield", "sched_getaffinity", "getpid", "gettid",
-		"gettimeofday", "sysinfo", "exit", "pwrite64", "fallocate", NULL };
+		"gettimeofday", "sysinfo", "exit", "pwrite64", NULL };
 	for (size_t i = 0; plain[i]; i++)
 		expect(&flt, "daemon", plain[i], NULL, ALLOW);
+	/* only the disk cache's hole punching: preallocation past EOF escapes RLIMIT_FSIZE
+	 * (review 4 #7) */
+	expect(&flt, "fallocate(PUNCH_HOLE|KEEP_SIZE)", "fallocate",
+	       ARGS(3, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), ALLOW);
+	expect(&flt, "fallocate(KEEP_SIZE)", "fallocate", ARGS(3, FALLOC_FL_KEEP_SIZE, 0, 1u << 30), KILL);
+	expect(&flt, "fallocate(0)", "fallocate", ARGS(3, 0, 0, 1u << 30), KILL);
 	expect(&flt, "lseek (diskcache holes)", a->lseek, NULL, ALLOW);
 	expect(&flt, "posix_fadvise (meta.c)", a->fadvise, NULL, ALLOW);
 	expect(&flt, "opening a file", "openat", NULL, EACCES_);
