@@ -692,8 +692,7 @@ static bool lookups_in_background(const struct monitor *m)
 
 /* In the background child: the mount point's parent, pinned before the mount, entered
  * before the unshare (which moves the working directory to its copy), so that ROOT is
- * the same directory in the copy; the rest of the copy is then detached. The child
- * holds nothing of the caller's (stdio on
+ * the same directory in the copy. The child then holds nothing of the caller's (stdio on
  * /dev/null) and ends by itself at the deadline: SIGALRM's default action, which the
  * filter cannot stop, kills it. The new root descriptor, or -1. */
 static int detach_lookups(const struct monitor *m, int root)
@@ -713,12 +712,7 @@ static int detach_lookups(const struct monitor *m, int root)
 	sigaddset(&alrm, SIGALRM);
 	sigprocmask(SIG_UNBLOCK, &alrm, NULL);
 	alarm(left > 0 ? (unsigned)((left + 999999999) / 1000000000) : 1);
-	root = openat(AT_FDCWD, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-	/* the copies of the host's other mounts go at once (a loop device unmounted by the
-	 * host is then not held); the mount's own stays while ROOT holds it */
-	if (root >= 0 && !fchdir(root))
-		umount2("/", MNT_DETACH);
-	return root;
+	return openat(AT_FDCWD, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 }
 
 /* The lookups of LIST in a child confined first (prime.h): left to finish in the
