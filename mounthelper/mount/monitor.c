@@ -57,7 +57,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -678,45 +677,7 @@ static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *
 	return stp_prime_status(status);
 }
 
-/* Priming in the background (prime_background, root only): the helper returns once the
- * mount is live and the child outlives it. A descriptor on the mount keeps it busy, so
- * that an umount right after the return would fail: the child looks up through its own
- * copy of the mount, in a private mount namespace, which the host's umount does not wait
- * for (the daemon then ends when the child does). A user's monitor cannot make one: its
- * mounts wait for the lookups. Not the default: a launch started at the return races the
- * lookups, and measured slower (tests/bench/NOTES.md). */
-static bool lookups_in_background(const struct monitor *m)
-{
-	return m->o->prime_background && geteuid() == 0;
-}
-
-/* In the background child: the mount point's parent, pinned before the mount, entered
- * before the unshare (which moves the working directory to its copy), so that ROOT is
- * the same directory in the copy. The child then holds nothing of the caller's (stdio on
- * /dev/null) and ends by itself at the deadline: SIGALRM's default action, which the
- * filter cannot stop, kills it. The new root descriptor, or -1. */
-static int detach_lookups(const struct monitor *m, int root)
-{
-	int64_t left = m->deadline - (int64_t)stp_now_ns();
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	sigset_t alrm;
-
-	close(root);
-	if (null < 0 || fchdir(m->parent_fd) || unshare(CLONE_NEWNS) ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		_exit(STP_PRIME_NOT_CONFINED);
-	for (int fd = 0; fd < 3; fd++)
-		dup2(null, fd);
-	signal(SIGALRM, SIG_DFL);
-	sigemptyset(&alrm);
-	sigaddset(&alrm, SIGALRM);
-	sigprocmask(SIG_UNBLOCK, &alrm, NULL);
-	alarm(left > 0 ? (unsigned)((left + 999999999) / 1000000000) : 1);
-	return openat(AT_FDCWD, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-}
-
-/* The lookups of LIST in a child confined first (prime.h): left to finish in the
- * background, or waited for and killed at the deadline. */
+/* The lookups of LIST in a child confined first (prime.h), killed at the deadline. */
 static int look_up(const struct monitor *m, const struct stp_prime_list *list, pid_t *stuck)
 {
 	int root, fds[2], err;
@@ -739,16 +700,11 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		if (lookups_in_background(m) && (root = detach_lookups(m, root)) < 0)
-			_exit(STP_PRIME_NOT_OURS);
 		stp_prime_look_up(list, root, fds[1], m->o->sandbox);
 	}
 	close(fds[1]);
 	close(root);
-	if (pid < 0)
-		err = -errno;
-	else
-		err = lookups_in_background(m) ? 0 : wait_lookups(m, pid, fds[0], stuck);
+	err = pid < 0 ? -errno : wait_lookups(m, pid, fds[0], stuck);
 	close(fds[0]);
 	return err;
 }

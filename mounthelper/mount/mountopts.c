@@ -196,12 +196,10 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	if (!strcmp(name, "warm_workers"))
 		return parse_count(name, value ? value : "", 0, STP_WARM_WORKERS_MAX, &o->warm_workers,
 				   err, errlen) ?: 1;
-	if (!strcmp(name, "noprime") || !strcmp(name, "prime_background") || !strcmp(name, "nofill") ||
-	    !strcmp(name, "stack")) {
+	if (!strcmp(name, "noprime") || !strcmp(name, "nofill") || !strcmp(name, "stack")) {
 		if (value)
 			return stp_errf(err, errlen, -EINVAL, "option %s takes no value", name);
 		*(!strcmp(name, "noprime") ? &o->no_prime :
-		  !strcmp(name, "prime_background") ? &o->prime_background :
 		  !strcmp(name, "nofill") ? &o->no_fill : &o->stack) = true;
 		return 1;
 	}

@@ -8,7 +8,7 @@
  * (defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*,
  * comment=, user=, uhelper=) are dropped; user, users, owner and group (mount(8) runs us
  * for a user) mark the mount as a user's. stipple's own settings (cache_budget=,
- * meta_cache=, readahead=, warm_workers=, noprime, prime_background, nofill, stack, record=, sandbox=,
+ * meta_cache=, readahead=, warm_workers=, noprime, nofill, stack, record=, sandbox=,
  * sandbox_user=, and for a URL ca=, proxy=, timeout=, cache_dir=, cache_size=, netrc=) fill the
  * fields below, their values without quotes. Known kernel and libfuse options are kept for libfuse as
  * written, quotes included: the kernel's parser keeps a quoted comma and removes the
@@ -70,7 +70,6 @@ struct stp_mount_opts {
 	uint32_t readahead;   /* readahead=: the kernel's readahead in bytes (0 while recording) */
 	uint32_t warm_workers;
 	bool no_prime;        /* the hot files are not looked up at mount (prime.h) */
-	bool prime_background; /* the helper returns when live, the lookups go on (root) */
 	bool no_fill;         /* blocks reads decode do not fill the page cache (fill.h) */
 	bool stack;           /* mount even where something is mounted already (monitor.h) */
 	char *record;         /* hot list to write when the mount ends, or NULL */

@@ -7,9 +7,7 @@ an image, interleaved (A B C A B C ...), warm (the image in the page cache) or c
 The kinds take turns to go first, round by round, so that none always follows the same
 one. Two times per mount, medians over --rounds: until the mount is live (listed in
 /proc/self/mountinfo, polled every 0.2 ms), and until the command returns (for stipple,
-once its daemon serves and, unless --no-prime, the hot files are looked up;
---prime-background adds -o prime_background to this build, whose return then does not
-wait for the lookups).
+once its daemon serves and, unless --no-prime, the hot files are looked up).
 
 With --before DIR (another build, e.g. of the commit before a change; repeatable) its two
 front ends join the same rounds, named after DIR's parent folder, so a change is measured against its base on the same load. Every
@@ -17,7 +15,7 @@ stipple kind is also given with its ratio to squashfuse_ll.
 
 usage: mount_time.py --stipple-image IMG [--squash-image IMG] [--build DIR] [--rounds N]
                      [--cold] [--before DIR] [--no-prime] [--only mount.stipple,...]
-                     [--options OPTS] [--prime-background]
+                     [--options OPTS]
 Needs root. The images are built beforehand, e.g. for a tree of a million files:
     mkstipple TREE scale.stp
     mksquashfs TREE scale.sqfs -comp zstd -Xcompression-level 19 -b 1M
@@ -64,8 +62,6 @@ def stipple_kinds(build, label, a, mnt):
     """The two front ends of BUILD, named with LABEL."""
     helpers = os.path.join(os.path.abspath(build), "mounthelper")
     opts = ["-o", a.options] if a.options else []
-    if a.prime_background and not label:
-        opts += ["-o", "prime_background"]
     kinds = {
         "stipple mount": [os.path.join(helpers, "stipple"), "mount"] + opts +
                          (["--no-prime"] if a.no_prime else []) + [a.stipple_image, mnt],
@@ -86,8 +82,6 @@ def main():
     ap.add_argument("--before", action="append", default=[],
                     help="another build, measured in the same rounds (may be repeated)")
     ap.add_argument("--no-prime", action="store_true", help="stipple mounts without priming")
-    ap.add_argument("--prime-background", action="store_true",
-                    help="-o prime_background for this build (not for --before ones)")
     ap.add_argument("--options", help="-o OPTIONS for both stipple front ends (verify=KEY)")
     ap.add_argument("--only", help="comma-separated front ends: stipple mount, mount.stipple")
     a = ap.parse_args()
