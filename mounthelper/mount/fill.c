@@ -67,8 +67,8 @@ struct stp_filler {
 	uint32_t *ring;            /* files to index, each once at most: ninodes slots */
 	uint32_t ring_head, ring_len;
 	int walking;               /* a file taken from the ring is being walked */
-	uint32_t *ino_head;        /* by image inode: its first piece */
-	uint32_t *block_head;      /* by block: its first piece */
+	uint32_t *ino_head;        /* by image inode: its first piece, stored + 1 (head()) */
+	uint32_t *block_head;      /* by block: its first piece, stored + 1 */
 	uint8_t *queued;           /* by block: a job for it waits */
 	struct piece *pool;
 	uint32_t pool_len, pool_cap, free_head, pieces;
@@ -81,6 +81,20 @@ struct stp_filler {
 	pthread_t thread;
 	int started, joined;
 };
+
+/* The heads are stored plus one, so that zeroed memory reads NONE: the tables (4 bytes
+ * an inode and a block) come from calloc untouched, and no page of them is written
+ * before a piece is filed there (memset to NONE faulted in all of them before the mount
+ * was live: 4 MiB for a million files). */
+static uint32_t head(const uint32_t *heads, uint64_t k)
+{
+	return heads[k] - 1;
+}
+
+static void set_head(uint32_t *heads, uint64_t k, uint32_t i)
+{
+	heads[k] = i + 1;
+}
 
 /* Lock held: a free record, or NONE when the index is at its bound. */
 static uint32_t piece_new(struct stp_filler *f)
@@ -158,13 +172,13 @@ static int file_piece(struct stp_filler *f, const struct piece *p, uint64_t k)
 	if (i == NONE)
 		return -ENOSPC;
 	f->pool[i] = *p;
-	f->pool[i].next = f->block_head[k];
+	f->pool[i].next = head(f->block_head, k);
 	f->pool[i].prev = NONE;
-	f->pool[i].next_of_ino = f->ino_head[p->ino];
-	if (f->block_head[k] != NONE)
-		f->pool[f->block_head[k]].prev = i;
-	f->block_head[k] = i;
-	f->ino_head[p->ino] = i;
+	f->pool[i].next_of_ino = head(f->ino_head, p->ino);
+	if (head(f->block_head, k) != NONE)
+		f->pool[head(f->block_head, k)].prev = i;
+	set_head(f->block_head, k, i);
+	set_head(f->ino_head, p->ino, i);
 	f->pieces++;
 	return 0;
 }
@@ -172,7 +186,7 @@ static int file_piece(struct stp_filler *f, const struct piece *p, uint64_t k)
 /* Lock held: frees every piece of INO. */
 static void unindex(struct stp_filler *f, uint32_t ino)
 {
-	for (uint32_t i = f->ino_head[ino], next; i != NONE; i = next) {
+	for (uint32_t i = head(f->ino_head, ino), next; i != NONE; i = next) {
 		struct piece *p = &f->pool[i];
 		uint64_t k = stp_sb_block_of(f->sb, p->stream_off);
 
@@ -180,14 +194,14 @@ static void unindex(struct stp_filler *f, uint32_t ino)
 		if (p->prev != NONE)
 			f->pool[p->prev].next = p->next;
 		else
-			f->block_head[k] = p->next;
+			set_head(f->block_head, k, p->next);
 		if (p->next != NONE)
 			f->pool[p->next].prev = p->prev;
 		p->next = f->free_head;
 		f->free_head = i;
 		f->pieces--;
 	}
-	f->ino_head[ino] = NONE;
+	set_head(f->ino_head, ino, NONE);
 }
 
 /* Lock held. Drops the job when the queue is full: the pages are read as before. */
@@ -238,7 +252,7 @@ static void index_file(struct stp_filler *f, uint32_t ino)
 									   iw.ps[i].stream_off)) != 0;
 		if (iw.full || rc)
 			f->st.dropped++; /* the pieces that fitted stay */
-		if (f->ino_head[ino] != NONE)
+		if (head(f->ino_head, ino) != NONE)
 			enqueue(f, JOB_FILE, ino);
 	}
 	free(iw.ps);
@@ -274,7 +288,7 @@ void stp_fill_note_decoded(struct stp_filler *f, uint64_t block)
 		return;
 	pthread_mutex_lock(&f->lock);
 	/* files not indexed yet may have pieces in it: the ring goes first, then the block */
-	if (f->block_head[block] != NONE || f->ring_len || f->walking)
+	if (head(f->block_head, block) != NONE || f->ring_len || f->walking)
 		enqueue(f, JOB_BLOCK, block);
 	pthread_mutex_unlock(&f->lock);
 }
@@ -303,7 +317,7 @@ static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t 
 /* Lock held: copies the pieces of a job not pushed yet into a new array (*N of them). */
 static struct piece *collect(struct stp_filler *f, const struct job *j, uint32_t *n)
 {
-	uint32_t count = 0, first = j->kind == JOB_BLOCK ? f->block_head[j->id] : f->ino_head[j->id];
+	uint32_t count = 0, first = head(j->kind == JOB_BLOCK ? f->block_head : f->ino_head, j->id);
 	struct piece *out;
 
 	for (uint32_t i = first; i != NONE;
@@ -511,15 +525,13 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	pthread_cond_init(&f->cond, NULL);
 	f->indexed = calloc(f->ninodes ? f->ninodes : 1, sizeof(*f->indexed));
 	f->ring = malloc((f->ninodes ? f->ninodes : 1) * sizeof(*f->ring));
-	f->ino_head = malloc((f->ninodes ? f->ninodes : 1) * sizeof(*f->ino_head));
-	f->block_head = malloc((f->nblocks ? f->nblocks : 1) * sizeof(*f->block_head));
+	f->ino_head = calloc(f->ninodes ? f->ninodes : 1, sizeof(*f->ino_head));
+	f->block_head = calloc(f->nblocks ? f->nblocks : 1, sizeof(*f->block_head));
 	f->queued = calloc(f->nblocks ? f->nblocks : 1, 1);
 	if (!f->indexed || !f->ring || !f->ino_head || !f->block_head || !f->queued) {
 		filler_free(f);
 		return -ENOMEM;
 	}
-	memset(f->ino_head, 0xff, (f->ninodes ? f->ninodes : 1) * sizeof(*f->ino_head));
-	memset(f->block_head, 0xff, (f->nblocks ? f->nblocks : 1) * sizeof(*f->block_head));
 	rc = pthread_create(&f->thread, NULL, fill_main, f);
 	if (rc) {
 		filler_free(f);

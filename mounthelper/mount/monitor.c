@@ -29,7 +29,8 @@
  *     open, flock, unlinkat in the store        a published image's blocks: every call on
  *                                              the store is in store.c
  *   openat(each component) O_PATH|O_NOFOLLOW  the mount point and its parent, pinned
- *     (mountpoint.c), /proc/self/mountinfo     a directory, not mounted on (unless stack)
+ *     (mountpoint.c), statx, and only when     a directory, not mounted on (unless stack)
+ *     that shows a mount there, mountinfo
  *   open(hot list), ftruncate                 record: created here, emptied only once
  *                                              the mount is live
  *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, as root on
@@ -106,6 +107,7 @@ struct monitor {
 	struct stp_handover h; /* what the daemon is handed; closed once it is */
 	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
 	int mp_fd;            /* O_PATH of the mount point, checked: root mounts on it */
+	bool mp_mounted;      /* something may be mounted there (else no table is read) */
 	int record_fd;        /* the hot list, kept until LIVE: emptied only then */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
@@ -402,12 +404,26 @@ static int open_image(struct monitor *m)
 	return err;
 }
 
+/* Whether the directory pinned may be a mount point: not when the kernel says it is no
+ * mount's root (statx, Linux 5.8; DONT_SYNC: no request to a FUSE daemon there). Then
+ * nothing is mounted on it, and the mount table (libmount's parse of all of it, twice,
+ * on every mount's way to live) need not be read. */
+static bool may_be_mounted_on(int fd)
+{
+	struct statx stx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, 0, &stx) ||
+	    !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return true;
+	return stx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
+}
+
 /* A second mount on a directory hides the first without a word: refused, naming what is
  * there, unless -o stack asks for it. */
 static int check_not_mounted(const struct monitor *m)
 {
 	char source[256], fstype[256];
-	int err = m->o->stack ? -ENOENT :
+	int err = m->o->stack || !m->mp_mounted ? -ENOENT :
 		  stp_mountinfo_top(m->o->mountpoint, source, fstype, sizeof(source));
 
 	if (err == -ENOENT)
@@ -436,7 +452,10 @@ static int check_mountpoint(struct monitor *m)
 			       "none when the options were read: refused", mp);
 	else if (err)
 		stp_monlog_say(m->prog, "mount point %s: %s", mp, stp_strerror(err));
-	return err ? err : check_not_mounted(m);
+	if (err)
+		return err;
+	m->mp_mounted = may_be_mounted_on(m->mp_fd);
+	return check_not_mounted(m);
 }
 
 static int prepare(struct monitor *m)
@@ -533,7 +552,8 @@ static int remember_mountpoint(struct monitor *m)
 	int top;
 
 	m->base = slash ? slash + 1 : mp;
-	stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
+	if (m->mp_mounted)
+		stp_mountinfo_ours(mp, m->o->image_path, &m->mounts_before, &top);
 	return 0;
 }
 
