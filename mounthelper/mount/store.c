@@ -21,14 +21,12 @@
 #include "monlog.h"
 #include "monproto.h"
 #include "pubindex.h"
+#include "published.h"
 #include "setup.h"
 #include "util.h"
 
 #define BLOCKS_DIR "blocks"
 #define FANOUT 256u
-/* The least a store file takes on disk (a file system block): however well its block
- * compresses, no more files than LIMIT holds of these. */
-#define FILE_COST 4096u
 /* A trim lists fan-out directories until it has seen this many files (all of them in a
  * store of fewer), and no more unless the store is still over its bound. */
 #define SAMPLE_MIN 1024u
@@ -53,21 +51,18 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
-/* FD, or the same file opened read-write when it is empty, while *WRITABLE lasts (one
- * spent): a fetcher may write a block into a file that holds none, never change one that
- * holds a block (another mount may be serving it). FD is taken; the descriptor, or a
- * negative errno (-ENOSPC: empty, and no writable file left). */
-static int writable_if_empty(int fd, uint64_t *writable)
+/* FD (a file of LEN bytes), or the same file opened read-write when it is empty, while
+ * *WRITABLE lasts (one spent): a fetcher may write a block into a file that holds none,
+ * never change one that holds a block (another mount may be serving it). FD is taken;
+ * the descriptor, or a negative errno (-ENOSPC: empty, and no writable file left). */
+static int writable_if_empty(int fd, uint64_t len, uint64_t *writable)
 {
 	char path[32];
-	struct stat st;
 	int rw;
 
-	if (fstat(fd, &st)) {
-		rw = -errno;
-	} else if (st.st_size) {
+	if (len)
 		return fd;
-	} else if (!*writable) {
+	if (!*writable) {
 		rw = -ENOSPC;
 	} else {
 		(*writable)--;
@@ -79,22 +74,13 @@ static int writable_if_empty(int fd, uint64_t *writable)
 	return rw;
 }
 
-/* Whether LEAF beneath SUB is a regular file that holds bytes (a stored block). */
-static bool holds_bytes(int sub, const char *leaf)
-{
-	struct stat st;
-
-	return !fstatat(sub, leaf, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
-	       st.st_size;
-}
-
 /* The file of the block hashing to SHA, opened or made (made only while *WRITABLE
- * lasts), locked shared (the pin) and marked used now; a negative errno when it cannot
- * be. */
+ * lasts: no file made that nothing may write), locked shared (the pin) and marked used
+ * now; a negative errno when it cannot be. */
 static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 {
 	char name[STP_PUBINDEX_NAME_MAX];
-	bool made;
+	uint64_t len;
 	int sub, fd;
 
 	stp_pubindex_block_name(sha, name);
@@ -102,15 +88,12 @@ static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
-	if (!*writable && !holds_bytes(sub, name + 3)) {
-		close(sub);
-		return -ENOSPC; /* no file made that nothing may write */
-	}
-	fd = stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made);
+	fd = stp_cachedir_open_private(sub, name + 3, *writable ? O_RDONLY | O_CREAT : O_RDONLY,
+				       &len);
 	close(sub);
 	if (fd < 0)
-		return fd;
-	fd = writable_if_empty(fd, writable);
+		return fd == -ENOENT ? -ENOSPC : fd;
+	fd = writable_if_empty(fd, len, writable);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
@@ -179,7 +162,9 @@ static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, uint6
 
 uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
 {
-	return limit / (file_max > FILE_COST ? file_max : FILE_COST);
+	const uint64_t least = STP_PUBLISHED_STORE_UNIT; /* however well a block compresses */
+
+	return limit / (file_max > least ? file_max : least);
 }
 
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered)
