@@ -158,6 +158,7 @@ static void repeated_trims_keep_the_bound_oldest_first(void)
 struct stand_in {
 	int ctl;
 	unsigned files, writable, readonly;
+	const char *broke; /* the step of the exchange that failed, NULL if none did */
 };
 
 /* A fetcher turned hostile (its file size limit lowered to a 64 KiB block's: one that
@@ -178,10 +179,14 @@ static void *offer(void *arg)
 
 		for (uint32_t k = 0; k < b.count; k++)
 			memset(b.sha[k], (int)(first + k), 32);
-		if (stp_msg_send(s->ctl, STP_MSG_BLOCKS, &b, sizeof(b)) ||
-		    stp_msg_recv_fds(s->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf,
-				     sizeof(buf), &len, fds, STP_FETCH_BATCH, &nfds) ||
-		    type != STP_MSG_STORE || stp_fetch_store_check(buf, len, &b, nfds, &st))
+		if (stp_msg_send(s->ctl, STP_MSG_BLOCKS, &b, sizeof(b)))
+			s->broke = "send BLOCKS";
+		else if (stp_msg_recv_fds(s->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type,
+					  buf, sizeof(buf), &len, fds, STP_FETCH_BATCH, &nfds))
+			s->broke = "receive STORE";
+		else if (type != STP_MSG_STORE || stp_fetch_store_check(buf, len, &b, nfds, &st))
+			s->broke = "check STORE";
+		if (s->broke)
 			return NULL;
 		for (unsigned k = 0; k < nfds; k++) {
 			int mode = fcntl(fds[k], F_GETFL) & O_ACCMODE;
@@ -202,10 +207,10 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	struct stp_superblock sb = { .block_log = 16, .block_count = CLAIMED,
 				     .meta_offset = STP_SB_SIZE + CLAIMED * (64u << 10) };
 	uint64_t limit = 256 << 10, max = limit / stp_block_stored_max(64u << 10);
-	struct stand_in s = { -1, 0, 0, 0 };
+	struct stand_in s = { -1, 0, 0, 0, NULL };
 	char path[256];
 	pthread_t tid;
-	int sv[2], fd;
+	int sv[2], fd, rc;
 
 	CHECK(mkdtemp(root));
 	snprintf(path, sizeof(path), "%s/blocks", root);
@@ -220,8 +225,13 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
 	s.ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, offer, &s));
-	stp_store_attach(root, limit, "test", sv[0], &sb, CLAIMED, stp_block_stored_max(64u << 10));
+	rc = stp_store_attach(root, limit, "test", sv[0], &sb, CLAIMED,
+			      stp_block_stored_max(64u << 10));
 	pthread_join(tid, NULL);
+	CHECK(rc == 0, "stp_store_attach: %s", strerror(-rc));
+	CHECK(!s.broke, "the stand-in fetcher could not %s", s.broke);
+	CHECK(s.files > 0 && s.files == s.writable + s.readonly, "%u files, %u writable, %u "
+	      "read-only", s.files, s.writable, s.readonly);
 	CHECK(s.writable <= max, "%u writable files for %llu bytes of 64 KiB blocks", s.writable,
 	      (unsigned long long)limit);
 	CHECK(s.readonly == 1, "%u read-only files", s.readonly);
