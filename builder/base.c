@@ -43,7 +43,9 @@ struct old_block {
 struct kept {
 	struct node *file;
 	struct stp_inode old;  /* its inode in OLD */
-	struct stp_extent *ext; /* OLD's extents, read once: checked, compared, counted, placed */
+	/* OLD's extents, read once per OLD inode (b->ext_of owns them): checked, compared,
+	 * counted, placed */
+	struct stp_extent *ext;
 	uint32_t next;
 	uint64_t first, last;  /* the OLD blocks its extents touch */
 	uint64_t at;           /* the stream offset of its first extent in OLD */
@@ -65,6 +67,10 @@ struct base {
 	struct old_block *blocks;
 	struct kept *kept;
 	size_t nkept, nlive;
+	/* by OLD inode: its extents, once a candidate found them laid out as mkstipple's.
+	 * Paths that OLD hard-links share them: what candidates hold is bounded by OLD's
+	 * extent table, however many paths name an inode. */
+	struct stp_extent **ext_of;
 	uint64_t *carried;       /* OLD block numbers, in the order they are put */
 	uint64_t ncarried;
 	struct decoded cache[2];
@@ -170,8 +176,9 @@ void base_close(struct base *b)
 	free(b->cmp);
 	free(b->stored);
 	free(b->carried);
-	for (size_t i = 0; b->kept && i < b->nkept; i++)
-		free(b->kept[i].ext);
+	for (uint32_t i = 0; b->ext_of && i < b->sb.inode_count; i++)
+		free(b->ext_of[i]);
+	free(b->ext_of);
 	free(b->kept);
 	free(b->blocks);
 	stp_image_close(b->img);
@@ -371,6 +378,16 @@ static int extent_inside(const struct base *b, const struct kept *k, const struc
 	       e->stream_off < b->sb.data_size && e->length <= b->sb.data_size - e->stream_off;
 }
 
+/* K's extents in OLD are V (laid out as mkstipple's), and the blocks they touch. */
+static void set_extents(const struct base *b, struct kept *k, struct stp_extent *v)
+{
+	k->ext = v;
+	k->next = k->old.count;
+	k->at = v[0].stream_off;
+	k->first = stp_sb_block_of(&b->sb, v[0].stream_off);
+	k->last = stp_sb_block_of(&b->sb, v[k->next - 1].stream_off + v[k->next - 1].length - 1);
+}
+
 /* Reads K's extents in OLD into k->ext, and the blocks they touch: 1 when laid out as
  * mkstipple lays a file out (so that each block is decoded once per file, and the new
  * image's extents are what mkstipple writes), 0 when not, -errno when they cannot be
@@ -401,11 +418,7 @@ static int old_layout(struct base *b, struct kept *k, int *hot)
 		free(v);
 		return rc ? rc : 0;
 	}
-	k->ext = v;
-	k->next = k->old.count;
-	k->at = v[0].stream_off;
-	k->first = stp_sb_block_of(&b->sb, v[0].stream_off);
-	k->last = stp_sb_block_of(&b->sb, v[k->next - 1].stream_off + v[k->next - 1].length - 1);
+	set_extents(b, k, v);
 	return 1;
 }
 
@@ -429,8 +442,13 @@ static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 		rc = stp_image_inode(b->img, ino, &k->old);
 	if (!rc && ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count))
 		return 0;
-	if (!rc)
+	if (!rc && b->ext_of[ino]) { /* another path to the same inode: read and checked */
+		set_extents(b, k, b->ext_of[ino]);
+		rc = 1;
+	} else if (!rc) {
 		rc = old_layout(b, k, &hot);
+		b->ext_of[ino] = rc == 1 ? k->ext : NULL;
+	}
 	if (rc < 0)
 		return old_failed(b, rc, "--base: reading its metadata");
 	b->unlike += !rc && !hot;
@@ -455,13 +473,13 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	int rc = 0;
 
 	b->kept = calloc(count ? count : 1, sizeof(*b->kept));
+	b->ext_of = calloc(b->sb.inode_count ? b->sb.inode_count : 1, sizeof(*b->ext_of));
 	b->cmp = malloc(CMP_CHUNK);
-	if (!b->kept || !b->cmp)
+	if (!b->kept || !b->ext_of || !b->cmp)
 		return -ENOMEM;
 	for (size_t i = nhot; i < count && rc >= 0; i++) {
 		rc = candidate(b, &order[i], &b->kept[n]);
 		n += rc > 0;
-		b->nkept = n; /* base_close frees their extents */
 	}
 	if (rc < 0)
 		return rc;
@@ -480,8 +498,6 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 			rc = same_as_old(b, &b->kept[i]);
 		if (rc == 1)
 			b->kept[b->nkept++] = b->kept[i];
-		else
-			free(b->kept[i].ext);
 		rc = rc < 0 ? rc : 0;
 	}
 	if (b->unlike)
