@@ -26,6 +26,7 @@
 #define CMP_CHUNK ((size_t)1 << 20)
 #define NO_BLOCK UINT64_MAX
 
+
 /* One of OLD's blocks. */
 struct old_block {
 	uint64_t data;    /* bytes before the zeros that end it, once decoded: what
@@ -42,7 +43,9 @@ struct old_block {
 struct kept {
 	struct node *file;
 	struct stp_inode old;  /* its inode in OLD */
-	struct stp_extent *ext; /* OLD's extents, read once: checked, compared, counted, placed */
+	/* OLD's extents, read once per OLD inode (b->ext_of owns them): checked, compared,
+	 * counted, placed */
+	struct stp_extent *ext;
 	uint32_t next;
 	uint64_t first, last;  /* the OLD blocks its extents touch */
 	uint64_t at;           /* the stream offset of its first extent in OLD */
@@ -64,6 +67,10 @@ struct base {
 	struct old_block *blocks;
 	struct kept *kept;
 	size_t nkept, nlive;
+	/* by OLD inode: its extents, once a candidate found them laid out as mkstipple's.
+	 * Paths that OLD hard-links share them: what candidates hold is bounded by OLD's
+	 * extent table, however many paths name an inode. */
+	struct stp_extent **ext_of;
 	uint64_t *carried;       /* OLD block numbers, in the order they are put */
 	uint64_t ncarried;
 	struct decoded cache[2];
@@ -152,17 +159,26 @@ int base_open(const char *old, const struct pack_opts *o, struct base **out)
 	return 0;
 }
 
+/* The decoded blocks' memory back (the cut phase's walks, if any, decode anew). */
+static void free_cache(struct base *b)
+{
+	for (int i = 0; i < 2; i++) {
+		free(b->cache[i].buf);
+		b->cache[i] = (struct decoded){ NULL, NO_BLOCK, 0 };
+	}
+}
+
 void base_close(struct base *b)
 {
 	if (!b)
 		return;
-	for (int i = 0; i < 2; i++)
-		free(b->cache[i].buf);
+	free_cache(b);
 	free(b->cmp);
 	free(b->stored);
 	free(b->carried);
-	for (size_t i = 0; b->kept && i < b->nkept; i++)
-		free(b->kept[i].ext);
+	for (uint32_t i = 0; b->ext_of && i < b->sb.inode_count; i++)
+		free(b->ext_of[i]);
+	free(b->ext_of);
 	free(b->kept);
 	free(b->blocks);
 	stp_image_close(b->img);
@@ -314,33 +330,6 @@ static int compare_piece(void *ctx, const struct stp_file_piece *p)
 	return 0;
 }
 
-/* Compares the stored run of extent E, one piece per block it touches. */
-static int compare_run(struct compare *c, const struct stp_extent *e)
-{
-	const struct stp_superblock *sb = &c->b->sb;
-	int rc = 0;
-
-	for (uint64_t done = 0; !rc && done < e->length;) {
-		uint64_t s = e->stream_off + done, block = stp_sb_block_of(sb, s);
-		uint64_t room = stp_sb_block_end(sb, block) - s;
-		struct stp_file_piece p = { e->file_off + done, e->length - done, block,
-					    s - stp_sb_block_start(sb, block), s };
-
-		p.len = room < p.len ? room : p.len; /* room > 0: old_layout kept E in the stream */
-		rc = compare_piece(c, &p);
-		done += p.len;
-	}
-	return rc;
-}
-
-/* Compares the hole [FROM, TO) of K's file, if any. */
-static int compare_hole(struct compare *c, uint64_t from, uint64_t to)
-{
-	struct stp_file_piece p = { from, to - from, STP_FILE_HOLE, 0, 0 };
-
-	return from < to ? compare_piece(c, &p) : 0;
-}
-
 /* 1 when K's file reads, in the tree, as OLD holds it (and did not change meanwhile),
  * 0 when not or when it cannot be read (the packer reports that), or -errno for OLD.
  * One walk of the extents old_layout read, in file and stream order: each block of the
@@ -349,19 +338,11 @@ static int same_as_old(struct base *b, const struct kept *k)
 {
 	struct source_file sf;
 	struct compare c = { b, &sf };
-	uint64_t off = 0;
 	int rc = source_file_open(k->file, &sf);
 
 	if (rc)
 		return 0;
-	for (uint32_t i = 0; i < k->next && !rc; i++) {
-		rc = compare_hole(&c, off, k->ext[i].file_off);
-		if (!rc)
-			rc = compare_run(&c, &k->ext[i]);
-		off = k->ext[i].file_off + k->ext[i].length;
-	}
-	if (!rc)
-		rc = compare_hole(&c, off, k->old.size);
+	rc = stp_file_walk_read(b->img, &k->old, k->ext, 0, k->old.size, compare_piece, &c);
 	rc = rc < 0 ? rc : !rc && source_file_unchanged(&sf);
 	source_file_close(&sf);
 	return rc;
@@ -397,6 +378,16 @@ static int extent_inside(const struct base *b, const struct kept *k, const struc
 	       e->stream_off < b->sb.data_size && e->length <= b->sb.data_size - e->stream_off;
 }
 
+/* K's extents in OLD are V (laid out as mkstipple's), and the blocks they touch. */
+static void set_extents(const struct base *b, struct kept *k, struct stp_extent *v)
+{
+	k->ext = v;
+	k->next = k->old.count;
+	k->at = v[0].stream_off;
+	k->first = stp_sb_block_of(&b->sb, v[0].stream_off);
+	k->last = stp_sb_block_of(&b->sb, v[k->next - 1].stream_off + v[k->next - 1].length - 1);
+}
+
 /* Reads K's extents in OLD into k->ext, and the blocks they touch: 1 when laid out as
  * mkstipple lays a file out (so that each block is decoded once per file, and the new
  * image's extents are what mkstipple writes), 0 when not, -errno when they cannot be
@@ -427,11 +418,7 @@ static int old_layout(struct base *b, struct kept *k, int *hot)
 		free(v);
 		return rc ? rc : 0;
 	}
-	k->ext = v;
-	k->next = k->old.count;
-	k->at = v[0].stream_off;
-	k->first = stp_sb_block_of(&b->sb, v[0].stream_off);
-	k->last = stp_sb_block_of(&b->sb, v[k->next - 1].stream_off + v[k->next - 1].length - 1);
+	set_extents(b, k, v);
 	return 1;
 }
 
@@ -455,8 +442,13 @@ static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 		rc = stp_image_inode(b->img, ino, &k->old);
 	if (!rc && ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count))
 		return 0;
-	if (!rc)
+	if (!rc && b->ext_of[ino]) { /* another path to the same inode: read and checked */
+		set_extents(b, k, b->ext_of[ino]);
+		rc = 1;
+	} else if (!rc) {
 		rc = old_layout(b, k, &hot);
+		b->ext_of[ino] = rc == 1 ? k->ext : NULL;
+	}
 	if (rc < 0)
 		return old_failed(b, rc, "--base: reading its metadata");
 	b->unlike += !rc && !hot;
@@ -481,13 +473,13 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	int rc = 0;
 
 	b->kept = calloc(count ? count : 1, sizeof(*b->kept));
+	b->ext_of = calloc(b->sb.inode_count ? b->sb.inode_count : 1, sizeof(*b->ext_of));
 	b->cmp = malloc(CMP_CHUNK);
-	if (!b->kept || !b->cmp)
+	if (!b->kept || !b->ext_of || !b->cmp)
 		return -ENOMEM;
 	for (size_t i = nhot; i < count && rc >= 0; i++) {
 		rc = candidate(b, &order[i], &b->kept[n]);
 		n += rc > 0;
-		b->nkept = n; /* base_close frees their extents */
 	}
 	if (rc < 0)
 		return rc;
@@ -506,8 +498,6 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 			rc = same_as_old(b, &b->kept[i]);
 		if (rc == 1)
 			b->kept[b->nkept++] = b->kept[i];
-		else
-			free(b->kept[i].ext);
 		rc = rc < 0 ? rc : 0;
 	}
 	if (b->unlike)
@@ -517,74 +507,65 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 	return rc;
 }
 
-/* Ranges of OLD's stream, to count bytes by block with overlaps counted once. */
-struct ranges {
-	struct stp_extent *v;
-	size_t n, cap;
+/* A kept file's extent in OLD's stream, to count bytes by block with overlaps counted
+ * once: all of them, sorted once by stream offset, each naming its file. */
+struct range {
+	uint64_t stream_off, length;
+	size_t kept;
 };
-
-static int ranges_add_kept(struct ranges *r, const struct kept *k)
-{
-	if (r->cap - r->n < k->next) {
-		size_t cap = r->cap ? 2 * r->cap : 1024;
-		struct stp_extent *grown;
-
-		cap = cap - r->n < k->next ? r->n + k->next : cap;
-		grown = reallocarray(r->v, cap, sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		r->v = grown;
-		r->cap = cap;
-	}
-	memcpy(r->v + r->n, k->ext, k->next * sizeof(*k->ext));
-	r->n += k->next;
-	return 0;
-}
 
 static int cmp_range(const void *x, const void *y)
 {
-	const struct stp_extent *a = x, *b = y;
+	const struct range *a = x, *b = y;
 
 	return (a->stream_off > b->stream_off) - (a->stream_off < b->stream_off);
 }
 
-/* Adds the bytes R covers (each once) to each block's live count. */
-static void ranges_count(struct base *b, struct ranges *r)
+/* The kept files' extents into *OUT (*N of them, the caller frees), sorted. */
+static int ranges_of_kept(const struct base *b, struct range **out, size_t *n)
+{
+	size_t count = 0, k = 0;
+	struct range *v;
+
+	for (size_t i = 0; i < b->nkept; i++)
+		count += b->kept[i].next;
+	v = reallocarray(NULL, count ? count : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->nkept; i++)
+		for (uint32_t j = 0; j < b->kept[i].next; j++)
+			v[k++] = (struct range){ b->kept[i].ext[j].stream_off,
+						 b->kept[i].ext[j].length, i };
+	qsort(v, count, sizeof(*v), cmp_range);
+	*out = v;
+	*n = count;
+	return 0;
+}
+
+/* Every block's live bytes: what the extents R[0..N) of the kept files that are not
+ * dropped cover, each byte once. */
+static void count_live(struct base *b, const struct range *r, size_t n)
 {
 	uint64_t at = 0; /* bytes below it are counted */
 
-	qsort(r->v, r->n, sizeof(*r->v), cmp_range);
-	for (size_t i = 0; i < r->n; i++) {
-		uint64_t off = r->v[i].stream_off > at ? r->v[i].stream_off : at;
-		uint64_t end = r->v[i].stream_off + r->v[i].length;
+	for (uint64_t i = 0; i < b->sb.block_count; i++)
+		b->blocks[i].live = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off = r[i].stream_off > at ? r[i].stream_off : at;
+		uint64_t end = r[i].stream_off + r[i].length;
 
+		if (b->kept[r[i].kept].dropped)
+			continue;
 		while (off < end) {
 			uint64_t block = stp_sb_block_of(&b->sb, off);
 			uint64_t stop = stp_sb_block_end(&b->sb, block);
-			uint64_t n = (end < stop ? end : stop) - off;
+			uint64_t len = (end < stop ? end : stop) - off;
 
-			b->blocks[block].live += n;
-			off += n;
+			b->blocks[block].live += len;
+			off += len;
 		}
 		at = end > at ? end : at;
 	}
-}
-
-/* Every block's live bytes: what the kept files that are not dropped cover. */
-static int count_live(struct base *b)
-{
-	struct ranges r = { 0 };
-	int rc = 0;
-
-	for (uint64_t i = 0; i < b->sb.block_count; i++)
-		b->blocks[i].live = 0;
-	for (size_t i = 0; i < b->nkept && !rc; i++)
-		if (!b->kept[i].dropped)
-			rc = ranges_add_kept(&r, &b->kept[i]);
-	if (!rc)
-		ranges_count(b, &r);
-	free(r.v);
-	return rc;
 }
 
 /* OLD's last block, when shorter than a block: it can only go last. */
@@ -613,11 +594,15 @@ static int kept_fits(const struct base *b, const struct kept *k)
  * its other blocks, so this runs until nothing more is dropped: at most once per file. */
 static int choose_blocks(struct base *b)
 {
-	int changed = 1, rc = 0;
+	struct range *r;
+	size_t n;
+	int changed = 1, rc = ranges_of_kept(b, &r, &n);
 
+	if (rc)
+		return rc;
 	while (changed && !rc) {
 		changed = 0;
-		rc = count_live(b);
+		count_live(b, r, n);
 		for (uint64_t i = 0; i < b->sb.block_count && !rc; i++) {
 			struct old_block *ob = &b->blocks[i];
 
@@ -634,6 +619,7 @@ static int choose_blocks(struct base *b)
 			}
 		}
 	}
+	free(r);
 	return rc;
 }
 
@@ -714,10 +700,8 @@ int base_match(struct base *b, struct piece *order, size_t nhot, size_t *count,
 		rc = choose_blocks(b);
 	if (!rc)
 		rc = list_carried(b);
-	for (int i = 0; i < 2 && !rc; i++) { /* the comparison is over: memory back */
-		free(b->cache[i].buf);
-		b->cache[i].buf = NULL;
-	}
+	if (!rc) /* the comparison is over: memory back */
+		free_cache(b);
 	if (!rc)
 		rc = drop_kept_pieces(b, order, nhot, count);
 	if (rc)
@@ -763,18 +747,22 @@ static int feed_piece(void *ctx, const struct stp_file_piece *p)
 	return rc ? rc : w->fn(w->ctx, data + p->in_block, (size_t)p->len);
 }
 
-/* 1 when OLD lays out the file OLD_INODE as mkstipple would (old_layout's rule: each of
- * its blocks then decoded once by a walk in stream order) or stores none of its bytes, 0
- * when not or when part of it lies in OLD's hot region, or -errno. */
-static int laid_out_as_ours(struct base *b, const struct stp_inode *old_inode)
+/* Walks OLD's file OLD_INODE for W when OLD lays it out as mkstipple would (old_layout's
+ * rule: each of its blocks then decoded once by a walk in stream order; its extents read
+ * once, for both) or stores none of its bytes: the walk's result; 1 when laid out
+ * otherwise or when part of it lies in OLD's hot region; or -errno. */
+static int walk_if_ours(struct base *b, const struct stp_inode *old_inode, struct old_walk *w)
 {
 	struct kept k = { .old = *old_inode };
 	int hot, rc;
 
 	if (!k.old.count) /* zeros alone: nothing to decode */
-		return 1;
+		return stp_file_walk_read(b->img, &k.old, NULL, 0, k.old.size, feed_piece, w);
 	rc = old_layout(b, &k, &hot);
-
+	if (rc == 1)
+		rc = stp_file_walk_read(b->img, &k.old, k.ext, 0, k.old.size, feed_piece, w);
+	else if (!rc)
+		rc = 1; /* laid out unlike mkstipple: nothing to share, and no decode per piece */
 	free(k.ext);
 	return rc;
 }
@@ -799,11 +787,7 @@ int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void 
 		    old.size > 2 * (uint64_t)f->st.st_size + (1ull << b->sb.block_log)))
 		return 1;
 	if (!rc)
-		rc = laid_out_as_ours(b, &old);
-	if (rc == 1)
-		rc = stp_file_walk(b->img, &old, 0, old.size, feed_piece, &w);
-	else if (!rc)
-		rc = 1; /* laid out unlike mkstipple: nothing to share, and no decode per piece */
+		rc = walk_if_ours(b, &old, &w);
 	return rc < 0 ? old_failed(b, rc, "--base: reading a file") : rc;
 }
 
@@ -839,6 +823,7 @@ static int place_file(struct base *b, struct kept *k)
 int base_place(struct base *b)
 {
 	int rc = 0;
+
 
 	for (size_t i = 0; i < b->nkept && !rc; i++)
 		if (!b->kept[i].dropped)

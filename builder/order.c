@@ -104,7 +104,11 @@ static int path_cmp(const struct node *a, const struct node *b, size_t max_depth
 
 static size_t chains_depth; /* what each half of chains holds */
 
-/* Bytes of a file the hot region leaves out: UINT64_MAX for a file it does not touch. */
+/* Bytes of each file the hot region leaves out, by inode number (UINT64_MAX for a file it
+ * does not touch): summed once per file for the sort, which compares them often. Main
+ * thread only, like chains. */
+static uint64_t *rests;
+
 static uint64_t rest_of(const struct node *f)
 {
 	uint64_t rest = (uint64_t)f->st.st_size;
@@ -126,7 +130,7 @@ static int cmp_similar(const void *a, const void *b)
 {
 	const struct piece *x = a, *y = b;
 	enum group gx = piece_group(x), gy = piece_group(y);
-	uint64_t rx = rest_of(x->file), ry = rest_of(y->file);
+	uint64_t rx = rests[x->file->ino], ry = rests[y->file->ino];
 	int c;
 
 	if (rx != ry)
@@ -473,17 +477,23 @@ int order_files(struct tree *t, const char *hot_list, uint64_t margin, int code_
 		chains_depth = d > chains_depth ? d : chains_depth;
 	}
 	chains = rc ? NULL : reallocarray(NULL, 2 * chains_depth + 2, sizeof(*chains));
-	if (!rc && !chains)
+	rests = rc ? NULL : reallocarray(NULL, t->ninodes, sizeof(*rests));
+	if (!rc && (!chains || !rests))
 		rc = -ENOMEM;
+	for (size_t i = 0; i < t->nfiles && !rc; i++)
+		rests[t->files[i]->ino] = rest_of(t->files[i]);
+	if (!rc)
+		qsort(v + *nhot, n - *nhot, sizeof(*v), cmp_similar);
+	free(chains);
+	chains = NULL;
+	free(rests);
+	rests = NULL;
 	if (rc) {
 		free(v);
 		return rc;
 	}
-	qsort(v + *nhot, n - *nhot, sizeof(*v), cmp_similar);
 	free(t->files); /* the pieces name every file from now on */
 	t->files = NULL;
-	free(chains);
-	chains = NULL;
 	chains_depth = 0;
 	*out = v;
 	*count = n;

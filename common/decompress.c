@@ -117,6 +117,29 @@ static int check_in_place(const struct stp_image *img, uint64_t block, const str
 	return 0;
 }
 
+/* Undoes BE's filter, if any, over block BLOCK decoded whole in OUT (SIZE bytes). */
+static int unfilter_whole(const struct stp_image *img, uint64_t block,
+			  const struct stp_blockent *be, void *out, size_t size)
+{
+	if (be->filter == STP_FILTER_NONE)
+		return 0;
+	return stp_bcj_apply(be->filter, out, size, stp_sb_filter_start(&img->sb, block), 0);
+}
+
+/* Decodes block BLOCK's checked stored bytes STORED into OUT (SIZE bytes), its filter
+ * undone. A RAW block's STORED may be OUT itself (stored_place). */
+static int decode_from(const struct stp_image *img, uint64_t block,
+		       const struct stp_blockent *be, const void *stored, void *out, size_t size)
+{
+	int rc = 0;
+
+	if (be->codec != STP_CODEC_RAW)
+		rc = decompress(img, block, be, stored, out, size);
+	else if (stored != out)
+		memcpy(out, stored, size); /* stp_image_block: RAW stores SIZE bytes */
+	return rc ? rc : unfilter_whole(img, block, be, out, size);
+}
+
 /* Opened verified, a compressed block is read into a buffer of its own and hashed on
  * the hasher's thread while this one decodes it (in place, zstd would overwrite the
  * input being hashed); OUT counts only once the hash matches. */
@@ -174,8 +197,8 @@ static int decode_in_place(const struct stp_image *img, uint64_t block,
 
 	if (!rc && be->codec != STP_CODEC_RAW)
 		rc = check_in_place(img, block, be, &stored, &own, len, size);
-	if (!rc && be->codec != STP_CODEC_RAW)
-		rc = decompress(img, block, be, stored, out, size);
+	if (!rc)
+		rc = decode_from(img, block, be, stored, out, size);
 	if (own)
 		free(stored);
 	return rc;
@@ -368,14 +391,10 @@ static int decode_whole(struct stp_decode *p)
 {
 	int rc;
 
-	if (p->img->hashes && p->be.codec != STP_CODEC_RAW)
-		rc = decode_verified(p->img, p->block, &p->be, p->out, p->size);
-	else
-		rc = decode_in_place(p->img, p->block, &p->be, p->out, p->len, p->size);
-	if (!rc && p->be.filter != STP_FILTER_NONE)
-		rc = stp_bcj_apply(p->be.filter, p->out, p->size,
-				   stp_sb_filter_start(&p->img->sb, p->block), 0);
-	return rc;
+	if (!p->img->hashes || p->be.codec == STP_CODEC_RAW)
+		return decode_in_place(p->img, p->block, &p->be, p->out, p->len, p->size);
+	rc = decode_verified(p->img, p->block, &p->be, p->out, p->size);
+	return rc ? rc : unfilter_whole(p->img, p->block, &p->be, p->out, p->size);
 }
 
 int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
@@ -487,14 +506,5 @@ int stp_image_decode_block_stream(const struct stp_image *img, uint64_t block, v
 int stp_image_decode_stored(const struct stp_image *img, uint64_t block,
 			    const struct stp_blockent *be, const void *stored, void *out)
 {
-	size_t size = stp_image_block_decoded_size(img, block);
-	int rc = 0;
-
-	if (be->codec == STP_CODEC_RAW)
-		memcpy(out, stored, size); /* stp_image_block: RAW stores SIZE bytes */
-	else
-		rc = decompress(img, block, be, stored, out, size);
-	if (!rc && be->filter != STP_FILTER_NONE)
-		rc = stp_bcj_apply(be->filter, out, size, stp_sb_filter_start(&img->sb, block), 0);
-	return rc;
+	return decode_from(img, block, be, stored, out, stp_image_block_decoded_size(img, block));
 }

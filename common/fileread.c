@@ -50,26 +50,63 @@ static int walk_run(const struct stp_superblock *sb, uint64_t file_off, uint64_t
 	return fn(ctx, &p);
 }
 
-/* The walk of stp_file_walk; CUT false gives each extent's run as one piece. */
-static int walk_extents(const struct stp_image *img, const struct stp_inode *inode,
-			uint64_t off, uint64_t len, bool cut, stp_file_piece_fn fn, void *ctx)
+/* Where a walk's extents come from: INODE's in IMG, read one by one, or V[0..N) when
+ * the caller read them already (V NULL: not). */
+struct extents {
+	const struct stp_image *img;
+	const struct stp_inode *inode;
+	const struct stp_extent *v;
+	uint32_t n;
+};
+
+/* The index of the first extent of X that ends past OFF (X's count when none does). */
+static int extent_find(const struct extents *x, uint64_t off, uint32_t *index)
 {
-	const struct stp_superblock *sb = stp_image_sb(img);
-	uint64_t end = off < inode->size && len < inode->size - off ? off + len : inode->size;
+	uint32_t lo = 0, hi = x->n;
+
+	if (!x->v)
+		return stp_image_extent_find(x->img, x->inode, off, index);
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (x->v[mid].file_off + x->v[mid].length <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*index = lo;
+	return 0;
+}
+
+static int extent_get(const struct extents *x, uint32_t i, struct stp_extent *e)
+{
+	if (!x->v)
+		return stp_image_extent(x->img, x->inode, i, e);
+	*e = x->v[i];
+	return 0;
+}
+
+/* The walk of stp_file_walk over X's extents; CUT false gives each extent's run as one
+ * piece. */
+static int walk_extents(const struct extents *x, uint64_t off, uint64_t len, bool cut,
+			stp_file_piece_fn fn, void *ctx)
+{
+	const struct stp_superblock *sb = stp_image_sb(x->img);
+	uint64_t size = x->inode->size, end = off < size && len < size - off ? off + len : size;
 	uint32_t i;
-	int rc = off < end ? stp_image_extent_find(img, inode, off, &i) : 0;
+	int rc = off < end ? extent_find(x, off, &i) : 0;
 
 	for (; !rc && off < end; i++) {
 		struct stp_extent e = { .file_off = end, .length = 0 };
 		uint64_t from, to;
 
-		if (i < inode->count && (rc = stp_image_extent(img, inode, i, &e)))
+		if (i < x->n && (rc = extent_get(x, i, &e)))
 			break;
 		if (e.file_off >= end)
 			e.file_off = end; /* past the range: what is left is a hole */
 		else if (e.file_off + e.length <= off)
-			return STP_CORRUPT(stp_image_path(img), "extent %llu out of order",
-					   (unsigned long long)(inode->data + i));
+			return STP_CORRUPT(stp_image_path(x->img), "extent %llu out of order",
+					   (unsigned long long)(x->inode->data + i));
 		from = e.file_off > off ? e.file_off : off;
 		if (from > off)
 			rc = walk_hole(off, from - off, fn, ctx);
@@ -86,7 +123,18 @@ static int walk_extents(const struct stp_image *img, const struct stp_inode *ino
 int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
 		  uint64_t len, stp_file_piece_fn fn, void *ctx)
 {
-	return walk_extents(img, inode, off, len, true, fn, ctx);
+	const struct extents x = { img, inode, NULL, inode->count };
+
+	return walk_extents(&x, off, len, true, fn, ctx);
+}
+
+int stp_file_walk_read(const struct stp_image *img, const struct stp_inode *inode,
+		       const struct stp_extent *v, uint64_t off, uint64_t len,
+		       stp_file_piece_fn fn, void *ctx)
+{
+	const struct extents x = { img, inode, v, inode->count };
+
+	return walk_extents(&x, off, len, true, fn, ctx);
 }
 
 int stp_file_piece_check(const struct stp_image *img, const struct stp_file_piece *p,
@@ -123,8 +171,9 @@ static int count_pages(void *arg, const struct stp_file_piece *p)
 int stp_file_stored_pages(const struct stp_image *img, const struct stp_inode *inode,
 			  uint64_t *pages)
 {
+	const struct extents x = { img, inode, NULL, inode->count };
 	struct page_count c = { 0, 0 };
-	int rc = walk_extents(img, inode, 0, inode->size, false, count_pages, &c);
+	int rc = walk_extents(&x, 0, inode->size, false, count_pages, &c);
 
 	*pages = c.pages;
 	return rc;
@@ -151,12 +200,13 @@ static int seek_piece(void *arg, const struct stp_file_piece *p)
 int stp_file_seek(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
 		  bool data, uint64_t *out)
 {
+	const struct extents x = { img, inode, NULL, inode->count };
 	struct seek_ctx c = { data, off, out };
 	int rc;
 
 	if (off >= inode->size)
 		return -ENXIO;
-	rc = walk_extents(img, inode, off, inode->size - off, false, seek_piece, &c);
+	rc = walk_extents(&x, off, inode->size - off, false, seek_piece, &c);
 	if (rc == SEEK_FOUND)
 		return 0;
 	if (rc)

@@ -40,6 +40,13 @@ typedef int (*stp_file_piece_fn)(void *ctx, const struct stp_file_piece *p);
  * -EUCLEAN when the extents are out of order (reported). */
 int stp_file_walk(const struct stp_image *img, const struct stp_inode *inode, uint64_t off,
 		  uint64_t len, stp_file_piece_fn fn, void *ctx);
+/* The same over INODE's extents as the caller read them already (stp_image_extent),
+ * V[0..inode->count), sorted by file offset: a reader that checked them reads them once.
+ * V is the caller's; thread-safe as V is. */
+struct stp_extent;
+int stp_file_walk_read(const struct stp_image *img, const struct stp_inode *inode,
+		       const struct stp_extent *v, uint64_t off, uint64_t len,
+		       stp_file_piece_fn fn, void *ctx);
 
 /* 0 when the decoded block of piece P, SIZE bytes, holds the piece's bytes; else the
  * damage is reported (naming IMG) and -EUCLEAN returned. */

@@ -495,8 +495,7 @@ int stp_http_get(struct stp_http *h, void *buf, size_t len, uint64_t off, unsign
 
 uint64_t stp_http_whole_deadline(const struct stp_http *h, size_t len)
 {
-	return stp_now_ns() + (uint64_t)h->o.timeout_ms * 1000000u +
-	       (uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR;
+	return stp_now_ns() + (uint64_t)h->o.timeout_ms * 1000000u + stp_http_floor_ns(len);
 }
 
 int stp_http_get_whole(struct stp_http *h, const char *url, void *buf, size_t len,

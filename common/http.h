@@ -84,6 +84,13 @@ struct stp_http_tick {
  * all, retries included: a server that trickles it slower gets -ETIMEDOUT. */
 #define STP_HTTP_WHOLE_FLOOR (16u << 10)
 
+/* The longest LEN bytes may take at STP_HTTP_WHOLE_FLOOR, in nanoseconds (inline: the
+ * daemon bounds its fetcher's answers by it without linking libcurl). */
+static inline uint64_t stp_http_floor_ns(size_t len)
+{
+	return (uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR;
+}
+
 /* When a whole object of LEN bytes asked now must have come (stp_now_ns's clock): H's
  * timeout plus LEN at STP_HTTP_WHOLE_FLOOR. */
 uint64_t stp_http_whole_deadline(const struct stp_http *h, size_t len);

@@ -26,8 +26,6 @@
 /* Block buffers kept for the next block rather than freed: a fresh one costs its
  * zero-filled pages, which on a loaded machine costs more than the block's hash. */
 #define SPARES 4u
-/* A store file takes whole file system blocks: a block's room is counted in these. */
-#define STORE_UNIT 4096u
 
 struct stp_published {
 	struct stp_http *h;
@@ -408,7 +406,9 @@ static bool from_store(struct stp_published *p, int fd, const struct stp_pubinde
  * trim counts them (st_blocks), never less than one. */
 static uint64_t disk_cost(uint32_t len)
 {
-	return ((uint64_t)len + STORE_UNIT - 1) / STORE_UNIT * STORE_UNIT;
+	const uint64_t unit = STP_PUBLISHED_STORE_UNIT;
+
+	return ((uint64_t)len + unit - 1) / unit * unit;
 }
 
 /* Keeps a checked block in its store file while the room lasts (a failure only costs a

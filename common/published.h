@@ -66,8 +66,12 @@ uint64_t stp_published_block_max(const struct stp_published *p);
 /* Block I's SHA-256 (I below stp_published_blocks). */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
 
+/* A store file takes whole file system blocks of this size: the least room a block
+ * takes, and the unit it is counted in (here and by the monitor's trim, store.h). */
+#define STP_PUBLISHED_STORE_UNIT 4096u
+
 /* The bytes of blocks P may still write into the store (none until this is called),
- * each block counted as the whole 4 KiB file system blocks it takes. */
+ * each block counted as the whole STP_PUBLISHED_STORE_UNIT blocks it takes. */
 void stp_published_set_store_room(struct stp_published *p, uint64_t bytes);
 
 /* Block I's file in the store: FD is P's from now on (closed by stp_published_free).

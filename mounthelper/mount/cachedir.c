@@ -129,24 +129,31 @@ static int open_dir(const char *dir, int *out)
 }
 
 /* Whether FD is a file of ours that no one else reaches: regular, owned by the mounting
- * user, mode 0600 (as made), one link (not also a name elsewhere), SIZE bytes (0: any). */
-static bool private_file(int fd, uint64_t size)
+ * user, mode 0600 (as made), one link (not also a name elsewhere), SIZE bytes (0: any).
+ * Its bytes into *LEN (LEN may be NULL). */
+static bool private_file(int fd, uint64_t size, uint64_t *len)
 {
 	struct stat st;
 
-	return !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	       (st.st_mode & 07777) == 0600 && st.st_nlink == 1 &&
-	       (!size || (uint64_t)st.st_size == size);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 07777) != 0600 || st.st_nlink != 1 ||
+	    (size && (uint64_t)st.st_size != size))
+		return false;
+	if (len)
+		*len = (uint64_t)st.st_size;
+	return true;
 }
 
-/* NAME at DIRFD, opened with FLAGS when it is private_file, else removed and made anew
- * (O_EXCL: never someone else's). */
-static int open_private(int dirfd, const char *name, int flags, uint64_t size, bool *made)
+/* NAME at DIRFD, opened with FLAGS when it is private_file (its bytes into *LEN), else
+ * removed and, with O_CREAT in FLAGS, made anew (O_EXCL: never someone else's; *LEN 0):
+ * without, -ENOENT. */
+static int open_private(int dirfd, const char *name, int flags, uint64_t size, bool *made,
+			uint64_t *len)
 {
-	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	int fd = openat(dirfd, name, (flags & ~O_CREAT) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 
 	*made = false;
-	if (fd >= 0 && private_file(fd, size))
+	if (fd >= 0 && private_file(fd, size, len))
 		return fd;
 	if (fd >= 0 || errno != ENOENT) {
 		if (fd >= 0)
@@ -154,11 +161,14 @@ static int open_private(int dirfd, const char *name, int flags, uint64_t size, b
 		if (unlinkat(dirfd, name, 0) && errno != ENOENT)
 			return -errno;
 	}
-	fd = openat(dirfd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
-		    0600);
+	if (!(flags & O_CREAT))
+		return -ENOENT;
+	fd = openat(dirfd, name, flags | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
 	if (fd < 0)
 		return -errno;
 	*made = true;
+	if (len)
+		*len = 0;
 	return fd;
 }
 
@@ -166,7 +176,7 @@ static int open_private(int dirfd, const char *name, int flags, uint64_t size, b
 static int read_secret(int dirfd, uint8_t secret[32])
 {
 	bool made;
-	int fd = open_private(dirfd, SECRET, O_RDWR, 32, &made), err;
+	int fd = open_private(dirfd, SECRET, O_RDWR | O_CREAT, 32, &made, NULL), err;
 
 	if (fd < 0)
 		return fd;
@@ -189,7 +199,7 @@ static int open_cache_file(int dirfd, const char *name, const struct stp_diskcac
 	uint64_t size = stp_diskcache_file_size(f);
 	bool made;
 	struct stat st;
-	int fd = open_private(dirfd, name, O_RDWR, 0, &made), err = 0;
+	int fd = open_private(dirfd, name, O_RDWR | O_CREAT, 0, &made, NULL), err = 0;
 
 	if (fd < 0)
 		return fd;
@@ -261,9 +271,11 @@ int stp_cachedir_open_dir(const char *dir, int *out)
 	return open_dir(dir, out);
 }
 
-int stp_cachedir_open_private(int dirfd, const char *name, int flags, bool *made)
+int stp_cachedir_open_private(int dirfd, const char *name, int flags, uint64_t *len)
 {
-	return open_private(dirfd, name, flags, 0, made);
+	bool made;
+
+	return open_private(dirfd, name, flags, 0, &made, len);
 }
 
 const char *stp_cachedir_dir_error(int err)

@@ -32,9 +32,10 @@ int stp_cachedir_open_file(const char *dir, const struct stp_diskcache_id *id, u
  * -EPERM or another negative errno. */
 int stp_cachedir_open_dir(const char *dir, int *out);
 /* NAME beneath DIRFD opened with FLAGS (never following a link) when it is a regular
- * file the mounting user owns, mode 0600, one link; else removed and made anew O_EXCL
- * (*MADE). The descriptor, or a negative errno. */
-int stp_cachedir_open_private(int dirfd, const char *name, int flags, bool *made);
+ * file the mounting user owns, mode 0600, one link, its bytes into *LEN; else removed
+ * and, when FLAGS hold O_CREAT, made anew O_EXCL (*LEN 0), without it -ENOENT. The
+ * descriptor, or a negative errno. */
+int stp_cachedir_open_private(int dirfd, const char *name, int flags, uint64_t *len);
 /* Words for stp_cachedir_open_dir's errors. */
 const char *stp_cachedir_dir_error(int err);
 

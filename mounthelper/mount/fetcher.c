@@ -91,37 +91,49 @@ static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
 	return err;
 }
 
-/* The fetcher's hard limit named NAME in /proc/PID/limits ("Max file size"...):
- * UINT64_MAX when unlimited or unknown. */
-static uint64_t hard_limit(const struct stp_fetcher *f, const char *name)
+/* The hard limit of line LINE of /proc/PID/limits into *MAX when LINE names it (NAME). */
+static void hard_limit(const char *line, const char *name, uint64_t *max)
+{
+	size_t n = strlen(name);
+	unsigned long long soft, hard;
+
+	if (!strncmp(line, name, n) && line[n] == ' ' &&
+	    sscanf(line + n, "%llu %llu", &soft, &hard) == 2)
+		*max = hard;
+}
+
+/* The fetcher's hard limits on file size and memory, read from /proc/PID/limits on first
+ * use (both lowered before HELLO, never raised again): UINT64_MAX when unlimited or
+ * unknown. */
+static void read_limits(struct stp_fetcher *f)
 {
 	char path[64], line[256];
-	uint64_t max = UINT64_MAX;
-	size_t n = strlen(name);
 	FILE *fp;
 
+	if (f->limits_read)
+		return;
+	f->limits_read = true;
+	f->file_max = f->data_max = UINT64_MAX;
 	snprintf(path, sizeof(path), "/proc/%d/limits", (int)f->pid);
 	fp = f->pid > 0 ? fopen(path, "re") : NULL;
 	while (fp && fgets(line, sizeof(line), fp)) {
-		unsigned long long soft, hard;
-
-		if (!strncmp(line, name, n) && line[n] == ' ' &&
-		    sscanf(line + n, "%llu %llu", &soft, &hard) == 2)
-			max = hard;
+		hard_limit(line, "Max file size", &f->file_max);
+		hard_limit(line, "Max data size", &f->data_max);
 	}
 	if (fp)
 		fclose(fp);
-	return max;
 }
 
-uint64_t stp_fetcher_file_max(const struct stp_fetcher *f)
+uint64_t stp_fetcher_file_max(struct stp_fetcher *f)
 {
-	return hard_limit(f, "Max file size");
+	read_limits(f);
+	return f->file_max;
 }
 
-uint64_t stp_fetcher_data_max(const struct stp_fetcher *f)
+uint64_t stp_fetcher_data_max(struct stp_fetcher *f)
 {
-	return hard_limit(f, "Max data size");
+	read_limits(f);
+	return f->data_max;
 }
 
 uint64_t stp_fetcher_data_fixed(unsigned nchans)

@@ -40,6 +40,7 @@
 #ifndef STP_FETCHER_H
 #define STP_FETCHER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -121,6 +122,8 @@ struct stp_fetcher {
 	char validator[256];            /* ETag or Last-Modified, "" without */
 	uint64_t blocks;                /* a published image's blocks (0: a one-file image) */
 	uint64_t index_len;             /* its index's bytes, held by the fetcher */
+	uint64_t file_max, data_max;    /* its hard limits, once limits_read */
+	bool limits_read;
 };
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
@@ -129,13 +132,15 @@ unsigned stp_fetcher_channels(const struct stp_mount_opts *o);
 /* The fetcher's hard limit on the size of a file it writes (RLIMIT_FSIZE, which it
  * lowers to the index's largest block and cannot raise again), as /proc tells it:
  * UINT64_MAX when unlimited or unknown. Read once it has sent HELLO, it bounds what a
- * store file may be made to hold, whatever the fetcher does next (store.h). */
-uint64_t stp_fetcher_file_max(const struct stp_fetcher *f);
+ * store file may be made to hold, whatever the fetcher does next (store.h). Both
+ * limits are read in one pass, on the first call of either, and kept in F (not
+ * thread-safe). */
+uint64_t stp_fetcher_file_max(struct stp_fetcher *f);
 
 /* The same for its memory (RLIMIT_DATA), which it lowers before HELLO to
  * stp_fetcher_data_fixed(its channels), and for a published image its index and a
  * block buffer per channel: what the mount's budget counts (budget.h). */
-uint64_t stp_fetcher_data_max(const struct stp_fetcher *f);
+uint64_t stp_fetcher_data_max(struct stp_fetcher *f);
 /* The part of a fetcher's memory no image decides: a piece buffer per channel of NCHANS,
  * libcurl's and OpenSSL's state, with room to spare. */
 uint64_t stp_fetcher_data_fixed(unsigned nchans);

@@ -44,7 +44,7 @@ struct hot_file {
 /* A name of the image's lookup table: where to look it up, and what it finds. */
 struct looked_up {
 	uint32_t dir;
-	uint32_t ino;  /* STP_PRIME_MISSING: not there */
+	uint32_t ino;  /* STP_PRIME_MISSING until the tree walk meets it */
 	uint32_t name; /* offset in the pool */
 };
 
@@ -57,6 +57,7 @@ struct stp_prime_plan {
 	uint32_t nfiles;
 	struct looked_up *names; /* the lookup table's, in its order */
 	uint32_t nnames;
+	uint32_t *by_name;       /* indexes into names, by directory and name (cmp_name) */
 	uint32_t *dir_path;      /* by inode: a directory's path in the pool, DIR_WANTED
 				  * until the walk finds it, UINT32_MAX when not wanted */
 	char *pool;              /* NUL-terminated paths, relative to the mount's root */
@@ -103,13 +104,44 @@ static int pool_add(struct stp_prime_plan *p, const char *s, size_t len, uint32_
 	return 0;
 }
 
-/* The first path found for each hot file (a hard link has several), and the path of
- * each directory the lookup table names. */
+/* Name L of P against entry E: by directory, then name, as cmp_name sorts them. */
+static int cmp_entry(const struct stp_prime_plan *p, const struct looked_up *l,
+		     const struct stp_tree_entry *e)
+{
+	const char *name = p->pool + l->name;
+
+	if (l->dir != e->dir)
+		return l->dir < e->dir ? -1 : 1;
+	return stp_name_cmp(name, strlen(name), e->name, e->name_len);
+}
+
+/* The names that are entry E find its inode: the walk meets each entry once, and the
+ * names it never meets stay STP_PRIME_MISSING. */
+static void note_found(struct stp_prime_plan *p, const struct stp_tree_entry *e)
+{
+	uint32_t lo = 0, hi = p->nnames;
+
+	while (lo < hi) { /* the first name not below E */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (cmp_entry(p, &p->names[p->by_name[mid]], e) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < p->nnames && !cmp_entry(p, &p->names[p->by_name[lo]], e); lo++)
+		p->names[p->by_name[lo]].ino = e->ino;
+}
+
+/* The first path found for each hot file (a hard link has several), the path of each
+ * directory the lookup table names, and what its names find. */
 static int note_hot_path(void *ctx, const struct stp_tree_entry *e)
 {
 	struct stp_prime_plan *p = ctx;
 	struct hot_file *f;
 
+	if (p->nnames && p->dir_path[e->dir] != UINT32_MAX)
+		note_found(p, e);
 	if (e->dtype == DT_DIR && p->dir_path && p->dir_path[e->ino] == DIR_WANTED)
 		return pool_add(p, e->path, e->path_len, &p->dir_path[e->ino]);
 	if (e->dtype != DT_REG || !p->slot || p->slot[e->ino] == UINT32_MAX)
@@ -139,8 +171,23 @@ static int find_hot_files(struct stp_prime_plan *p)
 	return stp_treewalk_files(p->img, note_hot_file, p);
 }
 
-/* The lookup table's names, checked, and the directories they are in marked
- * DIR_WANTED for the tree walk to name. */
+/* Records X and Y of P's names by directory, then name (as directories sort them). */
+static int cmp_name(const void *x, const void *y, void *ctx)
+{
+	const struct stp_prime_plan *p = ctx;
+	const struct looked_up *a = &p->names[*(const uint32_t *)x];
+	const struct looked_up *b = &p->names[*(const uint32_t *)y];
+
+	if (a->dir != b->dir)
+		return a->dir < b->dir ? -1 : 1;
+	return stp_name_cmp(p->pool + a->name, strlen(p->pool + a->name), p->pool + b->name,
+			    strlen(p->pool + b->name));
+}
+
+/* The lookup table's names, each read and checked once, and the directories they are
+ * in marked DIR_WANTED for the tree walk to name (and to find the names in). A damaged
+ * record is skipped (the image reports it) and the rest kept; past the plan's bound on
+ * page loads the names left are dropped: priming only saves time. */
 static int find_names(struct stp_prime_plan *p)
 {
 	uint32_t n = stp_image_meta_header(p->img)->lookup_count;
@@ -149,40 +196,33 @@ static int find_names(struct stp_prime_plan *p)
 	int err = 0;
 
 	p->names = malloc((n ? n : 1) * sizeof(*p->names));
+	p->by_name = malloc((n ? n : 1) * sizeof(*p->by_name));
 	p->dir_path = malloc((ninodes ? ninodes : 1) * sizeof(*p->dir_path));
-	if (!p->names || !p->dir_path)
+	if (!p->names || !p->by_name || !p->dir_path)
 		return -ENOMEM;
 	memset(p->dir_path, 0xff, ninodes * sizeof(*p->dir_path));
 	for (uint32_t i = 0; !err && i < n; i++) {
-		struct looked_up *l = &p->names[i];
+		struct looked_up *l = &p->names[p->nnames];
 
+		l->ino = STP_PRIME_MISSING;
 		err = stp_image_lookup_name(p->img, i, &l->dir, name);
+		if (err == -ENOBUFS)
+			break;
+		if (err == -EUCLEAN) {
+			err = 0; /* that record alone */
+			continue;
+		}
 		if (!err)
 			err = pool_add(p, name, strlen(name), &l->name);
-		if (!err)
+		if (!err) {
 			p->dir_path[l->dir] = DIR_WANTED;
-		p->nnames += !err;
+			p->nnames++;
+		}
 	}
+	for (uint32_t i = 0; i < p->nnames; i++)
+		p->by_name[i] = i;
+	qsort_r(p->by_name, p->nnames, sizeof(*p->by_name), cmp_name, p);
 	return err;
-}
-
-/* What each name finds: its inode, or STP_PRIME_MISSING. Last, after the walks: past
- * their bound on page loads the names left are dropped, priming only saves time. */
-static int resolve_names(struct stp_prime_plan *p)
-{
-	for (uint32_t i = 0; i < p->nnames; i++) {
-		struct looked_up *l = &p->names[i];
-		const char *name = p->pool + l->name;
-		int err = stp_image_lookup(p->img, l->dir, name, strlen(name), &l->ino);
-
-		if (err == -ENOENT)
-			l->ino = STP_PRIME_MISSING;
-		else if (err == -ENOBUFS)
-			p->nnames = i;
-		else if (err)
-			return err;
-	}
-	return 0;
 }
 
 static int build_plan(struct stp_prime_plan *p)
@@ -196,8 +236,6 @@ static int build_plan(struct stp_prime_plan *p)
 		err = pool_add(p, "", 0, &p->dir_path[STP_ROOT_INO]);
 	if (!err && (p->nfiles || p->nnames))
 		err = stp_treewalk_tree(p->img, note_hot_path, p);
-	if (!err)
-		err = resolve_names(p);
 	if (!err && p->nfiles)
 		qsort(p->files, p->nfiles, sizeof(*p->files), cmp_first);
 	return err;
@@ -293,6 +331,7 @@ void stp_prime_plan_free(struct stp_prime_plan *p)
 	free(p->slot);
 	free(p->files);
 	free(p->names);
+	free(p->by_name);
 	free(p->dir_path);
 	free(p->pool);
 	free(p);

@@ -39,9 +39,12 @@ struct stp_mount_opts;
  * and the daemon decide alike from the same options. */
 int stp_prime_wanted(const struct stp_mount_opts *o);
 
-/* Daemon side. Lists IMG's looked-up names and hot files and sends them to FD as PRIME messages, then
- * PRIME_END. The work is linear in the metadata (treewalk.h). -EUCLEAN when the walk
- * found the image damaged (PRIME_END is still sent), -ENOMEM, or a send error. */
+/* Daemon side. Lists IMG's looked-up names and hot files and sends them to FD as PRIME
+ * messages, then PRIME_END. The work is linear in the metadata (treewalk.h): each name
+ * of the lookup table is read once, and found by the tree walk that names the files. A
+ * damaged record of the table is skipped (the image reports it), the rest sent.
+ * -EUCLEAN when the walk found the image damaged (PRIME_END is still sent), -ENOMEM, or
+ * a send error. */
 int stp_prime_send_plan(const struct stp_image *img, int fd);
 
 /* The same in steps, so that the daemon walks the image before it says LIVE: the plan

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,15 +38,17 @@ struct rec_lookup {
 	char *name;
 };
 
-/* The names looked up: a list in order, and a hash set over it (indexes + 1, 0 free)
- * kept at most half full so that a repeated lookup is found in a probe or two. */
+/* The names looked up, in the order of their first lookup: each lookup is appended, and
+ * repeats are dropped (drop_repeats) when the list reaches LOOKUPS_ROOM and when it is
+ * written, so that it holds a few MiB at the most. */
 struct rec_lookups {
 	pthread_mutex_t lock;
 	struct rec_lookup *v;
 	uint32_t n, cap;
-	uint32_t *slots;
-	uint32_t nslots;
+	bool full; /* STP_LOOKUP_MAX names kept: no later one is */
 };
+
+#define LOOKUPS_ROOM (2 * STP_LOOKUP_MAX)
 
 struct stp_recorder {
 	const struct stp_image *img;
@@ -87,7 +90,6 @@ void stp_record_free(struct stp_recorder *r)
 	for (uint32_t i = 0; i < r->names.n; i++)
 		free(r->names.v[i].name);
 	free(r->names.v);
-	free(r->names.slots);
 	pthread_mutex_destroy(&r->names.lock);
 	free(r->files);
 	free(r);
@@ -148,28 +150,57 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 	pthread_mutex_unlock(lock);
 }
 
-static uint64_t lookup_hash(uint32_t dir, const char *name, size_t len)
+/* By directory and name, then by place in the list (the array's order): the first of
+ * equals comes first. */
+static int cmp_lookup(const void *a, const void *b)
 {
-	return stp_checksum(name, len) ^ (dir * 0x9e3779b97f4a7c15ull);
+	const struct rec_lookup *x = *(const struct rec_lookup *const *)a;
+	const struct rec_lookup *y = *(const struct rec_lookup *const *)b;
+	int c;
+
+	if (x->dir != y->dir)
+		return x->dir < y->dir ? -1 : 1;
+	c = strcmp(x->name, y->name);
+	return c ? c : (x > y) - (x < y);
 }
 
-/* The slot of (DIR, NAME) in the set: where it is, or the free one where it would go. */
-static uint32_t *lookup_slot(const struct rec_lookups *l, uint32_t dir, const char *name,
-			     size_t len)
+/* Drops from L each lookup that repeats an earlier one, and the names past the first
+ * STP_LOOKUP_MAX: the rest stay in order. */
+static int drop_repeats(struct rec_lookups *l)
 {
-	uint32_t mask = l->nslots - 1, i = (uint32_t)lookup_hash(dir, name, len) & mask;
+	struct rec_lookup **by = reallocarray(NULL, l->n ? l->n : 1, sizeof(*by));
+	uint32_t k = 0;
 
-	for (;; i = (i + 1) & mask) {
-		const struct rec_lookup *e = l->slots[i] ? &l->v[l->slots[i] - 1] : NULL;
-
-		if (!e || (e->dir == dir && !strncmp(e->name, name, len) && !e->name[len]))
-			return &l->slots[i];
+	if (!by)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < l->n; i++)
+		by[i] = &l->v[i];
+	qsort(by, l->n, sizeof(*by), cmp_lookup);
+	for (uint32_t i = l->n; i-- > 1;) {
+		if (by[i]->dir == by[i - 1]->dir && !strcmp(by[i]->name, by[i - 1]->name)) {
+			free(by[i]->name);
+			by[i]->name = NULL;
+		}
 	}
+	free(by);
+	for (uint32_t i = 0; i < l->n; i++) {
+		if (l->v[i].name && k < STP_LOOKUP_MAX)
+			l->v[k++] = l->v[i];
+		else
+			free(l->v[i].name);
+	}
+	l->n = k;
+	l->full = k == STP_LOOKUP_MAX;
+	return 0;
 }
 
-/* Room for one more name: the list and a set at most half full. */
+/* Room for one more lookup in L, its repeats dropped when it is at LOOKUPS_ROOM. */
 static int lookups_grow(struct rec_lookups *l)
 {
+	if (l->n == LOOKUPS_ROOM && drop_repeats(l))
+		return -ENOMEM;
+	if (l->full)
+		return -ENOSPC;
 	if (l->n == l->cap) {
 		uint32_t cap = l->cap ? l->cap * 2 : 256;
 		struct rec_lookup *v = reallocarray(l->v, cap, sizeof(*v));
@@ -179,44 +210,25 @@ static int lookups_grow(struct rec_lookups *l)
 		l->v = v;
 		l->cap = cap;
 	}
-	if (2 * (l->n + 1) > l->nslots) {
-		uint32_t nslots = l->nslots ? l->nslots * 2 : 1024;
-		uint32_t *old = l->slots, oldn = l->nslots;
-
-		l->slots = calloc(nslots, sizeof(*l->slots));
-		if (!l->slots) {
-			l->slots = old;
-			return -ENOMEM;
-		}
-		l->nslots = nslots;
-		for (uint32_t i = 0; i < oldn; i++)
-			if (old[i]) {
-				const struct rec_lookup *e = &l->v[old[i] - 1];
-
-				*lookup_slot(l, e->dir, e->name, strlen(e->name)) = old[i];
-			}
-		free(old);
-	}
 	return 0;
 }
 
 void stp_record_lookup(struct stp_recorder *r, uint32_t dir, const char *name, size_t len)
 {
 	struct rec_lookups *l;
-	uint32_t *slot;
 	char *copy;
 
-	if (!r || dir >= r->ninodes || !len)
+	if (!r || dir >= r->ninodes || !len || !(copy = strndup(name, len)))
 		return;
 	l = &r->names;
 	pthread_mutex_lock(&l->lock);
 	/* out of memory, or past the most an image keeps: the list misses a name */
-	if (l->n < STP_LOOKUP_MAX && !lookups_grow(l) &&
-	    !*(slot = lookup_slot(l, dir, name, len)) && (copy = strndup(name, len))) {
+	if (!lookups_grow(l)) {
 		l->v[l->n++] = (struct rec_lookup){ dir, copy };
-		*slot = l->n;
+		copy = NULL;
 	}
 	pthread_mutex_unlock(&l->lock);
+	free(copy);
 }
 
 /* Paths of the recorded inodes, by inode. */
@@ -321,7 +333,7 @@ int stp_record_write(struct stp_recorder *r, int fd)
 	FILE *f = NULL;
 	char *text = NULL;
 	size_t len = 0;
-	int rc = nm.paths && nm.dirs ? 0 : -ENOMEM;
+	int rc = nm.paths && nm.dirs ? drop_repeats(&r->names) : -ENOMEM;
 
 	for (uint32_t i = 0; !rc && i < r->names.n; i++)
 		nm.dirs[r->names.v[i].dir] = 1;

@@ -10,8 +10,9 @@
  * lookup, as lookup lines (hotlist.h): at most STP_LOOKUP_MAX of them, the first.
  *
  * stp_record_read() and stp_record_lookup() are thread-safe and cheap (a striped lock,
- * ranges merged in place; one lock and a hash probe per lookup); the rest is not
- * thread-safe. Functions return 0 or a negative errno.
+ * ranges merged in place; one lock and an append per lookup, repeats dropped in one sort
+ * when the list fills up and when it is written); the rest is not thread-safe.
+ * Functions return 0 or a negative errno.
  */
 #ifndef STP_RECORD_H
 #define STP_RECORD_H

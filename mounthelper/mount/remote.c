@@ -134,8 +134,7 @@ static uint64_t request_deadline(const struct remote *r, size_t len)
 {
 	if (!r->frame_ns)
 		return 0;
-	return stp_now_ns() + r->frame_ns +
-	       4 * ((uint64_t)len * 1000000000u / STP_HTTP_WHOLE_FLOOR);
+	return stp_now_ns() + r->frame_ns + 4 * stp_http_floor_ns(len);
 }
 
 /* One request on FD: 0, a negative errno with WHY set (the fetcher's answer, the stream

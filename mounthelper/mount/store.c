@@ -24,6 +24,7 @@
 #include "monlog.h"
 #include "monproto.h"
 #include "pubindex.h"
+#include "published.h"
 #include "setup.h"
 #include "util.h"
 
@@ -31,9 +32,6 @@
 /* Set on a stored block file once its bytes were found to hash to its name. */
 #define VERIFIED_XATTR "user.stipple.sound"
 #define FANOUT 256u
-/* The least a store file takes on disk (a file system block): however well its block
- * compresses, no more files than LIMIT holds of these. */
-#define FILE_COST 4096u
 /* A trim lists fan-out directories until it has seen this many files (all of them in a
  * store of fewer), and no more unless the store is still over its bound. */
 #define SAMPLE_MIN 1024u
@@ -58,21 +56,18 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
-/* FD, or the same file opened read-write when it is empty, while *WRITABLE lasts (one
- * spent): a fetcher may write a block into a file that holds none, never change one that
- * holds a block (another mount may be serving it). FD is taken; the descriptor, or a
- * negative errno (-ENOSPC: empty, and no writable file left). */
-static int writable_if_empty(int fd, uint64_t *writable)
+/* FD (a file of LEN bytes), or the same file opened read-write when it is empty, while
+ * *WRITABLE lasts (one spent): a fetcher may write a block into a file that holds none,
+ * never change one that holds a block (another mount may be serving it). FD is taken;
+ * the descriptor, or a negative errno (-ENOSPC: empty, and no writable file left). */
+static int writable_if_empty(int fd, uint64_t len, uint64_t *writable)
 {
 	char path[32];
-	struct stat st;
 	int rw;
 
-	if (fstat(fd, &st)) {
-		rw = -errno;
-	} else if (st.st_size) {
+	if (len)
 		return fd;
-	} else if (!*writable) {
+	if (!*writable) {
 		rw = -ENOSPC;
 	} else {
 		(*writable)--;
@@ -84,70 +79,62 @@ static int writable_if_empty(int fd, uint64_t *writable)
 	return rw;
 }
 
-/* Whether LEAF beneath SUB is a regular file that holds bytes (a stored block). */
-static bool holds_bytes(int sub, const char *leaf)
-{
-	struct stat st;
-
-	return !fstatat(sub, leaf, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
-	       st.st_size;
-}
-
-/* Whether FD (SIZE bytes) holds the block hashing to SHA. */
-static bool hashes_to(int fd, off_t size, const uint8_t sha[32])
+/* Whether FD (LEN bytes) holds the block hashing to SHA. */
+static bool hashes_to(int fd, uint64_t len, const uint8_t sha[32])
 {
 	uint8_t got[STP_SIG_HASH_SIZE];
-	void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+	void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
 
 	if (p == MAP_FAILED)
 		return false;
-	stp_sign_hash(p, (size_t)size, got);
-	munmap(p, (size_t)size);
+	stp_sign_hash(p, (size_t)len, got);
+	munmap(p, (size_t)len);
 	return !memcmp(got, sha, sizeof(got));
 }
 
-/* Whether FD, a file holding bytes that no mount holds (an exclusive lock had at once),
+/* Whether FD, a file of LEN bytes that no mount holds (an exclusive lock had at once),
  * holds something other than the block hashing to SHA: what a fetcher turned hostile
  * wrote into the empty file of another image's block, which that image's mounts would
  * get read-only for ever. Each file is hashed once: found sound, it is marked with an
  * xattr that no confined process can set (their filters allow no xattr call). */
-static bool holds_junk(int fd, const uint8_t sha[32])
+static bool holds_junk(int fd, uint64_t len, const uint8_t sha[32])
 {
-	struct stat st;
 	char mark;
 	bool junk;
 
-	if (fstat(fd, &st) || !st.st_size ||
-	    fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark)) == (ssize_t)sizeof(mark) ||
+	if (!len || fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark)) == (ssize_t)sizeof(mark) ||
 	    flock(fd, LOCK_EX | LOCK_NB))
 		return false;
-	junk = !hashes_to(fd, st.st_size, sha);
+	junk = !hashes_to(fd, len, sha);
 	if (!junk)
 		fsetxattr(fd, VERIFIED_XATTR, "1", 1, 0); /* else hashed again next time */
 	flock(fd, LOCK_UN);
 	return junk;
 }
 
-/* The stored file LEAF beneath SUB of the block hashing to SHA, opened; -ENOENT when
- * it held junk, removed. */
-static int open_stored(int sub, const char *leaf, const uint8_t sha[32])
+/* The file LEAF beneath SUB of the block hashing to SHA, opened, its bytes into *LEN;
+ * made empty only while *WRITABLE lasts (no file made that nothing may write). A file
+ * holding junk is removed and made anew. -ENOENT when there is none to give. */
+static int open_block_file(int sub, const char *leaf, const uint8_t sha[32],
+			   const uint64_t *writable, uint64_t *len)
 {
-	bool made;
-	int fd = stp_cachedir_open_private(sub, leaf, O_RDONLY, &made);
+	int fd = stp_cachedir_open_private(sub, leaf, O_RDONLY, len);
 
-	if (fd < 0 || !holds_junk(fd, sha))
-		return fd;
-	close(fd);
-	return unlinkat(sub, leaf, 0) ? -errno : -ENOENT;
+	if (fd >= 0 && holds_junk(fd, *len, sha)) {
+		close(fd);
+		fd = unlinkat(sub, leaf, 0) ? -errno : -ENOENT;
+	}
+	if (fd == -ENOENT && *writable)
+		fd = stp_cachedir_open_private(sub, leaf, O_RDONLY | O_CREAT, len);
+	return fd;
 }
 
-/* The file of the block hashing to SHA, opened or made (made only while *WRITABLE
- * lasts), locked shared (the pin) and marked used now; a negative errno when it cannot
- * be. A file holding junk is replaced by an empty one. */
+/* The file of the block hashing to SHA, opened or made (open_block_file), locked shared
+ * (the pin) and marked used now; a negative errno when it cannot be. */
 static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 {
 	char name[STP_PUBINDEX_NAME_MAX];
-	bool made;
+	uint64_t len;
 	int sub, fd;
 
 	stp_pubindex_block_name(sha, name);
@@ -155,13 +142,11 @@ static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 	sub = open_subdir(blocks, name);
 	if (sub < 0)
 		return sub;
-	fd = holds_bytes(sub, name + 3) ? open_stored(sub, name + 3, sha) : -ENOENT;
-	if (fd == -ENOENT) /* no file made that nothing may write */
-		fd = *writable ? stp_cachedir_open_private(sub, name + 3, O_RDONLY, &made) : -ENOSPC;
+	fd = open_block_file(sub, name + 3, sha, writable, &len);
 	close(sub);
 	if (fd < 0)
-		return fd;
-	fd = writable_if_empty(fd, writable);
+		return fd == -ENOENT ? -ENOSPC : fd;
+	fd = writable_if_empty(fd, len, writable);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
@@ -230,7 +215,9 @@ static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, uint6
 
 uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
 {
-	return limit / (file_max > FILE_COST ? file_max : FILE_COST);
+	const uint64_t least = STP_PUBLISHED_STORE_UNIT; /* however well a block compresses */
+
+	return limit / (file_max > least ? file_max : least);
 }
 
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered)

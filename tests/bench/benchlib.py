@@ -115,5 +115,23 @@ def regular_files(root):
                 yield os.path.relpath(p, root), p
 
 
+def file_sizes(root):
+    """{path relative to ROOT: size} of each regular file under ROOT."""
+    return {rel: os.path.getsize(p) for rel, p in regular_files(root)}
+
+
+def read_all(root):
+    """Reads each regular file under ROOT to its end, 1 MiB at a time: the bytes read."""
+    n = 0
+    for _, p in regular_files(root):
+        with open(p, "rb") as f:
+            while True:
+                b = f.read(1 << 20)
+                if not b:
+                    break
+                n += len(b)
+    return n
+
+
 def median(xs):
     return statistics.median(xs) if xs else None

@@ -23,16 +23,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import httputil  # noqa: E402
-from benchlib import is_mounted, median, unmount  # noqa: E402
+from benchlib import is_mounted, median, read_all, unmount  # noqa: E402
 
 
 def read_tree(mnt):
     t0 = time.monotonic()
-    for d, _, files in os.walk(mnt):
-        for name in files:
-            with open(os.path.join(d, name), "rb") as f:
-                while f.read(1 << 20):
-                    pass
+    read_all(mnt)
     return time.monotonic() - t0
 
 

@@ -46,23 +46,11 @@ import sys
 import tempfile
 import time
 
-from benchlib import (PYTHON_LIB, into_page_cache, median, peak_rss_mib, safe_rmtree, sh,
-                      stipple_daemon_pid, unmount, wait_mounted)
+from benchlib import (PYTHON_LIB, file_sizes, into_page_cache, median, peak_rss_mib,
+                      safe_rmtree, sh, stipple_daemon_pid, unmount, wait_mounted)
 
 READ = 4096
 KINDS = ["stipple-1M", "before-1M", "stipple-32M", "squashfuse_ll", "squashfs", "erofs", "dwarfs"]
-
-
-def tree_files(tree):
-    """[(relative path, size)] of the regular files with bytes, sorted."""
-    out = []
-    for root, dirs, files in os.walk(tree):
-        dirs.sort()
-        for name in sorted(files):
-            p = os.path.join(root, name)
-            if os.path.isfile(p) and not os.path.islink(p) and os.path.getsize(p) > 0:
-                out.append((os.path.relpath(p, tree), os.path.getsize(p)))
-    return out
 
 
 def draw_reads(tree, files, n, seed):
@@ -208,7 +196,8 @@ def main():
         print("random_read_bench: no %s/dwarfs and mkdwarfs: DwarFS left out" % a.dwarfs)
         only.remove("dwarfs")
 
-    files = tree_files(a.tree)
+    # the regular files with bytes, sorted: [(relative path, size)]
+    files = sorted(kv for kv in file_sizes(a.tree).items() if kv[1])
     reads, total = draw_reads(a.tree, files, a.reads, a.seed)
     # a descriptor per file met in a round
     need = len({r[0] for r in reads}) + 64

@@ -213,11 +213,6 @@ def read_pairs(path, only):
 
 # ---- per-pair figures -----------------------------------------------------------------
 
-def tree_files(root):
-    """{relative path: size} of the regular files under ROOT."""
-    return {rel: os.path.getsize(p) for rel, p in benchlib.regular_files(root)}
-
-
 def same_bytes(a, b):
     with open(a, "rb") as fa, open(b, "rb") as fb:
         while True:
@@ -231,7 +226,7 @@ def same_bytes(a, b):
 def ideal(pair):
     """The new and changed regular files of v2, solidly compressed."""
     (_, t1), (_, t2) = pair.versions
-    f1, f2 = tree_files(t1), tree_files(t2)
+    f1, f2 = benchlib.file_sizes(t1), benchlib.file_sizes(t2)
     changed = sorted(p for p, s in f2.items()
                      if f1.get(p) != s or not same_bytes(os.path.join(t1, p), os.path.join(t2, p)))
     raw = sum(f2[p] for p in changed)
@@ -413,22 +408,6 @@ def zsync_fetch(origin, v1, v2, tag):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def read_everything(mnt):
-    n = 0
-    for d, _, names in os.walk(mnt):
-        for name in names:
-            p = os.path.join(d, name)
-            if os.path.islink(p) or not os.path.isfile(p):
-                continue
-            with open(p, "rb") as f:
-                while True:
-                    b = f.read(1 << 20)
-                    if not b:
-                        break
-                    n += len(b)
-    return n
-
-
 def mount_update(build, work, origin, url1, url2, proxy, mount_opts):
     """Mount URL1 with a fresh disk cache, read it all; then URL2 with the same cache:
     what the origin (and squid) sent for URL2."""
@@ -446,7 +425,7 @@ def mount_update(build, work, origin, url1, url2, proxy, mount_opts):
             t0 = time.monotonic()
             run([build.st, "mount", "-o", opts, url, mnt], env=env)
             try:
-                res[which + "_read"] = read_everything(mnt)
+                res[which + "_read"] = benchlib.read_all(mnt)
             finally:
                 benchlib.unmount(mnt)
             res[which + "_seconds"] = round(time.monotonic() - t0, 1)

@@ -75,6 +75,13 @@ def run(cmd, timeout=600, check=False, **kw):
     return r
 
 
+def linked(exe):
+    """The shared libraries the dynamic loader maps for program EXE, as ldd names them
+    ("libfuse3.so.3"): those its ELF header names and theirs."""
+    r = run(["ldd", exe], check=True)
+    return {line.split()[0] for line in r.stdout.splitlines() if line.strip()}
+
+
 def _need(path):
     if not os.access(path, os.X_OK):
         pytest.skip("%s is not built (run tests/run, or set STIPPLE_BUILD)" % path)

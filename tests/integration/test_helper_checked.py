@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mount.stipple starts without libcrypto: its ELF header names no libcrypto, a local mount's
+"""mount.stipple starts without libcrypto: the loader maps none for it (ldd), a local mount's
 monitor has none mapped (the kernel's /proc/PID/maps) and runs mount.stipple; a verify=
 mount's monitor is mount.stipple-checked, with libcrypto, and serves every byte: mount.stipple
 execs it (strace), `stipple mount` at once. URL mounts through the twin are covered by test_http.py and test_published.py."""
@@ -10,24 +10,18 @@ import shutil
 
 import pytest
 
-from conftest import BUILD, MOUNT_STIPPLE, read_file, run, unmount
+from conftest import BUILD, MOUNT_STIPPLE, linked, read_file, run, unmount
 from test_mount import foreground_mount
 from test_mount_verify import assert_tree, signed  # noqa: F401 (a fixture)
 
 CHECKED = os.path.join(BUILD, "mounthelper", "mount.stipple-checked")
 
 
-def needed(path):
-    """The DT_NEEDED entries of PATH, as readelf -d lists them."""
-    r = run(["readelf", "-d", path], check=True)
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", r.stdout)
-
-
 def test_helper_needs_no_libcrypto():
-    libs = needed(MOUNT_STIPPLE)
-    assert "libfuse3.so.3" in libs, libs  # readelf read the right section
+    libs = linked(MOUNT_STIPPLE)
+    assert "libfuse3.so.3" in libs, libs  # ldd read the right program
     assert not [lib for lib in libs if lib.startswith("libcrypto")], libs
-    assert [lib for lib in needed(CHECKED) if lib.startswith("libcrypto")]
+    assert [lib for lib in linked(CHECKED) if lib.startswith("libcrypto")]
 
 
 def monitor_of(fg):

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
+from conftest import (MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, linked, run,
+                      unmount)
 
 needs_root = pytest.mark.needs_root("mounting tests need root")
 MOUNTD = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-mountd")
@@ -39,12 +40,6 @@ def mounts_at(path):
             after = fields[fields.index("-") + 1:]
             out.append((after[1].replace("\\040", " "), after[0]))
     return out
-
-
-def linked(exe):
-    r = run(["ldd", exe])
-    assert r.returncode == 0, r.stderr
-    return {line.split()[0] for line in r.stdout.splitlines() if line.strip()}
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The readers read a URL through stipple-fetcher, the one program that links libcurl
-(issue 30: programs link what they use): `stipple` itself has no libcurl in its
-DT_NEEDED (read here from the ELF file by this suite's own parser), a published block
+(issue 30: programs link what they use): `stipple` itself has no libcurl among the
+libraries the loader maps for it (ldd), a published block
 tampered with on a real nginx is still refused by its SHA-256 (the reader fails naming
 the block's URL and never writes a wrong byte), a user's reader works (the fetcher
 confines itself in a user namespace), and a `stipple` that cannot find the fetcher says
@@ -9,13 +9,12 @@ so instead of reading anything."""
 
 import os
 import shutil
-import struct
 import subprocess
 
 import pytest
 
 import treeutil
-from conftest import MOUNT_STIPPLE, STIPPLE
+from conftest import MOUNT_STIPPLE, STIPPLE, linked
 from test_http import NOBODY
 from test_published import REPO, hashes, images, origin_of, publish, releases  # noqa: F401
 from test_published_readers import source_files
@@ -23,36 +22,11 @@ from test_published_readers import source_files
 PROGRAMS = os.path.dirname(STIPPLE)
 
 
-def dt_needed(path):
-    """The DT_NEEDED entries of ELF64 little-endian file PATH, from its section headers:
-    the .dynamic section's tag 1 entries, named in the string table it links to."""
-    with open(path, "rb") as f:
-        elf = f.read()
-    assert elf[:6] == b"\x7fELF\x02\x01", "%s: not an ELF64 LE file" % path
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize)
-                for i in range(shnum)]
-    out = []
-    for _, kind, _, _, off, size, link, _, _, entsize in sections:
-        if kind != 6:  # SHT_DYNAMIC
-            continue
-        strtab = sections[link][4]
-        for at in range(off, off + size, entsize):
-            tag, val = struct.unpack_from("<qQ", elf, at)
-            if tag == 0:
-                break
-            if tag == 1:
-                end = elf.index(b"\0", strtab + val)
-                out.append(elf[strtab + val:end].decode())
-    return out
-
-
 def test_only_the_fetcher_links_libcurl():
-    needed = {name: dt_needed(os.path.join(PROGRAMS, name))
+    needed = {name: linked(os.path.join(PROGRAMS, name))
               for name in ("stipple", "stipple-fetcher", "stipple-mountd")}
-    needed["mount.stipple"] = dt_needed(MOUNT_STIPPLE)
-    # the parser finds what readelf would: libc everywhere, libcurl in the fetcher
+    needed["mount.stipple"] = linked(MOUNT_STIPPLE)
+    # ldd read each program: libc everywhere, libcurl in the fetcher
     assert all("libc.so.6" in n for n in needed.values()), needed
     assert any(n.startswith("libcurl") for n in needed["stipple-fetcher"]), needed
     for name in ("stipple", "stipple-mountd", "mount.stipple"):

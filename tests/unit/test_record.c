@@ -3,7 +3,8 @@
  * The hot-list recorder (mounthelper/mount/record.c) through its API, over an image made
  * in memory (memimage.h): reads are rounded out to pages and merged with the ranges they
  * touch or meet (keeping the earliest's place), ranges come out in the order of their
- * first read, a line per run of one file's, and paths are escaped.
+ * first read, a line per run of one file's, and paths are escaped; names looked up come
+ * after them, each once, in the order of their first lookup, the first STP_LOOKUP_MAX.
  * Each expected list is written out by hand.
  */
 #include <errno.h>
@@ -12,6 +13,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "format.h"
+#include "hotlist.h"
 #include "image.h"
 #include "log.h"
 #include "record.h"
@@ -29,18 +32,15 @@ enum { A = 1, BC = 2, D = 3 }; /* "unread" is never read: never listed */
 
 static struct stp_image *img;
 
-/* The list a recorder writes after READS (inode, offset, length, ...; inode 0 ends). */
-static char *list_after(const uint64_t *reads)
+/* What recorder R writes, R freed. */
+static char *list_of(struct stp_recorder *r)
 {
-	struct stp_recorder *r;
 	int fd = memfd_create("hot-list", MFD_CLOEXEC);
 	off_t len;
 	char *text;
 
-	if (fd < 0 || stp_record_new(img, &r))
+	if (fd < 0)
 		abort();
-	for (; reads[0]; reads += 3)
-		stp_record_read(r, (uint32_t)reads[0], reads[1], reads[2]);
 	CHECK(stp_record_write(r, fd) == 0);
 	stp_record_free(r);
 	len = lseek(fd, 0, SEEK_END);
@@ -49,6 +49,18 @@ static char *list_after(const uint64_t *reads)
 		abort();
 	close(fd);
 	return text;
+}
+
+/* The list a recorder writes after READS (inode, offset, length, ...; inode 0 ends). */
+static char *list_after(const uint64_t *reads)
+{
+	struct stp_recorder *r;
+
+	if (stp_record_new(img, &r))
+		abort();
+	for (; reads[0]; reads += 3)
+		stp_record_read(r, (uint32_t)reads[0], reads[1], reads[2]);
+	return list_of(r);
 }
 
 static void expect(const uint64_t *reads, const char *want)
@@ -105,6 +117,50 @@ static void test_order_and_escapes(void)
 	       "a\t0-4096,65536-69632\nd\t0-4096\na\t131072-135168,200704-204800\n");
 }
 
+static void test_lookups_once_in_order(void)
+{
+	struct stp_recorder *r;
+	char *got;
+
+	if (stp_record_new(img, &r))
+		abort();
+	stp_record_read(r, A, 0, 1);
+	for (const char *const *n = (const char *const[]){ "b", "a", "b", "zz", "a", "z", NULL };
+	     *n; n++)
+		stp_record_lookup(r, STP_ROOT_INO, *n, strlen(*n));
+	stp_record_lookup(r, STP_ROOT_INO, "zzz", 1); /* LEN counts: "z" again */
+	got = list_of(r);
+	CHECK(!strcmp(got, "a\t0-4096\nb\t" STP_HOTLIST_LOOKUP "\na\t" STP_HOTLIST_LOOKUP
+			   "\nzz\t" STP_HOTLIST_LOOKUP "\nz\t" STP_HOTLIST_LOOKUP "\n"),
+	      "list:\n%s", got);
+	free(got);
+}
+
+/* Many more lookups than a list holds, most of them repeats: the first STP_LOOKUP_MAX
+ * names, each once, in order. */
+static void test_lookups_past_the_most_kept(void)
+{
+	const unsigned names = STP_LOOKUP_MAX + 7, lookups = 5 * STP_LOOKUP_MAX;
+	struct stp_recorder *r;
+	char name[16], *got, *line, *save = NULL;
+	unsigned k = 0, bad = 0;
+
+	if (stp_record_new(img, &r))
+		abort();
+	for (unsigned i = 0; i < lookups; i++) {
+		/* each name twice in a row, then the next: every name is first seen in order */
+		snprintf(name, sizeof(name), "n%u", i / 2 % names);
+		stp_record_lookup(r, STP_ROOT_INO, name, strlen(name));
+	}
+	got = list_of(r);
+	for (line = strtok_r(got, "\n", &save); line; line = strtok_r(NULL, "\n", &save), k++) {
+		snprintf(name, sizeof(name), "n%u\t", k);
+		bad += strncmp(line, name, strlen(name)) != 0;
+	}
+	CHECK(k == STP_LOOKUP_MAX && !bad, "%u lines, %u out of order", k, bad);
+	free(got);
+}
+
 int main(void)
 {
 	stp_log_set_handler(NULL);
@@ -115,6 +171,8 @@ int main(void)
 	RUN(test_pages);
 	RUN(test_merging);
 	RUN(test_order_and_escapes);
+	RUN(test_lookups_once_in_order);
+	RUN(test_lookups_past_the_most_kept);
 	stp_image_close(img);
 	return tap_done();
 }

@@ -176,6 +176,7 @@ static int trade(int ctl, const struct stp_fetch_blocks *b, int *fds, unsigned *
 struct stand_in {
 	int ctl;
 	unsigned files, writable, readonly;
+	const char *broke; /* the step of the exchange that failed, NULL if none did */
 };
 
 /* A fetcher turned hostile (its file size limit lowered to a 64 KiB block's: one that
@@ -194,6 +195,8 @@ static void *offer(void *arg)
 		for (uint32_t k = 0; k < b.count; k++)
 			memset(b.sha[k], (int)(first + k), 32);
 		if (trade(s->ctl, &b, fds, &nfds, &st))
+			s->broke = "offer a batch or take its answer";
+		if (s->broke)
 			return NULL;
 		for (unsigned k = 0; k < nfds; k++) {
 			int mode = fcntl(fds[k], F_GETFL) & O_ACCMODE;
@@ -228,10 +231,10 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	struct stp_superblock sb = { .block_log = 16, .block_count = CLAIMED,
 				     .meta_offset = STP_SB_SIZE + CLAIMED * (64u << 10) };
 	uint64_t limit = 256 << 10, max = limit / stp_block_stored_max(64u << 10);
-	struct stand_in s = { -1, 0, 0, 0 };
+	struct stand_in s = { -1, 0, 0, 0, NULL };
 	char path[256];
 	pthread_t tid;
-	int sv[2];
+	int sv[2], rc;
 
 	CHECK(mkdtemp(root));
 	snprintf(path, sizeof(path), "%s/blocks", root);
@@ -245,8 +248,13 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
 	s.ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, offer, &s));
-	stp_store_attach(root, limit, "test", sv[0], &sb, CLAIMED, stp_block_stored_max(64u << 10));
+	rc = stp_store_attach(root, limit, "test", sv[0], &sb, CLAIMED,
+			      stp_block_stored_max(64u << 10));
 	pthread_join(tid, NULL);
+	CHECK(rc == 0, "stp_store_attach: %s", strerror(-rc));
+	CHECK(!s.broke, "the stand-in fetcher could not %s", s.broke);
+	CHECK(s.files > 0 && s.files == s.writable + s.readonly, "%u files, %u writable, %u "
+	      "read-only", s.files, s.writable, s.readonly);
 	CHECK(s.writable <= max, "%u writable files for %llu bytes of 64 KiB blocks", s.writable,
 	      (unsigned long long)limit);
 	CHECK(s.readonly == 1, "%u read-only files", s.readonly);
