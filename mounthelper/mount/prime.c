@@ -448,18 +448,25 @@ void stp_prime_list_free(struct stp_prime_list *l)
 	free(l);
 }
 
+/* PATH beneath ROOT opened with FLAGS, resolved as look_up resolves it; or -1. */
+static int open_beneath(int root, const char *path, uint64_t flags)
+{
+	struct open_how how = {
+		.flags = flags | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+
+	return (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+}
+
 /* Looks PATH up under ROOT without leaving it: no symlink, no "..", no other mount is
  * followed (an O_PATH open sends no FUSE_OPEN). The file found must be image inode INO,
  * or, for STP_PRIME_MISSING, none must be (the kernel then keeps a negative entry).
  * Returns 0 or a negative errno. */
 static int look_up(int root, const char *path, uint32_t ino)
 {
-	struct open_how how = {
-		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
-			   RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	int fd = open_beneath(root, path, O_PATH);
 	struct stat sb;
 	int err = 0;
 
@@ -476,14 +483,45 @@ static int look_up(int root, const char *path, uint32_t ino)
 }
 
 /* The first sign that the mount is gone, or is not the image the plan was made from, or
- * that the kernel cannot confine the walk, ends the lookups; so does STOP_NS. */
-static void look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns)
+ * that the kernel cannot confine the walk, ends the lookups; so does STOP_NS. 0 when
+ * the walk ended for neither. */
+static int look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns)
 {
-	for (uint32_t i = 0; i < l->n && (int64_t)stp_now_ns() < stop_ns; i++) {
-		int err = look_up(root, l->pool + l->path[i], l->ino[i]);
+	for (uint32_t i = 0; i < l->n; i++) {
+		int err = stp_now_ns() < (uint64_t)stop_ns ? look_up(root, l->pool + l->path[i],
+								      l->ino[i]) : -ETIMEDOUT;
 
-		if (err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS)
-			break;
+		if (err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS ||
+		    err == -ETIMEDOUT)
+			return err;
+	}
+	return 0;
+}
+
+/* A launch's first open, close and access(2) each cost a round trip that the daemon
+ * answers "not supported" once a mount, after which the kernel stops asking: made here,
+ * on the first hot regular file, so that a launch after priming meets none of them. */
+static void settle_first_requests(const struct stp_prime_list *l, int root)
+{
+	for (uint32_t i = 0; i < l->n; i++) {
+		const char *path = l->pool + l->path[i];
+		struct stat sb;
+		int fd;
+
+		if (l->ino[i] == STP_PRIME_MISSING)
+			continue;
+		fd = open_beneath(root, path, O_PATH);
+		if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		close(fd);
+		fd = open_beneath(root, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+		if (fd >= 0)
+			close(fd); /* FUSE_FLUSH */
+		syscall(SYS_faccessat2, root, path, R_OK, AT_SYMLINK_NOFOLLOW);
+		return;
 	}
 }
 
@@ -524,7 +562,8 @@ void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
 		_exit(STP_PRIME_NOT_CONFINED);
 	if (!is_fuse_root(root))
 		_exit(STP_PRIME_NOT_OURS);
-	look_up_all(l, root, stop_ns);
+	if (!look_up_all(l, root, stop_ns))
+		settle_first_requests(l, root);
 	_exit(STP_PRIME_LOOKED_UP);
 }
 

@@ -72,7 +72,8 @@ const char *const stp_syscalls_fetcher[] = {
 };
 
 /* The priming child: reads and writes on what it holds, fstat and fstatfs (it checks,
- * confined, that the mount is a FUSE one), memory, poll, the clock, and exit. */
+ * confined, that the mount is a FUSE one), memory, poll, the clock, and exit; openat2
+ * and faccessat2 beneath the root it holds come in sandbox.c. */
 const char *const stp_syscalls_lookup[] = {
 	"read", "write", "close", "fstat", "fstat64",
 	"fstatfs", "fstatfs64",

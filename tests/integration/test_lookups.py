@@ -355,3 +355,37 @@ def test_a_large_lookup_table_never_undoes_the_mount(tmp_path):
         with mount_image(image, mnt, "-o", "meta_cache=1M", timeout=60) as m:
             with open(os.path.join(m, "d0123", "sub00", "file_004.js"), "rb") as f:
                 assert f.read() == b"123/4\n"
+
+
+OPEN_READ_ACCESS = r"""
+import os, sys
+p = os.path.join(sys.argv[1], "lib", "node_modules", "pkg", "index.js")
+with open(p, "rb") as f:
+    data = f.read()
+print(len(data), os.access(p, os.R_OK), os.access(os.path.dirname(p), os.X_OK))
+"""
+
+
+@pytest.mark.needs_root
+def test_priming_settles_open_flush_and_access(recorded):
+    """A launch's first open, close and access(2) each cost a round trip the daemon
+    answers "not supported" once a mount; priming makes them, so that a launch on the
+    primed mount sends none. Without priming (--no-prime), the same reads send them."""
+    d, tree, hot = recorded
+    image = build_image(tree, d / "settle.stp", "--level", "1", "--hot-list", hot)
+    want = "%d True True\n" % (tree / "lib/node_modules/pkg/index.js").stat().st_size
+
+    def probe(mnt):
+        r = subprocess.run([sys.executable, "-c", OPEN_READ_ACCESS, os.fspath(mnt)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    counts = {}
+    for kind, extra in (("primed", []), ("unprimed", ["--no-prime"])):
+        with mount_image(image, None, "--warm-workers", "2", *extra) as mnt:
+            got, counts[kind] = traced(mnt, lambda: probe(mnt))
+        assert got == want, (kind, got)
+    settled = ("FUSE_OPEN", "FUSE_FLUSH", "FUSE_ACCESS")
+    assert not any(counts["primed"].get(op) for op in settled), counts
+    assert counts["unprimed"].get("FUSE_OPEN", 0) >= 1, counts
