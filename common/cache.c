@@ -47,6 +47,7 @@ struct entry {
 				 * LOADING only; lock */
 	size_t body;            /* bytes the decode writes (stp_image_decode_body and the
 				 * unfilter's slack); the rest of SIZE reads as zeros */
+	int short_body;         /* BODY < SIZE: set once the decode began; lock */
 	size_t ready;           /* LOADING: the first READY bytes are decompressed; lock */
 	size_t plain;           /* the first PLAIN bytes are final in the buffer; lock */
 	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
@@ -449,6 +450,23 @@ static void fit_body(struct stp_cache *c, struct entry *e, const struct stp_bloc
 		memset(e->data + body, 0, keep - body);
 		madvise(e->data + keep, from - keep, MADV_DONTNEED);
 	}
+	pthread_mutex_lock(&c->lock);
+	e->short_body = 1;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The length of P[0, N) without its trailing zeros: whole words at a time. */
+static size_t nonzero_end(const uint8_t *p, size_t n)
+{
+	uint64_t w;
+
+	while (n % 8 && !p[n - 1])
+		n--;
+	while (n >= 8 && !(memcpy(&w, p + n - 8, 8), w))
+		n -= 8;
+	while (n && !p[n - 1])
+		n--;
+	return n;
 }
 
 /* Outside the lock, E decoded whole: a block decoded up to its zero blocks keeps the
@@ -462,13 +480,13 @@ static void drop_stored(struct stp_cache *c, struct entry *e)
 	if (e->body >= e->size)
 		return;
 	/* the zero blocks start on a zstd block boundary: the cut's zeros before it go too */
-	while (e->body > 0 && !e->data[e->body - 1])
-		e->body--;
+	e->body = nonzero_end(e->data, e->body);
 	keep = page_up(e->body);
 	if (e->body >= e->size || e->charge == keep || e->alloc <= keep)
 		return;
-	if (madvise(e->data + keep, e->alloc - keep, MADV_DONTNEED) ||
-	    mprotect(e->data + keep, e->alloc - keep, PROT_READ))
+	/* one call (one TLB shootdown): fresh zero pages, read-only, over the old ones */
+	if (mmap(e->data + keep, e->alloc - keep, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		 -1, 0) == MAP_FAILED)
 		return; /* charged whole, as it still is */
 	pthread_mutex_lock(&c->lock);
 	c->charged -= e->charge - keep;
@@ -646,7 +664,7 @@ static void *decoder_main(void *arg)
 		unqueue(c, e);
 		last = e->body;
 		pthread_mutex_unlock(&c->lock);
-		finish_decode(c, e, decode_to(e, SIZE_MAX));
+		finish_decode(c, e, e->job ? decode_to(e, SIZE_MAX) : decode_start(c, e, SIZE_MAX));
 		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -752,7 +770,7 @@ static void decode_here(struct stp_cache *c, struct entry *e, size_t until)
 {
 	unqueue(c, e);
 	pthread_mutex_unlock(&c->lock);
-	decode_rest(c, e, decode_to(e, until));
+	decode_rest(c, e, e->job ? decode_to(e, until) : decode_start(c, e, until));
 	pthread_mutex_lock(&c->lock);
 }
 
@@ -819,6 +837,19 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	return 0;
 }
 
+/* Lock held, dropped meanwhile: the least recently used idle block goes; its buffer
+ * becomes the spare, or is unmapped before a new one is (the bound holds throughout). */
+static void evict_lru(struct stp_cache *c)
+{
+	struct entry *v = c->lru_tail;
+
+	evict(c, v);
+	v = retire(c, v, NULL);
+	pthread_mutex_unlock(&c->lock);
+	free_chain(c, v);
+	pthread_mutex_lock(&c->lock);
+}
+
 static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 	       struct stp_block_ref *ref)
 {
@@ -847,16 +878,8 @@ static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 		}
 		if (can_take(c))
 			break;
-		/* the least recently used idle block goes: its buffer becomes the spare, or is
-		 * unmapped before a new one is (the bound holds throughout) */
 		if (c->lru_tail) {
-			struct entry *v = c->lru_tail;
-
-			evict(c, v);
-			v = retire(c, v, NULL);
-			pthread_mutex_unlock(&c->lock);
-			free_chain(c, v);
-			pthread_mutex_lock(&c->lock);
+			evict_lru(c);
 			continue;
 		}
 		/* every buffer is pinned or loading: holders release them without waiting */
@@ -877,6 +900,43 @@ int stp_cache_get_range(struct stp_cache *c, uint64_t block, size_t end,
 			struct stp_block_ref *ref)
 {
 	return get(c, block, end, 1, ref);
+}
+
+/* Lock held: whether a read at the start of BLOCK - 1 should have BLOCK decoded ahead. */
+static int worth_ahead(const struct stp_cache *c, uint64_t block)
+{
+	const struct entry *prev = c->slots[block - 1];
+
+	return prev && prev->short_body && !c->slots[block] && !c->stopping;
+}
+
+void stp_cache_read_ahead(struct stp_cache *c, uint64_t block)
+{
+	struct entry *e, *undone = NULL;
+
+	if (block == 0 || block >= stp_image_sb(c->img)->block_count)
+		return;
+	pthread_mutex_lock(&c->lock);
+	while (worth_ahead(c, block) && !can_take(c) && c->lru_tail)
+		evict_lru(c);
+	if (!worth_ahead(c, block) || !can_take(c) || !(e = calloc(1, sizeof(*e)))) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	take_buffer(c, e);
+	e->block = block;
+	e->size = e->body = stp_image_block_decoded_size(c->img, block);
+	e->state = ENTRY_LOADING;
+	e->refs = 1; /* the decode's */
+	c->slots[block] = e;
+	if (queue_decode(c, e)) {
+		c->slots[block] = NULL;
+		undone = retire(c, e, NULL);
+	} else {
+		c->stats.ahead++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free_chain(c, undone);
 }
 
 int stp_cache_wait(struct stp_cache *c, struct stp_block_ref *ref, size_t end)

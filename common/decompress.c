@@ -330,9 +330,10 @@ static bool streams(const struct stp_decode_ops *ops, const struct stp_blockent 
 
 /* Where the run of zero blocks (zstd RLE blocks of byte 0) that ends P's frame begins:
  * sets P's body and stop_ip there when the stored bytes are one frame of the block's
- * size, with no checksum, whose tail leaves room for the stored bytes and a zstd block
- * past the body (the caller then keeps the body and the stored bytes apart). Anything
- * else is decoded whole, and any fault is zstd's to report. */
+ * size, with no checksum, whose tail is half the block or more (a cut; not the padding
+ * of a stable block, whose reads stay as they were) and leaves room for the stored
+ * bytes and a zstd block past the body (the caller then keeps the body and the stored
+ * bytes apart). Anything else is decoded whole, and any fault is zstd's to report. */
 static void find_zero_tail(struct stp_decode *p)
 {
 	const uint8_t *s = p->stored;
@@ -360,7 +361,7 @@ static void find_zero_tail(struct stp_decode *p)
 		if (bh & 1)
 			break;
 	}
-	if (at != len || !tail || tail > p->size ||
+	if (at != len || tail < p->size / 2 || tail > p->size ||
 	    p->size - tail + ZSTD_BLOCKSIZE_MAX + len > p->size)
 		return;
 	p->body = p->size - tail;

@@ -282,7 +282,8 @@ int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *ou
 int stp_image_decode_continue(struct stp_decode *d, size_t until);
 void stp_image_decode_free(struct stp_decode *d);
 /* The bytes of D's block the decode writes: its size, or with ops->zero_tail, where the
- * zero blocks that end its frame begin (a zstd block boundary). The bytes from there on
+ * zero blocks that end its frame begin (a zstd block boundary), when they are half the
+ * block or more. The bytes from there on
  * are zeros, but that a filtered block's last 4 bytes before it may carry a call's
  * address past it: the unfilter writes up to STP_DECODE_TAIL_SLACK bytes past it. */
 size_t stp_image_decode_body(const struct stp_decode *d);

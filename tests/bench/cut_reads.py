@@ -15,8 +15,10 @@ Kinds: def and cut, mounted by this build's stipple; with --before BUILD, also d
 cut-before, the same images mounted by that build's stipple (a change measured before and
 after in one run). The kinds are interleaved A B C D A B C D over --rounds rounds, each on a
 fresh mount; the images are read into the page cache before timing. Reported: the medians
-over the rounds of each measure, its ratio to def, and the daemon's cache figures after the
-random reads (blocks decoded, peak RSS). The machine is shared: compare ratios within a run.
+over the rounds of each measure (wall time, and the daemon's CPU time), the median of its
+ratio to def's in the same round, and the daemon's figures after the random reads (blocks
+decoded, peak RSS). The machine is shared: the ratios, each taken within a round, and the
+CPU times are what to compare.
 
     tests/bench/cut_reads.py --tree DIR [--work DIR] [--build DIR] [--before DIR]
                              [--level N] [--reads N] [--rounds R] [--min-size BYTES]
@@ -93,15 +95,24 @@ def whole_reads(mnt, files, digests):
     return time.perf_counter() - t0
 
 
+def cpu_seconds(pid):
+    """User and system CPU time of PID so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def mounted(stipple, image, work, fn):
-    """Mounts IMAGE fresh, runs FN(mount), returns (its result, status keys, peak RSS MiB)."""
+    """Mounts IMAGE fresh, runs FN(mount), returns ((its result, the daemon's CPU seconds),
+    status keys, peak RSS MiB)."""
     mnt = tempfile.mkdtemp(dir=work, prefix="mnt-")
     try:
         sh([stipple, "mount", image, mnt])
         wait_mounted(mnt)
         pid = stipple_daemon_pid(stipple, mnt)
+        cpu = cpu_seconds(pid)
         out = fn(mnt)
-        return out, mount_status(mnt), peak_rss_mib(pid)
+        return (out, cpu_seconds(pid) - cpu), mount_status(mnt), peak_rss_mib(pid)
     finally:
         unmount(mnt)
         os.rmdir(mnt)
@@ -138,30 +149,36 @@ def main():
     reads = draw_reads(a.tree, files, a.reads, a.seed)
     digests = {path: sha(os.path.join(a.tree, path)) for path, _ in files}
     kinds = [(img + suffix, img, build) for suffix, build in builds.items() for img in ("def", "cut")]
-    res = {k: {"random": [], "whole": [], "decoded": [], "rss": []} for k, _, _ in kinds}
+    res = {k: {"random": [], "whole": [], "random_cpu": [], "whole_cpu": [], "decoded": [], "rss": []}
+           for k, _, _ in kinds}
     for r in range(a.rounds):
         for kind, img, build in kinds:
             stipple = os.path.join(build, "mounthelper", "stipple")
-            t, st, rss = mounted(stipple, images[img], work, lambda m: random_reads(m, reads))
+            (t, cpu), st, rss = mounted(stipple, images[img], work, lambda m: random_reads(m, reads))
             res[kind]["random"].append(t)
+            res[kind]["random_cpu"].append(cpu)
             res[kind]["decoded"].append(int(st.get("blocks_decoded", 0)))
             res[kind]["rss"].append(rss or 0)
-            t, _, _ = mounted(stipple, images[img], work, lambda m: whole_reads(m, files, digests))
+            (t, cpu), _, _ = mounted(stipple, images[img], work, lambda m: whole_reads(m, files, digests))
             res[kind]["whole"].append(t)
+            res[kind]["whole_cpu"].append(cpu)
             print("round %d %-10s random %.2f s  whole %.2f s" % (r + 1, kind, res[kind]["random"][-1], t),
                   file=sys.stderr)
     print("%d files of %d bytes and more, %.1f MB; %d random reads of 4 KiB; %d rounds interleaved;"
           " machine shared (load %.1f)" % (len(files), a.min_size, sum(s for _, s in files) / 1e6,
                                             a.reads, a.rounds, os.getloadavg()[0]))
-    print("%-11s %9s %6s %9s %6s %8s %8s" % ("kind", "random s", "x def", "whole s", "x def",
-                                           "decoded", "RSS MiB"))
-    for kind, _, build in kinds:
+    print("medians; x def: the median over rounds of the ratio to def in the same round;"
+          " cpu: the daemon's user+system seconds")
+    cols = ("random", "random_cpu", "whole", "whole_cpu")
+    print("%-11s" % "kind" + "".join("%11s %6s" % (c, "x def") for c in cols) + " %8s %8s"
+          % ("decoded", "RSS MiB"))
+    for kind, _, _ in kinds:
         base = "def" + kind[3:] if kind.startswith("cut") else kind
-        m = {k: median(v) for k, v in res[kind].items()}
-        b = {k: median(v) for k, v in res[base].items()}
-        print("%-11s %9.2f %6.2f %9.2f %6.2f %8d %8.0f" % (kind, m["random"], m["random"] / b["random"],
-                                                         m["whole"], m["whole"] / b["whole"],
-                                                         m["decoded"], m["rss"]))
+        line = "%-11s" % kind
+        for c in cols:
+            ratios = [x / y for x, y in zip(res[kind][c], res[base][c]) if y]
+            line += "%11.2f %6.2f" % (median(res[kind][c]), median(ratios) or 0)
+        print(line + " %8d %8.0f" % (median(res[kind]["decoded"]), median(res[kind]["rss"])))
 
 
 if __name__ == "__main__":

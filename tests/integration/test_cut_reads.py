@@ -61,8 +61,11 @@ def test_a_small_cache_keeps_every_cut(cut_tree, cut_image):
         for rel in files:
             with open(os.path.join(mnt, rel), "rb") as f:
                 assert f.read() == (cut_tree / rel).read_bytes(), rel
-        first = int(status(mnt)["blocks_decoded"])
+        st = status(mnt)
+        first = int(st["blocks_decoded"])
         assert len(cuts) <= first <= len(held), (first, len(cuts))
+        # read in order, each file's next cut was decoded ahead of its reader
+        assert int(st["blocks_ahead"]) >= len(files), st
         for rel in files:
             # the kernel's copy goes first: the daemon is asked again
             assert read_uncached(os.path.join(mnt, rel)) == (cut_tree / rel).read_bytes(), rel
