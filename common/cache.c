@@ -29,6 +29,9 @@ enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
 #define BUF_PAGE 4096u
 /* How far past the bytes asked for a decode may write: one zstd block (ZSTD_BLOCKSIZE_MAX). */
 #define DECODE_OVERSHOOT ((size_t)128 << 10)
+/* Idle blocks kept at most, whatever their size: a block decoded to less than its buffer
+ * is two mappings (see drop_stored), and the process may have some 65,000. */
+#define ENTRIES_MAX 4096u
 
 struct entry {
 	uint64_t block;
@@ -39,6 +42,12 @@ struct entry {
 	uint8_t *data;          /* one of the counted buffers (NULL until decode maps it) */
 	size_t size;            /* decoded bytes */
 	size_t alloc;           /* bytes mapped at data: a reused buffer may be larger */
+	size_t charge;          /* bytes of the budget and the bound it counts for: a full
+				 * buffer, or less for a block that ends in zeros; set while
+				 * LOADING only; lock */
+	size_t body;            /* bytes the decode writes (stp_image_decode_body and the
+				 * unfilter's slack); the rest of SIZE reads as zeros */
+	int short_body;         /* BODY < SIZE: set once the decode began; lock */
 	size_t ready;           /* LOADING: the first READY bytes are decompressed; lock */
 	size_t plain;           /* the first PLAIN bytes are final in the buffer; lock */
 	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
@@ -66,7 +75,9 @@ struct stp_cache {
 	const struct stp_image *img;
 	uint32_t budget;
 	uint32_t max_buffers;     /* budget + extra */
-	size_t full;              /* bytes of a full block */
+	size_t full;              /* bytes of a full buffer */
+	uint64_t budget_bytes;    /* BUDGET full buffers: the idle blocks kept */
+	uint64_t max_bytes;       /* MAX_BUFFERS full buffers: the bound on CHARGED */
 	pthread_mutex_t lock;
 	pthread_cond_t done;      /* a decode finished or published progress */
 	pthread_cond_t room;      /* a buffer was freed or a block became idle */
@@ -80,10 +91,13 @@ struct stp_cache {
 	struct entry **slots;     /* by block number; protected by lock */
 	struct entry *lru_head, *lru_tail; /* unpinned ready entries, most recent first */
 	uint32_t resident;        /* ready entries, pinned or not */
+	uint64_t resident_bytes;  /* their charges */
 	uint32_t pinned;
 	uint32_t idle;            /* entries on the LRU list */
-	uint32_t buffers;         /* buffers that exist or are promised to a decode, the
-				   * spare included; never above max_buffers; lock */
+	uint64_t idle_bytes;      /* their charges */
+	uint64_t charged;         /* bytes of the buffers that exist or are promised to a
+				   * decode, the spare included; never above max_bytes; lock */
+	uint64_t peak_charged;
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
 				   * (saves faulting in a fresh block); protected by lock */
 	int making_spare;         /* a decoder maps the spare now: gets wait for it; lock */
@@ -110,6 +124,8 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	c->budget = budget;
 	c->max_buffers = extra > UINT32_MAX - budget ? UINT32_MAX : budget + extra;
 	c->full = stp_image_block_buffer_size(img); /* every buffer: decodes are in place */
+	c->budget_bytes = (uint64_t)budget * c->full;
+	c->max_bytes = (uint64_t)c->max_buffers * c->full;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->done, NULL);
 	pthread_cond_init(&c->room, NULL);
@@ -200,6 +216,7 @@ static void lru_unlink(struct stp_cache *c, struct entry *e)
 		c->lru_tail = e->prev;
 	e->prev = e->next = NULL;
 	c->idle--;
+	c->idle_bytes -= e->charge;
 }
 
 static void lru_push(struct stp_cache *c, struct entry *e)
@@ -212,6 +229,7 @@ static void lru_push(struct stp_cache *c, struct entry *e)
 		c->lru_tail = e;
 	c->lru_head = e;
 	c->idle++;
+	c->idle_bytes += e->charge;
 }
 
 /* Removes a ready, unpinned entry from the cache; its buffer is still counted. */
@@ -220,62 +238,60 @@ static void evict(struct stp_cache *c, struct entry *e)
 	lru_unlink(c, e);
 	c->slots[e->block] = NULL;
 	c->resident--;
+	c->resident_bytes -= e->charge;
 }
 
-/* Lock held: how many buffers a get could have now. */
-static uint32_t available(const struct stp_cache *c)
+/* Lock held: BYTES more are charged. */
+static void charge(struct stp_cache *c, size_t bytes)
 {
-	return (c->spare != NULL) + (c->max_buffers - c->buffers) + c->idle;
+	c->charged += bytes;
+	if (c->charged > c->peak_charged)
+		c->peak_charged = c->charged;
 }
 
-/* Lock held, available() > 0. Gives a fresh entry a buffer within the bound: the spare,
- * a new one (*DATA stays NULL: decode maps it), or the least recently used idle block's,
- * whose entry is chained on *VICTIMS for the caller to free. */
-static void take_buffer(struct stp_cache *c, uint8_t **data, size_t *alloc,
-			struct entry **victims)
+/* Lock held: whether a fresh entry can have a full buffer within the bound now. */
+static int can_take(const struct stp_cache *c)
 {
-	struct entry *v = c->lru_tail;
+	return c->spare || c->max_bytes - c->charged >= c->full;
+}
 
+/* Lock held, can_take(). Gives a fresh entry a full buffer: the spare, or a new one
+ * (*DATA stays NULL: decode maps it). */
+static void take_buffer(struct stp_cache *c, struct entry *e)
+{
+	e->charge = c->full;
 	if (c->spare) {
-		*data = c->spare;
-		*alloc = c->full;
+		e->data = c->spare;
+		e->alloc = c->full;
 		c->spare = NULL;
-	} else if (c->buffers < c->max_buffers) {
-		if (++c->buffers > c->stats.peak_buffers)
-			c->stats.peak_buffers = c->buffers;
 	} else {
-		evict(c, v);
-		*data = v->data;
-		*alloc = v->alloc;
-		v->data = NULL;
-		v->next = *victims;
-		*victims = v;
+		charge(c, c->full);
 	}
 }
 
 /* Lock held. A buffer is no longer used: it becomes the spare (a full one, when there is
  * none), or it is returned for the caller to give to buf_drop, counted until then (else
  * a buffer being unmapped and one being mapped meanwhile would both be resident). */
-static uint8_t *put_buffer(struct stp_cache *c, uint8_t *data, size_t alloc)
+static uint8_t *put_buffer(struct stp_cache *c, uint8_t *data, size_t alloc, size_t bytes)
 {
-	if (data && !c->spare && alloc == c->full) {
+	if (data && !c->spare && alloc == c->full && bytes == c->full) {
 		c->spare = data;
 		data = NULL;
 	} else if (!data) {
-		c->buffers--; /* counted, never mapped */
+		c->charged -= bytes; /* counted, never mapped */
 	}
 	pthread_cond_broadcast(&c->room);
 	return data;
 }
 
 /* Outside the lock: unmaps a buffer that put_buffer returned, then stops counting it. */
-static void buf_drop(struct stp_cache *c, uint8_t *data, size_t alloc)
+static void buf_drop(struct stp_cache *c, uint8_t *data, size_t alloc, size_t bytes)
 {
 	if (!data)
 		return;
 	buf_unmap(data, alloc);
 	pthread_mutex_lock(&c->lock);
-	c->buffers--;
+	c->charged -= bytes;
 	pthread_cond_broadcast(&c->room);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -283,7 +299,7 @@ static void buf_drop(struct stp_cache *c, uint8_t *data, size_t alloc)
 /* Lock held. Puts E's buffer back and chains E (taken out of the cache) before CHAIN. */
 static struct entry *retire(struct stp_cache *c, struct entry *e, struct entry *chain)
 {
-	e->data = put_buffer(c, e->data, e->alloc);
+	e->data = put_buffer(c, e->data, e->alloc, e->charge);
 	e->next = chain;
 	return e;
 }
@@ -292,7 +308,7 @@ static struct entry *retire(struct stp_cache *c, struct entry *e, struct entry *
  * FREED. */
 static struct entry *trim_onto(struct stp_cache *c, struct entry *freed)
 {
-	while (c->resident > c->budget && c->lru_tail) {
+	while ((c->resident_bytes > c->budget_bytes || c->resident > ENTRIES_MAX) && c->lru_tail) {
 		struct entry *e = c->lru_tail;
 
 		evict(c, e);
@@ -307,7 +323,7 @@ static void free_chain(struct stp_cache *c, struct entry *e)
 	while (e) {
 		struct entry *next = e->next;
 
-		buf_drop(c, e->data, e->alloc);
+		buf_drop(c, e->data, e->alloc, e->charge);
 		free(e);
 		e = next;
 	}
@@ -385,7 +401,7 @@ static void unfiltered(void *arg, size_t n, size_t claimed)
 }
 
 static const struct stp_decode_ops decode_ops = { .decoded = published,
-						  .unfiltered = unfiltered };
+						  .unfiltered = unfiltered, .zero_tail = true };
 
 /* Outside the lock, by the thread running E's decode: goes on until E's first UNTIL bytes
  * are decompressed, making resident first the pages it writes on the way (a zstd block
@@ -394,8 +410,8 @@ static const struct stp_decode_ops decode_ops = { .decoded = published,
  * decodes on. Returns what stp_image_decode_continue returns. */
 static int decode_to(struct entry *e, size_t until)
 {
-	size_t to = until < e->size && e->size - until > DECODE_OVERSHOOT ?
-		    until + DECODE_OVERSHOOT : e->size;
+	size_t to = until < e->body && e->body - until > DECODE_OVERSHOOT ?
+		    until + DECODE_OVERSHOOT : e->body;
 
 	if (to > e->populated) {
 		buf_populate(e->data, e->populated, to);
@@ -404,27 +420,109 @@ static int decode_to(struct entry *e, size_t until)
 	return stp_image_decode_continue(e->job, until);
 }
 
+static size_t page_up(size_t n)
+{
+	return (n + BUF_PAGE - 1) & ~(size_t)(BUF_PAGE - 1);
+}
+
+/* Where the stored bytes of a compressed block lie in a buffer, rounded down to a page. */
+static size_t stored_from(const struct stp_cache *c, const struct stp_blockent *be)
+{
+	return (c->full - be->stored_size) & ~(size_t)(BUF_PAGE - 1);
+}
+
+/* Outside the lock, before E's decode goes on: a block whose frame ends in zero blocks
+ * (a cut, or a block padded at a stable boundary) is decoded up to them only. A reused
+ * buffer gives back the pages between its body and its stored bytes, which then read as
+ * zeros (those of the body's last page cleared, as the unfilter may read them). The
+ * charge stays a full buffer's while the decode runs: the whole buffer is mapped. */
+static void fit_body(struct stp_cache *c, struct entry *e, const struct stp_blockent *be,
+		     int reused)
+{
+	size_t body = stp_image_decode_body(e->job), keep, from;
+
+	if (body >= e->size)
+		return;
+	e->body = body + STP_DECODE_TAIL_SLACK < e->size ? body + STP_DECODE_TAIL_SLACK : e->size;
+	keep = page_up(e->body);
+	from = stored_from(c, be); /* past KEEP: stp_image_decode_body leaves room */
+	if (reused) {
+		memset(e->data + body, 0, keep - body);
+		madvise(e->data + keep, from - keep, MADV_DONTNEED);
+	}
+	pthread_mutex_lock(&c->lock);
+	e->short_body = 1;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The length of P[0, N) without its trailing zeros: whole words at a time. */
+static size_t nonzero_end(const uint8_t *p, size_t n)
+{
+	uint64_t w;
+
+	while (n % 8 && !p[n - 1])
+		n--;
+	while (n >= 8 && !(memcpy(&w, p + n - 8, 8), w))
+		n -= 8;
+	while (n && !p[n - 1])
+		n--;
+	return n;
+}
+
+/* Outside the lock, E decoded whole: a block decoded up to its zero blocks keeps the
+ * pages of its body alone, and is charged for them: a cut of 256 KiB costs 256 KiB of
+ * the budget, not a block. The rest of the buffer becomes read-only zero pages: its
+ * readers see the block's zeros, and it no longer counts as data (RLIMIT_DATA). */
+static void drop_stored(struct stp_cache *c, struct entry *e)
+{
+	size_t keep;
+
+	if (e->body >= e->size)
+		return;
+	/* the zero blocks start on a zstd block boundary: the cut's zeros before it go too */
+	e->body = nonzero_end(e->data, e->body);
+	keep = page_up(e->body);
+	if (e->body >= e->size || e->charge == keep || e->alloc <= keep)
+		return;
+	/* one call (one TLB shootdown): fresh zero pages, read-only, over the old ones */
+	if (mmap(e->data + keep, e->alloc - keep, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		 -1, 0) == MAP_FAILED)
+		return; /* charged whole, as it still is */
+	pthread_mutex_lock(&c->lock);
+	c->charged -= e->charge - keep;
+	e->charge = keep;
+	pthread_cond_broadcast(&c->room);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* Outside the lock: starts decoding E into its buffer (the stored bytes in place in it)
  * and goes on until its first UNTIL bytes are final. 1 when bytes are left, in E->job. */
 static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 {
+	int reused = e->data != NULL;
 	int rc = buf_fit(&e->data, &e->alloc, c->full);
 	struct stp_blockent be;
+	int in_place = 0;
 
 	/* the stored bytes are read in place at the end; the decoded ones go at the start,
 	 * made resident as the decode reaches them, or all at once for a block stored raw
 	 * (read whole) */
 	e->populated = 0;
+	e->body = e->size;
 	if (!rc && !stp_image_block(c->img, e->block, &be) && be.codec != STP_CODEC_RAW &&
-	    be.stored_size <= c->full)
+	    be.stored_size <= c->full) {
 		buf_populate(e->data, c->full - be.stored_size, c->full);
-	else
+		in_place = 1;
+	} else {
 		e->populated = e->size;
+	}
 	buf_populate(e->data, 0, e->populated);
 	e->cache = c;
 	e->t0 = stp_now_ns();
 	if (!rc)
 		rc = stp_image_decode_begin(c->img, e->block, e->data, &decode_ops, e, &e->job);
+	if (!rc && in_place)
+		fit_body(c, e, &be, reused);
 	if (!rc) {
 		pthread_mutex_lock(&c->lock);
 		e->filter = stp_image_decode_filter(e->job);
@@ -449,6 +547,7 @@ static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t n
 		e->state = ENTRY_READY;
 		e->ready = e->plain = e->size;
 		c->resident++;
+		c->resident_bytes += e->charge;
 		c->pinned++;
 		c->stats.decoded++;
 		c->stats.decoded_bytes += e->size;
@@ -468,6 +567,7 @@ static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *c
 	if (e->drop) {
 		c->slots[e->block] = NULL;
 		c->resident--;
+		c->resident_bytes -= e->charge;
 		return retire(c, e, chain);
 	}
 	lru_push(c, e);
@@ -483,6 +583,8 @@ static void finish_decode(struct stp_cache *c, struct entry *e, int rc)
 	struct entry *freed = NULL;
 	struct stp_decode *job;
 
+	if (!rc)
+		drop_stored(c, e);
 	pthread_mutex_lock(&c->lock);
 	claim(c, e, SIZE_MAX); /* a failed decode was not unfiltered: copies may still run */
 	job = e->job;
@@ -505,11 +607,10 @@ static void make_spare(struct stp_cache *c, size_t size)
 {
 	uint8_t *p;
 
-	if (c->spare || c->stopping || c->queue_head || c->buffers >= c->budget ||
+	if (c->spare || c->stopping || c->queue_head || c->charged + c->full > c->budget_bytes ||
 	    c->budget < SPARE_MIN_BUDGET || !size)
 		return;
-	if (++c->buffers > c->stats.peak_buffers) /* promised: the bound holds meanwhile */
-		c->stats.peak_buffers = c->buffers;
+	charge(c, c->full); /* promised: the bound holds meanwhile */
 	c->making_spare = 1;
 	pthread_mutex_unlock(&c->lock);
 	p = buf_map(c->full);
@@ -522,7 +623,7 @@ static void make_spare(struct stp_cache *c, size_t size)
 		pthread_mutex_unlock(&c->lock);
 		buf_unmap(p, c->full);
 		pthread_mutex_lock(&c->lock);
-		c->buffers--;
+		c->charged -= c->full;
 	}
 	pthread_cond_broadcast(&c->room);
 }
@@ -561,9 +662,9 @@ static void *decoder_main(void *arg)
 		if (!(e = c->queue_head))
 			break;
 		unqueue(c, e);
-		last = e->size;
+		last = e->body;
 		pthread_mutex_unlock(&c->lock);
-		finish_decode(c, e, decode_to(e, SIZE_MAX));
+		finish_decode(c, e, e->job ? decode_to(e, SIZE_MAX) : decode_start(c, e, SIZE_MAX));
 		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -669,7 +770,7 @@ static void decode_here(struct stp_cache *c, struct entry *e, size_t until)
 {
 	unqueue(c, e);
 	pthread_mutex_unlock(&c->lock);
-	decode_rest(c, e, decode_to(e, until));
+	decode_rest(c, e, e->job ? decode_to(e, until) : decode_start(c, e, until));
 	pthread_mutex_lock(&c->lock);
 }
 
@@ -736,10 +837,23 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	return 0;
 }
 
+/* Lock held, dropped meanwhile: the least recently used idle block goes; its buffer
+ * becomes the spare, or is unmapped before a new one is (the bound holds throughout). */
+static void evict_lru(struct stp_cache *c)
+{
+	struct entry *v = c->lru_tail;
+
+	evict(c, v);
+	v = retire(c, v, NULL);
+	pthread_mutex_unlock(&c->lock);
+	free_chain(c, v);
+	pthread_mutex_lock(&c->lock);
+}
+
 static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 	       struct stp_block_ref *ref)
 {
-	struct entry *e, *fresh = NULL, *victims = NULL;
+	struct entry *e, *fresh = NULL;
 	int waited = 0, rc = 0;
 
 	if (block >= stp_image_sb(c->img)->block_count)
@@ -762,17 +876,19 @@ static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 			pthread_cond_wait(&c->room, &c->lock);
 			continue;
 		}
-		if (available(c))
+		if (can_take(c))
 			break;
+		if (c->lru_tail) {
+			evict_lru(c);
+			continue;
+		}
 		/* every buffer is pinned or loading: holders release them without waiting */
 		c->stats.waits += !waited;
 		waited = 1;
 		pthread_cond_wait(&c->room, &c->lock);
 	}
-	take_buffer(c, &fresh->data, &fresh->alloc, &victims);
-	rc = load(c, fresh, block, end, async, ref);
-	free_chain(c, victims); /* their buffers went to FRESH: only the entries are left */
-	return rc;
+	take_buffer(c, fresh);
+	return load(c, fresh, block, end, async, ref);
 }
 
 int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
@@ -784,6 +900,43 @@ int stp_cache_get_range(struct stp_cache *c, uint64_t block, size_t end,
 			struct stp_block_ref *ref)
 {
 	return get(c, block, end, 1, ref);
+}
+
+/* Lock held: whether a read at the start of BLOCK - 1 should have BLOCK decoded ahead. */
+static int worth_ahead(const struct stp_cache *c, uint64_t block)
+{
+	const struct entry *prev = c->slots[block - 1];
+
+	return prev && prev->short_body && !c->slots[block] && !c->stopping;
+}
+
+void stp_cache_read_ahead(struct stp_cache *c, uint64_t block)
+{
+	struct entry *e, *undone = NULL;
+
+	if (block == 0 || block >= stp_image_sb(c->img)->block_count)
+		return;
+	pthread_mutex_lock(&c->lock);
+	while (worth_ahead(c, block) && !can_take(c) && c->lru_tail)
+		evict_lru(c);
+	if (!worth_ahead(c, block) || !can_take(c) || !(e = calloc(1, sizeof(*e)))) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	take_buffer(c, e);
+	e->block = block;
+	e->size = e->body = stp_image_block_decoded_size(c->img, block);
+	e->state = ENTRY_LOADING;
+	e->refs = 1; /* the decode's */
+	c->slots[block] = e;
+	if (queue_decode(c, e)) {
+		c->slots[block] = NULL;
+		undone = retire(c, e, NULL);
+	} else {
+		c->stats.ahead++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free_chain(c, undone);
 }
 
 int stp_cache_wait(struct stp_cache *c, struct stp_block_ref *ref, size_t end)
@@ -935,7 +1088,8 @@ void stp_cache_stats(struct stp_cache *c, struct stp_cache_stats *out)
 	out->resident = c->resident;
 	out->pinned = c->pinned;
 	out->budget = c->budget;
-	out->buffers = c->buffers;
+	out->buffers = (uint32_t)((c->charged + c->full - 1) / c->full);
+	out->peak_buffers = (uint32_t)((c->peak_charged + c->full - 1) / c->full);
 	out->max_buffers = c->max_buffers;
 	pthread_mutex_unlock(&c->lock);
 }

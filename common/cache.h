@@ -4,10 +4,14 @@
  * blocks. A block several threads want at once is decoded by one of them while the others
  * wait. Blocks in use are pinned and never evicted.
  *
- * Memory is bounded: at most BUDGET + EXTRA block buffers exist at any time, counting
- * pinned blocks, blocks being decoded, idle cached blocks and the one spare buffer kept
- * for reuse. A buffer is stp_image_block_buffer_size() bytes: a block decodes in place,
- * its stored bytes read into the buffer's end. Buffers are mapped and unmapped directly,
+ * Memory is bounded: at most BUDGET + EXTRA block buffers' worth of bytes exist at any
+ * time, counting pinned blocks, blocks being decoded, idle cached blocks and the one
+ * spare buffer kept for reuse; idle blocks are kept up to BUDGET buffers' worth. A buffer
+ * is stp_image_block_buffer_size() bytes: a block decodes in place, its stored bytes read
+ * into the buffer's end. A block whose frame ends in zero blocks over half of it (a cut
+ * of mkstipple --cut-inside) is decoded up to them, and once whole counts only for the
+ * pages of its bytes: the rest of its buffer becomes read-only zero pages (at most 4096
+ * idle blocks, whatever their size). Buffers are mapped and unmapped directly,
  * so resident memory follows the count; a decode makes the pages it will write resident
  * in one call rather than a fault per page. While the cache holds fewer buffers than its
  * budget, and that budget is at least 16 buffers (small blocks), a decoder thread with
@@ -74,6 +78,7 @@ struct stp_cache_stats {
 	uint64_t decode_ns;  /* time spent reading, checking and decoding blocks */
 	uint64_t waits;      /* gets that waited for a buffer */
 	uint64_t early;      /* gets let go before their block was decoded whole */
+	uint64_t ahead;      /* decodes queued by stp_cache_read_ahead */
 	uint32_t resident, pinned, budget;
 	uint32_t buffers;      /* block buffers that exist now, the spare included */
 	uint32_t peak_buffers; /* the most that ever existed at once */
@@ -131,6 +136,12 @@ int stp_cache_get_decoded(struct stp_cache *cache, uint64_t block, struct stp_bl
  * decodes. */
 int stp_cache_get_resident(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
 void stp_cache_release(struct stp_cache *cache, struct stp_block_ref *ref);
+/* A read began at the start of block BLOCK - 1, which decodes to less than a buffer (a
+ * --cut-inside cut, ending in zero blocks): BLOCK, the next cut of a file read in order,
+ * is queued for a decoder thread, unless it is cached or being decoded, or no buffer is
+ * free without waiting for a pinned one. Blocks that decode whole are left alone (their
+ * own decode runs ahead of their reader already). Never waits for a decode. */
+void stp_cache_read_ahead(struct stp_cache *cache, uint64_t block);
 /* Drops block BLOCK once no one holds it (warming: its bytes are elsewhere now). A block
  * still being decoded is left alone. */
 void stp_cache_drop(struct stp_cache *cache, uint64_t block);

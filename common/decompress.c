@@ -261,6 +261,8 @@ struct stp_decode {
 	bool in_out;           /* src lies in OUT (in place) */
 	bool in_frame;         /* a frame was begun and has not ended */
 	size_t op, told;       /* bytes decoded; the last count FN was given */
+	size_t body;           /* the bytes decoded; zeros follow up to SIZE (zero_tail) */
+	size_t stop_ip;        /* the decode ends when it reaches this stored byte */
 	int rc;                /* 1: pieces left; 0: done; or the decode's error */
 };
 
@@ -304,8 +306,8 @@ static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
 	int rc;
 
 	*why = "truncated";
-	while (p->ip < p->in_len || p->in_frame) {
-		if (p->op >= until && p->op < p->size)
+	while ((p->ip < p->in_len || p->in_frame) && p->ip != p->stop_ip) {
+		if (p->op >= until && p->op < p->body)
 			return 1;
 		if (!p->in_frame) {
 			n = ZSTD_decompressBegin_usingDDict(p->d, ddict);
@@ -328,10 +330,10 @@ static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
 			goto bad;
 		p->op += n;
 		p->ip += need;
-		if (p->op - p->told >= STP_DECODE_STEP && p->op < p->size)
+		if (p->op - p->told >= STP_DECODE_STEP && p->op < p->body)
 			tell(p);
 	}
-	if (p->op == p->size)
+	if (p->op == p->body)
 		return 0;
 	*why = "wrong size";
 	return -EUCLEAN;
@@ -349,6 +351,46 @@ static bool streams(const struct stp_decode_ops *ops, const struct stp_blockent 
 	       (be->filter == STP_FILTER_NONE || ops->unfiltered);
 }
 
+/* Where the run of zero blocks (zstd RLE blocks of byte 0) that ends P's frame begins:
+ * sets P's body and stop_ip there when the stored bytes are one frame of the block's
+ * size, with no checksum, whose tail is half the block or more (a cut; not the padding
+ * of a stable block, whose reads stay as they were) and leaves room for the stored
+ * bytes and a zstd block past the body (the caller then keeps the body and the stored
+ * bytes apart). Anything else is decoded whole, and any fault is zstd's to report. */
+static void find_zero_tail(struct stp_decode *p)
+{
+	const uint8_t *s = p->stored;
+	size_t at, tail_at = 0, tail = 0, len = p->be.stored_size;
+	ZSTD_frameHeader fh;
+
+	if (ZSTD_getFrameHeader(&fh, s, len) || fh.frameType != ZSTD_frame ||
+	    fh.frameContentSize != p->size || fh.checksumFlag)
+		return;
+	for (at = fh.headerSize; at + 3 <= len;) {
+		uint32_t bh = (uint32_t)s[at] | (uint32_t)s[at + 1] << 8 | (uint32_t)s[at + 2] << 16;
+		unsigned type = bh >> 1 & 3;
+		size_t bsize = bh >> 3, in = type == 1 ? 1 : bsize;
+
+		if (type == 3 || bsize > fh.blockSizeMax || in > len - at - 3)
+			return;
+		if (type == 1 && s[at + 3] == 0) {
+			if (!tail)
+				tail_at = at;
+			tail += bsize;
+		} else {
+			tail = 0;
+		}
+		at += 3 + in;
+		if (bh & 1)
+			break;
+	}
+	if (at != len || tail < p->size / 2 || tail > p->size ||
+	    p->size - tail + ZSTD_BLOCKSIZE_MAX + len > p->size)
+		return;
+	p->body = p->size - tail;
+	p->stop_ip = tail_at;
+}
+
 /* Reads P's stored bytes at the end of its buffer and checks them, before any piece. */
 static int stream_start(struct stp_decode *p)
 {
@@ -357,14 +399,25 @@ static int stream_start(struct stp_decode *p)
 	p->src = p->stored;
 	p->in_out = !p->own;
 	p->in_len = p->be.stored_size;
+	if (!rc && p->ops->zero_tail)
+		find_zero_tail(p);
 	if (!rc && !(p->d = dctx_take()))
 		rc = -ENOMEM;
 	return rc;
 }
 
+/* Where the unfilter ends: the block's end, or a little past its body (a call's address
+ * in the body's last bytes reaches past it; the zeros further on have no call). */
+static size_t unfilter_end(const struct stp_decode *p)
+{
+	return p->size - p->body > STP_DECODE_TAIL_SLACK ? p->body + STP_DECODE_TAIL_SLACK : p->size;
+}
+
 static size_t unfilter_next(const struct stp_decode *p, size_t avail)
 {
-	return p->size - avail > STP_DECODE_STEP ? avail + STP_DECODE_STEP : p->size;
+	size_t end = unfilter_end(p);
+
+	return end - avail > STP_DECODE_STEP ? avail + STP_DECODE_STEP : end;
 }
 
 /* The whole block is decompressed, still filtered: undoes the filter in place, step by
@@ -373,13 +426,13 @@ static size_t unfilter_next(const struct stp_decode *p, size_t avail)
 static void unfilter_in_place(struct stp_decode *p)
 {
 	struct stp_bcj_state st;
-	size_t avail = unfilter_next(p, 0), final;
+	size_t avail = unfilter_next(p, 0), end = unfilter_end(p), final;
 
 	stp_bcj_begin(&st, p->be.filter);
 	p->ops->unfiltered(p->ctx, 0, avail);
 	for (;;) {
-		final = stp_bcj_step(&st, p->out, avail, p->pos, 0, avail == p->size);
-		if (avail == p->size)
+		final = stp_bcj_step(&st, p->out, avail, p->pos, 0, avail == end);
+		if (avail == end)
 			return;
 		avail = unfilter_next(p, avail);
 		p->ops->unfiltered(p->ctx, final, avail);
@@ -408,7 +461,9 @@ int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *ou
 	*p = (struct stp_decode){ .img = img, .block = block, .ops = ops, .ctx = ctx, .out = out,
 				  .len = stp_image_block_buffer_size(img),
 				  .size = stp_image_block_decoded_size(img, block),
-				  .pos = stp_sb_filter_start(&img->sb, block), .rc = 1 };
+				  .pos = stp_sb_filter_start(&img->sb, block), .rc = 1,
+				  .stop_ip = SIZE_MAX };
+	p->body = p->size;
 	rc = stp_image_block(img, block, &p->be);
 	if (!rc && !streams(ops, &p->be))
 		p->rc = rc = decode_whole(p);
@@ -434,7 +489,7 @@ int stp_image_decode_continue(struct stp_decode *p, size_t until)
 				    (unsigned long long)p->block, why);
 	if (p->rc == 1 && p->op > p->told)
 		tell(p); /* the caller's bytes are there: it may go */
-	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE && p->told < p->size) {
+	if (p->rc == 0 && p->be.filter != STP_FILTER_NONE && p->told < p->body) {
 		tell(p); /* all of it, still filtered */
 		if (until != SIZE_MAX)
 			return p->rc = 1; /* the caller copies its bytes; the unfilter is left */
@@ -453,6 +508,11 @@ void stp_image_decode_free(struct stp_decode *p)
 	if (p->own)
 		free(p->stored);
 	free(p);
+}
+
+size_t stp_image_decode_body(const struct stp_decode *p)
+{
+	return p->body;
 }
 
 unsigned stp_image_decode_filter(const struct stp_decode *p)

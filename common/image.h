@@ -247,6 +247,11 @@ struct stp_decode_ops {
 	 * the pass changes bytes below CLAIM next: from this call's return until the next,
 	 * stp_image_decode_copy may run only for bytes it reads at or past CLAIM. */
 	void (*unfiltered)(void *ctx, size_t n, size_t claim);
+	/* The caller makes the buffer read as zeros from stp_image_decode_body() on, once
+	 * begin returns and before it continues: the decode then stops where the frame's
+	 * run of zero blocks begins (the padding of a cut or a stable block), instead of
+	 * writing them. */
+	bool zero_tail;
 };
 /* About how often the decode tells (bytes). */
 #define STP_DECODE_STEP ((size_t)256 << 10)
@@ -276,6 +281,13 @@ int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *ou
 			   const struct stp_decode_ops *ops, void *ctx, struct stp_decode **d);
 int stp_image_decode_continue(struct stp_decode *d, size_t until);
 void stp_image_decode_free(struct stp_decode *d);
+/* The bytes of D's block the decode writes: its size, or with ops->zero_tail, where the
+ * zero blocks that end its frame begin (a zstd block boundary), when they are half the
+ * block or more. The bytes from there on
+ * are zeros, but that a filtered block's last 4 bytes before it may carry a call's
+ * address past it: the unfilter writes up to STP_DECODE_TAIL_SLACK bytes past it. */
+size_t stp_image_decode_body(const struct stp_decode *d);
+#define STP_DECODE_TAIL_SLACK ((size_t)16)
 /* The filter a reader of D's buffer must see undone, while the decode runs: STP_FILTER_NONE
  * when the bytes told of are final as they lie. */
 unsigned stp_image_decode_filter(const struct stp_decode *d);

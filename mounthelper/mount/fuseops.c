@@ -312,8 +312,9 @@ static int reply_read(struct read_reply *r, uint64_t file_off, size_t in, size_t
 }
 
 /* Pins BLOCK with its first END bytes final, letting go of the block pinned before: a
- * second block means copying. */
-static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
+ * second block means copying. A read from the block's start may be reading a file's
+ * cuts in order: the next is decoded ahead. */
+static int reply_pin(struct read_reply *r, uint64_t block, size_t start, size_t end)
 {
 	int err;
 
@@ -326,6 +327,8 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t end)
 			stp_cache_release(r->fs->cache, &r->ref);
 		}
 		err = stp_blocks_get(&r->blocks, block, end, &r->ref);
+		if (!err && !start)
+			stp_cache_read_ahead(r->fs->cache, block + 1);
 	}
 	return err;
 }
@@ -339,7 +342,7 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 	if (p->block == STP_FILE_HOLE)
 		return reply_zeros(r, p->file_off, (size_t)p->len);
 	r->block = p->block;
-	err = reply_pin(r, p->block, (size_t)(p->in_block + p->len));
+	err = reply_pin(r, p->block, (size_t)p->in_block, (size_t)(p->in_block + p->len));
 	if (err)
 		return err;
 	err = stp_file_piece_check(r->fs->img, p, r->ref.size);
