@@ -13,8 +13,9 @@ printed before and after: on a shared machine wall times swing with it, CPU time
 
 --build NAME=DIR (repeatable) names mkstipple builds to compare, e.g. before=../main/build
 after=build (default: this tree's build as "mkstipple"). Each is run at its defaults.
---full adds, for the first build, --no-bcj, --level 15 and 22 and 4 MiB blocks, and for
-mksquashfs levels 15 and 22 at 1 MiB and level 19 at 128 KiB. Needs squashfs-tools.
+--full adds, for the first build, --no-bcj, --level 15, 17, 18 and 22 and 4 MiB blocks, and
+for mksquashfs levels 15 and 22 at 1 MiB and level 19 at 128 KiB. Needs squashfs-tools.
+The zstd parameters behind one level, block by block, are swept by build_params.c.
 """
 
 import argparse
@@ -41,7 +42,8 @@ def settings(builds, full):
     sq = [(ANCHOR, ["-comp", "zstd", "-Xcompression-level", "19", "-b", "1M"])]
     if full:
         first_name, first = builds[0]
-        for extra in (["--no-bcj"], ["--level", "15"], ["--level", "22"], ["--block-size", "4M"]):
+        for extra in (["--no-bcj"], ["--level", "15"], ["--level", "17"], ["--level", "18"],
+                      ["--level", "22"], ["--block-size", "4M"]):
             st.append(("%s %s" % (first_name, " ".join(extra)), [mkstipple(first), "-q"] + extra))
         for level, block in (("15", "1M"), ("22", "1M"), ("19", "128K")):
             sq.append(("mksquashfs zstd-%s -b %s" % (level, block),
