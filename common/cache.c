@@ -482,12 +482,16 @@ static void drop_stored(struct stp_cache *c, struct entry *e)
 	/* the zero blocks start on a zstd block boundary: the cut's zeros before it go too */
 	e->body = nonzero_end(e->data, e->body);
 	keep = page_up(e->body);
-	if (e->body >= e->size || e->charge == keep || e->alloc <= keep)
+	if (keep >= e->size)
 		return;
-	/* one call (one TLB shootdown): fresh zero pages, read-only, over the old ones */
-	if (mmap(e->data + keep, e->alloc - keep, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-		 -1, 0) == MAP_FAILED)
-		return; /* charged whole, as it still is */
+	/* one call (one TLB shootdown): fresh zero pages, read-only, over the old ones, the
+	 * stored bytes among them; failing that, they are cleared and charged whole */
+	if (e->charge <= keep ||
+	    mmap(e->data + keep, e->alloc - keep, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		 -1, 0) == MAP_FAILED) {
+		memset(e->data + keep, 0, e->size - keep);
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	c->charged -= e->charge - keep;
 	e->charge = keep;

@@ -361,6 +361,7 @@ static void find_zero_tail(struct stp_decode *p)
 {
 	const uint8_t *s = p->stored;
 	size_t at, tail_at = 0, tail = 0, len = p->be.stored_size;
+	bool last = false;
 	ZSTD_frameHeader fh;
 
 	if (ZSTD_getFrameHeader(&fh, s, len) || fh.frameType != ZSTD_frame ||
@@ -381,10 +382,10 @@ static void find_zero_tail(struct stp_decode *p)
 			tail = 0;
 		}
 		at += 3 + in;
-		if (bh & 1)
+		if ((last = bh & 1))
 			break;
 	}
-	if (at != len || tail < p->size / 2 || tail > p->size ||
+	if (!last || at != len || tail < p->size / 2 || tail > p->size ||
 	    p->size - tail + ZSTD_BLOCKSIZE_MAX + len > p->size)
 		return;
 	p->body = p->size - tail;
