@@ -504,23 +504,21 @@ static int look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns
 static void settle_first_requests(const struct stp_prime_list *l, int root)
 {
 	for (uint32_t i = 0; i < l->n; i++) {
-		const char *path = l->pool + l->path[i];
 		struct stat sb;
 		int fd;
 
 		if (l->ino[i] == STP_PRIME_MISSING)
 			continue;
-		fd = open_beneath(root, path, O_PATH);
-		if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-			if (fd >= 0)
-				close(fd);
+		/* one resolution, beneath ROOT; a non-regular file costs at most its own open */
+		fd = open_beneath(root, l->pool + l->path[i], O_RDONLY | O_NONBLOCK | O_NOCTTY);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+			close(fd);
 			continue;
 		}
-		close(fd);
-		fd = open_beneath(root, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-		if (fd >= 0)
-			close(fd); /* FUSE_FLUSH */
-		syscall(SYS_faccessat2, root, path, R_OK, AT_SYMLINK_NOFOLLOW);
+		syscall(SYS_faccessat2, fd, "", R_OK, AT_EMPTY_PATH);
+		close(fd); /* FUSE_FLUSH */
 		return;
 	}
 }

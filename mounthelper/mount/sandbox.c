@@ -795,7 +795,8 @@ static int add_lookup_rules(scmp_filter_ctx ctx)
 	const struct scmp_arg_cmp fd_nonneg = SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0);
 	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 1, fd_nonneg);
 
-	/* access(2) beneath the mount's root, once (prime.c: settle_first_requests) */
+	/* access(2) on a descriptor of a file beneath the root, once (prime.c:
+	 * settle_first_requests) */
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(faccessat2), 1, fd_nonneg);
 	return rc ? rc : stp_syscalls_allow_mapping(ctx);
