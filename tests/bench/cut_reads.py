@@ -25,7 +25,6 @@ CPU times are what to compare.
 """
 
 import argparse
-import hashlib
 import os
 import random
 import sys
@@ -34,6 +33,7 @@ import time
 
 from benchlib import (into_page_cache, median, mount_status, peak_rss_mib, regular_files, sh,
                       stipple_daemon_pid, unmount, wait_mounted)
+from treeutil import _sha256 as sha256_file  # tests/integration, on the path through benchlib
 
 READ = 4096
 
@@ -61,16 +61,6 @@ def draw_reads(tree, files, n, seed):
     return reads
 
 
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
-
-
 def random_reads(mnt, reads):
     fds = {}
     try:
@@ -90,7 +80,7 @@ def random_reads(mnt, reads):
 def whole_reads(mnt, files, digests):
     t0 = time.perf_counter()
     for path, _ in files:
-        if sha(os.path.join(mnt, path)) != digests[path]:
+        if sha256_file(os.path.join(mnt, path)) != digests[path]:
             sys.exit("cut_reads: %s differs from the source" % path)
     return time.perf_counter() - t0
 
@@ -147,7 +137,7 @@ def main():
     if not files:
         sys.exit("cut_reads: no file of %d bytes or more in %s" % (a.min_size, a.tree))
     reads = draw_reads(a.tree, files, a.reads, a.seed)
-    digests = {path: sha(os.path.join(a.tree, path)) for path, _ in files}
+    digests = {path: sha256_file(os.path.join(a.tree, path)) for path, _ in files}
     kinds = [(img + suffix, img, build) for suffix, build in builds.items() for img in ("def", "cut")]
     res = {k: {"random": [], "whole": [], "random_cpu": [], "whole_cpu": [], "decoded": [], "rss": []}
            for k, _, _ in kinds}
