@@ -358,7 +358,7 @@ def crafted_base(src, dst, stored, files, links=()):
     """OLD with SRC's superblock (its block size), one block per frame of STORED (each with
     a valid checksum, whether or not it decodes) and, in its root, a regular file per
     (name, size, extents) of FILES, extents as (file_off, stream_off, length), and more
-    names for them: LINKS, (name, the file's name) pairs (hard links)."""
+    names for them: LINKS, (name, the file's name) pairs (hard links). Returns DST."""
     import struct
     from craftmeta import (Frames, META_HDR_SIZE, INODE_SIZE, EXTENT_SIZE, META_PAGE_SIZE,
                            S_IFDIR, S_IFREG, blockent, inode, meta_header, table_pages,
@@ -398,7 +398,7 @@ def crafted_base(src, dst, stored, files, links=()):
     write_paged(dst, frames.data, table_pages(head, iter(ents), imageutil.BLOCKENT_SIZE),
                 data_size=len(stored) * bs, hot_size=0, block_count=len(stored),
                 inode_count=n + 1, dict_offset=0, dict_size=0, dict_checksum=0, feat_compat=0)
-    return dst, bs
+    return dst
 
 
 def zero_tree(top, sizes):
@@ -424,8 +424,8 @@ def test_a_base_laid_out_unlike_mkstipple_is_not_kept(tmp_path):
     real = build(tree, tmp_path / "real.stp")
     bs = 64 << 10
     cycle = [(k, (k % 3) * bs + 7, 1) for k in range(n)]
-    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3,
-                          [("a", n, cycle)])
+    old = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3,
+                       [("a", n, cycle)])
     run([STIPPLE, "check", old], check=True)  # valid, if not what mkstipple writes
     new = tmp_path / "new.stp"
     r = imageutil.mkstipple(tree, new, *ARGS, "--base", old, quiet=False, timeout=20)
@@ -453,7 +453,7 @@ def test_a_base_whose_files_go_back_and_forth_is_refused(tmp_path):
     bs = 64 << 10
     files = [(name, size, [(k * (16 + hole), k * bs + 16 * j, 16) for k in range(3)])
              for j, name in enumerate(names)]
-    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3, files)
+    old = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3, files)
     run([STIPPLE, "check", old], check=True)
     out = tmp_path / "out"
     out.mkdir()
@@ -479,9 +479,9 @@ def linked_bases(tmp_path, nblocks, npaths, ext):
     real = build(one, tmp_path / "real.stp")
     stored = [zstd(bytes(bs))] * nblocks
     names = ["p%04d" % i for i in range(npaths)]
-    single, _ = crafted_base(real, tmp_path / "single.stp", stored, [("a", nblocks, ext)])
-    linked, _ = crafted_base(real, tmp_path / "linked.stp", stored, [("a", nblocks, ext)],
-                             links=[(n, "a") for n in names])
+    single = crafted_base(real, tmp_path / "single.stp", stored, [("a", nblocks, ext)])
+    linked = crafted_base(real, tmp_path / "linked.stp", stored, [("a", nblocks, ext)],
+                          links=[(n, "a") for n in names])
     tree = zero_tree(tmp_path / "tree", dict({n: nblocks for n in names}, a=nblocks))
     return single, linked, tree
 
@@ -536,8 +536,8 @@ def test_only_blocks_compared_are_carried(tmp_path):
     real = build(tree, tmp_path / "real.stp")
     bs = 64 << 10
     junk = os.urandom(4096)
-    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs)), junk, zstd(bytes(bs))],
-                          [("a", 16, [(0, 7, 10), (5, 2 * bs - 5, 11)])])
+    old = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs)), junk, zstd(bytes(bs))],
+                       [("a", 16, [(0, 7, 10), (5, 2 * bs - 5, 11)])])
     assert run([STIPPLE, "check", old]).returncode == 1
     new = tmp_path / "new.stp"
     r = imageutil.mkstipple(tree, new, *ARGS, "--base", old, quiet=False)
@@ -634,8 +634,8 @@ def test_cut_inside_does_not_walk_a_base_laid_out_unlike_mkstipple(tmp_path):
     (tmp_path / "tree" / "a").write_bytes(bytes(range(256)) * (n // 256))
     real = build(tree, tmp_path / "real.stp")
     cycle = [(k, (k % 3) * bs + 7, 1) for k in range(n)]
-    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3,
-                          [("a", n, cycle)])
+    old = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))] * 3,
+                       [("a", n, cycle)])
     new = tmp_path / "new.stp"
     r = imageutil.mkstipple(tree, new, *ARGS, "--cut-inside", "--base", old, quiet=False,
                             timeout=120)
@@ -670,7 +670,7 @@ def test_cut_inside_does_not_read_a_base_file_far_larger_than_the_trees(tmp_path
     tree = zero_tree(tmp_path / "tree", {"a": n})
     (tree / "a").write_bytes(bytes(range(256)) * (n // 256))
     real = build(tree, tmp_path / "real.stp")
-    old, _ = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))], [("a", 1 << 40, [])])
+    old = crafted_base(real, tmp_path / "old.stp", [zstd(bytes(bs))], [("a", 1 << 40, [])])
     new = tmp_path / "new.stp"
     r = imageutil.mkstipple(tree, new, *ARGS, "--cut-inside", "--base", old, timeout=60)
     assert r.returncode == 0, r.stderr
