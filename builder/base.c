@@ -26,6 +26,10 @@
 #define CMP_CHUNK ((size_t)1 << 20)
 #define NO_BLOCK UINT64_MAX
 
+/* Why old_layout refused an OLD inode's extents: remembered, so that another path to
+ * the inode does not read them again. */
+enum rejection { NOT_REJECTED, REJECTED_UNLIKE, REJECTED_HOT };
+
 
 /* One of OLD's blocks. */
 struct old_block {
@@ -46,7 +50,6 @@ struct kept {
 	/* OLD's extents, read once per OLD inode (b->ext_of owns them): checked, compared,
 	 * counted, placed */
 	struct stp_extent *ext;
-	uint32_t next;
 	uint64_t first, last;  /* the OLD blocks its extents touch */
 	uint64_t at;           /* the stream offset of its first extent in OLD */
 	int dropped;           /* a block it needs is not carried */
@@ -67,10 +70,11 @@ struct base {
 	struct old_block *blocks;
 	struct kept *kept;
 	size_t nkept, nlive;
-	/* by OLD inode: its extents, once a candidate found them laid out as mkstipple's.
-	 * Paths that OLD hard-links share them: what candidates hold is bounded by OLD's
-	 * extent table, however many paths name an inode. */
+	/* by OLD inode: its extents, once old_layout found them laid out as mkstipple's
+	 * (for a candidate or a walk for shared cuts). Paths that OLD hard-links share them:
+	 * what is held is bounded by OLD's extent table, however many paths name an inode. */
 	struct stp_extent **ext_of;
+	uint8_t *rejected_as;    /* by OLD inode: why its extents were refused, if they were */
 	uint64_t *carried;       /* OLD block numbers, in the order they are put */
 	uint64_t ncarried;
 	struct decoded cache[2];
@@ -179,6 +183,7 @@ void base_close(struct base *b)
 	for (uint32_t i = 0; b->ext_of && i < b->sb.inode_count; i++)
 		free(b->ext_of[i]);
 	free(b->ext_of);
+	free(b->rejected_as);
 	free(b->kept);
 	free(b->blocks);
 	stp_image_close(b->img);
@@ -381,11 +386,12 @@ static int extent_inside(const struct base *b, const struct kept *k, const struc
 /* K's extents in OLD are V (laid out as mkstipple's), and the blocks they touch. */
 static void set_extents(const struct base *b, struct kept *k, struct stp_extent *v)
 {
+	const struct stp_extent *end = &v[k->old.count - 1];
+
 	k->ext = v;
-	k->next = k->old.count;
 	k->at = v[0].stream_off;
 	k->first = stp_sb_block_of(&b->sb, v[0].stream_off);
-	k->last = stp_sb_block_of(&b->sb, v[k->next - 1].stream_off + v[k->next - 1].length - 1);
+	k->last = stp_sb_block_of(&b->sb, end->stream_off + end->length - 1);
 }
 
 /* Reads K's extents in OLD into k->ext, and the blocks they touch: 1 when laid out as
@@ -422,6 +428,27 @@ static int old_layout(struct base *b, struct kept *k, int *hot)
 	return 1;
 }
 
+/* old_layout for OLD inode INO (into K), once per inode however many paths name it: its
+ * extents are kept in b->ext_of, and a refusal (*HOT or not) in b->rejected_as. */
+static int layout_once(struct base *b, uint32_t ino, struct kept *k, int *hot)
+{
+	int rc;
+
+	*hot = b->rejected_as[ino] == REJECTED_HOT;
+	if (b->ext_of[ino]) {
+		set_extents(b, k, b->ext_of[ino]);
+		return 1;
+	}
+	if (b->rejected_as[ino])
+		return 0;
+	rc = old_layout(b, k, hot);
+	if (rc == 1)
+		b->ext_of[ino] = k->ext;
+	else if (!rc)
+		b->rejected_as[ino] = *hot ? REJECTED_HOT : REJECTED_UNLIKE;
+	return rc;
+}
+
 /* Whether piece PC is a cold file, whole, that OLD holds at its path with its size and
  * some stored bytes: a candidate *K to compare (1), or not (0); or OLD's metadata is
  * damaged (reported) or cannot be read: -errno. */
@@ -442,13 +469,8 @@ static int candidate(struct base *b, const struct piece *pc, struct kept *k)
 		rc = stp_image_inode(b->img, ino, &k->old);
 	if (!rc && ((k->old.mode & S_IFMT) != S_IFREG || k->old.size != pc->end || !k->old.count))
 		return 0;
-	if (!rc && b->ext_of[ino]) { /* another path to the same inode: read and checked */
-		set_extents(b, k, b->ext_of[ino]);
-		rc = 1;
-	} else if (!rc) {
-		rc = old_layout(b, k, &hot);
-		b->ext_of[ino] = rc == 1 ? k->ext : NULL;
-	}
+	if (!rc)
+		rc = layout_once(b, ino, k, &hot);
 	if (rc < 0)
 		return old_failed(b, rc, "--base: reading its metadata");
 	b->unlike += !rc && !hot;
@@ -474,8 +496,9 @@ static int find_kept(struct base *b, const struct piece *order, size_t nhot, siz
 
 	b->kept = calloc(count ? count : 1, sizeof(*b->kept));
 	b->ext_of = calloc(b->sb.inode_count ? b->sb.inode_count : 1, sizeof(*b->ext_of));
+	b->rejected_as = calloc(b->sb.inode_count ? b->sb.inode_count : 1, 1);
 	b->cmp = malloc(CMP_CHUNK);
-	if (!b->kept || !b->ext_of || !b->cmp)
+	if (!b->kept || !b->ext_of || !b->rejected_as || !b->cmp)
 		return -ENOMEM;
 	for (size_t i = nhot; i < count && rc >= 0; i++) {
 		rc = candidate(b, &order[i], &b->kept[n]);
@@ -528,12 +551,12 @@ static int ranges_of_kept(const struct base *b, struct range **out, size_t *n)
 	struct range *v;
 
 	for (size_t i = 0; i < b->nkept; i++)
-		count += b->kept[i].next;
+		count += b->kept[i].old.count;
 	v = reallocarray(NULL, count ? count : 1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	for (size_t i = 0; i < b->nkept; i++)
-		for (uint32_t j = 0; j < b->kept[i].next; j++)
+		for (uint32_t j = 0; j < b->kept[i].old.count; j++)
 			v[k++] = (struct range){ b->kept[i].ext[j].stream_off,
 						 b->kept[i].ext[j].length, i };
 	qsort(v, count, sizeof(*v), cmp_range);
@@ -747,23 +770,23 @@ static int feed_piece(void *ctx, const struct stp_file_piece *p)
 	return rc ? rc : w->fn(w->ctx, data + p->in_block, (size_t)p->len);
 }
 
-/* Walks OLD's file OLD_INODE for W when OLD lays it out as mkstipple would (old_layout's
- * rule: each of its blocks then decoded once by a walk in stream order; its extents read
- * once, for both) or stores none of its bytes: the walk's result; 1 when laid out
+/* Walks OLD's file OLD_INODE (inode INO) for W when OLD lays it out as mkstipple would
+ * (old_layout's rule, checked once per inode: each of its blocks then decoded once by a
+ * walk in stream order) or stores none of its bytes: the walk's result; 1 when laid out
  * otherwise or when part of it lies in OLD's hot region; or -errno. */
-static int walk_if_ours(struct base *b, const struct stp_inode *old_inode, struct old_walk *w)
+static int walk_if_ours(struct base *b, uint32_t ino, const struct stp_inode *old_inode,
+			struct old_walk *w)
 {
 	struct kept k = { .old = *old_inode };
 	int hot, rc;
 
 	if (!k.old.count) /* zeros alone: nothing to decode */
 		return stp_file_walk_read(b->img, &k.old, NULL, 0, k.old.size, feed_piece, w);
-	rc = old_layout(b, &k, &hot);
+	rc = layout_once(b, ino, &k, &hot);
 	if (rc == 1)
 		rc = stp_file_walk_read(b->img, &k.old, k.ext, 0, k.old.size, feed_piece, w);
 	else if (!rc)
 		rc = 1; /* laid out unlike mkstipple: nothing to share, and no decode per piece */
-	free(k.ext);
 	return rc;
 }
 
@@ -787,7 +810,7 @@ int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void 
 		    old.size > 2 * (uint64_t)f->st.st_size + (1ull << b->sb.block_log)))
 		return 1;
 	if (!rc)
-		rc = walk_if_ours(b, &old, &w);
+		rc = walk_if_ours(b, ino, &old, &w);
 	return rc < 0 ? old_failed(b, rc, "--base: reading a file") : rc;
 }
 
@@ -795,12 +818,12 @@ int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void 
 static int place_file(struct base *b, struct kept *k)
 {
 	struct node *f = k->file;
-	struct stp_extent *v = calloc(k->next, sizeof(*v));
+	struct stp_extent *v = calloc(k->old.count, sizeof(*v));
 	uint32_t n = 0;
 
 	if (!v)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < k->next; i++) {
+	for (uint32_t i = 0; i < k->old.count; i++) {
 		struct stp_extent e = k->ext[i];
 		uint64_t block = stp_sb_block_of(&b->sb, e.stream_off);
 

@@ -12,8 +12,9 @@
  * comparison decodes each block about once (past twice OLD's blocks, OLD is refused) and
  * the new image's extents are mkstipple's. Every carried block is decoded while its files
  * are compared; what is copied is the stored bytes that were decoded, found so again by
- * their SHA-256 and table entry. A file's extents are read once per OLD inode, however
- * many paths hard-link it: what the candidates hold is bounded by OLD's extent table.
+ * their SHA-256 and table entry. A file's extents are read and checked once per OLD
+ * inode, however many paths hard-link it, and whether they were taken or refused: what
+ * is held is bounded by OLD's extent table, and the walks for shared cuts reuse it.
  * What is kept depends only on OLD's bytes, the tree and the options that shape the
  * image, never on --threads or --memory.
  *

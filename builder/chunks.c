@@ -16,6 +16,7 @@
 #include "base.h"
 #include "source.h"
 #include "tree.h"
+#include "util.h"
 
 #define READ_SIZE (1u << 20)
 #define MEAN_SHIFT 7          /* mean chunk: 1/128 block (256 KiB at 32 MiB) */
@@ -114,24 +115,9 @@ struct ids {
 	struct cutter c;
 };
 
-/* Room in *V (*CAP items of SIZE bytes) for item N. 0 or -ENOMEM. */
-static int room_for(void *v, size_t *cap, size_t n, size_t size)
-{
-	void *grown;
-
-	if (n < *cap)
-		return 0;
-	grown = reallocarray(*(void **)v, *cap ? 2 * *cap : 1024, size);
-	if (!grown)
-		return -ENOMEM;
-	*(void **)v = grown;
-	*cap = *cap ? 2 * *cap : 1024;
-	return 0;
-}
-
 static int ids_add(struct ids *s, uint64_t id)
 {
-	int rc = room_for(&s->v, &s->cap, s->n, sizeof(*s->v));
+	int rc = stp_room_for(&s->v, &s->cap, s->n, sizeof(*s->v));
 
 	if (!rc)
 		s->v[s->n++] = id;
@@ -188,7 +174,7 @@ struct plist {
 
 static int plist_add(struct plist *l, struct piece pc)
 {
-	int rc = room_for(&l->v, &l->cap, l->n, sizeof(*l->v));
+	int rc = stp_room_for(&l->v, &l->cap, l->n, sizeof(*l->v));
 
 	if (!rc)
 		l->v[l->n++] = pc;

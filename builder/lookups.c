@@ -9,27 +9,14 @@
 
 #include "format.h"
 #include "report.h"
-
-/* A name a directory entry could have (stipple(5)): the readers refuse any other. */
-static int name_ok(const char *name, size_t len)
-{
-	return len && len <= STP_NAME_MAX && !memchr(name, '/', len) && strcmp(name, ".") &&
-	       strcmp(name, "..");
-}
+#include "util.h"
 
 static int push(struct tree *t, const struct node *dir, const char *name, size_t len)
 {
 	char *copy;
 
-	if (t->nlookups == t->lookups_cap) {
-		size_t cap = t->lookups_cap ? 2 * t->lookups_cap : 256;
-		struct tree_lookup *v = reallocarray(t->lookups, cap, sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		t->lookups = v;
-		t->lookups_cap = cap;
-	}
+	if (stp_room_for(&t->lookups, &t->lookups_cap, t->nlookups, sizeof(*t->lookups)))
+		return -ENOMEM;
 	copy = strndup(name, len);
 	if (!copy)
 		return -ENOMEM;
@@ -50,7 +37,7 @@ int lookups_add(struct tree *t, const char *path, const char *list, unsigned lin
 		dir = tree_find(t, dpath);
 		free(dpath);
 	}
-	if (!dir || !S_ISDIR(dir->st.st_mode) || !name_ok(name, strlen(name))) {
+	if (!dir || !S_ISDIR(dir->st.st_mode) || !stp_name_ok(name, strlen(name))) {
 		report_warning(NULL, "%s:%u: %s: %s, skipped", list, lineno, path,
 			       !dir ? "its directory is not in the tree"
 			       : !S_ISDIR(dir->st.st_mode) ? "not in a directory"

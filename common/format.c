@@ -397,6 +397,17 @@ int stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d)
 	return in[11] ? -EUCLEAN : 0;
 }
 
+/* One pass over the bytes: names are short, and a listing checks each. */
+bool stp_name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > STP_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (name[i] == '/' || name[i] == '\0')
+			return false;
+	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
 void stp_extent_encode(const struct stp_extent *e, uint8_t out[STP_EXTENT_SIZE])
 {
 	stp_put64(out + 0, e->file_off);

@@ -12,6 +12,7 @@
 #ifndef STP_FORMAT_H
 #define STP_FORMAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -357,6 +358,10 @@ void stp_inode_encode(const struct stp_inode *ino, uint8_t out[STP_INODE_SIZE]);
 int stp_inode_decode(const uint8_t in[STP_INODE_SIZE], struct stp_inode *ino);
 void stp_dirent_encode(const struct stp_dirent *d, uint8_t out[STP_DIRENT_SIZE]);
 int stp_dirent_decode(const uint8_t in[STP_DIRENT_SIZE], struct stp_dirent *d);
+/* Whether NAME (LEN bytes) is a name a directory entry may hold (stipple(5)): 1 to
+ * STP_NAME_MAX bytes, no '/' or NUL, not "." or "..". The readers refuse any other, and
+ * mkstipple writes no other. */
+bool stp_name_ok(const char *name, size_t len);
 void stp_extent_encode(const struct stp_extent *e, uint8_t out[STP_EXTENT_SIZE]);
 void stp_extent_decode(const uint8_t in[STP_EXTENT_SIZE], struct stp_extent *e);
 void stp_xattr_encode(const struct stp_xattr *x, uint8_t out[STP_XATTR_SIZE]);

@@ -203,8 +203,11 @@ size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
  * it as a read for decoding does: a block's or page's table entry (stp_image_block,
  * stp_image_meta_page), that the bytes lie inside the file, and the bytes against their
  * checksum and, opened verified, their signed hash (for a block the hash alone: it is
- * the stronger). BUF holds stp_image_stored_max() bytes. Thread-safe. -EINVAL: no such
- * part; -EUCLEAN (reported); -EIO. */
+ * the stronger). A part checked before is checked again: its bytes are read anew, from a
+ * file its owner may have rewritten meanwhile (a read-only descriptor does not stop
+ * that), and only the bytes just hashed are vouched for. BUF holds
+ * stp_image_stored_max() bytes. Thread-safe. -EINVAL: no such part; -EUCLEAN
+ * (reported); -EIO. */
 int stp_image_read_stored(const struct stp_image *img, uint64_t part, void *buf, size_t *len);
 size_t stp_image_stored_max(const struct stp_image *img);
 

@@ -10,17 +10,6 @@
 #include "log.h"
 #include "util.h"
 
-/* One pass over the bytes: names are short, and a listing checks each. */
-static int name_ok(const char *name, size_t len)
-{
-	if (len == 0 || len > STP_NAME_MAX)
-		return 0;
-	for (size_t i = 0; i < len; i++)
-		if (name[i] == '/' || name[i] == '\0')
-			return 0;
-	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
-}
-
 /* Decodes record REC, entry INDEX of DIR, into OUT and checks it, without its name. */
 static int dirent_check(const struct stp_image *img, const struct stp_inode *dir,
 			uint32_t index, const uint8_t rec[STP_DIRENT_SIZE], struct stp_dirent *out)
@@ -56,7 +45,7 @@ static int name_check(const struct stp_image *img, const struct stp_inode *dir, 
 		      char *name, size_t len)
 {
 	name[len] = '\0';
-	if (!name_ok(name, len))
+	if (!stp_name_ok(name, len))
 		return STP_CORRUPT(img->path, "directory entry %llu has an invalid name",
 				   (unsigned long long)(dir->data + index));
 	return 0;
@@ -95,7 +84,7 @@ int stp_image_lookup_name(const struct stp_image *img, uint32_t index, uint32_t 
 	if (rc)
 		return rc;
 	name[l.name_len] = '\0';
-	if (!S_ISDIR(in.mode) || !name_ok(name, l.name_len))
+	if (!S_ISDIR(in.mode) || !stp_name_ok(name, l.name_len))
 		return STP_CORRUPT(img->path, "lookup %u: %s", index,
 				   S_ISDIR(in.mode) ? "invalid name" : "not in a directory");
 	*dir = l.dir;

@@ -212,3 +212,18 @@ int stp_sync_parent_dir(const char *path)
 	free(dir);
 	return rc;
 }
+
+int stp_room_for(void *v, size_t *cap, size_t n, size_t size)
+{
+	size_t want = *cap ? 2 * *cap : 1024;
+	void *grown;
+
+	if (n < *cap)
+		return 0;
+	grown = reallocarray(*(void **)v, want, size);
+	if (!grown)
+		return -ENOMEM;
+	*(void **)v = grown;
+	*cap = want;
+	return 0;
+}

@@ -44,6 +44,10 @@ int stp_sync_parent_dir(const char *path);
  * program opens later takes their place (and is read as stdin, or written over as
  * stdout): each program's first call. 0, or -errno when /dev/null cannot be opened. */
 int stp_fill_stdio(void);
+/* Room in the array *V (a pointer to it: *CAP items of SIZE bytes, NULL when *CAP is 0)
+ * for item N, which is at most *CAP: grown to twice its capacity (1024 items at first)
+ * when full. 0 or -ENOMEM (*V and *CAP unchanged). */
+int stp_room_for(void *v, size_t *cap, size_t n, size_t size);
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
 

@@ -67,9 +67,8 @@ static uint64_t fetcher_bound(const struct stp_mount_opts *o, const struct stp_s
 	uint64_t fixed = stp_fetcher_data_fixed(stp_fetcher_channels(o));
 	uint64_t may = data_max > fixed ? data_max - fixed : 0;
 
-	/* the most it is started with (fetcherd.c) */
-	if (may > STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX)
-		may = STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX;
+	if (may > stp_fetcher_data_variable_max()) /* the most it is started with */
+		may = stp_fetcher_data_variable_max();
 	return may > said ? may : said;
 }
 

@@ -18,6 +18,7 @@
 #include "monproto.h"
 #include "mountopts.h"
 #include "progpath.h"
+#include "published.h"
 #include "setup.h"
 #include "util.h"
 
@@ -139,6 +140,11 @@ uint64_t stp_fetcher_data_max(struct stp_fetcher *f)
 uint64_t stp_fetcher_data_fixed(unsigned nchans)
 {
 	return (uint64_t)nchans * STP_FETCH_PIECE + (256ull << 20);
+}
+
+uint64_t stp_fetcher_data_variable_max(void)
+{
+	return STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX;
 }
 
 unsigned stp_fetcher_silence_s(unsigned timeout_s)

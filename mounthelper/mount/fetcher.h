@@ -144,6 +144,10 @@ uint64_t stp_fetcher_data_max(struct stp_fetcher *f);
 /* The part of a fetcher's memory no image decides: a piece buffer per channel of NCHANS,
  * libcurl's and OpenSSL's state, with room to spare. */
 uint64_t stp_fetcher_data_fixed(unsigned nchans);
+/* The most a fetcher may hold beyond its fixed part: a published image's largest index
+ * and block buffers. It starts with RLIMIT_DATA at that over the fixed part of
+ * STP_FETCH_CHANS_MAX channels (fetcherd.c), which it can only lower. */
+uint64_t stp_fetcher_data_variable_max(void);
 
 /* The longest the daemon's end of a channel waits for a frame, in seconds, for
  * timeout=TIMEOUT_S: much longer than the fetcher's own stall bound (its receive timeout). */

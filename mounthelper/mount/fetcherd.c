@@ -43,7 +43,7 @@
  * libcurl grow past it meets a failed allocation, not the host's OOM killer. Lowered
  * once the index is read (lower_data), which the monitor's budget reads back. */
 #define FETCHER_DATA_MAX (stp_fetcher_data_fixed(STP_FETCH_CHANS_MAX) + \
-			  STP_PUBLISHED_INDEX_MAX + STP_PUBLISHED_BUFFERS_MAX)
+			  stp_fetcher_data_variable_max())
 /* Descriptors kept for other uses than store files. */
 #define FDS_SPARE 64u
 #define RESOLVE_MAX 4u

@@ -218,17 +218,15 @@ void stp_record_lookup(struct stp_recorder *r, uint32_t dir, const char *name, s
 	struct rec_lookups *l;
 	char *copy;
 
-	if (!r || dir >= r->ninodes || !len || !(copy = strndup(name, len)))
+	if (!r || dir >= r->ninodes || !len)
 		return;
 	l = &r->names;
 	pthread_mutex_lock(&l->lock);
-	/* out of memory, or past the most an image keeps: the list misses a name */
-	if (!lookups_grow(l)) {
+	/* out of memory, or past the most an image keeps: the list misses a name, and a
+	 * full list copies none */
+	if (!lookups_grow(l) && (copy = strndup(name, len)))
 		l->v[l->n++] = (struct rec_lookup){ dir, copy };
-		copy = NULL;
-	}
 	pthread_mutex_unlock(&l->lock);
-	free(copy);
 }
 
 /* Paths of the recorded inodes, by inode. */

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+from benchlib import into_page_cache, unmount
+
 
 def hot_files(hot_list):
     names = []
@@ -50,13 +52,6 @@ def launch(cmd, folder):
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"fill_ways: the launch from {folder} failed")
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_minflt + ru.ru_majflt
-
-
-def fill_read(mnt, names):
-    for n in names:
-        with open(os.path.join(mnt, n), "rb") as f:
-            while f.read(1 << 20):
-                pass
 
 
 MADV_POPULATE_READ = 22  # Linux 5.14: fault every page in, waiting for the reads
@@ -92,10 +87,6 @@ def main():
         subprocess.run([a.stipple, "mount", a.image, a.mnt, *opts], check=True,
                        stderr=subprocess.DEVNULL)
 
-    def umount():
-        subprocess.run(["umount", a.mnt], check=True)
-        time.sleep(0.3)
-
     def run(way):
         if way == "plain":
             return {"plain": launch(a.cmd, a.tree)}
@@ -108,9 +99,12 @@ def main():
             r = {"warmed": launch(a.cmd, a.mnt), "warmed 2nd": launch(a.cmd, a.mnt)}
         else:
             mount("-o", "warm_workers=0")
-            (fill_read if way == "read" else fill_populate)(a.mnt, names)
+            if way == "read":
+                into_page_cache(*(os.path.join(a.mnt, n) for n in names))
+            else:
+                fill_populate(a.mnt, names)
             r = {way: launch(a.cmd, a.mnt)}
-        umount()
+        unmount(a.mnt)
         return r
 
     got = {}

@@ -184,6 +184,13 @@ def mount_image(image, mountpoint=None, *args, timeout=60):
                 os.rmdir(mountpoint)
 
 
+def mount_status(mnt):
+    """The daemon's key=value status at mount MNT (its user.stipple.status attribute,
+    status.h), every value a str."""
+    text = os.getxattr(mnt, "user.stipple.status").decode()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
 @pytest.fixture
 def mounted():
     """mounted(image, mountpoint=None, *mount_args): the mount_image context manager."""

@@ -52,7 +52,7 @@ META_FIELDS = {
     "extent_count": (12, "<I"), "xattr_count": (16, "<I"), "block_count": (20, "<I"),
     "strings_size": (24, "<Q"), "inode_off": (32, "<Q"), "dirent_off": (40, "<Q"),
     "extent_off": (48, "<Q"), "xattr_off": (56, "<Q"), "block_off": (64, "<Q"),
-    "strings_off": (72, "<Q"),
+    "strings_off": (72, "<Q"), "lookup_count": (80, "<I"), "lookup_off": (88, "<Q"),
 }
 INODE_SIZE = 64
 INODE_FIELDS = {
@@ -72,10 +72,13 @@ XATTR_FIELDS = {"name_off": (0, "<I"), "value_off": (4, "<I"), "value_len": (8, 
 BLOCKENT_SIZE = 24
 BLOCKENT_FIELDS = {"offset": (0, "<Q"), "stored_size": (8, "<I"), "codec": (12, "<B"),
                    "filter": (13, "<B"), "checksum": (16, "<Q")}
+LOOKUP_SIZE = 12
+LOOKUP_FIELDS = {"dir": (0, "<I"), "name_off": (4, "<I"), "name_len": (8, "<H")}
 XATTR_ORDER = ("name_off", "value_off", "value_len", "name_len")
 CODEC_RAW, CODEC_ZSTD = 0, 1
 META_CODEC_PAGES = 2       # meta_codec of paged metadata: the stored bytes are the page table
 FEAT_META_PAGES = 1 << 3   # its incompatible feature bit
+FEAT_LOOKUPS = 1 << 6      # incompatible: the metadata has a lookup table
 META_PAGE_SIZE = 64 << 10  # decoded bytes of a metadata page
 
 

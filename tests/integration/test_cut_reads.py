@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from conftest import MKSTIPPLE, STIPPLE, mount_image, run
+from conftest import MKSTIPPLE, STIPPLE, mount_image, mount_status, run
 import storedblocks
 from test_cut_inside import ARGS, BIG, make_release, stdlib_sources
 from test_store_shrunk import read_uncached
@@ -43,11 +43,6 @@ def cut_image(cut_tree, tmp_path_factory):
     return image
 
 
-def status(mnt):
-    text = os.getxattr(mnt, "user.stipple.status").decode()
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-
-
 @pytest.mark.needs_root
 def test_a_small_cache_keeps_every_cut(cut_tree, cut_image):
     files = (*BIG, ZEROS, PROGRAM)
@@ -61,7 +56,7 @@ def test_a_small_cache_keeps_every_cut(cut_tree, cut_image):
         for rel in files:
             with open(os.path.join(mnt, rel), "rb") as f:
                 assert f.read() == (cut_tree / rel).read_bytes(), rel
-        st = status(mnt)
+        st = mount_status(mnt)
         first = int(st["blocks_decoded"])
         assert len(cuts) <= first <= len(held), (first, len(cuts))
         # read in order, each file's next cut was decoded ahead of its reader
@@ -69,6 +64,6 @@ def test_a_small_cache_keeps_every_cut(cut_tree, cut_image):
         for rel in files:
             # the kernel's copy goes first: the daemon is asked again
             assert read_uncached(os.path.join(mnt, rel)) == (cut_tree / rel).read_bytes(), rel
-        again = int(status(mnt)["blocks_decoded"])
+        again = int(mount_status(mnt)["blocks_decoded"])
     # the old cache kept 24 cuts and decoded nearly every one again
     assert again == first, (first, again, len(cuts))

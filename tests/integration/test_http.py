@@ -19,8 +19,8 @@ import pytest
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 import treeutil
-from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image, read_file,
-                      run, unmount)
+from conftest import (MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, mount_image, mount_status,
+                      read_file, run, unmount)
 import mounts
 
 
@@ -357,17 +357,12 @@ def test_verified_mount_of_a_url(origin, www, gen_tree, gen_image, tmp_path):
     assert not is_mounted(mnt)
 
 
-def status_keys(mnt):
-    text = os.getxattr(mnt, "user.stipple.status").decode()
-    return dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
-
-
 def test_status_counts_the_network_and_the_disk_cache(origin, gen_tree, tmp_path):
     url, cache = origin.url("gen.stp"), tmp_path / "cache"
     large = read_file(gen_tree / "files" / "large")
     with mount_image(url, None, "--no-prime", "-o", "cache_dir=%s" % cache) as mnt:
         assert read_file(os.path.join(mnt, "files", "large")) == large
-        st = status_keys(mnt)
+        st = mount_status(mnt)
         human = run([STIPPLE, "status", mnt], check=True).stdout
     served = origin.log_entries()
     requests, got = int(st["net_requests"]), int(st["net_bytes"])
@@ -382,7 +377,7 @@ def test_status_counts_the_network_and_the_disk_cache(origin, gen_tree, tmp_path
     assert "disk cache: " in human, human
     with mount_image(url, None, "--no-prime", "-o", "cache_dir=%s" % cache) as mnt:
         assert read_file(os.path.join(mnt, "files", "large")) == large
-        st = status_keys(mnt)
+        st = mount_status(mnt)
         human = run([STIPPLE, "status", mnt], check=True).stdout
     hits, from_disk = int(st["disk_cache_hits"]), int(st["disk_cache_bytes"])
     assert hits > 0 and from_disk >= len(large) // 2, st
@@ -392,7 +387,7 @@ def test_status_counts_the_network_and_the_disk_cache(origin, gen_tree, tmp_path
 
 def test_status_of_a_local_mount_has_no_network(gen_image):
     with mount_image(gen_image, None, "--no-prime") as mnt:
-        st = status_keys(mnt)
+        st = mount_status(mnt)
         human = run([STIPPLE, "status", mnt], check=True).stdout
     assert "image" in st and not any(k.startswith(("net_", "disk_cache")) for k in st), st
     assert "network:" not in human, human

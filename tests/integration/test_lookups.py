@@ -10,18 +10,17 @@ damaged is refused or checked, and its mount still answers correctly."""
 import os
 import random
 import re
-import struct
 import subprocess
 import sys
 
 import pytest
 
 from conftest import MKSTIPPLE, STIPPLE, build_image, mount_image, run
-from imageutil import META_FIELDS, CraftedImage
+from imageutil import (FEAT_LOOKUPS, LOOKUP_FIELDS, LOOKUP_SIZE, META_FIELDS, SB_FIELDS,
+                       CraftedImage, get, put)
 from test_record_readahead import daemon_pid, wait_gone
 
 TRACEFS = "/sys/kernel/tracing"
-LOOKUP_SIZE = 12      # stipple(5): a lookup table record
 LOOKUP_MAX = 65536    # common/format.h STP_LOOKUP_MAX
 
 # What the start-up does, relative to its root: directories it stats, names it probes
@@ -127,6 +126,17 @@ def lookup_lines(hot):
     return [l.split("\t")[0] for l in hot.read_text().splitlines() if l.endswith("\tlookup")]
 
 
+def range_lines(hot):
+    """The lines of the hot list HOT that are not lookups: its files' ranges."""
+    return [l for l in hot.read_text().splitlines() if not l.endswith("\tlookup")]
+
+
+def ranges_only(hot, dst):
+    """DST: the hot list HOT without its lookup lines, as lists were before the table."""
+    dst.write_text("".join(l + "\n" for l in range_lines(hot)))
+    return dst
+
+
 @pytest.mark.needs_root
 def test_recording_lists_each_name_looked_up_once_in_order(recorded):
     """Every directory on the way, every name probed (found or not), once, in the order
@@ -139,7 +149,7 @@ def test_recording_lists_each_name_looked_up_once_in_order(recorded):
     assert names.index("share/nothing") > names.index("lib/node_modules/missing")
     assert names.index("lib/node_modules/pkg") < names.index("lib/node_modules/pkg/sub")
     # the file read still has its ranges line, before the lookups
-    ranges = [l for l in hot.read_text().splitlines() if not l.endswith("\tlookup")]
+    ranges = range_lines(hot)
     assert ranges and ranges[0].startswith("lib/node_modules/pkg/index.js\t0-")
 
 
@@ -150,9 +160,7 @@ def test_primed_walk_sends_no_lookup(recorded):
     no LOOKUP. The same image without the lookup lines, as control, sends some."""
     d, tree, hot = recorded
     want = walk(tree)
-    plain = d / "ranges.list"
-    plain.write_text("".join(l + "\n" for l in hot.read_text().splitlines()
-                             if not l.endswith("\tlookup")))
+    plain = ranges_only(hot, d / "ranges.list")
     images = {"with": build_image(tree, d / "with.stp", "--level", "1", "--hot-list", hot),
               "without": build_image(tree, d / "without.stp", "--level", "1",
                                      "--hot-list", plain)}
@@ -174,14 +182,11 @@ def test_old_lists_build_as_before(recorded):
     """A hot list without lookup lines builds the image it built before the table
     existed: no feature bit, header fields 0."""
     d, tree, hot = recorded
-    plain = d / "old.list"
-    plain.write_text("".join(l + "\n" for l in hot.read_text().splitlines()
-                             if not l.endswith("\tlookup")))
+    plain = ranges_only(hot, d / "old.list")
     image = build_image(tree, d / "old.stp", "--level", "1", "--hot-list", plain)
     img = CraftedImage(image)
-    assert img.meta[80:96] == bytes(16)
-    feat = struct.unpack_from("<Q", img.data, 32)[0]
-    assert not feat & (1 << 6)
+    assert img.header("lookup_count") == 0 and img.header("lookup_off") == 0
+    assert not get(SB_FIELDS, "feat_incompat", img.data) & FEAT_LOOKUPS
 
 
 def with_table(src, dst, records, count=None, pad=0):
@@ -193,19 +198,22 @@ def with_table(src, dst, records, count=None, pad=0):
     recs = bytearray()
     base = img.header("strings_size")
     for dir_ino, name in records:
-        recs += struct.pack("<IIHH", dir_ino, base + len(strings), len(name), 0)
+        rec = bytearray(LOOKUP_SIZE)
+        for field, value in (("dir", dir_ino), ("name_off", base + len(strings)),
+                             ("name_len", len(name))):
+            put(LOOKUP_FIELDS, field, rec, value)
+        recs += rec
         strings += name
     # the pool stays last: grow it, then the table after it (8-aligned)
     img.meta += strings
-    struct.pack_into(META_FIELDS["strings_size"][1], img.meta, META_FIELDS["strings_size"][0],
-                     base + len(strings))
+    put(META_FIELDS, "strings_size", img.meta, base + len(strings))
     img.meta += bytes(-len(img.meta) % 8)
     off = len(img.meta)
     img.meta += recs + bytes(pad)
-    struct.pack_into("<I", img.meta, 80, len(records) if count is None else count)
-    struct.pack_into("<Q", img.meta, 88, off)
-    data = img.data
-    struct.pack_into("<Q", data, 32, struct.unpack_from("<Q", data, 32)[0] | 1 << 6)
+    put(META_FIELDS, "lookup_count", img.meta, len(records) if count is None else count)
+    put(META_FIELDS, "lookup_off", img.meta, off)
+    put(SB_FIELDS, "feat_incompat", img.data,
+        get(SB_FIELDS, "feat_incompat", img.data) | FEAT_LOOKUPS)
     return img.write(dst)
 
 
@@ -223,9 +231,7 @@ def test_hostile_lookup_tables(recorded, tmp_path):
     record, primes the hot files and the table's other names (the kernel then sends no
     LOOKUP for them), and answers every lookup from the tree."""
     d, tree, hot = recorded
-    ranges = tmp_path / "ranges.list"
-    ranges.write_text("".join(l + "\n" for l in hot.read_text().splitlines()
-                              if not l.endswith("\tlookup")))
+    ranges = ranges_only(hot, tmp_path / "ranges.list")
     src = build_image(tree, tmp_path / "src.stp", "--level", "1", "--no-meta-pages",
                       "--hot-list", ranges)
     img = CraftedImage(src)

@@ -759,6 +759,26 @@ static void test_dirent(void)
 	CHECK_EQ(back.dtype, d.dtype);
 }
 
+/* The names a directory entry may hold: what the readers and mkstipple's lookups share. */
+static void test_name_ok(void)
+{
+	char longest[STP_NAME_MAX + 1];
+
+	memset(longest, 'x', sizeof(longest));
+	CHECK(stp_name_ok("a", 1));
+	CHECK(stp_name_ok("...", 3));
+	CHECK(stp_name_ok(".a", 2));
+	CHECK(stp_name_ok(longest, STP_NAME_MAX));
+	CHECK(!stp_name_ok(longest, STP_NAME_MAX + 1));
+	CHECK(!stp_name_ok("", 0));
+	CHECK(!stp_name_ok(".", 1));
+	CHECK(!stp_name_ok("..", 2));
+	CHECK(!stp_name_ok("a/b", 3));
+	CHECK(!stp_name_ok("/", 1));
+	CHECK(!stp_name_ok("a\0b", 3));
+	CHECK(stp_name_ok("..x", 2) == 0); /* LEN counts, not the NUL */
+}
+
 /* Extent: file_off 0, stream_off 8, length 16 (u64 each). */
 static void test_extent(void)
 {
@@ -1118,6 +1138,7 @@ int main(void)
 	RUN(test_lookup);
 	RUN(test_inode);
 	RUN(test_dirent);
+	RUN(test_name_ok);
 	RUN(test_extent);
 	RUN(test_xattr);
 	RUN(test_blockent);
