@@ -103,12 +103,21 @@ def test_warming_decodes_the_block_after_the_hot_region(image):
     with mount_image(image) as mnt:
         assert status(mnt, "--wait", "--timeout", "60").returncode == 0
         before = raw_status(mnt)["cache_misses"]
+        # c/small.dat's rest (392 KiB) opens that block: decoded by warming, which stops
+        # there, since b/big.dat's rest, next, runs on into the block after (1.4 MiB)
+        with open(os.path.join(mnt, "c/small.dat"), "rb") as f:
+            f.seek(200_000)
+            assert f.read(4096) == FILES["c/small.dat"][200_000:204_096]
+        st = raw_status(mnt)
+        assert st["cache_misses"] == before and st["cache_parked"] == 1, st
         # b/big.dat's rest up to 584 KB follows c/small.dat's in the first block after the
-        # hot region
+        # hot region: the read goes on with the parked decode
         with open(os.path.join(mnt, "b/big.dat"), "rb") as f:
             f.seek(100_000)
             assert f.read(4096) == FILES["b/big.dat"][100_000:104_096]
-        assert raw_status(mnt)["cache_misses"] == before, "the straying read decoded its block"
+        st = raw_status(mnt)
+        assert st["cache_misses"] == before, "the straying read decoded its block afresh"
+        assert st["cache_parked"] == 0, "warming decoded a rest that runs on past its block"
         # a/fill-2 comes last in the stream, blocks further on: warming left them
         with open(os.path.join(mnt, "a/fill-2"), "rb") as f:
             f.seek(600_000)
