@@ -1358,10 +1358,43 @@ static void check_prefix(const struct stp_image *img, uint64_t block, uint64_t o
 	stp_cache_free(cache);
 }
 
+/* Readers at once on a parked block, inside the decoded part and past it: whoever goes
+ * on with the decode, every byte is right and the block is decoded once. */
+static void race_prefix(const struct stp_image *img, uint64_t block, uint8_t (*byte)(uint64_t))
+{
+	enum { RACERS = 4, RACE_ROUNDS = 12 };
+	uint64_t seed = 0x9a4c + block;
+
+	for (unsigned r = 0; r < RACE_ROUNDS; r++) {
+		struct reader rd[RACERS];
+		struct stp_cache_stats cs;
+		struct stp_cache *cache;
+
+		CHECK(stp_cache_new(img, 2, 1, &cache) == 0);
+		CHECK(stp_cache_prefix(cache, block, 1 + next_rand(&seed) % (SBS / 2)) == 0);
+		for (unsigned i = 0; i < RACERS; i++) {
+			size_t end = 1 + next_rand(&seed) % SBS;
+
+			rd[i] = (struct reader){ .cache = cache, .block = block, .end = end,
+						 .from = next_rand(&seed) % end, .byte = byte };
+			CHECK(pthread_create(&rd[i].thread, NULL, reader_main, &rd[i]) == 0);
+		}
+		for (unsigned i = 0; i < RACERS; i++) {
+			pthread_join(rd[i].thread, NULL);
+			CHECK(rd[i].rc == 0 && rd[i].right, " round %u reader %u: rc %d", r, i, rd[i].rc);
+		}
+		stp_cache_stats(cache, &cs);
+		CHECK(cs.misses == 1 && cs.failures == 0);
+		stp_cache_free(cache);
+	}
+}
+
 static void test_prefix(void)
 {
 	check_prefix(stream_image, 4, 5, soft_byte);
 	check_prefix(code_image, CX86, CARM, code_byte);
+	race_prefix(stream_image, 4, soft_byte);
+	race_prefix(code_image, CX86, code_byte);
 }
 
 static struct stp_image *image;
