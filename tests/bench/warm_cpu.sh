@@ -19,7 +19,7 @@ mkdir -p "$mnt"
 trap 'mountpoint -q "$mnt" && umount "$mnt" || true' EXIT
 declare -A cpu wall rss
 
-for r in $(seq "$runs"); do
+for _ in $(seq "$runs"); do
 	for lb in "$@"; do
 		label=${lb%%=*} st=${lb#*=}/mounthelper/stipple
 		t0=$(date +%s%N)
