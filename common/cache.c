@@ -20,6 +20,10 @@
 
 enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
 
+/* What a get leaves of a decode it starts: nothing, the rest to a decoder thread, or the
+ * rest parked (stp_cache_prefix). */
+enum get_mode { GET_WHOLE, GET_RANGE, GET_PREFIX };
+
 /* Decoder threads for stp_cache_get_range, made as decodes are queued and none is idle.
  * Their stacks hold zstd's and the log's frames, little more. */
 #define DECODERS_MAX 4u
@@ -61,6 +65,8 @@ struct entry {
 	size_t populated;       /* LOADING: the first POPULATED bytes of data are resident;
 				 * only the thread running the decode touches it */
 	int queued;             /* LOADING: its rest waits in the decode queue; lock */
+	int parked;             /* LOADING: its decode stopped short (stp_cache_prefix) and
+				 * waits for a reader to go on with it; lock */
 	struct entry *prev, *next; /* LRU links, only while refs == 0 and READY; the decode
 				    * queue's link (next) while queued */
 };
@@ -101,6 +107,7 @@ struct stp_cache {
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
 				   * (saves faulting in a fresh block); protected by lock */
 	int making_spare;         /* a decoder maps the spare now: gets wait for it; lock */
+	struct entry *parked;     /* the one entry whose decode is parked, or NULL; lock */
 	struct stp_cache_stats stats;
 };
 
@@ -193,8 +200,10 @@ void stp_cache_free(struct stp_cache *c)
 		pthread_join(c->decoders[i], NULL);
 	n = stp_image_sb(c->img)->block_count;
 	for (uint64_t i = 0; i < n; i++)
-		if (c->slots[i])
+		if (c->slots[i]) {
+			stp_image_decode_free(c->slots[i]->job); /* a parked decode's */
 			entry_free(c->slots[i]);
+		}
 	free(c->slots);
 	buf_unmap(c->spare, c->full);
 	pthread_mutex_destroy(&c->lock);
@@ -767,12 +776,18 @@ static void decode_rest(struct stp_cache *c, struct entry *e, int rc)
 		finish_decode(c, e, rc);
 }
 
-/* Lock held, and on return: E's rest waits in the queue behind other blocks' decodes, and
- * a reader needs it. The reader takes it and decodes on its own thread until UNTIL bytes
- * are decoded, then queues what is left: a read waits for its own bytes only. */
+/* Lock held, and on return: E's rest waits in the queue behind other blocks' decodes, or
+ * is parked, and a reader needs it. The reader takes it and decodes on its own thread
+ * until UNTIL bytes are decoded, then queues what is left: a read waits for its own bytes
+ * only. */
 static void decode_here(struct stp_cache *c, struct entry *e, size_t until)
 {
-	unqueue(c, e);
+	if (e->queued) {
+		unqueue(c, e);
+	} else {
+		e->parked = 0;
+		c->parked = NULL;
+	}
 	pthread_mutex_unlock(&c->lock);
 	decode_rest(c, e, e->job ? decode_to(e, until) : decode_start(c, e, until));
 	pthread_mutex_lock(&c->lock);
@@ -789,7 +804,7 @@ static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy
 	/* the copy's start is not known here: stp_cache_read sorts it out */
 	while (e->state == ENTRY_LOADING && e->plain < want && !(copy && copyable(e, want, want))) {
 		/* a filtered block is final only once decompressed whole */
-		if (e->queued)
+		if (e->queued || e->parked)
 			decode_here(c, e, copy || !e->filter ? want + STP_DECODE_LOOKAHEAD : SIZE_MAX);
 		else
 			pthread_cond_wait(&c->done, &c->lock);
@@ -815,12 +830,54 @@ static int join(struct stp_cache *c, struct entry *e, size_t end, int copy,
 	return 0;
 }
 
+/* Outside the lock: E's decode, started by stp_cache_prefix, stands at RC: with bytes
+ * left (1) it is parked for a reader to go on with, unless another entry is parked
+ * already (then it goes on as a read's would); an ended decode is finished. */
+static void park_rest(struct stp_cache *c, struct entry *e, int rc)
+{
+	if (rc == 1) {
+		pthread_mutex_lock(&c->lock);
+		if (!c->parked) {
+			e->parked = 1;
+			c->parked = e;
+			rc = 2;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	if (rc != 2)
+		decode_rest(c, e, rc);
+}
+
+/* Lock held, dropped meanwhile: the parked decode no one waits for or holds gives its
+ * buffer back (it becomes the spare), for a get that finds none. 1 when it did. */
+static int unpark_idle(struct stp_cache *c)
+{
+	struct entry *e = c->parked, *freed;
+	struct stp_decode *job;
+
+	if (!e || e->refs != 1) /* the parked decode's own hold alone */
+		return 0;
+	c->parked = NULL;
+	e->parked = 0;
+	c->slots[e->block] = NULL;
+	job = e->job;
+	e->job = NULL;
+	freed = retire(c, e, NULL);
+	pthread_mutex_unlock(&c->lock);
+	stp_image_decode_free(job);
+	free_chain(c, freed);
+	pthread_mutex_lock(&c->lock);
+	return 1;
+}
+
 /* Lock held, released on return: decodes BLOCK into fresh entry E, which holds its
- * buffer, here until its first END bytes are final; the rest on a decoder thread when
- * ASYNC allows, else here too. */
-static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end, int async,
+ * buffer, here until its first END bytes are final; the rest on a decoder thread for
+ * GET_RANGE, parked for GET_PREFIX, else here too. */
+static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end, int mode,
 		struct stp_block_ref *ref)
 {
+	int rc;
+
 	e->block = block;
 	e->size = stp_image_block_decoded_size(c->img, block);
 	e->state = ENTRY_LOADING;
@@ -830,10 +887,13 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	pthread_mutex_unlock(&c->lock);
 
 	/* a filtered block's copies need 4 bytes past their end */
-	decode_rest(c, e, decode_start(c, e, async ? wanted(e, end) + STP_DECODE_LOOKAHEAD
-						    : SIZE_MAX));
+	rc = decode_start(c, e, mode != GET_WHOLE ? wanted(e, end) + STP_DECODE_LOOKAHEAD : SIZE_MAX);
+	if (mode == GET_PREFIX)
+		park_rest(c, e, rc);
+	else
+		decode_rest(c, e, rc);
 	pthread_mutex_lock(&c->lock);
-	if (wait_final(c, e, end, async))
+	if (wait_final(c, e, end, mode != GET_WHOLE))
 		return leave_failed(c, e);
 	fill_ref(e, ref);
 	pthread_mutex_unlock(&c->lock);
@@ -854,7 +914,7 @@ static void evict_lru(struct stp_cache *c)
 	pthread_mutex_lock(&c->lock);
 }
 
-static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
+static int get(struct stp_cache *c, uint64_t block, size_t end, int mode,
 	       struct stp_block_ref *ref)
 {
 	struct entry *e, *fresh = NULL;
@@ -866,7 +926,7 @@ static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 	for (;;) {
 		e = c->slots[block];
 		if (e) {
-			rc = join(c, e, end, async, ref);
+			rc = join(c, e, end, mode != GET_WHOLE, ref);
 			free(fresh);
 			return rc;
 		}
@@ -886,24 +946,36 @@ static int get(struct stp_cache *c, uint64_t block, size_t end, int async,
 			evict_lru(c);
 			continue;
 		}
+		if (unpark_idle(c))
+			continue;
 		/* every buffer is pinned or loading: holders release them without waiting */
 		c->stats.waits += !waited;
 		waited = 1;
 		pthread_cond_wait(&c->room, &c->lock);
 	}
 	take_buffer(c, fresh);
-	return load(c, fresh, block, end, async, ref);
+	return load(c, fresh, block, end, mode, ref);
 }
 
 int stp_cache_get(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
 {
-	return get(c, block, SIZE_MAX, 0, ref);
+	return get(c, block, SIZE_MAX, GET_WHOLE, ref);
 }
 
 int stp_cache_get_range(struct stp_cache *c, uint64_t block, size_t end,
 			struct stp_block_ref *ref)
 {
-	return get(c, block, end, 1, ref);
+	return get(c, block, end, GET_RANGE, ref);
+}
+
+int stp_cache_prefix(struct stp_cache *c, uint64_t block, size_t end)
+{
+	struct stp_block_ref ref;
+	int rc = get(c, block, end, GET_PREFIX, &ref);
+
+	if (!rc)
+		stp_cache_release(c, &ref);
+	return rc;
 }
 
 /* Lock held: whether a read at the start of BLOCK - 1 should have BLOCK decoded ahead. */
@@ -970,8 +1042,12 @@ int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t 
 	pthread_mutex_lock(&c->lock);
 	for (int copy = 1;;) {
 		while (e->plain < end && !(copy && copyable(e, end, me.low)) &&
-		       e->state == ENTRY_LOADING)
-			pthread_cond_wait(&c->done, &c->lock); /* the unfilter in place passes END */
+		       e->state == ENTRY_LOADING) {
+			if (e->parked) /* no one else will decode it on */
+				decode_here(c, e, SIZE_MAX);
+			else
+				pthread_cond_wait(&c->done, &c->lock); /* the unfilter passes END */
+		}
 		if (e->plain >= end) {
 			pthread_mutex_unlock(&c->lock);
 			memcpy(dst, ref->data + from, len);
@@ -1014,7 +1090,7 @@ int stp_cache_get_decoded(struct stp_cache *c, uint64_t block, struct stp_block_
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	e = c->slots[block];
-	if (!e) {
+	if (!e || e->parked) { /* a parked decode goes on for a reader only */
 		pthread_mutex_unlock(&c->lock);
 		return -ENOENT;
 	}
@@ -1095,5 +1171,6 @@ void stp_cache_stats(struct stp_cache *c, struct stp_cache_stats *out)
 	out->buffers = (uint32_t)((c->charged + c->full - 1) / c->full);
 	out->peak_buffers = (uint32_t)((c->peak_charged + c->full - 1) / c->full);
 	out->max_buffers = c->max_buffers;
+	out->parked = c->parked != NULL;
 	pthread_mutex_unlock(&c->lock);
 }

@@ -83,6 +83,7 @@ struct stp_cache_stats {
 	uint32_t buffers;      /* block buffers that exist now, the spare included */
 	uint32_t peak_buffers; /* the most that ever existed at once */
 	uint32_t max_buffers;  /* BUDGET + EXTRA: the bound on both */
+	uint32_t parked;       /* decodes parked now (stp_cache_prefix): 0 or 1 */
 };
 
 /* The memory one block buffer maps, for an image with superblock SB: what every cache
@@ -116,6 +117,18 @@ int stp_cache_get(struct stp_cache *cache, uint64_t block, struct stp_block_ref 
  * stp_cache_get (warming) is let go the same way. */
 int stp_cache_get_range(struct stp_cache *cache, uint64_t block, size_t end,
 			struct stp_block_ref *ref);
+/* Decodes block BLOCK on the caller's thread until bytes [0, END) can be read with
+ * stp_cache_read, then parks the rest of its decode, unless the block is cached or being
+ * decoded already (nothing is done then). The parked entry keeps its buffer (its stored
+ * bytes, checked before any byte was decoded, and the bytes decoded so far) and its zstd
+ * state: a get of bytes below END is served from it without decoding, and one of bytes
+ * past END goes on with the decode from where it stopped, on the reader's thread up to its
+ * own bytes and then on a decoder thread, as a miss would. stp_cache_get_decoded and
+ * _get_resident do not see it. It counts as a pinned block (a full buffer) until then,
+ * and a get that finds no buffer free and no idle block to evict takes its buffer, the
+ * decoded bytes lost. One decode is parked at a time: a second goes on to the end on a
+ * decoder thread. Errors as stp_cache_get. */
+int stp_cache_prefix(struct stp_cache *cache, uint64_t block, size_t end);
 /* Waits until bytes [0, END) of REF's block, pinned by a get, can be read with
  * stp_cache_read, and updates ref->direct. 0, or the error of a decode that failed
  * meanwhile (REF must still be released). */
@@ -129,7 +142,7 @@ int stp_cache_wait(struct stp_cache *cache, struct stp_block_ref *ref, size_t en
 int stp_cache_read(struct stp_cache *cache, const struct stp_block_ref *ref, size_t from,
 		   size_t len, void *dst);
 /* Pins block BLOCK if it is resident or being decoded, waiting for its decode to end
- * (which waits for nothing); -ENOENT when it is neither, the decode's error when that
+ * (which waits for nothing); -ENOENT when it is neither, or parked, the decode's error when that
  * failed. Never decodes, never takes a buffer. */
 int stp_cache_get_decoded(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
 /* Pins block BLOCK only if it is decoded whole and resident: -ENOENT otherwise, never

@@ -87,9 +87,10 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	add(&t, "meta_pages_loaded=%llu\nmeta_page_hits=%llu\nmeta_peak_bytes=%zu\n",
 	    (unsigned long long)ms.loads, (unsigned long long)ms.hits, ms.peak);
 	add(&t, "cache_budget=%u\ncache_resident=%u\ncache_pinned=%u\ncache_hits=%llu\n"
-		"cache_misses=%llu\nblocks_decoded=%llu\nblocks_ahead=%llu\n", cs.budget, cs.resident,
-	    cs.pinned, (unsigned long long)cs.hits, (unsigned long long)cs.misses,
-	    (unsigned long long)cs.decoded, (unsigned long long)cs.ahead);
+		"cache_misses=%llu\nblocks_decoded=%llu\nblocks_ahead=%llu\ncache_parked=%u\n",
+	    cs.budget, cs.resident, cs.pinned, (unsigned long long)cs.hits,
+	    (unsigned long long)cs.misses, (unsigned long long)cs.decoded,
+	    (unsigned long long)cs.ahead, cs.parked);
 	add(&t, "warm_workers_set=%u\nhot_bytes=%llu\n", workers_set,
 	    (unsigned long long)stp_image_sb(img)->hot_size);
 	add(&t, "warm_workers=%u\nhot_blocks=%llu\nwarmed=%llu\nwarm_held=%llu\n"

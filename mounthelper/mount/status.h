@@ -2,7 +2,8 @@
 /*
  * The state of a running mount, as `stipple status` shows it (common/mountstatus.h says
  * how it is asked). Keys: image, pid, block_size, metadata_bytes, cache_budget, cache_resident,
- * cache_pinned, cache_hits, cache_misses, blocks_decoded, warm_workers_set (as the options
+ * cache_pinned, cache_hits, cache_misses, blocks_decoded, blocks_ahead, cache_parked (1
+ * while a block's decode is parked part-way: cache.h), warm_workers_set (as the options
  * asked), hot_bytes (the image's hot region), warm_workers (the workers warming really
  * runs with: 0 when it is off or failed to start), hot_blocks, warmed, warm_held,
  * warm_stored_bytes, warm_done, warm_full, warm_ahead (hot blocks reads decoded

@@ -312,19 +312,18 @@ static int work_left_locked(const struct stp_warmer *w)
 	return !w->stop && (w->next < w->nblocks || w->follow == F_PENDING);
 }
 
-/* The block after the hot region, last: decoded into the cache and let go at once (its
- * pages are not pushed: a launch reads few of them). A launch that strays past its
- * recorded ranges into the rest of a hot file then finds it decoded, instead of waiting
- * for its stored bytes to be read, checked and decoded on the read's time. One block,
- * only when the plan says a hot file continues there. */
+/* The block after the hot region, last: decoded into the cache as far as the rests of hot
+ * files in it reach, its decode then parked (stp_cache_prefix), its pages not pushed (a
+ * launch reads few of them). A launch that strays past its recorded ranges into the rest
+ * of a hot file then finds those bytes decoded, instead of waiting for the block's stored
+ * bytes to be read, checked and decoded on the read's time; a read further on goes on
+ * with the parked decode. Decoding no more than that keeps the CPU for a launch that is
+ * running meanwhile. One block, only when the plan says a hot file continues there. */
 static void warm_follow(struct stp_warmer *w)
 {
-	struct stp_block_ref ref;
-	int rc = stp_cache_get(w->cache, w->nblocks, &ref);
+	int rc = stp_cache_prefix(w->cache, w->nblocks, w->plan.follow_end);
 
-	if (!rc)
-		stp_cache_release(w->cache, &ref);
-	else
+	if (rc)
 		stp_log(STP_LOG_ERR, "%s: warming block %llu: %s", stp_image_path(w->img),
 			(unsigned long long)w->nblocks, stp_strerror(rc));
 	pthread_mutex_lock(&w->lock);

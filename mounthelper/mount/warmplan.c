@@ -60,7 +60,9 @@ struct collect_file {
 	uint32_t ino;
 	uint64_t size;
 	int rc;        /* what add_seg said, 0 when the walk stopped on its own */
-	int hot, follow; /* it has hot bytes; bytes in the block after the hot region */
+	int hot;       /* it has hot bytes */
+	uint64_t follow_end; /* where its bytes in the block after the hot region end, or 0 */
+	int runs_on;   /* it has bytes in a block after that one */
 };
 
 /* Adds the hot part of a stored piece (the walk cut it at block edges). */
@@ -73,7 +75,9 @@ static int collect_piece(void *ctx, const struct stp_file_piece *fp)
 	if (fp->block == STP_FILE_HOLE)
 		return 0;
 	if (fp->stream_off >= hot) {
-		cf->follow |= fp->block == cf->c->p->nblocks;
+		if (fp->block == cf->c->p->nblocks && fp->stream_off + fp->len > cf->follow_end)
+			cf->follow_end = fp->stream_off + fp->len;
+		cf->runs_on |= fp->block > cf->c->p->nblocks;
 		return 0;
 	}
 	cf->hot = 1;
@@ -85,10 +89,19 @@ static int collect_piece(void *ctx, const struct stp_file_piece *fp)
 /* A file whose extents do not read is left out of the plan: its reads report it. */
 static int collect_file(void *ctx, uint32_t ino, const struct stp_inode *in)
 {
-	struct collect_file cf = { ctx, ino, in->size, 0, 0, 0 };
+	struct collect_file cf = { ctx, ino, in->size, 0, 0, 0, 0 };
+	struct stp_warm_plan *p = cf.c->p;
+	uint64_t end;
 
 	stp_file_walk(((struct collect *)ctx)->img, in, 0, in->size, collect_piece, &cf);
-	cf.c->p->follow |= cf.hot && cf.follow;
+	/* a rest that runs on past the block holds there only its first bytes, not those
+	 * near its hot ranges more than any others: it is left out (the JDK's lib/modules,
+	 * 16 of 25 MiB decoded for an eighth of its 120 MiB rest) */
+	if (cf.hot && cf.follow_end && !cf.runs_on) {
+		end = cf.follow_end - stp_sb_block_start(p->sb, p->nblocks);
+		p->follow = 1;
+		p->follow_end = end > p->follow_end ? end : p->follow_end;
+	}
 	return cf.rc;
 }
 

@@ -33,10 +33,13 @@ struct stp_warm_plan {
 	/* segments of block k: segs[block_first[k] .. block_first[k + 1] - 1] */
 	uint32_t *block_first;
 	uint32_t *block_pages;        /* hot pages (STP_HOT_PAGE) of block k */
-	/* block nblocks, the first after the hot region, holds bytes of a file that has hot
-	 * bytes too: the rest of a partly hot file (mkstipple puts them there), where a
-	 * launch that strays past its recorded ranges reads */
+	/* block nblocks, the first after the hot region, holds the whole rest of a file
+	 * that has hot bytes too (mkstipple puts the rests of partly hot files there), where
+	 * a launch that strays past its recorded ranges reads; FOLLOW_END: where the last of
+	 * those rests ends in it, in bytes from the block's start. A rest that goes on into
+	 * later blocks does not count. */
 	int follow;
+	uint64_t follow_end;
 };
 
 /* The blocks that hold SB's hot region (its bytes below data_size). */

@@ -34,6 +34,9 @@ static void check_blocks(const struct stp_warm_plan *p)
 	FUZZ_ASSERT(p->block_first[0] == 0 && p->block_first[p->nblocks] == p->nsegs);
 	/* the block warming decodes after the hot region is one the image has */
 	FUZZ_ASSERT(!p->follow || p->nblocks < p->sb->block_count);
+	/* and it decodes no further than that block holds */
+	FUZZ_ASSERT(!p->follow || (p->follow_end > 0 &&
+				   p->follow_end <= stp_sb_block_len(p->sb, p->nblocks)));
 	for (uint64_t k = 0; k < p->nblocks; k++) {
 		FUZZ_ASSERT(p->block_first[k] <= p->block_first[k + 1]);
 		FUZZ_ASSERT(p->block_pages[k] > 0);

@@ -1268,6 +1268,135 @@ static void test_filtered_load(void)
 	stp_cache_free(cache);
 }
 
+/* Counts the watermark steps of one block: a read served from bytes already decoded
+ * makes none. */
+struct steps {
+	uint64_t block;
+	unsigned n; /* atomic */
+};
+
+static void steps_observe(void *ctx, uint64_t block, size_t n)
+{
+	struct steps *st = ctx;
+
+	(void)n;
+	if (block == st->block)
+		__atomic_add_fetch(&st->n, 1, __ATOMIC_RELAXED);
+}
+
+static unsigned steps_of(struct steps *st)
+{
+	return __atomic_load_n(&st->n, __ATOMIC_RELAXED);
+}
+
+/* Whether a get of [0, END) of BLOCK pins it and reads BYTE's bytes from FROM on. */
+static int get_right(struct stp_cache *cache, uint64_t block, size_t from, size_t end,
+		     uint8_t (*byte)(uint64_t))
+{
+	struct stp_block_ref ref;
+	int right;
+
+	if (stp_cache_get_range(cache, block, end, &ref))
+		return 0;
+	right = range_right(cache, &ref, from, end - from, byte);
+	stp_cache_release(cache, &ref);
+	return right;
+}
+
+/* Waits up to two seconds for BLOCK to be decoded whole. */
+static int whole_soon(struct stp_cache *cache, uint64_t block)
+{
+	for (int i = 0; i < 1000 && !stp_cache_contains(cache, block); i++)
+		nap_ms(2);
+	return stp_cache_contains(cache, block);
+}
+
+/* stp_cache_prefix decodes a block part-way and parks the rest: a read inside the
+ * decoded part makes no decode step, one past it goes on from there (the bytes right, the
+ * block then whole, one miss in all), and with one buffer in all a get of another block
+ * takes the parked one's buffer; the block then decodes afresh. Plain and filtered. */
+static void check_prefix(const struct stp_image *img, uint64_t block, uint64_t other,
+			 uint8_t (*byte)(uint64_t))
+{
+	struct steps st = { .block = block };
+	struct stp_cache_stats cs;
+	struct stp_cache *cache;
+	unsigned n;
+
+	CHECK(stp_cache_new(img, 1, 0, &cache) == 0);
+	stp_cache_set_observer(cache, steps_observe, &st);
+	CHECK(stp_cache_prefix(cache, block, SBS / 4) == 0);
+	stp_cache_stats(cache, &cs);
+	CHECK(cs.parked == 1 && cs.decoded == 0 && cs.misses == 1 && !stp_cache_contains(cache, block));
+	n = steps_of(&st);
+	CHECK(n >= 1 && n < 8, " %u steps for a quarter of the block", n);
+	CHECK(get_right(cache, block, 1000, SBS / 4, byte));
+	CHECK(steps_of(&st) == n, " a read inside the decoded part decoded on");
+	CHECK(get_right(cache, block, SBS / 2, SBS / 2 + 5000, byte));
+	CHECK(whole_soon(cache, block));
+	CHECK(get_right(cache, block, 0, SBS, byte));
+	stp_cache_stats(cache, &cs);
+	CHECK(cs.parked == 0 && cs.decoded == 1 && cs.misses == 1 && cs.failures == 0);
+
+	/* OTHER's get evicts BLOCK (idle); then BLOCK parked gives its buffer to BLOCK + 0's
+	 * next miss: OTHER again */
+	CHECK(get_right(cache, other, 0, 100, byte));
+	CHECK(stp_cache_prefix(cache, block, SBS / 4) == 0);
+	stp_cache_stats(cache, &cs);
+	CHECK(cs.parked == 1);
+	CHECK(get_right(cache, other, 0, SBS, byte));
+	stp_cache_stats(cache, &cs);
+	CHECK(cs.parked == 0 && cs.peak_buffers <= 1 && cs.pinned == 0);
+	CHECK(get_right(cache, block, 0, SBS, byte));
+	stp_cache_stats(cache, &cs);
+	CHECK(cs.misses == 5 && cs.failures == 0, " %llu misses", (unsigned long long)cs.misses);
+	stp_cache_free(cache);
+
+	/* a cache freed with a decode parked frees it */
+	CHECK(stp_cache_new(img, 2, 0, &cache) == 0);
+	CHECK(stp_cache_prefix(cache, block, 1) == 0);
+	stp_cache_free(cache);
+}
+
+/* Readers at once on a parked block, inside the decoded part and past it: whoever goes
+ * on with the decode, every byte is right and the block is decoded once. */
+static void race_prefix(const struct stp_image *img, uint64_t block, uint8_t (*byte)(uint64_t))
+{
+	enum { RACERS = 4, RACE_ROUNDS = 12 };
+	uint64_t seed = 0x9a4c + block;
+
+	for (unsigned r = 0; r < RACE_ROUNDS; r++) {
+		struct reader rd[RACERS];
+		struct stp_cache_stats cs;
+		struct stp_cache *cache;
+
+		CHECK(stp_cache_new(img, 2, 1, &cache) == 0);
+		CHECK(stp_cache_prefix(cache, block, 1 + next_rand(&seed) % (SBS / 2)) == 0);
+		for (unsigned i = 0; i < RACERS; i++) {
+			size_t end = 1 + next_rand(&seed) % SBS;
+
+			rd[i] = (struct reader){ .cache = cache, .block = block, .end = end,
+						 .from = next_rand(&seed) % end, .byte = byte };
+			CHECK(pthread_create(&rd[i].thread, NULL, reader_main, &rd[i]) == 0);
+		}
+		for (unsigned i = 0; i < RACERS; i++) {
+			pthread_join(rd[i].thread, NULL);
+			CHECK(rd[i].rc == 0 && rd[i].right, " round %u reader %u: rc %d", r, i, rd[i].rc);
+		}
+		stp_cache_stats(cache, &cs);
+		CHECK(cs.misses == 1 && cs.failures == 0);
+		stp_cache_free(cache);
+	}
+}
+
+static void test_prefix(void)
+{
+	check_prefix(stream_image, 4, 5, soft_byte);
+	check_prefix(code_image, CX86, CARM, code_byte);
+	race_prefix(stream_image, 4, soft_byte);
+	race_prefix(code_image, CX86, code_byte);
+}
+
 static struct stp_image *image;
 
 static void test_budget_zero(void)
@@ -1338,6 +1467,7 @@ int main(void)
 	code_image = open_written(write_code_image, "code test image");
 	RUN(test_filtered);
 	RUN(test_filtered_load);
+	RUN(test_prefix);
 	RUN(test_decode_stored);
 	stp_image_close(stream_image);
 	stp_image_close(image);
