@@ -11,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/capability.h>
 #include <linux/falloc.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -26,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/capability.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -559,15 +559,29 @@ static int enter_detached_root(char *err, size_t errlen)
 	return 0;
 }
 
-/* Needs CAP_SETPCAP, hence before the uid change. */
+/*
+ * The capability calls are made directly (prctl, capget, capset), not through libcap:
+ * they are a few lines here, and a program that links libcap pays for its loading and
+ * for its constructor's probe of the kernel at every start (stipple-mountd: about
+ * 0.25 ms of CPU on the way to live, tests/bench/NOTES.md).
+ */
+
+/* Every capability the kernel knows, from the bounding set: until PR_CAPBSET_READ says
+ * EINVAL, past the last one. Needs CAP_SETPCAP, hence before the uid change. */
 static int drop_bounding_set(char *err, size_t errlen)
 {
-	cap_value_t max = cap_max_bits();
-
-	for (cap_value_t cap = 0; cap < max; cap++)
-		if (cap_drop_bound(cap) && errno != EINVAL)
+	for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0))
 			return stp_errf(err, errlen, -errno, "dropping capability %d from the "
 				    "bounding set: %s", cap, strerror(errno));
+	return errno == EINVAL ? 0 : stp_errf(err, errlen, -errno, "reading the bounding set: %s",
+					      strerror(errno));
+}
+
+static int lock_securebits(char *err, size_t errlen)
+{
+	if (prctl(PR_SET_SECUREBITS, LOCKED_SECUREBITS, 0, 0, 0))
+		return stp_errf(err, errlen, -errno, "locking securebits: %s", strerror(errno));
 	return 0;
 }
 
@@ -589,23 +603,21 @@ static int switch_user(uid_t uid, gid_t gid, char *err, size_t errlen)
 	return 0;
 }
 
-/* Dropping needs no privilege, so this runs for root and for users alike. */
+/* Dropping needs no privilege, so this runs for root and for users alike. The ambient
+ * set first (a kernel before 4.3 has none: EINVAL), then the effective, permitted and
+ * inheritable sets, all 64 bits of each. */
 static int clear_capabilities(char *err, size_t errlen)
 {
-	cap_t none;
-	int rc = 0;
+	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
 
-	if (CAP_AMBIENT_SUPPORTED() && cap_reset_ambient())
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) && errno != EINVAL)
 		return stp_errf(err, errlen, -errno, "clearing the ambient set: %s",
 			    strerror(errno));
-	none = cap_init();
-	if (!none)
-		return stp_errf(err, errlen, -ENOMEM, "cap_init failed");
-	if (cap_set_proc(none))
-		rc = stp_errf(err, errlen, -errno, "clearing capabilities: %s",
-			  strerror(errno));
-	cap_free(none);
-	return rc;
+	if (syscall(SYS_capset, &head, none))
+		return stp_errf(err, errlen, -errno, "clearing capabilities: %s",
+			    strerror(errno));
+	return 0;
 }
 
 /* The steps that need root: namespace (unless taken ahead), bounding set, securebits,
@@ -616,8 +628,8 @@ static int drop_privilege(uid_t uid, gid_t gid, char *err, size_t errlen)
 
 	if (!rc)
 		rc = drop_bounding_set(err, errlen);
-	if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
-		rc = stp_errf(err, errlen, -errno, "locking securebits: %s", strerror(errno));
+	if (!rc)
+		rc = lock_securebits(err, errlen);
 	if (!rc)
 		rc = switch_user(uid, gid, err, errlen);
 	return rc;
@@ -677,9 +689,7 @@ static int enter_user_namespace(char *err, size_t errlen)
 		rc = enter_private_root(err, errlen);
 	if (!rc)
 		rc = drop_bounding_set(err, errlen);
-	if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
-		rc = stp_errf(err, errlen, -errno, "locking securebits: %s", strerror(errno));
-	return rc;
+	return rc ? rc : lock_securebits(err, errlen);
 }
 
 /*
@@ -881,14 +891,12 @@ static int build_lookup_filter(enum stp_sandbox_mode mode, uint32_t arch, scmp_f
 /* Whether this process may drop from the bounding set and set securebits. */
 static bool has_setpcap(void)
 {
-	cap_t caps = cap_get_proc();
-	cap_flag_value_t v = CAP_CLEAR;
+	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
 
-	if (caps) {
-		cap_get_flag(caps, CAP_SETPCAP, CAP_EFFECTIVE, &v);
-		cap_free(caps);
-	}
-	return v == CAP_SET;
+	if (syscall(SYS_capget, &head, caps))
+		return false;
+	return caps[CAP_TO_INDEX(CAP_SETPCAP)].effective & CAP_TO_MASK(CAP_SETPCAP);
 }
 
 int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen)
@@ -910,9 +918,8 @@ int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t er
 	 * from regaining capabilities (NOROOT) at an exec, which the filter forbids too. */
 	if (has_setpcap()) {
 		rc = drop_bounding_set(err, errlen);
-		if (!rc && cap_set_secbits(LOCKED_SECUREBITS))
-			rc = stp_errf(err, errlen, -errno, "locking securebits: %s",
-				  strerror(errno));
+		if (!rc)
+			rc = lock_securebits(err, errlen);
 	}
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
