@@ -4,7 +4,8 @@
  * The bytes are one datagram as a program the monitor execs receives it: sent on a
  * SOCK_SEQPACKET pair and taken with stp_msg_recv_fds, then, as a SETUP payload, decoded
  * field by field. What decodes must encode back to a payload that decodes to the same
- * setup (the sandbox user's ids too): nothing the decoder accepts is lost or changed on the way. A BLOCKS or STORE
+ * setup (the sandbox user's ids too): nothing the decoder accepts is lost or changed on
+ * the way. A BLOCKS or STORE
  * payload (a published image's store, fetcher.h) goes through its check, against a batch
  * and an image size taken from the payload's first bytes: what passes stays in bounds.
  * A SANDBOX payload decodes to a known mode or is refused.
