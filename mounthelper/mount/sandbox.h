@@ -6,10 +6,12 @@
  *
  *   1. descriptors: all closed except KEEP_FDS; 0 and 1 (and 2 unless KEEP_STDERR) point
  *      at /dev/null;
- *   2. files: a private mount namespace whose root is an empty read-only tmpfs, the old
- *      root detached (so no copy of the FUSE mount survives in it, and the host's umount
- *      still ends the daemon); root's daemon takes this step ahead, before its mount
- *      exists (stp_sandbox_enter_empty_root);
+ *   2. files: an empty read-only tmpfs as the root, and no copy of the FUSE mount (the
+ *      host's umount still ends the daemon). Root's daemon makes the tmpfs detached and
+ *      chroots into it, keeping the mount's descriptor open (sandbox.c says why), and
+ *      takes this step ahead, before its mount exists (stp_sandbox_enter_empty_root);
+ *      where the kernel refuses a detached mount, and in a user namespace, it is a
+ *      private mount namespace with the tmpfs pivoted in and the old root detached;
  *   3. identity: the bounding set emptied, securebits locked, supplementary groups
  *      dropped, real/effective/saved uid and gid set to the sandbox user;
  *   4. capabilities: permitted, effective, inheritable and ambient sets cleared;
@@ -86,8 +88,8 @@ struct stp_sandbox_opts {
  *
  * Errors found before anything irreversible (unknown or root user, bad options, the
  * filter cannot be built, /dev/null cannot be opened) leave the process as it was, so the
- * caller can still unmount. A later failure (e.g. unshare or pivot_root refused) leaves
- * the process partly confined and outside the host's mount namespace: the caller cannot
+ * caller can still unmount. A later failure (e.g. chroot, unshare or pivot_root refused)
+ * leaves the process partly confined, perhaps outside the host's files: the caller cannot
  * unmount any more and should exit with an error.
  *
  * Not root, it forks once (a child that tries the user namespace and exits at once).
@@ -96,13 +98,12 @@ struct stp_sandbox_opts {
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen);
 
 /*
- * Step 2 alone, ahead of the rest, for root's daemon while it waits for its setup: the
- * old root's detach waits for the kernel's RCU grace period (1 to 4 ms here), which then
- * overlaps the monitor's checks and mount instead of following them. Nothing can be
+ * Step 2 alone, ahead of the rest, for root's daemon while it waits for its setup, so
+ * that it overlaps the monitor's checks and mount instead of following them. Nothing can be
  * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd) and the
  * unwinder loaded; the daemon's seccomp filter is compiled then too. stp_sandbox_enter
  * then skips step 2 and uses that /dev/null and that filter. The FUSE
- * mount, made after this, never appears in the daemon's namespace. Does nothing (0) for
+ * mount, made after this, never appears beneath the daemon's root. Does nothing (0) for
  * STP_SANDBOX_OFF, when not root (a user's namespace is built by stp_sandbox_enter), or
  * a second time. Returns 0, or a negative errno with a one-line message in ERR: the
  * caller should then report it and _exit. Not thread-safe (it must run before any

@@ -4,7 +4,8 @@
  * The bytes are one datagram as a program the monitor execs receives it: sent on a
  * SOCK_SEQPACKET pair and taken with stp_msg_recv_fds, then, as a SETUP payload, decoded
  * field by field. What decodes must encode back to a payload that decodes to the same
- * setup: nothing the decoder accepts is lost or changed on the way. A BLOCKS or STORE
+ * setup (the sandbox user's ids too): nothing the decoder accepts is lost or changed on
+ * the way. A BLOCKS or STORE
  * payload (a published image's store, fetcher.h) goes through its check, against a batch
  * and an image size taken from the payload's first bytes: what passes stays in bounds.
  * A SANDBOX payload decodes to a known mode or is refused.
@@ -37,6 +38,8 @@ static int same_setup(const struct stp_setup *a, const struct stp_setup *b)
 	       x->meta_cache == y->meta_cache && x->sandbox == y->sandbox &&
 	       x->foreground == y->foreground && a->mem_limit == b->mem_limit &&
 	       a->nkeys == b->nkeys && a->nroles == b->nroles &&
+	       a->sandbox_ids == b->sandbox_ids && a->sandbox_uid == b->sandbox_uid &&
+	       a->sandbox_gid == b->sandbox_gid &&
 	       !memcmp(a->keys, b->keys, a->nkeys * sizeof(a->keys[0])) &&
 	       !memcmp(a->roles, b->roles, a->nroles * sizeof(a->roles[0])) &&
 	       !memcmp(a->cache.tag_key, b->cache.tag_key, sizeof(a->cache.tag_key));

@@ -3,10 +3,12 @@
 helper links too) instead of by hand: it unescapes the octal escapes of mountinfo (a
 space in a path is \\040 there) and splits the fields where the kernel put them.
 
-table(pid) lists a process's mounts; at(path) is the topmost mount at PATH, or None."""
+table(pid) lists a process's mounts; at(path) is the topmost mount at PATH, or None;
+is_own_empty_root(pid, path) tells a daemon's sandbox root."""
 import collections
 import ctypes
 import os
+import subprocess
 
 Mount = collections.namedtuple("Mount", "target source fstype root vfs_options fs_options")
 Mount.__doc__ = """One mountinfo entry; every field a str (options comma-separated, as the
@@ -60,3 +62,23 @@ def at(path, pid="self"):
     path = os.path.realpath(path)
     found = [m for m in table(pid) if m.target == path]
     return found[-1] if found else None
+
+
+def host_devices():
+    """The devices (major, minor) of every mount this process sees."""
+    with open("/proc/self/mountinfo") as f:
+        return {tuple(int(n) for n in line.split()[2].split(":")) for line in f}
+
+
+def is_own_empty_root(pid, path):
+    """Whether PATH is the directory PID has as its root, and that root an empty,
+    read-only tmpfs which is none of the mounts this process sees (stat(1) names the
+    type)."""
+    st, root = os.stat(path), os.stat("/proc/%s/root" % pid)
+    if (st.st_dev, st.st_ino) != (root.st_dev, root.st_ino):
+        return False
+    kind = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+    return (kind == "tmpfs" and os.statvfs(path).f_flag & os.ST_RDONLY != 0 and
+            (os.major(st.st_dev), os.minor(st.st_dev)) not in host_devices() and
+            os.listdir(path) == [])

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <libmount.h>
 #include <linux/fuse.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -30,6 +31,8 @@
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -597,7 +600,19 @@ static void check_threads(pid_t pid, bool as_root)
 	report(n == 2, "the confined child runs 2 threads (%d)", n);
 }
 
-/* Every open descriptor is /dev/null (0-2) or one of KEEP. */
+/* Whether PATH is the directory PID has as its root, and not the host's (root's sandbox
+ * keeps its detached root open: sandbox.c). */
+static bool is_own_root(pid_t pid, const char *path)
+{
+	char root[64];
+	struct stat a, b, host;
+
+	snprintf(root, sizeof(root), "/proc/%d/root", pid);
+	return !stat(path, &a) && !stat(root, &b) && !stat("/", &host) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino && a.st_dev != host.st_dev;
+}
+
+/* Every open descriptor is /dev/null (0-2), one of KEEP, or the process's own root. */
 static void check_fds(pid_t pid, const int *keep, size_t nkeep, int dropped)
 {
 	char dir[64], path[384], target[256];
@@ -623,6 +638,7 @@ static void check_fds(pid_t pid, const int *keep, size_t nkeep, int dropped)
 		target[n < 0 ? 0 : n] = '\0';
 		for (size_t i = 0; i < nkeep; i++)
 			kept |= keep[i] == fd;
+		kept |= !strcmp(target, "/") && is_own_root(pid, path);
 		seen_dropped |= fd == dropped;
 		if (fd <= 2)
 			report(!strcmp(target, "/dev/null"), "fd %d is /dev/null (%s)", fd, target);
@@ -633,13 +649,15 @@ static void check_fds(pid_t pid, const int *keep, size_t nkeep, int dropped)
 	report(!seen_dropped, "fd %d, not kept, is closed", dropped);
 }
 
-/* The root is an empty tmpfs and the only mount of the namespace (its mount table read
- * through libmount). */
+/* The root is an empty read-only tmpfs, not the host's, and it sees no other mount: none
+ * at all (root: a detached tmpfs), or that tmpfs alone (a private namespace; its mount
+ * table read through libmount). */
 static void check_mounts(pid_t pid)
 {
 	char path[64];
 	int mounts, entries = 0;
 	bool tmpfs_root;
+	struct statfs sf;
 	struct libmnt_table *tb;
 	struct libmnt_fs *fs;
 	struct dirent *e;
@@ -656,9 +674,12 @@ static void check_mounts(pid_t pid)
 	tmpfs_root = fs && strcmp(mnt_fs_get_fstype(fs), "tmpfs") == 0 &&
 		     strcmp(mnt_fs_get_root(fs), "/") == 0;
 	mnt_unref_table(tb);
-	report(mounts == 1 && tmpfs_root, "one mount, a tmpfs on / (%d mounts)", mounts);
+	report(mounts == 0 || (mounts == 1 && tmpfs_root),
+	       "no mount, or one, a tmpfs on / (%d mounts)", mounts);
 
 	snprintf(path, sizeof(path), "/proc/%d/root", pid);
+	report(!statfs(path, &sf) && sf.f_type == TMPFS_MAGIC && (sf.f_flags & ST_RDONLY) &&
+	       is_own_root(pid, path), "the root is a read-only tmpfs of its own");
 	d = opendir(path);
 	if (!d) {
 		report(false, "open %s: %s", path, strerror(errno));
