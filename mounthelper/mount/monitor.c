@@ -729,15 +729,18 @@ static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *
 	return stp_prime_status(status);
 }
 
-/* Whether ROOT is the root of the mount made: the device remembered at the mount (root),
- * and mountinfo's word that it is a fuse.stipple mount of the image made for this user.
- * Another user's FUSE mount, put where the mount point was renamed from, is neither. */
+/* Whether ROOT is the root of the mount made: the device remembered at the mount (root);
+ * else (a user's mount) mountinfo's word that it is a fuse.stipple mount of the image
+ * made for this user. Another user's FUSE mount, put where the mount point was renamed
+ * from, is neither. */
 static bool made_here(const struct monitor *m, int root)
 {
 	dev_t dev;
 
-	if (stp_mountpoint_dev(root, &dev) || (m->mount_dev && dev != m->mount_dev))
+	if (stp_mountpoint_dev(root, &dev))
 		return false;
+	if (m->mount_dev)
+		return dev == m->mount_dev;
 	return !stp_mountinfo_made_for(dev, m->o->image_path, getuid());
 }
 
