@@ -503,6 +503,9 @@ static void drop_stored(struct stp_cache *c, struct entry *e)
 
 	if (e->body >= e->size)
 		return;
+	keep = page_up(e->body);
+	/* the frame says zeros there, whatever the decode left (fit_body cleared them before) */
+	memset(e->data + e->body, 0, keep - e->body);
 	/* the zero blocks start on a zstd block boundary: the cut's zeros before it go too */
 	e->body = nonzero_end(e->data, e->body);
 	keep = page_up(e->body);
