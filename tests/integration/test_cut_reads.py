@@ -11,6 +11,7 @@ the daemon's (its status).
 """
 
 import os
+import subprocess
 
 import pytest
 
@@ -72,3 +73,92 @@ def test_a_small_cache_keeps_every_cut(cut_tree, cut_image):
         again = int(status(mnt)["blocks_decoded"])
     # the old cache kept 24 cuts and decoded nearly every one again
     assert again == first, (first, again, len(cuts))
+
+
+# ---- a zero tail after a short zstd block (review 5 #1) ------------------------------
+
+def short_block_frame(body, size):
+    """One zstd frame of SIZE bytes: BODY (64-128 KiB, mostly literals) as one compressed
+    block, then RLE blocks of zeros. zstd's own decoder gives BODY and zeros."""
+    import ctypes
+    import ctypes.util
+    import struct
+    zstd = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    zstd.ZSTD_createCCtx.restype = ctypes.c_void_p
+    zstd.ZSTD_compressBegin.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    zstd.ZSTD_compressBlock.restype = ctypes.c_size_t
+    zstd.ZSTD_compressBlock.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                        ctypes.c_char_p, ctypes.c_size_t]
+    zstd.ZSTD_freeCCtx.argtypes = [ctypes.c_void_p]
+    cctx = zstd.ZSTD_createCCtx()
+    zstd.ZSTD_compressBegin(cctx, 3)
+    out = ctypes.create_string_buffer(1 << 18)
+    n = zstd.ZSTD_compressBlock(cctx, out, len(out), body, len(body))
+    zstd.ZSTD_freeCCtx(cctx)
+    assert 0 < n < len(body), "zstd made no compressed block (%d)" % n
+
+    def header(length, kind, last):
+        return struct.pack("<I", length << 3 | kind << 1 | last)[:3]
+
+    frame = b"\x28\xb5\x2f\xfd\xa0" + struct.pack("<I", size) + header(n, 2, 0) + out.raw[:n]
+    left = size - len(body)
+    while left:
+        b = min(left, 128 << 10)
+        left -= b
+        frame += header(b, 1, left == 0) + b"\0"
+    return frame
+
+
+@pytest.fixture(scope="module")
+def short_block_image(tmp_path_factory):
+    """File a: 100000 base64 bytes then 2000 zeros, in an image of 1 MiB blocks whose
+    block 0 is re-stored as short_block_frame (data_size 1 MiB): a zero tail that starts
+    after a block of fewer than 128 KiB."""
+    import base64
+    from imageutil import BLOCKENT_FIELDS, SB_FIELDS, CraftedImage, put, xxh3
+    top = tmp_path_factory.mktemp("shortblock")
+    body = base64.b64encode(os.urandom(75000))
+    assert len(body) == 100000
+    (top / "tree").mkdir()
+    (top / "tree" / "a").write_bytes(body + bytes(2000))
+    base = top / "base.stp"
+    r = run([MKSTIPPLE, "-q", "-b", "1M", "-l", "3", str(top / "tree"), str(base)])
+    assert r.returncode == 0, r.stderr
+    frame = short_block_frame(body, 1 << 20)
+    ci = CraftedImage(str(base))
+    data = ci.data[:ci.image_size]
+    ci.data = data + frame
+    ci.image_size = len(ci.data)
+    rec = ci.header("block_off")
+    for field, value in (("offset", len(data)), ("stored_size", len(frame)),
+                         ("checksum", xxh3(frame)), ("codec", 1)):
+        put(BLOCKENT_FIELDS, field, ci.meta, value, rec)
+    put(SB_FIELDS, "data_size", ci.data, 1 << 20)
+    image = top / "evil.stp"
+    ci.write(str(image))
+    return top / "tree" / "a", image
+
+
+def test_a_zero_tail_after_a_short_block_reads_as_zeros(short_block_image):
+    """zstd puts a block's literals (over 64 KiB of them) at the end of the room it is
+    given; past a short block that room reached into the zero tail, which no later block
+    overwrote: `stipple cat` served 2000 literal bytes where the frame says zeros, while
+    `stipple check` (a whole decode) said OK."""
+    src, image = short_block_image
+    r = run([STIPPLE, "check", str(image)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([STIPPLE, "cat", str(image), "a"], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    want = src.read_bytes()
+    bad = sum(1 for x, y in zip(r.stdout, want) if x != y)
+    assert r.stdout == want, "%d bytes differ" % bad
+
+
+@pytest.mark.needs_root
+def test_a_zero_tail_after_a_short_block_reads_as_zeros_mounted(short_block_image):
+    src, image = short_block_image
+    with mount_image(str(image), None, "--warm-workers", "0") as mnt:
+        with open(os.path.join(mnt, "a"), "rb") as f:
+            got = f.read()
+    assert got == src.read_bytes()
