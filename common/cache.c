@@ -102,7 +102,8 @@ struct stp_cache {
 	uint32_t idle;            /* entries on the LRU list */
 	uint64_t idle_bytes;      /* their charges */
 	uint64_t charged;         /* bytes of the buffers that exist or are promised to a
-				   * decode, the spare included; never above max_bytes; lock */
+				   * decode, the spare included, and the zero tails of pinned
+				   * short blocks; above max_bytes only by those; lock */
 	uint64_t peak_charged;
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
 				   * (saves faulting in a fresh block); protected by lock */
@@ -272,7 +273,7 @@ static void charge(struct stp_cache *c, size_t bytes)
 /* Lock held: whether a fresh entry can have a full buffer within the bound now. */
 static int can_take(const struct stp_cache *c)
 {
-	return c->spare || c->max_bytes - c->charged >= c->full;
+	return c->spare || c->charged + c->full <= c->max_bytes; /* pinned tails may pass it */
 }
 
 /* Lock held, can_take(). Gives a fresh entry a full buffer: the spare, or a new one

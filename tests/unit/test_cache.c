@@ -1078,6 +1078,40 @@ static void test_zero_tail_memory(void)
 	stp_image_close(img);
 }
 
+/* Short blocks pinned again charge their tails, which may take the count past the bound
+ * (a pin never waits): no buffer is then taken until they are released. And however
+ * little idle short blocks cost, the cache keeps no more of them than 16 budgets of
+ * buffers' address space. */
+static void test_zero_tail_pins(void)
+{
+	enum { N = 40 };
+	struct stp_image *img = open_frames_image(18, N, NULL, 0);
+	struct stp_block_ref refs[N];
+	struct stp_cache_stats st;
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(img, 1, 1, &cache) == 0);
+	for (uint32_t b = 0; b < N; b++) {
+		CHECK(stp_cache_get(cache, b, &refs[0]) == 0, " block %u", b);
+		stp_cache_release(cache, &refs[0]);
+	}
+	stp_cache_stats(cache, &st);
+	CHECK(st.resident == 16, " %u blocks kept, a budget of 1", st.resident);
+	stp_cache_drop(cache, N - 7);
+	for (uint32_t b = 0; b < 7; b++)
+		CHECK(stp_cache_get_resident(cache, N - 8 + b + (b > 0), &refs[b]) == 0, " pin %u", b);
+	stp_cache_read_ahead(cache, N - 7); /* block N - 8, pinned, is short: worth it, no room */
+	stp_cache_stats(cache, &st);
+	CHECK(st.ahead == 0, " a decode was queued with 7 pinned tails charged, 2 buffers allowed");
+	for (uint32_t b = 0; b < 7; b++)
+		stp_cache_release(cache, &refs[b]);
+	stp_cache_read_ahead(cache, N - 7);
+	stp_cache_stats(cache, &st);
+	CHECK(st.ahead == 1, " no decode queued once released");
+	stp_cache_free(cache);
+	stp_image_close(img);
+}
+
 /* A block that regenerates fewer bytes than a zstd block, with over 64 KiB of literals,
  * then a zero tail: zstd puts such literals at the end of the room it is given, past the
  * block's own bytes. In a whole decode later blocks overwrite them; past a cut's body
@@ -1522,6 +1556,7 @@ int main(void)
 	RUN(test_populate);
 	RUN(test_zero_tail_memory);
 	RUN(test_short_block_tail);
+	RUN(test_zero_tail_pins);
 	code_image = open_written(write_code_image, "code test image");
 	RUN(test_filtered);
 	RUN(test_filtered_load);
