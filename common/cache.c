@@ -34,8 +34,11 @@ enum get_mode { GET_WHOLE, GET_RANGE, GET_PREFIX };
 /* How far past the bytes asked for a decode may write: one zstd block (ZSTD_BLOCKSIZE_MAX). */
 #define DECODE_OVERSHOOT ((size_t)128 << 10)
 /* Idle blocks kept at most, whatever their size: a block decoded to less than its buffer
- * is two mappings (see drop_stored), and the process may have some 65,000. */
+ * is two mappings (see drop_stored), and the process may have some 65,000. Each maps a
+ * whole buffer, so their address space is bounded too: AS_BUDGETS budgets' worth, and
+ * never more than a quarter of the address space (32-bit builds). */
 #define ENTRIES_MAX 4096u
+#define AS_BUDGETS 16u
 
 struct entry {
 	uint64_t block;
@@ -52,6 +55,8 @@ struct entry {
 	size_t body;            /* bytes the decode writes (stp_image_decode_body and the
 				 * unfilter's slack); the rest of SIZE reads as zeros */
 	int short_body;         /* BODY < SIZE: set once the decode began; lock */
+	size_t tail;            /* bytes of read-only zero pages past CHARGE (drop_stored):
+				 * charged while pinned, given back when idle; lock */
 	size_t ready;           /* LOADING: the first READY bytes are decompressed; lock */
 	size_t plain;           /* the first PLAIN bytes are final in the buffer; lock */
 	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
@@ -81,6 +86,7 @@ struct stp_cache {
 	const struct stp_image *img;
 	uint32_t budget;
 	uint32_t max_buffers;     /* budget + extra */
+	uint32_t entries_max;     /* blocks kept at most, whatever their charge */
 	size_t full;              /* bytes of a full buffer */
 	uint64_t budget_bytes;    /* BUDGET full buffers: the idle blocks kept */
 	uint64_t max_bytes;       /* MAX_BUFFERS full buffers: the bound on CHARGED */
@@ -102,7 +108,8 @@ struct stp_cache {
 	uint32_t idle;            /* entries on the LRU list */
 	uint64_t idle_bytes;      /* their charges */
 	uint64_t charged;         /* bytes of the buffers that exist or are promised to a
-				   * decode, the spare included; never above max_bytes; lock */
+				   * decode, the spare included, and the zero tails of pinned
+				   * short blocks; above max_bytes only by those; lock */
 	uint64_t peak_charged;
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
 				   * (saves faulting in a fresh block); protected by lock */
@@ -110,6 +117,19 @@ struct stp_cache {
 	struct entry *parked;     /* the one entry whose decode is parked, or NULL; lock */
 	struct stp_cache_stats stats;
 };
+
+/* The blocks a cache of BUDGET buffers of FULL bytes keeps at most: at least BUDGET. */
+static uint32_t entries_max(uint32_t budget, size_t full)
+{
+	uint64_t space = (uint64_t)AS_BUDGETS * budget * full, n;
+
+	if (space > SIZE_MAX / 4)
+		space = SIZE_MAX / 4;
+	n = space / full;
+	if (n > ENTRIES_MAX)
+		n = ENTRIES_MAX;
+	return n > budget ? (uint32_t)n : budget;
+}
 
 int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 		  struct stp_cache **out)
@@ -133,6 +153,7 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	c->full = stp_image_block_buffer_size(img); /* every buffer: decodes are in place */
 	c->budget_bytes = (uint64_t)budget * c->full;
 	c->max_bytes = (uint64_t)c->max_buffers * c->full;
+	c->entries_max = entries_max(budget, c->full);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->done, NULL);
 	pthread_cond_init(&c->room, NULL);
@@ -261,7 +282,7 @@ static void charge(struct stp_cache *c, size_t bytes)
 /* Lock held: whether a fresh entry can have a full buffer within the bound now. */
 static int can_take(const struct stp_cache *c)
 {
-	return c->spare || c->max_bytes - c->charged >= c->full;
+	return c->spare || c->charged + c->full <= c->max_bytes; /* pinned tails may pass it */
 }
 
 /* Lock held, can_take(). Gives a fresh entry a full buffer: the spare, or a new one
@@ -317,7 +338,7 @@ static struct entry *retire(struct stp_cache *c, struct entry *e, struct entry *
  * FREED. */
 static struct entry *trim_onto(struct stp_cache *c, struct entry *freed)
 {
-	while ((c->resident_bytes > c->budget_bytes || c->resident > ENTRIES_MAX) && c->lru_tail) {
+	while ((c->resident_bytes > c->budget_bytes || c->resident > c->entries_max) && c->lru_tail) {
 		struct entry *e = c->lru_tail;
 
 		evict(c, e);
@@ -343,6 +364,7 @@ static void pin(struct stp_cache *c, struct entry *e)
 	if (e->refs++ == 0 && e->state == ENTRY_READY) {
 		lru_unlink(c, e);
 		c->pinned++;
+		charge(c, e->tail); /* its readers fault its zero pages in */
 	}
 }
 
@@ -479,15 +501,21 @@ static size_t nonzero_end(const uint8_t *p, size_t n)
 }
 
 /* Outside the lock, E decoded whole: a block decoded up to its zero blocks keeps the
- * pages of its body alone, and is charged for them: a cut of 256 KiB costs 256 KiB of
- * the budget, not a block. The rest of the buffer becomes read-only zero pages: its
- * readers see the block's zeros, and it no longer counts as data (RLIMIT_DATA). */
+ * pages of its body alone, and is charged for them while idle: a cut of 256 KiB costs
+ * 256 KiB of the budget, not a block. The rest of the buffer becomes read-only zero
+ * pages: its readers see the block's zeros, and it no longer counts as data
+ * (RLIMIT_DATA). Reading them faults pages in (real ones on some kernels, page tables on
+ * all), so the tail stays charged while the block is pinned, and is emptied when it goes
+ * idle (zero_tail_idle). */
 static void drop_stored(struct stp_cache *c, struct entry *e)
 {
 	size_t keep;
 
 	if (e->body >= e->size)
 		return;
+	keep = page_up(e->body);
+	/* the frame says zeros there, whatever the decode left (fit_body cleared them before) */
+	memset(e->data + e->body, 0, keep - e->body);
 	/* the zero blocks start on a zstd block boundary: the cut's zeros before it go too */
 	e->body = nonzero_end(e->data, e->body);
 	keep = page_up(e->body);
@@ -502,9 +530,8 @@ static void drop_stored(struct stp_cache *c, struct entry *e)
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
-	c->charged -= e->charge - keep;
+	e->tail = e->charge - keep; /* still charged: the decode holds the block */
 	e->charge = keep;
-	pthread_cond_broadcast(&c->room);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -570,6 +597,18 @@ static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t n
 
 /* Lock held: one hold on E ends. Returns CHAIN, with E before it when E is to be freed
  * (a failed entry, or one dropped), for free_chain outside the lock. */
+/* Lock held, E ready and no longer pinned: the zero pages its readers faulted in past its
+ * body go (they read as zeros again), and so does their charge: the pages of an idle
+ * block are its charge, whatever was read. */
+static void zero_tail_idle(struct stp_cache *c, struct entry *e)
+{
+	if (!e->tail)
+		return;
+	madvise(e->data + e->charge, e->alloc - e->charge, MADV_DONTNEED);
+	c->charged -= e->tail;
+	pthread_cond_broadcast(&c->room);
+}
+
 static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *chain)
 {
 	if (--e->refs)
@@ -577,6 +616,7 @@ static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *c
 	if (e->state == ENTRY_FAILED) /* out of the cache already: only its buffer is left */
 		return retire(c, e, chain);
 	c->pinned--;
+	zero_tail_idle(c, e);
 	if (e->drop) {
 		c->slots[e->block] = NULL;
 		c->resident--;

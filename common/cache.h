@@ -10,8 +10,10 @@
  * is stp_image_block_buffer_size() bytes: a block decodes in place, its stored bytes read
  * into the buffer's end. A block whose frame ends in zero blocks over half of it (a cut
  * of mkstipple --cut-inside) is decoded up to them, and once whole counts only for the
- * pages of its bytes: the rest of its buffer becomes read-only zero pages (at most 4096
- * idle blocks, whatever their size). Buffers are mapped and unmapped directly,
+ * pages of its bytes: the rest of its buffer becomes read-only zero pages, charged as a
+ * full buffer while the block is pinned (its readers fault them in) and emptied when it
+ * goes idle; at most 4096 blocks are kept, and at most 16 budgets' worth of buffers of
+ * address space (a quarter of it on 32-bit). Buffers are mapped and unmapped directly,
  * so resident memory follows the count; a decode makes the pages it will write resident
  * in one call rather than a fault per page. While the cache holds fewer buffers than its
  * budget, and that budget is at least 16 buffers (small blocks), a decoder thread with

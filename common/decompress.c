@@ -204,12 +204,13 @@ static int decode_in_place(const struct stp_image *img, uint64_t block,
 	return rc;
 }
 
-/* Where zstd may write while it decodes one zstd block into OUT at OP: a block never
- * decodes to more than ZSTD_BLOCKSIZE_MAX, and zstd writes nothing past the capacity it
- * is given, scratch space for literals included. */
-static size_t piece_capacity(size_t op, size_t size)
+/* Where zstd may write while it decodes one zstd block into OUT at OP, the bytes below
+ * END being the decode's: a block never decodes to more than ZSTD_BLOCKSIZE_MAX, and
+ * zstd writes nothing past the capacity it is given, scratch space for literals included
+ * (it puts a large block's literals at the end of that capacity). */
+static size_t piece_capacity(size_t op, size_t end)
 {
-	return size - op < ZSTD_BLOCKSIZE_MAX ? size - op : ZSTD_BLOCKSIZE_MAX;
+	return end - op < ZSTD_BLOCKSIZE_MAX ? end - op : ZSTD_BLOCKSIZE_MAX;
 }
 
 /* Contexts of ended stream decodes, kept for the next ones: a new context is a new
@@ -276,7 +277,7 @@ static int keep_apart(struct stp_decode *p)
 	if (!p->in_out)
 		return 0;
 	at = (size_t)(p->src - p->out) + p->ip;
-	if (p->op + piece_capacity(p->op, p->size) <= at)
+	if (p->op + piece_capacity(p->op, p->body) <= at)
 		return 0;
 	p->moved = malloc(p->in_len - p->ip ? p->in_len - p->ip : 1);
 	if (!p->moved)
@@ -324,7 +325,9 @@ static int decode_pieces(struct stp_decode *p, size_t until, const char **why)
 			return -EUCLEAN;
 		if ((rc = keep_apart(p)))
 			return rc;
-		n = ZSTD_decompressContinue(p->d, p->out + p->op, piece_capacity(p->op, p->size),
+		/* up to the body only: past it lie the zero tail's bytes, which no later block
+		 * would overwrite */
+		n = ZSTD_decompressContinue(p->d, p->out + p->op, piece_capacity(p->op, p->body),
 					    p->src + p->ip, need);
 		if (ZSTD_isError(n))
 			goto bad;

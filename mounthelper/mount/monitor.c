@@ -57,6 +57,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -477,11 +479,48 @@ static int prepare(struct monitor *m)
 	return err;
 }
 
+static void wake_open(int sig)
+{
+	(void)sig;
+}
+
+/* openat2 of PATH, given up after SECONDS: a FIFO holds the open until a reader comes,
+ * and whoever owns its directory decides when that is, while the monitor holds the
+ * signals that would end it. A timer of this thread's interrupts it (no SA_RESTART).
+ * An fd, -ETIMEDOUT, or another negative errno. */
+static int open_timed(const char *path, struct open_how *how, unsigned seconds)
+{
+	struct sigaction sa = { .sa_handler = wake_open }, old;
+	struct sigevent ev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM };
+	struct itimerspec at = { .it_value = { .tv_sec = seconds } };
+	sigset_t alarm, saved;
+	timer_t timer;
+	int fd, err;
+
+	ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	if (timer_create(CLOCK_MONOTONIC, &ev, &timer))
+		return -errno;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, &old);
+	sigemptyset(&alarm);
+	sigaddset(&alarm, SIGALRM);
+	pthread_sigmask(SIG_UNBLOCK, &alarm, &saved);
+	timer_settime(timer, 0, &at, NULL);
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, how, sizeof(*how));
+	err = errno;
+	timer_delete(timer);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	if (fd >= 0)
+		return fd;
+	return err == EINTR ? -ETIMEDOUT : -err;
+}
+
 /* The hot list, opened as root: through no symbolic link anywhere on its path (a user
  * who owns a directory on it could point it at any file for root to truncate and
- * overwrite), and not a regular file with another hard link. An fd or a negative errno
- * (-ELOOP, -EMLINK for those). */
-static int open_record_file(const char *path)
+ * overwrite), not a regular file with another hard link, and not waited for longer than
+ * SECONDS (a FIFO). An fd or a negative errno (-ELOOP, -EMLINK, -ETIMEDOUT for those). */
+static int open_record_file(const char *path, unsigned seconds)
 {
 	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 				.mode = 0644 };
@@ -490,9 +529,9 @@ static int open_record_file(const char *path)
 
 	if (geteuid() == 0)
 		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	fd = open_timed(path, &how, seconds);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st))
 		err = -errno;
 	else if (S_ISREG(st.st_mode) && st.st_nlink > 1)
@@ -510,13 +549,16 @@ static int open_record(struct monitor *m)
 	m->h.record_fd = -1;
 	if (!m->o->record)
 		return 0;
-	m->h.record_fd = open_record_file(m->o->record);
+	m->h.record_fd = open_record_file(m->o->record, stp_montalk_deadline_s(m->o));
 	if (m->h.record_fd == -ELOOP)
 		stp_monlog_say(m->prog, "record=%s: a symbolic link on its path: refused (name the "
 			       "file by its resolved path)", m->o->record);
 	else if (m->h.record_fd == -EMLINK)
 		stp_monlog_say(m->prog, "record=%s: the file has another hard link: refused",
 			       m->o->record);
+	else if (m->h.record_fd == -ETIMEDOUT)
+		stp_monlog_say(m->prog, "record=%s: not open within %u s (a FIFO no one reads?): "
+			       "refused", m->o->record, stp_montalk_deadline_s(m->o));
 	else if (m->h.record_fd < 0)
 		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(m->h.record_fd));
 	if (m->h.record_fd < 0) {

@@ -9,10 +9,12 @@
 #include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -498,11 +500,23 @@ static int look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns
 	return 0;
 }
 
+/* Whether the mount at ROOT has nodev: a device node there opens nothing of the host. */
+static bool mount_nodev(int root)
+{
+	struct statfs fs;
+
+	return !fstatfs(root, &fs) && (fs.f_flags & ST_NODEV);
+}
+
 /* A launch's first open, close and access(2) each cost a round trip that the daemon
  * answers "not supported" once a mount, after which the kernel stops asking: made here,
- * on the first hot regular file, so that a launch after priming meets none of them. */
+ * on the first hot regular file, so that a launch after priming meets none of them.
+ * Only on a nodev mount: the daemon names the path and answers what it is, and with
+ * -o dev it could be a device node, whose open alone can act (a tape rewinds). */
 static void settle_first_requests(const struct stp_prime_list *l, int root)
 {
+	if (!mount_nodev(root))
+		return;
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct stat sb;
 		int fd;

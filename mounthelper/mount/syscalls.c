@@ -135,24 +135,48 @@ int stp_syscalls_allow(scmp_filter_ctx ctx, const char *const *names)
 
 /* Mappings neither executable nor shared: RLIMIT_DATA, the bound the budget counts,
  * counts private writable mappings only, so MAP_SHARED|MAP_ANONYMOUS memory (shmem)
- * would be bounded by nothing (MAP_SHARED_VALIDATE has the MAP_SHARED bit too). */
-int stp_syscalls_allow_mapping(scmp_filter_ctx ctx)
+ * would be bounded by nothing (MAP_SHARED_VALIDATE has the MAP_SHARED bit too). Nor may
+ * a mapping stop being writable: pages written then made read-only (or PROT_NONE) by
+ * mprotect leave the count and stay resident. Once confined, glibc only ever makes
+ * reserved PROT_NONE space writable (thread stacks, malloc's heaps; measured with
+ * strace on a mount and a URL mount), so mprotect is allowed to PROT_READ|PROT_WRITE
+ * only; anything else not executable is answered EACCES (a caller copes). Read-only
+ * private mappings go uncounted too (their read faults make pages, or page tables): only
+ * READ_ONLY callers (the daemon's cache maps a cut's zero tail so) may make them. */
+int stp_syscalls_allow_mapping(scmp_filter_ctx ctx, bool read_only)
 {
+	const uint32_t exec_write = PROT_EXEC | PROT_WRITE;
 	const struct scmp_arg_cmp private[] = { SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
 						SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED, 0) };
+	const struct scmp_arg_cmp writable[] = { SCMP_A2(SCMP_CMP_MASKED_EQ, exec_write, PROT_WRITE),
+						 private[1] };
+	const struct scmp_arg_cmp unwritable[] = { SCMP_A2(SCMP_CMP_MASKED_EQ, exec_write, 0),
+						   private[1] };
+	const struct scmp_arg_cmp none[] = { SCMP_A2(SCMP_CMP_EQ, PROT_NONE), private[1] };
+	const struct scmp_arg_cmp read[] = { SCMP_A2(SCMP_CMP_EQ, PROT_READ), private[1] };
+	const struct scmp_arg_cmp *maps = read_only ? private : writable;
 	uint32_t arch = stp_syscalls_filter_arch(ctx);
 	int rc;
 
 	if (!arch)
 		return -EINVAL;
-	rc = rule_add(ctx, SCMP_ACT_ALLOW, "mprotect", 1, private);
+	rc = rule_add(ctx, SCMP_ACT_ALLOW, "mprotect", 1, writable);
 	if (!rc)
-		rc = rule_add(ctx, SCMP_ACT_ALLOW, "mmap2", 2, private);
-	if (rc || arch == SCMP_ARCH_X86)
+		rc = rule_add(ctx, SCMP_ACT_ERRNO(EACCES), "mprotect", 1, unwritable);
+	for (int i = 0; !rc && i < 2; i++) {
+		const char *name = i ? "mmap" : "mmap2";
+
+		if (i && (arch == SCMP_ARCH_X86 || arch == SCMP_ARCH_S390X || arch == SCMP_ARCH_S390))
+			break;
+		rc = rule_add(ctx, SCMP_ACT_ALLOW, name, 2, maps);
+		if (!rc && !read_only)
+			rc = rule_add(ctx, SCMP_ACT_ALLOW, name, 2, none);
+		if (!rc && !read_only)
+			rc = rule_add(ctx, SCMP_ACT_ERRNO(EACCES), name, 2, read);
+	}
+	if (rc || (arch != SCMP_ARCH_S390X && arch != SCMP_ARCH_S390))
 		return rc;
-	if (arch == SCMP_ARCH_S390X || arch == SCMP_ARCH_S390)
-		return rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 0, NULL);
-	return rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 2, private);
+	return rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 0, NULL);
 }
 
 int stp_syscalls_allow_threads(scmp_filter_ctx ctx)

@@ -11,6 +11,7 @@ the daemon's (its status).
 """
 
 import os
+import subprocess
 
 import pytest
 
@@ -67,3 +68,181 @@ def test_a_small_cache_keeps_every_cut(cut_tree, cut_image):
         again = int(mount_status(mnt)["blocks_decoded"])
     # the old cache kept 24 cuts and decoded nearly every one again
     assert again == first, (first, again, len(cuts))
+
+
+# ---- a zero tail after a short zstd block (review 5 #1) ------------------------------
+
+def short_block_frame(body, size):
+    """One zstd frame of SIZE bytes: BODY (64-128 KiB, mostly literals) as one compressed
+    block, then RLE blocks of zeros. zstd's own decoder gives BODY and zeros."""
+    import ctypes
+    import ctypes.util
+    import struct
+    zstd = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    zstd.ZSTD_createCCtx.restype = ctypes.c_void_p
+    zstd.ZSTD_compressBegin.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    zstd.ZSTD_compressBlock.restype = ctypes.c_size_t
+    zstd.ZSTD_compressBlock.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                        ctypes.c_char_p, ctypes.c_size_t]
+    zstd.ZSTD_freeCCtx.argtypes = [ctypes.c_void_p]
+    cctx = zstd.ZSTD_createCCtx()
+    zstd.ZSTD_compressBegin(cctx, 3)
+    out = ctypes.create_string_buffer(1 << 18)
+    n = zstd.ZSTD_compressBlock(cctx, out, len(out), body, len(body))
+    zstd.ZSTD_freeCCtx(cctx)
+    assert 0 < n < len(body), "zstd made no compressed block (%d)" % n
+
+    def header(length, kind, last):
+        return struct.pack("<I", length << 3 | kind << 1 | last)[:3]
+
+    frame = b"\x28\xb5\x2f\xfd\xa0" + struct.pack("<I", size) + header(n, 2, 0) + out.raw[:n]
+    left = size - len(body)
+    while left:
+        b = min(left, 128 << 10)
+        left -= b
+        frame += header(b, 1, left == 0) + b"\0"
+    return frame
+
+
+@pytest.fixture(scope="module")
+def short_block_image(tmp_path_factory):
+    """File a: 100000 base64 bytes then 2000 zeros, in an image of 1 MiB blocks whose
+    block 0 is re-stored as short_block_frame (data_size 1 MiB): a zero tail that starts
+    after a block of fewer than 128 KiB."""
+    import base64
+    from imageutil import BLOCKENT_FIELDS, SB_FIELDS, CraftedImage, put, xxh3
+    top = tmp_path_factory.mktemp("shortblock")
+    body = base64.b64encode(os.urandom(75000))
+    assert len(body) == 100000
+    (top / "tree").mkdir()
+    (top / "tree" / "a").write_bytes(body + bytes(2000))
+    base = top / "base.stp"
+    r = run([MKSTIPPLE, "-q", "-b", "1M", "-l", "3", str(top / "tree"), str(base)])
+    assert r.returncode == 0, r.stderr
+    frame = short_block_frame(body, 1 << 20)
+    ci = CraftedImage(str(base))
+    data = ci.data[:ci.image_size]
+    ci.data = data + frame
+    ci.image_size = len(ci.data)
+    rec = ci.header("block_off")
+    for field, value in (("offset", len(data)), ("stored_size", len(frame)),
+                         ("checksum", xxh3(frame)), ("codec", 1)):
+        put(BLOCKENT_FIELDS, field, ci.meta, value, rec)
+    put(SB_FIELDS, "data_size", ci.data, 1 << 20)
+    image = top / "evil.stp"
+    ci.write(str(image))
+    return top / "tree" / "a", image
+
+
+def test_a_zero_tail_after_a_short_block_reads_as_zeros(short_block_image):
+    """zstd puts a block's literals (over 64 KiB of them) at the end of the room it is
+    given; past a short block that room reached into the zero tail, which no later block
+    overwrote: `stipple cat` served 2000 literal bytes where the frame says zeros, while
+    `stipple check` (a whole decode) said OK."""
+    src, image = short_block_image
+    r = run([STIPPLE, "check", str(image)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([STIPPLE, "cat", str(image), "a"], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    want = src.read_bytes()
+    bad = sum(1 for x, y in zip(r.stdout, want) if x != y)
+    assert r.stdout == want, "%d bytes differ" % bad
+
+
+@pytest.mark.needs_root
+def test_a_zero_tail_after_a_short_block_reads_as_zeros_mounted(short_block_image):
+    src, image = short_block_image
+    with mount_image(str(image), None, "--warm-workers", "0") as mnt:
+        with open(os.path.join(mnt, "a"), "rb") as f:
+            got = f.read()
+    assert got == src.read_bytes()
+
+
+# ---- blocks of zeros only, charged nothing (review 5 #2) -----------------------------
+
+def zero_blocks_image(base, dst, count, log):
+    """An image of one file "a" over COUNT blocks of 2^LOG bytes, each its own zstd frame
+    of RLE zero blocks (a body of nothing: the cache charges an idle one nothing), apart.
+    BASE lends its superblock."""
+    import struct
+    from craftmeta import (META_HDR_SIZE, S_IFDIR, S_IFREG, Frames, blockent, inode,
+                           meta_header, table_pages, write_paged)
+    from imageutil import (BLOCKENT_SIZE, EXTENT_SIZE, INODE_SIZE, META_PAGE_SIZE, SB_FIELDS,
+                           put, xxh3)
+    bs = 1 << log
+    frame = b"\x28\xb5\x2f\xfd\xa0" + struct.pack("<I", bs)
+    left = bs
+    while left:
+        b = min(left, 128 << 10)
+        left -= b
+        frame += struct.pack("<I", b << 3 | 1 << 1 | (left == 0))[:3] + b"\0"
+    frames = Frames(bytearray(base.read_bytes()[:256]))
+    ents = []
+    for _ in range(count):  # apart: each block a stored range of its own
+        ents.append(blockent(len(frames.data), len(frame), xxh3(frame)))
+        frames.data += frame
+    inode_off = META_HDR_SIZE
+    dirent_off = inode_off + 2 * INODE_SIZE
+    extent_off = dirent_off + 16
+    strings_off = extent_off + EXTENT_SIZE
+    size = count * bs
+    head = (meta_header(inode_count=2, dirent_count=1, extent_count=1, xattr_count=0,
+                        block_count=count, strings_size=1, inode_off=inode_off,
+                        dirent_off=dirent_off, extent_off=extent_off, xattr_off=strings_off,
+                        block_off=META_PAGE_SIZE, strings_off=strings_off) +
+            inode(S_IFDIR | 0o755, 1, 0, 1) + inode(S_IFREG | 0o644, size, 0, 1) +
+            struct.pack("<IIHBB", 1, 0, 1, 8, 0) + bytes(4) + struct.pack("<QQQ", 0, 0, size) +
+            b"a")
+    data = frames.data
+    put(SB_FIELDS, "block_log", data, log)
+    put(SB_FIELDS, "feat_incompat", data, 1 << 3)
+    struct.pack_into("<I", data, 44, 0)
+    write_paged(str(dst), data, table_pages(head, ents, BLOCKENT_SIZE), data_size=size,
+                hot_size=0, block_count=count, inode_count=2, dict_offset=0, dict_size=0,
+                dict_checksum=0, feat_compat=0)
+    return size
+
+
+def daemon_status(mnt):
+    from test_mount import daemon_pids
+    from test_sandbox import status_fields
+    pids = daemon_pids(mnt)
+    assert len(pids) == 1, pids
+    fields = status_fields("/proc/%d/status" % pids[0])
+    return int(fields["RssAnon"].split()[0]), int(fields["VmPTE"].split()[0])
+
+
+@pytest.mark.needs_root
+def test_zero_tails_cost_no_memory_past_the_budget(tmp_path):
+    """A block's zero tail is read-only zero pages, charged nothing once idle; reading it
+    faults pages in (real ones on some kernels, page tables on all). They were kept with
+    the block: 32 blocks of 8 MiB read under cache_budget=2 left 256 MiB resident in the
+    daemon. Now they go when the block goes idle: the growth stays within a few buffers."""
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "x").write_bytes(b"x")
+    base = tmp_path / "base.stp"
+    run([MKSTIPPLE, "-q", str(tmp_path / "tree"), str(base)], check=True)
+    image = tmp_path / "zeros.stp"
+    log = 23
+    size = zero_blocks_image(base, image, 32, log)
+    assert os.path.getsize(image) < 100 << 10
+    with mount_image(str(image), None, "-o", "cache_budget=2", "--warm-workers", "0",
+                     "--no-fill") as mnt:
+        rss0, _ = daemon_status(mnt)
+        fd = os.open(os.path.join(mnt, "a"), os.O_RDONLY | os.O_DIRECT)
+        try:
+            got = 0
+            while True:
+                n = len(os.read(fd, 1 << 20))
+                if not n:
+                    break
+                got += n
+        finally:
+            os.close(fd)
+        rss1, pte = daemon_status(mnt)
+    assert got == size
+    grown = (rss1 - rss0) << 10
+    assert grown < 8 << log, "the daemon holds %d MiB more after reading %d MiB" % (
+        grown >> 20, size >> 20)
+    assert pte < 1024, "VmPTE %d kB" % pte

@@ -19,6 +19,7 @@ from conftest import MKSTIPPLE, STIPPLE, build_image, mount_image, run
 from imageutil import (FEAT_LOOKUPS, LOOKUP_FIELDS, LOOKUP_SIZE, META_FIELDS, SB_FIELDS,
                        CraftedImage, get, put)
 from test_record_readahead import daemon_pid, wait_gone
+import mounts
 
 TRACEFS = "/sys/kernel/tracing"
 LOOKUP_MAX = 65536    # common/format.h STP_LOOKUP_MAX
@@ -395,3 +396,19 @@ def test_priming_settles_open_flush_and_access(recorded):
     settled = ("FUSE_OPEN", "FUSE_FLUSH", "FUSE_ACCESS")
     assert not any(counts["primed"].get(op) for op in settled), counts
     assert counts["unprimed"].get("FUSE_OPEN", 0) >= 1, counts
+
+
+@pytest.mark.needs_root
+def test_priming_opens_nothing_on_a_dev_mount(recorded):
+    """Priming's settling open goes to a path the daemon names and whose kind it answers:
+    with -o dev that may be a device node, whose open alone can act, by the priming
+    child (review 5 #5). On a dev mount priming opens nothing: the launch's first open
+    still reaches the daemon (it did not before: priming had made it)."""
+    d, tree, hot = recorded
+    image = build_image(tree, d / "settle-dev.stp", "--level", "1", "--hot-list", hot)
+    with mount_image(image, None, "-o", "dev", "--warm-workers", "2") as mnt:
+        assert "nodev" not in mounts.at(mnt).vfs_options, mounts.at(mnt).vfs_options
+        got, counts = traced(mnt, lambda: open(os.path.join(
+            mnt, "lib", "node_modules", "pkg", "index.js"), "rb").read())
+    assert got == (tree / "lib/node_modules/pkg/index.js").read_bytes()
+    assert counts.get("FUSE_OPEN", 0) >= 1, counts

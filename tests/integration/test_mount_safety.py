@@ -217,6 +217,35 @@ def test_record_follows_no_link_on_its_path(gen_image, mnt, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_record_fifo_with_no_reader_fails_the_mount_in_time(gen_image, mnt, tmp_path):
+    """A user who owns the directory of root's hot list puts a FIFO there: root's monitor,
+    which holds SIGTERM, waited in open(2) for a reader for ever (review 5 #4). It gives
+    up at the mount's deadline (10 s) now, and nothing is mounted."""
+    users = tmp_path / "u"
+    users.mkdir()
+    os.chown(users, 65534, 65534)
+    fifo = users / "hot.list"
+    os.mkfifo(fifo)
+    os.chown(fifo, 65534, 65534)
+    start = time.monotonic()
+    proc = subprocess.Popen([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % fifo],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        unmount(mnt)
+        raise AssertionError("mount.stipple still waits for a reader of the FIFO after 20 s")
+    took = time.monotonic() - start
+    mounted = is_mounted(mnt)
+    unmount(mnt)
+    assert proc.returncode == 32 and "not open within" in err, (proc.returncode, err)
+    assert not mounted
+    assert took < 15, took
+
+
 def test_record_refuses_a_file_with_other_links(gen_image, mnt, tmp_path):
     """A hard link to another file (where protected_hardlinks is off, or to a file of the
     user's own that root's truncation should not reach) is refused."""

@@ -926,6 +926,225 @@ static void test_populate(void)
 	stp_cache_free(cache);
 }
 
+/* Blocks each one zstd frame of RLE zero blocks only: their body is empty, so an idle one
+ * is charged nothing. */
+#define ZLOG 22u /* 4 MiB */
+#define ZBS (1u << ZLOG)
+#define ZBLOCKS 16u
+
+/* One zstd block header at F: LEN bytes stored (regenerated for RLE) of TYPE. */
+static size_t zblock_header(uint8_t *f, size_t len, unsigned type, int last)
+{
+	uint32_t h = (uint32_t)len << 3 | type << 1 | (last != 0);
+
+	f[0] = (uint8_t)h;
+	f[1] = (uint8_t)(h >> 8);
+	f[2] = (uint8_t)(h >> 16);
+	return 3;
+}
+
+/* A frame at F of SIZE bytes: BODY (BLEN bytes, at most a zstd block) compressed in one
+ * block, then RLE blocks of zeros to SIZE; its length, or 0. */
+static size_t zero_tail_frame(uint8_t *f, size_t cap, uint32_t size, const uint8_t *body,
+			      size_t blen)
+{
+	size_t n = 9;
+
+	memcpy(f, "\x28\xb5\x2f\xfd\xa0", 5); /* single segment, a 4-byte size */
+	f[5] = (uint8_t)size;
+	f[6] = (uint8_t)(size >> 8);
+	f[7] = (uint8_t)(size >> 16);
+	f[8] = (uint8_t)(size >> 24);
+	if (blen) {
+		ZSTD_CCtx *cc = ZSTD_createCCtx();
+		size_t z = cc && !ZSTD_isError(ZSTD_compressBegin(cc, 3)) ?
+			   ZSTD_compressBlock(cc, f + n + 3, cap - n - 3, body, blen) : 0;
+
+		ZSTD_freeCCtx(cc);
+		if (ZSTD_isError(z) || z == 0)
+			return 0;
+		n += zblock_header(f + n, z, 2, 0) + z;
+	}
+	for (size_t left = size - blen; left;) {
+		size_t b = left < ZSTD_BLOCKSIZE_MAX ? left : ZSTD_BLOCKSIZE_MAX;
+
+		left -= b;
+		n += zblock_header(f + n, b, 1, left == 0);
+		f[n++] = 0;
+	}
+	return n;
+}
+
+/* The image write_frames_image makes: BLOCKS blocks of 2^LOG bytes, each stored as FRAME. */
+static struct {
+	unsigned log;
+	uint32_t blocks;
+	uint8_t frame[ZBS / 8];
+	size_t flen;
+} crafted;
+
+static int write_frames_image(int fd)
+{
+	enum { INODE_OFF = STP_META_HDR_SIZE, BLOCK_OFF = INODE_OFF + STP_INODE_SIZE };
+	size_t meta_size = BLOCK_OFF + crafted.blocks * (size_t)STP_BLOCKENT_SIZE;
+	uint8_t *meta = calloc(1, meta_size), sb_raw[STP_SB_SIZE];
+	struct stp_meta_header mh = {
+		.inode_count = 1, .block_count = crafted.blocks, .inode_off = INODE_OFF,
+		.dirent_off = BLOCK_OFF, .extent_off = BLOCK_OFF, .xattr_off = BLOCK_OFF,
+		.block_off = BLOCK_OFF, .strings_off = meta_size,
+	};
+	struct stp_inode root = { .mode = S_IFDIR | 0755, .nlink = 2 };
+	struct stp_superblock sb = {
+		.version = STP_FORMAT_VERSION, .block_log = crafted.log,
+		.data_size = (uint64_t)crafted.blocks << crafted.log, .block_count = crafted.blocks,
+		.meta_stored_size = meta_size, .meta_size = meta_size,
+		.meta_codec = STP_CODEC_RAW, .inode_count = 1,
+	};
+	int rc = 0;
+
+	if (!meta)
+		return -1;
+	stp_meta_header_encode(&mh, meta);
+	stp_inode_encode(&root, meta + INODE_OFF);
+	for (uint32_t b = 0; b < crafted.blocks; b++) {
+		struct stp_blockent be = {
+			.offset = STP_SB_SIZE + b * (uint64_t)crafted.flen,
+			.stored_size = (uint32_t)crafted.flen, .codec = STP_CODEC_ZSTD,
+			.filter = STP_FILTER_NONE, .checksum = stp_checksum(crafted.frame, crafted.flen),
+		};
+
+		stp_blockent_encode(&be, meta + BLOCK_OFF + b * STP_BLOCKENT_SIZE);
+	}
+	sb.meta_offset = STP_SB_SIZE + crafted.blocks * (uint64_t)crafted.flen;
+	sb.image_size = sb.meta_offset + meta_size;
+	sb.meta_checksum = stp_checksum(meta, meta_size);
+	stp_sb_encode(&sb, sb_raw);
+	rc = write_all(fd, sb_raw, sizeof(sb_raw));
+	for (uint32_t b = 0; b < crafted.blocks && !rc; b++)
+		rc = write_all(fd, crafted.frame, crafted.flen);
+	rc = rc ? rc : write_all(fd, meta, meta_size);
+	free(meta);
+	return rc;
+}
+
+/* An image of BLOCKS blocks of 2^LOG bytes, each BLEN bytes of BODY then zeros. */
+static struct stp_image *open_frames_image(unsigned log, uint32_t blocks, const uint8_t *body,
+					   size_t blen)
+{
+	crafted.log = log;
+	crafted.blocks = blocks;
+	crafted.flen = zero_tail_frame(crafted.frame, sizeof(crafted.frame), 1u << log, body,
+				       blen);
+	if (!crafted.flen) {
+		fprintf(stderr, "zstd made no compressed block\n");
+		exit(2);
+	}
+	return open_written(write_frames_image, "crafted image");
+}
+
+/* Reading a block of zeros faults its read-only zero pages in (real pages on some
+ * kernels, page tables on all): memory must follow the charge, so once released they go.
+ * Every block read whole, a budget of 2: the process holds at most a few buffers more,
+ * not all 16 blocks' (64 MiB). */
+static void test_zero_tail_memory(void)
+{
+	struct stp_image *img = open_frames_image(ZLOG, ZBLOCKS, NULL, 0);
+	static uint8_t page[4096];
+	struct stp_cache_stats st;
+	struct stp_cache *cache;
+	long before, grown;
+	int right = 1;
+
+	CHECK(stp_cache_new(img, 2, 1, &cache) == 0);
+	before = rss_anon_kib();
+	for (uint32_t b = 0; b < ZBLOCKS; b++) {
+		struct stp_block_ref ref;
+
+		CHECK(stp_cache_get(cache, b, &ref) == 0, " block %u", b);
+		for (size_t at = 0; at < ref.size; at += sizeof(page)) {
+			CHECK(stp_cache_read(cache, &ref, at, sizeof(page), page) == 0);
+			right &= page[0] == 0 && memcmp(page, page + 1, sizeof(page) - 1) == 0;
+		}
+		stp_cache_release(cache, &ref);
+	}
+	grown = rss_anon_kib() - before;
+	stp_cache_stats(cache, &st);
+	CHECK(right, " every byte read is zero");
+	CHECK(st.decoded == ZBLOCKS);
+	CHECK(before >= 0 && grown < 4 * (long)(ZBS >> 10),
+	      " %ld KiB more resident after reading %u blocks of %u KiB, budget 2", grown,
+	      ZBLOCKS, ZBS >> 10);
+	stp_cache_free(cache);
+	stp_image_close(img);
+}
+
+/* Short blocks pinned again charge their tails, which may take the count past the bound
+ * (a pin never waits): no buffer is then taken until they are released. And however
+ * little idle short blocks cost, the cache keeps no more of them than 16 budgets of
+ * buffers' address space. */
+static void test_zero_tail_pins(void)
+{
+	enum { N = 40 };
+	struct stp_image *img = open_frames_image(18, N, NULL, 0);
+	struct stp_block_ref refs[N];
+	struct stp_cache_stats st;
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(img, 1, 1, &cache) == 0);
+	for (uint32_t b = 0; b < N; b++) {
+		CHECK(stp_cache_get(cache, b, &refs[0]) == 0, " block %u", b);
+		stp_cache_release(cache, &refs[0]);
+	}
+	stp_cache_stats(cache, &st);
+	CHECK(st.resident == 16, " %u blocks kept, a budget of 1", st.resident);
+	stp_cache_drop(cache, N - 7);
+	for (uint32_t b = 0; b < 7; b++)
+		CHECK(stp_cache_get_resident(cache, N - 8 + b + (b > 0), &refs[b]) == 0, " pin %u", b);
+	stp_cache_read_ahead(cache, N - 7); /* block N - 8, pinned, is short: worth it, no room */
+	stp_cache_stats(cache, &st);
+	CHECK(st.ahead == 0, " a decode was queued with 7 pinned tails charged, 2 buffers allowed");
+	for (uint32_t b = 0; b < 7; b++)
+		stp_cache_release(cache, &refs[b]);
+	stp_cache_read_ahead(cache, N - 7);
+	stp_cache_stats(cache, &st);
+	CHECK(st.ahead == 1, " no decode queued once released");
+	stp_cache_free(cache);
+	stp_image_close(img);
+}
+
+/* A block that regenerates fewer bytes than a zstd block, with over 64 KiB of literals,
+ * then a zero tail: zstd puts such literals at the end of the room it is given, past the
+ * block's own bytes. In a whole decode later blocks overwrite them; past a cut's body
+ * none does, so the body's room must end at the body: the tail reads as the frame's
+ * zeros, not as the literals. */
+static void test_short_block_tail(void)
+{
+	enum { BODY = 100000, LOG = 20 };
+	static uint8_t body[BODY], got[1u << LOG];
+	static const char b64[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	struct stp_image *img;
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+	uint64_t seed = 7;
+	size_t bad = 0;
+
+	for (size_t i = 0; i < BODY; i++)
+		body[i] = (uint8_t)b64[next_rand(&seed) % 64];
+	img = open_frames_image(LOG, 1, body, BODY);
+	CHECK(stp_cache_new(img, 1, 0, &cache) == 0);
+	CHECK(stp_cache_get(cache, 0, &ref) == 0);
+	CHECK(ref.size == sizeof(got));
+	CHECK(stp_cache_read(cache, &ref, 0, sizeof(got), got) == 0);
+	for (size_t i = BODY; i < sizeof(got); i++)
+		bad += got[i] != 0;
+	CHECK(memcmp(got, body, BODY) == 0, " the body");
+	CHECK(bad == 0, " %zu bytes of the zero tail are not zero", bad);
+	stp_cache_release(cache, &ref);
+	stp_cache_free(cache);
+	stp_image_close(img);
+}
+
 /* In place, the stored bytes sit at the end of the buffer. A frame followed by a
  * skippable one puts them further forward than the margin allows for: the decode must
  * move what is left of them before its output reaches them, and still give every byte. */
@@ -1464,6 +1683,9 @@ int main(void)
 	RUN(test_queued);
 	RUN(test_in_place);
 	RUN(test_populate);
+	RUN(test_zero_tail_memory);
+	RUN(test_short_block_tail);
+	RUN(test_zero_tail_pins);
 	code_image = open_written(write_code_image, "code test image");
 	RUN(test_filtered);
 	RUN(test_filtered_load);

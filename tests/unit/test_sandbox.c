@@ -201,6 +201,43 @@ static int probe_exec_mapping(void)
 	return PROBE_CALL_RETURNED;
 }
 
+/* RLIMIT_DATA counts private writable mappings: written pages made read-only (or
+ * PROT_NONE) would leave the count and stay resident. Four rounds of 32 MiB: each
+ * mprotect must fail with EACCES (review 5 #3). */
+static int drop_write(int prot)
+{
+	for (int i = 0; i < 4; i++) {
+		size_t len = 32u << 20;
+		void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return PROBE_WRONG;
+		memset(p, 0x5a, len);
+		if (mprotect(p, len, prot) == 0 || errno != EACCES)
+			return PROBE_WRONG;
+	}
+	return PROBE_OK;
+}
+
+static int probe_mprotect_read(void)
+{
+	return drop_write(PROT_READ);
+}
+
+static int probe_mprotect_none(void)
+{
+	return drop_write(PROT_NONE);
+}
+
+/* A read-only private mapping is not counted either: its reads make pages (or page
+ * tables). The fetcher maps none: EACCES. */
+static int probe_read_only_mapping(void)
+{
+	void *p = mmap(NULL, 1u << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED && errno == EACCES ? PROBE_OK : PROBE_WRONG;
+}
+
 static int probe_clone3(void)
 {
 	long rc = syscall(SYS_clone3, NULL, (size_t)0);
@@ -497,6 +534,10 @@ static void test_allowed(bool as_user)
 	expect("pthread_setname_np (libfuse 3.17 workers)", STP_SANDBOX_ON, as_user,
 	       probe_setname, false);
 	expect("zstd decoding in threads", STP_SANDBOX_ON, as_user, probe_zstd, false);
+	expect("mprotect(PROT_READ) of written pages answers EACCES", STP_SANDBOX_ON, as_user,
+	       probe_mprotect_read, false);
+	expect("mprotect(PROT_NONE) of written pages answers EACCES", STP_SANDBOX_ON, as_user,
+	       probe_mprotect_none, false);
 }
 
 /* The fetcher's filter (issue 28, item 11): the fcntl commands libcurl needs, none of
@@ -514,6 +555,12 @@ static void test_fetcher(bool as_user)
 	expect("fetcher: fcntl F_SETLEASE", STP_SANDBOX_ON, as_user, probe_fcntl_setlease, true);
 	expect("fetcher: fcntl F_NOTIFY", STP_SANDBOX_ON, as_user, probe_fcntl_notify, true);
 	expect("fetcher: fcntl F_DUPFD", STP_SANDBOX_ON, as_user, probe_fcntl_dupfd, true);
+	expect("fetcher: mprotect(PROT_READ) answers EACCES", STP_SANDBOX_ON, as_user,
+	       probe_mprotect_read, false);
+	expect("fetcher: mmap(PROT_READ) answers EACCES", STP_SANDBOX_ON, as_user,
+	       probe_read_only_mapping, false);
+	expect("fetcher: malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
+	expect("fetcher: pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
 	as_fetcher = false;
 }
 
