@@ -479,11 +479,14 @@ static int prepare(struct monitor *m)
 
 /* The hot list, opened as root: through no symbolic link anywhere on its path (a user
  * who owns a directory on it could point it at any file for root to truncate and
- * overwrite), and not a regular file with another hard link. An fd or a negative errno
- * (-ELOOP, -EMLINK for those). */
+ * overwrite), a regular file (opened without waiting: a FIFO would hold the mount until
+ * someone opens its other end, and then take whatever is written; a device is no list),
+ * with no other hard link. An fd or a negative errno (-ELOOP, -EMLINK, -EINVAL for
+ * those). */
 static int open_record_file(const char *path)
 {
-	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+					 O_NONBLOCK | O_NOCTTY,
 				.mode = 0644 };
 	struct stat st;
 	int fd, err = 0;
@@ -492,10 +495,12 @@ static int open_record_file(const char *path)
 		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 	if (fd < 0)
-		return -errno;
+		return errno == ENXIO ? -EINVAL : -errno; /* a FIFO no one reads */
 	if (fstat(fd, &st))
 		err = -errno;
-	else if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+	else if (!S_ISREG(st.st_mode))
+		err = -EINVAL;
+	else if (st.st_nlink > 1)
 		err = -EMLINK;
 	if (err)
 		close(fd);
@@ -517,6 +522,8 @@ static int open_record(struct monitor *m)
 	else if (m->h.record_fd == -EMLINK)
 		stp_monlog_say(m->prog, "record=%s: the file has another hard link: refused",
 			       m->o->record);
+	else if (m->h.record_fd == -EINVAL)
+		stp_monlog_say(m->prog, "record=%s: not a regular file: refused", m->o->record);
 	else if (m->h.record_fd < 0)
 		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(m->h.record_fd));
 	if (m->h.record_fd < 0) {
@@ -530,14 +537,12 @@ static int open_record(struct monitor *m)
 }
 
 /* The mount is live: the hot list is emptied for the daemon to write at its end (it
- * writes from the start, and cannot truncate). A FIFO or a device has nothing to empty. */
+ * writes from the start, and cannot truncate). */
 static void empty_record(struct monitor *m)
 {
-	struct stat st;
-
 	if (m->record_fd < 0)
 		return;
-	if (!fstat(m->record_fd, &st) && S_ISREG(st.st_mode) && ftruncate(m->record_fd, 0))
+	if (ftruncate(m->record_fd, 0))
 		stp_monlog_say(m->prog, "warning: %s: %s", m->o->record, stp_strerror(-errno));
 	close(m->record_fd);
 	m->record_fd = -1;

@@ -98,24 +98,23 @@ def test_watcher_cannot_regain_root(gen_image, gen_tree, mnt):
 
 # ---- the mount point, pinned (review 4) -------------------------------------------------
 
-def wait_blocked_in_fifo(proc, timeout=30):
-    """Waits until PROC sleeps opening a FIFO (its wchan says so)."""
+def wait_for_line(path, text, proc, timeout=30):
+    """Waits until the file PATH holds TEXT (PROC still running)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        with open("/proc/%d/wchan" % proc.pid) as f:
-            if f.read() in ("wait_for_partner", "fifo_open"):
-                return
+        if os.path.exists(path) and text in open(path, errors="replace").read():
+            return
         time.sleep(0.02)
-    raise AssertionError("mount.stipple never opened the FIFO")
+    raise AssertionError("%s never showed %r" % (path, text))
 
 
 def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
     """Root mounts in a directory another user may write (/tmp, a user's home). Between the
     monitor's checks and its mount the user replaces the mount point with a symlink to a
     directory of root's: the mount goes on the directory that was checked, or nowhere,
-    never over root's. (A record= FIFO holds the monitor between the two: it opens the
-    hot list after checking the mount point, before mounting.)"""
+    never over root's. (strace holds the monitor between the two: it opens the record=
+    hot list after checking the mount point, before mounting; a FIFO no longer can.)"""
     home = tmp_path / "home"
     home.mkdir()
     home.chmod(0o1777)
@@ -124,17 +123,16 @@ def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
     (target / "precious").write_text("root's\n")
     mnt, moved = home / "mnt", home / "mnt.moved"
     mnt.mkdir()
-    fifo = tmp_path / "hot.fifo"
-    os.mkfifo(fifo)
-    proc = subprocess.Popen([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % fifo],
+    hot, trace = tmp_path / "hot.list", tmp_path / "strace.out"
+    proc = subprocess.Popen(["strace", "-o", trace, "-P", hot, "-e", "trace=openat2", "-e",
+                             "inject=openat2:delay_enter=5000000",
+                             MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    reader = None
     try:
-        wait_blocked_in_fifo(proc)
+        wait_for_line(trace, "openat2(", proc)
         os.rename(mnt, moved)
         os.symlink(target, mnt)
-        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         _, err = proc.communicate(timeout=60)
         assert not is_mounted(target), "root's directory was mounted over: " + err
         assert (target / "precious").read_text() == "root's\n"
@@ -146,8 +144,6 @@ def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
             proc.wait()
         for path in (target, moved):
             unmount(path)
-        if reader is not None:
-            os.close(reader)
 
 
 # ---- record= (review 5) ---------------------------------------------------------------
@@ -227,3 +223,45 @@ def test_record_refuses_a_file_with_other_links(gen_image, mnt, tmp_path):
     unmount(mnt)
     assert r.returncode == 32 and "hard link" in r.stderr, r.stderr
     assert target.read_text() == "kept\n"
+
+
+def test_record_refuses_a_fifo_or_a_device(gen_image, mnt, tmp_path):
+    """A FIFO named by record= held root's mount until someone opened its other end, who
+    then got the list; a device took it too. Refused now, at once, whether the FIFO has a
+    reader or not, and nothing mounted."""
+    fifo = tmp_path / "hot.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        for path in (fifo, "/dev/null"):
+            start = time.monotonic()
+            r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % path], timeout=30)
+            unmount(mnt)
+            assert r.returncode == 32 and "not a regular file" in r.stderr, (path, r.stderr)
+            assert time.monotonic() - start < 10
+        os.close(reader)
+        reader = None
+        start = time.monotonic()
+        r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % fifo], timeout=30)
+        unmount(mnt)
+        assert r.returncode == 32 and "not a regular file" in r.stderr, r.stderr
+        assert time.monotonic() - start < 10
+    finally:
+        if reader is not None:
+            os.close(reader)
+
+
+def test_record_bounds_what_the_daemon_writes(gen_image, mnt, tmp_path):
+    """With record= the daemon had no RLIMIT_FSIZE at all ("a hot list has no such
+    bound"): a listing as large as lookups through an allow_other mount make, or a daemon
+    turned hostile, could fill root's file system through the list's descriptor. Its
+    limit, as the kernel shows it, is now the list's 256 MiB."""
+    hot = tmp_path / "hot.list"
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
+    assert r.returncode == 0, r.stderr
+    status = os.getxattr(mnt, "user.stipple.status").decode()
+    pid = dict(ln.split("=", 1) for ln in status.splitlines() if "=" in ln)["pid"]
+    with open("/proc/%s/limits" % pid) as f:
+        line = next(ln for ln in f if ln.startswith("Max file size"))
+    unmount(mnt)
+    assert line.split()[3:5] == [str(256 << 20)] * 2, line
