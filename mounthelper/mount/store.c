@@ -696,7 +696,8 @@ static void trim(struct store *st, uint64_t limit)
 
 		walk(st, &s, start);
 		excess = st->l.total > limit ? st->l.total - limit : 0;
-		evict(st, &s, limit, excess / (FANOUT - before) * (s.dirs - before));
+		/* rounded up: a few bytes over still cost a file, not the whole listing */
+		evict(st, &s, limit, excess / (FANOUT - before) * (s.dirs - before) + !!excess);
 	} while (st->l.total > limit && s.dirs < FANOUT);
 	free(s.e);
 }

@@ -244,6 +244,28 @@ static void trim_lists_part_of_a_large_store(void)
 	cleanup();
 }
 
+/* A store a few bytes over its bound gives a file from its first directories, and the
+ * trim lists no more than its sample (the share of so small an excess was 0 bytes, and
+ * the trim went on listing until it had listed the whole store). */
+static void a_few_bytes_over_cost_a_file_not_a_listing(void)
+{
+	int fd = make_store();
+	unsigned old, young;
+	uint64_t bytes, held;
+
+	count(&old, &young, &bytes);
+	stp_store_trim(fd, bytes * 2);
+	reset_atimes();
+	held = stp_store_trim(fd, bytes - 100);
+	CHECK(listed() >= 1 && listed() <= 80, "%u of 256 directories listed", listed());
+	CHECK(held <= bytes - 100, "the ledger holds %llu of %llu", (unsigned long long)held,
+	      (unsigned long long)bytes - 100);
+	count(&old, &young, &bytes);
+	CHECK(old + young == 256 * PER_DIR - 1, "%u files removed", 256 * PER_DIR - old - young);
+	close(fd);
+	cleanup();
+}
+
 static void repeated_trims_keep_the_bound_oldest_first(void)
 {
 	int fd = make_store();
@@ -652,6 +674,8 @@ int main(void)
 	RUN(trim_lists_part_of_a_large_store);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(repeated_trims_keep_the_bound_oldest_first);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(a_few_bytes_over_cost_a_file_not_a_listing);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(hostile_fetcher_gets_few_writable_files);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
