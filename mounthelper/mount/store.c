@@ -76,8 +76,7 @@ struct store {
 	struct ledger l;
 	uint64_t writable;       /* read-write files this mount may still be handed */
 	uint32_t group;          /* this mount's in L */
-	uint8_t *buf;            /* a block file's bytes, for its hash: BUF_LEN at most */
-	uint64_t buf_len;
+	uint64_t block_max;      /* the longest a block of the image may be stored */
 };
 
 /* SUB beneath DIRFD, made 0700 when missing, opened when it is a directory (not a
@@ -261,7 +260,6 @@ static void free_store(struct store *st)
 {
 	free(st->l.room);
 	free(st->l.p);
-	free(st->buf);
 }
 
 /* SHA's file: whether a mount holds it (an exclusive lock not had at once), its bytes
@@ -368,18 +366,21 @@ static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8
  * memory). Read, not mapped: the owner (or a fetcher) may cut the file short meanwhile,
  * which must cost a hash that does not match, not a SIGBUS. A file longer than the
  * largest block the image allows is no block of it, and is not read. */
-static int hashes_to(struct store *st, int fd, uint64_t len, const uint8_t sha[32])
+static int hashes_to(const struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
-	uint8_t got[STP_SIG_HASH_SIZE];
+	uint8_t got[STP_SIG_HASH_SIZE], *buf;
+	int err;
 
-	if (len > st->buf_len)
+	if (len > st->block_max)
 		return 0;
-	if (!st->buf && !(st->buf = malloc(st->buf_len)))
+	buf = malloc((size_t)len);
+	if (!buf)
 		return -1;
-	if (stp_pread_full(fd, st->buf, (size_t)len, 0))
-		return 0;
-	stp_sign_hash(st->buf, (size_t)len, got);
-	return !memcmp(got, sha, sizeof(got));
+	err = stp_pread_full(fd, buf, (size_t)len, 0);
+	if (!err)
+		stp_sign_hash(buf, (size_t)len, got);
+	free(buf);
+	return !err && !memcmp(got, sha, sizeof(got));
 }
 
 /* Whether FD, a file of LEN bytes that no mount holds (an exclusive lock had at once),
@@ -750,7 +751,7 @@ static int attach_locked(int blocks, uint64_t limit, int ctl, const struct stp_s
 		if (offered > STP_FETCH_STORE_MAX)
 			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
 		st.writable = stp_store_writable_max(limit, file_max);
-		st.buf_len = block_max(sb);
+		st.block_max = block_max(sb);
 		err = exchange(&st, ctl, offered, stp_store_files_max(sb, offered), deadline);
 		trim(&st, limit);
 		if (!err) {
