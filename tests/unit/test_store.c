@@ -462,17 +462,22 @@ struct honest {
 	int ctl;
 	unsigned round;
 	uint64_t room;
+	uint64_t write_max;      /* the bytes it writes at most (within ROOM) */
+	bool live;               /* its descriptors kept in FDS: the mount goes on */
+	int fds[ROUND_BLOCKS];
+	unsigned n;
 	const char *broke;
 };
 
 /* An honest fetcher of an image whose blocks a publisher chose all of one first byte
  * (0xff): offers ROUND_BLOCKS new ones, takes its files and ROOM, writes 64 KiB blocks
- * into its writable files while ROOM lasts, then ends (every descriptor closed). */
+ * into its writable files while ROOM (and WRITE_MAX) lasts, then ends (every descriptor
+ * closed) unless LIVE. */
 static void *honest_mount(void *arg)
 {
 	static char block[HEAVY];
 	struct honest *m = arg;
-	int fds[ROUND_BLOCKS];
+	int *fds = m->fds;
 	unsigned n = 0;
 	uint8_t buf[STP_MSG_MAX];
 	uint32_t type;
@@ -489,9 +494,10 @@ static void *honest_mount(void *arg)
 		if (trade(m->ctl, &b, fds + n, &nfds, &st))
 			m->broke = "offer a batch or take its answer";
 		n += nfds;
-		if (st.stop)
+		if (m->broke || st.stop)
 			break;
 	}
+	m->n = n;
 	shutdown(m->ctl, SHUT_WR);
 	if (!m->broke && (stp_msg_recv(m->ctl, (int64_t)stp_now_ns() + 10000000000ll, &type, buf,
 				       sizeof(buf), &len) ||
@@ -499,13 +505,45 @@ static void *honest_mount(void *arg)
 		m->broke = "take ROOM";
 	if (!m->broke)
 		memcpy(&m->room, buf, sizeof(m->room));
-	for (unsigned k = 0, left = (unsigned)(m->room / HEAVY); k < n; k++) {
+	for (uint64_t k = 0, left = (m->room < m->write_max ? m->room : m->write_max) / HEAVY;
+	     k < n; k++) {
 		if (left && (fcntl(fds[k], F_GETFL) & O_ACCMODE) == O_RDWR &&
 		    write(fds[k], block, sizeof(block)) == (ssize_t)sizeof(block))
 			left--;
-		close(fds[k]);
+		if (!m->live)
+			close(fds[k]);
 	}
 	return NULL;
+}
+
+/* Mount M (round ROUND) of an image of ROUND_BLOCKS 64 KiB blocks on the store below
+ * ROOT, bounded by LIMIT: the monitor's side here, the fetcher's on a thread. */
+static void mount_round(struct honest *m, unsigned round, uint64_t limit)
+{
+	struct stp_superblock sb = { .block_log = 16, .block_count = ROUND_BLOCKS,
+				     .meta_offset = STP_SB_SIZE + ROUND_BLOCKS * (uint64_t)HEAVY };
+	pthread_t tid;
+	int sv[2], rc;
+
+	m->round = round;
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	m->ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, honest_mount, m));
+	rc = stp_store_attach(root, limit, "test", sv[0], &sb, ROUND_BLOCKS,
+			      stp_block_stored_max(HEAVY));
+	pthread_join(tid, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	CHECK(rc == 0 && !m->broke, "round %u: %s, %s", round, strerror(-rc),
+	      m->broke ? m->broke : "");
+}
+
+/* The mount M ends. */
+static void unmount_round(struct honest *m)
+{
+	for (unsigned k = 0; k < m->n; k++)
+		close(m->fds[k]);
+	m->n = 0;
 }
 
 /* Review 4 #2: a publisher whose heavy blocks all share a first byte steered the sampled
@@ -514,8 +552,6 @@ static void *honest_mount(void *arg)
  * it is told, keep it within twice its bound. */
 static void honest_mounts_keep_the_bound_whatever_the_hashes(void)
 {
-	struct stp_superblock sb = { .block_log = 16, .block_count = ROUND_BLOCKS,
-				     .meta_offset = STP_SB_SIZE + ROUND_BLOCKS * (uint64_t)HEAVY };
 	uint64_t limit, bytes, peak = 0;
 	char blocks[256];
 	uint8_t sha[32];
@@ -532,20 +568,9 @@ static void honest_mounts_keep_the_bound_whatever_the_hashes(void)
 		put(blocks, sha, HEAVY, 0);
 	}
 	for (unsigned round = 0; round < 16; round++) {
-		struct honest m = { -1, round, 0, NULL };
-		pthread_t tid;
-		int sv[2], rc;
+		static struct honest m = { .write_max = UINT64_MAX };
 
-		CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
-		m.ctl = sv[1];
-		CHECK(!pthread_create(&tid, NULL, honest_mount, &m));
-		rc = stp_store_attach(root, limit, "test", sv[0], &sb, ROUND_BLOCKS,
-				      stp_block_stored_max(HEAVY));
-		pthread_join(tid, NULL);
-		close(sv[0]);
-		close(sv[1]);
-		CHECK(rc == 0 && !m.broke, "round %u: %s, %s", round, strerror(-rc),
-		      m.broke ? m.broke : "");
+		mount_round(&m, round, limit);
 		bytes = du(blocks);
 		peak = bytes > peak ? bytes : peak;
 		CHECK(bytes <= 2 * limit, "round %u: ROOM %llu MiB; store %llu MiB, bound %llu MiB",
@@ -553,6 +578,32 @@ static void honest_mounts_keep_the_bound_whatever_the_hashes(void)
 		      (unsigned long long)(limit >> 20));
 	}
 	printf("# peak %.2f x the bound\n", (double)peak / (double)limit);
+	cleanup();
+}
+
+/* Mounts that run at once share the bound: the room a live mount was told stays charged
+ * (the sample's estimate gave each start all the room the store had then), and once it
+ * ends, what it wrote counts, the rest of its room is free again. */
+static void live_mounts_share_the_bound(void)
+{
+	static struct honest a = { .write_max = 8u << 20, .live = true };
+	static struct honest b = { .write_max = UINT64_MAX, .live = true };
+	static struct honest c = { .write_max = 0 };
+	const uint64_t limit = 32u << 20;
+	char blocks[256];
+
+	make_blocks(blocks);
+	mount_round(&a, 0, limit);
+	CHECK(a.room == limit, "the first mount's room: %llu", (unsigned long long)a.room);
+	mount_round(&b, 1, limit);
+	CHECK(b.room == 0, "the second mount's room while the first runs: %llu MiB",
+	      (unsigned long long)(b.room >> 20));
+	unmount_round(&a);
+	mount_round(&c, 2, limit);
+	CHECK(c.room == limit - (8u << 20), "room once the first ended having written 8 MiB: "
+	      "%llu MiB", (unsigned long long)(c.room >> 20));
+	CHECK(du(blocks) == 8u << 20, "%llu bytes stored", (unsigned long long)du(blocks));
+	unmount_round(&b);
 	cleanup();
 }
 
@@ -684,6 +735,8 @@ int main(void)
 	RUN(honest_mounts_keep_the_bound_whatever_the_hashes);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(trim_work_is_bounded_whatever_the_hashes);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(live_mounts_share_the_bound);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(old_layout_is_evicted);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
