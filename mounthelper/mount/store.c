@@ -181,7 +181,8 @@ static void load_ledger(int blocks, struct ledger *l)
 		return;
 	ok = len >= sizeof(h) && !stp_pread_full(fd, &h, sizeof(h), 0) &&
 	     !memcmp(h.magic, LEDGER_MAGIC, 8) && h.npend <= PENDING_MAX && h.ngroups <= h.npend;
-	want = sizeof(h) + (uint64_t)h.ngroups * 8 + (uint64_t)h.npend * sizeof(struct pending);
+	want = ok ? sizeof(h) + (uint64_t)h.ngroups * 8 + (uint64_t)h.npend * sizeof(struct pending)
+		  : 0;
 	if (ok && len == want) {
 		l->room = calloc(h.ngroups + 1u, sizeof(*l->room));
 		l->p = calloc(h.npend + 1u, sizeof(*l->p));

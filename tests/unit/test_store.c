@@ -266,6 +266,29 @@ static void a_few_bytes_over_cost_a_file_not_a_listing(void)
 	cleanup();
 }
 
+/* A ledger cut short (or edited) is not believed: the next trim lists the store whole
+ * and counts it anew. */
+static void a_damaged_ledger_is_made_anew(void)
+{
+	int fd = make_store(), led;
+	unsigned old, young;
+	uint64_t bytes, held;
+	char path[256];
+
+	count(&old, &young, &bytes);
+	stp_store_trim(fd, bytes * 2);
+	snprintf(path, sizeof(path), "%s/ledger", root);
+	led = open(path, O_WRONLY);
+	CHECK(led >= 0 && !ftruncate(led, 100));
+	close(led);
+	reset_atimes();
+	held = stp_store_trim(fd, bytes * 2);
+	CHECK(listed() == 256 && held == bytes, "%u directories listed, %llu of %llu bytes",
+	      listed(), (unsigned long long)held, (unsigned long long)bytes);
+	close(fd);
+	cleanup();
+}
+
 static void repeated_trims_keep_the_bound_oldest_first(void)
 {
 	int fd = make_store();
@@ -727,6 +750,8 @@ int main(void)
 	RUN(repeated_trims_keep_the_bound_oldest_first);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(a_few_bytes_over_cost_a_file_not_a_listing);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(a_damaged_ledger_is_made_anew);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(hostile_fetcher_gets_few_writable_files);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
