@@ -292,29 +292,31 @@ static void settle(struct store *st)
 {
 	struct ledger *l = &st->l;
 	uint8_t *live = calloc(l->ngroups + 1u, 1);
+	uint64_t *bytes = calloc(l->npend + 1u, sizeof(*bytes));
 	uint32_t kept = 0;
-	uint64_t bytes;
 
-	if (!live)
-		return;
+	if (!live || !bytes)
+		goto out;
+	/* a group none of whose files is held had each looked at here */
 	for (uint32_t i = 0; i < l->npend; i++)
-		if (!live[l->p[i].group] && held_file(st, l->p[i].sha, &bytes))
+		if (!live[l->p[i].group] && held_file(st, l->p[i].sha, &bytes[i]))
 			live[l->p[i].group] = 1;
 	for (uint32_t i = 0; i < l->npend; i++) {
 		if (live[l->p[i].group]) {
 			l->p[kept++] = l->p[i];
 			continue;
 		}
-		held_file(st, l->p[i].sha, &bytes);
 		if (l->known) {
 			unsigned d = fanout_of(l, l->p[i].sha);
 
-			set_dir(l, d, l->dir[d] + bytes);
+			set_dir(l, d, l->dir[d] + bytes[i]);
 		}
 	}
 	l->npend = kept;
-	free(live);
 	compact(l);
+out:
+	free(live);
+	free(bytes);
 }
 
 /* The store's key and ledger under BLOCKS, the mounts that ended settled. */
