@@ -76,6 +76,7 @@ struct store {
 	struct ledger l;
 	uint64_t writable;       /* read-write files this mount may still be handed */
 	uint32_t group;          /* this mount's in L */
+	uint32_t earlier;        /* L's pending files of live mounts before this one's */
 	uint64_t block_max;      /* the longest a block of the image may be stored */
 };
 
@@ -157,9 +158,15 @@ static int by_hash(const void *a, const void *b)
 	return memcmp(a, b, 32);
 }
 
+/* Whether SHA's file is among the first N pending ones (in hash order). */
+static bool pending_in(const struct ledger *l, uint32_t n, const uint8_t sha[32])
+{
+	return n && bsearch(sha, l->p, n, sizeof(*l->p), by_hash);
+}
+
 static bool is_pending(const struct ledger *l, const uint8_t sha[32])
 {
-	return l->npend && bsearch(sha, l->p, l->npend, sizeof(*l->p), by_hash);
+	return pending_in(l, l->npend, sha);
 }
 
 static void set_dir(struct ledger *l, unsigned d, uint64_t bytes)
@@ -301,12 +308,17 @@ static void settle(struct store *st)
 	for (uint32_t i = 0; i < l->npend; i++)
 		if (!live[l->p[i].group] && held_file(st, l->p[i].sha, &bytes[i]))
 			live[l->p[i].group] = 1;
-	for (uint32_t i = 0; i < l->npend; i++) {
-		if (live[l->p[i].group]) {
-			l->p[kept++] = l->p[i];
-			continue;
-		}
-		if (l->known) {
+	/* a file two groups were handed (an index naming a block twice, ...) counts once,
+	 * and not while a live group may still write it */
+	for (uint32_t i = 0, j; i < l->npend; i = j) {
+		bool held = false;
+
+		for (j = i; j < l->npend && !memcmp(l->p[j].sha, l->p[i].sha, 32); j++)
+			held |= live[l->p[j].group];
+		for (uint32_t k = i; k < j; k++)
+			if (live[l->p[k].group])
+				l->p[kept++] = l->p[k];
+		if (!held && l->known) {
 			unsigned d = fanout_of(l, l->p[i].sha);
 
 			set_dir(l, d, l->dir[d] + bytes[i]);
@@ -349,8 +361,9 @@ static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8
 
 	if (len)
 		return fd;
-	if (!st->writable || l->npend >= PENDING_MAX) {
-		rw = -ENOSPC;
+	if (!st->writable || l->npend >= PENDING_MAX || pending_in(l, st->earlier, sha)) {
+		rw = -ENOSPC; /* none left, or a live mount may write it (and no file's bytes
+			       * may be counted twice) */
 	} else {
 		st->writable--;
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -493,6 +506,7 @@ static int make_group(struct store *st)
 		return -ENOMEM;
 	l->p = p;
 	st->group = l->ngroups;
+	st->earlier = l->npend;
 	l->room[l->ngroups++] = 0;
 	st->writable = n;
 	return 0;

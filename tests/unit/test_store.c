@@ -487,6 +487,9 @@ struct honest {
 	uint64_t room;
 	uint64_t write_max;      /* the bytes it writes at most (within ROOM) */
 	bool live;               /* its descriptors kept in FDS: the mount goes on */
+	bool one_hash;           /* every block the same bytes: one hash */
+	bool hostile;            /* writes a block into every writable file, whatever ROOM */
+	unsigned pins;           /* first offers the first block of each of as many mounts before */
 	int fds[ROUND_BLOCKS];
 	unsigned n;
 	const char *broke;
@@ -512,8 +515,12 @@ static void *honest_mount(void *arg)
 		struct stp_fetch_store st;
 		unsigned nfds = 0;
 
-		for (uint32_t k = 0; k < b.count; k++)
-			series_sha(0xff, m->round * ROUND_BLOCKS + (unsigned)first + k, b.sha[k]);
+		for (uint32_t k = 0; k < b.count; k++) {
+			unsigned i = (unsigned)first + k;
+
+			series_sha(0xff, m->one_hash ? 0 : i < m->pins ? i * ROUND_BLOCKS :
+				   m->round * ROUND_BLOCKS + i - m->pins, b.sha[k]);
+		}
 		if (trade(m->ctl, &b, fds + n, &nfds, &st))
 			m->broke = "offer a batch or take its answer";
 		n += nfds;
@@ -528,7 +535,8 @@ static void *honest_mount(void *arg)
 		m->broke = "take ROOM";
 	if (!m->broke)
 		memcpy(&m->room, buf, sizeof(m->room));
-	for (uint64_t k = 0, left = (m->room < m->write_max ? m->room : m->write_max) / HEAVY;
+	for (uint64_t k = 0, left = m->hostile ? UINT64_MAX :
+			(m->room < m->write_max ? m->room : m->write_max) / HEAVY;
 	     k < n; k++) {
 		if (left && (fcntl(fds[k], F_GETFL) & O_ACCMODE) == O_RDWR &&
 		    write(fds[k], block, sizeof(block)) == (ssize_t)sizeof(block))
@@ -627,6 +635,45 @@ static void live_mounts_share_the_bound(void)
 	      "%llu MiB", (unsigned long long)(c.room >> 20));
 	CHECK(du(blocks) == 8u << 20, "%llu bytes stored", (unsigned long long)du(blocks));
 	unmount_round(&b);
+	cleanup();
+}
+
+/* Review 6 #1: an index naming one block many times (all its blocks the same bytes) got
+ * the one empty file writable as often, and the ledger counted its bytes as often when
+ * the mount ended: the next trim evicted sound blocks from a store under its bound. */
+static void a_block_named_twice_is_counted_once(void)
+{
+	static struct honest m = { .write_max = HEAVY, .one_hash = true };
+	unsigned files = 0;
+	char blocks[256];
+	uint8_t sha[32];
+	uint64_t held, limit;
+	int fd;
+
+	make_blocks(blocks);
+	for (unsigned i = 0; i < 4096; i++) {
+		series_sha(i & 0xff, i >> 8, sha);
+		put(blocks, sha, 4096, 0);
+	}
+	limit = du(blocks) + (1u << 20);
+	fd = open(blocks, O_RDONLY | O_DIRECTORY);
+	CHECK(fd >= 0);
+	stp_store_trim(fd, limit);
+	mount_round(&m, 0, limit);
+	held = stp_store_trim(fd, limit);
+	for (unsigned i = 0; i < 4096; i++) {
+		char rel[70], path[400];
+		struct stat st;
+
+		series_sha(i & 0xff, i >> 8, sha);
+		place(sha, rel);
+		snprintf(path, sizeof(path), "%s/%s", blocks, rel);
+		files += !stat(path, &st);
+	}
+	CHECK(files == 4096 && held == du(blocks), "%u of 4096 sound files left; ledger %llu KiB, "
+	      "store %llu KiB", files, (unsigned long long)(held >> 10),
+	      (unsigned long long)(du(blocks) >> 10));
+	close(fd);
 	cleanup();
 }
 
@@ -762,6 +809,8 @@ int main(void)
 	RUN(trim_work_is_bounded_whatever_the_hashes);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(live_mounts_share_the_bound);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(a_block_named_twice_is_counted_once);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(old_layout_is_evicted);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
