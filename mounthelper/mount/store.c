@@ -77,6 +77,8 @@ struct store {
 	uint64_t writable;       /* read-write files this mount may still be handed */
 	uint32_t group;          /* this mount's in L */
 	uint32_t earlier;        /* L's pending files of live mounts before this one's */
+	bool grouped;            /* GROUP made */
+	uint64_t handed;         /* read-write files handed to this mount */
 	uint64_t block_max;      /* the longest a block of the image may be stored */
 };
 
@@ -366,6 +368,7 @@ static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8
 			       * may be counted twice) */
 	} else {
 		st->writable--;
+		st->handed++;
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 		rw = rw < 0 ? -errno : rw;
@@ -507,6 +510,7 @@ static int make_group(struct store *st)
 	l->p = p;
 	st->group = l->ngroups;
 	st->earlier = l->npend;
+	st->grouped = true;
 	l->room[l->ngroups++] = 0;
 	st->writable = n;
 	return 0;
@@ -767,14 +771,22 @@ static int attach_locked(int blocks, uint64_t limit, int ctl, const struct stp_s
 	if (!err) {
 		if (offered > STP_FETCH_STORE_MAX)
 			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
-		st.writable = stp_store_writable_max(limit, file_max);
+		/* no more read-write files than the room the ledger leaves now: a fetcher that
+		 * does not heed ROOM writes no more than its mount is charged */
+		st.writable = stp_store_writable_max(st.l.total < limit ? limit - st.l.total : 0,
+						     file_max);
 		st.block_max = block_max(sb);
 		err = exchange(&st, ctl, offered, stp_store_files_max(sb, offered), deadline);
 		trim(&st, limit);
-		if (!err) {
+		if (!err)
 			*room = st.l.total < limit ? limit - st.l.total : 0;
-			st.l.room[st.group] = *room;
-			st.l.total += *room;
+		if (st.grouped) {
+			uint64_t unit = file_max > STP_PUBLISHED_STORE_UNIT ? file_max
+									    : STP_PUBLISHED_STORE_UNIT;
+			uint64_t most = st.handed * unit; /* <= the room before: no overflow */
+
+			st.l.room[st.group] = *room > most ? *room : most;
+			st.l.total += st.l.room[st.group];
 		}
 		save_ledger(blocks, &st.l);
 	}

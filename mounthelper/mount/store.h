@@ -14,12 +14,14 @@
  * Nothing in it is trusted: the fetcher checks a block read back from its file against
  * its hash (a file that does not match is passed over and its block fetched), so neither a
  * torn write nor an edit serves a wrong byte. A file that holds bytes is handed read-only
- * (another mount may be serving it), an empty one read-write, and no more of those than
- * cache_size= holds of files as large as the fetcher may write (its RLIMIT_FSIZE, which
- * it lowers to its index's largest block before HELLO and cannot raise again;
+ * (another mount may be serving it), an empty one read-write (unless an earlier live
+ * mount was), and no more of those than the room the ledger leaves below cache_size=
+ * holds of files as large as the fetcher may write (its RLIMIT_FSIZE, which it lowers to
+ * its index's largest block before HELLO and cannot raise again;
  * stp_store_writable_max): ROOM binds a fetcher that obeys it, this one a fetcher that
- * does not. A fetcher turned hostile can so take the store to twice cache_size= at
- * most, until the next trim; one that did not lower its limit gets no writable file.
+ * does not, and the mount is charged the larger of the two. A fetcher turned hostile
+ * cannot so take the store past cache_size= (and a file system block a file), however
+ * many mounts run at once; one that did not lower its limit gets no writable file.
  *
  * Which blocks live mounts use: each mount holds a shared flock on each of its blocks'
  * files, through the descriptors the fetcher keeps for the mount's life (a lock that

@@ -677,6 +677,29 @@ static void a_block_named_twice_is_counted_once(void)
 	cleanup();
 }
 
+/* Review 6 #2: a hostile fetcher writes into every writable file it gets, whatever ROOM
+ * says; each mount pins a block of every mount before it, so that none of them is seen
+ * to end. Ten such mounts at once keep the store within its bound and a block. */
+static void overlapping_hostile_mounts_keep_the_bound(void)
+{
+	static struct honest m[10];
+	const uint64_t limit = 4u << 20;
+	char blocks[256];
+
+	make_blocks(blocks);
+	for (unsigned r = 0; r < 10; r++) {
+		m[r] = (struct honest){ .write_max = UINT64_MAX, .live = true, .hostile = true,
+					.pins = r };
+		mount_round(&m[r], r, limit);
+		CHECK(du(blocks) <= limit + stp_block_stored_max(HEAVY), "mount %u: store %llu KiB, "
+		      "bound %llu KiB", r, (unsigned long long)(du(blocks) >> 10),
+		      (unsigned long long)(limit >> 10));
+	}
+	for (unsigned r = 0; r < 10; r++)
+		unmount_round(&m[r]);
+	cleanup();
+}
+
 /* Review 4 #2's corollary: every file in one fan-out directory made each trim list that
  * directory whole. Whatever their hashes, a trim lists about its sample. */
 static void trim_work_is_bounded_whatever_the_hashes(void)
@@ -811,6 +834,8 @@ int main(void)
 	RUN(live_mounts_share_the_bound);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(a_block_named_twice_is_counted_once);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(overlapping_hostile_mounts_keep_the_bound);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(old_layout_is_evicted);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
