@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -813,8 +814,45 @@ static void overlong_block_file_is_not_read(void)
 	cleanup();
 }
 
+/* Review 6 #4: the junk check read a whole block file into memory (up to 1 GiB with
+ * 1 GiB blocks) in root's monitor, counted in no budget. A 256 MiB file of an image of
+ * 256 MiB blocks now costs a fixed buffer. */
+static void junk_check_memory_is_bounded(void)
+{
+	static const uint8_t big_sha[32] = { [0 ... 31] = 0x77 };
+	struct stp_superblock sb = { .block_log = 28, .block_count = 2,
+				     .meta_offset = STP_SB_SIZE + (2ull << 28) };
+	struct two_blocks t = { -1, { big_sha, big_sha }, { -1, -1 }, { -1, -1 } };
+	struct rusage before, after;
+	char path[256];
+	pthread_t tid;
+	int sv[2], fd;
+
+	make_blocks(path);
+	plant(big_sha, "x", path);
+	fd = open(path, O_WRONLY);
+	CHECK(fd >= 0 && !ftruncate(fd, 256ll << 20));
+	close(fd);
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	t.ctl = sv[1];
+	getrusage(RUSAGE_SELF, &before);
+	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
+	stp_store_attach(root, 1 << 30, "test", sv[0], &sb, 2, stp_block_stored_max(1u << 28));
+	pthread_join(tid, NULL);
+	getrusage(RUSAGE_SELF, &after);
+	CHECK(after.ru_maxrss - before.ru_maxrss < 64 << 10, "peak RSS %ld MiB -> %ld MiB",
+	      before.ru_maxrss >> 10, after.ru_maxrss >> 10);
+	CHECK(t.mode[0] == O_RDWR && t.size[0] == 0, "the junk file: mode %d, %lld bytes",
+	      t.mode[0], (long long)t.size[0]);
+	close(sv[0]);
+	close(sv[1]);
+	cleanup();
+}
+
 int main(void)
 {
+	RUN(junk_check_memory_is_bounded); /* first: the process's peak RSS still low */
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(trim_lists_part_of_a_large_store);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(repeated_trims_keep_the_bound_oldest_first);
