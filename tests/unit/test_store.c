@@ -780,38 +780,48 @@ static void old_layout_is_evicted(void)
 	cleanup();
 }
 
+/* A store holding, under SHA, a sparse file of SIZE bytes, taken by a mount of an
+ * image of 1 << BLOCK_LOG byte blocks offering SHA: what it got into T. */
+static void take_sparse(const uint8_t sha[32], unsigned block_log, uint64_t size,
+			struct two_blocks *t)
+{
+	struct stp_superblock sb = { .block_log = block_log, .block_count = 2,
+				     .meta_offset = STP_SB_SIZE + (2ull << block_log) };
+	char path[256];
+	pthread_t tid;
+	int sv[2], fd;
+
+	*t = (struct two_blocks){ -1, { sha, sha }, { -1, -1 }, { -1, -1 } };
+	make_blocks(path);
+	plant(sha, "x", path);
+	fd = open(path, O_WRONLY);
+	CHECK(fd >= 0 && !ftruncate(fd, (off_t)size));
+	close(fd);
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	t->ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, offer_two, t));
+	stp_store_attach(root, 1 << 30, "test", sv[0], &sb, 2,
+			 stp_block_stored_max(1ull << block_log));
+	pthread_join(tid, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	CHECK(t->mode[0] == O_RDWR && t->size[0] == 0, "the file: mode %d, %lld bytes",
+	      t->mode[0], (long long)t->size[0]);
+	cleanup();
+}
+
 /* A file a user or a fetcher left, longer than the largest block the image allows (a
  * sparse 16 GiB): judged junk by its length, not read (it was mapped and hashed whole),
  * and handed writable, empty. */
 static void overlong_block_file_is_not_read(void)
 {
 	static const uint8_t long_sha[32] = { [0 ... 31] = 0x3c };
-	struct stp_superblock sb = { .block_log = 12, .block_count = 2,
-				     .meta_offset = STP_SB_SIZE + 2 * 4096 };
-	struct two_blocks t = { -1, { long_sha, long_sha }, { -1, -1 }, { -1, -1 } };
-	char path[256];
-	uint64_t t0;
-	pthread_t tid;
-	int sv[2], fd;
+	uint64_t t0 = stp_now_ns();
+	struct two_blocks t;
 
-	make_blocks(path);
-	plant(long_sha, "x", path);
-	fd = open(path, O_WRONLY);
-	CHECK(fd >= 0 && !ftruncate(fd, 16ll << 30));
-	close(fd);
-	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
-	t.ctl = sv[1];
-	t0 = stp_now_ns();
-	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
-	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(4096));
-	pthread_join(tid, NULL);
+	take_sparse(long_sha, 12, 16ull << 30, &t);
 	CHECK(stp_now_ns() - t0 < 3000000000ull, "%.1f s to take the file",
 	      (double)(stp_now_ns() - t0) / 1e9);
-	CHECK(t.mode[0] == O_RDWR && t.size[0] == 0, "the overlong file: mode %d, %lld bytes",
-	      t.mode[0], (long long)t.size[0]);
-	close(sv[0]);
-	close(sv[1]);
-	cleanup();
 }
 
 /* Review 6 #4: the junk check read a whole block file into memory (up to 1 GiB with
@@ -820,33 +830,14 @@ static void overlong_block_file_is_not_read(void)
 static void junk_check_memory_is_bounded(void)
 {
 	static const uint8_t big_sha[32] = { [0 ... 31] = 0x77 };
-	struct stp_superblock sb = { .block_log = 28, .block_count = 2,
-				     .meta_offset = STP_SB_SIZE + (2ull << 28) };
-	struct two_blocks t = { -1, { big_sha, big_sha }, { -1, -1 }, { -1, -1 } };
 	struct rusage before, after;
-	char path[256];
-	pthread_t tid;
-	int sv[2], fd;
+	struct two_blocks t;
 
-	make_blocks(path);
-	plant(big_sha, "x", path);
-	fd = open(path, O_WRONLY);
-	CHECK(fd >= 0 && !ftruncate(fd, 256ll << 20));
-	close(fd);
-	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
-	t.ctl = sv[1];
 	getrusage(RUSAGE_SELF, &before);
-	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
-	stp_store_attach(root, 1 << 30, "test", sv[0], &sb, 2, stp_block_stored_max(1u << 28));
-	pthread_join(tid, NULL);
+	take_sparse(big_sha, 28, 256ull << 20, &t);
 	getrusage(RUSAGE_SELF, &after);
 	CHECK(after.ru_maxrss - before.ru_maxrss < 64 << 10, "peak RSS %ld MiB -> %ld MiB",
 	      before.ru_maxrss >> 10, after.ru_maxrss >> 10);
-	CHECK(t.mode[0] == O_RDWR && t.size[0] == 0, "the junk file: mode %d, %lld bytes",
-	      t.mode[0], (long long)t.size[0]);
-	close(sv[0]);
-	close(sv[1]);
-	cleanup();
 }
 
 int main(void)
