@@ -507,6 +507,52 @@ static int open_record_file(const char *path)
 	return err ? err : fd;
 }
 
+/* open_record_file in a child: the path walk may wait on a file system that never
+ * answers (a user's FUSE mount with allow_other on a directory of the path), which no
+ * flag of open(2) bounds. The descriptor comes back over a socket; past DEADLINE the
+ * child is killed (a FUSE request's wait ends on SIGKILL): -ETIMEDOUT. */
+static int open_record_bounded(const char *path, int64_t deadline)
+{
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	int sv[2], fd = -1, err;
+	unsigned nfds = 0;
+	uint32_t type;
+	int32_t rc;
+	size_t len;
+	pid_t pid;
+
+	if (!buf || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	pid = fork();
+	if (pid == 0) {
+		fd = open_record_file(path);
+		rc = fd < 0 ? fd : 0;
+		stp_msg_send_fds(sv[1], STP_MSG_RECORD, &rc, sizeof(rc), &fd, fd >= 0);
+		_exit(0);
+	}
+	close(sv[1]);
+	err = pid < 0 ? -errno : stp_msg_recv_fds(sv[0], deadline, &type, buf, STP_MSG_MAX,
+						   &len, &fd, 1, &nfds);
+	if (!err && (type != STP_MSG_RECORD || len != sizeof(rc)))
+		err = -EPROTO;
+	if (!err) {
+		memcpy(&rc, buf, sizeof(rc));
+		err = rc < 0 ? rc : nfds == 1 ? 0 : -EPROTO;
+	}
+	if (err && nfds)
+		close(fd);
+	close(sv[0]);
+	free(buf);
+	if (pid > 0) {
+		if (err == -ETIMEDOUT)
+			kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	return err ? err : fd;
+}
+
 /* The hot list file is opened here: the confined daemon can open nothing. It is emptied
  * once the mount is live (empty_record), not before: a mount that fails leaves the list
  * of an earlier run as it was. */
@@ -515,8 +561,12 @@ static int open_record(struct monitor *m)
 	m->h.record_fd = -1;
 	if (!m->o->record)
 		return 0;
-	m->h.record_fd = open_record_file(m->o->record);
-	if (m->h.record_fd == -ELOOP)
+	m->h.record_fd = open_record_bounded(m->o->record, (int64_t)stp_now_ns() +
+					     STP_MOUNT_DEADLINE_MS * 1000000ll);
+	if (m->h.record_fd == -ETIMEDOUT)
+		stp_monlog_say(m->prog, "record=%s: its path did not answer within %d s: refused",
+			       m->o->record, STP_MOUNT_DEADLINE_MS / 1000);
+	else if (m->h.record_fd == -ELOOP)
 		stp_monlog_say(m->prog, "record=%s: a symbolic link on its path: refused (name the "
 			       "file by its resolved path)", m->o->record);
 	else if (m->h.record_fd == -EMLINK)
