@@ -294,7 +294,8 @@ static void attach_store(struct monitor *m)
 		dir = o->cache_dir ? strdup(o->cache_dir) : m->checks->cache_default_dir();
 	if (dir)
 		m->checks->store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], &m->sb,
-					m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher));
+					m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher),
+					m->h.fetcher.pid);
 	free(dir);
 	stp_fetcher_close_ctl(&m->h.fetcher);
 }

@@ -33,7 +33,7 @@
 #define KEY_FILE "fanout.key"
 #define LEDGER_FILE "ledger"
 #define LEDGER_NEW "ledger.new"
-#define LEDGER_MAGIC "STPLDG01"
+#define LEDGER_MAGIC "STPLDG02"
 #define KEY_SIZE 32u
 /* Set on a stored block file once its bytes were found to hash to its name. */
 #define VERIFIED_XATTR "user.stipple.sound"
@@ -52,6 +52,14 @@ struct pending {
 	uint32_t group;
 };
 
+/* A mount's charge: the ROOM it was told (or what its writable files hold, if more),
+ * until its fetcher (PID, started at START: /proc's starttime; 0: not known) has ended
+ * and no file it was handed is held. */
+struct group {
+	uint64_t room, start;
+	uint32_t pid, pad;
+};
+
 /* The store's bytes (store.h): each fan-out directory's files as last listed, with what
  * trims removed since and what ended mounts wrote, and the room each live mount was
  * given. Read and written under the blocks directory's lock only. */
@@ -59,7 +67,7 @@ struct ledger {
 	uint8_t key[KEY_SIZE];
 	bool known;              /* every directory's bytes are in DIR */
 	uint64_t dir[FANOUT];
-	uint64_t *room;          /* per group: the ROOM its mount was told */
+	struct group *g;         /* per group: its mount's charge and fetcher */
 	uint32_t ngroups;
 	struct pending *p;       /* sorted by hash once the exchange is over */
 	uint32_t npend;
@@ -81,6 +89,7 @@ struct store {
 	uint32_t earlier;        /* L's pending files of live mounts before this one's */
 	bool grouped;            /* GROUP made */
 	uint64_t handed;         /* read-write files handed to this mount */
+	pid_t fetcher;           /* its fetcher (0: not known) */
 	uint64_t block_max;      /* the longest a block of the image may be stored */
 };
 
@@ -192,15 +201,16 @@ static void load_ledger(int blocks, struct ledger *l)
 		return;
 	ok = len >= sizeof(h) && !stp_pread_full(fd, &h, sizeof(h), 0) &&
 	     !memcmp(h.magic, LEDGER_MAGIC, 8) && h.npend <= PENDING_MAX && h.ngroups <= h.npend;
-	want = ok ? sizeof(h) + (uint64_t)h.ngroups * 8 + (uint64_t)h.npend * sizeof(struct pending)
+	want = ok ? sizeof(h) + (uint64_t)h.ngroups * sizeof(struct group) +
+		    (uint64_t)h.npend * sizeof(struct pending)
 		  : 0;
 	if (ok && len == want) {
-		l->room = calloc(h.ngroups + 1u, sizeof(*l->room));
+		l->g = calloc(h.ngroups + 1u, sizeof(*l->g));
 		l->p = calloc(h.npend + 1u, sizeof(*l->p));
-		ok = l->room && l->p &&
-		     !stp_pread_full(fd, l->room, h.ngroups * 8ull, sizeof(h)) &&
+		ok = l->g && l->p &&
+		     !stp_pread_full(fd, l->g, h.ngroups * sizeof(*l->g), sizeof(h)) &&
 		     !stp_pread_full(fd, l->p, h.npend * sizeof(*l->p),
-				     sizeof(h) + h.ngroups * 8ull);
+				     sizeof(h) + h.ngroups * sizeof(*l->g));
 		for (uint32_t i = 0; ok && i < h.npend; i++)
 			ok = l->p[i].group < h.ngroups;
 		if (ok) {
@@ -211,7 +221,7 @@ static void load_ledger(int blocks, struct ledger *l)
 			for (unsigned d = 0; d < FANOUT; d++)
 				l->total += l->dir[d];
 			for (uint32_t g = 0; g < l->ngroups; g++)
-				l->total += l->room[g];
+				l->total += l->g[g].room;
 			qsort(l->p, l->npend, sizeof(*l->p), by_hash);
 		}
 	}
@@ -229,10 +239,10 @@ static void compact(struct ledger *l)
 		map[l->p[i].group] = 1;
 	for (uint32_t g = 0; g < l->ngroups; g++) {
 		if (!map[g]) {
-			l->total -= l->room[g];
+			l->total -= l->g[g].room;
 			continue;
 		}
-		l->room[n] = l->room[g];
+		l->g[n] = l->g[g];
 		map[g] = n++;
 	}
 	for (uint32_t i = 0; i < l->npend; i++)
@@ -259,10 +269,10 @@ static void save_ledger(int blocks, struct ledger *l)
 		return;
 	err = stp_pwrite_full(fd, &h, sizeof(h), 0);
 	if (!err)
-		err = stp_pwrite_full(fd, l->room, h.ngroups * 8ull, sizeof(h));
+		err = stp_pwrite_full(fd, l->g, h.ngroups * sizeof(*l->g), sizeof(h));
 	if (!err)
 		err = stp_pwrite_full(fd, l->p, h.npend * sizeof(*l->p),
-				      sizeof(h) + h.ngroups * 8ull);
+				      sizeof(h) + h.ngroups * sizeof(*l->g));
 	close(fd);
 	if (err || renameat(blocks, LEDGER_NEW, blocks, LEDGER_FILE))
 		unlinkat(blocks, LEDGER_NEW, 0);
@@ -270,7 +280,7 @@ static void save_ledger(int blocks, struct ledger *l)
 
 static void free_store(struct store *st)
 {
-	free(st->l.room);
+	free(st->l.g);
 	free(st->l.p);
 }
 
@@ -295,6 +305,33 @@ static bool held_file(const struct store *st, const uint8_t sha[32], uint64_t *b
 	return held;
 }
 
+/* When process PID started (/proc's starttime, in clock ticks since boot): 0 when it
+ * has ended (or is not known). With the pid, it names the process whatever pid reuse. */
+static uint64_t started(pid_t pid)
+{
+	char path[32], buf[512], *end;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	end = strrchr(buf, ')'); /* the name may hold anything but this last ')' */
+	/* after ") ": state, then fields 4 to 21, then starttime (22) */
+	if (!end || sscanf(end + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+				    "%*s %*s %*s %*s %*s %*s %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
 /* Counts what the mounts that ended wrote: a group whose files no mount holds is over,
  * its files' bytes go to their directories and its room is given back. A live mount
  * holds all its files, so one file held keeps its group (the first one looked at, most
@@ -308,9 +345,14 @@ static void settle(struct store *st)
 
 	if (!live || !bytes)
 		goto out;
+	/* a mount whose fetcher has ended writes no more, whoever pins its files (2: ended) */
+	for (uint32_t g = 0; g < l->ngroups; g++)
+		if (l->g[g].pid && started((pid_t)l->g[g].pid) != l->g[g].start)
+			live[g] = 2;
 	/* a group none of whose files is held had each looked at here */
 	for (uint32_t i = 0; i < l->npend; i++)
-		if (!live[l->p[i].group] && held_file(st, l->p[i].sha, &bytes[i]))
+		if (live[l->p[i].group] != 1 && held_file(st, l->p[i].sha, &bytes[i]) &&
+		    !live[l->p[i].group])
 			live[l->p[i].group] = 1;
 	/* a file two groups were handed (an index naming a block twice, ...) counts once,
 	 * and not while a live group may still write it */
@@ -318,9 +360,9 @@ static void settle(struct store *st)
 		bool held = false;
 
 		for (j = i; j < l->npend && !memcmp(l->p[j].sha, l->p[i].sha, 32); j++)
-			held |= live[l->p[j].group];
+			held |= live[l->p[j].group] == 1;
 		for (uint32_t k = i; k < j; k++)
-			if (live[l->p[k].group])
+			if (live[l->p[k].group] == 1)
 				l->p[kept++] = l->p[k];
 		if (!held && l->known) {
 			unsigned d = fanout_of(l, l->p[i].sha);
@@ -514,18 +556,18 @@ static int make_group(struct store *st)
 {
 	struct ledger *l = &st->l;
 	uint64_t n = st->writable < PENDING_MAX - l->npend ? st->writable : PENDING_MAX - l->npend;
-	uint64_t *room = realloc(l->room, (l->ngroups + 1u) * sizeof(*room));
-	struct pending *p = room ? realloc(l->p, (l->npend + n + 1) * sizeof(*p)) : NULL;
+	struct group *g = realloc(l->g, (l->ngroups + 1u) * sizeof(*g));
+	struct pending *p = g ? realloc(l->p, (l->npend + n + 1) * sizeof(*p)) : NULL;
 
-	if (room)
-		l->room = room;
+	if (g)
+		l->g = g;
 	if (!p)
 		return -ENOMEM;
 	l->p = p;
 	st->group = l->ngroups;
 	st->earlier = l->npend;
 	st->grouped = true;
-	l->room[l->ngroups++] = 0;
+	l->g[l->ngroups++] = (struct group){ 0, started(st->fetcher), (uint32_t)st->fetcher, 0 };
 	st->writable = n;
 	return 0;
 }
@@ -776,12 +818,14 @@ static uint64_t block_max(const struct stp_superblock *sb)
 /* Under the store's lock: the exchange, the trim, and the ROOM this mount is given,
  * charged to the ledger until it ends. */
 static int attach_locked(int blocks, uint64_t limit, int ctl, const struct stp_superblock *sb,
-			 uint64_t offered, uint64_t file_max, int64_t deadline, uint64_t *room)
+			 uint64_t offered, uint64_t file_max, pid_t fetcher, int64_t deadline,
+			 uint64_t *room)
 {
 	struct store st;
 	int err = open_store(&st, blocks);
 
 	*room = 0;
+	st.fetcher = fetcher;
 	if (!err) {
 		if (offered > STP_FETCH_STORE_MAX)
 			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
@@ -799,8 +843,8 @@ static int attach_locked(int blocks, uint64_t limit, int ctl, const struct stp_s
 									    : STP_PUBLISHED_STORE_UNIT;
 			uint64_t most = st.handed * unit; /* <= the room before: no overflow */
 
-			st.l.room[st.group] = *room > most ? *room : most;
-			st.l.total += st.l.room[st.group];
+			st.l.g[st.group].room = *room > most ? *room : most;
+			st.l.total += st.l.g[st.group].room;
 		}
 		save_ledger(blocks, &st.l);
 	}
@@ -809,7 +853,8 @@ static int attach_locked(int blocks, uint64_t limit, int ctl, const struct stp_s
 }
 
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max)
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max,
+		     pid_t fetcher)
 {
 	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
@@ -834,7 +879,7 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		return err;
 	}
 	if (!err) {
-		err = attach_locked(fd, limit, ctl, sb, offered, file_max, deadline, &room);
+		err = attach_locked(fd, limit, ctl, sb, offered, file_max, fetcher, deadline, &room);
 		flock(fd, LOCK_UN);
 	}
 	if (!err) {

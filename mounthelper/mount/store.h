@@ -31,8 +31,9 @@
  * removed only when an exclusive flock is had at once, so never while a mount uses it.
  * The store's bytes are kept in a ledger (blocks/ledger, under the lock): each fan-out
  * directory's as last listed, less what was removed since, and for each live mount the
- * ROOM it was told and the files it was handed writable, charged until none is held
- * (the mount ended) and then counted in their directories. ROOM is LIMIT less the
+ * ROOM it was told and the files it was handed writable, charged until its fetcher has
+ * ended (its pid and start time) or none of those files is held, and then counted in
+ * their directories. ROOM is LIMIT less the
  * ledger's total, so mounts at once share LIMIT. A trim lists only part of a large
  * store: fan-out directories from one picked at random until it has seen 1024 files
  * (each a fair 256th of the store, the fan-out being keyed), correcting their counts;
@@ -53,6 +54,7 @@
 #define STP_STORE_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 struct stp_superblock;
 
@@ -74,9 +76,12 @@ uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max);
  * then trims the store to LIMIT bytes, and tells the fetcher the room left (ROOM).
  * Errors are printed on stderr after PROG (the mount goes on without a store); the
  * fetcher's batches are checked (stp_fetch_blocks_check) and a bad one ends the
- * exchange. Returns 0 or a negative errno. CTL stays the caller's. */
+ * exchange. FETCHER is the fetcher's pid (0: not known): once that process has ended,
+ * its mount writes no more and its charge ends, whatever later mounts pin of its files.
+ * Returns 0 or a negative errno. CTL stays the caller's. */
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max);
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max,
+		     pid_t fetcher);
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above, its
  * key made and its ledger kept; files in use are kept, empty files no mount holds are

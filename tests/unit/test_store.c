@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -398,7 +400,7 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	s.ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, offer, &s));
 	rc = stp_store_attach(root, limit, "test", sv[0], &sb, CLAIMED,
-			      stp_block_stored_max(64u << 10));
+			      stp_block_stored_max(64u << 10), 0);
 	pthread_join(tid, NULL);
 	CHECK(rc == 0, "stp_store_attach: %s", strerror(-rc));
 	CHECK(!s.broke, "the stand-in fetcher could not %s", s.broke);
@@ -467,7 +469,7 @@ static void junk_in_a_block_file_is_replaced(void)
 	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
 	t.ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
-	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10));
+	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10), 0);
 	pthread_join(tid, NULL);
 	CHECK(t.mode[0] == O_RDWR && t.size[0] == 0, "the junk's file: mode %d, %lld bytes",
 	      t.mode[0], (long long)t.size[0]);
@@ -490,6 +492,7 @@ struct honest {
 	bool live;               /* its descriptors kept in FDS: the mount goes on */
 	bool one_hash;           /* every block the same bytes: one hash */
 	bool hostile;            /* writes a block into every writable file, whatever ROOM */
+	pid_t fetcher;           /* the fetcher's pid told the monitor (0: not known) */
 	unsigned pins;           /* first offers the first block of each of as many mounts before */
 	int fds[ROUND_BLOCKS];
 	unsigned n;
@@ -562,7 +565,7 @@ static void mount_round(struct honest *m, unsigned round, uint64_t limit)
 	m->ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, honest_mount, m));
 	rc = stp_store_attach(root, limit, "test", sv[0], &sb, ROUND_BLOCKS,
-			      stp_block_stored_max(HEAVY));
+			      stp_block_stored_max(HEAVY), m->fetcher);
 	pthread_join(tid, NULL);
 	close(sv[0]);
 	close(sv[1]);
@@ -701,6 +704,35 @@ static void overlapping_hostile_mounts_keep_the_bound(void)
 	cleanup();
 }
 
+/* Review 6 #6: a mount that ended stayed "live" while a later mount pinned one of its
+ * files, its charge (all the room at its attach) never given back. Its fetcher's end
+ * ends it now, whoever holds its files. */
+static void an_ended_mount_pinned_by_another_gives_its_room_back(void)
+{
+	static struct honest a = { .write_max = HEAVY, .live = true };
+	static struct honest c = { .write_max = 0 };
+	const uint64_t limit = 8u << 20;
+	char blocks[256];
+	pid_t fetcher = fork();
+
+	if (fetcher == 0) {
+		pause();
+		_exit(0);
+	}
+	CHECK(fetcher > 0);
+	make_blocks(blocks);
+	a.fetcher = fetcher;
+	mount_round(&a, 0, limit); /* its files stay held: as a later mount's pins would */
+	kill(fetcher, SIGKILL);
+	waitpid(fetcher, NULL, 0);
+	mount_round(&c, 1, limit);
+	CHECK(c.room == limit - du(blocks), "room %llu KiB with %llu KiB stored, bound %llu KiB",
+	      (unsigned long long)(c.room >> 10), (unsigned long long)(du(blocks) >> 10),
+	      (unsigned long long)(limit >> 10));
+	unmount_round(&a);
+	cleanup();
+}
+
 /* Review 4 #2's corollary: every file in one fan-out directory made each trim list that
  * directory whole. Whatever their hashes, a trim lists about its sample. */
 static void trim_work_is_bounded_whatever_the_hashes(void)
@@ -801,7 +833,7 @@ static void take_sparse(const uint8_t sha[32], unsigned block_log, uint64_t size
 	t->ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, offer_two, t));
 	stp_store_attach(root, 1 << 30, "test", sv[0], &sb, 2,
-			 stp_block_stored_max(1ull << block_log));
+			 stp_block_stored_max(1ull << block_log), 0);
 	pthread_join(tid, NULL);
 	close(sv[0]);
 	close(sv[1]);
@@ -865,6 +897,8 @@ int main(void)
 	RUN(a_block_named_twice_is_counted_once);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(overlapping_hostile_mounts_keep_the_bound);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(an_ended_mount_pinned_by_another_gives_its_room_back);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(old_layout_is_evicted);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
