@@ -184,6 +184,16 @@ static int detach(struct stp_daemon *d, uint64_t mem_limit)
 	return 0;
 }
 
+/* The most the daemon may write into a file (its RLIMIT_FSIZE; 0 when it has none to
+ * write): the larger of the cache file's bound and the hot list's. */
+static uint64_t file_size_max(const struct stp_daemon_fds *fds)
+{
+	uint64_t cache = fds->cache.fd >= 0 ? stp_diskcache_file_size(&fds->cache) + FSIZE_SLACK : 0;
+	uint64_t record = fds->record >= 0 ? STP_RECORD_MAX : 0;
+
+	return cache > record ? cache : record;
+}
+
 /* Before the loop starts any thread: capabilities, no_new_privs and seccomp are per
  * thread. */
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
@@ -201,9 +211,8 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 		.gid = fds->gid,
 		.keep_fds = keep,
 		.keep_stderr = d->fs.opts->foreground,
-		/* the cache file reaches at most this; a hot list has no such bound */
-		.file_size_max = fds->cache.fd >= 0 && fds->record < 0 ?
-				 stp_diskcache_file_size(&fds->cache) + FSIZE_SLACK : 0,
+		/* the cache file reaches at most this, a hot list STP_RECORD_MAX */
+		.file_size_max = file_size_max(fds),
 	};
 	char err[256];
 	int ret;
@@ -394,7 +403,7 @@ static void write_record(struct stp_daemon *d)
 
 	if (d->record_fd < 0 || !d->fs.recorder)
 		return;
-	err = stp_record_write(d->fs.recorder, d->record_fd);
+	err = stp_record_write(d->fs.recorder, d->record_fd, STP_RECORD_MAX);
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s", d->fs.opts->record,
 			stp_strerror(err));

@@ -57,7 +57,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -73,7 +72,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -296,7 +294,8 @@ static void attach_store(struct monitor *m)
 		dir = o->cache_dir ? strdup(o->cache_dir) : m->checks->cache_default_dir();
 	if (dir)
 		m->checks->store_attach(dir, o->cache_size, m->prog, m->h.fetcher.ctl[0], &m->sb,
-					m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher));
+					m->h.fetcher.blocks, stp_fetcher_file_max(&m->h.fetcher),
+					m->h.fetcher.pid);
 	free(dir);
 	stp_fetcher_close_ctl(&m->h.fetcher);
 }
@@ -479,65 +478,79 @@ static int prepare(struct monitor *m)
 	return err;
 }
 
-static void wake_open(int sig)
-{
-	(void)sig;
-}
-
-/* openat2 of PATH, given up after SECONDS: a FIFO holds the open until a reader comes,
- * and whoever owns its directory decides when that is, while the monitor holds the
- * signals that would end it. A timer of this thread's interrupts it (no SA_RESTART).
- * An fd, -ETIMEDOUT, or another negative errno. */
-static int open_timed(const char *path, struct open_how *how, unsigned seconds)
-{
-	struct sigaction sa = { .sa_handler = wake_open }, old;
-	struct sigevent ev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM };
-	struct itimerspec at = { .it_value = { .tv_sec = seconds } };
-	sigset_t alarm, saved;
-	timer_t timer;
-	int fd, err;
-
-	ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-	if (timer_create(CLOCK_MONOTONIC, &ev, &timer))
-		return -errno;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGALRM, &sa, &old);
-	sigemptyset(&alarm);
-	sigaddset(&alarm, SIGALRM);
-	pthread_sigmask(SIG_UNBLOCK, &alarm, &saved);
-	timer_settime(timer, 0, &at, NULL);
-	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, how, sizeof(*how));
-	err = errno;
-	timer_delete(timer);
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	sigaction(SIGALRM, &old, NULL);
-	if (fd >= 0)
-		return fd;
-	return err == EINTR ? -ETIMEDOUT : -err;
-}
-
 /* The hot list, opened as root: through no symbolic link anywhere on its path (a user
  * who owns a directory on it could point it at any file for root to truncate and
- * overwrite), not a regular file with another hard link, and not waited for longer than
- * SECONDS (a FIFO). An fd or a negative errno (-ELOOP, -EMLINK, -ETIMEDOUT for those). */
-static int open_record_file(const char *path, unsigned seconds)
+ * overwrite), a regular file (opened without waiting: a FIFO would hold the mount until
+ * someone opens its other end, and then take whatever is written; a device is no list),
+ * with no other hard link. An fd or a negative errno (-ELOOP, -EMLINK, -EINVAL for
+ * those). */
+static int open_record_file(const char *path)
 {
-	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+					 O_NONBLOCK | O_NOCTTY,
 				.mode = 0644 };
 	struct stat st;
 	int fd, err = 0;
 
 	if (geteuid() == 0)
 		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-	fd = open_timed(path, &how, seconds);
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 	if (fd < 0)
-		return fd;
+		return errno == ENXIO ? -EINVAL : -errno; /* a FIFO no one reads */
 	if (fstat(fd, &st))
 		err = -errno;
-	else if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+	else if (!S_ISREG(st.st_mode))
+		err = -EINVAL;
+	else if (st.st_nlink > 1)
 		err = -EMLINK;
 	if (err)
 		close(fd);
+	return err ? err : fd;
+}
+
+/* open_record_file in a child: the path walk may wait on a file system that never
+ * answers (a user's FUSE mount with allow_other on a directory of the path), which no
+ * flag of open(2) bounds. The descriptor comes back over a socket; past DEADLINE the
+ * child is killed (a FUSE request's wait ends on SIGKILL): -ETIMEDOUT. */
+static int open_record_bounded(const char *path, int64_t deadline)
+{
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	int sv[2], fd = -1, err;
+	unsigned nfds = 0;
+	uint32_t type;
+	int32_t rc;
+	size_t len;
+	pid_t pid;
+
+	if (!buf || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	pid = fork();
+	if (pid == 0) {
+		fd = open_record_file(path);
+		rc = fd < 0 ? fd : 0;
+		stp_msg_send_fds(sv[1], STP_MSG_RECORD, &rc, sizeof(rc), &fd, fd >= 0);
+		_exit(0);
+	}
+	close(sv[1]);
+	err = pid < 0 ? -errno : stp_msg_recv_fds(sv[0], deadline, &type, buf, STP_MSG_MAX,
+						   &len, &fd, 1, &nfds);
+	if (!err && (type != STP_MSG_RECORD || len != sizeof(rc)))
+		err = -EPROTO;
+	if (!err) {
+		memcpy(&rc, buf, sizeof(rc));
+		err = rc < 0 ? rc : nfds == 1 ? 0 : -EPROTO;
+	}
+	if (err && nfds)
+		close(fd);
+	close(sv[0]);
+	free(buf);
+	if (pid > 0) {
+		if (err == -ETIMEDOUT)
+			kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
 	return err ? err : fd;
 }
 
@@ -549,16 +562,19 @@ static int open_record(struct monitor *m)
 	m->h.record_fd = -1;
 	if (!m->o->record)
 		return 0;
-	m->h.record_fd = open_record_file(m->o->record, stp_montalk_deadline_s(m->o));
-	if (m->h.record_fd == -ELOOP)
+	m->h.record_fd = open_record_bounded(m->o->record, (int64_t)stp_now_ns() +
+					     STP_MOUNT_DEADLINE_MS * 1000000ll);
+	if (m->h.record_fd == -ETIMEDOUT)
+		stp_monlog_say(m->prog, "record=%s: its path did not answer within %d s: refused",
+			       m->o->record, STP_MOUNT_DEADLINE_MS / 1000);
+	else if (m->h.record_fd == -ELOOP)
 		stp_monlog_say(m->prog, "record=%s: a symbolic link on its path: refused (name the "
 			       "file by its resolved path)", m->o->record);
 	else if (m->h.record_fd == -EMLINK)
 		stp_monlog_say(m->prog, "record=%s: the file has another hard link: refused",
 			       m->o->record);
-	else if (m->h.record_fd == -ETIMEDOUT)
-		stp_monlog_say(m->prog, "record=%s: not open within %u s (a FIFO no one reads?): "
-			       "refused", m->o->record, stp_montalk_deadline_s(m->o));
+	else if (m->h.record_fd == -EINVAL)
+		stp_monlog_say(m->prog, "record=%s: not a regular file: refused", m->o->record);
 	else if (m->h.record_fd < 0)
 		stp_monlog_say(m->prog, "%s: %s", m->o->record, stp_strerror(m->h.record_fd));
 	if (m->h.record_fd < 0) {
@@ -572,14 +588,12 @@ static int open_record(struct monitor *m)
 }
 
 /* The mount is live: the hot list is emptied for the daemon to write at its end (it
- * writes from the start, and cannot truncate). A FIFO or a device has nothing to empty. */
+ * writes from the start, and cannot truncate). */
 static void empty_record(struct monitor *m)
 {
-	struct stat st;
-
 	if (m->record_fd < 0)
 		return;
-	if (!fstat(m->record_fd, &st) && S_ISREG(st.st_mode) && ftruncate(m->record_fd, 0))
+	if (ftruncate(m->record_fd, 0))
 		stp_monlog_say(m->prog, "warning: %s: %s", m->o->record, stp_strerror(-errno));
 	close(m->record_fd);
 	m->record_fd = -1;

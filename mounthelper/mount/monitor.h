@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct stp_diskcache_file;
 struct stp_diskcache_id;
@@ -41,7 +42,8 @@ struct stp_monitor_checks {
 	int (*cache_open_file)(const char *dir, const struct stp_diskcache_id *id,
 			       uint64_t limit, const char *prog, struct stp_diskcache_file *out);
 	int (*store_attach)(const char *dir, uint64_t limit, const char *prog, int ctl,
-			    const struct stp_superblock *sb, uint64_t offered, uint64_t file_max);
+			    const struct stp_superblock *sb, uint64_t offered, uint64_t file_max,
+			    pid_t fetcher);
 };
 
 /* Both below: CHECKS as above, or NULL, which refuses a URL or verify= with

@@ -39,6 +39,7 @@ enum stp_msg_type {
 	STP_MSG_STORE,
 	STP_MSG_ROOM,
 	STP_MSG_SANDBOX,
+	STP_MSG_RECORD,    /* the monitor's record= opener to the monitor */
 };
 
 /* The largest payload. */

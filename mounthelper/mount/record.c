@@ -324,13 +324,25 @@ static void write_lookups(const struct stp_recorder *r, char **paths, FILE *f)
 	}
 }
 
-int stp_record_write(struct stp_recorder *r, int fd)
+/* LEN bytes of TEXT, cut to MAX after a whole line: *CUT when they were. */
+static size_t fitting(const char *text, size_t len, uint64_t max, bool *cut)
+{
+	*cut = len > max;
+	if (!*cut)
+		return len;
+	while (max && text[max - 1] != '\n')
+		max--;
+	return (size_t)max;
+}
+
+int stp_record_write(struct stp_recorder *r, int fd, uint64_t max)
 {
 	size_t slots = r->ninodes ? r->ninodes : 1;
 	struct named nm = { r, calloc(slots, sizeof(char *)), calloc(slots, 1) };
 	FILE *f = NULL;
 	char *text = NULL;
 	size_t len = 0;
+	bool cut = false;
 	int rc = nm.paths && nm.dirs ? drop_repeats(&r->names) : -ENOMEM;
 
 	for (uint32_t i = 0; !rc && i < r->names.n; i++)
@@ -348,7 +360,9 @@ int stp_record_write(struct stp_recorder *r, int fd)
 	rc = write_lines(r, nm.paths, f);
 	if (!rc)
 		write_lookups(r, nm.paths, f);
-	rc = fclose(f) || rc ? -ENOMEM : stp_write_full(fd, text, len);
+	rc = fclose(f) || rc ? -ENOMEM : stp_write_full(fd, text, fitting(text, len, max, &cut));
+	if (!rc && cut)
+		rc = -EFBIG;
 out:
 	free(text);
 	for (uint32_t i = 0; nm.paths && i < r->ninodes; i++)

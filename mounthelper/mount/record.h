@@ -33,8 +33,15 @@ void stp_record_read(struct stp_recorder *r, uint32_t ino, uint64_t off, uint64_
 /* A lookup of NAME (LEN bytes) in directory DIR (image inode number), whatever it found. */
 void stp_record_lookup(struct stp_recorder *r, uint32_t dir, const char *name, size_t len);
 
+/* The most a hot list holds: a longer one is cut at its last whole line below it (the
+ * first reads are the ones a start-up needs most), so that a huge listing (any user can
+ * make lookups through an allow_other mount) cannot fill root's file system. The
+ * daemon's RLIMIT_FSIZE is no lower with record= (daemon.c). */
+#define STP_RECORD_MAX (256ull << 20)
+
 /* Writes the hot list to FD (opened before the sandbox closed the file system), which
- * stays open. */
-int stp_record_write(struct stp_recorder *r, int fd);
+ * stays open: its first MAX bytes at most, cut after a whole line; -EFBIG when it was
+ * cut (what fits is written). */
+int stp_record_write(struct stp_recorder *r, int fd, uint64_t max);
 
 #endif

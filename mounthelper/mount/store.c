@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "cachedir.h"
 #include "diskcache.h"
@@ -29,6 +30,11 @@
 #include "util.h"
 
 #define BLOCKS_DIR "blocks"
+#define KEY_FILE "fanout.key"
+#define LEDGER_FILE "ledger"
+#define LEDGER_NEW "ledger.new"
+#define LEDGER_MAGIC "STPLDG02"
+#define KEY_SIZE 32u
 /* Set on a stored block file once its bytes were found to hash to its name. */
 #define VERIFIED_XATTR "user.stipple.sound"
 #define FANOUT 256u
@@ -36,6 +42,56 @@
  * store of fewer), and no more unless the store is still over its bound. */
 #define SAMPLE_MIN 1024u
 #define SAMPLE_MAX (SAMPLE_MIN + (1u << 16)) /* and the rest of the last directory's */
+/* Files handed writable to live mounts that the ledger follows: past them, none more. */
+#define PENDING_MAX (1u << 18)
+
+/* A file handed writable to a mount (GROUP: the attach that did), not counted in its
+ * directory's bytes until that mount has ended: it may still be written. */
+struct pending {
+	uint8_t sha[32];
+	uint32_t group;
+};
+
+/* A mount's charge: the ROOM it was told (or what its writable files hold, if more),
+ * until its fetcher (PID, started at START: /proc's starttime; 0: not known) has ended
+ * and no file it was handed is held. */
+struct group {
+	uint64_t room, start;
+	uint32_t pid, pad;
+};
+
+/* The store's bytes (store.h): each fan-out directory's files as last listed, with what
+ * trims removed since and what ended mounts wrote, and the room each live mount was
+ * given. Read and written under the blocks directory's lock only. */
+struct ledger {
+	uint8_t key[KEY_SIZE];
+	bool known;              /* every directory's bytes are in DIR */
+	uint64_t dir[FANOUT];
+	struct group *g;         /* per group: its mount's charge and fetcher */
+	uint32_t ngroups;
+	struct pending *p;       /* sorted by hash once the exchange is over */
+	uint32_t npend;
+	uint64_t total;          /* DIR's and ROOM's sum */
+};
+
+struct ledger_head {
+	char magic[8];
+	uint64_t dir[FANOUT];
+	uint32_t ngroups, npend;
+};
+
+/* One attach's or trim's view of the store. */
+struct store {
+	int blocks;
+	struct ledger l;
+	uint64_t writable;       /* read-write files this mount may still be handed */
+	uint32_t group;          /* this mount's in L */
+	uint32_t earlier;        /* L's pending files of live mounts before this one's */
+	bool grouped;            /* GROUP made */
+	uint64_t handed;         /* read-write files handed to this mount */
+	pid_t fetcher;           /* its fetcher (0: not known) */
+	uint64_t block_max;      /* the longest a block of the image may be stored */
+};
 
 /* SUB beneath DIRFD, made 0700 when missing, opened when it is a directory (not a
  * link) of the mounting user's that no one else may write. */
@@ -56,40 +112,350 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
-/* FD (a file of LEN bytes), or the same file opened read-write when it is empty, while
- * *WRITABLE lasts (one spent): a fetcher may write a block into a file that holds none,
- * never change one that holds a block (another mount may be serving it). FD is taken;
- * the descriptor, or a negative errno (-ENOSPC: empty, and no writable file left). */
-static int writable_if_empty(int fd, uint64_t len, uint64_t *writable)
+/* The fan-out directory of the block hashing to SHA: the first byte of SHA-256(key,
+ * SHA). A publisher chooses the blocks, so their hashes; not knowing the key, she cannot
+ * choose where they lie, and each directory stays a fair 256th of the store. A secret
+ * prefix of fixed length before a fixed-length input is a sound keyed hash for output
+ * no one outside the store sees (length extension needs the output and a longer input). */
+static unsigned fanout_of(const struct ledger *l, const uint8_t sha[32])
 {
+	uint8_t in[KEY_SIZE + 32], out[STP_SIG_HASH_SIZE];
+
+	memcpy(in, l->key, KEY_SIZE);
+	memcpy(in + KEY_SIZE, sha, 32);
+	stp_sign_hash(in, sizeof(in), out);
+	return out[0];
+}
+
+/* "HH/H64": the path of SHA's file beneath the blocks directory. */
+static void block_path(const struct ledger *l, const uint8_t sha[32],
+		       char path[STP_PUBINDEX_NAME_MAX])
+{
+	char hex[STP_PUBINDEX_NAME_MAX];
+
+	stp_pubindex_block_name(sha, hex);
+	snprintf(path, STP_PUBINDEX_NAME_MAX, "%02x/%s", fanout_of(l, sha), hex + 3);
+}
+
+/* The store's key into KEY, made when missing or damaged: *MADE then (every file laid
+ * out under another key, or by a version without one, is out of place). */
+static int load_key(int blocks, uint8_t key[KEY_SIZE], bool *made)
+{
+	uint64_t len;
+	int fd = stp_cachedir_open_private(blocks, KEY_FILE, O_RDONLY, &len), err;
+
+	*made = false;
+	if (fd >= 0) {
+		err = len == KEY_SIZE ? stp_pread_full(fd, key, KEY_SIZE, 0) : -EIO;
+		close(fd);
+		if (!err)
+			return 0;
+		unlinkat(blocks, KEY_FILE, 0);
+	}
+	fd = stp_cachedir_open_private(blocks, KEY_FILE, O_RDWR | O_CREAT, &len);
+	if (fd < 0)
+		return fd;
+	err = getrandom(key, KEY_SIZE, 0) != (ssize_t)KEY_SIZE ? -EIO
+							       : stp_pwrite_full(fd, key, KEY_SIZE, 0);
+	if (!err && fsync(fd))
+		err = -errno;
+	close(fd);
+	if (err)
+		unlinkat(blocks, KEY_FILE, 0);
+	*made = !err;
+	return err;
+}
+
+static int by_hash(const void *a, const void *b)
+{
+	return memcmp(a, b, 32);
+}
+
+/* Whether SHA's file is among the first N pending ones (in hash order). */
+static bool pending_in(const struct ledger *l, uint32_t n, const uint8_t sha[32])
+{
+	return n && bsearch(sha, l->p, n, sizeof(*l->p), by_hash);
+}
+
+static bool is_pending(const struct ledger *l, const uint8_t sha[32])
+{
+	return pending_in(l, l->npend, sha);
+}
+
+static void set_dir(struct ledger *l, unsigned d, uint64_t bytes)
+{
+	l->total = l->total - l->dir[d] + bytes;
+	l->dir[d] = bytes;
+}
+
+/* The ledger as the file holds it, when it holds one whole (else none known: the next
+ * trim lists the store whole). */
+static void load_ledger(int blocks, struct ledger *l)
+{
+	struct ledger_head h;
+	uint64_t len, want;
+	int fd = stp_cachedir_open_private(blocks, LEDGER_FILE, O_RDONLY, &len);
+	bool ok;
+
+	if (fd < 0)
+		return;
+	ok = len >= sizeof(h) && !stp_pread_full(fd, &h, sizeof(h), 0) &&
+	     !memcmp(h.magic, LEDGER_MAGIC, 8) && h.npend <= PENDING_MAX && h.ngroups <= h.npend;
+	want = ok ? sizeof(h) + (uint64_t)h.ngroups * sizeof(struct group) +
+		    (uint64_t)h.npend * sizeof(struct pending)
+		  : 0;
+	if (ok && len == want) {
+		l->g = calloc(h.ngroups + 1u, sizeof(*l->g));
+		l->p = calloc(h.npend + 1u, sizeof(*l->p));
+		ok = l->g && l->p &&
+		     !stp_pread_full(fd, l->g, h.ngroups * sizeof(*l->g), sizeof(h)) &&
+		     !stp_pread_full(fd, l->p, h.npend * sizeof(*l->p),
+				     sizeof(h) + h.ngroups * sizeof(*l->g));
+		for (uint32_t i = 0; ok && i < h.npend; i++)
+			ok = l->p[i].group < h.ngroups;
+		if (ok) {
+			l->ngroups = h.ngroups;
+			l->npend = h.npend;
+			memcpy(l->dir, h.dir, sizeof(l->dir));
+			l->known = true;
+			for (unsigned d = 0; d < FANOUT; d++)
+				l->total += l->dir[d];
+			for (uint32_t g = 0; g < l->ngroups; g++)
+				l->total += l->g[g].room;
+			qsort(l->p, l->npend, sizeof(*l->p), by_hash);
+		}
+	}
+	close(fd);
+}
+
+/* Drops the groups left without a file and numbers the rest from 0. */
+static void compact(struct ledger *l)
+{
+	uint32_t *map = calloc(l->ngroups + 1u, sizeof(*map)), n = 0;
+
+	if (!map)
+		return;
+	for (uint32_t i = 0; i < l->npend; i++)
+		map[l->p[i].group] = 1;
+	for (uint32_t g = 0; g < l->ngroups; g++) {
+		if (!map[g]) {
+			l->total -= l->g[g].room;
+			continue;
+		}
+		l->g[n] = l->g[g];
+		map[g] = n++;
+	}
+	for (uint32_t i = 0; i < l->npend; i++)
+		l->p[i].group = map[l->p[i].group];
+	l->ngroups = n;
+	free(map);
+}
+
+/* Writes the ledger anew (a new file renamed over the old: a torn one is never read
+ * back, and then only costs a whole listing). */
+static void save_ledger(int blocks, struct ledger *l)
+{
+	struct ledger_head h = { LEDGER_MAGIC, { 0 }, 0, 0 };
+	uint64_t len;
+	int fd, err;
+
+	compact(l);
+	memcpy(h.dir, l->dir, sizeof(h.dir));
+	h.ngroups = l->ngroups;
+	h.npend = l->npend;
+	unlinkat(blocks, LEDGER_NEW, 0);
+	fd = stp_cachedir_open_private(blocks, LEDGER_NEW, O_RDWR | O_CREAT, &len);
+	if (fd < 0)
+		return;
+	err = stp_pwrite_full(fd, &h, sizeof(h), 0);
+	if (!err)
+		err = stp_pwrite_full(fd, l->g, h.ngroups * sizeof(*l->g), sizeof(h));
+	if (!err)
+		err = stp_pwrite_full(fd, l->p, h.npend * sizeof(*l->p),
+				      sizeof(h) + h.ngroups * sizeof(*l->g));
+	close(fd);
+	if (err || renameat(blocks, LEDGER_NEW, blocks, LEDGER_FILE))
+		unlinkat(blocks, LEDGER_NEW, 0);
+}
+
+static void free_store(struct store *st)
+{
+	free(st->l.g);
+	free(st->l.p);
+}
+
+/* SHA's file: whether a mount holds it (an exclusive lock not had at once), its bytes
+ * into *BYTES (0 when there is none). */
+static bool held_file(const struct store *st, const uint8_t sha[32], uint64_t *bytes)
+{
+	char path[STP_PUBINDEX_NAME_MAX];
+	struct stat sb;
+	bool held;
+	int fd;
+
+	block_path(&st->l, sha, path);
+	fd = openat(st->blocks, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	*bytes = 0;
+	if (fd < 0)
+		return false;
+	if (!fstat(fd, &sb) && S_ISREG(sb.st_mode))
+		*bytes = (uint64_t)sb.st_blocks * 512;
+	held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	close(fd);
+	return held;
+}
+
+/* When process PID started (/proc's starttime, in clock ticks since boot): 0 when it
+ * has ended (or is not known). With the pid, it names the process whatever pid reuse. */
+static uint64_t started(pid_t pid)
+{
+	char path[32], buf[512], *end;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	end = strrchr(buf, ')'); /* the name may hold anything but this last ')' */
+	/* after ") ": state, then fields 4 to 21, then starttime (22) */
+	if (!end || sscanf(end + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+				    "%*s %*s %*s %*s %*s %*s %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+/* Counts what the mounts that ended wrote: a group whose files no mount holds is over,
+ * its files' bytes go to their directories and its room is given back. A live mount
+ * holds all its files, so one file held keeps its group (the first one looked at, most
+ * often); a file another mount holds since keeps it too, which only counts it longer. */
+static void settle(struct store *st)
+{
+	struct ledger *l = &st->l;
+	uint8_t *live = calloc(l->ngroups + 1u, 1);
+	uint64_t *bytes = calloc(l->npend + 1u, sizeof(*bytes));
+	uint32_t kept = 0;
+
+	if (!live || !bytes)
+		goto out;
+	/* a mount whose fetcher has ended writes no more, whoever pins its files (2: ended) */
+	for (uint32_t g = 0; g < l->ngroups; g++)
+		if (l->g[g].pid && started((pid_t)l->g[g].pid) != l->g[g].start)
+			live[g] = 2;
+	/* a group none of whose files is held had each looked at here */
+	for (uint32_t i = 0; i < l->npend; i++)
+		if (live[l->p[i].group] != 1 && held_file(st, l->p[i].sha, &bytes[i]) &&
+		    !live[l->p[i].group])
+			live[l->p[i].group] = 1;
+	/* a file two groups were handed (an index naming a block twice, ...) counts once,
+	 * and not while a live group may still write it */
+	for (uint32_t i = 0, j; i < l->npend; i = j) {
+		bool held = false;
+
+		for (j = i; j < l->npend && !memcmp(l->p[j].sha, l->p[i].sha, 32); j++)
+			held |= live[l->p[j].group] == 1;
+		for (uint32_t k = i; k < j; k++)
+			if (live[l->p[k].group] == 1)
+				l->p[kept++] = l->p[k];
+		if (!held && l->known) {
+			unsigned d = fanout_of(l, l->p[i].sha);
+
+			set_dir(l, d, l->dir[d] + bytes[i]);
+		}
+	}
+	l->npend = kept;
+	compact(l);
+out:
+	free(live);
+	free(bytes);
+}
+
+/* The store's key and ledger under BLOCKS, the mounts that ended settled. */
+static int open_store(struct store *st, int blocks)
+{
+	bool made;
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	st->blocks = blocks;
+	err = load_key(blocks, st->l.key, &made);
+	if (err)
+		return err;
+	if (!made)
+		load_ledger(blocks, &st->l);
+	settle(st);
+	return 0;
+}
+
+/* FD (a file of LEN bytes), or the same file opened read-write when it is empty, while
+ * ST's writable files last (one spent) and the ledger can follow one more: a fetcher may
+ * write a block into a file that holds none, never change one that holds a block
+ * (another mount may be serving it). FD is taken; the descriptor, or a negative errno
+ * (-ENOSPC: empty, and no writable file left). */
+static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8_t sha[32])
+{
+	struct ledger *l = &st->l;
 	char path[32];
 	int rw;
 
 	if (len)
 		return fd;
-	if (!*writable) {
-		rw = -ENOSPC;
+	if (!st->writable || l->npend >= PENDING_MAX || pending_in(l, st->earlier, sha)) {
+		rw = -ENOSPC; /* none left, or a live mount may write it (and no file's bytes
+			       * may be counted twice) */
 	} else {
-		(*writable)--;
+		st->writable--;
+		st->handed++;
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 		rw = rw < 0 ? -errno : rw;
+		if (rw >= 0) {
+			memcpy(l->p[l->npend].sha, sha, 32);
+			l->p[l->npend++].group = st->group;
+		}
 	}
 	close(fd);
 	return rw;
 }
 
-/* Whether FD (LEN bytes) holds the block hashing to SHA. */
-static bool hashes_to(int fd, uint64_t len, const uint8_t sha[32])
+/* Whether FD (LEN bytes) holds the block hashing to SHA: 1 yes, 0 no, -1 not known (no
+ * memory). Read, not mapped: the owner (or a fetcher) may cut the file short meanwhile,
+ * which must cost a hash that does not match, not a SIGBUS; and a chunk at a time, so
+ * that root's monitor holds one chunk whatever the block size. A file longer than the
+ * largest block the image allows is no block of it, and is not read. */
+static int hashes_to(const struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
-	uint8_t got[STP_SIG_HASH_SIZE];
-	void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
+	const size_t chunk = 1u << 20;
+	uint8_t got[STP_SIG_HASH_SIZE], *buf;
+	EVP_MD_CTX *ctx;
+	bool ok;
 
-	if (p == MAP_FAILED)
-		return false;
-	stp_sign_hash(p, (size_t)len, got);
-	munmap(p, (size_t)len);
-	return !memcmp(got, sha, sizeof(got));
+	if (len > st->block_max)
+		return 0;
+	buf = malloc(chunk);
+	ctx = EVP_MD_CTX_new();
+	ok = buf && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	if (!ok) {
+		free(buf);
+		EVP_MD_CTX_free(ctx);
+		return -1;
+	}
+	for (uint64_t off = 0; ok && off < len; off += chunk) {
+		size_t n = len - off < chunk ? (size_t)(len - off) : chunk;
+
+		ok = !stp_pread_full(fd, buf, n, off) && EVP_DigestUpdate(ctx, buf, n);
+	}
+	ok = ok && EVP_DigestFinal_ex(ctx, got, NULL) && !memcmp(got, sha, sizeof(got));
+	free(buf);
+	EVP_MD_CTX_free(ctx);
+	return ok;
 }
 
 /* Whether FD, a file of LEN bytes that no mount holds (an exclusive lock had at once),
@@ -97,56 +463,62 @@ static bool hashes_to(int fd, uint64_t len, const uint8_t sha[32])
  * wrote into the empty file of another image's block, which that image's mounts would
  * get read-only for ever. Each file is hashed once: found sound, it is marked with an
  * xattr that no confined process can set (their filters allow no xattr call). */
-static bool holds_junk(int fd, uint64_t len, const uint8_t sha[32])
+static bool holds_junk(struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
 	char mark;
-	bool junk;
+	int sound;
 
 	if (!len || fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark)) == (ssize_t)sizeof(mark) ||
 	    flock(fd, LOCK_EX | LOCK_NB))
 		return false;
-	junk = !hashes_to(fd, len, sha);
-	if (!junk)
+	sound = hashes_to(st, fd, len, sha);
+	if (sound > 0)
 		fsetxattr(fd, VERIFIED_XATTR, "1", 1, 0); /* else hashed again next time */
 	flock(fd, LOCK_UN);
-	return junk;
+	return !sound;
 }
 
-/* The file LEAF beneath SUB of the block hashing to SHA, opened, its bytes into *LEN;
- * made empty only while *WRITABLE lasts (no file made that nothing may write). A file
- * holding junk is removed and made anew. -ENOENT when there is none to give. */
-static int open_block_file(int sub, const char *leaf, const uint8_t sha[32],
-			   const uint64_t *writable, uint64_t *len)
+/* The file LEAF beneath SUB (fan-out directory D) of the block hashing to SHA, opened,
+ * its bytes into *LEN; made empty only while files may be handed writable (no file made
+ * that nothing may write). A file holding junk is removed (and its bytes from the
+ * ledger) and made anew. -ENOENT when there is none to give. */
+static int open_block_file(struct store *st, int sub, unsigned d, const char *leaf,
+			   const uint8_t sha[32], uint64_t *len)
 {
 	int fd = stp_cachedir_open_private(sub, leaf, O_RDONLY, len);
+	struct stat sb;
 
-	if (fd >= 0 && holds_junk(fd, *len, sha)) {
+	if (fd >= 0 && holds_junk(st, fd, *len, sha)) {
+		uint64_t bytes = fstat(fd, &sb) ? 0 : (uint64_t)sb.st_blocks * 512;
+
 		close(fd);
 		fd = unlinkat(sub, leaf, 0) ? -errno : -ENOENT;
+		if (fd == -ENOENT && !is_pending(&st->l, sha))
+			set_dir(&st->l, d, st->l.dir[d] > bytes ? st->l.dir[d] - bytes : 0);
 	}
-	if (fd == -ENOENT && *writable)
+	if (fd == -ENOENT && st->writable)
 		fd = stp_cachedir_open_private(sub, leaf, O_RDONLY | O_CREAT, len);
 	return fd;
 }
 
 /* The file of the block hashing to SHA, opened or made (open_block_file), locked shared
  * (the pin) and marked used now; a negative errno when it cannot be. */
-static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
+static int take_block(struct store *st, const uint8_t sha[32])
 {
-	char name[STP_PUBINDEX_NAME_MAX];
+	char path[STP_PUBINDEX_NAME_MAX];
 	uint64_t len;
 	int sub, fd;
 
-	stp_pubindex_block_name(sha, name);
-	name[2] = '\0';
-	sub = open_subdir(blocks, name);
+	block_path(&st->l, sha, path);
+	path[2] = '\0';
+	sub = open_subdir(st->blocks, path);
 	if (sub < 0)
 		return sub;
-	fd = open_block_file(sub, name + 3, sha, writable, &len);
+	fd = open_block_file(st, sub, fanout_of(&st->l, sha), path + 3, sha, &len);
 	close(sub);
 	if (fd < 0)
 		return fd == -ENOENT ? -ENOSPC : fd;
-	fd = writable_if_empty(fd, len, writable);
+	fd = writable_if_empty(st, fd, len, sha);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_SH | LOCK_NB)) { /* held exclusively: by no mount; not waited for */
@@ -158,34 +530,56 @@ static int take_block(int blocks, const uint8_t sha[32], uint64_t *writable)
 }
 
 /* One batch: the files of its first TAKE blocks, sent back on CTL; STOP: the last. */
-static int answer_batch(int blocks, int ctl, const struct stp_fetch_blocks *b, uint32_t take,
-			bool stop, uint64_t *writable)
+static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks *b,
+			uint32_t take, bool stop)
 {
-	struct stp_fetch_store st = { .first = b->first, .stop = stop };
+	struct stp_fetch_store fs = { .first = b->first, .stop = stop };
 	int fds[STP_FETCH_BATCH], err;
 
 	for (uint32_t k = 0; k < take && k < b->count; k++) {
-		int fd = take_block(blocks, b->sha[k], writable);
+		int fd = take_block(st, b->sha[k]);
 
 		if (fd < 0)
 			continue; /* that block is fetched each time */
-		st.which[st.nfds] = k;
-		fds[st.nfds++] = fd;
+		fs.which[fs.nfds] = k;
+		fds[fs.nfds++] = fd;
 	}
-	err = stp_msg_send_fds(ctl, STP_MSG_STORE, &st, sizeof(st), fds, st.nfds);
-	for (uint32_t k = 0; k < st.nfds; k++)
+	err = stp_msg_send_fds(ctl, STP_MSG_STORE, &fs, sizeof(fs), fds, fs.nfds);
+	for (uint32_t k = 0; k < fs.nfds; k++)
 		close(fds[k]); /* the fetcher's copies hold the locks */
 	return err;
 }
 
+/* Room in the ledger for this mount: its group and as many files as it may be handed
+ * writable. */
+static int make_group(struct store *st)
+{
+	struct ledger *l = &st->l;
+	uint64_t n = st->writable < PENDING_MAX - l->npend ? st->writable : PENDING_MAX - l->npend;
+	struct group *g = realloc(l->g, (l->ngroups + 1u) * sizeof(*g));
+	struct pending *p = g ? realloc(l->p, (l->npend + n + 1) * sizeof(*p)) : NULL;
+
+	if (g)
+		l->g = g;
+	if (!p)
+		return -ENOMEM;
+	l->p = p;
+	st->group = l->ngroups;
+	st->earlier = l->npend;
+	st->grouped = true;
+	l->g[l->ngroups++] = (struct group){ 0, started(st->fetcher), (uint32_t)st->fetcher, 0 };
+	st->writable = n;
+	return 0;
+}
+
 /* Files for the first FILES of the OFFERED blocks the fetcher offers (fetcher.h), at
- * most WRITABLE of them writable: the batch that reaches FILES is the last, STOP said
- * when the fetcher would offer more. */
-static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, uint64_t writable,
+ * most ST's writable of them writable: the batch that reaches FILES is the last, STOP
+ * said when the fetcher would offer more. */
+static int exchange(struct store *st, int ctl, uint64_t offered, uint64_t files,
 		    int64_t deadline)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err = buf ? 0 : -ENOMEM;
+	int err = buf ? make_group(st) : -ENOMEM;
 
 	for (uint64_t first = 0; !err && first < files;) {
 		struct stp_fetch_blocks b;
@@ -204,11 +598,14 @@ static int exchange(int blocks, int ctl, uint64_t offered, uint64_t files, uint6
 		if (!err) {
 			uint64_t take = files - first < b.count ? files - first : b.count;
 
-			err = answer_batch(blocks, ctl, &b, (uint32_t)take,
-					   first + take == files && files < offered, &writable);
+			err = answer_batch(st, ctl, &b, (uint32_t)take,
+					   first + take == files && files < offered);
 			first += take;
 		}
 	}
+	/* in hash order for the listing; a file two live mounts were handed (empty, so
+	 * handed writable twice) stays in both groups: both keep their room */
+	qsort(st->l.p, st->l.npend, sizeof(*st->l.p), by_hash);
 	free(buf);
 	return err;
 }
@@ -233,13 +630,12 @@ struct entry {
 	uint64_t bytes;
 };
 
-/* What a trim has seen of the store: the fan-out directories it listed, the bytes their
- * files hold, and their block files (at most SAMPLE_MAX between two evictions). */
+/* What a trim has seen of the store: the fan-out directories it listed and their block
+ * files (at most SAMPLE_MAX between two evictions). */
 struct sample {
 	struct entry *e;
 	size_t n;
 	unsigned dirs;
-	uint64_t bytes;
 };
 
 static int by_age(const void *a, const void *b)
@@ -249,50 +645,19 @@ static int by_age(const void *a, const void *b)
 	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
-static bool is_hex(const char *s, size_t n)
+/* NAME's 64 hex digits into SHA: false when it is not such a name. */
+static bool parse_name(const char *name, uint8_t sha[32])
 {
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+	for (unsigned i = 0; i < 64; i++) {
+		char c = name[i];
+		unsigned v = c >= '0' && c <= '9' ? (unsigned)(c - '0') :
+			     c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+
+		if (v == 16)
 			return false;
-	return !s[n];
-}
-
-static bool remove_unused(int blocks, const char *name);
-
-/* The block files of fan-out directory SUB (its name) into S (the ones past SAMPLE_MAX
- * only summed). Empty files, blocks a mount never fetched, are removed as they are met,
- * once no mount holds them: however many a hostile index had made, every one is seen
- * when its directory is. */
-static void list_sub(int blocks, const char *sub, struct sample *s)
-{
-	int fd = openat(blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-
-	while (d && (de = readdir(d))) {
-		char name[STP_PUBINDEX_NAME_MAX];
-		struct stat st;
-
-		if (!is_hex(de->d_name, 64) || strncmp(de->d_name, sub, 2) ||
-		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
-			continue;
-		memcpy(name, sub, 2);
-		name[2] = '/';
-		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
-		if (!st.st_size && remove_unused(blocks, name))
-			continue;
-		s->bytes += (uint64_t)st.st_blocks * 512;
-		if (s->n == SAMPLE_MAX)
-			continue;
-		memcpy(s->e[s->n].name, name, sizeof(name));
-		s->e[s->n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		s->e[s->n++].bytes = (uint64_t)st.st_blocks * 512;
+		sha[i / 2] = (uint8_t)(i % 2 ? sha[i / 2] | v : v << 4);
 	}
-	if (d)
-		closedir(d);
-	else if (fd >= 0)
-		close(fd);
-	s->dirs++;
+	return !name[64];
 }
 
 /* Removes NAME when no mount holds it (an exclusive lock had at once): true if it did. */
@@ -308,54 +673,125 @@ static bool remove_unused(int blocks, const char *name)
 	return gone;
 }
 
-/* The store's bytes as S's directories stand for them: blocks are named by their hash,
- * so each fan-out directory holds about a 256th of them. */
-static uint64_t estimate(const struct sample *s)
+/* Fan-out directory D's block files into S (the ones past SAMPLE_MAX only counted), its
+ * bytes into the ledger, as they are now. Files of live mounts' are left to their
+ * group's room. Empty files, blocks a mount never fetched, and files out of place (laid
+ * out under another key) are removed as they are met, once no mount holds them: however
+ * many a hostile index had made, every one is seen when its directory is. */
+static void list_sub(struct store *st, unsigned d, struct sample *s)
 {
-	return s->dirs >= FANOUT ? s->bytes : s->bytes / s->dirs * FANOUT;
+	char sub[3];
+	int fd;
+	DIR *dir;
+	struct dirent *de;
+	uint64_t bytes = 0;
+
+	snprintf(sub, sizeof(sub), "%02hhx", (unsigned char)d);
+	fd = openat(st->blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dir = fd >= 0 ? fdopendir(fd) : NULL;
+	while (dir && (de = readdir(dir))) {
+		char name[STP_PUBINDEX_NAME_MAX];
+		uint8_t sha[32];
+		struct stat sb;
+		uint64_t b;
+		bool placed;
+
+		if (!parse_name(de->d_name, sha) || is_pending(&st->l, sha) ||
+		    fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode))
+			continue;
+		memcpy(name, sub, 2);
+		name[2] = '/';
+		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
+		b = (uint64_t)sb.st_blocks * 512;
+		placed = fanout_of(&st->l, sha) == d;
+		if ((!sb.st_size || !placed) && remove_unused(st->blocks, name))
+			continue;
+		bytes += b;
+		if (s->n == SAMPLE_MAX || !placed)
+			continue;
+		memcpy(s->e[s->n].name, name, sizeof(name));
+		s->e[s->n].mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		s->e[s->n++].bytes = b;
+	}
+	if (dir)
+		closedir(dir);
+	else if (fd >= 0)
+		close(fd);
+	set_dir(&st->l, d, bytes);
+	s->dirs++;
 }
 
 /* Lists S's next directories (round the fan-out from START) until it has SAMPLE_MIN more
  * files or every directory was listed. */
-static void walk(int blocks, struct sample *s, unsigned start)
+static void walk(struct store *st, struct sample *s, unsigned start)
 {
 	size_t from = s->n;
 
-	while (s->dirs < FANOUT && s->n - from < SAMPLE_MIN) {
-		char sub[3];
-
-		snprintf(sub, sizeof(sub), "%02x", (start + s->dirs) % FANOUT);
-		list_sub(blocks, sub, s);
-	}
+	while (s->dirs < FANOUT && s->n - from < SAMPLE_MIN)
+		list_sub(st, (start + s->dirs) % FANOUT, s);
 }
 
-/* Removes S's least recently mounted files no mount holds until the estimate fits in
- * LIMIT or S has none left: each stands for FANOUT / s->dirs times its bytes, the share
- * of the store's excess that its directories hold. */
-static void evict(int blocks, struct sample *s, uint64_t limit)
+/* Removes S's least recently mounted files no mount holds, up to SHARE bytes, while the
+ * store is over LIMIT. */
+static void evict(struct store *st, struct sample *s, uint64_t limit, uint64_t share)
 {
+	uint64_t removed = 0;
+
 	qsort(s->e, s->n, sizeof(*s->e), by_age);
-	for (size_t i = 0; i < s->n && estimate(s) > limit; i++)
-		if (remove_unused(blocks, s->e[i].name))
-			s->bytes -= s->e[i].bytes;
+	for (size_t i = 0; i < s->n && st->l.total > limit && removed < share; i++) {
+		unsigned d = (unsigned)strtoul(s->e[i].name, NULL, 16);
+
+		if (!remove_unused(st->blocks, s->e[i].name))
+			continue;
+		set_dir(&st->l, d, st->l.dir[d] > s->e[i].bytes ? st->l.dir[d] - s->e[i].bytes : 0);
+		removed += s->e[i].bytes;
+	}
 	s->n = 0;
+}
+
+/* Lists part of the store, correcting the ledger's directories (first all of them when
+ * the ledger knew nothing), and removes the oldest files until the ledger's total fits
+ * in LIMIT: each round's directories give their share of the excess (the fan-out being
+ * keyed, each holds about as much as any other). */
+static void trim(struct store *st, uint64_t limit)
+{
+	struct sample s = { calloc(SAMPLE_MAX, sizeof(*s.e)), 0, 0 };
+	unsigned start = 0;
+
+	if (!s.e)
+		return;
+	for (unsigned d = 0; !st->l.known && d < FANOUT; d++) {
+		list_sub(st, d, &s);
+		s.n = 0;
+	}
+	s.dirs = 0;
+	st->l.known = true;
+	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != (ssize_t)sizeof(start))
+		start = (unsigned)(stp_now_ns() / 1000);
+	do {
+		unsigned before = s.dirs;
+		uint64_t excess;
+
+		walk(st, &s, start);
+		excess = st->l.total > limit ? st->l.total - limit : 0;
+		/* rounded up: a few bytes over still cost a file, not the whole listing */
+		evict(st, &s, limit, excess / (FANOUT - before) * (s.dirs - before) + !!excess);
+	} while (st->l.total > limit && s.dirs < FANOUT);
+	free(s.e);
 }
 
 uint64_t stp_store_trim(int blocks, uint64_t limit)
 {
-	struct sample s = { calloc(SAMPLE_MAX, sizeof(*s.e)), 0, 0, 0 };
-	unsigned start = 0;
+	struct store st;
+	uint64_t held = limit;
 
-	if (!s.e)
-		return limit;
-	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != (ssize_t)sizeof(start))
-		start = (unsigned)(stp_now_ns() / 1000);
-	do {
-		walk(blocks, &s, start);
-		evict(blocks, &s, limit);
-	} while (estimate(&s) > limit && s.dirs < FANOUT);
-	free(s.e);
-	return estimate(&s);
+	if (!open_store(&st, blocks)) {
+		trim(&st, limit);
+		save_ledger(blocks, &st.l);
+		held = st.l.total;
+	}
+	free_store(&st);
+	return held;
 }
 
 /* The blocks directory's exclusive lock, waited for until DEADLINE (another mount may
@@ -372,12 +808,57 @@ static int lock_until(int fd, int64_t deadline)
 	return 0;
 }
 
+/* The largest stored block an image of SB may hold: a file longer is no block of it. */
+static uint64_t block_max(const struct stp_superblock *sb)
+{
+	/* hot blocks are smaller (format.c); the superblock was checked */
+	return stp_block_stored_max(1ull << (sb->block_log < 40 ? sb->block_log : 40));
+}
+
+/* Under the store's lock: the exchange, the trim, and the ROOM this mount is given,
+ * charged to the ledger until it ends. */
+static int attach_locked(int blocks, uint64_t limit, int ctl, const struct stp_superblock *sb,
+			 uint64_t offered, uint64_t file_max, pid_t fetcher, int64_t deadline,
+			 uint64_t *room)
+{
+	struct store st;
+	int err = open_store(&st, blocks);
+
+	*room = 0;
+	st.fetcher = fetcher;
+	if (!err) {
+		if (offered > STP_FETCH_STORE_MAX)
+			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
+		/* no more read-write files than the room the ledger leaves now: a fetcher that
+		 * does not heed ROOM writes no more than its mount is charged */
+		st.writable = stp_store_writable_max(st.l.total < limit ? limit - st.l.total : 0,
+						     file_max);
+		st.block_max = block_max(sb);
+		err = exchange(&st, ctl, offered, stp_store_files_max(sb, offered), deadline);
+		trim(&st, limit);
+		if (!err)
+			*room = st.l.total < limit ? limit - st.l.total : 0;
+		if (st.grouped) {
+			uint64_t unit = file_max > STP_PUBLISHED_STORE_UNIT ? file_max
+									    : STP_PUBLISHED_STORE_UNIT;
+			uint64_t most = st.handed * unit; /* <= the room before: no overflow */
+
+			st.l.g[st.group].room = *room > most ? *room : most;
+			st.l.total += st.l.g[st.group].room;
+		}
+		save_ledger(blocks, &st.l);
+	}
+	free_store(&st);
+	return err;
+}
+
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max)
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max,
+		     pid_t fetcher)
 {
 	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int dirfd, fd = -1, err = stp_cachedir_open_dir(dir, &dirfd);
-	uint64_t held;
+	uint64_t room = 0;
 
 	if (!err) {
 		fd = open_subdir(dirfd, BLOCKS_DIR);
@@ -398,17 +879,13 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		return err;
 	}
 	if (!err) {
-		if (offered > STP_FETCH_STORE_MAX)
-			offered = STP_FETCH_STORE_MAX; /* the fetcher offers no more (fetcher.h) */
-		err = exchange(fd, ctl, offered, stp_store_files_max(sb, offered),
-			       stp_store_writable_max(limit, file_max), deadline);
-		held = stp_store_trim(fd, limit);
+		err = attach_locked(fd, limit, ctl, sb, offered, file_max, fetcher, deadline, &room);
 		flock(fd, LOCK_UN);
 	}
 	if (!err) {
-		struct stp_fetch_room room = { held < limit ? limit - held : 0 };
+		struct stp_fetch_room r = { room };
 
-		err = stp_msg_send(ctl, STP_MSG_ROOM, &room, sizeof(room));
+		err = stp_msg_send(ctl, STP_MSG_ROOM, &r, sizeof(r));
 	}
 	close(fd);
 	if (err)

@@ -5,17 +5,23 @@
  * cache_dir=, /var/cache/stipple for root, ~/.cache/stipple for a user), checked the same
  * way, and below it blocks/HH/H64: each block once, under the SHA-256 of its stored
  * bytes, in a private file (0600, one link, the owner's; any other is replaced) in a
- * private fan-out directory. A block of release 1.2 is the same file for release 1.3.
+ * private fan-out directory HH, the first byte of SHA-256(key, H64) with the store's
+ * random key (blocks/fanout.key, made with it): a publisher, who chooses the hashes,
+ * cannot choose the directories. A block of release 1.2 is the same file for 1.3.
+ * A store laid out before the key (HH the hash's first byte) is listed whole once and
+ * its files out of place removed when no mount holds them.
  *
  * Nothing in it is trusted: the fetcher checks a block read back from its file against
  * its hash (a file that does not match is passed over and its block fetched), so neither a
  * torn write nor an edit serves a wrong byte. A file that holds bytes is handed read-only
- * (another mount may be serving it), an empty one read-write, and no more of those than
- * cache_size= holds of files as large as the fetcher may write (its RLIMIT_FSIZE, which
- * it lowers to its index's largest block before HELLO and cannot raise again;
+ * (another mount may be serving it), an empty one read-write (unless an earlier live
+ * mount was), and no more of those than the room the ledger leaves below cache_size=
+ * holds of files as large as the fetcher may write (its RLIMIT_FSIZE, which it lowers to
+ * its index's largest block before HELLO and cannot raise again;
  * stp_store_writable_max): ROOM binds a fetcher that obeys it, this one a fetcher that
- * does not. A fetcher turned hostile can so take the store to twice cache_size= at
- * most, until the next trim; one that did not lower its limit gets no writable file.
+ * does not, and the mount is charged the larger of the two. A fetcher turned hostile
+ * cannot so take the store past cache_size= (and a file system block a file), however
+ * many mounts run at once; one that did not lower its limit gets no writable file.
  *
  * Which blocks live mounts use: each mount holds a shared flock on each of its blocks'
  * files, through the descriptors the fetcher keeps for the mount's life (a lock that
@@ -23,10 +29,16 @@
  * store is trimmed to LIMIT bytes at each mount, least recently mounted blocks first
  * (a file's mtime: set when a mount takes it, or when a block is written), and a file is
  * removed only when an exclusive flock is had at once, so never while a mount uses it.
- * A trim lists only part of a large store: fan-out directories from one picked at random
- * until it has seen 1024 files, which, blocks being named by their hash, stand for the
- * whole (a 256th each); it removes from them their share of the excess, and lists more
- * only while the store is still over LIMIT. A small store is listed whole.
+ * The store's bytes are kept in a ledger (blocks/ledger, under the lock): each fan-out
+ * directory's as last listed, less what was removed since, and for each live mount the
+ * ROOM it was told and the files it was handed writable, charged until its fetcher has
+ * ended (its pid and start time) or none of those files is held, and then counted in
+ * their directories. ROOM is LIMIT less the
+ * ledger's total, so mounts at once share LIMIT. A trim lists only part of a large
+ * store: fan-out directories from one picked at random until it has seen 1024 files
+ * (each a fair 256th of the store, the fan-out being keyed), correcting their counts;
+ * it removes from them their share of the ledger's excess, and lists more only while the
+ * store is still over LIMIT. A store without a ledger is listed whole once.
  * Taking files and trimming both run under the blocks directory's exclusive flock, so a
  * file is never removed between a mount's open and its lock. A mount writes into the
  * store only the bytes LIMIT leaves after its trim (ROOM, fetcher.h): blocks past them
@@ -42,6 +54,7 @@
 #define STP_STORE_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 struct stp_superblock;
 
@@ -63,15 +76,18 @@ uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max);
  * then trims the store to LIMIT bytes, and tells the fetcher the room left (ROOM).
  * Errors are printed on stderr after PROG (the mount goes on without a store); the
  * fetcher's batches are checked (stp_fetch_blocks_check) and a bad one ends the
- * exchange. Returns 0 or a negative errno. CTL stays the caller's. */
+ * exchange. FETCHER is the fetcher's pid (0: not known): once that process has ended,
+ * its mount writes no more and its charge ends, whatever later mounts pin of its files.
+ * Returns 0 or a negative errno. CTL stays the caller's. */
 int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
-		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max);
+		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max,
+		     pid_t fetcher);
 
-/* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above; files
- * in use are kept, empty files no mount holds are removed from every directory listed,
- * however many there are. Returns the bytes the store still holds, as estimated from
- * the directories listed (exact when it listed all; LIMIT when it could not tell).
- * Exposed for tests. */
+/* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above, its
+ * key made and its ledger kept; files in use are kept, empty files no mount holds are
+ * removed from every directory listed, however many there are. Returns the bytes the
+ * ledger says the store holds (LIMIT when it could not tell). The caller holds the
+ * directory's lock. Exposed for tests. */
 uint64_t stp_store_trim(int dirfd, uint64_t limit);
 
 #endif

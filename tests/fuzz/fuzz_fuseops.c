@@ -599,7 +599,7 @@ static void serve(struct stp_image *img)
 	free(w);
 	fd = memfd_create("stipple-fuzz-hot", MFD_CLOEXEC);
 	if (fs.recorder && fd >= 0)
-		stp_record_write(fs.recorder, fd);
+		stp_record_write(fs.recorder, fd, STP_RECORD_MAX);
 	if (fd >= 0)
 		close(fd);
 	stp_record_free(fs.recorder);

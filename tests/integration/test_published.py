@@ -12,6 +12,7 @@ without taking a block a live mount uses."""
 import errno
 import hashlib
 import os
+import pathlib
 import re
 import shutil
 import sys
@@ -118,13 +119,27 @@ def assert_same_tree(src, mnt):
 
 
 def store_files(cache):
-    """{hex name: bytes} of the store's block files."""
+    """{hex name: bytes} of the store's block files (not its key or ledger)."""
     out = {}
     for d, _, files in os.walk(os.path.join(cache, "blocks")):
         for name in files:
-            with open(os.path.join(d, name), "rb") as f:
-                out[name] = f.read()
+            if d != os.path.join(cache, "blocks"):
+                with open(os.path.join(d, name), "rb") as f:
+                    out[name] = f.read()
     return out
+
+
+def fanout(cache, name):
+    """The fan-out directory of block NAME in the store below CACHE (mount.stipple(8)):
+    the first byte of SHA-256 of the store's key and the block's hash."""
+    with open(os.path.join(cache, "blocks", "fanout.key"), "rb") as f:
+        key = f.read()
+    return "%02x" % hashlib.sha256(key + bytes.fromhex(name)).digest()[0]
+
+
+def stored(cache, name):
+    """The path of block NAME's file in the store below CACHE."""
+    return pathlib.Path(cache, "blocks", fanout(cache, name), name)
 
 
 def origin_of(www, workdir):
@@ -174,7 +189,7 @@ def test_two_releases_through_squid_fetch_each_block_once(releases, images, tmp_
     assert set(files) == set(h1) | set(h2)
     for name, data in files.items():
         assert hashlib.sha256(data).hexdigest() == name
-        st = os.stat(os.path.join(cache, "blocks", name[:2], name))
+        st = os.stat(stored(cache, name))
         assert st.st_mode & 0o777 == 0o600 and st.st_uid == os.geteuid()
 
 
@@ -220,8 +235,8 @@ def test_damaged_store_file_is_fetched_again(releases, images, tmp_path):
         with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt:
             assert_same_tree(releases[0], mnt)
         bad = names[1]
-        stored = cache / "blocks" / bad[:2] / bad
-        treeutil.flip_byte(stored, os.path.getsize(stored) // 3)
+        path = stored(cache, bad)
+        treeutil.flip_byte(path, os.path.getsize(path) // 3)
         seen = len(origin.uris())
         with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt:
             assert_same_tree(releases[0], mnt)
@@ -230,7 +245,8 @@ def test_damaged_store_file_is_fetched_again(releases, images, tmp_path):
         # serving it), but one no mount holds is hashed by the monitor when taken: the
         # damaged one was made anew and stored again (review 4 #6), not fetched past at
         # each mount
-        assert hashlib.sha256(stored.read_bytes()).hexdigest() == bad
+        with open(path, "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == bad
         seen = len(origin.uris())
         with mount_image(url, None, "-o", "cache_dir=%s" % cache) as mnt:
             assert_same_tree(releases[0], mnt)
@@ -309,18 +325,21 @@ def test_store_follows_no_link_and_takes_no_foreign_file(releases, images, tmp_p
     names = hashes(idx1)
     victim = tmp_path / "victim"
     victim.write_bytes(b"not yours\n")
-    a = names[0]
-    b = next(n for n in names if n[:2] != a[:2])
-    c = next(n for n in reversed(names) if n[:2] != b[:2] and n != a)
-    for n in (a, c):
-        os.makedirs(cache / "blocks" / n[:2], mode=0o700, exist_ok=True)
+    os.makedirs(cache / "blocks", mode=0o700)
     os.chmod(cache, 0o700)
-    os.chmod(cache / "blocks", 0o700)
-    os.symlink(victim, cache / "blocks" / a[:2] / a)
+    key = cache / "blocks" / "fanout.key"  # the store's, made here to place the files
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    a = names[0]
+    b = next(n for n in names if fanout(cache, n) != fanout(cache, a))
+    c = next(n for n in reversed(names) if fanout(cache, n) != fanout(cache, b) and n != a)
+    for n in (a, c):
+        os.makedirs(cache / "blocks" / fanout(cache, n), mode=0o700, exist_ok=True)
+    os.symlink(victim, stored(cache, a))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    os.symlink(elsewhere, cache / "blocks" / b[:2])
-    foreign = cache / "blocks" / c[:2] / c
+    os.symlink(elsewhere, cache / "blocks" / fanout(cache, b))
+    foreign = stored(cache, c)
     foreign.write_bytes(b"x")
     os.chown(foreign, 65534, 65534)
     with origin_of(www, tmp_path / "nginx") as origin:
@@ -330,10 +349,11 @@ def test_store_follows_no_link_and_takes_no_foreign_file(releases, images, tmp_p
     assert victim.read_bytes() == b"not yours\n"
     assert os.listdir(elsewhere) == []
     for n in (a, c):
-        st = os.lstat(cache / "blocks" / n[:2] / n)
-        assert not os.path.islink(cache / "blocks" / n[:2] / n)
+        st = os.lstat(stored(cache, n))
+        assert not os.path.islink(stored(cache, n))
         assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o600
-        assert hashlib.sha256((cache / "blocks" / n[:2] / n).read_bytes()).hexdigest() == n
+        with open(stored(cache, n), "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == n
 
 
 def test_blocks_larger_than_a_frame(tmp_path):

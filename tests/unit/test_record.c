@@ -41,7 +41,7 @@ static char *list_of(struct stp_recorder *r)
 
 	if (fd < 0)
 		abort();
-	CHECK(stp_record_write(r, fd) == 0);
+	CHECK(stp_record_write(r, fd, STP_RECORD_MAX) == 0);
 	stp_record_free(r);
 	len = lseek(fd, 0, SEEK_END);
 	text = calloc(1, (size_t)len + 1);
@@ -117,6 +117,37 @@ static void test_order_and_escapes(void)
 	       "a\t0-4096,65536-69632\nd\t0-4096\na\t131072-135168,200704-204800\n");
 }
 
+/* A list longer than the most written is cut after its last whole line below it, and
+ * said to be (a huge listing filled root's file system: no bound at all). */
+static void test_cut_to_the_most_written(void)
+{
+	static const char full[] = "d\t0-8192\nb\\tc\t8192-12288\na\t0-4096\n";
+	const uint64_t max[] = { sizeof(full) - 1, sizeof(full) - 2, 25, 24, 9, 8, 0 };
+	const char *two = "d\t0-8192\nb\\tc\t8192-12288\n", *one = "d\t0-8192\n";
+	const char *want[] = { full, two, two, one, one, "", "" };
+
+	for (unsigned i = 0; i < 7; i++) {
+		struct stp_recorder *r;
+		int fd = memfd_create("hot-list", MFD_CLOEXEC), rc;
+		char got[64] = "";
+		off_t len;
+
+		if (fd < 0 || stp_record_new(img, &r))
+			abort();
+		stp_record_read(r, D, 0, 8192);
+		stp_record_read(r, BC, 8192, 1);
+		stp_record_read(r, A, 0, 1);
+		rc = stp_record_write(r, fd, max[i]);
+		stp_record_free(r);
+		len = lseek(fd, 0, SEEK_END);
+		CHECK(len >= 0 && len < (off_t)sizeof(got) && !stp_pread_full(fd, got, (size_t)len, 0));
+		CHECK(!strcmp(got, want[i]), "at most %llu bytes: \"%s\"", (unsigned long long)max[i],
+		      got);
+		CHECK(rc == (i ? -EFBIG : 0), "at most %llu bytes: %d", (unsigned long long)max[i], rc);
+		close(fd);
+	}
+}
+
 static void test_lookups_once_in_order(void)
 {
 	struct stp_recorder *r;
@@ -171,6 +202,7 @@ int main(void)
 	RUN(test_pages);
 	RUN(test_merging);
 	RUN(test_order_and_escapes);
+	RUN(test_cut_to_the_most_written);
 	RUN(test_lookups_once_in_order);
 	RUN(test_lookups_past_the_most_kept);
 	stp_image_close(img);
