@@ -99,6 +99,21 @@ def test_unchanged_runs_of_changed_files_share_blocks(releases, tmp_path):
         treeutil.assert_same_tree(os.fspath(tree), os.fspath(out))
 
 
+def test_a_cut_ends_its_zstd_data_where_its_bytes_end(releases, tmp_path):
+    """Each cut's frame holds the cut's bytes, then zero blocks alone: the blocks of
+    lib/modules decode, before their zero blocks, to the file's size exactly, so a reader
+    that stops at the zero blocks decodes no padding (without the flush, the last zstd
+    block of each cut carried up to 128 KiB of zeros)."""
+    _, v2 = releases
+    image = imageutil.build(v2, tmp_path / "v2.stp", *ARGS, "--cut-inside")
+    held = storedblocks.file_blocks(STIPPLE, image)
+    frames = [b for _, b in storedblocks.stored_blocks(STIPPLE, image)]
+    for path in BIG:
+        mine = [b for b, paths in sorted(held.items()) if paths == {path}]
+        assert len(mine) >= 20 and all(frames[b][:4] == storedblocks.ZSTD_MAGIC for b in mine)
+        assert sum(storedblocks.body_len(frames[b]) for b in mine) == os.path.getsize(v2 / path)
+
+
 def test_cuts_follow_the_bytes_not_the_build(releases, tmp_path):
     _, v2 = releases
     one = imageutil.build(v2, tmp_path / "a.stp", *ARGS, "--cut-inside", "--threads", "1")
