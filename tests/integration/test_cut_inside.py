@@ -138,6 +138,26 @@ def test_cuts_with_base_share_both_ways(releases, tmp_path):
     treeutil.assert_same_tree(os.fspath(v2), os.fspath(out))
 
 
+def test_base_cuts_unless_told_not_to(releases, tmp_path):
+    """With --base, --cut-inside is the default: the image is the one the explicit option
+    makes, byte for byte; --no-cut-inside packs the large files whole."""
+    v1, v2 = releases
+    i1 = imageutil.build(v1, tmp_path / "v1.stp", *ARGS, "--cut-inside")
+    plain = imageutil.build(v2, tmp_path / "plain.stp", *ARGS, "--base", i1)
+    told = imageutil.build(v2, tmp_path / "told.stp", *ARGS, "--cut-inside", "--base", i1)
+    whole = imageutil.build(v2, tmp_path / "whole.stp", *ARGS, "--base", i1,
+                            "--no-cut-inside")
+    assert open(plain, "rb").read() == open(told, "rb").read()
+    for path in BIG:
+        assert shared_share(i1, plain, path) >= 0.75, path
+        assert len(blocks_of(whole, path)) <= os.path.getsize(v2 / path) // (1 << 20) + 1
+        assert shared_share(i1, whole, path) == 0, path
+    for image in (plain, whole):
+        out = tmp_path / (image.name + ".out")
+        extract_image(image, out)
+        treeutil.assert_same_tree(os.fspath(v2), os.fspath(out))
+
+
 @pytest.mark.parametrize("extra,words", [
     (("--cut-inside", "--no-stable-blocks"), "--no-stable-blocks"),
     (("--cut-inside=300K",), "power of two"),
