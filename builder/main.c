@@ -72,6 +72,7 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 	int rc = base ? base_match(base, *order, nhot, &count, &carry) : 0;
 
 	pack.carry = base ? &carry : NULL;
+	pack.end_body = o->cut_inside;
 	if (!rc && o->cut_inside)
 		rc = chunks_split(order, nhot, &count, o->pack.block_log, o->cut_mean_log, base);
 	if (!rc)

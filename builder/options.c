@@ -47,7 +47,8 @@ static void usage(FILE *out)
 		"      --cut-inside[=MEAN]  cut large files where their bytes say, each cut a\n"
 		"                        block of its own, MEAN long on average (default: 1/128\n"
 		"                        block, 64K at least): unchanged runs of changed files\n"
-		"                        are shared\n"
+		"                        are shared (the default with --base)\n"
+		"      --no-cut-inside   with --base, pack large files whole\n"
 		"  -t, --threads N       compression threads (default: online CPUs)\n"
 		"  -m, --memory SIZE     cap on the memory of blocks in flight (default: none)\n"
 		"  -T, --files-from FILE pack only these paths of SOURCE (one a line) and what\n"
@@ -160,7 +161,7 @@ static int squash_option(const char *arg)
 enum { OPT_ALL_ROOT = 256, OPT_UID, OPT_GID, OPT_MTIME, OPT_EXCLUDE, OPT_EXCLUDE_FROM,
        OPT_ONE_FS, OPT_NO_XATTRS, OPT_HOT_MARGIN, OPT_HOT_BLOCK_SIZE, OPT_NULL,
        OPT_IGNORE_FAILED_READ, OPT_JSON, OPT_PSEUDO_FILE, OPT_NO_STABLE,
-       OPT_BASE, OPT_CUT_INSIDE };
+       OPT_BASE, OPT_CUT_INSIDE, OPT_NO_CUT_INSIDE };
 
 static const struct option longopts[] = {
 	{ "level", required_argument, NULL, 'l' },
@@ -174,6 +175,7 @@ static const struct option longopts[] = {
 	{ "no-stable-blocks", no_argument, NULL, OPT_NO_STABLE },
 	{ "base", required_argument, NULL, OPT_BASE },
 	{ "cut-inside", optional_argument, NULL, OPT_CUT_INSIDE },
+	{ "no-cut-inside", no_argument, NULL, OPT_NO_CUT_INSIDE },
 	{ "sign", required_argument, NULL, 'S' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "memory", required_argument, NULL, 'm' },
@@ -358,6 +360,7 @@ static int parse_one(int c, const char *val, const char *argv_at, struct options
 	case OPT_CUT_INSIDE:
 		o->cut_inside = 1;
 		return val ? parse_block_size("--cut-inside", val, &o->cut_mean_log) : 0;
+	case OPT_NO_CUT_INSIDE: o->cut_inside = 0; return 0;
 	case 'S': o->sign_key = val; return 0;
 	case 'v': o->verbose = 1; return 0;
 	case 'n': o->dry_run = 1; return 0;
@@ -400,6 +403,8 @@ static int finish_options(struct options *o)
 	if (o->base && !o->pack.stable)
 		return bad_option("--base", o->base, "keeps stable blocks: not with "
 				  "--no-stable-blocks");
+	if (o->cut_inside < 0) /* a build on the last release cuts, unless told not to */
+		o->cut_inside = o->base != NULL;
 	if (o->cut_inside && !o->pack.stable) {
 		report_error(NULL, "--cut-inside: cuts stable blocks: not with --no-stable-blocks");
 		return 2;
@@ -438,6 +443,7 @@ int options_parse(int argc, char **argv, struct options *o)
 				      .stable = 1 };
 	o->attrs = ATTR_OPTS_NONE;
 	o->hot_margin = STP_HOT_MARGIN_DEFAULT;
+	o->cut_inside = -1; /* finish_options: on with --base */
 	while (!rc && (c = getopt_long(argc, argv, SHORTOPTS, longopts, NULL)) != -1)
 		rc = parse_one(c, optarg, argv[optind - 1], o);
 	if (rc || (rc = operands(argc, argv, o)) || (rc = finish_options(o)))

@@ -38,7 +38,8 @@ struct options {
 	int null_names;            /* --null: -T's names end with NUL */
 	int code_apart;
 	int whole_meta;            /* --no-meta-pages */
-	int cut_inside;            /* --cut-inside: large files cut by content (chunks.h) */
+	int cut_inside;            /* --cut-inside (the default with --base; --no-cut-inside):
+				    * large files cut by content (chunks.h) */
 	unsigned cut_mean_log;     /* its mean chunk; 0: chunks.h's default */
 };
 

@@ -33,6 +33,7 @@
 struct slot {
 	uint8_t *in, *out;
 	size_t len;          /* bytes filled */
+	size_t body;         /* bytes up to the last that are not padding */
 	size_t stored_len;
 	size_t plain_len;    /* what it would store without the dictionary */
 	uint8_t codec, filter;
@@ -206,10 +207,39 @@ void pack_memory_cost(const struct pack_opts *o, int dict, uint64_t *per_block,
 		*per_worker += cctx_cost(trial_params(o));
 }
 
+/* ZSTD_compress2 of SRC's LEN bytes into DST (CAP bytes), its last zstd block before
+ * BODY ending at BODY: the zeros after it then stand alone, in blocks of one repeated
+ * byte, which a reader skips instead of decoding (a cut of --cut-inside would otherwise
+ * decode up to 128 KiB of them). Stable buffers, as ZSTD_compress2 uses. */
+static size_t compress_ending(ZSTD_CCtx *cctx, uint8_t *dst, size_t cap, const uint8_t *src,
+			      size_t len, size_t body)
+{
+	ZSTD_outBuffer out = { dst, cap, 0 };
+	ZSTD_inBuffer in = { src, body, 0 };
+	size_t n = ZSTD_CCtx_setPledgedSrcSize(cctx, len);
+
+	if (!ZSTD_isError(n))
+		n = ZSTD_CCtx_setParameter(cctx, ZSTD_c_stableInBuffer, 1);
+	if (!ZSTD_isError(n))
+		n = ZSTD_CCtx_setParameter(cctx, ZSTD_c_stableOutBuffer, 1);
+	if (!ZSTD_isError(n))
+		n = ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_flush);
+	if (!ZSTD_isError(n) && !n) {
+		in.size = len;
+		n = ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_end);
+	}
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_stableInBuffer, 0);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_stableOutBuffer, 0);
+	if (!ZSTD_isError(n) && n)
+		return cap; /* did not fit: does not shrink */
+	return ZSTD_isError(n) ? n : out.pos;
+}
+
 /* Compresses SRC (the slot's bytes, FILTER applied to them) into DST with CDICT (NULL:
- * none), and keeps the result in the slot when it is smaller than what it holds. */
+ * none), and keeps the result in the slot when it is smaller than what it holds. BODY:
+ * where its last zstd block ends (compress_ending), or 0. */
 static int try_compress(ZSTD_CCtx *cctx, const ZSTD_CDict *cdict, struct slot *s, uint8_t *dst,
-			const uint8_t *src, unsigned filter)
+			const uint8_t *src, unsigned filter, size_t body)
 {
 	size_t n;
 
@@ -220,7 +250,8 @@ static int try_compress(ZSTD_CCtx *cctx, const ZSTD_CDict *cdict, struct slot *s
 	if (ZSTD_isError(ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only)) ||
 	    ZSTD_isError(ZSTD_CCtx_refCDict(cctx, cdict)))
 		return -EINVAL;
-	n = ZSTD_compress2(cctx, dst, s->len, src, s->len);
+	n = body ? compress_ending(cctx, dst, s->len, src, s->len, body)
+		 : ZSTD_compress2(cctx, dst, s->len, src, s->len);
 	if (ZSTD_isError(n) || n >= s->stored_len)
 		return 0;
 	if (dst != s->out)
@@ -274,6 +305,8 @@ static int compress_slot(struct packer *p, struct worker *w, struct slot *s)
 			  STP_FILTER_ARM64 : STP_FILTER_X86;
 	int bcj = p->o->bcj && (s->code[STP_FILTER_X86] || s->code[STP_FILTER_ARM64]);
 	int plain = 1, rc = 0;
+	/* padded over half: the reader's rule for a cut (find_zero_tail) */
+	size_t body = p->o->end_body && s->body && s->len - s->body >= s->len / 2 ? s->body : 0;
 
 	s->codec = STP_CODEC_RAW;
 	s->filter = STP_FILTER_NONE;
@@ -289,14 +322,14 @@ static int compress_slot(struct packer *p, struct worker *w, struct slot *s)
 		}
 	}
 	if (!rc && plain)
-		rc = try_compress(w->cctx, NULL, s, s->out, s->in, STP_FILTER_NONE);
+		rc = try_compress(w->cctx, NULL, s, s->out, s->in, STP_FILTER_NONE, body);
 	if (!rc && bcj)
-		rc = try_compress(w->cctx, NULL, s, w->fout, w->fin, filter);
+		rc = try_compress(w->cctx, NULL, s, w->fout, w->fin, filter, body);
 	s->plain_len = s->stored_len;
 	if (!rc && p->cdict && plain)
-		rc = try_compress(w->cctx, p->cdict, s, w->fout, s->in, STP_FILTER_NONE);
+		rc = try_compress(w->cctx, p->cdict, s, w->fout, s->in, STP_FILTER_NONE, body);
 	if (!rc && p->cdict && bcj)
-		rc = try_compress(w->cctx, p->cdict, s, w->fout, w->fin, filter);
+		rc = try_compress(w->cctx, p->cdict, s, w->fout, w->fin, filter, body);
 	s->checksum = stp_checksum(s->codec == STP_CODEC_RAW ? s->in : s->out, s->stored_len);
 	return rc;
 }
@@ -376,7 +409,7 @@ static int write_oldest(struct packer *p)
 	p->dict_blocks += s->codec == STP_CODEC_ZSTD_DICT;
 	pthread_mutex_lock(&p->lock);
 	s->state = SLOT_FREE;
-	s->len = 0;
+	s->len = s->body = 0;
 	memset(s->code, 0, sizeof(s->code));
 	p->written++;
 	pthread_mutex_unlock(&p->lock);
@@ -433,6 +466,8 @@ static int stream_append(struct packer *p, const uint8_t *data, size_t len, unsi
 		else
 			memset(s->in + s->len, 0, n);
 		s->len += n;
+		if (data)
+			s->body = s->len;
 		s->code[filter] += n;
 		p->stream += n;
 		len -= n;

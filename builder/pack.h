@@ -42,6 +42,8 @@ struct pack_opts {
 	int stable;        /* stable layout: blocks cut at files chosen by their paths
 			    * (cuts.h), filters relative to each block, no dictionary */
 	const struct pack_carry *carry; /* NULL: none; only with stable */
+	int end_body;      /* a block padded over half with zeros ends its last zstd block
+			    * where its bytes end (--cut-inside): readers decode no zeros */
 };
 
 struct pack_result {

@@ -467,16 +467,15 @@ static size_t stored_from(const struct stp_cache *c, const struct stp_blockent *
  * buffer gives back the pages between its body and its stored bytes, which then read as
  * zeros (those of the body's last page cleared, as the unfilter may read them). The
  * charge stays a full buffer's while the decode runs: the whole buffer is mapped. */
-static void fit_body(struct stp_cache *c, struct entry *e, const struct stp_blockent *be,
-		     int reused)
+static void fit_body(struct stp_cache *c, struct entry *e, size_t from, int reused)
 {
-	size_t body = stp_image_decode_body(e->job), keep, from;
+	size_t body = stp_image_decode_body(e->job), keep;
 
 	if (body >= e->size)
 		return;
 	e->body = body + STP_DECODE_TAIL_SLACK < e->size ? body + STP_DECODE_TAIL_SLACK : e->size;
 	keep = page_up(e->body);
-	from = stored_from(c, be); /* past KEEP: stp_image_decode_body leaves room */
+	/* FROM, where the stored bytes lie, is past KEEP: stp_image_decode_body leaves room */
 	if (reused) {
 		memset(e->data + body, 0, keep - body);
 		madvise(e->data + keep, from - keep, MADV_DONTNEED);
@@ -543,15 +542,19 @@ static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 	int rc = buf_fit(&e->data, &e->alloc, c->full);
 	struct stp_blockent be;
 	int in_place = 0;
+	size_t from = c->full;
 
-	/* the stored bytes are read in place at the end; the decoded ones go at the start,
-	 * made resident as the decode reaches them, or all at once for a block stored raw
-	 * (read whole) */
+	/* the stored bytes are read in place at the end (a cut's in memory of their own); the
+	 * decoded ones go at the start, made resident as the decode reaches them, or all at
+	 * once for a block stored raw (read whole) */
 	e->populated = 0;
 	e->body = e->size;
 	if (!rc && !stp_image_block(c->img, e->block, &be) && be.codec != STP_CODEC_RAW &&
 	    be.stored_size <= c->full) {
-		buf_populate(e->data, c->full - be.stored_size, c->full);
+		if (!stp_image_stored_apart(c->img, &be)) {
+			from = stored_from(c, &be);
+			buf_populate(e->data, from, c->full);
+		}
 		in_place = 1;
 	} else {
 		e->populated = e->size;
@@ -562,7 +565,7 @@ static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 	if (!rc)
 		rc = stp_image_decode_begin(c->img, e->block, e->data, &decode_ops, e, &e->job);
 	if (!rc && in_place)
-		fit_body(c, e, &be, reused);
+		fit_body(c, e, from, reused);
 	if (!rc) {
 		pthread_mutex_lock(&c->lock);
 		e->filter = stp_image_decode_filter(e->job);

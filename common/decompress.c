@@ -82,14 +82,21 @@ size_t stp_image_block_buffer_size(const struct stp_image *img)
 	return stp_image_sb_buffer_size(&img->sb);
 }
 
+int stp_image_stored_apart(const struct stp_image *img, const struct stp_blockent *be)
+{
+	return be->codec != STP_CODEC_RAW && be->stored_size <= (1ull << img->sb.block_log) / 32;
+}
+
 /* Where the stored bytes of BE go: at the end of OUT (LEN bytes) when zstd can decode them
- * in place there, else (a frame no builder writes) in a buffer of their own: *OWN then. */
-static uint8_t *stored_place(const struct stp_blockent *be, uint8_t *out, size_t len, bool *own)
+ * in place there, else (a cut, stp_image_stored_apart, or a frame no builder writes) in a
+ * buffer of their own: *OWN then. */
+static uint8_t *stored_place(const struct stp_image *img, const struct stp_blockent *be,
+			     uint8_t *out, size_t len, bool *own)
 {
 	*own = false;
 	if (be->codec == STP_CODEC_RAW)
 		return out;
-	if (be->stored_size <= len)
+	if (be->stored_size <= len && !stp_image_stored_apart(img, be))
 		return out + len - be->stored_size;
 	*own = true;
 	return malloc(be->stored_size ? be->stored_size : 1);
@@ -180,7 +187,7 @@ static int load_stored(const struct stp_image *img, uint64_t block, const struct
 {
 	struct img_part p = img_block_part(block, be);
 
-	*stored = stored_place(be, out, len, own);
+	*stored = stored_place(img, be, out, len, own);
 	if (!*stored)
 		return -ENOMEM;
 	return img_part_load(img, &p, *stored);

@@ -224,9 +224,15 @@ int stp_image_read_block(const struct stp_image *img, uint64_t block, void *buf,
 size_t stp_image_block_buffer_size(const struct stp_image *img);
 size_t stp_image_sb_buffer_size(const struct stp_superblock *sb);
 
+/* Whether block entry BE of IMG stores a 32nd of the block or less (a cut of mkstipple
+ * --cut-inside: its bytes, then zeros): a decode then reads its stored bytes into memory
+ * of their own, not into the end of OUT, which keeps no page past the decoded bytes for a
+ * caller to give back (each such give-back was a TLB shootdown across threads). Pure. */
+int stp_image_stored_apart(const struct stp_image *img, const struct stp_blockent *be);
+
 /* Reads, checks and decodes block BLOCK into OUT, which holds stp_image_block_buffer_size()
- * bytes: the stored bytes are read into its end and decoded in place, so that one buffer
- * is all a decode takes. The decoded bytes start at OUT. Thread-safe (each thread keeps
+ * bytes: the stored bytes are read into its end (unless stp_image_stored_apart) and decoded
+ * in place, so that one buffer is all a decode takes. The decoded bytes start at OUT. Thread-safe (each thread keeps
  * its own decompression context). -EUCLEAN: checksum mismatch (or, opened verified,
  * hash mismatch) or undecodable data,
  * logged with the block number; -EIO: read error; -ENOMEM. */

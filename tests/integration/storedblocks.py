@@ -34,6 +34,25 @@ def _frame_len(buf, pos):
     return at + (4 if checksum else 0) - pos
 
 
+def body_len(frame):
+    """The bytes FRAME decodes to before the run of zero blocks (blocks of one repeated
+    byte 0, RFC 8878 section 3.1.1.2.2) that ends it: its content size less that run."""
+    fhd = frame[4]
+    fcs_flag, single, dict_flag = fhd >> 6, (fhd >> 5) & 1, fhd & 3
+    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+    fcs_len = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    content = int.from_bytes(frame[at:at + fcs_len], "little") + (256 if fcs_len == 2 else 0)
+    at += fcs_len
+    tail = 0
+    while True:
+        hdr = int.from_bytes(frame[at:at + 3], "little")
+        last, kind, size = hdr & 1, (hdr >> 1) & 3, hdr >> 3
+        tail = tail + size if kind == 1 and frame[at + 3] == 0 else 0
+        at += 3 + (1 if kind == 1 else size)
+        if last:
+            return content - tail
+
+
 def decoded_sizes(info):
     """Each block's decoded size, from `stipple info --json` (stipple(5), DATA STREAM)."""
     size, data, hot, nhot = info["block_size"], info["data_size"], info["hot_size"], info["hot_blocks"]

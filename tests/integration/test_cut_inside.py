@@ -99,6 +99,21 @@ def test_unchanged_runs_of_changed_files_share_blocks(releases, tmp_path):
         treeutil.assert_same_tree(os.fspath(tree), os.fspath(out))
 
 
+def test_a_cut_ends_its_zstd_data_where_its_bytes_end(releases, tmp_path):
+    """Each cut's frame holds the cut's bytes, then zero blocks alone: the blocks of
+    lib/modules decode, before their zero blocks, to the file's size exactly, so a reader
+    that stops at the zero blocks decodes no padding (without the flush, the last zstd
+    block of each cut carried up to 128 KiB of zeros)."""
+    _, v2 = releases
+    image = imageutil.build(v2, tmp_path / "v2.stp", *ARGS, "--cut-inside")
+    held = storedblocks.file_blocks(STIPPLE, image)
+    frames = [b for _, b in storedblocks.stored_blocks(STIPPLE, image)]
+    for path in BIG:
+        mine = [b for b, paths in sorted(held.items()) if paths == {path}]
+        assert len(mine) >= 20 and all(frames[b][:4] == storedblocks.ZSTD_MAGIC for b in mine)
+        assert sum(storedblocks.body_len(frames[b]) for b in mine) == os.path.getsize(v2 / path)
+
+
 def test_cuts_follow_the_bytes_not_the_build(releases, tmp_path):
     _, v2 = releases
     one = imageutil.build(v2, tmp_path / "a.stp", *ARGS, "--cut-inside", "--threads", "1")
@@ -121,6 +136,26 @@ def test_cuts_with_base_share_both_ways(releases, tmp_path):
     out = tmp_path / "v2.out"
     extract_image(i2, out)
     treeutil.assert_same_tree(os.fspath(v2), os.fspath(out))
+
+
+def test_base_cuts_unless_told_not_to(releases, tmp_path):
+    """With --base, --cut-inside is the default: the image is the one the explicit option
+    makes, byte for byte; --no-cut-inside packs the large files whole."""
+    v1, v2 = releases
+    i1 = imageutil.build(v1, tmp_path / "v1.stp", *ARGS, "--cut-inside")
+    plain = imageutil.build(v2, tmp_path / "plain.stp", *ARGS, "--base", i1)
+    told = imageutil.build(v2, tmp_path / "told.stp", *ARGS, "--cut-inside", "--base", i1)
+    whole = imageutil.build(v2, tmp_path / "whole.stp", *ARGS, "--base", i1,
+                            "--no-cut-inside")
+    assert open(plain, "rb").read() == open(told, "rb").read()
+    for path in BIG:
+        assert shared_share(i1, plain, path) >= 0.75, path
+        assert len(blocks_of(whole, path)) <= os.path.getsize(v2 / path) // (1 << 20) + 1
+        assert shared_share(i1, whole, path) == 0, path
+    for image in (plain, whole):
+        out = tmp_path / (image.name + ".out")
+        extract_image(image, out)
+        treeutil.assert_same_tree(os.fspath(v2), os.fspath(out))
 
 
 @pytest.mark.parametrize("extra,words", [
