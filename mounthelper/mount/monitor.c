@@ -508,10 +508,19 @@ static int open_record_file(const char *path)
 	return err ? err : fd;
 }
 
+/* The standard descriptors onto /dev/null (an open that cannot wait). */
+static void keep_no_stdio(void)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	for (int i = 0; null >= 0 && i <= 2; i++)
+		dup2(null, i);
+}
+
 /* open_record_file in a child: the path walk may wait on a file system that never
  * answers (a user's FUSE mount with allow_other on a directory of the path), which no
  * flag of open(2) bounds. The descriptor comes back over a socket; past DEADLINE the
- * child is killed (a FUSE request's wait ends on SIGKILL): -ETIMEDOUT. */
+ * child is killed and left (init reaps it once its file system lets it go): -ETIMEDOUT. */
 static int open_record_bounded(const char *path, int64_t deadline)
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
@@ -528,6 +537,7 @@ static int open_record_bounded(const char *path, int64_t deadline)
 	}
 	pid = fork();
 	if (pid == 0) {
+		keep_no_stdio(); /* a child left stuck must not hold its caller's pipes open */
 		fd = open_record_file(path);
 		rc = fd < 0 ? fd : 0;
 		stp_msg_send_fds(sv[1], STP_MSG_RECORD, &rc, sizeof(rc), &fd, fd >= 0);
@@ -546,9 +556,11 @@ static int open_record_bounded(const char *path, int64_t deadline)
 		close(fd);
 	close(sv[0]);
 	free(buf);
-	if (pid > 0) {
-		if (err == -ETIMEDOUT)
-			kill(pid, SIGKILL);
+	if (pid > 0 && err == -ETIMEDOUT) {
+		/* not waited for: a request the file system has read ignores even SIGKILL */
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, WNOHANG);
+	} else if (pid > 0) {
 		waitpid(pid, NULL, 0);
 	}
 	return err ? err : fd;
