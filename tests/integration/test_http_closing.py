@@ -14,7 +14,7 @@ import pytest
 
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
-from conftest import STIPPLE, build_image, mount_image, run, unmount
+from conftest import STIPPLE, build_image, mount_image, run
 
 pytestmark = pytest.mark.needs_root
 
@@ -47,6 +47,15 @@ def kill_leftovers(url):
             pass
 
 
+def assert_ended(url, since):
+    """No daemon or fetcher of URL left END_LIMIT seconds after umount (at SINCE)."""
+    deadline = time.monotonic() + END_LIMIT
+    while processes_of(url) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_of(url), "still running %.1f s after umount: %s" % (
+        time.monotonic() - since, processes_of(url))
+
+
 def dd_whole(path):
     r = subprocess.run(["dd", "if=%s" % path, "bs=64k", "status=none"], capture_output=True,
                        timeout=READ_LIMIT)
@@ -68,11 +77,7 @@ def read_and_end(url, want, *mount_args):
             print("read %d bytes in %.1f s" % (len(got), time.monotonic() - t0))
             t0 = time.monotonic()
             assert run(["umount", mnt], timeout=60).returncode == 0
-        deadline = time.monotonic() + END_LIMIT
-        while processes_of(url) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not processes_of(url), "still running %.1f s after umount: %s" % (
-            time.monotonic() - t0, processes_of(url))
+        assert_ended(url, t0)
     finally:
         kill_leftovers(url)
 
@@ -102,3 +107,27 @@ def test_published_image_through_a_closing_server(noise_tree, tmp_path):
     with httputil.closing_server(www) as base:
         read_and_end(base + "repo/noise.stp", (noise_tree / "noise").read_bytes(),
                      "-o", "cache_dir=%s,timeout=5" % cache)
+
+
+def test_umount_ends_a_fetch_that_waits(tmp_path, noise_tree):
+    """A server that takes the connection and never answers (timeout=60: the fetcher
+    waits for it): once the reader is gone, umount ends the daemon and the fetcher within
+    a few seconds, whatever the transfer still waits for."""
+    image = build_image(noise_tree, tmp_path / "image.stp", "--level", "1", "--block-size", "64K")
+    with httputil.fault_front(image) as front:
+        url = front.url()
+        front.slow = 600
+        try:
+            with mount_image(url, None, "--no-prime", "-o", "cache_size=0,timeout=60") as mnt:
+                front.mode = "slow"
+                dd = subprocess.Popen(["dd", "if=%s" % os.path.join(mnt, "noise"), "bs=64k",
+                                       "of=/dev/null", "status=none"])
+                time.sleep(2)
+                assert dd.poll() is None, "the read ended: the server answered"
+                dd.kill()
+                dd.wait(timeout=30)
+                t0 = time.monotonic()
+                assert run(["umount", mnt], timeout=60).returncode == 0
+            assert_ended(url, t0)
+        finally:
+            kill_leftovers(url)
