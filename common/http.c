@@ -206,6 +206,9 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 	return n;
 }
 
+/* No CURLOPT_PIPEWAIT: with the shared connection cache, a transfer parked waiting for a
+ * connection to multiplex on is never timed out nor ticked, and against a server that
+ * closes after each answer (HTTP/1.0) it waits for good (review 6 #5). */
 static CURL *new_handle(struct stp_http *h)
 {
 	CURL *c = curl_easy_init();
@@ -221,7 +224,6 @@ static CURL *new_handle(struct stp_http *h)
 	     !curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L) &&
 	     !curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) &&
 	     !curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS) &&
-	     !curl_easy_setopt(c, CURLOPT_PIPEWAIT, 1L) &&
 	     !curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L) &&
 	     !curl_easy_setopt(c, CURLOPT_USERAGENT, "stipple/" STP_VERSION) &&
 	     !curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L) &&

@@ -23,6 +23,8 @@ static bool started;
 static pid_t loop_tid;                 /* the thread that runs the loop */
 static volatile sig_atomic_t loop_over; /* set before the thread is woken for the end */
 static volatile sig_atomic_t signalled;
+static void (*unmounted_fn)(void *);
+static void *unmounted_arg;
 
 static void on_ending_signal(int sig)
 {
@@ -68,10 +70,18 @@ static void *ending_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the handlers run on the loop's threads */
 	for (;;) {
-		struct pollfd p = { .fd = pipe_fds[0], .events = POLLIN };
+		/* /dev/fuse polls as an error once the host unmounted (the kernel aborts the
+		 * connection): asked for nothing else, it wakes the thread for that alone */
+		struct pollfd p[2] = { { .fd = pipe_fds[0], .events = POLLIN },
+				       { .fd = fuse_session_fd(session), .events = 0 } };
 
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			return NULL;
+		if (p[1].revents & (POLLERR | POLLHUP)) {
+			if (unmounted_fn)
+				unmounted_fn(unmounted_arg);
+			return NULL;
+		}
 		if (read(pipe_fds[0], &c, 1) == 1 || loop_over)
 			break;
 	}
@@ -87,6 +97,12 @@ static void *ending_main(void *arg)
 		poll(NULL, 0, 100);
 	}
 	return NULL;
+}
+
+void stp_ending_on_unmount(void (*fn)(void *), void *arg)
+{
+	unmounted_fn = fn;
+	unmounted_arg = arg;
 }
 
 int stp_ending_start(struct fuse_session *se, struct stp_warmer *w, struct stp_filler *f)

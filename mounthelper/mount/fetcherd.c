@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -201,7 +202,8 @@ static int serve_published(struct server *s, const struct stp_fetch_req *req)
 	return 0;
 }
 
-/* Serves one channel until the daemon closes it. */
+/* Serves one channel until the daemon closes it (or the stream breaks). The channel stays
+ * open: the main thread watches it (wait_daemon_gone), and _exit closes it. */
 static void *serve(void *arg)
 {
 	struct server *s = arg;
@@ -213,7 +215,6 @@ static void *serve(void *arg)
 		while (recv(s->fd, &req, sizeof(req), MSG_WAITALL) == (ssize_t)sizeof(req) &&
 		       !serve_published(s, &req))
 			;
-		close(s->fd);
 		return NULL;
 	}
 	struct stp_fetch_req req;
@@ -242,8 +243,33 @@ static void *serve(void *arg)
 			break;
 	}
 	free(buf);
-	close(s->fd);
 	return NULL;
+}
+
+/* Returns once the daemon has closed every one of the N channels (those not STARTED
+ * count as closed): the fetcher ends with its daemon, whatever a
+ * transfer stuck in libcurl still waits for, and its store's locks and room with it. */
+static void wait_daemon_gone(const int *chans, const bool *started, unsigned n)
+{
+	struct pollfd pfd[STP_FETCH_CHANS_MAX];
+	unsigned open = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		pfd[i] = (struct pollfd){ .fd = started[i] ? chans[i] : -1, .events = POLLRDHUP };
+		open += started[i];
+	}
+	while (open) {
+		if (poll(pfd, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		for (unsigned i = 0; i < n; i++)
+			if (pfd[i].fd >= 0 && (pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
+				pfd[i].fd = -1;
+				open--;
+			}
+	}
 }
 
 static void quiet(enum stp_log_level level, const char *msg)
@@ -421,10 +447,8 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	if (hi.blocks)
 		take_store(pub, ctl, room < STP_FETCH_STORE_MAX ? room : STP_FETCH_STORE_MAX);
 	close(ctl);
-	for (unsigned i = 0; i < n; i++)
-		if (started[i])
-			pthread_join(tids[i], NULL);
-	_exit(0);
+	wait_daemon_gone(chans, started, n);
+	_exit(0); /* a store file cut short by it is refused by its hash when read */
 }
 
 

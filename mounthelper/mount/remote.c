@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "diskcache.h"
@@ -286,6 +287,17 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_
 	r->src.fd = -1;
 	*out = &r->src;
 	return 0;
+}
+
+void stp_remote_halt(struct stp_imgsrc *s)
+{
+	struct remote *r = (struct remote *)s;
+
+	pthread_mutex_lock(&r->lock); /* give() closes a broken channel under it */
+	for (unsigned k = 0; k < r->n; k++)
+		if (r->fds[k] >= 0)
+			shutdown(r->fds[k], SHUT_RDWR);
+	pthread_mutex_unlock(&r->lock);
 }
 
 void stp_remote_set_cache(struct stp_imgsrc *s, struct stp_diskcache *cache)

@@ -32,4 +32,9 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_
  * before any thread reads. */
 void stp_remote_set_cache(struct stp_imgsrc *src, struct stp_diskcache *cache);
 
+/* Shuts every channel down both ways, for a mount that ended: reads waiting on the
+ * fetcher fail at once (EIO), as do later ones, and the fetcher sees its daemon gone
+ * (it exits: fetcher.h). Thread-safe. */
+void stp_remote_halt(struct stp_imgsrc *src);
+
 #endif

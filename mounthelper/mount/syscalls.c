@@ -23,7 +23,8 @@
  * the loop ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo, which
  * glibc's qsort asks for the memory size (the warmer sorts its plan); the disk cache of a
  * URL mount (diskcache.c) writes blocks, finds holes and makes them (pwrite64, lseek;
- * fallocate, only to punch holes, is a rule of sandbox.c's). 32-bit variants: fadvise64_64 (i386), arm_fadvise64_64 (arm), _llseek,
+ * fallocate, only to punch holes, is a rule of sandbox.c's), and ends the fetcher's
+ * channels at umount (shutdown, remote.c). 32-bit variants: fadvise64_64 (i386), arm_fadvise64_64 (arm), _llseek,
  * fstat64, the *_time64 calls, and sigreturn, which returns from a handler installed
  * without SA_SIGINFO (libfuse's) on i386, arm, mipsel, ppc64el and s390x.
  */
@@ -43,6 +44,7 @@ const char *const stp_syscalls_daemon[] = {
 	"gettimeofday", "sysinfo",
 	"exit", "exit_group",
 	"pwrite64", "lseek", "_llseek",
+	"shutdown",
 	NULL
 };
 

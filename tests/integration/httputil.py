@@ -297,6 +297,35 @@ def fault_front(path):
         front.go_down()
 
 
+def _answer_head(handler, root, etag, *headers):
+    """Answers HANDLER's GET of a file under ROOT up to its body: 404 (returns None), or
+    206 for a range (the rest of the file for an open one), else 200, with ETAG and
+    HEADERS; returns the body to send."""
+    try:
+        with open(os.path.join(root, handler.path.lstrip("/").split("?")[0]), "rb") as f:
+            data = f.read()
+    except OSError:
+        handler.send_response(404)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+        return None
+    m = re.match(r"bytes=(\d+)-(\d*)$", handler.headers.get("Range", ""))
+    if m:
+        a = int(m.group(1))
+        b = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
+        handler.send_response(206)
+        handler.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))
+        data = data[a:b + 1]
+    else:
+        handler.send_response(200)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.send_header("ETag", etag)
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.end_headers()
+    return data
+
+
 def _trickle_handler(root, rate, corrupt=False):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -305,25 +334,9 @@ def _trickle_handler(root, rate, corrupt=False):
             pass
 
         def do_GET(self):
-            try:
-                with open(os.path.join(root, self.path.lstrip("/").split("?")[0]), "rb") as f:
-                    data = f.read()
-            except OSError:
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+            data = _answer_head(self, root, '"t"')
+            if data is None:
                 return
-            m = re.match(r"bytes=(\d+)-(\d+)$", self.headers.get("Range", ""))
-            if m:
-                a, b = int(m.group(1)), min(int(m.group(2)), len(data) - 1)
-                self.send_response(206)
-                self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))
-                data = data[a:b + 1]
-            else:
-                self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("ETag", '"t"')
-            self.end_headers()
             if "/blocks/" not in self.path:
                 self.wfile.write(data)
                 return
@@ -344,8 +357,39 @@ def trickle_server(root, rate=16, corrupt=False):
     release's block files at RATE bytes a second (16: above libcurl's low-speed floor of
     1 byte a second, never a stall); with CORRUPT, every byte of them wrong. Yields the
     base URL."""
+    with _serving(_trickle_handler(os.fspath(root), rate, corrupt)) as base:
+        yield base
+
+
+def _closing_handler(root):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # no keep-alive: the connection closes after each answer
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            data = _answer_head(self, root, '"c1"', ("Connection", "close"))
+            if data is not None:
+                self.wfile.write(data)
+
+    return Handler
+
+
+@contextlib.contextmanager
+def closing_server(root):
+    """Serves ROOT with ranges as a plain HTTP/1.0 server does: each connection closed
+    after its one answer. Yields the base URL."""
+    with _serving(_closing_handler(os.fspath(root))) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def _serving(handler):
+    """HANDLER's server on a free loopback port, from a thread of this process; yields
+    its base URL and stops it."""
     port = free_port()
-    server = _Server(("127.0.0.1", port), _trickle_handler(os.fspath(root), rate, corrupt))
+    server = _Server(("127.0.0.1", port), handler)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     try:
