@@ -29,7 +29,6 @@
 #include "prime.h"
 #include "readfail.h"
 #include "record.h"
-#include "remote.h"
 #include "sandbox.h"
 #include "sign.h"
 #include "util.h"
@@ -409,15 +408,6 @@ static void write_record(struct stp_daemon *d)
 			stp_strerror(err));
 }
 
-/* At umount: a URL mount's reads give up on the fetcher, which then ends (remote.h), so
- * that neither waits for a transfer that never ends. */
-static void halt_fetches(void *arg)
-{
-	struct stp_fs *fs = arg;
-
-	stp_remote_halt(stp_image_src(fs->img));
-}
-
 /* Confined, the mount is live: warm it, tell the monitor, serve until the mount ends.
  * Without warming it still serves every byte, so a warming failure is logged, not fatal.
  * Returns 0 when the host unmounted, 1 when a signal (or a loop error) ended the mount. */
@@ -445,8 +435,8 @@ static int serve_confined(struct stp_daemon *d)
 	stp_prime_plan_free(plan);
 	if (err)
 		return 1;
-	if (fs->opts->is_url)
-		stp_ending_on_unmount(halt_fetches, fs);
+	if (fs->opts->is_url && d->checks)
+		stp_ending_on_unmount(d->checks->halt_url, stp_image_src(fs->img));
 	err = stp_ending_start(fs->se, fs->warmer, fs->filler);
 	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
 		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,

@@ -139,9 +139,15 @@ static int open_url(struct stp_daemon *d, const struct stp_daemon_fds *fds,
 	return 0;
 }
 
+static void halt_url(void *src)
+{
+	stp_remote_halt(src);
+}
+
 const struct stp_daemon_checks stp_daemon_checks = {
 	.init = stp_sign_init,
 	.open_url = open_url,
 	.open_verified = open_verified_src,
 	.expect_blocks = expect_blocks,
+	.halt_url = halt_url,
 };
