@@ -1,20 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `stipple extract --tar` (tarout.h). Each entry is built from the image's inode and
- * handed to libarchive's pax writer, which does all the tar encoding. A regular file's
- * extents are walked once, into the sparse map its header needs; its data is then sent
- * one pinned block at a time, and its holes as zeros the writer drops, so memory stays
- * bounded whatever the file's size.
+ * `stipple extract --tar` (tarout.h). Each entry's headers are encoded by tarhead.h from
+ * the image's inode; a regular file's extents are walked once, into the stored pieces
+ * its data is sent from, one pinned block at a time, so memory stays bounded whatever
+ * the file's size. A file with holes becomes a GNU 1.0 sparse member: its data begins
+ * with the map of the stored runs, in decimal, and holds those runs only.
  */
 #include "tarout.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <locale.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +26,12 @@
 #include "orderwalk.h"
 #include "progress.h"
 #include "output.h"
+#include "tarhead.h"
 #include "util.h"
 
 #define TAR_CACHE_BLOCKS 4
-#define ZERO_CHUNK (1u << 20)
-#define TAR_BLOCK 10240 /* tar's record, as GNU tar pads to */
+#define TAR_RECORD 10240        /* tar's record, as GNU tar pads to */
+#define OUT_BUFFER (64u << 10)  /* headers gathered before a write; data goes straight */
 
 struct tarout {
 	const struct stp_cli *cli;
@@ -45,40 +42,56 @@ struct tarout {
 	int to_file;
 	int fd;
 	int out_err;               /* the output's first write error (negative errno) */
+	uint64_t written;          /* bytes of the archive so far, buffered ones included */
+	struct stp_tarbuf pending; /* bytes not written yet */
+	struct stp_tarbuf records; /* the current entry's xattr and ACL records */
 	struct stp_cache *cache;
-	struct archive *a;
-	struct archive_entry *entry;
 	char **first_name;         /* per inode with nlink > 1: the tar name it was written as */
 	struct stp_file_piece *pieces; /* the current file's stored pieces, one per block */
 	size_t npieces, cap;
 	int holes;                 /* the current file has a hole */
-	void *zeros;               /* ZERO_CHUNK zero bytes: holes, which the writer skips */
+	struct stp_tarbuf map;     /* the current sparse file's map, padded */
 	int list;                  /* -v: each name on stderr as it goes out */
 	uint8_t xattr_value[STP_XATTR_VALUE_MAX]; /* the attribute being added */
 };
 
-static la_ssize_t write_out(struct archive *a, void *ctx, const void *buf, size_t len)
+static int flush_output(struct tarout *t)
 {
-	struct tarout *t = ctx;
-	int err = t->out_err ? t->out_err : stp_write_full(t->fd, buf, len);
-
-	if (!err)
-		return (la_ssize_t)len;
-	t->out_err = err;
-	archive_set_error(a, -err, "%s", stp_strerror(err));
-	return -1;
+	if (!t->out_err && t->pending.len)
+		t->out_err = stp_write_full(t->fd, t->pending.data, t->pending.len);
+	t->pending.len = 0;
+	return t->out_err;
 }
 
-/* After a libarchive call failed for entry PATH: reports it (an output error is reported
- * once, at the end) and returns the error that stops the walk. */
-static int archive_failed(struct stp_walk *w, const char *path)
+/* LEN bytes of the archive: small ones gathered, large ones written as they are. */
+static int put_out(struct tarout *t, const void *buf, size_t len)
 {
-	struct tarout *t = w->ctx;
+	int err;
 
-	if (t->out_err)
+	t->written += len;
+	if (len >= OUT_BUFFER) {
+		if (!flush_output(t))
+			t->out_err = stp_write_full(t->fd, buf, len);
 		return t->out_err;
-	stp_walk_problem(w, path, "cannot write its tar entry: %s", archive_error_string(t->a));
-	return -EIO;
+	}
+	err = stp_tarbuf_put(&t->pending, buf, len);
+	if (err)
+		return err;
+	return t->pending.len >= OUT_BUFFER ? flush_output(t) : t->out_err;
+}
+
+static int put_zeros(struct tarout *t, size_t len)
+{
+	static const uint8_t zeros[STP_TAR_BLOCK];
+	int err = 0;
+
+	while (!err && len) {
+		size_t n = len < sizeof(zeros) ? len : sizeof(zeros);
+
+		err = put_out(t, zeros, n);
+		len -= n;
+	}
+	return err;
 }
 
 static uint16_t le16(const uint8_t *p)
@@ -101,85 +114,111 @@ enum { K_USER_OBJ = 0x01, K_USER = 0x02, K_GROUP_OBJ = 0x04, K_GROUP = 0x08,
 #define ACL_NAMED (K_USER | K_GROUP)
 #define ACL_BASE (K_USER_OBJ | K_GROUP_OBJ | K_OTHER)
 
-static int archive_acl_tag(uint16_t tag)
+static const char *acl_tag_name(uint16_t tag)
 {
 	switch (tag) {
-	case K_USER_OBJ: return ARCHIVE_ENTRY_ACL_USER_OBJ;
-	case K_USER: return ARCHIVE_ENTRY_ACL_USER;
-	case K_GROUP_OBJ: return ARCHIVE_ENTRY_ACL_GROUP_OBJ;
-	case K_GROUP: return ARCHIVE_ENTRY_ACL_GROUP;
-	case K_MASK: return ARCHIVE_ENTRY_ACL_MASK;
-	case K_OTHER: return ARCHIVE_ENTRY_ACL_OTHER;
+	case K_USER_OBJ: case K_USER: return "user";
+	case K_GROUP_OBJ: case K_GROUP: return "group";
+	case K_MASK: return "mask";
+	case K_OTHER: return "other";
 	}
-	return 0;
+	return NULL;
 }
 
-/*
- * Decodes the ACL xattr XNAME (VALUE, LEN bytes) into ACL entries of TYPE on the entry.
- * Refused, as the kernel refuses it, unless each tag is known, the permissions are rwx at
- * most, the entries come in the kernel's order (by tag, named ones by id, none twice),
- * and a non-empty ACL has its owner, group and other entries and a mask beside named
- * ones. A header alone is an empty ACL. Must follow archive_entry_set_mode(): libarchive
- * keeps the owner, group and other entries of an access ACL in its copy of the mode.
- */
-static int add_acl(struct stp_walk *w, const struct stp_walk_entry *e, const char *xname,
-		   int type, const uint8_t *value, size_t len)
+/* One entry of an ACL's text, as acl_to_text(3) and GNU tar write it, ids as numbers:
+ * ",user:4321:r-x", "mask::rwx". 0 or -ENOMEM. */
+static int put_acl_text(struct stp_tarbuf *text, uint16_t tag, uint16_t perm, uint32_t id)
 {
-	struct tarout *t = w->ctx;
+	char entry[48];
+	int n = snprintf(entry, sizeof(entry), "%s%s:", text->len ? "," : "", acl_tag_name(tag));
+
+	if (tag & ACL_NAMED)
+		n += snprintf(entry + n, sizeof(entry) - (size_t)n, "%" PRIu32, id);
+	n += snprintf(entry + n, sizeof(entry) - (size_t)n, ":%c%c%c", perm & 4 ? 'r' : '-',
+		      perm & 2 ? 'w' : '-', perm & 1 ? 'x' : '-');
+	return stp_tarbuf_put(text, entry, (size_t)n);
+}
+
+/* Why the ACL xattr VALUE (LEN bytes) is refused, or NULL; its entries go to TEXT. The
+ * kernel's rules: each tag known, permissions rwx at most, the entries in its order (by
+ * tag, named ones by id, none twice), and a non-empty ACL has its owner, group and
+ * other entries and a mask beside named ones. A header alone is an empty ACL. *BAD: the
+ * index of the entry refused, if one was. */
+static const char *decode_acl(const uint8_t *value, size_t len, struct stp_tarbuf *text,
+			      long *bad)
+{
 	unsigned seen = 0, last_tag = 0;
 	uint32_t last_id = 0;
-	size_t i = 0;
-	const char *why = NULL;
 
 	if (len < ACL_XATTR_HEADER || (len - ACL_XATTR_HEADER) % ACL_XATTR_ENTRY)
-		why = "its length is not a header and whole entries";
-	else if (le32(value) != ACL_XATTR_VERSION)
-		why = "unknown version";
-	for (size_t off = ACL_XATTR_HEADER; !why && off < len; off += ACL_XATTR_ENTRY, i++) {
+		return "its length is not a header and whole entries";
+	if (le32(value) != ACL_XATTR_VERSION)
+		return "unknown version";
+	for (size_t off = ACL_XATTR_HEADER; off < len; off += ACL_XATTR_ENTRY) {
 		uint16_t tag = le16(value + off), perm = le16(value + off + 2);
 		uint32_t id = le32(value + off + 4);
 		int named = (tag & ACL_NAMED) != 0;
 
-		if (!archive_acl_tag(tag))
-			why = "unknown tag";
-		else if (perm & ~7u)
-			why = "unknown permission bits";
-		else if (tag < last_tag || (tag == last_tag && (!named || id <= last_id)))
-			why = "out of order or repeated";
-		else if (named && id > INT_MAX)
-			why = "id too large for tar";
-		else if (archive_entry_acl_add_entry(t->entry, type, perm, archive_acl_tag(tag),
-						  named ? (int)id : -1, NULL) != ARCHIVE_OK)
-			why = "refused by libarchive";
+		*bad = (long)((off - ACL_XATTR_HEADER) / ACL_XATTR_ENTRY);
+		if (!acl_tag_name(tag))
+			return "unknown tag";
+		if (perm & ~7u)
+			return "unknown permission bits";
+		if (tag < last_tag || (tag == last_tag && (!named || id <= last_id)))
+			return "out of order or repeated";
+		if (named && id > INT_MAX)
+			return "id too large for tar";
+		if (put_acl_text(text, tag, perm, id))
+			return "out of memory";
 		seen |= tag;
 		last_tag = tag;
 		last_id = id;
 	}
-	if (!why && seen && (seen & ACL_BASE) != ACL_BASE)
-		why = "no owner, group or other entry";
-	else if (!why && (seen & ACL_NAMED) && !(seen & K_MASK))
-		why = "named entries without a mask";
+	*bad = -1;
+	if (seen && (seen & ACL_BASE) != ACL_BASE)
+		return "no owner, group or other entry";
+	if ((seen & ACL_NAMED) && !(seen & K_MASK))
+		return "named entries without a mask";
+	return NULL;
+}
+
+/*
+ * The ACL xattr XNAME (VALUE, LEN bytes) as the record KEY (SCHILY.acl.access or
+ * .default), which GNU tar --acls restores; nothing for an empty ACL. A malformed one is
+ * reported and refused (-EUCLEAN).
+ */
+static int add_acl(struct stp_walk *w, const struct stp_walk_entry *e, const char *xname,
+		   const char *key, const uint8_t *value, size_t len)
+{
+	struct tarout *t = w->ctx;
+	struct stp_tarbuf text = { 0 };
+	long bad = -1;
+	const char *why = decode_acl(value, len, &text, &bad);
+	int err = 0;
+
+	if (!why && text.len)
+		err = stp_tarhead_record(&t->records, key, text.data, text.len);
+	stp_tarbuf_free(&text);
 	if (!why)
-		return 0;
-	if (i)
-		stp_walk_problem(w, e->path, "extended attribute %s: malformed ACL (entry %zu: %s)",
-				 xname, i - 1, why);
+		return err;
+	if (bad >= 0)
+		stp_walk_problem(w, e->path, "extended attribute %s: malformed ACL (entry %ld: %s)",
+				 xname, bad, why);
 	else
 		stp_walk_problem(w, e->path, "extended attribute %s: malformed ACL (%s)",
 				 xname, why);
 	return -EUCLEAN;
 }
 
-/* The extended attributes, the POSIX ACLs among them as ACL entries. */
+/* The extended attributes as records, the POSIX ACLs among them as ACL records. */
 static int add_xattrs(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
 	char name[STP_XATTR_NAME_MAX + 1];
 
 	for (uint32_t i = 0; i < e->inode.xattr_count; i++) {
-		const void *value = t->xattr_value;
+		const uint8_t *value = t->xattr_value;
 		struct stp_xattr a;
-		size_t vlen;
 		int err = stp_image_xattr(t->img, &e->inode, i, &a, name);
 
 		if (!err)
@@ -189,13 +228,12 @@ static int add_xattrs(struct stp_walk *w, const struct stp_walk_entry *e)
 					 stp_strerror(err));
 			return err;
 		}
-		vlen = a.value_len;
 		if (!strcmp(name, "system.posix_acl_access"))
-			err = add_acl(w, e, name, ARCHIVE_ENTRY_ACL_TYPE_ACCESS, value, vlen);
+			err = add_acl(w, e, name, "SCHILY.acl.access", value, a.value_len);
 		else if (!strcmp(name, "system.posix_acl_default"))
-			err = add_acl(w, e, name, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT, value, vlen);
+			err = add_acl(w, e, name, "SCHILY.acl.default", value, a.value_len);
 		else
-			archive_entry_xattr_add_entry(t->entry, name, value, vlen);
+			err = stp_tarhead_xattr(&t->records, name, value, a.value_len);
 		if (err)
 			return err;
 	}
@@ -223,26 +261,58 @@ static int add_piece(void *ctx, const struct stp_file_piece *p)
 	return 0;
 }
 
-/* The sparse map: one run per stored run, the pieces a block edge cut joined again. */
-static void add_sparse_map(struct tarout *t, uint64_t size)
+static int map_line(struct stp_tarbuf *map, uint64_t v)
 {
-	for (size_t i = 0, j; i < t->npieces; i = j) {
-		uint64_t end = t->pieces[i].file_off + t->pieces[i].len;
+	char num[24];
+	int n = snprintf(num, sizeof(num), "%" PRIu64 "\n", v);
 
-		for (j = i + 1; j < t->npieces && t->pieces[j].file_off == end &&
-				t->pieces[j].stream_off == t->pieces[j - 1].stream_off +
-							   t->pieces[j - 1].len; j++)
-			end += t->pieces[j].len;
-		archive_entry_sparse_add_entry(t->entry, (la_int64_t)t->pieces[i].file_off,
-					       (la_int64_t)(end - t->pieces[i].file_off));
-	}
-	if (!t->npieces) /* holes alone: the empty run at the end marks it sparse */
-		archive_entry_sparse_add_entry(t->entry, (la_int64_t)size, 0);
+	return stp_tarbuf_put(map, num, (size_t)n);
 }
 
-/* The one walk of a regular file's extents: its stored pieces, and its sparse map when it
- * has holes. */
-static int map_file(struct stp_walk *w, const struct stp_walk_entry *e)
+/* The run of stored bytes that begins at piece I, a block edge's cut joined again:
+ * its offset and length; returns the index of the piece after it. */
+static size_t next_run(const struct tarout *t, size_t i, uint64_t *off, uint64_t *len)
+{
+	uint64_t end = t->pieces[i].file_off + t->pieces[i].len;
+	size_t j;
+
+	for (j = i + 1; j < t->npieces && t->pieces[j].file_off == end; j++)
+		end += t->pieces[j].len;
+	*off = t->pieces[i].file_off;
+	*len = end - *off;
+	return j;
+}
+
+/* The GNU 1.0 sparse map, padded to a block: the run count, then each run's offset and
+ * length, one number a line. Holes alone: one empty run at the end, which marks the
+ * member sparse. */
+static int make_sparse_map(struct tarout *t, uint64_t size)
+{
+	static const uint8_t zeros[STP_TAR_BLOCK];
+	uint64_t off, len, runs = 0;
+	int err;
+
+	for (size_t i = 0; i < t->npieces; runs++)
+		i = next_run(t, i, &off, &len);
+	t->map.len = 0;
+	err = map_line(&t->map, runs ? runs : 1);
+	for (size_t i = 0; !err && i < t->npieces;) {
+		i = next_run(t, i, &off, &len);
+		err = map_line(&t->map, off);
+		if (!err)
+			err = map_line(&t->map, len);
+	}
+	if (!err && !runs) {
+		err = map_line(&t->map, size);
+		if (!err)
+			err = map_line(&t->map, 0);
+	}
+	return err ? err : stp_tarbuf_put(&t->map, zeros, stp_tar_padding(t->map.len));
+}
+
+/* The one walk of a regular file's extents: its stored pieces, the bytes they hold, and
+ * whether it has holes. */
+static int map_file(struct stp_walk *w, const struct stp_walk_entry *e, uint64_t *stored)
 {
 	struct tarout *t = w->ctx;
 	int err;
@@ -254,39 +324,9 @@ static int map_file(struct stp_walk *w, const struct stp_walk_entry *e)
 		stp_walk_problem(w, e->path, "extents: %s", stp_strerror(err));
 		return err;
 	}
-	if (t->holes)
-		add_sparse_map(t, e->inode.size);
-	return 0;
-}
-
-static int put_data(struct stp_walk *w, const struct stp_walk_entry *e, const void *buf,
-		    size_t len)
-{
-	struct tarout *t = w->ctx;
-	la_ssize_t n = archive_write_data(t->a, buf, len);
-
-	if (n < 0)
-		return archive_failed(w, e->path);
-	if ((size_t)n != len) {
-		stp_walk_problem(w, e->path, "the tar writer took %zd of %zu bytes", n, len);
-		return -EIO;
-	}
-	return 0;
-}
-
-/* A hole: zeros, which the writer counts against its sparse map and does not store. */
-static int put_hole(struct stp_walk *w, const struct stp_walk_entry *e, uint64_t len)
-{
-	struct tarout *t = w->ctx;
-
-	while (len) {
-		size_t n = len < ZERO_CHUNK ? (size_t)len : ZERO_CHUNK;
-		int err = put_data(w, e, t->zeros, n);
-
-		if (err)
-			return err;
-		len -= n;
-	}
+	*stored = 0;
+	for (size_t i = 0; i < t->npieces; i++)
+		*stored += t->pieces[i].len;
 	return 0;
 }
 
@@ -308,112 +348,131 @@ static int put_piece(struct stp_walk *w, const struct stp_walk_entry *e,
 				 PRIu64 "): %s", p->block, p->file_off, stp_strerror(err));
 		return err;
 	}
-	err = put_data(w, e, ref.data + p->in_block, (size_t)p->len);
+	err = put_out(t, ref.data + p->in_block, (size_t)p->len);
 	stp_cache_release(t->cache, &ref);
 	return err;
 }
 
-static int put_file(struct stp_walk *w, const struct stp_walk_entry *e)
+/* A regular file's data: the map when sparse, the stored pieces, the block's padding. */
+static int put_file(struct stp_walk *w, const struct stp_walk_entry *e, uint64_t size)
 {
 	struct tarout *t = w->ctx;
-	uint64_t off = 0;
-	int err = 0;
+	int err = t->holes ? put_out(t, t->map.data, t->map.len) : 0;
 
-	for (size_t i = 0; !err && i < t->npieces; i++) {
-		err = put_hole(w, e, t->pieces[i].file_off - off);
-		if (!err)
-			err = put_piece(w, e, &t->pieces[i]);
-		off = t->pieces[i].file_off + t->pieces[i].len;
-	}
-	return err ? err : put_hole(w, e, e->inode.size - off);
-}
-
-static int set_symlink(struct stp_walk *w, const struct stp_walk_entry *e)
-{
-	struct tarout *t = w->ctx;
-	char *target;
-	int err = stp_walk_link_target(w, e, &target);
-
-	if (err)
-		return err;
-	archive_entry_copy_symlink(t->entry, target);
-	free(target);
-	return 0;
+	for (size_t i = 0; !err && i < t->npieces; i++)
+		err = put_piece(w, e, &t->pieces[i]);
+	return err ? err : put_zeros(t, stp_tar_padding(size));
 }
 
 /* What the entry's type adds to its header: a target, a device number, a size and map. */
-static int set_type_fields(struct stp_walk *w, const struct stp_walk_entry *e)
+static int set_type_fields(struct stp_walk *w, const struct stp_walk_entry *e,
+			   struct stp_tarhead *h, char **target)
 {
 	struct tarout *t = w->ctx;
+	uint64_t stored;
+	int err;
 
 	switch (e->inode.mode & S_IFMT) {
 	case S_IFREG:
-		archive_entry_set_size(t->entry, (la_int64_t)e->inode.size);
-		return map_file(w, e);
-	case S_IFLNK:
-		return set_symlink(w, e);
-	case S_IFCHR: case S_IFBLK:
-		archive_entry_set_rdevmajor(t->entry, stp_cli_rdev_major(&e->inode));
-		archive_entry_set_rdevminor(t->entry, stp_cli_rdev_minor(&e->inode));
+		h->type = STP_TAR_REG;
+		err = map_file(w, e, &stored);
+		if (err || !t->holes) {
+			h->size = e->inode.size;
+			return err;
+		}
+		if ((err = make_sparse_map(t, e->inode.size)))
+			return err;
+		h->sparse = 1;
+		h->realsize = e->inode.size;
+		h->size = t->map.len + stored;
 		return 0;
-	case S_IFDIR: case S_IFIFO:
+	case S_IFLNK:
+		h->type = STP_TAR_SYMLINK;
+		err = stp_walk_link_target(w, e, target);
+		h->linkname = *target;
+		return err;
+	case S_IFCHR: case S_IFBLK:
+		h->type = S_ISCHR(e->inode.mode) ? STP_TAR_CHR : STP_TAR_BLK;
+		h->devmajor = stp_cli_rdev_major(&e->inode);
+		h->devminor = stp_cli_rdev_minor(&e->inode);
+		return 0;
+	case S_IFDIR:
+		h->type = STP_TAR_DIR;
+		return 0;
+	case S_IFIFO:
+		h->type = STP_TAR_FIFO;
 		return 0;
 	}
 	stp_walk_problem(w, e->path, "unknown file type %#o", e->inode.mode & S_IFMT);
 	return -EUCLEAN;
 }
 
-static int write_header(struct stp_walk *w, const struct stp_walk_entry *e)
+static int write_header(struct stp_walk *w, const struct stp_walk_entry *e,
+			const struct stp_tarhead *h)
 {
 	struct tarout *t = w->ctx;
-	int r = archive_write_header(t->a, t->entry);
+	struct stp_tarbuf head = { 0 };
+	int not_utf8 = 0;
+	int err = stp_tarhead_encode(h, &t->records, &head, &not_utf8);
 
-	if (r == ARCHIVE_WARN) /* a name or target that is not UTF-8 */
-		stp_cli_problem(t->cli, t->image, e->path, "warning: %s; written as its bytes "
-				"(hdrcharset=BINARY)", archive_error_string(t->a));
-	else if (r != ARCHIVE_OK)
-		return archive_failed(w, e->path);
-	return 0;
+	if (!err)
+		err = put_out(t, head.data, head.len);
+	stp_tarbuf_free(&head);
+	if (!err && not_utf8)
+		stp_cli_problem(t->cli, t->image, e->path, "warning: the name is not UTF-8; "
+				"written as its bytes (hdrcharset=BINARY)");
+	return err;
+}
+
+/* -v: the name on stderr, as tar -tv lists it (stdout holds the archive). */
+static void list_name(const char *name)
+{
+	stp_progress_clear();
+	stp_cli_put_escaped(stderr, name, strlen(name));
+	fputc('\n', stderr);
+}
+
+/* The member's name: "./" for the root, "./a/b", a directory's with a trailing '/'. */
+static void member_name(const struct stp_walk_entry *e, char name[STP_WALK_PATH_MAX + 3])
+{
+	snprintf(name, STP_WALK_PATH_MAX + 3, ".%s%s", e->path,
+		 S_ISDIR(e->inode.mode) && e->depth ? "/" : "");
 }
 
 static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
 	const struct stp_inode *in = &e->inode;
-	char name[STP_WALK_PATH_MAX + 2];
+	char name[STP_WALK_PATH_MAX + 3], *target = NULL;
 	char **first = !S_ISDIR(in->mode) && in->nlink > 1 ? &t->first_name[e->ino] : NULL;
-	int err;
+	struct stp_tarhead h = { .name = name, .mode = in->mode, .uid = in->uid,
+				 .gid = in->gid, .mtime_sec = in->mtime_sec,
+				 .mtime_nsec = in->mtime_nsec };
+	int err = 0;
 
 	if (S_ISSOCK(in->mode)) {
 		stp_cli_problem(t->cli, t->image, e->path, "socket left out: tar cannot hold one");
 		return 0;
 	}
-	snprintf(name, sizeof(name), ".%s", e->path); /* "./", "./a/b" */
-	if (t->list) { /* tar -tv's names; stdout holds the archive */
-		stp_progress_clear();
-		stp_cli_put_escaped(stderr, name, strlen(name));
-		fputs(S_ISDIR(in->mode) && e->depth ? "/\n" : "\n", stderr);
-	}
-	archive_entry_clear(t->entry);
-	archive_entry_copy_pathname(t->entry, name);
-	archive_entry_set_mode(t->entry, in->mode);
-	archive_entry_set_uid(t->entry, in->uid);
-	archive_entry_set_gid(t->entry, in->gid);
-	archive_entry_set_mtime(t->entry, in->mtime_sec, in->mtime_nsec);
+	member_name(e, name);
+	if (t->list)
+		list_name(name);
+	t->records.len = 0;
 	if (first && *first) {
-		archive_entry_copy_hardlink(t->entry, *first);
-		archive_entry_set_size(t->entry, 0);
-		return write_header(w, e);
+		h.type = STP_TAR_HARDLINK;
+		h.linkname = *first;
+		return write_header(w, e, &h);
 	}
-	err = set_type_fields(w, e);
+	err = set_type_fields(w, e, &h, &target);
 	if (!err)
 		err = add_xattrs(w, e);
 	if (!err)
-		err = write_header(w, e);
+		err = write_header(w, e, &h);
 	if (!err && S_ISREG(in->mode))
-		err = put_file(w, e);
+		err = put_file(w, e, h.size);
 	if (!err && first && !(*first = strdup(name)))
 		err = -ENOMEM;
+	free(target);
 	return err;
 }
 
@@ -467,26 +526,14 @@ static void abort_output(struct tarout *t)
 	t->fd = -1;
 }
 
-/* BINARY: names as their bytes, whatever the locale, when C.UTF-8 is missing. */
-static struct archive *new_writer(struct tarout *t, int binary)
+/* The archive's end: two zero blocks, then zeros to a whole record. */
+static int end_archive(struct tarout *t)
 {
-	struct archive *a = archive_write_new();
+	int err = put_zeros(t, 2 * STP_TAR_BLOCK);
 
-	if (!a)
-		return NULL;
-	/* xattrs as SCHILY.xattr alone: GNU tar reads those and warns on LIBARCHIVE.xattr */
-	if (archive_write_set_format_pax(a) != ARCHIVE_OK ||
-	    archive_write_set_format_option(a, "pax", "xattrheader", "SCHILY") != ARCHIVE_OK ||
-	    (binary && archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY")
-		    != ARCHIVE_OK) ||
-	    archive_write_set_bytes_per_block(a, TAR_BLOCK) != ARCHIVE_OK ||
-	    archive_write_set_bytes_in_last_block(a, TAR_BLOCK) != ARCHIVE_OK ||
-	    archive_write_open2(a, t, NULL, write_out, NULL, NULL) != ARCHIVE_OK) {
-		stp_cli_error(t->cli, "cannot set up the tar writer: %s", archive_error_string(a));
-		archive_write_free(a);
-		return NULL;
-	}
-	return a;
+	if (!err)
+		err = put_zeros(t, (size_t)((TAR_RECORD - t->written % TAR_RECORD) % TAR_RECORD));
+	return err ? err : flush_output(t);
 }
 
 static void free_names(char **names, uint32_t count)
@@ -507,10 +554,6 @@ static void report_failure(const struct tarout *t, int err, unsigned long proble
 	stp_cli_flush_messages(); /* the damaged blocks' lines, before the verdict */
 	if (t->out_err)
 		stp_cli_error(t->cli, "%s: cannot write: %s", t->dest, stp_strerror(t->out_err));
-	else if (!t->a && err == -EIO)
-		return; /* the writer could not be set up: said already */
-	else if (!problems && err == -EIO)
-		stp_cli_error(t->cli, "%s: %s", t->dest, archive_error_string(t->a));
 	else if (problems)
 		stp_cli_problem(t->cli, t->image, NULL, "tar export failed: %lu problem%s; %s %s",
 				problems, problems == 1 ? "" : "s", left, t->dest);
@@ -520,7 +563,7 @@ static void report_failure(const struct tarout *t, int err, unsigned long proble
 }
 
 /* The walk and the archive's end; returns 0 when every entry was written. */
-static int write_tree(struct tarout *t, int binary)
+static int write_tree(struct tarout *t)
 {
 	uint32_t inodes = stp_image_sb(t->img)->inode_count;
 	struct stp_walk walk = { .cli = t->cli, .img = t->img, .image = t->image,
@@ -528,28 +571,20 @@ static int write_tree(struct tarout *t, int binary)
 	int err;
 
 	t->first_name = calloc(inodes ? inodes : 1, sizeof(*t->first_name));
-	t->zeros = calloc(1, ZERO_CHUNK);
-	t->entry = archive_entry_new();
-	if (!t->first_name || !t->zeros || !t->entry)
-		err = -ENOMEM;
-	else
-		err = stp_cache_new(t->img, TAR_CACHE_BLOCKS, 1, &t->cache);
-	if (!err)
-		err = (t->a = new_writer(t, binary)) ? 0 : -EIO;
+	err = t->first_name ? stp_cache_new(t->img, TAR_CACHE_BLOCKS, 1, &t->cache) : -ENOMEM;
 	if (!err)
 		err = stp_orderwalk_run(&walk);
-	if (!err && !walk.problems && archive_write_close(t->a) != ARCHIVE_OK)
-		err = t->out_err ? t->out_err : -EIO;
+	if (!err && !walk.problems)
+		err = end_archive(t);
+	if (t->out_err)
+		err = t->out_err;
 	if (err || walk.problems)
 		report_failure(t, err, walk.problems);
-	if (t->a) {
-		t->out_err = t->out_err ? t->out_err : -ECANCELED; /* nothing more goes out */
-		archive_write_free(t->a);
-	}
-	archive_entry_free(t->entry);
 	if (t->cache)
 		stp_cache_free(t->cache);
-	free(t->zeros);
+	stp_tarbuf_free(&t->pending);
+	stp_tarbuf_free(&t->records);
+	stp_tarbuf_free(&t->map);
 	free(t->pieces);
 	free_names(t->first_name, inodes);
 	return err ? err : walk.problems ? -EUCLEAN : 0;
@@ -559,7 +594,6 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 {
 	struct tarout t = { .cli = cli, .image = image, .fd = -1, .list = list };
 	struct stp_image *img;
-	locale_t utf8, old = 0;
 	int status, err;
 
 	if ((!dest || !strcmp(dest, "-")) && isatty(STDOUT_FILENO))
@@ -573,15 +607,7 @@ int stp_tarout_run(const struct stp_cli *cli, const char *image, const char *des
 		stp_image_close(img);
 		return status;
 	}
-	/* names go out as UTF-8 when they are, as raw bytes (hdrcharset) when not */
-	utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-	if (utf8)
-		old = uselocale(utf8);
-	err = write_tree(&t, !utf8);
-	if (utf8) {
-		uselocale(old);
-		freelocale(utf8);
-	}
+	err = write_tree(&t);
 	if (!err)
 		err = commit_output(&t);
 	abort_output(&t);

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `stipple extract --tar`: the image's whole tree as one pax archive, written through
- * libarchive. Names are "./" and "./a/b" (directories with a trailing slash), parents
+ * `stipple extract --tar`: the image's whole tree as one pax archive, its headers encoded
+ * by tarhead.h. Names are "./" and "./a/b" (directories with a trailing slash), parents
  * before children, each directory's entries in image order; the first name of an inode
  * with several carries it, later names are hard links to it. Owners are numbers only,
  * mtimes keep their nanoseconds, holes become a GNU 1.0 sparse map, xattrs become
- * SCHILY.xattr records and the POSIX ACL xattrs SCHILY.acl ones. Sockets, which tar cannot
- * hold, are left out with a warning. Nothing depends on the time, the user or the process:
- * the same image gives the same bytes.
+ * SCHILY.xattr records and the POSIX ACL xattrs SCHILY.acl ones, as GNU tar writes and
+ * reads them. Sockets, which tar cannot hold, are left out with a warning. Nothing
+ * depends on the time, the user, the locale or the process: the same image gives the
+ * same bytes, and the archive ends on a whole 10240-byte record.
  *
- * Single-threaded (it changes the thread's locale while it writes, and handles signals to
- * remove its temporary file).
+ * Single-threaded (it ignores SIGPIPE, and handles signals to remove its temporary
+ * file).
  */
 #ifndef STP_TAROUT_H
 #define STP_TAROUT_H

@@ -149,7 +149,8 @@ def decode_acl(value):
 
 
 def parse_acl_text(text):
-    """libarchive's SCHILY.acl text ("user::rw-,user:4321:r-x:4321,...") the same way."""
+    """SCHILY.acl text ("user::rw-,user:4321:r-x,...", as acl_to_text writes it) the same
+    way; a fourth field, the numeric id libarchive appends, is allowed."""
     out = {}
     for e in text.split(","):
         f = e.split(":")
@@ -163,13 +164,9 @@ def pax_time_ns(text):
 
 
 def expected_mode(path, st):
-    """The mode libarchive writes: an access ACL's owning-group entry in the group bits
-    (its mask travels in the ACL), as bsdtar writes it."""
-    mode = stat.S_IMODE(st.st_mode)
-    if not stat.S_ISLNK(st.st_mode) and "system.posix_acl_access" in os.listxattr(path):
-        acl = decode_acl(os.getxattr(path, "system.posix_acl_access"))
-        mode = mode & ~0o070 | acl[("group", None)] << 3
-    return mode
+    """The mode as stat gives it, as GNU tar writes it: with an access ACL, its mask in
+    the group bits (the ACL's own group entry travels in the ACL)."""
+    return stat.S_IMODE(st.st_mode)
 
 
 def plain_xattrs(path):

@@ -92,7 +92,10 @@ def test_programs_link_only_what_they_use():
         assert "libcurl.so.4" not in checked, checked
     # URLs are reached through stipple-fetcher alone (the readers start it too)
     assert "libcurl.so.4" in fetcher and "libcurl.so.4" not in stipple
-    assert "libarchive.so.13" in stipple and "libfuse3.so.3" not in fetcher
+    assert "libfuse3.so.3" not in fetcher
+    # extract --tar encodes its own headers: libarchive (and libxml2, ICU, libstdc++ with
+    # it) would cost every stipple command, `stipple mount` first, about 5 ms of start
+    assert "libarchive.so.13" not in stipple, stipple
     r = run(["nm", "-D", "--undefined-only", STIPPLE])
     assert "dlopen" not in r.stdout
 
