@@ -238,9 +238,11 @@ static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, const char *con
 	if (!rc)
 		rc = stp_syscalls_allow(ctx, calls);
 	/* fstat (syscalls.h), before RULES: libseccomp 2.5.4 drops an allow rule added
-	 * after an errno rule on the same call (fstatat64 on arm) */
+	 * after an errno rule on the same call (fstatat64 on arm); only by the call that
+	 * takes no path where there is one, but for the priming child, which looks up
+	 * paths beneath its directory anyway */
 	if (!rc)
-		rc = stp_syscalls_allow_fstat(ctx);
+		rc = stp_syscalls_allow_fstat(ctx, calls != stp_syscalls_lookup);
 	if (!rc)
 		rc = rules(ctx);
 	if (rc) {

@@ -39,6 +39,8 @@
 #include <zstd.h>
 
 #include "sandbox.h"
+#include "syscalls.h"
+#include "util.h"
 
 #include "check.h"
 
@@ -169,21 +171,36 @@ static int probe_empty_path_flag_cwd(void)
 	return PROBE_CALL_RETURNED;
 }
 
-/* From a held file an absolute path is allowed by the filter, and finds the empty root. */
+/* Where fstat has a call of its own (stp_fd_stat), a path given with AT_EMPTY_PATH from
+ * a held file is refused by the filter, whatever the root holds; elsewhere it is looked
+ * up, and finds the empty root (or, for a user's daemon without a user namespace, the
+ * host's tree). */
 static int probe_empty_path_flag_abs(void)
 {
 	struct stat st;
+	int want = stp_syscalls_fstat_pathless(seccomp_arch_native()) ? EACCES : ENOENT;
 
-	return fstatat(scratch_fd, "/etc/passwd", &st, AT_EMPTY_PATH) < 0 && errno == ENOENT
+	return fstatat(scratch_fd, "/etc/passwd", &st, AT_EMPTY_PATH) < 0 && errno == want
 		       ? PROBE_OK : PROBE_WRONG;
+}
+
+/* The C library's fstat: "" with AT_EMPTY_PATH, answered EACCES there (not killed). */
+static int probe_libc_fstat(void)
+{
+	struct stat st;
+	int rc = fstat(scratch_fd, &st);
+
+	if (stp_syscalls_fstat_pathless(seccomp_arch_native()))
+		return rc < 0 && errno == EACCES ? PROBE_OK : PROBE_WRONG;
+	return !rc ? PROBE_OK : PROBE_WRONG;
 }
 
 static int probe_fstat(void)
 {
 	struct stat st;
 
-	return !fstat(scratch_fd, &st) && st.st_size == sizeof(scratch_text) - 1 ? PROBE_OK
-										 : PROBE_WRONG;
+	return !stp_fd_stat(scratch_fd, &st) && st.st_size == sizeof(scratch_text) - 1
+		       ? PROBE_OK : PROBE_WRONG;
 }
 
 /* Allowed by the filter; the kernel then refuses it on a file that is not /dev/fuse. */
@@ -526,6 +543,9 @@ static void test_allowed(bool as_user)
 	expect("clone3 answers ENOSYS", STP_SANDBOX_ON, as_user, probe_clone3, false);
 	expect("pread of a kept fd", STP_SANDBOX_ON, as_user, probe_pread, false);
 	expect("fstat of a kept fd", STP_SANDBOX_ON, as_user, probe_fstat, false);
+	expect("the C library's fstat", STP_SANDBOX_ON, as_user, probe_libc_fstat, false);
+	expect("fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) is refused or finds the empty root",
+	       STP_SANDBOX_ON, as_user, probe_empty_path_flag_abs, false);
 	expect("ioctl FUSE_DEV_IOC_CLONE", STP_SANDBOX_ON, as_user, probe_fuse_clone_ioctl, false);
 	expect("malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
 	expect("pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
@@ -561,6 +581,9 @@ static void test_fetcher(bool as_user)
 	       probe_read_only_mapping, false);
 	expect("fetcher: malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
 	expect("fetcher: pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
+	expect("fetcher: fstat of a kept fd", STP_SANDBOX_ON, as_user, probe_fstat, false);
+	expect("fetcher: fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) is refused or finds the "
+	       "empty root", STP_SANDBOX_ON, as_user, probe_empty_path_flag_abs, false);
 	as_fetcher = false;
 }
 
@@ -1172,14 +1195,18 @@ static int make_scratch_file(void)
 	return fd;
 }
 
-/*
- * Where user namespaces are refused (here: a filter of the test's own answers EPERM to
- * unshare), a user's sandbox still loads its filter and keeps the host's tree in view.
- */
-static void test_user_fallback(void)
+/* The host's tree is in view: a path stat with AT_EMPTY_PATH would find /etc/passwd. */
+static int probe_host_path_stat(void)
 {
-	int status;
-	char desc[64];
+	struct stat st;
+
+	return fstatat(scratch_fd, "/etc/passwd", &st, AT_EMPTY_PATH) < 0 && errno == EACCES
+		       ? PROBE_OK : PROBE_WRONG;
+}
+
+/* A user's sandbox entered where unshare is refused, then PROBE: the child's status. */
+static int run_without_userns(int (*probe)(void), int *status)
+{
 	pid_t pid = fork();
 
 	if (pid == 0) {
@@ -1189,19 +1216,51 @@ static void test_user_fallback(void)
 		    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 0) ||
 		    seccomp_load(ctx))
 			_exit(PROBE_ENTER_FAILED);
+		struct stat st;
+
 		if (enter(STP_SANDBOX_ON, NULL, 0))
 			_exit(PROBE_ENTER_FAILED);
-		if (fcntl(scratch_fd, F_GETFD) < 0)
+		/* kept (not fcntl, which the daemon's filter kills) */
+		if (stp_fd_stat(scratch_fd, &st))
 			_exit(PROBE_WRONG);
-		_exit(probe_socket());
+		_exit(probe());
 	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+	return pid > 0 && waitpid(pid, status, 0) == pid ? 0 : -1;
+}
+
+/*
+ * Where user namespaces are refused (here: a filter of the test's own answers EPERM to
+ * unshare), a user's sandbox still loads its filter and keeps the host's tree in view;
+ * where fstat has a call of its own, no descriptor's stat reaches that tree by a path.
+ */
+static void test_user_fallback(void)
+{
+	int status;
+	char desc[64];
+
+	if (run_without_userns(probe_socket, &status)) {
 		report(false, "user fallback: fork/wait failed");
 		return;
 	}
 	report(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
 	       "without user namespaces a user's sandbox still kills socket(): %s",
 	       describe(status, desc, sizeof(desc)));
+	if (!stp_syscalls_fstat_pathless(seccomp_arch_native())) {
+		tap_result(1, "host path by fstatat AT_EMPTY_PATH # SKIP no pathless fstat here");
+		return;
+	}
+	for (int f = 0; f < 2; f++) {
+		as_fetcher = f;
+		if (run_without_userns(probe_host_path_stat, &status)) {
+			report(false, "user fallback: fork/wait failed");
+			continue;
+		}
+		report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+		       "without user namespaces the %s's fstatat(fd, \"/etc/passwd\", "
+		       "AT_EMPTY_PATH) answers EACCES: %s", f ? "fetcher" : "daemon",
+		       describe(status, desc, sizeof(desc)));
+	}
+	as_fetcher = false;
 }
 
 static bool users_may_unshare(void)
@@ -1237,8 +1296,6 @@ int main(void)
 	}
 	test_forbidden(false);
 	test_allowed(false);
-	expect("fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) finds the empty root",
-	       STP_SANDBOX_ON, false, probe_empty_path_flag_abs, false);
 	test_forbidden(true);
 	test_allowed(true);
 	test_log_mode();
