@@ -13,7 +13,8 @@
  *      where the kernel refuses a detached mount, and in a user namespace, it is a
  *      private mount namespace with the tmpfs pivoted in and the old root detached;
  *   3. identity: the bounding set emptied, securebits locked, supplementary groups
- *      dropped, real/effective/saved uid and gid set to the sandbox user;
+ *      dropped, real/effective/saved uid and gid set to the sandbox user, all read back
+ *      (and, after step 4, root's ids tried back) so that any difference fails;
  *   4. capabilities: permitted, effective, inheritable and ambient sets cleared;
  *   5. no_new_privs, then a seccomp filter that allows only the calls of the FUSE loop,
  *      the decoder and the worker threads (see sandbox.c for the list and the reasons).

@@ -883,7 +883,7 @@ static void test_refusals(void)
 static void test_given_ids(void)
 {
 	int ready[2], hold[2], status;
-	char uid[64] = "", gid[64] = "", c;
+	char uid[64] = "", gid[64] = "", groups[64] = "", c;
 	pid_t pid;
 
 	if (pipe(ready) || pipe(hold)) {
@@ -911,13 +911,42 @@ static void test_given_ids(void)
 	if (pid > 0 && read(ready[0], &c, 1) == 1) {
 		proc_field(pid, 0, "Uid", uid, sizeof(uid));
 		proc_field(pid, 0, "Gid", gid, sizeof(gid));
+		if (!proc_field(pid, 0, "Groups", groups, sizeof(groups)))
+			snprintf(groups, sizeof(groups), "(none read)");
 	}
 	close(hold[1]);
 	close(ready[0]);
 	report(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
 	       WEXITSTATUS(status) == PROBE_OK && !strcmp(uid, "65534\t65534\t65534\t65534") &&
-	       !strcmp(gid, "65533\t65533\t65533\t65533"),
-	       "ids handed over are taken without a lookup: Uid %s, Gid %s", uid, gid);
+	       !strcmp(gid, "65533\t65533\t65533\t65533") && !groups[0],
+	       "ids handed over are taken without a lookup: Uid %s, Gid %s, Groups '%s'", uid,
+	       gid, groups);
+}
+
+/* A gid the kernel does not take as asked ((gid_t)-1 leaves setresgid's ids as they
+ * are: root's) fails the sandbox before anything runs as that half-switched user. */
+static void test_gid_checked(void)
+{
+	int status;
+	char desc[64];
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct stp_sandbox_opts o = { .mode = STP_SANDBOX_ON, .has_ids = true,
+					      .uid = 65534, .gid = (gid_t)-1 };
+		char err[256] = "";
+		int rc = stp_sandbox_enter(&o, err, sizeof(err));
+
+		_exit(rc == -EPERM && strstr(err, "gid") ? PROBE_OK :
+		      rc ? PROBE_WRONG : PROBE_CALL_RETURNED);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		report(false, "gid checked: fork/wait failed");
+		return;
+	}
+	report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+	       "a gid not taken as asked fails the sandbox: %s",
+	       describe(status, desc, sizeof(desc)));
 }
 
 /* sandbox=off changes nothing. */
@@ -1312,6 +1341,7 @@ int main(void)
 	test_user_fallback();
 	test_refusals();
 	test_given_ids();
+	test_gid_checked();
 	test_off();
 	if (make_lookup_dir()) {
 		perror("lookup directory");
