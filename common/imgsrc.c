@@ -46,9 +46,10 @@ static void file_close(struct stp_imgsrc *src)
 static int file_size(int fd, const char *name, uint64_t *size)
 {
 	struct stat st;
+	int err = stp_fd_stat(fd, &st); /* confined: the daemon opens its image then */
 
-	if (fstat(fd, &st))
-		return -errno;
+	if (err)
+		return err;
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
 		stp_log(STP_LOG_ERR, "%s: not a regular file", name);
 		return -EINVAL;

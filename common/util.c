@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -226,4 +228,21 @@ int stp_room_for(void *v, size_t *cap, size_t n, size_t size)
 	*(void **)v = grown;
 	*cap = want;
 	return 0;
+}
+
+/* The architectures whose fstat call fills glibc's struct stat as it is (glibc before 2.33
+ * made that call there); stp_syscalls_fstat_pathless names the same ones. */
+#if defined(SYS_fstat) && ((defined(__x86_64__) && defined(__LP64__)) || defined(__aarch64__) || \
+			   defined(__powerpc64__) || defined(__s390x__) ||                      \
+			   (defined(__riscv) && __riscv_xlen == 64))
+#define STP_PATHLESS_FSTAT 1
+#endif
+
+int stp_fd_stat(int fd, struct stat *st)
+{
+#ifdef STP_PATHLESS_FSTAT
+	return syscall(SYS_fstat, fd, st) ? -errno : 0;
+#else
+	return fstat(fd, st) ? -errno : 0;
+#endif
 }

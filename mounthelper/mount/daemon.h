@@ -70,7 +70,7 @@ struct stp_daemon_checks {
 			     struct stp_imgsrc *src, struct stp_image **img);
 	/* The image open: the blocks CACHE may hold, by their checksums. */
 	void (*expect_blocks)(struct stp_diskcache *cache, const struct stp_image *img);
-	/* At umount, from the ending thread (ending.h): a URL's reads give up on the
+	/* At umount or SIGTERM, from the ending thread (ending.h): a URL's reads give up on the
 	 * fetcher, which then ends, so that neither waits for a transfer that never ends.
 	 * SRC is the URL's source (an stp_imgsrc, stp_remote_halt). Thread-safe. */
 	void (*halt_url)(void *src);

@@ -133,7 +133,7 @@ int stp_diskcache_new(const struct stp_diskcache_file *f, uint64_t limit,
 	c->tags_at = f->tags_at;
 	c->slots = f->slots;
 	c->head = c->tail = NONE;
-	c->used = fstat(c->fd, &st) ? 0 : (uint64_t)st.st_blocks * 512;
+	c->used = stp_fd_stat(c->fd, &st) ? 0 : (uint64_t)st.st_blocks * 512;
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
 	return 0;
@@ -292,7 +292,7 @@ static void measure(struct stp_diskcache *c)
 {
 	struct stat st;
 
-	if (!fstat(c->fd, &st))
+	if (!stp_fd_stat(c->fd, &st)) /* confined (util.h) */
 		c->used = (uint64_t)st.st_blocks * 512;
 }
 

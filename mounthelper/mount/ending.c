@@ -88,6 +88,10 @@ static void *ending_main(void *arg)
 	if (loop_over)
 		return NULL;
 	signalled = 1;
+	/* first: a read waiting on a fetcher that does not answer fails at once, and with it
+	 * a warming store that waits for that read */
+	if (unmounted_fn)
+		unmounted_fn(unmounted_arg);
 	stp_warm_halt(warmer); /* the loop still answers the reads its stores wait for */
 	stp_fill_halt(filler);
 	fuse_session_exit(session);

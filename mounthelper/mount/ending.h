@@ -30,9 +30,10 @@ int stp_ending_start(struct fuse_session *se, struct stp_warmer *warmer,
 		     struct stp_filler *filler);
 
 /* Before stp_ending_start: FN(ARG) is called from the thread once the host unmounted
- * (the kernel ended the FUSE connection), while the loop may still wait for its
- * requests' handlers: so that one waiting on something that never comes (a fetcher
- * stuck in a transfer) can be made to give up. */
+ * (the kernel ended the FUSE connection), or a signal ended the mount (before warming
+ * and filling are halted), while the loop may still wait for its requests' handlers: so
+ * that one waiting on something that never comes (a fetcher stuck in a transfer) can be
+ * made to give up. */
 void stp_ending_on_unmount(void (*fn)(void *), void *arg);
 
 /* After the loop: stops the thread; true when a signal ended the mount (the mount is

@@ -202,11 +202,9 @@ static int serve_published(struct server *s, const struct stp_fetch_req *req)
 	return 0;
 }
 
-/* Serves one channel until the daemon closes it (or the stream breaks). The channel stays
- * open: the main thread watches it (wait_daemon_gone), and _exit closes it. */
-static void *serve(void *arg)
+/* Serves one channel until the daemon closes it (or the stream breaks). */
+static void serve_channel(struct server *s)
 {
-	struct server *s = arg;
 	uint8_t *buf = s->pub ? NULL : malloc(STP_FETCH_PIECE);
 
 	if (s->pub) {
@@ -215,7 +213,7 @@ static void *serve(void *arg)
 		while (recv(s->fd, &req, sizeof(req), MSG_WAITALL) == (ssize_t)sizeof(req) &&
 		       !serve_published(s, &req))
 			;
-		return NULL;
+		return;
 	}
 	struct stp_fetch_req req;
 	char why[STP_FETCH_WHY_MAX];
@@ -243,6 +241,18 @@ static void *serve(void *arg)
 			break;
 	}
 	free(buf);
+}
+
+/* A channel's thread. When it stops serving, for whatever reason (no memory for its
+ * buffer, a broken stream), it shuts the channel both ways: a read the daemon waits for
+ * on it fails at once rather than at its deadline, and the main thread
+ * (wait_daemon_gone) counts it closed. The descriptor itself stays until _exit. */
+static void *serve(void *arg)
+{
+	struct server *s = arg;
+
+	serve_channel(s);
+	shutdown(s->fd, SHUT_RDWR);
 	return NULL;
 }
 

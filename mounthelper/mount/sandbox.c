@@ -238,9 +238,11 @@ static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, const char *con
 	if (!rc)
 		rc = stp_syscalls_allow(ctx, calls);
 	/* fstat (syscalls.h), before RULES: libseccomp 2.5.4 drops an allow rule added
-	 * after an errno rule on the same call (fstatat64 on arm) */
+	 * after an errno rule on the same call (fstatat64 on arm); only by the call that
+	 * takes no path where there is one, but for the priming child, which looks up
+	 * paths beneath its directory anyway */
 	if (!rc)
-		rc = stp_syscalls_allow_fstat(ctx);
+		rc = stp_syscalls_allow_fstat(ctx, calls != stp_syscalls_lookup);
 	if (!rc)
 		rc = rules(ctx);
 	if (rc) {
@@ -585,10 +587,36 @@ static int lock_securebits(char *err, size_t errlen)
 	return 0;
 }
 
-static int switch_user(uid_t uid, gid_t gid, char *err, size_t errlen)
+/* What the kernel now holds, read back rather than trusted from the calls that set it
+ * (as OpenSSH's permanently_set_uid does): all three uids and gids as asked and no
+ * supplementary group. A gid of -1, say, would have left root's. */
+static int check_switched(uid_t uid, gid_t gid, char *err, size_t errlen)
 {
 	uid_t ruid, euid, suid;
+	gid_t rgid, egid, sgid;
 
+	if (getresuid(&ruid, &euid, &suid) || ruid != uid || euid != uid || suid != uid)
+		return stp_errf(err, errlen, -EPERM, "the uid did not change to %u",
+			    (unsigned)uid);
+	if (getresgid(&rgid, &egid, &sgid) || rgid != gid || egid != gid || sgid != gid)
+		return stp_errf(err, errlen, -EPERM, "the gid did not change to %u",
+			    (unsigned)gid);
+	if (getgroups(0, NULL) != 0)
+		return stp_errf(err, errlen, -EPERM, "supplementary groups remain");
+	return 0;
+}
+
+/* Once the capabilities are gone (securebits kept them across the switch): root's ids
+ * cannot be taken back. */
+static int check_no_way_back(char *err, size_t errlen)
+{
+	if (!setresuid(0, 0, 0) || !setresgid(0, 0, 0) || !setgroups(0, NULL))
+		return stp_errf(err, errlen, -EPERM, "root's ids could be taken back");
+	return 0;
+}
+
+static int switch_user(uid_t uid, gid_t gid, char *err, size_t errlen)
+{
 	if (setgroups(0, NULL))
 		return stp_errf(err, errlen, -errno, "setgroups: %s", strerror(errno));
 	if (setresgid(gid, gid, gid))
@@ -597,10 +625,7 @@ static int switch_user(uid_t uid, gid_t gid, char *err, size_t errlen)
 	if (setresuid(uid, uid, uid))
 		return stp_errf(err, errlen, -errno, "setresuid %u: %s", (unsigned)uid,
 			    strerror(errno));
-	if (getresuid(&ruid, &euid, &suid) || ruid != uid || euid != uid || suid != uid)
-		return stp_errf(err, errlen, -EPERM, "the uid did not change to %u",
-			    (unsigned)uid);
-	return 0;
+	return check_switched(uid, gid, err, errlen);
 }
 
 /* Dropping needs no privilege, so this runs for root and for users alike. The ambient
@@ -764,6 +789,8 @@ static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter
 
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
+	if (!rc && privileged)
+		rc = check_no_way_back(err, errlen);
 	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		rc = stp_errf(err, errlen, -errno, "setting no_new_privs: %s",
 			  strerror(errno));

@@ -13,7 +13,8 @@
  *      where the kernel refuses a detached mount, and in a user namespace, it is a
  *      private mount namespace with the tmpfs pivoted in and the old root detached;
  *   3. identity: the bounding set emptied, securebits locked, supplementary groups
- *      dropped, real/effective/saved uid and gid set to the sandbox user;
+ *      dropped, real/effective/saved uid and gid set to the sandbox user, all read back
+ *      (and, after step 4, root's ids tried back) so that any difference fails;
  *   4. capabilities: permitted, effective, inheritable and ambient sets cleared;
  *   5. no_new_privs, then a seccomp filter that allows only the calls of the FUSE loop,
  *      the decoder and the worker threads (see sandbox.c for the list and the reasons).
@@ -28,6 +29,12 @@
  *   - capabilities, no_new_privs and seccomp are per thread and inherited only by threads
  *     created later: call stp_sandbox_enter while the process has a single thread, before
  *     fuse_session_loop_mt() or any worker starts;
+ *   - stat a kept descriptor with stp_fd_stat (util.h), not fstat: where the kernel has a
+ *     pathless fstat, the C library's form (a path the filter cannot read) is refused;
+ *   - keep no directory descriptor (KEEP_FDS holds files): where that form is still
+ *     allowed (32-bit, mips64el), a path given with it is looked up from a directory,
+ *     and root's chroot leaves the host's mounts reachable through ".." of one outside
+ *     it (the empty root's own descriptor is its root: ".." stays there);
  *   - after it, the process can open no file (open fails with EACCES; libfuse's clone_fd
  *     must stay 0; a file to write later, e.g. a hot list, is opened before and kept),
  *     make no socket (no syslog), exec or fork nothing (either kills it), and cannot

@@ -52,12 +52,19 @@ int stp_syscalls_allow_threads(scmp_filter_ctx ctx);
 /* fstat as the C library makes it: newfstatat or fstatat64 (flags AT_EMPTY_PATH) or statx
  * (AT_EMPTY_PATH, with or without AT_NO_AUTOMOUNT), each from a descriptor (bit 31 of the
  * 32-bit dirfd clear: not AT_FDCWD). The path is in memory the filter cannot read: a path
- * given with AT_EMPTY_PATH is looked up from a held descriptor, which the confined
- * processes hold only on files (a relative path fails with ENOTDIR), or from their root
- * (the empty tmpfs, when they have one); stat(2) and lstat(2) of a path are refused. Call
- * it before any errno rule on these calls: libseccomp 2.5.4 drops an allow rule added
- * after one. */
-int stp_syscalls_allow_fstat(scmp_filter_ctx ctx);
+ * given with AT_EMPTY_PATH is looked up, from a held directory or, absolute, from the
+ * process's root. With PATHLESS, on an architecture whose fstat call fills the C
+ * library's struct stat (stp_syscalls_fstat_pathless), these forms are answered EACCES
+ * instead, and the process stats its descriptors by that call (stp_fd_stat, util.h),
+ * which names no path; elsewhere they are allowed, and only an empty root keeps such a
+ * lookup harmless. stat(2) and lstat(2) of a path fall to the default either way. Call it
+ * before any errno rule on these calls: libseccomp 2.5.4 drops an allow rule added after
+ * one. */
+int stp_syscalls_allow_fstat(scmp_filter_ctx ctx, bool pathless);
+
+/* Whether ARCH has an fstat call that fills the C library's struct stat (amd64, arm64,
+ * ppc64el, s390x, riscv64): where stp_fd_stat uses it. */
+bool stp_syscalls_fstat_pathless(uint32_t arch);
 
 /* The same calls with any other flags answered with ERRNO (a name looked up by path). */
 int stp_syscalls_refuse_path_stat(scmp_filter_ctx ctx, int errno_value);

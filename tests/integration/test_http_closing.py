@@ -14,12 +14,13 @@ import pytest
 
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
-from conftest import STIPPLE, build_image, mount_image, run
+from conftest import STIPPLE, build_image, is_mounted, mount_image, run
 
 pytestmark = pytest.mark.needs_root
 
 READ_LIMIT = 60   # seconds: the whole read takes about one here, the wedge forever
 END_LIMIT = 5     # seconds after umount for both processes to be gone
+SIGTERM_LIMIT = 2  # seconds after SIGTERM to the daemon for both to be gone
 
 
 def processes_of(url):
@@ -131,3 +132,50 @@ def test_umount_ends_a_fetch_that_waits(tmp_path, noise_tree):
             assert_ended(url, t0)
         finally:
             kill_leftovers(url)
+
+
+def mountd_of(url):
+    """The pid of the stipple-mountd serving URL (one expected)."""
+    pids = []
+    for pid in processes_of(url):
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if os.path.basename(f.read().split(b"\0")[0]).startswith(b"stipple-mountd"):
+                pids.append(pid)
+    assert len(pids) == 1, "stipple-mountd of %s: %s" % (url, pids)
+    return pids[0]
+
+
+def test_sigterm_ends_a_fetch_that_waits(tmp_path, noise_tree):
+    """As above, but the daemon is sent SIGTERM while the read waits on the silent server
+    (the reader still there): the daemon and the fetcher end within SIGTERM_LIMIT seconds,
+    not when the read's own time limit (timeout=60) runs out, the read fails, and the
+    watcher unmounts the mount the daemon left, as for any SIGTERM'd daemon."""
+    image = build_image(noise_tree, tmp_path / "image.stp", "--level", "1", "--block-size", "64K")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with httputil.fault_front(image) as front:
+        url = front.url()
+        front.slow = 600
+        try:
+            with mount_image(url, mnt, "--no-prime", "-o", "cache_size=0,timeout=60"):
+                front.mode = "slow"
+                dd = subprocess.Popen(["dd", "if=%s" % (mnt / "noise"), "bs=64k",
+                                       "of=/dev/null", "status=none"], stderr=subprocess.PIPE)
+                time.sleep(2)
+                assert dd.poll() is None, "the read ended: the server answered"
+                t0 = time.monotonic()
+                os.kill(mountd_of(url), signal.SIGTERM)
+                deadline = t0 + SIGTERM_LIMIT
+                while processes_of(url) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                took = time.monotonic() - t0
+                assert not processes_of(url), "still running %.1f s after SIGTERM: %s" % (
+                    took, processes_of(url))
+                print("daemon and fetcher gone %.2f s after SIGTERM" % took)
+                assert dd.wait(timeout=10) != 0, "the read succeeded without a server"
+                while is_mounted(mnt) and time.monotonic() < t0 + 10:
+                    time.sleep(0.05)
+                assert not is_mounted(mnt), "the watcher left the dead mount"
+        finally:
+            kill_leftovers(url)
+

@@ -181,8 +181,9 @@ def assert_serves(mountpoint, image_info):
     assert not os.path.exists(os.path.join(mountpoint, "no-such-file"))
 
 
-def assert_confined(pid, image, uid=None, root_started=True, bounding_empty=None):
-    """BOUNDING_EMPTY (default: ROOT_STARTED): the bounding set must be empty too."""
+def assert_confined(pid, image, uid=None, root_started=True, bounding_empty=None, gid=None):
+    """BOUNDING_EMPTY (default: ROOT_STARTED): the bounding set must be empty too. UID and
+    GID (when given): every real, effective, saved and file-system id."""
     if bounding_empty is None:
         bounding_empty = root_started
     threads = thread_status(pid)
@@ -201,6 +202,8 @@ def assert_confined(pid, image, uid=None, root_started=True, bounding_empty=None
         assert 0 not in gids, "%s: Gid %s" % (where, st["Gid"])
         if uid is not None:
             assert uids == [uid] * 4, "%s: Uid %s, expected %d" % (where, st["Uid"], uid)
+        if gid is not None:
+            assert gids == [gid] * 4, "%s: Gid %s, expected %d" % (where, st["Gid"], gid)
         if root_started:
             assert st["Groups"] == "", "%s: Groups %s" % (where, st["Groups"])
 
@@ -265,10 +268,10 @@ def sandbox_records(pid, since):
     return [line for t, line in log if t > since and pattern.search(line)]
 
 
-def default_sandbox_uid():
+def default_sandbox_user():
     for name in ("stipple", "nobody"):
         with contextlib.suppress(KeyError):
-            return pwd.getpwnam(name).pw_uid
+            return pwd.getpwnam(name)
     pytest.skip("neither a 'stipple' nor a 'nobody' user")
 
 
@@ -280,7 +283,8 @@ def test_daemon_is_confined(small_image, mounter):
     with mounter(image) as mnt:
         pid = daemon_pid(image)
         assert_serves(mnt, small_image)
-        assert_confined(pid, image, uid=default_sandbox_uid())
+        user = default_sandbox_user()
+        assert_confined(pid, image, uid=user.pw_uid, gid=user.pw_gid)
         assert_empty_root(pid)
         assert not is_gone(pid)
     assert wait_gone(pid), "daemon %d still runs after umount" % pid

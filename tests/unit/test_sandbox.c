@@ -39,6 +39,8 @@
 #include <zstd.h>
 
 #include "sandbox.h"
+#include "syscalls.h"
+#include "util.h"
 
 #include "check.h"
 
@@ -169,21 +171,36 @@ static int probe_empty_path_flag_cwd(void)
 	return PROBE_CALL_RETURNED;
 }
 
-/* From a held file an absolute path is allowed by the filter, and finds the empty root. */
+/* Where fstat has a call of its own (stp_fd_stat), a path given with AT_EMPTY_PATH from
+ * a held file is refused by the filter, whatever the root holds; elsewhere it is looked
+ * up, and finds the empty root (or, for a user's daemon without a user namespace, the
+ * host's tree). */
 static int probe_empty_path_flag_abs(void)
 {
 	struct stat st;
+	int want = stp_syscalls_fstat_pathless(seccomp_arch_native()) ? EACCES : ENOENT;
 
-	return fstatat(scratch_fd, "/etc/passwd", &st, AT_EMPTY_PATH) < 0 && errno == ENOENT
+	return fstatat(scratch_fd, "/etc/passwd", &st, AT_EMPTY_PATH) < 0 && errno == want
 		       ? PROBE_OK : PROBE_WRONG;
+}
+
+/* The C library's fstat: "" with AT_EMPTY_PATH, answered EACCES there (not killed). */
+static int probe_libc_fstat(void)
+{
+	struct stat st;
+	int rc = fstat(scratch_fd, &st);
+
+	if (stp_syscalls_fstat_pathless(seccomp_arch_native()))
+		return rc < 0 && errno == EACCES ? PROBE_OK : PROBE_WRONG;
+	return !rc ? PROBE_OK : PROBE_WRONG;
 }
 
 static int probe_fstat(void)
 {
 	struct stat st;
 
-	return !fstat(scratch_fd, &st) && st.st_size == sizeof(scratch_text) - 1 ? PROBE_OK
-										 : PROBE_WRONG;
+	return !stp_fd_stat(scratch_fd, &st) && st.st_size == sizeof(scratch_text) - 1
+		       ? PROBE_OK : PROBE_WRONG;
 }
 
 /* Allowed by the filter; the kernel then refuses it on a file that is not /dev/fuse. */
@@ -526,6 +543,9 @@ static void test_allowed(bool as_user)
 	expect("clone3 answers ENOSYS", STP_SANDBOX_ON, as_user, probe_clone3, false);
 	expect("pread of a kept fd", STP_SANDBOX_ON, as_user, probe_pread, false);
 	expect("fstat of a kept fd", STP_SANDBOX_ON, as_user, probe_fstat, false);
+	expect("the C library's fstat", STP_SANDBOX_ON, as_user, probe_libc_fstat, false);
+	expect("fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) is refused or finds the empty root",
+	       STP_SANDBOX_ON, as_user, probe_empty_path_flag_abs, false);
 	expect("ioctl FUSE_DEV_IOC_CLONE", STP_SANDBOX_ON, as_user, probe_fuse_clone_ioctl, false);
 	expect("malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
 	expect("pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
@@ -561,6 +581,9 @@ static void test_fetcher(bool as_user)
 	       probe_read_only_mapping, false);
 	expect("fetcher: malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
 	expect("fetcher: pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
+	expect("fetcher: fstat of a kept fd", STP_SANDBOX_ON, as_user, probe_fstat, false);
+	expect("fetcher: fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) is refused or finds the "
+	       "empty root", STP_SANDBOX_ON, as_user, probe_empty_path_flag_abs, false);
 	as_fetcher = false;
 }
 
@@ -860,7 +883,7 @@ static void test_refusals(void)
 static void test_given_ids(void)
 {
 	int ready[2], hold[2], status;
-	char uid[64] = "", gid[64] = "", c;
+	char uid[64] = "", gid[64] = "", groups[64] = "", c;
 	pid_t pid;
 
 	if (pipe(ready) || pipe(hold)) {
@@ -888,13 +911,42 @@ static void test_given_ids(void)
 	if (pid > 0 && read(ready[0], &c, 1) == 1) {
 		proc_field(pid, 0, "Uid", uid, sizeof(uid));
 		proc_field(pid, 0, "Gid", gid, sizeof(gid));
+		if (!proc_field(pid, 0, "Groups", groups, sizeof(groups)))
+			snprintf(groups, sizeof(groups), "(none read)");
 	}
 	close(hold[1]);
 	close(ready[0]);
 	report(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
 	       WEXITSTATUS(status) == PROBE_OK && !strcmp(uid, "65534\t65534\t65534\t65534") &&
-	       !strcmp(gid, "65533\t65533\t65533\t65533"),
-	       "ids handed over are taken without a lookup: Uid %s, Gid %s", uid, gid);
+	       !strcmp(gid, "65533\t65533\t65533\t65533") && !groups[0],
+	       "ids handed over are taken without a lookup: Uid %s, Gid %s, Groups '%s'", uid,
+	       gid, groups);
+}
+
+/* A gid the kernel does not take as asked ((gid_t)-1 leaves setresgid's ids as they
+ * are: root's) fails the sandbox before anything runs as that half-switched user. */
+static void test_gid_checked(void)
+{
+	int status;
+	char desc[64];
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct stp_sandbox_opts o = { .mode = STP_SANDBOX_ON, .has_ids = true,
+					      .uid = 65534, .gid = (gid_t)-1 };
+		char err[256] = "";
+		int rc = stp_sandbox_enter(&o, err, sizeof(err));
+
+		_exit(rc == -EPERM && strstr(err, "gid") ? PROBE_OK :
+		      rc ? PROBE_WRONG : PROBE_CALL_RETURNED);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		report(false, "gid checked: fork/wait failed");
+		return;
+	}
+	report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+	       "a gid not taken as asked fails the sandbox: %s",
+	       describe(status, desc, sizeof(desc)));
 }
 
 /* sandbox=off changes nothing. */
@@ -1172,14 +1224,18 @@ static int make_scratch_file(void)
 	return fd;
 }
 
-/*
- * Where user namespaces are refused (here: a filter of the test's own answers EPERM to
- * unshare), a user's sandbox still loads its filter and keeps the host's tree in view.
- */
-static void test_user_fallback(void)
+/* The host's tree is in view: a path stat with AT_EMPTY_PATH would find /etc/passwd. */
+static int probe_host_path_stat(void)
 {
-	int status;
-	char desc[64];
+	struct stat st;
+
+	return fstatat(scratch_fd, "/etc/passwd", &st, AT_EMPTY_PATH) < 0 && errno == EACCES
+		       ? PROBE_OK : PROBE_WRONG;
+}
+
+/* A user's sandbox entered where unshare is refused, then PROBE: the child's status. */
+static int run_without_userns(int (*probe)(void), int *status)
+{
 	pid_t pid = fork();
 
 	if (pid == 0) {
@@ -1189,19 +1245,51 @@ static void test_user_fallback(void)
 		    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 0) ||
 		    seccomp_load(ctx))
 			_exit(PROBE_ENTER_FAILED);
+		struct stat st;
+
 		if (enter(STP_SANDBOX_ON, NULL, 0))
 			_exit(PROBE_ENTER_FAILED);
-		if (fcntl(scratch_fd, F_GETFD) < 0)
+		/* kept (not fcntl, which the daemon's filter kills) */
+		if (stp_fd_stat(scratch_fd, &st))
 			_exit(PROBE_WRONG);
-		_exit(probe_socket());
+		_exit(probe());
 	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+	return pid > 0 && waitpid(pid, status, 0) == pid ? 0 : -1;
+}
+
+/*
+ * Where user namespaces are refused (here: a filter of the test's own answers EPERM to
+ * unshare), a user's sandbox still loads its filter and keeps the host's tree in view;
+ * where fstat has a call of its own, no descriptor's stat reaches that tree by a path.
+ */
+static void test_user_fallback(void)
+{
+	int status;
+	char desc[64];
+
+	if (run_without_userns(probe_socket, &status)) {
 		report(false, "user fallback: fork/wait failed");
 		return;
 	}
 	report(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
 	       "without user namespaces a user's sandbox still kills socket(): %s",
 	       describe(status, desc, sizeof(desc)));
+	if (!stp_syscalls_fstat_pathless(seccomp_arch_native())) {
+		tap_result(1, "host path by fstatat AT_EMPTY_PATH # SKIP no pathless fstat here");
+		return;
+	}
+	for (int f = 0; f < 2; f++) {
+		as_fetcher = f;
+		if (run_without_userns(probe_host_path_stat, &status)) {
+			report(false, "user fallback: fork/wait failed");
+			continue;
+		}
+		report(WIFEXITED(status) && WEXITSTATUS(status) == PROBE_OK,
+		       "without user namespaces the %s's fstatat(fd, \"/etc/passwd\", "
+		       "AT_EMPTY_PATH) answers EACCES: %s", f ? "fetcher" : "daemon",
+		       describe(status, desc, sizeof(desc)));
+	}
+	as_fetcher = false;
 }
 
 static bool users_may_unshare(void)
@@ -1237,8 +1325,6 @@ int main(void)
 	}
 	test_forbidden(false);
 	test_allowed(false);
-	expect("fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) finds the empty root",
-	       STP_SANDBOX_ON, false, probe_empty_path_flag_abs, false);
 	test_forbidden(true);
 	test_allowed(true);
 	test_log_mode();
@@ -1255,6 +1341,7 @@ int main(void)
 	test_user_fallback();
 	test_refusals();
 	test_given_ids();
+	test_gid_checked();
 	test_off();
 	if (make_lookup_dir()) {
 		perror("lookup directory");
