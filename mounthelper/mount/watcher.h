@@ -24,9 +24,10 @@
 
 /* In the watcher's process, which the monitor forked (monitor.c, with the capset that
  * leaves it CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only, after this): out of the caller's
- * session, terminal and directory, no descriptor but PIDFD (the daemon's), KEEP_FD
- * and WORD_FD (-1: none), SIGINT and SIGHUP ignored, MASK restored. */
-void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, const sigset_t *mask);
+ * session, terminal and directory, no descriptor but PIDFD (the daemon's), KEEP_FD,
+ * WORD_FD and LATER_FD (the caller's to close later; -1: none), SIGINT and SIGHUP
+ * ignored, MASK restored. */
+void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, int later_fd, const sigset_t *mask);
 
 /* Returns once PIDFD (the daemon) has ended. */
 void stp_watcher_wait(int pidfd);
