@@ -38,6 +38,8 @@
  *                                              user's through fusermount3; the connection
  *                                              is then handed to the daemon, which
  *                                              confines itself
+ *   open_tree(mount point) clone, openat ..,  root: the device of the mount made, for
+ *     statx (mountpoint.c)                     priming; the watcher closes the clone
  *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
  *   fchdir, umount2 (a user: fusermount3 -u)  after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork;
@@ -787,25 +789,6 @@ static int primed_late(struct monitor *m, pid_t stuck)
 	return -ETIMEDOUT;
 }
 
-/* Waits for the priming child PID until the deadline, then kills it. A child whose
- * request the daemon has read waits for the answer whatever the signal: *STUCK is then
- * its pid, for the caller to reap once the daemon (and with it the connection) is gone. */
-static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *stuck)
-{
-	int status;
-
-	if (stp_prime_wait_done(done_fd, m->deadline)) {
-		kill(pid, SIGKILL);
-		usleep(100000);
-		if (waitpid(pid, &status, WNOHANG) != pid)
-			*stuck = pid;
-		return -ETIMEDOUT;
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return stp_prime_status(status);
-}
-
 /* Whether ROOT is the root of the mount made: the device remembered at the mount (root);
  * else (a user's mount) mountinfo's word that it is a fuse.stipple mount of the image
  * made for this user. Another user's FUSE mount, put where the mount point was renamed
@@ -856,7 +839,7 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 	}
 	close(fds[1]);
 	close(root);
-	err = pid < 0 ? -errno : wait_lookups(m, pid, fds[0], stuck);
+	err = pid < 0 ? -errno : stp_prime_wait(pid, fds[0], m->deadline, stuck);
 	close(fds[0]);
 	return err;
 }
@@ -959,29 +942,13 @@ static void close_clone(struct monitor *m)
 	m->clone_fd = -1;
 }
 
-/* One byte on the watcher's socket, or none: whether it came. */
-static bool word_sent(int fd)
-{
-	return send(fd, "w", 1, MSG_NOSIGNAL) == 1;
-}
-
-static bool word_came(int fd)
-{
-	ssize_t n;
-	char c;
-
-	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
-		;
-	return n == 1;
-}
-
 /* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
  * stays once told the mount is live (the socket closed: it was not); when the daemon then
  * ends and left its mount dead, it unmounts it. */
 static _Noreturn void watch(struct monitor *m, int word)
 {
 	stp_watcher_detach(m->pidfd, m->parent_fd, word, m->clone_fd, &m->saved_mask);
-	if (keep_only_unmount() || !word_sent(word) || !word_came(word))
+	if (keep_only_unmount() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
 		_exit(0);
 	close(word);
 	close_clone(m); /* the monitor has gone: the grace period holds up no one */
@@ -1034,8 +1001,8 @@ static void release_watcher(struct monitor *m, bool live)
 {
 	if (m->watcher_go < 0)
 		return;
-	if (live && word_came(m->watcher_go))
-		word_sent(m->watcher_go);
+	if (live && stp_watcher_word_came(m->watcher_go))
+		stp_watcher_send_word(m->watcher_go);
 	close(m->watcher_go);
 	m->watcher_go = -1;
 	if (!live)

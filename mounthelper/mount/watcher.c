@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static int compare_fds(const void *a, const void *b)
@@ -66,4 +67,19 @@ void stp_watcher_wait(int pidfd)
 
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
 		;
+}
+
+bool stp_watcher_send_word(int fd)
+{
+	return send(fd, "w", 1, MSG_NOSIGNAL) == 1;
+}
+
+bool stp_watcher_word_came(int fd)
+{
+	ssize_t n;
+	char c;
+
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	return n == 1;
 }
