@@ -408,6 +408,19 @@ static void write_record(struct stp_daemon *d)
 			stp_strerror(err));
 }
 
+/* Filling starts once the monitor is told the mount is live: it only follows what the
+ * kernel is seen to open, and the loop, which serves the first request, starts after it
+ * (its thread is off a mount's way to return; a failure goes to stderr). */
+static void start_filling(struct stp_fs *fs)
+{
+	int err;
+
+	if (stp_mountopts_fills(fs->opts) &&
+	    (err = stp_fill_start(fs->img, fs->cache, fs->se, fs->inodes,
+				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
+		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
+}
+
 /* Confined, the mount is live: warm it, tell the monitor, serve until the mount ends.
  * Without warming it still serves every byte, so a warming failure is logged, not fatal.
  * Returns 0 when the host unmounted, 1 when a signal (or a loop error) ended the mount. */
@@ -421,10 +434,6 @@ static int serve_confined(struct stp_daemon *d)
 
 	if (err)
 		stp_log(STP_LOG_ERR, "%s: warming off: %s", fs->opts->image, stp_strerror(err));
-	if (stp_mountopts_fills(fs->opts) &&
-	    (err = stp_fill_start(fs->img, fs->cache, fs->se, fs->inodes,
-				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
-		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 	if (stp_prime_wanted(fs->opts) && !walks_refused(fs->img)) {
 		stp_image_bound_walk_loads(fs->img, true); /* a bound of its own, as a plan */
 		stp_prime_plan_build(fs->img, &plan);
@@ -435,6 +444,7 @@ static int serve_confined(struct stp_daemon *d)
 	stp_prime_plan_free(plan);
 	if (err)
 		return 1;
+	start_filling(fs);
 	if (fs->opts->is_url && d->checks)
 		stp_ending_on_unmount(d->checks->halt_url, stp_image_src(fs->img));
 	err = stp_ending_start(fs->se, fs->warmer, fs->filler);

@@ -38,6 +38,8 @@
  *                                              user's through fusermount3; the connection
  *                                              is then handed to the daemon, which
  *                                              confines itself
+ *   open_tree(mount point) clone, openat ..,  root: the device of the mount made, for
+ *     statx (mountpoint.c)                     priming; the watcher closes the clone
  *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
  *   fchdir, umount2 (a user: fusermount3 -u)  after a failure, our own mount only, found
  *                                              beneath the parent opened before the fork;
@@ -63,8 +65,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/capability.h>
 #include <sys/prctl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/securebits.h>
 #include <sys/syscall.h>
@@ -118,6 +120,7 @@ struct monitor {
 	int status;           /* its wait status, once reaped */
 	bool mounted;         /* the daemon said the FUSE mount exists */
 	dev_t mount_dev;      /* the device of the mount made, when root (0: not known) */
+	int clone_fd;         /* the tree cloned to find it, for the watcher to close (-1) */
 	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
 	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
@@ -128,7 +131,7 @@ static void init(struct monitor *m, const struct stp_mount_opts *o, const char *
 		 const struct stp_monitor_checks *checks)
 {
 	*m = (struct monitor){ .o = o, .prog = prog, .checks = checks, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
-			       .record_fd = -1,
+			       .record_fd = -1, .clone_fd = -1,
 			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
 				      .cache = { .fd = -1 } } };
@@ -658,10 +661,18 @@ static int mount_fuse(struct monitor *m)
 /* Root's mount is the one on top of the directory it mounted on: its device, for priming
  * to know it again (look_up), whatever the user who owns the parent renames meanwhile.
  * Unknown (0) for a user's mount (fusermount3 mounted the path) or without open_tree:
- * priming then goes by mountinfo alone. */
+ * priming then goes by mountinfo alone. The clone looked through is closed by the
+ * watcher once the monitor has gone (its close waits for an RCU grace period), or here
+ * when there will be none. */
+static bool will_have_watcher(const struct monitor *m)
+{
+	return !m->o->foreground && m->pidfd >= 0;
+}
+
 static void remember_mount(struct monitor *m)
 {
-	if (geteuid() == 0 && stp_mountpoint_top_dev(m->mp_fd, &m->mount_dev))
+	if (geteuid() == 0 && stp_mountpoint_top_dev(m->mp_fd, &m->mount_dev,
+						     will_have_watcher(m) ? &m->clone_fd : NULL))
 		m->mount_dev = 0;
 }
 
@@ -778,25 +789,6 @@ static int primed_late(struct monitor *m, pid_t stuck)
 	return -ETIMEDOUT;
 }
 
-/* Waits for the priming child PID until the deadline, then kills it. A child whose
- * request the daemon has read waits for the answer whatever the signal: *STUCK is then
- * its pid, for the caller to reap once the daemon (and with it the connection) is gone. */
-static int wait_lookups(const struct monitor *m, pid_t pid, int done_fd, pid_t *stuck)
-{
-	int status;
-
-	if (stp_prime_wait_done(done_fd, m->deadline)) {
-		kill(pid, SIGKILL);
-		usleep(100000);
-		if (waitpid(pid, &status, WNOHANG) != pid)
-			*stuck = pid;
-		return -ETIMEDOUT;
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return stp_prime_status(status);
-}
-
 /* Whether ROOT is the root of the mount made: the device remembered at the mount (root);
  * else (a user's mount) mountinfo's word that it is a fuse.stipple mount of the image
  * made for this user. Another user's FUSE mount, put where the mount point was renamed
@@ -847,7 +839,7 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 	}
 	close(fds[1]);
 	close(root);
-	err = pid < 0 ? -errno : wait_lookups(m, pid, fds[0], stuck);
+	err = pid < 0 ? -errno : stp_prime_wait(pid, fds[0], m->deadline, stuck);
 	close(fds[0]);
 	return err;
 }
@@ -913,46 +905,41 @@ static bool mount_dead(const struct monitor *m)
  * others: uid 0 would regain them all at an exec, so the bounding set is emptied, the
  * securebits that give root its capabilities at exec and keep them across setuid are
  * locked off, and no_new_privs is set. -1 when any of it fails: the watcher then does not
- * stay. */
+ * stay. The calls are made directly, as the sandbox's are: libcap's loading and its
+ * constructor's probe of the kernel cost every mount's start, before the daemon's. */
 static int keep_only_unmount(void)
 {
-	cap_value_t keep[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH };
+	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
 	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
 			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
 	int err = 0;
-	cap_t caps;
 
 	if (geteuid() != 0)
 		return 0; /* nothing to drop: fusermount3 unmounts as the user */
-	for (cap_value_t c = 0; !err && c <= cap_max_bits() - 1; c++)
-		err = cap_drop_bound(c);
+	/* every capability the kernel knows: until PR_CAPBSET_READ says EINVAL */
+	for (int c = 0; !err && prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		err = prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+	if (!err && errno != EINVAL)
+		err = -1;
 	if (!err)
 		err = prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
 	if (!err)
 		err = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	if (err || !(caps = cap_init()))
-		return -1;
-	if (cap_set_flag(caps, CAP_PERMITTED, 2, keep, CAP_SET) ||
-	    cap_set_flag(caps, CAP_EFFECTIVE, 2, keep, CAP_SET) || cap_set_proc(caps))
-		err = -1;
-	cap_free(caps);
-	return err;
+	for (int i = 0; i < 2; i++) {
+		int cap = i ? CAP_DAC_READ_SEARCH : CAP_SYS_ADMIN;
+
+		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);
+		caps[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
+	}
+	return err || syscall(SYS_capset, &head, caps) ? -1 : 0;
 }
 
-/* One byte on the watcher's socket, or none: whether it came. */
-static bool word_sent(int fd)
+static void close_clone(struct monitor *m)
 {
-	return send(fd, "w", 1, MSG_NOSIGNAL) == 1;
-}
-
-static bool word_came(int fd)
-{
-	ssize_t n;
-	char c;
-
-	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
-		;
-	return n == 1;
+	if (m->clone_fd >= 0)
+		close(m->clone_fd);
+	m->clone_fd = -1;
 }
 
 /* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
@@ -960,10 +947,11 @@ static bool word_came(int fd)
  * ends and left its mount dead, it unmounts it. */
 static _Noreturn void watch(struct monitor *m, int word)
 {
-	stp_watcher_detach(m->pidfd, m->parent_fd, word, &m->saved_mask);
-	if (keep_only_unmount() || !word_sent(word) || !word_came(word))
+	stp_watcher_detach(m->pidfd, m->parent_fd, word, m->clone_fd, &m->saved_mask);
+	if (keep_only_unmount() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
 		_exit(0);
 	close(word);
+	close_clone(m); /* the monitor has gone: the grace period holds up no one */
 	stp_watcher_wait(m->pidfd);
 	if (mount_dead(m))
 		unmount_ours(m);
@@ -984,7 +972,7 @@ static void start_watcher(struct monitor *m)
 {
 	int go[2];
 
-	if (m->o->foreground || m->pidfd < 0)
+	if (!will_have_watcher(m))
 		return;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go)) {
 		say_no_watcher(m, -errno);
@@ -997,6 +985,7 @@ static void start_watcher(struct monitor *m)
 		watch(m, go[0]);
 	}
 	close(go[0]);
+	close_clone(m); /* the watcher's copy is the last */
 	if (m->watcher < 0) {
 		say_no_watcher(m, -errno);
 		close(go[1]);
@@ -1012,8 +1001,8 @@ static void release_watcher(struct monitor *m, bool live)
 {
 	if (m->watcher_go < 0)
 		return;
-	if (live && word_came(m->watcher_go))
-		word_sent(m->watcher_go);
+	if (live && stp_watcher_word_came(m->watcher_go))
+		stp_watcher_send_word(m->watcher_go);
 	close(m->watcher_go);
 	m->watcher_go = -1;
 	if (!live)
@@ -1055,6 +1044,7 @@ static void finish(struct monitor *m)
 		close(m->parent_fd);
 	if (m->record_fd >= 0)
 		close(m->record_fd);
+	close_clone(m);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 

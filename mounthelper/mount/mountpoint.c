@@ -85,18 +85,23 @@ int stp_mountpoint_dev(int fd, dev_t *dev)
 	return 0;
 }
 
-int stp_mountpoint_top_dev(int dir_fd, dev_t *dev)
+int stp_mountpoint_top_dev(int dir_fd, dev_t *dev, int *clone_fd)
 {
 	int tree = (int)syscall(SYS_open_tree, dir_fd, "",
 				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
 	int top, err;
 
+	if (clone_fd)
+		*clone_fd = -1;
 	if (tree < 0)
 		return -errno;
 	top = openat(tree, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	err = top < 0 ? -errno : stp_mountpoint_dev(top, dev);
 	if (top >= 0)
 		close(top);
-	close(tree); /* the clone goes with its last descriptor */
+	if (clone_fd)
+		*clone_fd = tree;
+	else
+		close(tree);
 	return err;
 }

@@ -31,7 +31,10 @@ int stp_mountpoint_dev(int fd, dev_t *dev);
 /* The device of the mount on top of DIR_FD's directory, whatever its name is by now:
  * the mount tree there is cloned, detached, and ".." from the clone's root reaches the
  * top of its mounts (the only lookup that enters a mount without naming it). Needs
- * CAP_SYS_ADMIN (-EPERM without); -ENOSYS before Linux 5.2. Sends no FUSE request. */
-int stp_mountpoint_top_dev(int dir_fd, dev_t *dev);
+ * CAP_SYS_ADMIN (-EPERM without); -ENOSYS before Linux 5.2. Sends no FUSE request.
+ * The clone goes with its last descriptor, and that close waits for an RCU grace period
+ * (milliseconds): with CLONE_FD, the caller takes the clone (-1 on failure) to close
+ * where nothing waits for it; NULL: it is closed here. */
+int stp_mountpoint_top_dev(int dir_fd, dev_t *dev, int *clone_fd);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static int compare_fds(const void *a, const void *b)
@@ -15,13 +16,15 @@ static int compare_fds(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
-/* Closes every descriptor but stdio and the three of KEEP (any -1: none). */
-static void close_all_but(int keep[3])
+#define NKEEP 4
+
+/* Closes every descriptor but stdio and the NKEEP of KEEP (any -1: none). */
+static void close_all_but(int keep[NKEEP])
 {
 	unsigned from = 3;
 
-	qsort(keep, 3, sizeof(*keep), compare_fds);
-	for (int i = 0; i < 3; i++) {
+	qsort(keep, NKEEP, sizeof(*keep), compare_fds);
+	for (int i = 0; i < NKEEP; i++) {
 		if (keep[i] < (int)from)
 			continue;
 		if (keep[i] > (int)from)
@@ -47,9 +50,9 @@ static void detach(void)
 	}
 }
 
-void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, const sigset_t *mask)
+void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, int later_fd, const sigset_t *mask)
 {
-	int keep[3] = { pidfd, keep_fd, word_fd };
+	int keep[NKEEP] = { pidfd, keep_fd, word_fd, later_fd };
 
 	detach();
 	close_all_but(keep);
@@ -64,4 +67,19 @@ void stp_watcher_wait(int pidfd)
 
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
 		;
+}
+
+bool stp_watcher_send_word(int fd)
+{
+	return send(fd, "w", 1, MSG_NOSIGNAL) == 1;
+}
+
+bool stp_watcher_word_came(int fd)
+{
+	ssize_t n;
+	char c;
+
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	return n == 1;
 }

@@ -21,14 +21,21 @@
 #define STP_WATCHER_H
 
 #include <signal.h>
+#include <stdbool.h>
 
 /* In the watcher's process, which the monitor forked (monitor.c, with the capset that
  * leaves it CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only, after this): out of the caller's
- * session, terminal and directory, no descriptor but PIDFD (the daemon's), KEEP_FD
- * and WORD_FD (-1: none), SIGINT and SIGHUP ignored, MASK restored. */
-void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, const sigset_t *mask);
+ * session, terminal and directory, no descriptor but PIDFD (the daemon's), KEEP_FD,
+ * WORD_FD and LATER_FD (the caller's to close later; -1: none), SIGINT and SIGHUP
+ * ignored, MASK restored. */
+void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, int later_fd, const sigset_t *mask);
 
 /* Returns once PIDFD (the daemon) has ended. */
 void stp_watcher_wait(int pidfd);
+
+/* The word between the monitor and its watcher, on their socket FD: one byte, or none.
+ * Whether it was sent; whether it came (end of file: it did not). */
+bool stp_watcher_send_word(int fd);
+bool stp_watcher_word_came(int fd);
 
 #endif

@@ -612,7 +612,10 @@ def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
     """The watcher keeps CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH alone (for the unmount),
     two descriptors (the daemon's pidfd and the mount point's parent) beside /dev/null
     as stdin, stdout and stderr (not left closed, for a later open to take), no terminal; an
-    ordinary umount ends it, and the daemon too."""
+    ordinary umount ends it, and the daemon too. The clone of the mount tree the monitor
+    looked through for the mount's device is the watcher's to close once the monitor has
+    gone (its close waits for an RCU grace period): it goes at once, else it would hold the
+    FUSE mount's superblock, and the daemon, past the umount."""
     image = small_image["image"]
     with mounter(image) as mnt:
         pid = daemon_pid(image)
@@ -620,6 +623,9 @@ def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
         st = status_fields("/proc/%d/status" % watcher)
         kept = 1 << 21 | 1 << 2  # CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH
         assert int(st["CapEff"], 16) == kept and int(st["CapPrm"], 16) == kept, st
+        deadline = time.monotonic() + 5
+        while len(fd_targets(watcher)) > 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
         fds = fd_targets(watcher)
         assert sorted(fds.values()) == sorted(
             ["anon_inode:[pidfd]", os.path.dirname(os.path.realpath(mnt))] +
