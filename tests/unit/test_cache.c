@@ -1042,10 +1042,10 @@ static struct stp_image *open_frames_image(unsigned log, uint32_t blocks, const 
 	return open_written(write_frames_image, "crafted image");
 }
 
-/* Reading a block of zeros faults its read-only zero pages in (real pages on some
- * kernels, page tables on all): memory must follow the charge, so once released they go.
- * Every block read whole, a budget of 2: the process holds at most a few buffers more,
- * not all 16 blocks' (64 MiB). */
+/* Blocks of zeros read whole, one at a time, a budget of 2: memory follows the charge,
+ * so the process holds at most a few buffers more, not all 16 blocks' (64 MiB). (Their
+ * tails were once read-only zero pages, which reads faulted in: real pages on some
+ * kernels, page tables on all.) */
 static void test_zero_tail_memory(void)
 {
 	struct stp_image *img = open_frames_image(ZLOG, ZBLOCKS, NULL, 0);
