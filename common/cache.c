@@ -33,12 +33,13 @@ enum get_mode { GET_WHOLE, GET_RANGE, GET_PREFIX };
 #define BUF_PAGE 4096u
 /* How far past the bytes asked for a decode may write: one zstd block (ZSTD_BLOCKSIZE_MAX). */
 #define DECODE_OVERSHOOT ((size_t)128 << 10)
-/* Idle blocks kept at most, whatever their size: a block decoded to less than its buffer
- * is two mappings (see drop_stored), and the process may have some 65,000. Each maps a
- * whole buffer, so their address space is bounded too: AS_BUDGETS budgets' worth, and
- * never more than a quarter of the address space (32-bit builds). */
+/* Blocks kept at most, whatever their size: each is a mapping of its own, and the process
+ * may have some 65,000. A block's pages are its charge, so the budget bounds their memory
+ * and address space; this bounds their number. */
 #define ENTRIES_MAX 4096u
-#define AS_BUDGETS 16u
+/* Past its body a block reads as zeros (drop_stored): stp_cache_bytes points there. */
+#define ZERO_RUN ((size_t)64 << 10)
+static const uint8_t zero_run[ZERO_RUN];
 
 struct entry {
 	uint64_t block;
@@ -53,10 +54,9 @@ struct entry {
 				 * buffer, or less for a block that ends in zeros; set while
 				 * LOADING only; lock */
 	size_t body;            /* bytes the decode writes (stp_image_decode_body and the
-				 * unfilter's slack); the rest of SIZE reads as zeros */
+				 * unfilter's slack), once READY those the buffer holds: the rest
+				 * of SIZE reads as zeros, not mapped (drop_stored); lock */
 	int short_body;         /* BODY < SIZE: set once the decode began; lock */
-	size_t tail;            /* bytes of read-only zero pages past CHARGE (drop_stored):
-				 * charged while pinned, given back when idle; lock */
 	size_t ready;           /* LOADING: the first READY bytes are decompressed; lock */
 	size_t plain;           /* the first PLAIN bytes are final in the buffer; lock */
 	unsigned filter;        /* LOADING: the bytes past PLAIN are still filtered; lock */
@@ -108,8 +108,7 @@ struct stp_cache {
 	uint32_t idle;            /* entries on the LRU list */
 	uint64_t idle_bytes;      /* their charges */
 	uint64_t charged;         /* bytes of the buffers that exist or are promised to a
-				   * decode, the spare included, and the zero tails of pinned
-				   * short blocks; above max_bytes only by those; lock */
+				   * decode, the spare included: never above max_bytes; lock */
 	uint64_t peak_charged;
 	uint8_t *spare;           /* an evicted full block's buffer, reused by the next decode
 				   * (saves faulting in a fresh block); protected by lock */
@@ -117,19 +116,6 @@ struct stp_cache {
 	struct entry *parked;     /* the one entry whose decode is parked, or NULL; lock */
 	struct stp_cache_stats stats;
 };
-
-/* The blocks a cache of BUDGET buffers of FULL bytes keeps at most: at least BUDGET. */
-static uint32_t entries_max(uint32_t budget, size_t full)
-{
-	uint64_t space = (uint64_t)AS_BUDGETS * budget * full, n;
-
-	if (space > SIZE_MAX / 4)
-		space = SIZE_MAX / 4;
-	n = space / full;
-	if (n > ENTRIES_MAX)
-		n = ENTRIES_MAX;
-	return n > budget ? (uint32_t)n : budget;
-}
 
 int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 		  struct stp_cache **out)
@@ -153,7 +139,7 @@ int stp_cache_new(const struct stp_image *img, uint32_t budget, uint32_t extra,
 	c->full = stp_image_block_buffer_size(img); /* every buffer: decodes are in place */
 	c->budget_bytes = (uint64_t)budget * c->full;
 	c->max_bytes = (uint64_t)c->max_buffers * c->full;
-	c->entries_max = entries_max(budget, c->full);
+	c->entries_max = budget > ENTRIES_MAX ? budget : ENTRIES_MAX;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->done, NULL);
 	pthread_cond_init(&c->room, NULL);
@@ -282,7 +268,7 @@ static void charge(struct stp_cache *c, size_t bytes)
 /* Lock held: whether a fresh entry can have a full buffer within the bound now. */
 static int can_take(const struct stp_cache *c)
 {
-	return c->spare || c->charged + c->full <= c->max_bytes; /* pinned tails may pass it */
+	return c->spare || c->charged + c->full <= c->max_bytes;
 }
 
 /* Lock held, can_take(). Gives a fresh entry a full buffer: the spare, or a new one
@@ -364,7 +350,6 @@ static void pin(struct stp_cache *c, struct entry *e)
 	if (e->refs++ == 0 && e->state == ENTRY_READY) {
 		lru_unlink(c, e);
 		c->pinned++;
-		charge(c, e->tail); /* its readers fault its zero pages in */
 	}
 }
 
@@ -469,18 +454,19 @@ static size_t stored_from(const struct stp_cache *c, const struct stp_blockent *
  * charge stays a full buffer's while the decode runs: the whole buffer is mapped. */
 static void fit_body(struct stp_cache *c, struct entry *e, size_t from, int reused)
 {
-	size_t body = stp_image_decode_body(e->job), keep;
+	size_t body = stp_image_decode_body(e->job), end, keep;
 
 	if (body >= e->size)
 		return;
-	e->body = body + STP_DECODE_TAIL_SLACK < e->size ? body + STP_DECODE_TAIL_SLACK : e->size;
-	keep = page_up(e->body);
+	end = body + STP_DECODE_TAIL_SLACK < e->size ? body + STP_DECODE_TAIL_SLACK : e->size;
+	keep = page_up(end);
 	/* FROM, where the stored bytes lie, is past KEEP: stp_image_decode_body leaves room */
 	if (reused) {
 		memset(e->data + body, 0, keep - body);
 		madvise(e->data + keep, from - keep, MADV_DONTNEED);
 	}
 	pthread_mutex_lock(&c->lock);
+	e->body = end;
 	e->short_body = 1;
 	pthread_mutex_unlock(&c->lock);
 }
@@ -500,15 +486,15 @@ static size_t nonzero_end(const uint8_t *p, size_t n)
 }
 
 /* Outside the lock, E decoded whole: a block decoded up to its zero blocks keeps the
- * pages of its body alone, and is charged for them while idle: a cut of 256 KiB costs
- * 256 KiB of the budget, not a block. The rest of the buffer becomes read-only zero
- * pages: its readers see the block's zeros, and it no longer counts as data
- * (RLIMIT_DATA). Reading them faults pages in (real ones on some kernels, page tables on
- * all), so the tail stays charged while the block is pinned, and is emptied when it goes
- * idle (zero_tail_idle). */
+ * pages of its body alone (one at least), and is charged for them: a cut of 256 KiB costs
+ * 256 KiB of the budget, not a block. The rest of its buffer is unmapped, the stored
+ * bytes with it: its readers copy zeros past the body (stp_cache_copy, stp_cache_bytes),
+ * so none faults memory in there, and the block holds no address space past its charge.
+ * Readers let go before the end read below the watermark, copies below READY: those
+ * bytes stay. */
 static void drop_stored(struct stp_cache *c, struct entry *e)
 {
-	size_t keep;
+	size_t body, keep;
 
 	if (e->body >= e->size)
 		return;
@@ -516,21 +502,20 @@ static void drop_stored(struct stp_cache *c, struct entry *e)
 	/* the frame says zeros there, whatever the decode left (fit_body cleared them before) */
 	memset(e->data + e->body, 0, keep - e->body);
 	/* the zero blocks start on a zstd block boundary: the cut's zeros before it go too */
-	e->body = nonzero_end(e->data, e->body);
-	keep = page_up(e->body);
-	if (keep >= e->size)
-		return;
-	/* one call (one TLB shootdown): fresh zero pages, read-only, over the old ones, the
-	 * stored bytes among them; failing that, they are cleared and charged whole */
-	if (e->charge <= keep ||
-	    mmap(e->data + keep, e->alloc - keep, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-		 -1, 0) == MAP_FAILED) {
-		memset(e->data + keep, 0, e->size - keep);
-		return;
-	}
+	body = nonzero_end(e->data, e->body);
 	pthread_mutex_lock(&c->lock);
-	e->tail = e->charge - keep; /* still charged: the decode holds the block */
+	body = body > e->plain ? body : e->plain;
+	body = body > e->ready ? body : e->ready;
+	e->body = body;
+	pthread_mutex_unlock(&c->lock);
+	keep = body ? page_up(body) : BUF_PAGE;
+	if (keep >= e->alloc || munmap(e->data + keep, e->alloc - keep))
+		return; /* kept whole, and charged so */
+	pthread_mutex_lock(&c->lock);
+	e->alloc = keep;
+	c->charged -= e->charge - keep;
 	e->charge = keep;
+	pthread_cond_broadcast(&c->room);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -548,7 +533,6 @@ static int decode_start(struct stp_cache *c, struct entry *e, size_t until)
 	 * decoded ones go at the start, made resident as the decode reaches them, or all at
 	 * once for a block stored raw (read whole) */
 	e->populated = 0;
-	e->body = e->size;
 	if (!rc && !stp_image_block(c->img, e->block, &be) && be.codec != STP_CODEC_RAW &&
 	    be.stored_size <= c->full) {
 		if (!stp_image_stored_apart(c->img, &be)) {
@@ -600,18 +584,6 @@ static void finish_load(struct stp_cache *c, struct entry *e, int rc, uint64_t n
 
 /* Lock held: one hold on E ends. Returns CHAIN, with E before it when E is to be freed
  * (a failed entry, or one dropped), for free_chain outside the lock. */
-/* Lock held, E ready and no longer pinned: the zero pages its readers faulted in past its
- * body go (they read as zeros again), and so does their charge: the pages of an idle
- * block are its charge, whatever was read. */
-static void zero_tail_idle(struct stp_cache *c, struct entry *e)
-{
-	if (!e->tail)
-		return;
-	madvise(e->data + e->charge, e->alloc - e->charge, MADV_DONTNEED);
-	c->charged -= e->tail;
-	pthread_cond_broadcast(&c->room);
-}
-
 static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *chain)
 {
 	if (--e->refs)
@@ -619,7 +591,6 @@ static struct entry *unpin(struct stp_cache *c, struct entry *e, struct entry *c
 	if (e->state == ENTRY_FAILED) /* out of the cache already: only its buffer is left */
 		return retire(c, e, chain);
 	c->pinned--;
-	zero_tail_idle(c, e);
 	if (e->drop) {
 		c->slots[e->block] = NULL;
 		c->resident--;
@@ -771,6 +742,7 @@ static void fill_ref(struct entry *e, struct stp_block_ref *ref)
 {
 	ref->data = e->data;
 	ref->size = e->size;
+	ref->body = e->body;
 	ref->direct = e->plain;
 	ref->block = e->block;
 	ref->fresh = 0;
@@ -922,7 +894,7 @@ static int load(struct stp_cache *c, struct entry *e, uint64_t block, size_t end
 	int rc;
 
 	e->block = block;
-	e->size = stp_image_block_decoded_size(c->img, block);
+	e->size = e->body = stp_image_block_decoded_size(c->img, block);
 	e->state = ENTRY_LOADING;
 	e->refs = 2; /* the caller's and the decode's */
 	c->slots[block] = e;
@@ -1066,8 +1038,35 @@ int stp_cache_wait(struct stp_cache *c, struct stp_block_ref *ref, size_t end)
 	pthread_mutex_lock(&c->lock);
 	rc = wait_final(c, e, end, 1);
 	ref->direct = e->plain;
+	ref->body = e->body;
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+/* Copies bytes [FROM, FROM + LEN) of a block whose buffer DATA holds the first BODY. */
+static void copy_held(const uint8_t *data, size_t body, size_t from, size_t len, void *dst)
+{
+	size_t held = from >= body ? 0 : body - from < len ? body - from : len;
+
+	if (held)
+		memcpy(dst, data + from, held);
+	memset((uint8_t *)dst + held, 0, len - held);
+}
+
+void stp_cache_copy(const struct stp_block_ref *ref, size_t from, size_t len, void *dst)
+{
+	copy_held(ref->data, ref->body, from, len, dst);
+}
+
+const uint8_t *stp_cache_bytes(const struct stp_block_ref *ref, size_t from, size_t len,
+			       size_t *n)
+{
+	if (from < ref->body) {
+		*n = ref->body - from < len ? ref->body - from : len;
+		return ref->data + from;
+	}
+	*n = len < ZERO_RUN ? len : ZERO_RUN;
+	return zero_run;
 }
 
 int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t from,
@@ -1079,7 +1078,7 @@ int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t 
 	int rc;
 
 	if (end <= ref->direct) {
-		memcpy(dst, ref->data + from, len);
+		stp_cache_copy(ref, from, len, dst);
 		return 0;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -1092,8 +1091,10 @@ int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t 
 				pthread_cond_wait(&c->done, &c->lock); /* the unfilter passes END */
 		}
 		if (e->plain >= end) {
+			size_t body = e->body;
+
 			pthread_mutex_unlock(&c->lock);
-			memcpy(dst, ref->data + from, len);
+			copy_held(ref->data, body, from, len, dst);
 			return 0;
 		}
 		if (!copy || !copyable(e, end, me.low)) {

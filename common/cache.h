@@ -9,11 +9,10 @@
  * spare buffer kept for reuse; idle blocks are kept up to BUDGET buffers' worth. A buffer
  * is stp_image_block_buffer_size() bytes: a block decodes in place, its stored bytes read
  * into the buffer's end. A block whose frame ends in zero blocks over half of it (a cut
- * of mkstipple --cut-inside) is decoded up to them, and once whole counts only for the
- * pages of its bytes: the rest of its buffer becomes read-only zero pages, charged as a
- * full buffer while the block is pinned (its readers fault them in) and emptied when it
- * goes idle; at most 4096 blocks are kept, and at most 16 budgets' worth of buffers of
- * address space (a quarter of it on 32-bit). Buffers are mapped and unmapped directly,
+ * of mkstipple --cut-inside) is decoded up to them, and once whole keeps and counts only
+ * the pages of its body: the rest of its buffer is unmapped, and readers copy zeros past
+ * the body (stp_cache_copy, stp_cache_bytes), so reading it costs no memory; at most
+ * 4096 blocks are kept (each is a mapping). Buffers are mapped and unmapped directly,
  * so resident memory follows the count; a decode makes the pages it will write resident
  * in one call rather than a fault per page. While the cache holds fewer buffers than its
  * budget, and that budget is at least 16 buffers (small blocks), a decoder thread with
@@ -62,13 +61,17 @@
 struct stp_image;
 struct stp_cache;
 
-/* A pinned decoded block: data is valid until stp_cache_release(), its first DIRECT
- * bytes: all SIZE bytes when got through stp_cache_get, _get_decoded or _get_resident,
- * and for stp_cache_get_range (or stp_cache_wait) with END, at least END unless the block
- * is filtered and still decoding; stp_cache_read gives [0, END) either way. */
+/* A pinned decoded block: its first DIRECT bytes can be read at once: all SIZE bytes
+ * when got through stp_cache_get, _get_decoded or _get_resident, and for
+ * stp_cache_get_range (or stp_cache_wait) with END, at least END unless the block is
+ * filtered and still decoding; stp_cache_read gives [0, END) either way. Read them with
+ * stp_cache_copy or stp_cache_bytes, never from DATA directly: DATA holds the first BODY
+ * bytes only (valid until stp_cache_release), and past BODY the block is zeros that no
+ * memory holds. */
 struct stp_block_ref {
 	const uint8_t *data;
 	size_t size;
+	size_t body;
 	size_t direct;
 	uint64_t block;
 	int fresh;   /* this get decoded the block (the others found it, or joined its decode) */
@@ -136,13 +139,22 @@ int stp_cache_prefix(struct stp_cache *cache, uint64_t block, size_t end);
  * meanwhile (REF must still be released). */
 int stp_cache_wait(struct stp_cache *cache, struct stp_block_ref *ref, size_t end);
 /* Copies bytes [FROM, FROM + LEN) of REF's block to DST; they must lie below the END of
- * the get or wait that let REF go. Below ref->direct a plain copy; else, while the block
+ * the get or wait that let REF go. Below ref->direct stp_cache_copy; else, while the block
  * is filtered, an unfiltered copy made from a restart point just before FROM
  * (stp_image_decode_copy), or, once the filter is being undone in place (or where no
  * restart point lies near), a wait for that pass to reach them. 0, -ENOMEM, or the error
  * of a decode that failed before the bytes could be copied. */
 int stp_cache_read(struct stp_cache *cache, const struct stp_block_ref *ref, size_t from,
 		   size_t len, void *dst);
+/* Copies bytes [FROM, FROM + LEN) of REF's block, below ref->direct, to DST: zeros past
+ * ref->body. Never waits. */
+void stp_cache_copy(const struct stp_block_ref *ref, size_t from, size_t len, void *dst);
+/* Bytes [FROM, FROM + LEN) of REF's block, below ref->direct, in place: returns where
+ * the first *N of them lie (0 < *N <= LEN when LEN > 0), in the block's buffer, or past
+ * its body in a run of zeros the cache shares (read-only, never freed); the caller goes
+ * on from FROM + *N. Valid while REF is pinned. Never waits. */
+const uint8_t *stp_cache_bytes(const struct stp_block_ref *ref, size_t from, size_t len,
+			       size_t *n);
 /* Pins block BLOCK if it is resident or being decoded, waiting for its decode to end
  * (which waits for nothing); -ENOENT when it is neither, or parked, the decode's error when that
  * failed. Never decodes, never takes a buffer. */

@@ -240,7 +240,7 @@ static int read_piece(void *arg, const struct stp_file_piece *p)
 		return rc;
 	rc = stp_file_piece_check(c->img, p, ref.size);
 	if (!rc)
-		memcpy(out, ref.data + p->in_block, p->len);
+		stp_cache_copy(&ref, (size_t)p->in_block, (size_t)p->len, out);
 	stp_cache_release(c->cache, &ref);
 	return rc;
 }

@@ -297,19 +297,19 @@ void stp_fill_note_decoded(struct stp_filler *f, uint64_t block)
  * the bytes pushed, *AGAIN set when the kernel does not hold the file yet. A page cut by
  * the block's edge is left to reads, and so is the last page of a piece unless the file
  * ends there. */
-static uint64_t push_piece(struct stp_filler *f, struct piece *p, const uint8_t *base,
-			   uint64_t budget, int *again)
+static uint64_t push_piece(struct stp_filler *f, struct piece *p,
+			   const struct stp_block_ref *ref, uint64_t budget, int *again)
 {
 	uint64_t a, b, done, want;
-	const uint8_t *data;
+	size_t in;
 
 	stp_pagestore_span(p->file_off, p->len, p->file_size, &a, &b);
-	data = base + stp_sb_block_offset(f->sb, p->stream_off) + (a - p->file_off);
+	in = (size_t)(stp_sb_block_offset(f->sb, p->stream_off) + (a - p->file_off));
 	want = b - a;
 	if (want > budget)
 		b = a + (budget & ~(uint64_t)(STP_PAGESTORE_PAGE - 1));
 	/* short: forgotten, or the mount is going: reads serve it */
-	done = stp_pagestore_push_once(&f->store, p->ino, a, b, data, again);
+	done = stp_pagestore_push_once(&f->store, p->ino, a, b, ref, in, again);
 	p->pushed = done == want; /* nothing whole to push counts as pushed */
 	return done;
 }
@@ -356,7 +356,7 @@ static int run_job(struct stp_filler *f, const struct job *j, struct piece *ps, 
 			continue;
 		if (in + ps[i].len > ref.size)
 			continue; /* extents past the block's bytes: a read reports the damage */
-		pushed = push_piece(f, &ps[i], ref.data, left, &again);
+		pushed = push_piece(f, &ps[i], &ref, left, &again);
 		left -= pushed;
 		if (j->kind == JOB_FILE && !ps[i].pushed && left)
 			break; /* the kernel does not have the file (yet, or any more) */

@@ -333,6 +333,21 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t start, size_t 
 	return err;
 }
 
+/* Adds piece P's bytes of the pinned block, below its direct bytes: in place, and zeros
+ * past its body. */
+static int reply_block(struct read_reply *r, const struct stp_file_piece *p)
+{
+	int err = 0;
+
+	for (size_t at = 0, n; !err && at < p->len; at += n) {
+		const uint8_t *b = stp_cache_bytes(&r->ref, (size_t)(p->in_block + at),
+						 (size_t)p->len - at, &n);
+
+		err = reply_add(r, p->file_off + at, b, n);
+	}
+	return err;
+}
+
 /* Adds piece P: zeros for a hole, else its bytes of the block, pinned. */
 static int reply_piece(void *arg, const struct stp_file_piece *p)
 {
@@ -350,7 +365,7 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 		return err;
 	stp_blocks_note_read(&r->blocks, p->stream_off, p->len);
 	if (p->in_block + p->len <= r->ref.direct)
-		return reply_add(r, p->file_off, r->ref.data + p->in_block, (size_t)p->len);
+		return reply_block(r, p);
 	/* a filtered block still decoding: its bytes are unfiltered in a copy */
 	return reply_read(r, p->file_off, (size_t)p->in_block, (size_t)p->len);
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "cache.h"
 #include "fuseapi.h"
 #include "fuseino.h"
 #include "inodes.h"
@@ -57,7 +58,7 @@ static int store(struct stp_pagestore *ps, uint32_t ino, uint64_t off, const uin
 /* Pushes [A, B) a message at a time, each tried up to TRIES times; AGAIN (when not NULL)
  * is set when the last store met an inode the kernel does not hold yet. */
 static uint64_t push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
-		     const uint8_t *data, unsigned tries, int *again)
+		     const struct stp_block_ref *ref, size_t in, unsigned tries, int *again)
 {
 	uint64_t done = 0;
 
@@ -66,7 +67,8 @@ static uint64_t push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_
 	while (a + done < b) {
 		size_t n = b - a - done < STP_PAGESTORE_CHUNK ? (size_t)(b - a - done)
 							      : STP_PAGESTORE_CHUNK;
-		int rc = store(ps, ino, a + done, data + done, n, tries);
+		const uint8_t *data = stp_cache_bytes(ref, in + (size_t)done, n, &n);
+		int rc = store(ps, ino, a + done, data, n, tries);
 
 		if (rc && again && rc == -ENOENT && stp_inodes_known(ps->inodes, ino)) {
 			*again = 1;
@@ -84,16 +86,17 @@ static uint64_t push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_
 }
 
 uint64_t stp_pagestore_push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
-			    const uint8_t *data)
+			    const struct stp_block_ref *ref, size_t in)
 {
-	return push(ps, ino, a, b, data, STP_PAGESTORE_TRIES, NULL);
+	return push(ps, ino, a, b, ref, in, STP_PAGESTORE_TRIES, NULL);
 }
 
 uint64_t stp_pagestore_push_once(struct stp_pagestore *ps, uint32_t ino, uint64_t a,
-				 uint64_t b, const uint8_t *data, int *again)
+				 uint64_t b, const struct stp_block_ref *ref, size_t in,
+				 int *again)
 {
 	*again = 0;
-	return push(ps, ino, a, b, data, 1, again);
+	return push(ps, ino, a, b, ref, in, 1, again);
 }
 
 void stp_pagestore_stats(const struct stp_pagestore *ps, struct stp_pagestore_stats *out)

@@ -19,9 +19,11 @@
 #ifndef STP_PAGESTORE_H
 #define STP_PAGESTORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct fuse_session;
+struct stp_block_ref;
 struct stp_inodes;
 
 #define STP_PAGESTORE_PAGE 4096u
@@ -51,17 +53,19 @@ void stp_pagestore_init(struct stp_pagestore *ps, struct fuse_session *se,
 void stp_pagestore_span(uint64_t file_off, uint64_t len, uint64_t file_size, uint64_t *a,
 			uint64_t *b);
 
-/* Pushes file bytes [A, B) of image inode INO from DATA (the byte at A) into the page
- * cache, at most STP_PAGESTORE_CHUNK a message. Returns the bytes the kernel took: fewer
- * than B - A when it refused a store (the inode forgotten, the mount going). */
+/* Pushes file bytes [A, B) of image inode INO into the page cache from REF's pinned block,
+ * whose byte IN is the file's byte A (read with stp_cache_bytes: zeros past its body), at
+ * most STP_PAGESTORE_CHUNK a message. Returns the bytes the kernel took: fewer than
+ * B - A when it refused a store (the inode forgotten, the mount going). */
 uint64_t stp_pagestore_push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_t b,
-			    const uint8_t *data);
+			    const struct stp_block_ref *ref, size_t in);
 /* stp_pagestore_push, each store tried once: when the kernel refuses an inode the table
  * still knows, *AGAIN is set (counted as a retry, not a failure) and the caller tries
  * again later, STP_PAGESTORE_NAP_MS on, at most STP_PAGESTORE_TRIES times in all, doing
  * other work meanwhile instead of napping. */
 uint64_t stp_pagestore_push_once(struct stp_pagestore *ps, uint32_t ino, uint64_t a,
-				 uint64_t b, const uint8_t *data, int *again);
+				 uint64_t b, const struct stp_block_ref *ref, size_t in,
+				 int *again);
 
 void stp_pagestore_stats(const struct stp_pagestore *ps, struct stp_pagestore_stats *out);
 

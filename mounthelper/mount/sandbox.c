@@ -194,7 +194,7 @@ static int add_common_rules(scmp_filter_ctx ctx, bool fuse)
 	int rc = stp_syscalls_allow_threads(ctx);
 
 	if (!rc)
-		rc = stp_syscalls_allow_mapping(ctx, fuse); /* the cache's zero tails (cache.c) */
+		rc = stp_syscalls_allow_mapping(ctx);
 	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
 		if (fuse || (rules[i].nr != SCMP_SYS(ioctl) && rules[i].nr != SCMP_SYS(fallocate)))
 			rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr,
@@ -906,7 +906,7 @@ static int add_lookup_rules(scmp_filter_ctx ctx)
 	 * settle_first_requests) */
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(faccessat2), 1, fd_nonneg);
-	return rc ? rc : stp_syscalls_allow_mapping(ctx, false);
+	return rc ? rc : stp_syscalls_allow_mapping(ctx);
 }
 
 static int build_lookup_filter(enum stp_sandbox_mode mode, uint32_t arch, scmp_filter_ctx *out,

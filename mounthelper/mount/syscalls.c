@@ -143,20 +143,18 @@ int stp_syscalls_allow(scmp_filter_ctx ctx, const char *const *names)
  * reserved PROT_NONE space writable (thread stacks, malloc's heaps; measured with
  * strace on a mount and a URL mount), so mprotect is allowed to PROT_READ|PROT_WRITE
  * only; anything else not executable is answered EACCES (a caller copes). Read-only
- * private mappings go uncounted too (their read faults make pages, or page tables): only
- * READ_ONLY callers (the daemon's cache maps a cut's zero tail so) may make them. */
-int stp_syscalls_allow_mapping(scmp_filter_ctx ctx, bool read_only)
+ * private mappings go uncounted too (their read faults make pages, or page tables): mmap
+ * makes them for no one (the cache maps nothing past a cut's body). */
+int stp_syscalls_allow_mapping(scmp_filter_ctx ctx)
 {
 	const uint32_t exec_write = PROT_EXEC | PROT_WRITE;
-	const struct scmp_arg_cmp private[] = { SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
-						SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED, 0) };
+	const struct scmp_arg_cmp private = SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED, 0);
 	const struct scmp_arg_cmp writable[] = { SCMP_A2(SCMP_CMP_MASKED_EQ, exec_write, PROT_WRITE),
-						 private[1] };
+						 private };
 	const struct scmp_arg_cmp unwritable[] = { SCMP_A2(SCMP_CMP_MASKED_EQ, exec_write, 0),
-						   private[1] };
-	const struct scmp_arg_cmp none[] = { SCMP_A2(SCMP_CMP_EQ, PROT_NONE), private[1] };
-	const struct scmp_arg_cmp read[] = { SCMP_A2(SCMP_CMP_EQ, PROT_READ), private[1] };
-	const struct scmp_arg_cmp *maps = read_only ? private : writable;
+						   private };
+	const struct scmp_arg_cmp none[] = { SCMP_A2(SCMP_CMP_EQ, PROT_NONE), private };
+	const struct scmp_arg_cmp read[] = { SCMP_A2(SCMP_CMP_EQ, PROT_READ), private };
 	uint32_t arch = stp_syscalls_filter_arch(ctx);
 	int rc;
 
@@ -170,10 +168,10 @@ int stp_syscalls_allow_mapping(scmp_filter_ctx ctx, bool read_only)
 
 		if (i && (arch == SCMP_ARCH_X86 || arch == SCMP_ARCH_S390X || arch == SCMP_ARCH_S390))
 			break;
-		rc = rule_add(ctx, SCMP_ACT_ALLOW, name, 2, maps);
-		if (!rc && !read_only)
+		rc = rule_add(ctx, SCMP_ACT_ALLOW, name, 2, writable);
+		if (!rc)
 			rc = rule_add(ctx, SCMP_ACT_ALLOW, name, 2, none);
-		if (!rc && !read_only)
+		if (!rc)
 			rc = rule_add(ctx, SCMP_ACT_ERRNO(EACCES), name, 2, read);
 	}
 	if (rc || (arch != SCMP_ARCH_S390X && arch != SCMP_ARCH_S390))

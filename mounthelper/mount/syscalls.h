@@ -39,12 +39,12 @@ extern const char *const stp_syscalls_lookup[];	/* the priming child */
 int stp_syscalls_allow(scmp_filter_ctx ctx, const char *const *names);
 
 /* mmap and mmap2 without PROT_EXEC and without MAP_SHARED (shared memory escapes
- * RLIMIT_DATA), and writable or PROT_NONE unless READ_ONLY; mprotect only to
- * PROT_READ|PROT_WRITE (a mapping made read-only leaves RLIMIT_DATA's count). Other
- * protections without PROT_EXEC fail with EACCES (mmap: PROT_READ alone); PROT_EXEC falls to the filter's default.
- * On s390x mmap's arguments are in memory the filter cannot read: mmap is allowed
- * whatever it asks. i386's old mmap (arguments in memory) is not allowed. */
-int stp_syscalls_allow_mapping(scmp_filter_ctx ctx, bool read_only);
+ * RLIMIT_DATA), writable or PROT_NONE only; mprotect only to PROT_READ|PROT_WRITE (a
+ * mapping made read-only leaves RLIMIT_DATA's count). Other protections without
+ * PROT_EXEC fail with EACCES (mmap: PROT_READ alone); PROT_EXEC falls to the filter's
+ * default. On s390x mmap's arguments are in memory the filter cannot read: mmap is
+ * allowed whatever it asks. i386's old mmap (arguments in memory) is not allowed. */
+int stp_syscalls_allow_mapping(scmp_filter_ctx ctx);
 
 /* clone only with CLONE_THREAD in its flags (a thread, never a process). */
 int stp_syscalls_allow_threads(scmp_filter_ctx ctx);

@@ -137,18 +137,19 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 		mark_pages(w, off, len);
 }
 
-/* Pushes the whole pages of S (from block data BASE) into the kernel's page cache. */
-static void store_seg(struct stp_warmer *w, const struct stp_warm_seg *s, const uint8_t *base)
+/* Pushes the whole pages of S (from pinned block REF) into the kernel's page cache. */
+static void store_seg(struct stp_warmer *w, const struct stp_warm_seg *s,
+		      const struct stp_block_ref *ref)
 {
 	uint64_t a, b;
-	const uint8_t *data;
+	size_t in;
 
 	stp_pagestore_span(s->file_off, s->len, s->file_size, &a, &b);
-	data = base + stp_sb_block_offset(w->sb, s->stream_off) + (a - s->file_off);
+	in = (size_t)(stp_sb_block_offset(w->sb, s->stream_off) + (a - s->file_off));
 	if (!w->store.se || b == a)
 		return;
 	/* all or nothing: the kernel forgot the inode, or the mount is going: reads serve it */
-	if (stp_pagestore_push(&w->store, s->ino, a, b, data) == b - a)
+	if (stp_pagestore_push(&w->store, s->ino, a, b, ref, in) == b - a)
 		mark_pages(w, s->stream_off + (a - s->file_off), b - a);
 }
 
@@ -163,7 +164,7 @@ static void store_block(struct stp_warmer *w, uint64_t k)
 		return;
 	for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
 		if (stp_inodes_known(w->inodes, p->segs[i].ino))
-			store_seg(w, &p->segs[i], ref.data);
+			store_seg(w, &p->segs[i], &ref);
 	stp_cache_release(w->cache, &ref);
 }
 
@@ -183,7 +184,7 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 		/* a block not warmed yet is stored by its worker, which sees the inode known; one
 		 * let go meanwhile is not decoded again for this */
 		if (held && !stp_cache_get_resident(w->cache, k, &ref)) {
-			store_seg(w, s, ref.data);
+			store_seg(w, s, &ref);
 			stp_cache_release(w->cache, &ref);
 		}
 	}

@@ -343,7 +343,12 @@ static int write_piece(void *ctx, const struct stp_file_piece *p)
 				 stp_strerror(err));
 		return err;
 	}
-	err = stp_pwrite_full(c->fd, ref.data + p->in_block, (size_t)p->len, p->file_off);
+	for (size_t at = 0, n; !err && at < p->len; at += n) {
+		const uint8_t *b = stp_cache_bytes(&ref, (size_t)(p->in_block + at),
+						   (size_t)p->len - at, &n);
+
+		err = stp_pwrite_full(c->fd, b, n, p->file_off + at);
+	}
 	stp_cache_release(x->cache, &ref);
 	c->reported = err != 0;
 	return err ? fail(c->w, c->e, "cannot write", err) : 0;

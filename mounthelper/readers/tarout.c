@@ -348,7 +348,12 @@ static int put_piece(struct stp_walk *w, const struct stp_walk_entry *e,
 				 PRIu64 "): %s", p->block, p->file_off, stp_strerror(err));
 		return err;
 	}
-	err = put_out(t, ref.data + p->in_block, (size_t)p->len);
+	for (size_t at = 0, n; !err && at < p->len; at += n) {
+		const uint8_t *b = stp_cache_bytes(&ref, (size_t)(p->in_block + at),
+						   (size_t)p->len - at, &n);
+
+		err = put_out(t, b, n);
+	}
 	stp_cache_release(t->cache, &ref);
 	return err;
 }

@@ -247,7 +247,7 @@ static int probe_mprotect_none(void)
 }
 
 /* A read-only private mapping is not counted either: its reads make pages (or page
- * tables). The fetcher maps none: EACCES. */
+ * tables). No confined process maps one, the daemon included: EACCES. */
 static int probe_read_only_mapping(void)
 {
 	void *p = mmap(NULL, 1u << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -558,6 +558,8 @@ static void test_allowed(bool as_user)
 	       probe_mprotect_read, false);
 	expect("mprotect(PROT_NONE) of written pages answers EACCES", STP_SANDBOX_ON, as_user,
 	       probe_mprotect_none, false);
+	expect("mmap(PROT_READ) answers EACCES", STP_SANDBOX_ON, as_user,
+	       probe_read_only_mapping, false);
 }
 
 /* The fetcher's filter (issue 28, item 11): the fcntl commands libcurl needs, none of

@@ -296,6 +296,14 @@ static void expect_basics(const struct filter *flt, uint32_t path_stat, bool own
 	       ARGS(0, 1 << 20, rw, MAP_SHARED_VALIDATE | MAP_ANONYMOUS), a->token == SCMP_ARCH_S390X ? ALLOW : KILL);
 	expect(flt, "a thread's stack", a->mmap,
 	       ARGS(0, 1 << 20, rw, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE), ALLOW);
+	expect(flt, "a PROT_NONE reservation (glibc's stacks and heaps)", a->mmap,
+	       ARGS(0, 1 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE), ALLOW);
+	/* read-only private memory is beyond RLIMIT_DATA too: no filter maps it, the
+	 * daemon's included (its cache maps nothing past a cut's body: review 5 #2) */
+	expect(flt, "a read-only private mapping", a->mmap,
+	       ARGS(0, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS), a->token == SCMP_ARCH_S390X ? ALLOW : EACCES_);
+	expect(flt, "mprotect PROT_READ|PROT_WRITE", "mprotect", ARGS(0, 4096, rw), ALLOW);
+	expect(flt, "mprotect PROT_READ", "mprotect", ARGS(0, 4096, PROT_READ), EACCES_);
 	expect(flt, "munmap", "munmap", NULL, ALLOW);
 	expect(flt, "clock_gettime", t64(a, "clock_gettime", "clock_gettime64"), NULL, ALLOW);
 	own_fstat = own_fstat && !a->statx_fstat; /* amd64, arm64, ppc64el, s390x */
