@@ -15,8 +15,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "cachedir.h"
 #include "diskcache.h"
 #include "fetcher.h"
@@ -273,36 +271,22 @@ static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8
 }
 
 /* Whether FD (LEN bytes) holds the block hashing to SHA: 1 yes, 0 no, -1 not known (no
- * memory). Read, not mapped: the owner (or a fetcher) may cut the file short meanwhile,
- * which must cost a hash that does not match, not a SIGBUS; and a chunk at a time, so
- * that root's monitor holds one chunk whatever the block size. A file longer than the
- * largest block the image allows is no block of it, and is not read. */
+ * memory). Read, not mapped (stp_sign_hash_fd): the owner (or a fetcher) may cut the
+ * file short meanwhile, which must cost a hash that does not match, not a SIGBUS; and a
+ * chunk at a time, so that root's monitor holds one chunk whatever the block size. A
+ * file longer than the largest block the image allows is no block of it, and is not
+ * read. */
 static int hashes_to(const struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
-	const size_t chunk = 1u << 20;
-	uint8_t got[STP_SIG_HASH_SIZE], *buf;
-	EVP_MD_CTX *ctx;
-	bool ok;
+	uint8_t got[STP_SIG_HASH_SIZE];
+	int err;
 
 	if (len > st->block_max)
 		return 0;
-	buf = malloc(chunk);
-	ctx = EVP_MD_CTX_new();
-	ok = buf && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	if (!ok) {
-		free(buf);
-		EVP_MD_CTX_free(ctx);
+	err = stp_sign_hash_fd(fd, len, got);
+	if (err == -ENOMEM)
 		return -1;
-	}
-	for (uint64_t off = 0; ok && off < len; off += chunk) {
-		size_t n = len - off < chunk ? (size_t)(len - off) : chunk;
-
-		ok = !stp_pread_full(fd, buf, n, off) && EVP_DigestUpdate(ctx, buf, n);
-	}
-	ok = ok && EVP_DigestFinal_ex(ctx, got, NULL) && !memcmp(got, sha, sizeof(got));
-	free(buf);
-	EVP_MD_CTX_free(ctx);
-	return ok;
+	return !err && !memcmp(got, sha, sizeof(got));
 }
 
 /* Whether FD, a file of LEN bytes that no mount holds (an exclusive lock had at once),
