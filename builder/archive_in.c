@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,7 +181,7 @@ static int parent_of(struct reader *r, char *path, struct node **out)
 		if (!n && !(rc = add_node(r, dir, p, &n)))
 			implicit_dir(r, n);
 		if (!rc && !S_ISDIR(n->st.st_mode)) {
-			char what[64 + 4096];
+			char what[64 + PATH_MAX];
 
 			snprintf(what, sizeof(what), "refused: %s is not a directory", path);
 			rc = fail(r, what, ENOTDIR);
@@ -708,7 +709,7 @@ static int left_out(const struct reader *r, char *path, int is_dir)
 /* The node a hard link names, which must be in the tree already and not a directory. */
 static int link_target(struct reader *r, const char *hl, struct node **out)
 {
-	char *path = strdup(hl), what[64 + 4096];
+	char *path = strdup(hl), what[64 + PATH_MAX];
 	int rc = path ? normalize(r, path) : -ENOMEM;
 
 	if (!rc && !(*out = lookup(r, path))) {

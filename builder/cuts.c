@@ -7,6 +7,7 @@
  */
 #include "cuts.h"
 
+#include <limits.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -41,11 +42,11 @@ int cuts_before(const struct cut_rule *r, uint64_t fill, uint64_t len)
 /* The piece's anchor: its path in the tree and where it starts in the file. */
 static uint64_t anchor(const struct piece *pc)
 {
-	char key[4096 + 8];
-	size_t len = tree_rel_path(pc->file, key, 4096);
+	char key[PATH_MAX + 8];
+	size_t len = tree_rel_path(pc->file, key, PATH_MAX);
 
-	if (len > 4095)
-		len = 4095; /* cut short, the same way each time */
+	if (len > PATH_MAX - 1)
+		len = PATH_MAX - 1; /* cut short, the same way each time */
 	for (int k = 0; k < 8; k++) /* the same on every host */
 		key[len + k] = (char)(pc->start >> (8 * k));
 	return XXH3_64bits(key, len + 8);

@@ -355,17 +355,51 @@ static int dry_run(struct options *o, struct tree *t, uint64_t t0)
 	return finish(o, t, &s, t0, rc);
 }
 
+/* The image O asks for, from its source into T, sharing blocks with BASE (NULL: none),
+ * written, signed and committed, its summary into S and printed (T0: when the run
+ * began): finish's exit status. */
+static int build(struct options *o, struct tree *t, struct base *base, struct summary *s,
+		 uint64_t t0)
+{
+	struct stp_output out = { .fd = -1 };
+	struct archive_source src = { .fd = -1, .spool_fd = -1 };
+	struct piece *order = NULL;
+	size_t nhot = 0, count = 0;
+	int rc = open_output(o->image, &out);
+
+	if (!rc)
+		rc = refuse_own_source(o, &out);
+	if (!rc)
+		rc = read_source(o, &out, t, &src);
+	if (!rc)
+		rc = check_tree(o, t, s);
+	if (!rc)
+		rc = order_files(t, o->hot_list, o->hot_margin, o->code_apart, &order, &nhot, &count);
+	if (!rc)
+		rc = write_image(o, t, &order, count, nhot, base, &out, s);
+	if (!rc && o->key && (rc = sign_output(o, &out, &s->image_size)) && rc != -ENOSPC &&
+	    rc != -EIO && rc != -EDQUOT && rc != -EFBIG)
+		report_error(o->image, "signing failed: %s", strerror(-rc));
+	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
+		report_error(o->image, "writing failed: %s", strerror(-rc));
+	if (!rc)
+		rc = commit_output(o->image, &out);
+	stp_output_abort(&out);
+	source_close();
+	archive_source_close(&src);
+	free(order);
+	if (out.to_stdout && !o->json)
+		s->image = "standard output";
+	return finish(o, t, s, t0, rc);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
 	struct tree t = { 0 };
-	struct stp_output out = { .fd = -1 };
-	struct archive_source src = { .fd = -1, .spool_fd = -1 };
 	struct summary s = { 0 };
-	struct piece *order = NULL;
 	struct base *base = NULL;
 	uint64_t t0 = stp_now_ns();
-	size_t nhot = 0, count = 0;
 	int rc = stp_fill_stdio() ? 1 : options_parse(argc, argv, &o);
 
 	if (rc || (rc = load_key(&o))) {
@@ -376,41 +410,15 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	if (o.dry_run) {
 		rc = dry_run(&o, &t, t0);
-		goto out;
+	} else {
+		s.image = o.image;
+		/* the base is checked before anything is written: a bad one costs nothing */
+		rc = o.base ? base_open(o.base, &o.pack, &base) : 0;
+		rc = rc ? finish(&o, &t, &s, t0, rc) : build(&o, &t, base, &s, t0);
+		if (!rc && base && !o.quiet && !o.json)
+			base_print(base, words_out(&o));
 	}
-	s.image = o.image;
-	/* the base is checked before anything is written: a bad one costs nothing */
-	rc = o.base ? base_open(o.base, &o.pack, &base) : 0;
-	if (!rc)
-		rc = open_output(o.image, &out);
-	if (!rc)
-		rc = refuse_own_source(&o, &out);
-	if (!rc)
-		rc = read_source(&o, &out, &t, &src);
-	if (!rc)
-		rc = check_tree(&o, &t, &s);
-	if (!rc)
-		rc = order_files(&t, o.hot_list, o.hot_margin, o.code_apart, &order, &nhot, &count);
-	if (!rc)
-		rc = write_image(&o, &t, &order, count, nhot, base, &out, &s);
-	if (!rc && o.key && (rc = sign_output(&o, &out, &s.image_size)) && rc != -ENOSPC &&
-	    rc != -EIO && rc != -EDQUOT && rc != -EFBIG)
-		report_error(o.image, "signing failed: %s", strerror(-rc));
-	if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT || rc == -EFBIG)
-		report_error(o.image, "writing failed: %s", strerror(-rc));
-	if (!rc)
-		rc = commit_output(o.image, &out);
-	stp_output_abort(&out);
-	source_close();
-	archive_source_close(&src);
-	if (out.to_stdout && !o.json)
-		s.image = "standard output";
-	rc = finish(&o, &t, &s, t0, rc);
-	if (!rc && base && !o.quiet && !o.json)
-		base_print(base, words_out(&o));
-out:
 	base_close(base);
-	free(order);
 	stp_sign_seckey_free(o.key);
 	options_free(&o);
 	tree_free(&t);

@@ -923,24 +923,11 @@ static uint64_t same_size_bytes(const struct sized *v, size_t n)
 	return sum;
 }
 
-/* Marks the copies among the files ORDER[0..n) and fills O with their originals. */
-static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf,
-			   struct originals *o)
+/* Hashes each file of V (N, by size) that shares its size with another. */
+static int hash_same_sized(struct sized *v, size_t n, uint8_t *buf)
 {
-	struct sized *v = malloc((n ? n : 1) * sizeof(*v));
 	int rc = 0;
 
-	if (!v)
-		return -ENOMEM;
-	size_t m = 0;
-
-	/* each file by its first byte's piece; a file with hot ranges is never shared, as
-	 * its ranges must stay in the hot region */
-	for (size_t i = 0; i < n; i++)
-		if (order[i].start == 0 && !order[i].file->hot_ranges)
-			v[m++] = (struct sized){ .n = order[i].file, .pos = i };
-	n = m;
-	qsort(v, n, sizeof(*v), cmp_sized);
 	progress_phase("compare", same_size_bytes(v, n));
 	for (size_t i = 0, done = 0; i < n && !rc; i++) {
 		if (same_size(v, n, i) && v[i].n->st.st_size > 0) {
@@ -951,7 +938,15 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf,
 			rc = rc ? copy_trouble(v[i].n, rc) : 0;
 		}
 	}
-	qsort(v, n, sizeof(*v), cmp_sized); /* now equal contents sit together, first first */
+	return rc;
+}
+
+/* Marks each file of V (N, equal contents together, first first) that holds the same
+ * bytes as the one before it a copy of the first. */
+static int mark_copies(struct sized *v, size_t n, uint8_t *buf)
+{
+	int rc = 0;
+
 	for (size_t i = 1; i < n && !rc; i++) {
 		struct node *a = v[i - 1].n, *b = v[i].n;
 
@@ -968,20 +963,47 @@ static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf,
 			rc = rc < 0 ? rc : 0;
 		}
 	}
-	for (size_t i = 0; i < n && !rc; i++) {
+	return rc;
+}
+
+/* The files of V (N) that others copy, added to O. */
+static int list_originals(const struct sized *v, size_t n, struct originals *o)
+{
+	for (size_t i = 0; i < n; i++) {
 		if (!v[i].n->copied)
 			continue;
 		if (!o->n || (o->n & (o->n - 1)) == 0) {
 			struct original *grown = reallocarray(o->v, o->n ? 2 * o->n : 1, sizeof(*grown));
 
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
+			if (!grown)
+				return -ENOMEM;
 			o->v = grown;
 		}
 		o->v[o->n++] = (struct original){ v[i].n, { v[i].hash[0], v[i].hash[1] } };
 	}
+	return 0;
+}
+
+/* Marks the copies among the files ORDER[0..n) and fills O with their originals. */
+static int find_duplicates(const struct piece *order, size_t n, uint8_t *buf,
+			   struct originals *o)
+{
+	struct sized *v = malloc((n ? n : 1) * sizeof(*v));
+	size_t m = 0;
+	int rc;
+
+	if (!v)
+		return -ENOMEM;
+	/* each file by its first byte's piece; a file with hot ranges is never shared, as
+	 * its ranges must stay in the hot region */
+	for (size_t i = 0; i < n; i++)
+		if (order[i].start == 0 && !order[i].file->hot_ranges)
+			v[m++] = (struct sized){ .n = order[i].file, .pos = i };
+	qsort(v, m, sizeof(*v), cmp_sized);
+	rc = hash_same_sized(v, m, buf);
+	qsort(v, m, sizeof(*v), cmp_sized); /* now equal contents sit together, first first */
+	rc = rc ? rc : mark_copies(v, m, buf);
+	rc = rc ? rc : list_originals(v, m, o);
 	free(v);
 	if (o->n)
 		qsort(o->v, o->n, sizeof(*o->v), cmp_original);

@@ -2,9 +2,15 @@
 /* SHA-256 of image parts and the root hash, through OpenSSL (hash.h). */
 #include "hash.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
+
+#include "util.h"
+
+#define FD_CHUNK (1u << 20)
 
 /* What the root hash begins with: a signature over these bytes means nothing else. */
 static const uint8_t root_domain[24] = "stipple signature v1\n\0\0";
@@ -29,6 +35,26 @@ void stp_sign_hash(const void *p, size_t len, uint8_t out[STP_SIG_HASH_SIZE])
 	/* cannot fail for SHA-256 but on a broken library: then no hash matches */
 	if (!EVP_Digest(p, len, out, NULL, md(), NULL))
 		memset(out, 0xff, STP_SIG_HASH_SIZE);
+}
+
+int stp_sign_hash_fd(int fd, uint64_t len, uint8_t out[STP_SIG_HASH_SIZE])
+{
+	uint8_t *buf = malloc(FD_CHUNK);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int err = buf && ctx && EVP_DigestInit_ex(ctx, md(), NULL) ? 0 : -ENOMEM;
+
+	for (uint64_t off = 0; !err && off < len; off += FD_CHUNK) {
+		size_t n = len - off < FD_CHUNK ? (size_t)(len - off) : FD_CHUNK;
+
+		err = stp_pread_full(fd, buf, n, off);
+		if (!err && !EVP_DigestUpdate(ctx, buf, n))
+			err = -ENOMEM;
+	}
+	if (!err && !EVP_DigestFinal_ex(ctx, out, NULL))
+		err = -ENOMEM;
+	free(buf);
+	EVP_MD_CTX_free(ctx);
+	return err;
 }
 
 void stp_sign_root_hash(const uint8_t sb[STP_SB_SIZE], const uint8_t *sig, size_t sig_size,

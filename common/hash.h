@@ -6,7 +6,8 @@
  * against these hashes, and sign.h, above it, makes them.
  *
  * The names keep the stp_sign_ prefix of the signature scheme they serve. Thread-safe;
- * neither function fails but on a broken library, and then its hash matches nothing.
+ * those that return nothing fail only on a broken library, and then their hash matches
+ * nothing.
  */
 #ifndef STP_HASH_H
 #define STP_HASH_H
@@ -20,6 +21,11 @@
 
 /* SHA-256 of LEN bytes at P. */
 void stp_sign_hash(const void *p, size_t len, uint8_t out[STP_SIG_HASH_SIZE]);
+
+/* SHA-256 of the LEN bytes of file FD from its start, read (pread, a chunk at a time:
+ * a file cut short meanwhile is an error, never a signal; the memory held is one chunk
+ * whatever LEN). 0, -ENOMEM, or the read's negative errno. */
+int stp_sign_hash_fd(int fd, uint64_t len, uint8_t out[STP_SIG_HASH_SIZE]);
 
 /* The root hash of a signature block (stipple(5)): over the superblock bytes SB as
  * written, and the block's SIG_SIZE bytes at SIG but its signature. */

@@ -148,17 +148,10 @@ static int front_end(struct stp_mount_opts *o, int argc, char **argv)
 	return used;
 }
 
-int main(int argc, char **argv)
+/* What needs no options: --help, --version, and a setuid run refused. The exit status,
+ * or -1 to go on. */
+static int answered_early(int argc, char **argv)
 {
-	struct stp_mount_opts o;
-	char err[256], **args = NULL;
-	int status = 0, used;
-
-	if (stp_fill_stdio())
-		return EXIT_MOUNT_FAILED;
-	/* a message in one write, not one per byte (the escaping puts a byte at a time, and
-	 * stderr is unbuffered): every line ends in a newline, which flushes it */
-	setvbuf(stderr, NULL, _IOLBF, 0);
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout);
 		return 0;
@@ -173,45 +166,70 @@ int main(int argc, char **argv)
 			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(), (unsigned)getegid());
 		return EXIT_USAGE;
 	}
+	return -1;
+}
+
+/* The mount (or with -f the checks) that ARGV asks for, after the USED arguments of the
+ * front end, each step's refusal said: the exit status. ARGS: the command line as given,
+ * for mount.stipple-checked. */
+static int mount_as_told(struct stp_mount_opts *o, int used, int argc, char **argv,
+			 char **args)
+{
+	char err[256];
+
+	if (stp_mountopts_parse_helper(o, argc, argv, err, sizeof(err))) {
+		say("%s", err);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!HAS_CHECKS && stp_mountopts_needs_checks(o))
+		return exec_checked(args);
+	if (used && stp_mountopts_take_url_env(o, err, sizeof(err))) {
+		say("%s", err);
+		return exit_failed;
+	}
+	if (stp_mountopts_check_user(o, err, sizeof(err))) {
+		/* before -N: a refused namespace is never entered */
+		say("%s", err);
+		return exit_failed;
+	}
+	if (o->ns && enter_namespace(o->ns))
+		return exit_failed; /* paths are the target namespace's: resolved there */
+	if (stp_mountopts_finish(o, err, sizeof(err)) ||
+	    stp_setup_check_opts(o, err, sizeof(err))) {
+		/* a string the hand-over cannot carry: refused before anything is mounted */
+		say("%s", err);
+		return exit_failed;
+	}
+	if (o->verbose)
+		say("%s on %s, options %s, cache budget %u blocks%s", o->image_path, o->mountpoint,
+		    o->fuse_opts, o->cache_budget ? o->cache_budget : STP_CACHE_DEFAULT_BLOCKS,
+		    o->cache_budget ? "" : " (more if the image's blocks are small)");
+	if (o->fake)
+		return stp_monitor_check(o, prog, CHECKS) ? exit_failed : 0;
+	return stp_monitor_mount(o, prog, CHECKS) ? exit_failed : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct stp_mount_opts o;
+	char **args = NULL;
+	int status, used;
+
+	if (stp_fill_stdio())
+		return EXIT_MOUNT_FAILED;
+	/* a message in one write, not one per byte (the escaping puts a byte at a time, and
+	 * stderr is unbuffered): every line ends in a newline, which flushes it */
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	status = answered_early(argc, argv);
+	if (status >= 0)
+		return status;
 	if (!HAS_CHECKS)
 		args = copy_args(argc, argv);
 	stp_mountopts_init(&o);
 	used = front_end(&o, argc, argv);
 	argv[used] = argv[0];
-	argc -= used;
-	argv += used;
-	if (stp_mountopts_parse_helper(&o, argc, argv, err, sizeof(err))) {
-		say("%s", err);
-		usage(stderr);
-		status = EXIT_USAGE;
-	} else if (!HAS_CHECKS && stp_mountopts_needs_checks(&o)) {
-		status = exec_checked(args);
-	} else if (used && stp_mountopts_take_url_env(&o, err, sizeof(err))) {
-		say("%s", err);
-		status = exit_failed;
-	} else if (stp_mountopts_check_user(&o, err, sizeof(err))) {
-		/* before -N: a refused namespace is never entered */
-		say("%s", err);
-		status = exit_failed;
-	} else if (o.ns && enter_namespace(o.ns)) {
-		/* paths are the target namespace's: resolve them there */
-		status = exit_failed;
-	} else if (stp_mountopts_finish(&o, err, sizeof(err)) ||
-		   stp_setup_check_opts(&o, err, sizeof(err))) {
-		/* a string the hand-over cannot carry: refused before anything is mounted */
-		say("%s", err);
-		status = exit_failed;
-	} else {
-		if (o.verbose)
-			say("%s on %s, options %s, cache budget %u blocks%s",
-			    o.image_path, o.mountpoint, o.fuse_opts,
-			    o.cache_budget ? o.cache_budget : STP_CACHE_DEFAULT_BLOCKS,
-			    o.cache_budget ? "" : " (more if the image's blocks are small)");
-		if (o.fake)
-			status = stp_monitor_check(&o, prog, CHECKS) ? exit_failed : 0;
-		else
-			status = stp_monitor_mount(&o, prog, CHECKS) ? exit_failed : 0;
-	}
+	status = mount_as_told(&o, used, argc - used, argv + used, args);
 	stp_mountopts_free(&o);
 	/* Without the libraries' destructors (OpenSSL's clean-up, libmount's and libfuse's):
 	 * they only give back memory the exit gives back anyway, faulting in pages the process

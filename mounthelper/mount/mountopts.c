@@ -162,17 +162,10 @@ static int parse_verify(struct stp_mount_opts *o, const char *value, char *err, 
 	return replace_string(&o->verify_key, value);
 }
 
-/* stipple's own settings: 1 if NAME was one, 0 if not, or a negative errno. */
-static int parse_own(struct stp_mount_opts *o, const char *name, const char *value, char *err,
-		     size_t errlen)
+/* stipple's sizes (meta_cache=, readahead=, cache_size=): as parse_own. */
+static int parse_size(struct stp_mount_opts *o, const char *name, const char *value, char *err,
+		      size_t errlen)
 {
-	if (!strcmp(name, "cache_budget")) {
-		if (value && !strcmp(value, "0"))
-			return stp_errf(err, errlen, -EINVAL,
-				    "option cache_budget=0: the cache must hold at least 1 block");
-		return parse_count(name, value ? value : "", 1, STP_CACHE_BUDGET_MAX, &o->cache_budget,
-				   err, errlen) ?: 1;
-	}
 	if (!strcmp(name, "meta_cache")) {
 		uint64_t v;
 
@@ -193,6 +186,49 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 		o->readahead = (uint32_t)v;
 		return 1;
 	}
+	if (!strcmp(name, "cache_size")) {
+		if (!value || stp_parse_size(value, &o->cache_size))
+			return stp_errf(err, errlen, -EINVAL, "option cache_size=%s: expected a size "
+				    "(bytes, or with K, M, G; 0 turns the disk cache off)", value ? value : "");
+		return 1;
+	}
+	return 0;
+}
+
+/* stipple's strings (proxy=, ca=, cache_dir=, netrc=, record=, sandbox_user=): as
+ * parse_own. */
+static int parse_string(struct stp_mount_opts *o, const char *name, const char *value,
+			char *err, size_t errlen)
+{
+	if (!strcmp(name, "proxy"))
+		return replace_string(&o->proxy, value ? value : "") ?: 1;
+	if (!strcmp(name, "ca") || !strcmp(name, "cache_dir") || !strcmp(name, "netrc")) {
+		char **field = !strcmp(name, "ca") ? &o->ca_file :
+			       !strcmp(name, "netrc") ? &o->netrc_file : &o->cache_dir;
+
+		if (!value || !*value)
+			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
+		return replace_string(field, value) ?: 1;
+	}
+	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {
+		if (!value || !*value)
+			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
+		return replace_string(!strcmp(name, "record") ? &o->record : &o->sandbox_user, value) ?: 1;
+	}
+	return 0;
+}
+
+/* stipple's own settings: 1 if NAME was one, 0 if not, or a negative errno. */
+static int parse_own(struct stp_mount_opts *o, const char *name, const char *value, char *err,
+		     size_t errlen)
+{
+	if (!strcmp(name, "cache_budget")) {
+		if (value && !strcmp(value, "0"))
+			return stp_errf(err, errlen, -EINVAL,
+				    "option cache_budget=0: the cache must hold at least 1 block");
+		return parse_count(name, value ? value : "", 1, STP_CACHE_BUDGET_MAX, &o->cache_budget,
+				   err, errlen) ?: 1;
+	}
 	if (!strcmp(name, "warm_workers"))
 		return parse_count(name, value ? value : "", 0, STP_WARM_WORKERS_MAX, &o->warm_workers,
 				   err, errlen) ?: 1;
@@ -210,28 +246,8 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	if (!strcmp(name, "timeout"))
 		return parse_count(name, value ? value : "", 1, STP_URL_TIMEOUT_MAX, &o->timeout_s,
 				   err, errlen) ?: 1;
-	if (!strcmp(name, "cache_size")) {
-		if (!value || stp_parse_size(value, &o->cache_size))
-			return stp_errf(err, errlen, -EINVAL, "option cache_size=%s: expected a size "
-				    "(bytes, or with K, M, G; 0 turns the disk cache off)", value ? value : "");
-		return 1;
-	}
-	if (!strcmp(name, "proxy"))
-		return replace_string(&o->proxy, value ? value : "") ?: 1;
-	if (!strcmp(name, "ca") || !strcmp(name, "cache_dir") || !strcmp(name, "netrc")) {
-		char **field = !strcmp(name, "ca") ? &o->ca_file :
-			       !strcmp(name, "netrc") ? &o->netrc_file : &o->cache_dir;
-
-		if (!value || !*value)
-			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
-		return replace_string(field, value) ?: 1;
-	}
-	if (!strcmp(name, "record") || !strcmp(name, "sandbox_user")) {
-		if (!value || !*value)
-			return stp_errf(err, errlen, -EINVAL, "option %s= needs a value", name);
-		return replace_string(!strcmp(name, "record") ? &o->record : &o->sandbox_user, value) ?: 1;
-	}
-	return 0;
+	return parse_size(o, name, value, err, errlen) ?:
+	       parse_string(o, name, value, err, errlen);
 }
 
 /* An option as libmount found it: NAME (NAMESZ bytes), then VAL (VALSZ bytes) or no

@@ -8,9 +8,7 @@
  * the kernel refuses is one whose reply is still on its way: the store is tried again,
  * STP_PAGESTORE_NAP_MS apart, while the table still knows the inode, at most
  * STP_PAGESTORE_TRIES times in all. An inode the kernel forgot is not in the table, and
- * costs no wait. (warm.c tried 10 times whatever the table said, and fill.c once for a
- * file, never for a block: a forgotten inode cost warming 18 ms, and a reply slower than
- * 2 ms lost filling its pages.)
+ * costs no wait.
  *
  * Never call it from a thread that serves FUSE requests: a store waits for the page lock
  * a read in flight holds. A pagestore may be used by several threads at once; its

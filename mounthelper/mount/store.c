@@ -15,13 +15,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "cachedir.h"
 #include "diskcache.h"
 #include "fetcher.h"
 #include "format.h"
 #include "hash.h"
+#include "ledger.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "pubindex.h"
@@ -33,57 +32,19 @@
 #define KEY_FILE "fanout.key"
 #define LEDGER_FILE "ledger"
 #define LEDGER_NEW "ledger.new"
-#define LEDGER_MAGIC "STPLDG02"
-#define KEY_SIZE 32u
 /* Set on a stored block file once its bytes were found to hash to its name. */
 #define VERIFIED_XATTR "user.stipple.sound"
-#define FANOUT 256u
+#define FANOUT STP_LEDGER_FANOUT
+#define KEY_SIZE STP_LEDGER_KEY_SIZE
 /* A trim lists fan-out directories until it has seen this many files (all of them in a
  * store of fewer), and no more unless the store is still over its bound. */
 #define SAMPLE_MIN 1024u
 #define SAMPLE_MAX (SAMPLE_MIN + (1u << 16)) /* and the rest of the last directory's */
-/* Files handed writable to live mounts that the ledger follows: past them, none more. */
-#define PENDING_MAX (1u << 18)
-
-/* A file handed writable to a mount (GROUP: the attach that did), not counted in its
- * directory's bytes until that mount has ended: it may still be written. */
-struct pending {
-	uint8_t sha[32];
-	uint32_t group;
-};
-
-/* A mount's charge: the ROOM it was told (or what its writable files hold, if more),
- * until its fetcher (PID, started at START: /proc's starttime; 0: not known) has ended
- * and no file it was handed is held. */
-struct group {
-	uint64_t room, start;
-	uint32_t pid, pad;
-};
-
-/* The store's bytes (store.h): each fan-out directory's files as last listed, with what
- * trims removed since and what ended mounts wrote, and the room each live mount was
- * given. Read and written under the blocks directory's lock only. */
-struct ledger {
-	uint8_t key[KEY_SIZE];
-	bool known;              /* every directory's bytes are in DIR */
-	uint64_t dir[FANOUT];
-	struct group *g;         /* per group: its mount's charge and fetcher */
-	uint32_t ngroups;
-	struct pending *p;       /* sorted by hash once the exchange is over */
-	uint32_t npend;
-	uint64_t total;          /* DIR's and ROOM's sum */
-};
-
-struct ledger_head {
-	char magic[8];
-	uint64_t dir[FANOUT];
-	uint32_t ngroups, npend;
-};
 
 /* One attach's or trim's view of the store. */
 struct store {
 	int blocks;
-	struct ledger l;
+	struct stp_ledger l;
 	uint64_t writable;       /* read-write files this mount may still be handed */
 	uint32_t group;          /* this mount's in L */
 	uint32_t earlier;        /* L's pending files of live mounts before this one's */
@@ -112,29 +73,14 @@ static int open_subdir(int dirfd, const char *sub)
 	return fd;
 }
 
-/* The fan-out directory of the block hashing to SHA: the first byte of SHA-256(key,
- * SHA). A publisher chooses the blocks, so their hashes; not knowing the key, she cannot
- * choose where they lie, and each directory stays a fair 256th of the store. A secret
- * prefix of fixed length before a fixed-length input is a sound keyed hash for output
- * no one outside the store sees (length extension needs the output and a longer input). */
-static unsigned fanout_of(const struct ledger *l, const uint8_t sha[32])
-{
-	uint8_t in[KEY_SIZE + 32], out[STP_SIG_HASH_SIZE];
-
-	memcpy(in, l->key, KEY_SIZE);
-	memcpy(in + KEY_SIZE, sha, 32);
-	stp_sign_hash(in, sizeof(in), out);
-	return out[0];
-}
-
 /* "HH/H64": the path of SHA's file beneath the blocks directory. */
-static void block_path(const struct ledger *l, const uint8_t sha[32],
+static void block_path(const struct stp_ledger *l, const uint8_t sha[32],
 		       char path[STP_PUBINDEX_NAME_MAX])
 {
 	char hex[STP_PUBINDEX_NAME_MAX];
 
 	stp_pubindex_block_name(sha, hex);
-	snprintf(path, STP_PUBINDEX_NAME_MAX, "%02x/%s", fanout_of(l, sha), hex + 3);
+	snprintf(path, STP_PUBINDEX_NAME_MAX, "%02x/%s", stp_ledger_fanout(l, sha), hex + 3);
 }
 
 /* The store's key into KEY, made when missing or damaged: *MADE then (every file laid
@@ -166,113 +112,30 @@ static int load_key(int blocks, uint8_t key[KEY_SIZE], bool *made)
 	return err;
 }
 
-static int by_hash(const void *a, const void *b)
+/* The ledger as its file holds it, when it holds one whole (ledger.h). */
+static void load_ledger(int blocks, struct stp_ledger *l)
 {
-	return memcmp(a, b, 32);
-}
-
-/* Whether SHA's file is among the first N pending ones (in hash order). */
-static bool pending_in(const struct ledger *l, uint32_t n, const uint8_t sha[32])
-{
-	return n && bsearch(sha, l->p, n, sizeof(*l->p), by_hash);
-}
-
-static bool is_pending(const struct ledger *l, const uint8_t sha[32])
-{
-	return pending_in(l, l->npend, sha);
-}
-
-static void set_dir(struct ledger *l, unsigned d, uint64_t bytes)
-{
-	l->total = l->total - l->dir[d] + bytes;
-	l->dir[d] = bytes;
-}
-
-/* The ledger as the file holds it, when it holds one whole (else none known: the next
- * trim lists the store whole). */
-static void load_ledger(int blocks, struct ledger *l)
-{
-	struct ledger_head h;
-	uint64_t len, want;
+	uint64_t len;
 	int fd = stp_cachedir_open_private(blocks, LEDGER_FILE, O_RDONLY, &len);
-	bool ok;
 
 	if (fd < 0)
 		return;
-	ok = len >= sizeof(h) && !stp_pread_full(fd, &h, sizeof(h), 0) &&
-	     !memcmp(h.magic, LEDGER_MAGIC, 8) && h.npend <= PENDING_MAX && h.ngroups <= h.npend;
-	want = ok ? sizeof(h) + (uint64_t)h.ngroups * sizeof(struct group) +
-		    (uint64_t)h.npend * sizeof(struct pending)
-		  : 0;
-	if (ok && len == want) {
-		l->g = calloc(h.ngroups + 1u, sizeof(*l->g));
-		l->p = calloc(h.npend + 1u, sizeof(*l->p));
-		ok = l->g && l->p &&
-		     !stp_pread_full(fd, l->g, h.ngroups * sizeof(*l->g), sizeof(h)) &&
-		     !stp_pread_full(fd, l->p, h.npend * sizeof(*l->p),
-				     sizeof(h) + h.ngroups * sizeof(*l->g));
-		for (uint32_t i = 0; ok && i < h.npend; i++)
-			ok = l->p[i].group < h.ngroups;
-		if (ok) {
-			l->ngroups = h.ngroups;
-			l->npend = h.npend;
-			memcpy(l->dir, h.dir, sizeof(l->dir));
-			l->known = true;
-			for (unsigned d = 0; d < FANOUT; d++)
-				l->total += l->dir[d];
-			for (uint32_t g = 0; g < l->ngroups; g++)
-				l->total += l->g[g].room;
-			qsort(l->p, l->npend, sizeof(*l->p), by_hash);
-		}
-	}
+	stp_ledger_read(l, fd, len);
 	close(fd);
-}
-
-/* Drops the groups left without a file and numbers the rest from 0. */
-static void compact(struct ledger *l)
-{
-	uint32_t *map = calloc(l->ngroups + 1u, sizeof(*map)), n = 0;
-
-	if (!map)
-		return;
-	for (uint32_t i = 0; i < l->npend; i++)
-		map[l->p[i].group] = 1;
-	for (uint32_t g = 0; g < l->ngroups; g++) {
-		if (!map[g]) {
-			l->total -= l->g[g].room;
-			continue;
-		}
-		l->g[n] = l->g[g];
-		map[g] = n++;
-	}
-	for (uint32_t i = 0; i < l->npend; i++)
-		l->p[i].group = map[l->p[i].group];
-	l->ngroups = n;
-	free(map);
 }
 
 /* Writes the ledger anew (a new file renamed over the old: a torn one is never read
  * back, and then only costs a whole listing). */
-static void save_ledger(int blocks, struct ledger *l)
+static void save_ledger(int blocks, struct stp_ledger *l)
 {
-	struct ledger_head h = { LEDGER_MAGIC, { 0 }, 0, 0 };
 	uint64_t len;
 	int fd, err;
 
-	compact(l);
-	memcpy(h.dir, l->dir, sizeof(h.dir));
-	h.ngroups = l->ngroups;
-	h.npend = l->npend;
 	unlinkat(blocks, LEDGER_NEW, 0);
 	fd = stp_cachedir_open_private(blocks, LEDGER_NEW, O_RDWR | O_CREAT, &len);
 	if (fd < 0)
 		return;
-	err = stp_pwrite_full(fd, &h, sizeof(h), 0);
-	if (!err)
-		err = stp_pwrite_full(fd, l->g, h.ngroups * sizeof(*l->g), sizeof(h));
-	if (!err)
-		err = stp_pwrite_full(fd, l->p, h.npend * sizeof(*l->p),
-				      sizeof(h) + h.ngroups * sizeof(*l->g));
+	err = stp_ledger_write(l, fd);
 	close(fd);
 	if (err || renameat(blocks, LEDGER_NEW, blocks, LEDGER_FILE))
 		unlinkat(blocks, LEDGER_NEW, 0);
@@ -280,8 +143,7 @@ static void save_ledger(int blocks, struct ledger *l)
 
 static void free_store(struct store *st)
 {
-	free(st->l.g);
-	free(st->l.p);
+	stp_ledger_free(&st->l);
 }
 
 /* SHA's file: whether a mount holds it (an exclusive lock not had at once), its bytes
@@ -332,48 +194,32 @@ static uint64_t started(pid_t pid)
 	return start;
 }
 
-/* Counts what the mounts that ended wrote: a group whose files no mount holds is over,
- * its files' bytes go to their directories and its room is given back. A live mount
- * holds all its files, so one file held keeps its group (the first one looked at, most
- * often); a file another mount holds since keeps it too, which only counts it longer. */
+/* Counts what the mounts that ended wrote (stp_ledger_settle): a group whose files no
+ * mount holds is over. A live mount holds all its files, so one file held keeps its group
+ * (the first one looked at, most often); a file another mount holds since keeps it too,
+ * which only counts it longer. */
 static void settle(struct store *st)
 {
-	struct ledger *l = &st->l;
-	uint8_t *live = calloc(l->ngroups + 1u, 1);
+	struct stp_ledger *l = &st->l;
+	uint8_t *state = calloc(l->ngroups + 1u, 1);
 	uint64_t *bytes = calloc(l->npend + 1u, sizeof(*bytes));
-	uint32_t kept = 0;
 
-	if (!live || !bytes)
-		goto out;
-	/* a mount whose fetcher has ended writes no more, whoever pins its files (2: ended) */
-	for (uint32_t g = 0; g < l->ngroups; g++)
-		if (l->g[g].pid && started((pid_t)l->g[g].pid) != l->g[g].start)
-			live[g] = 2;
-	/* a group none of whose files is held had each looked at here */
-	for (uint32_t i = 0; i < l->npend; i++)
-		if (live[l->p[i].group] != 1 && held_file(st, l->p[i].sha, &bytes[i]) &&
-		    !live[l->p[i].group])
-			live[l->p[i].group] = 1;
-	/* a file two groups were handed (an index naming a block twice, ...) counts once,
-	 * and not while a live group may still write it */
-	for (uint32_t i = 0, j; i < l->npend; i = j) {
-		bool held = false;
+	if (state && bytes) {
+		/* a mount whose fetcher has ended writes no more, whoever pins its files */
+		for (uint32_t g = 0; g < l->ngroups; g++)
+			if (l->g[g].pid && started((pid_t)l->g[g].pid) != l->g[g].start)
+				state[g] = STP_LEDGER_ENDED;
+		/* a group none of whose files is held had each looked at here */
+		for (uint32_t i = 0; i < l->npend; i++) {
+			uint8_t *s = &state[l->p[i].group];
 
-		for (j = i; j < l->npend && !memcmp(l->p[j].sha, l->p[i].sha, 32); j++)
-			held |= live[l->p[j].group] == 1;
-		for (uint32_t k = i; k < j; k++)
-			if (live[l->p[k].group] == 1)
-				l->p[kept++] = l->p[k];
-		if (!held && l->known) {
-			unsigned d = fanout_of(l, l->p[i].sha);
-
-			set_dir(l, d, l->dir[d] + bytes[i]);
+			if (*s != STP_LEDGER_HELD && held_file(st, l->p[i].sha, &bytes[i]) &&
+			    *s == STP_LEDGER_OVER)
+				*s = STP_LEDGER_HELD;
 		}
+		stp_ledger_settle(l, state, bytes);
 	}
-	l->npend = kept;
-	compact(l);
-out:
-	free(live);
+	free(state);
 	free(bytes);
 }
 
@@ -401,13 +247,14 @@ static int open_store(struct store *st, int blocks)
  * (-ENOSPC: empty, and no writable file left). */
 static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
-	struct ledger *l = &st->l;
+	struct stp_ledger *l = &st->l;
 	char path[32];
 	int rw;
 
 	if (len)
 		return fd;
-	if (!st->writable || l->npend >= PENDING_MAX || pending_in(l, st->earlier, sha)) {
+	if (!st->writable || l->npend >= STP_LEDGER_PENDING_MAX ||
+	    stp_ledger_pending_in(l, st->earlier, sha)) {
 		rw = -ENOSPC; /* none left, or a live mount may write it (and no file's bytes
 			       * may be counted twice) */
 	} else {
@@ -416,46 +263,30 @@ static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 		rw = rw < 0 ? -errno : rw;
-		if (rw >= 0) {
-			memcpy(l->p[l->npend].sha, sha, 32);
-			l->p[l->npend++].group = st->group;
-		}
+		if (rw >= 0)
+			stp_ledger_add_pending(l, sha, st->group);
 	}
 	close(fd);
 	return rw;
 }
 
 /* Whether FD (LEN bytes) holds the block hashing to SHA: 1 yes, 0 no, -1 not known (no
- * memory). Read, not mapped: the owner (or a fetcher) may cut the file short meanwhile,
- * which must cost a hash that does not match, not a SIGBUS; and a chunk at a time, so
- * that root's monitor holds one chunk whatever the block size. A file longer than the
- * largest block the image allows is no block of it, and is not read. */
+ * memory). Read, not mapped (stp_sign_hash_fd): the owner (or a fetcher) may cut the
+ * file short meanwhile, which must cost a hash that does not match, not a SIGBUS; and a
+ * chunk at a time, so that root's monitor holds one chunk whatever the block size. A
+ * file longer than the largest block the image allows is no block of it, and is not
+ * read. */
 static int hashes_to(const struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
-	const size_t chunk = 1u << 20;
-	uint8_t got[STP_SIG_HASH_SIZE], *buf;
-	EVP_MD_CTX *ctx;
-	bool ok;
+	uint8_t got[STP_SIG_HASH_SIZE];
+	int err;
 
 	if (len > st->block_max)
 		return 0;
-	buf = malloc(chunk);
-	ctx = EVP_MD_CTX_new();
-	ok = buf && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	if (!ok) {
-		free(buf);
-		EVP_MD_CTX_free(ctx);
+	err = stp_sign_hash_fd(fd, len, got);
+	if (err == -ENOMEM)
 		return -1;
-	}
-	for (uint64_t off = 0; ok && off < len; off += chunk) {
-		size_t n = len - off < chunk ? (size_t)(len - off) : chunk;
-
-		ok = !stp_pread_full(fd, buf, n, off) && EVP_DigestUpdate(ctx, buf, n);
-	}
-	ok = ok && EVP_DigestFinal_ex(ctx, got, NULL) && !memcmp(got, sha, sizeof(got));
-	free(buf);
-	EVP_MD_CTX_free(ctx);
-	return ok;
+	return !err && !memcmp(got, sha, sizeof(got));
 }
 
 /* Whether FD, a file of LEN bytes that no mount holds (an exclusive lock had at once),
@@ -493,8 +324,8 @@ static int open_block_file(struct store *st, int sub, unsigned d, const char *le
 
 		close(fd);
 		fd = unlinkat(sub, leaf, 0) ? -errno : -ENOENT;
-		if (fd == -ENOENT && !is_pending(&st->l, sha))
-			set_dir(&st->l, d, st->l.dir[d] > bytes ? st->l.dir[d] - bytes : 0);
+		if (fd == -ENOENT && !stp_ledger_is_pending(&st->l, sha))
+			stp_ledger_remove(&st->l, d, bytes);
 	}
 	if (fd == -ENOENT && st->writable)
 		fd = stp_cachedir_open_private(sub, leaf, O_RDONLY | O_CREAT, len);
@@ -514,7 +345,7 @@ static int take_block(struct store *st, const uint8_t sha[32])
 	sub = open_subdir(st->blocks, path);
 	if (sub < 0)
 		return sub;
-	fd = open_block_file(st, sub, fanout_of(&st->l, sha), path + 3, sha, &len);
+	fd = open_block_file(st, sub, stp_ledger_fanout(&st->l, sha), path + 3, sha, &len);
 	close(sub);
 	if (fd < 0)
 		return fd == -ENOENT ? -ENOSPC : fd;
@@ -554,22 +385,11 @@ static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks
  * writable. */
 static int make_group(struct store *st)
 {
-	struct ledger *l = &st->l;
-	uint64_t n = st->writable < PENDING_MAX - l->npend ? st->writable : PENDING_MAX - l->npend;
-	struct group *g = realloc(l->g, (l->ngroups + 1u) * sizeof(*g));
-	struct pending *p = g ? realloc(l->p, (l->npend + n + 1) * sizeof(*p)) : NULL;
+	int err = stp_ledger_add_group(&st->l, (uint32_t)st->fetcher, started(st->fetcher),
+				       st->writable, &st->group, &st->earlier, &st->writable);
 
-	if (g)
-		l->g = g;
-	if (!p)
-		return -ENOMEM;
-	l->p = p;
-	st->group = l->ngroups;
-	st->earlier = l->npend;
-	st->grouped = true;
-	l->g[l->ngroups++] = (struct group){ 0, started(st->fetcher), (uint32_t)st->fetcher, 0 };
-	st->writable = n;
-	return 0;
+	st->grouped = !err;
+	return err;
 }
 
 /* Files for the first FILES of the OFFERED blocks the fetcher offers (fetcher.h), at
@@ -605,7 +425,7 @@ static int exchange(struct store *st, int ctl, uint64_t offered, uint64_t files,
 	}
 	/* in hash order for the listing; a file two live mounts were handed (empty, so
 	 * handed writable twice) stays in both groups: both keep their room */
-	qsort(st->l.p, st->l.npend, sizeof(*st->l.p), by_hash);
+	stp_ledger_sort(&st->l);
 	free(buf);
 	return err;
 }
@@ -696,14 +516,14 @@ static void list_sub(struct store *st, unsigned d, struct sample *s)
 		uint64_t b;
 		bool placed;
 
-		if (!parse_name(de->d_name, sha) || is_pending(&st->l, sha) ||
+		if (!parse_name(de->d_name, sha) || stp_ledger_is_pending(&st->l, sha) ||
 		    fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode))
 			continue;
 		memcpy(name, sub, 2);
 		name[2] = '/';
 		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
 		b = (uint64_t)sb.st_blocks * 512;
-		placed = fanout_of(&st->l, sha) == d;
+		placed = stp_ledger_fanout(&st->l, sha) == d;
 		if ((!sb.st_size || !placed) && remove_unused(st->blocks, name))
 			continue;
 		bytes += b;
@@ -717,7 +537,7 @@ static void list_sub(struct store *st, unsigned d, struct sample *s)
 		closedir(dir);
 	else if (fd >= 0)
 		close(fd);
-	set_dir(&st->l, d, bytes);
+	stp_ledger_set_dir(&st->l, d, bytes);
 	s->dirs++;
 }
 
@@ -743,7 +563,7 @@ static void evict(struct store *st, struct sample *s, uint64_t limit, uint64_t s
 
 		if (!remove_unused(st->blocks, s->e[i].name))
 			continue;
-		set_dir(&st->l, d, st->l.dir[d] > s->e[i].bytes ? st->l.dir[d] - s->e[i].bytes : 0);
+		stp_ledger_remove(&st->l, d, s->e[i].bytes);
 		removed += s->e[i].bytes;
 	}
 	s->n = 0;

@@ -10,9 +10,11 @@ import ctypes
 import os
 import subprocess
 
-Mount = collections.namedtuple("Mount", "target source fstype root vfs_options fs_options")
+Mount = collections.namedtuple("Mount", "target source fstype root vfs_options fs_options "
+                                        "major minor")
 Mount.__doc__ = """One mountinfo entry; every field a str (options comma-separated, as the
-kernel gives them: per-mount ones in vfs_options, the superblock's in fs_options)."""
+kernel gives them: per-mount ones in vfs_options, the superblock's in fs_options), but
+MAJOR and MINOR, the device's numbers."""
 
 _lib = ctypes.CDLL("libmount.so.1", use_errno=True)
 _lib.mnt_new_table_from_file.restype = ctypes.c_void_p
@@ -31,6 +33,8 @@ for _field, _fn in (("target", "mnt_fs_get_target"), ("source", "mnt_fs_get_sour
     _GETTERS[_field] = getattr(_lib, _fn)
     _GETTERS[_field].restype = ctypes.c_char_p
     _GETTERS[_field].argtypes = [ctypes.c_void_p]
+_lib.mnt_fs_get_devno.restype = ctypes.c_uint64
+_lib.mnt_fs_get_devno.argtypes = [ctypes.c_void_p]
 MNT_ITER_FORWARD = 0
 
 
@@ -41,6 +45,9 @@ def _text(raw):
 def table(pid="self"):
     """The mounts PID sees (/proc/PID/mountinfo), in the kernel's order."""
     path = "/proc/%s/mountinfo" % pid
+    with open(path, "rb") as f:
+        if not f.read(1):
+            return []  # a sandbox that sees no mount at all: libmount refuses the file
     tb = _lib.mnt_new_table_from_file(path.encode())
     if not tb:
         err = ctypes.get_errno()
@@ -50,7 +57,9 @@ def table(pid="self"):
     try:
         fs = ctypes.c_void_p()
         while _lib.mnt_table_next_fs(tb, it, ctypes.byref(fs)) == 0:
-            out.append(Mount(**{k: _text(get(fs)) for k, get in _GETTERS.items()}))
+            dev = _lib.mnt_fs_get_devno(fs)
+            out.append(Mount(**{k: _text(get(fs)) for k, get in _GETTERS.items()},
+                             major=os.major(dev), minor=os.minor(dev)))
     finally:
         _lib.mnt_free_iter(it)
         _lib.mnt_unref_table(tb)
@@ -66,8 +75,7 @@ def at(path, pid="self"):
 
 def host_devices():
     """The devices (major, minor) of every mount this process sees."""
-    with open("/proc/self/mountinfo") as f:
-        return {tuple(int(n) for n in line.split()[2].split(":")) for line in f}
+    return {(m.major, m.minor) for m in table()}
 
 
 def is_own_empty_root(pid, path):

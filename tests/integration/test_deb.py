@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+import mounts
 from conftest import REPO, is_mounted, run, unmount
 
 PKG = "stipple"
@@ -149,9 +150,8 @@ def make_tree(root):
 
 def check_mount(mnt, want, uid):
     assert is_mounted(mnt)
-    with open("/proc/self/mountinfo") as f:
-        line = next(ln for ln in f if ln.split()[4] == os.path.realpath(mnt))
-    assert line.split(" - ")[1].split()[0] == "fuse.stipple", line
+    m = mounts.at(mnt)
+    assert m is not None and m.fstype == "fuse.stipple", m
     for rel, data in want.items():
         with open(os.path.join(mnt, rel), "rb") as f:
             assert f.read() == data, rel

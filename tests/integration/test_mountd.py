@@ -33,15 +33,7 @@ FETCHER = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-fetcher")
 def mounts_at(path):
     """(source, fstype) of each mount at PATH, in the order made, from the kernel."""
     path = os.path.realpath(path)
-    out = []
-    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split()
-            if fields[4] != path:
-                continue
-            after = fields[fields.index("-") + 1:]
-            out.append((after[1].replace("\\040", " "), after[0]))
-    return out
+    return [(m.source, m.fstype) for m in mounts.table() if m.target == path]
 
 
 @pytest.fixture(scope="module")
@@ -149,11 +141,6 @@ MSG_SANDBOX, SANDBOX_ON, SANDBOX_OFF = 11, 0, 2
 MONITOR_FD = 3
 
 
-def mounts_seen_by(pid):
-    with open("/proc/%d/mountinfo" % pid) as f:
-        return [line.split() for line in f]
-
-
 def daemon_told(mode):
     """stipple-mountd started as the monitor starts it (its socket on fd 3), told MODE and
     nothing else yet: the process, and the monitor's end of the socket."""
@@ -184,10 +171,10 @@ def test_daemon_enters_its_empty_root_before_its_setup():
             if mode == SANDBOX_OFF:
                 time.sleep(0.3)
             assert p.poll() is None, "the daemon exited before its SETUP"
-            seen = mounts_seen_by(p.pid)
+            seen = mounts.table(p.pid)
             if mode == SANDBOX_ON:
                 assert len(seen) <= 1, seen
-                assert all(m[4] == "/" and m[m.index("-") + 1] == "tmpfs" for m in seen), seen
+                assert all(m.target == "/" and m.fstype == "tmpfs" for m in seen), seen
                 assert mounts.is_own_empty_root(p.pid, root)
             else:
                 assert os.readlink("/proc/%d/ns/mnt" % p.pid) == os.readlink("/proc/self/ns/mnt")

@@ -24,7 +24,7 @@ import httputil
 from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
 import treeutil
 from test_memory import raw_status
-from conftest import MOUNT_STIPPLE, STIPPLE, build_image, mount_image, run, unmount
+from conftest import MOUNT_STIPPLE, PYTHON_LIB, STIPPLE, build_image, mount_image, run, unmount
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import pubindex  # noqa: E402
@@ -45,7 +45,7 @@ def releases(tmp_path_factory):
     base = tmp_path_factory.mktemp("releases")
     v1, v2 = base / "v1", base / "v2"
     for name in SOURCES:
-        src = os.path.join("/usr/lib/python3.11", name)
+        src = os.path.join(PYTHON_LIB, name)
         if not os.path.isdir(src):
             pytest.skip("%s is not on this machine" % src)
         shutil.copytree(src, v1 / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -54,7 +54,7 @@ def releases(tmp_path_factory):
         f.write("\n# release 2: a patch\n")
     (v2 / "urllib" / "parse.py").write_bytes((v1 / "urllib" / "parse.py").read_bytes()
                                              .replace(b"def ", b"def  ", 3))
-    shutil.copy("/usr/lib/python3.11/textwrap.py", v2 / "xml" / "textwrap.py")
+    shutil.copy(os.path.join(PYTHON_LIB, "textwrap.py"), v2 / "xml" / "textwrap.py")
     os.unlink(v2 / "xml" / "etree" / "cElementTree.py")
     return v1, v2
 
@@ -363,7 +363,7 @@ def test_blocks_larger_than_a_frame(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "noise").write_bytes(os.urandom(20 << 20))
-    shutil.copytree("/usr/lib/python3.11/json", tree / "json")
+    shutil.copytree(os.path.join(PYTHON_LIB, "json"), tree / "json")
     image = build_image(tree, tmp_path / "big.stp", "--level", "1", "--block-size", "16M")
     www, cache = tmp_path / "www", tmp_path / "cache"
     (idx,) = publish([image], www, "stipple")

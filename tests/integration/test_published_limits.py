@@ -14,7 +14,7 @@ import pytest
 
 import httputil
 from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
-from conftest import STIPPLE, build_image, mount_image
+from conftest import PYTHON_LIB, STIPPLE, build_image, mount_image
 from test_published import REPO, publish, readme_config, stored
 
 
@@ -154,7 +154,7 @@ def test_index_at_a_url_without_path(tmp_path):
     index's own host."""
     tree = tmp_path / "tree"
     tree.mkdir()
-    shutil.copytree("/usr/lib/python3.11/json", tree / "json")
+    shutil.copytree(os.path.join(PYTHON_LIB, "json"), tree / "json")
     image = build_image(tree, tmp_path / "app.stp", "--level", "3", "--block-size", "64K")
     www = tmp_path / "www"
     www.mkdir()
@@ -201,7 +201,7 @@ def test_publish_key_refuses_metadata_changed_after_the_check(tmp_path):
     if not shutil.which("strace"):
         pytest.skip("needs strace")
     tree = tmp_path / "tree"
-    shutil.copytree("/usr/lib/python3.11/json", tree)
+    shutil.copytree(os.path.join(PYTHON_LIB, "json"), tree)
     image = build_image(tree, tmp_path / "app.stp", "--level", "3", "--block-size", "64K")
     sec, pub = tmp_path / "k.key", tmp_path / "k.pub"
     subprocess.run([STIPPLE, "keygen", sec, pub], check=True, capture_output=True)

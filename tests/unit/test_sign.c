@@ -29,6 +29,38 @@ static void test_hash(void)
 	CHECK(!memcmp(h, abc, 32));
 }
 
+/* A file's hash read a chunk at a time: FIPS 180-2's million 'a's (under one chunk), a
+ * file over three chunks against its bytes hashed at once, and a file shorter than
+ * asked refused. */
+static void test_hash_fd(void)
+{
+	static const uint8_t million_a[32] = {
+		0xcd, 0xc7, 0x6e, 0x5c, 0x99, 0x14, 0xfb, 0x92, 0x81, 0xa1, 0xc7, 0xe2, 0x84, 0xd7,
+		0x3e, 0x67, 0xf1, 0x80, 0x9a, 0x48, 0xa4, 0x97, 0x20, 0x0e, 0x04, 0x6d, 0x39, 0xcc,
+		0xc7, 0x11, 0x2c, 0xd0,
+	};
+	const size_t big = (3u << 20) + 5;
+	char path[] = "/dev/shm/stipple-hashfd-XXXXXX";
+	uint8_t *buf = malloc(big), h[32], want[32];
+	int fd = mkstemp(path);
+
+	CHECK(buf && fd >= 0);
+	if (!buf || fd < 0)
+		return;
+	unlink(path);
+	memset(buf, 'a', 1000000);
+	CHECK(pwrite(fd, buf, 1000000, 0) == 1000000);
+	CHECK(!stp_sign_hash_fd(fd, 1000000, h) && !memcmp(h, million_a, 32));
+	for (size_t i = 0; i < big; i++)
+		buf[i] = (uint8_t)(i * 2654435761u >> 13);
+	CHECK(pwrite(fd, buf, big, 0) == (ssize_t)big);
+	stp_sign_hash(buf, big, want);
+	CHECK(!stp_sign_hash_fd(fd, big, h) && !memcmp(h, want, 32));
+	CHECK(stp_sign_hash_fd(fd, big + 1, h) < 0);
+	close(fd);
+	free(buf);
+}
+
 /* A signature block of 3 blocks (5 hashes) and a superblock, made as stp_sign_image
  * makes them. */
 #define NHASH 5u
@@ -319,6 +351,7 @@ int main(void)
 {
 	stp_log_set_handler(NULL);
 	RUN(test_hash);
+	RUN(test_hash_fd);
 	RUN(test_round_trip);
 	RUN(test_flips);
 	RUN(test_open_hashes_what_it_decodes);
