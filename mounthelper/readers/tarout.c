@@ -476,6 +476,15 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 	return err;
 }
 
+/* Why FILE was not written: a refusal's STEP is the whole reason. */
+static void output_problem(const struct tarout *t, const char *step, int err)
+{
+	if (t->out.refused)
+		stp_cli_error(t->cli, "%s: %s", t->dest, step);
+	else
+		stp_cli_error(t->cli, "%s: %s: %s", t->dest, step, stp_strerror(err));
+}
+
 /* FILE is absent or replaced; standard output must not be a terminal. */
 static int open_output(struct tarout *t, const char *dest)
 {
@@ -495,7 +504,7 @@ static int open_output(struct tarout *t, const char *dest)
 	t->dest = dest;
 	err = stp_output_open(dest, &t->out, &step);
 	if (err) {
-		stp_cli_error(t->cli, "%s: %s: %s", dest, step, stp_strerror(err));
+		output_problem(t, step, err);
 		stp_output_abort(&t->out);
 		return STP_EXIT_FAIL;
 	}
@@ -515,7 +524,7 @@ static int commit_output(struct tarout *t)
 	err = stp_output_commit(&t->out, stp_output_default_mode(), &step);
 	t->fd = -1;
 	if (err)
-		stp_cli_error(t->cli, "%s: %s: %s", t->dest, step, stp_strerror(err));
+		output_problem(t, step, err);
 	return err;
 }
 
