@@ -73,6 +73,7 @@ static const struct stp_cli extract_cli = {
 /* A path of at most STP_WALK_PATH_MAX bytes has at most half as many components. */
 #define DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
 #define FIRST_FAILED UINT32_MAX /* an inode whose first name could not be extracted */
+#define NAMED_ONCE (UINT32_MAX - 1) /* an inode of link count 1 already met */
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452 /* Linux 6.6; the same number on every architecture but alpha */
 #endif
@@ -96,7 +97,8 @@ struct extract {
 	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
 	struct stp_destnodes nodes;   /* the directories and first names made */
 	uint32_t *first;              /* per inode with nlink > 1: 1 + its first name's
-				       * record, 0 before it, or FIRST_FAILED */
+				       * record, 0 before it, or FIRST_FAILED; with
+				       * nlink 1: NAMED_ONCE once met */
 	unsigned long warnings;
 	char **select;                /* the PATHs asked for, "/a/b"; none: everything */
 	size_t nselect;
@@ -526,6 +528,14 @@ static int extract_nondir(struct stp_walk *w, const struct stp_walk_entry *e, in
 
 	if (several && x->first[e->ino])
 		return extract_link(w, e, dirfd, x->first[e->ino]);
+	if (x->first[e->ino] == NAMED_ONCE) {
+		/* not a copy per name: a 1 GiB file named 100,000 times would be 100 TiB */
+		stp_walk_problem(w, e->path, "not extracted: its inode %u has a link count of "
+				 "1, but another name had it already (a damaged image)", e->ino);
+		return 0;
+	}
+	if (!several)
+		x->first[e->ino] = NAMED_ONCE;
 	switch (e->inode.mode & S_IFMT) {
 	case S_IFREG:
 		err = extract_file(w, e, dirfd, several ? &st : NULL);
