@@ -577,3 +577,22 @@ def test_an_inode_named_again_is_not_written_again(renamed_image, tmp_path):
     assert "/b: left out: its inode" in r.stderr and "/c: left out" in r.stderr, r.stderr
     assert not tar.exists() and leftovers(tmp_path) == []
 
+
+def test_a_claimed_size_costs_no_time(tmp_path):
+    """A file whose size field says 2^62 and whose extents store 6 bytes: the export takes
+    what the image stores, not the claimed holes (review 7, finding 4: days of CPU when
+    holes were fed to the writer), and tarfile reads back the size and one 6-byte run."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"SECRET")
+    img = HostileImage(build_image(src, tmp_path / "h.stipple", *FAST))
+    img.set_size("/f", 1 << 62)
+    huge = img.write(tmp_path / "huge.stipple")
+    out = tmp_path / "out.tar"
+    r = run([STIPPLE, "extract", "--tar", huge, out], timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size < 64 << 10
+    with tarfile.open(out) as tar:
+        m = tar.getmember("./f")
+        assert (m.size, m.sparse) == (1 << 62, [(0, 6)])
+        assert tar.extractfile(m).read(6) == b"SECRET"
