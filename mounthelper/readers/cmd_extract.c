@@ -58,8 +58,8 @@ static const struct stp_cli extract_cli = {
 		   "terminal). With PATHs, only those\n(and what lies below them) are "
 		   "restored, with the directories leading to them.",
 	.options = "  -t, --tar      write a pax tar archive instead of a directory\n"
-		   "      --xattrs   restore every extended attribute (the default as root;\n"
-		   "                 a user gets user.* alone)\n"
+		   "      --xattrs   restore every extended attribute (the default as root,\n"
+		   "                 trusted.overlay.* aside; a user gets user.* alone)\n"
 		   "      --no-xattrs\n"
 		   "                 restore none (ACLs aside)\n"
 		   "      --acls     restore POSIX ACLs (the default as root)\n"
@@ -82,7 +82,10 @@ static const struct stp_cli extract_cli = {
 #endif
 
 /* Which extended attributes are restored, ACLs apart. */
-enum { XATTRS_NONE, XATTRS_USER, XATTRS_ALL };
+/* root's default, XATTRS_ROOT, is every name but overlayfs's own (OVERLAY_PREFIX): those
+ * tie a layer's node to paths of other layers, not to the file; --xattrs adds them */
+enum { XATTRS_NONE, XATTRS_USER, XATTRS_ROOT, XATTRS_ALL };
+#define OVERLAY_PREFIX "trusted.overlay."
 
 struct extract {
 	const struct stp_image *img;
@@ -100,6 +103,7 @@ struct extract {
 				       * record, 0 before it, or FIRST_FAILED; with
 				       * nlink 1: NAMED_ONCE once met */
 	unsigned long warnings;
+	unsigned long overlay_left;   /* trusted.overlay.* names not restored (XATTRS_ROOT) */
 	char **select;                /* the PATHs asked for, "/a/b"; none: everything */
 	size_t nselect;
 	int list;                     /* -v: each path on stdout as it is written */
@@ -149,12 +153,17 @@ static int xattr_refused(int err)
 	return err == EPERM || err == EACCES || err == ENOTSUP || err == EOPNOTSUPP;
 }
 
-/* The options' choice: ACLs (system.posix_acl_*) apart, then every name or user.* */
-static int xattr_wanted(const struct extract *x, const char *name)
+/* The options' choice: ACLs (system.posix_acl_*) apart, then every name, root's default
+ * or user.*; a trusted.overlay.* name left out by root's default is counted. */
+static int xattr_wanted(struct extract *x, const char *name)
 {
 	if (!strncmp(name, "system.posix_acl_", 17))
 		return x->acls;
-	return x->xattrs == XATTRS_ALL || (x->xattrs == XATTRS_USER && !strncmp(name, "user.", 5));
+	if (x->xattrs == XATTRS_ROOT && !strncmp(name, OVERLAY_PREFIX, strlen(OVERLAY_PREFIX))) {
+		x->overlay_left++;
+		return 0;
+	}
+	return x->xattrs >= XATTRS_ROOT || (x->xattrs == XATTRS_USER && !strncmp(name, "user.", 5));
 }
 
 /* What an O_PATH descriptor has no call for goes through its /proc/self/fd link, which
@@ -791,6 +800,10 @@ static int extract_tree(struct extract *x)
 	settled = x->nodes.node ? settle_dirs(&walk) : 0;
 	err = err ? err : settled;
 	stp_cli_flush_messages();
+	if (x->overlay_left)
+		stp_cli_error(&extract_cli, "%lu trusted.overlay.* attributes not restored "
+			      "(overlayfs's links between layers; --xattrs restores them)",
+			      x->overlay_left);
 	if (err)
 		stp_cli_problem(&extract_cli, x->image, NULL, "extraction stopped: %s",
 				stp_strerror(err));
@@ -882,7 +895,7 @@ int stp_cmd_extract(int argc, char **argv)
 	/* as bsdtar -p for root; for a user, GNU tar's caution, user.* aside */
 	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0, verbose = 0, quiet = 0;
 	struct extract x = { .restore_owners = root, .euid = geteuid(),
-			     .xattrs = root ? XATTRS_ALL : XATTRS_USER, .acls = root };
+			     .xattrs = root ? XATTRS_ROOT : XATTRS_USER, .acls = root };
 
 	stp_cli_init(&extract_cli, argv);
 	while ((opt = getopt_long(argc, argv, "qtv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
