@@ -17,7 +17,8 @@
  *   at the end, deepest first, each opened again beneath DIR (destnodes.h);
  * - a hard link's first name is opened again the same way, beneath DIR with no symlink
  *   followed, checked to be the node made, and linked through its descriptor;
- * - DIR itself, when a symlink, is followed only if it is trusted (destdir.h).
+ * - DIR and the directories above it: a symlink is followed only if trusted (destdir.h);
+ * - an inode of link count 1 is written once, whatever number of names the image gives it.
  * Names are checked by the walk extract --tar shares (orderwalk.h).
  */
 #include <dirent.h>
