@@ -15,6 +15,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "trustpath.h"
 #include "util.h"
 
 #define MAX_LINKS 40 /* as many as the kernel follows in one path */
@@ -89,20 +90,6 @@ static char *dir_of(const char *path, const char **base)
 	return strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
-/* The kernel's protected_symlinks and protected_regular rules, which a link read by hand
- * and a rename over a file escape: in a sticky world-writable directory, a node owned by
- * neither the caller nor the directory's owner is someone else's to plant. */
-static int planted(int dirfd, const struct stat *node)
-{
-	struct stat d;
-
-	if (fstat(dirfd, &d))
-		return 1;
-	if ((d.st_mode & (S_ISVTX | S_IWOTH)) != (S_ISVTX | S_IWOTH))
-		return 0;
-	return node->st_uid != geteuid() && node->st_uid != d.st_uid;
-}
-
 /* The path the symlink BASE in O's directory leads to, in *NEXT (new string). */
 static int read_link(const struct stp_output *o, const char *base, char **next)
 {
@@ -119,12 +106,49 @@ static int read_link(const struct stp_output *o, const char *base, char **next)
 	return *next ? 0 : -ENOMEM;
 }
 
+/* O's directory, o->dir, walked as trustpath.h says. */
+static int open_dir(struct stp_output *o, const char **step)
+{
+	struct stp_trustpath w;
+	struct stat st;
+	int fd = stp_trustpath_open(&w, o->dir);
+
+	if (fd >= 0 && !fstat(fd, &st) && !S_ISDIR(st.st_mode)) {
+		close(fd);
+		fd = -ENOTDIR;
+	}
+	if (fd >= 0) {
+		o->dirfd = fd;
+		return 0;
+	}
+	if (w.refused) {
+		snprintf(o->why, sizeof(o->why), "%s", stp_trustpath_why(&w, ""));
+		return refuse(o, step, o->why, fd);
+	}
+	return fail(step, "cannot create", fd);
+}
+
+/* The links followed to the file replaced must be root's, the caller's or that file
+ * owner's (trustpath.h): OWNER is the one other owner met on the way, MIXED says two
+ * were. */
+static int trusted_chain(struct stp_output *o, const char **step, uid_t owner, int mixed)
+{
+	if (owner == (uid_t)-1 || (!mixed && o->dest.st_uid == owner))
+		return 0;
+	snprintf(o->why, sizeof(o->why), "a symlink owned by uid %u leads to a file of uid %u: "
+		 "not followed (only root's links, yours, or those leading to what their "
+		 "owner owns are)", (unsigned)owner, (unsigned)o->dest.st_uid);
+	return refuse(o, step, o->why, -EACCES);
+}
+
 /* Follows o->final's symlinks one at a time, each from a descriptor of its directory,
  * until it names something else or nothing. Then o->dir and o->dirfd are its directory,
  * o->name its last component, and o->dest what is there, if anything. */
 static int follow_links(struct stp_output *o, const char **step)
 {
 	const char **base = &o->name;
+	uid_t owner = (uid_t)-1; /* of the links followed, not root's nor ours */
+	int mixed = 0;
 
 	for (int hops = 0;; hops++) {
 		char *next;
@@ -137,11 +161,8 @@ static int follow_links(struct stp_output *o, const char **step)
 		o->dir = dir_of(o->final, base);
 		if (!o->dir)
 			return fail(step, "cannot create", -ENOMEM);
-		o->dirfd = open(o->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (o->dirfd < 0 && hops && errno == ENOENT)
-			return refuse(o, step, DANGLING, -ENOENT);
-		if (o->dirfd < 0)
-			return fail(step, "cannot create", -errno);
+		if ((err = open_dir(o, step)))
+			return hops && err == -ENOENT ? refuse(o, step, DANGLING, err) : err;
 		if (!**base)
 			return refuse(o, step, "is a directory", -EISDIR);
 		o->dest_exists = !fstatat(o->dirfd, *base, &o->dest, AT_SYMLINK_NOFOLLOW);
@@ -150,12 +171,16 @@ static int follow_links(struct stp_output *o, const char **step)
 		if (!o->dest_exists && hops)
 			return refuse(o, step, DANGLING, -ENOENT);
 		if (!o->dest_exists || !S_ISLNK(o->dest.st_mode))
-			return 0;
+			return hops ? trusted_chain(o, step, owner, mixed) : 0;
 		if (hops == MAX_LINKS)
 			return fail(step, "cannot follow its symlinks", -ELOOP);
-		if (planted(o->dirfd, &o->dest))
+		if (stp_trustpath_planted(o->dirfd, &o->dest))
 			return refuse(o, step, "a symlink in a sticky world-writable directory, "
 				      "owned by someone else: not followed", -EACCES);
+		if (o->dest.st_uid && o->dest.st_uid != geteuid()) {
+			mixed |= owner != (uid_t)-1 && owner != o->dest.st_uid;
+			owner = o->dest.st_uid;
+		}
 		if ((err = read_link(o, *base, &next)))
 			return fail(step, "cannot read the symlink", err);
 		free(o->final);
@@ -180,7 +205,7 @@ static int check_dest(struct stp_output *o, const char **step)
 {
 	if (!o->dest_exists)
 		return 0;
-	if (S_ISREG(o->dest.st_mode) && planted(o->dirfd, &o->dest))
+	if (S_ISREG(o->dest.st_mode) && stp_trustpath_planted(o->dirfd, &o->dest))
 		return refuse(o, step, "a file in a sticky world-writable directory, owned by "
 			      "someone else: not replaced", -EACCES);
 	if (S_ISREG(o->dest.st_mode))

@@ -11,7 +11,10 @@
  * socket is refused, and so is a symlink that leads nowhere (cp(1) refuses to write
  * through one too) or one the kernel's protected_symlinks rule would not follow (a link
  * in a sticky world-writable directory, owned by neither the process nor the directory's
- * owner): reading links by hand must not be a way round it.
+ * owner): reading links by hand must not be a way round it. Every link on the way, the
+ * directories' included, must also be root's, the caller's or owned by the owner of what
+ * it leads to (trustpath.h): the owner of a directory root writes in cannot point it at
+ * a file of root's.
  *
  * PATH "-" is standard output. The bytes then go to a spool, an unnamed temporary file in
  * $TMPDIR (else /tmp), since the writers seek; the commit copies it to standard output. A
@@ -28,6 +31,7 @@
 #ifndef STP_OUTPUT_H
 #define STP_OUTPUT_H
 
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -43,6 +47,7 @@ struct stp_output {
 	int dest_exists;  /* DEST holds the file the image replaces (or standard output's
 			   * file), as stp_output_open found it */
 	struct stat dest;
+	char why[PATH_MAX + 200]; /* a refusal's reason, when *STEP needs one made */
 };
 
 /* Resolves PATH, checks what it names and creates the temporary file or spool. */

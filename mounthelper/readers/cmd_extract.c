@@ -17,7 +17,8 @@
  *   at the end, deepest first, each opened again beneath DIR (destnodes.h);
  * - a hard link's first name is opened again the same way, beneath DIR with no symlink
  *   followed, checked to be the node made, and linked through its descriptor;
- * - DIR itself, when a symlink, is followed only if it is trusted (destdir.h).
+ * - DIR and the directories above it: a symlink is followed only if trusted (destdir.h);
+ * - an inode of link count 1 is written once, whatever number of names the image gives it.
  * Names are checked by the walk extract --tar shares (orderwalk.h).
  */
 #include <dirent.h>
@@ -58,8 +59,8 @@ static const struct stp_cli extract_cli = {
 		   "terminal). With PATHs, only those\n(and what lies below them) are "
 		   "restored, with the directories leading to them.",
 	.options = "  -t, --tar      write a pax tar archive instead of a directory\n"
-		   "      --xattrs   restore every extended attribute (the default as root;\n"
-		   "                 a user gets user.* alone)\n"
+		   "      --xattrs   restore every extended attribute (the default as root,\n"
+		   "                 trusted.overlay.* aside; a user gets user.* alone)\n"
 		   "      --no-xattrs\n"
 		   "                 restore none (ACLs aside)\n"
 		   "      --acls     restore POSIX ACLs (the default as root)\n"
@@ -73,6 +74,7 @@ static const struct stp_cli extract_cli = {
 /* A path of at most STP_WALK_PATH_MAX bytes has at most half as many components. */
 #define DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
 #define FIRST_FAILED UINT32_MAX /* an inode whose first name could not be extracted */
+#define NAMED_ONCE (UINT32_MAX - 1) /* an inode of link count 1 already met */
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452 /* Linux 6.6; the same number on every architecture but alpha */
 #endif
@@ -81,7 +83,10 @@ static const struct stp_cli extract_cli = {
 #endif
 
 /* Which extended attributes are restored, ACLs apart. */
-enum { XATTRS_NONE, XATTRS_USER, XATTRS_ALL };
+/* root's default, XATTRS_ROOT, is every name but overlayfs's own (OVERLAY_PREFIX): those
+ * tie a layer's node to paths of other layers, not to the file; --xattrs adds them */
+enum { XATTRS_NONE, XATTRS_USER, XATTRS_ROOT, XATTRS_ALL };
+#define OVERLAY_PREFIX "trusted.overlay."
 
 struct extract {
 	const struct stp_image *img;
@@ -96,8 +101,10 @@ struct extract {
 	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
 	struct stp_destnodes nodes;   /* the directories and first names made */
 	uint32_t *first;              /* per inode with nlink > 1: 1 + its first name's
-				       * record, 0 before it, or FIRST_FAILED */
+				       * record, 0 before it, or FIRST_FAILED; with
+				       * nlink 1: NAMED_ONCE once met */
 	unsigned long warnings;
+	unsigned long overlay_left;   /* trusted.overlay.* names not restored (XATTRS_ROOT) */
 	char **select;                /* the PATHs asked for, "/a/b"; none: everything */
 	size_t nselect;
 	int list;                     /* -v: each path on stdout as it is written */
@@ -147,12 +154,17 @@ static int xattr_refused(int err)
 	return err == EPERM || err == EACCES || err == ENOTSUP || err == EOPNOTSUPP;
 }
 
-/* The options' choice: ACLs (system.posix_acl_*) apart, then every name or user.* */
-static int xattr_wanted(const struct extract *x, const char *name)
+/* The options' choice: ACLs (system.posix_acl_*) apart, then every name, root's default
+ * or user.*; a trusted.overlay.* name left out by root's default is counted. */
+static int xattr_wanted(struct extract *x, const char *name)
 {
 	if (!strncmp(name, "system.posix_acl_", 17))
 		return x->acls;
-	return x->xattrs == XATTRS_ALL || (x->xattrs == XATTRS_USER && !strncmp(name, "user.", 5));
+	if (x->xattrs == XATTRS_ROOT && !strncmp(name, OVERLAY_PREFIX, strlen(OVERLAY_PREFIX))) {
+		x->overlay_left++;
+		return 0;
+	}
+	return x->xattrs >= XATTRS_ROOT || (x->xattrs == XATTRS_USER && !strncmp(name, "user.", 5));
 }
 
 /* What an O_PATH descriptor has no call for goes through its /proc/self/fd link, which
@@ -531,6 +543,14 @@ static int extract_nondir(struct stp_walk *w, const struct stp_walk_entry *e, in
 
 	if (several && x->first[e->ino])
 		return extract_link(w, e, dirfd, x->first[e->ino]);
+	if (x->first[e->ino] == NAMED_ONCE) {
+		/* not a copy per name: a 1 GiB file named 100,000 times would be 100 TiB */
+		stp_walk_problem(w, e->path, "not extracted: its inode %u has a link count of "
+				 "1, but another name had it already (a damaged image)", e->ino);
+		return 0;
+	}
+	if (!several)
+		x->first[e->ino] = NAMED_ONCE;
 	switch (e->inode.mode & S_IFMT) {
 	case S_IFREG:
 		err = extract_file(w, e, dirfd, several ? &st : NULL);
@@ -786,6 +806,10 @@ static int extract_tree(struct extract *x)
 	settled = x->nodes.node ? settle_dirs(&walk) : 0;
 	err = err ? err : settled;
 	stp_cli_flush_messages();
+	if (x->overlay_left)
+		stp_cli_error(&extract_cli, "%lu trusted.overlay.* attributes not restored "
+			      "(overlayfs's links between layers; --xattrs restores them)",
+			      x->overlay_left);
 	if (err)
 		stp_cli_problem(&extract_cli, x->image, NULL, "extraction stopped: %s",
 				stp_strerror(err));
@@ -877,7 +901,7 @@ int stp_cmd_extract(int argc, char **argv)
 	/* as bsdtar -p for root; for a user, GNU tar's caution, user.* aside */
 	int root = geteuid() == 0, opt, status, tar = 0, chosen = 0, verbose = 0, quiet = 0;
 	struct extract x = { .restore_owners = root, .euid = geteuid(),
-			     .xattrs = root ? XATTRS_ALL : XATTRS_USER, .acls = root };
+			     .xattrs = root ? XATTRS_ROOT : XATTRS_USER, .acls = root };
 
 	stp_cli_init(&extract_cli, argv);
 	while ((opt = getopt_long(argc, argv, "qtv" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {

@@ -14,79 +14,23 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "trustpath.h"
 #include "util.h"
 
-/* DIR as the symlink LINK in PARENT: followed only when root, this user or the owner of
- * PARENT owns it, as the kernel's protected_symlinks rule has it for sticky directories
- * (anyone else could have put it there); its target is then resolved from PARENT.
- * Returns the open directory or -1 (reported). */
-static int open_dest_link(const struct stp_cli *cli, const char *dest, int parent,
-			  const char *link)
-{
-	struct stat ls, ps;
-	char target[PATH_MAX];
-	ssize_t len = -1;
-	int lfd = openat(parent, link, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd = -1;
-
-	if (lfd >= 0 && !fstat(lfd, &ls) && !fstat(parent, &ps) && S_ISLNK(ls.st_mode)) {
-		if (ls.st_uid && ls.st_uid != geteuid() && ls.st_uid != ps.st_uid) {
-			stp_cli_error(cli, "%s: a symlink owned by uid %u, who is neither "
-				      "root, you nor the owner of the directory holding it: not "
-				      "followed", dest, (unsigned)ls.st_uid);
-			close(lfd);
-			return -1;
-		}
-		len = readlinkat(lfd, "", target, sizeof(target) - 1);
-	}
-	if (len >= 0) {
-		target[len] = '\0';
-		fd = openat(parent, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	}
-	if (fd < 0)
-		stp_cli_error(cli, "cannot open %s: %s", dest,
-			      stp_strerror(len >= 0 || lfd < 0 ? -errno : -ENOTDIR));
-	if (lfd >= 0)
-		close(lfd);
-	return fd;
-}
-
-/* DEST opened as a directory, made 0700 when absent; its last name is not followed
- * unless open_dest_link allows it. Returns the descriptor or -1 (reported). */
+/* DEST opened as a directory, made 0700 when absent, its links followed only when
+ * trusted (trustpath.h). Returns the descriptor or -1 (reported). */
 static int open_dest_dir(const struct stp_cli *cli, const char *dest)
 {
-	char *copy = strdup(dest), *slash, *base;
-	const char *holder;
-	int parent, fd = -1;
-	size_t len;
+	struct stp_trustpath w;
+	int made, fd = stp_trustpath_open_dir(&w, dest, 0700, &made);
 
-	if (!copy) {
-		stp_cli_error(cli, "%s: %s", dest, stp_strerror(-ENOMEM));
-		return -1;
-	}
-	for (len = strlen(copy); len > 1 && copy[len - 1] == '/'; )
-		copy[--len] = '\0';
-	slash = strrchr(copy, '/');
-	base = slash ? slash + 1 : copy;
-	if (slash)
-		*slash = '\0';
-	holder = !slash ? "." : *copy ? copy : "/";
-	if (!*base) /* DEST is "/" */
-		base = ".";
-	parent = open(holder, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (parent < 0)
-		stp_cli_error(cli, "cannot open the directory holding %s: %s", dest,
-			      stp_strerror(-errno));
-	else if (mkdirat(parent, base, 0700) && errno != EEXIST)
-		stp_cli_error(cli, "cannot create %s: %s", dest, stp_strerror(-errno));
-	else if ((fd = openat(parent, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 &&
-		 (errno == ELOOP || errno == ENOTDIR))
-		fd = open_dest_link(cli, dest, parent, base);
-	else if (fd < 0)
-		stp_cli_error(cli, "cannot open %s: %s", dest, stp_strerror(-errno));
-	if (parent >= 0)
-		close(parent);
-	free(copy);
-	return fd;
+	if (fd >= 0)
+		return fd;
+	if (w.refused)
+		stp_cli_error(cli, "%s: %s", dest, stp_trustpath_why(&w, dest));
+	else
+		stp_cli_error(cli, "cannot open %s: %s", dest, stp_strerror(fd));
+	return -1;
 }
 
 int stp_destdir_open(const struct stp_cli *cli, const char *dest)

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The directory `stipple extract` fills. It must be absent (it is made, 0700) or an
- * empty directory: extract never merges into a tree. The directories above it are the
- * caller's choice and are followed; its own last name, when a symlink, is followed only
- * if root, the caller or the owner of the directory holding the link owns it, as the
- * kernel's protected_symlinks rule has it in sticky directories: anyone else may have
- * planted it to send root's extraction elsewhere.
+ * empty directory: extract never merges into a tree. DEST is walked as trustpath.h says:
+ * a symlink on the way, DEST's own name included, is followed only when root, the caller
+ * or the owner of what it leads to owns it, so that the owner of a directory on the way
+ * cannot send root's extraction (and its chown of DIR) into a directory of someone else's.
+ * A link put in place of the directory extract has just made is never followed.
  *
  * Single-threaded (prints through cli.h).
  */

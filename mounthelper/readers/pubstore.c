@@ -13,6 +13,7 @@
 
 #include "hash.h"
 #include "output.h"
+#include "trustpath.h"
 #include "util.h"
 
 static int fail(struct stp_pubstore *s, const char *path, const char *why, int err)
@@ -68,14 +69,19 @@ static int open_subdir(struct stp_pubstore *s, int parentfd, const char *name, c
 
 int stp_pubstore_open(struct stp_pubstore *s, const char *dir)
 {
+	struct stp_trustpath w;
+	int made;
+
 	s->dirfd = s->blocksfd = -1;
 	for (int i = 0; i < STP_PUBSTORE_FANOUT; i++)
 		s->fanfd[i] = -1;
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return fail(s, "", "cannot create", -errno);
-	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* its links followed only when trusted: root must not be sent to plant files in a
+	 * directory of someone else's */
+	s->dirfd = stp_trustpath_open_dir(&w, dir, 0755, &made);
+	if (s->dirfd < 0 && w.refused)
+		return refuse(s, "", stp_trustpath_why(&w, dir), s->dirfd);
 	if (s->dirfd < 0)
-		return fail(s, "", "cannot open", -errno);
+		return fail(s, "", "cannot open", s->dirfd);
 	/* before any block is written: an index that cannot follow them is no use */
 	if (faccessat(s->dirfd, ".", W_OK | X_OK, AT_EACCESS))
 		return fail(s, "", "cannot write in", -errno);

@@ -33,6 +33,10 @@
 #define TAR_RECORD 10240        /* tar's record, as GNU tar pads to */
 #define OUT_BUFFER (64u << 10)  /* headers gathered before a write; data goes straight */
 
+/* first_name of an inode of link count 1 once written: a second name is damage */
+static char named_once[1];
+#define NAMED_ONCE named_once
+
 struct tarout {
 	const struct stp_cli *cli;
 	const struct stp_image *img;
@@ -46,7 +50,8 @@ struct tarout {
 	struct stp_tarbuf pending; /* bytes not written yet */
 	struct stp_tarbuf records; /* the current entry's xattr and ACL records */
 	struct stp_cache *cache;
-	char **first_name;         /* per inode with nlink > 1: the tar name it was written as */
+	char **first_name;         /* per inode: the tar name it was written as (nlink > 1),
+				    * or NAMED_ONCE */
 	struct stp_file_piece *pieces; /* the current file's stored pieces, one per block */
 	size_t npieces, cap;
 	int holes;                 /* the current file has a hole */
@@ -449,7 +454,7 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 	struct tarout *t = w->ctx;
 	const struct stp_inode *in = &e->inode;
 	char name[STP_WALK_PATH_MAX + 3], *target = NULL;
-	char **first = !S_ISDIR(in->mode) && in->nlink > 1 ? &t->first_name[e->ino] : NULL;
+	char **first = !S_ISDIR(in->mode) ? &t->first_name[e->ino] : NULL;
 	struct stp_tarhead h = { .name = name, .mode = in->mode, .uid = in->uid,
 				 .gid = in->gid, .mtime_sec = in->mtime_sec,
 				 .mtime_nsec = in->mtime_nsec };
@@ -463,6 +468,11 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 	if (t->list)
 		list_name(name);
 	t->records.len = 0;
+	if (first && *first == NAMED_ONCE) {
+		stp_walk_problem(w, e->path, "left out: its inode %u has a link count of 1, "
+				 "but another name had it already (a damaged image)", e->ino);
+		return 0;
+	}
 	if (first && *first) {
 		h.type = STP_TAR_HARDLINK;
 		h.linkname = *first;
@@ -475,10 +485,21 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 		err = write_header(w, e, &h);
 	if (!err && S_ISREG(in->mode))
 		err = put_file(w, e, h.size);
-	if (!err && first && !(*first = strdup(name)))
+	if (!err && first && in->nlink <= 1)
+		*first = NAMED_ONCE; /* its bytes go out once, whatever names the image gives */
+	else if (!err && first && !(*first = strdup(name)))
 		err = -ENOMEM;
 	free(target);
 	return err;
+}
+
+/* Why FILE was not written: a refusal's STEP is the whole reason. */
+static void output_problem(const struct tarout *t, const char *step, int err)
+{
+	if (t->out.refused)
+		stp_cli_error(t->cli, "%s: %s", t->dest, step);
+	else
+		stp_cli_error(t->cli, "%s: %s: %s", t->dest, step, stp_strerror(err));
 }
 
 /* FILE is absent or replaced; standard output must not be a terminal. */
@@ -500,7 +521,7 @@ static int open_output(struct tarout *t, const char *dest)
 	t->dest = dest;
 	err = stp_output_open(dest, &t->out, &step);
 	if (err) {
-		stp_cli_error(t->cli, "%s: %s: %s", dest, step, stp_strerror(err));
+		output_problem(t, step, err);
 		stp_output_abort(&t->out);
 		return STP_EXIT_FAIL;
 	}
@@ -520,7 +541,7 @@ static int commit_output(struct tarout *t)
 	err = stp_output_commit(&t->out, stp_output_default_mode(), &step);
 	t->fd = -1;
 	if (err)
-		stp_cli_error(t->cli, "%s: %s: %s", t->dest, step, stp_strerror(err));
+		output_problem(t, step, err);
 	return err;
 }
 
@@ -544,7 +565,8 @@ static int end_archive(struct tarout *t)
 static void free_names(char **names, uint32_t count)
 {
 	for (uint32_t i = 0; names && i < count; i++)
-		free(names[i]);
+		if (names[i] != NAMED_ONCE)
+			free(names[i]);
 	free(names);
 }
 

@@ -234,6 +234,7 @@ from treeutil import ACL_ACCESS, ACL_DEFAULT  # noqa: E402
 
 ACL_NAMES = ("system.posix_acl_access", "system.posix_acl_default")
 OTHERS = {"trusted.t": b"trusted", "security.s": b"security"}
+OVERLAY = {"trusted.overlay.redirect": b"/etc", "trusted.overlay.opaque": b"y"}
 
 
 @pytest.fixture
@@ -249,7 +250,7 @@ def attr_image(arena):
     for path in (f, d):
         os.setxattr(path, "system.posix_acl_access", ACL_ACCESS)
         os.setxattr(path, "user.u", b"mine")
-        for name, value in OTHERS.items():
+        for name, value in {**OTHERS, **OVERLAY}.items():
             os.setxattr(path, name, value)
     os.setxattr(d, "system.posix_acl_default", ACL_DEFAULT)
     image = build_image(src, os.path.join(arena, "attrs.stipple"), *FAST)
@@ -304,31 +305,43 @@ def test_root_extract_restores_everything_by_default(arena, attr_image):
     r = run([STIPPLE, "extract", attr_image, out], timeout=120)
     assert r.returncode == 0, r.stderr
     assert xattr_names(os.path.join(out, "dir")) == {"user.u", *OTHERS, *ACL_NAMES}
+    # overlayfs's links between layers are not the file's (review 7, finding 12)
+    assert "4 trusted.overlay.* attributes not restored" in r.stderr, r.stderr
+    r = run([STIPPLE, "extract", "--xattrs", attr_image, out + "3"], timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert xattr_names(os.path.join(out + "3", "dir")) == \
+        {"user.u", *OTHERS, *OVERLAY, *ACL_NAMES}
+    assert os.getxattr(os.path.join(out + "3", "file"), "trusted.overlay.redirect") == b"/etc"
     r = run([STIPPLE, "extract", "--no-acls", "--no-xattrs", attr_image, out + "2"],
             timeout=120)
     assert r.returncode == 0, r.stderr
     assert xattr_names(os.path.join(out + "2", "dir")) == set()
 
 
-# DIR itself: a symlink is followed only when root, the caller or the owner of the
-# directory holding it owns it, as the kernel's protected_symlinks rule.
-@pytest.mark.parametrize("link_owner, holder_owner, followed", [
-    ("attacker", "root", False),    # planted in root's shared directory
-    ("root", "root", True),
-    ("attacker", "attacker", True),  # the attacker's own directory: theirs to point
+# DIR itself: a symlink is followed only when root, the caller or the owner of what it
+# leads to owns it (and not another's in a sticky world-writable directory). The owner of
+# the directory holding the link must not send root (and its chown of DIR) into a
+# directory of someone else's: review 7, finding 8.
+@pytest.mark.parametrize("link_owner, holder_owner, target_owner, followed", [
+    ("attacker", "root", "root", False),         # planted in root's shared directory
+    ("root", "root", "root", True),
+    ("attacker", "attacker", "root", False),     # her own directory, root's target
+    ("attacker", "attacker", "attacker", True),  # her directory and her target
 ])
 def test_root_extract_follows_dir_only_through_a_trusted_symlink(attacker, arena, fifo_image,
                                                                  link_owner, holder_owner,
-                                                                 followed):
+                                                                 target_owner, followed):
     ids = {"root": (0, 0), "attacker": attacker}
     holder, target = os.path.join(arena, "holder"), os.path.join(arena, "target")
     os.mkdir(holder, 0o777)
     os.mkdir(target, 0o755)
-    os.chmod(holder, 0o777)
+    os.chmod(holder, 0o777 if holder_owner == "root" else 0o755)
     os.chown(holder, *ids[holder_owner])
+    os.chown(target, *ids[target_owner])
     link = os.path.join(holder, "dest")
     os.symlink(target, link)
     os.lchown(link, *ids[link_owner])
+    before = os.stat(target)
     r = run([STIPPLE, "extract", fifo_image, link], timeout=300)
     if followed:
         assert r.returncode == 0, r.stderr
@@ -337,6 +350,25 @@ def test_root_extract_follows_dir_only_through_a_trusted_symlink(attacker, arena
         assert r.returncode == 1
         assert "a symlink owned by uid %d" % attacker[0] in r.stderr, r.stderr
         assert os.listdir(target) == [] and os.path.islink(link)
+        after = os.stat(target)
+        assert (after.st_mode, after.st_uid, after.st_gid) == \
+            (before.st_mode, before.st_uid, before.st_gid), "the target was settled"
+
+
+def test_root_extract_follows_no_planted_link_above_dir(attacker, arena, fifo_image):
+    """A directory on the way to DIR, a link of the attacker's in her own directory to a
+    directory of root's: not followed, and nothing is made there."""
+    holder, target = os.path.join(arena, "holder"), os.path.join(arena, "target")
+    os.mkdir(holder, 0o755)
+    os.mkdir(target, 0o755)
+    os.chown(holder, *attacker)
+    os.symlink(target, os.path.join(holder, "sub"))
+    os.lchown(os.path.join(holder, "sub"), *attacker)
+    r = run([STIPPLE, "extract", fifo_image, os.path.join(holder, "sub", "new")], timeout=300)
+    assert r.returncode == 1
+    assert "%s: a symlink owned by uid %d" % (os.path.join(holder, "sub"), attacker[0]) \
+        in r.stderr, r.stderr
+    assert os.listdir(target) == []
 
 
 # A sibling swapped in: between mkdirat and open, the attacker exchanges (renameat2

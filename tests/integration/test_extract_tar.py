@@ -543,3 +543,56 @@ def test_names_extract_refuses_are_refused(tmp_path, renames, entry):
     assert r.returncode == 1 and "out of order or a duplicate" in r.stderr, r.stderr
     assert not (dest / "aa" / "evil").exists()
     assert not os.path.lexists("/victim")
+
+
+@pytest.fixture
+def renamed_image(tmp_path):
+    """/a, /b and /c all naming /c's inode, whose link count stays 1 (review 7, finding
+    6): one inode whose bytes an honest extract writes once."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in "abc":
+        (src / n).write_bytes(n.encode() * 6)
+    img = HostileImage(build_image(src, tmp_path / "multi.stipple", *FAST))
+    c = img.lookup("/c")
+    img.set_target("/", "a", c)
+    img.set_target("/", "b", c)
+    return img.write(tmp_path / "multi-bad.stipple")
+
+
+def test_an_inode_named_again_is_not_written_again(renamed_image, tmp_path):
+    """`check` calls it damage; extract writes its bytes once (under /a), names the other
+    two and exits 1, and --tar refuses the export: no copy per name."""
+    r = run([STIPPLE, "check", renamed_image])
+    assert r.returncode == 1 and "link count 1, but 3 names" in r.stderr, r.stderr
+    out = tmp_path / "out"
+    r = run([STIPPLE, "extract", "-q", renamed_image, out])
+    assert r.returncode == 1, r.stderr
+    for n in ("/b", "/c"):
+        assert "%s: not extracted: its inode" % n in r.stderr, r.stderr
+    assert sorted(os.listdir(out)) == ["a"] and (out / "a").read_bytes() == b"cccccc"
+    tar = tmp_path / "out.tar"
+    r = export(renamed_image, tar, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stderr
+    assert "/b: left out: its inode" in r.stderr and "/c: left out" in r.stderr, r.stderr
+    assert not tar.exists() and leftovers(tmp_path) == []
+
+
+def test_a_claimed_size_costs_no_time(tmp_path):
+    """A file whose size field says 2^62 and whose extents store 6 bytes: the export takes
+    what the image stores, not the claimed holes (review 7, finding 4: days of CPU when
+    holes were fed to the writer), and tarfile reads back the size and one 6-byte run."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"SECRET")
+    img = HostileImage(build_image(src, tmp_path / "h.stipple", *FAST))
+    img.set_size("/f", 1 << 62)
+    huge = img.write(tmp_path / "huge.stipple")
+    out = tmp_path / "out.tar"
+    r = run([STIPPLE, "extract", "--tar", huge, out], timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size < 64 << 10
+    with tarfile.open(out) as tar:
+        m = tar.getmember("./f")
+        assert (m.size, m.sparse) == (1 << 62, [(0, 6)])
+        assert tar.extractfile(m).read(6) == b"SECRET"

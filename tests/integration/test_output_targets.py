@@ -165,6 +165,70 @@ def test_replaced_file_of_another_user_does_not_lend_its_mode(trees, tmp_path):
     assert_image_holds(image, trees["new"][1])
 
 
+def users_directory(tmp_path, name="home"):
+    """A directory of another user's (uid 65534 standing for alice), as her home is."""
+    home = tmp_path / name
+    home.mkdir()
+    os.chown(home, 65534, 65534)
+    return home
+
+
+def plant(link, target):
+    os.symlink(target, link)
+    os.lchown(link, 65534, 65534)
+
+
+@pytest.mark.needs_root("gives a directory and a link to another user")
+@pytest.mark.parametrize("writer", ["mkstipple", "extract-tar", "sign"])
+def test_root_writes_through_no_link_of_a_directory_owner(trees, tmp_path, writer):
+    """The owner of the directory root writes in plants IMAGE -> a file of root's: root's
+    file is neither replaced nor touched (review 7, finding 9), and nothing is left."""
+    home = users_directory(tmp_path)
+    victim = tmp_path / "victim.stipple"
+    build(trees["old"][0], victim, check=True)
+    before = read_file(victim)
+    link = home / "out"
+    plant(link, victim)
+    if writer == "mkstipple":
+        r = build(trees["new"][0], link)
+    elif writer == "extract-tar":
+        r = run([STIPPLE, "extract", "--tar", "-q", victim, link], timeout=120)
+    else:
+        sec, pub = tmp_path / "k.sec", tmp_path / "k.pub"
+        run([STIPPLE, "keygen", sec, pub], check=True)
+        r = run([STIPPLE, "sign", link, sec], timeout=120)
+    assert_refused(r, "a symlink owned by uid 65534")
+    assert read_file(victim) == before, "root's file was replaced through her link"
+    assert os.path.islink(link) and not leftovers(home) and not leftovers(tmp_path)
+
+
+@pytest.mark.needs_root("gives a directory and a link to another user")
+def test_root_follows_no_planted_link_on_the_way(trees, tmp_path):
+    """A directory on the way, her link to a directory of root's: nothing is made there."""
+    home = users_directory(tmp_path)
+    rootdir = tmp_path / "rootdir"
+    rootdir.mkdir()
+    plant(home / "sub", rootdir)
+    r = build(trees["new"][0], home / "sub" / "x.stipple")
+    assert_refused(r, "%s: a symlink owned by uid 65534" % (home / "sub"))
+    assert os.listdir(rootdir) == []
+
+
+@pytest.mark.needs_root("gives a directory and a link to another user")
+def test_root_writes_through_a_link_to_what_its_owner_owns(trees, tmp_path):
+    """Her link to her own file is hers to point (Apache's SymLinksIfOwnerMatch): written
+    through, the file keeps its place and the link stays."""
+    home = users_directory(tmp_path)
+    real = home / "real.stipple"
+    real.write_bytes(b"hers\n")
+    os.chown(real, 65534, 65534)
+    plant(home / "out", "real.stipple")
+    r = build(trees["new"][0], home / "out")
+    assert r.returncode == 0, r.stderr
+    assert os.readlink(home / "out") == "real.stipple"
+    assert_image_holds(real, trees["new"][1])
+
+
 def test_sign_writes_through_a_symlink(trees, tmp_path):
     real = tmp_path / "real.stipple"
     build(trees["old"][0], real, check=True)

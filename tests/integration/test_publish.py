@@ -341,3 +341,20 @@ def test_interrupted_publish_leaves_no_temporary_file(releases):
             assert not os.path.exists(out / "app-1.1.stp")
         shutil.rmtree(out, ignore_errors=True)
     assert caught, "never caught a temporary file: nothing was tested"
+
+
+@pytest.mark.needs_root("gives a directory and a link to another user")
+def test_publish_follows_no_link_of_a_directory_owner(releases, tmp_path):
+    """DIR as her link (in her directory) to a directory of root's: nothing is planted
+    there (review 7, finding 9)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534)
+    rootdir = tmp_path / "rootdir"
+    rootdir.mkdir()
+    os.symlink(rootdir, home / "pub")
+    os.lchown(home / "pub", 65534, 65534)
+    r = publish(releases["a1"], home / "pub")
+    assert r.returncode == 1, r.stderr
+    assert "a symlink owned by uid 65534" in r.stderr, r.stderr
+    assert os.listdir(rootdir) == []
