@@ -374,7 +374,13 @@ int stp_side_xattrs(struct stp_side *side, const char *path, const struct stp_si
 	*count = 0;
 	if (side->img) {
 		uint32_t n = node->inode.xattr_count;
+		uint64_t total;
 
+		/* all of them are held at once: a total the format allows may be too much */
+		if ((err = stp_image_xattr_sizes(side->img, &node->inode, &total)))
+			return err;
+		if (total > STP_XATTR_HELD_MAX)
+			return -EFBIG;
 		if (n && !(*xattrs = calloc(n, sizeof(**xattrs))))
 			return -ENOMEM;
 		for (; !err && *count < n; (*count)++)
