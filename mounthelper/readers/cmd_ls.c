@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "image.h"
 #include "jsonout.h"
+#include "treewalk.h"
 #include "util.h"
 
 static const struct stp_cli ls_cli = {
@@ -485,6 +486,10 @@ static int ls_run(const char *image, const char *path, const struct ls_opts *o)
 		if (err)
 			stp_cli_problem(&ls_cli, image, path, "%s", stp_strerror(err));
 	}
+	/* directories sharing entry records would make -R quadratic: refused first, as
+	 * every walker of the whole image does (reported by the library) */
+	if (!err && o->recursive && S_ISDIR(inode.mode))
+		err = stp_treewalk_files(img, NULL, NULL);
 	if (!err && (err = ls_output(&st, path, ino, &inode)) == -ENOMEM)
 		stp_cli_error(&ls_cli, "out of memory");
 	if (fflush(stdout) || ferror(stdout)) {

@@ -18,6 +18,7 @@
 #include "destnodes.h"
 #include "fileread.h"
 #include "image.h"
+#include "treewalk.h"
 
 struct visited {
 	uint64_t dev, ino;
@@ -57,7 +58,11 @@ int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **
 			free(s);
 			return err;
 		}
-	} else if ((err = stp_cli_open(cli, arg, &s->img))) {
+	} else if ((err = stp_cli_open(cli, arg, &s->img)) ||
+		   (err = stp_treewalk_files(s->img, NULL, NULL))) {
+		/* the rule of every whole-image walker (reported by the library): directories
+		 * sharing entry records would make the diff quadratic */
+		stp_image_close(s->img);
 		free(s);
 		return err;
 	}

@@ -742,3 +742,36 @@ def test_diff_reports_a_directory_loop(looping_image, other):
     assert "/a/b/c: directory reached twice: skipped" in r.stderr
     # the pair at /a/b/c is skipped whole: nothing below it is compared
     assert r.stdout == ""
+
+
+# --- directories sharing one range of entries: ls -R and diff walk the whole image ---
+
+
+@pytest.fixture(scope="module")
+def dirs_image(tmp_path_factory, stipple_built):
+    root = tmp_path_factory.mktemp("dirs")
+    src = root / "src"
+    for i in range(300):
+        os.makedirs(src / ("d%03d" % i))
+    return build_image(src, root / "dirs.stp", *FAST)
+
+
+def test_directories_sharing_entries_refused_by_ls_and_diff(dirs_image, tmp_path):
+    """Each of 300 directories naming the root's 300 entries: every directory is entered
+    once, but each lists 300 names, so ls -R and diff printed 90,000 lines of 300 records
+    (9e8 for 30,000). They check the record-ownership rule first, as check does."""
+    img = HostileImage(dirs_image)
+    root_data, root_count = img.inode_get(0, "data"), img.inode_get(0, "count")
+    for i in range(300):
+        ino = img.lookup("/d%03d" % i)
+        img.inode_put(ino, "data", root_data)
+        img.inode_put(ino, "count", root_count)
+        img.inode_put(ino, "size", root_count)
+    bad = img.write(tmp_path / "dd.stp")
+    why = "its directory entry records overlap or precede those of inode"
+    for args, status in ((["ls", "-R", bad], 1), (["diff", bad, dirs_image], 2)):
+        r = stipple(*args)
+        assert r.returncode == status and why in r.stderr, (args, r.returncode, r.stderr[-500:])
+        assert r.stdout.count("\n") < 1000, (args, len(r.stdout))
+    r = stipple("ls", "-R", dirs_image)
+    assert r.returncode == 0 and r.stdout.count("d299") == 2, r.stderr
