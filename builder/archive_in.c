@@ -58,6 +58,7 @@ struct reader {
 	struct data_rec *recs; /* by st_ino */
 	size_t nrecs, caprecs;
 	char *entry;           /* the current entry's path as the archive gives it */
+	uint64_t meta;         /* metadata bytes of the entries applied (see count_meta) */
 };
 
 /* An entry's path as messages give it: its two ends when longer than this, so that a
@@ -332,6 +333,8 @@ static int has_xattr(const struct node *n, const char *name)
 #define ACL_XATTR_VERSION 2u
 #define ACL_ENTRY_SIZE 8u
 #define ACL_UNDEFINED_ID 0xffffffffu
+/* As many entries as a value of XATTR_VALUE_MAX_LEN holds after the version. */
+#define ACL_ENTRIES_MAX ((XATTR_VALUE_MAX_LEN - 4) / ACL_ENTRY_SIZE)
 
 struct acl_ent {
 	uint16_t tag, perm;
@@ -376,13 +379,21 @@ static int acl_id(struct reader *r, int user, int qual, const char *name, uint32
 		*id = (uint32_t)qual;
 		return 0;
 	}
-	if (name && user && getpwnam(name)) {
-		*id = (uint32_t)getpwnam(name)->pw_uid;
-		return 0;
+	if (name && user) {
+		const struct passwd *pw = getpwnam(name);
+
+		if (pw) {
+			*id = (uint32_t)pw->pw_uid;
+			return 0;
+		}
 	}
-	if (name && !user && getgrnam(name)) {
-		*id = (uint32_t)getgrnam(name)->gr_gid;
-		return 0;
+	if (name && !user) {
+		const struct group *gr = getgrnam(name);
+
+		if (gr) {
+			*id = (uint32_t)gr->gr_gid;
+			return 0;
+		}
 	}
 	snprintf(what, sizeof(what), "its ACL names %s %.64s, unknown here", user ? "user" : "group",
 		 name ? name : "(none)");
@@ -400,6 +411,9 @@ static int acl_xattr(struct reader *r, struct archive_entry *e, struct node *n, 
 
 	if (count <= 0 || has_xattr(n, name))
 		return 0;
+	if ((unsigned)count > ACL_ENTRIES_MAX)
+		return fail(r, "refused: its ACL has more than 8,191 entries, more than an extended "
+			    "attribute's 64 KiB holds", E2BIG);
 	v = calloc((size_t)count, sizeof(*v));
 	buf = malloc(4 + (size_t)count * ACL_ENTRY_SIZE);
 	if (!v || !buf) {
@@ -427,6 +441,13 @@ static int acl_xattr(struct reader *r, struct archive_entry *e, struct node *n, 
 		k++;
 	}
 	qsort(v, k, sizeof(*v), cmp_acl);
+	for (size_t i = 1; i < k; i++)
+		if (!cmp_acl(&v[i - 1], &v[i])) {
+			free(v);
+			free(buf);
+			return fail(r, "refused: its ACL gives one user or group twice, which Linux "
+				    "refuses", EINVAL);
+		}
 	put_le(buf, ACL_XATTR_VERSION, 4);
 	for (size_t i = 0; i < k; i++) {
 		put_le(buf + 4 + i * ACL_ENTRY_SIZE, v[i].tag, 2);
@@ -498,6 +519,12 @@ static int sort_xattrs(struct node *n)
 	return 0;
 }
 
+static int too_many_names(const struct reader *r)
+{
+	return fail(r, "refused: its extended attributes' names take more than 64 KiB, more "
+		    "than Linux lists for a file", E2BIG);
+}
+
 static int read_xattrs(struct reader *r, struct archive_entry *e, struct node *n)
 {
 	const char *name;
@@ -511,8 +538,7 @@ static int read_xattrs(struct reader *r, struct archive_entry *e, struct node *n
 			return fail(r, "an extended attribute's name or value is too long", EINVAL);
 		names += strlen(name) + 1;
 		if (names > XATTR_NAMES_MAX)
-			return fail(r, "refused: its extended attributes' names take more than 64 KiB, "
-				    "more than Linux lists for a file", E2BIG);
+			return too_many_names(r);
 		rc = add_xattr(n, name, value, len);
 	}
 	if (!rc)
@@ -524,7 +550,10 @@ static int read_xattrs(struct reader *r, struct archive_entry *e, struct node *n
 	mask_into_mode(n);
 	if (!rc)
 		rc = sort_xattrs(n);
-	return rc;
+	names = 0; /* again, with the ACLs' names: what the image will hold */
+	for (size_t i = 0; !rc && i < n->nxattrs; i++)
+		names += strlen(n->xattrs[i].name) + 1;
+	return !rc && names > XATTR_NAMES_MAX ? too_many_names(r) : rc;
 }
 
 /* Before 3.8, libarchive read a pax time before 1970 with a fraction, "-S.F", as -S + F
@@ -739,6 +768,27 @@ static int link_entry(struct reader *r, struct archive_entry *e, struct node *n,
 	return 0;
 }
 
+/*
+ * Adds N's share of the image's metadata (its entry, name, inode, link target and
+ * extended attributes: less than meta_build will lay out) once its entry is applied, and
+ * refuses the archive past what any reader takes. It bounds what the tree holds in
+ * memory: a compressed archive can claim a gigabyte of attributes in kilobytes. An entry
+ * that replaces an earlier one counts again.
+ */
+static int count_meta(struct reader *r, const struct node *n, int hard_link)
+{
+	r->meta += STP_DIRENT_SIZE + n->name_len;
+	if (!hard_link) {
+		r->meta += STP_INODE_SIZE + (n->link_target ? strlen(n->link_target) : 0);
+		for (size_t i = 0; i < n->nxattrs; i++)
+			r->meta += STP_XATTR_SIZE + strlen(n->xattrs[i].name) + n->xattrs[i].len;
+	}
+	if (r->meta <= STP_META_SIZE_MAX)
+		return 0;
+	return fail(r, "refused: the archive's metadata (names, link targets, extended "
+		    "attributes) passes 1 GiB here, more than any reader of an image takes", EFBIG);
+}
+
 static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 {
 	const char *hl = archive_entry_hardlink(e) ? archive_entry_hardlink(e) :
@@ -773,10 +823,12 @@ static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 	}
 	free_inode(r, n);
 	if (hl)
-		return link_entry(r, e, n, target);
+		return link_entry(r, e, n, target) ?: count_meta(r, n, 1);
 	rc = new_inode(r, n);
 	if (!rc)
 		rc = set_attrs(r, e, n);
+	if (!rc)
+		rc = count_meta(r, n, 0);
 	if (!rc && S_ISREG(n->st.st_mode))
 		rc = read_data(r, e, n);
 	return rc;

@@ -95,7 +95,7 @@ int exclude_load(struct exclude *ex, const char *file)
 		report_error(NULL, "--exclude-from %s: %s", file, strerror(-rc));
 		return rc;
 	}
-	rc = lines_each(f, '\n', exclude_line, &x);
+	rc = lines_each(f, file, '\n', exclude_line, &x);
 	if (rc == -EIO && ferror(f))
 		report_error(NULL, "--exclude-from %s: %s", file, strerror(EIO));
 	fclose(f);

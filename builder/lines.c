@@ -3,10 +3,47 @@
 #include "lines.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
-int lines_each(FILE *f, int delim, lines_fn each, void *arg)
+#include "report.h"
+
+/* Reads one record of F into *REC (grown as needed, up to LINES_RECORD_MAX bytes):
+ * its length, -1 at the end of F, -E2BIG past the bound (nothing more is read). */
+static ssize_t get_record(char **rec, size_t *cap, int delim, FILE *f)
+{
+	size_t len = 0;
+	int c = EOF;
+
+	while ((c = getc_unlocked(f)) != EOF) {
+		if (len == LINES_RECORD_MAX)
+			return -E2BIG;
+		if (len + 2 > *cap) {
+			size_t grown = *cap ? 2 * *cap : 256;
+			char *p;
+
+			if (grown > LINES_RECORD_MAX + 1)
+				grown = LINES_RECORD_MAX + 1;
+			p = realloc(*rec, grown);
+			if (!p)
+				return -ENOMEM;
+			*rec = p;
+			*cap = grown;
+		}
+		(*rec)[len++] = (char)c;
+		if (c == delim)
+			break;
+	}
+	if (!len)
+		return -1;
+	(*rec)[len] = 0;
+	return (ssize_t)len;
+}
+
+int lines_each(FILE *f, const char *name, int delim, lines_fn each, void *arg)
 {
 	char *rec = NULL;
 	size_t cap = 0;
@@ -14,13 +51,44 @@ int lines_each(FILE *f, int delim, lines_fn each, void *arg)
 	unsigned number = 0;
 	int rc = 0;
 
-	while (!rc && (len = getdelim(&rec, &cap, delim, f)) >= 0) {
+	while (!rc && (len = get_record(&rec, &cap, delim, f)) >= 0) {
 		if (len && rec[len - 1] == (char)delim)
 			rec[--len] = 0;
 		rc = each(arg, rec, (size_t)len, ++number);
 	}
+	if (!rc && len == -E2BIG) {
+		report_error(name, "record %u is longer than %u MiB: not a list file", number + 1,
+			     LINES_RECORD_MAX >> 20);
+		rc = -E2BIG;
+	}
+	if (!rc && len == -ENOMEM)
+		rc = -ENOMEM;
 	if (!rc && ferror(f))
 		rc = -EIO;
 	free(rec);
 	return rc;
+}
+
+FILE *lines_open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), err;
+	struct stat st;
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		err = S_ISREG(st.st_mode) ? errno : EINVAL;
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	/* opened without blocking so that a FIFO cannot hang us; reads then wait as usual */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) || !(f = fdopen(fd, "re"))) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	return f;
 }

@@ -17,10 +17,20 @@
  * stops the reading and is returned. */
 typedef int (*lines_fn)(void *arg, char *rec, size_t len, unsigned number);
 
+/* A record is at most this long: a path and the byte ranges a hot list gives it leave
+ * room to spare; a longer one is no list at all (a FIFO or a huge file named by
+ * mistake or by someone else), and reading it whole would cost its size in memory. */
+#define LINES_RECORD_MAX (16u << 20)
+
 /* Calls EACH(ARG, ...) for every record of F, records ending in DELIM ('\n', or '\0' for
- * -T --null; the last one may lack it). Returns what EACH stopped with, else -EIO when F
- * could not be read to its end (ferror(F) is then set: the caller says so), else 0. F
- * stays the caller's to close. */
-int lines_each(FILE *f, int delim, lines_fn each, void *arg);
+ * -T --null; the last one may lack it). Returns what EACH stopped with, else -E2BIG for a
+ * record over LINES_RECORD_MAX (said, naming NAME and the record's number), -ENOMEM, or
+ * -EIO when F could not be read to its end (ferror(F) is then set: the caller says so),
+ * else 0. F stays the caller's to close. */
+int lines_each(FILE *f, const char *name, int delim, lines_fn each, void *arg);
+
+/* PATH opened for lines_each if it is a regular file, without waiting on a FIFO: NULL
+ * with errno set otherwise (EINVAL: not a regular file). The FILE is the caller's. */
+FILE *lines_open_regular(const char *path);
 
 #endif

@@ -73,6 +73,8 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 
 	pack.carry = base ? &carry : NULL;
 	pack.end_body = o->cut_inside;
+	if (!rc)
+		rc = meta_check_size(t); /* before any block is written */
 	if (!rc && o->cut_inside)
 		rc = chunks_split(order, nhot, &count, o->pack.block_log, o->cut_mean_log, base);
 	if (!rc)

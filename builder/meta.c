@@ -153,20 +153,47 @@ static void layout(const struct tree *t, const struct sizes *s, uint64_t nblocks
 	*total = h->strings_off + s->strings;
 }
 
+/* Counts T's tables and lays them out in H: -EFBIG (reported) when a table overflows
+ * its count or the whole is more than the readers take (STP_META_SIZE_MAX). */
+static int plan(const struct tree *t, uint64_t nblocks, struct sizes *s,
+		struct stp_meta_header *h, uint64_t *total)
+{
+	count(t, s);
+	if (s->dirents > UINT32_MAX || s->extents > UINT32_MAX || s->xattrs > UINT32_MAX ||
+	    s->strings > UINT32_MAX || nblocks > UINT32_MAX) {
+		report_error(NULL, "the tree is too large for one image");
+		return -EFBIG;
+	}
+	layout(t, s, nblocks, h, total);
+	if (*total <= STP_META_SIZE_MAX)
+		return 0;
+	report_error(NULL, "the metadata would take %.1f MiB (%u inodes, %llu extended "
+		     "attributes, %.1f MiB of names, link targets and attribute values), over "
+		     "the %llu MiB every reader takes: no image written", *total / 1048576.0,
+		     t->ninodes, (unsigned long long)s->xattrs, s->strings / 1048576.0,
+		     STP_META_SIZE_MAX >> 20);
+	return -EFBIG;
+}
+
+int meta_check_size(const struct tree *t)
+{
+	struct stp_meta_header h = { 0 };
+	struct sizes s;
+	uint64_t total;
+
+	return plan(t, 0, &s, &h, &total);
+}
+
 int meta_build(const struct tree *t, const struct stp_blockent *blocks, uint64_t nblocks,
 	       uint8_t **out, size_t *len)
 {
 	struct writer w = { 0 };
 	struct sizes s;
 	uint64_t total;
+	int rc = plan(t, nblocks, &s, &w.h, &total);
 
-	count(t, &s);
-	if (s.dirents > UINT32_MAX || s.extents > UINT32_MAX || s.xattrs > UINT32_MAX ||
-	    s.strings > UINT32_MAX || nblocks > UINT32_MAX) {
-		report_error(NULL, "the tree is too large for one image");
-		return -EFBIG;
-	}
-	layout(t, &s, nblocks, &w.h, &total);
+	if (rc)
+		return rc;
 	w.buf = calloc(1, total);
 	if (!w.buf)
 		return -ENOMEM;

@@ -395,15 +395,18 @@ static int hot_line(void *arg, char *line, size_t len, unsigned lineno)
 static int read_hot_list(struct tree *t, const char *list, uint64_t margin, struct hot_set *h)
 {
 	struct hot_list x = { t, list, margin, h };
-	FILE *f = fopen(list, "re");
+	FILE *f = lines_open_regular(list); /* a FIFO would hang the build */
 	int rc;
 
 	if (!f) {
 		rc = -errno;
-		report_errno(list, -rc, "--hot-list");
+		if (rc == -EINVAL)
+			report_error(list, "--hot-list: not a regular file");
+		else
+			report_errno(list, -rc, "--hot-list");
 		return rc;
 	}
-	rc = lines_each(f, '\n', hot_line, &x);
+	rc = lines_each(f, list, '\n', hot_line, &x);
 	if (rc == -EIO && ferror(f))
 		report_errno(list, EIO, "--hot-list");
 	fclose(f);

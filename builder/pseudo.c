@@ -146,7 +146,7 @@ int pseudo_load(struct pseudo *p, const char *file)
 
 	if (!f)
 		return report_errno(file, errno, "--pseudo-file");
-	rc = lines_each(f, '\n', pseudo_line, &x);
+	rc = lines_each(f, file, '\n', pseudo_line, &x);
 	if (rc == -EIO && !x.bad)
 		report_errno(file, EIO, "--pseudo-file");
 	fclose(f);

@@ -91,7 +91,7 @@ int select_load(struct select *s, const char *file, int nul)
 	s->file = file;
 	if (!f)
 		return report_errno(file, errno, "--files-from");
-	rc = lines_each(f, nul ? '\0' : '\n', select_name, s);
+	rc = lines_each(f, file, nul ? '\0' : '\n', select_name, s);
 	if (rc == -EIO && ferror(f))
 		report_errno(file, EIO, "--files-from");
 	if (f != stdin)

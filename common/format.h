@@ -58,6 +58,10 @@
 /* Extended attributes as Linux bounds them (XATTR_NAME_MAX, XATTR_SIZE_MAX). */
 #define STP_XATTR_NAME_MAX 255u
 #define STP_XATTR_VALUE_MAX 65536u
+/* An inode's attribute names, each with its NUL, fit in Linux's XATTR_LIST_MAX, or
+ * listxattr(2) could not return them: so an inode has at most half as many. */
+#define STP_XATTR_LIST_MAX 65536u
+#define STP_XATTR_COUNT_MAX (STP_XATTR_LIST_MAX / 2)
 
 /* Feature bits. An image that sets an incompatible bit we do not know is refused. */
 #define STP_FEAT_INCOMPAT_DICT (1ull << 0)     /* blocks may use the stored dictionary */

@@ -125,12 +125,29 @@ int stp_image_readlink(const struct stp_image *img, const struct stp_inode *inod
 		       char target[STP_LINK_MAX + 1], size_t *len);
 
 /* Extended attribute INDEX of INODE: its record into *X (x->name_len, x->value_len) and
- * its name, checked (1 to 255 bytes, no NUL), into NAME, NUL-terminated. The value, up
+ * its name, checked (1 to 255 bytes, no NUL, after the name of INDEX - 1 in byte order),
+ * into NAME, NUL-terminated. -ENOENT past the last one. The value, up
  * to STP_XATTR_VALUE_MAX bytes, is copied by stp_image_xattr_value, x->value_len bytes
  * into VALUE. */
 int stp_image_xattr(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,
 		    struct stp_xattr *x, char name[STP_XATTR_NAME_MAX + 1]);
 int stp_image_xattr_value(const struct stp_image *img, const struct stp_xattr *x, void *value);
+
+/* The attribute of INODE named WANTED into *X, found by bisection (names are sorted):
+ * -ENODATA when there is none. */
+int stp_image_xattr_find(const struct stp_image *img, const struct stp_inode *inode,
+			 const char *wanted, struct stp_xattr *x);
+
+/* Walks INODE's attributes, checking every one and that their names with NULs fit
+ * STP_XATTR_LIST_MAX (-EUCLEAN, logged, if not); *values: their values' total. For a
+ * reader that holds them all at once, to refuse a total it cannot afford. */
+int stp_image_xattr_sizes(const struct stp_image *img, const struct stp_inode *inode,
+			  uint64_t *values);
+
+/* What a reader holding all of one file's values at once (diff, extract --tar) takes;
+ * the format allows more (STP_XATTR_COUNT_MAX values of STP_XATTR_VALUE_MAX), which
+ * a hostile image reaches cheaply by sharing bytes of the string pool. */
+#define STP_XATTR_HELD_MAX (64u << 20)
 
 /* Extent INDEX of regular file INODE, checked to lie inside the data stream. */
 int stp_image_extent(const struct stp_image *img, const struct stp_inode *inode, uint32_t index,

@@ -28,6 +28,7 @@ static int inode_check(const struct stp_image *img, uint32_t ino, const struct s
 
 	/* bits above type and permissions would reach the kernel, which has no room for them */
 	if (in->mtime_nsec >= 1000000000u || in->nlink == 0 || (in->mode & ~(S_IFMT | 07777)) ||
+	    in->xattr_count > STP_XATTR_COUNT_MAX ||
 	    !img_range_ok(in->xattr_first, in->xattr_count, mh->xattr_count))
 		return STP_CORRUPT(img->path, "inode %u: attributes out of range", ino);
 	switch (in->mode & S_IFMT) {

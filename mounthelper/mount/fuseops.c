@@ -678,9 +678,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 {
 	struct stp_fs *fs = fs_of(req);
 	struct stp_inode inode;
-	char xname[STP_XATTR_NAME_MAX + 1];
 	struct stp_xattr x;
 	uint32_t n;
+	void *value;
 	int err = load_inode(fs, ino, &n, &inode);
 
 	if (ino == FUSE_ROOT_ID && !strcmp(name, STP_STATUS_XATTR)) {
@@ -689,29 +689,24 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	}
 	if (!err && fs->no_xattrs)
 		err = -EOPNOTSUPP;
-	for (uint32_t i = 0; !err && i < inode.xattr_count; i++) {
-		void *value;
-
-		err = stp_image_xattr(fs->img, &inode, i, &x, xname);
-		if (err || strcmp(xname, name))
-			continue;
-		if (!size) {
-			fuse_reply_xattr(req, x.value_len);
-		} else if (size < x.value_len) {
-			fuse_reply_err(req, ERANGE);
-		} else if (!(value = malloc(x.value_len ? x.value_len : 1))) {
-			fuse_reply_err(req, ENOMEM);
-		} else {
-			err = stp_image_xattr_value(fs->img, &x, value);
-			if (err)
-				fuse_reply_err(req, to_errno(err));
-			else
-				fuse_reply_buf(req, value, x.value_len);
-			free(value);
-		}
-		return;
+	if (!err) /* bisected: an inode's names are sorted (stipple(5)) */
+		err = stp_image_xattr_find(fs->img, &inode, name, &x);
+	if (err) {
+		fuse_reply_err(req, to_errno(err));
+	} else if (!size) {
+		fuse_reply_xattr(req, x.value_len);
+	} else if (size < x.value_len) {
+		fuse_reply_err(req, ERANGE);
+	} else if (!(value = malloc(x.value_len ? x.value_len : 1))) {
+		fuse_reply_err(req, ENOMEM);
+	} else {
+		err = stp_image_xattr_value(fs->img, &x, value);
+		if (err)
+			fuse_reply_err(req, to_errno(err));
+		else
+			fuse_reply_buf(req, value, x.value_len);
+		free(value);
 	}
-	fuse_reply_err(req, err ? to_errno(err) : ENODATA);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)

@@ -29,6 +29,7 @@
 #include "jsonout.h"
 #include "progress.h"
 #include "pubindex.h"
+#include "published.h"
 #include "pubstore.h"
 #include "sign.h"
 
@@ -112,9 +113,18 @@ static int read_verbatim(struct publish *p)
 	uint64_t n = sb->block_count, tail_len = sb->image_size - p->tail;
 	uint64_t sb_at = stp_pubindex_sb_offset(n);
 	struct stp_imgsrc *src = stp_image_src(p->img);
+	uint64_t index_len = stp_pubindex_tail_file_offset(n) + tail_len;
 	int err;
 
-	p->index_len = (size_t)(stp_pubindex_tail_file_offset(n) + tail_len);
+	/* before DIR is touched: no reader would fetch a larger index */
+	if (index_len > STP_PUBLISHED_INDEX_MAX) {
+		stp_cli_problem(&publish_cli, p->image, NULL, "cannot be published: its index "
+				"would be %" PRIu64 " bytes, over the %llu MiB a mount takes; "
+				"nothing written", index_len,
+				(unsigned long long)(STP_PUBLISHED_INDEX_MAX >> 20));
+		return -EFBIG;
+	}
+	p->index_len = (size_t)index_len;
 	p->index = calloc(1, p->index_len);
 	if (!p->index) {
 		stp_cli_error(&publish_cli, "out of memory");

@@ -18,6 +18,7 @@
 #include "destnodes.h"
 #include "fileread.h"
 #include "image.h"
+#include "treewalk.h"
 
 struct visited {
 	uint64_t dev, ino;
@@ -57,7 +58,11 @@ int stp_side_open(const struct stp_cli *cli, const char *arg, struct stp_side **
 			free(s);
 			return err;
 		}
-	} else if ((err = stp_cli_open(cli, arg, &s->img))) {
+	} else if ((err = stp_cli_open(cli, arg, &s->img)) ||
+		   (err = stp_treewalk_files(s->img, NULL, NULL))) {
+		/* the rule of every whole-image walker (reported by the library): directories
+		 * sharing entry records would make the diff quadratic */
+		stp_image_close(s->img);
 		free(s);
 		return err;
 	}
@@ -374,7 +379,13 @@ int stp_side_xattrs(struct stp_side *side, const char *path, const struct stp_si
 	*count = 0;
 	if (side->img) {
 		uint32_t n = node->inode.xattr_count;
+		uint64_t total;
 
+		/* all of them are held at once: a total the format allows may be too much */
+		if ((err = stp_image_xattr_sizes(side->img, &node->inode, &total)))
+			return err;
+		if (total > STP_XATTR_HELD_MAX)
+			return -EFBIG;
 		if (n && !(*xattrs = calloc(n, sizeof(**xattrs))))
 			return -ENOMEM;
 		for (; !err && *count < n; (*count)++)

@@ -220,12 +220,23 @@ static int add_xattrs(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct tarout *t = w->ctx;
 	char name[STP_XATTR_NAME_MAX + 1];
+	uint64_t total;
+	int err = stp_image_xattr_sizes(t->img, &e->inode, &total);
 
+	if (err) {
+		stp_walk_problem(w, e->path, "extended attributes: %s", stp_strerror(err));
+		return err;
+	}
+	if (total > STP_XATTR_HELD_MAX) { /* the pax header holds them all */
+		stp_walk_problem(w, e->path, "extended attributes of %" PRIu64 " bytes, over the "
+				 "%u MiB a tar entry takes here", total, STP_XATTR_HELD_MAX >> 20);
+		return -EFBIG;
+	}
 	for (uint32_t i = 0; i < e->inode.xattr_count; i++) {
 		const uint8_t *value = t->xattr_value;
 		struct stp_xattr a;
-		int err = stp_image_xattr(t->img, &e->inode, i, &a, name);
 
+		err = stp_image_xattr(t->img, &e->inode, i, &a, name);
 		if (!err)
 			err = stp_image_xattr_value(t->img, &a, t->xattr_value);
 		if (err) {

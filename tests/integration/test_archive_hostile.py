@@ -239,3 +239,67 @@ def test_entry_names_are_escaped_in_messages(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "evil\\033]0;owned\\007\\302\\23331m" in r.stderr, r.stderr
     assert not any(c in r.stderr for c in "\x1b\x07\u009b"), repr(r.stderr)
+
+
+def acl_tar(path, users, dup=False):
+    """A pax tar of one file whose SCHILY.acl.access names USERS users by number, and
+    when DUP uid 0 twice: by the name root, and by number (libarchive merges entries that
+    repeat the same number or name, not those that resolve to one)."""
+    ents = ["user::rwx", "group::r-x", "other::r--", "mask::rwx"]
+    ents += ["user:u%d:rwx:%d" % (i, 1000 + i) for i in range(users)]
+    if dup:
+        ents += ["user:root:rwx", "user:zero:r--:0"]
+    ti = tarfile.TarInfo("f")
+    ti.pax_headers = {"SCHILY.acl.access": ",".join(ents)}
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        t.addfile(ti)
+    return path
+
+
+@pytest.mark.parametrize("users, dup", [(10000, False), (3, True)])
+def test_acl_past_what_linux_takes_is_refused(tmp_path, users, dup):
+    """An ACL of more entries than a 64 KiB attribute holds, or naming a user twice, was
+    stored (exit 0) as an attribute `check` then calls damaged: refused, naming the entry."""
+    image = tmp_path / "acl.stp"
+    r = mkstipple(acl_tar(tmp_path / "acl.tar", users, dup), image, timeout=5)
+    assert r.returncode == 1, r.stderr
+    why = "more than 8,191 entries" if users > 8191 else "one user or group twice"
+    assert "acl.tar: f: refused: its ACL" in r.stderr and why in r.stderr, r.stderr
+    assert not image.exists()
+
+
+def test_acl_within_the_bound_is_stored(tmp_path, stipple):
+    """8,000 named users (64,036 bytes as the kernel's value) still build, and the image is
+    sound; Python's tarfile reads the ACL back from `extract --tar`."""
+    image = tmp_path / "acl.stp"
+    r = mkstipple(acl_tar(tmp_path / "acl.tar", 8000), image, timeout=60)
+    assert r.returncode == 0, r.stderr
+    run([stipple, "check", image], check=True)
+    out = tmp_path / "out.tar"
+    run([stipple, "extract", "--tar", image, out], check=True)
+    with tarfile.open(out) as t:
+        m = [m for m in t if m.name.lstrip("./") == "f"][0]
+    acl = m.pax_headers.get("SCHILY.acl.access") or ""
+    assert acl.count("user:") == 8001 and "user:8999:rwx" in acl, acl[:200]
+
+
+def test_metadata_past_what_readers_take_is_refused(tmp_path):
+    """1,150 entries of 15 x 65,000-byte attributes: 1.1 GB of metadata from a few MB of
+    .tar.gz. The old mkstipple held it all (2 GB of RSS) and wrote an image every reader
+    refuses ("metadata size above 1 GiB"), exit 0. It stops at the entry that passes
+    1 GiB, within 1.5 GiB of address space, and leaves no image."""
+    arc = tmp_path / "meta.tar.gz"
+    with gzip.open(arc, "wb", compresslevel=1) as f:
+        for i in range(1150):
+            ti = tarfile.TarInfo("f%04d" % i)
+            ti.pax_headers = {"SCHILY.xattr.user.a%02d" % j: "v" * 65000 for j in range(15)}
+            f.write(ti.tobuf(tarfile.PAX_FORMAT))
+        f.write(b"\0" * 1024)
+    image = tmp_path / "meta.stp"
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+    r = run([MKSTIPPLE, "--quiet", arc, image], timeout=600, preexec_fn=limit)
+    assert r.returncode == 1, r.stderr[-600:]
+    assert "meta.tar.gz: f1" in r.stderr and "passes 1 GiB here" in r.stderr, r.stderr[-600:]
+    assert not image.exists()

@@ -306,6 +306,98 @@ def test_xattr_at_linux_bounds_is_accepted(xattr_image, tmp_path):
     assert "extended attribute" not in r.stderr, r.stderr
 
 
+def xattr_tar(path, files, count):
+    """A pax tar of empty FILES, each with COUNT one-byte attributes user.a0000..., and
+    20 symlinks of 4 KB targets, so that the string pool holds more than 64 KiB."""
+    import tarfile
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        for f in files:
+            ti = tarfile.TarInfo(f)
+            ti.pax_headers = {"SCHILY.xattr.user.a%04d" % i: "v" for i in range(count)}
+            t.addfile(ti)
+        for i in range(20):
+            ti = tarfile.TarInfo("l%02d" % i)
+            ti.type, ti.linkname = tarfile.SYMTYPE, "t" * 4000 + "%02d" % i
+            t.addfile(ti)
+    return path
+
+
+@pytest.fixture(scope="module")
+def two_files_image(tmp_path_factory, stipple_built):
+    root = tmp_path_factory.mktemp("xattr2")
+    return build_image(xattr_tar(root / "two.tar", ["f1", "f2"], 40), root / "two.stp", *FAST)
+
+
+def with_big_values(img, recs):
+    """Every record of RECS keeps its name and takes the pool's first 64 KiB as value:
+    each record alone is sound (values may share pool bytes)."""
+    for rec in recs:
+        name_off, _, _, name_len = img.xattr(rec)
+        img.set_xattr(rec, name_off, 0, 65536, name_len)
+
+
+def run_limited(args, gib=1):
+    """stipple ARGS in at most GIB GiB of address space."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
+    return run([STIPPLE, *args], timeout=60, preexec_fn=limit)
+
+
+def test_xattr_range_claimed_by_one_inode_is_damage(two_files_image, tmp_path):
+    """One file claiming the whole table (its own 40 records and the next file's: the
+    names start over at the 41st) with 64 KiB values: check said OK, and diff and
+    extract --tar held count x 64 KiB (32 GiB for a 15 MB image). An inode's names
+    strictly increase (stipple(5)): every reader calls this damaged."""
+    img = HostileImage(two_files_image)
+    first, second = sorted(("/f1", "/f2"), key=lambda p: img.xattr_records(p)[0])
+    recs = img.xattr_records(first) + img.xattr_records(second)
+    img.inode_put(img.lookup(first), "xattr_count", 80)
+    with_big_values(img, recs)
+    bad = img.write(tmp_path / "claim.stp")
+    r = stipple("check", bad)
+    assert r.returncode == 1 and first in r.stderr, r.stdout + r.stderr
+    assert "names out of order or repeated" in r.stderr, r.stderr
+    r = run_limited(["diff", bad, two_files_image])
+    assert r.returncode == 2 and first in r.stderr and "damaged image" in r.stderr, r.stderr
+    r = run_limited(["extract", "--tar", bad, tmp_path / "out.tar"])
+    assert r.returncode == 1 and first in r.stderr and "damaged image" in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "out.tar")
+
+
+def test_xattr_range_shared_between_inodes_is_damage(two_files_image, tmp_path):
+    """Every file pointing at one range made check, ls -l and a mount cost files x
+    records; the builder never shares a range, and check now says so."""
+    img = HostileImage(two_files_image)
+    f1 = img.lookup("/f1")
+    for field in ("xattr_first", "xattr_count"):
+        img.inode_put(img.lookup("/f2"), field, img.inode_get(f1, field))
+    bad = img.write(tmp_path / "share.stp")
+    r = stipple("check", bad)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"/f[12]: extended attribute \d+: another inode's too", r.stderr), r.stderr
+    r = stipple("check", two_files_image)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_xattr_values_past_what_diff_and_tar_hold(tmp_path):
+    """1,100 sorted names, each value the pool's first 64 KiB: sound for the format
+    (Linux bounds each value, not their total) but 69 MiB to hold at once. diff and
+    extract --tar refuse it, naming the file, instead of allocating it."""
+    src = build_image(xattr_tar(tmp_path / "many.tar", ["f"], 1100), tmp_path / "m.stp", *FAST)
+    img = HostileImage(src)
+    with_big_values(img, img.xattr_records("/f"))
+    big = img.write(tmp_path / "big.stp")
+    r = stipple("check", big)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_limited(["diff", big, src])
+    assert r.returncode == 2 and "/f: File too large" in r.stderr, r.stderr
+    r = run_limited(["extract", "--tar", big, tmp_path / "out.tar"])
+    assert r.returncode == 1 and "/f: extended attributes of 72089600 bytes, over the " \
+        "64 MiB" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("change", ["nul", "long-value"])
 def test_xattr_beyond_bounds_never_reaches_listxattr(xattr_image, tmp_path, mounted, change):
     bad = crafted_xattr(xattr_image, tmp_path / ("m-%s.stipple" % change), change)
@@ -650,3 +742,36 @@ def test_diff_reports_a_directory_loop(looping_image, other):
     assert "/a/b/c: directory reached twice: skipped" in r.stderr
     # the pair at /a/b/c is skipped whole: nothing below it is compared
     assert r.stdout == ""
+
+
+# --- directories sharing one range of entries: ls -R and diff walk the whole image ---
+
+
+@pytest.fixture(scope="module")
+def dirs_image(tmp_path_factory, stipple_built):
+    root = tmp_path_factory.mktemp("dirs")
+    src = root / "src"
+    for i in range(300):
+        os.makedirs(src / ("d%03d" % i))
+    return build_image(src, root / "dirs.stp", *FAST)
+
+
+def test_directories_sharing_entries_refused_by_ls_and_diff(dirs_image, tmp_path):
+    """Each of 300 directories naming the root's 300 entries: every directory is entered
+    once, but each lists 300 names, so ls -R and diff printed 90,000 lines of 300 records
+    (9e8 for 30,000). They check the record-ownership rule first, as check does."""
+    img = HostileImage(dirs_image)
+    root_data, root_count = img.inode_get(0, "data"), img.inode_get(0, "count")
+    for i in range(300):
+        ino = img.lookup("/d%03d" % i)
+        img.inode_put(ino, "data", root_data)
+        img.inode_put(ino, "count", root_count)
+        img.inode_put(ino, "size", root_count)
+    bad = img.write(tmp_path / "dd.stp")
+    why = "its directory entry records overlap or precede those of inode"
+    for args, status in ((["ls", "-R", bad], 1), (["diff", bad, dirs_image], 2)):
+        r = stipple(*args)
+        assert r.returncode == status and why in r.stderr, (args, r.returncode, r.stderr[-500:])
+        assert r.stdout.count("\n") < 1000, (args, len(r.stdout))
+    r = stipple("ls", "-R", dirs_image)
+    assert r.returncode == 0 and r.stdout.count("d299") == 2, r.stderr

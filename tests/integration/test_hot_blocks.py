@@ -168,3 +168,28 @@ def test_bad_hot_block_sizes_are_refused(tree, tmp_path, value, why):
     r = mkstipple(tree, out, "--block-size", "256K", "--hot-block-size", value)
     assert r.returncode == 2 and why in r.stderr, (r.returncode, r.stderr)
     assert not out.exists()
+
+
+def test_hot_list_that_is_a_fifo_is_refused_at_once(tree, tmp_path):
+    """A FIFO in the hot list's place (someone swapped the recorded list) must not hang
+    the build: refused at once, naming the list, and no image."""
+    fifo = tmp_path / "hot.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "fifo.stp"
+    r = mkstipple(tree, out, "--hot-list", fifo, timeout=20)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert str(fifo) in r.stderr and "not a regular file" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_hot_list_without_an_end_of_line_is_refused(tree, tmp_path):
+    """A 64 MiB 'line' is no hot list: refused with its number, not held whole and
+    taken for a path."""
+    huge = tmp_path / "hot.huge"
+    with open(huge, "wb") as f:
+        f.truncate(64 << 20)
+    out = tmp_path / "huge.stp"
+    r = mkstipple(tree, out, "--hot-list", huge)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert str(huge) in r.stderr and "record 1 is longer than 16 MiB" in r.stderr, r.stderr
+    assert not out.exists()

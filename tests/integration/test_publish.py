@@ -358,3 +358,25 @@ def test_publish_follows_no_link_of_a_directory_owner(releases, tmp_path):
     assert r.returncode == 1, r.stderr
     assert "a symlink owned by uid 65534" in r.stderr, r.stderr
     assert os.listdir(rootdir) == []
+
+
+def test_index_over_what_a_mount_takes_refused(tmp_path):
+    """An image whose metadata stores more than 256 MiB (here incompressible extended
+    attributes) makes an index no reader fetches: publish used to write it (exit 0).
+    It is refused, naming both sizes, before DIR is made."""
+    import base64
+    tar = tmp_path / "big.tar"
+    with open(tar, "wb") as f:
+        for i in range(420):
+            ti = tarfile.TarInfo("f%03d" % i)
+            ti.pax_headers = {"SCHILY.xattr.user.a%02d" % j:
+                              base64.b64encode(os.urandom(48000)).decode() for j in range(15)}
+            f.write(ti.tobuf(tarfile.PAX_FORMAT))
+        f.write(b"\0" * 1024)
+    image = imageutil.build(tar, tmp_path / "big.stp", "--level", "1")
+    os.unlink(tar)
+    out = tmp_path / "pub"
+    r = publish(image, out)
+    assert_refused(r, image)
+    assert "its index would be" in r.stderr and "over the 256 MiB" in r.stderr, r.stderr
+    assert not os.path.exists(out)

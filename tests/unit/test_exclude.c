@@ -153,19 +153,42 @@ static void test_lines(void)
 	struct seen s = { .stop_at = 0 };
 	FILE *f = fmemopen((void *)nul_list, sizeof(nul_list) - 1, "r");
 
-	CHECK(lines_each(f, '\0', keep, &s) == 0);
+	CHECK(lines_each(f, "list", '\0', keep, &s) == 0);
 	CHECK(s.n == 4 && !strcmp(s.recs[0], "a") && !strcmp(s.recs[1], "") &&
 	      !strcmp(s.recs[2], "b c") && !strcmp(s.recs[3], "last") && s.numbers[3] == 4);
 	fclose(f);
 	s = (struct seen){ .stop_at = 2 };
 	f = fmemopen("x\ny\nz\n", 6, "r");
-	CHECK(lines_each(f, '\n', keep, &s) == -ECANCELED && s.n == 2, "stopped by EACH");
+	CHECK(lines_each(f, "list", '\n', keep, &s) == -ECANCELED && s.n == 2, "stopped by EACH");
 	fclose(f);
 	s = (struct seen){ .stop_at = 0 };
 	f = fopen("/", "re");
-	CHECK(f && lines_each(f, '\n', keep, &s) == -EIO && ferror(f) && s.n == 0,
+	CHECK(f && lines_each(f, "list", '\n', keep, &s) == -EIO && ferror(f) && s.n == 0,
 	      "a directory cannot be read");
 	fclose(f);
+}
+
+/* A record is bounded: one of exactly LINES_RECORD_MAX bytes with its delimiter is read,
+ * one byte more is -E2BIG, after the records before it. */
+static void test_lines_bounded(void)
+{
+	size_t len = LINES_RECORD_MAX + 3;
+	char *buf = malloc(len);
+	struct seen s = { .stop_at = 0 };
+	FILE *f;
+
+	memset(buf, 'x', len);
+	buf[0] = 'a';
+	buf[1] = '\n';
+	buf[len - 1] = '\n';
+	f = fmemopen(buf, len - 1, "r"); /* "a\n", then LINES_RECORD_MAX + 0 bytes of x */
+	CHECK(lines_each(f, "list", '\n', keep, &s) == 0 && s.n == 2, "at the bound");
+	fclose(f);
+	s = (struct seen){ .stop_at = 0 };
+	f = fmemopen(buf, len, "r");     /* one more byte: x... and its newline */
+	CHECK(lines_each(f, "list", '\n', keep, &s) == -E2BIG && s.n == 1, "past the bound");
+	fclose(f);
+	free(buf);
 }
 
 static void test_mtime(void)
@@ -209,6 +232,7 @@ int main(void)
 	RUN(test_refused_and_many);
 	RUN(test_load);
 	RUN(test_lines);
+	RUN(test_lines_bounded);
 	RUN(test_mtime);
 	return tap_done();
 }

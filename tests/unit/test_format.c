@@ -1056,6 +1056,63 @@ static void test_image_xattr_bounds(void)
 	CHECK_EQ(xattr_of(&(struct xattr_spec){ "\0user.a", 7, 1 }), -EUCLEAN);
 }
 
+/* The attributes X[0..n) of a hand-made root: 0 when every one reads back, in order, and
+ * their names with NULs fit XATTR_LIST_MAX (stp_image_xattr_sizes), else the error. */
+static int xattrs_of(const struct xattr_spec *x, unsigned n)
+{
+	static uint8_t img[IMG_MAX];
+	char name[STP_XATTR_NAME_MAX + 1];
+	struct stp_image *im;
+	struct stp_inode root;
+	struct stp_xattr a;
+	uint64_t values;
+	int rc = open_bytes(img, hand_image(img, x, n, NULL, 0), &im);
+
+	if (rc)
+		return rc;
+	rc = stp_image_inode(im, STP_ROOT_INO, &root);
+	for (unsigned i = 0; !rc && i < n; i++)
+		rc = stp_image_xattr(im, &root, i, &a, name);
+	if (!rc)
+		rc = stp_image_xattr_sizes(im, &root, &values);
+	if (!rc && n >= 2) { /* bisection finds the last one, and not what is absent */
+		rc = stp_image_xattr_find(im, &root, x[n - 1].name, &a);
+		if (!rc && stp_image_xattr_find(im, &root, "zzz", &a) != -ENODATA)
+			rc = -EINVAL;
+	}
+	stp_image_close(im);
+	return rc;
+}
+
+/* stipple(5): an inode's names strictly increase in byte order, and with a NUL each
+ * they fit in 64 KiB; values may share bytes of the pool. */
+static void test_image_xattr_order(void)
+{
+	static const struct xattr_spec sorted[] = { { "user.a", 6, 1 }, { "user.b", 6, 2 } },
+		reversed[] = { { "user.b", 6, 1 }, { "user.a", 6, 1 } },
+		twice[] = { { "user.a", 6, 1 }, { "user.a", 6, 1 } },
+		prefix[] = { { "user.ab", 7, 1 }, { "user.a", 6, 1 } };
+	static struct xattr_spec many[257];
+	static char names[257][256];
+
+	CHECK_EQ(xattrs_of(sorted, 2), 0);
+	CHECK_EQ(xattrs_of(reversed, 2), -EUCLEAN);
+	CHECK(strstr(last_log, "extended attribute 1: names out of order or repeated"), "%s",
+	      last_log);
+	CHECK_EQ(xattrs_of(twice, 2), -EUCLEAN);
+	CHECK_EQ(xattrs_of(prefix, 2), -EUCLEAN);
+	/* 256 names of 255 bytes and their NULs: exactly 65,536 bytes; one more is over */
+	for (unsigned i = 0; i < 257; i++) {
+		memset(names[i], 'n', 255);
+		snprintf(names[i], 16, "user.%03u", i);
+		names[i][8] = 'n';
+		many[i] = (struct xattr_spec){ names[i], 255, 0 };
+	}
+	CHECK_EQ(xattrs_of(many, 256), 0);
+	CHECK_EQ(xattrs_of(many, 257), -EUCLEAN);
+	CHECK(strstr(last_log, "names of 65792 bytes, over 65536"), "%s", last_log);
+}
+
 /* A file shorter than the superblock's image_size, or a block table entry pointing
  * past it, is refused when the image is opened. */
 static void test_image_open_bounds(void)
@@ -1145,6 +1202,7 @@ int main(void)
 	RUN(test_reserved_bytes);
 	stp_log_set_handler(keep_log);
 	RUN(test_image_xattr_bounds);
+	RUN(test_image_xattr_order);
 	RUN(test_image_open_bounds);
 	RUN(test_image_blocks_apart);
 	return tap_done();
