@@ -21,6 +21,8 @@
 #   env: RUNS=5 RELEASES=/work/releases WORKROOT=/var/tmp/stipple-baselaunch
 #        OUT=/var/tmp/base-launch V1_MKOPTS=--cut-inside RECORD_LEVEL=3
 #        STIPPLE_BUILD=build RELEASE_SCRATCH= (see trees/release.sh)
+#        MORE="LABEL=IMAGE ..." (more images of v2, timed in the same rounds)
+# Runs recorded in RESULTS.md were started under `chrt -f 10`, as launch runs there are.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -89,7 +91,8 @@ for pair in "$@"; do
 		continue
 	fi
 	[ "$runs" -gt 0 ] || continue
-	RUNS=$runs ONLY=stipple TREE=$releases/$d2 TREE_KIND=$pair EXTRA="--base=$work/v2-base.stp" \
+	RUNS=$runs ONLY=stipple TREE=$releases/$d2 TREE_KIND=$pair \
+		EXTRA="--base=$work/v2-base.stp ${MORE:-}" \
 		EXTRA_WARM=1 "$here/launch_bench.sh" "$work" >"$out/$pair.txt" 2>"$out/$pair.log"
 	echo "base_launch: $pair done ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 done
