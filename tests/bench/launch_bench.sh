@@ -318,7 +318,7 @@ fi
 printf '\npeak MiB: the FUSE daemon'\''s VmHWM after two launches (highest over the rounds); '
 printf 'kernel file systems: - (their page cache is not counted)\n'
 printf 'images: '
-ls -lL "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }' # -L: images may be links
+ls -lL "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }' || true # -L: images may be links; tree.* may be none
 printf '\nhot list: %s files, %s recorded (whole files at their size), hot region %s\n' \
 	"$(grep -cv $'\tlookup$' "$work/hot.txt")" "$(hot_list_bytes "$tree" "$work/hot.txt" | numfmt --to=iec)" \
 	"$("$st" info "$work/hot.stp" | sed -n 's/^hot region: *\([0-9]*\).*/\1/p' | numfmt --to=iec)"
