@@ -1224,6 +1224,24 @@ static int put_carried_tail(struct packer *p)
 	return rc ? rc : put_carried(p, c->nhead, 1);
 }
 
+/* With --base and a hot list, the carried blocks go after the rests of the hot files
+ * (the first cold pieces, see order.c), not right after the hot region: a launch that
+ * strays beside its recorded ranges then finds those bytes in the block after the hot
+ * region, which a mount decodes as it warms, as in an image built without --base. The
+ * rests are packed anew in either place, so the blocks an update fetches are the same. */
+static int put_carried_after_rests(struct packer *p)
+{
+	int rc = pad_block(p);
+
+	p->cut_pending = 0;
+	return rc ? rc : put_carried_head(p);
+}
+
+static int is_rest(const struct piece *pc)
+{
+	return pc->file->hot_ranges != NULL;
+}
+
 /* Packs a cold piece, ending the block before or after it where the cuts say so. */
 static int pack_cold_piece(struct packer *p, const struct piece *pc)
 {
@@ -1244,7 +1262,7 @@ static int pack_cold_piece(struct packer *p, const struct piece *pc)
 static int pack_all(struct packer *p, const struct piece *order, size_t n, size_t nhot,
 		    struct pack_result *r)
 {
-	int rc = 0;
+	int rc = 0, carry_waits = 0; /* the carried blocks wait for the rests */
 
 	if (nhot && p->o->hot_block_log < p->o->block_log)
 		p->fill_size = (size_t)1 << p->o->hot_block_log;
@@ -1252,6 +1270,12 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 		rc = put_carried_head(p);
 
 	for (size_t i = 0; i < n && !rc; i++) {
+		if (carry_waits && !is_rest(&order[i])) {
+			rc = put_carried_after_rests(p);
+			carry_waits = 0;
+			if (rc)
+				break;
+		}
 		/* in the hot region each piece starts on a page of the stream unless it goes on
 		 * from the one before: a stream page then belongs to one file, and a file page
 		 * to one stream page, so a page never straddles two blocks, which warming
@@ -1265,9 +1289,10 @@ static int pack_all(struct packer *p, const struct piece *order, size_t n, size_
 						       : pack_piece(p, &order[i]);
 		if (!rc && i + 1 == nhot)
 			rc = end_hot_region(p, r);
-		if (!rc && i + 1 == nhot)
-			rc = put_carried_head(p);
+		carry_waits |= i + 1 == nhot;
 	}
+	if (!rc && carry_waits)
+		rc = put_carried_after_rests(p);
 	if (!rc)
 		rc = finish_files(p, order, n);
 	if (!rc)

@@ -46,7 +46,8 @@
 # usage: tests/bench/launch_bench.sh [WORKDIR]
 #   env: TREE_KIND=blender RUNS=5 ONLY="stipple variants ..." STIPPLE_BUILD=build LEVEL=
 #        TREE=WORKDIR/tree DWARFS=/opt/dwarfs/bin DWARFS_ARGS= SKIP_OTHERS=1 (no other tools)
-#        EXTRA="LABEL=IMAGE ..." (more images of the tree, each a straight-away column)
+#        EXTRA="LABEL=IMAGE ..." (more images of the tree, each a straight-away column;
+#        EXTRA_WARM=1 adds an after-warming column for each)
 #        COMPARE="LABEL=BUILD ..." (another build's stipple mounts hot.stp: its straight-away
 #        and after-warming columns, interleaved with this build's, for an A/B of the daemon)
 #        RECORD_LEVEL=N (base.stp, the image the hot list is recorded from, at --level N:
@@ -191,8 +192,11 @@ if want variants; then
 fi
 # EXTRA="LABEL=IMAGE ...": more stipple images of the same tree, each a column (say,
 # the same hot list built with another --hot-block-size)
+# (EXTRA_WARM=1: each after warming too)
 for extra in ${EXTRA:-}; do
 	column "stipple, ${extra%%=*}, straight away" "stp_mount \"${extra#*=}\""
+	[ -z "${EXTRA_WARM:-}" ] ||
+		column "stipple, ${extra%%=*}, after warming" "warmed_mount \"${extra#*=}\""
 done
 # COMPARE="LABEL=BUILD ...": the same image mounted by another build's daemon
 for other in ${COMPARE:-}; do
@@ -314,7 +318,7 @@ fi
 printf '\npeak MiB: the FUSE daemon'\''s VmHWM after two launches (highest over the rounds); '
 printf 'kernel file systems: - (their page cache is not counted)\n'
 printf 'images: '
-ls -lL "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }' # -L: images may be links
+ls -lL "$work"/*.stp "$work"/tree.* 2>/dev/null | awk '{ printf "%s %d  ", $9, $5 }' || true # -L: images may be links; tree.* may be none
 printf '\nhot list: %s files, %s recorded (whole files at their size), hot region %s\n' \
 	"$(grep -cv $'\tlookup$' "$work/hot.txt")" "$(hot_list_bytes "$tree" "$work/hot.txt" | numfmt --to=iec)" \
 	"$("$st" info "$work/hot.stp" | sed -n 's/^hot region: *\([0-9]*\).*/\1/p' | numfmt --to=iec)"

@@ -676,3 +676,34 @@ def test_cut_inside_does_not_read_a_base_file_far_larger_than_the_trees(tmp_path
     assert r.returncode == 0, r.stderr
     run([STIPPLE, "check", new], check=True)
     assert_reads_as(new, tree, tmp_path)
+
+
+def test_rests_of_hot_files_come_before_the_carried_blocks(releases, tmp_path):
+    """What the hot list leaves of a file goes in the block right after the hot region,
+    as in a build without --base (the block a mount decodes as it warms), and the
+    carried blocks after it: built on OLD, a launch that strays beside its recorded
+    ranges does not wait for the decode of a block behind all the carried ones."""
+    v1, v2, gone, _ = releases
+    dyn = sorted((p for p in sources(v1) if p.startswith("lib-dynload/")),
+                 key=lambda p: os.path.getsize(v1 / p))
+    program = dyn[-1]  # the largest: its rest fills more than a block
+    assert os.path.getsize(v1 / program) > 2 * (64 << 10) and program not in gone
+    hot = [p for p in sources(v1) if p.startswith("json/")]
+    listing = tmp_path / "hot.list"
+    listing.write_text("".join(p + "\n" for p in hot) + program + "\t0-8192\n")
+    i1 = build(v1, tmp_path / "r1.stp", "--hot-list", listing)
+    i2 = build(v2, tmp_path / "r2.stp", "--hot-list", listing, "--base", i1)
+    info2 = json.loads(run([STIPPLE, "info", "--json", i2], check=True).stdout)
+    nhot = -(-info2["hot_size"] // (64 << 10))
+    held = file_blocks(i2)
+    rest = sorted(b for b, paths in held.items() if b >= nhot and program in paths)
+    others = sorted(b for b, paths in held.items() if b >= nhot and paths - {program})
+    assert rest and rest[0] == nhot, "the rest of %s is not in the first cold block" % program
+    assert rest == list(range(nhot, rest[-1] + 1))
+    assert others and others[0] > rest[-1], "a block of other files comes before the rest"
+    # the unchanged files are still carried, by their stored bytes
+    old = set(storedblocks.block_hashes(STIPPLE, i1))
+    new = storedblocks.block_hashes(STIPPLE, i2)
+    kept = [b for b in others if not held[b] & gone]
+    assert kept and sum(new[b] in old for b in kept) > len(kept) // 2
+    assert_reads_as(i2, v2, tmp_path)

@@ -16,21 +16,7 @@ tree_assemble() {
 	mkdir -p "$d/jdk" "$d/app"
 	# links into /etc are followed; lib/src.zip points at a source package not installed
 	for part in bin conf lib legal release; do cp -rL "$jdk/$part" "$d/jdk/" 2>/dev/null || true; done
-	cat >"$d/app/Hello.java" <<'J'
-import java.util.*;
-import java.util.stream.*;
-
-public class Hello {
-    public static void main(String[] args) {
-        Map<String, Integer> m = new TreeMap<>();
-        for (String w : "the quick brown fox jumps over the lazy dog".split(" "))
-            m.merge(w, 1, Integer::sum);
-        System.out.println(m.entrySet().stream()
-            .map(e -> String.format("%s=%d", e.getKey(), e.getValue()))
-            .collect(Collectors.joining(", ")));
-    }
-}
-J
+	write_hello_java "$d/app/Hello.java"
 	"$jdk/bin/javac" -d "$d/app" "$d/app/Hello.java"
 	expect_in_tree "$d" java.home "$("$d/jdk/bin/java" -XshowSettings:properties -version 2>&1 |
 		grep 'java.home')"
@@ -40,5 +26,5 @@ J
 tree_launch() {
 	local out
 	out=$("$1/jdk/bin/java" -cp "$1/app" Hello 2>/dev/null) || return 1
-	[ "$out" = "brown=1, dog=1, fox=1, jumps=1, lazy=1, over=1, quick=1, the=2" ]
+	[ "$out" = "$HELLO_JAVA_OUT" ]
 }

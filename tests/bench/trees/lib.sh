@@ -72,3 +72,24 @@ cc_run() { # DIR CC [EXTRA...]
 	rm -f "$o"
 	[ $rc -eq 0 ] && [ "$magic" = $'\x7fELF' ]
 }
+
+# A hello world in Java with a few collections and a string format: what the JVM recipes
+# run; HELLO_JAVA_OUT is what it prints.
+HELLO_JAVA_OUT="brown=1, dog=1, fox=1, jumps=1, lazy=1, over=1, quick=1, the=2"
+write_hello_java() { # FILE
+	cat >"$1" <<'J'
+import java.util.*;
+import java.util.stream.*;
+
+public class Hello {
+    public static void main(String[] args) {
+        Map<String, Integer> m = new TreeMap<>();
+        for (String w : "the quick brown fox jumps over the lazy dog".split(" "))
+            m.merge(w, 1, Integer::sum);
+        System.out.println(m.entrySet().stream()
+            .map(e -> String.format("%s=%d", e.getKey(), e.getValue()))
+            .collect(Collectors.joining(", ")));
+    }
+}
+J
+}
