@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -69,6 +71,14 @@ int lines_each(FILE *f, const char *name, int delim, lines_fn each, void *arg)
 	return rc;
 }
 
+/* A pipe named by a descriptor of ours: only our caller can have made it. */
+static bool handed_pipe(const char *path, const struct stat *st)
+{
+	return S_ISFIFO(st->st_mode) && (!strncmp(path, "/dev/fd/", 8) ||
+					 !strncmp(path, "/proc/self/fd/", 14) ||
+					 !strcmp(path, "/dev/stdin"));
+}
+
 FILE *lines_open_regular(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), err;
@@ -77,8 +87,11 @@ FILE *lines_open_regular(const char *path)
 
 	if (fd < 0)
 		return NULL;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		err = S_ISREG(st.st_mode) ? errno : EINVAL;
+	if (fstat(fd, &st))
+		err = errno;
+	else
+		err = S_ISREG(st.st_mode) || handed_pipe(path, &st) ? 0 : EINVAL;
+	if (err) {
 		close(fd);
 		errno = err;
 		return NULL;

@@ -29,8 +29,10 @@ typedef int (*lines_fn)(void *arg, char *rec, size_t len, unsigned number);
  * else 0. F stays the caller's to close. */
 int lines_each(FILE *f, const char *name, int delim, lines_fn each, void *arg);
 
-/* PATH opened for lines_each if it is a regular file, without waiting on a FIFO: NULL
- * with errno set otherwise (EINVAL: not a regular file). The FILE is the caller's. */
+/* PATH opened for lines_each if it is a regular file, or a pipe the caller handed over
+ * as a descriptor (/dev/fd/N, /proc/self/fd/N, /dev/stdin: `<(...)`), without waiting on
+ * a named FIFO, which anyone who can write its folder may have put there: NULL with errno
+ * set otherwise (EINVAL: neither). The FILE is the caller's. */
 FILE *lines_open_regular(const char *path);
 
 #endif

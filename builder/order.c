@@ -395,13 +395,13 @@ static int hot_line(void *arg, char *line, size_t len, unsigned lineno)
 static int read_hot_list(struct tree *t, const char *list, uint64_t margin, struct hot_set *h)
 {
 	struct hot_list x = { t, list, margin, h };
-	FILE *f = lines_open_regular(list); /* a FIFO would hang the build */
+	FILE *f = lines_open_regular(list); /* a named FIFO would hang the build */
 	int rc;
 
 	if (!f) {
 		rc = -errno;
 		if (rc == -EINVAL)
-			report_error(list, "--hot-list: not a regular file");
+			report_error(list, "--hot-list: not a regular file (a pipe is taken only as /dev/fd/N)");
 		else
 			report_errno(list, -rc, "--hot-list");
 		return rc;

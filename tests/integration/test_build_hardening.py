@@ -10,7 +10,6 @@ list: mkstipple opens the hot list only once the scan is done, and blocks there 
 the test, having changed the tree, closes the FIFO (an empty hot list)."""
 
 import contextlib
-import errno
 import os
 import resource
 import shutil
@@ -52,30 +51,39 @@ def finish(p, timeout=HANG):
     return p.returncode, o, e
 
 
+def reading_pipe(pid, pipe_fd):
+    """Whether PID's main thread waits in read(2) on the pipe PIPE_FD is an end of."""
+    try:
+        with open("/proc/%d/syscall" % pid) as f:
+            call = f.read().split()
+        if call[0] != "0":  # read(2) on x86_64 and the other 64-bit ABIs but arm64's
+            return False
+        return os.readlink("/proc/%d/fd/%d" % (pid, int(call[1], 16))) == \
+            os.readlink("/proc/self/fd/%d" % pipe_fd)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 @contextlib.contextmanager
 def paused_build(tmp_path, src, image, *args):
     """Starts mkstipple on SRC and yields once its scan is done and it waits on the hot
-    list; the build goes on when the block ends. Yields a dict that gets 'rc', 'err'."""
-    fifo = tmp_path / "hot.fifo"
-    os.mkfifo(fifo)
-    p = subprocess.Popen([MKSTIPPLE, "--quiet", *FAST, "--hot-list", fifo, *args, src, image],
+    list, a pipe handed over as /dev/fd/N (as `<(...)` does); the build goes on, with an
+    empty list, when the block ends. Yields a dict that gets 'rc', 'err'."""
+    rfd, wfd = os.pipe()
+    p = subprocess.Popen([MKSTIPPLE, "--quiet", *FAST, "--hot-list", "/dev/fd/%d" % rfd,
+                          *args, src, image], pass_fds=(rfd,),
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, errors="replace")
+    os.close(rfd)
     result = {"proc": p}
-    wfd = -1
     try:
         deadline = time.monotonic() + HANG
-        while wfd < 0:
-            try:
-                wfd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: no reader yet
-            except OSError as e:
-                if e.errno != errno.ENXIO:
-                    raise
-                if p.poll() is not None:
-                    pytest.fail("mkstipple ended before reading the hot list:\n%s"
-                                % p.stderr.read())
-                assert time.monotonic() < deadline, "mkstipple never opened the hot list"
-                time.sleep(0.01)
+        while not reading_pipe(p.pid, wfd):
+            if p.poll() is not None:
+                pytest.fail("mkstipple ended before reading the hot list:\n%s"
+                            % p.stderr.read())
+            assert time.monotonic() < deadline, "mkstipple never read the hot list"
+            time.sleep(0.01)
         yield result
         os.close(wfd)
         wfd = -1

@@ -14,10 +14,11 @@ import random
 import re
 import shutil
 import struct
+import subprocess
 
 import pytest
 
-from conftest import STIPPLE, mount_image, run
+from conftest import MKSTIPPLE, STIPPLE, mount_image, run
 import imageutil
 import treeutil
 
@@ -180,6 +181,23 @@ def test_hot_list_that_is_a_fifo_is_refused_at_once(tree, tmp_path):
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert str(fifo) in r.stderr and "not a regular file" in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_hot_list_through_a_handed_pipe_is_read(tree, hot_list, image, tmp_path):
+    """A pipe handed over as /dev/fd/N (what `--hot-list <(...)` gives) is read as the
+    file would be: the same image, byte for byte."""
+    out = tmp_path / "piped.stp"
+    rfd, wfd = os.pipe()
+    p = subprocess.Popen([MKSTIPPLE, "--level", "3", "--block-size", "256K",
+                          "--hot-block-size", "64K", "--hot-list", "/dev/fd/%d" % rfd,
+                          tree, out], pass_fds=(rfd,), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, errors="replace")
+    os.close(rfd)
+    os.write(wfd, hot_list.read_bytes())
+    os.close(wfd)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert out.read_bytes() == image.read_bytes()
 
 
 def test_hot_list_without_an_end_of_line_is_refused(tree, tmp_path):

@@ -26,7 +26,7 @@ from test_http import cache_files, www  # noqa: F401 (www: a fixture)
 
 def mountinfo_line(mnt):
     """Every field of MNT's mount table entry, in one line."""
-    return " ".join(mounts.at(mnt))
+    return " ".join(str(f) for f in mounts.at(mnt))
 
 
 def cmdlines_naming(text):
