@@ -5,9 +5,11 @@ an image, interleaved (A B C A B C ...), warm (the image in the page cache) or c
 (page, dentry and inode caches dropped before each mount).
 
 The kinds take turns to go first, round by round, so that none always follows the same
-one. Two times per mount, medians over --rounds: until the mount is live (listed in
-/proc/self/mountinfo, polled every 0.2 ms), and until the command returns (for stipple,
-once its daemon serves and, unless --no-prime, the hot files are looked up).
+one. Three times per mount, medians over --rounds: until the mount is live (listed in
+/proc/self/mountinfo, polled every 0.2 ms), until it serves (a stat of the mount point
+answers: the kernel holds it until the daemon has answered FUSE's INIT, then a GETATTR),
+and until the command returns (for stipple, once its daemon serves and, unless
+--no-prime, the hot files are looked up; squashfuse_ll returns before it serves).
 
 With --before DIR (another build, e.g. of the commit before a change; repeatable) its two
 front ends join the same rounds, named after DIR's parent folder, so a change is measured against its base on the same load. Every
@@ -50,12 +52,14 @@ def one_mount(cmd, mnt, cold):
             raise SystemExit("mount_time: %s failed (exit %d)" % (cmd[0], p.returncode))
         time.sleep(0.0002)
     live = time.perf_counter() - t0
+    os.stat(mnt)  # the kernel holds it until the daemon answered INIT, then GETATTR
+    serving = time.perf_counter() - t0
     p.wait()
     done = time.perf_counter() - t0
     subprocess.run(["umount", mnt], check=True)
     while mounted(mnt):
         time.sleep(0.001)
-    return live * 1000, done * 1000
+    return live * 1000, serving * 1000, done * 1000
 
 
 def stipple_kinds(build, label, a, mnt):
@@ -98,7 +102,7 @@ def main():
         with open(image, "rb") as f:  # into the page cache
             while f.read(1 << 24):
                 pass
-    res = {k: ([], []) for k in kinds}
+    res = {k: ([], [], []) for k in kinds}
     try:
         for r in range(a.rounds):
             # each round starts one kind later: on a loaded machine the kind that follows
@@ -106,9 +110,8 @@ def main():
             order = list(kinds.items())
             order = order[r % len(order):] + order[:r % len(order)]
             for k, cmd in order:
-                live, done = one_mount(cmd, mnt, a.cold)
-                res[k][0].append(live)
-                res[k][1].append(done)
+                for times, t in zip(res[k], one_mount(cmd, mnt, a.cold)):
+                    times.append(t)
                 time.sleep(0.05)
     finally:
         if mounted(mnt):
@@ -117,14 +120,14 @@ def main():
     print("%s, %s, medians of %d interleaved rounds" % (
         a.stipple_image, "caches dropped before each mount" if a.cold else "warm", a.rounds))
     base = res.get("squashfuse_ll")
-    for k, (live, done) in res.items():
+    for k, times in res.items():
+        med = [statistics.median(t) for t in times]
         ratio = ""
         if base and k != "squashfuse_ll":
-            ratio = "  (%.2fx, %.2fx squashfuse_ll)" % (
-                statistics.median(live) / statistics.median(base[0]),
-                statistics.median(done) / statistics.median(base[1]))
-        print("  %-24s live after %6.1f ms, returned after %6.1f ms%s" % (
-            k, statistics.median(live), statistics.median(done), ratio))
+            ratio = "  (%s squashfuse_ll)" % ", ".join(
+                "%.2fx" % (m / statistics.median(b)) for m, b in zip(med, base))
+        print("  %-24s live after %6.1f ms, serving after %6.1f ms, returned after %6.1f ms%s"
+              % (k, *med, ratio))
     print("  load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
