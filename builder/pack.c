@@ -1231,8 +1231,11 @@ static int put_carried_tail(struct packer *p)
  * rests are packed anew in either place, so the blocks an update fetches are the same. */
 static int put_carried_after_rests(struct packer *p)
 {
-	int rc = pad_block(p);
+	int rc;
 
+	if (!p->o->carry || !p->o->carry->nhead)
+		return 0; /* nothing carried: the rests go on into the cold region as they are */
+	rc = pad_block(p);
 	p->cut_pending = 0;
 	return rc ? rc : put_carried_head(p);
 }
