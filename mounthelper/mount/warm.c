@@ -4,7 +4,8 @@
  * is built once at start; workers then take blocks in order, decode them through the cache, push
  * the bytes of files the kernel knows into its page cache, and hold each block until its
  * hot pages are in the page cache or have been read. A store thread pushes a file's
- * warmed bytes when the kernel first learns of the file.
+ * warmed bytes when the kernel first learns of the file, and again those of a file whose
+ * store the kernel refused while it was still taking in the file's lookup reply.
  */
 #include "warm.h"
 
@@ -27,6 +28,11 @@
 #define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
 #define QUEUE_LEN 65536u          /* inodes waiting for a store; more are not stored */
 #define LINGER_NS 30000000000ll  /* after warming, how long held blocks wait for a reader */
+/* A queued inode whose store is to be tried again (the kernel had not taken the lookup
+ * reply yet); how many such retries a warmer makes in all (each waits out the store's
+ * own naps first, about 10 ms). */
+#define RETRY_BIT 0x80000000u
+#define RETRY_MAX 1024u
 /* How long stopping waits for a thread: one blocked in notify_store, on a page that a
  * read the ended loop will never answer holds locked, never returns. */
 #define STOP_WAIT_S 2
@@ -64,8 +70,10 @@ struct stp_warmer {
 	uint64_t ahead;            /* hot blocks a read decoded before warming took them; lock */
 	enum fstate follow;        /* protected by lock */
 	int stop;                  /* protected by lock */
-	uint32_t queue[QUEUE_LEN]; /* inodes to store; protected by lock */
+	uint32_t queue[QUEUE_LEN]; /* inodes to store, RETRY_BIT for a retry; lock */
 	unsigned qhead, qlen;
+	unsigned retrying;         /* retries queued or running; protected by lock */
+	unsigned retries_left;     /* protected by lock */
 	uint64_t reads;            /* atomic: reads answered, whatever their block */
 
 	unsigned nworkers;
@@ -137,9 +145,33 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 		mark_pages(w, off, len);
 }
 
-/* Pushes the whole pages of S (from pinned block REF) into the kernel's page cache. */
-static void store_seg(struct stp_warmer *w, const struct stp_warm_seg *s,
-		      const struct stp_block_ref *ref)
+/* Lock held: queues INO (with RETRY_BIT, a retry) for the store thread. */
+static void enqueue_locked(struct stp_warmer *w, uint32_t ino)
+{
+	if (w->qlen >= QUEUE_LEN)
+		return;
+	w->queue[(w->qhead + w->qlen++) % QUEUE_LEN] = ino;
+	w->retrying += !!(ino & RETRY_BIT);
+	pthread_cond_broadcast(&w->cond);
+}
+
+/* A store of INO met a lookup reply the kernel has not taken yet (its requester had not
+ * run again, as on a busy machine): the store thread tries the file again later, while
+ * its block is held, instead of leaving those pages to reads after warming. */
+static void retry_later(struct stp_warmer *w, uint32_t ino)
+{
+	pthread_mutex_lock(&w->lock);
+	if (w->retries_left && !w->stop) {
+		w->retries_left--;
+		enqueue_locked(w, ino | RETRY_BIT);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Pushes the whole pages of S (from pinned block REF) into the kernel's page cache.
+ * 1 when the kernel refused a file the table still knows: worth trying again. */
+static int store_seg(struct stp_warmer *w, const struct stp_warm_seg *s,
+		     const struct stp_block_ref *ref)
 {
 	uint64_t a, b;
 	size_t in;
@@ -147,10 +179,13 @@ static void store_seg(struct stp_warmer *w, const struct stp_warm_seg *s,
 	stp_pagestore_span(s->file_off, s->len, s->file_size, &a, &b);
 	in = (size_t)(stp_sb_block_offset(w->sb, s->stream_off) + (a - s->file_off));
 	if (!w->store.se || b == a)
-		return;
+		return 0;
 	/* all or nothing: the kernel forgot the inode, or the mount is going: reads serve it */
-	if (stp_pagestore_push(&w->store, s->ino, a, b, ref, in) == b - a)
+	if (stp_pagestore_push(&w->store, s->ino, a, b, ref, in) == b - a) {
 		mark_pages(w, s->stream_off + (a - s->file_off), b - a);
+		return 0;
+	}
+	return stp_inodes_known(w->inodes, s->ino);
 }
 
 /* Stores every segment of block K whose file the kernel knows. */
@@ -163,14 +198,15 @@ static void store_block(struct stp_warmer *w, uint64_t k)
 	if (stp_cache_get_resident(w->cache, k, &ref))
 		return;
 	for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
-		if (stp_inodes_known(w->inodes, p->segs[i].ino))
-			store_seg(w, &p->segs[i], &ref);
+		if (stp_inodes_known(w->inodes, p->segs[i].ino) && store_seg(w, &p->segs[i], &ref))
+			retry_later(w, p->segs[i].ino);
 	stp_cache_release(w->cache, &ref);
 }
 
 static void store_inode(struct stp_warmer *w, uint32_t ino)
 {
 	const struct stp_warm_plan *p = &w->plan;
+	int again = 0;
 
 	for (uint32_t i = p->ino_first[ino]; i < p->ino_first[ino + 1]; i++) {
 		const struct stp_warm_seg *s = &p->segs[p->by_ino[i]];
@@ -184,10 +220,12 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 		/* a block not warmed yet is stored by its worker, which sees the inode known; one
 		 * let go meanwhile is not decoded again for this */
 		if (held && !stp_cache_get_resident(w->cache, k, &ref)) {
-			store_seg(w, s, &ref);
+			again |= store_seg(w, s, &ref);
 			stp_cache_release(w->cache, &ref);
 		}
 	}
+	if (again)
+		retry_later(w, ino);
 }
 
 /* Watches the inode table: a file the kernel has just learnt of gets its warmed pages.
@@ -196,15 +234,12 @@ static void note_known(void *ctx, uint32_t ino, const struct stp_inode *inode)
 {
 	struct stp_warmer *w = ctx;
 
-	if (!inode || ino >= w->ninodes)
+	if (!inode || ino >= w->ninodes || (ino & RETRY_BIT))
 		return;
 	if (w->plan.ino_first[ino] == w->plan.ino_first[ino + 1])
 		return;
 	pthread_mutex_lock(&w->lock);
-	if (w->qlen < QUEUE_LEN) {
-		w->queue[(w->qhead + w->qlen++) % QUEUE_LEN] = ino;
-		pthread_cond_broadcast(&w->cond);
-	}
+	enqueue_locked(w, ino);
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -445,8 +480,9 @@ static void *store_main(void *arg)
 		w->qhead = (w->qhead + 1) % QUEUE_LEN;
 		w->qlen--;
 		pthread_mutex_unlock(&w->lock);
-		store_inode(w, ino);
+		store_inode(w, ino & ~RETRY_BIT);
 		pthread_mutex_lock(&w->lock);
+		w->retrying -= !!(ino & RETRY_BIT);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
@@ -512,6 +548,7 @@ int stp_warm_start(const struct stp_image *img, struct stp_cache *cache, struct 
 	stp_pagestore_init(&w->store, se, inodes);
 	w->inodes = inodes;
 	w->nworkers = workers;
+	w->retries_left = RETRY_MAX;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -592,7 +629,8 @@ void stp_warm_status(struct stp_warmer *w, struct stp_warm_status *out)
 	out->workers = w->nworkers;
 	out->ahead = w->ahead;
 	/* the block after the hot region counts: a launch after warming should not meet it */
-	out->done = w->finished == w->nblocks && (w->follow == F_NONE || w->follow == F_DONE);
+	out->done = w->finished == w->nblocks && (w->follow == F_NONE || w->follow == F_DONE) &&
+		    !w->retrying;
 	out->full = !out->done && w->idle_full > 0;
 	pthread_mutex_unlock(&w->lock);
 	stp_pagestore_stats(&w->store, &out->store);

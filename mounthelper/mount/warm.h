@@ -32,7 +32,8 @@ struct stp_warm_status {
 	struct stp_pagestore_stats store; /* its pushes into the page cache */
 	uint64_t ahead;        /* hot blocks reads decoded themselves before warming took them */
 	unsigned workers;
-	int done;              /* every hot block has been decoded and its pages pushed */
+	int done;              /* every hot block has been decoded and its pages pushed
+				* (refused stores tried again, warm.c) */
 	int full;              /* not done, but holding all the budget allows until reads
 				* free a block: as warm as the mount can be before the
 				* application starts */

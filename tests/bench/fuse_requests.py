@@ -19,6 +19,8 @@ On a stipple mount it also prints the decode trace: what the daemon's counters (
 missing or waited for it, hot blocks warmed. --sample MS polls them every MS
 milliseconds while COMMAND runs and prints their timeline, so that one sees whether the
 launch ran ahead of warming (each poll is one GETXATTR request, listed with the rest).
+The daemon's CPU over each run is in the trace too (from /proc, so in steps of a clock
+tick): whether anything of warming still runs beside a launch after warming.
 
 --image IMAGE mounts IMAGE at MOUNT first (with $STIPPLE, default `stipple`, and
 --warm-wait: after warming has finished) and unmounts it at the end, so that the first
@@ -57,11 +59,15 @@ DECODE_KEYS = (
     ("warm_stored_bytes", "bytes warming pushed into the page cache"),
     ("fill_stored_bytes", "bytes the filler pushed"),
     ("meta_pages_loaded", "metadata pages decoded"),
+    # not a status key: the daemon's user + system CPU from /proc, in clock ticks' steps
+    ("daemon_cpu_ms", "ms of CPU the daemon used (its decodes, pushes and answers)"),
 )
+CPU_KEY = "daemon_cpu_ms"
 
 
 def stipple_status(mount):
-    """The mount's status keys as integers, or None when it is not a stipple mount."""
+    """The mount's status keys as integers, or None when it is not a stipple mount; with
+    the daemon's CPU so far (user + system, ms) as CPU_KEY when /proc shows its pid."""
     try:
         text = os.getxattr(mount, STATUS_XATTR).decode()
     except OSError:
@@ -71,6 +77,12 @@ def stipple_status(mount):
         key, _, value = line.partition("=")
         if value.isdigit():
             out[key] = int(value)
+    try:
+        with open("/proc/%d/stat" % out["pid"]) as f:
+            fields = f.read().rpartition(")")[2].split()
+        out[CPU_KEY] = (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+    except (KeyError, OSError, ValueError, IndexError):
+        pass
     return out
 
 

@@ -119,6 +119,16 @@ stp_mount() { # IMAGE [OPTIONS...]
 	"$st" mount "$img" "$mnt" "$@"
 }
 
+# A launch's last files can still be closing when it returns (a loaded machine, a JVM
+# ending): umount then says "target is busy" for a moment. Try again for up to 5 s.
+unmount() {
+	for _ in $(seq 50); do
+		umount "$mnt" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	umount "$mnt"
+}
+
 daemon_pid() { "$st" status "$mnt" | sed -n 's/^daemon: *pid \([0-9]*\).*/\1/p'; }
 
 fg_mount() { # COMMAND...: starts a FUSE server in the foreground, waits for its mount
@@ -144,7 +154,7 @@ if [ ! -f "$work/hot.txt" ]; then
 	stp_mount "$work/base.stp" --record "$work/hot.txt"
 	pid=$(daemon_pid)
 	launch "$mnt" >/dev/null
-	umount "$mnt"
+	unmount
 	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done # the list is written on exit
 fi
 # whole files, each once, in the order of its first line (a file read again is listed
@@ -256,7 +266,7 @@ for round in $(seq "$runs"); do
 		if [ -n "$pid" ]; then
 			peak[$i]+=" $(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$pid/status")"
 		fi
-		[ "$dir" = "$tree" ] || umount "$mnt"
+		[ "$dir" = "$tree" ] || unmount
 		[ -z "$fg_pid" ] || wait "$fg_pid" || true
 		fg_pid=
 		after=$(launch "$tree")
@@ -277,7 +287,7 @@ if want stipple; then
 	sleep 3
 	st_peak=$(awk '/VmHWM/ { print $2 / 1024 }' "/proc/$pid/status")
 	st_settled=$(awk '/VmRSS/ { print $2 / 1024 }' "/proc/$pid/status")
-	umount "$mnt"
+	unmount
 fi
 
 # --- report -------------------------------------------------------------------------
