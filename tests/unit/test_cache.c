@@ -82,6 +82,28 @@ static int write_all(int fd, const void *p, size_t len)
 	return write(fd, p, len) == (ssize_t)len ? 0 : -1;
 }
 
+/* write_image's block table into OUT: block 0 is ZBLOCK (ZLEN bytes) after the
+ * superblock, the others DATA's bytes raw after it; BAD_BLOCK's checksum is wrong. */
+static void encode_blocks(const uint8_t *data, const uint8_t *zblock, size_t zlen, uint8_t *out)
+{
+	for (uint32_t b = 0; b < NBLOCKS; b++) {
+		uint64_t start = (uint64_t)b * BS, len = DATA_SIZE - start < BS ? DATA_SIZE - start : BS;
+		struct stp_blockent be = {
+			.offset = STP_SB_SIZE + zlen + start - BS, .stored_size = (uint32_t)len,
+			.codec = STP_CODEC_RAW, .filter = STP_FILTER_NONE,
+			.checksum = stp_checksum(data + start, len) ^ (b == BAD_BLOCK),
+		};
+
+		if (b == 0) {
+			be.offset = STP_SB_SIZE;
+			be.stored_size = (uint32_t)zlen;
+			be.codec = STP_CODEC_ZSTD;
+			be.checksum = stp_checksum(zblock, zlen);
+		}
+		stp_blockent_encode(&be, out + b * STP_BLOCKENT_SIZE);
+	}
+}
+
 /* Superblock, the raw blocks, block 0 compressed, then raw metadata: header, 2 inodes
  * (the root, empty, and the file), 2 extents, the block table, no strings. */
 static int write_image(int fd)
@@ -123,23 +145,7 @@ static int write_image(int fd)
 	stp_inode_encode(&file, meta + INODE_OFF + STP_INODE_SIZE);
 	for (int i = 0; i < 2; i++)
 		stp_extent_encode(&ext[i], meta + EXTENT_OFF + i * STP_EXTENT_SIZE);
-	for (uint32_t b = 0; b < NBLOCKS; b++) {
-		uint64_t start = (uint64_t)b * BS, len = DATA_SIZE - start < BS ? DATA_SIZE - start : BS;
-		struct stp_blockent be = {
-			.offset = STP_SB_SIZE + zlen + start - BS, .stored_size = (uint32_t)len,
-			.codec = STP_CODEC_RAW, .filter = STP_FILTER_NONE,
-			.checksum = stp_checksum(data + start, len) ^ (b == BAD_BLOCK),
-		};
-
-		if (b == 0) {
-			be.offset = STP_SB_SIZE;
-			be.stored_size = (uint32_t)zlen;
-			be.codec = STP_CODEC_ZSTD;
-			be.checksum = stp_checksum(zblock, zlen);
-		}
-
-		stp_blockent_encode(&be, meta + BLOCK_OFF + b * STP_BLOCKENT_SIZE);
-	}
+	encode_blocks(data, zblock, zlen, meta + BLOCK_OFF);
 	sb.meta_checksum = stp_checksum(meta, META_SIZE);
 	stp_sb_encode(&sb, sb_raw);
 	return write_all(fd, sb_raw, sizeof(sb_raw)) || write_all(fd, zblock, zlen) ||
@@ -402,6 +408,36 @@ static int break_zblock(uint8_t *frame, size_t len, unsigned k)
 	return -1;
 }
 
+/* Block B of the stream image, its SBS bytes at SRC, compressed into Z (CAP bytes):
+ * SBCJ filtered first, SBAD's frame broken, SSKIP's followed by a skippable frame.
+ * Returns the frame's length, 0 on failure. */
+static size_t stream_frame(uint32_t b, const uint8_t *src, uint8_t *z, size_t cap)
+{
+	static const uint8_t magic[4] = { 0x50, 0x2A, 0x4D, 0x18 };
+	static uint8_t filtered[SBS];
+	size_t zlen;
+	uint8_t *at;
+
+	if (b == SBCJ) {
+		memcpy(filtered, src, SBS);
+		stp_bcj_x86(filtered, SBS, (uint64_t)b * SBS, 1);
+		src = filtered;
+	}
+	zlen = ZSTD_compress(z, cap, src, SBS, 1);
+	if (ZSTD_isError(zlen) || (b == SBAD && break_zblock(z, zlen, SBAD_ZBLOCK)))
+		return 0;
+	if (b != SSKIP)
+		return zlen;
+	at = z + zlen;
+	memcpy(at, magic, 4);
+	at[4] = (uint8_t)SKIP_LEN;
+	at[5] = (uint8_t)(SKIP_LEN >> 8);
+	at[6] = (uint8_t)(SKIP_LEN >> 16);
+	at[7] = 0;
+	memset(at + 8, 0x5A, SKIP_LEN);
+	return zlen + 8 + SKIP_LEN;
+}
+
 static int write_stream_image(int fd)
 {
 	enum { INODE_OFF = STP_META_HDR_SIZE, BLOCK_OFF = INODE_OFF + STP_INODE_SIZE,
@@ -426,29 +462,9 @@ static int write_stream_image(int fd)
 	for (uint64_t s = 0; s < sizeof(data); s++)
 		data[s] = soft_byte(s);
 	for (uint32_t b = 0; b < SBLOCKS; b++) {
-		static uint8_t filtered[SBS];
-		const uint8_t *src = data + (size_t)b * SBS;
-
-		if (b == SBCJ) {
-			memcpy(filtered, src, SBS);
-			stp_bcj_x86(filtered, SBS, (uint64_t)b * SBS, 1);
-			src = filtered;
-		}
-		zlen[b] = ZSTD_compress(z[b], sizeof(z[b]), src, SBS, 1);
-		if (ZSTD_isError(zlen[b]) || (b == SBAD && break_zblock(z[b], zlen[b], SBAD_ZBLOCK)))
+		zlen[b] = stream_frame(b, data + (size_t)b * SBS, z[b], sizeof(z[b]));
+		if (!zlen[b])
 			return -1;
-		if (b == SSKIP) {
-			static const uint8_t magic[4] = { 0x50, 0x2A, 0x4D, 0x18 };
-			uint8_t *at = z[b] + zlen[b];
-
-			memcpy(at, magic, 4);
-			at[4] = (uint8_t)SKIP_LEN;
-			at[5] = (uint8_t)(SKIP_LEN >> 8);
-			at[6] = (uint8_t)(SKIP_LEN >> 16);
-			at[7] = 0;
-			memset(at + 8, 0x5A, SKIP_LEN);
-			zlen[b] += 8 + SKIP_LEN;
-		}
 	}
 	stp_meta_header_encode(&mh, meta);
 	stp_inode_encode(&root, meta + INODE_OFF);
@@ -600,6 +616,39 @@ static struct stp_image *open_stream_image(void)
 	return open_written(write_stream_image, "streaming test image");
 }
 
+/* The readers R[N] whose range ends at or below PUBLISHED are let go, with the right
+ * bytes; the others still wait. */
+static void check_let_go(struct reader *r, unsigned n, size_t published)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (r[i].end <= published)
+			CHECK(done_soon(&r[i]) && r[i].rc == 0 && r[i].right,
+			      " end %zu, watermark %zu", r[i].end, published);
+		else
+			CHECK(!is_done(&r[i]), " end %zu let go at %zu", r[i].end, published);
+	}
+}
+
+/* While block 0 decodes in CACHE (held by G at STEP), the second buffer serves block
+ * SBCJ into *BCJ (its bytes hold no E8/E9: test_filtered has code), and a third block
+ * (OTHER, started here) finds no buffer until one is free. */
+static void check_second_buffer(struct stp_cache *cache, struct gate *g, unsigned step,
+				struct stp_block_ref *bcj, struct reader *other)
+{
+	struct stp_cache_stats st;
+
+	CHECK(stp_cache_get_range(cache, SBCJ, 1, bcj) == 0);
+	CHECK(g->calls == step);
+	CHECK(range_right(cache, bcj, SBS - 1, 1, soft_byte));
+	CHECK(range_right(cache, bcj, 0, SBS, soft_byte));
+	other->cache = cache;
+	CHECK(pthread_create(&other->thread, NULL, reader_main, other) == 0);
+	nap_ms(100);
+	stp_cache_stats(cache, &st);
+	CHECK(!is_done(other) && st.waits == 1 && st.buffers == 2);
+	CHECK(st.peak_buffers <= st.max_buffers);
+}
+
 /* Readers of one block wait for their range only, in order, as the watermark passes;
  * the block ends up whole for later readers; the buffer bound holds meanwhile. */
 static void test_watermark(void)
@@ -625,31 +674,12 @@ static void test_watermark(void)
 
 		if (step == 1)
 			nap_ms(100); /* every reader has joined the one decode */
-		for (unsigned i = 0; i < N; i++) {
-			if (ends[i] <= published)
-				CHECK(done_soon(&r[i]) && r[i].rc == 0 && r[i].right,
-				      " end %zu, watermark %zu", ends[i], published);
-			else
-				CHECK(!is_done(&r[i]), " end %zu let go at %zu", ends[i], published);
-		}
+		check_let_go(r, N, published);
 		CHECK(at > published && at - published <= (256u << 10) && at % (128u << 10) == 0,
 		      " step %u at %zu after %zu", step, at, published);
 		published = at;
-		if (step == 4) {
-			/* while block 0 decodes, the second buffer serves block SBCJ (its bytes
-			 * hold no E8/E9: test_filtered has code) */
-			CHECK(stp_cache_get_range(cache, SBCJ, 1, &bcj) == 0);
-			CHECK(g.calls == step);
-			CHECK(range_right(cache, &bcj, SBS - 1, 1, soft_byte));
-			CHECK(range_right(cache, &bcj, 0, SBS, soft_byte));
-			/* and a third block finds no buffer until one is free */
-			other.cache = cache;
-			CHECK(pthread_create(&other.thread, NULL, reader_main, &other) == 0);
-			nap_ms(100);
-			stp_cache_stats(cache, &st);
-			CHECK(!is_done(&other) && st.waits == 1 && st.buffers == 2);
-			CHECK(st.peak_buffers <= st.max_buffers);
-		}
+		if (step == 4)
+			check_second_buffer(cache, &g, step, &bcj, &other);
 		if (published + (256u << 10) >= SBS)
 			break;
 		gate_allow(&g, step);
@@ -669,6 +699,33 @@ static void test_watermark(void)
 	CHECK(st.early >= 4 && st.peak_buffers == 2 && st.max_buffers == 2);
 	CHECK(st.pinned == 0 && st.buffers <= 2);
 	stp_cache_free(cache);
+}
+
+/* After test_watermark_error's two failures of SBAD in CACHE: a reader let go before
+ * the (third) failure keeps its bytes, and its buffer, until it lets go: another decode
+ * meanwhile must not take that buffer. */
+static void check_held_through_failure(struct stp_cache *cache)
+{
+	struct stp_block_ref held, other;
+	struct stp_cache_stats st;
+	int right = 1;
+
+	CHECK(stp_cache_get_range(cache, SBAD, 1000, &held) == 0);
+	for (int i = 0; i < 1000; i++) {
+		stp_cache_stats(cache, &st);
+		if (st.failures == 3)
+			break;
+		nap_ms(2);
+	}
+	CHECK(st.failures == 3);
+	CHECK(stp_cache_get(cache, 0, &other) == 0 && other.data != held.data);
+	stp_cache_release(cache, &other);
+	for (size_t i = 0; i < (128u << 10) && right; i++)
+		right = held.data[i] == soft_byte(SBAD * (uint64_t)SBS + i);
+	CHECK(right);
+	stp_cache_release(cache, &held);
+	stp_cache_stats(cache, &st);
+	CHECK(st.buffers <= 2 && st.pinned == 0);
 }
 
 /* A decode that fails halfway: the bytes before the damage were let go, every reader
@@ -714,30 +771,7 @@ static void test_watermark_error(void)
 	CHECK(stp_cache_get(cache, SBAD, &ref) == -EUCLEAN); /* tried again, no hang */
 	CHECK(stp_cache_get(cache, 0, &ref) == 0); /* the buffer came back */
 	stp_cache_release(cache, &ref);
-
-	/* a reader let go before the failure keeps its bytes, and its buffer, until it lets
-	 * go: another decode meanwhile must not take that buffer */
-	{
-		struct stp_block_ref held, other;
-		int right = 1;
-
-		CHECK(stp_cache_get_range(cache, SBAD, 1000, &held) == 0);
-		for (int i = 0; i < 1000; i++) {
-			stp_cache_stats(cache, &st);
-			if (st.failures == 3)
-				break;
-			nap_ms(2);
-		}
-		CHECK(st.failures == 3);
-		CHECK(stp_cache_get(cache, 0, &other) == 0 && other.data != held.data);
-		stp_cache_release(cache, &other);
-		for (size_t i = 0; i < (128u << 10) && right; i++)
-			right = held.data[i] == soft_byte(SBAD * (uint64_t)SBS + i);
-		CHECK(right);
-		stp_cache_release(cache, &held);
-		stp_cache_stats(cache, &st);
-		CHECK(st.buffers <= 2 && st.pinned == 0);
-	}
+	check_held_through_failure(cache);
 	stp_cache_free(cache);
 }
 
