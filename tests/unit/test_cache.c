@@ -1429,6 +1429,121 @@ static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, 
 	return bad;
 }
 
+/* check_filtered's state: the block, its readers and what the decode has published. */
+struct filtered {
+	uint64_t block;
+	size_t size;
+	struct gate g;
+	struct reader first, late, dense, behind;
+	int dense_started;
+	struct stp_cache *cache;
+	uint64_t seed;
+	size_t published;
+	unsigned bad, step;
+};
+
+/* The whole decode of F's block, the reference the copies must match, gives the source;
+ * the filter changed enough of it to matter. */
+static void check_reference(const struct filtered *f)
+{
+	uint8_t *whole = malloc(stp_image_block_buffer_size(code_image));
+
+	CHECK(code_changed[f->block] > f->size / 200, " block %llu: the filter changed %zu bytes",
+	      (unsigned long long)f->block, code_changed[f->block]);
+	CHECK(whole && stp_image_decode_block(code_image, f->block, whole) == 0 &&
+	      memcmp(whole, code + f->block * SBS, f->size) == 0);
+	free(whole);
+}
+
+/* At watermark step STEP, with the decode held: the late reader, one byte short of its
+ * look-ahead, is not let go (step 2) until the next step; on the x86 block, a copy inside
+ * the stretch of opcodes waits for the block. */
+static void check_step_readers(struct filtered *f)
+{
+	if (f->step == 2) {
+		f->late.end = f->published - STP_DECODE_LOOKAHEAD + 1;
+		CHECK(pthread_create(&f->late.thread, NULL, reader_main, &f->late) == 0);
+		nap_ms(50);
+		CHECK(!is_done(&f->late), " let go at %zu for %zu", f->published, f->late.end);
+	}
+	if (f->step == 3)
+		CHECK(done_soon(&f->late) && f->late.rc == 0 && f->late.right);
+	if (f->block == CX86 && !f->dense_started && f->published > DENSE_AT + DENSE_LEN + 64) {
+		f->dense.from = DENSE_AT + DENSE_LEN - 100;
+		f->dense.end = f->dense.from + 50;
+		CHECK(pthread_create(&f->dense.thread, NULL, reader_main, &f->dense) == 0);
+		f->dense_started = 1;
+		nap_ms(50);
+		CHECK(!is_done(&f->dense), " a copy over opcodes only");
+	}
+}
+
+/* The decompression, step by step: the ranges below the watermark come out right while
+ * the decode waits; ends when the block is decompressed whole. */
+static void decode_in_steps(struct filtered *f)
+{
+	for (f->step = 1;; f->step++) {
+		size_t at = gate_reach(&f->g, f->step);
+
+		if (f->published > STP_DECODE_LOOKAHEAD)
+			f->bad += check_copies(f->cache, f->block, f->published, f->size, &f->seed);
+		check_step_readers(f);
+		CHECK(!stp_cache_contains(f->cache, f->block));
+		if (!at)
+			break; /* decompressed whole: next, the filter is undone in place */
+		CHECK(at > f->published && at <= f->size, " step %u at %zu", f->step, at);
+		f->published = at;
+		gate_allow(&f->g, f->step);
+	}
+	CHECK(f->published == f->size && f->step > 3, " %u steps to %zu", f->step, f->published);
+}
+
+/* The unfilter in place, held after its first step (which claimed the first
+ * STP_DECODE_STEP bytes): copies of bytes past that go on, readers of bytes before it
+ * wait for it. */
+static void unfilter_held(struct filtered *f)
+{
+	gate_allow(&f->g, f->step);
+	CHECK(gate_reach(&f->g, f->step + 1) > 0);
+	f->behind.from = 1000;
+	f->behind.end = 2000;
+	CHECK(pthread_create(&f->behind.thread, NULL, reader_main, &f->behind) == 0);
+	f->bad += !copy_right(f->cache, f->block, STP_DECODE_STEP + STP_DECODE_BACK + 7,
+			      f->size / 2);
+	f->bad += !copy_right(f->cache, f->block, f->size - 5000, f->size);
+	nap_ms(50);
+	CHECK(!is_done(&f->behind), " read bytes the unfilter in place is changing");
+	CHECK(!f->bad, " block %llu: %u ranges wrong", (unsigned long long)f->block, f->bad);
+	gate_allow(&f->g, UINT32_MAX);
+}
+
+/* Every reader got the right bytes; the block is whole for later readers. */
+static void check_whole(struct filtered *f)
+{
+	struct stp_cache_stats st;
+	struct stp_block_ref ref;
+
+	pthread_join(f->behind.thread, NULL);
+	CHECK(f->behind.rc == 0 && f->behind.right);
+	pthread_join(f->first.thread, NULL);
+	pthread_join(f->late.thread, NULL);
+	CHECK(f->first.rc == 0 && f->first.right && f->late.rc == 0 && f->late.right);
+	CHECK(f->dense_started == (f->block == CX86));
+	if (f->dense_started) {
+		pthread_join(f->dense.thread, NULL);
+		CHECK(f->dense.rc == 0 && f->dense.right);
+	}
+	/* whole now: read in place, the bytes of the source */
+	CHECK(stp_cache_get(f->cache, f->block, &ref) == 0);
+	CHECK(ref.direct == f->size && ref.size == f->size, " direct %zu", ref.direct);
+	CHECK(memcmp(ref.data, code + f->block * SBS, f->size) == 0, " block %llu in place",
+	      (unsigned long long)f->block);
+	stp_cache_release(f->cache, &ref);
+	CHECK(stp_cache_contains(f->cache, f->block));
+	stp_cache_stats(f->cache, &st);
+	CHECK(st.early >= 2 && st.decoded == 1 && st.pinned == 0);
+}
+
 /* BLOCK, held at each watermark step: the ranges below the watermark come out right
  * while the decode waits, a reader one byte short of its look-ahead is not let go, one
  * inside the stretch of opcodes waits for the block; during the unfilter in place copies
@@ -1436,93 +1551,23 @@ static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, 
  * later readers. */
 static void check_filtered(uint64_t block, size_t size)
 {
-	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
-			  .only = block };
-	struct reader first = { .block = block, .end = 1, .size = size, .byte = code_byte };
-	struct reader late = first, dense = first, behind = first;
-	int dense_started = 0;
-	struct stp_cache_stats st;
-	struct stp_block_ref ref;
-	struct stp_cache *cache;
-	uint64_t seed = 0xf00d + block;
-	size_t published = 0;
-	unsigned bad = 0, step;
+	struct filtered f = {
+		.block = block, .size = size, .seed = 0xf00d + block,
+		.g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+		       .only = block },
+		.first = { .block = block, .end = 1, .size = size, .byte = code_byte },
+	};
 
-	uint8_t *whole = malloc(stp_image_block_buffer_size(code_image));
-
-	CHECK(code_changed[block] > size / 200, " block %llu: the filter changed %zu bytes",
-	      (unsigned long long)block, code_changed[block]);
-	/* the whole decode, the reference the copies must match, gives the source */
-	CHECK(whole && stp_image_decode_block(code_image, block, whole) == 0 &&
-	      memcmp(whole, code + block * SBS, size) == 0);
-	free(whole);
-	CHECK(stp_cache_new(code_image, 1, 1, &cache) == 0);
-	stp_cache_set_observer(cache, gate_observe, &g);
-	first.cache = late.cache = dense.cache = behind.cache = cache;
-	CHECK(pthread_create(&first.thread, NULL, reader_main, &first) == 0);
-	for (step = 1;; step++) {
-		size_t at = gate_reach(&g, step);
-
-		if (published > STP_DECODE_LOOKAHEAD)
-			bad += check_copies(cache, block, published, size, &seed);
-		if (step == 2) {
-			late.end = published - STP_DECODE_LOOKAHEAD + 1;
-			CHECK(pthread_create(&late.thread, NULL, reader_main, &late) == 0);
-			nap_ms(50);
-			CHECK(!is_done(&late), " let go at %zu for %zu", published, late.end);
-		}
-		if (step == 3)
-			CHECK(done_soon(&late) && late.rc == 0 && late.right);
-		if (block == CX86 && !dense_started && published > DENSE_AT + DENSE_LEN + 64) {
-			dense.from = DENSE_AT + DENSE_LEN - 100;
-			dense.end = dense.from + 50;
-			CHECK(pthread_create(&dense.thread, NULL, reader_main, &dense) == 0);
-			dense_started = 1;
-			nap_ms(50);
-			CHECK(!is_done(&dense), " a copy over opcodes only");
-		}
-		CHECK(!stp_cache_contains(cache, block));
-		if (!at)
-			break; /* decompressed whole: next, the filter is undone in place */
-		CHECK(at > published && at <= size, " step %u at %zu", step, at);
-		published = at;
-		gate_allow(&g, step);
-	}
-	CHECK(published == size && step > 3, " %u steps to %zu", step, published);
-	/* the unfilter in place, held after its first step (which claimed the first
-	 * STP_DECODE_STEP bytes): copies of bytes past that go on, readers of bytes before
-	 * it wait for it */
-	gate_allow(&g, step);
-	CHECK(gate_reach(&g, step + 1) > 0);
-	behind.from = 1000;
-	behind.end = 2000;
-	CHECK(pthread_create(&behind.thread, NULL, reader_main, &behind) == 0);
-	bad += !copy_right(cache, block, STP_DECODE_STEP + STP_DECODE_BACK + 7, size / 2);
-	bad += !copy_right(cache, block, size - 5000, size);
-	nap_ms(50);
-	CHECK(!is_done(&behind), " read bytes the unfilter in place is changing");
-	CHECK(!bad, " block %llu: %u ranges wrong", (unsigned long long)block, bad);
-	gate_allow(&g, UINT32_MAX);
-	pthread_join(behind.thread, NULL);
-	CHECK(behind.rc == 0 && behind.right);
-	pthread_join(first.thread, NULL);
-	pthread_join(late.thread, NULL);
-	CHECK(first.rc == 0 && first.right && late.rc == 0 && late.right);
-	CHECK(dense_started == (block == CX86));
-	if (dense_started) {
-		pthread_join(dense.thread, NULL);
-		CHECK(dense.rc == 0 && dense.right);
-	}
-	/* whole now: read in place, the bytes of the source */
-	CHECK(stp_cache_get(cache, block, &ref) == 0);
-	CHECK(ref.direct == size && ref.size == size, " direct %zu", ref.direct);
-	CHECK(memcmp(ref.data, code + block * SBS, size) == 0, " block %llu in place",
-	      (unsigned long long)block);
-	stp_cache_release(cache, &ref);
-	CHECK(stp_cache_contains(cache, block));
-	stp_cache_stats(cache, &st);
-	CHECK(st.early >= 2 && st.decoded == 1 && st.pinned == 0);
-	stp_cache_free(cache);
+	f.late = f.dense = f.behind = f.first;
+	check_reference(&f);
+	CHECK(stp_cache_new(code_image, 1, 1, &f.cache) == 0);
+	stp_cache_set_observer(f.cache, gate_observe, &f.g);
+	f.first.cache = f.late.cache = f.dense.cache = f.behind.cache = f.cache;
+	CHECK(pthread_create(&f.first.thread, NULL, reader_main, &f.first) == 0);
+	decode_in_steps(&f);
+	unfilter_held(&f);
+	check_whole(&f);
+	stp_cache_free(f.cache);
 }
 
 static void test_filtered(void)
