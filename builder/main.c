@@ -55,20 +55,16 @@ static int write_dictionary(struct pack_result *r, int fd, struct stp_superblock
 	return stp_pwrite_full(fd, r->dict, r->dict_size, sb->dict_offset);
 }
 
-/* Frees *ORDER once the files are packed: the metadata needs none of it. */
-/* Writes the image of T into OUT; S gets its size and the files that kept changing. A
- * file that could not be read fails the build once every file was tried: -ENODATA,
- * reported. */
-static int write_image(const struct options *o, struct tree *t, struct piece **order,
-		       size_t count, size_t nhot, struct base *base, struct stp_output *out,
-		       struct summary *s)
+/* Packs the files of *ORDER (freed here: the metadata needs none of it) into FD after
+ * the superblock, over BASE's blocks when there is one; R gets the blocks and the
+ * dictionary, which the caller frees whatever this returns. A file that could not be read
+ * fails the build once every file was tried: -ENODATA, reported. */
+static int pack_image(const struct options *o, const struct tree *t, struct piece **order,
+		      size_t count, size_t nhot, struct base *base, int fd,
+		      struct pack_result *r)
 {
-	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
-				     .block_log = o->pack.block_log };
 	struct pack_opts pack = o->pack;
 	struct pack_carry carry;
-	struct pack_result r = { 0 };
-	uint8_t raw[STP_SB_SIZE];
 	int rc = base ? base_match(base, *order, nhot, &count, &carry) : 0;
 
 	pack.carry = base ? &carry : NULL;
@@ -78,46 +74,76 @@ static int write_image(const struct options *o, struct tree *t, struct piece **o
 	if (!rc && o->cut_inside)
 		rc = chunks_split(order, nhot, &count, o->pack.block_log, o->cut_mean_log, base);
 	if (!rc)
-		rc = pack_files(*order, count, nhot, out->fd, STP_SB_SIZE, &pack, &r);
+		rc = pack_files(*order, count, nhot, fd, STP_SB_SIZE, &pack, r);
 	if (!rc && base)
 		rc = base_place(base);
 	free(*order);
 	*order = NULL;
-	if (!rc && r.failed) {
-		report_error(NULL, "%u file%s could not be read: no image written", r.failed,
-			     r.failed == 1 ? "" : "s");
+	if (!rc && r->failed) {
+		report_error(NULL, "%u file%s could not be read: no image written", r->failed,
+			     r->failed == 1 ? "" : "s");
 		rc = -ENODATA;
 	}
-	if (rc) {
-		free(r.blocks);
-		free(r.dict);
-		return rc;
-	}
-	s->changed = r.changed;
-	progress_phase("metadata", 0);
-	attrs_apply(t, &o->attrs); /* only now: the packer compared each file's mtime */
-	pseudo_apply(&o->pseudo); /* per path, over --all-root, --uid and --gid */
-	sb.data_size = r.data_size;
-	sb.block_count = r.nblocks;
-	sb.hot_size = r.hot_size;
-	sb.hot_block_log = r.hot_block_log;
-	sb.feat_incompat = r.feat_incompat;
+	return rc;
+}
+
+/* The superblock's fields that the packing R and the tree T decide. */
+static void describe_image(const struct tree *t, const struct pack_result *r,
+			   struct stp_superblock *sb)
+{
+	sb->data_size = r->data_size;
+	sb->block_count = r->nblocks;
+	sb->hot_size = r->hot_size;
+	sb->hot_block_log = r->hot_block_log;
+	sb->feat_incompat = r->feat_incompat;
 	if (t->nlookups)
-		sb.feat_incompat |= STP_FEAT_INCOMPAT_LOOKUPS;
-	sb.inode_count = t->ninodes;
-	if (r.dict)
-		rc = write_dictionary(&r, out->fd, &sb);
+		sb->feat_incompat |= STP_FEAT_INCOMPAT_LOOKUPS;
+	sb->inode_count = t->ninodes;
+}
+
+/* Writes what follows the blocks (dictionary, metadata), then the superblock SB at the
+ * start, and cuts FD at the image's end. */
+static int finish_image(const struct options *o, const struct tree *t,
+			struct pack_result *r, int fd, struct stp_superblock *sb)
+{
+	uint8_t raw[STP_SB_SIZE];
+	int rc = 0;
+
+	describe_image(t, r, sb);
+	if (r->dict)
+		rc = write_dictionary(r, fd, sb);
 	if (!rc)
-		rc = write_metadata(o, t, &r, out->fd, &sb);
+		rc = write_metadata(o, t, r, fd, sb);
 	if (!rc) {
-		stp_sb_encode(&sb, raw);
-		rc = stp_pwrite_full(out->fd, raw, sizeof(raw), 0);
+		stp_sb_encode(sb, raw);
+		rc = stp_pwrite_full(fd, raw, sizeof(raw), 0);
 	}
-	if (!rc && ftruncate(out->fd, (off_t)sb.image_size))
+	if (!rc && ftruncate(fd, (off_t)sb->image_size))
 		rc = -errno;
+	return rc;
+}
+
+/* Writes the image of T into OUT; S gets its size and the files that kept changing.
+ * Returns 0 or a negative errno, reported (pack_image). */
+static int write_image(const struct options *o, struct tree *t, struct piece **order,
+		       size_t count, size_t nhot, struct base *base, struct stp_output *out,
+		       struct summary *s)
+{
+	struct stp_superblock sb = { .version = STP_FORMAT_VERSION,
+				     .block_log = o->pack.block_log };
+	struct pack_result r = { 0 };
+	int rc = pack_image(o, t, order, count, nhot, base, out->fd, &r);
+
+	if (!rc) {
+		s->changed = r.changed;
+		progress_phase("metadata", 0);
+		attrs_apply(t, &o->attrs); /* only now: the packer compared each file's mtime */
+		pseudo_apply(&o->pseudo); /* per path, over --all-root, --uid and --gid */
+		rc = finish_image(o, t, &r, out->fd, &sb);
+		s->image_size = sb.image_size;
+	}
 	free(r.blocks);
 	free(r.dict);
-	s->image_size = sb.image_size;
 	return rc;
 }
 
@@ -170,12 +196,13 @@ static int sign_output(const struct options *o, const struct stp_output *out, ui
  * inode, across mounts and whatever the names). */
 static int dir_within(int dirfd, const char *root)
 {
+	enum { DEPTH_MAX = PATH_MAX }; /* levels: more than a path of PATH_MAX bytes names */
 	struct stat r, st, up;
 	int fd = openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC), found = 0;
 
 	if (stat(root, &r))
 		r.st_ino = 0;
-	for (int depth = 0; fd >= 0 && depth < 4096 && !fstat(fd, &st); depth++) {
+	for (int depth = 0; fd >= 0 && depth < DEPTH_MAX && !fstat(fd, &st); depth++) {
 		int parent;
 
 		found = r.st_ino && st.st_dev == r.st_dev && st.st_ino == r.st_ino;

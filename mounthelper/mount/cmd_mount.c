@@ -6,6 +6,7 @@
  * links none of libfuse, libseccomp or libcap.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,7 +165,7 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
  * a URL or verify=, mount.stipple-checked at once, which mount.stipple would exec. */
 static int run_monitor(const struct stp_mount_opts *o)
 {
-	char path[4096], *argv[LISTS_MAX * 2 + 6], *shown = NULL;
+	char path[PATH_MAX], *argv[LISTS_MAX * 2 + 6], *shown = NULL;
 	int argc = 0, err = stp_mountopts_needs_checks(o) ?
 		stp_progpath(STP_HELPER_CHECKED_NAME, STP_LIBEXEC_DIR, path, sizeof(path)) :
 		stp_progpath(STP_HELPER_NAME, STP_SBIN_DIR, path, sizeof(path));

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <sys/auxv.h>
@@ -119,7 +120,7 @@ static char **copy_args(int argc, char **argv)
  * ARGS; returns only when it cannot. */
 static int exec_checked(char **args)
 {
-	char path[4096];
+	char path[PATH_MAX];
 	int err = args ? stp_progpath(STP_HELPER_CHECKED_NAME, STP_LIBEXEC_DIR, path, sizeof(path))
 		       : -ENOMEM;
 

@@ -112,6 +112,49 @@ static size_t size_arg(const char *v)
 	return n;
 }
 
+/* The keys of a SET and the parameters they set. */
+static const struct {
+	const char *key;
+	ZSTD_cParameter param;
+} keys[] = {
+	{ "w", ZSTD_c_windowLog },
+	{ "c", ZSTD_c_chainLog },
+	{ "h", ZSTD_c_hashLog },
+	{ "s", ZSTD_c_searchLog },
+	{ "m", ZSTD_c_minMatch },
+	{ "t", ZSTD_c_targetLength },
+	{ "st", ZSTD_c_strategy },
+	{ "ldm", ZSTD_c_enableLongDistanceMatching },
+	{ "lh", ZSTD_c_ldmHashLog },
+	{ "lm", ZSTD_c_ldmMinMatch },
+	{ "lb", ZSTD_c_ldmBucketSizeLog },
+	{ "lr", ZSTD_c_ldmHashRateLog },
+	{ "nw", ZSTD_c_nbWorkers },
+	{ "js", ZSTD_c_jobSize },
+	{ "ov", ZSTD_c_overlapLog },
+};
+
+/* Sets KEY=VALUE of a SET on CC (L, taken before, is skipped); -1 with a message. */
+static int set_one(ZSTD_CCtx *cc, const char *key, const char *value)
+{
+	size_t k;
+
+	if (!strcmp(key, "L"))
+		return 0;
+	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (!strcmp(key, keys[k].key))
+			break;
+	if (k == sizeof(keys) / sizeof(keys[0])) {
+		fprintf(stderr, "unknown key %s\n", key);
+		return -1;
+	}
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(cc, keys[k].param, (int)size_arg(value)))) {
+		fprintf(stderr, "bad value %s=%s\n", key, value);
+		return -1;
+	}
+	return 0;
+}
+
 static int set_params(ZSTD_CCtx *cc, const char *set, size_t srclen)
 {
 	char buf[512], *tok, *save;
@@ -135,51 +178,12 @@ static int set_params(ZSTD_CCtx *cc, const char *set, size_t srclen)
 	snprintf(buf, sizeof(buf), "%s", set);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '=');
-		ZSTD_cParameter k;
 
 		if (!eq)
 			continue;
 		*eq = 0;
-		if (!strcmp(tok, "L"))
-			continue;
-		else if (!strcmp(tok, "w"))
-			k = ZSTD_c_windowLog;
-		else if (!strcmp(tok, "c"))
-			k = ZSTD_c_chainLog;
-		else if (!strcmp(tok, "h"))
-			k = ZSTD_c_hashLog;
-		else if (!strcmp(tok, "s"))
-			k = ZSTD_c_searchLog;
-		else if (!strcmp(tok, "m"))
-			k = ZSTD_c_minMatch;
-		else if (!strcmp(tok, "t"))
-			k = ZSTD_c_targetLength;
-		else if (!strcmp(tok, "st"))
-			k = ZSTD_c_strategy;
-		else if (!strcmp(tok, "ldm"))
-			k = ZSTD_c_enableLongDistanceMatching;
-		else if (!strcmp(tok, "lh"))
-			k = ZSTD_c_ldmHashLog;
-		else if (!strcmp(tok, "lm"))
-			k = ZSTD_c_ldmMinMatch;
-		else if (!strcmp(tok, "lb"))
-			k = ZSTD_c_ldmBucketSizeLog;
-		else if (!strcmp(tok, "lr"))
-			k = ZSTD_c_ldmHashRateLog;
-		else if (!strcmp(tok, "nw"))
-			k = ZSTD_c_nbWorkers;
-		else if (!strcmp(tok, "js"))
-			k = ZSTD_c_jobSize;
-		else if (!strcmp(tok, "ov"))
-			k = ZSTD_c_overlapLog;
-		else {
-			fprintf(stderr, "unknown key %s\n", tok);
+		if (set_one(cc, tok, eq + 1))
 			return -1;
-		}
-		if (ZSTD_isError(ZSTD_CCtx_setParameter(cc, k, (int)size_arg(eq + 1)))) {
-			fprintf(stderr, "bad value %s=%s\n", tok, eq + 1);
-			return -1;
-		}
 	}
 	return 0;
 }
@@ -205,30 +209,93 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The options before the images: -r ROUNDS, -e EVERY, -n MAXBLOCKS. Returns the index
+ * of the first image, or -1 on a bad option. */
+static int parse_options(int argc, char **argv, int *rounds, size_t *every, size_t *max)
+{
+	int i;
+
+	for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1]; i += 2) {
+		if (!strcmp(argv[i], "--")) {
+			break;
+		} else if (!strcmp(argv[i], "-r")) {
+			*rounds = atoi(argv[i + 1]);
+		} else if (!strcmp(argv[i], "-e")) {
+			*every = strtoull(argv[i + 1], NULL, 10);
+		} else if (!strcmp(argv[i], "-n")) {
+			*max = strtoull(argv[i + 1], NULL, 10);
+		} else {
+			fprintf(stderr, "usage: see the comment at the top of build_params.c\n");
+			return -1;
+		}
+	}
+	return i;
+}
+
+/* The largest block; the total of their sizes goes to *INBYTES. */
+static size_t largest_block(size_t *inbytes)
+{
+	size_t b, maxlen = 0;
+
+	for (*inbytes = 0, b = 0; b < nblocks; b++) {
+		*inbytes += blocks[b].len;
+		if (blocks[b].len > maxlen)
+			maxlen = blocks[b].len;
+	}
+	return maxlen;
+}
+
+/* Compresses every block with SET into DST; the first round (CHECK) decodes each back
+ * into BACK (MAXLEN bytes) and compares. The compressed total into *TOTAL; 0, or the
+ * exit status after a message. */
+static int compress_all(ZSTD_CCtx *cc, const char *set, int check, void *dst, void *back,
+			size_t maxlen, size_t *total)
+{
+	for (size_t b = 0, n; b < nblocks; b++) {
+		if (set_params(cc, strcmp(set, "-") ? set : "", blocks[b].len))
+			return 2;
+		n = ZSTD_compress2(cc, dst, ZSTD_compressBound(blocks[b].len), blocks[b].data,
+				   blocks[b].len);
+		if (ZSTD_isError(n)) {
+			fprintf(stderr, "%s: %s\n", set, ZSTD_getErrorName(n));
+			return 1;
+		}
+		if (check && (ZSTD_decompress(back, maxlen, dst, n) != blocks[b].len ||
+			      memcmp(back, blocks[b].data, blocks[b].len))) {
+			fprintf(stderr, "%s: block %zu does not decode back\n", set, b);
+			return 1;
+		}
+		*total += n;
+	}
+	return 0;
+}
+
+static void print_table(const char *const *sets, int nsets, const size_t *bytes,
+			double cpu[][32], double wall[][32], int rounds)
+{
+	printf("| set | bytes | x first | CPU s | x first | wall s |\n| --- | --- | --- | --- | --- | --- |\n");
+	for (int i = 0; i < nsets; i++) {
+		double c = median(cpu[i], rounds), w = median(wall[i], rounds);
+		double c0 = median(cpu[0], rounds);
+
+		printf("| %s | %zu | %.4f | %.2f | %.3f | %.2f |\n", sets[i], bytes[i],
+		       (double)bytes[i] / bytes[0], c, c / c0, w);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	int rounds = 1, nsets = 0, i, r;
-	size_t every = 1, max = 0, b, inbytes = 0, maxlen = 0;
+	int rounds = 1, nsets = 0, i, r, rc;
+	size_t every = 1, max = 0, inbytes, maxlen;
 	const char *sets[MAXSETS];
 	size_t bytes[MAXSETS] = { 0 };
 	double cpu[MAXSETS][32], wall[MAXSETS][32];
 	void *dst, *back;
 	ZSTD_CCtx *cc;
 
-	for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1]; i += 2) {
-		if (!strcmp(argv[i], "--")) {
-			break;
-		} else if (!strcmp(argv[i], "-r")) {
-			rounds = atoi(argv[i + 1]);
-		} else if (!strcmp(argv[i], "-e")) {
-			every = strtoull(argv[i + 1], NULL, 10);
-		} else if (!strcmp(argv[i], "-n")) {
-			max = strtoull(argv[i + 1], NULL, 10);
-		} else {
-			fprintf(stderr, "usage: see the comment at the top of build_params.c\n");
-			return 2;
-		}
-	}
+	i = parse_options(argc, argv, &rounds, &every, &max);
+	if (i < 0)
+		return 2;
 	for (; i < argc && strcmp(argv[i], "--"); i++)
 		take_blocks(argv[i], every ? every : 1, max);
 	for (i++; i < argc && nsets < MAXSETS; i++)
@@ -237,11 +304,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "no blocks, no sets, or rounds not 1-32\n");
 		return 2;
 	}
-	for (b = 0; b < nblocks; b++) {
-		inbytes += blocks[b].len;
-		if (blocks[b].len > maxlen)
-			maxlen = blocks[b].len;
-	}
+	maxlen = largest_block(&inbytes);
 	fprintf(stderr, "%zu blocks, %zu bytes, zstd %s\n", nblocks, inbytes, ZSTD_versionString());
 	dst = malloc(ZSTD_compressBound(maxlen));
 	back = malloc(maxlen);
@@ -251,24 +314,9 @@ int main(int argc, char **argv)
 			double c0 = now(CLOCK_PROCESS_CPUTIME_ID), w0 = now(CLOCK_MONOTONIC);
 			size_t total = 0;
 
-			for (b = 0; b < nblocks; b++) {
-				size_t n;
-
-				if (set_params(cc, strcmp(sets[i], "-") ? sets[i] : "", blocks[b].len))
-					return 2;
-				n = ZSTD_compress2(cc, dst, ZSTD_compressBound(blocks[b].len),
-						   blocks[b].data, blocks[b].len);
-				if (ZSTD_isError(n)) {
-					fprintf(stderr, "%s: %s\n", sets[i], ZSTD_getErrorName(n));
-					return 1;
-				}
-				if (r == 0 && (ZSTD_decompress(back, maxlen, dst, n) != blocks[b].len ||
-					       memcmp(back, blocks[b].data, blocks[b].len))) {
-					fprintf(stderr, "%s: block %zu does not decode back\n", sets[i], b);
-					return 1;
-				}
-				total += n;
-			}
+			rc = compress_all(cc, sets[i], r == 0, dst, back, maxlen, &total);
+			if (rc)
+				return rc;
 			cpu[i][r] = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
 			wall[i][r] = now(CLOCK_MONOTONIC) - w0;
 			if (r && bytes[i] != total) {
@@ -280,13 +328,6 @@ int main(int argc, char **argv)
 				sets[i], total, cpu[i][r], wall[i][r]);
 		}
 	}
-	printf("| set | bytes | x first | CPU s | x first | wall s |\n| --- | --- | --- | --- | --- | --- |\n");
-	for (i = 0; i < nsets; i++) {
-		double c = median(cpu[i], rounds), w = median(wall[i], rounds);
-		double c0 = median(cpu[0], rounds);
-
-		printf("| %s | %zu | %.4f | %.2f | %.3f | %.2f |\n", sets[i], bytes[i],
-		       (double)bytes[i] / bytes[0], c, c / c0, w);
-	}
+	print_table(sets, nsets, bytes, cpu, wall, rounds);
 	return 0;
 }

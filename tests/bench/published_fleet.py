@@ -29,20 +29,21 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import httputil  # noqa: E402
 import pubindex  # noqa: E402
-from benchlib import is_mounted, regular_files, unmount  # noqa: E402
+from benchlib import PYTHON_LIB, is_mounted, regular_files, unmount  # noqa: E402
 
 SKIP = shutil.ignore_patterns("__pycache__", "test", "site-packages", "dist-packages")
 
 
 def make_releases(work):
     v1, v2 = os.path.join(work, "v1"), os.path.join(work, "v2")
-    shutil.copytree("/usr/lib/python3.11", v1, ignore=SKIP, symlinks=True)
+    shutil.copytree(PYTHON_LIB, v1, ignore=SKIP, symlinks=True)
     shutil.copytree(v1, v2, symlinks=True)
     for rel in ("json/encoder.py", "email/utils.py", "http/client.py", "xml/dom/minidom.py",
                 "asyncio/tasks.py"):
         with open(os.path.join(v2, rel), "a") as f:
             f.write("\n# release 2\n")
-    shutil.copy("/usr/lib/python3.11/textwrap.py", os.path.join(v2, "json", "textwrap2.py"))
+    shutil.copy(os.path.join(PYTHON_LIB, "textwrap.py"),
+                os.path.join(v2, "json", "textwrap2.py"))
     return v1, v2
 
 

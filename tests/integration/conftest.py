@@ -127,7 +127,7 @@ def gen_image(gen_tree, tmp_path_factory):
     """The generated tree in 64 KiB blocks: many blocks, files across block edges. Shared
     by the session: do not modify."""
     image = tmp_path_factory.mktemp("gen-image") / "gen.stipple"
-    return build_image(gen_tree, image, "--level", "3", "--block-size", "64K")
+    return build_image(gen_tree, image, *imageutil.FAST)
 
 
 @pytest.fixture

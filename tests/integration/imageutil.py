@@ -10,6 +10,11 @@ import subprocess
 from treeutil import read_file
 
 
+# The options of a quick test image: a low level, and blocks small enough that a small
+# tree makes many of them.
+FAST = ("--level", "3", "--block-size", "64K")
+
+
 def mkstipple(tree, image, *args, quiet=True, timeout=900, **kw):
     """Runs mkstipple [--quiet] ARGS TREE IMAGE (never reading stdin unless KW gives one,
     KW going to subprocess.run) and returns the finished run, its output decoded without

@@ -19,9 +19,8 @@ import zipfile
 import pytest
 
 from conftest import MKSTIPPLE, REPO, build_image, run
+from imageutil import FAST
 import imageutil
-
-FAST = ("--level", "3", "--block-size", "64K")
 
 
 # --- the archive as an independent reader sees it ---

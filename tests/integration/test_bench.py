@@ -14,9 +14,9 @@ import stat
 import pytest
 
 from conftest import STIPPLE, build_image, run
+from imageutil import FAST
 import treeutil
 
-FAST = ("--level", "3", "--block-size", "64K")
 JSON_FIELDS = {
     "image", "mode", "block_size", "blocks", "files", "file_bytes", "read_size", "threads",
     "seed", "cache_budget", "warm", "reads", "bytes", "wall_seconds", "mib_per_second",

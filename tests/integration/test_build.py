@@ -17,11 +17,10 @@ import time
 
 import pytest
 
-from conftest import MKSTIPPLE, PYTHON_LIB, build_image, extract_image, read_file, run
-from imageutil import CraftedImage
+from conftest import (MKSTIPPLE, PYTHON, PYTHON_LIB, build_image, extract_image, read_file,
+                      run)
+from imageutil import FAST, CraftedImage
 import treeutil
-
-FAST = ("--level", "3", "--block-size", "64K")
 
 
 assert_same_tree = treeutil.assert_same_tree
@@ -206,7 +205,7 @@ def test_no_bcj(stipple, image_of, tmp_path):
     for prog in ("/usr/bin/true", "/usr/bin/ls", "/usr/bin/sleep"):
         shutil.copy2(prog, src)
     for args in [(), ("--no-bcj",)]:
-        image = image_of(src, "--level", "3", "--block-size", "64K", *args)
+        image = image_of(src, *FAST, *args)
         info = run([stipple, "info", image], check=True).stdout
         if args:
             assert re.search(r"features:\s+meta-pages\n", info), info
@@ -263,7 +262,7 @@ def test_bcj_chosen_by_trial_on_large_blocks(stipple, mkstipple, tmp_path):
     compressed once in the chosen form: on programs the filter is chosen and pays (the
     image is smaller than with --no-bcj), the files read back, and the choice, like the
     rest of the image, does not depend on --threads or --memory."""
-    src = program_tree(tmp_path, ["python3.11", "ls", "cp", "sort"])
+    src = program_tree(tmp_path, [os.path.basename(PYTHON), "ls", "cp", "sort"])
     args = ("--level", "3", "--block-size", "1M")
     plain = build_image(src, tmp_path / "plain.stipple", *args, "--no-bcj")
     images = [build_image(src, tmp_path / ("t%s.stipple" % t), *args, "--threads", t, *extra)

@@ -14,9 +14,9 @@ import tempfile
 import pytest
 
 from conftest import MKSTIPPLE, build_image, extract_image, read_file, run
+from imageutil import FAST
 import imageutil
 
-FAST = ("--level", "3", "--block-size", "64K")
 EPOCH = 1600000000  # 2020-09-13T12:26:40Z
 
 pytestmark = pytest.mark.needs_root("sets owners")

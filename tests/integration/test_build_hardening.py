@@ -24,7 +24,7 @@ import pytest
 from conftest import MKSTIPPLE, STIPPLE, run
 import imageutil
 
-FAST = ("--level", "3", "--block-size", "64K", "--threads", "1")
+FAST = (*imageutil.FAST, "--threads", "1")
 HANG = 30  # seconds after which a build counts as hung
 
 

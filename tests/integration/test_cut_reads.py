@@ -15,7 +15,8 @@ import subprocess
 
 import pytest
 
-from conftest import MKSTIPPLE, STIPPLE, mount_image, mount_status, run
+from conftest import STIPPLE, mount_image, mount_status, run
+import imageutil
 import storedblocks
 from test_cut_inside import ARGS, BIG, make_release, stdlib_sources
 from test_store_shrunk import read_uncached
@@ -38,10 +39,7 @@ def cut_tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cut_image(cut_tree, tmp_path_factory):
     image = tmp_path_factory.mktemp("cutreads-img") / "cut.stp"
-    r = run([MKSTIPPLE, "-q", *ARGS,
-             "--cut-inside", str(cut_tree), str(image)])
-    assert r.returncode == 0, r.stderr
-    return image
+    return imageutil.build(cut_tree, image, *ARGS, "--cut-inside")
 
 
 @pytest.mark.needs_root
@@ -117,8 +115,7 @@ def short_block_image(tmp_path_factory):
     (top / "tree").mkdir()
     (top / "tree" / "a").write_bytes(body + bytes(2000))
     base = top / "base.stp"
-    r = run([MKSTIPPLE, "-q", "-b", "1M", "-l", "3", str(top / "tree"), str(base)])
-    assert r.returncode == 0, r.stderr
+    imageutil.build(top / "tree", base, "-b", "1M", "-l", "3")
     frame = short_block_frame(body, 1 << 20)
     ci = CraftedImage(str(base))
     data = ci.data[:ci.image_size]
@@ -261,7 +258,7 @@ def test_zero_tails_cost_no_memory_past_the_budget(tmp_path):
     (tmp_path / "tree").mkdir()
     (tmp_path / "tree" / "x").write_bytes(b"x")
     base = tmp_path / "base.stp"
-    run([MKSTIPPLE, "-q", str(tmp_path / "tree"), str(base)], check=True)
+    imageutil.build(tmp_path / "tree", base)
     image = tmp_path / "zeros.stp"
     log = 23
     size = zero_blocks_image(base, image, 32, log)

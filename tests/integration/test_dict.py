@@ -13,10 +13,11 @@ import subprocess
 import pytest
 
 from conftest import MKSTIPPLE, PYTHON_LIB, STIPPLE, build_image, extract_image, read_file, run
+from imageutil import FAST
 import treeutil
 
 # the packed layout: the stable one trains no dictionary (test_stable_blocks.py)
-SMALL = ("--level", "3", "--block-size", "64K", "--no-stable-blocks")
+SMALL = (*FAST, "--no-stable-blocks")
 # Parts of the standard library with their bytecode and native modules: about 10 MB.
 SUBTREES = ["email", "json", "asyncio", "unittest", "xml", "http", "encodings", "lib-dynload"]
 

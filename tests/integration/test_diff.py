@@ -16,9 +16,8 @@ import time
 import pytest
 
 from conftest import STIPPLE, build_image, read_file, run
+from imageutil import FAST
 import treeutil
-
-FAST = ("--level", "3", "--block-size", "64K")
 
 
 def diff(*args):

@@ -20,8 +20,8 @@ import uuid
 import pytest
 
 from conftest import STIPPLE, build_image, run
+from imageutil import FAST
 
-FAST = ("--level", "3", "--block-size", "64K")
 SECRET = b"root only\n"
 
 pytestmark = pytest.mark.needs_root("the races run as a second user")

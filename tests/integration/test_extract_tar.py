@@ -21,10 +21,9 @@ import tarfile
 import pytest
 
 from conftest import STIPPLE, build_image, run
-from imageutil import HostileImage
+from imageutil import FAST, HostileImage
 import treeutil
 
-FAST = ("--level", "3", "--block-size", "64K")
 GIB = 1 << 30
 SPARSE_DATA = {0: b"head", 512 << 20: os.urandom(4096), GIB - 4: b"tail"}
 ACL_XATTRS = ("system.posix_acl_access", "system.posix_acl_default")

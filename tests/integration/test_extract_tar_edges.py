@@ -18,8 +18,8 @@ import tarfile
 import pytest
 
 from conftest import STIPPLE, build_image, run
+from imageutil import FAST
 
-FAST = ("--level", "3", "--block-size", "64K")
 NINE_GIB = 9 << 30
 
 pytestmark = pytest.mark.needs_root("devices, owners and trusted xattrs")

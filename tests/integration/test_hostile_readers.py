@@ -21,9 +21,7 @@ from conftest import MOUNT_STIPPLE, STIPPLE, build_image, run
 from imageutil import (BLOCKENT_FIELDS, BLOCKENT_SIZE, FEAT_META_PAGES, META_CODEC_PAGES,
                        META_PAGE_SIZE, SB_FIELDS, HostileImage, escape_name, get,
                        CraftedImage, patch_superblock, put, read_file, reseal, superblock,
-                       xxh3)
-
-FAST = ("--level", "3", "--block-size", "64K")
+                       xxh3, FAST)
 
 
 def stipple(*args, timeout=60):

@@ -13,9 +13,8 @@ import tempfile
 import pytest
 
 from conftest import MKSTIPPLE, STIPPLE, build_image, is_mounted, run, unmount
-from imageutil import BLOCKENT_FIELDS, BLOCKENT_SIZE, HostileImage, get, put
+from imageutil import BLOCKENT_FIELDS, BLOCKENT_SIZE, FAST, HostileImage, get, put
 
-FAST = ("--level", "3", "--block-size", "64K")
 BIG = b"hello stipple %d\n" % 7 * 13000  # 221 KB of text: four zstd blocks of 64 KiB
 
 

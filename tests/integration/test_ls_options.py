@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from conftest import STIPPLE, build_image, run
+from imageutil import FAST
 
 
 def ls(*args, check=True):
@@ -96,8 +97,7 @@ def noise_image(tmp_path_factory):
         (src / name).write_bytes(rnd.randbytes(size))
     (src / "zeros").write_bytes(bytes(100_000))
     (src / "empty").write_bytes(b"")
-    return src, build_image(src, root / "n.stipple", "--level", "3", "--block-size", "64K",
-                            "--no-stable-blocks")
+    return src, build_image(src, root / "n.stipple", *FAST, "--no-stable-blocks")
 
 
 def block_set(field):

@@ -16,6 +16,7 @@ import tarfile
 import pytest
 
 from conftest import MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run
+from imageutil import FAST
 import treeutil
 
 SOURCE_PLACE = re.compile(r"\(\S+\.c:\d+\)")
@@ -30,7 +31,7 @@ def many_small(tmp_path_factory):
     src.mkdir()
     for i in range(300):
         (src / ("f%03d" % i)).write_bytes(b"line %d of some text\n" % i * 40)
-    image = build_image(src, root / "many.stipple", "--level", "3", "--block-size", "64K")
+    image = build_image(src, root / "many.stipple", *FAST)
     table = json.loads(run([STIPPLE, "info", "--json", "--blocks", image],
                                          check=True).stdout)["block_table"]
     victim = table[len(table) // 2]
@@ -165,7 +166,7 @@ def test_damage_told_once_per_image_and_block(many_small, tmp_path):
     shutil.copytree(src, tree)
     for i in range(100):
         (tree / ("f%03d" % i)).write_bytes(b"line %d of some text\n" % i * 60)
-    other = build_image(tree, tmp_path / "other.stipple", "--level", "3", "--block-size", "64K")
+    other = build_image(tree, tmp_path / "other.stipple", *FAST)
     table = json.loads(run([STIPPLE, "info", "--json", "--blocks", other],
                            check=True).stdout)["block_table"]
     victim = next(b for b in table if b["block"] == block)

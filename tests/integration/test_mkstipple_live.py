@@ -14,9 +14,9 @@ import pytest
 
 import ptyutil
 from conftest import MKSTIPPLE, STIPPLE, extract_image, run
+from imageutil import FAST
 from test_build import as_nobody, world_dir
 
-FAST = ("--level", "3", "--block-size", "64K")
 
 pytestmark = pytest.mark.needs_root("needs root")
 

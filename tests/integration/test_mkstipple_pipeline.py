@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
-from conftest import MKSTIPPLE, extract_image, run
+from conftest import MKSTIPPLE, build_image, extract_image, run
+from imageutil import FAST
 
-FAST = ("--level", "3", "--block-size", "64K")
 
 pytestmark = pytest.mark.needs_root("needs root to extract owners")
 
@@ -261,7 +261,7 @@ def test_mksquashfs_pf_and_b_are_taken(src, tmp_path):
     pf = tmp_path / "pseudo"
     pf.write_text("top m 600 5 6\n")
     image = tmp_path / "x.stipple"
-    run([MKSTIPPLE, "-l", "3", "-b", "128K", "-pf", pf, src, image], check=True)
+    build_image(src, image, "-l", "3", "-b", "128K", "-pf", pf, quiet=False)
     st = os.lstat(extract_image(image, tmp_path / "out") / "top")
     assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o600, 5, 6)
 

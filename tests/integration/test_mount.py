@@ -18,6 +18,7 @@ import pytest
 
 from conftest import (MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STIPPLE, build_image, is_mounted,
                       mount_image, run, unmount)
+from imageutil import FAST
 import mounts
 import treeutil
 
@@ -400,7 +401,7 @@ def test_concurrent_random_reads(gen_tree, gen_image, budget):
 
 def test_damaged_block_gives_eio(tmp_path):
     src = noise_tree(str(tmp_path / "src"))
-    image = build_image(src, tmp_path / "damaged.stipple", "--level", "3", "--block-size", "64K")
+    image = build_image(src, tmp_path / "damaged.stipple", *FAST)
     blocks = blocks_of(image)
     assert len(blocks) > 20
     off, stored = blocks[len(blocks) // 2]

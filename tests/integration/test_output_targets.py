@@ -15,8 +15,7 @@ import subprocess
 import pytest
 
 from conftest import MKSTIPPLE, STIPPLE, read_file, run
-
-FAST = ("--level", "3", "--block-size", "64K")
+from imageutil import FAST
 
 
 def make_tree(root, tag):

@@ -25,6 +25,7 @@ from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fi
 import treeutil
 from test_memory import raw_status
 from conftest import MOUNT_STIPPLE, PYTHON_LIB, STIPPLE, build_image, mount_image, run, unmount
+from imageutil import FAST
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import pubindex  # noqa: E402
@@ -63,7 +64,7 @@ def releases(tmp_path_factory):
 def images(releases, tmp_path_factory):
     """The two releases' one-file images, 64 KiB blocks."""
     d = tmp_path_factory.mktemp("images")
-    return [build_image(tree, d / ("app-%d.stp" % (i + 1)), "--level", "3", "--block-size", "64K")
+    return [build_image(tree, d / ("app-%d.stp" % (i + 1)), *FAST)
             for i, tree in enumerate(releases)]
 
 

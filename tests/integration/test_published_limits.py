@@ -15,6 +15,7 @@ import pytest
 import httputil
 from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
 from conftest import PYTHON_LIB, STIPPLE, build_image, mount_image
+from imageutil import FAST
 from test_published import REPO, publish, readme_config, stored
 
 
@@ -155,7 +156,7 @@ def test_index_at_a_url_without_path(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()
     shutil.copytree(os.path.join(PYTHON_LIB, "json"), tree / "json")
-    image = build_image(tree, tmp_path / "app.stp", "--level", "3", "--block-size", "64K")
+    image = build_image(tree, tmp_path / "app.stp", *FAST)
     www = tmp_path / "www"
     www.mkdir()
     subprocess.run([STIPPLE, "publish", "-q", image, www], check=True)
@@ -202,7 +203,7 @@ def test_publish_key_refuses_metadata_changed_after_the_check(tmp_path):
         pytest.skip("needs strace")
     tree = tmp_path / "tree"
     shutil.copytree(os.path.join(PYTHON_LIB, "json"), tree)
-    image = build_image(tree, tmp_path / "app.stp", "--level", "3", "--block-size", "64K")
+    image = build_image(tree, tmp_path / "app.stp", *FAST)
     sec, pub = tmp_path / "k.key", tmp_path / "k.pub"
     subprocess.run([STIPPLE, "keygen", sec, pub], check=True, capture_output=True)
     subprocess.run([STIPPLE, "sign", image, sec], check=True, capture_output=True)

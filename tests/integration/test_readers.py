@@ -14,9 +14,8 @@ import pytest
 
 from conftest import IS_ROOT, PYTHON_LIB, STIPPLE, build_image, read_file, run
 import treeutil
-from imageutil import CraftedImage, escape_name
+from imageutil import FAST, CraftedImage, escape_name
 
-FAST = ("--level", "3", "--block-size", "64K")
 # What a copy made without root cannot hold.
 NON_ROOT_IGNORE = treeutil.NON_ROOT_IGNORE
 

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import STIPPLE, build_image, mount_image, run
+from imageutil import FAST
 from test_memory import raw_status
 from test_mount import blocks_of, noise_tree, read_tree
 import treeutil
@@ -57,7 +58,7 @@ def received(sock, image):
 def damaged(tmp_path):
     """(source tree, image with its middle block damaged, that block's number)."""
     src = noise_tree(str(tmp_path / "src"), count=12)
-    image = build_image(src, tmp_path / "damaged.stipple", "--level", "3", "--block-size", "64K")
+    image = build_image(src, tmp_path / "damaged.stipple", *FAST)
     blocks = blocks_of(image)
     bad = len(blocks) // 2
     off, stored = blocks[bad]

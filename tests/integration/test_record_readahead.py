@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import MKSTIPPLE, STIPPLE, build_image, mount_image, run
+from imageutil import FAST
 
 PAGE = 4096
 
@@ -41,7 +42,7 @@ def tree_of(d, files):
 @pytest.fixture(scope="module")
 def image(tmp_path_factory):
     d = tmp_path_factory.mktemp("rec-ra")
-    return build_image(tree_of(d, FILES), d / "tree.stipple", "--level", "3", "--block-size", "64K")
+    return build_image(tree_of(d, FILES), d / "tree.stipple", *FAST)
 
 
 def daemon_pid(mnt):

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from conftest import build_image, mount_image
+from imageutil import FAST
 
 needs_root = pytest.mark.needs_root("mounting tests need root")
 KIB = 1024
@@ -78,7 +79,7 @@ def test_sparse_files_on_a_mount(tmp_path):
     src = make_sparse(str(tmp_path / "src"))
     if not holes_supported(src):
         pytest.skip("the test's file system stores no holes")
-    image = build_image(src, tmp_path / "sparse.stipple", "--level", "3", "--block-size", "64K")
+    image = build_image(src, tmp_path / "sparse.stipple", *FAST)
     with mount_image(image) as mnt:
         for name in LAYOUTS:
             a, b = os.path.join(src, name), os.path.join(mnt, name)

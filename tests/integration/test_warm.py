@@ -35,7 +35,7 @@ PAGE = HOT_PAGE
 BS = 64 << 10               # block size of the small images: a hot region of many blocks
 # Packed layout: these tests lay the hot region out byte for byte (hot_size_of_warm); a
 # stable image pads it to its block, which test_stable_blocks covers.
-FAST = ("--level", "3", "--block-size", "64K", "--no-stable-blocks")
+FAST = (*imageutil.FAST, "--no-stable-blocks")
 STATUS_XATTR = "user.stipple.status"
 
 

@@ -82,6 +82,28 @@ static int write_all(int fd, const void *p, size_t len)
 	return write(fd, p, len) == (ssize_t)len ? 0 : -1;
 }
 
+/* write_image's block table into OUT: block 0 is ZBLOCK (ZLEN bytes) after the
+ * superblock, the others DATA's bytes raw after it; BAD_BLOCK's checksum is wrong. */
+static void encode_blocks(const uint8_t *data, const uint8_t *zblock, size_t zlen, uint8_t *out)
+{
+	for (uint32_t b = 0; b < NBLOCKS; b++) {
+		uint64_t start = (uint64_t)b * BS, len = DATA_SIZE - start < BS ? DATA_SIZE - start : BS;
+		struct stp_blockent be = {
+			.offset = STP_SB_SIZE + zlen + start - BS, .stored_size = (uint32_t)len,
+			.codec = STP_CODEC_RAW, .filter = STP_FILTER_NONE,
+			.checksum = stp_checksum(data + start, len) ^ (b == BAD_BLOCK),
+		};
+
+		if (b == 0) {
+			be.offset = STP_SB_SIZE;
+			be.stored_size = (uint32_t)zlen;
+			be.codec = STP_CODEC_ZSTD;
+			be.checksum = stp_checksum(zblock, zlen);
+		}
+		stp_blockent_encode(&be, out + b * STP_BLOCKENT_SIZE);
+	}
+}
+
 /* Superblock, the raw blocks, block 0 compressed, then raw metadata: header, 2 inodes
  * (the root, empty, and the file), 2 extents, the block table, no strings. */
 static int write_image(int fd)
@@ -123,23 +145,7 @@ static int write_image(int fd)
 	stp_inode_encode(&file, meta + INODE_OFF + STP_INODE_SIZE);
 	for (int i = 0; i < 2; i++)
 		stp_extent_encode(&ext[i], meta + EXTENT_OFF + i * STP_EXTENT_SIZE);
-	for (uint32_t b = 0; b < NBLOCKS; b++) {
-		uint64_t start = (uint64_t)b * BS, len = DATA_SIZE - start < BS ? DATA_SIZE - start : BS;
-		struct stp_blockent be = {
-			.offset = STP_SB_SIZE + zlen + start - BS, .stored_size = (uint32_t)len,
-			.codec = STP_CODEC_RAW, .filter = STP_FILTER_NONE,
-			.checksum = stp_checksum(data + start, len) ^ (b == BAD_BLOCK),
-		};
-
-		if (b == 0) {
-			be.offset = STP_SB_SIZE;
-			be.stored_size = (uint32_t)zlen;
-			be.codec = STP_CODEC_ZSTD;
-			be.checksum = stp_checksum(zblock, zlen);
-		}
-
-		stp_blockent_encode(&be, meta + BLOCK_OFF + b * STP_BLOCKENT_SIZE);
-	}
+	encode_blocks(data, zblock, zlen, meta + BLOCK_OFF);
 	sb.meta_checksum = stp_checksum(meta, META_SIZE);
 	stp_sb_encode(&sb, sb_raw);
 	return write_all(fd, sb_raw, sizeof(sb_raw)) || write_all(fd, zblock, zlen) ||
@@ -402,6 +408,36 @@ static int break_zblock(uint8_t *frame, size_t len, unsigned k)
 	return -1;
 }
 
+/* Block B of the stream image, its SBS bytes at SRC, compressed into Z (CAP bytes):
+ * SBCJ filtered first, SBAD's frame broken, SSKIP's followed by a skippable frame.
+ * Returns the frame's length, 0 on failure. */
+static size_t stream_frame(uint32_t b, const uint8_t *src, uint8_t *z, size_t cap)
+{
+	static const uint8_t magic[4] = { 0x50, 0x2A, 0x4D, 0x18 };
+	static uint8_t filtered[SBS];
+	size_t zlen;
+	uint8_t *at;
+
+	if (b == SBCJ) {
+		memcpy(filtered, src, SBS);
+		stp_bcj_x86(filtered, SBS, (uint64_t)b * SBS, 1);
+		src = filtered;
+	}
+	zlen = ZSTD_compress(z, cap, src, SBS, 1);
+	if (ZSTD_isError(zlen) || (b == SBAD && break_zblock(z, zlen, SBAD_ZBLOCK)))
+		return 0;
+	if (b != SSKIP)
+		return zlen;
+	at = z + zlen;
+	memcpy(at, magic, 4);
+	at[4] = (uint8_t)SKIP_LEN;
+	at[5] = (uint8_t)(SKIP_LEN >> 8);
+	at[6] = (uint8_t)(SKIP_LEN >> 16);
+	at[7] = 0;
+	memset(at + 8, 0x5A, SKIP_LEN);
+	return zlen + 8 + SKIP_LEN;
+}
+
 static int write_stream_image(int fd)
 {
 	enum { INODE_OFF = STP_META_HDR_SIZE, BLOCK_OFF = INODE_OFF + STP_INODE_SIZE,
@@ -426,29 +462,9 @@ static int write_stream_image(int fd)
 	for (uint64_t s = 0; s < sizeof(data); s++)
 		data[s] = soft_byte(s);
 	for (uint32_t b = 0; b < SBLOCKS; b++) {
-		static uint8_t filtered[SBS];
-		const uint8_t *src = data + (size_t)b * SBS;
-
-		if (b == SBCJ) {
-			memcpy(filtered, src, SBS);
-			stp_bcj_x86(filtered, SBS, (uint64_t)b * SBS, 1);
-			src = filtered;
-		}
-		zlen[b] = ZSTD_compress(z[b], sizeof(z[b]), src, SBS, 1);
-		if (ZSTD_isError(zlen[b]) || (b == SBAD && break_zblock(z[b], zlen[b], SBAD_ZBLOCK)))
+		zlen[b] = stream_frame(b, data + (size_t)b * SBS, z[b], sizeof(z[b]));
+		if (!zlen[b])
 			return -1;
-		if (b == SSKIP) {
-			static const uint8_t magic[4] = { 0x50, 0x2A, 0x4D, 0x18 };
-			uint8_t *at = z[b] + zlen[b];
-
-			memcpy(at, magic, 4);
-			at[4] = (uint8_t)SKIP_LEN;
-			at[5] = (uint8_t)(SKIP_LEN >> 8);
-			at[6] = (uint8_t)(SKIP_LEN >> 16);
-			at[7] = 0;
-			memset(at + 8, 0x5A, SKIP_LEN);
-			zlen[b] += 8 + SKIP_LEN;
-		}
 	}
 	stp_meta_header_encode(&mh, meta);
 	stp_inode_encode(&root, meta + INODE_OFF);
@@ -600,6 +616,39 @@ static struct stp_image *open_stream_image(void)
 	return open_written(write_stream_image, "streaming test image");
 }
 
+/* The readers R[N] whose range ends at or below PUBLISHED are let go, with the right
+ * bytes; the others still wait. */
+static void check_let_go(struct reader *r, unsigned n, size_t published)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (r[i].end <= published)
+			CHECK(done_soon(&r[i]) && r[i].rc == 0 && r[i].right,
+			      " end %zu, watermark %zu", r[i].end, published);
+		else
+			CHECK(!is_done(&r[i]), " end %zu let go at %zu", r[i].end, published);
+	}
+}
+
+/* While block 0 decodes in CACHE (held by G at STEP), the second buffer serves block
+ * SBCJ into *BCJ (its bytes hold no E8/E9: test_filtered has code), and a third block
+ * (OTHER, started here) finds no buffer until one is free. */
+static void check_second_buffer(struct stp_cache *cache, struct gate *g, unsigned step,
+				struct stp_block_ref *bcj, struct reader *other)
+{
+	struct stp_cache_stats st;
+
+	CHECK(stp_cache_get_range(cache, SBCJ, 1, bcj) == 0);
+	CHECK(g->calls == step);
+	CHECK(range_right(cache, bcj, SBS - 1, 1, soft_byte));
+	CHECK(range_right(cache, bcj, 0, SBS, soft_byte));
+	other->cache = cache;
+	CHECK(pthread_create(&other->thread, NULL, reader_main, other) == 0);
+	nap_ms(100);
+	stp_cache_stats(cache, &st);
+	CHECK(!is_done(other) && st.waits == 1 && st.buffers == 2);
+	CHECK(st.peak_buffers <= st.max_buffers);
+}
+
 /* Readers of one block wait for their range only, in order, as the watermark passes;
  * the block ends up whole for later readers; the buffer bound holds meanwhile. */
 static void test_watermark(void)
@@ -625,31 +674,12 @@ static void test_watermark(void)
 
 		if (step == 1)
 			nap_ms(100); /* every reader has joined the one decode */
-		for (unsigned i = 0; i < N; i++) {
-			if (ends[i] <= published)
-				CHECK(done_soon(&r[i]) && r[i].rc == 0 && r[i].right,
-				      " end %zu, watermark %zu", ends[i], published);
-			else
-				CHECK(!is_done(&r[i]), " end %zu let go at %zu", ends[i], published);
-		}
+		check_let_go(r, N, published);
 		CHECK(at > published && at - published <= (256u << 10) && at % (128u << 10) == 0,
 		      " step %u at %zu after %zu", step, at, published);
 		published = at;
-		if (step == 4) {
-			/* while block 0 decodes, the second buffer serves block SBCJ (its bytes
-			 * hold no E8/E9: test_filtered has code) */
-			CHECK(stp_cache_get_range(cache, SBCJ, 1, &bcj) == 0);
-			CHECK(g.calls == step);
-			CHECK(range_right(cache, &bcj, SBS - 1, 1, soft_byte));
-			CHECK(range_right(cache, &bcj, 0, SBS, soft_byte));
-			/* and a third block finds no buffer until one is free */
-			other.cache = cache;
-			CHECK(pthread_create(&other.thread, NULL, reader_main, &other) == 0);
-			nap_ms(100);
-			stp_cache_stats(cache, &st);
-			CHECK(!is_done(&other) && st.waits == 1 && st.buffers == 2);
-			CHECK(st.peak_buffers <= st.max_buffers);
-		}
+		if (step == 4)
+			check_second_buffer(cache, &g, step, &bcj, &other);
 		if (published + (256u << 10) >= SBS)
 			break;
 		gate_allow(&g, step);
@@ -669,6 +699,33 @@ static void test_watermark(void)
 	CHECK(st.early >= 4 && st.peak_buffers == 2 && st.max_buffers == 2);
 	CHECK(st.pinned == 0 && st.buffers <= 2);
 	stp_cache_free(cache);
+}
+
+/* After test_watermark_error's two failures of SBAD in CACHE: a reader let go before
+ * the (third) failure keeps its bytes, and its buffer, until it lets go: another decode
+ * meanwhile must not take that buffer. */
+static void check_held_through_failure(struct stp_cache *cache)
+{
+	struct stp_block_ref held, other;
+	struct stp_cache_stats st;
+	int right = 1;
+
+	CHECK(stp_cache_get_range(cache, SBAD, 1000, &held) == 0);
+	for (int i = 0; i < 1000; i++) {
+		stp_cache_stats(cache, &st);
+		if (st.failures == 3)
+			break;
+		nap_ms(2);
+	}
+	CHECK(st.failures == 3);
+	CHECK(stp_cache_get(cache, 0, &other) == 0 && other.data != held.data);
+	stp_cache_release(cache, &other);
+	for (size_t i = 0; i < (128u << 10) && right; i++)
+		right = held.data[i] == soft_byte(SBAD * (uint64_t)SBS + i);
+	CHECK(right);
+	stp_cache_release(cache, &held);
+	stp_cache_stats(cache, &st);
+	CHECK(st.buffers <= 2 && st.pinned == 0);
 }
 
 /* A decode that fails halfway: the bytes before the damage were let go, every reader
@@ -714,30 +771,7 @@ static void test_watermark_error(void)
 	CHECK(stp_cache_get(cache, SBAD, &ref) == -EUCLEAN); /* tried again, no hang */
 	CHECK(stp_cache_get(cache, 0, &ref) == 0); /* the buffer came back */
 	stp_cache_release(cache, &ref);
-
-	/* a reader let go before the failure keeps its bytes, and its buffer, until it lets
-	 * go: another decode meanwhile must not take that buffer */
-	{
-		struct stp_block_ref held, other;
-		int right = 1;
-
-		CHECK(stp_cache_get_range(cache, SBAD, 1000, &held) == 0);
-		for (int i = 0; i < 1000; i++) {
-			stp_cache_stats(cache, &st);
-			if (st.failures == 3)
-				break;
-			nap_ms(2);
-		}
-		CHECK(st.failures == 3);
-		CHECK(stp_cache_get(cache, 0, &other) == 0 && other.data != held.data);
-		stp_cache_release(cache, &other);
-		for (size_t i = 0; i < (128u << 10) && right; i++)
-			right = held.data[i] == soft_byte(SBAD * (uint64_t)SBS + i);
-		CHECK(right);
-		stp_cache_release(cache, &held);
-		stp_cache_stats(cache, &st);
-		CHECK(st.buffers <= 2 && st.pinned == 0);
-	}
+	check_held_through_failure(cache);
 	stp_cache_free(cache);
 }
 
@@ -1395,6 +1429,121 @@ static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, 
 	return bad;
 }
 
+/* check_filtered's state: the block, its readers and what the decode has published. */
+struct filtered {
+	uint64_t block;
+	size_t size;
+	struct gate g;
+	struct reader first, late, dense, behind;
+	int dense_started;
+	struct stp_cache *cache;
+	uint64_t seed;
+	size_t published;
+	unsigned bad, step;
+};
+
+/* The whole decode of F's block, the reference the copies must match, gives the source;
+ * the filter changed enough of it to matter. */
+static void check_reference(const struct filtered *f)
+{
+	uint8_t *whole = malloc(stp_image_block_buffer_size(code_image));
+
+	CHECK(code_changed[f->block] > f->size / 200, " block %llu: the filter changed %zu bytes",
+	      (unsigned long long)f->block, code_changed[f->block]);
+	CHECK(whole && stp_image_decode_block(code_image, f->block, whole) == 0 &&
+	      memcmp(whole, code + f->block * SBS, f->size) == 0);
+	free(whole);
+}
+
+/* At watermark step STEP, with the decode held: the late reader, one byte short of its
+ * look-ahead, is not let go (step 2) until the next step; on the x86 block, a copy inside
+ * the stretch of opcodes waits for the block. */
+static void check_step_readers(struct filtered *f)
+{
+	if (f->step == 2) {
+		f->late.end = f->published - STP_DECODE_LOOKAHEAD + 1;
+		CHECK(pthread_create(&f->late.thread, NULL, reader_main, &f->late) == 0);
+		nap_ms(50);
+		CHECK(!is_done(&f->late), " let go at %zu for %zu", f->published, f->late.end);
+	}
+	if (f->step == 3)
+		CHECK(done_soon(&f->late) && f->late.rc == 0 && f->late.right);
+	if (f->block == CX86 && !f->dense_started && f->published > DENSE_AT + DENSE_LEN + 64) {
+		f->dense.from = DENSE_AT + DENSE_LEN - 100;
+		f->dense.end = f->dense.from + 50;
+		CHECK(pthread_create(&f->dense.thread, NULL, reader_main, &f->dense) == 0);
+		f->dense_started = 1;
+		nap_ms(50);
+		CHECK(!is_done(&f->dense), " a copy over opcodes only");
+	}
+}
+
+/* The decompression, step by step: the ranges below the watermark come out right while
+ * the decode waits; ends when the block is decompressed whole. */
+static void decode_in_steps(struct filtered *f)
+{
+	for (f->step = 1;; f->step++) {
+		size_t at = gate_reach(&f->g, f->step);
+
+		if (f->published > STP_DECODE_LOOKAHEAD)
+			f->bad += check_copies(f->cache, f->block, f->published, f->size, &f->seed);
+		check_step_readers(f);
+		CHECK(!stp_cache_contains(f->cache, f->block));
+		if (!at)
+			break; /* decompressed whole: next, the filter is undone in place */
+		CHECK(at > f->published && at <= f->size, " step %u at %zu", f->step, at);
+		f->published = at;
+		gate_allow(&f->g, f->step);
+	}
+	CHECK(f->published == f->size && f->step > 3, " %u steps to %zu", f->step, f->published);
+}
+
+/* The unfilter in place, held after its first step (which claimed the first
+ * STP_DECODE_STEP bytes): copies of bytes past that go on, readers of bytes before it
+ * wait for it. */
+static void unfilter_held(struct filtered *f)
+{
+	gate_allow(&f->g, f->step);
+	CHECK(gate_reach(&f->g, f->step + 1) > 0);
+	f->behind.from = 1000;
+	f->behind.end = 2000;
+	CHECK(pthread_create(&f->behind.thread, NULL, reader_main, &f->behind) == 0);
+	f->bad += !copy_right(f->cache, f->block, STP_DECODE_STEP + STP_DECODE_BACK + 7,
+			      f->size / 2);
+	f->bad += !copy_right(f->cache, f->block, f->size - 5000, f->size);
+	nap_ms(50);
+	CHECK(!is_done(&f->behind), " read bytes the unfilter in place is changing");
+	CHECK(!f->bad, " block %llu: %u ranges wrong", (unsigned long long)f->block, f->bad);
+	gate_allow(&f->g, UINT32_MAX);
+}
+
+/* Every reader got the right bytes; the block is whole for later readers. */
+static void check_whole(struct filtered *f)
+{
+	struct stp_cache_stats st;
+	struct stp_block_ref ref;
+
+	pthread_join(f->behind.thread, NULL);
+	CHECK(f->behind.rc == 0 && f->behind.right);
+	pthread_join(f->first.thread, NULL);
+	pthread_join(f->late.thread, NULL);
+	CHECK(f->first.rc == 0 && f->first.right && f->late.rc == 0 && f->late.right);
+	CHECK(f->dense_started == (f->block == CX86));
+	if (f->dense_started) {
+		pthread_join(f->dense.thread, NULL);
+		CHECK(f->dense.rc == 0 && f->dense.right);
+	}
+	/* whole now: read in place, the bytes of the source */
+	CHECK(stp_cache_get(f->cache, f->block, &ref) == 0);
+	CHECK(ref.direct == f->size && ref.size == f->size, " direct %zu", ref.direct);
+	CHECK(memcmp(ref.data, code + f->block * SBS, f->size) == 0, " block %llu in place",
+	      (unsigned long long)f->block);
+	stp_cache_release(f->cache, &ref);
+	CHECK(stp_cache_contains(f->cache, f->block));
+	stp_cache_stats(f->cache, &st);
+	CHECK(st.early >= 2 && st.decoded == 1 && st.pinned == 0);
+}
+
 /* BLOCK, held at each watermark step: the ranges below the watermark come out right
  * while the decode waits, a reader one byte short of its look-ahead is not let go, one
  * inside the stretch of opcodes waits for the block; during the unfilter in place copies
@@ -1402,93 +1551,23 @@ static unsigned check_copies(struct stp_cache *cache, uint64_t block, size_t w, 
  * later readers. */
 static void check_filtered(uint64_t block, size_t size)
 {
-	struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
-			  .only = block };
-	struct reader first = { .block = block, .end = 1, .size = size, .byte = code_byte };
-	struct reader late = first, dense = first, behind = first;
-	int dense_started = 0;
-	struct stp_cache_stats st;
-	struct stp_block_ref ref;
-	struct stp_cache *cache;
-	uint64_t seed = 0xf00d + block;
-	size_t published = 0;
-	unsigned bad = 0, step;
+	struct filtered f = {
+		.block = block, .size = size, .seed = 0xf00d + block,
+		.g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+		       .only = block },
+		.first = { .block = block, .end = 1, .size = size, .byte = code_byte },
+	};
 
-	uint8_t *whole = malloc(stp_image_block_buffer_size(code_image));
-
-	CHECK(code_changed[block] > size / 200, " block %llu: the filter changed %zu bytes",
-	      (unsigned long long)block, code_changed[block]);
-	/* the whole decode, the reference the copies must match, gives the source */
-	CHECK(whole && stp_image_decode_block(code_image, block, whole) == 0 &&
-	      memcmp(whole, code + block * SBS, size) == 0);
-	free(whole);
-	CHECK(stp_cache_new(code_image, 1, 1, &cache) == 0);
-	stp_cache_set_observer(cache, gate_observe, &g);
-	first.cache = late.cache = dense.cache = behind.cache = cache;
-	CHECK(pthread_create(&first.thread, NULL, reader_main, &first) == 0);
-	for (step = 1;; step++) {
-		size_t at = gate_reach(&g, step);
-
-		if (published > STP_DECODE_LOOKAHEAD)
-			bad += check_copies(cache, block, published, size, &seed);
-		if (step == 2) {
-			late.end = published - STP_DECODE_LOOKAHEAD + 1;
-			CHECK(pthread_create(&late.thread, NULL, reader_main, &late) == 0);
-			nap_ms(50);
-			CHECK(!is_done(&late), " let go at %zu for %zu", published, late.end);
-		}
-		if (step == 3)
-			CHECK(done_soon(&late) && late.rc == 0 && late.right);
-		if (block == CX86 && !dense_started && published > DENSE_AT + DENSE_LEN + 64) {
-			dense.from = DENSE_AT + DENSE_LEN - 100;
-			dense.end = dense.from + 50;
-			CHECK(pthread_create(&dense.thread, NULL, reader_main, &dense) == 0);
-			dense_started = 1;
-			nap_ms(50);
-			CHECK(!is_done(&dense), " a copy over opcodes only");
-		}
-		CHECK(!stp_cache_contains(cache, block));
-		if (!at)
-			break; /* decompressed whole: next, the filter is undone in place */
-		CHECK(at > published && at <= size, " step %u at %zu", step, at);
-		published = at;
-		gate_allow(&g, step);
-	}
-	CHECK(published == size && step > 3, " %u steps to %zu", step, published);
-	/* the unfilter in place, held after its first step (which claimed the first
-	 * STP_DECODE_STEP bytes): copies of bytes past that go on, readers of bytes before
-	 * it wait for it */
-	gate_allow(&g, step);
-	CHECK(gate_reach(&g, step + 1) > 0);
-	behind.from = 1000;
-	behind.end = 2000;
-	CHECK(pthread_create(&behind.thread, NULL, reader_main, &behind) == 0);
-	bad += !copy_right(cache, block, STP_DECODE_STEP + STP_DECODE_BACK + 7, size / 2);
-	bad += !copy_right(cache, block, size - 5000, size);
-	nap_ms(50);
-	CHECK(!is_done(&behind), " read bytes the unfilter in place is changing");
-	CHECK(!bad, " block %llu: %u ranges wrong", (unsigned long long)block, bad);
-	gate_allow(&g, UINT32_MAX);
-	pthread_join(behind.thread, NULL);
-	CHECK(behind.rc == 0 && behind.right);
-	pthread_join(first.thread, NULL);
-	pthread_join(late.thread, NULL);
-	CHECK(first.rc == 0 && first.right && late.rc == 0 && late.right);
-	CHECK(dense_started == (block == CX86));
-	if (dense_started) {
-		pthread_join(dense.thread, NULL);
-		CHECK(dense.rc == 0 && dense.right);
-	}
-	/* whole now: read in place, the bytes of the source */
-	CHECK(stp_cache_get(cache, block, &ref) == 0);
-	CHECK(ref.direct == size && ref.size == size, " direct %zu", ref.direct);
-	CHECK(memcmp(ref.data, code + block * SBS, size) == 0, " block %llu in place",
-	      (unsigned long long)block);
-	stp_cache_release(cache, &ref);
-	CHECK(stp_cache_contains(cache, block));
-	stp_cache_stats(cache, &st);
-	CHECK(st.early >= 2 && st.decoded == 1 && st.pinned == 0);
-	stp_cache_free(cache);
+	f.late = f.dense = f.behind = f.first;
+	check_reference(&f);
+	CHECK(stp_cache_new(code_image, 1, 1, &f.cache) == 0);
+	stp_cache_set_observer(f.cache, gate_observe, &f.g);
+	f.first.cache = f.late.cache = f.dense.cache = f.behind.cache = f.cache;
+	CHECK(pthread_create(&f.first.thread, NULL, reader_main, &f.first) == 0);
+	decode_in_steps(&f);
+	unfilter_held(&f);
+	check_whole(&f);
+	stp_cache_free(f.cache);
 }
 
 static void test_filtered(void)

@@ -143,12 +143,12 @@ static void expect_one(const struct model *m, const char *want)
 
 static void quiet(enum stp_log_level level, const char *msg) { (void)level; (void)msg; }
 
-static void test_check_all(void)
+/* A sound image, then each fault of the names and inodes. */
+static void test_check_names(void)
 {
 	struct stp_check_counts n;
 	struct model m;
 
-	stp_log_set_handler(quiet);
 	sound(&m);
 	CHECK(check_model(&m, &n) == 0);
 	CHECK(n.problems == 0 && n.entries == 2 && said[0] == 0);
@@ -170,6 +170,13 @@ static void test_check_all(void)
 	m.in[3] = (struct stp_inode){ .mode = S_IFREG | 0644, .nlink = 1 };
 	m.ni = 4;
 	expect_one(&m, "-: inode 3 is not reached from the root");
+}
+
+/* The extent records: their order between inodes and within one. */
+static void test_check_extents(void)
+{
+	struct stp_check_counts n;
+	struct model m;
 
 	sound(&m); /* b's extent is a's record */
 	m.in[2] = m.in[1];
@@ -199,6 +206,12 @@ static void test_check_all(void)
 	m.ex[2] = (struct stp_extent){ 0, 0, 4 };
 	m.nx = 3;
 	expect_one(&m, "/a: extent 1 overlaps or precedes extent 0");
+}
+
+/* A damaged block, named with every file in it; a directory cycle. */
+static void test_check_damage(void)
+{
+	struct model m;
 
 	sound(&m);
 	m.bad_block = 1;
@@ -216,11 +229,13 @@ static void test_check_all(void)
 	m.nd = 3;
 	m.nx = 0;
 	expect_one(&m, "/a/again: directory inode 1 reached twice (a cycle)");
-
 }
 
 int main(void)
 {
-	RUN(test_check_all);
+	stp_log_set_handler(quiet);
+	RUN(test_check_names);
+	RUN(test_check_extents);
+	RUN(test_check_damage);
 	return tap_done();
 }
