@@ -71,11 +71,20 @@ int lines_each(FILE *f, const char *name, int delim, lines_fn each, void *arg)
 	return rc;
 }
 
+/* Whether S is PREFIX then a descriptor's number, and nothing more: "/dev/fd/../x"
+ * names any file. */
+static bool fd_name(const char *s, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return !strncmp(s, prefix, n) && s[n] && strspn(s + n, "0123456789") == strlen(s + n);
+}
+
 /* A pipe named by a descriptor of ours: only our caller can have made it. */
 static bool handed_pipe(const char *path, const struct stat *st)
 {
-	return S_ISFIFO(st->st_mode) && (!strncmp(path, "/dev/fd/", 8) ||
-					 !strncmp(path, "/proc/self/fd/", 14) ||
+	return S_ISFIFO(st->st_mode) && (fd_name(path, "/dev/fd/") ||
+					 fd_name(path, "/proc/self/fd/") ||
 					 !strcmp(path, "/dev/stdin"));
 }
 
