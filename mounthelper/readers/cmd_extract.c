@@ -457,8 +457,9 @@ static int make_special(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	if (!mknodat(dirfd, e->name, (e->inode.mode & S_IFMT) | 0600, rdev))
 		return 0;
 	if (errno == EPERM && rdev) {
-		fprintf(stderr, "stipple extract: %s%s: device not created: %s\n", x->dest,
-			e->path, stp_strerror(-errno));
+		/* escaped: the name is the image's */
+		stp_cli_error(&extract_cli, "%s%s: device not created: %s", x->dest, e->path,
+			      stp_strerror(-errno));
 		x->warnings++;
 		return 1;
 	}
