@@ -50,7 +50,7 @@
 static const struct stp_cli extract_cli = {
 	.name = "extract",
 	.synopsis = "[-qv] [--xattrs|--no-xattrs] [--acls|--no-acls] [--no-devices] "
-		    "[--no-setuid]\n               IMAGE DIR [PATH...]\n"
+		    "[--no-setuid]\n                       IMAGE DIR [PATH...]\n"
 		    "       stipple extract --tar [-q] IMAGE [FILE|-]",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
 		   "directory.\nAs root, owners and modes are restored exactly, with every "
