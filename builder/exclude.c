@@ -87,12 +87,12 @@ static int exclude_line(void *arg, char *line, size_t len, unsigned lineno)
 int exclude_load(struct exclude *ex, const char *file)
 {
 	struct exclude_file x = { ex, file };
-	FILE *f = fopen(file, "re");
+	FILE *f = lines_open_regular(file); /* a FIFO or a device: refused, not waited on */
 	int rc;
 
 	if (!f) {
 		rc = -errno;
-		report_error(NULL, "--exclude-from %s: %s", file, strerror(-rc));
+		report_error(NULL, "--exclude-from %s: %s", file, lines_strerror(-rc));
 		return rc;
 	}
 	rc = lines_each(f, file, '\n', exclude_line, &x);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "report.h"
+#include "util.h"
 
 /* Reads one record of F into *REC (grown as needed, up to LINES_RECORD_MAX bytes):
  * its length, -1 at the end of F, -E2BIG past the bound (nothing more is read). */
@@ -71,32 +72,35 @@ int lines_each(FILE *f, const char *name, int delim, lines_fn each, void *arg)
 	return rc;
 }
 
-/* A pipe named by a descriptor of ours: only our caller can have made it. */
-static bool handed_pipe(const char *path, const struct stat *st)
+/* Whether S is PREFIX then a descriptor's number, and nothing more: "/dev/fd/../x"
+ * names any file. */
+static bool fd_name(const char *s, const char *prefix)
 {
-	return S_ISFIFO(st->st_mode) && (!strncmp(path, "/dev/fd/", 8) ||
-					 !strncmp(path, "/proc/self/fd/", 14) ||
-					 !strcmp(path, "/dev/stdin"));
+	size_t n = strlen(prefix);
+
+	return !strncmp(s, prefix, n) && s[n] && strspn(s + n, "0123456789") == strlen(s + n);
+}
+
+/* A regular file, or a pipe named by a descriptor of ours: only our caller can have
+ * made it. */
+static int list_node(const char *path, const struct stat *st)
+{
+	return S_ISREG(st->st_mode) ||
+	       (S_ISFIFO(st->st_mode) && (fd_name(path, "/dev/fd/") ||
+					  fd_name(path, "/proc/self/fd/") ||
+					  !strcmp(path, "/dev/stdin")));
 }
 
 FILE *lines_open_regular(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), err;
-	struct stat st;
+	/* opened without blocking so that a FIFO cannot hang us; reads then wait as usual */
+	int fd = stp_open_if(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, list_node), err;
 	FILE *f;
 
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st))
-		err = errno;
-	else
-		err = S_ISREG(st.st_mode) || handed_pipe(path, &st) ? 0 : EINVAL;
-	if (err) {
-		close(fd);
-		errno = err;
+	if (fd < 0) {
+		errno = -fd;
 		return NULL;
 	}
-	/* opened without blocking so that a FIFO cannot hang us; reads then wait as usual */
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) || !(f = fdopen(fd, "re"))) {
 		err = errno;
 		close(fd);
@@ -104,4 +108,10 @@ FILE *lines_open_regular(const char *path)
 		return NULL;
 	}
 	return f;
+}
+
+const char *lines_strerror(int err)
+{
+	return err == EINVAL ? "not a regular file (a pipe is taken only as /dev/fd/N)"
+			     : strerror(err);
 }

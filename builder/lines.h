@@ -31,8 +31,12 @@ int lines_each(FILE *f, const char *name, int delim, lines_fn each, void *arg);
 
 /* PATH opened for lines_each if it is a regular file, or a pipe the caller handed over
  * as a descriptor (/dev/fd/N, /proc/self/fd/N, /dev/stdin: `<(...)`), without waiting on
- * a named FIFO, which anyone who can write its folder may have put there: NULL with errno
- * set otherwise (EINVAL: neither). The FILE is the caller's. */
+ * a named FIFO, which anyone who can write its folder may have put there, and without
+ * opening a device a link there leads to (stp_open_if): NULL with errno set otherwise
+ * (EINVAL: neither). The FILE is the caller's. */
 FILE *lines_open_regular(const char *path);
+
+/* ERR (an errno of lines_open_regular) in words. */
+const char *lines_strerror(int err);
 
 #endif

@@ -400,10 +400,7 @@ static int read_hot_list(struct tree *t, const char *list, uint64_t margin, stru
 
 	if (!f) {
 		rc = -errno;
-		if (rc == -EINVAL)
-			report_error(list, "--hot-list: not a regular file (a pipe is taken only as /dev/fd/N)");
-		else
-			report_errno(list, -rc, "--hot-list");
+		report_error(list, "--hot-list: %s", lines_strerror(-rc));
 		return rc;
 	}
 	rc = lines_each(f, list, '\n', hot_line, &x);

@@ -141,11 +141,14 @@ static int pseudo_line(void *arg, char *line, size_t len, unsigned lineno)
 int pseudo_load(struct pseudo *p, const char *file)
 {
 	struct pseudo_file x = { p, file, 0 };
-	FILE *f = fopen(file, "re");
+	FILE *f = lines_open_regular(file); /* a FIFO or a device: refused, not waited on */
 	int rc;
 
-	if (!f)
-		return report_errno(file, errno, "--pseudo-file");
+	if (!f) {
+		rc = -errno;
+		report_error(file, "--pseudo-file: %s", lines_strerror(-rc));
+		return rc;
+	}
 	rc = lines_each(f, file, '\n', pseudo_line, &x);
 	if (rc == -EIO && !x.bad)
 		report_errno(file, EIO, "--pseudo-file");

@@ -85,12 +85,16 @@ static int select_name(void *arg, char *name, size_t len, unsigned number)
 
 int select_load(struct select *s, const char *file, int nul)
 {
-	FILE *f = strcmp(file, "-") ? fopen(file, "re") : stdin;
+	/* a FIFO or a device: refused, not waited on */
+	FILE *f = strcmp(file, "-") ? lines_open_regular(file) : stdin;
 	int rc;
 
 	s->file = file;
-	if (!f)
-		return report_errno(file, errno, "--files-from");
+	if (!f) {
+		rc = -errno;
+		report_error(file, "--files-from: %s", lines_strerror(-rc));
+		return rc;
+	}
 	rc = lines_each(f, file, nul ? '\0' : '\n', select_name, s);
 	if (rc == -EIO && ferror(f))
 		report_errno(file, EIO, "--files-from");

@@ -110,9 +110,9 @@ int stp_netrc_load(const char *path, char **text, size_t *len)
 
 	*text = NULL;
 	*len = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	fd = stp_open_if(path, O_RDONLY | O_NOCTTY, stp_node_is_regular); /* util.h */
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > STP_NETRC_MAX)
 		err = -EINVAL;
 	if (!err && !(*text = malloc((size_t)st.st_size + 1)))

@@ -11,6 +11,7 @@
 #include "imgsrc.h"
 #include "log.h"
 #include "metapages.h"
+#include "util.h"
 
 /* Feature names for messages about images we cannot read. */
 static const char *feature_name(uint64_t bit)
@@ -218,10 +219,13 @@ int stp_image_verified(const struct stp_image *img)
 
 int stp_image_open(const char *path, struct stp_image **out)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* a device another user's link leads to is never opened (util.h) */
+	int fd = stp_open_if(path, O_RDONLY, stp_node_is_image);
 
+	if (fd == -EINVAL)
+		stp_log(STP_LOG_ERR, "%s: not a regular file", path);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	return stp_image_open_fd(fd, path, out);
 }
 

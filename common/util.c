@@ -246,3 +246,50 @@ int stp_fd_stat(int fd, struct stat *st)
 	return fstat(fd, st) ? -errno : 0;
 #endif
 }
+
+/* Without /proc: PATH opened by name, and kept only if it is still the node PFD holds. */
+static int open_again(const char *path, int flags, int pfd)
+{
+	struct stat a, b;
+	int fd = open(path, flags | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(pfd, &a) || fstat(fd, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		close(fd);
+		return -EAGAIN;
+	}
+	return fd;
+}
+
+int stp_open_if(const char *path, int flags, int (*ok)(const char *path, const struct stat *st))
+{
+	char proc[32];
+	struct stat st;
+	int pfd = open(path, O_PATH | O_CLOEXEC), fd;
+
+	if (pfd < 0)
+		return -errno;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	if (fstat(pfd, &st))
+		fd = -errno;
+	else if (!ok(path, &st))
+		fd = -EINVAL;
+	else if ((fd = open(proc, flags | O_CLOEXEC)) < 0)
+		fd = errno == ENOENT && access("/proc/self/fd", F_OK) ? open_again(path, flags, pfd)
+								      : -errno;
+	close(pfd);
+	return fd;
+}
+
+int stp_node_is_image(const char *path, const struct stat *st)
+{
+	(void)path;
+	return S_ISREG(st->st_mode) || S_ISBLK(st->st_mode);
+}
+
+int stp_node_is_regular(const char *path, const struct stat *st)
+{
+	(void)path;
+	return S_ISREG(st->st_mode);
+}

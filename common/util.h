@@ -57,4 +57,18 @@ uint64_t stp_now_ns(void);
 struct stat;
 int stp_fd_stat(int fd, struct stat *st);
 
+/* PATH (its symlinks followed) opened with FLAGS and O_CLOEXEC, if OK(PATH, ST) accepts
+ * what it names; ST is found through an O_PATH descriptor, which runs no driver's open.
+ * So a user who swaps a path root reads for a link to a device does not arm a watchdog,
+ * rewind a tape or raise a modem's lines, and a FIFO refused is not waited on. The node
+ * is then opened through /proc/self/fd; without /proc, by PATH again, checked to be the
+ * same node (a swap in between is refused, though its open has run). Returns the
+ * descriptor, -EINVAL for a node refused, or -errno. */
+int stp_open_if(const char *path, int flags, int (*ok)(const char *path, const struct stat *st));
+
+/* What stp_open_if takes for an image: a regular file or a block device. */
+int stp_node_is_image(const char *path, const struct stat *st);
+/* ... and for a file of settings or secrets: a regular file. */
+int stp_node_is_regular(const char *path, const struct stat *st);
+
 #endif

@@ -22,6 +22,7 @@
 #include "httpurl.h"
 #include "imgsrc.h"
 #include "netrc.h"
+#include "util.h"
 #include "image.h"
 #include "sign.h"
 #include "log.h"
@@ -421,11 +422,11 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 			stp_progress_attach(*out);
 		return err;
 	}
-	fd = open(image, O_RDONLY | O_CLOEXEC);
+	fd = stp_open_if(image, O_RDONLY, stp_node_is_image); /* no device's open (util.h) */
 	if (fd < 0) {
-		err = -errno;
-		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
-		return err;
+		stp_cli_problem(cli, image, NULL, "cannot open: %s",
+				fd == -EINVAL ? "not a regular file" : stp_strerror(fd));
+		return fd;
 	}
 	err = stp_image_open_verified(fd, image, key, out);
 	/* the library named the image and the keys for these two, and told the damage */
@@ -446,7 +447,7 @@ int stp_cli_open_checked(const struct stp_cli *cli, const char *image,
 
 	if (key || stp_cli_foreign(cli, image))
 		return key ? stp_cli_open_verified(cli, image, key, img) : -EINVAL;
-	fd = open(image, O_RDONLY | O_CLOEXEC);
+	fd = stp_open_if(image, O_RDONLY, stp_node_is_image);
 	if (fd < 0)
 		return stp_cli_open(cli, image, img); /* says why */
 	told = stp_cli_damage_reports();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "util.h"
 
 /* The bytes read: enough for erofs's superblock magic at 1024 and tar's at 257. */
 #define SNIFF_LEN 1028
@@ -88,7 +89,7 @@ int stp_foreign_describe_fd(int fd, const char *path, char *msg, size_t len)
 
 int stp_foreign_describe(const char *path, char *msg, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), r;
+	int fd = stp_open_if(path, O_RDONLY | O_NOCTTY, stp_node_is_image), r;
 
 	if (fd < 0)
 		return 0;

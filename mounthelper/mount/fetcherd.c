@@ -58,7 +58,8 @@ static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, siz
 	struct stat st;
 	int fd;
 
-	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK) : -1;
+	/* a device a link leads to is not opened (util.h) */
+	fd = path ? stp_open_if(path, O_RDONLY | O_NOCTTY, stp_node_is_regular) : -1;
 	if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size <= CA_MAX &&
 	    (blob = malloc((size_t)st.st_size + 1)) &&
 	    stp_pread_full(fd, blob, (size_t)st.st_size, 0) == 0) {
@@ -66,7 +67,8 @@ static void *read_ca(const struct stp_mount_opts *o, size_t *len, char *why, siz
 	} else {
 		if (o->ca_file)
 			snprintf(why, whylen, "ca=%s: %s", o->ca_file,
-				 fd < 0 ? stp_strerror(-errno) : "not a readable file of at most 16 MiB");
+				 fd < 0 && fd != -EINVAL ? stp_strerror(fd)
+							 : "not a readable file of at most 16 MiB");
 		free(blob);
 		blob = NULL;
 	}

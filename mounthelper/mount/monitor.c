@@ -387,10 +387,12 @@ static int open_image(struct monitor *m)
 
 	if (o->is_url)
 		return open_url(m);
-	m->h.image_fd = open(o->image_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	/* a device a link leads to is not opened, its driver not run (util.h) */
+	m->h.image_fd = stp_open_if(o->image_path, O_RDONLY | O_NOCTTY, stp_node_is_image);
 	if (m->h.image_fd < 0) {
-		err = -errno;
-		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), stp_strerror(-errno));
+		err = m->h.image_fd;
+		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o),
+			       err == -EINVAL ? "not a regular file" : stp_strerror(err));
 		return err;
 	}
 	/* a tar, a squashfs, an empty file: what it is and what to run instead, instead of

@@ -49,7 +49,8 @@
 
 static const struct stp_cli extract_cli = {
 	.name = "extract",
-	.synopsis = "[-qv] [--xattrs|--no-xattrs] [--acls|--no-acls] IMAGE DIR [PATH...]\n"
+	.synopsis = "[-qv] [--xattrs|--no-xattrs] [--acls|--no-acls] [--no-devices] "
+		    "[--no-setuid]\n                       IMAGE DIR [PATH...]\n"
 		    "       stipple extract --tar [-q] IMAGE [FILE|-]",
 	.summary = "Restore the tree of IMAGE into DIR, which must be absent or an empty "
 		   "directory.\nAs root, owners and modes are restored exactly, with every "
@@ -65,6 +66,11 @@ static const struct stp_cli extract_cli = {
 		   "                 restore none (ACLs aside)\n"
 		   "      --acls     restore POSIX ACLs (the default as root)\n"
 		   "      --no-acls  restore no ACL\n"
+		   "      --no-devices, --nodev\n"
+		   "                 make no character or block device (each named on stderr)\n"
+		   "      --no-setuid, --nosuid\n"
+		   "                 restore no setuid or setgid bit on a file and no file\n"
+		   "                 capability (security.capability), as root too\n"
 		   "  -q, --quiet    no progress line on a terminal\n"
 		   "  -v, --verbose  list each path as it is written, on standard output, and\n"
 		   "                 name every problem (else the first 20 of each kind)\n",
@@ -87,6 +93,7 @@ static const struct stp_cli extract_cli = {
  * tie a layer's node to paths of other layers, not to the file; --xattrs adds them */
 enum { XATTRS_NONE, XATTRS_USER, XATTRS_ROOT, XATTRS_ALL };
 #define OVERLAY_PREFIX "trusted.overlay."
+#define CAPABILITY_XATTR "security.capability"
 
 struct extract {
 	const struct stp_image *img;
@@ -97,6 +104,8 @@ struct extract {
 	uid_t euid;                   /* who runs extract */
 	uid_t owner;                  /* who owns what extract makes: DIR's filesystem says */
 	int xattrs, acls;             /* what is restored: XATTRS_*, and ACLs or not */
+	int no_devices;               /* --no-devices: devices are left out, each named */
+	int no_setuid;                /* --no-setuid: no setuid, setgid nor capability */
 	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR */
 	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
 	struct stp_destnodes nodes;   /* the directories and first names made */
@@ -160,6 +169,8 @@ static int xattr_wanted(struct extract *x, const char *name)
 {
 	if (!strncmp(name, "system.posix_acl_", 17))
 		return x->acls;
+	if (x->no_setuid && !strcmp(name, CAPABILITY_XATTR))
+		return 0; /* a privilege on exec, as setuid is */
 	if (x->xattrs == XATTRS_ROOT && !strncmp(name, OVERLAY_PREFIX, strlen(OVERLAY_PREFIX))) {
 		x->overlay_left++;
 		return 0;
@@ -294,12 +305,16 @@ static int restore_xattrs(struct stp_walk *w, const struct stp_walk_entry *e,
 
 /* As tar does: root restores the stored mode whole; anyone else gets it less the umask
  * and without setuid and setgid, which on the user's own files would let whoever runs
- * them act as that user, by the image's choice and not the user's. */
+ * them act as that user, by the image's choice and not the user's. --no-setuid drops
+ * them as root too, as a nosuid mount ignores them: on a file only, since a directory's
+ * setgid grants nothing on exec (it gives new entries its group). */
 static mode_t mode_of(const struct extract *x, const struct stp_inode *in)
 {
-	if (x->restore_owners)
-		return in->mode & 07777;
-	return in->mode & 01777 & ~x->umask;
+	if (!x->restore_owners)
+		return in->mode & 01777 & ~x->umask;
+	if (x->no_setuid && !S_ISDIR(in->mode))
+		return in->mode & 01777;
+	return in->mode & 07777;
 }
 
 /* Owner, xattrs, mode, times of E, through node N alone. Owner first: chown clears
@@ -457,8 +472,9 @@ static int make_special(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	if (!mknodat(dirfd, e->name, (e->inode.mode & S_IFMT) | 0600, rdev))
 		return 0;
 	if (errno == EPERM && rdev) {
-		fprintf(stderr, "stipple extract: %s%s: device not created: %s\n", x->dest,
-			e->path, stp_strerror(-errno));
+		/* escaped: the name is the image's */
+		stp_cli_error(&extract_cli, "%s%s: device not created: %s", x->dest, e->path,
+			      stp_strerror(-errno));
 		x->warnings++;
 		return 1;
 	}
@@ -696,6 +712,17 @@ static int select_paths(struct extract *x, char **args, size_t n)
 	return 0;
 }
 
+/* --no-devices: E is left out if a device (every name of it), named as a warning, which
+ * is no failure since it was asked for. */
+static int left_out(struct extract *x, const struct stp_walk_entry *e)
+{
+	if (!x->no_devices || !(S_ISCHR(e->inode.mode) || S_ISBLK(e->inode.mode)))
+		return 0;
+	stp_cli_error(&extract_cli, "%s%s: device left out (--no-devices)", x->dest, e->path);
+	x->warnings++;
+	return 1;
+}
+
 /* -v: "a/b", or "a/" for a directory, as tar -v lists them. */
 static void list_entry(const struct extract *x, const struct stp_walk_entry *e)
 {
@@ -715,6 +742,8 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 	sel = selected(x, e->path);
 	if (sel == SELECT_OUT || (sel == SELECT_LEADING && !S_ISDIR(e->inode.mode)))
 		return S_ISDIR(e->inode.mode) ? STP_WALK_SKIP : 0;
+	if (left_out(x, e))
+		return 0;
 	list_entry(x, e);
 	parent = x->dirfd[e->depth - 1];
 	if (!S_ISDIR(e->inode.mode))
@@ -885,7 +914,7 @@ out:
 	return status;
 }
 
-enum { OPT_XATTRS = 256, OPT_NO_XATTRS, OPT_ACLS, OPT_NO_ACLS };
+enum { OPT_XATTRS = 256, OPT_NO_XATTRS, OPT_ACLS, OPT_NO_ACLS, OPT_NO_DEVICES, OPT_NO_SETUID };
 
 int stp_cmd_extract(int argc, char **argv)
 {
@@ -896,6 +925,11 @@ int stp_cmd_extract(int argc, char **argv)
 		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
 		{ "acls", no_argument, NULL, OPT_ACLS },
 		{ "no-acls", no_argument, NULL, OPT_NO_ACLS },
+		/* mount(8)'s names for the same rules: nodev, nosuid */
+		{ "no-devices", no_argument, NULL, OPT_NO_DEVICES },
+		{ "nodev", no_argument, NULL, OPT_NO_DEVICES },
+		{ "no-setuid", no_argument, NULL, OPT_NO_SETUID },
+		{ "nosuid", no_argument, NULL, OPT_NO_SETUID },
 		STP_CLI_LONGOPTS, { 0 }
 	};
 	/* as bsdtar -p for root; for a user, GNU tar's caution, user.* aside */
@@ -911,6 +945,10 @@ int stp_cmd_extract(int argc, char **argv)
 			x.xattrs = opt == OPT_XATTRS ? XATTRS_ALL : XATTRS_NONE;
 		else if (opt == OPT_ACLS || opt == OPT_NO_ACLS)
 			x.acls = opt == OPT_ACLS;
+		else if (opt == OPT_NO_DEVICES)
+			x.no_devices = 1;
+		else if (opt == OPT_NO_SETUID)
+			x.no_setuid = 1;
 		else if (opt == 'v')
 			verbose = x.list = 1;
 		else if (opt == 'q')
@@ -920,8 +958,9 @@ int stp_cmd_extract(int argc, char **argv)
 		chosen |= opt >= OPT_XATTRS;
 	}
 	if (tar && chosen) {
-		stp_cli_error(&extract_cli, "--tar keeps every extended attribute and ACL: "
-			      "--xattrs, --no-xattrs, --acls and --no-acls are for a directory");
+		stp_cli_error(&extract_cli, "--tar keeps every entry, mode, extended attribute "
+			      "and ACL: --xattrs, --no-xattrs, --acls, --no-acls, --no-devices and "
+			      "--no-setuid are for a directory");
 		return STP_EXIT_USAGE;
 	}
 	stp_cli_bound_messages(verbose ? 0 : STP_CLI_KIND_LIMIT);

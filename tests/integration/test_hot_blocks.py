@@ -183,6 +183,24 @@ def test_hot_list_that_is_a_fifo_is_refused_at_once(tree, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("through", ["/dev/fd/../../..", "/proc/self/fd/../../.."])
+def test_hot_list_fifo_spelled_through_dev_fd_is_refused(tree, tmp_path, through):
+    """/dev/fd/ followed by anything but a number names any file: a named FIFO spelled
+    so is refused as it is under its own name, not waited on while its writer is silent
+    (review 8 #1)."""
+    fifo = tmp_path / "hot.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # a writer that never writes
+    try:
+        out = tmp_path / "fifo.stp"
+        r = mkstipple(tree, out, "--hot-list", through + str(fifo), timeout=20)
+    finally:
+        os.close(writer)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "not a regular file" in r.stderr, r.stderr
+    assert not out.exists()
+
+
 def test_hot_list_through_a_handed_pipe_is_read(tree, hot_list, image, tmp_path):
     """A pipe handed over as /dev/fd/N (what `--hot-list <(...)` gives) is read as the
     file would be: the same image, byte for byte."""
