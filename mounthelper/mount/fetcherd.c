@@ -34,6 +34,7 @@
 #include "mountopts.h"
 #include "progpath.h"
 #include "published.h"
+#include "filters.h"
 #include "sandbox.h"
 #include "setup.h"
 #include "util.h"
@@ -372,8 +373,19 @@ static void lower_data(unsigned n, const struct stp_published *pub)
 	setrlimit(RLIMIT_DATA, &(struct rlimit){ max, max });
 }
 
+/* The filter, when the monitor sent none (a reader's fetcher: `stipple` links no
+ * libseccomp): built here. */
+static int own_filter(const struct stp_mount_opts *o, struct stp_sandbox_prog *filter,
+		      char *why, size_t whylen)
+{
+	if (filter->n || o->sandbox == STP_SANDBOX_OFF)
+		return 0;
+	return stp_filters_export(STP_FILTER_FETCHER, o->sandbox, getpid(), filter, why, whylen);
+}
+
 /* The fetcher's process: set up, confine, probe, serve. */
-static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n)
+static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n,
+			  struct stp_sandbox_prog *filter)
 {
 	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
 				    .timeout_ms = o->timeout_s * 1000u };
@@ -384,8 +396,8 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	bool started[STP_FETCH_CHANS_MAX];
 	int keep[STP_FETCH_CHANS_MAX + 1];
 	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
-				       .keep_fds = keep, .nkeep = n + 1,
-				       .keep_stderr = o->foreground, .fetcher = true,
+				       .filter = filter, .keep_fds = keep, .nkeep = n + 1,
+				       .keep_stderr = o->foreground,
 				       /* a store file holds one block: a fetcher turned hostile
 					* may not grow one past the largest a block can be */
 				       .file_size_max = STP_PUBLISHED_BUFFERS_MAX };
@@ -419,6 +431,8 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 	memcpy(keep + 1, chans, n * sizeof(*chans));
 	if (!hi.err && setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
 		hi.err = -errno;
+	if (!hi.err)
+		hi.err = own_filter(o, filter, hi.why, sizeof(hi.why));
 	if (!hi.err && (hi.err = stp_sandbox_enter(&so, hi.why, sizeof(hi.why))))
 		hi.err = hi.err < 0 ? hi.err : -EPERM;
 	if (!hi.err)
@@ -473,9 +487,22 @@ static int usage(const char *arg)
 	return 2;
 }
 
+/* The monitor's FILTER, which comes before the SETUP; a reader sends none. */
+static int take_filter(int64_t deadline, struct stp_sandbox_prog *filter)
+{
+	uint32_t type;
+	int err = stp_msg_peek_type(STP_MONITOR_FD, deadline, &type);
+
+	if (err || type != STP_MSG_FILTER)
+		return err;
+	return stp_setup_recv_filter(STP_MONITOR_FD, deadline, filter);
+}
+
 int main(int argc, char **argv)
 {
 	static struct stp_setup s;
+	static struct stp_sandbox_prog filter;
+	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int fds[STP_SETUP_FDS_MAX], err;
 	struct stp_fetch_hello hi = { 0 };
 
@@ -483,8 +510,9 @@ int main(int argc, char **argv)
 		return 1;
 	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
-	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,
-			     &s, fds);
+	err = take_filter(deadline, &filter);
+	if (!err)
+		err = stp_setup_recv(STP_MONITOR_FD, deadline, &s, fds);
 	for (uint32_t i = 0; !err && i < s.nroles; i++)
 		if (s.roles[i] != STP_FD_CHAN)
 			err = -EPROTO;
@@ -496,5 +524,5 @@ int main(int argc, char **argv)
 		stp_msg_send(STP_MONITOR_FD, STP_MSG_HELLO, &hi, sizeof(hi));
 		return 1;
 	}
-	run(&s.opts, STP_MONITOR_FD, fds, s.nroles);
+	run(&s.opts, STP_MONITOR_FD, fds, s.nroles, &filter);
 }

@@ -79,6 +79,7 @@
 #include "budget.h"
 #include "daemon.h"
 #include "diskcache.h"
+#include "filters.h"
 #include "foreign.h"
 #include "fuseapi.h"
 #include "image.h"
@@ -124,6 +125,8 @@ struct monitor {
 	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
 	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
+	struct stp_sandbox_prog lookup_filter; /* the priming child's, built while the
+						* daemon opens the image (empty: none) */
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
 
@@ -252,8 +255,9 @@ static int spawn_daemon(struct monitor *m, int sv[2])
 		return -EAGAIN;
 	}
 	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-	/* the mode first: root's daemon builds its empty root while the monitor works */
-	return stp_setup_send_sandbox(sv[0], m->o->sandbox);
+	/* the mode first: root's daemon builds its empty root while the monitor works;
+	 * then its filter, built while it execs */
+	return stp_montalk_send_sandbox(sv[0], m->o, m->prog, m->pid);
 }
 
 /* Waits for the daemon, killing it first when asked; once only. */
@@ -342,6 +346,21 @@ static int spawn_fetcher(struct monitor *m)
 	return err;
 }
 
+/* The fetcher, spawned, gets its filter, built here while it execs (without one, it
+ * builds its own), then its setup. */
+static int greet_fetcher(struct monitor *m)
+{
+	struct stp_sandbox_prog filter = { 0 };
+	int err = spawn_fetcher(m);
+
+	if (!err && m->o->sandbox != STP_SANDBOX_OFF)
+		stp_filters_export(STP_FILTER_FETCHER, m->o->sandbox, m->h.fetcher.pid, &filter,
+				   NULL, 0);
+	err = stp_fetcher_greet(m->o, m->prog, &m->h.fetcher, err, &filter);
+	stp_sandbox_prog_free(&filter);
+	return err;
+}
+
 /* A URL: the fetcher probes it, the superblock comes over its first channel, and the
  * disk cache file is opened (the daemon cannot open it later). */
 static int open_url(struct monitor *m)
@@ -354,7 +373,7 @@ static int open_url(struct monitor *m)
 	int err = stp_fetcher_prepare(o, m->prog, &m->h.fetcher);
 
 	if (!err)
-		err = stp_fetcher_greet(o, m->prog, &m->h.fetcher, spawn_fetcher(m));
+		err = greet_fetcher(m);
 	if (err)
 		return err;
 	err = m->checks->remote_open(m->h.fetcher.chans, 1, m->h.fetcher.size,
@@ -835,7 +854,8 @@ static int look_up(const struct monitor *m, const struct stp_prime_list *list, p
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		stp_prime_look_up(list, root, fds[1], m->o->sandbox, stp_prime_stop_ns(m->deadline));
+		stp_prime_look_up(list, root, fds[1], m->o->sandbox, &m->lookup_filter,
+				  stp_prime_stop_ns(m->deadline));
 	}
 	close(fds[1]);
 	close(root);
@@ -1010,6 +1030,15 @@ static void release_watcher(struct monitor *m, bool live)
 			;
 }
 
+/* The priming child's filter, built while the daemon works: a failure leaves it empty,
+ * and the child, unable to confine itself, primes nothing (a warning). */
+static void build_lookup_filter(struct monitor *m)
+{
+	if (stp_prime_wanted(m->o) && m->o->sandbox != STP_SANDBOX_OFF)
+		stp_filters_export(STP_FILTER_LOOKUP, m->o->sandbox, getpid(), &m->lookup_filter,
+				   NULL, 0);
+}
+
 /* The daemon's word that the mount is live, then the priming; then the monitor stays
  * (-f) or leaves its watcher. */
 static int supervise(struct monitor *m, int fd)
@@ -1018,6 +1047,7 @@ static int supervise(struct monitor *m, int fd)
 	int err;
 
 	start_watcher(m);
+	build_lookup_filter(m);
 	err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf) : -ENOMEM;
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
@@ -1045,6 +1075,7 @@ static void finish(struct monitor *m)
 	if (m->record_fd >= 0)
 		close(m->record_fd);
 	close_clone(m);
+	stp_sandbox_prog_free(&m->lookup_filter);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 

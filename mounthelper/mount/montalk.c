@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "filters.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "prime.h"
@@ -27,6 +28,25 @@ void stp_montalk_release(struct stp_handover *h)
 	free(h->keys);
 	h->keys = NULL;
 	h->nkeys = 0;
+}
+
+int stp_montalk_send_sandbox(int fd, const struct stp_mount_opts *o, const char *prog,
+			     pid_t pid)
+{
+	struct stp_sandbox_prog filter;
+	char why[256];
+	int err = stp_setup_send_sandbox(fd, o->sandbox);
+
+	if (err || o->sandbox == STP_SANDBOX_OFF)
+		return err;
+	err = stp_filters_export(STP_FILTER_DAEMON, o->sandbox, pid, &filter, why, sizeof(why));
+	if (err) {
+		stp_monlog_say(prog, "sandbox: %s", why);
+		return err;
+	}
+	err = stp_setup_send_filter(fd, &filter);
+	stp_sandbox_prog_free(&filter);
+	return err;
 }
 
 /* What the daemon is told of the options O: nothing it could let out. It names the image

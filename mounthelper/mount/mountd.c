@@ -87,14 +87,27 @@ static void pick_fds(const struct stp_setup *s, const int *fds, struct stp_daemo
 
 /* What is done before the SETUP comes (the SANDBOX message says the mode): OpenSSL's
  * set-up, the failed-read outlet's socket, then root's empty root (sandbox.h), all while
- * the monitor checks the image and mounts. A failure is kept in WHY, for the monitor once
- * the setup names the front end. */
+ * the monitor checks the image and mounts; then the FILTER the monitor built meanwhile.
+ * A failure is kept in WHY, for the monitor once the setup names the front end. */
 struct ahead {
 	int err;
 	char why[300];
 	enum stp_sandbox_mode mode;
 	struct stp_readfail *readfail;
+	struct stp_sandbox_prog filter; /* empty with the sandbox off */
 };
+
+/* The seccomp program, unless the sandbox is off: without it the daemon cannot confine
+ * itself, and then it does not serve. */
+static void take_filter(int64_t deadline_ns, struct ahead *a)
+{
+	if (a->mode == STP_SANDBOX_OFF)
+		return;
+	a->err = stp_setup_recv_filter(STP_MONITOR_FD, deadline_ns, &a->filter);
+	if (a->err)
+		snprintf(a->why, sizeof(a->why), "sandbox: no seccomp filter from the monitor: %s",
+			 stp_strerror(a->err));
+}
 
 static void take_ahead(int64_t deadline_ns, struct ahead *a)
 {
@@ -112,6 +125,8 @@ static void take_ahead(int64_t deadline_ns, struct ahead *a)
 		snprintf(a->why, sizeof(a->why), "failed-read log: %s", stp_strerror(a->err));
 	else if ((a->err = stp_sandbox_enter_empty_root(a->mode, err, sizeof(err))))
 		snprintf(a->why, sizeof(a->why), "sandbox: %s", err);
+	else
+		take_filter(deadline_ns, a);
 }
 
 /* The SANDBOX and what it lets be done ahead, then the SETUP into S and FDS, checked
@@ -177,5 +192,6 @@ int main(int argc, char **argv)
 	}
 	pick_fds(&s, fds, &dfds);
 	dfds.readfail = a.readfail;
+	dfds.filter = &a.filter;
 	return stp_daemon_serve(d, &dfds, s.mem_limit);
 }
