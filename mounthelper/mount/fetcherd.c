@@ -383,17 +383,37 @@ static int own_filter(const struct stp_mount_opts *o, struct stp_sandbox_prog *f
 	return stp_filters_export(STP_FILTER_FETCHER, o->sandbox, getpid(), filter, why, whylen);
 }
 
-/* The fetcher's process: set up, confine, probe, serve. */
-static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n,
-			  struct stp_sandbox_prog *filter)
+/* libcurl, the CA file and the netrc read, OpenSSL's digest loaded and the names
+ * resolved beforehand: what the sandbox would forbid later. RESOLVE (3 slots) gets the
+ * entries, for the caller to keep. */
+static void prepare_http(const struct stp_mount_opts *o, struct stp_http_opts *ho,
+			 char **resolve, struct stp_fetch_hello *hi)
 {
-	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
-				    .timeout_ms = o->timeout_s * 1000u };
-	struct stp_fetch_hello hi = { 0 };
-	char *resolve[3] = { NULL, NULL, NULL };
-	struct server srv[STP_FETCH_CHANS_MAX];
-	pthread_t tids[STP_FETCH_CHANS_MAX];
-	bool started[STP_FETCH_CHANS_MAX];
+	uint8_t warm[STP_SIG_HASH_SIZE];
+	unsigned nres = 0;
+
+	hi->err = stp_http_global_init();
+	if (hi->err)
+		snprintf(hi->why, sizeof(hi->why), "cannot set up libcurl");
+	if (!hi->err) {
+		ho->ca_blob = read_ca(o, &ho->ca_len, hi->why, sizeof(hi->why));
+		if (o->ca_file && !ho->ca_blob)
+			hi->err = -EINVAL;
+	}
+	if (!hi->err)
+		hi->err = read_netrc(o, ho, hi->why, sizeof(hi->why));
+	stp_sign_hash("", 0, warm); /* OpenSSL loads its digest while it still may */
+	if ((resolve[nres] = resolve_entry(o->image)))
+		nres++;
+	if ((resolve[nres] = resolve_entry(proxy_for(o))))
+		nres++;
+	ho->resolve = (const char *const *)resolve;
+}
+
+/* The data limit, then the sandbox, keeping CTL and the N CHANS alone. */
+static int confine(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n,
+		   struct stp_sandbox_prog *filter, char *why, size_t whylen)
+{
 	int keep[STP_FETCH_CHANS_MAX + 1];
 	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
 				       .filter = filter, .keep_fds = keep, .nkeep = n + 1,
@@ -401,78 +421,92 @@ static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *ch
 				       /* a store file holds one block: a fetcher turned hostile
 					* may not grow one past the largest a block can be */
 				       .file_size_max = STP_PUBLISHED_BUFFERS_MAX };
-	struct stp_http *h = NULL;
-	struct stp_published *pub = NULL;
-	uint64_t room = store_room();
-	uint8_t warm[STP_SIG_HASH_SIZE];
-	unsigned nres = 0;
+	int err = 0;
 
-	signal(SIGPIPE, SIG_IGN);
-	stp_log_set_handler(quiet); /* the daemon gives the sandbox's warnings, once */
-	if (!o->foreground)
-		setsid();
-	hi.err = stp_http_global_init();
-	if (hi.err)
-		snprintf(hi.why, sizeof(hi.why), "cannot set up libcurl");
-	if (!hi.err) {
-		ho.ca_blob = read_ca(o, &ho.ca_len, hi.why, sizeof(hi.why));
-		if (o->ca_file && !ho.ca_blob)
-			hi.err = -EINVAL;
-	}
-	if (!hi.err)
-		hi.err = read_netrc(o, &ho, hi.why, sizeof(hi.why));
-	stp_sign_hash("", 0, warm); /* OpenSSL loads its digest while it still may */
-	if ((resolve[nres] = resolve_entry(o->image)))
-		nres++;
-	if ((resolve[nres] = resolve_entry(proxy_for(o))))
-		nres++;
-	ho.resolve = (const char *const *)resolve;
 	keep[0] = ctl;
 	memcpy(keep + 1, chans, n * sizeof(*chans));
-	if (!hi.err && setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
-		hi.err = -errno;
-	if (!hi.err)
-		hi.err = own_filter(o, filter, hi.why, sizeof(hi.why));
-	if (!hi.err && (hi.err = stp_sandbox_enter(&so, hi.why, sizeof(hi.why))))
-		hi.err = hi.err < 0 ? hi.err : -EPERM;
-	if (!hi.err)
-		hi.err = stp_http_open(o->image, &ho, &h, hi.why, sizeof(hi.why));
-	if (!hi.err)
-		hi.err = stp_published_open(h, o->image, o->image_path ? o->image_path : o->image,
-					    &pub, hi.why, sizeof(hi.why));
+	if (setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
+		return -errno;
+	err = own_filter(o, filter, why, whylen);
+	if (!err && (err = stp_sandbox_enter(&so, why, whylen)))
+		err = err < 0 ? err : -EPERM;
+	return err;
+}
+
+/* Confined: the URL probed (a published image's index read), the limits lowered to what
+ * its N channels serve, and HI filled. */
+static void probe(const struct stp_mount_opts *o, const struct stp_http_opts *ho, unsigned n,
+		  struct stp_http **h, struct stp_published **pub, struct stp_fetch_hello *hi)
+{
+	hi->err = stp_http_open(o->image, ho, h, hi->why, sizeof(hi->why));
+	if (!hi->err)
+		hi->err = stp_published_open(*h, o->image, o->image_path ? o->image_path : o->image,
+					     pub, hi->why, sizeof(hi->why));
+	if (hi->err)
+		return;
 	/* a store file holds one block: none may grow past the largest of the index; and
 	 * the blocks fetched at once are those of its channels, as the budget counted */
-	if (!hi.err && pub) {
-		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(pub),
-							  stp_published_block_max(pub) });
-		stp_published_set_buffers(pub, n * stp_published_block_max(pub));
+	if (*pub) {
+		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(*pub),
+							  stp_published_block_max(*pub) });
+		stp_published_set_buffers(*pub, n * stp_published_block_max(*pub));
 	}
-	if (!hi.err)
-		lower_data(n, pub);
-	if (!hi.err) {
-		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
-		hi.blocks = pub ? stp_published_blocks(pub) : 0;
-		hi.index_len = pub ? stp_published_index_len(pub) : 0;
-		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
-	}
-	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
-	if (hi.err) {
-		close(ctl);
-		_exit(1);
-	}
-	/* served at once: the monitor reads the superblock and checks the image before it
-	 * answers with the store, if it does (fetcher.h) */
+	lower_data(n, *pub);
+	hi->size = *pub ? stp_published_size(*pub) : stp_http_size(*h);
+	hi->blocks = *pub ? stp_published_blocks(*pub) : 0;
+	hi->index_len = *pub ? stp_published_index_len(*pub) : 0;
+	snprintf(hi->validator, sizeof(hi->validator), "%s", stp_http_validator(*h));
+}
+
+/* Each channel served by a thread of its own, at once: the monitor reads the superblock
+ * and checks the image before it answers with the store, if it does (fetcher.h). */
+static _Noreturn void serve_all(struct stp_http *h, struct stp_published *pub, int ctl,
+				const int *chans, unsigned n, uint64_t room)
+{
+	struct server srv[STP_FETCH_CHANS_MAX];
+	pthread_t tids[STP_FETCH_CHANS_MAX];
+	bool started[STP_FETCH_CHANS_MAX];
+
 	for (unsigned i = 0; i < n; i++) {
 		srv[i] = (struct server){ h, pub, chans[i] };
 		started[i] = !pthread_create(&tids[i], NULL, serve, &srv[i]);
 		if (!started[i])
 			close(chans[i]); /* one channel fewer: the daemon sees it closed */
 	}
-	if (hi.blocks)
+	if (pub && stp_published_blocks(pub))
 		take_store(pub, ctl, room < STP_FETCH_STORE_MAX ? room : STP_FETCH_STORE_MAX);
 	close(ctl);
 	wait_daemon_gone(chans, started, n);
 	_exit(0); /* a store file cut short by it is refused by its hash when read */
+}
+
+/* The fetcher's process: set up, confine, probe, say so (HELLO), serve. */
+static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n,
+			  struct stp_sandbox_prog *filter)
+{
+	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
+				    .timeout_ms = o->timeout_s * 1000u };
+	struct stp_fetch_hello hi = { 0 };
+	char *resolve[3] = { NULL, NULL, NULL };
+	struct stp_http *h = NULL;
+	struct stp_published *pub = NULL;
+	uint64_t room = store_room();
+
+	signal(SIGPIPE, SIG_IGN);
+	stp_log_set_handler(quiet); /* the daemon gives the sandbox's warnings, once */
+	if (!o->foreground)
+		setsid();
+	prepare_http(o, &ho, resolve, &hi);
+	if (!hi.err)
+		hi.err = confine(o, ctl, chans, n, filter, hi.why, sizeof(hi.why));
+	if (!hi.err)
+		probe(o, &ho, n, &h, &pub, &hi);
+	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
+	if (hi.err) {
+		close(ctl);
+		_exit(1);
+	}
+	serve_all(h, pub, ctl, chans, n, room);
 }
 
 
