@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "filters.h"
@@ -151,4 +152,31 @@ int stp_montalk_receive_plan(int fd, int64_t deadline_ns, uint8_t *buf,
 			break;
 	}
 	return err;
+}
+
+void stp_montalk_say_lost(const char *prog, bool gone, int status)
+{
+	if (!gone)
+		stp_monlog_say(prog, "the daemon broke off before the mount was live");
+	else if (WIFSIGNALED(status))
+		stp_monlog_say(prog, "the daemon died of signal %d before the mount was live",
+			       WTERMSIG(status));
+	else
+		stp_monlog_say(prog, "the daemon exited before the mount was live");
+}
+
+int stp_montalk_sandbox_ids(struct stp_handover *h, const struct stp_mount_opts *o,
+			    const char *prog)
+{
+	char err[256];
+	int rc;
+
+	if (geteuid() != 0 || o->sandbox == STP_SANDBOX_OFF)
+		return 0;
+	rc = stp_sandbox_resolve_user(o->sandbox_user, &h->sandbox_uid, &h->sandbox_gid, err,
+				      sizeof(err));
+	h->sandbox_ids = !rc;
+	if (rc)
+		stp_monlog_say(prog, "sandbox: %s", err);
+	return rc;
 }

@@ -77,6 +77,17 @@ int stp_montalk_receive_plan(int fd, int64_t deadline_ns, uint8_t *buf,
  * over the network, within timeout= a read). */
 unsigned stp_montalk_deadline_s(const struct stp_mount_opts *o);
 
+/* Why the daemon ended before LIVE, said after PROG: GONE (it was reaped, with wait
+ * STATUS) or it only broke off. */
+void stp_montalk_say_lost(const char *prog, bool gone, int status);
+
+/* Root's daemon runs as the sandbox user (sandbox.h): its ids looked up into H while the
+ * daemon starts, so that the daemon makes no lookup of its own (the name service loads
+ * modules and reads files). 0 (nothing to do for a user, or with the sandbox off), or a
+ * negative errno with the reason said after PROG. */
+int stp_montalk_sandbox_ids(struct stp_handover *h, const struct stp_mount_opts *o,
+			    const char *prog);
+
 /* "PROG: IMAGE: the daemon did not answer within N s", N that deadline. */
 void stp_montalk_say_late(const char *prog, const struct stp_mount_opts *o);
 
