@@ -73,6 +73,7 @@
 #include "image.h"
 #include "monkeys.h"
 #include "monlog.h"
+#include "setup.h"
 #include "monproto.h"
 #include "monpoint.h"
 #include "monprime.h"
@@ -176,9 +177,8 @@ static int spawn_daemon(struct stp_mon *m, int sv[2])
 		return -EAGAIN;
 	}
 	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-	/* the mode first: root's daemon builds its empty root while the monitor works;
-	 * then its filter, built while it execs */
-	return stp_montalk_send_sandbox(sv[0], m->o, m->prog, m->pid);
+	/* the mode first: root's daemon builds its empty root while the monitor works */
+	return stp_setup_send_sandbox(sv[0], m->o->sandbox);
 }
 
 /* Waits for the daemon, killing it first when asked; once only. */
@@ -381,7 +381,10 @@ static int hand_over(struct stp_mon *m, int fd)
 	if (err)
 		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
 			       stp_strerror(err));
-	else
+	/* its filter, built while it takes the mount over (said if it fails) */
+	if (!err)
+		err = stp_montalk_send_filter(fd, m->o, m->prog, m->pid);
+	if (!err)
 		remember_mount(m);
 	release(m);
 	return err;
@@ -557,7 +560,6 @@ static int supervise(struct stp_mon *m, int fd)
 	int err;
 
 	start_watcher(m);
-	stp_monprime_build_filter(m);
 	err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf) : -ENOMEM;
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
@@ -585,7 +587,6 @@ static void finish(struct stp_mon *m)
 	if (m->record_fd >= 0)
 		close(m->record_fd);
 	close_clone(m);
-	stp_sandbox_prog_free(&m->lookup_filter);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 

@@ -2,7 +2,7 @@
 /*
  * Priming from the monitor's side (monstate.h): the lookups of the plan the daemon sent
  * run in a child of the monitor's that confines itself first, with the lookup filter
- * built beforehand (filters.h), beneath the mount point's parent pinned before the mount,
+ * the monitor built before the fork (filters.h), beneath the mount point's parent pinned before the mount,
  * and only in the mount that was made there (prime.h has the child's side).
  *
  * Called from the monitor's one thread; not thread-safe (fork).
@@ -14,11 +14,6 @@
 
 struct stp_mon;
 struct stp_prime_list;
-
-/* The priming child's filter into m->lookup_filter, built while the daemon works, when
- * priming is wanted and the sandbox on: a failure leaves it empty, and the child, which
- * cannot confine itself then, primes nothing (a warning). */
-void stp_monprime_build_filter(struct stp_mon *m);
 
 /* The lookups of LIST in the confined child, killed at m->deadline. 0 (also when the
  * mount point's name no longer leads to the mount made: a warning, nothing primed),

@@ -8,7 +8,7 @@
  * the untrusted image, the fetcher has talked to a server.
  *
  *   SANDBOX    uint32 mode  monitor -> daemon, before SETUP: confine files now (setup.h)
- *   FILTER     insns        monitor -> daemon after SANDBOX, -> fetcher before SETUP: the
+ *   FILTER     insns        monitor -> daemon after SETUP, -> fetcher before SETUP: the
  *                           seccomp program it loads as it confines itself (setup.h)
  *   SETUP      fields       monitor -> program: its options and descriptors (setup.h)
  *   HELLO      struct       fetcher: the URL probed (fetcher.c)

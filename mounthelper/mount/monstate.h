@@ -46,8 +46,6 @@ struct stp_mon {
 	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
 	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */
-	struct stp_sandbox_prog lookup_filter; /* the priming child's, built while the
-						* daemon opens the image (empty: none) */
 	sigset_t saved_mask;  /* the mask before the ending signals were held */
 };
 

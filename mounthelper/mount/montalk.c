@@ -31,15 +31,15 @@ void stp_montalk_release(struct stp_handover *h)
 	h->nkeys = 0;
 }
 
-int stp_montalk_send_sandbox(int fd, const struct stp_mount_opts *o, const char *prog,
-			     pid_t pid)
+int stp_montalk_send_filter(int fd, const struct stp_mount_opts *o, const char *prog,
+			    pid_t pid)
 {
 	struct stp_sandbox_prog filter;
 	char why[256];
-	int err = stp_setup_send_sandbox(fd, o->sandbox);
+	int err;
 
-	if (err || o->sandbox == STP_SANDBOX_OFF)
-		return err;
+	if (o->sandbox == STP_SANDBOX_OFF)
+		return 0;
 	err = stp_filters_export(STP_FILTER_DAEMON, o->sandbox, pid, &filter, why, sizeof(why));
 	if (err) {
 		stp_monlog_say(prog, "sandbox: %s", why);

@@ -7,8 +7,7 @@
  * Nothing here kills, reaps or unmounts: the caller (monitor.c) does, from what these
  * return.
  *
- * Before the SETUP, the daemon is told its sandbox and given its seccomp filter, built
- * here (filters.h). The socket and BUF stay the caller's. Called from the monitor's one thread; not
+ * After the SETUP, the daemon is given its seccomp filter, built here (filters.h). The socket and BUF stay the caller's. Called from the monitor's one thread; not
  * thread-safe (stderr).
  */
 #ifndef STP_MONTALK_H
@@ -44,13 +43,12 @@ struct stp_handover {
  * stays: stp_fetcher_stop), wipes the cache's tag key and frees the keys. Idempotent. */
 void stp_montalk_release(struct stp_handover *h);
 
-/* The daemon's first messages, on FD as soon as it is spawned (PID): SANDBOX, O's
- * sandbox mode, so that root's daemon empties its root while the monitor checks and
- * mounts, then (unless the sandbox is off) the FILTER it loads, built here for PID
- * (filters.h) while it execs. 0, or a negative errno: the socket's, or the filter's
- * build, said after PROG. */
-int stp_montalk_send_sandbox(int fd, const struct stp_mount_opts *o, const char *prog,
-			     pid_t pid);
+/* After the SETUP, unless the sandbox is off: the FILTER the daemon PID loads as it
+ * confines itself, built here (filters.h) while the daemon takes the mount over, so
+ * that it neither compiles a filter nor probes the kernel. 0, or a negative errno: the
+ * socket's, or the build's, said after PROG. */
+int stp_montalk_send_filter(int fd, const struct stp_mount_opts *o, const char *prog,
+			    pid_t pid);
 
 /* Sends the SETUP for a mount of O (messages prefixed with PROG) with H's descriptors
  * on FD. The daemon is told no secret: the image as messages name it (stp_monlog_image:

@@ -106,8 +106,8 @@ int stp_setup_recv_sandbox(int fd, int64_t deadline_ns, enum stp_sandbox_mode *m
 
 /* FILTER, the seccomp program a program loads as it confines itself (sandbox.h), built
  * by the monitor for that program's pid (filters.h): the instructions alone, 8 bytes
- * each in host order. The monitor sends it to a daemon after SANDBOX (unless the mode is
- * off), and to a fetcher before its SETUP. Send: 0 or the socket's negative errno.
+ * each in host order. The monitor sends it to a daemon after its SETUP (unless the mode
+ * is off), and to a fetcher before its SETUP. Send: 0 or the socket's negative errno.
  * Decode (LEN bytes, untrusted): 1 to STP_SANDBOX_PROG_MAX whole instructions, copied
  * into *PROG (for stp_sandbox_prog_free), else -EPROTO (or -ENOMEM); the kernel checks
  * the rest as it loads it. Receive: until DEADLINE_NS, -EPROTO for another message or a
