@@ -204,6 +204,7 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	int keep[8 + STP_FETCH_CHANS_MAX];
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
+		.filter = fds->filter,
 		.user = d->fs.opts->sandbox_user,
 		.has_ids = fds->has_ids,
 		.uid = fds->uid,

@@ -48,6 +48,9 @@ struct stp_daemon_fds {
 	/* the failed-read outlet (readfail.h), opened before the empty root (mountd.c); the
 	 * daemon's from stp_daemon_serve on. NULL: opened there. */
 	struct stp_readfail *readfail;
+	/* the seccomp filter the monitor built for this daemon (FILTER: setup.h), taken
+	 * after the SETUP; empty only with the sandbox off */
+	const struct stp_sandbox_prog *filter;
 };
 
 struct stp_diskcache;

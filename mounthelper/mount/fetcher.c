@@ -76,15 +76,20 @@ void stp_fetcher_env(char **env)
 	env[n] = NULL;
 }
 
-/* What the fetcher is told, with THEIRS, its ends of the N channels. */
+/* What the fetcher is told, with THEIRS, its ends of the N channels, after FILTER when
+ * there is one. */
 static int send_setup(const struct stp_mount_opts *o, const char *prog, int ctl,
-		      const int *theirs, unsigned n)
+		      const int *theirs, unsigned n, const struct stp_sandbox_prog *filter)
 {
 	struct stp_setup *s = stp_setup_new(o, prog);
 	int fds[STP_SETUP_FDS_MAX], err;
 
 	if (!s)
 		return -ENOMEM;
+	if (filter && filter->n && (err = stp_setup_send_filter(ctl, filter))) {
+		stp_setup_discard(s);
+		return err;
+	}
 	for (unsigned i = 0; i < n; i++)
 		stp_setup_add_fd(s, fds, theirs[i], STP_FD_CHAN);
 	err = stp_setup_send(ctl, s, fds);
@@ -223,10 +228,11 @@ int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct
 }
 
 int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f,
-		      int fork_err)
+		      int fork_err, const struct stp_sandbox_prog *filter)
 {
 	struct stp_fetch_hello hi = { 0 };
-	int err = fork_err ? fork_err : send_setup(o, prog, f->ctl[0], f->theirs, f->nchans);
+	int err = fork_err ? fork_err
+			   : send_setup(o, prog, f->ctl[0], f->theirs, f->nchans, filter);
 
 	close_theirs(f, false);
 	if (!err)

@@ -45,6 +45,7 @@
 #include <sys/types.h>
 
 struct stp_mount_opts;
+struct stp_sandbox_prog;
 
 #define STP_FETCH_CHANS_MAX 16u
 #define STP_FETCH_PIECE (8u << 20)
@@ -162,10 +163,12 @@ void stp_fetcher_init(struct stp_fetcher *f);
  * hands the fetcher its channels and waits (at most the timeout and a margin) for its
  * probe. Each returns 0, or a negative errno with the URL and the cause printed on stderr
  * after PROG; after a failure of either, nothing of F is left open and the fetcher is
- * stopped. FORK_ERR is the fork's negative errno, or 0. */
+ * stopped. FORK_ERR is the fork's negative errno, or 0. FILTER: the seccomp program the
+ * monitor built for the fetcher (filters.h), sent before its setup; NULL (a reader:
+ * `stipple` links no libseccomp) or empty, and the fetcher builds its own. */
 int stp_fetcher_prepare(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f);
 int stp_fetcher_greet(const struct stp_mount_opts *o, const char *prog, struct stp_fetcher *f,
-		      int fork_err);
+		      int fork_err, const struct stp_sandbox_prog *filter);
 
 /* The environment stipple-fetcher is exec'd with: the entries of environ that name a
  * proxy (http_proxy, https_proxy, all_proxy, no_proxy...), which libcurl reads, and

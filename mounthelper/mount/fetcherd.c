@@ -34,6 +34,7 @@
 #include "mountopts.h"
 #include "progpath.h"
 #include "published.h"
+#include "filters.h"
 #include "sandbox.h"
 #include "setup.h"
 #include "util.h"
@@ -374,93 +375,140 @@ static void lower_data(unsigned n, const struct stp_published *pub)
 	setrlimit(RLIMIT_DATA, &(struct rlimit){ max, max });
 }
 
-/* The fetcher's process: set up, confine, probe, serve. */
-static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n)
+/* The filter, when the monitor sent none (a reader's fetcher: `stipple` links no
+ * libseccomp): built here. */
+static int own_filter(const struct stp_mount_opts *o, struct stp_sandbox_prog *filter,
+		      char *why, size_t whylen)
 {
-	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
-				    .timeout_ms = o->timeout_s * 1000u };
-	struct stp_fetch_hello hi = { 0 };
-	char *resolve[3] = { NULL, NULL, NULL };
-	struct server srv[STP_FETCH_CHANS_MAX];
-	pthread_t tids[STP_FETCH_CHANS_MAX];
-	bool started[STP_FETCH_CHANS_MAX];
-	int keep[STP_FETCH_CHANS_MAX + 1];
-	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
-				       .keep_fds = keep, .nkeep = n + 1,
-				       .keep_stderr = o->foreground, .fetcher = true,
-				       /* a store file holds one block: a fetcher turned hostile
-					* may not grow one past the largest a block can be */
-				       .file_size_max = STP_PUBLISHED_BUFFERS_MAX };
-	struct stp_http *h = NULL;
-	struct stp_published *pub = NULL;
-	uint64_t room = store_room();
+	if (filter->n || o->sandbox == STP_SANDBOX_OFF)
+		return 0;
+	return stp_filters_export(STP_FILTER_FETCHER, o->sandbox, getpid(), filter, why, whylen);
+}
+
+/* libcurl, the CA file and the netrc read, OpenSSL's digest loaded and the names
+ * resolved beforehand: what the sandbox would forbid later. RESOLVE (3 slots) gets the
+ * entries, for the caller to keep. */
+static void prepare_http(const struct stp_mount_opts *o, struct stp_http_opts *ho,
+			 char **resolve, struct stp_fetch_hello *hi)
+{
 	uint8_t warm[STP_SIG_HASH_SIZE];
 	unsigned nres = 0;
 
-	signal(SIGPIPE, SIG_IGN);
-	stp_log_set_handler(quiet); /* the daemon gives the sandbox's warnings, once */
-	if (!o->foreground)
-		setsid();
-	hi.err = stp_http_global_init();
-	if (hi.err)
-		snprintf(hi.why, sizeof(hi.why), "cannot set up libcurl");
-	if (!hi.err) {
-		ho.ca_blob = read_ca(o, &ho.ca_len, hi.why, sizeof(hi.why));
-		if (o->ca_file && !ho.ca_blob)
-			hi.err = -EINVAL;
+	hi->err = stp_http_global_init();
+	if (hi->err)
+		snprintf(hi->why, sizeof(hi->why), "cannot set up libcurl");
+	if (!hi->err) {
+		ho->ca_blob = read_ca(o, &ho->ca_len, hi->why, sizeof(hi->why));
+		if (o->ca_file && !ho->ca_blob)
+			hi->err = -EINVAL;
 	}
-	if (!hi.err)
-		hi.err = read_netrc(o, &ho, hi.why, sizeof(hi.why));
+	if (!hi->err)
+		hi->err = read_netrc(o, ho, hi->why, sizeof(hi->why));
 	stp_sign_hash("", 0, warm); /* OpenSSL loads its digest while it still may */
 	if ((resolve[nres] = resolve_entry(o->image)))
 		nres++;
 	if ((resolve[nres] = resolve_entry(proxy_for(o))))
 		nres++;
-	ho.resolve = (const char *const *)resolve;
+	ho->resolve = (const char *const *)resolve;
+}
+
+/* The data limit, then the sandbox, keeping CTL and the N CHANS alone. */
+static int confine(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n,
+		   struct stp_sandbox_prog *filter, char *why, size_t whylen)
+{
+	int keep[STP_FETCH_CHANS_MAX + 1];
+	struct stp_sandbox_opts so = { .mode = o->sandbox, .user = o->sandbox_user,
+				       .filter = filter, .keep_fds = keep, .nkeep = n + 1,
+				       .keep_stderr = o->foreground,
+				       /* a store file holds one block: a fetcher turned hostile
+					* may not grow one past the largest a block can be */
+				       .file_size_max = STP_PUBLISHED_BUFFERS_MAX };
+	int err = 0;
+
 	keep[0] = ctl;
 	memcpy(keep + 1, chans, n * sizeof(*chans));
-	if (!hi.err && setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
-		hi.err = -errno;
-	if (!hi.err && (hi.err = stp_sandbox_enter(&so, hi.why, sizeof(hi.why))))
-		hi.err = hi.err < 0 ? hi.err : -EPERM;
-	if (!hi.err)
-		hi.err = stp_http_open(o->image, &ho, &h, hi.why, sizeof(hi.why));
-	if (!hi.err)
-		hi.err = stp_published_open(h, o->image, o->image_path ? o->image_path : o->image,
-					    &pub, hi.why, sizeof(hi.why));
+	if (setrlimit(RLIMIT_DATA, &(struct rlimit){ FETCHER_DATA_MAX, FETCHER_DATA_MAX }))
+		return -errno;
+	err = own_filter(o, filter, why, whylen);
+	if (!err && (err = stp_sandbox_enter(&so, why, whylen)))
+		err = err < 0 ? err : -EPERM;
+	return err;
+}
+
+/* Confined: the URL probed (a published image's index read), the limits lowered to what
+ * its N channels serve, and HI filled. */
+static void probe(const struct stp_mount_opts *o, const struct stp_http_opts *ho, unsigned n,
+		  struct stp_http **h, struct stp_published **pub, struct stp_fetch_hello *hi)
+{
+	hi->err = stp_http_open(o->image, ho, h, hi->why, sizeof(hi->why));
+	if (!hi->err)
+		hi->err = stp_published_open(*h, o->image, o->image_path ? o->image_path : o->image,
+					     pub, hi->why, sizeof(hi->why));
+	if (hi->err)
+		return;
 	/* a store file holds one block: none may grow past the largest of the index; and
 	 * the blocks fetched at once are those of its channels, as the budget counted */
-	if (!hi.err && pub) {
-		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(pub),
-							  stp_published_block_max(pub) });
-		stp_published_set_buffers(pub, n * stp_published_block_max(pub));
+	if (*pub) {
+		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(*pub),
+							  stp_published_block_max(*pub) });
+		stp_published_set_buffers(*pub, n * stp_published_block_max(*pub));
 	}
-	if (!hi.err)
-		lower_data(n, pub);
-	if (!hi.err) {
-		hi.size = pub ? stp_published_size(pub) : stp_http_size(h);
-		hi.blocks = pub ? stp_published_blocks(pub) : 0;
-		hi.index_len = pub ? stp_published_index_len(pub) : 0;
-		snprintf(hi.validator, sizeof(hi.validator), "%s", stp_http_validator(h));
-	}
-	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
-	if (hi.err) {
-		close(ctl);
-		_exit(1);
-	}
-	/* served at once: the monitor reads the superblock and checks the image before it
-	 * answers with the store, if it does (fetcher.h) */
+	lower_data(n, *pub);
+	hi->size = *pub ? stp_published_size(*pub) : stp_http_size(*h);
+	hi->blocks = *pub ? stp_published_blocks(*pub) : 0;
+	hi->index_len = *pub ? stp_published_index_len(*pub) : 0;
+	snprintf(hi->validator, sizeof(hi->validator), "%s", stp_http_validator(*h));
+}
+
+/* Each channel served by a thread of its own, at once: the monitor reads the superblock
+ * and checks the image before it answers with the store, if it does (fetcher.h). */
+static _Noreturn void serve_all(struct stp_http *h, struct stp_published *pub, int ctl,
+				const int *chans, unsigned n, uint64_t room)
+{
+	struct server srv[STP_FETCH_CHANS_MAX];
+	pthread_t tids[STP_FETCH_CHANS_MAX];
+	bool started[STP_FETCH_CHANS_MAX];
+
 	for (unsigned i = 0; i < n; i++) {
 		srv[i] = (struct server){ h, pub, chans[i] };
 		started[i] = !pthread_create(&tids[i], NULL, serve, &srv[i]);
 		if (!started[i])
 			close(chans[i]); /* one channel fewer: the daemon sees it closed */
 	}
-	if (hi.blocks)
+	if (pub && stp_published_blocks(pub))
 		take_store(pub, ctl, room < STP_FETCH_STORE_MAX ? room : STP_FETCH_STORE_MAX);
 	close(ctl);
 	wait_daemon_gone(chans, started, n);
 	_exit(0); /* a store file cut short by it is refused by its hash when read */
+}
+
+/* The fetcher's process: set up, confine, probe, say so (HELLO), serve. */
+static _Noreturn void run(const struct stp_mount_opts *o, int ctl, const int *chans, unsigned n,
+			  struct stp_sandbox_prog *filter)
+{
+	struct stp_http_opts ho = { .ca_file = NULL, .proxy = o->proxy,
+				    .timeout_ms = o->timeout_s * 1000u };
+	struct stp_fetch_hello hi = { 0 };
+	char *resolve[3] = { NULL, NULL, NULL };
+	struct stp_http *h = NULL;
+	struct stp_published *pub = NULL;
+	uint64_t room = store_room();
+
+	signal(SIGPIPE, SIG_IGN);
+	stp_log_set_handler(quiet); /* the daemon gives the sandbox's warnings, once */
+	if (!o->foreground)
+		setsid();
+	prepare_http(o, &ho, resolve, &hi);
+	if (!hi.err)
+		hi.err = confine(o, ctl, chans, n, filter, hi.why, sizeof(hi.why));
+	if (!hi.err)
+		probe(o, &ho, n, &h, &pub, &hi);
+	stp_msg_send(ctl, STP_MSG_HELLO, &hi, sizeof(hi));
+	if (hi.err) {
+		close(ctl);
+		_exit(1);
+	}
+	serve_all(h, pub, ctl, chans, n, room);
 }
 
 
@@ -475,9 +523,22 @@ static int usage(const char *arg)
 	return 2;
 }
 
+/* The monitor's FILTER, which comes before the SETUP; a reader sends none. */
+static int take_filter(int64_t deadline, struct stp_sandbox_prog *filter)
+{
+	uint32_t type;
+	int err = stp_msg_peek_type(STP_MONITOR_FD, deadline, &type);
+
+	if (err || type != STP_MSG_FILTER)
+		return err;
+	return stp_setup_recv_filter(STP_MONITOR_FD, deadline, filter);
+}
+
 int main(int argc, char **argv)
 {
 	static struct stp_setup s;
+	static struct stp_sandbox_prog filter;
+	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 	int fds[STP_SETUP_FDS_MAX], err;
 	struct stp_fetch_hello hi = { 0 };
 
@@ -485,8 +546,9 @@ int main(int argc, char **argv)
 		return 1;
 	if ((argc == 2 && argv[1][0] == '-') || !stp_setup_is_socket(STP_MONITOR_FD))
 		return usage(argc > 1 ? argv[1] : NULL);
-	err = stp_setup_recv(STP_MONITOR_FD, (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll,
-			     &s, fds);
+	err = take_filter(deadline, &filter);
+	if (!err)
+		err = stp_setup_recv(STP_MONITOR_FD, deadline, &s, fds);
 	for (uint32_t i = 0; !err && i < s.nroles; i++)
 		if (s.roles[i] != STP_FD_CHAN)
 			err = -EPROTO;
@@ -498,5 +560,5 @@ int main(int argc, char **argv)
 		stp_msg_send(STP_MONITOR_FD, STP_MSG_HELLO, &hi, sizeof(hi));
 		return 1;
 	}
-	run(&s.opts, STP_MONITOR_FD, fds, s.nroles);
+	run(&s.opts, STP_MONITOR_FD, fds, s.nroles, &filter);
 }

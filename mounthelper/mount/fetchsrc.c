@@ -145,7 +145,7 @@ int stp_fetchsrc_open(const struct stp_cli *cli, const struct stp_cli_url *u,
 	reader_opts(u, shown, &o);
 	err = stp_fetcher_prepare(&o, prog, &fs->f);
 	if (!err)
-		err = stp_fetcher_greet(&o, prog, &fs->f, spawn_fetcher(&fs->f, shown));
+		err = stp_fetcher_greet(&o, prog, &fs->f, spawn_fetcher(&fs->f, shown), NULL);
 	if (err)
 		goto fail;
 	stp_fetcher_close_ctl(&fs->f); /* a published image: no store */

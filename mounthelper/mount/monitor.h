@@ -22,31 +22,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct stp_diskcache_file;
-struct stp_diskcache_id;
-struct stp_imgsrc;
 struct stp_mount_opts;
-struct stp_pubkey;
-struct stp_superblock;
 
-/* What the monitor needs libcrypto for, each a module's own function (monchecks.h):
- * verify='s key files (trustkeys.h), and a URL's source (remote.h), its disk cache
- * (diskcache.h, cachedir.h) and its store (store.h). mount.stipple-checked has them;
- * mount.stipple passes NULL, having exec'd the former for a URL or verify=
- * (stp_mountopts_needs_checks), so that a local mount starts without libcrypto. */
-struct stp_monitor_checks {
-	int (*take_key)(const char *prog, int fd, const char *shown, struct stp_pubkey *key);
-	int (*remote_open)(const int *fds, unsigned n, uint64_t size, unsigned silence_s,
-			   const char *name, bool own, struct stp_imgsrc **out);
-	char *(*cache_default_dir)(void);
-	int (*cache_open_file)(const char *dir, const struct stp_diskcache_id *id,
-			       uint64_t limit, const char *prog, struct stp_diskcache_file *out);
-	int (*store_attach)(const char *dir, uint64_t limit, const char *prog, int ctl,
-			    const struct stp_superblock *sb, uint64_t offered, uint64_t file_max,
-			    pid_t fetcher);
-};
+/* What the monitor needs libcrypto for: monchecks.h defines it. */
+struct stp_monitor_checks;
 
-/* Both below: CHECKS as above, or NULL, which refuses a URL or verify= with
+/* Both below: CHECKS (monchecks.h), or NULL, which refuses a URL or verify= with
  * -EPROTONOSUPPORT (said after PROG). */
 
 /* Mounts OPTS (after stp_mountopts_finish). Messages go to stderr prefixed with PROG.

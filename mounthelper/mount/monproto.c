@@ -86,6 +86,25 @@ static int wait_readable(int fd, int64_t deadline_ns)
 	}
 }
 
+int stp_msg_peek_type(int fd, int64_t deadline_ns, uint32_t *type)
+{
+	ssize_t n;
+
+	do {
+		int rc = wait_readable(fd, deadline_ns);
+
+		if (rc)
+			return rc;
+		/* no control buffer: descriptors attached stay with the message */
+		n = recv(fd, type, sizeof(*type), MSG_PEEK | MSG_DONTWAIT);
+	} while (n < 0 && (errno == EINTR || errno == EAGAIN));
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE;
+	return n < (ssize_t)sizeof(*type) ? -EPROTO : 0;
+}
+
 int stp_msg_recv(int fd, int64_t deadline_ns, uint32_t *type, void *buf, size_t cap,
 		 size_t *len)
 {

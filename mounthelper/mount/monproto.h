@@ -8,6 +8,8 @@
  * the untrusted image, the fetcher has talked to a server.
  *
  *   SANDBOX    uint32 mode  monitor -> daemon, before SETUP: confine files now (setup.h)
+ *   FILTER     insns        monitor -> daemon after SETUP, -> fetcher before SETUP: the
+ *                           seccomp program it loads as it confines itself (setup.h)
  *   SETUP      fields       monitor -> program: its options and descriptors (setup.h)
  *   HELLO      struct       fetcher: the URL probed (fetcher.c)
  *   LOG        text         a diagnostic for the user (the daemon has no terminal)
@@ -40,6 +42,7 @@ enum stp_msg_type {
 	STP_MSG_ROOM,
 	STP_MSG_SANDBOX,
 	STP_MSG_RECORD,    /* the monitor's record= opener to the monitor */
+	STP_MSG_FILTER,
 };
 
 /* The largest payload. */
@@ -64,6 +67,10 @@ int stp_msg_send_failed(int fd, int err, const char *text);
  * too long. */
 int stp_msg_recv(int fd, int64_t deadline_ns, uint32_t *type, void *buf, size_t cap,
 		 size_t *len);
+
+/* The type of the next message into *TYPE, the message left queued: waits as
+ * stp_msg_recv. -ETIMEDOUT, -EPIPE, -EPROTO for a datagram shorter than a type. */
+int stp_msg_peek_type(int fd, int64_t deadline_ns, uint32_t *type);
 
 /* The same, taking up to MAXFDS descriptors attached into FDS (*NFDS of them, close on
  * exec, the caller's even when it fails); more than MAXFDS: -EPROTO, none kept. */

@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "filters.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "prime.h"
@@ -27,6 +29,25 @@ void stp_montalk_release(struct stp_handover *h)
 	free(h->keys);
 	h->keys = NULL;
 	h->nkeys = 0;
+}
+
+int stp_montalk_send_filter(int fd, const struct stp_mount_opts *o, const char *prog,
+			    pid_t pid)
+{
+	struct stp_sandbox_prog filter;
+	char why[256];
+	int err;
+
+	if (o->sandbox == STP_SANDBOX_OFF)
+		return 0;
+	err = stp_filters_export(STP_FILTER_DAEMON, o->sandbox, pid, &filter, why, sizeof(why));
+	if (err) {
+		stp_monlog_say(prog, "sandbox: %s", why);
+		return err;
+	}
+	err = stp_setup_send_filter(fd, &filter);
+	stp_sandbox_prog_free(&filter);
+	return err;
 }
 
 /* What the daemon is told of the options O: nothing it could let out. It names the image
@@ -131,4 +152,31 @@ int stp_montalk_receive_plan(int fd, int64_t deadline_ns, uint8_t *buf,
 			break;
 	}
 	return err;
+}
+
+void stp_montalk_say_lost(const char *prog, bool gone, int status)
+{
+	if (!gone)
+		stp_monlog_say(prog, "the daemon broke off before the mount was live");
+	else if (WIFSIGNALED(status))
+		stp_monlog_say(prog, "the daemon died of signal %d before the mount was live",
+			       WTERMSIG(status));
+	else
+		stp_monlog_say(prog, "the daemon exited before the mount was live");
+}
+
+int stp_montalk_sandbox_ids(struct stp_handover *h, const struct stp_mount_opts *o,
+			    const char *prog)
+{
+	char err[256];
+	int rc;
+
+	if (geteuid() != 0 || o->sandbox == STP_SANDBOX_OFF)
+		return 0;
+	rc = stp_sandbox_resolve_user(o->sandbox_user, &h->sandbox_uid, &h->sandbox_gid, err,
+				      sizeof(err));
+	h->sandbox_ids = !rc;
+	if (rc)
+		stp_monlog_say(prog, "sandbox: %s", err);
+	return rc;
 }

@@ -7,7 +7,7 @@
  * Nothing here kills, reaps or unmounts: the caller (monitor.c) does, from what these
  * return.
  *
- * The socket and BUF stay the caller's. Called from the monitor's one thread; not
+ * After the SETUP, the daemon is given its seccomp filter, built here (filters.h). The socket and BUF stay the caller's. Called from the monitor's one thread; not
  * thread-safe (stderr).
  */
 #ifndef STP_MONTALK_H
@@ -43,6 +43,13 @@ struct stp_handover {
  * stays: stp_fetcher_stop), wipes the cache's tag key and frees the keys. Idempotent. */
 void stp_montalk_release(struct stp_handover *h);
 
+/* After the SETUP, unless the sandbox is off: the FILTER the daemon PID loads as it
+ * confines itself, built here (filters.h) while the daemon takes the mount over, so
+ * that it neither compiles a filter nor probes the kernel. 0, or a negative errno: the
+ * socket's, or the build's, said after PROG. */
+int stp_montalk_send_filter(int fd, const struct stp_mount_opts *o, const char *prog,
+			    pid_t pid);
+
 /* Sends the SETUP for a mount of O (messages prefixed with PROG) with H's descriptors
  * on FD. The daemon is told no secret: the image as messages name it (stp_monlog_image:
  * no URL query), no proxy=, netrc= or ca=. 0 or a negative errno (-ENOMEM, or the socket's). */
@@ -67,6 +74,17 @@ int stp_montalk_receive_plan(int fd, int64_t deadline_ns, uint8_t *buf,
  * be primed: STP_MOUNT_DEADLINE_MS, and for a URL twice timeout= more (the metadata comes
  * over the network, within timeout= a read). */
 unsigned stp_montalk_deadline_s(const struct stp_mount_opts *o);
+
+/* Why the daemon ended before LIVE, said after PROG: GONE (it was reaped, with wait
+ * STATUS) or it only broke off. */
+void stp_montalk_say_lost(const char *prog, bool gone, int status);
+
+/* Root's daemon runs as the sandbox user (sandbox.h): its ids looked up into H while the
+ * daemon starts, so that the daemon makes no lookup of its own (the name service loads
+ * modules and reads files). 0 (nothing to do for a user, or with the sandbox off), or a
+ * negative errno with the reason said after PROG. */
+int stp_montalk_sandbox_ids(struct stp_handover *h, const struct stp_mount_opts *o,
+			    const char *prog);
 
 /* "PROG: IMAGE: the daemon did not answer within N s", N that deadline. */
 void stp_montalk_say_late(const char *prog, const struct stp_mount_opts *o);

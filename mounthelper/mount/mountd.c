@@ -6,7 +6,8 @@
  * STP_MONITOR_FD, is told the sandbox mode first (SANDBOX: root's daemon then enters its
  * empty root while the monitor checks and mounts, sandbox.h), takes its options and
  * descriptors from the one SETUP message (setup.h), takes over the FUSE connection the
- * monitor mounted, and serves (daemon.h), confining itself before it reads a byte of the
+ * monitor mounted, then the seccomp filter the monitor built meanwhile (FILTER), and
+ * serves (daemon.h), confining itself before it reads a byte of the
  * image past the superblock.
  *
  * Built twice: stipple-mountd serves a local image without verify= and links no
@@ -87,8 +88,8 @@ static void pick_fds(const struct stp_setup *s, const int *fds, struct stp_daemo
 
 /* What is done before the SETUP comes (the SANDBOX message says the mode): OpenSSL's
  * set-up, the failed-read outlet's socket, then root's empty root (sandbox.h), all while
- * the monitor checks the image and mounts. A failure is kept in WHY, for the monitor once
- * the setup names the front end. */
+ * the monitor checks the image and mounts. A failure is kept in WHY, for the monitor
+ * once the setup names the front end. */
 struct ahead {
 	int err;
 	char why[300];
@@ -96,6 +97,25 @@ struct ahead {
 	struct stp_readfail *readfail;
 };
 
+/* The seccomp program the monitor builds after the SETUP, while the daemon takes the
+ * mount over (empty with the sandbox off): without it the daemon cannot confine itself,
+ * and then it does not serve. 0, or a failure told to the monitor. */
+static int take_filter(const struct stp_setup *s, struct stp_sandbox_prog *filter)
+{
+	int64_t deadline = (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
+	char text[256];
+	int err;
+
+	if (s->opts.sandbox == STP_SANDBOX_OFF)
+		return 0;
+	err = stp_setup_recv_filter(STP_MONITOR_FD, deadline, filter);
+	if (err) {
+		snprintf(text, sizeof(text), "%s: sandbox: no seccomp filter from the monitor: %s",
+			 s->prog, stp_strerror(err));
+		stp_msg_send_failed(STP_MONITOR_FD, err, text);
+	}
+	return err;
+}
 static void take_ahead(int64_t deadline_ns, struct ahead *a)
 {
 	char err[256];
@@ -150,6 +170,7 @@ static int take_mount(struct stp_daemon *d, int fuse_fd)
 int main(int argc, char **argv)
 {
 	static struct stp_setup s;
+	static struct stp_sandbox_prog filter;
 	int fds[STP_SETUP_FDS_MAX], fuse_fd;
 	struct stp_daemon_fds dfds;
 	struct stp_daemon *d;
@@ -175,7 +196,10 @@ int main(int argc, char **argv)
 		stp_msg_send_failed(STP_MONITOR_FD, -EIO, text);
 		return STP_DAEMON_FAILED;
 	}
+	if (take_filter(&s, &filter))
+		return STP_DAEMON_FAILED;
 	pick_fds(&s, fds, &dfds);
 	dfds.readfail = a.readfail;
+	dfds.filter = &filter;
 	return stp_daemon_serve(d, &dfds, s.mem_limit);
 }

@@ -565,12 +565,13 @@ size_t stp_prime_list_count(const struct stp_prime_list *l)
 /* The child: confined before its first request to the mount (the statfs and stat that
  * check it is ours are requests too), or it sends none. */
 void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
-		       enum stp_sandbox_mode mode, int64_t stop_ns)
+		       enum stp_sandbox_mode mode, const struct stp_sandbox_prog *filter,
+		       int64_t stop_ns)
 {
 	char err[256];
 
 	keep_only(root, done_fd);
-	if (stp_sandbox_confine_lookups(mode, err, sizeof(err)))
+	if (stp_sandbox_confine_lookups(mode, filter, err, sizeof(err)))
 		_exit(STP_PRIME_NOT_CONFINED);
 	if (!is_fuse_root(root))
 		_exit(STP_PRIME_NOT_OURS);

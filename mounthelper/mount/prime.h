@@ -78,7 +78,8 @@ size_t stp_prime_list_count(const struct stp_prime_list *l);
 
 /* Priming runs in a child of the monitor's (monitor.c opens MOUNTPOINT O_PATH as ROOT,
  * makes the DONE_FD pipe, forks, and kills the child at the deadline). In the child,
- * stp_prime_look_up confines itself first (MODE as the daemon's sandbox), checks,
+ * stp_prime_look_up confines itself first (MODE as the daemon's sandbox, with FILTER,
+ * the lookup filter the monitor built before the fork: filters.h), checks,
  * confined, that ROOT is the root of a FUSE mount, looks up the files of L beneath it
  * and exits with one of the statuses below; a lookup that fails is not an error, the
  * first that shows the mount gone or not the image's ends the lookups. DONE_FD is the
@@ -87,7 +88,8 @@ size_t stp_prime_list_count(const struct stp_prime_list *l);
  * and the child exits STP_PRIME_LOOKED_UP. */
 enum { STP_PRIME_LOOKED_UP = 0, STP_PRIME_NOT_CONFINED = 1, STP_PRIME_NOT_OURS = 2 };
 _Noreturn void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
-				 enum stp_sandbox_mode mode, int64_t stop_ns);
+				 enum stp_sandbox_mode mode,
+				 const struct stp_sandbox_prog *filter, int64_t stop_ns);
 
 /* The lookups' own budget: priming only saves time, and a mount must not be undone
  * because a large lookup table (up to 65536 names, a few ms each when the metadata

@@ -2,7 +2,7 @@
 /*
  * The sandbox of the mount daemon (see sandbox.h for the steps and the caller's contract).
  *
- * Everything that can fail for an ordinary reason (user lookup, building the filter,
+ * Everything that can fail for an ordinary reason (user lookup, a filter missing,
  * opening /dev/null, checking the descriptors to keep) happens first, while the caller can
  * still unmount; the irreversible steps follow in the only order that works: the empty
  * root and the bounding set need CAP_SYS_ADMIN and CAP_SETPCAP, so they come before
@@ -12,16 +12,15 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/capability.h>
-#include <linux/falloc.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/fuse.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/mount.h>
 #include <linux/securebits.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
-#include <seccomp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,7 +37,6 @@
 
 #include "log.h"
 #include "sandbox.h"
-#include "syscalls.h"
 #include "util.h"
 
 /* A daemon keeps the image, /dev/fuse and perhaps a status pipe: a few at most. */
@@ -57,10 +55,6 @@ static const char *const empty_root_bases[] = { "/tmp", "/run", "/mnt", "/dev" }
  * /dev/null was opened before it (-1: not taken ahead). */
 static bool root_entered;
 static int early_nullfd = -1;
-/* The daemon's filter for ahead_mode, built then too (NULL: none); stp_sandbox_enter
- * takes it over. */
-static scmp_filter_ctx ahead_filter;
-static enum stp_sandbox_mode ahead_mode;
 /* The detached tmpfs that root's daemon has as its root (enter_detached_root), kept open
  * for good; -1: none. */
 static int detached_root_fd = -1;
@@ -155,205 +149,6 @@ static int sandbox_ids(const struct stp_sandbox_opts *o, uid_t *uid, gid_t *gid,
 	return 0;
 }
 
-/*
- * Calls answered with an errno, or allowed only with some arguments (anything else falls
- * to the default action):
- *   - clone3 passes its flags in memory the filter cannot read: ENOSYS makes glibc fall
- *     back to clone, whose flags it can, and clone is allowed only for threads;
- *   - opening a file fails with EACCES rather than killing: glibc opens a few system files
- *     lazily (malloc reads /proc/sys/vm/overcommit_memory the first time a thread's arena
- *     shrinks) and copes when it cannot; the daemon itself opens nothing once confined;
- *   - thread stacks and malloc never need PROT_EXEC: no page becomes executable;
- *   - libfuse's only ioctl clones the /dev/fuse channel;
- *   - tgkill (pthread_cancel, abort) only reaches our own threads;
- *   - fallocate only punches holes (the disk cache's eviction): preallocation past EOF
- *     would take disk that RLIMIT_FSIZE, checked only when a file grows, never sees;
- *   - prctl only names the calling thread: libfuse 3.17 and later call
- *     pthread_setname_np(pthread_self(), "fuse_worker") in each worker, which glibc turns
- *     into prctl(PR_SET_NAME) (naming another thread writes /proc/.../comm: open, EACCES).
- */
-static int add_common_rules(scmp_filter_ctx ctx, bool fuse)
-{
-	const struct {
-		uint32_t action;
-		int nr;
-		unsigned int ncmp;
-		struct scmp_arg_cmp cmp;
-	} rules[] = {
-		{ SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0, { 0 } },
-		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0, { 0 } },
-		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0, { 0 } },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-		  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE) },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0_32(SCMP_CMP_EQ, PR_SET_NAME) },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-		  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()) },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(fallocate), 1,
-		  SCMP_A1_32(SCMP_CMP_EQ, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) },
-	};
-	int rc = stp_syscalls_allow_threads(ctx);
-
-	if (!rc)
-		rc = stp_syscalls_allow_mapping(ctx);
-	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
-		if (fuse || (rules[i].nr != SCMP_SYS(ioctl) && rules[i].nr != SCMP_SYS(fallocate)))
-			rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr,
-						    rules[i].ncmp, rules[i].ncmp ? &rules[i].cmp : NULL);
-	return rc;
-}
-
-static int add_guarded_rules(scmp_filter_ctx ctx)
-{
-	return add_common_rules(ctx, true);
-}
-
-typedef int (*rules_fn)(scmp_filter_ctx ctx);
-
-/* The filter for ARCH alone (0: this process's): the native one swapped for it. */
-static int set_filter_arch(scmp_filter_ctx ctx, uint32_t arch)
-{
-	int rc;
-
-	if (!arch || arch == seccomp_arch_native())
-		return 0;
-	/* in this order: a filter's architectures must share a byte order (s390x) */
-	rc = seccomp_arch_remove(ctx, SCMP_ARCH_NATIVE);
-	return rc ? rc : seccomp_arch_add(ctx, arch);
-}
-
-/* A filter for ARCH denying by MODE's action, allowing CALLS outright and what RULES adds.
- * Another ABI (i386 int 0x80, x32) would bypass the rules: it is killed in every mode. */
-static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, const char *const *calls,
-		      rules_fn rules, scmp_filter_ctx *out, char *err, size_t errlen)
-{
-	uint32_t deny = mode == STP_SANDBOX_LOG ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS;
-	scmp_filter_ctx ctx = seccomp_init(deny);
-	int rc;
-
-	if (!ctx)
-		return stp_errf(err, errlen, -ENOMEM, "seccomp_init failed");
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	if (!rc)
-		rc = set_filter_arch(ctx, arch);
-	if (!rc)
-		rc = stp_syscalls_allow(ctx, calls);
-	/* fstat (syscalls.h), before RULES: libseccomp 2.5.4 drops an allow rule added
-	 * after an errno rule on the same call (fstatat64 on arm); only by the call that
-	 * takes no path where there is one, but for the priming child, which looks up
-	 * paths beneath its directory anyway */
-	if (!rc)
-		rc = stp_syscalls_allow_fstat(ctx, calls != stp_syscalls_lookup);
-	if (!rc)
-		rc = rules(ctx);
-	if (rc) {
-		seccomp_release(ctx);
-		return stp_errf(err, errlen, rc, "building the seccomp filter: %s", strerror(-rc));
-	}
-	*out = ctx;
-	return 0;
-}
-
-/*
- * The fetcher's filter (fetcher.c): libcurl and OpenSSL talking to the network through
- * the descriptors they make, and threads; no FUSE ioctl, no file opened; writing only
- * through the store's descriptors the monitor hands it (read-only for a file that holds a
- * block already: store.h), and no file grown past the largest block of the index.
- * Sockets only of the Internet families (and socketpair, libcurl's wakeup), so that no
- * Unix socket names a path; name resolution and the CA store were done before. A Unix
- * or netlink socket is refused (EAFNOSUPPORT), any other family kills (but where socket
- * goes through socketcall, on i386, mipsel, ppc64el and s390x, the filter cannot see the
- * family). The
- * calls: stp_syscalls_fetcher.
- */
-/*
- * fcntl: what libcurl and OpenSSL ask on their sockets (strace of a fetch, HTTP and
- * HTTPS: F_GETFL, then F_SETFL O_NONBLOCK; the C library F_GETFD), and nothing that
- * reaches other processes: F_SETOWN or F_SETFL O_ASYNC would let a compromised fetcher
- * signal every process of its uid (every root mount's daemon), F_SETSIG, F_SETLEASE and
- * F_NOTIFY the same. Any other command falls to the default action.
- */
-static int add_fcntl_rules(scmp_filter_ctx ctx)
-{
-	static const char *const fcntls[] = { "fcntl", "fcntl64", NULL };
-	static const int plain[] = { F_GETFD, F_SETFD, F_GETFL };
-	const struct scmp_arg_cmp setfl[] = { SCMP_A1_32(SCMP_CMP_EQ, F_SETFL),
-					      SCMP_A2(SCMP_CMP_MASKED_EQ, O_ASYNC, 0) };
-	int rc = stp_syscalls_allow_values(ctx, fcntls, 1, plain, sizeof(plain) / sizeof(plain[0]));
-
-	for (size_t i = 0; !rc && fcntls[i]; i++)
-		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(fcntls[i]),
-					    2, setfl);
-	return rc;
-}
-
-static int add_fetcher_rules(scmp_filter_ctx ctx)
-{
-	static const int families[] = { AF_INET, AF_INET6 }, refused[] = { AF_UNIX, AF_NETLINK };
-	static const char *const socket_call[] = { "socket", NULL };
-	static const int named[] = { SCMP_SYS(access), SCMP_SYS(faccessat),
-				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
-	int rc = stp_syscalls_allow_values(ctx, socket_call, 0, families,
-					   sizeof(families) / sizeof(families[0]));
-
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
-				      SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
-	/* the C library's resolver tries netlink and nscd's Unix socket: a refusal, which
-	 * it survives (a name not resolved before confinement then fails to resolve); on
-	 * socket itself only, as socketcall's family cannot be read */
-	if (!rc)
-		rc = stp_syscalls_refuse_values(ctx, "socket", 0, refused,
-						sizeof(refused) / sizeof(refused[0]), EAFNOSUPPORT);
-	/* and it looks at files by name (resolv.conf, nsswitch.conf): refused, not fatal */
-	if (!rc)
-		rc = stp_syscalls_refuse_path_stat(ctx, EACCES);
-	for (size_t i = 0; !rc && i < sizeof(named) / sizeof(named[0]); i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
-	if (!rc)
-		rc = add_fcntl_rules(ctx);
-	/* its own RLIMIT_FSIZE and RLIMIT_DATA, lowered to the largest block and to what it
-	 * serves once the index is read; the hard limits go with them, and without
-	 * CAP_SYS_RESOURCE they cannot be raised again */
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
-				      SCMP_A0_32(SCMP_CMP_EQ, 0), SCMP_A1_32(SCMP_CMP_EQ, RLIMIT_FSIZE));
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
-				      SCMP_A0_32(SCMP_CMP_EQ, 0), SCMP_A1_32(SCMP_CMP_EQ, RLIMIT_DATA));
-	return rc ? rc : add_common_rules(ctx, false);
-}
-
-static int build_lookup_filter(enum stp_sandbox_mode mode, uint32_t arch, scmp_filter_ctx *out,
-			       char *err, size_t errlen);
-
-int stp_sandbox_build_filter(enum stp_sandbox_filter which, enum stp_sandbox_mode mode,
-			     uint32_t arch, scmp_filter_ctx *out, char *err, size_t errlen)
-{
-	switch (which) {
-	case STP_FILTER_FETCHER:
-		return new_filter(mode, arch, stp_syscalls_fetcher, add_fetcher_rules, out, err,
-				  errlen);
-	case STP_FILTER_LOOKUP:
-		return build_lookup_filter(mode, arch, out, err, errlen);
-	default:
-		return new_filter(mode, arch, stp_syscalls_daemon, add_guarded_rules, out, err,
-				  errlen);
-	}
-}
-
-/* The daemon's filter, or the fetcher's. Built before any irreversible step, loaded
- * last. */
-static int build_filter(const struct stp_sandbox_opts *o, scmp_filter_ctx *out, char *err,
-			size_t errlen)
-{
-	if (ahead_filter && !o->fetcher && o->mode == ahead_mode) {
-		*out = ahead_filter;
-		ahead_filter = NULL;
-		return 0;
-	}
-	return stp_sandbox_build_filter(o->fetcher ? STP_FILTER_FETCHER : STP_FILTER_DAEMON,
-					o->mode, 0, out, err, errlen);
-}
 
 /*
  * glibc loads libgcc_s the first time a thread is cancelled (libfuse cancels its workers
@@ -777,8 +572,30 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode)
 		warn_no_userns();
 }
 
-static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter, char *err,
-		   size_t errlen)
+/* no_new_privs, then the program: as libseccomp's seccomp_load does, without its
+ * compile and its probes of the kernel (the monitor made them: filters.h). */
+static int load_prog(const struct stp_sandbox_prog *prog, char *err, size_t errlen)
+{
+	struct sock_fprog fprog = { .len = (unsigned short)prog->n, .filter = prog->insns };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return stp_errf(err, errlen, -errno, "setting no_new_privs: %s", strerror(errno));
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog))
+		return stp_errf(err, errlen, -errno, "loading the seccomp filter: %s",
+				strerror(errno));
+	return 0;
+}
+
+/* A program to load: 1 to STP_SANDBOX_PROG_MAX instructions. */
+static int check_prog(const struct stp_sandbox_prog *prog, char *err, size_t errlen)
+{
+	if (!prog || !prog->n || prog->n > STP_SANDBOX_PROG_MAX || !prog->insns)
+		return stp_errf(err, errlen, -EINVAL, "no seccomp filter to load");
+	return 0;
+}
+
+static int confine(bool privileged, uid_t uid, gid_t gid, const struct stp_sandbox_prog *prog,
+		   char *err, size_t errlen)
 {
 	int rc = 0;
 
@@ -791,22 +608,12 @@ static int confine(bool privileged, uid_t uid, gid_t gid, scmp_filter_ctx filter
 		rc = clear_capabilities(err, errlen);
 	if (!rc && privileged)
 		rc = check_no_way_back(err, errlen);
-	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		rc = stp_errf(err, errlen, -errno, "setting no_new_privs: %s",
-			  strerror(errno));
-	if (!rc) {
-		rc = seccomp_load(filter);
-		if (rc)
-			stp_errf(err, errlen, rc, "loading the seccomp filter: %s",
-			     strerror(-rc));
-	}
-	return rc;
+	return rc ? rc : load_prog(prog, err, errlen);
 }
 
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen)
 {
 	int keep[MAX_KEEP_FDS];
-	scmp_filter_ctx filter = NULL;
 	bool privileged = geteuid() == 0;
 	uid_t uid = 0;
 	gid_t gid = 0;
@@ -827,7 +634,7 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 		if (rc)
 			return rc;
 	}
-	rc = build_filter(opts, &filter, err, errlen);
+	rc = check_prog(opts->filter, err, errlen);
 	if (rc)
 		return rc;
 	preload_unwinder();
@@ -835,31 +642,20 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 		warn_no_userns();
 	nullfd = early_nullfd >= 0 ? early_nullfd : open("/dev/null", O_RDWR | O_CLOEXEC);
 	early_nullfd = -1;
-	if (nullfd < 0) {
-		rc = stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
-		goto out;
-	}
+	if (nullfd < 0)
+		return stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
 
 	/* From here on nothing can be undone. */
 	rc = limit_file_size(opts->file_size_max);
-	if (rc) {
-		stp_errf(err, errlen, rc, "RLIMIT_FSIZE: %s", strerror(-rc));
-		goto out;
-	}
+	if (rc)
+		return stp_errf(err, errlen, rc, "RLIMIT_FSIZE: %s", strerror(-rc));
 	rc = point_stdio_at(nullfd, opts->keep_stderr);
-	if (rc) {
-		stp_errf(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));
-		goto out;
-	}
+	if (rc)
+		return stp_errf(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));
 	rc = close_other_fds(keep, nkeep);
-	if (rc) {
-		stp_errf(err, errlen, rc, "closing descriptors: %s", strerror(-rc));
-		goto out;
-	}
-	rc = confine(privileged, uid, gid, filter, err, errlen);
-out:
-	seccomp_release(filter);
-	return rc;
+	if (rc)
+		return stp_errf(err, errlen, rc, "closing descriptors: %s", strerror(-rc));
+	return confine(privileged, uid, gid, opts->filter, err, errlen);
 }
 
 int stp_sandbox_enter_empty_root(enum stp_sandbox_mode mode, char *err, size_t errlen)
@@ -880,9 +676,6 @@ int stp_sandbox_enter_empty_root(enum stp_sandbox_mode mode, char *err, size_t e
 		return stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));
 	rc = enter_detached_root(err, errlen);
 	root_entered = !rc;
-	/* compiled while the setup is awaited, not after it */
-	if (!rc && !stp_sandbox_build_filter(STP_FILTER_DAEMON, mode, 0, &ahead_filter, NULL, 0))
-		ahead_mode = mode;
 	return rc;
 }
 
@@ -891,29 +684,6 @@ int stp_sandbox_null_fd(void)
 	return early_nullfd;
 }
 
-/*
- * The priming child's filter: lookups beneath a directory it holds, fstat, and the pipe.
- * openat2 passes RESOLVE_BENEATH in memory the filter cannot read, so that part is the
- * caller's; the filter refuses a lookup from the working directory (dirfd AT_FDCWD or any
- * negative value: bit 31 of the 32-bit fd set) and every other way to name a file.
- */
-static int add_lookup_rules(scmp_filter_ctx ctx)
-{
-	const struct scmp_arg_cmp fd_nonneg = SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u, 0);
-	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 1, fd_nonneg);
-
-	/* access(2) on a descriptor of a file beneath the root, once (prime.c:
-	 * settle_first_requests) */
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(faccessat2), 1, fd_nonneg);
-	return rc ? rc : stp_syscalls_allow_mapping(ctx);
-}
-
-static int build_lookup_filter(enum stp_sandbox_mode mode, uint32_t arch, scmp_filter_ctx *out,
-			       char *err, size_t errlen)
-{
-	return new_filter(mode, arch, stp_syscalls_lookup, add_lookup_rules, out, err, errlen);
-}
 
 /* Whether this process may drop from the bounding set and set securebits. */
 static bool has_setpcap(void)
@@ -926,9 +696,9 @@ static bool has_setpcap(void)
 	return caps[CAP_TO_INDEX(CAP_SETPCAP)].effective & CAP_TO_MASK(CAP_SETPCAP);
 }
 
-int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen)
+int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_sandbox_prog *prog,
+				char *err, size_t errlen)
 {
-	scmp_filter_ctx filter = NULL;
 	int rc;
 
 	if (err && errlen)
@@ -937,7 +707,7 @@ int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t er
 		return 0;
 	rc = check_single_threaded(err, errlen);
 	if (!rc)
-		rc = build_lookup_filter(mode, 0, &filter, err, errlen);
+		rc = check_prog(prog, err, errlen);
 	if (rc)
 		return rc;
 
@@ -950,14 +720,11 @@ int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t er
 	}
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
-	if (!rc && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		rc = stp_errf(err, errlen, -errno, "setting no_new_privs: %s", strerror(errno));
-	if (!rc) {
-		rc = seccomp_load(filter);
-		if (rc)
-			stp_errf(err, errlen, rc, "loading the seccomp filter: %s",
-			     strerror(-rc));
-	}
-	seccomp_release(filter);
-	return rc;
+	return rc ? rc : load_prog(prog, err, errlen);
+}
+
+void stp_sandbox_prog_free(struct stp_sandbox_prog *prog)
+{
+	free(prog->insns);
+	*prog = (struct stp_sandbox_prog){ 0 };
 }

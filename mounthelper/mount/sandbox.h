@@ -17,7 +17,8 @@
  *      (and, after step 4, root's ids tried back) so that any difference fails;
  *   4. capabilities: permitted, effective, inheritable and ambient sets cleared;
  *   5. no_new_privs, then a seccomp filter that allows only the calls of the FUSE loop,
- *      the decoder and the worker threads (see sandbox.c for the list and the reasons).
+ *      the decoder and the worker threads (filters.h), built by the monitor and handed
+ *      over: this module only loads it, and links no libseccomp.
  *
  * Not root (a user's mount through fusermount3), the uid stays. Step 2 then runs inside a
  * new user namespace that maps the process's own uid and gid (setgroups denied), where
@@ -48,7 +49,7 @@
 #ifndef STP_SANDBOX_H
 #define STP_SANDBOX_H
 
-#include <seccomp.h>
+#include <linux/filter.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,8 +61,23 @@ enum stp_sandbox_mode {
 	STP_SANDBOX_OFF,	/* nothing: stp_sandbox_enter() returns 0 at once */
 };
 
+/* A seccomp program as the kernel loads it (struct sock_filter, host order): built by
+ * filters.h, handed over (setup.h: FILTER). At most STP_SANDBOX_PROG_MAX instructions,
+ * the kernel's BPF_MAXINSNS. */
+#define STP_SANDBOX_PROG_MAX 4096u
+struct stp_sandbox_prog {
+	uint32_t n;
+	struct sock_filter *insns; /* N of them, malloc'd: stp_sandbox_prog_free */
+};
+
+/* Frees PROG's instructions and empties it; an empty one is left as it is. */
+void stp_sandbox_prog_free(struct stp_sandbox_prog *prog);
+
 struct stp_sandbox_opts {
 	enum stp_sandbox_mode mode;
+	/* The filter loaded last, built for this process (filters.h: the daemon's or the
+	 * fetcher's): required unless MODE is STP_SANDBOX_OFF; read during the call only. */
+	const struct stp_sandbox_prog *filter;
 	/* NULL: "stipple" if that user exists, else "nobody" (with a warning through
 	 * stp_log). Must not resolve to uid 0. Ignored when the process is not root, or
 	 * when HAS_IDS gives the ids already looked up (stp_sandbox_resolve_user). */
@@ -75,12 +91,6 @@ struct stp_sandbox_opts {
 	const int *keep_fds;
 	size_t nkeep;
 	bool keep_stderr;
-	/* The fetcher of a URL mount (fetcher.h) instead of the daemon: the same steps, with
-	 * a filter of its own that allows sockets of the Internet families and what libcurl
-	 * and OpenSSL call on them (fcntl only F_GETFD, F_SETFD, F_GETFL, and F_SETFL
-	 * without O_ASYNC: nothing that signals other processes), threads, and no FUSE
-	 * ioctl. */
-	bool fetcher;
 	/* RLIMIT_FSIZE, set before confinement with SIGXFSZ ignored (a write past it fails
 	 * with EFBIG): the daemon's disk cache file cannot grow past what it needs. 0: the
 	 * limit is left as it is. */
@@ -93,8 +103,8 @@ struct stp_sandbox_opts {
  * (ERRLEN bytes, always terminated) naming the step that failed, for the caller to prefix
  * with "sandbox: " or the like.
  *
- * Errors found before anything irreversible (unknown or root user, bad options, the
- * filter cannot be built, /dev/null cannot be opened) leave the process as it was, so the
+ * Errors found before anything irreversible (unknown or root user, bad options, no
+ * filter or an empty one, /dev/null cannot be opened) leave the process as it was, so the
  * caller can still unmount. A later failure (e.g. chroot, unshare or pivot_root refused)
  * leaves the process partly confined, perhaps outside the host's files: the caller cannot
  * unmount any more and should exit with an error.
@@ -108,8 +118,7 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
  * Step 2 alone, ahead of the rest, for root's daemon while it waits for its setup, so
  * that it overlaps the monitor's checks and mount instead of following them. Nothing can be
  * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd) and the
- * unwinder loaded; the daemon's seccomp filter is compiled then too. stp_sandbox_enter
- * then skips step 2 and uses that /dev/null and that filter. The FUSE
+ * unwinder loaded. stp_sandbox_enter then skips step 2 and uses that /dev/null. The FUSE
  * mount, made after this, never appears beneath the daemon's root. Does nothing (0) for
  * STP_SANDBOX_OFF, when not root (a user's namespace is built by stp_sandbox_enter), or
  * a second time. Returns 0, or a negative errno with a one-line message in ERR: the
@@ -153,7 +162,8 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode);
  *   1. when it holds CAP_SETPCAP (root): the bounding set emptied and securebits locked
  *      (NOROOT and friends), so that uid 0 regains no capability;
  *   2. permitted, effective, inheritable and ambient sets cleared;
- *   3. no_new_privs, then a seccomp filter allowing only: openat2 and newfstatat
+ *   3. no_new_privs, then PROG, the lookup filter (filters.h: STP_FILTER_LOOKUP, built
+ *      before the fork), allowing only: openat2 and newfstatat
  *      (AT_EMPTY_PATH only) from a descriptor (not AT_FDCWD), fstat, close, read, write,
  *      poll, brk/mmap/mprotect without PROT_EXEC, munmap, mremap, madvise,
  *      clock_gettime, rt_sigreturn, restart_syscall, exit, exit_group. Anything else
@@ -169,21 +179,8 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode);
  * a later failure leaves it partly confined, and the caller should _exit.
  * Not thread-safe (it must run before any thread exists).
  */
-int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen);
-
-/* The three filters: the FUSE daemon's, a URL mount's fetcher's, the priming child's. */
-enum stp_sandbox_filter { STP_FILTER_DAEMON, STP_FILTER_FETCHER, STP_FILTER_LOOKUP };
-
-/*
- * Builds, without loading it, filter WHICH as MODE's sandbox would for architecture ARCH
- * (an SCMP_ARCH_* token; 0 for this process's), so that a test can read the filter of an
- * architecture it cannot run (seccomp_export_bpf). The argument values that differ
- * between architectures (ioctl numbers, O_ASYNC) are this build's. MODE must not be
- * STP_SANDBOX_OFF. Returns 0 with *OUT for the caller to seccomp_release, or a negative
- * errno with a message in ERR. Thread-safe.
- */
-int stp_sandbox_build_filter(enum stp_sandbox_filter which, enum stp_sandbox_mode mode,
-			     uint32_t arch, scmp_filter_ctx *out, char *err, size_t errlen);
+int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_sandbox_prog *prog,
+				char *err, size_t errlen);
 
 /* Parses "on", "log", "off" into MODE. Returns 0 or -EINVAL (MODE untouched). */
 int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode);

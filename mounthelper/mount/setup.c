@@ -356,6 +356,42 @@ int stp_setup_recv_sandbox(int fd, int64_t deadline_ns, enum stp_sandbox_mode *m
 	return err ? err : stp_setup_decode_sandbox(buf, len, mode);
 }
 
+int stp_setup_send_filter(int fd, const struct stp_sandbox_prog *prog)
+{
+	return stp_msg_send(fd, STP_MSG_FILTER, prog->insns, prog->n * sizeof(*prog->insns));
+}
+
+int stp_setup_decode_filter(const uint8_t *buf, size_t len, struct stp_sandbox_prog *prog)
+{
+	size_t n = len / sizeof(*prog->insns);
+
+	*prog = (struct stp_sandbox_prog){ 0 };
+	if (!n || n > STP_SANDBOX_PROG_MAX || len % sizeof(*prog->insns))
+		return -EPROTO;
+	prog->insns = malloc(len);
+	if (!prog->insns)
+		return -ENOMEM;
+	memcpy(prog->insns, buf, len);
+	prog->n = (uint32_t)n;
+	return 0;
+}
+
+int stp_setup_recv_filter(int fd, int64_t deadline_ns, struct stp_sandbox_prog *prog)
+{
+	uint8_t *buf = malloc(STP_MSG_MAX);
+	uint32_t type;
+	size_t len;
+	int err = buf ? stp_msg_recv(fd, deadline_ns, &type, buf, STP_MSG_MAX, &len) : -ENOMEM;
+
+	*prog = (struct stp_sandbox_prog){ 0 };
+	if (!err && type != STP_MSG_FILTER)
+		err = -EPROTO;
+	if (!err)
+		err = stp_setup_decode_filter(buf, len, prog);
+	free(buf);
+	return err;
+}
+
 int stp_setup_fd(const struct stp_setup *s, const int *fds, enum stp_fd_role role)
 {
 	for (uint32_t i = 0; i < s->nroles; i++)

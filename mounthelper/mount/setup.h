@@ -104,6 +104,18 @@ int stp_setup_send_sandbox(int fd, enum stp_sandbox_mode mode);
 int stp_setup_decode_sandbox(const uint8_t *buf, size_t len, enum stp_sandbox_mode *mode);
 int stp_setup_recv_sandbox(int fd, int64_t deadline_ns, enum stp_sandbox_mode *mode);
 
+/* FILTER, the seccomp program a program loads as it confines itself (sandbox.h), built
+ * by the monitor for that program's pid (filters.h): the instructions alone, 8 bytes
+ * each in host order. The monitor sends it to a daemon after its SETUP (unless the mode
+ * is off), and to a fetcher before its SETUP. Send: 0 or the socket's negative errno.
+ * Decode (LEN bytes, untrusted): 1 to STP_SANDBOX_PROG_MAX whole instructions, copied
+ * into *PROG (for stp_sandbox_prog_free), else -EPROTO (or -ENOMEM); the kernel checks
+ * the rest as it loads it. Receive: until DEADLINE_NS, -EPROTO for another message or a
+ * bad one, -ETIMEDOUT, -EPIPE. */
+int stp_setup_send_filter(int fd, const struct stp_sandbox_prog *prog);
+int stp_setup_decode_filter(const uint8_t *buf, size_t len, struct stp_sandbox_prog *prog);
+int stp_setup_recv_filter(int fd, int64_t deadline_ns, struct stp_sandbox_prog *prog);
+
 /* Adds FD (none when negative) with ROLE to S's list and to FDS, the array sent with it;
  * nothing past STP_SETUP_FDS_MAX. */
 void stp_setup_add_fd(struct stp_setup *s, int *fds, int fd, enum stp_fd_role role);

@@ -7,8 +7,12 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int compare_fds(const void *a, const void *b)
@@ -82,4 +86,51 @@ bool stp_watcher_word_came(int fd)
 	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
 		;
 	return n == 1;
+}
+
+/* Root's watcher keeps the two capabilities an unmount needs, and no way back to the
+ * others: uid 0 would regain them all at an exec, so the bounding set is emptied, the
+ * securebits that give root its capabilities at exec and keep them across setuid are
+ * locked off, and no_new_privs is set. -1 when any of it fails: the watcher then does not
+ * stay. The calls are made directly, as the sandbox's are: libcap's loading and its
+ * constructor's probe of the kernel cost every mount's start, before the daemon's. */
+int stp_watcher_drop_privilege(void)
+{
+	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
+	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
+	int err = 0;
+
+	if (geteuid() != 0)
+		return 0; /* nothing to drop: fusermount3 unmounts as the user */
+	/* every capability the kernel knows: until PR_CAPBSET_READ says EINVAL */
+	for (int c = 0; !err && prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		err = prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+	if (!err && errno != EINVAL)
+		err = -1;
+	if (!err)
+		err = prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
+	if (!err)
+		err = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	for (int i = 0; i < 2; i++) {
+		int cap = i ? CAP_DAC_READ_SEARCH : CAP_SYS_ADMIN;
+
+		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);
+		caps[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
+	}
+	return err || syscall(SYS_capset, &head, caps) ? -1 : 0;
+}
+
+void stp_watcher_release(int *go, pid_t pid, bool live)
+{
+	if (*go < 0)
+		return;
+	if (live && stp_watcher_word_came(*go))
+		stp_watcher_send_word(*go);
+	close(*go);
+	*go = -1;
+	if (!live)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
 }

@@ -10,8 +10,7 @@
  * drops privilege and can never regain any, not even by an exec; a root watcher that
  * cannot drop all of it exits at once. It is forked while the daemon opens the image,
  * drops at once, and stays only when the monitor then tells it, on a socket of its own,
- * that the mount is live. The fork and the dropping are in monitor.c; this
- * file holds the rest. It waits for the daemon to end, then the monitor's
+ * that the mount is live. The fork is in monitor.c; this file holds the rest. It waits for the daemon to end, then the monitor's
  * check-and-unmount runs, so that a daemon that dies later takes its mount with it
  * instead of leaving one that answers ENOTCONN.
  *
@@ -22,6 +21,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* In the watcher's process, which the monitor forked (monitor.c, with the capset that
  * leaves it CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only, after this): out of the caller's
@@ -29,6 +29,17 @@
  * WORD_FD and LATER_FD (the caller's to close later; -1: none), SIGINT and SIGHUP
  * ignored, MASK restored. */
 void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, int later_fd, const sigset_t *mask);
+
+/* In the watcher's process, after stp_watcher_detach: as root, the bounding set emptied,
+ * the securebits that would give uid 0 its capabilities back locked off, no_new_privs,
+ * and CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH kept alone. 0, or -1 when any of it failed
+ * (the watcher must then exit). Nothing to drop for a user (fusermount3 unmounts). */
+int stp_watcher_drop_privilege(void);
+
+/* In the monitor: the watcher PID stays when the mount is LIVE, once it has said on GO
+ * that it dropped privilege (one that could not has exited, silently); else it exits
+ * and is reaped. *GO is closed (-1 after). Nothing when *GO is -1 (no watcher). */
+void stp_watcher_release(int *go, pid_t pid, bool live);
 
 /* Returns once PIDFD (the daemon) has ended. */
 void stp_watcher_wait(int pidfd);

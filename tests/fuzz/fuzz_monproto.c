@@ -8,7 +8,8 @@
  * the way. A BLOCKS or STORE
  * payload (a published image's store, fetcher.h) goes through its check, against a batch
  * and an image size taken from the payload's first bytes: what passes stays in bounds.
- * A SANDBOX payload decodes to a known mode or is refused.
+ * A SANDBOX payload decodes to a known mode or is refused. A FILTER payload decodes to
+ * 1 to STP_SANDBOX_PROG_MAX whole instructions, the same bytes, or is refused.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -112,6 +113,22 @@ static void check_sandbox(const uint8_t *buf, size_t len)
 	FUZZ_ASSERT(mode == STP_SANDBOX_ON || mode == STP_SANDBOX_LOG || mode == STP_SANDBOX_OFF);
 }
 
+/* FILTER as a daemon or a fetcher decodes it: whole instructions, within the bound,
+ * copied as they came; sent back, the same datagram. */
+static void check_filter(const uint8_t *buf, size_t len)
+{
+	struct stp_sandbox_prog prog;
+
+	if (stp_setup_decode_filter(buf, len, &prog)) {
+		FUZZ_ASSERT(!prog.n && !prog.insns);
+		return;
+	}
+	FUZZ_ASSERT(prog.n >= 1 && prog.n <= STP_SANDBOX_PROG_MAX);
+	FUZZ_ASSERT(len == prog.n * sizeof(*prog.insns));
+	FUZZ_ASSERT(!memcmp(prog.insns, buf, len));
+	stp_sandbox_prog_free(&prog);
+}
+
 /* The datagram as the receiving end takes it: typed, bounded, no descriptor. */
 static void receive(const uint8_t *data, size_t size)
 {
@@ -138,6 +155,8 @@ static void receive(const uint8_t *data, size_t size)
 			check_store(buf, len);
 		if (!rc && type == STP_MSG_SANDBOX)
 			check_sandbox(buf, len);
+		if (!rc && type == STP_MSG_FILTER)
+			check_filter(buf, len);
 	}
 	close(sv[0]);
 	close(sv[1]);

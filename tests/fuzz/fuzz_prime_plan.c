@@ -23,7 +23,8 @@
 #include "util.h"
 
 /* The lookups' half is not driven here: nothing may confine itself. */
-int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen)
+int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_sandbox_prog *prog,
+				char *err, size_t errlen)
 {
 	abort();
 }

@@ -378,6 +378,17 @@ def seccomp_verdict(progs, nr, *args):
     return min((bpf_run(p, data) for p in progs), key=lambda v: signed(v & 0xffff0000))
 
 
+def live_daemon_filters(small_image, mounter):
+    """The pid of a serving mount's daemon, and its filters as loaded."""
+    image = small_image["image"]
+    with mounter(image) as mnt:
+        pid = daemon_pid(image)
+        assert_serves(mnt, small_image)
+        progs = seccomp_filters(pid)
+    assert progs, "no seccomp filter"
+    return pid, progs
+
+
 def test_daemon_maps_nothing_read_only(small_image, mounter):
     """Memory mapped read-only, or made so once written, escapes RLIMIT_DATA (review 5 #2,
     #3): the daemon's filter, as loaded, answers EACCES to a read-only private mapping
@@ -387,18 +398,32 @@ def test_daemon_maps_nothing_read_only(small_image, mounter):
     if platform.machine() not in SECCOMP_ARCH:
         pytest.skip("the test knows no call numbers for %s" % platform.machine())
     _, mmap, mprotect = SECCOMP_ARCH[platform.machine()]
-    image = small_image["image"]
-    with mounter(image) as mnt:
-        pid = daemon_pid(image)
-        assert_serves(mnt, small_image)
-        progs = seccomp_filters(pid)
-    assert progs, "no seccomp filter"
+    _, progs = live_daemon_filters(small_image, mounter)
     rw = PROT_READ | PROT_WRITE
     assert seccomp_verdict(progs, mmap, 0, 1 << 20, PROT_READ, MAP_PRIVATE_ANON) == RET_EACCES
     assert seccomp_verdict(progs, mprotect, 0, 4096, PROT_READ) == RET_EACCES
     assert seccomp_verdict(progs, mmap, 0, 1 << 20, rw, MAP_PRIVATE_ANON) == RET_ALLOW
     assert seccomp_verdict(progs, mmap, 0, 1 << 26, PROT_NONE, MAP_PRIVATE_ANON) == RET_ALLOW
     assert seccomp_verdict(progs, mprotect, 0, 4096, rw) == RET_ALLOW
+
+
+TGKILL = {"x86_64": 234, "aarch64": 131}
+RET_KILL_PROCESS = 0x80000000
+
+
+def test_daemon_filter_is_built_for_the_daemon(small_image, mounter):
+    """The monitor builds the daemon's filter while the daemon execs (filters.h): its
+    tgkill rule names the daemon's pid, not the monitor's, so that the daemon can cancel
+    its own threads and signal no other process."""
+    import platform
+    if platform.machine() not in TGKILL:
+        pytest.skip("the test knows no call numbers for %s" % platform.machine())
+    pid, progs = live_daemon_filters(small_image, mounter)
+    tgkill = TGKILL[platform.machine()]
+    assert seccomp_verdict(progs, tgkill, pid, pid + 1, signal.SIGCANCEL
+                           if hasattr(signal, "SIGCANCEL") else 32) == RET_ALLOW
+    for other in (os.getpid(), 1, pid + 1, pid - 1):
+        assert seccomp_verdict(progs, tgkill, other, other, 9) == RET_KILL_PROCESS, other
 
 
 def test_root_daemon_copies_no_mount_tree(small_image, mounter):

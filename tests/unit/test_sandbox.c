@@ -38,6 +38,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "filters.h"
 #include "sandbox.h"
 #include "syscalls.h"
 #include "util.h"
@@ -70,16 +71,36 @@ static void report(bool ok, const char *fmt, ...)
 	tap_result(ok, name);
 }
 
+/* The daemon's filter in STP_SANDBOX_ON, built for this process (a child) as the monitor
+ * builds it; NULL when it cannot be (the sandbox then refuses). */
+static const struct stp_sandbox_prog *daemon_filter(void)
+{
+	static struct stp_sandbox_prog filter;
+
+	if (!filter.n && stp_filters_export(STP_FILTER_DAEMON, STP_SANDBOX_ON, getpid(), &filter,
+					    NULL, 0))
+		return NULL;
+	return &filter;
+}
+
 /* In a child: enter the sandbox keeping the scratch file and EXTRA. */
 static int enter(enum stp_sandbox_mode mode, const int *extra, size_t nextra)
 {
 	int keep[8] = { scratch_fd };
 	/* nobody by name: whether a 'stipple' user exists does not matter here */
 	struct stp_sandbox_opts opts = { .mode = mode, .user = "nobody", .keep_fds = keep,
-					 .nkeep = 1 + nextra, .fetcher = as_fetcher };
+					 .nkeep = 1 + nextra };
+	/* as the monitor builds it, for this process, before it reaches the empty root */
+	struct stp_sandbox_prog filter;
 	char err[256];
-	int rc;
+	int rc = stp_filters_export(as_fetcher ? STP_FILTER_FETCHER : STP_FILTER_DAEMON, mode,
+				    getpid(), &filter, err, sizeof(err));
 
+	if (rc) {
+		dprintf(2, "stp_filters_export: %d: %s\n", rc, err);
+		return rc;
+	}
+	opts.filter = &filter;
 	memcpy(keep + 1, extra, nextra * sizeof(*extra));
 	if (ahead) {
 		/* no name service in the empty root: the ids, as the monitor hands them over */
@@ -871,6 +892,11 @@ static void test_refusals(void)
 	struct stp_sandbox_opts on = { .mode = STP_SANDBOX_ON };
 	struct stp_sandbox_opts root_ids = { .mode = STP_SANDBOX_ON, .has_ids = true };
 	struct stp_sandbox_opts root_gid = { .mode = STP_SANDBOX_ON, .has_ids = true, .uid = 65534 };
+	struct stp_sandbox_opts no_filter = { .mode = STP_SANDBOX_ON, .has_ids = true,
+					      .uid = 65534, .gid = 65534 };
+	struct stp_sandbox_prog empty = { 0 };
+	struct stp_sandbox_opts empty_filter = { .mode = STP_SANDBOX_LOG, .has_ids = true,
+						 .uid = 65534, .gid = 65534, .filter = &empty };
 
 	expect_refusal("an unknown user", &unknown, -ENOENT, false);
 	expect_refusal("user root", &root, -EINVAL, false);
@@ -878,6 +904,9 @@ static void test_refusals(void)
 	expect_refusal("gid 0 handed over", &root_gid, -EINVAL, false);
 	expect_refusal("a closed fd to keep", &bad_fd, -EBADF, false);
 	expect_refusal("a second thread", &on, -EBUSY, true);
+	/* the daemon cannot confine itself without the monitor's filter: it does not serve */
+	expect_refusal("no seccomp filter", &no_filter, -EINVAL, false);
+	expect_refusal("an empty seccomp filter", &empty_filter, -EINVAL, false);
 }
 
 /* Ids handed over (the monitor looked the user up) are taken as they are: the name is not
@@ -897,7 +926,8 @@ static void test_given_ids(void)
 		int keep[2] = { ready[1], hold[0] };
 		struct stp_sandbox_opts o = { .mode = STP_SANDBOX_ON, .user = "no-such-user-x",
 					      .has_ids = true, .uid = 65534, .gid = 65533,
-					      .keep_fds = keep, .nkeep = 2 };
+					      .keep_fds = keep, .nkeep = 2,
+					      .filter = daemon_filter() };
 		char err[256];
 
 		if (stp_sandbox_enter(&o, err, sizeof(err))) {
@@ -935,7 +965,8 @@ static void test_gid_checked(void)
 
 	if (pid == 0) {
 		struct stp_sandbox_opts o = { .mode = STP_SANDBOX_ON, .has_ids = true,
-					      .uid = 65534, .gid = (gid_t)-1 };
+					      .uid = 65534, .gid = (gid_t)-1,
+					      .filter = daemon_filter() };
 		char err[256] = "";
 		int rc = stp_sandbox_enter(&o, err, sizeof(err));
 
@@ -1095,6 +1126,19 @@ static int probe_pid(void)
 	return PROBE_CALL_RETURNED;
 }
 
+/* The lookup filter, built as the monitor builds it before its fork, then loaded. */
+static int confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen)
+{
+	struct stp_sandbox_prog filter = { 0 };
+	int rc = mode == STP_SANDBOX_OFF ? 0 :
+		 stp_filters_export(STP_FILTER_LOOKUP, mode, getpid(), &filter, err, errlen);
+
+	if (!rc)
+		rc = stp_sandbox_confine_lookups(mode, &filter, err, errlen);
+	stp_sandbox_prog_free(&filter);
+	return rc;
+}
+
 static pid_t spawn_lookup_probe(enum stp_sandbox_mode mode, bool as_user, int (*probe)(void))
 {
 	char err[256];
@@ -1104,7 +1148,7 @@ static pid_t spawn_lookup_probe(enum stp_sandbox_mode mode, bool as_user, int (*
 		return pid;
 	if (as_user && setresuid(65534, 65534, 65534))
 		_exit(PROBE_ENTER_FAILED);
-	if (stp_sandbox_confine_lookups(mode, err, sizeof(err))) {
+	if (confine_lookups(mode, err, sizeof(err))) {
 		dprintf(2, "stp_sandbox_confine_lookups: %s\n", err);
 		_exit(PROBE_ENTER_FAILED);
 	}
@@ -1168,7 +1212,7 @@ static void test_lookup_state(bool as_root)
 	if (pid == 0) {
 		if (!as_root && setresuid(65534, 65534, 65534))
 			_exit(PROBE_ENTER_FAILED);
-		if (stp_sandbox_confine_lookups(STP_SANDBOX_ON, err, sizeof(err)))
+		if (confine_lookups(STP_SANDBOX_ON, err, sizeof(err)))
 			_exit(PROBE_ENTER_FAILED);
 		if (probe_lookup_beneath() != PROBE_OK)
 			_exit(PROBE_WRONG);

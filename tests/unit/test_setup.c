@@ -178,6 +178,53 @@ static void test_sandbox_mode(void)
 	close(pipefd[1]);
 }
 
+/* FILTER: a program travels whole and byte for byte; no instruction, a part of one, more
+ * than the kernel loads, another message or a descriptor attached is refused, and a
+ * refusal leaves no program. The peek sees a FILTER and leaves it queued. */
+static void test_filter(void)
+{
+	static struct sock_filter insns[STP_SANDBOX_PROG_MAX + 1];
+	struct stp_sandbox_prog sent = { 3, insns }, got;
+	int sv[2], pipefd[2];
+	uint32_t type = 0;
+
+	for (unsigned i = 0; i <= STP_SANDBOX_PROG_MAX; i++)
+		insns[i] = (struct sock_filter){ (uint16_t)i, 1, 2, 0x7fff0000u + i };
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(pipe(pipefd) == 0);
+	CHECK(stp_setup_send_filter(sv[0], &sent) == 0);
+	CHECK(stp_msg_peek_type(sv[1], 0, &type) == 0 && type == STP_MSG_FILTER);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == 0 && got.n == 3 &&
+	      !memcmp(got.insns, insns, 3 * sizeof(*insns)), "three instructions travel");
+	stp_sandbox_prog_free(&got);
+	CHECK(got.n == 0 && got.insns == NULL);
+	sent.n = STP_SANDBOX_PROG_MAX;
+	CHECK(stp_setup_send_filter(sv[0], &sent) == 0);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == 0 && got.n == STP_SANDBOX_PROG_MAX &&
+	      !memcmp(got.insns, insns, sizeof(insns) - sizeof(*insns)), "the longest travels");
+	stp_sandbox_prog_free(&got);
+	sent.n = STP_SANDBOX_PROG_MAX + 1;
+	CHECK(stp_setup_send_filter(sv[0], &sent) == 0);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == -EPROTO && !got.insns, "one more");
+	CHECK(stp_msg_send(sv[0], STP_MSG_FILTER, NULL, 0) == 0);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == -EPROTO, "no instruction");
+	CHECK(stp_msg_send(sv[0], STP_MSG_FILTER, insns, 12) == 0);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == -EPROTO, "an instruction and a half");
+	CHECK(stp_msg_send(sv[0], STP_MSG_SETUP, insns, 8) == 0);
+	CHECK(stp_msg_peek_type(sv[1], 0, &type) == 0 && type == STP_MSG_SETUP);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == -EPROTO, "a SETUP instead");
+	CHECK(stp_msg_send_fds(sv[0], STP_MSG_FILTER, insns, 8, pipefd, 1) == 0);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == -EPROTO, "a descriptor attached");
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == -ETIMEDOUT, "nothing queued");
+	CHECK(stp_msg_peek_type(sv[1], 0, &type) == -ETIMEDOUT, "nothing to peek");
+	close(sv[0]);
+	CHECK(stp_setup_recv_filter(sv[1], 0, &got) == -EPIPE, "the monitor gone");
+	CHECK(stp_msg_peek_type(sv[1], 0, &type) == -EPIPE);
+	close(sv[1]);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
 /* The encoder takes what the decoder takes: a string of STP_SETUP_STR_MAX bytes
  * travels, one byte more is refused before anything is sent, and named beforehand. */
 static void test_long_string_refused_early(void)
@@ -238,5 +285,6 @@ int main(void)
 	RUN(test_long_string_refused_early);
 	RUN(test_new_setup_carries_the_options);
 	RUN(test_sandbox_mode);
+	RUN(test_filter);
 	return tap_done();
 }

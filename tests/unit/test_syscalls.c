@@ -2,7 +2,7 @@
 /*
  * The sandbox's seccomp filters on every architecture Debian 12 builds libseccomp for,
  * including those this machine cannot run: each filter is built for the architecture
- * (stp_sandbox_build_filter), exported as the BPF program the kernel would run, and that
+ * (stp_filters_build), exported as the BPF program the kernel would run, and that
  * program is run here by a small interpreter of classic BPF on the calls the C library
  * (glibc 2.36) makes for the daemon, the fetcher and the priming child on that
  * architecture: the *_time64 calls, mmap2, _llseek, statx for fstat, fcntl64 and
@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "filters.h"
 #include "sandbox.h"
 #include "syscalls.h"
 
@@ -193,15 +194,14 @@ static uint32_t swap32(uint32_t v)
 	return v >> 24 | (v >> 8 & 0xff00) | (v << 8 & 0xff0000) | v << 24;
 }
 
-static bool export_filter(enum stp_sandbox_filter which, const struct arch *arch,
+static bool export_filter(enum stp_filter_kind which, const struct arch *arch,
 			  struct filter *out)
 {
 	scmp_filter_ctx ctx = NULL;
 	char err[256];
 	long size = 0;
 	FILE *f;
-	int rc = stp_sandbox_build_filter(which, STP_SANDBOX_ON, arch->token, &ctx, err,
-					  sizeof(err));
+	int rc = stp_filters_build(which, STP_SANDBOX_ON, arch->token, 0, &ctx, err, sizeof(err));
 
 	CHECK(rc == 0, "%s: building filter %d: %s", arch->name, which, err);
 	if (rc)
