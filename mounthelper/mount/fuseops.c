@@ -309,7 +309,7 @@ static int reply_read(struct read_reply *r, uint64_t file_off, size_t in, size_t
 	int err = r->buf ? 0 : reply_to_copy(r);
 
 	if (!err)
-		err = stp_cache_read(r->fs->cache, &r->ref, in, len, r->buf + (file_off - r->off));
+		err = stp_blocks_read(&r->blocks, &r->ref, in, len, r->buf + (file_off - r->off));
 	return err;
 }
 
@@ -320,19 +320,14 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t start, size_t 
 {
 	int err;
 
-	if (r->ref.entry && r->ref.block == block) {
-		err = stp_cache_wait(r->fs->cache, &r->ref, end);
-	} else {
-		if (r->ref.entry) {
-			if (!r->buf && (err = reply_to_copy(r)))
-				return err;
-			stp_cache_release(r->fs->cache, &r->ref);
-		}
-		err = stp_blocks_get(&r->blocks, block, end, &r->ref);
-		if (!err && !start)
-			stp_cache_read_ahead(r->fs->cache, block + 1);
+	if (r->ref.entry && r->ref.block == block)
+		return stp_blocks_wait(&r->blocks, &r->ref, end);
+	if (r->ref.entry) {
+		if (!r->buf && (err = reply_to_copy(r)))
+			return err;
+		stp_blocks_release(&r->blocks, &r->ref);
 	}
-	return err;
+	return stp_blocks_get(&r->blocks, block, start, end, &r->ref);
 }
 
 /* Adds piece P: zeros for a hole, else its bytes of the block, pinned. */
@@ -368,12 +363,12 @@ static int read_reply(struct stp_fs *fs, fuse_req_t req, const struct stp_inode 
 	int err = stp_file_walk(fs->img, inode, off, len, reply_piece, &r);
 
 	if (r.buf)
-		stp_cache_release(fs->cache, &r.ref); /* copied: the reply needs no block */
+		stp_blocks_release(&r.blocks, &r.ref); /* copied: the reply needs no block */
 	if (!err && r.buf)
 		fuse_reply_buf(req, (const char *)r.buf, len);
 	else if (!err)
 		fuse_reply_iov(req, r.iov, (int)r.niov);
-	stp_cache_release(fs->cache, &r.ref);
+	stp_blocks_release(&r.blocks, &r.ref);
 	free(r.buf);
 	*block = r.block;
 	return err;
