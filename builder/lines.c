@@ -24,18 +24,8 @@ static ssize_t get_record(char **rec, size_t *cap, int delim, FILE *f)
 	while ((c = getc_unlocked(f)) != EOF) {
 		if (len == LINES_RECORD_MAX)
 			return -E2BIG;
-		if (len + 2 > *cap) {
-			size_t grown = *cap ? 2 * *cap : 256;
-			char *p;
-
-			if (grown > LINES_RECORD_MAX + 1)
-				grown = LINES_RECORD_MAX + 1;
-			p = realloc(*rec, grown);
-			if (!p)
-				return -ENOMEM;
-			*rec = p;
-			*cap = grown;
-		}
+		if (len + 2 > *cap && stp_room_for_n(rec, cap, len, 2, LINES_RECORD_MAX + 1))
+			return -ENOMEM;
 		(*rec)[len++] = (char)c;
 		if (c == delim)
 			break;

@@ -1069,6 +1069,19 @@ const uint8_t *stp_cache_bytes(const struct stp_block_ref *ref, size_t from, siz
 	return zero_run;
 }
 
+int stp_cache_feed(const struct stp_block_ref *ref, size_t from, size_t len, uint64_t off,
+		   stp_cache_sink_fn sink, void *ctx)
+{
+	int rc = 0;
+
+	for (size_t at = 0, n; !rc && at < len; at += n) {
+		const uint8_t *b = stp_cache_bytes(ref, from + at, len - at, &n);
+
+		rc = sink(ctx, off + at, b, n);
+	}
+	return rc;
+}
+
 int stp_cache_read(struct stp_cache *c, const struct stp_block_ref *ref, size_t from,
 		   size_t len, void *dst)
 {

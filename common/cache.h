@@ -155,6 +155,14 @@ void stp_cache_copy(const struct stp_block_ref *ref, size_t from, size_t len, vo
  * on from FROM + *N. Valid while REF is pinned. Never waits. */
 const uint8_t *stp_cache_bytes(const struct stp_block_ref *ref, size_t from, size_t len,
 			       size_t *n);
+/* Takes N bytes at BYTES, which stp_cache_feed numbers OFF: 0 to go on, anything else
+ * ends the feed and is returned by it. */
+typedef int (*stp_cache_sink_fn)(void *ctx, uint64_t off, const uint8_t *bytes, size_t n);
+/* Hands bytes [FROM, FROM + LEN) of REF's block, below ref->direct, to SINK in place, in
+ * order, as stp_cache_bytes cuts them; the first is numbered OFF (a file offset, say), the
+ * others on from it. Returns 0 or SINK's value. Never waits. */
+int stp_cache_feed(const struct stp_block_ref *ref, size_t from, size_t len, uint64_t off,
+		   stp_cache_sink_fn sink, void *ctx);
 /* Pins block BLOCK if it is resident or being decoded, waiting for its decode to end
  * (which waits for nothing); -ENOENT when it is neither, or parked, the decode's error when that
  * failed. Never decodes, never takes a buffer. */

@@ -31,33 +31,61 @@ int stp_trustpath_may_follow(int dirfd, const struct stat *link, uid_t target_ui
 	return owner == 0 || owner == geteuid() || owner == target_uid;
 }
 
-static int refuse(struct stp_trustpath *w, const char *shown, uid_t link, uid_t target)
+/* How the user would name a path being walked, kept as pieces and formatted only when a
+ * link is refused: LEN bytes of PATH, after the name of WHERE (the directory PATH is
+ * relative to; NULL: the working directory) unless PATH is absolute. */
+struct shown {
+	const struct shown *where;
+	const char *path;
+	size_t len;
+};
+
+/* Appends LEN bytes of S to OUT (CAP bytes, *AT used), cut to fit, always terminated. */
+static void put(char *out, size_t cap, size_t *at, const char *s, size_t len)
 {
+	if (len > cap - 1 - *at)
+		len = cap - 1 - *at;
+	memcpy(out + *at, s, len);
+	*at += len;
+	out[*at] = '\0';
+}
+
+static void show(char *out, size_t cap, size_t *at, const struct shown *s)
+{
+	if (s->where && s->path[0] != '/') {
+		show(out, cap, at, s->where);
+		put(out, cap, at, "/", 1);
+	}
+	put(out, cap, at, s->path, s->len);
+}
+
+static int refuse(struct stp_trustpath *w, const struct shown *link, uid_t link_uid,
+		  uid_t target)
+{
+	size_t at = 0;
+
 	w->refused = 1;
-	w->link_uid = link;
+	w->link_uid = link_uid;
 	w->target_uid = target;
-	snprintf(w->link, sizeof(w->link), "%s", shown);
+	w->link[0] = '\0';
+	show(w->link, sizeof(w->link), &at, link);
 	return -EACCES;
 }
 
-/* PATH's first LEN bytes as the user would name them: after WHERE (the name of the
- * directory PATH is relative to, NULL for the working directory) unless absolute. */
-static void show(char *out, size_t cap, const char *where, const char *path, size_t len)
+/* PATH's first LEN bytes, after WHERE, as the user names them: without trailing slashes. */
+static struct shown prefix(const struct shown *where, const char *path, size_t len)
 {
 	while (len > 1 && path[len - 1] == '/')
 		len--;
-	if (path[0] == '/' || !where)
-		snprintf(out, cap, "%.*s", (int)len, path);
-	else
-		snprintf(out, cap, "%s/%.*s", where, (int)len, path);
+	return (struct shown){ where, path, len };
 }
 
-static int walk(struct stp_trustpath *w, int at, const char *where, const char *path);
+static int walk(struct stp_trustpath *w, int at, const struct shown *where, const char *path);
 
 /* The target of the symlink open as LFD (stat LS), NAME in DIRFD: walked from DIRFD, whose
  * name is WHERE, and kept only if the rule allows. SHOWN names the link. */
-static int follow(struct stp_trustpath *w, int dirfd, const char *where, int lfd,
-		  const struct stat *ls, const char *shown)
+static int follow(struct stp_trustpath *w, int dirfd, const struct shown *where, int lfd,
+		  const struct stat *ls, const struct shown *shown)
 {
 	struct stat ts;
 	char *text = malloc(PATH_MAX);
@@ -86,8 +114,8 @@ static int follow(struct stp_trustpath *w, int dirfd, const char *where, int lfd
 }
 
 /* NAME in DIRFD (WHERE names DIRFD, SHOWN names NAME), its link followed if trusted. */
-static int step(struct stp_trustpath *w, int dirfd, const char *where, const char *name,
-		const char *shown)
+static int step(struct stp_trustpath *w, int dirfd, const struct shown *where,
+		const char *name, const struct shown *shown)
 {
 	struct stat ls;
 	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), target;
@@ -121,15 +149,16 @@ static int start(int at, const char *path)
 	return fcntl(at, F_DUPFD_CLOEXEC, 0);
 }
 
-static int walk(struct stp_trustpath *w, int at, const char *where, const char *path)
+static int walk(struct stp_trustpath *w, int at, const struct shown *where, const char *path)
 {
-	char name[NAME_MAX + 1], dir[PATH_MAX], shown[PATH_MAX];
+	char name[NAME_MAX + 1];
 	int cur = start(at, path);
 
 	if (cur < 0)
 		return -errno;
 	for (const char *p = path; *p; ) {
 		size_t len = strcspn(p, "/"), off = (size_t)(p - path);
+		struct shown dir = prefix(where, path, off), shown = prefix(where, path, off + len);
 		int next;
 
 		if (!len) {
@@ -142,9 +171,7 @@ static int walk(struct stp_trustpath *w, int at, const char *where, const char *
 		}
 		memcpy(name, p, len);
 		name[len] = '\0';
-		show(dir, sizeof(dir), where, path, off);
-		show(shown, sizeof(shown), where, path, off + len);
-		next = step(w, cur, off ? dir : where, name, shown);
+		next = step(w, cur, off ? &dir : where, name, &shown);
 		close(cur);
 		if (next < 0)
 			return next;
@@ -167,8 +194,11 @@ int stp_trustpath_open(struct stp_trustpath *w, const char *path)
 static int open_or_make(struct stp_trustpath *w, int parent, const char *where,
 			const char *name, const char *path, mode_t mode, int *made)
 {
+	const struct shown dir = { NULL, where, where ? strlen(where) : 0 };
+	const struct shown shown = { NULL, path, strlen(path) };
+
 	for (int tries = 0; tries < 3; tries++) {
-		int fd = step(w, parent, where, name, path);
+		int fd = step(w, parent, where ? &dir : NULL, name, &shown);
 
 		if (fd != -ENOENT)
 			return fd;

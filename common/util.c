@@ -230,6 +230,27 @@ int stp_room_for(void *v, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
+int stp_room_for_n(void *v, size_t *cap, size_t used, size_t more, size_t max)
+{
+	size_t want = *cap ? *cap : 1024;
+	void *grown;
+
+	if (more <= *cap - used)
+		return 0;
+	if (used > max || more > max - used)
+		return -ENOMEM;
+	while (want - used < more)
+		want = want > max / 2 ? max : 2 * want;
+	if (want > max)
+		want = max; /* a first size past MAX */
+	grown = realloc(*(void **)v, want);
+	if (!grown)
+		return -ENOMEM;
+	*(void **)v = grown;
+	*cap = want;
+	return 0;
+}
+
 /* The architectures whose fstat call fills glibc's struct stat as it is (glibc before 2.33
  * made that call there); stp_syscalls_fstat_pathless names the same ones. */
 #if defined(SYS_fstat) && ((defined(__x86_64__) && defined(__LP64__)) || defined(__aarch64__) || \

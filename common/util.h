@@ -48,6 +48,11 @@ int stp_fill_stdio(void);
  * for item N, which is at most *CAP: grown to twice its capacity (1024 items at first)
  * when full. 0 or -ENOMEM (*V and *CAP unchanged). */
 int stp_room_for(void *v, size_t *cap, size_t n, size_t size);
+/* Room in the byte buffer *V (a pointer to it: *CAP bytes, NULL when *CAP is 0), whose
+ * first USED bytes are taken, for MORE bytes after them: grown to twice its capacity
+ * (1024 bytes at first) until they fit, never past MAX bytes. 0, or -ENOMEM when USED +
+ * MORE exceeds MAX or memory runs out (*V and *CAP unchanged). */
+int stp_room_for_n(void *v, size_t *cap, size_t used, size_t more, size_t max);
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
 /* fstat(2) of FD through a call that takes no path, where the kernel has one that fills

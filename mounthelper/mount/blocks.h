@@ -4,7 +4,8 @@
  * A block not resident is decoded for the read (or its decode joined); meanwhile warming
  * starts no other block, so that the read has the CPUs, and a block the read decoded
  * itself has its other pages pushed into the page cache by the filler. The ref that a
- * get returns is the cache's (stp_cache_wait, stp_cache_read, stp_cache_release).
+ * get returns is the cache's; its bytes are read in place with stp_cache_feed. A FUSE
+ * read calls nothing else to get its blocks.
  *
  * Thread-safe, as the cache, warmer and filler are; never blocks on the kernel.
  */
@@ -27,9 +28,18 @@ struct stp_blocks {
 };
 
 /* Pins BLOCK into REF once its first END bytes can be read (stp_cache_get_range's
- * errors). */
-int stp_blocks_get(const struct stp_blocks *b, uint64_t block, size_t end,
+ * errors). START is where the read begins in the block: a read from its start may be
+ * reading a file's cuts in order, and the next block is queued for decoding ahead. */
+int stp_blocks_get(const struct stp_blocks *b, uint64_t block, size_t start, size_t end,
 		   struct stp_block_ref *ref);
+/* REF, pinned by stp_blocks_get, once its first END bytes can be read (stp_cache_wait). */
+int stp_blocks_wait(const struct stp_blocks *b, struct stp_block_ref *ref, size_t end);
+/* Copies bytes [FROM, FROM + LEN) of REF's block, unfiltered, to DST (stp_cache_read):
+ * for bytes past ref->direct, which cannot be read in place (stp_cache_feed). */
+int stp_blocks_read(const struct stp_blocks *b, const struct stp_block_ref *ref, size_t from,
+		    size_t len, void *dst);
+/* Lets go of REF's pin, if it holds one. */
+void stp_blocks_release(const struct stp_blocks *b, struct stp_block_ref *ref);
 
 /* A read was answered from stream bytes [OFF, OFF + LEN): warming lets go of blocks whose
  * hot pages have all been read. */

@@ -34,7 +34,7 @@
 #define READ_PIECES 32
 
 /* Holes are answered from here. Never written, so it costs no memory. */
-static char zeros[STP_MAX_READ];
+static uint8_t zeros[STP_MAX_READ];
 
 static struct stp_fs *fs_of(fuse_req_t req)
 {
@@ -265,9 +265,11 @@ static int reply_to_copy(struct read_reply *r)
 	return 0;
 }
 
-/* Adds LEN bytes from BASE, at file offset FILE_OFF of the reply. */
-static int reply_add(struct read_reply *r, uint64_t file_off, const void *base, size_t len)
+/* Adds LEN bytes from BASE, at file offset FILE_OFF of the reply (R): a stp_cache_sink_fn. */
+static int reply_add(void *arg, uint64_t file_off, const uint8_t *base, size_t len)
 {
+	struct read_reply *r = arg;
+
 	if (!r->buf && r->niov == READ_PIECES) {
 		int err = reply_to_copy(r);
 
@@ -307,7 +309,7 @@ static int reply_read(struct read_reply *r, uint64_t file_off, size_t in, size_t
 	int err = r->buf ? 0 : reply_to_copy(r);
 
 	if (!err)
-		err = stp_cache_read(r->fs->cache, &r->ref, in, len, r->buf + (file_off - r->off));
+		err = stp_blocks_read(&r->blocks, &r->ref, in, len, r->buf + (file_off - r->off));
 	return err;
 }
 
@@ -318,34 +320,14 @@ static int reply_pin(struct read_reply *r, uint64_t block, size_t start, size_t 
 {
 	int err;
 
-	if (r->ref.entry && r->ref.block == block) {
-		err = stp_cache_wait(r->fs->cache, &r->ref, end);
-	} else {
-		if (r->ref.entry) {
-			if (!r->buf && (err = reply_to_copy(r)))
-				return err;
-			stp_cache_release(r->fs->cache, &r->ref);
-		}
-		err = stp_blocks_get(&r->blocks, block, end, &r->ref);
-		if (!err && !start)
-			stp_cache_read_ahead(r->fs->cache, block + 1);
+	if (r->ref.entry && r->ref.block == block)
+		return stp_blocks_wait(&r->blocks, &r->ref, end);
+	if (r->ref.entry) {
+		if (!r->buf && (err = reply_to_copy(r)))
+			return err;
+		stp_blocks_release(&r->blocks, &r->ref);
 	}
-	return err;
-}
-
-/* Adds piece P's bytes of the pinned block, below its direct bytes: in place, and zeros
- * past its body. */
-static int reply_block(struct read_reply *r, const struct stp_file_piece *p)
-{
-	int err = 0;
-
-	for (size_t at = 0, n; !err && at < p->len; at += n) {
-		const uint8_t *b = stp_cache_bytes(&r->ref, (size_t)(p->in_block + at),
-						 (size_t)p->len - at, &n);
-
-		err = reply_add(r, p->file_off + at, b, n);
-	}
-	return err;
+	return stp_blocks_get(&r->blocks, block, start, end, &r->ref);
 }
 
 /* Adds piece P: zeros for a hole, else its bytes of the block, pinned. */
@@ -365,7 +347,8 @@ static int reply_piece(void *arg, const struct stp_file_piece *p)
 		return err;
 	stp_blocks_note_read(&r->blocks, p->stream_off, p->len);
 	if (p->in_block + p->len <= r->ref.direct)
-		return reply_block(r, p);
+		return stp_cache_feed(&r->ref, (size_t)p->in_block, (size_t)p->len, p->file_off,
+				      reply_add, r); /* in place, and zeros past its body */
 	/* a filtered block still decoding: its bytes are unfiltered in a copy */
 	return reply_read(r, p->file_off, (size_t)p->in_block, (size_t)p->len);
 }
@@ -380,12 +363,12 @@ static int read_reply(struct stp_fs *fs, fuse_req_t req, const struct stp_inode 
 	int err = stp_file_walk(fs->img, inode, off, len, reply_piece, &r);
 
 	if (r.buf)
-		stp_cache_release(fs->cache, &r.ref); /* copied: the reply needs no block */
+		stp_blocks_release(&r.blocks, &r.ref); /* copied: the reply needs no block */
 	if (!err && r.buf)
 		fuse_reply_buf(req, (const char *)r.buf, len);
 	else if (!err)
 		fuse_reply_iov(req, r.iov, (int)r.niov);
-	stp_cache_release(fs->cache, &r.ref);
+	stp_blocks_release(&r.blocks, &r.ref);
 	free(r.buf);
 	*block = r.block;
 	return err;

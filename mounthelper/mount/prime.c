@@ -89,17 +89,9 @@ static int note_hot_file(void *ctx, uint32_t ino, const struct stp_inode *inode)
 
 static int pool_add(struct stp_prime_plan *p, const char *s, size_t len, uint32_t *off)
 {
-	if (p->pool_len + len + 1 > p->pool_cap) {
-		size_t cap = p->pool_cap ? p->pool_cap * 2 : 4096;
-		char *grown;
-
-		while (cap < p->pool_len + len + 1)
-			cap *= 2;
-		if (cap > UINT32_MAX || !(grown = realloc(p->pool, cap)))
-			return -ENOMEM;
-		p->pool = grown;
-		p->pool_cap = cap;
-	}
+	/* offsets into the pool are 32-bit */
+	if (stp_room_for_n(&p->pool, &p->pool_cap, p->pool_len, len + 1, UINT32_MAX))
+		return -ENOMEM;
 	memcpy(p->pool + p->pool_len, s, len + 1);
 	*off = (uint32_t)p->pool_len;
 	p->pool_len += len + 1;
@@ -383,19 +375,8 @@ static int list_grow(struct stp_prime_list *l, size_t len)
 		l->path = path;
 		l->cap = cap;
 	}
-	if (l->pool_len + len + 1 > l->pool_cap) {
-		size_t cap = l->pool_cap ? l->pool_cap * 2 : 65536;
-		char *pool;
-
-		while (cap < l->pool_len + len + 1)
-			cap *= 2;
-		pool = realloc(l->pool, cap);
-		if (!pool)
-			return -ENOMEM;
-		l->pool = pool;
-		l->pool_cap = cap;
-	}
-	return 0;
+	return stp_room_for_n(&l->pool, &l->pool_cap, l->pool_len, len + 1,
+			      STP_PRIME_MAX_BYTES);
 }
 
 static int list_add_one(struct stp_prime_list *l, uint32_t ino, const char *s, size_t len)

@@ -349,6 +349,12 @@ struct content {
 	int reported; /* the error that ended the walk was reported */
 };
 
+/* Writes N bytes at file offset OFF: a stp_cache_sink_fn. */
+static int write_out(void *ctx, uint64_t off, const uint8_t *b, size_t n)
+{
+	return stp_pwrite_full(((struct content *)ctx)->fd, b, n, off);
+}
+
 /* Writes stored piece P into the file, straight from its pinned block; a hole stays a
  * hole. A damaged block is named. */
 static int write_piece(void *ctx, const struct stp_file_piece *p)
@@ -370,12 +376,8 @@ static int write_piece(void *ctx, const struct stp_file_piece *p)
 				 stp_strerror(err));
 		return err;
 	}
-	for (size_t at = 0, n; !err && at < p->len; at += n) {
-		const uint8_t *b = stp_cache_bytes(&ref, (size_t)(p->in_block + at),
-						   (size_t)p->len - at, &n);
-
-		err = stp_pwrite_full(c->fd, b, n, p->file_off + at);
-	}
+	err = stp_cache_feed(&ref, (size_t)p->in_block, (size_t)p->len, p->file_off, write_out,
+			     c);
 	stp_cache_release(x->cache, &ref);
 	c->reported = err != 0;
 	return err ? fail(c->w, c->e, "cannot write", err) : 0;

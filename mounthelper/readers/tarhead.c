@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "util.h"
 
 #define NAME_FIELD 100
 #define ID_MAX 07777777u              /* 7 octal digits */
@@ -23,21 +24,10 @@
 
 int stp_tarbuf_put(struct stp_tarbuf *b, const void *data, size_t len)
 {
-	if (len > b->cap - b->len) {
-		size_t cap = b->cap ? b->cap : 1024;
-		uint8_t *p;
+	int err = stp_room_for_n(&b->data, &b->cap, b->len, len, SIZE_MAX / 2);
 
-		while (cap - b->len < len) {
-			if (cap > SIZE_MAX / 2)
-				return -ENOMEM;
-			cap *= 2;
-		}
-		p = realloc(b->data, cap);
-		if (!p)
-			return -ENOMEM;
-		b->data = p;
-		b->cap = cap;
-	}
+	if (err)
+		return err;
 	if (len)
 		memcpy(b->data + b->len, data, len);
 	b->len += len;

@@ -85,6 +85,12 @@ static int put_out(struct tarout *t, const void *buf, size_t len)
 	return t->pending.len >= OUT_BUFFER ? flush_output(t) : t->out_err;
 }
 
+/* put_out as a stp_cache_sink_fn: the archive is written in order, OFF is not needed. */
+static int put_bytes(void *ctx, uint64_t off, const uint8_t *b, size_t n)
+{
+	return put_out(ctx, b, n);
+}
+
 static int put_zeros(struct tarout *t, size_t len)
 {
 	static const uint8_t zeros[STP_TAR_BLOCK];
@@ -364,12 +370,7 @@ static int put_piece(struct stp_walk *w, const struct stp_walk_entry *e,
 				 PRIu64 "): %s", p->block, p->file_off, stp_strerror(err));
 		return err;
 	}
-	for (size_t at = 0, n; !err && at < p->len; at += n) {
-		const uint8_t *b = stp_cache_bytes(&ref, (size_t)(p->in_block + at),
-						   (size_t)p->len - at, &n);
-
-		err = put_out(t, b, n);
-	}
+	err = stp_cache_feed(&ref, (size_t)p->in_block, (size_t)p->len, 0, put_bytes, t);
 	stp_cache_release(t->cache, &ref);
 	return err;
 }

@@ -181,8 +181,15 @@ void *pvalloc(size_t size)
 	return memalign(page, (size + page - 1) & ~(page - 1));
 }
 
+/* glibc hands memory back to the kernel as soon as it can: a block of 128 KiB or more
+ * (zstd's contexts, reply buffers) is unmapped at its free, and the heap's top trimmed.
+ * Each of those costs a TLB flush on every CPU the process ran on, which was about half
+ * of a replay's time, paid tens of thousands of times. Kept, the memory is reused. */
 static void alloc_limits_install(void)
 {
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
+	mallopt(M_TOP_PAD, 16 << 20);
 }
 #else
 int __sanitizer_install_malloc_and_free_hooks(void (*on_malloc)(const volatile void *, size_t),

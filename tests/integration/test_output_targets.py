@@ -130,6 +130,22 @@ def test_symlink_protected_by_the_kernel_rule_is_not_followed(trees, tmp_path):
 
 
 @pytest.mark.needs_root("gives a node to another user")
+def test_refused_link_is_named_as_the_path_spelled_it(trees, tmp_path):
+    """A link refused on the way to the image's directory, reached through a trusted
+    relative link, is named through that link (d/via leads to ../shared/sub: the refused
+    link is d/../shared/sub), and nothing is written where it leads."""
+    shared = sticky_shared(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", shared / "sub")
+    os.lchown(shared / "sub", 65534, 65534)
+    (tmp_path / "d").mkdir()
+    os.symlink("../shared/sub", tmp_path / "d" / "via")
+    r = build(trees["new"][0], "d/via/x.stipple", cwd=tmp_path)
+    assert_refused(r, "d/../shared/sub: a symlink owned by uid 65534 in a sticky")
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+@pytest.mark.needs_root("gives a node to another user")
 def test_file_planted_in_a_sticky_directory_is_not_replaced(trees, tmp_path):
     """A file another user left in a sticky world-writable directory (mode 0666, so that
     they could write the image root puts there) is refused, as the kernel's

@@ -1215,6 +1215,39 @@ static void test_zero_tail_pins(void)
  * block's own bytes. In a whole decode later blocks overwrite them; past a cut's body
  * none does, so the body's room must end at the body: the tail reads as the frame's
  * zeros, not as the literals. */
+struct fed {
+	uint8_t *out;
+	uint64_t next; /* the offset the next piece must have */
+	unsigned calls, stop_at;
+};
+
+static int take_fed(void *ctx, uint64_t off, const uint8_t *b, size_t n)
+{
+	struct fed *f = ctx;
+
+	CHECK(off == f->next && n > 0, " piece at %llu, expected %llu", (unsigned long long)off,
+	      (unsigned long long)f->next);
+	memcpy(f->out + (off - 1000000), b, n);
+	f->next = off + n;
+	return ++f->calls == f->stop_at ? -EPIPE : 0;
+}
+
+/* stp_cache_feed across REF's body and zero tail gives WANT's bytes in order, numbered
+ * from the offset given, and stops at the sink's first error. */
+static void check_feed(const struct stp_block_ref *ref, const uint8_t *want)
+{
+	size_t from = ref->body - 50, len = ref->size - from;
+	uint8_t *out = malloc(len);
+	struct fed f = { out, 1000000, 0, 0 };
+
+	CHECK(out && stp_cache_feed(ref, from, len, 1000000, take_fed, &f) == 0);
+	CHECK(f.next == 1000000 + len && f.calls >= 2 && !memcmp(out, want + from, len),
+	      " %u pieces", f.calls);
+	f = (struct fed){ out, 1000000, 0, 1 };
+	CHECK(stp_cache_feed(ref, from, len, 1000000, take_fed, &f) == -EPIPE && f.calls == 1);
+	free(out);
+}
+
 static void test_short_block_tail(void)
 {
 	enum { BODY = 100000, LOG = 20 };
@@ -1247,6 +1280,7 @@ static void test_short_block_tail(void)
 			bad += p[i] != 0;
 	}
 	CHECK(bad == 0, " %zu bytes of the zero tail are not zero in place", bad);
+	check_feed(&ref, got);
 	stp_cache_release(cache, &ref);
 	stp_cache_free(cache);
 	stp_image_close(img);
