@@ -74,6 +74,20 @@ def walk(root):
     return r.stdout
 
 
+@pytest.fixture(scope="module", autouse=True)
+def tracefs():
+    """tracefs at TRACEFS for the module: a fresh machine may not have it mounted. Mounted
+    here (as root) when missing, and unmounted after."""
+    mounted = False
+    if not os.path.exists(os.path.join(TRACEFS, "events")) and os.geteuid() == 0 \
+            and os.path.isdir(TRACEFS):
+        mounted = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS],
+                                 capture_output=True).returncode == 0
+    yield
+    if mounted:
+        subprocess.run(["umount", TRACEFS], check=True)
+
+
 def traced(mnt, fn):
     """Runs FN with the kernel's fuse_request_send event on for MNT's connection, in a
     trace instance of our own; returns FN's result and the opcodes sent, counted."""
