@@ -54,6 +54,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -124,7 +125,7 @@ static void release(struct stp_mon *m)
 static int open_mountd(struct stp_mon *m)
 {
 	const char *name = stp_mountopts_needs_checks(m->o) ? STP_MOUNTD_CHECKED_NAME : STP_MOUNTD_NAME;
-	char path[4096];
+	char path[PATH_MAX];
 	int err = stp_progpath(name, STP_LIBEXEC_DIR, path, sizeof(path));
 
 	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
@@ -211,7 +212,7 @@ static int daemon_lost(struct stp_mon *m)
  * for ps (without query). */
 static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
 {
-	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
+	char path[PATH_MAX], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
 	char *env[STP_FETCHER_ENV_MAX];
 	sigset_t none;
 
