@@ -117,6 +117,7 @@ static int spawn_daemon(struct stp_mon *m, int sv[2])
 	sv[1] = -1;
 	if (m->pid < 0) {
 		stp_monlog_say(m->prog, "fork: %s", stp_strerror(m->pid));
+		m->pid = -1;
 		return -EAGAIN;
 	}
 	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
@@ -161,9 +162,10 @@ static int spawn_fetcher(struct stp_mon *m)
 	int err = stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
 
 	stp_fetcher_env(env);
-	if (!err)
-		f->pid = stp_monitor_spawn_fetcher(path, f->ctl[1], argv, env);
-	err = err ? err : f->pid < 0 ? f->pid : 0;
+	if (!err && (f->pid = stp_monitor_spawn_fetcher(path, f->ctl[1], argv, env)) < 0) {
+		err = f->pid;
+		f->pid = -1;
+	}
 	close(f->ctl[1]);
 	f->ctl[1] = -1;
 	return err;
