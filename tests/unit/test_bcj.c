@@ -270,8 +270,9 @@ static uint8_t *read_file(const char *path, size_t *len)
 
 /* Real x86 machine code, found rather than named: the files of the objects loaded into
  * this test (its own program, libc...), and the FOLDER_PICKS shared objects (up to
- * PICK_MAX_SIZE) with the most code in the folder libc was loaded from, the largest first. None on a machine
- * of another architecture: the tests that use them then say they skip. */
+ * PICK_MAX_SIZE) with the most code in the folder libc was loaded from, the largest
+ * first. None on a machine of another architecture: the tests that use them then say
+ * they skip. */
 #define SAMPLES_MAX 8
 #define FOLDER_PICKS 2
 #define PICK_MAX_SIZE (8 << 20)
@@ -325,7 +326,8 @@ static off_t code_bytes(const char *path)
 
 	if (f)
 		fclose(f);
-	if (n < sizeof(eh) || stp_bcj_elf_filter(h, n) != STP_FILTER_X86 || h[EI_CLASS] != ELFCLASS64)
+	if (n < sizeof(eh) || stp_bcj_elf_filter(h, n) != STP_FILTER_X86 ||
+	    h[EI_CLASS] != ELFCLASS64)
 		return 0;
 	memcpy(&eh, h, sizeof(eh));
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
@@ -354,7 +356,8 @@ static void add_folder(const char *dir)
 	while (d && (de = readdir(d))) {
 		unsigned i = FOLDER_PICKS;
 
-		if (!strstr(de->d_name, ".so") || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		if (!strstr(de->d_name, ".so") ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
 		    !S_ISREG(st.st_mode) || st.st_size > PICK_MAX_SIZE ||
 		    asprintf(&path, "%s/%s", dir, de->d_name) < 0)
 			continue;
