@@ -114,6 +114,7 @@ struct stp_cache {
 				   * (saves faulting in a fresh block); protected by lock */
 	int making_spare;         /* a decoder maps the spare now: gets wait for it; lock */
 	struct entry *parked;     /* the one entry whose decode is parked, or NULL; lock */
+	uint32_t joining;         /* gets waiting on an entry found in the cache; lock */
 	struct stp_cache_stats stats;
 };
 
@@ -830,19 +831,31 @@ static int wait_final(struct stp_cache *c, struct entry *e, size_t end, int copy
 	return 0;
 }
 
-/* Lock held, released on return: pins E, which is in the cache, once its first END bytes
- * are final (COPY: or copyable). */
-static int join(struct stp_cache *c, struct entry *e, size_t end, int copy,
-		struct stp_block_ref *ref)
+/* Lock held, released on return: E, which is in the cache and pinned, is handed over
+ * once its first END bytes are final (COPY: or copyable). */
+static int join_pinned(struct stp_cache *c, struct entry *e, size_t end, int copy,
+		       struct stp_block_ref *ref)
 {
-	pin(c, e);
-	if (wait_final(c, e, end, copy))
+	int rc;
+
+	c->joining++;
+	rc = wait_final(c, e, end, copy);
+	c->joining--;
+	if (rc)
 		return leave_failed(c, e);
 	c->stats.hits++;
 	e->drop = 0;
 	fill_ref(e, ref);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+/* join_pinned, pinning E first. */
+static int join(struct stp_cache *c, struct entry *e, size_t end, int copy,
+		struct stp_block_ref *ref)
+{
+	pin(c, e);
+	return join_pinned(c, e, end, copy, ref);
 }
 
 /* Outside the lock: E's decode, started by stp_cache_prefix, stands at RC: with bytes
@@ -856,6 +869,7 @@ static void park_rest(struct stp_cache *c, struct entry *e, int rc)
 			e->parked = 1;
 			c->parked = e;
 			rc = 2;
+			pthread_cond_broadcast(&c->done); /* waiters for the whole block leave */
 		}
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -1151,7 +1165,21 @@ int stp_cache_get_decoded(struct stp_cache *c, uint64_t block, struct stp_block_
 		pthread_mutex_unlock(&c->lock);
 		return -ENOENT;
 	}
-	return join(c, e, SIZE_MAX, 0, ref);
+	pin(c, e);
+	/* a decode parked meanwhile too (stp_cache_prefix's, then still running): joining
+	 * it would decode the whole block, which the prefix left for a reader */
+	c->joining++;
+	while (e->state == ENTRY_LOADING && !e->parked)
+		pthread_cond_wait(&c->done, &c->lock);
+	c->joining--;
+	if (e->parked) {
+		struct entry *freed = unpin(c, e, NULL);
+
+		pthread_mutex_unlock(&c->lock);
+		free_chain(c, freed);
+		return -ENOENT;
+	}
+	return join_pinned(c, e, SIZE_MAX, 0, ref);
 }
 
 int stp_cache_get_resident(struct stp_cache *c, uint64_t block, struct stp_block_ref *ref)
@@ -1224,6 +1252,7 @@ void stp_cache_stats(struct stp_cache *c, struct stp_cache_stats *out)
 	*out = c->stats;
 	out->resident = c->resident;
 	out->pinned = c->pinned;
+	out->joining = c->joining;
 	out->budget = c->budget;
 	out->buffers = (uint32_t)((c->charged + c->full - 1) / c->full);
 	out->peak_buffers = (uint32_t)((c->peak_charged + c->full - 1) / c->full);

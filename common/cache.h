@@ -89,6 +89,8 @@ struct stp_cache_stats {
 	uint32_t peak_buffers; /* the most that ever existed at once */
 	uint32_t max_buffers;  /* BUDGET + EXTRA: the bound on both */
 	uint32_t parked;       /* decodes parked now (stp_cache_prefix): 0 or 1 */
+	uint32_t joining;      /* gets waiting now on a block another thread decodes (tests
+				* wait for it instead of for a time) */
 };
 
 /* The memory one block buffer maps, for an image with superblock SB: what every cache
@@ -164,8 +166,9 @@ typedef int (*stp_cache_sink_fn)(void *ctx, uint64_t off, const uint8_t *bytes, 
 int stp_cache_feed(const struct stp_block_ref *ref, size_t from, size_t len, uint64_t off,
 		   stp_cache_sink_fn sink, void *ctx);
 /* Pins block BLOCK if it is resident or being decoded, waiting for its decode to end
- * (which waits for nothing); -ENOENT when it is neither, or parked, the decode's error when that
- * failed. Never decodes, never takes a buffer. */
+ * (which waits for nothing); -ENOENT when it is neither, or parked (also when the decode
+ * waited for parks: stp_cache_prefix's), the decode's error when that failed. Never
+ * decodes, never takes a buffer. */
 int stp_cache_get_decoded(struct stp_cache *cache, uint64_t block, struct stp_block_ref *ref);
 /* Pins block BLOCK only if it is decoded whole and resident: -ENOENT otherwise, never
  * decodes. */

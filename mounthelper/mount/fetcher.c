@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The monitor's half of a URL mount's fetcher (fetcher.h): the channels, the hand-over
- * and the hello. The fork and exec of stipple-fetcher (fetcherd.c) are privileged steps,
- * made in monitor.c. */
+ * and the hello. The exec of stipple-fetcher (fetcherd.c) is a privileged call, made in
+ * monitor.c. */
 #include "fetcher.h"
 
 #include <errno.h>

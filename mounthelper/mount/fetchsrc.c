@@ -3,6 +3,7 @@
 #include "fetchsrc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -67,7 +68,7 @@ static void fetch_close(struct stp_imgsrc *s)
  * negative errno; F's end of the control socket is closed either way. */
 static int spawn_fetcher(struct stp_fetcher *f, const char *shown)
 {
-	char path[4096], *argv[] = { STP_FETCHER_NAME, (char *)shown, NULL };
+	char path[PATH_MAX], *argv[] = { STP_FETCHER_NAME, (char *)shown, NULL };
 	char *env[STP_FETCHER_ENV_MAX];
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;

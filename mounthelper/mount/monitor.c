@@ -1,153 +1,73 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The privileged side of a mount (monitor.h): the mount, told in the order of its
- * privileged calls. Those of the daemon's life are made here: its exec, the image's
- * open, the mount, its kill and the unmount; the rest each have a module of their own,
- * which the state they share (monstate.h) ties together, named in the table. What needs
- * no privilege runs beside it: the messages (monlog.c), the conversation with the daemon
- * and its seccomp filter (montalk.c, filters.c), the signals (monsig.c), the memory bound
- * (budget.c), the fetcher's channels (fetcher.c), the keys' parsing (trustkeys.c,
- * monchecks.c).
+ * Every call the monitor makes with its privilege (monitor.h), and nothing else: as
+ * OpenSSH keeps its privileged answers in monitor.c, each function here is one call, or
+ * the few that make it safe, on arguments its caller checked. The order of a mount, its
+ * checks, messages and protocol are in monmount.c and the mon*.c modules it calls.
  *
- *   open(stipple-mountd) O_PATH, vfork,      first: the daemon loads and (told the
- *     execveat                                 sandbox mode, handed its filter) confines
- *                                              its files while the monitor checks
- *   open(public key) O_NOFOLLOW, or          verify: trusted configuration (monkeys.c;
- *     open(keys dir), openat each *.pub        a URL or verify= runs in
- *                                              mount.stipple-checked: monitor.h)
- *   open(image)                               the image fd; its superblock read through it
- *                                             (not an image: its first bytes, to say what
- *                                             it is: cli/foreign.h)
- *   a URL: fork, execve stipple-fetcher       its filter, channels and hello (fetcher.c),
- *     (proxy variables only, no signal held)   the superblock through them (monurl.c)
- *     mkdir, open, flock the disk cache        the cache file: every call on its folder
- *     folder; its secret, eviction, file        is in cachedir.c
- *     open, flock, unlinkat in the store        a published image's blocks: store.c
- *   openat(each component) O_PATH|O_NOFOLLOW  the mount point and its parent, pinned
- *     statx, and only when that shows a        (mountpoint.c), a directory, not mounted
- *     mount there, mountinfo                   on unless stack (monpoint.c)
- *   fork; openat2(hot list), ftruncate        record: opened in a child bounded by the
- *                                              deadline, emptied only once the mount is
- *                                              live (monrecord.c)
- *   fuse_session_mount                        libfuse's mount(2) on /dev/fuse, as root on
- *                                              /proc/self/fd/N, the directory checked; a
- *                                              user's through fusermount3; the connection
- *                                              is then handed to the daemon
- *   open_tree(mount point) clone, openat ..,  root: the device of the mount made, for
- *     statx (mountpoint.c)                     priming; the watcher closes the clone
- *   pidfd_send_signal, waitpid                the daemon, killed when it fails or is late
- *   fchdir, umount2 (a user: fusermount3 -u)  after a failure, our own mount only, found
- *                                              beneath the parent opened before the fork;
- *                                              root never runs fusermount3
- *   openat(parent, base) O_PATH, fork,        priming, in a child confined first
- *     kill at the deadline, waitpid            (monprime.c; the lookups: prime.c)
- *   fork; bounding set emptied, securebits    the watcher, forked while the daemon opens
- *     locked, no_new_privs, capset            the image (its dropping: watcher.c), which
- *     (watcher.c); then openat, fstatfs,       stays once the mount is live with
- *     umount2                                  CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only:
- *                                              when the daemon ends and left its mount
- *                                              dead, it unmounts it
+ *   open(program) O_PATH                  stipple-mountd, before anything is mounted
+ *   vfork, execveat(program)              the daemon, started at once
+ *   fork, execve(stipple-fetcher)         a URL's fetcher
+ *   open(image), through stp_open_if      the image: no driver's open runs
+ *   open(keys dir), openat(key) O_NOFOLLOW  verify's keys, trusted configuration
+ *   openat2(hot list) RESOLVE_NO_SYMLINKS record=, in a child bounded by the deadline
+ *   openat(dir, name) O_PATH|O_NOFOLLOW   the mount point, a component at a time
+ *                                          (mountpoint.c), the mount's root beneath its
+ *                                          parent (priming, the watcher's look)
+ *   fuse_session_mount                    mount(2) on /dev/fuse as root, on the pinned
+ *                                          directory; a user's through fusermount3
+ *   open_tree(mount point) clone          root: the device of the mount made, through
+ *                                          openat(clone, "..")
+ *   pidfd_send_signal, or kill            the daemon, the record= child
+ *   fchdir, umount2 MNT_DETACH, or        our own mount after a failure, beneath the
+ *     fork, execl(fusermount3 -u)          parent pinned before the mount
  *
- * Privilege is also dropped by the daemon's sandbox (sandbox.c), in stipple-mountd.
+ * A fork is no privileged call: each child the monitor forks (the watcher, record='s and
+ * priming's) makes its privileged calls through these, or gives privilege up first.
+ * Made elsewhere, with the reason: the watcher's drop (watcher.c: bounding set, securebits,
+ * no_new_privs, capset: it gives privilege up), a URL's disk cache and store (cachedir.c,
+ * store.c: mkdir, open, flock, unlinkat in root's cache folder), the fetcher's kill
+ * (fetcher.c), the priming child's kill (prime.c, a confined child of the monitor), and
+ * the daemon's confinement in stipple-mountd (sandbox.c: it gives privilege up).
+ *
+ * Called from the monitor's one thread; stp_monitor_signal also from a signal handler.
  */
 #include "monitor.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "budget.h"
-#include "daemon.h"
-#include "filters.h"
-#include "foreign.h"
 #include "fuseapi.h"
-#include "image.h"
-#include "monkeys.h"
-#include "monlog.h"
-#include "setup.h"
-#include "monproto.h"
-#include "monpoint.h"
-#include "monprime.h"
-#include "monrecord.h"
-#include "monsig.h"
-#include "monstate.h"
-#include "montalk.h"
-#include "monurl.h"
 #include "mountopts.h"
-#include "mountpoint.h"
-#include "prime.h"
 #include "progpath.h"
-#include "sandbox.h"
 #include "trustkeys.h"
 #include "util.h"
-#include "watcher.h"
 
 /* What libfuse runs for a user's mount (its FUSERMOUNT_DIR), not what PATH finds. */
 #define STP_FUSERMOUNT "/usr/bin/fusermount3"
 
-static void init(struct stp_mon *m, const struct stp_mount_opts *o, const char *prog,
-		 const struct stp_monitor_checks *checks)
+int stp_monitor_open_program(const char *path)
 {
-	*m = (struct stp_mon){ .o = o, .prog = prog, .checks = checks, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
-			       .record_fd = -1, .clone_fd = -1,
-			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
-			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
-				      .cache = { .fd = -1 } } };
-	/* every descriptor -1: a zero would be closed as the monitor's stdin at the hand-over */
-	stp_fetcher_init(&m->h.fetcher);
-	stp_monlog_route(prog);
+	int fd = open(path, O_PATH | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
 }
 
-/* What the daemon takes over, and stipple-mountd: the monitor keeps none of it. */
-static void release(struct stp_mon *m)
+/* The vfork child: system calls only, on memory it shares with the monitor. */
+static _Noreturn void exec_daemon(int prog_fd, int sock, char *const argv[], const sigset_t *mask)
 {
-	stp_montalk_release(&m->h);
-	if (m->mountd_fd >= 0)
-		close(m->mountd_fd);
-	if (m->mp_fd >= 0)
-		close(m->mp_fd);
-	m->mountd_fd = m->mp_fd = -1;
-}
-
-/* The daemon, found before anything is mounted: a missing program is said at once. A
- * URL or verify= needs stipple-mountd-checked, which links libcrypto; the rest
- * stipple-mountd, which starts without it (daemonchecks.h). */
-static int open_mountd(struct stp_mon *m)
-{
-	const char *name = stp_mountopts_needs_checks(m->o) ? STP_MOUNTD_CHECKED_NAME : STP_MOUNTD_NAME;
-	char path[4096];
-	int err = stp_progpath(name, STP_LIBEXEC_DIR, path, sizeof(path));
-
-	if (!err && (m->mountd_fd = open(path, O_PATH | O_CLOEXEC)) < 0)
-		err = -errno;
-	if (err)
-		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
-	return err;
-}
-
-/* The daemon's process: nothing but the socket on STP_MONITOR_FD and stdio, the mask of
- * before, an empty environment, then stipple-mountd (or -checked). Its arguments only
- * tell ps which mount it serves (the image as messages name it: no query), both as
- * stipple-mountd; it reads none of them.
- * Run in a vfork child (spawn_daemon): system calls only, on memory it shares with the
- * monitor, and nothing written there but its own stack. */
-static _Noreturn void exec_daemon(struct stp_mon *m, int fd)
-{
-	char *const argv[] = { STP_MOUNTD_NAME, (char *)stp_monlog_image(m->o), m->o->mountpoint, NULL };
 	static char *const envp[] = { NULL };
-	int prog = fcntl(m->mountd_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
+	int prog = fcntl(prog_fd, F_DUPFD_CLOEXEC, STP_MONITOR_FD + 1);
 
-	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-	if (prog < 0 || stp_progpath_place_socket(fd))
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	if (prog < 0 || stp_progpath_place_socket(sock))
 		_exit(127);
 	close_range(STP_MONITOR_FD + 1, (unsigned)prog - 1, 0);
 	close_range((unsigned)prog + 1, ~0u, 0);
@@ -155,498 +75,142 @@ static _Noreturn void exec_daemon(struct stp_mon *m, int fd)
 	_exit(127);
 }
 
-/* Starts the daemon's process, which execs stipple-mountd at once: its start (the
- * dynamic loader) overlaps the monitor's checks and the mount, and it waits for its
- * setup (hand_over). vfork, not fork: the monitor is suspended only until the exec, and
- * its address space is neither copied nor write-protected, so its own writes after this
- * take no copy-on-write faults (each a page copy and a TLB flush; on this VM they made
- * a good part of a mount's cost). No handler is installed for the signals the child
- * unblocks (stp_monsig_forward comes later), so none runs on the shared memory. */
-static int spawn_daemon(struct stp_mon *m, int sv[2])
+pid_t stp_monitor_spawn_daemon(int prog_fd, int sock, int other, char *const argv[],
+			       const sigset_t *mask)
 {
+	pid_t pid;
+
 	fflush(NULL);
-	m->pid = vfork();
-	if (m->pid == 0) {
-		close(sv[0]);
-		exec_daemon(m, sv[1]);
+	pid = vfork();
+	if (pid == 0) {
+		close(other);
+		exec_daemon(prog_fd, sock, argv, mask);
 	}
-	close(sv[1]);
-	sv[1] = -1;
-	if (m->pid < 0) {
-		stp_monlog_say(m->prog, "fork: %s", stp_strerror(-errno));
-		return -EAGAIN;
-	}
-	m->pidfd = (int)syscall(SYS_pidfd_open, m->pid, 0);
-	/* the mode first: root's daemon builds its empty root while the monitor works */
-	return stp_setup_send_sandbox(sv[0], m->o->sandbox);
+	return pid < 0 ? -errno : pid;
 }
 
-/* Waits for the daemon, killing it first when asked; once only. */
-static void reap(struct stp_mon *m, bool kill_first)
+pid_t stp_monitor_spawn_fetcher(const char *path, int ctl, char *const argv[], char *const env[])
 {
-	if (m->reaped)
-		return;
-	if (kill_first && (m->pidfd < 0 || syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0)))
-		kill(m->pid, SIGKILL);
-	while (waitpid(m->pid, &m->status, 0) < 0 && errno == EINTR)
-		;
-	m->reaped = true;
-}
-
-/* The daemon died or broke the protocol before the mount was live: it is stopped (a
- * daemon that closed its end may still be running) and the reason told. */
-static int daemon_lost(struct stp_mon *m)
-{
-	bool gone = waitpid(m->pid, &m->status, WNOHANG) == m->pid;
-
-	m->reaped = m->reaped || gone;
-	reap(m, true);
-	stp_montalk_say_lost(m->prog, gone, m->status);
-	return -EIO;
-}
-
-/* The fetcher's process: the control socket on STP_MONITOR_FD and stdio, then
- * stipple-fetcher with no signal blocked (the monitor blocks the ones it waits for) and
- * only the proxy variables of the caller's environment. Its argument only names the URL
- * for ps (without query). */
-static _Noreturn void exec_fetcher(const struct stp_mount_opts *o, int ctl)
-{
-	char path[4096], *const argv[] = { STP_FETCHER_NAME, o->image_path, NULL };
-	char *env[STP_FETCHER_ENV_MAX];
 	sigset_t none;
+	pid_t pid;
 
+	fflush(NULL);
+	pid = fork();
+	if (pid != 0)
+		return pid < 0 ? -errno : pid;
 	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) ||
-	    stp_progpath_place_socket(ctl) ||
-	    stp_progpath(STP_FETCHER_NAME, STP_LIBEXEC_DIR, path, sizeof(path)))
+	if (sigprocmask(SIG_SETMASK, &none, NULL) || stp_progpath_place_socket(ctl))
 		_exit(127);
 	close_range(STP_MONITOR_FD + 1, ~0u, 0);
-	stp_fetcher_env(env);
 	execve(path, argv, env);
 	fprintf(stderr, "%s: %s\n", path, stp_strerror(-errno));
 	_exit(127);
 }
 
-/* Forks the fetcher's process, which keeps its end of the control socket alone. 0, or
- * the fork's negative errno. */
-static int spawn_fetcher(struct stp_mon *m)
+int stp_monitor_open_image(const char *path)
 {
-	struct stp_fetcher *f = &m->h.fetcher;
-	int err;
-
-	fflush(NULL);
-	f->pid = fork();
-	if (f->pid == 0)
-		exec_fetcher(m->o, f->ctl[1]);
-	err = f->pid < 0 ? -errno : 0;
-	close(f->ctl[1]);
-	f->ctl[1] = -1;
-	return err;
-}
-
-/* The fetcher, spawned, gets its filter, built here while it execs (without one, it
- * builds its own), then its setup. */
-static int greet_fetcher(struct stp_mon *m)
-{
-	struct stp_sandbox_prog filter = { 0 };
-	int err = spawn_fetcher(m);
-
-	if (!err && m->o->sandbox != STP_SANDBOX_OFF)
-		stp_filters_export(STP_FILTER_FETCHER, m->o->sandbox, m->h.fetcher.pid, &filter,
-				   NULL, 0);
-	err = stp_fetcher_greet(m->o, m->prog, &m->h.fetcher, err, &filter);
-	stp_sandbox_prog_free(&filter);
-	return err;
-}
-
-/* A URL: its fetcher spawned and greeted, then its superblock (monurl.h). */
-static int open_url(struct stp_mon *m)
-{
-	int err = stp_fetcher_prepare(m->o, m->prog, &m->h.fetcher);
-
-	if (!err)
-		err = greet_fetcher(m);
-	return err ? err : stp_monurl_open(m);
-}
-
-static int open_image(struct stp_mon *m)
-{
-	const struct stp_mount_opts *o = m->o;
-	char what[512];
-	bool foreign;
-	int err;
-
-	if (o->is_url)
-		return open_url(m);
 	/* a device a link leads to is not opened, its driver not run (util.h) */
-	m->h.image_fd = stp_open_if(o->image_path, O_RDONLY | O_NOCTTY, stp_node_is_image);
-	if (m->h.image_fd < 0) {
-		err = m->h.image_fd;
-		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o),
-			       err == -EINVAL ? "not a regular file" : stp_strerror(err));
-		return err;
+	return stp_open_if(path, O_RDONLY | O_NOCTTY, stp_node_is_image);
+}
+
+int stp_monitor_open_keys_dir(void)
+{
+	int fd = open(STP_TRUSTED_KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_open_key(int dir_fd, const char *name)
+{
+	int fd = openat(dir_fd, name, STP_TRUSTKEYS_OPEN_FLAGS);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_open_record(const char *path)
+{
+	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+					 O_NONBLOCK | O_NOCTTY,
+				.mode = 0644 };
+	int fd;
+
+	if (geteuid() == 0)
+		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	if (fd < 0)
+		return errno == ENXIO ? -EINVAL : -errno; /* a FIFO no one reads */
+	return fd;
+}
+
+int stp_monitor_open_node(int at, const char *name)
+{
+	int fd = openat(at, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_open_dir(int at, const char *name)
+{
+	int fd = openat(at, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_fuse_mount(struct fuse_session *se, const char *target, bool *mounted)
+{
+	int fd;
+
+	*mounted = !fuse_session_mount(se, target);
+	if (!*mounted)
+		return -EIO;
+	fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_clone_tree(int dir_fd)
+{
+	int tree = (int)syscall(SYS_open_tree, dir_fd, "",
+				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+
+	return tree < 0 ? -errno : tree;
+}
+
+void stp_monitor_signal(int pidfd, pid_t pid, int sig)
+{
+	if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
+		kill(pid, sig);
+}
+
+/* Root never runs a program here (the watcher's uid 0 could regain its capabilities by
+ * an exec): it unmounts beneath the parent, not by a path that may have changed. */
+static void unmount_beneath(int parent_fd, const char *base)
+{
+	int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (cwd < 0)
+		return;
+	if (!fchdir(parent_fd))
+		umount2(base, MNT_DETACH | UMOUNT_NOFOLLOW);
+	if (fchdir(cwd)) {
+		/* the monitor's directory is only where it started; nothing holds it */
 	}
-	/* a tar, a squashfs, an empty file: what it is and what to run instead, instead of
-	 * the library's "bad magic", which is held until then (an image: read once, 256
-	 * bytes at 0) */
-	stp_monlog_hold();
-	err = stp_image_read_superblock(m->h.image_fd, o->image_path, &m->sb);
-	foreign = err == -EUCLEAN &&
-		  stp_foreign_describe_fd(m->h.image_fd, stp_monlog_image(o), what, sizeof(what));
-	stp_monlog_release(foreign);
-	if (foreign)
-		stp_monlog_say(m->prog, "%s: %s", stp_monlog_image(o), what);
-	else if (err != -EINVAL) /* not a file, already said */
-		stp_monlog_unreadable(m->prog, m->o, err);
-	return err;
+	close(cwd);
 }
 
-static int prepare(struct stp_mon *m)
-{
-	int err = stp_monkeys_read(m);
-
-	if (!err)
-		err = open_image(m);
-	if (!err)
-		err = stp_trustkeys_check_signed(m->o, &m->sb, m->prog);
-	if (!err)
-		err = stp_budget_check(m->o, &m->sb, m->h.fetcher.index_len,
-				       m->o->is_url ? stp_fetcher_data_max(&m->h.fetcher) : 0,
-				       m->prog, &m->h.mem_limit);
-	if (!err && m->h.fetcher.blocks) /* files made for an image that passed, not before */
-		stp_monurl_attach_store(m);
-	if (!err)
-		err = stp_monpoint_check(m);
-	return err;
-}
-
-/* The mount itself, with libfuse's rules (as root mount(2) on /dev/fuse, else through
- * fusermount3): the session is only the means, the connection goes to the daemon. Root
- * mounts on the directory checked, through /proc/self/fd (mount(2) follows that link and
- * no other); fusermount3 is a program of its own, with its own checks, that resolves
- * /proc/self in itself: a user's mount is made on the path. */
-static int mount_fuse(struct stp_mon *m)
-{
-	static const struct fuse_lowlevel_ops none;
-	char *argv[] = { (char *)m->prog, "-o", m->o->fuse_opts, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
-	struct fuse_session *se = fuse_session_new(&args, &none, sizeof(none), NULL);
-	char pinned[64];
-	const char *target = geteuid() == 0 ?
-		stp_mountpoint_fd_path(m->mp_fd, pinned, sizeof(pinned)) : m->o->mountpoint;
-
-	stp_monpoint_remember(m); /* what is there before */
-	if (!se) {
-		stp_monlog_say(m->prog, "libfuse refused the options '%s'", m->o->fuse_opts);
-		return -EINVAL;
-	}
-	if (!fuse_session_mount(se, target)) {
-		m->h.fuse_fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
-		m->mounted = true;
-	}
-	fuse_session_destroy(se); /* closes its descriptor, leaves the mount */
-	if (m->h.fuse_fd >= 0)
-		return 0;
-	stp_monlog_say(m->prog, "cannot mount %s on %s", stp_monlog_image(m->o), m->o->mountpoint);
-	return -EIO;
-}
-
-/* Root's mount is the one on top of the directory it mounted on: its device, for priming
- * to know it again (look_up), whatever the user who owns the parent renames meanwhile.
- * Unknown (0) for a user's mount (fusermount3 mounted the path) or without open_tree:
- * priming then goes by mountinfo alone. The clone looked through is closed by the
- * watcher once the monitor has gone (its close waits for an RCU grace period), or here
- * when there will be none. */
-static bool will_have_watcher(const struct stp_mon *m)
-{
-	return !m->o->foreground && m->pidfd >= 0;
-}
-
-static void remember_mount(struct stp_mon *m)
-{
-	if (geteuid() == 0 && stp_mountpoint_top_dev(m->mp_fd, &m->mount_dev,
-						     will_have_watcher(m) ? &m->clone_fd : NULL))
-		m->mount_dev = 0;
-}
-
-
-/* The daemon gets the mount; the monitor keeps none of what it hands over. The mount is
- * remembered after the SETUP is sent, not before: the clone it looks through is
- * dissolved as it closes, which waits for an RCU grace period (1.6 ms here), now while
- * the daemon takes the mount instead of before it may start to. */
-static int hand_over(struct stp_mon *m, int fd)
-{
-	int err;
-
-	m->deadline = (int64_t)stp_now_ns() + stp_montalk_deadline_s(m->o) * 1000000000ll;
-	err = stp_montalk_send_setup(fd, m->o, m->prog, &m->h);
-	if (err)
-		stp_monlog_say(m->prog, "cannot hand the mount to the daemon: %s",
-			       stp_strerror(err));
-	/* its filter, built while it takes the mount over (said if it fails) */
-	if (!err)
-		err = stp_montalk_send_filter(fd, m->o, m->prog, m->pid);
-	if (!err)
-		remember_mount(m);
-	release(m);
-	return err;
-}
-
-/* Root unmounts beneath the parent opened before the fork, and never runs a program (the
- * watcher's uid 0 could regain its capabilities by an exec); a user's mount goes through
- * fusermount3, as libfuse made it: the one libfuse runs, not one found in PATH. */
-static void unmount_ours(const struct stp_mon *m)
+void stp_monitor_unmount(int parent_fd, const char *base, const char *mountpoint)
 {
 	pid_t pid;
-	int cwd;
 
 	if (geteuid() == 0) {
-		if ((cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-			return;
-		if (!fchdir(m->parent_fd))
-			umount2(m->base, MNT_DETACH | UMOUNT_NOFOLLOW);
-		if (fchdir(cwd)) {
-			/* the monitor's directory is only where it started; nothing holds it */
-		}
-		close(cwd);
+		unmount_beneath(parent_fd, base);
 		return;
 	}
 	pid = fork();
 	if (pid == 0) {
-		execl(STP_FUSERMOUNT, "fusermount3", "-u", "-q", "-z", m->o->mountpoint, (char *)NULL);
+		execl(STP_FUSERMOUNT, "fusermount3", "-u", "-q", "-z", mountpoint, (char *)NULL);
 		_exit(127);
 	}
 	if (pid > 0)
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
-}
-
-/* The daemon is done for: stop it, then undo the mount if one of ours is there. */
-static void abandon(struct stp_mon *m)
-{
-	reap(m, true);
-	if (stp_monpoint_ours(m))
-		unmount_ours(m);
-}
-
-/* A mount that failed before the daemon took it: undone, and the socket to the daemon
- * (SV, either end -1 once closed) closed. */
-static void undo(struct stp_mon *m, int sv[2])
-{
-	release(m);
-	stp_fetcher_stop(&m->h.fetcher);
-	if (m->pid > 0)
-		reap(m, true);
-	if (m->mounted && stp_monpoint_ours(m))
-		unmount_ours(m);
-	for (int i = 0; i < 2; i++)
-		if (sv[i] >= 0)
-			close(sv[i]);
-}
-
-/* The daemon did not answer the priming lookups in time: the mount is undone; the
- * connection goes with it, and frees the lookup child STUCK (0: none). */
-static int primed_late(struct stp_mon *m, pid_t stuck)
-{
-	stp_montalk_say_late(m->prog, m->o);
-	abandon(m);
-	if (stuck)
-		while (waitpid(stuck, NULL, 0) < 0 && errno == EINTR)
-			;
-	return -ETIMEDOUT;
-}
-
-/* The plan, then the lookups. Priming only saves time: what goes wrong is a warning,
- * unless it shows the daemon gone or not answering: then the mount is undone. */
-static int prime(struct stp_mon *m, int fd, uint8_t *buf)
-{
-	struct stp_prime_list *list = NULL;
-	pid_t stuck = 0;
-	int err = stp_montalk_receive_plan(fd, m->deadline, buf, &list);
-
-	if (!err)
-		err = stp_monprime_look_up(m, list, &stuck);
-	stp_prime_list_free(list);
-	if (err == -ETIMEDOUT)
-		return primed_late(m, stuck);
-	if (waitpid(m->pid, &m->status, WNOHANG) == m->pid) {
-		m->reaped = true;
-		stp_monlog_say(m->prog, "the daemon ended as the mount went live");
-		abandon(m);
-		return -EIO;
-	}
-	if (err)
-		stp_monlog_say(m->prog, "warning: %s: priming the hot files: %s", m->o->mountpoint,
-		    stp_strerror(err));
-	return 0;
-}
-
-/* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
- * and unmounts unless the host already did. */
-static int stay(struct stp_mon *m)
-{
-	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
-	reap(m, false);
-	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
-		return 0;
-	if (stp_monpoint_ours(m))
-		unmount_ours(m);
-	return stp_monsig_forwarded() && WIFEXITED(m->status) ? 0 : -EIO;
-}
-
-static void close_clone(struct stp_mon *m)
-{
-	if (m->clone_fd >= 0)
-		close(m->clone_fd);
-	m->clone_fd = -1;
-}
-
-/* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
- * stays once told the mount is live (the socket closed: it was not); when the daemon then
- * ends and left its mount dead, it unmounts it. */
-static _Noreturn void watch(struct stp_mon *m, int word)
-{
-	stp_watcher_detach(m->pidfd, m->parent_fd, word, m->clone_fd, &m->saved_mask);
-	if (stp_watcher_drop_privilege() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
-		_exit(0);
-	close(word);
-	close_clone(m); /* the monitor has gone: the grace period holds up no one */
-	stp_watcher_wait(m->pidfd);
-	if (stp_monpoint_dead(m))
-		unmount_ours(m);
-	_exit(0);
-}
-
-/* A live mount outlives the monitor: its watcher stays. It is forked while the daemon
- * opens the image, when the monitor only waits: its fork (the monitor's page tables
- * copied) no longer holds up the return after LIVE. Without pidfds (Linux < 5.3), or in
- * the foreground (the monitor stays), there is none. */
-static void say_no_watcher(const struct stp_mon *m, int err)
-{
-	stp_monlog_say(m->prog, "warning: %s: no watcher (%s): if the daemon dies, umount -l the "
-		       "mount", m->o->mountpoint, stp_strerror(err));
-}
-
-static void start_watcher(struct stp_mon *m)
-{
-	int go[2];
-
-	if (!will_have_watcher(m))
-		return;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go)) {
-		say_no_watcher(m, -errno);
-		return;
-	}
-	fflush(NULL);
-	m->watcher = fork();
-	if (m->watcher == 0) {
-		close(go[1]);
-		watch(m, go[0]);
-	}
-	close(go[0]);
-	close_clone(m); /* the watcher's copy is the last */
-	if (m->watcher < 0) {
-		say_no_watcher(m, -errno);
-		close(go[1]);
-		return;
-	}
-	m->watcher_go = go[1];
-}
-
-
-/* The daemon's word that the mount is live, then the priming; then the monitor stays
- * (-f) or leaves its watcher. */
-static int supervise(struct stp_mon *m, int fd)
-{
-	uint8_t *buf = malloc(STP_MSG_MAX);
-	int err;
-
-	start_watcher(m);
-	err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf) : -ENOMEM;
-	if (err == STP_MONTALK_LOST)
-		err = daemon_lost(m);
-	if (!err)
-		stp_monrecord_empty(m);
-	if (err)
-		abandon(m);
-	else if (stp_prime_wanted(m->o))
-		err = prime(m, fd, buf);
-	free(buf);
-	close(fd);
-	stp_watcher_release(&m->watcher_go, m->watcher, !err);
-	if (err)
-		return err;
-	return m->o->foreground ? stay(m) : 0;
-}
-
-/* Live or undone: what the monitor still holds goes, and the signals come back. */
-static void finish(struct stp_mon *m)
-{
-	if (m->pidfd >= 0)
-		close(m->pidfd);
-	if (m->parent_fd >= 0)
-		close(m->parent_fd);
-	if (m->record_fd >= 0)
-		close(m->record_fd);
-	close_clone(m);
-	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
-}
-
-/* A URL or verify= without the modules that need libcrypto (mount.stipple, which execs
- * mount.stipple-checked for them first): refused, not run without. */
-static int require_checks(const struct stp_mon *m)
-{
-	if (m->checks || !stp_mountopts_needs_checks(m->o))
-		return 0;
-	stp_monlog_say(m->prog, "%s: a URL or verify= is mounted by %s only",
-		       stp_monlog_image(m->o), STP_HELPER_CHECKED_NAME);
-	return -EPROTONOSUPPORT;
-}
-
-int stp_monitor_check(const struct stp_mount_opts *o, const char *prog,
-		      const struct stp_monitor_checks *checks)
-{
-	struct stp_mon m;
-	int err;
-
-	init(&m, o, prog, checks);
-	err = require_checks(&m);
-	if (!err)
-		err = prepare(&m);
-	release(&m);
-	stp_fetcher_stop(&m.h.fetcher);
-	return err;
-}
-
-int stp_monitor_mount(const struct stp_mount_opts *o, const char *prog,
-		      const struct stp_monitor_checks *checks)
-{
-	struct stp_mon m;
-	int err, sv[2] = { -1, -1 };
-
-	init(&m, o, prog, checks);
-	stp_monsig_hold(&m.saved_mask);
-	err = require_checks(&m);
-	if (!err)
-		err = open_mountd(&m);
-	if (!err && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
-		err = -errno;
-	if (!err)
-		err = spawn_daemon(&m, sv);
-	if (!err)
-		err = prepare(&m);
-	if (!err)
-		err = stp_monrecord_open(&m);
-	if (!err)
-		err = mount_fuse(&m);
-	if (!err)
-		err = stp_montalk_sandbox_ids(&m.h, m.o, m.prog);
-	if (!err)
-		err = hand_over(&m, sv[0]);
-	if (!err)
-		err = supervise(&m, sv[0]);
-	else
-		undo(&m, sv);
-	finish(&m);
-	return err;
 }

@@ -1,47 +1,70 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The monitor: the only code of a mount that runs with privilege, shared by mount.stipple
- * and `stipple mount` (which execs mount.stipple), and by mount.stipple-checked, which
- * mount.stipple execs for a URL or verify= (struct stp_monitor_checks below). It opens the image and checks its
- * 256-byte superblock field by field (nothing more of the image is parsed here; with
- * verify it reads the public keys, and refuses a superblock without the signed bit),
- * checks the mount point, opens the hot list to record into, and mounts. The daemon,
- * stipple-mountd (progpath.h), is started (vfork, exec) first, so that its start overlaps
- * those steps; once mounted, the monitor hands it the FUSE connection, the image and its
- * options (setup.h), and the daemon confines itself before it reads any other byte of
- * the image. It reads the daemon's messages (monproto.h) with a deadline,
- * unmounts after a failure, and runs the priming lookups in a confined child of its own
- * (prime.h).
+ * The monitor's privileged calls, each of them (monitor.c lists them with what each is
+ * for): the monitor's other modules (monmount.c, which orders a mount, and the mon*.c
+ * modules, mountpoint.c, monsig.c) make none of their own, as OpenSSH's unprivileged
+ * side asks its monitor. The callers check the arguments and say what failed; these only
+ * make the call, and return a descriptor or pid (the caller owns it), or a negative errno.
  *
- * Called once from main, before any thread exists; not thread-safe.
+ * Called from the monitor's one thread, which runs with privilege (root, or a user's
+ * mount.stipple); not thread-safe (vfork, fork, fchdir). stp_monitor_signal is also
+ * async-signal-safe.
  */
 #ifndef STP_MONITOR_H
 #define STP_MONITOR_H
 
+#include <signal.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <sys/types.h>
 
-struct stp_mount_opts;
+struct fuse_session;
 
-/* What the monitor needs libcrypto for: monchecks.h defines it. */
-struct stp_monitor_checks;
+/* PATH opened O_PATH, to exec later: the program the path names now. */
+int stp_monitor_open_program(const char *path);
 
-/* Both below: CHECKS (monchecks.h), or NULL, which refuses a URL or verify= with
- * -EPROTONOSUPPORT (said after PROG). */
+/* vfork, then in the child: the mask MASK, SOCK on STP_MONITOR_FD (progpath.h), every
+ * other descriptor but stdio closed (OTHER first), an empty environment, and execveat of
+ * PROG_FD with ARGV. The child's pid. */
+pid_t stp_monitor_spawn_daemon(int prog_fd, int sock, int other, char *const argv[],
+			       const sigset_t *mask);
 
-/* Mounts OPTS (after stp_mountopts_finish). Messages go to stderr prefixed with PROG.
- * In the background (the default) it returns 0 once the daemon reports the mount live
- * and priming is done, or a negative errno with the reason printed: the image, the mount
- * point, the mount, the sandbox or the daemon failed, or it did not answer within the
- * deadline (it is then killed and the mount undone). With opts->foreground it stays
- * until the daemon exits, and unmounts unless the host already did. */
-int stp_monitor_mount(const struct stp_mount_opts *opts, const char *prog,
-		      const struct stp_monitor_checks *checks);
+/* fork, then in the child: no signal blocked, CTL on STP_MONITOR_FD, nothing else but
+ * stdio open, execve of PATH with ARGV and ENV. The child's pid. */
+pid_t stp_monitor_spawn_fetcher(const char *path, int ctl, char *const argv[], char *const env[]);
 
-/* Only the checks the monitor makes (mount(8)'s -f, fake): the keys, the superblock,
- * the memory the mount may need, the mount point. 0 or a negative errno, the reason printed. */
-int stp_monitor_check(const struct stp_mount_opts *opts, const char *prog,
-		      const struct stp_monitor_checks *checks);
+/* The image, read-only, only when a regular file or a block device (stp_open_if: -EINVAL
+ * for anything else, which is not opened). */
+int stp_monitor_open_image(const char *path);
+
+/* The trusted keys folder (trustkeys.h), and key file NAME beneath DIR_FD (AT_FDCWD: a
+ * path of verify=) with STP_TRUSTKEYS_OPEN_FLAGS. */
+int stp_monitor_open_keys_dir(void);
+int stp_monitor_open_key(int dir_fd, const char *name);
+
+/* The hot list record= names, for writing, created 0644 if missing, without waiting
+ * (-EINVAL for a FIFO no one reads) and, as root, through no symbolic link anywhere on its
+ * path (-ELOOP). The caller checks what it opened. */
+int stp_monitor_open_record(const char *path);
+
+/* NAME beneath directory AT, O_PATH, not followed if a link (the link itself: _node;
+ * -ENOTDIR: _dir, which opens a directory only). */
+int stp_monitor_open_node(int at, const char *name);
+int stp_monitor_open_dir(int at, const char *name);
+
+/* The mount itself, libfuse's way (root: mount(2) on /dev/fuse; a user: fusermount3) on
+ * TARGET: a copy of the session's descriptor (close on exec, above 2). *MOUNTED says
+ * whether the mount was made, even when the copy failed. */
+int stp_monitor_fuse_mount(struct fuse_session *se, const char *target, bool *mounted);
+
+/* A detached clone of the mount tree at DIR_FD (open_tree): CAP_SYS_ADMIN (-EPERM
+ * without), Linux 5.2 (-ENOSYS before). */
+int stp_monitor_clone_tree(int dir_fd);
+
+/* SIG to the process PIDFD (or, without one, or when it fails, to PID). */
+void stp_monitor_signal(int pidfd, pid_t pid, int sig);
+
+/* Undoes our mount: root detaches BASE beneath PARENT_FD (no program run), a user runs
+ * fusermount3 -u -z on MOUNTPOINT, the one libfuse runs. */
+void stp_monitor_unmount(int parent_fd, const char *base, const char *mountpoint);
 
 #endif

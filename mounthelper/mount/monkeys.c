@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* verify='s keys, read by the monitor (monkeys.h). */
+/* verify='s keys, read by the monitor (monkeys.h), opened by monitor.c. */
 #include "monkeys.h"
 
 #include <dirent.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "monchecks.h"
+#include "monitor.h"
 #include "monstate.h"
 #include "mountopts.h"
 #include "sign.h"
@@ -19,18 +20,18 @@
  * opened beneath it. */
 static int read_trusted_keys(struct stp_mon *m)
 {
-	int dirfd = open(STP_TRUSTED_KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dirfd = stp_monitor_open_keys_dir();
 	struct stp_trustkeys_names l;
 	char shown[512];
-	int err = stp_trustkeys_list(m->prog, dirfd < 0 ? -errno : dirfd, &l);
+	int err = stp_trustkeys_list(m->prog, dirfd, &l);
 
 	if (!err && !(m->h.keys = calloc(l.n, sizeof(*m->h.keys))))
 		err = -ENOMEM;
 	for (unsigned i = 0; !err && i < l.n; i++) {
-		int fd = openat(dirfd, l.names[i]->d_name, STP_TRUSTKEYS_OPEN_FLAGS);
+		int fd = stp_monitor_open_key(dirfd, l.names[i]->d_name);
 
 		snprintf(shown, sizeof(shown), "%s/%s", STP_TRUSTED_KEYS_DIR, l.names[i]->d_name);
-		err = m->checks->take_key(m->prog, fd < 0 ? -errno : fd, shown, &m->h.keys[i]);
+		err = m->checks->take_key(m->prog, fd, shown, &m->h.keys[i]);
 		m->h.nkeys += !err;
 	}
 	stp_trustkeys_names_free(&l);
@@ -53,6 +54,6 @@ int stp_monkeys_read(struct stp_mon *m)
 	if (!m->h.keys)
 		return -ENOMEM;
 	m->h.nkeys = 1;
-	fd = open(m->o->verify_key, STP_TRUSTKEYS_OPEN_FLAGS);
-	return m->checks->take_key(m->prog, fd < 0 ? -errno : fd, m->o->verify_key, m->h.keys);
+	fd = stp_monitor_open_key(AT_FDCWD, m->o->verify_key);
+	return m->checks->take_key(m->prog, fd, m->o->verify_key, m->h.keys);
 }

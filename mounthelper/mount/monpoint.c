@@ -9,6 +9,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "monitor.h"
 #include "monlog.h"
 #include "monstate.h"
 #include "mountopts.h"
@@ -107,9 +108,9 @@ bool stp_monpoint_dead(const struct stp_mon *m)
 
 	if (!stp_monpoint_ours(m))
 		return false;
-	fd = openat(m->parent_fd, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	fd = stp_monitor_open_dir(m->parent_fd, m->base);
 	if (fd < 0)
-		return errno == ENOTCONN;
+		return fd == -ENOTCONN;
 	dead = fstatfs(fd, &st) < 0 && errno == ENOTCONN;
 	close(fd);
 	return dead;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "filters.h"
+#include "monitor.h"
 #include "monlog.h"
 #include "monstate.h"
 #include "mountopts.h"
@@ -38,10 +39,10 @@ static bool made_here(const struct stp_mon *m, int root)
  * open's -errno. */
 static int open_root(const struct stp_mon *m)
 {
-	int root = openat(m->parent_fd, m->base, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	int root = stp_monitor_open_dir(m->parent_fd, m->base);
 
 	if (root < 0)
-		return -errno;
+		return root;
 	if (made_here(m, root))
 		return root;
 	close(root);

@@ -4,16 +4,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "monitor.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "monstate.h"
@@ -21,25 +20,19 @@
 #include "setup.h"
 #include "util.h"
 
-/* The hot list, opened as root: through no symbolic link anywhere on its path (a user
- * who owns a directory on it could point it at any file for root to truncate and
- * overwrite), a regular file (opened without waiting: a FIFO would hold the mount until
- * someone opens its other end, and then take whatever is written; a device is no list),
- * with no other hard link. An fd or a negative errno (-ELOOP, -EMLINK, -EINVAL for
- * those). */
+/* The hot list, opened as root (monitor.c): through no symbolic link anywhere on its
+ * path (a user who owns a directory on it could point it at any file for root to
+ * truncate and overwrite), a regular file (opened without waiting: a FIFO would hold the
+ * mount until someone opens its other end, and then take whatever is written; a device
+ * is no list), with no other hard link. An fd or a negative errno (-ELOOP, -EMLINK,
+ * -EINVAL for those). */
 static int open_record_file(const char *path)
 {
-	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-					 O_NONBLOCK | O_NOCTTY,
-				.mode = 0644 };
 	struct stat st;
-	int fd, err = 0;
+	int fd = stp_monitor_open_record(path), err = 0;
 
-	if (geteuid() == 0)
-		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 	if (fd < 0)
-		return errno == ENXIO ? -EINVAL : -errno; /* a FIFO no one reads */
+		return fd;
 	if (fstat(fd, &st))
 		err = -errno;
 	else if (!S_ISREG(st.st_mode))
@@ -101,7 +94,7 @@ static int open_record_bounded(const char *path, int64_t deadline)
 	free(buf);
 	if (pid > 0 && err == -ETIMEDOUT) {
 		/* not waited for: a request the file system has read ignores even SIGKILL */
-		kill(pid, SIGKILL);
+		stp_monitor_signal(-1, pid, SIGKILL);
 		waitpid(pid, NULL, WNOHANG);
 	} else if (pid > 0) {
 		waitpid(pid, NULL, 0);

@@ -2,8 +2,8 @@
 #include "monsig.h"
 
 #include <stddef.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+
+#include "monitor.h"
 
 static volatile sig_atomic_t forwarded;
 static int forward_pidfd = -1;
@@ -12,8 +12,7 @@ static pid_t forward_pid;
 static void forward_signal(int sig)
 {
 	forwarded = 1;
-	if (forward_pidfd < 0 || syscall(SYS_pidfd_send_signal, forward_pidfd, sig, NULL, 0))
-		kill(forward_pid, sig);
+	stp_monitor_signal(forward_pidfd, forward_pid, sig);
 }
 
 void stp_monsig_hold(sigset_t *saved)

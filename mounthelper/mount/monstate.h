@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The monitor's state during one mount, shared by monitor.c, which makes the privileged
- * calls, and the modules that do its other work: the keys (monkeys.c), a URL's
- * superblock and store (monurl.c), the mount point's checks (monpoint.c), the hot list to
- * record into (monrecord.c) and the priming lookups (monprime.c). Only those include it,
- * as erofs-utils' internal headers are included by its library alone.
+ * The monitor's state during one mount, shared by monmount.c, which orders the mount,
+ * and the modules that do its other work: the keys (monkeys.c), a URL's superblock and
+ * store (monurl.c), the mount point's checks (monpoint.c), the hot list to record into
+ * (monrecord.c) and the priming lookups (monprime.c). Only those include it, as
+ * erofs-utils' internal headers are included by its library alone; their privileged calls
+ * are monitor.c's, which takes plain arguments and does not include it.
  *
- * Every descriptor is -1 when not open; monitor.c opens and closes the monitor's own,
+ * Every descriptor is -1 when not open; monmount.c closes the monitor's own,
  * and the handover's go to the daemon (montalk.h). Used from the monitor's one thread.
  */
 #ifndef STP_MONSTATE_H

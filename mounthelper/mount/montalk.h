@@ -4,7 +4,7 @@
  * with (monproto.h): the SETUP that hands the mount over (setup.h), then the daemon's
  * messages until it says the mount is live or failed, then its priming plan. The daemon's
  * LOG lines, and the text of a FAILED, are relayed to stderr (monlog.h) as they come.
- * Nothing here kills, reaps or unmounts: the caller (monitor.c) does, from what these
+ * Nothing here kills, reaps or unmounts: the caller (monmount.c) does, from what these
  * return.
  *
  * After the SETUP, the daemon is given its seccomp filter, built here (filters.h). The socket and BUF stay the caller's. Called from the monitor's one thread; not

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "escape.h"
-#include "monitor.h"
+#include "monmount.h"
 #include "mountopts.h"
 #include "progpath.h"
 #include "setup.h"
@@ -207,8 +207,8 @@ static int mount_as_told(struct stp_mount_opts *o, int used, int argc, char **ar
 		    o->fuse_opts, o->cache_budget ? o->cache_budget : STP_CACHE_DEFAULT_BLOCKS,
 		    o->cache_budget ? "" : " (more if the image's blocks are small)");
 	if (o->fake)
-		return stp_monitor_check(o, prog, CHECKS) ? exit_failed : 0;
-	return stp_monitor_mount(o, prog, CHECKS) ? exit_failed : 0;
+		return stp_monmount_check(o, prog, CHECKS) ? exit_failed : 0;
+	return stp_monmount_mount(o, prog, CHECKS) ? exit_failed : 0;
 }
 
 int main(int argc, char **argv)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The mount point, pinned (mountpoint.h). */
+/* The mount point, pinned (mountpoint.h); its opens are the monitor's (monitor.c). */
 #include "mountpoint.h"
 
 #include <errno.h>
@@ -7,20 +7,20 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <linux/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include "monitor.h"
 
 /* Component NAME beneath AT, not followed if a symlink: a directory, or -ELOOP/-ENOTDIR. */
 static int open_beneath(int at, const char *name)
 {
-	int fd = openat(at, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = stp_monitor_open_node(at, name);
 	struct stat st;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) || !S_ISDIR(st.st_mode)) {
 		int err = S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
 
@@ -87,16 +87,15 @@ int stp_mountpoint_dev(int fd, dev_t *dev)
 
 int stp_mountpoint_top_dev(int dir_fd, dev_t *dev, int *clone_fd)
 {
-	int tree = (int)syscall(SYS_open_tree, dir_fd, "",
-				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+	int tree = stp_monitor_clone_tree(dir_fd);
 	int top, err;
 
 	if (clone_fd)
 		*clone_fd = -1;
 	if (tree < 0)
-		return -errno;
-	top = openat(tree, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	err = top < 0 ? -errno : stp_mountpoint_dev(top, dev);
+		return tree;
+	top = stp_monitor_open_dir(tree, "..");
+	err = top < 0 ? top : stp_mountpoint_dev(top, dev);
 	if (top >= 0)
 		close(top);
 	if (clone_fd)

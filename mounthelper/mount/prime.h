@@ -76,7 +76,7 @@ size_t stp_prime_list_count(const struct stp_prime_list *l);
 /* The inode of an entry whose path must not exist. */
 #define STP_PRIME_MISSING UINT32_MAX
 
-/* Priming runs in a child of the monitor's (monitor.c opens MOUNTPOINT O_PATH as ROOT,
+/* Priming runs in a child of the monitor's (monprime.c opens MOUNTPOINT O_PATH as ROOT,
  * makes the DONE_FD pipe, forks, and kills the child at the deadline). In the child,
  * stp_prime_look_up confines itself first (MODE as the daemon's sandbox, with FILTER,
  * the lookup filter the monitor built before the fork: filters.h), checks,

@@ -17,9 +17,9 @@ struct stp_mount_opts;
 struct stp_pubkey;
 struct stp_superblock;
 
-/* The monitor opens each key file (monitor.c: read_keys, with STP_TRUSTKEYS_OPEN_FLAGS:
- * a symbolic link is refused) and the folder; this file lists the folder, and
- * monchecks.h's take_key checks and parses each file (libcrypto). */
+/* The monitor opens each key file (monitor.c: stp_monitor_open_key, with
+ * STP_TRUSTKEYS_OPEN_FLAGS: a symbolic link is refused) and the folder; this file lists
+ * the folder, and monchecks.h's take_key checks and parses each file (libcrypto). */
 #define STP_TRUSTKEYS_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK)
 
 /* The *.pub names of the trusted keys folder, DIRFD (a negative errno: its open failed),

@@ -10,7 +10,7 @@
  * drops privilege and can never regain any, not even by an exec; a root watcher that
  * cannot drop all of it exits at once. It is forked while the daemon opens the image,
  * drops at once, and stays only when the monitor then tells it, on a socket of its own,
- * that the mount is live. The fork is in monitor.c; this file holds the rest. It waits for the daemon to end, then the monitor's
+ * that the mount is live. The fork is in monmount.c; this file holds the rest. It waits for the daemon to end, then the monitor's
  * check-and-unmount runs, so that a daemon that dies later takes its mount with it
  * instead of leaving one that answers ENOTCONN.
  *
@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* In the watcher's process, which the monitor forked (monitor.c, with the capset that
+/* In the watcher's process, which the monitor forked (monmount.c, with the capset that
  * leaves it CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only, after this): out of the caller's
  * session, terminal and directory, no descriptor but PIDFD (the daemon's), KEEP_FD,
  * WORD_FD and LATER_FD (the caller's to close later; -1: none), SIGINT and SIGHUP

@@ -5,11 +5,15 @@
  * and every tiny size; decoding resumed from a state saved by a dry scan, as readers of
  * a block still filtered do.
  */
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bcj.h"
 
@@ -264,6 +268,149 @@ static uint8_t *read_file(const char *path, size_t *len)
 	return buf;
 }
 
+/* Real x86 machine code, found rather than named: the files of the objects loaded into
+ * this test (its own program, libc...), and the FOLDER_PICKS shared objects (up to
+ * PICK_MAX_SIZE) with the most code in the folder libc was loaded from, the largest
+ * first. None on a machine of another architecture: the tests that use them then say
+ * they skip. */
+#define SAMPLES_MAX 8
+#define FOLDER_PICKS 2
+#define PICK_MAX_SIZE (8 << 20)
+static char *samples[SAMPLES_MAX];
+static off_t sample_sizes[SAMPLES_MAX];
+static unsigned nsamples;
+
+static int is_x86_elf(const char *path)
+{
+	uint8_t h[64];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(h, 1, sizeof(h), f) : 0;
+
+	if (f)
+		fclose(f);
+	return stp_bcj_elf_filter(h, n) == STP_FILTER_X86;
+}
+
+/* Takes PATH (malloc'ed, resolved) among the samples, in size order, if it is x86 code
+ * and not there already; else frees it. */
+static void add_sample(char *path)
+{
+	struct stat st;
+	unsigned i;
+
+	for (i = 0; i < nsamples; i++)
+		if (!strcmp(samples[i], path))
+			break;
+	if (i < nsamples || nsamples == SAMPLES_MAX || stat(path, &st) || !S_ISREG(st.st_mode) ||
+	    !is_x86_elf(path)) {
+		free(path);
+		return;
+	}
+	for (i = nsamples++; i > 0 && sample_sizes[i - 1] < st.st_size; i--) {
+		samples[i] = samples[i - 1];
+		sample_sizes[i] = sample_sizes[i - 1];
+	}
+	samples[i] = path;
+	sample_sizes[i] = st.st_size;
+}
+
+/* The bytes of x86 machine code in ELF file PATH: its executable segments' (0: not
+ * 64-bit x86 ELF). */
+static off_t code_bytes(const char *path)
+{
+	uint8_t h[4096];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(h, 1, sizeof(h), f) : 0;
+	Elf64_Ehdr eh;
+	off_t code = 0;
+
+	if (f)
+		fclose(f);
+	if (n < sizeof(eh) || stp_bcj_elf_filter(h, n) != STP_FILTER_X86 ||
+	    h[EI_CLASS] != ELFCLASS64)
+		return 0;
+	memcpy(&eh, h, sizeof(eh));
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		size_t at = eh.e_phoff + (size_t)i * sizeof(ph);
+
+		if (at > n || n - at < sizeof(ph))
+			break;
+		memcpy(&ph, h + at, sizeof(ph));
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+			code += (off_t)ph.p_filesz;
+	}
+	return code;
+}
+
+/* The FOLDER_PICKS x86 shared objects of DIR up to PICK_MAX_SIZE with the most machine
+ * code (links not followed: each file once). */
+static void add_folder(const char *dir)
+{
+	char *pick[FOLDER_PICKS] = { 0 }, *path;
+	off_t code[FOLDER_PICKS] = { 0 }, c;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct stat st;
+
+	while (d && (de = readdir(d))) {
+		unsigned i = FOLDER_PICKS;
+
+		if (!strstr(de->d_name, ".so") ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode) || st.st_size > PICK_MAX_SIZE ||
+		    asprintf(&path, "%s/%s", dir, de->d_name) < 0)
+			continue;
+		if ((c = code_bytes(path)) <= code[i - 1]) {
+			free(path);
+			continue;
+		}
+		free(pick[i - 1]);
+		for (; i > 1 && code[i - 2] < c; i--) {
+			pick[i - 1] = pick[i - 2];
+			code[i - 1] = code[i - 2];
+		}
+		pick[i - 1] = path;
+		code[i - 1] = c;
+	}
+	if (d)
+		closedir(d);
+	for (unsigned i = 0; i < FOLDER_PICKS; i++)
+		if (pick[i])
+			add_sample(pick[i]);
+}
+
+static int add_loaded(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	char *path = realpath(info->dlpi_name[0] ? info->dlpi_name : "/proc/self/exe", NULL);
+	char **libc_dir = ctx;
+
+	if (!path) /* the vDSO has no file */
+		return 0;
+	if (strstr(path, "/libc.so") && !*libc_dir)
+		*libc_dir = strdup(path);
+	add_sample(path);
+	return 0;
+}
+
+static void find_samples(void)
+{
+	char *libc_dir = NULL;
+
+	if (nsamples)
+		return;
+	dl_iterate_phdr(add_loaded, &libc_dir);
+	if (libc_dir) {
+		*strrchr(libc_dir, '/') = '\0';
+		add_folder(libc_dir);
+	}
+	free(libc_dir);
+	if (!nsamples)
+		printf("# skip: no x86 object loaded to take machine code from\n");
+	for (unsigned i = 0; i < nsamples; i++)
+		printf("# sample %s, %lld bytes\n", samples[i], (long long)sample_sizes[i]);
+}
+
 /* A binary filtered block by block as the image does: each block at its stream position,
  * the file starting at an odd position inside the stream. */
 static void test_binary(const char *path, size_t block)
@@ -502,8 +649,6 @@ static void fill_spots(uint8_t *buf, size_t len, size_t spot, size_t lng)
 
 static void test_restart(void)
 {
-	static const char *const paths[] = { "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-					     "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0" };
 	enum { N = 1u << 20 };
 	uint8_t *buf = malloc(N);
 	static const size_t backs[] = { 16, 100, 4096, 65536 };
@@ -533,17 +678,19 @@ static void test_restart(void)
 			check_parts("tiny", filter, buf, n, 0, 8, 4);
 		}
 	}
-	for (unsigned p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+	find_samples();
+	/* the two largest: the most code */
+	for (unsigned p = 0; p < 2 && p < nsamples; p++) {
+		const char *path = samples[p];
 		size_t len;
-		uint8_t *data = read_file(paths[p], &len);
+		uint8_t *data = read_file(path, &len);
 
-		if (!data) {
-			printf("# skip %s: not readable\n", paths[p]);
+		CHECK(data, "%s: not readable", path);
+		if (!data)
 			continue;
-		}
 		if (len > (3u << 20))
 			len = 3u << 20;
-		check_parts(paths[p], STP_FILTER_X86, data, len, 32u << 20, 65536, 65536);
+		check_parts(path, STP_FILTER_X86, data, len, 32u << 20, 65536, 65536);
 		{
 			/* in machine code a restart point lies a few bytes back */
 			size_t far = 0, r;
@@ -553,7 +700,7 @@ static void test_restart(void)
 				r = stp_bcj_restart(STP_FILTER_X86, data, a, 32u << 20, 65536);
 				far = r != SIZE_MAX && a - r > far ? a - r : far;
 			}
-			CHECK(far < 256, "%s: a restart point %zu bytes back", paths[p], far);
+			CHECK(far < 256, "%s: a restart point %zu bytes back", path, far);
 		}
 		free(data);
 	}
@@ -562,17 +709,11 @@ static void test_restart(void)
 
 static void test_binaries(void)
 {
-	static const char *const paths[] = {
-		"/usr/bin/python3.11",
-		"/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
-		"/usr/lib/x86_64-linux-gnu/libzstd.so.1",
-		"/usr/lib/x86_64-linux-gnu/libc.so.6",
-		"/usr/bin/ls",
-	};
 	static const size_t blocks[] = { 65536, 1u << 20, 32u << 20 };
 
-	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
-		test_binary(paths[i], blocks[i % 3]);
+	find_samples();
+	for (unsigned i = 0; i < nsamples; i++)
+		test_binary(samples[i], blocks[i % 3]);
 }
 
 static void elf_header(uint8_t *h, unsigned type, unsigned machine, int big_endian)
