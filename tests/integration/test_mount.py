@@ -250,6 +250,20 @@ def test_cache_budget_default_follows_the_block_size(stdlib_image, args, budget)
         assert status_key(mnt, "cache_budget") == budget
 
 
+def test_status_counts_decode_time(stdlib_image):
+    """cache_decode_ns: nothing before the first read, then the time of the blocks it
+    decoded, which the read waited for at least in part."""
+    with mount_image(stdlib_image, None, "--warm-workers", "0") as mnt:
+        assert status_key(mnt, "cache_decode_ns") == "0"
+        assert status_key(mnt, "cache_early") == "0"
+        with open(os.path.join(mnt, "os.py"), "rb") as f:
+            got = f.read()
+        with open(os.path.join(PYTHON_LIB, "os.py"), "rb") as f:
+            assert got == f.read()
+        assert int(status_key(mnt, "blocks_decoded")) >= 1
+        assert int(status_key(mnt, "cache_decode_ns")) > 0
+
+
 def machine_memory():
     with open("/proc/meminfo") as f:
         for line in f:
