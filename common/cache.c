@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "image.h"
@@ -154,11 +155,35 @@ uint64_t stp_cache_buffer_bytes(const struct stp_superblock *sb)
 	return (stp_image_sb_buffer_size(sb) + BUF_PAGE - 1) & ~(uint64_t)(BUF_PAGE - 1);
 }
 
-uint32_t stp_cache_default_budget(const struct stp_superblock *sb)
+uint64_t stp_cache_default_bytes(uint64_t ram)
 {
-	uint64_t fit = STP_CACHE_DEFAULT_BYTES / stp_cache_buffer_bytes(sb);
+	uint64_t share = ram / STP_CACHE_DEFAULT_SHARE;
 
-	return fit > STP_CACHE_DEFAULT_BLOCKS ? (uint32_t)fit : STP_CACHE_DEFAULT_BLOCKS;
+	return share > STP_CACHE_DEFAULT_BYTES ? share : STP_CACHE_DEFAULT_BYTES;
+}
+
+uint32_t stp_cache_default_budget(const struct stp_superblock *sb, uint64_t ram)
+{
+	uint64_t buf = stp_cache_buffer_bytes(sb);
+	uint64_t fit = STP_CACHE_DEFAULT_BYTES / buf;
+	uint64_t more = stp_cache_default_bytes(ram) / buf;
+
+	if (fit <= STP_CACHE_DEFAULT_BLOCKS)
+		return STP_CACHE_DEFAULT_BLOCKS; /* large blocks: the seed's eight */
+	/* beyond 256 MiB, no more than the image has blocks: more would only raise the
+	 * mount's memory bound */
+	if (more > sb->block_count)
+		more = sb->block_count;
+	if (more > STP_CACHE_DEFAULT_MAX)
+		more = STP_CACHE_DEFAULT_MAX;
+	return (uint32_t)(more > fit ? more : fit);
+}
+
+uint64_t stp_cache_machine_memory(void)
+{
+	struct sysinfo si;
+
+	return sysinfo(&si) ? 0 : (uint64_t)si.totalram * si.mem_unit;
 }
 
 static uint8_t *buf_map(size_t len)

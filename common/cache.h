@@ -97,12 +97,22 @@ struct stp_cache_stats {
  * entry holds, whatever its block's size. Pure. */
 struct stp_superblock;
 uint64_t stp_cache_buffer_bytes(const struct stp_superblock *sb);
-/* The budget a reader uses unless told otherwise: eight blocks, or as many buffers as fit
- * in STP_CACHE_DEFAULT_BYTES when the blocks are smaller, so that an image of small
- * blocks keeps about as many decoded bytes as one of the default 32 MiB. Pure. */
+/* The budget a reader uses unless told otherwise, on a machine of RAM bytes of memory
+ * (0: not known): eight blocks, or, when the blocks are smaller, as many buffers as fit
+ * in stp_cache_default_bytes(RAM), but no more than the image has blocks (and at most
+ * STP_CACHE_DEFAULT_MAX). An image of small blocks is built for random reads: it keeps
+ * at least as many decoded bytes as one of the default 32 MiB, and, where memory allows,
+ * a larger tree whole (a block decoded once is read many times). Pure. */
 #define STP_CACHE_DEFAULT_BLOCKS 8u
 #define STP_CACHE_DEFAULT_BYTES (256ull << 20)
-uint32_t stp_cache_default_budget(const struct stp_superblock *sb);
+#define STP_CACHE_DEFAULT_SHARE 32u     /* of the machine's memory, when that is more */
+#define STP_CACHE_DEFAULT_MAX 16384u    /* buffers: each is a mapping of its own */
+uint32_t stp_cache_default_budget(const struct stp_superblock *sb, uint64_t ram);
+/* The bytes of buffers a default budget may hold on a machine of RAM bytes of memory:
+ * STP_CACHE_DEFAULT_BYTES, or a STP_CACHE_DEFAULT_SHARE-th of RAM when that is more. Pure. */
+uint64_t stp_cache_default_bytes(uint64_t ram);
+/* This machine's memory in bytes (sysinfo), 0 when it cannot be known. */
+uint64_t stp_cache_machine_memory(void);
 
 /* BUDGET: idle decoded blocks kept, at least 1 (-EINVAL otherwise). EXTRA: buffers
  * allowed beyond the budget for blocks pinned or decoded at once, e.g. one per thread that

@@ -58,7 +58,8 @@ static void describe_options(void)
 {
 	snprintf(mount_options, sizeof(mount_options),
 		 "  --cache-budget N   decoded blocks kept in memory, at least 1 (default %u,\n"
-		 "                     or as many as fit in %llu MiB when blocks are smaller)\n"
+		 "                     or, when blocks are smaller, as many as fit in %llu MiB\n"
+		 "                     or 1/%u of memory, up to the image's blocks)\n"
 		 "  --warm-workers N   blocks of the hot region decoded at once at mount\n"
 		 "                     (default: one per CPU, here %u; 0 turns warming off)\n"
 		 "  --readahead SIZE   the kernel's readahead on the mount, 0 to 128K (default\n"
@@ -76,7 +77,7 @@ static void describe_options(void)
 		 "                     allow_other, nosuid, nodev, noexec, cache_budget=N,\n"
 		 "                     sandbox=on|log|off, sandbox_user=NAME, ...\n"
 		 "  -f, --foreground   stay in the foreground; diagnostics go to stderr\n",
-		 STP_CACHE_DEFAULT_BLOCKS, STP_CACHE_DEFAULT_BYTES >> 20,
+		 STP_CACHE_DEFAULT_BLOCKS, STP_CACHE_DEFAULT_BYTES >> 20, STP_CACHE_DEFAULT_SHARE,
 		 stp_mountopts_default_workers(), STP_READAHEAD_DEFAULT >> 10);
 }
 

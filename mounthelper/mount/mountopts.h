@@ -144,11 +144,13 @@ static inline uint32_t stp_mountopts_cache_extra(const struct stp_mount_opts *o)
 }
 
 /* The budget in blocks for an image with superblock SB: cache_budget= as given, else
- * stp_cache_default_budget (eight blocks, more when they are under 32 MiB). */
+ * stp_cache_default_budget for this machine's memory (eight blocks, more when they are
+ * under 32 MiB); the monitor and the daemon see the same memory, so the same budget. */
 static inline uint32_t stp_mountopts_cache_budget(const struct stp_mount_opts *o,
 						  const struct stp_superblock *sb)
 {
-	return o->cache_budget ? o->cache_budget : stp_cache_default_budget(sb);
+	return o->cache_budget ? o->cache_budget :
+				 stp_cache_default_budget(sb, stp_cache_machine_memory());
 }
 
 /* The default number of warming workers on this machine. */

@@ -91,6 +91,8 @@ int stp_status_format(const struct stp_image *img, struct stp_cache *cache,
 	    cs.budget, cs.resident, cs.pinned, (unsigned long long)cs.hits,
 	    (unsigned long long)cs.misses, (unsigned long long)cs.decoded,
 	    (unsigned long long)cs.ahead, cs.parked);
+	add(&t, "cache_decode_ns=%llu\ncache_early=%llu\n", (unsigned long long)cs.decode_ns,
+	    (unsigned long long)cs.early);
 	add(&t, "warm_workers_set=%u\nhot_bytes=%llu\n", workers_set,
 	    (unsigned long long)stp_image_sb(img)->hot_size);
 	add(&t, "warm_workers=%u\nhot_blocks=%llu\nwarmed=%llu\nwarm_held=%llu\n"

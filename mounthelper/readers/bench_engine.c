@@ -537,7 +537,8 @@ int bench_prepare(struct bench *b)
 	if (err)
 		return err;
 	/* 0: the image's default, as a mount's */
-	b->budget = b->o->budget ? b->o->budget : stp_cache_default_budget(stp_image_sb(b->img));
+	b->budget = b->o->budget ? b->o->budget : stp_cache_default_budget(stp_image_sb(b->img),
+									      stp_cache_machine_memory());
 	err = stp_cache_new(b->img, b->budget, b->o->threads, &b->cache);
 	if (!err)
 		err = workers_alloc(b);

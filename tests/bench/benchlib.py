@@ -20,6 +20,16 @@ import mounts  # noqa: E402
 # the default tree: PYTHONHOME=PREFIX makes it look in PREFIX/lib/<basename of PYTHON_LIB>.
 PYTHON = os.path.realpath(sys.executable)
 PYTHON_LIB = sysconfig.get_path("stdlib")
+# Debian's own interpreter: the one whose library a benchmark's default tree must be,
+# whichever python3 runs the benchmark (PATH may hold a pyenv build ten times larger).
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def debian_stdlib():
+    """The standard library of Debian's interpreter (/usr/lib/python3.X), asked of it."""
+    return subprocess.run([DEBIAN_PYTHON, "-c", "import sysconfig; "
+                           "print(sysconfig.get_path('stdlib'))"], check=True,
+                          capture_output=True, text=True).stdout.strip()
 
 
 def sh(cmd, **kw):

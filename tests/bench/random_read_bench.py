@@ -14,6 +14,10 @@ a fresh mount, one tree served several ways side by side.
   dwarfs          DwarFS (/opt/dwarfs/bin, when there) with its default cache, mkdwarfs
                   -S 20 (1 MiB blocks; --dwarfs-args to change)
 
+The tree: --tree DIR, else Debian's Python standard library (/usr/lib/python3.X, asked of
+/usr/bin/python3: never the library of whichever python3 runs this, which may be a pyenv
+build ten times larger); the output names it.
+
 The reads: a byte is drawn uniformly from all the tree's regular-file bytes (so a file is
 picked weighted by its size) and up to 4 KiB read from there; --reads of them, drawn from
 --seed, the same list for every kind. Every read is compared with the bytes of the source
@@ -46,7 +50,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import (PYTHON_LIB, file_sizes, into_page_cache, median, peak_rss_mib,
+from benchlib import (debian_stdlib, file_sizes, into_page_cache, median, peak_rss_mib,
                       safe_rmtree, sh, stipple_daemon_pid, unmount, wait_mounted)
 
 READ = 4096
@@ -172,7 +176,8 @@ def pct(sorted_xs, q):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tree", default=PYTHON_LIB)
+    p.add_argument("--tree", help="the tree read (default: Debian's Python standard "
+                   "library, /usr/lib/python3.X, whichever python3 runs this)")
     p.add_argument("--build", default=os.environ.get("STIPPLE_BUILD", "build"))
     p.add_argument("--work")
     p.add_argument("--before", help="another build directory: its stipple serves before-1M")
@@ -186,6 +191,7 @@ def main():
     p.add_argument("--dwarfs-args", default="-S 20")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
+    a.tree = os.path.realpath(a.tree or debian_stdlib())
     if os.geteuid() != 0:
         sys.exit("random_read_bench: needs root (mounts, loop devices)")
     only = [k for k in KINDS if k in a.only.split(",")]
@@ -199,6 +205,7 @@ def main():
     # the regular files with bytes, sorted: [(relative path, size)]
     files = sorted(kv for kv in file_sizes(a.tree).items() if kv[1])
     reads, total = draw_reads(a.tree, files, a.reads, a.seed)
+    print("tree %s: %d files, %.1f MiB" % (a.tree, len(files), total / 2**20), flush=True)
     # a descriptor per file met in a round
     need = len({r[0] for r in reads}) + 64
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

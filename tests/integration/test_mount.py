@@ -250,11 +250,36 @@ def test_cache_budget_default_follows_the_block_size(stdlib_image, args, budget)
         assert status_key(mnt, "cache_budget") == budget
 
 
+def test_status_counts_decode_time(stdlib_image):
+    """cache_decode_ns: nothing before the first read, then the time of the blocks it
+    decoded, which the read waited for at least in part."""
+    with mount_image(stdlib_image, None, "--warm-workers", "0") as mnt:
+        assert status_key(mnt, "cache_decode_ns") == "0"
+        assert status_key(mnt, "cache_early") == "0"
+        with open(os.path.join(mnt, "os.py"), "rb") as f:
+            got = f.read()
+        with open(os.path.join(PYTHON_LIB, "os.py"), "rb") as f:
+            assert got == f.read()
+        assert int(status_key(mnt, "blocks_decoded")) >= 1
+        assert int(status_key(mnt, "cache_decode_ns")) > 0
+
+
+def machine_memory():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) << 10
+    raise AssertionError("no MemTotal in /proc/meminfo")
+
+
 def test_default_budget_of_small_blocks_fits_the_daemons_memory(tmp_path):
     """A 64 KiB-block image read whole through a default mount: the cache fills to its
-    budget (1,337 buffers) within the memory the daemon is allowed, and every byte
-    reads back. (A budget that counted blocks without zstd's margin ran out of memory
-    after some 2,500 blocks.)"""
+    budget within the memory the daemon is allowed, and every byte reads back. The
+    budget: as many buffers (a block and zstd's margin, 192 KiB) as fit in 256 MiB
+    (1,337), or in a 32nd of this machine's memory when that is more, but no more than
+    the image's blocks, so that an image of small blocks that fits is kept whole. (A
+    budget that counted blocks without zstd's margin ran out of memory after some 2,500
+    blocks.)"""
     tree = tmp_path / "tree"
     tree.mkdir()
     want = {}
@@ -267,8 +292,10 @@ def test_default_budget_of_small_blocks_fits_the_daemons_memory(tmp_path):
         for name, data in want.items():
             with open(os.path.join(mnt, name), "rb") as f:
                 assert f.read() == data, name
-        assert status_key(mnt, "cache_budget") == "1337"
-        assert int(status_key(mnt, "cache_resident")) == 1337
+        blocks = int(status_key(mnt, "blocks_decoded"))  # read whole: each block once
+        want = max(1337, min(blocks, machine_memory() // 32 // (192 << 10)))
+        assert int(status_key(mnt, "cache_budget")) == want
+        assert int(status_key(mnt, "cache_resident")) == min(want, blocks)
 
 
 def test_python_imports_from_mount(stdlib_image, tmp_path):

@@ -97,6 +97,27 @@ static int kernel_split(const char *data, char out[][256], int max)
 	}
 }
 
+/* Small blocks: 256 MiB of buffers at least, beyond it a 32nd of memory, but never more
+ * buffers than the image has blocks; large blocks: eight, whatever the memory. */
+static void test_default_budget_follows_memory(void)
+{
+	struct stp_superblock sb = { .block_log = 20, .block_count = 1000 };
+	uint64_t buf = stp_cache_buffer_bytes(&sb), gib = 1ull << 30;
+
+	CHECK(stp_cache_default_budget(&sb, 0) == 226);           /* memory not known */
+	CHECK(stp_cache_default_budget(&sb, 4 * gib) == 226);     /* 128 MiB: the floor */
+	CHECK(stp_cache_default_budget(&sb, 16 * gib) == (512ull << 20) / buf);
+	CHECK(stp_cache_default_budget(&sb, 64 * gib) == 1000);   /* the whole image */
+	sb.block_count = 100;
+	CHECK(stp_cache_default_budget(&sb, 64 * gib) == 226);    /* never below 256 MiB */
+	sb.block_log = 16;
+	sb.block_count = 1u << 30;
+	CHECK(stp_cache_default_budget(&sb, 1024 * gib) == STP_CACHE_DEFAULT_MAX);
+	sb.block_log = 25;
+	CHECK(stp_cache_default_budget(&sb, 1024 * gib) == 8);    /* the seed's eight */
+	CHECK(stp_cache_default_bytes(64 * gib) == 2 * gib);
+}
+
 static void test_helper_defaults(void)
 {
 	struct stp_mount_opts o;
@@ -120,6 +141,7 @@ static void test_helper_defaults(void)
 		CHECK(stp_cache_buffer_bytes(&sb) % 4096 == 0 &&
 		      stp_cache_buffer_bytes(&sb) >= (64u << 10) + (128u << 10));
 	}
+	test_default_budget_follows_memory();
 	CHECK(o.sandbox == STP_SANDBOX_DEFAULT);
 	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == 0);
 	snprintf(want, sizeof(want), "ro,fsname=%s,subtype=stipple,max_read=%u", o.image_path,
