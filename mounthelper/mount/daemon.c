@@ -422,6 +422,20 @@ static void start_filling(struct stp_fs *fs)
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 }
 
+/* The kernel's first request, FUSE's INIT, queued by the mount itself: answered here,
+ * before the filling, ending and loop threads start, so that whoever waits on the new
+ * mount (a stat, mount(8)'s caller) goes on while they start; its next request waits
+ * for the loop. Nothing read: the loop meets the same end (-ENODEV, the mount gone) or
+ * reads the INIT itself (-EINTR). */
+static void answer_init(struct fuse_session *se)
+{
+	struct fuse_buf buf = { .mem = NULL };
+
+	if (fuse_session_receive_buf(se, &buf) > 0)
+		fuse_session_process_buf(se, &buf);
+	free(buf.mem);
+}
+
 /* Confined, the mount is live: warm it, tell the monitor, serve until the mount ends.
  * Without warming it still serves every byte, so a warming failure is logged, not fatal.
  * Returns 0 when the host unmounted, 1 when a signal (or a loop error) ended the mount. */
@@ -445,6 +459,7 @@ static int serve_confined(struct stp_daemon *d)
 	stp_prime_plan_free(plan);
 	if (err)
 		return 1;
+	answer_init(fs->se);
 	start_filling(fs);
 	if (fs->opts->is_url && d->checks)
 		stp_ending_on_unmount(d->checks->halt_url, stp_image_src(fs->img));

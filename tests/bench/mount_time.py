@@ -24,6 +24,7 @@ Needs root. The images are built beforehand, e.g. for a tree of a million files:
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -38,6 +39,18 @@ def mounted(mnt):
     # table takes about 0.5 ms here, more than the 0.2 ms this poll resolves.
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == mnt for line in f)
+
+
+@contextlib.contextmanager
+def mount_point(prefix):
+    """A temporary folder to mount on: unmounted if still mounted, and removed, after."""
+    mnt = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield mnt
+    finally:
+        if mounted(mnt):
+            subprocess.run(["umount", mnt])
+        os.rmdir(mnt)
 
 
 def one_mount(cmd, mnt, cold):
@@ -89,7 +102,13 @@ def main():
     ap.add_argument("--options", help="-o OPTIONS for both stipple front ends (verify=KEY)")
     ap.add_argument("--only", help="comma-separated front ends: stipple mount, mount.stipple")
     a = ap.parse_args()
-    mnt = tempfile.mkdtemp(prefix="mount-time-")
+    with mount_point("mount-time-") as mnt:
+        res = measure(a, mnt)
+    report(a, res)
+
+
+def measure(a, mnt):
+    """Each kind's three times per round, interleaved."""
     kinds = {}
     for label, build in [("", a.build)] + [(" (%s)" % os.path.basename(os.path.dirname(
             os.path.abspath(b))), b) for b in a.before]:
@@ -103,20 +122,19 @@ def main():
             while f.read(1 << 24):
                 pass
     res = {k: ([], [], []) for k in kinds}
-    try:
-        for r in range(a.rounds):
-            # each round starts one kind later: on a loaded machine the kind that follows
-            # squashfuse_ll's unmount measured up to 20% slower, whichever it was
-            order = list(kinds.items())
-            order = order[r % len(order):] + order[:r % len(order)]
-            for k, cmd in order:
-                for times, t in zip(res[k], one_mount(cmd, mnt, a.cold)):
-                    times.append(t)
-                time.sleep(0.05)
-    finally:
-        if mounted(mnt):
-            subprocess.run(["umount", mnt])
-        os.rmdir(mnt)
+    for r in range(a.rounds):
+        # each round starts one kind later: on a loaded machine the kind that follows
+        # squashfuse_ll's unmount measured up to 20% slower, whichever it was
+        order = list(kinds.items())
+        order = order[r % len(order):] + order[:r % len(order)]
+        for k, cmd in order:
+            for times, t in zip(res[k], one_mount(cmd, mnt, a.cold)):
+                times.append(t)
+            time.sleep(0.05)
+    return res
+
+
+def report(a, res):
     print("%s, %s, medians of %d interleaved rounds" % (
         a.stipple_image, "caches dropped before each mount" if a.cold else "warm", a.rounds))
     base = res.get("squashfuse_ll")

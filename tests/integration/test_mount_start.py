@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
 """What mount.stipple does on its way to a live mount: on a directory that is no mount
 point (statx says it is no mount's root) it reads no mount table before mount(2); on
-one that is, it still reads the table and refuses, naming what is there."""
+one that is, it still reads the table and refuses, naming what is there. Its daemon
+answers FUSE's INIT before it starts its threads."""
 
 import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -63,3 +65,47 @@ def test_a_mount_point_is_still_read_from_the_table_and_refused(tmp_path):
         assert "/proc/self/mountinfo" in calls, calls
     finally:
         unmount(os.fspath(mnt))
+
+
+def daemon_calls(log):
+    """The daemon's main thread's calls, from strace -f -y's log: the process that
+    exec'd stipple-mountd."""
+    lines = log.read_text().splitlines()
+    pids = {l.split()[0] for l in lines if "execveat(" in l and "stipple-mountd>" in l}
+    return [l.split(None, 1)[1] for l in lines if l.split()[0] in pids]
+
+
+def test_daemon_answers_init_before_starting_threads(tmp_path):
+    """The kernel's first request, INIT, queued by mount(2), is read and answered by the
+    daemon's main thread before it starts the filling, ending and loop threads
+    (daemon.c: answer_init): whoever waits on the new mount is not kept waiting for
+    them. The image has no hot list, so no warming thread starts before."""
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    img = image(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "strace.log"
+    p = subprocess.Popen(["strace", "-f", "-y", "-o", log, "-e",
+                          "trace=execveat,read,writev,clone,clone3",
+                          MOUNT_STIPPLE, img, mnt, "-o", "noprime"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not is_mounted(os.fspath(mnt)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert is_mounted(os.fspath(mnt))
+        assert (mnt / "f").read_bytes() == b"x" * 100
+    finally:
+        unmount(os.fspath(mnt))
+        p.wait(timeout=60)  # strace follows the daemon until it exits
+    calls = daemon_calls(log)
+    first = lambda pred: next((i for i, c in enumerate(calls) if pred(c)), None)
+    init = first(lambda c: c.startswith("read(") and "</dev/fuse>" in c and
+                 not re.search(r"= -1 E", c))
+    assert init is not None, calls
+    reply = first(lambda c: c.startswith("writev(") and "</dev/fuse>" in c)
+    thread = first(lambda c: c.startswith(("clone(", "clone3(")) and "CLONE_THREAD" in c)
+    assert reply is not None and reply > init, calls
+    assert thread is not None and reply < thread, calls
