@@ -95,6 +95,9 @@ struct stp_sandbox_opts {
 	 * with EFBIG): the daemon's disk cache file cannot grow past what it needs. 0: the
 	 * limit is left as it is. */
 	unsigned long long file_size_max;
+	/* RLIMIT_AS is set too when the caller's RLIMIT_DATA has a hard limit (the daemon's
+	 * budget, the fetcher's bound): that limit and 4 GiB for the program, its
+	 * libraries and reservations that hold no memory (thread stacks, malloc arenas). */
 };
 
 /*
