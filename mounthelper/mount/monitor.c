@@ -514,6 +514,11 @@ static void close_fuse_copy(struct stp_mon *m)
 	m->fuse_copy = -1;
 }
 
+static bool still_mounted(void *m)
+{
+	return stp_monpoint_ours(m);
+}
+
 /* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
  * stays once told the mount is live (the socket closed: it was not); when the daemon then
  * ends and left its mount dead, it unmounts it. A daemon that stays after its mount has
@@ -527,7 +532,7 @@ static _Noreturn void watch(struct stp_mon *m, int word)
 		_exit(0);
 	close(word);
 	close_clone(m); /* the monitor has gone: the grace period holds up no one */
-	if (stp_watcher_wait(&w))
+	if (stp_watcher_wait(&w, still_mounted, m))
 		stp_watcher_end(w.daemon, STP_WATCHER_GRACE_MS);
 	close_fuse_copy(m); /* the last: a dead daemon's connection ends only now */
 	if (stp_monpoint_dead(m))

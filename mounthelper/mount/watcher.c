@@ -67,9 +67,10 @@ void stp_watcher_detach(const struct stp_watched *w, int keep_fd, int word_fd, i
 }
 
 /* umount2 ends the connection as it returns, just after the table changes: a change
- * arms the look at the connection this long. A mount detached lazily, and still in use
- * when it changed, ends later, unseen: hence the look every CHECK_MS. Only while armed
- * does every FUSE request also wake the watcher. */
+ * that took the mount out of the table arms the look at the connection this long (only
+ * while armed does every FUSE request also wake the watcher: tables change many times a
+ * second on a busy host). A mount detached lazily while in use ends later, unseen:
+ * hence the look every CHECK_MS. */
 #define ARMED_MS 1000
 #define CHECK_MS (60 * 1000)
 
@@ -81,7 +82,7 @@ static bool connection_ended(int fuse_fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
-bool stp_watcher_wait(const struct stp_watched *w)
+bool stp_watcher_wait(const struct stp_watched *w, bool (*in_table)(void *), void *ctx)
 {
 	int table = w->fuse < 0 ? -1 : open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	struct pollfd p[3] = { { .fd = w->daemon, .events = POLLIN },
@@ -98,9 +99,10 @@ bool stp_watcher_wait(const struct stp_watched *w)
 			continue;
 		if (n < 0 || p[0].revents)
 			break;
-		if ((ended = (p[2].revents & POLLERR) || (!n && !armed && connection_ended(w->fuse))))
+		ended = (p[2].revents & POLLERR) || (!n && !armed && connection_ended(w->fuse));
+		if (ended)
 			break;
-		armed = p[1].revents != 0;
+		armed = p[1].revents && !in_table(ctx);
 	}
 	if (table >= 0)
 		close(table);

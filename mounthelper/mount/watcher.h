@@ -3,7 +3,7 @@
  * The watcher: what of the monitor outlives a live mount. A process of its own, in a
  * session of its own, with /dev/null for stdio (0 to 2 kept open), "/" for its
  * directory, the mask of before the mount, SIGINT and SIGHUP ignored, and no descriptor
- * but those it is given. As
+ * but those it is given (and its mount table, polled). As
  * root it keeps only CAP_SYS_ADMIN (umount2), CAP_DAC_READ_SEARCH (to reach a mount
  * point beneath a parent only its owner may search, a user's 0700 home) and CAP_KILL (to
  * end the daemon and the fetcher, which run as the sandbox's user), with an empty
@@ -33,8 +33,10 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* What a honest daemon or fetcher may take to exit once its work is gone. */
-#define STP_WATCHER_GRACE_MS 3000
+/* What an honest daemon or fetcher may take to exit once its work is gone: a SIGKILL
+ * then is a crash, which both survive (the disk cache and the store are checked), but
+ * only a hostile one should meet it. */
+#define STP_WATCHER_GRACE_MS 5000
 
 /* What the watcher watches: the daemon's pidfd, the fetcher's and the copy of the mount's
  * /dev/fuse descriptor (each -1: none). */
@@ -62,8 +64,10 @@ int stp_watcher_drop_privilege(void);
 void stp_watcher_release(int *go, pid_t pid, bool live);
 
 /* Returns once W's daemon has ended (false), or the FUSE connection W->fuse has (true:
- * the mount has gone, whatever the daemon does). Without W->fuse, only the former. */
-bool stp_watcher_wait(const struct stp_watched *w);
+ * the mount has gone, whatever the daemon does). Without W->fuse, only the former. The
+ * connection is looked at when the mount table changes and IN_TABLE(CTX) says the mount
+ * is no longer at its mount point, and once a minute. */
+bool stp_watcher_wait(const struct stp_watched *w, bool (*in_table)(void *), void *ctx);
 
 /* Ends the process of PIDFD (-1: nothing): GRACE_MS for it to exit by itself, then
  * SIGKILL; returns once it has gone, or the signal could not be sent. */

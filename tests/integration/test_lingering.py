@@ -21,7 +21,7 @@ from test_http_closing import kill_leftovers, processes_of
 
 pytestmark = pytest.mark.needs_root
 
-GONE_LIMIT = 20  # seconds after umount: the watcher's grace (3 s) for each, with room
+GONE_LIMIT = 20  # seconds after umount: the watcher's grace (5 s) for each, with room
 
 
 def named(pids, name):
