@@ -18,7 +18,6 @@ from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 pytestmark = pytest.mark.needs_root
 
 RESERVE = 4 << 30
-FETCHER_DATA_MAX = 2 << 30  # fetcherd.c's, with room
 
 
 def limits(pid):
@@ -31,18 +30,13 @@ def limits(pid):
     return out
 
 
-def check_bounded(pid, lowered_from=None):
-    """PID's RLIMIT_AS is its RLIMIT_DATA's hard limit, as it was when it confined
-    itself, and RESERVE; LOWERED_FROM: the most that limit was then (it has lowered it
-    since)."""
+def check_bounded(pid):
+    """PID's RLIMIT_AS is its RLIMIT_DATA's hard limit and RESERVE."""
     lim = limits(pid)
     data, space = lim["Max data size"], lim["Max address space"]
     assert data[1] is not None, "no RLIMIT_DATA on %d" % pid
     assert space[0] is not None and space[0] == space[1], "no RLIMIT_AS on %d: %s" % (pid, space)
-    if lowered_from:
-        assert data[1] + RESERVE <= space[1] <= lowered_from + RESERVE, (data, space)
-    else:
-        assert space[1] == data[1] + RESERVE, (data, space)
+    assert space[1] == data[1] + RESERVE, (data, space)
 
 
 def test_the_daemon_bounds_its_address_space(gen_image, gen_tree):
@@ -61,9 +55,9 @@ def test_the_fetcher_bounds_its_address_space(published, gen_tree):
             (daemon,) = named(processes_of(url), "stipple-mountd")
             check_bounded(daemon)
             # the fetcher confines itself at FETCHER_DATA_MAX (fetcherd.c), then lowers
-            # RLIMIT_DATA to what its index needs
+            # RLIMIT_DATA to what its index needs, and RLIMIT_AS with it
             (fetcher,) = named(processes_of(url), "stipple-fetch")
-            check_bounded(fetcher, FETCHER_DATA_MAX)
+            check_bounded(fetcher)
             assert not treeutil.compare_trees(gen_tree, mnt)
     finally:
         kill_leftovers(url)
