@@ -205,7 +205,7 @@ static void close_theirs(struct stp_fetcher *f, bool with_ctl)
 void stp_fetcher_init(struct stp_fetcher *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->pid = -1;
+	f->pid = f->pidfd = -1;
 	f->ctl[0] = f->ctl[1] = -1;
 	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
 		f->chans[i] = f->theirs[i] = -1;
@@ -310,5 +310,7 @@ void stp_fetcher_stop(struct stp_fetcher *f)
 		while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
-	f->pid = -1;
+	if (f->pidfd >= 0)
+		close(f->pidfd);
+	f->pid = f->pidfd = -1;
 }

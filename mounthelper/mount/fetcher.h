@@ -114,6 +114,8 @@ int stp_fetch_store_check(const void *buf, size_t len, const struct stp_fetch_bl
 
 struct stp_fetcher {
 	pid_t pid;
+	int pidfd;                      /* opened while it is the monitor's child: the
+					 * watcher ends it with its mount (watcher.h) */
 	int chans[STP_FETCH_CHANS_MAX]; /* the daemon's ends (-1: closed) */
 	unsigned nchans;
 	int theirs[STP_FETCH_CHANS_MAX]; /* the fetcher's ends, until stp_fetcher_greet */
@@ -180,10 +182,11 @@ void stp_fetcher_env(char **env);
 /* Closes the control socket kept for the store (the fetcher then goes on without). */
 void stp_fetcher_close_ctl(struct stp_fetcher *f);
 
-/* Closes the channels this process holds (the fetcher ends once no process holds them). */
+/* Closes the channels this process holds (the fetcher ends once no process holds them).
+ * Its pidfd stays, for the watcher. */
 void stp_fetcher_release(struct stp_fetcher *f);
 
-/* Kills the fetcher and waits for it (a mount that failed). */
+/* Kills the fetcher and waits for it (a mount that failed), and closes its pidfd. */
 void stp_fetcher_stop(struct stp_fetcher *f);
 
 #endif

@@ -365,7 +365,8 @@ static uint64_t store_room(void)
 
 /* RLIMIT_DATA, hard limit too, lowered to what serving N channels takes: the fixed part,
  * and a published image's index and a block buffer per channel (it cannot be raised
- * again: the monitor counts it in the mount's budget, fetcher.h). */
+ * again: the monitor counts it in the mount's budget, fetcher.h); RLIMIT_AS with it
+ * (sandbox.h). */
 static void lower_data(unsigned n, const struct stp_published *pub)
 {
 	uint64_t max = stp_fetcher_data_fixed(n);
@@ -373,6 +374,8 @@ static void lower_data(unsigned n, const struct stp_published *pub)
 	if (pub)
 		max += stp_published_index_len(pub) + n * stp_published_block_max(pub);
 	setrlimit(RLIMIT_DATA, &(struct rlimit){ max, max });
+	max += STP_SANDBOX_AS_RESERVE;
+	setrlimit(RLIMIT_AS, &(struct rlimit){ max, max });
 }
 
 /* The filter, when the monitor sent none (a reader's fetcher: `stipple` links no

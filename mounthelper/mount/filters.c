@@ -180,15 +180,18 @@ static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
 	if (!rc)
 		rc = add_fcntl_rules(ctx);
-	/* its own RLIMIT_FSIZE and RLIMIT_DATA, lowered to the largest block and to what it
-	 * serves once the index is read; the hard limits go with them, and without
-	 * CAP_SYS_RESOURCE they cannot be raised again */
+	/* its own RLIMIT_FSIZE, RLIMIT_DATA and RLIMIT_AS, lowered to the largest block and
+	 * to what it serves once the index is read; the hard limits go with them, and
+	 * without CAP_SYS_RESOURCE they cannot be raised again */
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
 				      SCMP_A0_32(SCMP_CMP_EQ, 0), SCMP_A1_32(SCMP_CMP_EQ, RLIMIT_FSIZE));
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
 				      SCMP_A0_32(SCMP_CMP_EQ, 0), SCMP_A1_32(SCMP_CMP_EQ, RLIMIT_DATA));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2,
+				      SCMP_A0_32(SCMP_CMP_EQ, 0), SCMP_A1_32(SCMP_CMP_EQ, RLIMIT_AS));
 	return rc ? rc : add_common_rules(ctx, pid, false);
 }
 

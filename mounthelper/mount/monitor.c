@@ -25,7 +25,9 @@
  * A fork is no privileged call: each child the monitor forks (the watcher, record='s and
  * priming's) makes its privileged calls through these, or gives privilege up first.
  * Made elsewhere, with the reason: the watcher's drop (watcher.c: bounding set, securebits,
- * no_new_privs, capset: it gives privilege up), a URL's disk cache and store (cachedir.c,
+ * no_new_privs, capset: it gives privilege up) and its SIGKILL, through a pidfd, of a
+ * daemon or fetcher that stays after its mount (watcher.c, with the CAP_KILL it keeps),
+ * a URL's disk cache and store (cachedir.c,
  * store.c: mkdir, open, flock, unlinkat in root's cache folder), the fetcher's kill
  * (fetcher.c), the priming child's kill (prime.c, a confined child of the monitor), and
  * the daemon's confinement in stipple-mountd (sandbox.c: it gives privilege up).

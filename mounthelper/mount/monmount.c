@@ -21,6 +21,7 @@
 #include "monmount.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -63,7 +64,7 @@ static void init(struct stp_mon *m, const struct stp_mount_opts *o, const char *
 		 const struct stp_monitor_checks *checks)
 {
 	*m = (struct stp_mon){ .o = o, .prog = prog, .checks = checks, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
-			       .record_fd = -1, .clone_fd = -1,
+			       .record_fd = -1, .clone_fd = -1, .fuse_copy = -1,
 			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
 			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
 				      .cache = { .fd = -1 } } };
@@ -166,6 +167,8 @@ static int spawn_fetcher(struct stp_mon *m)
 		err = f->pid;
 		f->pid = -1;
 	}
+	if (!err) /* without (Linux < 5.3), nothing ends a fetcher that stays */
+		f->pidfd = (int)syscall(SYS_pidfd_open, f->pid, 0);
 	close(f->ctl[1]);
 	f->ctl[1] = -1;
 	return err;
@@ -311,6 +314,8 @@ static int hand_over(struct stp_mon *m, int fd)
 		err = stp_montalk_send_filter(fd, m->o, m->prog, m->pid);
 	if (!err)
 		remember_mount(m);
+	if (!err && will_have_watcher(m))
+		m->fuse_copy = fcntl(m->h.fuse_fd, F_DUPFD_CLOEXEC, 3);
 	release(m);
 	return err;
 }
@@ -388,6 +393,8 @@ static int stay(struct stp_mon *m)
 {
 	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
 	reap(m, false);
+	stp_watcher_end(m->h.fetcher.pidfd, STP_WATCHER_GRACE_MS);
+	stp_fetcher_stop(&m->h.fetcher); /* reaped */
 	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
 		return 0;
 	if (stp_monpoint_ours(m))
@@ -402,19 +409,37 @@ static void close_clone(struct stp_mon *m)
 	m->clone_fd = -1;
 }
 
+static void close_fuse_copy(struct stp_mon *m)
+{
+	if (m->fuse_copy >= 0)
+		close(m->fuse_copy);
+	m->fuse_copy = -1;
+}
+
+static bool still_mounted(void *m)
+{
+	return stp_monpoint_ours(m);
+}
+
 /* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
  * stays once told the mount is live (the socket closed: it was not); when the daemon then
- * ends and left its mount dead, it unmounts it. */
+ * ends and left its mount dead, it unmounts it. A daemon that stays after its mount has
+ * gone is ended, and the fetcher after the daemon. */
 static _Noreturn void watch(struct stp_mon *m, int word)
 {
-	stp_watcher_detach(m->pidfd, m->parent_fd, word, m->clone_fd, &m->saved_mask);
+	struct stp_watched w = { m->pidfd, m->h.fetcher.pidfd, m->fuse_copy };
+
+	stp_watcher_detach(&w, m->parent_fd, word, m->clone_fd, &m->saved_mask);
 	if (stp_watcher_drop_privilege() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
 		_exit(0);
 	close(word);
 	close_clone(m); /* the monitor has gone: the grace period holds up no one */
-	stp_watcher_wait(m->pidfd);
+	if (stp_watcher_wait(&w, still_mounted, m))
+		stp_watcher_end(w.daemon, STP_WATCHER_GRACE_MS);
+	close_fuse_copy(m); /* the last: a dead daemon's connection ends only now */
 	if (stp_monpoint_dead(m))
 		unmount_ours(m);
+	stp_watcher_end(w.fetcher, STP_WATCHER_GRACE_MS);
 	_exit(0);
 }
 
@@ -446,6 +471,7 @@ static void start_watcher(struct stp_mon *m)
 	}
 	close(go[0]);
 	close_clone(m); /* the watcher's copy is the last */
+	close_fuse_copy(m);
 	if (m->watcher < 0) {
 		say_no_watcher(m, -errno);
 		close(go[1]);
@@ -489,7 +515,10 @@ static void finish(struct stp_mon *m)
 		close(m->parent_fd);
 	if (m->record_fd >= 0)
 		close(m->record_fd);
+	if (m->h.fetcher.pidfd >= 0)
+		close(m->h.fetcher.pidfd);
 	close_clone(m);
+	close_fuse_copy(m);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
 }
 

@@ -254,6 +254,27 @@ static int limit_file_size(unsigned long long max)
 	return setrlimit(RLIMIT_FSIZE, &rl) ? -errno : 0;
 }
 
+/* STP_SANDBOX_AS_RESERVE (sandbox.h): the program and its libraries (under 100 MiB,
+ * libcurl's included), and what holds no memory of its own: each thread's stack beyond
+ * what it touches and its malloc arena's 64 MiB reservation (128 MiB while it is made),
+ * for some 40 threads (libfuse's, the warming workers, the decoders, a fetcher's
+ * channels), with room. RLIMIT_DATA counts private writable mappings only; the filter
+ * refuses the others where it sees mmap's arguments, which it does not on s390 (whose
+ * mmap takes them in memory). RLIMIT_AS bounds every mapping, whatever the filter sees:
+ * a second wall behind it.
+ *
+ * RLIMIT_AS from RLIMIT_DATA's hard limit, when there is one: that limit and
+ * STP_SANDBOX_AS_RESERVE. Nothing without (a process that bounds no memory). */
+static int limit_address_space(void)
+{
+	struct rlimit data, as;
+
+	if (getrlimit(RLIMIT_DATA, &data) || data.rlim_max == RLIM_INFINITY)
+		return 0;
+	as.rlim_cur = as.rlim_max = data.rlim_max + STP_SANDBOX_AS_RESERVE;
+	return setrlimit(RLIMIT_AS, &as) ? -errno : 0;
+}
+
 static int pivot_into(const char *dir, char *err, size_t errlen)
 {
 	if (chdir(dir))
@@ -649,6 +670,9 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	rc = limit_file_size(opts->file_size_max);
 	if (rc)
 		return stp_errf(err, errlen, rc, "RLIMIT_FSIZE: %s", strerror(-rc));
+	rc = limit_address_space();
+	if (rc)
+		return stp_errf(err, errlen, rc, "RLIMIT_AS: %s", strerror(-rc));
 	rc = point_stdio_at(nullfd, opts->keep_stderr);
 	if (rc)
 		return stp_errf(err, errlen, rc, "pointing 0-2 at /dev/null: %s", strerror(-rc));

@@ -95,7 +95,14 @@ struct stp_sandbox_opts {
 	 * with EFBIG): the daemon's disk cache file cannot grow past what it needs. 0: the
 	 * limit is left as it is. */
 	unsigned long long file_size_max;
+	/* RLIMIT_AS is set too when the caller's RLIMIT_DATA has a hard limit (the daemon's
+	 * budget, the fetcher's bound): that limit and STP_SANDBOX_AS_RESERVE. */
 };
+
+/* Address space beyond RLIMIT_DATA: the program, its libraries and reservations that
+ * hold no memory (thread stacks, malloc arenas). A process that lowers RLIMIT_DATA
+ * later lowers RLIMIT_AS to the new limit and this. */
+#define STP_SANDBOX_AS_RESERVE (4ull << 30)
 
 /*
  * Confines the calling process as described above. The process must be single-threaded

@@ -20,7 +20,7 @@ static int compare_fds(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
-#define NKEEP 4
+#define NKEEP 6
 
 /* Closes every descriptor but stdio and the NKEEP of KEEP (any -1: none). */
 static void close_all_but(int keep[NKEEP])
@@ -54,9 +54,10 @@ static void detach(void)
 	}
 }
 
-void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, int later_fd, const sigset_t *mask)
+void stp_watcher_detach(const struct stp_watched *w, int keep_fd, int word_fd, int later_fd,
+			const sigset_t *mask)
 {
-	int keep[NKEEP] = { pidfd, keep_fd, word_fd, later_fd };
+	int keep[NKEEP] = { w->daemon, w->fetcher, w->fuse, keep_fd, word_fd, later_fd };
 
 	detach();
 	close_all_but(keep);
@@ -65,12 +66,66 @@ void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, int later_fd, const
 	sigprocmask(SIG_SETMASK, mask, NULL);
 }
 
-void stp_watcher_wait(int pidfd)
+/* umount2 ends the connection as it returns, just after the table changes: a change
+ * that took the mount out of the table arms the look at the connection this long (only
+ * while armed does every FUSE request also wake the watcher: tables change many times a
+ * second on a busy host). A mount detached lazily while in use ends later, unseen:
+ * hence the look every CHECK_MS. */
+#define ARMED_MS 1000
+#define CHECK_MS (60 * 1000)
+
+/* Whether FUSE_FD's connection has ended, now. */
+static bool connection_ended(int fuse_fd)
+{
+	struct pollfd p = { .fd = fuse_fd, .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+bool stp_watcher_wait(const struct stp_watched *w, bool (*in_table)(void *), void *ctx)
+{
+	int table = w->fuse < 0 ? -1 : open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	struct pollfd p[3] = { { .fd = w->daemon, .events = POLLIN },
+			       { .fd = table, .events = POLLPRI },
+			       { .fd = -1 } };
+	bool armed = false, ended = false;
+	int n;
+
+	for (;;) {
+		p[2].fd = armed ? w->fuse : -1; /* events 0: POLLERR only, the connection ended */
+		p[0].revents = p[1].revents = p[2].revents = 0;
+		n = poll(p, 3, w->fuse < 0 ? -1 : armed ? ARMED_MS : CHECK_MS);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || p[0].revents)
+			break;
+		ended = (p[2].revents & POLLERR) || (!n && !armed && connection_ended(w->fuse));
+		if (ended)
+			break;
+		armed = p[1].revents && !in_table(ctx);
+	}
+	if (table >= 0)
+		close(table);
+	return ended;
+}
+
+/* Whether PIDFD's process ended within MS (-1: however long). */
+static bool ended_within(int pidfd, int ms)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int n;
 
-	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+	while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
 		;
+	return n != 0;
+}
+
+void stp_watcher_end(int pidfd, unsigned grace_ms)
+{
+	if (pidfd < 0 || ended_within(pidfd, (int)grace_ms))
+		return;
+	if (!syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0))
+		ended_within(pidfd, -1);
 }
 
 bool stp_watcher_send_word(int fd)
@@ -88,8 +143,9 @@ bool stp_watcher_word_came(int fd)
 	return n == 1;
 }
 
-/* Root's watcher keeps the two capabilities an unmount needs, and no way back to the
- * others: uid 0 would regain them all at an exec, so the bounding set is emptied, the
+/* Root's watcher keeps the two capabilities an unmount needs, CAP_KILL to end what the
+ * mount leaves (the sandbox's user: kill(2)'s rule holds for pidfds too), and no way
+ * back to the others: uid 0 would regain them all at an exec, so the bounding set is emptied, the
  * securebits that give root its capabilities at exec and keep them across setuid are
  * locked off, and no_new_privs is set. -1 when any of it fails: the watcher then does not
  * stay. The calls are made directly, as the sandbox's are: libcap's loading and its
@@ -98,6 +154,7 @@ int stp_watcher_drop_privilege(void)
 {
 	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
+	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL };
 	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
 			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
 	int err = 0;
@@ -113,8 +170,8 @@ int stp_watcher_drop_privilege(void)
 		err = prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
 	if (!err)
 		err = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	for (int i = 0; i < 2; i++) {
-		int cap = i ? CAP_DAC_READ_SEARCH : CAP_SYS_ADMIN;
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		int cap = kept[i];
 
 		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);
 		caps[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);

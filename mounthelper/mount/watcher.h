@@ -3,9 +3,10 @@
  * The watcher: what of the monitor outlives a live mount. A process of its own, in a
  * session of its own, with /dev/null for stdio (0 to 2 kept open), "/" for its
  * directory, the mask of before the mount, SIGINT and SIGHUP ignored, and no descriptor
- * but the two it is given. As
- * root it keeps only CAP_SYS_ADMIN (umount2) and CAP_DAC_READ_SEARCH (to reach a mount
- * point beneath a parent only its owner may search, a user's 0700 home), with an empty
+ * but those it is given (and its mount table, polled). As
+ * root it keeps only CAP_SYS_ADMIN (umount2), CAP_DAC_READ_SEARCH (to reach a mount
+ * point beneath a parent only its owner may search, a user's 0700 home) and CAP_KILL (to
+ * end the daemon and the fetcher, which run as the sandbox's user), with an empty
  * bounding set, SECBIT_NOROOT and SECBIT_NO_SETUID_FIXUP locked on and no_new_privs: it
  * drops privilege and can never regain any, not even by an exec; a root watcher that
  * cannot drop all of it exits at once. It is forked while the daemon opens the image,
@@ -13,6 +14,15 @@
  * that the mount is live. The fork is in monmount.c; this file holds the rest. It waits for the daemon to end, then the monitor's
  * check-and-unmount runs, so that a daemon that dies later takes its mount with it
  * instead of leaving one that answers ENOTCONN.
+ *
+ * It also ends what a mount leaves behind (review 8 #3): a confined process turned
+ * hostile could stay after its mount, keeping its share of cache_size= charged, its
+ * store files locked and its memory. Once the mount's FUSE connection has ended (the
+ * watcher holds the same /dev/fuse file as the daemon, and looks at it when the mount
+ * table changes, and once a minute for a mount detached lazily), the daemon gets
+ * STP_WATCHER_GRACE_MS to exit, then SIGKILL; once the daemon has ended, so does the
+ * fetcher. Signals go through pidfds opened while each was the monitor's unreaped child,
+ * so a reused pid is never hit.
  *
  * Called from the monitor's one thread, before it returns; not thread-safe (fork).
  */
@@ -23,16 +33,28 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+/* What an honest daemon or fetcher may take to exit once its work is gone: a SIGKILL
+ * then is a crash, which both survive (the disk cache and the store are checked), but
+ * only a hostile one should meet it. */
+#define STP_WATCHER_GRACE_MS 5000
+
+/* What the watcher watches: the daemon's pidfd, the fetcher's and the copy of the mount's
+ * /dev/fuse descriptor (each -1: none). */
+struct stp_watched {
+	int daemon, fetcher, fuse;
+};
+
 /* In the watcher's process, which the monitor forked (monmount.c, with the capset that
- * leaves it CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only, after this): out of the caller's
- * session, terminal and directory, no descriptor but PIDFD (the daemon's), KEEP_FD,
- * WORD_FD and LATER_FD (the caller's to close later; -1: none), SIGINT and SIGHUP
- * ignored, MASK restored. */
-void stp_watcher_detach(int pidfd, int keep_fd, int word_fd, int later_fd, const sigset_t *mask);
+ * leaves it CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL only, after this): out of the
+ * caller's session, terminal and directory, no descriptor but W's, KEEP_FD, WORD_FD and
+ * LATER_FD (the caller's to close later; -1: none), SIGINT and SIGHUP ignored, MASK
+ * restored. */
+void stp_watcher_detach(const struct stp_watched *w, int keep_fd, int word_fd, int later_fd,
+			const sigset_t *mask);
 
 /* In the watcher's process, after stp_watcher_detach: as root, the bounding set emptied,
  * the securebits that would give uid 0 its capabilities back locked off, no_new_privs,
- * and CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH kept alone. 0, or -1 when any of it failed
+ * and CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone. 0, or -1 when any of it failed
  * (the watcher must then exit). Nothing to drop for a user (fusermount3 unmounts). */
 int stp_watcher_drop_privilege(void);
 
@@ -41,8 +63,15 @@ int stp_watcher_drop_privilege(void);
  * and is reaped. *GO is closed (-1 after). Nothing when *GO is -1 (no watcher). */
 void stp_watcher_release(int *go, pid_t pid, bool live);
 
-/* Returns once PIDFD (the daemon) has ended. */
-void stp_watcher_wait(int pidfd);
+/* Returns once W's daemon has ended (false), or the FUSE connection W->fuse has (true:
+ * the mount has gone, whatever the daemon does). Without W->fuse, only the former. The
+ * connection is looked at when the mount table changes and IN_TABLE(CTX) says the mount
+ * is no longer at its mount point, and once a minute. */
+bool stp_watcher_wait(const struct stp_watched *w, bool (*in_table)(void *), void *ctx);
+
+/* Ends the process of PIDFD (-1: nothing): GRACE_MS for it to exit by itself, then
+ * SIGKILL; returns once it has gone, or the signal could not be sent. */
+void stp_watcher_end(int pidfd, unsigned grace_ms);
 
 /* The word between the monitor and its watcher, on their socket FD: one byte, or none.
  * Whether it was sent; whether it came (end of file: it did not). */

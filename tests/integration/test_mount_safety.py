@@ -76,14 +76,16 @@ def test_build_and_read_with_stdio_closed(tmp_path):
 # ---- the watcher (review 3) ----------------------------------------------------------
 
 def test_watcher_cannot_regain_root(gen_image, gen_tree, mnt):
-    """The watcher runs as uid 0 with CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH only: with an
+    """The watcher runs as uid 0 with CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL (to
+    end a daemon or fetcher that stays: test_lingering.py) only: with an
     empty bounding set and no_new_privs nothing it could exec gives it more; its stdio is
     /dev/null; and with that little it still unmounts a mount whose daemon died."""
     r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime"])
     assert r.returncode == 0, r.stderr
     (pid,) = watchers_of(mnt)
     st = status_fields("/proc/%d/status" % pid)
-    assert int(st["CapPrm"], 16) == (1 << 21) | (1 << 2), st["CapPrm"]  # SYS_ADMIN, DAC_READ_SEARCH
+    # SYS_ADMIN, DAC_READ_SEARCH, KILL
+    assert int(st["CapPrm"], 16) == (1 << 21) | (1 << 2) | (1 << 5), st["CapPrm"]
     assert int(st["CapBnd"], 16) == 0 and int(st["CapInh"], 16) == 0, st
     assert st["NoNewPrivs"] == "1", st
     for fd in range(3):

@@ -734,8 +734,11 @@ def test_dead_daemon_takes_its_mount(small_image, mounter, how):
 
 
 def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
-    """The watcher keeps CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH alone (for the unmount),
-    two descriptors (the daemon's pidfd and the mount point's parent) beside /dev/null
+    """The watcher keeps CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH (for the unmount) and
+    CAP_KILL (to end a daemon that stays: test_lingering.py) alone, three descriptors (the
+    daemon's pidfd, a copy of the mount's /dev/fuse, whose end it watches, and the mount
+    point's parent; a URL's fetcher's pidfd too) and its mount table, polled for changes,
+    beside /dev/null
     as stdin, stdout and stderr (not left closed, for a later open to take), no terminal; an
     ordinary umount ends it, and the daemon too. The clone of the mount tree the monitor
     looked through for the mount's device is the watcher's to close once the monitor has
@@ -746,14 +749,15 @@ def test_watcher_holds_little_and_leaves_with_the_mount(small_image, mounter):
         pid = daemon_pid(image)
         (watcher,) = watchers_of(mnt)
         st = status_fields("/proc/%d/status" % watcher)
-        kept = 1 << 21 | 1 << 2  # CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH
+        kept = 1 << 21 | 1 << 2 | 1 << 5  # CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL
         assert int(st["CapEff"], 16) == kept and int(st["CapPrm"], 16) == kept, st
         deadline = time.monotonic() + 5
-        while len(fd_targets(watcher)) > 5 and time.monotonic() < deadline:
+        while len(fd_targets(watcher)) > 7 and time.monotonic() < deadline:
             time.sleep(0.01)
         fds = fd_targets(watcher)
         assert sorted(fds.values()) == sorted(
-            ["anon_inode:[pidfd]", os.path.dirname(os.path.realpath(mnt))] +
+            ["anon_inode:[pidfd]", "/dev/fuse", "/proc/%d/mountinfo" % watcher,
+             os.path.dirname(os.path.realpath(mnt))] +
             ["/dev/null"] * 3), fds
         assert [fds[i] for i in range(3)] == ["/dev/null"] * 3, fds
         assert run(["umount", mnt], timeout=60).returncode == 0
