@@ -260,6 +260,11 @@ def test_status_counts_decode_time(stdlib_image):
             got = f.read()
         with open(os.path.join(PYTHON_LIB, "os.py"), "rb") as f:
             assert got == f.read()
+        # the read is let go once its own bytes are decoded; the block's decode, and
+        # its count, end a moment later on a decoder thread
+        deadline = time.monotonic() + 10
+        while int(status_key(mnt, "blocks_decoded")) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert int(status_key(mnt, "blocks_decoded")) >= 1
         assert int(status_key(mnt, "cache_decode_ns")) > 0
 
