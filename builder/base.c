@@ -772,8 +772,10 @@ static int feed_piece(void *ctx, const struct stp_file_piece *p)
 
 /* Walks OLD's file OLD_INODE (inode INO) for W when OLD lays it out as mkstipple would
  * (old_layout's rule, checked once per inode: each of its blocks then decoded once by a
- * walk in stream order) or stores none of its bytes: the walk's result; 1 when laid out
- * otherwise or when part of it lies in OLD's hot region; or -errno. */
+ * walk in stream order), stores none of its bytes, or has some in OLD's hot region (a
+ * file with hot ranges, such as a JDK's lib/modules: the hot blocks its ranges lie in
+ * are decoded again as the walk comes back to them, under the walks' bound): the walk's
+ * result; 1 when laid out otherwise; or -errno. */
 static int walk_if_ours(struct base *b, uint32_t ino, const struct stp_inode *old_inode,
 			struct old_walk *w)
 {
@@ -785,6 +787,8 @@ static int walk_if_ours(struct base *b, uint32_t ino, const struct stp_inode *ol
 	rc = layout_once(b, ino, &k, &hot);
 	if (rc == 1)
 		rc = stp_file_walk_read(b->img, &k.old, k.ext, 0, k.old.size, feed_piece, w);
+	else if (!rc && hot)
+		rc = stp_file_walk(b->img, &k.old, 0, k.old.size, feed_piece, w);
 	else if (!rc)
 		rc = 1; /* laid out unlike mkstipple: nothing to share, and no decode per piece */
 	return rc;
