@@ -67,6 +67,11 @@ int base_place(struct base *b);
 typedef int (*base_bytes_fn)(void *ctx, const uint8_t *bytes, size_t len);
 int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void *ctx);
 
+/* 1 when OLD's hot region was cut by content (mkstipple --cut-inside), its blocks
+ * padded where its files say: the new hot region is then cut so too, else at fixed
+ * sizes, as OLD's, so that unchanged hot blocks come out the same. */
+int base_hot_cut(const struct base *b);
+
 /* One line saying what was carried, for the summary. */
 void base_print(const struct base *b, FILE *out);
 

@@ -1282,10 +1282,11 @@ static int pack_cold_piece(struct packer *p, const struct piece *pc)
 /* Packs hot piece ORDER[I]. It starts on a page of the stream unless it goes on from the
  * one before: a stream page then belongs to one file, and a file page to one stream
  * page, so a page never straddles two blocks, which warming could not push (the mount
- * tracks what it warmed by page). In the stable layout the hot blocks are cut as the
- * cold ones are (cuts.h, at the hot block size), except inside a run of one file, so
- * that a hot file that changed, came or went leaves the hot blocks away from it as
- * they were. */
+ * tracks what it warmed by page). For a release series (o->cut_hot) the hot blocks
+ * are cut as the cold ones are (cuts.h, at the hot block size), except inside a run of
+ * one file, so that a hot file that changed, came or went leaves the hot blocks away
+ * from it as they were. Not by default: the cuts pad, and on GCC 12's recorded list
+ * the hot region grew by 29% (25.7 to 33.3 MiB), every byte of it decoded at mount. */
 static int pack_hot_piece(struct packer *p, const struct piece *order, size_t i)
 {
 	const struct piece *pc = &order[i];
@@ -1293,7 +1294,7 @@ static int pack_hot_piece(struct packer *p, const struct piece *order, size_t i)
 	uint64_t len = cuts_piece_len(pc), fill;
 	int rc = goes_on ? 0 : pad_page(p);
 
-	if (!p->o->stable || goes_on)
+	if (!p->o->stable || !p->o->cut_hot || goes_on)
 		return rc ? rc : pack_piece(p, pc);
 	fill = block_fill(p);
 	if (!rc && len && (p->cut_pending || cuts_before(&p->hot_cuts, fill, len))) {
