@@ -21,6 +21,7 @@
 #include "progress.h"
 #include "report.h"
 #include "source.h"
+#include "treewalk.h"
 #include "util.h"
 
 #define CMP_CHUNK ((size_t)1 << 20)
@@ -67,6 +68,7 @@ struct base {
 	struct stp_image *img;
 	struct stp_superblock sb;
 	uint64_t first_cold;     /* OLD's first block past its hot region */
+	int hot_cut;             /* OLD's hot region was cut by content (base_hot_cut) */
 	struct old_block *blocks;
 	struct kept *kept;
 	size_t nkept, nlive;
@@ -130,6 +132,57 @@ static int check_features(struct base *b, const struct pack_opts *o)
 	return 0;
 }
 
+/* The blocks of OLD's hot region whose last page some file's bytes lie in. */
+struct hot_ends {
+	const struct base *b;
+	uint8_t *full;           /* by hot block */
+};
+
+static int mark_end(void *ctx, const struct stp_file_piece *p)
+{
+	struct hot_ends *h = ctx;
+	const struct stp_superblock *sb = &h->b->sb;
+	uint64_t end;
+
+	if (p->block == STP_FILE_HOLE || p->block >= h->b->first_cold)
+		return 0;
+	/* a piece never crosses a block edge; blocks are whole pages (64K at least) */
+	end = stp_sb_block_end(sb, p->block);
+	if (p->stream_off + p->len > end - STP_HOT_PAGE)
+		h->full[p->block] = 1;
+	return 0;
+}
+
+static int mark_ends(void *ctx, uint32_t ino, const struct stp_inode *in)
+{
+	stp_file_walk(((struct hot_ends *)ctx)->b->img, in, 0, in->size, mark_end, ctx);
+	return 0; /* a file that does not walk: its pages count as padding */
+}
+
+/* Whether OLD's hot region was cut by content (mkstipple --cut-inside): a hot block
+ * before its last one ends in a page that no file's bytes lie in. Blocks cut at fixed
+ * sizes leave none (each hot piece starts on a page, right after the one before), so a
+ * release built on OLD cuts its hot region as OLD's was, and shares its hot blocks.
+ * One walk over OLD's extents, without decoding. 0 or 1. */
+static int old_hot_cut(const struct base *b)
+{
+	struct hot_ends h = { b, calloc(b->first_cold ? b->first_cold : 1, 1) };
+	int cut = 0;
+
+	if (!h.full)
+		return 0;
+	stp_treewalk_files(b->img, mark_ends, &h);
+	for (uint64_t k = 0; k + 1 < b->first_cold && !cut; k++)
+		cut = !h.full[k];
+	free(h.full);
+	return cut;
+}
+
+int base_hot_cut(const struct base *b)
+{
+	return b->hot_cut;
+}
+
 int base_open(const char *old, const struct pack_opts *o, struct base **out)
 {
 	struct base *b = calloc(1, sizeof(*b));
@@ -159,6 +212,7 @@ int base_open(const char *old, const struct pack_opts *o, struct base **out)
 	/* a block that holds any of OLD's hot region is not carried: that region is
 	 * built anew from this tree and its hot list */
 	b->first_cold = b->sb.hot_size ? stp_sb_block_of(&b->sb, b->sb.hot_size - 1) + 1 : 0;
+	b->hot_cut = old_hot_cut(b);
 	*out = b;
 	return 0;
 }
@@ -772,8 +826,10 @@ static int feed_piece(void *ctx, const struct stp_file_piece *p)
 
 /* Walks OLD's file OLD_INODE (inode INO) for W when OLD lays it out as mkstipple would
  * (old_layout's rule, checked once per inode: each of its blocks then decoded once by a
- * walk in stream order) or stores none of its bytes: the walk's result; 1 when laid out
- * otherwise or when part of it lies in OLD's hot region; or -errno. */
+ * walk in stream order), stores none of its bytes, or has some in OLD's hot region (a
+ * file with hot ranges, such as a JDK's lib/modules: the hot blocks its ranges lie in
+ * are decoded again as the walk comes back to them, under the walks' bound): the walk's
+ * result; 1 when laid out otherwise; or -errno. */
 static int walk_if_ours(struct base *b, uint32_t ino, const struct stp_inode *old_inode,
 			struct old_walk *w)
 {
@@ -785,6 +841,8 @@ static int walk_if_ours(struct base *b, uint32_t ino, const struct stp_inode *ol
 	rc = layout_once(b, ino, &k, &hot);
 	if (rc == 1)
 		rc = stp_file_walk_read(b->img, &k.old, k.ext, 0, k.old.size, feed_piece, w);
+	else if (!rc && hot)
+		rc = stp_file_walk(b->img, &k.old, 0, k.old.size, feed_piece, w);
 	else if (!rc)
 		rc = 1; /* laid out unlike mkstipple: nothing to share, and no decode per piece */
 	return rc;

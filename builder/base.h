@@ -59,12 +59,18 @@ int base_place(struct base *b);
 /* Feeds FN(CTX, BYTES, LEN) the bytes of the regular file that OLD holds at F's path,
  * in order, holes as zeros, each run valid during the call only; FN returns 0 to go on,
  * or an error that ends the walk. Returns 1 when OLD has no regular file there, 0 after
- * the walk, FN's error, or -errno for OLD (reported). Also 1, with nothing (or part)
- * fed, for a file OLD lays out unlike mkstipple or holds at more than twice F's size plus
- * a block, and once the walks have decoded twice OLD's blocks: a hostile OLD costs no
- * more than that. */
+ * the walk, FN's error, or -errno for OLD (reported). A file that lies partly in OLD's
+ * hot region is walked too (in file order, its hot blocks decoded as often as the walk
+ * comes back to them). Also 1, with nothing (or part) fed, for a file OLD lays out
+ * unlike mkstipple or holds at more than twice F's size plus a block, and once the walks
+ * have decoded twice OLD's blocks: a hostile OLD costs no more than that. */
 typedef int (*base_bytes_fn)(void *ctx, const uint8_t *bytes, size_t len);
 int base_old_bytes(struct base *b, const struct node *f, base_bytes_fn fn, void *ctx);
+
+/* 1 when OLD's hot region was cut by content (mkstipple --cut-inside), its blocks
+ * padded where its files say: the new hot region is then cut so too, else at fixed
+ * sizes, as OLD's, so that unchanged hot blocks come out the same. */
+int base_hot_cut(const struct base *b);
 
 /* One line saying what was carried, for the summary. */
 void base_print(const struct base *b, FILE *out);

@@ -181,26 +181,49 @@ static int plist_add(struct plist *l, struct piece pc)
 	return rc;
 }
 
+/* The cuts of OLD's file at one path, kept while the pieces of that file come (the
+ * rests a hot list leaves of one file follow one another): OLD's file is walked once. */
+struct old_cuts {
+	const struct node *file; /* NULL: none yet */
+	struct ids ids;
+};
+
+/* O's cuts for F's path, walked anew when O holds another file's. 0 or -errno. */
+static int old_cuts_of(struct base *base, const struct node *f, struct old_cuts *o,
+		       const struct chunk_rule *r, XXH3_state_t *id)
+{
+	int rc;
+
+	if (o->file == f)
+		return 0;
+	o->file = NULL;
+	o->ids.n = 0;
+	o->ids.c = (struct cutter){ .r = r, .id = id };
+	XXH3_64bits_reset(id);
+	rc = old_ids(base, f, &o->ids);
+	XXH3_64bits_reset(id);
+	if (!rc)
+		o->file = f;
+	return rc;
+}
+
 /* Adds PC to L, cut where its bytes say; left whole when the file cannot be read or,
- * when OLD (BASE, if not NULL) is given, shares too few of its cuts. */
+ * when OLD (BASE, if not NULL; its cuts in *OC) is given, shares too few of its cuts. */
 static int add_cut(struct plist *l, const struct piece *pc, const struct chunk_rule *r,
-		   uint8_t *buf, struct base *base, XXH3_state_t *id)
+		   uint8_t *buf, struct base *base, struct old_cuts *oc, XXH3_state_t *id)
 {
 	struct source_file sf = { .fd = -1 };
 	struct cutter c = { .r = r, .id = base ? id : NULL };
-	struct ids old = { .c = { .r = r, .id = id } };
+	const struct ids *old = &oc->ids;
 	size_t first = l->n;
 	uint64_t at = pc->start, from = pc->start, shared = 0;
 	int rc = 0;
 
 	if (base) {
-		XXH3_64bits_reset(id);
-		rc = old_ids(base, pc->file, &old);
-		XXH3_64bits_reset(id);
-		if (rc || !old.n) {
-			free(old.v);
+		rc = old_cuts_of(base, pc->file, oc, r, id);
+		if (rc || !old->n)
 			return rc ? rc : plist_add(l, *pc);
-		}
+		XXH3_64bits_reset(id); /* this piece's first cut starts here */
 	}
 	if (source_file_open(pc->file, &sf))
 		return plist_add(l, *pc);
@@ -216,7 +239,7 @@ static int add_cut(struct plist *l, const struct piece *pc, const struct chunk_r
 
 			used += k;
 			if (!c.len) { /* a cut after these bytes */
-				if (base && ids_have(&old, chunk_id(&c)))
+				if (base && ids_have(old, chunk_id(&c)))
 					shared += at + used - from;
 				rc = plist_add(l, (struct piece){ pc->file, from, at + used, 1 });
 				from = at + used;
@@ -226,11 +249,10 @@ static int add_cut(struct plist *l, const struct piece *pc, const struct chunk_r
 	}
 	source_file_close(&sf);
 	if (!rc && from < pc->end) {
-		if (base && ids_have(&old, chunk_id(&c)))
+		if (base && ids_have(old, chunk_id(&c)))
 			shared += pc->end - from;
 		rc = plist_add(l, (struct piece){ pc->file, from, pc->end, 1 });
 	}
-	free(old.v);
 	if (!rc && base && shared < (pc->end - pc->start) / SHARED_DEN) {
 		l->n = first; /* not worth its cost */
 		return plist_add(l, *pc);
@@ -245,6 +267,7 @@ int chunks_split(struct piece **order, size_t nhot, size_t *count, unsigned bloc
 {
 	uint64_t threshold = chunks_threshold(block_log, mean_log);
 	struct plist l = { 0 };
+	struct old_cuts oc = { 0 };
 	struct chunk_rule r;
 	uint8_t *buf = malloc(READ_SIZE);
 	XXH3_state_t *id = XXH3_createState();
@@ -256,8 +279,9 @@ int chunks_split(struct piece **order, size_t nhot, size_t *count, unsigned bloc
 		const struct piece *pc = &(*order)[i];
 
 		rc = i >= nhot && pc->end - pc->start >= threshold && !pc->file->trouble
-		     ? add_cut(&l, pc, &r, buf, base, id) : plist_add(&l, *pc);
+		     ? add_cut(&l, pc, &r, buf, base, &oc, id) : plist_add(&l, *pc);
 	}
+	free(oc.ids.v);
 	free(buf);
 	XXH3_freeState(id);
 	if (rc) {

@@ -69,6 +69,7 @@ static int pack_image(const struct options *o, const struct tree *t, struct piec
 
 	pack.carry = base ? &carry : NULL;
 	pack.end_body = o->cut_inside;
+	pack.cut_hot = o->cut_inside && (!base || base_hot_cut(base));
 	if (!rc)
 		rc = meta_check_size(t); /* before any block is written */
 	if (!rc && o->cut_inside)

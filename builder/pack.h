@@ -44,6 +44,8 @@ struct pack_opts {
 	const struct pack_carry *carry; /* NULL: none; only with stable */
 	int end_body;      /* a block padded over half with zeros ends its last zstd block
 			    * where its bytes end (--cut-inside): readers decode no zeros */
+	int cut_hot;       /* with stable, a release series (--cut-inside, --base): the hot
+			    * region cut by content too, at the cost of its padding */
 };
 
 struct pack_result {
@@ -76,8 +78,10 @@ struct pack_result {
  * file that cannot be read is reported, counted in r->failed and given no extents: the
  * caller must not keep the image. Either way the build goes on, so that every problem is
  * reported in one pass. Returns 0, or -errno (reported) when the image cannot be written
- * or memory runs out. With o->stable the cold blocks are cut as cuts.h says, the hot
- * region ends on a block, and filtered blocks are filtered from position 0 (feature
+ * or memory runs out. With o->stable the cold blocks are cut as cuts.h says (with
+ * o->cut_hot the hot ones too, at their own block size, never inside a run of one
+ * file), the hot region ends on a block, hot blocks are compressed whole whatever
+ * o->end_body says, and filtered blocks are filtered from position 0 (feature
  * BCJ_RELATIVE). */
 int pack_files(const struct piece *order, size_t n, size_t nhot, int fd, uint64_t start,
 	       const struct pack_opts *o, struct pack_result *r);

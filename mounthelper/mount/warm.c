@@ -107,7 +107,20 @@ static int unhold_locked(struct stp_warmer *w, uint64_t k, struct stp_block_ref 
 	return 1;
 }
 
-/* K's hot bytes are all in the page cache: nothing needs the block any more. */
+/* Whether block K holds zeros of no file (a hot block cut early, or the end of a hot
+ * region padded to its block). */
+static int block_padded(const struct stp_warmer *w, uint64_t k)
+{
+	uint64_t start = stp_sb_block_start(w->sb, k), end = stp_sb_block_end(w->sb, k);
+
+	end = end < w->hot_size ? end : w->hot_size;
+	return w->plan.block_pages[k] < (end - start + STP_HOT_PAGE - 1) / STP_HOT_PAGE;
+}
+
+/* K's hot bytes are all in the page cache: nothing needs the block any more. A padded
+ * one goes back to the cache's LRU instead: such blocks were held until warming ended,
+ * and a read that still comes for them (the kernel may not keep every stored page) found
+ * them decoded. */
 static void block_consumed(struct stp_warmer *w, uint64_t k)
 {
 	struct stp_block_ref ref;
@@ -118,7 +131,8 @@ static void block_consumed(struct stp_warmer *w, uint64_t k)
 	pthread_mutex_unlock(&w->lock);
 	if (had) {
 		stp_cache_release(w->cache, &ref);
-		stp_cache_drop(w->cache, k);
+		if (!block_padded(w, k))
+			stp_cache_drop(w->cache, k);
 	}
 }
 

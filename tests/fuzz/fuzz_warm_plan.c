@@ -39,7 +39,13 @@ static void check_blocks(const struct stp_warm_plan *p)
 				   p->follow_end <= stp_sb_block_len(p->sb, p->nblocks)));
 	for (uint64_t k = 0; k < p->nblocks; k++) {
 		FUZZ_ASSERT(p->block_first[k] <= p->block_first[k + 1]);
-		FUZZ_ASSERT(p->block_pages[k] > 0);
+		uint64_t end = stp_sb_block_end(p->sb, k) < p->hot_size ? stp_sb_block_end(p->sb, k)
+									: p->hot_size;
+
+		/* hot pages are file pages, never padding: a block of none holds no segment */
+		FUZZ_ASSERT((p->block_pages[k] > 0) == (p->block_first[k] < p->block_first[k + 1]));
+		FUZZ_ASSERT(p->block_pages[k] <= (end - stp_sb_block_start(p->sb, k) +
+						  STP_HOT_PAGE - 1) / STP_HOT_PAGE);
 		for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
 			FUZZ_ASSERT(stp_sb_block_of(p->sb, p->segs[i].stream_off) == k);
 	}
