@@ -144,6 +144,15 @@ def image_of(tmp_path):
     return build
 
 
+def process_alive(pid):
+    """Whether process PID runs (not gone, not a zombie)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def is_mounted(path):
     """Whether something is mounted at PATH (mounts.py: libmount's reading)."""
     return mounts.at(path) is not None

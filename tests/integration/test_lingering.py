@@ -15,7 +15,7 @@ import pytest
 
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
-from conftest import STIPPLE, build_image, mount_image, read_file, run, unmount
+from conftest import STIPPLE, build_image, mount_image, process_alive, read_file, run, unmount
 from test_http import as_nobody, fuse_open_to_users
 from test_http_closing import kill_leftovers, processes_of
 
@@ -48,7 +48,7 @@ def assert_gone(what, pids):
     left = pids
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = [p for p in pids if alive(p)]
+        left = [p for p in pids if process_alive(p)]
     assert not left, "%s still there %d s after umount: %s" % (what, GONE_LIMIT, left)
 
 
@@ -57,14 +57,6 @@ def umount2(mnt):
     daemon never answers."""
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.umount2(os.fsencode(mnt), 0) == 0, os.strerror(ctypes.get_errno())
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -106,7 +98,7 @@ def test_a_daemon_that_stays_after_its_mount_is_ended(gen_image):
         assert_gone("the stopped daemon", daemons)
     finally:
         for pid in daemons if "daemons" in dir() else []:
-            if alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 

@@ -12,7 +12,8 @@ import pytest
 
 import mounts
 import treeutil
-from conftest import MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
+from conftest import (MKSTIPPLE, MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, process_alive,
+                      run, unmount)
 from imageutil import superblock
 from test_sandbox import status_fields, watchers_of
 
@@ -102,14 +103,6 @@ def test_watcher_cannot_regain_root(gen_image, gen_tree, mnt):
 
 # ---- the mount point, pinned (review 4) -------------------------------------------------
 
-def exists_alive(pid):
-    """Whether process PID runs (not gone, not a zombie)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
 
 def wait_for_line(path, text, proc, timeout=30):
     """Waits until the file PATH holds TEXT (PROC still running)."""
@@ -150,9 +143,9 @@ def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
         os.rename(mnt, moved)
         os.symlink(target, mnt)
         deadline = time.monotonic() + 60
-        while exists_alive(monitor) and time.monotonic() < deadline:
+        while process_alive(monitor) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not exists_alive(monitor), "the monitor never ended"
+        assert not process_alive(monitor), "the monitor never ended"
         assert not is_mounted(target), "root's directory was mounted over"
         assert (target / "precious").read_text() == "root's\n"
         m = mounts.at(moved)
