@@ -133,6 +133,14 @@ static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, pid_t pid,
  * goes through socketcall, on i386, mipsel, ppc64el and s390x, the filter cannot see the
  * family). The
  * calls: stp_syscalls_fetcher.
+ *
+ * It sends no descriptor: sendmsg and sendmmsg, the only calls that can attach one, are
+ * answered ENOSYS (libcurl and OpenSSL send with send and sendto; OpenSSL's sendmsg is for
+ * kernel TLS and DTLS, neither used; glibc's resolver falls back from sendmmsg to send).
+ * A descriptor attached to a message the monitor reads, even by read(2), is closed by
+ * the monitor, or by the kernel in its name, and the last close of a TCP socket left
+ * with unsent data and SO_LINGER waits for as long as that asks: hours, beyond every
+ * deadline of the mount (review 10 #1).
  */
 /*
  * fcntl: what libcurl and OpenSSL ask on their sockets (strace of a fetch, HTTP and
@@ -161,6 +169,8 @@ static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 	static const char *const socket_call[] = { "socket", NULL };
 	static const int named[] = { SCMP_SYS(access), SCMP_SYS(faccessat),
 				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
+	/* the only calls that pass descriptors (SCM_RIGHTS): see above */
+	static const int unsent[] = { SCMP_SYS(sendmsg), SCMP_SYS(sendmmsg) };
 	int rc = stp_syscalls_allow_values(ctx, socket_call, 0, families,
 					   sizeof(families) / sizeof(families[0]));
 
@@ -178,6 +188,8 @@ static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 		rc = stp_syscalls_refuse_path_stat(ctx, EACCES);
 	for (size_t i = 0; !rc && i < sizeof(named) / sizeof(named[0]); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
+	for (size_t i = 0; !rc && i < sizeof(unsent) / sizeof(unsent[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), unsent[i], 0);
 	if (!rc)
 		rc = add_fcntl_rules(ctx);
 	/* its own RLIMIT_FSIZE, RLIMIT_DATA and RLIMIT_AS, lowered to the largest block and

@@ -610,6 +610,53 @@ static void test_fetcher(bool as_user)
 	as_fetcher = false;
 }
 
+/* The fetcher passes no descriptor (review 10 #1): the monitor would close it, and the last
+ * close of a TCP socket with SO_LINGER waits for hours. Over a socket pair, as on the
+ * fetcher's control socket; plain sends still go. */
+static int send_fd(bool mmsg)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl = { 0 };
+	char byte = 'x';
+	struct iovec iov = { &byte, 1 };
+	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1,
+					   .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) } };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mm.msg_hdr);
+	int sv[2];
+	long rc;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) || send(sv[0], "y", 1, 0) != 1)
+		return PROBE_WRONG;
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &scratch_fd, sizeof(int));
+	rc = mmsg ? sendmmsg(sv[0], &mm, 1, 0) : sendmsg(sv[0], &mm.msg_hdr, 0);
+	return rc < 0 && errno == ENOSYS ? PROBE_OK : PROBE_WRONG;
+}
+
+static int probe_sendmsg_fd(void)
+{
+	return send_fd(false);
+}
+
+static int probe_sendmmsg_fd(void)
+{
+	return send_fd(true);
+}
+
+static void test_fetcher_sends_no_fd(bool as_user)
+{
+	as_fetcher = true;
+	expect("fetcher: sendmsg (a descriptor attached) answers ENOSYS", STP_SANDBOX_ON, as_user,
+	       probe_sendmsg_fd, false);
+	expect("fetcher: sendmmsg (a descriptor attached) answers ENOSYS", STP_SANDBOX_ON,
+	       as_user, probe_sendmmsg_fd, false);
+	as_fetcher = false;
+}
+
 /* Under sandbox=log a denied call goes through (and is logged by the kernel). */
 static void test_log_mode(void)
 {
@@ -1376,6 +1423,8 @@ int main(void)
 	test_log_mode();
 	test_fetcher(false);
 	test_fetcher(true);
+	test_fetcher_sends_no_fd(false);
+	test_fetcher_sends_no_fd(true);
 	test_confined_state(true);
 	test_confined_state(false);
 	/* the empty root entered ahead, as root's daemon does while it waits for its setup;
