@@ -844,6 +844,25 @@ static void *park(void *arg)
  * A child enters the sandbox, starts a thread, says it is ready and waits; meanwhile the
  * parent reads its /proc entries.
  */
+/* RLIMIT_NPROC, soft and hard, at most STP_SANDBOX_TASKS_MAX: threads made by raw clone
+ * cost no counted memory, and unbounded they take the host's every pid (review 10 #2). */
+static void check_task_limit(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long soft = ~0ull, hard = ~0ull;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Max processes", 13))
+			sscanf(line + 13, "%llu %llu", &soft, &hard);
+	if (f)
+		fclose(f);
+	report(hard <= STP_SANDBOX_TASKS_MAX && soft <= hard,
+	       "RLIMIT_NPROC at most %u (soft %llu, hard %llu)", STP_SANDBOX_TASKS_MAX, soft, hard);
+}
+
 static void test_confined_state(bool as_root)
 {
 	int ready[2], go[2], dropped, status;
@@ -878,6 +897,7 @@ static void test_confined_state(bool as_root)
 
 		check_threads(pid, as_root);
 		check_fds(pid, keep, 3, dropped);
+		check_task_limit(pid);
 		if (as_root || user_namespaces)
 			check_mounts(pid);
 		else
