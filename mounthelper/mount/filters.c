@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fuse.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,16 +164,46 @@ static int add_fcntl_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/*
+ * Internet sockets of TCP or UDP only (protocol 0 or named), stream or datagram
+ * (SOCK_NONBLOCK and SOCK_CLOEXEC aside): libcurl's connections, its probe of IPv6 (a
+ * datagram socket) and the C library's address sorting. Any other protocol, a
+ * sequenced-packet type (SCTP) or a raw one falls to the default: asking for one would
+ * have the kernel load its module (sctp, l2tp_ip), code the fetcher has no use for.
+ * Where socket goes through socketcall, libseccomp can check only which call it is: the
+ * family's rule (stp_syscalls_allow_values) becomes that.
+ */
+static int add_socket_rules(scmp_filter_ctx ctx)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	static const char *const socket_call[] = { "socket", NULL };
+	static const struct {
+		int type, proto;
+	} kinds[] = { { SOCK_STREAM, 0 }, { SOCK_STREAM, IPPROTO_TCP },
+		      { SOCK_DGRAM, 0 }, { SOCK_DGRAM, IPPROTO_UDP } };
+	int rc = 0;
+
+	if (seccomp_syscall_resolve_name_arch(stp_syscalls_filter_arch(ctx), "socket") < 0)
+		return stp_syscalls_allow_values(ctx, socket_call, 0, families,
+						 sizeof(families) / sizeof(families[0]));
+	for (size_t f = 0; !rc && f < sizeof(families) / sizeof(families[0]); f++)
+		for (size_t k = 0; !rc && k < sizeof(kinds) / sizeof(kinds[0]); k++)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+					      SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)families[f]),
+					      SCMP_A1_32(SCMP_CMP_MASKED_EQ, 0xf,
+							 (uint32_t)kinds[k].type),
+					      SCMP_A2_32(SCMP_CMP_EQ, (uint32_t)kinds[k].proto));
+	return rc;
+}
+
 static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 {
-	static const int families[] = { AF_INET, AF_INET6 }, refused[] = { AF_UNIX, AF_NETLINK };
-	static const char *const socket_call[] = { "socket", NULL };
+	static const int refused[] = { AF_UNIX, AF_NETLINK };
 	static const int named[] = { SCMP_SYS(access), SCMP_SYS(faccessat),
 				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
 	/* the only calls that pass descriptors (SCM_RIGHTS): see above */
 	static const int unsent[] = { SCMP_SYS(sendmsg), SCMP_SYS(sendmmsg) };
-	int rc = stp_syscalls_allow_values(ctx, socket_call, 0, families,
-					   sizeof(families) / sizeof(families[0]));
+	int rc = add_socket_rules(ctx);
 
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
