@@ -433,6 +433,16 @@ static void test_fetcher(const struct arch *a)
 		expect(&flt, "send", "send", NULL, ALLOW);
 		expect(&flt, "recv", "recv", NULL, ALLOW);
 	}
+	/* no descriptor goes out (review 10 #1), by either way of making the call */
+	if (a->socketcall) {
+		expect(&flt, "socketcall(SYS_SENDMSG)", "socketcall", ARGS(SYS_SENDMSG),
+		       SCMP_ACT_ERRNO(ENOSYS));
+		expect(&flt, "socketcall(SYS_SENDMMSG)", "socketcall", ARGS(SYS_SENDMMSG),
+		       SCMP_ACT_ERRNO(ENOSYS));
+	} else {
+		expect(&flt, "sendmsg", "sendmsg", NULL, SCMP_ACT_ERRNO(ENOSYS));
+		expect(&flt, "sendmmsg", "sendmmsg", NULL, SCMP_ACT_ERRNO(ENOSYS));
+	}
 	expect(&flt, "FUSE ioctl", "ioctl", NULL, KILL);
 	free(flt.prog);
 }
