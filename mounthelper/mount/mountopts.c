@@ -249,8 +249,8 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	       parse_string(o, name, value, err, errlen);
 }
 
-/* An option as mount(8) splits it (optstr.h): NAME (NAMESZ bytes), then VAL (VALSZ bytes) or no
- * value (VAL NULL); TEXT is the whole option, NUL-terminated, quotes kept. */
+/* An option as mount(8) splits it (optstr.h): NAME (NAMESZ bytes), then VAL (VALSZ
+ * bytes) or no value (VAL NULL); TEXT is the whole option, NUL-terminated, quotes kept. */
 struct opt {
 	const char *name;
 	size_t namesz;

@@ -18,7 +18,7 @@ bool stp_optstr_next(const char **cursor, struct stp_opt *op)
 			continue;
 		if (!sep && p > start && *p == '=')
 			sep = p;
-		if (*p != ',' && p[1])
+		if (*p != ',' && p[1]) /* a comma or the last character ends the item */
 			continue;
 		stop = *p == ',' ? p : p + 1;
 		*op = (struct stp_opt){ start, (size_t)((sep ? sep : stop) - start), NULL, 0 };
@@ -58,10 +58,10 @@ int stp_optstr_find(const char *list, const char *name, struct stp_opt *op)
 static const char *const linux_map[] = {
 	"ro", "rw", "exec", "noexec", "suid", "nosuid", "dev", "nodev", "sync", "async",
 	"dirsync", "remount", "bind", "rbind", "silent", "loud", "mand", "nomand", "atime",
-	"noatime", "iversion", "noiversion",
-	"diratime", "nodiratime", "relatime", "norelatime", "strictatime", "nostrictatime",
-	"lazytime", "nolazytime", "unbindable", "runbindable", "private", "rprivate",
-	"slave", "rslave", "shared", "rshared", "symfollow", "nosymfollow", NULL,
+	"noatime", "iversion", "noiversion", "diratime", "nodiratime", "relatime",
+	"norelatime", "strictatime", "nostrictatime", "lazytime", "nolazytime", "unbindable",
+	"runbindable", "private", "rprivate", "slave", "rslave", "shared", "rshared",
+	"symfollow", "nosymfollow", NULL,
 };
 
 static const char *const user_map[] = {
