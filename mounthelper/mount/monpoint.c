@@ -19,8 +19,8 @@
 
 /* Whether the directory pinned may be a mount point: not when the kernel says it is no
  * mount's root (statx, Linux 5.8; DONT_SYNC: no request to a FUSE daemon there). Then
- * nothing is mounted on it, and the mount table (libmount's parse of all of it, twice,
- * on every mount's way to live) need not be read. */
+ * nothing is mounted on it, and the mount table (all of it, twice, on every mount's way
+ * to live) need not be read. */
 static bool may_be_mounted_on(int fd)
 {
 	struct statx stx;

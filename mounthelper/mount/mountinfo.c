@@ -1,89 +1,204 @@
 /* SPDX-License-Identifier: MIT */
-/* What is mounted where (mountinfo.h), through libmount. */
+/* What is mounted where (mountinfo.h): the kernel's table, read line by line. */
 #include "mountinfo.h"
 
 #include <errno.h>
-#include <libmount.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
-typedef void (*look_fn)(struct libmnt_fs *fs, void *ctx);
+#include "optstr.h"
+
+/* The next field of *LINE, ended by one space (the kernel's separator) or the line's
+ * end, NUL-terminated in place; NULL when the line has ended. */
+static char *field(char **line)
+{
+	char *f = *line;
+
+	if (!f)
+		return NULL;
+	*line = strchr(f, ' ');
+	if (*line)
+		*(*line)++ = '\0';
+	return f;
+}
+
+#define DIGITS "0123456789"
+
+static bool octal(char c)
+{
+	return c >= '0' && c <= '7';
+}
+
+/* Undoes, in place, the kernel's \ooo escapes (of space, tab, newline and backslash);
+ * any other backslash stays, as libmount leaves it. */
+static char *unescape(char *s)
+{
+	char *d = s;
+
+	for (const char *p = s; *p;) {
+		if (p[0] == '\\' && octal(p[1]) && octal(p[2]) && octal(p[3])) {
+			*d++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+			p += 4;
+		} else {
+			*d++ = *p++;
+		}
+	}
+	*d = '\0';
+	return s;
+}
+
+/* Whether S is made of SET's characters, and not empty. */
+static bool only(const char *s, const char *set)
+{
+	return *s && strspn(s, set) == strlen(s);
+}
+
+/* ID PARENT MAJOR:MINOR ROOT TARGET OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+int stp_mountinfo_parse_line(char *line, struct stp_mountinfo_entry *e)
+{
+	char *id = field(&line), *parent = field(&line), *devno = field(&line), *f, *end;
+	char *root, *target, *fstype, *source;
+	unsigned long major, minor;
+
+	if (!devno || !only(id, DIGITS) || !only(parent, DIGITS) || !only(devno, DIGITS ":"))
+		return -EINVAL;
+	major = strtoul(devno, &end, 10);
+	if (end == devno || *end != ':' || (minor = strtoul(end + 1, &f, 10), f == end + 1 || *f))
+		return -EINVAL;
+	root = field(&line);
+	target = field(&line);
+	if (!target || !field(&line))
+		return -EINVAL;
+	while ((f = field(&line)) && strcmp(f, "-"))
+		;
+	fstype = field(&line);
+	source = field(&line);
+	if (!line || strchr(line, ' '))
+		return -EINVAL;
+	*e = (struct stp_mountinfo_entry){ makedev(major, minor), unescape(root), unescape(target),
+					   unescape(fstype), unescape(source), unescape(line) };
+	return 0;
+}
+
+int stp_mountinfo_each(const char *table, stp_mountinfo_fn fn, void *ctx)
+{
+	FILE *f = fopen(table, "re");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int err = 0;
+
+	if (!f)
+		return -errno;
+	while (!err && (len = getline(&line, &cap, f)) > 0) {
+		struct stp_mountinfo_entry e;
+
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		if ((size_t)len > STP_MOUNTINFO_LINE_MAX)
+			err = -EOVERFLOW;
+		else if (stp_mountinfo_parse_line(line, &e))
+			err = -EBADMSG;
+		else
+			err = fn(&e, ctx);
+	}
+	if (!err && ferror(f))
+		err = -EIO;
+	free(line);
+	fclose(f);
+	return err > 0 ? 0 : err;
+}
+
+struct at {
+	const char *mountpoint;
+	stp_mountinfo_fn fn;
+	void *ctx;
+};
+
+static int if_at(const struct stp_mountinfo_entry *e, void *ctx)
+{
+	struct at *a = ctx;
+
+	return strcmp(e->target, a->mountpoint) ? 0 : a->fn(e, a->ctx);
+}
 
 /* Calls FN for each mount at MOUNTPOINT in the mountinfo file TABLE, in the order they
  * were made (the last is on top). No path is canonicalised: nothing on the mount is
  * looked at. */
-static int each_mount_at(const char *table, const char *mountpoint, look_fn fn, void *ctx)
+static int each_mount_at(const char *table, const char *mountpoint, stp_mountinfo_fn fn,
+			 void *ctx)
 {
-	struct libmnt_table *tb = mnt_new_table_from_file(table);
-	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-	struct libmnt_fs *fs;
-	int err = 0;
+	struct at a = { mountpoint, fn, ctx };
 
-	if (!tb || !it)
-		err = errno ? -errno : -ENOMEM;
-
-	while (!err && !mnt_table_next_fs(tb, it, &fs)) {
-		const char *target = mnt_fs_get_target(fs);
-
-		if (target && !strcmp(target, mountpoint))
-			fn(fs, ctx);
-	}
-	mnt_free_iter(it);
-	mnt_unref_table(tb);
-	return err;
+	return stp_mountinfo_each(table, if_at, &a);
 }
 
-struct ours {
+static bool ours(const struct stp_mountinfo_entry *e, const char *source)
+{
+	return !strcmp(e->fstype, "fuse.stipple") && !strcmp(e->source, source);
+}
+
+struct count {
 	const char *source;
 	unsigned *count;
 	int *top;
 };
 
-static void look_ours(struct libmnt_fs *fs, void *ctx)
+static int count_ours(const struct stp_mountinfo_entry *e, void *ctx)
 {
-	struct ours *o = ctx;
-	const char *type = mnt_fs_get_fstype(fs), *src = mnt_fs_get_source(fs);
+	struct count *c = ctx;
 
-	*o->top = type && src && !strcmp(type, "fuse.stipple") && !strcmp(src, o->source);
-	*o->count += (unsigned)*o->top;
+	*c->top = ours(e, c->source);
+	*c->count += (unsigned)*c->top;
+	return 0;
 }
 
 int stp_mountinfo_ours(const char *mountpoint, const char *source, unsigned *count, int *top)
 {
-	struct ours o = { source, count, top };
+	struct count c = { source, count, top };
 
 	*count = 0;
 	*top = 0;
-	return each_mount_at(STP_MOUNTINFO_SELF, mountpoint, look_ours, &o);
+	return each_mount_at(STP_MOUNTINFO_SELF, mountpoint, count_ours, &c);
 }
 
-/* Whether FS's superblock option user_id= is UID. */
-static int user_is(struct libmnt_fs *fs, uid_t uid)
-{
-	const char *opts = mnt_fs_get_fs_options(fs);
-	char *value = NULL, num[24];
-	size_t len = 0;
+struct made {
+	dev_t dev;
+	const char *source;
+	uid_t uid;
+	int found; /* of the last mount of DEV: 1 ours, -1 not */
+};
 
-	if (!opts || mnt_optstr_get_option(opts, "user_id", &value, &len) || !value ||
-	    len >= sizeof(num))
-		return 0;
+/* Whether the superblock option user_id= of E is UID. */
+static bool user_is(const struct stp_mountinfo_entry *e, uid_t uid)
+{
+	struct stp_opt op;
+	char num[24];
+
+	if (stp_optstr_find(e->options, "user_id", &op) || !op.val)
+		return false;
 	snprintf(num, sizeof(num), "%u", (unsigned)uid);
-	return strlen(num) == len && !memcmp(num, value, len);
+	return strlen(num) == op.valsz && !memcmp(num, op.val, op.valsz);
+}
+
+static int last_of_dev(const struct stp_mountinfo_entry *e, void *ctx)
+{
+	struct made *m = ctx;
+
+	if (e->dev == m->dev)
+		m->found = ours(e, m->source) && user_is(e, m->uid) ? 1 : -1;
+	return 0;
 }
 
 int stp_mountinfo_made_for(dev_t dev, const char *source, uid_t uid)
 {
-	struct libmnt_table *tb = mnt_new_table_from_file(STP_MOUNTINFO_SELF);
-	struct libmnt_fs *fs = tb ? mnt_table_find_devno(tb, dev, MNT_ITER_BACKWARD) : NULL;
-	const char *type = fs ? mnt_fs_get_fstype(fs) : NULL;
-	const char *src = fs ? mnt_fs_get_source(fs) : NULL;
-	int ours = type && src && !strcmp(type, "fuse.stipple") && !strcmp(src, source) &&
-		   user_is(fs, uid);
+	struct made m = { dev, source, uid, 0 };
+	int err = stp_mountinfo_each(STP_MOUNTINFO_SELF, last_of_dev, &m);
 
-	if (!tb)
-		return errno ? -errno : -ENOMEM;
-	mnt_unref_table(tb);
-	return ours ? 0 : -ESTALE;
+	return err ? err : m.found > 0 ? 0 : -ESTALE;
 }
 
 struct top {
@@ -92,15 +207,15 @@ struct top {
 	int found;
 };
 
-static void look_top(struct libmnt_fs *fs, void *ctx)
+static int look_top(const struct stp_mountinfo_entry *e, void *ctx)
 {
 	struct top *t = ctx;
-	const char *src = mnt_fs_get_source(fs), *type = mnt_fs_get_fstype(fs);
 
-	snprintf(t->source, t->cap, "%s", src ? src : "none");
-	snprintf(t->fstype, t->cap, "%s", type ? type : "?");
+	snprintf(t->source, t->cap, "%s", e->source);
+	snprintf(t->fstype, t->cap, "%s", e->fstype);
 	/* an automounter's trigger waits for the real mount to go on top of it */
-	t->found = !type || strcmp(type, "autofs");
+	t->found = strcmp(e->fstype, "autofs") != 0;
+	return 0;
 }
 
 int stp_mountinfo_top_from_file(const char *table, const char *mountpoint, char *source,

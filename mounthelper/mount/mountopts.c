@@ -12,11 +12,10 @@
 #include <unistd.h>
 #include <strings.h>
 
-#include <libmount.h>
-
 #include "diskcache.h"
 #include "http.h"
 #include "imgsrc.h"
+#include "optstr.h"
 #include "util.h"
 #include "image.h"
 
@@ -250,8 +249,8 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	       parse_string(o, name, value, err, errlen);
 }
 
-/* An option as libmount found it: NAME (NAMESZ bytes), then VAL (VALSZ bytes) or no
- * value (VAL NULL); TEXT is the whole option, NUL-terminated, quotes kept. */
+/* An option as mount(8) splits it (optstr.h): NAME (NAMESZ bytes), then VAL (VALSZ
+ * bytes) or no value (VAL NULL); TEXT is the whole option, NUL-terminated, quotes kept. */
 struct opt {
 	const char *name;
 	size_t namesz;
@@ -351,20 +350,21 @@ static int take_fs(struct stp_mount_opts *o, const struct opt *op, char *err, si
 
 typedef int (*take_fn)(struct stp_mount_opts *, const struct opt *, char *, size_t);
 
-/* Hands each option of LIST (one of mnt_split_optstr's, may be NULL) to TAKE. */
-static int each_option(struct stp_mount_opts *o, char *list, take_fn take, char *err,
-		       size_t errlen)
+/* Hands each option of LIST that mount(8) would put in MAP's list to TAKE, in order. */
+static int each_option(struct stp_mount_opts *o, const char *list, enum stp_optstr_map map,
+		       take_fn take, char *err, size_t errlen)
 {
-	char *next = list, *name, *val;
-	size_t namesz, valsz;
-	int ret = 0, rc = 0;
+	struct stp_opt item;
+	int ret = 0;
 
-	while (list && !ret && !(rc = mnt_optstr_next_option(&next, &name, &namesz, &val, &valsz))) {
-		struct opt op = { name, namesz, val, valsz, NULL };
-		size_t len = val ? (size_t)(val + valsz - name) : namesz;
-		char *text = strndup(name, len);
+	while (!ret && stp_optstr_next(&list, &item)) {
+		size_t len = item.val ? (size_t)(item.val + item.valsz - item.name) : item.namesz;
+		struct opt op = { item.name, item.namesz, item.val, item.valsz, NULL };
+		char *text;
 
-		if (!text)
+		if (stp_optstr_map(&item) != map)
+			continue;
+		if (!(text = strndup(item.name, len)))
 			return stp_errf(err, errlen, -ENOMEM, "out of memory");
 		op.text = text;
 		ret = take(o, &op, err, errlen);
@@ -372,13 +372,11 @@ static int each_option(struct stp_mount_opts *o, char *list, take_fn take, char 
 			stp_errf(err, errlen, ret, "out of memory");
 		free(text);
 	}
-	if (!ret && list && rc < 0)
-		ret = stp_errf(err, errlen, -EINVAL, "cannot parse mount options '%s'", list);
 	return ret;
 }
 
-/* libmount treats every double quote as opening or closing a quoted part, and stops at an
- * open one without a word: an odd count is refused here. */
+/* A double quote left open would end the list there without a word (optstr.h): an odd
+ * count is refused instead. */
 static bool quotes_balanced(const char *list)
 {
 	size_t n = 0;
@@ -388,24 +386,20 @@ static bool quotes_balanced(const char *list)
 	return n % 2 == 0;
 }
 
+/* mount(8)'s options first, then the kernel's flags, then the rest, as mount(8) hands
+ * them over. */
 int stp_mountopts_parse_list(struct stp_mount_opts *o, const char *list, char *err,
 			     size_t errlen)
 {
-	char *user = NULL, *vfs = NULL, *fs = NULL;
 	int ret;
 
 	if (!quotes_balanced(list))
 		return stp_errf(err, errlen, -EINVAL, "unbalanced quote in mount options '%s'", list);
-	if (mnt_split_optstr(list, &user, &vfs, &fs, 0, 0))
-		return stp_errf(err, errlen, -ENOMEM, "out of memory");
-	ret = each_option(o, user, take_mount8, err, errlen);
+	ret = each_option(o, list, STP_OPTSTR_USER, take_mount8, err, errlen);
 	if (!ret)
-		ret = each_option(o, vfs, take_vfs, err, errlen);
+		ret = each_option(o, list, STP_OPTSTR_VFS, take_vfs, err, errlen);
 	if (!ret)
-		ret = each_option(o, fs, take_fs, err, errlen);
-	free(user);
-	free(vfs);
-	free(fs);
+		ret = each_option(o, list, STP_OPTSTR_FS, take_fs, err, errlen);
 	return ret;
 }
 
@@ -506,7 +500,7 @@ int stp_mountopts_check_user(const struct stp_mount_opts *o, char *err, size_t e
 	if (!o->restricted)
 		return 0;
 	for (const char *const *f = flags; *f; f++)
-		if (o->passthrough && !mnt_optstr_get_option(o->passthrough, *f, NULL, NULL))
+		if (o->passthrough && !stp_optstr_find(o->passthrough, *f, NULL))
 			return stp_errf(err, errlen, -EPERM,
 				    "option %s: refused for a user's mount (fusermount3 always mounts nosuid,nodev for users)",
 				    *f);

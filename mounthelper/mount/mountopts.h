@@ -3,8 +3,8 @@
  * Mount options: the argv of a mount(8) helper, `-o` option lists, and the option string
  * handed to libfuse.
  *
- * An option list is split by libmount as mount(8) splits it: at commas outside double
- * quotes; a backslash is an ordinary character. Options meant for mount(8) itself
+ * An option list is split as mount(8) splits it (optstr.h, libmount's rules): at commas
+ * outside double quotes; a backslash is an ordinary character. Options meant for mount(8) itself
  * (defaults, auto, noauto, nofail, _netdev, user, users, nouser, owner, group, x-*,
  * comment=, user=, uhelper=) are dropped; user, users, owner and group (mount(8) runs us
  * for a user) mark the mount as a user's. stipple's own settings (cache_budget=,

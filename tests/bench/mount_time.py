@@ -15,9 +15,17 @@ With --before DIR (another build, e.g. of the commit before a change; repeatable
 front ends join the same rounds, named after DIR's parent folder, so a change is measured against its base on the same load. Every
 stipple kind is also given with its ratio to squashfuse_ll.
 
+The sandbox's user: root's daemon runs as the system user "stipple", which the Debian
+package creates (debian/stipple.postinst). Without it, the monitor's look-up asks every
+source in nsswitch.conf before it falls back to "nobody" (about 3 ms here), which is not
+what an installed system pays. So the run creates "stipple" as the package would
+(systemd-sysusers with mounthelper/sysusers.d/stipple.conf, else adduser --system) when
+it does not exist, and removes it (userdel, groupdel) at the end; --without-user measures
+with no such user instead (and refuses to run if one exists), to see what the look-up costs.
+
 usage: mount_time.py --stipple-image IMG [--squash-image IMG] [--build DIR] [--rounds N]
                      [--cold] [--before DIR] [--no-prime] [--only mount.stipple,...]
-                     [--options OPTS]
+                     [--options OPTS] [--without-user]
 Needs root. The images are built beforehand, e.g. for a tree of a million files:
     mkstipple TREE scale.stp
     mksquashfs TREE scale.sqfs -comp zstd -Xcompression-level 19 -b 1M
@@ -26,6 +34,9 @@ Needs root. The images are built beforehand, e.g. for a tree of a million files:
 import argparse
 import contextlib
 import os
+import grp
+import pwd
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -39,6 +50,43 @@ def mounted(mnt):
     # table takes about 0.5 ms here, more than the 0.2 ms this poll resolves.
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == mnt for line in f)
+
+
+SANDBOX_USER = "stipple"
+SYSUSERS = os.path.join(HERE, "..", "..", "mounthelper", "sysusers.d", "stipple.conf")
+
+
+def exists(lookup, name):
+    try:
+        lookup(name)
+        return True
+    except KeyError:
+        return False
+
+
+@contextlib.contextmanager
+def sandbox_user(without):
+    """The package's sandbox user for the run: created as debian/stipple.postinst would if
+    missing, removed after; with WITHOUT, makes sure there is none."""
+    if exists(pwd.getpwnam, SANDBOX_USER):
+        if without:
+            raise SystemExit("mount_time: --without-user, but user %s exists" % SANDBOX_USER)
+        yield "present before the run"
+        return
+    if without:
+        yield "absent (--without-user)"
+        return
+    if shutil.which("systemd-sysusers"):
+        subprocess.run(["systemd-sysusers", os.path.abspath(SYSUSERS)], check=True)
+    else:
+        subprocess.run(["adduser", "--system", "--group", "--no-create-home", "--home",
+                        "/nonexistent", "--quiet", SANDBOX_USER], check=True)
+    try:
+        yield "created for the run"
+    finally:
+        subprocess.run(["userdel", SANDBOX_USER], check=True)
+        if exists(grp.getgrnam, SANDBOX_USER):
+            subprocess.run(["groupdel", SANDBOX_USER], check=True)
 
 
 @contextlib.contextmanager
@@ -101,10 +149,12 @@ def main():
     ap.add_argument("--no-prime", action="store_true", help="stipple mounts without priming")
     ap.add_argument("--options", help="-o OPTIONS for both stipple front ends (verify=KEY)")
     ap.add_argument("--only", help="comma-separated front ends: stipple mount, mount.stipple")
+    ap.add_argument("--without-user", action="store_true",
+                    help="no sandbox user %s (the daemon runs as nobody)" % SANDBOX_USER)
     a = ap.parse_args()
-    with mount_point("mount-time-") as mnt:
+    with sandbox_user(a.without_user) as user, mount_point("mount-time-") as mnt:
         res = measure(a, mnt)
-    report(a, res)
+    report(a, res, user)
 
 
 def measure(a, mnt):
@@ -134,9 +184,10 @@ def measure(a, mnt):
     return res
 
 
-def report(a, res):
-    print("%s, %s, medians of %d interleaved rounds" % (
-        a.stipple_image, "caches dropped before each mount" if a.cold else "warm", a.rounds))
+def report(a, res, user):
+    print("%s, %s, medians of %d interleaved rounds, sandbox user %s: %s" % (
+        a.stipple_image, "caches dropped before each mount" if a.cold else "warm", a.rounds,
+        SANDBOX_USER, user))
     base = res.get("squashfuse_ll")
     for k, times in res.items():
         med = [statistics.median(t) for t in times]

@@ -8,11 +8,15 @@ first; perf's start is not the exec's, so compare rows, not the first one):
   monitor: the daemon's spawn (vfork or fork), mount(2) ("live"), the SETUP sent, the
            FILTER sent, its exit ("returned")
   daemon:  loaded (its first poll for the SANDBOX), the SETUP received, the filter loaded
-           (seccomp), LIVE sent, FUSE's INIT read and answered ("serving" comes one
-           GETATTR later)
+           (seccomp), LIVE sent, FUSE's INIT read and answered, its threads started
+           (the first clone after INIT: filling, ending, then libfuse's worker), the
+           stat's GETATTR read, the thread libfuse's worker starts before it answers
+           (it keeps one worker idle), the GETATTR answered ("serving")
 perf trace adds its own cost to every traced call and to the exec (it follows the new
 mappings): use the steps' order and the gaps between them, and mount_time.py for the
 totals. An image with no hot list keeps priming out of the way.
+
+The sandbox user "stipple" is created for the run, as mount_time.py does (and says).
 
 usage: mount_timeline.py --image IMG [--build DIR] [--rounds N] [--keep DIR]
 Needs root and perf.
@@ -26,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from mount_time import mount_point, mounted
+from mount_time import mount_point, mounted, sandbox_user
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CALLS = "vfork,clone,mount,sendmsg,recvmsg,writev,read,seccomp,poll,exit_group"
@@ -34,6 +38,8 @@ LINE = re.compile(r"^\s*([\d.]+|\?) \(\s*([\d.]*)(?: ms)?\s*\): (\S+?)/(\d+) (.*
 STEPS = ["monitor: spawn", "daemon: loaded", "monitor: mount(2)", "monitor: SETUP sent",
          "daemon: SETUP received", "monitor: FILTER sent", "daemon: seccomp loaded",
          "daemon: LIVE sent", "daemon: INIT read", "daemon: INIT answered",
+         "daemon: threads started", "daemon: GETATTR read", "daemon: worker's clone",
+         "daemon: GETATTR answered",
          "monitor: exit"]
 
 
@@ -78,7 +84,17 @@ def steps(calls):
         "monitor: exit": first(calls, mon, r"exit_group\("),
     }
     init = out["daemon: INIT read"]
-    out["daemon: INIT answered"] = init and first(calls, None, r"writev\(fd: 5,.*= 80", init)
+    answered = init and first(calls, None, r"writev\(fd: 5,.*= 80", init)
+    out["daemon: INIT answered"] = answered
+    # a GETATTR is 56 bytes, its answer 120 (fuse_attr_out)
+    out["daemon: threads started"] = answered and first(calls, None, r"clone\(.*= \d+",
+                                                         answered)
+    got = answered and first(calls, None, r"read\(.*count: 1052672\)\s+= 56$", answered)
+    out["daemon: GETATTR read"] = got
+    done = got and first(calls, None, r"writev\(fd: 5,.*= 120", got)
+    out["daemon: GETATTR answered"] = done
+    clone = got and first(calls, None, r"clone\(.*= \d+", got)
+    out["daemon: worker's clone"] = clone if clone and done and clone < done else None
     return out
 
 
@@ -108,7 +124,7 @@ def main():
     keep = a.keep or tempfile.mkdtemp(prefix="mount-timeline-")
     os.makedirs(keep, exist_ok=True)
     res = {s: [] for s in STEPS}
-    with mount_point("mount-timeline-") as mnt:
+    with sandbox_user(False), mount_point("mount-timeline-") as mnt:
         for r in range(a.rounds):
             for s, t in one(os.path.abspath(a.build), a.image, mnt, keep, r).items():
                 if t is not None:

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* What is mounted where (mounthelper/mount/mountinfo.c), read from a mountinfo file
- * written here in the kernel's format: an automounter's autofs trigger is no mount. */
+ * written here in the kernel's format: an automounter's autofs trigger is no mount; the
+ * reader sees what libmount sees, in this process's real table and in a crafted one
+ * (escapes, optional fields, an empty source); lines it cannot take fail the read. */
 #include <errno.h>
+#include <libmount.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,15 @@ static const char table_text[] =
 
 static char table[] = "/tmp/test_mountinfo.XXXXXX";
 
+/* Writes TEXT (LEN bytes) to the file PATH. */
+static void put(const char *path, const char *text, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fwrite(text, 1, len, f) != len || fclose(f))
+		perror(path), exit(1);
+}
+
 static int top(const char *mp, char *source, char *fstype)
 {
 	return stp_mountinfo_top_from_file(table, mp, source, fstype, 64);
@@ -44,6 +56,118 @@ static void test_autofs_is_not_a_mount(void)
 	CHECK(top("/nothing", source, fstype) == -ENOENT);
 }
 
+struct seen {
+	struct stp_mountinfo_entry e[4096];
+	char *text[4096][5];
+	size_t n;
+};
+
+static int keep(const struct stp_mountinfo_entry *e, void *ctx)
+{
+	struct seen *s = ctx;
+	const char *f[5] = { e->root, e->target, e->fstype, e->source, e->options };
+
+	if (s->n == sizeof(s->e) / sizeof(s->e[0]))
+		return -E2BIG;
+	s->e[s->n] = *e;
+	for (int i = 0; i < 5; i++)
+		s->text[s->n][i] = strdup(f[i]);
+	s->n++;
+	return 0;
+}
+
+static int same(const char *a, const char *b)
+{
+	return a && b && !strcmp(a, b);
+}
+
+/* Reads PATH with both readers and checks every mount is the same, in the same order;
+ * at least MIN of them. */
+static void check_as_libmount(const char *path, size_t min)
+{
+	static struct seen s;
+	struct libmnt_table *tb = mnt_new_table_from_file(path);
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	size_t i = 0;
+
+	s.n = 0;
+	CHECK(tb && it, "libmount cannot read %s", path);
+	CHECK(stp_mountinfo_each(path, keep, &s) == 0, "%s", path);
+	while (tb && it && !mnt_table_next_fs(tb, it, &fs) && i < s.n) {
+		char **t = s.text[i];
+
+		CHECK(s.e[i].dev == mnt_fs_get_devno(fs) && same(t[0], mnt_fs_get_root(fs)) &&
+		      same(t[1], mnt_fs_get_target(fs)) && same(t[2], mnt_fs_get_fstype(fs)) &&
+		      same(t[3], mnt_fs_get_source(fs)) && same(t[4], mnt_fs_get_fs_options(fs)),
+		      "%s, mount %zu: %s %s %s '%s' %s", path, i, t[0], t[1], t[2], t[3], t[4]);
+		for (int k = 0; k < 5; k++)
+			free(t[k]);
+		i++;
+	}
+	CHECK(i == s.n && s.n >= min && (size_t)mnt_table_get_nents(tb) == s.n,
+	      "%s: %zu mounts, %d for libmount", path, s.n, mnt_table_get_nents(tb));
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+}
+
+static void test_the_real_table_reads_as_libmount_reads_it(void)
+{
+	check_as_libmount(STP_MOUNTINFO_SELF, 1);
+}
+
+/* Escaped paths, types and sources (space, tab, newline, backslash, and a backslash that
+ * escapes nothing), no optional field or several, an empty source. */
+static const char crafted[] =
+	"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+	"50 22 0:61 /sub\\040dir /srv/my\\040app\\011x rw,nosuid - fuse.stipple "
+	"/srv/a\\134b\\012c.stp ro,user_id=1000,group_id=1000\n"
+	"51 22 0:62 / /srv/plain rw master:3 propagate_from:2 unbindable - tmpfs  rw,size=4k\n"
+	"52 22 259:65537 / /srv/back\\slash\\9 ro - squashfs none ro\n"
+	"53 52 0:63 / /srv/back\\slash\\9 ro shared:9 - fuse.stipple\\040x src\\04 "
+	"ro,user_id=0\n";
+
+static void test_a_crafted_table_reads_as_libmount_reads_it(void)
+{
+	char source[64], fstype[64];
+
+	put(table, crafted, sizeof(crafted) - 1);
+	check_as_libmount(table, 5);
+	CHECK(stp_mountinfo_top_from_file(table, "/srv/my app\tx", source, fstype, 64) == 0 &&
+	      !strcmp(source, "/srv/a\\b\nc.stp") && !strcmp(fstype, "fuse.stipple"),
+	      "%s %s", source, fstype);
+	CHECK(stp_mountinfo_top_from_file(table, "/srv/plain", source, fstype, 64) == 0 &&
+	      !*source && !strcmp(fstype, "tmpfs"), "'%s' %s", source, fstype);
+}
+
+/* Lines the kernel never writes fail the whole read rather than hide a mount. */
+static void test_bad_lines_fail_the_read(void)
+{
+	static const char *const bad[] = {
+		"22 1 8:1 / / rw,relatime shared:1 ext4 /dev/sda1 rw\n", /* no " - " */
+		"22 1 8:1 / / rw - ext4\n",                               /* no source */
+		"x 1 8:1 / / rw - ext4 /dev/sda1 rw\n",
+		"22 1 8-1 / / rw - ext4 /dev/sda1 rw\n",
+		"22 1 8:1 / / rw - ext4 /dev/sda1 rw extra\n",
+	};
+	size_t long_len = STP_MOUNTINFO_LINE_MAX + 64;
+	char *longer = malloc(long_len + 1), source[64], fstype[64];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		put(table, bad[i], strlen(bad[i]));
+		CHECK(stp_mountinfo_top_from_file(table, "/", source, fstype, 64) == -EBADMSG,
+		      "%s", bad[i]);
+	}
+	if (!longer)
+		return;
+	snprintf(longer, long_len + 1, "22 1 8:1 / / rw - ext4 /dev/sda1 rw,");
+	memset(longer + strlen(longer), 'a', long_len - strlen(longer));
+	longer[long_len - 1] = '\n';
+	put(table, longer, long_len);
+	CHECK(stp_mountinfo_top_from_file(table, "/", source, fstype, 64) == -EOVERFLOW);
+	free(longer);
+}
+
 int main(void)
 {
 	int fd = mkstemp(table);
@@ -52,6 +176,9 @@ int main(void)
 		return perror(table), 1;
 	close(fd);
 	RUN(test_autofs_is_not_a_mount);
+	RUN(test_the_real_table_reads_as_libmount_reads_it);
+	RUN(test_a_crafted_table_reads_as_libmount_reads_it);
+	RUN(test_bad_lines_fail_the_read);
 	unlink(table);
 	return tap_done();
 }
