@@ -156,13 +156,14 @@ static void block_consumed(struct stp_warmer *w, uint64_t k)
 }
 
 /* Pins held block K for a push: REF borrows the warmer's pin (never released by the
- * caller), and K stays held until push_end. 0 when K is not held. */
+ * caller), and K stays held until push_end. 0 when K is not held, or is to go once the
+ * pushes under way end (consumed: nothing is left to push). */
 static int push_begin(struct stp_warmer *w, uint64_t k, struct stp_block_ref *ref)
 {
 	int held;
 
 	pthread_mutex_lock(&w->lock);
-	held = w->blocks[k].state == B_HELD;
+	held = w->blocks[k].state == B_HELD && w->blocks[k].let_go == L_NONE;
 	if (held) {
 		w->blocks[k].pushing++;
 		*ref = w->blocks[k].ref;
