@@ -23,7 +23,10 @@
  * Hence the caller's rule: pins held by threads that may wait for something else (a
  * get, a lock, or the kernel: a page-cache store waits for a page that a read in flight
  * holds locked, and that read may be waiting here) must, all together, stay below
- * BUDGET + EXTRA, so that a reader always finds a buffer in the end. A thread that holds
+ * BUDGET + EXTRA, so that a reader always finds a buffer in the end (the mount's count
+ * is in warm.h and fill.h). No decode waits for such a thread, and a reader takes over
+ * a decode that is queued or parked: a get waits only for buffers and for decodes that
+ * end. A thread that holds
  * one pin at a time, and waits for nothing while it holds it, never waits for ever.
  * stp_cache_get_resident never allocates and never waits.
  *

@@ -20,7 +20,15 @@
  *
  * The pushes run on one thread of the filler's own, never on a request thread: a push
  * waits for the page lock that a read in flight holds, and that read is answered by a
- * request thread. Work goes through a queue of STP_FILL_QUEUE jobs; when it is full, the
+ * request thread. No cycle can close through the daemon, because a read waits for
+ * nothing a pusher holds but a buffer: a read (fuseops.c, blocks.c) takes the warmer's
+ * and the filler's locks only for bookkeeping that never waits, and waits in the cache
+ * only for decodes, which wait for nothing (a queued or parked one it takes over), and
+ * for a buffer. While they push, this thread pins one block and warming only the blocks
+ * it holds (warm.h), fewer together than the cache has buffers, so a read gets one in
+ * the end, is answered, and unlocks the page. Reads the kernel queues behind others
+ * (its background limit, libfuse's threads) wait only for reads the daemon answers.
+ * Work goes through a queue of STP_FILL_QUEUE jobs; when it is full, the
  * job is dropped (the pages are read as before), so a request thread never waits for
  * the filler. At most STP_FILL_BLOCK_BYTES are pushed per block decoded. The thread pins
  * one resident block at a time and never decodes one; a read is answered once its bytes

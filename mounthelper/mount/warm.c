@@ -41,9 +41,14 @@ enum bstate { B_PENDING, B_DECODING, B_HELD, B_RELEASED };
 /* The block after the hot region (warmplan.h: follow): none, to decode, being, done. */
 enum fstate { F_NONE, F_PENDING, F_DECODING, F_DONE };
 
+/* Why a held block is let go once its pushes end (unhold_locked while it is pushed). */
+enum letgo { L_NONE, L_ROOM, L_CONSUMED };
+
 struct wblock {
-	struct stp_block_ref ref;  /* B_HELD: the warmer's pin */
+	struct stp_block_ref ref;  /* B_HELD: the warmer's pin, which its pushes use too */
 	enum bstate state;         /* protected by lock */
+	unsigned pushing;          /* threads pushing its pages now: it stays held; lock */
+	enum letgo let_go;         /* asked meanwhile: done by the last push; lock */
 	uint32_t pages_left;       /* atomic: hot pages neither stored nor read */
 };
 
@@ -95,11 +100,19 @@ static int alloc_state(struct stp_warmer *w)
 	return 0;
 }
 
-/* Lets go of block K (lock held): its pin moves to *ref for the caller to release. */
-static int unhold_locked(struct stp_warmer *w, uint64_t k, struct stp_block_ref *ref)
+/* Lets go of block K (lock held): its pin moves to *ref for the caller to release. A
+ * block being pushed stays held, counted against the budget, until its last push ends
+ * (push_end does it then, for WHY): a push may wait for a read, and the read for a
+ * buffer (warm.h). */
+static int unhold_locked(struct stp_warmer *w, uint64_t k, struct stp_block_ref *ref,
+			 enum letgo why)
 {
 	if (w->blocks[k].state != B_HELD)
 		return 0;
+	if (w->blocks[k].pushing) {
+		w->blocks[k].let_go = why > w->blocks[k].let_go ? why : w->blocks[k].let_go;
+		return 0;
+	}
 	w->blocks[k].state = B_RELEASED;
 	*ref = w->blocks[k].ref;
 	w->held--;
@@ -117,6 +130,15 @@ static int block_padded(const struct stp_warmer *w, uint64_t k)
 	return w->plan.block_pages[k] < (end - start + STP_HOT_PAGE - 1) / STP_HOT_PAGE;
 }
 
+/* Outside the lock: releases the pin unhold_locked handed over; a consumed block that is
+ * not padded leaves the cache too. */
+static void let_go(struct stp_warmer *w, uint64_t k, struct stp_block_ref *ref, enum letgo why)
+{
+	stp_cache_release(w->cache, ref);
+	if (why == L_CONSUMED && !block_padded(w, k))
+		stp_cache_drop(w->cache, k);
+}
+
 /* K's hot bytes are all in the page cache: nothing needs the block any more. A padded
  * one goes back to the cache's LRU instead: such blocks were held until warming ended,
  * and a read that still comes for them (the kernel may not keep every stored page) found
@@ -127,13 +149,45 @@ static void block_consumed(struct stp_warmer *w, uint64_t k)
 	int had;
 
 	pthread_mutex_lock(&w->lock);
-	had = unhold_locked(w, k, &ref);
+	had = unhold_locked(w, k, &ref, L_CONSUMED);
 	pthread_mutex_unlock(&w->lock);
-	if (had) {
-		stp_cache_release(w->cache, &ref);
-		if (!block_padded(w, k))
-			stp_cache_drop(w->cache, k);
+	if (had)
+		let_go(w, k, &ref, L_CONSUMED);
+}
+
+/* Pins held block K for a push: REF borrows the warmer's pin (never released by the
+ * caller), and K stays held until push_end. 0 when K is not held, or is to go once the
+ * pushes under way end (consumed: nothing is left to push). */
+static int push_begin(struct stp_warmer *w, uint64_t k, struct stp_block_ref *ref)
+{
+	int held;
+
+	pthread_mutex_lock(&w->lock);
+	held = w->blocks[k].state == B_HELD && w->blocks[k].let_go == L_NONE;
+	if (held) {
+		w->blocks[k].pushing++;
+		*ref = w->blocks[k].ref;
 	}
+	pthread_mutex_unlock(&w->lock);
+	return held;
+}
+
+/* A push from K ended: the last one lets K go if that was asked meanwhile. */
+static void push_end(struct stp_warmer *w, uint64_t k)
+{
+	struct stp_block_ref ref;
+	enum letgo why;
+	int had = 0;
+
+	pthread_mutex_lock(&w->lock);
+	why = w->blocks[k].let_go;
+	if (--w->blocks[k].pushing == 0 && why != L_NONE) {
+		w->blocks[k].let_go = L_NONE;
+		had = unhold_locked(w, k, &ref, why);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (had)
+		let_go(w, k, &ref, why);
 }
 
 static void mark_pages(struct stp_warmer *w, uint64_t off, uint64_t len)
@@ -208,13 +262,12 @@ static void store_block(struct stp_warmer *w, uint64_t k)
 	const struct stp_warm_plan *p = &w->plan;
 	struct stp_block_ref ref;
 
-	/* our own pin: stores may let K go; never a second decode */
-	if (stp_cache_get_resident(w->cache, k, &ref))
-		return;
+	if (!push_begin(w, k, &ref))
+		return; /* read whole meanwhile */
 	for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
 		if (stp_inodes_known(w->inodes, p->segs[i].ino) && store_seg(w, &p->segs[i], &ref))
 			retry_later(w, p->segs[i].ino);
-	stp_cache_release(w->cache, &ref);
+	push_end(w, k);
 }
 
 static void store_inode(struct stp_warmer *w, uint32_t ino)
@@ -226,16 +279,12 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 		const struct stp_warm_seg *s = &p->segs[p->by_ino[i]];
 		uint64_t k = stp_sb_block_of(w->sb, s->stream_off);
 		struct stp_block_ref ref;
-		int held;
 
-		pthread_mutex_lock(&w->lock);
-		held = w->blocks[k].state == B_HELD;
-		pthread_mutex_unlock(&w->lock);
 		/* a block not warmed yet is stored by its worker, which sees the inode known; one
 		 * let go meanwhile is not decoded again for this */
-		if (held && !stp_cache_get_resident(w->cache, k, &ref)) {
+		if (push_begin(w, k, &ref)) {
 			again |= store_seg(w, s, &ref);
-			stp_cache_release(w->cache, &ref);
+			push_end(w, k);
 		}
 	}
 	if (again)
@@ -321,7 +370,8 @@ static void wait_for_room(struct stp_warmer *w, uint32_t budget, struct stp_bloc
 		w->idle_full -= idle;
 		idle = 0;
 		for (uint64_t k = 0; k < w->next && !*unheld; k++)
-			*unheld = unhold_locked(w, k, ref);
+			if (!w->blocks[k].pushing) /* a pushed one is not idle */
+				*unheld = unhold_locked(w, k, ref, L_ROOM);
 		if (*unheld)
 			break;
 	}
@@ -431,7 +481,9 @@ static void *worker_main(void *arg)
 		/* a read decoding its own block goes first: no new block meanwhile */
 		while (!w->stop && w->demand)
 			pthread_cond_wait(&w->cond, &w->lock);
-		if (w->stop || w->next >= w->nblocks) {
+		/* another worker may have taken the room meanwhile: held + decoding stay within
+		 * the budget, which warm.h's rule counts on */
+		if (w->stop || w->next >= w->nblocks || w->held + w->decoding >= st.budget) {
 			pthread_mutex_unlock(&w->lock);
 			continue;
 		}
@@ -454,7 +506,7 @@ static void unhold_all_locked(struct stp_warmer *w)
 	for (uint64_t k = 0; k < w->nblocks; k++) {
 		struct stp_block_ref ref;
 
-		if (unhold_locked(w, k, &ref)) {
+		if (unhold_locked(w, k, &ref, L_ROOM)) {
 			pthread_mutex_unlock(&w->lock);
 			stp_cache_release(w->cache, &ref);
 			pthread_mutex_lock(&w->lock);

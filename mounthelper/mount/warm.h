@@ -7,6 +7,16 @@
  * in the page cache or have been read, and the warmer never holds more blocks than the
  * cache budget, so memory stays within (workers + budget) blocks.
  *
+ * Pushes and reads: a push waits for the lock of a page that a read in flight holds, and
+ * that read may wait for a buffer of the cache (cache.h). So every block warming pins
+ * while it pushes is a held block: a block being pushed stays held, counted against
+ * warming's share of the budget (budget - 1 blocks, at least 1), until its last push
+ * ends, even once reads took all its hot pages; and a worker takes a block only while
+ * held + decoding stay below that share. The filler pins one block more (fill.h). So the
+ * pushes pin at most max(budget - 1, 1) + 1 blocks, below the cache's budget + extra
+ * (at least budget + workers + 1, stp_mountopts_cache_extra), and a read always gets a
+ * buffer in the end: its page is unlocked and the push goes on.
+ *
  * stp_warm_start() must run after the sandbox is in place (it starts threads). The note
  * functions are called from the FUSE request threads and are thread-safe and cheap;
  * stp_warm_status() is thread-safe. Functions return 0 or a negative errno.

@@ -5,10 +5,15 @@
  * machine). Before, a worker's store was tried 5 times 2 ms apart and then given up for
  * good: warming said done and those hot pages were read through FUSE on every launch.
  *
- * warm.c runs on the libfuse stand-in of tests/fuzz/fuse_shim.c, with
+ * And a push that waits for a read never holds a buffer that the read waits for (warm.h,
+ * fill.h): pushes are stalled as a page lock held by a read in flight would stall them,
+ * and the blocks warming pins must stay within its share of the budget, so that the read
+ * still gets its block.
+ *
+ * warm.c and fill.c run on the libfuse stand-in of tests/fuzz/fuse_shim.c, with
  * fuse_lowlevel_notify_store wrapped at link time (-Wl,--wrap) to refuse the first
- * REFUSALS stores with ENOENT, as the kernel does for an inode it does not hold. The image
- * is built by mkstipple (argv[1]) from one file listed hot.
+ * `refusals` stores with ENOENT, as the kernel does for an inode it does not hold, or to
+ * wait while `stalled` is set. The images are built by mkstipple (argv[1]).
  */
 #include <errno.h>
 #include <spawn.h>
@@ -20,11 +25,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "cache.h"
 #include "check.h"
+#include "fill.h"
 #include "fuseapi.h"
 #include "image.h"
 #include "inodes.h"
+#include "mountopts.h"
 #include "warm.h"
 
 #define FILE_BYTES (256u << 10)
@@ -35,14 +44,50 @@ int __real_fuse_lowlevel_notify_store(struct fuse_session *se, fuse_ino_t ino, o
 int __wrap_fuse_lowlevel_notify_store(struct fuse_session *se, fuse_ino_t ino, off_t offset,
 				      struct fuse_bufvec *bufv, enum fuse_buf_copy_flags flags);
 
-static unsigned stores;
+static unsigned stores, refusals;
+/* While set, a store waits (a read in flight holds its page locked); WAITING counts them. */
+static pthread_mutex_t stall_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stall_cond = PTHREAD_COND_INITIALIZER;
+static int stalled;
+static unsigned waiting;
 
 int __wrap_fuse_lowlevel_notify_store(struct fuse_session *se, fuse_ino_t ino, off_t offset,
 				      struct fuse_bufvec *bufv, enum fuse_buf_copy_flags flags)
 {
-	if (__atomic_fetch_add(&stores, 1, __ATOMIC_RELAXED) < REFUSALS)
+	if (__atomic_fetch_add(&stores, 1, __ATOMIC_RELAXED) < refusals)
 		return -ENOENT;
+	pthread_mutex_lock(&stall_lock);
+	waiting++;
+	pthread_cond_broadcast(&stall_cond);
+	while (stalled)
+		pthread_cond_wait(&stall_cond, &stall_lock);
+	waiting--;
+	pthread_mutex_unlock(&stall_lock);
 	return __real_fuse_lowlevel_notify_store(se, ino, offset, bufv, flags);
+}
+
+static void stall(int on)
+{
+	pthread_mutex_lock(&stall_lock);
+	stalled = on;
+	pthread_cond_broadcast(&stall_cond);
+	pthread_mutex_unlock(&stall_lock);
+}
+
+/* Waits until N stores wait (a hang guard of 10 s, not a timing); 1 when they do. */
+static int wait_stores(unsigned n)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&stall_lock);
+	while (waiting < n && rc == 0)
+		rc = pthread_cond_timedwait(&stall_cond, &stall_lock, &ts);
+	rc = waiting >= n;
+	pthread_mutex_unlock(&stall_lock);
+	return rc;
 }
 
 static int run(char *const argv[])
@@ -64,11 +109,14 @@ static int write_file(const char *path, const char *text, size_t len)
 	return (f && fclose(f)) || bad ? -1 : 0;
 }
 
-/* Builds DIR/image.stp from DIR/tree/f (FILE_BYTES of varied bytes), listed hot. */
-static int build(const char *mkstipple, const char *dir, char *image, size_t size)
+/* Builds DIR/image.stp from DIR/tree/f (FILE_BYTES of varied bytes), listed hot, and,
+ * with COLD, DIR/tree/g (COLD bytes), not listed; BLOCK: mkstipple's --block-size and
+ * --hot-block-size (NULL: the defaults). */
+static int build(const char *mkstipple, const char *dir, char *image, size_t size,
+		 size_t cold, const char *block)
 {
 	char tree[256], file[300], list[300];
-	char *data = malloc(FILE_BYTES);
+	char *data = malloc(FILE_BYTES > cold ? FILE_BYTES : cold);
 	int rc;
 
 	snprintf(tree, sizeof(tree), "%s/tree", dir);
@@ -77,12 +125,20 @@ static int build(const char *mkstipple, const char *dir, char *image, size_t siz
 	snprintf(image, size, "%s/image.stp", dir);
 	if (!data || mkdir(tree, 0755))
 		return -1;
-	for (size_t i = 0; i < FILE_BYTES; i++)
+	for (size_t i = 0; i < FILE_BYTES || i < cold; i++)
 		data[i] = (char)(i * 2654435761u >> 13);
 	rc = write_file(file, data, FILE_BYTES) || write_file(list, "f\n", 2);
+	snprintf(file, sizeof(file), "%s/g", tree);
+	for (size_t i = 0; i < cold; i++) /* other bytes: no extent of g is f's */
+		data[i] = (char)(i * 2246822519u >> 11);
+	rc = rc || (cold && write_file(file, data, cold));
 	free(data);
 	if (rc)
 		return -1;
+	if (block)
+		return run((char *const[]){ (char *)mkstipple, "-q", "--block-size", (char *)block,
+					    "--hot-block-size", (char *)block, "--hot-list", list,
+					    tree, image, NULL });
 	return run((char *const[]){ (char *)mkstipple, "-q", "--hot-list", list, tree, image,
 				    NULL });
 }
@@ -102,7 +158,8 @@ static void test_refused_stores_are_retried(void)
 	int dummy_session;
 
 	CHECK(mkdtemp(dir) != NULL);
-	CHECK(build(mkstipple, dir, image, sizeof(image)) == 0, "mkstipple %s", mkstipple);
+	refusals = REFUSALS;
+	CHECK(build(mkstipple, dir, image, sizeof(image), 0, NULL) == 0, "mkstipple %s", mkstipple);
 	if (stp_image_open(image, &img) || stp_image_lookup(img, STP_ROOT_INO, "f", 1, &ino) ||
 	    stp_image_inode(img, ino, &inode) || stp_cache_new(img, 8, 4, &cache) ||
 	    stp_inodes_new(stp_image_sb(img)->inode_count, &inodes)) {
@@ -132,11 +189,78 @@ out:
 	run((char *const[]){ "/bin/rm", "-rf", dir, NULL });
 }
 
+/* Budget 3 (warming's share 2) and three workers: two take blocks 0 and 1, the third
+ * waits for room. Their stores stall, and so does the filler's, of a cold block; then
+ * reads take every hot page. The stalled pushes keep their blocks pinned: warming must
+ * keep counting them as held, or its third worker takes a third block, and each further
+ * stalled push pins a buffer the budget does not count, until a read finds none. */
+static void test_a_stalled_push_counts_against_warming(void)
+{
+	char dir[] = "/tmp/stp-pushwait-XXXXXX", image[300];
+	struct stp_mount_opts o = { .cache_budget = 3, .warm_workers = 3 };
+	struct stp_image *img = NULL;
+	struct stp_cache *cache = NULL;
+	struct stp_inodes *inodes = NULL;
+	struct stp_warmer *w = NULL;
+	struct stp_filler *f = NULL;
+	struct stp_warm_status ws;
+	struct stp_cache_stats cs;
+	struct stp_block_ref ref = { 0 };
+	struct stp_inode hot, cold;
+	uint32_t hino = 0, cino = 0;
+	uint64_t last;
+	int dummy_session;
+
+	CHECK(mkdtemp(dir) != NULL);
+	refusals = 0;
+	stall(1);
+	CHECK(build(mkstipple, dir, image, sizeof(image), FILE_BYTES, "64K") == 0, "mkstipple");
+	if (stp_image_open(image, &img) || stp_image_lookup(img, STP_ROOT_INO, "f", 1, &hino) ||
+	    stp_image_inode(img, hino, &hot) || stp_image_lookup(img, STP_ROOT_INO, "g", 1, &cino) ||
+	    stp_image_inode(img, cino, &cold) ||
+	    stp_cache_new(img, o.cache_budget, stp_mountopts_cache_extra(&o), &cache) ||
+	    stp_inodes_new(stp_image_sb(img)->inode_count, &inodes)) {
+		CHECK(0, "cannot open %s", image);
+		goto out;
+	}
+	last = stp_image_sb(img)->block_count - 1; /* g's last bytes: a cold block */
+	CHECK(stp_image_sb(img)->hot_size >= FILE_BYTES && last >= 6, "4 hot blocks, then g's");
+	/* a read decoded it: the filler pushes g's pages from it once the kernel knows g */
+	CHECK(!stp_cache_get(cache, last, &ref));
+	stp_cache_release(cache, &ref);
+	/* f known before warming starts: its workers push, its store thread does not */
+	stp_inodes_lookup(inodes, hino, &hot);
+	CHECK(!stp_warm_start(img, cache, (struct fuse_session *)&dummy_session, inodes, 3, &w));
+	CHECK(!stp_fill_start(img, cache, (struct fuse_session *)&dummy_session, inodes,
+			      stp_image_sb(img)->hot_size, &f));
+	stp_inodes_lookup(inodes, cino, &cold);
+	CHECK(wait_stores(3), "%u stores wait, not the two workers' and the filler's", waiting);
+	stp_warm_note_read(w, 0, FILE_BYTES);
+	stp_warm_status(w, &ws);
+	stp_cache_stats(cache, &cs);
+	/* the filler's block, and the blocks whose pushes stall: held */
+	CHECK(cs.pinned <= ws.held + 1, "%u blocks pinned, %llu held by warming", cs.pinned,
+	      (unsigned long long)ws.held);
+	CHECK(ws.held + 1 < o.cache_budget + stp_mountopts_cache_extra(&o));
+	/* a read in flight (one whose page a push waits for) still gets its block */
+	CHECK(!stp_cache_get_range(cache, last - 1, 1, &ref));
+	stp_cache_release(cache, &ref);
+out:
+	stall(0);
+	stp_warm_stop(w);
+	stp_fill_stop(f);
+	stp_inodes_free(inodes);
+	stp_cache_free(cache);
+	stp_image_close(img);
+	run((char *const[]){ "/bin/rm", "-rf", dir, NULL });
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return tap_skip_all("no mkstipple given");
 	mkstipple = argv[1];
 	RUN(test_refused_stores_are_retried);
+	RUN(test_a_stalled_push_counts_against_warming);
 	return tap_done();
 }
