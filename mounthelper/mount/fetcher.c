@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "monitor.h"
 #include "monproto.h"
 #include "mountopts.h"
 #include "progpath.h"
@@ -113,15 +114,17 @@ static void hard_limit(const char *line, const char *name, uint64_t *max)
  * unknown. */
 static void read_limits(struct stp_fetcher *f)
 {
-	char path[64], line[256];
-	FILE *fp;
+	char line[256];
+	FILE *fp = NULL;
+	int fd;
 
 	if (f->limits_read)
 		return;
 	f->limits_read = true;
 	f->file_max = f->data_max = UINT64_MAX;
-	snprintf(path, sizeof(path), "/proc/%d/limits", (int)f->pid);
-	fp = f->pid > 0 ? fopen(path, "re") : NULL;
+	fd = f->pid > 0 ? stp_monitor_open_proc(f->pid, "limits") : -1;
+	if (fd >= 0 && !(fp = fdopen(fd, "r")))
+		close(fd);
 	while (fp && fgets(line, sizeof(line), fp)) {
 		hard_limit(line, "Max file size", &f->file_max);
 		hard_limit(line, "Max data size", &f->data_max);
@@ -306,7 +309,7 @@ void stp_fetcher_stop(struct stp_fetcher *f)
 {
 	stp_fetcher_release(f);
 	if (f->pid > 0) {
-		kill(f->pid, SIGKILL);
+		stp_monitor_signal(f->pidfd, f->pid, SIGKILL);
 		while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}

@@ -430,7 +430,7 @@ static _Noreturn void watch(struct stp_mon *m, int word)
 	struct stp_watched w = { m->pidfd, m->h.fetcher.pidfd, m->fuse_copy };
 
 	stp_watcher_detach(&w, m->parent_fd, word, m->clone_fd, &m->saved_mask);
-	if (stp_watcher_drop_privilege() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
+	if (stp_monitor_drop_to_watcher() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
 		_exit(0);
 	close(word);
 	close_clone(m); /* the monitor has gone: the grace period holds up no one */
@@ -517,6 +517,7 @@ static void finish(struct stp_mon *m)
 		close(m->record_fd);
 	if (m->h.fetcher.pidfd >= 0)
 		close(m->h.fetcher.pidfd);
+	m->h.fetcher.pidfd = -1;
 	close_clone(m);
 	close_fuse_copy(m);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);
