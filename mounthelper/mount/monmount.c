@@ -314,8 +314,8 @@ static int hand_over(struct stp_mon *m, int fd)
 		err = stp_montalk_send_filter(fd, m->o, m->prog, m->pid);
 	if (!err)
 		remember_mount(m);
-	if (!err && will_have_watcher(m))
-		m->fuse_copy = fcntl(m->h.fuse_fd, F_DUPFD_CLOEXEC, 3);
+	if (!err && (will_have_watcher(m) || (m->o->foreground && m->pidfd >= 0)))
+		m->fuse_copy = fcntl(m->h.fuse_fd, F_DUPFD_CLOEXEC, 3); /* to see it end */
 	release(m);
 	return err;
 }
@@ -387,21 +387,6 @@ static int prime(struct stp_mon *m, int fd, uint8_t *buf)
 	return 0;
 }
 
-/* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
- * and unmounts unless the host already did. */
-static int stay(struct stp_mon *m)
-{
-	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
-	reap(m, false);
-	stp_watcher_end(m->h.fetcher.pidfd, STP_WATCHER_GRACE_MS);
-	stp_fetcher_stop(&m->h.fetcher); /* reaped */
-	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
-		return 0;
-	if (stp_monpoint_ours(m))
-		unmount_ours(m);
-	return stp_monsig_forwarded() && WIFEXITED(m->status) ? 0 : -EIO;
-}
-
 static void close_clone(struct stp_mon *m)
 {
 	if (m->clone_fd >= 0)
@@ -419,6 +404,39 @@ static void close_fuse_copy(struct stp_mon *m)
 static bool still_mounted(void *m)
 {
 	return stp_monpoint_ours(m);
+}
+
+/* -f: the monitor watches as the watcher would (watcher.h): once the mount's connection
+ * has ended, a daemon that stays gets STP_WATCHER_GRACE_MS, then SIGKILL. Without a
+ * pidfd (Linux < 5.3) it only waits. */
+static void watch_daemon(struct stp_mon *m)
+{
+	struct stp_watched w = { m->pidfd, -1, m->fuse_copy };
+
+	if (m->pidfd >= 0 && stp_watcher_wait(&w, still_mounted, m)) {
+		stp_watcher_end(m->pidfd, STP_WATCHER_GRACE_MS);
+		m->lingered = true;
+	}
+	close_fuse_copy(m);
+}
+
+/* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
+ * and unmounts unless the host already did. */
+static int stay(struct stp_mon *m)
+{
+	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
+	watch_daemon(m);
+	reap(m, false);
+	if (m->lingered && WIFSIGNALED(m->status))
+		stp_monlog_say(m->prog, "%s: the daemon stayed %d s after its mount had gone: "
+			       "killed", m->o->mountpoint, STP_WATCHER_GRACE_MS / 1000);
+	stp_watcher_end(m->h.fetcher.pidfd, STP_WATCHER_GRACE_MS);
+	stp_fetcher_stop(&m->h.fetcher); /* reaped */
+	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
+		return 0;
+	if (stp_monpoint_ours(m))
+		unmount_ours(m);
+	return stp_monsig_forwarded() && WIFEXITED(m->status) ? 0 : -EIO;
 }
 
 /* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
