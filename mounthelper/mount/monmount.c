@@ -167,8 +167,11 @@ static int spawn_fetcher(struct stp_mon *m)
 		err = f->pid;
 		f->pid = -1;
 	}
-	if (!err) /* without (Linux < 5.3), nothing ends a fetcher that stays */
+	if (!err) { /* without a pidfd (Linux < 5.3), nothing ends a fetcher that stays */
 		f->pidfd = (int)syscall(SYS_pidfd_open, f->pid, 0);
+		f->limits_fd = stp_monitor_open_proc(f->pid, "limits"); /* read once it lowered them */
+		f->signal = stp_monitor_signal;
+	}
 	close(f->ctl[1]);
 	f->ctl[1] = -1;
 	return err;
