@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fuse.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,14 @@ static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, pid_t pid,
  * goes through socketcall, on i386, mipsel, ppc64el and s390x, the filter cannot see the
  * family). The
  * calls: stp_syscalls_fetcher.
+ *
+ * It sends no descriptor: sendmsg and sendmmsg, the only calls that can attach one, are
+ * answered ENOSYS (libcurl and OpenSSL send with send and sendto; OpenSSL's sendmsg is for
+ * kernel TLS and DTLS, neither used; glibc's resolver falls back from sendmmsg to send).
+ * A descriptor attached to a message the monitor reads, even by read(2), is closed by
+ * the monitor, or by the kernel in its name, and the last close of a TCP socket left
+ * with unsent data and SO_LINGER waits for as long as that asks: hours, beyond every
+ * deadline of the mount (review 10 #1).
  */
 /*
  * fcntl: what libcurl and OpenSSL ask on their sockets (strace of a fetch, HTTP and
@@ -155,14 +164,46 @@ static int add_fcntl_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/*
+ * Internet sockets of TCP or UDP only (protocol 0 or named), stream or datagram
+ * (SOCK_NONBLOCK and SOCK_CLOEXEC aside): libcurl's connections, its probe of IPv6 (a
+ * datagram socket) and the C library's address sorting. Any other protocol, a
+ * sequenced-packet type (SCTP) or a raw one falls to the default: asking for one would
+ * have the kernel load its module (sctp, l2tp_ip), code the fetcher has no use for.
+ * Where socket goes through socketcall, libseccomp can check only which call it is: the
+ * family's rule (stp_syscalls_allow_values) becomes that.
+ */
+static int add_socket_rules(scmp_filter_ctx ctx)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	static const char *const socket_call[] = { "socket", NULL };
+	static const struct {
+		int type, proto;
+	} kinds[] = { { SOCK_STREAM, 0 }, { SOCK_STREAM, IPPROTO_TCP },
+		      { SOCK_DGRAM, 0 }, { SOCK_DGRAM, IPPROTO_UDP } };
+	int rc = 0;
+
+	if (seccomp_syscall_resolve_name_arch(stp_syscalls_filter_arch(ctx), "socket") < 0)
+		return stp_syscalls_allow_values(ctx, socket_call, 0, families,
+						 sizeof(families) / sizeof(families[0]));
+	for (size_t f = 0; !rc && f < sizeof(families) / sizeof(families[0]); f++)
+		for (size_t k = 0; !rc && k < sizeof(kinds) / sizeof(kinds[0]); k++)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+					      SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)families[f]),
+					      SCMP_A1_32(SCMP_CMP_MASKED_EQ, 0xf,
+							 (uint32_t)kinds[k].type),
+					      SCMP_A2_32(SCMP_CMP_EQ, (uint32_t)kinds[k].proto));
+	return rc;
+}
+
 static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 {
-	static const int families[] = { AF_INET, AF_INET6 }, refused[] = { AF_UNIX, AF_NETLINK };
-	static const char *const socket_call[] = { "socket", NULL };
+	static const int refused[] = { AF_UNIX, AF_NETLINK };
 	static const int named[] = { SCMP_SYS(access), SCMP_SYS(faccessat),
 				     SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat) };
-	int rc = stp_syscalls_allow_values(ctx, socket_call, 0, families,
-					   sizeof(families) / sizeof(families[0]));
+	/* the only calls that pass descriptors (SCM_RIGHTS): see above */
+	static const int unsent[] = { SCMP_SYS(sendmsg), SCMP_SYS(sendmmsg) };
+	int rc = add_socket_rules(ctx);
 
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
@@ -178,6 +219,8 @@ static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 		rc = stp_syscalls_refuse_path_stat(ctx, EACCES);
 	for (size_t i = 0; !rc && i < sizeof(named) / sizeof(named[0]); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), named[i], 0);
+	for (size_t i = 0; !rc && i < sizeof(unsent) / sizeof(unsent[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), unsent[i], 0);
 	if (!rc)
 		rc = add_fcntl_rules(ctx);
 	/* its own RLIMIT_FSIZE, RLIMIT_DATA and RLIMIT_AS, lowered to the largest block and

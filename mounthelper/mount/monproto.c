@@ -2,6 +2,7 @@
 #include "monproto.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -26,36 +27,34 @@ int stp_msg_send(int fd, uint32_t type, const void *payload, size_t len)
 	return n == (ssize_t)(sizeof(type) + len) ? 0 : -EIO;
 }
 
-int stp_msg_send_fds(int fd, uint32_t type, const void *payload, size_t len, const int *fds,
-		     unsigned nfds)
-{
-	struct iovec iov[2] = { { &type, sizeof(type) }, { (void *)payload, len } };
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(STP_MSG_FDS_MAX * sizeof(int))];
-	} ctl;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
-	struct cmsghdr *c;
-	ssize_t n;
+/* MH's control data: NFDS descriptors attached, in CTL. */
+union rights {
+	struct cmsghdr align;
+	char buf[CMSG_SPACE(STP_MSG_FDS_MAX * sizeof(int))];
+};
 
-	if (len > STP_MSG_MAX || nfds > STP_MSG_FDS_MAX)
-		return -EMSGSIZE;
+static void attach_fds(struct msghdr *mh, union rights *ctl, const int *fds, unsigned nfds)
+{
+	struct cmsghdr *c;
+
 	if (!nfds)
-		return stp_msg_send(fd, type, payload, len);
-	memset(&ctl, 0, sizeof(ctl));
-	mh.msg_control = ctl.buf;
-	mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-	c = CMSG_FIRSTHDR(&mh);
+		return;
+	memset(ctl, 0, sizeof(*ctl));
+	mh->msg_control = ctl->buf;
+	mh->msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+	c = CMSG_FIRSTHDR(mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
 	memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	do
-		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	return n == (ssize_t)(sizeof(type) + len) ? 0 : -EIO;
+}
+
+int stp_msg_send_fds(int fd, uint32_t type, const void *payload, size_t len, const int *fds,
+		     unsigned nfds)
+{
+	if (!nfds)
+		return stp_msg_send(fd, type, payload, len);
+	return stp_msg_send_fds_by(fd, INT64_MAX, type, payload, len, fds, nfds);
 }
 
 int stp_msg_send_failed(int fd, int err, const char *text)
@@ -69,13 +68,15 @@ int stp_msg_send_failed(int fd, int err, const char *text)
 	return stp_msg_send(fd, STP_MSG_FAILED, buf, sizeof(e) + n);
 }
 
-/* Waits for FD to be readable until DEADLINE_NS (a deadline passed still looks once). */
-static int wait_readable(int fd, int64_t deadline_ns)
+/* Waits for EVENTS on FD until DEADLINE_NS (a deadline passed still looks once). */
+static int wait_ready(int fd, short events, int64_t deadline_ns)
 {
 	for (;;) {
 		int64_t left = deadline_ns - (int64_t)stp_now_ns();
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int n = poll(&p, 1, left > 0 ? (int)((left + 999999) / 1000000) : 0);
+		struct pollfd p = { .fd = fd, .events = events };
+		int ms = left <= 0 ? 0 : left / 1000000 >= INT_MAX ? -1
+						   : (int)((left + 999999) / 1000000);
+		int n = poll(&p, 1, ms);
 
 		if (n > 0)
 			return 0;
@@ -86,12 +87,38 @@ static int wait_readable(int fd, int64_t deadline_ns)
 	}
 }
 
+int stp_msg_send_fds_by(int fd, int64_t deadline_ns, uint32_t type, const void *payload,
+			size_t len, const int *fds, unsigned nfds)
+{
+	struct iovec iov[2] = { { &type, sizeof(type) }, { (void *)payload, len } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	union rights ctl;
+	ssize_t n;
+
+	if (len > STP_MSG_MAX || nfds > STP_MSG_FDS_MAX)
+		return -EMSGSIZE;
+	attach_fds(&mh, &ctl, fds, nfds);
+	for (;;) {
+		int rc;
+
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+			break;
+		rc = errno == EAGAIN ? wait_ready(fd, POLLOUT, deadline_ns) : 0;
+		if (rc)
+			return rc;
+	}
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)(sizeof(type) + len) ? 0 : -EIO;
+}
+
 int stp_msg_peek_type(int fd, int64_t deadline_ns, uint32_t *type)
 {
 	ssize_t n;
 
 	do {
-		int rc = wait_readable(fd, deadline_ns);
+		int rc = wait_ready(fd, POLLIN, deadline_ns);
 
 		if (rc)
 			return rc;
@@ -158,7 +185,7 @@ int stp_msg_recv_fds(int fd, int64_t deadline_ns, uint32_t *type, void *buf, siz
 
 	*nfds = 0;
 	do {
-		int rc = wait_readable(fd, deadline_ns);
+		int rc = wait_ready(fd, POLLIN, deadline_ns);
 
 		if (rc)
 			return rc;

@@ -57,6 +57,13 @@ int stp_msg_send(int fd, uint32_t type, const void *payload, size_t len);
 int stp_msg_send_fds(int fd, uint32_t type, const void *payload, size_t len, const int *fds,
 		     unsigned nfds);
 
+/* The same for the monitor, whose peer (a daemon or fetcher turned hostile) may read
+ * nothing: waits for room in the socket until DEADLINE_NS (CLOCK_MONOTONIC) only, then
+ * -ETIMEDOUT, nothing sent. NFDS may be 0. Uses sendmsg, which the confined programs'
+ * filters refuse. */
+int stp_msg_send_fds_by(int fd, int64_t deadline_ns, uint32_t type, const void *payload,
+			size_t len, const int *fds, unsigned nfds);
+
 /* Sends FAILED with ERR and the formatted text. */
 int stp_msg_send_failed(int fd, int err, const char *text);
 

@@ -275,6 +275,22 @@ static int limit_address_space(void)
 	return setrlimit(RLIMIT_AS, &as) ? -errno : 0;
 }
 
+/* STP_SANDBOX_TASKS_MAX (sandbox.h), never raised. Without it a process of the sandbox
+ * user could make threads (a clone with a stack of its own costs no counted memory) until
+ * the host's pid_max or threads-max, and nothing on the host could fork. */
+static int limit_tasks(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NPROC, &rl))
+		return -errno;
+	if (rl.rlim_max <= STP_SANDBOX_TASKS_MAX)
+		return 0;
+	rl.rlim_max = STP_SANDBOX_TASKS_MAX;
+	rl.rlim_cur = rl.rlim_cur < rl.rlim_max ? rl.rlim_cur : rl.rlim_max;
+	return setrlimit(RLIMIT_NPROC, &rl) ? -errno : 0;
+}
+
 static int pivot_into(const char *dir, char *err, size_t errlen)
 {
 	if (chdir(dir))
@@ -629,6 +645,10 @@ static int confine(bool privileged, uid_t uid, gid_t gid, const struct stp_sandb
 		rc = clear_capabilities(err, errlen);
 	if (!rc && privileged)
 		rc = check_no_way_back(err, errlen);
+	/* after the user namespace: there it counts the process's own tasks only, while a
+	 * lower limit before it would have bounded the user's every task too */
+	if (!rc && (rc = limit_tasks()))
+		rc = stp_errf(err, errlen, rc, "RLIMIT_NPROC: %s", strerror(-rc));
 	return rc ? rc : load_prog(prog, err, errlen);
 }
 

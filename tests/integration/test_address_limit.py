@@ -3,7 +3,12 @@
 data (RLIMIT_DATA, which counts private writable mappings only; the filter refuses the
 others only where it can see mmap's arguments). The bound is RLIMIT_DATA's hard limit and 4 GiB for the program, its
 libraries and reservations that hold no memory (sandbox.h). A mount still reads its whole
-tree under it."""
+tree under it.
+
+They bound the tasks of the uid they run as too (RLIMIT_NPROC at most TASKS_MAX,
+sandbox.h): a thread made by a raw clone with a stack of its own costs no memory either
+limit counts, and without the bound a daemon an image took over could make threads until
+the host's pid_max, and then nothing on the host could fork (review 10 #2)."""
 
 import os
 
@@ -18,6 +23,7 @@ from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 pytestmark = pytest.mark.needs_root
 
 RESERVE = 4 << 30
+TASKS_MAX = 8192
 
 
 def limits(pid):
@@ -31,12 +37,16 @@ def limits(pid):
 
 
 def check_bounded(pid):
-    """PID's RLIMIT_AS is its RLIMIT_DATA's hard limit and RESERVE."""
+    """PID's RLIMIT_AS is its RLIMIT_DATA's hard limit and RESERVE; its RLIMIT_NPROC is at
+    most TASKS_MAX."""
     lim = limits(pid)
     data, space = lim["Max data size"], lim["Max address space"]
     assert data[1] is not None, "no RLIMIT_DATA on %d" % pid
     assert space[0] is not None and space[0] == space[1], "no RLIMIT_AS on %d: %s" % (pid, space)
     assert space[1] == data[1] + RESERVE, (data, space)
+    soft, hard = lim["Max processes"]
+    assert hard is not None and hard <= TASKS_MAX, "RLIMIT_NPROC of %d: %s" % (pid, (soft, hard))
+    assert soft is not None and soft <= hard, (soft, hard)
 
 
 def test_the_daemon_bounds_its_address_space(gen_image, gen_tree):

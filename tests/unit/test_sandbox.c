@@ -276,6 +276,37 @@ static int probe_read_only_mapping(void)
 	return p == MAP_FAILED && errno == EACCES ? PROBE_OK : PROBE_WRONG;
 }
 
+#if defined(__x86_64__)
+/* Another system-call table than the filter's: each call number means another call there,
+ * so the filter must kill it whatever the number (review 10: checked). x32: the amd64
+ * entry with bit 30 set (getpid here); i386: int 0x80 (getpid is 20 there). */
+static int probe_x32(void)
+{
+	syscall(0x40000000 | SYS_getpid);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_int80(void)
+{
+	long rc = 20;
+
+	__asm__ volatile("int $0x80" : "+a"(rc) : : "memory");
+	return PROBE_CALL_RETURNED;
+}
+
+/* Whether this kernel has the i386 entry (CONFIG_IA32_EMULATION, not ia32_emulation=0):
+ * without, int 0x80 faults (SIGSEGV) before any filter sees it. */
+static bool has_int80(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(probe_int80());
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status);
+}
+#endif
+
 static int probe_clone3(void)
 {
 	long rc = syscall(SYS_clone3, NULL, (size_t)0);
@@ -556,6 +587,14 @@ static void test_forbidden(bool as_user)
 	expect("prctl(PR_SET_DUMPABLE)", STP_SANDBOX_ON, as_user, probe_other_prctl, true);
 	expect("fstatat(AT_FDCWD, path, AT_EMPTY_PATH)", STP_SANDBOX_ON, as_user,
 	       probe_empty_path_flag_cwd, true);
+#if defined(__x86_64__)
+	expect("an x32 call (getpid)", STP_SANDBOX_ON, as_user, probe_x32, true);
+	if (has_int80())
+		expect("an i386 call by int 0x80 (getpid)", STP_SANDBOX_ON, as_user, probe_int80,
+		       true);
+	else
+		printf("# no i386 entry in this kernel: int 0x80 not tried\n");
+#endif
 }
 
 static void test_allowed(bool as_user)
@@ -607,6 +646,53 @@ static void test_fetcher(bool as_user)
 	expect("fetcher: fstat of a kept fd", STP_SANDBOX_ON, as_user, probe_fstat, false);
 	expect("fetcher: fstatat(fd, \"/etc/passwd\", AT_EMPTY_PATH) is refused or finds the "
 	       "empty root", STP_SANDBOX_ON, as_user, probe_empty_path_flag_abs, false);
+	as_fetcher = false;
+}
+
+/* The fetcher passes no descriptor (review 10 #1): the monitor would close it, and the last
+ * close of a TCP socket with SO_LINGER waits for hours. Over a socket pair, as on the
+ * fetcher's control socket; plain sends still go. */
+static int send_fd(bool mmsg)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl = { 0 };
+	char byte = 'x';
+	struct iovec iov = { &byte, 1 };
+	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1,
+					   .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) } };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mm.msg_hdr);
+	int sv[2];
+	long rc;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) || send(sv[0], "y", 1, 0) != 1)
+		return PROBE_WRONG;
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &scratch_fd, sizeof(int));
+	rc = mmsg ? sendmmsg(sv[0], &mm, 1, 0) : sendmsg(sv[0], &mm.msg_hdr, 0);
+	return rc < 0 && errno == ENOSYS ? PROBE_OK : PROBE_WRONG;
+}
+
+static int probe_sendmsg_fd(void)
+{
+	return send_fd(false);
+}
+
+static int probe_sendmmsg_fd(void)
+{
+	return send_fd(true);
+}
+
+static void test_fetcher_sends_no_fd(bool as_user)
+{
+	as_fetcher = true;
+	expect("fetcher: sendmsg (a descriptor attached) answers ENOSYS", STP_SANDBOX_ON, as_user,
+	       probe_sendmsg_fd, false);
+	expect("fetcher: sendmmsg (a descriptor attached) answers ENOSYS", STP_SANDBOX_ON,
+	       as_user, probe_sendmmsg_fd, false);
 	as_fetcher = false;
 }
 
@@ -797,6 +883,25 @@ static void *park(void *arg)
  * A child enters the sandbox, starts a thread, says it is ready and waits; meanwhile the
  * parent reads its /proc entries.
  */
+/* RLIMIT_NPROC, soft and hard, at most STP_SANDBOX_TASKS_MAX: threads made by raw clone
+ * cost no counted memory, and unbounded they take the host's every pid (review 10 #2). */
+static void check_task_limit(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long soft = ~0ull, hard = ~0ull;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Max processes", 13))
+			sscanf(line + 13, "%llu %llu", &soft, &hard);
+	if (f)
+		fclose(f);
+	report(hard <= STP_SANDBOX_TASKS_MAX && soft <= hard,
+	       "RLIMIT_NPROC at most %u (soft %llu, hard %llu)", STP_SANDBOX_TASKS_MAX, soft, hard);
+}
+
 static void test_confined_state(bool as_root)
 {
 	int ready[2], go[2], dropped, status;
@@ -831,6 +936,7 @@ static void test_confined_state(bool as_root)
 
 		check_threads(pid, as_root);
 		check_fds(pid, keep, 3, dropped);
+		check_task_limit(pid);
 		if (as_root || user_namespaces)
 			check_mounts(pid);
 		else
@@ -1376,6 +1482,8 @@ int main(void)
 	test_log_mode();
 	test_fetcher(false);
 	test_fetcher(true);
+	test_fetcher_sends_no_fd(false);
+	test_fetcher_sends_no_fd(true);
 	test_confined_state(true);
 	test_confined_state(false);
 	/* the empty root entered ahead, as root's daemon does while it waits for its setup;

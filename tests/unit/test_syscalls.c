@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -398,6 +399,21 @@ static void test_fetcher(const struct arch *a)
 		expect(&flt, "socket(AF_INET)", "socket", ARGS(AF_INET, 1), ALLOW);
 		expect(&flt, "socket(AF_UNIX)", "socket", ARGS(AF_UNIX, 1), SCMP_ACT_ERRNO(EAFNOSUPPORT));
 		expect(&flt, "socket(AF_PACKET)", "socket", ARGS(AF_PACKET, 3), KILL);
+		/* TCP and UDP only: another protocol would have the kernel load its module */
+		expect(&flt, "socket(AF_INET, SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC, TCP)", "socket",
+		       ARGS(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP), ALLOW);
+		expect(&flt, "socket(AF_INET6, SOCK_DGRAM, 0)", "socket",
+		       ARGS(AF_INET6, SOCK_DGRAM, 0), ALLOW);
+		expect(&flt, "socket(AF_INET6, SOCK_DGRAM, UDP)", "socket",
+		       ARGS(AF_INET6, SOCK_DGRAM, IPPROTO_UDP), ALLOW);
+		expect(&flt, "socket(AF_INET, SOCK_STREAM, SCTP)", "socket",
+		       ARGS(AF_INET, SOCK_STREAM, IPPROTO_SCTP), KILL);
+		expect(&flt, "socket(AF_INET, SOCK_SEQPACKET, 0)", "socket",
+		       ARGS(AF_INET, SOCK_SEQPACKET, 0), KILL);
+		expect(&flt, "socket(AF_INET6, SOCK_DGRAM, L2TP)", "socket",
+		       ARGS(AF_INET6, SOCK_DGRAM, 115), KILL);
+		expect(&flt, "socket(AF_INET, SOCK_STREAM, UDP)", "socket",
+		       ARGS(AF_INET, SOCK_STREAM, IPPROTO_UDP), KILL);
 		expect(&flt, "connect", "connect", NULL, ALLOW);
 	}
 	expect(&flt, "getrandom", "getrandom", NULL, ALLOW);
@@ -416,6 +432,16 @@ static void test_fetcher(const struct arch *a)
 	if (a->token == SCMP_ARCH_ARM) {
 		expect(&flt, "send", "send", NULL, ALLOW);
 		expect(&flt, "recv", "recv", NULL, ALLOW);
+	}
+	/* no descriptor goes out (review 10 #1), by either way of making the call */
+	if (a->socketcall) {
+		expect(&flt, "socketcall(SYS_SENDMSG)", "socketcall", ARGS(SYS_SENDMSG),
+		       SCMP_ACT_ERRNO(ENOSYS));
+		expect(&flt, "socketcall(SYS_SENDMMSG)", "socketcall", ARGS(SYS_SENDMMSG),
+		       SCMP_ACT_ERRNO(ENOSYS));
+	} else {
+		expect(&flt, "sendmsg", "sendmsg", NULL, SCMP_ACT_ERRNO(ENOSYS));
+		expect(&flt, "sendmmsg", "sendmmsg", NULL, SCMP_ACT_ERRNO(ENOSYS));
 	}
 	expect(&flt, "FUSE ioctl", "ioctl", NULL, KILL);
 	free(flt.prog);
