@@ -341,7 +341,7 @@ static int take_block(struct store *st, const uint8_t sha[32])
 
 /* One batch: the files of its first TAKE blocks, sent back on CTL; STOP: the last. */
 static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks *b,
-			uint32_t take, bool stop)
+			uint32_t take, bool stop, int64_t deadline)
 {
 	struct stp_fetch_store fs = { .first = b->first, .stop = stop };
 	int fds[STP_FETCH_BATCH], err;
@@ -354,7 +354,8 @@ static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks
 		fs.which[fs.nfds] = k;
 		fds[fs.nfds++] = fd;
 	}
-	err = stp_msg_send_fds(ctl, STP_MSG_STORE, &fs, sizeof(fs), fds, fs.nfds);
+	/* by the deadline: a fetcher that reads no answer would hold the lock for good */
+	err = stp_msg_send_fds_by(ctl, deadline, STP_MSG_STORE, &fs, sizeof(fs), fds, fs.nfds);
 	for (uint32_t k = 0; k < fs.nfds; k++)
 		close(fds[k]); /* the fetcher's copies hold the locks */
 	return err;
@@ -398,7 +399,7 @@ static int exchange(struct store *st, int ctl, uint64_t offered, uint64_t files,
 			uint64_t take = files - first < b.count ? files - first : b.count;
 
 			err = answer_batch(st, ctl, &b, (uint32_t)take,
-					   first + take == files && files < offered);
+					   first + take == files && files < offered, deadline);
 			first += take;
 		}
 	}
@@ -677,7 +678,7 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 	if (!err) {
 		struct stp_fetch_room r = { room };
 
-		err = stp_msg_send(ctl, STP_MSG_ROOM, &r, sizeof(r));
+		err = stp_msg_send_fds_by(ctl, deadline, STP_MSG_ROOM, &r, sizeof(r), NULL, 0);
 	}
 	close(fd);
 	if (err)
