@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The disk cache's folder (cachedir.h): the monitor's privileged steps on it. */
+/* The disk cache's folder (cachedir.h): what the monitor does in it, and in which order;
+ * each call made there with its privilege is monitor.c's. */
 #include "cachedir.h"
 
 #include <ctype.h>
@@ -16,14 +17,15 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "monitor.h"
 #include "util.h"
 
 #define SECRET "secret"
 #define FILES_MAX 4096
 #define PAGE 4096u
 
-/* Makes DIR and its missing parents, as mkdir -p, private to their owner (as the XDG
- * base directories ask). */
+/* Makes DIR's missing parents, as mkdir -p, private to their owner (as the XDG base
+ * directories ask). */
 static int make_dirs(const char *dir)
 {
 	char *p = strdup(dir);
@@ -36,11 +38,10 @@ static int make_dirs(const char *dir)
 
 		if (*s != '/' && !last)
 			continue;
-		*s = '\0';
-		if (mkdir(p, 0700) && errno != EEXIST)
-			err = -errno;
 		if (last)
-			break;
+			break; /* made by stp_cachedir_open_sub */
+		*s = '\0';
+		err = stp_monitor_cache_mkdir(AT_FDCWD, p);
 		*s = '/';
 	}
 	free(p);
@@ -94,15 +95,9 @@ static void evict_files(int dirfd, const char *keep, uint64_t limit)
 		total += e[n++].bytes;
 	}
 	qsort(e, n, sizeof(*e), by_age);
-	for (size_t i = 0; i < n && total > limit; i++) {
-		int f = openat(dirfd, e[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-
-		if (f < 0)
-			continue;
-		if (!flock(f, LOCK_EX | LOCK_NB) && !unlinkat(dirfd, e[i].name, 0))
+	for (size_t i = 0; i < n && total > limit; i++)
+		if (!stp_monitor_cache_remove_unused(dirfd, e[i].name))
 			total -= e[i].bytes;
-		close(f);
-	}
 	free(e);
 	if (d)
 		closedir(d);
@@ -110,22 +105,29 @@ static void evict_files(int dirfd, const char *keep, uint64_t limit)
 		close(fd);
 }
 
+int stp_cachedir_open_sub(int at, const char *name)
+{
+	int err = stp_monitor_cache_mkdir(at, name);
+	int fd = err ? err : stp_monitor_cache_open_dir(at, name);
+	struct stat st;
+
+	if (fd < 0)
+		return fd == -ELOOP ? -ENOTDIR : fd;
+	if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
 /* The directory, when it is one that only its owner, the mounting user, may change. */
 static int open_dir(const char *dir, int *out)
 {
-	int err = make_dirs(dir), fd = -1;
-	struct stat st;
+	int err = make_dirs(dir);
+	int fd = err ? err : stp_cachedir_open_sub(AT_FDCWD, dir);
 
-	if (!err && (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		err = errno == ENOTDIR || errno == ELOOP ? -ENOTDIR : -errno;
-	if (!err && fstat(fd, &st))
-		err = -errno;
-	if (!err && (st.st_uid != geteuid() || (st.st_mode & 022)))
-		err = -EPERM;
-	if (err && fd >= 0)
-		close(fd);
-	*out = err ? -1 : fd;
-	return err;
+	*out = fd < 0 ? -1 : fd;
+	return fd < 0 ? fd : 0;
 }
 
 /* Whether FD is a file of ours that no one else reaches: regular, owned by the mounting
@@ -150,22 +152,23 @@ static bool private_file(int fd, uint64_t size, uint64_t *len)
 static int open_private(int dirfd, const char *name, int flags, uint64_t size, bool *made,
 			uint64_t *len)
 {
-	int fd = openat(dirfd, name, (flags & ~O_CREAT) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	int fd = stp_monitor_cache_open(dirfd, name, flags & ~O_CREAT), err;
 
 	*made = false;
 	if (fd >= 0 && private_file(fd, size, len))
 		return fd;
-	if (fd >= 0 || errno != ENOENT) {
+	if (fd != -ENOENT) {
 		if (fd >= 0)
 			close(fd);
-		if (unlinkat(dirfd, name, 0) && errno != ENOENT)
-			return -errno;
+		err = stp_monitor_cache_remove(dirfd, name);
+		if (err && err != -ENOENT)
+			return err;
 	}
 	if (!(flags & O_CREAT))
 		return -ENOENT;
-	fd = openat(dirfd, name, flags | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+	fd = stp_monitor_cache_open(dirfd, name, flags);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	*made = true;
 	if (len)
 		*len = 0;
@@ -186,7 +189,7 @@ static int read_secret(int dirfd, uint8_t secret[32])
 		err = stp_pread_full(fd, secret, 32, 0);
 	if (made && (err || fsync(fd))) {
 		err = err ? err : -errno;
-		unlinkat(dirfd, SECRET, 0);
+		stp_monitor_cache_remove(dirfd, SECRET);
 	}
 	close(fd);
 	return err;
@@ -208,7 +211,7 @@ static int open_cache_file(int dirfd, const char *name, const struct stp_diskcac
 	if (!err && (uint64_t)st.st_size != size && ftruncate(fd, (off_t)size))
 		err = -errno;
 	if (!err)
-		futimens(fd, NULL); /* the directory's LRU order */
+		stp_monitor_cache_touch(fd); /* the directory's LRU order */
 	if (err)
 		close(fd);
 	*out = err ? -1 : fd;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The disk cache's folder (diskcache.h says what the cache holds and why it can be
- * trusted): every call the monitor makes on it, with the mounting user's privilege,
- * before the daemon exists. It makes the folder (mkdir -p, 0700) and uses it only when
+ * trusted): what the monitor does in it, with the mounting user's privilege, before the
+ * daemon exists. The policy is here (names, owner checks, the size bound, what goes);
+ * each call made with privilege (mkdir, open, unlink, the times) is monitor.c's. It makes the folder (mkdir -p, 0700) and uses it only when
  * the mounting user owns it and no one else may write it; under the folder's lock
  * (flock) it reads or makes the secret, removes the least recently used cache files
  * beyond the size bound (only files named as the cache names them, each under an
@@ -31,6 +32,10 @@ int stp_cachedir_open_file(const char *dir, const struct stp_diskcache_id *id, u
  * symbolic link, owned by the mounting user and writable by no one else: 0, -ENOTDIR,
  * -EPERM or another negative errno. */
 int stp_cachedir_open_dir(const char *dir, int *out);
+/* NAME beneath AT (AT_FDCWD: a path), made 0700 when missing, opened when it is a
+ * directory, not a symbolic link, owned by the mounting user and writable by no one else:
+ * the descriptor, -ENOTDIR, -EPERM or another negative errno. */
+int stp_cachedir_open_sub(int at, const char *name);
 /* NAME beneath DIRFD opened with FLAGS (never following a link) when it is a regular
  * file the mounting user owns, mode 0600, one link, its bytes into *LEN; else removed
  * and, when FLAGS hold O_CREAT, made anew O_EXCL (*LEN 0), without it -ENOENT. The

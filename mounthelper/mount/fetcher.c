@@ -5,6 +5,7 @@
 #include "fetcher.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -113,15 +114,17 @@ static void hard_limit(const char *line, const char *name, uint64_t *max)
  * unknown. */
 static void read_limits(struct stp_fetcher *f)
 {
-	char path[64], line[256];
-	FILE *fp;
+	char line[256];
+	FILE *fp = NULL;
+	int fd;
 
 	if (f->limits_read)
 		return;
 	f->limits_read = true;
 	f->file_max = f->data_max = UINT64_MAX;
-	snprintf(path, sizeof(path), "/proc/%d/limits", (int)f->pid);
-	fp = f->pid > 0 ? fopen(path, "re") : NULL;
+	fd = f->limits_fd >= 0 ? fcntl(f->limits_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd >= 0 && !(fp = fdopen(fd, "r")))
+		close(fd);
 	while (fp && fgets(line, sizeof(line), fp)) {
 		hard_limit(line, "Max file size", &f->file_max);
 		hard_limit(line, "Max data size", &f->data_max);
@@ -205,7 +208,7 @@ static void close_theirs(struct stp_fetcher *f, bool with_ctl)
 void stp_fetcher_init(struct stp_fetcher *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->pid = f->pidfd = -1;
+	f->pid = f->pidfd = f->limits_fd = -1;
 	f->ctl[0] = f->ctl[1] = -1;
 	for (unsigned i = 0; i < STP_FETCH_CHANS_MAX; i++)
 		f->chans[i] = f->theirs[i] = -1;
@@ -306,11 +309,14 @@ void stp_fetcher_stop(struct stp_fetcher *f)
 {
 	stp_fetcher_release(f);
 	if (f->pid > 0) {
-		kill(f->pid, SIGKILL);
+		if (f->signal)
+			f->signal(f->pidfd, f->pid, SIGKILL);
 		while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
 	if (f->pidfd >= 0)
 		close(f->pidfd);
-	f->pid = f->pidfd = -1;
+	if (f->limits_fd >= 0)
+		close(f->limits_fd);
+	f->pid = f->pidfd = f->limits_fd = -1;
 }

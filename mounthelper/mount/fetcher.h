@@ -127,6 +127,11 @@ struct stp_fetcher {
 	uint64_t index_len;             /* its index's bytes, held by the fetcher */
 	uint64_t file_max, data_max;    /* its hard limits, once limits_read */
 	bool limits_read;
+	/* Set by the owner once it is spawned: /proc/PID/limits (-1: not known), and how it
+	 * is killed (NULL: it is not, it ends once its channels close). The monitor's go
+	 * through monitor.c; fetcher.c makes no privileged call of its own. */
+	int limits_fd;
+	int (*signal)(int pidfd, pid_t pid, int sig);
 };
 
 /* The channels a mount of OPTS uses: one per warming worker and a few for reads. */
@@ -186,7 +191,8 @@ void stp_fetcher_close_ctl(struct stp_fetcher *f);
  * Its pidfd stays, for the watcher. */
 void stp_fetcher_release(struct stp_fetcher *f);
 
-/* Kills the fetcher and waits for it (a mount that failed), and closes its pidfd. */
+/* Kills the fetcher (F->signal) and waits for it (a mount that failed), and closes its
+ * pidfd and limits_fd. */
 void stp_fetcher_stop(struct stp_fetcher *f);
 
 #endif

@@ -53,6 +53,13 @@ static void fetch_stats(struct stp_imgsrc *s, struct stp_imgsrc_stats *st)
 	fs->remote->stats(fs->remote, st);
 }
 
+/* The readers' own child, killed as any process kills its own (no monitor here). */
+static int kill_fetcher(int pidfd, pid_t pid, int sig)
+{
+	(void)pidfd;
+	return kill(pid, sig) ? -errno : 0;
+}
+
 static void fetch_close(struct stp_imgsrc *s)
 {
 	struct fetch_src *fs = (struct fetch_src *)s;
@@ -87,6 +94,8 @@ static int spawn_fetcher(struct stp_fetcher *f, const char *shown)
 		      -posix_spawn(&f->pid, path, &fa, &at, argv, env);
 	if (err)
 		f->pid = -1;
+	else
+		f->signal = kill_fetcher;
 	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	close(f->ctl[1]);

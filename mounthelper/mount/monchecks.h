@@ -7,7 +7,7 @@
  * mount.stipple-checked (mount_helper.c built with STP_HELPER_CHECKS) passes this table
  * to the monitor; mount.stipple passes NULL and execs mount.stipple-checked, with the
  * same arguments, for a URL or verify= (stp_mountopts_needs_checks). Both programs are
- * the same monitor: the privileged calls stay in monitor.c, cachedir.c and store.c.
+ * the same monitor: the privileged calls stay in monitor.c.
  */
 #ifndef STP_MONCHECKS_H
 #define STP_MONCHECKS_H

@@ -5,9 +5,14 @@
  * the few that make it safe, on arguments its caller checked. The order of a mount, its
  * checks, messages and protocol are in monmount.c and the mon*.c modules it calls.
  *
+ * Each call, why it needs the monitor's privilege, and what bounds it:
+ *
  *   open(program) O_PATH                  stipple-mountd, before anything is mounted
  *   vfork, execveat(program)              the daemon, started at once
  *   fork, execve(stipple-fetcher)         a URL's fetcher
+ *   execv(mount.stipple-checked)          mount.stipple, for a URL or verify=: the same
+ *                                          monitor, from the libexec folder
+ *   open, setns(mount namespace)          -N: root's, before any path is resolved
  *   open(image), through stp_open_if      the image: no driver's open runs
  *   open(keys dir), openat(key) O_NOFOLLOW  verify's keys, trusted configuration
  *   openat2(hot list) RESOLVE_NO_SYMLINKS record=, in a child bounded by the deadline
@@ -18,19 +23,33 @@
  *                                          directory; a user's through fusermount3
  *   open_tree(mount point) clone          root: the device of the mount made, through
  *                                          openat(clone, "..")
- *   pidfd_send_signal, or kill            the daemon, the record= child
+ *   pidfd_send_signal, or kill            the daemon, the fetcher, the record= and
+ *                                          priming children; the watcher's SIGKILL of a
+ *                                          daemon or fetcher that stays (pidfd only)
  *   fchdir, umount2 MNT_DETACH, or        our own mount after a failure, beneath the
  *     fork, execl(fusermount3 -u)          parent pinned before the mount
+ *   prctl(CAPBSET_DROP, SECUREBITS,       the watcher gives up all but CAP_SYS_ADMIN,
+ *     NO_NEW_PRIVS), capset                 CAP_DAC_READ_SEARCH and CAP_KILL, for good
+ *   open(/proc/PID/stat, limits)          the fetcher's start and limits: read-only
+ * In the disk cache's folder and the block store (cachedir.c, store.c: which names,
+ * whose, how much, what goes), as the mounting user, in a folder checked to be that
+ * user's and writable by no one else, one name beneath a directory descriptor:
+ *   mkdirat 0700, openat O_DIRECTORY      the folder, "blocks", its fan-out folders
+ *   openat O_NOFOLLOW|O_NONBLOCK, made    the secret, the key, the ledger, cache and
+ *     only O_EXCL 0600                      block files: never a link, never a FIFO's
+ *                                           wait, never someone else's file taken
+ *   open(/proc/self/fd/N) O_RDWR          an empty block file handed writable
+ *   unlinkat, renameat (within the dir)   damaged files; the ledger replaced whole
+ *   openat, flock(LOCK_EX|LOCK_NB),       eviction: only a file no mount holds
+ *     unlinkat
+ *   futimens(now), fsetxattr              the LRU order; a block file found sound
  *
  * A fork is no privileged call: each child the monitor forks (the watcher, record='s and
  * priming's) makes its privileged calls through these, or gives privilege up first.
- * Made elsewhere, with the reason: the watcher's drop (watcher.c: bounding set, securebits,
- * no_new_privs, capset: it gives privilege up) and its SIGKILL, through a pidfd, of a
- * daemon or fetcher that stays after its mount (watcher.c, with the CAP_KILL it keeps),
- * a URL's disk cache and store (cachedir.c,
- * store.c: mkdir, open, flock, unlinkat in root's cache folder), the fetcher's kill
- * (fetcher.c), the priming child's kill (prime.c, a confined child of the monitor), and
- * the daemon's confinement in stipple-mountd (sandbox.c: it gives privilege up).
+ * Made elsewhere, with the reason: the confinement of the daemon, the fetcher and the
+ * priming child (sandbox.c: it gives privilege up) and the priming child's lookups
+ * once confined (prime.c). tests/tools/privileged_calls.py (the unit test
+ * privileged_calls) checks that no other module of the monitor makes such a call.
  *
  * Called from the monitor's one thread; stp_monitor_signal also from a signal handler.
  */
@@ -38,12 +57,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
+#include <linux/securebits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fuseapi.h"
@@ -177,10 +203,13 @@ int stp_monitor_clone_tree(int dir_fd)
 	return tree < 0 ? -errno : tree;
 }
 
-void stp_monitor_signal(int pidfd, pid_t pid, int sig)
+int stp_monitor_signal(int pidfd, pid_t pid, int sig)
 {
-	if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
-		kill(pid, sig);
+	if (pidfd >= 0 && !syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
+		return 0;
+	if (pid <= 0) /* never a process group */
+		return pidfd >= 0 ? -errno : -ESRCH;
+	return kill(pid, sig) ? -errno : 0;
 }
 
 /* Root never runs a program here (the watcher's uid 0 could regain its capabilities by
@@ -215,4 +244,128 @@ void stp_monitor_unmount(int parent_fd, const char *base, const char *mountpoint
 	if (pid > 0)
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
+}
+
+int stp_monitor_exec_checked(const char *path, char *const argv[])
+{
+	execv(path, argv);
+	return -errno;
+}
+
+int stp_monitor_enter_namespace(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0 || setns(fd, CLONE_NEWNS))
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+/* Root's watcher keeps the two capabilities an unmount needs, CAP_KILL to end what the
+ * mount leaves (the sandbox's user: kill(2)'s rule holds for pidfds too), and no way
+ * back to the others: uid 0 would regain them all at an exec, so the bounding set is
+ * emptied, the securebits that give root its capabilities at exec and keep them across
+ * setuid are locked off, and no_new_privs is set. The calls are made directly, as the
+ * sandbox's are: libcap's loading and its constructor's probe of the kernel cost every
+ * mount's start. */
+int stp_monitor_drop_to_watcher(void)
+{
+	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
+	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL };
+	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
+	int err = 0;
+
+	if (geteuid() != 0)
+		return 0; /* nothing to drop: fusermount3 unmounts as the user */
+	/* every capability the kernel knows: until PR_CAPBSET_READ says EINVAL */
+	for (int c = 0; !err && prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		err = prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+	if (!err && errno != EINVAL)
+		err = -1;
+	if (!err)
+		err = prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
+	if (!err)
+		err = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		int cap = kept[i];
+
+		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);
+		caps[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
+	}
+	return err || syscall(SYS_capset, &head, caps) ? -1 : 0;
+}
+
+int stp_monitor_open_proc(pid_t pid, const char *name)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_cache_mkdir(int at, const char *name)
+{
+	return mkdirat(at, name, 0700) && errno != EEXIST ? -errno : 0;
+}
+
+int stp_monitor_cache_open_dir(int at, const char *name)
+{
+	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_cache_open(int at, const char *name, int flags)
+{
+	int how = (flags & (O_ACCMODE | O_CREAT)) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+	int fd = openat(at, name, flags & O_CREAT ? how | O_EXCL : how, 0600);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_cache_reopen_rw(int fd)
+{
+	char path[32];
+	int rw;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+	return rw < 0 ? -errno : rw;
+}
+
+int stp_monitor_cache_remove(int at, const char *name)
+{
+	return unlinkat(at, name, 0) ? -errno : 0;
+}
+
+int stp_monitor_cache_rename(int at, const char *from, const char *to)
+{
+	return renameat(at, from, at, to) ? -errno : 0;
+}
+
+int stp_monitor_cache_remove_unused(int at, const char *name)
+{
+	int fd = stp_monitor_cache_open(at, name, O_RDONLY), err;
+
+	if (fd < 0)
+		return fd;
+	err = flock(fd, LOCK_EX | LOCK_NB) ? -errno : stp_monitor_cache_remove(at, name);
+	close(fd); /* the lock goes with it */
+	return err;
+}
+
+int stp_monitor_cache_touch(int fd)
+{
+	return futimens(fd, NULL) ? -errno : 0;
+}
+
+int stp_monitor_cache_mark(int fd, const char *xattr)
+{
+	return fsetxattr(fd, xattr, "1", 1, 0) ? -errno : 0;
 }

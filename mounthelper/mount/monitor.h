@@ -60,11 +60,53 @@ int stp_monitor_fuse_mount(struct fuse_session *se, const char *target, bool *mo
  * without), Linux 5.2 (-ENOSYS before). */
 int stp_monitor_clone_tree(int dir_fd);
 
-/* SIG to the process PIDFD (or, without one, or when it fails, to PID). */
-void stp_monitor_signal(int pidfd, pid_t pid, int sig);
+/* SIG to the process PIDFD (or, without one, or when it fails, to PID when above 0): 0,
+ * or a negative errno. */
+int stp_monitor_signal(int pidfd, pid_t pid, int sig);
 
 /* Undoes our mount: root detaches BASE beneath PARENT_FD (no program run), a user runs
  * fusermount3 -u -z on MOUNTPOINT, the one libfuse runs. */
 void stp_monitor_unmount(int parent_fd, const char *base, const char *mountpoint);
+
+/* mount.stipple: PATH (mount.stipple-checked) exec'd with ARGV; returns a negative errno
+ * only when the exec fails. */
+int stp_monitor_exec_checked(const char *path, char *const argv[]);
+
+/* -N: the mount namespace of PATH (/proc/PID/ns/mnt or a bind of one) entered. */
+int stp_monitor_enter_namespace(const char *path);
+
+/* The watcher's drop, in its own process: as root, the bounding set emptied, the
+ * securebits that would give uid 0 its capabilities back locked on, no_new_privs, and
+ * CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone (watcher.h). 0, or -1 when
+ * any of it failed. Nothing to drop for a user. */
+int stp_monitor_drop_to_watcher(void);
+
+/* /proc/PID/NAME, read-only: a child's limits (fetcher.c), a fetcher's start (store.c). */
+int stp_monitor_open_proc(pid_t pid, const char *name);
+
+/*
+ * The disk cache's folder and the block store (cachedir.c and store.c choose the names,
+ * the owner checks, the budgets and what to evict). NAME is a name beneath the directory
+ * AT (AT_FDCWD: a path), never followed when it is a symbolic link; each returns a
+ * descriptor (the caller's), 0, or a negative errno.
+ */
+/* mkdir 0700; an existing NAME is no error (the caller checks what it opens). */
+int stp_monitor_cache_mkdir(int at, const char *name);
+/* NAME, a directory, to list and lock: -ENOTDIR (or -ELOOP) for anything else. */
+int stp_monitor_cache_open_dir(int at, const char *name);
+/* NAME opened with FLAGS' access mode, without waiting (a FIFO); with O_CREAT in FLAGS,
+ * made anew only (O_EXCL, 0600). */
+int stp_monitor_cache_open(int at, const char *name, int flags);
+/* The file FD is open on, opened again read-write (a file the caller made empty). */
+int stp_monitor_cache_reopen_rw(int fd);
+/* unlinkat, renameat within AT. */
+int stp_monitor_cache_remove(int at, const char *name);
+int stp_monitor_cache_rename(int at, const char *from, const char *to);
+/* NAME removed only when an exclusive lock on it is had at once, so never while a mount
+ * holds it: 0, -EWOULDBLOCK when held. */
+int stp_monitor_cache_remove_unused(int at, const char *name);
+/* FD's times set to now (its LRU order), and its extended attribute XATTR set to "1". */
+int stp_monitor_cache_touch(int fd);
+int stp_monitor_cache_mark(int fd, const char *xattr);
 
 #endif

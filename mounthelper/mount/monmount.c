@@ -167,8 +167,11 @@ static int spawn_fetcher(struct stp_mon *m)
 		err = f->pid;
 		f->pid = -1;
 	}
-	if (!err) /* without (Linux < 5.3), nothing ends a fetcher that stays */
+	if (!err) { /* without a pidfd (Linux < 5.3), nothing ends a fetcher that stays */
 		f->pidfd = (int)syscall(SYS_pidfd_open, f->pid, 0);
+		f->limits_fd = stp_monitor_open_proc(f->pid, "limits"); /* read once it lowered them */
+		f->signal = stp_monitor_signal;
+	}
 	close(f->ctl[1]);
 	f->ctl[1] = -1;
 	return err;
@@ -314,8 +317,8 @@ static int hand_over(struct stp_mon *m, int fd)
 		err = stp_montalk_send_filter(fd, m->o, m->prog, m->pid);
 	if (!err)
 		remember_mount(m);
-	if (!err && will_have_watcher(m))
-		m->fuse_copy = fcntl(m->h.fuse_fd, F_DUPFD_CLOEXEC, 3);
+	if (!err && (will_have_watcher(m) || (m->o->foreground && m->pidfd >= 0)))
+		m->fuse_copy = fcntl(m->h.fuse_fd, F_DUPFD_CLOEXEC, 3); /* to see it end */
 	release(m);
 	return err;
 }
@@ -387,21 +390,6 @@ static int prime(struct stp_mon *m, int fd, uint8_t *buf)
 	return 0;
 }
 
-/* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
- * and unmounts unless the host already did. */
-static int stay(struct stp_mon *m)
-{
-	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
-	reap(m, false);
-	stp_watcher_end(m->h.fetcher.pidfd, STP_WATCHER_GRACE_MS);
-	stp_fetcher_stop(&m->h.fetcher); /* reaped */
-	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
-		return 0;
-	if (stp_monpoint_ours(m))
-		unmount_ours(m);
-	return stp_monsig_forwarded() && WIFEXITED(m->status) ? 0 : -EIO;
-}
-
 static void close_clone(struct stp_mon *m)
 {
 	if (m->clone_fd >= 0)
@@ -421,6 +409,39 @@ static bool still_mounted(void *m)
 	return stp_monpoint_ours(m);
 }
 
+/* -f: the monitor watches as the watcher would (watcher.h): once the mount's connection
+ * has ended, a daemon that stays gets STP_WATCHER_GRACE_MS, then SIGKILL. Without a
+ * pidfd (Linux < 5.3) it only waits. */
+static void watch_daemon(struct stp_mon *m)
+{
+	struct stp_watched w = { m->pidfd, -1, m->fuse_copy };
+
+	if (m->pidfd >= 0 && stp_watcher_wait(&w, still_mounted, m)) {
+		stp_watcher_end(m->pidfd, STP_WATCHER_GRACE_MS);
+		m->lingered = true;
+	}
+	close_fuse_copy(m);
+}
+
+/* -f: the monitor stays until the daemon ends, passing it the signals that end a mount,
+ * and unmounts unless the host already did. */
+static int stay(struct stp_mon *m)
+{
+	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
+	watch_daemon(m);
+	reap(m, false);
+	if (m->lingered && WIFSIGNALED(m->status))
+		stp_monlog_say(m->prog, "%s: the daemon stayed %d s after its mount had gone: "
+			       "killed", m->o->mountpoint, STP_WATCHER_GRACE_MS / 1000);
+	stp_watcher_end(m->h.fetcher.pidfd, STP_WATCHER_GRACE_MS);
+	stp_fetcher_stop(&m->h.fetcher); /* reaped */
+	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
+		return 0;
+	if (stp_monpoint_ours(m))
+		unmount_ours(m);
+	return stp_monsig_forwarded() && WIFEXITED(m->status) ? 0 : -EIO;
+}
+
 /* The watcher's process (watcher.h): it drops privilege at once, says so on WORD, and
  * stays once told the mount is live (the socket closed: it was not); when the daemon then
  * ends and left its mount dead, it unmounts it. A daemon that stays after its mount has
@@ -430,7 +451,7 @@ static _Noreturn void watch(struct stp_mon *m, int word)
 	struct stp_watched w = { m->pidfd, m->h.fetcher.pidfd, m->fuse_copy };
 
 	stp_watcher_detach(&w, m->parent_fd, word, m->clone_fd, &m->saved_mask);
-	if (stp_watcher_drop_privilege() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
+	if (stp_monitor_drop_to_watcher() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
 		_exit(0);
 	close(word);
 	close_clone(m); /* the monitor has gone: the grace period holds up no one */
@@ -517,6 +538,7 @@ static void finish(struct stp_mon *m)
 		close(m->record_fd);
 	if (m->h.fetcher.pidfd >= 0)
 		close(m->h.fetcher.pidfd);
+	m->h.fetcher.pidfd = -1;
 	close_clone(m);
 	close_fuse_copy(m);
 	sigprocmask(SIG_SETMASK, &m->saved_mask, NULL);

@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "filters.h"
@@ -51,6 +53,26 @@ static int open_root(const struct stp_mon *m)
 	return -EXDEV;
 }
 
+/* Waits for the lookup child PID (DONE_FD: its pipe, stp_prime_wait_done) until
+ * DEADLINE_NS, then kills it: stp_prime_status's answer, or -ETIMEDOUT. A child whose
+ * request the daemon has read waits for the answer whatever the signal: *STUCK is then
+ * its pid, for the caller to reap once the daemon (and with it the connection) is gone. */
+static int wait_lookups(pid_t pid, int done_fd, int64_t deadline_ns, pid_t *stuck)
+{
+	int status;
+
+	if (stp_prime_wait_done(done_fd, deadline_ns)) {
+		stp_monitor_signal(-1, pid, SIGKILL);
+		usleep(100000);
+		if (waitpid(pid, &status, WNOHANG) != pid)
+			*stuck = pid;
+		return -ETIMEDOUT;
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return stp_prime_status(status);
+}
+
 /* The child, forked once its filter is built (a failure leaves it empty: the child,
  * unable to confine itself, primes nothing), and waited for until the deadline. */
 static int fork_lookups(const struct stp_mon *m, const struct stp_prime_list *list, int root,
@@ -73,7 +95,7 @@ static int fork_lookups(const struct stp_mon *m, const struct stp_prime_list *li
 	}
 	stp_sandbox_prog_free(&filter);
 	close(fds[1]);
-	err = pid < 0 ? -errno : stp_prime_wait(pid, fds[0], m->deadline, stuck);
+	err = pid < 0 ? -errno : wait_lookups(pid, fds[0], m->deadline, stuck);
 	close(fds[0]);
 	return err;
 }

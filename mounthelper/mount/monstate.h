@@ -44,7 +44,8 @@ struct stp_mon {
 	bool mounted;         /* the daemon said the FUSE mount exists */
 	dev_t mount_dev;      /* the device of the mount made, when root (0: not known) */
 	int clone_fd;         /* the tree cloned to find it, for the watcher to close (-1) */
-	int fuse_copy;        /* the mount's /dev/fuse, for the watcher to see it end (-1) */
+	int fuse_copy;        /* the mount's /dev/fuse, for the watcher (or -f) to see it end */
+	bool lingered;        /* -f: the daemon stayed after the connection ended: ended */
 	pid_t watcher;        /* forked before LIVE, waiting for its word (-1: none) */
 	int watcher_go;       /* the watcher's word: a byte, it stays; closed, it goes */
 	int64_t deadline;     /* CLOCK_MONOTONIC ns */

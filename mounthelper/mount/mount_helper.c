@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "escape.h"
+#include "monitor.h"
 #include "monmount.h"
 #include "mountopts.h"
 #include "progpath.h"
@@ -80,17 +81,13 @@ static int enter_namespace(const char *ns)
 {
 	char path[64];
 	const char *p = ns;
-	int fd, err = 0;
+	int err;
 
 	if (strspn(ns, "0123456789") == strlen(ns)) {
 		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", ns);
 		p = path;
 	}
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNS))
-		err = -errno;
-	if (fd >= 0)
-		close(fd);
+	err = stp_monitor_enter_namespace(p);
 	if (err)
 		say("namespace %s: %s", ns, stp_strerror(err));
 	return err;
@@ -124,10 +121,8 @@ static int exec_checked(char **args)
 	int err = args ? stp_progpath(STP_HELPER_CHECKED_NAME, STP_LIBEXEC_DIR, path, sizeof(path))
 		       : -ENOMEM;
 
-	if (!err) {
-		execv(path, args);
-		err = -errno;
-	}
+	if (!err)
+		err = stp_monitor_exec_checked(path, args);
 	say("%s: %s", args ? path : STP_HELPER_CHECKED_NAME, stp_strerror(err));
 	return exit_failed;
 }

@@ -592,19 +592,3 @@ int stp_prime_wait_done(int done_fd, int64_t deadline_ns)
 	}
 	return ready > 0 ? 0 : -ETIMEDOUT;
 }
-
-int stp_prime_wait(pid_t pid, int done_fd, int64_t deadline_ns, pid_t *stuck)
-{
-	int status;
-
-	if (stp_prime_wait_done(done_fd, deadline_ns)) {
-		kill(pid, SIGKILL);
-		usleep(100000);
-		if (waitpid(pid, &status, WNOHANG) != pid)
-			*stuck = pid;
-		return -ETIMEDOUT;
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return stp_prime_status(status);
-}

@@ -109,10 +109,4 @@ int stp_prime_wait_done(int done_fd, int64_t deadline_ns);
  * nothing up) or -ESTALE (not our mount). */
 int stp_prime_status(int status);
 
-/* Waits for the lookup child PID (DONE_FD: its pipe, as for stp_prime_wait_done) until
- * DEADLINE_NS, then kills it: stp_prime_status's answer, or -ETIMEDOUT. A child whose
- * request the daemon has read waits for the answer whatever the signal: *STUCK is then
- * its pid, for the caller to reap once the daemon (and with it the connection) is gone. */
-int stp_prime_wait(pid_t pid, int done_fd, int64_t deadline_ns, pid_t *stuck);
-
 #endif

@@ -21,6 +21,7 @@
 #include "format.h"
 #include "hash.h"
 #include "ledger.h"
+#include "monitor.h"
 #include "monlog.h"
 #include "monproto.h"
 #include "pubindex.h"
@@ -54,25 +55,6 @@ struct store {
 	uint64_t block_max;      /* the longest a block of the image may be stored */
 };
 
-/* SUB beneath DIRFD, made 0700 when missing, opened when it is a directory (not a
- * link) of the mounting user's that no one else may write. */
-static int open_subdir(int dirfd, const char *sub)
-{
-	struct stat st;
-	int fd;
-
-	if (mkdirat(dirfd, sub, 0700) && errno != EEXIST)
-		return -errno;
-	fd = openat(dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOTDIR || errno == ELOOP ? -ENOTDIR : -errno;
-	if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 022)) {
-		close(fd);
-		return -EPERM;
-	}
-	return fd;
-}
-
 /* "HH/H64": the path of SHA's file beneath the blocks directory. */
 static void block_path(const struct stp_ledger *l, const uint8_t sha[32],
 		       char path[STP_PUBINDEX_NAME_MAX])
@@ -96,7 +78,7 @@ static int load_key(int blocks, uint8_t key[KEY_SIZE], bool *made)
 		close(fd);
 		if (!err)
 			return 0;
-		unlinkat(blocks, KEY_FILE, 0);
+		stp_monitor_cache_remove(blocks, KEY_FILE);
 	}
 	fd = stp_cachedir_open_private(blocks, KEY_FILE, O_RDWR | O_CREAT, &len);
 	if (fd < 0)
@@ -107,7 +89,7 @@ static int load_key(int blocks, uint8_t key[KEY_SIZE], bool *made)
 		err = -errno;
 	close(fd);
 	if (err)
-		unlinkat(blocks, KEY_FILE, 0);
+		stp_monitor_cache_remove(blocks, KEY_FILE);
 	*made = !err;
 	return err;
 }
@@ -131,14 +113,14 @@ static void save_ledger(int blocks, struct stp_ledger *l)
 	uint64_t len;
 	int fd, err;
 
-	unlinkat(blocks, LEDGER_NEW, 0);
+	stp_monitor_cache_remove(blocks, LEDGER_NEW);
 	fd = stp_cachedir_open_private(blocks, LEDGER_NEW, O_RDWR | O_CREAT, &len);
 	if (fd < 0)
 		return;
 	err = stp_ledger_write(l, fd);
 	close(fd);
-	if (err || renameat(blocks, LEDGER_NEW, blocks, LEDGER_FILE))
-		unlinkat(blocks, LEDGER_NEW, 0);
+	if (err || stp_monitor_cache_rename(blocks, LEDGER_NEW, LEDGER_FILE))
+		stp_monitor_cache_remove(blocks, LEDGER_NEW);
 }
 
 static void free_store(struct store *st)
@@ -156,7 +138,7 @@ static bool held_file(const struct store *st, const uint8_t sha[32], uint64_t *b
 	int fd;
 
 	block_path(&st->l, sha, path);
-	fd = openat(st->blocks, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	fd = stp_monitor_cache_open(st->blocks, path, O_RDONLY);
 	*bytes = 0;
 	if (fd < 0)
 		return false;
@@ -171,15 +153,14 @@ static bool held_file(const struct store *st, const uint8_t sha[32], uint64_t *b
  * has ended (or is not known). With the pid, it names the process whatever pid reuse. */
 static uint64_t started(pid_t pid)
 {
-	char path[32], buf[512], *end;
+	char buf[512], *end;
 	unsigned long long start = 0;
 	ssize_t n;
 	int fd;
 
 	if (pid <= 0)
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = stp_monitor_open_proc(pid, "stat");
 	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	if (fd >= 0)
 		close(fd);
@@ -248,7 +229,6 @@ static int open_store(struct store *st, int blocks)
 static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
 	struct stp_ledger *l = &st->l;
-	char path[32];
 	int rw;
 
 	if (len)
@@ -260,9 +240,7 @@ static int writable_if_empty(struct store *st, int fd, uint64_t len, const uint8
 	} else {
 		st->writable--;
 		st->handed++;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		rw = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
-		rw = rw < 0 ? -errno : rw;
+		rw = stp_monitor_cache_reopen_rw(fd);
 		if (rw >= 0)
 			stp_ledger_add_pending(l, sha, st->group);
 	}
@@ -304,7 +282,7 @@ static bool holds_junk(struct store *st, int fd, uint64_t len, const uint8_t sha
 		return false;
 	sound = hashes_to(st, fd, len, sha);
 	if (sound > 0)
-		fsetxattr(fd, VERIFIED_XATTR, "1", 1, 0); /* else hashed again next time */
+		stp_monitor_cache_mark(fd, VERIFIED_XATTR); /* else hashed again next time */
 	flock(fd, LOCK_UN);
 	return !sound;
 }
@@ -323,7 +301,8 @@ static int open_block_file(struct store *st, int sub, unsigned d, const char *le
 		uint64_t bytes = fstat(fd, &sb) ? 0 : (uint64_t)sb.st_blocks * 512;
 
 		close(fd);
-		fd = unlinkat(sub, leaf, 0) ? -errno : -ENOENT;
+		fd = stp_monitor_cache_remove(sub, leaf);
+		fd = fd ? fd : -ENOENT;
 		if (fd == -ENOENT && !stp_ledger_is_pending(&st->l, sha))
 			stp_ledger_remove(&st->l, d, bytes);
 	}
@@ -342,7 +321,7 @@ static int take_block(struct store *st, const uint8_t sha[32])
 
 	block_path(&st->l, sha, path);
 	path[2] = '\0';
-	sub = open_subdir(st->blocks, path);
+	sub = stp_cachedir_open_sub(st->blocks, path);
 	if (sub < 0)
 		return sub;
 	fd = open_block_file(st, sub, stp_ledger_fanout(&st->l, sha), path + 3, sha, &len);
@@ -356,13 +335,13 @@ static int take_block(struct store *st, const uint8_t sha[32])
 		close(fd);
 		return -errno;
 	}
-	futimens(fd, NULL); /* the store's LRU order */
+	stp_monitor_cache_touch(fd); /* the store's LRU order */
 	return fd;
 }
 
 /* One batch: the files of its first TAKE blocks, sent back on CTL; STOP: the last. */
 static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks *b,
-			uint32_t take, bool stop)
+			uint32_t take, bool stop, int64_t deadline)
 {
 	struct stp_fetch_store fs = { .first = b->first, .stop = stop };
 	int fds[STP_FETCH_BATCH], err;
@@ -375,7 +354,8 @@ static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks
 		fs.which[fs.nfds] = k;
 		fds[fs.nfds++] = fd;
 	}
-	err = stp_msg_send_fds(ctl, STP_MSG_STORE, &fs, sizeof(fs), fds, fs.nfds);
+	/* by the deadline: a fetcher that reads no answer would hold the lock for good */
+	err = stp_msg_send_fds_by(ctl, deadline, STP_MSG_STORE, &fs, sizeof(fs), fds, fs.nfds);
 	for (uint32_t k = 0; k < fs.nfds; k++)
 		close(fds[k]); /* the fetcher's copies hold the locks */
 	return err;
@@ -419,7 +399,7 @@ static int exchange(struct store *st, int ctl, uint64_t offered, uint64_t files,
 			uint64_t take = files - first < b.count ? files - first : b.count;
 
 			err = answer_batch(st, ctl, &b, (uint32_t)take,
-					   first + take == files && files < offered);
+					   first + take == files && files < offered, deadline);
 			first += take;
 		}
 	}
@@ -483,14 +463,7 @@ static bool parse_name(const char *name, uint8_t sha[32])
 /* Removes NAME when no mount holds it (an exclusive lock had at once): true if it did. */
 static bool remove_unused(int blocks, const char *name)
 {
-	int fd = openat(blocks, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	bool gone = false;
-
-	if (fd < 0)
-		return false;
-	gone = !flock(fd, LOCK_EX | LOCK_NB) && !unlinkat(blocks, name, 0);
-	close(fd);
-	return gone;
+	return !stp_monitor_cache_remove_unused(blocks, name);
 }
 
 /* Fan-out directory D's block files into S (the ones past SAMPLE_MAX only counted), its
@@ -507,7 +480,7 @@ static void list_sub(struct store *st, unsigned d, struct sample *s)
 	uint64_t bytes = 0;
 
 	snprintf(sub, sizeof(sub), "%02hhx", (unsigned char)d);
-	fd = openat(st->blocks, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd = stp_monitor_cache_open_dir(st->blocks, sub);
 	dir = fd >= 0 ? fdopendir(fd) : NULL;
 	while (dir && (de = readdir(dir))) {
 		char name[STP_PUBINDEX_NAME_MAX];
@@ -681,7 +654,7 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 	uint64_t room = 0;
 
 	if (!err) {
-		fd = open_subdir(dirfd, BLOCKS_DIR);
+		fd = stp_cachedir_open_sub(dirfd, BLOCKS_DIR);
 		err = fd < 0 ? fd : 0;
 		close(dirfd);
 	}
@@ -705,7 +678,7 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 	if (!err) {
 		struct stp_fetch_room r = { room };
 
-		err = stp_msg_send(ctl, STP_MSG_ROOM, &r, sizeof(r));
+		err = stp_msg_send_fds_by(ctl, deadline, STP_MSG_ROOM, &r, sizeof(r), NULL, 0);
 	}
 	close(fd);
 	if (err)

@@ -44,7 +44,8 @@
  * store only the bytes LIMIT leaves after its trim (ROOM, fetcher.h): blocks past them
  * are fetched each time.
  *
- * The monitor runs this, privileged as the mounting user, once it has checked the
+ * The monitor runs this, privileged as the mounting user (each such call is monitor.c's:
+ * this file decides, monitor.c acts), once it has checked the
  * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
  * makes no more files than cache_size= can hold, and pins no more than its image has
  * blocks (stp_store_files_max); the fetcher never learns a path. Not

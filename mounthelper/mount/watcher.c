@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The watcher's housekeeping (watcher.h); its fork and capset are the monitor's. */
+/* The watcher's housekeeping (watcher.h); its fork is monmount.c's, its drop and its
+ * signals monitor.c's. */
 #include "watcher.h"
 
 #include <errno.h>
@@ -7,13 +8,12 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <linux/capability.h>
-#include <linux/securebits.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "monitor.h"
 
 static int compare_fds(const void *a, const void *b)
 {
@@ -124,7 +124,7 @@ void stp_watcher_end(int pidfd, unsigned grace_ms)
 {
 	if (pidfd < 0 || ended_within(pidfd, (int)grace_ms))
 		return;
-	if (!syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0))
+	if (!stp_monitor_signal(pidfd, 0, SIGKILL))
 		ended_within(pidfd, -1);
 }
 
@@ -141,42 +141,6 @@ bool stp_watcher_word_came(int fd)
 	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
 		;
 	return n == 1;
-}
-
-/* Root's watcher keeps the two capabilities an unmount needs, CAP_KILL to end what the
- * mount leaves (the sandbox's user: kill(2)'s rule holds for pidfds too), and no way
- * back to the others: uid 0 would regain them all at an exec, so the bounding set is emptied, the
- * securebits that give root its capabilities at exec and keep them across setuid are
- * locked off, and no_new_privs is set. -1 when any of it fails: the watcher then does not
- * stay. The calls are made directly, as the sandbox's are: libcap's loading and its
- * constructor's probe of the kernel cost every mount's start, before the daemon's. */
-int stp_watcher_drop_privilege(void)
-{
-	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
-	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL };
-	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
-	int err = 0;
-
-	if (geteuid() != 0)
-		return 0; /* nothing to drop: fusermount3 unmounts as the user */
-	/* every capability the kernel knows: until PR_CAPBSET_READ says EINVAL */
-	for (int c = 0; !err && prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
-		err = prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
-	if (!err && errno != EINVAL)
-		err = -1;
-	if (!err)
-		err = prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
-	if (!err)
-		err = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
-		int cap = kept[i];
-
-		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);
-		caps[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
-	}
-	return err || syscall(SYS_capset, &head, caps) ? -1 : 0;
 }
 
 void stp_watcher_release(int *go, pid_t pid, bool live)

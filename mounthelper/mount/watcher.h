@@ -11,7 +11,9 @@
  * drops privilege and can never regain any, not even by an exec; a root watcher that
  * cannot drop all of it exits at once. It is forked while the daemon opens the image,
  * drops at once, and stays only when the monitor then tells it, on a socket of its own,
- * that the mount is live. The fork is in monmount.c; this file holds the rest. It waits for the daemon to end, then the monitor's
+ * that the mount is live. The fork is in monmount.c, the drop and the signals in monitor.c
+ * (stp_monitor_drop_to_watcher, stp_monitor_signal); this file holds the rest. It
+ * waits for the daemon to end, then the monitor's
  * check-and-unmount runs, so that a daemon that dies later takes its mount with it
  * instead of leaving one that answers ENOTCONN.
  *
@@ -44,19 +46,13 @@ struct stp_watched {
 	int daemon, fetcher, fuse;
 };
 
-/* In the watcher's process, which the monitor forked (monmount.c, with the capset that
+/* In the watcher's process, which the monitor forked (monmount.c, with the drop that
  * leaves it CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL only, after this): out of the
  * caller's session, terminal and directory, no descriptor but W's, KEEP_FD, WORD_FD and
  * LATER_FD (the caller's to close later; -1: none), SIGINT and SIGHUP ignored, MASK
  * restored. */
 void stp_watcher_detach(const struct stp_watched *w, int keep_fd, int word_fd, int later_fd,
 			const sigset_t *mask);
-
-/* In the watcher's process, after stp_watcher_detach: as root, the bounding set emptied,
- * the securebits that would give uid 0 its capabilities back locked off, no_new_privs,
- * and CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone. 0, or -1 when any of it failed
- * (the watcher must then exit). Nothing to drop for a user (fusermount3 unmounts). */
-int stp_watcher_drop_privilege(void);
 
 /* In the monitor: the watcher PID stays when the mount is LIVE, once it has said on GO
  * that it dropped privilege (one that could not has exited, silently); else it exits

@@ -16,6 +16,7 @@ import pytest
 import httputil
 from httputil import _no_proxy_from_the_environment  # noqa: F401 (autouse)
 from conftest import STIPPLE, build_image, mount_image, process_alive, read_file, run, unmount
+from test_mount import foreground_mount
 from test_http import as_nobody, fuse_open_to_users
 from test_http_closing import kill_leftovers, processes_of
 
@@ -98,6 +99,30 @@ def test_a_daemon_that_stays_after_its_mount_is_ended(gen_image):
         assert_gone("the stopped daemon", daemons)
     finally:
         for pid in daemons if "daemons" in dir() else []:
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_foreground_daemon_that_stays_after_its_mount_is_ended(gen_image, tmp_path):
+    """With -f the monitor itself stays, and watches as the watcher would: the daemon
+    stopped, umount ends its connection; the monitor kills it after the grace, says so,
+    and exits non-zero (before, it waited for the daemon for ever)."""
+    image = os.fspath(gen_image)
+    mnt = tmp_path / "mnt"
+    os.mkdir(mnt)
+    before = set(named(processes_of(image), "stipple-mountd"))
+    daemons = []
+    try:
+        with foreground_mount(image, os.fspath(mnt), "--no-prime") as fg:
+            daemons = [p for p in named(processes_of(image), "stipple-mountd")
+                       if p not in before]
+            stop(daemons)
+            umount2(mnt)
+            assert_gone("the stopped foreground daemon", daemons)
+            assert fg.proc.wait(timeout=GONE_LIMIT) != 0
+            assert "the daemon stayed" in fg.log(), fg.log()
+    finally:
+        for pid in daemons:
             if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 

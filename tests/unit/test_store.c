@@ -6,6 +6,7 @@
  * first. Files are placed here as store.h says, by SHA-256 of the store's key and the
  * block's hash, computed by the test from the key file. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -409,6 +410,52 @@ static void hostile_fetcher_gets_few_writable_files(void)
 	CHECK(s.writable <= max, "%u writable files for %llu bytes of 64 KiB blocks", s.writable,
 	      (unsigned long long)limit);
 	CHECK(s.readonly == 1, "%u read-only files", s.readonly);
+	close(sv[0]);
+	close(sv[1]);
+	cleanup();
+}
+
+#define DEAF_BLOCKS STP_FETCH_STORE_MAX
+
+/* A fetcher turned hostile that offers every batch and reads no answer (review 10 #3). */
+static void *offer_deaf(void *arg)
+{
+	int ctl = *(int *)arg;
+
+	for (uint64_t first = 0; first < DEAF_BLOCKS; first += STP_FETCH_BATCH) {
+		struct stp_fetch_blocks b = { .first = first, .count = STP_FETCH_BATCH };
+
+		for (uint32_t k = 0; k < b.count; k++)
+			memcpy(b.sha[k], &(uint64_t){ first + k + 1 }, 8);
+		if (stp_msg_send(ctl, STP_MSG_BLOCKS, &b, sizeof(b)))
+			break;
+	}
+	return NULL;
+}
+
+/* The monitor's answers fill the socket: it gives up by its deadline (the mount's, 10 s),
+ * rather than waiting in sendmsg for good with the store's lock held. */
+static void deaf_fetcher_cannot_hold_the_monitor(void)
+{
+	struct stp_superblock sb = { .block_log = 16, .block_count = DEAF_BLOCKS,
+				     .meta_offset = STP_SB_SIZE + DEAF_BLOCKS * (64ull << 10) };
+	int64_t start = (int64_t)stp_now_ns();
+	char path[256];
+	pthread_t tid;
+	int sv[2], rc;
+
+	make_blocks(path);
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	CHECK(!pthread_create(&tid, NULL, offer_deaf, &sv[1]));
+	alarm(60); /* a monitor that waits for good: the test fails, it does not hang */
+	rc = stp_store_attach(root, 1 << 20, "test", sv[0], &sb, DEAF_BLOCKS,
+			      stp_block_stored_max(64u << 10), 0);
+	alarm(0);
+	CHECK(rc == -ETIMEDOUT, "stp_store_attach: %s", strerror(-rc));
+	CHECK((int64_t)stp_now_ns() - start < 30000000000ll, "the monitor waited %lld ms",
+	      (long long)(((int64_t)stp_now_ns() - start) / 1000000));
+	shutdown(sv[0], SHUT_RDWR);
+	pthread_join(tid, NULL);
 	close(sv[0]);
 	close(sv[1]);
 	cleanup();
@@ -903,5 +950,7 @@ int main(void)
 	RUN(old_layout_is_evicted);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(overlong_block_file_is_not_read);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(deaf_fetcher_cannot_hold_the_monitor);
 	return tap_done();
 }

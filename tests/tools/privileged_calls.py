@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Whether monitor.c is the one module of the monitor that makes privileged calls.
+
+The monitor's modules: the objects of mounthelper/ (mount/, cli/) that mount.stipple or
+mount.stipple-checked link (an object is linked when the program defines one of its
+global symbols; the programs' own objects always), so that a new module is checked
+without being named here. stipple-mountd, stipple-fetcher and stipple are other
+programs and are not looked at.
+
+A privileged call: a libc (or libfuse) function that the object refers to (nm -u) and
+whose effect the kernel checks against the caller's credentials at the call, made to act:
+- open or make a file by name: open, openat, openat2, fopen, opendir, creat, mkdir,
+  mkdirat, mknod, mkfifo, link, symlink;
+- remove, rename or change a file: unlink, unlinkat, rmdir, remove, rename, renameat,
+  truncate (by path), chown, fchown, fchownat, lchown, chmod, fchmod, fchmodat, utime,
+  utimes, futimes, futimens, utimensat, setxattr, fsetxattr, lsetxattr, removexattr...;
+- signal a process: kill, killpg, tgkill, sigqueue, pidfd_send_signal;
+- change credentials or namespaces: the setuid family, setgroups, capset, prctl,
+  setns, unshare, chroot, pivot_root;
+- mount or unmount: mount, umount, umount2, fuse_session_mount, fuse_session_unmount;
+- run a program: the exec family, posix_spawn, system, popen;
+- syscall(2), which may be any of those (open_tree, openat2, pidfd_send_signal, capset).
+Not privileged: what only observes (fstat, statx, access, readlink, getxattr, readdir)
+and what acts on a descriptor only as it was opened (read, write, ftruncate, flock):
+those are bounded by the open that monitor.c made. fork is no privileged call either:
+each child makes its calls through monitor.c or gives privilege up first.
+
+Allowed outside monitor.c, by call site (the first argument, as written in the source):
+open of "/dev/null" or "/proc/self/mountinfo" (the same for every caller);
+prctl(PR_SET_NAME, ...) (a process naming itself); syscall(SYS_pidfd_open or SYS_gettid).
+The confined children's code: sandbox.c (the daemon, fetcher and priming child confine
+themselves: each of its calls gives privilege up) and prime.c (the priming child's
+lookups, made once it is confined).
+
+usage: privileged_calls.py BUILD/mounthelper SOURCE_ROOT; prints what it checked, exit 1
+when a call is found elsewhere.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+PROGRAMS = ("mount.stipple", "mount.stipple-checked")
+MONITOR = "mount/monitor.c"
+CONFINED = {"mount/sandbox.c", "mount/prime.c"}
+
+PRIVILEGED = set("""
+open openat openat2 fopen freopen opendir creat mkdir mkdirat mknod mknodat mkfifo mkfifoat
+link linkat symlink symlinkat name_to_handle_at open_by_handle_at
+unlink unlinkat rmdir remove rename renameat renameat2 truncate
+chown fchown fchownat lchown chmod fchmod fchmodat utime utimes futimes lutimes futimens
+utimensat setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr
+kill killpg tgkill tkill sigqueue pidfd_send_signal
+setuid seteuid setreuid setresuid setgid setegid setregid setresgid setfsuid setfsgid
+setgroups initgroups capset prctl setns unshare chroot pivot_root
+mount umount umount2 fuse_session_mount fuse_session_unmount
+execve execveat execv execvp execvpe execl execlp execle fexecve posix_spawn posix_spawnp
+system popen
+syscall
+""".split())
+
+ALLOWED = {
+    "open": {'"/dev/null"', '"/proc/self/mountinfo"'},
+    "prctl": {"PR_SET_NAME"},
+    "syscall": {"SYS_pidfd_open", "SYS_gettid"},
+}
+
+
+def c_name(symbol):
+    """The C function a libc symbol stands for: open64, __open_2 and __open64_2 are open."""
+    name = re.sub(r"@.*", "", symbol)
+    name = re.sub(r"^__(.*)_2$", r"\1", name)
+    return re.sub(r"64$", "", name)
+
+
+def nm_table(paths):
+    """{object: (global symbols defined, symbols undefined)} of PATHS (objects or
+    archives), in one nm run; a program is an object here."""
+    out = subprocess.run(["nm", "-A", *paths], capture_output=True, text=True,
+                         check=True).stdout
+    table = {}
+    for line in out.splitlines():  # "lib.a:member.o:ADDR T name", "prog.o:    U name"
+        fields = line.split()
+        if not (len(fields) == 3 or (len(fields) == 2 and fields[1] == "U")):
+            continue
+        where = fields[0].rsplit(":", 1)[0]
+        obj = where.split(":", 1)[1] if ".a:" in where else where
+        d, u = table.setdefault(obj, (set(), set()))
+        if fields[1] == "U":
+            u.add(fields[-1])
+        elif fields[1].isupper():
+            d.add(fields[-1])
+    return table
+
+
+def source_of(obj, srcdir):
+    """mount_cachedir.c.o -> mount/cachedir.c (the folder is the name's first part)."""
+    base = os.path.basename(obj)[:-len(".o")]
+    folder, _, name = base.partition("_")
+    path = os.path.join(folder, name)
+    return path if os.path.exists(os.path.join(srcdir, path)) else None
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group().count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def first_args(text, name):
+    """The first argument of each call of NAME in TEXT, as written (stripped)."""
+    out = []
+    for m in re.finditer(r"(?<![\w.>])%s\s*\(" % re.escape(name), text):
+        depth, i, start = 0, m.end(), m.end()
+        while i < len(text):
+            c = text[i]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif c == "," and depth == 0:
+                break
+            i += 1
+        out.append((text.count("\n", 0, m.start()) + 1, text[start:i].strip()))
+    return out
+
+
+LIBS = ("libstipple_mount.a", "libstipple_mount_core.a", "libstipple_cli.a")
+
+
+def linked_objects(bindir):
+    """{object name: undefined symbols} of the objects the programs link."""
+    libs = nm_table([os.path.join(bindir, lib) for lib in LIBS])
+    objs = {}
+    for prog in PROGRAMS:
+        syms = nm_table([os.path.join(bindir, prog)])[os.path.join(bindir, prog)][0]
+        objdir = os.path.join(bindir, prog + ".p")
+        own = [os.path.join(objdir, o) for o in os.listdir(objdir) if o.endswith(".o")]
+        for path, (_, undef) in nm_table(own).items():
+            objs[path] = undef
+        for name, (glob, undef) in libs.items():
+            if glob & syms:
+                objs[name] = undef
+    return objs
+
+
+def check_object(obj, undef, srcdir):
+    """The privileged calls OBJ's source makes, as (line, name, first argument), and
+    whether each is allowed."""
+    src = source_of(obj, srcdir)
+    calls = {c_name(s) for s in undef} & PRIVILEGED
+    found = []
+    if src is None:
+        return None, [(0, c, "source not found", False) for c in sorted(calls)]
+    text = strip_comments(open(os.path.join(srcdir, src), errors="replace").read())
+    for name in sorted(calls):
+        sites = first_args(text, name)
+        if not sites:  # called through a macro or a pointer taken here: said, not allowed
+            found.append((0, name, "no call site in the source", False))
+        for line, arg in sites:
+            ok = src == MONITOR or src in CONFINED or arg in ALLOWED.get(name, ())
+            found.append((line, name, arg, ok))
+    return src, found
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.exit(__doc__)
+    bindir, root = argv[1], argv[2]
+    srcdir = os.path.join(root, "mounthelper")
+    bad = checked = 0
+    monitor_calls = confined = 0
+    for obj, undef in sorted(linked_objects(bindir).items()):
+        src, found = check_object(obj, undef, srcdir)
+        checked += 1
+        for line, name, arg, ok in found:
+            where = "%s:%d" % (src or os.path.basename(obj), line)
+            if src == MONITOR:
+                monitor_calls += 1
+                continue
+            if src in CONFINED:
+                confined += 1
+                continue
+            print("%s %s %s(%s)" % ("ok  " if ok else "FAIL", where, name, arg))
+            bad += not ok
+    print("%d objects of %s checked; monitor.c: %d privileged call sites; the confined "
+          "children's (%s): %d" % (checked, " and ".join(PROGRAMS), monitor_calls,
+                                   ", ".join(sorted(CONFINED)), confined))
+    if monitor_calls == 0:
+        print("FAIL: no privileged call found in monitor.c: the check is blind")
+        bad += 1
+    print("%d privileged calls outside monitor.c" % bad if bad else
+          "every privileged call of the monitor is monitor.c's")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
