@@ -15,9 +15,8 @@
 #define STP_MOUNTINFO_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
-
-#define STP_MOUNTINFO_SELF "/proc/self/mountinfo"
 
 /* Longer than any line the kernel writes: its paths, source and type are PATH_MAX at
  * most, four bytes each once escaped, its mount data a page. */
@@ -36,11 +35,13 @@ struct stp_mountinfo_entry {
 /* Splits LINE (one line, without its newline) in place into *E: 0, or -EINVAL. */
 int stp_mountinfo_parse_line(char *line, struct stp_mountinfo_entry *e);
 
-/* Calls FN for each mount in the mountinfo file TABLE, in the table's order (a mount
- * made later comes later), until FN returns non-zero: a negative errno is returned, a
- * positive value stops the walk with 0. */
+/* Calls FN for each mount read from TABLE (a mountinfo file, open; the caller closes it),
+ * in the table's order (a mount made later comes later), until FN returns non-zero: a
+ * negative errno is returned, a positive value stops the walk with 0. The functions below
+ * read /proc/self/mountinfo, opened here: the monitor's one open by path outside
+ * monitor.c. */
 typedef int (*stp_mountinfo_fn)(const struct stp_mountinfo_entry *e, void *ctx);
-int stp_mountinfo_each(const char *table, stp_mountinfo_fn fn, void *ctx);
+int stp_mountinfo_each(FILE *table, stp_mountinfo_fn fn, void *ctx);
 
 /* Counts the fuse.stipple mounts of SOURCE stacked at MOUNTPOINT into *COUNT, and sets
  * *TOP when the last mount made at MOUNTPOINT, the one a path lookup reaches, is one of
@@ -58,8 +59,8 @@ int stp_mountinfo_made_for(dev_t dev, const char *source, uid_t uid);
  * on top of it, as mount(8) does). */
 int stp_mountinfo_top(const char *mountpoint, char *source, char *fstype, size_t cap);
 
-/* The same, read from the mountinfo file TABLE (for tests). */
-int stp_mountinfo_top_from_file(const char *table, const char *mountpoint, char *source,
-				char *fstype, size_t cap);
+/* The same, read from TABLE (open; for tests), or for NULL from /proc/self/mountinfo. */
+int stp_mountinfo_top_in(FILE *table, const char *mountpoint, char *source, char *fstype,
+			 size_t cap);
 
 #endif
