@@ -113,11 +113,10 @@ int stp_cachedir_open_sub(int at, const char *name)
 
 	if (fd < 0)
 		return fd == -ELOOP ? -ENOTDIR : fd;
-	if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 022)) {
+	err = fstat(fd, &st) ? -errno : st.st_uid != geteuid() || (st.st_mode & 022) ? -EPERM : 0;
+	if (err)
 		close(fd);
-		return -EPERM;
-	}
-	return fd;
+	return err ? err : fd;
 }
 
 /* The directory, when it is one that only its owner, the mounting user, may change. */

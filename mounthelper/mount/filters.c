@@ -137,7 +137,9 @@ static int new_filter(enum stp_sandbox_mode mode, uint32_t arch, pid_t pid,
  *
  * It sends no descriptor: sendmsg and sendmmsg, the only calls that can attach one, are
  * answered ENOSYS (libcurl and OpenSSL send with send and sendto; OpenSSL's sendmsg is for
- * kernel TLS and DTLS, neither used; glibc's resolver falls back from sendmmsg to send).
+ * kernel TLS and DTLS, neither used). Names are resolved before the filter is loaded
+ * (fetcherd.c, resolve_entry): glibc's resolver sends its A and AAAA queries with
+ * sendmmsg and has no fallback on Linux, so a lookup under this filter would fail.
  * A descriptor attached to a message the monitor reads, even by read(2), is closed by
  * the monitor, or by the kernel in its name, and the last close of a TCP socket left
  * with unsent data and SO_LINGER waits for as long as that asks: hours, beyond every

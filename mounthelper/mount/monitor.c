@@ -203,12 +203,19 @@ int stp_monitor_clone_tree(int dir_fd)
 	return tree < 0 ? -errno : tree;
 }
 
+/* By the pidfd when there is one: once its process is reaped it says ESRCH, where a
+ * kill(2) by number would reach whatever process took the number since. The number only
+ * without a pidfd, or on a kernel without pidfd_send_signal. Async-signal-safe. */
 int stp_monitor_signal(int pidfd, pid_t pid, int sig)
 {
-	if (pidfd >= 0 && !syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
-		return 0;
+	if (pidfd >= 0) {
+		if (!syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
+			return 0;
+		if (errno != ENOSYS)
+			return -errno;
+	}
 	if (pid <= 0) /* never a process group */
-		return pidfd >= 0 ? -errno : -ESRCH;
+		return -ESRCH;
 	return kill(pid, sig) ? -errno : 0;
 }
 
@@ -277,26 +284,24 @@ int stp_monitor_drop_to_watcher(void)
 	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL };
 	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
 			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
-	int err = 0;
+	int c;
 
 	if (geteuid() != 0)
 		return 0; /* nothing to drop: fusermount3 unmounts as the user */
 	/* every capability the kernel knows: until PR_CAPBSET_READ says EINVAL */
-	for (int c = 0; !err && prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
-		err = prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
-	if (!err && errno != EINVAL)
-		err = -1;
-	if (!err)
-		err = prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
-	if (!err)
-		err = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	for (c = 0; prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0))
+			return -errno;
+	if (errno != EINVAL || prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
 	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
 		int cap = kept[i];
 
 		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);
 		caps[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
 	}
-	return err || syscall(SYS_capset, &head, caps) ? -1 : 0;
+	return syscall(SYS_capset, &head, caps) ? -errno : 0;
 }
 
 int stp_monitor_open_proc(pid_t pid, const char *name)
@@ -349,13 +354,26 @@ int stp_monitor_cache_rename(int at, const char *from, const char *to)
 	return renameat(at, from, at, to) ? -errno : 0;
 }
 
+/* Whether NAME in AT is still the file FD has open: another mount of the store may have
+ * replaced a damaged file under that name since FD was opened. */
+static bool still_named(int at, const char *name, int fd)
+{
+	struct stat a, b;
+
+	return !fstat(fd, &a) && !fstatat(at, name, &b, AT_SYMLINK_NOFOLLOW) &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int stp_monitor_cache_remove_unused(int at, const char *name)
 {
 	int fd = stp_monitor_cache_open(at, name, O_RDONLY), err;
 
 	if (fd < 0)
 		return fd;
-	err = flock(fd, LOCK_EX | LOCK_NB) ? -errno : stp_monitor_cache_remove(at, name);
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		err = -errno;
+	else
+		err = still_named(at, name, fd) ? stp_monitor_cache_remove(at, name) : -EAGAIN;
 	close(fd); /* the lock goes with it */
 	return err;
 }

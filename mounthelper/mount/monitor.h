@@ -60,8 +60,9 @@ int stp_monitor_fuse_mount(struct fuse_session *se, const char *target, bool *mo
  * without), Linux 5.2 (-ENOSYS before). */
 int stp_monitor_clone_tree(int dir_fd);
 
-/* SIG to the process PIDFD (or, without one, or when it fails, to PID when above 0): 0,
- * or a negative errno. */
+/* SIG to the process PIDFD, or to PID (when above 0) only without a pidfd or when the
+ * kernel has no pidfd_send_signal: a reaped process's number may be another's by now. 0,
+ * or a negative errno (-ESRCH once the process is gone). Async-signal-safe; sets errno. */
 int stp_monitor_signal(int pidfd, pid_t pid, int sig);
 
 /* Undoes our mount: root detaches BASE beneath PARENT_FD (no program run), a user runs
@@ -77,8 +78,8 @@ int stp_monitor_enter_namespace(const char *path);
 
 /* The watcher's drop, in its own process: as root, the bounding set emptied, the
  * securebits that would give uid 0 its capabilities back locked on, no_new_privs, and
- * CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone (watcher.h). 0, or -1 when
- * any of it failed. Nothing to drop for a user. */
+ * CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone (watcher.h). 0, or the
+ * negative errno of the first step that failed. Nothing to drop for a user. */
 int stp_monitor_drop_to_watcher(void);
 
 /* /proc/PID/NAME, read-only: a child's limits (fetcher.c), a fetcher's start (store.c). */
@@ -103,7 +104,8 @@ int stp_monitor_cache_reopen_rw(int fd);
 int stp_monitor_cache_remove(int at, const char *name);
 int stp_monitor_cache_rename(int at, const char *from, const char *to);
 /* NAME removed only when an exclusive lock on it is had at once, so never while a mount
- * holds it: 0, -EWOULDBLOCK when held. */
+ * holds it, and only while NAME is still the file locked: 0, -EWOULDBLOCK when held,
+ * -EAGAIN when another mount has put a new file under that name meanwhile. */
 int stp_monitor_cache_remove_unused(int at, const char *name);
 /* FD's times set to now (its LRU order), and its extended attribute XATTR set to "1". */
 int stp_monitor_cache_touch(int fd);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "monsig.h"
 
+#include <errno.h>
 #include <stddef.h>
 
 #include "monitor.h"
@@ -11,8 +12,11 @@ static pid_t forward_pid;
 
 static void forward_signal(int sig)
 {
+	int saved = errno; /* the interrupted code may be about to read its own */
+
 	forwarded = 1;
 	stp_monitor_signal(forward_pidfd, forward_pid, sig);
+	errno = saved;
 }
 
 void stp_monsig_hold(sigset_t *saved)

@@ -135,9 +135,9 @@ static int if_at(const struct stp_mountinfo_entry *e, void *ctx)
 	return strcmp(e->target, a->mountpoint) ? 0 : a->fn(e, a->ctx);
 }
 
-/* Calls FN for each mount at MOUNTPOINT in the mountinfo file TABLE, in the order they
- * were made (the last is on top); a NULL TABLE is /proc/self/mountinfo. No path is canonicalised: nothing on the mount is
- * looked at. */
+/* Calls FN for each mount at MOUNTPOINT in TABLE (NULL: /proc/self/mountinfo), in the
+ * order they were made (the last is on top). No path is canonicalised: nothing on the
+ * mount is looked at. */
 static int each_mount_at(FILE *table, const char *mountpoint, stp_mountinfo_fn fn,
 			 void *ctx)
 {

@@ -37,9 +37,10 @@ int stp_mountinfo_parse_line(char *line, struct stp_mountinfo_entry *e);
 
 /* Calls FN for each mount read from TABLE (a mountinfo file, open; the caller closes it),
  * in the table's order (a mount made later comes later), until FN returns non-zero: a
- * negative errno is returned, a positive value stops the walk with 0. The functions below
- * read /proc/self/mountinfo, opened here: the monitor's one open by path outside
- * monitor.c. */
+ * negative errno is returned, a positive value stops the walk with 0. A line is read
+ * whole before its length is checked: TABLE is the kernel's table or a test's file,
+ * never one a user wrote. The functions below read /proc/self/mountinfo, opened here:
+ * the monitor's one open by path outside monitor.c. */
 typedef int (*stp_mountinfo_fn)(const struct stp_mountinfo_entry *e, void *ctx);
 int stp_mountinfo_each(FILE *table, stp_mountinfo_fn fn, void *ctx);
 

@@ -634,20 +634,24 @@ static int check_prog(const struct stp_sandbox_prog *prog, char *err, size_t err
 static int confine(bool privileged, uid_t uid, gid_t gid, const struct stp_sandbox_prog *prog,
 		   char *err, size_t errlen)
 {
+	bool own_count = privileged; /* the sandbox user's tasks, or the namespace's */
 	int rc = 0;
 
-	if (privileged)
+	if (privileged) {
 		rc = drop_privilege(uid, gid, err, errlen);
-	else if (!probe_user_namespace())
+	} else if (!probe_user_namespace()) {
 		rc = enter_user_namespace(err, errlen);
+		own_count = !rc;
+	}
 
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
 	if (!rc && privileged)
 		rc = check_no_way_back(err, errlen);
-	/* after the user namespace: there it counts the process's own tasks only, while a
-	 * lower limit before it would have bounded the user's every task too */
-	if (!rc && (rc = limit_tasks()))
+	/* after the user namespace: there it counts the process's own tasks only. A user's
+	 * daemon without one would share the limit with every task of the user (a build,
+	 * a browser), who could then neither mount nor keep the daemon's threads. */
+	if (!rc && own_count && (rc = limit_tasks()))
 		rc = stp_errf(err, errlen, rc, "RLIMIT_NPROC: %s", strerror(-rc));
 	return rc ? rc : load_prog(prog, err, errlen);
 }

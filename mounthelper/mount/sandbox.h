@@ -97,14 +97,16 @@ struct stp_sandbox_opts {
 	unsigned long long file_size_max;
 	/* RLIMIT_AS is set too when the caller's RLIMIT_DATA has a hard limit (the daemon's
 	 * budget, the fetcher's bound): that limit and STP_SANDBOX_AS_RESERVE. RLIMIT_NPROC
-	 * is always lowered to STP_SANDBOX_TASKS_MAX. */
+	 * is lowered to STP_SANDBOX_TASKS_MAX where the count is the sandbox's own: root's
+	 * sandbox user, or a user's namespace. */
 };
 
 /* RLIMIT_NPROC, set by stp_sandbox_enter (lowered, never raised): the processes and
  * threads of the uid the process runs as, counted together. Root's daemons and fetchers
  * share the sandbox user's count: a quarter of the smallest default pid_max, some 200
  * mounts of 40 threads. A user's daemon in its own user namespace counts alone there
- * (set once inside it); without one, with the user's other tasks. */
+ * (set once inside it); without one the limit is left as it is, since it would count
+ * the user's other tasks. */
 #define STP_SANDBOX_TASKS_MAX 8192u
 
 /* Address space beyond RLIMIT_DATA: the program, its libraries and reservations that
