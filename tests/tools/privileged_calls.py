@@ -30,9 +30,11 @@ Allowed outside monitor.c, by call site (the first argument, as written in the s
 open of "/dev/null" or "/proc/self/mountinfo", fopen of the latter (the same for every
 caller);
 prctl(PR_SET_NAME, ...) (a process naming itself); syscall(SYS_pidfd_open or SYS_gettid).
-The confined children's code: sandbox.c (the daemon, fetcher and priming child confine
-themselves: each of its calls gives privilege up) and prime.c (the priming child's
-lookups, made once it is confined).
+The confined children's code, by function: what sandbox.c's stp_sandbox_enter,
+stp_sandbox_enter_empty_root and stp_sandbox_confine_lookups reach in that file (the
+daemon, fetcher and priming child confine themselves: each of those calls gives privilege
+up), and what prime.c's stp_prime_look_up reaches (the priming child's lookups, made once
+it is confined). A call in another function of those files is the monitor's, and fails.
 
 usage: privileged_calls.py BUILD/mounthelper SOURCE_ROOT; prints what it checked, exit 1
 when a call is found elsewhere.
@@ -45,7 +47,13 @@ import sys
 
 PROGRAMS = ("mount.stipple", "mount.stipple-checked")
 MONITOR = "mount/monitor.c"
-CONFINED = {"mount/sandbox.c", "mount/prime.c"}
+# file: the entry points a confined child runs; what they reach in the file is theirs
+CONFINED = {
+    "mount/sandbox.c": {"stp_sandbox_enter", "stp_sandbox_enter_empty_root",
+                        "stp_sandbox_confine_lookups"},
+    "mount/prime.c": {"stp_prime_look_up"},
+}
+FUNC_START = re.compile(r"^[A-Za-z_][\w \t*]*?\b(\w+)\(")
 
 PRIVILEGED = set("""
 open openat openat2 fopen freopen opendir creat mkdir mkdirat mknod mknodat mkfifo mkfifoat
@@ -110,6 +118,42 @@ def strip_comments(text):
     return re.sub(r"//[^\n]*", "", text)
 
 
+def functions(text):
+    """[(name, first line, last line)] of the functions defined in TEXT: a definition
+    starts at column 0 (return type and name on one line) and ends at a line "}"."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        m = FUNC_START.match(lines[i])
+        if m and not lines[i].rstrip().endswith(";"):
+            j = i
+            while j < len(lines) and lines[j] != "}":
+                j += 1
+            out.append((m.group(1), i + 1, j + 1))
+            i = j
+        i += 1
+    return out
+
+
+def reached(text, entries):
+    """The functions of TEXT that ENTRIES reach by calls (or pointers) within TEXT."""
+    funcs = functions(text)
+    lines = text.split("\n")
+    body = {n: "\n".join(lines[a:b]) for n, a, b in funcs}
+    seen, todo = set(), [e for e in entries if e in body]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        todo += [g for g in body if g not in seen and re.search(r"\b%s\b" % g, body[f])]
+    return seen, funcs
+
+
+def enclosing(funcs, line):
+    """The function of FUNCS whose lines hold LINE, or None."""
+    return next((n for n, a, b in funcs if a <= line <= b), None)
+
+
 def first_args(text, name):
     """The first argument of each call of NAME in TEXT, as written (stripped)."""
     out = []
@@ -158,13 +202,15 @@ def check_object(obj, undef, srcdir):
     if src is None:
         return None, [(0, c, "source not found", False) for c in sorted(calls)]
     text = strip_comments(open(os.path.join(srcdir, src), errors="replace").read())
+    confined, funcs = reached(text, CONFINED.get(src, ()))
     for name in sorted(calls):
         sites = first_args(text, name)
         if not sites:  # called through a macro or a pointer taken here: said, not allowed
-            found.append((0, name, "no call site in the source", False))
+            found.append((0, name, "no call site in the source", False, False))
         for line, arg in sites:
-            ok = src == MONITOR or src in CONFINED or arg in ALLOWED.get(name, ())
-            found.append((line, name, arg, ok))
+            child = enclosing(funcs, line) in confined
+            ok = src == MONITOR or child or arg in ALLOWED.get(name, ())
+            found.append((line, name, arg, ok, child))
     return src, found
 
 
@@ -178,19 +224,23 @@ def main(argv):
     for obj, undef in sorted(linked_objects(bindir).items()):
         src, found = check_object(obj, undef, srcdir)
         checked += 1
-        for line, name, arg, ok in found:
+        for line, name, arg, ok, child in found:
             where = "%s:%d" % (src or os.path.basename(obj), line)
             if src == MONITOR:
                 monitor_calls += 1
                 continue
-            if src in CONFINED:
+            if child:
                 confined += 1
                 continue
             print("%s %s %s(%s)" % ("ok  " if ok else "FAIL", where, name, arg))
             bad += not ok
     print("%d objects of %s checked; monitor.c: %d privileged call sites; the confined "
           "children's (%s): %d" % (checked, " and ".join(PROGRAMS), monitor_calls,
-                                   ", ".join(sorted(CONFINED)), confined))
+                                   ", ".join(sorted(f for e in CONFINED.values() for f in e)),
+                                   confined))
+    if confined == 0:
+        print("FAIL: no call found in the confined children's functions: the check is blind")
+        bad += 1
     if monitor_calls == 0:
         print("FAIL: no privileged call found in monitor.c: the check is blind")
         bad += 1
