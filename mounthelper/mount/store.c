@@ -460,12 +460,6 @@ static bool parse_name(const char *name, uint8_t sha[32])
 	return !name[64];
 }
 
-/* Removes NAME when no mount holds it (an exclusive lock had at once): true if it did. */
-static bool remove_unused(int blocks, const char *name)
-{
-	return !stp_monitor_cache_remove_unused(blocks, name);
-}
-
 /* Fan-out directory D's block files into S (the ones past SAMPLE_MAX only counted), its
  * bytes into the ledger, as they are now. Files of live mounts' are left to their
  * group's room. Empty files, blocks a mount never fetched, and files out of place (laid
@@ -497,7 +491,8 @@ static void list_sub(struct store *st, unsigned d, struct sample *s)
 		memcpy(name + 3, de->d_name, 65); /* 64 hex digits and the NUL */
 		b = (uint64_t)sb.st_blocks * 512;
 		placed = stp_ledger_fanout(&st->l, sha) == d;
-		if ((!sb.st_size || !placed) && remove_unused(st->blocks, name))
+		if ((!sb.st_size || !placed) &&
+		    !stp_monitor_cache_remove_unused(st->blocks, name))
 			continue;
 		bytes += b;
 		if (s->n == SAMPLE_MAX || !placed)
@@ -534,7 +529,7 @@ static void evict(struct store *st, struct sample *s, uint64_t limit, uint64_t s
 	for (size_t i = 0; i < s->n && st->l.total > limit && removed < share; i++) {
 		unsigned d = (unsigned)strtoul(s->e[i].name, NULL, 16);
 
-		if (!remove_unused(st->blocks, s->e[i].name))
+		if (stp_monitor_cache_remove_unused(st->blocks, s->e[i].name))
 			continue;
 		stp_ledger_remove(&st->l, d, s->e[i].bytes);
 		removed += s->e[i].bytes;
