@@ -89,9 +89,11 @@ def test_trim_removes_every_unused_empty_file(tmp_path):
     the listing meets it, in every fan-out directory."""
     small_release(tmp_path)
     blocks = tmp_path / "cache" / "blocks"
+    planted = set()
     for sub, count in (("00", 1 << 18), ("ff", 64)):
         os.makedirs(blocks / sub, mode=0o700)
         for i in range(count):
+            planted.add("%s%062x" % (sub, i))
             os.close(os.open(blocks / sub / ("%s%062x" % (sub, i)), os.O_CREAT | os.O_WRONLY, 0o600))
     os.chmod(tmp_path / "cache", 0o700)
     os.chmod(blocks, 0o700)
@@ -99,7 +101,8 @@ def test_trim_removes_every_unused_empty_file(tmp_path):
         with mount_image(origin.url(REPO + "/app.stp"), None, "--no-prime", "-o",
                          "cache_dir=%s" % (tmp_path / "cache"), timeout=180):
             pass
-    left = [n for n in store_names(tmp_path / "cache") if n[:2] in ("00", "ff")]
+    # a block the mount itself stored may also start with 00 or ff (1 in 128)
+    left = [n for n in store_names(tmp_path / "cache") if n in planted]
     assert left == [], "%d empty files were left, e.g. %s" % (len(left), left[:3])
 
 
