@@ -143,12 +143,12 @@ static int widen_span(void *ctx, uint64_t off, uint64_t len, uint64_t sum)
 	return 0;
 }
 
-/* Asks the kernel to read the stored pages ahead, without waiting: a walk of a large
- * tree then finds them in the page cache instead of seeking for each. */
-static void read_pages_ahead(const struct stp_image *img)
+void img_read_pages_ahead(const struct stp_image *img)
 {
 	struct span s = { UINT64_MAX, 0 };
 
+	if (!img->pagetab)
+		return;
 	each_page_range(&img->sb, img->pagetab, widen_span, &s);
 	if (s.lo < s.hi && img->fd >= 0) /* a file: a URL's bytes come as they are asked for */
 		posix_fadvise(img->fd, (off_t)s.lo, (off_t)(s.hi - s.lo), POSIX_FADV_WILLNEED);
@@ -158,7 +158,6 @@ static void read_pages_ahead(const struct stp_image *img)
 static int open_pages(struct stp_image *img, uint8_t *table)
 {
 	img->pagetab = table;
-	read_pages_ahead(img);
 	return stp_metapages_create(img->sb.meta_size, STP_IMAGE_META_BUDGET, load_page, img,
 				    &img->pages);
 }

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -154,11 +155,14 @@ static int sandbox_ids(const struct stp_sandbox_opts *o, uid_t *uid, gid_t *gid,
  * glibc loads libgcc_s the first time a thread is cancelled (libfuse cancels its workers
  * when the loop ends) and aborts if it cannot; inside the sandbox it cannot open files.
  * Once loaded, glibc finds it by name without opening anything. Never unloaded.
- * stipple-mountd links it (mounthelper/meson.build), so this opens nothing there.
+ * stipple-mountd links it (mounthelper/meson.build), so this opens nothing there. A
+ * static program (no program interpreter: -Dstatic_daemon) has the unwinder linked in,
+ * and a dlopen there would load a second C library.
  */
 static void preload_unwinder(void)
 {
-	dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
+	if (getauxval(AT_BASE))
+		dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
 }
 
 static int compare_ints(const void *a, const void *b)

@@ -2,7 +2,8 @@
 """What mount.stipple does on its way to a live mount: on a directory that is no mount
 point (statx says it is no mount's root) it reads no mount table before mount(2); on
 one that is, it still reads the table and refuses, naming what is there. Its daemon
-answers FUSE's INIT before it starts its threads."""
+answers FUSE's INIT before it starts its threads. An image's open asks the kernel to
+read the metadata pages ahead only after its own reads."""
 
 import os
 import re
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import MOUNT_STIPPLE, build_image, is_mounted, unmount
+from conftest import MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, unmount
 
 pytestmark = pytest.mark.needs_root
 
@@ -109,3 +110,28 @@ def test_daemon_answers_init_before_starting_threads(tmp_path):
     thread = first(lambda c: c.startswith(("clone(", "clone3(")) and "CLONE_THREAD" in c)
     assert reply is not None and reply > init, calls
     assert thread is not None and reply < thread, calls
+
+
+def test_metadata_readahead_follows_the_opens_reads(tmp_path):
+    """The open reads the metadata header (the first stored page, where the readahead
+    range starts) before it asks for the readahead: a read queued behind the readahead
+    of every page waits for it (6.6 ms for a cold mount of a million files)."""
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    tree = tmp_path / "tree"
+    for i in range(50):
+        (tree / "d").mkdir(parents=True, exist_ok=True)
+        (tree / "d" / ("f%d" % i)).write_bytes(b"%d\n" % i)
+    img = build_image(tree, tmp_path / "paged.stp", "--level", "1")
+    log = tmp_path / "strace.log"
+    r = subprocess.run(["strace", "-o", log, "-e", "trace=pread64,fadvise64",
+                        STIPPLE, "ls", img, "/"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["d"], r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    ahead = [i for i, c in enumerate(calls) if "POSIX_FADV_WILLNEED" in c]
+    assert len(ahead) == 1, "readahead asked %d times:\n%s" % (len(ahead), "\n".join(calls))
+    start = re.search(r"fadvise64\(\d+, (\d+),", calls[ahead[0]]).group(1)
+    header = [i for i, c in enumerate(calls) if re.match(r"pread64\(.*, %s\) = " % start, c)]
+    assert header and header[0] < ahead[0], \
+        "the header page was not read before the readahead:\n%s" % "\n".join(calls)

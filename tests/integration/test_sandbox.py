@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from conftest import (MOUNT_STIPPLE, STIPPLE, _need, build_image, is_mounted, mount_image,
-                      run, unmount)
+from conftest import (MOUNT_STIPPLE, REPO, STIPPLE, _need, build_image, is_mounted,
+                      mount_image, run, unmount)
 import mounts
 
 FAST = ("--level", "3", "--block-size", "256K")
@@ -68,11 +68,11 @@ def small_image(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def helper_mount(image, *options):
+def helper_mount(image, *options, program=MOUNT_STIPPLE):
     """mount.stipple IMAGE DIR -o OPTIONS, as mount(8) would run it; always unmounts."""
     mountpoint = tempfile.mkdtemp(prefix="stipple-sbx-")
     try:
-        args = [_need(MOUNT_STIPPLE), image, mountpoint]
+        args = [_need(program), image, mountpoint]
         if options:
             args += ["-o", ",".join(options)]
         r = run(args, timeout=60)
@@ -286,6 +286,40 @@ def test_daemon_is_confined(small_image, mounter):
         assert_confined(pid, image, uid=user.pw_uid, gid=user.pw_gid)
         assert_empty_root(pid)
         assert not is_gone(pid)
+    assert wait_gone(pid), "daemon %d still runs after umount" % pid
+
+
+def has_interpreter(exe):
+    """Whether ELF program EXE names a program interpreter (PT_INTERP): a dynamic one."""
+    return "INTERP" in run(["readelf", "-lW", exe], check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def static_build(tmp_path_factory):
+    """mount.stipple and a stipple-mountd built with -Dstatic_daemon=true, in a build
+    directory of their own (the monitor runs its sibling daemon)."""
+    build = tmp_path_factory.mktemp("static-daemon") / "build"
+    run(["meson", "setup", build, REPO, "-Dstatic_daemon=true"], check=True)
+    run(["ninja", "-C", build, "mounthelper/mount.stipple", "mounthelper/stipple-mountd"],
+        timeout=1800, check=True)
+    return build / "mounthelper"
+
+
+def test_static_daemon_is_confined(small_image, static_build):
+    """-Dstatic_daemon: the daemon, started without a dynamic loader, serves the tree,
+    is confined as the shared one is (its unwinder linked in: no dlopen before the empty
+    root), and ends with the mount."""
+    daemon = static_build / "stipple-mountd"
+    assert not has_interpreter(daemon), "%s has a program interpreter" % daemon
+    assert has_interpreter(static_build / "mount.stipple")
+    image = small_image["image"]
+    with helper_mount(image, program=static_build / "mount.stipple") as mnt:
+        pid = daemon_pid(image)
+        assert os.path.realpath("/proc/%d/exe" % pid) == str(daemon)
+        assert_serves(mnt, small_image)
+        user = default_sandbox_user()
+        assert_confined(pid, image, uid=user.pw_uid, gid=user.pw_gid)
+        assert_empty_root(pid)
     assert wait_gone(pid), "daemon %d still runs after umount" % pid
 
 
