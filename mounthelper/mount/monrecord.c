@@ -148,11 +148,10 @@ static int open_done_socket(struct stp_mon *m)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p))
 		return -errno;
-	if (fcntl(p[0], F_SETFL, O_NONBLOCK)) /* read once it polls readable, never waited on */
-		return -errno;
 	m->rec.done_fd = p[0];
 	m->h.record_done_fd = p[1];
-	return 0;
+	/* read once it polls readable, never waited on */
+	return fcntl(p[0], F_SETFL, O_NONBLOCK) ? -errno : 0;
 }
 
 int stp_monrecord_open(struct stp_mon *m)
@@ -176,8 +175,10 @@ int stp_monrecord_open(struct stp_mon *m)
 	r->fd = fds[1];
 	m->h.record_fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 3);
 	err = m->h.record_fd < 0 ? -errno : open_done_socket(m);
-	if (err)
+	if (err) {
+		say_refused(m, err);
 		stp_monrecord_drop(m);
+	}
 	return err;
 }
 
