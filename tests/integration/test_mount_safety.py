@@ -249,6 +249,20 @@ def test_record_never_writes_a_file_with_other_links(gen_image, mnt, tmp_path):
     assert hot.read_text() != "kept\n"
 
 
+def test_record_refuses_a_symbolic_link_at_its_name(gen_image, mnt, tmp_path):
+    """A symbolic link at record='s name is refused, as it was when the list was opened
+    through it: the rename would only replace the link, not write where it points, but
+    whoever planted it meant the list to go there. Nothing is made in the directory."""
+    victim = tmp_path / "victim"
+    victim.write_text("kept\n")
+    os.symlink(victim, tmp_path / "hot.list")
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % (tmp_path / "hot.list")])
+    unmount(mnt)
+    assert r.returncode == 32 and "symbolic link" in r.stderr, r.stderr
+    assert victim.read_text() == "kept\n" and os.path.islink(tmp_path / "hot.list")
+    assert sorted(os.listdir(tmp_path)) == ["hot.list", "mnt", "victim"]
+
+
 def wait_until_gone(d, prefix, seconds=20):
     """Waits for every name in D starting with PREFIX to go (the watcher renames or
     removes the list once the daemon has ended, a moment after umount returns)."""
