@@ -43,6 +43,7 @@ struct stp_daemon {
 	const struct stp_daemon_checks *checks; /* NULL: no URL, no verify= */
 	int monitor_fd;   /* until the mount is live and the plan sent, else -1 */
 	int record_fd;
+	int record_done_fd; /* said on once the list is whole (monrecord.h) */
 	int ending_fds[2]; /* the pipe the ending signals write to (ending.h) */
 };
 
@@ -103,7 +104,7 @@ int stp_daemon_new(const struct stp_mount_opts *o, const char *prog,
 	d->fs.opts = o;
 	d->prog = prog;
 	d->checks = checks;
-	d->monitor_fd = d->record_fd = -1;
+	d->monitor_fd = d->record_fd = d->record_done_fd = -1;
 	d->fs.se = fuse_session_new(&args, &stp_fuseops, sizeof(stp_fuseops), &d->fs);
 	if (!d->fs.se) {
 		fprintf(stderr, "%s: libfuse refused the options '%s'\n", prog, o->fuse_opts);
@@ -140,6 +141,8 @@ void stp_daemon_free(struct stp_daemon *d)
 	stp_image_close((struct stp_image *)d->fs.img);
 	if (d->record_fd >= 0)
 		close(d->record_fd);
+	if (d->record_done_fd >= 0)
+		close(d->record_done_fd);
 	if (d->monitor_fd >= 0)
 		close(d->monitor_fd);
 	free(d);
@@ -198,10 +201,10 @@ static uint64_t file_size_max(const struct stp_daemon_fds *fds)
 static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 {
 	/* readfail: the failed-read outlet's socket (readfail.h) is kept too */
-	int all[8] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
-		       d->ending_fds[1], fds->record, fds->cache.fd,
+	int all[9] = { fuse_session_fd(d->fs.se), fds->image, fds->monitor, d->ending_fds[0],
+		       d->ending_fds[1], fds->record, fds->record_done, fds->cache.fd,
 		       stp_readfail_fd(d->fs.readfail) };
-	int keep[8 + STP_FETCH_CHANS_MAX];
+	int keep[9 + STP_FETCH_CHANS_MAX];
 	struct stp_sandbox_opts so = {
 		.mode = d->fs.opts->sandbox,
 		.filter = fds->filter,
@@ -217,7 +220,7 @@ static int enter_sandbox(struct stp_daemon *d, const struct stp_daemon_fds *fds)
 	char err[256];
 	int ret;
 
-	for (unsigned i = 0; i < 8; i++)
+	for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (all[i] >= 0)
 			keep[so.nkeep++] = all[i];
 	for (unsigned i = 0; i < fds->nchans && i < STP_FETCH_CHANS_MAX; i++)
@@ -396,6 +399,22 @@ static void log_cache_stats(const struct stp_fs *fs)
 			(unsigned long long)ns.cache_bytes);
 }
 
+/* The list is whole: the daemon says so and waits until the monitor's side (the watcher,
+ * or -f's monitor) has put it in place and closed its end, so that the list is there
+ * once the daemon has exited. End of file at once when no one holds that end. */
+static void hand_over_record(struct stp_daemon *d)
+{
+	char c;
+
+	if (write(d->record_done_fd, "w", 1) != 1) {
+		stp_log(STP_LOG_ERR, "%s: the hot list could not be handed over: %s",
+			d->fs.opts->record, stp_strerror(-errno));
+		return;
+	}
+	while (read(d->record_done_fd, &c, 1) < 0 && errno == EINTR)
+		;
+}
+
 /* Written as the mount ends; a moment after umount returns, when the daemon exits. */
 static void write_record(struct stp_daemon *d)
 {
@@ -404,9 +423,11 @@ static void write_record(struct stp_daemon *d)
 	if (d->record_fd < 0 || !d->fs.recorder)
 		return;
 	err = stp_record_write(d->fs.recorder, d->record_fd, STP_RECORD_MAX);
-	if (err)
-		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s", d->fs.opts->record,
-			stp_strerror(err));
+	if (err) /* -EFBIG: cut after a whole line, still a list */
+		stp_log(STP_LOG_ERR, "%s: writing the hot list: %s%s", d->fs.opts->record,
+			stp_strerror(err), err == -EFBIG ? "" : ": the old one is kept");
+	if ((!err || err == -EFBIG) && d->record_done_fd >= 0)
+		hand_over_record(d);
 }
 
 /* Filling starts once the monitor is told the mount is live: it only follows what the
@@ -487,6 +508,7 @@ int stp_daemon_serve(struct stp_daemon *d, const struct stp_daemon_fds *fds, uin
 
 	d->monitor_fd = fds->monitor;
 	d->record_fd = fds->record;
+	d->record_done_fd = fds->record_done;
 	log_prog = d->prog;
 	log_monitor_fd = fds->monitor;
 	stp_log_set_handler(log_handler);

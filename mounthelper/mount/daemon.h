@@ -32,6 +32,7 @@ struct fuse_session;
 struct stp_daemon_fds {
 	int image;    /* the image, opened read-only, superblock checked */
 	int record;   /* the hot list to write at the end, or -1 */
+	int record_done; /* a socket to say the list is whole on, or -1 (monrecord.h) */
 	int monitor;  /* this end of the monitor's socket */
 	const struct stp_pubkey *keys; /* verify: the image must be signed by one of these */
 	unsigned nkeys;                /* 0: no verification */

@@ -15,7 +15,12 @@
  *   open, setns(mount namespace)          -N: root's, before any path is resolved
  *   open(image), through stp_open_if      the image: no driver's open runs
  *   open(keys dir), openat(key) O_NOFOLLOW  verify's keys, trusted configuration
- *   openat2(hot list) RESOLVE_NO_SYMLINKS record=, in a child bounded by the deadline
+ *   openat2(hot list's dir) O_PATH,       record=, in a child bounded by the deadline;
+ *     RESOLVE_NO_SYMLINKS, then openat     the list made under a new name (O_EXCL), so
+ *     O_EXCL|O_NOFOLLOW of a new name      that no existing file is ever written
+ *   fsync, renameat or unlinkat (in dir)  the list renamed over record='s name once the
+ *                                          daemon said it is whole, else removed: by
+ *                                          the watcher (or -f's monitor), at the end
  *   openat(dir, name) O_PATH|O_NOFOLLOW   the mount point, a component at a time
  *                                          (mountpoint.c), the mount's root beneath its
  *                                          parent (priming, the watcher's look)
@@ -155,19 +160,35 @@ int stp_monitor_open_key(int dir_fd, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-int stp_monitor_open_record(const char *path)
+int stp_monitor_open_record_dir(const char *path)
 {
-	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-					 O_NONBLOCK | O_NOCTTY,
-				.mode = 0644 };
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC };
 	int fd;
 
 	if (geteuid() == 0)
 		how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-	if (fd < 0)
-		return errno == ENXIO ? -EINVAL : -errno; /* a FIFO no one reads */
-	return fd;
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_record_create(int dir_fd, const char *temp)
+{
+	int fd = openat(dir_fd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
+			O_NOCTTY, 0644);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int stp_monitor_record_place(int dir_fd, int fd, const char *temp, const char *name)
+{
+	if (fsync(fd) || renameat(dir_fd, temp, dir_fd, name))
+		return -errno;
+	return 0;
+}
+
+int stp_monitor_record_drop(int dir_fd, const char *temp)
+{
+	return unlinkat(dir_fd, temp, 0) ? -errno : 0;
 }
 
 int stp_monitor_open_node(int at, const char *name)
@@ -274,14 +295,18 @@ int stp_monitor_enter_namespace(const char *path)
  * mount leaves (the sandbox's user: kill(2)'s rule holds for pidfds too), and no way
  * back to the others: uid 0 would regain them all at an exec, so the bounding set is
  * emptied, the securebits that give root its capabilities at exec and keep them across
- * setuid are locked off, and no_new_privs is set. The calls are made directly, as the
+ * setuid are locked off, and no_new_privs is set. With record=, also what root's rename
+ * of the finished list needs in a directory it does not own (CAP_DAC_OVERRIDE; a
+ * sticky one: CAP_FOWNER), as the monitor's open of it had. The calls are made directly, as the
  * sandbox's are: libcap's loading and its constructor's probe of the kernel cost every
  * mount's start. */
-int stp_monitor_drop_to_watcher(void)
+int stp_monitor_drop_to_watcher(bool places_record)
 {
 	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
-	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL };
+	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL,
+				    CAP_DAC_OVERRIDE, CAP_FOWNER };
+	size_t nkept = sizeof(kept) / sizeof(kept[0]) - (places_record ? 0 : 2);
 	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
 			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
 	int c;
@@ -295,7 +320,7 @@ int stp_monitor_drop_to_watcher(void)
 	if (errno != EINVAL || prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return -errno;
-	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+	for (size_t i = 0; i < nkept; i++) {
 		int cap = kept[i];
 
 		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);

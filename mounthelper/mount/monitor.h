@@ -41,10 +41,15 @@ int stp_monitor_open_image(const char *path);
 int stp_monitor_open_keys_dir(void);
 int stp_monitor_open_key(int dir_fd, const char *name);
 
-/* The hot list record= names, for writing, created 0644 if missing, without waiting
- * (-EINVAL for a FIFO no one reads) and, as root, through no symbolic link anywhere on its
- * path (-ELOOP). The caller checks what it opened. */
-int stp_monitor_open_record(const char *path);
+/* record=: the hot list is written under a new name TEMP in its directory, and renamed
+ * over its own only once whole, so that a crash or a full disk never leaves a cut list
+ * there and no existing file is ever written. The directory PATH, O_PATH, as root through
+ * no symbolic link anywhere (-ELOOP); TEMP made beneath it O_EXCL, not through a link,
+ * 0644, for writing; then either fsync'd and renamed over NAME, or removed. */
+int stp_monitor_open_record_dir(const char *path);
+int stp_monitor_record_create(int dir_fd, const char *temp);
+int stp_monitor_record_place(int dir_fd, int fd, const char *temp, const char *name);
+int stp_monitor_record_drop(int dir_fd, const char *temp);
 
 /* NAME beneath directory AT, O_PATH, not followed if a link (the link itself: _node;
  * -ENOTDIR: _dir, which opens a directory only). */
@@ -78,9 +83,10 @@ int stp_monitor_enter_namespace(const char *path);
 
 /* The watcher's drop, in its own process: as root, the bounding set emptied, the
  * securebits that would give uid 0 its capabilities back locked on, no_new_privs, and
- * CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone (watcher.h). 0, or the
- * negative errno of the first step that failed. Nothing to drop for a user. */
-int stp_monitor_drop_to_watcher(void);
+ * CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone (watcher.h), and with
+ * PLACES_RECORD CAP_DAC_OVERRIDE and CAP_FOWNER for record='s rename. 0, or the negative
+ * errno of the first step that failed. Nothing to drop for a user. */
+int stp_monitor_drop_to_watcher(bool places_record);
 
 /* /proc/PID/NAME, read-only: a child's limits (fetcher.c), a fetcher's start (store.c). */
 int stp_monitor_open_proc(pid_t pid, const char *name);

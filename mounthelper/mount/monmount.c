@@ -64,9 +64,11 @@ static void init(struct stp_mon *m, const struct stp_mount_opts *o, const char *
 		 const struct stp_monitor_checks *checks)
 {
 	*m = (struct stp_mon){ .o = o, .prog = prog, .checks = checks, .mountd_fd = -1, .mp_fd = -1, .parent_fd = -1,
-			       .record_fd = -1, .clone_fd = -1, .fuse_copy = -1,
+			       .rec = { .dir_fd = -1, .fd = -1, .done_fd = -1 },
+			       .clone_fd = -1, .fuse_copy = -1,
 			       .pidfd = -1, .watcher = -1, .watcher_go = -1,
-			       .h = { .image_fd = -1, .record_fd = -1, .fuse_fd = -1,
+			       .h = { .image_fd = -1, .record_fd = -1, .record_done_fd = -1,
+				      .fuse_fd = -1,
 				      .cache = { .fd = -1 } } };
 	/* every descriptor -1: a zero would be closed as the monitor's stdin at the hand-over */
 	stp_fetcher_init(&m->h.fetcher);
@@ -336,6 +338,7 @@ static void abandon(struct stp_mon *m)
 	reap(m, true);
 	if (stp_monpoint_ours(m))
 		unmount_ours(m);
+	stp_monrecord_drop(m);
 }
 
 /* A mount that failed before the daemon took it: undone, and the socket to the daemon
@@ -348,6 +351,7 @@ static void undo(struct stp_mon *m, int sv[2])
 		reap(m, true);
 	if (m->mounted && stp_monpoint_ours(m))
 		unmount_ours(m);
+	stp_monrecord_drop(m);
 	for (int i = 0; i < 2; i++)
 		if (sv[i] >= 0)
 			close(sv[i]);
@@ -409,17 +413,24 @@ static bool still_mounted(void *m)
 	return stp_monpoint_ours(m);
 }
 
+static void record_came(void *m)
+{
+	stp_monrecord_finish(m);
+}
+
 /* -f: the monitor watches as the watcher would (watcher.h): once the mount's connection
  * has ended, a daemon that stays gets STP_WATCHER_GRACE_MS, then SIGKILL. Without a
  * pidfd (Linux < 5.3) it only waits. */
 static void watch_daemon(struct stp_mon *m)
 {
-	struct stp_watched w = { m->pidfd, -1, m->fuse_copy };
+	struct stp_watched w = { m->pidfd, -1, m->fuse_copy, m->rec.done_fd, record_came, m };
 
 	if (m->pidfd >= 0 && stp_watcher_wait(&w, still_mounted, m)) {
-		stp_watcher_end(m->pidfd, STP_WATCHER_GRACE_MS);
+		stp_watcher_end(&w, m->pidfd, STP_WATCHER_GRACE_MS);
 		m->lingered = true;
 	}
+	if (m->pidfd < 0)
+		stp_monrecord_await(m);
 	close_fuse_copy(m);
 }
 
@@ -430,10 +441,11 @@ static int stay(struct stp_mon *m)
 	stp_monsig_forward(m->pid, m->pidfd, &m->saved_mask);
 	watch_daemon(m);
 	reap(m, false);
+	stp_monrecord_finish(m);
 	if (m->lingered && WIFSIGNALED(m->status))
 		stp_monlog_say(m->prog, "%s: the daemon stayed %d s after its mount had gone: "
 			       "killed", m->o->mountpoint, STP_WATCHER_GRACE_MS / 1000);
-	stp_watcher_end(m->h.fetcher.pidfd, STP_WATCHER_GRACE_MS);
+	stp_watcher_end(NULL, m->h.fetcher.pidfd, STP_WATCHER_GRACE_MS);
 	stp_fetcher_stop(&m->h.fetcher); /* reaped */
 	if (WIFEXITED(m->status) && WEXITSTATUS(m->status) == STP_DAEMON_UNMOUNTED)
 		return 0;
@@ -448,19 +460,24 @@ static int stay(struct stp_mon *m)
  * gone is ended, and the fetcher after the daemon. */
 static _Noreturn void watch(struct stp_mon *m, int word)
 {
-	struct stp_watched w = { m->pidfd, m->h.fetcher.pidfd, m->fuse_copy };
+	struct stp_watched w = { m->pidfd, m->h.fetcher.pidfd, m->fuse_copy, m->rec.done_fd,
+				 record_came, m };
+	int keep[6] = { m->parent_fd, word, m->clone_fd };
 
-	stp_watcher_detach(&w, m->parent_fd, word, m->clone_fd, &m->saved_mask);
-	if (stp_monitor_drop_to_watcher() || !stp_watcher_send_word(word) || !stp_watcher_word_came(word))
+	stp_monrecord_fds(m, keep + 3);
+	stp_watcher_detach(&w, keep, 6, &m->saved_mask);
+	if (stp_monitor_drop_to_watcher(m->rec.dir_fd >= 0) || !stp_watcher_send_word(word) ||
+	    !stp_watcher_word_came(word))
 		_exit(0);
 	close(word);
 	close_clone(m); /* the monitor has gone: the grace period holds up no one */
 	if (stp_watcher_wait(&w, still_mounted, m))
-		stp_watcher_end(w.daemon, STP_WATCHER_GRACE_MS);
+		stp_watcher_end(&w, w.daemon, STP_WATCHER_GRACE_MS);
 	close_fuse_copy(m); /* the last: a dead daemon's connection ends only now */
+	stp_monrecord_finish(m);
 	if (stp_monpoint_dead(m))
 		unmount_ours(m);
-	stp_watcher_end(w.fetcher, STP_WATCHER_GRACE_MS);
+	stp_watcher_end(NULL, w.fetcher, STP_WATCHER_GRACE_MS);
 	_exit(0);
 }
 
@@ -513,8 +530,6 @@ static int supervise(struct stp_mon *m, int fd)
 	err = buf ? stp_montalk_wait_live(fd, m->deadline, m->prog, m->o, buf) : -ENOMEM;
 	if (err == STP_MONTALK_LOST)
 		err = daemon_lost(m);
-	if (!err)
-		stp_monrecord_empty(m);
 	if (err)
 		abandon(m);
 	else if (stp_prime_wanted(m->o))
@@ -534,8 +549,7 @@ static void finish(struct stp_mon *m)
 		close(m->pidfd);
 	if (m->parent_fd >= 0)
 		close(m->parent_fd);
-	if (m->record_fd >= 0)
-		close(m->record_fd);
+	stp_monrecord_close(m); /* a live mount's list is its watcher's (or stay's) to finish */
 	if (m->h.fetcher.pidfd >= 0)
 		close(m->h.fetcher.pidfd);
 	m->h.fetcher.pidfd = -1;

@@ -4,9 +4,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -20,28 +23,26 @@
 #include "setup.h"
 #include "util.h"
 
-/* The hot list, opened as root (monitor.c): through no symbolic link anywhere on its
- * path (a user who owns a directory on it could point it at any file for root to
- * truncate and overwrite), a regular file (opened without waiting: a FIFO would hold the
- * mount until someone opens its other end, and then take whatever is written; a device
- * is no list), with no other hard link. An fd or a negative errno (-ELOOP, -EMLINK,
- * -EINVAL for those). */
-static int open_record_file(const char *path)
+/* Root's walk to the directory follows no symbolic link (monitor.c); NAME there, if it
+ * exists, must be a regular file (-ELOOP for a link, -EINVAL for anything else: it would
+ * be replaced by the rename); TEMP is made new. FDS: the directory and TEMP. */
+static int open_record_files(const char *dir, const char *name, const char *temp, int fds[2])
 {
 	struct stat st;
-	int fd = stp_monitor_open_record(path), err = 0;
+	int err = 0;
 
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st))
+	fds[0] = stp_monitor_open_record_dir(dir);
+	if (fds[0] < 0)
+		return fds[0];
+	if (!fstatat(fds[0], name, &st, AT_SYMLINK_NOFOLLOW))
+		err = S_ISLNK(st.st_mode) ? -ELOOP : S_ISREG(st.st_mode) ? 0 : -EINVAL;
+	else if (errno != ENOENT)
 		err = -errno;
-	else if (!S_ISREG(st.st_mode))
-		err = -EINVAL;
-	else if (st.st_nlink > 1)
-		err = -EMLINK;
-	if (err)
-		close(fd);
-	return err ? err : fd;
+	fds[1] = err ? err : stp_monitor_record_create(fds[0], temp);
+	if (fds[1] >= 0)
+		return 0;
+	close(fds[0]);
+	return fds[1];
 }
 
 /* The standard descriptors onto /dev/null (an open that cannot wait). */
@@ -53,14 +54,15 @@ static void keep_no_stdio(void)
 		dup2(null, i);
 }
 
-/* open_record_file in a child: the path walk may wait on a file system that never
+/* open_record_files in a child: the path walk may wait on a file system that never
  * answers (a user's FUSE mount with allow_other on a directory of the path), which no
- * flag of open(2) bounds. The descriptor comes back over a socket; past DEADLINE the
+ * flag of open(2) bounds. The descriptors come back over a socket; past DEADLINE the
  * child is killed and left (init reaps it once its file system lets it go): -ETIMEDOUT. */
-static int open_record_bounded(const char *path, int64_t deadline)
+static int open_record_bounded(const char *dir, const struct stp_mon_record *r, int64_t deadline,
+			       int fds[2])
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
-	int sv[2], fd = -1, err;
+	int sv[2], err;
 	unsigned nfds = 0;
 	uint32_t type;
 	int32_t rc;
@@ -74,22 +76,21 @@ static int open_record_bounded(const char *path, int64_t deadline)
 	pid = fork();
 	if (pid == 0) {
 		keep_no_stdio(); /* a child left stuck must not hold its caller's pipes open */
-		fd = open_record_file(path);
-		rc = fd < 0 ? fd : 0;
-		stp_msg_send_fds(sv[1], STP_MSG_RECORD, &rc, sizeof(rc), &fd, fd >= 0);
+		rc = open_record_files(dir, r->name, r->temp, fds);
+		stp_msg_send_fds(sv[1], STP_MSG_RECORD, &rc, sizeof(rc), fds, rc ? 0 : 2);
 		_exit(0);
 	}
 	close(sv[1]);
 	err = pid < 0 ? -errno : stp_msg_recv_fds(sv[0], deadline, &type, buf, STP_MSG_MAX,
-						   &len, &fd, 1, &nfds);
+						   &len, fds, 2, &nfds);
 	if (!err && (type != STP_MSG_RECORD || len != sizeof(rc)))
 		err = -EPROTO;
 	if (!err) {
 		memcpy(&rc, buf, sizeof(rc));
-		err = rc < 0 ? rc : nfds == 1 ? 0 : -EPROTO;
+		err = rc < 0 ? rc : nfds == 2 ? 0 : -EPROTO;
 	}
-	if (err && nfds)
-		close(fd);
+	for (unsigned i = 0; err && i < nfds; i++)
+		close(fds[i]);
 	close(sv[0]);
 	free(buf);
 	if (pid > 0 && err == -ETIMEDOUT) {
@@ -99,7 +100,7 @@ static int open_record_bounded(const char *path, int64_t deadline)
 	} else if (pid > 0) {
 		waitpid(pid, NULL, 0);
 	}
-	return err ? err : fd;
+	return err;
 }
 
 /* Why the list was refused, said after PROG. */
@@ -113,38 +114,127 @@ static void say_refused(const struct stp_mon *m, int err)
 	else if (err == -ELOOP)
 		stp_monlog_say(m->prog, "record=%s: a symbolic link on its path: refused (name the "
 			       "file by its resolved path)", path);
-	else if (err == -EMLINK)
-		stp_monlog_say(m->prog, "record=%s: the file has another hard link: refused", path);
 	else if (err == -EINVAL)
 		stp_monlog_say(m->prog, "record=%s: not a regular file: refused", path);
 	else
 		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
 }
 
-int stp_monrecord_open(struct stp_mon *m)
+/* R's directory (malloc'd: "." for a bare name), its name and a new temporary name. */
+static int name_record(const char *path, struct stp_mon_record *r, char **dir)
 {
-	int fd;
+	const char *slash = strrchr(path, '/');
+	uint64_t rnd;
+	int n;
 
-	m->h.record_fd = -1;
-	if (!m->o->record)
-		return 0;
-	fd = open_record_bounded(m->o->record, (int64_t)stp_now_ns() +
-				 STP_MOUNT_DEADLINE_MS * 1000000ll);
-	if (fd < 0) {
-		say_refused(m, fd);
-		return fd;
-	}
-	m->h.record_fd = fd;
-	m->record_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	return m->record_fd < 0 ? -errno : 0;
+	r->name = slash ? slash + 1 : path;
+	*dir = slash == path ? strdup("/") : slash ? strndup(path, (size_t)(slash - path))
+						    : strdup(".");
+	if (!*dir)
+		return -ENOMEM;
+	if (!*r->name)
+		return -EINVAL; /* a directory */
+	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -EIO;
+	n = snprintf(r->temp, sizeof(r->temp), "%s.tmp.%016llx", r->name, (unsigned long long)rnd);
+	return n < (int)sizeof(r->temp) ? 0 : -ENAMETOOLONG;
 }
 
-void stp_monrecord_empty(struct stp_mon *m)
+/* The socket the daemon says on that the list is whole, and then waits on until the
+ * list is in place (this end closed): its end in m->h. */
+static int open_done_socket(struct stp_mon *m)
 {
-	if (m->record_fd < 0)
+	int p[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p))
+		return -errno;
+	m->rec.done_fd = p[0];
+	m->h.record_done_fd = p[1];
+	/* read once it polls readable, never waited on */
+	return fcntl(p[0], F_SETFL, O_NONBLOCK) ? -errno : 0;
+}
+
+int stp_monrecord_open(struct stp_mon *m)
+{
+	struct stp_mon_record *r = &m->rec;
+	int fds[2], err;
+	char *dir = NULL;
+
+	if (!m->o->record)
+		return 0;
+	err = name_record(m->o->record, r, &dir);
+	if (!err)
+		err = open_record_bounded(dir, r, (int64_t)stp_now_ns() +
+					  STP_MOUNT_DEADLINE_MS * 1000000ll, fds);
+	free(dir);
+	if (err) {
+		say_refused(m, err);
+		return err;
+	}
+	r->dir_fd = fds[0];
+	r->fd = fds[1];
+	m->h.record_fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 3);
+	err = m->h.record_fd < 0 ? -errno : open_done_socket(m);
+	if (err) {
+		say_refused(m, err);
+		stp_monrecord_drop(m);
+	}
+	return err;
+}
+
+void stp_monrecord_close(struct stp_mon *m)
+{
+	struct stp_mon_record *r = &m->rec;
+	int *fds[] = { &r->dir_fd, &r->fd, &r->done_fd };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+void stp_monrecord_drop(struct stp_mon *m)
+{
+	if (m->rec.dir_fd >= 0)
+		stp_monitor_record_drop(m->rec.dir_fd, m->rec.temp);
+	stp_monrecord_close(m);
+}
+
+void stp_monrecord_finish(struct stp_mon *m)
+{
+	struct stp_mon_record *r = &m->rec;
+	char c;
+	int err;
+
+	if (r->dir_fd < 0)
 		return;
-	if (ftruncate(m->record_fd, 0))
-		stp_monlog_say(m->prog, "warning: %s: %s", m->o->record, stp_strerror(-errno));
-	close(m->record_fd);
-	m->record_fd = -1;
+	err = read(r->done_fd, &c, 1) == 1 ? 0 : -ENODATA;
+	if (!err)
+		err = stp_monitor_record_place(r->dir_fd, r->fd, r->temp, r->name);
+	if (err == -ENODATA)
+		stp_monlog_say(m->prog, "warning: record=%s: the daemon ended before the list was "
+			       "whole: the old one is kept", m->o->record);
+	else if (err)
+		stp_monlog_say(m->prog, "warning: record=%s: %s: the old one is kept",
+			       m->o->record, stp_strerror(err));
+	if (err)
+		stp_monrecord_drop(m);
+	stp_monrecord_close(m);
+}
+
+void stp_monrecord_await(struct stp_mon *m)
+{
+	struct pollfd p = { .fd = m->rec.done_fd, .events = POLLIN };
+
+	while (p.fd >= 0 && poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	stp_monrecord_finish(m);
+}
+
+void stp_monrecord_fds(const struct stp_mon *m, int out[3])
+{
+	out[0] = m->rec.dir_fd;
+	out[1] = m->rec.fd;
+	out[2] = m->rec.done_fd;
 }

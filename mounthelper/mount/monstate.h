@@ -13,6 +13,7 @@
 #ifndef STP_MONSTATE_H
 #define STP_MONSTATE_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,6 +25,15 @@
 
 struct stp_monitor_checks;
 
+/* record='s list while the daemon writes it (monrecord.h); every descriptor -1 without. */
+struct stp_mon_record {
+	int dir_fd;               /* its directory, O_PATH */
+	int fd;                   /* the list under TEMP: fsync'd before the rename */
+	int done_fd;              /* the daemon says here the list is whole (monrecord.h) */
+	char temp[NAME_MAX + 1];  /* the temporary name in the directory */
+	const char *name;         /* the list's own name there (within o->record) */
+};
+
 struct stp_mon {
 	const struct stp_mount_opts *o;
 	const char *prog;
@@ -33,7 +43,7 @@ struct stp_mon {
 	int mountd_fd;        /* stipple-mountd, opened before the mount (O_PATH) */
 	int mp_fd;            /* O_PATH of the mount point, checked: root mounts on it */
 	bool mp_mounted;      /* something may be mounted there (else no table is read) */
-	int record_fd;        /* the hot list, kept until LIVE: emptied only then */
+	struct stp_mon_record rec; /* record=: renamed into place once the daemon has ended */
 	int parent_fd;        /* O_PATH of the mount point's parent: unmount beneath it */
 	const char *base;     /* the mount point's last component */
 	unsigned mounts_before; /* our kind of mount at the mount point, before the fork */

@@ -19,11 +19,13 @@ void stp_montalk_release(struct stp_handover *h)
 		close(h->image_fd);
 	if (h->record_fd >= 0)
 		close(h->record_fd);
+	if (h->record_done_fd >= 0)
+		close(h->record_done_fd);
 	if (h->cache.fd >= 0)
 		close(h->cache.fd);
 	if (h->fuse_fd >= 0)
 		close(h->fuse_fd);
-	h->image_fd = h->record_fd = h->cache.fd = h->fuse_fd = -1;
+	h->image_fd = h->record_fd = h->record_done_fd = h->cache.fd = h->fuse_fd = -1;
 	explicit_bzero(h->cache.tag_key, sizeof(h->cache.tag_key));
 	stp_fetcher_release(&h->fetcher);
 	free(h->keys);
@@ -81,6 +83,7 @@ int stp_montalk_send_setup(int fd, const struct stp_mount_opts *o, const char *p
 	stp_setup_add_fd(s, fds, h->fuse_fd, STP_FD_FUSE);
 	stp_setup_add_fd(s, fds, h->image_fd, STP_FD_IMAGE);
 	stp_setup_add_fd(s, fds, h->record_fd, STP_FD_RECORD);
+	stp_setup_add_fd(s, fds, h->record_done_fd, STP_FD_RECORD_DONE);
 	stp_setup_add_fd(s, fds, h->cache.fd, STP_FD_CACHE);
 	for (unsigned i = 0; i < h->fetcher.nchans; i++)
 		stp_setup_add_fd(s, fds, h->fetcher.chans[i], STP_FD_CHAN);

@@ -29,6 +29,7 @@ struct stp_pubkey;
 struct stp_handover {
 	uint64_t mem_limit;         /* the daemon's RLIMIT_DATA */
 	int image_fd, record_fd;
+	int record_done_fd;         /* record=: the daemon's end of its "whole" socket */
 	int fuse_fd;                /* /dev/fuse of the mount made */
 	struct stp_fetcher fetcher; /* a URL: the fetcher and the daemon's ends of its channels */
 	struct stp_diskcache_file cache; /* a URL: the disk cache file (fd -1: none) */

@@ -70,6 +70,7 @@ static void pick_fds(const struct stp_setup *s, const int *fds, struct stp_daemo
 	*out = (struct stp_daemon_fds){
 		.image = stp_setup_fd(s, fds, STP_FD_IMAGE),
 		.record = stp_setup_fd(s, fds, STP_FD_RECORD),
+		.record_done = stp_setup_fd(s, fds, STP_FD_RECORD_DONE),
 		.monitor = STP_MONITOR_FD,
 		.keys = s->keys,
 		.nkeys = s->nkeys,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the kernel says is mounted where: /proc/self/mountinfo, read by a small reader of
- * our own (libmount cost every mount about 2 ms of loading), without touching the mount
- * itself (a stat or statfs of a FUSE mount is a request its daemon may never answer). The
+ * our own, not libmount, whose loading would be on every mount's path (tests/bench/
+ * NOTES.md, "libmount out of the mount programs"), and without touching the mount itself
+ * (a stat or statfs of a FUSE mount is a request its daemon may never answer). The
  * monitor uses it to refuse a mount point that is one already, and to make sure that what
  * it is about to unmount or prime is the mount it made. tests/unit/test_mountinfo.c checks
  * the reader against libmount's parse of the same files.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Mount option lists split as mount(8) splits them, without libmount (loading libmount,
- * libblkid, libselinux and pcre2 cost every mount about 2 ms of start). The rules are
- * libmount 2.38's, and tests/unit/test_optstr.c checks them against libmount itself:
+ * Mount option lists split as mount(8) splits them, without libmount, which would load
+ * libblkid, libselinux and pcre2 at every mount's start (tests/bench/NOTES.md). The rules
+ * are libmount 2.38's, and tests/unit/test_optstr.c checks them against libmount itself:
  * - items end at a comma outside double quotes; commas before an item are skipped, so
  *   empty items vanish; a backslash is an ordinary character;
  * - an item is NAME, or NAME=VALUE at its first '=' outside quotes that is not its

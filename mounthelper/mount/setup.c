@@ -204,7 +204,7 @@ static int decode_roles(struct stp_setup *s, const uint8_t *p, uint32_t len)
 	s->nroles = len / sizeof(uint32_t);
 	memcpy(s->roles, p, len);
 	for (uint32_t i = 0; i < s->nroles; i++)
-		if (s->roles[i] < STP_FD_FUSE || s->roles[i] > STP_FD_CHAN)
+		if (s->roles[i] < STP_FD_FUSE || s->roles[i] > STP_FD_RECORD_DONE)
 			return -EPROTO;
 	return 0;
 }

@@ -42,6 +42,7 @@ enum stp_fd_role {
 	STP_FD_RECORD,   /* the hot list to write when the mount ends */
 	STP_FD_CACHE,    /* a URL's disk cache file */
 	STP_FD_CHAN,     /* a channel to the fetcher (fetcher.h); repeated */
+	STP_FD_RECORD_DONE, /* record=: a socket to say the list is whole on (monrecord.h) */
 };
 
 struct stp_setup {

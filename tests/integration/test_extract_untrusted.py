@@ -18,8 +18,8 @@ import tempfile
 import pytest
 
 from conftest import STIPPLE, build_image
+from imageutil import FAST
 
-FAST = ("--level", "3", "--block-size", "64K")
 CAP = "security.capability"
 # VFS_CAP_REVISION_2, effective, cap_net_raw (13) permitted: what setcap cap_net_raw+ep sets
 CAP_VALUE = bytes.fromhex("01000002" "00200000" "00000000" "00000000" "00000000")

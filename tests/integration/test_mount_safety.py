@@ -2,8 +2,10 @@
 """What a mount run as root keeps safe against its caller's state and against other local
 users: descriptors 0 to 2 closed when it starts, a mount point that another user can swap
 for a symlink, the hot list of record= when the mount fails, the watcher it leaves."""
+import errno
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -120,7 +122,8 @@ def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
     monitor's checks and its mount the user replaces the mount point with a symlink to a
     directory of root's: the mount goes on the directory that was checked, or nowhere,
     never over root's. (strace holds the monitor between the two: it opens the record=
-    hot list after checking the mount point, before mounting; a FIFO no longer can.)"""
+    hot list's directory after checking the mount point, before mounting; a FIFO no
+    longer can.)"""
     home = tmp_path / "home"
     home.mkdir()
     home.chmod(0o1777)
@@ -131,7 +134,7 @@ def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
     mnt.mkdir()
     hot, trace = tmp_path / "hot.list", tmp_path / "strace.out"
     # -f: the open is made by a child of the monitor; strace then stays with the watcher
-    proc = subprocess.Popen(["strace", "-f", "-o", trace, "-P", hot, "-e", "trace=openat2",
+    proc = subprocess.Popen(["strace", "-f", "-o", trace, "-P", tmp_path, "-e", "trace=openat2",
                              "-e", "inject=openat2:delay_enter=5000000",
                              MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -162,7 +165,8 @@ def test_mount_point_swapped_for_a_symlink_is_not_followed(gen_image, tmp_path):
 
 def test_failed_mount_keeps_the_hot_list(gen_image, mnt, tmp_path):
     """A hot list from an earlier run survives a mount that fails after it was opened
-    (the daemon refuses damaged metadata); a mount that goes live rewrites it whole."""
+    (the daemon refuses damaged metadata), and stays while a live mount records; once
+    the daemon has ended, the new list replaces it whole. No temporary file is left."""
     hot = tmp_path / "hot.list"
     old = "".join("/old/path/%d\n" % i for i in range(5000))
     hot.write_text(old)
@@ -171,20 +175,22 @@ def test_failed_mount_keeps_the_hot_list(gen_image, mnt, tmp_path):
     assert r.returncode == 32 and "damaged" in r.stderr, r.stderr
     assert not is_mounted(mnt)
     assert hot.read_text() == old
+    assert sorted(os.listdir(tmp_path)) == ["bad.stp", "hot.list", "mnt"]
     r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
     assert r.returncode == 0, r.stderr
-    assert hot.read_text() == ""  # emptied once live, for the daemon to write at its end
+    assert hot.read_text() == old  # replaced only once the new list is whole
     files = sorted(p for p in regular_files(mnt))
     assert files, "nothing to read"
     with open(files[0], "rb") as f:
         f.read()
     unmount(mnt)
     deadline = time.monotonic() + 10
-    while not hot.read_bytes() and time.monotonic() < deadline:
+    while b"/old/path" in hot.read_bytes() and time.monotonic() < deadline:
         time.sleep(0.05)
     text = hot.read_bytes()  # paths are bytes: the lookup lines name every entry met
     assert b"/old/path" not in text and os.fsencode(os.path.relpath(files[0], mnt)) in text, \
         text[:400]
+    assert sorted(os.listdir(tmp_path)) == ["bad.stp", "hot.list", "mnt"]
 
 
 def regular_files(root):
@@ -225,16 +231,145 @@ def test_record_follows_no_link_on_its_path(gen_image, mnt, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-def test_record_refuses_a_file_with_other_links(gen_image, mnt, tmp_path):
-    """A hard link to another file (where protected_hardlinks is off, or to a file of the
-    user's own that root's truncation should not reach) is refused."""
+def test_record_never_writes_a_file_with_other_links(gen_image, mnt, tmp_path):
+    """A hard link to another file at record='s name (planted where protected_hardlinks
+    is off, review 10 #5, or a file of the user's own) was refused; the list is now
+    written under a new name and renamed over the link, so the other file keeps its
+    content and the name gets the list."""
     target = tmp_path / "target"
     target.write_text("kept\n")
-    os.link(target, tmp_path / "hot.list")
+    hot = tmp_path / "hot.list"
+    os.link(target, hot)
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
+    assert r.returncode == 0, r.stderr
+    assert target.read_text() == "kept\n" and os.stat(target).st_nlink == 2
+    unmount(mnt)
+    wait_until_gone(tmp_path, "hot.list.tmp.")
+    assert target.read_text() == "kept\n" and os.stat(target).st_nlink == 1
+    assert hot.read_text() != "kept\n"
+
+
+def test_record_refuses_a_symbolic_link_at_its_name(gen_image, mnt, tmp_path):
+    """A symbolic link at record='s name is refused, as it was when the list was opened
+    through it: the rename would only replace the link, not write where it points, but
+    whoever planted it meant the list to go there. Nothing is made in the directory."""
+    victim = tmp_path / "victim"
+    victim.write_text("kept\n")
+    os.symlink(victim, tmp_path / "hot.list")
     r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % (tmp_path / "hot.list")])
     unmount(mnt)
-    assert r.returncode == 32 and "hard link" in r.stderr, r.stderr
-    assert target.read_text() == "kept\n"
+    assert r.returncode == 32 and "symbolic link" in r.stderr, r.stderr
+    assert victim.read_text() == "kept\n" and os.path.islink(tmp_path / "hot.list")
+    assert sorted(os.listdir(tmp_path)) == ["hot.list", "mnt", "victim"]
+
+
+def wait_until_gone(d, prefix, seconds=20):
+    """Waits for every name in D starting with PREFIX to go (the watcher renames or
+    removes the list once the daemon has ended, a moment after umount returns)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = [n for n in os.listdir(d) if n.startswith(prefix)]
+        if not left:
+            return
+        time.sleep(0.05)
+    raise AssertionError("still there: %r" % left)
+
+
+OLD_LIST = "".join("/old/path/%d\n" % i for i in range(1000))
+
+
+def read_some(mnt):
+    """Reads the first few files of MNT whole, so that the hot list has lines."""
+    for path in sorted(regular_files(mnt))[:5]:
+        with open(path, "rb") as f:
+            f.read()
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 64 KiB tmpfs holding an earlier hot list, then filled to its last byte."""
+    d = tmp_path / "small"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=755", "stipple-test", d],
+                   check=True)
+    try:
+        (d / "hot.list").write_text(OLD_LIST)
+        fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            for size in (4096, 1):
+                with pytest.raises(OSError) as e:
+                    while True:
+                        os.write(fd, b"x" * size)
+                assert e.value.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        yield d
+    finally:  # lazily if a watcher still holds the list's directory
+        if subprocess.run(["umount", d]).returncode:
+            subprocess.run(["umount", "-l", d], check=True)
+
+
+def test_record_on_a_full_disk_keeps_the_old_list(gen_image, mnt, full_tmpfs):
+    """The daemon's write of the list fails on a full file system (review 10 #5): the
+    list had been emptied once live and was left cut or empty under its name. Now the
+    list of the earlier run stays whole there and the part written is removed."""
+    hot = full_tmpfs / "hot.list"
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
+    assert r.returncode == 0, r.stderr
+    read_some(mnt)
+    unmount(mnt)
+    wait_until_gone(full_tmpfs, "hot.list.tmp.")
+    assert hot.read_text() == OLD_LIST
+    assert sorted(os.listdir(full_tmpfs)) == ["filler", "hot.list"]
+
+
+def test_record_of_a_killed_daemon_keeps_the_old_list(gen_image, mnt, tmp_path):
+    """A daemon killed before it wrote its list (a crash, the OOM killer): the list of
+    the earlier run stays under its name, and the new one goes; the watcher, which
+    renames a whole list, removes it."""
+    hot = tmp_path / "hot.list"
+    hot.write_text(OLD_LIST)
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
+    assert r.returncode == 0, r.stderr
+    try:
+        read_some(mnt)
+        status = os.getxattr(mnt, "user.stipple.status").decode()
+        pid = int(dict(ln.split("=", 1) for ln in status.splitlines() if "=" in ln)["pid"])
+        os.kill(pid, signal.SIGKILL)
+        wait_until_gone(tmp_path, "hot.list.tmp.")
+    finally:
+        unmount(mnt)
+    assert hot.read_text() == OLD_LIST
+
+
+def test_record_in_the_foreground_is_in_place_when_the_monitor_returns(gen_image, mnt,
+                                                                       tmp_path):
+    """`stipple mount -f`: the monitor, not a watcher, puts the list in place; it is
+    there, whole, when the command returns after the unmount, and nothing else is
+    left."""
+    hot = tmp_path / "hot.list"
+    hot.write_text(OLD_LIST)
+    proc = subprocess.Popen([STIPPLE, "mount", "-f", "-o", "noprime", "--record", hot, gen_image, mnt],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not is_mounted(mnt) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        read_some(mnt)
+        assert hot.read_text() == OLD_LIST
+        unmount(mnt)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        unmount(mnt)
+    assert proc.returncode == 0, err
+    text = hot.read_bytes()
+    assert text and b"/old/path" not in text, text[:400]
+    assert sorted(os.listdir(tmp_path)) == ["hot.list", "mnt"]
 
 
 def test_record_refuses_a_fifo_or_a_device(gen_image, mnt, tmp_path):

@@ -41,7 +41,7 @@ static void test_fields_read_back(void)
 	static struct stp_setup s;
 	uint8_t key[64], flag = 1;
 	uint64_t mem = 3ull << 30;
-	uint32_t roles[2] = { STP_FD_FUSE, STP_FD_CHAN };
+	uint32_t roles[3] = { STP_FD_FUSE, STP_FD_CHAN, STP_FD_RECORD_DONE };
 
 	len = 0;
 	memset(key, 7, sizeof(key));
@@ -62,7 +62,7 @@ static void test_fields_read_back(void)
 	CHECK(!s.opts.mountpoint, "a field left out stays NULL");
 	CHECK(s.opts.warm_workers == 3 && s.opts.foreground && s.mem_limit == mem);
 	CHECK(s.nkeys == 2 && s.keys[1].raw[0] == 7 && s.keys[1].id[31] == 7);
-	CHECK(s.nroles == 2 && s.roles[1] == STP_FD_CHAN);
+	CHECK(s.nroles == 3 && s.roles[1] == STP_FD_CHAN && s.roles[2] == STP_FD_RECORD_DONE);
 	CHECK(s.sandbox_ids && s.sandbox_uid == 65534 && s.sandbox_gid == 65533,
 	      "the sandbox user's ids, looked up by the monitor");
 	stp_setup_free(&s);
@@ -82,7 +82,7 @@ static int refused(void)
 static void test_refusals(void)
 {
 	uint8_t two = 2, key[64] = { 0 };
-	uint32_t role = 9;
+	uint32_t role = STP_FD_RECORD_DONE + 1;
 
 	len = 0;
 	u32(T_WARM, 1);
