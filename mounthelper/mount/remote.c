@@ -236,6 +236,25 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 	return 0;
 }
 
+/* A block's content rebuilt by the fetcher (fetcher.h): -ENOENT when it has none. */
+static int remote_content(struct stp_imgsrc *s, uint64_t block, void *buf, size_t len)
+{
+	struct remote *r = (struct remote *)s;
+	char why[STP_FETCH_WHY_MAX] = "";
+	struct tally c = { 0, 0, 0, 0 };
+	bool broken;
+	int i = take(r), err;
+
+	if (i < 0)
+		return -ENOENT; /* the read of the block says the fetcher is gone */
+	err = ask(r, r->fds[i], buf, len, STP_FETCH_CONTENT | block, &broken, &c, why,
+		  sizeof(why));
+	give(r, i, broken, false, &c);
+	if (err && err != -ENOENT)
+		stp_log(STP_LOG_WARN, "%s: %s; reading the block instead", s->name, why);
+	return err ? -ENOENT : 0;
+}
+
 static void remote_stats(struct stp_imgsrc *s, struct stp_imgsrc_stats *st)
 {
 	struct remote *r = (struct remote *)s;
@@ -281,6 +300,7 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_
 	r->n = n;
 	r->own = own;
 	r->src.pread = remote_pread;
+	r->src.content = remote_content;
 	r->src.close = remote_close;
 	r->src.stats = remote_stats;
 	r->src.size = size;
