@@ -53,6 +53,7 @@ struct stp_published {
 	uint8_t (*bases)[STP_PUBINDEX_HASH_LEN];
 	uint64_t nbases;
 	int *base_fd;
+	int *delta_fd;            /* each delta file's in the store, or -1 (under LOCK) */
 	uint64_t content_max, delta_max;
 	pthread_mutex_t rebuild;
 	uint8_t *prefix, *base_buf, *delta_buf;
@@ -91,7 +92,8 @@ static int base_table(struct stp_published *p)
 
 	p->bases = calloc(nd ? 2 * nd : 1, sizeof(*p->bases));
 	p->base_fd = calloc(nd ? 2 * nd : 1, sizeof(*p->base_fd));
-	if (!p->bases || !p->base_fd)
+	p->delta_fd = calloc(nd ? nd : 1, sizeof(*p->delta_fd));
+	if (!p->bases || !p->base_fd || !p->delta_fd)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < nd; i++) {
 		struct stp_pubindex_delta d;
@@ -104,6 +106,7 @@ static int base_table(struct stp_published *p)
 			p->content_max = d.content_size;
 		if (d.delta_size > p->delta_max)
 			p->delta_max = d.delta_size;
+		p->delta_fd[i] = -1;
 	}
 	qsort(p->bases, n, sizeof(*p->bases), by_hash);
 	for (uint64_t i = 0; i < n; i++)
@@ -242,12 +245,16 @@ void stp_published_free(struct stp_published *p)
 	for (uint64_t i = 0; p->base_fd && i < p->nbases; i++)
 		if (p->base_fd[i] >= 0)
 			close(p->base_fd[i]);
+	for (uint64_t i = 0; p->delta_fd && i < p->hdr.delta_count; i++)
+		if (p->delta_fd[i] >= 0)
+			close(p->delta_fd[i]);
 	for (unsigned i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->rebuild);
 	free(p->bases);
 	free(p->base_fd);
+	free(p->delta_fd);
 	free(p->prefix);
 	free(p->base_buf);
 	free(p->delta_buf);
@@ -293,14 +300,23 @@ uint64_t stp_published_block_max(const struct stp_published *p)
 
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 {
-	if (i >= p->hdr.block_count)
-		return p->bases[i - p->hdr.block_count];
+	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
+
+	if (i >= n + nd)
+		return p->bases[i - n - nd];
+	if (i >= n) /* the delta entry's delta_sha256 (stipple(5)) */
+		return p->idx + stp_pubindex_delta_offset(&p->hdr) + (i - n) * STP_PUBINDEX_DELTA_SIZE + 24;
 	return p->idx + STP_PUBINDEX_HDR_SIZE + i * STP_PUBINDEX_ENTRY_SIZE + 16;
 }
 
 uint64_t stp_published_slots(const struct stp_published *p)
 {
-	return p->hdr.block_count + p->nbases;
+	return p->hdr.block_count + p->hdr.delta_count + p->nbases;
+}
+
+uint64_t stp_published_first_base(const struct stp_published *p)
+{
+	return p->hdr.block_count + p->hdr.delta_count;
 }
 
 uint64_t stp_published_delta_memory(const struct stp_published *p)
@@ -311,12 +327,18 @@ uint64_t stp_published_delta_memory(const struct stp_published *p)
 	return 3 * p->content_max + stp_block_stored_max(p->content_max) + p->delta_max;
 }
 
-/* Base file I of the store (a slot past the blocks: fetcher.h). */
-static void set_base(struct stp_published *p, uint64_t i, int fd)
+/* Slot I past the blocks: a delta file's, then a base's (fetcher.h). */
+static void set_extra(struct stp_published *p, uint64_t i, int fd)
 {
+	int *slot = NULL;
+
+	if (i < p->hdr.delta_count)
+		slot = &p->delta_fd[i];
+	else if (i - p->hdr.delta_count < p->nbases)
+		slot = &p->base_fd[i - p->hdr.delta_count];
 	pthread_mutex_lock(&p->lock);
-	if (i < p->nbases && p->base_fd[i] < 0) {
-		p->base_fd[i] = fd;
+	if (slot && *slot < 0) {
+		*slot = fd;
 		fd = -1;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -329,7 +351,7 @@ void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
 	pthread_mutex_t *stripe;
 
 	if (i >= p->hdr.block_count) {
-		set_base(p, i - p->hdr.block_count, fd);
+		set_extra(p, i - p->hdr.block_count, fd);
 		return;
 	}
 	stripe = &p->stripes[i % STRIPES];
@@ -615,7 +637,8 @@ int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
 }
 
 /* The delta entry of block I, by a search of the table (ascending by block). */
-static bool find_delta(const struct stp_published *p, uint64_t i, struct stp_pubindex_delta *d)
+static bool find_delta(const struct stp_published *p, uint64_t i, struct stp_pubindex_delta *d,
+		       uint64_t *at)
 {
 	uint64_t lo = 0, hi = p->hdr.delta_count;
 
@@ -624,8 +647,10 @@ static bool find_delta(const struct stp_published *p, uint64_t i, struct stp_pub
 
 		if (stp_pubindex_delta_at(p->idx, &p->hdr, mid, d))
 			return false;
-		if (d->block == i)
+		if (d->block == i) {
+			*at = mid;
 			return true;
+		}
 		if (d->block < i)
 			lo = mid + 1;
 		else
@@ -680,12 +705,32 @@ static int load_base(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HAS
 	return 0;
 }
 
-/* Block D.block's content into OUT from its delta and its bases: -ENOENT for anything
- * that does not give exactly the content the index hashes. */
-static int rebuild(struct stp_published *p, const struct stp_pubindex_delta *d, void *out,
-		   const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
+/* Delta J (entry D) into the rebuild's buffer: from its file in the store, else from the
+ * server (then kept there), checked against its hash either way. */
+static int get_delta(struct stp_published *p, uint64_t j, const struct stp_pubindex_delta *d,
+		     const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
 {
 	struct stp_pubindex_entry e = { .stored_size = d->delta_size };
+	int fd, err;
+
+	memcpy(e.sha256, d->delta_sha256, sizeof(e.sha256));
+	pthread_mutex_lock(&p->lock);
+	fd = p->delta_fd[j];
+	pthread_mutex_unlock(&p->lock);
+	if (from_store(p, fd, &e, p->delta_buf))
+		return 0;
+	err = fetch_block(p, &e, p->delta_buf, tick, tries, why, whylen);
+	if (!err)
+		to_store(p, fd, p->delta_buf, d->delta_size);
+	return err;
+}
+
+/* Block D.block's content into OUT from delta J and its bases: -ENOENT for anything
+ * that does not give exactly the content the index hashes. */
+static int rebuild(struct stp_published *p, uint64_t j, const struct stp_pubindex_delta *d,
+		   void *out, const struct stp_http_tick *tick, unsigned *tries, char *why,
+		   size_t whylen)
+{
 	size_t plen = 0;
 	int err = rebuild_buffers(p);
 
@@ -694,8 +739,7 @@ static int rebuild(struct stp_published *p, const struct stp_pubindex_delta *d, 
 	if (err)
 		return err == -ENOMEM ? err : why_set(why, whylen, -ENOENT, "a base is not in "
 						      "the store");
-	memcpy(e.sha256, d->delta_sha256, sizeof(e.sha256));
-	if (fetch_block(p, &e, p->delta_buf, tick, tries, why, whylen) ||
+	if (get_delta(p, j, d, tick, tries, why, whylen) ||
 	    stp_delta_apply(p->delta_buf, d->delta_size, p->prefix, plen, out, d->content_size) ||
 	    !hash_matches(out, d->content_size, d->content_sha256))
 		return why_set(why, whylen, -ENOENT, "the delta of block %llu did not rebuild it",
@@ -708,14 +752,15 @@ int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64
 			  size_t whylen)
 {
 	struct stp_pubindex_delta d;
+	uint64_t j;
 	int err;
 
 	*tries = 0;
-	if (!find_delta(p, i, &d) || d.content_size != len)
+	if (!find_delta(p, i, &d, &j) || d.content_size != len)
 		return why_set(why, whylen, -ENOENT, "block %llu has no delta",
 			       (unsigned long long)i);
 	lock_ticking(&p->rebuild, tick);
-	err = rebuild(p, &d, out, tick, tries, why, whylen);
+	err = rebuild(p, j, &d, out, tick, tries, why, whylen);
 	pthread_mutex_lock(&p->lock);
 	if (err)
 		p->deltas_refused++;

@@ -63,10 +63,12 @@ uint64_t stp_published_index_len(const struct stp_published *p);
 void stp_published_set_buffers(struct stp_published *p, uint64_t bytes);
 /* The largest stored size of a block in the index (1 without blocks). */
 uint64_t stp_published_block_max(const struct stp_published *p);
-/* The store slots: the blocks, then the distinct bases of the index's deltas (index
- * version 2): a base's file is only read, and only when it holds the base whole. */
+/* The store slots: the blocks, the delta files, then the distinct bases of the index's
+ * deltas (index version 2) from stp_published_first_base on: a base's file is only read,
+ * and only when it holds the base whole. */
 uint64_t stp_published_slots(const struct stp_published *p);
-/* Slot I's SHA-256 (I below stp_published_slots): block I's, or a base's. */
+uint64_t stp_published_first_base(const struct stp_published *p);
+/* Slot I's SHA-256 (I below stp_published_slots): block I's, a delta file's, or a base's. */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
 /* The bytes a rebuild from a delta holds at once (0 without deltas), the content served
  * included: for the fetcher's RLIMIT_DATA. */
@@ -112,10 +114,10 @@ void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t
  * its hash, asked again past the caches as a block is) and applied, and the content is
  * used only when it hashes to the index's content SHA-256. -ENOENT, with WHY, for every
  * other outcome (no delta, a base missing, a delta that does not rebuild the block): the
- * caller then reads the block's stored bytes, fetched and checked as always. Nothing is
- * kept in the store: the bases stay pinned by their files, and a delta is fetched again
- * (from the proxies that keep it) when the block is decoded again. Rebuilds run one at
- * a time. *TRIES: the HTTP requests it took. -ENOMEM. */
+ * caller then reads the block's stored bytes, fetched and checked as always. The delta
+ * is kept in the store as a block is (its own slot, read back and checked the same way);
+ * the rebuilt content is not: a block decoded again is rebuilt again. Rebuilds run one
+ * at a time. *TRIES: the HTTP requests it took. -ENOMEM. */
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
 			  const struct stp_http_tick *tick, unsigned *tries, char *why,
 			  size_t whylen);

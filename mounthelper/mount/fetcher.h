@@ -23,9 +23,9 @@
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
  * image it stands for; HELLO's size is that image's and BLOCKS its count of store slots:
- * its blocks, then the distinct bases of its deltas (stp_published_slots; the monitor
- * hands a slot past the superblock's block count only a file that holds bytes, read-only:
- * a base is never made nor written). It
+ * its blocks, its delta files (stored as blocks are), then the distinct bases of its
+ * deltas, in batches of their own (BASES set: the monitor hands such a slot only a file
+ * that holds bytes, read-only; a base is never made nor written). It
  * serves its channels from then on, and offers the monitor the hashes of the first
  * STP_FETCH_STORE_MAX slots in batches (BLOCKS, struct stp_fetch_blocks) on the control
  * socket, which stays open for that. The monitor reads them only once it has checked the
@@ -96,7 +96,7 @@ struct stp_fetch_hello {
 struct stp_fetch_blocks {
 	uint64_t first;
 	uint32_t count;   /* 1 to STP_FETCH_BATCH */
-	uint32_t pad;
+	uint32_t bases;   /* 1: the hashes are bases of deltas, whose files are only read */
 	uint8_t sha[STP_FETCH_BATCH][32];
 };
 

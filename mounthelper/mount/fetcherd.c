@@ -346,7 +346,7 @@ static void take_room(struct stp_published *pub, int ctl, int64_t deadline)
  * first checks the image: the wait for its answer is the mount's, not the batch's. */
 static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 {
-	uint64_t n = stp_published_slots(pub);
+	uint64_t n = stp_published_slots(pub), bases = stp_published_first_base(pub);
 	int64_t deadline = (int64_t)stp_now_ns() + 3 * STP_MOUNT_DEADLINE_MS * 1000000ll;
 
 	if (n > at_most)
@@ -361,7 +361,11 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 		size_t len;
 		int err;
 
-		b.count = (uint32_t)(n - first < STP_FETCH_BATCH ? n - first : STP_FETCH_BATCH);
+		/* a batch of bases only, or of none (fetcher.h) */
+		uint64_t end = first < bases ? bases : n;
+
+		b.bases = first >= bases;
+		b.count = (uint32_t)(end - first < STP_FETCH_BATCH ? end - first : STP_FETCH_BATCH);
 		for (uint32_t k = 0; k < b.count; k++)
 			memcpy(b.sha[k], stp_published_hash(pub, first + k), 32);
 		if (stp_msg_send(ctl, STP_MSG_BLOCKS, &b, sizeof(b)))

@@ -53,7 +53,6 @@ struct store {
 	uint64_t handed;         /* read-write files handed to this mount */
 	pid_t fetcher;           /* its fetcher (0: not known) */
 	uint64_t block_max;      /* the longest a block of the image may be stored */
-	uint64_t bases_from;     /* the first slot that is a delta's base (fetcher.h) */
 };
 
 /* "HH/H64": the path of SHA's file beneath the blocks directory. */
@@ -356,7 +355,7 @@ static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks
 	int fds[STP_FETCH_BATCH], err;
 
 	for (uint32_t k = 0; k < take && k < b->count; k++) {
-		int fd = take_block(st, b->sha[k], b->first + k >= st->bases_from);
+		int fd = take_block(st, b->sha[k], b->bases);
 
 		if (fd < 0)
 			continue; /* that block is fetched each time */
@@ -428,8 +427,8 @@ uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
 
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered)
 {
-	/* each block, and the two bases of its delta at most (stipple(5)) */
-	uint64_t slots = sb->block_count * (1 + STP_PUBINDEX_BASES_MAX);
+	/* each block, its delta and the delta's two bases at most (stipple(5)) */
+	uint64_t slots = sb->block_count * (2 + STP_PUBINDEX_BASES_MAX);
 	uint64_t n = offered < slots ? offered : slots;
 
 	return n < STP_FETCH_STORE_MAX ? n : STP_FETCH_STORE_MAX;
@@ -633,7 +632,6 @@ static int attach_locked(int blocks, uint64_t limit, int ctl, const struct stp_s
 		st.writable = stp_store_writable_max(st.l.total < limit ? limit - st.l.total : 0,
 						     file_max);
 		st.block_max = block_max(sb);
-		st.bases_from = sb->block_count;
 		err = exchange(&st, ctl, offered, stp_store_files_max(sb, offered), deadline);
 		trim(&st, limit);
 		if (!err)

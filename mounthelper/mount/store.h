@@ -60,10 +60,10 @@
 struct stp_superblock;
 
 /* The blocks a mount of the image of SB may take files for when its fetcher offers
- * OFFERED: no more than the image has and the bases of their deltas, two a block at
- * most (from the superblock's count, which the budget checked, whatever the index
- * claims), nor than STP_FETCH_STORE_MAX. A slot past the block count is a base
- * (fetcher.h): handed read-only, and only when its file holds bytes. Of those, the
+ * OFFERED: no more than the image has, with a delta file and two bases a block at most
+ * (from the superblock's count, which the budget checked, whatever the index claims),
+ * nor than STP_FETCH_STORE_MAX. A base (a batch with BASES set, fetcher.h) is handed
+ * read-only, and only when its file holds bytes. Of those, the
  * files it makes are bounded by cache_size= (stp_store_writable_max); the ones it only
  * pins already hold a block, and the store's bound bounds them. */
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered);
