@@ -128,3 +128,18 @@ def test_damaged_delta_falls_back_to_the_block(releases, images, tmp_path):
     assert d["delta"].hex() in got, "the delta was not asked for"
     assert h2[d["block"]] in got, "the block was not fetched after its delta failed"
     assert got.index(d["delta"].hex()) < got.index(h2[d["block"]])
+
+
+def test_bad_base_is_refused_before_dir(images, tmp_path):
+    """An OLD that is not an image, or a bad level: a message naming it, a non-zero exit,
+    nothing written."""
+    www = tmp_path / "www"
+    junk = tmp_path / "junk.stp"
+    junk.write_bytes(b"not an image" * 100)
+    for args, says in (([junk], str(junk)), ([tmp_path / "none.stp"], "none.stp")):
+        r = run([STIPPLE, "publish", "--base", *args, images[1], www])
+        assert r.returncode != 0 and says in r.stderr, r.stderr
+        assert not (www / "blocks").exists() or not any((www / "blocks").iterdir())
+        assert not (www / "app-2.stp").exists()
+    r = run([STIPPLE, "publish", "--base", images[0], "--delta-level", "23", images[1], www])
+    assert r.returncode == 2 and "--delta-level 23" in r.stderr, r.stderr
