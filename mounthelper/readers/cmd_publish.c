@@ -48,7 +48,7 @@ static const struct stp_cli publish_cli = {
 		   "                     name without .stp)\n"
 		   "  -k, --key PUBKEY   publish only an image signed by PUBKEY\n"
 		   "  -b, --base OLD     also write delta files against OLD, the previous\n"
-		   "                     release's image, for the blocks it lacks\n"
+		   "                     release's image or index, for the blocks it lacks\n"
 		   "      --delta-level N  the zstd level of the deltas (1-22; default 19)\n"
 		   "  -q, --quiet        no progress line on a terminal\n"
 		   "  -j, --json         the summary as one JSON document (stipple(1))\n",

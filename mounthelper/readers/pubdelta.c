@@ -12,6 +12,8 @@
 #include "delta.h"
 #include "format.h"
 #include "image.h"
+#include "imgsrc.h"
+#include "localindex.h"
 #include "sign.h"
 #include "treewalk.h"
 
@@ -171,6 +173,24 @@ static int buffers(struct pubdelta *d)
 	       d->touched ? 0 : -ENOMEM;
 }
 
+/* OLD: a one-file image, or an index with its blocks beside it (localindex.h). */
+static int open_old(struct pubdelta *d)
+{
+	struct stp_imgsrc *src;
+	const char *why = NULL;
+	int err;
+
+	if (!stp_localindex_is(d->oldpath))
+		return stp_cli_open(d->cli, d->oldpath, &d->old);
+	err = stp_localindex_open(d->oldpath, &src, &why);
+	if (!err)
+		err = stp_image_open_src(src, &d->old); /* takes SRC, even on failure */
+	if (err)
+		stp_cli_problem(d->cli, d->oldpath, NULL, "cannot be a base: %s",
+				why ? why : stp_strerror(err));
+	return err;
+}
+
 int pubdelta_open(const struct stp_cli *cli, const char *old, struct stp_image *img, int level,
 		  struct pubdelta **out)
 {
@@ -182,7 +202,7 @@ int pubdelta_open(const struct stp_cli *cli, const char *old, struct stp_image *
 		return -ENOMEM;
 	}
 	*d = (struct pubdelta){ .cli = cli, .oldpath = old, .img = img, .level = level };
-	err = stp_cli_open(cli, old, &d->old);
+	err = open_old(d);
 	if (err) {
 		free(d);
 		return err;

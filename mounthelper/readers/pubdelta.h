@@ -26,8 +26,9 @@
 struct stp_image;
 struct pubdelta;
 
-/* Opens OLD (its checksums checked as each block is read) and maps the files of both
- * images to their blocks. LEVEL: the zstd level of the deltas. *OUT the caller's. */
+/* Opens OLD, a one-file image or a published index with its block files beside it
+ * (its checksums, and an index's block hashes, checked as each block is read), and
+ * maps the files of both images to their blocks. LEVEL: the zstd level of the deltas. *OUT the caller's. */
 struct stp_cli;
 int pubdelta_open(const struct stp_cli *cli, const char *old, struct stp_image *img, int level,
 		  struct pubdelta **out);

@@ -143,3 +143,20 @@ def test_bad_base_is_refused_before_dir(images, tmp_path):
         assert not (www / "app-2.stp").exists()
     r = run([STIPPLE, "publish", "--base", images[0], "--delta-level", "23", images[1], www])
     assert r.returncode == 2 and "--delta-level 23" in r.stderr, r.stderr
+
+
+def test_base_may_be_the_published_index(images, tmp_path):
+    """--base DIR/app-1.stp (the index, its blocks beside it) writes the same index and
+    deltas as --base app-1.stp; a base block file damaged in DIR is refused, naming it."""
+    www, www2 = tmp_path / "www", tmp_path / "www2"
+    _, idx2, _ = publish_pair(images, www)
+    idx1b, = publish(images[:1], www2, "stipple")
+    run([STIPPLE, "publish", "-q", "--base", idx1b, images[1], www2 / REPO], check=True)
+    with open(idx2, "rb") as a, open(www2 / REPO / "app-2.stp", "rb") as b:
+        assert a.read() == b.read()
+    v1 = hashes(idx1b)
+    treeutil.flip_byte(www2 / REPO / "blocks" / v1[0][:2] / v1[0], 100)
+    r = run([STIPPLE, "publish", "-q", "--base", idx1b, images[1], tmp_path / "www3"])
+    assert r.returncode != 0 and "app-1.stp" in r.stderr and "blocks/%s/%s" % (
+        v1[0][:2], v1[0]) in r.stderr, r.stderr
+    assert not (tmp_path / "www3").exists()
