@@ -314,6 +314,11 @@ uint64_t stp_published_slots(const struct stp_published *p)
 	return p->hdr.block_count + p->hdr.delta_count + p->nbases;
 }
 
+bool stp_published_has_deltas(const struct stp_published *p)
+{
+	return p->hdr.delta_count > 0;
+}
+
 uint64_t stp_published_first_base(const struct stp_published *p)
 {
 	return p->hdr.block_count + p->hdr.delta_count;

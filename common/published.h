@@ -68,6 +68,8 @@ uint64_t stp_published_block_max(const struct stp_published *p);
  * and only when it holds the base whole. */
 uint64_t stp_published_slots(const struct stp_published *p);
 uint64_t stp_published_first_base(const struct stp_published *p);
+/* Whether the index has a delta table (index version 2). */
+bool stp_published_has_deltas(const struct stp_published *p);
 /* Slot I's SHA-256 (I below stp_published_slots): block I's, a delta file's, or a base's. */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
 /* The bytes a rebuild from a delta holds at once (0 without deltas), the content served

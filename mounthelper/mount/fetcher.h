@@ -59,8 +59,9 @@ struct stp_fetch_req {
 };
 /* Set in a request's OFF: LEN bytes of the content of block OFF & ~STP_FETCH_CONTENT
  * rebuilt from its delta (stp_published_content), answered as a read is, or by -ENOENT
- * when there is none to rebuild it from (a one-file image never has): the daemon then
- * reads the block's stored bytes. */
+ * when there is none to rebuild it from, -ENOSYS when the image has no delta at all (a
+ * one-file image never has; the daemon asks no more): the daemon then reads the block's
+ * stored bytes. */
 #define STP_FETCH_CONTENT (1ull << 63)
 
 struct stp_fetch_frame {

@@ -186,7 +186,9 @@ static int serve_content(struct server *s, const struct stp_fetch_req *req)
 	int err = -ENOENT, rc = 0;
 
 	snprintf(why, sizeof(why), "no delta");
-	if (s->pub && req->len && req->len <= UINT32_MAX && (buf = malloc(req->len)))
+	if (!s->pub || !stp_published_has_deltas(s->pub))
+		err = -ENOSYS; /* none for any block: the daemon asks no more */
+	else if (req->len && req->len <= UINT32_MAX && (buf = malloc(req->len)))
 		err = stp_published_content(s->pub, block, buf, req->len, &tick, &tries, why,
 					    sizeof(why));
 	if (err) {

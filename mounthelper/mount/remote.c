@@ -30,6 +30,7 @@ struct remote {
 	uint64_t frame_ns; /* the channels' receive timeout: the longest silence (0: none) */
 	struct stp_diskcache *cache;
 	struct stp_imgsrc_stats st; /* under LOCK */
+	bool no_deltas;    /* the fetcher said the image has none: not asked again (LOCK) */
 };
 
 /* A free channel's index, waiting for one; -1 when none is left. */
@@ -242,15 +243,22 @@ static int remote_content(struct stp_imgsrc *s, uint64_t block, void *buf, size_
 	struct remote *r = (struct remote *)s;
 	char why[STP_FETCH_WHY_MAX] = "";
 	struct tally c = { 0, 0, 0, 0 };
-	bool broken;
-	int i = take(r), err;
+	bool broken, none;
+	int i, err;
 
-	if (i < 0)
-		return -ENOENT; /* the read of the block says the fetcher is gone */
+	pthread_mutex_lock(&r->lock);
+	none = r->no_deltas;
+	pthread_mutex_unlock(&r->lock);
+	if (none || (i = take(r)) < 0)
+		return -ENOENT; /* the read of the block says if the fetcher is gone */
 	err = ask(r, r->fds[i], buf, len, STP_FETCH_CONTENT | block, &broken, &c, why,
 		  sizeof(why));
 	give(r, i, broken, false, &c);
-	if (err && err != -ENOENT)
+	if (err == -ENOSYS) {
+		pthread_mutex_lock(&r->lock);
+		r->no_deltas = true;
+		pthread_mutex_unlock(&r->lock);
+	} else if (err && err != -ENOENT)
 		stp_log(STP_LOG_WARN, "%s: %s; reading the block instead", s->name, why);
 	return err ? -ENOENT : 0;
 }
