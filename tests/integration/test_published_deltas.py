@@ -7,10 +7,12 @@ index hashes from its bases. A mount of release 2 through the store release 1's 
 filled, direct and through Squid, fetches the deltas and not their full blocks, and
 reads the source tree, and a second mount of it fetches nothing (the deltas are kept in
 the store); a fresh store fetches the full blocks; a delta damaged on the
-server costs the full block (fetched after it), never a wrong byte."""
+server costs the full block (fetched after it), never a wrong byte. A mount that verifies
+a signed release fetches blocks, never deltas. --base may name release 1's index."""
 
 import hashlib
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -160,3 +162,27 @@ def test_base_may_be_the_published_index(images, tmp_path):
     assert r.returncode != 0 and "app-1.stp" in r.stderr and "blocks/%s/%s" % (
         v1[0][:2], v1[0]) in r.stderr, r.stderr
     assert not (tmp_path / "www3").exists()
+
+
+def test_verified_mount_fetches_blocks_not_deltas(releases, images, tmp_path):
+    """A signed release mounted with its key: the signature covers the stored bytes, which
+    a rebuilt block cannot be checked against, so the mount fetches the blocks."""
+    sec, pub = tmp_path / "k.key", tmp_path / "k.pub"
+    run([STIPPLE, "keygen", sec, pub], check=True)
+    signed = []
+    for img in images:
+        signed.append(tmp_path / os.path.basename(img))
+        shutil.copy(img, signed[-1])
+        run([STIPPLE, "sign", signed[-1], sec], check=True)
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(signed, www)
+    new = set(hashes(idx2)) - set(hashes(idx1))
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s" % cache
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "--verify", pub, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        seen = len(origin.uris())
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "--verify", pub, "-o", o) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin, seen)
+    assert sorted(got) == sorted(new), "a verified mount fetched a delta"
