@@ -47,8 +47,9 @@
  * The monitor runs this, privileged as the mounting user (each such call is monitor.c's:
  * this file decides, monitor.c acts), once it has checked the
  * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
- * makes no more files than cache_size= can hold, and pins no more than its image has
- * blocks (stp_store_files_max); the fetcher never learns a path. Not
+ * makes no more files than cache_size= can hold, and pins no more than four a block of
+ * its image (stp_store_files_max: the block, its delta, two bases); the fetcher never
+ * learns a path. Not
  * thread-safe.
  */
 #ifndef STP_STORE_H
