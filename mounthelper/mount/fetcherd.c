@@ -406,9 +406,9 @@ static uint64_t store_room(void)
 }
 
 /* RLIMIT_DATA, hard limit too, lowered to what serving N channels takes: the fixed part,
- * and a published image's index and a block buffer per channel (it cannot be raised
- * again: the monitor counts it in the mount's budget, fetcher.h); RLIMIT_AS with it
- * (sandbox.h). */
+ * and a published image's index, a block buffer per channel and one rebuild from a
+ * delta (stp_published_delta_memory) (it cannot be raised again: the monitor counts it
+ * in the mount's budget, fetcher.h); RLIMIT_AS with it (sandbox.h). */
 static void lower_data(unsigned n, const struct stp_published *pub)
 {
 	uint64_t max = stp_fetcher_data_fixed(n);
