@@ -12,6 +12,7 @@
 
 #include "bcj.h"
 #include "hash.h"
+#include "imgsrc.h"
 #include "log.h"
 
 /* One decompression context per thread, freed when the thread exits. */
@@ -461,6 +462,21 @@ static int decode_whole(struct stp_decode *p)
 	return rc ? rc : unfilter_whole(p->img, p->block, &p->be, p->out, p->size);
 }
 
+/* The block's content from its source (imgsrc.h: a published image's delta), its
+ * filter then undone: -ENOENT when the source has none. Not for an image opened
+ * verified: the signed hash is of the stored bytes, which a content cannot be checked
+ * against (stipple(5), Delta entry). */
+static int decode_content(struct stp_decode *p)
+{
+	struct stp_imgsrc *src = p->img->src;
+	int rc;
+
+	if (p->img->hashes || p->be.codec != STP_CODEC_ZSTD || !src->content)
+		return -ENOENT;
+	rc = src->content(src, p->block, p->out, p->size);
+	return rc ? rc : unfilter_whole(p->img, p->block, &p->be, p->out, p->size);
+}
+
 int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
 			   const struct stp_decode_ops *ops, void *ctx, struct stp_decode **out_d)
 {
@@ -476,9 +492,11 @@ int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *ou
 				  .stop_ip = SIZE_MAX };
 	p->body = p->size;
 	rc = stp_image_block(img, block, &p->be);
-	if (!rc && !streams(ops, &p->be))
+	if (!rc && (rc = decode_content(p)) != -ENOENT)
+		p->rc = rc; /* rebuilt whole, or failed */
+	else if (rc == -ENOENT && !streams(ops, &p->be))
 		p->rc = rc = decode_whole(p);
-	else if (!rc)
+	else if (rc == -ENOENT)
 		rc = stream_start(p);
 	if (rc) {
 		stp_image_decode_free(p);

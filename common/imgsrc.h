@@ -46,6 +46,11 @@ struct stp_imgsrc {
 	void (*stats)(struct stp_imgsrc *src, struct stp_imgsrc_stats *st);
 	/* Frees the source and what it holds (NULL: nothing to free). */
 	void (*close)(struct stp_imgsrc *src);
+	/* Block BLOCK's content (delta.h: its stored bytes decoded as a zstd frame, its
+	 * filter not undone), LEN bytes, rebuilt and checked by the source (a published
+	 * image's delta: published.h); -ENOENT when the source has none, and the reader
+	 * reads the stored bytes instead. NULL: none ever. Thread-safe. */
+	int (*content)(struct stp_imgsrc *src, uint64_t block, void *buf, size_t len);
 	uint64_t size;  /* bytes in the source, or STP_IMGSRC_SIZE_UNKNOWN */
 	char *name;     /* the path or URL, for messages; owned by the source */
 	int fd;         /* a file source's descriptor, else -1 */

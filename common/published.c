@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <openssl/crypto.h>
 
+#include "delta.h"
 #include "format.h"
 #include "hash.h"
 #include "http.h"
@@ -47,6 +48,16 @@ struct stp_published {
 	unsigned nspares;
 	uint64_t hits, rejected;
 	uint64_t room;            /* bytes it may still write into the store */
+	/* deltas (index version 2): the distinct base hashes, sorted, and their store
+	 * files (under LOCK); the buffers of a rebuild, one at a time (under REBUILD) */
+	uint8_t (*bases)[STP_PUBINDEX_HASH_LEN];
+	uint64_t nbases;
+	int *base_fd;
+	int *delta_fd;            /* each delta file's in the store, or -1 (under LOCK) */
+	uint64_t content_max, delta_max;
+	pthread_mutex_t rebuild;
+	uint8_t *prefix, *base_buf, *delta_buf;
+	uint64_t deltas_used, deltas_refused; /* under LOCK */
 };
 
 static int why_set(char *why, size_t whylen, int err, const char *fmt, ...)
@@ -66,6 +77,44 @@ bool stp_published_is_index(const void *head, size_t len)
 {
 	return len >= STP_PUBINDEX_MAGIC_LEN &&
 	       !memcmp(head, STP_PUBINDEX_MAGIC, STP_PUBINDEX_MAGIC_LEN);
+}
+
+static int by_hash(const void *a, const void *b)
+{
+	return memcmp(a, b, STP_PUBINDEX_HASH_LEN);
+}
+
+/* The distinct bases the delta entries name, sorted, each with a store slot; and the
+ * largest content and delta, which size a rebuild's buffers. */
+static int base_table(struct stp_published *p)
+{
+	uint64_t nd = p->hdr.delta_count, n = 0;
+
+	p->bases = calloc(nd ? 2 * nd : 1, sizeof(*p->bases));
+	p->base_fd = calloc(nd ? 2 * nd : 1, sizeof(*p->base_fd));
+	p->delta_fd = calloc(nd ? nd : 1, sizeof(*p->delta_fd));
+	if (!p->bases || !p->base_fd || !p->delta_fd)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < nd; i++) {
+		struct stp_pubindex_delta d;
+
+		if (stp_pubindex_delta_at(p->idx, &p->hdr, i, &d))
+			return -EUCLEAN;
+		for (uint32_t k = 0; k < d.base_count; k++)
+			memcpy(p->bases[n++], d.base_sha256[k], STP_PUBINDEX_HASH_LEN);
+		if (d.content_size > p->content_max)
+			p->content_max = d.content_size;
+		if (d.delta_size > p->delta_max)
+			p->delta_max = d.delta_size;
+		p->delta_fd[i] = -1;
+	}
+	qsort(p->bases, n, sizeof(*p->bases), by_hash);
+	for (uint64_t i = 0; i < n; i++)
+		if (!p->nbases || memcmp(p->bases[p->nbases - 1], p->bases[i], STP_PUBINDEX_HASH_LEN))
+			memmove(p->bases[p->nbases++], p->bases[i], STP_PUBINDEX_HASH_LEN);
+	for (uint64_t i = 0; i < p->nbases; i++)
+		p->base_fd[i] = -1;
+	return 0;
 }
 
 /* The table of offsets and the store slots, from the index stp_pubindex_check passed. */
@@ -90,7 +139,7 @@ static int index_tables(struct stp_published *p)
 	}
 	p->sb = p->idx + stp_pubindex_sb_offset(n);
 	p->tail = p->idx + stp_pubindex_tail_file_offset(n);
-	return 0;
+	return base_table(p);
 }
 
 static int load_index(struct stp_published *p, char *why, size_t whylen)
@@ -136,6 +185,7 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 	for (unsigned i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&p->stripes[i], NULL);
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->rebuild, NULL);
 	pthread_cond_init(&p->freed, NULL);
 	err = load_index(p, why, whylen);
 	if (err) {
@@ -192,9 +242,22 @@ void stp_published_free(struct stp_published *p)
 	for (uint64_t i = 0; p->store && i < p->hdr.block_count; i++)
 		if (p->store[i] >= 0)
 			close(p->store[i]);
+	for (uint64_t i = 0; p->base_fd && i < p->nbases; i++)
+		if (p->base_fd[i] >= 0)
+			close(p->base_fd[i]);
+	for (uint64_t i = 0; p->delta_fd && i < p->hdr.delta_count; i++)
+		if (p->delta_fd[i] >= 0)
+			close(p->delta_fd[i]);
 	for (unsigned i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->rebuild);
+	free(p->bases);
+	free(p->base_fd);
+	free(p->delta_fd);
+	free(p->prefix);
+	free(p->base_buf);
+	free(p->delta_buf);
 	pthread_cond_destroy(&p->freed);
 	for (unsigned i = 0; i < p->nspares; i++)
 		free(p->spares[i]);
@@ -237,7 +300,55 @@ uint64_t stp_published_block_max(const struct stp_published *p)
 
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 {
+	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
+
+	if (i >= n + nd)
+		return p->bases[i - n - nd];
+	if (i >= n) /* the delta entry's delta_sha256 (stipple(5)) */
+		return p->idx + stp_pubindex_delta_offset(&p->hdr) + (i - n) * STP_PUBINDEX_DELTA_SIZE + 24;
 	return p->idx + STP_PUBINDEX_HDR_SIZE + i * STP_PUBINDEX_ENTRY_SIZE + 16;
+}
+
+uint64_t stp_published_slots(const struct stp_published *p)
+{
+	return p->hdr.block_count + p->hdr.delta_count + p->nbases;
+}
+
+bool stp_published_has_deltas(const struct stp_published *p)
+{
+	return p->hdr.delta_count > 0;
+}
+
+uint64_t stp_published_first_base(const struct stp_published *p)
+{
+	return p->hdr.block_count + p->hdr.delta_count;
+}
+
+uint64_t stp_published_delta_memory(const struct stp_published *p)
+{
+	if (!p->nbases)
+		return 0;
+	/* the prefix (two bases), a base's stored bytes, the delta, the content served */
+	return 3 * p->content_max + stp_block_stored_max(p->content_max) + p->delta_max;
+}
+
+/* Slot I past the blocks: a delta file's, then a base's (fetcher.h). */
+static void set_extra(struct stp_published *p, uint64_t i, int fd)
+{
+	int *slot = NULL;
+
+	if (i < p->hdr.delta_count)
+		slot = &p->delta_fd[i];
+	else if (i - p->hdr.delta_count < p->nbases)
+		slot = &p->base_fd[i - p->hdr.delta_count];
+	pthread_mutex_lock(&p->lock);
+	if (slot && *slot < 0) {
+		*slot = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (fd >= 0)
+		close(fd);
 }
 
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
@@ -245,7 +356,7 @@ void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
 	pthread_mutex_t *stripe;
 
 	if (i >= p->hdr.block_count) {
-		close(fd);
+		set_extra(p, i - p->hdr.block_count, fd);
 		return;
 	}
 	stripe = &p->stripes[i % STRIPES];
@@ -528,4 +639,147 @@ int stp_published_get(struct stp_published *p, uint64_t off, uint64_t max,
 	if (part->len > max)
 		part->len = max;
 	return 0;
+}
+
+/* The delta entry of block I, by a search of the table (ascending by block). */
+static bool find_delta(const struct stp_published *p, uint64_t i, struct stp_pubindex_delta *d,
+		       uint64_t *at)
+{
+	uint64_t lo = 0, hi = p->hdr.delta_count;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (stp_pubindex_delta_at(p->idx, &p->hdr, mid, d))
+			return false;
+		if (d->block == i) {
+			*at = mid;
+			return true;
+		}
+		if (d->block < i)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* The store file of the base hashing to SHA, or -1. */
+static int base_file(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HASH_LEN])
+{
+	const uint8_t (*at)[STP_PUBINDEX_HASH_LEN] = bsearch(sha, p->bases, p->nbases,
+							      sizeof(*p->bases), by_hash);
+	int fd;
+
+	if (!at)
+		return -1;
+	pthread_mutex_lock(&p->lock);
+	fd = p->base_fd[at - p->bases];
+	pthread_mutex_unlock(&p->lock);
+	return fd;
+}
+
+/* The buffers of a rebuild, made on the first (under REBUILD). */
+static int rebuild_buffers(struct stp_published *p)
+{
+	if (!p->prefix) {
+		p->prefix = malloc(2 * p->content_max);
+		p->base_buf = malloc(stp_block_stored_max(p->content_max));
+		p->delta_buf = malloc(p->delta_max);
+	}
+	return p->prefix && p->base_buf && p->delta_buf ? 0 : -ENOMEM;
+}
+
+/* Base SHA's content after the PLEN bytes of the prefix, from its store file, checked
+ * against SHA: -ENOENT when the store does not hold it whole. */
+static int load_base(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HASH_LEN],
+		     size_t *plen)
+{
+	int fd = base_file(p, sha);
+	size_t got;
+	struct stat st;
+
+	if (fd < 0 || stp_fd_stat(fd, &st) || st.st_size == 0 ||
+	    (uint64_t)st.st_size > stp_block_stored_max(p->content_max) ||
+	    stp_pread_full(fd, p->base_buf, (size_t)st.st_size, 0) ||
+	    !hash_matches(p->base_buf, (size_t)st.st_size, sha) ||
+	    stp_delta_content(p->base_buf, (size_t)st.st_size, p->prefix + *plen, p->content_max,
+			      &got))
+		return -ENOENT;
+	*plen += got;
+	return 0;
+}
+
+/* Delta J (entry D) into the rebuild's buffer: from its file in the store, else from the
+ * server (then kept there), checked against its hash either way. */
+static int get_delta(struct stp_published *p, uint64_t j, const struct stp_pubindex_delta *d,
+		     const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
+{
+	struct stp_pubindex_entry e = { .stored_size = d->delta_size };
+	int fd, err;
+
+	memcpy(e.sha256, d->delta_sha256, sizeof(e.sha256));
+	pthread_mutex_lock(&p->lock);
+	fd = p->delta_fd[j];
+	pthread_mutex_unlock(&p->lock);
+	if (from_store(p, fd, &e, p->delta_buf))
+		return 0;
+	err = fetch_block(p, &e, p->delta_buf, tick, tries, why, whylen);
+	if (!err)
+		to_store(p, fd, p->delta_buf, d->delta_size);
+	return err;
+}
+
+/* Block D.block's content into OUT from delta J and its bases: -ENOENT for anything
+ * that does not give exactly the content the index hashes. */
+static int rebuild(struct stp_published *p, uint64_t j, const struct stp_pubindex_delta *d,
+		   void *out, const struct stp_http_tick *tick, unsigned *tries, char *why,
+		   size_t whylen)
+{
+	size_t plen = 0;
+	int err = rebuild_buffers(p);
+
+	for (uint32_t k = 0; !err && k < d->base_count; k++)
+		err = load_base(p, d->base_sha256[k], &plen);
+	if (err)
+		return err == -ENOMEM ? err : why_set(why, whylen, -ENOENT, "a base is not in "
+						      "the store");
+	if (get_delta(p, j, d, tick, tries, why, whylen) ||
+	    stp_delta_apply(p->delta_buf, d->delta_size, p->prefix, plen, out, d->content_size) ||
+	    !hash_matches(out, d->content_size, d->content_sha256))
+		return why_set(why, whylen, -ENOENT, "the delta of block %llu did not rebuild it",
+			       (unsigned long long)d->block);
+	return 0;
+}
+
+int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
+			  const struct stp_http_tick *tick, unsigned *tries, char *why,
+			  size_t whylen)
+{
+	struct stp_pubindex_delta d;
+	uint64_t j;
+	int err;
+
+	*tries = 0;
+	if (!find_delta(p, i, &d, &j) || d.content_size != len)
+		return why_set(why, whylen, -ENOENT, "block %llu has no delta",
+			       (unsigned long long)i);
+	lock_ticking(&p->rebuild, tick);
+	err = rebuild(p, j, &d, out, tick, tries, why, whylen);
+	pthread_mutex_lock(&p->lock);
+	if (err)
+		p->deltas_refused++;
+	else
+		p->deltas_used++;
+	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->rebuild);
+	return err;
+}
+
+void stp_published_delta_stats(struct stp_published *p, uint64_t *used, uint64_t *refused)
+{
+	pthread_mutex_lock(&p->lock);
+	*used = p->deltas_used;
+	*refused = p->deltas_refused;
+	pthread_mutex_unlock(&p->lock);
 }

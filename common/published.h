@@ -63,8 +63,18 @@ uint64_t stp_published_index_len(const struct stp_published *p);
 void stp_published_set_buffers(struct stp_published *p, uint64_t bytes);
 /* The largest stored size of a block in the index (1 without blocks). */
 uint64_t stp_published_block_max(const struct stp_published *p);
-/* Block I's SHA-256 (I below stp_published_blocks). */
+/* The store slots: the blocks, the delta files, then the distinct bases of the index's
+ * deltas (index version 2) from stp_published_first_base on: a base's file is only read,
+ * and only when it holds the base whole. */
+uint64_t stp_published_slots(const struct stp_published *p);
+uint64_t stp_published_first_base(const struct stp_published *p);
+/* Whether the index has a delta table (index version 2). */
+bool stp_published_has_deltas(const struct stp_published *p);
+/* Slot I's SHA-256 (I below stp_published_slots): block I's, a delta file's, or a base's. */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
+/* The bytes a rebuild from a delta holds at once (0 without deltas), the content served
+ * included: for the fetcher's RLIMIT_DATA. */
+uint64_t stp_published_delta_memory(const struct stp_published *p);
 
 /* A store file takes whole file system blocks of this size: the least room a block
  * takes, and the unit it is counted in (here and by the monitor's trim, store.h). */
@@ -74,7 +84,7 @@ const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
  * each block counted as the whole STP_PUBLISHED_STORE_UNIT blocks it takes. */
 void stp_published_set_store_room(struct stp_published *p, uint64_t bytes);
 
-/* Block I's file in the store: FD is P's from now on (closed by stp_published_free).
+/* Slot I's file in the store: FD is P's from now on (closed by stp_published_free).
  * Thread-safe: the channels may be served meanwhile. */
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd);
 
@@ -99,5 +109,21 @@ void stp_published_put(struct stp_published *p, struct stp_published_part *part)
 
 /* What the store did: blocks read back from it, and files in it that did not match. */
 void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected);
+
+/* Block I's content (delta.h; LEN bytes into OUT) rebuilt from its delta file and its
+ * bases' files in the store, when the index has a delta for it and the store holds
+ * every base (each checked against its hash): the delta is fetched (and checked against
+ * its hash, asked again past the caches as a block is) and applied, and the content is
+ * used only when it hashes to the index's content SHA-256. -ENOENT, with WHY, for every
+ * other outcome (no delta, a base missing, a delta that does not rebuild the block): the
+ * caller then reads the block's stored bytes, fetched and checked as always. The delta
+ * is kept in the store as a block is (its own slot, read back and checked the same way);
+ * the rebuilt content is not: a block decoded again is rebuilt again. Rebuilds run one
+ * at a time. *TRIES: the HTTP requests it took. -ENOMEM. */
+int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
+			  const struct stp_http_tick *tick, unsigned *tries, char *why,
+			  size_t whylen);
+/* Blocks rebuilt from deltas, and rebuilds that fell back to the block. */
+void stp_published_delta_stats(struct stp_published *p, uint64_t *used, uint64_t *refused);
 
 #endif

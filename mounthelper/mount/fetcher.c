@@ -275,7 +275,7 @@ int stp_fetch_blocks_check(const void *buf, size_t len, uint64_t first, uint64_t
 		return -EPROTO;
 	memcpy(out, buf, sizeof(*out));
 	if (out->first != first || first >= blocks || !out->count ||
-	    out->count > STP_FETCH_BATCH || out->count > blocks - first || out->pad)
+	    out->count > STP_FETCH_BATCH || out->count > blocks - first || out->bases > 1)
 		return -EPROTO;
 	return 0;
 }

@@ -22,9 +22,12 @@
  * request past its deadline (remote.h), so a fetcher turned hostile cannot hold a read.
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
- * image it stands for; HELLO's size is that image's and BLOCKS its count of blocks. It
+ * image it stands for; HELLO's size is that image's and BLOCKS its count of store slots:
+ * its blocks, its delta files (stored as blocks are), then the distinct bases of its
+ * deltas, in batches of their own (BASES set: the monitor hands such a slot only a file
+ * that holds bytes, read-only; a base is never made nor written). It
  * serves its channels from then on, and offers the monitor the hashes of the first
- * STP_FETCH_STORE_MAX blocks in batches (BLOCKS, struct stp_fetch_blocks) on the control
+ * STP_FETCH_STORE_MAX slots in batches (BLOCKS, struct stp_fetch_blocks) on the control
  * socket, which stays open for that. The monitor reads them only once it has checked the
  * superblock and the mount's budget, and answers each batch with the descriptors of the
  * blocks' files in the store (STORE, struct stp_fetch_store, store.h), or closes the
@@ -54,6 +57,12 @@ struct stp_sandbox_prog;
 struct stp_fetch_req {
 	uint64_t off, len;
 };
+/* Set in a request's OFF: LEN bytes of the content of block OFF & ~STP_FETCH_CONTENT
+ * rebuilt from its delta (stp_published_content), answered as a read is, or by -ENOENT
+ * when there is none to rebuild it from, -ENOSYS when the image has no delta at all (a
+ * one-file image never has; the daemon asks no more): the daemon then reads the block's
+ * stored bytes. */
+#define STP_FETCH_CONTENT (1ull << 63)
 
 struct stp_fetch_frame {
 	int32_t err;
@@ -88,7 +97,7 @@ struct stp_fetch_hello {
 struct stp_fetch_blocks {
 	uint64_t first;
 	uint32_t count;   /* 1 to STP_FETCH_BATCH */
-	uint32_t pad;
+	uint32_t bases;   /* 1: the hashes are bases of deltas, whose files are only read */
 	uint8_t sha[STP_FETCH_BATCH][32];
 };
 

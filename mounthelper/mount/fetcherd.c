@@ -174,6 +174,37 @@ static void keepalive(void *ctx)
 	send_frame(s->fd, 0, NULL, 0, 0);
 }
 
+/* The content of a block, rebuilt from its delta (fetcher.h), in frames; -ENOENT when
+ * it cannot be: the daemon then asks for the block. */
+static int serve_content(struct server *s, const struct stp_fetch_req *req)
+{
+	struct stp_http_tick tick = { keepalive, s };
+	uint64_t block = req->off & ~STP_FETCH_CONTENT;
+	char why[STP_FETCH_WHY_MAX];
+	uint8_t *buf = NULL;
+	unsigned tries = 0;
+	int err = -ENOENT, rc = 0;
+
+	snprintf(why, sizeof(why), "no delta");
+	if (!s->pub || !stp_published_has_deltas(s->pub))
+		err = -ENOSYS; /* none for any block: the daemon asks no more */
+	else if (req->len && req->len <= UINT32_MAX && (buf = malloc(req->len)))
+		err = stp_published_content(s->pub, block, buf, req->len, &tick, &tries, why,
+					    sizeof(why));
+	if (err) {
+		free(buf);
+		return send_frame(s->fd, err, why, (uint32_t)strlen(why), tries);
+	}
+	for (uint64_t at = 0; !rc && at < req->len; at += STP_FETCH_PIECE) {
+		uint64_t n = req->len - at < STP_FETCH_PIECE ? req->len - at : STP_FETCH_PIECE;
+
+		rc = send_frame(s->fd, 0, buf + at, (uint32_t)n,
+				!tries ? 0 : at ? STP_FETCH_NETWORK : tries);
+	}
+	free(buf);
+	return rc;
+}
+
 /* One request of a published image: part by part (a block fetched whole once, however
  * many frames it takes). */
 static int serve_published(struct server *s, const struct stp_fetch_req *req)
@@ -181,6 +212,8 @@ static int serve_published(struct server *s, const struct stp_fetch_req *req)
 	struct stp_http_tick tick = { keepalive, s };
 	char why[STP_FETCH_WHY_MAX];
 
+	if (req->off & STP_FETCH_CONTENT)
+		return serve_content(s, req);
 	for (uint64_t done = 0; done < req->len;) {
 		struct stp_published_part part;
 		int err = stp_published_get(s->pub, req->off + done, req->len - done, &tick, &part,
@@ -227,6 +260,11 @@ static void serve_channel(struct server *s)
 
 		if (n != (ssize_t)sizeof(req))
 			break;
+		if (req.off & STP_FETCH_CONTENT) { /* a one-file image has no delta */
+			if (serve_content(s, &req))
+				break;
+			continue;
+		}
 		for (uint64_t done = 0; !rc && done < req.len;) {
 			size_t piece = req.len - done < STP_FETCH_PIECE ? req.len - done : STP_FETCH_PIECE;
 			unsigned tries;
@@ -310,7 +348,7 @@ static void take_room(struct stp_published *pub, int ctl, int64_t deadline)
  * first checks the image: the wait for its answer is the mount's, not the batch's. */
 static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 {
-	uint64_t n = stp_published_blocks(pub);
+	uint64_t n = stp_published_slots(pub), bases = stp_published_first_base(pub);
 	int64_t deadline = (int64_t)stp_now_ns() + 3 * STP_MOUNT_DEADLINE_MS * 1000000ll;
 
 	if (n > at_most)
@@ -325,7 +363,11 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 		size_t len;
 		int err;
 
-		b.count = (uint32_t)(n - first < STP_FETCH_BATCH ? n - first : STP_FETCH_BATCH);
+		/* a batch of bases only, or of none (fetcher.h) */
+		uint64_t end = first < bases ? bases : n;
+
+		b.bases = first >= bases;
+		b.count = (uint32_t)(end - first < STP_FETCH_BATCH ? end - first : STP_FETCH_BATCH);
 		for (uint32_t k = 0; k < b.count; k++)
 			memcpy(b.sha[k], stp_published_hash(pub, first + k), 32);
 		if (stp_msg_send(ctl, STP_MSG_BLOCKS, &b, sizeof(b)))
@@ -364,15 +406,16 @@ static uint64_t store_room(void)
 }
 
 /* RLIMIT_DATA, hard limit too, lowered to what serving N channels takes: the fixed part,
- * and a published image's index and a block buffer per channel (it cannot be raised
- * again: the monitor counts it in the mount's budget, fetcher.h); RLIMIT_AS with it
- * (sandbox.h). */
+ * and a published image's index, a block buffer per channel and one rebuild from a
+ * delta (stp_published_delta_memory) (it cannot be raised again: the monitor counts it
+ * in the mount's budget, fetcher.h); RLIMIT_AS with it (sandbox.h). */
 static void lower_data(unsigned n, const struct stp_published *pub)
 {
 	uint64_t max = stp_fetcher_data_fixed(n);
 
 	if (pub)
-		max += stp_published_index_len(pub) + n * stp_published_block_max(pub);
+		max += stp_published_index_len(pub) + n * stp_published_block_max(pub) +
+		       stp_published_delta_memory(pub);
 	setrlimit(RLIMIT_DATA, &(struct rlimit){ max, max });
 	max += STP_SANDBOX_AS_RESERVE;
 	setrlimit(RLIMIT_AS, &(struct rlimit){ max, max });
@@ -458,7 +501,7 @@ static void probe(const struct stp_mount_opts *o, const struct stp_http_opts *ho
 	}
 	lower_data(n, *pub);
 	hi->size = *pub ? stp_published_size(*pub) : stp_http_size(*h);
-	hi->blocks = *pub ? stp_published_blocks(*pub) : 0;
+	hi->blocks = *pub ? stp_published_slots(*pub) : 0;
 	hi->index_len = *pub ? stp_published_index_len(*pub) : 0;
 	snprintf(hi->validator, sizeof(hi->validator), "%s", stp_http_validator(*h));
 }

@@ -30,6 +30,7 @@ struct remote {
 	uint64_t frame_ns; /* the channels' receive timeout: the longest silence (0: none) */
 	struct stp_diskcache *cache;
 	struct stp_imgsrc_stats st; /* under LOCK */
+	bool no_deltas;    /* the fetcher said the image has none: not asked again (LOCK) */
 };
 
 /* A free channel's index, waiting for one; -1 when none is left. */
@@ -236,6 +237,32 @@ static int remote_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t of
 	return 0;
 }
 
+/* A block's content rebuilt by the fetcher (fetcher.h): -ENOENT when it has none. */
+static int remote_content(struct stp_imgsrc *s, uint64_t block, void *buf, size_t len)
+{
+	struct remote *r = (struct remote *)s;
+	char why[STP_FETCH_WHY_MAX] = "";
+	struct tally c = { 0, 0, 0, 0 };
+	bool broken, none;
+	int i, err;
+
+	pthread_mutex_lock(&r->lock);
+	none = r->no_deltas;
+	pthread_mutex_unlock(&r->lock);
+	if (none || (i = take(r)) < 0)
+		return -ENOENT; /* the read of the block says if the fetcher is gone */
+	err = ask(r, r->fds[i], buf, len, STP_FETCH_CONTENT | block, &broken, &c, why,
+		  sizeof(why));
+	give(r, i, broken, false, &c);
+	if (err == -ENOSYS) {
+		pthread_mutex_lock(&r->lock);
+		r->no_deltas = true;
+		pthread_mutex_unlock(&r->lock);
+	} else if (err && err != -ENOENT)
+		stp_log(STP_LOG_WARN, "%s: %s; reading the block instead", s->name, why);
+	return err ? -ENOENT : 0;
+}
+
 static void remote_stats(struct stp_imgsrc *s, struct stp_imgsrc_stats *st)
 {
 	struct remote *r = (struct remote *)s;
@@ -281,6 +308,7 @@ int stp_remote_open(const int *fds, unsigned n, uint64_t size, unsigned silence_
 	r->n = n;
 	r->own = own;
 	r->src.pread = remote_pread;
+	r->src.content = remote_content;
 	r->src.close = remote_close;
 	r->src.stats = remote_stats;
 	r->src.size = size;

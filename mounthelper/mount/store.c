@@ -312,11 +312,12 @@ static int open_block_file(struct store *st, int sub, unsigned d, const char *le
 }
 
 /* The file of the block hashing to SHA, opened or made (open_block_file), locked shared
- * (the pin) and marked used now; a negative errno when it cannot be. */
-static int take_block(struct store *st, const uint8_t sha[32])
+ * (the pin) and marked used now; a negative errno when it cannot be. A delta's BASE is
+ * only opened, and only when its file holds bytes: never made, never handed writable. */
+static int take_block(struct store *st, const uint8_t sha[32], bool base)
 {
 	char path[STP_PUBINDEX_NAME_MAX];
-	uint64_t len;
+	uint64_t len, writable = st->writable;
 	int sub, fd;
 
 	block_path(&st->l, sha, path);
@@ -324,10 +325,17 @@ static int take_block(struct store *st, const uint8_t sha[32])
 	sub = stp_cachedir_open_sub(st->blocks, path);
 	if (sub < 0)
 		return sub;
+	if (base)
+		st->writable = 0; /* open_block_file makes no file */
 	fd = open_block_file(st, sub, stp_ledger_fanout(&st->l, sha), path + 3, sha, &len);
+	st->writable = writable;
 	close(sub);
 	if (fd < 0)
 		return fd == -ENOENT ? -ENOSPC : fd;
+	if (base && !len) {
+		close(fd);
+		return -ENOENT;
+	}
 	fd = writable_if_empty(st, fd, len, sha);
 	if (fd < 0)
 		return fd;
@@ -347,7 +355,7 @@ static int answer_batch(struct store *st, int ctl, const struct stp_fetch_blocks
 	int fds[STP_FETCH_BATCH], err;
 
 	for (uint32_t k = 0; k < take && k < b->count; k++) {
-		int fd = take_block(st, b->sha[k]);
+		int fd = take_block(st, b->sha[k], b->bases);
 
 		if (fd < 0)
 			continue; /* that block is fetched each time */
@@ -419,7 +427,9 @@ uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
 
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered)
 {
-	uint64_t n = offered < sb->block_count ? offered : sb->block_count;
+	/* each block, its delta and the delta's two bases at most (stipple(5)) */
+	uint64_t slots = sb->block_count * (2 + STP_PUBINDEX_BASES_MAX);
+	uint64_t n = offered < slots ? offered : slots;
 
 	return n < STP_FETCH_STORE_MAX ? n : STP_FETCH_STORE_MAX;
 }

@@ -12,6 +12,10 @@
  * checks the index by the rules a reader applies, before DIR is touched, so that a
  * damaged image leaves nothing there; the second reads each block again (its hash must
  * not have changed) and writes its file.
+ *
+ * With --base OLD, the second pass also writes, for each block OLD does not hold, a
+ * delta file when one pays (pubdelta.h), and the index lists them in its delta table
+ * (version 2): a mount that holds OLD's blocks fetches the delta instead of the block.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +32,7 @@
 #include "imgsrc.h"
 #include "jsonout.h"
 #include "progress.h"
+#include "pubdelta.h"
 #include "pubindex.h"
 #include "published.h"
 #include "pubstore.h"
@@ -35,13 +40,16 @@
 
 static const struct stp_cli publish_cli = {
 	.name = "publish",
-	.synopsis = "[-qj] [--key PUBKEY] [--name NAME] IMAGE DIR",
+	.synopsis = "[-qj] [--key PUBKEY] [--name NAME] [--base OLD [--delta-level N]] IMAGE DIR",
 	.summary = "Publish IMAGE into DIR for a web server: each stored block as its own file\n"
 		   "DIR/blocks/HH/H64, named by its SHA-256 and shared by every image published\n"
 		   "there, then the index DIR/NAME.stp that a mount of its URL reads.",
 	.options = "  -n, --name NAME    write the index as DIR/NAME.stp (default: IMAGE's file\n"
 		   "                     name without .stp)\n"
 		   "  -k, --key PUBKEY   publish only an image signed by PUBKEY\n"
+		   "  -b, --base OLD     also write delta files against OLD, the previous\n"
+		   "                     release's image or index, for the blocks it lacks\n"
+		   "      --delta-level N  the zstd level of the deltas (1-22; default 19)\n"
 		   "  -q, --quiet        no progress line on a terminal\n"
 		   "  -j, --json         the summary as one JSON document (stipple(1))\n",
 };
@@ -55,6 +63,13 @@ struct publish {
 	size_t index_len;
 	uint64_t tail;                   /* tail_offset: where the blocks end */
 	uint64_t count[3], bytes[3];     /* blocks and bytes by enum stp_pubstore_put */
+	const char *base;                /* --base OLD */
+	int level;                       /* --delta-level */
+	struct pubdelta *delta;
+	struct stp_pubindex_delta *deltas;
+	size_t ndeltas;
+	uint64_t update;                 /* blocks' bytes a mount holding OLD's fetches */
+	uint64_t delta_bytes, delta_full; /* the deltas', and the full blocks' they stand for */
 };
 
 /* NAME.stp from --name, or IMAGE's last component, without a ".stp" either ends with. */
@@ -262,6 +277,38 @@ static int hash_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scra
 	return err;
 }
 
+/* Block B's delta against OLD, when OLD lacks it and one pays: written and listed. */
+static int delta_block(struct publish *p, uint64_t b, const struct stp_pubindex_entry *e,
+		       const uint8_t *buf, uint8_t *scratch)
+{
+	struct stp_pubindex_delta ent, *v;
+	enum stp_pubstore_put how;
+	const uint8_t *delta;
+	int rc;
+
+	if (pubdelta_old_has(p->delta, e->sha256))
+		return 0;
+	p->update += e->stored_size;
+	rc = pubdelta_make(p->delta, b, buf, e->stored_size, &delta, &ent);
+	if (rc <= 0)
+		return rc;
+	rc = stp_pubstore_put_block(&p->store, ent.delta_sha256, delta, ent.delta_size, scratch,
+				    &how);
+	if (rc)
+		return store_error(p, rc);
+	v = realloc(p->deltas, (p->ndeltas + 1) * sizeof(*v));
+	if (!v) {
+		stp_cli_error(&publish_cli, "out of memory");
+		return -ENOMEM;
+	}
+	p->deltas = v;
+	p->deltas[p->ndeltas++] = ent;
+	p->update -= e->stored_size - ent.delta_size;
+	p->delta_bytes += ent.delta_size;
+	p->delta_full += e->stored_size;
+	return 0;
+}
+
 /* The second pass: block B read again, and its file written unless one holds it. */
 static int store_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scratch)
 {
@@ -282,7 +329,7 @@ static int store_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scr
 		return store_error(p, err);
 	p->count[how]++;
 	p->bytes[how] += e.stored_size;
-	return 0;
+	return p->delta ? delta_block(p, b, &e, buf, scratch) : 0;
 }
 
 typedef int (*block_fn)(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scratch);
@@ -327,6 +374,42 @@ static int seal_index(struct publish *p)
 	return err;
 }
 
+/* The delta table after the tail, and the header of version 2 sealed over it, checked
+ * as a reader checks it. */
+static int seal_deltas(struct publish *p)
+{
+	const struct stp_superblock *sb = stp_image_sb(p->img);
+	size_t table = p->ndeltas * STP_PUBINDEX_DELTA_SIZE;
+	uint8_t *idx = realloc(p->index, p->index_len + table);
+	struct stp_pubindex_header h;
+	const char *why = NULL;
+	int err;
+
+	if (!idx) {
+		stp_cli_error(&publish_cli, "out of memory");
+		return -ENOMEM;
+	}
+	p->index = idx;
+	for (size_t i = 0; i < p->ndeltas; i++)
+		stp_pubindex_encode_delta(&p->deltas[i], idx + p->index_len +
+					  i * STP_PUBINDEX_DELTA_SIZE);
+	h = (struct stp_pubindex_header){
+		.version = STP_PUBINDEX_VERSION_DELTAS, .hash = STP_PUBINDEX_HASH_SHA256,
+		.image_size = sb->image_size, .tail_offset = p->tail,
+		.block_count = sb->block_count, .delta_count = p->ndeltas,
+	};
+	stp_pubindex_encode_header(&h, idx);
+	h.checksum = stp_pubindex_checksum2(idx, idx + STP_PUBINDEX_HDR_SIZE, h.block_count,
+					    idx + p->index_len, p->ndeltas);
+	stp_pubindex_encode_header(&h, idx);
+	p->index_len += table;
+	err = stp_pubindex_check(idx, p->index_len, NULL, NULL, &why);
+	if (err)
+		stp_cli_problem(&publish_cli, p->image, NULL, "the index made of it with its "
+				"deltas is refused (%s); the index is not written", why);
+	return err;
+}
+
 /* The image itself may be the file the index would replace: DIR/NAME.stp. */
 static int replaces_image(const struct publish *p)
 {
@@ -357,6 +440,12 @@ static void print_summary(const struct publish *p)
 		printf("; of those written, %" PRIu64 " replaced a damaged block file",
 		       p->count[STP_PUBSTORE_REPLACED]);
 	putchar('\n');
+	if (p->delta)
+		printf("  deltas against %s: %zu (%s, for %s of full blocks); an update from it "
+		       "fetches %s with the index\n", p->base, p->ndeltas,
+		       stp_human_size(p->delta_bytes, h1, sizeof(h1)),
+		       stp_human_size(p->delta_full, h2, sizeof(h2)),
+		       stp_human_size(p->update + p->index_len, h3, sizeof(h3)));
 }
 
 static int print_json(const struct publish *p)
@@ -367,7 +456,7 @@ static int print_json(const struct publish *p)
 
 	if (index)
 		snprintf(index, dlen + nlen + 2, "%s/%s", p->dir, p->index_name);
-	doc = !index ? NULL : json_pack("{s:o?,s:o?,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	doc = !index ? NULL : json_pack("{s:o?,s:o?,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 		"image", stp_json_bytes(p->image, strlen(p->image)),
 		"index", stp_json_bytes(index, strlen(index)),
 		"index_size", (json_int_t)p->index_len,
@@ -377,7 +466,11 @@ static int print_json(const struct publish *p)
 		"present", (json_int_t)p->count[STP_PUBSTORE_PRESENT],
 		"bytes_written", (json_int_t)(p->bytes[STP_PUBSTORE_WRITTEN] +
 					      p->bytes[STP_PUBSTORE_REPLACED]),
-		"bytes_shared", (json_int_t)p->bytes[STP_PUBSTORE_PRESENT]);
+		"bytes_shared", (json_int_t)p->bytes[STP_PUBSTORE_PRESENT],
+		"deltas", (json_int_t)p->ndeltas,
+		"delta_bytes", (json_int_t)p->delta_bytes,
+		/* what a mount holding --base's blocks fetches, index included (0: no --base) */
+		"update_bytes", (json_int_t)(p->delta ? p->update + p->index_len : 0));
 	free(index);
 	return stp_json_print(&publish_cli, doc);
 }
@@ -389,12 +482,16 @@ static int publish(struct publish *p, const struct stp_pubkey *key)
 
 	if (err || (err = each_block(p, hash_block) ?: seal_index(p) ?: check_verbatim(p, key)))
 		return err;
+	if (p->base && (err = pubdelta_open(&publish_cli, p->base, p->img, p->level, &p->delta)))
+		return err;
 	if ((err = stp_pubstore_open(&p->store, p->dir)))
 		return store_error(p, err);
 	if (replaces_image(p))
 		return -EEXIST;
 	stp_progress_attach(p->img); /* the second pass, from 0 */
 	err = each_block(p, store_block);
+	if (!err && p->ndeltas)
+		err = seal_deltas(p);
 	if (!err && (err = stp_pubstore_sync_blocks(&p->store)))
 		store_error(p, err);
 	if (!err && (err = stp_pubstore_put_file(&p->store, p->index_name, p->index,
@@ -415,10 +512,26 @@ static int publish_run(struct publish *p, const struct stp_pubkey *key, int json
 			print_summary(p);
 	}
 	stp_pubstore_close(&p->store);
+	pubdelta_close(p->delta);
+	free(p->deltas);
 	if (p->img)
 		stp_image_close(p->img);
 	free(p->index);
 	return err ? STP_EXIT_FAIL : STP_EXIT_OK;
+}
+
+/* --delta-level N: a zstd level from 1 to 22. */
+static int delta_level(const char *arg, int *level)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (*arg && !*end && v >= 1 && v <= 22) {
+		*level = (int)v;
+		return 0;
+	}
+	stp_cli_error(&publish_cli, "--delta-level %s: not a zstd level from 1 to 22", arg);
+	return -EINVAL;
 }
 
 int stp_cmd_publish(int argc, char **argv)
@@ -426,9 +539,11 @@ int stp_cmd_publish(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "key", required_argument, NULL, 'k' }, { "name", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' },
+		{ "base", required_argument, NULL, 'b' },
+		{ "delta-level", required_argument, NULL, 'L' },
 		STP_CLI_LONGOPTS, { 0 },
 	};
-	struct publish p = { .store = { .dirfd = -1, .blocksfd = -1 } };
+	struct publish p = { .store = { .dirfd = -1, .blocksfd = -1 }, .level = 19 };
 	const char *keyfile = NULL, *name = NULL;
 	struct stp_pubkey key;
 	int opt, status, json = 0, quiet = 0;
@@ -436,8 +551,14 @@ int stp_cmd_publish(int argc, char **argv)
 	for (int i = 0; i < STP_PUBSTORE_FANOUT; i++)
 		p.store.fanfd[i] = -1;
 	stp_cli_init(&publish_cli, argv);
-	while ((opt = getopt_long(argc, argv, "jk:n:q" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
-		if (opt == 'k')
+	while ((opt = getopt_long(argc, argv, "b:jk:n:q" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+		if (opt == 'b')
+			p.base = optarg;
+		else if (opt == 'L' && delta_level(optarg, &p.level))
+			return STP_EXIT_USAGE;
+		else if (opt == 'L')
+			continue;
+		else if (opt == 'k')
 			keyfile = optarg;
 		else if (opt == 'n')
 			name = optarg;

@@ -19,8 +19,13 @@ block size and the block sizes asked (the curve of image size against update byt
   mount (today)     the one-file image over HTTP: mount v1's URL with a disk cache, read every
                     file, unmount; mount v2's URL with the same cache_dir, read every file;
                     the bytes nginx sent for v2, direct and through a squid on loopback
+  deltas            when the build's publish has --base: v2 published with `--base v1`
+                    into the DIR v1 was published in, what its summary says an update from
+                    v1 fetches (update_bytes: the index, the delta files, the blocks with
+                    no delta), and how long that publish took
   mount (published) when the build has `stipple publish`: v1 and v2 published into one DIR
-                    served by nginx (blocks/ immutable, the index no-cache), then as above
+                    served by nginx (blocks/ immutable, the index no-cache), v2 with
+                    `--base v1` when the build has it, then as above
 
 and once per pair:
 
@@ -38,7 +43,7 @@ commits measured and the machine's load) to tests/bench/RESULTS.md unless --no-a
 usage (tests/bench/NOTES.md has the runs made):
   /usr/bin/python3 tests/bench/release_update.py --build build [--build OTHER/build ...]
       [--pairs /work/releases/pairs.txt] [--only python3.11,jdk17] [--sizes default,1,2,4]
-      [--mount-sizes default] [--skip zsync,casync,ideal,mount,publish] [--work DIR]
+      [--mount-sizes default] [--skip zsync,casync,ideal,mount,publish,deltas] [--work DIR]
   --build may be LABEL=DIR; --mkopts LABEL='OPTS' adds mkstipple options to that build's
   images; --v2-mkopts LABEL='OPTS' to its v2 images only, {v1} standing for v1's image
   (for a `mkstipple --base OLD.stp` layout). Such a build's table gets a last column, its
@@ -134,6 +139,8 @@ class Build:
                             if m else None)
         self.has_publish = "publish" in subprocess.run(
             [self.st, "--help"], capture_output=True, text=True).stdout
+        self.has_deltas = self.has_publish and "--base" in subprocess.run(
+            [self.st, "publish", "--help"], capture_output=True, text=True).stdout
 
     def _commit(self):
         """The source's commit; a copied build dir says it in a file COMMIT."""
@@ -437,14 +444,31 @@ def mount_update(build, work, origin, url1, url2, proxy, mount_opts):
         benchlib.safe_rmtree(tmp, "release_update")
 
 
-def publish(build, image, pubdir, name):
-    """`stipple publish IMAGE DIR`, IMAGE seen as NAME.stp (the index takes its name)."""
+def publish(build, image, pubdir, name, base=None):
+    """`stipple publish [--base BASE] IMAGE DIR`, IMAGE seen as NAME.stp (the index takes
+    its name): its --json summary."""
     named = os.path.join(os.path.dirname(pubdir), name + ".stp")
     os.link(image, named)
     try:
-        run([build.st, "publish", named, pubdir], capture_output=True)
+        return json.loads(run([build.st, "publish", "--json", "-q", *(
+            ["--base", base] if base else []), named, pubdir], capture_output=True).stdout)
     finally:
         os.unlink(named)
+
+
+def delta_figures(build, work, v1, v2, key):
+    """v1 then v2 with --base v1 published into a scratch DIR: what an update fetches."""
+    pub = os.path.join(work, "deltas", key)
+    shutil.rmtree(pub, ignore_errors=True)
+    os.makedirs(pub)
+    try:
+        publish(build, v1, pub, "v1")
+        t = time.time()
+        doc = publish(build, v2, pub, "v2", base=v1)
+        return {"update_bytes": doc["update_bytes"], "deltas": doc["deltas"],
+                "delta_bytes": doc["delta_bytes"], "seconds": round(time.time() - t, 1)}
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)
 
 
 # ---- the run ---------------------------------------------------------------------------
@@ -479,6 +503,10 @@ def measure(args, builds, pairs):
                         log("%s %s: casync over the images" % (pair.name, size))
                         row["casync_image"] = cache.get("casync-img-" + key, lambda: casync_pair(
                             args.work, v1, v2, []))
+                    if b.has_deltas and "deltas" not in skip:
+                        log("%s %s: publish --base" % (pair.name, size))
+                        row["deltas"] = cache.get("deltas-" + key, lambda: delta_figures(
+                            b, args.work, v1, v2, key))
                     if "mount" not in skip and size in args.mount_sizes.split(","):
                         row.update(cache.get("mount-%s-%s-%s" % (
                             b.mount_tag, "publish" in skip, key), lambda: mounts(
@@ -504,8 +532,8 @@ def mounts(args, b, origin, pair, v1, v2, key, skip):
         pub = os.path.join(origin.www, "pub", key)
         shutil.rmtree(pub, ignore_errors=True)
         os.makedirs(pub)
-        for name, img in (("v1", v1), ("v2", v2)):
-            publish(b, img, pub, name)
+        publish(b, v1, pub, "v1")
+        publish(b, v2, pub, "v2", base=v1 if b.has_deltas else None)
         kinds.append(("published", [origin.url("pub/%s/%s" % (key, n))
                                     for n in ("v1.stp", "v2.stp")]))
     try:
@@ -569,7 +597,9 @@ def report(results, builds):
             hdr = ["block", "image v1", "image v2 = whole", "blocks shared", "stipple update "
                    "(index + new blocks)", "ideal (min with v2)", "update / ideal",
                    "zsync (image)", "casync (image)", "casync (trees)"] + \
-                (["v2 against a fresh v2"] if plain else [])
+                (["v2 against a fresh v2"] if plain else []) + \
+                (["with deltas (publish --base; its time)"] if any("deltas" in r for r in rows)
+                 else [])
             lines.append("| " + " | ".join(hdr) + " |")
             lines.append("|" + "---|" * len(hdr))
             for r in rows:
@@ -587,7 +617,10 @@ def report(results, builds):
                     pct(ideal_b, v2), "%.2fx" % (r["update_bytes"] / ideal_b) if ideal_b else "-",
                     pct(z, v2), pct(ci, v2), pct(ct["new_bytes"], v2) if ct else "-"] + (
                         ["%+.1f%%" % (100.0 * v2 / plain[r["size"]] - 100)
-                         if r["size"] in plain else "-"] if plain else [])) + " |")
+                         if r["size"] in plain else "-"] if plain else []) + (
+                        ["%s (%d deltas; %s s)" % (pct(r["deltas"]["update_bytes"], v2),
+                                                   r["deltas"]["deltas"], r["deltas"]["seconds"])]
+                        if "deltas" in r else [])) + " |")
             lines.append("")
             for r in rows:
                 for kind in ("today", "published"):

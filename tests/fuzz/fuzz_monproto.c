@@ -68,7 +68,7 @@ static void decode_roundtrip(const uint8_t *data, size_t size)
 }
 
 /* BLOCKS as the monitor checks it, for the batch its first field names of an image of
- * BLOCKS (from the pad's bytes). */
+ * BLOCKS (from its last hash's last byte). */
 static void check_blocks(const uint8_t *buf, size_t len)
 {
 	struct stp_fetch_blocks b, in;
@@ -77,11 +77,12 @@ static void check_blocks(const uint8_t *buf, size_t len)
 	if (len < sizeof(in))
 		return;
 	memcpy(&in, buf, sizeof(in));
-	blocks = in.first + (in.pad & 0xff);
+	blocks = in.first + in.sha[STP_FETCH_BATCH - 1][31];
 	if (stp_fetch_blocks_check(buf, len, in.first, blocks, &b))
 		return;
 	FUZZ_ASSERT(b.count >= 1 && b.count <= STP_FETCH_BATCH);
 	FUZZ_ASSERT(b.first < blocks && b.count <= blocks - b.first);
+	FUZZ_ASSERT(b.bases <= 1);
 }
 
 /* STORE as the fetcher checks it, against a batch of (stop field) blocks. */

@@ -20,6 +20,7 @@ MAGIC = b"STPINDX1"
 HDR = 64
 ENTRY = 48
 SB = 256
+DELTA = 160
 
 _xxh = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
 _xxh.XXH3_64bits.restype = ctypes.c_uint64
@@ -88,19 +89,44 @@ def publish(stipple, image, outdir, name=None):
     return dest
 
 
+def parse_deltas(raw, count):
+    """Version 2's delta entries: [{block, size, content_size, delta, content, bases}],
+    the entry's own rules checked (its sizes against the image are the reader's)."""
+    out, last = [], -1
+    for i in range(len(raw) // DELTA):
+        e = raw[i * DELTA:(i + 1) * DELTA]
+        block, size, csize, nbases = struct.unpack_from("<QIIB", e, 0)
+        bases = [e[88:120], e[120:152]][:nbases]
+        if (e[17:24] != bytes(7) or e[152:] != bytes(8) or nbases not in (1, 2) or
+                (nbases == 1 and e[120:152] != bytes(32)) or not size or not csize or
+                block >= count or block <= last):
+            raise ValueError("delta entry %d" % i)
+        out.append({"block": block, "size": size, "content_size": csize, "delta": e[24:56],
+                    "content": e[56:88], "bases": bases})
+        last = block
+    return out
+
+
 def parse(index):
     """The index's header fields and entries [(offset, stored, sha)], every rule checked
-    (ValueError otherwise)."""
+    (ValueError otherwise); version 2's delta entries under "deltas"."""
     if len(index) < HDR or index[:8] != MAGIC:
         raise ValueError("not an index")
     version, hashalg, size, tail, count = struct.unpack_from("<IIQQQ", index, 8)
-    (csum,) = struct.unpack_from("<Q", index, 40)
-    if version != 1 or hashalg != 1 or index[48:64] != bytes(16):
+    (csum, ndeltas) = struct.unpack_from("<QQ", index, 40)
+    if version == 1 and ndeltas:
+        raise ValueError("reserved bytes set")
+    ndeltas = ndeltas if version == 2 else 0
+    if version not in (1, 2) or hashalg != 1 or index[56:64] != bytes(8):
         raise ValueError("unknown version or hash, or reserved bytes set")
-    if len(index) != HDR + ENTRY * count + SB + (size - tail) or tail > size:
+    body = HDR + ENTRY * count + SB + (size - tail)
+    if len(index) != body + DELTA * ndeltas or tail > size:
         raise ValueError("length does not match")
     entries_raw = index[HDR:HDR + ENTRY * count]
-    if xxh3(index[:40] + entries_raw) != csum:
+    deltas_raw = index[body:]
+    covered = index[:40] + entries_raw if version == 1 else \
+        index[:40] + index[48:64] + entries_raw + deltas_raw
+    if xxh3(covered) != csum:
         raise ValueError("checksum")
     entries, at = [], SB
     for i in range(count):
@@ -113,7 +139,8 @@ def parse(index):
         raise ValueError("entries do not end at the tail")
     return {"image_size": size, "tail_offset": tail, "entries": entries,
             "superblock": index[HDR + ENTRY * count:HDR + ENTRY * count + SB],
-            "tail": index[HDR + ENTRY * count + SB:]}
+            "tail": index[HDR + ENTRY * count + SB:body],
+            "deltas": parse_deltas(deltas_raw, count)}
 
 
 def rebuild(index, blocks_dir):

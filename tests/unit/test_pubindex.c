@@ -241,7 +241,7 @@ static void test_check_rejects_header(void)
 
 	CHECK_EQ(check_idx(idx, 63, "shorter than a header"), -EUCLEAN);
 	CHECK_EQ(check_changed(0, 'X', 1, 1, "magic"), -EUCLEAN);
-	CHECK_EQ(check_changed(8, 2, 4, 1, "version"), -EPROTONOSUPPORT);
+	CHECK_EQ(check_changed(8, 3, 4, 1, "version"), -EPROTONOSUPPORT);
 	CHECK_EQ(check_changed(12, 2, 4, 1, "hash"), -EPROTONOSUPPORT);
 	CHECK_EQ(check_changed(48, 1, 1, 1, "reserved 48"), -EUCLEAN);
 	CHECK_EQ(check_changed(63, 0x80, 1, 1, "reserved 63"), -EUCLEAN);
@@ -318,6 +318,149 @@ static void test_check_rejects_superblock(void)
 	CHECK_EQ(check_idx(idx, len - 1, "image_size not the superblock's"), -EUCLEAN);
 }
 
+/* Delta entry (version 2): block 0 (8), delta_size 8 (4), content_size 12 (4),
+ * base_count 16 (1), reserved 17..23, delta SHA-256 24 (32), content SHA-256 56 (32),
+ * base SHA-256s 88 (32) and 120 (32), reserved 152..159. Block 1 of the golden image
+ * (34464 bytes), a delta of 500 bytes on two bases; the hashes are 40.., 60.., 80..,
+ * a0... */
+static const uint8_t golden_delta[STP_PUBINDEX_DELTA_SIZE] = {
+	0x01, 0, 0, 0, 0, 0, 0, 0,
+	[8] = 0xf4, 0x01, 0x00, 0x00,
+	[12] = 0xa0, 0x86, 0x00, 0x00,
+	[16] = 0x02,
+	[24] = 0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4a, 0x4b, 0x4c,
+	0x4d, 0x4e, 0x4f, 0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a,
+	0x5b, 0x5c, 0x5d, 0x5e, 0x5f,
+	[56] = 0x60, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69, 0x6a, 0x6b, 0x6c,
+	0x6d, 0x6e, 0x6f, 0x70, 0x71, 0x72, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78, 0x79, 0x7a,
+	0x7b, 0x7c, 0x7d, 0x7e, 0x7f,
+	[88] = 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8b, 0x8c,
+	0x8d, 0x8e, 0x8f, 0x90, 0x91, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9a,
+	0x9b, 0x9c, 0x9d, 0x9e, 0x9f,
+	[120] = 0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac,
+	0xad, 0xae, 0xaf, 0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8, 0xb9, 0xba,
+	0xbb, 0xbc, 0xbd, 0xbe, 0xbf,
+};
+
+/* Version 2's checksum: XXH3-64 of header bytes 0..39 and 48..63, the two entries, then
+ * the N delta entries at the end of IDX (LEN bytes). */
+static void seal2(uint8_t *idx, size_t len, unsigned n)
+{
+	uint8_t cover[56 + 2 * 48 + 4 * STP_PUBINDEX_DELTA_SIZE];
+	size_t table = n * STP_PUBINDEX_DELTA_SIZE;
+
+	memcpy(cover, idx, 40);
+	memcpy(cover + 40, idx + 48, 16);
+	memcpy(cover + 56, idx + 64, 2 * 48);
+	memcpy(cover + 56 + 96, idx + len - table, table);
+	put_le(idx, 40, XXH3_64bits(cover, 56 + 96 + table), 8);
+}
+
+/* The golden index as version 2 with the N delta entries at DELTAS after its tail. */
+static size_t build2(uint8_t *idx, const uint8_t (*deltas)[STP_PUBINDEX_DELTA_SIZE],
+		     unsigned n)
+{
+	size_t len = build(idx, gold_sizes, 2, 0);
+
+	put_le(idx, 8, 2, 4);
+	put_le(idx, 48, n, 8);
+	for (unsigned i = 0; i < n; i++, len += STP_PUBINDEX_DELTA_SIZE)
+		memcpy(idx + len, deltas[i], STP_PUBINDEX_DELTA_SIZE);
+	seal2(idx, len, n);
+	return len;
+}
+
+static void test_delta_codec(void)
+{
+	struct stp_pubindex_delta d = { .block = 1, .delta_size = 500, .content_size = 34464,
+					.base_count = 2 }, got;
+	uint8_t out[STP_PUBINDEX_DELTA_SIZE], bad[STP_PUBINDEX_DELTA_SIZE];
+
+	for (unsigned j = 0; j < 32; j++) {
+		d.delta_sha256[j] = (uint8_t)(0x40 + j);
+		d.content_sha256[j] = (uint8_t)(0x60 + j);
+		d.base_sha256[0][j] = (uint8_t)(0x80 + j);
+		d.base_sha256[1][j] = (uint8_t)(0xa0 + j);
+	}
+	memset(out, 0xaa, sizeof(out));
+	stp_pubindex_encode_delta(&d, out);
+	check_bytes("encoded delta", out, golden_delta, sizeof(out));
+	CHECK_EQ(stp_pubindex_decode_delta(golden_delta, &got), 0);
+	CHECK(!memcmp(&got, &d, sizeof(d)));
+	/* each rule of the entry alone */
+	static const struct { size_t off; uint8_t v; const char *what; } rules[] = {
+		{ 17, 1, "reserved 17" }, { 23, 1, "reserved 23" }, { 152, 1, "reserved 152" },
+		{ 159, 1, "reserved 159" }, { 16, 0, "no base" }, { 16, 3, "three bases" },
+		{ 16, 1, "one base, a second hash" },
+	};
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+		memcpy(bad, golden_delta, sizeof(bad));
+		bad[rules[i].off] = rules[i].v;
+		CHECK(stp_pubindex_decode_delta(bad, &got) == -EUCLEAN, "%s", rules[i].what);
+	}
+	memcpy(bad, golden_delta, sizeof(bad));
+	memset(bad + 8, 0, 4);
+	CHECK(stp_pubindex_decode_delta(bad, &got) == -EUCLEAN, "delta_size 0");
+	memcpy(bad, golden_delta, sizeof(bad));
+	bad[16] = 1;
+	memset(bad + 120, 0, 32);
+	CHECK(stp_pubindex_decode_delta(bad, &got) == 0, "one base");
+	CHECK_EQ(got.base_count, 1);
+}
+
+static void test_check_deltas(void)
+{
+	uint8_t idx[4096], two[2][STP_PUBINDEX_DELTA_SIZE];
+	struct stp_pubindex_header h;
+	struct stp_pubindex_delta d;
+	size_t len = build2(idx, &golden_delta, 1);
+
+	CHECK_EQ(len, GOLD_LEN + 160);
+	CHECK_EQ(check_idx(idx, len, "version 2, one delta"), 0);
+	CHECK_EQ(stp_pubindex_check(idx, len, &h, NULL, NULL), 0);
+	CHECK_EQ(h.version, 2);
+	CHECK_EQ(h.delta_count, 1);
+	CHECK_EQ(stp_pubindex_delta_offset(&h), GOLD_LEN);
+	CHECK_EQ(stp_pubindex_delta_at(idx, &h, 0, &d), 0);
+	CHECK_EQ(d.block, 1);
+	CHECK_EQ(check_idx(idx, build2(idx, NULL, 0), "version 2, no delta"), 0);
+	/* the checksum covers bytes 48..63 and the table; the length counts the table */
+	len = build2(idx, &golden_delta, 1);
+	idx[len - 100] ^= 1;
+	CHECK_EQ(check_idx(idx, len, "delta byte under the checksum"), -EUCLEAN);
+	len = build2(idx, &golden_delta, 1);
+	CHECK_EQ(check_idx(idx, len - 1, "delta table one byte short"), -EUCLEAN);
+	put_le(idx, 48, 1ull << 60, 8);
+	seal2(idx, len, 1);
+	CHECK_EQ(check_idx(idx, len, "delta_count 2^60"), -EUCLEAN);
+	len = build2(idx, &golden_delta, 1);
+	put_le(idx, 56, 1, 1);
+	seal2(idx, len, 1);
+	CHECK_EQ(check_idx(idx, len, "version 2 reserved 56"), -EUCLEAN);
+	/* the entry against the image: its block, its order, its sizes */
+	memcpy(two[0], golden_delta, 160);
+	put_le(two[0], 0, 2, 8);
+	CHECK_EQ(check_idx(idx, build2(idx, two, 1), "block past the count"), -EUCLEAN);
+	memcpy(two[1], golden_delta, 160);
+	memcpy(two[0], golden_delta, 160);
+	CHECK_EQ(check_idx(idx, build2(idx, two, 2), "one block twice"), -EUCLEAN);
+	put_le(two[0], 0, 0, 8);
+	put_le(two[0], 12, 65536, 4);
+	CHECK_EQ(check_idx(idx, build2(idx, two, 2), "blocks 0 and 1"), 0);
+	CHECK_EQ(check_idx(idx, build2(idx, (const uint8_t (*)[160])two[1], 1), "block 1"), 0);
+	memcpy(two[1], two[0], 160);
+	memcpy(two[0], golden_delta, 160);
+	CHECK_EQ(check_idx(idx, build2(idx, two, 2), "blocks 1 then 0"), -EUCLEAN);
+	memcpy(two[0], golden_delta, 160);
+	put_le(two[0], 12, 34465, 4);
+	CHECK_EQ(check_idx(idx, build2(idx, two, 1), "content_size not the block's"), -EUCLEAN);
+	memcpy(two[0], golden_delta, 160);
+	put_le(two[0], 8, 34464 + 134 + 65, 4);
+	CHECK_EQ(check_idx(idx, build2(idx, two, 1), "delta_size over the bound"), -EUCLEAN);
+	put_le(two[0], 8, 34464 + 134 + 64, 4);
+	CHECK_EQ(check_idx(idx, build2(idx, two, 1), "delta_size at the bound"), 0);
+}
+
 int main(void)
 {
 	RUN(test_golden_layout);
@@ -329,5 +472,7 @@ int main(void)
 	RUN(test_check_rejects_length);
 	RUN(test_check_rejects_entries);
 	RUN(test_check_rejects_superblock);
+	RUN(test_delta_codec);
+	RUN(test_check_deltas);
 	return tap_done();
 }

@@ -1,0 +1,188 @@
+# SPDX-License-Identifier: MIT
+"""Delta files of a published release (issue 31; stipple(5), PUBLISHED INDEX, Delta
+entry): release 2 published with `stipple publish --base` release 1's image into the
+directory release 1 is in, served by nginx with the README's caching lines. Each delta
+is checked with the zstd program (an independent decoder): it rebuilds the content the
+index hashes from its bases. A mount of release 2 through the store release 1's mount
+filled, direct and through Squid, fetches the deltas and not their full blocks, and
+reads the source tree, and a second mount of it fetches nothing (the deltas are kept in
+the store); a fresh store fetches the full blocks; a delta damaged on the
+server costs the full block (fetched after it), never a wrong byte. A mount that verifies
+a signed release fetches blocks, never deltas. --base may name release 1's index."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import httputil
+from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
+import treeutil
+from conftest import STIPPLE, mount_image, run
+from test_published import (REPO, assert_same_tree, block_requests, hashes, images,  # noqa: F401
+                            origin_of, publish, read_all, readme_config, releases)
+
+import pubindex
+
+
+def publish_pair(images, www):
+    """Release 1 published, then release 2 with --base: (index 1, index 2, release 2's
+    index parsed by this suite's reader)."""
+    idx1, = publish(images[:1], www, "stipple")
+    r = run([STIPPLE, "publish", "-q", "--json", "--base", images[0], images[1], www / REPO],
+            check=True)
+    idx2 = os.fspath(www / REPO / os.path.basename(images[1]))
+    with open(idx2, "rb") as f:
+        parsed = pubindex.parse(f.read())
+    assert parsed["deltas"], "no delta paid on this pair: " + r.stdout
+    return idx1, idx2, parsed
+
+
+def block_file(www, sha):
+    return www / REPO / "blocks" / pubindex.block_name(sha)
+
+
+def test_deltas_rebuild_with_zstd(releases, images, tmp_path):
+    """Every delta, decoded by the zstd program with its bases' contents as the prefix,
+    gives the content the index hashes; and that content is the block's (its full
+    block file decoded)."""
+    www = tmp_path / "www"
+    idx1, idx2, parsed = publish_pair(images, www)
+    entries = parsed["entries"]
+    for d in parsed["deltas"]:
+        prefix = b"".join(subprocess.run(["zstd", "-dc", block_file(www, b)], check=True,
+                                         capture_output=True).stdout for b in d["bases"])
+        (tmp_path / "prefix").write_bytes(prefix)
+        got = subprocess.run(["zstd", "-dc", "--long=31", "--patch-from=%s" % (tmp_path / "prefix"),
+                              block_file(www, d["delta"])], check=True, capture_output=True).stdout
+        assert len(got) == d["content_size"] and hashlib.sha256(got).digest() == d["content"]
+        full = subprocess.run(["zstd", "-dc", block_file(www, entries[d["block"]][2])],
+                              check=True, capture_output=True).stdout
+        assert full == got, "block %d" % d["block"]
+        assert d["size"] * 4 <= entries[d["block"]][1] * 3  # it pays
+        assert set(d["bases"]) <= set(bytes.fromhex(h) for h in hashes(idx1))
+
+
+def mount_pair(releases, www, tmp_path, cache, opts="", again=False):
+    """Release 1 then release 2 mounted through one store, every file read and compared:
+    the block names nginx served for release 2 (with AGAIN, and for a second mount of it)."""
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s%s" % (cache, opts and "," + opts)
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        seen = len(origin.uris())
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin, seen)
+        if not again:
+            return got
+        seen = len(origin.uris())
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[1], mnt)
+        return got, block_requests(origin, seen)
+
+
+@pytest.mark.parametrize("proxy", [False, True])
+def test_update_fetches_deltas(releases, images, tmp_path, squid_dir, proxy):
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    h1, h2 = hashes(idx1), hashes(idx2)
+    by_block = {d["block"]: d for d in parsed["deltas"]}
+    if proxy:
+        _, refresh = readme_config()
+        with httputil.squid(squid_dir, refresh=refresh) as p:
+            got, again = mount_pair(releases, www, tmp_path, cache, "proxy=" + p, True)
+    else:
+        got, again = mount_pair(releases, www, tmp_path, cache, again=True)
+    # the deltas were kept in the store: a second mount rebuilds from there
+    assert again == [], again
+    want = set()
+    for i, h in enumerate(h2):
+        if h in h1:
+            continue
+        want.add(by_block[i]["delta"].hex() if i in by_block else h)
+    assert sorted(got) == sorted(want), (len(got), len(want))
+    for d in parsed["deltas"]:
+        assert h2[d["block"]] not in got, "block %d fetched whole" % d["block"]
+
+
+def test_fresh_store_fetches_full_blocks(releases, images, tmp_path):
+    www = tmp_path / "www"
+    idx1, idx2, parsed = publish_pair(images, www)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o",
+                         "cache_dir=%s" % (tmp_path / "cache")) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin)
+    assert sorted(got) == sorted(set(hashes(idx2))), "a fresh store fetched a delta"
+
+
+def test_damaged_delta_falls_back_to_the_block(releases, images, tmp_path):
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    h2 = hashes(idx2)
+    d = parsed["deltas"][0]
+    path = block_file(www, d["delta"])
+    treeutil.flip_byte(path, os.path.getsize(path) // 2)
+    got = mount_pair(releases, www, tmp_path, cache)  # the trees compared: no wrong byte
+    assert d["delta"].hex() in got, "the delta was not asked for"
+    assert h2[d["block"]] in got, "the block was not fetched after its delta failed"
+    assert got.index(d["delta"].hex()) < got.index(h2[d["block"]])
+
+
+def test_bad_base_is_refused_before_dir(images, tmp_path):
+    """An OLD that is not an image, or a bad level: a message naming it, a non-zero exit,
+    nothing written."""
+    www = tmp_path / "www"
+    junk = tmp_path / "junk.stp"
+    junk.write_bytes(b"not an image" * 100)
+    for args, says in (([junk], str(junk)), ([tmp_path / "none.stp"], "none.stp")):
+        r = run([STIPPLE, "publish", "--base", *args, images[1], www])
+        assert r.returncode != 0 and says in r.stderr, r.stderr
+        assert not (www / "blocks").exists() or not any((www / "blocks").iterdir())
+        assert not (www / "app-2.stp").exists()
+    r = run([STIPPLE, "publish", "--base", images[0], "--delta-level", "23", images[1], www])
+    assert r.returncode == 2 and "--delta-level 23" in r.stderr, r.stderr
+
+
+def test_base_may_be_the_published_index(images, tmp_path):
+    """--base DIR/app-1.stp (the index, its blocks beside it) writes the same index and
+    deltas as --base app-1.stp; a base block file damaged in DIR is refused, naming it."""
+    www, www2 = tmp_path / "www", tmp_path / "www2"
+    _, idx2, _ = publish_pair(images, www)
+    idx1b, = publish(images[:1], www2, "stipple")
+    run([STIPPLE, "publish", "-q", "--base", idx1b, images[1], www2 / REPO], check=True)
+    with open(idx2, "rb") as a, open(www2 / REPO / "app-2.stp", "rb") as b:
+        assert a.read() == b.read()
+    v1 = hashes(idx1b)
+    treeutil.flip_byte(www2 / REPO / "blocks" / v1[0][:2] / v1[0], 100)
+    r = run([STIPPLE, "publish", "-q", "--base", idx1b, images[1], tmp_path / "www3"])
+    assert r.returncode != 0 and "app-1.stp" in r.stderr and "blocks/%s/%s" % (
+        v1[0][:2], v1[0]) in r.stderr, r.stderr
+    assert not (tmp_path / "www3").exists()
+
+
+def test_verified_mount_fetches_blocks_not_deltas(releases, images, tmp_path):
+    """A signed release mounted with its key: the signature covers the stored bytes, which
+    a rebuilt block cannot be checked against, so the mount fetches the blocks."""
+    sec, pub = tmp_path / "k.key", tmp_path / "k.pub"
+    run([STIPPLE, "keygen", sec, pub], check=True)
+    signed = []
+    for img in images:
+        signed.append(tmp_path / os.path.basename(img))
+        shutil.copy(img, signed[-1])
+        run([STIPPLE, "sign", signed[-1], sec], check=True)
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(signed, www)
+    new = set(hashes(idx2)) - set(hashes(idx1))
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s" % cache
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "--verify", pub, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        seen = len(origin.uris())
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "--verify", pub, "-o", o) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin, seen)
+    assert sorted(got) == sorted(new), "a verified mount fetched a delta"
