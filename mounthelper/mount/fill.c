@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bgsched.h"
 #include "cache.h"
 #include "fileread.h"
 #include "format.h"
@@ -439,6 +440,7 @@ static void *fill_main(void *arg)
 {
 	struct stp_filler *f = arg;
 
+	(void)stp_bgsched_enter("stp-fill");
 	pthread_mutex_lock(&f->lock);
 	while (!f->stop) {
 		struct piece *ps;
