@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "bgsched.h"
 #include "cache.h"
 #include "fileread.h"
 #include "format.h"
@@ -440,7 +439,6 @@ static void *fill_main(void *arg)
 {
 	struct stp_filler *f = arg;
 
-	(void)stp_bgsched_enter("stp-fill");
 	pthread_mutex_lock(&f->lock);
 	while (!f->stop) {
 		struct piece *ps;

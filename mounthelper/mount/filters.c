@@ -10,7 +10,6 @@
 #include <linux/falloc.h>
 #include <linux/fuse.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,26 +71,9 @@ static int add_common_rules(scmp_filter_ctx ctx, pid_t pid, bool fuse)
 	return rc;
 }
 
-/*
- * The daemon's own: its background threads step below a realtime priority inherited
- * from whoever mounted (bgsched.h), each for itself (pid 0): reading its policy and
- * priority, setting its priority within its policy, or leaving for SCHED_OTHER. Without
- * CAP_SYS_NICE the kernel refuses a raise past RLIMIT_RTPRIO (0 unless the mounting
- * process had more); the filter keeps the daemon off every other process of its user.
- */
 static int add_guarded_rules(scmp_filter_ctx ctx, pid_t pid)
 {
-	static const int own[] = { SCMP_SYS(sched_getscheduler), SCMP_SYS(sched_getparam),
-				   SCMP_SYS(sched_setparam) };
-	int rc = add_common_rules(ctx, pid, true);
-
-	for (size_t i = 0; !rc && i < sizeof(own) / sizeof(own[0]); i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, own[i], 1, SCMP_A0_32(SCMP_CMP_EQ, 0));
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sched_setscheduler), 2,
-				      SCMP_A0_32(SCMP_CMP_EQ, 0),
-				      SCMP_A1_32(SCMP_CMP_EQ, SCHED_OTHER));
-	return rc;
+	return add_common_rules(ctx, pid, true);
 }
 
 typedef int (*rules_fn)(scmp_filter_ctx ctx, pid_t pid);

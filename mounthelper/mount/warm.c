@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "bgsched.h"
 #include "cache.h"
 #include "format.h"
 #include "image.h"
@@ -455,7 +454,6 @@ static void *worker_main(void *arg)
 	struct stp_warmer *w = arg;
 	struct stp_cache_stats st;
 
-	(void)stp_bgsched_enter("stp-warm");
 	stp_cache_stats(w->cache, &st);
 	/* one block of the budget stays free for reads outside the hot region */
 	st.budget = st.budget > 1 ? st.budget - 1 : 1;

@@ -833,58 +833,6 @@ def hot_names():
     return [k for k in WARM_FILES if k.startswith("hot/")]
 
 
-@contextlib.contextmanager
-def realtime(priority):
-    """This process under SCHED_FIFO at PRIORITY for the block: what it starts inherits it."""
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    try:
-        yield
-    finally:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-
-def thread_policies(pid):
-    """{tid: (name, (scheduling policy, realtime priority))} of PID's threads, from /proc
-    (the 41st and 40th fields of stat; policy 0 is SCHED_OTHER, 1 SCHED_FIFO)."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                name = f.read().strip()
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-        out[int(tid)] = (name, (int(fields[38]), int(fields[37])))
-    return out
-
-
-@pytest.mark.needs_root
-def test_warming_steps_below_an_inherited_realtime_priority(warm_tree, warm_image):
-    """Mounted from a SCHED_FIFO process, the daemon inherits the policy, and threads of
-    one FIFO priority never preempt one another: warming's decoders and the filler run
-    one priority lower, so that they never hold a CPU against the request threads (nor
-    an application at the mount's priority), which keep it. The daemon's filter allows
-    the call (a kill would end the mount), and the mount then serves every file as it
-    is. The warmers may have finished by then; the filler stays while the mount lasts."""
-    fifo = (os.SCHED_FIFO, 10)
-    with contextlib.ExitStack() as stack:
-        with realtime(10):
-            mnt, pid = stack.enter_context(live_mount(warm_image, "--warm-workers", "2"))
-        threads = thread_policies(pid)
-        background = [s for name, s in threads.values() if name in ("stp-warm", "stp-fill")]
-        assert background and all(s == (os.SCHED_FIFO, 9) for s in background), threads
-        assert threads[pid][1] == fifo, threads
-        for rel, content in WARM_FILES.items():
-            assert read_whole(mnt, rel) == content, rel
-        r = status(mnt, "--wait")
-        assert r.returncode == 0 and "(done)" in line_of(r.stdout, "warming"), r.stdout + r.stderr
-        assert not daemon_gone(pid)
-        requests = [s for name, s in thread_policies(pid).values()
-                    if name not in ("stp-warm", "stp-fill")]
-        assert requests and all(s == fifo for s in requests), threads
-
-
 @pytest.mark.needs_root
 def test_status_wait_then_done(warm_image):
     n = hot_blocks(warm_image)

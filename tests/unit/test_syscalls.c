@@ -382,20 +382,6 @@ static void test_daemon(const struct arch *a)
 	else
 		expect(&flt, "socket through socketcall", "socketcall", ARGS(SYS_SOCKET), KILL);
 	expect(&flt, "kill", "kill", NULL, KILL);
-	/* a background thread steps below an inherited realtime priority, for itself only
-	 * (bgsched.h) */
-	expect(&flt, "sched_getscheduler(0)", "sched_getscheduler", ARGS(0), ALLOW);
-	expect(&flt, "sched_getscheduler(another)", "sched_getscheduler", ARGS(1), KILL);
-	expect(&flt, "sched_getparam(0)", "sched_getparam", ARGS(0), ALLOW);
-	expect(&flt, "sched_setparam(0)", "sched_setparam", ARGS(0), ALLOW);
-	expect(&flt, "sched_setparam(another)", "sched_setparam", ARGS(1), KILL);
-	expect(&flt, "sched_setscheduler(0, SCHED_OTHER)", "sched_setscheduler",
-	       ARGS(0, SCHED_OTHER, 0), ALLOW);
-	expect(&flt, "sched_setscheduler(0, SCHED_FIFO)", "sched_setscheduler",
-	       ARGS(0, SCHED_FIFO, 0), KILL);
-	expect(&flt, "sched_setscheduler(another, SCHED_OTHER)", "sched_setscheduler",
-	       ARGS(1, SCHED_OTHER, 0), KILL);
-	expect(&flt, "sched_setattr", "sched_setattr", ARGS(0, 0, 0), KILL);
 	free(flt.prog);
 }
 
@@ -431,8 +417,6 @@ static void test_fetcher(const struct arch *a)
 		expect(&flt, "connect", "connect", NULL, ALLOW);
 	}
 	expect(&flt, "getrandom", "getrandom", NULL, ALLOW);
-	expect(&flt, "sched_setscheduler (the daemon's only)", "sched_setscheduler",
-	       ARGS(0, SCHED_OTHER, 0), KILL);
 	/* glibc's socket calls go through socketcall: its arguments are in memory */
 	static const struct { const char *what; uint32_t call; bool allowed; } multiplexed[] = {
 		{ "socketcall(SYS_SOCKET)", SYS_SOCKET, true },
