@@ -54,12 +54,20 @@ static void keep_no_stdio(void)
 		dup2(null, i);
 }
 
-/* open_record_files in a child: the path walk may wait on a file system that never
- * answers (a user's FUSE mount with allow_other on a directory of the path), which no
- * flag of open(2) bounds. The descriptors come back over a socket; past DEADLINE the
- * child is killed and left (init reaps it once its file system lets it go): -ETIMEDOUT. */
-static int open_record_bounded(const char *dir, const struct stp_mon_record *r, int64_t deadline,
-			       int fds[2])
+/* What a bounded child does (FDS: what it hands back, NFDS of them on success). */
+struct child_job {
+	int (*run)(const struct child_job *job, int fds[2]);
+	const char *dir;
+	const struct stp_mon_record *r;
+	unsigned nfds;
+};
+
+/* JOB in a child: a path walk, an fsync or a rename may wait on a file system that never
+ * answers (a hung NFS server, a user's FUSE mount with allow_other on the path), which
+ * no flag bounds. The result and any descriptors come back over a socket; past DEADLINE
+ * the child is killed and left (init reaps it once its file system lets it go):
+ * -ETIMEDOUT. */
+static int in_bounded_child(const struct child_job *job, int64_t deadline, int fds[2])
 {
 	uint8_t *buf = malloc(STP_MSG_MAX);
 	int sv[2], err;
@@ -76,8 +84,8 @@ static int open_record_bounded(const char *dir, const struct stp_mon_record *r, 
 	pid = fork();
 	if (pid == 0) {
 		keep_no_stdio(); /* a child left stuck must not hold its caller's pipes open */
-		rc = open_record_files(dir, r->name, r->temp, fds);
-		stp_msg_send_fds(sv[1], STP_MSG_RECORD, &rc, sizeof(rc), fds, rc ? 0 : 2);
+		rc = job->run(job, fds);
+		stp_msg_send_fds(sv[1], STP_MSG_RECORD, &rc, sizeof(rc), fds, rc ? 0 : job->nfds);
 		_exit(0);
 	}
 	close(sv[1]);
@@ -87,7 +95,7 @@ static int open_record_bounded(const char *dir, const struct stp_mon_record *r, 
 		err = -EPROTO;
 	if (!err) {
 		memcpy(&rc, buf, sizeof(rc));
-		err = rc < 0 ? rc : nfds == 2 ? 0 : -EPROTO;
+		err = rc < 0 ? rc : nfds == job->nfds ? 0 : -EPROTO;
 	}
 	for (unsigned i = 0; err && i < nfds; i++)
 		close(fds[i]);
@@ -101,6 +109,22 @@ static int open_record_bounded(const char *dir, const struct stp_mon_record *r, 
 		waitpid(pid, NULL, 0);
 	}
 	return err;
+}
+
+static int open_job(const struct child_job *job, int fds[2])
+{
+	return open_record_files(job->dir, job->r->name, job->r->temp, fds);
+}
+
+static int place_job(const struct child_job *job, int fds[2])
+{
+	(void)fds;
+	return stp_monitor_record_place(job->r->dir_fd, job->r->fd, job->r->temp, job->r->name);
+}
+
+static int64_t deadline_from_now(void)
+{
+	return (int64_t)stp_now_ns() + STP_MOUNT_DEADLINE_MS * 1000000ll;
 }
 
 /* Why the list was refused, said after PROG. */
@@ -164,8 +188,8 @@ int stp_monrecord_open(struct stp_mon *m)
 		return 0;
 	err = name_record(m->o->record, r, &dir);
 	if (!err)
-		err = open_record_bounded(dir, r, (int64_t)stp_now_ns() +
-					  STP_MOUNT_DEADLINE_MS * 1000000ll, fds);
+		err = in_bounded_child(&(struct child_job){ open_job, dir, r, 2 },
+				       deadline_from_now(), fds);
 	free(dir);
 	if (err) {
 		say_refused(m, err);
@@ -211,14 +235,19 @@ void stp_monrecord_finish(struct stp_mon *m)
 		return;
 	err = read(r->done_fd, &c, 1) == 1 ? 0 : -ENODATA;
 	if (!err)
-		err = stp_monitor_record_place(r->dir_fd, r->fd, r->temp, r->name);
+		err = in_bounded_child(&(struct child_job){ place_job, NULL, r, 0 },
+				       deadline_from_now(), (int[2]){ -1, -1 });
 	if (err == -ENODATA)
 		stp_monlog_say(m->prog, "warning: record=%s: the daemon ended before the list was "
 			       "whole: the old one is kept", m->o->record);
+	else if (err == -ETIMEDOUT)
+		stp_monlog_say(m->prog, "warning: record=%s: its file system did not answer "
+			       "within %d s: the old list is kept", m->o->record,
+			       STP_MOUNT_DEADLINE_MS / 1000);
 	else if (err)
 		stp_monlog_say(m->prog, "warning: record=%s: %s: the old one is kept",
 			       m->o->record, stp_strerror(err));
-	if (err)
+	if (err && err != -ETIMEDOUT) /* an unlink would wait on the same file system */
 		stp_monrecord_drop(m);
 	stp_monrecord_close(m);
 }
