@@ -5,9 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hash.h"
@@ -25,6 +28,7 @@ struct local {
 	int blocks;          /* DIR/blocks */
 	uint8_t *buf;        /* the block held, its stored bytes */
 	uint64_t held;       /* its number, or UINT64_MAX */
+	pthread_mutex_t lock; /* over BUF and HELD: pread is thread-safe (imgsrc.h) */
 };
 
 bool stp_localindex_is(const char *path)
@@ -57,6 +61,20 @@ static uint64_t block_at(const struct local *l, uint64_t off)
 	return lo;
 }
 
+/* NAME (HH/H64) below the blocks directory AT: no link on the way (the old release's
+ * directory is untrusted: a linked HH would lead anywhere), and no wait at the open (a
+ * FIFO there answers -EIO when its size is checked): -errno. */
+static int open_beneath(int at, const char *name)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, at, name, &how, sizeof(how));
+
+	return fd < 0 ? -errno : fd;
+}
+
 /* Block I's file read whole into l->buf and checked against its hash; a file that is
  * missing, of another size or with other bytes is logged, naming it, and reads as -EIO. */
 static int hold(struct local *l, uint64_t i, struct stp_pubindex_entry *e)
@@ -69,10 +87,9 @@ static int hold(struct local *l, uint64_t i, struct stp_pubindex_entry *e)
 	stp_pubindex_entry_at(l->idx, i, e);
 	if (l->held == i)
 		return 0;
-	fd = openat(l->blocks, stp_pubindex_block_name(e->sha256, name),
-		    O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = open_beneath(l->blocks, stp_pubindex_block_name(e->sha256, name));
 	if (fd < 0) {
-		stp_log(STP_LOG_ERR, "%s: blocks/%s: %s", l->src.name, name, stp_strerror(-errno));
+		stp_log(STP_LOG_ERR, "%s: blocks/%s: %s", l->src.name, name, stp_strerror(fd));
 		return -EIO;
 	}
 	err = fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != e->stored_size ||
@@ -89,7 +106,7 @@ static int hold(struct local *l, uint64_t i, struct stp_pubindex_entry *e)
 	return 0;
 }
 
-static int local_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
+static int local_pread_locked(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
 {
 	struct local *l = (struct local *)s;
 	uint8_t *out = buf;
@@ -126,6 +143,17 @@ static int local_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off
 	return 0;
 }
 
+static int local_pread(struct stp_imgsrc *s, void *buf, size_t len, uint64_t off)
+{
+	struct local *l = (struct local *)s;
+	int err;
+
+	pthread_mutex_lock(&l->lock);
+	err = local_pread_locked(s, buf, len, off);
+	pthread_mutex_unlock(&l->lock);
+	return err;
+}
+
 static void local_close(struct stp_imgsrc *s)
 {
 	struct local *l = (struct local *)s;
@@ -135,6 +163,7 @@ static void local_close(struct stp_imgsrc *s)
 	free(l->idx);
 	free(l->buf);
 	free(s->name);
+	pthread_mutex_destroy(&l->lock);
 	free(l);
 }
 
@@ -192,6 +221,7 @@ int stp_localindex_open(const char *path, struct stp_imgsrc **out, const char **
 		return -ENOMEM;
 	l->blocks = -1;
 	l->held = UINT64_MAX;
+	pthread_mutex_init(&l->lock, NULL);
 	err = load(l, path, why);
 	for (uint64_t i = 0; !err && i < l->h.block_count; i++) {
 		struct stp_pubindex_entry e;

@@ -7,8 +7,8 @@
  * DIR/OLD.stp`, whose release pipeline keeps the published directory, not the image.
  *
  * The index is untrusted: checked whole (stp_pubindex_check) and bounded by its length.
- * Block files are opened below the directory's descriptor without following a link.
- * One block is held at a time; pread is not thread-safe (publish reads on one thread).
+ * Block files are opened beneath the directory's descriptor, with no link on the way and
+ * no wait at the open. One block is held at a time, under a lock: pread is thread-safe.
  */
 #ifndef STP_LOCALINDEX_H
 #define STP_LOCALINDEX_H

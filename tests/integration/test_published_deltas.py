@@ -186,3 +186,24 @@ def test_verified_mount_fetches_blocks_not_deltas(releases, images, tmp_path):
             assert_same_tree(releases[1], mnt)
         got = block_requests(origin, seen)
     assert sorted(got) == sorted(new), "a verified mount fetched a delta"
+
+
+@pytest.mark.parametrize("plant", ["linked_fanout", "fifo"])
+def test_base_index_blocks_are_not_followed_nor_waited_on(images, tmp_path, plant):
+    """The old release's directory is untrusted: a fan-out directory that is a symbolic
+    link (to a copy holding the right block) is not followed, and a FIFO under a block's
+    name does not hang publish; either is refused, naming the block file."""
+    www = tmp_path / "www"
+    idx1, = publish(images[:1], www, "stipple")
+    sha = hashes(idx1)[0]
+    fanout = www / REPO / "blocks" / sha[:2]
+    if plant == "linked_fanout":
+        os.rename(fanout, tmp_path / "elsewhere")
+        os.symlink(tmp_path / "elsewhere", fanout)
+    else:
+        os.unlink(fanout / sha)
+        os.mkfifo(fanout / sha)
+    r = run([STIPPLE, "publish", "-q", "--base", idx1, images[1], tmp_path / "out"],
+            timeout=60)
+    assert r.returncode != 0 and "blocks/%s/%s" % (sha[:2], sha) in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
