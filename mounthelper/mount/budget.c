@@ -15,6 +15,7 @@
 #include "mountopts.h"
 #include "prime.h"
 #include "published.h"
+#include "store.h"
 #include "warm.h"
 
 /* Besides blocks, metadata and the bookkeeping sized by the image (stp_daemon_memory),
@@ -50,7 +51,7 @@ uint64_t stp_budget_fetcher(const struct stp_mount_opts *o, const struct stp_sup
 			    uint64_t index_len)
 {
 	uint64_t buffers = (uint64_t)stp_fetcher_channels(o) * stp_cache_buffer_bytes(sb);
-	uint64_t files = sb->block_count < STP_FETCH_STORE_MAX ? sb->block_count : STP_FETCH_STORE_MAX;
+	uint64_t files = stp_store_files_max(sb, UINT64_MAX); /* a block, its delta, bases */
 
 	if (!index_len)
 		return 0;
