@@ -34,7 +34,8 @@
  *   fchdir, umount2 MNT_DETACH, or        our own mount after a failure, beneath the
  *     fork, execl(fusermount3 -u)          parent pinned before the mount
  *   prctl(CAPBSET_DROP, SECUREBITS,       the watcher gives up all but CAP_SYS_ADMIN,
- *     NO_NEW_PRIVS), capset                 CAP_DAC_READ_SEARCH and CAP_KILL, for good
+ *     NO_NEW_PRIVS), setfsuid, capset       CAP_DAC_READ_SEARCH and CAP_KILL, for good;
+ *                                          record='s rename as its directory's owner
  *   open(/proc/PID/stat, limits)          the fetcher's start and limits: read-only
  * In the disk cache's folder and the block store (cachedir.c, store.c: which names,
  * whose, how much, what goes), as the mounting user, in a folder checked to be that
@@ -69,6 +70,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -295,20 +297,20 @@ int stp_monitor_enter_namespace(const char *path)
  * mount leaves (the sandbox's user: kill(2)'s rule holds for pidfds too), and no way
  * back to the others: uid 0 would regain them all at an exec, so the bounding set is
  * emptied, the securebits that give root its capabilities at exec and keep them across
- * setuid are locked off, and no_new_privs is set. With record=, also what root's rename
- * of the finished list needs in a directory it does not own (CAP_DAC_OVERRIDE; a
- * sticky one: CAP_FOWNER), as the monitor's open of it had. The calls are made directly, as the
- * sandbox's are: libcap's loading and its constructor's probe of the kernel cost every
- * mount's start. */
-int stp_monitor_drop_to_watcher(bool places_record)
+ * setuid are locked off, and no_new_privs is set. With record=, the rename of the
+ * finished list is made as the owner of its directory (its file-system uid, set while
+ * CAP_SETUID is still held: it moves nothing but who the file system sees, not who may
+ * signal the watcher), so no capability over other users' files is kept for it. The
+ * calls are made directly, as the sandbox's are: libcap's loading and its
+ * constructor's probe of the kernel cost every mount's start. */
+int stp_monitor_drop_to_watcher(int record_dir)
 {
 	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = { { 0 } };
-	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL,
-				    CAP_DAC_OVERRIDE, CAP_FOWNER };
-	size_t nkept = sizeof(kept) / sizeof(kept[0]) - (places_record ? 0 : 2);
+	static const int kept[] = { CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL };
 	unsigned bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
 			SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED;
+	struct stat dir;
 	int c;
 
 	if (geteuid() != 0)
@@ -320,7 +322,14 @@ int stp_monitor_drop_to_watcher(bool places_record)
 	if (errno != EINVAL || prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return -errno;
-	for (size_t i = 0; i < nkept; i++) {
+	if (record_dir >= 0) {
+		if (fstat(record_dir, &dir))
+			return -errno;
+		setfsuid(dir.st_uid);
+		if ((uid_t)setfsuid((uid_t)-1) != dir.st_uid) /* it says the uid it has */
+			return -EPERM;
+	}
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
 		int cap = kept[i];
 
 		caps[CAP_TO_INDEX(cap)].permitted |= CAP_TO_MASK(cap);

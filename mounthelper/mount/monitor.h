@@ -83,10 +83,11 @@ int stp_monitor_enter_namespace(const char *path);
 
 /* The watcher's drop, in its own process: as root, the bounding set emptied, the
  * securebits that would give uid 0 its capabilities back locked on, no_new_privs, and
- * CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone (watcher.h), and with
- * PLACES_RECORD CAP_DAC_OVERRIDE and CAP_FOWNER for record='s rename. 0, or the negative
- * errno of the first step that failed. Nothing to drop for a user. */
-int stp_monitor_drop_to_watcher(bool places_record);
+ * CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH and CAP_KILL kept alone (watcher.h); with
+ * RECORD_DIR (record='s directory, else -1) the file-system uid becomes the directory's
+ * owner, for record='s rename. 0, or the negative errno of the first step that failed.
+ * Nothing to drop for a user. */
+int stp_monitor_drop_to_watcher(int record_dir);
 
 /* /proc/PID/NAME, read-only: a child's limits (fetcher.c), a fetcher's start (store.c). */
 int stp_monitor_open_proc(pid_t pid, const char *name);

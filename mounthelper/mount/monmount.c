@@ -466,7 +466,7 @@ static _Noreturn void watch(struct stp_mon *m, int word)
 
 	stp_monrecord_fds(m, keep + 3);
 	stp_watcher_detach(&w, keep, 6, &m->saved_mask);
-	if (stp_monitor_drop_to_watcher(m->rec.dir_fd >= 0) || !stp_watcher_send_word(word) ||
+	if (stp_monitor_drop_to_watcher(m->rec.dir_fd) || !stp_watcher_send_word(word) ||
 	    !stp_watcher_word_came(word))
 		_exit(0);
 	close(word);

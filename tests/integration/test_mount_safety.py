@@ -193,6 +193,36 @@ def test_failed_mount_keeps_the_hot_list(gen_image, mnt, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["bad.stp", "hot.list", "mnt"]
 
 
+def test_watcher_renames_the_list_as_its_directorys_owner(gen_image, mnt, tmp_path):
+    """Root's watcher renamed the finished list with CAP_DAC_OVERRIDE and CAP_FOWNER kept
+    for it (review 12 #2). Now it keeps no capability over other users' files: its
+    file-system uid is the owner of the list's directory, a user's 0700 directory here,
+    and the list still lands there whole, owned by root as it was made."""
+    owner = 4242
+    d = tmp_path / "users"
+    d.mkdir(mode=0o700)
+    os.chown(d, owner, owner)
+    hot = d / "hot.list"
+    r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % hot])
+    assert r.returncode == 0, r.stderr
+    try:
+        (watcher,) = watchers_of(mnt)
+        st = status_fields("/proc/%d/status" % watcher)
+        kept = 1 << 21 | 1 << 2 | 1 << 5  # CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_KILL
+        assert int(st["CapEff"], 16) == kept and int(st["CapPrm"], 16) == kept, st
+        assert st["Uid"].split()[3] == str(owner), st["Uid"]  # real, effective, saved, fs
+        files = sorted(regular_files(mnt))
+        with open(files[0], "rb") as f:
+            f.read()
+    finally:
+        unmount(mnt)
+    deadline = time.monotonic() + 10
+    while not hot.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.fsencode(os.path.relpath(files[0], mnt)) in hot.read_bytes()
+    assert os.listdir(d) == ["hot.list"]
+
+
 def regular_files(root):
     """The regular files beneath ROOT."""
     for d, _, names in os.walk(root):
