@@ -8,7 +8,10 @@
  * the kernel refuses is one whose reply is still on its way: the store is tried again,
  * STP_PAGESTORE_NAP_MS apart, while the table still knows the inode, at most
  * STP_PAGESTORE_TRIES times in all. An inode the kernel forgot is not in the table, and
- * costs no wait.
+ * costs no wait. A caller that keeps the pages longer (warming, while its block is held)
+ * may queue a file still refused once more, to be stored later by the same rule; the
+ * later store is not queued again. The filler, which pushes what a read has just
+ * decoded, does not.
  *
  * Never call it from a thread that serves FUSE requests: a store waits for the page lock
  * a read in flight holds. A pagestore may be used by several threads at once; its

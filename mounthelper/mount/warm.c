@@ -270,7 +270,9 @@ static void store_block(struct stp_warmer *w, uint64_t k)
 	push_end(w, k);
 }
 
-static void store_inode(struct stp_warmer *w, uint32_t ino)
+/* Stores INO's warmed pages from the blocks still held; a refusal is queued again once
+ * (pagestore.h), not by the retry itself (RETRY). */
+static void store_inode(struct stp_warmer *w, uint32_t ino, bool retry)
 {
 	const struct stp_warm_plan *p = &w->plan;
 	int again = 0;
@@ -287,7 +289,7 @@ static void store_inode(struct stp_warmer *w, uint32_t ino)
 			push_end(w, k);
 		}
 	}
-	if (again)
+	if (again && !retry)
 		retry_later(w, ino);
 }
 
@@ -546,7 +548,7 @@ static void *store_main(void *arg)
 		w->qhead = (w->qhead + 1) % QUEUE_LEN;
 		w->qlen--;
 		pthread_mutex_unlock(&w->lock);
-		store_inode(w, ino & ~RETRY_BIT);
+		store_inode(w, ino & ~RETRY_BIT, ino & RETRY_BIT);
 		pthread_mutex_lock(&w->lock);
 		w->retrying -= !!(ino & RETRY_BIT);
 	}

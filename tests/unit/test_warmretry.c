@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "image.h"
 #include "inodes.h"
 #include "mountopts.h"
+#include "pagestore.h"
 #include "warm.h"
 
 #define FILE_BYTES (256u << 10)
@@ -145,20 +147,22 @@ static int build(const char *mkstipple, const char *dir, char *image, size_t siz
 
 static const char *mkstipple;
 
-static void test_refused_stores_are_retried(void)
+/* Warms an image of one hot file whose first NREFUSALS stores the kernel refuses, until
+ * warming says done: *ST its status. */
+static void warm_refused(unsigned nrefusals, struct stp_warm_status *st)
 {
 	char dir[] = "/tmp/stp-warmretry-XXXXXX", image[300];
 	struct stp_image *img = NULL;
 	struct stp_cache *cache = NULL;
 	struct stp_inodes *inodes = NULL;
 	struct stp_warmer *w = NULL;
-	struct stp_warm_status st = { 0 };
 	struct stp_inode inode;
 	uint32_t ino = 0;
 	int dummy_session;
 
 	CHECK(mkdtemp(dir) != NULL);
-	refusals = REFUSALS;
+	stores = 0;
+	refusals = nrefusals;
 	CHECK(build(mkstipple, dir, image, sizeof(image), 0, NULL) == 0, "mkstipple %s", mkstipple);
 	if (stp_image_open(image, &img) || stp_image_lookup(img, STP_ROOT_INO, "f", 1, &ino) ||
 	    stp_image_inode(img, ino, &inode) || stp_cache_new(img, 8, 4, &cache) ||
@@ -171,22 +175,41 @@ static void test_refused_stores_are_retried(void)
 	 * start a store, only the worker's own store and what it hands on */
 	stp_inodes_lookup(inodes, ino, &inode);
 	CHECK(!stp_warm_start(img, cache, (struct fuse_session *)&dummy_session, inodes, 1, &w));
-	for (int i = 0; w && i < 2000 && !st.done; i++) { /* a hang guard, not a timing */
+	for (int i = 0; w && i < 2000 && !st->done; i++) { /* a hang guard, not a timing */
 		struct timespec nap = { 0, 5000000 };
 
 		nanosleep(&nap, NULL);
-		stp_warm_status(w, &st);
+		stp_warm_status(w, st);
 	}
-	CHECK(st.done, "warming never said done");
-	CHECK(st.store.stored_bytes == FILE_BYTES,
-	      "%llu of %u bytes stored (%u stores asked, the first %u refused)",
-	      (unsigned long long)st.store.stored_bytes, FILE_BYTES, stores, REFUSALS);
+	CHECK(st->done, "warming never said done");
 out:
 	stp_warm_stop(w);
 	stp_inodes_free(inodes);
 	stp_cache_free(cache);
 	stp_image_close(img);
 	run((char *const[]){ "/bin/rm", "-rf", dir, NULL });
+}
+
+static void test_refused_stores_are_retried(void)
+{
+	struct stp_warm_status st = { 0 };
+
+	warm_refused(REFUSALS, &st);
+	CHECK(st.store.stored_bytes == FILE_BYTES,
+	      "%llu of %u bytes stored (%u stores asked, the first %u refused)",
+	      (unsigned long long)st.store.stored_bytes, FILE_BYTES, stores, REFUSALS);
+}
+
+/* One retry rule (pagestore.h): a file still refused is queued again once, and that
+ * later store is not queued again (it was, up to 1,024 times a mount). */
+static void test_a_refused_file_is_queued_again_once(void)
+{
+	struct stp_warm_status st = { 0 };
+
+	warm_refused(UINT32_MAX, &st);
+	CHECK(st.store.stored_bytes == 0 && stores == 2 * STP_PAGESTORE_TRIES,
+	      "%u stores asked for a file always refused (%u expected)", stores,
+	      2 * STP_PAGESTORE_TRIES);
 }
 
 /* Budget 3 (warming's share 2) and three workers: two take blocks 0 and 1, the third
@@ -261,6 +284,7 @@ int main(int argc, char **argv)
 		return tap_skip_all("no mkstipple given");
 	mkstipple = argv[1];
 	RUN(test_refused_stores_are_retried);
+	RUN(test_a_refused_file_is_queued_again_once);
 	RUN(test_a_stalled_push_counts_against_warming);
 	return tap_done();
 }
