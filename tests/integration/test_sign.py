@@ -160,6 +160,8 @@ def test_signature_holds_content_hashes(signed, tmp_path):
         n = sb["block_count"]
         assert data[-32 * n:] == b"".join(content_hashes(img)), img
     assert verify(image, signed["pub"]).returncode == 0
+    assert re.search(r"features:.*\bcontent-hashes\b", run([STIPPLE, "info", image],
+                                                            check=True).stdout)
 
 
 def test_verify_with_another_key_fails(signed):
