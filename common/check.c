@@ -110,6 +110,8 @@ static void check_blocks(struct checker *c, void *buf)
 	for (uint64_t b = 0; b < c->sb->block_count; b++) {
 		int err = stp_image_decode_block(c->img, b, buf);
 
+		if (!err)
+			err = stp_image_check_content(c->img, b);
 		if (err) {
 			report(c, NULL, "data block %" PRIu64 ": %s", b, stp_strerror(err));
 			c->bad_block[b] = 1;

@@ -214,7 +214,7 @@ int stp_image_read_stored(const struct stp_image *img, uint64_t part, void *buf,
 	int rc;
 
 	*len = 0;
-	if (part >= stp_sig_nhashes(&img->sb))
+	if (part >= stp_sig_nstored(&img->sb))
 		return -EINVAL;
 	if (part == STP_SIG_HASH_DICT && !img->sb.dict_size)
 		return 0; /* no dictionary: nothing stored, nothing to check */

@@ -462,19 +462,35 @@ static int decode_whole(struct stp_decode *p)
 	return rc ? rc : unfilter_whole(p->img, p->block, &p->be, p->out, p->size);
 }
 
+/* Opened verified, whether P's rebuilt content is the one the signature vouches for. A
+ * content that differs came from a source that lied (a hostile index or fetcher). */
+static bool content_signed(const struct stp_decode *p)
+{
+	if (p->img->hash->ok(p->img, stp_sig_hash_content(&p->img->sb, p->block), p->out,
+			     p->size))
+		return true;
+	stp_log(STP_LOG_WARN, "%s: block %llu rebuilt from a delta does not match its "
+		"signed content hash; reading the block instead", p->img->path,
+		(unsigned long long)p->block);
+	return false;
+}
+
 /* The block's content from its source (imgsrc.h: a published image's delta), its
- * filter then undone: -ENOENT when the source has none. Not for an image opened
- * verified: the signed hash is of the stored bytes, which a content cannot be checked
- * against (stipple(5), Delta entry). */
+ * filter then undone: -ENOENT when the source has none, and, opened verified, when the
+ * image was signed without content hashes or the content is not the signed one; the
+ * block is then read (stipple(5), Delta entry). */
 static int decode_content(struct stp_decode *p)
 {
-	struct stp_imgsrc *src = p->img->src;
+	const struct stp_image *img = p->img;
 	int rc;
 
-	if (p->img->hashes || p->be.codec != STP_CODEC_ZSTD || !src->content)
+	if (p->be.codec != STP_CODEC_ZSTD || !img->src->content ||
+	    (img->hashes && !(img->sb.feat_incompat & STP_FEAT_INCOMPAT_CONTENT_HASHES)))
 		return -ENOENT;
-	rc = src->content(src, p->block, p->out, p->size);
-	return rc ? rc : unfilter_whole(p->img, p->block, &p->be, p->out, p->size);
+	rc = img->src->content(img->src, p->block, p->out, p->size);
+	if (!rc && img->hashes && !content_signed(p))
+		rc = -ENOENT;
+	return rc ? rc : unfilter_whole(img, p->block, &p->be, p->out, p->size);
 }
 
 int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,

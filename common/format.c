@@ -162,10 +162,13 @@ static const char *sb_check_signature(const struct stp_superblock *sb)
 	if (!(sb->feat_compat & STP_FEAT_COMPAT_SIGNED)) {
 		if (sb->sig_offset || sb->sig_size)
 			return "signature fields set on an unsigned image";
+		if (sb->feat_incompat & STP_FEAT_INCOMPAT_CONTENT_HASHES)
+			return "content-hashes feature bit set on an unsigned image";
 		return NULL;
 	}
 	if (sb->sig_size != stp_sig_size(stp_sig_nhashes(sb)))
-		return "signature size does not match block_count and the metadata pages";
+		return "signature size does not match block_count, the metadata pages and the "
+		       "content-hashes bit";
 	if (sb->sig_offset < STP_SB_SIZE || sb->sig_size > sb->image_size ||
 	    sb->sig_offset != sb->image_size - sb->sig_size)
 		return "signature block does not end the image";

@@ -71,10 +71,14 @@
 #define STP_FEAT_INCOMPAT_HOT_BLOCKS (1ull << 4)/* the hot region has blocks of its own size */
 #define STP_FEAT_INCOMPAT_BCJ_RELATIVE (1ull << 5)/* filters count from each block's start */
 #define STP_FEAT_INCOMPAT_LOOKUPS (1ull << 6)  /* the metadata has a lookup table */
+/* The signature block also holds each block's content hash (stipple(5)). Incompatible:
+ * a reader that does not know it would find the block the wrong size for block_count. */
+#define STP_FEAT_INCOMPAT_CONTENT_HASHES (1ull << 7)
 #define STP_FEAT_INCOMPAT_KNOWN \
 	(STP_FEAT_INCOMPAT_DICT | STP_FEAT_INCOMPAT_BCJ_X86 | STP_FEAT_INCOMPAT_BCJ_ARM64 | \
 	 STP_FEAT_INCOMPAT_META_PAGES | STP_FEAT_INCOMPAT_HOT_BLOCKS | \
-	 STP_FEAT_INCOMPAT_BCJ_RELATIVE | STP_FEAT_INCOMPAT_LOOKUPS)
+	 STP_FEAT_INCOMPAT_BCJ_RELATIVE | STP_FEAT_INCOMPAT_LOOKUPS | \
+	 STP_FEAT_INCOMPAT_CONTENT_HASHES)
 #define STP_FEAT_RO_COMPAT_KNOWN 0ull
 /* A compatible bit: a reader that does not know it reads the image with XXH3 alone. */
 #define STP_FEAT_COMPAT_SIGNED (1ull << 0)     /* a signature block ends the image */
@@ -326,11 +330,22 @@ static inline size_t stp_meta_page_len(const struct stp_superblock *sb, uint64_t
 							   : STP_META_PAGE_SIZE;
 }
 
-/* The hashes of a signed image: metadata (the page table when paged), dictionary, each
- * block, then each metadata page. */
-static inline uint64_t stp_sig_nhashes(const struct stp_superblock *sb)
+/* The hashes of a signed image's stored parts: metadata (the page table when paged),
+ * dictionary, each block, then each metadata page. */
+static inline uint64_t stp_sig_nstored(const struct stp_superblock *sb)
 {
 	return sb->block_count + 2 + stp_meta_pages(sb);
+}
+/* All its hashes: the stored parts', then with CONTENT_HASHES each block's content's. */
+static inline uint64_t stp_sig_nhashes(const struct stp_superblock *sb)
+{
+	return stp_sig_nstored(sb) +
+	       (sb->feat_incompat & STP_FEAT_INCOMPAT_CONTENT_HASHES ? sb->block_count : 0);
+}
+/* Where the hash of block BLOCK's content (delta.h) is among them, with CONTENT_HASHES. */
+static inline uint64_t stp_sig_hash_content(const struct stp_superblock *sb, uint64_t block)
+{
+	return stp_sig_nstored(sb) + block;
 }
 /* Where the hash of metadata page PAGE is among them. */
 static inline uint64_t stp_sig_hash_page(const struct stp_superblock *sb, uint64_t page)

@@ -176,6 +176,11 @@ int stp_image_page_ranges(struct stp_imgsrc *src, const struct stp_superblock *s
 
 /* Reads, checks and decodes metadata page PAGE, without keeping it (stipple check). */
 int stp_image_check_meta_page(const struct stp_image *img, uint64_t page);
+/* Opened verified from an image with content hashes: block BLOCK's content (delta.h)
+ * decoded anew and checked against its signed content hash (zeros for a block that is
+ * not zstd), for stipple check; one block's buffers held meanwhile. Otherwise 0. -EUCLEAN
+ * (reported), -EIO, -ENOMEM. Thread-safe. */
+int stp_image_check_content(const struct stp_image *img, uint64_t block);
 
 /* Bytes of decoded metadata pages an image keeps, unless told otherwise
  * (stp_image_set_meta_budget). */
@@ -215,7 +220,7 @@ size_t stp_image_block_decoded_size(const struct stp_image *img, uint64_t block)
 /* The stored parts of an image are numbered as their signed hashes (stipple(5)):
  * STP_SIG_HASH_META the metadata (paged, its page table), STP_SIG_HASH_DICT the
  * dictionary, STP_SIG_HASH_BLOCK0 + B block B, stp_sig_hash_page(sb, P) metadata page P;
- * stp_sig_nhashes(sb) in all. stp_image_read_stored reads part PART into BUF as it lies
+ * stp_sig_nstored(sb) in all. stp_image_read_stored reads part PART into BUF as it lies
  * in the image (not decoded), *LEN bytes (0: an image without a dictionary), and checks
  * it as a read for decoding does: a block's or page's table entry (stp_image_block,
  * stp_image_meta_page), that the bytes lie inside the file, and the bytes against their

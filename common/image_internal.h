@@ -108,7 +108,7 @@ struct img_part {
 };
 /* Block BLOCK whose checked entry is BE. */
 struct img_part img_block_part(uint64_t block, const struct stp_blockent *be);
-/* The part whose signed hash is number PART (below stp_sig_nhashes), its entry checked. */
+/* The part whose signed hash is number PART (below stp_sig_nstored), its entry checked. */
 int img_part_find(const struct stp_image *img, uint64_t part, struct img_part *p);
 /* P's stored bytes into BUF (p->be.stored_size bytes): read; read and checked. */
 int img_part_read(const struct stp_image *img, const struct img_part *p, void *buf);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "delta.h"
 #include "hash.h"
 #include "hasher.h"
 #include "imgsrc.h"
@@ -86,6 +87,44 @@ int img_read_signature(struct stp_image *img, const struct stp_pubkey *key)
 	img->hashes = sig;
 	img->hash = &hash_ops;
 	return 0;
+}
+
+/* Whether IMG's signed content hash of block BLOCK is that of its stored bytes STORED
+ * (LEN) decoded into CONTENT (a block's size), or zeros when it is not a zstd block. */
+static bool content_hash_ok(const struct stp_image *img, uint64_t block,
+			    const struct stp_blockent *be, const uint8_t *stored, size_t len,
+			    uint8_t *content)
+{
+	static const uint8_t zero[STP_SIG_HASH_LEN];
+	uint64_t at = stp_sig_hash_content(&img->sb, block);
+	size_t want = stp_image_block_decoded_size(img, block), clen;
+
+	if (be->codec != STP_CODEC_ZSTD)
+		return !memcmp(img->hashes + at * STP_SIG_HASH_LEN, zero, sizeof(zero));
+	return !stp_delta_content(stored, len, content, want, &clen) && clen == want &&
+	       img_hash_ok(img, at, content, clen);
+}
+
+int stp_image_check_content(const struct stp_image *img, uint64_t block)
+{
+	uint8_t *stored, *content;
+	struct stp_blockent be;
+	size_t len;
+	int rc;
+
+	if (!img->hashes || !(img->sb.feat_incompat & STP_FEAT_INCOMPAT_CONTENT_HASHES))
+		return 0;
+	stored = malloc(stp_image_stored_max(img));
+	content = malloc(stp_image_block_size(img));
+	rc = stored && content ? stp_image_block(img, block, &be) : -ENOMEM;
+	if (!rc)
+		rc = stp_image_read_stored(img, STP_SIG_HASH_BLOCK0 + block, stored, &len);
+	if (!rc && !content_hash_ok(img, block, &be, stored, len, content))
+		rc = STP_CORRUPT(img->path, "block %llu does not match its signed content hash",
+				 (unsigned long long)block);
+	free(stored);
+	free(content);
+	return rc;
 }
 
 int stp_image_open_src_verified(struct stp_imgsrc *src, const struct stp_pubkey *key,

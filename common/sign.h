@@ -26,7 +26,8 @@ struct stp_image;
  * block is dropped) stay as they are, but for the superblock, which becomes SB (the
  * feature bit, sig_offset, sig_size and image_size set); the signature block *BLOCK
  * (malloc'd, *BLOCK_LEN bytes, freed by the caller) follows at *KEEP and ends the image.
- * Reads and hashes every stored part of IMG. The same image and key always give the
+ * Reads and hashes every stored part of IMG, and decodes each zstd block, one at a time,
+ * for its content hash (the content-hashes feature bit is set). The same image and key always give the
  * same bytes (Ed25519 signatures are deterministic). -EIO/-EUCLEAN/-ENOMEM.
  */
 int stp_sign_image(const struct stp_image *img, const struct stp_seckey *key,

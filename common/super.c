@@ -24,6 +24,7 @@ static const char *feature_name(uint64_t bit)
 	case STP_FEAT_INCOMPAT_HOT_BLOCKS: return "hot-blocks";
 	case STP_FEAT_INCOMPAT_BCJ_RELATIVE: return "bcj-relative";
 	case STP_FEAT_INCOMPAT_LOOKUPS: return "lookups";
+	case STP_FEAT_INCOMPAT_CONTENT_HASHES: return "content-hashes";
 	default: return "unknown";
 	}
 }

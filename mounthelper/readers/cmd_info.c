@@ -112,6 +112,7 @@ static const struct { uint64_t bit; const char *name; } known[] = {
 	{ STP_FEAT_INCOMPAT_HOT_BLOCKS, "hot-blocks" },
 	{ STP_FEAT_INCOMPAT_BCJ_RELATIVE, "bcj-relative" },
 	{ STP_FEAT_INCOMPAT_LOOKUPS, "lookups" },
+	{ STP_FEAT_INCOMPAT_CONTENT_HASHES, "content-hashes" },
 };
 
 static void print_features(const struct stp_superblock *sb)

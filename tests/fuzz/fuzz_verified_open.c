@@ -5,8 +5,9 @@
  * are parsed before the signature is checked, and that parsing must hold whatever the
  * bytes. Each input is opened against the key of the seed corpus (mutations rarely keep
  * a valid signature: what matters is everything before it) and with no key (integrity
- * only, as stipple check does: the hashes, then the metadata and every block). An open
- * that succeeds must say the image is verified, and every block must decode or be
+ * only, as stipple check does: the hashes, then the metadata and every block and its
+ * content hash; content-hashes.stipple, signed by another key, seeds the latter). An
+ * open that succeeds must say the image is verified, and every block must decode or be
  * refused.
  */
 #include <stdlib.h>
@@ -36,8 +37,10 @@ static void decode_some(const struct stp_image *img)
 		return;
 	buf = malloc(stp_image_block_buffer_size(img));
 	FUZZ_ASSERT(buf);
-	for (uint64_t b = 0; b < sb->block_count && b < MAX_BLOCKS; b++)
+	for (uint64_t b = 0; b < sb->block_count && b < MAX_BLOCKS; b++) {
 		stp_image_decode_block(img, b, buf);
+		stp_image_check_content(img, b); /* content-hashes.stipple: its hashes */
+	}
 	free(buf);
 }
 

@@ -84,6 +84,7 @@ CODEC_RAW, CODEC_ZSTD = 0, 1
 META_CODEC_PAGES = 2       # meta_codec of paged metadata: the stored bytes are the page table
 FEAT_META_PAGES = 1 << 3   # its incompatible feature bit
 FEAT_LOOKUPS = 1 << 6      # incompatible: the metadata has a lookup table
+FEAT_CONTENT_HASHES = 1 << 7  # incompatible: the signature block hashes each block's content
 META_PAGE_SIZE = 64 << 10  # decoded bytes of a metadata page
 
 

@@ -34,6 +34,7 @@ serialization = pytest.importorskip("cryptography.hazmat.primitives.serializatio
 TRUSTED = "/etc/stipple/keys"
 NOT_SIGNED = "not signed, and verify= asks for a signature"
 FEAT_COMPAT_SIGNED = 1
+FEAT_CONTENT_HASHES = 1 << 7  # incompat: the signature block hashes each block's content
 SIG_OFF, SIG_SIZE = 148, 156  # superblock fields (SIGNING.md)
 SIG_HDR = 120
 PAGE = 4096
@@ -55,8 +56,18 @@ class Key:
         self.id = hashlib.sha256(raw).hexdigest()
 
 
-def sign(src, dst, key):
-    """Writes DST: unsigned image SRC with a signature block by KEY appended."""
+def content_hash(c, k, stored):
+    """Block K's content hash: its STORED bytes decoded by the zstd program when it is a
+    zstd block (codec 1), else zeros."""
+    if get(BLOCKENT_FIELDS, "codec", c.meta, c.header("block_off") + BLOCKENT_SIZE * k) != 1:
+        return bytes(32)
+    return hashlib.sha256(subprocess.run(["zstd", "-dc"], input=bytes(stored), check=True,
+                                         capture_output=True).stdout).digest()
+
+
+def sign(src, dst, key, content=True):
+    """Writes DST: unsigned image SRC with a signature block by KEY appended, with the
+    blocks' content hashes unless not CONTENT (as a stipple older than them signs)."""
     c = CraftedImage(src)
     data = bytearray(c.data)
     sb = lambda name: get(SB_FIELDS, name, data)  # noqa: E731
@@ -69,6 +80,10 @@ def sign(src, dst, key):
               if dsize else bytes(32)]
     for off, stored in stored_blocks(c) + stored_pages(c):
         hashes.append(hashlib.sha256(data[off:off + stored]).digest())
+    if content:
+        hashes += [content_hash(c, k, data[off:off + stored])
+                   for k, (off, stored) in enumerate(stored_blocks(c))]
+        put(SB_FIELDS, "feat_incompat", data, sb("feat_incompat") | FEAT_CONTENT_HASHES)
     sig_size = SIG_HDR + 32 * len(hashes)
     put(SB_FIELDS, "feat_compat", data, sb("feat_compat") | FEAT_COMPAT_SIGNED)
     struct.pack_into("<QQ", data, SIG_OFF, size, sig_size)

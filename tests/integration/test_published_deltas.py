@@ -8,11 +8,16 @@ filled, direct and through Squid, fetches the deltas and not their full blocks, 
 reads the source tree, and a second mount of it fetches nothing (the deltas are kept in
 the store); a fresh store fetches the full blocks; a delta damaged on the
 server costs the full block (fetched after it), never a wrong byte. A mount that verifies
-a signed release fetches blocks, never deltas. --base may name release 1's index."""
+a signed release fetches the deltas too, and checks each rebuilt block against its signed
+content hash: a delta that rebuilds other content, under an index edited to vouch for it
+(a hostile server), is refused by the daemon and the block read, where a mount that does
+not verify serves the lie; a release signed without content hashes (by this suite's own
+signer, as an older stipple signs) gets blocks only. --base may name release 1's index."""
 
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -65,21 +70,22 @@ def test_deltas_rebuild_with_zstd(releases, images, tmp_path):
         assert set(d["bases"]) <= set(bytes.fromhex(h) for h in hashes(idx1))
 
 
-def mount_pair(releases, www, tmp_path, cache, opts="", again=False):
-    """Release 1 then release 2 mounted through one store, every file read and compared:
-    the block names nginx served for release 2 (with AGAIN, and for a second mount of it)."""
+def mount_pair(releases, www, tmp_path, cache, opts="", again=False, args=()):
+    """Release 1 then release 2 mounted (with mount ARGS) through one store, every file
+    read and compared: the block names nginx served for release 2 (with AGAIN, and for a
+    second mount of it)."""
     with origin_of(www, tmp_path / "nginx") as origin:
         o = "cache_dir=%s%s" % (cache, opts and "," + opts)
-        with mount_image(origin.url(REPO + "/app-1.stp"), None, "-o", o) as mnt:
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, *args, "-o", o) as mnt:
             assert_same_tree(releases[0], mnt)
         seen = len(origin.uris())
-        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o) as mnt:
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, *args, "-o", o) as mnt:
             assert_same_tree(releases[1], mnt)
         got = block_requests(origin, seen)
         if not again:
             return got
         seen = len(origin.uris())
-        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o) as mnt:
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, *args, "-o", o) as mnt:
             assert_same_tree(releases[1], mnt)
         return got, block_requests(origin, seen)
 
@@ -89,7 +95,6 @@ def test_update_fetches_deltas(releases, images, tmp_path, squid_dir, proxy):
     www, cache = tmp_path / "www", tmp_path / "cache"
     idx1, idx2, parsed = publish_pair(images, www)
     h1, h2 = hashes(idx1), hashes(idx2)
-    by_block = {d["block"]: d for d in parsed["deltas"]}
     if proxy:
         _, refresh = readme_config()
         with httputil.squid(squid_dir, refresh=refresh) as p:
@@ -98,6 +103,13 @@ def test_update_fetches_deltas(releases, images, tmp_path, squid_dir, proxy):
         got, again = mount_pair(releases, www, tmp_path, cache, again=True)
     # the deltas were kept in the store: a second mount rebuilds from there
     assert again == [], again
+    assert_fetched_deltas(got, parsed, h1, h2)
+
+
+def assert_fetched_deltas(got, parsed, h1, h2):
+    """GOT, the names fetched for release 2, are its new blocks, a delta for each that has
+    one."""
+    by_block = {d["block"]: d for d in parsed["deltas"]}
     want = set()
     for i, h in enumerate(h2):
         if h in h1:
@@ -164,28 +176,121 @@ def test_base_may_be_the_published_index(images, tmp_path):
     assert not (tmp_path / "www3").exists()
 
 
-def test_verified_mount_fetches_blocks_not_deltas(releases, images, tmp_path):
-    """A signed release mounted with its key: the signature covers the stored bytes, which
-    a rebuilt block cannot be checked against, so the mount fetches the blocks."""
+def signed_pair(images, tmp_path, signer=None):
+    """Both releases signed (by `stipple sign`, or SIGNER(src, dst, key)) and published as
+    publish_pair does: (public key, index 1, index 2, index 2 parsed)."""
     sec, pub = tmp_path / "k.key", tmp_path / "k.pub"
     run([STIPPLE, "keygen", sec, pub], check=True)
     signed = []
     for img in images:
         signed.append(tmp_path / os.path.basename(img))
+        if signer:
+            signer(img, signed[-1], sec)
+            continue
         shutil.copy(img, signed[-1])
         run([STIPPLE, "sign", signed[-1], sec], check=True)
-    www, cache = tmp_path / "www", tmp_path / "cache"
-    idx1, idx2, parsed = publish_pair(signed, www)
-    new = set(hashes(idx2)) - set(hashes(idx1))
+    return (pub,) + publish_pair(signed, tmp_path / "www")
+
+
+def test_verified_mount_fetches_deltas(releases, images, tmp_path):
+    """Signed releases mounted with their key through one store: release 2 fetches the
+    deltas, each rebuilt block checked against its signed content hash."""
+    pub, idx1, idx2, parsed = signed_pair(images, tmp_path)
+    got = mount_pair(releases, tmp_path / "www", tmp_path, tmp_path / "cache",
+                     args=("--verify", pub))
+    assert_fetched_deltas(got, parsed, hashes(idx1), hashes(idx2))
+
+
+def window_log(size):
+    """common/delta.c's: the least power of two (from 2^10) that holds SIZE bytes."""
+    log = 10
+    while (1 << log) < size:
+        log += 1
+    return log
+
+
+def forge_delta(www, idx2, parsed, tmp_path):
+    """Replaces release 2's first delta by one that rebuilds other content (every 512th
+    byte changed) from the same bases, checked with the zstd program, and edits the
+    index to vouch for it, checksum and all, as a hostile server could: (the delta
+    entry, the forged delta's name)."""
+    d = parsed["deltas"][0]
+    full = hashes(idx2)[d["block"]]
+    zstd = lambda *a: subprocess.run(["zstd", *a], check=True,  # noqa: E731
+                                     capture_output=True).stdout
+    content = bytearray(zstd("-dc", block_file(www, bytes.fromhex(full))))
+    for i in range(0, len(content), 512):
+        content[i] ^= 0x55
+    prefix = b"".join(zstd("-dc", block_file(www, b)) for b in d["bases"])
+    (tmp_path / "prefix").write_bytes(prefix)
+    (tmp_path / "lie").write_bytes(content)
+    delta = zstd("-19", "-c", "--no-check", "--long=%d" % window_log(len(prefix) + len(content)),
+                 "--patch-from=%s" % (tmp_path / "prefix"), tmp_path / "lie")
+    (tmp_path / "forged").write_bytes(delta)
+    assert zstd("-dc", "--long=31", "--patch-from=%s" % (tmp_path / "prefix"),
+                tmp_path / "forged") == content
+    sha = hashlib.sha256(delta).digest()
+    block_file(www, sha).parent.mkdir(parents=True, exist_ok=True)
+    block_file(www, sha).write_bytes(delta)
+    with open(idx2, "rb") as f:
+        index = bytearray(f.read())
+    at = len(index) - pubindex.DELTA * len(parsed["deltas"])
+    struct.pack_into("<I", index, at + 8, len(delta))
+    index[at + 24:at + 56] = sha
+    index[at + 56:at + 88] = hashlib.sha256(content).digest()
+    count = len(parsed["entries"])
+    entries = index[pubindex.HDR:pubindex.HDR + pubindex.ENTRY * count]
+    struct.pack_into("<Q", index, 40, pubindex.xxh3(bytes(index[:40] + index[48:64] + entries +
+                                                          index[at - 0:])))
+    assert pubindex.parse(bytes(index))["deltas"][0]["delta"] == sha  # a valid index
+    with open(idx2, "wb") as f:
+        f.write(index)
+    return d, sha.hex()
+
+
+def test_hostile_delta_is_refused_by_the_verifying_daemon(releases, images, tmp_path):
+    """A forged delta the fetcher cannot tell from a good one (the index vouches for it):
+    a mount that does not verify serves its bytes, the proof it is a lie the fetcher lets
+    through; a verified mount refuses it after fetching it and reads the block: the tree
+    is the source's."""
+    www = tmp_path / "www"
+    pub, idx1, idx2, parsed = signed_pair(images, tmp_path)
+    d, forged = forge_delta(www, idx2, parsed, tmp_path)
+    full = hashes(idx2)[d["block"]]
     with origin_of(www, tmp_path / "nginx") as origin:
-        o = "cache_dir=%s" % cache
-        with mount_image(origin.url(REPO + "/app-1.stp"), None, "--verify", pub, "-o", o) as mnt:
-            assert_same_tree(releases[0], mnt)
-        seen = len(origin.uris())
-        with mount_image(origin.url(REPO + "/app-2.stp"), None, "--verify", pub, "-o", o) as mnt:
-            assert_same_tree(releases[1], mnt)
-        got = block_requests(origin, seen)
-    assert sorted(got) == sorted(new), "a verified mount fetched a delta"
+        for args, cache in (((), "plain"), (("--verify", pub), "verified")):
+            o = "cache_dir=%s" % (tmp_path / cache)
+            with mount_image(origin.url(REPO + "/app-1.stp"), None, *args, "-o", o) as mnt:
+                assert_same_tree(releases[0], mnt)
+            seen = len(origin.uris())
+            with mount_image(origin.url(REPO + "/app-2.stp"), None, *args, "-o", o) as mnt:
+                diffs = treeutil.compare_trees(releases[1], mnt)
+            got = block_requests(origin, seen)
+            assert forged in got, "the forged delta was not asked for"
+            if not args:
+                assert diffs, "the forged delta was not used: the test proves nothing"
+                assert full not in got
+                continue
+            assert not diffs, "\n".join(diffs[:20])
+            assert full in got and got.index(forged) < got.index(full)
+
+
+def test_verified_mount_of_a_release_signed_without_content_hashes(releases, images,
+                                                                   tmp_path):
+    """Signed as an older stipple signs (no content hashes; this suite's own signer): a
+    verified mount fetches the blocks, never the deltas."""
+    mount_verify = pytest.importorskip("test_mount_verify")
+    key = mount_verify.Key(tmp_path, "old")
+
+    def signer(src, dst, sec):
+        mount_verify.sign(src, dst, key, content=False)
+        shutil.copy(key.pub, tmp_path / "k.pub")
+
+    pub, idx1, idx2, parsed = signed_pair(images, tmp_path, signer)
+    got = mount_pair(releases, tmp_path / "www", tmp_path, tmp_path / "cache",
+                     args=("--verify", pub))
+    assert sorted(got) == sorted(set(hashes(idx2)) - set(hashes(idx1))), \
+        "a verified mount used a delta it could not check"
 
 
 @pytest.mark.parametrize("plant", ["linked_fanout", "fifo"])

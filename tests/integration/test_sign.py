@@ -2,6 +2,8 @@
 """Signed images (issue 16): stipple keygen, sign, verify, mkstipple --sign, and what
 info and check say of them. OpenSSL's own command reads the keys, as an independent
 reader; the byte-flip sweep checks that no byte of a signed image can change unseen."""
+import hashlib
+import json
 import os
 import random
 import re
@@ -106,7 +108,9 @@ def test_sign_verify_round_trip(signed):
     assert data[len(signed["unsigned"]):][:8] == b"STPSIGN1"
     pages = -(-sb["meta_size"] // imageutil.META_PAGE_SIZE)  # a hash for each page too
     assert sb["meta_codec"] == imageutil.META_CODEC_PAGES
-    assert len(data) == len(signed["unsigned"]) + 120 + 32 * (sb["block_count"] + 2 + pages)
+    # and a content hash for each block (stipple(5), feature bit 7)
+    assert sb["feat_incompat"] & imageutil.FEAT_CONTENT_HASHES
+    assert len(data) == len(signed["unsigned"]) + 120 + 32 * (2 * sb["block_count"] + 2 + pages)
     info = run([STIPPLE, "info", image], check=True).stdout
     assert re.search(r"signed:\s+yes, key %s" % signed["key_id"], info)
     unsigned = signed["tmp"] / "u.stp"
@@ -117,6 +121,47 @@ def test_sign_verify_round_trip(signed):
     # the file is readable as before
     r = run([STIPPLE, "cat", image, "f1.txt"], check=True)
     assert r.stdout == (signed["src"] / "f1.txt").read_text()
+
+
+def content_hashes(image):
+    """Each block's content hash as the zstd program (an independent decoder) makes it from
+    the block's stored bytes; zeros for a block that is not one zstd frame."""
+    data = read_file(image)
+    out = []
+    for b in json.loads(run([STIPPLE, "info", "--blocks", "--json", image],
+                            check=True).stdout)["block_table"]:
+        stored = data[b["offset"]:b["offset"] + b["stored"]]
+        if b["codec"] != "zstd":
+            out.append(bytes(32))
+            continue
+        content = subprocess.run(["zstd", "-dc"], input=stored, check=True,
+                                 capture_output=True).stdout
+        assert len(content) == b["decoded"]
+        out.append(hashlib.sha256(content).digest())
+    return out
+
+
+def test_signature_holds_content_hashes(signed, tmp_path):
+    """The signature block's last block_count entries are the blocks' content hashes, by
+    stipple sign and by mkstipple --sign alike; a BCJ-filtered block's is of its content
+    still filtered (the zstd program knows no BCJ)."""
+    big = tmp_path / "big"
+    shutil.copytree(signed["src"], big)
+    shutil.copy("/bin/ls", big / "ls")  # machine code: BCJ-filtered blocks
+    with open(big / "r.bin", "wb") as f:
+        f.write(random.Random(7).randbytes(200 << 10))  # stored raw
+    image = build(big, tmp_path / "b.stp", "--sign", signed["sec"])
+    table = json.loads(run([STIPPLE, "info", "--blocks", "--json", image],
+                           check=True).stdout)["block_table"]
+    assert any(b["filter"] != "none" for b in table) and any(b["codec"] == "raw" for b in table)
+    for img in (signed["image"], image):
+        data = read_file(img)
+        sb = imageutil.superblock(data)
+        n = sb["block_count"]
+        assert data[-32 * n:] == b"".join(content_hashes(img)), img
+    assert verify(image, signed["pub"]).returncode == 0
+    assert re.search(r"features:.*\bcontent-hashes\b", run([STIPPLE, "info", image],
+                                                            check=True).stdout)
 
 
 def test_verify_with_another_key_fails(signed):
@@ -174,14 +219,18 @@ def test_mkstipple_sign_equals_build_then_sign(signed, tmp_path):
 def test_check_of_a_signed_image_checks_the_hashes(signed, tmp_path):
     r = run([STIPPLE, "check", signed["image"]], check=True)
     assert "signed hashes match" in r.stdout
-    # a changed byte of the last block that XXH3 alone would also catch; and one in the
-    # hash table itself, which only the signed hashes catch
-    data = bytearray(read_file(signed["image"]))
-    data[-1] ^= 1
-    (tmp_path / "h.stp").write_bytes(data)
-    r = run([STIPPLE, "check", tmp_path / "h.stp"])
-    assert r.returncode == 1 and "signed hash" in r.stderr
-    assert run([STIPPLE, "cat", tmp_path / "h.stp", "f0.txt"]).returncode == 0
+    # a changed byte in the hash table itself, which only the signed hashes catch: the
+    # last stored part's (a metadata page's), then the last block's content hash (the
+    # table's last entry), which check decodes the block again for
+    n = imageutil.superblock(read_file(signed["image"]))["block_count"]
+    for at, says in ((-32 * n - 1, "metadata page 0 does not match its signed hash"),
+                     (-1, "block 1 does not match its signed content hash")):
+        data = bytearray(read_file(signed["image"]))
+        data[at] ^= 1
+        (tmp_path / "h.stp").write_bytes(data)
+        r = run([STIPPLE, "check", tmp_path / "h.stp"])
+        assert r.returncode == 1 and says in r.stderr, r.stderr
+        assert run([STIPPLE, "cat", tmp_path / "h.stp", "f0.txt"]).returncode == 0
 
 
 def test_byte_flip_sweep(signed, tmp_path):

@@ -179,18 +179,19 @@ static void test_sb_rejects(void)
 
 	/* Valid but unsupported: named by the bit that is not known. */
 	CHECK_EQ(decode_changed(8, 2, 4, 1, &bad), -EPROTONOSUPPORT);    /* version too new */
-	CHECK_EQ(decode_changed(32, 0x83, 8, 1, &bad), -EPROTONOSUPPORT);
-	CHECK_EQ(bad, 1ull << 7);
+	CHECK_EQ(decode_changed(32, 0x103, 8, 1, &bad), -EPROTONOSUPPORT);
+	CHECK_EQ(bad, 1ull << 8);
 	CHECK_EQ(decode_changed(32, 0x8000000000000003ull, 8, 1, &bad), -EPROTONOSUPPORT);
 	CHECK_EQ(bad, 1ull << 63);
 	CHECK_EQ(decode_changed(24, 0x10, 8, 1, &bad), -EPROTONOSUPPORT); /* ro_compat */
 	CHECK_EQ(bad, 0x10);
 
 	/* Every known incompatible feature is accepted (paged metadata: with its codec, see
-	 * test_sb_paged; hot blocks with their size, test_sb_hot_blocks); compat bits never
-	 * matter. */
+	 * test_sb_paged; hot blocks with their size, test_sb_hot_blocks; content hashes when
+	 * signed, test_sb_content_hashes); compat bits never matter. */
 	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN & ~STP_FEAT_INCOMPAT_META_PAGES &
-				~STP_FEAT_INCOMPAT_HOT_BLOCKS, 8, 1, &bad), 0);
+				~STP_FEAT_INCOMPAT_HOT_BLOCKS & ~STP_FEAT_INCOMPAT_CONTENT_HASHES,
+				8, 1, &bad), 0);
 	CHECK_EQ(decode_changed(32, STP_FEAT_INCOMPAT_KNOWN, 8, 1, &bad), -EUCLEAN);
 	CHECK_EQ(decode_changed(16, ~0ull & ~STP_FEAT_COMPAT_SIGNED, 8, 1, &bad), 0);
 	/* but the signed bit needs its signature block */
@@ -238,7 +239,8 @@ static void test_sb_signed(void)
 	put_le(got, 156, GOLD_SIG_SIZE + 32, 8);
 	seal(got);
 	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
-	CHECK(why && !strcmp(why, "signature size does not match block_count and the metadata pages"));
+	CHECK(why && !strcmp(why, "signature size does not match block_count, the metadata "
+				  "pages and the content-hashes bit"));
 	memcpy(got, gold, sizeof(got));
 	put_le(got, 148, GOLD_SIG_OFF - 1, 8);               /* ends before image_size */
 	seal(got);
@@ -267,6 +269,61 @@ static void test_sb_signed(void)
 	got[200] = 1;                                        /* reserved, signed or not */
 	seal(got);
 	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+}
+
+/* The golden superblock signed with content hashes: feature bit 7, and 0x1235 more
+ * hashes: 120 + 32 * (2 * 0x1235 + 2) = 0x48df8 bytes, ending the 2^41-byte image. */
+#define GOLD_CH_SIG_SIZE 0x48df8ull
+
+static void golden_content_hashes(uint8_t out[STP_SB_SIZE])
+{
+	/* 148: sig_offset, 156: sig_size */
+	static const uint8_t fields[] = { 0x08, 0x72, 0xfb, 0xff, 0xff, 0x01, 0x00, 0x00,
+					  0xf8, 0x8d, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00 };
+
+	golden_signed(out);
+	out[32] = 0x83;
+	memcpy(out + 148, fields, sizeof(fields));
+	seal(out);
+}
+
+static void test_sb_content_hashes(void)
+{
+	struct stp_superblock want = golden_sb, sb;
+	uint8_t gold[STP_SB_SIZE], got[STP_SB_SIZE];
+	const char *why;
+	uint64_t bad;
+
+	want.feat_compat |= STP_FEAT_COMPAT_SIGNED;
+	want.feat_incompat |= STP_FEAT_INCOMPAT_CONTENT_HASHES;
+	want.sig_offset = 0x20000000000ull - GOLD_CH_SIG_SIZE;
+	want.sig_size = GOLD_CH_SIG_SIZE;
+	CHECK_EQ(stp_sig_nstored(&want), 0x1235 + 2);
+	CHECK_EQ(stp_sig_nhashes(&want), 2 * 0x1235 + 2);
+	CHECK_EQ(stp_sig_hash_content(&want, 0), 0x1235 + 2);
+	CHECK_EQ(stp_sig_hash_content(&want, 0x1234), 2 * 0x1235 + 1);
+	golden_content_hashes(gold);
+	stp_sb_encode(&want, got);
+	check_bytes("superblock signed with content hashes", got, gold, STP_SB_SIZE);
+	CHECK_EQ(stp_sb_decode_reason(gold, &sb, &bad, &why), 0);
+	CHECK_EQ(sb.feat_incompat, want.feat_incompat);
+	CHECK_EQ(sb.sig_size, GOLD_CH_SIG_SIZE);
+	/* the bit without its hashes, the hashes without the bit */
+	golden_signed(got);
+	got[32] = 0x83;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	CHECK(why && !strncmp(why, "signature size does not match", 29));
+	memcpy(got, gold, sizeof(got));
+	got[32] = 0x03;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	/* and never on an unsigned image */
+	memcpy(got, golden_sb_bytes, sizeof(got));
+	got[32] = 0x83;
+	seal(got);
+	CHECK_EQ(stp_sb_decode_reason(got, &sb, &bad, &why), -EUCLEAN);
+	CHECK(why && !strcmp(why, "content-hashes feature bit set on an unsigned image"));
 }
 
 /* The golden superblock with paged metadata: feature bit 3, meta_codec 2, and as
@@ -368,6 +425,11 @@ static void test_sighdr(void)
 	memcpy(got, want, sizeof(got));
 	got[112] = 4;
 	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), -EUCLEAN);       /* nhashes != blocks + 2 */
+	sb.feat_incompat = STP_FEAT_INCOMPAT_CONTENT_HASHES;          /* 3 more: 8 */
+	CHECK_EQ(stp_sighdr_decode(want, &sb, &d), -EUCLEAN);
+	got[112] = 8;
+	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), 0);
+	sb.feat_incompat = 0;
 	memcpy(got, want, sizeof(got));
 	got[8] = 2;
 	CHECK_EQ(stp_sighdr_decode(got, &sb, &d), -EPROTONOSUPPORT); /* unknown hash */
@@ -1186,6 +1248,7 @@ int main(void)
 	RUN(test_sb_rejects);
 	RUN(test_sb_bounds);
 	RUN(test_sb_signed);
+	RUN(test_sb_content_hashes);
 	RUN(test_sb_paged);
 	RUN(test_sb_hot_blocks);
 	RUN(test_sb_bcj_relative);

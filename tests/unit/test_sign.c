@@ -284,6 +284,38 @@ static void test_open_hashes_what_it_decodes(void)
 	stp_sign_seckey_free(key);
 }
 
+/* stp_sign_image sets the content-hashes bit and hashes each block's content after the
+ * stored parts: a raw block has none a delta rebuilds, so zeros. The image opens
+ * verified. */
+static void test_content_hashes(void)
+{
+	struct stp_seckey *key = NULL;
+	struct stp_superblock sb;
+	struct stp_pubkey pub;
+	uint8_t *bytes = NULL, zero[STP_SIG_HASH_LEN] = { 0 };
+	size_t len = 0;
+	uint64_t bad;
+
+	CHECK_EQ(stp_sign_keygen(&key), 0);
+	if (key)
+		bytes = signed_image(key, &len);
+	CHECK(bytes);
+	if (!bytes) {
+		stp_sign_seckey_free(key);
+		return;
+	}
+	CHECK_EQ(stp_sb_decode(bytes, &sb, &bad), 0);
+	CHECK(sb.feat_incompat & STP_FEAT_INCOMPAT_CONTENT_HASHES);
+	CHECK_EQ(sb.block_count, 1);
+	CHECK_EQ(sb.sig_size, stp_sig_size(2 * sb.block_count + 2));
+	CHECK(!memcmp(bytes + sb.sig_offset + STP_SIG_HDR_SIZE +
+			      stp_sig_hash_content(&sb, 0) * STP_SIG_HASH_LEN, zero, sizeof(zero)));
+	stp_sign_seckey_pubkey(key, &pub);
+	CHECK_EQ(open_swapped(bytes, len, bytes, &pub, &(unsigned){ 0 }), 0);
+	free(bytes);
+	stp_sign_seckey_free(key);
+}
+
 /* The stored part PART of IMG read into BUF, compared with LEN bytes of the image file at
  * OFF: 1 when they are the same. */
 static int read_stored_is(const struct stp_image *img, uint64_t part, uint8_t *buf,
@@ -356,5 +388,6 @@ int main(void)
 	RUN(test_flips);
 	RUN(test_open_hashes_what_it_decodes);
 	RUN(test_read_stored);
+	RUN(test_content_hashes);
 	return tap_done();
 }
