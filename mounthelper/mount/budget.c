@@ -14,8 +14,8 @@
 #include "monlog.h"
 #include "mountopts.h"
 #include "prime.h"
+#include "pubindex.h"
 #include "published.h"
-#include "store.h"
 #include "warm.h"
 
 /* Besides blocks, metadata and the bookkeeping sized by the image (stp_daemon_memory),
@@ -51,10 +51,13 @@ uint64_t stp_budget_fetcher(const struct stp_mount_opts *o, const struct stp_sup
 			    uint64_t index_len)
 {
 	uint64_t buffers = (uint64_t)stp_fetcher_channels(o) * stp_cache_buffer_bytes(sb);
-	uint64_t files = stp_store_files_max(sb, UINT64_MAX); /* a block, its delta, bases */
+	/* as the store hands them (store.h; not called: the store links libcrypto) */
+	uint64_t files = sb->block_count * STP_PUBINDEX_FILES_PER_BLOCK;
 
 	if (!index_len)
 		return 0;
+	if (files > STP_FETCH_STORE_MAX)
+		files = STP_FETCH_STORE_MAX;
 	return index_len + (buffers < STP_PUBLISHED_BUFFERS_MAX ? buffers : STP_PUBLISHED_BUFFERS_MAX) +
 	       files * STORE_FILE_BYTES;
 }

@@ -427,8 +427,7 @@ uint64_t stp_store_writable_max(uint64_t limit, uint64_t file_max)
 
 uint64_t stp_store_files_max(const struct stp_superblock *sb, uint64_t offered)
 {
-	/* each block, its delta and the delta's two bases at most (stipple(5)) */
-	uint64_t slots = sb->block_count * (2 + STP_PUBINDEX_BASES_MAX);
+	uint64_t slots = sb->block_count * STP_PUBINDEX_FILES_PER_BLOCK; /* stipple(5) */
 	uint64_t n = offered < slots ? offered : slots;
 
 	return n < STP_FETCH_STORE_MAX ? n : STP_FETCH_STORE_MAX;
