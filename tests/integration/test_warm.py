@@ -28,6 +28,7 @@ from conftest import (IS_ROOT, MKSTIPPLE, MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STI
 import imageutil
 from imageutil import HOLE_MIN, HOT_PAGE, RANGE_MARGIN
 import treeutil
+from pagecache import nonresident_pages
 
 
 
@@ -1314,7 +1315,15 @@ def test_pieces_after_a_files_end_stay_page_aligned(tmp_path):
     with live_mount(image, "--warm-workers", "1", "--cache-budget", "64") as (mnt, _):
         assert status(mnt, "--wait", "--timeout", "60").returncode == 0
         time.sleep(0.2)
-        before = raw_status(mnt)["blocks_decoded"]
-        for a, b in hot_spans([(294912, size), (0, 135168)], size) or [(0, size)]:
+        st = raw_status(mnt)
+        spans = hot_spans([(294912, size), (0, 135168)], size) or [(0, size)]
+        # every hot page went in: a page straddling two blocks could not have
+        assert st["warm_stored_bytes"] == sum(b - a for a, b in spans), st
+        assert st["warm_store_failures"] == 0, st
+        # the kernel may have reclaimed a pushed page since (pagecache.py); each costs a decode
+        gone = nonresident_pages(os.path.join(mnt, "f"), spans)
+        before = st["blocks_decoded"]
+        for a, b in spans:
             assert pread_random(mnt, "f", [(a, b - a)])[0] == content[a:b]
-        assert raw_status(mnt)["blocks_decoded"] == before, raw_status(mnt)
+        st = raw_status(mnt)
+        assert st["blocks_decoded"] - before <= len(gone), (gone, st)
