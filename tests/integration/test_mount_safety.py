@@ -5,6 +5,7 @@ for a symlink, the hot list of record= when the mount fails, the watcher it leav
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -400,6 +401,43 @@ def test_record_in_the_foreground_is_in_place_when_the_monitor_returns(gen_image
     text = hot.read_bytes()
     assert text and b"/old/path" not in text, text[:400]
     assert sorted(os.listdir(tmp_path)) == ["hot.list", "mnt"]
+
+
+def test_record_flushes_its_directory_after_the_rename(gen_image, mnt, tmp_path):
+    """A rename is on disk once its directory is: after renaming the list over its name,
+    the monitor opens the directory and fsyncs it (strace, an independent witness)."""
+    hot = tmp_path / "hot.list"
+    log = tmp_path / "strace.log"
+    proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "signal=none", "-e",
+                             "trace=openat,fsync,renameat,renameat2", "-o", log, STIPPLE,
+                             "mount", "-f", "-o", "noprime", "--record", hot, gen_image, mnt],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not is_mounted(mnt) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        read_some(mnt)
+        unmount(mnt)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        unmount(mnt)
+    assert proc.returncode == 0, err
+    assert hot.read_bytes()
+    calls = log.read_text().splitlines()
+    renamed = [i for i, c in enumerate(calls)
+               if re.search(r'rename\w*\(\d+, "hot\.list\.tmp\.[0-9a-f]+", \d+, "hot\.list"', c)
+               and c.endswith("= 0")]
+    assert len(renamed) == 1, "\n".join(calls[-40:])
+    pid = calls[renamed[0]].split()[0]
+    after = [c for c in calls[renamed[0] + 1:] if c.split()[0] == pid]
+    opened = re.search(r'openat\(\d+, "\.", O_RDONLY\|[A-Z_|]*\) = (\d+)', after[0] if after else "")
+    assert opened, after[:3]
+    assert any(re.match(r"%s +fsync\(%s\) += 0" % (pid, opened.group(1)), c) for c in after), after
 
 
 def test_record_refuses_a_fifo_or_a_device(gen_image, mnt, tmp_path):
