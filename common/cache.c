@@ -476,7 +476,8 @@ static size_t stored_from(const struct stp_cache *c, const struct stp_blockent *
 /* Outside the lock, before E's decode goes on: a block whose frame ends in zero blocks
  * (a cut, or a block padded at a stable boundary) is decoded up to them only. A reused
  * buffer gives back the pages between its body and its stored bytes, which then read as
- * zeros (those of the body's last page cleared, as the unfilter may read them). The
+ * zeros. The bytes up to the page past the body are cleared in any buffer: the unfilter
+ * may read them, and a refused content (imgsrc.h) may have written them. The
  * charge stays a full buffer's while the decode runs: the whole buffer is mapped. */
 static void fit_body(struct stp_cache *c, struct entry *e, size_t from, int reused)
 {
@@ -487,10 +488,10 @@ static void fit_body(struct stp_cache *c, struct entry *e, size_t from, int reus
 	end = body + STP_DECODE_TAIL_SLACK < e->size ? body + STP_DECODE_TAIL_SLACK : e->size;
 	keep = page_up(end);
 	/* FROM, where the stored bytes lie, is past KEEP: stp_image_decode_body leaves room */
-	if (reused) {
-		memset(e->data + body, 0, keep - body);
+	/* a fresh buffer too: a refused content (stp_imgsrc content) may have written there */
+	memset(e->data + body, 0, keep - body);
+	if (reused)
 		madvise(e->data + keep, from - keep, MADV_DONTNEED);
-	}
 	pthread_mutex_lock(&c->lock);
 	e->body = end;
 	e->short_body = 1;

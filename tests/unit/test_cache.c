@@ -32,6 +32,8 @@
 #include "fileread.h"
 #include "format.h"
 #include "image.h"
+#include "image_internal.h"
+#include "imgsrc.h"
 #include "log.h"
 
 #include "check.h"
@@ -1033,6 +1035,7 @@ static struct {
 	uint32_t blocks;
 	uint8_t frame[ZBS / 8];
 	size_t flen;
+	unsigned filter;
 } crafted;
 
 static int write_frames_image(int fd)
@@ -1051,6 +1054,7 @@ static int write_frames_image(int fd)
 		.data_size = (uint64_t)crafted.blocks << crafted.log, .block_count = crafted.blocks,
 		.meta_stored_size = meta_size, .meta_size = meta_size,
 		.meta_codec = STP_CODEC_RAW, .inode_count = 1,
+		.feat_incompat = crafted.filter ? STP_FEAT_INCOMPAT_BCJ_X86 : 0,
 	};
 	int rc = 0;
 
@@ -1062,7 +1066,7 @@ static int write_frames_image(int fd)
 		struct stp_blockent be = {
 			.offset = STP_SB_SIZE + b * (uint64_t)crafted.flen,
 			.stored_size = (uint32_t)crafted.flen, .codec = STP_CODEC_ZSTD,
-			.filter = STP_FILTER_NONE, .checksum = stp_checksum(crafted.frame, crafted.flen),
+			.filter = crafted.filter, .checksum = stp_checksum(crafted.frame, crafted.flen),
 		};
 
 		stp_blockent_encode(&be, meta + BLOCK_OFF + b * STP_BLOCKENT_SIZE);
@@ -1302,6 +1306,86 @@ static void test_short_block_tail(void)
 	stp_cache_release(cache, &ref);
 	stp_cache_free(cache);
 	stp_image_close(img);
+}
+
+/* A content source that writes its bytes and then refuses them, as a fetcher's partial
+ * reply or a rebuilt block whose signed content hash does not match: the full block is
+ * decoded instead, over what the content left in the buffer. */
+static int refused_content(struct stp_imgsrc *src, uint64_t block, void *buf, size_t len)
+{
+	(void)src;
+	(void)block;
+	memset(buf, 0xAA, len);
+	return -ENOENT;
+}
+
+/* A cut block (zeros past its body) read from a fresh buffer after a refused content:
+ * the zeros past the body are zeros, not the refused bytes. */
+static void test_refused_content_leaves_no_tail(void)
+{
+	enum { BODY = 100000, LOG = 20 };
+	static uint8_t body[BODY], got[1u << LOG];
+	struct stp_image *img;
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+	uint64_t seed = 7;
+	size_t bad = 0;
+
+	for (size_t i = 0; i < BODY; i++)
+		body[i] = (uint8_t)(next_rand(&seed) % 64 + 'A');
+	img = open_frames_image(LOG, 1, body, BODY);
+	img->src->content = refused_content;
+	CHECK(stp_cache_new(img, 1, 0, &cache) == 0);
+	CHECK(stp_cache_get(cache, 0, &ref) == 0);
+	CHECK(stp_cache_read(cache, &ref, 0, sizeof(got), got) == 0);
+	CHECK(memcmp(got, body, BODY) == 0, " the body");
+	for (size_t i = BODY; i < sizeof(got); i++)
+		bad += got[i] != 0;
+	CHECK(bad == 0, " %zu bytes past the body are the refused content's", bad);
+	stp_cache_release(cache, &ref);
+	stp_cache_free(cache);
+	stp_image_close(img);
+}
+
+static void read_block0(struct stp_image *img, uint8_t *got, size_t len)
+{
+	struct stp_block_ref ref;
+	struct stp_cache *cache;
+
+	CHECK(stp_cache_new(img, 1, 0, &cache) == 0);
+	CHECK(stp_cache_get(cache, 0, &ref) == 0);
+	CHECK(stp_cache_read(cache, &ref, 0, len, got) == 0);
+	stp_cache_release(cache, &ref);
+	stp_cache_free(cache);
+}
+
+/* The same with the x86 filter and a body that ends in a call: undoing the filter on its
+ * last bytes reads the first bytes past the body, which must be zeros there too. */
+static void test_refused_content_leaves_the_unfilter_alone(void)
+{
+	enum { BODY = 100000, LOG = 20 };
+	static uint8_t body[BODY], good[1u << LOG], bad[1u << LOG];
+	struct stp_image *img;
+	uint64_t seed = 9;
+	uint8_t *whole;
+
+	for (size_t i = 0; i < BODY; i++)
+		body[i] = (uint8_t)(next_rand(&seed) % 64 + 'A');
+	memcpy(body + BODY - 4, "\xe8\x10\x20\x30", 4);
+	crafted.filter = STP_FILTER_X86;
+	img = open_frames_image(LOG, 1, body, BODY);
+	read_block0(img, good, sizeof(good));
+	whole = malloc(stp_image_block_buffer_size(img));
+	CHECK(whole && stp_image_decode_block(img, 0, whole) == 0);
+	CHECK(whole && !memcmp(whole, good, sizeof(good)), " the cache's read is the whole decode's");
+	free(whole);
+	stp_image_close(img);
+	img = open_frames_image(LOG, 1, body, BODY);
+	img->src->content = refused_content;
+	read_block0(img, bad, sizeof(bad));
+	stp_image_close(img);
+	crafted.filter = STP_FILTER_NONE;
+	CHECK(memcmp(good, bad, BODY) == 0, " the body's last call was unfiltered with other bytes");
 }
 
 /* In place, the stored bytes sit at the end of the buffer. A frame followed by a
@@ -1935,6 +2019,8 @@ int main(void)
 	RUN(test_populate);
 	RUN(test_zero_tail_memory);
 	RUN(test_short_block_tail);
+	RUN(test_refused_content_leaves_no_tail);
+	RUN(test_refused_content_leaves_the_unfilter_alone);
 	RUN(test_zero_tail_pins);
 	RUN(test_zero_tail_pinned);
 	code_image = open_written(write_code_image, "code test image");
