@@ -1319,8 +1319,6 @@ static int refused_content(struct stp_imgsrc *src, uint64_t block, void *buf, si
 	return -ENOENT;
 }
 
-/* A cut block (zeros past its body) read from a fresh buffer after a refused content:
- * the zeros past the body are zeros, not the refused bytes. */
 static void read_block0(struct stp_image *img, uint8_t *got, size_t len)
 {
 	struct stp_block_ref ref;
@@ -1333,6 +1331,8 @@ static void read_block0(struct stp_image *img, uint8_t *got, size_t len)
 	stp_cache_free(cache);
 }
 
+/* A cut block (zeros past its body) read from a fresh buffer after a refused content:
+ * the zeros past the body are zeros, not the refused bytes. */
 static void test_refused_content_leaves_no_tail(void)
 {
 	enum { BODY = 100000, LOG = 20 };
