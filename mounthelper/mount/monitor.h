@@ -45,8 +45,8 @@ int stp_monitor_open_key(int dir_fd, const char *name);
  * over its own only once whole, so that a crash or a full disk never leaves a cut list
  * there and no existing file is ever written. The directory PATH, O_PATH, as root through
  * no symbolic link anywhere (-ELOOP); TEMP made beneath it O_EXCL, not through a link,
- * 0644, for writing; then either fsync'd and renamed over NAME, the directory fsync'd
- * (skipped when it cannot be opened for reading: -EACCES), or removed. */
+ * 0644, for writing; then either fsync'd and renamed over NAME, the directory then
+ * fsync'd as far as it can be (0 once renamed), or removed. */
 int stp_monitor_open_record_dir(const char *path);
 int stp_monitor_record_create(int dir_fd, const char *temp);
 int stp_monitor_record_place(int dir_fd, int fd, const char *temp, const char *name);

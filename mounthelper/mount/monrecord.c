@@ -3,6 +3,7 @@
 #include "monrecord.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,6 +24,13 @@
 #include "setup.h"
 #include "util.h"
 
+/* As root, the watcher renames the list as the directory's owner, without capabilities
+ * (monitor.h): the owner's write and search rights are checked now, not at unmount. */
+static bool owner_may_rename(const struct stat *dir)
+{
+	return geteuid() != 0 || (dir->st_mode & (S_IWUSR | S_IXUSR)) == (S_IWUSR | S_IXUSR);
+}
+
 /* Root's walk to the directory follows no symbolic link (monitor.c); NAME there, if it
  * exists, must be a regular file (-ELOOP for a link, -EINVAL for anything else: it would
  * be replaced by the rename); TEMP is made new. FDS: the directory and TEMP. */
@@ -34,7 +42,11 @@ static int open_record_files(const char *dir, const char *name, const char *temp
 	fds[0] = stp_monitor_open_record_dir(dir);
 	if (fds[0] < 0)
 		return fds[0];
-	if (!fstatat(fds[0], name, &st, AT_SYMLINK_NOFOLLOW))
+	if (fstat(fds[0], &st))
+		err = -errno;
+	else if (!owner_may_rename(&st))
+		err = -EACCES;
+	else if (!fstatat(fds[0], name, &st, AT_SYMLINK_NOFOLLOW))
 		err = S_ISLNK(st.st_mode) ? -ELOOP : S_ISREG(st.st_mode) ? 0 : -EINVAL;
 	else if (errno != ENOENT)
 		err = -errno;
@@ -140,6 +152,10 @@ static void say_refused(const struct stp_mon *m, int err)
 			       "file by its resolved path)", path);
 	else if (err == -EINVAL)
 		stp_monlog_say(m->prog, "record=%s: not a regular file: refused", path);
+	else if (err == -EACCES && geteuid() == 0)
+		stp_monlog_say(m->prog, "record=%s: permission denied: the list is put in place as "
+			       "the owner of its directory, who needs write and search rights there",
+			       path);
 	else
 		stp_monlog_say(m->prog, "%s: %s", path, stp_strerror(err));
 }
@@ -242,7 +258,7 @@ void stp_monrecord_finish(struct stp_mon *m)
 			       "whole: the old one is kept", m->o->record);
 	else if (err == -ETIMEDOUT)
 		stp_monlog_say(m->prog, "warning: record=%s: its file system did not answer "
-			       "within %d s: the old list is kept", m->o->record,
+			       "within %d s: the new list may not be in place", m->o->record,
 			       STP_MOUNT_DEADLINE_MS / 1000);
 	else if (err)
 		stp_monlog_say(m->prog, "warning: record=%s: %s: the old one is kept",

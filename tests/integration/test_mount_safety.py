@@ -403,6 +403,25 @@ def test_record_in_the_foreground_is_in_place_when_the_monitor_returns(gen_image
     assert sorted(os.listdir(tmp_path)) == ["hot.list", "mnt"]
 
 
+def test_record_in_a_directory_its_owner_cannot_write_is_refused(gen_image, mnt, tmp_path):
+    """As root the list is renamed into place as the directory's owner, with no capability
+    over files: an owner without write and search rights there could never do it, so the
+    mount is refused at once, with the reason, instead of losing the list at unmount."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    os.chmod(d, 0o555)
+    try:
+        r = run([MOUNT_STIPPLE, gen_image, mnt, "-o", "noprime,record=%s" % (d / "hot.list")],
+                timeout=30)
+        unmount(mnt)
+        assert r.returncode == 32, r.stderr
+        assert "permission denied" in r.stderr and "owner of its directory" in r.stderr, r.stderr
+        assert not is_mounted(mnt)
+        assert os.listdir(d) == []
+    finally:
+        os.chmod(d, 0o755)
+
+
 def test_record_flushes_its_directory_after_the_rename(gen_image, mnt, tmp_path):
     """A rename is on disk once its directory is: after renaming the list over its name,
     the monitor opens the directory and fsyncs it (strace, an independent witness)."""
