@@ -6,6 +6,8 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "format.h"
+
 /* The window log that covers LEN bytes: the prefix and the content, as zstd needs to
  * reach back over both (at least zstd's least, at most STP_DELTA_WINDOW_LOG_MAX). */
 static int window_log(size_t len)
@@ -22,10 +24,10 @@ static int window_log(size_t len)
 static int decode_frame(ZSTD_DCtx *dc, const void *src, size_t len, void *dst, size_t cap,
 			int log, size_t *outlen)
 {
-	size_t frame = ZSTD_findFrameCompressedSize(src, len), n;
+	size_t n;
 
-	if (ZSTD_isError(frame) || frame != len)
-		return -EUCLEAN; /* not exactly one frame: no trailing bytes taken in */
+	if (!stp_delta_one_frame(src, len))
+		return -EUCLEAN; /* no trailing bytes taken in */
 	if (ZSTD_isError(ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, log)))
 		return -EUCLEAN;
 	n = ZSTD_decompressDCtx(dc, dst, cap, src, len);
@@ -33,6 +35,16 @@ static int decode_frame(ZSTD_DCtx *dc, const void *src, size_t len, void *dst, s
 		return -EUCLEAN;
 	*outlen = n;
 	return 0;
+}
+
+bool stp_delta_one_frame(const void *stored, size_t len)
+{
+	const uint8_t *p = stored;
+	size_t frame = ZSTD_findFrameCompressedSize(stored, len);
+
+	/* a data frame, not a skippable one, which the size alone would pass */
+	return !ZSTD_isError(frame) && frame == len && len >= 4 &&
+	       stp_le32(p) == ZSTD_MAGICNUMBER;
 }
 
 int stp_delta_content(const void *stored, size_t len, void *out, size_t cap, size_t *outlen)

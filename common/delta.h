@@ -18,10 +18,15 @@
 #ifndef STP_DELTA_H
 #define STP_DELTA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The largest window a delta may ask of its decoder: two bases and a block of 1 GiB. */
 #define STP_DELTA_WINDOW_LOG_MAX 31
+
+/* Whether STORED (LEN bytes) is exactly one zstd frame, the only kind of block a delta
+ * rebuilds and a content hash covers (a block may hold a skippable or a second frame). */
+bool stp_delta_one_frame(const void *stored, size_t len);
 
 /* The content of the stored block at STORED (LEN bytes, a zstd frame without a
  * dictionary) into OUT (CAP bytes): *OUTLEN bytes. -EUCLEAN: not one such frame, or

@@ -90,7 +90,8 @@ int img_read_signature(struct stp_image *img, const struct stp_pubkey *key)
 }
 
 /* Whether IMG's signed content hash of block BLOCK is that of its stored bytes STORED
- * (LEN) decoded into CONTENT (a block's size), or zeros when it is not a zstd block. */
+ * (LEN) decoded into CONTENT (a block's size), or zeros when it is not a zstd block of
+ * one frame. */
 static bool content_hash_ok(const struct stp_image *img, uint64_t block,
 			    const struct stp_blockent *be, const uint8_t *stored, size_t len,
 			    uint8_t *content)
@@ -99,7 +100,7 @@ static bool content_hash_ok(const struct stp_image *img, uint64_t block,
 	uint64_t at = stp_sig_hash_content(&img->sb, block);
 	size_t want = stp_image_block_decoded_size(img, block), clen;
 
-	if (be->codec != STP_CODEC_ZSTD)
+	if (be->codec != STP_CODEC_ZSTD || !stp_delta_one_frame(stored, len))
 		return !memcmp(img->hashes + at * STP_SIG_HASH_LEN, zero, sizeof(zero));
 	return !stp_delta_content(stored, len, content, want, &clen) && clen == want &&
 	       img_hash_ok(img, at, content, clen);

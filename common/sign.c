@@ -30,8 +30,8 @@ static int hash_part(const struct stp_image *img, uint64_t part, uint8_t *buf, s
 }
 
 /* The hash of block BLOCK's content (delta.h) from its stored bytes STORED (LEN), into
- * OUT; CONTENT holds a block. Only a zstd block has a content a delta rebuilds: any
- * other's hash is zeros, which no reader uses. */
+ * OUT; CONTENT holds a block. Only a zstd block of one frame has a content a delta
+ * rebuilds: any other's hash is zeros, which no reader uses. */
 static int hash_content(const struct stp_image *img, uint64_t block, const uint8_t *stored,
 			size_t len, uint8_t *content, uint8_t out[STP_SIG_HASH_SIZE])
 {
@@ -40,7 +40,7 @@ static int hash_content(const struct stp_image *img, uint64_t block, const uint8
 	int rc = stp_image_block(img, block, &be);
 
 	memset(out, 0, STP_SIG_HASH_SIZE);
-	if (rc || be.codec != STP_CODEC_ZSTD)
+	if (rc || be.codec != STP_CODEC_ZSTD || !stp_delta_one_frame(stored, len))
 		return rc;
 	rc = stp_delta_content(stored, len, content, want, &clen);
 	if (!rc && clen != want)
