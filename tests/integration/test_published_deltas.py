@@ -27,7 +27,7 @@ from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fi
 import treeutil
 from conftest import STIPPLE, mount_image, run
 from test_published import (REPO, assert_same_tree, block_requests, hashes, images,  # noqa: F401
-                            origin_of, publish, read_all, readme_config, releases)
+                            origin_of, publish, read_all, readme_config, releases, stored)
 
 import pubindex
 
@@ -312,3 +312,44 @@ def test_base_index_blocks_are_not_followed_nor_waited_on(images, tmp_path, plan
             timeout=60)
     assert r.returncode != 0 and "blocks/%s/%s" % (sha[:2], sha) in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_block_in_the_store_is_read_without_its_delta(releases, images, tmp_path):
+    """Release 2's blocks already in the store (a mount of release 2 published without
+    --base filled it): a mount of the release with deltas rebuilds nothing, and asks for
+    no delta."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    shutil.copy(images[1], tmp_path / "full.stp")
+    publish([tmp_path / "full.stp"], www, "stipple")  # the same blocks, no delta table
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s" % cache
+        for name in ("app-1.stp", "full.stp", "app-2.stp"):
+            seen = len(origin.uris())
+            with mount_image(origin.url(REPO + "/" + name), None, "-o", o) as mnt:
+                assert_same_tree(releases[name != "app-1.stp"], mnt)
+        got = block_requests(origin, seen)
+    assert got == [], "release 2's blocks were in the store, yet it fetched %s" % got
+
+
+def test_bases_are_offered_first_when_store_files_are_cut(releases, images, tmp_path):
+    """Descriptors for few store files (the mount's RLIMIT_NOFILE, which the fetcher
+    inherits, less the 64 it keeps for itself): the bases come first, so release 2 still
+    fetches its deltas, not their blocks."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    h2 = hashes(idx2)
+    nbases = len({b for d in parsed["deltas"] for b in d["bases"]})
+    assert nbases + 4 < len(parsed["entries"]), "the cut would not cut"
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s" % cache
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        seen = len(origin.uris())
+        nofile = "--nofile=%d:%d" % (64 + nbases + 4, 64 + nbases + 4)
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o,
+                         wrapper=("prlimit", nofile)) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin, seen)
+    for d in parsed["deltas"]:
+        assert d["delta"].hex() in got and h2[d["block"]] not in got, d["block"]
