@@ -55,6 +55,10 @@ struct stp_published {
 	uint64_t nbases;
 	int *base_fd;
 	int *delta_fd;            /* each delta file's in the store, or -1 (under LOCK) */
+	int *content_fd;          /* each rebuilt content's, or -1 (under LOCK) */
+	/* the slots past the bases as offered to the store, kind << 62 | number
+	 * (stp_published_order_slots; used by the thread that hands the store alone) */
+	uint64_t *order, norder;
 	uint64_t content_max, delta_max;
 	pthread_mutex_t rebuild;
 	uint8_t *prefix, *base_buf;
@@ -85,6 +89,28 @@ static int by_hash(const void *a, const void *b)
 	return memcmp(a, b, STP_PUBINDEX_HASH_LEN);
 }
 
+/* Kinds of store slots (published.h), as the order table holds them. */
+enum slot_kind { SLOT_BASE, SLOT_BLOCK, SLOT_DELTA, SLOT_CONTENT, SLOT_NONE };
+#define SLOT_SHIFT 62
+
+/* The slots past the bases, in the order a store is offered them until
+ * stp_published_order_slots knows better: the blocks, the delta files, the contents. */
+static int slot_table(struct stp_published *p)
+{
+	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
+
+	p->order = calloc(n + 2 * nd ? n + 2 * nd : 1, sizeof(*p->order));
+	if (!p->order)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		p->order[p->norder++] = (uint64_t)SLOT_BLOCK << SLOT_SHIFT | i;
+	for (uint64_t j = 0; j < nd; j++)
+		p->order[p->norder++] = (uint64_t)SLOT_DELTA << SLOT_SHIFT | j;
+	for (uint64_t j = 0; j < nd; j++)
+		p->order[p->norder++] = (uint64_t)SLOT_CONTENT << SLOT_SHIFT | j;
+	return 0;
+}
+
 /* The distinct bases the delta entries name, sorted, each with a store slot; and the
  * largest content and delta, which size a rebuild's buffers. */
 static int base_table(struct stp_published *p)
@@ -94,7 +120,8 @@ static int base_table(struct stp_published *p)
 	p->bases = calloc(nd ? 2 * nd : 1, sizeof(*p->bases));
 	p->base_fd = calloc(nd ? 2 * nd : 1, sizeof(*p->base_fd));
 	p->delta_fd = calloc(nd ? nd : 1, sizeof(*p->delta_fd));
-	if (!p->bases || !p->base_fd || !p->delta_fd)
+	p->content_fd = calloc(nd ? nd : 1, sizeof(*p->content_fd));
+	if (!p->bases || !p->base_fd || !p->delta_fd || !p->content_fd)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < nd; i++) {
 		struct stp_pubindex_delta d;
@@ -107,7 +134,7 @@ static int base_table(struct stp_published *p)
 			p->content_max = d.content_size;
 		if (d.delta_size > p->delta_max)
 			p->delta_max = d.delta_size;
-		p->delta_fd[i] = -1;
+		p->delta_fd[i] = p->content_fd[i] = -1;
 	}
 	qsort(p->bases, n, sizeof(*p->bases), by_hash);
 	for (uint64_t i = 0; i < n; i++)
@@ -115,7 +142,7 @@ static int base_table(struct stp_published *p)
 			memmove(p->bases[p->nbases++], p->bases[i], STP_PUBINDEX_HASH_LEN);
 	for (uint64_t i = 0; i < p->nbases; i++)
 		p->base_fd[i] = -1;
-	return 0;
+	return slot_table(p);
 }
 
 /* The table of offsets and the store slots, from the index stp_pubindex_check passed. */
@@ -249,6 +276,9 @@ void stp_published_free(struct stp_published *p)
 	for (uint64_t i = 0; p->delta_fd && i < p->hdr.delta_count; i++)
 		if (p->delta_fd[i] >= 0)
 			close(p->delta_fd[i]);
+	for (uint64_t i = 0; p->content_fd && i < p->hdr.delta_count; i++)
+		if (p->content_fd[i] >= 0)
+			close(p->content_fd[i]);
 	for (unsigned i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->lock);
@@ -256,6 +286,8 @@ void stp_published_free(struct stp_published *p)
 	free(p->bases);
 	free(p->base_fd);
 	free(p->delta_fd);
+	free(p->content_fd);
+	free(p->order);
 	free(p->prefix);
 	free(p->base_buf);
 	pthread_cond_destroy(&p->freed);
@@ -298,35 +330,36 @@ uint64_t stp_published_block_max(const struct stp_published *p)
 	return p->block_max;
 }
 
-/* Slot I as the store is offered it (published.h): bases first, then blocks and delta
- * files; *KIND which, *AT its number among them. */
-enum slot_kind { SLOT_BASE, SLOT_BLOCK, SLOT_DELTA, SLOT_NONE };
-
+/* Slot I as the store is offered it (published.h): *KIND which, *AT its number among
+ * them. */
 static enum slot_kind slot_of(const struct stp_published *p, uint64_t i, uint64_t *at)
 {
-	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
-
 	*at = i;
 	if (i < p->nbases)
 		return SLOT_BASE;
-	*at = i -= p->nbases;
-	if (i < n)
-		return SLOT_BLOCK;
-	*at = i -= n;
-	return i < nd ? SLOT_DELTA : SLOT_NONE;
+	i -= p->nbases;
+	if (i >= p->norder)
+		return SLOT_NONE;
+	*at = p->order[i] & ((1ull << SLOT_SHIFT) - 1);
+	return (enum slot_kind)(p->order[i] >> SLOT_SHIFT);
 }
 
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 {
+	const uint8_t *delta;
 	uint64_t at;
+	enum slot_kind kind = slot_of(p, i, &at);
 
-	switch (slot_of(p, i, &at)) {
+	switch (kind) {
 	case SLOT_BASE:
 		return p->bases[at];
 	case SLOT_BLOCK:
 		return p->idx + STP_PUBINDEX_HDR_SIZE + at * STP_PUBINDEX_ENTRY_SIZE + 16;
-	case SLOT_DELTA: /* the delta entry's delta_sha256 (stipple(5)) */
-		return p->idx + stp_pubindex_delta_offset(&p->hdr) + at * STP_PUBINDEX_DELTA_SIZE + 24;
+	case SLOT_DELTA:
+	case SLOT_CONTENT:
+		/* the delta entry's delta_sha256, then its content_sha256 (stipple(5)) */
+		delta = p->idx + stp_pubindex_delta_offset(&p->hdr) + at * STP_PUBINDEX_DELTA_SIZE;
+		return delta + (kind == SLOT_DELTA ? 24 : 56);
 	default:
 		return NULL;
 	}
@@ -334,7 +367,7 @@ const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 
 uint64_t stp_published_slots(const struct stp_published *p)
 {
-	return p->nbases + p->hdr.block_count + p->hdr.delta_count;
+	return p->nbases + p->norder;
 }
 
 bool stp_published_has_deltas(const struct stp_published *p)
@@ -347,6 +380,11 @@ uint64_t stp_published_base_slots(const struct stp_published *p)
 	return p->nbases;
 }
 
+uint64_t stp_published_file_max(const struct stp_published *p)
+{
+	return p->content_max > p->block_max ? p->content_max : p->block_max;
+}
+
 uint64_t stp_published_delta_memory(const struct stp_published *p, unsigned n)
 {
 	if (!p->nbases)
@@ -357,11 +395,11 @@ uint64_t stp_published_delta_memory(const struct stp_published *p, unsigned n)
 	       n * (p->content_max + p->delta_max);
 }
 
-/* A store file of slot I (a base's or a delta file's): the first kept. */
+/* A store file of slot I (a base's, a delta file's or a content's): the first kept. */
 static void set_extra(struct stp_published *p, enum slot_kind kind, uint64_t at, int fd)
 {
 	int *slot = kind == SLOT_BASE ? &p->base_fd[at] : kind == SLOT_DELTA ?
-		    &p->delta_fd[at] : NULL;
+		    &p->delta_fd[at] : kind == SLOT_CONTENT ? &p->content_fd[at] : NULL;
 
 	pthread_mutex_lock(&p->lock);
 	if (slot && *slot < 0) {
@@ -733,13 +771,13 @@ static int load_base(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HAS
 	return 0;
 }
 
-/* The store file of delta J. */
-static int delta_file(struct stp_published *p, uint64_t j)
+/* The store file of delta J's slot of KIND (a delta file or a rebuilt content). */
+static int extra_fd(struct stp_published *p, enum slot_kind kind, uint64_t j)
 {
 	int fd;
 
 	pthread_mutex_lock(&p->lock);
-	fd = p->delta_fd[j];
+	fd = kind == SLOT_DELTA ? p->delta_fd[j] : p->content_fd[j];
 	pthread_mutex_unlock(&p->lock);
 	return fd;
 }
@@ -751,7 +789,7 @@ static int get_delta(struct stp_published *p, uint64_t j, const struct stp_pubin
 		     size_t whylen)
 {
 	struct stp_pubindex_entry e = { .stored_size = d->delta_size };
-	int fd = delta_file(p, j), err;
+	int fd = extra_fd(p, SLOT_DELTA, j), err;
 
 	memcpy(e.sha256, d->delta_sha256, sizeof(e.sha256));
 	if (from_store(p, fd, &e, buf))
@@ -836,20 +874,29 @@ static bool block_in_store(struct stp_published *p, uint64_t i)
 	       !stp_fd_stat(p->store[i], &st) && (uint64_t)st.st_size == e.stored_size;
 }
 
-/* Block I's content (delta J, entry D) into OUT, under the block's stripe: nothing
- * when the block's own file is in the store (-ENOENT: the caller reads it), else
- * rebuilt. *REBUILT: whether a rebuild was tried. */
+/* Block I's content (delta J, entry D) into OUT, under the block's stripe: the content
+ * kept in the store, else nothing when the block's own file is there (-ENOENT: the
+ * caller reads it), else rebuilt and kept. *REBUILT: whether a rebuild was tried. */
 static int content_locked(struct stp_published *p, uint64_t i, uint64_t j,
 			  const struct stp_pubindex_delta *d, void *out,
 			  const struct stp_http_tick *tick, unsigned *tries, bool *rebuilt,
 			  char *why, size_t whylen)
 {
+	struct stp_pubindex_entry e = { .stored_size = d->content_size };
+	int fd = extra_fd(p, SLOT_CONTENT, j), err;
+
 	*rebuilt = false;
+	memcpy(e.sha256, d->content_sha256, sizeof(e.sha256));
+	if (from_store(p, fd, &e, out))
+		return 0;
 	if (block_in_store(p, i))
 		return why_set(why, whylen, -ENOENT, "block %llu is in the store",
 			       (unsigned long long)i);
 	*rebuilt = true;
-	return rebuild(p, j, d, out, tick, tries, why, whylen);
+	err = rebuild(p, j, d, out, tick, tries, why, whylen);
+	if (!err)
+		to_store(p, fd, out, d->content_size);
+	return err;
 }
 
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
@@ -866,7 +913,7 @@ int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64
 	if (!find_delta(p, i, &d, &j) || d.content_size != len)
 		return why_set(why, whylen, -ENOENT, "block %llu has no delta",
 			       (unsigned long long)i);
-	/* one read of the block at a time, as for its fetch: its delta is fetched once */
+	/* as a block is fetched: two reads of it at once rebuild it once */
 	lock_ticking(stripe, tick);
 	err = content_locked(p, i, j, &d, out, tick, tries, &rebuilt, why, whylen);
 	pthread_mutex_unlock(stripe);
@@ -885,4 +932,38 @@ void stp_published_delta_stats(struct stp_published *p, uint64_t *used, uint64_t
 	*used = p->deltas_used;
 	*refused = p->deltas_refused;
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* Appends to the order the slots of KIND (deltas' or blocks') whose flag in WANT is
+ * VALUE. */
+static void order_add(struct stp_published *p, enum slot_kind kind, const bool *want,
+		      bool value, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++)
+		if (want[i] == value)
+			p->order[p->norder++] = (uint64_t)kind << SLOT_SHIFT | i;
+}
+
+void stp_published_order_slots(struct stp_published *p)
+{
+	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
+	bool *usable = calloc(nd ? nd : 1, 1), *rebuilt = calloc(n ? n : 1, 1);
+
+	for (uint64_t j = 0; usable && rebuilt && j < nd; j++) {
+		struct stp_pubindex_delta d;
+
+		if (!stp_pubindex_delta_at(p->idx, &p->hdr, j, &d) && bases_held(p, &d))
+			usable[j] = rebuilt[d.block] = true;
+	}
+	if (usable && rebuilt) { /* else the order stays as it was */
+		p->norder = 0;
+		order_add(p, SLOT_CONTENT, usable, true, nd);
+		order_add(p, SLOT_DELTA, usable, true, nd);
+		order_add(p, SLOT_BLOCK, rebuilt, false, n);
+		order_add(p, SLOT_BLOCK, rebuilt, true, n);
+		/* one an earlier mount kept needs no base; made, it waits for a later one */
+		order_add(p, SLOT_CONTENT, usable, false, nd);
+	}
+	free(usable);
+	free(rebuilt);
 }

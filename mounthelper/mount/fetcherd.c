@@ -363,6 +363,13 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 		size_t len;
 		int err;
 
+		if (first == bases) { /* the bases known: what they make useful, first */
+			stp_published_order_slots(pub);
+			n = stp_published_slots(pub) < at_most ? stp_published_slots(pub) : at_most;
+			if (first >= n)
+				break;
+		}
+
 		/* a batch of bases only, or of none (fetcher.h) */
 		uint64_t end = first < bases ? bases : n;
 
@@ -492,11 +499,12 @@ static void probe(const struct stp_mount_opts *o, const struct stp_http_opts *ho
 					     pub, hi->why, sizeof(hi->why));
 	if (hi->err)
 		return;
-	/* a store file holds one block: none may grow past the largest of the index; and
-	 * the blocks fetched at once are those of its channels, as the budget counted */
+	/* a store file holds one block, delta or content: none may grow past the largest
+	 * of the index; and the blocks fetched at once are those of its channels, as the
+	 * budget counted */
 	if (*pub) {
-		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(*pub),
-							  stp_published_block_max(*pub) });
+		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_file_max(*pub),
+							  stp_published_file_max(*pub) });
 		stp_published_set_buffers(*pub, n * stp_published_block_max(*pub));
 	}
 	lower_data(n, *pub);
