@@ -38,8 +38,9 @@
 #define STP_PUBINDEX_ENTRY_SIZE 48u
 #define STP_PUBINDEX_DELTA_SIZE 160u
 #define STP_PUBINDEX_BASES_MAX 2u
-/* the store files a block may take: itself, its delta and the delta's bases */
-#define STP_PUBINDEX_FILES_PER_BLOCK (2u + STP_PUBINDEX_BASES_MAX)
+/* the store files a block may take: itself, its delta, its rebuilt content and the
+ * delta's bases */
+#define STP_PUBINDEX_FILES_PER_BLOCK (3u + STP_PUBINDEX_BASES_MAX)
 /* "HH/H64" and its NUL: the block file's name below DIR/blocks/. */
 #define STP_PUBINDEX_NAME_MAX 68u
 

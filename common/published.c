@@ -49,14 +49,19 @@ struct stp_published {
 	uint64_t hits, rejected;
 	uint64_t room;            /* bytes it may still write into the store */
 	/* deltas (index version 2): the distinct base hashes, sorted, and their store
-	 * files (under LOCK); the buffers of a rebuild, one at a time (under REBUILD) */
+	 * files (under LOCK); the prefix a delta is applied to, one at a time (under
+	 * REBUILD) */
 	uint8_t (*bases)[STP_PUBINDEX_HASH_LEN];
 	uint64_t nbases;
 	int *base_fd;
 	int *delta_fd;            /* each delta file's in the store, or -1 (under LOCK) */
+	int *content_fd;          /* each rebuilt content's, or -1 (under LOCK) */
+	/* the slots past the bases as offered to the store, kind << 62 | number
+	 * (stp_published_order_slots; used by the thread that hands the store alone) */
+	uint64_t *order, norder;
 	uint64_t content_max, delta_max;
 	pthread_mutex_t rebuild;
-	uint8_t *prefix, *base_buf, *delta_buf;
+	uint8_t *prefix, *base_buf;
 	uint64_t deltas_used, deltas_refused; /* under LOCK */
 };
 
@@ -84,6 +89,28 @@ static int by_hash(const void *a, const void *b)
 	return memcmp(a, b, STP_PUBINDEX_HASH_LEN);
 }
 
+/* Kinds of store slots (published.h), as the order table holds them. */
+enum slot_kind { SLOT_BASE, SLOT_BLOCK, SLOT_DELTA, SLOT_CONTENT, SLOT_NONE };
+#define SLOT_SHIFT 62
+
+/* The slots past the bases, in the order a store is offered them until
+ * stp_published_order_slots knows better: the blocks, the delta files, the contents. */
+static int slot_table(struct stp_published *p)
+{
+	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
+
+	p->order = calloc(n + 2 * nd ? n + 2 * nd : 1, sizeof(*p->order));
+	if (!p->order)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		p->order[p->norder++] = (uint64_t)SLOT_BLOCK << SLOT_SHIFT | i;
+	for (uint64_t j = 0; j < nd; j++)
+		p->order[p->norder++] = (uint64_t)SLOT_DELTA << SLOT_SHIFT | j;
+	for (uint64_t j = 0; j < nd; j++)
+		p->order[p->norder++] = (uint64_t)SLOT_CONTENT << SLOT_SHIFT | j;
+	return 0;
+}
+
 /* The distinct bases the delta entries name, sorted, each with a store slot; and the
  * largest content and delta, which size a rebuild's buffers. */
 static int base_table(struct stp_published *p)
@@ -93,7 +120,8 @@ static int base_table(struct stp_published *p)
 	p->bases = calloc(nd ? 2 * nd : 1, sizeof(*p->bases));
 	p->base_fd = calloc(nd ? 2 * nd : 1, sizeof(*p->base_fd));
 	p->delta_fd = calloc(nd ? nd : 1, sizeof(*p->delta_fd));
-	if (!p->bases || !p->base_fd || !p->delta_fd)
+	p->content_fd = calloc(nd ? nd : 1, sizeof(*p->content_fd));
+	if (!p->bases || !p->base_fd || !p->delta_fd || !p->content_fd)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < nd; i++) {
 		struct stp_pubindex_delta d;
@@ -106,7 +134,7 @@ static int base_table(struct stp_published *p)
 			p->content_max = d.content_size;
 		if (d.delta_size > p->delta_max)
 			p->delta_max = d.delta_size;
-		p->delta_fd[i] = -1;
+		p->delta_fd[i] = p->content_fd[i] = -1;
 	}
 	qsort(p->bases, n, sizeof(*p->bases), by_hash);
 	for (uint64_t i = 0; i < n; i++)
@@ -114,7 +142,7 @@ static int base_table(struct stp_published *p)
 			memmove(p->bases[p->nbases++], p->bases[i], STP_PUBINDEX_HASH_LEN);
 	for (uint64_t i = 0; i < p->nbases; i++)
 		p->base_fd[i] = -1;
-	return 0;
+	return slot_table(p);
 }
 
 /* The table of offsets and the store slots, from the index stp_pubindex_check passed. */
@@ -248,6 +276,9 @@ void stp_published_free(struct stp_published *p)
 	for (uint64_t i = 0; p->delta_fd && i < p->hdr.delta_count; i++)
 		if (p->delta_fd[i] >= 0)
 			close(p->delta_fd[i]);
+	for (uint64_t i = 0; p->content_fd && i < p->hdr.delta_count; i++)
+		if (p->content_fd[i] >= 0)
+			close(p->content_fd[i]);
 	for (unsigned i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->lock);
@@ -255,9 +286,10 @@ void stp_published_free(struct stp_published *p)
 	free(p->bases);
 	free(p->base_fd);
 	free(p->delta_fd);
+	free(p->content_fd);
+	free(p->order);
 	free(p->prefix);
 	free(p->base_buf);
-	free(p->delta_buf);
 	pthread_cond_destroy(&p->freed);
 	for (unsigned i = 0; i < p->nspares; i++)
 		free(p->spares[i]);
@@ -298,20 +330,44 @@ uint64_t stp_published_block_max(const struct stp_published *p)
 	return p->block_max;
 }
 
+/* Slot I as the store is offered it (published.h): *KIND which, *AT its number among
+ * them. */
+static enum slot_kind slot_of(const struct stp_published *p, uint64_t i, uint64_t *at)
+{
+	*at = i;
+	if (i < p->nbases)
+		return SLOT_BASE;
+	i -= p->nbases;
+	if (i >= p->norder)
+		return SLOT_NONE;
+	*at = p->order[i] & ((1ull << SLOT_SHIFT) - 1);
+	return (enum slot_kind)(p->order[i] >> SLOT_SHIFT);
+}
+
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i)
 {
-	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
+	const uint8_t *delta;
+	uint64_t at;
+	enum slot_kind kind = slot_of(p, i, &at);
 
-	if (i >= n + nd)
-		return p->bases[i - n - nd];
-	if (i >= n) /* the delta entry's delta_sha256 (stipple(5)) */
-		return p->idx + stp_pubindex_delta_offset(&p->hdr) + (i - n) * STP_PUBINDEX_DELTA_SIZE + 24;
-	return p->idx + STP_PUBINDEX_HDR_SIZE + i * STP_PUBINDEX_ENTRY_SIZE + 16;
+	switch (kind) {
+	case SLOT_BASE:
+		return p->bases[at];
+	case SLOT_BLOCK:
+		return p->idx + STP_PUBINDEX_HDR_SIZE + at * STP_PUBINDEX_ENTRY_SIZE + 16;
+	case SLOT_DELTA:
+	case SLOT_CONTENT:
+		/* the delta entry's delta_sha256, then its content_sha256 (stipple(5)) */
+		delta = p->idx + stp_pubindex_delta_offset(&p->hdr) + at * STP_PUBINDEX_DELTA_SIZE;
+		return delta + (kind == SLOT_DELTA ? 24 : 56);
+	default:
+		return NULL;
+	}
 }
 
 uint64_t stp_published_slots(const struct stp_published *p)
 {
-	return p->hdr.block_count + p->hdr.delta_count + p->nbases;
+	return p->nbases + p->norder;
 }
 
 bool stp_published_has_deltas(const struct stp_published *p)
@@ -319,28 +375,32 @@ bool stp_published_has_deltas(const struct stp_published *p)
 	return p->hdr.delta_count > 0;
 }
 
-uint64_t stp_published_first_base(const struct stp_published *p)
+uint64_t stp_published_base_slots(const struct stp_published *p)
 {
-	return p->hdr.block_count + p->hdr.delta_count;
+	return p->nbases;
 }
 
-uint64_t stp_published_delta_memory(const struct stp_published *p)
+uint64_t stp_published_file_max(const struct stp_published *p)
+{
+	return p->content_max > p->block_max ? p->content_max : p->block_max;
+}
+
+uint64_t stp_published_delta_memory(const struct stp_published *p, unsigned n)
 {
 	if (!p->nbases)
 		return 0;
-	/* the prefix (two bases), a base's stored bytes, the delta, the content served */
-	return 3 * p->content_max + stp_block_stored_max(p->content_max) + p->delta_max;
+	/* the prefix (two bases) and a base's stored bytes, held by one rebuild at a time;
+	 * the content served and its delta, by each channel at once */
+	return 2 * p->content_max + stp_block_stored_max(p->content_max) +
+	       n * (p->content_max + p->delta_max);
 }
 
-/* Slot I past the blocks: a delta file's, then a base's (fetcher.h). */
-static void set_extra(struct stp_published *p, uint64_t i, int fd)
+/* A store file of slot I (a base's, a delta file's or a content's): the first kept. */
+static void set_extra(struct stp_published *p, enum slot_kind kind, uint64_t at, int fd)
 {
-	int *slot = NULL;
+	int *slot = kind == SLOT_BASE ? &p->base_fd[at] : kind == SLOT_DELTA ?
+		    &p->delta_fd[at] : kind == SLOT_CONTENT ? &p->content_fd[at] : NULL;
 
-	if (i < p->hdr.delta_count)
-		slot = &p->delta_fd[i];
-	else if (i - p->hdr.delta_count < p->nbases)
-		slot = &p->base_fd[i - p->hdr.delta_count];
 	pthread_mutex_lock(&p->lock);
 	if (slot && *slot < 0) {
 		*slot = fd;
@@ -354,9 +414,10 @@ static void set_extra(struct stp_published *p, uint64_t i, int fd)
 void stp_published_set_store(struct stp_published *p, uint64_t i, int fd)
 {
 	pthread_mutex_t *stripe;
+	enum slot_kind kind = slot_of(p, i, &i);
 
-	if (i >= p->hdr.block_count) {
-		set_extra(p, i - p->hdr.block_count, fd);
+	if (kind != SLOT_BLOCK) {
+		set_extra(p, kind, i, fd);
 		return;
 	}
 	stripe = &p->stripes[i % STRIPES];
@@ -679,15 +740,15 @@ static int base_file(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HAS
 	return fd;
 }
 
-/* The buffers of a rebuild, made on the first (under REBUILD). */
+/* The buffers of a rebuild, made on the first (under REBUILD); those a lack of memory
+ * left unmade are tried again on the next. */
 static int rebuild_buffers(struct stp_published *p)
 {
-	if (!p->prefix) {
+	if (!p->prefix)
 		p->prefix = malloc(2 * p->content_max);
+	if (!p->base_buf)
 		p->base_buf = malloc(stp_block_stored_max(p->content_max));
-		p->delta_buf = malloc(p->delta_max);
-	}
-	return p->prefix && p->base_buf && p->delta_buf ? 0 : -ENOMEM;
+	return p->prefix && p->base_buf ? 0 : -ENOMEM;
 }
 
 /* Base SHA's content after the PLEN bytes of the prefix, from its store file, checked
@@ -710,53 +771,141 @@ static int load_base(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HAS
 	return 0;
 }
 
-/* Delta J (entry D) into the rebuild's buffer: from its file in the store, else from the
- * server (then kept there), checked against its hash either way. */
+/* The store file of delta J's slot of KIND (a delta file or a rebuilt content). */
+static int extra_fd(struct stp_published *p, enum slot_kind kind, uint64_t j)
+{
+	int fd;
+
+	pthread_mutex_lock(&p->lock);
+	fd = kind == SLOT_DELTA ? p->delta_fd[j] : p->content_fd[j];
+	pthread_mutex_unlock(&p->lock);
+	return fd;
+}
+
+/* Delta J (entry D) into BUF: from its file in the store, else from the server (then
+ * kept there), checked against its hash either way. */
 static int get_delta(struct stp_published *p, uint64_t j, const struct stp_pubindex_delta *d,
-		     const struct stp_http_tick *tick, unsigned *tries, char *why, size_t whylen)
+		     void *buf, const struct stp_http_tick *tick, unsigned *tries, char *why,
+		     size_t whylen)
 {
 	struct stp_pubindex_entry e = { .stored_size = d->delta_size };
-	int fd, err;
+	int fd = extra_fd(p, SLOT_DELTA, j), err;
 
 	memcpy(e.sha256, d->delta_sha256, sizeof(e.sha256));
-	pthread_mutex_lock(&p->lock);
-	fd = p->delta_fd[j];
-	pthread_mutex_unlock(&p->lock);
-	if (from_store(p, fd, &e, p->delta_buf))
+	if (from_store(p, fd, &e, buf))
 		return 0;
-	err = fetch_block(p, &e, p->delta_buf, tick, tries, why, whylen);
+	err = fetch_block(p, &e, buf, tick, tries, why, whylen);
 	if (!err)
-		to_store(p, fd, p->delta_buf, d->delta_size);
+		to_store(p, fd, buf, d->delta_size);
 	return err;
 }
 
-/* Block D.block's content into OUT from delta J and its bases: -ENOENT for anything
- * that does not give exactly the content the index hashes. */
-static int rebuild(struct stp_published *p, uint64_t j, const struct stp_pubindex_delta *d,
-		   void *out, const struct stp_http_tick *tick, unsigned *tries, char *why,
-		   size_t whylen)
+/* Whether the store holds a file with bytes for each of D's bases (each is checked when
+ * read): else its delta is not worth fetching. */
+static bool bases_held(struct stp_published *p, const struct stp_pubindex_delta *d)
+{
+	struct stat st;
+
+	for (uint32_t k = 0; k < d->base_count; k++) {
+		int fd = base_file(p, d->base_sha256[k]);
+
+		if (fd < 0 || stp_fd_stat(fd, &st) || st.st_size == 0)
+			return false;
+	}
+	return true;
+}
+
+/* The bases of D into the prefix and DELTA applied to it, into OUT (under REBUILD). */
+static int apply(struct stp_published *p, const struct stp_pubindex_delta *d,
+		 const void *delta, void *out)
 {
 	size_t plen = 0;
 	int err = rebuild_buffers(p);
 
 	for (uint32_t k = 0; !err && k < d->base_count; k++)
 		err = load_base(p, d->base_sha256[k], &plen);
-	if (err)
-		return err == -ENOMEM ? err : why_set(why, whylen, -ENOENT, "a base is not in "
-						      "the store");
-	if (get_delta(p, j, d, tick, tries, why, whylen) ||
-	    stp_delta_apply(p->delta_buf, d->delta_size, p->prefix, plen, out, d->content_size) ||
-	    !hash_matches(out, d->content_size, d->content_sha256))
+	if (!err && stp_delta_apply(delta, d->delta_size, p->prefix, plen, out, d->content_size))
+		err = -EILSEQ;
+	return err;
+}
+
+/* Block D.block's content into OUT from delta J and its bases: -ENOENT for anything
+ * that does not give exactly the content the index hashes. The delta is fetched before
+ * REBUILD is taken (a slow server holds up this block alone), which is held only to
+ * apply it. */
+static int rebuild(struct stp_published *p, uint64_t j, const struct stp_pubindex_delta *d,
+		   void *out, const struct stp_http_tick *tick, unsigned *tries, char *why,
+		   size_t whylen)
+{
+	uint8_t *delta;
+	int err;
+
+	if (!bases_held(p, d))
+		return why_set(why, whylen, -ENOENT, "a base is not in the store");
+	delta = malloc(d->delta_size ? d->delta_size : 1);
+	if (!delta)
+		return why_set(why, whylen, -ENOMEM, "out of memory for a delta");
+	if (get_delta(p, j, d, delta, tick, tries, why, whylen)) {
+		free(delta);
+		return -ENOENT; /* WHY names the delta's URL */
+	}
+	lock_ticking(&p->rebuild, tick);
+	err = apply(p, d, delta, out);
+	pthread_mutex_unlock(&p->rebuild);
+	free(delta);
+	if (err == -ENOMEM)
+		return why_set(why, whylen, err, "out of memory for a rebuild");
+	if (err == -ENOENT)
+		return why_set(why, whylen, err, "a base is not in the store");
+	if (err || !hash_matches(out, d->content_size, d->content_sha256))
 		return why_set(why, whylen, -ENOENT, "the delta of block %llu did not rebuild it",
 			       (unsigned long long)d->block);
 	return 0;
+}
+
+/* Block I's stored bytes are in its store file (as long as a block's: checked when
+ * read, published.h), so reading it costs no rebuild. Under its stripe. */
+static bool block_in_store(struct stp_published *p, uint64_t i)
+{
+	struct stp_pubindex_entry e;
+	struct stat st;
+
+	return p->store[i] >= 0 && !stp_pubindex_entry_at(p->idx, i, &e) &&
+	       !stp_fd_stat(p->store[i], &st) && (uint64_t)st.st_size == e.stored_size;
+}
+
+/* Block I's content (delta J, entry D) into OUT, under the block's stripe: the content
+ * kept in the store, else nothing when the block's own file is there (-ENOENT: the
+ * caller reads it), else rebuilt and kept. *REBUILT: whether a rebuild was tried. */
+static int content_locked(struct stp_published *p, uint64_t i, uint64_t j,
+			  const struct stp_pubindex_delta *d, void *out,
+			  const struct stp_http_tick *tick, unsigned *tries, bool *rebuilt,
+			  char *why, size_t whylen)
+{
+	struct stp_pubindex_entry e = { .stored_size = d->content_size };
+	int fd = extra_fd(p, SLOT_CONTENT, j), err;
+
+	*rebuilt = false;
+	memcpy(e.sha256, d->content_sha256, sizeof(e.sha256));
+	if (from_store(p, fd, &e, out))
+		return 0;
+	if (block_in_store(p, i))
+		return why_set(why, whylen, -ENOENT, "block %llu is in the store",
+			       (unsigned long long)i);
+	*rebuilt = true;
+	err = rebuild(p, j, d, out, tick, tries, why, whylen);
+	if (!err)
+		to_store(p, fd, out, d->content_size);
+	return err;
 }
 
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
 			  const struct stp_http_tick *tick, unsigned *tries, char *why,
 			  size_t whylen)
 {
+	pthread_mutex_t *stripe = &p->stripes[i % STRIPES];
 	struct stp_pubindex_delta d;
+	bool rebuilt;
 	uint64_t j;
 	int err;
 
@@ -764,15 +913,16 @@ int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64
 	if (!find_delta(p, i, &d, &j) || d.content_size != len)
 		return why_set(why, whylen, -ENOENT, "block %llu has no delta",
 			       (unsigned long long)i);
-	lock_ticking(&p->rebuild, tick);
-	err = rebuild(p, j, &d, out, tick, tries, why, whylen);
+	/* as a block is fetched: two reads of it at once rebuild it once */
+	lock_ticking(stripe, tick);
+	err = content_locked(p, i, j, &d, out, tick, tries, &rebuilt, why, whylen);
+	pthread_mutex_unlock(stripe);
 	pthread_mutex_lock(&p->lock);
-	if (err)
+	if (rebuilt && err)
 		p->deltas_refused++;
-	else
+	else if (rebuilt)
 		p->deltas_used++;
 	pthread_mutex_unlock(&p->lock);
-	pthread_mutex_unlock(&p->rebuild);
 	return err;
 }
 
@@ -782,4 +932,38 @@ void stp_published_delta_stats(struct stp_published *p, uint64_t *used, uint64_t
 	*used = p->deltas_used;
 	*refused = p->deltas_refused;
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* Appends to the order the slots of KIND (deltas' or blocks') whose flag in WANT is
+ * VALUE. */
+static void order_add(struct stp_published *p, enum slot_kind kind, const bool *want,
+		      bool value, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++)
+		if (want[i] == value)
+			p->order[p->norder++] = (uint64_t)kind << SLOT_SHIFT | i;
+}
+
+void stp_published_order_slots(struct stp_published *p)
+{
+	uint64_t n = p->hdr.block_count, nd = p->hdr.delta_count;
+	bool *usable = calloc(nd ? nd : 1, 1), *rebuilt = calloc(n ? n : 1, 1);
+
+	for (uint64_t j = 0; usable && rebuilt && j < nd; j++) {
+		struct stp_pubindex_delta d;
+
+		if (!stp_pubindex_delta_at(p->idx, &p->hdr, j, &d) && bases_held(p, &d))
+			usable[j] = rebuilt[d.block] = true;
+	}
+	if (usable && rebuilt) { /* else the order stays as it was */
+		p->norder = 0;
+		order_add(p, SLOT_CONTENT, usable, true, nd);
+		order_add(p, SLOT_DELTA, usable, true, nd);
+		order_add(p, SLOT_BLOCK, rebuilt, false, n);
+		order_add(p, SLOT_BLOCK, rebuilt, true, n);
+		/* one an earlier mount kept needs no base; made, it waits for a later one */
+		order_add(p, SLOT_CONTENT, usable, false, nd);
+	}
+	free(usable);
+	free(rebuilt);
 }

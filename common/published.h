@@ -63,18 +63,32 @@ uint64_t stp_published_index_len(const struct stp_published *p);
 void stp_published_set_buffers(struct stp_published *p, uint64_t bytes);
 /* The largest stored size of a block in the index (1 without blocks). */
 uint64_t stp_published_block_max(const struct stp_published *p);
-/* The store slots: the blocks, the delta files, then the distinct bases of the index's
- * deltas (index version 2) from stp_published_first_base on: a base's file is only read,
- * and only when it holds the base whole. */
+/* The store slots, in the order they are offered: first the distinct bases of the
+ * index's deltas (index version 2; the first stp_published_base_slots), whose files are
+ * only read, and only when they hold the base whole: without them no delta is of use,
+ * so they come first when the store's slots are cut; then the blocks, the delta files,
+ * and each delta's rebuilt content (under the content's SHA-256). */
 uint64_t stp_published_slots(const struct stp_published *p);
-uint64_t stp_published_first_base(const struct stp_published *p);
+uint64_t stp_published_base_slots(const struct stp_published *p);
+/* Once the bases' files are set, the slots past them ordered by use: the rebuilt
+ * contents and delta files of the deltas whose every base the store holds, the blocks
+ * that have no such delta, those that have one (needed only when a rebuild fails), then
+ * the other contents (an earlier mount may have kept one); the delta files no rebuild
+ * can use are no longer offered. A store that hands fewer files than asked
+ * (cache_size=, descriptors) so keeps what spares a fetch or a rebuild. Not thread-safe
+ * with set_store and hash; the channels may be served meanwhile. */
+void stp_published_order_slots(struct stp_published *p);
 /* Whether the index has a delta table (index version 2). */
 bool stp_published_has_deltas(const struct stp_published *p);
-/* Slot I's SHA-256 (I below stp_published_slots): block I's, a delta file's, or a base's. */
+/* Slot I's SHA-256 (I below stp_published_slots): a base's, a block's, a delta file's or
+ * a content's. */
 const uint8_t *stp_published_hash(const struct stp_published *p, uint64_t i);
-/* The bytes a rebuild from a delta holds at once (0 without deltas), the content served
- * included: for the fetcher's RLIMIT_DATA. */
-uint64_t stp_published_delta_memory(const struct stp_published *p);
+/* The bytes rebuilds from deltas hold at once when N channels serve contents (0 without
+ * deltas): each channel's content and delta, and the one prefix being applied to; for
+ * the fetcher's RLIMIT_DATA. */
+uint64_t stp_published_delta_memory(const struct stp_published *p, unsigned n);
+/* The largest store file it may write: a block, a delta file or a rebuilt content. */
+uint64_t stp_published_file_max(const struct stp_published *p);
 
 /* A store file takes whole file system blocks of this size: the least room a block
  * takes, and the unit it is counted in (here and by the monitor's trim, store.h). */
@@ -110,16 +124,21 @@ void stp_published_put(struct stp_published *p, struct stp_published_part *part)
 /* What the store did: blocks read back from it, and files in it that did not match. */
 void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected);
 
-/* Block I's content (delta.h; LEN bytes into OUT) rebuilt from its delta file and its
- * bases' files in the store, when the index has a delta for it and the store holds
- * every base (each checked against its hash): the delta is fetched (and checked against
- * its hash, asked again past the caches as a block is) and applied, and the content is
- * used only when it hashes to the index's content SHA-256. -ENOENT, with WHY, for every
- * other outcome (no delta, a base missing, a delta that does not rebuild the block): the
- * caller then reads the block's stored bytes, fetched and checked as always. The delta
- * is kept in the store as a block is (its own slot, read back and checked the same way);
- * the rebuilt content is not: a block decoded again is rebuilt again. Rebuilds run one
- * at a time. *TRIES: the HTTP requests it took. -ENOMEM. */
+/* Block I's content (delta.h; LEN bytes into OUT), when the index has a delta for it:
+ * - the content kept in the store by an earlier rebuild (its slot, named by the
+ *   content's SHA-256), read back and checked against that hash like a block;
+ * - else -ENOENT when the block's own file holds a block's length of bytes: the caller
+ *   reads the block (no rebuild);
+ * - else rebuilt from its delta file and its bases' files in the store (each checked
+ *   against its hash): the delta is fetched (checked against its hash, asked again past
+ *   the caches as a block is) and applied, and the content used only when it hashes to
+ *   the index's content SHA-256; then kept in its slot while the room lasts, so that a
+ *   block costs its rebuild once a store.
+ * -ENOENT, with WHY, for every other outcome (no delta, a base missing, a delta that does
+ * not rebuild the block): the caller then reads the block's stored bytes, fetched and
+ * checked as always. The delta is kept in the store as a block is. One thread at a time
+ * per block's stripe, as get does; the delta is fetched before the one rebuild lock is
+ * taken, which is held only to apply it. *TRIES: the HTTP requests it took. -ENOMEM. */
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
 			  const struct stp_http_tick *tick, unsigned *tries, char *why,
 			  size_t whylen);

@@ -23,9 +23,10 @@
  *
  * A published image (published.h): the fetcher reads the index at the URL and serves the
  * image it stands for; HELLO's size is that image's and BLOCKS its count of store slots:
- * its blocks, its delta files (stored as blocks are), then the distinct bases of its
- * deltas, in batches of their own (BASES set: the monitor hands such a slot only a file
- * that holds bytes, read-only; a base is never made nor written). It
+ * first the distinct bases of its deltas, in batches of their own (BASES set: the
+ * monitor hands such a slot only a file that holds bytes, read-only; a base is never
+ * made nor written), then its blocks, its delta files and its deltas' rebuilt contents
+ * (stored as blocks are, published.h). It
  * serves its channels from then on, and offers the monitor the hashes of the first
  * STP_FETCH_STORE_MAX slots in batches (BLOCKS, struct stp_fetch_blocks) on the control
  * socket, which stays open for that. The monitor reads them only once it has checked the

@@ -348,7 +348,7 @@ static void take_room(struct stp_published *pub, int ctl, int64_t deadline)
  * first checks the image: the wait for its answer is the mount's, not the batch's. */
 static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 {
-	uint64_t n = stp_published_slots(pub), bases = stp_published_first_base(pub);
+	uint64_t n = stp_published_slots(pub), bases = stp_published_base_slots(pub);
 	int64_t deadline = (int64_t)stp_now_ns() + 3 * STP_MOUNT_DEADLINE_MS * 1000000ll;
 
 	if (n > at_most)
@@ -363,10 +363,17 @@ static void take_store(struct stp_published *pub, int ctl, uint64_t at_most)
 		size_t len;
 		int err;
 
+		if (first == bases) { /* the bases known: what they make useful, first */
+			stp_published_order_slots(pub);
+			n = stp_published_slots(pub) < at_most ? stp_published_slots(pub) : at_most;
+			if (first >= n)
+				break;
+		}
+
 		/* a batch of bases only, or of none (fetcher.h) */
 		uint64_t end = first < bases ? bases : n;
 
-		b.bases = first >= bases;
+		b.bases = first < bases;
 		b.count = (uint32_t)(end - first < STP_FETCH_BATCH ? end - first : STP_FETCH_BATCH);
 		for (uint32_t k = 0; k < b.count; k++)
 			memcpy(b.sha[k], stp_published_hash(pub, first + k), 32);
@@ -406,16 +413,16 @@ static uint64_t store_room(void)
 }
 
 /* RLIMIT_DATA, hard limit too, lowered to what serving N channels takes: the fixed part,
- * and a published image's index, a block buffer per channel and one rebuild from a
- * delta (stp_published_delta_memory) (it cannot be raised again: the monitor counts it
- * in the mount's budget, fetcher.h); RLIMIT_AS with it (sandbox.h). */
+ * and a published image's index, a block buffer per channel and the rebuilds from
+ * deltas of N channels (stp_published_delta_memory) (it cannot be raised again: the
+ * monitor counts it in the mount's budget, fetcher.h); RLIMIT_AS with it (sandbox.h). */
 static void lower_data(unsigned n, const struct stp_published *pub)
 {
 	uint64_t max = stp_fetcher_data_fixed(n);
 
 	if (pub)
 		max += stp_published_index_len(pub) + n * stp_published_block_max(pub) +
-		       stp_published_delta_memory(pub);
+		       stp_published_delta_memory(pub, n);
 	setrlimit(RLIMIT_DATA, &(struct rlimit){ max, max });
 	max += STP_SANDBOX_AS_RESERVE;
 	setrlimit(RLIMIT_AS, &(struct rlimit){ max, max });
@@ -492,11 +499,12 @@ static void probe(const struct stp_mount_opts *o, const struct stp_http_opts *ho
 					     pub, hi->why, sizeof(hi->why));
 	if (hi->err)
 		return;
-	/* a store file holds one block: none may grow past the largest of the index; and
-	 * the blocks fetched at once are those of its channels, as the budget counted */
+	/* a store file holds one block, delta or content: none may grow past the largest
+	 * of the index; and the blocks fetched at once are those of its channels, as the
+	 * budget counted */
 	if (*pub) {
-		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_block_max(*pub),
-							  stp_published_block_max(*pub) });
+		setrlimit(RLIMIT_FSIZE, &(struct rlimit){ stp_published_file_max(*pub),
+							  stp_published_file_max(*pub) });
 		stp_published_set_buffers(*pub, n * stp_published_block_max(*pub));
 	}
 	lower_data(n, *pub);

@@ -47,10 +47,9 @@
  * The monitor runs this, privileged as the mounting user (each such call is monitor.c's:
  * this file decides, monitor.c acts), once it has checked the
  * superblock and the mount's budget (fetcher.h): an image refused leaves no file. A mount
- * makes no more files than cache_size= can hold, and pins no more than four a block of
- * its image (stp_store_files_max: the block, its delta, two bases); the fetcher never
- * learns a path. Not
- * thread-safe.
+ * makes no more files than cache_size= can hold, and pins no more than five a block of
+ * its image (stp_store_files_max: the block, its delta, its rebuilt content, two
+ * bases); the fetcher never learns a path. Not thread-safe.
  */
 #ifndef STP_STORE_H
 #define STP_STORE_H
@@ -61,8 +60,8 @@
 struct stp_superblock;
 
 /* The blocks a mount of the image of SB may take files for when its fetcher offers
- * OFFERED: no more than the image has, with a delta file and two bases a block at most
- * (from the superblock's count, which the budget checked, whatever the index claims),
+ * OFFERED: no more than the image has, with a delta file, its rebuilt content and two
+ * bases a block at most (from the superblock's count, which the budget checked, whatever the index claims),
  * nor than STP_FETCH_STORE_MAX. A base (a batch with BASES set, fetcher.h) is handed
  * read-only, and only when its file holds bytes. Of those, the
  * files it makes are bounded by cache_size= (stp_store_writable_max); the ones it only

@@ -170,15 +170,16 @@ def unmount(path):
 
 
 @contextlib.contextmanager
-def mount_image(image, mountpoint=None, *args, timeout=60):
-    """Runs `stipple mount ARGS IMAGE DIR` (DIR: a new temporary directory when not given),
-    waits until DIR is a mount point, yields DIR, and always unmounts afterwards."""
+def mount_image(image, mountpoint=None, *args, timeout=60, wrapper=()):
+    """Runs `stipple mount ARGS IMAGE DIR` (DIR: a new temporary directory when not given;
+    run by the WRAPPER command when given, e.g. prlimit), waits until DIR is a mount point,
+    yields DIR, and always unmounts afterwards."""
     made = mountpoint is None
     if made:
         mountpoint = tempfile.mkdtemp(prefix="stipple-mnt-")
     mountpoint = os.fspath(mountpoint)
     try:
-        r = run([_need(STIPPLE), "mount", *args, image, mountpoint], timeout=timeout)
+        r = run([*wrapper, _need(STIPPLE), "mount", *args, image, mountpoint], timeout=timeout)
         assert r.returncode == 0, "stipple mount %s exited %d:\n%s" % (
             image, r.returncode, r.stderr[-4000:])
         deadline = time.monotonic() + 10

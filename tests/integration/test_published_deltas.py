@@ -5,7 +5,8 @@ directory release 1 is in, served by nginx with the README's caching lines. Each
 is checked with the zstd program (an independent decoder): it rebuilds the content the
 index hashes from its bases. A mount of release 2 through the store release 1's mount
 filled, direct and through Squid, fetches the deltas and not their full blocks, and
-reads the source tree, and a second mount of it fetches nothing (the deltas are kept in
+reads the source tree, and a second mount of it fetches nothing (the deltas and the
+rebuilt blocks are kept in
 the store); a fresh store fetches the full blocks; a delta damaged on the
 server costs the full block (fetched after it), never a wrong byte. A mount that verifies
 a signed release fetches the deltas too, and checks each rebuilt block against its signed
@@ -14,6 +15,7 @@ content hash: a delta that rebuilds other content, under an index edited to vouc
 not verify serves the lie; a release signed without content hashes (by this suite's own
 signer, as an older stipple signs) gets blocks only. --base may name release 1's index."""
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -27,7 +29,8 @@ from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fi
 import treeutil
 from conftest import STIPPLE, mount_image, run
 from test_published import (REPO, assert_same_tree, block_requests, hashes, images,  # noqa: F401
-                            origin_of, publish, read_all, readme_config, releases)
+                            origin_of, publish, read_all, readme_config, releases, stored,
+                            store_files)
 
 import pubindex
 
@@ -312,3 +315,116 @@ def test_base_index_blocks_are_not_followed_nor_waited_on(images, tmp_path, plan
             timeout=60)
     assert r.returncode != 0 and "blocks/%s/%s" % (sha[:2], sha) in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def decoded(path):
+    """The content of the block file at PATH, decoded by the zstd program."""
+    return subprocess.run(["zstd", "-dc", path], check=True, capture_output=True).stdout
+
+
+def test_block_in_the_store_is_read_without_its_delta(releases, images, tmp_path):
+    """Release 2's blocks already in the store (a mount of release 2 published without
+    --base filled it): a mount of the release with deltas rebuilds nothing, and asks for
+    no delta."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    shutil.copy(images[1], tmp_path / "full.stp")
+    publish([tmp_path / "full.stp"], www, "stipple")  # the same blocks, no delta table
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s" % cache
+        for name in ("app-1.stp", "full.stp", "app-2.stp"):
+            seen = len(origin.uris())
+            with mount_image(origin.url(REPO + "/" + name), None, "-o", o) as mnt:
+                assert_same_tree(releases[name != "app-1.stp"], mnt)
+        got = block_requests(origin, seen)
+    assert got == [], "release 2's blocks were in the store, yet it fetched %s" % got
+
+
+def test_rebuilt_content_is_kept_in_the_store(releases, images, tmp_path):
+    """A block rebuilt from its delta is kept under its content's SHA-256 (the content,
+    as the zstd program decodes its block): a later mount reads it without its bases or
+    its delta (both removed from the store here) and fetches nothing."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    entries, h2 = parsed["entries"], hashes(idx2)
+    mount_pair(releases, www, tmp_path, cache)
+    removed = set()
+    for d in parsed["deltas"]:
+        kept = stored(cache, d["content"].hex())
+        assert kept.exists(), "block %d's content was not kept" % d["block"]
+        assert kept.read_bytes() == decoded(block_file(www, entries[d["block"]][2]))
+        for sha in d["bases"] + [d["delta"]]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stored(cache, sha.hex()))
+            removed.add(sha.hex())
+    with origin_of(www, tmp_path / "nginx") as origin:
+        seen = len(origin.uris())  # the log goes on from mount_pair's
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o",
+                         "cache_dir=%s" % cache) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin, seen)
+    # a base release 2 holds as a block of its own is fetched again, nothing else
+    assert sorted(got) == sorted(removed & set(h2)), "a kept content was not used"
+
+
+def test_a_small_store_keeps_contents_before_blocks(releases, images, tmp_path):
+    """Room in cache_size= for few files past release 1's (as many as release 2 has
+    deltas, twice, and one): the contents and deltas the store's bases make useful are
+    offered first, so every rebuilt content is kept, and the blocks they spare are not."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s" % cache
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        # the fetcher writes files of at most a content's size: 64 KiB here
+        held = sum(os.stat(stored(cache, name)).st_blocks * 512 for name in store_files(cache))
+        limit = held + (2 * len(parsed["deltas"]) + 1) * 65536
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o",
+                         "%s,cache_size=%d" % (o, limit)) as mnt:
+            assert_same_tree(releases[1], mnt)
+    for d in parsed["deltas"]:
+        assert stored(cache, d["content"].hex()).exists(), d["block"]
+
+
+def test_damaged_kept_content_is_not_served(releases, images, tmp_path):
+    """A kept content damaged in the store is refused by its hash: the block is rebuilt
+    again from the delta and bases the store holds (nothing fetched), the tree is the
+    source's, and the content is kept again, whole."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    mount_pair(releases, www, tmp_path, cache)
+    d = parsed["deltas"][0]
+    kept = stored(cache, d["content"].hex())
+    good = kept.read_bytes()
+    treeutil.flip_byte(kept, len(good) // 2)
+    with origin_of(www, tmp_path / "nginx") as origin:
+        seen = len(origin.uris())
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o",
+                         "cache_dir=%s" % cache) as mnt:
+            assert_same_tree(releases[1], mnt)
+        assert block_requests(origin, seen) == []
+    assert kept.read_bytes() == good
+
+
+def test_bases_are_offered_first_when_store_files_are_cut(releases, images, tmp_path):
+    """Descriptors for few store files (the mount's RLIMIT_NOFILE, which the fetcher
+    inherits, less the 64 it keeps for itself): the bases come first, so release 2 still
+    fetches its deltas, not their blocks."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    h2 = hashes(idx2)
+    nbases = len({b for d in parsed["deltas"] for b in d["bases"]})
+    assert nbases + 4 < len(parsed["entries"]), "the cut would not cut"
+    with origin_of(www, tmp_path / "nginx") as origin:
+        o = "cache_dir=%s" % cache
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        seen = len(origin.uris())
+        nofile = "--nofile=%d:%d" % (64 + nbases + 4, 64 + nbases + 4)
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o,
+                         wrapper=("prlimit", nofile)) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin, seen)
+    for d in parsed["deltas"]:
+        assert d["delta"].hex() in got and h2[d["block"]] not in got, d["block"]
