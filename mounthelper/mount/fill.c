@@ -401,13 +401,16 @@ static void wait_job(struct stp_filler *f, uint64_t wait)
 	pthread_cond_timedwait(&f->cond, &f->lock, &ts);
 }
 
-/* Lock held: a job that met a file whose lookup reply was on its way runs again later,
- * after the jobs queued meanwhile (the filler never naps with work waiting). */
+/* Lock held: a job that met a file whose lookup reply was on its way runs again later
+ * (pagestore.h), after the jobs queued meanwhile (the filler never naps with work
+ * waiting). */
 static void retry_later(struct stp_filler *f, struct job *j)
 {
-	if (++j->tries >= STP_PAGESTORE_TRIES)
-		return; /* as the pagestore's rule: those pages are read as usual */
-	j->due = stp_now_ns() + STP_PAGESTORE_NAP_MS * 1000000ull;
+	if (j->tries >= STP_PAGESTORE_ROUNDS) {
+		stp_pagestore_give_up(&f->store); /* those pages are read as usual */
+		return;
+	}
+	j->due = stp_now_ns() + STP_PAGESTORE_LATER_NS(j->tries++);
 	if (j->kind == JOB_BLOCK)
 		f->queued[j->id] = 0;
 	enqueue_job(f, j);

@@ -14,7 +14,7 @@
  * never full) and indexed by the filler's thread, whose walk of its extents holds no
  * lock and stops after a million pieces: a lookup never waits for a hostile file's walk.
  * Pages go in through pagestore.h, with its retry rule, but a job that meets a file whose
- * lookup reply is still on its way is queued again, due STP_PAGESTORE_NAP_MS later,
+ * lookup reply is still on its way is queued again, due later by pagestore.h's rule,
  * rather than napping: the pushes of blocks that reads decode meanwhile go first. Memory: 9 bytes per image inode
  * and 5 per block, and 40 bytes per known file per block it touches.
  *

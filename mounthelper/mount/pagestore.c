@@ -75,8 +75,9 @@ static uint64_t push(struct stp_pagestore *ps, uint32_t ino, uint64_t a, uint64_
 			count(&ps->st.retries, 1);
 			break;
 		}
-		if (rc) {
-			count(&ps->st.failures, 1);
+		if (rc) { /* a refusal the caller retries is counted when it gives up */
+			if (rc != -ENOENT || !stp_inodes_known(ps->inodes, ino))
+				count(&ps->st.failures, 1);
 			break;
 		}
 		done += n;
@@ -97,6 +98,11 @@ uint64_t stp_pagestore_push_once(struct stp_pagestore *ps, uint32_t ino, uint64_
 {
 	*again = 0;
 	return push(ps, ino, a, b, ref, in, 1, again);
+}
+
+void stp_pagestore_give_up(struct stp_pagestore *ps)
+{
+	count(&ps->st.failures, 1);
 }
 
 void stp_pagestore_stats(const struct stp_pagestore *ps, struct stp_pagestore_stats *out)

@@ -28,11 +28,12 @@
 #define HOLD_WAIT_NS 1000000000ll /* how long a full warmer waits for reads to free a block */
 #define QUEUE_LEN 65536u          /* inodes waiting for a store; more are not stored */
 #define LINGER_NS 30000000000ll  /* after warming, how long held blocks wait for a reader */
-/* A queued inode whose store is to be tried again (the kernel had not taken the lookup
- * reply yet); how many such retries a warmer makes in all (each waits out the store's
- * own naps first, about 10 ms). */
-#define RETRY_BIT 0x80000000u
+/* A file whose store the kernel refused while the table knew it (the kernel had not
+ * taken the lookup reply yet: its requester had not run again, as on a busy machine) is
+ * stored again later by pagestore.h's rule, while its blocks are held; RETRY_MAX such
+ * retries a warmer makes in all, RETRY_PENDING waiting at once. */
 #define RETRY_MAX 1024u
+#define RETRY_PENDING 64u
 /* How long stopping waits for a thread: one blocked in notify_store, on a page that a
  * read the ended loop will never answer holds locked, never returns. */
 #define STOP_WAIT_S 2
@@ -75,9 +76,15 @@ struct stp_warmer {
 	uint64_t ahead;            /* hot blocks a read decoded before warming took them; lock */
 	enum fstate follow;        /* protected by lock */
 	int stop;                  /* protected by lock */
-	uint32_t queue[QUEUE_LEN]; /* inodes to store, RETRY_BIT for a retry; lock */
+	uint32_t queue[QUEUE_LEN]; /* inodes to store; lock */
 	unsigned qhead, qlen;
-	unsigned retrying;         /* retries queued or running; protected by lock */
+	struct wretry {
+		uint32_t ino;
+		unsigned round;    /* 1 for the first retry */
+		uint64_t due_ns;   /* stp_now_ns() */
+	} retries[RETRY_PENDING];  /* lock */
+	unsigned nretries;         /* waiting in RETRIES; lock */
+	unsigned retrying;         /* retries waiting or running; protected by lock */
 	unsigned retries_left;     /* protected by lock */
 	uint64_t reads;            /* atomic: reads answered, whatever their block */
 
@@ -213,27 +220,51 @@ void stp_warm_note_read(struct stp_warmer *w, uint64_t off, uint64_t len)
 		mark_pages(w, off, len);
 }
 
-/* Lock held: queues INO (with RETRY_BIT, a retry) for the store thread. */
+/* Lock held: queues INO for the store thread. */
 static void enqueue_locked(struct stp_warmer *w, uint32_t ino)
 {
 	if (w->qlen >= QUEUE_LEN)
 		return;
 	w->queue[(w->qhead + w->qlen++) % QUEUE_LEN] = ino;
-	w->retrying += !!(ino & RETRY_BIT);
 	pthread_cond_broadcast(&w->cond);
 }
 
-/* A store of INO met a lookup reply the kernel has not taken yet (its requester had not
- * run again, as on a busy machine): the store thread tries the file again later, while
- * its block is held, instead of leaving those pages to reads after warming. */
-static void retry_later(struct stp_warmer *w, uint32_t ino)
+/* A store of INO after ROUND retries met a lookup reply the kernel has not taken yet:
+ * the store thread tries the file again later (RETRY_ROUNDS), while its blocks are held,
+ * instead of leaving those pages to reads after warming. */
+static void retry_later(struct stp_warmer *w, uint32_t ino, unsigned round)
 {
 	pthread_mutex_lock(&w->lock);
-	if (w->retries_left && !w->stop) {
+	if (round < STP_PAGESTORE_ROUNDS && w->retries_left && w->nretries < RETRY_PENDING &&
+	    !w->stop) {
 		w->retries_left--;
-		enqueue_locked(w, ino | RETRY_BIT);
+		w->retrying++;
+		w->retries[w->nretries++] = (struct wretry){
+			ino, round + 1, stp_now_ns() + STP_PAGESTORE_LATER_NS(round) };
+		pthread_cond_broadcast(&w->cond);
+	} else {
+		stp_pagestore_give_up(&w->store);
 	}
 	pthread_mutex_unlock(&w->lock);
+}
+
+/* Lock held: takes a retry that is due into *R (1), or says in *NEXT when the first one
+ * will be (0; UINT64_MAX: none waits). */
+static int take_due_retry_locked(struct stp_warmer *w, struct wretry *r, uint64_t *next)
+{
+	uint64_t now = stp_now_ns();
+
+	*next = UINT64_MAX;
+	for (unsigned i = 0; i < w->nretries; i++) {
+		if (w->retries[i].due_ns <= now) {
+			*r = w->retries[i];
+			w->retries[i] = w->retries[--w->nretries];
+			return 1;
+		}
+		if (w->retries[i].due_ns < *next)
+			*next = w->retries[i].due_ns;
+	}
+	return 0;
 }
 
 /* Pushes the whole pages of S (from pinned block REF) into the kernel's page cache.
@@ -266,13 +297,13 @@ static void store_block(struct stp_warmer *w, uint64_t k)
 		return; /* read whole meanwhile */
 	for (uint32_t i = p->block_first[k]; i < p->block_first[k + 1]; i++)
 		if (stp_inodes_known(w->inodes, p->segs[i].ino) && store_seg(w, &p->segs[i], &ref))
-			retry_later(w, p->segs[i].ino);
+			retry_later(w, p->segs[i].ino, 0);
 	push_end(w, k);
 }
 
-/* Stores INO's warmed pages from the blocks still held; a refusal is queued again once
- * (pagestore.h), not by the retry itself (RETRY). */
-static void store_inode(struct stp_warmer *w, uint32_t ino, bool retry)
+/* Stores INO's warmed pages from the blocks still held, after ROUND retries; a refusal
+ * is tried again later (retry_later). */
+static void store_inode(struct stp_warmer *w, uint32_t ino, unsigned round)
 {
 	const struct stp_warm_plan *p = &w->plan;
 	int again = 0;
@@ -289,8 +320,8 @@ static void store_inode(struct stp_warmer *w, uint32_t ino, bool retry)
 			push_end(w, k);
 		}
 	}
-	if (again && !retry)
-		retry_later(w, ino);
+	if (again)
+		retry_later(w, ino, round);
 }
 
 /* Watches the inode table: a file the kernel has just learnt of gets its warmed pages.
@@ -299,7 +330,7 @@ static void note_known(void *ctx, uint32_t ino, const struct stp_inode *inode)
 {
 	struct stp_warmer *w = ctx;
 
-	if (!inode || ino >= w->ninodes || (ino & RETRY_BIT))
+	if (!inode || ino >= w->ninodes)
 		return;
 	if (w->plan.ino_first[ino] == w->plan.ino_first[ino + 1])
 		return;
@@ -341,6 +372,14 @@ static void deadline_in(struct timespec *ts, long long ns)
 	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += (ts->tv_nsec + ns) / 1000000000ll;
 	ts->tv_nsec = (ts->tv_nsec + ns) % 1000000000ll;
+}
+
+/* The earlier of TS and NS (both CLOCK_MONOTONIC). */
+static struct timespec earlier(struct timespec ts, uint64_t ns)
+{
+	struct timespec at = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	return at.tv_sec < ts.tv_sec || (at.tv_sec == ts.tv_sec && at.tv_nsec < ts.tv_nsec) ? at : ts;
 }
 
 /* Lock held. Waits while the warmer holds a full budget. While nothing reads (the
@@ -524,9 +563,18 @@ static void *store_main(void *arg)
 	struct timespec linger = { 0 };
 
 	pthread_mutex_lock(&w->lock);
-	while (!w->stop && (w->running || w->held || w->qlen)) {
+	while (!w->stop && (w->running || w->held || w->qlen || w->nretries)) {
+		struct wretry r;
+		uint64_t next;
 		uint32_t ino;
 
+		if (take_due_retry_locked(w, &r, &next)) {
+			pthread_mutex_unlock(&w->lock);
+			store_inode(w, r.ino, r.round);
+			pthread_mutex_lock(&w->lock);
+			w->retrying--;
+			continue;
+		}
 		if (!w->qlen) {
 			struct timespec ts;
 
@@ -537,6 +585,8 @@ static void *store_main(void *arg)
 					deadline_in(&linger, LINGER_NS);
 				ts = linger;
 			}
+			if (next != UINT64_MAX)
+				ts = earlier(ts, next);
 			if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
 				linger.tv_sec = 0; /* something happened: wait afresh */
 			else if (!w->running && ts.tv_sec == linger.tv_sec && ts.tv_nsec == linger.tv_nsec)
@@ -548,9 +598,8 @@ static void *store_main(void *arg)
 		w->qhead = (w->qhead + 1) % QUEUE_LEN;
 		w->qlen--;
 		pthread_mutex_unlock(&w->lock);
-		store_inode(w, ino & ~RETRY_BIT, ino & RETRY_BIT);
+		store_inode(w, ino, 0);
 		pthread_mutex_lock(&w->lock);
-		w->retrying -= !!(ino & RETRY_BIT);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
