@@ -12,6 +12,7 @@ and the FUSE reads that reach the daemon are counted by the cache's hit and miss
 nothing but the pages read lands there. A hot block that a read wants before warming has
 taken it is decoded by the read itself (warm_ahead), never behind warming.
 """
+import contextlib
 import os
 import random
 import re
@@ -22,7 +23,7 @@ import pytest
 from conftest import STIPPLE, mount_image, run
 import imageutil
 from test_memory import raw_status
-from pagecache import gone_pages, read_pushed
+from pagecache import drops, gone_pages, held, read_pushed, unless_dropped
 from test_warm import daemon_gone
 
 PAGE = 4096
@@ -106,6 +107,7 @@ def read_one_page(mnt):
 
 @pytest.mark.needs_root
 def test_read_fills_the_pages_of_known_files(small_tree, small_image):
+    mark = drops()
     with mount_image(small_image, None, "--warm-workers", "0") as mnt:
         st = raw_status(mnt)
         pid = st["pid"]
@@ -113,28 +115,33 @@ def test_read_fills_the_pages_of_known_files(small_tree, small_image):
         assert seccomp_mode(pid) == 2
         read_one_page(mnt)
         others = [rel for rel in SMALL if rel not in ("a/f00", LATE)]
-        wait_for(lambda: not any(lost_pages(mnt, rel) for rel in others), 10,
-                 lambda: "not all pushed: %s, %s" % (
-                     {rel: lost_pages(mnt, rel) for rel in others[:5]}, raw_status(mnt)))
-        st = raw_status(mnt)
-        assert st["blocks_decoded"] == 1 and st["fill_store_failures"] == 0, st
-        assert st["fill_stored_bytes"] >= sum(len(SMALL[r]) for r in others), st
-        assert st["fill_known"] == len(SMALL) - 1, st
-        # a file the kernel learns of now gets its pages from the block still cached
-        os.stat(os.path.join(mnt, LATE))
-        wait_for(lambda: not lost_pages(mnt, LATE), 10,
-                 lambda: "%s: pages %s not pushed; %s" % (LATE, lost_pages(mnt, LATE),
-                                                          raw_status(mnt)))
-        # the pushed pages are the files' bytes, and reading them asks the daemon nothing
-        # but for the pages the kernel reclaimed since (pagecache.py)
-        before, reclaimed = fuse_reads(raw_status(mnt)), 0
-        for rel in others + [LATE]:
-            got, n = read_pushed(os.path.join(mnt, rel))
-            assert got == SMALL[rel], rel
-            reclaimed += n
-            with open(os.path.join(small_tree, rel), "rb") as f:
-                assert f.read() == SMALL[rel], rel
-        assert fuse_reads(raw_status(mnt)) - before <= reclaimed, (reclaimed, raw_status(mnt))
+        # the files' inodes held until the drop below (pagecache.held)
+        with contextlib.ExitStack() as hold, unless_dropped(mark):
+            hold.enter_context(held(os.path.join(mnt, rel) for rel in others))
+            wait_for(lambda: not any(lost_pages(mnt, rel) for rel in others), 10,
+                     lambda: "not all pushed: %s, %s" % (
+                         {rel: lost_pages(mnt, rel) for rel in others[:5]}, raw_status(mnt)))
+            st = raw_status(mnt)
+            assert st["blocks_decoded"] == 1 and st["fill_store_failures"] == 0, "%s" % st
+            assert st["fill_stored_bytes"] >= sum(len(SMALL[r]) for r in others), st
+            assert st["fill_known"] == len(SMALL) - 1, st
+            # a file the kernel learns of now (the hold looks it up) gets its pages from
+            # the block still cached
+            hold.enter_context(held([os.path.join(mnt, LATE)]))
+            wait_for(lambda: not lost_pages(mnt, LATE), 10,
+                     lambda: "%s: pages %s not pushed; %s" % (LATE, lost_pages(mnt, LATE),
+                                                              raw_status(mnt)))
+            # the pushed pages are the files' bytes, and reading them asks the daemon
+            # nothing but for the pages the kernel reclaimed since (pagecache.py)
+            before, reclaimed = fuse_reads(raw_status(mnt)), 0
+            for rel in others + [LATE]:
+                got, n = read_pushed(os.path.join(mnt, rel))
+                assert got == SMALL[rel], rel
+                reclaimed += n
+                with open(os.path.join(small_tree, rel), "rb") as f:
+                    assert f.read() == SMALL[rel], rel
+            assert fuse_reads(raw_status(mnt)) - before <= reclaimed, \
+                (reclaimed, raw_status(mnt))
         assert raw_status(mnt)["fill_dropped"] == 0
         # forgotten files leave the index: the kernel drops unused inodes
         with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -220,7 +227,9 @@ def test_hot_region_is_pushed_once_by_the_warmer(hot_image):
     once warming is done every hot file is whole in the page cache all the same (but for
     pages the kernel reclaimed since)."""
     image, tree = hot_image
-    with mount_image(image, None, "--warm-workers", "1", "--cache-budget", "2") as mnt:
+    mark = drops()
+    with mount_image(image, None, "--warm-workers", "1", "--cache-budget", "2") as mnt, \
+            held(os.path.join(mnt, "h/b%d" % i) for i in range(NBIG)), unless_dropped(mark):
         last = "h/b%d" % (NBIG - 1)
         with open(os.path.join(tree, last), "rb") as f:
             want = f.read(PAGE)
@@ -231,4 +240,6 @@ def test_hot_region_is_pushed_once_by_the_warmer(hot_image):
         assert st["warm_done"] == 1 and st["fill_stored_bytes"] == 0, st
         assert st["warm_stored_bytes"] >= (NBIG - 1) * BIG, st
         for i in range(NBIG):
-            assert not lost_pages(mnt, "h/b%d" % i), i
+            lost = lost_pages(mnt, "h/b%d" % i)
+            assert not lost, "h/b%d: %d pages never pushed, from %d; %s" % (
+                i, len(lost), lost[0], raw_status(mnt))

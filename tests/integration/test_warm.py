@@ -28,7 +28,7 @@ from conftest import (IS_ROOT, MKSTIPPLE, MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STI
 import imageutil
 from imageutil import HOLE_MIN, HOT_PAGE, RANGE_MARGIN
 import treeutil
-from pagecache import read_pushed
+from pagecache import drops, held, read_pushed, unless_dropped
 
 
 
@@ -947,10 +947,12 @@ def test_warmed_pages_go_into_the_page_cache(warm_image):
 def test_warmed_files_read_without_decoding_again(warm_image):
     """Hot files start on pages of the stream, so every page of them lies in one block
     and is pushed whole: reading them afterwards decodes nothing again."""
-    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _):
+    mark = drops()
+    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _), \
+            held(hot_paths(mnt)), unless_dropped(mark):
         lookup_then_warm(mnt)
         st = raw_status(mnt)
-        assert st["warm_store_failures"] == 0, st
+        assert st["warm_store_failures"] == 0, "%s" % st
         decoded = st["blocks_decoded"]
         reclaimed = read_hot_parts(mnt)
         again = raw_status(mnt)["blocks_decoded"] - decoded
@@ -979,6 +981,11 @@ def read_hot_parts(mnt):
     return reclaimed + n
 
 
+def hot_paths(mnt):
+    """The hot files' paths, to hold their inodes (pagecache.held)."""
+    return [os.path.join(mnt, rel) for rel in hot_names()]
+
+
 def hot_blocks_of_warm():
     return -(-hot_size_of_warm() // BS)
 
@@ -1005,11 +1012,13 @@ def test_priming_fills_the_page_cache_before_any_access(warm_image):
     finish (each block is let go once stored), every hot page is in the page cache before
     the first read (or was reclaimed from it since: pagecache.py), and reading the hot
     parts afterwards decodes nothing but for reclaimed pages, and gives the files' bytes."""
-    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _):
+    mark = drops()
+    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _), \
+            held(hot_paths(mnt)), unless_dropped(mark):
         r = status(mnt, "--wait", "--timeout", "60")
         assert r.returncode == 0 and "(done)" in r.stdout, r.stdout + r.stderr
         st = raw_status(mnt)
-        assert st["warm_held"] == 0 and st["warm_store_failures"] == 0, st
+        assert st["warm_held"] == 0 and st["warm_store_failures"] == 0, "%s" % st
         # read_hot_parts checks each hot page
         assert st["warm_stored_bytes"] > hot_size_of_warm() * 0.8, st
         decoded = st["blocks_decoded"]
@@ -1307,14 +1316,16 @@ def test_pieces_after_a_files_end_stay_page_aligned(tmp_path):
     assert build(tree, image, *FAST, "--hot-list", lst) == ""
     entries = parse_hot_list(read_bytes(lst))
     assert hot_size(image) == expected_hot_size(tree, entries)
-    with live_mount(image, "--warm-workers", "1", "--cache-budget", "64") as (mnt, _):
+    mark = drops()
+    with live_mount(image, "--warm-workers", "1", "--cache-budget", "64") as (mnt, _), \
+            held([os.path.join(mnt, "f")]), unless_dropped(mark):
         assert status(mnt, "--wait", "--timeout", "60").returncode == 0
         time.sleep(0.2)
         st = raw_status(mnt)
         spans = hot_spans([(294912, size), (0, 135168)], size) or [(0, size)]
         # every hot page went in: a page straddling two blocks could not have
         assert st["warm_stored_bytes"] == sum(b - a for a, b in spans), st
-        assert st["warm_store_failures"] == 0, st
+        assert st["warm_store_failures"] == 0, "%s" % st
         before = st["blocks_decoded"]
         got, reclaimed = read_pushed(os.path.join(mnt, "f"), spans)
         assert got == [content[a:b] for a, b in spans]
