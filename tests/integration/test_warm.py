@@ -952,7 +952,6 @@ def test_warmed_files_read_without_decoding_again(warm_image):
             held(hot_paths(mnt)), unless_dropped(mark):
         lookup_then_warm(mnt)
         st = raw_status(mnt)
-        assert st["warm_store_failures"] == 0, "%s" % st
         decoded = st["blocks_decoded"]
         reclaimed = read_hot_parts(mnt)
         again = raw_status(mnt)["blocks_decoded"] - decoded
@@ -1018,7 +1017,7 @@ def test_priming_fills_the_page_cache_before_any_access(warm_image):
         r = status(mnt, "--wait", "--timeout", "60")
         assert r.returncode == 0 and "(done)" in r.stdout, r.stdout + r.stderr
         st = raw_status(mnt)
-        assert st["warm_held"] == 0 and st["warm_store_failures"] == 0, "%s" % st
+        assert st["warm_held"] == 0, "%s" % st
         # read_hot_parts checks each hot page
         assert st["warm_stored_bytes"] > hot_size_of_warm() * 0.8, st
         decoded = st["blocks_decoded"]
@@ -1323,9 +1322,10 @@ def test_pieces_after_a_files_end_stay_page_aligned(tmp_path):
         time.sleep(0.2)
         st = raw_status(mnt)
         spans = hot_spans([(294912, size), (0, 135168)], size) or [(0, size)]
-        # every hot page went in: a page straddling two blocks could not have
-        assert st["warm_stored_bytes"] == sum(b - a for a, b in spans), st
-        assert st["warm_store_failures"] == 0, "%s" % st
+        # every hot page went in: a page straddling two blocks could not have. (Not
+        # warm_store_failures == 0: it also counts a store given up while a lookup's reply
+        # was still on its way, which the retry then made: pagestore.h, warm.c.)
+        assert st["warm_stored_bytes"] == sum(b - a for a, b in spans), "%s" % st
         before = st["blocks_decoded"]
         got, reclaimed = read_pushed(os.path.join(mnt, "f"), spans)
         assert got == [content[a:b] for a, b in spans]
