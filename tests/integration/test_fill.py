@@ -5,12 +5,14 @@
 A read of one page decodes its whole block; the daemon pushes the other pages of that
 block, of every regular file the kernel knows, into the page cache, and the pages of a
 file looked up later from blocks still cached. Residency is checked with mincore
-(util-linux fincore), which reads nothing; the bytes are compared with the source tree,
+(util-linux fincore), which reads nothing, and a pushed page missing must be one the kernel
+reclaimed since (cachestat: pagecache.py); the bytes are compared with the source tree,
 and the FUSE reads that reach the daemon are counted by the cache's hit and miss counters
 (`stipple status`): a page served from the page cache never reaches them. With nofill
 nothing but the pages read lands there. A hot block that a read wants before warming has
 taken it is decoded by the read itself (warm_ahead), never behind warming.
 """
+import contextlib
 import os
 import random
 import re
@@ -21,6 +23,7 @@ import pytest
 from conftest import STIPPLE, mount_image, run
 import imageutil
 from test_memory import raw_status
+from pagecache import drops, gone_pages, held, read_pushed, unless_dropped
 from test_warm import daemon_gone
 
 PAGE = 4096
@@ -71,9 +74,10 @@ def pread_one(path, off, n):
         os.close(fd)
 
 
-def pages(n):
-    """What fincore counts for N bytes: whole pages."""
-    return -(-n // PAGE) * PAGE
+def lost_pages(mnt, rel):
+    """REL's pages that are not in the page cache, but for those the kernel reclaimed
+    since they were pushed (pagecache.py)."""
+    return gone_pages(os.path.join(mnt, rel))[1]
 
 
 def fuse_reads(st):
@@ -103,6 +107,7 @@ def read_one_page(mnt):
 
 @pytest.mark.needs_root
 def test_read_fills_the_pages_of_known_files(small_tree, small_image):
+    mark = drops()
     with mount_image(small_image, None, "--warm-workers", "0") as mnt:
         st = raw_status(mnt)
         pid = st["pid"]
@@ -110,28 +115,33 @@ def test_read_fills_the_pages_of_known_files(small_tree, small_image):
         assert seccomp_mode(pid) == 2
         read_one_page(mnt)
         others = [rel for rel in SMALL if rel not in ("a/f00", LATE)]
-        wait_for(lambda: all(fincore_bytes(os.path.join(mnt, rel)) == pages(len(SMALL[rel]))
-                             for rel in others), 10,
-                 lambda: "not all resident: %s, %s" % (
-                     {rel: fincore_bytes(os.path.join(mnt, rel)) for rel in others[:5]},
-                     raw_status(mnt)))
-        st = raw_status(mnt)
-        assert st["blocks_decoded"] == 1, st
-        assert st["fill_stored_bytes"] >= sum(len(SMALL[r]) for r in others), st
-        assert st["fill_known"] == len(SMALL) - 1, st
-        # a file the kernel learns of now gets its pages from the block still cached
-        os.stat(os.path.join(mnt, LATE))
-        late = os.path.join(mnt, LATE)
-        wait_for(lambda: fincore_bytes(late) == pages(len(SMALL[LATE])), 10,
-                 lambda: "%s: %d bytes resident; %s" % (LATE, fincore_bytes(late), raw_status(mnt)))
-        # the pushed pages are the files' bytes, and reading them asks the daemon nothing
-        before = fuse_reads(raw_status(mnt))
-        for rel in others + [LATE]:
-            with open(os.path.join(mnt, rel), "rb") as f:
-                assert f.read() == SMALL[rel], rel
-            with open(os.path.join(small_tree, rel), "rb") as f:
-                assert f.read() == SMALL[rel], rel
-        assert fuse_reads(raw_status(mnt)) == before, raw_status(mnt)
+        # the files' inodes held until the drop below (pagecache.held)
+        with contextlib.ExitStack() as hold, unless_dropped(mark):
+            hold.enter_context(held(os.path.join(mnt, rel) for rel in others))
+            wait_for(lambda: not any(lost_pages(mnt, rel) for rel in others), 10,
+                     lambda: "not all pushed: %s, %s" % (
+                         {rel: lost_pages(mnt, rel) for rel in others[:5]}, raw_status(mnt)))
+            st = raw_status(mnt)
+            assert st["blocks_decoded"] == 1 and st["fill_store_failures"] == 0, "%s" % st
+            assert st["fill_stored_bytes"] >= sum(len(SMALL[r]) for r in others), st
+            assert st["fill_known"] == len(SMALL) - 1, st
+            # a file the kernel learns of now (the hold looks it up) gets its pages from
+            # the block still cached
+            hold.enter_context(held([os.path.join(mnt, LATE)]))
+            wait_for(lambda: not lost_pages(mnt, LATE), 10,
+                     lambda: "%s: pages %s not pushed; %s" % (LATE, lost_pages(mnt, LATE),
+                                                              raw_status(mnt)))
+            # the pushed pages are the files' bytes, and reading them asks the daemon
+            # nothing but for the pages the kernel reclaimed since (pagecache.py)
+            before, reclaimed = fuse_reads(raw_status(mnt)), 0
+            for rel in others + [LATE]:
+                got, n = read_pushed(os.path.join(mnt, rel))
+                assert got == SMALL[rel], rel
+                reclaimed += n
+                with open(os.path.join(small_tree, rel), "rb") as f:
+                    assert f.read() == SMALL[rel], rel
+            assert fuse_reads(raw_status(mnt)) - before <= reclaimed, \
+                (reclaimed, raw_status(mnt))
         assert raw_status(mnt)["fill_dropped"] == 0
         # forgotten files leave the index: the kernel drops unused inodes
         with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -214,9 +224,12 @@ def test_read_ahead_of_warming_decodes_its_block_itself(hot_image):
 def test_hot_region_is_pushed_once_by_the_warmer(hot_image):
     """The filler leaves the hot region to warming, which pushes it for the files the
     kernel knows: a hot block a read decodes ahead of warming is not pushed twice, and
-    once warming is done every hot file is whole in the page cache all the same."""
+    once warming is done every hot file is whole in the page cache all the same (but for
+    pages the kernel reclaimed since)."""
     image, tree = hot_image
-    with mount_image(image, None, "--warm-workers", "1", "--cache-budget", "2") as mnt:
+    mark = drops()
+    with mount_image(image, None, "--warm-workers", "1", "--cache-budget", "2") as mnt, \
+            held(os.path.join(mnt, "h/b%d" % i) for i in range(NBIG)), unless_dropped(mark):
         last = "h/b%d" % (NBIG - 1)
         with open(os.path.join(tree, last), "rb") as f:
             want = f.read(PAGE)
@@ -227,4 +240,6 @@ def test_hot_region_is_pushed_once_by_the_warmer(hot_image):
         assert st["warm_done"] == 1 and st["fill_stored_bytes"] == 0, st
         assert st["warm_stored_bytes"] >= (NBIG - 1) * BIG, st
         for i in range(NBIG):
-            assert fincore_bytes(os.path.join(mnt, "h/b%d" % i)) == BIG, i
+            lost = lost_pages(mnt, "h/b%d" % i)
+            assert not lost, "h/b%d: %d pages never pushed, from %d; %s" % (
+                i, len(lost), lost[0], raw_status(mnt))

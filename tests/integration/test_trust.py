@@ -15,6 +15,7 @@ import pytest
 
 from conftest import MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, run, unmount
 from imageutil import CraftedImage, buffer_bytes
+from pagecache import pinned
 import treeutil
 from test_mount import daemon_pids, wait_gone
 
@@ -238,8 +239,9 @@ def test_shared_extents_cannot_stall_the_mount(tmp_path, mnt):
 
 def test_daemon_that_does_not_answer_is_killed_and_unmounted(tmp_path, mnt):
     """The inner image lies on an outer stipple mount whose daemon is stopped: the monitor
-    reads the inner superblock from the page cache, the inner daemon's first read past it
-    never returns. The mount gives up at the deadline, undoes itself, and says why."""
+    reads the inner superblock from the page cache (pinned there: the kernel may reclaim a
+    page read moments ago, pagecache.py), the inner daemon's first read past it never
+    returns. The mount gives up at the deadline, undoes itself, and says why."""
     inner_src = tmp_path / "inner-src"
     inner_src.mkdir()
     (inner_src / "noise").write_bytes(os.urandom(8 << 20))
@@ -259,10 +261,11 @@ def test_daemon_that_does_not_answer_is_killed_and_unmounted(tmp_path, mnt):
         inner = str(outer_mnt / "inner.stipple")
         with open(inner, "rb") as f:
             assert f.read(4096)[:8] == b"STIPPLE\0"  # now in the page cache
-        os.kill(pids[0], signal.SIGSTOP)
-        t0 = time.monotonic()
-        r = run([STIPPLE, "mount", inner, mnt], timeout=60)
-        took = time.monotonic() - t0
+        with pinned(inner, 4096):
+            os.kill(pids[0], signal.SIGSTOP)
+            t0 = time.monotonic()
+            r = run([STIPPLE, "mount", inner, mnt], timeout=60)
+            took = time.monotonic() - t0
         assert r.returncode == 1, r.stderr
         assert "the daemon did not answer within 10 s" in r.stderr, r.stderr
         assert DEADLINE - 1 < took < DEADLINE + 5, took

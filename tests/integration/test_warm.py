@@ -28,7 +28,7 @@ from conftest import (IS_ROOT, MKSTIPPLE, MOUNT_STIPPLE, PYTHON, PYTHON_LIB, STI
 import imageutil
 from imageutil import HOLE_MIN, HOT_PAGE, RANGE_MARGIN
 import treeutil
-from pagecache import nonresident_pages
+from pagecache import drops, held, read_pushed, unless_dropped
 
 
 
@@ -947,14 +947,17 @@ def test_warmed_pages_go_into_the_page_cache(warm_image):
 def test_warmed_files_read_without_decoding_again(warm_image):
     """Hot files start on pages of the stream, so every page of them lies in one block
     and is pushed whole: reading them afterwards decodes nothing again."""
-    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _):
+    mark = drops()
+    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _), \
+            held(hot_paths(mnt)), unless_dropped(mark):
         lookup_then_warm(mnt)
-        decoded = raw_status(mnt)["blocks_decoded"]
-        read_hot_parts(mnt)
+        st = raw_status(mnt)
+        decoded = st["blocks_decoded"]
+        reclaimed = read_hot_parts(mnt)
         again = raw_status(mnt)["blocks_decoded"] - decoded
-        # a few, for pages the kernel may have reclaimed on a busy machine
-        assert again <= hot_blocks_of_warm() // 8, "%d of %d hot blocks decoded again" % (
-            again, hot_blocks_of_warm())
+        # but a decode for each page the kernel reclaimed since its push (pagecache.py)
+        assert again <= reclaimed, "%d of %d hot blocks decoded again, %d pages reclaimed" % (
+            again, hot_blocks_of_warm(), reclaimed)
 
 
 def hot_size_of_warm():
@@ -963,13 +966,23 @@ def hot_size_of_warm():
 
 
 def read_hot_parts(mnt):
-    """Reads every hot page and nothing else (readahead off for the ranged file)."""
+    """Reads every hot page and nothing else (readahead off for the ranged file), once
+    warming has pushed them all: none may be missing from the page cache but those the
+    kernel reclaimed since. Returns how many it reclaimed (pagecache.read_pushed)."""
+    reclaimed = 0
     for rel in hot_names():
         if rel != "hot/ranged":
-            assert read_whole(mnt, rel) == WARM_FILES[rel]
-    spans = [(a, b - a) for a, b in RANGED]
-    for (off, n), got in zip(spans, pread_random(mnt, "hot/ranged", spans)):
-        assert got == WARM_FILES["hot/ranged"][off:off + n]
+            got, n = read_pushed(os.path.join(mnt, rel))
+            assert got == WARM_FILES[rel], rel
+            reclaimed += n
+    got, n = read_pushed(os.path.join(mnt, "hot/ranged"), RANGED)
+    assert got == [WARM_FILES["hot/ranged"][a:b] for a, b in RANGED]
+    return reclaimed + n
+
+
+def hot_paths(mnt):
+    """The hot files' paths, to hold their inodes (pagecache.held)."""
+    return [os.path.join(mnt, rel) for rel in hot_names()]
 
 
 def hot_blocks_of_warm():
@@ -991,37 +1004,27 @@ def test_pages_of_files_looked_up_after_warming_go_into_the_page_cache(warm_imag
                  "little stored into the page cache: %s" % raw_status(mnt))
 
 
-def fincore_bytes(path):
-    """Bytes of PATH in the page cache (util-linux fincore: mincore on a mapping, which
-    reads nothing)."""
-    r = run(["fincore", "--bytes", "--noheadings", "--output", "RES", path])
-    assert r.returncode == 0, r.stderr
-    return int(r.stdout.strip())
-
-
 @pytest.mark.needs_root
 def test_priming_fills_the_page_cache_before_any_access(warm_image):
     """The mount looks the hot files up before it returns, so warming pushes every hot
     page into the page cache with nobody reading: one worker and a budget of one block
-    finish (each block is let go once stored), the pages are resident before the first
-    read, and reading the hot parts afterwards decodes nothing and gives the files'
-    bytes."""
-    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _):
+    finish (each block is let go once stored), every hot page is in the page cache before
+    the first read (or was reclaimed from it since: pagecache.py), and reading the hot
+    parts afterwards decodes nothing but for reclaimed pages, and gives the files' bytes."""
+    mark = drops()
+    with live_mount(warm_image, "--warm-workers", "1", "--cache-budget", "1") as (mnt, _), \
+            held(hot_paths(mnt)), unless_dropped(mark):
         r = status(mnt, "--wait", "--timeout", "60")
         assert r.returncode == 0 and "(done)" in r.stdout, r.stdout + r.stderr
         st = raw_status(mnt)
-        assert st["warm_held"] == 0, st
-        # all but the pages cut at block edges inside a file
+        assert st["warm_held"] == 0, "%s" % st
+        # read_hot_parts checks each hot page
         assert st["warm_stored_bytes"] > hot_size_of_warm() * 0.8, st
-        for rel in ("hot/f00", "hot/f07"):
-            size = len(WARM_FILES[rel])
-            resident = fincore_bytes(os.path.join(mnt, rel))
-            assert resident >= size - 2 * PAGE, "%s: %d of %d bytes resident" % (rel, resident, size)
         decoded = st["blocks_decoded"]
-        read_hot_parts(mnt)
+        reclaimed = read_hot_parts(mnt)
         again = raw_status(mnt)["blocks_decoded"] - decoded
-        assert again <= hot_blocks_of_warm() // 8, "%d of %d hot blocks decoded again" % (
-            again, hot_blocks_of_warm())
+        assert again <= reclaimed, "%d of %d hot blocks decoded again, %d pages reclaimed" % (
+            again, hot_blocks_of_warm(), reclaimed)
 
 
 @pytest.mark.needs_root
@@ -1312,18 +1315,20 @@ def test_pieces_after_a_files_end_stay_page_aligned(tmp_path):
     assert build(tree, image, *FAST, "--hot-list", lst) == ""
     entries = parse_hot_list(read_bytes(lst))
     assert hot_size(image) == expected_hot_size(tree, entries)
-    with live_mount(image, "--warm-workers", "1", "--cache-budget", "64") as (mnt, _):
+    mark = drops()
+    with live_mount(image, "--warm-workers", "1", "--cache-budget", "64") as (mnt, _), \
+            held([os.path.join(mnt, "f")]), unless_dropped(mark):
         assert status(mnt, "--wait", "--timeout", "60").returncode == 0
         time.sleep(0.2)
         st = raw_status(mnt)
         spans = hot_spans([(294912, size), (0, 135168)], size) or [(0, size)]
-        # every hot page went in: a page straddling two blocks could not have
-        assert st["warm_stored_bytes"] == sum(b - a for a, b in spans), st
-        assert st["warm_store_failures"] == 0, st
-        # the kernel may have reclaimed a pushed page since (pagecache.py); each costs a decode
-        gone = nonresident_pages(os.path.join(mnt, "f"), spans)
+        # every hot page went in: a page straddling two blocks could not have. (Not
+        # warm_store_failures == 0: it also counts a store given up while a lookup's reply
+        # was still on its way, which the retry then made: pagestore.h, warm.c.)
+        assert st["warm_stored_bytes"] == sum(b - a for a, b in spans), "%s" % st
         before = st["blocks_decoded"]
-        for a, b in spans:
-            assert pread_random(mnt, "f", [(a, b - a)])[0] == content[a:b]
+        got, reclaimed = read_pushed(os.path.join(mnt, "f"), spans)
+        assert got == [content[a:b] for a, b in spans]
+        # but a decode for each page the kernel reclaimed since its push (pagecache.py)
         st = raw_status(mnt)
-        assert st["blocks_decoded"] - before <= len(gone), (gone, st)
+        assert st["blocks_decoded"] - before <= reclaimed, (reclaimed, st)
