@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -37,10 +38,12 @@
 #include "published.h"
 #include "pubstore.h"
 #include "sign.h"
+#include "util.h"
 
 static const struct stp_cli publish_cli = {
 	.name = "publish",
-	.synopsis = "[-qj] [--key PUBKEY] [--name NAME] [--base OLD [--delta-level N]] IMAGE DIR",
+	.synopsis = "[-qj] [--key PUBKEY] [--name NAME] [--base OLD [--delta-level N] [--threads N]]\n"
+		    "IMAGE DIR",
 	.summary = "Publish IMAGE into DIR for a web server: each stored block as its own file\n"
 		   "DIR/blocks/HH/H64, named by its SHA-256 and shared by every image published\n"
 		   "there, then the index DIR/NAME.stp that a mount of its URL reads.",
@@ -50,6 +53,8 @@ static const struct stp_cli publish_cli = {
 		   "  -b, --base OLD     also write delta files against OLD, the previous\n"
 		   "                     release's image or index, for the blocks it lacks\n"
 		   "      --delta-level N  the zstd level of the deltas (1-22; default 19)\n"
+		   "  -t, --threads N    make the deltas on N threads (1-1024; default 1); the\n"
+		   "                     output does not depend on N\n"
 		   "  -q, --quiet        no progress line on a terminal\n"
 		   "  -j, --json         the summary as one JSON document (stipple(1))\n",
 };
@@ -65,7 +70,9 @@ struct publish {
 	uint64_t count[3], bytes[3];     /* blocks and bytes by enum stp_pubstore_put */
 	const char *base;                /* --base OLD */
 	int level;                       /* --delta-level */
+	unsigned threads;                /* --threads */
 	struct pubdelta *delta;
+	struct pubdelta_want *want;      /* the blocks OLD lacks, in order */
 	struct stp_pubindex_delta *deltas;
 	size_t ndeltas;
 	uint64_t update;                 /* blocks' bytes a mount holding OLD's fetches */
@@ -277,9 +284,9 @@ static int hash_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scra
 	return err;
 }
 
-/* Block B's delta against OLD, when OLD lacks it and one pays: written and listed. */
-static int delta_block(struct publish *p, uint64_t b, const struct stp_pubindex_entry *e,
-		       const uint8_t *buf, uint8_t *scratch)
+/* The delta of the block of E against OLD, when OLD lacks it and one pays (made by
+ * pubdelta's threads, taken in block order): written and listed. */
+static int delta_block(struct publish *p, const struct stp_pubindex_entry *e, uint8_t *scratch)
 {
 	struct stp_pubindex_delta ent, *v;
 	enum stp_pubstore_put how;
@@ -289,7 +296,7 @@ static int delta_block(struct publish *p, uint64_t b, const struct stp_pubindex_
 	if (pubdelta_old_has(p->delta, e->sha256))
 		return 0;
 	p->update += e->stored_size;
-	rc = pubdelta_make(p->delta, b, buf, e->stored_size, &delta, &ent);
+	rc = pubdelta_next(p->delta, &delta, &ent);
 	if (rc <= 0)
 		return rc;
 	rc = stp_pubstore_put_block(&p->store, ent.delta_sha256, delta, ent.delta_size, scratch,
@@ -329,7 +336,7 @@ static int store_block(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scr
 		return store_error(p, err);
 	p->count[how]++;
 	p->bytes[how] += e.stored_size;
-	return p->delta ? delta_block(p, b, &e, buf, scratch) : 0;
+	return p->delta ? delta_block(p, &e, scratch) : 0;
 }
 
 typedef int (*block_fn)(struct publish *p, uint64_t b, uint8_t *buf, uint8_t *scratch);
@@ -475,6 +482,29 @@ static int print_json(const struct publish *p)
 	return stp_json_print(&publish_cli, doc);
 }
 
+/* The blocks OLD lacks, by the first pass's hashes, handed to the delta threads. */
+static int start_deltas(struct publish *p)
+{
+	uint64_t n = stp_image_sb(p->img)->block_count;
+	size_t k = 0;
+
+	p->want = calloc(n ? n : 1, sizeof(*p->want));
+	if (!p->want) {
+		stp_cli_error(&publish_cli, "out of memory");
+		return -ENOMEM;
+	}
+	for (uint64_t b = 0; b < n; b++) {
+		struct stp_pubindex_entry e;
+
+		stp_pubindex_entry_at(p->index, b, &e);
+		if (pubdelta_old_has(p->delta, e.sha256))
+			continue;
+		p->want[k].block = b;
+		memcpy(p->want[k++].sha256, e.sha256, sizeof(e.sha256));
+	}
+	return pubdelta_start(p->delta, p->want, k);
+}
+
 static int publish(struct publish *p, const struct stp_pubkey *key)
 {
 	int err = stp_cli_open_checked(&publish_cli, p->image, key, &p->img) ?:
@@ -482,14 +512,17 @@ static int publish(struct publish *p, const struct stp_pubkey *key)
 
 	if (err || (err = each_block(p, hash_block) ?: seal_index(p) ?: check_verbatim(p, key)))
 		return err;
-	if (p->base && (err = pubdelta_open(&publish_cli, p->base, p->img, p->level, &p->delta)))
+	if (p->base && (err = pubdelta_open(&publish_cli, p->base, p->img, p->level, p->threads,
+					    &p->delta)))
 		return err;
 	if ((err = stp_pubstore_open(&p->store, p->dir)))
 		return store_error(p, err);
 	if (replaces_image(p))
 		return -EEXIST;
 	stp_progress_attach(p->img); /* the second pass, from 0 */
-	err = each_block(p, store_block);
+	err = p->delta ? start_deltas(p) : 0;
+	if (!err)
+		err = each_block(p, store_block);
 	if (!err && p->ndeltas)
 		err = seal_deltas(p);
 	if (!err && (err = stp_pubstore_sync_blocks(&p->store)))
@@ -513,6 +546,7 @@ static int publish_run(struct publish *p, const struct stp_pubkey *key, int json
 	}
 	stp_pubstore_close(&p->store);
 	pubdelta_close(p->delta);
+	free(p->want);
 	free(p->deltas);
 	if (p->img)
 		stp_image_close(p->img);
@@ -534,6 +568,19 @@ static int delta_level(const char *arg, int *level)
 	return -EINVAL;
 }
 
+/* --threads N: from 1 to 1024, as mkstipple's. */
+static int threads(const char *arg, unsigned *n)
+{
+	uint64_t v;
+
+	if (!stp_parse_uint(arg, 1, 1024, &v)) {
+		*n = (unsigned)v;
+		return 0;
+	}
+	stp_cli_error(&publish_cli, "--threads %s: not a number from 1 to 1024", arg);
+	return -EINVAL;
+}
+
 int stp_cmd_publish(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -541,9 +588,13 @@ int stp_cmd_publish(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' }, { "quiet", no_argument, NULL, 'q' },
 		{ "base", required_argument, NULL, 'b' },
 		{ "delta-level", required_argument, NULL, 'L' },
+		{ "threads", required_argument, NULL, 't' },
 		STP_CLI_LONGOPTS, { 0 },
 	};
-	struct publish p = { .store = { .dirfd = -1, .blocksfd = -1 }, .level = 19 };
+	/* one thread by default: deltas are taken in block order, and on 2 CPUs two
+	 * threads waiting on each other were slower than one (stipple(1)) */
+	struct publish p = { .store = { .dirfd = -1, .blocksfd = -1 }, .level = 19,
+			     .threads = 1 };
 	const char *keyfile = NULL, *name = NULL;
 	struct stp_pubkey key;
 	int opt, status, json = 0, quiet = 0;
@@ -551,9 +602,13 @@ int stp_cmd_publish(int argc, char **argv)
 	for (int i = 0; i < STP_PUBSTORE_FANOUT; i++)
 		p.store.fanfd[i] = -1;
 	stp_cli_init(&publish_cli, argv);
-	while ((opt = getopt_long(argc, argv, "b:jk:n:q" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "b:jk:n:qt:" STP_CLI_SHORTOPTS, longopts, NULL)) != -1) {
 		if (opt == 'b')
 			p.base = optarg;
+		else if (opt == 't' && threads(optarg, &p.threads))
+			return STP_EXIT_USAGE;
+		else if (opt == 't')
+			continue;
 		else if (opt == 'L' && delta_level(optarg, &p.level))
 			return STP_EXIT_USAGE;
 		else if (opt == 'L')

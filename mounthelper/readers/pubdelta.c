@@ -18,6 +18,7 @@
 #include "treewalk.h"
 
 #include <dirent.h>
+#include <pthread.h>
 
 /* A run of one file's bytes within one block. */
 struct piece {
@@ -37,6 +38,24 @@ struct oldblock {
 	uint64_t block;
 };
 
+/* What a worker is doing with its block (pubdelta_next takes them in order). */
+enum job { JOB_IDLE, JOB_BUSY, JOB_DONE };
+
+/* One thread's state: each block's delta is made by one worker, with its own buffers,
+ * so that what it makes depends on the block alone, never on the threads. */
+struct worker {
+	struct pubdelta *d;
+	pthread_t thread;
+	int started;
+	uint64_t *score;          /* per OLD block, for the block being matched */
+	uint64_t *touched;        /* the OLD blocks scored */
+	uint8_t *content, *prefix, *stored, *delta, *check;
+	enum job job;
+	size_t want;              /* the index in d->want of the block it holds */
+	int rc;                   /* make_delta's */
+	struct stp_pubindex_delta ent;
+};
+
 struct pubdelta {
 	const struct stp_cli *cli;
 	const char *oldpath;
@@ -44,10 +63,15 @@ struct pubdelta {
 	int level;
 	struct oldblock *hashes;  /* OLD's blocks by hash, sorted */
 	struct pieces oldp, newp; /* OLD's by (path, file_off); the new image's by block */
-	uint64_t *score;          /* per OLD block, for the block being matched */
-	uint64_t *touched;        /* the OLD blocks scored */
-	uint8_t *content, *prefix, *stored, *delta, *check;
 	size_t block_max;         /* the larger block size of the two images */
+	struct worker *workers;
+	unsigned nworkers;
+	pthread_mutex_t lock;     /* guards the jobs, claimed and taken below */
+	pthread_cond_t changed;
+	const struct pubdelta_want *want;
+	size_t nwant, claimed, taken;
+	struct worker *held;      /* the worker whose delta pubdelta_next last gave */
+	int stop;
 };
 
 static int piece_add(struct pieces *ps, const struct piece *p)
@@ -139,11 +163,12 @@ static int hash_old(struct pubdelta *d)
 		return -ENOMEM;
 	for (uint64_t b = 0; b < n; b++) {
 		size_t len;
-		int err = stp_image_read_stored(d->old, STP_SIG_HASH_BLOCK0 + b, d->stored, &len);
+		uint8_t *buf = d->workers[0].stored;
+		int err = stp_image_read_stored(d->old, STP_SIG_HASH_BLOCK0 + b, buf, &len);
 
 		if (err)
 			return err;
-		stp_sign_hash(d->stored, len, d->hashes[b].sha);
+		stp_sign_hash(buf, len, d->hashes[b].sha);
 		d->hashes[b].block = b;
 	}
 	qsort(d->hashes, n, sizeof(*d->hashes), by_sha);
@@ -156,21 +181,38 @@ int pubdelta_old_has(const struct pubdelta *d, const uint8_t sha[STP_PUBINDEX_HA
 		       by_sha) != NULL;
 }
 
-static int buffers(struct pubdelta *d)
+static int worker_buffers(struct pubdelta *d, struct worker *w)
+{
+	size_t smax = stp_image_stored_max(d->old), nmax = stp_image_stored_max(d->img);
+	uint64_t nold = stp_image_sb(d->old)->block_count + 1;
+
+	w->d = d;
+	w->content = malloc(d->block_max);
+	w->check = malloc(d->block_max);
+	w->delta = malloc(d->block_max);
+	w->prefix = malloc(2 * d->block_max);
+	w->stored = malloc(smax > nmax ? smax : nmax);
+	w->score = calloc(nold, sizeof(*w->score));
+	w->touched = calloc(nold, sizeof(*w->touched));
+	return w->content && w->check && w->delta && w->prefix && w->stored && w->score &&
+	       w->touched ? 0 : -ENOMEM;
+}
+
+/* THREADS workers' buffers: each thread's memory is about five blocks and its zstd
+ * state, so that THREADS bounds publish's. */
+static int buffers(struct pubdelta *d, unsigned threads)
 {
 	size_t a = stp_image_block_size(d->old), b = stp_image_block_size(d->img);
-	size_t smax = stp_image_stored_max(d->old);
+	int err = 0;
 
 	d->block_max = a > b ? a : b;
-	d->content = malloc(d->block_max);
-	d->check = malloc(d->block_max);
-	d->delta = malloc(d->block_max);
-	d->prefix = malloc(2 * d->block_max);
-	d->stored = malloc(smax);
-	d->score = calloc(stp_image_sb(d->old)->block_count + 1, sizeof(*d->score));
-	d->touched = calloc(stp_image_sb(d->old)->block_count + 1, sizeof(*d->touched));
-	return d->content && d->check && d->delta && d->prefix && d->stored && d->score &&
-	       d->touched ? 0 : -ENOMEM;
+	d->workers = calloc(threads, sizeof(*d->workers));
+	if (!d->workers)
+		return -ENOMEM;
+	d->nworkers = threads;
+	for (unsigned i = 0; i < threads && !err; i++)
+		err = worker_buffers(d, &d->workers[i]);
+	return err;
 }
 
 /* OLD: a one-file image, or an index with its blocks beside it (localindex.h). */
@@ -192,7 +234,7 @@ static int open_old(struct pubdelta *d)
 }
 
 int pubdelta_open(const struct stp_cli *cli, const char *old, struct stp_image *img, int level,
-		  struct pubdelta **out)
+		  unsigned threads, struct pubdelta **out)
 {
 	struct pubdelta *d = calloc(1, sizeof(*d));
 	int err;
@@ -202,12 +244,14 @@ int pubdelta_open(const struct stp_cli *cli, const char *old, struct stp_image *
 		return -ENOMEM;
 	}
 	*d = (struct pubdelta){ .cli = cli, .oldpath = old, .img = img, .level = level };
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->changed, NULL);
 	err = open_old(d);
 	if (err) {
-		free(d);
+		pubdelta_close(d);
 		return err;
 	}
-	err = buffers(d) ?: hash_old(d) ?: map_files(d->old, &d->oldp, by_path) ?:
+	err = buffers(d, threads ? threads : 1) ?: hash_old(d) ?: map_files(d->old, &d->oldp, by_path) ?:
 	      map_files(img, &d->newp, by_block);
 	if (err) {
 		stp_cli_problem(cli, old, NULL, "cannot be a base: %s", stp_strerror(err));
@@ -218,22 +262,44 @@ int pubdelta_open(const struct stp_cli *cli, const char *old, struct stp_image *
 	return 0;
 }
 
+static void worker_free(struct worker *w)
+{
+	free(w->score);
+	free(w->touched);
+	free(w->content);
+	free(w->check);
+	free(w->delta);
+	free(w->prefix);
+	free(w->stored);
+}
+
+/* Stops the workers: each ends after the block it is making. */
+static void stop_workers(struct pubdelta *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->stop = 1;
+	pthread_cond_broadcast(&d->changed);
+	pthread_mutex_unlock(&d->lock);
+	for (unsigned i = 0; i < d->nworkers; i++)
+		if (d->workers[i].started)
+			pthread_join(d->workers[i].thread, NULL);
+}
+
 void pubdelta_close(struct pubdelta *d)
 {
 	if (!d)
 		return;
+	stop_workers(d);
+	for (unsigned i = 0; i < d->nworkers; i++)
+		worker_free(&d->workers[i]);
+	free(d->workers);
 	if (d->old)
 		stp_image_close(d->old);
 	free(d->hashes);
 	free(d->oldp.v);
 	free(d->newp.v);
-	free(d->score);
-	free(d->touched);
-	free(d->content);
-	free(d->check);
-	free(d->delta);
-	free(d->prefix);
-	free(d->stored);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->changed);
 	free(d);
 }
 
@@ -256,8 +322,9 @@ static size_t lower_bound(const struct pieces *ps, const struct piece *key,
 
 /* Scores the OLD blocks holding bytes of P's file near P's file offsets (a block's
  * worth either side: files grow and shrink between releases). */
-static void score_piece(struct pubdelta *d, const struct piece *p, size_t *ntouched)
+static void score_piece(struct worker *w, const struct piece *p, size_t *ntouched)
 {
+	const struct pubdelta *d = w->d;
 	struct piece key = { .path = p->path };
 	uint64_t slack = d->block_max / 8;
 	uint64_t lo = p->file_off > slack ? p->file_off - slack : 0;
@@ -271,9 +338,9 @@ static void score_piece(struct pubdelta *d, const struct piece *p, size_t *ntouc
 
 		if (to <= from)
 			continue;
-		if (!d->score[o->block])
-			d->touched[(*ntouched)++] = o->block;
-		d->score[o->block] += to - from;
+		if (!w->score[o->block])
+			w->touched[(*ntouched)++] = o->block;
+		w->score[o->block] += to - from;
 	}
 }
 
@@ -286,8 +353,9 @@ static int base_usable(const struct pubdelta *d, uint64_t ob)
 }
 
 /* The bases of new block B, best first: how many (0: no OLD block shares its files). */
-static unsigned choose_bases(struct pubdelta *d, uint64_t b, uint64_t base[2])
+static unsigned choose_bases(struct worker *w, uint64_t b, uint64_t base[2])
 {
+	const struct pubdelta *d = w->d;
 	struct piece key = { .block = b };
 	uint64_t best[2] = { 0, 0 };
 	size_t ntouched = 0;
@@ -295,11 +363,11 @@ static unsigned choose_bases(struct pubdelta *d, uint64_t b, uint64_t base[2])
 
 	for (size_t i = lower_bound(&d->newp, &key, by_block);
 	     i < d->newp.n && d->newp.v[i].block == b; i++)
-		score_piece(d, &d->newp.v[i], &ntouched);
+		score_piece(w, &d->newp.v[i], &ntouched);
 	for (size_t i = 0; i < ntouched; i++) {
-		uint64_t ob = d->touched[i], s = d->score[ob];
+		uint64_t ob = w->touched[i], s = w->score[ob];
 
-		d->score[ob] = 0;
+		w->score[ob] = 0;
 		if (!base_usable(d, ob) || s <= best[1])
 			continue;
 		if (s > best[0]) {
@@ -316,76 +384,177 @@ static unsigned choose_bases(struct pubdelta *d, uint64_t b, uint64_t base[2])
 	return n;
 }
 
-/* The bases' contents one after the other in d->prefix, their hashes in ENT. */
-static int load_prefix(struct pubdelta *d, const uint64_t *base, unsigned n,
+/* The bases' contents one after the other in w->prefix, their hashes in ENT. */
+static int load_prefix(struct worker *w, const uint64_t *base, unsigned n,
 		       struct stp_pubindex_delta *ent, size_t *plen)
 {
+	const struct pubdelta *d = w->d;
 	*plen = 0;
 	for (unsigned i = 0; i < n; i++) {
 		size_t len, got;
-		int err = stp_image_read_stored(d->old, STP_SIG_HASH_BLOCK0 + base[i], d->stored,
+		int err = stp_image_read_stored(d->old, STP_SIG_HASH_BLOCK0 + base[i], w->stored,
 						&len);
 
 		if (!err)
-			err = stp_delta_content(d->stored, len, d->prefix + *plen, d->block_max,
+			err = stp_delta_content(w->stored, len, w->prefix + *plen, d->block_max,
 						&got);
 		if (err) {
 			stp_cli_problem(d->cli, d->oldpath, NULL, "block %" PRIu64 ": %s", base[i],
 					stp_strerror(err));
 			return err;
 		}
-		stp_sign_hash(d->stored, len, ent->base_sha256[i]);
+		stp_sign_hash(w->stored, len, ent->base_sha256[i]);
 		*plen += got;
 	}
 	ent->base_count = n;
 	return 0;
 }
 
-/* The delta of d->content (CLEN bytes) against the prefix, when it is at most CAP bytes
+/* The delta of w->content (CLEN bytes) against the prefix, when it is at most CAP bytes
  * and rebuilds the content exactly. */
-static int delta_of(struct pubdelta *d, size_t clen, size_t plen, size_t cap, size_t *dlen)
+static int delta_of(struct worker *w, size_t clen, size_t plen, size_t cap, size_t *dlen)
 {
-	int err = stp_delta_make(d->content, clen, d->prefix, plen, d->level, d->delta, cap,
+	int err = stp_delta_make(w->content, clen, w->prefix, plen, w->d->level, w->delta, cap,
 				 dlen);
 
 	if (err == -ENOSPC)
 		return 0;
 	if (!err)
-		err = stp_delta_apply(d->delta, *dlen, d->prefix, plen, d->check, clen);
-	if (!err && memcmp(d->check, d->content, clen))
+		err = stp_delta_apply(w->delta, *dlen, w->prefix, plen, w->check, clen);
+	if (!err && memcmp(w->check, w->content, clen))
 		err = -EUCLEAN;
 	if (err) {
-		stp_cli_error(d->cli, "a delta could not be made: %s", stp_strerror(err));
+		stp_cli_error(w->d->cli, "a delta could not be made: %s", stp_strerror(err));
 		return err;
 	}
 	return 1;
 }
 
-int pubdelta_make(struct pubdelta *d, uint64_t b, const uint8_t *stored, size_t len,
-		  const uint8_t **delta, struct stp_pubindex_delta *ent)
+/* Reads block B of the new image into w->stored, and checks that it still hashes to
+ * SHA, as the first pass found it: *LEN its stored bytes. */
+static int read_new(struct worker *w, uint64_t b, const uint8_t *sha, size_t *len)
 {
+	uint8_t now[STP_PUBINDEX_HASH_LEN];
+	int err = stp_image_read_stored(w->d->img, STP_SIG_HASH_BLOCK0 + b, w->stored, len);
+
+	if (!err) {
+		stp_sign_hash(w->stored, *len, now);
+		err = memcmp(now, sha, sizeof(now)) ? -EAGAIN : 0;
+	}
+	if (err)
+		stp_cli_problem(w->d->cli, stp_image_path(w->d->img), NULL, "block %" PRIu64
+				": %s", b, err == -EAGAIN ? "changed while it was being published"
+				: stp_strerror(err));
+	return err;
+}
+
+/* The delta of the block of WANT into w->delta and w->ent, when one pays: 1 with a
+ * delta, 0 without, or a negative errno. */
+static int make_delta(struct worker *w, const struct pubdelta_want *want)
+{
+	const struct pubdelta *d = w->d;
 	const struct stp_superblock *sb = stp_image_sb(d->img);
+	struct stp_pubindex_delta *ent = &w->ent;
 	struct stp_blockent be;
-	uint64_t base[2];
-	size_t clen, plen, dlen;
+	uint64_t base[2], b = want->block;
+	size_t len, clen, plen, dlen;
 	unsigned n;
 	int rc;
 
 	if (stp_image_block(d->img, b, &be) || be.codec != STP_CODEC_ZSTD ||
-	    stp_delta_content(stored, len, d->content, d->block_max, &clen) ||
-	    clen != stp_sb_block_len(sb, b) || !(n = choose_bases(d, b, base)))
+	    !(n = choose_bases(w, b, base)))
+		return 0;
+	if ((rc = read_new(w, b, want->sha256, &len)))
+		return rc;
+	if (stp_delta_content(w->stored, len, w->content, d->block_max, &clen) ||
+	    clen != stp_sb_block_len(sb, b))
 		return 0;
 	memset(ent, 0, sizeof(*ent));
-	rc = load_prefix(d, base, n, ent, &plen);
+	rc = load_prefix(w, base, n, ent, &plen);
 	if (!rc)
-		rc = delta_of(d, clen, plen, len / 4 * 3, &dlen);
+		rc = delta_of(w, clen, plen, len / 4 * 3, &dlen);
 	if (rc <= 0)
 		return rc;
 	ent->block = b;
 	ent->delta_size = (uint32_t)dlen;
 	ent->content_size = (uint32_t)clen;
-	stp_sign_hash(d->delta, dlen, ent->delta_sha256);
-	stp_sign_hash(d->content, clen, ent->content_sha256);
-	*delta = d->delta;
+	stp_sign_hash(w->delta, dlen, ent->delta_sha256);
+	stp_sign_hash(w->content, clen, ent->content_sha256);
 	return 1;
+}
+
+/* A worker: claims the next block wanted, makes its delta, and waits for pubdelta_next
+ * to take it before it claims another, so that at most one delta a thread is held. */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct pubdelta *d = w->d;
+
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		while (w->job != JOB_IDLE && !d->stop)
+			pthread_cond_wait(&d->changed, &d->lock);
+		if (d->stop || d->claimed == d->nwant)
+			break;
+		w->want = d->claimed++;
+		w->job = JOB_BUSY;
+		pthread_mutex_unlock(&d->lock);
+		w->rc = make_delta(w, &d->want[w->want]);
+		pthread_mutex_lock(&d->lock);
+		w->job = JOB_DONE;
+		pthread_cond_broadcast(&d->changed);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+int pubdelta_start(struct pubdelta *d, const struct pubdelta_want *want, size_t n)
+{
+	d->want = want;
+	d->nwant = n;
+	for (unsigned i = 0; i < d->nworkers; i++) {
+		int err = -pthread_create(&d->workers[i].thread, NULL, worker_main,
+					  &d->workers[i]);
+
+		if (err) {
+			stp_cli_error(d->cli, "cannot start a thread: %s", stp_strerror(err));
+			return err;
+		}
+		d->workers[i].started = 1;
+	}
+	return 0;
+}
+
+/* The worker that holds the delta of d->want[I], once it is made (under the lock). */
+static struct worker *made(struct pubdelta *d, size_t i)
+{
+	for (;;) {
+		for (unsigned k = 0; k < d->nworkers; k++) {
+			struct worker *w = &d->workers[k];
+
+			if (w->job == JOB_DONE && w->want == i)
+				return w;
+		}
+		pthread_cond_wait(&d->changed, &d->lock);
+	}
+}
+
+int pubdelta_next(struct pubdelta *d, const uint8_t **delta, struct stp_pubindex_delta *ent)
+{
+	struct worker *w;
+
+	if (d->taken == d->nwant)
+		return -EINVAL; /* the caller's bug: more taken than wanted */
+	pthread_mutex_lock(&d->lock);
+	if (d->held) {
+		d->held->job = JOB_IDLE;
+		pthread_cond_broadcast(&d->changed);
+	}
+	w = d->held = made(d, d->taken++);
+	pthread_mutex_unlock(&d->lock);
+	if (w->rc == 1) {
+		*ent = w->ent;
+		*delta = w->delta;
+	}
+	return w->rc;
 }

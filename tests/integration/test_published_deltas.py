@@ -13,7 +13,8 @@ a signed release fetches the deltas too, and checks each rebuilt block against i
 content hash: a delta that rebuilds other content, under an index edited to vouch for it
 (a hostile server), is refused by the daemon and the block read, where a mount that does
 not verify serves the lie; a release signed without content hashes (by this suite's own
-signer, as an older stipple signs) gets blocks only. --base may name release 1's index."""
+signer, as an older stipple signs) gets blocks only. --base may name release 1's index.
+The deltas and the index do not depend on --threads."""
 
 import contextlib
 import hashlib
@@ -177,6 +178,37 @@ def test_base_may_be_the_published_index(images, tmp_path):
     assert r.returncode != 0 and "app-1.stp" in r.stderr and "blocks/%s/%s" % (
         v1[0][:2], v1[0]) in r.stderr, r.stderr
     assert not (tmp_path / "www3").exists()
+
+
+def dir_contents(top):
+    """{relative path: bytes} of every file under TOP."""
+    out = {}
+    for d, _, names in os.walk(top):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, top)] = f.read()
+    return out
+
+
+def test_deltas_do_not_depend_on_threads(images, tmp_path):
+    """--threads 1, 2 and 5 write the same index and the same files, byte for byte (the
+    deltas are made on threads and taken in block order); a bad count is refused."""
+    got = []
+    for n in (1, 2, 5):
+        www = tmp_path / ("www%d" % n)
+        publish(images[:1], www, "stipple")
+        run([STIPPLE, "publish", "-q", "--threads", str(n), "--base", images[0], images[1],
+             www / REPO], check=True)
+        got.append(dir_contents(www))
+    deltas = pubindex.parse(got[0][os.path.join(REPO, "app-2.stp")])["deltas"]
+    assert len(deltas) >= 2, "too few deltas for the threads to matter"
+    assert got[1] == got[0] and got[2] == got[0]
+    for bad in ("0", "1025", "two"):
+        r = run([STIPPLE, "publish", "--threads", bad, "--base", images[0], images[1],
+                 tmp_path / "www9"])
+        assert r.returncode == 2 and "--threads %s" % bad in r.stderr, r.stderr
+        assert not (tmp_path / "www9").exists()
 
 
 def signed_pair(images, tmp_path, signer=None):
