@@ -283,22 +283,30 @@ static int open_again(const char *path, int flags, int pfd)
 	return fd;
 }
 
-int stp_open_if(const char *path, int flags, int (*ok)(const char *path, const struct stat *st))
+int stp_reopen(int pfd, int flags)
 {
 	char proc[32];
+	int fd;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	if ((fd = open(proc, flags | O_CLOEXEC)) >= 0)
+		return fd;
+	return errno == ENOENT && access("/proc/self/fd", F_OK) ? -ENOSYS : -errno;
+}
+
+int stp_open_if(const char *path, int flags, int (*ok)(const char *path, const struct stat *st))
+{
 	struct stat st;
 	int pfd = open(path, O_PATH | O_CLOEXEC), fd;
 
 	if (pfd < 0)
 		return -errno;
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
 	if (fstat(pfd, &st))
 		fd = -errno;
 	else if (!ok(path, &st))
 		fd = -EINVAL;
-	else if ((fd = open(proc, flags | O_CLOEXEC)) < 0)
-		fd = errno == ENOENT && access("/proc/self/fd", F_OK) ? open_again(path, flags, pfd)
-								      : -errno;
+	else if ((fd = stp_reopen(pfd, flags)) == -ENOSYS)
+		fd = open_again(path, flags, pfd);
 	close(pfd);
 	return fd;
 }

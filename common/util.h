@@ -71,6 +71,11 @@ int stp_fd_stat(int fd, struct stat *st);
  * descriptor, -EINVAL for a node refused, or -errno. */
 int stp_open_if(const char *path, int flags, int (*ok)(const char *path, const struct stat *st));
 
+/* The node O_PATH descriptor PFD holds, opened with FLAGS and O_CLOEXEC through its
+ * /proc/self/fd link: that very inode, whatever its name points to now. Returns the
+ * descriptor, -ENOSYS without /proc, or -errno. */
+int stp_reopen(int pfd, int flags);
+
 /* What stp_open_if takes for an image: a regular file or a block device. */
 int stp_node_is_image(const char *path, const struct stat *st);
 /* ... and for a file of settings or secrets: a regular file. */

@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util.h"
+
 int stp_destnodes_init(struct stp_destnodes *t, int rootfd, uint32_t root_ino)
 {
 	struct stat st;
@@ -219,6 +221,42 @@ int stp_beneath_open(int rootfd, const char *path, int flags, int *fd)
 	if (*fd < 0 && (errno == ENOSYS || errno == EPERM))
 		return open_by_names(rootfd, path, flags, fd);
 	return *fd < 0 ? -errno : 0;
+}
+
+/* Without /proc: PATH opened again by name, kept only if it is still ST's node. */
+static int open_again_beneath(int rootfd, const char *path, int flags, const struct stat *st,
+			      int *fd)
+{
+	struct stat again;
+	int err = stp_beneath_open(rootfd, path, flags, fd);
+
+	if (!err && (fstat(*fd, &again) || again.st_dev != st->st_dev || again.st_ino != st->st_ino))
+		err = -EAGAIN;
+	return err;
+}
+
+int stp_beneath_open_file(int rootfd, const char *path, int *fd, struct stat *st)
+{
+	const int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY;
+	int node, err = stp_beneath_open(rootfd, path, O_PATH, &node);
+
+	*fd = -1;
+	if (err)
+		return err;
+	if (fstat(node, st))
+		err = -errno;
+	else if (!S_ISREG(st->st_mode))
+		err = -EINVAL;
+	else if ((*fd = stp_reopen(node, flags)) == -ENOSYS)
+		err = open_again_beneath(rootfd, path, flags, st, fd);
+	else if (*fd < 0)
+		err = *fd;
+	close(node);
+	if (err && *fd >= 0)
+		close(*fd);
+	if (err)
+		*fd = -1;
+	return err;
 }
 
 int stp_destnodes_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd)

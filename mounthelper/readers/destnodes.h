@@ -75,4 +75,13 @@ void stp_destnodes_free(struct stp_destnodes *t);
  * (-ELOOP: a symlink on the way). */
 int stp_beneath_open(int rootfd, const char *path, int flags, int *fd);
 
+/* PATH beneath ROOTFD, as stp_beneath_open finds it, opened for reading only if it is a
+ * regular file: the node is found with O_PATH and checked first, and that same inode is
+ * then opened through its /proc/self/fd link (stp_reopen), so a device node or FIFO
+ * planted in a file's place is never opened (opening some has effects: a tape rewinds,
+ * a modem hangs up). Without /proc, by its path again, checked to be the same node
+ * (-EAGAIN when it is not, though that open has run). 0 with *FD (O_RDONLY, O_NONBLOCK,
+ * O_CLOEXEC) and *ST; -EINVAL for a node that is not a regular file, else the error. */
+int stp_beneath_open_file(int rootfd, const char *path, int *fd, struct stat *st);
+
 #endif

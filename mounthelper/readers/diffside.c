@@ -136,9 +136,12 @@ static int open_beneath(const struct stp_side *s, const char *path, int flags, i
 			struct stat *st)
 {
 	int extra = flags & O_PATH ? 0 : O_NONBLOCK | O_NOCTTY; /* openat2: O_PATH takes none */
-	int err = stp_beneath_open(s->rootfd, strcmp(path, "/") ? path + 1 : ".",
-				   flags | extra, fd);
+	const char *rel = strcmp(path, "/") ? path + 1 : ".";
+	int err;
 
+	if (flags == O_RDONLY) /* a file's bytes: a device swapped in is never opened */
+		return stp_beneath_open_file(s->rootfd, rel, fd, st);
+	err = stp_beneath_open(s->rootfd, rel, flags | extra, fd);
 	if (!err && fstat(*fd, st))
 		err = -errno;
 	if (err && *fd >= 0)
@@ -156,6 +159,8 @@ static int open_node(const struct stp_side *s, const char *path,
 	struct stat st;
 	int err = open_beneath(s, path, flags, fd, &st);
 
+	if (err == -EINVAL && flags == O_RDONLY)
+		err = -ESTALE; /* no longer a regular file */
 	if (!err && ((st.st_mode & S_IFMT) != (node->mode & S_IFMT) ||
 		     (uint64_t)st.st_dev != node->dev || (uint64_t)st.st_ino != node->ino)) {
 		close(*fd);

@@ -6,13 +6,12 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <pthread.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "destnodes.h"
 #include "hash.h"
 #include "imgsrc.h"
 #include "log.h"
@@ -61,20 +60,6 @@ static uint64_t block_at(const struct local *l, uint64_t off)
 	return lo;
 }
 
-/* NAME (HH/H64) below the blocks directory AT: no link on the way (the old release's
- * directory is untrusted: a linked HH would lead anywhere), and no wait at the open (a
- * FIFO there answers -EIO when its size is checked): -errno. */
-static int open_beneath(int at, const char *name)
-{
-	struct open_how how = {
-		.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, at, name, &how, sizeof(how));
-
-	return fd < 0 ? -errno : fd;
-}
-
 /* Block I's file read whole into l->buf and checked against its hash; a file that is
  * missing, of another size or with other bytes is logged, naming it, and reads as -EIO. */
 static int hold(struct local *l, uint64_t i, struct stp_pubindex_entry *e)
@@ -87,12 +72,15 @@ static int hold(struct local *l, uint64_t i, struct stp_pubindex_entry *e)
 	stp_pubindex_entry_at(l->idx, i, e);
 	if (l->held == i)
 		return 0;
-	fd = open_beneath(l->blocks, stp_pubindex_block_name(e->sha256, name));
-	if (fd < 0) {
-		stp_log(STP_LOG_ERR, "%s: blocks/%s: %s", l->src.name, name, stp_strerror(fd));
+	/* the old release's directory is untrusted: no link followed on the way (a linked
+	 * HH would lead anywhere), nothing but a regular file opened */
+	err = stp_beneath_open_file(l->blocks, stp_pubindex_block_name(e->sha256, name), &fd, &st);
+	if (err) {
+		stp_log(STP_LOG_ERR, "%s: blocks/%s: %s", l->src.name, name,
+			err == -EINVAL ? "not a regular file" : stp_strerror(err));
 		return -EIO;
 	}
-	err = fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != e->stored_size ||
+	err = (uint64_t)st.st_size != e->stored_size ||
 	      stp_pread_full(fd, l->buf, e->stored_size, 0) ? -EIO : 0;
 	close(fd);
 	if (!err)

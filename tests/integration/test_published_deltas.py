@@ -34,6 +34,7 @@ from test_published import (REPO, assert_same_tree, block_requests, hashes, imag
                             store_files)
 
 import pubindex
+from test_no_device_open import BlockedWriter
 
 
 def publish_pair(images, www):
@@ -332,21 +333,31 @@ def test_verified_mount_of_a_release_signed_without_content_hashes(releases, ima
 def test_base_index_blocks_are_not_followed_nor_waited_on(images, tmp_path, plant):
     """The old release's directory is untrusted: a fan-out directory that is a symbolic
     link (to a copy holding the right block) is not followed, and a FIFO under a block's
-    name does not hang publish; either is refused, naming the block file."""
+    name is neither waited on nor even opened (review 13 #5: what is planted there could
+    be a device, whose open runs its driver); either is refused, naming the block file."""
     www = tmp_path / "www"
     idx1, = publish(images[:1], www, "stipple")
     sha = hashes(idx1)[0]
     fanout = www / REPO / "blocks" / sha[:2]
+    writer = None
     if plant == "linked_fanout":
         os.rename(fanout, tmp_path / "elsewhere")
         os.symlink(tmp_path / "elsewhere", fanout)
     else:
         os.unlink(fanout / sha)
         os.mkfifo(fanout / sha)
-    r = run([STIPPLE, "publish", "-q", "--base", idx1, images[1], tmp_path / "out"],
-            timeout=60)
-    assert r.returncode != 0 and "blocks/%s/%s" % (sha[:2], sha) in r.stderr, r.stderr
-    assert not (tmp_path / "out").exists()
+        writer = BlockedWriter(fanout / sha)  # its open returns once someone opens it
+    try:
+        r = run([STIPPLE, "publish", "-q", "--base", idx1, images[1], tmp_path / "out"],
+                timeout=60)
+        assert r.returncode != 0 and "blocks/%s/%s" % (sha[:2], sha) in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()
+        if writer:
+            assert not writer.opened.wait(0.5), "publish opened the FIFO"
+            assert "not a regular file" in r.stderr, r.stderr
+    finally:
+        if writer:
+            writer.release()
 
 
 def decoded(path):
