@@ -62,6 +62,13 @@ struct stp_published {
 	uint64_t content_max, delta_max;
 	pthread_mutex_t rebuild;
 	uint8_t *prefix, *base_buf;
+	/* the bases whose contents the prefix holds, in order, from the last rebuild (under
+	 * REBUILD): a delta that shares a base with the one before decodes it once */
+	uint8_t held[STP_PUBINDEX_BASES_MAX][STP_PUBINDEX_HASH_LEN];
+	size_t held_len[STP_PUBINDEX_BASES_MAX];
+	unsigned nheld;
+	void *content_spares[SPARES]; /* content buffers given back (under LOCK) */
+	unsigned ncontent_spares;
 	uint64_t deltas_used, deltas_refused; /* under LOCK */
 };
 
@@ -290,6 +297,8 @@ void stp_published_free(struct stp_published *p)
 	free(p->order);
 	free(p->prefix);
 	free(p->base_buf);
+	for (unsigned k = 0; k < p->ncontent_spares; k++)
+		free(p->content_spares[k]);
 	pthread_cond_destroy(&p->freed);
 	for (unsigned i = 0; i < p->nspares; i++)
 		free(p->spares[i]);
@@ -815,6 +824,83 @@ static bool bases_held(struct stp_published *p, const struct stp_pubindex_delta 
 	return true;
 }
 
+/* Which of the last rebuild's bases SHA is (0 at the prefix's start, 1 right after
+ * it), or -1. */
+static int held_as(const struct stp_published *p, const uint8_t *sha)
+{
+	for (unsigned k = 0; k < p->nheld; k++)
+		if (!memcmp(p->held[k], sha, STP_PUBINDEX_HASH_LEN))
+			return (int)k;
+	return -1;
+}
+
+static void hold_base(struct stp_published *p, unsigned k, const uint8_t *sha, size_t len)
+{
+	memcpy(p->held[k], sha, STP_PUBINDEX_HASH_LEN);
+	p->held_len[k] = len;
+	p->nheld = k + 1;
+}
+
+/* D's first base at the prefix's start: kept from the last rebuild where it can be
+ * (moved down when it was second), else read, checked and decoded. A second base the
+ * last rebuild also held is parked in the prefix's upper half meanwhile (each content
+ * fits half): *PARKED its length, else 0. Publish puts first the base with the most
+ * bytes, so a file read in order needs [k+1, k] after [k, k-1]. */
+static int place_first(struct stp_published *p, const struct stp_pubindex_delta *d,
+		       size_t *plen, size_t *parked)
+{
+	int h0 = held_as(p, d->base_sha256[0]);
+	int h1 = d->base_count > 1 ? held_as(p, d->base_sha256[1]) : -1;
+	size_t len0 = p->nheld ? p->held_len[0] : 0;
+
+	*plen = 0;
+	*parked = 0;
+	if (h0 == 0) {
+		*plen = p->held_len[0];
+	} else if (h0 == 1) { /* a second base held at the start is overwritten: read again */
+		memmove(p->prefix, p->prefix + len0, p->held_len[1]);
+		*plen = p->held_len[1];
+	} else {
+		if (h1 >= 0) {
+			*parked = p->held_len[h1];
+			memmove(p->prefix + p->content_max, p->prefix + (h1 ? len0 : 0), *parked);
+		}
+		p->nheld = 0;
+		if (load_base(p, d->base_sha256[0], plen))
+			return -ENOENT;
+	}
+	hold_base(p, 0, d->base_sha256[0], *plen);
+	return 0;
+}
+
+/* The bases of D in order into the prefix, *PLEN bytes (under REBUILD): what the last
+ * rebuild decoded is kept, so that the bases two deltas share are decoded once. */
+static int place_bases(struct stp_published *p, const struct stp_pubindex_delta *d,
+		       size_t *plen)
+{
+	bool in_place = d->base_count > 1 && p->nheld == 2 &&
+			!memcmp(p->held[0], d->base_sha256[0], STP_PUBINDEX_HASH_LEN) &&
+			!memcmp(p->held[1], d->base_sha256[1], STP_PUBINDEX_HASH_LEN);
+	size_t parked, at;
+	int err;
+
+	if (in_place) {
+		*plen = p->held_len[0] + p->held_len[1];
+		return 0;
+	}
+	if ((err = place_first(p, d, plen, &parked)) || d->base_count < 2)
+		return err;
+	at = *plen;
+	if (parked) {
+		memmove(p->prefix + at, p->prefix + p->content_max, parked);
+		*plen = at + parked;
+	} else if (load_base(p, d->base_sha256[1], plen)) {
+		return -ENOENT;
+	}
+	hold_base(p, 1, d->base_sha256[1], *plen - at);
+	return 0;
+}
+
 /* The bases of D into the prefix and DELTA applied to it, into OUT (under REBUILD). */
 static int apply(struct stp_published *p, const struct stp_pubindex_delta *d,
 		 const void *delta, void *out)
@@ -822,8 +908,8 @@ static int apply(struct stp_published *p, const struct stp_pubindex_delta *d,
 	size_t plen = 0;
 	int err = rebuild_buffers(p);
 
-	for (uint32_t k = 0; !err && k < d->base_count; k++)
-		err = load_base(p, d->base_sha256[k], &plen);
+	if (!err && (err = place_bases(p, d, &plen)))
+		p->nheld = 0;
 	if (!err && stp_delta_apply(delta, d->delta_size, p->prefix, plen, out, d->content_size))
 		err = -EILSEQ;
 	return err;
@@ -897,6 +983,32 @@ static int content_locked(struct stp_published *p, uint64_t i, uint64_t j,
 	if (!err)
 		to_store(p, fd, out, d->content_size);
 	return err;
+}
+
+void *stp_published_content_buffer(struct stp_published *p, uint64_t len)
+{
+	void *buf = NULL;
+
+	if (!len || len > p->content_max)
+		return NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->ncontent_spares)
+		buf = p->content_spares[--p->ncontent_spares];
+	pthread_mutex_unlock(&p->lock);
+	return buf ? buf : malloc(p->content_max);
+}
+
+void stp_published_content_done(struct stp_published *p, void *buf)
+{
+	if (!buf)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (p->ncontent_spares < SPARES) {
+		p->content_spares[p->ncontent_spares++] = buf;
+		buf = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	free(buf);
 }
 
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,

@@ -124,6 +124,14 @@ void stp_published_put(struct stp_published *p, struct stp_published_part *part)
 /* What the store did: blocks read back from it, and files in it that did not match. */
 void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected);
 
+/* A buffer for a content of LEN bytes (at most the largest a delta rebuilds; else
+ * NULL, as when memory is short): a spare given back, else a new one. Give it back with
+ * content_done (NULL, whatever P, is ignored), which keeps a few for the next contents: a new 32 MiB
+ * buffer costs its zero-filled pages, a tenth of a rebuild. Thread-safe; the spares
+ * count within stp_published_delta_memory's buffer per channel. */
+void *stp_published_content_buffer(struct stp_published *p, uint64_t len);
+void stp_published_content_done(struct stp_published *p, void *buf);
+
 /* Block I's content (delta.h; LEN bytes into OUT), when the index has a delta for it:
  * - the content kept in the store by an earlier rebuild (its slot, named by the
  *   content's SHA-256), read back and checked against that hash like a block;

@@ -188,11 +188,11 @@ static int serve_content(struct server *s, const struct stp_fetch_req *req)
 	snprintf(why, sizeof(why), "no delta");
 	if (!s->pub || !stp_published_has_deltas(s->pub))
 		err = -ENOSYS; /* none for any block: the daemon asks no more */
-	else if (req->len && req->len <= UINT32_MAX && (buf = malloc(req->len)))
+	else if ((buf = stp_published_content_buffer(s->pub, req->len)))
 		err = stp_published_content(s->pub, block, buf, req->len, &tick, &tries, why,
 					    sizeof(why));
 	if (err) {
-		free(buf);
+		stp_published_content_done(s->pub, buf);
 		return send_frame(s->fd, err, why, (uint32_t)strlen(why), tries);
 	}
 	for (uint64_t at = 0; !rc && at < req->len; at += STP_FETCH_PIECE) {
@@ -201,7 +201,7 @@ static int serve_content(struct server *s, const struct stp_fetch_req *req)
 		rc = send_frame(s->fd, 0, buf + at, (uint32_t)n,
 				!tries ? 0 : at ? STP_FETCH_NETWORK : tries);
 	}
-	free(buf);
+	stp_published_content_done(s->pub, buf);
 	return rc;
 }
 

@@ -16,9 +16,11 @@ not verify serves the lie; a release signed without content hashes (by this suit
 signer, as an older stipple signs) gets blocks only. --base may name release 1's index.
 The deltas and the index do not depend on --threads."""
 
+import base64
 import contextlib
 import hashlib
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -28,7 +30,8 @@ import pytest
 import httputil
 from httputil import _no_proxy_from_the_environment, squid_dir  # noqa: F401 (fixtures)
 import treeutil
-from conftest import STIPPLE, mount_image, run
+from conftest import STIPPLE, build_image, mount_image, run
+from imageutil import FAST
 from test_published import (REPO, assert_same_tree, block_requests, hashes, images,  # noqa: F401
                             origin_of, publish, read_all, readme_config, releases, stored,
                             store_files)
@@ -122,6 +125,32 @@ def assert_fetched_deltas(got, parsed, h1, h2):
         want.add(by_block[i]["delta"].hex() if i in by_block else h)
     assert sorted(got) == sorted(want), (len(got), len(want))
     for d in parsed["deltas"]:
+        assert h2[d["block"]] not in got, "block %d fetched whole" % d["block"]
+
+
+def test_deltas_that_share_a_base_rebuild_in_turn(tmp_path):
+    """A file shifted by an insert: each block of release 2 has two blocks of release 1
+    as its bases, one of them the next block's too (publish puts the one with the most
+    bytes first: [k, k-1], then [k+1, k]). Read in order, a
+    rebuild keeps the base it shares with the one before in memory rather than decode
+    it again (published.c); each delta must still rebuild its block exactly (none fetched
+    whole after its delta) and the file read back is release 2's."""
+    body = base64.b64encode(random.Random(31).randbytes(9 * 65536))  # zstd stores it
+    trees = [tmp_path / "v1", tmp_path / "v2"]
+    for t, data in zip(trees, (body, b"release 2\n" * 10 + body)):
+        t.mkdir()
+        (t / "f").write_bytes(data)
+    images = [build_image(t, tmp_path / ("app-%d.stp" % (i + 1)), *FAST)
+              for i, t in enumerate(trees)]
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    deltas = sorted(parsed["deltas"], key=lambda d: d["block"])
+    chained = [b for a, b in zip(deltas, deltas[1:]) if set(a["bases"]) & set(b["bases"])]
+    assert len(chained) >= 8, [d["bases"] for d in deltas]
+    got = mount_pair(trees, www, tmp_path, cache)
+    h2 = hashes(idx2)
+    for d in deltas:
+        assert d["delta"].hex() in got, "block %d: its delta was not asked for" % d["block"]
         assert h2[d["block"]] not in got, "block %d fetched whole" % d["block"]
 
 
