@@ -960,28 +960,41 @@ static bool block_in_store(struct stp_published *p, uint64_t i)
 	       !stp_fd_stat(p->store[i], &st) && (uint64_t)st.st_size == e.stored_size;
 }
 
-/* Block I's content (delta J, entry D) into OUT, under the block's stripe: the content
- * kept in the store, else nothing when the block's own file is there (-ENOENT: the
- * caller reads it), else rebuilt and kept. *REBUILT: whether a rebuild was tried. */
+/* Hands SINK the checked content OUT (D's) once. */
+static void deliver(struct stp_published_sink *sink, const struct stp_pubindex_delta *d,
+		    const void *out, unsigned tries)
+{
+	sink->delivered = true;
+	sink->rc = sink->deliver(sink->ctx, out, d->content_size, tries);
+}
+
+/* Block I's content (delta J, entry D) into OUT and to SINK, under the block's stripe:
+ * the content kept in the store, else nothing when the block's own file is there
+ * (-ENOENT: the caller reads it), else rebuilt, delivered, then kept: the reader does
+ * not wait for the store's write. *REBUILT: whether a rebuild was tried. */
 static int content_locked(struct stp_published *p, uint64_t i, uint64_t j,
 			  const struct stp_pubindex_delta *d, void *out,
-			  const struct stp_http_tick *tick, unsigned *tries, bool *rebuilt,
-			  char *why, size_t whylen)
+			  const struct stp_http_tick *tick, struct stp_published_sink *sink,
+			  unsigned *tries, bool *rebuilt, char *why, size_t whylen)
 {
 	struct stp_pubindex_entry e = { .stored_size = d->content_size };
 	int fd = extra_fd(p, SLOT_CONTENT, j), err;
 
 	*rebuilt = false;
 	memcpy(e.sha256, d->content_sha256, sizeof(e.sha256));
-	if (from_store(p, fd, &e, out))
+	if (from_store(p, fd, &e, out)) {
+		deliver(sink, d, out, 0);
 		return 0;
+	}
 	if (block_in_store(p, i))
 		return why_set(why, whylen, -ENOENT, "block %llu is in the store",
 			       (unsigned long long)i);
 	*rebuilt = true;
 	err = rebuild(p, j, d, out, tick, tries, why, whylen);
-	if (!err)
+	if (!err) {
+		deliver(sink, d, out, *tries);
 		to_store(p, fd, out, d->content_size);
+	}
 	return err;
 }
 
@@ -1012,8 +1025,8 @@ void stp_published_content_done(struct stp_published *p, void *buf)
 }
 
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
-			  const struct stp_http_tick *tick, unsigned *tries, char *why,
-			  size_t whylen)
+			  const struct stp_http_tick *tick, struct stp_published_sink *sink,
+			  unsigned *tries, char *why, size_t whylen)
 {
 	pthread_mutex_t *stripe = &p->stripes[i % STRIPES];
 	struct stp_pubindex_delta d;
@@ -1022,12 +1035,13 @@ int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64
 	int err;
 
 	*tries = 0;
+	sink->delivered = false;
 	if (!find_delta(p, i, &d, &j) || d.content_size != len)
 		return why_set(why, whylen, -ENOENT, "block %llu has no delta",
 			       (unsigned long long)i);
 	/* as a block is fetched: two reads of it at once rebuild it once */
 	lock_ticking(stripe, tick);
-	err = content_locked(p, i, j, &d, out, tick, tries, &rebuilt, why, whylen);
+	err = content_locked(p, i, j, &d, out, tick, sink, tries, &rebuilt, why, whylen);
 	pthread_mutex_unlock(stripe);
 	pthread_mutex_lock(&p->lock);
 	if (rebuilt && err)

@@ -132,7 +132,19 @@ void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t
 void *stp_published_content_buffer(struct stp_published *p, uint64_t len);
 void stp_published_content_done(struct stp_published *p, void *buf);
 
-/* Block I's content (delta.h; LEN bytes into OUT), when the index has a delta for it:
+/* Where stp_published_content hands a checked content: DELIVER(CTX, CONTENT, LEN,
+ * TRIES, the HTTP requests it took) is called once, before a rebuilt content is written
+ * into the store, so that the reader does not wait for that write. stp_published_content
+ * sets DELIVERED, and RC to what DELIVER returned. */
+struct stp_published_sink {
+	int (*deliver)(void *ctx, const void *content, uint64_t len, unsigned tries);
+	void *ctx;
+	bool delivered;
+	int rc;
+};
+
+/* Block I's content (delta.h; LEN bytes into OUT, then to SINK), when the index has a
+ * delta for it:
  * - the content kept in the store by an earlier rebuild (its slot, named by the
  *   content's SHA-256), read back and checked against that hash like a block;
  * - else -ENOENT when the block's own file holds a block's length of bytes: the caller
@@ -140,16 +152,17 @@ void stp_published_content_done(struct stp_published *p, void *buf);
  * - else rebuilt from its delta file and its bases' files in the store (each checked
  *   against its hash): the delta is fetched (checked against its hash, asked again past
  *   the caches as a block is) and applied, and the content used only when it hashes to
- *   the index's content SHA-256; then kept in its slot while the room lasts, so that a
- *   block costs its rebuild once a store.
+ *   the index's content SHA-256; then delivered, and kept in its slot while the room
+ *   lasts, so that a block costs its rebuild once a store.
  * -ENOENT, with WHY, for every other outcome (no delta, a base missing, a delta that does
  * not rebuild the block): the caller then reads the block's stored bytes, fetched and
  * checked as always. The delta is kept in the store as a block is. One thread at a time
  * per block's stripe, as get does; the delta is fetched before the one rebuild lock is
- * taken, which is held only to apply it. *TRIES: the HTTP requests it took. -ENOMEM. */
+ * taken, which is held only to apply it. *TRIES: the HTTP requests it took. -ENOMEM.
+ * 0 once SINK has had the content. */
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
-			  const struct stp_http_tick *tick, unsigned *tries, char *why,
-			  size_t whylen);
+			  const struct stp_http_tick *tick, struct stp_published_sink *sink,
+			  unsigned *tries, char *why, size_t whylen);
 /* Blocks rebuilt from deltas, and rebuilds that fell back to the block. */
 void stp_published_delta_stats(struct stp_published *p, uint64_t *used, uint64_t *refused);
 

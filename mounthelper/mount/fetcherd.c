@@ -174,35 +174,46 @@ static void keepalive(void *ctx)
 	send_frame(s->fd, 0, NULL, 0, 0);
 }
 
+/* A content in frames to the daemon (a sink's DELIVER, published.h): its requests
+ * counted once, on the first. */
+static int send_content(void *ctx, const void *content, uint64_t len, unsigned tries)
+{
+	const struct server *s = ctx;
+	const uint8_t *buf = content;
+	int rc = 0;
+
+	for (uint64_t at = 0; !rc && at < len; at += STP_FETCH_PIECE) {
+		uint64_t n = len - at < STP_FETCH_PIECE ? len - at : STP_FETCH_PIECE;
+
+		rc = send_frame(s->fd, 0, buf + at, (uint32_t)n,
+				!tries ? 0 : at ? STP_FETCH_NETWORK : tries);
+	}
+	return rc;
+}
+
 /* The content of a block, rebuilt from its delta (fetcher.h), in frames; -ENOENT when
  * it cannot be: the daemon then asks for the block. */
 static int serve_content(struct server *s, const struct stp_fetch_req *req)
 {
 	struct stp_http_tick tick = { keepalive, s };
+	struct stp_published_sink sink = { send_content, s, false, 0 };
 	uint64_t block = req->off & ~STP_FETCH_CONTENT;
 	char why[STP_FETCH_WHY_MAX];
 	uint8_t *buf = NULL;
 	unsigned tries = 0;
-	int err = -ENOENT, rc = 0;
+	int err = -ENOENT;
 
 	snprintf(why, sizeof(why), "no delta");
 	if (!s->pub || !stp_published_has_deltas(s->pub))
 		err = -ENOSYS; /* none for any block: the daemon asks no more */
 	else if ((buf = stp_published_content_buffer(s->pub, req->len)))
-		err = stp_published_content(s->pub, block, buf, req->len, &tick, &tries, why,
-					    sizeof(why));
-	if (err) {
+		err = stp_published_content(s->pub, block, buf, req->len, &tick, &sink, &tries,
+					    why, sizeof(why));
+	if (buf)
 		stp_published_content_done(s->pub, buf);
+	if (err)
 		return send_frame(s->fd, err, why, (uint32_t)strlen(why), tries);
-	}
-	for (uint64_t at = 0; !rc && at < req->len; at += STP_FETCH_PIECE) {
-		uint64_t n = req->len - at < STP_FETCH_PIECE ? req->len - at : STP_FETCH_PIECE;
-
-		rc = send_frame(s->fd, 0, buf + at, (uint32_t)n,
-				!tries ? 0 : at ? STP_FETCH_NETWORK : tries);
-	}
-	stp_published_content_done(s->pub, buf);
-	return rc;
+	return sink.rc;
 }
 
 /* One request of a published image: part by part (a block fetched whole once, however

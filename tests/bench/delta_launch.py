@@ -5,7 +5,9 @@ default: java -version, then javac of a one-line class) served by nginx on loopb
 (a) a fresh store; (b) through release 1's store (a copy of a template a v1 mount filled),
 launch then every file read; (b2) a second mount of release 2 on that same store.
 Prints each time and a JSON of medians. Needs root; leaves no mount or nginx.
-usage: OLD_BUILD=... NEW_BUILD=... [PUB=... V1=... V2=... W=...] python3 delta_launch.py"""
+RATE (nginx's limit_rate, say 12500k for 100 Mbit/s) slows each of the origin's
+connections to that rate, as a link would.
+usage: OLD_BUILD=... NEW_BUILD=... [PUB=... V1=... V2=... W=... RATE=...] python3 delta_launch.py"""
 import os, sys, time, shutil, subprocess, statistics, json
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -71,7 +73,10 @@ def note(key, v):
     print(key, "%.2f" % v, flush=True)
 
 def run_all():
-    with httputil.published_origin(W + "/www", W + "/nginx", "repo") as origin:
+    conf, _ = httputil.readme_caching("repo")
+    if os.environ.get("RATE"):
+        conf += "\nlimit_rate %s;\n" % os.environ["RATE"]
+    with httputil.nginx(W + "/www", W + "/nginx", server=conf) as origin:
         v1, v2 = origin.url("repo/" + V1), origin.url("repo/" + V2)
         tmpl = W + "/store-v1"
         if not os.path.exists(tmpl + "/blocks"):
