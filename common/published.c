@@ -760,21 +760,31 @@ static int rebuild_buffers(struct stp_published *p)
 	return p->prefix && p->base_buf ? 0 : -ENOMEM;
 }
 
-/* Base SHA's content after the PLEN bytes of the prefix, from its store file, checked
- * against SHA: -ENOENT when the store does not hold it whole. */
+/* Base SHA's content into DST (DCAP bytes at most), *LEN bytes, from its store file read
+ * into STORED (CAP bytes) and checked against SHA: -ENOENT when the store does not hold
+ * it whole. Thread-safe. */
+static int decode_base(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HASH_LEN],
+		       uint8_t *stored, size_t cap, uint8_t *dst, size_t dcap, size_t *len)
+{
+	int fd = base_file(p, sha);
+	struct stat st;
+
+	if (fd < 0 || stp_fd_stat(fd, &st) || st.st_size == 0 || (uint64_t)st.st_size > cap ||
+	    stp_pread_full(fd, stored, (size_t)st.st_size, 0) ||
+	    !hash_matches(stored, (size_t)st.st_size, sha) ||
+	    stp_delta_content(stored, (size_t)st.st_size, dst, dcap, len))
+		return -ENOENT;
+	return 0;
+}
+
+/* Base SHA's content after the PLEN bytes of the prefix (decode_base). */
 static int load_base(struct stp_published *p, const uint8_t sha[STP_PUBINDEX_HASH_LEN],
 		     size_t *plen)
 {
-	int fd = base_file(p, sha);
 	size_t got;
-	struct stat st;
 
-	if (fd < 0 || stp_fd_stat(fd, &st) || st.st_size == 0 ||
-	    (uint64_t)st.st_size > stp_block_stored_max(p->content_max) ||
-	    stp_pread_full(fd, p->base_buf, (size_t)st.st_size, 0) ||
-	    !hash_matches(p->base_buf, (size_t)st.st_size, sha) ||
-	    stp_delta_content(p->base_buf, (size_t)st.st_size, p->prefix + *plen, p->content_max,
-			      &got))
+	if (decode_base(p, sha, p->base_buf, stp_block_stored_max(p->content_max),
+			p->prefix + *plen, p->content_max, &got))
 		return -ENOENT;
 	*plen += got;
 	return 0;
@@ -873,10 +883,71 @@ static int place_first(struct stp_published *p, const struct stp_pubindex_delta 
 	return 0;
 }
 
+/* A second base decoded beside the first, on a thread of its own (both CPUs of a small
+ * machine): its stored bytes go into the content's buffer, unused until the apply, its
+ * content into the prefix's upper half. */
+struct second_base {
+	struct stp_published *p;
+	const uint8_t *sha;
+	uint8_t *stored;
+	size_t cap, len;
+	int err;
+};
+
+#define SECOND_BASE_STACK ((size_t)256 << 10)
+
+static void *decode_second(void *arg)
+{
+	struct second_base *b = arg;
+
+	b->err = decode_base(b->p, b->sha, b->stored, b->cap, b->p->prefix + b->p->content_max,
+			     b->p->content_max, &b->len);
+	return NULL;
+}
+
+/* D's two bases, neither held, decoded at once (SCRATCH, SCRATCH_LEN bytes: the content's
+ * buffer); where no thread can be started, one after the other. */
+static int place_both(struct stp_published *p, const struct stp_pubindex_delta *d,
+		      uint8_t *scratch, size_t scratch_len, size_t *plen)
+{
+	struct second_base b = { p, d->base_sha256[1], scratch, scratch_len, 0, 0 };
+	pthread_attr_t attr;
+	pthread_t t;
+	bool apart = !pthread_attr_init(&attr);
+	int err;
+
+	apart = apart && !pthread_attr_setstacksize(&attr, SECOND_BASE_STACK) &&
+		!pthread_create(&t, &attr, decode_second, &b);
+	if (!apart)
+		decode_second(&b);
+	p->nheld = 0;
+	*plen = 0;
+	err = load_base(p, d->base_sha256[0], plen);
+	if (apart)
+		pthread_join(t, NULL);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return -ENOENT;
+	hold_base(p, 0, d->base_sha256[0], *plen);
+	if (b.err) { /* stored bytes larger than SCRATCH, say: the usual way */
+		size_t at = *plen;
+
+		if (load_base(p, d->base_sha256[1], plen))
+			return -ENOENT;
+		b.len = *plen - at;
+	} else {
+		memmove(p->prefix + *plen, p->prefix + p->content_max, b.len);
+		*plen += b.len;
+	}
+	hold_base(p, 1, d->base_sha256[1], b.len);
+	return 0;
+}
+
 /* The bases of D in order into the prefix, *PLEN bytes (under REBUILD): what the last
- * rebuild decoded is kept, so that the bases two deltas share are decoded once. */
+ * rebuild decoded is kept, so that the bases two deltas share are decoded once, and two
+ * new ones are decoded side by side (SCRATCH: place_both). */
 static int place_bases(struct stp_published *p, const struct stp_pubindex_delta *d,
-		       size_t *plen)
+		       uint8_t *scratch, size_t scratch_len, size_t *plen)
 {
 	bool in_place = d->base_count > 1 && p->nheld == 2 &&
 			!memcmp(p->held[0], d->base_sha256[0], STP_PUBINDEX_HASH_LEN) &&
@@ -888,6 +959,9 @@ static int place_bases(struct stp_published *p, const struct stp_pubindex_delta 
 		*plen = p->held_len[0] + p->held_len[1];
 		return 0;
 	}
+	if (d->base_count > 1 && held_as(p, d->base_sha256[0]) < 0 &&
+	    held_as(p, d->base_sha256[1]) < 0)
+		return place_both(p, d, scratch, scratch_len, plen);
 	if ((err = place_first(p, d, plen, &parked)) || d->base_count < 2)
 		return err;
 	at = *plen;
@@ -908,7 +982,7 @@ static int apply(struct stp_published *p, const struct stp_pubindex_delta *d,
 	size_t plen = 0;
 	int err = rebuild_buffers(p);
 
-	if (!err && (err = place_bases(p, d, &plen)))
+	if (!err && (err = place_bases(p, d, out, d->content_size, &plen)))
 		p->nheld = 0;
 	if (!err && stp_delta_apply(delta, d->delta_size, p->prefix, plen, out, d->content_size))
 		err = -EILSEQ;
