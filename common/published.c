@@ -1039,7 +1039,8 @@ static void deliver(struct stp_published_sink *sink, const struct stp_pubindex_d
 		    const void *out, unsigned tries)
 {
 	sink->delivered = true;
-	sink->rc = sink->deliver(sink->ctx, out, d->content_size, tries);
+	sink->rc = sink->deliver(sink->ctx, out, d->content_size, tries,
+				 tries ? d->delta_size : 0);
 }
 
 /* Block I's content (delta J, entry D) into OUT and to SINK, under the block's stripe:

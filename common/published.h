@@ -133,11 +133,13 @@ void *stp_published_content_buffer(struct stp_published *p, uint64_t len);
 void stp_published_content_done(struct stp_published *p, void *buf);
 
 /* Where stp_published_content hands a checked content: DELIVER(CTX, CONTENT, LEN,
- * TRIES, the HTTP requests it took) is called once, before a rebuilt content is written
- * into the store, so that the reader does not wait for that write. stp_published_content
- * sets DELIVERED, and RC to what DELIVER returned. */
+ * TRIES, NET) is called once, before a rebuilt content is written into the store, so
+ * that the reader does not wait for that write; TRIES: the HTTP requests it took, NET:
+ * the bytes they brought (its delta's, or 0: all came from the store). stp_published_
+ * content sets DELIVERED, and RC to what DELIVER returned. */
 struct stp_published_sink {
-	int (*deliver)(void *ctx, const void *content, uint64_t len, unsigned tries);
+	int (*deliver)(void *ctx, const void *content, uint64_t len, unsigned tries,
+		       uint64_t net);
 	void *ctx;
 	bool delivered;
 	int rc;

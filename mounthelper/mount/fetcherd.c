@@ -174,19 +174,25 @@ static void keepalive(void *ctx)
 	send_frame(s->fd, 0, NULL, 0, 0);
 }
 
-/* A content in frames to the daemon (a sink's DELIVER, published.h): its requests
- * counted once, on the first. */
-static int send_content(void *ctx, const void *content, uint64_t len, unsigned tries)
+/* A content in frames to the daemon (a sink's DELIVER, published.h), counted for the
+ * status as what it cost: its first NET bytes as the network's (its requests on the
+ * first frame), the rest as the store's (a kept content, or bases read from there). */
+static int send_content(void *ctx, const void *content, uint64_t len, unsigned tries,
+			uint64_t net)
 {
 	const struct server *s = ctx;
 	const uint8_t *buf = content;
+	uint64_t n;
 	int rc = 0;
 
-	for (uint64_t at = 0; !rc && at < len; at += STP_FETCH_PIECE) {
-		uint64_t n = len - at < STP_FETCH_PIECE ? len - at : STP_FETCH_PIECE;
+	if (net > len)
+		net = len;
+	for (uint64_t at = 0; !rc && at < len; at += n) {
+		uint64_t end = at < net ? net : len; /* no frame holds bytes of both kinds */
 
+		n = end - at < STP_FETCH_PIECE ? end - at : STP_FETCH_PIECE;
 		rc = send_frame(s->fd, 0, buf + at, (uint32_t)n,
-				!tries ? 0 : at ? STP_FETCH_NETWORK : tries);
+				at >= net ? STP_FETCH_STORE : at ? STP_FETCH_NETWORK : tries);
 	}
 	return rc;
 }

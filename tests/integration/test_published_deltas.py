@@ -33,8 +33,8 @@ import treeutil
 from conftest import STIPPLE, build_image, mount_image, run
 from imageutil import FAST
 from test_published import (REPO, assert_same_tree, block_requests, hashes, images,  # noqa: F401
-                            origin_of, publish, read_all, readme_config, releases, stored,
-                            store_files)
+                            origin_of, publish, raw_status, read_all, readme_config,
+                            releases, stored, store_files)
 
 import pubindex
 from test_no_device_open import BlockedWriter
@@ -152,6 +152,33 @@ def test_deltas_that_share_a_base_rebuild_in_turn(tmp_path):
     for d in deltas:
         assert d["delta"].hex() in got, "block %d: its delta was not asked for" % d["block"]
         assert h2[d["block"]] not in got, "block %d fetched whole" % d["block"]
+
+
+def test_status_counts_a_deltas_bytes_not_its_blocks(releases, images, tmp_path):
+    """A mount of release 2 through release 1's store: `stipple status` counts as fetched
+    the bytes nginx sent for it (its deltas and the blocks that have none), not the
+    contents the deltas rebuilt; a second mount, served the kept contents, fetches
+    nothing and counts the store's bytes."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    o = "cache_dir=%s" % cache
+    with origin_of(www, tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        sts = []
+        for _ in range(2):
+            seen = len(origin.uris())
+            with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o) as mnt:
+                assert_same_tree(releases[1], mnt)
+                sts.append((raw_status(mnt), block_requests(origin, seen)))
+    (st, got), (st2, got2) = sts
+    sent = sum(os.path.getsize(block_file(www, bytes.fromhex(n))) for n in got)
+    rebuilt = sum(d["content_size"] for d in parsed["deltas"])
+    assert got and sent < rebuilt, (sent, rebuilt)
+    index = os.path.getsize(idx2)
+    assert sent <= st["net_bytes"] <= sent + index, (st["net_bytes"], sent, rebuilt)
+    assert got2 == [] and st2["net_bytes"] <= index, st2
+    assert st2["disk_cache_bytes"] >= rebuilt, (st2, rebuilt)
 
 
 def test_fresh_store_fetches_full_blocks(releases, images, tmp_path):
