@@ -478,7 +478,9 @@ static bool content_signed(const struct stp_decode *p)
 /* The block's content from its source (imgsrc.h: a published image's delta), its
  * filter then undone: -ENOENT when the source has none, and, opened verified, when the
  * image was signed without content hashes or the content is not the signed one; the
- * block is then read (stipple(5), Delta entry). */
+ * block is then read (stipple(5), Delta entry). 1 when the content is whole but still
+ * filtered and P's caller is told in pieces: the unfilter is continue's, step by step,
+ * as after a stream's decode, so that a read waits only for its own bytes. */
 static int decode_content(struct stp_decode *p)
 {
 	const struct stp_image *img = p->img;
@@ -490,7 +492,13 @@ static int decode_content(struct stp_decode *p)
 	rc = img->src->content(img->src, p->block, p->out, p->size);
 	if (!rc && img->hashes && !content_signed(p))
 		rc = -ENOENT;
-	return rc ? rc : unfilter_whole(img, p->block, &p->be, p->out, p->size);
+	if (rc)
+		return rc;
+	if (p->be.filter != STP_FILTER_NONE && streams(p->ops, &p->be)) {
+		p->op = p->size; /* decode_pieces has nothing left but the unfilter */
+		return 1;
+	}
+	return unfilter_whole(img, p->block, &p->be, p->out, p->size);
 }
 
 int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *out,
@@ -508,9 +516,10 @@ int stp_image_decode_begin(const struct stp_image *img, uint64_t block, void *ou
 				  .stop_ip = SIZE_MAX };
 	p->body = p->size;
 	rc = stp_image_block(img, block, &p->be);
-	if (!rc && (rc = decode_content(p)) != -ENOENT)
-		p->rc = rc; /* rebuilt whole, or failed */
-	else if (rc == -ENOENT && !streams(ops, &p->be))
+	if (!rc && (rc = decode_content(p)) != -ENOENT) {
+		p->rc = rc; /* rebuilt whole (1: its unfilter left), or failed */
+		rc = rc < 0 ? rc : 0;
+	} else if (rc == -ENOENT && !streams(ops, &p->be))
 		p->rc = rc = decode_whole(p);
 	else if (rc == -ENOENT)
 		rc = stream_start(p);
@@ -562,7 +571,9 @@ size_t stp_image_decode_body(const struct stp_decode *p)
 
 unsigned stp_image_decode_filter(const struct stp_decode *p)
 {
-	return p->d ? p->be.filter : STP_FILTER_NONE; /* a whole decode is final */
+	/* a decode ended in begin is final; one in pieces (a stream, or a content whose
+	 * unfilter is left) is not */
+	return p->rc == 1 ? p->be.filter : STP_FILTER_NONE;
 }
 
 int stp_image_decode_copy(const struct stp_decode *p, size_t from, size_t len, void *dst)
