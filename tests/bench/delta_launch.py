@@ -73,10 +73,8 @@ def note(key, v):
     print(key, "%.2f" % v, flush=True)
 
 def run_all():
-    conf, _ = httputil.readme_caching("repo")
-    if os.environ.get("RATE"):
-        conf += "\nlimit_rate %s;\n" % os.environ["RATE"]
-    with httputil.nginx(W + "/www", W + "/nginx", server=conf) as origin:
+    with httputil.published_origin(W + "/www", W + "/nginx", "repo",
+                                   rate=os.environ.get("RATE")) as origin:
         v1, v2 = origin.url("repo/" + V1), origin.url("repo/" + V2)
         tmpl = W + "/store-v1"
         if not os.path.exists(tmpl + "/blocks"):

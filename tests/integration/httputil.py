@@ -151,10 +151,12 @@ def readme_caching(repo, pattern=False):
 
 
 @contextlib.contextmanager
-def published_origin(www, workdir, repo, pattern=False):
+def published_origin(www, workdir, repo, pattern=False, rate=None):
     """nginx serving WWW, releases published in WWW/REPO with the README's caching lines
-    (readme_caching)."""
+    (readme_caching). RATE: nginx's limit_rate for each connection (a benchmark's link)."""
     nginx_conf, _ = readme_caching(repo, pattern)
+    if rate:
+        nginx_conf += "\nlimit_rate %s;\n" % rate
     with nginx(www, workdir, server=nginx_conf) as n:
         yield n
 
