@@ -913,11 +913,14 @@ static int place_both(struct stp_published *p, const struct stp_pubindex_delta *
 	struct second_base b = { p, d->base_sha256[1], scratch, scratch_len, 0, 0 };
 	pthread_attr_t attr;
 	pthread_t t;
-	bool apart = !pthread_attr_init(&attr);
+	bool apart = false;
 	int err;
 
-	apart = apart && !pthread_attr_setstacksize(&attr, SECOND_BASE_STACK) &&
-		!pthread_create(&t, &attr, decode_second, &b);
+	if (!pthread_attr_init(&attr)) {
+		apart = !pthread_attr_setstacksize(&attr, SECOND_BASE_STACK) &&
+			!pthread_create(&t, &attr, decode_second, &b);
+		pthread_attr_destroy(&attr);
+	}
 	if (!apart)
 		decode_second(&b);
 	p->nheld = 0;
@@ -925,7 +928,6 @@ static int place_both(struct stp_published *p, const struct stp_pubindex_delta *
 	err = load_base(p, d->base_sha256[0], plen);
 	if (apart)
 		pthread_join(t, NULL);
-	pthread_attr_destroy(&attr);
 	if (err)
 		return -ENOENT;
 	hold_base(p, 0, d->base_sha256[0], *plen);
