@@ -27,6 +27,9 @@
 /* Block buffers kept for the next block rather than freed: a fresh one costs its
  * zero-filled pages, which on a loaded machine costs more than the block's hash. */
 #define SPARES 4u
+/* Content buffers kept (a delta's block's decoded size each, 32 MiB at the defaults): few,
+ * as they stay resident once the rebuilds are over. */
+#define CONTENT_SPARES 2u
 
 struct stp_published {
 	struct stp_http *h;
@@ -67,7 +70,7 @@ struct stp_published {
 	uint8_t held[STP_PUBINDEX_BASES_MAX][STP_PUBINDEX_HASH_LEN];
 	size_t held_len[STP_PUBINDEX_BASES_MAX];
 	unsigned nheld;
-	void *content_spares[SPARES]; /* content buffers given back (under LOCK) */
+	void *content_spares[CONTENT_SPARES]; /* content buffers given back (under LOCK) */
 	unsigned ncontent_spares;
 	uint64_t deltas_used, deltas_refused; /* under LOCK */
 };
@@ -1048,7 +1051,10 @@ static void deliver(struct stp_published_sink *sink, const struct stp_pubindex_d
 /* Block I's content (delta J, entry D) into OUT and to SINK, under the block's stripe:
  * the content kept in the store, else nothing when the block's own file is there
  * (-ENOENT: the caller reads it), else rebuilt, delivered, then kept: the reader does
- * not wait for the store's write. *REBUILT: whether a rebuild was tried. */
+ * not wait for the store's write. The stripe is held while SINK sends, so the blocks
+ * that share it wait for that too; the daemon reads a reply holding no lock, and a
+ * broken channel fails the send, so the wait ends. *REBUILT: whether a rebuild was
+ * tried. */
 static int content_locked(struct stp_published *p, uint64_t i, uint64_t j,
 			  const struct stp_pubindex_delta *d, void *out,
 			  const struct stp_http_tick *tick, struct stp_published_sink *sink,
@@ -1093,7 +1099,7 @@ void stp_published_content_done(struct stp_published *p, void *buf)
 	if (!buf)
 		return;
 	pthread_mutex_lock(&p->lock);
-	if (p->ncontent_spares < SPARES) {
+	if (p->ncontent_spares < CONTENT_SPARES) {
 		p->content_spares[p->ncontent_spares++] = buf;
 		buf = NULL;
 	}

@@ -125,10 +125,11 @@ void stp_published_put(struct stp_published *p, struct stp_published_part *part)
 void stp_published_store_stats(struct stp_published *p, uint64_t *hits, uint64_t *rejected);
 
 /* A buffer for a content of LEN bytes (at most the largest a delta rebuilds; else
- * NULL, as when memory is short): a spare given back, else a new one. Give it back with
- * content_done (NULL, whatever P, is ignored), which keeps a few for the next contents: a new 32 MiB
- * buffer costs its zero-filled pages, a tenth of a rebuild. Thread-safe; the spares
- * count within stp_published_delta_memory's buffer per channel. */
+ * NULL, as when memory is short): a spare given back, else a new one. Give it back
+ * with content_done (NULL, whatever P, is ignored), which keeps two for the next
+ * contents: a new 32 MiB buffer costs its zero-filled pages, a tenth of a rebuild.
+ * Thread-safe; the spares count within stp_published_delta_memory's buffer per
+ * channel. */
 void *stp_published_content_buffer(struct stp_published *p, uint64_t len);
 void stp_published_content_done(struct stp_published *p, void *buf);
 
