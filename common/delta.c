@@ -3,6 +3,7 @@
 #include "delta.h"
 
 #include <errno.h>
+#define ZSTD_STATIC_LINKING_ONLY /* the buffer-less decode, a raw-content DDict */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -97,18 +98,61 @@ int stp_delta_make(const void *content, size_t len, const void *prefix, size_t p
 	return err;
 }
 
+/* Decodes DC's frame from SRC (LEN bytes) into OUT, exactly WANT bytes, zstd block by
+ * zstd block, telling STEP (CTX) every STP_DELTA_STEP bytes and at the end. */
+static int decode_steps(ZSTD_DCtx *dc, const uint8_t *src, size_t len, uint8_t *out,
+			size_t want, stp_delta_step step, void *ctx)
+{
+	size_t ip = 0, op = 0, told = 0, need, n;
+
+	while ((need = ZSTD_nextSrcSizeToDecompress(dc))) {
+		if (need > len - ip)
+			return -EUCLEAN;
+		/* zstd writes nothing past the capacity, nor below OP: told bytes stay */
+		n = ZSTD_decompressContinue(dc, out + op, want - op, src + ip, need);
+		if (ZSTD_isError(n))
+			return -EUCLEAN;
+		op += n;
+		ip += need;
+		if (step && op - told >= STP_DELTA_STEP)
+			step(ctx, told = op);
+	}
+	if (ip != len || op != want)
+		return -EUCLEAN;
+	if (step)
+		step(ctx, op);
+	return 0;
+}
+
+int stp_delta_apply_steps(const void *delta, size_t dlen, const void *prefix, size_t plen,
+			  void *out, size_t want, stp_delta_step step, void *ctx)
+{
+	ZSTD_frameHeader fh;
+	ZSTD_DDict *dd;
+	ZSTD_DCtx *dc;
+	int err;
+
+	if (!stp_delta_one_frame(delta, dlen) || ZSTD_getFrameHeader(&fh, delta, dlen) ||
+	    fh.frameType != ZSTD_frame ||
+	    fh.windowSize > (1ull << window_log(plen + want)))
+		return -EUCLEAN;
+	/* the prefix as raw content, by reference: whatever its first bytes, never read as
+	 * a zstd dictionary */
+	dd = ZSTD_createDDict_advanced(prefix, plen, ZSTD_dlm_byRef, ZSTD_dct_rawContent,
+				       ZSTD_defaultCMem);
+	dc = ZSTD_createDCtx();
+	err = dd && dc ? 0 : -ENOMEM;
+	if (!err && ZSTD_isError(ZSTD_decompressBegin_usingDDict(dc, dd)))
+		err = -EUCLEAN;
+	if (!err)
+		err = decode_steps(dc, delta, dlen, out, want, step, ctx);
+	ZSTD_freeDCtx(dc);
+	ZSTD_freeDDict(dd);
+	return err;
+}
+
 int stp_delta_apply(const void *delta, size_t dlen, const void *prefix, size_t plen,
 		    void *out, size_t want)
 {
-	ZSTD_DCtx *dc = ZSTD_createDCtx();
-	size_t got = 0;
-	int err;
-
-	if (!dc)
-		return -ENOMEM;
-	err = ZSTD_isError(ZSTD_DCtx_refPrefix(dc, prefix, plen)) ? -ENOMEM : 0;
-	if (!err)
-		err = decode_frame(dc, delta, dlen, out, want, window_log(plen + want), &got);
-	ZSTD_freeDCtx(dc);
-	return !err && got != want ? -EUCLEAN : err;
+	return stp_delta_apply_steps(delta, dlen, prefix, plen, out, want, NULL, NULL);
 }

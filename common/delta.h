@@ -45,4 +45,12 @@ int stp_delta_make(const void *content, size_t len, const void *prefix, size_t p
 int stp_delta_apply(const void *delta, size_t dlen, const void *prefix, size_t plen,
 		    void *out, size_t want);
 
+/* stp_delta_apply, telling STEP(CTX, N) as it goes that the first N bytes of OUT are
+ * written for good (about every STP_DELTA_STEP bytes, and once at the end with WANT), so
+ * that the caller may hash them meanwhile. STEP is called on this thread. */
+typedef void (*stp_delta_step)(void *ctx, size_t n);
+#define STP_DELTA_STEP ((size_t)128 << 10)
+int stp_delta_apply_steps(const void *delta, size_t dlen, const void *prefix, size_t plen,
+			  void *out, size_t want, stp_delta_step step, void *ctx);
+
 #endif

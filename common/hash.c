@@ -37,6 +37,34 @@ void stp_sign_hash(const void *p, size_t len, uint8_t out[STP_SIG_HASH_SIZE])
 		memset(out, 0xff, STP_SIG_HASH_SIZE);
 }
 
+struct stp_sha256 *stp_sha256_begin(void)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	if (ctx && !EVP_DigestInit_ex(ctx, md(), NULL)) {
+		EVP_MD_CTX_free(ctx);
+		ctx = NULL;
+	}
+	return (struct stp_sha256 *)ctx;
+}
+
+void stp_sha256_update(struct stp_sha256 *s, const void *p, size_t len)
+{
+	EVP_MD_CTX *ctx = (EVP_MD_CTX *)s;
+
+	if (ctx && len && !EVP_DigestUpdate(ctx, p, len))
+		EVP_MD_CTX_reset(ctx); /* its end then fails: no hash matches */
+}
+
+void stp_sha256_end(struct stp_sha256 *s, uint8_t out[STP_SIG_HASH_SIZE])
+{
+	EVP_MD_CTX *ctx = (EVP_MD_CTX *)s;
+
+	if (!ctx || !EVP_DigestFinal_ex(ctx, out, NULL))
+		memset(out, 0xff, STP_SIG_HASH_SIZE);
+	EVP_MD_CTX_free(ctx);
+}
+
 int stp_sign_hash_fd(int fd, uint64_t len, uint8_t out[STP_SIG_HASH_SIZE])
 {
 	uint8_t *buf = malloc(FD_CHUNK);

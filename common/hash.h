@@ -22,6 +22,14 @@
 /* SHA-256 of LEN bytes at P. */
 void stp_sign_hash(const void *p, size_t len, uint8_t out[STP_SIG_HASH_SIZE]);
 
+/* SHA-256 by parts: begin, any number of updates, end (which frees what begin made).
+ * begin returns NULL when out of memory; update and end take NULL and end then gives a
+ * hash that matches nothing. One context is one thread's at a time. */
+struct stp_sha256;
+struct stp_sha256 *stp_sha256_begin(void);
+void stp_sha256_update(struct stp_sha256 *s, const void *p, size_t len);
+void stp_sha256_end(struct stp_sha256 *s, uint8_t out[STP_SIG_HASH_SIZE]);
+
 /* SHA-256 of the LEN bytes of file FD from its start, read (pread, a chunk at a time:
  * a file cut short meanwhile is an error, never a signal; the memory held is one chunk
  * whatever LEN). 0, -ENOMEM, or the read's negative errno. */

@@ -16,6 +16,7 @@
 #include "delta.h"
 #include "format.h"
 #include "hash.h"
+#include "hasher.h"
 #include "http.h"
 #include "imgsrc.h"
 #include "pubindex.h"
@@ -981,17 +982,34 @@ static int place_bases(struct stp_published *p, const struct stp_pubindex_delta 
 }
 
 /* The bases of D into the prefix and DELTA applied to it, into OUT (under REBUILD). */
+static void content_ready(void *ctx, size_t n)
+{
+	(void)ctx;
+	stp_hasher_ready(n);
+}
+
+/* The bases of D into the prefix and DELTA applied to it, into OUT (under REBUILD), the
+ * content hashed on this thread's helper as the apply writes it (hasher.h): *HASHING
+ * says the caller has that hash to wait for. */
 static int apply(struct stp_published *p, const struct stp_pubindex_delta *d,
-		 const void *delta, void *out)
+		 const void *delta, void *out, bool *hashing)
 {
 	size_t plen = 0;
 	int err = rebuild_buffers(p);
 
+	*hashing = false;
 	if (!err && (err = place_bases(p, d, out, d->content_size, &plen)))
 		p->nheld = 0;
-	if (!err && stp_delta_apply(delta, d->delta_size, p->prefix, plen, out, d->content_size))
-		err = -EILSEQ;
-	return err;
+	if (err)
+		return err;
+	stp_hasher_follow(out, d->content_size); /* OUT was the bases' scratch until now */
+	*hashing = true;
+	if (stp_delta_apply_steps(delta, d->delta_size, p->prefix, plen, out, d->content_size,
+				  content_ready, NULL)) {
+		stp_hasher_ready(d->content_size); /* the helper ends; its hash is of no use */
+		return -EILSEQ;
+	}
+	return 0;
 }
 
 /* Block D.block's content into OUT from delta J and its bases: -ENOENT for anything
@@ -1002,6 +1020,8 @@ static int rebuild(struct stp_published *p, uint64_t j, const struct stp_pubinde
 		   void *out, const struct stp_http_tick *tick, unsigned *tries, char *why,
 		   size_t whylen)
 {
+	uint8_t have[STP_SIG_HASH_SIZE];
+	bool hashing;
 	uint8_t *delta;
 	int err;
 
@@ -1015,14 +1035,16 @@ static int rebuild(struct stp_published *p, uint64_t j, const struct stp_pubinde
 		return -ENOENT; /* WHY names the delta's URL */
 	}
 	lock_ticking(&p->rebuild, tick);
-	err = apply(p, d, delta, out);
+	err = apply(p, d, delta, out, &hashing);
 	pthread_mutex_unlock(&p->rebuild);
 	free(delta);
+	if (hashing)
+		stp_hasher_wait(have); /* mostly done: the helper followed the apply */
 	if (err == -ENOMEM)
 		return why_set(why, whylen, err, "out of memory for a rebuild");
 	if (err == -ENOENT)
 		return why_set(why, whylen, err, "a base is not in the store");
-	if (err || !hash_matches(out, d->content_size, d->content_sha256))
+	if (err || CRYPTO_memcmp(have, d->content_sha256, sizeof(have)))
 		return why_set(why, whylen, -ENOENT, "the delta of block %llu did not rebuild it",
 			       (unsigned long long)d->block);
 	return 0;

@@ -115,11 +115,50 @@ static void test_one_frame(void)
 	CHECK(!stp_delta_one_frame(skippable, sizeof(skippable)));
 }
 
+/* What a step saw: each N larger than the last, its bytes already the content's. */
+static size_t steps, last_step, steps_wrong;
+
+static void step_seen(void *ctx, size_t n)
+{
+	(void)ctx;
+	steps++;
+	if (n <= last_step && !(n == LEN && last_step == LEN))
+		steps_wrong++;
+	if (memcmp(out, content, n))
+		steps_wrong++;
+	last_step = n;
+}
+
+static void test_apply_steps(void)
+{
+	size_t dlen = 0;
+
+	make_pair();
+	/* a prefix that begins as a zstd dictionary does is still raw content */
+	prefix[0] = 0x37, prefix[1] = 0xa4, prefix[2] = 0x30, prefix[3] = 0xec;
+	memcpy(content + 100, prefix, 64);
+	CHECK_EQ(stp_delta_make(content, LEN, prefix, sizeof(prefix), 3, delta, sizeof(delta),
+				&dlen), 0);
+	memset(out, 0, sizeof(out));
+	steps = last_step = steps_wrong = 0;
+	CHECK_EQ(stp_delta_apply_steps(delta, dlen, prefix, sizeof(prefix), out, LEN, step_seen,
+				       NULL), 0);
+	CHECK(!memcmp(out, content, LEN));
+	CHECK_EQ(last_step, (size_t)LEN);
+	CHECK(steps >= 2 && !steps_wrong, "%zu steps, %zu wrong", steps, steps_wrong);
+	/* refused: no step claims the whole */
+	last_step = 0;
+	CHECK_EQ(stp_delta_apply_steps(delta, dlen - 1, prefix, sizeof(prefix), out, LEN,
+				       step_seen, NULL), -EUCLEAN);
+	CHECK(last_step < LEN, "%zu", last_step);
+}
+
 int main(void)
 {
 	RUN(test_roundtrip);
 	RUN(test_apply_refuses);
 	RUN(test_content);
 	RUN(test_one_frame);
+	RUN(test_apply_steps);
 	return tap_done();
 }
