@@ -981,7 +981,7 @@ static int place_bases(struct stp_published *p, const struct stp_pubindex_delta 
 	return 0;
 }
 
-/* The bases of D into the prefix and DELTA applied to it, into OUT (under REBUILD). */
+/* A stp_delta_step: the content's first N bytes are final, its hasher may take them. */
 static void content_ready(void *ctx, size_t n)
 {
 	(void)ctx;
