@@ -73,7 +73,6 @@ struct stp_published {
 	unsigned nheld;
 	void *content_spares[CONTENT_SPARES]; /* content buffers given back (under LOCK) */
 	unsigned ncontent_spares;
-	uint64_t deltas_used, deltas_refused; /* under LOCK */
 };
 
 static int why_set(char *why, size_t whylen, int err, const char *fmt, ...)
@@ -1065,7 +1064,6 @@ static bool block_in_store(struct stp_published *p, uint64_t i)
 static void deliver(struct stp_published_sink *sink, const struct stp_pubindex_delta *d,
 		    const void *out, unsigned tries)
 {
-	sink->delivered = true;
 	sink->rc = sink->deliver(sink->ctx, out, d->content_size, tries,
 				 tries ? d->delta_size : 0);
 }
@@ -1075,17 +1073,15 @@ static void deliver(struct stp_published_sink *sink, const struct stp_pubindex_d
  * (-ENOENT: the caller reads it), else rebuilt, delivered, then kept: the reader does
  * not wait for the store's write. The stripe is held while SINK sends, so the blocks
  * that share it wait for that too; the daemon reads a reply holding no lock, and a
- * broken channel fails the send, so the wait ends. *REBUILT: whether a rebuild was
- * tried. */
+ * broken channel fails the send, so the wait ends. */
 static int content_locked(struct stp_published *p, uint64_t i, uint64_t j,
 			  const struct stp_pubindex_delta *d, void *out,
 			  const struct stp_http_tick *tick, struct stp_published_sink *sink,
-			  unsigned *tries, bool *rebuilt, char *why, size_t whylen)
+			  unsigned *tries, char *why, size_t whylen)
 {
 	struct stp_pubindex_entry e = { .stored_size = d->content_size };
 	int fd = extra_fd(p, SLOT_CONTENT, j), err;
 
-	*rebuilt = false;
 	memcpy(e.sha256, d->content_sha256, sizeof(e.sha256));
 	if (from_store(p, fd, &e, out)) {
 		deliver(sink, d, out, 0);
@@ -1094,7 +1090,6 @@ static int content_locked(struct stp_published *p, uint64_t i, uint64_t j,
 	if (block_in_store(p, i))
 		return why_set(why, whylen, -ENOENT, "block %llu is in the store",
 			       (unsigned long long)i);
-	*rebuilt = true;
 	err = rebuild(p, j, d, out, tick, tries, why, whylen);
 	if (!err) {
 		deliver(sink, d, out, *tries);
@@ -1135,34 +1130,18 @@ int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64
 {
 	pthread_mutex_t *stripe = &p->stripes[i % STRIPES];
 	struct stp_pubindex_delta d;
-	bool rebuilt;
 	uint64_t j;
 	int err;
 
 	*tries = 0;
-	sink->delivered = false;
 	if (!find_delta(p, i, &d, &j) || d.content_size != len)
 		return why_set(why, whylen, -ENOENT, "block %llu has no delta",
 			       (unsigned long long)i);
 	/* as a block is fetched: two reads of it at once rebuild it once */
 	lock_ticking(stripe, tick);
-	err = content_locked(p, i, j, &d, out, tick, sink, tries, &rebuilt, why, whylen);
+	err = content_locked(p, i, j, &d, out, tick, sink, tries, why, whylen);
 	pthread_mutex_unlock(stripe);
-	pthread_mutex_lock(&p->lock);
-	if (rebuilt && err)
-		p->deltas_refused++;
-	else if (rebuilt)
-		p->deltas_used++;
-	pthread_mutex_unlock(&p->lock);
 	return err;
-}
-
-void stp_published_delta_stats(struct stp_published *p, uint64_t *used, uint64_t *refused)
-{
-	pthread_mutex_lock(&p->lock);
-	*used = p->deltas_used;
-	*refused = p->deltas_refused;
-	pthread_mutex_unlock(&p->lock);
 }
 
 /* Appends to the order the slots of KIND (deltas' or blocks') whose flag in WANT is

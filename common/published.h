@@ -136,13 +136,12 @@ void stp_published_content_done(struct stp_published *p, void *buf);
 /* Where stp_published_content hands a checked content: DELIVER(CTX, CONTENT, LEN,
  * TRIES, NET) is called once, before a rebuilt content is written into the store, so
  * that the reader does not wait for that write; TRIES: the HTTP requests it took, NET:
- * the bytes they brought (its delta's, or 0: all came from the store). stp_published_
- * content sets DELIVERED, and RC to what DELIVER returned. */
+ * the bytes they brought (its delta's, or 0: all came from the store). RC is what
+ * DELIVER returned. */
 struct stp_published_sink {
 	int (*deliver)(void *ctx, const void *content, uint64_t len, unsigned tries,
 		       uint64_t net);
 	void *ctx;
-	bool delivered;
 	int rc;
 };
 
@@ -166,7 +165,5 @@ struct stp_published_sink {
 int stp_published_content(struct stp_published *p, uint64_t i, void *out, uint64_t len,
 			  const struct stp_http_tick *tick, struct stp_published_sink *sink,
 			  unsigned *tries, char *why, size_t whylen);
-/* Blocks rebuilt from deltas, and rebuilds that fell back to the block. */
-void stp_published_delta_stats(struct stp_published *p, uint64_t *used, uint64_t *refused);
 
 #endif

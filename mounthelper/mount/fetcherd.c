@@ -202,7 +202,7 @@ static int send_content(void *ctx, const void *content, uint64_t len, unsigned t
 static int serve_content(struct server *s, const struct stp_fetch_req *req)
 {
 	struct stp_http_tick tick = { keepalive, s };
-	struct stp_published_sink sink = { send_content, s, false, 0 };
+	struct stp_published_sink sink = { send_content, s, 0 };
 	uint64_t block = req->off & ~STP_FETCH_CONTENT;
 	char why[STP_FETCH_WHY_MAX];
 	uint8_t *buf = NULL;

@@ -230,7 +230,7 @@ static void enqueue_locked(struct stp_warmer *w, uint32_t ino)
 }
 
 /* A store of INO after ROUND retries met a lookup reply the kernel has not taken yet:
- * the store thread tries the file again later (RETRY_ROUNDS), while its blocks are held,
+ * the store thread tries the file again later (pagestore.h), while its blocks are held,
  * instead of leaving those pages to reads after warming. */
 static void retry_later(struct stp_warmer *w, uint32_t ino, unsigned round)
 {

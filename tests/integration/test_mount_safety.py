@@ -373,6 +373,28 @@ def test_record_of_a_killed_daemon_keeps_the_old_list(gen_image, mnt, tmp_path):
     assert hot.read_text() == OLD_LIST
 
 
+def run_foreground(cmd, mnt, while_mounted=lambda: None):
+    """Runs CMD, a mount that stays in the foreground, until MNT is mounted; reads some of
+    it, calls WHILE_MOUNTED, unmounts, and waits for CMD: (its exit status, its stderr)."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not is_mounted(mnt) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        read_some(mnt)
+        while_mounted()
+        unmount(mnt)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        unmount(mnt)
+    return proc.returncode, err
+
+
 def test_record_in_the_foreground_is_in_place_when_the_monitor_returns(gen_image, mnt,
                                                                        tmp_path):
     """`stipple mount -f`: the monitor, not a watcher, puts the list in place; it is
@@ -380,24 +402,13 @@ def test_record_in_the_foreground_is_in_place_when_the_monitor_returns(gen_image
     left."""
     hot = tmp_path / "hot.list"
     hot.write_text(OLD_LIST)
-    proc = subprocess.Popen([STIPPLE, "mount", "-f", "-o", "noprime", "--record", hot, gen_image, mnt],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        while not is_mounted(mnt) and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        read_some(mnt)
+
+    def still_old():
         assert hot.read_text() == OLD_LIST
-        unmount(mnt)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        unmount(mnt)
-    assert proc.returncode == 0, err
+
+    rc, err = run_foreground([STIPPLE, "mount", "-f", "-o", "noprime", "--record", hot,
+                              gen_image, mnt], mnt, still_old)
+    assert rc == 0, err
     text = hot.read_bytes()
     assert text and b"/old/path" not in text, text[:400]
     assert sorted(os.listdir(tmp_path)) == ["hot.list", "mnt"]
@@ -427,25 +438,11 @@ def test_record_flushes_its_directory_after_the_rename(gen_image, mnt, tmp_path)
     the monitor opens the directory and fsyncs it (strace, an independent witness)."""
     hot = tmp_path / "hot.list"
     log = tmp_path / "strace.log"
-    proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "signal=none", "-e",
-                             "trace=openat,fsync,renameat,renameat2", "-o", log, STIPPLE,
-                             "mount", "-f", "-o", "noprime", "--record", hot, gen_image, mnt],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not is_mounted(mnt) and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        read_some(mnt)
-        unmount(mnt)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        unmount(mnt)
-    assert proc.returncode == 0, err
+    rc, err = run_foreground(["strace", "-f", "-qq", "-e", "signal=none", "-e",
+                              "trace=openat,fsync,renameat,renameat2", "-o", log, STIPPLE,
+                              "mount", "-f", "-o", "noprime", "--record", hot, gen_image,
+                              mnt], mnt)
+    assert rc == 0, err
     assert hot.read_bytes()
     calls = log.read_text().splitlines()
     renamed = [i for i, c in enumerate(calls)
