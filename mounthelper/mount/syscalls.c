@@ -53,6 +53,9 @@ const char *const stp_syscalls_daemon[] = {
  * descriptors they make, and threads. arm's C library calls send and recv; i386 and
  * s390x reach every socket call through socketcall, where libseccomp checks the call
  * but cannot read its arguments. Not sendmsg nor sendmmsg (filters.c: they are refused).
+ * sched_getaffinity: glibc's malloc counts the CPUs with it (since 2.35) the first time
+ * a thread finds the arenas busy, which a fetcher serving several channels at once does;
+ * refused, it killed the fetcher and every read after it failed.
  */
 const char *const stp_syscalls_fetcher[] = {
 	"read", "readv", "write", "writev",
@@ -66,7 +69,7 @@ const char *const stp_syscalls_fetcher[] = {
 	"brk", "munmap", "madvise", "mremap",
 	"futex", "futex_time64", "set_robust_list", "rseq",
 	"rt_sigprocmask", "rt_sigaction", "rt_sigreturn", "sigreturn",
-	"restart_syscall", "sched_yield", "getpid", "gettid",
+	"restart_syscall", "sched_yield", "sched_getaffinity", "getpid", "gettid",
 	"nanosleep", "clock_nanosleep", "clock_nanosleep_time64",
 	"clock_gettime", "clock_gettime64",
 	"gettimeofday", "sysinfo", "exit", "exit_group",
