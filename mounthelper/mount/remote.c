@@ -25,6 +25,8 @@ struct remote {
 	pthread_cond_t freed;
 	int fds[STP_FETCH_CHANS_MAX];
 	bool busy[STP_FETCH_CHANS_MAX];
+	uint64_t given[STP_FETCH_CHANS_MAX]; /* when each was last given back: GIVES then */
+	uint64_t gives;
 	unsigned n, open;
 	bool own;
 	uint64_t frame_ns; /* the channels' receive timeout: the longest silence (0: none) */
@@ -33,15 +35,18 @@ struct remote {
 	bool no_deltas;    /* the fetcher said the image has none: not asked again (LOCK) */
 };
 
-/* A free channel's index, waiting for one; -1 when none is left. */
+/* The free channel given back longest ago, waiting for one; -1 when none is left. The
+ * fetcher's end of a channel may still be at work after its answer (a rebuilt content
+ * is written into the store once sent: published.h), so the next read goes to another
+ * channel where there is one. */
 static int take(struct remote *r)
 {
 	int i = -1;
 
 	pthread_mutex_lock(&r->lock);
 	while (r->open) {
-		for (unsigned k = 0; k < r->n && i < 0; k++)
-			if (r->fds[k] >= 0 && !r->busy[k])
+		for (unsigned k = 0; k < r->n; k++)
+			if (r->fds[k] >= 0 && !r->busy[k] && (i < 0 || r->given[k] < r->given[i]))
 				i = (int)k;
 		if (i >= 0)
 			break;
@@ -66,6 +71,7 @@ static void give(struct remote *r, int i, bool broken, bool failed, const struct
 {
 	pthread_mutex_lock(&r->lock);
 	r->busy[i] = false;
+	r->given[i] = ++r->gives;
 	r->st.bytes += failed ? 0 : c->bytes;
 	if (c->stored && !failed) { /* a published image's store: its disk cache */
 		r->st.disk_cache = 1;

@@ -3,7 +3,9 @@
  * bounded time whatever the fetcher sends: a fetcher turned hostile that answers with
  * keepalive frames forever, or with one byte a frame, had each frame re-arm the
  * channel's receive timeout, and held the read (and a FUSE thread) without end; so did
- * one frame claiming the whole request whose bytes came one per 100 ms (review 4 #1). */
+ * one frame claiming the whole request whose bytes came one per 100 ms (review 4 #1).
+ * And a read goes to the channel that has been free longest: the fetcher's end of the
+ * last one may still be writing what it sent into the store. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -106,8 +108,68 @@ static void one_frame_trickled_fails_the_read(void)
 	read_against(ONE_FRAME);
 }
 
+/* The fetcher's end of channel ID: answers each request whole with bytes ID, counted
+ * in SERVED, until the daemon's end is closed. */
+struct answerer {
+	int fd;
+	uint8_t id;
+	unsigned served;
+};
+
+static void *answer(void *arg)
+{
+	struct answerer *a = arg;
+	struct stp_fetch_req req;
+	uint8_t buf[4096];
+
+	while (recv(a->fd, &req, sizeof(req), MSG_WAITALL) == (ssize_t)sizeof(req) &&
+	       req.len <= sizeof(buf)) {
+		struct stp_fetch_frame fr = { 0, (uint32_t)req.len, 1 };
+
+		memset(buf, a->id, req.len);
+		if (send(a->fd, &fr, sizeof(fr), MSG_NOSIGNAL) != (ssize_t)sizeof(fr) ||
+		    send(a->fd, buf, req.len, MSG_NOSIGNAL) != (ssize_t)req.len)
+			break;
+		a->served++;
+	}
+	return NULL;
+}
+
+/* Reads one after the other take the two channels in turn, not the first each time. */
+static void reads_take_turns(void)
+{
+	struct answerer a[2] = { { -1, 'a', 0 }, { -1, 'b', 0 } };
+	struct stp_imgsrc *src = NULL;
+	pthread_t tid[2];
+	int ours[2], sv[2];
+	uint8_t buf[512];
+
+	for (unsigned k = 0; k < 2; k++) {
+		CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+		ours[k] = sv[0];
+		a[k].fd = sv[1];
+		CHECK(!pthread_create(&tid[k], NULL, answer, &a[k]));
+	}
+	CHECK(!stp_remote_open(ours, 2, 1 << 20, 5, "http://stand-in/img.stp", false, &src));
+	for (unsigned r = 0; src && r < 4; r++) {
+		CHECK(src->pread(src, buf, sizeof(buf), 8192 * r) == 0);
+		CHECK(buf[0] == a[r % 2].id && buf[sizeof(buf) - 1] == a[r % 2].id,
+		      "read %u answered by channel '%c'", r, buf[0]);
+	}
+	stp_imgsrc_close(src);
+	for (unsigned k = 0; k < 2; k++) {
+		shutdown(ours[k], SHUT_RDWR);
+		pthread_join(tid[k], NULL);
+		close(ours[k]);
+		close(a[k].fd);
+	}
+	CHECK(a[0].served == 2 && a[1].served == 2, "served %u and %u", a[0].served,
+	      a[1].served);
+}
+
 int main(void)
 {
+	RUN(reads_take_turns);
 	RUN(keepalives_forever_fail_the_read);
 	RUN(one_byte_frames_fail_the_read);
 	RUN(one_frame_trickled_fails_the_read);
