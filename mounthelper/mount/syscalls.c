@@ -53,9 +53,9 @@ const char *const stp_syscalls_daemon[] = {
  * descriptors they make, and threads. arm's C library calls send and recv; i386 and
  * s390x reach every socket call through socketcall, where libseccomp checks the call
  * but cannot read its arguments. Not sendmsg nor sendmmsg (filters.c: they are refused).
- * sched_getaffinity: glibc's malloc counts the CPUs with it (since 2.35) the first time
- * a thread finds the arenas busy, which a fetcher serving several channels at once does;
- * refused, it killed the fetcher and every read after it failed.
+ * sched_getaffinity: glibc's malloc (Debian 12's 2.36) counts the CPUs with it the first
+ * time a thread finds the arenas busy, which a fetcher serving several channels at once
+ * does; refused, it killed the fetcher and every read after it failed.
  */
 const char *const stp_syscalls_fetcher[] = {
 	"read", "readv", "write", "writev",
