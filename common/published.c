@@ -180,7 +180,7 @@ static int index_tables(struct stp_published *p)
 	return base_table(p);
 }
 
-static int load_index(struct stp_published *p, char *why, size_t whylen)
+static int load_index(struct stp_published *p, bool no_deltas, char *why, size_t whylen)
 {
 	uint64_t size = stp_http_size(p->h);
 	const char *reason = NULL;
@@ -202,12 +202,14 @@ static int load_index(struct stp_published *p, char *why, size_t whylen)
 	if (err)
 		return why_set(why, whylen, err, "a damaged published index: %s",
 			       reason ? reason : stp_strerror(err));
+	if (no_deltas) /* checked all the same; then no table, slot or rebuild sees one */
+		p->hdr.delta_count = 0;
 	err = index_tables(p);
 	return err ? why_set(why, whylen, err, "the index: %s", stp_strerror(err)) : 0;
 }
 
-int stp_published_load(struct stp_http *h, const char *base, const char *shown,
-		       struct stp_published **out, char *why, size_t whylen)
+static int load(struct stp_http *h, const char *base, const char *shown, bool no_deltas,
+		struct stp_published **out, char *why, size_t whylen)
 {
 	struct stp_published *p = calloc(1, sizeof(*p));
 	int err;
@@ -225,13 +227,19 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_init(&p->rebuild, NULL);
 	pthread_cond_init(&p->freed, NULL);
-	err = load_index(p, why, whylen);
+	err = load_index(p, no_deltas, why, whylen);
 	if (err) {
 		stp_published_free(p);
 		return err;
 	}
 	*out = p;
 	return 0;
+}
+
+int stp_published_load(struct stp_http *h, const char *base, const char *shown,
+		       struct stp_published **out, char *why, size_t whylen)
+{
+	return load(h, base, shown, false, out, why, whylen);
 }
 
 /* URL's directory with its '/', without the query or fragment (the blocks lie there):
@@ -253,7 +261,7 @@ static char *url_dir(const char *url)
 }
 
 int stp_published_open(struct stp_http *h, const char *url, const char *shown,
-		       struct stp_published **out, char *why, size_t whylen)
+		       bool no_deltas, struct stp_published **out, char *why, size_t whylen)
 {
 	uint8_t head[STP_PUBINDEX_MAGIC_LEN];
 	char *base, *shown_dir;
@@ -266,7 +274,7 @@ int stp_published_open(struct stp_http *h, const char *url, const char *shown,
 		return 0; /* not an index: the one-file image reader says what is wrong */
 	base = url_dir(url);
 	shown_dir = url_dir(shown);
-	err = base && shown_dir ? stp_published_load(h, base, shown_dir, out, why, whylen) :
+	err = base && shown_dir ? load(h, base, shown_dir, no_deltas, out, why, whylen) :
 		why_set(why, whylen, -ENOMEM, "out of memory");
 	free(base);
 	free(shown_dir);

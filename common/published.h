@@ -49,9 +49,12 @@ int stp_published_load(struct stp_http *h, const char *base, const char *shown,
 
 /* What H (probed at URL) serves: *out a published image when its first bytes start an
  * index (loaded as stp_published_load, the blocks beside URL, SHOWN naming URL in
- * messages: no userinfo), else NULL (a one-file image; 0 returned). */
+ * messages: no userinfo), else NULL (a one-file image; 0 returned). With NO_DELTAS the
+ * index's delta table is passed over, as if it had none (the mount option nodeltas):
+ * every block is fetched or read from the store whole, and no store slot is a base, a
+ * delta file or a content. */
 int stp_published_open(struct stp_http *h, const char *url, const char *shown,
-		       struct stp_published **out, char *why, size_t whylen);
+		       bool no_deltas, struct stp_published **out, char *why, size_t whylen);
 void stp_published_free(struct stp_published *p);
 
 uint64_t stp_published_size(const struct stp_published *p);   /* of the virtual image */

@@ -513,7 +513,7 @@ static void probe(const struct stp_mount_opts *o, const struct stp_http_opts *ho
 	hi->err = stp_http_open(o->image, ho, h, hi->why, sizeof(hi->why));
 	if (!hi->err)
 		hi->err = stp_published_open(*h, o->image, o->image_path ? o->image_path : o->image,
-					     pub, hi->why, sizeof(hi->why));
+					     o->no_deltas, pub, hi->why, sizeof(hi->why));
 	if (hi->err)
 		return;
 	/* a store file holds one block, delta or content: none may grow past the largest

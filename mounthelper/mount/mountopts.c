@@ -231,11 +231,13 @@ static int parse_own(struct stp_mount_opts *o, const char *name, const char *val
 	if (!strcmp(name, "warm_workers"))
 		return parse_count(name, value ? value : "", 0, STP_WARM_WORKERS_MAX, &o->warm_workers,
 				   err, errlen) ?: 1;
-	if (!strcmp(name, "noprime") || !strcmp(name, "nofill") || !strcmp(name, "stack")) {
+	if (!strcmp(name, "noprime") || !strcmp(name, "nofill") || !strcmp(name, "stack") ||
+	    !strcmp(name, "nodeltas")) {
 		if (value)
 			return stp_errf(err, errlen, -EINVAL, "option %s takes no value", name);
 		*(!strcmp(name, "noprime") ? &o->no_prime :
-		  !strcmp(name, "nofill") ? &o->no_fill : &o->stack) = true;
+		  !strcmp(name, "nofill") ? &o->no_fill :
+		  !strcmp(name, "nodeltas") ? &o->no_deltas : &o->stack) = true;
 		return 1;
 	}
 	if (!strcmp(name, "sandbox"))
@@ -547,9 +549,10 @@ static int build_fuse_opts(struct stp_mount_opts *o)
 static int check_url(const struct stp_mount_opts *o, char *err, size_t errlen)
 {
 	if (!o->is_url) {
-		if (o->ca_file || o->proxy || o->cache_dir || o->netrc_file)
-			return stp_errf(err, errlen, -EINVAL, "options ca=, proxy=, cache_dir= and "
-					"netrc= are for an image given as a URL, not %s", o->image);
+		if (o->ca_file || o->proxy || o->cache_dir || o->netrc_file || o->no_deltas)
+			return stp_errf(err, errlen, -EINVAL, "options ca=, proxy=, cache_dir=, "
+					"netrc= and nodeltas are for an image given as a URL, not %s",
+					o->image);
 		return 0;
 	}
 	if (stp_http_url_has_userinfo(o->image))

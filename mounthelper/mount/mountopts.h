@@ -71,6 +71,7 @@ struct stp_mount_opts {
 	uint32_t warm_workers;
 	bool no_prime;        /* the hot files are not looked up at mount (prime.h) */
 	bool no_fill;         /* blocks reads decode do not fill the page cache (fill.h) */
+	bool no_deltas;       /* nodeltas: a published image's blocks fetched whole (published.h) */
 	bool stack;           /* mount even where something is mounted already (monitor.h) */
 	char *record;         /* hot list to write when the mount ends, or NULL */
 	enum stp_sandbox_mode sandbox;

@@ -46,6 +46,7 @@ static const struct field fields[] = {
 	{ U64, OPT(cache_size), 0 },
 	{ FLAG, OPT(no_prime), 1 },
 	{ FLAG, OPT(no_fill), 1 },
+	{ FLAG, OPT(no_deltas), 1 },
 	{ FLAG, OPT(verify), 1 },
 	{ FLAG, OPT(foreground), 1 },
 	{ FLAG, OPT(allow_other), 1 },

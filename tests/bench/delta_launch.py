@@ -6,8 +6,9 @@ default: java -version, then javac of a one-line class) served by nginx on loopb
 launch then every file read; (b2) a second mount of release 2 on that same store.
 Prints each time and a JSON of medians. Needs root; leaves no mount or nginx.
 RATE (nginx's limit_rate, say 12500k for 100 Mbit/s) slows each of the origin's
-connections to that rate, as a link would.
-usage: OLD_BUILD=... NEW_BUILD=... [PUB=... V1=... V2=... W=... RATE=...] python3 delta_launch.py"""
+connections to that rate, as a link would. NODELTAS=1 adds (c): through a copy of release
+1's store as (b), mounted with -o nodeltas (both builds must know it).
+usage: OLD_BUILD=... NEW_BUILD=... [PUB=... V1=... V2=... W=... RATE=... NODELTAS=1] python3 delta_launch.py"""
 import os, sys, time, shutil, subprocess, statistics, json
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -28,11 +29,12 @@ with open(W + "/Hello.java", "w") as f:
     f.write("public class Hello { public static void main(String[] a) { System.out.println(\"hi\"); } }\n")
 
 
-def mount(build, url, cache):
+def mount(build, url, cache, opts=""):
     mnt = W + "/mnt"
     os.makedirs(mnt, exist_ok=True)
-    r = subprocess.run([BUILDS[build] + "/mounthelper/stipple", "mount", "-o", "cache_dir=" + cache,
-                        url, mnt], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([BUILDS[build] + "/mounthelper/stipple", "mount", "-o",
+                        "cache_dir=" + cache + opts, url, mnt], capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 0, r.stderr
     while not is_mounted(mnt):
         time.sleep(0.05)
@@ -104,6 +106,13 @@ def run_all():
                 note(build + " b2 read-all", read_all(m))
                 unmount(m)
                 note(build + " store MB", du(st) / 1e6)
+                if os.environ.get("NODELTAS"):
+                    shutil.rmtree(st, ignore_errors=True)
+                    shutil.copytree(tmpl, st, symlinks=True)
+                    m = mount(build, v2, st, ",nodeltas")
+                    j, c = launch(m)
+                    unmount(m)
+                    note(build + " c java", j); note(build + " c javac", c)
                 note(build + " load", float(open("/proc/loadavg").read().split()[0]))
 
 

@@ -115,6 +115,20 @@ def test_update_fetches_deltas(releases, images, tmp_path, squid_dir, proxy):
     assert_fetched_deltas(got, parsed, h1, h2)
 
 
+def test_nodeltas_fetches_the_blocks(releases, images, tmp_path):
+    """-o nodeltas (for a link faster than a rebuild): release 2 through release 1's
+    store fetches each block it lacks whole, no delta file, and reads the source tree;
+    the blocks release 1 left in the store are still read from there, and a second mount
+    fetches nothing."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    h1, h2 = hashes(idx1), hashes(idx2)
+    got, again = mount_pair(releases, www, tmp_path, cache, "nodeltas", True)
+    assert sorted(got) == sorted(set(h for h in h2 if h not in h1)), (got, parsed["deltas"])
+    assert not {d["delta"].hex() for d in parsed["deltas"]} & set(got)
+    assert again == [], again
+
+
 def assert_fetched_deltas(got, parsed, h1, h2):
     """GOT, the names fetched for release 2, are its new blocks, a delta for each that has
     one."""

@@ -267,6 +267,27 @@ static void test_url_secrets(void)
 	stp_mountopts_free(&o);
 }
 
+/* nodeltas: a flag, for a URL only (a one-file image has no deltas to pass over). */
+static void test_nodeltas(void)
+{
+	char url[] = "http://h.example/app-1.3.stp";
+	struct stp_mount_opts o;
+	char err[256];
+
+	CHECK(parse_helper(&o, err, url, "/tmp", "-o", "nodeltas", NULL) == 0);
+	CHECK(o.no_deltas && stp_mountopts_finish(&o, err, sizeof(err)) == 0);
+	stp_mountopts_free(&o);
+	CHECK(parse_helper(&o, err, url, "/tmp", NULL) == 0 && !o.no_deltas);
+	stp_mountopts_free(&o);
+	CHECK(parse_helper(&o, err, url, "/tmp", "-o", "nodeltas=1", NULL) == -EINVAL);
+	CHECK(strstr(err, "nodeltas takes no value") != NULL);
+	stp_mountopts_free(&o);
+	CHECK(parse_helper(&o, err, image, "/tmp", "-o", "nodeltas", NULL) == 0);
+	CHECK(stp_mountopts_finish(&o, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "nodeltas") && strstr(err, image));
+	stp_mountopts_free(&o);
+}
+
 /* netrc as curl reads it: the first entry for the host, else default; quoted tokens,
  * macdef bodies skipped. */
 static void test_netrc(void)
@@ -586,6 +607,7 @@ int main(void)
 	RUN(test_user_line_refusals);
 	RUN(test_not_root_refusals);
 	RUN(test_url_secrets);
+	RUN(test_nodeltas);
 	RUN(test_netrc);
 	RUN(test_url_from_environment);
 	unlink(image);
