@@ -13,9 +13,9 @@
 #include "check.h"
 
 /* Tags are positions in setup.c's table: the ones used here. */
-enum { T_PROG = 1, T_IMAGE = 2, T_WARM = 14, T_SANDBOX = 16, T_FOREGROUND = 22,
-       T_MEM = 26, T_KEY = 31, T_ROLES = 32, T_SANDBOX_IDS = 33, T_SANDBOX_UID = 34,
-       T_SANDBOX_GID = 35, T_LAST = 35 };
+enum { T_PROG = 1, T_IMAGE = 2, T_WARM = 14, T_SANDBOX = 16, T_FOREGROUND = 23,
+       T_MEM = 27, T_KEY = 32, T_ROLES = 33, T_SANDBOX_IDS = 34, T_SANDBOX_UID = 35,
+       T_SANDBOX_GID = 36, T_LAST = 36 };
 
 static uint8_t buf[8192];
 static size_t len;
