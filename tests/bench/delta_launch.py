@@ -3,7 +3,8 @@
 `stipple publish --base` (PUB: the published directory, V1/V2 its index names; JDK 17 by
 default: java -version, then javac of a one-line class) served by nginx on loopback:
 (a) a fresh store; (b) through release 1's store (a copy of a template a v1 mount filled),
-launch then every file read; (b2) a second mount of release 2 on that same store.
+launch then every file read; (b2) a second mount of release 2 on that same store. Each
+case also times its `stipple mount` command ("mount").
 Prints each time and a JSON of medians. Needs root; leaves no mount or nginx.
 RATE (nginx's limit_rate, say 12500k for 100 Mbit/s) slows each of the origin's
 connections to that rate, as a link would. NODELTAS=1 adds (c): through a copy of release
@@ -32,13 +33,15 @@ with open(W + "/Hello.java", "w") as f:
 def mount(build, url, cache, opts=""):
     mnt = W + "/mnt"
     os.makedirs(mnt, exist_ok=True)
+    t = time.monotonic()
     r = subprocess.run([BUILDS[build] + "/mounthelper/stipple", "mount", "-o",
                         "cache_dir=" + cache + opts, url, mnt], capture_output=True, text=True,
                        timeout=120)
+    took = time.monotonic() - t
     assert r.returncode == 0, r.stderr
     while not is_mounted(mnt):
         time.sleep(0.05)
-    return mnt
+    return mnt, took
 
 
 def timed(cmd):
@@ -80,7 +83,7 @@ def run_all():
         v1, v2 = origin.url("repo/" + V1), origin.url("repo/" + V2)
         tmpl = W + "/store-v1"
         if not os.path.exists(tmpl + "/blocks"):
-            m = mount("new", v1, tmpl)
+            m, _ = mount("new", v1, tmpl)
             read_all(m)
             unmount(m)
         for r in range(ROUNDS):
@@ -88,19 +91,22 @@ def run_all():
                 print("round", r, build, "load", open("/proc/loadavg").read().split()[0], flush=True)
                 fresh = W + "/store-fresh"
                 shutil.rmtree(fresh, ignore_errors=True)
-                m = mount(build, v2, fresh)
+                m, t = mount(build, v2, fresh)
+                note(build + " a mount", t)
                 j, c = launch(m)
                 unmount(m)
                 note(build + " a java", j); note(build + " a javac", c)
                 st = W + "/store-b"
                 shutil.rmtree(st, ignore_errors=True)
                 shutil.copytree(tmpl, st, symlinks=True)
-                m = mount(build, v2, st)
+                m, t = mount(build, v2, st)
+                note(build + " b mount", t)
                 j, c = launch(m)
                 note(build + " b java", j); note(build + " b javac", c)
                 note(build + " b read-all", read_all(m))
                 unmount(m)
-                m = mount(build, v2, st)
+                m, t = mount(build, v2, st)
+                note(build + " b2 mount", t)
                 j, c = launch(m)
                 note(build + " b2 java", j); note(build + " b2 javac", c)
                 note(build + " b2 read-all", read_all(m))
@@ -109,7 +115,8 @@ def run_all():
                 if os.environ.get("NODELTAS"):
                     shutil.rmtree(st, ignore_errors=True)
                     shutil.copytree(tmpl, st, symlinks=True)
-                    m = mount(build, v2, st, ",nodeltas")
+                    m, t = mount(build, v2, st, ",nodeltas")
+                    note(build + " c mount", t)
                     j, c = launch(m)
                     unmount(m)
                     note(build + " c java", j); note(build + " c javac", c)

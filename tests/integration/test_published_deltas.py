@@ -254,6 +254,34 @@ def test_damaged_delta_falls_back_to_the_block(releases, images, tmp_path):
     assert got.index(d["delta"].hex()) < got.index(h2[d["block"]])
 
 
+def test_damaged_base_in_the_store_costs_its_delta(releases, images, tmp_path):
+    """A base release 1 left in the store, damaged before release 2 is mounted: the
+    monitor hands bases over unhashed (store.c), so the fetcher's own check, as it
+    applies a delta, is what stands. Each block with a delta on that base is fetched
+    whole after its delta, and the tree read is release 2's; the other deltas still
+    serve."""
+    www, cache = tmp_path / "www", tmp_path / "cache"
+    idx1, idx2, parsed = publish_pair(images, www)
+    h2 = hashes(idx2)
+    bad = parsed["deltas"][0]["bases"][0]
+    hit = [d for d in parsed["deltas"] if bad in d["bases"]]
+    o = "cache_dir=%s" % cache
+    with origin_of(www, tmp_path / "nginx") as origin:
+        with mount_image(origin.url(REPO + "/app-1.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[0], mnt)
+        path = stored(cache, bad.hex())
+        treeutil.flip_byte(path, os.path.getsize(path) // 2)
+        seen = len(origin.uris())
+        with mount_image(origin.url(REPO + "/app-2.stp"), None, "-o", o) as mnt:
+            assert_same_tree(releases[1], mnt)
+        got = block_requests(origin, seen)
+    for d in hit:
+        assert h2[d["block"]] in got, "block %d: not fetched past its damaged base" % d["block"]
+        assert got.index(d["delta"].hex()) < got.index(h2[d["block"]])
+    rest = [d for d in parsed["deltas"] if bad not in d["bases"]]
+    assert all(d["delta"].hex() in got for d in rest), "a sound delta was not used"
+
+
 def test_bad_base_is_refused_before_dir(images, tmp_path):
     """An OLD that is not an image, or a bad level: a message naming it, a non-zero exit,
     nothing written."""

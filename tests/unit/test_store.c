@@ -466,13 +466,14 @@ struct two_blocks {
 	const uint8_t *sha[2];
 	int mode[2];  /* O_RDWR, O_RDONLY, or -1: no file */
 	off_t size[2];
+	bool bases;   /* offered as a delta's bases (fetcher.h: BASES) */
 };
 
 /* A fetcher offering two blocks: what it receives for each. */
 static void *offer_two(void *arg)
 {
 	struct two_blocks *t = arg;
-	struct stp_fetch_blocks b = { .first = 0, .count = 2 };
+	struct stp_fetch_blocks b = { .first = 0, .count = 2, .bases = t->bases };
 	struct stp_fetch_store st;
 	int fds[STP_FETCH_BATCH];
 	unsigned nfds = 0;
@@ -503,7 +504,7 @@ static void junk_in_a_block_file_is_replaced(void)
 	uint8_t good_sha[32];
 	struct stp_superblock sb = { .block_log = 16, .block_count = 2,
 				     .meta_offset = STP_SB_SIZE + 2 * (64u << 10) };
-	struct two_blocks t = { -1, { junk_sha, good_sha }, { -1, -1 }, { -1, -1 } };
+	struct two_blocks t = { -1, { junk_sha, good_sha }, { -1, -1 }, { -1, -1 }, false };
 	char path[256];
 	pthread_t tid;
 	int sv[2];
@@ -513,6 +514,23 @@ static void junk_in_a_block_file_is_replaced(void)
 	make_blocks(path);
 	plant(junk_sha, "junk of 19 bytes...", path);
 	plant(good_sha, "stored", path);
+	/* as a delta's bases first: only read, and the fetcher checks what it reads, so the
+	 * monitor does not hash them (a mount of a new release takes the old one's blocks so)
+	 * and the junk is still there, read-only */
+	t.bases = true;
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	t.ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
+	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10), 0);
+	pthread_join(tid, NULL);
+	CHECK(t.mode[0] == O_RDONLY && t.size[0] == 19, "the junk base's file: mode %d, %lld bytes",
+	      t.mode[0], (long long)t.size[0]);
+	CHECK(t.mode[1] == O_RDONLY && t.size[1] == 6, "the sound base's file: mode %d, %lld bytes",
+	      t.mode[1], (long long)t.size[1]);
+	close(sv[0]);
+	close(sv[1]);
+	/* then as blocks: the junk is replaced */
+	t = (struct two_blocks){ -1, { junk_sha, good_sha }, { -1, -1 }, { -1, -1 }, false };
 	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
 	t.ctl = sv[1];
 	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
@@ -870,7 +888,7 @@ static void take_sparse(const uint8_t sha[32], unsigned block_log, uint64_t size
 	pthread_t tid;
 	int sv[2], fd;
 
-	*t = (struct two_blocks){ -1, { sha, sha }, { -1, -1 }, { -1, -1 } };
+	*t = (struct two_blocks){ -1, { sha, sha }, { -1, -1 }, { -1, -1 }, false };
 	make_blocks(path);
 	plant(sha, "x", path);
 	fd = open(path, O_WRONLY);
