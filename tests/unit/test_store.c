@@ -493,9 +493,31 @@ static void *offer_two(void *arg)
 	return NULL;
 }
 
+/* One mount of SB offering T's two blocks (as bases with BASES) to the store: T's modes
+ * and sizes say what it was handed. */
+static void offer_two_to(struct two_blocks *t, const struct stp_superblock *sb, bool bases)
+{
+	pthread_t tid;
+	int sv[2];
+
+	t->mode[0] = t->mode[1] = -1;
+	t->size[0] = t->size[1] = -1;
+	t->bases = bases;
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	t->ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, offer_two, t));
+	stp_store_attach(root, 1 << 20, "test", sv[0], sb, 2, stp_block_stored_max(64u << 10), 0);
+	pthread_join(tid, NULL);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* A fetcher turned hostile wrote junk into the empty file of another image's block (review
  * 4 #6): that image's mounts got it read-only, junk, for ever. The junk is now replaced by
- * an empty file, writable; a sound block is left as it is, read-only. */
+ * an empty file, writable; a sound block is left as it is, read-only. Offered as a
+ * delta's bases first, the two files are only read, and the fetcher checks what it
+ * reads: the monitor hashes neither (a new release's mount takes the old one's blocks
+ * so), and the junk is handed as it is, read-only. */
 static void junk_in_a_block_file_is_replaced(void)
 {
 	static const uint8_t junk_sha[32] = { [0 ... 31] = 0x5a };
@@ -506,42 +528,22 @@ static void junk_in_a_block_file_is_replaced(void)
 				     .meta_offset = STP_SB_SIZE + 2 * (64u << 10) };
 	struct two_blocks t = { -1, { junk_sha, good_sha }, { -1, -1 }, { -1, -1 }, false };
 	char path[256];
-	pthread_t tid;
-	int sv[2];
 
 	for (unsigned i = 0; i < 32; i++)
 		sscanf(good + 2 * i, "%2hhx", &good_sha[i]);
 	make_blocks(path);
 	plant(junk_sha, "junk of 19 bytes...", path);
 	plant(good_sha, "stored", path);
-	/* as a delta's bases first: only read, and the fetcher checks what it reads, so the
-	 * monitor does not hash them (a mount of a new release takes the old one's blocks so)
-	 * and the junk is still there, read-only */
-	t.bases = true;
-	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
-	t.ctl = sv[1];
-	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
-	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10), 0);
-	pthread_join(tid, NULL);
+	offer_two_to(&t, &sb, true);
 	CHECK(t.mode[0] == O_RDONLY && t.size[0] == 19, "the junk base's file: mode %d, %lld bytes",
 	      t.mode[0], (long long)t.size[0]);
 	CHECK(t.mode[1] == O_RDONLY && t.size[1] == 6, "the sound base's file: mode %d, %lld bytes",
 	      t.mode[1], (long long)t.size[1]);
-	close(sv[0]);
-	close(sv[1]);
-	/* then as blocks: the junk is replaced */
-	t = (struct two_blocks){ -1, { junk_sha, good_sha }, { -1, -1 }, { -1, -1 }, false };
-	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
-	t.ctl = sv[1];
-	CHECK(!pthread_create(&tid, NULL, offer_two, &t));
-	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10), 0);
-	pthread_join(tid, NULL);
+	offer_two_to(&t, &sb, false);
 	CHECK(t.mode[0] == O_RDWR && t.size[0] == 0, "the junk's file: mode %d, %lld bytes",
 	      t.mode[0], (long long)t.size[0]);
 	CHECK(t.mode[1] == O_RDONLY && t.size[1] == 6, "the sound block's file: mode %d, %lld bytes",
 	      t.mode[1], (long long)t.size[1]);
-	close(sv[0]);
-	close(sv[1]);
 	cleanup();
 }
 
