@@ -53,6 +53,7 @@ struct store {
 	uint64_t handed;         /* read-write files handed to this mount */
 	pid_t fetcher;           /* its fetcher (0: not known) */
 	uint64_t block_max;      /* the longest a block of the image may be stored */
+	uint64_t hashed;         /* bytes of files hashed for junk: STP_STORE_HASH_BUDGET */
 };
 
 /* "HH/H64": the path of SHA's file beneath the blocks directory. */
@@ -271,15 +272,21 @@ static int hashes_to(const struct store *st, int fd, uint64_t len, const uint8_t
  * holds something other than the block hashing to SHA: what a fetcher turned hostile
  * wrote into the empty file of another image's block, which that image's mounts would
  * get read-only for ever. Each file is hashed once: found sound, it is marked with an
- * xattr that no confined process can set (their filters allow no xattr call). */
+ * xattr that no confined process can set (their filters allow no xattr call). Within
+ * the mount's budget (store.h): past it, the file is a later mount's to hash. */
 static bool holds_junk(struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
 	char mark;
 	int sound;
 
-	if (!len || fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark)) == (ssize_t)sizeof(mark) ||
-	    flock(fd, LOCK_EX | LOCK_NB))
+	if (!len || fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark)) == (ssize_t)sizeof(mark))
 		return false;
+	if (st->hashed && len > STP_STORE_HASH_BUDGET - st->hashed)
+		return false;
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		return false;
+	if (len <= st->block_max) /* a longer one is junk unread (hashes_to) */
+		st->hashed += len < STP_STORE_HASH_BUDGET ? len : STP_STORE_HASH_BUDGET;
 	sound = hashes_to(st, fd, len, sha);
 	if (sound > 0)
 		stp_monitor_cache_mark(fd, VERIFIED_XATTR); /* else hashed again next time */

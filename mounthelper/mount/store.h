@@ -86,6 +86,14 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 		     const struct stp_superblock *sb, uint64_t offered, uint64_t file_max,
 		     pid_t fetcher);
 
+/* The bytes of unmarked files (store.c: junk a fetcher turned hostile may have written)
+ * one mount hashes at most before it is live, past the first file: the rest are handed
+ * unchecked, read-only like any file holding bytes, and the fetcher checks each against
+ * its hash before use; later mounts hash them in turn. A mount after one that wrote many
+ * files (a release's rebuilt contents, 32 MiB each) so waits for about one block's hash,
+ * not for all of them. */
+#define STP_STORE_HASH_BUDGET (32ull << 20)
+
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above, its
  * key made and its ledger kept; files in use are kept, empty files no mount holds are
  * removed from every directory listed, however many there are. Returns the bytes the

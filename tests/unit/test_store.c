@@ -547,6 +547,36 @@ static void junk_in_a_block_file_is_replaced(void)
 	cleanup();
 }
 
+/* Junk larger than half the hashing budget, in two block files: a mount hashes (and
+ * replaces) the first only, and hands the second unchecked, read-only, as it is; the
+ * next mount hashes the second. So a mount after one that wrote many files waits for
+ * one budget's hashing, and every file is still checked in turn. */
+static void junk_is_hashed_within_a_budget(void)
+{
+	static const uint8_t sha0[32] = { [0 ... 31] = 0x61 }, sha1[32] = { [0 ... 31] = 0x62 };
+	const off_t big = (off_t)(STP_STORE_HASH_BUDGET / 2 + 4096);
+	struct stp_superblock sb = { .block_log = 25, .block_count = 2,
+				     .meta_offset = STP_SB_SIZE + (2ull << 25) };
+	struct two_blocks t = { -1, { sha0, sha1 }, { -1, -1 }, { -1, -1 }, false };
+	const uint8_t *shas[2] = { sha0, sha1 };
+	char path[256];
+
+	make_blocks(path);
+	for (unsigned i = 0; i < 2; i++) {
+		plant(shas[i], "junk", path);
+		CHECK(!truncate(path, big));
+	}
+	offer_two_to(&t, &sb, false);
+	CHECK(t.mode[0] == O_RDWR && t.size[0] == 0, "the first junk: mode %d, %lld bytes",
+	      t.mode[0], (long long)t.size[0]);
+	CHECK(t.mode[1] == O_RDONLY && t.size[1] == big, "the second, past the budget: mode %d, "
+	      "%lld bytes", t.mode[1], (long long)t.size[1]);
+	offer_two_to(&t, &sb, false);
+	CHECK(t.mode[1] == O_RDWR && t.size[1] == 0, "the second, next time: mode %d, %lld bytes",
+	      t.mode[1], (long long)t.size[1]);
+	cleanup();
+}
+
 #define DECOYS 64u             /* one-byte files per fan-out directory's worth */
 #define HEAVY (64u << 10)      /* the publisher's blocks, all of hash 0xff... */
 #define ROUND_BLOCKS 1024u     /* offered by each mount */
@@ -954,6 +984,8 @@ int main(void)
 	RUN(hostile_fetcher_gets_few_writable_files);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(junk_in_a_block_file_is_replaced);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(junk_is_hashed_within_a_budget);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(honest_mounts_keep_the_bound_whatever_the_hashes);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
