@@ -268,24 +268,36 @@ static int hashes_to(const struct store *st, int fd, uint64_t len, const uint8_t
 	return !err && !memcmp(got, sha, sizeof(got));
 }
 
+/* Whether hashing a file of LEN bytes would take the mount past its budget (store.h).
+ * None where no mark can be set (UNMARKABLE): every mount would spend it on the same
+ * first files, and never reach the others. A file longer than a block costs nothing to
+ * find junk (hashes_to reads none of it). */
+static bool past_budget(const struct store *st, uint64_t len, bool unmarkable)
+{
+	return !unmarkable && len <= st->block_max && st->hashed &&
+	       len > STP_STORE_HASH_BUDGET - st->hashed;
+}
+
 /* Whether FD, a file of LEN bytes that no mount holds (an exclusive lock had at once),
  * holds something other than the block hashing to SHA: what a fetcher turned hostile
  * wrote into the empty file of another image's block, which that image's mounts would
  * get read-only for ever. Each file is hashed once: found sound, it is marked with an
  * xattr that no confined process can set (their filters allow no xattr call). Within
- * the mount's budget (store.h): past it, the file is a later mount's to hash. */
+ * the mount's budget (past_budget): past it, the file is a later mount's to hash. */
 static bool holds_junk(struct store *st, int fd, uint64_t len, const uint8_t sha[32])
 {
+	ssize_t marked;
 	char mark;
 	int sound;
 
-	if (!len || fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark)) == (ssize_t)sizeof(mark))
+	if (!len)
 		return false;
-	if (st->hashed && len > STP_STORE_HASH_BUDGET - st->hashed)
+	marked = fgetxattr(fd, VERIFIED_XATTR, &mark, sizeof(mark));
+	if (marked == (ssize_t)sizeof(mark) ||
+	    past_budget(st, len, marked < 0 && errno == ENOTSUP) ||
+	    flock(fd, LOCK_EX | LOCK_NB))
 		return false;
-	if (flock(fd, LOCK_EX | LOCK_NB))
-		return false;
-	if (len <= st->block_max) /* a longer one is junk unread (hashes_to) */
+	if (len <= st->block_max)
 		st->hashed += len < STP_STORE_HASH_BUDGET ? len : STP_STORE_HASH_BUDGET;
 	sound = hashes_to(st, fd, len, sha);
 	if (sound > 0)
@@ -296,15 +308,15 @@ static bool holds_junk(struct store *st, int fd, uint64_t len, const uint8_t sha
 
 /* The file LEAF beneath SUB (fan-out directory D) of the block hashing to SHA, opened,
  * its bytes into *LEN; made empty only while files may be handed writable (no file made
- * that nothing may write). With CHECK, a file holding junk is removed (and its bytes from
- * the ledger) and made anew. -ENOENT when there is none to give. */
+ * that nothing may write). A file holding junk is removed (and its bytes from the
+ * ledger) and made anew. -ENOENT when there is none to give. */
 static int open_block_file(struct store *st, int sub, unsigned d, const char *leaf,
-			   const uint8_t sha[32], bool check, uint64_t *len)
+			   const uint8_t sha[32], uint64_t *len)
 {
 	int fd = stp_cachedir_open_private(sub, leaf, O_RDONLY, len);
 	struct stat sb;
 
-	if (fd >= 0 && check && holds_junk(st, fd, *len, sha)) {
+	if (fd >= 0 && holds_junk(st, fd, *len, sha)) {
 		uint64_t bytes = fstat(fd, &sb) ? 0 : (uint64_t)sb.st_blocks * 512;
 
 		close(fd);
@@ -320,11 +332,10 @@ static int open_block_file(struct store *st, int sub, unsigned d, const char *le
 
 /* The file of the block hashing to SHA, opened or made (open_block_file), locked shared
  * (the pin) and marked used now; a negative errno when it cannot be. A delta's BASE is
- * only opened, and only when its file holds bytes: never made, never handed writable,
- * and not hashed here. Junk in it keeps out no block (the fetcher checks a base before
- * use, and fetches the block when it does not match), and it is replaced when a mount
- * takes the file as a block; hashing it here would make the first mount of every new
- * release hash the old release's blocks (91 MB and 60 ms on the JDK's pair). */
+ * only opened, and only when its file holds bytes: never made, never handed writable.
+ * A base is hashed as a block is (within the budget): the same hash may come again as
+ * one of the image's blocks, which the fetcher then holds locked already, so the block's
+ * turn could not check it. */
 static int take_block(struct store *st, const uint8_t sha[32], bool base)
 {
 	char path[STP_PUBINDEX_NAME_MAX];
@@ -338,8 +349,7 @@ static int take_block(struct store *st, const uint8_t sha[32], bool base)
 		return sub;
 	if (base)
 		st->writable = 0; /* open_block_file makes no file */
-	fd = open_block_file(st, sub, stp_ledger_fanout(&st->l, sha), path + 3, sha, !base,
-			     &len);
+	fd = open_block_file(st, sub, stp_ledger_fanout(&st->l, sha), path + 3, sha, &len);
 	st->writable = writable;
 	close(sub);
 	if (fd < 0)

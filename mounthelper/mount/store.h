@@ -89,9 +89,11 @@ int stp_store_attach(const char *dir, uint64_t limit, const char *prog, int ctl,
 /* The bytes of unmarked files (store.c: junk a fetcher turned hostile may have written)
  * one mount hashes at most before it is live, past the first file: the rest are handed
  * unchecked, read-only like any file holding bytes, and the fetcher checks each against
- * its hash before use; later mounts hash them in turn. A mount after one that wrote many
- * files (a release's rebuilt contents, 32 MiB each) so waits for about one block's hash,
- * not for all of them. */
+ * its hash before use; later mounts hash them in turn (the ones found sound are marked).
+ * A mount after one that wrote many files (a release's rebuilt contents, 32 MiB each; an
+ * old release's blocks, which a new one takes as bases) so waits for about one block's
+ * hash, not for all of them. No budget where files cannot be marked (no user xattrs):
+ * each mount would hash the same first files and never reach the others. */
 #define STP_STORE_HASH_BUDGET (32ull << 20)
 
 /* Trims the store below DIRFD (the blocks directory) to LIMIT bytes as said above, its

@@ -493,6 +493,63 @@ static void *offer_two(void *arg)
 	return NULL;
 }
 
+/* A fetcher offering T's first hash as a delta's base, keeping that file (its lock) as
+ * a fetcher does, then the same hash as a block: what it receives each time. */
+static void *offer_base_then_block(void *arg)
+{
+	struct two_blocks *t = arg;
+	int fds[2][STP_FETCH_BATCH];
+	unsigned nfds[2] = { 0, 0 };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct stp_fetch_blocks b = { .first = i, .count = 1, .bases = i == 0 };
+		struct stp_fetch_store st;
+		struct stat sb;
+
+		memcpy(b.sha[0], t->sha[0], 32);
+		if (trade(t->ctl, &b, fds[i], &nfds[i], &st))
+			break;
+		if (nfds[i]) {
+			t->mode[i] = fcntl(fds[i][0], F_GETFL) & O_ACCMODE;
+			t->size[i] = fstat(fds[i][0], &sb) ? -1 : sb.st_size;
+		}
+	}
+	for (unsigned i = 0; i < 2; i++)
+		for (unsigned k = 0; k < nfds[i]; k++)
+			close(fds[i][k]);
+	shutdown(t->ctl, SHUT_WR);
+	return NULL;
+}
+
+/* Junk in a file that is both one of a release's bases and one of its blocks (publish
+ * may take a block the release keeps as a base of another): checked in the base's
+ * turn, since in the block's the fetcher holds it locked already. Replaced by an empty
+ * file, writable, for the block. */
+static void junk_base_that_is_also_a_block_is_replaced(void)
+{
+	static const uint8_t junk_sha[32] = { [0 ... 31] = 0x5c };
+	struct stp_superblock sb = { .block_log = 16, .block_count = 2,
+				     .meta_offset = STP_SB_SIZE + 2 * (64u << 10) };
+	struct two_blocks t = { -1, { junk_sha, junk_sha }, { -1, -1 }, { -1, -1 }, false };
+	char path[256];
+	pthread_t tid;
+	int sv[2];
+
+	make_blocks(path);
+	plant(junk_sha, "junk of 19 bytes...", path);
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	t.ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, offer_base_then_block, &t));
+	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10), 0);
+	pthread_join(tid, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	CHECK(t.mode[0] == -1, "as a base: mode %d, %lld bytes", t.mode[0], (long long)t.size[0]);
+	CHECK(t.mode[1] == O_RDWR && t.size[1] == 0, "as a block: mode %d, %lld bytes", t.mode[1],
+	      (long long)t.size[1]);
+	cleanup();
+}
+
 /* One mount of SB offering T's two blocks (as bases with BASES) to the store: T's modes
  * and sizes say what it was handed. */
 static void offer_two_to(struct two_blocks *t, const struct stp_superblock *sb, bool bases)
@@ -514,10 +571,10 @@ static void offer_two_to(struct two_blocks *t, const struct stp_superblock *sb, 
 
 /* A fetcher turned hostile wrote junk into the empty file of another image's block (review
  * 4 #6): that image's mounts got it read-only, junk, for ever. The junk is now replaced by
- * an empty file, writable; a sound block is left as it is, read-only. Offered as a
- * delta's bases first, the two files are only read, and the fetcher checks what it
- * reads: the monitor hashes neither (a new release's mount takes the old one's blocks
- * so), and the junk is handed as it is, read-only. */
+ * an empty file, writable; a sound block is left as it is, read-only. Offered first as a
+ * delta's bases, the files are hashed all the same (the fetcher keeps a base's file
+ * locked, so the same hash offered again as a block could not be checked then): the
+ * junk is removed and, a base being never made, not handed at all. */
 static void junk_in_a_block_file_is_replaced(void)
 {
 	static const uint8_t junk_sha[32] = { [0 ... 31] = 0x5a };
@@ -535,8 +592,8 @@ static void junk_in_a_block_file_is_replaced(void)
 	plant(junk_sha, "junk of 19 bytes...", path);
 	plant(good_sha, "stored", path);
 	offer_two_to(&t, &sb, true);
-	CHECK(t.mode[0] == O_RDONLY && t.size[0] == 19, "the junk base's file: mode %d, %lld bytes",
-	      t.mode[0], (long long)t.size[0]);
+	CHECK(t.mode[0] == -1, "the junk base's file: mode %d, %lld bytes", t.mode[0],
+	      (long long)t.size[0]);
 	CHECK(t.mode[1] == O_RDONLY && t.size[1] == 6, "the sound base's file: mode %d, %lld bytes",
 	      t.mode[1], (long long)t.size[1]);
 	offer_two_to(&t, &sb, false);
@@ -986,6 +1043,8 @@ int main(void)
 	RUN(junk_in_a_block_file_is_replaced);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(junk_is_hashed_within_a_budget);
+	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
+	RUN(junk_base_that_is_also_a_block_is_replaced);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
 	RUN(honest_mounts_keep_the_bound_whatever_the_hashes);
 	strcpy(root, "/dev/shm/stipple-store-test-XXXXXX");
