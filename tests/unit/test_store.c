@@ -493,6 +493,25 @@ static void *offer_two(void *arg)
 	return NULL;
 }
 
+/* One mount of SB against the stand-in fetcher FETCHER(T): T's modes and sizes say what
+ * it was handed (-1: nothing). */
+static void attach_with(struct two_blocks *t, const struct stp_superblock *sb,
+			void *(*fetcher)(void *))
+{
+	pthread_t tid;
+	int sv[2];
+
+	t->mode[0] = t->mode[1] = -1;
+	t->size[0] = t->size[1] = -1;
+	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
+	t->ctl = sv[1];
+	CHECK(!pthread_create(&tid, NULL, fetcher, t));
+	stp_store_attach(root, 1 << 20, "test", sv[0], sb, 2, stp_block_stored_max(64u << 10), 0);
+	pthread_join(tid, NULL);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* A fetcher offering T's first hash as a delta's base, keeping that file (its lock) as
  * a fetcher does, then the same hash as a block: what it receives each time. */
 static void *offer_base_then_block(void *arg)
@@ -532,41 +551,21 @@ static void junk_base_that_is_also_a_block_is_replaced(void)
 				     .meta_offset = STP_SB_SIZE + 2 * (64u << 10) };
 	struct two_blocks t = { -1, { junk_sha, junk_sha }, { -1, -1 }, { -1, -1 }, false };
 	char path[256];
-	pthread_t tid;
-	int sv[2];
 
 	make_blocks(path);
 	plant(junk_sha, "junk of 19 bytes...", path);
-	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
-	t.ctl = sv[1];
-	CHECK(!pthread_create(&tid, NULL, offer_base_then_block, &t));
-	stp_store_attach(root, 1 << 20, "test", sv[0], &sb, 2, stp_block_stored_max(64u << 10), 0);
-	pthread_join(tid, NULL);
-	close(sv[0]);
-	close(sv[1]);
+	attach_with(&t, &sb, offer_base_then_block);
 	CHECK(t.mode[0] == -1, "as a base: mode %d, %lld bytes", t.mode[0], (long long)t.size[0]);
 	CHECK(t.mode[1] == O_RDWR && t.size[1] == 0, "as a block: mode %d, %lld bytes", t.mode[1],
 	      (long long)t.size[1]);
 	cleanup();
 }
 
-/* One mount of SB offering T's two blocks (as bases with BASES) to the store: T's modes
- * and sizes say what it was handed. */
+/* One mount of SB offering T's two blocks (as bases with BASES) to the store. */
 static void offer_two_to(struct two_blocks *t, const struct stp_superblock *sb, bool bases)
 {
-	pthread_t tid;
-	int sv[2];
-
-	t->mode[0] = t->mode[1] = -1;
-	t->size[0] = t->size[1] = -1;
 	t->bases = bases;
-	CHECK(!socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv));
-	t->ctl = sv[1];
-	CHECK(!pthread_create(&tid, NULL, offer_two, t));
-	stp_store_attach(root, 1 << 20, "test", sv[0], sb, 2, stp_block_stored_max(64u << 10), 0);
-	pthread_join(tid, NULL);
-	close(sv[0]);
-	close(sv[1]);
+	attach_with(t, sb, offer_two);
 }
 
 /* A fetcher turned hostile wrote junk into the empty file of another image's block (review
