@@ -41,6 +41,7 @@ struct data_rec {
 	struct xattr_kv *xattrs; /* kept when OWNER took another entry */
 	uint32_t nxattrs;
 	char *link_target;
+	const struct node *filtered; /* the name its filter was read for (finish_files) */
 };
 
 struct reader {
@@ -168,7 +169,10 @@ static int add_node(struct reader *r, struct node *dir, const char *name, struct
 	return rc;
 }
 
-/* The node for relative path PATH's parent, making the directories not yet there. */
+static int charge_meta(struct reader *r, uint64_t bytes);
+
+/* The node for relative path PATH's parent, making the directories not yet there; each
+ * is charged as an entry (count_meta): 2,000 of them come with one path. */
 static int parent_of(struct reader *r, char *path, struct node **out)
 {
 	struct node *dir = r->t->root;
@@ -179,8 +183,10 @@ static int parent_of(struct reader *r, char *path, struct node **out)
 		struct node *n = tree_index_find(&r->ix, dir, p, (size_t)(slash - p));
 
 		*slash = 0;
-		if (!n && !(rc = add_node(r, dir, p, &n)))
+		if (!n && !(rc = add_node(r, dir, p, &n))) {
 			implicit_dir(r, n);
+			rc = charge_meta(r, STP_DIRENT_SIZE + n->name_len + STP_INODE_SIZE);
+		}
 		if (!rc && !S_ISDIR(n->st.st_mode)) {
 			char what[64 + PATH_MAX];
 
@@ -638,6 +644,17 @@ static int all_zero(const void *buf, size_t len)
 	return p[0] == 0 && !memcmp(p, p + 1, len - 1);
 }
 
+/* Only a sparse entry's map may leave bytes out: any other entry that brings fewer (or
+ * more) than its header says is damaged, and its file would be what the archive is not. */
+static int short_data(const struct reader *r, uint64_t got, uint64_t said)
+{
+	char what[128];
+
+	snprintf(what, sizeof(what), "damaged: its data is %llu bytes, its header says %llu",
+		 (unsigned long long)got, (unsigned long long)said);
+	return fail(r, what, EINVAL);
+}
+
 /* Copies the entry's bytes to the spool's end, leaving holes where the archive has them;
  * the entry's size is what the archive says or, when it does not say, what came. */
 static int spool_data(struct reader *r, struct archive_entry *e, struct data_rec *d)
@@ -654,7 +671,7 @@ static int spool_data(struct reader *r, struct archive_entry *e, struct data_rec
 		rc = archive_read_data_block(r->a, &buf, &len, &off);
 		if (rc == ARCHIVE_EOF)
 			break;
-		if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+		if (rc != ARCHIVE_OK) /* a warning too: a zip's bad CRC, sizes that disagree */
 			return fail_archive(r);
 		if (off < 0 || (uint64_t)off > UINT64_MAX / 2)
 			return fail(r, "a data block lies out of range", EINVAL);
@@ -664,8 +681,11 @@ static int spool_data(struct reader *r, struct archive_entry *e, struct data_rec
 		if ((uint64_t)off + len > end)
 			end = (uint64_t)off + len;
 	}
+	if (archive_entry_size_is_set(e) && (uint64_t)archive_entry_size(e) != end &&
+	    !archive_entry_sparse_count(e))
+		return short_data(r, end, (uint64_t)archive_entry_size(e));
 	if (archive_entry_size_is_set(e) && (uint64_t)archive_entry_size(e) > end)
-		end = (uint64_t)archive_entry_size(e); /* a hole at the end */
+		end = (uint64_t)archive_entry_size(e); /* a sparse file's hole at the end */
 	if (base + end > r->spool_end && ftruncate(r->spool_fd, (off_t)(base + end)))
 		return spool_fail(r, errno);
 	r->spool_end = base + end;
@@ -775,18 +795,25 @@ static int link_entry(struct reader *r, struct archive_entry *e, struct node *n,
  * memory: a compressed archive can claim a gigabyte of attributes in kilobytes. An entry
  * that replaces an earlier one counts again.
  */
-static int count_meta(struct reader *r, const struct node *n, int hard_link)
+static int charge_meta(struct reader *r, uint64_t bytes)
 {
-	r->meta += STP_DIRENT_SIZE + n->name_len;
-	if (!hard_link) {
-		r->meta += STP_INODE_SIZE + (n->link_target ? strlen(n->link_target) : 0);
-		for (size_t i = 0; i < n->nxattrs; i++)
-			r->meta += STP_XATTR_SIZE + strlen(n->xattrs[i].name) + n->xattrs[i].len;
-	}
+	r->meta += bytes;
 	if (r->meta <= STP_META_SIZE_MAX)
 		return 0;
 	return fail(r, "refused: the archive's metadata (names, link targets, extended "
 		    "attributes) passes 1 GiB here, more than any reader of an image takes", EFBIG);
+}
+
+static int count_meta(struct reader *r, const struct node *n, int hard_link)
+{
+	uint64_t bytes = STP_DIRENT_SIZE + n->name_len;
+
+	if (!hard_link) {
+		bytes += STP_INODE_SIZE + (n->link_target ? strlen(n->link_target) : 0);
+		for (size_t i = 0; i < n->nxattrs; i++)
+			bytes += STP_XATTR_SIZE + strlen(n->xattrs[i].name) + n->xattrs[i].len;
+	}
+	return charge_meta(r, bytes);
 }
 
 static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
@@ -834,6 +861,25 @@ static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 	return rc;
 }
 
+/* A program's filter is read once for all the names of its inode: each read may cost a
+ * section table of up to 4 MiB, which a million hard links in a few KB would multiply. */
+static int read_filter_once(struct reader *r, struct data_rec *d, struct node *n)
+{
+	const struct node *first = d->filtered;
+
+	if (!first) {
+		d->filtered = n;
+		return scan_read_filter(n, d->in_spool ? r->spool_fd : r->fd, d->off);
+	}
+	n->filter = first->filter;
+	if (!first->code)
+		return 0;
+	if (!n->code && !(n->code = malloc(sizeof(*n->code))))
+		return -ENOMEM;
+	*n->code = *first->code;
+	return 0;
+}
+
 /* Every regular file takes its inode's bytes, and programs their filter. */
 static int finish_files(struct reader *r)
 {
@@ -854,11 +900,8 @@ static int finish_files(struct reader *r)
 		n->st.st_size = (off_t)d->size;
 		n->data_off = d->off;
 		n->in_spool = d->in_spool;
-		if (d->size >= 64) {
-			rc = scan_read_filter(n, d->in_spool ? r->spool_fd : r->fd, d->off);
-			if (rc)
-				return rc;
-		}
+		if (d->size >= 64 && (rc = read_filter_once(r, d, n)))
+			return rc;
 	}
 	return 0;
 }

@@ -10,9 +10,11 @@ import io
 import os
 import resource
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
+import zipfile
 
 import pytest
 
@@ -303,3 +305,114 @@ def test_metadata_past_what_readers_take_is_refused(tmp_path):
     assert r.returncode == 1, r.stderr[-600:]
     assert "meta.tar.gz: f1" in r.stderr and "passes 1 GiB here" in r.stderr, r.stderr[-600:]
     assert not image.exists()
+
+
+def flipped(data, at):
+    """DATA with the byte at AT changed."""
+    b = bytearray(data)
+    b[at] ^= 0x01
+    return bytes(b)
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_damaged_zip_member_is_refused(tmp_path, method):
+    """A zip member whose bytes no longer match its CRC: libarchive says so as a warning,
+    which the old reader took for success, storing the damaged bytes, exit 0. The build
+    now stops at the member, names it, and leaves no image."""
+    arc = tmp_path / "bad.zip"
+    content = bytes(range(256)) * 64
+    with zipfile.ZipFile(arc, "w", compression=method) as z:
+        z.writestr("ok.txt", b"fine\n")
+        z.writestr("lib/data.bin", content)
+    raw = arc.read_bytes()
+    local = raw.index(b"PK\x03\x04lib/data.bin"[:4], raw.index(b"lib/data.bin") - 30)
+    name_len, extra_len = struct.unpack_from("<HH", raw, local + 26)
+    arc.write_bytes(flipped(raw, local + 30 + name_len + extra_len + 100))
+    with zipfile.ZipFile(arc) as z:  # an independent reader agrees it is damaged
+        assert z.testzip() == "lib/data.bin"
+    image = tmp_path / "bad.stp"
+    r = mkstipple(arc, image)
+    assert r.returncode == 1, r.stderr[-600:]
+    assert "bad.zip: lib/data.bin: ZIP bad CRC" in r.stderr, r.stderr[-600:]
+    assert not image.exists()
+
+
+def deep_tar(f, count, depth):
+    """Writes COUNT pax entries to the open stream F, each a file DEPTH names below a top
+    directory of its own: every entry makes DEPTH directories the archive never lists."""
+    for i in range(count):
+        ti = tarfile.TarInfo("d%03d/" % i + "a/" * (depth - 1) + "f")
+        f.write(ti.tobuf(tarfile.PAX_FORMAT))
+
+
+def test_implied_directories_count_toward_the_metadata_bound(tmp_path):
+    """A path of 2,000 names makes 2,000 directories, each an inode and an entry of the
+    image, from one header; the old reader charged only the file at its end, so a few KB
+    of .tar.xz could make millions of nodes (9 GB held) under the 1 GiB bound. Here 300
+    such paths come first (600,000 directories, 46 MB of metadata), then entries with 1 MB
+    of attributes each: the build must stop at the one that passes 1 GiB counting the
+    directories, about 47 entries sooner than without them."""
+    depth, deep, values, size = 2000, 300, 15, 65000
+    arc = tmp_path / "dirs.tar.gz"
+    with gzip.open(arc, "wb", compresslevel=1) as f:
+        deep_tar(f, deep, depth)
+        for i in range(1150):
+            ti = tarfile.TarInfo("f%04d" % i)
+            ti.pax_headers = {"SCHILY.xattr.user.a%02d" % j: "v" * size for j in range(values)}
+            f.write(ti.tobuf(tarfile.PAX_FORMAT))
+        f.write(b"\0" * 1024)
+    # what count_meta charges (stipple(5): an entry 12 bytes and its name, an inode 64, an
+    # attribute 16 and its name and value)
+    dirent, inode, xattr = 12, 64, 16
+    dirs = deep * ((dirent + len("d000") + inode) + (depth - 1) * (dirent + 1 + inode))
+    files = deep * (dirent + 1 + inode)
+    per_entry = dirent + len("f0000") + inode + values * (xattr + len("user.a00") + size)
+
+    def first_past(charged):
+        return "f%04d" % (((1 << 30) - charged) // per_entry)
+
+    expected, without = first_past(dirs + files), first_past(files)
+    assert expected != without
+    image = tmp_path / "dirs.stp"
+    r = run([MKSTIPPLE, "--quiet", arc, image], timeout=600)
+    assert r.returncode == 1, r.stderr[-600:]
+    assert "dirs.tar.gz: %s: refused" % expected in r.stderr, (expected, without,
+                                                                r.stderr[-600:])
+    assert not image.exists()
+
+
+def elf_with_table(size):
+    """An x86-64 ELF header whose section table (65,535 entries of 64 bytes, all zero)
+    fills a file of SIZE bytes: reading it costs 4 MiB."""
+    head = bytearray(64)
+    head[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<HHI", head, 16, 3, 62, 1)  # ET_DYN, EM_X86_64, EV_CURRENT
+    # e_shoff, e_flags, e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
+    struct.pack_into("<QIHHHHHH", head, 40, 64, 0, 64, 56, 0, 64, 65535, 0)
+    return bytes(head) + b"\0" * (size - len(head))
+
+
+def test_hard_links_to_a_program_read_its_table_once(tmp_path, stipple):
+    """A program whose section table is 4 MiB, with 200,000 hard links to it in a 1 MB
+    tar.gz: the old reader read the table again for each name (800 GB of reads, 0.7 ms a
+    name, 2.5 minutes); it is read once for the inode (about a second), and every name is
+    the same file in the image."""
+    arc = tmp_path / "links.tar.gz"
+    data = elf_with_table(65535 * 64 + 64)
+    with tarfile.open(arc, "w:gz", format=tarfile.PAX_FORMAT) as t:
+        ti = tarfile.TarInfo("prog")
+        ti.size = len(data)
+        ti.mode = 0o755
+        t.addfile(ti, io.BytesIO(data))
+        for i in range(200000):
+            li = tarfile.TarInfo("l%06d" % i)
+            li.type = tarfile.LNKTYPE
+            li.linkname = "prog"
+            t.addfile(li)
+    image = tmp_path / "links.stp"
+    r = mkstipple(arc, image, timeout=30)
+    assert r.returncode == 0, r.stderr[-600:]
+    out = run([stipple, "ls", "-l", image, "/l199999"], check=True).stdout
+    assert " 200001 " in out and str(len(data)) in out, out
+    got = subprocess.run([stipple, "cat", image, "/l123456"], capture_output=True, check=True)
+    assert got.stdout == data
