@@ -17,6 +17,11 @@
  *   at the end, deepest first, each opened again beneath DIR (destnodes.h);
  * - a hard link's first name is opened again the same way, beneath DIR with no symlink
  *   followed, checked to be the node made, and linked through its descriptor;
+ * - a node made in a directory with a default ACL inherits an ACL, masked at first by the
+ *   0700 or 0600 it is made with, but whose named entries the final chmod would switch on
+ *   (the mask follows the group bits): right after its checks, before anything else, that
+ *   ACL is removed through its descriptor, a directory's default ACL too, and DIR's when
+ *   extract makes it; only the image's ACLs are set again;
  * - DIR and the directories above it: a symlink is followed only if trusted (destdir.h);
  * - an inode of link count 1 is written once, whatever number of names the image gives it.
  * Names are checked by the walk extract --tar shares (orderwalk.h).
@@ -87,6 +92,9 @@ static const struct stp_cli extract_cli = {
 #ifndef SYS_setxattrat
 #define SYS_setxattrat 463 /* Linux 6.13, likewise */
 #endif
+#ifndef SYS_removexattrat
+#define SYS_removexattrat 466 /* Linux 6.13, likewise */
+#endif
 
 /* Which extended attributes are restored, ACLs apart. */
 /* root's default, XATTRS_ROOT, is every name but overlayfs's own (OVERLAY_PREFIX): those
@@ -94,6 +102,8 @@ static const struct stp_cli extract_cli = {
 enum { XATTRS_NONE, XATTRS_USER, XATTRS_ROOT, XATTRS_ALL };
 #define OVERLAY_PREFIX "trusted.overlay."
 #define CAPABILITY_XATTR "security.capability"
+#define ACL_ACCESS "system.posix_acl_access"
+#define ACL_DEFAULT "system.posix_acl_default"
 
 struct extract {
 	const struct stp_image *img;
@@ -231,6 +241,59 @@ static int set_xattr(const struct extract *x, const struct node *n, const char *
 	return errno == ENOSYS ? -EOPNOTSUPP : -errno; /* before Linux 6.13: a warning */
 }
 
+/* Whether removing an attribute failed only for want of one: none there, or a
+ * filesystem without it. */
+static int nothing_removed(int err)
+{
+	return err == -ENODATA || err == -ENOTSUP || err == -EOPNOTSUPP;
+}
+
+/* Whether O_PATH node N cannot have inherited an ACL: its directory has no default ACL,
+ * and nobody but this user and root could have given it one, or taken it away, since N
+ * was made (only a directory's owner can, and root). */
+static int inherited_none(const struct extract *x, const struct node *n)
+{
+	struct stat st;
+
+	if (fstat(n->dirfd, &st) || (st.st_uid != x->euid && st.st_uid != 0))
+		return 0;
+	return fgetxattr(n->dirfd, ACL_DEFAULT, NULL, 0) < 0 && nothing_removed(-errno);
+}
+
+/* Removes ACL attribute NAME from node N by set_xattr's route; without /proc, an O_PATH
+ * node's by its name, unless it cannot have one. -ENOSYS: no safe way is left. */
+static int remove_acl(const struct extract *x, const struct node *n, const char *name)
+{
+	char path[32];
+	int err;
+
+	if (!n->opath)
+		return fremovexattr(n->fd, name) ? -errno : 0;
+	fd_path(path, n->fd);
+	if (!removexattr(path, name))
+		return 0;
+	if (errno != ENOENT) /* else no /proc; removexattrat takes no O_PATH descriptor */
+		return -errno;
+	if (inherited_none(x, n))
+		return -ENODATA; /* as if removed: nothing is there */
+	if ((err = check_name_kept(x, n)))
+		return err == -EOPNOTSUPP ? -ENOSYS : err;
+	if (!syscall(SYS_removexattrat, n->dirfd, n->name, AT_SYMLINK_NOFOLLOW, name))
+		return 0;
+	return -errno; /* ENOSYS before Linux 6.13 */
+}
+
+/* Removes the ACLs node N inherited when it was made: its access ACL, and a directory's
+ * (IS_DIR) default ACL. 0, or the first error that is not "none there". */
+static int drop_acls(const struct extract *x, const struct node *n, int is_dir)
+{
+	int err = remove_acl(x, n, ACL_ACCESS);
+
+	if (!err || nothing_removed(err))
+		err = is_dir ? remove_acl(x, n, ACL_DEFAULT) : 0;
+	return nothing_removed(err) ? 0 : err;
+}
+
 /* Without fchmodat2 and /proc (check_name_kept). */
 static int set_mode_by_name(const struct extract *x, const struct node *n, mode_t mode)
 {
@@ -267,6 +330,25 @@ static int set_times(const struct node *n, const struct timespec ts[2])
 		return -errno;
 	fd_path(path, n->fd);
 	return utimensat(AT_FDCWD, path, ts, 0) ? -errno : 0;
+}
+
+/* The ACLs E's node N inherited from its directory's default ACL, removed (drop_acls)
+ * before anything else is done to it: its mask, from the mode it was made with, keeps
+ * their named entries off only until the final mode sets the image's group bits. */
+static int drop_inherited_acls(struct stp_walk *w, const struct stp_walk_entry *e,
+			       const struct node *n)
+{
+	struct extract *x = w->ctx;
+	int err = drop_acls(x, n, S_ISDIR(e->inode.mode));
+
+	if (err == -ENOSYS)
+		stp_walk_problem(w, e->path, "cannot remove the ACL %s%s inherits from its "
+				 "directory's default ACL: /proc is not mounted, and this kernel "
+				 "has no removexattrat (Linux 6.13) or others can write that "
+				 "directory", x->dest, e->path);
+	else if (err)
+		fail(w, e, "cannot remove the inherited ACL of", err);
+	return err;
 }
 
 /* Sets the extended attributes the options ask for on node N. */
@@ -441,7 +523,9 @@ static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	n.fd = openat(dirfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (n.fd < 0)
 		return fail(w, e, "cannot create", -errno);
-	err = write_content(w, e, n.fd);
+	err = drop_inherited_acls(w, e, &n);
+	if (!err)
+		err = write_content(w, e, n.fd);
 	if (!err)
 		err = restore_attrs(w, e, &n);
 	if (!err && st && fstat(n.fd, st))
@@ -501,7 +585,9 @@ static int extract_special(struct stp_walk *w, const struct stp_walk_entry *e, i
 	err = pin_made(x, dirfd, e->name, type, rdev, &n, st);
 	if (err)
 		return fail(w, e, "cannot open", err);
-	err = restore_attrs(w, e, &n);
+	err = type == S_IFLNK ? 0 : drop_inherited_acls(w, e, &n); /* a symlink has none */
+	if (!err)
+		err = restore_attrs(w, e, &n);
 	close(n.fd);
 	return err;
 }
@@ -604,33 +690,43 @@ static int check_empty(int fd)
 	return n < 0 ? -errno : 0;
 }
 
-/* A directory: made 0700, opened without following, checked (see is_made; empty and not
- * one extract made before), recorded. Its attributes wait for the end (settle_dirs). */
+/* Whether FD, a directory just made, into ST, is the one made (see is_made; empty and
+ * not one extract made before): 0, -ESTALE, or a negative errno. */
+static int check_dir_made(const struct extract *x, int fd, struct stat *st)
+{
+	if (fstat(fd, st))
+		return -errno;
+	if (!is_made(x, st, S_IFDIR, 0) || stp_destnodes_has(&x->nodes, st->st_dev, st->st_ino))
+		return -ESTALE;
+	return check_empty(fd);
+}
+
+/* A directory: made 0700, opened without following, checked, stripped of the ACLs it
+ * inherited, recorded. Its attributes wait for the end (settle_dirs). */
 static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int parent)
 {
 	struct extract *x = w->ctx;
+	struct node n = { .opath = 0 };
 	struct stat st;
 	uint32_t rec;
-	int fd, err = 0;
+	int err;
 
 	if (mkdirat(parent, e->name, 0700))
 		return fail(w, e, "cannot create", -errno);
-	fd = openat(parent, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	n.fd = openat(parent, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (n.fd < 0)
 		return fail(w, e, "cannot open", -errno);
-	if (fstat(fd, &st))
-		err = -errno;
-	else if (!is_made(x, &st, S_IFDIR, 0) ||
-		 stp_destnodes_has(&x->nodes, st.st_dev, st.st_ino))
-		err = -ESTALE;
-	else if (!(err = check_empty(fd)))
-		err = stp_destnodes_add(&x->nodes, x->dirrec[e->depth - 1], e->name, e->ino,
-					&st, &rec);
+	if ((err = check_dir_made(x, n.fd, &st)))
+		fail(w, e, "cannot open", err);
+	else if (!(err = drop_inherited_acls(w, e, &n)) &&
+		 (err = stp_destnodes_add(&x->nodes, x->dirrec[e->depth - 1], e->name, e->ino,
+					  &st, &rec)))
+		fail(w, e, "cannot open", err);
 	if (err) {
-		close(fd);
-		return fail(w, e, "cannot open", err);
+		close(n.fd);
+		return err;
 	}
-	x->dirfd[e->depth] = fd;
+	x->dirfd[e->depth] = n.fd;
 	x->dirrec[e->depth] = rec;
 	return 0;
 }
@@ -854,6 +950,38 @@ static int extract_tree(struct extract *x)
 	return err || walk.problems ? STP_EXIT_FAIL : STP_EXIT_OK;
 }
 
+/* DIR, when extract made it, inherited its parent's default ACL as any node made does
+ * (drop_inherited_acls); one that was there is the user's, its ACLs the user's choice. */
+static int drop_dest_acls(const struct extract *x)
+{
+	const struct node n = { .fd = x->dirfd[0], .opath = 0 };
+	int err = drop_acls(x, &n, 1);
+
+	if (err)
+		stp_cli_problem(&extract_cli, x->image, NULL, "cannot remove the ACL %s inherited "
+				"from its parent: %s", x->dest, stp_strerror(err));
+	return err;
+}
+
+/* DIR opened into x->dirfd[0] and made ready; -1 when it cannot be (reported). */
+static int open_dest(struct extract *x)
+{
+	int made, err;
+
+	x->dirfd[0] = stp_destdir_open(&extract_cli, x->dest, &made);
+	if (x->dirfd[0] < 0)
+		return -1;
+	err = made ? drop_dest_acls(x) : 0;
+	if (!err && (err = stp_destdir_probe_owner(x->dirfd[0], &x->owner)))
+		stp_cli_error(&extract_cli, "cannot create a file in %s: %s", x->dest,
+			      stp_strerror(err));
+	if (err) {
+		close(x->dirfd[0]);
+		return -1;
+	}
+	return 0;
+}
+
 static int extract_run(struct extract *x)
 {
 	struct stp_image *img;
@@ -864,16 +992,7 @@ static int extract_run(struct extract *x)
 	if (stp_cli_open(&extract_cli, x->image, &img))
 		return STP_EXIT_FAIL;
 	x->img = img;
-	x->dirfd[0] = stp_destdir_open(&extract_cli, x->dest);
-	if (x->dirfd[0] < 0) {
-		stp_image_close(img);
-		return STP_EXIT_FAIL;
-	}
-	status = stp_destdir_probe_owner(x->dirfd[0], &x->owner);
-	if (status) {
-		stp_cli_error(&extract_cli, "cannot create a file in %s: %s", x->dest,
-			      stp_strerror(status));
-		close(x->dirfd[0]);
+	if (open_dest(x)) {
 		stp_image_close(img);
 		return STP_EXIT_FAIL;
 	}

@@ -17,12 +17,12 @@
 #include "trustpath.h"
 #include "util.h"
 
-/* DEST opened as a directory, made 0700 when absent, its links followed only when
- * trusted (trustpath.h). Returns the descriptor or -1 (reported). */
-static int open_dest_dir(const struct stp_cli *cli, const char *dest)
+/* DEST opened as a directory, made 0700 when absent (*MADE), its links followed only
+ * when trusted (trustpath.h). Returns the descriptor or -1 (reported). */
+static int open_dest_dir(const struct stp_cli *cli, const char *dest, int *made)
 {
 	struct stp_trustpath w;
-	int made, fd = stp_trustpath_open_dir(&w, dest, 0700, &made);
+	int fd = stp_trustpath_open_dir(&w, dest, 0700, made);
 
 	if (fd >= 0)
 		return fd;
@@ -33,11 +33,11 @@ static int open_dest_dir(const struct stp_cli *cli, const char *dest)
 	return -1;
 }
 
-int stp_destdir_open(const struct stp_cli *cli, const char *dest)
+int stp_destdir_open(const struct stp_cli *cli, const char *dest, int *made)
 {
 	struct dirent *d = NULL;
 	DIR *dir;
-	int fd = open_dest_dir(cli, dest);
+	int fd = open_dest_dir(cli, dest, made);
 
 	if (fd < 0)
 		return -1;

@@ -16,9 +16,10 @@
 
 struct stp_cli;
 
-/* Opens DEST (O_RDONLY|O_DIRECTORY) as above. Returns the descriptor, or -1 after a
- * message naming DEST (through CLI). */
-int stp_destdir_open(const struct stp_cli *cli, const char *dest);
+/* Opens DEST (O_RDONLY|O_DIRECTORY) as above; *MADE says whether it was made, and so
+ * holds the ACLs a default ACL on its parent gives it. Returns the descriptor, or -1
+ * after a message naming DEST (through CLI). */
+int stp_destdir_open(const struct stp_cli *cli, const char *dest, int *made);
 
 /* The owner the filesystem of DIR (open as DIRFD) gives what this process makes there,
  * into *OWNER: not always the effective uid (NFS root_squash, vfat's uid=). Found by

@@ -475,8 +475,9 @@ def test_root_extract_never_takes_a_swapped_sibling_for_a_new_directory(attacker
 
 
 # Without /proc (a chroot, a container) and on kernels without openat2 (ENOSYS before
-# 5.6, EPERM under some seccomp profiles), fchmodat2 (6.6) or setxattrat (6.13): hard
-# links, modes of FIFOs and directories must come out right all the same.
+# 5.6, EPERM under some seccomp profiles), fchmodat2 (6.6) or setxattrat and
+# removexattrat (6.13): hard links, modes of FIFOs and directories must come out right
+# all the same.
 @pytest.fixture(scope="module")
 def plain_image(tmp_path_factory):
     """d1/ 0750 and d2/ 0711; f with hard links d1/g and d2/sub/h; FIFOs 0644 at the top
@@ -510,8 +511,8 @@ def assert_plain_tree(out):
     assert os.readlink(os.path.join(out, "link")) == "f"
 
 
-# Makes openat2, fchmodat2 and setxattrat fail as an older kernel or a container's
-# filter has them, then runs the rest of the command line.
+# Makes openat2, fchmodat2, setxattrat and removexattrat fail as an older kernel or a
+# container's filter has them, then runs the rest of the command line.
 OLD_KERNEL_C = r"""
 #include <errno.h>
 #include <seccomp.h>
@@ -520,9 +521,9 @@ OLD_KERNEL_C = r"""
 int main(int argc, char **argv)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	int nrs[] = { 437, 452, 463 }; /* openat2, fchmodat2, setxattrat */
+	int nrs[] = { 437, 452, 463, 466 }; /* openat2, fchmodat2, setxattrat, removexattrat */
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nrs[i], 0))
 			return 125;
 	if (seccomp_load(ctx))
