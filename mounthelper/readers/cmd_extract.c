@@ -86,6 +86,7 @@ static const struct stp_cli extract_cli = {
 #define DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
 #define FIRST_FAILED UINT32_MAX /* an inode whose first name could not be extracted */
 #define NAMED_ONCE (UINT32_MAX - 1) /* an inode of link count 1 already met */
+#define FIRST_LEFT_OUT (UINT32_MAX - 2) /* a device a user could not make: a warning */
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452 /* Linux 6.6; the same number on every architecture but alpha */
 #endif
@@ -120,7 +121,8 @@ struct extract {
 	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
 	struct stp_destnodes nodes;   /* the directories and first names made */
 	uint32_t *first;              /* per inode with nlink > 1: 1 + its first name's
-				       * record, 0 before it, or FIRST_FAILED; with
+				       * record, 0 before it, FIRST_FAILED or
+				       * FIRST_LEFT_OUT; with
 				       * nlink 1: NAMED_ONCE once met */
 	unsigned long warnings;
 	unsigned long overlay_left;   /* trusted.overlay.* names not restored (XATTRS_ROOT) */
@@ -606,6 +608,12 @@ static int extract_link(struct stp_walk *w, const struct stp_walk_entry *e, int 
 			"could not be extracted");
 		return 0;
 	}
+	if (first == FIRST_LEFT_OUT) { /* a warning, as its first name's */
+		stp_cli_error(&extract_cli, "%s%s: device not created: a hard link to one that "
+			      "was not", x->dest, e->path);
+		x->warnings++;
+		return 0;
+	}
 	err = stp_destnodes_open(&x->nodes, first - 1, O_PATH, &fd);
 	if (!err) {
 		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (root has it), else ENOENT */
@@ -623,13 +631,14 @@ static int extract_link(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	return go_on_unless_fatal(err);
 }
 
-/* The first name of an inode with several: recorded, or FIRST_FAILED when ERR. */
+/* The first name of an inode with several: recorded, FIRST_LEFT_OUT when ERR is 1 (a
+ * device left out with a warning), or FIRST_FAILED. */
 static int remember_first(struct extract *x, const struct stp_walk_entry *e, int err,
 			  const struct stat *st)
 {
 	uint32_t rec;
 
-	x->first[e->ino] = FIRST_FAILED;
+	x->first[e->ino] = err == 1 ? FIRST_LEFT_OUT : FIRST_FAILED;
 	if (err)
 		return 0;
 	err = stp_destnodes_add(&x->nodes, x->dirrec[e->depth - 1], e->name, e->ino, st, &rec);

@@ -8,16 +8,18 @@ security.capability). Each name of a device is named once on stderr, and the exi
 stays 0. Then the options alone and by their other names, their refusal with --tar, and a
 user's "device not created" warning, whose name (the image's) is escaped (review 8)."""
 
+import io
 import os
 import pwd
 import shutil
 import stat
 import subprocess
+import tarfile
 import tempfile
 
 import pytest
 
-from conftest import STIPPLE, build_image
+from conftest import MKSTIPPLE, STIPPLE, build_image
 from imageutil import FAST
 
 CAP = "security.capability"
@@ -180,3 +182,43 @@ def test_users_device_warning_escapes_the_images_name(tmp_path):
     assert r.returncode == 0, r.stderr
     assert b"device not created" in r.stderr, r.stderr
     assert b"\x1b" not in r.stderr and b"\x07" not in r.stderr, r.stderr
+
+
+def test_users_linked_device_is_a_warning_for_each_name(tmp_path):
+    """A device with two names, extracted by a user who cannot make devices: both names
+    are left out with a warning, and the rest is extracted, exit 0, as for a device of
+    one name (mkstipple from a tar: no root needed to build it). The second name was an
+    error, "a hard link to a file that could not be extracted", exit 1."""
+    nobody = pwd.getpwnam("nobody")
+    arena = tempfile.mkdtemp(prefix="stp-untrusted-", dir="/tmp")
+    try:
+        os.chmod(arena, 0o755)
+        arc = os.path.join(arena, "devs.tar")
+        with tarfile.open(arc, "w", format=tarfile.PAX_FORMAT) as t:
+            dev = tarfile.TarInfo("dev/one")
+            dev.type, dev.devmajor, dev.devminor, dev.mode = tarfile.CHRTYPE, 1, 3, 0o600
+            t.addfile(dev)
+            link = tarfile.TarInfo("dev/two")
+            link.type, link.linkname = tarfile.LNKTYPE, "dev/one"
+            t.addfile(link)
+            data = tarfile.TarInfo("dev/file")
+            data.size = 5
+            t.addfile(data, io.BytesIO(b"bytes"))
+        image = os.path.join(arena, "devs.stp")
+        subprocess.run([MKSTIPPLE, "-q", arc, image], check=True, timeout=60)
+        os.chmod(image, 0o644)
+        dest = os.path.join(arena, "out")
+        os.mkdir(dest)
+        os.chown(dest, nobody.pw_uid, nobody.pw_gid)
+        x = os.path.join(dest, "x")
+        r = subprocess.run([STIPPLE, "extract", "-q", image, x],
+                           user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        made = sorted(os.listdir(os.path.join(x, "dev")))
+        with open(os.path.join(x, "dev", "file"), "rb") as f:
+            content = f.read()
+    finally:
+        shutil.rmtree(arena, ignore_errors=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count(b"device not created") == 2, r.stderr
+    assert made == ["file"] and content == b"bytes", made
