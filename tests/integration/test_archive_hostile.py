@@ -231,7 +231,8 @@ def test_cpio_hard_links_bounded(tmp_path):
     """libarchive pairs a cpio entry that has links with every earlier one: 200,000 in a
     1 MB cpio.gz took minutes. Past 2^31 steps of its list walks the archive is refused;
     10,000 are built."""
-    r = mkstipple(newc_cpio(tmp_path / "many.cpio.gz", 200000, 2), tmp_path / "many.stp")
+    r = mkstipple(newc_cpio(tmp_path / "many.cpio.gz", 200000, 2), tmp_path / "many.stp",
+                  timeout=120)
     assert r.returncode != 0
     assert "f%07d: refused: libarchive pairs" % CPIO_FIRST_REFUSED in r.stderr, r.stderr[-600:]
     r = mkstipple(newc_cpio(tmp_path / "some.cpio.gz", 10000, 2), tmp_path / "some.stp")
@@ -245,13 +246,13 @@ def test_cpio_directories_count_and_pairs_do_not(tmp_path, stipple):
     entries, two to an inode) leave the list as they are paired and cost nothing: the old
     bound refused them past 10,000."""
     dirs = newc_cpio(tmp_path / "dirs.cpio.gz", 80000, 2, mode=0o040755, prefix="d")
-    r = mkstipple(dirs, tmp_path / "dirs.stp", timeout=60)
+    r = mkstipple(dirs, tmp_path / "dirs.stp", timeout=120)
     assert r.returncode != 0
     assert "d%07d: refused: libarchive pairs" % CPIO_FIRST_REFUSED in r.stderr, r.stderr[-600:]
     assert not os.path.exists(tmp_path / "dirs.stp")
     pairs = newc_cpio(tmp_path / "pairs.cpio.gz", 100000, 2, shared=2)
     image = tmp_path / "pairs.stp"
-    r = mkstipple(pairs, image, timeout=60)
+    r = mkstipple(pairs, image, timeout=120)
     assert r.returncode == 0, r.stderr[-600:]
     out = run([stipple, "ls", "-l", image, "/f0099999"], check=True).stdout
     assert out.split()[1] == "2", out
@@ -347,16 +348,23 @@ def flipped(data, at):
 def test_damaged_zip_member_is_refused(tmp_path, method):
     """A zip member whose bytes no longer match its CRC: libarchive says so as a warning,
     which the old reader took for success, storing the damaged bytes, exit 0. The build
-    now stops at the member, names it, and leaves no image."""
+    now stops at the member, names it, and leaves no image. Stored, a byte of its data
+    is changed; deflated, its CRC in both headers (a changed deflate stream may fail
+    otherwise, as zlib's build decides)."""
     arc = tmp_path / "bad.zip"
     content = bytes(range(256)) * 64
     with zipfile.ZipFile(arc, "w", compression=method) as z:
         z.writestr("ok.txt", b"fine\n")
         z.writestr("lib/data.bin", content)
     raw = arc.read_bytes()
-    local = raw.index(b"PK\x03\x04lib/data.bin"[:4], raw.index(b"lib/data.bin") - 30)
-    name_len, extra_len = struct.unpack_from("<HH", raw, local + 26)
-    arc.write_bytes(flipped(raw, local + 30 + name_len + extra_len + 100))
+    local = raw.index(b"PK\x03\x04", raw.index(b"lib/data.bin") - 30)
+    if method == zipfile.ZIP_STORED:
+        name_len, extra_len = struct.unpack_from("<HH", raw, local + 26)
+        raw = flipped(raw, local + 30 + name_len + extra_len + 100)
+    else:
+        central = raw.index(b"PK\x01\x02", raw.rindex(b"lib/data.bin") - 46)
+        raw = flipped(flipped(raw, local + 14), central + 16)
+    arc.write_bytes(raw)
     with zipfile.ZipFile(arc) as z:  # an independent reader agrees it is damaged
         assert z.testzip() == "lib/data.bin"
     image = tmp_path / "bad.stp"

@@ -31,6 +31,41 @@ static void paired_links_leave_the_list(void)
 			CHECK(cpio_links_note(&l, 7, i, 3) == 0);
 	CHECK(l.live == 0, "%llu left on the list", (unsigned long long)l.live);
 	CHECK(l.steps == 200000, "%llu steps", (unsigned long long)l.steps);
+	CHECK(l.nslots <= 1024, "%llu slots for a list of 2 at most", (unsigned long long)l.nslots);
+	cpio_links_free(&l);
+}
+
+/* Entries joining and leaving in a mixed order, against a plain count per inode: the
+ * table's deletions (moving entries back) must keep every inode findable. */
+static void mixed_order_against_a_count(void)
+{
+	enum { INODES = 3000 };
+	static uint32_t left[INODES];
+	struct cpio_links l = { 0 };
+	uint64_t x = 88172645463325252ull, live = 0, steps = 0;
+
+	for (int op = 0; op < 200000; op++) {
+		uint64_t ino;
+		uint32_t nlink;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		ino = x % INODES;
+		nlink = 2 + (uint32_t)(ino % 3);
+		steps += live;
+		if (left[ino]) {
+			live -= !--left[ino];
+		} else {
+			left[ino] = nlink - 1;
+			live++;
+		}
+		CHECK(cpio_links_note(&l, 3, ino, nlink) == 0);
+		if (l.live != live || l.steps != steps) {
+			CHECK(0, "op %d: %llu live, %llu steps; %llu and %llu expected", op,
+			      (unsigned long long)l.live, (unsigned long long)l.steps,
+			      (unsigned long long)live, (unsigned long long)steps);
+			break;
+		}
+	}
 	cpio_links_free(&l);
 }
 
@@ -62,6 +97,7 @@ int main(void)
 {
 	RUN(unpaired_entries_cost_the_square);
 	RUN(paired_links_leave_the_list);
+	RUN(mixed_order_against_a_count);
 	RUN(single_links_are_not_listed);
 	RUN(an_inode_met_again_rejoins);
 	return tap_done();
