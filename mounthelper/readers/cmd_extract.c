@@ -806,13 +806,15 @@ static int select_paths(struct extract *x, char **args, size_t n)
 	x->select = calloc(n ? n : 1, sizeof(*x->select));
 	if (!x->select)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++, x->nselect++) {
+	for (size_t i = 0; i < n; i++) {
 		uint32_t ino;
 
-		if (!(x->select[i] = normal_path(args[i]))) {
+		x->select[i] = normal_path(args[i]);
+		if (!x->select[i]) {
 			stp_cli_error(&extract_cli, "%s: a PATH may not hold \"..\"", args[i]);
 			return -EINVAL;
 		}
+		x->nselect++; /* the caller frees them, whatever follows */
 		if (stp_cli_resolve(&extract_cli, x->img, x->select[i], &ino))
 			return -ENOENT;
 	}
@@ -991,53 +993,43 @@ static int open_dest(struct extract *x)
 	return 0;
 }
 
+/* The tree of x->img into DIR. */
 static int extract_run(struct extract *x)
 {
-	struct stp_image *img;
 	int status;
 
 	x->umask = umask(0);
 	umask(x->umask);
-	if (stp_cli_open(&extract_cli, x->image, &img))
+	if (open_dest(x))
 		return STP_EXIT_FAIL;
-	x->img = img;
-	if (open_dest(x)) {
-		stp_image_close(img);
-		return STP_EXIT_FAIL;
-	}
 	if (!strcmp(x->dest, "/"))
 		x->dest = ""; /* messages: "/a/b", not "//a/b" */
 	raise_fd_limit();
 	status = extract_tree(x);
 	close(x->dirfd[0]);
-	stp_image_close(img);
 	return status;
 }
 
+/* The image is opened once: the PATHs are checked in the image extracted (one opened
+ * again could be another by then), before DIR is touched. */
 static int extract_paths(struct extract *x, char **paths, size_t n)
 {
 	struct stp_image *img;
-	int err, status = STP_EXIT_FAIL;
+	int err = 0, status = STP_EXIT_FAIL;
 
-	if (n) {
-		/* opened once more to check the PATHs before DIR is touched */
-		if (stp_cli_open(&extract_cli, x->image, &img))
-			return STP_EXIT_FAIL;
-		x->img = img;
-		err = select_paths(x, paths, n);
-		stp_image_close(img);
-		x->img = NULL;
-		if (err == -ENOMEM)
-			stp_cli_error(&extract_cli, "out of memory");
-		if (err)
-			goto out;
-	}
-	status = extract_run(x);
-	if (fflush(stdout) || ferror(stdout)) {
+	if (stp_cli_open(&extract_cli, x->image, &img))
+		return STP_EXIT_FAIL;
+	x->img = img;
+	if (n && (err = select_paths(x, paths, n)) == -ENOMEM)
+		stp_cli_error(&extract_cli, "out of memory");
+	if (!err)
+		status = extract_run(x);
+	stp_image_close(img);
+	x->img = NULL;
+	if (!err && (fflush(stdout) || ferror(stdout))) {
 		stp_cli_error(&extract_cli, "writing to standard output: %s", stp_strerror(-errno));
 		status = STP_EXIT_FAIL;
 	}
-out:
 	for (size_t i = 0; i < x->nselect; i++)
 		free(x->select[i]);
 	free(x->select);

@@ -93,3 +93,21 @@ def test_extract_tar_v_lists_each_member_on_stderr(gen_image, tmp_path):
     plain = [m for m in members if m.isprintable() and "\\" not in m and m.isascii()]
     assert [m for m in listed if m in set(plain)] == plain
     assert len(listed) == len(members)
+
+
+def test_the_image_is_opened_once(gen_image, tmp_path):
+    """The PATHs are checked in the image that is extracted: opened once, so an image
+    replaced in between cannot have its PATHs checked in one file and extracted from
+    another (the old extract opened it twice and, the PATHs gone, made DIR and exited
+    0). strace counts the look-ups of the image's path: one for the check that it is not
+    another program's format (its first bytes), one for the image's open; the old
+    extract made four."""
+    out = tmp_path / "out"
+    trace = tmp_path / "trace"
+    r = run(["strace", "-f", "-e", "trace=open,openat,openat2", "-o", trace,
+             STIPPLE, "extract", gen_image, out, "files/text-100"])
+    assert r.returncode == 0, r.stderr
+    opens = [line for line in trace.read_text().splitlines()
+             if '"%s"' % os.fspath(gen_image) in line]
+    assert len(opens) == 2, opens
+    assert os.path.exists(out / "files" / "text-100")
