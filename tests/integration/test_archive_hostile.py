@@ -453,3 +453,20 @@ def test_hard_links_to_a_program_read_its_table_once(tmp_path, stipple):
     assert " 200001 " in out and str(len(data)) in out, out
     got = subprocess.run([stipple, "cat", image, "/l123456"], capture_output=True, check=True)
     assert got.stdout == data
+
+
+@needs_gnu_tar
+def test_sparse_programs_cost_their_stored_bytes(tmp_path, stipple):
+    """4,000 sparse entries, each 64 stored bytes of an ELF header whose section table,
+    4 MiB, lies in the entry's hole: the old reader read each table whole from the spool
+    (32.9 s for 3,000 here, 11 ms an entry); the table is read where it holds data only
+    (5.2 s, most of it the packer's own reading of the holes). Every file is the same
+    in the image."""
+    data = elf_with_table(65535 * 64 + 64)
+    names = ["p%05d" % i for i in range(4000)]
+    tar = gnu_sparse_tar(tmp_path, len(data), {0: data[:64]}, names)
+    image = tmp_path / "progs.stp"
+    r = mkstipple(tar, image, timeout=30)
+    assert r.returncode == 0, r.stderr[-600:]
+    got = subprocess.run([stipple, "cat", image, "/p03999"], capture_output=True, check=True)
+    assert got.stdout == data
