@@ -494,7 +494,9 @@ static int is_made(const struct extract *x, const struct stat *st, mode_t type, 
 }
 
 /* Opens NAME, just made in DIRFD, without following it (O_PATH) into N and ST, and
- * checks it is the node made; -ESTALE when it is not. */
+ * checks it is the node made; -ESTALE when it is not, as when it is one extract made
+ * before (an earlier FIFO or device exchanged for it with renameat2: every node pinned
+ * is recorded, extract_nondir). */
 static int pin_made(const struct extract *x, int dirfd, const char *name, mode_t type,
 		    dev_t rdev, struct node *n, struct stat *st)
 {
@@ -506,7 +508,8 @@ static int pin_made(const struct extract *x, int dirfd, const char *name, mode_t
 		return -errno;
 	if (fstat(n->fd, st))
 		err = -errno;
-	else if (!is_made(x, st, type, rdev))
+	else if (!is_made(x, st, type, rdev) ||
+		 stp_destnodes_has(&x->nodes, st->st_dev, st->st_ino))
 		err = -ESTALE;
 	if (err)
 		close(n->fd);
@@ -647,6 +650,17 @@ static int remember_first(struct extract *x, const struct stp_walk_entry *e, int
 	return err;
 }
 
+/* A symlink, FIFO, socket or device of one name, pinned: recorded, so that it cannot be
+ * swapped in for one made later (pin_made). A file is written through the descriptor
+ * that made it, and needs none. */
+static int remember_made(struct extract *x, const struct stp_walk_entry *e,
+			 const struct stat *st)
+{
+	uint32_t rec;
+
+	return stp_destnodes_add(&x->nodes, x->dirrec[e->depth - 1], e->name, e->ino, st, &rec);
+}
+
 static int extract_nondir(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd)
 {
 	struct extract *x = w->ctx;
@@ -676,6 +690,8 @@ static int extract_nondir(struct stp_walk *w, const struct stp_walk_entry *e, in
 		err = -EUCLEAN;
 	}
 	if (several && remember_first(x, e, err, &st))
+		return -ENOMEM;
+	if (!several && !err && !S_ISREG(e->inode.mode) && remember_made(x, e, &st))
 		return -ENOMEM;
 	return go_on_unless_fatal(err);
 }

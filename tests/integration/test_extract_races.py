@@ -404,6 +404,20 @@ int main(int argc, char **argv)
 PAIRS = 300
 
 
+def extract_racing(attacker, helper, image, dest):
+    """Root's extract of IMAGE into DEST while the attacker runs HELPER on DEST: the
+    extract's result and what the helper printed. A failed extract must say why."""
+    proc = subprocess.Popen([helper, dest, str(PAIRS)], user=attacker[0],
+                            group=attacker[1], extra_groups=[], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = run([STIPPLE, "extract", image, dest], timeout=300)
+    out, err = proc.communicate(timeout=120)
+    assert not err, err
+    if r.returncode:
+        assert "replaced while extracting" in r.stderr, r.stderr[-2000:]
+    return r, out
+
+
 def compile_c(src, out, *libs):
     if not shutil.which("gcc"):
         pytest.skip("needs gcc")
@@ -451,15 +465,8 @@ def test_root_extract_never_takes_a_swapped_sibling_for_a_new_directory(attacker
     exchanged = 0
     for round_ in range(3):
         dest, _ = open_dirs(arena, round_)
-        proc = subprocess.Popen([helper, dest, str(PAIRS)], user=attacker[0],
-                                group=attacker[1], extra_groups=[], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        r = run([STIPPLE, "extract", sibling_image, dest], timeout=300)
-        out, err = proc.communicate(timeout=120)
-        assert not err, err
+        r, out = extract_racing(attacker, helper, sibling_image, dest)
         exchanged += int(out or 0)
-        if r.returncode:
-            assert "replaced while extracting" in r.stderr, r.stderr[-2000:]
         print("round %d: %s pairs exchanged, %d caught" % (
             round_, out.strip(), r.stderr.count("replaced while extracting")))
         for root, dirs, files in os.walk(dest):
@@ -608,3 +615,43 @@ def test_root_extract_into_overlayfs(arena, plain_image):
     finally:
         for m in reversed(mounted):
             run(["umount", m], timeout=30)
+
+
+@pytest.fixture(scope="module")
+def fifo_pairs_image(tmp_path_factory):
+    """a%04d and b%04d, PAIRS of each: FIFOs, 0600 with mtime 1,000,000,000 and 0644 with
+    mtime 2,000,000,000."""
+    base = tmp_path_factory.mktemp("fifo-pairs")
+    src = base / "src"
+    src.mkdir()
+    for i in range(PAIRS):
+        for name, mode, mtime in (("a", 0o600, 1_000_000_000), ("b", 0o644, 2_000_000_000)):
+            p = src / ("%s%04d" % (name, i))
+            os.mkfifo(p)
+            os.chmod(p, mode)
+            os.utime(p, (mtime, mtime))
+    return build_image(src, base / "fifo-pairs.stipple", *FAST)
+
+
+def test_root_extract_never_takes_an_earlier_fifo_for_a_new_one(attacker, arena,
+                                                              fifo_pairs_image):
+    """Between mknodat and the open that pins it, the attacker exchanges the FIFO just
+    made (b%04d) with the one extract made and finished before (a%04d): the same type,
+    root's, one link. The old extract took the finished one for the new one and gave it
+    b's attributes, leaving the new one as mknodat made it, unreported. Every node must
+    now come out with its image's time, or be named as replaced."""
+    helper = compile_c(EXCHANGE_C, os.path.join(arena, "exchange"))
+    exchanged = caught = unset = 0
+    for round_ in range(3):
+        dest, _ = open_dirs(arena, round_)
+        r, out = extract_racing(attacker, helper, fifo_pairs_image, dest)
+        exchanged += int(out or 0)
+        caught += r.stderr.count("replaced while extracting")
+        for name in os.listdir(dest):
+            st = os.lstat(os.path.join(dest, name))
+            assert stat.S_ISFIFO(st.st_mode), name
+            unset += st.st_mtime not in (1_000_000_000, 2_000_000_000)
+        print("round %d: %s pairs exchanged, %d caught" % (round_, out.strip(), caught))
+    assert exchanged, "the attacker never exchanged a pair: the test proves nothing"
+    assert unset <= caught, "%d nodes never got their attributes, %d reported" % (unset,
+                                                                                 caught)
