@@ -740,20 +740,10 @@ static int may_replace(struct reader *r, struct node *n, mode_t mode)
 }
 
 /* 1 when --exclude leaves PATH (relative, normalized) out: it, or a directory above it,
- * matches, as a directory scan never descends into an excluded directory. */
-static int left_out(const struct reader *r, char *path, int is_dir)
+ * matches, as a directory scan never descends into an excluded directory. -ENOMEM. */
+static int left_out(const struct reader *r, const char *path, int is_dir)
 {
-	const struct exclude *ex = r->opts->exclude;
-	int out = 0;
-
-	if (!ex || !*path)
-		return 0;
-	for (char *slash = strchr(path, '/'); slash && !out; slash = strchr(slash + 1, '/')) {
-		*slash = 0;
-		out = exclude_match(ex, path, 1);
-		*slash = '/';
-	}
-	return out || exclude_match(ex, path, is_dir);
+	return exclude_match_path(r->opts->exclude, path, is_dir);
 }
 
 /* The node a hard link names, which must be in the tree already and not a directory. */
@@ -764,7 +754,7 @@ static int link_target(struct reader *r, const char *hl, struct node **out)
 
 	if (!rc && !(*out = lookup(r, path))) {
 		snprintf(what, sizeof(what), "refused: a hard link to %s, which %s", path,
-			 left_out(r, path, 0) ? "--exclude leaves out" :
+			 left_out(r, path, 0) > 0 ? "--exclude leaves out" :
 			 "the archive has not (yet) listed");
 		rc = fail(r, what, EINVAL);
 	}
@@ -831,8 +821,8 @@ static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 	rc = normalize(r, path);
 	if (!rc)
 		rc = within_reach(r, path);
-	if (!rc && left_out(r, path, S_ISDIR(mode)))
-		return 0;
+	if (!rc && (rc = left_out(r, path, S_ISDIR(mode))))
+		return rc < 0 ? rc : 0;
 	if (!rc && hl)
 		rc = link_target(r, hl, &target);
 	if (rc)

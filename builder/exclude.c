@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fnmatch.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,62 +103,145 @@ int exclude_load(struct exclude *ex, const char *file)
 	return rc;
 }
 
-/* The component of PATH that begins at P, copied into NAME (a file name fits in 256
- * bytes on Linux); 0 when it is longer, which no pattern then matches. */
-static int component(const char *p, char name[256], const char **next)
+/* A path cut into its components: where each begins, and its length. */
+struct comps {
+	const char **at;
+	size_t *len;
+	size_t n;
+};
+
+/* Cuts PATH ("a/b/c") into C, with room allocated for its components. -ENOMEM. */
+static int cut(const char *path, struct comps *c)
 {
-	size_t len = strcspn(p, "/");
+	size_t max = 1;
 
-	*next = p[len] ? p + len + 1 : p + len;
-	if (len >= 256)
-		return 0;
-	memcpy(name, p, len);
-	name[len] = 0;
-	return 1;
-}
-
-/* Components COMPS[0..N) against PATH (the rest of a relative path; "" when done). */
-static int match_comps(char *const *comps, size_t n, const char *path)
-{
-	char name[256];
-	const char *next;
-
-	if (!n)
-		return !*path;
-	if (!strcmp(comps[0], "**")) {
-		if (n == 1) /* what a directory holds, not itself (as git has it) */
-			return *path != 0;
-		for (;;) {
-			if (match_comps(comps + 1, n - 1, path))
-				return 1;
-			if (!*path)
-				return 0;
-			path += strcspn(path, "/");
-			path += *path == '/';
+	for (const char *p = path; *p; p++)
+		max += *p == '/';
+	c->n = 0;
+	c->at = malloc(max * sizeof(*c->at));
+	c->len = malloc(max * sizeof(*c->len));
+	if (!c->at || !c->len)
+		return -ENOMEM;
+	for (const char *p = path; *path && c->n < max; p += c->len[c->n++] + 1) {
+		c->at[c->n] = p;
+		c->len[c->n] = strcspn(p, "/");
+		if (!p[c->len[c->n]]) {
+			c->n++;
+			break;
 		}
 	}
-	if (!*path || !component(path, name, &next) || fnmatch(comps[0], name, 0))
-		return 0;
-	return match_comps(comps + 1, n - 1, next);
+	return 0;
 }
 
-static int match_one(const struct exclude_pat *pat, const char *relpath, int is_dir)
+static void uncut(struct comps *c)
 {
-	const char *base = strrchr(relpath, '/');
+	free(c->at);
+	free(c->len);
+}
 
+/* Whether glob GLOB matches component I of C (a name of 256 bytes or more, which no
+ * file has on Linux, matches nothing). */
+static int comp_matches(const char *glob, const struct comps *c, size_t i)
+{
+	char name[256];
+
+	if (c->len[i] >= sizeof(name))
+		return 0;
+	memcpy(name, c->at[i], c->len[i]);
+	name[c->len[i]] = 0;
+	return !fnmatch(glob, name, 0);
+}
+
+/* HIT[k] for k in [0, C->n]: whether anchored pattern PAT matches the path's first k
+ * components. One pass over the pattern's components, each tried against a path
+ * component only where the components before it matched: the pattern's length times
+ * the path's at most, where trying each place a "**" may end costs their product (or
+ * more with several "**"). CUR and NEXT have room for C->n + 1 entries. */
+static void match_prefixes(const struct exclude_pat *pat, const struct comps *c, uint8_t *hit,
+			   uint8_t *next)
+{
+	uint8_t *cur = hit;
+
+	memset(cur, 0, c->n + 1);
+	cur[0] = 1;
+	for (size_t i = 0; i < pat->ncomps; i++) {
+		int any = 0;
+
+		if (!strcmp(pat->comps[i], "**")) {
+			/* zero components or more; as the last, one or more (what a directory
+			 * holds, not itself, as git has it) */
+			int last = i + 1 == pat->ncomps;
+
+			for (size_t j = 0; j <= c->n; j++) {
+				int had = any;
+
+				any |= cur[j];
+				next[j] = last ? had : any;
+			}
+		} else {
+			next[0] = 0;
+			for (size_t j = 1; j <= c->n; j++)
+				next[j] = cur[j - 1] && comp_matches(pat->comps[i], c, j - 1);
+		}
+		memcpy(cur, next, c->n + 1);
+	}
+}
+
+/* Whether pattern PAT leaves out the path C holds in its first K components (K >= 1),
+ * a directory when IS_DIR; HIT from match_prefixes for an anchored pattern. */
+static int leaves_out(const struct exclude_pat *pat, const struct comps *c, size_t k,
+		      int is_dir, const uint8_t *hit)
+{
 	if (pat->dir_only && !is_dir)
 		return 0;
-	if (!pat->anchored) /* one component */
-		return !fnmatch(pat->comps[0], base ? base + 1 : relpath, 0);
-	return match_comps(pat->comps, pat->ncomps, relpath);
+	if (!pat->anchored) /* one component: the last */
+		return comp_matches(pat->comps[0], c, k - 1);
+	return hit[k];
+}
+
+/* Whether a pattern of EX leaves out the path C holds, or, with PARENTS, a directory
+ * above it. -ENOMEM. */
+static int match_path(const struct exclude *ex, const struct comps *c, int is_dir, int parents)
+{
+	uint8_t *hit = malloc(c->n + 1), *next = malloc(c->n + 1);
+	int out = hit && next ? 0 : -ENOMEM;
+
+	for (size_t p = 0; !out && p < ex->count; p++) {
+		const struct exclude_pat *pat = &ex->pats[p];
+
+		if (pat->anchored)
+			match_prefixes(pat, c, hit, next);
+		for (size_t k = parents ? 1 : c->n; !out && k <= c->n; k++)
+			out = leaves_out(pat, c, k, k < c->n || is_dir, hit);
+	}
+	free(hit);
+	free(next);
+	return out;
+}
+
+static int match_relpath(const struct exclude *ex, const char *relpath, int is_dir,
+			 int parents)
+{
+	struct comps c;
+	int out;
+
+	if (!ex || !ex->count || !*relpath)
+		return 0;
+	out = cut(relpath, &c);
+	if (!out)
+		out = match_path(ex, &c, is_dir, parents);
+	uncut(&c);
+	return out;
 }
 
 int exclude_match(const struct exclude *ex, const char *relpath, int is_dir)
 {
-	for (size_t i = 0; ex && i < ex->count; i++)
-		if (match_one(&ex->pats[i], relpath, is_dir))
-			return 1;
-	return 0;
+	return match_relpath(ex, relpath, is_dir, 0);
+}
+
+int exclude_match_path(const struct exclude *ex, const char *relpath, int is_dir)
+{
+	return match_relpath(ex, relpath, is_dir, 1);
 }
 
 void exclude_free(struct exclude *ex)

@@ -32,8 +32,13 @@ int exclude_add(struct exclude *ex, const char *pattern);
  * naming the file (and the line of a bad pattern). */
 int exclude_load(struct exclude *ex, const char *file);
 /* 1 when RELPATH (an entry's path from the source root, no leading "/"; IS_DIR when it is
- * a directory) is to be left out, else 0. EX may be NULL or empty: nothing matches. */
+ * a directory) is to be left out, else 0, or -ENOMEM. EX may be NULL or empty: nothing
+ * matches. A path of D components costs each pattern of N at most N x D fnmatch calls,
+ * however many "**" it holds. */
 int exclude_match(const struct exclude *ex, const char *relpath, int is_dir);
+/* The same, or 1 when a directory above RELPATH is to be left out: for paths met in any
+ * order (an archive's), at the cost of one exclude_match. */
+int exclude_match_path(const struct exclude *ex, const char *relpath, int is_dir);
 void exclude_free(struct exclude *ex);
 
 #endif

@@ -175,12 +175,12 @@ static dev_t root_dev;
 static struct tree *scan_out;
 
 /* 1 when entry DE of the directory N, open as FD, is left out: excluded, or not on the
- * way to nor below a path -T lists. Sets *LISTED when -T lists it. REL is a buffer for
- * its path, holding N's path from the root and a '/' up to REL_LEN. */
+ * way to nor below a path -T lists; -ENOMEM. Sets *LISTED when -T lists it. REL is a
+ * buffer for its path, holding N's path from the root and a '/' up to REL_LEN. */
 static int left_out(const struct node *n, const struct dirent *de, int fd, char *rel,
 		    size_t rel_len, int *listed)
 {
-	int is_dir = de->d_type == DT_DIR;
+	int is_dir = de->d_type == DT_DIR, out;
 	enum select_match m = SELECT_IN;
 	struct stat st;
 
@@ -190,8 +190,8 @@ static int left_out(const struct node *n, const struct dirent *de, int fd, char 
 	strcpy(rel + rel_len, de->d_name);
 	if (de->d_type == DT_UNKNOWN && !fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW))
 		is_dir = S_ISDIR(st.st_mode);
-	if (exclude_match(scan_opts->exclude, rel, is_dir))
-		return 1;
+	if ((out = exclude_match(scan_opts->exclude, rel, is_dir)))
+		return out;
 	if (scan_opts->select && !n->selected)
 		m = select_match(scan_opts->select, rel);
 	*listed = m == SELECT_IN;
@@ -323,8 +323,12 @@ static int scan_dir(struct node *n, int fd)
 	for (errno = 0; (de = readdir(d)); errno = 0) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (rel && left_out(n, de, fd, rel, rel_len, &listed))
+		if (rel && (rc = left_out(n, de, fd, rel, rel_len, &listed))) {
+			if (rc < 0)
+				break;
+			rc = 0;
 			continue;
+		}
 		rc = tree_add_child(scan_out, n, de->d_name, &cap);
 		if (rc)
 			break;

@@ -78,6 +78,56 @@ static void test_double_star(void)
 	IN("a/**b/x", "a/c/b/x");
 }
 
+/* A path of 2,000 names against patterns with several "**": each "**" may end at any of
+ * them, which a matcher trying each ending pays for with the depth to the power of the
+ * "**"s (hours here); matching name by name costs the pattern's length times the depth. */
+static void test_many_stars_deep(void)
+{
+	enum { DEPTH = 2000 };
+	static char path[DEPTH * 2 + 2];
+	struct exclude ex = { 0 };
+
+	for (int i = 0; i < DEPTH; i++)
+		memcpy(path + 2 * i, "a/", 2);
+	strcpy(path + 2 * DEPTH, "c");
+	CHECK(exclude_add(&ex, "**/a/**/a/**/a/**/b") == 0);
+	CHECK(exclude_add(&ex, "/a/**/a/**/a/**/a/**/d/**") == 0);
+	CHECK(exclude_match(&ex, path, 0) == 0);
+	CHECK(exclude_match_path(&ex, path, 0) == 0);
+	path[2 * DEPTH] = 'b';
+	CHECK(exclude_match(&ex, path, 0) == 1);
+	exclude_free(&ex);
+}
+
+/* exclude_match_path is exclude_match on the path and on each directory above it. */
+static void test_path_and_parents(void)
+{
+	static const char *const pats[] = { "x", "a/b", "a/**", "**/c/", "/a", "b/**/d", "*.o" };
+	static const char *const paths[] = { "a", "a/b", "a/b/c", "a/b/c/d", "q/x/y", "b/z/d/e",
+					     "q/c/r", "q/c", "m/n.o/p", "b", "r/a/b" };
+
+	for (size_t p = 0; p < sizeof(pats) / sizeof(pats[0]); p++) {
+		struct exclude ex = { 0 };
+
+		CHECK(exclude_add(&ex, pats[p]) == 0);
+		for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+			for (int is_dir = 0; is_dir < 2; is_dir++) {
+				char buf[64];
+				int want = exclude_match(&ex, paths[i], is_dir);
+
+				strcpy(buf, paths[i]);
+				for (char *s = strchr(buf, '/'); s && !want; s = strchr(s + 1, '/')) {
+					*s = 0;
+					want = exclude_match(&ex, buf, 1);
+					*s = '/';
+				}
+				CHECK(exclude_match_path(&ex, paths[i], is_dir) == want,
+				      "'%s' on '%s' (%s)", pats[p], paths[i], is_dir ? "dir" : "file");
+			}
+		exclude_free(&ex);
+	}
+}
+
 static void test_dir_only(void)
 {
 	CHECK(leaves_out("build/", "a/build", 1), "build/ on a directory");
@@ -229,6 +279,8 @@ int main(void)
 	RUN(test_path);
 	RUN(test_double_star);
 	RUN(test_dir_only);
+	RUN(test_many_stars_deep);
+	RUN(test_path_and_parents);
 	RUN(test_refused_and_many);
 	RUN(test_load);
 	RUN(test_lines);
