@@ -593,6 +593,8 @@ static int extract_special(struct stp_walk *w, const struct stp_walk_entry *e, i
 	err = type == S_IFLNK ? 0 : drop_inherited_acls(w, e, &n); /* a symlink has none */
 	if (!err)
 		err = restore_attrs(w, e, &n);
+	if (!err && fstat(n.fd, st)) /* as it is now, owner set, for its record */
+		err = fail(w, e, "cannot stat", -errno);
 	close(n.fd);
 	return err;
 }

@@ -93,7 +93,8 @@ int stp_destnodes_add(struct stp_destnodes *t, uint32_t parent, const char *name
 		t->cap = cap;
 	}
 	t->node[t->count] = (struct stp_destnode){ .parent = parent, .ino = ino,
-		.dev = st->st_dev, .st_ino = st->st_ino, .is_dir = S_ISDIR(st->st_mode),
+		.dev = st->st_dev, .st_ino = st->st_ino, .uid = st->st_uid,
+		.type = st->st_mode & S_IFMT, .is_dir = S_ISDIR(st->st_mode),
 		.name = strdup(name) };
 	if (!t->node[t->count].name)
 		return -ENOMEM;
@@ -131,9 +132,12 @@ static int check_node(const struct stp_destnodes *t, uint32_t rec, int fd)
 {
 	struct stat st;
 
+	const struct stp_destnode *n = &t->node[rec];
+
 	if (fstat(fd, &st))
 		return -errno;
-	return st.st_dev == t->node[rec].dev && st.st_ino == t->node[rec].st_ino ? 0 : -ESTALE;
+	return st.st_dev == n->dev && st.st_ino == n->st_ino && st.st_uid == n->uid &&
+	       (st.st_mode & S_IFMT) == n->type ? 0 : -ESTALE;
 }
 
 static int walk_open(const struct stp_destnodes *t, uint32_t rec, int flags, int *fd);

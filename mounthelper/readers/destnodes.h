@@ -9,7 +9,8 @@
  *
  * A node is reached again beneath DIR with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS),
  * so no symlink is followed on the way, whoever put it there, and is then checked to be
- * the very node that was made: a node swapped in its place is refused. Where openat2 is
+ * the very node that was made (device, inode number, owner and type): a node swapped in
+ * its place is refused, one that took a freed inode number among them. Where openat2 is
  * missing (ENOSYS before Linux 5.6, EPERM under some container seccomp profiles), the
  * path is walked one name at a time with O_NOFOLLOW from DIR, each directory on the way
  * checked to be the one recorded (device and inode number).
@@ -31,8 +32,10 @@
 struct stp_destnode {
 	uint32_t parent;   /* record of the directory holding it (the root: itself) */
 	uint32_t ino;      /* its inode in the image */
-	dev_t dev;         /* what fstat said once it was made */
-	ino_t st_ino;
+	dev_t dev;         /* what fstat said once it was made (and, for a first name, */
+	ino_t st_ino;      /* given its attributes): a freed inode number can come back, */
+	uid_t uid;         /* as another user's node, so its owner and type count too */
+	mode_t type;
 	int is_dir;
 	char *name;        /* owned; "" for the root */
 };
@@ -49,7 +52,8 @@ struct stp_destnodes {
 int stp_destnodes_init(struct stp_destnodes *t, int rootfd, uint32_t root_ino);
 
 /* Records the node NAME made in the directory of record PARENT, for image inode INO, as
- * ST says it is. Its record number goes to *REC. -ENOMEM, or -EOVERFLOW past 2^32-1. */
+ * ST says it is: ST must be what the node is when it is opened again (its owner set).
+ * Its record number goes to *REC. -ENOMEM, or -EOVERFLOW past 2^32-1. */
 int stp_destnodes_add(struct stp_destnodes *t, uint32_t parent, const char *name,
 		      uint32_t ino, const struct stat *st, uint32_t *rec);
 

@@ -655,3 +655,70 @@ def test_root_extract_never_takes_an_earlier_fifo_for_a_new_one(attacker, arena,
     assert exchanged, "the attacker never exchanged a pair: the test proves nothing"
     assert unset <= caught, "%d nodes never got their attributes, %d reported" % (unset,
                                                                                  caught)
+
+
+@pytest.fixture(scope="module")
+def relink_image(tmp_path_factory):
+    """f, then m, 256 MiB (the time the attacker has: extract makes no inode while it
+    writes it, so none takes f's freed number first), then z/g, a second name of f:
+    root's, 0644."""
+    base = tmp_path_factory.mktemp("relink")
+    src = base / "src"
+    (src / "z").mkdir(parents=True)
+    (src / "f").write_bytes(b"the image's\n")
+    os.chmod(src / "f", 0o644)
+    with open(src / "m", "wb") as m:
+        for i in range(4096):
+            m.write(bytes([i % 251 + 1]) * 65536)
+    os.link(src / "f", src / "z" / "g")
+    return build_image(src, base / "relink.stipple", *FAST)
+
+
+# The attacker: once extract made DIR/f, unlink it and make files in DIR until one gets
+# f's freed inode number (ext4 gives it back at once), then put that one in f's place.
+REUSE = r"""
+import os, sys, time
+dest = sys.argv[1]
+f = os.path.join(dest, "f")
+end = time.time() + 60
+while not os.path.exists(f) and time.time() < end:
+    pass
+ino = os.lstat(f).st_ino
+os.unlink(f)
+try:
+    for i in range(5000):
+        p = os.path.join(dest, ".t%d" % i)
+        with open(p, "w") as out:
+            out.write("the attacker's\n")
+        if os.lstat(p).st_ino == ino:
+            os.rename(p, f)
+            print("reused")
+            break
+except PermissionError:  # DIR settled: too late
+    pass
+"""
+
+
+def test_root_extract_never_links_to_a_node_that_took_a_freed_inode_number(attacker, arena,
+                                                                           relink_image):
+    """A user who can write DIR unlinks f, the first name of an inode with two, and gets
+    its inode number back for a file of their own: the old extract, which knew f by its
+    device and inode number alone, linked z/g to the user's file inside the tree. The
+    owner tells them apart: z/g is refused as replaced, never the attacker's file."""
+    reused = 0
+    for round_ in range(3):
+        dest, _ = open_dirs(arena, round_)
+        proc = spawn_attacker(attacker, REUSE, dest)
+        r = run([STIPPLE, "extract", relink_image, dest], timeout=300)
+        out, err = proc.communicate(timeout=120)
+        assert not err, err
+        g = os.path.join(dest, "z", "g")
+        if os.path.exists(g):
+            with open(g, "rb") as f:
+                assert f.read() == b"the image's\n", "z/g is the attacker's file"
+            assert os.lstat(g).st_uid == 0
+        if "reused" in out:
+            reused += 1
+            assert r.returncode == 1 and "replaced while extracting" in r.stderr, (
+                r.returncode, r.stderr[-2000:])
+    assert reused, "the attacker never got the inode number back: the test proves nothing"
