@@ -7,8 +7,9 @@
  * length. This mirrors the list by (device, inode) and adds up the steps, at most the
  * list's length a walk (libarchive stops at a match), so that the reader can refuse an
  * archive before they pass a budget, whatever mix of directories and links makes them.
- * Its own cost is within those steps: it holds only the inodes on the list. The caller owns a struct cpio_links, zeroed to begin
- * with and released with cpio_links_free. Not thread-safe.
+ * Its own cost is within those steps: it holds only the inodes on the list. The caller
+ * owns a struct cpio_links, zeroed to begin with and released with cpio_links_free. Not
+ * thread-safe.
  */
 #ifndef MKSTP_CPIOLINKS_H
 #define MKSTP_CPIOLINKS_H

@@ -94,7 +94,7 @@ static int ends_before(int fd, uint64_t end)
 static int scan_table(int fd, const struct reader *r, uint64_t off, uint64_t count,
 		      unsigned entsize, uint64_t size, struct span *s)
 {
-	uint64_t end = off + count * entsize, at = off;
+	uint64_t end = off + count * entsize, at = off, last;
 	uint8_t *buf = malloc(PIECE);
 	int rc = buf ? 0 : -ENOMEM;
 
@@ -112,9 +112,10 @@ static int scan_table(int fd, const struct reader *r, uint64_t off, uint64_t cou
 		else if ((hole = lseek(fd, data, SEEK_HOLE)) < 0 || (uint64_t)hole > end)
 			hole = (off_t)end;
 		/* the whole entries that the data [data, hole) touches */
-		rc = scan_range(fd, r, buf, off, entsize, ((uint64_t)data - off) / entsize,
-				((uint64_t)hole - off + entsize - 1) / entsize, size, s);
-		at = off + ((uint64_t)hole - off + entsize - 1) / entsize * entsize;
+		last = ((uint64_t)hole - off + entsize - 1) / entsize;
+		rc = scan_range(fd, r, buf, off, entsize, ((uint64_t)data - off) / entsize, last,
+				size, s);
+		at = off + last * entsize;
 	}
 	free(buf);
 	return rc;

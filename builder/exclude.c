@@ -103,14 +103,16 @@ int exclude_load(struct exclude *ex, const char *file)
 	return rc;
 }
 
-/* A path cut into its components: where each begins, and its length. */
+/* A path cut into its components (where each begins, and its length), with the two rows
+ * of match_prefixes, of C->n + 1 bytes each: one allocation. */
 struct comps {
 	const char **at;
 	size_t *len;
 	size_t n;
+	uint8_t *hit, *next;
 };
 
-/* Cuts PATH ("a/b/c") into C, with room allocated for its components. -ENOMEM. */
+/* Cuts PATH ("a/b/c", not empty) into C. -ENOMEM. */
 static int cut(const char *path, struct comps *c)
 {
 	size_t max = 1;
@@ -118,25 +120,18 @@ static int cut(const char *path, struct comps *c)
 	for (const char *p = path; *p; p++)
 		max += *p == '/';
 	c->n = 0;
-	c->at = malloc(max * sizeof(*c->at));
-	c->len = malloc(max * sizeof(*c->len));
-	if (!c->at || !c->len)
+	c->at = malloc(max * (sizeof(*c->at) + sizeof(*c->len)) + 2 * (max + 1));
+	if (!c->at)
 		return -ENOMEM;
-	for (const char *p = path; *path && c->n < max; p += c->len[c->n++] + 1) {
+	c->len = (size_t *)(c->at + max);
+	c->hit = (uint8_t *)(c->len + max);
+	c->next = c->hit + max + 1;
+	for (const char *p = path; *p; c->n++) {
 		c->at[c->n] = p;
 		c->len[c->n] = strcspn(p, "/");
-		if (!p[c->len[c->n]]) {
-			c->n++;
-			break;
-		}
+		p += c->len[c->n] + (p[c->len[c->n]] == '/');
 	}
 	return 0;
-}
-
-static void uncut(struct comps *c)
-{
-	free(c->at);
-	free(c->len);
 }
 
 /* Whether glob GLOB matches component I of C (a name of 256 bytes or more, which no
@@ -156,11 +151,10 @@ static int comp_matches(const char *glob, const struct comps *c, size_t i)
  * components. One pass over the pattern's components, each tried against a path
  * component only where the components before it matched: the pattern's length times
  * the path's at most, where trying each place a "**" may end costs their product (or
- * more with several "**"). CUR and NEXT have room for C->n + 1 entries. */
-static void match_prefixes(const struct exclude_pat *pat, const struct comps *c, uint8_t *hit,
-			   uint8_t *next)
+ * more with several "**"). Into C->hit, with C->next as the row being made. */
+static void match_prefixes(const struct exclude_pat *pat, const struct comps *c)
 {
-	uint8_t *cur = hit;
+	uint8_t *cur = c->hit, *next = c->next;
 
 	memset(cur, 0, c->n + 1);
 	cur[0] = 1;
@@ -188,37 +182,19 @@ static void match_prefixes(const struct exclude_pat *pat, const struct comps *c,
 }
 
 /* Whether pattern PAT leaves out the path C holds in its first K components (K >= 1),
- * a directory when IS_DIR; HIT from match_prefixes for an anchored pattern. */
+ * a directory when IS_DIR; C->hit from match_prefixes for an anchored pattern. */
 static int leaves_out(const struct exclude_pat *pat, const struct comps *c, size_t k,
-		      int is_dir, const uint8_t *hit)
+		      int is_dir)
 {
 	if (pat->dir_only && !is_dir)
 		return 0;
 	if (!pat->anchored) /* one component: the last */
 		return comp_matches(pat->comps[0], c, k - 1);
-	return hit[k];
+	return c->hit[k];
 }
 
-/* Whether a pattern of EX leaves out the path C holds, or, with PARENTS, a directory
- * above it. -ENOMEM. */
-static int match_path(const struct exclude *ex, const struct comps *c, int is_dir, int parents)
-{
-	uint8_t *hit = malloc(c->n + 1), *next = malloc(c->n + 1);
-	int out = hit && next ? 0 : -ENOMEM;
-
-	for (size_t p = 0; !out && p < ex->count; p++) {
-		const struct exclude_pat *pat = &ex->pats[p];
-
-		if (pat->anchored)
-			match_prefixes(pat, c, hit, next);
-		for (size_t k = parents ? 1 : c->n; !out && k <= c->n; k++)
-			out = leaves_out(pat, c, k, k < c->n || is_dir, hit);
-	}
-	free(hit);
-	free(next);
-	return out;
-}
-
+/* Whether a pattern of EX leaves out RELPATH, or, with PARENTS, a directory above it.
+ * -ENOMEM. */
 static int match_relpath(const struct exclude *ex, const char *relpath, int is_dir,
 			 int parents)
 {
@@ -227,10 +203,17 @@ static int match_relpath(const struct exclude *ex, const char *relpath, int is_d
 
 	if (!ex || !ex->count || !*relpath)
 		return 0;
-	out = cut(relpath, &c);
-	if (!out)
-		out = match_path(ex, &c, is_dir, parents);
-	uncut(&c);
+	if ((out = cut(relpath, &c)))
+		return out;
+	for (size_t p = 0; !out && p < ex->count; p++) {
+		const struct exclude_pat *pat = &ex->pats[p];
+
+		if (pat->anchored)
+			match_prefixes(pat, &c);
+		for (size_t k = parents ? 1 : c.n; !out && k <= c.n; k++)
+			out = leaves_out(pat, &c, k, k < c.n || is_dir);
+	}
+	free(c.at);
 	return out;
 }
 
