@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -30,6 +31,7 @@
 #include "readfail.h"
 #include "record.h"
 #include "sandbox.h"
+#include "serveloop.h"
 #include "sign.h"
 #include "util.h"
 #include "warm.h"
@@ -368,19 +370,6 @@ static void report_live(struct stp_daemon *d, const struct stp_prime_plan *plan)
 	d->monitor_fd = -1;
 }
 
-static int run_loop(struct stp_fs *fs)
-{
-	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-	int ret;
-
-	if (!cfg)
-		return -ENOMEM;
-	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	ret = fuse_session_loop_mt(fs->se, cfg);
-	fuse_loop_cfg_destroy(cfg);
-	return ret;
-}
-
 /* Seen only in the foreground: a background daemon has no stderr. */
 static void log_cache_stats(const struct stp_fs *fs)
 {
@@ -430,24 +419,53 @@ static void write_record(struct stp_daemon *d)
 		hand_over_record(d);
 }
 
-/* Filling starts once the monitor is told the mount is live: it only follows what the
- * kernel is seen to open, and the loop, which serves the first request, starts after it
- * (its thread is off a mount's way to return; a failure goes to stderr). */
-static void start_filling(struct stp_fs *fs)
+/* The filler follows what the kernel is seen to open, from the first request on; the
+ * loop starts its thread (start_beside). A failure goes to stderr. */
+static void make_filler(struct stp_fs *fs)
 {
 	int err;
 
 	if (stp_mountopts_fills(fs->opts) &&
-	    (err = stp_fill_start(fs->img, fs->cache, fs->se, fs->inodes,
-				  fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
+	    (err = stp_fill_new(fs->img, fs->cache, fs->se, fs->inodes,
+				fs->warmer ? stp_image_sb(fs->img)->hot_size : 0, &fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 }
 
+/* The threads a mount needs beside the loop, started by the loop's own thread while the
+ * first requests are answered: the filler's, and the one that ends the mount on a
+ * signal, which wakes the thread LOOP, the loop's caller. */
+struct beside {
+	struct stp_fs *fs;
+	pid_t loop;
+};
+
+static void start_beside(void *arg)
+{
+	const struct beside *b = arg;
+	struct stp_fs *fs = b->fs;
+	int err;
+
+	if (fs->filler && (err = stp_fill_run(fs->filler)))
+		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
+	err = stp_ending_start(fs->se, fs->warmer, fs->filler, b->loop);
+	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
+		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,
+			stp_strerror(err));
+}
+
+/* Serves until the mount ends, from this thread at once (serveloop.h); SIGUSR1 wakes a
+ * thread waiting for a request (stp_ending_install's handler). */
+static int run_loop(struct stp_fs *fs)
+{
+	struct beside b = { fs, (pid_t)syscall(SYS_gettid) };
+
+	return stp_serveloop_run(fs->se, SIGUSR1, start_beside, &b);
+}
+
 /* The kernel's first request, FUSE's INIT, queued by the mount itself: answered here,
- * before the filling, ending and loop threads start, so that whoever waits on the new
- * mount (a stat, mount(8)'s caller) goes on while they start; its next request waits
- * for the loop. Nothing read: the loop meets the same end (-ENODEV, the mount gone) or
- * reads the INIT itself (-EINTR). */
+ * before the loop's threads start, so that whoever waits on the new mount (a stat,
+ * mount(8)'s caller) goes on at once. Nothing read: the loop meets the same end (-ENODEV, the
+ * mount gone) or reads the INIT itself (-EINTR). */
 static void answer_init(struct fuse_session *se)
 {
 	struct fuse_buf buf = { .mem = NULL };
@@ -481,13 +499,9 @@ static int serve_confined(struct stp_daemon *d)
 	if (err)
 		return 1;
 	answer_init(fs->se);
-	start_filling(fs);
+	make_filler(fs);
 	if (fs->opts->is_url && d->checks)
 		stp_ending_on_unmount(d->checks->halt_url, stp_image_src(fs->img));
-	err = stp_ending_start(fs->se, fs->warmer, fs->filler);
-	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
-		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,
-			stp_strerror(err));
 	err = run_loop(fs);
 	err = stp_ending_finish() || err;
 	write_record(d);

@@ -109,14 +109,15 @@ void stp_ending_on_unmount(void (*fn)(void *), void *arg)
 	unmounted_arg = arg;
 }
 
-int stp_ending_start(struct fuse_session *se, struct stp_warmer *w, struct stp_filler *f)
+int stp_ending_start(struct fuse_session *se, struct stp_warmer *w, struct stp_filler *f,
+		     pid_t loop)
 {
 	int rc;
 
 	session = se;
 	warmer = w;
 	filler = f;
-	loop_tid = (pid_t)syscall(SYS_gettid);
+	loop_tid = loop;
 	rc = pthread_create(&thread, NULL, ending_main, NULL);
 	started = rc == 0;
 	return -rc;

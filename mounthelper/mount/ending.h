@@ -15,6 +15,7 @@
 #define STP_ENDING_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 struct fuse_session;
 struct stp_warmer;
@@ -25,9 +26,10 @@ struct stp_filler;
 int stp_ending_install(int fds[2]);
 
 /* Starts the thread that, on a signal, halts WARMER and FILLER (NULL is fine) and ends
- * SE's loop, which must then run in the calling thread. */
+ * SE's loop: fuse_session_exit, then SIGUSR1 to thread LOOP (the one that called
+ * stp_serveloop_run) until stp_ending_finish. */
 int stp_ending_start(struct fuse_session *se, struct stp_warmer *warmer,
-		     struct stp_filler *filler);
+		     struct stp_filler *filler, pid_t loop);
 
 /* Before stp_ending_start: FN(ARG) is called from the thread once the host unmounted
  * (the kernel ended the FUSE connection), or a signal ended the mount (before warming

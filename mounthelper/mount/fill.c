@@ -505,8 +505,8 @@ uint64_t stp_fill_memory(const struct stp_superblock *sb)
 	       sizeof(*f);
 }
 
-int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   struct stp_inodes *inodes, uint64_t warmed_end, struct stp_filler **out)
+int stp_fill_new(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
+		 struct stp_inodes *inodes, uint64_t warmed_end, struct stp_filler **out)
 {
 	const struct stp_superblock *sb = stp_image_sb(img);
 	struct stp_filler *f = calloc(1, sizeof(*f));
@@ -535,19 +535,21 @@ int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct 
 		filler_free(f);
 		return -ENOMEM;
 	}
-	rc = pthread_create(&f->thread, NULL, fill_main, f);
-	if (rc) {
-		filler_free(f);
-		return -rc;
-	}
-	f->started = 1;
 	rc = stp_inodes_watch(inodes, note_known, f);
 	if (rc) {
-		stp_fill_stop(f);
+		filler_free(f);
 		return rc;
 	}
 	*out = f;
 	return 0;
+}
+
+int stp_fill_run(struct stp_filler *f)
+{
+	int rc = pthread_create(&f->thread, NULL, fill_main, f);
+
+	f->started = rc == 0;
+	return -rc;
 }
 
 int stp_fill_halt(struct stp_filler *f)

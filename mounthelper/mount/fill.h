@@ -35,7 +35,7 @@
  * are decoded, before the rest of the block is, and the thread waits for the decode to
  * end before it pushes any page of the block (stp_cache_get_decoded).
  *
- * stp_fill_start() must run after the sandbox is in place. stp_fill_note_decoded is
+ * stp_fill_new() must run after the sandbox is in place. stp_fill_note_decoded is
  * called from request threads: thread-safe, never blocking on the kernel, and fine with a
  * NULL filler. Functions return 0 or a negative errno.
  */
@@ -70,13 +70,18 @@ struct stp_fill_status {
  * and by inode. Its pieces come later, with lookups; when they cannot, jobs are dropped. */
 uint64_t stp_fill_memory(const struct stp_superblock *sb);
 
-/* Starts the filler of IMG's mount: pages from CACHE go into session SE's page cache,
- * for the files INODES says the kernel knows (it watches INODES).
+/* The filler of IMG's mount: pages from CACHE go into session SE's page cache, for the
+ * files INODES says the kernel knows (it watches INODES from now on, and queues them).
  * File bytes stored below stream offset WARMED_END are left alone: the warmer pushes
  * those (the hot region, while warming runs; 0 without warming), once. IMG, CACHE, SE
- * and INODES must outlive it. *out is the caller's (stp_fill_stop). */
-int stp_fill_start(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
-		   struct stp_inodes *inodes, uint64_t warmed_end, struct stp_filler **out);
+ * and INODES must outlive it. *out is the caller's (stp_fill_stop); its work waits for
+ * stp_fill_run. */
+int stp_fill_new(const struct stp_image *img, struct stp_cache *cache, struct fuse_session *se,
+		 struct stp_inodes *inodes, uint64_t warmed_end, struct stp_filler **out);
+/* Starts F's thread; until then F only queues work (the daemon's loop starts it beside
+ * the first requests: serveloop.h). Called once, from any thread, before
+ * stp_fill_halt. */
+int stp_fill_run(struct stp_filler *f);
 /* Stops the thread and waits a few seconds for it (-ETIMEDOUT: a push is stuck in the
  * kernel), keeping the filler; as stp_warm_halt. Idempotent; NULL is fine. */
 int stp_fill_halt(struct stp_filler *f);

@@ -34,7 +34,7 @@
  *     shrinks) and copes when it cannot; the daemon itself opens nothing once confined;
  *   - thread stacks and malloc never need PROT_EXEC: no page becomes executable;
  *   - libfuse's only ioctl clones the /dev/fuse channel;
- *   - tgkill (pthread_cancel, abort) only reaches our own threads;
+ *   - tgkill (pthread_kill, abort) only reaches our own threads;
  *   - fallocate only punches holes (the disk cache's eviction): preallocation past EOF
  *     would take disk that RLIMIT_FSIZE, checked only when a file grows, never sees;
  *   - prctl only names the calling thread: libfuse 3.17 and later call

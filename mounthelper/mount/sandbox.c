@@ -9,7 +9,6 @@
  * the uid change; securebits keep the capabilities across setresuid, so they are cleared
  * explicitly afterwards; seccomp comes last, as it forbids the calls the other steps make.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <linux/capability.h>
 #include <fcntl.h>
@@ -26,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -150,20 +148,6 @@ static int sandbox_ids(const struct stp_sandbox_opts *o, uid_t *uid, gid_t *gid,
 	return 0;
 }
 
-
-/*
- * glibc loads libgcc_s the first time a thread is cancelled (libfuse cancels its workers
- * when the loop ends) and aborts if it cannot; inside the sandbox it cannot open files.
- * Once loaded, glibc finds it by name without opening anything. Never unloaded.
- * stipple-mountd links it (mounthelper/meson.build), so this opens nothing there. A
- * static program (no program interpreter: -Dstatic_daemon) has the unwinder linked in,
- * and a dlopen there would load a second C library.
- */
-static void preload_unwinder(void)
-{
-	if (getauxval(AT_BASE))
-		dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
-}
 
 static int compare_ints(const void *a, const void *b)
 {
@@ -686,7 +670,6 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 	rc = check_prog(opts->filter, err, errlen);
 	if (rc)
 		return rc;
-	preload_unwinder();
 	if (!privileged)
 		warn_no_userns();
 	nullfd = early_nullfd >= 0 ? early_nullfd : open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -722,7 +705,6 @@ int stp_sandbox_enter_empty_root(enum stp_sandbox_mode mode, char *err, size_t e
 	if (rc)
 		return rc;
 	/* what nothing can open once the root is empty */
-	preload_unwinder();
 	early_nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (early_nullfd < 0)
 		return stp_errf(err, errlen, -errno, "opening /dev/null: %s", strerror(errno));

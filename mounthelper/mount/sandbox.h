@@ -29,7 +29,10 @@
  * Consequences for the caller:
  *   - capabilities, no_new_privs and seccomp are per thread and inherited only by threads
  *     created later: call stp_sandbox_enter while the process has a single thread, before
- *     fuse_session_loop_mt() or any worker starts;
+ *     the loop (serveloop.h) or any worker starts;
+ *   - no thread may be cancelled, nor end by pthread_exit: glibc would then open
+ *     libgcc_s for its unwinder, which nothing inside can (the daemon's loop wakes its
+ *     threads with a signal instead);
  *   - stat a kept descriptor with stp_fd_stat (util.h), not fstat: where the kernel has a
  *     pathless fstat, the C library's form (a path the filter cannot read) is refused;
  *   - keep no directory descriptor (KEEP_FDS holds files): where that form is still
@@ -134,8 +137,8 @@ int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t err
 /*
  * Step 2 alone, ahead of the rest, for root's daemon while it waits for its setup, so
  * that it overlaps the monitor's checks and mount instead of following them. Nothing can be
- * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd) and the
- * unwinder loaded. stp_sandbox_enter then skips step 2 and uses that /dev/null. The FUSE
+ * opened by path afterwards, so /dev/null is opened first (stp_sandbox_null_fd).
+ * stp_sandbox_enter then skips step 2 and uses that /dev/null. The FUSE
  * mount, made after this, never appears beneath the daemon's root. Does nothing (0) for
  * STP_SANDBOX_OFF, when not root (a user's namespace is built by stp_sandbox_enter), or
  * a second time. Returns 0, or a negative errno with a one-line message in ERR: the

@@ -18,9 +18,8 @@
  * when the session ends), pread of the image and fadvise to read its metadata pages
  * ahead (meta.c), malloc and thread stacks (brk, the mmap family, madvise), locks and
  * condition variables (futex), thread start and end (set_robust_list, rseq,
- * rt_sigprocmask, exit; glibc installs its setxid and cancel handlers with rt_sigaction
- * at the first pthread_create and pthread_cancel, and libfuse cancels its workers when
- * the loop ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo, which
+ * rt_sigprocmask, exit; glibc installs its setxid handler with rt_sigaction at the first
+ * pthread_create, and the loop wakes its threads with a signal as it ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo, which
  * glibc's qsort asks for the memory size (the warmer sorts its plan); the disk cache of a
  * URL mount (diskcache.c) writes blocks, finds holes and makes them (pwrite64, lseek;
  * fallocate, only to punch holes, is a rule of sandbox.c's), and ends the fetcher's

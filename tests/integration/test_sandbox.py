@@ -307,8 +307,7 @@ def static_build(tmp_path_factory):
 
 def test_static_daemon_is_confined(small_image, static_build):
     """-Dstatic_daemon: the daemon, started without a dynamic loader, serves the tree,
-    is confined as the shared one is (its unwinder linked in: no dlopen before the empty
-    root), and ends with the mount."""
+    is confined as the shared one is, and ends with the mount."""
     daemon = static_build / "stipple-mountd"
     assert not has_interpreter(daemon), "%s has a program interpreter" % daemon
     assert has_interpreter(static_build / "mount.stipple")

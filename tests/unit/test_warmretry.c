@@ -267,8 +267,9 @@ static void test_a_stalled_push_counts_against_warming(void)
 	/* f known before warming starts: its workers push, its store thread does not */
 	stp_inodes_lookup(inodes, hino, &hot);
 	CHECK(!stp_warm_start(img, cache, (struct fuse_session *)&dummy_session, inodes, 3, &w));
-	CHECK(!stp_fill_start(img, cache, (struct fuse_session *)&dummy_session, inodes,
-			      stp_image_sb(img)->hot_size, &f));
+	CHECK(!stp_fill_new(img, cache, (struct fuse_session *)&dummy_session, inodes,
+			    stp_image_sb(img)->hot_size, &f));
+	CHECK(!stp_fill_run(f));
 	stp_inodes_lookup(inodes, cino, &cold);
 	CHECK(wait_stores(3), "%u stores wait, not the two workers' and the filler's", waiting);
 	stp_warm_note_read(w, 0, FILE_BYTES);

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/* FUSE's request loop (serveloop.h). */
+#include "serveloop.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "fuseapi.h"
+
+/* The loop's own thread only starts threads. */
+#define STARTER_STACK (256u << 10)
+/* A wake-up that comes just before a thread enters its read is lost: as the loop ends,
+ * the threads still about to read are woken again this often. */
+#define WAKE_AGAIN_NS 10000000L
+
+struct worker {
+	pthread_t thread;
+	bool known;     /* THREAD is set: a worker may run before its starter learns it */
+	bool receiving; /* in its read, or about to be: may need waking */
+};
+
+struct loop {
+	struct fuse_session *se;
+	int wake_sig;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* the starter's work, a receiver's leaving as the loop ends */
+	struct worker w[STP_SERVELOOP_THREADS]; /* [0]: the caller */
+	unsigned nworkers; /* started or being started, the caller included */
+	unsigned idle;     /* waiting for a request */
+	bool wanted;       /* the starter owes a worker */
+	bool inline_start; /* no starter: whoever finds every worker busy starts one */
+	bool over;
+	int err;
+};
+
+struct worker_arg {
+	struct loop *l;
+	unsigned self;
+};
+
+static void serve(struct loop *l, unsigned self);
+
+/* A FORGET is answered by nobody and takes no time: a burst of them starts no thread. */
+static bool is_forget(const struct fuse_buf *buf)
+{
+	const struct fuse_in_header *in = buf->mem;
+
+	return !(buf->flags & FUSE_BUF_IS_FD) &&
+	       (in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker_arg a = *(struct worker_arg *)arg;
+	sigset_t wake;
+
+	free(arg);
+	sigemptyset(&wake);
+	sigaddset(&wake, a.l->wake_sig);
+	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
+	serve(a.l, a.self);
+	return NULL;
+}
+
+/* Starts worker SELF (its slot counted already) as *THREAD, with every signal but the
+ * wake-up blocked, as libfuse's workers: a signal for the process goes to the caller's
+ * thread. */
+static int start_worker(struct loop *l, unsigned self, pthread_t *thread)
+{
+	struct worker_arg *a = malloc(sizeof(*a));
+	sigset_t all, old;
+	int rc;
+
+	if (!a)
+		return -ENOMEM;
+	*a = (struct worker_arg){ l, self };
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(thread, NULL, worker_main, a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		free(a);
+	return -rc;
+}
+
+/* Under the lock: one more worker, when none is left waiting for a request. */
+static void want_worker(struct loop *l)
+{
+	unsigned self;
+
+	if (l->idle || l->wanted || l->nworkers == STP_SERVELOOP_THREADS)
+		return;
+	if (!l->inline_start) {
+		l->wanted = true;
+		pthread_cond_broadcast(&l->cond);
+		return;
+	}
+	self = l->nworkers++;
+	if (start_worker(l, self, &l->w[self].thread))
+		l->nworkers--;
+	else
+		l->w[self].known = true;
+}
+
+/* Under the lock, once the loop is over: wakes every other thread still in (or about to
+ * enter) its read, until none is. A thread that is answering a request finishes it and
+ * sees the end before it reads again. */
+static void wake_receivers(struct loop *l, unsigned self)
+{
+	for (;;) {
+		struct timespec until;
+		bool any = false;
+
+		for (unsigned i = 0; i < l->nworkers; i++)
+			if (i != self && l->w[i].receiving) {
+				if (l->w[i].known)
+					pthread_kill(l->w[i].thread, l->wake_sig);
+				any = true;
+			}
+		if (!any)
+			return;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += WAKE_AGAIN_NS;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&l->cond, &l->lock, &until);
+	}
+}
+
+/* Under the lock: the loop is over for every thread (SE ended, or ERR). */
+static void end_loop(struct loop *l, unsigned self, int err)
+{
+	if (err && !l->err)
+		l->err = err;
+	if (!l->over) {
+		l->over = true;
+		if (err)
+			fuse_session_exit(l->se);
+		pthread_cond_broadcast(&l->cond);
+	}
+	wake_receivers(l, self);
+}
+
+/* Waits for a request (the lock held on entry and on return). Returns what
+ * fuse_session_receive_buf returns, or 0 when the loop is over. */
+static int receive(struct loop *l, unsigned self, struct fuse_buf *buf)
+{
+	int res;
+
+	if (l->over || fuse_session_exited(l->se))
+		return 0;
+	l->w[self].receiving = true;
+	l->idle++;
+	pthread_mutex_unlock(&l->lock);
+	res = fuse_session_receive_buf(l->se, buf);
+	pthread_mutex_lock(&l->lock);
+	l->w[self].receiving = false;
+	l->idle--;
+	if (l->over)
+		pthread_cond_broadcast(&l->cond); /* for wake_receivers */
+	return res;
+}
+
+static void serve(struct loop *l, unsigned self)
+{
+	struct fuse_buf buf = { .mem = NULL };
+	int res;
+
+	pthread_mutex_lock(&l->lock);
+	for (;;) {
+		res = receive(l, self, &buf);
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res <= 0)
+			break;
+		if (!is_forget(&buf))
+			want_worker(l);
+		pthread_mutex_unlock(&l->lock);
+		fuse_session_process_buf(l->se, &buf);
+		pthread_mutex_lock(&l->lock);
+	}
+	end_loop(l, self, res);
+	pthread_mutex_unlock(&l->lock);
+	free(buf.mem);
+}
+
+struct starter_arg {
+	struct loop *l;
+	void (*start)(void *);
+	void *arg;
+};
+
+/* The loop's own thread: the caller's START, then a worker each time one is wanted. */
+static void *starter_main(void *arg)
+{
+	struct starter_arg *s = arg;
+	struct loop *l = s->l;
+
+	if (s->start)
+		s->start(s->arg);
+	pthread_mutex_lock(&l->lock);
+	for (;;) {
+		unsigned self;
+		pthread_t thread;
+		int err;
+
+		while (!l->wanted && !l->over)
+			pthread_cond_wait(&l->cond, &l->lock);
+		if (l->over)
+			break;
+		l->wanted = false;
+		self = l->nworkers++;
+		pthread_mutex_unlock(&l->lock);
+		err = start_worker(l, self, &thread);
+		pthread_mutex_lock(&l->lock);
+		if (err) {
+			l->nworkers--; /* only this thread adds workers: SELF was the last */
+			continue;
+		}
+		l->w[self].thread = thread;
+		l->w[self].known = true;
+	}
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+/* The starter, with every signal blocked (so are the threads it starts, until they
+ * unblock the wake-up). Returns 0 or a negative errno. */
+static int start_starter(pthread_t *thread, struct starter_arg *s)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int rc = pthread_attr_init(&attr);
+
+	if (rc)
+		return -rc;
+	pthread_attr_setstacksize(&attr, STARTER_STACK);
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(thread, &attr, starter_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return -rc;
+}
+
+int stp_serveloop_run(struct fuse_session *se, int wake_sig, void (*start)(void *), void *arg)
+{
+	struct loop l = { .se = se, .wake_sig = wake_sig, .nworkers = 1 };
+	struct starter_arg s = { &l, start, arg };
+	pthread_t starter;
+	int err;
+
+	pthread_mutex_init(&l.lock, NULL);
+	pthread_cond_init(&l.cond, NULL);
+	l.w[0].thread = pthread_self();
+	l.w[0].known = true;
+	l.inline_start = start_starter(&starter, &s) != 0;
+	if (l.inline_start && start)
+		start(arg);
+	serve(&l, 0);
+	if (!l.inline_start)
+		pthread_join(starter, NULL);
+	/* no worker is added once the loop is over; each finishes what it answers */
+	for (unsigned i = 1; i < l.nworkers; i++)
+		pthread_join(l.w[i].thread, NULL);
+	err = l.err;
+	pthread_cond_destroy(&l.cond);
+	pthread_mutex_destroy(&l.lock);
+	fuse_session_reset(se);
+	return err;
+}

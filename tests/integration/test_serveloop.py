@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: MIT
+"""The daemon's request loop (mounthelper/mount/serveloop.h): readers in parallel each
+get their own bytes while the loop adds workers, never more than its cap, and the loop
+ends with every worker, whether the mount goes or a signal ends it while workers wait
+for requests."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import MOUNT_STIPPLE, build_image, is_mounted, unmount
+from test_mount import daemon_pids, wait_gone
+
+pytestmark = pytest.mark.needs_root
+
+THREADS_CAP = 10  # STP_SERVELOOP_THREADS
+FILES = 24
+BEFORE_LOOP = 4  # main (the loop's first worker), the loop's starter, filling, ending
+DECODERS = 4  # common/cache.c: DECODERS_MAX, started as reads hand decodes over
+MOST = BEFORE_LOOP + DECODERS + THREADS_CAP - 1
+
+
+@pytest.fixture(scope="module")
+def tree_image(tmp_path_factory):
+    """FILES files of 3 MiB each, in 1 MiB blocks: a parallel read of each decodes
+    blocks of its own."""
+    base = tmp_path_factory.mktemp("serveloop")
+    tree = base / "tree"
+    tree.mkdir()
+    for i in range(FILES):
+        seed = i.to_bytes(4, "little")
+        chunk = b"".join(seed + n.to_bytes(4, "little") for n in range(1024))
+        (tree / ("f%02d" % i)).write_bytes(chunk * (3 * 1024 * 1024 // len(chunk)))
+    return tree, build_image(tree, base / "app.stp", "--block-size", "1M", "--level", "3")
+
+
+def mount(image, mnt):
+    subprocess.run([MOUNT_STIPPLE, image, mnt, "-o", "noprime"], check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert is_mounted(os.fspath(mnt))
+    pids = daemon_pids(mnt)
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def threads_of(pid):
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+def read_in_parallel(tree, mnt):
+    """Every file read whole by a thread of its own, all at once; the files whose bytes
+    differ from the tree's."""
+    wrong = []
+    go = threading.Barrier(FILES)
+
+    def one(name):
+        go.wait()
+        if (mnt / name).read_bytes() != (tree / name).read_bytes():
+            wrong.append(name)
+
+    readers = [threading.Thread(target=one, args=(n,)) for n in sorted(os.listdir(tree))]
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join(timeout=120)
+    return wrong
+
+
+def read_until_threads(tree, mnt, pid, more_than):
+    """The files read in parallel, checked; then waits for the daemon to have more than
+    MORE_THAN threads (the loop's idle ones stay)."""
+    assert read_in_parallel(tree, mnt) == []
+    deadline = time.monotonic() + 5
+    while threads_of(pid) <= more_than and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threads_of(pid) > more_than
+
+
+def test_parallel_readers_and_the_workers_cap(tree_image, tmp_path):
+    tree, image = tree_image
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    pid = mount(image, mnt)
+    try:
+        read_until_threads(tree, mnt, pid, BEFORE_LOOP)  # at least one worker added
+        assert threads_of(pid) <= MOST
+        assert read_in_parallel(tree, mnt) == []
+        assert threads_of(pid) <= MOST
+    finally:
+        unmount(os.fspath(mnt))
+    assert wait_gone([pid]), "the daemon outlived its mount"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_loop_and_its_waiting_workers(tree_image, tmp_path, sig):
+    """Workers wait in their reads of /dev/fuse when the signal comes: the loop wakes
+    them, the daemon exits at once, and the watcher takes the mount it left."""
+    tree, image = tree_image
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    pid = mount(image, mnt)
+    try:
+        read_until_threads(tree, mnt, pid, BEFORE_LOOP + 1)  # two workers to wake
+        os.kill(pid, sig)
+        assert wait_gone([pid], timeout=3), "the daemon still runs 3 s after %s" % sig.name
+        deadline = time.monotonic() + 10
+        while is_mounted(os.fspath(mnt)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not is_mounted(os.fspath(mnt)), "the mount outlived its daemon"
+    finally:
+        unmount(os.fspath(mnt))
