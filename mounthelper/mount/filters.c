@@ -33,13 +33,11 @@
  *     lazily (malloc reads /proc/sys/vm/overcommit_memory the first time a thread's arena
  *     shrinks) and copes when it cannot; the daemon itself opens nothing once confined;
  *   - thread stacks and malloc never need PROT_EXEC: no page becomes executable;
- *   - libfuse's only ioctl clones the /dev/fuse channel;
  *   - tgkill (pthread_kill, abort) only reaches our own threads;
  *   - fallocate only punches holes (the disk cache's eviction): preallocation past EOF
  *     would take disk that RLIMIT_FSIZE, checked only when a file grows, never sees;
- *   - prctl only names the calling thread: libfuse 3.17 and later call
- *     pthread_setname_np(pthread_self(), "fuse_worker") in each worker, which glibc turns
- *     into prctl(PR_SET_NAME) (naming another thread writes /proc/.../comm: open, EACCES).
+ *   - no ioctl and no prctl: they served libfuse's own loop alone (its clone_fd, and
+ *     libfuse 3.17's names for its workers), and the daemon runs its own (serveloop.h).
  */
 static int add_common_rules(scmp_filter_ctx ctx, pid_t pid, bool fuse)
 {
@@ -52,9 +50,6 @@ static int add_common_rules(scmp_filter_ctx ctx, pid_t pid, bool fuse)
 		{ SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0, { 0 } },
 		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0, { 0 } },
 		{ SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0, { 0 } },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-		  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, FUSE_DEV_IOC_CLONE) },
-		{ SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0_32(SCMP_CMP_EQ, PR_SET_NAME) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 		  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)pid) },
 		{ SCMP_ACT_ALLOW, SCMP_SYS(fallocate), 1,

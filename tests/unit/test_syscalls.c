@@ -344,7 +344,7 @@ static void expect_threads(const struct filter *flt)
 	expect(flt, "futex", t64(a, "futex", "futex_time64"), NULL, ALLOW);
 	expect(flt, "set_robust_list", "set_robust_list", NULL, ALLOW);
 	expect(flt, "rseq", "rseq", NULL, ALLOW);
-	expect(flt, "prctl(PR_SET_NAME)", "prctl", ARGS(PR_SET_NAME), ALLOW);
+	expect(flt, "prctl(PR_SET_NAME)", "prctl", ARGS(PR_SET_NAME), KILL); /* no thread named */
 	expect(flt, "prctl(PR_SET_DUMPABLE)", "prctl", ARGS(PR_SET_DUMPABLE, 1), KILL);
 	expect(flt, "nanosleep", t64(a, "clock_nanosleep", "clock_nanosleep_time64"), NULL, ALLOW);
 	expect(flt, "ppoll", t64(a, "ppoll", "ppoll_time64"), NULL, ALLOW);
