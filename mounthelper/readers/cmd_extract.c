@@ -517,6 +517,19 @@ static int pin_made(const struct extract *x, int dirfd, const char *name, mode_t
 	return err;
 }
 
+/* A file system may report a failed write only when the file is flushed (NFS: at
+ * close). The file is then removed, but a program that gets its setuid or setgid bits
+ * must never hold them without all its bytes, not even until that close: for those, the
+ * bytes are flushed first and a failure is reported before any bit is set. */
+static int flush_before_setid(struct stp_walk *w, const struct stp_walk_entry *e, int fd)
+{
+	const struct extract *x = w->ctx;
+
+	if (!(mode_of(x, &e->inode) & (S_ISUID | S_ISGID)) || !fdatasync(fd))
+		return 0;
+	return fail(w, e, "cannot write", -errno);
+}
+
 /* On failure (reported) no file is left under the name. ST, when not NULL, gets what
  * the file became (for a first name). */
 static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int dirfd,
@@ -531,6 +544,8 @@ static int extract_file(struct stp_walk *w, const struct stp_walk_entry *e, int 
 	err = drop_inherited_acls(w, e, &n);
 	if (!err)
 		err = write_content(w, e, n.fd);
+	if (!err)
+		err = flush_before_setid(w, e, n.fd);
 	if (!err)
 		err = restore_attrs(w, e, &n);
 	if (!err && st && fstat(n.fd, st))
