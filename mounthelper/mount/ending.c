@@ -56,6 +56,14 @@ int stp_ending_install(int fds[2])
 	    sigaction(SIGHUP, &sa, NULL) || sigaction(SIGUSR1, &wake, NULL))
 		return -errno;
 	signal(SIGPIPE, SIG_IGN);
+	/* whatever mask the daemon inherited: these end it, or wake the loop */
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sigaddset(&sa.sa_mask, SIGHUP);
+	sigaddset(&sa.sa_mask, SIGUSR1);
+	if (pthread_sigmask(SIG_UNBLOCK, &sa.sa_mask, NULL))
+		return -EINVAL;
 	fds[0] = pipe_fds[0];
 	fds[1] = pipe_fds[1];
 	return 0;

@@ -21,8 +21,9 @@ struct fuse_session;
 struct stp_warmer;
 struct stp_filler;
 
-/* The pipe the handlers write to, and the handlers. *FDS gets the pipe's two ends, which
- * the sandbox must keep. */
+/* The pipe the handlers write to, and the handlers, with their signals unblocked in the
+ * calling thread whatever mask the process inherited. *FDS gets the pipe's two ends,
+ * which the sandbox must keep. */
 int stp_ending_install(int fds[2]);
 
 /* Starts the thread that, on a signal, halts WARMER and FILLER (NULL is fine) and ends

@@ -68,8 +68,8 @@ static void *worker_main(void *arg)
 }
 
 /* Starts worker SELF (its slot counted already) as *THREAD, with every signal but the
- * wake-up blocked, as libfuse's workers: a signal for the process goes to the caller's
- * thread. */
+ * wake-up blocked (libfuse's block those that end a mount): a signal for the process
+ * goes to the caller's thread. */
 static int start_worker(struct loop *l, unsigned self, pthread_t *thread)
 {
 	struct worker_arg *a = malloc(sizeof(*a));
@@ -124,7 +124,7 @@ static void wake_receivers(struct loop *l, unsigned self)
 			}
 		if (!any)
 			return;
-		clock_gettime(CLOCK_REALTIME, &until);
+		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_nsec += WAKE_AGAIN_NS;
 		if (until.tv_nsec >= 1000000000L) {
 			until.tv_sec++;
@@ -254,11 +254,21 @@ int stp_serveloop_run(struct fuse_session *se, int wake_sig, void (*start)(void 
 {
 	struct loop l = { .se = se, .wake_sig = wake_sig, .nworkers = 1 };
 	struct starter_arg s = { &l, start, arg };
+	pthread_condattr_t ca;
+	sigset_t wake, old_mask;
 	pthread_t starter;
 	int err;
 
 	pthread_mutex_init(&l.lock, NULL);
-	pthread_cond_init(&l.cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&l.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	/* a daemon inherits its starter's mask, which may hold the wake-up: a thread that
+	 * ends the loop would then wait for ever for this one to leave its read */
+	sigemptyset(&wake);
+	sigaddset(&wake, wake_sig);
+	pthread_sigmask(SIG_UNBLOCK, &wake, &old_mask);
 	l.w[0].thread = pthread_self();
 	l.w[0].known = true;
 	l.inline_start = start_starter(&starter, &s) != 0;
@@ -271,6 +281,7 @@ int stp_serveloop_run(struct fuse_session *se, int wake_sig, void (*start)(void 
 	for (unsigned i = 1; i < l.nworkers; i++)
 		pthread_join(l.w[i].thread, NULL);
 	err = l.err;
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 	pthread_cond_destroy(&l.cond);
 	pthread_mutex_destroy(&l.lock);
 	fuse_session_reset(se);

@@ -38,9 +38,12 @@ def tree_image(tmp_path_factory):
     return tree, build_image(tree, base / "app.stp", "--block-size", "1M", "--level", "3")
 
 
-def mount(image, mnt):
+def mount(image, mnt, blocked=()):
+    """mount.stipple, run with BLOCKED signals held in its mask (the daemon inherits
+    it)."""
     subprocess.run([MOUNT_STIPPLE, image, mnt, "-o", "noprime"], check=True,
-                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                   preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, blocked))
     assert is_mounted(os.fspath(mnt))
     pids = daemon_pids(mnt)
     assert len(pids) == 1, pids
@@ -95,17 +98,41 @@ def test_parallel_readers_and_the_workers_cap(tree_image, tmp_path):
     assert wait_gone([pid]), "the daemon outlived its mount"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_ends_the_loop_and_its_waiting_workers(tree_image, tmp_path, sig):
+def read_returns(path, timeout=10):
+    """Whether a read of PATH returns (its bytes or an error) within TIMEOUT seconds."""
+    done = threading.Event()
+
+    def one():
+        try:
+            path.read_bytes()
+        except OSError:
+            pass
+        done.set()
+
+    threading.Thread(target=one, daemon=True).start()
+    return done.wait(timeout)
+
+
+@pytest.mark.parametrize("sig, blocked", [
+    (signal.SIGTERM, ()),
+    (signal.SIGINT, ()),
+    # the caller's mask held the signals the loop and the ending use: the daemon's
+    # main thread, which serves, would never have been woken
+    (signal.SIGTERM, (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)),
+])
+def test_a_signal_ends_the_loop_and_its_waiting_workers(tree_image, tmp_path, sig, blocked):
     """Workers wait in their reads of /dev/fuse when the signal comes: the loop wakes
-    them, the daemon exits at once, and the watcher takes the mount it left."""
+    them, a read that comes then is answered, the daemon exits at once, and the watcher
+    takes the mount it left."""
     tree, image = tree_image
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    pid = mount(image, mnt)
+    pid = mount(image, mnt, blocked)
     try:
         read_until_threads(tree, mnt, pid, BEFORE_LOOP + 1)  # two workers to wake
         os.kill(pid, sig)
+        time.sleep(0.2)
+        assert read_returns(mnt / "f00"), "a read after %s hangs" % sig.name
         assert wait_gone([pid], timeout=3), "the daemon still runs 3 s after %s" % sig.name
         deadline = time.monotonic() + 10
         while is_mounted(os.fspath(mnt)) and time.monotonic() < deadline:
