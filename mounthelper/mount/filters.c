@@ -60,7 +60,7 @@ static int add_common_rules(scmp_filter_ctx ctx, pid_t pid, bool fuse)
 	if (!rc)
 		rc = stp_syscalls_allow_mapping(ctx);
 	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
-		if (fuse || (rules[i].nr != SCMP_SYS(ioctl) && rules[i].nr != SCMP_SYS(fallocate)))
+		if (fuse || rules[i].nr != SCMP_SYS(fallocate))
 			rc = seccomp_rule_add_array(ctx, rules[i].action, rules[i].nr,
 						    rules[i].ncmp, rules[i].ncmp ? &rules[i].cmp : NULL);
 	return rc;
