@@ -47,6 +47,7 @@ int stp_ending_install(int fds[2])
 {
 	struct sigaction sa = { .sa_handler = on_ending_signal };
 	struct sigaction wake = { .sa_handler = on_wake }; /* no SA_RESTART: the wait ends */
+	sigset_t handled;
 
 	if (pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK))
 		return -errno;
@@ -57,12 +58,12 @@ int stp_ending_install(int fds[2])
 		return -errno;
 	signal(SIGPIPE, SIG_IGN);
 	/* whatever mask the daemon inherited: these end it, or wake the loop */
-	sigemptyset(&sa.sa_mask);
-	sigaddset(&sa.sa_mask, SIGINT);
-	sigaddset(&sa.sa_mask, SIGTERM);
-	sigaddset(&sa.sa_mask, SIGHUP);
-	sigaddset(&sa.sa_mask, SIGUSR1);
-	if (pthread_sigmask(SIG_UNBLOCK, &sa.sa_mask, NULL))
+	sigemptyset(&handled);
+	sigaddset(&handled, SIGINT);
+	sigaddset(&handled, SIGTERM);
+	sigaddset(&handled, SIGHUP);
+	sigaddset(&handled, SIGUSR1);
+	if (pthread_sigmask(SIG_UNBLOCK, &handled, NULL))
 		return -EINVAL;
 	fds[0] = pipe_fds[0];
 	fds[1] = pipe_fds[1];

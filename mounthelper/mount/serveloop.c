@@ -54,15 +54,37 @@ static bool is_forget(const struct fuse_buf *buf)
 	       (in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET);
 }
 
+/* Unblocks signal SIG in the calling thread; *OLD gets the mask before, when not NULL. */
+static void unblock(int sig, sigset_t *old)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_UNBLOCK, &set, old);
+}
+
+/* pthread_create of FN(ARG) as *THREAD (ATTR may be NULL) with every signal blocked in
+ * the new thread. Returns 0 or a negative errno. */
+static int create_masked(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+			 void *arg)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(thread, attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -rc;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker_arg a = *(struct worker_arg *)arg;
-	sigset_t wake;
 
 	free(arg);
-	sigemptyset(&wake);
-	sigaddset(&wake, a.l->wake_sig);
-	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
+	unblock(a.l->wake_sig, NULL);
 	serve(a.l, a.self);
 	return NULL;
 }
@@ -73,19 +95,15 @@ static void *worker_main(void *arg)
 static int start_worker(struct loop *l, unsigned self, pthread_t *thread)
 {
 	struct worker_arg *a = malloc(sizeof(*a));
-	sigset_t all, old;
 	int rc;
 
 	if (!a)
 		return -ENOMEM;
 	*a = (struct worker_arg){ l, self };
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(thread, NULL, worker_main, a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = create_masked(thread, NULL, worker_main, a);
 	if (rc)
 		free(a);
-	return -rc;
+	return rc;
 }
 
 /* Under the lock: one more worker, when none is left waiting for a request. */
@@ -236,18 +254,14 @@ static void *starter_main(void *arg)
 static int start_starter(pthread_t *thread, struct starter_arg *s)
 {
 	pthread_attr_t attr;
-	sigset_t all, old;
 	int rc = pthread_attr_init(&attr);
 
 	if (rc)
 		return -rc;
 	pthread_attr_setstacksize(&attr, STARTER_STACK);
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(thread, &attr, starter_main, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = create_masked(thread, &attr, starter_main, s);
 	pthread_attr_destroy(&attr);
-	return -rc;
+	return rc;
 }
 
 int stp_serveloop_run(struct fuse_session *se, int wake_sig, void (*start)(void *), void *arg)
@@ -255,7 +269,7 @@ int stp_serveloop_run(struct fuse_session *se, int wake_sig, void (*start)(void 
 	struct loop l = { .se = se, .wake_sig = wake_sig, .nworkers = 1 };
 	struct starter_arg s = { &l, start, arg };
 	pthread_condattr_t ca;
-	sigset_t wake, old_mask;
+	sigset_t old_mask;
 	pthread_t starter;
 	int err;
 
@@ -266,9 +280,7 @@ int stp_serveloop_run(struct fuse_session *se, int wake_sig, void (*start)(void 
 	pthread_condattr_destroy(&ca);
 	/* a daemon inherits its starter's mask, which may hold the wake-up: a thread that
 	 * ends the loop would then wait for ever for this one to leave its read */
-	sigemptyset(&wake);
-	sigaddset(&wake, wake_sig);
-	pthread_sigmask(SIG_UNBLOCK, &wake, &old_mask);
+	unblock(wake_sig, &old_mask);
 	l.w[0].thread = pthread_self();
 	l.w[0].known = true;
 	l.inline_start = start_starter(&starter, &s) != 0;
