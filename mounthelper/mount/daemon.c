@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -433,10 +432,10 @@ static void make_filler(struct stp_fs *fs)
 
 /* The threads a mount needs beside the loop, started by the loop's own thread while the
  * first requests are answered: the filler's, and the one that ends the mount on a
- * signal, which wakes the thread LOOP, the loop's caller. */
+ * signal by stopping LOOP. */
 struct beside {
 	struct stp_fs *fs;
-	pid_t loop;
+	struct stp_serveloop *loop;
 };
 
 static void start_beside(void *arg)
@@ -447,19 +446,27 @@ static void start_beside(void *arg)
 
 	if (fs->filler && (err = stp_fill_run(fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
-	err = stp_ending_start(fs->se, fs->warmer, fs->filler, b->loop);
-	if (err && !fuse_set_signal_handlers(fs->se)) /* no thread: libfuse's own handlers */
-		stp_log(STP_LOG_WARN, "%s: signals end the mount at once: %s", fs->opts->image,
-			stp_strerror(err));
+	if ((err = stp_ending_start(fs->se, fs->warmer, fs->filler, b->loop)))
+		stp_log(STP_LOG_WARN, "%s: a signal ends the mount without stopping warming "
+			"first: %s", fs->opts->image, stp_strerror(err));
 }
 
 /* Serves until the mount ends, from this thread at once (serveloop.h); SIGUSR1 wakes a
- * thread waiting for a request (stp_ending_install's handler). */
+ * thread waiting for a request (stp_ending_install's handler). Returns 1 when a signal
+ * or an error ended the mount, 0 when the host unmounted it. */
 static int run_loop(struct stp_fs *fs)
 {
-	struct beside b = { fs, (pid_t)syscall(SYS_gettid) };
+	struct beside b = { fs, NULL };
+	int err = stp_serveloop_new(fs->se, SIGUSR1, &b.loop);
 
-	return stp_serveloop_run(fs->se, SIGUSR1, start_beside, &b);
+	if (err) {
+		stp_log(STP_LOG_ERR, "%s: %s", fs->opts->image, stp_strerror(err));
+		return 1;
+	}
+	err = stp_serveloop_run(b.loop, start_beside, &b);
+	err = stp_ending_finish() || err;
+	stp_serveloop_free(b.loop); /* the ending thread, which stops it, is gone */
+	return err;
 }
 
 /* The kernel's first request, FUSE's INIT, queued by the mount itself: answered here,
@@ -503,7 +510,6 @@ static int serve_confined(struct stp_daemon *d)
 	if (fs->opts->is_url && d->checks)
 		stp_ending_on_unmount(d->checks->halt_url, stp_image_src(fs->img));
 	err = run_loop(fs);
-	err = stp_ending_finish() || err;
 	write_record(d);
 	log_cache_stats(fs);
 	if (stp_warm_stop(fs->warmer) | stp_fill_stop(fs->filler)) {

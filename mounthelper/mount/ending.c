@@ -7,20 +7,21 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fuseapi.h"
 #include "fill.h"
+#include "serveloop.h"
 #include "warm.h"
 
 static int pipe_fds[2] = { -1, -1 };
 static struct fuse_session *session;
 static struct stp_warmer *warmer;
 static struct stp_filler *filler;
+static struct stp_serveloop *loop;
 static pthread_t thread;
 static bool started;
-static pid_t loop_tid;                 /* the thread that runs the loop */
+static volatile sig_atomic_t no_thread; /* it could not start: the handlers end the loop */
 static volatile sig_atomic_t loop_over; /* set before the thread is woken for the end */
 static volatile sig_atomic_t signalled;
 static void (*unmounted_fn)(void *);
@@ -31,7 +32,10 @@ static void on_ending_signal(int sig)
 	char c = (char)sig;
 	int saved = errno;
 
-	if (write(pipe_fds[1], &c, 1) < 0) {
+	if (no_thread) {
+		signalled = 1;
+		stp_serveloop_stop_async(loop);
+	} else if (write(pipe_fds[1], &c, 1) < 0) {
 		/* the pipe is full: a wake-up is already pending */
 	}
 	errno = saved;
@@ -103,12 +107,7 @@ static void *ending_main(void *arg)
 		unmounted_fn(unmounted_arg);
 	stp_warm_halt(warmer); /* the loop still answers the reads its stores wait for */
 	stp_fill_halt(filler);
-	fuse_session_exit(session);
-	/* again until the loop is over: a wake-up just before it waits would be lost */
-	while (!loop_over) {
-		syscall(SYS_tgkill, getpid(), loop_tid, SIGUSR1);
-		poll(NULL, 0, 100);
-	}
+	stp_serveloop_stop(loop);
 	return NULL;
 }
 
@@ -118,17 +117,33 @@ void stp_ending_on_unmount(void (*fn)(void *), void *arg)
 	unmounted_arg = arg;
 }
 
+/* No thread: from now on the handlers end the loop themselves, without halting warming
+ * and filling first (a store stuck then is left to the daemon's exit). A signal that came
+ * before is in the pipe. */
+static void end_without_thread(void)
+{
+	char c;
+
+	no_thread = 1;
+	if (read(pipe_fds[0], &c, 1) == 1) {
+		signalled = 1;
+		stp_serveloop_stop(loop);
+	}
+}
+
 int stp_ending_start(struct fuse_session *se, struct stp_warmer *w, struct stp_filler *f,
-		     pid_t loop)
+		     struct stp_serveloop *l)
 {
 	int rc;
 
 	session = se;
 	warmer = w;
 	filler = f;
-	loop_tid = loop;
+	loop = l;
 	rc = pthread_create(&thread, NULL, ending_main, NULL);
 	started = rc == 0;
+	if (!started)
+		end_without_thread();
 	return -rc;
 }
 

@@ -5,7 +5,8 @@
  * read in flight holds locked, a read only the loop can answer: the worker, the daemon
  * and the host's umount would wait for ever. So the handlers only wake a thread of ours,
  * which stops warming and filling (their stores wait in the same way) while the loop still
- * answers requests, and then ends the loop.
+ * answers requests, and then ends the loop. Where that thread cannot start, the handlers
+ * end the loop themselves (stp_serveloop_stop_async), as libfuse's would.
  *
  * One per process, for the daemon: stp_ending_install before the sandbox (it needs a
  * pipe and the handlers), stp_ending_start once confined, stp_ending_finish after the
@@ -15,9 +16,9 @@
 #define STP_ENDING_H
 
 #include <stdbool.h>
-#include <sys/types.h>
 
 struct fuse_session;
+struct stp_serveloop;
 struct stp_warmer;
 struct stp_filler;
 
@@ -26,11 +27,11 @@ struct stp_filler;
  * which the sandbox must keep. */
 int stp_ending_install(int fds[2]);
 
-/* Starts the thread that, on a signal, halts WARMER and FILLER (NULL is fine) and ends
- * SE's loop: fuse_session_exit, then SIGUSR1 to thread LOOP (the one that called
- * stp_serveloop_run) until stp_ending_finish. */
+/* Starts the thread that, on a signal, halts WARMER and FILLER (NULL is fine) and stops
+ * LOOP, SE's running loop, which must outlive stp_ending_finish. When the thread cannot
+ * start, the error is returned and the handlers stop LOOP themselves, at once. */
 int stp_ending_start(struct fuse_session *se, struct stp_warmer *warmer,
-		     struct stp_filler *filler, pid_t loop);
+		     struct stp_filler *filler, struct stp_serveloop *loop);
 
 /* Before stp_ending_start: FN(ARG) is called from the thread once the host unmounted
  * (the kernel ended the FUSE connection), or a signal ended the mount (before warming

@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fuseapi.h"
 
@@ -24,9 +26,13 @@ struct worker {
 	bool receiving; /* in its read, or about to be: may need waking */
 };
 
-struct loop {
+/* No thread of the loop: stp_serveloop_stop's caller. */
+#define NOT_A_WORKER (~0u)
+
+struct stp_serveloop {
 	struct fuse_session *se;
 	int wake_sig;
+	volatile pid_t caller; /* the thread in stp_serveloop_run, for a handler to wake */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* the starter's work, a receiver's leaving as the loop ends */
 	struct worker w[STP_SERVELOOP_THREADS]; /* [0]: the caller */
@@ -39,11 +45,11 @@ struct loop {
 };
 
 struct worker_arg {
-	struct loop *l;
+	struct stp_serveloop *l;
 	unsigned self;
 };
 
-static void serve(struct loop *l, unsigned self);
+static void serve(struct stp_serveloop *l, unsigned self);
 
 /* A FORGET is answered by nobody and takes no time: a burst of them starts no thread. */
 static bool is_forget(const struct fuse_buf *buf)
@@ -92,7 +98,7 @@ static void *worker_main(void *arg)
 /* Starts worker SELF (its slot counted already) as *THREAD, with every signal but the
  * wake-up blocked (libfuse's block those that end a mount): a signal for the process
  * goes to the caller's thread. */
-static int start_worker(struct loop *l, unsigned self, pthread_t *thread)
+static int start_worker(struct stp_serveloop *l, unsigned self, pthread_t *thread)
 {
 	struct worker_arg *a = malloc(sizeof(*a));
 	int rc;
@@ -107,7 +113,7 @@ static int start_worker(struct loop *l, unsigned self, pthread_t *thread)
 }
 
 /* Under the lock: one more worker, when none is left waiting for a request. */
-static void want_worker(struct loop *l)
+static void want_worker(struct stp_serveloop *l)
 {
 	unsigned self;
 
@@ -128,7 +134,7 @@ static void want_worker(struct loop *l)
 /* Under the lock, once the loop is over: wakes every other thread still in (or about to
  * enter) its read, until none is. A thread that is answering a request finishes it and
  * sees the end before it reads again. */
-static void wake_receivers(struct loop *l, unsigned self)
+static void wake_receivers(struct stp_serveloop *l, unsigned self)
 {
 	for (;;) {
 		struct timespec until;
@@ -153,7 +159,7 @@ static void wake_receivers(struct loop *l, unsigned self)
 }
 
 /* Under the lock: the loop is over for every thread (SE ended, or ERR). */
-static void end_loop(struct loop *l, unsigned self, int err)
+static void end_loop(struct stp_serveloop *l, unsigned self, int err)
 {
 	if (err && !l->err)
 		l->err = err;
@@ -168,7 +174,7 @@ static void end_loop(struct loop *l, unsigned self, int err)
 
 /* Waits for a request (the lock held on entry and on return). Returns what
  * fuse_session_receive_buf returns, or 0 when the loop is over. */
-static int receive(struct loop *l, unsigned self, struct fuse_buf *buf)
+static int receive(struct stp_serveloop *l, unsigned self, struct fuse_buf *buf)
 {
 	int res;
 
@@ -186,7 +192,7 @@ static int receive(struct loop *l, unsigned self, struct fuse_buf *buf)
 	return res;
 }
 
-static void serve(struct loop *l, unsigned self)
+static void serve(struct stp_serveloop *l, unsigned self)
 {
 	struct fuse_buf buf = { .mem = NULL };
 	int res;
@@ -210,7 +216,7 @@ static void serve(struct loop *l, unsigned self)
 }
 
 struct starter_arg {
-	struct loop *l;
+	struct stp_serveloop *l;
 	void (*start)(void *);
 	void *arg;
 };
@@ -219,7 +225,7 @@ struct starter_arg {
 static void *starter_main(void *arg)
 {
 	struct starter_arg *s = arg;
-	struct loop *l = s->l;
+	struct stp_serveloop *l = s->l;
 
 	if (s->start)
 		s->start(s->arg);
@@ -264,38 +270,76 @@ static int start_starter(pthread_t *thread, struct starter_arg *s)
 	return rc;
 }
 
-int stp_serveloop_run(struct fuse_session *se, int wake_sig, void (*start)(void *), void *arg)
+int stp_serveloop_new(struct fuse_session *se, int wake_sig, struct stp_serveloop **out)
 {
-	struct loop l = { .se = se, .wake_sig = wake_sig, .nworkers = 1 };
-	struct starter_arg s = { &l, start, arg };
+	struct stp_serveloop *l = calloc(1, sizeof(*l));
 	pthread_condattr_t ca;
-	sigset_t old_mask;
-	pthread_t starter;
-	int err;
 
-	pthread_mutex_init(&l.lock, NULL);
+	if (!l)
+		return -ENOMEM;
+	l->se = se;
+	l->wake_sig = wake_sig;
+	l->nworkers = 1;
+	pthread_mutex_init(&l->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&l.cond, &ca);
+	pthread_cond_init(&l->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	*out = l;
+	return 0;
+}
+
+int stp_serveloop_run(struct stp_serveloop *l, void (*start)(void *), void *arg)
+{
+	struct starter_arg s = { l, start, arg };
+	sigset_t old_mask;
+	pthread_t starter;
+
 	/* a daemon inherits its starter's mask, which may hold the wake-up: a thread that
 	 * ends the loop would then wait for ever for this one to leave its read */
-	unblock(wake_sig, &old_mask);
-	l.w[0].thread = pthread_self();
-	l.w[0].known = true;
-	l.inline_start = start_starter(&starter, &s) != 0;
-	if (l.inline_start && start)
+	unblock(l->wake_sig, &old_mask);
+	l->caller = (pid_t)syscall(SYS_gettid);
+	l->w[0].thread = pthread_self();
+	l->w[0].known = true;
+	l->inline_start = start_starter(&starter, &s) != 0;
+	if (l->inline_start && start)
 		start(arg);
-	serve(&l, 0);
-	if (!l.inline_start)
+	serve(l, 0);
+	if (!l->inline_start)
 		pthread_join(starter, NULL);
 	/* no worker is added once the loop is over; each finishes what it answers */
-	for (unsigned i = 1; i < l.nworkers; i++)
-		pthread_join(l.w[i].thread, NULL);
-	err = l.err;
+	for (unsigned i = 1; i < l->nworkers; i++)
+		pthread_join(l->w[i].thread, NULL);
+	l->caller = 0;
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-	pthread_cond_destroy(&l.cond);
-	pthread_mutex_destroy(&l.lock);
-	fuse_session_reset(se);
-	return err;
+	fuse_session_reset(l->se);
+	return l->err;
+}
+
+void stp_serveloop_stop(struct stp_serveloop *l)
+{
+	pthread_mutex_lock(&l->lock);
+	if (!l->over) {
+		fuse_session_exit(l->se);
+		end_loop(l, NOT_A_WORKER, 0);
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+void stp_serveloop_stop_async(struct stp_serveloop *l)
+{
+	pid_t caller = l->caller;
+
+	fuse_session_exit(l->se); /* a flag: libfuse's own handlers call it */
+	if (caller)
+		syscall(SYS_tgkill, getpid(), caller, l->wake_sig);
+}
+
+void stp_serveloop_free(struct stp_serveloop *l)
+{
+	if (!l)
+		return;
+	pthread_cond_destroy(&l->cond);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
 }

@@ -5,6 +5,7 @@ ends with every worker, whether the mount goes or a signal ends it while workers
 for requests."""
 
 import os
+import resource
 import signal
 import subprocess
 import threading
@@ -14,6 +15,7 @@ import pytest
 
 from conftest import MOUNT_STIPPLE, build_image, is_mounted, unmount
 from test_mount import daemon_pids, wait_gone
+from test_sandbox import stipple_user  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.needs_root
 
@@ -35,12 +37,18 @@ def tree_image(tmp_path_factory):
     return tree, build_image(tree, base / "app.stp", "--block-size", "1M", "--level", "3")
 
 
-def mount(image, mnt, blocked=()):
-    """mount.stipple, run with BLOCKED signals held in its mask (the daemon inherits
-    it)."""
-    subprocess.run([MOUNT_STIPPLE, image, mnt, "-o", "noprime"], check=True,
+def mount(image, mnt, blocked=(), options="noprime", tasks=None):
+    """mount.stipple, run with BLOCKED signals held in its mask and, when TASKS is
+    given, RLIMIT_NPROC at TASKS (the daemon inherits both; root's monitor ignores the
+    limit, the confined daemon's user meets it)."""
+    def prepare():
+        signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+        if tasks is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+
+    subprocess.run([MOUNT_STIPPLE, image, mnt, "-o", options], check=True,
                    stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
-                   preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, blocked))
+                   preexec_fn=prepare)
     assert is_mounted(os.fspath(mnt))
     pids = daemon_pids(mnt)
     assert len(pids) == 1, pids
@@ -137,10 +145,34 @@ def test_a_signal_ends_the_loop_and_its_waiting_workers(tree_image, tmp_path, si
         os.kill(pid, sig)
         time.sleep(0.2)
         assert read_returns(mnt / "f00"), "a read after %s hangs" % sig.name
-        assert wait_gone([pid], timeout=3), "the daemon still runs 3 s after %s" % sig.name
-        deadline = time.monotonic() + 10
-        while is_mounted(os.fspath(mnt)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not is_mounted(os.fspath(mnt)), "the mount outlived its daemon"
+        assert_ends(pid, mnt, sig)
+    finally:
+        unmount(os.fspath(mnt))
+
+
+def assert_ends(pid, mnt, sig):
+    """The daemon exits within 3 s of SIG, and the watcher takes the mount it left."""
+    assert wait_gone([pid], timeout=3), "the daemon still runs 3 s after %s" % sig.name
+    deadline = time.monotonic() + 10
+    while is_mounted(os.fspath(mnt)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not is_mounted(os.fspath(mnt)), "the mount outlived its daemon"
+
+
+def test_a_signal_ends_the_loop_when_no_thread_can_start(tree_image, tmp_path,
+                                                         stipple_user):  # noqa: F811
+    """The daemon's user may start two tasks: the loop's thread starts, the ending
+    thread and every worker cannot. The mount still serves from its main thread, and a
+    signal ends it at once (the handler stops the loop itself)."""
+    tree, image = tree_image
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    pid = mount(image, mnt, options="noprime,nofill,warm_workers=0,sandbox_user=stipple",
+                tasks=2)
+    try:
+        assert len(os.listdir("/proc/%d/task" % pid)) == 2, "the limit let a third start"
+        assert (mnt / "f05").read_bytes() == (tree / "f05").read_bytes()
+        os.kill(pid, signal.SIGTERM)
+        assert_ends(pid, mnt, signal.SIGTERM)
     finally:
         unmount(os.fspath(mnt))
