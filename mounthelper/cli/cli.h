@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the reader subcommands (info, ls, cat, extract, check) share: option handling
- * with --help and --version, messages that name the command, the image and the path,
- * opening an image, and a walk of the image's tree that survives a damaged image.
+ * What the subcommands of `stipple` share: option handling with --help and --version,
+ * messages that name the command, the image and the path (cli.c); and for the readers
+ * (info, ls, cat, extract, check...), opening an image (cliopen.c) and a walk of the
+ * image's tree that survives a damaged image (cliwalk.c).
  *
  * Single-threaded: these helpers keep no global state except the log handler that
  * stp_cli_init() installs and the message counts of stp_cli_bound_messages(). Functions return 0 or a negative errno unless they say
@@ -12,6 +13,7 @@
 #define STP_CLI_H
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +81,9 @@ void stp_cli_error(const struct stp_cli *cli, const char *fmt, ...)
 /* "stipple NAME: IMAGE: PATH: message" on stderr; PATH may be NULL. */
 void stp_cli_problem(const struct stp_cli *cli, const char *image, const char *path,
 		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The same with the arguments in AP; IMAGE may be NULL too. */
+void stp_cli_vproblem(const struct stp_cli *cli, const char *image, const char *path,
+		      const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
 /*
  * For a command that may report many problems with one image (check, extract): stderr

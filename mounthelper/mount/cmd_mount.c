@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `stipple mount IMAGE DIR`: serve an image through FUSE. The options are checked here,
- * so that a mistake is named as the user wrote it; then mount.stipple runs the one
- * monitor (monitor.h), exec'd as `mount.stipple --stipple-mount`, so that this program
- * links none of libfuse, libseccomp or libcap.
+ * so that a mistake is named as the user wrote it; then this process runs the monitor
+ * (monmount.h), as mount.stipple does. A URL or verify= needs libcrypto, which `stipple`
+ * does not load: the monitor is then mount.stipple-checked, exec'd as
+ * `mount.stipple-checked --stipple-mount`.
  */
 #include <errno.h>
 #include <limits.h>
@@ -14,8 +15,10 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "monmount.h"
 #include "mountopts.h"
 #include "progpath.h"
+#include "setup.h"
 #include "util.h"
 
 static char mount_options[2048];
@@ -122,6 +125,7 @@ static int parse_option(struct stp_mount_opts *o, int c, const char *arg)
 	case 'n': o->no_fill = true; return add_list("nofill");
 	case 'f': o->foreground = true; return 0;
 	default:
+		describe_options(); /* for --help: the defaults read the machine */
 		status = stp_cli_other_option(&mount_cli, c);
 		return status == STP_EXIT_OK ? -1 : status;
 	}
@@ -159,17 +163,16 @@ static int parse_args(struct stp_mount_opts *o, int argc, char **argv)
 	return 0;
 }
 
-/* mount.stipple --stipple-mount [--foreground] IMAGE DIR -o LIST...: the image and the
- * mount point as resolved here (absolute: no operand can pass for an option). A URL's
- * query (a presigned secret) is not on its command line, which every user can read: the
- * whole URL goes in its environment (STP_MOUNT_URL_ENV), which only its owner can. For
- * a URL or verify=, mount.stipple-checked at once, which mount.stipple would exec. */
-static int run_monitor(const struct stp_mount_opts *o)
+/* mount.stipple-checked --stipple-mount [--foreground] IMAGE DIR -o LIST...: the image
+ * and the mount point as resolved here (absolute: no operand can pass for an option). A
+ * URL's query (a presigned secret) is not on its command line, which every user can
+ * read: the whole URL goes in its environment (STP_MOUNT_URL_ENV), which only its owner
+ * can. */
+static int exec_checked(const struct stp_mount_opts *o)
 {
 	char path[PATH_MAX], *argv[LISTS_MAX * 2 + 6], *shown = NULL;
-	int argc = 0, err = stp_mountopts_needs_checks(o) ?
-		stp_progpath(STP_HELPER_CHECKED_NAME, STP_LIBEXEC_DIR, path, sizeof(path)) :
-		stp_progpath(STP_HELPER_NAME, STP_SBIN_DIR, path, sizeof(path));
+	int argc = 0, err = stp_progpath(STP_HELPER_CHECKED_NAME, STP_LIBEXEC_DIR, path,
+					 sizeof(path));
 
 	if (!err && o->is_url) {
 		shown = strdup(o->image);
@@ -200,17 +203,35 @@ static int run_monitor(const struct stp_mount_opts *o)
 	return STP_EXIT_FAIL;
 }
 
+/* The monitor, in this process: the mount, or its refusal said. */
+static int mount_here(const struct stp_mount_opts *o)
+{
+	char err[256];
+
+	if (stp_setup_check_opts(o, err, sizeof(err))) {
+		/* a string the hand-over cannot carry: refused before anything is mounted */
+		stp_cli_error(&mount_cli, "%s", err);
+		return STP_EXIT_FAIL;
+	}
+	return stp_monmount_mount(o, "stipple mount", NULL) ? STP_EXIT_FAIL : STP_EXIT_OK;
+}
+
 int stp_cmd_mount(int argc, char **argv)
 {
 	struct stp_mount_opts o;
 	int ret;
 
-	describe_options();
 	stp_cli_init(&mount_cli, argv);
+	if (stp_mountopts_run_setid()) {
+		stp_cli_error(&mount_cli, "refusing to run setuid or setgid (uid %u, euid %u): "
+			      "users mount through fusermount3, see stipple(1)",
+			      (unsigned)getuid(), (unsigned)geteuid());
+		return STP_EXIT_FAIL;
+	}
 	stp_mountopts_init(&o);
 	ret = parse_args(&o, argc, argv);
 	if (!ret)
-		ret = run_monitor(&o);
+		ret = stp_mountopts_needs_checks(&o) ? exec_checked(&o) : mount_here(&o);
 	stp_mountopts_free(&o);
 	for (int i = 0; i < nlists; i++)
 		free(lists[i]);

@@ -5,8 +5,9 @@
  * Exit status as mount(8) expects: 0 mounted, 1 bad invocation (or run setuid), 32 mount
  * failure (an option refused for a user's mount among them).
  *
- * `stipple mount` runs the same monitor by exec'ing this program as
- *   mount.stipple --stipple-mount [--foreground] SOURCE DIR [-o OPTS]...
+ * `stipple mount` runs the same monitor in its own process, and for a URL or verify=
+ * execs mount.stipple-checked as
+ *   mount.stipple-checked --stipple-mount [--foreground] SOURCE DIR [-o OPTS]...
  * (it has checked the options already): messages are then named "stipple mount", a
  * failure exits 1, and --foreground keeps the daemon attached (mount(8) never passes
  * either option).
@@ -22,7 +23,6 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
-#include <sys/auxv.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -93,14 +93,6 @@ static int enter_namespace(const char *ns)
 	return err;
 }
 
-/* mount(8) runs helpers with the caller's own ids (it drops its setuid before the exec), so
- * a helper whose ids differ, or that the kernel marks secure (AT_SECURE: setuid, setgid or
- * file capabilities), was made setuid by someone: nothing in it is meant for that. */
-static bool run_setuid(void)
-{
-	return getuid() != geteuid() || getgid() != getegid() || getauxval(AT_SECURE);
-}
-
 /* The arguments as given, for mount.stipple-checked: parsing hides a URL's query in
  * place, and `stipple mount`'s are shifted. NULL when out of memory. */
 static char **copy_args(int argc, char **argv)
@@ -156,7 +148,7 @@ static int answered_early(int argc, char **argv)
 		printf("mount.stipple " STP_VERSION "\n");
 		return 0;
 	}
-	if (run_setuid()) {
+	if (stp_mountopts_run_setid()) {
 		fprintf(stderr, "mount.stipple: refusing to run setuid or setgid (uid %u, euid %u, "
 			"gid %u, egid %u): users mount through mount(8) and fusermount3, see mount.stipple(8)\n",
 			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(), (unsigned)getegid());

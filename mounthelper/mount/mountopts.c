@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <strings.h>
+#include <sys/auxv.h>
 
 #include "diskcache.h"
 #include "http.h"
@@ -561,6 +562,13 @@ static int check_url(const struct stp_mount_opts *o, char *err, size_t errlen)
 				"in a netrc file and give -o netrc=FILE",
 				(int)(strstr(o->image, "://") + 3 - o->image), o->image);
 	return 0;
+}
+
+/* mount(8) drops its setuid before it execs a helper, so ids that differ, or a process
+ * the kernel marks secure, mean that someone set the bits on our program. */
+bool stp_mountopts_run_setid(void)
+{
+	return getuid() != geteuid() || getgid() != getegid() || getauxval(AT_SECURE);
 }
 
 int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Where the programs a mount runs are: stipple-mountd and stipple-fetcher, which the
- * monitor execs as root, mount.stipple, which `stipple mount` execs, and
- * mount.stipple-checked, which mount.stipple execs.
+ * Where the programs of stipple are: stipple-mountd and stipple-fetcher, which the
+ * monitor execs as root, mount.stipple-checked, which mount.stipple and `stipple mount`
+ * exec for a URL or verify=, and stipple-readers, which `stipple` execs for every
+ * command but mount.
  *
- * Each is at an absolute path fixed when stipple is built (STP_LIBEXEC_DIR, STP_SBIN_DIR
- * from meson's libexecdir/stipple and sbindir). Nothing the caller sets (no environment
+ * Each is at an absolute path fixed when stipple is built (STP_LIBEXEC_DIR
+ * from meson's libexecdir/stipple). Nothing the caller sets (no environment
  * variable, no argv[0]) can change it: root must never exec what a less privileged user
  * chose. The one exception is a program run from the build tree itself (tests): when the
  * running executable, as the kernel names it (/proc/self/exe), sits in the build
@@ -27,6 +28,8 @@
 #define STP_HELPER_NAME "mount.stipple"
 /* mount.stipple with libcrypto, which mount.stipple execs for a URL or verify= (monchecks.h) */
 #define STP_HELPER_CHECKED_NAME "mount.stipple-checked"
+/* every `stipple` command but mount (readers/main.c) */
+#define STP_READERS_NAME "stipple-readers"
 
 /* The descriptor on which an exec'd program finds its socket to the monitor. */
 #define STP_MONITOR_FD 3
@@ -35,7 +38,7 @@
  * the exec (a descriptor already there is replaced). 0 or a negative errno. */
 int stp_progpath_place_socket(int fd);
 
-/* The path of program NAME, installed in DIR (STP_LIBEXEC_DIR or STP_SBIN_DIR), into OUT
+/* The path of program NAME, installed in DIR (STP_LIBEXEC_DIR), into OUT
  * (CAP bytes). 0, or -ENAMETOOLONG. */
 int stp_progpath(const char *name, const char *dir, char *out, size_t cap);
 

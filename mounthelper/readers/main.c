@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* `stipple`: dispatches to one subcommand. */
+/* stipple-readers: every `stipple` command but mount, which `stipple` runs itself
+ * (mount/front.c) and execs this program for the others, with the same arguments. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-	{ "mount", stp_cmd_mount, "serve an image through FUSE" },
+	{ "mount", NULL, "serve an image through FUSE" }, /* `stipple`'s own */
 	{ "status", stp_cmd_status, "show warming, cache use and memory of a mount" },
 	{ "info", stp_cmd_info, "show the superblock and what the image holds" },
 	{ "ls", stp_cmd_ls, "list a directory of the image" },
@@ -56,8 +57,13 @@ int main(int argc, char **argv)
 	}
 	stp_cli_set_url_opener(stp_fetchsrc_open); /* a URL: through stipple-fetcher */
 	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
-		if (!strcmp(argv[1], subcommands[i].name))
-			return subcommands[i].run(argc - 1, argv + 1);
+		if (!strcmp(argv[1], subcommands[i].name)) {
+			if (subcommands[i].run)
+				return subcommands[i].run(argc - 1, argv + 1);
+			fprintf(stderr, "stipple: %s is run by stipple itself, not by %s\n",
+				argv[1], argv[0]);
+			return 2;
+		}
 	fprintf(stderr, "stipple: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -90,7 +90,7 @@ def test_contents_and_dependencies(deb):
     assert "./usr/lib/sysusers.d/stipple.conf" in names
     # the programs the monitor and the readers start, where they look for them
     for prog in ("stipple-mountd", "stipple-mountd-checked", "stipple-fetcher",
-                 "mount.stipple-checked"):
+                 "mount.stipple-checked", "stipple-readers"):
         assert "./usr/libexec/stipple/" + prog in names, prog
     assert "./usr/share/bash-completion/completions/stipple" in names
     assert not any(n.startswith("./usr/local") for n in names), names

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """mount.stipple starts without libcrypto: the loader maps none for it (ldd), a local mount's
-monitor has none mapped (the kernel's /proc/PID/maps) and runs mount.stipple; a verify=
-mount's monitor is mount.stipple-checked, with libcrypto, and serves every byte: mount.stipple
-execs it (strace), `stipple mount` at once. URL mounts through the twin are covered by test_http.py and test_published.py."""
+monitor has none mapped (the kernel's /proc/PID/maps) and is `stipple` itself, which execs
+nothing; a verify= mount's monitor is mount.stipple-checked, with libcrypto, and serves
+every byte: mount.stipple execs it (strace), `stipple mount` at once. URL mounts through the twin are covered by test_http.py and test_published.py."""
 
 import os
 import re
@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from conftest import BUILD, MOUNT_STIPPLE, linked, read_file, run, unmount
+from conftest import BUILD, MOUNT_STIPPLE, STIPPLE, linked, read_file, run, unmount
 from test_mount import foreground_mount
 from test_mount_verify import assert_tree, signed  # noqa: F401 (a fixture)
 
@@ -43,8 +43,10 @@ def test_local_mount_runs_without_libcrypto(signed, tmp_path):  # noqa: F811
     os.mkdir(mnt)
     with foreground_mount(signed["unsigned"], mnt) as fg:
         exe, libs = monitor_of(fg)
-        assert exe == os.path.realpath(MOUNT_STIPPLE)
-        assert not has(libs, "libcrypto"), libs
+        # the monitor runs in `stipple mount`'s own process: no second program to start
+        assert exe == os.path.realpath(STIPPLE)
+        assert has(libs, "libfuse3"), libs  # the maps read are the monitor's
+        assert not has(libs, "libcrypto") and not has(libs, "libjansson"), libs
         # nor libmount (with libblkid, libselinux, pcre2): about 2 ms of every mount
         assert not has(libs, "libmount") and not has(libs, "libblkid"), libs
         assert_tree(mnt, signed)

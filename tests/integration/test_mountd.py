@@ -12,6 +12,7 @@ directory (issue 29): what the kernel, /proc and ldd say, not what stipple says.
   top of it."""
 
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -28,6 +29,7 @@ needs_root = pytest.mark.needs_root("mounting tests need root")
 MOUNTD = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-mountd")
 MOUNTD_CHECKED = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-mountd-checked")
 FETCHER = os.path.join(os.path.dirname(MOUNT_STIPPLE), "stipple-fetcher")
+READERS = os.path.join(os.path.dirname(STIPPLE), "stipple-readers")
 
 
 def mounts_at(path):
@@ -62,13 +64,19 @@ def mnt(tmp_path):
 
 
 def test_programs_link_only_what_they_use():
-    for exe in (STIPPLE, MOUNT_STIPPLE, MOUNTD, FETCHER):
+    for exe in (STIPPLE, READERS, MOUNT_STIPPLE, MOUNTD, FETCHER):
         if not os.access(exe, os.X_OK):
             pytest.skip("%s is not built" % exe)
-    stipple, helper, mountd, fetcher = map(linked, (STIPPLE, MOUNT_STIPPLE, MOUNTD, FETCHER))
+    stipple, readers, helper, mountd, fetcher = map(
+        linked, (STIPPLE, READERS, MOUNT_STIPPLE, MOUNTD, FETCHER))
+    # `stipple` runs the mount's monitor itself, as mount.stipple does, and execs the
+    # readers for the rest: the same libraries as mount.stipple, none of the readers'
     for lib in ("libfuse3.so.3", "libseccomp.so.2"):
-        assert lib not in stipple, lib
-        assert lib in helper, lib
+        assert lib not in readers, lib
+        assert lib in helper and lib in stipple, lib
+    for lib in ("libcrypto.so.3", "libjansson.so.4"):
+        assert lib not in stipple and lib not in helper, lib
+    assert "libjansson.so.4" in readers, readers
     assert "libfuse3.so.3" in mountd, mountd
     # its loop cancels no thread (mounthelper/mount/serveloop.h): glibc's unwinder,
     # libgcc_s, is neither loaded nor needed
@@ -80,7 +88,7 @@ def test_programs_link_only_what_they_use():
         assert "libseccomp.so.2" not in linked(MOUNTD_CHECKED)
     # the sandbox and the watcher make their capability calls themselves (every mount's
     # start skips libcap's)
-    for exe in (stipple, helper, mountd, fetcher):
+    for exe in (stipple, readers, helper, mountd, fetcher):
         assert "libcap.so.2" not in exe, exe
     for lib in ("libcurl.so.4", "libarchive.so.13"):
         assert lib not in helper and lib not in mountd, lib
@@ -91,13 +99,14 @@ def test_programs_link_only_what_they_use():
         assert "libcrypto.so.3" in checked and "libfuse3.so.3" in checked, checked
         assert "libcurl.so.4" not in checked, checked
     # URLs are reached through stipple-fetcher alone (the readers start it too)
-    assert "libcurl.so.4" in fetcher and "libcurl.so.4" not in stipple
+    assert "libcurl.so.4" in fetcher and "libcurl.so.4" not in readers
     assert "libfuse3.so.3" not in fetcher
     # extract --tar encodes its own headers: libarchive (and libxml2, ICU, libstdc++ with
     # it) would cost every stipple command, `stipple mount` first, about 5 ms of start
-    assert "libarchive.so.13" not in stipple, stipple
-    r = run(["nm", "-D", "--undefined-only", STIPPLE])
-    assert "dlopen" not in r.stdout
+    assert "libarchive.so.13" not in readers and "libarchive.so.13" not in stipple, readers
+    for exe in (STIPPLE, READERS):
+        r = run(["nm", "-D", "--undefined-only", exe])
+        assert "dlopen" not in r.stdout, exe
     # no libmount in any mount program: it and what it loads (libblkid, libselinux,
     # pcre2) cost every mount about 2 ms; options and mountinfo are read by our own code
     for exe in (stipple, helper, mountd, fetcher):
@@ -113,6 +122,28 @@ def test_programs_say_their_version():
             assert r.returncode == 0 and r.stdout.startswith(os.path.basename(exe) + " "), r
     r = run([MOUNTD])  # by hand: it says what it is, and does nothing
     assert r.returncode == 2 and "mount.stipple" in r.stderr
+
+
+def test_stipple_hands_every_command_but_mount_to_the_readers(tmp_path):
+    """`stipple` execs stipple-readers for the other commands with the arguments as
+    given; outside its build tree it looks only where the package installs it, and says
+    so when it is not there."""
+    r = run([STIPPLE, "--version"])
+    assert r.returncode == 0 and r.stdout.startswith("stipple "), r
+    r = run([STIPPLE])
+    assert r.returncode == 2 and "mount " in r.stderr and "extract " in r.stderr, r
+    r = run([STIPPLE, "no-such-command"])
+    assert r.returncode == 2 and "unknown command 'no-such-command'" in r.stderr, r
+    r = run([READERS, "mount", "a.stp", str(tmp_path)])
+    assert r.returncode == 2 and "run by stipple itself" in r.stderr, r
+    copy = tmp_path / "stipple"
+    shutil.copy(STIPPLE, copy)
+    if any(os.path.exists(os.path.join(d, "libexec/stipple/stipple-readers"))
+           for d in ("/usr", "/usr/local")):
+        pytest.skip("stipple-readers is installed on this machine")
+    r = run([copy, "ls", "a.stp"])
+    assert r.returncode == 1 and not r.stdout, r
+    assert "/libexec/stipple/stipple-readers: No such file" in r.stderr, r.stderr
 
 
 def daemons_of(mnt):

@@ -24,12 +24,12 @@ PROGRAMS = os.path.dirname(STIPPLE)
 
 def test_only_the_fetcher_links_libcurl():
     needed = {name: linked(os.path.join(PROGRAMS, name))
-              for name in ("stipple", "stipple-fetcher", "stipple-mountd")}
+              for name in ("stipple", "stipple-readers", "stipple-fetcher", "stipple-mountd")}
     needed["mount.stipple"] = linked(MOUNT_STIPPLE)
     # ldd read each program: libc everywhere, libcurl in the fetcher
     assert all("libc.so.6" in n for n in needed.values()), needed
     assert any(n.startswith("libcurl") for n in needed["stipple-fetcher"]), needed
-    for name in ("stipple", "stipple-mountd", "mount.stipple"):
+    for name in ("stipple", "stipple-readers", "stipple-mountd", "mount.stipple"):
         assert not [n for n in needed[name] if n.startswith("libcurl")], (name, needed[name])
 
 
@@ -101,10 +101,10 @@ def test_a_users_reader_of_a_url(releases, images, tmp_path):
 
 
 def test_without_the_fetcher_a_url_is_not_read(releases, images, tmp_path):
-    """A `stipple` outside the build tree looks for stipple-fetcher where it is installed
+    """Readers outside the build tree look for stipple-fetcher where it is installed
     only: where it is not, the reader says it cannot start it, naming the URL."""
-    copy = tmp_path / "stipple"
-    shutil.copy(STIPPLE, copy)
+    copy = tmp_path / "stipple-readers"
+    shutil.copy(os.path.join(PROGRAMS, "stipple-readers"), copy)
     www = tmp_path / "www"
     publish(images[:1], www)
     with origin_of(www, tmp_path / "nginx") as origin:
