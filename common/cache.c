@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -730,16 +729,12 @@ static void *decoder_main(void *arg)
 static int add_decoder(struct stp_cache *c)
 {
 	pthread_attr_t attr;
-	sigset_t all, old;
 	int err;
 
 	if (c->ndecoders == DECODERS_MAX || pthread_attr_init(&attr))
 		return -1;
 	pthread_attr_setstacksize(&attr, DECODER_STACK);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&c->decoders[c->ndecoders], &attr, decoder_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = stp_thread_create_blocked(&c->decoders[c->ndecoders], &attr, decoder_main, c);
 	pthread_attr_destroy(&attr);
 	if (err)
 		return -1;

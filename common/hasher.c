@@ -3,10 +3,11 @@
 #include "hasher.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util.h"
 
 /* SHA-256 needs little stack; a small one keeps many helpers cheap under RLIMIT_DATA. */
 #define HELPER_STACK (256u << 10)
@@ -102,16 +103,12 @@ static void hasher_key_create(void)
 static bool start_helper(struct hasher *h)
 {
 	pthread_attr_t attr;
-	sigset_t all, old;
 	int err;
 
 	if (pthread_attr_init(&attr))
 		return false;
 	pthread_attr_setstacksize(&attr, HELPER_STACK);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&h->thread, &attr, helper_main, h);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = stp_thread_create_blocked(&h->thread, &attr, helper_main, h);
 	pthread_attr_destroy(&attr);
 	return err == 0;
 }

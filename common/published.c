@@ -929,7 +929,7 @@ static int place_both(struct stp_published *p, const struct stp_pubindex_delta *
 
 	if (!pthread_attr_init(&attr)) {
 		apart = !pthread_attr_setstacksize(&attr, SECOND_BASE_STACK) &&
-			!pthread_create(&t, &attr, decode_second, &b);
+			!stp_thread_create_blocked(&t, &attr, decode_second, &b);
 		pthread_attr_destroy(&attr);
 	}
 	if (!apart)

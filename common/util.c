@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -155,6 +156,19 @@ uint64_t stp_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int stp_thread_create_blocked(pthread_t *thread, const pthread_attr_t *attr,
+			      void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(thread, attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -rc;
 }
 
 enum stp_path_part stp_path_next(const char **path, const char **name, size_t *len)

@@ -6,12 +6,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fuseapi.h"
 #include "fill.h"
 #include "serveloop.h"
+#include "util.h"
 #include "warm.h"
 
 static int pipe_fds[2] = { -1, -1 };
@@ -21,7 +23,7 @@ static struct stp_filler *filler;
 static struct stp_serveloop *loop;
 static pthread_t thread;
 static bool started;
-static volatile sig_atomic_t no_thread; /* it could not start: the handlers end the loop */
+static atomic_int no_thread; /* it could not start: the handlers stop the loop, until finish */
 static volatile sig_atomic_t loop_over; /* set before the thread is woken for the end */
 static volatile sig_atomic_t signalled;
 static void (*unmounted_fn)(void *);
@@ -32,11 +34,14 @@ static void on_ending_signal(int sig)
 	char c = (char)sig;
 	int saved = errno;
 
-	if (no_thread) {
+	if (write(pipe_fds[1], &c, 1) < 0) {
+		/* the pipe is full: a wake-up is already pending */
+	}
+	/* after the write: end_without_thread sets the flag before it looks in the pipe, so
+	 * one of the two sees the signal */
+	if (atomic_load(&no_thread)) {
 		signalled = 1;
 		stp_serveloop_stop_async(loop);
-	} else if (write(pipe_fds[1], &c, 1) < 0) {
-		/* the pipe is full: a wake-up is already pending */
 	}
 	errno = saved;
 }
@@ -76,12 +81,9 @@ int stp_ending_install(int fds[2])
 
 static void *ending_main(void *arg)
 {
-	sigset_t all;
 	char c;
 
 	(void)arg;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the handlers run on the loop's threads */
 	for (;;) {
 		/* /dev/fuse polls as an error once the host unmounted (the kernel aborts the
 		 * connection): asked for nothing else, it wakes the thread for that alone */
@@ -124,7 +126,7 @@ static void end_without_thread(void)
 {
 	char c;
 
-	no_thread = 1;
+	atomic_store(&no_thread, 1);
 	if (read(pipe_fds[0], &c, 1) == 1) {
 		signalled = 1;
 		stp_serveloop_stop(loop);
@@ -140,11 +142,19 @@ int stp_ending_start(struct fuse_session *se, struct stp_warmer *w, struct stp_f
 	warmer = w;
 	filler = f;
 	loop = l;
-	rc = pthread_create(&thread, NULL, ending_main, NULL);
+	rc = stp_thread_create_blocked(&thread, NULL, ending_main, NULL);
 	started = rc == 0;
 	if (!started)
 		end_without_thread();
-	return -rc;
+	return rc;
+}
+
+/* Whether the host unmounted: the kernel ended the FUSE connection. */
+static bool host_unmounted(void)
+{
+	struct pollfd p = { .fd = fuse_session_fd(session), .events = 0 };
+
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP));
 }
 
 bool stp_ending_finish(void)
@@ -152,6 +162,10 @@ bool stp_ending_finish(void)
 	char c = 0;
 
 	loop_over = 1;
+	/* the loop is about to go: a later signal only writes to the pipe; one that came
+	 * once the host had unmounted did not end the mount */
+	if (atomic_exchange(&no_thread, 0) && signalled && host_unmounted())
+		signalled = 0;
 	if (started) {
 		if (write(pipe_fds[1], &c, 1) < 0) {
 			/* full: the thread is awake already */

@@ -6,7 +6,13 @@
  * and the host's umount would wait for ever. So the handlers only wake a thread of ours,
  * which stops warming and filling (their stores wait in the same way) while the loop still
  * answers requests, and then ends the loop. Where that thread cannot start, the handlers
- * end the loop themselves (stp_serveloop_stop_async), as libfuse's would.
+ * end the loop themselves (stp_serveloop_stop_async), as libfuse's would, with the same
+ * window: a signal taken just before the loop's thread enters its read ends the loop at
+ * the next request.
+ *
+ * The handlers run on the thread that calls stp_ending_install and then serves (the loop's
+ * caller): every other thread of the daemon blocks these signals
+ * (stp_thread_create_blocked), so nothing else runs while they read the loop.
  *
  * One per process, for the daemon: stp_ending_install before the sandbox (it needs a
  * pipe and the handlers), stp_ending_start once confined, stp_ending_finish after the

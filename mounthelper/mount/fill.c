@@ -546,10 +546,10 @@ int stp_fill_new(const struct stp_image *img, struct stp_cache *cache, struct fu
 
 int stp_fill_run(struct stp_filler *f)
 {
-	int rc = pthread_create(&f->thread, NULL, fill_main, f);
+	int rc = stp_thread_create_blocked(&f->thread, NULL, fill_main, f);
 
 	f->started = rc == 0;
-	return -rc;
+	return rc;
 }
 
 int stp_fill_halt(struct stp_filler *f)

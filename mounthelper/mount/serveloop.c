@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fuseapi.h"
+#include "util.h"
 
 /* The loop's own thread only starts threads. */
 #define STARTER_STACK (256u << 10)
@@ -70,21 +71,6 @@ static void unblock(int sig, sigset_t *old)
 	pthread_sigmask(SIG_UNBLOCK, &set, old);
 }
 
-/* pthread_create of FN(ARG) as *THREAD (ATTR may be NULL) with every signal blocked in
- * the new thread. Returns 0 or a negative errno. */
-static int create_masked(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
-			 void *arg)
-{
-	sigset_t all, old;
-	int rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(thread, attr, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -rc;
-}
-
 static void *worker_main(void *arg)
 {
 	struct worker_arg a = *(struct worker_arg *)arg;
@@ -106,7 +92,7 @@ static int start_worker(struct stp_serveloop *l, unsigned self, pthread_t *threa
 	if (!a)
 		return -ENOMEM;
 	*a = (struct worker_arg){ l, self };
-	rc = create_masked(thread, NULL, worker_main, a);
+	rc = stp_thread_create_blocked(thread, NULL, worker_main, a);
 	if (rc)
 		free(a);
 	return rc;
@@ -265,7 +251,7 @@ static int start_starter(pthread_t *thread, struct starter_arg *s)
 	if (rc)
 		return -rc;
 	pthread_attr_setstacksize(&attr, STARTER_STACK);
-	rc = create_masked(thread, &attr, starter_main, s);
+	rc = stp_thread_create_blocked(thread, &attr, starter_main, s);
 	pthread_attr_destroy(&attr);
 	return rc;
 }

@@ -612,7 +612,9 @@ static int start_threads(struct stp_warmer *w)
 		return -ENOMEM;
 	w->running = w->nworkers;
 	for (unsigned i = 0; i <= w->nworkers; i++) {
-		int rc = pthread_create(&w->threads[i], NULL, i < w->nworkers ? worker_main : store_main, w);
+		/* no signal: the daemon's handlers run on the thread that serves (ending.h) */
+		int rc = -stp_thread_create_blocked(&w->threads[i], NULL,
+						    i < w->nworkers ? worker_main : store_main, w);
 
 		if (rc) {
 			pthread_mutex_lock(&w->lock);
