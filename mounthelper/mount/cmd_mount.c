@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "monitor.h"
 #include "monmount.h"
 #include "mountopts.h"
 #include "progpath.h"
@@ -194,19 +195,26 @@ static int exec_checked(const struct stp_mount_opts *o)
 	}
 	argv[argc] = NULL;
 	fflush(NULL);
-	if (!err) {
-		execv(path, argv);
-		err = -errno;
-	}
+	if (!err)
+		err = stp_monitor_exec_own(path, argv);
 	stp_cli_error(&mount_cli, "%s: %s", path, stp_strerror(err));
 	free(shown);
 	return STP_EXIT_FAIL;
 }
 
-/* The monitor, in this process: the mount, or its refusal said. */
-static int mount_here(const struct stp_mount_opts *o)
+/* The monitor, in this process: the mount, or its refusal said. The image is named by
+ * its absolute path from here on, as mount(8) names a helper's source: the daemon's
+ * messages go to the system log, far from the directory it was given in. */
+static int mount_here(struct stp_mount_opts *o)
 {
-	char err[256];
+	char err[256], *shown = strdup(o->image_path);
+
+	if (!shown) {
+		stp_cli_error(&mount_cli, "out of memory");
+		return STP_EXIT_FAIL;
+	}
+	free(o->image);
+	o->image = shown;
 
 	if (stp_setup_check_opts(o, err, sizeof(err))) {
 		/* a string the hand-over cannot carry: refused before anything is mounted */
@@ -223,9 +231,10 @@ int stp_cmd_mount(int argc, char **argv)
 
 	stp_cli_init(&mount_cli, argv);
 	if (stp_mountopts_run_setid()) {
-		stp_cli_error(&mount_cli, "refusing to run setuid or setgid (uid %u, euid %u): "
-			      "users mount through fusermount3, see stipple(1)",
-			      (unsigned)getuid(), (unsigned)geteuid());
+		stp_cli_error(&mount_cli, "refusing to run setuid or setgid (uid %u, euid %u, "
+			      "gid %u, egid %u): users mount through fusermount3, see stipple(1)",
+			      (unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(),
+			      (unsigned)getegid());
 		return STP_EXIT_FAIL;
 	}
 	stp_mountopts_init(&o);

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "monitor.h"
 #include "progpath.h"
 #include "util.h"
 
@@ -24,10 +25,8 @@ static int exec_readers(char **argv)
 	char path[PATH_MAX];
 	int err = stp_progpath(STP_READERS_NAME, STP_LIBEXEC_DIR, path, sizeof(path));
 
-	if (!err) {
-		execv(path, argv);
-		err = -errno;
-	}
+	if (!err)
+		err = stp_monitor_exec_own(path, argv);
 	fprintf(stderr, "stipple: %s: %s\n", err == -ENAMETOOLONG ? STP_READERS_NAME : path,
 		stp_strerror(err));
 	return STP_EXIT_FAIL;

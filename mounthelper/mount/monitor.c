@@ -10,8 +10,11 @@
  *   open(program) O_PATH                  stipple-mountd, before anything is mounted
  *   vfork, execveat(program)              the daemon, started at once
  *   fork, execve(stipple-fetcher)         a URL's fetcher
- *   execv(mount.stipple-checked)          mount.stipple, for a URL or verify=: the same
- *                                          monitor, from the libexec folder
+ *   execv(our program)                    mount.stipple and `stipple mount`, for a URL
+ *                                          or verify=: mount.stipple-checked, the same
+ *                                          monitor; `stipple`, for its other commands:
+ *                                          stipple-readers (both in the libexec folder,
+ *                                          before anything is opened or mounted)
  *   open, setns(mount namespace)          -N: root's, before any path is resolved
  *   open(image), through stp_open_if      the image: no driver's open runs
  *   open(keys dir), openat(key) O_NOFOLLOW  verify's keys, trusted configuration
@@ -285,7 +288,7 @@ void stp_monitor_unmount(int parent_fd, const char *base, const char *mountpoint
 			;
 }
 
-int stp_monitor_exec_checked(const char *path, char *const argv[])
+int stp_monitor_exec_own(const char *path, char *const argv[])
 {
 	execv(path, argv);
 	return -errno;

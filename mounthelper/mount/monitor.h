@@ -75,9 +75,10 @@ int stp_monitor_signal(int pidfd, pid_t pid, int sig);
  * fusermount3 -u -z on MOUNTPOINT, the one libfuse runs. */
 void stp_monitor_unmount(int parent_fd, const char *base, const char *mountpoint);
 
-/* mount.stipple: PATH (mount.stipple-checked) exec'd with ARGV; returns a negative errno
- * only when the exec fails. */
-int stp_monitor_exec_checked(const char *path, char *const argv[]);
+/* A program of ours at PATH (progpath.h: fixed when built), mount.stipple-checked or
+ * stipple-readers, exec'd with ARGV in place of this one; returns a negative errno only
+ * when the exec fails. */
+int stp_monitor_exec_own(const char *path, char *const argv[]);
 
 /* -N: the mount namespace of PATH (/proc/PID/ns/mnt or a bind of one) entered. */
 int stp_monitor_enter_namespace(const char *path);

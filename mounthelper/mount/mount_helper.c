@@ -114,7 +114,7 @@ static int exec_checked(char **args)
 		       : -ENOMEM;
 
 	if (!err)
-		err = stp_monitor_exec_checked(path, args);
+		err = stp_monitor_exec_own(path, args);
 	say("%s: %s", args ? path : STP_HELPER_CHECKED_NAME, stp_strerror(err));
 	return exit_failed;
 }

@@ -200,16 +200,38 @@ def test_user_running_the_helper_is_restricted(user_lines):
     assert not is_mounted(mnt)
 
 
-@pytest.mark.parametrize("bits", [stat.S_ISUID, stat.S_ISGID], ids=["setuid", "setgid"])
-def test_setuid_helper_refuses_to_run(user_lines, bits):
-    base = user_lines["base"]
+@contextlib.contextmanager
+def setid_copy(program, base, bits):
+    """A copy of PROGRAM in BASE, owned by root, with mode 0755 and BITS; removed after.
+    Yields its path."""
     if os.statvfs(base).f_flag & os.ST_NOSUID:
         pytest.skip("%s is on a nosuid file system" % base)
-    copy = os.path.join(base, "mount.stipple.setid")
-    shutil.copy(_need(MOUNT_STIPPLE), copy)
+    copy = os.path.join(base, os.path.basename(program) + ".setid")
+    shutil.copy(_need(program), copy)
     try:
         os.chown(copy, 0, 0)
         os.chmod(copy, 0o755 | bits)
+        yield copy
+    finally:
+        os.unlink(copy)
+
+
+@pytest.mark.parametrize("bits", [stat.S_ISUID, stat.S_ISGID], ids=["setuid", "setgid"])
+def test_setuid_stipple_mount_refuses_to_run(user_lines, bits):
+    """`stipple mount` runs the monitor in its own process: a copy made setuid or setgid
+    refuses before it reads a single option (--help included)."""
+    with setid_copy(STIPPLE, user_lines["base"], bits) as copy:
+        r = run(AS_NOBODY + [copy, "mount", "--help"], timeout=60)
+        assert r.returncode == 1 and not r.stdout, (r.returncode, r.stdout, r.stderr)
+        assert "refusing to run setuid or setgid" in r.stderr, r.stderr
+        os.chmod(copy, 0o755)
+        r = run(AS_NOBODY + [copy, "mount", "--help"], timeout=60)
+        assert r.returncode == 0 and "usage: stipple mount" in r.stdout, r
+
+
+@pytest.mark.parametrize("bits", [stat.S_ISUID, stat.S_ISGID], ids=["setuid", "setgid"])
+def test_setuid_helper_refuses_to_run(user_lines, bits):
+    with setid_copy(MOUNT_STIPPLE, user_lines["base"], bits) as copy:
         mnt = user_lines["mnts"]["ok"]
         r = run(AS_NOBODY + [copy, user_lines["image"], mnt, "-f"], timeout=60)
         assert r.returncode == 1, (r.returncode, r.stderr)
@@ -219,5 +241,3 @@ def test_setuid_helper_refuses_to_run(user_lines, bits):
         os.chmod(copy, 0o755)
         r = run(AS_NOBODY + [copy, user_lines["image"], mnt, "-f"], timeout=60)
         assert "refusing to run" not in r.stderr, r.stderr
-    finally:
-        os.unlink(copy)

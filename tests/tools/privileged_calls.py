@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: MIT
 """Whether monitor.c is the one module of the monitor that makes privileged calls.
 
-The monitor's modules: the objects of mounthelper/ (mount/, cli/) that mount.stipple or
-mount.stipple-checked link (an object is linked when the program defines one of its
-global symbols; the programs' own objects always), so that a new module is checked
-without being named here. stipple-mountd, stipple-fetcher and stipple are other
-programs and are not looked at.
+The monitor's modules: the objects of mounthelper/ (mount/, cli/) that mount.stipple,
+mount.stipple-checked or stipple (which runs `stipple mount` itself) link (an object is
+linked when the program defines one of its global symbols; the programs' own objects
+always), so that a new module is checked without being named here. stipple-mountd,
+stipple-fetcher and stipple-readers are other programs and are not looked at.
 
 A privileged call: a libc (or libfuse) function that the object refers to (nm -u) and
 whose effect the kernel checks against the caller's credentials at the call, made to act:
@@ -51,7 +51,7 @@ import re
 import subprocess
 import sys
 
-PROGRAMS = ("mount.stipple", "mount.stipple-checked")
+PROGRAMS = ("mount.stipple", "mount.stipple-checked", "stipple")
 MONITOR = "mount/monitor.c"
 # file: the entry points a confined child runs; what they reach in the file is theirs
 CONFINED = {
