@@ -34,6 +34,10 @@ BUILD = os.path.abspath(os.environ.get("STIPPLE_BUILD", os.path.join(REPO, "buil
 MKSTIPPLE = os.path.join(BUILD, "builder", "mkstipple")
 STIPPLE = os.path.join(BUILD, "mounthelper", "stipple")
 MOUNT_STIPPLE = os.path.join(BUILD, "mounthelper", "mount.stipple")
+# Every command of `stipple` but mount. Without /proc, a `stipple` in the build tree cannot
+# tell that it runs from there (mounthelper/mount/progpath.h) and looks for the installed
+# readers: tests without /proc run these directly (test_deb runs the installed pair).
+STIPPLE_READERS = os.path.join(BUILD, "mounthelper", "stipple-readers")
 
 
 def _system_python():

@@ -243,6 +243,12 @@ def test_install_mount_purge(deb, tmp_path):
             unmount(mnt)
         assert not is_mounted(mnt)
         mount_as_systemd_would(image, mnt, tmp_path, want, user.pw_uid)
+        # `stipple` finds its readers at their installed path, /proc or not (a chroot)
+        r = run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 "mount -t tmpfs none /proc && exec /usr/bin/stipple ls -R \"$0\"",
+                 image], timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "stipple-readers" not in r.stderr and r.stdout.strip(), r
         print("install and mounts took %.1f s" % (time.monotonic() - start))
 
         start = time.monotonic()

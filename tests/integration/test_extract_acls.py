@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from conftest import STIPPLE, build_image, run
+from conftest import STIPPLE, STIPPLE_READERS, build_image, run
 from imageutil import FAST
 from test_extract_races import OLD_KERNEL_C, compile_c, no_proc
 
@@ -189,7 +189,7 @@ def test_no_proc(base, old_kernel):
     assert setfacl(dest, "-d", "-m", INHERIT).returncode == 0
     launch = [compile_c(OLD_KERNEL_C, os.path.join(base, "oldkernel"), "-lseccomp")
               ] if old_kernel else []
-    r = run(no_proc(*launch, STIPPLE, "extract", image, dest), timeout=120)
+    r = run(no_proc(*launch, STIPPLE_READERS, "extract", image, dest), timeout=120)
     fifo = os.path.join(dest, "fifo")
     carried = acls_of(nodes(dest))
     if not old_kernel:

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from conftest import STIPPLE, build_image, run
+from conftest import STIPPLE, STIPPLE_READERS, build_image, run
 from imageutil import FAST
 
 SECRET = b"root only\n"
@@ -565,7 +565,7 @@ def test_root_extract_needs_no_proc(arena, plain_image, old_kernel):
     if old_kernel:
         launch = [compile_c(OLD_KERNEL_C, os.path.join(arena, "oldkernel"), "-lseccomp")]
     out = os.path.join(arena, "out")
-    r = run(no_proc(*launch, STIPPLE, "extract", plain_image, out), timeout=120)
+    r = run(no_proc(*launch, STIPPLE_READERS, "extract", plain_image, out), timeout=120)
     assert r.returncode == 0, r.stderr
     assert_plain_tree(out)
     fifo = os.path.join(out, "d2/sub/fifo")
@@ -589,7 +589,7 @@ def test_root_extract_names_a_mode_it_cannot_set_safely(arena, plain_image):
     for its mode; it is named, the rest comes out right, and the status is 1."""
     launch = compile_c(OLD_KERNEL_C, os.path.join(arena, "oldkernel"), "-lseccomp")
     dest, _ = open_dirs(arena, 0)
-    r = run(no_proc(launch, STIPPLE, "extract", plain_image, dest), timeout=120)
+    r = run(no_proc(launch, STIPPLE_READERS, "extract", plain_image, dest), timeout=120)
     assert r.returncode == 1, r.stderr
     assert "cannot set the mode of %s/fifo: this kernel has no fchmodat2" % dest in r.stderr
     assert stat.S_IMODE(os.lstat(os.path.join(dest, "fifo")).st_mode) == 0o600
