@@ -4,9 +4,10 @@
 
 The monitor's modules: the objects of mounthelper/ (mount/, cli/) that mount.stipple,
 mount.stipple-checked or stipple (which runs `stipple mount` itself) link (an object is
-linked when the program defines one of its global symbols; the programs' own objects
-always), so that a new module is checked without being named here. stipple-mountd,
-stipple-fetcher and stipple-readers are other programs and are not looked at.
+linked when the program defines one of its global symbols, its own objects too: a build
+folder may keep those of sources it no longer has), so that a new module is checked
+without being named here. stipple-mountd, stipple-fetcher and stipple-readers are other
+programs and are not looked at.
 
 A privileged call: a libc (or libfuse) function that the object refers to (nm -u) and
 whose effect the kernel checks against the caller's credentials at the call, made to act:
@@ -198,8 +199,9 @@ def linked_objects(bindir):
         syms = nm_table([os.path.join(bindir, prog)])[os.path.join(bindir, prog)][0]
         objdir = os.path.join(bindir, prog + ".p")
         own = [os.path.join(objdir, o) for o in os.listdir(objdir) if o.endswith(".o")]
-        for path, (_, undef) in nm_table(own).items():
-            objs[path] = undef
+        for path, (glob, undef) in nm_table(own).items():
+            if glob & syms:
+                objs[path] = undef
         for name, (glob, undef) in libs.items():
             if glob & syms:
                 objs[name] = undef
