@@ -230,13 +230,6 @@ int stp_cmd_mount(int argc, char **argv)
 	int ret;
 
 	stp_cli_init(&mount_cli, argv);
-	if (stp_mountopts_run_setid()) {
-		stp_cli_error(&mount_cli, "refusing to run setuid or setgid (uid %u, euid %u, "
-			      "gid %u, egid %u): users mount through fusermount3, see stipple(1)",
-			      (unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(),
-			      (unsigned)getegid());
-		return STP_EXIT_FAIL;
-	}
 	stp_mountopts_init(&o);
 	ret = parse_args(&o, argc, argv);
 	if (!ret)

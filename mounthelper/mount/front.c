@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "monitor.h"
+#include "mountopts.h"
 #include "progpath.h"
 #include "util.h"
 
@@ -36,6 +37,13 @@ int main(int argc, char **argv)
 {
 	int status;
 
+	if (stp_mountopts_run_setid()) {
+		fprintf(stderr, "stipple: refusing to run setuid or setgid (uid %u, euid %u, "
+			"gid %u, egid %u): users mount through fusermount3, see stipple(1)\n",
+			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(),
+			(unsigned)getegid());
+		return STP_EXIT_FAIL;
+	}
 	if (argc < 2 || strcmp(argv[1], "mount"))
 		return exec_readers(argv);
 	if (stp_fill_stdio())

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import MOUNT_STIPPLE, build_image, is_mounted, unmount
+from conftest import MOUNT_STIPPLE, STIPPLE, build_image, is_mounted, unmount
 from test_mount import daemon_pids, wait_gone
 from test_sandbox import stipple_user  # noqa: F401 (a fixture)
 
@@ -174,6 +174,17 @@ def tasks_of(uid):
     return n
 
 
+def daemon_tasks(pid, want, timeout=5):
+    """The daemon's task count once it is WANT (its loop's thread starts after the mount
+    command returns), or what it is after TIMEOUT seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        n = len(os.listdir("/proc/%d/task" % pid))
+        if n == want or time.monotonic() > deadline:
+            return n
+        time.sleep(0.02)
+
+
 def test_a_signal_ends_the_loop_when_no_thread_can_start(tree_image, tmp_path,
                                                          stipple_user):  # noqa: F811
     """The daemon's user may start two tasks: the loop's thread starts, the ending
@@ -187,12 +198,51 @@ def test_a_signal_ends_the_loop_when_no_thread_can_start(tree_image, tmp_path,
     pid = mount(image, mnt, options="noprime,nofill,warm_workers=0,sandbox_user=stipple",
                 tasks=2)
     try:
-        assert len(os.listdir("/proc/%d/task" % pid)) == 2, "the limit let a third start"
         assert (mnt / "f05").read_bytes() == (tree / "f05").read_bytes()
+        assert daemon_tasks(pid, 2) == 2
+        time.sleep(0.2)
+        assert daemon_tasks(pid, 2) == 2, "the limit let a third task start"
         os.kill(pid, signal.SIGTERM)
-        time.sleep(0.01)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)  # a second, as the loop ends or after
         assert_ends(pid, mnt, signal.SIGTERM)
     finally:
+        unmount(os.fspath(mnt))
+
+
+def test_signals_as_the_loop_ends_without_its_thread(tree_image, tmp_path,
+                                                    stipple_user):  # noqa: F811
+    """The same daemon, under `stipple mount -f`: SIGTERM sent to the monitor again and
+    again, every half millisecond, until it exits; each is passed to the daemon, also
+    while the loop ends and after. The daemon exits of itself (the monitor's status 0:
+    forwarded, and not killed by a signal) and the mount goes."""
+    tree, image = tree_image
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if tasks_of(stipple_user.pw_uid):
+        pytest.skip("the user 'stipple' runs other tasks, which the limit would count")
+    log = tmp_path / "stderr"
+    with open(log, "wb") as err:
+        fg = subprocess.Popen(
+            [STIPPLE, "mount", "-f", "-o", "noprime,nofill,warm_workers=0,sandbox_user=stipple",
+             image, mnt], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NPROC, (2, 2)))
+    try:
+        deadline = time.monotonic() + 10
+        while not is_mounted(os.fspath(mnt)):
+            assert fg.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "not mounted"
+            time.sleep(0.02)
+        assert (mnt / "f07").read_bytes() == (tree / "f07").read_bytes()
+        pid, = (p for p in daemon_pids(mnt) if p != fg.pid)
+        assert daemon_tasks(pid, 2) == 2
+        deadline = time.monotonic() + 5
+        while fg.poll() is None and time.monotonic() < deadline:
+            fg.send_signal(signal.SIGTERM)
+            time.sleep(0.0005)
+        assert fg.wait(timeout=5) == 0, log.read_text()
+        assert wait_gone([pid], timeout=3)
+        assert not is_mounted(os.fspath(mnt))
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+            fg.wait()
         unmount(os.fspath(mnt))

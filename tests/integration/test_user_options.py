@@ -217,13 +217,15 @@ def setid_copy(program, base, bits):
 
 
 @pytest.mark.parametrize("bits", [stat.S_ISUID, stat.S_ISGID], ids=["setuid", "setgid"])
-def test_setuid_stipple_mount_refuses_to_run(user_lines, bits):
-    """`stipple mount` runs the monitor in its own process: a copy made setuid or setgid
-    refuses before it reads a single option (--help included)."""
+def test_setuid_stipple_refuses_to_run(user_lines, bits):
+    """`stipple mount` runs the monitor in its own process, and the other commands run as
+    `stipple` does: a copy made setuid or setgid refuses before it reads a single option
+    (--help included), whatever the command."""
     with setid_copy(STIPPLE, user_lines["base"], bits) as copy:
-        r = run(AS_NOBODY + [copy, "mount", "--help"], timeout=60)
-        assert r.returncode == 1 and not r.stdout, (r.returncode, r.stdout, r.stderr)
-        assert "refusing to run setuid or setgid" in r.stderr, r.stderr
+        for command in ("mount", "extract"):
+            r = run(AS_NOBODY + [copy, command, "--help"], timeout=60)
+            assert r.returncode == 1 and not r.stdout, (r.returncode, r.stdout, r.stderr)
+            assert "refusing to run setuid or setgid" in r.stderr, r.stderr
         os.chmod(copy, 0o755)
         r = run(AS_NOBODY + [copy, "mount", "--help"], timeout=60)
         assert r.returncode == 0 and "usage: stipple mount" in r.stdout, r

@@ -4,8 +4,8 @@
 
 The monitor's modules: the objects of mounthelper/ (mount/, cli/) that mount.stipple,
 mount.stipple-checked or stipple (which runs `stipple mount` itself) link (an object is
-linked when the program defines one of its global symbols, its own objects too: a build
-folder may keep those of sources it no longer has), so that a new module is checked
+linked when the program defines one of its global symbols; the program's own objects,
+those of the sources the build names for it), so that a new module is checked
 without being named here. stipple-mountd, stipple-fetcher and stipple-readers are other
 programs and are not looked at.
 
@@ -47,6 +47,7 @@ usage: privileged_calls.py BUILD/mounthelper SOURCE_ROOT; prints what it checked
 when a call is found elsewhere.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -191,17 +192,28 @@ def first_args(text, name):
 LIBS = ("libstipple_mount.a", "libstipple_mount_core.a", "libstipple_cli.a")
 
 
+def own_objects(bindir, prog):
+    """The objects of PROG's own sources, as meson names them (PROG.p/SUB_DIR_NAME.c.o),
+    from the build's introspection: a build folder may keep objects of sources the
+    program no longer has."""
+    with open(os.path.join(bindir, "..", "meson-info", "intro-targets.json")) as f:
+        target = next(t for t in json.load(f)
+                      if os.path.realpath(t["filename"][0]) ==
+                      os.path.realpath(os.path.join(bindir, prog)))
+    srcdir = os.path.dirname(target["defined_in"])
+    return [os.path.join(bindir, prog + ".p",
+                         os.path.relpath(src, srcdir).replace("/", "_") + ".o")
+            for part in target["target_sources"] for src in part["sources"]]
+
+
 def linked_objects(bindir):
     """{object name: undefined symbols} of the objects the programs link."""
     libs = nm_table([os.path.join(bindir, lib) for lib in LIBS])
     objs = {}
     for prog in PROGRAMS:
         syms = nm_table([os.path.join(bindir, prog)])[os.path.join(bindir, prog)][0]
-        objdir = os.path.join(bindir, prog + ".p")
-        own = [os.path.join(objdir, o) for o in os.listdir(objdir) if o.endswith(".o")]
-        for path, (glob, undef) in nm_table(own).items():
-            if glob & syms:
-                objs[path] = undef
+        for path, (_, undef) in nm_table(own_objects(bindir, prog)).items():
+            objs[path] = undef
         for name, (glob, undef) in libs.items():
             if glob & syms:
                 objs[name] = undef
