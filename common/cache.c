@@ -728,15 +728,8 @@ static void *decoder_main(void *arg)
  * them on threads they know). 0 or -1. */
 static int add_decoder(struct stp_cache *c)
 {
-	pthread_attr_t attr;
-	int err;
-
-	if (c->ndecoders == DECODERS_MAX || pthread_attr_init(&attr))
-		return -1;
-	pthread_attr_setstacksize(&attr, DECODER_STACK);
-	err = stp_thread_create_blocked(&c->decoders[c->ndecoders], &attr, decoder_main, c);
-	pthread_attr_destroy(&attr);
-	if (err)
+	if (c->ndecoders == DECODERS_MAX ||
+	    stp_thread_create_blocked(&c->decoders[c->ndecoders], DECODER_STACK, decoder_main, c))
 		return -1;
 	c->ndecoders++;
 	return 0;

@@ -102,15 +102,7 @@ static void hasher_key_create(void)
 /* The helper takes no signals: the caller's handlers expect them on threads they know. */
 static bool start_helper(struct hasher *h)
 {
-	pthread_attr_t attr;
-	int err;
-
-	if (pthread_attr_init(&attr))
-		return false;
-	pthread_attr_setstacksize(&attr, HELPER_STACK);
-	err = stp_thread_create_blocked(&h->thread, &attr, helper_main, h);
-	pthread_attr_destroy(&attr);
-	return err == 0;
+	return stp_thread_create_blocked(&h->thread, HELPER_STACK, helper_main, h) == 0;
 }
 
 /* This thread's hasher, made at its first use; NULL when out of memory. */

@@ -922,16 +922,10 @@ static int place_both(struct stp_published *p, const struct stp_pubindex_delta *
 		      uint8_t *scratch, size_t scratch_len, size_t *plen)
 {
 	struct second_base b = { p, d->base_sha256[1], scratch, scratch_len, 0, 0 };
-	pthread_attr_t attr;
 	pthread_t t;
-	bool apart = false;
+	bool apart = !stp_thread_create_blocked(&t, SECOND_BASE_STACK, decode_second, &b);
 	int err;
 
-	if (!pthread_attr_init(&attr)) {
-		apart = !pthread_attr_setstacksize(&attr, SECOND_BASE_STACK) &&
-			!stp_thread_create_blocked(&t, &attr, decode_second, &b);
-		pthread_attr_destroy(&attr);
-	}
 	if (!apart)
 		decode_second(&b);
 	p->nheld = 0;

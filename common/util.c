@@ -158,16 +158,22 @@ uint64_t stp_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int stp_thread_create_blocked(pthread_t *thread, const pthread_attr_t *attr,
-			      void *(*fn)(void *), void *arg)
+int stp_thread_create_blocked(pthread_t *thread, size_t stack, void *(*fn)(void *),
+			      void *arg)
 {
+	pthread_attr_t attr;
 	sigset_t all, old;
-	int rc;
+	int rc = pthread_attr_init(&attr);
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(thread, attr, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!rc && stack)
+		rc = pthread_attr_setstacksize(&attr, stack);
+	if (!rc) {
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		rc = pthread_create(thread, &attr, fn, arg);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_attr_destroy(&attr);
 	return -rc;
 }
 

@@ -56,11 +56,12 @@ int stp_room_for(void *v, size_t *cap, size_t n, size_t size);
 int stp_room_for_n(void *v, size_t *cap, size_t used, size_t more, size_t max);
 /* Monotonic clock in nanoseconds. */
 uint64_t stp_now_ns(void);
-/* pthread_create of FN(ARG) as *THREAD (ATTR may be NULL), with every signal blocked in
- * the new thread: a process's signals then go only to the threads that expect them (a
- * daemon's handlers run on the thread that serves). 0 or a negative errno. */
-int stp_thread_create_blocked(pthread_t *thread, const pthread_attr_t *attr,
-			      void *(*fn)(void *), void *arg);
+/* pthread_create of FN(ARG) as *THREAD, with a stack of STACK bytes (0: the default) and
+ * every signal blocked in the new thread: a process's signals then go only to the threads
+ * that expect them (a daemon's handlers run on the thread that serves). 0 or a negative
+ * errno. */
+int stp_thread_create_blocked(pthread_t *thread, size_t stack, void *(*fn)(void *),
+			      void *arg);
 /* fstat(2) of FD through a call that takes no path, where the kernel has one that fills
  * this C library's struct stat (the 64-bit architectures but mips64el): glibc's fstat
  * passes "" with AT_EMPTY_PATH, a path the sandbox's filter cannot read, and the confined

@@ -142,7 +142,7 @@ int stp_ending_start(struct fuse_session *se, struct stp_warmer *w, struct stp_f
 	warmer = w;
 	filler = f;
 	loop = l;
-	rc = stp_thread_create_blocked(&thread, NULL, ending_main, NULL);
+	rc = stp_thread_create_blocked(&thread, 0, ending_main, NULL);
 	started = rc == 0;
 	if (!started)
 		end_without_thread();

@@ -546,7 +546,7 @@ int stp_fill_new(const struct stp_image *img, struct stp_cache *cache, struct fu
 
 int stp_fill_run(struct stp_filler *f)
 {
-	int rc = stp_thread_create_blocked(&f->thread, NULL, fill_main, f);
+	int rc = stp_thread_create_blocked(&f->thread, 0, fill_main, f);
 
 	f->started = rc == 0;
 	return rc;

@@ -35,13 +35,11 @@ static int exec_readers(char **argv)
 
 int main(int argc, char **argv)
 {
+	char err[256];
 	int status;
 
-	if (stp_mountopts_run_setid()) {
-		fprintf(stderr, "stipple: refusing to run setuid or setgid (uid %u, euid %u, "
-			"gid %u, egid %u): users mount through fusermount3, see stipple(1)\n",
-			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(),
-			(unsigned)getegid());
+	if (stp_mountopts_check_setid(err, sizeof(err))) {
+		fprintf(stderr, "stipple: %s, see stipple(1)\n", err);
 		return STP_EXIT_FAIL;
 	}
 	if (argc < 2 || strcmp(argv[1], "mount"))

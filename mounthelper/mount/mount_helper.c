@@ -140,6 +140,8 @@ static int front_end(struct stp_mount_opts *o, int argc, char **argv)
  * or -1 to go on. */
 static int answered_early(int argc, char **argv)
 {
+	char err[256];
+
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout);
 		return 0;
@@ -148,10 +150,8 @@ static int answered_early(int argc, char **argv)
 		printf("mount.stipple " STP_VERSION "\n");
 		return 0;
 	}
-	if (stp_mountopts_run_setid()) {
-		fprintf(stderr, "mount.stipple: refusing to run setuid or setgid (uid %u, euid %u, "
-			"gid %u, egid %u): users mount through mount(8) and fusermount3, see mount.stipple(8)\n",
-			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(), (unsigned)getegid());
+	if (stp_mountopts_check_setid(err, sizeof(err))) {
+		fprintf(stderr, "mount.stipple: %s, see mount.stipple(8)\n", err);
 		return EXIT_USAGE;
 	}
 	return -1;

@@ -566,9 +566,14 @@ static int check_url(const struct stp_mount_opts *o, char *err, size_t errlen)
 
 /* mount(8) drops its setuid before it execs a helper, so ids that differ, or a process
  * the kernel marks secure, mean that someone set the bits on our program. */
-bool stp_mountopts_run_setid(void)
+int stp_mountopts_check_setid(char *err, size_t errlen)
 {
-	return getuid() != geteuid() || getgid() != getegid() || getauxval(AT_SECURE);
+	if (getuid() == geteuid() && getgid() == getegid() && !getauxval(AT_SECURE))
+		return 0;
+	return stp_errf(err, errlen, -EPERM, "refusing to run setuid or setgid (uid %u, euid %u, "
+			"gid %u, egid %u): users mount through mount(8) and fusermount3",
+			(unsigned)getuid(), (unsigned)geteuid(), (unsigned)getgid(),
+			(unsigned)getegid());
 }
 
 int stp_mountopts_finish(struct stp_mount_opts *o, char *err, size_t errlen)

@@ -178,10 +178,10 @@ int stp_mountopts_parse_helper(struct stp_mount_opts *o, int argc, char **argv, 
  * 0 otherwise. Call it after every option is parsed; stp_mountopts_finish calls it. */
 int stp_mountopts_check_user(const struct stp_mount_opts *o, char *err, size_t errlen);
 
-/* Whether this process was made setuid or setgid, or given file capabilities (the
- * kernel's AT_SECURE): the mount's front ends are never meant to run so, since users
- * mount through mount(8) and fusermount3. */
-bool stp_mountopts_run_setid(void);
+/* Refuses a process made setuid or setgid, or given file capabilities (the kernel's
+ * AT_SECURE): -EPERM with the ids in ERR, else 0. The mount's front ends are never meant
+ * to run so, since users mount through mount(8) and fusermount3. */
+int stp_mountopts_check_setid(char *err, size_t errlen);
 
 /* Refuses what stp_mountopts_check_user refuses (-EPERM), then resolves the image path
  * and the mount point to absolute paths (-ENOENT etc. when one does not exist) and builds

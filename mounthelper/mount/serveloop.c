@@ -92,7 +92,7 @@ static int start_worker(struct stp_serveloop *l, unsigned self, pthread_t *threa
 	if (!a)
 		return -ENOMEM;
 	*a = (struct worker_arg){ l, self };
-	rc = stp_thread_create_blocked(thread, NULL, worker_main, a);
+	rc = stp_thread_create_blocked(thread, 0, worker_main, a);
 	if (rc)
 		free(a);
 	return rc;
@@ -241,21 +241,6 @@ static void *starter_main(void *arg)
 	return NULL;
 }
 
-/* The starter, with every signal blocked (so are the threads it starts, until they
- * unblock the wake-up). Returns 0 or a negative errno. */
-static int start_starter(pthread_t *thread, struct starter_arg *s)
-{
-	pthread_attr_t attr;
-	int rc = pthread_attr_init(&attr);
-
-	if (rc)
-		return -rc;
-	pthread_attr_setstacksize(&attr, STARTER_STACK);
-	rc = stp_thread_create_blocked(thread, &attr, starter_main, s);
-	pthread_attr_destroy(&attr);
-	return rc;
-}
-
 int stp_serveloop_new(struct fuse_session *se, int wake_sig, struct stp_serveloop **out)
 {
 	struct stp_serveloop *l = calloc(1, sizeof(*l));
@@ -287,7 +272,9 @@ int stp_serveloop_run(struct stp_serveloop *l, void (*start)(void *), void *arg)
 	l->caller = (pid_t)syscall(SYS_gettid);
 	l->w[0].thread = pthread_self();
 	l->w[0].known = true;
-	l->inline_start = start_starter(&starter, &s) != 0;
+	/* the starter, with every signal blocked (so are the threads it starts, until they
+	 * unblock the wake-up) */
+	l->inline_start = stp_thread_create_blocked(&starter, STARTER_STACK, starter_main, &s) != 0;
 	if (l->inline_start && start)
 		start(arg);
 	serve(l, 0);

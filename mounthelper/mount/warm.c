@@ -613,7 +613,7 @@ static int start_threads(struct stp_warmer *w)
 	w->running = w->nworkers;
 	for (unsigned i = 0; i <= w->nworkers; i++) {
 		/* no signal: the daemon's handlers run on the thread that serves (ending.h) */
-		int rc = -stp_thread_create_blocked(&w->threads[i], NULL,
+		int rc = -stp_thread_create_blocked(&w->threads[i], 0,
 						    i < w->nworkers ? worker_main : store_main, w);
 
 		if (rc) {
