@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <locale.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,18 +68,24 @@ struct reader {
  * crafted path of 20,000 names does not flood the terminal. */
 #define ENTRY_SHOWN 240
 
-static int fail(const struct reader *r, const char *what, int err)
+/* WHAT, about the current entry (LEAD "") or the one after it (LEAD "after "). */
+static int fail_at(const struct reader *r, const char *lead, const char *what, int err)
 {
 	size_t len = r->entry ? strlen(r->entry) : 0;
 
 	if (len > ENTRY_SHOWN)
-		report_error(r->name, "%.*s...%s: %s", ENTRY_SHOWN / 2, r->entry,
+		report_error(r->name, "%s%.*s...%s: %s", lead, ENTRY_SHOWN / 2, r->entry,
 			   r->entry + len - ENTRY_SHOWN / 2, what);
 	else if (r->entry)
-		report_error(r->name, "%s: %s", r->entry, what);
+		report_error(r->name, "%s%s: %s", lead, r->entry, what);
 	else
 		report_error(r->name, "%s", what);
 	return -err;
+}
+
+static int fail(const struct reader *r, const char *what, int err)
+{
+	return fail_at(r, "", what, err);
 }
 
 static int fail_archive(const struct reader *r)
@@ -87,6 +94,15 @@ static int fail_archive(const struct reader *r)
 	int err = archive_errno(r->a);
 
 	return fail(r, msg ? msg : "unreadable archive", err > 0 ? err : EINVAL);
+}
+
+/* The header after the current entry could not be read: that entry was read whole. */
+static int fail_next_header(const struct reader *r)
+{
+	const char *msg = archive_error_string(r->a);
+	int err = archive_errno(r->a);
+
+	return fail_at(r, "after ", msg ? msg : "an unreadable header", err > 0 ? err : EINVAL);
 }
 
 static int not_an_archive(const struct reader *r)
@@ -981,6 +997,32 @@ static int apply_path(struct reader *r, struct archive_entry *e)
 	return rc;
 }
 
+static int header_warned(const struct reader *r)
+{
+	const char *msg = archive_error_string(r->a);
+	char what[320];
+
+	snprintf(what, sizeof(what), "a damaged header (libarchive: %.256s)", msg ? msg : "a warning");
+	return fail(r, what, EINVAL);
+}
+
+/* Whether a name of E is not UTF-8, which libarchive warns of where an archive says its
+ * names are: GNU tar writes pax names as the bytes it finds, Latin-1 ones included.
+ * Names are bytes in the image, stored as they come, as tar extracts them. */
+static int names_not_utf8(struct archive_entry *e)
+{
+	return !archive_entry_pathname_utf8(e) ||
+	       (archive_entry_symlink(e) && !archive_entry_symlink_utf8(e)) ||
+	       (archive_entry_hardlink(e) && !archive_entry_hardlink_utf8(e)) ||
+	       (archive_entry_uname(e) && !archive_entry_uname_utf8(e)) ||
+	       (archive_entry_gname(e) && !archive_entry_gname_utf8(e));
+}
+
+/* A header libarchive read with a warning is refused, but for a name not in UTF-8: each
+ * other warning it gives there says the entry may not be what the archive meant (a
+ * malformed pax attribute ignored, a sparse map not understood, a zip's local header
+ * against its central directory), as the zip CRC does at the data (spool_data). One
+ * warning is kept per header, so a name not in UTF-8 hides any other of its entry. */
 static int read_entries(struct reader *r)
 {
 	struct archive_entry *e;
@@ -994,11 +1036,15 @@ static int read_entries(struct reader *r)
 		if (got == ARCHIVE_EOF)
 			break;
 		if (got != ARCHIVE_OK && got != ARCHIVE_WARN) {
-			rc = !count && !r->entry ? not_an_archive(r) : fail_archive(r);
+			rc = !count && !r->entry ? not_an_archive(r) : fail_next_header(r);
 			break;
 		}
 		free(r->entry);
 		r->entry = entry_string(archive_entry_pathname(e), archive_entry_pathname_utf8(e));
+		if (got == ARCHIVE_WARN && !names_not_utf8(e)) {
+			rc = header_warned(r);
+			break;
+		}
 		if (!r->entry) {
 			rc = fail(r, "an entry without a path", EINVAL);
 			break;
@@ -1015,6 +1061,23 @@ static int read_entries(struct reader *r)
 	if (!count)
 		return fail(r, "no entries: an empty archive, or not an archive", EINVAL);
 	return 0;
+}
+
+/* read_entries under C.UTF-8 on this thread alone. libarchive turns pax's and zip's
+ * UTF-8 names into the locale's charset, and in mkstipple's C locale warns of every name
+ * beyond ASCII; under C.UTF-8 only names that are not UTF-8 warn, and these warnings
+ * hide no other (names_not_utf8). */
+static int read_entries_utf8(struct reader *r)
+{
+	locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	locale_t was = utf8 ? uselocale(utf8) : (locale_t)0;
+	int rc = read_entries(r);
+
+	if (utf8) {
+		uselocale(was);
+		freelocale(utf8);
+	}
+	return rc;
 }
 
 int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
@@ -1046,7 +1109,7 @@ int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
 	if (!rc && !(r.a = open_archive(&r)))
 		rc = -EINVAL;
 	if (!rc)
-		rc = read_entries(&r);
+		rc = read_entries_utf8(&r);
 	if (!rc)
 		rc = finish_files(&r);
 	if (!rc)

@@ -470,3 +470,112 @@ def test_sparse_programs_cost_their_stored_bytes(tmp_path, stipple):
     assert r.returncode == 0, r.stderr[-600:]
     got = subprocess.run([stipple, "cat", image, "/p03999"], capture_output=True, check=True)
     assert got.stdout == data
+
+
+def pax_with_record(path, record):
+    """A pax tar of one file "x" whose extended header holds RECORD (bytes) as it is."""
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+        ti = tarfile.TarInfo("x")
+        ti.size = 5
+        ti.pax_headers = {"comment": "abc"}
+        t.addfile(ti, io.BytesIO(b"hello"))
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"15 comment=abc\n")
+    raw[at:at + len(record)] = record
+    head = raw[:512]  # the extended header's own header: its checksum again
+    head[148:156] = b" " * 8
+    raw[148:156] = b"%06o\0 " % sum(head)
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def cpio_with_junk(path):
+    """A newc cpio of "a" and "b", with 16 bytes of junk between them."""
+    def member(name, ino, data):
+        name = name.encode() + b"\0"
+        fields = (ino, 0o100644, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name), 0)
+        b = b"070701" + b"".join(b"%08X" % v for v in fields) + name
+        b += b"\0" * (-len(b) % 4) + data
+        return b + b"\0" * (-len(b) % 4)
+    path.write_bytes(member("a", 1, b"first\n") + b"J" * 16 + member("b", 2, b"second\n")
+                     + member("TRAILER!!!", 0, b""))
+    return path
+
+
+def zip_with_two_crcs(path):
+    """A zip whose member "lib/b" says one CRC in its local header and another in the
+    central directory: readers that trust one or the other disagree about it."""
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("a", b"fine\n")
+        z.writestr("lib/b", b"which crc?\n")
+    raw = path.read_bytes()
+    local = raw.index(b"PK\x03\x04", raw.index(b"lib/b") - 30)
+    path.write_bytes(flipped(raw, local + 14))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["pax", "zip"])
+def test_header_warnings_refuse_the_entry(tmp_path, kind):
+    """libarchive reads some damaged headers with a warning and goes on: a pax record
+    whose length runs past its header (the attribute dropped), a zip member whose local
+    header and central directory disagree. The old reader took each as read and built an
+    image, exit 0; each now stops the build at the entry, with libarchive's words, and
+    leaves no image."""
+    if kind == "pax":
+        arc, entry, said = pax_with_record(tmp_path / "a.tar", b"99"), "x", "malformed pax"
+    else:
+        arc, entry, said = zip_with_two_crcs(tmp_path / "a.zip"), "lib/b", "Inconsistent CRC32"
+    image = tmp_path / "a.stp"
+    r = mkstipple(arc, image)
+    assert r.returncode == 1, r.stderr[-600:]
+    assert "%s: %s: a damaged header (libarchive: " % (arc.name, entry) in r.stderr, r.stderr
+    assert said in r.stderr, r.stderr
+    assert not image.exists()
+
+
+def test_a_bad_header_names_the_entry_before_it(tmp_path):
+    """Junk between two cpio members: the header that fails is the one after "a", which
+    was read whole. The old message named "a" as if it were the damaged entry."""
+    arc = cpio_with_junk(tmp_path / "a.cpio")
+    image = tmp_path / "a.stp"
+    r = mkstipple(arc, image)
+    assert r.returncode == 1, r.stderr[-600:]
+    assert "a.cpio: after a: " in r.stderr, r.stderr
+    assert not image.exists()
+
+
+def test_pax_names_beyond_ascii_in_the_c_locale(tmp_path, stipple):
+    """A pax archive says its names are UTF-8; libarchive converts them to the locale's
+    charset and, in the C locale a packaging job often runs in, warns on every name
+    beyond ASCII. Those are no damage: names, a symbolic link's target and a hard link's
+    target come into the image byte for byte as tarfile reads them."""
+    arc = tmp_path / "u.tar"
+    names = ["caf\u00e9", "caf\u00e9/na\u00efve.txt", "caf\u00e9/\u65e5\u672c", "caf\u00e9/l\u00efnk"]
+    with tarfile.open(arc, "w", format=tarfile.PAX_FORMAT) as t:
+        d = tarfile.TarInfo(names[0])
+        d.type = tarfile.DIRTYPE
+        t.addfile(d)
+        f = tarfile.TarInfo(names[1])
+        f.size = 3
+        t.addfile(f, io.BytesIO(b"na\n"))
+        s = tarfile.TarInfo(names[2])
+        s.type, s.linkname = tarfile.SYMTYPE, "na\u00efve.txt"
+        t.addfile(s)
+        h = tarfile.TarInfo(names[3])
+        h.type, h.linkname = tarfile.LNKTYPE, names[1]
+        t.addfile(h)
+    image = tmp_path / "u.stp"
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    r = run([MKSTIPPLE, "--quiet", arc, image], env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    run([stipple, "extract", image, out], env=env, check=True)
+    with tarfile.open(arc) as t:
+        want = {m.name.encode() for m in t.getmembers()}
+    got = {os.path.relpath(os.path.join(d, n), out).encode()
+           for d, ds, fs in os.walk(out) for n in ds + fs}
+    assert got == want
+    lnk = os.path.join(out, names[2])
+    assert os.readlink(lnk.encode()) == "na\u00efve.txt".encode()
+    assert os.stat(os.path.join(out, names[3])).st_nlink == 2
+    assert (out / names[3]).read_bytes() == b"na\n"
