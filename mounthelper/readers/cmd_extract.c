@@ -84,6 +84,11 @@ static const struct stp_cli extract_cli = {
 #define EXTRACT_CACHE_BLOCKS 4
 /* A path of at most STP_WALK_PATH_MAX bytes has at most half as many components. */
 #define DEPTH_MAX (STP_WALK_PATH_MAX / 2 + 1)
+/* Descriptors left free for what one entry opens besides the directories: at most three
+ * at once (the node, the parent of a walk without openat2, a message catalog libc may
+ * open for strerror), with room for what a library may open unasked. */
+#define DIRFDS_RESERVE 16
+#define DIRFDS_MIN 16 /* a limit leaving fewer gets this many tried (EMFILE says so) */
 #define FIRST_FAILED UINT32_MAX /* an inode whose first name could not be extracted */
 #define NAMED_ONCE (UINT32_MAX - 1) /* an inode of link count 1 already met */
 #define FIRST_LEFT_OUT (UINT32_MAX - 2) /* a device a user could not make: a warning */
@@ -117,8 +122,11 @@ struct extract {
 	int xattrs, acls;             /* what is restored: XATTRS_*, and ACLs or not */
 	int no_devices;               /* --no-devices: devices are left out, each named */
 	int no_setuid;                /* --no-setuid: no setuid, setgid nor capability */
-	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR */
+	int dirfd[DEPTH_MAX];         /* open directory at each depth, [0] = DIR; -1 when
+				       * closed (left, or to keep within dirfds_max) */
 	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
+	unsigned dirfds, dirfds_max;  /* how many of dirfd[1...] are open, and at most */
+	unsigned dirfd_low;           /* dirfd[1] to dirfd[dirfd_low - 1] are all -1 */
 	struct stp_destnodes nodes;   /* the directories and first names made */
 	uint32_t *first;              /* per inode with nlink > 1: 1 + its first name's
 				       * record, 0 before it, FIRST_FAILED or
@@ -743,6 +751,32 @@ static int check_dir_made(const struct extract *x, int fd, struct stat *st)
 	return check_empty(fd);
 }
 
+/* Room for one more directory descriptor within x->dirfds_max: the shallowest open one
+ * below DIR is closed, the one the walk needs last (when it comes back up to it). With
+ * at least DIRFDS_MIN open, that is never the parent of the entry at hand. */
+static void make_dirfd_room(struct extract *x)
+{
+	unsigned d = x->dirfd_low;
+
+	if (x->dirfds < x->dirfds_max)
+		return;
+	while (x->dirfd[d] < 0)
+		d++;
+	close(x->dirfd[d]);
+	x->dirfd[d] = -1;
+	x->dirfds--;
+	x->dirfd_low = d + 1;
+}
+
+/* FD, room made for it, as the directory at DEPTH. */
+static void keep_dirfd(struct extract *x, unsigned depth, int fd)
+{
+	x->dirfd[depth] = fd;
+	x->dirfds++;
+	if (depth < x->dirfd_low)
+		x->dirfd_low = depth;
+}
+
 /* A directory: made 0700, opened without following, checked, stripped of the ACLs it
  * inherited, recorded. Its attributes wait for the end (settle_dirs). */
 static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int parent)
@@ -755,6 +789,7 @@ static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int pare
 
 	if (mkdirat(parent, e->name, 0700))
 		return fail(w, e, "cannot create", -errno);
+	make_dirfd_room(x);
 	n.fd = openat(parent, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (n.fd < 0)
 		return fail(w, e, "cannot open", -errno);
@@ -768,7 +803,7 @@ static int make_dir(struct stp_walk *w, const struct stp_walk_entry *e, int pare
 		close(n.fd);
 		return err;
 	}
-	x->dirfd[e->depth] = n.fd;
+	keep_dirfd(x, e->depth, n.fd);
 	x->dirrec[e->depth] = rec;
 	return 0;
 }
@@ -874,6 +909,35 @@ static void list_entry(const struct extract *x, const struct stp_walk_entry *e)
 	fputs(S_ISDIR(e->inode.mode) ? "/\n" : "\n", stdout);
 }
 
+/* The directory holding E into *FD. Closed to keep within the budget (make_dirfd_room),
+ * it is opened again beneath DIR and checked to be the one made, as settle_dir does; it
+ * is 0700 and ours until then, so nobody else can have entered it, and one renamed or
+ * swapped in DIR is refused, never followed.
+ * The cost stays that of what the image stores: each entry needs at most one reopen (its
+ * parent), one openat2 (without it, a walk of one openat per level); and a directory is
+ * closed only once the walk has made dirfds_max directories below it since it was last
+ * opened, each of which settle_dirs opens again by a longer path. A directory at depth
+ * 200 with 5,000 children each 1,000 deep: 5,000 reopens of 200 names, 1 million names
+ * looked up, while its 5 million directories take 3.5 billion to settle. A file after
+ * the subdirectory at each level of such a chain: each level closed is opened again
+ * once on the way back up, by the path settle_dirs opens it by too. */
+static int open_parent(struct stp_walk *w, const struct stp_walk_entry *e, int *fd)
+{
+	struct extract *x = w->ctx;
+	unsigned d = e->depth - 1;
+	int err;
+
+	if (x->dirfd[d] < 0) {
+		make_dirfd_room(x);
+		err = stp_destnodes_open(&x->nodes, x->dirrec[d], O_RDONLY | O_DIRECTORY, fd);
+		if (err)
+			return fail(w, e, "cannot open again the directory holding", err);
+		keep_dirfd(x, d, *fd);
+	}
+	*fd = x->dirfd[d];
+	return 0;
+}
+
 static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct extract *x = w->ctx;
@@ -887,7 +951,8 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 	if (left_out(x, e))
 		return 0;
 	list_entry(x, e);
-	parent = x->dirfd[e->depth - 1];
+	if ((err = open_parent(w, e, &parent)))
+		return go_on_unless_fatal(err) ?: (S_ISDIR(e->inode.mode) ? STP_WALK_SKIP : 0);
 	if (!S_ISDIR(e->inode.mode))
 		return extract_nondir(w, e, parent);
 	if (e->depth >= DEPTH_MAX) {
@@ -902,8 +967,11 @@ static int leave_dir(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct extract *x = w->ctx;
 
-	if (e->depth > 0)
+	if (e->depth > 0 && x->dirfd[e->depth] >= 0) { /* else closed already for room */
 		close(x->dirfd[e->depth]);
+		x->dirfd[e->depth] = -1;
+		x->dirfds--;
+	}
 	return 0;
 }
 
@@ -949,7 +1017,8 @@ static int settle_dirs(struct stp_walk *w)
 	return 0;
 }
 
-/* Each directory level holds a descriptor: allow as many as the hard limit permits. */
+/* Each directory level holds a descriptor while it can: allow as many as the hard limit
+ * permits, so that fewer are closed and opened again (open_parent). */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -958,6 +1027,31 @@ static void raise_fd_limit(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* How many directory descriptors extract keeps open at once: the descriptor numbers still
+ * free below the soft limit, less DIRFDS_RESERVE. Counted rather than guessed, since what
+ * is open already varies: the image (a URL's has a fetcher's channels), DIR, and any a
+ * parent left open. Free ones are counted up to twice the deepest tree: beyond, enough. */
+static unsigned dirfd_budget(void)
+{
+	unsigned top = 2 * DEPTH_MAX, free_fds = 0;
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < top)
+		top = (unsigned)rl.rlim_cur;
+	for (unsigned fd = 0; fd < top; fd++)
+		free_fds += fcntl((int)fd, F_GETFD) < 0 && errno == EBADF;
+	return free_fds > DIRFDS_MIN + DIRFDS_RESERVE ? free_fds - DIRFDS_RESERVE : DIRFDS_MIN;
+}
+
+/* Every level below DIR closed, and how many may be open at once. */
+static void init_dirfds(struct extract *x)
+{
+	for (unsigned d = 1; d < DEPTH_MAX; d++)
+		x->dirfd[d] = -1;
+	x->dirfd_low = 1;
+	x->dirfds_max = dirfd_budget();
 }
 
 static int extract_tree(struct extract *x)
@@ -1038,6 +1132,7 @@ static int extract_run(struct extract *x)
 	if (!strcmp(x->dest, "/"))
 		x->dest = ""; /* messages: "/a/b", not "//a/b" */
 	raise_fd_limit();
+	init_dirfds(x);
 	status = extract_tree(x);
 	close(x->dirfd[0]);
 	return status;
