@@ -751,6 +751,23 @@ static int check_dir_made(const struct extract *x, int fd, struct stat *st)
 	return check_empty(fd);
 }
 
+/* How many directory descriptors extract keeps open at once, OPEN of them open now: those
+ * and the descriptor numbers still free below the soft limit, less DIRFDS_RESERVE.
+ * Counted rather than guessed, since what is open already varies: the image (a URL's has
+ * a fetcher's channels), DIR, and any a parent left open. Free ones are counted up to
+ * twice the deepest tree: beyond, enough. */
+static unsigned dirfd_budget(unsigned open)
+{
+	unsigned top = 2 * DEPTH_MAX, usable = open;
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < top)
+		top = (unsigned)rl.rlim_cur;
+	for (unsigned fd = 0; fd < top; fd++)
+		usable += fcntl((int)fd, F_GETFD) < 0 && errno == EBADF;
+	return usable > DIRFDS_MIN + DIRFDS_RESERVE ? usable - DIRFDS_RESERVE : DIRFDS_MIN;
+}
+
 /* Room for one more directory descriptor within x->dirfds_max: the shallowest open one
  * below DIR is closed, the one the walk needs last (when it comes back up to it). With
  * at least DIRFDS_MIN open, that is never the parent of the entry at hand. */
@@ -758,6 +775,10 @@ static void make_dirfd_room(struct extract *x)
 {
 	unsigned d = x->dirfd_low;
 
+	if (x->dirfds < DIRFDS_MIN)
+		return;
+	if (!x->dirfds_max) /* counted once a tree is this deep: most never are */
+		x->dirfds_max = dirfd_budget(x->dirfds);
 	if (x->dirfds < x->dirfds_max)
 		return;
 	while (x->dirfd[d] < 0)
@@ -1029,29 +1050,13 @@ static void raise_fd_limit(void)
 	}
 }
 
-/* How many directory descriptors extract keeps open at once: the descriptor numbers still
- * free below the soft limit, less DIRFDS_RESERVE. Counted rather than guessed, since what
- * is open already varies: the image (a URL's has a fetcher's channels), DIR, and any a
- * parent left open. Free ones are counted up to twice the deepest tree: beyond, enough. */
-static unsigned dirfd_budget(void)
-{
-	unsigned top = 2 * DEPTH_MAX, free_fds = 0;
-	struct rlimit rl;
-
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < top)
-		top = (unsigned)rl.rlim_cur;
-	for (unsigned fd = 0; fd < top; fd++)
-		free_fds += fcntl((int)fd, F_GETFD) < 0 && errno == EBADF;
-	return free_fds > DIRFDS_MIN + DIRFDS_RESERVE ? free_fds - DIRFDS_RESERVE : DIRFDS_MIN;
-}
-
-/* Every level below DIR closed, and how many may be open at once. */
+/* Every level below DIR closed. */
 static void init_dirfds(struct extract *x)
 {
 	for (unsigned d = 1; d < DEPTH_MAX; d++)
 		x->dirfd[d] = -1;
 	x->dirfd_low = 1;
-	x->dirfds_max = dirfd_budget();
+	x->dirfds_max = 0; /* make_dirfd_room counts it when needed */
 }
 
 static int extract_tree(struct extract *x)
