@@ -96,7 +96,8 @@ static int fail_archive(const struct reader *r)
 	return fail(r, msg ? msg : "unreadable archive", err > 0 ? err : EINVAL);
 }
 
-/* The header after the current entry could not be read: that entry was read whole. */
+/* The header after the current entry could not be read: that entry was read whole (or
+ * its bytes skipped, read_data). */
 static int fail_next_header(const struct reader *r)
 {
 	const char *msg = archive_error_string(r->a);
@@ -735,7 +736,8 @@ static int read_data(struct reader *r, struct archive_entry *e, struct node *n)
 	d->size = (uint64_t)size;
 	d->in_spool = 0;
 	r->used_in_place = 1;
-	return 0;
+	/* skipped now, not by the next header's read: a cut inside them is this entry's */
+	return archive_read_data_skip(r->a) == ARCHIVE_OK ? 0 : fail_archive(r);
 }
 
 /* --- entries --- */
@@ -1006,23 +1008,26 @@ static int header_warned(const struct reader *r)
 	return fail(r, what, EINVAL);
 }
 
-/* Whether a name of E is not UTF-8, which libarchive warns of where an archive says its
- * names are: GNU tar writes pax names as the bytes it finds, Latin-1 ones included.
- * Names are bytes in the image, stored as they come, as tar extracts them. */
-static int names_not_utf8(struct archive_entry *e)
+/* Whether the warning libarchive gave with the header just read is that a name could
+ * not be converted to the locale's charset: pax and zip say their names are UTF-8, and
+ * mkstipple runs in the C locale, so every name beyond ASCII warns. Such a name is
+ * taken as the archive stores it (entry_string): names are bytes in the image. (A
+ * UTF-8 locale would not warn, but libarchive then also normalizes names to NFC, and
+ * two names the archive keeps apart would become one.) Told by libarchive's words for
+ * it, the same in its tar, cpio and zip readers. */
+static int conversion_warning(const struct reader *r)
 {
-	return !archive_entry_pathname_utf8(e) ||
-	       (archive_entry_symlink(e) && !archive_entry_symlink_utf8(e)) ||
-	       (archive_entry_hardlink(e) && !archive_entry_hardlink_utf8(e)) ||
-	       (archive_entry_uname(e) && !archive_entry_uname_utf8(e)) ||
-	       (archive_entry_gname(e) && !archive_entry_gname_utf8(e));
+	const char *msg = archive_error_string(r->a);
+
+	return msg && strstr(msg, " be converted from ") && strstr(msg, " to current locale");
 }
 
-/* A header libarchive read with a warning is refused, but for a name not in UTF-8: each
- * other warning it gives there says the entry may not be what the archive meant (a
- * malformed pax attribute ignored, a sparse map not understood, a zip's local header
- * against its central directory), as the zip CRC does at the data (spool_data). One
- * warning is kept per header, so a name not in UTF-8 hides any other of its entry. */
+/* A header libarchive read with a warning is refused, but for a name it could not
+ * convert: each other warning it gives there says the entry may not be what the archive
+ * meant (a malformed pax attribute ignored, a sparse map not understood, a zip's local
+ * header against its central directory), as the zip CRC does at the data (spool_data).
+ * One message is kept per header, the last: a name that cannot be converted hides any
+ * warning given before it in the same header. */
 static int read_entries(struct reader *r)
 {
 	struct archive_entry *e;
@@ -1041,12 +1046,17 @@ static int read_entries(struct reader *r)
 		}
 		free(r->entry);
 		r->entry = entry_string(archive_entry_pathname(e), archive_entry_pathname_utf8(e));
-		if (got == ARCHIVE_WARN && !names_not_utf8(e)) {
+		if (got == ARCHIVE_WARN && !conversion_warning(r)) {
 			rc = header_warned(r);
 			break;
 		}
 		if (!r->entry) {
-			rc = fail(r, "an entry without a path", EINVAL);
+			rc = got == ARCHIVE_WARN && conversion_warning(r) ?
+			     fail(r, "a name marked UTF-8 that libarchive gives only in a UTF-8 "
+				  "locale, which mkstipple reads a zip in when the zip is a "
+				  "file that begins with it (not standard input, not a "
+				  "self-extracting program)", EILSEQ) :
+			     fail(r, "an entry without a path", EINVAL);
 			break;
 		}
 		if ((rc = too_many_links(r, e, &links)) || (rc = apply_path(r, e)))
@@ -1063,15 +1073,27 @@ static int read_entries(struct reader *r)
 	return 0;
 }
 
-/* read_entries under C.UTF-8 on this thread alone. libarchive turns pax's and zip's
- * UTF-8 names into the locale's charset, and in mkstipple's C locale warns of every name
- * beyond ASCII; under C.UTF-8 only names that are not UTF-8 warn, and these warnings
- * hide no other (names_not_utf8). */
-static int read_entries_utf8(struct reader *r)
+/* Whether the file at FD begins as a zip does (a local header, or the end record of an
+ * empty one). */
+static int begins_as_zip(int fd)
 {
-	locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	uint8_t m[4];
+
+	return pread(fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) && m[0] == 'P' && m[1] == 'K' &&
+	       ((m[2] == 3 && m[3] == 4) || (m[2] == 5 && m[3] == 6));
+}
+
+/* Opens and reads the archive. A zip is read under C.UTF-8 (on this thread alone): a zip
+ * name marked UTF-8 that libarchive cannot convert to the locale's charset is left with
+ * no name at all, where a pax name keeps its bytes (conversion_warning). Those names
+ * come out in Unicode's NFC form, as libarchive gives every UTF-8 name in a UTF-8
+ * locale; unmarked zip names, and every name of the other formats, are their bytes. */
+static int read_archive(struct reader *r)
+{
+	locale_t utf8 = r->seekable && begins_as_zip(r->fd) ?
+			newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0) : (locale_t)0;
 	locale_t was = utf8 ? uselocale(utf8) : (locale_t)0;
-	int rc = read_entries(r);
+	int rc = (r->a = open_archive(r)) ? read_entries(r) : -EINVAL;
 
 	if (utf8) {
 		uselocale(was);
@@ -1106,10 +1128,8 @@ int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
 		implicit_dir(&r, t->root);
 		rc = new_inode(&r, t->root);
 	}
-	if (!rc && !(r.a = open_archive(&r)))
-		rc = -EINVAL;
 	if (!rc)
-		rc = read_entries_utf8(&r);
+		rc = read_archive(&r);
 	if (!rc)
 		rc = finish_files(&r);
 	if (!rc)

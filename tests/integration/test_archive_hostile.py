@@ -534,21 +534,48 @@ def test_header_warnings_refuse_the_entry(tmp_path, kind):
 
 
 def test_a_bad_header_names_the_entry_before_it(tmp_path):
-    """Junk between two cpio members: the header that fails is the one after "a", which
-    was read whole. The old message named "a" as if it were the damaged entry."""
-    arc = cpio_with_junk(tmp_path / "a.cpio")
+    """A tar whose second header fails its checksum: the header that fails is the one
+    after "a", which was read whole. The old message named "a" as if it were damaged."""
+    arc = tmp_path / "a.tar"
+    with tarfile.open(arc, "w", format=tarfile.USTAR_FORMAT) as t:
+        for name in ("a", "b"):
+            ti = tarfile.TarInfo(name)
+            ti.size = 6
+            t.addfile(ti, io.BytesIO(b"bytes\n"))
+    raw = bytearray(arc.read_bytes())
+    raw[1024 + 100] ^= 0x01  # b's mode field: its checksum no longer matches
+    arc.write_bytes(bytes(raw))
     image = tmp_path / "a.stp"
     r = mkstipple(arc, image)
     assert r.returncode == 1, r.stderr[-600:]
-    assert "a.cpio: after a: " in r.stderr, r.stderr
+    assert "a.tar: after a: Damaged tar archive" in r.stderr, r.stderr
     assert not image.exists()
+
+
+def test_a_cut_inside_data_read_in_place_names_its_entry(tmp_path):
+    """A plain tar is read in place: its files' bytes are not copied, only skipped. Cut
+    inside "b"'s bytes, the cut is "b"'s, not the next header's (it once read "after
+    b"), as it is when the same tar comes on standard input and is copied."""
+    arc = tmp_path / "cut.tar"
+    with tarfile.open(arc, "w", format=tarfile.USTAR_FORMAT) as t:
+        for name, size in (("a", 10), ("b", 100000), ("c", 10)):
+            ti = tarfile.TarInfo(name)
+            ti.size = size
+            t.addfile(ti, io.BytesIO(b"x" * size))
+    arc.write_bytes(arc.read_bytes()[:512 * 4 + 50000])
+    r = mkstipple(arc, tmp_path / "cut.stp")
+    assert r.returncode == 1, r.stderr[-600:]
+    assert "cut.tar: b: " in r.stderr and "after b" not in r.stderr, r.stderr
+    assert not (tmp_path / "cut.stp").exists()
 
 
 def test_pax_names_beyond_ascii_in_the_c_locale(tmp_path, stipple):
     """A pax archive says its names are UTF-8; libarchive converts them to the locale's
-    charset and, in the C locale a packaging job often runs in, warns on every name
-    beyond ASCII. Those are no damage: names, a symbolic link's target and a hard link's
-    target come into the image byte for byte as tarfile reads them."""
+    charset and, in mkstipple's C locale, warns on every name beyond ASCII. Those are no
+    damage: names, a symbolic link's target and a hard link's target come into the image
+    byte for byte as tarfile reads them, whatever the caller's locale. "cafe" with a
+    combining accent (NFD) and with a precomposed one (NFC) stay two files: a UTF-8
+    locale would have libarchive normalize both to NFC, one replacing the other."""
     arc = tmp_path / "u.tar"
     names = ["caf\u00e9", "caf\u00e9/na\u00efve.txt", "caf\u00e9/\u65e5\u672c", "caf\u00e9/l\u00efnk"]
     with tarfile.open(arc, "w", format=tarfile.PAX_FORMAT) as t:
@@ -564,14 +591,22 @@ def test_pax_names_beyond_ascii_in_the_c_locale(tmp_path, stipple):
         h = tarfile.TarInfo(names[3])
         h.type, h.linkname = tarfile.LNKTYPE, names[1]
         t.addfile(h)
-    image = tmp_path / "u.stp"
-    env = dict(os.environ, LC_ALL="C", LANG="C")
-    r = run([MKSTIPPLE, "--quiet", arc, image], env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
+        for i, name in enumerate(("cafe\u0301", "caf\u00e9/nfc")):
+            f = tarfile.TarInfo(name)
+            f.size = 2
+            t.addfile(f, io.BytesIO(b"%d\n" % i))
+    for lang in ("C.UTF-8", "C"):
+        env = dict(os.environ, LC_ALL=lang, LANG=lang)
+        image = tmp_path / ("u-%s.stp" % lang)
+        r = run([MKSTIPPLE, "--quiet", arc, image], env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        ls = subprocess.run([stipple, "ls", image], capture_output=True, check=True).stdout
+        assert b"cafe\xcc\x81\n" in ls and b"caf\xc3\xa9\n" in ls, (lang, ls)
     out = tmp_path / "out"
     run([stipple, "extract", image, out], env=env, check=True)
     with tarfile.open(arc) as t:
         want = {m.name.encode() for m in t.getmembers()}
+    assert (out / "cafe\u0301").read_bytes() == b"0\n"
     got = {os.path.relpath(os.path.join(d, n), out).encode()
            for d, ds, fs in os.walk(out) for n in ds + fs}
     assert got == want
@@ -579,3 +614,52 @@ def test_pax_names_beyond_ascii_in_the_c_locale(tmp_path, stipple):
     assert os.readlink(lnk.encode()) == "na\u00efve.txt".encode()
     assert os.stat(os.path.join(out, names[3])).st_nlink == 2
     assert (out / names[3]).read_bytes() == b"na\n"
+
+
+def test_a_name_warning_hides_no_other_of_a_plain_field(tmp_path):
+    """The one header warning taken is libarchive's that a name could not be converted.
+    A byte that is not UTF-8 in a field it never converts (a ustar owner name) is no such
+    warning: a malformed pax record in the same header is still refused."""
+    arc = pax_with_record(tmp_path / "a.tar", b"99")
+    raw = bytearray(arc.read_bytes())
+    head = 1024  # the file's own ustar header, after the extended one and its record
+    raw[head + 265:head + 269] = b"r\xffot"  # uname
+    raw[head + 148:head + 156] = b" " * 8
+    raw[head + 148:head + 156] = b"%06o\0 " % sum(raw[head:head + 512])
+    arc.write_bytes(bytes(raw))
+    r = mkstipple(arc, tmp_path / "a.stp")
+    assert r.returncode == 1, r.stderr[-600:]
+    assert "a.tar: x: a damaged header (libarchive: " in r.stderr, r.stderr
+    assert not (tmp_path / "a.stp").exists()
+
+
+def test_zip_names_marked_utf8(tmp_path, stipple):
+    """A zip marks names beyond ASCII as UTF-8 (Python, Java and Info-ZIP do), and
+    libarchive gives such a name only in a UTF-8 locale: in mkstipple's C locale the old
+    reader refused the zip ("an entry without a path"). A zip file is read under
+    C.UTF-8; its names come out as zipfile reads them. From standard input, where the
+    format is not known beforehand, the refusal says why."""
+    arc = tmp_path / "u.zip"
+    names = ["caf\u00e9/na\u00efve.txt", "\u65e5\u672c.txt", "plain.txt"]
+    with zipfile.ZipFile(arc, "w") as z:
+        for i, name in enumerate(names):
+            z.writestr(name, b"%d\n" % i)
+    with zipfile.ZipFile(arc) as z:
+        assert all(i.flag_bits & 0x800 for i in z.infolist()[:2])
+        want = {n.encode() for n in z.namelist()} | {"caf\u00e9".encode()}
+    image = tmp_path / "u.stp"
+    r = mkstipple(arc, image)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    run([stipple, "extract", image, out], check=True)
+    got = {os.path.relpath(os.path.join(d, n), out).encode()
+           for d, ds, fs in os.walk(out) for n in ds + fs}
+    assert got == want
+    assert (out / names[1]).read_bytes() == b"1\n"
+    piped = tmp_path / "piped.stp"
+    with open(arc, "rb") as f:
+        r = subprocess.run([MKSTIPPLE, "--quiet", "-", piped], stdin=f, capture_output=True,
+                           errors="replace", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "standard input: a name marked UTF-8" in r.stderr, r.stderr
+    assert not piped.exists()
