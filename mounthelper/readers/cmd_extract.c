@@ -88,6 +88,7 @@ static const struct stp_cli extract_cli = {
  * at once (the node, the parent of a walk without openat2, a message catalog libc may
  * open for strerror), with room for what a library may open unasked. */
 #define DIRFDS_RESERVE 16
+#define DIRFD_LOST (-2) /* closed for room, and could not be opened again */
 #define DIRFDS_MIN 16 /* a limit leaving fewer gets this many tried (EMFILE says so) */
 #define FIRST_FAILED UINT32_MAX /* an inode whose first name could not be extracted */
 #define NAMED_ONCE (UINT32_MAX - 1) /* an inode of link count 1 already met */
@@ -941,18 +942,25 @@ static void list_entry(const struct extract *x, const struct stp_walk_entry *e)
  * 200 with 5,000 children each 1,000 deep: 5,000 reopens of 200 names, 1 million names
  * looked up, while its 5 million directories take 3.5 billion to settle. A file after
  * the subdirectory at each level of such a chain: each level closed is opened again
- * once on the way back up, by the path settle_dirs opens it by too. */
+ * once on the way back up, by the path settle_dirs opens it by too.
+ * Returns 0; 1 when the directory could not be opened again earlier (said then, once:
+ * the rest of it is left out); or the failure's negative errno, reported. */
 static int open_parent(struct stp_walk *w, const struct stp_walk_entry *e, int *fd)
 {
 	struct extract *x = w->ctx;
 	unsigned d = e->depth - 1;
 	int err;
 
+	if (x->dirfd[d] == DIRFD_LOST)
+		return 1; /* said once, for its first entry met after */
 	if (x->dirfd[d] < 0) {
 		make_dirfd_room(x);
 		err = stp_destnodes_open(&x->nodes, x->dirrec[d], O_RDONLY | O_DIRECTORY, fd);
-		if (err)
-			return fail(w, e, "cannot open again the directory holding", err);
+		if (err) {
+			x->dirfd[d] = DIRFD_LOST;
+			return fail(w, e, "left out with the rest of its directory, which cannot "
+				    "be opened again:", err);
+		}
 		keep_dirfd(x, d, *fd);
 	}
 	*fd = x->dirfd[d];
@@ -973,7 +981,8 @@ static int enter_entry(struct stp_walk *w, const struct stp_walk_entry *e)
 		return 0;
 	list_entry(x, e);
 	if ((err = open_parent(w, e, &parent)))
-		return go_on_unless_fatal(err) ?: (S_ISDIR(e->inode.mode) ? STP_WALK_SKIP : 0);
+		return (err < 0 ? go_on_unless_fatal(err) : 0) ?:
+		       (S_ISDIR(e->inode.mode) ? STP_WALK_SKIP : 0);
 	if (!S_ISDIR(e->inode.mode))
 		return extract_nondir(w, e, parent);
 	if (e->depth >= DEPTH_MAX) {
@@ -988,11 +997,12 @@ static int leave_dir(struct stp_walk *w, const struct stp_walk_entry *e)
 {
 	struct extract *x = w->ctx;
 
-	if (e->depth > 0 && x->dirfd[e->depth] >= 0) { /* else closed already for room */
+	if (e->depth > 0 && x->dirfd[e->depth] >= 0) { /* else closed for room, or lost */
 		close(x->dirfd[e->depth]);
-		x->dirfd[e->depth] = -1;
 		x->dirfds--;
 	}
+	if (e->depth > 0)
+		x->dirfd[e->depth] = -1;
 	return 0;
 }
 

@@ -13,13 +13,14 @@ root and by nobody; the exit status must be 0 and stderr empty."""
 import os
 import pwd
 import resource
+import shutil
 import subprocess
 import tempfile
 
 import pytest
 
 import treeutil
-from conftest import STIPPLE, build_image, run
+from conftest import STIPPLE, STIPPLE_READERS, build_image, run
 from imageutil import FAST
 
 NAME = "d"  # each level's subdirectory: "a-..." sorts before it, "z-..." after
@@ -131,3 +132,31 @@ def test_extract_deeper_than_the_descriptor_limit(deep_image, arena, levels, nof
     assert (r.returncode, r.stderr) == (0, ""), r.stderr[-4000:]
     # the umask takes nothing from these modes; a user's extract owns what it makes
     treeutil.assert_same_tree(src, dest, **(treeutil.NON_ROOT_IGNORE if user else {}))
+
+
+def test_a_level_that_cannot_be_opened_again_is_said_once(deep_image, arena):
+    """The reopen of a closed level fails (strace makes the openat2 that reopens it say
+    ENOENT, as a directory renamed meanwhile would): that entry is named once, with what
+    it means, everything else of the tree still comes, and the exit status is 1. The
+    first version named every later entry of that directory, each as a new failure."""
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    src, image = deep_image(300)
+    dest = where_to(arena, None)
+    # openat2 calls: DIR, then reopens; the 4th is a reopen on the way back up
+    cmd = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=openat2",
+           "-e", "inject=openat2:error=ENOENT:when=4", STIPPLE_READERS, "extract", image, dest]
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    r = subprocess.run(cmd, preexec_fn=limit, stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=120, errors="replace")
+    assert r.returncode == 1, r.stderr[-2000:]
+    said = [line for line in r.stderr.splitlines() if "cannot be opened again" in line]
+    assert len(said) == 1, r.stderr[-2000:]
+    assert "1 entries not extracted or incomplete" in r.stderr, r.stderr[-2000:]
+    lost = said[0].split(": ", 3)[2].lstrip("/")  # "stipple extract: IMAGE: /PATH: ..."
+    # the tree's modes and times are the image's; what differs is that one entry alone
+    diffs = treeutil.compare_trees(src, dest, ignore={"mtime"})
+    assert diffs == ["%s: missing from %s" % (lost, dest)], diffs[:5]
