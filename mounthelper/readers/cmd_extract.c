@@ -127,7 +127,7 @@ struct extract {
 				       * closed (left, or to keep within dirfds_max) */
 	uint32_t dirrec[DEPTH_MAX];   /* its record in nodes */
 	unsigned dirfds, dirfds_max;  /* how many of dirfd[1...] are open, and at most */
-	unsigned dirfd_low;           /* dirfd[1] to dirfd[dirfd_low - 1] are all -1 */
+	unsigned dirfd_low;           /* dirfd[1] to dirfd[dirfd_low - 1] are all closed */
 	struct stp_destnodes nodes;   /* the directories and first names made */
 	uint32_t *first;              /* per inode with nlink > 1: 1 + its first name's
 				       * record, 0 before it, FIRST_FAILED or
