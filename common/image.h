@@ -69,6 +69,13 @@ int stp_image_signer(const struct stp_image *img, uint8_t id[32]);
 /* Whether IMG's parts are checked against the signed hashes (opened verified). */
 int stp_image_verified(const struct stp_image *img);
 void stp_image_close(struct stp_image *img);
+/* Paged metadata from a file: asks the kernel to read every stored page ahead, without
+ * waiting, so that a walk of a large tree finds them in the page cache instead of seeking
+ * for each. Not part of the open: its walk of the page cache (0.1 ms for a million files,
+ * all cached; more cold) is better spent after a mount is live, and a read queued behind
+ * it waits for it (a cold mount of a million files once waited 6.6 ms for its root inode).
+ * Thread-safe; nothing for a URL or whole metadata. */
+void stp_image_read_meta_ahead(const struct stp_image *img);
 
 const struct stp_superblock *stp_image_sb(const struct stp_image *img);
 const char *stp_image_path(const struct stp_image *img);

@@ -79,11 +79,6 @@ int img_read_signature(struct stp_image *img, const struct stp_pubkey *key);
 /* meta.c. Loads the metadata (whole, or paged: its page table) and checks its header;
  * then the dictionary, checked against its checksum and, verified, its signed hash. */
 int img_load_metadata(struct stp_image *img);
-/* Paged metadata: asks the kernel to read every stored page ahead, without waiting, so
- * that a walk of a large tree finds them in the page cache instead of seeking for each.
- * Called once the open's own reads are done: a read queued behind this readahead waits
- * for it (a cold mount of a million files waited 6.6 ms for its root inode). */
-void img_read_pages_ahead(const struct stp_image *img);
 int img_load_dictionary(struct stp_image *img);
 /* LEN bytes of decoded metadata at OFF into DST; the caller has bounded the range by the
  * header's tables, which lie inside meta_size. */

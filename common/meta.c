@@ -143,7 +143,7 @@ static int widen_span(void *ctx, uint64_t off, uint64_t len, uint64_t sum)
 	return 0;
 }
 
-void img_read_pages_ahead(const struct stp_image *img)
+void stp_image_read_meta_ahead(const struct stp_image *img)
 {
 	struct span s = { UINT64_MAX, 0 };
 

@@ -185,7 +185,6 @@ int img_open(struct stp_imgsrc *src, img_sigcheck_fn check, const struct stp_pub
 		rc = stp_image_inode(img, STP_ROOT_INO, &(struct stp_inode){ 0 });
 	if (rc)
 		goto fail;
-	img_read_pages_ahead(img);
 	*out = img;
 	return 0;
 fail:

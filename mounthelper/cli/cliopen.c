@@ -90,6 +90,13 @@ bool stp_cli_foreign(const struct stp_cli *cli, const char *image)
 	return true;
 }
 
+/* What every open by a command is followed by: a command walks the metadata soon. */
+static void opened(struct stp_image *img)
+{
+	stp_image_read_meta_ahead(img);
+	stp_progress_attach(img);
+}
+
 int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image **out)
 {
 	unsigned long told = stp_cli_damage_reports();
@@ -109,7 +116,7 @@ int stp_cli_open(const struct stp_cli *cli, const char *image, struct stp_image 
 	if (err && !said)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", stp_strerror(err));
 	if (!err)
-		stp_progress_attach(*out);
+		opened(*out);
 	return err;
 }
 
@@ -140,7 +147,7 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 		if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 			stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
 		if (!err)
-			stp_progress_attach(*out);
+			opened(*out);
 		return err;
 	}
 	fd = stp_open_if(image, O_RDONLY, stp_node_is_image); /* no device's open (util.h) */
@@ -155,7 +162,7 @@ int stp_cli_open_verified(const struct stp_cli *cli, const char *image,
 	if (err && !said && err != -ENOKEY && err != -EKEYREJECTED)
 		stp_cli_problem(cli, image, NULL, "cannot open: %s", verify_error(err));
 	if (!err)
-		stp_progress_attach(*out);
+		opened(*out);
 	return err;
 }
 

@@ -430,9 +430,9 @@ static void make_filler(struct stp_fs *fs)
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 }
 
-/* The threads a mount needs beside the loop, started by the loop's own thread while the
- * first requests are answered: the filler's, and the one that ends the mount on a
- * signal by stopping LOOP. */
+/* What a mount needs beside the loop, started by the loop's own thread while the first
+ * requests are answered: the metadata's readahead, the filler's thread, and the one that
+ * ends the mount on a signal by stopping LOOP. */
 struct beside {
 	struct stp_fs *fs;
 	struct stp_serveloop *loop;
@@ -444,6 +444,7 @@ static void start_beside(void *arg)
 	struct stp_fs *fs = b->fs;
 	int err;
 
+	stp_image_read_meta_ahead(fs->img);
 	if (fs->filler && (err = stp_fill_run(fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 	if ((err = stp_ending_start(fs->se, fs->warmer, fs->filler, b->loop)))
