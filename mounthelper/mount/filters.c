@@ -236,7 +236,8 @@ static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 }
 
 /*
- * The priming child's filter: lookups beneath a directory it holds, fstat, and the pipe.
+ * The priming child's filter: lookups beneath a directory it holds, fstat, the pipe, and
+ * threads for its lookup streams (prime.c; clone3 as in add_common_rules).
  * openat2 passes RESOLVE_BENEATH in memory the filter cannot read, so that part is the
  * caller's; the filter refuses a lookup from the working directory (dirfd AT_FDCWD or any
  * negative value: bit 31 of the 32-bit fd set) and every other way to name a file.
@@ -250,6 +251,10 @@ static int add_lookup_rules(scmp_filter_ctx ctx, pid_t pid)
 	 * settle_first_requests) */
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(faccessat2), 1, fd_nonneg);
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	if (!rc)
+		rc = stp_syscalls_allow_threads(ctx);
 	return rc ? rc : stp_syscalls_allow_mapping(ctx);
 }
 

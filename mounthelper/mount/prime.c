@@ -8,7 +8,10 @@
 #include <linux/magic.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,20 +468,80 @@ static int look_up(int root, const char *path, uint32_t ino)
 	return err;
 }
 
-/* The first sign that the mount is gone, or is not the image the plan was made from, or
- * that the kernel cannot confine the walk, ends the lookups; so does STOP_NS. 0 when
- * the walk ended for neither. */
-static int look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns)
-{
-	for (uint32_t i = 0; i < l->n; i++) {
-		int err = stp_now_ns() < (uint64_t)stop_ns ? look_up(root, l->pool + l->path[i],
-								      l->ino[i]) : -ETIMEDOUT;
+/*
+ * The lookups run in up to STREAMS_MAX streams at once, stream k taking names k, k + n,
+ * k + 2n...: each lookup is a round trip to the daemon, which answers several at once on
+ * its threads, and names of one directory are looked up in parallel by the kernel. The
+ * order of the hot region is kept to within a name or two. Measured on 2 cores: the
+ * 1,724 names of a Node.js hot list took 90 ms in one stream, 56 in two, 62 in three
+ * (lstat from as many processes); mount.stipple of that image returned after 66 ms
+ * against 87 in one stream, LibreOffice's after 25 against 54.
+ */
+#define STREAMS_MAX 2
 
-		if (err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS ||
-		    err == -ETIMEDOUT)
-			return err;
+struct stream {
+	const struct stp_prime_list *l;
+	int root;
+	int64_t stop_ns;
+	uint32_t first, step;
+	atomic_int *end; /* the first stream's reason to end, which ends every stream */
+};
+
+/* Whether ERR ends the lookups: the mount is gone, or is not the image the plan was made
+ * from, or the kernel cannot confine the walk, or the time is up. */
+static bool ends_lookups(int err)
+{
+	return err == -ENOTCONN || err == -ECONNABORTED || err == -ESTALE || err == -ENOSYS ||
+	       err == -ETIMEDOUT;
+}
+
+static void *run_stream(void *arg)
+{
+	const struct stream *s = arg;
+	const struct stp_prime_list *l = s->l;
+
+	for (uint32_t i = s->first; i < l->n && !atomic_load(s->end); i += s->step) {
+		int err = stp_now_ns() < (uint64_t)s->stop_ns ?
+			  look_up(s->root, l->pool + l->path[i], l->ino[i]) : -ETIMEDOUT;
+		int none = 0;
+
+		if (ends_lookups(err))
+			atomic_compare_exchange_strong(s->end, &none, err);
 	}
-	return 0;
+	return NULL;
+}
+
+/* Every name of L in STREAMS streams (the calling thread is the first); a stream that
+ * cannot start leaves its names to this thread. The first reason to end (ends_lookups),
+ * or 0 when the lookups ended for none. */
+static int look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns,
+		       unsigned streams)
+{
+	struct stream s[STREAMS_MAX];
+	pthread_t thread[STREAMS_MAX];
+	atomic_int end = 0;
+	unsigned n = 1;
+
+	for (unsigned k = 0; k < STREAMS_MAX; k++)
+		s[k] = (struct stream){ l, root, stop_ns, k, streams, &end };
+	while (n < streams && n < STREAMS_MAX && !pthread_create(&thread[n], NULL, run_stream, &s[n]))
+		n++;
+	run_stream(&s[0]);
+	for (unsigned k = n; k < streams && k < STREAMS_MAX; k++)
+		run_stream(&s[k]); /* not started */
+	for (unsigned k = 1; k < n; k++)
+		pthread_join(thread[k], NULL);
+	return atomic_load(&end);
+}
+
+/* The streams this machine runs at once, counted before the filter (which allows no
+ * sched_getaffinity): one per CPU the child may run on, at most STREAMS_MAX. */
+static unsigned stream_count(void)
+{
+	cpu_set_t cpus;
+	int n = sched_getaffinity(0, sizeof(cpus), &cpus) ? 1 : CPU_COUNT(&cpus);
+
+	return n < 1 ? 1 : n > STREAMS_MAX ? STREAMS_MAX : (unsigned)n;
 }
 
 /* Whether the mount at ROOT has nodev: a device node there opens nothing of the host. */
@@ -549,6 +612,7 @@ void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
 		       enum stp_sandbox_mode mode, const struct stp_sandbox_prog *filter,
 		       int64_t stop_ns)
 {
+	unsigned streams = stream_count();
 	char err[256];
 
 	keep_only(root, done_fd);
@@ -556,7 +620,7 @@ void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
 		_exit(STP_PRIME_NOT_CONFINED);
 	if (!is_fuse_root(root))
 		_exit(STP_PRIME_NOT_OURS);
-	if (!look_up_all(l, root, stop_ns))
+	if (!look_up_all(l, root, stop_ns, streams))
 		settle_first_requests(l, root);
 	_exit(STP_PRIME_LOOKED_UP);
 }

@@ -76,12 +76,15 @@ const char *const stp_syscalls_fetcher[] = {
 };
 
 /* The priming child: reads and writes on what it holds, fstat and fstatfs (it checks,
- * confined, that the mount is a FUSE one), memory, poll, the clock, and exit; openat2
- * and faccessat2 beneath the root it holds come in sandbox.c. */
+ * confined, that the mount is a FUSE one), memory, poll, the clock, its lookup streams'
+ * threads (their start, join and end; glibc installs its setxid handler at the first
+ * pthread_create; clone for threads only comes in filters.c), and
+ * exit; openat2 and faccessat2 beneath the root it holds come in filters.c. */
 const char *const stp_syscalls_lookup[] = {
 	"read", "write", "close", "fstat", "fstat64",
 	"fstatfs", "fstatfs64",
 	"brk", "munmap", "mremap", "madvise",
+	"futex", "futex_time64", "set_robust_list", "rseq", "rt_sigprocmask", "rt_sigaction",
 	"poll", "ppoll", "ppoll_time64", "clock_gettime", "clock_gettime64",
 	"rt_sigreturn", "sigreturn", "restart_syscall",
 	"exit", "exit_group",

@@ -79,15 +79,15 @@ def daemon_calls(log):
 
 
 @contextlib.contextmanager
-def straced_mount(img, mnt, log, calls):
-    """IMG mounted on MNT (made here) by mount.stipple -o noprime under strace -f -y,
+def straced_mount(img, mnt, log, calls, options="noprime"):
+    """IMG mounted on MNT (made here) by mount.stipple -o OPTIONS under strace -f -y,
     tracing CALLS into LOG; unmounted on leaving, once strace, which follows the daemon
     until it exits, is done."""
     if not shutil.which("strace"):
         pytest.skip("needs strace")
     mnt.mkdir()
     p = subprocess.Popen(["strace", "-f", "-y", "-o", log, "-e", "trace=" + calls,
-                          MOUNT_STIPPLE, img, mnt, "-o", "noprime"],
+                          MOUNT_STIPPLE, img, mnt, "-o", options],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
@@ -134,13 +134,14 @@ def test_daemon_answers_init_before_starting_threads(tmp_path):
     assert second is not None and first(fuse_reply, second) is not None, calls
 
 
-def fifty_files(tmp_path):
-    """An image of d/f0 .. d/f49, each holding its number and a newline."""
+def fifty_files(tmp_path, *args):
+    """An image of d/f0 .. d/f49, each holding its number and a newline; ARGS for
+    mkstipple."""
     tree = tmp_path / "tree"
     for i in range(50):
         (tree / "d").mkdir(parents=True, exist_ok=True)
         (tree / "d" / ("f%d" % i)).write_bytes(b"%d\n" % i)
-    return build_image(tree, tmp_path / "paged.stp", "--level", "1")
+    return build_image(tree, tmp_path / "paged.stp", "--level", "1", *args)
 
 
 def test_metadata_readahead_follows_the_opens_reads(tmp_path):
@@ -179,3 +180,27 @@ def test_mount_asks_for_metadata_readahead_once_live(tmp_path):
     replies = [i for i, c in enumerate(calls) if c.startswith("writev(") and "</dev/fuse>" in c]
     assert replies and replies[0] < ahead[0], \
         "readahead asked before INIT was answered:\n%s" % "\n".join(calls)
+
+
+def test_priming_looks_up_every_hot_file_in_two_streams(tmp_path):
+    """On two CPUs or more, the priming child looks the hot files up in two threads at
+    once, each taking every other name, every file once; the mount returns only when
+    both are done, and the files are then known to the kernel."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: one stream")
+    hot = tmp_path / "hot.list"
+    hot.write_text("".join("d/f%d\n" % i for i in range(50)))
+    log = tmp_path / "strace.log"
+    with straced_mount(fifty_files(tmp_path, "--hot-list", hot), tmp_path / "mnt", log,
+                       "openat2", options="ro") as mnt:
+        assert (mnt / "d" / "f49").read_bytes() == b"49\n"
+    by_thread = {}
+    for line in log.read_text().splitlines():
+        m = re.match(r'(\d+)\s+openat2\(\d+<[^>]*>, "(d/f\d+)", \{flags=[^}]*O_PATH', line)
+        if m:
+            by_thread.setdefault(m.group(1), []).append(m.group(2))
+    assert len(by_thread) == 2, by_thread
+    looked_up = sorted(p for paths in by_thread.values() for p in paths)
+    assert looked_up == sorted("d/f%d" % i for i in range(50)), by_thread
+    for paths in by_thread.values():
+        assert len(paths) == 25, by_thread

@@ -1208,6 +1208,28 @@ static int probe_lookup_malloc(void)
 	return PROBE_OK;
 }
 
+static void *lookup_thread(void *arg)
+{
+	(void)arg;
+	return probe_lookup_beneath() == PROBE_OK ? NULL : (void *)1;
+}
+
+/* What the priming child's streams do: threads started, looking up, joined. */
+static int probe_lookup_threads(void)
+{
+	pthread_t t[2];
+	void *res;
+	int bad = 0;
+
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, lookup_thread, NULL))
+			return PROBE_WRONG;
+	for (int i = 0; i < 2; i++)
+		if (pthread_join(t[i], &res) || res)
+			bad = 1;
+	return bad ? PROBE_WRONG : PROBE_OK;
+}
+
 static int probe_open_passwd(void)
 {
 	open("/etc/passwd", O_RDONLY);
@@ -1363,6 +1385,10 @@ static void test_lookups(void)
 		expect_lookup("stat /etc/passwd", STP_SANDBOX_ON, as_user, probe_stat_passwd, true);
 		expect_lookup("socket", STP_SANDBOX_ON, as_user, probe_socket, true);
 		expect_lookup("getpid", STP_SANDBOX_ON, as_user, probe_pid, true);
+		/* the lookup streams are threads (prime.c); no other process */
+		expect_lookup("lookups in threads", STP_SANDBOX_ON, as_user, probe_lookup_threads,
+			      false);
+		expect_lookup("fork", STP_SANDBOX_ON, as_user, probe_fork, true);
 		expect_lookup("execve", STP_SANDBOX_ON, as_user, probe_execve, true);
 		test_lookup_state(!as_user);
 	}
