@@ -431,11 +431,13 @@ static void make_filler(struct stp_fs *fs)
 }
 
 /* What a mount needs beside the loop, started by the loop's own thread while the first
- * requests are answered: the metadata's readahead, the filler's thread, and the one that
- * ends the mount on a signal by stopping LOOP. */
+ * requests are answered: the filler's thread, the one that ends the mount on a signal by
+ * stopping LOOP, and then the metadata's readahead if no walk asked for it before LIVE
+ * (walks_read_ahead). */
 struct beside {
 	struct stp_fs *fs;
 	struct stp_serveloop *loop;
+	bool read_ahead;
 };
 
 static void start_beside(void *arg)
@@ -444,20 +446,22 @@ static void start_beside(void *arg)
 	struct stp_fs *fs = b->fs;
 	int err;
 
-	stp_image_read_meta_ahead(fs->img);
 	if (fs->filler && (err = stp_fill_run(fs->filler)))
 		stp_log(STP_LOG_ERR, "%s: filling off: %s", fs->opts->image, stp_strerror(err));
 	if ((err = stp_ending_start(fs->se, fs->warmer, fs->filler, b->loop)))
 		stp_log(STP_LOG_WARN, "%s: a signal ends the mount without stopping warming "
 			"first: %s", fs->opts->image, stp_strerror(err));
+	if (b->read_ahead)
+		stp_image_read_meta_ahead(fs->img);
 }
 
 /* Serves until the mount ends, from this thread at once (serveloop.h); SIGUSR1 wakes a
- * thread waiting for a request (stp_ending_install's handler). Returns 1 when a signal
+ * thread waiting for a request (stp_ending_install's handler). READ_AHEAD: the metadata's
+ * readahead is still to be asked (start_beside). Returns 1 when a signal
  * or an error ended the mount, 0 when the host unmounted it. */
-static int run_loop(struct stp_fs *fs)
+static int run_loop(struct stp_fs *fs, bool read_ahead)
 {
-	struct beside b = { fs, NULL };
+	struct beside b = { fs, NULL, read_ahead };
 	int err = stp_serveloop_new(fs->se, SIGUSR1, &b.loop);
 
 	if (err) {
@@ -483,6 +487,18 @@ static void answer_init(struct fuse_session *se)
 	free(buf.mem);
 }
 
+/* The walks before LIVE (the warming plan for a hot region, the priming plan) read the
+ * metadata from end to end: they get the readahead first, which a cold image needs;
+ * without them it waits until the loop serves (stp_image_read_meta_ahead). */
+static bool walks_read_ahead(const struct stp_fs *fs)
+{
+	if (!(fs->opts->warm_workers && stp_image_sb(fs->img)->hot_size) &&
+	    !stp_prime_wanted(fs->opts))
+		return false;
+	stp_image_read_meta_ahead(fs->img);
+	return true;
+}
+
 /* Confined, the mount is live: warm it, tell the monitor, serve until the mount ends.
  * Without warming it still serves every byte, so a warming failure is logged, not fatal.
  * Returns 0 when the host unmounted, 1 when a signal (or a loop error) ended the mount. */
@@ -490,6 +506,7 @@ static int serve_confined(struct stp_daemon *d)
 {
 	struct stp_fs *fs = &d->fs;
 	struct stp_prime_plan *plan = NULL;
+	bool read_ahead = walks_read_ahead(fs);
 	int err = stp_warm_start(fs->img, fs->cache,
 				 stp_mountopts_stores_pages(fs->opts) ? fs->se : NULL, fs->inodes,
 				 fs->opts->warm_workers, &fs->warmer);
@@ -510,7 +527,7 @@ static int serve_confined(struct stp_daemon *d)
 	make_filler(fs);
 	if (fs->opts->is_url && d->checks)
 		stp_ending_on_unmount(d->checks->halt_url, stp_image_src(fs->img));
-	err = run_loop(fs);
+	err = run_loop(fs, !read_ahead);
 	write_record(d);
 	log_cache_stats(fs);
 	if (stp_warm_stop(fs->warmer) | stp_fill_stop(fs->filler)) {

@@ -1208,6 +1208,16 @@ static int probe_lookup_malloc(void)
 	return PROBE_OK;
 }
 
+/* clone(CLONE_VM | CLONE_VFORK), as posix_spawn makes it: a process, not a thread. */
+static int probe_vfork(void)
+{
+	long pid = syscall(SYS_clone, CLONE_VM | CLONE_VFORK | SIGCHLD, 0, NULL, NULL, 0);
+
+	if (pid == 0)
+		syscall(SYS_exit, 0);
+	return PROBE_CALL_RETURNED;
+}
+
 static void *lookup_thread(void *arg)
 {
 	(void)arg;
@@ -1389,6 +1399,8 @@ static void test_lookups(void)
 		expect_lookup("lookups in threads", STP_SANDBOX_ON, as_user, probe_lookup_threads,
 			      false);
 		expect_lookup("fork", STP_SANDBOX_ON, as_user, probe_fork, true);
+		expect_lookup("clone without CLONE_THREAD (posix_spawn)", STP_SANDBOX_ON, as_user,
+			      probe_vfork, true);
 		expect_lookup("execve", STP_SANDBOX_ON, as_user, probe_execve, true);
 		test_lookup_state(!as_user);
 	}
