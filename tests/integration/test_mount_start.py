@@ -134,13 +134,17 @@ def test_daemon_answers_init_before_starting_threads(tmp_path):
     assert second is not None and first(fuse_reply, second) is not None, calls
 
 
-def fifty_files(tmp_path, *args):
-    """An image of d/f0 .. d/f49, each holding its number and a newline; ARGS for
-    mkstipple."""
+def fifty_files(tmp_path, hot=False):
+    """An image of d/f0 .. d/f49, each holding its number and a newline; HOT: with a hot
+    list of all of them."""
     tree = tmp_path / "tree"
     for i in range(50):
         (tree / "d").mkdir(parents=True, exist_ok=True)
         (tree / "d" / ("f%d" % i)).write_bytes(b"%d\n" % i)
+    args = []
+    if hot:
+        (tmp_path / "hot.list").write_text("".join("d/f%d\n" % i for i in range(50)))
+        args = ["--hot-list", tmp_path / "hot.list"]
     return build_image(tree, tmp_path / "paged.stp", "--level", "1", *args)
 
 
@@ -194,10 +198,8 @@ def test_mount_with_walks_asks_for_metadata_readahead_before_them(tmp_path):
     """An image with a hot list is walked before the mount is live (the warming and
     priming plans): the readahead is asked once, before those walks, as a cold image
     needs, so before INIT is answered."""
-    hot = tmp_path / "hot.list"
-    hot.write_text("".join("d/f%d\n" % i for i in range(50)))
     log = tmp_path / "strace.log"
-    with straced_mount(fifty_files(tmp_path, "--hot-list", hot), tmp_path / "mnt", log,
+    with straced_mount(fifty_files(tmp_path, hot=True), tmp_path / "mnt", log,
                        "writev,fadvise64", options="ro") as mnt:
         assert (mnt / "d" / "f3").read_bytes() == b"3\n"
     ahead, init, calls = readahead_and_init(log)
@@ -210,10 +212,8 @@ def test_priming_looks_up_every_hot_file_in_two_streams(tmp_path):
     only when both are done."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: one stream")
-    hot = tmp_path / "hot.list"
-    hot.write_text("".join("d/f%d\n" % i for i in range(50)))
     log = tmp_path / "strace.log"
-    with straced_mount(fifty_files(tmp_path, "--hot-list", hot), tmp_path / "mnt", log,
+    with straced_mount(fifty_files(tmp_path, hot=True), tmp_path / "mnt", log,
                        "openat2", options="ro") as mnt:
         assert (mnt / "d" / "f49").read_bytes() == b"49\n"
     by_thread = {}
