@@ -28,7 +28,8 @@
  * Calls answered with an errno, or allowed only with some arguments (anything else falls
  * to the default action):
  *   - clone3 passes its flags in memory the filter cannot read: ENOSYS makes glibc fall
- *     back to clone, whose flags it can, and clone is allowed only for threads;
+ *     back to clone, whose flags it can, and clone is allowed only with
+ *     pthread_create's; futex only for the operations glibc's threads use;
  *   - opening a file fails with EACCES rather than killing: glibc opens a few system files
  *     lazily (malloc reads /proc/sys/vm/overcommit_memory the first time a thread's arena
  *     shrinks) and copes when it cannot; the daemon itself opens nothing once confined;
@@ -57,6 +58,8 @@ static int add_common_rules(scmp_filter_ctx ctx, pid_t pid, bool fuse)
 	};
 	int rc = stp_syscalls_allow_threads(ctx);
 
+	if (!rc)
+		rc = stp_syscalls_allow_futex(ctx);
 	if (!rc)
 		rc = stp_syscalls_allow_mapping(ctx);
 	for (size_t i = 0; !rc && i < sizeof(rules) / sizeof(rules[0]); i++)
@@ -237,7 +240,8 @@ static int add_fetcher_rules(scmp_filter_ctx ctx, pid_t pid)
 
 /*
  * The priming child's filter: lookups beneath a directory it holds, fstat, the pipe, and
- * threads for its lookup streams (prime.c; clone3 as in add_common_rules).
+ * the futex operations of its lookup streams' threads, which it started before the
+ * filter (prime.c): no clone of any kind, so it can make no thread or process.
  * openat2 passes RESOLVE_BENEATH in memory the filter cannot read, so that part is the
  * caller's; the filter refuses a lookup from the working directory (dirfd AT_FDCWD or any
  * negative value: bit 31 of the 32-bit fd set) and every other way to name a file.
@@ -252,9 +256,7 @@ static int add_lookup_rules(scmp_filter_ctx ctx, pid_t pid)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(faccessat2), 1, fd_nonneg);
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	if (!rc)
-		rc = stp_syscalls_allow_threads(ctx);
+		rc = stp_syscalls_allow_futex(ctx);
 	return rc ? rc : stp_syscalls_allow_mapping(ctx);
 }
 

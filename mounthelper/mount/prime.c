@@ -479,10 +479,18 @@ static int look_up(int root, const char *path, uint32_t ino)
  */
 #define STREAMS_MAX 2
 
+/* The streams' threads are started before the lookup filter, which allows no clone
+ * (stp_sandbox_confine_lookups), and wait to be released once it is on every thread. */
 struct streams {
 	const struct stp_prime_list *l;
 	int root;
 	int64_t stop_ns;
+	unsigned want;	  /* streams, the calling thread's among them (stream_count) */
+	unsigned started; /* threads started */
+	pthread_t thread[STREAMS_MAX - 1];
+	pthread_mutex_t lock;
+	pthread_cond_t released_cond;
+	bool released;
 	atomic_uint next; /* the next name to look up */
 	atomic_int end;   /* the first reason to end, which ends every stream */
 };
@@ -495,9 +503,8 @@ static bool ends_lookups(int err)
 	       err == -ETIMEDOUT;
 }
 
-static void *run_stream(void *arg)
+static void run_stream(struct streams *s)
 {
-	struct streams *s = arg;
 	const struct stp_prime_list *l = s->l;
 	uint32_t i;
 
@@ -509,26 +516,43 @@ static void *run_stream(void *arg)
 		if (ends_lookups(err))
 			atomic_compare_exchange_strong(&s->end, &none, err);
 	}
+}
+
+static void *wait_then_run(void *arg)
+{
+	struct streams *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->released)
+		pthread_cond_wait(&s->released_cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	run_stream(s);
 	return NULL;
 }
 
-/* Every name of L in up to STREAMS streams, the calling thread's the first (a thread
- * that cannot start leaves its share to the others). The first reason to end
- * (ends_lookups), or 0 when the lookups ended for none. */
-static int look_up_all(const struct stp_prime_list *l, int root, int64_t stop_ns,
-		       unsigned streams)
+/* stp_sandbox_confine_lookups's START: the streams beside the calling thread's (a thread
+ * that cannot start leaves its share to the others). */
+static void start_streams(void *arg)
 {
-	struct streams s = { .l = l, .root = root, .stop_ns = stop_ns };
-	pthread_t thread[STREAMS_MAX];
-	unsigned n = 0;
+	struct streams *s = arg;
 
-	while (n + 1 < streams && n + 1 < STREAMS_MAX &&
-	       !pthread_create(&thread[n], NULL, run_stream, &s))
-		n++;
-	run_stream(&s);
-	for (unsigned k = 0; k < n; k++)
-		pthread_join(thread[k], NULL);
-	return atomic_load(&s.end);
+	while (s->started + 1 < s->want &&
+	       !pthread_create(&s->thread[s->started], NULL, wait_then_run, s))
+		s->started++;
+}
+
+/* Every name of S's list, in its streams, the calling thread's the first. The first
+ * reason to end (ends_lookups), or 0 when the lookups ended for none. */
+static int look_up_all(struct streams *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->released = true;
+	pthread_cond_broadcast(&s->released_cond);
+	pthread_mutex_unlock(&s->lock);
+	run_stream(s);
+	for (unsigned k = 0; k < s->started; k++)
+		pthread_join(s->thread[k], NULL);
+	return atomic_load(&s->end);
 }
 
 /* The streams for L, counted before the filter (which allows no sched_getaffinity): one
@@ -613,15 +637,17 @@ void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
 		       enum stp_sandbox_mode mode, const struct stp_sandbox_prog *filter,
 		       int64_t stop_ns)
 {
-	unsigned streams = stream_count(l);
+	struct streams s = { .l = l, .root = root, .stop_ns = stop_ns, .want = stream_count(l),
+			     .lock = PTHREAD_MUTEX_INITIALIZER,
+			     .released_cond = PTHREAD_COND_INITIALIZER };
 	char err[256];
 
 	keep_only(root, done_fd);
-	if (stp_sandbox_confine_lookups(mode, filter, err, sizeof(err)))
+	if (stp_sandbox_confine_lookups(mode, filter, start_streams, &s, err, sizeof(err)))
 		_exit(STP_PRIME_NOT_CONFINED);
 	if (!is_fuse_root(root))
 		_exit(STP_PRIME_NOT_OURS);
-	if (!look_up_all(l, root, stop_ns, streams))
+	if (!look_up_all(&s))
 		settle_first_requests(l, root);
 	_exit(STP_PRIME_LOOKED_UP);
 }

@@ -81,7 +81,8 @@ size_t stp_prime_list_count(const struct stp_prime_list *l);
  * stp_prime_look_up confines itself first (MODE as the daemon's sandbox, with FILTER,
  * the lookup filter the monitor built before the fork: filters.h), checks,
  * confined, that ROOT is the root of a FUSE mount, looks up the files of L beneath it
- * (in two threads at once, started once confined, where it may run on two CPUs) and
+ * (in two threads at once where it may run on two CPUs: the second started once its
+ * capabilities are gone and before the filter, which then allows no clone) and
  * exits with one of the statuses below; a lookup that fails is not an error, the
  * first that shows the mount gone or not the image's ends the lookups. DONE_FD is the
  * write end of a pipe: its closing at exit tells the monitor. No lookup starts at or

@@ -599,15 +599,23 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode)
 
 /* no_new_privs, then the program: as libseccomp's seccomp_load does, without its
  * compile and its probes of the kernel (the monitor made them: filters.h). */
-static int load_prog(const struct stp_sandbox_prog *prog, char *err, size_t errlen)
+/* PROG on this thread, or with SECCOMP_FILTER_FLAG_TSYNC on every thread (the kernel
+ * then answers with the id of a thread it could not bring along). */
+static int load_prog(const struct stp_sandbox_prog *prog, unsigned flags, char *err,
+		     size_t errlen)
 {
 	struct sock_fprog fprog = { .len = (unsigned short)prog->n, .filter = prog->insns };
+	long rc;
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return stp_errf(err, errlen, -errno, "setting no_new_privs: %s", strerror(errno));
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog))
+	rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog);
+	if (rc < 0)
 		return stp_errf(err, errlen, -errno, "loading the seccomp filter: %s",
 				strerror(errno));
+	if (rc > 0)
+		return stp_errf(err, errlen, -EBUSY,
+			    "loading the seccomp filter: thread %ld could not take it", rc);
 	return 0;
 }
 
@@ -641,7 +649,7 @@ static int confine(bool privileged, uid_t uid, gid_t gid, const struct stp_sandb
 	 * a browser), who could then neither mount nor keep the daemon's threads. */
 	if (!rc && own_count && (rc = limit_tasks()))
 		rc = stp_errf(err, errlen, rc, "RLIMIT_NPROC: %s", strerror(-rc));
-	return rc ? rc : load_prog(prog, err, errlen);
+	return rc ? rc : load_prog(prog, 0, err, errlen);
 }
 
 int stp_sandbox_enter(const struct stp_sandbox_opts *opts, char *err, size_t errlen)
@@ -731,14 +739,17 @@ static bool has_setpcap(void)
 }
 
 int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_sandbox_prog *prog,
-				char *err, size_t errlen)
+				void (*start)(void *arg), void *arg, char *err, size_t errlen)
 {
 	int rc;
 
 	if (err && errlen)
 		err[0] = '\0';
-	if (mode == STP_SANDBOX_OFF)
+	if (mode == STP_SANDBOX_OFF) {
+		if (start)
+			start(arg);
 		return 0;
+	}
 	rc = check_single_threaded(err, errlen);
 	if (!rc)
 		rc = check_prog(prog, err, errlen);
@@ -746,7 +757,8 @@ int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_san
 		return rc;
 
 	/* From here on nothing can be undone. uid 0 keeps its uid: securebits then keep it
-	 * from regaining capabilities (NOROOT) at an exec, which the filter forbids too. */
+	 * from regaining capabilities (NOROOT) at an exec, which the filter forbids too.
+	 * All three are per thread: START's threads inherit them from this one. */
 	if (has_setpcap()) {
 		rc = drop_bounding_set(err, errlen);
 		if (!rc)
@@ -754,7 +766,11 @@ int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_san
 	}
 	if (!rc)
 		rc = clear_capabilities(err, errlen);
-	return rc ? rc : load_prog(prog, err, errlen);
+	if (rc)
+		return rc;
+	if (start)
+		start(arg);
+	return load_prog(prog, SECCOMP_FILTER_FLAG_TSYNC, err, errlen);
 }
 
 void stp_sandbox_prog_free(struct stp_sandbox_prog *prog)

@@ -182,25 +182,32 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode);
  *   1. when it holds CAP_SETPCAP (root): the bounding set emptied and securebits locked
  *      (NOROOT and friends), so that uid 0 regains no capability;
  *   2. permitted, effective, inheritable and ambient sets cleared;
- *   3. no_new_privs, then PROG, the lookup filter (filters.h: STP_FILTER_LOOKUP, built
- *      before the fork), allowing only: openat2 and newfstatat
+ *   3. START(ARG), when START is not NULL: it may start threads, which inherit all of the
+ *      above from the calling thread; they must wait, making no request to the mount,
+ *      until this function has returned 0;
+ *   4. no_new_privs, then PROG, the lookup filter (filters.h: STP_FILTER_LOOKUP, built
+ *      before the fork), on every thread of the process at once (SECCOMP_FILTER_FLAG_TSYNC,
+ *      which sets no_new_privs on them too), allowing only: openat2 and newfstatat
  *      (AT_EMPTY_PATH only) from a descriptor (not AT_FDCWD), fstat, close, read, write,
- *      poll, brk/mmap/mprotect without PROT_EXEC, munmap, mremap, madvise,
- *      clock_gettime, rt_sigreturn, restart_syscall, exit, exit_group. Anything else
- *      kills the process (STP_SANDBOX_ON) or is logged and allowed (STP_SANDBOX_LOG).
+ *      poll, brk/mmap/mprotect without PROT_EXEC, munmap, mremap, madvise, futex for
+ *      glibc's locks, a thread's start and end, clock_gettime, rt_sigreturn,
+ *      restart_syscall, exit, exit_group. No clone: the process can make no thread or
+ *      process from here on, so START's threads are all it will have, whatever uid it
+ *      runs as (RLIMIT_NPROC binds no uid 0). Anything else kills the process
+ *      (STP_SANDBOX_ON) or is logged and allowed (STP_SANDBOX_LOG).
  *
  * The filter cannot read openat2's struct open_how: passing RESOLVE_BENEATH (and
  * RESOLVE_NO_MAGICLINKS) is the caller's part. Descriptors are left alone: close what the
- * child must not have (the image, /dev/fuse) before the call. STP_SANDBOX_OFF: returns 0
- * at once.
+ * child must not have (the image, /dev/fuse) before the call. STP_SANDBOX_OFF: calls
+ * START and returns 0.
  *
  * Returns 0, or a negative errno with a one-line message in ERR, as stp_sandbox_enter: a
  * second thread (-EBUSY) or a filter that cannot be built leaves the process as it was;
- * a later failure leaves it partly confined, and the caller should _exit.
- * Not thread-safe (it must run before any thread exists).
+ * a later failure leaves it partly confined, with START's threads waiting, and the caller
+ * should _exit. Not thread-safe (it must be entered before any thread exists).
  */
 int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_sandbox_prog *prog,
-				char *err, size_t errlen);
+				void (*start)(void *arg), void *arg, char *err, size_t errlen);
 
 /* Parses "on", "log", "off" into MODE. Returns 0 or -EINVAL (MODE untouched). */
 int stp_sandbox_parse_mode(const char *s, enum stp_sandbox_mode *mode);

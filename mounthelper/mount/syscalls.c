@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <sys/mman.h>
@@ -17,7 +18,8 @@
  * The daemon: the FUSE loop (read a request from /dev/fuse, writev the reply, poll it
  * when the session ends), pread of the image and fadvise to read its metadata pages
  * ahead (meta.c), malloc and thread stacks (brk, the mmap family, madvise), locks and
- * condition variables (futex), thread start and end (set_robust_list, rseq,
+ * condition variables (futex, some operations: stp_syscalls_allow_futex), thread start
+ * and end (set_robust_list, rseq,
  * rt_sigprocmask, exit; glibc installs its setxid handler with rt_sigaction at the first
  * pthread_create, and the loop wakes its threads with a signal as it ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo, which
  * glibc's qsort asks for the memory size (the warmer sorts its plan); the disk cache of a
@@ -33,7 +35,7 @@ const char *const stp_syscalls_daemon[] = {
 	"write", "writev",
 	"close", "poll", "ppoll", "ppoll_time64", "fstat", "fstat64",
 	"brk", "munmap", "madvise", "mremap",
-	"futex", "futex_time64", "set_robust_list", "rseq",
+	"set_robust_list", "rseq",
 	"rt_sigprocmask", "rt_sigaction", "rt_sigreturn", "sigreturn",
 	"restart_syscall",
 	"sched_yield", "sched_getaffinity",
@@ -66,7 +68,7 @@ const char *const stp_syscalls_fetcher[] = {
 	/* a published image's blocks in the store, through the descriptors handed over */
 	"pread64", "pwrite64", "ftruncate", "ftruncate64",
 	"brk", "munmap", "madvise", "mremap",
-	"futex", "futex_time64", "set_robust_list", "rseq",
+	"set_robust_list", "rseq",
 	"rt_sigprocmask", "rt_sigaction", "rt_sigreturn", "sigreturn",
 	"restart_syscall", "sched_yield", "sched_getaffinity", "getpid", "gettid",
 	"nanosleep", "clock_nanosleep", "clock_nanosleep_time64",
@@ -76,15 +78,15 @@ const char *const stp_syscalls_fetcher[] = {
 };
 
 /* The priming child: reads and writes on what it holds, fstat and fstatfs (it checks,
- * confined, that the mount is a FUSE one), memory, poll, the clock, its lookup streams'
- * threads (their start, join and end; glibc installs its setxid handler at the first
- * pthread_create; clone for threads only comes in filters.c), and
- * exit; openat2 and faccessat2 beneath the root it holds come in filters.c. */
+ * confined, that the mount is a FUSE one), memory, poll, the clock, and exit. Its lookup
+ * streams' threads were started before the filter (prime.c): what is left is their
+ * start, which may come after it (set_robust_list, rseq, rt_sigprocmask), their join
+ * and end; futex, openat2 and faccessat2 beneath the root it holds come in filters.c. */
 const char *const stp_syscalls_lookup[] = {
 	"read", "write", "close", "fstat", "fstat64",
 	"fstatfs", "fstatfs64",
 	"brk", "munmap", "mremap", "madvise",
-	"futex", "futex_time64", "set_robust_list", "rseq", "rt_sigprocmask", "rt_sigaction",
+	"set_robust_list", "rseq", "rt_sigprocmask",
 	"poll", "ppoll", "ppoll_time64", "clock_gettime", "clock_gettime64",
 	"rt_sigreturn", "sigreturn", "restart_syscall",
 	"exit", "exit_group",
@@ -188,12 +190,37 @@ int stp_syscalls_allow_threads(scmp_filter_ctx ctx)
 {
 	uint32_t arch = stp_syscalls_filter_arch(ctx);
 	bool s390 = arch == SCMP_ARCH_S390X || arch == SCMP_ARCH_S390;
+	/* all 64 bits: glibc passes the flags zero-extended; the kernel would ignore the
+	 * upper half (lower_32_bits in kernel/fork.c), the filter refuses it set */
 	const struct scmp_arg_cmp thread =
-		SCMP_CMP(s390 ? 1 : 0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD);
+		SCMP_CMP(s390 ? 1 : 0, SCMP_CMP_EQ, STP_SYSCALLS_THREAD_FLAGS);
 
 	if (!arch)
 		return -EINVAL;
 	return rule_add(ctx, SCMP_ACT_ALLOW, "clone", 1, &thread);
+}
+
+/* What glibc's locks, condition variables, barriers, joins and semaphores ask (2.36,
+ * nptl and lowlevellock): every other operation falls to the default, the PI family
+ * above all (rt_mutex and requeue-PI, where the kernel's futex bugs have been). */
+static const uint32_t futex_ops[] = {
+	FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET,
+};
+
+int stp_syscalls_allow_futex(scmp_filter_ctx ctx)
+{
+	static const char *const names[] = { "futex", "futex_time64" };
+	const uint32_t cmd = ~(uint32_t)(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < sizeof(names) / sizeof(names[0]); i++)
+		for (size_t k = 0; !rc && k < sizeof(futex_ops) / sizeof(futex_ops[0]); k++) {
+			const struct scmp_arg_cmp op =
+				SCMP_CMP32(1, SCMP_CMP_MASKED_EQ, cmd, futex_ops[k]);
+
+			rc = rule_add(ctx, SCMP_ACT_ALLOW, names[i], 1, &op);
+		}
+	return rc;
 }
 
 bool stp_syscalls_fstat_pathless(uint32_t arch)

@@ -26,6 +26,7 @@
 #ifndef STP_SYSCALLS_H
 #define STP_SYSCALLS_H
 
+#include <sched.h>
 #include <seccomp.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,8 +47,20 @@ int stp_syscalls_allow(scmp_filter_ctx ctx, const char *const *names);
  * allowed whatever it asks. i386's old mmap (arguments in memory) is not allowed. */
 int stp_syscalls_allow_mapping(scmp_filter_ctx ctx);
 
-/* clone only with CLONE_THREAD in its flags (a thread, never a process). */
+/* The flags of glibc's pthread_create (2.36, and since 2.25), which clone3 falls back to
+ * clone with. */
+#define STP_SYSCALLS_THREAD_FLAGS                                                         \
+	(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | \
+	 CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID)
+
+/* clone only with exactly STP_SYSCALLS_THREAD_FLAGS (a thread, never a process, no
+ * namespace, no ptrace or vfork flag). */
 int stp_syscalls_allow_threads(scmp_filter_ctx ctx);
+
+/* futex and futex_time64 for FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET and
+ * FUTEX_WAKE_BITSET, private or not, on either clock: what glibc's threads use. No
+ * priority-inheritance or requeue operation. */
+int stp_syscalls_allow_futex(scmp_filter_ctx ctx);
 
 /* fstat as the C library makes it: newfstatat or fstatat64 (flags AT_EMPTY_PATH) or statx
  * (AT_EMPTY_PATH, with or without AT_NO_AUTOMOUNT), each from a descriptor (bit 31 of the

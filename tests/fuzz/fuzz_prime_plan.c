@@ -24,7 +24,7 @@
 
 /* The lookups' half is not driven here: nothing may confine itself. */
 int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_sandbox_prog *prog,
-				char *err, size_t errlen)
+				void (*start)(void *arg), void *arg, char *err, size_t errlen)
 {
 	abort();
 }

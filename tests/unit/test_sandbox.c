@@ -34,6 +34,7 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <linux/futex.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -400,6 +401,37 @@ static int probe_threads(void)
 	return bad ? PROBE_WRONG : PROBE_OK;
 }
 
+/* glibc's own locks: FUTEX_WAKE and FUTEX_WAIT_BITSET, private, on a realtime clock. */
+static int probe_futex_glibc(void)
+{
+	uint32_t word = 0;
+	struct timespec past = { 0 };
+
+	if (syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0) != 0)
+		return PROBE_WRONG;
+	if (syscall(SYS_futex, &word, FUTEX_WAIT_BITSET_PRIVATE | FUTEX_CLOCK_REALTIME, 0, &past,
+		    NULL, FUTEX_BITSET_MATCH_ANY) != -1 || errno != ETIMEDOUT)
+		return PROBE_WRONG;
+	return PROBE_OK;
+}
+
+/* A priority-inheritance lock: no filter allows one. */
+static int probe_futex_pi(void)
+{
+	uint32_t word = 0;
+
+	syscall(SYS_futex, &word, FUTEX_TRYLOCK_PI_PRIVATE, 0, NULL, NULL, 0);
+	return PROBE_CALL_RETURNED;
+}
+
+static int probe_futex_requeue(void)
+{
+	uint32_t word = 0, other = 0;
+
+	syscall(SYS_futex, &word, FUTEX_CMP_REQUEUE_PRIVATE, 1, (void *)1, &other, 0);
+	return PROBE_CALL_RETURNED;
+}
+
 static volatile int woken;
 
 static void on_wake(int sig)
@@ -598,6 +630,8 @@ static void test_forbidden(bool as_user)
 	expect("ioctl FUSE_DEV_IOC_CLONE", STP_SANDBOX_ON, as_user, probe_fuse_clone_ioctl, true);
 	expect("fstatat(AT_FDCWD, path, AT_EMPTY_PATH)", STP_SANDBOX_ON, as_user,
 	       probe_empty_path_flag_cwd, true);
+	expect("futex(FUTEX_TRYLOCK_PI)", STP_SANDBOX_ON, as_user, probe_futex_pi, true);
+	expect("futex(FUTEX_CMP_REQUEUE)", STP_SANDBOX_ON, as_user, probe_futex_requeue, true);
 #if defined(__x86_64__)
 	expect("an x32 call (getpid)", STP_SANDBOX_ON, as_user, probe_x32, true);
 	if (has_int80())
@@ -620,6 +654,7 @@ static void test_allowed(bool as_user)
 
 	expect("malloc 64 MiB", STP_SANDBOX_ON, as_user, probe_malloc, false);
 	expect("pthread_create", STP_SANDBOX_ON, as_user, probe_threads, false);
+	expect("futex as glibc's locks use it", STP_SANDBOX_ON, as_user, probe_futex_glibc, false);
 	expect("stderr", STP_SANDBOX_ON, as_user, probe_stderr, false);
 	expect("a thread woken by pthread_kill", STP_SANDBOX_ON, as_user, probe_wake, false);
 
@@ -1224,18 +1259,61 @@ static void *lookup_thread(void *arg)
 	return probe_lookup_beneath() == PROBE_OK ? NULL : (void *)1;
 }
 
-/* What the priming child's streams do: threads started, looking up, joined. */
+/* A thread made once confined: the lookup filter allows no clone. */
 static int probe_lookup_threads(void)
 {
-	pthread_t t[2];
-	void *res;
-	int bad = 0;
+	pthread_t t;
 
+	if (pthread_create(&t, NULL, lookup_thread, NULL))
+		return PROBE_WRONG;
+	pthread_join(t, NULL);
+	return PROBE_CALL_RETURNED;
+}
+
+/* What the priming child's streams do (prime.c): threads started between the
+ * capabilities' drop and the filter, waiting until released, then looking up. */
+static struct {
+	pthread_t t[2];
+	int started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool released;
+} early = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static void *early_thread(void *arg)
+{
+	pthread_mutex_lock(&early.lock);
+	while (!early.released)
+		pthread_cond_wait(&early.cond, &early.lock);
+	pthread_mutex_unlock(&early.lock);
+	return arg ? arg : lookup_thread(NULL);
+}
+
+/* START for stp_sandbox_confine_lookups; ARG, when not NULL, is what the threads return
+ * without looking up (test_lookup_state's). */
+static void start_early(void *arg)
+{
 	for (int i = 0; i < 2; i++)
-		if (pthread_create(&t[i], NULL, lookup_thread, NULL))
-			return PROBE_WRONG;
-	for (int i = 0; i < 2; i++)
-		if (pthread_join(t[i], &res) || res)
+		if (!pthread_create(&early.t[i], NULL, early_thread, arg))
+			early.started++;
+}
+
+static void release_early(void)
+{
+	pthread_mutex_lock(&early.lock);
+	early.released = true;
+	pthread_cond_broadcast(&early.cond);
+	pthread_mutex_unlock(&early.lock);
+}
+
+static int probe_early_threads(void)
+{
+	void *res;
+	int bad = early.started != 2;
+
+	release_early();
+	for (int i = 0; i < early.started; i++)
+		if (pthread_join(early.t[i], &res) || res)
 			bad = 1;
 	return bad ? PROBE_WRONG : PROBE_OK;
 }
@@ -1274,19 +1352,21 @@ static int probe_pid(void)
 }
 
 /* The lookup filter, built as the monitor builds it before its fork, then loaded. */
-static int confine_lookups(enum stp_sandbox_mode mode, char *err, size_t errlen)
+static int confine_lookups(enum stp_sandbox_mode mode, void (*start)(void *), void *arg,
+			   char *err, size_t errlen)
 {
 	struct stp_sandbox_prog filter = { 0 };
 	int rc = mode == STP_SANDBOX_OFF ? 0 :
 		 stp_filters_export(STP_FILTER_LOOKUP, mode, getpid(), &filter, err, errlen);
 
 	if (!rc)
-		rc = stp_sandbox_confine_lookups(mode, &filter, err, errlen);
+		rc = stp_sandbox_confine_lookups(mode, &filter, start, arg, err, errlen);
 	stp_sandbox_prog_free(&filter);
 	return rc;
 }
 
-static pid_t spawn_lookup_probe(enum stp_sandbox_mode mode, bool as_user, int (*probe)(void))
+static pid_t spawn_lookup_probe(enum stp_sandbox_mode mode, bool as_user,
+				void (*start)(void *), int (*probe)(void))
 {
 	char err[256];
 	pid_t pid = fork();
@@ -1295,19 +1375,19 @@ static pid_t spawn_lookup_probe(enum stp_sandbox_mode mode, bool as_user, int (*
 		return pid;
 	if (as_user && setresuid(65534, 65534, 65534))
 		_exit(PROBE_ENTER_FAILED);
-	if (confine_lookups(mode, err, sizeof(err))) {
+	if (confine_lookups(mode, start, NULL, err, sizeof(err))) {
 		dprintf(2, "stp_sandbox_confine_lookups: %s\n", err);
 		_exit(PROBE_ENTER_FAILED);
 	}
 	_exit(probe());
 }
 
-static void expect_lookup(const char *what, enum stp_sandbox_mode mode, bool as_user,
-			  int (*probe)(void), bool killed)
+static void expect_lookup_started(const char *what, enum stp_sandbox_mode mode, bool as_user,
+				  void (*start)(void *), int (*probe)(void), bool killed)
 {
 	int status;
 	char desc[64];
-	pid_t pid = spawn_lookup_probe(mode, as_user, probe);
+	pid_t pid = spawn_lookup_probe(mode, as_user, start, probe);
 	const char *who = as_user ? "user" : "root";
 
 	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
@@ -1323,25 +1403,61 @@ static void expect_lookup(const char *what, enum stp_sandbox_mode mode, bool as_
 		       "lookups: %s (%s) works: %s", what, who, describe(status, desc, sizeof(desc)));
 }
 
-static void check_lookup_state(pid_t pid, bool as_root)
+static void expect_lookup(const char *what, enum stp_sandbox_mode mode, bool as_user,
+			  int (*probe)(void), bool killed)
+{
+	expect_lookup_started(what, mode, as_user, NULL, probe, killed);
+}
+
+/* Thread TID of PID (0: the process's status) as confined. */
+static void check_lookup_task(pid_t pid, pid_t tid, bool as_root)
 {
 	static const char *const zero_caps[] = { "CapInh", "CapPrm", "CapEff", "CapAmb" };
-	char v[128];
+	const char *who = as_root ? "root" : "user";
+	char v[128], task[32];
 
+	if (tid)
+		snprintf(task, sizeof(task), "thread %d", tid);
+	else
+		snprintf(task, sizeof(task), "the process");
 	for (size_t i = 0; i < sizeof(zero_caps) / sizeof(zero_caps[0]); i++)
-		report(proc_field(pid, 0, zero_caps[i], v, sizeof(v)) && !strcmp(v, "0000000000000000"),
-		       "lookups (%s): %s is 0 (%s)", as_root ? "root" : "user", zero_caps[i], v);
+		report(proc_field(pid, tid, zero_caps[i], v, sizeof(v)) &&
+		       !strcmp(v, "0000000000000000"), "lookups (%s), %s: %s is 0 (%s)",
+		       who, task, zero_caps[i], v);
 	if (as_root)
-		report(proc_field(pid, 0, "CapBnd", v, sizeof(v)) && !strcmp(v, "0000000000000000"),
-		       "lookups (root): CapBnd is 0 (%s)", v);
-	report(proc_field(pid, 0, "NoNewPrivs", v, sizeof(v)) && !strcmp(v, "1"),
-	       "lookups (%s): NoNewPrivs 1 (%s)", as_root ? "root" : "user", v);
-	report(proc_field(pid, 0, "Seccomp", v, sizeof(v)) && !strcmp(v, "2"),
-	       "lookups (%s): Seccomp 2 (%s)", as_root ? "root" : "user", v);
+		report(proc_field(pid, tid, "CapBnd", v, sizeof(v)) &&
+		       !strcmp(v, "0000000000000000"), "lookups (root), %s: CapBnd is 0 (%s)",
+		       task, v);
+	report(proc_field(pid, tid, "NoNewPrivs", v, sizeof(v)) && !strcmp(v, "1"),
+	       "lookups (%s), %s: NoNewPrivs 1 (%s)", who, task, v);
+	report(proc_field(pid, tid, "Seccomp", v, sizeof(v)) && !strcmp(v, "2"),
+	       "lookups (%s), %s: Seccomp 2 (%s)", who, task, v);
 	/* the uid stays: only the mount's owner may enter a FUSE mount */
-	report(proc_field(pid, 0, "Uid", v, sizeof(v)) &&
+	report(proc_field(pid, tid, "Uid", v, sizeof(v)) &&
 	       !strcmp(v, as_root ? "0\t0\t0\t0" : "65534\t65534\t65534\t65534"),
-	       "lookups (%s): uid kept (%s)", as_root ? "root" : "user", v);
+	       "lookups (%s), %s: uid kept (%s)", who, task, v);
+}
+
+/* The process and each of its threads: the two started before the filter have it too. */
+static void check_lookup_state(pid_t pid, bool as_root)
+{
+	char path[64];
+	struct dirent *e;
+	int tasks = 0;
+	DIR *d;
+
+	check_lookup_task(pid, 0, as_root);
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			check_lookup_task(pid, (pid_t)atoi(e->d_name), as_root);
+			tasks++;
+		}
+	if (d)
+		closedir(d);
+	report(tasks == 3, "lookups (%s): 3 tasks, the streams' 2 threads among them (%d)",
+	       as_root ? "root" : "user", tasks);
 }
 
 /* The confined child does its lookups, then waits while the parent reads its /proc. */
@@ -1359,7 +1475,7 @@ static void test_lookup_state(bool as_root)
 	if (pid == 0) {
 		if (!as_root && setresuid(65534, 65534, 65534))
 			_exit(PROBE_ENTER_FAILED);
-		if (confine_lookups(STP_SANDBOX_ON, err, sizeof(err)))
+		if (confine_lookups(STP_SANDBOX_ON, start_early, &early, err, sizeof(err)))
 			_exit(PROBE_ENTER_FAILED);
 		if (probe_lookup_beneath() != PROBE_OK)
 			_exit(PROBE_WRONG);
@@ -1395,9 +1511,19 @@ static void test_lookups(void)
 		expect_lookup("stat /etc/passwd", STP_SANDBOX_ON, as_user, probe_stat_passwd, true);
 		expect_lookup("socket", STP_SANDBOX_ON, as_user, probe_socket, true);
 		expect_lookup("getpid", STP_SANDBOX_ON, as_user, probe_pid, true);
-		/* the lookup streams are threads (prime.c); no other process */
-		expect_lookup("lookups in threads", STP_SANDBOX_ON, as_user, probe_lookup_threads,
-			      false);
+		/* the lookup streams are threads started before the filter (prime.c); no
+		 * other thread, no process */
+		expect_lookup_started("lookups in threads started before the filter",
+				      STP_SANDBOX_ON, as_user, start_early, probe_early_threads,
+				      false);
+		expect_lookup("pthread_create once confined", STP_SANDBOX_ON, as_user,
+			      probe_lookup_threads, true);
+		expect_lookup("futex as glibc's locks use it", STP_SANDBOX_ON, as_user,
+			      probe_futex_glibc, false);
+		expect_lookup("futex(FUTEX_TRYLOCK_PI)", STP_SANDBOX_ON, as_user, probe_futex_pi,
+			      true);
+		expect_lookup("futex(FUTEX_CMP_REQUEUE)", STP_SANDBOX_ON, as_user,
+			      probe_futex_requeue, true);
 		expect_lookup("fork", STP_SANDBOX_ON, as_user, probe_fork, true);
 		expect_lookup("clone without CLONE_THREAD (posix_spawn)", STP_SANDBOX_ON, as_user,
 			      probe_vfork, true);

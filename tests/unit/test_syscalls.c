@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/filter.h>
+#include <linux/futex.h>
 #include <linux/net.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -331,6 +332,36 @@ static void expect_basics(const struct filter *flt, uint32_t path_stat, bool own
 	expect(flt, "ptrace", "ptrace", NULL, KILL);
 }
 
+/* futex: what glibc's locks, condition variables and joins ask, and nothing of the
+ * priority-inheritance or requeue families. */
+static void expect_futex(const struct filter *flt)
+{
+	const char *name = t64(flt->arch, "futex", "futex_time64");
+	static const struct { const char *what; uint64_t op; uint32_t want; } ops[] = {
+		{ "FUTEX_WAIT", FUTEX_WAIT, ALLOW },
+		{ "FUTEX_WAKE_PRIVATE", FUTEX_WAKE_PRIVATE, ALLOW },
+		{ "FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME",
+		  FUTEX_WAIT_BITSET_PRIVATE | FUTEX_CLOCK_REALTIME, ALLOW },
+		{ "FUTEX_WAKE_BITSET", FUTEX_WAKE_BITSET, ALLOW },
+		{ "FUTEX_LOCK_PI_PRIVATE", FUTEX_LOCK_PI_PRIVATE, KILL },
+		{ "FUTEX_UNLOCK_PI", FUTEX_UNLOCK_PI, KILL },
+		{ "FUTEX_TRYLOCK_PI", FUTEX_TRYLOCK_PI, KILL },
+		{ "FUTEX_WAIT_REQUEUE_PI", FUTEX_WAIT_REQUEUE_PI, KILL },
+		{ "FUTEX_CMP_REQUEUE_PI", FUTEX_CMP_REQUEUE_PI, KILL },
+		{ "FUTEX_LOCK_PI2", 13, KILL },
+		{ "FUTEX_CMP_REQUEUE", FUTEX_CMP_REQUEUE, KILL },
+		{ "FUTEX_REQUEUE", FUTEX_REQUEUE, KILL },
+		{ "FUTEX_WAKE_OP", FUTEX_WAKE_OP, KILL },
+		{ "FUTEX_WAIT with an unknown flag", FUTEX_WAIT | 0x40, KILL },
+	};
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		expect(flt, ops[i].what, name, ARGS(0x1000, ops[i].op), ops[i].want);
+	if (flt->arch->time64)
+		expect(flt, "futex without time64, FUTEX_LOCK_PI", "futex",
+		       ARGS(0x1000, FUTEX_LOCK_PI), KILL);
+}
+
 static void expect_threads(const struct filter *flt)
 {
 	const struct arch *a = flt->arch;
@@ -341,7 +372,24 @@ static void expect_threads(const struct filter *flt)
 	expect(flt, "pthread_create", "clone", thread, ALLOW);
 	expect(flt, "fork", "clone", process, KILL);
 	expect(flt, "clone3", "clone3", NULL, ENOSYS_);
-	expect(flt, "futex", t64(a, "futex", "futex_time64"), NULL, ALLOW);
+	/* pthread_create's flags exactly: no other thread-making clone */
+	static const struct { const char *what; uint64_t flags; uint32_t want; } clones[] = {
+		{ "clone(CLONE_THREAD) alone", CLONE_THREAD | CLONE_SIGHAND | CLONE_VM, KILL },
+		{ "a thread clone with CLONE_PTRACE", THREAD_FLAGS | CLONE_PTRACE, KILL },
+		{ "a thread clone with CLONE_NEWNET", THREAD_FLAGS | CLONE_NEWNET, KILL },
+		{ "a thread clone with CLONE_VFORK", THREAD_FLAGS | CLONE_VFORK, KILL },
+		{ "a thread clone with a signal", THREAD_FLAGS | SIGCHLD, KILL },
+		/* the kernel would ignore bits above 31: the filter refuses them */
+		{ "a thread clone, bits above 31 set", THREAD_FLAGS | (1ull << 32),
+		  KILL },
+	};
+	for (size_t i = 0; i < sizeof(clones) / sizeof(clones[0]); i++) {
+		if ((clones[i].flags >> 32) && a->time64)
+			continue; /* a 32-bit register has no bit 32 */
+		thread[a->clone_flags_arg] = clones[i].flags;
+		expect(flt, clones[i].what, "clone", thread, clones[i].want);
+	}
+	expect_futex(flt);
 	expect(flt, "set_robust_list", "set_robust_list", NULL, ALLOW);
 	expect(flt, "rseq", "rseq", NULL, ALLOW);
 	expect(flt, "prctl(PR_SET_NAME)", "prctl", ARGS(PR_SET_NAME), KILL); /* no thread named */
@@ -460,6 +508,16 @@ static void test_lookup(const struct arch *a)
 	expect(&flt, "openat2 from the working directory", "openat2", ARGS((uint32_t)-100), KILL);
 	expect(&flt, "fstatfs", a->fstatfs, NULL, ALLOW);
 	expect(&flt, "getpid", "getpid", NULL, KILL);
+	/* its streams' threads were started before the filter (prime.c): no clone at all */
+	uint64_t thread[6] = { 0 };
+
+	thread[a->clone_flags_arg] = THREAD_FLAGS;
+	expect(&flt, "pthread_create", "clone", thread, KILL);
+	expect(&flt, "clone3", "clone3", NULL, KILL);
+	expect(&flt, "rt_sigaction", "rt_sigaction", NULL, KILL);
+	expect(&flt, "set_robust_list (a thread's start)", "set_robust_list", NULL, ALLOW);
+	expect(&flt, "rt_sigprocmask (a thread's start)", "rt_sigprocmask", NULL, ALLOW);
+	expect_futex(&flt);
 	free(flt.prog);
 }
 
