@@ -747,11 +747,25 @@ static void copy_stat_of_link(struct node *n, const struct node *target)
 	n->st = target->st;
 }
 
-/* N, already in the tree, is about to take a new entry of type MODE. */
+/* Whether the archive being read is a zip (known from its first header on). */
+static bool is_zip(const struct reader *r)
+{
+	return (archive_format(r->a) & ARCHIVE_FORMAT_BASE_MASK) == ARCHIVE_FORMAT_ZIP;
+}
+
+/* N, already in the tree, is about to take a new entry of type MODE. A tar or cpio entry
+ * replaces an earlier one of its name, as tar and cpio extract them (an appended update).
+ * A zip's entries are a directory, not a log: two files of one name there are a damaged
+ * or crafted zip, or two spellings of one Unicode name, which libarchive gives in NFC
+ * form (read_archive), and either way one would be lost. A directory entry may meet a
+ * directory: it brings attributes only. */
 static int may_replace(struct reader *r, struct node *n, mode_t mode)
 {
 	if (!n->parent && !S_ISDIR(mode))
 		return fail(r, "refused: the root must be a directory", EINVAL);
+	if (is_zip(r) && !(S_ISDIR(mode) && S_ISDIR(n->st.st_mode)))
+		return fail(r, "refused: an earlier entry of the zip has this name (names are "
+			    "compared in Unicode NFC form, as libarchive gives them)", EEXIST);
 	if (S_ISDIR(n->st.st_mode) && !S_ISDIR(mode) && n->nchildren)
 		return fail(r, "refused: it would replace a directory that is not empty", ENOTEMPTY);
 	return 0;
@@ -1087,7 +1101,8 @@ static int begins_as_zip(int fd)
  * name marked UTF-8 that libarchive cannot convert to the locale's charset is left with
  * no name at all, where a pax name keeps its bytes (conversion_warning). Those names
  * come out in Unicode's NFC form, as libarchive gives every UTF-8 name in a UTF-8
- * locale; unmarked zip names, and every name of the other formats, are their bytes. */
+ * locale (two that meet so are refused: may_replace); unmarked zip names, and every name
+ * of the other formats, are their bytes. */
 static int read_archive(struct reader *r)
 {
 	locale_t utf8 = r->seekable && begins_as_zip(r->fd) ?

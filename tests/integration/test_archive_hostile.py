@@ -14,6 +14,8 @@ import struct
 import subprocess
 import sys
 import tarfile
+import unicodedata
+import warnings
 import zipfile
 
 import pytest
@@ -663,3 +665,42 @@ def test_zip_names_marked_utf8(tmp_path, stipple):
     assert r.returncode == 1, r.stderr
     assert "standard input: a name marked UTF-8" in r.stderr, r.stderr
     assert not piped.exists()
+
+
+def test_zip_names_that_meet_are_refused(tmp_path, stipple):
+    """libarchive gives a zip's UTF-8 names in NFC form, so a name spelled with a
+    combining accent and the same name precomposed would become one file, and one of
+    them lost; a zip that names a file twice loses one too. Both are refused, naming the
+    entry, and no image is left. A directory entry that meets a directory brings only
+    attributes, and is taken."""
+    nfc = unicodedata.normalize("NFC", "caf\u00e9.txt")
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfc != nfd
+    cases = {"spellings.zip": ([(nfc, b"composed\n"), (nfd, b"decomposed\n")], nfc),
+             "twice.zip": ([("a/x", b"1\n"), ("a/x", b"2\n")], "a/x"),
+             "dir-then-file.zip": ([("a/", b""), ("a", b"file\n")], "a")}
+    for arc, (members, shown) in cases.items():
+        with warnings.catch_warnings(), zipfile.ZipFile(tmp_path / arc, "w") as z:
+            warnings.simplefilter("ignore")  # zipfile: "Duplicate name"
+            for name, data in members:
+                z.writestr(name, data)
+        image = tmp_path / (arc + ".stp")
+        r = mkstipple(tmp_path / arc, image)
+        assert r.returncode == 1, (arc, r.stderr)
+        assert f"{arc}: {shown}: refused: an earlier entry of the zip has this name" in r.stderr, r.stderr
+        assert not image.exists()
+    # a directory named twice, and after a file beneath it: one directory, every file
+    arc = tmp_path / "dirs.zip"
+    with warnings.catch_warnings(), zipfile.ZipFile(arc, "w") as z:
+        warnings.simplefilter("ignore")
+        z.writestr("d/f", b"f\n")
+        z.writestr("d/", b"")
+        z.writestr("d/", b"")
+        z.writestr(nfc, b"composed\n")
+    image = tmp_path / "dirs.stp"
+    r = mkstipple(arc, image)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    run([stipple, "extract", image, out], check=True)
+    assert sorted(os.listdir(out)) == sorted(["d", nfc])
+    assert (out / "d" / "f").read_bytes() == b"f\n"
