@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Reading an archive into the tree, through libarchive. */
 #include "archive_in.h"
+#include "archive_open.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -24,7 +25,6 @@
 #include "tree.h"
 #include "util.h"
 
-#define READ_BLOCK (128u * 1024)
 #define XATTR_NAME_MAX_LEN 255u
 #define XATTR_VALUE_MAX_LEN 65536u
 /* Linux's XATTR_LIST_MAX: a file's attribute names, each with its NUL, fit in 64 KiB, or
@@ -957,30 +957,6 @@ static void free_recs(struct reader *r)
 	free(r->recs);
 }
 
-static struct archive *open_archive(struct reader *r)
-{
-	struct archive *a = archive_read_new();
-
-	if (!a)
-		return NULL;
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_bzip2(a);
-	archive_read_support_filter_xz(a);
-	archive_read_support_filter_lzma(a);
-	archive_read_support_filter_zstd(a);
-	archive_read_support_format_tar(a);
-	archive_read_support_format_gnutar(a);
-	archive_read_support_format_cpio(a);
-	archive_read_support_format_zip(a);
-	r->a = a;
-	if (archive_read_open_fd(a, r->fd, READ_BLOCK) != ARCHIVE_OK) {
-		not_an_archive(r);
-		archive_read_free(a);
-		r->a = NULL;
-	}
-	return r->a;
-}
-
 /* libarchive's cpio reader pairs an entry whose inode has more than one link, directories
  * included, by walking a list of the earlier ones (cpiolinks.h): 80,000 directories in a
  * 420 KB cpio.gz cost 3.2e9 steps there. Past this many steps (what 65,536 directories
@@ -1067,9 +1043,9 @@ static int read_entries(struct reader *r)
 		if (!r->entry) {
 			rc = got == ARCHIVE_WARN ? /* a conversion warning: checked above */
 			     fail(r, "a name marked UTF-8 that libarchive gives only in a UTF-8 "
-				  "locale, which mkstipple reads a zip in when the zip is a "
-				  "file that begins with it (not standard input, not a "
-				  "self-extracting program)", EILSEQ) :
+				  "locale, which mkstipple reads a zip in when it knows the zip "
+				  "as one beforehand (a file, or a stream that begins as a zip; "
+				  "not a compressed or self-extracting one on a stream)", EILSEQ) :
 			     fail(r, "an entry without a path", EINVAL);
 			break;
 		}
@@ -1087,33 +1063,33 @@ static int read_entries(struct reader *r)
 	return 0;
 }
 
-/* Whether the file at FD begins as a zip does (a local header, or the end record of an
- * empty one). */
-static int begins_as_zip(int fd)
-{
-	uint8_t m[4];
-
-	return pread(fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) && m[0] == 'P' && m[1] == 'K' &&
-	       ((m[2] == 3 && m[3] == 4) || (m[2] == 5 && m[3] == 6));
-}
-
-/* Opens and reads the archive. A zip is read under C.UTF-8 (on this thread alone): a zip
- * name marked UTF-8 that libarchive cannot convert to the locale's charset is left with
- * no name at all, where a pax name keeps its bytes (conversion_warning). Those names
- * come out in Unicode's NFC form, as libarchive gives every UTF-8 name in a UTF-8
- * locale (two that meet so are refused: may_replace); unmarked zip names, and every name
- * of the other formats, are their bytes. */
+/* Opens and reads the archive. A zip (archive_open.h) is read under C.UTF-8 (on this
+ * thread alone): a zip name marked UTF-8 that libarchive cannot convert to the locale's
+ * charset is left with no name at all, where a pax name keeps its bytes
+ * (conversion_warning). Those names come out in Unicode's NFC form, as libarchive gives
+ * every UTF-8 name in a UTF-8 locale (two that meet so are refused: may_replace);
+ * unmarked zip names, and every name of the other formats, are their bytes. */
 static int read_archive(struct reader *r)
 {
-	locale_t utf8 = r->seekable && begins_as_zip(r->fd) ?
-			newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0) : (locale_t)0;
-	locale_t was = utf8 ? uselocale(utf8) : (locale_t)0;
-	int rc = (r->a = open_archive(r)) ? read_entries(r) : -EINVAL;
+	struct archive_input in;
+	locale_t utf8, was = (locale_t)0;
+	int rc;
 
+	archive_input_init(&in, r->fd, r->seekable);
+	utf8 = archive_input_is_zip(&in) ? newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0) :
+					   (locale_t)0;
+	if (utf8)
+		was = uselocale(utf8);
+	rc = archive_input_open(&in, &r->a);
+	if (rc == -EINVAL)
+		not_an_archive(r);
+	if (!rc)
+		rc = read_entries(r);
 	if (utf8) {
 		uselocale(was);
 		freelocale(utf8);
 	}
+	archive_input_free(&in);
 	return rc;
 }
 

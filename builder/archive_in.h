@@ -3,11 +3,12 @@
  * Reading a tar (ustar, pax, GNU), cpio or zip archive, plain or compressed, into the
  * same tree a directory scan gives (tree.h), through libarchive. Entries are applied as
  * tar extracts them: a later entry for a path replaces the earlier one (a directory
- * over a directory keeps its children), leading "/" and "./" are dropped, "." is the
- * root, and a path with "..", or a hard link to a path not (yet) in the archive, is
- * refused. The bytes of a regular file stay where they are in a seekable uncompressed
- * tar or cpio; the others are copied into a spool, an unlinked temporary file beside the
- * image, holes left as holes. Not thread-safe; one archive at a time.
+ * over a directory keeps its children; in a zip, only that), leading "/" and "./" are
+ * dropped, "." is the root, and a path with "..", or a hard link to a path not (yet) in
+ * the archive, is refused. The bytes of a regular file stay where they are in a
+ * seekable uncompressed tar or cpio; the others are copied into a spool, an unlinked
+ * temporary file beside the image, holes left as holes. Not thread-safe; one archive at
+ * a time.
  *
  * A crafted archive costs what its bytes cost: a path is found or made one (parent, name)
  * look-up per name; a path longer than the readers take (TREE_PATH_MAX, so at most
