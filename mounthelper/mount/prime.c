@@ -536,19 +536,25 @@ static void start_streams(void *arg)
 {
 	struct streams *s = arg;
 
-	while (s->started + 1 < s->want &&
+	while (s->started < STREAMS_MAX - 1 && s->started + 1 < s->want &&
 	       !pthread_create(&s->thread[s->started], NULL, wait_then_run, s))
 		s->started++;
 }
 
-/* Every name of S's list, in its streams, the calling thread's the first. The first
- * reason to end (ends_lookups), or 0 when the lookups ended for none. */
-static int look_up_all(struct streams *s)
+/* Lets the threads start_streams started look up: only once the filter is on every
+ * thread and the mount is known ours, since each lookup is a request to it. */
+static void release_streams(struct streams *s)
 {
 	pthread_mutex_lock(&s->lock);
 	s->released = true;
 	pthread_cond_broadcast(&s->released_cond);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Every name of S's list, in its released streams and the calling thread's. The first
+ * reason to end (ends_lookups), or 0 when the lookups ended for none. */
+static int look_up_all(struct streams *s)
+{
 	run_stream(s);
 	for (unsigned k = 0; k < s->started; k++)
 		pthread_join(s->thread[k], NULL);
@@ -647,6 +653,7 @@ void stp_prime_look_up(const struct stp_prime_list *l, int root, int done_fd,
 		_exit(STP_PRIME_NOT_CONFINED);
 	if (!is_fuse_root(root))
 		_exit(STP_PRIME_NOT_OURS);
+	release_streams(&s);
 	if (!look_up_all(&s))
 		settle_first_requests(l, root);
 	_exit(STP_PRIME_LOOKED_UP);

@@ -598,9 +598,9 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode)
 }
 
 /* no_new_privs, then the program: as libseccomp's seccomp_load does, without its
- * compile and its probes of the kernel (the monitor made them: filters.h). */
-/* PROG on this thread, or with SECCOMP_FILTER_FLAG_TSYNC on every thread (the kernel
- * then answers with the id of a thread it could not bring along). */
+ * compile and its probes of the kernel (the monitor made them: filters.h). On this
+ * thread, or with SECCOMP_FILTER_FLAG_TSYNC on every thread, no_new_privs included (the
+ * kernel then answers with the id of a thread it could not bring along). */
 static int load_prog(const struct stp_sandbox_prog *prog, unsigned flags, char *err,
 		     size_t errlen)
 {
@@ -614,7 +614,7 @@ static int load_prog(const struct stp_sandbox_prog *prog, unsigned flags, char *
 		return stp_errf(err, errlen, -errno, "loading the seccomp filter: %s",
 				strerror(errno));
 	if (rc > 0)
-		return stp_errf(err, errlen, -EBUSY,
+		return stp_errf(err, errlen, -ESRCH,
 			    "loading the seccomp filter: thread %ld could not take it", rc);
 	return 0;
 }

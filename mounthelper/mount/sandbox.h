@@ -203,8 +203,9 @@ void stp_sandbox_warn(enum stp_sandbox_mode mode);
  *
  * Returns 0, or a negative errno with a one-line message in ERR, as stp_sandbox_enter: a
  * second thread (-EBUSY) or a filter that cannot be built leaves the process as it was;
- * a later failure leaves it partly confined, with START's threads waiting, and the caller
- * should _exit. Not thread-safe (it must be entered before any thread exists).
+ * a later failure (-ESRCH: a thread the filter could not be put on) leaves it partly
+ * confined, with START's threads waiting, and the caller should _exit. Not thread-safe
+ * (it must be entered before any thread exists).
  */
 int stp_sandbox_confine_lookups(enum stp_sandbox_mode mode, const struct stp_sandbox_prog *prog,
 				void (*start)(void *arg), void *arg, char *err, size_t errlen);

@@ -19,10 +19,10 @@
  * when the session ends), pread of the image and fadvise to read its metadata pages
  * ahead (meta.c), malloc and thread stacks (brk, the mmap family, madvise), locks and
  * condition variables (futex, some operations: stp_syscalls_allow_futex), thread start
- * and end (set_robust_list, rseq,
- * rt_sigprocmask, exit; glibc installs its setxid handler with rt_sigaction at the first
- * pthread_create, and the loop wakes its threads with a signal as it ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo, which
- * glibc's qsort asks for the memory size (the warmer sorts its plan); the disk cache of a
+ * and end (set_robust_list, rseq, rt_sigprocmask, exit; glibc installs its setxid
+ * handler with rt_sigaction at the first pthread_create, and the loop wakes its threads
+ * with a signal as it ends), sleeping and clocks, stdio on stderr (fstat), and sysinfo,
+ * which glibc's qsort asks for the memory size (the warmer sorts its plan); the disk cache of a
  * URL mount (diskcache.c) writes blocks, finds holes and makes them (pwrite64, lseek;
  * fallocate, only to punch holes, is a rule of sandbox.c's), and ends the fetcher's
  * channels at umount (shutdown, remote.c). 32-bit variants: fadvise64_64 (i386), arm_fadvise64_64 (arm), _llseek,
@@ -190,21 +190,22 @@ int stp_syscalls_allow_threads(scmp_filter_ctx ctx)
 {
 	uint32_t arch = stp_syscalls_filter_arch(ctx);
 	bool s390 = arch == SCMP_ARCH_S390X || arch == SCMP_ARCH_S390;
-	/* all 64 bits: glibc passes the flags zero-extended; the kernel would ignore the
-	 * upper half (lower_32_bits in kernel/fork.c), the filter refuses it set */
-	const struct scmp_arg_cmp thread =
-		SCMP_CMP(s390 ? 1 : 0, SCMP_CMP_EQ, STP_SYSCALLS_THREAD_FLAGS);
+	/* the low 32 bits, as the kernel reads them (lower_32_bits in kernel/fork.c): glibc
+	 * passes an int, whose upper half the 64-bit ABIs leave undefined */
+	const struct scmp_arg_cmp thread = SCMP_CMP(s390 ? 1 : 0, SCMP_CMP_MASKED_EQ,
+						    0xffffffffu, STP_SYSCALLS_THREAD_FLAGS);
 
 	if (!arch)
 		return -EINVAL;
 	return rule_add(ctx, SCMP_ACT_ALLOW, "clone", 1, &thread);
 }
 
-/* What glibc's locks, condition variables, barriers, joins and semaphores ask (2.36,
- * nptl and lowlevellock): every other operation falls to the default, the PI family
- * above all (rt_mutex and requeue-PI, where the kernel's futex bugs have been). */
+/* What glibc's locks, condition variables, barriers, joins, semaphores and malloc ask
+ * (2.36, nptl and lowlevellock; its requeue and FUTEX_WAKE_OP helpers have no caller):
+ * every other operation falls to the default, the PI family above all (rt_mutex and
+ * requeue-PI, where the kernel's futex bugs have been). */
 static const uint32_t futex_ops[] = {
-	FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET,
+	FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET,
 };
 
 int stp_syscalls_allow_futex(scmp_filter_ctx ctx)

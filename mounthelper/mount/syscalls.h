@@ -53,13 +53,14 @@ int stp_syscalls_allow_mapping(scmp_filter_ctx ctx);
 	(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | \
 	 CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID)
 
-/* clone only with exactly STP_SYSCALLS_THREAD_FLAGS (a thread, never a process, no
- * namespace, no ptrace or vfork flag). */
+/* clone only with exactly STP_SYSCALLS_THREAD_FLAGS in the low 32 bits of its flags,
+ * which are all the kernel reads (a thread, never a process, no namespace, no ptrace or
+ * vfork flag). */
 int stp_syscalls_allow_threads(scmp_filter_ctx ctx);
 
-/* futex and futex_time64 for FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET and
- * FUTEX_WAKE_BITSET, private or not, on either clock: what glibc's threads use. No
- * priority-inheritance or requeue operation. */
+/* futex and futex_time64 for FUTEX_WAIT, FUTEX_WAKE and FUTEX_WAIT_BITSET, private or
+ * not, on either clock: what glibc's threads use. No priority-inheritance, requeue or
+ * other operation. */
 int stp_syscalls_allow_futex(scmp_filter_ctx ctx);
 
 /* fstat as the C library makes it: newfstatat or fstatat64 (flags AT_EMPTY_PATH) or statx
