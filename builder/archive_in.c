@@ -60,6 +60,8 @@ struct reader {
 	struct tree_index ix;  /* every node by (parent, name) */
 	struct data_rec *recs; /* by st_ino */
 	size_t nrecs, caprecs;
+	struct archive_input in; /* what A reads through */
+	bool utf8_names;       /* read under C.UTF-8: a zip (read_archive) */
 	char *entry;           /* the current entry's path as the archive gives it */
 	uint64_t meta;         /* metadata bytes of the entries applied (see count_meta) */
 };
@@ -763,11 +765,11 @@ static int may_replace(struct reader *r, struct node *n, mode_t mode)
 {
 	if (!n->parent && !S_ISDIR(mode))
 		return fail(r, "refused: the root must be a directory", EINVAL);
+	if (S_ISDIR(n->st.st_mode) && !S_ISDIR(mode) && n->nchildren)
+		return fail(r, "refused: it would replace a directory that is not empty", ENOTEMPTY);
 	if (is_zip(r) && !(S_ISDIR(mode) && S_ISDIR(n->st.st_mode)))
 		return fail(r, "refused: an earlier entry of the zip has this name (names are "
 			    "compared in Unicode NFC form, as libarchive gives them)", EEXIST);
-	if (S_ISDIR(n->st.st_mode) && !S_ISDIR(mode) && n->nchildren)
-		return fail(r, "refused: it would replace a directory that is not empty", ENOTEMPTY);
 	return 0;
 }
 
@@ -1036,6 +1038,12 @@ static int read_entries(struct reader *r)
 		}
 		free(r->entry);
 		r->entry = entry_string(archive_entry_pathname(e), archive_entry_pathname_utf8(e));
+		if (r->utf8_names && !is_zip(r)) {
+			rc = fail(r, "refused: taken for a zip, which mkstipple reads in a UTF-8 "
+				  "locale, but libarchive reads another format: its names would "
+				  "change", EINVAL);
+			break;
+		}
 		if (got == ARCHIVE_WARN && !conversion_warning(r)) {
 			rc = header_warned(r);
 			break;
@@ -1044,8 +1052,8 @@ static int read_entries(struct reader *r)
 			rc = got == ARCHIVE_WARN ? /* a conversion warning: checked above */
 			     fail(r, "a name marked UTF-8 that libarchive gives only in a UTF-8 "
 				  "locale, which mkstipple reads a zip in when it knows the zip "
-				  "as one beforehand (a file, or a stream that begins as a zip; "
-				  "not a compressed or self-extracting one on a stream)", EILSEQ) :
+				  "as one beforehand: not a compressed zip, nor one behind a "
+				  "self-extracting program on a pipe", EILSEQ) :
 			     fail(r, "an entry without a path", EINVAL);
 			break;
 		}
@@ -1071,25 +1079,27 @@ static int read_entries(struct reader *r)
  * unmarked zip names, and every name of the other formats, are their bytes. */
 static int read_archive(struct reader *r)
 {
-	struct archive_input in;
-	locale_t utf8, was = (locale_t)0;
-	int rc;
+	locale_t utf8 = (locale_t)0, was = (locale_t)0;
+	int rc = archive_input_init(&r->in, r->fd);
 
-	archive_input_init(&in, r->fd, r->seekable);
-	utf8 = archive_input_is_zip(&in) ? newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0) :
-					   (locale_t)0;
+	if (!rc && (r->utf8_names = archive_input_is_zip(&r->in)) &&
+	    !(utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0)))
+		return report_errno(r->name, errno, "a zip's names need the C.UTF-8 locale");
+	if (rc)
+		return report_errno(r->name, -rc, "reading");
 	if (utf8)
 		was = uselocale(utf8);
-	rc = archive_input_open(&in, &r->a);
+	rc = archive_input_open(&r->in, &r->a);
 	if (rc == -EINVAL)
 		not_an_archive(r);
+	else if (rc)
+		report_errno(r->name, -rc, "reading");
 	if (!rc)
 		rc = read_entries(r);
 	if (utf8) {
 		uselocale(was);
 		freelocale(utf8);
 	}
-	archive_input_free(&in);
 	return rc;
 }
 
@@ -1130,6 +1140,7 @@ int archive_tree(const char *path, const char *spool_dir, int64_t epoch,
 out:
 	if (r.a)
 		archive_read_free(r.a);
+	archive_input_free(&r.in);
 	free(r.entry);
 	tree_index_free(&r.ix);
 	free_recs(&r);

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Telling a zip before libarchive reads it (archive_open.h). libarchive caches the
+ * locale's charset at its first name conversion, so the locale must be right before the
+ * first header: the format has to be known from the input itself.
+ */
 #include "archive_open.h"
 
 #include <archive.h>
@@ -13,9 +18,17 @@
  * longest comment it may carry. */
 #define ZIP_END_REACH (22u + 65535u)
 
-void archive_input_init(struct archive_input *in, int fd, bool seekable)
+int archive_input_init(struct archive_input *in, int fd)
 {
-	*in = (struct archive_input){ .fd = fd, .seekable = seekable };
+	struct stat st;
+
+	*in = (struct archive_input){ .fd = fd };
+	if (fstat(fd, &st))
+		return -errno;
+	in->can_seek = S_ISREG(st.st_mode);
+	if (in->can_seek && (in->start = lseek(fd, 0, SEEK_CUR)) < 0)
+		return -errno;
+	return 0;
 }
 
 void archive_input_free(struct archive_input *in)
@@ -29,6 +42,26 @@ static bool zip_magic(const uint8_t *m, size_t len)
 {
 	return len >= 4 && m[0] == 'P' && m[1] == 'K' &&
 	       ((m[2] == 3 && m[3] == 4) || (m[2] == 5 && m[3] == 6));
+}
+
+/* Whether H is a tar header whose checksum holds, as libarchive's tar reader checks it:
+ * the bytes summed with the checksum field taken as spaces, against its octal value. */
+static bool tar_header(const uint8_t *h, size_t len)
+{
+	unsigned long sum = 0, want = 0;
+	size_t i;
+
+	if (len < ARCHIVE_OPEN_HEAD)
+		return false;
+	for (i = 0; i < ARCHIVE_OPEN_HEAD; i++)
+		sum += i >= 148 && i < 156 ? ' ' : h[i];
+	for (i = 148; i < 156 && h[i] == ' '; i++)
+		;
+	if (i == 156 || h[i] < '0' || h[i] > '7')
+		return false;
+	for (; i < 156 && h[i] >= '0' && h[i] <= '7'; i++)
+		want = want * 8 + (h[i] - '0');
+	return sum == want;
 }
 
 static ssize_t read_full(int fd, uint8_t *buf, size_t len)
@@ -47,21 +80,23 @@ static ssize_t read_full(int fd, uint8_t *buf, size_t len)
 	return (ssize_t)got;
 }
 
-/* Whether the last ZIP_END_REACH bytes of the file hold an end record's signature. */
-static bool ends_as_zip(int fd)
+/* Whether the last ZIP_END_REACH bytes of the input hold an end record's signature. */
+static bool ends_as_zip(const struct archive_input *in)
 {
 	static const uint8_t sig[4] = { 'P', 'K', 5, 6 };
 	struct stat st;
 	uint8_t *tail;
+	off_t size;
 	size_t len;
 	ssize_t n;
 	bool found;
 
-	if (fstat(fd, &st) || st.st_size < 22)
+	if (fstat(in->fd, &st) || st.st_size - in->start < 22)
 		return false;
-	len = st.st_size < ZIP_END_REACH ? (size_t)st.st_size : ZIP_END_REACH;
+	size = st.st_size - in->start;
+	len = size < ZIP_END_REACH ? (size_t)size : ZIP_END_REACH;
 	tail = malloc(len);
-	n = tail ? pread(fd, tail, len, st.st_size - (off_t)len) : -1;
+	n = tail ? pread(in->fd, tail, len, st.st_size - (off_t)len) : -1;
 	found = n == (ssize_t)len && memmem(tail, len, sig, sizeof(sig));
 	free(tail);
 	return found;
@@ -85,16 +120,15 @@ static struct archive *new_reader(void)
 	return a;
 }
 
-/* Whether libarchive, bidding with every format it is given, reads the file as a zip:
- * a tar whose last member is a zip ends as one too. The file is read again from its
- * start afterwards. */
-static bool bids_as_zip(int fd)
+/* Whether libarchive, bidding with every format, reads the input as a zip. The input is
+ * read again from its start afterwards. */
+static bool bids_as_zip(const struct archive_input *in)
 {
 	struct archive *a = new_reader();
 	struct archive_entry *e;
 	bool zip = false;
 
-	if (a && archive_read_open_fd(a, fd, ARCHIVE_OPEN_BLOCK) == ARCHIVE_OK) {
+	if (a && archive_read_open_fd(a, in->fd, ARCHIVE_OPEN_BLOCK) == ARCHIVE_OK) {
 		int got = archive_read_next_header(a, &e);
 
 		zip = (got == ARCHIVE_OK || got == ARCHIVE_WARN) &&
@@ -102,26 +136,33 @@ static bool bids_as_zip(int fd)
 	}
 	if (a)
 		archive_read_free(a);
-	return lseek(fd, 0, SEEK_SET) == 0 && zip;
+	return lseek(in->fd, in->start, SEEK_SET) == in->start && zip;
+}
+
+static bool file_is_zip(const struct archive_input *in)
+{
+	uint8_t m[4];
+	bool begins = pread(in->fd, m, sizeof(m), in->start) == (ssize_t)sizeof(m) &&
+		      zip_magic(m, sizeof(m));
+
+	return (begins || ends_as_zip(in)) && bids_as_zip(in);
+}
+
+static bool stream_is_zip(struct archive_input *in)
+{
+	ssize_t n = read_full(in->fd, in->head, sizeof(in->head));
+
+	in->head_len = n > 0 ? (size_t)n : 0;
+	return zip_magic(in->head, in->head_len) && !tar_header(in->head, in->head_len);
 }
 
 bool archive_input_is_zip(struct archive_input *in)
 {
-	uint8_t m[4];
-
-	if (in->seekable) {
-		if (pread(in->fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) && zip_magic(m, sizeof(m)))
-			return true;
-		return ends_as_zip(in->fd) && bids_as_zip(in->fd);
-	}
-	ssize_t n = read_full(in->fd, in->head, sizeof(in->head));
-
-	in->head_len = n > 0 ? (size_t)n : 0;
-	return zip_magic(in->head, in->head_len);
+	return in->can_seek ? file_is_zip(in) : stream_is_zip(in);
 }
 
 /* libarchive's read callback for a stream: the bytes read to tell its format, then the
- * rest. */
+ * rest. A block handed out stays valid until the next call, as libarchive asks. */
 static la_ssize_t read_stream(struct archive *a, void *arg, const void **buf)
 {
 	struct archive_input *in = arg;
@@ -150,7 +191,7 @@ int archive_input_open(struct archive_input *in, struct archive **out)
 	*out = a;
 	if (!a)
 		return -ENOMEM;
-	if (in->seekable || !in->head_len) {
+	if (in->can_seek || !in->head_len) {
 		got = archive_read_open_fd(a, in->fd, ARCHIVE_OPEN_BLOCK);
 	} else {
 		in->block = malloc(ARCHIVE_OPEN_BLOCK);

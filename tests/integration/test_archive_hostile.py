@@ -10,6 +10,7 @@ import io
 import os
 import resource
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -734,3 +735,57 @@ def test_zip_names_that_meet_are_refused(tmp_path, stipple):
     run([stipple, "extract", image, out], check=True)
     assert sorted(os.listdir(out)) == sorted(["d", nfc])
     assert (out / "d" / "f").read_bytes() == b"f\n"
+
+
+def test_zip_on_redirected_stdin_keeps_modes_and_links(tmp_path, stipple):
+    """Standard input redirected from a zip file can seek: libarchive reads the zip's
+    central directory there, as from the file, which holds the Unix modes and symlinks
+    (the local headers do not). Through a pipe the local headers are all there is."""
+    arc = tmp_path / "modes.zip"
+    run_info = zipfile.ZipInfo("bin/run")
+    run_info.external_attr = (stat.S_IFREG | 0o755) << 16
+    link_info = zipfile.ZipInfo("lnk")
+    link_info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    with zipfile.ZipFile(arc, "w") as z:
+        z.writestr(run_info, b"#!/bin/sh\n")
+        z.writestr(link_info, b"bin/run")
+    for way in ("file", "stdin"):
+        image = tmp_path / (way + ".stp")
+        if way == "file":
+            r = mkstipple(arc, image)
+        else:
+            with open(arc, "rb") as f:
+                r = subprocess.run([MKSTIPPLE, "--quiet", "-", image], stdin=f,
+                                   capture_output=True, errors="replace", timeout=60)
+        assert r.returncode == 0, (way, r.stderr)
+        out = tmp_path / ("out-" + way)
+        run([stipple, "extract", image, out], check=True)
+        assert stat.S_IMODE(os.lstat(out / "bin" / "run").st_mode) == 0o755, way
+        assert os.readlink(out / "lnk") == "bin/run", way
+
+
+def test_tar_named_like_a_zip_keeps_its_names(tmp_path, stipple):
+    """A tar whose first name begins with a zip's signature is a tar (its header's
+    checksum holds): read in the C locale, file or pipe, a name precomposed and the same
+    name with a combining accent stay two files."""
+    nfc = unicodedata.normalize("NFC", "caf\u00e9")
+    nfd = unicodedata.normalize("NFD", nfc)
+    arc = tmp_path / "pk.tar"
+    with tarfile.open(arc, "w", format=tarfile.PAX_FORMAT) as t:
+        for name, data in (("PK\x03\x04lead", b"x"), (nfc, b"nfc"), (nfd, b"nfd")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    assert arc.read_bytes()[:4] == b"PK\x03\x04"
+    for way in ("file", "pipe"):
+        image = tmp_path / (way + ".stp")
+        if way == "file":
+            r = mkstipple(arc, image)
+        else:
+            r = subprocess.run(["sh", "-c", 'cat "$0" | "$1" --quiet - "$2"', arc, MKSTIPPLE,
+                                image], capture_output=True, errors="replace", timeout=60)
+        assert r.returncode == 0, (way, r.stderr)
+        out = tmp_path / ("out-" + way)
+        assert extracted_names(stipple, image, out) == {
+            b"PK\x03\x04lead", nfc.encode(), nfd.encode()}, way
+        assert (out / nfd).read_bytes() == b"nfd", way
