@@ -757,10 +757,10 @@ static bool is_zip(const struct reader *r)
 
 /* N, already in the tree, is about to take a new entry of type MODE. A tar or cpio entry
  * replaces an earlier one of its name, as tar and cpio extract them (an appended update).
- * A zip's entries are a directory, not a log: two files of one name there are a damaged
- * or crafted zip, or two spellings of one Unicode name, which libarchive gives in NFC
- * form (read_archive), and either way one would be lost. A directory entry may meet a
- * directory: it brings attributes only. */
+ * A zip's entries are a directory, not a log: two entries of one name there are a
+ * damaged or crafted zip, or two spellings of one Unicode name, which libarchive gives in
+ * NFC form (read_archive), and one would be lost. Taken are a directory over a directory
+ * (attributes only) and, checked by zip_file_again, the same file given twice. */
 static int may_replace(struct reader *r, struct node *n, mode_t mode)
 {
 	if (!n->parent && !S_ISDIR(mode))
@@ -841,6 +841,52 @@ static int count_meta(struct reader *r, const struct node *n, int hard_link)
 	return charge_meta(r, bytes);
 }
 
+/* Whether the spool holds the same bytes at A and B. */
+static int same_spooled(const struct reader *r, const struct data_rec *a,
+			const struct data_rec *b)
+{
+	uint8_t x[16384], y[sizeof(x)];
+
+	if (a->size != b->size || !a->in_spool || !b->in_spool)
+		return 0;
+	for (uint64_t at = 0; at < a->size; at += sizeof(x)) {
+		size_t len = a->size - at < sizeof(x) ? (size_t)(a->size - at) : sizeof(x);
+		int rc = stp_pread_full(r->spool_fd, x, len, a->off + at);
+
+		if (!rc)
+			rc = stp_pread_full(r->spool_fd, y, len, b->off + at);
+		if (rc)
+			return spool_fail(r, -rc);
+		if (memcmp(x, y, len))
+			return 0;
+	}
+	return 1;
+}
+
+/* A zip's regular file N named again by entry E (Gradle's zips before 7 repeat files
+ * two sources give): taken, as nothing then, when its bytes and mode are N's; else
+ * refused as may_replace refuses. The bytes are spooled to compare, then given back. */
+static int zip_file_again(struct reader *r, struct archive_entry *e, struct node *n)
+{
+	struct data_rec again = { 0 };
+	int rc = spool_data(r, e, &again), same;
+
+	if (rc)
+		return rc;
+	same = (archive_entry_mode(e) & (S_IFMT | 07777)) == n->st.st_mode ?
+	       same_spooled(r, &r->recs[n->st.st_ino], &again) : 0;
+	if (same < 0)
+		return same;
+	if (!same)
+		return fail(r, "refused: an earlier entry of the zip has this name, with other "
+			    "bytes or mode (names are compared in Unicode NFC form, as libarchive "
+			    "gives them)", EEXIST);
+	if (ftruncate(r->spool_fd, (off_t)again.off))
+		return spool_fail(r, errno);
+	r->spool_end = again.off;
+	return 0;
+}
+
 static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 {
 	const char *hl = archive_entry_hardlink(e) ? archive_entry_hardlink(e) :
@@ -864,6 +910,8 @@ static int apply_entry(struct reader *r, struct archive_entry *e, char *path)
 	n = lookup(r, path);
 	if (n && n == target)
 		return 0; /* a link to itself changes nothing */
+	if (n && is_zip(r) && S_ISREG(mode) && S_ISREG(n->st.st_mode))
+		return zip_file_again(r, e, n);
 	if (!n) {
 		rc = parent_of(r, path, &dir);
 		if (!rc)

@@ -720,7 +720,20 @@ def test_zip_names_that_meet_are_refused(tmp_path, stipple):
         assert r.returncode == 1, (arc, r.stderr)
         assert f"{arc}: {shown}: refused: an earlier entry of the zip has this name" in r.stderr, r.stderr
         assert not image.exists()
-    # a directory named twice, and after a file beneath it: one directory, every file
+    # the same bytes under another mode lose the mode: refused too
+    arc = tmp_path / "modes.zip"
+    with warnings.catch_warnings(), zipfile.ZipFile(arc, "w") as z:
+        warnings.simplefilter("ignore")
+        for mode in (0o644, 0o755):
+            info = zipfile.ZipInfo("bin/tool")
+            info.external_attr = (stat.S_IFREG | mode) << 16
+            z.writestr(info, b"same\n")
+    r = mkstipple(arc, tmp_path / "modes.stp")
+    assert r.returncode == 1 and "bin/tool: refused: an earlier entry" in r.stderr, r.stderr
+    assert not (tmp_path / "modes.stp").exists()
+    # a directory named twice, and after a file beneath it: one directory, every file;
+    # a file given twice with the same bytes and mode (Gradle's duplicates): one file
+    big = os.urandom(100000)
     arc = tmp_path / "dirs.zip"
     with warnings.catch_warnings(), zipfile.ZipFile(arc, "w") as z:
         warnings.simplefilter("ignore")
@@ -728,13 +741,20 @@ def test_zip_names_that_meet_are_refused(tmp_path, stipple):
         z.writestr("d/", b"")
         z.writestr("d/", b"")
         z.writestr(nfc, b"composed\n")
+        z.writestr("d/big", big)
+        z.writestr("d/big", big)
+        z.writestr("d/empty", b"")
+        z.writestr("d/empty", b"")
     image = tmp_path / "dirs.stp"
     r = mkstipple(arc, image)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
     run([stipple, "extract", image, out], check=True)
     assert sorted(os.listdir(out)) == sorted(["d", nfc])
+    assert sorted(os.listdir(out / "d")) == ["big", "empty", "f"]
     assert (out / "d" / "f").read_bytes() == b"f\n"
+    assert (out / "d" / "big").read_bytes() == big
+    assert (out / "d" / "empty").read_bytes() == b""
 
 
 def test_zip_on_redirected_stdin_keeps_modes_and_links(tmp_path, stipple):
