@@ -760,7 +760,9 @@ static bool is_zip(const struct reader *r)
  * A zip's entries are a directory, not a log: two entries of one name there are a
  * damaged or crafted zip, or two spellings of one Unicode name, which libarchive gives in
  * NFC form (read_archive), and one would be lost. Taken are a directory over a directory
- * (attributes only) and, checked by zip_file_again, the same file given twice. */
+ * (attributes only) and, checked by zip_file_again, the same file given twice, which
+ * two spellings with the same bytes and mode are too (a lone spelling comes in NFC as
+ * well). */
 static int may_replace(struct reader *r, struct node *n, mode_t mode)
 {
 	if (!n->parent && !S_ISDIR(mode))
@@ -841,7 +843,8 @@ static int count_meta(struct reader *r, const struct node *n, int hard_link)
 	return charge_meta(r, bytes);
 }
 
-/* Whether the spool holds the same bytes at A and B. */
+/* 1 when the spool holds the same bytes at A and B, 0 when not, -errno when it cannot be
+ * read (reported). */
 static int same_spooled(const struct reader *r, const struct data_rec *a,
 			const struct data_rec *b)
 {
@@ -855,8 +858,11 @@ static int same_spooled(const struct reader *r, const struct data_rec *a,
 
 		if (!rc)
 			rc = stp_pread_full(r->spool_fd, y, len, b->off + at);
-		if (rc)
-			return spool_fail(r, -rc);
+		if (rc) {
+			report_error(r->spool_dir, "reading the spool for %s: %s", r->name,
+				     strerror(-rc));
+			return rc;
+		}
 		if (memcmp(x, y, len))
 			return 0;
 	}
@@ -865,7 +871,8 @@ static int same_spooled(const struct reader *r, const struct data_rec *a,
 
 /* A zip's regular file N named again by entry E (Gradle's zips before 7 repeat files
  * two sources give): taken, as nothing then, when its bytes and mode are N's; else
- * refused as may_replace refuses. The bytes are spooled to compare, then given back. */
+ * refused as may_replace refuses. The bytes are spooled to compare, then given back.
+ * Returns 0 or -errno (reported). */
 static int zip_file_again(struct reader *r, struct archive_entry *e, struct node *n)
 {
 	struct data_rec again = { 0 };

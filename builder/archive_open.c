@@ -37,31 +37,48 @@ void archive_input_free(struct archive_input *in)
 	in->block = NULL;
 }
 
-/* A local header, or the end record of an empty zip. */
+/* The signatures libarchive's streaming zip reader bids on (3.6): a local header, the
+ * central directory, the end records, a data descriptor, a split archive's marker. */
 static bool zip_magic(const uint8_t *m, size_t len)
 {
-	return len >= 4 && m[0] == 'P' && m[1] == 'K' &&
-	       ((m[2] == 3 && m[3] == 4) || (m[2] == 5 && m[3] == 6));
+	static const char pairs[][2] = { { 1, 2 }, { 3, 4 }, { 5, 6 }, { 6, 6 }, { 7, 8 },
+					 { '0', '0' } };
+
+	if (len < 4 || m[0] != 'P' || m[1] != 'K')
+		return false;
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+		if (m[2] == pairs[i][0] && m[3] == pairs[i][1])
+			return true;
+	return false;
 }
 
+#define TAR_SUM_AT 148
+#define TAR_SUM_LEN 8
+
 /* Whether H is a tar header whose checksum holds, as libarchive's tar reader checks it:
- * the bytes summed with the checksum field taken as spaces, against its octal value. */
+ * the field only spaces, NULs and octal digits, its value the sum of the header's bytes
+ * (the field counted as spaces) taken unsigned or, as some old tars wrote it, signed. */
 static bool tar_header(const uint8_t *h, size_t len)
 {
-	unsigned long sum = 0, want = 0;
+	long usum = 0, ssum = 0, want = 0;
 	size_t i;
 
 	if (len < ARCHIVE_OPEN_HEAD)
 		return false;
-	for (i = 0; i < ARCHIVE_OPEN_HEAD; i++)
-		sum += i >= 148 && i < 156 ? ' ' : h[i];
-	for (i = 148; i < 156 && h[i] == ' '; i++)
+	for (i = TAR_SUM_AT; i < TAR_SUM_AT + TAR_SUM_LEN; i++)
+		if (h[i] != ' ' && h[i] && (h[i] < '0' || h[i] > '7'))
+			return false;
+	for (i = TAR_SUM_AT; i < TAR_SUM_AT + TAR_SUM_LEN && h[i] == ' '; i++)
 		;
-	if (i == 156 || h[i] < '0' || h[i] > '7')
-		return false;
-	for (; i < 156 && h[i] >= '0' && h[i] <= '7'; i++)
+	for (; i < TAR_SUM_AT + TAR_SUM_LEN && h[i] >= '0' && h[i] <= '7'; i++)
 		want = want * 8 + (h[i] - '0');
-	return sum == want;
+	for (i = 0; i < ARCHIVE_OPEN_HEAD; i++) {
+		bool field = i >= TAR_SUM_AT && i < TAR_SUM_AT + TAR_SUM_LEN;
+
+		usum += field ? ' ' : h[i];
+		ssum += field ? ' ' : (int8_t)h[i];
+	}
+	return want == usum || want == ssum;
 }
 
 static ssize_t read_full(int fd, uint8_t *buf, size_t len)

@@ -4,13 +4,15 @@
  * reads, and whether the archive is a zip, which archive_in.c reads under C.UTF-8 (a
  * zip's names marked UTF-8 come from libarchive only in a UTF-8 locale).
  *
- * An input that can seek (a regular file, standard input redirected from one included,
- * read from where its descriptor stands) is a zip when libarchive, bidding with every
- * format mkstipple reads, takes it for one; it bids only when the input begins as a zip
- * or ends as one (a self-extracting program before it), since a tar whose first name
+ * An input that can seek (a regular file, standard input redirected from one included)
+ * is read from where its descriptor stands, but a zip's directory there is followed where
+ * it points, before that too, as in a file behind a self-extracting program. It is a zip
+ * when libarchive, bidding with every format mkstipple reads, takes it for one; it bids
+ * only when the input begins as a zip or ends as one, since a tar whose first name
  * begins with a zip's signature, or whose last member is a zip, is still a tar. A stream
- * that cannot seek (a pipe) is a zip when its first bytes are a zip's signature and not
- * a tar header; they are read to tell, and given back to libarchive ahead of the rest.
+ * that cannot seek (a pipe) is a zip when its first bytes are a signature libarchive's
+ * streaming zip reader takes and not a tar header; they are read to tell, and given back
+ * to libarchive ahead of the rest.
  *
  * Not thread-safe; one input per archive read.
  */
@@ -36,7 +38,8 @@ struct archive_input {
 	uint8_t *block;		/* a stream's reads, ARCHIVE_OPEN_BLOCK bytes */
 };
 
-/* An input reading FD, which is read from where it stands. Returns 0 or -errno (lseek). */
+/* An input reading FD, which is read from where it stands. Returns 0 or -errno (fstat,
+ * lseek). */
 int archive_input_init(struct archive_input *in, int fd);
 
 /* Whether the input is a zip, as above. Call it before archive_input_open, once. A read
