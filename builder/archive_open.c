@@ -156,13 +156,24 @@ static bool bids_as_zip(const struct archive_input *in)
 	return lseek(in->fd, in->start, SEEK_SET) == in->start && zip;
 }
 
+/* A zip's signature that is not a tar header: no other format libarchive is given here
+ * begins as a zip does, and only a tar's first bytes are a name, which may be anything. */
+static bool begins_as_zip(const uint8_t *head, size_t len)
+{
+	return zip_magic(head, len) && !tar_header(head, len);
+}
+
+/* A file that begins as a zip is one (its first bytes tell, as a stream's do); one that
+ * only ends as one is a zip behind a program, or a tar whose last member is a zip, which
+ * only libarchive's bid tells apart. */
 static bool file_is_zip(const struct archive_input *in)
 {
-	uint8_t m[4];
-	bool begins = pread(in->fd, m, sizeof(m), in->start) == (ssize_t)sizeof(m) &&
-		      zip_magic(m, sizeof(m));
+	uint8_t head[ARCHIVE_OPEN_HEAD];
+	ssize_t n = pread(in->fd, head, sizeof(head), in->start);
 
-	return (begins || ends_as_zip(in)) && bids_as_zip(in);
+	if (n > 0 && zip_magic(head, (size_t)n))
+		return begins_as_zip(head, (size_t)n);
+	return ends_as_zip(in) && bids_as_zip(in);
 }
 
 static bool stream_is_zip(struct archive_input *in)
@@ -170,7 +181,7 @@ static bool stream_is_zip(struct archive_input *in)
 	ssize_t n = read_full(in->fd, in->head, sizeof(in->head));
 
 	in->head_len = n > 0 ? (size_t)n : 0;
-	return zip_magic(in->head, in->head_len) && !tar_header(in->head, in->head_len);
+	return begins_as_zip(in->head, in->head_len);
 }
 
 bool archive_input_is_zip(struct archive_input *in)

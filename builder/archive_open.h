@@ -6,13 +6,13 @@
  *
  * An input that can seek (a regular file, standard input redirected from one included)
  * is read from where its descriptor stands, but a zip's directory there is followed where
- * it points, before that too, as in a file behind a self-extracting program. It is a zip
- * when libarchive, bidding with every format mkstipple reads, takes it for one; it bids
- * only when the input begins as a zip or ends as one, since a tar whose first name
- * begins with a zip's signature, or whose last member is a zip, is still a tar. A stream
- * that cannot seek (a pipe) is a zip when its first bytes are a signature libarchive's
- * streaming zip reader takes and not a tar header; they are read to tell, and given back
- * to libarchive ahead of the rest.
+ * it points, before that too, as in a file behind a self-extracting program. Any input
+ * is a zip when its first bytes are a signature libarchive's zip reader takes and not a
+ * tar header (a tar's first name may begin with a zip's signature); a stream that cannot
+ * seek (a pipe) is read to tell, and those bytes are given back to libarchive ahead of
+ * the rest. A file that only ends as a zip is one when libarchive, bidding with every
+ * format mkstipple reads, takes it for one: a zip behind a program, not a tar whose last
+ * member is a zip.
  *
  * Not thread-safe; one input per archive read.
  */
